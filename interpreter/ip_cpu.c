@@ -1,0 +1,392 @@
+/* ip_cpu.c -- CPU executor: one thread per (rank, tb), bounded FIFO slots per
+ * connection, cross-tb dependencies per tile, exact deadlock detection. */
+#include "ip_cpu.h"
+#include "ip_post.h"
+#include "ir_check.h"
+#include "ir_geom.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One direction of one (sender tb, receiver tb) connection. */
+typedef struct conn {
+  unsigned char *data;     /* nslots * slot_bytes */
+  int64_t head, tail;      /* messages put / taken */
+} conn;
+
+typedef struct exec exec;
+
+typedef struct tbx {
+  exec *x;
+  int r, t;
+  const ir_tb *tb;
+  conn *in, *out;          /* recv / send connection, NULL if none */
+  int64_t done;            /* steps completed, over all tiles */
+  int64_t seen_epoch;      /* see wait() */
+  char waiting[200];
+  pthread_t th;
+  unsigned char *tmp;      /* one message worth of elements */
+} tbx;
+
+struct exec {
+  const ir_prog *p;
+  const ip_cpu_opts *o;
+  ir_geom *geom;           /* per rank */
+  unsigned char **in, **out, **scr;   /* per rank buffer bases */
+  tbx **tbs;               /* [rank][tb] */
+  int esize, nslots;
+  int64_t tile, ntiles, slot_bytes;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int64_t epoch;           /* bumped on every state change */
+  int sleepers, alive;     /* threads that found nothing to do since the last change */
+  int stop;                /* 1: deadlock, give up */
+  int64_t steps, messages, bytes;
+};
+
+static void *buf_of(exec *x, int r, int b) {
+  return b == IR_BUF_INPUT ? x->in[r] : b == IR_BUF_OUTPUT ? x->out[r] : x->scr[r];
+}
+
+/* Waits (mutex held) while `ready` is false.  A thread that finds its
+ * condition false and has not looked since the last state change counts
+ * as a sleeper; when every live thread is a sleeper nobody can make
+ * progress: that is a deadlock.  Returns 0 when the run must stop. */
+static int wait_until(exec *x, tbx *me, int (*ready)(exec *, tbx *, void *), void *arg) {
+  while (!ready(x, me, arg)) {
+    if (x->stop) return 0;
+    if (me->seen_epoch != x->epoch) {
+      me->seen_epoch = x->epoch;
+      x->sleepers++;
+    }
+    if (x->sleepers >= x->alive) {
+      x->stop = 1;
+      pthread_cond_broadcast(&x->cv);
+      return 0;
+    }
+    pthread_cond_wait(&x->cv, &x->mu);
+  }
+  me->waiting[0] = 0;
+  return !x->stop;
+}
+
+static void changed(exec *x) {
+  x->epoch++;
+  x->sleepers = 0;
+  pthread_cond_broadcast(&x->cv);
+}
+
+typedef struct stepwait { const ir_step *st; int64_t tile; } stepwait;
+
+static int step_ready(exec *x, tbx *me, void *arg) {
+  stepwait *w = arg;
+  const ir_step *st = w->st;
+  unsigned fl = ir_op_flags[st->op];
+  if (st->depid >= 0) {
+    tbx *d = &x->tbs[me->r][st->depid];
+    int64_t need = w->tile * d->tb->nsteps + st->deps + 1;
+    if (d->done < need) {
+      snprintf(me->waiting, sizeof me->waiting, "waiting for tb %d step %d (tile %lld) to signal",
+               st->depid, st->deps, (long long)w->tile);
+      return 0;
+    }
+  }
+  if ((fl & IR_F_RECV) && me->in->head == me->in->tail) {
+    snprintf(me->waiting, sizeof me->waiting, "waiting for a message from rank %d on channel %d",
+             me->tb->recv, me->tb->chan);
+    return 0;
+  }
+  if ((fl & IR_F_SEND) && me->out->head - me->out->tail >= x->nslots) {
+    snprintf(me->waiting, sizeof me->waiting, "waiting for a free slot to rank %d on channel %d (all %d full)",
+             me->tb->send, me->tb->chan, x->nslots);
+    return 0;
+  }
+  return 1;
+}
+
+/* Copies the tile-`t` piece of chunks [off, off+cnt) of buffer b into msg
+ * (len elements per chunk), zero past each chunk's valid length. */
+static void gather(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, unsigned char *msg) {
+  const ir_geom *g = &x->geom[r];
+  unsigned char *base = buf_of(x, r, b);
+  for (int j = 0; j < cnt; j++) {
+    int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
+    valid = valid < 0 ? 0 : valid > len ? len : valid;
+    unsigned char *dst = msg + (size_t)j * len * x->esize;
+    memcpy(dst, base + (ir_geom_off(g, b, off + j) + t * x->tile) * x->esize, valid * x->esize);
+    memset(dst + valid * x->esize, 0, (len - valid) * x->esize);
+  }
+}
+
+/* The inverse: writes msg into the valid part of the chunks. */
+static void scatter(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, const unsigned char *msg) {
+  const ir_geom *g = &x->geom[r];
+  unsigned char *base = buf_of(x, r, b);
+  for (int j = 0; j < cnt; j++) {
+    int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
+    valid = valid < 0 ? 0 : valid > len ? len : valid;
+    memcpy(base + (ir_geom_off(g, b, off + j) + t * x->tile) * x->esize,
+           msg + (size_t)j * len * x->esize, valid * x->esize);
+  }
+}
+
+/* Executes one step for tile t.  Called without the mutex: the slots it
+ * touches belong to it until head/tail move. */
+static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
+  unsigned fl = ir_op_flags[st->op];
+  int64_t len = x->geom[me->r].cap - t * x->tile;
+  len = len > x->tile ? x->tile : len;
+  size_t n = (size_t)st->cnt * len;
+  unsigned char *in = (fl & IR_F_RECV) ? me->in->data + (me->in->tail % x->nslots) * x->slot_bytes : NULL;
+  unsigned char *out = (fl & IR_F_SEND) ? me->out->data + (me->out->head % x->nslots) * x->slot_bytes : NULL;
+  unsigned char *res = out ? out : me->tmp;   /* where the step's value is built */
+  ip_redop op = x->o->op;
+  switch (st->op) {
+  case IR_OP_NOP: return;
+  case IR_OP_SEND: case IR_OP_COPY:
+    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
+    break;
+  case IR_OP_RECV: case IR_OP_RCS:
+    memcpy(res, in, n * x->esize);
+    break;
+  case IR_OP_RRC: case IR_OP_RRS: case IR_OP_RRCS:
+    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
+    ip_reduce(x->o->dtype, op, res, in, res, n);
+    break;
+  case IR_OP_REDUCE: {
+    unsigned char *cur = me->tmp + n * x->esize;
+    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
+    gather(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, cur);
+    ip_reduce(x->o->dtype, op, res, cur, res, n);
+    break;
+  }
+  default: return;
+  }
+  if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
+}
+
+static void *tb_main(void *arg) {
+  tbx *me = arg;
+  exec *x = me->x;
+  const ir_tb *tb = me->tb;
+  pthread_mutex_lock(&x->mu);
+  for (int64_t t = 0; t < x->ntiles && !x->stop; t++) {
+    for (int s = 0; s < tb->nsteps; s++) {
+      const ir_step *st = &tb->steps[s];
+      stepwait w = {st, t};
+      if (!wait_until(x, me, step_ready, &w)) {
+        if (!me->waiting[0]) snprintf(me->waiting, sizeof me->waiting, "stopped");
+        char head[96];
+        snprintf(head, sizeof head, "rank %d tb %d step %d (%s) tile %lld: ", me->r, me->t, s,
+                 ir_op_xml[st->op], (long long)t);
+        memmove(me->waiting + strlen(head), me->waiting,
+                strnlen(me->waiting, sizeof me->waiting - strlen(head) - 1) + 1);
+        memcpy(me->waiting, head, strlen(head));
+        goto out;
+      }
+      pthread_mutex_unlock(&x->mu);
+      run_step(x, me, st, t);
+      pthread_mutex_lock(&x->mu);
+      unsigned fl = ir_op_flags[st->op];
+      if (fl & IR_F_RECV) me->in->tail++;
+      if (fl & IR_F_SEND) {
+        me->out->head++;
+        x->messages++;
+        int64_t len = x->geom[me->r].cap - t * x->tile;
+        x->bytes += (int64_t)st->cnt * (len > x->tile ? x->tile : len) * x->esize;
+      }
+      me->done++;
+      x->steps++;
+      changed(x);
+    }
+  }
+out:
+  x->alive--;
+  if (!x->stop && x->alive > 0 && x->sleepers >= x->alive) x->stop = 1;
+  pthread_cond_broadcast(&x->cv);
+  pthread_mutex_unlock(&x->mu);
+  return NULL;
+}
+
+static void exec_free(exec *x) {
+  const ir_prog *p = x->p;
+  for (int r = 0; r < p->ngpus; r++) {
+    if (x->tbs && x->tbs[r]) {
+      for (int t = 0; t < p->gpus[r].ntbs; t++) {
+        tbx *b = &x->tbs[r][t];
+        if (b->out) free(b->out->data);
+        free(b->out);
+        free(b->tmp);
+      }
+      free(x->tbs[r]);
+    }
+    if (x->scr) free(x->scr[r]);
+  }
+  free(x->tbs);
+  free(x->scr);
+  free(x->geom);
+  pthread_mutex_destroy(&x->mu);
+  pthread_cond_destroy(&x->cv);
+}
+
+/* Builds threads' state and connections.  Each tb owns its outgoing
+ * connection; the receiver's `in` points at the sender's `out`. */
+static bt_result exec_setup(exec *x, rt_diag *diag) {
+  const ir_prog *p = x->p;
+  int maxcnt = 1;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+  x->slot_bytes = (int64_t)maxcnt * x->tile * x->esize;
+  x->tbs = calloc(p->ngpus, sizeof *x->tbs);
+  x->scr = calloc(p->ngpus, sizeof *x->scr);
+  if (!x->tbs || !x->scr) return BT_ERR_NOMEM;
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    x->scr[r] = calloc(x->geom[r].elems[IR_BUF_SCRATCH] + 1, x->esize);
+    x->tbs[r] = calloc(g->ntbs + 1, sizeof(tbx));
+    if (!x->scr[r] || !x->tbs[r]) return BT_ERR_NOMEM;
+    for (int t = 0; t < g->ntbs; t++) {
+      tbx *b = &x->tbs[r][t];
+      b->x = x; b->r = r; b->t = t; b->tb = &g->tbs[t];
+      b->seen_epoch = -1;
+      b->tmp = malloc(2 * x->slot_bytes);
+      if (!b->tmp) return BT_ERR_NOMEM;
+      if (b->tb->send >= 0) {
+        b->out = calloc(1, sizeof *b->out);
+        if (!b->out) return BT_ERR_NOMEM;
+        b->out->data = malloc(x->nslots * x->slot_bytes);
+        if (!b->out->data) return BT_ERR_NOMEM;
+      }
+    }
+  }
+  ir_peers pe;
+  CHECK(ir_peers_build(p, &pe));
+  bt_result res = BT_OK;
+  for (int r = 0; r < p->ngpus && !res; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      if (tb->recv < 0) continue;
+      int u = pe.recv_tb[r][t];
+      if (u < 0) {  /* ir_check allows it only when the tb never receives */
+        static conn none;
+        x->tbs[r][t].in = &none;
+        continue;
+      }
+      x->tbs[r][t].in = x->tbs[tb->recv][u].out;
+    }
+  ir_peers_free(&pe);
+  (void)diag;
+  return res;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
+  memset(rep, 0, sizeof *rep);
+  int inplace = o->inplace < 0 ? p->inplace : o->inplace;
+  if (inplace && !p->inplace) {
+    rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  if (o->count < 1) {
+    rt_diag_add(diag, "%s: count must be at least 1", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  if (p->coll == IR_COLL_CUSTOM && !o->expect) {
+    rt_diag_add(diag, "%s: a custom collective needs --expect to say what its result must be", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  exec x;
+  memset(&x, 0, sizeof x);
+  pthread_mutex_init(&x.mu, NULL);
+  pthread_cond_init(&x.cv, NULL);
+  x.p = p;
+  x.o = o;
+  x.esize = ip_dtype_size[o->dtype];
+  x.nslots = o->slots > 0 ? o->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  if (x.nslots < 1) x.nslots = 1;
+  bt_result res = BT_OK;
+  post_bufs pb;
+  memset(&pb, 0, sizeof pb);
+  x.geom = calloc(p->ngpus, sizeof *x.geom);
+  if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
+  for (int r = 0; r < p->ngpus; r++)
+    if (ir_geom_init(&x.geom[r], p, r, o->count, ir_prog_aliased(p, inplace))) {
+      rt_diag_add(diag, "%s: chunk counts do not fit the collective (run ir_check)", ir_prog_where(p));
+      res = BT_ERR_INVALID;
+      goto out;
+    }
+  int64_t tile = o->tile > 0 ? o->tile : rt_param_int(RT_PARAM_EXEC_TILE);
+  x.tile = tile > 0 && tile < x.geom[0].cap ? tile : x.geom[0].cap;
+  if (x.tile < 1) x.tile = 1;
+  x.ntiles = ir_geom_ntiles(&x.geom[0], x.tile);
+  CHECK_GOTO(post_setup(&pb, p, o, x.geom, inplace, diag), res, out);
+  x.in = pb.prog_in;
+  x.out = pb.prog_out;
+  CHECK_GOTO(exec_setup(&x, diag), res, out);
+
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  double t0 = now();
+  int started = 0;
+  pthread_mutex_lock(&x.mu);
+  x.alive = (int)ir_prog_ntbs(p);
+  pthread_mutex_unlock(&x.mu);
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      if (pthread_create(&x.tbs[r][t].th, &attr, tb_main, &x.tbs[r][t])) {
+        /* Threads that never start count as stuck: stop the others. */
+        pthread_mutex_lock(&x.mu);
+        x.stop = 1;
+        x.alive -= (int)ir_prog_ntbs(p) - started;
+        pthread_cond_broadcast(&x.cv);
+        pthread_mutex_unlock(&x.mu);
+        rt_diag_add(diag, "cannot start thread %d of %ld", started, ir_prog_ntbs(p));
+        res = BT_ERR_SYSTEM;
+        goto join;
+      }
+      started++;
+    }
+join:
+  for (int r = 0, k = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs && k < started; t++, k++)
+      pthread_join(x.tbs[r][t].th, NULL);
+  pthread_attr_destroy(&attr);
+  rep->seconds = now() - t0;
+  rep->threads = started;
+  rep->ntiles = x.ntiles;
+  rep->steps = x.steps;
+  rep->messages = x.messages;
+  rep->bytes = x.bytes;
+  if (res) goto out;
+  if (x.stop) {
+    int stuck = 0;
+    for (int r = 0; r < p->ngpus; r++)
+      for (int t = 0; t < p->gpus[r].ntbs; t++) stuck += x.tbs[r][t].waiting[0] != 0;
+    rt_diag_add(diag, "%s: deadlock: no thread block can make progress (%d of %ld are stuck)",
+                ir_prog_where(p), stuck, ir_prog_ntbs(p));
+    for (int r = 0; r < p->ngpus; r++)
+      for (int t = 0; t < p->gpus[r].ntbs; t++)
+        if (x.tbs[r][t].waiting[0]) rt_diag_add(diag, "  %s", x.tbs[r][t].waiting);
+    res = BT_ERR_DEADLOCK;
+    goto out;
+  }
+  post_finish(&pb, p, o, x.geom);
+  res = post_check(&pb, p, o, x.geom, inplace, &rep->checked, diag);
+out:
+  post_free(&pb, p);
+  exec_free(&x);
+  return res;
+}

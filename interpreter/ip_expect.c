@@ -1,0 +1,211 @@
+/* ip_expect.c -- a tiny expression language for custom postconditions. */
+#include "ip_expect.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BIN };
+typedef struct node { int kind, op; long long v; int a, b; } node;
+
+typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; } rule;
+
+struct ip_expect {
+  node *nodes; int nnodes, capnodes;
+  rule *rules; int nrules;
+};
+
+typedef struct parser {
+  const char *s, *p;
+  ip_expect *e;
+  rt_diag *diag;
+  int failed;
+} parser;
+
+static void fail(parser *ps, const char *what) {
+  if (ps->failed) return;
+  ps->failed = 1;
+  const char *near = ps->p;
+  while (*near == ' ') near++;
+  rt_diag_add(ps->diag, "--expect:%d: %s near '%.12s'", (int)(ps->p - ps->s) + 1, what,
+              *near ? near : "end of text");
+}
+
+static void skip(parser *ps) { while (isspace((unsigned char)*ps->p)) ps->p++; }
+
+static int accept(parser *ps, const char *tok) {
+  skip(ps);
+  size_t n = strlen(tok);
+  if (strncmp(ps->p, tok, n)) return 0;
+  /* "if" must not be the start of a longer word */
+  if (isalpha((unsigned char)tok[0]) && isalnum((unsigned char)ps->p[n])) return 0;
+  ps->p += n;
+  return 1;
+}
+
+static void expect(parser *ps, const char *tok) {
+  if (!accept(ps, tok)) {
+    char m[64];
+    snprintf(m, sizeof m, "expected '%s'", tok);
+    fail(ps, m);
+  }
+}
+
+static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
+  ip_expect *e = ps->e;
+  if (e->nnodes == e->capnodes) {
+    int cap = e->capnodes ? 2 * e->capnodes : 32;
+    node *n = realloc(e->nodes, cap * sizeof *n);
+    if (!n) { fail(ps, "out of memory"); return 0; }
+    e->nodes = n; e->capnodes = cap;
+  }
+  e->nodes[e->nnodes] = (node){kind, op, v, a, b};
+  return e->nnodes++;
+}
+
+static int parse_or(parser *ps);
+
+static int parse_primary(parser *ps) {
+  skip(ps);
+  if (ps->failed) return 0;
+  if (isdigit((unsigned char)*ps->p)) {
+    char *end;
+    long long v = strtoll(ps->p, &end, 10);
+    ps->p = end;
+    return add_node(ps, N_NUM, 0, v, 0, 0);
+  }
+  static const char vars[] = "rcnk";
+  if (*ps->p && strchr(vars, *ps->p) && !isalnum((unsigned char)ps->p[1])) {
+    int v = (int)(strchr(vars, *ps->p) - vars);
+    ps->p++;
+    return add_node(ps, N_VAR, 0, v, 0, 0);
+  }
+  if (accept(ps, "(")) { int x = parse_or(ps); expect(ps, ")"); return x; }
+  if (accept(ps, "-")) return add_node(ps, N_NEG, 0, 0, parse_primary(ps), 0);
+  if (accept(ps, "!")) return add_node(ps, N_NOT, 0, 0, parse_primary(ps), 0);
+  fail(ps, "expected a number, r, c, n, k or '('");
+  return 0;
+}
+
+/* Binary levels from loosest to tightest; each lists its operators, the
+ * longer spellings first so that "<=" is not read as "<". */
+static const char *const levels[][7] = {
+  {"||"}, {"&&"}, {"==", "!=", "<=", ">=", "<", ">"}, {"+", "-"}, {"*", "/", "%"},
+};
+enum { NLEVELS = sizeof levels / sizeof levels[0] };
+static const char *const all_ops[] = {"||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%"};
+
+static int op_index(const char *tok) {
+  for (int i = 0; i < (int)(sizeof all_ops / sizeof all_ops[0]); i++)
+    if (!strcmp(all_ops[i], tok)) return i;
+  return -1;
+}
+
+static int parse_level(parser *ps, int lvl) {
+  if (lvl == NLEVELS) return parse_primary(ps);
+  int x = parse_level(ps, lvl + 1);
+  for (;;) {
+    int matched = 0;
+    for (int i = 0; i < 7 && levels[lvl][i]; i++) {
+      if (accept(ps, levels[lvl][i])) {
+        int y = parse_level(ps, lvl + 1);
+        x = add_node(ps, N_BIN, op_index(levels[lvl][i]), 0, x, y);
+        matched = 1;
+        break;
+      }
+    }
+    if (!matched || ps->failed) return x;
+  }
+}
+
+static int parse_or(parser *ps) { return parse_level(ps, 0); }
+
+static void parse_rule(parser *ps) {
+  rule ru = {0, 0, -1, 0};
+  expect(ps, "o"); expect(ps, "["); expect(ps, "r"); expect(ps, "]");
+  expect(ps, "["); expect(ps, "c"); expect(ps, "]"); expect(ps, "=");
+  expect(ps, "i"); expect(ps, "[");
+  if (accept(ps, "*")) ru.all_ranks = 1;
+  else ru.src_rank = parse_or(ps);
+  expect(ps, "]"); expect(ps, "[");
+  ru.src_chunk = parse_or(ps);
+  expect(ps, "]");
+  if (accept(ps, "if")) ru.cond = parse_or(ps);
+  if (ps->failed) return;
+  ip_expect *e = ps->e;
+  rule *r = realloc(e->rules, (e->nrules + 1) * sizeof *r);
+  if (!r) { fail(ps, "out of memory"); return; }
+  e->rules = r;
+  e->rules[e->nrules++] = ru;
+}
+
+bt_result ip_expect_parse(const char *spec, ip_expect **out, rt_diag *diag) {
+  ip_expect *e = calloc(1, sizeof *e);
+  if (!e) return BT_ERR_NOMEM;
+  parser ps = {spec, spec, e, diag, 0};
+  do parse_rule(&ps); while (!ps.failed && accept(&ps, ";"));
+  skip(&ps);
+  if (!ps.failed && *ps.p) fail(&ps, "unexpected text");
+  if (ps.failed) { ip_expect_free(e); *out = NULL; return BT_ERR_INVALID; }
+  *out = e;
+  return BT_OK;
+}
+
+void ip_expect_free(ip_expect *e) {
+  if (!e) return;
+  free(e->nodes);
+  free(e->rules);
+  free(e);
+}
+
+static int eval(const ip_expect *e, int i, const long long *env, long long *out) {
+  const node *n = &e->nodes[i];
+  long long a = 0, b = 0;
+  switch (n->kind) {
+  case N_NUM: *out = n->v; return 1;
+  case N_VAR: *out = env[n->v]; return 1;
+  case N_NEG: if (!eval(e, n->a, env, &a)) return 0; *out = -a; return 1;
+  case N_NOT: if (!eval(e, n->a, env, &a)) return 0; *out = !a; return 1;
+  }
+  if (!eval(e, n->a, env, &a) || !eval(e, n->b, env, &b)) return 0;
+  switch (n->op) {
+  case 0: *out = a || b; break;
+  case 1: *out = a && b; break;
+  case 2: *out = a == b; break;
+  case 3: *out = a != b; break;
+  case 4: *out = a <= b; break;
+  case 5: *out = a >= b; break;
+  case 6: *out = a < b; break;
+  case 7: *out = a > b; break;
+  case 8: *out = a + b; break;
+  case 9: *out = a - b; break;
+  case 10: *out = a * b; break;
+  case 11: case 12:
+    if (!b) return 0;
+    *out = n->op == 11 ? a / b : a % b;
+    break;
+  }
+  return 1;
+}
+
+int ip_expect_eval(const ip_expect *e, int r, int c, int n, int k, int *rank, int *chunk,
+                   rt_diag *diag) {
+  long long env[4] = {r, c, n, k}, v;
+  for (int i = 0; i < e->nrules; i++) {
+    const rule *ru = &e->rules[i];
+    if (ru->cond >= 0) {
+      if (!eval(e, ru->cond, env, &v)) goto div0;
+      if (!v) continue;
+    }
+    if (ru->all_ranks) *rank = -1;
+    else { if (!eval(e, ru->src_rank, env, &v)) goto div0; *rank = (int)v; }
+    if (!eval(e, ru->src_chunk, env, &v)) goto div0;
+    *chunk = (int)v;
+    return 1;
+  div0:
+    rt_diag_add(diag, "--expect: rule %d divides by zero at rank %d chunk %d", i + 1, r, c);
+    return -1;
+  }
+  return 0;
+}

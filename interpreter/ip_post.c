@@ -1,0 +1,199 @@
+/* ip_post.c -- fills test data and checks results element by element. */
+#include "ip_post.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Input value of element e of rank r.  Sums of up to 32 ranks stay exact
+ * in f16/bf16 and in range for i8/u8; products have at most a few factors
+ * of 2 and signs, so they are exact too. */
+static double pattern(const ip_cpu_opts *o, int r, int64_t e) {
+  int unsig = ip_dtype_kind[o->dtype] == 'U';
+  if (o->op == IP_OP_PROD) {
+    if ((r + e) % 11 == 0) return 2;
+    if (!unsig && (r * 3 + e) % 7 == 0) return -1;
+    return 1;
+  }
+  int64_t v = (r * 131 + e * 17 + 7) % 9;
+  return unsig ? (double)v : (double)(v - 4);
+}
+
+static const double SENTINEL = 99;
+
+static void fill(const ip_cpu_opts *o, int r, unsigned char *p, int64_t n) {
+  for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, pattern(o, r, e));
+}
+
+static void fill_const(const ip_cpu_opts *o, unsigned char *p, int64_t n, double v) {
+  for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, v);
+}
+
+static unsigned char **ptrs(int n) { return calloc(n, sizeof(unsigned char *)); }
+
+bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
+                     int inplace, rt_diag *diag) {
+  (void)diag;
+  int n = p->ngpus, es = ip_dtype_size[o->dtype];
+  int aliased = ir_prog_aliased(p, inplace);
+  b->inplace_call = inplace;
+  b->user_in = ptrs(n); b->user_out = ptrs(n); b->ref_in = ptrs(n); b->span = ptrs(n);
+  b->prog_in = ptrs(n); b->prog_out = ptrs(n);
+  if (!b->user_in || !b->user_out || !b->ref_in || !b->span || !b->prog_in || !b->prog_out)
+    return BT_ERR_NOMEM;
+  for (int r = 0; r < n; r++) {
+    const ir_geom *gr = &g[r];
+    int64_t ni = gr->elems[IR_BUF_INPUT], no = gr->elems[IR_BUF_OUTPUT];
+    b->ref_in[r] = malloc((ni + 1) * es);
+    if (!b->ref_in[r]) return BT_ERR_NOMEM;
+    fill(o, r, b->ref_in[r], ni);
+    if (inplace) {
+      /* One allocation; the input sits where NCCL's in-place call puts it
+       * and the rest of the output starts as a sentinel. */
+      b->user_out[r] = malloc((gr->span + 1) * es);
+      if (!b->user_out[r]) return BT_ERR_NOMEM;
+      fill_const(o, b->user_out[r], gr->span, SENTINEL);
+      memcpy(b->user_out[r] + gr->in_at * es, b->ref_in[r], ni * es);
+      b->prog_in[r] = b->user_out[r] + gr->in_at * es;
+      b->prog_out[r] = b->user_out[r] + gr->out_at * es;
+      continue;
+    }
+    b->user_in[r] = malloc((ni + 1) * es);
+    b->user_out[r] = malloc((no + 1) * es);
+    if (!b->user_in[r] || !b->user_out[r]) return BT_ERR_NOMEM;
+    memcpy(b->user_in[r], b->ref_in[r], ni * es);
+    fill_const(o, b->user_out[r], no, SENTINEL);
+    if (aliased) {
+      /* An in-place program called out of place runs on a copy of the
+       * input in a span of its own; post_finish copies the output out. */
+      b->span[r] = malloc((gr->span + 1) * es);
+      if (!b->span[r]) return BT_ERR_NOMEM;
+      fill_const(o, b->span[r], gr->span, SENTINEL);
+      memcpy(b->span[r] + gr->in_at * es, b->ref_in[r], ni * es);
+      b->prog_in[r] = b->span[r] + gr->in_at * es;
+      b->prog_out[r] = b->span[r] + gr->out_at * es;
+    } else {
+      b->prog_in[r] = b->user_in[r];
+      b->prog_out[r] = b->user_out[r];
+    }
+  }
+  return BT_OK;
+}
+
+void post_finish(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g) {
+  int es = ip_dtype_size[o->dtype];
+  int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_geom *gr = &g[r];
+    if (b->span[r]) memcpy(b->user_out[r], b->prog_out[r], gr->elems[IR_BUF_OUTPUT] * es);
+    unsigned char *out = b->span[r] || !b->inplace_call ? b->user_out[r] : b->prog_out[r];
+    if (o->op == IP_OP_AVG && reduces) ip_divide(o->dtype, out, gr->elems[IR_BUF_OUTPUT], p->ngpus);
+  }
+}
+
+void post_free(post_bufs *b, const ir_prog *p) {
+  unsigned char **all[] = {b->user_in, b->user_out, b->ref_in, b->span};
+  for (int i = 0; i < 4; i++) {
+    if (!all[i]) continue;
+    for (int r = 0; r < p->ngpus; r++) free(all[i][r]);
+    free(all[i]);
+  }
+  free(b->prog_in);
+  free(b->prog_out);
+  memset(b, 0, sizeof *b);
+}
+
+/* Where output chunk c of rank r must come from: *src_rank (-1 = reduced
+ * over all ranks) and *src_chunk.  Returns 0 when nothing is required. */
+static int source_of(const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, int r, int c,
+                     int inplace, int *src_rank, int *src_chunk, rt_diag *diag) {
+  int k = g->k, n = p->ngpus;
+  switch (p->coll) {
+  case IR_COLL_ALLREDUCE: *src_rank = -1; *src_chunk = c; return 1;
+  case IR_COLL_ALLGATHER: *src_rank = c / k; *src_chunk = c % k; return 1;
+  case IR_COLL_REDUCESCATTER: *src_rank = -1; *src_chunk = r * k + c; return 1;
+  case IR_COLL_ALLTOALL: *src_rank = c / k; *src_chunk = r * k + c % k; return 1;
+  default: break;
+  }
+  int got = ip_expect_eval(o->expect, r, c, n, k, src_rank, src_chunk, diag);
+  if (got == 0 && inplace) { *src_rank = r; *src_chunk = c; return 1; }  /* left alone */
+  return got;
+}
+
+static double tolerance(ip_dtype t) {
+  switch (t) {
+  case IP_F16: return 1e-2;
+  case IP_BF16: return 2e-2;
+  case IP_F32: return 1e-5;
+  case IP_F64: return 1e-12;
+  default: return 0;
+  }
+}
+
+static int same(ip_dtype t, double want, double got) {
+  if (ip_dtype_kind[t] != 'F') return want == got;
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  return fabs(want - got) <= tolerance(t) * fmax(1.0, fabs(want));
+}
+
+bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
+                     int inplace, int64_t *checked, rt_diag *diag) {
+  int n = p->ngpus, es = ip_dtype_size[o->dtype];
+  int bad = 0;
+  const char *file = ir_prog_where(p);
+  int64_t cap = g[0].cap;
+  unsigned char *want = malloc((cap + 1) * es);
+  if (!want) return BT_ERR_NOMEM;
+  *checked = 0;
+  for (int r = 0; r < n; r++) {
+    const ir_geom *gr = &g[r];
+    unsigned char *out = b->inplace_call ? b->prog_out[r] : b->user_out[r];
+    for (int c = 0; c < gr->chunks[IR_BUF_OUTPUT]; c++) {
+      int sr, sc;
+      int got = source_of(p, o, gr, r, c, inplace, &sr, &sc, diag);
+      if (got < 0) { free(want); return BT_ERR_INVALID; }
+      if (!got) continue;
+      if (sr < -1 || sr >= n || sc < 0 || sc >= g[sr < 0 ? 0 : sr].chunks[IR_BUF_INPUT]) {
+        rt_diag_add(diag, "%s: expected result of rank %d output chunk %d is input chunk %d of rank %d, which does not exist",
+                    file, r, c, sc, sr);
+        free(want);
+        return BT_ERR_INVALID;
+      }
+      int64_t len = ir_geom_len(gr, IR_BUF_OUTPUT, c);
+      int64_t at = ir_geom_off(gr, IR_BUF_INPUT, sc);
+      if (sr >= 0) {
+        memcpy(want, b->ref_in[sr] + at * es, len * es);
+      } else {
+        memcpy(want, b->ref_in[0] + at * es, len * es);
+        for (int q = 1; q < n; q++) ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, len);
+        if (o->op == IP_OP_AVG) ip_divide(o->dtype, want, len, n);
+      }
+      int64_t off = ir_geom_off(gr, IR_BUF_OUTPUT, c);
+      *checked += len;
+      for (int64_t e = 0; e < len; e++) {
+        double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, out, off + e);
+        if (same(o->dtype, w, v)) continue;
+        char from[64];
+        if (sr < 0) snprintf(from, sizeof from, "the %s of input chunk %d over all ranks", ip_redop_name[o->op], sc);
+        else snprintf(from, sizeof from, "input chunk %d of rank %d", sc, sr);
+        rt_diag_add(diag, "%s: rank %d output chunk %d element %lld is %g, expected %g (%s)",
+                    file, r, c, (long long)e, v, w, from);
+        bad++;
+        break;
+      }
+    }
+    /* An out-of-place run must leave the caller's input as it was. */
+    if (!inplace) {
+      for (int c = 0; c < gr->chunks[IR_BUF_INPUT]; c++) {
+        int64_t off = ir_geom_off(gr, IR_BUF_INPUT, c), len = ir_geom_len(gr, IR_BUF_INPUT, c);
+        if (memcmp(b->user_in[r] + off * es, b->ref_in[r] + off * es, len * es)) {
+          rt_diag_add(diag, "%s: rank %d input chunk %d was overwritten by an out-of-place run", file, r, c);
+          bad++;
+        }
+      }
+    }
+  }
+  free(want);
+  return bad ? BT_ERR_MISMATCH : BT_OK;
+}

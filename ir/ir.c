@@ -1,0 +1,164 @@
+/* ir.c -- IR tables generated from ir_op.def, and program construction. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ir_op_xml[IR_OP_COUNT] = {
+#define X(id, xml, flags, doc) xml,
+#include "ir_op.def"
+#undef X
+};
+const unsigned ir_op_flags[IR_OP_COUNT] = {
+#define X(id, xml, flags, doc) flags,
+#include "ir_op.def"
+#undef X
+};
+const char *const ir_op_doc[IR_OP_COUNT] = {
+#define X(id, xml, flags, doc) doc,
+#include "ir_op.def"
+#undef X
+};
+const char *const ir_op_id[IR_OP_COUNT] = {
+#define X(id, xml, flags, doc) #id,
+#include "ir_op.def"
+#undef X
+};
+
+const char *const ir_buf_xml[IR_BUF_COUNT] = {"i", "o", "s"};
+const char *const ir_coll_name[IR_COLL_COUNT] = {
+  "allreduce", "allgather", "reducescatter", "alltoall", "custom"};
+const char *const ir_proto_name[IR_PROTO_COUNT] = {"Simple", "LL", "LL128"};
+
+static int lookup(const char *const *names, int n, const char *s) {
+  for (int i = 0; s && i < n; i++)
+    if (!strcmp(names[i], s)) return i;
+  return -1;
+}
+
+ir_op ir_op_from_xml(const char *s) {
+  int i = lookup(ir_op_xml, IR_OP_COUNT, s);
+  return i < 0 ? IR_OP_COUNT : (ir_op)i;
+}
+int ir_coll_from_name(const char *s) { return lookup(ir_coll_name, IR_COLL_COUNT, s); }
+int ir_proto_from_name(const char *s) { return lookup(ir_proto_name, IR_PROTO_COUNT, s); }
+int ir_buf_from_xml(const char *s) { return lookup(ir_buf_xml, IR_BUF_COUNT, s); }
+
+/* Interned strings: a singly linked list; provenance strings repeat a lot,
+ * so a linear probe over the last few hits most of the time. */
+struct ir_strings {
+  struct ir_strings *next;
+  char s[];
+};
+
+ir_prog *ir_prog_new(const char *name, ir_coll coll, int ngpus) {
+  if (ngpus < 0 || ngpus > (1 << 20)) return NULL;
+  ir_prog *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->name = strdup(name ? name : "");
+  p->gpus = calloc(ngpus ? ngpus : 1, sizeof *p->gpus);
+  if (!p->name || !p->gpus) { ir_prog_free(p); return NULL; }
+  p->coll = coll;
+  p->ngpus = ngpus;
+  p->nchannels = 1;
+  p->nchunksperloop = 1;
+  p->outofplace = -1;
+  for (int r = 0; r < ngpus; r++) p->gpus[r].id = r;
+  return p;
+}
+
+void ir_prog_free(ir_prog *p) {
+  if (!p) return;
+  for (int r = 0; p->gpus && r < p->ngpus; r++) {
+    ir_gpu *g = &p->gpus[r];
+    for (int t = 0; t < g->ntbs; t++) free(g->tbs[t].steps);
+    free(g->tbs);
+  }
+  free(p->gpus);
+  for (struct ir_strings *s = p->strings, *n; s; s = n) { n = s->next; free(s); }
+  free(p->name);
+  free(p->file);
+  free(p);
+}
+
+ir_tb *ir_tb_add(ir_gpu *g, int send, int recv, int chan) {
+  if (g->ntbs == g->captbs) {
+    int cap = g->captbs ? 2 * g->captbs : 4;
+    ir_tb *t = realloc(g->tbs, cap * sizeof *t);
+    if (!t) return NULL;
+    g->tbs = t;
+    g->captbs = cap;
+  }
+  ir_tb *tb = &g->tbs[g->ntbs];
+  memset(tb, 0, sizeof *tb);
+  tb->id = g->ntbs++;
+  tb->send = send;
+  tb->recv = recv;
+  tb->chan = chan;
+  return tb;
+}
+
+ir_step *ir_step_add(ir_tb *tb) {
+  if (tb->nsteps == tb->capsteps) {
+    int cap = tb->capsteps ? 2 * tb->capsteps : 8;
+    ir_step *s = realloc(tb->steps, cap * sizeof *s);
+    if (!s) return NULL;
+    tb->steps = s;
+    tb->capsteps = cap;
+  }
+  ir_step *s = &tb->steps[tb->nsteps++];
+  memset(s, 0, sizeof *s);
+  s->srcoff = s->dstoff = -1;
+  s->depid = s->deps = -1;
+  return s;
+}
+
+const char *ir_intern(ir_prog *p, const char *s) {
+  if (!s) return NULL;
+  int probes = 0;
+  for (struct ir_strings *e = p->strings; e && probes < 16; e = e->next, probes++)
+    if (!strcmp(e->s, s)) return e->s;
+  size_t n = strlen(s) + 1;
+  struct ir_strings *e = malloc(sizeof *e + n);
+  if (!e) return NULL;
+  memcpy(e->s, s, n);
+  e->next = p->strings;
+  p->strings = e;
+  return e->s;
+}
+
+long ir_prog_nsteps(const ir_prog *p) {
+  long n = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) n += p->gpus[r].tbs[t].nsteps;
+  return n;
+}
+
+long ir_prog_ntbs(const ir_prog *p) {
+  long n = 0;
+  for (int r = 0; r < p->ngpus; r++) n += p->gpus[r].ntbs;
+  return n;
+}
+
+const char *ir_prog_where(const ir_prog *p) {
+  return p->file ? p->file : (p->name && *p->name ? p->name : "<program>");
+}
+
+unsigned ir_prog_spaces(const ir_prog *p) {
+  unsigned m = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int i = 0; i < p->gpus[r].tbs[t].nsteps; i++) {
+        const ir_step *s = &p->gpus[r].tbs[t].steps[i];
+        if (ir_op_flags[s->op] & IR_F_SRC) m |= 1u << s->srcbuf;
+        if (ir_op_flags[s->op] & IR_F_DST) m |= 1u << s->dstbuf;
+      }
+  return m;
+}
+
+int ir_prog_aliased(const ir_prog *p, int inplace_call) {
+  if (!p->inplace) return 0;
+  if (inplace_call) return 1;
+  unsigned both = (1u << IR_BUF_INPUT) | (1u << IR_BUF_OUTPUT);
+  return (ir_prog_spaces(p) & both) != both;
+}

@@ -1,0 +1,133 @@
+/* ir.h -- the in-memory IR: program -> per-rank GPU programs -> thread blocks -> steps.
+ *
+ * The IR is plain data: every stage (reader, validator, compiler, CPU
+ * executor, GPU loader) reads these structs directly, the way SQLite's VDBE
+ * reads its op array.  Construction goes through ir_prog_new / ir_*_add so
+ * that all memory belongs to the program and ir_prog_free releases it. */
+#ifndef IR_H
+#define IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_result.h"
+
+/* Opcode flags, see ir_op.def. */
+enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16 };
+
+typedef enum ir_op {
+#define X(id, xml, flags, doc) IR_OP_##id,
+#include "ir_op.def"
+#undef X
+  IR_OP_COUNT
+} ir_op;
+
+extern const char *const ir_op_xml[IR_OP_COUNT];   /* "s", "rrcs", ... */
+extern const unsigned ir_op_flags[IR_OP_COUNT];
+extern const char *const ir_op_doc[IR_OP_COUNT];
+extern const char *const ir_op_id[IR_OP_COUNT];    /* "SEND", ... */
+
+/* Looks up an XML type code; returns IR_OP_COUNT when unknown. */
+ir_op ir_op_from_xml(const char *s);
+
+typedef enum ir_buf { IR_BUF_INPUT, IR_BUF_OUTPUT, IR_BUF_SCRATCH, IR_BUF_COUNT } ir_buf;
+extern const char *const ir_buf_xml[IR_BUF_COUNT];  /* "i", "o", "s" */
+
+typedef enum ir_coll {
+  IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL,
+  IR_COLL_CUSTOM, IR_COLL_COUNT
+} ir_coll;
+extern const char *const ir_coll_name[IR_COLL_COUNT];
+
+typedef enum ir_proto { IR_PROTO_SIMPLE, IR_PROTO_LL, IR_PROTO_LL128, IR_PROTO_COUNT } ir_proto;
+extern const char *const ir_proto_name[IR_PROTO_COUNT];
+
+/* The baton schema version written in the algo element's "baton" attribute.
+ * Files without it are plain MSCCL files (version 0). */
+#define IR_SCHEMA_VERSION 1
+
+typedef struct ir_step {
+  uint8_t op;           /* ir_op */
+  uint8_t srcbuf;       /* ir_buf */
+  uint8_t dstbuf;       /* ir_buf */
+  uint8_t hasdep;       /* 1: other steps depend on this one (it signals) */
+  int32_t srcoff;       /* first chunk, -1 when unused */
+  int32_t dstoff;
+  int32_t cnt;          /* number of consecutive chunks */
+  int32_t depid;        /* tb index on the same rank this step waits for, -1 none */
+  int32_t deps;         /* step index in that tb */
+  int32_t line;         /* line in the XML file it was read from, 0 if none */
+  const char *prov;     /* provenance "script.lua:12", or NULL */
+} ir_step;
+
+typedef struct ir_tb {
+  int32_t id;
+  int32_t send;         /* send peer rank, -1 none */
+  int32_t recv;         /* recv peer rank, -1 none */
+  int32_t chan;
+  int32_t line;
+  int32_t nsteps, capsteps;
+  ir_step *steps;
+} ir_tb;
+
+typedef struct ir_gpu {
+  int32_t id;
+  int32_t i_chunks, o_chunks, s_chunks;
+  int32_t line;
+  int32_t ntbs, captbs;
+  ir_tb *tbs;
+} ir_gpu;
+
+typedef struct ir_prog {
+  char *name;
+  char *file;           /* where it was read from, for messages; may be NULL */
+  ir_coll coll;
+  ir_proto proto;
+  int32_t nchannels;
+  int32_t nchunksperloop;
+  int32_t ngpus;
+  int32_t inplace;      /* 1: input and output alias (NCCL's in-place layout) */
+  int32_t outofplace;   /* MSCCL's outofplace attribute; -1 when absent */
+  int32_t nthreads;     /* 0: runtime default */
+  int32_t version;      /* baton schema version, 0 for plain MSCCL */
+  uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
+  int32_t line;
+  ir_gpu *gpus;         /* ngpus entries, gpus[r].id == r after validation */
+  struct ir_strings *strings;    /* interned provenance strings */
+} ir_prog;
+
+/* Creates an empty program; the caller fills the header fields. */
+ir_prog *ir_prog_new(const char *name, ir_coll coll, int ngpus);
+void ir_prog_free(ir_prog *p);
+
+/* Appends a thread block / step and returns it (NULL when out of memory). */
+ir_tb *ir_tb_add(ir_gpu *g, int send, int recv, int chan);
+ir_step *ir_step_add(ir_tb *tb);
+
+/* Interns a string in the program (for provenance). */
+const char *ir_intern(ir_prog *p, const char *s);
+
+/* Total steps / thread blocks of the program. */
+long ir_prog_nsteps(const ir_prog *p);
+long ir_prog_ntbs(const ir_prog *p);
+
+/* Bit set (1 << ir_buf) of the buffers any step reads or writes. */
+unsigned ir_prog_spaces(const ir_prog *p);
+
+/* How a call runs program p: 1 when its "i" and "o" must alias one span
+ * (NCCL's in-place layout).  An in-place call needs an in-place program.
+ * An out-of-place call of an in-place program that addresses only one of
+ * i and o runs on a copy of the input placed in that span (as NCCL does
+ * for in-place-only algorithms); a program that addresses both keeps them
+ * apart. */
+int ir_prog_aliased(const ir_prog *p, int inplace_call);
+
+/* The program's name for messages: its file or its name. */
+const char *ir_prog_where(const ir_prog *p);
+
+/* Looks up names; return -1 when unknown. */
+int ir_coll_from_name(const char *s);
+int ir_proto_from_name(const char *s);
+int ir_buf_from_xml(const char *s);
+
+#endif

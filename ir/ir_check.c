@@ -1,0 +1,278 @@
+/* ir_check.c -- static validation: every problem named by file, line, rank, tb and step. */
+#include "ir_check.h"
+#include "ir_geom.h"
+#include "ir_graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct checker {
+  const ir_prog *p;
+  rt_diag *diag;
+  int errors;
+} checker;
+
+static void err_step(checker *c, int r, int t, int s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const ir_prog *p = c->p;
+  int line = p->line;
+  char where[96];
+  if (r < 0) where[0] = 0;
+  else if (t < 0) { line = p->gpus[r].line; snprintf(where, sizeof where, "rank %d: ", r); }
+  else if (s < 0) { line = p->gpus[r].tbs[t].line; snprintf(where, sizeof where, "rank %d tb %d: ", r, t); }
+  else { line = p->gpus[r].tbs[t].steps[s].line; snprintf(where, sizeof where, "rank %d tb %d step %d: ", r, t, s); }
+  rt_diag_add(c->diag, "%s:%d: %s%s", ir_prog_where(p), line, where, msg);
+  c->errors++;
+}
+
+static void check_header(checker *c) {
+  const ir_prog *p = c->p;
+  int ib, ob;
+  ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+  int per = ib > ob ? ib : ob;
+  if (p->nchunksperloop % per)
+    err_step(c, -1, -1, -1, "nchunksperloop=%d is not a multiple of %d, the number of blocks of a %s over %d ranks",
+             p->nchunksperloop, per, ir_coll_name[p->coll], p->ngpus);
+  if (p->maxbytes && p->minbytes > p->maxbytes)
+    err_step(c, -1, -1, -1, "minBytes=%llu is larger than maxBytes=%llu",
+             (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
+}
+
+/* Peers, channels and one tb per (peer, channel) and direction. */
+static void check_tbs(checker *c, int r) {
+  const ir_prog *p = c->p;
+  const ir_gpu *g = &p->gpus[r];
+  for (int t = 0; t < g->ntbs; t++) {
+    const ir_tb *tb = &g->tbs[t];
+    if (tb->send < -1 || tb->send >= p->ngpus || tb->send == r)
+      err_step(c, r, t, -1, "send peer %d is not another rank in [0, %d)", tb->send, p->ngpus);
+    if (tb->recv < -1 || tb->recv >= p->ngpus || tb->recv == r)
+      err_step(c, r, t, -1, "recv peer %d is not another rank in [0, %d)", tb->recv, p->ngpus);
+    if (tb->chan >= p->nchannels)
+      err_step(c, r, t, -1, "channel %d is out of range: the algo has nchannels=%d", tb->chan, p->nchannels);
+    for (int u = 0; u < t; u++) {
+      const ir_tb *o = &g->tbs[u];
+      if (tb->send >= 0 && o->send == tb->send && o->chan == tb->chan)
+        err_step(c, r, t, -1, "connection to rank %d on channel %d is already used for sending by tb %d",
+                 tb->send, tb->chan, u);
+      if (tb->recv >= 0 && o->recv == tb->recv && o->chan == tb->chan)
+        err_step(c, r, t, -1, "connection from rank %d on channel %d is already used for receiving by tb %d",
+                 tb->recv, tb->chan, u);
+    }
+  }
+}
+
+static void check_range(checker *c, int r, int t, int s, const char *what, int buf,
+                        int off, int cnt, const ir_geom *g) {
+  int n = g->chunks[buf];
+  if (off < 0 || (long)off + cnt > n)
+    err_step(c, r, t, s, "%s %s[%d..%d] is out of range: buffer %s has %d chunks on this rank",
+             what, ir_buf_xml[buf], off, off + cnt - 1, ir_buf_xml[buf], n);
+}
+
+static void check_steps(checker *c, int r) {
+  const ir_prog *p = c->p;
+  const ir_gpu *g = &p->gpus[r];
+  ir_geom geom;
+  if (ir_geom_init(&geom, p, r, 1, p->inplace)) return;  /* reported by check_header */
+  if (p->coll != IR_COLL_CUSTOM) {
+    if (g->i_chunks > geom.chunks[IR_BUF_INPUT])
+      err_step(c, r, -1, -1, "i_chunks=%d but a %s's input holds %d chunks", g->i_chunks,
+               ir_coll_name[p->coll], geom.chunks[IR_BUF_INPUT]);
+    if (g->o_chunks > geom.chunks[IR_BUF_OUTPUT])
+      err_step(c, r, -1, -1, "o_chunks=%d but a %s's output holds %d chunks", g->o_chunks,
+               ir_coll_name[p->coll], geom.chunks[IR_BUF_OUTPUT]);
+  }
+  for (int t = 0; t < g->ntbs; t++) {
+    const ir_tb *tb = &g->tbs[t];
+    for (int s = 0; s < tb->nsteps; s++) {
+      const ir_step *st = &tb->steps[s];
+      unsigned fl = ir_op_flags[st->op];
+      const char *op = ir_op_xml[st->op];
+      if ((fl & IR_F_SEND) && tb->send < 0)
+        err_step(c, r, t, s, "%s sends, but the thread block has no send peer", op);
+      if ((fl & IR_F_RECV) && tb->recv < 0)
+        err_step(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
+      if (st->op != IR_OP_NOP && st->cnt < 1)
+        err_step(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
+      if (st->cnt >= 1) {
+        if (fl & IR_F_SRC) check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, &geom);
+        if (fl & IR_F_DST) check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, &geom);
+      }
+      if ((st->depid < 0) != (st->deps < 0)) {
+        err_step(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
+      } else if (st->depid >= 0) {
+        if (st->depid >= g->ntbs)
+          err_step(c, r, t, s, "depends on tb %d, which does not exist (rank %d has %d thread blocks)",
+                   st->depid, r, g->ntbs);
+        else if (st->depid == t)
+          err_step(c, r, t, s, "depends on its own thread block (step %d); steps of one tb already run in order",
+                   st->deps);
+        else if (st->deps >= g->tbs[st->depid].nsteps)
+          err_step(c, r, t, s, "depends on tb %d step %d, which does not exist (tb %d has %d steps)",
+                   st->depid, st->deps, st->depid, g->tbs[st->depid].nsteps);
+        else if (!g->tbs[st->depid].steps[st->deps].hasdep)
+          err_step(c, r, t, s, "depends on tb %d step %d, which does not signal (hasdep=0)",
+                   st->depid, st->deps);
+      }
+    }
+  }
+}
+
+/* ---- connections ---- */
+
+static int find_tb(const ir_gpu *g, int send, int recv, int chan) {
+  for (int t = 0; t < g->ntbs; t++) {
+    const ir_tb *tb = &g->tbs[t];
+    if ((send < 0 || tb->send == send) && (recv < 0 || tb->recv == recv) && tb->chan == chan) return t;
+  }
+  return -1;
+}
+
+void ir_peers_free(ir_peers *pe) {
+  for (int r = 0; r < pe->n; r++) {
+    if (pe->send_tb) free(pe->send_tb[r]);
+    if (pe->recv_tb) free(pe->recv_tb[r]);
+  }
+  free(pe->send_tb);
+  free(pe->recv_tb);
+  memset(pe, 0, sizeof *pe);
+}
+
+bt_result ir_peers_build(const ir_prog *p, ir_peers *pe) {
+  pe->n = p->ngpus;
+  pe->send_tb = calloc(p->ngpus, sizeof *pe->send_tb);
+  pe->recv_tb = calloc(p->ngpus, sizeof *pe->recv_tb);
+  if (!pe->send_tb || !pe->recv_tb) { ir_peers_free(pe); return BT_ERR_NOMEM; }
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    pe->send_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
+    pe->recv_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
+    if (!pe->send_tb[r] || !pe->recv_tb[r]) { ir_peers_free(pe); return BT_ERR_NOMEM; }
+    for (int t = 0; t < g->ntbs; t++) {
+      const ir_tb *tb = &g->tbs[t];
+      int ok_s = tb->send >= 0 && tb->send < p->ngpus, ok_r = tb->recv >= 0 && tb->recv < p->ngpus;
+      pe->send_tb[r][t] = ok_s ? find_tb(&p->gpus[tb->send], -1, r, tb->chan) : -1;
+      pe->recv_tb[r][t] = ok_r ? find_tb(&p->gpus[tb->recv], r, -1, tb->chan) : -1;
+    }
+  }
+  return BT_OK;
+}
+
+/* The k-th message a tb sends (or receives) is its k-th step with the SEND
+ * (RECV) flag; those must pair one to one, with equal sizes, and a sender
+ * that names its destination must name the receiver's. */
+static void check_pairing(checker *c, const ir_peers *pe) {
+  const ir_prog *p = c->p;
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    for (int t = 0; t < g->ntbs; t++) {
+      const ir_tb *tb = &g->tbs[t];
+      int nsend = 0;
+      for (int s = 0; s < tb->nsteps; s++) nsend += (ir_op_flags[tb->steps[s].op] & IR_F_SEND) != 0;
+      if (tb->recv >= 0 && pe->recv_tb[r][t] < 0) {
+        int nrecv = 0;
+        for (int s = 0; s < tb->nsteps; s++) nrecv += (ir_op_flags[tb->steps[s].op] & IR_F_RECV) != 0;
+        if (nrecv)
+          err_step(c, r, t, -1, "receives from rank %d on channel %d, but no thread block of rank %d sends to rank %d on channel %d",
+                   tb->recv, tb->chan, tb->recv, r, tb->chan);
+      }
+      if (tb->send < 0) continue;
+      int q = tb->send, u = pe->send_tb[r][t];
+      if (u < 0) {
+        if (nsend)
+          err_step(c, r, t, -1, "sends to rank %d on channel %d, but no thread block of rank %d receives from rank %d on channel %d",
+                   q, tb->chan, q, r, tb->chan);
+        continue;
+      }
+      const ir_tb *rt = &p->gpus[q].tbs[u];
+      int a = 0, b = 0, m = 0;
+      for (;; a++, b++, m++) {
+        while (a < tb->nsteps && !(ir_op_flags[tb->steps[a].op] & IR_F_SEND)) a++;
+        while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
+        if (a >= tb->nsteps || b >= rt->nsteps) break;
+        const ir_step *ss = &tb->steps[a], *rs = &rt->steps[b];
+        if (ss->cnt != rs->cnt)
+          err_step(c, r, t, a, "message %d to rank %d channel %d has cnt=%d, but rank %d tb %d step %d receives it with cnt=%d",
+                   m, q, tb->chan, ss->cnt, q, u, b, rs->cnt);
+        else if (ss->op == IR_OP_SEND && ss->dstoff >= 0 && (ir_op_flags[rs->op] & IR_F_DST) &&
+                 (ss->dstbuf != rs->dstbuf || ss->dstoff != rs->dstoff))
+          err_step(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d], but rank %d tb %d step %d (%s) puts it in %s[%d]: sends and receives are out of order",
+                   m, q, tb->chan, ir_buf_xml[ss->dstbuf], ss->dstoff, q, u, b, ir_op_xml[rs->op],
+                   ir_buf_xml[rs->dstbuf], rs->dstoff);
+      }
+      int ns = 0, nr = 0;
+      for (int s = 0; s < tb->nsteps; s++) ns += (ir_op_flags[tb->steps[s].op] & IR_F_SEND) != 0;
+      for (int s = 0; s < rt->nsteps; s++) nr += (ir_op_flags[rt->steps[s].op] & IR_F_RECV) != 0;
+      if (ns != nr)
+        err_step(c, r, t, -1, "sends %d messages to rank %d on channel %d, but rank %d tb %d receives %d",
+                 ns, q, tb->chan, q, u, nr);
+    }
+  }
+}
+
+/* ---- cycles ---- */
+
+/* Finds a cycle with an iterative DFS over the step graph and reports the
+ * thread blocks it passes through. */
+static void check_cycles(checker *c, const ir_peers *pe) {
+  const ir_prog *p = c->p;
+  ir_graph gr;
+  if (ir_graph_build(p, pe, &gr)) return;
+  long n = gr.n;
+  long *stack = malloc((n + 1) * sizeof(long)), *cur = malloc((n + 1) * sizeof(long));
+  unsigned char *state = calloc(n + 1, 1);   /* 1 on the stack, 2 done */
+  if (!stack || !cur || !state) goto out;
+  for (long root = 0; root < n; root++) {
+    if (state[root]) continue;
+    long sp = 0;
+    stack[sp++] = root; state[root] = 1; cur[root] = gr.succ_off[root];
+    while (sp) {
+      long v = stack[sp - 1];
+      if (cur[v] == gr.succ_off[v + 1]) { state[v] = 2; sp--; continue; }
+      long w = gr.succ[cur[v]++];
+      if (state[w] == 2) continue;
+      if (state[w] == 0) { stack[sp++] = w; state[w] = 1; cur[w] = gr.succ_off[w]; continue; }
+      char path[1024];
+      size_t len = 0;
+      long i = sp - 1;
+      while (stack[i] != w) i--;
+      int lr = -1, lt = -1;
+      for (; i < sp && len + 64 < sizeof path; i++) {
+        long x = stack[i];
+        if (gr.node_r[x] == lr && gr.node_t[x] == lt) continue;
+        lr = gr.node_r[x]; lt = gr.node_t[x];
+        len += snprintf(path + len, sizeof path - len, "%srank %d tb %d step %d",
+                        len ? " -> " : "", lr, lt, gr.node_s[x]);
+      }
+      err_step(c, gr.node_r[w], gr.node_t[w], gr.node_s[w],
+               "dependency cycle through program order, dependencies and messages: %s -> back", path);
+      goto out;
+    }
+  }
+out:
+  ir_graph_free(&gr);
+  free(stack); free(cur); free(state);
+}
+
+bt_result ir_check(const ir_prog *p, rt_diag *diag) {
+  checker c = {p, diag, 0};
+  check_header(&c);
+  for (int r = 0; r < p->ngpus; r++) check_tbs(&c, r);
+  for (int r = 0; r < p->ngpus; r++) check_steps(&c, r);
+  if (c.errors) return BT_ERR_INVALID;
+  ir_peers pe;
+  if (ir_peers_build(p, &pe)) return BT_ERR_NOMEM;
+  check_pairing(&c, &pe);
+  if (!c.errors) check_cycles(&c, &pe);
+  ir_peers_free(&pe);
+  return c.errors ? BT_ERR_INVALID : BT_OK;
+}

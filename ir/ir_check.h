@@ -1,0 +1,40 @@
+/* ir_check.h -- validation of an IR program. */
+#ifndef IR_CHECK_H
+#define IR_CHECK_H
+
+#include "ir.h"
+#include "rt_diag.h"
+
+/* Checks everything that can be checked without running the program:
+ * header consistency, peers and channels, one thread block per connection
+ * direction, opcodes against their thread block's peers, chunk offsets in
+ * range, dependencies on existing signalling steps, send/recv pairing
+ * (message counts, sizes and declared destinations) and cycles through
+ * program order, dependencies and messages.  Every problem is added to
+ * diag as "file:line: rank R tb T step S: what"; returns BT_ERR_INVALID
+ * when there is at least one. */
+bt_result ir_check(const ir_prog *p, rt_diag *diag);
+
+/* Finds data races: two steps of one rank, in different thread blocks,
+ * touching a common chunk (at least one writing) with nothing ordering
+ * them -- no chain of program order, dependencies and messages.  With
+ * `aliased` the program's i and o are one span (an in-place call, see
+ * ir_prog_aliased).  Each race goes to diag with both steps; returns
+ * BT_ERR_INVALID if there is one.  Needs ir_check to have passed.
+ * Programs too large for the analysis (steps x thread blocks over
+ * 64 Mi) are skipped with an INFO log. */
+bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag);
+
+/* For each (rank, tb), the tb on the peer rank at the other end of its
+ * send / recv connection, or -1.  Arrays are indexed [rank][tb]; the
+ * caller frees them with ir_peers_free.  Requires ir_check to have passed
+ * the connection rules. */
+typedef struct ir_peers {
+  int **send_tb;   /* tb on rank tb.send that receives from this tb */
+  int **recv_tb;   /* tb on rank tb.recv that sends to this tb */
+  int n;
+} ir_peers;
+bt_result ir_peers_build(const ir_prog *p, ir_peers *out);
+void ir_peers_free(ir_peers *pe);
+
+#endif

@@ -1,0 +1,63 @@
+/* ir_geom.h -- where a chunk lives in memory: the one chunk geometry that the
+ * CPU executor and the GPU interpreter share.
+ *
+ * A collective's user buffers are made of blocks of `count` elements: one
+ * block for allreduce and custom collectives, one per rank for the others
+ * (allgather output, reducescatter input, alltoall input and output).  A
+ * block holds k = nchunksperloop / nblocks chunks of capacity C =
+ * ceil(count / k) elements; chunk j of a block starts at j*C and holds
+ * clamp(count - j*C, 0, C) valid elements, so any count works, not only
+ * multiples of k.  Scratch chunks are always C elements.  Messages carry
+ * full-capacity chunks; reads past a chunk's valid length give zero and
+ * writes past it are dropped. */
+#ifndef IR_GEOM_H
+#define IR_GEOM_H
+
+#include <stdint.h>
+
+#include "ir.h"
+
+#ifdef __CUDACC__
+#define IR_HD __host__ __device__ __forceinline__
+#else
+#define IR_HD static inline
+#endif
+
+typedef struct ir_geom {
+  int64_t count;          /* elements per block */
+  int64_t cap;            /* C: chunk capacity in elements */
+  int32_t k;              /* chunks per block */
+  int32_t chunks[IR_BUF_COUNT];  /* chunks addressable in i, o, s */
+  int64_t elems[IR_BUF_COUNT];   /* elements of each user buffer (s: chunks*C) */
+  /* In-place layout (NCCL's): input and output share one allocation of
+   * `span` elements; in/out start at these element offsets in it. */
+  int64_t span, in_at, out_at;
+} ir_geom;
+
+/* Fills g for program p at `rank` with `count` elements per block.
+ * inplace selects the aliased layout.  Returns BT_ERR_INVALID when the
+ * program's chunk counts do not fit its collective (see ir_check). */
+bt_result ir_geom_init(ir_geom *g, const ir_prog *p, int rank, int64_t count, int inplace);
+
+/* Number of blocks of each user buffer for collective c over n ranks. */
+void ir_geom_blocks(ir_coll c, int n, int *in_blocks, int *out_blocks);
+
+/* Offset (elements, from the start of the buffer) and valid length of
+ * chunk `c` of buffer `b`. */
+IR_HD int64_t ir_geom_off(const ir_geom *g, int b, int64_t c) {
+  if (b == IR_BUF_SCRATCH) return c * g->cap;
+  return (c / g->k) * g->count + (c % g->k) * g->cap;
+}
+IR_HD int64_t ir_geom_len(const ir_geom *g, int b, int64_t c) {
+  if (b == IR_BUF_SCRATCH) return g->cap;
+  int64_t v = g->count - (c % g->k) * g->cap;
+  return v < 0 ? 0 : v > g->cap ? g->cap : v;
+}
+
+/* Tiles: a chunk is processed in ntiles pieces of at most `tile` elements;
+ * tile t covers [t*tile, min((t+1)*tile, C)) of every chunk. */
+IR_HD int64_t ir_geom_ntiles(const ir_geom *g, int64_t tile) {
+  return g->cap == 0 ? 1 : (g->cap + tile - 1) / tile;
+}
+
+#endif

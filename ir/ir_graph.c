@@ -1,0 +1,94 @@
+/* ir_graph.c -- step graph in CSR form; topological order. */
+#include "ir_graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ir_graph_free(ir_graph *g) {
+  if (g->base) for (int r = 0; r < g->ngpus; r++) free(g->base[r]);
+  free(g->base);
+  free(g->node_r); free(g->node_t); free(g->node_s);
+  free(g->succ_off); free(g->succ);
+  memset(g, 0, sizeof *g);
+}
+
+/* Calls emit(v, w) for every edge v -> w. */
+static void edges(const ir_prog *p, const ir_peers *pe, ir_graph *g,
+                  void (*emit)(ir_graph *, long, long)) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      int u = tb->send >= 0 ? pe->send_tb[r][t] : -1;
+      const ir_tb *rt = u >= 0 ? &p->gpus[tb->send].tbs[u] : NULL;
+      int b = 0;
+      for (int s = 0; s < tb->nsteps; s++) {
+        long v = g->base[r][t] + s;
+        const ir_step *st = &tb->steps[s];
+        if (s + 1 < tb->nsteps) emit(g, v, v + 1);
+        if (st->depid >= 0 && st->depid < p->gpus[r].ntbs && st->deps >= 0 &&
+            st->deps < p->gpus[r].tbs[st->depid].nsteps)
+          emit(g, g->base[r][st->depid] + st->deps, v);
+        if (rt && (ir_op_flags[st->op] & IR_F_SEND)) {
+          while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
+          if (b < rt->nsteps) emit(g, v, g->base[tb->send][u] + b++);
+        }
+      }
+    }
+}
+
+static void count_edge(ir_graph *g, long v, long w) { (void)w; g->succ_off[v + 1]++; }
+static void fill_edge(ir_graph *g, long v, long w) { g->succ[g->succ_off[v]++] = w; }
+
+bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, ir_graph *g) {
+  memset(g, 0, sizeof *g);
+  g->ngpus = p->ngpus;
+  g->base = calloc(p->ngpus, sizeof *g->base);
+  if (!g->base) return BT_ERR_NOMEM;
+  long n = 0;
+  for (int r = 0; r < p->ngpus; r++) {
+    g->base[r] = malloc((p->gpus[r].ntbs + 1) * sizeof(long));
+    if (!g->base[r]) goto nomem;
+    for (int t = 0; t < p->gpus[r].ntbs; t++) { g->base[r][t] = n; n += p->gpus[r].tbs[t].nsteps; }
+  }
+  g->n = n;
+  g->node_r = malloc((n + 1) * sizeof(int));
+  g->node_t = malloc((n + 1) * sizeof(int));
+  g->node_s = malloc((n + 1) * sizeof(int));
+  g->succ_off = calloc(n + 2, sizeof(long));
+  if (!g->node_r || !g->node_t || !g->node_s || !g->succ_off) goto nomem;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        long v = g->base[r][t] + s;
+        g->node_r[v] = r; g->node_t[v] = t; g->node_s[v] = s;
+      }
+  edges(p, pe, g, count_edge);
+  for (long v = 0; v < n; v++) g->succ_off[v + 1] += g->succ_off[v];
+  g->succ = malloc((g->succ_off[n] + 1) * sizeof(long));
+  if (!g->succ) goto nomem;
+  edges(p, pe, g, fill_edge);   /* advances succ_off[v] to the end of v's list */
+  for (long v = n; v > 0; v--) g->succ_off[v] = g->succ_off[v - 1];
+  g->succ_off[0] = 0;
+  return BT_OK;
+nomem:
+  ir_graph_free(g);
+  return BT_ERR_NOMEM;
+}
+
+int ir_graph_topo(const ir_graph *g, long *order) {
+  long n = g->n, head = 0, tail = 0;
+  long *indeg = calloc(n + 1, sizeof(long));
+  if (!indeg) return 0;
+  for (long e = 0; e < g->succ_off[n]; e++) indeg[g->succ[e]]++;
+  for (long v = 0; v < n; v++) if (!indeg[v]) order[tail++] = v;
+  while (head < tail) {
+    long v = order[head++];
+    for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++)
+      if (--indeg[g->succ[e]] == 0) order[tail++] = g->succ[e];
+  }
+  if (tail < n) {
+    for (long v = 0; v < n; v++) if (indeg[v]) { order[0] = v; break; }
+  }
+  free(indeg);
+  return tail == n;
+}

@@ -1,0 +1,25 @@
+/* ir_graph.h -- the happens-before graph of one tile iteration of a program:
+ * a node per step, edges for program order, dependencies and messages. */
+#ifndef IR_GRAPH_H
+#define IR_GRAPH_H
+
+#include "ir.h"
+#include "ir_check.h"
+
+typedef struct ir_graph {
+  long n;                 /* nodes (= steps of the program) */
+  long **base;            /* [rank][tb]: node of step 0 */
+  int *node_r, *node_t, *node_s;
+  long *succ_off, *succ;  /* CSR successor lists */
+  int ngpus;
+} ir_graph;
+
+/* Builds the graph; pe pairs each send with its receive (k-th with k-th). */
+bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, ir_graph *g);
+void ir_graph_free(ir_graph *g);
+
+/* Fills order[0..n) with a topological order.  Returns 0 when the graph has
+ * a cycle; then order[0] is a node on one. */
+int ir_graph_topo(const ir_graph *g, long *order);
+
+#endif

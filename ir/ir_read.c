@@ -1,0 +1,246 @@
+/* ir_read.c -- reads the MSCCL XML schema (plus baton's extensions) with libxml2. */
+#include "ir_read.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+typedef struct reader {
+  const char *name;
+  rt_diag *diag;
+  int errors;
+  ir_prog *prog;
+} reader;
+
+#define ERR(rd, node, ...) do {                                             \
+    char m_[512];                                                           \
+    snprintf(m_, sizeof m_, __VA_ARGS__);                                   \
+    rt_diag_add((rd)->diag, "%s:%ld: %s", (rd)->name,                       \
+                (node) ? xmlGetLineNo(node) : 0L, m_);                      \
+    (rd)->errors++;                                                         \
+  } while (0)
+
+static void on_xml_error(void *ctx, xmlErrorPtr e) {
+  reader *rd = ctx;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", e->message ? e->message : "XML error");
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
+  rt_diag_add(rd->diag, "%s:%d: %s", rd->name, e->line, msg);
+  rd->errors++;
+}
+
+static char *attr(xmlNode *n, const char *name) {
+  return (char *)xmlGetProp(n, (const xmlChar *)name);
+}
+
+/* Reads integer attribute `name`; absent gives `def` (or an error when
+ * `required`).  Returns 0 on error. */
+static int int_attr(reader *rd, xmlNode *n, const char *name, int required,
+                    long long def, long long lo, long long hi, long long *out) {
+  char *v = attr(n, name);
+  if (!v) {
+    if (required) { ERR(rd, n, "<%s> lacks attribute %s", (const char *)n->name, name); return 0; }
+    *out = def;
+    return 1;
+  }
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  int ok = !errno && end != v && *end == 0;
+  if (!ok) ERR(rd, n, "%s=\"%s\" is not an integer", name, v);
+  else if (x < lo || x > hi) { ERR(rd, n, "%s=%lld is out of range [%lld, %lld]", name, x, lo, hi); ok = 0; }
+  else *out = x;
+  xmlFree(v);
+  return ok;
+}
+
+static int32_t i32(reader *rd, xmlNode *n, const char *name, int required, int def, int lo, int hi) {
+  long long v = def;
+  int_attr(rd, n, name, required, def, lo, hi, &v);
+  return (int32_t)v;
+}
+
+/* A buffer attribute ("i", "o", "s"); returns -1 when absent. */
+static int buf_attr(reader *rd, xmlNode *n, const char *name) {
+  char *v = attr(n, name);
+  if (!v) return -1;
+  int b = ir_buf_from_xml(v);
+  if (b < 0) ERR(rd, n, "unknown buffer %s=\"%s\" (expected i, o or s)", name, v);
+  xmlFree(v);
+  return b < 0 ? -2 : b;
+}
+
+static int is_elem(xmlNode *n) { return n->type == XML_ELEMENT_NODE; }
+static int named(xmlNode *n, const char *s) { return !strcmp((const char *)n->name, s); }
+
+static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
+  ir_step *s = ir_step_add(tb);
+  if (!s) { ERR(rd, n, "out of memory"); return; }
+  int idx = tb->nsteps - 1;
+  s->line = (int32_t)xmlGetLineNo(n);
+  int sn = i32(rd, n, "s", 1, 0, 0, INT_MAX);
+  if (sn != idx)
+    ERR(rd, n, "rank %d tb %d: step numbered s=%d where s=%d was expected (a step is missing, repeated or out of order)",
+        rank, tb->id, sn, idx);
+  char *type = attr(n, "type");
+  ir_op op = IR_OP_COUNT;
+  if (!type) ERR(rd, n, "rank %d tb %d step %d: <step> lacks attribute type", rank, tb->id, idx);
+  else {
+    op = ir_op_from_xml(type);
+    if (op == IR_OP_COUNT)
+      ERR(rd, n, "rank %d tb %d step %d: unknown opcode type=\"%s\"", rank, tb->id, idx, type);
+    xmlFree(type);
+  }
+  s->op = op == IR_OP_COUNT ? IR_OP_NOP : op;
+  unsigned fl = op == IR_OP_COUNT ? 0 : ir_op_flags[op];
+  int sb = buf_attr(rd, n, "srcbuf"), db = buf_attr(rd, n, "dstbuf");
+  if (sb == -1 && (fl & IR_F_SRC))
+    ERR(rd, n, "rank %d tb %d step %d: %s needs srcbuf", rank, tb->id, idx, ir_op_xml[op]);
+  if (db == -1 && (fl & IR_F_DST))
+    ERR(rd, n, "rank %d tb %d step %d: %s needs dstbuf", rank, tb->id, idx, ir_op_xml[op]);
+  s->srcbuf = sb >= 0 ? sb : IR_BUF_INPUT;
+  s->dstbuf = db >= 0 ? db : IR_BUF_OUTPUT;
+  s->srcoff = i32(rd, n, "srcoff", (fl & IR_F_SRC) != 0, -1, -1, INT_MAX);
+  s->dstoff = i32(rd, n, "dstoff", (fl & IR_F_DST) != 0, -1, -1, INT_MAX);
+  s->cnt = i32(rd, n, "cnt", op != IR_OP_NOP && op != IR_OP_COUNT, 0, 0, INT_MAX);
+  s->depid = i32(rd, n, "depid", 0, -1, -1, INT_MAX);
+  s->deps = i32(rd, n, "deps", 0, -1, -1, INT_MAX);
+  s->hasdep = (uint8_t)i32(rd, n, "hasdep", 0, 0, 0, 1);
+  char *prov = attr(n, "prov");
+  if (prov) { s->prov = ir_intern(rd->prog, prov); xmlFree(prov); }
+}
+
+static void read_tb(reader *rd, xmlNode *n, ir_gpu *g) {
+  ir_tb *tb = ir_tb_add(g, -1, -1, 0);
+  if (!tb) { ERR(rd, n, "out of memory"); return; }
+  int idx = tb->id;
+  tb->line = (int32_t)xmlGetLineNo(n);
+  int id = i32(rd, n, "id", 1, 0, 0, INT_MAX);
+  if (id != idx)
+    ERR(rd, n, "rank %d: thread block numbered id=%d where id=%d was expected (thread blocks must be numbered 0, 1, ... in order)",
+        g->id, id, idx);
+  tb->send = i32(rd, n, "send", 0, -1, -1, INT_MAX);
+  tb->recv = i32(rd, n, "recv", 0, -1, -1, INT_MAX);
+  tb->chan = i32(rd, n, "chan", 0, 0, 0, INT_MAX);
+  for (xmlNode *c = n->children; c; c = c->next) {
+    if (!is_elem(c)) continue;
+    if (named(c, "step")) read_step(rd, c, tb, g->id);
+    else ERR(rd, c, "rank %d tb %d: unexpected element <%s> (expected <step>)", g->id, idx, (const char *)c->name);
+  }
+}
+
+static void read_gpu(reader *rd, xmlNode *n, char *seen) {
+  ir_prog *p = rd->prog;
+  long long id;
+  if (!int_attr(rd, n, "id", 1, 0, 0, INT_MAX, &id)) return;
+  if (id >= p->ngpus) { ERR(rd, n, "gpu id=%lld but the algo has ngpus=%d", id, p->ngpus); return; }
+  if (seen[id]) { ERR(rd, n, "gpu id=%lld appears twice", id); return; }
+  seen[id] = 1;
+  ir_gpu *g = &p->gpus[id];
+  g->line = (int32_t)xmlGetLineNo(n);
+  g->i_chunks = i32(rd, n, "i_chunks", 0, 0, 0, INT_MAX);
+  g->o_chunks = i32(rd, n, "o_chunks", 0, 0, 0, INT_MAX);
+  g->s_chunks = i32(rd, n, "s_chunks", 0, 0, 0, INT_MAX);
+  for (xmlNode *c = n->children; c; c = c->next) {
+    if (!is_elem(c)) continue;
+    if (named(c, "tb")) read_tb(rd, c, g);
+    else ERR(rd, c, "rank %d: unexpected element <%s> (expected <tb>)", (int)id, (const char *)c->name);
+  }
+}
+
+static void read_algo(reader *rd, xmlNode *n) {
+  long long ngpus = 0;
+  if (!int_attr(rd, n, "ngpus", 1, 0, 1, 1 << 16, &ngpus)) return;
+  char *coll = attr(n, "coll"), *name = attr(n, "name"), *proto = attr(n, "proto");
+  int c = coll ? ir_coll_from_name(coll) : -1;
+  if (!coll) ERR(rd, n, "<algo> lacks attribute coll");
+  else if (c < 0) ERR(rd, n, "unknown collective coll=\"%s\" (expected allreduce, allgather, reducescatter, alltoall or custom)", coll);
+  ir_prog *p = ir_prog_new(name ? name : "", c < 0 ? IR_COLL_CUSTOM : (ir_coll)c, (int)ngpus);
+  if (!p) { ERR(rd, n, "out of memory"); goto out; }
+  rd->prog = p;
+  p->line = (int32_t)xmlGetLineNo(n);
+  int pr = proto ? ir_proto_from_name(proto) : IR_PROTO_SIMPLE;
+  if (pr < 0) ERR(rd, n, "unknown protocol proto=\"%s\" (expected Simple, LL or LL128)", proto);
+  p->proto = pr < 0 ? IR_PROTO_SIMPLE : (ir_proto)pr;
+  p->nchannels = i32(rd, n, "nchannels", 0, 1, 1, 1 << 16);
+  p->nchunksperloop = i32(rd, n, "nchunksperloop", 1, 1, 1, INT_MAX);
+  p->inplace = i32(rd, n, "inplace", 0, 0, 0, 1);
+  p->outofplace = i32(rd, n, "outofplace", 0, -1, 0, 1);
+  p->nthreads = i32(rd, n, "nthreads", 0, 0, 0, 1 << 16);
+  p->version = i32(rd, n, "baton", 0, 0, 0, IR_SCHEMA_VERSION);
+  long long v;
+  if (int_attr(rd, n, "minBytes", 0, 0, 0, LLONG_MAX, &v)) p->minbytes = (uint64_t)v;
+  if (int_attr(rd, n, "maxBytes", 0, 0, 0, LLONG_MAX, &v)) p->maxbytes = (uint64_t)v;
+  char *seen = calloc(ngpus, 1);
+  if (!seen) { ERR(rd, n, "out of memory"); goto out; }
+  for (xmlNode *ch = n->children; ch; ch = ch->next) {
+    if (!is_elem(ch)) continue;
+    if (named(ch, "gpu")) read_gpu(rd, ch, seen);
+    else ERR(rd, ch, "unexpected element <%s> (expected <gpu>)", (const char *)ch->name);
+  }
+  for (int r = 0; r < ngpus; r++)
+    if (!seen[r]) ERR(rd, n, "no <gpu id=\"%d\"> although ngpus=%lld", r, ngpus);
+  free(seen);
+out:
+  xmlFree(coll);
+  xmlFree(name);
+  xmlFree(proto);
+}
+
+/* The common tail of both entry points: walks the parsed document. */
+static bt_result finish(reader *rd, xmlDoc *doc, ir_prog **out) {
+  if (doc) {
+    xmlNode *root = xmlDocGetRootElement(doc);
+    if (doc->intSubset || doc->extSubset)
+      ERR(rd, (xmlNode *)(doc->intSubset ? doc->intSubset : doc->extSubset),
+          "DOCTYPE declarations are not allowed in IR files");
+    else if (!root) ERR(rd, (xmlNode *)NULL, "empty document");
+    else if (!named(root, "algo"))
+      ERR(rd, root, "root element is <%s>, expected <algo>", (const char *)root->name);
+    else read_algo(rd, root);
+    xmlFreeDoc(doc);
+  } else if (!rd->errors) {
+    rt_diag_add(rd->diag, "%s:0: cannot parse", rd->name);
+    rd->errors++;
+  }
+  if (rd->errors) {
+    ir_prog_free(rd->prog);
+    *out = NULL;
+    return BT_ERR_INVALID;
+  }
+  rd->prog->file = strdup(rd->name);
+  *out = rd->prog;
+  return BT_OK;
+}
+
+static const int xml_opts = XML_PARSE_NONET | XML_PARSE_BIG_LINES | XML_PARSE_NOBLANKS;
+
+bt_result ir_read_memory(const char *buf, size_t len, const char *name,
+                         ir_prog **out, rt_diag *diag) {
+  reader rd = {name ? name : "<memory>", diag, 0, NULL};
+  xmlSetStructuredErrorFunc(&rd, on_xml_error);
+  xmlDoc *doc = xmlReadMemory(buf, (int)len, rd.name, NULL, xml_opts);
+  xmlSetStructuredErrorFunc(NULL, NULL);
+  return finish(&rd, doc, out);
+}
+
+bt_result ir_read_file(const char *path, ir_prog **out, rt_diag *diag) {
+  reader rd = {path, diag, 0, NULL};
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    rt_diag_add(diag, "%s: cannot open: %s", path, strerror(errno));
+    *out = NULL;
+    return BT_ERR_INVALID;
+  }
+  fclose(f);
+  xmlSetStructuredErrorFunc(&rd, on_xml_error);
+  xmlDoc *doc = xmlReadFile(path, NULL, xml_opts);
+  xmlSetStructuredErrorFunc(NULL, NULL);
+  return finish(&rd, doc, out);
+}

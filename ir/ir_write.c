@@ -1,0 +1,125 @@
+/* ir_write.c -- IR to MSCCL-compatible XML; EXPLAIN listing; opcode docs. */
+#include "ir_write.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "rt_log.h"
+
+/* Escapes the few characters XML needs escaped in attribute values. */
+static void put_attr(FILE *f, const char *name, const char *v) {
+  fprintf(f, " %s=\"", name);
+  for (; *v; v++) {
+    switch (*v) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs("&quot;", f); break;
+    default: fputc(*v, f);
+    }
+  }
+  fputc('"', f);
+}
+
+bt_result ir_write(const ir_prog *p, FILE *f) {
+  fputs("<algo", f);
+  put_attr(f, "name", p->name ? p->name : "");
+  fprintf(f, " proto=\"%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\" inplace=\"%d\"",
+          ir_proto_name[p->proto], p->nchannels, p->nchunksperloop, p->ngpus,
+          ir_coll_name[p->coll], p->inplace);
+  if (p->outofplace >= 0) fprintf(f, " outofplace=\"%d\"", p->outofplace);
+  if (p->minbytes) fprintf(f, " minBytes=\"%llu\"", (unsigned long long)p->minbytes);
+  if (p->maxbytes) fprintf(f, " maxBytes=\"%llu\"", (unsigned long long)p->maxbytes);
+  if (p->nthreads) fprintf(f, " nthreads=\"%d\"", p->nthreads);
+  if (p->version) fprintf(f, " baton=\"%d\"", p->version);
+  fputs(">\n", f);
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    fprintf(f, "  <gpu id=\"%d\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n",
+            g->id, g->i_chunks, g->o_chunks, g->s_chunks);
+    for (int t = 0; t < g->ntbs; t++) {
+      const ir_tb *tb = &g->tbs[t];
+      fprintf(f, "    <tb id=\"%d\" send=\"%d\" recv=\"%d\" chan=\"%d\">\n", tb->id, tb->send, tb->recv, tb->chan);
+      for (int s = 0; s < tb->nsteps; s++) {
+        const ir_step *st = &tb->steps[s];
+        fprintf(f, "      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"%d\" deps=\"%d\" hasdep=\"%d\"",
+                s, ir_op_xml[st->op], ir_buf_xml[st->srcbuf], st->srcoff, ir_buf_xml[st->dstbuf],
+                st->dstoff, st->cnt, st->depid, st->deps, st->hasdep);
+        if (st->prov) put_attr(f, "prov", st->prov);
+        fputs(" />\n", f);
+      }
+      fputs("    </tb>\n", f);
+    }
+    fputs("  </gpu>\n", f);
+  }
+  fputs("</algo>\n", f);
+  return ferror(f) ? BT_ERR_SYSTEM : BT_OK;
+}
+
+bt_result ir_write_file(const ir_prog *p, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    LOG_WARN(RT_SUB_IR, "cannot open %s for writing: %s", path, strerror(errno));
+    return BT_ERR_SYSTEM;
+  }
+  bt_result r = ir_write(p, f);
+  if (fclose(f) && r == BT_OK) r = BT_ERR_SYSTEM;
+  return r;
+}
+
+/* "i[3]" or "s[0..1]" */
+static const char *chunks(char *buf, size_t n, int b, int off, int cnt) {
+  if (cnt <= 1) snprintf(buf, n, "%s[%d]", ir_buf_xml[b], off);
+  else snprintf(buf, n, "%s[%d..%d]", ir_buf_xml[b], off, off + cnt - 1);
+  return buf;
+}
+
+void ir_explain(const ir_prog *p, FILE *f) {
+  fprintf(f, "algo %s: %s over %d ranks, %s, proto %s, %d channel%s, %d chunks per loop\n",
+          p->name && *p->name ? p->name : "(unnamed)", ir_coll_name[p->coll], p->ngpus,
+          p->inplace ? "in-place" : "out-of-place", ir_proto_name[p->proto], p->nchannels,
+          p->nchannels == 1 ? "" : "s", p->nchunksperloop);
+  fprintf(f, "%ld thread blocks, %ld steps\n", ir_prog_ntbs(p), ir_prog_nsteps(p));
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    fprintf(f, "\nrank %d  (input %d chunks, output %d, scratch %d)\n", r, g->i_chunks, g->o_chunks, g->s_chunks);
+    for (int t = 0; t < g->ntbs; t++) {
+      const ir_tb *tb = &g->tbs[t];
+      fprintf(f, "  tb %d  chan %d", t, tb->chan);
+      if (tb->send >= 0) fprintf(f, "  send->%d", tb->send);
+      if (tb->recv >= 0) fprintf(f, "  recv<-%d", tb->recv);
+      fputc('\n', f);
+      for (int s = 0; s < tb->nsteps; s++) {
+        const ir_step *st = &tb->steps[s];
+        unsigned fl = ir_op_flags[st->op];
+        char a[48], b[48], line[160];
+        int n = snprintf(line, sizeof line, "    %3d  %-4s", s, ir_op_xml[st->op]);
+        if (fl & IR_F_RECV) n += snprintf(line + n, sizeof line - n, " recv(%d)", tb->recv);
+        if (fl & IR_F_SRC) n += snprintf(line + n, sizeof line - n, " %s%s",
+                                          (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
+        if (fl & IR_F_DST) n += snprintf(line + n, sizeof line - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+        if (fl & IR_F_SEND) n += snprintf(line + n, sizeof line - n, " -> send(%d)", tb->send);
+        if (st->op == IR_OP_SEND && st->dstoff >= 0)
+          n += snprintf(line + n, sizeof line - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+        fprintf(f, "%-56s", line);
+        if (st->depid >= 0) fprintf(f, " wait tb%d.%d", st->depid, st->deps);
+        if (st->hasdep) fputs(" signal", f);
+        if (st->prov) fprintf(f, "  ; %s", st->prov);
+        fputc('\n', f);
+      }
+    }
+  }
+}
+
+void ir_ops_markdown(FILE *f) {
+  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce"};
+  fputs("| type | opcode | reads/writes | semantics |\n|---|---|---|---|\n", f);
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    char fl[64] = "";
+    size_t n = 0;
+    for (int b = 0; b < 5; b++)
+      if (ir_op_flags[i] & (1u << b))
+        n += snprintf(fl + n, sizeof fl - n, "%s%s", n ? ", " : "", flag_names[b]);
+    fprintf(f, "| `%s` | %s | %s | %s |\n", ir_op_xml[i], ir_op_id[i], n ? fl : "-", ir_op_doc[i]);
+  }
+}

@@ -1,0 +1,115 @@
+/* rt_log.c -- log sink, level and subsystem filter; the result type's strings. */
+#include "rt_log.h"
+#include "rt_param.h"
+#include "rt_result.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static rt_log_level level;
+static unsigned subsys;
+static FILE *sink;
+static char host[64];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static const char *subsys_names[] = {
+#define X(n) #n,
+  RT_SUBSYS_LIST(X)
+#undef X
+};
+static const int nsubsys = sizeof subsys_names / sizeof subsys_names[0];
+
+static unsigned parse_subsys(const char *spec) {
+  int invert = spec[0] == '^';
+  unsigned mask = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", spec + invert);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (!strcasecmp(t, "ALL")) mask = ~0u;
+    for (int i = 0; i < nsubsys; i++)
+      if (!strcasecmp(t, subsys_names[i])) mask |= 1u << i;
+  }
+  return invert ? ~mask : mask;
+}
+
+/* Opens BATON_DEBUG_FILE with %h and %p expanded. */
+static FILE *open_sink(const char *pattern) {
+  if (!*pattern) return stderr;
+  char path[512];
+  size_t n = 0;
+  for (const char *p = pattern; *p && n + 64 < sizeof path; p++) {
+    if (p[0] == '%' && p[1] == 'h') { n += snprintf(path + n, sizeof path - n, "%s", host); p++; }
+    else if (p[0] == '%' && p[1] == 'p') { n += snprintf(path + n, sizeof path - n, "%d", (int)getpid()); p++; }
+    else path[n++] = *p;
+  }
+  path[n] = 0;
+  FILE *f = fopen(path, "w");
+  return f ? f : stderr;
+}
+
+static void init(void) {
+  gethostname(host, sizeof host - 1);
+  const char *l = rt_param_str(RT_PARAM_DEBUG);
+  level = !strcasecmp(l, "NONE") ? RT_LOG_NONE
+        : !strcasecmp(l, "INFO") ? RT_LOG_INFO
+        : !strcasecmp(l, "TRACE") ? RT_LOG_TRACE : RT_LOG_WARN;
+  subsys = parse_subsys(rt_param_str(RT_PARAM_DEBUG_SUBSYS));
+  sink = open_sink(rt_param_str(RT_PARAM_DEBUG_FILE));
+}
+
+int rt_log_enabled(rt_log_level lvl, unsigned sub) {
+  pthread_once(&once, init);
+  return lvl <= level && (sub & subsys);
+}
+
+void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
+            const char *fmt, ...) {
+  static const char *lvlname[] = {"NONE", "WARN", "INFO", "TRACE"};
+  const char *subname = "?";
+  for (int i = 0; i < nsubsys; i++)
+    if (sub == 1u << i) subname = subsys_names[i];
+  char msg[2048];
+  int n = snprintf(msg, sizeof msg, "%s:%d:%ld baton %s %s ", host, (int)getpid(),
+                   (long)syscall(SYS_gettid), lvlname[lvl], subname);
+  if (lvl == RT_LOG_TRACE)
+    n += snprintf(msg + n, sizeof msg - n, "%s:%d ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n < (int)sizeof msg) n += vsnprintf(msg + n, sizeof msg - n, fmt, ap);
+  va_end(ap);
+  if (n > (int)sizeof msg - 2) n = sizeof msg - 2;
+  msg[n++] = '\n';
+  fwrite(msg, 1, n, sink);
+  fflush(sink);
+}
+
+const char *bt_result_str(bt_result r) {
+  switch (r) {
+  case BT_OK: return "ok";
+  case BT_ERR_INVALID: return "invalid input";
+  case BT_ERR_NOMEM: return "out of memory";
+  case BT_ERR_SYSTEM: return "system error";
+  case BT_ERR_DEADLOCK: return "deadlock";
+  case BT_ERR_MISMATCH: return "wrong result";
+  case BT_ERR_UNSUPPORTED: return "unsupported";
+  case BT_ERR_CUDA: return "CUDA error";
+  case BT_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown result";
+}
+
+void rt_check_failed(const char *file, int line, const char *expr, bt_result r) {
+  if (!rt_log_enabled(RT_LOG_TRACE, ~0u)) return;
+  rt_log(RT_LOG_TRACE, RT_SUB_TOOL, file, line, "%s failed: %s", expr, bt_result_str(r));
+  void *frames[32];
+  int n = backtrace(frames, 32);
+  backtrace_symbols_fd(frames, n, fileno(sink));
+}

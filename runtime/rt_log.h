@@ -1,0 +1,32 @@
+/* rt_log.h -- logging by level and subsystem, configured from the parameter table. */
+#ifndef RT_LOG_H
+#define RT_LOG_H
+
+typedef enum { RT_LOG_NONE, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_TRACE } rt_log_level;
+
+/* Subsystems, a bit each, named in BATON_DEBUG_SUBSYS. */
+#define RT_SUBSYS_LIST(X) X(IR) X(EXEC) X(COMPILER) X(RUNTIME) X(TOOL)
+typedef enum {
+#define X(n) RT_SUB_BIT_##n,
+  RT_SUBSYS_LIST(X)
+#undef X
+} rt_subsys_bit;
+#define X(n) static const unsigned RT_SUB_##n = 1u << RT_SUB_BIT_##n;
+RT_SUBSYS_LIST(X)
+#undef X
+
+/* True when a message of this level and subsystem would be printed. */
+int rt_log_enabled(rt_log_level lvl, unsigned sub);
+
+/* Prints "host:pid:tid baton LEVEL SUB message" as one write. */
+void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
+            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define LOG_AT(lvl, sub, ...) do {                                         \
+    if (rt_log_enabled(lvl, sub)) rt_log(lvl, sub, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define LOG_WARN(sub, ...)  LOG_AT(RT_LOG_WARN, sub, __VA_ARGS__)
+#define LOG_INFO(sub, ...)  LOG_AT(RT_LOG_INFO, sub, __VA_ARGS__)
+#define LOG_TRACE(sub, ...) LOG_AT(RT_LOG_TRACE, sub, __VA_ARGS__)
+
+#endif

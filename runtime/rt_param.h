@@ -1,0 +1,23 @@
+/* rt_param.h -- environment parameters: one table, each read once. */
+#ifndef RT_PARAM_H
+#define RT_PARAM_H
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum rt_param_id {
+#define X(id, env, type, def, doc) RT_PARAM_##id,
+#include "rt_param.def"
+#undef X
+  RT_PARAM_COUNT
+} rt_param_id;
+
+/* Value of an integer / string parameter.  The environment is read on
+ * first use of any parameter; a malformed value is logged as a WARN and
+ * replaced by the default. */
+int64_t rt_param_int(rt_param_id id);
+const char *rt_param_str(rt_param_id id);
+
+/* Prints the table (name, type, default, current value, doc) to f. */
+void rt_param_print(FILE *f);
+
+#endif

@@ -1,0 +1,33 @@
+/* baton.c -- the command-line tool: one program, one subcommand per stage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const tool_cmd cmds[] = {
+  {"verify",  tool_verify,  "validate IR files, run them on the CPU executor and check the result"},
+  {"explain", tool_explain, "print a readable per-rank, per-thread-block listing of IR files"},
+  {"ops",     tool_ops,     "print the IR opcode table (Markdown)"},
+  {"params",  tool_params,  "print every environment parameter with its default and current value"},
+};
+enum { NCMDS = sizeof cmds / sizeof cmds[0] };
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: baton COMMAND [options] [args]\n\ncommands:\n");
+  for (int i = 0; i < NCMDS; i++) fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].doc);
+  fprintf(f, "\n'baton COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { usage(stderr); return 2; }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) { printf("baton %s\n", BATON_VERSION); return 0; }
+  for (int i = 0; i < NCMDS; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "baton: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,25 @@
+/* tool.h -- subcommands of the baton tool. */
+#ifndef TOOL_H
+#define TOOL_H
+
+/* Each subcommand takes argv with argv[0] = its own name and returns the
+ * process exit code: 0 success, 1 the check failed, 2 bad usage. */
+typedef struct tool_cmd {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *doc;
+} tool_cmd;
+
+int tool_verify(int argc, char **argv);
+int tool_explain(int argc, char **argv);
+int tool_ops(int argc, char **argv);
+int tool_params(int argc, char **argv);
+
+/* Shared option parsing: returns the value of "--name V" or "--name=V" at
+ * argv[*i] (advancing *i), or NULL when argv[*i] is not that option. */
+const char *tool_opt(int argc, char **argv, int *i, const char *name);
+
+/* True when argv holds --help or -h. */
+int tool_wants_help(int argc, char **argv);
+
+#endif

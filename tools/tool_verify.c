@@ -1,0 +1,244 @@
+/* tool_verify.c -- `baton verify`, `baton explain`, `baton ops`, `baton params`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_cpu.h"
+#include "ir_check.h"
+#include "ir_read.h"
+#include "ir_write.h"
+#include "rt_param.h"
+#include "tool.h"
+
+const char *tool_opt(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n)) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "baton: %s needs a value\n", name);
+    exit(2);
+  }
+  return argv[++*i];
+}
+
+int tool_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+  return 0;
+}
+
+static const char verify_help[] =
+  "usage: baton verify [options] FILE.xml [...]\n"
+  "\n"
+  "Validates each IR file, runs it for all ranks on the CPU reference executor\n"
+  "(one thread per rank and thread block, bounded FIFO slots, dependencies per\n"
+  "tile) on real data, and checks the collective's postcondition.\n"
+  "\n"
+  "options:\n"
+  "  --ranks N        fail unless the program is for N ranks\n"
+  "  --dtype T        f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8, or all\n"
+  "  --op OP          sum (default), prod, max, min, avg, or all\n"
+  "  --count N        elements per block (default 4099: uneven on purpose)\n"
+  "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
+  "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
+  "  --inplace        run in place (needs an in-place program)\n"
+  "  --outofplace     run out of place (an in-place program gets its input copied first)\n"
+  "  --expect SPEC    postcondition of a custom collective, e.g.\n"
+  "                   'o[r][c]=i[r-1][c] if r>=1' (rules separated by ';', i[*][x]\n"
+  "                   is the reduction over all ranks; unnamed in-place chunks must\n"
+  "                   keep their value)\n"
+  "  -q, --quiet      print only failures\n"
+  "\n"
+  "exit status: 0 all files pass, 1 a file is invalid, wrong or deadlocks, 2 bad usage\n";
+
+typedef struct vopts {
+  int ranks, quiet, inplace;
+  int dtypes[IP_DTYPE_COUNT], ndtypes;
+  int ops[IP_REDOP_COUNT], nops;
+  long long count, tile;
+  int slots;
+  const char *expect;
+} vopts;
+
+static int parse_list(const char *v, int all, int (*from)(const char *), int *out, int *n,
+                      const char *what) {
+  if (!strcmp(v, "all")) {
+    for (int i = 0; i < all; i++) out[i] = i;
+    *n = all;
+    return 1;
+  }
+  int x = from(v);
+  if (x < 0) { fprintf(stderr, "baton verify: unknown %s '%s'\n", what, v); return 0; }
+  out[0] = x;
+  *n = 1;
+  return 1;
+}
+
+static int verify_one(const char *path, const vopts *vo, const ip_expect *ex) {
+  rt_diag *d = rt_diag_new(40);
+  ir_prog *p = NULL;
+  int rc = 1;
+  if (ir_read_file(path, &p, d) || ir_check(p, d)) {
+    fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
+    goto out;
+  }
+  int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
+  if (ir_check_races(p, ir_prog_aliased(p, inplace), d)) {
+    fprintf(stderr, "%s: %s\n%s", path, inplace ? "unsafe in place" : "unsafe", rt_diag_text(d));
+    goto out;
+  }
+  if (vo->ranks && vo->ranks != p->ngpus) {
+    fprintf(stderr, "%s: the program is for %d ranks, not %d\n", path, p->ngpus, vo->ranks);
+    goto out;
+  }
+  int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
+  int nops = reduces ? vo->nops : 1;
+  ip_cpu_report tot = {0};
+  int runs = 0;
+  rc = 0;
+  for (int a = 0; a < vo->ndtypes && !rc; a++)
+    for (int b = 0; b < nops && !rc; b++) {
+      ip_cpu_opts o = {.dtype = vo->dtypes[a], .op = reduces ? vo->ops[b] : IP_OP_SUM,
+                       .count = vo->count, .inplace = vo->inplace, .tile = vo->tile,
+                       .slots = vo->slots, .expect = ex};
+      ip_cpu_report rep;
+      bt_result r = ip_cpu_verify(p, &o, &rep, d);
+      if (r) {
+        fprintf(stderr, "%s: %s with %s %s count=%lld\n%s", path,
+                r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG RESULT" : "FAILED",
+                ip_dtype_name[o.dtype], ip_redop_name[o.op], (long long)o.count, rt_diag_text(d));
+        rc = 1;
+        break;
+      }
+      runs++;
+      tot.threads = rep.threads;
+      tot.ntiles = rep.ntiles;
+      tot.steps += rep.steps;
+      tot.messages += rep.messages;
+      tot.checked += rep.checked;
+      tot.seconds += rep.seconds;
+    }
+  if (!rc && !vo->quiet) {
+    printf("%s: ok  %s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld, %s), "
+           "%lld tiles, %lld messages, %lld elements checked, %.3f s\n",
+           path, ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), runs,
+           runs == 1 ? "" : "s", vo->ndtypes == 1 ? ip_dtype_name[vo->dtypes[0]] : "all types",
+           !reduces ? "" : " ", !reduces ? "" : nops == 1 ? ip_redop_name[vo->ops[0]] : "all ops",
+           vo->count, inplace ? "in-place" : "out-of-place", (long long)tot.ntiles,
+           (long long)tot.messages, (long long)tot.checked, tot.seconds);
+  }
+out:
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return rc;
+}
+
+int tool_verify(int argc, char **argv) {
+  if (tool_wants_help(argc, argv)) { fputs(verify_help, stdout); return 0; }
+  vopts vo = {.inplace = -1, .count = 4099, .tile = 128, .ndtypes = 1, .nops = 1};
+  vo.dtypes[0] = IP_F32;
+  vo.ops[0] = IP_OP_SUM;
+  const char *files[256];
+  int nfiles = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    char *end;
+    if ((v = tool_opt(argc, argv, &i, "--ranks"))) {
+      vo.ranks = (int)strtol(v, &end, 10);
+      if (*end || vo.ranks < 1) { fprintf(stderr, "baton verify: bad --ranks '%s'\n", v); return 2; }
+    } else if ((v = tool_opt(argc, argv, &i, "--dtype"))) {
+      if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
+    } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
+      if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
+    } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
+      vo.count = strtoll(v, &end, 10);
+      if (*end || vo.count < 1) { fprintf(stderr, "baton verify: bad --count '%s'\n", v); return 2; }
+    } else if ((v = tool_opt(argc, argv, &i, "--tile"))) {
+      vo.tile = strtoll(v, &end, 10);
+      if (*end || vo.tile < 0) { fprintf(stderr, "baton verify: bad --tile '%s'\n", v); return 2; }
+    } else if ((v = tool_opt(argc, argv, &i, "--slots"))) {
+      vo.slots = (int)strtol(v, &end, 10);
+      if (*end || vo.slots < 1) { fprintf(stderr, "baton verify: bad --slots '%s'\n", v); return 2; }
+    } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
+      vo.expect = v;
+    } else if (!strcmp(argv[i], "--inplace")) {
+      vo.inplace = 1;
+    } else if (!strcmp(argv[i], "--outofplace")) {
+      vo.inplace = 0;
+    } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+      vo.quiet = 1;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "baton verify: unknown option '%s'\n", argv[i]);
+      return 2;
+    } else if (nfiles < 256) {
+      files[nfiles++] = argv[i];
+    }
+  }
+  if (!nfiles) { fputs(verify_help, stderr); return 2; }
+  ip_expect *ex = NULL;
+  if (vo.expect) {
+    rt_diag *d = rt_diag_new(4);
+    if (ip_expect_parse(vo.expect, &ex, d)) {
+      fprintf(stderr, "baton verify: %s", rt_diag_text(d));
+      rt_diag_free(d);
+      return 2;
+    }
+    rt_diag_free(d);
+  }
+  int failed = 0;
+  for (int i = 0; i < nfiles; i++) failed += verify_one(files[i], &vo, ex);
+  ip_expect_free(ex);
+  return failed ? 1 : 0;
+}
+
+static const char explain_help[] =
+  "usage: baton explain FILE.xml [...]\n"
+  "\n"
+  "Prints each program as a readable listing: per rank, per thread block, one\n"
+  "line per step with its operands, peers, dependencies (wait tbT.S), whether\n"
+  "it signals, and its provenance.  The file is validated first; problems are\n"
+  "printed after the listing.\n";
+
+int tool_explain(int argc, char **argv) {
+  if (tool_wants_help(argc, argv) || argc < 2) {
+    fputs(explain_help, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  int failed = 0;
+  for (int i = 1; i < argc; i++) {
+    rt_diag *d = rt_diag_new(40);
+    ir_prog *p = NULL;
+    if (ir_read_file(argv[i], &p, d)) {
+      fprintf(stderr, "%s: invalid\n%s", argv[i], rt_diag_text(d));
+      failed++;
+    } else {
+      ir_explain(p, stdout);
+      if (ir_check(p, d)) {
+        fprintf(stderr, "%s: invalid\n%s", argv[i], rt_diag_text(d));
+        failed++;
+      }
+    }
+    ir_prog_free(p);
+    rt_diag_free(d);
+  }
+  return failed ? 1 : 0;
+}
+
+int tool_ops(int argc, char **argv) {
+  if (tool_wants_help(argc, argv)) {
+    puts("usage: baton ops\n\nPrints the IR opcode table, generated from ir/ir_op.def, as Markdown.");
+    return 0;
+  }
+  ir_ops_markdown(stdout);
+  return 0;
+}
+
+int tool_params(int argc, char **argv) {
+  if (tool_wants_help(argc, argv)) {
+    puts("usage: baton params\n\nPrints every environment parameter (runtime/rt_param.def):\nname, type, default, current value and meaning.");
+    return 0;
+  }
+  rt_param_print(stdout);
+  return 0;
+}
