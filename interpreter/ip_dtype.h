@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum ip_dtype {
 #define X(id, name, ctype, size, kind) IP_##id,
 #include "ip_dtype.def"
@@ -43,5 +47,9 @@ void ip_reduce(ip_dtype t, ip_redop op, void *dst, const void *a, const void *b,
 
 /* p[i] /= divisor for i < n: the final step of AVG (integers truncate). */
 void ip_divide(ip_dtype t, void *p, size_t n, int divisor);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

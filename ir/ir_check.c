@@ -168,8 +168,11 @@ bt_result ir_peers_build(const ir_prog *p, ir_peers *pe) {
 }
 
 /* The k-th message a tb sends (or receives) is its k-th step with the SEND
- * (RECV) flag; those must pair one to one, with equal sizes, and a sender
- * that names its destination must name the receiver's. */
+ * (RECV) flag; those must pair one to one, with equal sizes.  A sending
+ * step that writes nothing locally (s, rrs) names in dstbuf/dstoff where
+ * the receiver puts the data, as MSCCL's compiler writes it; when both
+ * sides name it, they must agree, which catches sends and receives in
+ * different orders. */
 static void check_pairing(checker *c, const ir_peers *pe) {
   const ir_prog *p = c->p;
   for (int r = 0; r < p->ngpus; r++) {
@@ -203,7 +206,7 @@ static void check_pairing(checker *c, const ir_peers *pe) {
         if (ss->cnt != rs->cnt)
           err_step(c, r, t, a, "message %d to rank %d channel %d has cnt=%d, but rank %d tb %d step %d receives it with cnt=%d",
                    m, q, tb->chan, ss->cnt, q, u, b, rs->cnt);
-        else if (ss->op == IR_OP_SEND && ss->dstoff >= 0 && (ir_op_flags[rs->op] & IR_F_DST) &&
+        else if (!(ir_op_flags[ss->op] & IR_F_DST) && ss->dstoff >= 0 && rs->dstoff >= 0 &&
                  (ss->dstbuf != rs->dstbuf || ss->dstoff != rs->dstoff))
           err_step(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d], but rank %d tb %d step %d (%s) puts it in %s[%d]: sends and receives are out of order",
                    m, q, tb->chan, ir_buf_xml[ss->dstbuf], ss->dstoff, q, u, b, ir_op_xml[rs->op],

@@ -101,11 +101,13 @@ void ir_explain(const ir_prog *p, FILE *f) {
         if (fl & IR_F_SEND) n += snprintf(line + n, sizeof line - n, " -> send(%d)", tb->send);
         if (st->op == IR_OP_SEND && st->dstoff >= 0)
           n += snprintf(line + n, sizeof line - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
-        fprintf(f, "%-56s", line);
-        if (st->depid >= 0) fprintf(f, " wait tb%d.%d", st->depid, st->deps);
-        if (st->hasdep) fputs(" signal", f);
-        if (st->prov) fprintf(f, "  ; %s", st->prov);
-        fputc('\n', f);
+        char extra[160] = "";
+        int m = 0;
+        if (st->depid >= 0) m += snprintf(extra + m, sizeof extra - m, " wait tb%d.%d", st->depid, st->deps);
+        if (st->hasdep) m += snprintf(extra + m, sizeof extra - m, " signal");
+        if (st->prov) m += snprintf(extra + m, sizeof extra - m, "  ; %s", st->prov);
+        if (m) fprintf(f, "%-56s%s\n", line, extra);
+        else fprintf(f, "%s\n", line);
       }
     }
   }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# unit suite: the baton command line -- help, exit codes and error messages.
+# Usage: cli.sh BATON CORPUS_DIR   (TAP output)
+set -u
+baton=$1 corpus=$2
+n=0 failed=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...
+  local what=$1 want=$2 text=$3; shift 3
+  n=$((n + 1))
+  out=$("$@" 2>&1); st=$?
+  if [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what"
+  else echo "not ok $n - $what (status $st, wanted $want and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+}
+check "baton --help lists commands" 0 "verify   validate IR files" "$baton" --help
+check "no command is a usage error" 2 "usage: baton COMMAND" "$baton"
+check "unknown command" 2 "unknown command 'frob'" "$baton" frob
+for c in verify explain ops params; do check "$c --help" 0 "usage: baton $c" "$baton" $c --help; done
+check "unknown dtype" 2 "unknown dtype 'f8'" "$baton" verify --dtype f8 x.xml
+check "unknown op" 2 "unknown op 'xor'" "$baton" verify --op xor x.xml
+check "bad count" 2 "bad --count '0'" "$baton" verify --count 0 x.xml
+check "option without value" 2 "--expect needs a value" "$baton" verify x.xml --expect
+check "bad --expect" 2 "--expect:3: expected 'r' near 'end of text'" "$baton" verify --expect 'o[' x.xml
+check "missing file" 1 "nope.xml: cannot open" "$baton" verify nope.xml
+check "wrong rank count" 1 "is for 4 ranks, not 8" "$baton" verify --ranks 8 "$corpus/allgather_ring_4r_simple.xml"
+check "custom without --expect" 1 "needs --expect" "$baton" verify "$corpus/alltonext_fwd_2n.xml" --outofplace
+sed 's/type="rrcs"/type="rrx"/' "$corpus/allreduce_ring_4r_1c_1i_simple.xml" > "$tmp/bad.xml"
+check "verify names file, line, rank, tb and step" 1 "bad.xml:7: rank 0 tb 0 step 3: unknown opcode type=\"rrx\"" "$baton" verify "$tmp/bad.xml"
+check "explain prints the listing" 0 "rank 3  (input 4 chunks" "$baton" explain "$corpus/allreduce_ring_4r_1c_1i_simple.xml"
+check "explain of a broken file fails" 1 "unknown opcode" "$baton" explain "$tmp/bad.xml"
+check "ops prints the opcode table" 0 '| `rrcs` | RRCS |' "$baton" ops
+check "params lists every parameter" 0 "BATON_EXEC_SLOTS" "$baton" params
+check "params shows a set value" 0 "BATON_EXEC_TILE      int  0        64" env BATON_EXEC_TILE=64 "$baton" params
+check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integer; using default 8" \
+  env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
+check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
+  env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+echo "1..$n"
+[ $failed -eq 0 ]

@@ -1,0 +1,74 @@
+/* tap.h -- a minimal TAP producer for baton's C tests (meson protocol 'tap'). */
+#ifndef TAP_H
+#define TAP_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tap_n, tap_failed;
+
+/* ok(cond, fmt, ...): one test point. */
+#define ok(cond, ...) tap_ok(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+static void tap_ok(int pass, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#include <stdarg.h>
+static void tap_ok(int pass, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s %d - ", pass ? "ok" : "not ok", ++tap_n);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  if (!pass) {
+    tap_failed++;
+    printf("#   failed at %s:%d\n", file, line);
+  }
+  fflush(stdout);
+}
+
+/* contains(haystack, needle) with a diagnostic on failure. */
+#define ok_contains(hay, needle, ...) do {                                  \
+    const char *h_ = (hay), *n_ = (needle);                                 \
+    int c_ = h_ && strstr(h_, n_) != NULL;                                  \
+    ok(c_, __VA_ARGS__);                                                    \
+    if (!c_) printf("#   expected to find: %s\n#   in: %s\n", n_, h_ ? h_ : "(null)"); \
+  } while (0)
+
+static int tap_done(void) {
+  printf("1..%d\n", tap_n);
+  return tap_failed ? 1 : 0;
+}
+
+/* Reads a whole file; NULL when missing. */
+__attribute__((unused)) static char *tap_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc(n + 1);
+  if (buf && fread(buf, 1, n, f) != (size_t)n) { free(buf); buf = NULL; }
+  if (buf) buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* Returns a copy of s with the k-th (0-based) occurrence of `from`
+ * replaced by `to`; NULL when there is no such occurrence. */
+__attribute__((unused)) static char *tap_replace(const char *s, const char *from, const char *to, int k) {
+  const char *p = s;
+  for (;; p++) {
+    p = strstr(p, from);
+    if (!p) return NULL;
+    if (k-- == 0) break;
+  }
+  size_t a = p - s, fl = strlen(from), tl = strlen(to), n = strlen(s);
+  char *out = malloc(n - fl + tl + 1);
+  memcpy(out, s, a);
+  memcpy(out + a, to, tl);
+  memcpy(out + a + tl, p + fl, n - a - fl + 1);
+  return out;
+}
+
+#endif

@@ -1,0 +1,91 @@
+/* test_dtype.c -- element conversions, host reductions and the expect language. */
+#include "ip_dtype.h"
+#include "ip_expect.h"
+#include "tap.h"
+
+#include <math.h>
+
+static void test_half(void) {
+  ok(ip_float_to_half(1.0f) == 0x3c00 && ip_half_to_float(0x3c00) == 1.0f, "f16 1.0");
+  ok(ip_float_to_half(65504.0f) == 0x7bff, "f16 largest finite");
+  ok(ip_float_to_half(65520.0f) == 0x7c00, "f16 overflows to inf at 65520");
+  ok(ip_float_to_half(-2.0f) == 0xc000, "f16 sign");
+  ok(ip_float_to_half(ldexpf(1, -24)) == 0x0001 && ip_half_to_float(1) == ldexpf(1, -24), "f16 smallest subnormal");
+  ok(ip_float_to_half(1.0f + ldexpf(1, -11)) == 0x3c00, "f16 tie rounds to even (down)");
+  ok(ip_float_to_half(1.0f + 3 * ldexpf(1, -11)) == 0x3c02, "f16 tie rounds to even (up)");
+  ok(isnan(ip_half_to_float(ip_float_to_half(NAN))), "f16 NaN stays NaN");
+  ok(ip_float_to_bf16(1.0f) == 0x3f80 && ip_bf16_to_float(0x3f80) == 1.0f, "bf16 1.0");
+  ok(ip_float_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie rounds to even");
+  ok(ip_float_to_bf16(1.0f + 3 * ldexpf(1, -8)) == 0x3f82, "bf16 rounds up past the tie");
+}
+
+static void test_reduce(void) {
+  int8_t a8[3] = {127, -128, 5}, b8[3] = {1, -1, -7}, d8[3];
+  ip_reduce(IP_I8, IP_OP_SUM, d8, a8, b8, 3);
+  ok(d8[0] == -128 && d8[1] == 127 && d8[2] == -2, "i8 sum wraps");
+  ip_reduce(IP_I8, IP_OP_MAX, d8, a8, b8, 3);
+  ok(d8[0] == 127 && d8[1] == -1 && d8[2] == 5, "i8 max");
+  uint8_t u1[2] = {16, 200}, u2[2] = {16, 3}, ud[2];
+  ip_reduce(IP_U8, IP_OP_PROD, ud, u1, u2, 2);
+  ok(ud[0] == 0 && ud[1] == (uint8_t)600, "u8 prod wraps");
+  int64_t l1[1] = {INT64_MAX}, l2[1] = {1}, ld[1];
+  ip_reduce(IP_I64, IP_OP_SUM, ld, l1, l2, 1);
+  ok(ld[0] == INT64_MIN, "i64 sum wraps without undefined behaviour");
+  uint32_t x1[1] = {7}, x2[1] = {9}, xd[1];
+  ip_reduce(IP_U32, IP_OP_MIN, xd, x1, x2, 1);
+  ok(xd[0] == 7, "u32 min");
+  float f1[2] = {1.5f, -2}, f2[2] = {2.5f, 8}, fd[2];
+  ip_reduce(IP_F32, IP_OP_PROD, fd, f1, f2, 2);
+  ok(fd[0] == 3.75f && fd[1] == -16, "f32 prod");
+  ip_reduce(IP_F32, IP_OP_AVG, fd, f1, f2, 2);
+  ok(fd[0] == 4 && fd[1] == 6, "avg reduces as sum");
+  ip_divide(IP_F32, fd, 2, 4);
+  ok(fd[0] == 1 && fd[1] == 1.5f, "avg's final division (f32)");
+  int32_t i1[2] = {7, -7};
+  ip_divide(IP_I32, i1, 2, 2);
+  ok(i1[0] == 3 && i1[1] == -3, "avg's final division truncates integers");
+  uint16_t h1[1] = {ip_float_to_half(1.5f)}, h2[1] = {ip_float_to_half(2.25f)}, hd[1];
+  ip_reduce(IP_F16, IP_OP_SUM, hd, h1, h2, 1);
+  ok(ip_half_to_float(hd[0]) == 3.75f, "f16 sum");
+  uint16_t g1[1] = {ip_float_to_bf16(3)}, g2[1] = {ip_float_to_bf16(-5)}, gd[1];
+  ip_reduce(IP_BF16, IP_OP_MIN, gd, g1, g2, 1);
+  ok(ip_bf16_to_float(gd[0]) == -5, "bf16 min");
+  for (int t = 0; t < IP_DTYPE_COUNT; t++) {
+    unsigned char buf[8];
+    ip_set(t, buf, 0, 3);
+    ok(ip_get(t, buf, 0) == 3 && ip_dtype_from_name(ip_dtype_name[t]) == t, "%s set/get and name", ip_dtype_name[t]);
+  }
+  ok(ip_dtype_from_name("f8") == -1 && ip_redop_from_name("xor") == -1, "unknown names are refused");
+}
+
+static void test_expect(void) {
+  rt_diag *d = rt_diag_new(4);
+  ip_expect *e = NULL;
+  ok(!ip_expect_parse("o[r][c]=i[r-1][c] if r>=1", &e, d), "AllToNext rule parses");
+  int sr, sc;
+  ok(ip_expect_eval(e, 3, 5, 16, 8, &sr, &sc, d) == 1 && sr == 2 && sc == 5, "rank 3 chunk 5 comes from rank 2 chunk 5");
+  ok(ip_expect_eval(e, 0, 5, 16, 8, &sr, &sc, d) == 0, "no rule for rank 0");
+  ip_expect_free(e);
+  ok(!ip_expect_parse("o[r][c]=i[*][c] if c%2==0 && !(r>3); o[r][c] = i[(r+1)%n][k-1-c]", &e, d), "two rules parse");
+  ok(ip_expect_eval(e, 1, 2, 4, 4, &sr, &sc, d) == 1 && sr == -1 && sc == 2, "first rule: reduction");
+  ok(ip_expect_eval(e, 3, 1, 4, 4, &sr, &sc, d) == 1 && sr == 0 && sc == 2, "second rule: (r+1)%%n, k-1-c");
+  ip_expect_free(e);
+  ok(!ip_expect_parse("o[r][c]=i[r/(c-c)][c]", &e, d), "division parses");
+  ok(ip_expect_eval(e, 1, 1, 2, 2, &sr, &sc, d) == -1, "division by zero is an error");
+  ok_contains(rt_diag_text(d), "divides by zero at rank 1 chunk 1", "and says where");
+  ip_expect_free(e);
+  rt_diag_clear(d);
+  ok(ip_expect_parse("o[r][c]=i[r-1[c]", &e, d) == BT_ERR_INVALID, "syntax error is refused");
+  ok_contains(rt_diag_text(d), "--expect:14: expected ']' near '[c]'", "with the column and what follows");
+  rt_diag_clear(d);
+  ok(ip_expect_parse("o[r][c]=i[x][c]", &e, d) == BT_ERR_INVALID, "unknown variable is refused");
+  ok_contains(rt_diag_text(d), "expected a number, r, c, n, k or '('", "with what is allowed");
+  rt_diag_free(d);
+}
+
+int main(void) {
+  test_half();
+  test_reduce();
+  test_expect();
+  return tap_done();
+}

@@ -1,0 +1,182 @@
+/* test_exec.c -- the CPU executor: results, tiling, uneven counts, deadlock
+ * and slot-limit detection, wrong results, and the race check. */
+#include "ip_cpu.h"
+#include "ir_check.h"
+#include "ir_read.h"
+#include "tap.h"
+
+/* A 2-rank in-place allreduce: rank r reduces chunk r, then they swap. */
+static const char *ar2 =
+  "<algo name=\"ar2\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" coll=\"allreduce\" inplace=\"1\">\n"
+  "<gpu id=\"0\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n"
+  "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "<step s=\"1\" type=\"STEP1\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "<step s=\"2\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "<step s=\"3\" type=\"r\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "</tb></gpu>\n"
+  "<gpu id=\"1\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n"
+  "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "<step s=\"1\" type=\"rrc\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "<step s=\"2\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "<step s=\"3\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "</tb></gpu></algo>\n";
+
+static ir_prog *load(const char *text, rt_diag *d) {
+  ir_prog *p = NULL;
+  if (ir_read_memory(text, strlen(text), "mem.xml", &p, d)) return NULL;
+  return p;
+}
+
+static ir_prog *ar2_with(const char *step1, rt_diag *d) {
+  char *t = tap_replace(ar2, "STEP1", step1, 0);
+  ir_prog *p = load(t, d);
+  free(t);
+  return p;
+}
+
+static bt_result run(const ir_prog *p, ip_dtype t, ip_redop op, long count, long tile, int slots,
+                     int inplace, rt_diag *d) {
+  ip_cpu_opts o = {.dtype = t, .op = op, .count = count, .inplace = inplace, .tile = tile, .slots = slots};
+  ip_cpu_report rep;
+  rt_diag_clear(d);
+  return ip_cpu_verify(p, &o, &rep, d);
+}
+
+static void test_allreduce(rt_diag *d) {
+  ir_prog *p = ar2_with("rrc", d);
+  ok(p && !ir_check(p, d), "2-rank allreduce validates");
+  int fails = 0;
+  for (int t = 0; t < IP_DTYPE_COUNT; t++)
+    for (int op = 0; op < IP_REDOP_COUNT; op++)
+      for (int ip = 0; ip < 2; ip++)
+        fails += run(p, t, op, 1001, 64, 2, ip, d) != BT_OK;
+  ok(fails == 0, "every type x op, in and out of place, 1001 elements in 64-element tiles: %s", rt_diag_text(d));
+  ok(run(p, IP_F32, IP_OP_SUM, 1, 0, 0, 1, d) == BT_OK, "count 1 (chunk 1 is empty)");
+  ok(run(p, IP_U8, IP_OP_MAX, 100003, 1000, 8, 1, d) == BT_OK, "large uneven count with many tiles");
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 100, .inplace = 1, .tile = 10, .slots = 8};
+  ip_cpu_report rep;
+  ok(!ip_cpu_verify(p, &o, &rep, d) && rep.ntiles == 5 && rep.messages == 2 * 2 * 5 && rep.threads == 2,
+     "report counts tiles (5), messages (20) and threads (2)");
+  ir_prog_free(p);
+}
+
+static void test_wrong(rt_diag *d) {
+  ir_prog *p = ar2_with("r", d);   /* receives instead of reducing */
+  ok(p && !ir_check(p, d), "a wrong program can still be well formed");
+  ok(run(p, IP_I32, IP_OP_SUM, 8, 0, 0, 1, d) == BT_ERR_MISMATCH, "its result is wrong");
+  ok_contains(rt_diag_text(d), "mem.xml: rank 0 output chunk 0 element 0 is", "the message names rank, chunk and element");
+  ok_contains(rt_diag_text(d), "(the sum of input chunk 0 over all ranks)", "and says what was expected");
+  ir_prog_free(p);
+}
+
+static void test_deadlock(rt_diag *d) {
+  /* Both ranks receive before they send. */
+  char *t = tap_replace(ar2, "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+                             "<step s=\"1\" type=\"STEP1\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>",
+                        "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+                        "<step s=\"1\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>", 0);
+  char *u = tap_replace(t, "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n"
+                           "<step s=\"1\" type=\"rrc\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>",
+                        "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+                        "<step s=\"1\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>", 0);
+  ir_prog *p = load(u, d);
+  ok(p && ir_check(p, d) == BT_ERR_INVALID, "validator rejects receive-before-send on both sides");
+  ok_contains(rt_diag_text(d), "dependency cycle", "as a cycle");
+  ok(run(p, IP_F32, IP_OP_SUM, 16, 0, 0, 1, d) == BT_ERR_DEADLOCK, "the executor, given it anyway, reports a deadlock instead of hanging");
+  ok_contains(rt_diag_text(d), "rank 0 tb 0 step 0 (rrc) tile 0: waiting for a message from rank 1 on channel 0",
+              "naming the stuck rank, tb, step, tile and what it waits for");
+  ir_prog_free(p);
+  free(t); free(u);
+}
+
+static void test_slots(const char *ring8, rt_diag *d) {
+  char *text = tap_slurp(ring8);
+  ir_prog *p = text ? load(text, d) : NULL;
+  ok(p && !ir_check(p, d), "bundled 8-rank ring loads");
+  if (!p) { free(text); return; }
+  ok(run(p, IP_F32, IP_OP_SUM, 64, 0, 1, 1, d) == BT_ERR_DEADLOCK, "a ring with one FIFO slot deadlocks");
+  ok_contains(rt_diag_text(d), "waiting for a free slot to rank 1 on channel 0 (all 1 full)", "the report names the full slot");
+  ok(run(p, IP_F32, IP_OP_SUM, 64, 0, 2, 1, d) == BT_OK, "two slots are enough");
+  ir_prog_free(p);
+  free(text);
+}
+
+static const char *ag2 =
+  "<algo name=\"ag2\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" coll=\"allgather\" inplace=\"0\">\n"
+  "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"2\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n"
+  "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "<step s=\"1\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "<step s=\"2\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" hasdep=\"HD\"/>\n"
+  "EXTRA</tb>TB2</gpu>\n"
+  "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"2\" s_chunks=\"0\"><tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n"
+  "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "<step s=\"1\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n"
+  "<step s=\"2\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"/>\n"
+  "</tb></gpu></algo>\n";
+
+static ir_prog *ag2_with(const char *hd, const char *extra, const char *tb2, rt_diag *d) {
+  char *a = tap_replace(ag2, "HD", hd, 0), *b = tap_replace(a, "EXTRA", extra, 0), *c = tap_replace(b, "TB2", tb2, 0);
+  ir_prog *p = load(c, d);
+  free(a); free(b); free(c);
+  return p;
+}
+
+static void test_outofplace(rt_diag *d) {
+  ir_prog *p = ag2_with("0", "", "", d);
+  ok(p && !ir_check(p, d) && !ir_check_races(p, 0, d), "2-rank out-of-place allgather validates");
+  ok(run(p, IP_I64, IP_OP_SUM, 37, 5, 2, 0, d) == BT_OK, "and gathers: %s", rt_diag_text(d));
+  ok(run(p, IP_I64, IP_OP_SUM, 37, 5, 2, 1, d) == BT_ERR_INVALID, "an out-of-place program cannot run in place");
+  ok_contains(rt_diag_text(d), "the program is out-of-place; it cannot run in place", "and says so");
+  ir_prog_free(p);
+  p = ag2_with("0", "<step s=\"3\" type=\"cpy\" srcbuf=\"o\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"/>\n", "", d);
+  ok(p && !ir_check(p, d), "a program that writes its input validates");
+  ok(run(p, IP_I32, IP_OP_SUM, 8, 0, 0, 0, d) == BT_ERR_MISMATCH, "but an out-of-place run that clobbers the input fails");
+  ok_contains(rt_diag_text(d), "rank 0 input chunk 0 was overwritten by an out-of-place run", "naming the rank and chunk");
+  ir_prog_free(p);
+  /* A second tb writes o[0] too, with nothing ordering it against step 2. */
+  p = ag2_with("1", "", "<tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\"><step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/></tb>", d);
+  ok(p && !ir_check(p, d), "two writers of one chunk validate structurally");
+  ok(ir_check_races(p, 0, d) == BT_ERR_INVALID, "the race check refuses them");
+  ok_contains(rt_diag_text(d), "rank 0: data race: tb 0 step 2 (cpy) writes o[0] while tb 1 step 0 (cpy) writes o[0]",
+              "naming both steps");
+  ir_prog_free(p);
+  p = ag2_with("1", "", "<tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\"><step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"0\" deps=\"2\"/></tb>", d);
+  rt_diag_clear(d);
+  ok(p && !ir_check(p, d) && !ir_check_races(p, 0, d), "a dependency orders them: no race: %s", rt_diag_text(d));
+  ir_prog_free(p);
+}
+
+static void test_custom(rt_diag *d) {
+  ir_prog *p = ag2_with("0", "", "", d);
+  p->coll = IR_COLL_CUSTOM;
+  ok(run(p, IP_F32, IP_OP_SUM, 4, 0, 0, 0, d) == BT_ERR_INVALID, "a custom collective needs an expectation");
+  ip_expect *e = NULL;
+  ip_expect_parse("o[r][c]=i[c][0]", &e, d);
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4, .inplace = 0, .expect = e};
+  ip_cpu_report rep;
+  ok(ip_cpu_verify(p, &o, &rep, d) == BT_OK, "allgather checked as a custom collective");
+  ip_expect_free(e);
+  ip_expect_parse("o[r][c]=i[1-c][0]", &e, d);
+  o.expect = e;
+  ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_MISMATCH, "a wrong expectation fails");
+  ip_expect_free(e);
+  ip_expect_parse("o[r][c]=i[c+5][0]", &e, d);
+  o.expect = e;
+  rt_diag_clear(d);
+  ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID, "an expectation naming a missing rank is refused");
+  ok_contains(rt_diag_text(d), "input chunk 0 of rank 5, which does not exist", "with the rank");
+  ip_expect_free(e);
+  ir_prog_free(p);
+}
+
+int main(int argc, char **argv) {
+  rt_diag *d = rt_diag_new(20);
+  test_allreduce(d);
+  test_wrong(d);
+  test_deadlock(d);
+  test_slots(argc > 1 ? argv[1] : "algorithms/ir/allreduce_ring_8r.xml", d);
+  test_outofplace(d);
+  test_custom(d);
+  rt_diag_free(d);
+  return tap_done();
+}

@@ -1,0 +1,219 @@
+/* test_ir.c -- the IR library: opcode table, XML round trip, geometry, and
+ * precise errors on broken variants of the MSCCL corpus. */
+#include "ir.h"
+#include "ir_check.h"
+#include "ir_geom.h"
+#include "ir_read.h"
+#include "ir_write.h"
+#include "tap.h"
+
+static const char *corpus;
+
+/* Reads `text` as file `name`, validates it, and returns the messages
+ * ("" when valid). */
+static char *errors_of(const char *text, const char *name) {
+  static char buf[8192];
+  rt_diag *d = rt_diag_new(20);
+  ir_prog *p = NULL;
+  if (!ir_read_memory(text, strlen(text), name, &p, d)) ir_check(p, d);
+  snprintf(buf, sizeof buf, "%s", rt_diag_text(d));
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return buf;
+}
+
+static char *corpus_file(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", corpus, name);
+  char *s = tap_slurp(path);
+  if (!s) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  return s;
+}
+
+/* Applies one mutation to a corpus file and checks the error message. */
+static void broken(const char *file, const char *from, const char *to, int nth,
+                   const char *expect, const char *what) {
+  char *orig = corpus_file(file);
+  char *mut = tap_replace(orig, from, to, nth);
+  ok(mut != NULL, "%s: mutation applies (%s)", file, what);
+  if (mut) ok_contains(errors_of(mut, file), expect, "%s: %s is reported precisely", file, what);
+  free(mut);
+  free(orig);
+}
+
+static void test_ops(void) {
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    ok(ir_op_from_xml(ir_op_xml[i]) == (ir_op)i, "opcode %s round-trips through its XML code", ir_op_id[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(ir_op_xml[i], ir_op_xml[j])) ok(0, "XML codes are unique (%s)", ir_op_xml[i]);
+  }
+  ok(ir_op_from_xml("rrx") == IR_OP_COUNT, "unknown codes are refused");
+  ok((ir_op_flags[IR_OP_RRCS] & (IR_F_RECV | IR_F_SRC | IR_F_RED | IR_F_DST | IR_F_SEND)) ==
+         (IR_F_RECV | IR_F_SRC | IR_F_RED | IR_F_DST | IR_F_SEND), "rrcs receives, reduces, copies and sends");
+}
+
+static char *to_xml(const ir_prog *p) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  ir_write(p, f);
+  fclose(f);
+  return buf;
+}
+
+static void test_roundtrip(const char *name) {
+  char *text = corpus_file(name);
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL, *q = NULL;
+  ok(!ir_read_memory(text, strlen(text), name, &p, d) && !ir_check(p, d), "%s loads and validates", name);
+  char *a = to_xml(p);
+  ok(!ir_read_memory(a, strlen(a), "written", &q, d) && !ir_check(q, d), "%s: written XML loads again", name);
+  char *b = to_xml(q);
+  ok(!strcmp(a, b), "%s: write(read(write(x))) == write(x)", name);
+  ok(p->version == 0 && !strstr(a, "baton=") && !strstr(a, "prov="),
+     "%s: a file using no extension is written as plain MSCCL", name);
+  ok(ir_prog_nsteps(p) == ir_prog_nsteps(q) && p->ngpus == q->ngpus && p->coll == q->coll &&
+     p->inplace == q->inplace && p->proto == q->proto, "%s: header and step count survive", name);
+  free(a); free(b); free(text);
+  ir_prog_free(p); ir_prog_free(q);
+  rt_diag_free(d);
+}
+
+static void test_extensions(void) {
+  const char *x =
+    "<algo name=\"e\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" coll=\"allgather\" inplace=\"0\""
+    " minBytes=\"1024\" maxBytes=\"65536\" nthreads=\"256\" baton=\"1\">\n"
+    " <gpu id=\"0\" i_chunks=\"1\" o_chunks=\"2\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n"
+    "  <step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" prov=\"ag.lua:3\"/>\n"
+    "  <step s=\"1\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" prov=\"ag.lua:4\"/>\n"
+    "  <step s=\"2\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n"
+    " </tb></gpu>\n"
+    " <gpu id=\"1\" i_chunks=\"1\" o_chunks=\"2\" s_chunks=\"0\"><tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n"
+    "  <step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"/>\n"
+    "  <step s=\"1\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n"
+    "  <step s=\"2\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"/>\n"
+    " </tb></gpu></algo>\n";
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL;
+  ok(!ir_read_memory(x, strlen(x), "ext.xml", &p, d) && !ir_check(p, d), "baton extensions load: %s", rt_diag_text(d));
+  if (!p) { rt_diag_free(d); return; }
+  ok(p->minbytes == 1024 && p->maxbytes == 65536 && p->nthreads == 256 && p->version == 1,
+     "size range, nthreads and schema version are read");
+  ok(p->gpus[0].tbs[0].steps[1].prov && !strcmp(p->gpus[0].tbs[0].steps[1].prov, "ag.lua:4"), "provenance is read");
+  char *a = to_xml(p);
+  ok_contains(a, "prov=\"ag.lua:3\"", "provenance is written");
+  ok_contains(a, "minBytes=\"1024\" maxBytes=\"65536\" nthreads=\"256\" baton=\"1\"", "extensions are written");
+  free(a);
+  ir_prog_free(p);
+  rt_diag_free(d);
+}
+
+static void test_geometry(void) {
+  char *text = corpus_file("allgather_ring_4r_simple.xml");
+  rt_diag *d = rt_diag_new(4);
+  ir_prog *p = NULL;
+  ir_read_memory(text, strlen(text), "ag", &p, d);
+  ir_geom g;
+  ok(!ir_geom_init(&g, p, 2, 5, 1), "allgather geometry for count 5");
+  ok(g.k == 1 && g.cap == 5 && g.chunks[IR_BUF_OUTPUT] == 4 && g.chunks[IR_BUF_INPUT] == 1,
+     "allgather: one chunk per rank block, output 4 chunks");
+  ok(g.in_at == 10 && g.span == 20, "in place, rank 2's input sits at its block of the output");
+  p->nchunksperloop = 8;   /* two chunks per block now */
+  ir_geom_init(&g, p, 0, 5, 0);
+  ok(g.k == 2 && g.cap == 3, "count 5 over 2 chunks gives capacity 3");
+  ok(ir_geom_len(&g, IR_BUF_OUTPUT, 0) == 3 && ir_geom_len(&g, IR_BUF_OUTPUT, 1) == 2 &&
+     ir_geom_off(&g, IR_BUF_OUTPUT, 3) == 5 + 3, "uneven counts: chunk lengths 3 and 2, blocks of 5");
+  ir_geom_init(&g, p, 0, 1, 0);
+  ok(ir_geom_len(&g, IR_BUF_OUTPUT, 1) == 0, "a count smaller than the chunks leaves empty chunks");
+  ok(ir_geom_ntiles(&g, 1) == 1, "one tile when the chunk fits");
+  p->nchunksperloop = 6;
+  ok(ir_geom_init(&g, p, 0, 5, 0) == BT_ERR_INVALID, "nchunksperloop must divide into rank blocks");
+  ok_contains(errors_of(tap_replace(text, "nchunksperloop=\"4\"", "nchunksperloop=\"6\"", 0), "ag.xml"),
+              "nchunksperloop=6 is not a multiple of 4", "validator explains the chunk count");
+  ir_prog_free(p);
+  rt_diag_free(d);
+  free(text);
+}
+
+static void test_xml_errors(void) {
+  ok_contains(errors_of("<algo ngpus=\"2\" coll=\"allreduce\" nchunksperloop=\"1\"><gpu id=\"0\"/>", "t.xml"),
+              "t.xml:1:", "malformed XML is reported with its line");
+  ok_contains(errors_of("<?xml version=\"1.0\"?>\n<!DOCTYPE algo [<!ENTITY x \"y\">]>\n<algo/>", "d.xml"),
+              "DOCTYPE declarations are not allowed", "DTDs and entities are refused");
+  ok_contains(errors_of("<algo ngpus=\"1\" coll=\"bcast\" nchunksperloop=\"1\"><gpu id=\"0\"/></algo>", "c.xml"),
+              "unknown collective coll=\"bcast\"", "unknown collective");
+  ok_contains(errors_of("<algo ngpus=\"2\" coll=\"allreduce\" nchunksperloop=\"1\"><gpu id=\"0\"/></algo>", "g.xml"),
+              "no <gpu id=\"1\">", "missing gpu");
+  ok_contains(errors_of("<algo ngpus=\"x\" coll=\"allreduce\" nchunksperloop=\"1\"/>", "n.xml"),
+              "ngpus=\"x\" is not an integer", "bad integer");
+  ok_contains(errors_of("<algo ngpus=\"1\" coll=\"allreduce\" nchunksperloop=\"1\"><gpu id=\"0\"><foo/></gpu></algo>", "u.xml"),
+              "u.xml:1: rank 0: unexpected element <foo>", "unknown element");
+  rt_diag *d = rt_diag_new(2);
+  ir_prog *p = NULL;
+  ok(ir_read_file("/nonexistent/x.xml", &p, d) == BT_ERR_INVALID && p == NULL, "missing file is an error");
+  ok_contains(rt_diag_text(d), "/nonexistent/x.xml: cannot open", "missing file names the path");
+  rt_diag_free(d);
+}
+
+static void test_corpus_mutations(void) {
+  const char *ring = "allreduce_ring_4r_1c_1i_simple.xml";
+  broken(ring, "      <step s=\"3\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n",
+         "", 0, "rank 0 tb 0: step numbered s=4 where s=3 was expected", "deleted step");
+  broken(ring, "      <step s=\"6\" type=\"r\" srcbuf=\"i\" srcoff=\"2\" dstbuf=\"i\" dstoff=\"2\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n",
+         "", 0, "rank 3 tb 0: sends 6 messages to rank 0 on channel 0, but rank 0 tb 0 receives 5", "deleted last step");
+  broken(ring, "send=\"1\" recv=\"3\"", "send=\"2\" recv=\"3\"", 0,
+         "rank 0 tb 0: sends to rank 2 on channel 0, but no thread block of rank 2 receives from rank 0", "wrong peer");
+  broken(ring, "type=\"rrcs\"", "type=\"rrx\"", 0, "rank 0 tb 0 step 3: unknown opcode type=\"rrx\"", "unknown opcode");
+  broken(ring, "srcbuf=\"i\" srcoff=\"3\"", "srcbuf=\"i\" srcoff=\"9\"", 0,
+         "rank 0 tb 0 step 1: source i[9..9] is out of range: buffer i has 4 chunks", "offset out of range");
+  broken(ring, "srcbuf=\"i\"", "srcbuf=\"x\"", 0, "unknown buffer srcbuf=\"x\"", "unknown buffer");
+  broken(ring, "chan=\"0\"", "chan=\"3\"", 0, "rank 0 tb 0: channel 3 is out of range", "channel out of range");
+  broken(ring, "<step s=\"1\" type=\"rrs\" srcbuf=\"i\" srcoff=\"3\" dstbuf=\"i\" dstoff=\"3\"",
+         "<step s=\"1\" type=\"rrs\" srcbuf=\"i\" srcoff=\"2\" dstbuf=\"i\" dstoff=\"2\"", 0,
+         "message 1 to rank 1 channel 0 is meant for i[2], but rank 1 tb 0 step 2 (rrs) puts it in i[3]", "sends out of order");
+  broken(ring, "<tb id=\"0\"", "<tb id=\"1\"", 0, "thread block numbered id=1 where id=0 was expected", "misnumbered tb");
+
+  const char *ag = "allgather_allpairs_4r_ll128.xml";
+  broken(ag, "<tb id=\"1\" send=\"2\" recv=\"2\"", "<tb id=\"1\" send=\"1\" recv=\"2\"", 0,
+         "rank 0 tb 1: connection to rank 1 on channel 0 is already used for sending by tb 0", "duplicated send connection");
+  broken(ag, "<tb id=\"1\" send=\"2\" recv=\"2\"", "<tb id=\"1\" send=\"2\" recv=\"1\"", 0,
+         "rank 0 tb 1: connection from rank 1 on channel 0 is already used for receiving by tb 0", "duplicated recv connection");
+  broken(ag, "send=\"1\" recv=\"1\"", "send=\"0\" recv=\"1\"", 0, "rank 0 tb 0: send peer 0 is not another rank", "self as peer");
+
+  const char *hier = "allreduce_hier_2n2g_simple.xml";
+  broken(hier, "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"1\"",
+         "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"1\" deps=\"0\" hasdep=\"1\"", 0,
+         "dependency cycle through program order, dependencies and messages: rank 0 tb 1 step 0 -> rank 0 tb 5 step 0 -> back",
+         "cyclic dependency");
+  broken(hier, "depid=\"2\" deps=\"1\"", "depid=\"2\" deps=\"7\"", 0,
+         "rank 0 tb 0 step 0: depends on tb 2 step 7, which does not exist (tb 2 has 3 steps)", "dependency on a missing step");
+  broken(hier, "depid=\"2\" deps=\"1\"", "depid=\"9\" deps=\"1\"", 0,
+         "rank 0 tb 0 step 0: depends on tb 9, which does not exist", "dependency on a missing tb");
+  broken(hier, "depid=\"2\" deps=\"1\"", "depid=\"0\" deps=\"0\"", 0,
+         "rank 0 tb 0 step 0: depends on its own thread block", "self dependency");
+  broken(hier, "<step s=\"1\" type=\"s\" srcbuf=\"i\" srcoff=\"3\" dstbuf=\"i\" dstoff=\"3\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"1\"",
+         "<step s=\"1\" type=\"s\" srcbuf=\"i\" srcoff=\"3\" dstbuf=\"i\" dstoff=\"3\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"", 0,
+         "rank 0 tb 0 step 0: depends on tb 2 step 1, which does not signal (hasdep=0)", "dependency on a non-signalling step");
+
+  const char *one = "allreduce_1step_4r_ll.xml";
+  broken(one, "cnt=\"4\"", "cnt=\"3\"", 0,
+         "rank 0 tb 1 step 0: message 0 to rank 1 channel 0 has cnt=3, but rank 1 tb 1 step 1 receives it with cnt=4", "count mismatch");
+  broken(one, "<tb id=\"1\" send=\"1\" recv=\"1\" chan=\"0\">", "<tb id=\"1\" send=\"-1\" recv=\"1\" chan=\"0\">", 0,
+         "rank 0 tb 1 step 0: s sends, but the thread block has no send peer", "send without a peer");
+}
+
+int main(int argc, char **argv) {
+  corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
+  test_ops();
+  const char *files[] = {"allgather_allpairs_4r_ll128.xml", "allgather_ring_4r_simple.xml",
+                         "allreduce_1step_4r_ll.xml", "allreduce_allpairs_4r_1i_ll.xml",
+                         "allreduce_hier_2n2g_simple.xml", "allreduce_ring_4r_1c_1i_simple.xml",
+                         "allreduce_ring_4r_2c_1i_ll128.xml", "alltoall_allpairs_4r_simple.xml",
+                         "alltoall_twostep_2n2g_simple.xml", "alltonext_fwd_2n.xml"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_roundtrip(files[i]);
+  test_extensions();
+  test_geometry();
+  test_xml_errors();
+  test_corpus_mutations();
+  return tap_done();
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# setup.sh -- installs what baton needs (Debian packages), builds it, and runs
+# the main job or the test suite.
+#
+#   tools/setup.sh demo   build, then compile the 8-rank ring AllReduce and
+#                         verify it on the CPU executor (until `baton compile`
+#                         lands: verify the bundled IR file instead)
+#   tools/setup.sh test   build, then run every test suite; the last line is
+#                         "N passed, N failed, N skipped"
+#   tools/setup.sh build  install and build only
+#
+# Environment: BUILD_DIR (default build), BATON_CUDA=enabled|disabled|auto.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${BUILD_DIR:-build}
+cmd=${1:-demo}
+
+packages="meson ninja-build pkg-config gcc liblua5.4-dev libxml2-dev python3"
+need=""
+for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+if [ -n "$need" ]; then
+  echo "setup: installing$need"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $need >/dev/null
+fi
+
+export PATH="$PATH:/usr/local/cuda/bin"
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" -Dcuda="${BATON_CUDA:-auto}" >/dev/null
+fi
+ninja -C "$build" >/dev/null
+
+case $cmd in
+build) ;;
+demo)
+  "$build/tools/baton" verify --dtype all --op all "$root/algorithms/ir/allreduce_ring_8r.xml"
+  ;;
+test)
+  set +e
+  meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 > "$build/test-output.txt" 2>&1
+  status=$?
+  set -e
+  sed -n '/^Summary of Failures/,$p;/^ *[0-9]*\/[0-9]* /p' "$build/test-output.txt" | grep -v '^$' | sort -u -k1,1n | grep -v '^Summary' || true
+  # Meson's own summary block: Ok / Expected Fail / Fail / Unexpected Pass / Skipped / Timeout.
+  count() { awk -v k="$1" -F: '$1 == k { gsub(/ /, "", $2); print $2 }' "$build/test-output.txt" | tail -1; }
+  ok=$(count Ok); xfail=$(count "Expected Fail"); fail=$(count Fail); xpass=$(count "Unexpected Pass")
+  skip=$(count Skipped); tout=$(count Timeout)
+  passed=$(( ${ok:-0} + ${xfail:-0} ))
+  failed=$(( ${fail:-0} + ${xpass:-0} + ${tout:-0} ))
+  if [ -z "$ok" ]; then cat "$build/test-output.txt"; failed=$(( failed + 1 )); fi
+  echo "$passed passed, $failed failed, ${skip:-0} skipped"
+  [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
+  ;;
+*)
+  echo "usage: tools/setup.sh demo|test|build" >&2
+  exit 2
+  ;;
+esac
