@@ -3,7 +3,7 @@
 # Usage: golden.sh BATON CORPUS_DIR SOURCE_ROOT   (TAP output)
 # To accept a deliberate change: BATON_GOLDEN_UPDATE=1 golden.sh ...
 set -u
-baton=$1 corpus=$2 root=$3
+baton=$(realpath "$1") corpus=$2 root=$3
 n=0 failed=0
 gold() {  # gold NAME COMMAND...: output must equal tests/golden/NAME
   local name=$1; shift
