@@ -32,6 +32,20 @@ static void fill_const(const ip_cpu_opts *o, unsigned char *p, int64_t n, double
 
 static unsigned char **ptrs(int n) { return calloc(n, sizeof(unsigned char *)); }
 
+/* An aliased i/o span in NCCL's in-place layout: the sentinel everywhere
+ * but the input, which sits at in_at.  Sets where i and o start in it. */
+static unsigned char *new_span(const ip_cpu_opts *o, const ir_geom *g, const unsigned char *input,
+                               unsigned char **in, unsigned char **out) {
+  int es = ip_dtype_size[o->dtype];
+  unsigned char *s = malloc((g->span + 1) * es);
+  if (!s) return NULL;
+  fill_const(o, s, g->span, SENTINEL);
+  memcpy(s + g->in_at * es, input, g->elems[IR_BUF_INPUT] * es);
+  *in = s + g->in_at * es;
+  *out = s + g->out_at * es;
+  return s;
+}
+
 bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, rt_diag *diag) {
   (void)diag;
@@ -51,12 +65,8 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     if (inplace) {
       /* One allocation; the input sits where NCCL's in-place call puts it
        * and the rest of the output starts as a sentinel. */
-      b->user_out[r] = malloc((gr->span + 1) * es);
+      b->user_out[r] = new_span(o, gr, b->ref_in[r], &b->prog_in[r], &b->prog_out[r]);
       if (!b->user_out[r]) return BT_ERR_NOMEM;
-      fill_const(o, b->user_out[r], gr->span, SENTINEL);
-      memcpy(b->user_out[r] + gr->in_at * es, b->ref_in[r], ni * es);
-      b->prog_in[r] = b->user_out[r] + gr->in_at * es;
-      b->prog_out[r] = b->user_out[r] + gr->out_at * es;
       continue;
     }
     b->user_in[r] = malloc((ni + 1) * es);
@@ -67,12 +77,8 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     if (aliased) {
       /* An in-place program called out of place runs on a copy of the
        * input in a span of its own; post_finish copies the output out. */
-      b->span[r] = malloc((gr->span + 1) * es);
+      b->span[r] = new_span(o, gr, b->ref_in[r], &b->prog_in[r], &b->prog_out[r]);
       if (!b->span[r]) return BT_ERR_NOMEM;
-      fill_const(o, b->span[r], gr->span, SENTINEL);
-      memcpy(b->span[r] + gr->in_at * es, b->ref_in[r], ni * es);
-      b->prog_in[r] = b->span[r] + gr->in_at * es;
-      b->prog_out[r] = b->span[r] + gr->out_at * es;
     } else {
       b->prog_in[r] = b->user_in[r];
       b->prog_out[r] = b->user_out[r];
