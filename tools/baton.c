@@ -5,6 +5,7 @@
 #include "tool.h"
 
 static const tool_cmd cmds[] = {
+  {"compile", tool_compile, "compile a Lua algorithm script into verified XML IR"},
   {"verify",  tool_verify,  "validate IR files, run them on the CPU executor and check the result"},
   {"explain", tool_explain, "print a readable per-rank, per-thread-block listing of IR files"},
   {"ops",     tool_ops,     "print the IR opcode table (Markdown)"},

@@ -2,9 +2,9 @@
 # setup.sh -- installs what baton needs (Debian packages), builds it, and runs
 # the main job or the test suite.
 #
-#   tools/setup.sh demo   build, then compile the 8-rank ring AllReduce and
-#                         verify it on the CPU executor (until `baton compile`
-#                         lands: verify the bundled IR file instead)
+#   tools/setup.sh demo   build, then compile the 8-rank ring AllReduce from
+#                         algorithms/allreduce_ring.lua and verify it on the
+#                         CPU executor over every type and operator
 #   tools/setup.sh test   build, then run every test suite; the last line is
 #                         "N passed, N failed, N skipped"
 #   tools/setup.sh build  install and build only
@@ -36,7 +36,8 @@ ninja -C "$build" >/dev/null
 case $cmd in
 build) ;;
 demo)
-  "$build/tools/baton" verify --dtype all --op all "$root/algorithms/ir/allreduce_ring_8r.xml"
+  "$build/tools/baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=8 -o "$build/allreduce_ring_8r.xml"
+  "$build/tools/baton" verify --dtype all --op all "$build/allreduce_ring_8r.xml"
   ;;
 test)
   set +e

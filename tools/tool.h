@@ -10,6 +10,7 @@ typedef struct tool_cmd {
   const char *doc;
 } tool_cmd;
 
+int tool_compile(int argc, char **argv);
 int tool_verify(int argc, char **argv);
 int tool_explain(int argc, char **argv);
 int tool_ops(int argc, char **argv);

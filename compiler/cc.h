@@ -1,0 +1,57 @@
+/* cc.h -- the compiler's shared state: the traced chunk program. Internal to compiler/. */
+#ifndef CC_H
+#define CC_H
+
+#include <stdint.h>
+
+#include "ir.h"
+#include "rt_diag.h"
+
+enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
+enum { CC_COPY, CC_REDUCE };
+
+/* What a chunk holds, symbolically: the input chunks (rank, index) folded
+ * into it, sorted; empty when nothing was ever written. */
+typedef struct cc_val {
+  int n, cap;
+  uint64_t *terms;     /* rank << 32 | index */
+} cc_val;
+
+typedef struct cc_loc {
+  int version;         /* bumped on every write */
+  int line;            /* script line of the last write */
+  cc_val val;
+} cc_loc;
+
+/* One traced chunk operation: dst = src (copy) or dst = dst (op) src (reduce). */
+typedef struct cc_op {
+  int kind;
+  int src_rank, src_space, src_idx;
+  int dst_rank, dst_space, dst_idx;
+  int count;
+  int ch, sendtb, recvtb;   /* directives, -1 = compiler's choice */
+  int line;                 /* script line */
+} cc_op;
+
+typedef struct cc_trace {
+  char name[128];
+  const char *script;       /* file name for provenance */
+  ir_coll coll;
+  ir_proto proto;
+  int nranks, k;            /* ranks, chunks per block */
+  int inplace, instances;
+  uint64_t minbytes, maxbytes;
+  int nodes, gpus;          /* topology; nodes == 0: fully connected */
+  int declared;             /* collective{} was called */
+  int nspaces;
+  char space_name[CC_MAX_SPACES][32];
+  int fixed_size[2];        /* chunks of input and output per rank */
+  int *size[CC_MAX_SPACES]; /* [space][rank]: chunks used (scratch grows) */
+  cc_loc **loc[CC_MAX_SPACES];  /* [space][rank] -> chunks */
+  int *cap[CC_MAX_SPACES];
+  cc_op *ops;
+  int nops, capops;
+  int custom_expect_ref;    /* Lua registry ref of a custom postcondition, or LUA_NOREF */
+} cc_trace;
+
+#endif

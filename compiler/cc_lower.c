@@ -1,0 +1,554 @@
+/* cc_lower.c -- from chunk operations to scheduled thread-block programs. */
+#include "cc_lower.h"
+#include "ir_geom.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ins {
+  int rank, op;                 /* ir_op */
+  int sspace, sidx, dspace, didx, count;
+  int send, recv, ch;           /* peers, -1 none */
+  int line;
+  int msg_of;                   /* for a receive: the sending instruction */
+  int dead;                     /* fused away */
+  int *pred, npred, cappred;    /* instructions that must come first (same rank, or the message) */
+  int set;                      /* union-find set (thread block) */
+  int tb, pos, depth, order;
+} ins;
+
+typedef struct lower {
+  const cc_trace *t;
+  rt_diag *diag;
+  ins *v;
+  int n, cap;
+  int *parent;                  /* union-find over connection endpoints */
+  int nch;                      /* channels in use */
+  int errors;
+} lower;
+
+static void err(lower *w, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static void err(lower *w, int line, const char *fmt, ...) {
+  char m[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  rt_diag_add(w->diag, "%s:%d: %s", w->t->script, line, m);
+  w->errors++;
+}
+
+static int add_pred(ins *i, int p) {
+  for (int k = 0; k < i->npred; k++) if (i->pred[k] == p) return 1;
+  if (i->npred == i->cappred) {
+    int cap = i->cappred ? 2 * i->cappred : 4;
+    int *q = realloc(i->pred, cap * sizeof *q);
+    if (!q) return 0;
+    i->pred = q;
+    i->cappred = cap;
+  }
+  i->pred[i->npred++] = p;
+  return 1;
+}
+
+static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, int count,
+                    int send, int recv, int ch, int line) {
+  if (w->n == w->cap) {
+    int cap = w->cap ? 2 * w->cap : 256;
+    ins *v = realloc(w->v, cap * sizeof *v);
+    if (!v) return -1;
+    w->v = v;
+    w->cap = cap;
+  }
+  ins *i = &w->v[w->n];
+  memset(i, 0, sizeof *i);
+  *i = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, line, -1, 0, NULL, 0, 0, -1, -1, -1, 0, 0};
+  return w->n++;
+}
+
+/* ---- data dependencies: per rank and location, last writer and readers ---- */
+
+typedef struct access_state { int writer; int *readers; int nreaders, cap; } access_state;
+
+typedef struct deps {
+  access_state **a;   /* [rank * CC_MAX_SPACES + space] -> per chunk */
+  int *len;
+} deps;
+
+static access_state *slot(deps *d, const cc_trace *t, int rank, int space, int idx) {
+  int key = rank * CC_MAX_SPACES + space;
+  if (idx >= d->len[key]) {
+    int len = idx + 1 > 2 * d->len[key] ? idx + 1 : 2 * d->len[key];
+    access_state *a = realloc(d->a[key], len * sizeof *a);
+    if (!a) return NULL;
+    for (int k = d->len[key]; k < len; k++) a[k] = (access_state){-1, NULL, 0, 0};
+    d->a[key] = a;
+    d->len[key] = len;
+  }
+  (void)t;
+  return &d->a[key][idx];
+}
+
+static int record(lower *w, deps *d, int id, int space, int idx, int count, int write) {
+  ins *i = &w->v[id];
+  for (int c = 0; c < count; c++) {
+    access_state *s = slot(d, w->t, i->rank, space, idx + c);
+    if (!s) return 0;
+    if (s->writer >= 0 && s->writer != id && !add_pred(&w->v[id], s->writer)) return 0;
+    if (write) {
+      for (int k = 0; k < s->nreaders; k++)
+        if (s->readers[k] != id && !add_pred(&w->v[id], s->readers[k])) return 0;
+      s->writer = id;
+      s->nreaders = 0;
+    } else {
+      if (s->nreaders == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 4;
+        int *r = realloc(s->readers, cap * sizeof *r);
+        if (!r) return 0;
+        s->readers = r;
+        s->cap = cap;
+      }
+      s->readers[s->nreaders++] = id;
+    }
+  }
+  return 1;
+}
+
+static unsigned fl(int op) { return ir_op_flags[op]; }
+
+/* Reads come before writes so that a reduce's read of dst sees the old writer. */
+static int track(lower *w, deps *d, int id) {
+  ins *i = &w->v[id];
+  if ((fl(i->op) & IR_F_SRC) && !record(w, d, id, i->sspace, i->sidx, i->count, 0)) return 0;
+  if (i->op == IR_OP_REDUCE && !record(w, d, id, i->dspace, i->didx, i->count, 0)) return 0;
+  if ((fl(i->op) & IR_F_DST) && !record(w, d, id, i->dspace, i->didx, i->count, 1)) return 0;
+  return 1;
+}
+
+static int lower_ops(lower *w) {
+  const cc_trace *t = w->t;
+  for (int k = 0; k < t->nops; k++) {
+    const cc_op *o = &t->ops[k];
+    int a = o->src_rank, b = o->dst_rank, n = o->count;
+    if (a == b) {
+      if (emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, o->src_idx,
+                   o->dst_space, o->dst_idx, n, -1, -1, o->ch, o->line) < 0) return 0;
+      continue;
+    }
+    int s = emit_ins(w, a, IR_OP_SEND, o->src_space, o->src_idx, o->dst_space, o->dst_idx, n, b, -1, o->ch, o->line);
+    int r = o->kind == CC_COPY
+      ? emit_ins(w, b, IR_OP_RECV, o->src_space, o->src_idx, o->dst_space, o->dst_idx, n, -1, a, o->ch, o->line)
+      : emit_ins(w, b, IR_OP_RRC, o->dst_space, o->dst_idx, o->dst_space, o->dst_idx, n, -1, a, o->ch, o->line);
+    if (s < 0 || r < 0) return 0;
+    w->v[r].msg_of = s;
+  }
+  return 1;
+}
+
+/* ---- thread blocks: union-find over connection endpoints ---- */
+
+/* Endpoint ids: per rank and channel, send-to-peer p is 2p, recv-from-p 2p+1;
+ * the local (cpy/re) thread block of a channel is 2n. */
+static int endpoint(const lower *w, int rank, int ch, int e) {
+  return (rank * w->nch + ch) * (2 * w->t->nranks + 1) + e;
+}
+
+static int find(int *parent, int x) {
+  while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
+  return x;
+}
+
+typedef struct setinfo { int send, recv; } setinfo;
+
+static int endpoint_of(const lower *w, const ins *i, int which) {
+  int n = w->t->nranks;
+  if (which == 0 && i->send >= 0) return endpoint(w, i->rank, i->ch, 2 * i->send);
+  if (which == 1 && i->recv >= 0) return endpoint(w, i->rank, i->ch, 2 * i->recv + 1);
+  return -1;
+  (void)n;
+}
+
+/* Fuses a receive R with the send S that forwards exactly what R wrote,
+ * when S's only dependency is R and R's thread block can also own S's
+ * connection.  rrc + s becomes rrs when nothing else reads the value. */
+static void fuse(lower *w, setinfo *info, int nendpoints, int *users, deps *d) {
+  (void)d; (void)nendpoints;
+  for (int s = 0; s < w->n; s++) {
+    ins *S = &w->v[s];
+    if (S->op != IR_OP_SEND || S->dead || S->npred != 1) continue;
+    ins *R = &w->v[S->pred[0]];
+    if (R->dead || (R->op != IR_OP_RECV && R->op != IR_OP_RRC) || R->rank != S->rank || R->ch != S->ch) continue;
+    if (R->dspace != S->sspace || R->didx != S->sidx || R->count != S->count) continue;
+    int ea = find(w->parent, endpoint_of(w, R, 1)), eb = find(w->parent, endpoint_of(w, S, 0));
+    if (ea != eb) {
+      setinfo *x = &info[ea], *y = &info[eb];
+      if ((x->send >= 0 && y->send >= 0) || (x->recv >= 0 && y->recv >= 0)) continue;  /* one of each per tb */
+      w->parent[eb] = ea;
+      if (y->send >= 0) x->send = y->send;
+      if (y->recv >= 0) x->recv = y->recv;
+    }
+    /* users[r] counts readers of R's value other than S: 0 means only S. */
+    int rid = S->pred[0];
+    R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 0 ? IR_OP_RRS : IR_OP_RRCS);
+    R->send = S->send;
+    S->dead = 1;
+    /* whoever waited for S now waits for R */
+    for (int j = 0; j < w->n; j++) {
+      if (w->v[j].msg_of == s) w->v[j].msg_of = rid;
+      for (int k = 0; k < w->v[j].npred; k++)
+        if (w->v[j].pred[k] == s) w->v[j].pred[k] = rid;
+    }
+  }
+}
+
+/* users[R] = instructions other than one forwarding send that read R's
+ * value, plus 1 when R's value survives to the end (nobody overwrites it). */
+static void count_users(lower *w, int *users) {
+  for (int i = 0; i < w->n; i++) users[i] = 0;
+  for (int j = 0; j < w->n; j++) {
+    ins *J = &w->v[j];
+    for (int k = 0; k < J->npred; k++) {
+      int p = J->pred[k];
+      ins *P = &w->v[p];
+      if (!(fl(P->op) & IR_F_DST) || J->msg_of == p) continue;
+      int reads = ((fl(J->op) & IR_F_SRC) && J->sspace == P->dspace && J->rank == P->rank &&
+                   J->sidx < P->didx + P->count && P->didx < J->sidx + J->count) ||
+                  (J->op == IR_OP_REDUCE && J->dspace == P->dspace && J->didx < P->didx + P->count &&
+                   P->didx < J->didx + J->count);
+      if (reads && J->op != IR_OP_SEND) users[p]++;
+      else if (reads && J->op == IR_OP_SEND && J->npred != 1) users[p]++;
+    }
+  }
+  /* A value nobody overwrites is a result: it must be written. */
+  int *overwritten = calloc(w->n + 1, sizeof(int));
+  if (!overwritten) { for (int i = 0; i < w->n; i++) users[i]++; return; }
+  for (int j = 0; j < w->n; j++) {
+    ins *J = &w->v[j];
+    if (!(fl(J->op) & IR_F_DST)) continue;
+    for (int k = 0; k < J->npred; k++) {
+      ins *P = &w->v[J->pred[k]];
+      if ((fl(P->op) & IR_F_DST) && P->rank == J->rank && P->dspace == J->dspace &&
+          P->didx == J->didx && P->count == J->count && J->msg_of != J->pred[k])
+        overwritten[J->pred[k]] = 1;
+    }
+  }
+  for (int i = 0; i < w->n; i++) if (!overwritten[i]) users[i]++;
+  free(overwritten);
+}
+
+/* ---- scheduling ---- */
+
+/* Binary heap of instruction ids by (depth, id). */
+typedef struct heap { int *a, n; const ins *v; } heap;
+static int before(const heap *h, int x, int y) {
+  return h->v[x].depth != h->v[y].depth ? h->v[x].depth < h->v[y].depth : x < y;
+}
+static void heap_push(heap *h, int x) {
+  int i = h->n++;
+  while (i && before(h, x, h->a[(i - 1) / 2])) { h->a[i] = h->a[(i - 1) / 2]; i = (i - 1) / 2; }
+  h->a[i] = x;
+}
+static int heap_pop(heap *h) {
+  int top = h->a[0], x = h->a[--h->n], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && before(h, h->a[c + 1], h->a[c])) c++;
+    if (!before(h, h->a[c], x)) break;
+    h->a[i] = h->a[c];
+    i = c;
+  }
+  if (h->n) h->a[i] = x;
+  return top;
+}
+
+/* Dense ids for connections (sender rank, receiver rank, channel). */
+static int conn_id(lower *w, int a, int b, int ch, long *keys, int nslots, int *next) {
+  long key = ((long)a * w->t->nranks + b) * 64 + ch;
+  unsigned long h = (unsigned long)key * 0x9E3779B97F4A7C15UL;
+  for (int i = (int)(h % nslots);; i = (i + 1) % nslots) {
+    if (keys[2 * i] == key) return (int)keys[2 * i + 1];
+    if (keys[2 * i] < 0) { keys[2 * i] = key; keys[2 * i + 1] = (*next)++; return (int)keys[2 * i + 1]; }
+  }
+}
+
+/* Kahn's algorithm with priority (depth, id).  A send takes the next
+ * sequence number of its connection; a ready receive is held back until
+ * every earlier message of its connection has been received, so each
+ * connection stays FIFO.  Fills order[] and returns the count, 0 on error. */
+static int schedule(lower *w, int *order) {
+  int n = w->n, done = 0, live = 0, ok = 0, nparked = 0;
+  int *indeg = calloc(n + 1, sizeof(int)), *succ_off = calloc(n + 2, sizeof(int));
+  int *conn = malloc((n + 1) * sizeof(int)), *seq = calloc(n + 1, sizeof(int));
+  int nslots = 2 * n + 1, nconn = 0;
+  long *keys = malloc(2 * (size_t)nslots * sizeof(long));
+  int *succ = NULL, *fillp = NULL, *sent = NULL, *recvd = NULL, *parked = NULL;
+  heap h = {malloc((n + 1) * sizeof(int)), 0, w->v};
+  if (!indeg || !succ_off || !conn || !seq || !keys || !h.a) goto out;
+  for (int i = 0; i < 2 * nslots; i += 2) keys[i] = -1;
+  long m = 0;
+  for (int i = 0; i < n; i++) {
+    ins *I = &w->v[i];
+    conn[i] = -1;
+    if (I->dead) continue;
+    live++;
+    if (I->send >= 0) conn[i] = conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn);
+    else if (I->recv >= 0) conn[i] = conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn);
+    for (int k = 0; k < I->npred; k++) { succ_off[I->pred[k] + 1]++; m++; }
+    I->depth = 0;
+    for (int k = 0; k < I->npred; k++)
+      if (w->v[I->pred[k]].depth + 1 > I->depth) I->depth = w->v[I->pred[k]].depth + 1;
+  }
+  for (int i = 0; i < n; i++) succ_off[i + 1] += succ_off[i];
+  succ = malloc((m + 1) * sizeof(int));
+  fillp = calloc(n + 1, sizeof(int));
+  sent = calloc(nconn + 1, sizeof(int));
+  recvd = calloc(nconn + 1, sizeof(int));
+  parked = malloc((n + 1) * sizeof(int));   /* parked[i]: receive i waits for its turn */
+  if (!succ || !fillp || !sent || !recvd || !parked) goto out;
+  for (int i = 0; i < n; i++) {
+    parked[i] = 0;
+    if (w->v[i].dead) continue;
+    for (int k = 0; k < w->v[i].npred; k++) {
+      int p = w->v[i].pred[k];
+      succ[succ_off[p] + fillp[p]++] = i;
+      indeg[i]++;
+    }
+  }
+  /* A fused receive-and-send sits on two connections: its receive side is
+   * the one whose order matters here. */
+  int *rconn = malloc((n + 1) * sizeof(int));
+  if (!rconn) goto out;
+  for (int i = 0; i < n; i++) {
+    ins *I = &w->v[i];
+    rconn[i] = !I->dead && I->recv >= 0 ? conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn) : -1;
+  }
+  int *tmp = realloc(recvd, (nconn + 1) * sizeof(int));
+  if (!tmp) { free(rconn); goto out; }
+  recvd = tmp;
+  memset(recvd, 0, (nconn + 1) * sizeof(int));
+  tmp = realloc(sent, (nconn + 1) * sizeof(int));
+  if (!tmp) { free(rconn); goto out; }
+  sent = tmp;
+  memset(sent, 0, (nconn + 1) * sizeof(int));
+  int *sconn = malloc((n + 1) * sizeof(int));
+  if (!sconn) { free(rconn); goto out; }
+  for (int i = 0; i < n; i++) {
+    ins *I = &w->v[i];
+    sconn[i] = !I->dead && I->send >= 0 ? conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn) : -1;
+  }
+  /* Receives waiting for their turn, found by (connection, sequence). */
+  for (int i = 0; i < n; i++) if (!w->v[i].dead && !indeg[i]) heap_push(&h, i);
+  while (done < live) {
+    if (!h.n) {
+      for (int i = 0; i < n; i++)
+        if (parked[i]) {
+          err(w, w->v[i].line, "cannot keep the messages from rank %d to rank %d on channel %d in order: this receive waits for an earlier message that depends on it; move one of them to another channel (ch=)",
+              w->v[i].recv, w->v[i].rank, w->v[i].ch);
+          break;
+        }
+      if (!w->errors) err(w, 0, "the chunk operations have a dependency cycle");
+      free(rconn); free(sconn);
+      goto out;
+    }
+    int b = heap_pop(&h);
+    ins *B = &w->v[b];
+    if (B->recv >= 0 && seq[B->msg_of] != recvd[rconn[b]]) { parked[b] = 1; nparked++; continue; }
+    B->order = done;
+    order[done++] = b;
+    if (B->send >= 0) seq[b] = sent[sconn[b]]++;
+    if (B->recv >= 0) {
+      recvd[rconn[b]]++;
+      /* wake the parked receive that is now next on this connection */
+      for (int i = 0; nparked && i < n; i++)
+        if (parked[i] && rconn[i] == rconn[b] && seq[w->v[i].msg_of] == recvd[rconn[b]]) {
+          parked[i] = 0;
+          nparked--;
+          heap_push(&h, i);
+          break;
+        }
+    }
+    for (int e = succ_off[b]; e < succ_off[b + 1]; e++)
+      if (--indeg[succ[e]] == 0) heap_push(&h, succ[e]);
+  }
+  free(rconn); free(sconn);
+  ok = done;
+out:
+  free(indeg); free(succ_off); free(conn); free(seq); free(keys); free(h.a);
+  free(succ); free(fillp); free(sent); free(recvd); free(parked);
+  return ok;
+}
+
+/* ---- emission ---- */
+
+static int buf_of(const cc_trace *t, int space) {
+  return space == CC_SPACE_INPUT ? IR_BUF_INPUT : space == CC_SPACE_OUTPUT ? IR_BUF_OUTPUT : IR_BUF_SCRATCH;
+}
+
+bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_diag *diag) {
+  *out = NULL;
+  lower w = {t, diag, NULL, 0, 0, NULL, 1, 0};
+  deps d = {calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
+            calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
+  int *users = NULL, *order = malloc((t->nops * 2 + 1) * sizeof(int)), *scr_base = NULL;
+  setinfo *info = NULL;
+  ir_prog *p = NULL;
+  bt_result res = BT_ERR_NOMEM;
+  if (!d.a || !d.len || !lower_ops(&w)) goto out;
+  for (int i = 0; i < w.n; i++) {
+    if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;
+    if (!track(&w, &d, i)) goto out;
+  }
+  int maxch = 0;
+  for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;
+  if (maxch >= 64) { err(&w, 0, "channel %d out of range [0, 64)", maxch); res = BT_ERR_INVALID; goto out; }
+  w.nch = maxch + 1;
+  int nend = endpoint(&w, t->nranks - 1, maxch, 2 * t->nranks) + 1;
+  w.parent = malloc(nend * sizeof(int));
+  info = malloc(nend * sizeof *info);
+  users = malloc((w.n + 1) * sizeof(int));
+  if (!w.parent || !info || !users) goto out;
+  for (int e = 0; e < nend; e++) { w.parent[e] = e; info[e] = (setinfo){-1, -1}; }
+  for (int i = 0; i < w.n; i++) {
+    ins *I = &w.v[i];
+    if (I->send >= 0) info[endpoint_of(&w, I, 0)].send = I->send;
+    if (I->recv >= 0) info[endpoint_of(&w, I, 1)].recv = I->recv;
+  }
+  if (!o || o->fuse) { count_users(&w, users); fuse(&w, info, nend, users, &d); }
+  if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+
+  /* Thread blocks: one per endpoint set that has instructions, plus a
+   * local one per channel for cpy/re. */
+  int live = 0;
+  for (int i = 0; i < w.n; i++) live += !w.v[i].dead;
+  p = ir_prog_new(t->name, t->coll, t->nranks);
+  if (!p) goto out;
+  p->proto = t->proto;
+  p->inplace = t->inplace;
+  p->version = IR_SCHEMA_VERSION;
+  p->minbytes = t->minbytes;
+  p->maxbytes = t->maxbytes;
+  int ib, ob;
+  ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
+  p->nchunksperloop = (ib > ob ? ib : ob) * t->k;
+  p->nchannels = maxch + 1;
+  /* scratch: named buffers laid out one after another on each rank */
+  scr_base = calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
+  if (!scr_base) goto out;
+  for (int r = 0; r < t->nranks; r++) {
+    int at = 0;
+    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r]; }
+    ir_gpu *g = &p->gpus[r];
+    g->s_chunks = at;
+    g->i_chunks = t->size[CC_SPACE_INPUT] ? t->size[CC_SPACE_INPUT][r] ? t->fixed_size[CC_SPACE_INPUT] : 0 : 0;
+    g->o_chunks = t->size[CC_SPACE_OUTPUT] ? t->size[CC_SPACE_OUTPUT][r] ? t->fixed_size[CC_SPACE_OUTPUT] : 0 : 0;
+    if (!t->inplace) { g->i_chunks = t->fixed_size[CC_SPACE_INPUT]; g->o_chunks = t->fixed_size[CC_SPACE_OUTPUT]; }
+  }
+  int *tb_of_set = malloc(nend * sizeof(int));
+  if (!tb_of_set) goto out;
+  for (int e = 0; e < nend; e++) tb_of_set[e] = -1;
+  for (int q = 0; q < live; q++) {
+    ins *I = &w.v[order[q]];
+    int e = I->send >= 0 ? endpoint_of(&w, I, 0) : I->recv >= 0 ? endpoint_of(&w, I, 1)
+                                                 : endpoint(&w, I->rank, I->ch, 2 * t->nranks);
+    int root = find(w.parent, e);
+    if (tb_of_set[root] < 0) {
+      setinfo *si = &info[root];
+      ir_tb *tb = ir_tb_add(&p->gpus[I->rank], si->send, si->recv, I->ch);
+      if (!tb) { free(tb_of_set); goto out; }
+      if (I->send < 0 && I->recv < 0) tb->send = tb->recv = -1;
+      tb_of_set[root] = tb->id;
+    }
+    I->tb = tb_of_set[root];
+  }
+  free(tb_of_set);
+  int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
+  for (int r = 0; r < t->nranks; r++)
+    if (p->gpus[r].ntbs > max_tbs) {
+      err(&w, 0, "rank %d needs %d thread blocks, more than the %d a GPU runs at once; use fewer channels or instances",
+          r, p->gpus[r].ntbs, max_tbs);
+      res = BT_ERR_INVALID;
+      goto out;
+    }
+  /* Steps in global order; waits only where program order does not imply them. */
+  int maxtb = 0;
+  for (int r = 0; r < t->nranks; r++) if (p->gpus[r].ntbs > maxtb) maxtb = p->gpus[r].ntbs;
+  int *waited = malloc((size_t)(maxtb + 1) * (maxtb + 1) * t->nranks * sizeof(int));
+  if (!waited) goto out;
+  for (size_t z = 0; z < (size_t)(maxtb + 1) * (maxtb + 1) * t->nranks; z++) waited[z] = -1;
+  char prov[600];
+  for (int q = 0; q < live; q++) {
+    int id = order[q];
+    ins *I = &w.v[id];
+    ir_gpu *g = &p->gpus[I->rank];
+    ir_tb *tb = &g->tbs[I->tb];
+    /* the latest predecessor in each other tb of this rank */
+    int need_pos[256], need_tb[256], nneed = 0;
+    for (int k = 0; k < I->npred; k++) {
+      ins *P = &w.v[I->pred[k]];
+      if (P->rank != I->rank || P->tb == I->tb) continue;
+      int j;
+      for (j = 0; j < nneed && need_tb[j] != P->tb; j++) {}
+      if (j == nneed) { if (nneed == 256) continue; need_tb[nneed] = P->tb; need_pos[nneed++] = P->pos; }
+      else if (P->pos > need_pos[j]) need_pos[j] = P->pos;
+    }
+    int *wt = waited + ((size_t)I->rank * (maxtb + 1) + I->tb) * (maxtb + 1);
+    int m = 0;
+    for (int j = 0; j < nneed; j++)
+      if (wt[need_tb[j]] < need_pos[j]) { need_tb[m] = need_tb[j]; need_pos[m++] = need_pos[j]; }
+    snprintf(prov, sizeof prov, "%s:%d", t->script, I->line);
+    for (int j = 0; j < m; j++) {
+      ir_step *st;
+      if (j < m - 1) {
+        st = ir_step_add(tb);
+        if (!st) { free(waited); goto out; }
+        st->op = IR_OP_NOP; st->srcbuf = IR_BUF_INPUT; st->dstbuf = IR_BUF_OUTPUT; st->cnt = 0;
+        st->prov = ir_intern(p, prov);
+      }
+      wt[need_tb[j]] = need_pos[j];
+      g->tbs[need_tb[j]].steps[need_pos[j]].hasdep = 1;
+      if (j < m - 1) { st->depid = need_tb[j]; st->deps = need_pos[j]; }
+    }
+    ir_step *st = ir_step_add(tb);
+    if (!st) { free(waited); goto out; }
+    st->op = (uint8_t)I->op;
+    unsigned f = fl(I->op);
+    int sb = buf_of(t, I->sspace), db = buf_of(t, I->dspace);
+    st->srcbuf = sb;
+    st->srcoff = I->sidx + (sb == IR_BUF_SCRATCH ? scr_base[I->rank * CC_MAX_SPACES + I->sspace] : 0);
+    st->dstbuf = db;
+    /* a send names where the receiver puts the data (its own rank's scratch layout) */
+    int drank = (f & IR_F_SEND) && !(f & IR_F_DST) && I->op == IR_OP_SEND ? I->send : I->rank;
+    st->dstoff = I->didx + (db == IR_BUF_SCRATCH ? scr_base[drank * CC_MAX_SPACES + I->dspace] : 0);
+    if (!(f & IR_F_SRC) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
+    st->cnt = I->count;
+    if (m) { st->depid = need_tb[m - 1]; st->deps = need_pos[m - 1]; }
+    st->prov = ir_intern(p, prov);
+    I->pos = tb->nsteps - 1;
+  }
+  free(waited);
+  res = BT_OK;
+out:
+  if (w.errors && res == BT_OK) res = BT_ERR_INVALID;
+  if (w.errors) res = BT_ERR_INVALID;
+  for (int i = 0; i < w.n; i++) free(w.v[i].pred);
+  free(w.v);
+  free(w.parent);
+  free(info);
+  free(users);
+  free(order);
+  free(scr_base);
+  if (d.a) {
+    for (int k = 0; k < t->nranks * CC_MAX_SPACES; k++) {
+      for (int c = 0; c < d.len[k]; c++) free(d.a[k][c].readers);
+      free(d.a[k]);
+    }
+  }
+  free(d.a);
+  free(d.len);
+  if (res) { ir_prog_free(p); return res; }
+  *out = p;
+  return BT_OK;
+}

@@ -1,0 +1,518 @@
+/* cc_trace.c -- the Lua DSL: collective{}, chunk(), ref:copy(), ref:reduce(),
+ * param(); traces operations and checks the postcondition symbolically. */
+#include "cc_trace.h"
+#include "cc_lua.h"
+#include "ir_geom.h"
+#include "rt_param.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REF_MT "baton.ref"
+#define MAX_CHUNKS (1 << 20)
+
+typedef struct ref {
+  int rank, space, idx, count;
+  int versions[];           /* version of each chunk when the ref was made */
+} ref;
+
+static cc_trace *trace_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+/* ---- symbolic values ---- */
+
+static int val_reserve(cc_val *v, int n) {
+  if (n <= v->cap) return 1;
+  int cap = n > 2 * v->cap ? n : 2 * v->cap;
+  uint64_t *t = realloc(v->terms, cap * sizeof *t);
+  if (!t) return 0;
+  v->terms = t;
+  v->cap = cap;
+  return 1;
+}
+
+static int val_set(cc_val *dst, const cc_val *src) {
+  if (!val_reserve(dst, src->n)) return 0;
+  memcpy(dst->terms, src->terms, src->n * sizeof *src->terms);
+  dst->n = src->n;
+  return 1;
+}
+
+/* dst = dst + src as multisets, kept sorted. */
+static int val_merge(cc_val *dst, const cc_val *src) {
+  if (!val_reserve(dst, dst->n + src->n)) return 0;
+  int i = dst->n - 1, j = src->n - 1, k = dst->n + src->n - 1;
+  while (j >= 0) dst->terms[k--] = (i >= 0 && dst->terms[i] > src->terms[j]) ? dst->terms[i--] : src->terms[j--];
+  dst->n += src->n;
+  return 1;
+}
+
+/* "input[3] of ranks 0,1,2" */
+static void val_describe(const cc_trace *t, const cc_val *v, char *buf, size_t n) {
+  if (!v->n) { snprintf(buf, n, "nothing (never written)"); return; }
+  size_t len = 0;
+  for (int i = 0; i < v->n && len + 40 < n; ) {
+    uint32_t idx = (uint32_t)v->terms[i];
+    int j = i;
+    len += snprintf(buf + len, n - len, "%sinput[%u] of rank%s ", len ? " + " : "", idx,
+                    (j + 1 < v->n && (uint32_t)v->terms[j + 1] == idx) ? "s" : "");
+    for (; j < v->n && (uint32_t)v->terms[j] == idx && len + 16 < n; j++)
+      len += snprintf(buf + len, n - len, "%s%u", j > i ? "," : "", (unsigned)(v->terms[j] >> 32));
+    i = j;
+  }
+  (void)t;
+}
+
+/* ---- locations ---- */
+
+static const char *space_name(const cc_trace *t, int s) { return t->space_name[s]; }
+
+/* In place, input and output are one buffer in NCCL's layout; every
+ * reference is mapped to one canonical location. */
+static void canon(const cc_trace *t, int rank, int *space, int *idx) {
+  if (!t->inplace || *space > CC_SPACE_OUTPUT) return;
+  if (t->coll == IR_COLL_ALLGATHER && *space == CC_SPACE_INPUT) { *space = CC_SPACE_OUTPUT; *idx += rank * t->k; }
+  else if (t->coll == IR_COLL_REDUCESCATTER && *space == CC_SPACE_OUTPUT) { *space = CC_SPACE_INPUT; *idx += rank * t->k; }
+  else if (t->coll != IR_COLL_ALLGATHER && t->coll != IR_COLL_REDUCESCATTER && *space == CC_SPACE_OUTPUT) *space = CC_SPACE_INPUT;
+}
+
+static cc_loc *loc(lua_State *L, cc_trace *t, int rank, int space, int idx) {
+  canon(t, rank, &space, &idx);
+  if (idx >= t->cap[space][rank]) {
+    int cap = idx + 1 > 2 * t->cap[space][rank] ? idx + 1 : 2 * t->cap[space][rank];
+    cc_loc *l = realloc(t->loc[space][rank], cap * sizeof *l);
+    if (!l) luaL_error(L, "out of memory");
+    memset(l + t->cap[space][rank], 0, (cap - t->cap[space][rank]) * sizeof *l);
+    t->loc[space][rank] = l;
+    t->cap[space][rank] = cap;
+  }
+  if (idx + 1 > t->size[space][rank]) t->size[space][rank] = idx + 1;
+  return &t->loc[space][rank][idx];
+}
+
+static int find_space(cc_trace *t, const char *name, int create) {
+  if (!strcmp(name, "input") || !strcmp(name, "i")) return CC_SPACE_INPUT;
+  if (!strcmp(name, "output") || !strcmp(name, "o")) return CC_SPACE_OUTPUT;
+  if (!strcmp(name, "s")) name = "scratch";
+  for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++)
+    if (!strcmp(t->space_name[s], name)) return s;
+  if (!create || t->nspaces == CC_MAX_SPACES || strlen(name) >= sizeof t->space_name[0]) return -1;
+  int s = t->nspaces++;
+  snprintf(t->space_name[s], sizeof t->space_name[s], "%s", name);
+  t->size[s] = calloc(t->nranks, sizeof(int));
+  t->cap[s] = calloc(t->nranks, sizeof(int));
+  t->loc[s] = calloc(t->nranks, sizeof(cc_loc *));
+  if (!t->size[s] || !t->cap[s] || !t->loc[s]) return -1;
+  return s;
+}
+
+/* Checks a (rank, buffer, index, count) range; raises a Lua error. */
+static void check_range(lua_State *L, cc_trace *t, int rank, int space, int idx, int count) {
+  if (rank < 0 || rank >= t->nranks) luaL_error(L, "rank %d out of range [0, %d)", rank, t->nranks);
+  if (count < 1 || count > MAX_CHUNKS) luaL_error(L, "count %d out of range", count);
+  if (idx < 0) luaL_error(L, "index %d of %s is negative", idx, space_name(t, space));
+  if (space <= CC_SPACE_OUTPUT && idx + count > t->fixed_size[space])
+    luaL_error(L, "%s[%d..%d] out of range: %s has %d chunks per rank", space_name(t, space), idx,
+               idx + count - 1, space_name(t, space), t->fixed_size[space]);
+  if (idx + count > MAX_CHUNKS) luaL_error(L, "%s index %d too large", space_name(t, space), idx + count);
+}
+
+static int linked(const cc_trace *t, int a, int b) {
+  if (!t->nodes || a == b) return 1;
+  return a / t->gpus == b / t->gpus || a % t->gpus == b % t->gpus;
+}
+
+static int script_line(lua_State *L) {
+  lua_Debug ar;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) return ar.currentline;
+  return 0;
+}
+
+static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count) {
+  ref *r = lua_newuserdatauv(L, sizeof(ref) + count * sizeof(int), 0);
+  r->rank = rank; r->space = space; r->idx = idx; r->count = count;
+  for (int i = 0; i < count; i++) r->versions[i] = loc(L, t, rank, space, idx + i)->version;
+  luaL_setmetatable(L, REF_MT);
+  return r;
+}
+
+static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *what) {
+  for (int i = 0; i < r->count; i++) {
+    cc_loc *l = loc(L, t, r->rank, r->space, r->idx + i);
+    if (l->version != r->versions[i])
+      luaL_error(L, "stale reference: %s rank %d %s[%d] was written again after this reference was made; use the reference that write returned",
+                 what, r->rank, space_name(t, r->space), r->idx + i);
+  }
+}
+
+static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
+  if (t->nops == t->capops) {
+    int cap = t->capops ? 2 * t->capops : 64;
+    cc_op *o = realloc(t->ops, cap * sizeof *o);
+    if (!o) luaL_error(L, "out of memory");
+    t->ops = o;
+    t->capops = cap;
+  }
+  t->ops[t->nops++] = *op;
+}
+
+/* Reads the optional options table at index `at`: ch, sendtb, recvtb. */
+static void read_opts(lua_State *L, int at, cc_op *op) {
+  op->ch = op->sendtb = op->recvtb = -1;
+  if (lua_isnoneornil(L, at)) return;
+  luaL_checktype(L, at, LUA_TTABLE);
+  static const char *const keys[] = {"ch", "sendtb", "recvtb"};
+  int *dst[] = {&op->ch, &op->sendtb, &op->recvtb};
+  for (int i = 0; i < 3; i++) {
+    lua_getfield(L, at, keys[i]);
+    if (!lua_isnil(L, -1)) {
+      lua_Integer v = luaL_checkinteger(L, -1);
+      if (v < 0 || v > 1023) luaL_error(L, "option %s=%d out of range [0, 1023]", keys[i], (int)v);
+      *dst[i] = (int)v;
+    }
+    lua_pop(L, 1);
+  }
+}
+
+static cc_trace *declared(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  if (!t->declared) luaL_error(L, "call collective{...} before using chunks");
+  return t;
+}
+
+/* ---- the DSL ---- */
+
+/* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, name=,
+ *             minbytes=, maxbytes=, topology={nodes=, gpus=} } */
+static int l_collective(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (t->declared) luaL_error(L, "collective{} called twice");
+  lua_getfield(L, 1, "kind");
+  const char *kind = luaL_optstring(L, -1, NULL);
+  if (!kind) luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter or alltoall");
+  int c = ir_coll_from_name(kind);
+  if (c < 0 || c == IR_COLL_CUSTOM) luaL_error(L, "unknown collective kind '%s'", kind);
+  t->coll = (ir_coll)c;
+  lua_getfield(L, 1, "ranks");
+  t->nranks = (int)luaL_checkinteger(L, -1);
+  if (t->nranks < 1 || t->nranks > 4096) luaL_error(L, "ranks=%d out of range [1, 4096]", t->nranks);
+  lua_getfield(L, 1, "chunks");
+  t->k = (int)luaL_optinteger(L, -1, 1);
+  if (t->k < 1 || t->k > 65536) luaL_error(L, "chunks=%d out of range [1, 65536]", t->k);
+  lua_getfield(L, 1, "inplace");
+  t->inplace = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "instances");
+  t->instances = (int)luaL_optinteger(L, -1, 1);
+  if (t->instances < 1 || t->instances > 64) luaL_error(L, "instances=%d out of range [1, 64]", t->instances);
+  lua_getfield(L, 1, "protocol");
+  const char *proto = luaL_optstring(L, -1, "Simple");
+  int pr = ir_proto_from_name(proto);
+  if (pr < 0) luaL_error(L, "unknown protocol '%s' (Simple, LL or LL128)", proto);
+  t->proto = (ir_proto)pr;
+  lua_getfield(L, 1, "name");
+  snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
+  lua_getfield(L, 1, "minbytes");
+  t->minbytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, 1, "maxbytes");
+  t->maxbytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, 1, "topology");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "nodes");
+    t->nodes = (int)luaL_checkinteger(L, -1);
+    lua_getfield(L, -2, "gpus");
+    t->gpus = (int)luaL_checkinteger(L, -1);
+    if (t->nodes < 1 || t->gpus < 1 || t->nodes * t->gpus != t->nranks)
+      luaL_error(L, "topology nodes=%d x gpus=%d does not make ranks=%d", t->nodes, t->gpus, t->nranks);
+    lua_pop(L, 2);
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "topology must be a table {nodes=, gpus=} (or absent: fully connected)");
+  }
+  int ib, ob;
+  ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
+  t->fixed_size[CC_SPACE_INPUT] = ib * t->k;
+  t->fixed_size[CC_SPACE_OUTPUT] = ob * t->k;
+  for (int s = 0; s < 2; s++) {
+    t->size[s] = calloc(t->nranks, sizeof(int));
+    t->cap[s] = calloc(t->nranks, sizeof(int));
+    t->loc[s] = calloc(t->nranks, sizeof(cc_loc *));
+    if (!t->size[s] || !t->cap[s] || !t->loc[s]) luaL_error(L, "out of memory");
+  }
+  t->declared = 1;
+  /* Inputs hold their own (rank, index). */
+  for (int r = 0; r < t->nranks; r++)
+    for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
+      cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
+      uint64_t term = (uint64_t)r << 32 | (uint32_t)i;
+      cc_val v = {1, 1, &term};
+      if (!val_set(&l->val, &v)) luaL_error(L, "out of memory");
+      l->version = 1;
+    }
+  return 0;
+}
+
+/* chunk(rank, buffer, index [, count]) */
+static int l_chunk(lua_State *L) {
+  cc_trace *t = declared(L);
+  int rank = (int)luaL_checkinteger(L, 1);
+  const char *b = luaL_checkstring(L, 2);
+  int idx = (int)luaL_checkinteger(L, 3);
+  int count = (int)luaL_optinteger(L, 4, 1);
+  int space = find_space(t, b, 1);
+  if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
+  check_range(L, t, rank, space, idx, count);
+  for (int i = 0; i < count; i++)
+    if (!loc(L, t, rank, space, idx + i)->val.n)
+      luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, idx + i);
+  push_ref(L, t, rank, space, idx, count);
+  return 1;
+}
+
+/* ref:copy(rank, buffer, index [, opts]) */
+static int l_copy(lua_State *L) {
+  cc_trace *t = declared(L);
+  ref *src = luaL_checkudata(L, 1, REF_MT);
+  int rank = (int)luaL_checkinteger(L, 2);
+  const char *b = luaL_checkstring(L, 3);
+  int idx = (int)luaL_checkinteger(L, 4);
+  cc_op op = {CC_COPY, src->rank, src->space, src->idx, rank, 0, idx, src->count, -1, -1, -1, script_line(L)};
+  read_opts(L, 5, &op);
+  int space = find_space(t, b, 1);
+  if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
+  op.dst_space = space;
+  check_range(L, t, rank, space, idx, src->count);
+  check_fresh(L, t, src, "copy of");
+  if (!linked(t, src->rank, rank))
+    luaL_error(L, "copy from rank %d to rank %d: the topology (%d nodes x %d GPUs) does not link them",
+               src->rank, rank, t->nodes, t->gpus);
+  for (int i = 0; i < src->count; i++) {
+    cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    if (d == s) luaL_error(L, "copy of rank %d %s[%d] onto itself", rank, b, idx + i);
+  }
+  for (int i = 0; i < src->count; i++) {
+    cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    if (!val_set(&d->val, &s->val)) luaL_error(L, "out of memory");
+    d->version++;
+    d->line = op.line;
+  }
+  add_op(L, t, &op);
+  push_ref(L, t, rank, space, idx, src->count);
+  return 1;
+}
+
+/* ref:reduce(other [, opts]): ref = ref (op) other, at ref's place. */
+static int l_reduce(lua_State *L) {
+  cc_trace *t = declared(L);
+  ref *dst = luaL_checkudata(L, 1, REF_MT);
+  ref *src = luaL_checkudata(L, 2, REF_MT);
+  cc_op op = {CC_REDUCE, src->rank, src->space, src->idx, dst->rank, dst->space, dst->idx, dst->count, -1, -1, -1, script_line(L)};
+  read_opts(L, 3, &op);
+  if (src->count != dst->count)
+    luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
+  check_fresh(L, t, dst, "reduce into");
+  check_fresh(L, t, src, "reduce of");
+  if (!linked(t, src->rank, dst->rank))
+    luaL_error(L, "reduce from rank %d into rank %d: the topology (%d nodes x %d GPUs) does not link them",
+               src->rank, dst->rank, t->nodes, t->gpus);
+  for (int i = 0; i < dst->count; i++) {
+    cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    if (d == s) luaL_error(L, "reduce of rank %d %s[%d] with itself", dst->rank, space_name(t, dst->space), dst->idx + i);
+  }
+  for (int i = 0; i < dst->count; i++) {
+    cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    if (!val_merge(&d->val, &s->val)) luaL_error(L, "out of memory");
+    d->version++;
+    d->line = op.line;
+  }
+  add_op(L, t, &op);
+  push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count);
+  return 1;
+}
+
+static int l_ref_index(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  ref *r = luaL_checkudata(L, 1, REF_MT);
+  const char *k = luaL_checkstring(L, 2);
+  if (!strcmp(k, "rank")) lua_pushinteger(L, r->rank);
+  else if (!strcmp(k, "index")) lua_pushinteger(L, r->idx);
+  else if (!strcmp(k, "count")) lua_pushinteger(L, r->count);
+  else if (!strcmp(k, "buffer")) lua_pushstring(L, space_name(t, r->space));
+  else if (!strcmp(k, "copy")) { lua_pushvalue(L, lua_upvalueindex(1)); lua_pushcclosure(L, l_copy, 1); }
+  else if (!strcmp(k, "reduce")) { lua_pushvalue(L, lua_upvalueindex(1)); lua_pushcclosure(L, l_reduce, 1); }
+  else lua_pushnil(L);
+  return 1;
+}
+
+static int l_ref_tostring(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  ref *r = luaL_checkudata(L, 1, REF_MT);
+  lua_pushfstring(L, "chunk(%d, %s, %d, %d)", r->rank, space_name(t, r->space), r->idx, r->count);
+  return 1;
+}
+
+/* param(name, default): a --param value, converted to the default's type. */
+static int l_param(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "baton.params");
+  lua_getfield(L, -1, name);
+  if (lua_isnil(L, -1)) { lua_settop(L, 2); return 1; }
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    if (!lua_stringtonumber(L, lua_tostring(L, -1)))
+      luaL_error(L, "parameter %s=%s is not a number", name, lua_tostring(L, -1));
+    return 1;
+  }
+  if (lua_type(L, 2) == LUA_TBOOLEAN) {
+    const char *v = lua_tostring(L, -1);
+    lua_pushboolean(L, !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
+  }
+  return 1;
+}
+
+/* Symbolic postcondition, run in protected mode after the script. */
+static int l_finish(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  if (!t->declared) luaL_error(L, "%s: the script never called collective{...}", t->script);
+  int bad = 0;
+  char got[256], want[256];
+  for (int r = 0; r < t->nranks && bad < 1; r++)
+    for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT] && bad < 1; c++) {
+      int sr, si;
+      cc_expected(t, r, c, &sr, &si);
+      cc_val ev = {0, 0, NULL};
+      uint64_t one = (uint64_t)(sr < 0 ? 0 : sr) << 32 | (uint32_t)si;
+      if (sr >= 0) { ev.n = ev.cap = 1; ev.terms = &one; }
+      else {
+        ev.terms = malloc(t->nranks * sizeof(uint64_t));
+        if (!ev.terms) luaL_error(L, "out of memory");
+        for (int q = 0; q < t->nranks; q++) ev.terms[q] = (uint64_t)q << 32 | (uint32_t)si;
+        ev.n = ev.cap = t->nranks;
+      }
+      cc_loc *l = loc(L, t, r, CC_SPACE_OUTPUT, c);
+      int same = l->val.n == ev.n && !memcmp(l->val.terms, ev.terms, ev.n * sizeof(uint64_t));
+      if (!same) {
+        val_describe(t, &l->val, got, sizeof got);
+        val_describe(t, &ev, want, sizeof want);
+        char where[300] = "";
+        if (l->line) snprintf(where, sizeof where, " (last written at %s:%d)", t->script, l->line);
+        lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds %s; expected %s%s",
+                        t->script, ir_coll_name[t->coll], r, c, got, want, where);
+        bad++;
+      }
+      if (sr < 0) free(ev.terms);
+    }
+  if (bad) lua_error(L);
+  return 0;
+}
+
+void cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
+  int k = t->k;
+  switch (t->coll) {
+  case IR_COLL_ALLGATHER: *rank = c / k; *idx = c % k; break;
+  case IR_COLL_REDUCESCATTER: *rank = -1; *idx = r * k + c; break;
+  case IR_COLL_ALLTOALL: *rank = c / k; *idx = r * k + c % k; break;
+  default: *rank = -1; *idx = c; break;
+  }
+}
+
+static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, int nparams) {
+  luaL_newmetatable(L, REF_MT);
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, l_ref_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, l_ref_tostring, 1);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param}, {NULL, NULL}};
+  for (const luaL_Reg *f = fns; f->name; f++) {
+    lua_pushlightuserdata(L, t);
+    lua_pushcclosure(L, f->func, 1);
+    lua_setglobal(L, f->name);
+  }
+  lua_newtable(L);
+  for (int i = 0; i < nparams; i++) {
+    const char *eq = strchr(params[i], '=');
+    if (!eq) continue;
+    lua_pushlstring(L, params[i], eq - params[i]);
+    lua_pushstring(L, eq + 1);
+    lua_settable(L, -3);
+  }
+  lua_setfield(L, LUA_REGISTRYINDEX, "baton.params");
+}
+
+void cc_trace_free(cc_trace *t) {
+  if (!t) return;
+  for (int s = 0; s < CC_MAX_SPACES; s++) {
+    if (t->loc[s])
+      for (int r = 0; r < t->nranks; r++) {
+        for (int i = 0; t->loc[s][r] && i < t->cap[s][r]; i++) free(t->loc[s][r][i].val.terms);
+        free(t->loc[s][r]);
+      }
+    free(t->loc[s]);
+    free(t->size[s]);
+    free(t->cap[s]);
+  }
+  free(t->ops);
+  free((char *)t->script);
+  free(t);
+}
+
+bt_result cc_trace_string(const char *src, const char *name, const char *const *params,
+                          int nparams, cc_trace **out, rt_diag *diag) {
+  *out = NULL;
+  cc_trace *t = calloc(1, sizeof *t);
+  if (!t) return BT_ERR_NOMEM;
+  t->script = strdup(name);
+  t->nspaces = CC_SPACE_FIRST_SCRATCH;
+  snprintf(t->space_name[CC_SPACE_INPUT], 32, "input");
+  snprintf(t->space_name[CC_SPACE_OUTPUT], 32, "output");
+  t->instances = 1;
+  cc_lua_limits lim = {(size_t)rt_param_int(RT_PARAM_LUA_MAX_MB) << 20,
+                       (long)rt_param_int(RT_PARAM_LUA_MAX_INSTRUCTIONS)};
+  lua_State *L = cc_lua_new(&lim);
+  if (!L || !t->script) { cc_lua_close(L); cc_trace_free(t); return BT_ERR_NOMEM; }
+  register_dsl(L, t, params, nparams);
+  bt_result res = cc_lua_run(L, src, strlen(src), name, diag);
+  if (res == BT_OK) {   /* the postcondition: its message needs no traceback */
+    lua_pushlightuserdata(L, t);
+    lua_pushcclosure(L, l_finish, 1);
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+      rt_diag_add(diag, "%s", lua_tostring(L, -1));
+      res = BT_ERR_INVALID;
+    }
+  }
+  cc_lua_close(L);
+  if (res) { cc_trace_free(t); return res; }
+  *out = t;
+  return BT_OK;
+}
+
+bt_result cc_trace_file(const char *path, const char *const *params, int nparams,
+                        cc_trace **out, rt_diag *diag) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    rt_diag_add(diag, "%s: cannot open: %s", path, strerror(errno));
+    *out = NULL;
+    return BT_ERR_INVALID;
+  }
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = 2 * cap + 8192;
+      char *b = realloc(buf, cap);
+      if (!b) { free(buf); fclose(f); return BT_ERR_NOMEM; }
+      buf = b;
+    }
+    size_t got = fread(buf + n, 1, 4096, f);
+    n += got;
+    if (got < 4096) break;
+  }
+  fclose(f);
+  buf[n] = 0;
+  bt_result r = cc_trace_string(buf, path, params, nparams, out, diag);
+  free(buf);
+  return r;
+}

@@ -1,0 +1,25 @@
+/* cc_trace.h -- runs an algorithm script and traces its chunk operations. */
+#ifndef CC_TRACE_H
+#define CC_TRACE_H
+
+#include "cc.h"
+
+/* Runs the Lua script at `path` in the sandbox with parameters
+ * `params[i]` = "key=value" (seen by param() in the script), traces every
+ * chunk operation, and checks the collective's postcondition symbolically.
+ * Script errors, DSL misuse and a failing postcondition are reported as
+ * "script.lua:LINE: message" (with a traceback) and give BT_ERR_INVALID. */
+bt_result cc_trace_file(const char *path, const char *const *params, int nparams,
+                        cc_trace **out, rt_diag *diag);
+
+/* The same for a script in memory, named `name`. */
+bt_result cc_trace_string(const char *src, const char *name, const char *const *params,
+                          int nparams, cc_trace **out, rt_diag *diag);
+
+void cc_trace_free(cc_trace *t);
+
+/* Expected content of output chunk c of rank r (for the four standard
+ * collectives): *rank = -1 for a reduction over all ranks of input *idx. */
+void cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx);
+
+#endif

@@ -1,0 +1,114 @@
+/* test_dsl.c -- the Lua DSL: sandbox, every DSL error with its script line,
+ * symbolic postconditions, and lowering of a few small programs. */
+#include <stdlib.h>
+
+#include "cc_lower.h"
+#include "cc_trace.h"
+#include "ip_cpu.h"
+#include "ir_check.h"
+#include "tap.h"
+
+static char msg[4096];
+
+/* Traces `src` as "t.lua"; returns the result and leaves messages in msg. */
+static bt_result trace(const char *src, cc_trace **out) {
+  rt_diag *d = rt_diag_new(10);
+  cc_trace *t = NULL;
+  bt_result r = cc_trace_string(src, "t.lua", NULL, 0, &t, d);
+  snprintf(msg, sizeof msg, "%s", rt_diag_text(d));
+  rt_diag_free(d);
+  if (out) *out = t; else cc_trace_free(t);
+  return r;
+}
+
+#define AR2 "collective{kind='allreduce', ranks=2, chunks=2, inplace=true}\n"
+
+static void fails(const char *src, const char *expect, const char *what) {
+  ok(trace(src, NULL) == BT_ERR_INVALID, "%s is an error", what);
+  ok_contains(msg, expect, "%s: message names the line and the problem", what);
+}
+
+static void test_errors(void) {
+  fails(AR2 "local a = chunk(0, 'input', 0)\nchunk(0, 'input', 0):reduce(chunk(1, 'input', 0))\na:copy(1, 'input', 0)\n",
+        "t.lua:4: stale reference: copy of rank 0 input[0] was written again", "stale reference");
+  fails(AR2 "chunk(0, 'scratch', 0)\n", "t.lua:2: reading an uninitialized chunk: rank 0 scratch[0] was never written",
+        "uninitialized read");
+  fails(AR2 "chunk(0, 'input', 1, 2)\n", "t.lua:2: input[1..2] out of range: input has 2 chunks per rank", "index out of range");
+  fails(AR2 "chunk(2, 'input', 0)\n", "t.lua:2: rank 2 out of range [0, 2)", "rank out of range");
+  fails(AR2 "chunk(0, 'input', 0, 2):reduce(chunk(1, 'input', 0))\n",
+        "t.lua:2: reducing references of different counts (2 and 1)", "count mismatch");
+  fails("collective{kind='allgather', ranks=4, topology={nodes=2, gpus=2}}\nchunk(0, 'input', 0):copy(3, 'output', 0)\n",
+        "t.lua:2: copy from rank 0 to rank 3: the topology (2 nodes x 2 GPUs) does not link them", "unlinked copy");
+  fails(AR2 "chunk(0, 'input', 0):reduce(chunk(1, 'input', 0))\n",
+        "postcondition of allreduce fails: rank 0 output[1] holds input[1] of rank 0; expected input[1] of ranks 0,1",
+        "unmet postcondition");
+  fails(AR2 "local x = chunk(1, 'input', 0)\nlocal y = chunk(0, 'input', 0):reduce(x)\ny:reduce(x)\n",
+        "postcondition of allreduce fails: rank 0 output[0] holds input[0] of ranks 0,1,1; expected input[0] of ranks 0,1 (last written at t.lua:4)",
+        "reducing the same chunk twice");
+  fails("chunk(0, 'input', 0)\n", "t.lua:1: call collective{...} before using chunks", "chunk before collective");
+  fails("collective{kind='bcast', ranks=2}\n", "t.lua:1: unknown collective kind 'bcast'", "unknown collective");
+  fails(AR2 "chunk(0, 'input', 0):copy(0, 'input', 0)\n", "t.lua:2: copy of rank 0 input[0] onto itself", "copy onto itself");
+  fails(AR2 "local x = \n", "t.lua:3: unexpected symbol near <eof>", "syntax error");
+  fails(AR2 "chunk(0, 'input', 0):copy(1, 'input', 0, {ch = -1})\n", "t.lua:2: option ch=-1 out of range", "bad option");
+}
+
+static void test_sandbox(void) {
+  fails("os.exit(1)\n", "t.lua:1: attempt to index a nil value (global 'os')", "os is absent");
+  fails("io.open('/etc/passwd')\n", "attempt to index a nil value (global 'io')", "io is absent");
+  fails("dofile('/etc/passwd')\n", "attempt to call a nil value (global 'dofile')", "dofile is absent");
+  fails("require('os')\n", "attempt to call a nil value (global 'require')", "require is absent");
+  fails("local f, e = load(string.dump(function() end))\nerror(e)\n", "attempt to load a binary chunk", "binary chunks are refused");
+  fails("local t = {}\nfor i = 1, 1e9 do t[i] = i end\n", "not enough memory", "memory is bounded");
+  fails("while true do end\n", "instruction limit reached", "instructions are bounded");
+  ok(trace("local f = load('return 1 + 1')\nassert(f() == 2)\n" AR2
+           "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
+           "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", NULL) == BT_OK,
+     "text load(), string and math work: %s", msg);
+}
+
+/* Compiles, validates and runs a script on the CPU executor. */
+static void compiles(const char *src, const char *what, int want_steps) {
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
+  if (!t) return;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(!cc_lower(t, &lo, &p, d) && !ir_check(p, d) && !ir_check_races(p, ir_prog_aliased(p, p->inplace), d),
+     "%s lowers to a valid program: %s", what, rt_diag_text(d));
+  if (p) {
+    ip_cpu_opts o = {.dtype = IP_I32, .op = IP_OP_SUM, .count = 103, .inplace = -1, .tile = 8};
+    ip_cpu_report rep;
+    ok(!ip_cpu_verify(p, &o, &rep, d), "%s computes its collective: %s", what, rt_diag_text(d));
+    if (want_steps) ok(ir_prog_nsteps(p) == want_steps, "%s has %d steps (got %ld)", what, want_steps, ir_prog_nsteps(p));
+  }
+  ir_prog_free(p);
+  cc_trace_free(t);
+  rt_diag_free(d);
+}
+
+static void test_lowering(void) {
+  compiles(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
+               "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", "2-rank allreduce", 6);
+  compiles("collective{kind='allgather', ranks=3, chunks=1}\n"
+           "for r = 0, 2 do for q = 0, 2 do chunk(r, 'input', 0):copy(q, 'output', r) end end\n",
+           "direct allgather with local copies", 15);
+  compiles("collective{kind='alltoall', ranks=3, chunks=1}\n"
+           "for r = 0, 2 do for q = 0, 2 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
+           "direct alltoall", 0);
+  compiles("collective{kind='allreduce', ranks=2, chunks=1}\n"
+           "local s = chunk(1, 'input', 0):copy(0, 'tmp', 0)\n"
+           "chunk(0,'input',0):copy(0,'output',0):reduce(s)\n"
+           "local s2 = chunk(0, 'input', 0):copy(1, 'tmp', 0)\n"
+           "chunk(1,'input',0):copy(1,'output',0):reduce(s2)\n",
+           "out-of-place allreduce through a named scratch buffer", 0);
+}
+
+int main(void) {
+  setenv("BATON_LUA_MAX_MB", "64", 1);
+  setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
+  test_errors();
+  test_sandbox();
+  test_lowering();
+  return tap_done();
+}
