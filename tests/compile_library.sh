@@ -24,5 +24,15 @@ case_() {  # case_ SCRIPT PARAMS...: compile and verify
 for r in 2 4 8 16; do case_ allreduce_ring.lua ranks=$r; done
 case_ allreduce_ring.lua ranks=8 channels=2
 case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
+for r in 2 4 8 16; do
+  case_ allgather_ring.lua ranks=$r
+  case_ reducescatter_ring.lua ranks=$r
+  case_ alltoall_direct.lua ranks=$r
+  case_ allreduce_allpairs.lua ranks=$r shot=1
+  case_ allreduce_allpairs.lua ranks=$r shot=2
+done
+case_ allgather_ring.lua ranks=8 channels=2
+case_ reducescatter_ring.lua ranks=8 channels=2
+case_ alltoall_direct.lua ranks=4 chunks=3
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -1,0 +1,12 @@
+-- Direct AllToAll, out of place: every rank sends block q of its input
+-- straight to rank q (its own block is a local copy).
+-- Parameters: ranks (8), chunks (1: pieces per block), protocol (Simple).
+local n = param("ranks", 8)
+local k = param("chunks", 1)
+collective{ kind = "alltoall", name = "alltoall_direct", ranks = n, chunks = k,
+            inplace = false, protocol = param("protocol", "Simple") }
+for r = 0, n - 1 do
+  for q = 0, n - 1 do
+    chunk(r, "input", q * k, k):copy(q, "output", r * k)
+  end
+end
