@@ -172,13 +172,30 @@ static int endpoint_of(const lower *w, const ins *i, int which) {
 
 /* Fuses a receive R with the send S that forwards exactly what R wrote,
  * when S's only dependency is R and R's thread block can also own S's
- * connection.  rrc + s becomes rrs when nothing else reads the value. */
-static void fuse(lower *w, setinfo *info, int nendpoints, int *users, deps *d) {
-  (void)d; (void)nendpoints;
-  for (int s = 0; s < w->n; s++) {
+ * connection.  rrc + s becomes rrs when S is the only reader of the value
+ * and the value does not survive (users[R] == 1).  Returns 0 when out of
+ * memory. */
+static int fuse(lower *w, setinfo *info, const int *users) {
+  /* successors of each send, to redirect them in O(edges) */
+  int n = w->n, ok = 0;
+  int *off = calloc(n + 2, sizeof(int)), *succ = NULL, *fill = calloc(n + 1, sizeof(int)), *recv_of = malloc((n + 1) * sizeof(int));
+  if (!off || !fill || !recv_of) goto out;
+  long m = 0;
+  for (int j = 0; j < n; j++) {
+    recv_of[j] = -1;
+    for (int k = 0; k < w->v[j].npred; k++) { off[w->v[j].pred[k] + 1]++; m++; }
+  }
+  for (int j = 0; j < n; j++) if (w->v[j].msg_of >= 0) recv_of[w->v[j].msg_of] = j;
+  for (int i = 0; i < n; i++) off[i + 1] += off[i];
+  succ = malloc((m + 1) * sizeof(int));
+  if (!succ) goto out;
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < w->v[j].npred; k++) { int p = w->v[j].pred[k]; succ[off[p] + fill[p]++] = j; }
+  for (int s = 0; s < n; s++) {
     ins *S = &w->v[s];
     if (S->op != IR_OP_SEND || S->dead || S->npred != 1) continue;
-    ins *R = &w->v[S->pred[0]];
+    int rid = S->pred[0];
+    ins *R = &w->v[rid];
     if (R->dead || (R->op != IR_OP_RECV && R->op != IR_OP_RRC) || R->rank != S->rank || R->ch != S->ch) continue;
     if (R->dspace != S->sspace || R->didx != S->sidx || R->count != S->count) continue;
     int ea = find(w->parent, endpoint_of(w, R, 1)), eb = find(w->parent, endpoint_of(w, S, 0));
@@ -189,22 +206,24 @@ static void fuse(lower *w, setinfo *info, int nendpoints, int *users, deps *d) {
       if (y->send >= 0) x->send = y->send;
       if (y->recv >= 0) x->recv = y->recv;
     }
-    /* users[r] counts readers of R's value other than S: 0 means only S. */
-    int rid = S->pred[0];
-    R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 0 ? IR_OP_RRS : IR_OP_RRCS);
+    R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 1 ? IR_OP_RRS : IR_OP_RRCS);
     R->send = S->send;
     S->dead = 1;
-    /* whoever waited for S now waits for R */
-    for (int j = 0; j < w->n; j++) {
-      if (w->v[j].msg_of == s) w->v[j].msg_of = rid;
-      for (int k = 0; k < w->v[j].npred; k++)
-        if (w->v[j].pred[k] == s) w->v[j].pred[k] = rid;
+    /* whoever waited for S now waits for R; S's message is now R's */
+    if (recv_of[s] >= 0) w->v[recv_of[s]].msg_of = rid;
+    for (int e = off[s]; e < off[s + 1]; e++) {
+      ins *J = &w->v[succ[e]];
+      for (int k = 0; k < J->npred; k++) if (J->pred[k] == s) J->pred[k] = rid;
     }
   }
+  ok = 1;
+out:
+  free(off); free(succ); free(fill); free(recv_of);
+  return ok;
 }
 
-/* users[R] = instructions other than one forwarding send that read R's
- * value, plus 1 when R's value survives to the end (nobody overwrites it). */
+/* users[R] = instructions that read the value R writes, plus 1 when the
+ * value survives to the end (nobody overwrites it). */
 static void count_users(lower *w, int *users) {
   for (int i = 0; i < w->n; i++) users[i] = 0;
   for (int j = 0; j < w->n; j++) {
@@ -217,8 +236,7 @@ static void count_users(lower *w, int *users) {
                    J->sidx < P->didx + P->count && P->didx < J->sidx + J->count) ||
                   (J->op == IR_OP_REDUCE && J->dspace == P->dspace && J->didx < P->didx + P->count &&
                    P->didx < J->didx + J->count);
-      if (reads && J->op != IR_OP_SEND) users[p]++;
-      else if (reads && J->op == IR_OP_SEND && J->npred != 1) users[p]++;
+      if (reads) users[p]++;
     }
   }
   /* A value nobody overwrites is a result: it must be written. */
@@ -416,7 +434,10 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     if (I->send >= 0) info[endpoint_of(&w, I, 0)].send = I->send;
     if (I->recv >= 0) info[endpoint_of(&w, I, 1)].recv = I->recv;
   }
-  if (!o || o->fuse) { count_users(&w, users); fuse(&w, info, nend, users, &d); }
+  if (!o || o->fuse) {
+    count_users(&w, users);
+    if (!fuse(&w, info, users)) goto out;
+  }
   if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
 
   /* Thread blocks: one per endpoint set that has instructions, plus a
