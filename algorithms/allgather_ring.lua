@@ -3,7 +3,7 @@
 local n = param("ranks", 8)
 local channels = param("channels", 1)
 collective{ kind = "allgather", name = "allgather_ring", ranks = n, chunks = channels,
-            inplace = true, protocol = param("protocol", "Simple") }
+            inplace = true, protocol = param("protocol", "Simple"), instances = param("instances", 1) }
 for ch = 0, channels - 1 do
   for r = 0, n - 1 do
     local idx = r * channels + ch                 -- rank r's block, piece ch

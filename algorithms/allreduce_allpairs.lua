@@ -9,7 +9,7 @@ local shot = param("shot", 2)
 local proto = param("protocol", "LL")
 if shot == 1 then
   collective{ kind = "allreduce", name = "allreduce_allpairs_1shot", ranks = n, chunks = 1,
-              inplace = true, protocol = proto }
+              inplace = true, protocol = proto, instances = param("instances", 1) }
   for r = 0, n - 1 do
     for q = 0, n - 1 do
       if q ~= r then chunk(q, "input", 0):copy(r, "scratch", q) end
@@ -22,7 +22,7 @@ if shot == 1 then
   end
 else
   collective{ kind = "allreduce", name = "allreduce_allpairs_2shot", ranks = n, chunks = n,
-              inplace = true, protocol = proto }
+              inplace = true, protocol = proto, instances = param("instances", 1) }
   for r = 0, n - 1 do
     for q = 0, n - 1 do
       if q ~= r then chunk(q, "input", r):copy(r, "scratch", q) end

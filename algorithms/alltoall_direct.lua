@@ -4,7 +4,7 @@
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 collective{ kind = "alltoall", name = "alltoall_direct", ranks = n, chunks = k,
-            inplace = false, protocol = param("protocol", "Simple") }
+            inplace = false, protocol = param("protocol", "Simple"), instances = param("instances", 1) }
 for r = 0, n - 1 do
   for q = 0, n - 1 do
     chunk(r, "input", q * k, k):copy(q, "output", r * k)

@@ -4,7 +4,7 @@
 local n = param("ranks", 8)
 local channels = param("channels", 1)
 collective{ kind = "reducescatter", name = "reducescatter_ring", ranks = n, chunks = channels,
-            inplace = true, protocol = param("protocol", "Simple") }
+            inplace = true, protocol = param("protocol", "Simple"), instances = param("instances", 1) }
 for ch = 0, channels - 1 do
   for r = 0, n - 1 do
     local idx = r * channels + ch

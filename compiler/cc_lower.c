@@ -127,23 +127,34 @@ static int track(lower *w, deps *d, int id) {
   return 1;
 }
 
-static int lower_ops(lower *w) {
+/* Instances replicate the program: instance i takes piece i of every chunk
+ * (chunk c becomes c*I + i) on its own channels (ch + i*channels).  With
+ * more than one instance a multi-chunk operation is split into single
+ * chunks, since the pieces of consecutive chunks are no longer adjacent. */
+static int lower_ops(lower *w, int base_channels) {
   const cc_trace *t = w->t;
-  for (int k = 0; k < t->nops; k++) {
-    const cc_op *o = &t->ops[k];
-    int a = o->src_rank, b = o->dst_rank, n = o->count;
-    if (a == b) {
-      if (emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, o->src_idx,
-                   o->dst_space, o->dst_idx, n, -1, -1, o->ch, o->line) < 0) return 0;
-      continue;
+  int I = t->instances;
+  for (int inst = 0; inst < I; inst++)
+    for (int k = 0; k < t->nops; k++) {
+      const cc_op *o = &t->ops[k];
+      int a = o->src_rank, b = o->dst_rank, ch = (o->ch < 0 ? 0 : o->ch) + inst * base_channels;
+      int pieces = I > 1 ? o->count : 1, n = I > 1 ? 1 : o->count;
+      for (int j = 0; j < pieces; j++) {
+        int si = I > 1 ? (o->src_idx + j) * I + inst : o->src_idx;
+        int di = I > 1 ? (o->dst_idx + j) * I + inst : o->dst_idx;
+        if (a == b) {
+          if (emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
+                       o->dst_space, di, n, -1, -1, ch, o->line) < 0) return 0;
+          continue;
+        }
+        int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->line);
+        int r = o->kind == CC_COPY
+          ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->line)
+          : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->line);
+        if (s < 0 || r < 0) return 0;
+        w->v[r].msg_of = s;
+      }
     }
-    int s = emit_ins(w, a, IR_OP_SEND, o->src_space, o->src_idx, o->dst_space, o->dst_idx, n, b, -1, o->ch, o->line);
-    int r = o->kind == CC_COPY
-      ? emit_ins(w, b, IR_OP_RECV, o->src_space, o->src_idx, o->dst_space, o->dst_idx, n, -1, a, o->ch, o->line)
-      : emit_ins(w, b, IR_OP_RRC, o->dst_space, o->dst_idx, o->dst_space, o->dst_idx, n, -1, a, o->ch, o->line);
-    if (s < 0 || r < 0) return 0;
-    w->v[r].msg_of = s;
-  }
   return 1;
 }
 
@@ -410,11 +421,13 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   lower w = {t, diag, NULL, 0, 0, NULL, 1, 0};
   deps d = {calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
             calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
-  int *users = NULL, *order = malloc((t->nops * 2 + 1) * sizeof(int)), *scr_base = NULL;
+  int *users = NULL, *order = NULL, *scr_base = NULL;
   setinfo *info = NULL;
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
-  if (!d.a || !d.len || !lower_ops(&w)) goto out;
+  int base_channels = 1;
+  for (int k = 0; k < t->nops; k++) if (t->ops[k].ch + 1 > base_channels) base_channels = t->ops[k].ch + 1;
+  if (!d.a || !d.len || !lower_ops(&w, base_channels)) goto out;
   for (int i = 0; i < w.n; i++) {
     if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;
     if (!track(&w, &d, i)) goto out;
@@ -438,6 +451,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     count_users(&w, users);
     if (!fuse(&w, info, users)) goto out;
   }
+  order = malloc((w.n + 1) * sizeof(int));
   if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
 
   /* Thread blocks: one per endpoint set that has instructions, plus a
@@ -453,19 +467,21 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->maxbytes = t->maxbytes;
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
-  p->nchunksperloop = (ib > ob ? ib : ob) * t->k;
+  int I = t->instances;
+  p->nchunksperloop = (ib > ob ? ib : ob) * t->k * I;
   p->nchannels = maxch + 1;
   /* scratch: named buffers laid out one after another on each rank */
   scr_base = calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
   if (!scr_base) goto out;
   for (int r = 0; r < t->nranks; r++) {
     int at = 0;
-    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r]; }
+    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * I; }
     ir_gpu *g = &p->gpus[r];
     g->s_chunks = at;
-    g->i_chunks = t->size[CC_SPACE_INPUT] ? t->size[CC_SPACE_INPUT][r] ? t->fixed_size[CC_SPACE_INPUT] : 0 : 0;
-    g->o_chunks = t->size[CC_SPACE_OUTPUT] ? t->size[CC_SPACE_OUTPUT][r] ? t->fixed_size[CC_SPACE_OUTPUT] : 0 : 0;
-    if (!t->inplace) { g->i_chunks = t->fixed_size[CC_SPACE_INPUT]; g->o_chunks = t->fixed_size[CC_SPACE_OUTPUT]; }
+    /* in place, a buffer no step touches is written as 0 chunks, as msccl-tools does */
+    int in_used = t->size[CC_SPACE_INPUT][r] > 0, out_used = t->size[CC_SPACE_OUTPUT][r] > 0;
+    g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * I : 0;
+    g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * I : 0;
   }
   int *tb_of_set = malloc(nend * sizeof(int));
   if (!tb_of_set) goto out;

@@ -34,5 +34,10 @@ done
 case_ allgather_ring.lua ranks=8 channels=2
 case_ reducescatter_ring.lua ranks=8 channels=2
 case_ alltoall_direct.lua ranks=4 chunks=3
+case_ allreduce_ring.lua ranks=8 instances=2
+case_ allreduce_ring.lua ranks=4 channels=2 instances=2
+case_ alltoall_direct.lua ranks=4 chunks=2 instances=2
+case_ allreduce_allpairs.lua ranks=4 shot=2 instances=2
+case_ allgather_ring.lua ranks=4 instances=3
 echo "1..$n"
 [ $failed -eq 0 ]
