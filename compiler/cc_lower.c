@@ -14,8 +14,7 @@ typedef struct ins {
   int msg_of;                   /* for a receive: the sending instruction */
   int dead;                     /* fused away */
   int *pred, npred, cappred;    /* instructions that must come first (same rank, or the message) */
-  int set;                      /* union-find set (thread block) */
-  int tb, pos, depth, order;
+  int tb, pos, depth;
 } ins;
 
 typedef struct lower {
@@ -40,17 +39,22 @@ static void err(lower *w, int line, const char *fmt, ...) {
   w->errors++;
 }
 
+/* Appends x to a growable int array; 0 when out of memory. */
+static int int_push(int **a, int *n, int *cap, int x) {
+  if (*n == *cap) {
+    int c = *cap ? 2 * *cap : 4;
+    int *q = realloc(*a, c * sizeof *q);
+    if (!q) return 0;
+    *a = q;
+    *cap = c;
+  }
+  (*a)[(*n)++] = x;
+  return 1;
+}
+
 static int add_pred(ins *i, int p) {
   for (int k = 0; k < i->npred; k++) if (i->pred[k] == p) return 1;
-  if (i->npred == i->cappred) {
-    int cap = i->cappred ? 2 * i->cappred : 4;
-    int *q = realloc(i->pred, cap * sizeof *q);
-    if (!q) return 0;
-    i->pred = q;
-    i->cappred = cap;
-  }
-  i->pred[i->npred++] = p;
-  return 1;
+  return int_push(&i->pred, &i->npred, &i->cappred, p);
 }
 
 static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, int count,
@@ -62,9 +66,7 @@ static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, 
     w->v = v;
     w->cap = cap;
   }
-  ins *i = &w->v[w->n];
-  memset(i, 0, sizeof *i);
-  *i = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, line, -1, 0, NULL, 0, 0, -1, -1, -1, 0, 0};
+  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, line, -1, 0, NULL, 0, 0, -1, -1, 0};
   return w->n++;
 }
 
@@ -77,7 +79,7 @@ typedef struct deps {
   int *len;
 } deps;
 
-static access_state *slot(deps *d, const cc_trace *t, int rank, int space, int idx) {
+static access_state *slot(deps *d, int rank, int space, int idx) {
   int key = rank * CC_MAX_SPACES + space;
   if (idx >= d->len[key]) {
     int len = idx + 1 > 2 * d->len[key] ? idx + 1 : 2 * d->len[key];
@@ -87,14 +89,13 @@ static access_state *slot(deps *d, const cc_trace *t, int rank, int space, int i
     d->a[key] = a;
     d->len[key] = len;
   }
-  (void)t;
   return &d->a[key][idx];
 }
 
 static int record(lower *w, deps *d, int id, int space, int idx, int count, int write) {
   ins *i = &w->v[id];
   for (int c = 0; c < count; c++) {
-    access_state *s = slot(d, w->t, i->rank, space, idx + c);
+    access_state *s = slot(d, i->rank, space, idx + c);
     if (!s) return 0;
     if (s->writer >= 0 && s->writer != id && !add_pred(&w->v[id], s->writer)) return 0;
     if (write) {
@@ -102,15 +103,8 @@ static int record(lower *w, deps *d, int id, int space, int idx, int count, int 
         if (s->readers[k] != id && !add_pred(&w->v[id], s->readers[k])) return 0;
       s->writer = id;
       s->nreaders = 0;
-    } else {
-      if (s->nreaders == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 4;
-        int *r = realloc(s->readers, cap * sizeof *r);
-        if (!r) return 0;
-        s->readers = r;
-        s->cap = cap;
-      }
-      s->readers[s->nreaders++] = id;
+    } else if (!int_push(&s->readers, &s->nreaders, &s->cap, id)) {
+      return 0;
     }
   }
   return 1;
@@ -174,11 +168,9 @@ static int find(int *parent, int x) {
 typedef struct setinfo { int send, recv; } setinfo;
 
 static int endpoint_of(const lower *w, const ins *i, int which) {
-  int n = w->t->nranks;
   if (which == 0 && i->send >= 0) return endpoint(w, i->rank, i->ch, 2 * i->send);
   if (which == 1 && i->recv >= 0) return endpoint(w, i->rank, i->ch, 2 * i->recv + 1);
   return -1;
-  (void)n;
 }
 
 /* Fuses a receive R with the send S that forwards exactly what R wrote,
@@ -310,23 +302,26 @@ static int conn_id(lower *w, int a, int b, int ch, long *keys, int nslots, int *
 static int schedule(lower *w, int *order) {
   int n = w->n, done = 0, live = 0, ok = 0, nparked = 0;
   int *indeg = calloc(n + 1, sizeof(int)), *succ_off = calloc(n + 2, sizeof(int));
-  int *conn = malloc((n + 1) * sizeof(int)), *seq = calloc(n + 1, sizeof(int));
+  /* A fused receive-and-send sits on two connections: rconn orders its
+   * receive side, sconn numbers its send side. */
+  int *rconn = malloc((n + 1) * sizeof(int)), *sconn = malloc((n + 1) * sizeof(int));
+  int *seq = calloc(n + 1, sizeof(int));
   int nslots = 2 * n + 1, nconn = 0;
   long *keys = malloc(2 * (size_t)nslots * sizeof(long));
   int *succ = NULL, *fillp = NULL, *sent = NULL, *recvd = NULL, *parked = NULL;
   heap h = {malloc((n + 1) * sizeof(int)), 0, w->v};
-  if (!indeg || !succ_off || !conn || !seq || !keys || !h.a) goto out;
+  if (!indeg || !succ_off || !rconn || !sconn || !seq || !keys || !h.a) goto out;
   for (int i = 0; i < 2 * nslots; i += 2) keys[i] = -1;
   long m = 0;
   for (int i = 0; i < n; i++) {
     ins *I = &w->v[i];
-    conn[i] = -1;
+    rconn[i] = sconn[i] = -1;
     if (I->dead) continue;
     live++;
-    if (I->send >= 0) conn[i] = conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn);
-    else if (I->recv >= 0) conn[i] = conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn);
+    if (I->send >= 0) sconn[i] = conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn);
+    if (I->recv >= 0) rconn[i] = conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn);
     for (int k = 0; k < I->npred; k++) { succ_off[I->pred[k] + 1]++; m++; }
-    I->depth = 0;
+    I->depth = 0;   /* predecessors have smaller ids, so their depth is known */
     for (int k = 0; k < I->npred; k++)
       if (w->v[I->pred[k]].depth + 1 > I->depth) I->depth = w->v[I->pred[k]].depth + 1;
   }
@@ -335,38 +330,15 @@ static int schedule(lower *w, int *order) {
   fillp = calloc(n + 1, sizeof(int));
   sent = calloc(nconn + 1, sizeof(int));
   recvd = calloc(nconn + 1, sizeof(int));
-  parked = malloc((n + 1) * sizeof(int));   /* parked[i]: receive i waits for its turn */
+  parked = calloc(n + 1, sizeof(int));   /* parked[i]: receive i waits for its turn */
   if (!succ || !fillp || !sent || !recvd || !parked) goto out;
   for (int i = 0; i < n; i++) {
-    parked[i] = 0;
     if (w->v[i].dead) continue;
     for (int k = 0; k < w->v[i].npred; k++) {
       int p = w->v[i].pred[k];
       succ[succ_off[p] + fillp[p]++] = i;
       indeg[i]++;
     }
-  }
-  /* A fused receive-and-send sits on two connections: its receive side is
-   * the one whose order matters here. */
-  int *rconn = malloc((n + 1) * sizeof(int));
-  if (!rconn) goto out;
-  for (int i = 0; i < n; i++) {
-    ins *I = &w->v[i];
-    rconn[i] = !I->dead && I->recv >= 0 ? conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn) : -1;
-  }
-  int *tmp = realloc(recvd, (nconn + 1) * sizeof(int));
-  if (!tmp) { free(rconn); goto out; }
-  recvd = tmp;
-  memset(recvd, 0, (nconn + 1) * sizeof(int));
-  tmp = realloc(sent, (nconn + 1) * sizeof(int));
-  if (!tmp) { free(rconn); goto out; }
-  sent = tmp;
-  memset(sent, 0, (nconn + 1) * sizeof(int));
-  int *sconn = malloc((n + 1) * sizeof(int));
-  if (!sconn) { free(rconn); goto out; }
-  for (int i = 0; i < n; i++) {
-    ins *I = &w->v[i];
-    sconn[i] = !I->dead && I->send >= 0 ? conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn) : -1;
   }
   /* Receives waiting for their turn, found by (connection, sequence). */
   for (int i = 0; i < n; i++) if (!w->v[i].dead && !indeg[i]) heap_push(&h, i);
@@ -379,13 +351,11 @@ static int schedule(lower *w, int *order) {
           break;
         }
       if (!w->errors) err(w, 0, "the chunk operations have a dependency cycle");
-      free(rconn); free(sconn);
       goto out;
     }
     int b = heap_pop(&h);
     ins *B = &w->v[b];
     if (B->recv >= 0 && seq[B->msg_of] != recvd[rconn[b]]) { parked[b] = 1; nparked++; continue; }
-    B->order = done;
     order[done++] = b;
     if (B->send >= 0) seq[b] = sent[sconn[b]]++;
     if (B->recv >= 0) {
@@ -402,10 +372,9 @@ static int schedule(lower *w, int *order) {
     for (int e = succ_off[b]; e < succ_off[b + 1]; e++)
       if (--indeg[succ[e]] == 0) heap_push(&h, succ[e]);
   }
-  free(rconn); free(sconn);
   ok = done;
 out:
-  free(indeg); free(succ_off); free(conn); free(seq); free(keys); free(h.a);
+  free(indeg); free(succ_off); free(rconn); free(sconn); free(seq); free(keys); free(h.a);
   free(succ); free(fillp); free(sent); free(recvd); free(parked);
   return ok;
 }
@@ -557,7 +526,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     st->srcoff = I->sidx + (sb == IR_BUF_SCRATCH ? scr_base[I->rank * CC_MAX_SPACES + I->sspace] : 0);
     st->dstbuf = db;
     /* a send names where the receiver puts the data (its own rank's scratch layout) */
-    int drank = (f & IR_F_SEND) && !(f & IR_F_DST) && I->op == IR_OP_SEND ? I->send : I->rank;
+    int drank = I->op == IR_OP_SEND ? I->send : I->rank;
     st->dstoff = I->didx + (db == IR_BUF_SCRATCH ? scr_base[drank * CC_MAX_SPACES + I->dspace] : 0);
     if (!(f & IR_F_SRC) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
     st->cnt = I->count;
@@ -568,7 +537,6 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   free(waited);
   res = BT_OK;
 out:
-  if (w.errors && res == BT_OK) res = BT_ERR_INVALID;
   if (w.errors) res = BT_ERR_INVALID;
   for (int i = 0; i < w.n; i++) free(w.v[i].pred);
   free(w.v);

@@ -50,7 +50,7 @@ static int val_merge(cc_val *dst, const cc_val *src) {
 }
 
 /* "input[3] of ranks 0,1,2" */
-static void val_describe(const cc_trace *t, const cc_val *v, char *buf, size_t n) {
+static void val_describe(const cc_val *v, char *buf, size_t n) {
   if (!v->n) { snprintf(buf, n, "nothing (never written)"); return; }
   size_t len = 0;
   for (int i = 0; i < v->n && len + 40 < n; ) {
@@ -62,7 +62,6 @@ static void val_describe(const cc_trace *t, const cc_val *v, char *buf, size_t n
       len += snprintf(buf + len, n - len, "%s%u", j > i ? "," : "", (unsigned)(v->terms[j] >> 32));
     i = j;
   }
-  (void)t;
 }
 
 /* ---- locations ---- */
@@ -392,8 +391,8 @@ static int l_finish(lua_State *L) {
       cc_loc *l = loc(L, t, r, CC_SPACE_OUTPUT, c);
       int same = l->val.n == ev.n && !memcmp(l->val.terms, ev.terms, ev.n * sizeof(uint64_t));
       if (!same) {
-        val_describe(t, &l->val, got, sizeof got);
-        val_describe(t, &ev, want, sizeof want);
+        val_describe(&l->val, got, sizeof got);
+        val_describe(&ev, want, sizeof want);
         char where[300] = "";
         if (l->line) snprintf(where, sizeof where, " (last written at %s:%d)", t->script, l->line);
         lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds %s; expected %s%s",
