@@ -12,6 +12,10 @@
 
 #include "rt_result.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Opcode flags, see ir_op.def. */
 enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16 };
 
@@ -129,5 +133,9 @@ const char *ir_prog_where(const ir_prog *p);
 int ir_coll_from_name(const char *s);
 int ir_proto_from_name(const char *s);
 int ir_buf_from_xml(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

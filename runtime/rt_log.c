@@ -102,6 +102,8 @@ const char *bt_result_str(bt_result r) {
   case BT_ERR_UNSUPPORTED: return "unsupported";
   case BT_ERR_CUDA: return "CUDA error";
   case BT_ERR_INTERNAL: return "internal error";
+  case BT_ERR_TIMEOUT: return "timed out";
+  case BT_ERR_ABORTED: return "aborted";
   }
   return "unknown result";
 }

@@ -2,6 +2,10 @@
 #ifndef RT_LOG_H
 #define RT_LOG_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { RT_LOG_NONE, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_TRACE } rt_log_level;
 
 /* Subsystems, a bit each, named in BATON_DEBUG_SUBSYS. */
@@ -28,5 +32,9 @@ void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
 #define LOG_WARN(sub, ...)  LOG_AT(RT_LOG_WARN, sub, __VA_ARGS__)
 #define LOG_INFO(sub, ...)  LOG_AT(RT_LOG_INFO, sub, __VA_ARGS__)
 #define LOG_TRACE(sub, ...) LOG_AT(RT_LOG_TRACE, sub, __VA_ARGS__)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,6 +4,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum rt_param_id {
 #define X(id, env, type, def, doc) RT_PARAM_##id,
 #include "rt_param.def"
@@ -19,5 +23,9 @@ const char *rt_param_str(rt_param_id id);
 
 /* Prints the table (name, type, default, current value, doc) to f. */
 void rt_param_print(FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,6 +2,10 @@
 #ifndef RT_RESULT_H
 #define RT_RESULT_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Every fallible function in baton returns a bt_result.  BT_OK is zero so
  * that "if (r) ..." reads naturally. */
 typedef enum bt_result {
@@ -13,7 +17,9 @@ typedef enum bt_result {
   BT_ERR_MISMATCH,    /* a program ran but its result is wrong */
   BT_ERR_UNSUPPORTED, /* valid, but not something this build can do */
   BT_ERR_CUDA,        /* a CUDA call failed */
-  BT_ERR_INTERNAL     /* a bug in baton */
+  BT_ERR_INTERNAL,    /* a bug in baton */
+  BT_ERR_TIMEOUT,     /* a peer or a GPU did not answer in time */
+  BT_ERR_ABORTED      /* the communicator was aborted (by the user or an earlier error) */
 } bt_result;
 
 const char *bt_result_str(bt_result r);
@@ -40,5 +46,9 @@ void rt_check_failed(const char *file, int line, const char *expr, bt_result r);
       goto label;                                                          \
     }                                                                      \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

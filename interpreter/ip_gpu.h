@@ -1,0 +1,92 @@
+/* ip_gpu.h -- the GPU interpreter: one kernel runs every IR program.
+ *
+ * The host lowers an ir_prog once per rank into a plan of plain arrays
+ * (ip_gstep per step, ip_gtb per thread block with its connection
+ * pointers) in device memory; a call launches ip_gpu_launch with the
+ * call's buffers and sizes.  One CUDA block runs one IR thread block; all
+ * blocks must be resident at once (ip_gpu_max_blocks says how many fit).
+ *
+ * Connections (transports/tp_p2p.c sets them up) are FIFOs of nslots
+ * slots of slot_bytes in the receiver's memory.  Counters are monotonic
+ * over the life of a communicator: the sender posts message m by writing
+ * head = m+1 into the receiver's memory, the receiver frees it by writing
+ * tail = m+1 into the sender's memory.  Cross-thread-block dependencies
+ * use per-program progress words tagged with a launch generation, so no
+ * host-side reset is needed between calls (CUDA-graph safe). */
+#ifndef IP_GPU_H
+#define IP_GPU_H
+
+#include <stdint.h>
+
+#include "ir_geom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ip_gstep {
+  uint8_t op, srcbuf, dstbuf, hasdep;
+  int32_t srcoff, dstoff, cnt;
+  int32_t depid, deps;
+} ip_gstep;
+
+/* One side of a connection as one thread block sees it. */
+typedef struct ip_gconn {
+  char *fifo;            /* nslots * slot_bytes, in the receiver's memory */
+  uint64_t *head;        /* in the receiver's memory: messages posted */
+  uint64_t *tail;        /* in the sender's memory: messages consumed */
+  uint64_t *count;       /* this side's own count (posted or consumed), local */
+} ip_gconn;
+
+typedef struct ip_gtb {
+  int32_t first, nsteps; /* steps [first, first+nsteps) of the plan */
+  int32_t send_peer, recv_peer, chan;
+  ip_gconn send, recv;   /* fifo NULL when the tb does not send / receive */
+} ip_gtb;
+
+/* Why a spin gave up; the first block to give up fills ip_gerr. */
+enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT };
+
+typedef struct ip_gerr {  /* in host-mapped memory, shared by all ranks */
+  int32_t flag;           /* 0: no error; set once */
+  int32_t rank, tb, step, what, peer, chan, depid;
+  int64_t tile;
+} ip_gerr;
+
+typedef struct ip_gargs {
+  const ip_gstep *steps;  /* device: all steps of this rank, tb by tb */
+  const ip_gtb *tbs;      /* device: ntbs entries */
+  int32_t ntbs, smem_steps;        /* steps that fit in shared memory per tb */
+  uint64_t *gen, *progress;        /* device: one word per tb each */
+  char *buf[IR_BUF_COUNT];         /* i, o, s base pointers */
+  ir_geom geom;
+  int64_t tile, ntiles;            /* elements per tile, tiles per chunk */
+  int32_t esize, dtype, op, nslots;
+  int64_t slot_bytes, msg_stride;  /* bytes per message chunk (16-aligned) */
+  int32_t rank;
+  volatile int32_t *abort;         /* host-mapped; nonzero stops every block */
+  ip_gerr *err;                    /* host-mapped */
+  uint64_t timeout_ns;             /* 0: never */
+} ip_gargs;
+
+/* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
+ * `nthreads` threads per block.  Returns BT_ERR_CUDA when the launch
+ * fails (the message is logged). */
+bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream);
+
+/* Divides n elements at p by `divisor` on `stream`: the end of AVG,
+ * matching ip_divide bit for bit. */
+bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream);
+
+/* Blocks of `nthreads` threads using `smem` bytes of dynamic shared memory
+ * that can be resident at once on the current device. */
+bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
+
+/* Steps of a thread block held in shared memory at most. */
+#define IP_GPU_SMEM_STEPS 1024
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

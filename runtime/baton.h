@@ -1,0 +1,101 @@
+/* baton.h -- baton's public C API: communicators over GPUs and collectives
+ * that run IR algorithms on them.
+ *
+ * Every collective is asynchronous on a CUDA stream and may be captured in
+ * a CUDA graph.  Which algorithm runs is chosen from the IR files named in
+ * BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES (docs/RUNTIME.md);
+ * BATON_DEBUG=INFO logs the choice for every call. */
+#ifndef BATON_H
+#define BATON_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Results.  The values are those of baton's internal result type. */
+typedef enum baton_result {
+  baton_success = 0,
+  baton_invalid_argument = 1,
+  baton_out_of_memory = 2,
+  baton_system_error = 3,
+  baton_deadlock = 4,
+  baton_wrong_result = 5,
+  baton_unsupported = 6,
+  baton_cuda_error = 7,
+  baton_internal_error = 8,
+  baton_timeout = 9,
+  baton_aborted = 10
+} baton_result;
+
+/* Element types and reduction operators (avg: the sum divided by the
+ * number of ranks). */
+typedef enum baton_dtype {
+  baton_f32, baton_f64, baton_f16, baton_bf16, baton_i32, baton_u32, baton_i64, baton_u64, baton_i8, baton_u8
+} baton_dtype;
+typedef enum baton_redop { baton_sum, baton_prod, baton_max, baton_min, baton_avg } baton_redop;
+
+typedef struct baton_comm baton_comm;
+
+/* 128 opaque bytes: one rank creates it, the application passes it to the
+ * others (MPI broadcast, a file, a key-value store). */
+typedef struct baton_unique_id { char bytes[128]; } baton_unique_id;
+
+const char *baton_result_string(baton_result r);
+const char *baton_version(void);
+
+/* One process driving several GPUs: comms[i] is rank i on devlist[i]
+ * (devices 0..ndev-1 when devlist is NULL). */
+baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlist);
+
+/* One process per GPU: every rank calls this with the same id, on the
+ * CUDA device it will use as the current device. */
+baton_result baton_get_unique_id(baton_unique_id *id);
+baton_result baton_comm_init_rank(baton_comm **comm, int nranks, baton_unique_id id, int rank);
+
+/* Frees the communicator after its work has finished.  Abort first stops
+ * every running kernel of the communicator (a peer that died, a call
+ * that will never complete); the communicator is unusable afterwards. */
+baton_result baton_comm_destroy(baton_comm *comm);
+baton_result baton_comm_abort(baton_comm *comm);
+
+/* baton_success, or the error that stopped an asynchronous call (e.g.
+ * baton_timeout: a GPU waited BATON_TIMEOUT seconds for a peer).  The
+ * error's details are logged at WARN. */
+baton_result baton_comm_get_async_error(baton_comm *comm, baton_result *err);
+
+baton_result baton_comm_count(const baton_comm *comm, int *nranks);
+baton_result baton_comm_user_rank(const baton_comm *comm, int *rank);
+baton_result baton_comm_cu_device(const baton_comm *comm, int *dev);
+
+/* Collectives, with NCCL's buffer conventions: counts are per rank
+ * (allgather: elements each rank contributes; reducescatter: elements
+ * each rank receives; alltoall: elements sent to each peer).  In place
+ * when the buffers are laid out as NCCL's in-place calls lay them out. */
+baton_result baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, baton_redop op,
+                             baton_comm *comm, cudaStream_t stream);
+baton_result baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype dtype,
+                             baton_comm *comm, cudaStream_t stream);
+baton_result baton_reducescatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype dtype,
+                                 baton_redop op, baton_comm *comm, cudaStream_t stream);
+baton_result baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, baton_comm *comm,
+                            cudaStream_t stream);
+
+/* Runs the loaded algorithm called `name` (its IR name or file path),
+ * whatever its collective, with `count` elements per block (see
+ * docs/RUNTIME.md).  The way to run custom collectives. */
+baton_result baton_run(const char *name, const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype,
+                       baton_redop op, baton_comm *comm, cudaStream_t stream);
+
+/* The algorithms this communicator loaded, and the one its last call ran. */
+int baton_comm_algorithm_count(const baton_comm *comm);
+const char *baton_comm_algorithm_name(const baton_comm *comm, int i);
+const char *baton_comm_last_algorithm(const baton_comm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,214 @@
+/* rt_algo.c -- loading IR files named in the environment, and choosing one per call. */
+#include "rt_algo.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir_check.h"
+#include "ir_geom.h"
+#include "ir_read.h"
+#include "rt_diag.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+struct rt_algos {
+  int nranks;
+  int n, cap;
+  rt_algo *v;
+  char **seen;            /* paths already tried */
+  int nseen, capseen;
+};
+
+static int seen(rt_algos *a, const char *path) {
+  for (int i = 0; i < a->nseen; i++)
+    if (!strcmp(a->seen[i], path)) return 1;
+  if (a->nseen == a->capseen) {
+    int c = a->capseen ? 2 * a->capseen : 16;
+    char **s = realloc(a->seen, c * sizeof *s);
+    if (!s) return 0;
+    a->seen = s;
+    a->capseen = c;
+  }
+  a->seen[a->nseen] = strdup(path);
+  if (a->seen[a->nseen]) a->nseen++;
+  return 0;
+}
+
+/* The first line of a diag, for a one-line WARN. */
+static const char *first_line(rt_diag *d, char *buf, size_t n) {
+  const char *t = rt_diag_text(d);
+  size_t len = strcspn(t, "\n");
+  if (len >= n) len = n - 1;
+  memcpy(buf, t, len);
+  buf[len] = 0;
+  return buf;
+}
+
+/* Reads, validates and keeps one file.  Never fails the whole load: a bad
+ * file is logged and skipped; only running out of memory is an error. */
+static bt_result load_one(rt_algos *a, const char *path) {
+  if (seen(a, path)) return BT_OK;
+  rt_diag *d = rt_diag_new(8);
+  if (!d) return BT_ERR_NOMEM;
+  ir_prog *p = NULL;
+  char why[512];
+  if (ir_read_file(path, &p, d) || ir_check(p, d)) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
+    goto drop;
+  }
+  if (p->ngpus != a->nranks) {
+    LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is for %d ranks, this communicator has %d: not used", path, p->ngpus,
+             a->nranks);
+    goto drop;
+  }
+  if (p->coll == IR_COLL_CUSTOM) {
+    /* Custom collectives are run by name only (baton_run). */
+    LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
+  }
+  rt_algo al = {p, 0, 0, 1};
+  rt_diag_clear(d);
+  if (p->inplace) {
+    al.inplace_ok = ir_check_races(p, 1, d) == BT_OK;
+    if (!al.inplace_ok)
+      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s is declared in-place but races in place (%s): out-of-place calls only",
+               path, first_line(d, why, sizeof why));
+  }
+  rt_diag_clear(d);
+  al.outofplace_ok = ir_check_races(p, ir_prog_aliased(p, 0), d) == BT_OK;
+  if (!al.outofplace_ok && !al.inplace_ok) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
+    goto drop;
+  }
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].cnt > al.maxcnt) al.maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+  if (a->n == a->cap) {
+    int c = a->cap ? 2 * a->cap : 8;
+    rt_algo *v = realloc(a->v, c * sizeof *v);
+    if (!v) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
+    a->v = v;
+    a->cap = c;
+  }
+  a->v[a->n++] = al;
+  LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s %s, %d ranks, %d chunks, %s%s, bytes %llu..%llu", path,
+           p->name ? p->name : "?", ir_coll_name[p->coll], p->ngpus, p->nchunksperloop,
+           al.inplace_ok ? "in-place" : "", al.outofplace_ok ? (al.inplace_ok ? "+out-of-place" : "out-of-place") : "",
+           (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
+  rt_diag_free(d);
+  return BT_OK;
+drop:
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return BT_OK;
+}
+
+static bt_result load_list(rt_algos *a, const char *list) {
+  if (!list || !*list) return BT_OK;
+  char *copy = strdup(list), *save = NULL;
+  if (!copy) return BT_ERR_NOMEM;
+  bt_result res = BT_OK;
+  for (char *f = strtok_r(copy, ":", &save); f && !res; f = strtok_r(NULL, ":", &save)) res = load_one(a, f);
+  free(copy);
+  return res;
+}
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+static bt_result load_dir(rt_algos *a, const char *dir) {
+  if (!dir || !*dir) return BT_OK;
+  DIR *dp = opendir(dir);
+  if (!dp) {
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_ALGO_DIR %s cannot be read: no algorithms loaded from it", dir);
+    return BT_OK;
+  }
+  char **names = NULL;
+  int n = 0, cap = 0;
+  bt_result res = BT_OK;
+  for (struct dirent *e; (e = readdir(dp));) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".xml")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **v = realloc(names, cap * sizeof *v);
+      if (!v) { res = BT_ERR_NOMEM; break; }
+      names = v;
+    }
+    size_t plen = strlen(dir) + len + 2;
+    if (!(names[n] = malloc(plen))) { res = BT_ERR_NOMEM; break; }
+    snprintf(names[n++], plen, "%s/%s", dir, e->d_name);
+  }
+  closedir(dp);
+  if (!res) qsort(names, n, sizeof *names, cmp_str);   /* a stable order on every rank */
+  for (int i = 0; i < n && !res; i++) res = load_one(a, names[i]);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return res;
+}
+
+bt_result rt_algos_load_files(rt_algos **out, int nranks, const char *files, const char *dir) {
+  rt_algos *a = calloc(1, sizeof *a);
+  if (!a) return BT_ERR_NOMEM;
+  a->nranks = nranks;
+  bt_result res = load_list(a, files);
+  if (!res) res = load_dir(a, dir);
+  if (res) { rt_algos_free(a); return res; }
+  *out = a;
+  return BT_OK;
+}
+
+bt_result rt_algos_load(rt_algos **out, int nranks) {
+  CHECK(rt_algos_load_files(out, nranks, rt_param_str(RT_PARAM_ALGO_FILES), rt_param_str(RT_PARAM_ALGO_DIR)));
+  bt_result res = load_list(*out, rt_param_str(RT_PARAM_MSCCL_FILES));
+  if (res) { rt_algos_free(*out); *out = NULL; }
+  return res;
+}
+
+int rt_algos_count(const rt_algos *a) { return a ? a->n : 0; }
+const rt_algo *rt_algos_get(const rt_algos *a, int i) { return &a->v[i]; }
+
+int rt_algos_find(const rt_algos *a, const char *name) {
+  for (int i = 0; i < a->n; i++) {
+    const ir_prog *p = a->v[i].prog;
+    if ((p->name && !strcmp(p->name, name)) || (p->file && !strcmp(p->file, name))) return i;
+  }
+  return -1;
+}
+
+int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log) {
+  int pick = -1, even = 0, candidates = 0;
+  for (int i = 0; i < a->n; i++) {
+    const rt_algo *al = &a->v[i];
+    const ir_prog *p = al->prog;
+    if (p->coll != coll) continue;
+    if (inplace ? !al->inplace_ok : !al->outofplace_ok) continue;
+    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    candidates++;
+    int ib, ob;
+    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
+    int divides = k > 0 && count % k == 0;
+    if (pick < 0 || (divides && !even)) { pick = i; even = divides; }
+  }
+  if (log) {
+    if (pick >= 0)
+      LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: running %s (%s; %d candidate%s%s)", ir_coll_name[coll],
+               inplace ? "in-place" : "out-of-place", (unsigned long long)bytes,
+               a->v[pick].prog->name ? a->v[pick].prog->name : "?", ir_prog_where(a->v[pick].prog), candidates,
+               candidates == 1 ? "" : "s", even ? "" : ", count not a multiple of its chunks: remainder handled");
+    else
+      LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
+               inplace ? "in-place" : "out-of-place", (unsigned long long)bytes, a->n);
+  }
+  return pick;
+}
+
+void rt_algos_free(rt_algos *a) {
+  if (!a) return;
+  for (int i = 0; i < a->n; i++) ir_prog_free(a->v[i].prog);
+  for (int i = 0; i < a->nseen; i++) free(a->seen[i]);
+  free(a->seen);
+  free(a->v);
+  free(a);
+}

@@ -1,0 +1,43 @@
+/* rt_algo.h -- the algorithms a communicator can run: IR files loaded from
+ * the environment, validated once, and chosen per call. */
+#ifndef RT_ALGO_H
+#define RT_ALGO_H
+
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef struct rt_algos rt_algos;
+
+typedef struct rt_algo {
+  ir_prog *prog;
+  int inplace_ok;         /* may run an in-place call */
+  int outofplace_ok;      /* may run an out-of-place call */
+  int64_t maxcnt;         /* largest cnt of any step (sizes a message) */
+} rt_algo;
+
+/* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
+ * MSCCL_XML_FILES (in that order; a file named twice loads once) and keeps
+ * the valid ones written for `nranks` ranks.  A rejected file is a WARN
+ * line saying why; a file for another rank count an INFO line. */
+bt_result rt_algos_load(rt_algos **out, int nranks);
+
+/* The same from an explicit colon-separated list (tests, tools). */
+bt_result rt_algos_load_files(rt_algos **out, int nranks, const char *files, const char *dir);
+
+int rt_algos_count(const rt_algos *a);
+const rt_algo *rt_algos_get(const rt_algos *a, int i);
+
+/* Index of the algorithm called `name` (its IR name or file name), -1. */
+int rt_algos_find(const rt_algos *a, const char *name);
+
+/* Chooses an algorithm for a call: same collective, in-place or not,
+ * `bytes` in its size range; among those, one whose chunks divide the
+ * count evenly first, then the first loaded.  -1 when none fits.  The
+ * choice and the reasons for it are logged at INFO (rank 0 only when
+ * `log` is 0). */
+int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);
+
+void rt_algos_free(rt_algos *a);
+
+#endif

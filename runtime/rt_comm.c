@@ -1,0 +1,315 @@
+/* rt_comm.c -- communicators: creation in both process modes, errors,
+ * abort, destruction, and the public collective entry points. */
+#include "rt_comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_dtype.h"
+#include "ir_geom.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+_Static_assert((int)baton_timeout == (int)BT_ERR_TIMEOUT && (int)baton_aborted == (int)BT_ERR_ABORTED &&
+               (int)baton_cuda_error == (int)BT_ERR_CUDA, "baton_result mirrors bt_result");
+_Static_assert((int)baton_u8 == (int)IP_U8 && (int)baton_bf16 == (int)IP_BF16, "baton_dtype mirrors ip_dtype");
+_Static_assert((int)baton_avg == (int)IP_OP_AVG, "baton_redop mirrors ip_redop");
+
+static bt_result cuda(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return BT_OK;
+  LOG_WARN(RT_SUB_RUNTIME, "%s: %s", what, cudaGetErrorString(e));
+  return BT_ERR_CUDA;
+}
+
+const char *baton_result_string(baton_result r) { return bt_result_str((bt_result)r); }
+const char *baton_version(void) { return BATON_VERSION; }
+
+static bt_result shared_new(rt_hostref **out, int refs) {
+  rt_hostref *h = calloc(1, sizeof *h);
+  if (!h) return BT_ERR_NOMEM;
+  if (cuda(cudaHostAlloc((void **)&h->host, sizeof(rt_shared), cudaHostAllocMapped | cudaHostAllocPortable),
+           "allocating the abort flag")) {
+    free(h);
+    return BT_ERR_CUDA;
+  }
+  memset((void *)h->host, 0, sizeof(rt_shared));
+  if (cuda(cudaHostGetDevicePointer((void **)&h->dev, (void *)h->host, 0), "mapping the abort flag")) {
+    cudaFreeHost((void *)h->host);
+    free(h);
+    return BT_ERR_CUDA;
+  }
+  h->refs = refs;
+  *out = h;
+  return BT_OK;
+}
+
+static void shared_unref(rt_hostref *h) {
+  if (!h || --h->refs > 0) return;
+  cudaFreeHost((void *)h->host);
+  free(h);
+}
+
+/* A communicator's own state: parameters and algorithms, no connections. */
+static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
+  baton_comm *c = calloc(1, sizeof *c);
+  if (!c) return BT_ERR_NOMEM;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->dev = dev;
+  for (int i = 0; i < IR_COLL_COUNT; i++) c->last_choice[i][0] = c->last_choice[i][1] = -2;
+  c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  if (c->nslots < 1) c->nslots = 1;
+  c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 16 * 16;
+  if (c->slot_bytes < 16) c->slot_bytes = 16;
+  int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
+  c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
+  bt_result res = cuda(cudaSetDevice(dev), "cudaSetDevice");
+  if (!res) res = rt_algos_load(&c->algos, nranks);
+  if (!res && !(c->plans = calloc(rt_algos_count(c->algos) + 1, sizeof *c->plans))) res = BT_ERR_NOMEM;
+  if (res) {
+    rt_algos_free(c->algos);
+    free(c->plans);
+    free(c);
+    return res;
+  }
+  if (rank == 0 && rt_algos_count(c->algos) == 0)
+    LOG_INFO(RT_SUB_RUNTIME, "no algorithms loaded for %d ranks: set BATON_ALGO_FILES or BATON_ALGO_DIR", nranks);
+  *out = c;
+  return BT_OK;
+}
+
+/* Every connection any loaded algorithm uses, sorted: the same on every rank. */
+static bt_result comm_keys(baton_comm *c, tp_key **keys, int *n) {
+  int cap = 0;
+  *keys = NULL;
+  *n = 0;
+  for (int i = 0; i < rt_algos_count(c->algos); i++) {
+    *n = rt_plan_keys(rt_algos_get(c->algos, i)->prog, keys, *n, &cap);
+    if (*n < 0) { free(*keys); return BT_ERR_NOMEM; }
+  }
+  *n = tp_keys_normalize(*keys, *n);
+  return BT_OK;
+}
+
+static bt_result comm_plans(baton_comm *c) {
+  int nthreads = (int)rt_param_int(RT_PARAM_NTHREADS);
+  if (nthreads < 32 || nthreads > 1024 || nthreads % 32) {
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_NTHREADS=%d is not a multiple of 32 in 32..1024: using 512", nthreads);
+    nthreads = 512;
+  }
+  for (int i = 0; i < rt_algos_count(c->algos); i++) {
+    const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads));
+    int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
+    CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
+    if (c->plans[i].ntbs > fit) {
+      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s needs %d thread blocks resident at once on rank %d, the GPU holds %d: "
+               "not used", ir_prog_where(p), c->plans[i].ntbs, c->rank, fit);
+      rt_plan_free(&c->plans[i]);
+    }
+  }
+  return BT_OK;
+}
+
+static void comm_free(baton_comm *c) {
+  if (!c) return;
+  cudaSetDevice(c->dev);
+  for (int i = 0; c->plans && i < rt_algos_count(c->algos); i++) rt_plan_free(&c->plans[i]);
+  free(c->plans);
+  tp_p2p_free(c->p2p);
+  if (c->scratch) cudaFree(c->scratch);
+  rt_algos_free(c->algos);
+  shared_unref(c->shared);
+  free(c);
+}
+
+baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlist) {
+  if (!comms || ndev < 1) return baton_invalid_argument;
+  int cur = 0;
+  cudaGetDevice(&cur);
+  memset(comms, 0, ndev * sizeof *comms);
+  tp_handle *h = calloc(ndev, sizeof *h);
+  tp_key *keys = NULL;
+  int nkeys = 0;
+  rt_hostref *sh = NULL;
+  bt_result res = h ? BT_OK : BT_ERR_NOMEM;
+  if (!res) res = shared_new(&sh, 0);
+  for (int i = 0; i < ndev && !res; i++) {
+    res = comm_new(&comms[i], i, ndev, devlist ? devlist[i] : i);
+    if (!res) {
+      comms[i]->shared = sh;
+      sh->refs++;
+    }
+  }
+  if (!res) res = comm_keys(comms[0], &keys, &nkeys);
+  /* Two passes: every rank's pool must exist before any rank connects. */
+  for (int i = 0; i < ndev && !res; i++) {
+    CHECK_GOTO(cuda(cudaSetDevice(comms[i]->dev), "cudaSetDevice"), res, out);
+    int64_t fifo = comms[i]->slot_bytes * comms[i]->nslots;
+    CHECK_GOTO(tp_p2p_create(&comms[i]->p2p, i, ndev, keys, nkeys, fifo), res, out);
+    CHECK_GOTO(tp_p2p_export(comms[i]->p2p, 0, &h[i]), res, out);
+  }
+  for (int i = 0; i < ndev && !res; i++) {
+    CHECK_GOTO(cuda(cudaSetDevice(comms[i]->dev), "cudaSetDevice"), res, out);
+    CHECK_GOTO(tp_p2p_connect(comms[i]->p2p, h), res, out);
+    CHECK_GOTO(comm_plans(comms[i]), res, out);
+  }
+  for (int i = 0; i < ndev && !res; i++) {
+    cudaSetDevice(comms[i]->dev);
+    res = cuda(cudaDeviceSynchronize(), "finishing communicator set-up");
+  }
+out:
+  if (res) {
+    int owned = sh && sh->refs > 0;
+    for (int i = 0; i < ndev; i++) {
+      comm_free(comms[i]);   /* the last one frees sh */
+      comms[i] = NULL;
+    }
+    if (sh && !owned) shared_unref(sh);
+  } else {
+    LOG_INFO(RT_SUB_RUNTIME, "communicator of %d GPUs in one process: %d algorithms, %d connections", ndev,
+             rt_algos_count(comms[0]->algos), nkeys);
+  }
+  free(h);
+  free(keys);
+  cudaSetDevice(cur);
+  return (baton_result)res;
+}
+
+baton_result rt_comm_poll_error(baton_comm *c) {
+  if (c->error) return c->error;
+  rt_shared *s = c->shared->host;
+  if (s->err.flag) {
+    static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort"};
+    const ip_gerr *e = (const ip_gerr *)&s->err;
+    int w = e->what >= 0 && e->what <= IP_WAIT_ABORT ? e->what : 0;
+    char peer[64] = "";
+    if (e->what == IP_WAIT_RECV) snprintf(peer, sizeof peer, " from rank %d on channel %d", e->peer, e->chan);
+    if (e->what == IP_WAIT_SEND) snprintf(peer, sizeof peer, " to rank %d on channel %d", e->peer, e->chan);
+    if (e->what == IP_WAIT_DEP) snprintf(peer, sizeof peer, " (tb %d)", e->depid);
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d tile %lld: waited %llu s for %s%s: call aborted (rank %d's "
+             "view; BATON_TIMEOUT)", e->rank, e->tb, e->step, (long long)e->tile,
+             (unsigned long long)(c->timeout_ns / 1000000000ull), what[w], peer, c->rank);
+    c->error = baton_timeout;
+  } else if (s->abort) {
+    c->error = baton_aborted;
+  }
+  return c->error;
+}
+
+baton_result baton_comm_get_async_error(baton_comm *c, baton_result *err) {
+  if (!c || !err) return baton_invalid_argument;
+  *err = rt_comm_poll_error(c);
+  return baton_success;
+}
+
+baton_result baton_comm_abort(baton_comm *c) {
+  if (!c) return baton_invalid_argument;
+  c->shared->host->abort = 1;
+  __sync_synchronize();
+  if (!c->error) c->error = baton_aborted;
+  return baton_success;
+}
+
+baton_result baton_comm_destroy(baton_comm *c) {
+  if (!c) return baton_invalid_argument;
+  cudaSetDevice(c->dev);
+  cudaDeviceSynchronize();
+  comm_free(c);
+  return baton_success;
+}
+
+baton_result baton_comm_count(const baton_comm *c, int *n) {
+  if (!c || !n) return baton_invalid_argument;
+  *n = c->nranks;
+  return baton_success;
+}
+baton_result baton_comm_user_rank(const baton_comm *c, int *r) {
+  if (!c || !r) return baton_invalid_argument;
+  *r = c->rank;
+  return baton_success;
+}
+baton_result baton_comm_cu_device(const baton_comm *c, int *d) {
+  if (!c || !d) return baton_invalid_argument;
+  *d = c->dev;
+  return baton_success;
+}
+int baton_comm_algorithm_count(const baton_comm *c) { return c ? rt_algos_count(c->algos) : 0; }
+const char *baton_comm_algorithm_name(const baton_comm *c, int i) {
+  if (!c || i < 0 || i >= rt_algos_count(c->algos)) return NULL;
+  const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+  return p->name ? p->name : ir_prog_where(p);
+}
+const char *baton_comm_last_algorithm(const baton_comm *c) { return c ? c->last : NULL; }
+
+/* Checks what every call shares; returns the error to give back. */
+static baton_result call_check(baton_comm *c, const void *s, const void *r, int dtype, int op) {
+  if (!c) return baton_invalid_argument;
+  if (!s || !r) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: NULL buffer", c->rank);
+    return baton_invalid_argument;
+  }
+  if (dtype < 0 || dtype >= IP_DTYPE_COUNT || op < 0 || op >= IP_REDOP_COUNT) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: unknown type %d or operator %d", c->rank, dtype, op);
+    return baton_invalid_argument;
+  }
+  return rt_comm_poll_error(c);
+}
+
+static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
+                               cudaStream_t stream) {
+  baton_result e = call_check(c, s, r, dtype, op);
+  if (e) return e;
+  if (count == 0) return baton_success;
+  int es = ip_dtype_size[dtype], in_blocks, out_blocks;
+  ir_geom_blocks(coll, c->nranks, &in_blocks, &out_blocks);
+  /* In place as NCCL lays it out: allgather's input is block `rank` of the
+   * output, reducescatter's output is block `rank` of the input. */
+  int64_t in_at = coll == IR_COLL_ALLGATHER ? (int64_t)c->rank * count : 0;
+  int64_t out_at = coll == IR_COLL_REDUCESCATTER ? (int64_t)c->rank * count : 0;
+  int inplace = (const char *)s - in_at * es == (const char *)r - out_at * es;
+  uint64_t bytes = (uint64_t)count * es * (in_blocks > out_blocks ? in_blocks : out_blocks);
+  int ai = rt_algos_select(c->algos, coll, inplace, bytes, (int64_t)count, 0);
+  if (ai != c->last_choice[coll][inplace]) {   /* log each new choice once */
+    rt_algos_select(c->algos, coll, inplace, bytes, (int64_t)count, 1);
+    c->last_choice[coll][inplace] = ai;
+  }
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s %s of %llu bytes on %d ranks", c->rank,
+             ir_coll_name[coll], inplace ? "in place" : "out of place", (unsigned long long)bytes, c->nranks);
+    return baton_unsupported;
+  }
+  if (cuda(cudaSetDevice(c->dev), "cudaSetDevice")) return baton_cuda_error;
+  return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, dtype, op, stream);
+}
+
+baton_result baton_allreduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
+                             cudaStream_t stream) {
+  return collective(IR_COLL_ALLREDUCE, s, r, count, t, op, c, stream);
+}
+baton_result baton_allgather(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
+  return collective(IR_COLL_ALLGATHER, s, r, count, t, baton_sum, c, stream);
+}
+baton_result baton_reducescatter(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
+                                 cudaStream_t stream) {
+  return collective(IR_COLL_REDUCESCATTER, s, r, count, t, op, c, stream);
+}
+baton_result baton_alltoall(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
+  return collective(IR_COLL_ALLTOALL, s, r, count, t, baton_sum, c, stream);
+}
+
+baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,
+                       baton_comm *c, cudaStream_t stream) {
+  baton_result e = call_check(c, s, r, t, op);
+  if (e) return e;
+  if (!name) return baton_invalid_argument;
+  int ai = rt_algos_find(c->algos, name);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded algorithm is called %s", c->rank, name);
+    return baton_invalid_argument;
+  }
+  if (count == 0) return baton_success;
+  LOG_INFO(RT_SUB_RUNTIME, "rank %d: running %s by name, count %zu", c->rank, name, count);
+  if (cuda(cudaSetDevice(c->dev), "cudaSetDevice")) return baton_cuda_error;
+  return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, t, op, stream);
+}

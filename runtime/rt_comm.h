@@ -1,0 +1,51 @@
+/* rt_comm.h -- the communicator's insides, shared by rt_comm.c (creation,
+ * destruction, errors) and rt_call.c (running a collective). */
+#ifndef RT_COMM_H
+#define RT_COMM_H
+
+#include "baton.h"
+#include "ip_gpu.h"
+#include "rt_algo.h"
+#include "rt_plan.h"
+#include "tp_p2p.h"
+
+/* Host-mapped words every GPU of a process can see: the abort flag and
+ * the first error a kernel reports.  Shared by the communicators of one
+ * baton_comm_init_all call. */
+typedef struct rt_shared {
+  volatile int32_t abort;
+  ip_gerr err;
+} rt_shared;
+
+typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
+  rt_shared *host;            /* pinned, mapped */
+  rt_shared *dev;             /* its device address */
+  int refs;
+} rt_hostref;
+
+struct baton_comm {
+  int rank, nranks, dev;
+  rt_algos *algos;
+  rt_plan *plans;             /* one per algorithm; ntbs 0: not runnable here */
+  tp_p2p *p2p;
+  rt_hostref *shared;
+  int nslots;
+  int64_t slot_bytes;
+  uint64_t timeout_ns;
+  int max_blocks_cache[33];   /* by nthreads/32: blocks resident at once, 0 unknown */
+  void *scratch;              /* device: scratch chunks and temporary spans */
+  size_t scratch_bytes;
+  const char *last;           /* the algorithm the last call ran */
+  int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
+  baton_result error;         /* sticky: the first asynchronous error seen */
+  struct rt_bootstrap *bs;    /* one process per GPU only */
+};
+
+/* Runs algorithm `ai` of comm.  Arguments are checked by the caller. */
+bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                      cudaStream_t stream);
+
+/* Reads the shared error words: logs and returns the first kernel error. */
+baton_result rt_comm_poll_error(baton_comm *c);
+
+#endif

@@ -1,0 +1,95 @@
+/* rt_plan.c -- lowering an ir_prog for one rank into the GPU interpreter's arrays. */
+#include "rt_plan.h"
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_log.h"
+
+static bt_result cuda(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return BT_OK;
+  LOG_WARN(RT_SUB_RUNTIME, "plan: %s: %s", what, cudaGetErrorString(e));
+  return BT_ERR_CUDA;
+}
+
+int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      if (tb->send < 0) continue;
+      if (n == *cap) {
+        int c = *cap ? 2 * *cap : 64;
+        tp_key *k = realloc(*keys, c * sizeof *k);
+        if (!k) return -1;
+        *keys = k;
+        *cap = c;
+      }
+      (*keys)[n++] = (tp_key){r, tb->send, tb->chan};
+    }
+  return n;
+}
+
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads) {
+  memset(pl, 0, sizeof *pl);
+  const ir_gpu *g = &p->gpus[rank];
+  long nsteps = 0;
+  int maxsteps = 0;
+  for (int i = 0; i < g->ntbs; i++) {
+    nsteps += g->tbs[i].nsteps;
+    if (g->tbs[i].nsteps > maxsteps) maxsteps = g->tbs[i].nsteps;
+  }
+  ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
+  ip_gtb *ht = calloc(g->ntbs + 1, sizeof *ht);
+  bt_result res = BT_ERR_NOMEM;
+  if (!hs || !ht) goto out;
+  long k = 0;
+  for (int i = 0; i < g->ntbs; i++) {
+    const ir_tb *tb = &g->tbs[i];
+    ip_gtb *d = &ht[i];
+    d->first = (int32_t)k;
+    d->nsteps = tb->nsteps;
+    d->send_peer = tb->send;
+    d->recv_peer = tb->recv;
+    d->chan = tb->chan;
+    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, &d->send), res, out);
+    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 1, &d->recv)) {
+      /* No peer sends on this connection: fine only if nothing receives. */
+      for (int s = 0; s < tb->nsteps; s++)
+        if (ir_op_flags[tb->steps[s].op] & IR_F_RECV) {
+          LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d tb %d receives from rank %d on channel %d, which never sends",
+                   ir_prog_where(p), rank, i, tb->recv, tb->chan);
+          res = BT_ERR_INVALID;
+          goto out;
+        }
+      memset(&d->recv, 0, sizeof d->recv);
+    }
+    for (int s = 0; s < tb->nsteps; s++, k++) {
+      const ir_step *st = &tb->steps[s];
+      hs[k] = (ip_gstep){st->op, st->srcbuf, st->dstbuf, st->hasdep, st->srcoff, st->dstoff, st->cnt,
+                         st->depid, st->deps};
+    }
+  }
+  pl->ntbs = g->ntbs;
+  pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
+  pl->smem_steps = maxsteps <= IP_GPU_SMEM_STEPS ? maxsteps : 0;
+  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs), "steps"), res, out);
+  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->tbs, (g->ntbs + 1) * sizeof *ht), "thread blocks"), res, out);
+  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->words, (2 * g->ntbs + 1) * sizeof(uint64_t)), "progress words"), res, out);
+  CHECK_GOTO(cuda(cudaMemcpy(pl->steps, hs, nsteps * sizeof *hs, cudaMemcpyHostToDevice), "steps upload"), res, out);
+  CHECK_GOTO(cuda(cudaMemcpy(pl->tbs, ht, g->ntbs * sizeof *ht, cudaMemcpyHostToDevice), "tbs upload"), res, out);
+  CHECK_GOTO(cuda(cudaMemset(pl->words, 0, (2 * g->ntbs + 1) * sizeof(uint64_t)), "progress clear"), res, out);
+  res = BT_OK;
+out:
+  free(hs);
+  free(ht);
+  if (res) rt_plan_free(pl);
+  return res;
+}
+
+void rt_plan_free(rt_plan *pl) {
+  if (pl->steps) cudaFree(pl->steps);
+  if (pl->tbs) cudaFree(pl->tbs);
+  if (pl->words) cudaFree(pl->words);
+  memset(pl, 0, sizeof *pl);
+}

@@ -1,0 +1,28 @@
+/* rt_plan.h -- one algorithm made ready for one rank's GPU: the
+ * interpreter's step and thread-block arrays in device memory, wired to
+ * the P2P connections, plus the words that carry cross-tb dependencies. */
+#ifndef RT_PLAN_H
+#define RT_PLAN_H
+
+#include "ip_gpu.h"
+#include "ir.h"
+#include "tp_p2p.h"
+
+typedef struct rt_plan {
+  ip_gstep *steps;        /* device */
+  ip_gtb *tbs;            /* device */
+  uint64_t *words;        /* device: gen[ntbs] then progress[ntbs] */
+  int ntbs, smem_steps, nthreads;
+} rt_plan;
+
+/* Builds rank's plan of p on the current device.  nthreads: the IR's
+ * nthreads when set, else the given default. */
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads);
+
+/* Adds the connections p uses (on every rank) to keys; returns the new
+ * count or -1 when out of memory. */
+int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap);
+
+void rt_plan_free(rt_plan *pl);
+
+#endif
