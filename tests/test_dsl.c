@@ -66,12 +66,13 @@ static void test_sandbox(void) {
      "text load(), string and math work: %s", msg);
 }
 
-/* Compiles, validates and runs a script on the CPU executor. */
-static void compiles(const char *src, const char *what, int want_steps) {
+/* Compiles, validates and runs a script on the CPU executor; returns the
+ * program when `keep` (the caller frees it). */
+static ir_prog *compiles_keep(const char *src, const char *what, int want_steps, int keep) {
   cc_trace *t = NULL;
   ir_prog *p = NULL;
   ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
-  if (!t) return;
+  if (!t) return NULL;
   rt_diag *d = rt_diag_new(10);
   cc_lower_opts lo = {.fuse = 1};
   ok(!cc_lower(t, &lo, &p, d) && !ir_check(p, d) && !ir_check_races(p, ir_prog_aliased(p, p->inplace), d),
@@ -82,9 +83,100 @@ static void compiles(const char *src, const char *what, int want_steps) {
     ok(!ip_cpu_verify(p, &o, &rep, d), "%s computes its collective: %s", what, rt_diag_text(d));
     if (want_steps) ok(ir_prog_nsteps(p) == want_steps, "%s has %d steps (got %ld)", what, want_steps, ir_prog_nsteps(p));
   }
+  if (!keep) { ir_prog_free(p); p = NULL; }
+  cc_trace_free(t);
+  rt_diag_free(d);
+  return p;
+}
+
+static void compiles(const char *src, const char *what, int want_steps) {
+  compiles_keep(src, what, want_steps, 0);
+}
+
+/* Traces `src`, which must pass, and expects lowering to fail with `expect`. */
+static void lower_fails(const char *src, const char *expect, const char *what) {
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
+  if (!t) return;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(cc_lower(t, &lo, &p, d) == BT_ERR_INVALID, "%s is refused by the compiler", what);
+  ok_contains(rt_diag_text(d), expect, "%s: message names the line and the problem", what);
   ir_prog_free(p);
   cc_trace_free(t);
   rt_diag_free(d);
+}
+
+/* tb of rank r has these peers and channel */
+static int tb_is(const ir_prog *p, int r, int tb, int send, int recv, int chan) {
+  if (!p || r >= p->ngpus || tb >= p->gpus[r].ntbs) return 0;
+  const ir_tb *b = &p->gpus[r].tbs[tb];
+  return b->send == send && b->recv == recv && b->chan == chan;
+}
+
+/* A 3-rank ring AllGather: each rank copies its input into place, then the
+ * chunk travels round the ring; OPTS is the options table of the ring copies. */
+#define AG3RING(OPTS) "collective{kind='allgather', ranks=3, chunks=1}\n" \
+  "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r, {sendtb = LOCALTB}) end\n" \
+  "for r = 0, 2 do local c = chunk(r, 'output', r)\n" \
+  "  for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, " OPTS ") end end\n"
+
+static void test_placement(void) {
+  /* receives in tb 0, sends in tb 1, local copies in tb 2: no fusion across tbs */
+  ir_prog *p = compiles_keep("LOCALTB = 2\n" AG3RING("{recvtb = 0, sendtb = 1}"), "placed ring allgather", 0, 1);
+  int good = p != NULL;
+  for (int r = 0; p && r < 3; r++)
+    good &= p->gpus[r].ntbs == 3 && tb_is(p, r, 0, -1, (r + 2) % 3, 0) && tb_is(p, r, 1, (r + 1) % 3, -1, 0) &&
+            tb_is(p, r, 2, -1, -1, 0) && p->gpus[r].tbs[2].steps[0].op == IR_OP_COPY;
+  ok(good, "sendtb/recvtb put sends, receives and local copies in the thread blocks the script names");
+  ir_prog_free(p);
+  /* everything in tb 0: one thread block per rank, fused as without placement */
+  p = compiles_keep("LOCALTB = 0\n" AG3RING("{recvtb = 0, sendtb = 0}"), "ring allgather placed in one tb", 0, 1);
+  good = p != NULL;
+  for (int r = 0; p && r < 3; r++) good &= p->gpus[r].ntbs == 1 && tb_is(p, r, 0, (r + 1) % 3, (r + 2) % 3, 0);
+  ok(good, "connections and local copies placed in one tb share it");
+  ir_prog_free(p);
+  /* whole-program instances: instance j's tb t is j * (tbs per instance) + t */
+  p = compiles_keep("collective{kind='allgather', ranks=3, chunks=1, instances=2}\n"
+                    "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r, {sendtb = 2}) end\n"
+                    "for r = 0, 2 do local c = chunk(r, 'output', r)\n"
+                    "  for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, {recvtb = 0, sendtb = 1}) end end\n",
+                    "placed ring allgather, 2 instances", 0, 1);
+  good = p != NULL;
+  for (int r = 0; p && r < 3; r++)
+    good &= p->gpus[r].ntbs == 6 && tb_is(p, r, 3, -1, (r + 2) % 3, 1) && tb_is(p, r, 4, (r + 1) % 3, -1, 1) &&
+            tb_is(p, r, 5, -1, -1, 1);
+  ok(good, "instance 1 of a placed program takes tbs 3..5 on channel 1");
+  ir_prog_free(p);
+
+#define AG3 "collective{kind='allgather', ranks=3, chunks=1}\n"
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {sendtb = 0}) end end\n",
+              "t.lua:3: sendtb=0: the send from rank 0 to rank 2 on channel 0: rank 0 tb 0 already sends to rank 1 on channel 0 (placed at t.lua:3), and this one sends to rank 2 on channel 0; a thread block has one send peer, one receive peer and one channel",
+              "two send peers placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {recvtb = r == 0 and 1 or 0}) end end\n",
+              "t.lua:3: recvtb=0: the receive on rank 0 from rank 2 on channel 0: rank 0 tb 0 already receives from rank 1 on channel 0 (placed at t.lua:3)",
+              "two receive peers placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {ch = q == 2 and 1 or 0, sendtb = 0}) end end\n",
+              "rank 0 tb 0 already sends to rank 1 on channel 0 (placed at t.lua:3), and this one sends to rank 2 on channel 1",
+              "two channels placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do local o = nil\n"
+                  "  if q == (r + 1) % 3 then o = {sendtb = 0} end\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, o) end end\n"
+                  "chunk(0, 'input', 0):copy(1, 'scratch', 0, {sendtb = 1})\n",
+              "t.lua:5: sendtb=1: the send from rank 0 to rank 1 on channel 0: its connection is already placed in tb 0 (at t.lua:4), and one connection belongs to one thread block",
+              "one connection placed in two tbs");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {sendtb = 108}) end end\n",
+              "t.lua:3: sendtb=108: the send from rank 0 to rank 1 on channel 0: thread block 108 is out of range: a rank runs at most 108 thread blocks (0..107)",
+              "a tb index beyond the limit");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, q == (r + 1) % 3 and {sendtb = 5} or nil) end end\n",
+              "t.lua:3: tb 5 is placed on rank 0, but rank 0 has only 5 thread blocks; placed indices must leave no gap (use 0..4)",
+              "a tb index that leaves a gap");
 }
 
 static void test_lowering(void) {
@@ -110,5 +202,6 @@ int main(void) {
   test_errors();
   test_sandbox();
   test_lowering();
+  test_placement();
   return tap_done();
 }
