@@ -89,33 +89,97 @@ static int track(lower *w, deps *d, int id) {
   return 1;
 }
 
-/* Instances replicate the program: instance i takes piece i of every chunk
- * (chunk c becomes c*I + i) on its own channels (ch + i*channels).  With
- * more than one instance a multi-chunk operation is split into single
- * chunks, since the pieces of consecutive chunks are no longer adjacent. */
-static int lower_ops(lower *w, int base_channels) {
+/* ---- pieces and channels ---- */
+
+/* parallelize(n) splits every chunk into P pieces (P: the least common
+ * multiple of the fragments' n); instance i of a fragment owns pieces
+ * [i*P/n, (i+1)*P/n) of each chunk it names, code outside fragments all P.
+ * Whole-program instances then split each piece in I: piece x of chunk c in
+ * instance j is IR chunk (c*P + x)*I + j.  Channels: code outside
+ * fragments keeps its channels [0, B); instance i of fragment f moves
+ * channel ch to B + i*K_f + ch (K_f: the channels f names); whole-program
+ * instance j adds j*C, C being the channels of one instance. */
+typedef struct layout { int P, I, B, C; int *K; } layout;
+
+static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return a; }
+
+/* Fills lay; 0 on an error (counted in w) or out of memory. */
+static int plan_layout(lower *w, layout *lay) {
   const cc_trace *t = w->t;
-  int I = t->instances;
-  for (int inst = 0; inst < I; inst++)
+  lay->P = 1; lay->I = t->instances; lay->B = 0;
+  lay->K = calloc(t->nfrags + 1, sizeof(int));
+  if (!lay->K) return 0;
+  for (int f = 0; f < t->nfrags; f++) {
+    int n = t->frags[f].n;
+    lay->P = lay->P / gcd(lay->P, n) * n;
+    if (lay->P > 64 || lay->P * lay->I > 512) {
+      cc_err(w, t->frags[f].line, "parallelize(%d): the program would split each chunk into %d pieces (the least common multiple of its parallelize counts%s), more than %d",
+             n, lay->P * lay->I, lay->I > 1 ? ", times its instances" : "", lay->P > 64 ? 64 : 512);
+      return 0;
+    }
+  }
+  for (int k = 0; k < t->nops; k++) {
+    const cc_op *o = &t->ops[k];
+    int ch = o->ch < 0 ? 0 : o->ch;
+    if (!o->frag) { if (ch + 1 > lay->B) lay->B = ch + 1; }
+    else if (ch + 1 > lay->K[o->frag - 1]) lay->K[o->frag - 1] = ch + 1;
+  }
+  lay->C = lay->B > 0 ? lay->B : 1;
+  for (int f = 0; f < t->nfrags; f++)
+    if (lay->B + t->frags[f].n * lay->K[f] > lay->C) lay->C = lay->B + t->frags[f].n * lay->K[f];
+  if (lay->C * lay->I > 64) {
+    cc_err(w, t->nfrags ? t->frags[0].line : 0, "the program needs %d channels (%d per instance%s), more than 64",
+           lay->C * lay->I, lay->C, t->nfrags ? ", parallelize replicating its fragments' channels" : "");
+    return 0;
+  }
+  return 1;
+}
+
+/* Emits the instructions of operation o on IR chunks si / di (n chunks). */
+static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int inst) {
+  int a = o->src_rank, b = o->dst_rank;
+  if (a == b) {
+    int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
+    return emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
+                    o->dst_space, di, n, -1, -1, ch, fx, inst, o->line) >= 0;
+  }
+  int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst, o->line);
+  int r = o->kind == CC_COPY
+    ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line)
+    : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line);
+  if (s < 0 || r < 0) return 0;
+  w->v[r].msg_of = s;
+  return 1;
+}
+
+/* Every operation, for every whole-program instance, on its pieces and
+ * channels (see layout).  Operations stay multi-chunk where their pieces
+ * are adjacent and are split where they are not. */
+static int lower_ops(lower *w, const layout *lay) {
+  const cc_trace *t = w->t;
+  int P = lay->P, I = lay->I;
+  for (int j = 0; j < I; j++)
     for (int k = 0; k < t->nops; k++) {
       const cc_op *o = &t->ops[k];
-      int a = o->src_rank, b = o->dst_rank, ch = (o->ch < 0 ? 0 : o->ch) + inst * base_channels;
-      int pieces = I > 1 ? o->count : 1, n = I > 1 ? 1 : o->count;
-      for (int j = 0; j < pieces; j++) {
-        int si = I > 1 ? (o->src_idx + j) * I + inst : o->src_idx;
-        int di = I > 1 ? (o->dst_idx + j) * I + inst : o->dst_idx;
-        if (a == b) {
-          int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
-          if (emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
-                       o->dst_space, di, n, -1, -1, ch, fx, inst, o->line) < 0) return 0;
+      int ch = (o->ch < 0 ? 0 : o->ch) + j * lay->C, lo = 0, hi = P;
+      if (o->frag) {
+        int n = t->frags[o->frag - 1].n;
+        ch += lay->B + o->piece * lay->K[o->frag - 1];
+        lo = o->piece * (P / n);
+        hi = lo + P / n;
+      }
+      if (I == 1 && lo == 0 && hi == P) {
+        if (!emit_op(w, o, o->src_idx * P, o->dst_idx * P, o->count * P, ch, j)) return 0;
+        continue;
+      }
+      for (int c = 0; c < o->count; c++) {
+        if (I == 1) {
+          if (!emit_op(w, o, (o->src_idx + c) * P + lo, (o->dst_idx + c) * P + lo, hi - lo, ch, j)) return 0;
           continue;
         }
-        int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst, o->line);
-        int r = o->kind == CC_COPY
-          ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line)
-          : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line);
-        if (s < 0 || r < 0) return 0;
-        w->v[r].msg_of = s;
+        for (int x = lo; x < hi; x++)
+          if (!emit_op(w, o, ((o->src_idx + c) * P + x) * I + j, ((o->dst_idx + c) * P + x) * I + j, 1, ch, j))
+            return 0;
       }
     }
   return 1;
@@ -336,16 +400,16 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int *users = NULL, *order = NULL, *scr_base = NULL;
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
-  int base_channels = 1;
-  for (int k = 0; k < t->nops; k++) if (t->ops[k].ch + 1 > base_channels) base_channels = t->ops[k].ch + 1;
-  if (!d.a || !d.len || !lower_ops(&w, base_channels)) goto out;
+  layout lay = {0};
+  if (!d.a || !d.len) goto out;
+  if (!plan_layout(&w, &lay)) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+  if (!lower_ops(&w, &lay)) goto out;
   for (int i = 0; i < w.n; i++) {
     if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;
     if (!track(&w, &d, i)) goto out;
   }
   int maxch = 0;
   for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;
-  if (maxch >= 64) { cc_err(&w, 0, "channel %d out of range [0, 64)", maxch); res = BT_ERR_INVALID; goto out; }
   w.nch = maxch + 1;
   users = malloc((w.n + 1) * sizeof(int));
   if (!users || !cc_sets_init(&w)) goto out;
@@ -372,21 +436,21 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->maxbytes = t->maxbytes;
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
-  int I = t->instances;
-  p->nchunksperloop = (ib > ob ? ib : ob) * t->k * I;
+  int I = t->instances, PI = lay.P * I;   /* IR chunks per traced chunk */
+  p->nchunksperloop = (ib > ob ? ib : ob) * t->k * PI;
   p->nchannels = maxch + 1;
   /* scratch: named buffers laid out one after another on each rank */
   scr_base = calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
   if (!scr_base) goto out;
   for (int r = 0; r < t->nranks; r++) {
     int at = 0;
-    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * I; }
+    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * PI; }
     ir_gpu *g = &p->gpus[r];
     g->s_chunks = at;
     /* in place, a buffer no step touches is written as 0 chunks, as msccl-tools does */
     int in_used = t->size[CC_SPACE_INPUT][r] > 0, out_used = t->size[CC_SPACE_OUTPUT][r] > 0;
-    g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * I : 0;
-    g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * I : 0;
+    g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * PI : 0;
+    g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * PI : 0;
   }
   if (!cc_number_tbs(&w, order, live, I, max_tbs, p)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
@@ -457,6 +521,7 @@ out:
   free(users);
   free(order);
   free(scr_base);
+  free(lay.K);
   if (d.a) {
     for (int k = 0; k < t->nranks * CC_MAX_SPACES; k++) {
       for (int c = 0; c < d.len[k]; c++) free(d.a[k][c].readers);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # unit suite: the baton command line -- help, exit codes and error messages.
-# Usage: cli.sh BATON CORPUS_DIR   (TAP output)
+# Usage: cli.sh BATON CORPUS_DIR SOURCE_ROOT   (TAP output)
 set -u
-baton=$1 corpus=$2
+baton=$1 corpus=$2 root=$3
 n=0 failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...
@@ -35,5 +35,9 @@ check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integ
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+check "compile a parallelize script (alternating rings, 2 instances)" 0 "allreduce on 8 ranks, 32 thread blocks, 480 steps" \
+  "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
+check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \
+  "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -196,6 +196,92 @@ static void test_lowering(void) {
            "out-of-place allreduce through a named scratch buffer", 0);
 }
 
+/* Alternating rings: instance 0 runs the ring forward, instance 1 backward. */
+#define ALT_RING(EXTRA) "collective{kind='allreduce', ranks=4, chunks=4, inplace=true" EXTRA "}\n" \
+  "parallelize(2, function(i)\n" \
+  "  local function nxt(r, s) if i == 0 then return (r + s) % 4 else return (r - s) % 4 end end\n" \
+  "  for c = 0, 3 do\n" \
+  "    local acc = chunk(nxt(c, 1), 'input', c)\n" \
+  "    for s = 2, 4 do acc = chunk(nxt(c, s), 'input', c):reduce(acc) end\n" \
+  "    for s = 1, 3 do acc = acc:copy(nxt(c, s), 'input', c) end\n" \
+  "  end\n" \
+  "end)\n"
+
+/* Every step of tb `tb` of rank r touches only chunks x with x % m == want. */
+static int tb_pieces(const ir_prog *p, int r, int tb, int m, int want) {
+  const ir_tb *b = &p->gpus[r].tbs[tb];
+  for (int s = 0; s < b->nsteps; s++) {
+    const ir_step *st = &b->steps[s];
+    if (st->op == IR_OP_NOP) continue;
+    if (st->cnt != 1 || st->srcoff % m != want || st->dstoff % m != want) return 0;
+  }
+  return b->nsteps > 0;
+}
+
+static void test_parallelize(void) {
+  ir_prog *p = compiles_keep(ALT_RING(""), "alternating rings (parallelize 2)", 0, 1);
+  int good = p && p->nchunksperloop == 8 && p->nchannels == 2;
+  for (int r = 0; p && r < 4; r++)
+    good &= p->gpus[r].ntbs == 2 && tb_is(p, r, 0, (r + 1) % 4, (r + 3) % 4, 0) && tb_pieces(p, r, 0, 2, 0) &&
+            tb_is(p, r, 1, (r + 3) % 4, (r + 1) % 4, 1) && tb_pieces(p, r, 1, 2, 1);
+  ok(good, "parallelize: instance i works on piece i (chunk c -> 2c+i) on channel i, in its own tb");
+  ir_prog_free(p);
+  p = compiles_keep(ALT_RING(", instances=2"), "alternating rings, 2 whole-program instances", 0, 1);
+  good = p && p->nchunksperloop == 16 && p->nchannels == 4;
+  for (int r = 0; p && r < 4; r++) {
+    good &= p->gpus[r].ntbs == 4;
+    for (int tb = 0; good && tb < 4; tb++) {
+      const ir_tb *b = &p->gpus[r].tbs[tb];
+      int frag_inst = b->chan % 2, prog_inst = b->chan / 2;    /* channel = piece + 2 * instance */
+      good &= b->send == (frag_inst == 0 ? (r + 1) % 4 : (r + 3) % 4) &&
+              tb_pieces(p, r, tb, 4, frag_inst * 2 + prog_inst);  /* chunk (c*2 + i)*2 + j */
+    }
+  }
+  ok(good, "parallelize inside 2 instances: piece (c*2 + i)*2 + j on channel i + 2j");
+  ir_prog_free(p);
+  /* code outside the fragment keeps channel 0; the fragment's channels come after */
+  p = compiles_keep("collective{kind='allgather', ranks=3, chunks=1}\n"
+                    "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r) end\n"
+                    "parallelize(3, function(i)\n"
+                    "  for r = 0, 2 do local c = chunk(r, 'output', r)\n"
+                    "    for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, {ch = 1}) end end\n"
+                    "end)\n", "allgather ring in 3 pieces after local copies", 0, 1);
+  good = p && p->nchunksperloop == 9 && p->nchannels == 1 + 3 * 2;
+  for (int r = 0; p && r < 3; r++) {
+    good &= p->gpus[r].ntbs == 4;
+    for (int tb = 0; good && tb < 4; tb++) {
+      const ir_tb *b = &p->gpus[r].tbs[tb];
+      if (b->send < 0) good &= b->chan == 0 && b->steps[0].op == IR_OP_COPY && b->steps[0].cnt == 3;
+      else good &= (b->chan == 2 || b->chan == 4 || b->chan == 6) && tb_pieces(p, r, tb, 3, (b->chan - 2) / 2);
+    }
+  }
+  ok(good, "outside code moves whole chunks on channel 0; instance i of a fragment using ch=1 runs on channel 1 + 2i + 1");
+  ir_prog_free(p);
+
+  fails(AR2 "parallelize(2, function(i)\n"
+            "  if i == 0 then chunk(0, 'input', 0):copy(1, 'scratch', 0) end\n"
+            "end)\n"
+            "chunk(1, 'scratch', 0)\n",
+        "t.lua:5: rank 1 scratch[0] holds different values in the instances of parallelize at t.lua:2; read it inside the fragment, or make every instance leave the same value",
+        "reading a chunk the instances left different");
+  fails(AR2 "chunk(1,'input',1):reduce(chunk(0,'input',1)):copy(0,'input',1)\n"
+            "parallelize(2, function(i)\n"
+            "  local x = chunk(1,'input',0):reduce(chunk(0,'input',0))\n"
+            "  if i == 0 then x:copy(0,'input',0) end\n"
+            "end)\n",
+        "t.lua: postcondition of allreduce fails: rank 0 output[0] holds different values in the instances of parallelize at t.lua:3",
+        "a result the instances leave different");
+  fails(AR2 "parallelize(2, function(i) parallelize(2, function(j) end) end)\n",
+        "t.lua:2: parallelize inside parallelize (started at t.lua:2) is not supported", "nested parallelize");
+  fails(AR2 "parallelize(0, function(i) end)\n", "t.lua:2: parallelize: 0 instances out of range [1, 64]",
+        "parallelize of 0");
+  lower_fails(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)):copy(0,'input',0)\n"
+                  "chunk(1,'input',1):reduce(chunk(0,'input',1)):copy(0,'input',1)\n"
+                  "parallelize(7, function(i) end)\nparallelize(11, function(i) end)\n",
+              "t.lua:5: parallelize(11): the program would split each chunk into 77 pieces (the least common multiple of its parallelize counts), more than 64",
+              "too many pieces");
+}
+
 int main(void) {
   setenv("BATON_LUA_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
@@ -203,5 +289,6 @@ int main(void) {
   test_sandbox();
   test_lowering();
   test_placement();
+  test_parallelize();
   return tap_done();
 }
