@@ -38,7 +38,8 @@ typedef struct lower {
   int errors;
 } lower;
 
-/* Adds "script:line: message" to the diagnostics and counts an error. */
+/* Adds "script:line: message" (line 0: "script: message") to the
+ * diagnostics and counts an error. */
 void cc_err(lower *w, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Endpoint ids: per rank and channel, send-to-peer p is 2p, recv-from-p

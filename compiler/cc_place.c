@@ -13,7 +13,8 @@ void cc_err(lower *w, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
-  rt_diag_add(w->diag, "%s:%d: %s", w->t->script, line, m);
+  if (line > 0) rt_diag_add(w->diag, "%s:%d: %s", w->t->script, line, m);
+  else rt_diag_add(w->diag, "%s: %s", w->t->script, m);   /* about the whole program */
   w->errors++;
 }
 

@@ -49,7 +49,7 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
   ir_graph g;
-  bt_result res = ir_graph_build(p, &pe, &g);
+  bt_result res = ir_graph_build(p, &pe, 0, &g);   /* no slot edges: conservative, and true for any slot count */
   ir_peers_free(&pe);
   if (res) return res;
   long n = g.n;

@@ -39,5 +39,13 @@ check "compile a parallelize script (alternating rings, 2 instances)" 0 "allredu
   "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
 check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \
   "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
+check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \
+  "exchange_2r.xml:10: rank 0 tb 0 step 1: deadlock with 1 FIFO slot per connection" "$baton" verify --slots 1 "$root/tests/exchange_2r.xml"
+check "... and BATON_EXEC_SLOTS=1 means the same" 1 "deadlock with 1 FIFO slot per connection" \
+  env BATON_EXEC_SLOTS=1 "$baton" verify "$root/tests/exchange_2r.xml"
+check "... and it verifies with 2 slots" 0 "exchange_2r.xml: ok  allgather on 2 ranks" "$baton" verify --slots 2 "$root/tests/exchange_2r.xml"
+check "compile refuses a ring that deadlocks with the runtime's slot count" 1 "deadlock with 1 FIFO slot per connection" \
+  env BATON_EXEC_SLOTS=1 "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/ring1.xml"
+check "... and writes nothing" 1 "absent" bash -c "test -e \"$tmp/ring1.xml\" && echo present || { echo absent; exit 1; }"
 echo "1..$n"
 [ $failed -eq 0 ]

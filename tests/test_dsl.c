@@ -177,6 +177,10 @@ static void test_placement(void) {
                   "  chunk(r, 'input', 0):copy(q, 'output', r, q == (r + 1) % 3 and {sendtb = 5} or nil) end end\n",
               "t.lua:3: tb 5 is placed on rank 0, but rank 0 has only 5 thread blocks; placed indices must leave no gap (use 0..4)",
               "a tb index that leaves a gap");
+  lower_fails("collective{kind='alltoall', ranks=56, chunks=1}\n"
+              "for r = 0, 55 do for q = 0, 55 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
+              "t.lua: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once; use fewer channels or instances",
+              "more thread blocks than a GPU runs at once");
 }
 
 static void test_lowering(void) {

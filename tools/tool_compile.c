@@ -9,6 +9,7 @@
 #include "ip_cpu.h"
 #include "ir_check.h"
 #include "ir_write.h"
+#include "rt_param.h"
 #include "tool.h"
 
 static const char compile_help[] =
@@ -91,7 +92,8 @@ int tool_compile(int argc, char **argv) {
   double t2 = now();
   if (explain) ir_explain(p, stderr);
   if (ir_check(p, d) || ir_check_races(p, ir_prog_aliased(p, p->inplace), d)) {
-    fprintf(stderr, "%s: the compiled program is invalid (a compiler bug):\n%s", script, rt_diag_text(d));
+    fprintf(stderr, "%s: the compiled program fails validation (deadlock freedom with %d FIFO slots included); nothing written:\n%s",
+            script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS), rt_diag_text(d));
     goto out;
   }
   bt_result vr = verify(p, d, &checked);

@@ -79,7 +79,7 @@ static int verify_one(const char *path, const vopts *vo, const ip_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
   int rc = 1;
-  if (ir_read_file(path, &p, d) || ir_check(p, d)) {
+  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
     goto out;
   }
