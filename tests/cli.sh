@@ -47,5 +47,12 @@ check "... and it verifies with 2 slots" 0 "exchange_2r.xml: ok  allgather on 2 
 check "compile refuses a ring that deadlocks with the runtime's slot count" 1 "deadlock with 1 FIFO slot per connection" \
   env BATON_EXEC_SLOTS=1 "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/ring1.xml"
 check "... and writes nothing" 1 "absent" bash -c "test -e \"$tmp/ring1.xml\" && echo present || { echo absent; exit 1; }"
+"$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/r4.xml" --dot "$tmp/r4.dot" 2>/dev/null
+dotsum="$(grep -c 'allreduce_ring.lua:[0-9]*"\]' "$tmp/r4.dot") steps, $(grep -c 'color=blue' "$tmp/r4.dot") messages,\
+ $(grep -c 'subgraph cluster_r[0-3]_t0 ' "$tmp/r4.dot") tbs, $(grep -c 'r0t0s0 -> r1t0s1 \[color=blue' "$tmp/r4.dot") r0->r1"
+check "compile --dot: a cluster per rank and tb, each step with provenance, each message an edge" 0 \
+  "28 steps, 24 messages, 4 tbs, 1 r0->r1" echo "$dotsum"
+check "explain --dot refuses an invalid program" 1 "no graph for an invalid program" \
+  env BATON_EXEC_SLOTS=1 "$baton" explain --dot "$root/tests/exchange_2r.xml"
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -25,6 +25,8 @@ static const char compile_help[] =
   "  -o FILE          write the IR here (default: standard output)\n"
   "  --no-fuse        keep plain s / r / rrc steps (no rcs, rrs, rrcs)\n"
   "  --explain        print the readable listing to standard error too\n"
+  "  --dot FILE       also write the schedule as a Graphviz digraph (see\n"
+  "                   'baton explain --dot'), after verification\n"
   "  -q, --quiet      no summary line\n";
 
 static double now(void) {
@@ -52,7 +54,7 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
 
 int tool_compile(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) { fputs(compile_help, stdout); return 0; }
-  const char *script = NULL, *outpath = NULL;
+  const char *script = NULL, *outpath = NULL, *dotpath = NULL;
   const char *params[128];
   int nparams = 0, quiet = 0, explain = 0;
   cc_lower_opts lo = {.fuse = 1};
@@ -63,6 +65,8 @@ int tool_compile(int argc, char **argv) {
       params[nparams++] = v;
     } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
       outpath = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--dot"))) {
+      dotpath = v;
     } else if (!strcmp(argv[i], "--no-fuse")) {
       lo.fuse = 0;
     } else if (!strcmp(argv[i], "--explain")) {
@@ -105,6 +109,12 @@ int tool_compile(int argc, char **argv) {
   if (outpath ? ir_write_file(p, outpath) : ir_write(p, stdout)) {
     fprintf(stderr, "baton compile: cannot write %s\n", outpath ? outpath : "standard output");
     goto out;
+  }
+  if (dotpath) {
+    FILE *df = fopen(dotpath, "w");
+    bt_result dr = df ? ir_write_dot(p, df) : BT_ERR_SYSTEM;
+    if (df && fclose(df)) dr = BT_ERR_SYSTEM;
+    if (dr) { fprintf(stderr, "baton compile: cannot write %s\n", dotpath); goto out; }
   }
   rc = 0;
   if (!quiet)
