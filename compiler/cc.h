@@ -18,8 +18,9 @@ typedef struct cc_val {
 } cc_val;
 
 typedef struct cc_loc {
-  int version;         /* bumped on every write */
+  int version;         /* a fresh number on every write (cc_trace.clock) */
   int line;            /* script line of the last write */
+  int mixed;           /* line of the parallelize whose instances left different values here; 0 none */
   cc_val val;
 } cc_loc;
 
@@ -31,7 +32,11 @@ typedef struct cc_op {
   int count;
   int ch, sendtb, recvtb;   /* directives, -1 = compiler's choice */
   int line;                 /* script line */
+  int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */
 } cc_op;
+
+/* One parallelize(n, fn) call. */
+typedef struct cc_frag { int n, line; } cc_frag;
 
 typedef struct cc_trace {
   char name[128];
@@ -52,6 +57,11 @@ typedef struct cc_trace {
   cc_op *ops;
   int nops, capops;
   int custom_expect_ref;    /* Lua registry ref of a custom postcondition, or LUA_NOREF */
+  int clock;                /* last version number handed out */
+  cc_frag *frags;           /* parallelize calls, in order */
+  int nfrags, capfrags;
+  int cur_frag, cur_piece;  /* fragment being traced (1-based; 0 none) and its instance */
+  struct cc_snap *snap0, *snapr;  /* parallelize: state before the fragment, merged result */
 } cc_trace;
 
 #endif

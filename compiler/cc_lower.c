@@ -1,43 +1,11 @@
 /* cc_lower.c -- from chunk operations to scheduled thread-block programs. */
 #include "cc_lower.h"
+#include "cc_ins.h"
 #include "ir_geom.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct ins {
-  int rank, op;                 /* ir_op */
-  int sspace, sidx, dspace, didx, count;
-  int send, recv, ch;           /* peers, -1 none */
-  int line;
-  int msg_of;                   /* for a receive: the sending instruction */
-  int dead;                     /* fused away */
-  int *pred, npred, cappred;    /* instructions that must come first (same rank, or the message) */
-  int tb, pos, depth;
-} ins;
-
-typedef struct lower {
-  const cc_trace *t;
-  rt_diag *diag;
-  ins *v;
-  int n, cap;
-  int *parent;                  /* union-find over connection endpoints */
-  int nch;                      /* channels in use */
-  int errors;
-} lower;
-
-static void err(lower *w, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#include <stdarg.h>
-static void err(lower *w, int line, const char *fmt, ...) {
-  char m[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(m, sizeof m, fmt, ap);
-  va_end(ap);
-  rt_diag_add(w->diag, "%s:%d: %s", w->t->script, line, m);
-  w->errors++;
-}
 
 /* Appends x to a growable int array; 0 when out of memory. */
 static int int_push(int **a, int *n, int *cap, int x) {
@@ -58,7 +26,7 @@ static int add_pred(ins *i, int p) {
 }
 
 static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, int count,
-                    int send, int recv, int ch, int line) {
+                    int send, int recv, int ch, int fixtb, int inst, int line) {
   if (w->n == w->cap) {
     int cap = w->cap ? 2 * w->cap : 256;
     ins *v = realloc(w->v, cap * sizeof *v);
@@ -66,7 +34,7 @@ static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, 
     w->v = v;
     w->cap = cap;
   }
-  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, line, -1, 0, NULL, 0, 0, -1, -1, 0};
+  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, fixtb, inst, line, -1, 0, NULL, 0, 0, -1, -1, 0};
   return w->n++;
 }
 
@@ -121,64 +89,110 @@ static int track(lower *w, deps *d, int id) {
   return 1;
 }
 
-/* Instances replicate the program: instance i takes piece i of every chunk
- * (chunk c becomes c*I + i) on its own channels (ch + i*channels).  With
- * more than one instance a multi-chunk operation is split into single
- * chunks, since the pieces of consecutive chunks are no longer adjacent. */
-static int lower_ops(lower *w, int base_channels) {
+/* ---- pieces and channels ---- */
+
+/* parallelize(n) splits every chunk into P pieces (P: the least common
+ * multiple of the fragments' n); instance i of a fragment owns pieces
+ * [i*P/n, (i+1)*P/n) of each chunk it names, code outside fragments all P.
+ * Whole-program instances then split each piece in I: piece x of chunk c in
+ * instance j is IR chunk (c*P + x)*I + j.  Channels: code outside
+ * fragments keeps its channels [0, B); instance i of fragment f moves
+ * channel ch to B + i*K_f + ch (K_f: the channels f names); whole-program
+ * instance j adds j*C, C being the channels of one instance. */
+typedef struct layout { int P, I, B, C; int *K; } layout;
+
+static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return a; }
+
+/* Fills lay; 0 on an error (counted in w) or out of memory. */
+static int plan_layout(lower *w, layout *lay) {
   const cc_trace *t = w->t;
-  int I = t->instances;
-  for (int inst = 0; inst < I; inst++)
+  lay->P = 1; lay->I = t->instances; lay->B = 0;
+  lay->K = calloc(t->nfrags + 1, sizeof(int));
+  if (!lay->K) return 0;
+  for (int f = 0; f < t->nfrags; f++) {
+    int n = t->frags[f].n;
+    lay->P = lay->P / gcd(lay->P, n) * n;
+    if (lay->P > 64 || lay->P * lay->I > 512) {
+      cc_err(w, t->frags[f].line, "parallelize(%d): the program would split each chunk into %d pieces (the least common multiple of its parallelize counts%s), more than %d",
+             n, lay->P * lay->I, lay->I > 1 ? ", times its instances" : "", lay->P > 64 ? 64 : 512);
+      return 0;
+    }
+  }
+  for (int k = 0; k < t->nops; k++) {
+    const cc_op *o = &t->ops[k];
+    int ch = o->ch < 0 ? 0 : o->ch;
+    if (!o->frag) { if (ch + 1 > lay->B) lay->B = ch + 1; }
+    else if (ch + 1 > lay->K[o->frag - 1]) lay->K[o->frag - 1] = ch + 1;
+  }
+  lay->C = lay->B > 0 ? lay->B : 1;
+  for (int f = 0; f < t->nfrags; f++)
+    if (lay->B + t->frags[f].n * lay->K[f] > lay->C) lay->C = lay->B + t->frags[f].n * lay->K[f];
+  if (lay->C * lay->I > 64) {
+    cc_err(w, t->nfrags ? t->frags[0].line : 0, "the program needs %d channels (%d per instance%s), more than 64",
+           lay->C * lay->I, lay->C, t->nfrags ? ", parallelize replicating its fragments' channels" : "");
+    return 0;
+  }
+  return 1;
+}
+
+/* Emits the instructions of operation o on IR chunks si / di (n chunks). */
+static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int inst) {
+  int a = o->src_rank, b = o->dst_rank;
+  if (a == b) {
+    int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
+    return emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
+                    o->dst_space, di, n, -1, -1, ch, fx, inst, o->line) >= 0;
+  }
+  int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst, o->line);
+  int r = o->kind == CC_COPY
+    ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line)
+    : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line);
+  if (s < 0 || r < 0) return 0;
+  w->v[r].msg_of = s;
+  return 1;
+}
+
+/* Every operation, for every whole-program instance, on its pieces and
+ * channels (see layout).  Operations stay multi-chunk where their pieces
+ * are adjacent and are split where they are not. */
+static int lower_ops(lower *w, const layout *lay) {
+  const cc_trace *t = w->t;
+  int P = lay->P, I = lay->I;
+  for (int j = 0; j < I; j++)
     for (int k = 0; k < t->nops; k++) {
       const cc_op *o = &t->ops[k];
-      int a = o->src_rank, b = o->dst_rank, ch = (o->ch < 0 ? 0 : o->ch) + inst * base_channels;
-      int pieces = I > 1 ? o->count : 1, n = I > 1 ? 1 : o->count;
-      for (int j = 0; j < pieces; j++) {
-        int si = I > 1 ? (o->src_idx + j) * I + inst : o->src_idx;
-        int di = I > 1 ? (o->dst_idx + j) * I + inst : o->dst_idx;
-        if (a == b) {
-          if (emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
-                       o->dst_space, di, n, -1, -1, ch, o->line) < 0) return 0;
+      int ch = (o->ch < 0 ? 0 : o->ch) + j * lay->C, lo = 0, hi = P;
+      if (o->frag) {
+        int n = t->frags[o->frag - 1].n;
+        ch += lay->B + o->piece * lay->K[o->frag - 1];
+        lo = o->piece * (P / n);
+        hi = lo + P / n;
+      }
+      if (I == 1 && lo == 0 && hi == P) {
+        if (!emit_op(w, o, o->src_idx * P, o->dst_idx * P, o->count * P, ch, j)) return 0;
+        continue;
+      }
+      for (int c = 0; c < o->count; c++) {
+        if (I == 1) {
+          if (!emit_op(w, o, (o->src_idx + c) * P + lo, (o->dst_idx + c) * P + lo, hi - lo, ch, j)) return 0;
           continue;
         }
-        int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->line);
-        int r = o->kind == CC_COPY
-          ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->line)
-          : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->line);
-        if (s < 0 || r < 0) return 0;
-        w->v[r].msg_of = s;
+        for (int x = lo; x < hi; x++)
+          if (!emit_op(w, o, ((o->src_idx + c) * P + x) * I + j, ((o->dst_idx + c) * P + x) * I + j, 1, ch, j))
+            return 0;
       }
     }
   return 1;
 }
 
-/* ---- thread blocks: union-find over connection endpoints ---- */
-
-/* Endpoint ids: per rank and channel, send-to-peer p is 2p, recv-from-p 2p+1;
- * the local (cpy/re) thread block of a channel is 2n. */
-static int endpoint(const lower *w, int rank, int ch, int e) {
-  return (rank * w->nch + ch) * (2 * w->t->nranks + 1) + e;
-}
-
-static int find(int *parent, int x) {
-  while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
-  return x;
-}
-
-typedef struct setinfo { int send, recv; } setinfo;
-
-static int endpoint_of(const lower *w, const ins *i, int which) {
-  if (which == 0 && i->send >= 0) return endpoint(w, i->rank, i->ch, 2 * i->send);
-  if (which == 1 && i->recv >= 0) return endpoint(w, i->rank, i->ch, 2 * i->recv + 1);
-  return -1;
-}
+/* ---- fusion ---- */
 
 /* Fuses a receive R with the send S that forwards exactly what R wrote,
  * when S's only dependency is R and R's thread block can also own S's
  * connection.  rrc + s becomes rrs when S is the only reader of the value
  * and the value does not survive (users[R] == 1).  Returns 0 when out of
  * memory. */
-static int fuse(lower *w, setinfo *info, const int *users) {
+static int fuse(lower *w, const int *users) {
   /* successors of each send, to redirect them in O(edges) */
   int n = w->n, ok = 0;
   int *off = calloc(n + 2, sizeof(int)), *succ = NULL, *fill = calloc(n + 1, sizeof(int)), *recv_of = malloc((n + 1) * sizeof(int));
@@ -201,14 +215,7 @@ static int fuse(lower *w, setinfo *info, const int *users) {
     ins *R = &w->v[rid];
     if (R->dead || (R->op != IR_OP_RECV && R->op != IR_OP_RRC) || R->rank != S->rank || R->ch != S->ch) continue;
     if (R->dspace != S->sspace || R->didx != S->sidx || R->count != S->count) continue;
-    int ea = find(w->parent, endpoint_of(w, R, 1)), eb = find(w->parent, endpoint_of(w, S, 0));
-    if (ea != eb) {
-      setinfo *x = &info[ea], *y = &info[eb];
-      if ((x->send >= 0 && y->send >= 0) || (x->recv >= 0 && y->recv >= 0)) continue;  /* one of each per tb */
-      w->parent[eb] = ea;
-      if (y->send >= 0) x->send = y->send;
-      if (y->recv >= 0) x->recv = y->recv;
-    }
+    if (!cc_sets_join(w, cc_endpoint_of(w, R, 1), cc_endpoint_of(w, S, 0))) continue;  /* one of each per tb */
     R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 1 ? IR_OP_RRS : IR_OP_RRCS);
     R->send = S->send;
     S->dead = 1;
@@ -346,11 +353,11 @@ static int schedule(lower *w, int *order) {
     if (!h.n) {
       for (int i = 0; i < n; i++)
         if (parked[i]) {
-          err(w, w->v[i].line, "cannot keep the messages from rank %d to rank %d on channel %d in order: this receive waits for an earlier message that depends on it; move one of them to another channel (ch=)",
+          cc_err(w, w->v[i].line, "cannot keep the messages from rank %d to rank %d on channel %d in order: this receive waits for an earlier message that depends on it; move one of them to another channel (ch=)",
               w->v[i].recv, w->v[i].rank, w->v[i].ch);
           break;
         }
-      if (!w->errors) err(w, 0, "the chunk operations have a dependency cycle");
+      if (!w->errors) cc_err(w, 0, "the chunk operations have a dependency cycle");
       goto out;
     }
     int b = heap_pop(&h);
@@ -387,38 +394,31 @@ static int buf_of(const cc_trace *t, int space) {
 
 bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_diag *diag) {
   *out = NULL;
-  lower w = {t, diag, NULL, 0, 0, NULL, 1, 0};
+  lower w = {t, diag, NULL, 0, 0, NULL, NULL, 0, 1, 0};
   deps d = {calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
             calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
   int *users = NULL, *order = NULL, *scr_base = NULL;
-  setinfo *info = NULL;
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
-  int base_channels = 1;
-  for (int k = 0; k < t->nops; k++) if (t->ops[k].ch + 1 > base_channels) base_channels = t->ops[k].ch + 1;
-  if (!d.a || !d.len || !lower_ops(&w, base_channels)) goto out;
+  layout lay = {0};
+  if (!d.a || !d.len) goto out;
+  if (!plan_layout(&w, &lay)) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+  if (!lower_ops(&w, &lay)) goto out;
   for (int i = 0; i < w.n; i++) {
     if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;
     if (!track(&w, &d, i)) goto out;
   }
   int maxch = 0;
   for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;
-  if (maxch >= 64) { err(&w, 0, "channel %d out of range [0, 64)", maxch); res = BT_ERR_INVALID; goto out; }
   w.nch = maxch + 1;
-  int nend = endpoint(&w, t->nranks - 1, maxch, 2 * t->nranks) + 1;
-  w.parent = malloc(nend * sizeof(int));
-  info = malloc(nend * sizeof *info);
   users = malloc((w.n + 1) * sizeof(int));
-  if (!w.parent || !info || !users) goto out;
-  for (int e = 0; e < nend; e++) { w.parent[e] = e; info[e] = (setinfo){-1, -1}; }
-  for (int i = 0; i < w.n; i++) {
-    ins *I = &w.v[i];
-    if (I->send >= 0) info[endpoint_of(&w, I, 0)].send = I->send;
-    if (I->recv >= 0) info[endpoint_of(&w, I, 1)].recv = I->recv;
-  }
+  if (!users || !cc_sets_init(&w)) goto out;
+  int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
+  if (!cc_place_fixed(&w, t->instances, max_tbs)) goto out;
+  if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if (!o || o->fuse) {
     count_users(&w, users);
-    if (!fuse(&w, info, users)) goto out;
+    if (!fuse(&w, users)) goto out;
   }
   order = malloc((w.n + 1) * sizeof(int));
   if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
@@ -436,48 +436,24 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->maxbytes = t->maxbytes;
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
-  int I = t->instances;
-  p->nchunksperloop = (ib > ob ? ib : ob) * t->k * I;
+  int I = t->instances, PI = lay.P * I;   /* IR chunks per traced chunk */
+  p->nchunksperloop = (ib > ob ? ib : ob) * t->k * PI;
   p->nchannels = maxch + 1;
   /* scratch: named buffers laid out one after another on each rank */
   scr_base = calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
   if (!scr_base) goto out;
   for (int r = 0; r < t->nranks; r++) {
     int at = 0;
-    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * I; }
+    for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * PI; }
     ir_gpu *g = &p->gpus[r];
     g->s_chunks = at;
     /* in place, a buffer no step touches is written as 0 chunks, as msccl-tools does */
     int in_used = t->size[CC_SPACE_INPUT][r] > 0, out_used = t->size[CC_SPACE_OUTPUT][r] > 0;
-    g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * I : 0;
-    g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * I : 0;
+    g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * PI : 0;
+    g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * PI : 0;
   }
-  int *tb_of_set = malloc(nend * sizeof(int));
-  if (!tb_of_set) goto out;
-  for (int e = 0; e < nend; e++) tb_of_set[e] = -1;
-  for (int q = 0; q < live; q++) {
-    ins *I = &w.v[order[q]];
-    int e = I->send >= 0 ? endpoint_of(&w, I, 0) : I->recv >= 0 ? endpoint_of(&w, I, 1)
-                                                 : endpoint(&w, I->rank, I->ch, 2 * t->nranks);
-    int root = find(w.parent, e);
-    if (tb_of_set[root] < 0) {
-      setinfo *si = &info[root];
-      ir_tb *tb = ir_tb_add(&p->gpus[I->rank], si->send, si->recv, I->ch);
-      if (!tb) { free(tb_of_set); goto out; }
-      if (I->send < 0 && I->recv < 0) tb->send = tb->recv = -1;
-      tb_of_set[root] = tb->id;
-    }
-    I->tb = tb_of_set[root];
-  }
-  free(tb_of_set);
-  int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
-  for (int r = 0; r < t->nranks; r++)
-    if (p->gpus[r].ntbs > max_tbs) {
-      err(&w, 0, "rank %d needs %d thread blocks, more than the %d a GPU runs at once; use fewer channels or instances",
-          r, p->gpus[r].ntbs, max_tbs);
-      res = BT_ERR_INVALID;
-      goto out;
-    }
+  if (!cc_number_tbs(&w, order, live, I, max_tbs, p)) goto out;
+  if (w.errors) { res = BT_ERR_INVALID; goto out; }
   /* Steps in global order; waits only where program order does not imply them. */
   int maxtb = 0;
   for (int r = 0; r < t->nranks; r++) if (p->gpus[r].ntbs > maxtb) maxtb = p->gpus[r].ntbs;
@@ -541,10 +517,11 @@ out:
   for (int i = 0; i < w.n; i++) free(w.v[i].pred);
   free(w.v);
   free(w.parent);
-  free(info);
+  free(w.info);
   free(users);
   free(order);
   free(scr_base);
+  free(lay.K);
   if (d.a) {
     for (int k = 0; k < t->nranks * CC_MAX_SPACES; k++) {
       for (int c = 0; c < d.len[k]; c++) free(d.a[k][c].readers);

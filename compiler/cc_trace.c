@@ -1,6 +1,7 @@
 /* cc_trace.c -- the Lua DSL: collective{}, chunk(), ref:copy(), ref:reduce(),
  * param(); traces operations and checks the postcondition symbolically. */
 #include "cc_trace.h"
+#include "cc_frag.h"
 #include "cc_lua.h"
 #include "ir_geom.h"
 #include "rt_param.h"
@@ -137,12 +138,21 @@ static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, in
   return r;
 }
 
+/* A chunk whose pieces the instances of a parallelize left different. */
+static void check_mixed(lua_State *L, cc_trace *t, const cc_loc *l, int rank, int space, int idx) {
+  if (l->mixed)
+    luaL_error(L, "rank %d %s[%d] holds different values in the instances of parallelize at %s:%d; "
+               "read it inside the fragment, or make every instance leave the same value",
+               rank, space_name(t, space), idx, t->script, l->mixed);
+}
+
 static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *what) {
   for (int i = 0; i < r->count; i++) {
     cc_loc *l = loc(L, t, r->rank, r->space, r->idx + i);
     if (l->version != r->versions[i])
       luaL_error(L, "stale reference: %s rank %d %s[%d] was written again after this reference was made; use the reference that write returned",
                  what, r->rank, space_name(t, r->space), r->idx + i);
+    check_mixed(L, t, l, r->rank, r->space, r->idx + i);
   }
 }
 
@@ -154,8 +164,11 @@ static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
     t->ops = o;
     t->capops = cap;
   }
-  t->ops[t->nops++] = *op;
+  t->ops[t->nops] = *op;
+  t->ops[t->nops].frag = t->cur_frag;
+  t->ops[t->nops++].piece = t->cur_piece;
 }
+
 
 /* Reads the optional options table at index `at`: ch, sendtb, recvtb. */
 static void read_opts(lua_State *L, int at, cc_op *op) {
@@ -247,7 +260,7 @@ static int l_collective(lua_State *L) {
       uint64_t term = (uint64_t)r << 32 | (uint32_t)i;
       cc_val v = {1, 1, &term};
       if (!val_set(&l->val, &v)) luaL_error(L, "out of memory");
-      l->version = 1;
+      l->version = ++t->clock;
     }
   return 0;
 }
@@ -262,9 +275,12 @@ static int l_chunk(lua_State *L) {
   int space = find_space(t, b, 1);
   if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
   check_range(L, t, rank, space, idx, count);
-  for (int i = 0; i < count; i++)
-    if (!loc(L, t, rank, space, idx + i)->val.n)
+  for (int i = 0; i < count; i++) {
+    cc_loc *l = loc(L, t, rank, space, idx + i);
+    check_mixed(L, t, l, rank, space, idx + i);
+    if (!l->val.n)
       luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, idx + i);
+  }
   push_ref(L, t, rank, space, idx, count);
   return 1;
 }
@@ -276,7 +292,7 @@ static int l_copy(lua_State *L) {
   int rank = (int)luaL_checkinteger(L, 2);
   const char *b = luaL_checkstring(L, 3);
   int idx = (int)luaL_checkinteger(L, 4);
-  cc_op op = {CC_COPY, src->rank, src->space, src->idx, rank, 0, idx, src->count, -1, -1, -1, script_line(L)};
+  cc_op op = {CC_COPY, src->rank, src->space, src->idx, rank, 0, idx, src->count, -1, -1, -1, script_line(L), 0, 0};
   read_opts(L, 5, &op);
   int space = find_space(t, b, 1);
   if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
@@ -293,7 +309,8 @@ static int l_copy(lua_State *L) {
   for (int i = 0; i < src->count; i++) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_set(&d->val, &s->val)) luaL_error(L, "out of memory");
-    d->version++;
+    d->version = ++t->clock;
+    d->mixed = 0;
     d->line = op.line;
   }
   add_op(L, t, &op);
@@ -306,7 +323,7 @@ static int l_reduce(lua_State *L) {
   cc_trace *t = declared(L);
   ref *dst = luaL_checkudata(L, 1, REF_MT);
   ref *src = luaL_checkudata(L, 2, REF_MT);
-  cc_op op = {CC_REDUCE, src->rank, src->space, src->idx, dst->rank, dst->space, dst->idx, dst->count, -1, -1, -1, script_line(L)};
+  cc_op op = {CC_REDUCE, src->rank, src->space, src->idx, dst->rank, dst->space, dst->idx, dst->count, -1, -1, -1, script_line(L), 0, 0};
   read_opts(L, 3, &op);
   if (src->count != dst->count)
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
@@ -322,12 +339,47 @@ static int l_reduce(lua_State *L) {
   for (int i = 0; i < dst->count; i++) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_merge(&d->val, &s->val)) luaL_error(L, "out of memory");
-    d->version++;
+    d->version = ++t->clock;
+    d->mixed = 0;
     d->line = op.line;
   }
   add_op(L, t, &op);
   push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count);
   return 1;
+}
+
+/* parallelize(n, fn): calls fn(i) for i = 0..n-1, each from the state
+ * before the call; instance i's operations act on piece i of every chunk
+ * and run on their own channels (cc_lower.c).  Afterwards a chunk holds
+ * what the instances left there, if they agree; else it is mixed. */
+static int l_parallelize(lua_State *L) {
+  cc_trace *t = declared(L);
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (n < 1 || n > 64) luaL_error(L, "parallelize: %d instances out of range [1, 64]", (int)n);
+  if (t->cur_frag) luaL_error(L, "parallelize inside parallelize (started at %s:%d) is not supported",
+                              t->script, t->frags[t->cur_frag - 1].line);
+  if (t->nfrags == t->capfrags) {
+    int cap = t->capfrags ? 2 * t->capfrags : 8;
+    cc_frag *f = realloc(t->frags, cap * sizeof *f);
+    if (!f) luaL_error(L, "out of memory");
+    t->frags = f;
+    t->capfrags = cap;
+  }
+  int line = script_line(L);
+  t->frags[t->nfrags++] = (cc_frag){(int)n, line};
+  if (!cc_frag_begin(t)) luaL_error(L, "out of memory");
+  t->cur_frag = t->nfrags;
+  for (int i = 0; i < n; i++) {
+    t->cur_piece = i;
+    lua_pushvalue(L, 2);
+    lua_pushinteger(L, i);
+    lua_call(L, 1, 0);
+    if (!cc_frag_next(t, i == 0, line)) luaL_error(L, "out of memory");
+  }
+  t->cur_frag = t->cur_piece = 0;
+  if (!cc_frag_end(t)) luaL_error(L, "out of memory");
+  return 0;
 }
 
 static int l_ref_index(lua_State *L) {
@@ -389,6 +441,13 @@ static int l_finish(lua_State *L) {
         ev.n = ev.cap = t->nranks;
       }
       cc_loc *l = loc(L, t, r, CC_SPACE_OUTPUT, c);
+      if (l->mixed) {
+        lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds different values in the instances of parallelize at %s:%d",
+                        t->script, ir_coll_name[t->coll], r, c, t->script, l->mixed);
+        if (sr < 0) free(ev.terms);
+        bad++;
+        continue;
+      }
       int same = l->val.n == ev.n && !memcmp(l->val.terms, ev.terms, ev.n * sizeof(uint64_t));
       if (!same) {
         val_describe(&l->val, got, sizeof got);
@@ -424,7 +483,8 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   lua_pushcclosure(L, l_ref_tostring, 1);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param},
+                                 {"parallelize", l_parallelize}, {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);
@@ -454,6 +514,8 @@ void cc_trace_free(cc_trace *t) {
     free(t->cap[s]);
   }
   free(t->ops);
+  cc_frag_free(t);
+  free(t->frags);
   free((char *)t->script);
   free(t);
 }

@@ -27,7 +27,11 @@ typedef struct tbx {
   const ir_tb *tb;
   conn *in, *out;          /* recv / send connection, NULL if none */
   int64_t done;            /* steps completed, over all tiles */
-  int64_t seen_epoch;      /* see wait() */
+  struct tbx *send_peer, *recv_peer;   /* the tbs at the other end of out / in */
+  struct tbx **dependents; /* tbs of this rank with a step that waits for this one */
+  int ndependents;
+  int blocked;             /* waiting, and nobody has woken it since it looked */
+  pthread_cond_t cv;
   char waiting[200];
   pthread_t th;
   unsigned char *tmp;      /* one message worth of elements */
@@ -42,9 +46,7 @@ struct exec {
   int esize, nslots;
   int64_t tile, ntiles, slot_bytes;
   pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int64_t epoch;           /* bumped on every state change */
-  int sleepers, alive;     /* threads that found nothing to do since the last change */
+  int blocked, alive;      /* threads blocked with no wake-up pending; threads running */
   int stop;                /* 1: deadlock, give up */
   int64_t steps, messages, bytes;
 };
@@ -53,32 +55,43 @@ static void *buf_of(exec *x, int r, int b) {
   return b == IR_BUF_INPUT ? x->in[r] : b == IR_BUF_OUTPUT ? x->out[r] : x->scr[r];
 }
 
-/* Waits (mutex held) while `ready` is false.  A thread that finds its
- * condition false and has not looked since the last state change counts
- * as a sleeper; when every live thread is a sleeper nobody can make
- * progress: that is a deadlock.  Returns 0 when the run must stop. */
+/* Stops every thread: a deadlock was found. */
+static void stop_all(exec *x) {
+  x->stop = 1;
+  for (int r = 0; r < x->p->ngpus; r++)
+    for (int t = 0; t < x->p->gpus[r].ntbs; t++) pthread_cond_signal(&x->tbs[r][t].cv);
+}
+
+/* Waits (mutex held) while `ready` is false.  Only a step of a peer or of a
+ * tb this one depends on can make it ready, and those wake it (changed());
+ * a thread that looked and found nothing to do counts as blocked until it
+ * is woken.  When every live thread is blocked nobody can make progress:
+ * that is a deadlock, exactly.  Returns 0 when the run must stop. */
 static int wait_until(exec *x, tbx *me, int (*ready)(exec *, tbx *, void *), void *arg) {
   while (!ready(x, me, arg)) {
     if (x->stop) return 0;
-    if (me->seen_epoch != x->epoch) {
-      me->seen_epoch = x->epoch;
-      x->sleepers++;
-    }
-    if (x->sleepers >= x->alive) {
-      x->stop = 1;
-      pthread_cond_broadcast(&x->cv);
-      return 0;
-    }
-    pthread_cond_wait(&x->cv, &x->mu);
+    me->blocked = 1;
+    if (++x->blocked >= x->alive) { stop_all(x); return 0; }
+    while (me->blocked && !x->stop) pthread_cond_wait(&me->cv, &x->mu);   /* spurious wake-ups loop here */
+    if (x->stop) return 0;
   }
   me->waiting[0] = 0;
   return !x->stop;
 }
 
-static void changed(exec *x) {
-  x->epoch++;
-  x->sleepers = 0;
-  pthread_cond_broadcast(&x->cv);
+static void wake(exec *x, tbx *b) {
+  if (!b || !b->blocked) return;
+  b->blocked = 0;
+  x->blocked--;
+  pthread_cond_signal(&b->cv);
+}
+
+/* me completed a step: its receiver may have a message, its sender a free
+ * slot, the tbs that depend on it a satisfied dependency. */
+static void changed(exec *x, tbx *me) {
+  wake(x, me->send_peer);
+  wake(x, me->recv_peer);
+  for (int i = 0; i < me->ndependents; i++) wake(x, me->dependents[i]);
 }
 
 typedef struct stepwait { const ir_step *st; int64_t tile; } stepwait;
@@ -202,13 +215,12 @@ static void *tb_main(void *arg) {
       }
       me->done++;
       x->steps++;
-      changed(x);
+      changed(x, me);
     }
   }
 out:
   x->alive--;
-  if (!x->stop && x->alive > 0 && x->sleepers >= x->alive) x->stop = 1;
-  pthread_cond_broadcast(&x->cv);
+  if (!x->stop && x->alive > 0 && x->blocked >= x->alive) stop_all(x);
   pthread_mutex_unlock(&x->mu);
   return NULL;
 }
@@ -222,6 +234,8 @@ static void exec_free(exec *x) {
         if (b->out) free(b->out->data);
         free(b->out);
         free(b->tmp);
+        free(b->dependents);
+        if (b->x) pthread_cond_destroy(&b->cv);
       }
       free(x->tbs[r]);
     }
@@ -231,7 +245,6 @@ static void exec_free(exec *x) {
   free(x->scr);
   free(x->geom);
   pthread_mutex_destroy(&x->mu);
-  pthread_cond_destroy(&x->cv);
 }
 
 /* Builds threads' state and connections.  Each tb owns its outgoing
@@ -254,8 +267,8 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
     if (!x->scr[r] || !x->tbs[r]) return BT_ERR_NOMEM;
     for (int t = 0; t < g->ntbs; t++) {
       tbx *b = &x->tbs[r][t];
+      pthread_cond_init(&b->cv, NULL);
       b->x = x; b->r = r; b->t = t; b->tb = &g->tbs[t];
-      b->seen_epoch = -1;
       b->tmp = malloc(2 * x->slot_bytes);
       if (!b->tmp) return BT_ERR_NOMEM;
       if (b->tb->send >= 0) {
@@ -280,6 +293,26 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
         continue;
       }
       x->tbs[r][t].in = x->tbs[tb->recv][u].out;
+      x->tbs[r][t].recv_peer = &x->tbs[tb->recv][u];
+      x->tbs[tb->recv][u].send_peer = &x->tbs[r][t];
+    }
+  /* dependents: tb u of rank r waits for tb d somewhere */
+  for (int r = 0; r < p->ngpus && !res; r++)
+    for (int u = 0; u < p->gpus[r].ntbs && !res; u++) {
+      const ir_tb *tb = &p->gpus[r].tbs[u];
+      for (int s = 0; s < tb->nsteps; s++) {
+        int d = tb->steps[s].depid;
+        if (d < 0 || d >= p->gpus[r].ntbs) continue;
+        tbx *b = &x->tbs[r][d];
+        if (b->ndependents && b->dependents[b->ndependents - 1] == &x->tbs[r][u]) continue;
+        int k;
+        for (k = 0; k < b->ndependents && b->dependents[k] != &x->tbs[r][u]; k++) {}
+        if (k < b->ndependents) continue;
+        tbx **nd = realloc(b->dependents, (b->ndependents + 1) * sizeof *nd);
+        if (!nd) { res = BT_ERR_NOMEM; break; }
+        b->dependents = nd;
+        b->dependents[b->ndependents++] = &x->tbs[r][u];
+      }
     }
   ir_peers_free(&pe);
   (void)diag;
@@ -310,7 +343,6 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
   exec x;
   memset(&x, 0, sizeof x);
   pthread_mutex_init(&x.mu, NULL);
-  pthread_cond_init(&x.cv, NULL);
   x.p = p;
   x.o = o;
   x.esize = ip_dtype_size[o->dtype];
@@ -349,9 +381,8 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
       if (pthread_create(&x.tbs[r][t].th, &attr, tb_main, &x.tbs[r][t])) {
         /* Threads that never start count as stuck: stop the others. */
         pthread_mutex_lock(&x.mu);
-        x.stop = 1;
         x.alive -= (int)ir_prog_ntbs(p) - started;
-        pthread_cond_broadcast(&x.cv);
+        stop_all(&x);
         pthread_mutex_unlock(&x.mu);
         rt_diag_add(diag, "cannot start thread %d of %ld", started, ir_prog_ntbs(p));
         res = BT_ERR_SYSTEM;

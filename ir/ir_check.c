@@ -2,6 +2,7 @@
 #include "ir_check.h"
 #include "ir_geom.h"
 #include "ir_graph.h"
+#include "rt_param.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -224,50 +225,95 @@ static void check_pairing(checker *c, const ir_peers *pe) {
 
 /* ---- cycles ---- */
 
-/* Finds a cycle with an iterative DFS over the step graph and reports the
- * thread blocks it passes through. */
-static void check_cycles(checker *c, const ir_peers *pe) {
-  const ir_prog *p = c->p;
-  ir_graph gr;
-  if (ir_graph_build(p, pe, &gr)) return;
-  long n = gr.n;
-  long *stack = malloc((n + 1) * sizeof(long)), *cur = malloc((n + 1) * sizeof(long));
+/* Finds a cycle with an iterative DFS over gr.  Returns 1 and describes it
+ * in path ("rank R tb T step S -[kind]-> ..."), with *at its first node;
+ * 0 when there is none; -1 when out of memory. */
+static int find_cycle(const ir_graph *gr, char *path, size_t cap, long *at) {
+  static const char *const kind[] = {"order", "dependency", "message", "slot"};
+  long n = gr->n;
+  int found = -1;
+  long *stack = malloc((n + 1) * sizeof(long)), *cur = malloc((n + 1) * sizeof(long)), *via = malloc((n + 1) * sizeof(long));
   unsigned char *state = calloc(n + 1, 1);   /* 1 on the stack, 2 done */
-  if (!stack || !cur || !state) goto out;
-  for (long root = 0; root < n; root++) {
+  if (!stack || !cur || !via || !state) goto out;
+  found = 0;
+  for (long root = 0; root < n && !found; root++) {
     if (state[root]) continue;
     long sp = 0;
-    stack[sp++] = root; state[root] = 1; cur[root] = gr.succ_off[root];
+    stack[sp++] = root; state[root] = 1; cur[root] = gr->succ_off[root];
     while (sp) {
       long v = stack[sp - 1];
-      if (cur[v] == gr.succ_off[v + 1]) { state[v] = 2; sp--; continue; }
-      long w = gr.succ[cur[v]++];
+      if (cur[v] == gr->succ_off[v + 1]) { state[v] = 2; sp--; continue; }
+      long e = cur[v]++, w = gr->succ[e];
       if (state[w] == 2) continue;
-      if (state[w] == 0) { stack[sp++] = w; state[w] = 1; cur[w] = gr.succ_off[w]; continue; }
-      char path[1024];
+      via[w] = e;   /* the edge that led to w (for the labels) */
+      if (state[w] == 0) { stack[sp++] = w; state[w] = 1; cur[w] = gr->succ_off[w]; continue; }
       size_t len = 0;
       long i = sp - 1;
       while (stack[i] != w) i--;
-      int lr = -1, lt = -1;
-      for (; i < sp && len + 64 < sizeof path; i++) {
-        long x = stack[i];
-        if (gr.node_r[x] == lr && gr.node_t[x] == lt) continue;
-        lr = gr.node_r[x]; lt = gr.node_t[x];
-        len += snprintf(path + len, sizeof path - len, "%srank %d tb %d step %d",
-                        len ? " -> " : "", lr, lt, gr.node_s[x]);
+      /* one "rank R tb T step A[..B]" per run of program order, joined by
+       * the kind of the edge that leaves it */
+      for (long j = i; j < sp && len + 96 < cap; ) {
+        long x = stack[j], y = x;
+        while (j + 1 < sp && gr->kind[via[stack[j + 1]]] == IR_EDGE_ORDER) y = stack[++j];
+        len += snprintf(path + len, cap - len, "rank %d tb %d step %d", gr->node_r[x], gr->node_t[x], gr->node_s[x]);
+        if (y != x) len += snprintf(path + len, cap - len, "..%d", gr->node_s[y]);
+        int k = gr->kind[via[++j < sp ? stack[j] : w]];
+        len += snprintf(path + len, cap - len, " -[%s]-> %s", kind[k], j < sp ? "" : "back");
       }
-      err_step(c, gr.node_r[w], gr.node_t[w], gr.node_s[w],
-               "dependency cycle through program order, dependencies and messages: %s -> back", path);
-      goto out;
+      *at = w;
+      found = 1;
+      break;
     }
   }
 out:
-  ir_graph_free(&gr);
-  free(stack); free(cur); free(state);
+  free(stack); free(cur); free(via); free(state);
+  return found;
 }
 
-bt_result ir_check(const ir_prog *p, rt_diag *diag) {
+/* The most messages any connection carries per tile. */
+static long max_messages(const ir_prog *p) {
+  long most = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      long k = 0;
+      for (int s = 0; s < tb->nsteps; s++) k += (ir_op_flags[tb->steps[s].op] & IR_F_SEND) != 0;
+      if (k > most) most = k;
+    }
+  return most;
+}
+
+/* Deadlock freedom: no cycle through program order, dependencies and
+ * messages; then, where some connection carries more than `slots`
+ * messages per tile, none through slot edges either (ir_graph.h). */
+static void check_cycles(checker *c, const ir_peers *pe, int slots) {
+  const ir_prog *p = c->p;
+  char path[1200];
+  long at;
+  for (int pass = 0; pass < 2; pass++) {
+    int s = pass ? slots : 0;
+    if (pass && (slots <= 0 || max_messages(p) <= slots)) return;
+    ir_graph gr;
+    if (ir_graph_build(p, pe, s, &gr)) return;
+    int found = find_cycle(&gr, path, sizeof path, &at);
+    if (found > 0 && !pass)
+      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+               "dependency cycle through program order, dependencies and messages: %s", path);
+    else if (found > 0)
+      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+               "deadlock with %d FIFO slot%s per connection: a cycle through program order, dependencies, messages and full slots "
+               "(-[slot]-> : the send waits until that receive frees a slot): %s",
+               slots, slots == 1 ? "" : "s", path);
+    ir_graph_free(&gr);
+    if (found) return;
+  }
+}
+
+bt_result ir_check(const ir_prog *p, rt_diag *diag) { return ir_check_slots(p, 0, diag); }
+
+bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag) {
   checker c = {p, diag, 0};
+  if (slots <= 0) slots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   check_header(&c);
   for (int r = 0; r < p->ngpus; r++) check_tbs(&c, r);
   for (int r = 0; r < p->ngpus; r++) check_steps(&c, r);
@@ -275,7 +321,7 @@ bt_result ir_check(const ir_prog *p, rt_diag *diag) {
   ir_peers pe;
   if (ir_peers_build(p, &pe)) return BT_ERR_NOMEM;
   check_pairing(&c, &pe);
-  if (!c.errors) check_cycles(&c, &pe);
+  if (!c.errors) check_cycles(&c, &pe, slots);
   ir_peers_free(&pe);
   return c.errors ? BT_ERR_INVALID : BT_OK;
 }

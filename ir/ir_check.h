@@ -9,11 +9,15 @@
  * header consistency, peers and channels, one thread block per connection
  * direction, opcodes against their thread block's peers, chunk offsets in
  * range, dependencies on existing signalling steps, send/recv pairing
- * (message counts, sizes and declared destinations) and cycles through
- * program order, dependencies and messages.  Every problem is added to
- * diag as "file:line: rank R tb T step S: what"; returns BT_ERR_INVALID
- * when there is at least one. */
+ * (message counts, sizes and declared destinations) and deadlock freedom:
+ * no cycle through program order, dependencies and messages, nor, with
+ * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  Every
+ * problem is added to diag as "file:line: rank R tb T step S: what";
+ * returns BT_ERR_INVALID when there is at least one. */
 bt_result ir_check(const ir_prog *p, rt_diag *diag);
+
+/* The same for `slots` FIFO slots per connection (0: BATON_EXEC_SLOTS). */
+bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag);
 
 /* Finds data races: two steps of one rank, in different thread blocks,
  * touching a common chunk (at least one writing) with nothing ordering

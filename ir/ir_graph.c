@@ -8,38 +8,47 @@ void ir_graph_free(ir_graph *g) {
   if (g->base) for (int r = 0; r < g->ngpus; r++) free(g->base[r]);
   free(g->base);
   free(g->node_r); free(g->node_t); free(g->node_s);
-  free(g->succ_off); free(g->succ);
+  free(g->succ_off); free(g->succ); free(g->kind);
   memset(g, 0, sizeof *g);
 }
 
-/* Calls emit(v, w) for every edge v -> w. */
-static void edges(const ir_prog *p, const ir_peers *pe, ir_graph *g,
-                  void (*emit)(ir_graph *, long, long)) {
+/* Calls emit(v, w, kind) for every edge v -> w. */
+static void edges(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g,
+                  void (*emit)(ir_graph *, long, long, int)) {
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
       const ir_tb *tb = &p->gpus[r].tbs[t];
       int u = tb->send >= 0 ? pe->send_tb[r][t] : -1;
       const ir_tb *rt = u >= 0 ? &p->gpus[tb->send].tbs[u] : NULL;
-      int b = 0;
+      int b = 0, b2 = 0;   /* the receive of message k, and of message k - slots */
+      long k = 0;
       for (int s = 0; s < tb->nsteps; s++) {
         long v = g->base[r][t] + s;
         const ir_step *st = &tb->steps[s];
-        if (s + 1 < tb->nsteps) emit(g, v, v + 1);
+        if (s + 1 < tb->nsteps) emit(g, v, v + 1, IR_EDGE_ORDER);
         if (st->depid >= 0 && st->depid < p->gpus[r].ntbs && st->deps >= 0 &&
             st->deps < p->gpus[r].tbs[st->depid].nsteps)
-          emit(g, g->base[r][st->depid] + st->deps, v);
+          emit(g, g->base[r][st->depid] + st->deps, v, IR_EDGE_DEP);
         if (rt && (ir_op_flags[st->op] & IR_F_SEND)) {
           while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
-          if (b < rt->nsteps) emit(g, v, g->base[tb->send][u] + b++);
+          if (b < rt->nsteps) emit(g, v, g->base[tb->send][u] + b++, IR_EDGE_MSG);
+          if (slots > 0 && k >= slots) {
+            while (b2 < rt->nsteps && !(ir_op_flags[rt->steps[b2].op] & IR_F_RECV)) b2++;
+            if (b2 < rt->nsteps) emit(g, g->base[tb->send][u] + b2++, v, IR_EDGE_SLOT);
+          }
+          k++;
         }
       }
     }
 }
 
-static void count_edge(ir_graph *g, long v, long w) { (void)w; g->succ_off[v + 1]++; }
-static void fill_edge(ir_graph *g, long v, long w) { g->succ[g->succ_off[v]++] = w; }
+static void count_edge(ir_graph *g, long v, long w, int kind) { (void)w; (void)kind; g->succ_off[v + 1]++; }
+static void fill_edge(ir_graph *g, long v, long w, int kind) {
+  g->kind[g->succ_off[v]] = (unsigned char)kind;
+  g->succ[g->succ_off[v]++] = w;
+}
 
-bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, ir_graph *g) {
+bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g) {
   memset(g, 0, sizeof *g);
   g->ngpus = p->ngpus;
   g->base = calloc(p->ngpus, sizeof *g->base);
@@ -62,11 +71,12 @@ bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, ir_graph *g) {
         long v = g->base[r][t] + s;
         g->node_r[v] = r; g->node_t[v] = t; g->node_s[v] = s;
       }
-  edges(p, pe, g, count_edge);
+  edges(p, pe, slots, g, count_edge);
   for (long v = 0; v < n; v++) g->succ_off[v + 1] += g->succ_off[v];
   g->succ = malloc((g->succ_off[n] + 1) * sizeof(long));
-  if (!g->succ) goto nomem;
-  edges(p, pe, g, fill_edge);   /* advances succ_off[v] to the end of v's list */
+  g->kind = malloc(g->succ_off[n] + 1);
+  if (!g->succ || !g->kind) goto nomem;
+  edges(p, pe, slots, g, fill_edge);   /* advances succ_off[v] to the end of v's list */
   for (long v = n; v > 0; v--) g->succ_off[v] = g->succ_off[v - 1];
   g->succ_off[0] = 0;
   return BT_OK;

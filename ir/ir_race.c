@@ -40,77 +40,149 @@ static const char *what(const ir_step *st, char *buf, size_t n, int write) {
   return buf;
 }
 
-bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
-  long ntbs = ir_prog_ntbs(p), nsteps = ir_prog_nsteps(p);
-  if (nsteps * ntbs > (64L << 20)) {
-    LOG_INFO(RT_SUB_IR, "%s: race check skipped (%ld steps x %ld thread blocks)", ir_prog_where(p), nsteps, ntbs);
-    return BT_OK;
+/* One chunk range a step touches, for the sweep. */
+typedef struct iv { long lo, hi; int space, write, t, s, k; } iv;
+/* Two steps of different tbs touching a common chunk, one writing; t < u;
+ * ka / kb: which access of each (0 source, 1 destination) overlaps. */
+typedef struct cand { int t, s, ka, u, q, kb; } cand;
+
+static int iv_cmp(const void *x, const void *y) {
+  const iv *a = x, *b = y;
+  if (a->space != b->space) return a->space - b->space;
+  return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+static int cand_cmp(const void *x, const void *y) {
+  const cand *a = x, *b = y;
+  int d[] = {a->t - b->t, a->s - b->s, a->u - b->u, a->q - b->q, a->ka - b->ka, a->kb - b->kb};
+  for (int i = 0; i < 6; i++) if (d[i]) return d[i];
+  return 0;
+}
+
+/* Candidates of rank r: pairs of overlapping accesses (a sweep over the
+ * ranges sorted by start), one pair per two steps.  Returns the count, -1
+ * when out of memory; *out is malloc'ed. */
+static long candidates(const ir_prog *p, int r, int aliased, cand **out) {
+  const ir_gpu *gp = &p->gpus[r];
+  ir_geom geom;
+  *out = NULL;
+  if (ir_geom_init(&geom, p, r, 0, aliased)) return 0;
+  geom.count = geom.k;   /* one element per chunk: offsets are chunk indices */
+  geom.cap = 1;
+  long n = 0, m = 0, capc = 0;
+  for (int t = 0; t < gp->ntbs; t++) n += 2L * gp->tbs[t].nsteps;
+  iv *v = malloc((n + 1) * sizeof *v);
+  if (!v) return -1;
+  n = 0;
+  for (int t = 0; t < gp->ntbs; t++)
+    for (int s = 0; s < gp->tbs[t].nsteps; s++) {
+      const ir_step *st = &gp->tbs[t].steps[s];
+      access a[2];
+      int na = accesses(st, &geom, aliased, a);
+      for (int i = 0; i < na; i++)
+        v[n++] = (iv){a[i].lo, a[i].hi, a[i].space, a[i].write, t, s, na == 2 ? i : a[i].write};
+    }
+  qsort(v, n, sizeof *v, iv_cmp);
+  cand *c = NULL;
+  for (long i = 0; i < n; i++)
+    for (long j = i + 1; j < n && v[j].space == v[i].space && v[j].lo < v[i].hi; j++) {
+      const iv *a = &v[i], *b = &v[j];
+      if (a->t == b->t || !(a->write || b->write)) continue;
+      if (a->t > b->t) { const iv *x = a; a = b; b = x; }
+      if (m == capc) {
+        capc = capc ? 2 * capc : 64;
+        cand *nc = realloc(c, capc * sizeof *nc);
+        if (!nc) { free(c); free(v); return -1; }
+        c = nc;
+      }
+      c[m++] = (cand){a->t, a->s, a->k, b->t, b->s, b->k};
+    }
+  free(v);
+  qsort(c, m, sizeof *c, cand_cmp);
+  long k = 0;   /* keep the first (lowest access pair) per two steps */
+  for (long i = 0; i < m; i++)
+    if (!k || c[k - 1].t != c[i].t || c[k - 1].s != c[i].s || c[k - 1].u != c[i].u || c[k - 1].q != c[i].q)
+      c[k++] = c[i];
+  *out = c;
+  return k;
+}
+
+/* vc[v][u] = number of steps of rank r's tb u that happen before or at v,
+ * over the whole graph in topological order. */
+static void clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc) {
+  memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
+  for (long i = 0; i < g->n; i++) {
+    long v = order[i];
+    int32_t *mine = vc + (size_t)v * nt;
+    if (g->node_r[v] == r && mine[g->node_t[v]] < g->node_s[v] + 1) mine[g->node_t[v]] = g->node_s[v] + 1;
+    for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
+      int32_t *theirs = vc + (size_t)g->succ[e] * nt;
+      for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];
+    }
   }
+}
+
+bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
   ir_graph g;
-  bt_result res = ir_graph_build(p, &pe, &g);
+  bt_result res = ir_graph_build(p, &pe, 0, &g);   /* no slot edges: conservative, and true for any slot count */
   ir_peers_free(&pe);
   if (res) return res;
-  long n = g.n;
-  long *tbbase = malloc((p->ngpus + 1) * sizeof(long));   /* global tb index of (r, 0) */
-  long *order = malloc((n + 1) * sizeof(long));
-  int32_t *vc = calloc((size_t)(n ? n : 1) * ntbs, sizeof(int32_t));
-  int races = 0;
-  if (!tbbase || !order || !vc) { res = BT_ERR_NOMEM; goto out; }
-  for (int r = 0, acc = 0; r < p->ngpus; r++) { tbbase[r] = acc; acc += p->gpus[r].ntbs; }
-  if (!ir_graph_topo(&g, order)) goto out;   /* cycles are ir_check's to report */
-  /* vc[v][u] = number of steps of tb u known to happen before or at v. */
-  for (long i = 0; i < n; i++) {
-    long v = order[i];
-    int32_t *mine = vc + (size_t)v * ntbs;
-    long me = tbbase[g.node_r[v]] + g.node_t[v];
-    if (mine[me] < g.node_s[v] + 1) mine[me] = g.node_s[v] + 1;
-    for (long e = g.succ_off[v]; e < g.succ_off[v + 1]; e++) {
-      int32_t *theirs = vc + (size_t)g.succ[e] * ntbs;
-      for (long u = 0; u < ntbs; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];
-    }
-  }
+  long n = g.n, *order = malloc((n + 1) * sizeof(long));
+  int32_t *vc = NULL;
+  size_t vccap = 0;
+  int races = 0, sorted = 0;
+  if (!order) { res = BT_ERR_NOMEM; goto out; }
   for (int r = 0; r < p->ngpus && races < 8; r++) {
+    cand *c;
+    long nc = candidates(p, r, aliased, &c);
+    if (nc < 0) { res = BT_ERR_NOMEM; goto out; }
+    if (!nc) { free(c); continue; }   /* nothing to order on this rank */
     const ir_gpu *gp = &p->gpus[r];
-    ir_geom geom;
-    if (ir_geom_init(&geom, p, r, 0, aliased)) continue;
-    geom.count = geom.k;   /* one element per chunk: offsets are chunk indices */
-    geom.cap = 1;
-    for (int t = 0; t < gp->ntbs && races < 8; t++)
-      for (int s = 0; s < gp->tbs[t].nsteps && races < 8; s++) {
-        const ir_step *a = &gp->tbs[t].steps[s];
-        access aa[2];
-        int na = accesses(a, &geom, aliased, aa);
-        if (!na) continue;
-        long va = g.base[r][t] + s;
-        for (int u = t + 1; u < gp->ntbs && races < 8; u++)
-          for (int q = 0; q < gp->tbs[u].nsteps && races < 8; q++) {
-            const ir_step *b = &gp->tbs[u].steps[q];
-            access bb[2];
-            int nb = accesses(b, &geom, aliased, bb);
-            for (int i = 0; i < na; i++)
-              for (int j = 0; j < nb; j++) {
-                if (!(aa[i].write || bb[j].write) || aa[i].space != bb[j].space ||
-                    aa[i].hi <= bb[j].lo || bb[j].hi <= aa[i].lo) continue;
-                long vb = g.base[r][u] + q;
-                if (vc[(size_t)vb * ntbs + tbbase[r] + t] >= s + 1) continue;   /* a before b */
-                if (vc[(size_t)va * ntbs + tbbase[r] + u] >= q + 1) continue;   /* b before a */
-                char x[48], y[48];
-                rt_diag_add(diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
-                            ir_prog_where(p), a->line, r, t, s, ir_op_xml[a->op], what(a, x, sizeof x, aa[i].write),
-                            u, q, ir_op_xml[b->op], what(b, y, sizeof y, bb[j].write),
-                            aliased && aa[i].space == 0 && (aa[i].write ? a->dstbuf : a->srcbuf) != (bb[j].write ? b->dstbuf : b->srcbuf)
-                                ? " (the same memory in place)" : "");
-                races++;
-                i = na; j = nb;  /* one report per pair of steps */
-              }
-          }
-      }
+    int nt = gp->ntbs;
+    if ((size_t)n * nt > (64UL << 20)) {
+      LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);
+      free(c);
+      continue;
+    }
+    if (!sorted) {
+      if (!ir_graph_topo(&g, order)) { free(c); goto out; }   /* cycles are ir_check's to report */
+      sorted = 1;
+    }
+    if ((size_t)n * nt > vccap) {
+      free(vc);
+      vccap = (size_t)n * nt;
+      vc = malloc((vccap + 1) * sizeof *vc);
+      if (!vc) { free(c); res = BT_ERR_NOMEM; goto out; }
+    }
+    clocks(&g, order, r, nt, vc);
+    for (long i = 0; i < nc && races < 8; i++) {
+      int t = c[i].t, s = c[i].s, u = c[i].u, q = c[i].q;
+      long va = g.base[r][t] + s, vb = g.base[r][u] + q;
+      if (vc[(size_t)vb * nt + t] >= s + 1) continue;   /* a before b */
+      if (vc[(size_t)va * nt + u] >= q + 1) continue;   /* b before a */
+      const ir_step *a = &gp->tbs[t].steps[s], *b = &gp->tbs[u].steps[q];
+      ir_geom geom;
+      ir_geom_init(&geom, p, r, 0, aliased);
+      geom.count = geom.k;
+      geom.cap = 1;
+      access aa[2], bb[2];
+      int na = accesses(a, &geom, aliased, aa), nb = accesses(b, &geom, aliased, bb);
+      const access *x = &aa[na == 2 ? c[i].ka : 0], *y = &bb[nb == 2 ? c[i].kb : 0];
+      char m1[48], m2[48];
+      rt_diag_add(diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
+                  ir_prog_where(p), a->line, r, t, s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->write),
+                  u, q, ir_op_xml[b->op], what(b, m2, sizeof m2, y->write),
+                  aliased && x->space == 0 && (x->write ? a->dstbuf : a->srcbuf) != (y->write ? b->dstbuf : b->srcbuf)
+                      ? " (the same memory in place)" : "");
+      races++;
+    }
+    free(c);
   }
 out:
   ir_graph_free(&g);
-  free(tbbase); free(order); free(vc);
+  free(order); free(vc);
   if (res) return res;
   return races ? BT_ERR_INVALID : BT_OK;
 }

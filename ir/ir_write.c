@@ -74,6 +74,19 @@ static const char *chunks(char *buf, size_t n, int b, int off, int cnt) {
   return buf;
 }
 
+void ir_step_text(const ir_tb *tb, const ir_step *st, char *line, size_t cap) {
+  unsigned fl = ir_op_flags[st->op];
+  char a[48], b[48];
+  int n = snprintf(line, cap, "%-4s", ir_op_xml[st->op]);
+  if (fl & IR_F_RECV) n += snprintf(line + n, cap - n, " recv(%d)", tb->recv);
+  if (fl & IR_F_SRC) n += snprintf(line + n, cap - n, " %s%s",
+                                    (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
+  if (fl & IR_F_DST) n += snprintf(line + n, cap - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+  if (fl & IR_F_SEND) n += snprintf(line + n, cap - n, " -> send(%d)", tb->send);
+  if (st->op == IR_OP_SEND && st->dstoff >= 0)
+    snprintf(line + n, cap - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+}
+
 void ir_explain(const ir_prog *p, FILE *f) {
   fprintf(f, "algo %s: %s over %d ranks, %s, proto %s, %d channel%s, %d chunks per loop\n",
           p->name && *p->name ? p->name : "(unnamed)", ir_coll_name[p->coll], p->ngpus,
@@ -91,16 +104,9 @@ void ir_explain(const ir_prog *p, FILE *f) {
       fputc('\n', f);
       for (int s = 0; s < tb->nsteps; s++) {
         const ir_step *st = &tb->steps[s];
-        unsigned fl = ir_op_flags[st->op];
-        char a[48], b[48], line[160];
-        int n = snprintf(line, sizeof line, "    %3d  %-4s", s, ir_op_xml[st->op]);
-        if (fl & IR_F_RECV) n += snprintf(line + n, sizeof line - n, " recv(%d)", tb->recv);
-        if (fl & IR_F_SRC) n += snprintf(line + n, sizeof line - n, " %s%s",
-                                          (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
-        if (fl & IR_F_DST) n += snprintf(line + n, sizeof line - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
-        if (fl & IR_F_SEND) n += snprintf(line + n, sizeof line - n, " -> send(%d)", tb->send);
-        if (st->op == IR_OP_SEND && st->dstoff >= 0)
-          n += snprintf(line + n, sizeof line - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+        char text[140], line[160];
+        ir_step_text(tb, st, text, sizeof text);
+        snprintf(line, sizeof line, "    %3d  %s", s, text);
         char extra[160] = "";
         int m = 0;
         if (st->depid >= 0) m += snprintf(extra + m, sizeof extra - m, " wait tb%d.%d", st->depid, st->deps);

@@ -13,8 +13,17 @@
 bt_result ir_write(const ir_prog *p, FILE *f);
 bt_result ir_write_file(const ir_prog *p, const char *path);
 
+/* One step as text, e.g. "rrs  recv(3) + i[4] -> send(1)". */
+void ir_step_text(const ir_tb *tb, const ir_step *st, char *buf, size_t n);
+
 /* A readable per-rank, per-thread-block listing (like SQLite's EXPLAIN). */
 void ir_explain(const ir_prog *p, FILE *f);
+
+/* The schedule as a Graphviz digraph: a cluster per rank holding a
+ * cluster per thread block with its steps in order; message edges between
+ * ranks (bold, blue), dependency edges dashed.  Needs ir_check to have
+ * passed (messages are paired as it pairs them).  ir/ir_dot.c. */
+bt_result ir_write_dot(const ir_prog *p, FILE *f);
 
 /* The opcode table as a Markdown table (generated from ir_op.def). */
 void ir_ops_markdown(FILE *f);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # unit suite: the baton command line -- help, exit codes and error messages.
-# Usage: cli.sh BATON CORPUS_DIR   (TAP output)
+# Usage: cli.sh BATON CORPUS_DIR SOURCE_ROOT   (TAP output)
 set -u
-baton=$1 corpus=$2
+baton=$1 corpus=$2 root=$3
 n=0 failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...
@@ -35,5 +35,24 @@ check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integ
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+check "compile a parallelize script (alternating rings, 2 instances)" 0 "allreduce on 8 ranks, 32 thread blocks, 480 steps" \
+  "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
+check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \
+  "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
+check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \
+  "exchange_2r.xml:10: rank 0 tb 0 step 1: deadlock with 1 FIFO slot per connection" "$baton" verify --slots 1 "$root/tests/exchange_2r.xml"
+check "... and BATON_EXEC_SLOTS=1 means the same" 1 "deadlock with 1 FIFO slot per connection" \
+  env BATON_EXEC_SLOTS=1 "$baton" verify "$root/tests/exchange_2r.xml"
+check "... and it verifies with 2 slots" 0 "exchange_2r.xml: ok  allgather on 2 ranks" "$baton" verify --slots 2 "$root/tests/exchange_2r.xml"
+check "compile refuses a ring that deadlocks with the runtime's slot count" 1 "deadlock with 1 FIFO slot per connection" \
+  env BATON_EXEC_SLOTS=1 "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/ring1.xml"
+check "... and writes nothing" 1 "absent" bash -c "test -e \"$tmp/ring1.xml\" && echo present || { echo absent; exit 1; }"
+"$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/r4.xml" --dot "$tmp/r4.dot" 2>/dev/null
+dotsum="$(grep -c 'allreduce_ring.lua:[0-9]*"\]' "$tmp/r4.dot") steps, $(grep -c 'color=blue' "$tmp/r4.dot") messages,\
+ $(grep -c 'subgraph cluster_r[0-3]_t0 ' "$tmp/r4.dot") tbs, $(grep -c 'r0t0s0 -> r1t0s1 \[color=blue' "$tmp/r4.dot") r0->r1"
+check "compile --dot: a cluster per rank and tb, each step with provenance, each message an edge" 0 \
+  "28 steps, 24 messages, 4 tbs, 1 r0->r1" echo "$dotsum"
+check "explain --dot refuses an invalid program" 1 "no graph for an invalid program" \
+  env BATON_EXEC_SLOTS=1 "$baton" explain --dot "$root/tests/exchange_2r.xml"
 echo "1..$n"
 [ $failed -eq 0 ]

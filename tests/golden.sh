@@ -18,6 +18,9 @@ cd "$corpus" 2>/dev/null || { echo "1..0 # SKIP corpus missing"; exit 0; }
 gold explain_allreduce_ring_4r.txt "$baton" explain allreduce_ring_4r_1c_1i_simple.xml
 gold explain_alltoall_twostep.txt "$baton" explain alltoall_twostep_2n2g_simple.xml
 gold explain_allreduce_hier.txt "$baton" explain allreduce_hier_2n2g_simple.xml
+# the Graphviz view of a schedule: clusters per rank and tb, message and (dashed) dependency edges
+gold dot_exchange_2r.dot "$baton" explain --dot "$root/tests/exchange_2r.xml"
+gold dot_allreduce_hier.dot "$baton" explain --dot allreduce_hier_2n2g_simple.xml
 # the XML the compiler writes for a small ring (provenance paths are relative to the repo)
 gold allreduce_ring_4r.xml bash -c "cd '$root' && '$baton' compile -q algorithms/allreduce_ring.lua --param ranks=4"
 # docs/IR.md carries the opcode table generated from ir/ir_op.def.

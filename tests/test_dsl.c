@@ -66,12 +66,13 @@ static void test_sandbox(void) {
      "text load(), string and math work: %s", msg);
 }
 
-/* Compiles, validates and runs a script on the CPU executor. */
-static void compiles(const char *src, const char *what, int want_steps) {
+/* Compiles, validates and runs a script on the CPU executor; returns the
+ * program when `keep` (the caller frees it). */
+static ir_prog *compiles_keep(const char *src, const char *what, int want_steps, int keep) {
   cc_trace *t = NULL;
   ir_prog *p = NULL;
   ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
-  if (!t) return;
+  if (!t) return NULL;
   rt_diag *d = rt_diag_new(10);
   cc_lower_opts lo = {.fuse = 1};
   ok(!cc_lower(t, &lo, &p, d) && !ir_check(p, d) && !ir_check_races(p, ir_prog_aliased(p, p->inplace), d),
@@ -82,9 +83,104 @@ static void compiles(const char *src, const char *what, int want_steps) {
     ok(!ip_cpu_verify(p, &o, &rep, d), "%s computes its collective: %s", what, rt_diag_text(d));
     if (want_steps) ok(ir_prog_nsteps(p) == want_steps, "%s has %d steps (got %ld)", what, want_steps, ir_prog_nsteps(p));
   }
+  if (!keep) { ir_prog_free(p); p = NULL; }
+  cc_trace_free(t);
+  rt_diag_free(d);
+  return p;
+}
+
+static void compiles(const char *src, const char *what, int want_steps) {
+  compiles_keep(src, what, want_steps, 0);
+}
+
+/* Traces `src`, which must pass, and expects lowering to fail with `expect`. */
+static void lower_fails(const char *src, const char *expect, const char *what) {
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
+  if (!t) return;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(cc_lower(t, &lo, &p, d) == BT_ERR_INVALID, "%s is refused by the compiler", what);
+  ok_contains(rt_diag_text(d), expect, "%s: message names the line and the problem", what);
   ir_prog_free(p);
   cc_trace_free(t);
   rt_diag_free(d);
+}
+
+/* tb of rank r has these peers and channel */
+static int tb_is(const ir_prog *p, int r, int tb, int send, int recv, int chan) {
+  if (!p || r >= p->ngpus || tb >= p->gpus[r].ntbs) return 0;
+  const ir_tb *b = &p->gpus[r].tbs[tb];
+  return b->send == send && b->recv == recv && b->chan == chan;
+}
+
+/* A 3-rank ring AllGather: each rank copies its input into place, then the
+ * chunk travels round the ring; OPTS is the options table of the ring copies. */
+#define AG3RING(OPTS) "collective{kind='allgather', ranks=3, chunks=1}\n" \
+  "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r, {sendtb = LOCALTB}) end\n" \
+  "for r = 0, 2 do local c = chunk(r, 'output', r)\n" \
+  "  for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, " OPTS ") end end\n"
+
+static void test_placement(void) {
+  /* receives in tb 0, sends in tb 1, local copies in tb 2: no fusion across tbs */
+  ir_prog *p = compiles_keep("LOCALTB = 2\n" AG3RING("{recvtb = 0, sendtb = 1}"), "placed ring allgather", 0, 1);
+  int good = p != NULL;
+  for (int r = 0; p && r < 3; r++)
+    good &= p->gpus[r].ntbs == 3 && tb_is(p, r, 0, -1, (r + 2) % 3, 0) && tb_is(p, r, 1, (r + 1) % 3, -1, 0) &&
+            tb_is(p, r, 2, -1, -1, 0) && p->gpus[r].tbs[2].steps[0].op == IR_OP_COPY;
+  ok(good, "sendtb/recvtb put sends, receives and local copies in the thread blocks the script names");
+  ir_prog_free(p);
+  /* everything in tb 0: one thread block per rank, fused as without placement */
+  p = compiles_keep("LOCALTB = 0\n" AG3RING("{recvtb = 0, sendtb = 0}"), "ring allgather placed in one tb", 0, 1);
+  good = p != NULL;
+  for (int r = 0; p && r < 3; r++) good &= p->gpus[r].ntbs == 1 && tb_is(p, r, 0, (r + 1) % 3, (r + 2) % 3, 0);
+  ok(good, "connections and local copies placed in one tb share it");
+  ir_prog_free(p);
+  /* whole-program instances: instance j's tb t is j * (tbs per instance) + t */
+  p = compiles_keep("collective{kind='allgather', ranks=3, chunks=1, instances=2}\n"
+                    "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r, {sendtb = 2}) end\n"
+                    "for r = 0, 2 do local c = chunk(r, 'output', r)\n"
+                    "  for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, {recvtb = 0, sendtb = 1}) end end\n",
+                    "placed ring allgather, 2 instances", 0, 1);
+  good = p != NULL;
+  for (int r = 0; p && r < 3; r++)
+    good &= p->gpus[r].ntbs == 6 && tb_is(p, r, 3, -1, (r + 2) % 3, 1) && tb_is(p, r, 4, (r + 1) % 3, -1, 1) &&
+            tb_is(p, r, 5, -1, -1, 1);
+  ok(good, "instance 1 of a placed program takes tbs 3..5 on channel 1");
+  ir_prog_free(p);
+
+#define AG3 "collective{kind='allgather', ranks=3, chunks=1}\n"
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {sendtb = 0}) end end\n",
+              "t.lua:3: sendtb=0: the send from rank 0 to rank 2 on channel 0: rank 0 tb 0 already sends to rank 1 on channel 0 (placed at t.lua:3), and this one sends to rank 2 on channel 0; a thread block has one send peer, one receive peer and one channel",
+              "two send peers placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {recvtb = r == 0 and 1 or 0}) end end\n",
+              "t.lua:3: recvtb=0: the receive on rank 0 from rank 2 on channel 0: rank 0 tb 0 already receives from rank 1 on channel 0 (placed at t.lua:3)",
+              "two receive peers placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {ch = q == 2 and 1 or 0, sendtb = 0}) end end\n",
+              "rank 0 tb 0 already sends to rank 1 on channel 0 (placed at t.lua:3), and this one sends to rank 2 on channel 1",
+              "two channels placed in one tb");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do local o = nil\n"
+                  "  if q == (r + 1) % 3 then o = {sendtb = 0} end\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, o) end end\n"
+                  "chunk(0, 'input', 0):copy(1, 'scratch', 0, {sendtb = 1})\n",
+              "t.lua:5: sendtb=1: the send from rank 0 to rank 1 on channel 0: its connection is already placed in tb 0 (at t.lua:4), and one connection belongs to one thread block",
+              "one connection placed in two tbs");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, {sendtb = 108}) end end\n",
+              "t.lua:3: sendtb=108: the send from rank 0 to rank 1 on channel 0: thread block 108 is out of range: a rank runs at most 108 thread blocks (0..107)",
+              "a tb index beyond the limit");
+  lower_fails(AG3 "for r = 0, 2 do for q = 0, 2 do\n"
+                  "  chunk(r, 'input', 0):copy(q, 'output', r, q == (r + 1) % 3 and {sendtb = 5} or nil) end end\n",
+              "t.lua:3: tb 5 is placed on rank 0, but rank 0 has only 5 thread blocks; placed indices must leave no gap (use 0..4)",
+              "a tb index that leaves a gap");
+  lower_fails("collective{kind='alltoall', ranks=56, chunks=1}\n"
+              "for r = 0, 55 do for q = 0, 55 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
+              "t.lua: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once; use fewer channels or instances",
+              "more thread blocks than a GPU runs at once");
 }
 
 static void test_lowering(void) {
@@ -104,11 +200,99 @@ static void test_lowering(void) {
            "out-of-place allreduce through a named scratch buffer", 0);
 }
 
+/* Alternating rings: instance 0 runs the ring forward, instance 1 backward. */
+#define ALT_RING(EXTRA) "collective{kind='allreduce', ranks=4, chunks=4, inplace=true" EXTRA "}\n" \
+  "parallelize(2, function(i)\n" \
+  "  local function nxt(r, s) if i == 0 then return (r + s) % 4 else return (r - s) % 4 end end\n" \
+  "  for c = 0, 3 do\n" \
+  "    local acc = chunk(nxt(c, 1), 'input', c)\n" \
+  "    for s = 2, 4 do acc = chunk(nxt(c, s), 'input', c):reduce(acc) end\n" \
+  "    for s = 1, 3 do acc = acc:copy(nxt(c, s), 'input', c) end\n" \
+  "  end\n" \
+  "end)\n"
+
+/* Every step of tb `tb` of rank r touches only chunks x with x % m == want. */
+static int tb_pieces(const ir_prog *p, int r, int tb, int m, int want) {
+  const ir_tb *b = &p->gpus[r].tbs[tb];
+  for (int s = 0; s < b->nsteps; s++) {
+    const ir_step *st = &b->steps[s];
+    if (st->op == IR_OP_NOP) continue;
+    if (st->cnt != 1 || st->srcoff % m != want || st->dstoff % m != want) return 0;
+  }
+  return b->nsteps > 0;
+}
+
+static void test_parallelize(void) {
+  ir_prog *p = compiles_keep(ALT_RING(""), "alternating rings (parallelize 2)", 0, 1);
+  int good = p && p->nchunksperloop == 8 && p->nchannels == 2;
+  for (int r = 0; p && r < 4; r++)
+    good &= p->gpus[r].ntbs == 2 && tb_is(p, r, 0, (r + 1) % 4, (r + 3) % 4, 0) && tb_pieces(p, r, 0, 2, 0) &&
+            tb_is(p, r, 1, (r + 3) % 4, (r + 1) % 4, 1) && tb_pieces(p, r, 1, 2, 1);
+  ok(good, "parallelize: instance i works on piece i (chunk c -> 2c+i) on channel i, in its own tb");
+  ir_prog_free(p);
+  p = compiles_keep(ALT_RING(", instances=2"), "alternating rings, 2 whole-program instances", 0, 1);
+  good = p && p->nchunksperloop == 16 && p->nchannels == 4;
+  for (int r = 0; p && r < 4; r++) {
+    good &= p->gpus[r].ntbs == 4;
+    for (int tb = 0; good && tb < 4; tb++) {
+      const ir_tb *b = &p->gpus[r].tbs[tb];
+      int frag_inst = b->chan % 2, prog_inst = b->chan / 2;    /* channel = piece + 2 * instance */
+      good &= b->send == (frag_inst == 0 ? (r + 1) % 4 : (r + 3) % 4) &&
+              tb_pieces(p, r, tb, 4, frag_inst * 2 + prog_inst);  /* chunk (c*2 + i)*2 + j */
+    }
+  }
+  ok(good, "parallelize inside 2 instances: piece (c*2 + i)*2 + j on channel i + 2j");
+  ir_prog_free(p);
+  /* code outside the fragment keeps channel 0; the fragment's channels come after */
+  p = compiles_keep("collective{kind='allgather', ranks=3, chunks=1}\n"
+                    "for r = 0, 2 do chunk(r, 'input', 0):copy(r, 'output', r) end\n"
+                    "parallelize(3, function(i)\n"
+                    "  for r = 0, 2 do local c = chunk(r, 'output', r)\n"
+                    "    for s = 1, 2 do c = c:copy((r + s) % 3, 'output', r, {ch = 1}) end end\n"
+                    "end)\n", "allgather ring in 3 pieces after local copies", 0, 1);
+  good = p && p->nchunksperloop == 9 && p->nchannels == 1 + 3 * 2;
+  for (int r = 0; p && r < 3; r++) {
+    good &= p->gpus[r].ntbs == 4;
+    for (int tb = 0; good && tb < 4; tb++) {
+      const ir_tb *b = &p->gpus[r].tbs[tb];
+      if (b->send < 0) good &= b->chan == 0 && b->steps[0].op == IR_OP_COPY && b->steps[0].cnt == 3;
+      else good &= (b->chan == 2 || b->chan == 4 || b->chan == 6) && tb_pieces(p, r, tb, 3, (b->chan - 2) / 2);
+    }
+  }
+  ok(good, "outside code moves whole chunks on channel 0; instance i of a fragment using ch=1 runs on channel 1 + 2i + 1");
+  ir_prog_free(p);
+
+  fails(AR2 "parallelize(2, function(i)\n"
+            "  if i == 0 then chunk(0, 'input', 0):copy(1, 'scratch', 0) end\n"
+            "end)\n"
+            "chunk(1, 'scratch', 0)\n",
+        "t.lua:5: rank 1 scratch[0] holds different values in the instances of parallelize at t.lua:2; read it inside the fragment, or make every instance leave the same value",
+        "reading a chunk the instances left different");
+  fails(AR2 "chunk(1,'input',1):reduce(chunk(0,'input',1)):copy(0,'input',1)\n"
+            "parallelize(2, function(i)\n"
+            "  local x = chunk(1,'input',0):reduce(chunk(0,'input',0))\n"
+            "  if i == 0 then x:copy(0,'input',0) end\n"
+            "end)\n",
+        "t.lua: postcondition of allreduce fails: rank 0 output[0] holds different values in the instances of parallelize at t.lua:3",
+        "a result the instances leave different");
+  fails(AR2 "parallelize(2, function(i) parallelize(2, function(j) end) end)\n",
+        "t.lua:2: parallelize inside parallelize (started at t.lua:2) is not supported", "nested parallelize");
+  fails(AR2 "parallelize(0, function(i) end)\n", "t.lua:2: parallelize: 0 instances out of range [1, 64]",
+        "parallelize of 0");
+  lower_fails(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)):copy(0,'input',0)\n"
+                  "chunk(1,'input',1):reduce(chunk(0,'input',1)):copy(0,'input',1)\n"
+                  "parallelize(7, function(i) end)\nparallelize(11, function(i) end)\n",
+              "t.lua:5: parallelize(11): the program would split each chunk into 77 pieces (the least common multiple of its parallelize counts), more than 64",
+              "too many pieces");
+}
+
 int main(void) {
   setenv("BATON_LUA_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
   test_errors();
   test_sandbox();
   test_lowering();
+  test_placement();
+  test_parallelize();
   return tap_done();
 }

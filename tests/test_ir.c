@@ -183,7 +183,7 @@ static void test_corpus_mutations(void) {
   const char *hier = "allreduce_hier_2n2g_simple.xml";
   broken(hier, "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"1\"",
          "<step s=\"0\" type=\"rrc\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"1\" deps=\"0\" hasdep=\"1\"", 0,
-         "dependency cycle through program order, dependencies and messages: rank 0 tb 1 step 0 -> rank 0 tb 5 step 0 -> back",
+         "dependency cycle through program order, dependencies and messages: rank 0 tb 1 step 0 -[dependency]-> rank 0 tb 5 step 0 -[dependency]-> back",
          "cyclic dependency");
   broken(hier, "depid=\"2\" deps=\"1\"", "depid=\"2\" deps=\"7\"", 0,
          "rank 0 tb 0 step 0: depends on tb 2 step 7, which does not exist (tb 2 has 3 steps)", "dependency on a missing step");

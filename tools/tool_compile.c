@@ -1,4 +1,5 @@
 /* tool_compile.c -- `baton compile`: Lua script -> verified XML IR. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "ip_cpu.h"
 #include "ir_check.h"
 #include "ir_write.h"
+#include "rt_param.h"
 #include "tool.h"
 
 static const char compile_help[] =
@@ -24,6 +26,8 @@ static const char compile_help[] =
   "  -o FILE          write the IR here (default: standard output)\n"
   "  --no-fuse        keep plain s / r / rrc steps (no rcs, rrs, rrcs)\n"
   "  --explain        print the readable listing to standard error too\n"
+  "  --dot FILE       also write the schedule as a Graphviz digraph (see\n"
+  "                   'baton explain --dot'), after verification\n"
   "  -q, --quiet      no summary line\n";
 
 static double now(void) {
@@ -32,26 +36,55 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Runs the compiled program through the CPU executor the way users call it. */
+typedef struct run {
+  const ir_prog *p;
+  ip_cpu_opts o;
+  ip_cpu_report rep;
+  rt_diag *d;
+  bt_result res;
+  pthread_t th;
+} run;
+
+static void *run_main(void *arg) {
+  run *r = arg;
+  r->res = ip_cpu_verify(r->p, &r->o, &r->rep, r->d);
+  return NULL;
+}
+
+/* Runs the compiled program through the CPU executor the way users call
+ * it: three runs (f32 sum at an uneven count in 128-element tiles, i32 max
+ * at 7 elements in 1-element tiles, bf16 sum out of place), side by side;
+ * each is an independent executor.  The first failure's messages go to d. */
 static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
-  struct { ip_dtype t; ip_redop op; long count; long tile; int inplace; } runs[] = {
-    {IP_F32, IP_OP_SUM, 4099, 128, -1}, {IP_I32, IP_OP_MAX, 7, 1, -1}, {IP_BF16, IP_OP_SUM, 1000, 64, 0},
+  run runs[] = {
+    {.o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1}},
+    {.o = {.dtype = IP_I32, .op = IP_OP_MAX, .count = 7, .tile = 1, .inplace = -1}},
+    {.o = {.dtype = IP_BF16, .op = IP_OP_SUM, .count = 1000, .tile = 64, .inplace = 0}},
   };
+  enum { N = sizeof runs / sizeof runs[0] };
+  int started[N] = {0};
+  bt_result res = BT_OK;
   *checked = 0;
-  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-    ip_cpu_opts o = {.dtype = runs[i].t, .op = runs[i].op, .count = runs[i].count, .inplace = runs[i].inplace,
-                     .tile = runs[i].tile};
-    ip_cpu_report rep;
-    bt_result r = ip_cpu_verify(p, &o, &rep, d);
-    if (r) return r;
-    *checked += rep.checked;
+  for (int i = 0; i < N; i++) {
+    runs[i].p = p;
+    runs[i].d = rt_diag_new(20);
+    if (!runs[i].d) { res = BT_ERR_NOMEM; continue; }
+    started[i] = !pthread_create(&runs[i].th, NULL, run_main, &runs[i]);
+    if (!started[i]) run_main(&runs[i]);   /* no thread: run it here */
   }
-  return BT_OK;
+  for (int i = 0; i < N; i++) {
+    if (started[i]) pthread_join(runs[i].th, NULL);
+    if (!runs[i].d) continue;
+    if (runs[i].res && !res) { res = runs[i].res; rt_diag_add(d, "%s", rt_diag_text(runs[i].d)); }
+    *checked += runs[i].rep.checked;
+    rt_diag_free(runs[i].d);
+  }
+  return res;
 }
 
 int tool_compile(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) { fputs(compile_help, stdout); return 0; }
-  const char *script = NULL, *outpath = NULL;
+  const char *script = NULL, *outpath = NULL, *dotpath = NULL;
   const char *params[128];
   int nparams = 0, quiet = 0, explain = 0;
   cc_lower_opts lo = {.fuse = 1};
@@ -62,6 +95,8 @@ int tool_compile(int argc, char **argv) {
       params[nparams++] = v;
     } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
       outpath = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--dot"))) {
+      dotpath = v;
     } else if (!strcmp(argv[i], "--no-fuse")) {
       lo.fuse = 0;
     } else if (!strcmp(argv[i], "--explain")) {
@@ -90,8 +125,13 @@ int tool_compile(int argc, char **argv) {
   if (cc_lower(t, &lo, &p, d)) { fprintf(stderr, "%s", rt_diag_text(d)); goto out; }
   double t2 = now();
   if (explain) ir_explain(p, stderr);
-  if (ir_check(p, d) || ir_check_races(p, ir_prog_aliased(p, p->inplace), d)) {
-    fprintf(stderr, "%s: the compiled program is invalid (a compiler bug):\n%s", script, rt_diag_text(d));
+  int bad = ir_check(p, d) != BT_OK;
+  double t2a = now();
+  bad = bad || ir_check_races(p, ir_prog_aliased(p, p->inplace), d);
+  double t2b = now();
+  if (bad) {
+    fprintf(stderr, "%s: the compiled program fails validation (deadlock freedom with %d FIFO slots included); nothing written:\n%s",
+            script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS), rt_diag_text(d));
     goto out;
   }
   bt_result vr = verify(p, d, &checked);
@@ -104,12 +144,19 @@ int tool_compile(int argc, char **argv) {
     fprintf(stderr, "baton compile: cannot write %s\n", outpath ? outpath : "standard output");
     goto out;
   }
+  if (dotpath) {
+    FILE *df = fopen(dotpath, "w");
+    bt_result dr = df ? ir_write_dot(p, df) : BT_ERR_SYSTEM;
+    if (df && fclose(df)) dr = BT_ERR_SYSTEM;
+    if (dr) { fprintf(stderr, "baton compile: cannot write %s\n", dotpath); goto out; }
+  }
   rc = 0;
   if (!quiet)
     fprintf(stderr, "%s: %s on %d ranks, %ld thread blocks, %ld steps; verified on the CPU (%ld elements); "
-            "trace %.1f ms, lower %.1f ms, verify %.1f ms -> %s\n",
+            "trace %.1f ms, lower %.1f ms, verify %.1f ms (check %.1f, races %.1f, 3 runs %.1f) -> %s\n",
             script, ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), checked,
-            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, outpath ? outpath : "stdout");
+            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t2a - t2) * 1e3, (t2b - t2a) * 1e3,
+            (t3 - t2b) * 1e3, outpath ? outpath : "stdout");
 out:
   ir_prog_free(p);
   cc_trace_free(t);

@@ -79,7 +79,7 @@ static int verify_one(const char *path, const vopts *vo, const ip_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
   int rc = 1;
-  if (ir_read_file(path, &p, d) || ir_check(p, d)) {
+  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
     goto out;
   }
@@ -193,25 +193,44 @@ int tool_verify(int argc, char **argv) {
 }
 
 static const char explain_help[] =
-  "usage: baton explain FILE.xml [...]\n"
+  "usage: baton explain [--dot] FILE.xml [...]\n"
   "\n"
   "Prints each program as a readable listing: per rank, per thread block, one\n"
   "line per step with its operands, peers, dependencies (wait tbT.S), whether\n"
   "it signals, and its provenance.  The file is validated first; problems are\n"
-  "printed after the listing.\n";
+  "printed after the listing.\n"
+  "\n"
+  "  --dot   print a Graphviz digraph instead (valid programs only): a cluster\n"
+  "          per rank and thread block with its steps in order, message edges\n"
+  "          between ranks in blue, dependency edges dashed.  Render it with\n"
+  "          'dot -Tsvg'.\n";
 
 int tool_explain(int argc, char **argv) {
   if (tool_wants_help(argc, argv) || argc < 2) {
     fputs(explain_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  int failed = 0;
+  int failed = 0, dot = 0, nfiles = 0;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dot")) { dot = 1; continue; }
+    if (argv[i][0] == '-') { fprintf(stderr, "baton explain: unknown option '%s'\n", argv[i]); return 2; }
+    nfiles++;
+  }
+  if (!nfiles) { fputs(explain_help, stderr); return 2; }
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-') continue;
     rt_diag *d = rt_diag_new(40);
     ir_prog *p = NULL;
     if (ir_read_file(argv[i], &p, d)) {
       fprintf(stderr, "%s: invalid\n%s", argv[i], rt_diag_text(d));
       failed++;
+    } else if (dot) {
+      if (ir_check(p, d)) {
+        fprintf(stderr, "%s: invalid (no graph for an invalid program)\n%s", argv[i], rt_diag_text(d));
+        failed++;
+      } else if (ir_write_dot(p, stdout)) {
+        failed++;
+      }
     } else {
       ir_explain(p, stdout);
       if (ir_check(p, d)) {

@@ -1,0 +1,77 @@
+/* cc_ins.h -- the lowering passes' shared state: the instruction list and
+ * the thread-block sets.  Internal to compiler/ (cc_lower.c, cc_place.c). */
+#ifndef CC_INS_H
+#define CC_INS_H
+
+#include "cc.h"
+
+/* One IR-level instruction on one rank, before it becomes a step. */
+typedef struct ins {
+  int rank, op;                 /* ir_op */
+  int sspace, sidx, dspace, didx, count;
+  int send, recv, ch;           /* peers, -1 none */
+  int fixtb;                    /* thread block the script placed it in (sendtb/recvtb), -1 none */
+  int inst;                     /* whole-program instance */
+  int line;
+  int msg_of;                   /* for a receive: the sending instruction */
+  int dead;                     /* fused away */
+  int *pred, npred, cappred;    /* instructions that must come first (same rank, or the message) */
+  int tb, pos, depth;
+} ins;
+
+/* A thread-block set: the connection endpoints (per rank and channel:
+ * send to p, receive from p, local) that one thread block will own. */
+typedef struct setinfo {
+  int send, recv, ch;           /* peers (-1 none) and channel */
+  int fixed, fixed_line;        /* tb index the script asked for (-1 none) and where */
+} setinfo;
+
+typedef struct lower {
+  const cc_trace *t;
+  rt_diag *diag;
+  ins *v;
+  int n, cap;
+  int *parent;                  /* union-find over connection endpoints */
+  setinfo *info;                /* per endpoint; valid at roots */
+  int nend;                     /* endpoints */
+  int nch;                      /* channels in use */
+  int errors;
+} lower;
+
+/* Adds "script:line: message" (line 0: "script: message") to the
+ * diagnostics and counts an error. */
+void cc_err(lower *w, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Endpoint ids: per rank and channel, send-to-peer p is 2p, recv-from-p
+ * 2p+1; the local (cpy/re) thread block of a channel is 2n. */
+int cc_endpoint(const lower *w, int rank, int ch, int e);
+/* The endpoint of i's send (which 0) or receive (1) side, or -1. */
+int cc_endpoint_of(const lower *w, const ins *i, int which);
+/* The endpoint that decides i's thread block: send, else receive, else local. */
+int cc_home(const lower *w, const ins *i);
+int cc_find(int *parent, int x);
+
+/* Creates one set per endpoint.  0 when out of memory. */
+int cc_sets_init(lower *w);
+
+/* Joins the sets of endpoints a and b when one thread block can own both:
+ * at most one send peer, one receive peer, one channel and one placement.
+ * Returns 1 when joined (or already one), 0 when they are incompatible. */
+int cc_sets_join(lower *w, int a, int b);
+
+/* Honours sendtb/recvtb: each placed instruction's set is pinned to that
+ * thread-block index; sets pinned to the same index of a rank are joined.
+ * Conflicts (one connection pinned to two indices, two send peers in one
+ * tb, an index at or above max_tbs) are errors naming the script lines.
+ * Returns 0 when out of memory (errors are counted in w->errors). */
+int cc_place_fixed(lower *w, int instances, int max_tbs);
+
+/* Numbers the thread blocks of each rank: instance j's sets take indices
+ * [base_j, base_j + count_j); a pinned set takes base_j + its index, the
+ * others the lowest free index, in the order of their first instruction in
+ * `order`.  Adds the tbs to p (peers, channel) and sets ins.tb.  Errors:
+ * a pinned index that leaves a gap, more than max_tbs per rank.  Returns 0
+ * when out of memory. */
+int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_tbs, ir_prog *p);
+
+#endif

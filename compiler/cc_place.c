@@ -1,0 +1,205 @@
+/* cc_place.c -- thread blocks: union-find sets of connection endpoints,
+ * manual placement (sendtb/recvtb) and numbering. */
+#include "cc_ins.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cc_err(lower *w, int line, const char *fmt, ...) {
+  char m[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  if (line > 0) rt_diag_add(w->diag, "%s:%d: %s", w->t->script, line, m);
+  else rt_diag_add(w->diag, "%s: %s", w->t->script, m);   /* about the whole program */
+  w->errors++;
+}
+
+int cc_endpoint(const lower *w, int rank, int ch, int e) {
+  return (rank * w->nch + ch) * (2 * w->t->nranks + 1) + e;
+}
+
+int cc_endpoint_of(const lower *w, const ins *i, int which) {
+  if (which == 0 && i->send >= 0) return cc_endpoint(w, i->rank, i->ch, 2 * i->send);
+  if (which == 1 && i->recv >= 0) return cc_endpoint(w, i->rank, i->ch, 2 * i->recv + 1);
+  return -1;
+}
+
+int cc_home(const lower *w, const ins *i) {
+  if (i->send >= 0) return cc_endpoint_of(w, i, 0);
+  if (i->recv >= 0) return cc_endpoint_of(w, i, 1);
+  return cc_endpoint(w, i->rank, i->ch, 2 * w->t->nranks);
+}
+
+int cc_find(int *parent, int x) {
+  while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
+  return x;
+}
+
+int cc_sets_init(lower *w) {
+  int per = 2 * w->t->nranks + 1;
+  w->nend = w->t->nranks * w->nch * per;
+  w->parent = malloc((w->nend + 1) * sizeof(int));
+  w->info = malloc((w->nend + 1) * sizeof *w->info);
+  if (!w->parent || !w->info) return 0;
+  for (int e = 0; e < w->nend; e++) {
+    w->parent[e] = e;
+    w->info[e] = (setinfo){-1, -1, e / per % w->nch, -1, 0};
+  }
+  for (int i = 0; i < w->n; i++) {
+    ins *I = &w->v[i];
+    if (I->send >= 0) w->info[cc_endpoint_of(w, I, 0)].send = I->send;
+    if (I->recv >= 0) w->info[cc_endpoint_of(w, I, 1)].recv = I->recv;
+  }
+  return 1;
+}
+
+int cc_sets_join(lower *w, int a, int b) {
+  int ra = cc_find(w->parent, a), rb = cc_find(w->parent, b);
+  if (ra == rb) return 1;
+  setinfo *x = &w->info[ra], *y = &w->info[rb];
+  /* distinct sets holding a send side each hold distinct send endpoints */
+  if ((x->send >= 0 && y->send >= 0) || (x->recv >= 0 && y->recv >= 0) || x->ch != y->ch ||
+      (x->fixed >= 0 && y->fixed >= 0 && x->fixed != y->fixed))
+    return 0;
+  w->parent[rb] = ra;
+  if (y->send >= 0) x->send = y->send;
+  if (y->recv >= 0) x->recv = y->recv;
+  if (x->fixed < 0) { x->fixed = y->fixed; x->fixed_line = y->fixed_line; }
+  return 1;
+}
+
+/* "sends to rank 1 and receives from rank 3 on channel 0" */
+static const char *describe(const setinfo *s, char *buf, size_t n) {
+  if (s->send >= 0 && s->recv >= 0)
+    snprintf(buf, n, "sends to rank %d and receives from rank %d on channel %d", s->send, s->recv, s->ch);
+  else if (s->send >= 0) snprintf(buf, n, "sends to rank %d on channel %d", s->send, s->ch);
+  else if (s->recv >= 0) snprintf(buf, n, "receives from rank %d on channel %d", s->recv, s->ch);
+  else snprintf(buf, n, "runs local copies and reductions on channel %d", s->ch);
+  return buf;
+}
+
+static const char *side(const ins *I, char *buf, size_t n) {
+  if (I->send >= 0) snprintf(buf, n, "sendtb=%d: the send from rank %d to rank %d on channel %d", I->fixtb, I->rank, I->send, I->ch);
+  else if (I->recv >= 0) snprintf(buf, n, "recvtb=%d: the receive on rank %d from rank %d on channel %d", I->fixtb, I->rank, I->recv, I->ch);
+  else snprintf(buf, n, "tb=%d: the local operation on rank %d, channel %d", I->fixtb, I->rank, I->ch);
+  return buf;
+}
+
+int cc_place_fixed(lower *w, int instances, int max_tbs) {
+  int any = 0;
+  for (int i = 0; i < w->n; i++) any |= w->v[i].fixtb >= 0;
+  if (!any) return 1;
+  size_t nkeys = (size_t)w->t->nranks * instances * max_tbs;
+  int *owner = malloc(nkeys * sizeof(int));   /* (rank, instance, index) -> an endpoint of its set */
+  if (!owner) return 0;
+  for (size_t k = 0; k < nkeys; k++) owner[k] = -1;
+  char a[160], b[160], c[160];
+  for (int i = 0; i < w->n; i++) {
+    ins *I = &w->v[i];
+    if (I->fixtb < 0) continue;
+    if (I->fixtb >= max_tbs) {
+      cc_err(w, I->line, "%s: thread block %d is out of range: a rank runs at most %d thread blocks (0..%d)",
+             side(I, a, sizeof a), I->fixtb, max_tbs, max_tbs - 1);
+      continue;
+    }
+    int e = cc_home(w, I), r = cc_find(w->parent, e);
+    setinfo *s = &w->info[r];
+    if (s->fixed >= 0 && s->fixed != I->fixtb) {
+      cc_err(w, I->line, "%s: its connection is already placed in tb %d (at %s:%d), and one connection belongs to one thread block",
+             side(I, a, sizeof a), s->fixed, w->t->script, s->fixed_line);
+      continue;
+    }
+    size_t key = ((size_t)I->rank * instances + I->inst) * max_tbs + I->fixtb;
+    if (owner[key] >= 0 && cc_find(w->parent, owner[key]) != r) {
+      int o = cc_find(w->parent, owner[key]);
+      setinfo so = w->info[o], sr = w->info[r];
+      if (!cc_sets_join(w, owner[key], e)) {
+        cc_err(w, I->line, "%s: rank %d tb %d already %s (placed at %s:%d), and this one %s; a thread block has one send peer, one receive peer and one channel",
+               side(I, a, sizeof a), I->rank, I->fixtb, describe(&so, b, sizeof b), w->t->script, so.fixed_line,
+               describe(&sr, c, sizeof c));
+        continue;
+      }
+      r = cc_find(w->parent, e);
+      s = &w->info[r];
+    }
+    if (s->fixed < 0) { s->fixed = I->fixtb; s->fixed_line = I->line; }
+    owner[key] = r;
+  }
+  free(owner);
+  return 1;
+}
+
+int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_tbs, ir_prog *p) {
+  int nr = w->t->nranks, ok = 0;
+  int *tbof = malloc((w->nend + 1) * sizeof(int)), *roots = malloc((live + 1) * sizeof(int));
+  int *count = calloc((size_t)nr * instances + 1, sizeof(int)), *base = calloc((size_t)nr * instances + 1, sizeof(int));
+  int *cursor = calloc((size_t)nr * instances + 1, sizeof(int)), *off = calloc(nr + 1, sizeof(int));
+  int *used = NULL, *setinst = malloc((w->nend + 1) * sizeof(int)), *setrank = malloc((w->nend + 1) * sizeof(int));
+  int nroots = 0;
+  if (!tbof || !roots || !count || !base || !cursor || !off || !setinst || !setrank) goto out;
+  for (int e = 0; e < w->nend; e++) tbof[e] = -1;
+  for (int q = 0; q < live; q++) {
+    const ins *I = &w->v[order[q]];
+    int r = cc_find(w->parent, cc_home(w, I));
+    if (tbof[r] != -1) continue;
+    tbof[r] = -2;
+    roots[nroots++] = r;
+    setinst[r] = I->inst;
+    setrank[r] = I->rank;
+    count[I->rank * instances + I->inst]++;
+  }
+  for (int r = 0; r < nr; r++) {
+    int tot = 0;
+    for (int j = 0; j < instances; j++) { base[r * instances + j] = tot; cursor[r * instances + j] = tot; tot += count[r * instances + j]; }
+    off[r + 1] = off[r] + tot;
+    if (tot > max_tbs) {
+      cc_err(w, 0, "rank %d needs %d thread blocks, more than the %d a GPU runs at once; use fewer channels or instances",
+             r, tot, max_tbs);
+      ok = 1;
+      goto out;
+    }
+  }
+  used = malloc((off[nr] + 1) * sizeof(int));
+  if (!used) goto out;
+  for (int k = 0; k < off[nr]; k++) used[k] = -1;
+  for (int k = 0; k < nroots; k++) {
+    int r = roots[k], rank = setrank[r], bj = rank * instances + setinst[r];
+    const setinfo *s = &w->info[r];
+    if (s->fixed < 0) continue;
+    if (s->fixed >= count[bj]) {
+      char inst[48] = "";
+      if (instances > 1) snprintf(inst, sizeof inst, " in instance %d", setinst[r]);
+      cc_err(w, s->fixed_line, "tb %d is placed on rank %d, but rank %d has only %d thread blocks%s; placed indices must leave no gap (use 0..%d)",
+             s->fixed, rank, rank, count[bj], inst, count[bj] - 1);
+      continue;
+    }
+    tbof[r] = base[bj] + s->fixed;
+    used[off[rank] + tbof[r]] = r;
+  }
+  if (w->errors) { ok = 1; goto out; }
+  for (int k = 0; k < nroots; k++) {
+    int r = roots[k], rank = setrank[r], bj = rank * instances + setinst[r];
+    if (w->info[r].fixed >= 0) continue;
+    while (used[off[rank] + cursor[bj]] >= 0) cursor[bj]++;
+    tbof[r] = cursor[bj];
+    used[off[rank] + tbof[r]] = r;
+  }
+  for (int rank = 0; rank < nr; rank++)
+    for (int k = off[rank]; k < off[rank + 1]; k++) {
+      const setinfo *s = &w->info[used[k]];
+      if (!ir_tb_add(&p->gpus[rank], s->send, s->recv, s->ch)) goto out;
+    }
+  for (int q = 0; q < live; q++) {
+    ins *I = &w->v[order[q]];
+    I->tb = tbof[cc_find(w->parent, cc_home(w, I))];
+  }
+  ok = 1;
+out:
+  free(tbof); free(roots); free(count); free(base); free(cursor); free(off); free(used);
+  free(setinst); free(setrank);
+  return ok;
+}
