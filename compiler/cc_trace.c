@@ -123,9 +123,13 @@ static int linked(const cc_trace *t, int a, int b) {
   return a / t->gpus == b / t->gpus || a % t->gpus == b % t->gpus;
 }
 
+/* The line of the user's script that made the current call: the innermost
+ * frame of a file chunk, so that operations made inside a baton.* module
+ * are attributed to the script line that called the module. */
 static int script_line(lua_State *L) {
   lua_Debug ar;
-  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) return ar.currentline;
+  for (int level = 1; lua_getstack(L, level, &ar); level++)
+    if (lua_getinfo(L, "Sl", &ar) && ar.source[0] == '@' && ar.currentline > 0) return ar.currentline;
   return 0;
 }
 

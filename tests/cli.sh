@@ -35,5 +35,14 @@ check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integ
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+# The standard modules come from BATON_ALGO_LIB when it is set.
+mkdir "$tmp/lib"
+printf 'return { allreduce = function() error("the override was loaded") end }\n' > "$tmp/lib/ring.lua"
+printf 'local ring = require "baton.ring"\ncollective{kind="allreduce", ranks=2, chunks=2, inplace=true}\nring.allreduce({0, 1}, "input", 0)\n' > "$tmp/s.lua"
+check "BATON_ALGO_LIB overrides the built-in modules" 1 "s.lua:3: baton.ring:1: the override was loaded" \
+  env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/s.lua"
+check "a module missing from BATON_ALGO_LIB" 1 "s.lua:1: module 'baton.ring' not found: cannot open $tmp/nope/ring.lua (BATON_ALGO_LIB)" \
+  env BATON_ALGO_LIB="$tmp/nope" "$baton" compile "$tmp/s.lua"
+check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -56,7 +56,11 @@ static void test_sandbox(void) {
   fails("os.exit(1)\n", "t.lua:1: attempt to index a nil value (global 'os')", "os is absent");
   fails("io.open('/etc/passwd')\n", "attempt to index a nil value (global 'io')", "io is absent");
   fails("dofile('/etc/passwd')\n", "attempt to call a nil value (global 'dofile')", "dofile is absent");
-  fails("require('os')\n", "attempt to call a nil value (global 'require')", "require is absent");
+  fails("require('os')\n", "t.lua:1: module 'os' not found: scripts can require only baton's own modules (baton.allpairs, baton.ring, baton.topo)",
+        "require refuses everything but baton's modules");
+  fails("require('baton.io')\n", "t.lua:1: module 'baton.io' not found (there are baton.allpairs, baton.ring, baton.topo)",
+        "require of an unknown baton module");
+  fails("require('baton.../x')\n", "module 'baton.../x' not found: scripts can require only", "require refuses paths");
   fails("local f, e = load(string.dump(function() end))\nerror(e)\n", "attempt to load a binary chunk", "binary chunks are refused");
   fails("local t = {}\nfor i = 1, 1e9 do t[i] = i end\n", "not enough memory", "memory is bounded");
   fails("while true do end\n", "instruction limit reached", "instructions are bounded");
@@ -87,6 +91,41 @@ static void compiles(const char *src, const char *what, int want_steps) {
   rt_diag_free(d);
 }
 
+/* The standard modules: loading, caching, errors inside them, provenance. */
+static void test_modules(void) {
+  cc_trace *t = NULL;
+  ok(trace("local ring = require 'baton.ring'\nassert(ring == require('baton.ring'))\n"
+           "collective{kind='allreduce', ranks=3, chunks=3, inplace=true}\n"
+           "ring.allreduce({0, 1, 2}, 'input', 0)\n", &t) == BT_OK, "a script using baton.ring traces: %s", msg);
+  if (t) {
+    int all = t->nops == 12;
+    for (int i = 0; i < t->nops; i++) all &= t->ops[i].line == 4;
+    ok(all, "the 12 operations made inside baton.ring belong to the script's line 4 (%d ops)", t->nops);
+    cc_trace_free(t);
+  }
+  fails("local ring = require 'baton.ring'\ncollective{kind='allreduce', ranks=2, chunks=2}\n"
+        "ring.allreduce({0, 5}, 'input', 0)\n", "t.lua:3: baton.ring:", "an error inside a module names the script line");
+  ok_contains(msg, "rank 5 out of range [0, 2)", "... and the problem");
+  fails("local ring = require 'baton.ring'\ncollective{kind='allreduce', ranks=2, chunks=2}\n"
+        "ring.allreduce({}, 'input', 0)\n", "t.lua:3: a ring needs a non-empty list of ranks", "an empty ring");
+  compiles("local ring, topo = require 'baton.ring', require 'baton.topo'\n"
+           "collective{kind='allreduce', ranks=4, chunks=8, inplace=true}\n"
+           "ring.allreduce({2, 0, 3, 1}, 'input', 0, {count = 2})\n"
+           "assert(#topo.rotate(topo.range(5), 2) == 5 and topo.rotate(topo.range(5), 2)[1] == 2)\n",
+           "ring allreduce over a permuted rank list, two chunks per message", 0);
+  compiles("local ring = require 'baton.ring'\n"
+           "collective{kind='reducescatter', ranks=3, chunks=1, inplace=true}\n"
+           "ring.reduce_scatter({0, 1, 2}, 'input', 0)\n", "ring reduce-scatter", 0);
+  compiles("local ring = require 'baton.ring'\n"
+           "collective{kind='allgather', ranks=3, chunks=2, inplace=true}\n"
+           "ring.all_gather({2, 1, 0}, 'output', function(j) return 2 * (3 - j) end, {count = 2})\n",
+           "ring all-gather backwards, index given by a function", 0);
+  compiles("local allpairs = require 'baton.allpairs'\n"
+           "collective{kind='allreduce', ranks=3, chunks=1, inplace=true}\n"
+           "allpairs.reduce({0, 1, 2}, 'input', function() return 0 end, {scratch = 'acc'})\n",
+           "all-pairs one-shot reduction into a named scratch buffer", 0);
+}
+
 static void test_lowering(void) {
   compiles(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
                "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", "2-rank allreduce", 6);
@@ -110,5 +149,6 @@ int main(void) {
   test_errors();
   test_sandbox();
   test_lowering();
+  test_modules();
   return tap_done();
 }
