@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "ir_expect.h"
 #include "rt_diag.h"
 
 enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
@@ -51,7 +52,9 @@ typedef struct cc_trace {
   int *cap[CC_MAX_SPACES];
   cc_op *ops;
   int nops, capops;
-  int custom_expect_ref;    /* Lua registry ref of a custom postcondition, or LUA_NOREF */
+  char *expect;             /* custom collectives: the postcondition's text, or NULL */
+  ir_expect *rules;         /* ... parsed */
+  int decl_line;            /* script line of collective{} */
 } cc_trace;
 
 #endif

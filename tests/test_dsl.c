@@ -126,6 +126,41 @@ static void test_modules(void) {
            "all-pairs one-shot reduction into a named scratch buffer", 0);
 }
 
+/* Custom collectives: the expect postcondition, checked symbolically and
+ * carried into the IR. */
+#define NEXT4 "collective{kind='custom', ranks=4, chunks=2, inplace=false, expect='o[r][c]=i[r-1][c] if r>=1'}\n"
+
+static void test_custom(void) {
+  compiles(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n",
+           "AllToNext (a custom collective) verified by its own expectation", 3 * 2);
+  compiles("collective{kind='custom', ranks=3, chunks=1, inplace=false, expect='o[r][c]=i[*][c] if r==0'}\n"
+           "local acc = chunk(1, 'input', 0):copy(2, 'tmp', 0):reduce(chunk(2, 'input', 0))\n"
+           "chunk(0, 'input', 0):copy(0, 'output', 0):reduce(acc)\n",
+           "Reduce to rank 0 (a custom collective with a reduction)", 0);
+  fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy((r + 2) % 4, 'output', 0) end\n",
+        "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r-1][c] if r>=1\") fails: "
+        "rank 1 output[0] holds nothing (never written); expected input[0] of rank 0", "a wrong custom program");
+  fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n"
+        "chunk(0, 'input', 1):copy(3, 'output', 1)\n",
+        "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 (last written at t.lua:3)",
+        "a custom program that overwrites a result");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=true, expect='o[r][c]=i[1-r][c] if r==0'}\n"
+        "local t = chunk(1, 'input', 0):copy(0, 'tmp', 0)\nchunk(0, 'input', 0):copy(1, 'input', 0)\nt:copy(0, 'input', 0)\n",
+        "rank 1 output[0] holds input[0] of rank 0; expected input[0] of rank 1 (last written at t.lua:3)",
+        "in place, a chunk no rule names must keep its value");
+  ok_contains(msg, "t.lua:1: postcondition of the custom collective", "... named at the collective's line");
+  fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r-1][c] iff r>=1'}\n",
+        "t.lua:1: bad expect \"o[r][c]=i[r-1][c] iff r>=1\": expect:19: unexpected text near 'iff r>=1'", "a malformed expect");
+  fails("collective{kind='custom', ranks=4, chunks=1}\n", "t.lua:1: a custom collective needs expect =", "custom without expect");
+  fails("collective{kind='allgather', ranks=4, expect='o[r][c]=i[r][c]'}\n",
+        "t.lua:1: expect is only for kind = \"custom\" (the allgather postcondition is built in)", "expect on a built-in collective");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r+1][c]'}\nchunk(1, 'input', 0):copy(0, 'output', 0)\n",
+        "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r+1][c]\") says rank 1 output[0] holds input[0] of rank 2, which does not exist",
+        "an expectation naming a rank that does not exist");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r/c][c]'}\n",
+        "divides by zero at rank 0 output[0]", "an expectation that divides by zero");
+}
+
 static void test_lowering(void) {
   compiles(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
                "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", "2-rank allreduce", 6);
@@ -150,5 +185,6 @@ int main(void) {
   test_sandbox();
   test_lowering();
   test_modules();
+  test_custom();
   return tap_done();
 }
