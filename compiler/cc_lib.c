@@ -82,7 +82,11 @@ static int l_require(lua_State *L) {
   lua_pushboolean(L, 0);                                     /* mark: loading */
   lua_setfield(L, 2, name);
   lua_pushvalue(L, 1);
-  lua_call(L, 1, 1);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {   /* unmark, so that a retry is not taken for a cycle */
+    lua_pushnil(L);
+    lua_setfield(L, 2, name);
+    lua_error(L);
+  }
   if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_pushboolean(L, 1); }
   lua_pushvalue(L, -1);
   lua_setfield(L, 2, name);

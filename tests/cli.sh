@@ -41,6 +41,10 @@ printf 'return { allreduce = function() error("the override was loaded") end }\n
 printf 'local ring = require "baton.ring"\ncollective{kind="allreduce", ranks=2, chunks=2, inplace=true}\nring.allreduce({0, 1}, "input", 0)\n' > "$tmp/s.lua"
 check "BATON_ALGO_LIB overrides the built-in modules" 1 "s.lua:3: baton.ring:1: the override was loaded" \
   env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/s.lua"
+printf 'error("bad module")\n' > "$tmp/lib/bad.lua"
+printf 'assert(not pcall(require, "baton.bad"))\nrequire "baton.bad"\n' > "$tmp/bad.lua"
+check "a module that fails to load fails again when required again" 1 "bad.lua:2: baton.bad:1: bad module" \
+  env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/bad.lua"
 check "a module missing from BATON_ALGO_LIB" 1 "s.lua:1: module 'baton.ring' not found: cannot open $tmp/nope/ring.lua (BATON_ALGO_LIB)" \
   env BATON_ALGO_LIB="$tmp/nope" "$baton" compile "$tmp/s.lua"
 check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
