@@ -3,39 +3,18 @@
 --           and reduces locally (one step of latency, n-1 times the traffic).
 --   shot=2: rank r owns chunk r: it gathers chunk r from everyone, reduces,
 --           and sends the result back to everyone (reduce-scatter + all-gather).
--- Parameters: ranks (8), shot (2), protocol (LL).
+-- Parameters: ranks (8), shot (2), protocol (LL), instances (1).
+local allpairs = require "baton.allpairs"
+local topo = require "baton.topo"
 local n = param("ranks", 8)
 local shot = param("shot", 2)
-local proto = param("protocol", "LL")
+if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
+collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot", ranks = n,
+            chunks = shot == 1 and 1 or n, inplace = true, protocol = param("protocol", "LL"),
+            instances = param("instances", 1) }
 if shot == 1 then
-  collective{ kind = "allreduce", name = "allreduce_allpairs_1shot", ranks = n, chunks = 1,
-              inplace = true, protocol = proto, instances = param("instances", 1) }
-  for r = 0, n - 1 do
-    for q = 0, n - 1 do
-      if q ~= r then chunk(q, "input", 0):copy(r, "scratch", q) end
-    end
-  end
-  for r = 0, n - 1 do
-    for q = 0, n - 1 do
-      if q ~= r then chunk(r, "input", 0):reduce(chunk(r, "scratch", q)) end
-    end
-  end
+  allpairs.reduce(topo.range(n), "input", function() return 0 end)   -- everyone owns chunk 0
 else
-  collective{ kind = "allreduce", name = "allreduce_allpairs_2shot", ranks = n, chunks = n,
-              inplace = true, protocol = proto, instances = param("instances", 1) }
-  for r = 0, n - 1 do
-    for q = 0, n - 1 do
-      if q ~= r then chunk(q, "input", r):copy(r, "scratch", q) end
-    end
-  end
-  for r = 0, n - 1 do
-    for q = 0, n - 1 do
-      if q ~= r then chunk(r, "input", r):reduce(chunk(r, "scratch", q)) end
-    end
-  end
-  for r = 0, n - 1 do
-    for q = 0, n - 1 do
-      if q ~= r then chunk(r, "input", r):copy(q, "input", r) end
-    end
-  end
+  allpairs.reduce(topo.range(n), "input", 0)                         -- rank r owns chunk r
+  allpairs.all_gather(topo.range(n), "input", 0)
 end

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "ir_expect.h"
 #include "rt_diag.h"
 
 enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
@@ -56,12 +57,14 @@ typedef struct cc_trace {
   int *cap[CC_MAX_SPACES];
   cc_op *ops;
   int nops, capops;
-  int custom_expect_ref;    /* Lua registry ref of a custom postcondition, or LUA_NOREF */
   int clock;                /* last version number handed out */
   cc_frag *frags;           /* parallelize calls, in order */
   int nfrags, capfrags;
   int cur_frag, cur_piece;  /* fragment being traced (1-based; 0 none) and its instance */
   struct cc_snap *snap0, *snapr;  /* parallelize: state before the fragment, merged result */
+  char *expect;             /* custom collectives: the postcondition's text, or NULL */
+  ir_expect *rules;         /* ... parsed */
+  int decl_line;            /* script line of collective{} */
 } cc_trace;
 
 #endif

@@ -434,6 +434,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->version = IR_SCHEMA_VERSION;
   p->minbytes = t->minbytes;
   p->maxbytes = t->maxbytes;
+  if (t->expect && !(p->expect = ir_intern(p, t->expect))) goto out;
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
   int I = t->instances, PI = lay.P * I;   /* IR chunks per traced chunk */

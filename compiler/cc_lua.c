@@ -1,6 +1,7 @@
 /* cc_lua.c -- sandbox: restricted libraries, bounded memory and instructions,
  * text chunks only, one seam where Lua errors become bt_results. */
 #include "cc_lua.h"
+#include "cc_lib.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ lua_State *cc_lua_new(const cc_lua_limits *lim) {
   }
   lua_pushcfunction(L, safe_load);
   lua_setglobal(L, "load");
+  cc_lib_open(L);
   lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
   return L;
 }
@@ -84,9 +86,22 @@ void cc_lua_close(lua_State *L) {
   free(sb);
 }
 
+/* An error raised inside a baton.* module ("baton.ring:30: ...") is put
+ * after the line of the user's script that led there, the innermost frame
+ * of a file chunk ("@script.lua"), so that every message starts with it. */
+static const char *blame_script(lua_State *L, const char *msg) {
+  if (strncmp(msg, "baton.", 6)) return msg;
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++)
+    if (lua_getinfo(L, "Sl", &ar) && ar.source[0] == '@' && ar.currentline > 0)
+      return lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg);
+  return msg;
+}
+
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) msg = luaL_typename(L, 1);
+  else msg = blame_script(L, msg);
   luaL_traceback(L, L, msg, 1);
   return 1;
 }

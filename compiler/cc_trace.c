@@ -124,9 +124,13 @@ static int linked(const cc_trace *t, int a, int b) {
   return a / t->gpus == b / t->gpus || a % t->gpus == b % t->gpus;
 }
 
+/* The line of the user's script that made the current call: the innermost
+ * frame of a file chunk, so that operations made inside a baton.* module
+ * are attributed to the script line that called the module. */
 static int script_line(lua_State *L) {
   lua_Debug ar;
-  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) return ar.currentline;
+  for (int level = 1; lua_getstack(L, level, &ar); level++)
+    if (lua_getinfo(L, "Sl", &ar) && ar.source[0] == '@' && ar.currentline > 0) return ar.currentline;
   return 0;
 }
 
@@ -196,18 +200,42 @@ static cc_trace *declared(lua_State *L) {
 
 /* ---- the DSL ---- */
 
+/* Reads collective{}'s expect: required for custom collectives (and parsed
+ * here, so that a malformed one is reported at the collective's line),
+ * refused for the others. */
+static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
+  lua_getfield(L, 1, "expect");
+  const char *expect = luaL_optstring(L, -1, NULL);
+  if (t->coll != IR_COLL_CUSTOM) {
+    if (expect) luaL_error(L, "expect is only for kind = \"custom\" (the %s postcondition is built in)", kind);
+    return;
+  }
+  if (!expect)
+    luaL_error(L, "a custom collective needs expect = \"o[r][c]=i[...][...] [if ...]\", its postcondition (docs/VERIFY.md)");
+  rt_diag *d = rt_diag_new(1);
+  if (!d || !(t->expect = strdup(expect))) { rt_diag_free(d); luaL_error(L, "out of memory"); }
+  if (ir_expect_parse(expect, "expect", &t->rules, d)) {
+    lua_pushstring(L, rt_diag_text(d));
+    rt_diag_free(d);
+    luaL_error(L, "bad expect \"%s\": %s", expect, luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
+  }
+  rt_diag_free(d);
+}
+
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, name=,
- *             minbytes=, maxbytes=, topology={nodes=, gpus=} } */
+ *             minbytes=, maxbytes=, topology={nodes=, gpus=}, expect= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
   if (t->declared) luaL_error(L, "collective{} called twice");
+  t->decl_line = script_line(L);
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
-  if (!kind) luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter or alltoall");
+  if (!kind) luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall or custom");
   int c = ir_coll_from_name(kind);
-  if (c < 0 || c == IR_COLL_CUSTOM) luaL_error(L, "unknown collective kind '%s'", kind);
+  if (c < 0) luaL_error(L, "unknown collective kind '%s'", kind);
   t->coll = (ir_coll)c;
+  read_expect(L, t, kind);
   lua_getfield(L, 1, "ranks");
   t->nranks = (int)luaL_checkinteger(L, -1);
   if (t->nranks < 1 || t->nranks > 4096) luaL_error(L, "ranks=%d out of range [1, 4096]", t->nranks);
@@ -425,12 +453,19 @@ static int l_param(lua_State *L) {
 static int l_finish(lua_State *L) {
   cc_trace *t = trace_of(L);
   if (!t->declared) luaL_error(L, "%s: the script never called collective{...}", t->script);
-  int bad = 0;
-  char got[256], want[256];
-  for (int r = 0; r < t->nranks && bad < 1; r++)
-    for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT] && bad < 1; c++) {
-      int sr, si;
-      cc_expected(t, r, c, &sr, &si);
+  int custom = t->coll == IR_COLL_CUSTOM;
+  char got[256], want[256], what[300];
+  if (custom) snprintf(what, sizeof what, "%s:%d: postcondition of the custom collective (expect \"%s\")",
+                       t->script, t->decl_line, t->expect);
+  else snprintf(what, sizeof what, "%s: postcondition of %s", t->script, ir_coll_name[t->coll]);
+  for (int r = 0; r < t->nranks; r++)
+    for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT]; c++) {
+      int sr, si, has = cc_expected(t, r, c, &sr, &si);
+      if (has < 0) luaL_error(L, "%s divides by zero at rank %d output[%d]", what, r, c);
+      if (!has) continue;
+      if (sr < -1 || sr >= t->nranks || si < 0 || si >= t->fixed_size[CC_SPACE_INPUT])
+        luaL_error(L, "%s says rank %d output[%d] holds input[%d] of rank %d, which does not exist (ranks 0..%d, input[0..%d])",
+                   what, r, c, si, sr, t->nranks - 1, t->fixed_size[CC_SPACE_INPUT] - 1);
       cc_val ev = {0, 0, NULL};
       uint64_t one = (uint64_t)(sr < 0 ? 0 : sr) << 32 | (uint32_t)si;
       if (sr >= 0) { ev.n = ev.cap = 1; ev.terms = &one; }
@@ -445,8 +480,7 @@ static int l_finish(lua_State *L) {
         lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds different values in the instances of parallelize at %s:%d",
                         t->script, ir_coll_name[t->coll], r, c, t->script, l->mixed);
         if (sr < 0) free(ev.terms);
-        bad++;
-        continue;
+        return lua_error(L);
       }
       int same = l->val.n == ev.n && !memcmp(l->val.terms, ev.terms, ev.n * sizeof(uint64_t));
       if (!same) {
@@ -454,24 +488,27 @@ static int l_finish(lua_State *L) {
         val_describe(&ev, want, sizeof want);
         char where[300] = "";
         if (l->line) snprintf(where, sizeof where, " (last written at %s:%d)", t->script, l->line);
-        lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds %s; expected %s%s",
-                        t->script, ir_coll_name[t->coll], r, c, got, want, where);
-        bad++;
+        if (sr < 0) free(ev.terms);
+        lua_pushfstring(L, "%s fails: rank %d output[%d] holds %s; expected %s%s", what, r, c, got, want, where);
+        return lua_error(L);
       }
       if (sr < 0) free(ev.terms);
     }
-  if (bad) lua_error(L);
   return 0;
 }
 
-void cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
+int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
   int k = t->k;
   switch (t->coll) {
-  case IR_COLL_ALLGATHER: *rank = c / k; *idx = c % k; break;
-  case IR_COLL_REDUCESCATTER: *rank = -1; *idx = r * k + c; break;
-  case IR_COLL_ALLTOALL: *rank = c / k; *idx = r * k + c % k; break;
-  default: *rank = -1; *idx = c; break;
+  case IR_COLL_ALLGATHER: *rank = c / k; *idx = c % k; return 1;
+  case IR_COLL_REDUCESCATTER: *rank = -1; *idx = r * k + c; return 1;
+  case IR_COLL_ALLTOALL: *rank = c / k; *idx = r * k + c % k; return 1;
+  case IR_COLL_CUSTOM: break;
+  default: *rank = -1; *idx = c; return 1;
   }
+  int has = ir_expect_eval(t->rules, r, c, t->nranks, k, rank, idx, NULL);
+  if (has == 0 && t->inplace) { *rank = r; *idx = c; return 1; }   /* must keep its value */
+  return has;
 }
 
 static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, int nparams) {
@@ -516,6 +553,8 @@ void cc_trace_free(cc_trace *t) {
   free(t->ops);
   cc_frag_free(t);
   free(t->frags);
+  free(t->expect);
+  ir_expect_free(t->rules);
   free((char *)t->script);
   free(t);
 }

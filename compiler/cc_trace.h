@@ -18,8 +18,10 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
 
 void cc_trace_free(cc_trace *t);
 
-/* Expected content of output chunk c of rank r (for the four standard
- * collectives): *rank = -1 for a reduction over all ranks of input *idx. */
-void cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx);
+/* Expected content of output chunk c of rank r: *rank = -1 for a
+ * reduction over all ranks of input *idx.  Returns 1, or 0 when a custom
+ * collective's expectation says nothing about the chunk, -1 when it cannot
+ * be evaluated there (division by zero). */
+int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx);
 
 #endif

@@ -337,8 +337,20 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
     return BT_ERR_INVALID;
   }
   if (p->coll == IR_COLL_CUSTOM && !o->expect) {
-    rt_diag_add(diag, "%s: a custom collective needs --expect to say what its result must be", ir_prog_where(p));
-    return BT_ERR_INVALID;
+    /* the program's own postcondition (its expect attribute) */
+    if (!p->expect) {
+      rt_diag_add(diag, "%s: a custom collective needs --expect (or an expect attribute in the program) to say what its result must be",
+                  ir_prog_where(p));
+      return BT_ERR_INVALID;
+    }
+    ir_expect *e = NULL;
+    bt_result r = ir_expect_parse(p->expect, "expect", &e, diag);
+    if (r) return r;
+    ip_cpu_opts own = *o;
+    own.expect = e;
+    r = ip_cpu_verify(p, &own, rep, diag);
+    ir_expect_free(e);
+    return r;
   }
   exec x;
   memset(&x, 0, sizeof x);

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "ip_dtype.h"
-#include "ip_expect.h"
+#include "ir_expect.h"
 #include "ir.h"
 #include "rt_diag.h"
 
@@ -17,7 +17,7 @@ typedef struct ip_cpu_opts {
   int inplace;            /* 1 in place, 0 out of place, -1 the program's own */
   int64_t tile;           /* elements per tile; 0: BATON_EXEC_TILE, else one tile per chunk */
   int slots;              /* FIFO slots per connection; 0: BATON_EXEC_SLOTS */
-  const ip_expect *expect;/* required for custom collectives */
+  const ir_expect *expect;/* custom collectives: the postcondition; NULL: the program's expect attribute */
 } ip_cpu_opts;
 
 typedef struct ip_cpu_report {

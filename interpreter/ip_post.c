@@ -122,7 +122,7 @@ static int source_of(const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, i
   case IR_COLL_ALLTOALL: *src_rank = c / k; *src_chunk = r * k + c % k; return 1;
   default: break;
   }
-  int got = ip_expect_eval(o->expect, r, c, n, k, src_rank, src_chunk, diag);
+  int got = ir_expect_eval(o->expect, r, c, n, k, src_rank, src_chunk, diag);
   if (got == 0 && inplace) { *src_rank = r; *src_chunk = c; return 1; }  /* left alone */
   return got;
 }

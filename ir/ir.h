@@ -95,6 +95,7 @@ typedef struct ir_prog {
   int32_t nthreads;     /* 0: runtime default */
   int32_t version;      /* baton schema version, 0 for plain MSCCL */
   uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
+  const char *expect;   /* custom collectives: the postcondition (ir_expect.h), interned; or NULL */
   int32_t line;
   ir_gpu *gpus;         /* ngpus entries, gpus[r].id == r after validation */
   struct ir_strings *strings;    /* interned provenance strings */

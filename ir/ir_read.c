@@ -1,5 +1,6 @@
 /* ir_read.c -- reads the MSCCL XML schema (plus baton's extensions) with libxml2. */
 #include "ir_read.h"
+#include "ir_expect.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -154,6 +155,31 @@ static void read_gpu(reader *rd, xmlNode *n, char *seen) {
   }
 }
 
+/* The expect attribute (baton): a custom collective's postcondition; it
+ * must parse, and only custom collectives have one. */
+static void read_expect(reader *rd, xmlNode *n, ir_prog *p) {
+  char *spec = attr(n, "expect");
+  if (!spec) return;
+  if (p->coll != IR_COLL_CUSTOM) {
+    ERR(rd, n, "expect=\"%s\" is only for coll=\"custom\" (the %s postcondition is built in)", spec,
+        ir_coll_name[p->coll]);
+  } else {
+    rt_diag *d = rt_diag_new(1);
+    ir_expect *e = NULL;
+    if (!d) ERR(rd, n, "out of memory");
+    else if (ir_expect_parse(spec, "expect", &e, d)) {
+      const char *m = rt_diag_text(d);
+      int len = (int)strlen(m);
+      while (len && m[len - 1] == '\n') len--;
+      ERR(rd, n, "bad expect attribute: %.*s", len, m);
+    }
+    else if (!(p->expect = ir_intern(p, spec))) ERR(rd, n, "out of memory");
+    ir_expect_free(e);
+    rt_diag_free(d);
+  }
+  xmlFree(spec);
+}
+
 static void read_algo(reader *rd, xmlNode *n) {
   long long ngpus = 0;
   if (!int_attr(rd, n, "ngpus", 1, 0, 1, 1 << 16, &ngpus)) return;
@@ -177,6 +203,7 @@ static void read_algo(reader *rd, xmlNode *n) {
   long long v;
   if (int_attr(rd, n, "minBytes", 0, 0, 0, LLONG_MAX, &v)) p->minbytes = (uint64_t)v;
   if (int_attr(rd, n, "maxBytes", 0, 0, 0, LLONG_MAX, &v)) p->maxbytes = (uint64_t)v;
+  read_expect(rd, n, p);
   char *seen = calloc(ngpus, 1);
   if (!seen) { ERR(rd, n, "out of memory"); goto out; }
   for (xmlNode *ch = n->children; ch; ch = ch->next) {

@@ -32,6 +32,7 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
   if (p->maxbytes) fprintf(f, " maxBytes=\"%llu\"", (unsigned long long)p->maxbytes);
   if (p->nthreads) fprintf(f, " nthreads=\"%d\"", p->nthreads);
   if (p->version) fprintf(f, " baton=\"%d\"", p->version);
+  if (p->expect) put_attr(f, "expect", p->expect);
   fputs(">\n", f);
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];

@@ -54,5 +54,28 @@ check "compile --dot: a cluster per rank and tb, each step with provenance, each
   "28 steps, 24 messages, 4 tbs, 1 r0->r1" echo "$dotsum"
 check "explain --dot refuses an invalid program" 1 "no graph for an invalid program" \
   env BATON_EXEC_SLOTS=1 "$baton" explain --dot "$root/tests/exchange_2r.xml"
+# The standard modules come from BATON_ALGO_LIB when it is set.
+mkdir "$tmp/lib"
+printf 'return { allreduce = function() error("the override was loaded") end }\n' > "$tmp/lib/ring.lua"
+printf 'local ring = require "baton.ring"\ncollective{kind="allreduce", ranks=2, chunks=2, inplace=true}\nring.allreduce({0, 1}, "input", 0)\n' > "$tmp/s.lua"
+check "BATON_ALGO_LIB overrides the built-in modules" 1 "s.lua:3: baton.ring:1: the override was loaded" \
+  env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/s.lua"
+printf 'error("bad module")\n' > "$tmp/lib/bad.lua"
+printf 'assert(not pcall(require, "baton.bad"))\nrequire "baton.bad"\n' > "$tmp/bad.lua"
+check "a module that fails to load fails again when required again" 1 "bad.lua:2: baton.bad:1: bad module" \
+  env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/bad.lua"
+check "a module missing from BATON_ALGO_LIB" 1 "s.lua:1: module 'baton.ring' not found: cannot open $tmp/nope/ring.lua (BATON_ALGO_LIB)" \
+  env BATON_ALGO_LIB="$tmp/nope" "$baton" compile "$tmp/s.lua"
+check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
+# A compiled custom collective carries its postcondition (expect=) in the IR.
+printf 'collective{kind="custom", ranks=4, chunks=2, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor r = 0, 2 do chunk(r, "input", 0, 2):copy(r + 1, "output", 0) end\n' > "$tmp/next.lua"
+check "a custom collective compiles" 0 "custom on 4 ranks" "$baton" compile "$tmp/next.lua" -o "$tmp/next.xml"
+check "the IR carries expect (escaped)" 0 'expect="o[r][c]=i[r-1][c] if r&gt;=1"' cat "$tmp/next.xml"
+check "verify takes the program's expect" 0 "next.xml: ok  custom on 4 ranks" "$baton" verify --dtype all "$tmp/next.xml"
+check "--expect overrides it" 1 "rank 1 output chunk 0 element 0" "$baton" verify --expect 'o[r][c]=i[r][c] if r>=1' "$tmp/next.xml"
+sed 's/ if r&gt;=1"/ iff r"/' "$tmp/next.xml" > "$tmp/badexp.xml"
+check "a malformed expect attribute names file and line" 1 "badexp.xml:1: bad expect attribute: expect:19: unexpected text near 'iff r'" "$baton" verify "$tmp/badexp.xml"
+sed 's/inplace="1"/inplace="1" expect="o[r][c]=i[r][c]"/' "$corpus/allgather_ring_4r_simple.xml" > "$tmp/agexp.xml"
+check "expect on a built-in collective is refused" 1 'agexp.xml:1: expect="o[r][c]=i[r][c]" is only for coll="custom"' "$baton" verify "$tmp/agexp.xml"
 echo "1..$n"
 [ $failed -eq 0 ]

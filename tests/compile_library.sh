@@ -1,43 +1,105 @@
 #!/usr/bin/env bash
-# verify suite: every algorithm in algorithms/ compiles for several shapes,
-# and each result passes `baton verify` over all types and operators.
+# verify suite: every algorithm in algorithms/ compiles for several shapes
+# (2, 4, 8, 16 ranks and multi-node nodes x gpus), and each result passes
+# `baton verify` over all types and operators (16-rank shapes: all types,
+# sum), out of place with one-element tiles and two FIFO slots; the
+# multi-node scripts' traffic is checked to use the rails as they promise.
 # Usage: compile_library.sh BATON ALGORITHMS_DIR   (TAP output)
 set -u
 baton=$1 algs=$2
 n=0 failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-case_() {  # case_ SCRIPT PARAMS...: compile and verify
+out="$tmp/out.xml"
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); echo "not ok $n - $1"; echo "$2" | sed 's/^/#   /' | head -20; failed=$((failed + 1)); }
+compile() {  # compile SCRIPT PARAMS...: into $out; message in $msg
   local script=$1; shift
-  local name params=() out
-  name="$(basename "$script" .lua) $*"
+  local params=()
   for p in "$@"; do params+=(--param "$p"); done
-  out="$tmp/out.xml"
-  n=$((n + 1))
-  if msg=$("$baton" compile -q "$algs/$script" "${params[@]}" -o "$out" 2>&1) &&
-     msg=$("$baton" verify -q --dtype all --op all "$out" 2>&1) &&
+  msg=$("$baton" compile -q "$algs/$script" "${params[@]}" -o "$out" 2>&1)
+}
+case_() {  # case_ SCRIPT PARAMS...: compile and verify
+  local name="$(basename "$1" .lua) ${*:2}" sweep=(--dtype all --op all)
+  case " $* " in *" ranks=16 "*|*" nodes=4 gpus=4 "*|*" nodes=2 gpus=8 "*) sweep=(--dtype all --op sum) ;; esac
+  if compile "$@" &&
+     msg=$("$baton" verify -q "${sweep[@]}" "$out" 2>&1) &&
      msg=$("$baton" verify -q --outofplace --count 5 --tile 1 --slots 2 --dtype i8 --op all "$out" 2>&1); then
-    echo "ok $n - $name"
+    pass "$name"
   else
-    echo "not ok $n - $name"; echo "$msg" | sed 's/^/#   /' | head -20; failed=$((failed + 1))
+    fail "$name" "$msg"
   fi
 }
-for r in 2 4 8 16; do case_ allreduce_ring.lua ranks=$r; done
-case_ allreduce_ring.lua ranks=8 channels=2
-case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
+refuses() {  # refuses SCRIPT MESSAGE PARAMS...: compiling must fail with MESSAGE
+  local script=$1 want=$2; shift 2
+  if compile "$script" "$@"; then fail "$script $* is refused" "it compiled"
+  elif grep -qF -- "$want" <<<"$msg"; then pass "$script $* is refused: $want"
+  else fail "$script $* is refused with '$want'" "$msg"; fi
+}
+# Lines "RANK SEND" for every thread block of $out that sends.
+senders() { awk -F'"' '/<gpu id=/ { r = $2 } /<tb id=/ { if ($4 >= 0) print r, $4 }' "$out"; }
+rails() {  # rails NAME WANT GPUS COMMAND: COMMAND (awk over senders) must print WANT
+  local name=$1 want=$2 gpus=$3; shift 3
+  local got; got=$(senders | awk -v G="$gpus" "$@")
+  if [ "$got" = "$want" ]; then pass "$name"; else fail "$name" "got '$got', wanted '$want'"; fi
+}
+
 for r in 2 4 8 16; do
+  case_ allreduce_ring.lua ranks=$r
   case_ allgather_ring.lua ranks=$r
   case_ reducescatter_ring.lua ranks=$r
   case_ alltoall_direct.lua ranks=$r
   case_ allreduce_allpairs.lua ranks=$r shot=1
   case_ allreduce_allpairs.lua ranks=$r shot=2
+  case_ allgather_allpairs.lua ranks=$r
+  case_ allreduce_rhd.lua ranks=$r
 done
+case_ allreduce_ring.lua ranks=8 channels=2
+case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
 case_ allgather_ring.lua ranks=8 channels=2
 case_ reducescatter_ring.lua ranks=8 channels=2
 case_ alltoall_direct.lua ranks=4 chunks=3
+case_ allgather_allpairs.lua ranks=4 chunks=3
 case_ allreduce_ring.lua ranks=8 instances=2
 case_ allreduce_ring.lua ranks=4 channels=2 instances=2
 case_ alltoall_direct.lua ranks=4 chunks=2 instances=2
 case_ allreduce_allpairs.lua ranks=4 shot=2 instances=2
 case_ allgather_ring.lua ranks=4 instances=3
+case_ allreduce_rhd.lua ranks=8 instances=2
+refuses allreduce_rhd.lua "allreduce_rhd.lua:13: recursive halving-doubling needs a power-of-two number of ranks, not 6" ranks=6
+refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
+
+# Multi-node scripts: nodes x gpus, the topology declared (so every copy is
+# checked against the rails), one node and one GPU per node included.
+for shape in "nodes=1 gpus=4" "nodes=4 gpus=1" "nodes=2 gpus=2" "nodes=2 gpus=4" "nodes=4 gpus=2" "nodes=4 gpus=4" "nodes=2 gpus=8"; do
+  case_ allreduce_hier.lua $shape
+  case_ alltoall_twostep.lua $shape
+  case_ alltonext.lua $shape
+  case_ allreduce_altring.lua $shape
+done
+case_ allreduce_altring.lua nodes=3 gpus=4
+case_ allreduce_altring.lua nodes=3 gpus=3 channels=3
+case_ allreduce_altring.lua nodes=2 gpus=4 channels=1 protocol=LL
+case_ allreduce_hier.lua nodes=2 gpus=2 instances=2
+case_ alltoall_twostep.lua nodes=2 gpus=2 chunks=2
+case_ alltoall_twostep.lua nodes=3 gpus=2
+case_ alltonext.lua nodes=3 gpus=4 instances=2
+refuses allreduce_altring.lua "alternating rings over an odd number of nodes need 3 or more GPUs per node, not 2" nodes=3 gpus=2
+
+# What the multi-node scripts promise about their traffic (4 x 4):
+# alternating rings: the cross-node hops of the channels together use every rail.
+compile allreduce_altring.lua nodes=4 gpus=4
+rails "altring 4x4: cross-node hops use all 4 rails" 4 4 \
+  '$1 % G == $2 % G && int($1 / G) != int($2 / G) { u[$1 % G] = 1 } END { for (g in u) k++; print k }'
+# AllToNext: every GPU of node m forwards a piece to node m+1; nothing else crosses.
+compile alltonext.lua nodes=4 gpus=4
+rails "alltonext 4x4: all 4 GPUs of each node send across, on their rails" "12 0" 4 \
+  'int($1 / G) != int($2 / G) { if ($1 % G == $2 % G && int($2 / G) == int($1 / G) + 1) ok++; else bad++ } END { print ok + 0, bad + 0 }'
+# Two-step AllToAll: one aggregated message per ordered pair of rail peers.
+compile alltoall_twostep.lua nodes=4 gpus=4
+rails "twostep 4x4: 4*3*4 cross-node thread blocks, each on a rail" "48 0" 4 \
+  'int($1 / G) != int($2 / G) { if ($1 % G == $2 % G) ok++; else bad++ } END { print ok + 0, bad + 0 }'
+steps=$(grep -c 'type="s".*cnt="4"' "$out")
+if [ "$steps" = 48 ]; then pass "twostep 4x4: each cross-node message carries the 4 blocks of a node"
+else fail "twostep 4x4: each cross-node message carries the 4 blocks of a node" "$steps aggregated sends, wanted 48"; fi
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -23,6 +23,9 @@ gold dot_exchange_2r.dot "$baton" explain --dot "$root/tests/exchange_2r.xml"
 gold dot_allreduce_hier.dot "$baton" explain --dot allreduce_hier_2n2g_simple.xml
 # the XML the compiler writes for a small ring (provenance paths are relative to the repo)
 gold allreduce_ring_4r.xml bash -c "cd '$root' && '$baton' compile -q algorithms/allreduce_ring.lua --param ranks=4"
+gold allreduce_rhd_4r.xml bash -c "cd '$root' && '$baton' compile -q algorithms/allreduce_rhd.lua --param ranks=4"
+gold alltonext_2n2g.xml bash -c "cd '$root' && '$baton' compile -q algorithms/alltonext.lua --param nodes=2 --param gpus=2"
+gold allreduce_hier_2n2g.xml bash -c "cd '$root' && '$baton' compile -q algorithms/allreduce_hier.lua --param nodes=2 --param gpus=2"
 # docs/IR.md carries the opcode table generated from ir/ir_op.def.
 n=$((n + 1))
 if "$baton" ops | grep -vxFf "$root/docs/IR.md" | grep -q .; then

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "baton.h"
-#include "ip_expect.h"
+#include "ir_expect.h"
 #include "ip_post.h"
 #include "ir_geom.h"
 #include "rt_comm.h"
@@ -41,7 +41,7 @@ static int reserve(dbuf *b, int r, size_t bytes) {
 
 /* One run of program p (algorithm index ai) on every rank.  name NULL:
  * go through the collective's own entry point (automatic choice). */
-static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace, const ip_expect *ex, int by_name,
+static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace, const ir_expect *ex, int by_name,
                           rt_diag *d) {
   const ir_prog *p = rt_algos_get(comms[0]->algos, ai)->prog;
   const char *name = ir_prog_where(p);   /* the file: names may repeat */
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
     }
-    ip_expect *ex = NULL;
+    ir_expect *ex = NULL;
     if (p->coll == IR_COLL_CUSTOM) {
       ok(1, "# SKIP %s: custom collective without an expectation", name);
       continue;

@@ -56,7 +56,11 @@ static void test_sandbox(void) {
   fails("os.exit(1)\n", "t.lua:1: attempt to index a nil value (global 'os')", "os is absent");
   fails("io.open('/etc/passwd')\n", "attempt to index a nil value (global 'io')", "io is absent");
   fails("dofile('/etc/passwd')\n", "attempt to call a nil value (global 'dofile')", "dofile is absent");
-  fails("require('os')\n", "attempt to call a nil value (global 'require')", "require is absent");
+  fails("require('os')\n", "t.lua:1: module 'os' not found: scripts can require only baton's own modules (baton.allpairs, baton.ring, baton.topo)",
+        "require refuses everything but baton's modules");
+  fails("require('baton.io')\n", "t.lua:1: module 'baton.io' not found (there are baton.allpairs, baton.ring, baton.topo)",
+        "require of an unknown baton module");
+  fails("require('baton.../x')\n", "module 'baton.../x' not found: scripts can require only", "require refuses paths");
   fails("local f, e = load(string.dump(function() end))\nerror(e)\n", "attempt to load a binary chunk", "binary chunks are refused");
   fails("local t = {}\nfor i = 1, 1e9 do t[i] = i end\n", "not enough memory", "memory is bounded");
   fails("while true do end\n", "instruction limit reached", "instructions are bounded");
@@ -183,6 +187,76 @@ static void test_placement(void) {
               "more thread blocks than a GPU runs at once");
 }
 
+/* The standard modules: loading, caching, errors inside them, provenance. */
+static void test_modules(void) {
+  cc_trace *t = NULL;
+  ok(trace("local ring = require 'baton.ring'\nassert(ring == require('baton.ring'))\n"
+           "collective{kind='allreduce', ranks=3, chunks=3, inplace=true}\n"
+           "ring.allreduce({0, 1, 2}, 'input', 0)\n", &t) == BT_OK, "a script using baton.ring traces: %s", msg);
+  if (t) {
+    int all = t->nops == 12;
+    for (int i = 0; i < t->nops; i++) all &= t->ops[i].line == 4;
+    ok(all, "the 12 operations made inside baton.ring belong to the script's line 4 (%d ops)", t->nops);
+    cc_trace_free(t);
+  }
+  fails("local ring = require 'baton.ring'\ncollective{kind='allreduce', ranks=2, chunks=2}\n"
+        "ring.allreduce({0, 5}, 'input', 0)\n", "t.lua:3: baton.ring:", "an error inside a module names the script line");
+  ok_contains(msg, "rank 5 out of range [0, 2)", "... and the problem");
+  fails("local ring = require 'baton.ring'\ncollective{kind='allreduce', ranks=2, chunks=2}\n"
+        "ring.allreduce({}, 'input', 0)\n", "t.lua:3: a ring needs a non-empty list of ranks", "an empty ring");
+  compiles("local ring, topo = require 'baton.ring', require 'baton.topo'\n"
+           "collective{kind='allreduce', ranks=4, chunks=8, inplace=true}\n"
+           "ring.allreduce({2, 0, 3, 1}, 'input', 0, {count = 2})\n"
+           "assert(#topo.rotate(topo.range(5), 2) == 5 and topo.rotate(topo.range(5), 2)[1] == 2)\n",
+           "ring allreduce over a permuted rank list, two chunks per message", 0);
+  compiles("local ring = require 'baton.ring'\n"
+           "collective{kind='reducescatter', ranks=3, chunks=1, inplace=true}\n"
+           "ring.reduce_scatter({0, 1, 2}, 'input', 0)\n", "ring reduce-scatter", 0);
+  compiles("local ring = require 'baton.ring'\n"
+           "collective{kind='allgather', ranks=3, chunks=2, inplace=true}\n"
+           "ring.all_gather({2, 1, 0}, 'output', function(j) return 2 * (3 - j) end, {count = 2})\n",
+           "ring all-gather backwards, index given by a function", 0);
+  compiles("local allpairs = require 'baton.allpairs'\n"
+           "collective{kind='allreduce', ranks=3, chunks=1, inplace=true}\n"
+           "allpairs.reduce({0, 1, 2}, 'input', function() return 0 end, {scratch = 'acc'})\n",
+           "all-pairs one-shot reduction into a named scratch buffer", 0);
+}
+
+/* Custom collectives: the expect postcondition, checked symbolically and
+ * carried into the IR. */
+#define NEXT4 "collective{kind='custom', ranks=4, chunks=2, inplace=false, expect='o[r][c]=i[r-1][c] if r>=1'}\n"
+
+static void test_custom(void) {
+  compiles(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n",
+           "AllToNext (a custom collective) verified by its own expectation", 3 * 2);
+  compiles("collective{kind='custom', ranks=3, chunks=1, inplace=false, expect='o[r][c]=i[*][c] if r==0'}\n"
+           "local acc = chunk(1, 'input', 0):copy(2, 'tmp', 0):reduce(chunk(2, 'input', 0))\n"
+           "chunk(0, 'input', 0):copy(0, 'output', 0):reduce(acc)\n",
+           "Reduce to rank 0 (a custom collective with a reduction)", 0);
+  fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy((r + 2) % 4, 'output', 0) end\n",
+        "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r-1][c] if r>=1\") fails: "
+        "rank 1 output[0] holds nothing (never written); expected input[0] of rank 0", "a wrong custom program");
+  fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n"
+        "chunk(0, 'input', 1):copy(3, 'output', 1)\n",
+        "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 (last written at t.lua:3)",
+        "a custom program that overwrites a result");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=true, expect='o[r][c]=i[1-r][c] if r==0'}\n"
+        "local t = chunk(1, 'input', 0):copy(0, 'tmp', 0)\nchunk(0, 'input', 0):copy(1, 'input', 0)\nt:copy(0, 'input', 0)\n",
+        "rank 1 output[0] holds input[0] of rank 0; expected input[0] of rank 1 (last written at t.lua:3)",
+        "in place, a chunk no rule names must keep its value");
+  ok_contains(msg, "t.lua:1: postcondition of the custom collective", "... named at the collective's line");
+  fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r-1][c] iff r>=1'}\n",
+        "t.lua:1: bad expect \"o[r][c]=i[r-1][c] iff r>=1\": expect:19: unexpected text near 'iff r>=1'", "a malformed expect");
+  fails("collective{kind='custom', ranks=4, chunks=1}\n", "t.lua:1: a custom collective needs expect =", "custom without expect");
+  fails("collective{kind='allgather', ranks=4, expect='o[r][c]=i[r][c]'}\n",
+        "t.lua:1: expect is only for kind = \"custom\" (the allgather postcondition is built in)", "expect on a built-in collective");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r+1][c]'}\nchunk(1, 'input', 0):copy(0, 'output', 0)\n",
+        "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r+1][c]\") says rank 1 output[0] holds input[0] of rank 2, which does not exist",
+        "an expectation naming a rank that does not exist");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r/c][c]'}\n",
+        "divides by zero at rank 0 output[0]", "an expectation that divides by zero");
+}
+
 static void test_lowering(void) {
   compiles(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
                "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", "2-rank allreduce", 6);
@@ -294,5 +368,7 @@ int main(void) {
   test_lowering();
   test_placement();
   test_parallelize();
+  test_modules();
+  test_custom();
   return tap_done();
 }

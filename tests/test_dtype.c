@@ -1,6 +1,6 @@
 /* test_dtype.c -- element conversions, host reductions and the expect language. */
 #include "ip_dtype.h"
-#include "ip_expect.h"
+#include "ir_expect.h"
 #include "tap.h"
 
 #include <math.h>
@@ -60,25 +60,25 @@ static void test_reduce(void) {
 
 static void test_expect(void) {
   rt_diag *d = rt_diag_new(4);
-  ip_expect *e = NULL;
-  ok(!ip_expect_parse("o[r][c]=i[r-1][c] if r>=1", &e, d), "AllToNext rule parses");
+  ir_expect *e = NULL;
+  ok(!ir_expect_parse("o[r][c]=i[r-1][c] if r>=1", "--expect", &e, d), "AllToNext rule parses");
   int sr, sc;
-  ok(ip_expect_eval(e, 3, 5, 16, 8, &sr, &sc, d) == 1 && sr == 2 && sc == 5, "rank 3 chunk 5 comes from rank 2 chunk 5");
-  ok(ip_expect_eval(e, 0, 5, 16, 8, &sr, &sc, d) == 0, "no rule for rank 0");
-  ip_expect_free(e);
-  ok(!ip_expect_parse("o[r][c]=i[*][c] if c%2==0 && !(r>3); o[r][c] = i[(r+1)%n][k-1-c]", &e, d), "two rules parse");
-  ok(ip_expect_eval(e, 1, 2, 4, 4, &sr, &sc, d) == 1 && sr == -1 && sc == 2, "first rule: reduction");
-  ok(ip_expect_eval(e, 3, 1, 4, 4, &sr, &sc, d) == 1 && sr == 0 && sc == 2, "second rule: (r+1)%%n, k-1-c");
-  ip_expect_free(e);
-  ok(!ip_expect_parse("o[r][c]=i[r/(c-c)][c]", &e, d), "division parses");
-  ok(ip_expect_eval(e, 1, 1, 2, 2, &sr, &sc, d) == -1, "division by zero is an error");
+  ok(ir_expect_eval(e, 3, 5, 16, 8, &sr, &sc, d) == 1 && sr == 2 && sc == 5, "rank 3 chunk 5 comes from rank 2 chunk 5");
+  ok(ir_expect_eval(e, 0, 5, 16, 8, &sr, &sc, d) == 0, "no rule for rank 0");
+  ir_expect_free(e);
+  ok(!ir_expect_parse("o[r][c]=i[*][c] if c%2==0 && !(r>3); o[r][c] = i[(r+1)%n][k-1-c]", "--expect", &e, d), "two rules parse");
+  ok(ir_expect_eval(e, 1, 2, 4, 4, &sr, &sc, d) == 1 && sr == -1 && sc == 2, "first rule: reduction");
+  ok(ir_expect_eval(e, 3, 1, 4, 4, &sr, &sc, d) == 1 && sr == 0 && sc == 2, "second rule: (r+1)%%n, k-1-c");
+  ir_expect_free(e);
+  ok(!ir_expect_parse("o[r][c]=i[r/(c-c)][c]", "--expect", &e, d), "division parses");
+  ok(ir_expect_eval(e, 1, 1, 2, 2, &sr, &sc, d) == -1, "division by zero is an error");
   ok_contains(rt_diag_text(d), "divides by zero at rank 1 chunk 1", "and says where");
-  ip_expect_free(e);
+  ir_expect_free(e);
   rt_diag_clear(d);
-  ok(ip_expect_parse("o[r][c]=i[r-1[c]", &e, d) == BT_ERR_INVALID, "syntax error is refused");
+  ok(ir_expect_parse("o[r][c]=i[r-1[c]", "--expect", &e, d) == BT_ERR_INVALID, "syntax error is refused");
   ok_contains(rt_diag_text(d), "--expect:14: expected ']' near '[c]'", "with the column and what follows");
   rt_diag_clear(d);
-  ok(ip_expect_parse("o[r][c]=i[x][c]", &e, d) == BT_ERR_INVALID, "unknown variable is refused");
+  ok(ir_expect_parse("o[r][c]=i[x][c]", "--expect", &e, d) == BT_ERR_INVALID, "unknown variable is refused");
   ok_contains(rt_diag_text(d), "expected a number, r, c, n, k or '('", "with what is allowed");
   rt_diag_free(d);
 }

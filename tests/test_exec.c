@@ -161,22 +161,22 @@ static void test_custom(rt_diag *d) {
   ir_prog *p = ag2_with("0", "", "", d);
   p->coll = IR_COLL_CUSTOM;
   ok(run(p, IP_F32, IP_OP_SUM, 4, 0, 0, 0, d) == BT_ERR_INVALID, "a custom collective needs an expectation");
-  ip_expect *e = NULL;
-  ip_expect_parse("o[r][c]=i[c][0]", &e, d);
+  ir_expect *e = NULL;
+  ir_expect_parse("o[r][c]=i[c][0]", "--expect", &e, d);
   ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4, .inplace = 0, .expect = e};
   ip_cpu_report rep;
   ok(ip_cpu_verify(p, &o, &rep, d) == BT_OK, "allgather checked as a custom collective");
-  ip_expect_free(e);
-  ip_expect_parse("o[r][c]=i[1-c][0]", &e, d);
+  ir_expect_free(e);
+  ir_expect_parse("o[r][c]=i[1-c][0]", "--expect", &e, d);
   o.expect = e;
   ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_MISMATCH, "a wrong expectation fails");
-  ip_expect_free(e);
-  ip_expect_parse("o[r][c]=i[c+5][0]", &e, d);
+  ir_expect_free(e);
+  ir_expect_parse("o[r][c]=i[c+5][0]", "--expect", &e, d);
   o.expect = e;
   rt_diag_clear(d);
   ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID, "an expectation naming a missing rank is refused");
   ok_contains(rt_diag_text(d), "input chunk 0 of rank 5, which does not exist", "with the rank");
-  ip_expect_free(e);
+  ir_expect_free(e);
   ir_prog_free(p);
 }
 

@@ -75,7 +75,7 @@ static int parse_list(const char *v, int all, int (*from)(const char *), int *ou
   return 1;
 }
 
-static int verify_one(const char *path, const vopts *vo, const ip_expect *ex) {
+static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
   int rc = 1;
@@ -176,10 +176,10 @@ int tool_verify(int argc, char **argv) {
     }
   }
   if (!nfiles) { fputs(verify_help, stderr); return 2; }
-  ip_expect *ex = NULL;
+  ir_expect *ex = NULL;
   if (vo.expect) {
     rt_diag *d = rt_diag_new(4);
-    if (ip_expect_parse(vo.expect, &ex, d)) {
+    if (ir_expect_parse(vo.expect, "--expect", &ex, d)) {
       fprintf(stderr, "baton verify: %s", rt_diag_text(d));
       rt_diag_free(d);
       return 2;
@@ -188,7 +188,7 @@ int tool_verify(int argc, char **argv) {
   }
   int failed = 0;
   for (int i = 0; i < nfiles; i++) failed += verify_one(files[i], &vo, ex);
-  ip_expect_free(ex);
+  ir_expect_free(ex);
   return failed ? 1 : 0;
 }
 

@@ -1,5 +1,5 @@
-/* ip_expect.c -- a tiny expression language for custom postconditions. */
-#include "ip_expect.h"
+/* ir_expect.c -- a tiny expression language for custom postconditions. */
+#include "ir_expect.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -11,14 +11,15 @@ typedef struct node { int kind, op; long long v; int a, b; } node;
 
 typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; } rule;
 
-struct ip_expect {
+struct ir_expect {
   node *nodes; int nnodes, capnodes;
   rule *rules; int nrules;
 };
 
 typedef struct parser {
   const char *s, *p;
-  ip_expect *e;
+  const char *name;         /* for messages */
+  ir_expect *e;
   rt_diag *diag;
   int failed;
 } parser;
@@ -28,7 +29,7 @@ static void fail(parser *ps, const char *what) {
   ps->failed = 1;
   const char *near = ps->p;
   while (*near == ' ') near++;
-  rt_diag_add(ps->diag, "--expect:%d: %s near '%.12s'", (int)(ps->p - ps->s) + 1, what,
+  rt_diag_add(ps->diag, "%s:%d: %s near '%.12s'", ps->name, (int)(ps->p - ps->s) + 1, what,
               *near ? near : "end of text");
 }
 
@@ -53,7 +54,7 @@ static void expect(parser *ps, const char *tok) {
 }
 
 static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
-  ip_expect *e = ps->e;
+  ir_expect *e = ps->e;
   if (e->nnodes == e->capnodes) {
     int cap = e->capnodes ? 2 * e->capnodes : 32;
     node *n = realloc(e->nodes, cap * sizeof *n);
@@ -133,33 +134,33 @@ static void parse_rule(parser *ps) {
   expect(ps, "]");
   if (accept(ps, "if")) ru.cond = parse_or(ps);
   if (ps->failed) return;
-  ip_expect *e = ps->e;
+  ir_expect *e = ps->e;
   rule *r = realloc(e->rules, (e->nrules + 1) * sizeof *r);
   if (!r) { fail(ps, "out of memory"); return; }
   e->rules = r;
   e->rules[e->nrules++] = ru;
 }
 
-bt_result ip_expect_parse(const char *spec, ip_expect **out, rt_diag *diag) {
-  ip_expect *e = calloc(1, sizeof *e);
+bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, rt_diag *diag) {
+  ir_expect *e = calloc(1, sizeof *e);
   if (!e) return BT_ERR_NOMEM;
-  parser ps = {spec, spec, e, diag, 0};
+  parser ps = {spec, spec, name, e, diag, 0};
   do parse_rule(&ps); while (!ps.failed && accept(&ps, ";"));
   skip(&ps);
   if (!ps.failed && *ps.p) fail(&ps, "unexpected text");
-  if (ps.failed) { ip_expect_free(e); *out = NULL; return BT_ERR_INVALID; }
+  if (ps.failed) { ir_expect_free(e); *out = NULL; return BT_ERR_INVALID; }
   *out = e;
   return BT_OK;
 }
 
-void ip_expect_free(ip_expect *e) {
+void ir_expect_free(ir_expect *e) {
   if (!e) return;
   free(e->nodes);
   free(e->rules);
   free(e);
 }
 
-static int eval(const ip_expect *e, int i, const long long *env, long long *out) {
+static int eval(const ir_expect *e, int i, const long long *env, long long *out) {
   const node *n = &e->nodes[i];
   long long a = 0, b = 0;
   switch (n->kind) {
@@ -189,7 +190,7 @@ static int eval(const ip_expect *e, int i, const long long *env, long long *out)
   return 1;
 }
 
-int ip_expect_eval(const ip_expect *e, int r, int c, int n, int k, int *rank, int *chunk,
+int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk,
                    rt_diag *diag) {
   long long env[4] = {r, c, n, k}, v;
   for (int i = 0; i < e->nrules; i++) {
@@ -204,7 +205,7 @@ int ip_expect_eval(const ip_expect *e, int r, int c, int n, int k, int *rank, in
     *chunk = (int)v;
     return 1;
   div0:
-    rt_diag_add(diag, "--expect: rule %d divides by zero at rank %d chunk %d", i + 1, r, c);
+    rt_diag_add(diag, "expect: rule %d divides by zero at rank %d chunk %d", i + 1, r, c);
     return -1;
   }
   return 0;

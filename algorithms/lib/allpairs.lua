@@ -1,0 +1,59 @@
+-- baton.allpairs: direct (all-pairs) phases over any list of ranks.
+--
+--   local allpairs = require "baton.allpairs"
+--   allpairs.reduce(ranks, buffer, index [, opts])      -> {ref at ranks[j], ...}
+--   allpairs.all_gather(ranks, buffer, index [, opts])
+--
+-- ranks[j] owns the chunks at index(j) when `index` is a function, at
+-- index + (j-1) * count when it is a number (so a function returning the same
+-- index for every j makes every rank an owner: the one-shot AllReduce).
+-- opts: count (1), scratch (the scratch buffer's name, "scratch"), ch,
+-- sendtb / recvtb (passed on to copy() and reduce()).
+local allpairs = {}
+
+local function at(index, j, count)
+  if type(index) == "function" then return index(j) end
+  return index + (j - 1) * count
+end
+
+-- Every other rank sends its copy of ranks[j]'s chunks to ranks[j], into
+-- scratch at (position of the sender - 1) * count; then ranks[j] adds them
+-- to its own.  All copies come first, then all reductions.
+function allpairs.reduce(ranks, buffer, index, opts)
+  opts = opts or {}
+  local n, count, scratch = #ranks, opts.count or 1, opts.scratch or "scratch"
+  for j = 1, n do
+    for i = 1, n do
+      if i ~= j then
+        chunk(ranks[i], buffer, at(index, j, count), count):copy(ranks[j], scratch, (i - 1) * count, opts)
+      end
+    end
+  end
+  local refs = {}
+  for j = 1, n do
+    for i = 1, n do
+      if i ~= j then
+        refs[j] = chunk(ranks[j], buffer, at(index, j, count), count)
+                    :reduce(chunk(ranks[j], scratch, (i - 1) * count, count), opts)
+      end
+    end
+    refs[j] = refs[j] or chunk(ranks[j], buffer, at(index, j, count), count)
+  end
+  return refs
+end
+
+-- ranks[j] sends its chunks straight to every other rank (same buffer and index).
+function allpairs.all_gather(ranks, buffer, index, opts)
+  opts = opts or {}
+  local n, count = #ranks, opts.count or 1
+  for j = 1, n do
+    for i = 1, n do
+      if i ~= j then
+        local idx = at(index, j, count)
+        chunk(ranks[j], buffer, idx, count):copy(ranks[i], buffer, idx, opts)
+      end
+    end
+  end
+end
+
+return allpairs
