@@ -193,31 +193,38 @@ static void test_full(void) {
   free_result(&r, 4);
 }
 
-/* Rank 2 exits after init; the others' allgather must fail, not hang. */
+/* arg {victim, rounds}: the victim kills itself (SIGKILL, no clean-up)
+ * after `rounds` allgathers; the others run allgathers until one fails. */
 static int dies_rank(int rank, int n, const rt_unique_id *id, void *arg) {
+  const int *a = arg;
   rt_bootstrap *bs;
   if (rt_bootstrap_init(&bs, id, rank, n) != BT_OK) return RC_INIT;
-  if (rank == *(int *)arg) _exit(RC_DIED);
   unsigned char d[64 * 16];
-  int rc = rt_bootstrap_allgather(bs, d, 64) == BT_OK && rt_bootstrap_barrier(bs) == BT_OK ? RC_OK : RC_OP;
+  int rc = RC_OK;
+  for (int i = 0; i < 100000 && rc == RC_OK; i++) {
+    if (rank == a[0] && i == a[1]) kill(getpid(), SIGKILL);
+    if (rt_bootstrap_allgather(bs, d, 64) != BT_OK) rc = RC_OP;
+  }
   rt_bootstrap_free(bs);
   return rc;
 }
 
 static void test_dead_rank(void) {
-  int victim = 2;
-  result r;
-  run_ranks(4, dies_rank, &victim, NULL, &r);
-  int good = r.code[victim] == RC_DIED, named = 0;
-  for (int i = 0; i < 4; i++)
-    if (i != victim) {
-      good &= r.code[i] == RC_OP;
-      named |= strstr(r.log[i], "rank 2 closed its connection") != NULL;
-    }
-  ok(good && named && r.secs < 4, "a rank that exits after init makes every other rank's allgather fail "
-     "within the timeout (%.2f s of 4), naming the dead rank", r.secs);
-  if (!good || !named) show_logs(&r, 4);
-  free_result(&r, 4);
+  for (int rounds = 0; rounds <= 50; rounds += 50) {
+    int a[2] = {2, rounds};
+    result r;
+    run_ranks(4, dies_rank, a, NULL, &r);
+    int good = r.code[2] == 128 + SIGKILL, named = 0;
+    for (int i = 0; i < 4; i++)
+      if (i != 2) {
+        good &= r.code[i] == RC_OP;
+        named |= strstr(r.log[i], "rank 2 closed its connection") != NULL;
+      }
+    ok(good && named && r.secs < 4, "a rank killed after %d allgathers makes every other rank's allgather "
+       "fail within the timeout (%.2f s of 4), naming the dead rank", rounds, r.secs);
+    if (!good || !named) show_logs(&r, 4);
+    free_result(&r, 4);
+  }
 }
 
 /* Rank 1 never joins: the root reports it; nobody hangs. */
