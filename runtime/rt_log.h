@@ -9,7 +9,7 @@ extern "C" {
 typedef enum { RT_LOG_NONE, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_TRACE } rt_log_level;
 
 /* Subsystems, a bit each, named in BATON_DEBUG_SUBSYS. */
-#define RT_SUBSYS_LIST(X) X(IR) X(EXEC) X(COMPILER) X(RUNTIME) X(TOOL)
+#define RT_SUBSYS_LIST(X) X(IR) X(EXEC) X(COMPILER) X(RUNTIME) X(BOOTSTRAP) X(TOOL)
 typedef enum {
 #define X(n) RT_SUB_BIT_##n,
   RT_SUBSYS_LIST(X)
