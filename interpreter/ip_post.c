@@ -153,6 +153,7 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
   if (!want) return BT_ERR_NOMEM;
   *checked = 0;
   for (int r = 0; r < n; r++) {
+    if (b->check_one && r != b->check_rank) continue;
     const ir_geom *gr = &g[r];
     unsigned char *out = b->inplace_call ? b->prog_out[r] : b->user_out[r];
     for (int c = 0; c < gr->chunks[IR_BUF_OUTPUT]; c++) {

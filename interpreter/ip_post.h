@@ -14,6 +14,7 @@ typedef struct post_bufs {
   unsigned char **ref_in;    /* a copy of every rank's input, taken before the run */
   unsigned char **prog_in, **prog_out;
   int inplace_call;
+  int check_one, check_rank; /* post_check: only rank check_rank when check_one (a process of one rank) */
 } post_bufs;
 
 /* Allocates and fills every rank's buffers with a pattern that keeps

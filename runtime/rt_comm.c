@@ -7,6 +7,7 @@
 
 #include "ip_dtype.h"
 #include "ir_geom.h"
+#include "rt_bootstrap.h"
 #include "rt_log.h"
 #include "rt_param.h"
 
@@ -120,6 +121,7 @@ static void comm_free(baton_comm *c) {
   if (c->scratch) cudaFree(c->scratch);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
+  if (c->bs) rt_bootstrap_free(c->bs);
   free(c);
 }
 
@@ -176,6 +178,72 @@ out:
   return (baton_result)res;
 }
 
+_Static_assert(sizeof(baton_unique_id) == sizeof(rt_unique_id), "unique ids are 128 bytes");
+
+baton_result baton_get_unique_id(baton_unique_id *id) {
+  if (!id) return baton_invalid_argument;
+  return (baton_result)rt_bootstrap_unique_id((rt_unique_id *)id);
+}
+
+/* A fingerprint of the loaded algorithms and their connections: every
+ * rank must load the same set, or their pools would not match. */
+static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *b = (const unsigned char *)keys;
+  for (size_t i = 0; i < nkeys * sizeof *keys; i++) h = (h ^ b[i]) * 1099511628211ull;
+  for (int i = 0; i < rt_algos_count(c->algos); i++) {
+    const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+    h = (h ^ (uint64_t)ir_prog_nsteps(p)) * 1099511628211ull;
+    h = (h ^ (uint64_t)p->coll) * 1099511628211ull;
+  }
+  return h;
+}
+
+baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id id, int rank) {
+  if (!out || nranks < 1 || rank < 0 || rank >= nranks) return baton_invalid_argument;
+  *out = NULL;
+  int dev = 0;
+  if (cuda(cudaGetDevice(&dev), "cudaGetDevice")) return baton_cuda_error;
+  baton_comm *c = NULL;
+  tp_key *keys = NULL;
+  int nkeys = 0;
+  uint64_t *fp = calloc(nranks, sizeof *fp);
+  tp_handle *h = calloc(nranks, sizeof *h);
+  bt_result res = fp && h ? BT_OK : BT_ERR_NOMEM;
+  if (!res) res = comm_new(&c, rank, nranks, dev);
+  if (!res) res = shared_new(&c->shared, 1);
+  CHECK_GOTO(res, res, out);
+  CHECK_GOTO(rt_bootstrap_init(&c->bs, (const rt_unique_id *)&id, rank, nranks), res, out);
+  CHECK_GOTO(comm_keys(c, &keys, &nkeys), res, out);
+  fp[rank] = fingerprint(c, keys, nkeys);
+  CHECK_GOTO(rt_bootstrap_allgather(c->bs, fp, sizeof *fp), res, out);
+  for (int r = 0; r < nranks; r++)
+    if (fp[r] != fp[rank]) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
+               "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES", r, rank, rt_algos_count(c->algos));
+      res = BT_ERR_INVALID;
+      goto out;
+    }
+  CHECK_GOTO(tp_p2p_create(&c->p2p, rank, nranks, keys, nkeys, c->slot_bytes * c->nslots), res, out);
+  CHECK_GOTO(tp_p2p_export(c->p2p, 1, &h[rank]), res, out);
+  CHECK_GOTO(rt_bootstrap_allgather(c->bs, h, sizeof *h), res, out);
+  CHECK_GOTO(tp_p2p_connect(c->p2p, h), res, out);
+  CHECK_GOTO(comm_plans(c), res, out);
+  CHECK_GOTO(cuda(cudaDeviceSynchronize(), "finishing communicator set-up"), res, out);
+  /* Nobody runs a kernel before every pool is mapped everywhere. */
+  CHECK_GOTO(rt_bootstrap_barrier(c->bs), res, out);
+  if (rank == 0)
+    LOG_INFO(RT_SUB_RUNTIME, "communicator of %d ranks, one process each: %d algorithms, %d connections", nranks,
+             rt_algos_count(c->algos), nkeys);
+  *out = c;
+out:
+  if (res && c) comm_free(c);
+  free(fp);
+  free(h);
+  free(keys);
+  return (baton_result)res;
+}
+
 baton_result rt_comm_poll_error(baton_comm *c) {
   if (c->error) return c->error;
   rt_shared *s = c->shared->host;
@@ -207,6 +275,7 @@ baton_result baton_comm_abort(baton_comm *c) {
   if (!c) return baton_invalid_argument;
   c->shared->host->abort = 1;
   __sync_synchronize();
+  if (c->bs) rt_bootstrap_abort(c->bs);
   if (!c->error) c->error = baton_aborted;
   return baton_success;
 }

@@ -10,14 +10,24 @@ compile() {  # compile NAME SCRIPT PARAMS...
   local name=$1 script=$2; shift 2
   local params=()
   for p in "$@"; do params+=(--param "$p"); done
-  "$baton" compile -q "$algs/$script" --param ranks="$ranks" "${params[@]}" -o "$out/${name}_${ranks}r.xml"
+  "$baton" compile -q "$algs/$script" "${params[@]}" -o "$out/${name}_${ranks}r.xml"
 }
-compile allreduce_ring allreduce_ring.lua
-compile allreduce_ring_2ch allreduce_ring.lua channels=2
-compile allreduce_ring_2inst allreduce_ring.lua instances=2
-compile allreduce_allpairs1 allreduce_allpairs.lua shot=1
-compile allreduce_allpairs2 allreduce_allpairs.lua shot=2
-compile allgather_ring allgather_ring.lua
-compile reducescatter_ring reducescatter_ring.lua
-compile alltoall_direct alltoall_direct.lua
+half=$((ranks / 2))
+r=ranks=$ranks
+compile allreduce_ring allreduce_ring.lua $r
+compile allreduce_ring_2ch allreduce_ring.lua $r channels=2
+compile allreduce_ring_2inst allreduce_ring.lua $r instances=2
+compile allreduce_allpairs1 allreduce_allpairs.lua $r shot=1
+compile allreduce_allpairs2 allreduce_allpairs.lua $r shot=2
+compile allgather_ring allgather_ring.lua $r
+compile allgather_allpairs allgather_allpairs.lua $r
+compile reducescatter_ring reducescatter_ring.lua $r
+compile alltoall_direct alltoall_direct.lua $r
+if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
+if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
+  compile allreduce_hier allreduce_hier.lua nodes=2 gpus=$half
+  compile alltoall_twostep alltoall_twostep.lua nodes=2 gpus=$half
+  compile alltonext alltonext.lua nodes=2 gpus=$half
+  compile allreduce_altring allreduce_altring.lua nodes=2 gpus=$half
+fi
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi
