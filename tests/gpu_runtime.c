@@ -314,7 +314,7 @@ static void release(void) {
 /* One process per GPU: rank r in a child process; its TAP lines go to a
  * file that the parent renumbers.  The parent touches no CUDA before the
  * fork (a forked CUDA context is unusable). */
-static int run_procs(int quick, rt_diag *d) {
+static int run_procs(int quick, int big, rt_diag *d) {
   baton_unique_id id;
   baton_result e = baton_get_unique_id(&id);
   if (e) {
@@ -342,6 +342,7 @@ static int run_procs(int quick, rt_diag *d) {
       ok(baton_comm_algorithm_count(comms[r]) > 0, "%d algorithms loaded", baton_comm_algorithm_count(comms[r]));
       check_algorithms(quick, d);
       check_choice(d);
+      if (big) check_big(d);
       release();
       fflush(stdout);
       _exit(tap_done());
@@ -402,7 +403,7 @@ int main(int argc, char **argv) {
   dout = calloc(nranks, sizeof *dout);
   rt_diag *d = rt_diag_new(6);
   if (procs) {
-    int rc = run_procs(quick, d);
+    int rc = run_procs(quick, big, d);
     rt_diag_free(d);
     return rc;
   }
