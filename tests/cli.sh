@@ -83,5 +83,11 @@ check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of 
 check "bench --dry-run: the largest size" 0 "   134217728     33554432" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
 check "bench --dry-run needs -g" 2 "--dry-run needs -g N" "$baton" bench --dry-run
 check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob
+for mode in "" "-P"; do
+  n=$((n + 1))
+  out=$(CUDA_VISIBLE_DEVICES="" "$baton" bench $mode -g 2 -b 8 -e 64 2>&1); st=$?
+  if [ $st -eq 2 ] && grep -qE "baton bench: (rank 0: )?no GPU|needs a CUDA build" <<<"$out"; then echo "ok $n - bench $mode without a GPU: a clear error, status 2"
+  else echo "not ok $n - bench $mode without a GPU (status $st)"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+done
 echo "1..$n"
 [ $failed -eq 0 ]
