@@ -77,5 +77,17 @@ sed 's/ if r&gt;=1"/ iff r"/' "$tmp/next.xml" > "$tmp/badexp.xml"
 check "a malformed expect attribute names file and line" 1 "badexp.xml:1: bad expect attribute: expect:19: unexpected text near 'iff r'" "$baton" verify "$tmp/badexp.xml"
 sed 's/inplace="1"/inplace="1" expect="o[r][c]=i[r][c]"/' "$corpus/allgather_ring_4r_simple.xml" > "$tmp/agexp.xml"
 check "expect on a built-in collective is refused" 1 'agexp.xml:1: expect="o[r][c]=i[r][c]" is only for coll="custom"' "$baton" verify "$tmp/agexp.xml"
+# baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
+check "bench --help" 0 "usage: baton bench" "$baton" bench --help
+check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
+check "bench --dry-run: the largest size" 0 "   134217728     33554432" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
+check "bench --dry-run needs -g" 2 "--dry-run needs -g N" "$baton" bench --dry-run
+check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob
+for mode in "" "-P"; do
+  n=$((n + 1))
+  out=$(CUDA_VISIBLE_DEVICES="" "$baton" bench $mode -g 2 -b 8 -e 64 2>&1); st=$?
+  if [ $st -eq 2 ] && grep -qE "baton bench: (rank 0: )?no GPU|needs a CUDA build" <<<"$out"; then echo "ok $n - bench $mode without a GPU: a clear error, status 2"
+  else echo "not ok $n - bench $mode without a GPU (status $st)"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+done
 echo "1..$n"
 [ $failed -eq 0 ]

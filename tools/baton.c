@@ -10,6 +10,7 @@ static const tool_cmd cmds[] = {
   {"explain", tool_explain, "print a readable per-rank, per-thread-block listing of IR files"},
   {"ops",     tool_ops,     "print the IR opcode table (Markdown)"},
   {"params",  tool_params,  "print every environment parameter with its default and current value"},
+  {"bench",   tool_bench,   "time a collective with NCCL and with baton side by side (nccl-tests style)"},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 

@@ -1,0 +1,277 @@
+/* test_bench.c -- `baton bench` without a GPU: options, the size sweep,
+ * nccl-tests' geometry and bandwidth formulas, the check data against a
+ * naive reference, the text/CSV/JSON output of a fixed table and the SVG
+ * that tools/plot_bench.py draws from it.
+ * Usage: test_bench PLOT_BENCH_PY   (TAP output) */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "tap.h"
+
+static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
+  char buf[512], *argv[64];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "bench %s", line);
+  for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+  argv[argc] = NULL;
+  FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
+  int rc = bench_parse(o, argc, argv, out, e);
+  fclose(e);
+  fclose(out);
+  return rc;
+}
+
+static void test_options(void) {
+  bench_opts o;
+  char err[400] = "";
+  ok(parse(&o, "", err, sizeof err) == 0 && o.minbytes == 32 << 20 && o.maxbytes == 32 << 20 && o.iters == 20 &&
+         o.check == 1 && o.dtype == IP_F32 && o.op == IP_OP_SUM && o.coll == BENCH_ALLREDUCE && !o.inplace,
+     "defaults: -b 32M -e 32M, 20 iterations, check on, f32 sum allreduce out of place");
+  ok(parse(&o, "-b 8 -e 128M -f 2 -g 8 -w 3 -n 7 -G 2 -c 0 -o max -d bf16 -C alltoall -I 1 -R 5 --csv a.csv --json "
+               "b.json -P", err, sizeof err) == 0 &&
+         o.minbytes == 8 && o.maxbytes == 128 << 20 && o.stepfactor == 2 && o.ngpus == 8 && o.warmup == 3 &&
+         o.iters == 7 && o.graph == 2 && o.check == 0 && o.op == IP_OP_MAX && o.dtype == IP_BF16 &&
+         o.coll == BENCH_ALLTOALL && o.inplace == 1 && o.rounds == 5 && !strcmp(o.csv, "a.csv") &&
+         !strcmp(o.json, "b.json") && o.procs,
+     "every option parsed");
+  ok(parse(&o, "-b8 -e1K --stepfactor=4 --datatype float --op avg", err, sizeof err) == 0 && o.minbytes == 8 &&
+         o.maxbytes == 1024 && o.stepfactor == 4 && o.dtype == IP_F32 && o.op == IP_OP_AVG,
+     "getopt forms (-b8, --stepfactor=4) and nccl-tests' type names (float)");
+  static const struct { const char *args, *msg; } bad[] = {
+    {"-x", "unknown option '-x'"},
+    {"-b lots", "bad value 'lots' for -b"},
+    {"-b 1K -e 8", "-b 1024 is larger than -e 8"},
+    {"-b 0 -e 8 -f 2", "never grows"},
+    {"-e", "-e needs a value"},
+    {"-c 2", "bad value '2' for -c"},
+    {"-d f8", "bad value 'f8' for -d"},
+    {"-C broadcast", "bad value 'broadcast' for -C"},
+    {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
+    {"-f 2 -i 4", "not both"},
+    {"-R 65", "bad value '65' for -R"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    int rc = parse(&o, bad[i].args, err, sizeof err);
+    err[strcspn(err, "\n")] = 0;
+    ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
+  }
+  ok(parse(&o, "--help", err, sizeof err) == 1, "--help asks for the help");
+  int64_t b = 0;
+  ok(!bench_parse_size("1.5K", &b) && b == 1536 && !bench_parse_size("128m", &b) && b == 128 << 20 &&
+         !bench_parse_size("1G", &b) && b == 1 << 30 && bench_parse_size("-1", &b) && bench_parse_size("8Q", &b),
+     "sizes: 1.5K, 128m, 1G; -1 and 8Q refused");
+}
+
+static void test_sweep(void) {
+  bench_opts o;
+  char err[400];
+  int64_t s[BENCH_MAX_SIZES];
+  parse(&o, "-b 8 -e 128M -f 2", err, sizeof err);
+  int n = bench_sizes(&o, s, BENCH_MAX_SIZES), doubling = 1;
+  for (int i = 1; i < n; i++) doubling &= s[i] == 2 * s[i - 1];
+  ok(n == 25 && s[0] == 8 && s[24] == 128 << 20 && doubling, "-b 8 -e 128M -f 2: 25 sizes, 8 to 134217728, doubling");
+  parse(&o, "-b 1M -e 4M -i 1M", err, sizeof err);
+  n = bench_sizes(&o, s, BENCH_MAX_SIZES);
+  ok(n == 4 && s[3] == 4 << 20, "-b 1M -e 4M -i 1M: 4 sizes");
+  parse(&o, "-b 100 -e 1000 -f 3", err, sizeof err);
+  n = bench_sizes(&o, s, BENCH_MAX_SIZES);
+  ok(n == 3 && s[2] == 900, "-b 100 -e 1000 -f 3: 100, 300, 900");
+  parse(&o, "", err, sizeof err);
+  ok(bench_sizes(&o, s, BENCH_MAX_SIZES) == 1 && s[0] == 32 << 20, "defaults: one size, 32M");
+}
+
+static void test_geometry(void) {
+  bench_geom g;
+  bench_geometry(BENCH_ALLREDUCE, 1024, 4, 8, &g);
+  ok(g.count == 256 && g.send_elems == 256 && g.recv_elems == 256 && g.bytes == 1024, "allreduce 1024 B f32: count 256");
+  bench_geometry(BENCH_ALLGATHER, 1024, 4, 8, &g);
+  ok(g.count == 32 && g.send_elems == 32 && g.recv_elems == 256 && g.send_inplace == 32 && g.bytes == 1024 &&
+         g.blocks == 8, "allgather 1024 B f32 on 8: 32 per rank, 256 received, in place at rank*32");
+  bench_geometry(BENCH_ALLGATHER, 100, 4, 8, &g);
+  ok(g.count == 0 && g.bytes == 0, "allgather 100 B f32 on 8: 3 per rank rounds down to 0 (16-byte multiples)");
+  bench_geometry(BENCH_REDUCESCATTER, 4096, 2, 4, &g);
+  ok(g.count == 512 && g.send_elems == 2048 && g.recv_elems == 512 && g.recv_inplace == 512 && g.bytes == 4096,
+     "reducescatter 4096 B f16 on 4: 512 received, 2048 sent");
+  bench_geometry(BENCH_ALLTOALL, 1000, 2, 4, &g);
+  ok(g.count == 120 && g.send_elems == 480 && g.recv_elems == 480 && g.bytes == 960,
+     "alltoall 1000 B f16 on 4: 125 per peer rounds down to 120, size column 960");
+  double a, b;
+  bench_geometry(BENCH_ALLREDUCE, 1000000000, 4, 8, &g);
+  bench_bw(BENCH_ALLREDUCE, &g, 8, 0.5, &a, &b);
+  ok(fabs(a - 2.0) < 1e-12 && fabs(b - 3.5) < 1e-12, "allreduce busbw = algbw * 2(n-1)/n (8 ranks: 2 -> 3.5 GB/s)");
+  for (int c = BENCH_ALLGATHER; c < BENCH_COLL_COUNT; c++) {
+    bench_geometry((bench_coll)c, 1 << 20, 4, 4, &g);
+    bench_bw((bench_coll)c, &g, 4, 1e-3, &a, &b);
+    ok(fabs(a - 1.048576) < 1e-9 && fabs(b - a * 0.75) < 1e-12, "%s busbw = algbw * (n-1)/n (4 ranks)",
+       bench_coll_name[c]);
+  }
+}
+
+/* The naive reference: every rank's full input, the collective's
+ * definition element by element. */
+static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, const bench_geom *g, void *out) {
+  int es = ip_dtype_size[t];
+  char **in = calloc((size_t)n, sizeof *in);
+  for (int q = 0; q < n; q++) {
+    in[q] = malloc((size_t)(g->send_elems * es + 1));
+    bench_fill(c, op, t, q, g->send_elems, in[q]);
+  }
+  int64_t cnt = g->count;
+  if (c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER) {
+    int64_t off = c == BENCH_REDUCESCATTER ? rank * cnt : 0;
+    memcpy(out, in[0] + off * es, (size_t)(cnt * es));
+    for (int q = 1; q < n; q++) ip_reduce(t, op, out, out, in[q] + off * es, (size_t)cnt);
+    if (op == IP_OP_AVG) ip_divide(t, out, (size_t)cnt, n);
+  } else {
+    int64_t off = c == BENCH_ALLTOALL ? rank * cnt : 0;
+    for (int q = 0; q < n; q++) memcpy((char *)out + q * cnt * es, in[q] + off * es, (size_t)(cnt * es));
+  }
+  for (int q = 0; q < n; q++) free(in[q]);
+  free(in);
+}
+
+static void test_check(void) {
+  static const struct { bench_coll c; ip_redop op; ip_dtype t; int n; } cases[] = {
+    {BENCH_ALLREDUCE, IP_OP_SUM, IP_F32, 8}, {BENCH_ALLREDUCE, IP_OP_PROD, IP_I8, 8},
+    {BENCH_ALLREDUCE, IP_OP_AVG, IP_BF16, 3}, {BENCH_ALLREDUCE, IP_OP_MIN, IP_U64, 4},
+    {BENCH_ALLGATHER, IP_OP_SUM, IP_F16, 4}, {BENCH_REDUCESCATTER, IP_OP_MAX, IP_I32, 4},
+    {BENCH_REDUCESCATTER, IP_OP_AVG, IP_U8, 3}, {BENCH_ALLTOALL, IP_OP_SUM, IP_F64, 8},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    bench_coll c = cases[k].c;
+    ip_dtype t = cases[k].t;
+    int n = cases[k].n, es = ip_dtype_size[t];
+    bench_geom g;
+    bench_geometry(c, 3 * 1021 * 16 + 400, es, n, &g);   /* not a multiple of the pattern's period */
+    char *out = malloc((size_t)(g.recv_elems * es + 1));
+    int rank = n - 1;
+    naive(c, cases[k].op, t, n, rank, &g, out);
+    int64_t first;
+    int64_t w0 = bench_check(c, cases[k].op, t, n, rank, &g, out, &first);
+    /* Three wrong elements, one in the last block. */
+    int64_t at[3] = {0, g.recv_elems / 2 + 1, g.recv_elems - 1};
+    for (int i = 0; i < 3; i++) ip_set(t, out, (size_t)at[i], ip_get(t, out, (size_t)at[i]) + 1);
+    int64_t w3 = bench_check(c, cases[k].op, t, n, rank, &g, out, &first);
+    ok(w0 == 0 && w3 == 3 && first == 0, "%s %s %s on %d ranks (count %lld): right output passes, 3 changed elements "
+       "are 3 wrong (got %lld, %lld)", bench_coll_name[c], ip_redop_name[cases[k].op], ip_dtype_name[t], n,
+       (long long)g.count, (long long)w0, (long long)w3);
+    free(out);
+  }
+  /* Blocks of two ranks swapped in an allgather: caught. */
+  bench_geom g;
+  bench_geometry(BENCH_ALLGATHER, 4 * 4096, 4, 4, &g);
+  float *out = malloc((size_t)g.recv_elems * 4), *tmp = malloc((size_t)g.count * 4);
+  naive(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 4, 0, &g, out);
+  memcpy(tmp, out, (size_t)g.count * 4);
+  memcpy(out, out + g.count, (size_t)g.count * 4);
+  memcpy(out + g.count, tmp, (size_t)g.count * 4);
+  int64_t w = bench_check(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 4, 0, &g, out, NULL);
+  ok(w > g.count, "allgather with two ranks' blocks swapped: %lld of %lld wrong", (long long)w, (long long)(2 * g.count));
+  /* Float avg within tolerance (NCCL scales before summing): not wrong; NaN is. */
+  bench_geometry(BENCH_ALLREDUCE, 4096, 4, 3, &g);
+  naive(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 3, 0, &g, out);
+  for (int64_t i = 0; i < g.count; i++) out[i] *= 1.0f + 1e-7f;
+  out[5] = NAN;
+  ok(bench_check(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 3, 0, &g, out, NULL) == 1,
+     "f32 avg: rounding differences pass, a NaN is wrong");
+  free(out);
+  free(tmp);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+static void test_output(const char *plot) {
+  bench_opts o;
+  char err[400];
+  parse(&o, "-b 1K -e 1M -f 32", err, sizeof err);
+  bench_table t;
+  bench_table_init(&t, &o, 8);
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
+  int64_t sizes[] = {1024, 32768, 1048576};
+  double nt[] = {20, 40, 100}, bt[] = {10, 40, -1};
+  for (int i = 0; i < 3; i++) {
+    bench_row *r = &t.rows[t.nrows++];
+    r->bytes = sizes[i];
+    r->count = sizes[i] / 4;
+    r->lib[BENCH_NCCL] = (bench_result){nt[i], 0, ""};
+    r->lib[BENCH_BATON] = (bench_result){bt[i], 0, ""};
+    snprintf(r->algorithm, sizeof r->algorithm, "allreduce_ring");
+  }
+  snprintf(t.rows[2].lib[BENCH_BATON].error, sizeof t.rows[2].lib[0].error, "baton_allreduce failed on rank 0: unsupported");
+  t.rows[2].lib[BENCH_BATON].wrong = -1;
+  char text[8192];
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  for (int i = 0; i < t.nrows; i++) bench_print_row(f, &t, &t.rows[i]);
+  int st = bench_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "#wrong", "text: nccl-tests' columns");
+  ok_contains(text, "        1024          256   f32    sum       20.00    0.05    0.09       0       10.00    0.10    0.18       0    2.00  allreduce_ring",
+              "text: the 1024-byte row (algbw 1024 B / 20 us, busbw * 2*7/8, ratio 2)");
+  ok_contains(text, "# baton, size 1048576: baton_allreduce failed on rank 0: unsupported", "text: the failed call named");
+  ok(st == 1, "a failed call makes the exit status 1");
+  char dir[] = "/tmp/test_bench_XXXXXX", csv[300], json[300], svg[300], cmd[1200];
+  if (!mkdtemp(dir)) return;
+  snprintf(csv, sizeof csv, "%s/t.csv", dir);
+  snprintf(json, sizeof json, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/t.svg", dir);
+  ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "CSV and JSON written");
+  char *c = slurp(csv);
+  ok_contains(c, "collective,nranks,type,redop,inplace,size,count,nccl_time_us,nccl_algbw,nccl_busbw,nccl_wrong,"
+                 "baton_time_us,baton_algbw,baton_busbw,baton_wrong,ratio,algorithm,nccl_error,baton_error\n",
+              "CSV header");
+  ok_contains(c, "allreduce,8,f32,sum,0,32768,8192,40.000,0.8192,1.4336,0,40.000,0.8192,1.4336,0,1.0000,\"allreduce_ring\",\"\",\"\"\n",
+              "CSV: the 32768-byte row");
+  ok_contains(c, "1048576,262144,100.000,10.4858,18.3501,0,,,,,,\"allreduce_ring\",\"\",\"baton_allreduce failed on rank 0: unsupported\"",
+              "CSV: a failed baton call leaves its columns and the ratio empty");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
+           "sys.exit(0 if d[\"nranks\"]==8 and len(r)==3 and r[0][\"ratio\"]==2.0 and r[2][\"baton\"][\"time_us\"] is None"
+           " and abs(r[1][\"nccl\"][\"busbw\"]-1.4336)<1e-9 else 1)' %s", json);
+  ok(system(cmd) == 0, "JSON parses and holds the table");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s", plot, csv, svg);
+  ok(system(cmd) == 0, "plot_bench.py draws the CSV");
+  char *s = slurp(svg);
+  ok(s && count_of(s, "class=\"curve\" data-lib=\"nccl\"") == 2 && count_of(s, "class=\"curve\" data-lib=\"baton\"") == 2 &&
+         count_of(s, "<circle") == 3 + 2 + 3 + 2,
+     "SVG: a latency and a busbw panel, each with an NCCL and a baton curve (baton's failed size left out)");
+  ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum", "SVG title names the run");
+  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
+  ok(system(cmd) == 0, "SVG is well-formed XML");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) printf("# could not remove %s\n", dir);
+  bench_table_free(&t);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_bench PLOT_BENCH_PY\n");
+    return 2;
+  }
+  test_options();
+  test_sweep();
+  test_geometry();
+  test_check();
+  test_output(argv[1]);
+  return tap_done();
+}

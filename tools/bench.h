@@ -1,0 +1,138 @@
+/* bench.h -- `baton bench`: options, the size sweep, nccl-tests' buffer
+ * geometry and bandwidth formulas, the check data and the result table.
+ * Nothing here touches CUDA, so all of it is unit-tested without a GPU
+ * (tests/test_bench.c); the GPU driver is tools/bench_run.c. */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ip_dtype.h"
+
+typedef enum bench_coll {
+  BENCH_ALLREDUCE, BENCH_ALLGATHER, BENCH_REDUCESCATTER, BENCH_ALLTOALL, BENCH_COLL_COUNT
+} bench_coll;
+extern const char *const bench_coll_name[BENCH_COLL_COUNT];
+
+/* The two libraries compared, in the order they run within a round. */
+enum { BENCH_NCCL, BENCH_BATON, BENCH_NLIBS };
+extern const char *const bench_lib_name[BENCH_NLIBS];
+
+#define BENCH_MAX_SIZES 1024
+
+typedef struct bench_opts {
+  int64_t minbytes, maxbytes, stepbytes, stepfactor;
+  int ngpus;            /* -g; 0: every GPU found */
+  int procs;            /* -P: one process per GPU */
+  int warmup, iters;    /* -w, -n */
+  int graph;            /* -G: CUDA-graph launches of the n captured iterations; 0 = no graph */
+  int rounds;           /* -R: interleaved rounds per size; the median is kept */
+  int check, inplace;   /* -c, -I */
+  bench_coll coll;      /* -C */
+  ip_dtype dtype;       /* -d */
+  ip_redop op;          /* -o */
+  int dry_run, no_nccl;
+  const char *csv, *json;
+} bench_opts;
+
+/* Fills nccl-tests' defaults where they exist (-b 32M -e 32M -i 1M -f 1,
+ * -n 20, -c 1, sum, f32, out of place) and baton's own (-w 5, -R 3, every
+ * GPU). */
+void bench_opts_default(bench_opts *o);
+
+/* Parses `baton bench` options (argv[0] is "bench").  Returns 0; 1 when
+ * --help was asked (the help is printed to out); 2 after printing
+ * "baton bench: <what is wrong>" to err. */
+int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err);
+
+/* "64", "1.5K", "128M", "1G" (units of 1024, either case) into bytes;
+ * 0 on success, -1 when malformed or negative. */
+int bench_parse_size(const char *s, int64_t *bytes);
+
+/* The sizes nccl-tests visits: minbytes, then times stepfactor (> 1) or
+ * plus stepbytes, while <= maxbytes.  Returns how many were written to
+ * sizes (at most max), or -1 when there would be more than max. */
+int bench_sizes(const bench_opts *o, int64_t *sizes, int max);
+
+/* One size's buffers for nranks ranks, as nccl-tests sets them up:
+ * count = bytes / type size, then per collective (allgather,
+ * reducescatter and alltoall round the per-rank count down to a multiple
+ * of 16 bytes). */
+typedef struct bench_geom {
+  int64_t count;                  /* per-rank count the call takes (the count column) */
+  int64_t send_elems, recv_elems; /* elements of each rank's send and receive buffers */
+  int64_t send_inplace, recv_inplace; /* in place: send = buf + send_inplace*rank, recv = buf + recv_inplace*rank */
+  int64_t bytes;                  /* the size column: the larger buffer, in bytes */
+  int blocks;                     /* output blocks of count elements: nranks for allgather and alltoall, else 1 */
+} bench_geom;
+void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_geom *g);
+
+/* nccl-tests' bandwidths in GB/s (1e9 bytes) for one call of sec seconds:
+ * algbw = size / time; busbw = algbw * 2(n-1)/n for allreduce, * (n-1)/n
+ * for allgather, reducescatter and alltoall. */
+void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw);
+
+/* Check data: element i of rank's input (small integers, exact in every
+ * type, periodic in i), written to dst (n elements of type t). */
+void bench_fill(bench_coll c, ip_redop op, ip_dtype t, int rank, int64_t n, void *dst);
+
+/* Number of elements of got (rank's output: g->recv_elems elements) that
+ * differ from what the collective must produce from bench_fill inputs:
+ * exact for integers, a relative tolerance for floats (avg rounds
+ * differently in NCCL).  first_bad, when not NULL, gets the first wrong
+ * index (-1 if none). */
+int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
+                    const void *got, int64_t *first_bad);
+
+/* Results. time_us < 0: not measured (see error). wrong < 0: not checked. */
+typedef struct bench_result {
+  double time_us;
+  int64_t wrong;
+  char error[200];
+} bench_result;
+
+typedef struct bench_row {
+  int64_t bytes, count;
+  bench_result lib[BENCH_NLIBS];
+  char algorithm[96];   /* what baton ran (baton_comm_last_algorithm) */
+} bench_row;
+
+typedef struct bench_table {
+  bench_coll coll;
+  ip_dtype dtype;
+  ip_redop op;
+  int inplace, nranks, procs, iters, warmup, graph, rounds;
+  char nccl[200];       /* "NCCL 2.28.9 (libnccl.so.2)"; empty when NCCL is not used */
+  char nccl_missing[300]; /* why NCCL is not used */
+  bench_row *rows;
+  int nrows;
+} bench_table;
+
+/* Starts a table for the options and rank count (rows are appended by
+ * the caller, at most BENCH_MAX_SIZES). */
+void bench_table_init(bench_table *t, const bench_opts *o, int nranks);
+void bench_table_free(bench_table *t);
+
+/* NCCL time / baton time (> 1: baton is faster), or -1 when either is
+ * missing. */
+double bench_ratio(const bench_row *r);
+
+/* Text output in nccl-tests' style: header, one line per row (printed as
+ * each size finishes), footer with averages.  bench_print_footer returns
+ * 1 when some element was wrong or a call failed, else 0. */
+void bench_print_header(FILE *f, const bench_table *t);
+void bench_print_row(FILE *f, const bench_table *t, const bench_row *r);
+int bench_print_footer(FILE *f, const bench_table *t);
+
+/* The table as CSV (one line per size, both libraries side by side) and
+ * as JSON.  0, or -1 when the file cannot be written (errno set). */
+int bench_write_csv(const char *path, const bench_table *t);
+int bench_write_json(const char *path, const bench_table *t);
+
+/* The GPU part (tools/bench_run.c, CUDA builds only): runs the sweep and
+ * fills t; returns the exit status (0 all good, 1 wrong or failed, 2 no
+ * GPUs / setup failed). */
+int bench_run(const bench_opts *o, bench_table *t);
+
+#endif

@@ -1,0 +1,312 @@
+/* bench_core.c -- `baton bench` options, size sweep, geometry, bandwidth
+ * formulas and the check data (nccl-tests' conventions throughout). */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall"};
+const char *const bench_lib_name[BENCH_NLIBS] = {"nccl", "baton"};
+
+static const char bench_help[] =
+  "usage: baton bench [options]\n"
+  "\n"
+  "Measures one collective with NCCL (libnccl.so.2 or BATON_NCCL_LIB, loaded at\n"
+  "run time) and with baton (algorithms from BATON_ALGO_DIR etc.) in the same\n"
+  "process, on the same buffers, timed the same way, interleaved per size; checks\n"
+  "every size for both and prints nccl-tests' columns for each and the ratio\n"
+  "NCCL time / baton time (> 1: baton is faster).\n"
+  "\n"
+  "options (nccl-tests spelling):\n"
+  "  -b, --minbytes N      smallest size in bytes, suffix K, M or G (default 32M)\n"
+  "  -e, --maxbytes N      largest size (default 32M)\n"
+  "  -f, --stepfactor N    multiply the size by N (> 1) between sizes\n"
+  "  -i, --stepbytes N     else add N bytes (default 1M)\n"
+  "  -g, --ngpus N         GPUs driven by this one process (default: every GPU)\n"
+  "  -P, --procs           one process per GPU (forked; unique ids, CUDA IPC)\n"
+  "  -w, --warmup_iters N  untimed calls before each timed block (default 5)\n"
+  "  -n, --iters N         timed calls per block (default 20)\n"
+  "  -G, --cudagraph N     capture the n calls in a CUDA graph per GPU and launch\n"
+  "                        it N times (time = wall / (n*N)); 0: no graph (default)\n"
+  "  -R, --rounds N        interleaved NCCL/baton rounds per size; the median time\n"
+  "                        is reported (default 3, at most 64)\n"
+  "  -c, --check 0|1       check every size for both libraries (default 1)\n"
+  "  -o, --op OP           sum (default), prod, max, min, avg\n"
+  "  -d, --datatype T      f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8\n"
+  "                        (or nccl-tests' float, half, bfloat16, int32, ...)\n"
+  "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall\n"
+  "  -I, --inplace 0|1     in place (NCCL's in-place layouts) (default 0)\n"
+  "  --csv FILE            also write the table as CSV (tools/plot_bench.py plots it)\n"
+  "  --json FILE           also write the table as JSON\n"
+  "  --no-nccl             run baton alone\n"
+  "  --dry-run             print the sizes, counts and buffers and stop (needs -g)\n"
+  "\n"
+  "Sizes are total bytes of the larger buffer, as in nccl-tests.  Time: per block,\n"
+  "warmup, then n calls on every GPU's stream, then wait for all: wall clock / n.\n"
+  "exit status: 0 all right, 1 wrong elements or a failed call, 2 bad usage or no GPU\n";
+
+void bench_opts_default(bench_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->minbytes = o->maxbytes = 32 << 20;
+  o->stepbytes = 1 << 20;
+  o->stepfactor = 1;
+  o->warmup = 5;
+  o->iters = 20;
+  o->rounds = 3;
+  o->check = 1;
+  o->coll = BENCH_ALLREDUCE;
+  o->dtype = IP_F32;
+  o->op = IP_OP_SUM;
+}
+
+int bench_parse_size(const char *s, int64_t *bytes) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v < 0 || !isfinite(v)) return -1;
+  double unit = 1;
+  switch (*end) {
+  case 'k': case 'K': unit = 1024.0; end++; break;
+  case 'm': case 'M': unit = 1024.0 * 1024; end++; break;
+  case 'g': case 'G': unit = 1024.0 * 1024 * 1024; end++; break;
+  default: break;
+  }
+  if (*end && strcmp(end, "B") && strcmp(end, "b")) return -1;
+  if (v * unit > 9e18) return -1;
+  *bytes = (int64_t)(v * unit);
+  return 0;
+}
+
+static int parse_int(const char *s, int lo, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > 1000000000) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* nccl-tests' names for the types, accepted beside baton's. */
+static int dtype_from_name(const char *s) {
+  static const char *const alias[][2] = {
+    {"float", "f32"}, {"float32", "f32"}, {"double", "f64"}, {"float64", "f64"}, {"half", "f16"},
+    {"float16", "f16"}, {"bfloat16", "bf16"}, {"int32", "i32"}, {"int", "i32"}, {"uint32", "u32"},
+    {"int64", "i64"}, {"uint64", "u64"}, {"int8", "i8"}, {"char", "i8"}, {"uint8", "u8"}};
+  for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+    if (!strcmp(s, alias[i][0])) s = alias[i][1];
+  return ip_dtype_from_name(s);
+}
+
+/* The value of option `shrt`/`lng` at argv[*i] ("-b 8", "-b8", "--minbytes 8",
+ * "--minbytes=8"), advancing *i; NULL when argv[*i] is another option.
+ * *missing is set when the option is there but its value is not. */
+static const char *opt_value(int argc, char **argv, int *i, const char *shrt, const char *lng, int *missing) {
+  const char *a = argv[*i];
+  size_t ls = strlen(lng);
+  if (!strncmp(a, lng, ls) && a[ls] == '=') return a + ls + 1;
+  if (!strcmp(a, lng) || !strcmp(a, shrt)) {
+    if (*i + 1 >= argc) { *missing = 1; return NULL; }
+    return argv[++*i];
+  }
+  if (shrt[0] && !strncmp(a, shrt, 2) && a[2]) return a + 2;
+  return NULL;
+}
+
+int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
+  bench_opts_default(o);
+  int got_f = 0, got_i = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    int missing = 0, bad = 0;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(bench_help, out); return 1; }
+    if (!strcmp(a, "-P") || !strcmp(a, "--procs")) { o->procs = 1; continue; }
+    if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
+    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
+#define OPT(s, l) ((v = opt_value(argc, argv, &i, s, l, &missing)) != NULL || missing)
+    if (OPT("-b", "--minbytes")) bad = !v || bench_parse_size(v, &o->minbytes);
+    else if (OPT("-e", "--maxbytes")) bad = !v || bench_parse_size(v, &o->maxbytes);
+    else if (OPT("-i", "--stepbytes")) { bad = !v || bench_parse_size(v, &o->stepbytes) || o->stepbytes == 0; got_i = 1; }
+    else if (OPT("-f", "--stepfactor")) {
+      int f = 0;
+      bad = !v || parse_int(v, 1, &f);
+      o->stepfactor = f;
+      got_f = 1;
+    }
+    else if (OPT("-g", "--ngpus")) bad = !v || parse_int(v, 1, &o->ngpus);
+    else if (OPT("-w", "--warmup_iters")) bad = !v || parse_int(v, 0, &o->warmup);
+    else if (OPT("-n", "--iters")) bad = !v || parse_int(v, 1, &o->iters);
+    else if (OPT("-G", "--cudagraph")) bad = !v || parse_int(v, 0, &o->graph);
+    else if (OPT("-R", "--rounds")) bad = !v || parse_int(v, 1, &o->rounds) || o->rounds > 64;
+    else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check) || o->check > 1;
+    else if (OPT("-I", "--inplace")) bad = !v || parse_int(v, 0, &o->inplace) || o->inplace > 1;
+    else if (OPT("-o", "--op")) {
+      int x = v ? ip_redop_from_name(v) : -1;
+      bad = x < 0;
+      if (!bad) o->op = (ip_redop)x;
+    } else if (OPT("-d", "--datatype")) {
+      int x = v ? dtype_from_name(v) : -1;
+      bad = x < 0;
+      if (!bad) o->dtype = (ip_dtype)x;
+    } else if (OPT("-C", "--collective")) {
+      bad = 1;
+      for (int c = 0; v && c < BENCH_COLL_COUNT; c++)
+        if (!strcmp(v, bench_coll_name[c])) { o->coll = (bench_coll)c; bad = 0; }
+    } else if (OPT("", "--csv")) o->csv = v;
+    else if (OPT("", "--json")) o->json = v;
+    else {
+      fprintf(err, "baton bench: unknown option '%s' (baton bench --help lists them)\n", a);
+      return 2;
+    }
+#undef OPT
+    if (missing) { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
+    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, a); return 2; }
+  }
+  if (got_f && got_i && o->stepfactor > 1) {
+    fprintf(err, "baton bench: give -f (multiply) or -i (add), not both\n");
+    return 2;
+  }
+  if (o->minbytes > o->maxbytes) {
+    fprintf(err, "baton bench: -b %lld is larger than -e %lld\n", (long long)o->minbytes, (long long)o->maxbytes);
+    return 2;
+  }
+  if (o->stepfactor > 1 && o->minbytes == 0) {
+    fprintf(err, "baton bench: -b 0 with -f %lld never grows; start at 1 byte or more\n", (long long)o->stepfactor);
+    return 2;
+  }
+  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
+    fprintf(err, "baton bench: --csv and --json need a file name\n");
+    return 2;
+  }
+  int64_t s[BENCH_MAX_SIZES];
+  if (bench_sizes(o, s, BENCH_MAX_SIZES) < 0) {
+    fprintf(err, "baton bench: -b/-e/-f/-i give more than %d sizes\n", BENCH_MAX_SIZES);
+    return 2;
+  }
+  return 0;
+}
+
+int bench_sizes(const bench_opts *o, int64_t *sizes, int max) {
+  int n = 0;
+  for (int64_t s = o->minbytes; s <= o->maxbytes;
+       s = o->stepfactor > 1 ? s * o->stepfactor : s + o->stepbytes) {
+    if (n == max) return -1;
+    sizes[n++] = s;
+    if (o->stepfactor <= 1 && o->stepbytes <= 0) break;
+  }
+  return n;
+}
+
+void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_geom *g) {
+  int64_t count = bytes / esize;
+  int64_t align = 16 / esize;   /* nccl-tests: per-rank counts in 16-byte multiples */
+  int64_t base = (count / nranks) / align * align;
+  memset(g, 0, sizeof *g);
+  g->blocks = 1;
+  switch (c) {
+  case BENCH_ALLREDUCE:
+    g->count = g->send_elems = g->recv_elems = count;
+    break;
+  case BENCH_ALLGATHER:
+    g->count = g->send_elems = base;
+    g->recv_elems = base * nranks;
+    g->send_inplace = base;
+    g->blocks = nranks;
+    break;
+  case BENCH_REDUCESCATTER:
+    g->count = g->recv_elems = base;
+    g->send_elems = base * nranks;
+    g->recv_inplace = base;
+    break;
+  default:   /* alltoall */
+    g->count = base;
+    g->send_elems = g->recv_elems = base * nranks;
+    g->blocks = nranks;
+    break;
+  }
+  int64_t big = g->send_elems > g->recv_elems ? g->send_elems : g->recv_elems;
+  g->bytes = big * esize;
+}
+
+void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw) {
+  double factor = c == BENCH_ALLREDUCE ? 2.0 * (nranks - 1) / nranks : (double)(nranks - 1) / nranks;
+  *algbw = sec > 0 ? (double)g->bytes / 1.0e9 / sec : 0;
+  *busbw = *algbw * factor;
+}
+
+/* ---- check data ---- */
+
+enum { PERIOD = 1021 };   /* a prime: chunk boundaries do not line up with it */
+
+static int reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
+
+/* Input value of rank r at index k mod PERIOD: small integers that every
+ * type holds exactly, and whose sums (3 per rank), products (powers of
+ * two) and max/min stay exact. */
+static double input_value(bench_coll c, ip_redop op, int r, int64_t k) {
+  if (reduces(c) && (op == IP_OP_SUM || op == IP_OP_AVG)) return (double)((k * 7 + r * 3) % 4);
+  if (reduces(c) && op == IP_OP_PROD) return (k + r) % 3 == 0 ? 2.0 : 1.0;
+  return (double)((k * 7 + r * 13 + 1) % 101);
+}
+
+void bench_fill(bench_coll c, ip_redop op, ip_dtype t, int rank, int64_t n, void *dst) {
+  int es = ip_dtype_size[t];
+  int64_t filled = n < PERIOD ? n : PERIOD;
+  for (int64_t k = 0; k < filled; k++) ip_set(t, dst, (size_t)k, input_value(c, op, rank, k));
+  /* Doubling copies keep the period: filled stays a multiple of it. */
+  while (filled < n) {
+    int64_t m = filled < n - filled ? filled : n - filled;
+    memcpy((char *)dst + filled * es, dst, (size_t)(m * es));
+    filled += m;
+  }
+}
+
+static double tolerance(ip_dtype t) {
+  switch (t) {
+  case IP_F16: return 1e-2;
+  case IP_BF16: return 2e-2;
+  case IP_F32: return 1e-5;
+  case IP_F64: return 1e-12;
+  default: return 0;
+  }
+}
+
+static int same(ip_dtype t, const void *got, const void *want, size_t i, size_t j) {
+  double a = ip_get(t, got, i), b = ip_get(t, want, j);
+  if (a == b) return 1;
+  if (ip_dtype_kind[t] != 'F') return 0;
+  return fabs(a - b) <= tolerance(t) * fmax(1.0, fabs(b));   /* NaN fails */
+}
+
+int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
+                    const void *got, int64_t *first_bad) {
+  int es = ip_dtype_size[t];
+  char *want = malloc((size_t)PERIOD * es), *tmp = malloc((size_t)PERIOD * es);
+  int64_t wrong = 0;
+  if (first_bad) *first_bad = -1;
+  for (int b = 0; b < g->blocks; b++) {
+    /* The expected block: want[j] is output element (i*PERIOD + j) of block b. */
+    int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL ? (rank * g->count) % PERIOD : 0;
+    if (reduces(c)) {
+      for (int q = 0; q < nranks; q++) {
+        for (int64_t j = 0; j < PERIOD; j++) ip_set(t, q ? tmp : want, (size_t)j, input_value(c, op, q, (phase + j) % PERIOD));
+        if (q) ip_reduce(t, op, want, want, tmp, PERIOD);
+      }
+      if (op == IP_OP_AVG) ip_divide(t, want, PERIOD, nranks);
+    } else {
+      for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, op, b, (phase + j) % PERIOD));
+    }
+    const char *out = (const char *)got + (size_t)(b * g->count) * es;
+    for (int64_t i = 0; i < g->count; i += PERIOD) {
+      int64_t len = g->count - i < PERIOD ? g->count - i : PERIOD;
+      if (!memcmp(out + i * es, want, (size_t)(len * es))) continue;
+      for (int64_t j = 0; j < len; j++)
+        if (!same(t, out, want, (size_t)(i + j), (size_t)j)) {
+          if (first_bad && *first_bad < 0) *first_bad = b * g->count + i + j;
+          wrong++;
+        }
+    }
+  }
+  free(want);
+  free(tmp);
+  return wrong;
+}

@@ -1,0 +1,40 @@
+/* bench_nccl.h -- NCCL for `baton bench`, loaded with dlopen at run time
+ * (BATON_NCCL_LIB, else libnccl.so.2); baton never links libnccl. */
+#ifndef BENCH_NCCL_H
+#define BENCH_NCCL_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#include "bench.h"
+
+typedef struct bench_nccl bench_nccl;
+
+/* Loads NCCL and resolves the functions bench uses.  NULL on failure,
+ * with the reason (library or symbol) in why. */
+bench_nccl *bench_nccl_open(char *why, size_t len);
+void bench_nccl_close(bench_nccl *n);
+
+/* "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll". */
+const char *bench_nccl_describe(const bench_nccl *n);
+
+/* Each returns 0, or -1 with "ncclX failed: <NCCL's error string>" in err. */
+int bench_nccl_unique_id(bench_nccl *n, char id[128], char *err, size_t len);
+int bench_nccl_init_all(bench_nccl *n, void **comms, int ndev, char *err, size_t len);
+int bench_nccl_init_rank(bench_nccl *n, void **comm, int nranks, const char id[128], int rank, char *err, size_t len);
+
+/* One call of collective c on nlocal communicators of this process (in
+ * one NCCL group): comms[i] on streams[i] with send[i] and recv[i];
+ * count per rank as in bench_geom; nranks is the communicator size
+ * (used by the send/recv all-to-all of NCCL versions without
+ * ncclAlltoAll). */
+int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nlocal, int nranks, void *const *send,
+                      void *const *recv, size_t count, ip_dtype t, ip_redop op, cudaStream_t *streams, char *err,
+                      size_t len);
+
+/* 0 when comm is healthy; -1 with the asynchronous error in err. */
+int bench_nccl_async_error(bench_nccl *n, void *comm, char *err, size_t len);
+void bench_nccl_abort(bench_nccl *n, void *comm);
+void bench_nccl_destroy(bench_nccl *n, void *comm);
+
+#endif

@@ -1,0 +1,217 @@
+/* bench_out.c -- `baton bench` results: the text table (nccl-tests'
+ * columns, both libraries side by side), CSV and JSON. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
+  memset(t, 0, sizeof *t);
+  t->coll = o->coll;
+  t->dtype = o->dtype;
+  t->op = o->op;
+  t->inplace = o->inplace;
+  t->nranks = nranks;
+  t->procs = o->procs;
+  t->iters = o->iters;
+  t->warmup = o->warmup;
+  t->graph = o->graph;
+  t->rounds = o->rounds;
+  t->rows = calloc(BENCH_MAX_SIZES, sizeof *t->rows);
+}
+
+void bench_table_free(bench_table *t) {
+  free(t->rows);
+  t->rows = NULL;
+  t->nrows = 0;
+}
+
+double bench_ratio(const bench_row *r) {
+  double n = r->lib[BENCH_NCCL].time_us, b = r->lib[BENCH_BATON].time_us;
+  return n > 0 && b > 0 ? n / b : -1;
+}
+
+static int reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
+
+static void row_bw(const bench_table *t, const bench_row *r, int lib, double *algbw, double *busbw) {
+  bench_geom g;
+  bench_geometry(t->coll, r->bytes, ip_dtype_size[t->dtype], t->nranks, &g);
+  bench_bw(t->coll, &g, t->nranks, r->lib[lib].time_us * 1e-6, algbw, busbw);
+}
+
+void bench_print_header(FILE *f, const bench_table *t) {
+  fprintf(f, "# baton bench: %s, %d ranks (%s), %s %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
+          bench_coll_name[t->coll], t->nranks, t->procs ? "one process per GPU" : "one process",
+          ip_dtype_name[t->dtype], reduces(t->coll) ? ip_redop_name[t->op] : "none",
+          t->inplace ? "in place" : "out of place", t->iters, t->warmup,
+          t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
+  if (t->graph) fprintf(f, "# CUDA graphs: the %d iterations captured per GPU and launched %d times\n", t->iters, t->graph);
+  if (t->nccl[0]) fprintf(f, "# nccl: %s\n", t->nccl);
+  else fprintf(f, "# nccl: NOT USED: %s; baton runs alone\n", t->nccl_missing[0] ? t->nccl_missing : "--no-nccl");
+  fprintf(f, "#\n");
+  fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s  %s\n", "size", "count", "type", "redop",
+          "nccl time", "algbw", "busbw", "#wrong", "baton time", "algbw", "busbw", "#wrong", "ratio", "baton algorithm");
+  fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
+          "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "nccl/b");
+  fflush(f);
+}
+
+void bench_print_row(FILE *f, const bench_table *t, const bench_row *r) {
+  for (int l = 0; l < BENCH_NLIBS; l++)
+    if (r->lib[l].error[0]) fprintf(f, "# %s, size %lld: %s\n", bench_lib_name[l], (long long)r->bytes, r->lib[l].error);
+  fprintf(f, "  %10lld %12lld %5s %6s", (long long)r->bytes, (long long)r->count, ip_dtype_name[t->dtype],
+          reduces(t->coll) ? ip_redop_name[t->op] : "none");
+  for (int l = 0; l < BENCH_NLIBS; l++) {
+    const bench_result *x = &r->lib[l];
+    char wrong[24] = "-";
+    if (x->wrong >= 0) snprintf(wrong, sizeof wrong, "%lld", (long long)x->wrong);
+    if (x->time_us >= 0) {
+      double a, b;
+      row_bw(t, r, l, &a, &b);
+      fprintf(f, "  %10.2f %7.2f %7.2f %7s", x->time_us, a, b, wrong);
+    } else {
+      fprintf(f, "  %10s %7s %7s %7s", l == BENCH_NCCL && !t->nccl[0] ? "-" : "error", "-", "-", wrong);
+    }
+  }
+  double q = bench_ratio(r);
+  if (q > 0) fprintf(f, "  %6.2f", q);
+  else fprintf(f, "  %6s", "-");
+  fprintf(f, "  %s\n", r->algorithm[0] ? r->algorithm : "-");
+  fflush(f);
+}
+
+int bench_print_footer(FILE *f, const bench_table *t) {
+  double bus[BENCH_NLIBS] = {0}, logq = 0;
+  int both = 0, nq = 0, bad = 0;
+  int64_t wrong[BENCH_NLIBS] = {0};
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_row *r = &t->rows[i];
+    for (int l = 0; l < BENCH_NLIBS; l++) {
+      if (r->lib[l].wrong > 0) wrong[l] += r->lib[l].wrong;
+      if (r->lib[l].error[0]) bad = 1;
+    }
+    double q = bench_ratio(r);
+    if (q > 0 && r->count > 0) {
+      for (int l = 0; l < BENCH_NLIBS; l++) {
+        double a, b;
+        row_bw(t, r, l, &a, &b);
+        bus[l] += b;
+      }
+      both++;
+      logq += log(q);
+      nq++;
+    }
+  }
+  if (both)
+    fprintf(f, "# Avg bus bandwidth    : nccl %.3f  baton %.3f GB/s (over the %d sizes both measured)\n",
+            bus[0] / both, bus[1] / both, both);
+  if (nq) fprintf(f, "# Geometric mean ratio : %.3f (nccl time / baton time)\n", exp(logq / nq));
+  fprintf(f, "# Wrong elements       : nccl %lld  baton %lld  %s\n", (long long)wrong[0], (long long)wrong[1],
+          wrong[0] || wrong[1] ? "FAILED" : "OK");
+  if (bad) fprintf(f, "# Some calls failed: see the lines above\n");
+  return wrong[0] || wrong[1] || bad ? 1 : 0;
+}
+
+/* ---- files ---- */
+
+static void csv_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s == '\n' ? ' ' : *s, f);
+  }
+  fputc('"', f);
+}
+
+int bench_write_csv(const char *path, const bench_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "collective,nranks,type,redop,inplace,size,count");
+  for (int l = 0; l < BENCH_NLIBS; l++)
+    fprintf(f, ",%s_time_us,%s_algbw,%s_busbw,%s_wrong", bench_lib_name[l], bench_lib_name[l], bench_lib_name[l],
+            bench_lib_name[l]);
+  fprintf(f, ",ratio,algorithm,nccl_error,baton_error\n");
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_row *r = &t->rows[i];
+    fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[t->dtype],
+            reduces(t->coll) ? ip_redop_name[t->op] : "none", t->inplace, (long long)r->bytes, (long long)r->count);
+    for (int l = 0; l < BENCH_NLIBS; l++) {
+      const bench_result *x = &r->lib[l];
+      if (x->time_us >= 0) {
+        double a, b;
+        row_bw(t, r, l, &a, &b);
+        fprintf(f, ",%.3f,%.4f,%.4f", x->time_us, a, b);
+      } else {
+        fprintf(f, ",,,");
+      }
+      if (x->wrong >= 0) fprintf(f, ",%lld", (long long)x->wrong);
+      else fprintf(f, ",");
+    }
+    double q = bench_ratio(r);
+    if (q > 0) fprintf(f, ",%.4f,", q);
+    else fprintf(f, ",,");
+    csv_str(f, r->algorithm);
+    for (int l = 0; l < BENCH_NLIBS; l++) {
+      fputc(',', f);
+      csv_str(f, r->lib[l].error);
+    }
+    fputc('\n', f);
+  }
+  return fclose(f) ? -1 : 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+int bench_write_json(const char *path, const bench_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "{\n  \"tool\": \"baton bench\",\n  \"collective\": \"%s\",\n  \"nranks\": %d,\n", bench_coll_name[t->coll],
+          t->nranks);
+  fprintf(f, "  \"mode\": \"%s\",\n  \"type\": \"%s\",\n  \"redop\": \"%s\",\n  \"inplace\": %s,\n",
+          t->procs ? "one process per GPU" : "one process", ip_dtype_name[t->dtype],
+          reduces(t->coll) ? ip_redop_name[t->op] : "none", t->inplace ? "true" : "false");
+  fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"graph_launches\": %d,\n  \"rounds\": %d,\n", t->iters,
+          t->warmup, t->graph, t->rounds);
+  fprintf(f, "  \"nccl\": ");
+  if (t->nccl[0]) json_str(f, t->nccl);
+  else fprintf(f, "null");
+  fprintf(f, ",\n  \"rows\": [");
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_row *r = &t->rows[i];
+    fprintf(f, "%s\n    {\"size\": %lld, \"count\": %lld", i ? "," : "", (long long)r->bytes, (long long)r->count);
+    for (int l = 0; l < BENCH_NLIBS; l++) {
+      const bench_result *x = &r->lib[l];
+      fprintf(f, ",\n     \"%s\": {", bench_lib_name[l]);
+      if (x->time_us >= 0) {
+        double a, b;
+        row_bw(t, r, l, &a, &b);
+        fprintf(f, "\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f", x->time_us, a, b);
+      } else {
+        fprintf(f, "\"time_us\": null, \"algbw\": null, \"busbw\": null");
+      }
+      if (x->wrong >= 0) fprintf(f, ", \"wrong\": %lld, \"error\": ", (long long)x->wrong);
+      else fprintf(f, ", \"wrong\": null, \"error\": ");
+      if (x->error[0]) json_str(f, x->error);
+      else fprintf(f, "null");
+      fprintf(f, "}");
+    }
+    double q = bench_ratio(r);
+    if (q > 0) fprintf(f, ",\n     \"ratio\": %.4f, \"algorithm\": ", q);
+    else fprintf(f, ",\n     \"ratio\": null, \"algorithm\": ");
+    if (r->algorithm[0]) json_str(f, r->algorithm);
+    else fprintf(f, "null");
+    fprintf(f, "}");
+  }
+  fprintf(f, "\n  ]\n}\n");
+  return fclose(f) ? -1 : 0;
+}

@@ -1,0 +1,388 @@
+/* bench_run.c -- the GPU part of `baton bench`: NCCL and baton on the same
+ * buffers and streams, checked on every size, timed alike and
+ * interleaved; one process driving every GPU or one process per GPU
+ * (tools/bench_procs.c). */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton.h"
+#include "bench_nccl.h"
+#include "bench_run.h"
+#include "rt_param.h"
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The send and receive pointers of local rank i for geometry g: in place
+ * as nccl-tests lays it out (both inside the receive buffer). */
+static void pointers(bench_ctx *x, const bench_geom *g, int i, char **send, char **recv) {
+  size_t es = (size_t)ip_dtype_size[x->o->dtype];
+  int r = x->lo + i;
+  if (x->o->inplace) {
+    *send = x->recvbuf[i] + (size_t)g->send_inplace * r * es;
+    *recv = x->recvbuf[i] + (size_t)g->recv_inplace * r * es;
+  } else {
+    *send = x->sendbuf[i];
+    *recv = x->recvbuf[i];
+  }
+}
+
+/* One call of the collective on every local rank.  0, or -1 with err. */
+static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
+  void *send[BENCH_MAX_LOCAL], *recv[BENCH_MAX_LOCAL];
+  for (int i = 0; i < x->nlocal; i++) pointers(x, g, i, (char **)&send[i], (char **)&recv[i]);
+  if (lib == BENCH_NCCL)
+    return bench_nccl_launch(x->nccl, x->o->coll, x->nc, x->nlocal, x->nranks, send, recv, (size_t)g->count,
+                             x->o->dtype, x->o->op, x->streams, err, len);
+  for (int i = 0; i < x->nlocal; i++) {
+    baton_dtype t = (baton_dtype)x->o->dtype;
+    baton_redop op = (baton_redop)x->o->op;
+    size_t n = (size_t)g->count;
+    baton_result e;
+    switch (x->o->coll) {
+    case BENCH_ALLREDUCE: e = baton_allreduce(send[i], recv[i], n, t, op, x->bc[i], x->streams[i]); break;
+    case BENCH_ALLGATHER: e = baton_allgather(send[i], recv[i], n, t, x->bc[i], x->streams[i]); break;
+    case BENCH_REDUCESCATTER: e = baton_reducescatter(send[i], recv[i], n, t, op, x->bc[i], x->streams[i]); break;
+    default: e = baton_alltoall(send[i], recv[i], n, t, x->bc[i], x->streams[i]); break;
+    }
+    if (e) {
+      snprintf(err, len, "baton_%s failed on rank %d: %s", bench_coll_name[x->o->coll], x->lo + i,
+               baton_result_string(e));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Stops the library on every local rank after an error: it is not used
+ * again (a communicator that stopped half-way is unusable). */
+static void kill_lib(bench_ctx *x, int lib, const char *why) {
+  if (x->dead & (1 << lib)) return;
+  x->dead |= 1 << lib;
+  snprintf(x->dead_why[lib], sizeof x->dead_why[lib], "%s", why);
+  for (int i = 0; i < x->nlocal; i++) {
+    if (lib == BENCH_NCCL && x->nc[i]) bench_nccl_abort(x->nccl, x->nc[i]);
+    if (lib == BENCH_BATON && x->bc[i]) baton_comm_abort(x->bc[i]);
+    x->nc[i] = lib == BENCH_NCCL ? NULL : x->nc[i];
+  }
+}
+
+/* Waits until every local stream is idle, as nccl-tests does: polls the
+ * streams and the library's asynchronous error, and gives up after
+ * 2 x BATON_TIMEOUT + 5 seconds (BATON_TIMEOUT 0: never). */
+static int wait_lib(bench_ctx *x, int lib, char *err, size_t len) {
+  double t0 = bench_now(), limit = x->timeout > 0 ? 2.0 * x->timeout + 5 : 0;
+  for (;;) {
+    int busy = 0;
+    for (int i = 0; i < x->nlocal; i++) {
+      cudaError_t e = cudaStreamQuery(x->streams[i]);
+      if (e == cudaErrorNotReady) busy = 1;
+      else if (e != cudaSuccess) {
+        snprintf(err, len, "rank %d: %s", x->lo + i, cudaGetErrorString(e));
+        goto failed;
+      }
+      if (lib == BENCH_NCCL && bench_nccl_async_error(x->nccl, x->nc[i], err, len)) goto failed;
+      baton_result ae = baton_success;
+      if (lib == BENCH_BATON && (baton_comm_get_async_error(x->bc[i], &ae) || ae)) {
+        snprintf(err, len, "rank %d: asynchronous error: %s", x->lo + i, baton_result_string(ae));
+        goto failed;
+      }
+    }
+    if (!busy) return 0;
+    if (limit > 0 && bench_now() - t0 > limit) {
+      snprintf(err, len, "calls not finished after %.0f s (2 x BATON_TIMEOUT + 5)", limit);
+      goto failed;
+    }
+  }
+failed:
+  kill_lib(x, lib, err);
+  return -1;
+}
+
+/* Rank i's input for the check at its send pointer; the output region
+ * poisoned first (0xff bytes: NaN, or a value no check pattern makes). */
+static int upload(bench_ctx *x, const bench_geom *g, int i) {
+  size_t es = (size_t)ip_dtype_size[x->o->dtype];
+  char *send, *recv;
+  pointers(x, g, i, &send, &recv);
+  size_t big = (size_t)(g->send_elems > g->recv_elems ? g->send_elems : g->recv_elems) * es;
+  cudaSetDevice(x->devs[i]);
+  bench_fill(x->o->coll, x->o->op, x->o->dtype, x->lo + i, g->send_elems, x->host);
+  int bad = cudaMemsetAsync(x->o->inplace ? x->recvbuf[i] : recv, 0xff,
+                            x->o->inplace ? big : (size_t)g->recv_elems * es, x->streams[i]) != cudaSuccess;
+  bad |= cudaMemcpyAsync(send, x->host, (size_t)g->send_elems * es, cudaMemcpyHostToDevice, x->streams[i]) != cudaSuccess;
+  bad |= cudaStreamSynchronize(x->streams[i]) != cudaSuccess;
+  return bad ? -1 : 0;
+}
+
+/* One call with known data, every output element compared with the
+ * host's expectation. */
+static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *res) {
+  size_t es = (size_t)ip_dtype_size[x->o->dtype];
+  char err[200];
+  for (int i = 0; i < x->nlocal; i++)
+    if (upload(x, g, i)) {
+      snprintf(res->error, sizeof res->error, "check: cannot copy the input to rank %d: %s", x->lo + i,
+               cudaGetErrorString(cudaGetLastError()));
+      return;
+    }
+  if (launch(x, lib, g, err, sizeof err) || wait_lib(x, lib, err, sizeof err)) {
+    snprintf(res->error, sizeof res->error, "check: %.180s", err);
+    return;
+  }
+  res->wrong = 0;
+  for (int i = 0; i < x->nlocal; i++) {
+    char *send, *recv;
+    pointers(x, g, i, &send, &recv);
+    cudaSetDevice(x->devs[i]);
+    if (cudaMemcpy(x->host, recv, (size_t)g->recv_elems * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      snprintf(res->error, sizeof res->error, "check: cannot copy rank %d's output back: %s", x->lo + i,
+               cudaGetErrorString(cudaGetLastError()));
+      return;
+    }
+    int64_t first;
+    int64_t w = bench_check(x->o->coll, x->o->op, x->o->dtype, x->nranks, x->lo + i, g, x->host, &first);
+    if (w)
+      fprintf(stderr, "# %s, size %lld, rank %d: %lld wrong elements, the first at index %lld (value %g)\n",
+              bench_lib_name[lib], (long long)g->bytes, x->lo + i, (long long)w, (long long)first,
+              ip_get(x->o->dtype, x->host, (size_t)first));
+    res->wrong += w;
+  }
+}
+
+/* Captures the n iterations on every local stream into one graph per
+ * GPU, after one call outside the capture (baton reserves its scratch,
+ * NCCL connects). */
+static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, char *err, size_t len) {
+  if (launch(x, lib, g, err, len) || wait_lib(x, lib, err, len)) return -1;
+  int rc = 0;
+  for (int i = 0; i < x->nlocal; i++) {
+    cudaSetDevice(x->devs[i]);
+    if (cudaStreamBeginCapture(x->streams[i], cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      snprintf(err, len, "cudaStreamBeginCapture: %s", cudaGetErrorString(cudaGetLastError()));
+      rc = -1;
+    }
+  }
+  for (int it = 0; it < x->o->iters && !rc; it++) rc = launch(x, lib, g, err, len);
+  for (int i = 0; i < x->nlocal; i++) {
+    cudaGraph_t gr = NULL;
+    cudaSetDevice(x->devs[i]);
+    cudaError_t e = cudaStreamEndCapture(x->streams[i], &gr);
+    if (e == cudaSuccess && !rc) e = cudaGraphInstantiate(&ge[i], gr, 0);
+    if (e != cudaSuccess && !rc) {
+      snprintf(err, len, "CUDA graph of rank %d: %s", x->lo + i, cudaGetErrorString(e));
+      rc = -1;
+    }
+    if (gr) cudaGraphDestroy(gr);
+  }
+  return rc;
+}
+
+/* Warmup, then the timed block: seconds per call, or -1 with err. */
+static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, char *err, size_t len) {
+  int n = x->o->iters;
+  for (int w = 0; w < x->o->warmup; w++)
+    if (launch(x, lib, g, err, len)) return -1;
+  if (wait_lib(x, lib, err, len)) return -1;
+  double t0 = bench_now();
+  if (x->o->graph) {
+    for (int k = 0; k < x->o->graph; k++)
+      for (int i = 0; i < x->nlocal; i++)
+        if (cudaGraphLaunch(ge[i], x->streams[i]) != cudaSuccess) {
+          snprintf(err, len, "cudaGraphLaunch on rank %d: %s", x->lo + i, cudaGetErrorString(cudaGetLastError()));
+          return -1;
+        }
+    n *= x->o->graph;
+  } else {
+    for (int it = 0; it < n; it++)
+      if (launch(x, lib, g, err, len)) return -1;
+  }
+  if (wait_lib(x, lib, err, len)) return -1;
+  return (bench_now() - t0) / n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The barrier of one process per GPU (a no-op in one process): every
+ * rank learns which libraries failed anywhere, so that all ranks take
+ * the same path. */
+static void sync_flags(bench_ctx *x, int *failed) {
+  if (!x->barrier) return;
+  int f = x->barrier(x, x->dead | *failed << BENCH_NLIBS);
+  for (int lib = 0; lib < BENCH_NLIBS; lib++) {
+    if ((f & 1 << lib) && !(x->dead & 1 << lib)) kill_lib(x, lib, "failed on another rank");
+  }
+  *failed |= f >> BENCH_NLIBS;
+}
+
+void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
+  bench_geom g;
+  bench_geometry(x->o->coll, bytes, ip_dtype_size[x->o->dtype], x->nranks, &g);
+  memset(row, 0, sizeof *row);
+  row->bytes = g.bytes;
+  row->count = g.count;
+  int failed = 0;   /* bit per library: failed for this size */
+  double times[BENCH_NLIBS][64];
+  cudaGraphExec_t ge[BENCH_NLIBS][BENCH_MAX_LOCAL];
+  memset(ge, 0, sizeof ge);
+  for (int lib = 0; lib < BENCH_NLIBS; lib++) {
+    bench_result *res = &row->lib[lib];
+    res->time_us = -1;
+    res->wrong = -1;
+    if (x->dead & 1 << lib) {
+      if (lib == BENCH_BATON || x->nccl) snprintf(res->error, sizeof res->error, "not run: %s", x->dead_why[lib]);
+      failed |= 1 << lib;
+      continue;
+    }
+    if (x->o->check) {
+      check_lib(x, lib, &g, res);
+      if (res->error[0]) failed |= 1 << lib;
+    }
+    if (lib == BENCH_BATON && x->nlocal && baton_comm_last_algorithm(x->bc[0]))
+      snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+  }
+  sync_flags(x, &failed);
+  if (x->o->graph)
+    for (int lib = 0; lib < BENCH_NLIBS; lib++)
+      if (!(failed & 1 << lib) && build_graphs(x, lib, &g, ge[lib], row->lib[lib].error, sizeof row->lib[0].error))
+        failed |= 1 << lib;
+  sync_flags(x, &failed);
+  int rounds = x->o->rounds < 64 ? x->o->rounds : 64;
+  for (int k = 0; k < rounds; k++)
+    for (int lib = 0; lib < BENCH_NLIBS; lib++) {
+      sync_flags(x, &failed);
+      if (failed & 1 << lib) continue;
+      times[lib][k] = time_block(x, lib, &g, ge[lib], row->lib[lib].error, sizeof row->lib[0].error);
+      if (times[lib][k] < 0) failed |= 1 << lib;
+    }
+  sync_flags(x, &failed);
+  for (int lib = 0; lib < BENCH_NLIBS; lib++) {
+    if (!(failed & 1 << lib)) {
+      qsort(times[lib], (size_t)rounds, sizeof times[lib][0], cmp_double);
+      row->lib[lib].time_us = times[lib][(rounds - 1) / 2] * 1e6;   /* the median (lower middle when even) */
+    } else if (!row->lib[lib].error[0] && (lib == BENCH_BATON || x->nccl)) {
+      snprintf(row->lib[lib].error, sizeof row->lib[lib].error, "failed on another rank");
+    }
+    for (int i = 0; i < x->nlocal; i++)
+      if (ge[lib][i]) cudaGraphExecDestroy(ge[lib][i]);
+  }
+  if (!x->nccl) row->lib[BENCH_NCCL].error[0] = 0;
+}
+
+/* Buffers for the largest size: the receive buffer holds the larger of
+ * send and receive (in place uses it alone), the host buffer as much. */
+int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, size_t len) {
+  size_t es = (size_t)ip_dtype_size[x->o->dtype], sc = 0, rc = 0;
+  for (int s = 0; s < nsizes; s++) {
+    bench_geom g;
+    bench_geometry(x->o->coll, sizes[s], (int)es, x->nranks, &g);
+    size_t send = (size_t)g.send_elems * es, big = (size_t)(g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * es;
+    if (send > sc) sc = send;
+    if (big > rc) rc = big;
+  }
+  x->host = malloc(rc + 16);
+  if (!x->host) {
+    snprintf(err, len, "cannot allocate %zu bytes of host memory", rc);
+    return -1;
+  }
+  for (int i = 0; i < x->nlocal; i++) {
+    cudaSetDevice(x->devs[i]);
+    cudaError_t e = cudaStreamCreateWithFlags(&x->streams[i], cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&x->recvbuf[i], rc + 16);
+    if (e == cudaSuccess && !x->o->inplace) e = cudaMalloc((void **)&x->sendbuf[i], sc + 16);
+    if (e != cudaSuccess) {
+      snprintf(err, len, "GPU %d: cannot allocate %zu + %zu bytes: %s", x->devs[i], rc, sc, cudaGetErrorString(e));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void bench_ctx_free(bench_ctx *x) {
+  for (int i = 0; i < x->nlocal; i++) {
+    cudaSetDevice(x->devs[i]);
+    if (x->streams[i]) cudaStreamSynchronize(x->streams[i]);
+    if (x->nc[i]) bench_nccl_destroy(x->nccl, x->nc[i]);
+    if (x->bc[i]) baton_comm_destroy(x->bc[i]);
+    if (x->sendbuf[i]) cudaFree(x->sendbuf[i]);
+    if (x->recvbuf[i]) cudaFree(x->recvbuf[i]);
+    if (x->streams[i]) cudaStreamDestroy(x->streams[i]);
+  }
+  free(x->host);
+  x->host = NULL;
+}
+
+/* Loads NCCL unless --no-nccl; notes in t why it is not used. */
+static bench_nccl *load_nccl(const bench_opts *o, bench_table *t) {
+  if (o->no_nccl) {
+    snprintf(t->nccl_missing, sizeof t->nccl_missing, "--no-nccl");
+    return NULL;
+  }
+  bench_nccl *n = bench_nccl_open(t->nccl_missing, sizeof t->nccl_missing);
+  if (n) snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(n));
+  return n;
+}
+
+/* One process driving GPUs 0..g-1 (nccl-tests' -g). */
+int bench_run(const bench_opts *o, bench_table *t) {
+  if (o->procs) return bench_run_procs(o, t);
+  int ngpu = 0;
+  cudaError_t ce = cudaGetDeviceCount(&ngpu);
+  if (ce != cudaSuccess || ngpu == 0) {
+    fprintf(stderr, "baton bench: no GPU: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+    return 2;
+  }
+  int n = o->ngpus ? o->ngpus : ngpu;
+  if (n > ngpu || n > BENCH_MAX_LOCAL) {
+    fprintf(stderr, "baton bench: -g %d, but this machine has %d GPUs (and bench drives at most %d)\n", n, ngpu,
+            BENCH_MAX_LOCAL);
+    return 2;
+  }
+  static bench_ctx x;
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  x.nranks = x.nlocal = n;
+  x.timeout = (int)rt_param_int(RT_PARAM_TIMEOUT);
+  for (int i = 0; i < n; i++) x.devs[i] = i;
+  bench_table_init(t, o, n);
+  x.nccl = load_nccl(o, t);
+  char err[300];
+  int64_t sizes[BENCH_MAX_SIZES];
+  int nsizes = bench_sizes(o, sizes, BENCH_MAX_SIZES), rc = 0;
+  baton_result be = baton_comm_init_all(x.bc, n, x.devs);
+  if (be) {
+    fprintf(stderr, "baton bench: baton_comm_init_all over %d GPUs failed: %s\n", n, baton_result_string(be));
+    rc = 2;
+    goto out;
+  }
+  if (x.nccl && bench_nccl_init_all(x.nccl, x.nc, n, err, sizeof err)) {
+    snprintf(t->nccl_missing, sizeof t->nccl_missing, "%s", err);
+    t->nccl[0] = 0;
+    memset(x.nc, 0, sizeof x.nc);
+    bench_nccl_close(x.nccl);
+    x.nccl = NULL;
+  }
+  if (!x.nccl) x.dead |= 1 << BENCH_NCCL;
+  if (bench_ctx_alloc(&x, sizes, nsizes, err, sizeof err)) {
+    fprintf(stderr, "baton bench: %s\n", err);
+    rc = 2;
+    goto out;
+  }
+  bench_print_header(stdout, t);
+  for (int s = 0; s < nsizes; s++) {
+    bench_run_size(&x, sizes[s], &t->rows[t->nrows]);
+    bench_print_row(stdout, t, &t->rows[t->nrows++]);
+  }
+out:
+  bench_ctx_free(&x);
+  bench_nccl_close(x.nccl);
+  return rc;
+}

@@ -1,0 +1,49 @@
+/* bench_run.h -- internals of `baton bench`'s GPU part, shared by the
+ * one-process driver (bench_run.c) and one process per GPU (bench_procs.c). */
+#ifndef BENCH_RUN_H
+#define BENCH_RUN_H
+
+#include <cuda_runtime_api.h>
+
+#include "baton.h"
+#include "bench.h"
+#include "bench_nccl.h"
+
+#define BENCH_MAX_LOCAL 64
+
+/* What one process drives: local ranks lo..lo+nlocal-1 of nranks; the
+ * arrays are indexed by local rank. */
+typedef struct bench_ctx {
+  const bench_opts *o;
+  int nranks, lo, nlocal;
+  int devs[BENCH_MAX_LOCAL];
+  cudaStream_t streams[BENCH_MAX_LOCAL];
+  char *sendbuf[BENCH_MAX_LOCAL], *recvbuf[BENCH_MAX_LOCAL];
+  char *host;
+  baton_comm *bc[BENCH_MAX_LOCAL];
+  bench_nccl *nccl;                 /* NULL: NCCL not loaded */
+  void *nc[BENCH_MAX_LOCAL];
+  int dead;                         /* bit per library: stopped after an error, not run again */
+  char dead_why[BENCH_NLIBS][200];
+  int timeout;                      /* BATON_TIMEOUT */
+  /* One process per GPU: exchanges flags with every rank and returns
+   * their OR; NULL in one process. */
+  int (*barrier)(struct bench_ctx *x, int flags);
+  int up, down;                     /* pipes to and from the parent */
+} bench_ctx;
+
+double bench_now(void);
+
+/* Allocates streams, device buffers for the largest of sizes and the
+ * host buffer; 0, or -1 with err. */
+int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, size_t len);
+void bench_ctx_free(bench_ctx *x);
+
+/* One size: the check and the interleaved timed rounds for both
+ * libraries; fills row (this process's ranks only). */
+void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row);
+
+/* One process per GPU (fork): fills t; returns the exit status. */
+int bench_run_procs(const bench_opts *o, bench_table *t);
+
+#endif

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""plot_bench.py CSV SVG -- draws `baton bench --csv` output: latency and
+bus bandwidth against size, NCCL and baton, as one SVG (python3 standard
+library only).  Sizes with no time (a failed call, NCCL not loaded, size 0)
+are left out of the curves."""
+import csv, math, sys
+
+if len(sys.argv) != 3:
+    sys.exit('usage: plot_bench.py BENCH.csv OUT.svg')
+rows = list(csv.DictReader(open(sys.argv[1], newline='')))
+need = {'size', 'nccl_time_us', 'baton_time_us', 'nccl_busbw', 'baton_busbw', 'collective', 'nranks', 'type'}
+if not rows or not need <= set(rows[0]):
+    sys.exit(f'plot_bench.py: {sys.argv[1]}: not a baton bench CSV (wants columns {", ".join(sorted(need))})')
+
+LIBS = (('nccl', 'NCCL', '#76b900'), ('baton', 'baton', '#1f77b4'))
+def series(lib, col):
+    return [(int(r['size']), float(r[f'{lib}_{col}'])) for r in rows
+            if int(r['size']) > 0 and r[f'{lib}_{col}'] not in ('', None) and float(r[f'{lib}_{col}']) > 0]
+
+PW, PH, L, B, T, R = 460, 340, 70, 50, 40, 20   # one panel
+W, H = 2 * PW, PH + 30
+r0 = rows[0]
+o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+     f'<rect width="{W}" height="{H}" fill="white"/>',
+     f'<text x="{W/2}" y="18" text-anchor="middle" font-size="14">baton bench: {r0["collective"]}, '
+     f'{r0["nranks"]} ranks, {r0["type"]} {r0.get("redop", "")}{" in place" if r0.get("inplace") == "1" else ""}</text>']
+
+def fmt_size(b):
+    for unit, s in ((1 << 30, 'G'), (1 << 20, 'M'), (1 << 10, 'K')):
+        if b >= unit: return f'{b / unit:g}{s}'
+    return str(b)
+
+def panel(x0, col, ylabel, logy):
+    data = [(lib, lab, c, series(lib, col)) for lib, lab, c in LIBS]
+    pts = [p for *_, s in data for p in s]
+    g = [f'<g transform="translate({x0},30)" class="panel" data-y="{col}">']
+    if not pts:
+        g.append(f'<text x="{PW/2}" y="{PH/2}" text-anchor="middle">no {col} values</text></g>')
+        return g
+    xs = [math.log2(x) for x, _ in pts]
+    lx0, lx1 = min(xs) - 0.5, max(xs) + 0.5
+    ys = [y for _, y in pts]
+    if logy:
+        ly0, ly1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+        if ly0 == ly1: ly1 += 1
+        Y = lambda y: PH - B - (math.log10(y) - ly0) / (ly1 - ly0) * (PH - B - T)
+        ticks = [10 ** e for e in range(ly0, ly1 + 1)]
+    else:
+        top = max(ys) * 1.1
+        Y = lambda y: PH - B - y / top * (PH - B - T)
+        step = 10 ** math.floor(math.log10(top / 2)) if top > 0 else 1
+        ticks = [k * step for k in range(int(top / step) + 1)]
+    X = lambda x: L + (math.log2(x) - lx0) / (lx1 - lx0) * (PW - L - R)
+    g.append(f'<line x1="{L}" y1="{PH-B}" x2="{PW-R}" y2="{PH-B}" stroke="black"/>'
+             f'<line x1="{L}" y1="{T}" x2="{L}" y2="{PH-B}" stroke="black"/>')
+    e0, e1 = math.ceil(lx0), math.floor(lx1)
+    stride = max(1, (e1 - e0) // 8 + 1)
+    for e in range(e0, e1 + 1, stride):
+        g.append(f'<line x1="{X(2**e):.1f}" y1="{PH-B}" x2="{X(2**e):.1f}" y2="{PH-B+5}" stroke="black"/>'
+                 f'<text x="{X(2**e):.1f}" y="{PH-B+18}" text-anchor="middle">{fmt_size(2**e)}</text>')
+    for v in ticks:
+        g.append(f'<line x1="{L-5}" y1="{Y(v):.1f}" x2="{L}" y2="{Y(v):.1f}" stroke="black"/>'
+                 f'<text x="{L-8}" y="{Y(v)+4:.1f}" text-anchor="end">{v:g}</text>')
+    g.append(f'<text x="{PW/2}" y="{PH-12}" text-anchor="middle">size (bytes, log)</text>')
+    g.append(f'<text x="16" y="{PH/2}" transform="rotate(-90 16 {PH/2})" text-anchor="middle">{ylabel}</text>')
+    for k, (lib, lab, c, s) in enumerate(data):
+        if not s: continue
+        g.append(f'<polyline class="curve" data-lib="{lib}" fill="none" stroke="{c}" stroke-width="2" points="' +
+                 ' '.join(f'{X(x):.1f},{Y(y):.1f}' for x, y in sorted(s)) + '"/>')
+        for x, y in s:
+            g.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="2.5" fill="{c}"/>')
+        g.append(f'<rect x="{L+15}" y="{T+k*18-9}" width="10" height="10" fill="{c}"/>'
+                 f'<text x="{L+30}" y="{T+k*18}">{lab}</text>')
+    g.append('</g>')
+    return g
+
+o += panel(0, 'time_us', 'time per call (us, log)', True)
+o += panel(PW, 'busbw', 'bus bandwidth (GB/s)', False)
+o.append('</svg>')
+open(sys.argv[2], 'w').write('\n'.join(o) + '\n')

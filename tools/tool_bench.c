@@ -1,0 +1,61 @@
+/* tool_bench.c -- `baton bench`: NCCL against baton, nccl-tests style
+ * (tools/bench*.c; docs/PERFORMANCE.md, "Measuring: baton bench"). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "tool.h"
+
+/* --dry-run: what would run, without touching a GPU. */
+static int dry_run(const bench_opts *o) {
+  if (!o->ngpus) {
+    fprintf(stderr, "baton bench: --dry-run needs -g N (the number of ranks)\n");
+    return 2;
+  }
+  int64_t sizes[BENCH_MAX_SIZES];
+  int n = bench_sizes(o, sizes, BENCH_MAX_SIZES), es = ip_dtype_size[o->dtype];
+  printf("# baton bench --dry-run: %s on %d ranks, %s, %s, %d sizes\n", bench_coll_name[o->coll], o->ngpus,
+         ip_dtype_name[o->dtype], o->inplace ? "in place" : "out of place", n);
+  printf("# %10s %12s %12s %12s %14s\n", "size", "count", "send elems", "recv elems", "busbw factor");
+  for (int i = 0; i < n; i++) {
+    bench_geom g;
+    double algbw, busbw;
+    bench_geometry(o->coll, sizes[i], es, o->ngpus, &g);
+    bench_geom unit = g;
+    unit.bytes = 1000000000;   /* the factor busbw / algbw, also for empty sizes */
+    bench_bw(o->coll, &unit, o->ngpus, 1.0, &algbw, &busbw);
+    printf("  %10lld %12lld %12lld %12lld %14.4f\n", (long long)g.bytes, (long long)g.count, (long long)g.send_elems,
+           (long long)g.recv_elems, algbw > 0 ? busbw / algbw : 0.0);
+  }
+  return 0;
+}
+
+int tool_bench(int argc, char **argv) {
+  bench_opts o;
+  int rc = bench_parse(&o, argc, argv, stdout, stderr);
+  if (rc) return rc == 1 ? 0 : rc;
+  if (o.dry_run) return dry_run(&o);
+#ifdef BATON_HAVE_CUDA
+  bench_table t;
+  memset(&t, 0, sizeof t);
+  rc = bench_run(&o, &t);
+  if (rc != 2) {
+    rc |= bench_print_footer(stdout, &t);
+    if (o.csv && bench_write_csv(o.csv, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
+      rc = 1;
+    }
+    if (o.json && bench_write_json(o.json, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
+      rc = 1;
+    }
+  }
+  bench_table_free(&t);
+  return rc;
+#else
+  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc); "
+                  "--dry-run works anywhere\n");
+  return 2;
+#endif
+}
