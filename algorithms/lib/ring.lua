@@ -48,15 +48,20 @@ function ring.broadcast(ref, ranks, opts)
   return ref
 end
 
+-- The len ranks that follow position j round the ring: ranks[j+1], ranks[j+2], ...
+local function after(ranks, j, len)
+  local order, n = {}, #ranks
+  for s = 1, len do order[s] = ranks[(j + s - 1) % n + 1] end
+  return order
+end
+
 -- Position j's chunks start at ranks[j+1], go round and end reduced at ranks[j].
 function ring.reduce_scatter(ranks, buffer, index, opts)
   check_ranks(ranks)
   opts = opts or {}
   local refs, n = {}, #ranks
   for j = 1, n do
-    local order = {}
-    for s = 1, n do order[s] = ranks[(j + s - 1) % n + 1] end
-    refs[j] = ring.reduce(order, buffer, at(index, j, opts.count or 1), opts)
+    refs[j] = ring.reduce(after(ranks, j, n), buffer, at(index, j, opts.count or 1), opts)
   end
   return refs
 end
@@ -67,9 +72,7 @@ function ring.all_gather(ranks, buffer, index, opts)
   opts = opts or {}
   local n, count = #ranks, opts.count or 1
   for j = 1, n do
-    local order = {}
-    for s = 1, n - 1 do order[s] = ranks[(j + s - 1) % n + 1] end
-    ring.broadcast(chunk(ranks[j], buffer, at(index, j, count), count), order, opts)
+    ring.broadcast(chunk(ranks[j], buffer, at(index, j, count), count), after(ranks, j, n - 1), opts)
   end
 end
 
