@@ -158,6 +158,16 @@ void ip_reduce(ip_dtype t, ip_redop op, void *dst, const void *a, const void *b,
   }
 }
 
+double ip_dtype_tolerance(ip_dtype t) {
+  switch (t) {
+  case IP_F16: return 1e-2;
+  case IP_BF16: return 2e-2;
+  case IP_F32: return 1e-5;
+  case IP_F64: return 1e-12;
+  default: return 0;
+  }
+}
+
 void ip_divide(ip_dtype t, void *p, size_t n, int divisor) {
   for (size_t i = 0; i < n; i++) {
     double v = ip_get(t, p, i);

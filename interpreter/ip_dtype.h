@@ -45,6 +45,10 @@ void ip_set(ip_dtype t, void *p, size_t i, double v);
  * as SUM.  Integer arithmetic wraps (computed unsigned). */
 void ip_reduce(ip_dtype t, ip_redop op, void *dst, const void *a, const void *b, size_t n);
 
+/* Relative tolerance when a float result is compared with a host
+ * reference computed in another order (0 for integers: exact). */
+double ip_dtype_tolerance(ip_dtype t);
+
 /* p[i] /= divisor for i < n: the final step of AVG (integers truncate). */
 void ip_divide(ip_dtype t, void *p, size_t n, int divisor);
 

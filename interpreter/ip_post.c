@@ -127,20 +127,10 @@ static int source_of(const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, i
   return got;
 }
 
-static double tolerance(ip_dtype t) {
-  switch (t) {
-  case IP_F16: return 1e-2;
-  case IP_BF16: return 2e-2;
-  case IP_F32: return 1e-5;
-  case IP_F64: return 1e-12;
-  default: return 0;
-  }
-}
-
 static int same(ip_dtype t, double want, double got) {
   if (ip_dtype_kind[t] != 'F') return want == got;
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
-  return fabs(want - got) <= tolerance(t) * fmax(1.0, fabs(want));
+  return fabs(want - got) <= ip_dtype_tolerance(t) * fmax(1.0, fabs(want));
 }
 
 bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,

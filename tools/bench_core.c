@@ -260,21 +260,11 @@ void bench_fill(bench_coll c, ip_redop op, ip_dtype t, int rank, int64_t n, void
   }
 }
 
-static double tolerance(ip_dtype t) {
-  switch (t) {
-  case IP_F16: return 1e-2;
-  case IP_BF16: return 2e-2;
-  case IP_F32: return 1e-5;
-  case IP_F64: return 1e-12;
-  default: return 0;
-  }
-}
-
 static int same(ip_dtype t, const void *got, const void *want, size_t i, size_t j) {
   double a = ip_get(t, got, i), b = ip_get(t, want, j);
   if (a == b) return 1;
   if (ip_dtype_kind[t] != 'F') return 0;
-  return fabs(a - b) <= tolerance(t) * fmax(1.0, fabs(b));   /* NaN fails */
+  return fabs(a - b) <= ip_dtype_tolerance(t) * fmax(1.0, fabs(b));   /* NaN fails */
 }
 
 int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
