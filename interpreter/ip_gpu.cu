@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include "rt_cuda.h"
 #include "rt_log.h"
 
 // ---- memory-model helpers ----------------------------------------------
@@ -303,16 +304,10 @@ __global__ void ip_divide_kernel(void *p, int64_t n, int divisor) {
   }
 }
 
-static bt_result cuda_check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return BT_OK;
-  LOG_WARN(RT_SUB_EXEC, "%s: %s", what, cudaGetErrorString(e));
-  return BT_ERR_CUDA;
-}
-
 extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream) {
   size_t smem = (size_t)a->smem_steps * sizeof(ip_gstep);
   ip_gpu_kernel<<<a->ntbs, nthreads, smem, (cudaStream_t)stream>>>(*a);
-  return cuda_check(cudaGetLastError(), "interpreter launch");
+  return rt_cuda(cudaGetLastError(), RT_SUB_EXEC, "interpreter launch");
 }
 
 extern "C" bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream) {
@@ -326,14 +321,14 @@ extern "C" bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, v
 #include "ip_dtype.def"
 #undef X
   }
-  return cuda_check(cudaGetLastError(), "avg divide launch");
+  return rt_cuda(cudaGetLastError(), RT_SUB_EXEC, "avg divide launch");
 }
 
 extern "C" bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks) {
   int dev, sms, per;
-  CHECK(cuda_check(cudaGetDevice(&dev), "cudaGetDevice"));
-  CHECK(cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count"));
-  CHECK(cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, ip_gpu_kernel, nthreads, smem),
+  CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
+  CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
+  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, ip_gpu_kernel, nthreads, smem), RT_SUB_EXEC,
                    "occupancy"));
   *max_blocks = sms * per;
   return BT_OK;

@@ -6,13 +6,8 @@
 
 #include "ip_dtype.h"
 #include "ir_geom.h"
+#include "rt_cuda.h"
 #include "rt_log.h"
-
-static bt_result cuda(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return BT_OK;
-  LOG_WARN(RT_SUB_RUNTIME, "%s: %s", what, cudaGetErrorString(e));
-  return BT_ERR_CUDA;
-}
 
 /* Makes the communicator's scratch at least `bytes` long.  Growing is a
  * cudaMalloc, which a stream being captured cannot take: then the call
@@ -20,7 +15,7 @@ static bt_result cuda(cudaError_t e, const char *what) {
 static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t stream) {
   if (bytes <= c->scratch_bytes) return BT_OK;
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  CHECK(cuda(cudaStreamIsCapturing(stream, &cs), "cudaStreamIsCapturing"));
+  CHECK(rt_cuda(cudaStreamIsCapturing(stream, &cs), RT_SUB_RUNTIME, "cudaStreamIsCapturing"));
   if (cs != cudaStreamCaptureStatusNone) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: a captured call needs %zu bytes of scratch, %zu are reserved: run the same "
              "call once before capturing it", c->rank, bytes, c->scratch_bytes);
@@ -28,21 +23,12 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
   }
   size_t want = bytes + bytes / 4;
   void *p = NULL;
-  CHECK(cuda(cudaStreamSynchronize(stream), "scratch: waiting for earlier work"));
-  CHECK(cuda(cudaMalloc(&p, want), "scratch allocation"));
+  CHECK(rt_cuda(cudaStreamSynchronize(stream), RT_SUB_RUNTIME, "scratch: waiting for earlier work"));
+  CHECK(rt_cuda(cudaMalloc(&p, want), RT_SUB_RUNTIME, "scratch allocation"));
   if (c->scratch) cudaFree(c->scratch);
   c->scratch = p;
   c->scratch_bytes = want;
   return BT_OK;
-}
-
-static int max_blocks(baton_comm *c, int nthreads, int smem) {
-  int *m = &c->max_blocks_cache[nthreads / 32];
-  if (smem == 0 && *m) return *m;
-  int v = 0;
-  if (ip_gpu_max_blocks(nthreads, smem, &v)) return 0;
-  if (smem == 0) *m = v;
-  return v;
 }
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
@@ -54,6 +40,8 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   rt_plan *pl = &c->plans[ai];
   int es = ip_dtype_size[dtype];
   const char *where = ir_prog_where(p);
+  /* Plans whose thread blocks do not all fit on the GPU at once were
+   * dropped when the communicator was created (comm_plans). */
   if (pl->ntbs == 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run on this GPU (see the log of communicator creation)", c->rank,
              where);
@@ -96,8 +84,8 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
     char *span = temp_span ? (char *)c->scratch + scr_bytes : (char *)recvbuf;
     in = span + g.in_at * es;
     out = span + g.out_at * es;
-    CHECK(cuda(cudaMemcpyAsync(in, sendbuf, g.elems[IR_BUF_INPUT] * es, cudaMemcpyDeviceToDevice, stream),
-               "copying the input into the span"));
+    CHECK(rt_cuda(cudaMemcpyAsync(in, sendbuf, g.elems[IR_BUF_INPUT] * es, cudaMemcpyDeviceToDevice, stream),
+                  RT_SUB_RUNTIME, "copying the input into the span"));
   }
   a.steps = pl->steps;
   a.tbs = pl->tbs;
@@ -122,20 +110,13 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.err = &c->shared->dev->err;
   a.timeout_ns = c->timeout_ns;
 
-  int smem = pl->smem_steps * (int)sizeof(ip_gstep);
-  int fit = max_blocks(c, pl->nthreads, smem);
-  if (pl->ntbs > fit) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s needs %d thread blocks of %d threads resident at once; this GPU holds %d",
-             c->rank, where, pl->ntbs, pl->nthreads, fit);
-    return BT_ERR_UNSUPPORTED;
-  }
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d threads, tile %lld elements x %lld tiles%s",
             c->rank, where, (long long)count, pl->ntbs, pl->nthreads, (long long)tile, (long long)a.ntiles,
             aliased && !inplace ? ", on a copy of the input" : "");
   CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
   if (temp_span)
-    CHECK(cuda(cudaMemcpyAsync(recvbuf, out, g.elems[IR_BUF_OUTPUT] * es, cudaMemcpyDeviceToDevice, stream),
-               "copying the output out of the span"));
+    CHECK(rt_cuda(cudaMemcpyAsync(recvbuf, out, g.elems[IR_BUF_OUTPUT] * es, cudaMemcpyDeviceToDevice, stream),
+                  RT_SUB_RUNTIME, "copying the output out of the span"));
   if (op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER))
     CHECK(ip_gpu_divide(dtype, recvbuf, g.elems[IR_BUF_OUTPUT], p->ngpus, stream));
   c->last = p->name ? p->name : where;

@@ -8,6 +8,7 @@
 #include "ip_dtype.h"
 #include "ir_geom.h"
 #include "rt_bootstrap.h"
+#include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
 
@@ -16,25 +17,20 @@ _Static_assert((int)baton_timeout == (int)BT_ERR_TIMEOUT && (int)baton_aborted =
 _Static_assert((int)baton_u8 == (int)IP_U8 && (int)baton_bf16 == (int)IP_BF16, "baton_dtype mirrors ip_dtype");
 _Static_assert((int)baton_avg == (int)IP_OP_AVG, "baton_redop mirrors ip_redop");
 
-static bt_result cuda(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return BT_OK;
-  LOG_WARN(RT_SUB_RUNTIME, "%s: %s", what, cudaGetErrorString(e));
-  return BT_ERR_CUDA;
-}
-
 const char *baton_result_string(baton_result r) { return bt_result_str((bt_result)r); }
 const char *baton_version(void) { return BATON_VERSION; }
 
 static bt_result shared_new(rt_hostref **out, int refs) {
   rt_hostref *h = calloc(1, sizeof *h);
   if (!h) return BT_ERR_NOMEM;
-  if (cuda(cudaHostAlloc((void **)&h->host, sizeof(rt_shared), cudaHostAllocMapped | cudaHostAllocPortable),
-           "allocating the abort flag")) {
+  if (rt_cuda(cudaHostAlloc((void **)&h->host, sizeof(rt_shared), cudaHostAllocMapped | cudaHostAllocPortable),
+              RT_SUB_RUNTIME, "allocating the abort flag")) {
     free(h);
     return BT_ERR_CUDA;
   }
   memset((void *)h->host, 0, sizeof(rt_shared));
-  if (cuda(cudaHostGetDevicePointer((void **)&h->dev, (void *)h->host, 0), "mapping the abort flag")) {
+  if (rt_cuda(cudaHostGetDevicePointer((void **)&h->dev, (void *)h->host, 0),
+              RT_SUB_RUNTIME, "mapping the abort flag")) {
     cudaFreeHost((void *)h->host);
     free(h);
     return BT_ERR_CUDA;
@@ -64,7 +60,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   if (c->slot_bytes < 16) c->slot_bytes = 16;
   int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
-  bt_result res = cuda(cudaSetDevice(dev), "cudaSetDevice");
+  bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
   if (!res) res = rt_algos_load(&c->algos, nranks);
   if (!res && !(c->plans = calloc(rt_algos_count(c->algos) + 1, sizeof *c->plans))) res = BT_ERR_NOMEM;
   if (res) {
@@ -146,19 +142,19 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
   if (!res) res = comm_keys(comms[0], &keys, &nkeys);
   /* Two passes: every rank's pool must exist before any rank connects. */
   for (int i = 0; i < ndev && !res; i++) {
-    CHECK_GOTO(cuda(cudaSetDevice(comms[i]->dev), "cudaSetDevice"), res, out);
+    CHECK_GOTO(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"), res, out);
     int64_t fifo = comms[i]->slot_bytes * comms[i]->nslots;
     CHECK_GOTO(tp_p2p_create(&comms[i]->p2p, i, ndev, keys, nkeys, fifo), res, out);
     CHECK_GOTO(tp_p2p_export(comms[i]->p2p, 0, &h[i]), res, out);
   }
   for (int i = 0; i < ndev && !res; i++) {
-    CHECK_GOTO(cuda(cudaSetDevice(comms[i]->dev), "cudaSetDevice"), res, out);
+    CHECK_GOTO(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"), res, out);
     CHECK_GOTO(tp_p2p_connect(comms[i]->p2p, h), res, out);
     CHECK_GOTO(comm_plans(comms[i]), res, out);
   }
   for (int i = 0; i < ndev && !res; i++) {
     cudaSetDevice(comms[i]->dev);
-    res = cuda(cudaDeviceSynchronize(), "finishing communicator set-up");
+    res = rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "finishing communicator set-up");
   }
 out:
   if (res) {
@@ -203,7 +199,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) return baton_invalid_argument;
   *out = NULL;
   int dev = 0;
-  if (cuda(cudaGetDevice(&dev), "cudaGetDevice")) return baton_cuda_error;
+  if (rt_cuda(cudaGetDevice(&dev), RT_SUB_RUNTIME, "cudaGetDevice")) return baton_cuda_error;
   baton_comm *c = NULL;
   tp_key *keys = NULL;
   int nkeys = 0;
@@ -229,7 +225,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   CHECK_GOTO(rt_bootstrap_allgather(c->bs, h, sizeof *h), res, out);
   CHECK_GOTO(tp_p2p_connect(c->p2p, h), res, out);
   CHECK_GOTO(comm_plans(c), res, out);
-  CHECK_GOTO(cuda(cudaDeviceSynchronize(), "finishing communicator set-up"), res, out);
+  CHECK_GOTO(rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "finishing communicator set-up"), res, out);
   /* Nobody runs a kernel before every pool is mapped everywhere. */
   CHECK_GOTO(rt_bootstrap_barrier(c->bs), res, out);
   if (rank == 0)
@@ -348,7 +344,7 @@ static baton_result collective(ir_coll coll, const void *s, void *r, size_t coun
              ir_coll_name[coll], inplace ? "in place" : "out of place", (unsigned long long)bytes, c->nranks);
     return baton_unsupported;
   }
-  if (cuda(cudaSetDevice(c->dev), "cudaSetDevice")) return baton_cuda_error;
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return baton_cuda_error;
   return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, dtype, op, stream);
 }
 
@@ -379,6 +375,6 @@ baton_result baton_run(const char *name, const void *s, void *r, size_t count, b
   }
   if (count == 0) return baton_success;
   LOG_INFO(RT_SUB_RUNTIME, "rank %d: running %s by name, count %zu", c->rank, name, count);
-  if (cuda(cudaSetDevice(c->dev), "cudaSetDevice")) return baton_cuda_error;
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return baton_cuda_error;
   return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, t, op, stream);
 }

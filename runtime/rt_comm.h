@@ -32,7 +32,6 @@ struct baton_comm {
   int nslots;
   int64_t slot_bytes;
   uint64_t timeout_ns;
-  int max_blocks_cache[33];   /* by nthreads/32: blocks resident at once, 0 unknown */
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;
   const char *last;           /* the algorithm the last call ran */

@@ -5,13 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_cuda.h"
 #include "rt_log.h"
-
-static bt_result cuda(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return BT_OK;
-  LOG_WARN(RT_SUB_RUNTIME, "plan: %s: %s", what, cudaGetErrorString(e));
-  return BT_ERR_CUDA;
-}
 
 int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap) {
   for (int r = 0; r < p->ngpus; r++)
@@ -73,12 +68,18 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   pl->ntbs = g->ntbs;
   pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
   pl->smem_steps = maxsteps <= IP_GPU_SMEM_STEPS ? maxsteps : 0;
-  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs), "steps"), res, out);
-  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->tbs, (g->ntbs + 1) * sizeof *ht), "thread blocks"), res, out);
-  CHECK_GOTO(cuda(cudaMalloc((void **)&pl->words, (2 * g->ntbs + 1) * sizeof(uint64_t)), "progress words"), res, out);
-  CHECK_GOTO(cuda(cudaMemcpy(pl->steps, hs, nsteps * sizeof *hs, cudaMemcpyHostToDevice), "steps upload"), res, out);
-  CHECK_GOTO(cuda(cudaMemcpy(pl->tbs, ht, g->ntbs * sizeof *ht, cudaMemcpyHostToDevice), "tbs upload"), res, out);
-  CHECK_GOTO(cuda(cudaMemset(pl->words, 0, (2 * g->ntbs + 1) * sizeof(uint64_t)), "progress clear"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs),
+                     RT_SUB_RUNTIME, "plan: steps"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (g->ntbs + 1) * sizeof *ht),
+                     RT_SUB_RUNTIME, "plan: thread blocks"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * g->ntbs + 1) * sizeof(uint64_t)),
+                     RT_SUB_RUNTIME, "plan: progress words"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->steps, hs, nsteps * sizeof *hs, cudaMemcpyHostToDevice),
+                     RT_SUB_RUNTIME, "plan: steps upload"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, g->ntbs * sizeof *ht, cudaMemcpyHostToDevice),
+                     RT_SUB_RUNTIME, "plan: tbs upload"), res, out);
+  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * g->ntbs + 1) * sizeof(uint64_t)),
+                     RT_SUB_RUNTIME, "plan: progress clear"), res, out);
   res = BT_OK;
 out:
   free(hs);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rt_cuda.h"
 #include "rt_log.h"
 
 /* Words (head, tail, counts) sit 128 bytes apart so that a remote writer
@@ -21,12 +22,6 @@ struct tp_p2p {
   char **peer;           /* every rank's pool base as this process sees it */
   int *opened;           /* 1: peer[r] came from cudaIpcOpenMemHandle */
 };
-
-static bt_result cuda(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return BT_OK;
-  LOG_WARN(RT_SUB_RUNTIME, "p2p: %s: %s", what, cudaGetErrorString(e));
-  return BT_ERR_CUDA;
-}
 
 static int key_cmp(const void *a, const void *b) {
   const tp_key *x = a, *y = b;
@@ -98,11 +93,12 @@ bt_result tp_p2p_create(tp_p2p **out, int rank, int nranks, const tp_key *keys, 
   if (!t->keys || !t->peer || !t->opened) goto fail;
   memcpy(t->keys, keys, nkeys * sizeof *keys);
   t->nkeys = nkeys;
-  CHECK_GOTO(cuda(cudaGetDevice(&t->dev), "cudaGetDevice"), res, fail);
+  CHECK_GOTO(rt_cuda(cudaGetDevice(&t->dev), RT_SUB_RUNTIME, "p2p: cudaGetDevice"), res, fail);
   int64_t bytes = pool_bytes(t, rank);
   if (bytes == 0) bytes = WORD;
-  CHECK_GOTO(cuda(cudaMalloc((void **)&t->pool, bytes), "allocating the connection pool"), res, fail);
-  CHECK_GOTO(cuda(cudaMemset(t->pool, 0, bytes), "clearing the connection pool"), res, fail);
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&t->pool, bytes),
+                     RT_SUB_RUNTIME, "p2p: allocating the connection pool"), res, fail);
+  CHECK_GOTO(rt_cuda(cudaMemset(t->pool, 0, bytes), RT_SUB_RUNTIME, "p2p: clearing the connection pool"), res, fail);
   t->peer[rank] = t->pool;
   LOG_INFO(RT_SUB_RUNTIME, "p2p: rank %d dev %d: %lld connections, pool %.1f MiB", rank, t->dev,
            (long long)(nrecv_of(t, rank) + nsend_of(t, rank)), bytes / 1048576.0);
@@ -129,7 +125,7 @@ bt_result tp_p2p_export(tp_p2p *t, int ipc, tp_handle *h) {
   h->host = host_hash();
   if (ipc) {
     cudaIpcMemHandle_t m;
-    CHECK(cuda(cudaIpcGetMemHandle(&m, t->pool), "cudaIpcGetMemHandle"));
+    CHECK(rt_cuda(cudaIpcGetMemHandle(&m, t->pool), RT_SUB_RUNTIME, "p2p: cudaIpcGetMemHandle"));
     memcpy(h->ipc, &m, sizeof m < sizeof h->ipc ? sizeof m : sizeof h->ipc);
   }
   return BT_OK;
@@ -154,20 +150,21 @@ bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all) {
     }
     if (all[r].pid == me) {
       int can = 0;
-      CHECK(cuda(cudaDeviceCanAccessPeer(&can, t->dev, all[r].dev), "cudaDeviceCanAccessPeer"));
+      CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, t->dev, all[r].dev), RT_SUB_RUNTIME, "p2p: cudaDeviceCanAccessPeer"));
       if (!can) {
         LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, all[r].dev, r);
         return BT_ERR_UNSUPPORTED;
       }
       cudaError_t e = cudaDeviceEnablePeerAccess(all[r].dev, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-      else CHECK(cuda(e, "cudaDeviceEnablePeerAccess"));
+      else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "p2p: cudaDeviceEnablePeerAccess"));
       t->peer[r] = (char *)(uintptr_t)all[r].base;
     } else {
       cudaIpcMemHandle_t m;
       memcpy(&m, all[r].ipc, sizeof m);
       void *p = NULL;
-      CHECK(cuda(cudaIpcOpenMemHandle(&p, m, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle"));
+      CHECK(rt_cuda(cudaIpcOpenMemHandle(&p, m, cudaIpcMemLazyEnablePeerAccess),
+                    RT_SUB_RUNTIME, "p2p: cudaIpcOpenMemHandle"));
       t->peer[r] = p;
       t->opened[r] = 1;
     }
