@@ -609,7 +609,9 @@ bt_result rt_bootstrap_init(rt_bootstrap **out, const rt_unique_id *id, int rank
     res = BT_ERR_SYSTEM;
     goto fail;
   }
-  CHECK_GOTO(join(bs, &root), res, fail);
+  res = join(bs, &root);
+  bs_root_wait(magic, rt_time_ns() + bs->timeout_ns);  /* its replies must outlive an early exit */
+  if (res != BT_OK) goto fail;
   CHECK_GOTO(rt_bootstrap_barrier(bs), res, fail);
   LOG_INFO(RT_SUB_BOOTSTRAP, "%s: joined", who);
   *out = bs;

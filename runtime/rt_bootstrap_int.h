@@ -49,6 +49,11 @@ int64_t bs_timeout_ns(void);
  * naming `who`) when the bytes are not a baton unique id. */
 bt_result bs_id_decode(const rt_unique_id *id, const char *who, uint64_t *magic, rt_sockaddr *root);
 
+/* Returns once the root with this magic that runs in this process (if any)
+ * has sent its last reply and closed its sockets, or at the deadline
+ * (rt_time_ns clock). */
+void bs_root_wait(uint64_t magic, int64_t deadline);
+
 /* Outcome of a blocking transfer on a non-blocking socket. */
 typedef enum { BS_IO_OK, BS_IO_TIMEOUT, BS_IO_CLOSED, BS_IO_ABORTED } bs_io;
 

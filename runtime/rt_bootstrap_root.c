@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char id_tag[BS_ID_TAG_LEN] = {'B', 'T', 'N', '1'};
@@ -95,7 +96,42 @@ typedef struct root {
   int nranks, registered;
   unsigned char *table;                  /* nranks wire addresses */
   int *conn_of;                          /* rank -> index in conns, or -1 */
+  struct root *next;                     /* in `live`, while the thread runs */
 } root;
+
+/* The roots this process runs, so that a rank living in the same process
+ * can wait until its root has said everything it has to say: the process
+ * may exit as soon as init returns, and would take the root's last replies
+ * to the other ranks with it. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_cv = PTHREAD_COND_INITIALIZER;
+static root *live;
+
+static int live_has(uint64_t magic) {
+  for (root *r = live; r; r = r->next)
+    if (r->magic == magic) return 1;
+  return 0;
+}
+
+static void live_remove(root *r) {
+  pthread_mutex_lock(&live_mu);
+  for (root **pp = &live; *pp; pp = &(*pp)->next)
+    if (*pp == r) { *pp = r->next; break; }
+  pthread_cond_broadcast(&live_cv);
+  pthread_mutex_unlock(&live_mu);
+}
+
+void bs_root_wait(uint64_t magic, int64_t deadline) {
+  pthread_mutex_lock(&live_mu);
+  while (live_has(magic) && rt_time_ns() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000;                /* re-check the deadline every 10 ms */
+    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(&live_cv, &live_mu, &ts);
+  }
+  pthread_mutex_unlock(&live_mu);
+}
 
 /* Sends a reply (status, body) to one rank; failures are only logged. */
 static void reply(root *r, int fd, uint32_t status, const void *body, size_t len) {
@@ -264,6 +300,7 @@ static void *root_main(void *arg) {
     }
   }
   free(p);
+  live_remove(r);
   root_free(r);
   return NULL;
 }
@@ -337,6 +374,10 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
 
   char where[RT_SOCKADDR_STRLEN];
   memcpy(where, r->where, sizeof where);   /* r belongs to the thread once it runs */
+  pthread_mutex_lock(&live_mu);
+  r->next = live;
+  live = r;
+  pthread_mutex_unlock(&live_mu);
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -345,6 +386,7 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
   pthread_attr_destroy(&attr);
   if (rc) {
     LOG_WARN(RT_SUB_BOOTSTRAP, "cannot start the bootstrap root thread: %s", strerror(rc));
+    live_remove(r);
     close(r->listen_fd);
     free(r);
     memset(id, 0, sizeof *id);
