@@ -1,7 +1,10 @@
 // ip_gpu.cu -- the GPU interpreter kernel: one CUDA block per IR thread
 // block walks its steps for every tile; a switch over opcodes moves and
-// combines data through FIFO slots.  Only the reduction primitive is
-// specialised per (type, op) (ip_reduce.cuh); the algorithm is the IR.
+// combines data through FIFO slots.  The algorithm is the IR; the kernel is
+// instantiated once per reduction primitive (type, op), so that the
+// primitive is inlined into the copy loops (a run-time switch to forty
+// out-of-line variants cost a register save and restore per call, more
+// local-memory traffic than the data itself).
 #include "ip_gpu.h"
 #include "ip_reduce.cuh"
 
@@ -58,7 +61,7 @@ __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, in
   if (atomicCAS_system((int *)&a.err->flag, 0, 1) == 0) {
     const ip_gtb &tb = a.tbs[blockIdx.x];
     a.err->rank = a.rank;
-    a.err->tb = blockIdx.x;
+    a.err->tb = blockIdx.x % a.ntbs;   // the tile says which lane
     a.err->step = step;
     a.err->tile = tile;
     a.err->what = what;
@@ -74,33 +77,31 @@ __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, in
 
 // ---- element loops ------------------------------------------------------
 
-// Loads `avail` bytes (clamped to [0, sizeof(V)]) of a unit, zero beyond.
+// One element V at p when `avail` bytes are valid there, else zero.  Piece
+// lengths and valid lengths are whole elements, so an element is either
+// all valid or not at all.
 template <typename V>
-__device__ __forceinline__ V load_part(const char *p, int64_t avail) {
-  if (avail >= (int64_t)sizeof(V)) return *(const V *)p;
-  V v;
-  char *b = (char *)&v;
-  for (int i = 0; i < (int)sizeof(V); i++) b[i] = i < avail ? p[i] : 0;
-  return v;
-}
-template <typename V>
-__device__ __forceinline__ void store_part(char *p, const V &v, int64_t avail) {
-  if (avail >= (int64_t)sizeof(V)) { *(V *)p = v; return; }
-  const char *b = (const char *)&v;
-  for (int i = 0; i < avail; i++) p[i] = b[i];
+__device__ __forceinline__ V load_elem(const char *p, int64_t avail) {
+  return avail >= (int64_t)sizeof(V) ? *(const V *)p : ip_from_bits<V>(0);
 }
 
-// Element-wise a (op) b over a unit V holding sizeof(V)/sizeof(T) elements.
+// Element-wise a (op) b over a unit V: one element, or a uint4 of packed
+// elements taken apart in registers (no pointer casts, which would put the
+// unit in local memory).
 template <int DT, int OP, typename V>
 __device__ __forceinline__ V apply_unit(const V &a, const V &b) {
   typedef typename ip_dev<DT>::type T;
-  constexpr int U = sizeof(V) / sizeof(T);
-  V r;
-  const T *x = (const T *)&a, *y = (const T *)&b;
-  T *z = (T *)&r;
-#pragma unroll
-  for (int i = 0; i < U; i++) z[i] = ip_apply<OP>(x[i], y[i]);
-  return r;
+  if constexpr (sizeof(V) == 16 && sizeof(T) == 8) {
+    uint64_t x0 = (uint64_t)a.y << 32 | a.x, x1 = (uint64_t)a.w << 32 | a.z;
+    uint64_t y0 = (uint64_t)b.y << 32 | b.x, y1 = (uint64_t)b.w << 32 | b.z;
+    uint64_t r0 = ip_apply_word<OP, T>(x0, y0), r1 = ip_apply_word<OP, T>(x1, y1);
+    return make_uint4((uint32_t)r0, (uint32_t)(r0 >> 32), (uint32_t)r1, (uint32_t)(r1 >> 32));
+  } else if constexpr (sizeof(V) == 16) {
+    return make_uint4(ip_apply_word<OP, T>(a.x, b.x), ip_apply_word<OP, T>(a.y, b.y),
+                      ip_apply_word<OP, T>(a.z, b.z), ip_apply_word<OP, T>(a.w, b.w));
+  } else {
+    return ip_apply<OP>(a, b);
+  }
 }
 
 // What one step does to one chunk piece (bytes throughout):
@@ -115,68 +116,118 @@ struct piece {
   int64_t len;
 };
 
+// Bytes [from, len) of a piece, one element V per thread at a time: the
+// tail the 16-byte loop leaves, or all of a piece with unaligned pointers.
 template <typename V, int DT, int OP, bool RED>
-__device__ void run_piece(const piece &p) {
-  int64_t units = (p.len + sizeof(V) - 1) / sizeof(V);
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+__device__ void run_piece(const piece &p, int64_t from) {
+  int64_t units = p.len / (int64_t)sizeof(V);
+  for (int64_t u = from / (int64_t)sizeof(V) + threadIdx.x; u < units; u += blockDim.x) {
     int64_t off = u * (int64_t)sizeof(V);
     V v;
-    if (p.src) v = load_part<V>(p.src + off, p.srcvalid - off);
+    if (p.src) v = load_elem<V>(p.src + off, p.srcvalid - off);
     if (p.msg) {
       V m = *(const V *)(p.msg + off);
       if constexpr (RED) v = p.src ? apply_unit<DT, OP>(m, v) : m;
       else v = m;
     }
     if constexpr (RED) {
-      if (p.cur) v = apply_unit<DT, OP>(v, load_part<V>(p.cur + off, p.dstvalid - off));
+      if (p.cur) v = apply_unit<DT, OP>(v, load_elem<V>(p.cur + off, p.dstvalid - off));
     }
-    if (p.dst) store_part<V>(p.dst + off, v, p.dstvalid - off);
+    if (p.dst && off < p.dstvalid) *(V *)(p.dst + off) = v;
     if (p.out) *(V *)(p.out + off) = v;
+  }
+}
+
+// The first `full` 16-byte units of a piece whose pointers are all
+// 16-byte aligned and whose src/dst are valid that far: every thread
+// loads U units before it stores any, so that U * blockDim.x loads are in
+// flight (a single SM needs that many to come near NVLink's bandwidth).
+template <int DT, int OP, bool RED, int U>
+__device__ __forceinline__ void run_full(const piece &p, int64_t full) {
+  const uint4 *src = (const uint4 *)p.src, *msg = (const uint4 *)p.msg, *cur = (const uint4 *)p.cur;
+  uint4 *dst = (uint4 *)p.dst, *out = (uint4 *)p.out;
+  const int64_t n = blockDim.x;
+  int64_t u = threadIdx.x;
+  for (; u + (U - 1) * n < full; u += U * n) {
+    uint4 v[U], m[U];
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      if (src) v[k] = src[u + k * n];
+      if (msg) m[k] = msg[u + k * n];
+    }
+    if (RED && cur) {
+      uint4 c[U];
+#pragma unroll
+      for (int k = 0; k < U; k++) c[k] = cur[u + k * n];
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        if (msg) v[k] = src ? apply_unit<DT, OP>(m[k], v[k]) : m[k];
+        v[k] = apply_unit<DT, OP>(v[k], c[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < U; k++)
+        if (msg) v[k] = (RED && src) ? apply_unit<DT, OP>(m[k], v[k]) : m[k];
+    }
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      if (dst) dst[u + k * n] = v[k];
+      if (out) out[u + k * n] = v[k];
+    }
+  }
+  for (; u < full; u += n) {
+    uint4 v;
+    if (src) v = src[u];
+    if (msg) v = (RED && src) ? apply_unit<DT, OP>(msg[u], v) : msg[u];
+    if (RED && cur) v = apply_unit<DT, OP>(v, cur[u]);
+    if (dst) dst[u] = v;
+    if (out) out[u] = v;
   }
 }
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// Moves a piece with no reduction: 16-byte units when every pointer allows.
-__device__ void move_piece(const piece &p, int esize) {
-  if (aligned16(p.src) && aligned16(p.dst) && aligned16(p.msg) && aligned16(p.out)) {
-    run_piece<uint4, IP_U8, 0, false>(p);
-    return;
+// 16-byte units of p that the fast loop may take: all of those below the
+// end of every bound (len, srcvalid, dstvalid), or -1 when some pointer
+// is not 16-byte aligned.
+__device__ __forceinline__ int64_t full_units(const piece &p) {
+  if (!aligned16(p.src) || !aligned16(p.dst) || !aligned16(p.msg) || !aligned16(p.out) || !aligned16(p.cur))
+    return -1;
+  int64_t b = p.len;
+  if (p.src && p.srcvalid < b) b = p.srcvalid;
+  if ((p.dst || p.cur) && p.dstvalid < b) b = p.dstvalid;
+  return b / 16;
+}
+
+// Moves a piece with no reduction: unrolled 16-byte units where every
+// pointer allows, the element loop for the rest.
+__device__ __forceinline__ void move_piece(const piece *pp, int esize) {
+  const piece &p = *pp;
+  int64_t full = full_units(p), from = 0;
+  if (full >= 0) {
+    run_full<IP_U8, 0, false, 4>(p, full);
+    from = full * 16;
+    if (from >= p.len) return;
   }
   switch (esize) {
-  case 1: run_piece<uint8_t, IP_U8, 0, false>(p); break;
-  case 2: run_piece<uint16_t, IP_U8, 0, false>(p); break;
-  case 4: run_piece<uint32_t, IP_U8, 0, false>(p); break;
-  default: run_piece<uint64_t, IP_U8, 0, false>(p); break;
+  case 1: run_piece<uint8_t, IP_U8, 0, false>(p, from); break;
+  case 2: run_piece<uint16_t, IP_U8, 0, false>(p, from); break;
+  case 4: run_piece<uint32_t, IP_U8, 0, false>(p, from); break;
+  default: run_piece<uint64_t, IP_U8, 0, false>(p, from); break;
   }
 }
 
+// Reduces a piece with the kernel's primitive (AVG reduces as SUM).
 template <int DT, int OP>
-__device__ void reduce_piece_t(const piece &p) {
+__device__ __forceinline__ void reduce_piece(const piece *pp) {
+  const piece &p = *pp;
   typedef typename ip_dev<DT>::type T;
-  if (aligned16(p.src) && aligned16(p.dst) && aligned16(p.msg) && aligned16(p.out) && aligned16(p.cur))
-    run_piece<uint4, DT, OP, true>(p);
-  else
-    run_piece<T, DT, OP, true>(p);
-}
-
-template <int DT>
-__device__ void reduce_piece_op(const piece &p, int op) {
-  switch (op) {
-  case IP_OP_PROD: reduce_piece_t<DT, IP_OP_PROD>(p); break;
-  case IP_OP_MAX: reduce_piece_t<DT, IP_OP_MAX>(p); break;
-  case IP_OP_MIN: reduce_piece_t<DT, IP_OP_MIN>(p); break;
-  default: reduce_piece_t<DT, IP_OP_SUM>(p); break;   // SUM, AVG
+  int64_t full = full_units(p), from = 0;
+  if (full >= 0) {
+    run_full<DT, OP, true, 4>(p, full);
+    from = full * 16;
   }
-}
-
-// The one place the interpreter depends on (type, op).
-__device__ void reduce_piece(const piece &p, int dtype, int op) {
-  switch (dtype) {
-#define X(id, name, ctype, size, kind) case IP_##id: reduce_piece_op<IP_##id>(p, op); break;
-#include "ip_dtype.def"
-#undef X
-  }
+  if (from < p.len) run_piece<T, DT, OP, true>(p, from);
 }
 
 // ---- the interpreter ----------------------------------------------------
@@ -191,7 +242,8 @@ __device__ __forceinline__ unsigned op_flags(int op) {
 }
 
 // Executes step st for tile t: every chunk of the step, all threads.
-__device__ void exec_step(const ip_gargs &a, const ip_gstep &st, int64_t t, const char *msg, char *out) {
+template <int DT, int OP>
+__device__ __forceinline__ void exec_step(const ip_gargs &a, const ip_gstep &st, int64_t t, const char *msg, char *out) {
   unsigned fl = op_flags(st.op);
   int64_t len = a.geom.cap - t * a.tile;
   len = len > a.tile ? a.tile : len;
@@ -214,18 +266,21 @@ __device__ void exec_step(const ip_gargs &a, const ip_gstep &st, int64_t t, cons
     if (fl & IR_F_RECV) p.msg = msg + j * a.msg_stride;
     if (fl & IR_F_SEND) p.out = out + j * a.msg_stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;
-    if (fl & IR_F_RED) reduce_piece(p, a.dtype, a.op);
-    else move_piece(p, a.esize);
+    if (fl & IR_F_RED) reduce_piece<DT, OP>(&p);
+    else move_piece(&p, a.esize);
   }
 }
 
-// Thread 0 waits until step st of tile t may run.  Returns false to stop.
-__device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t,
-                          uint64_t base, uint64_t sent, uint64_t rcvd) {
+// Thread 0 waits until step st of tile t, this lane's i-th, may run.
+// Dependencies are on the same lane's copy of thread block depid (block
+// `lane0 + depid`).  Returns false to stop.
+__device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t, int64_t i,
+                          int lane0, uint64_t base, uint64_t sent, uint64_t rcvd) {
   spin sp = {0, 0};
   if (st.depid >= 0) {
-    uint64_t need = base + (uint64_t)t * a.tbs[st.depid].nsteps + st.deps + 1;
-    while (ld_acquire_gpu(&a.progress[st.depid]) < need)
+    int d = lane0 + st.depid;
+    uint64_t need = base + (uint64_t)i * a.tbs[d].nsteps + st.deps + 1;
+    while (ld_acquire_gpu(&a.progress[d]) < need)
       if (!spin_more(a, sp, s, t, IP_WAIT_DEP, -1, st.depid)) return false;
   }
   unsigned fl = op_flags(st.op);
@@ -240,11 +295,17 @@ __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &s
   return true;
 }
 
-__global__ void __launch_bounds__(1024) ip_gpu_kernel(ip_gargs a) {
+template <int DT, int OP>
+__global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs a) {
   extern __shared__ ip_gstep sm_steps[];
   __shared__ int stop;
   __shared__ uint64_t base, sent, rcvd;
   const ip_gtb &tb = a.tbs[blockIdx.x];
+  const int lane = blockIdx.x / a.ntbs, lane0 = lane * a.ntbs;
+  if (lane >= a.ntiles) {        // no tile for this lane: only keep the generation in step
+    if (threadIdx.x == 0) a.gen[blockIdx.x] += 1;
+    return;
+  }
   const ip_gstep *steps = a.steps + tb.first;
   if (tb.nsteps <= a.smem_steps) {
     const int *from = (const int *)steps;
@@ -261,23 +322,23 @@ __global__ void __launch_bounds__(1024) ip_gpu_kernel(ip_gargs a) {
     rcvd = tb.recv.fifo ? *tb.recv.count : 0;
   }
   __syncthreads();
-  for (int64_t t = 0; t < a.ntiles; t++) {
+  for (int64_t t = lane, i = 0; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
       ip_gstep st = steps[s];
-      if (threadIdx.x == 0 && !wait_step(a, tb, st, s, t, base, sent, rcvd)) stop = 1;
+      if (threadIdx.x == 0 && !wait_step(a, tb, st, s, t, i, lane0, base, sent, rcvd)) stop = 1;
       __syncthreads();
       if (stop) goto done;
       unsigned fl = op_flags(st.op);
       const char *msg = (fl & IR_F_RECV) ? tb.recv.fifo + (rcvd % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-      if (st.op != IR_OP_NOP) exec_step(a, st, t, msg, out);
+      if (st.op != IR_OP_NOP) exec_step<DT, OP>(a, st, t, msg, out);
       __syncthreads();
+      // The barrier orders every thread's accesses before thread 0's
+      // release, which is cumulative: one release per word, no extra fence.
       if (threadIdx.x == 0) {
-        if (fl & IR_F_SEND) __threadfence_system();
-        else if (st.hasdep) __threadfence();
         if (fl & IR_F_SEND) st_release_sys(tb.send.head, ++sent);
         if (fl & IR_F_RECV) st_release_sys(tb.recv.tail, ++rcvd);
-        if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)t * tb.nsteps + s + 1);
+        if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
       }
     }
   }
@@ -304,10 +365,29 @@ __global__ void ip_divide_kernel(void *p, int64_t n, int divisor) {
   }
 }
 
+// The kernel of each (type, op); AVG runs the SUM kernel (the division
+// comes after), collectives that do not reduce run any of them.
+#define IP_OPS(DT) {(const void *)ip_gpu_kernel<DT, IP_OP_SUM>, (const void *)ip_gpu_kernel<DT, IP_OP_PROD>, \
+                    (const void *)ip_gpu_kernel<DT, IP_OP_MAX>, (const void *)ip_gpu_kernel<DT, IP_OP_MIN>}
+static const void *const kernels[IP_DTYPE_COUNT][4] = {
+#define X(id, name, ctype, size, kind) IP_OPS(IP_##id),
+#include "ip_dtype.def"
+#undef X
+};
+
+static const void *kernel_of(int dtype, int op) {
+  int o = op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
+  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][o];
+}
+
 extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream) {
   size_t smem = (size_t)a->smem_steps * sizeof(ip_gstep);
-  ip_gpu_kernel<<<a->ntbs, nthreads, smem, (cudaStream_t)stream>>>(*a);
-  return rt_cuda(cudaGetLastError(), RT_SUB_EXEC, "interpreter launch");
+  ip_gargs args = *a;
+  void *params[] = {&args};
+  /* cudaLaunchKernel reports this launch's own error, never one an
+   * earlier call of the application left behind. */
+  return rt_cuda(cudaLaunchKernel(kernel_of(a->dtype, a->op), dim3(a->ntbs * a->lanes), dim3(nthreads), params, smem,
+                                  (cudaStream_t)stream), RT_SUB_EXEC, "interpreter launch");
 }
 
 extern "C" bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream) {
@@ -328,8 +408,14 @@ extern "C" bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks) 
   int dev, sms, per;
   CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
   CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
-  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, ip_gpu_kernel, nthreads, smem), RT_SUB_EXEC,
-                   "occupancy"));
-  *max_blocks = sms * per;
+  /* The fewest any of the kernels allows. */
+  int least = -1;
+  for (int d = 0; d < IP_DTYPE_COUNT; d++)
+    for (int o = 0; o < 4; o++) {
+      CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernels[d][o], nthreads, smem), RT_SUB_EXEC,
+                    "occupancy"));
+      if (least < 0 || per < least) least = per;
+    }
+  *max_blocks = sms * least;
   return BT_OK;
 }

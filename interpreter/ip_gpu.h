@@ -6,6 +6,11 @@
  * call's buffers and sizes.  One CUDA block runs one IR thread block; all
  * blocks must be resident at once (ip_gpu_max_blocks says how many fit).
  *
+ * Each IR thread block runs as `lanes` CUDA blocks: lane l takes tiles
+ * l, l+lanes, ... with connections and progress words of its own, so a
+ * connection's bandwidth is spread over several SMs.  Block b is lane
+ * b / ntbs, IR thread block b % ntbs.
+ *
  * Connections (transports/tp_p2p.c sets them up) are FIFOs of nslots
  * slots of slot_bytes in the receiver's memory.  Counters are monotonic
  * over the life of a communicator: the sender posts message m by writing
@@ -55,9 +60,10 @@ typedef struct ip_gerr {  /* in host-mapped memory, shared by all ranks */
 
 typedef struct ip_gargs {
   const ip_gstep *steps;  /* device: all steps of this rank, tb by tb */
-  const ip_gtb *tbs;      /* device: ntbs entries */
-  int32_t ntbs, smem_steps;        /* steps that fit in shared memory per tb */
-  uint64_t *gen, *progress;        /* device: one word per tb each */
+  const ip_gtb *tbs;      /* device: lanes * ntbs entries, lane-major */
+  int32_t ntbs, lanes;             /* IR thread blocks, CUDA blocks per tb */
+  int32_t smem_steps;              /* steps that fit in shared memory per tb */
+  uint64_t *gen, *progress;        /* device: one word per CUDA block each */
   char *buf[IR_BUF_COUNT];         /* i, o, s base pointers */
   ir_geom geom;
   int64_t tile, ntiles;            /* elements per tile, tiles per chunk */
@@ -81,6 +87,10 @@ bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream
 /* Blocks of `nthreads` threads using `smem` bytes of dynamic shared memory
  * that can be resident at once on the current device. */
 bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
+
+/* Threads per CUDA block at most: the kernel is built for 512 threads and
+ * one block per SM, which gives every thread 128 registers. */
+#define IP_GPU_MAX_THREADS 512
 
 /* Steps of a thread block held in shared memory at most. */
 #define IP_GPU_SMEM_STEPS 1024

@@ -63,6 +63,48 @@ template <> struct ip_dev<IP_U64> { typedef uint64_t type; };
 template <> struct ip_dev<IP_I8> { typedef int8_t type; };
 template <> struct ip_dev<IP_U8> { typedef uint8_t type; };
 
+// Bit casts between a type and the low bits of a word, in registers.
+template <typename T> __device__ __forceinline__ T ip_from_bits(uint64_t v) { return (T)v; }
+template <> __device__ __forceinline__ float ip_from_bits<float>(uint64_t v) { return __uint_as_float((uint32_t)v); }
+template <> __device__ __forceinline__ double ip_from_bits<double>(uint64_t v) {
+  return __longlong_as_double((long long)v);
+}
+template <> __device__ __forceinline__ __half ip_from_bits<__half>(uint64_t v) {
+  return __ushort_as_half((unsigned short)v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 ip_from_bits<__nv_bfloat16>(uint64_t v) {
+  return __ushort_as_bfloat16((unsigned short)v);
+}
+template <typename T> __device__ __forceinline__ uint64_t ip_to_bits(T v) {
+  return (uint64_t)(typename ip_unsigned<T>::type)v;
+}
+template <> __device__ __forceinline__ uint64_t ip_to_bits<float>(float v) { return __float_as_uint(v); }
+template <> __device__ __forceinline__ uint64_t ip_to_bits<double>(double v) {
+  return (uint64_t)__double_as_longlong(v);
+}
+template <> __device__ __forceinline__ uint64_t ip_to_bits<__half>(__half v) { return __half_as_ushort(v); }
+template <> __device__ __forceinline__ uint64_t ip_to_bits<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
+
+// x (op) y element-wise over a word W (32 or 64 bits) of packed T.
+template <int OP, typename T, typename W>
+__device__ __forceinline__ W ip_apply_word(W x, W y) {
+  constexpr int B = 8 * sizeof(T), N = sizeof(W) / sizeof(T);
+  if constexpr (N == 1) {
+    return (W)ip_to_bits<T>(ip_apply<OP>(ip_from_bits<T>(x), ip_from_bits<T>(y)));
+  } else {
+    constexpr W M = ((W)1 << B) - 1;
+    W r = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+      T z = ip_apply<OP>(ip_from_bits<T>((x >> (i * B)) & M), ip_from_bits<T>((y >> (i * B)) & M));
+      r |= ((W)ip_to_bits<T>(z) & M) << (i * B);
+    }
+    return r;
+  }
+}
+
 // dst[i] = a[i] (op) b[i], grid-stride.  dst may alias a or b.
 template <int DT, int OP>
 __global__ void ip_reduce_kernel(void *dst, const void *a, const void *b, size_t n) {

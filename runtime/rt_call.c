@@ -67,7 +67,13 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
              (long long)c->slot_bytes);
     return BT_ERR_UNSUPPORTED;
   }
+  /* Smaller tiles so that every lane gets one, down to BATON_MIN_TILE. */
+  int64_t spread = ((g.cap * es + pl->lanes - 1) / pl->lanes + 15) / 16 * 16 / es;
+  int64_t least = c->min_tile / es;
+  if (spread < least) spread = least;
+  if (spread < tile) tile = spread;
   if (tile > g.cap) tile = g.cap;
+  if (tile < 1) tile = 1;
 
   /* Scratch chunks, then (for an in-place program called out of place
    * whose span is larger than the output) a temporary span. */
@@ -90,9 +96,10 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.steps = pl->steps;
   a.tbs = pl->tbs;
   a.ntbs = pl->ntbs;
+  a.lanes = pl->lanes;
   a.smem_steps = pl->smem_steps;
   a.gen = pl->words;
-  a.progress = pl->words + pl->ntbs;
+  a.progress = pl->words + pl->ntbs * pl->lanes;
   a.buf[IR_BUF_INPUT] = in;
   a.buf[IR_BUF_OUTPUT] = out;
   a.buf[IR_BUF_SCRATCH] = (char *)c->scratch;
@@ -110,8 +117,8 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.err = &c->shared->dev->err;
   a.timeout_ns = c->timeout_ns;
 
-  LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d threads, tile %lld elements x %lld tiles%s",
-            c->rank, where, (long long)count, pl->ntbs, pl->nthreads, (long long)tile, (long long)a.ntiles,
+  LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, tile %lld elements x %lld tiles%s",
+            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, (long long)tile, (long long)a.ntiles,
             aliased && !inplace ? ", on a copy of the input" : "");
   CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
   if (temp_span)

@@ -58,6 +58,8 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   if (c->nslots < 1) c->nslots = 1;
   c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 16 * 16;
   if (c->slot_bytes < 16) c->slot_bytes = 16;
+  c->min_tile = rt_param_int(RT_PARAM_MIN_TILE) / 16 * 16;
+  if (c->min_tile < 16) c->min_tile = 16;
   int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
@@ -90,8 +92,9 @@ static bt_result comm_keys(baton_comm *c, tp_key **keys, int *n) {
 
 static bt_result comm_plans(baton_comm *c) {
   int nthreads = (int)rt_param_int(RT_PARAM_NTHREADS);
-  if (nthreads < 32 || nthreads > 1024 || nthreads % 32) {
-    LOG_WARN(RT_SUB_RUNTIME, "BATON_NTHREADS=%d is not a multiple of 32 in 32..1024: using 512", nthreads);
+  if (nthreads < 32 || nthreads > IP_GPU_MAX_THREADS || nthreads % 32) {
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_NTHREADS=%d is not a multiple of 32 in 32..%d: using 512", nthreads,
+             IP_GPU_MAX_THREADS);
     nthreads = 512;
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
@@ -99,9 +102,11 @@ static bt_result comm_plans(baton_comm *c) {
     CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads));
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
     CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
-    if (c->plans[i].ntbs > fit) {
-      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s needs %d thread blocks resident at once on rank %d, the GPU holds %d: "
-               "not used", ir_prog_where(p), c->plans[i].ntbs, c->rank, fit);
+    int blocks = c->plans[i].ntbs * c->plans[i].lanes;
+    if (blocks > fit) {
+      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s needs %d CUDA blocks (%d thread blocks x %d lanes) resident at once on "
+               "rank %d, the GPU holds %d: not used (lower BATON_LANES?)", ir_prog_where(p), blocks,
+               c->plans[i].ntbs, c->plans[i].lanes, c->rank, fit);
       rt_plan_free(&c->plans[i]);
     }
   }
@@ -192,6 +197,8 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
     h = (h ^ (uint64_t)ir_prog_nsteps(p)) * 1099511628211ull;
     h = (h ^ (uint64_t)p->coll) * 1099511628211ull;
   }
+  h = (h ^ (uint64_t)c->slot_bytes) * 1099511628211ull;
+  h = (h ^ (uint64_t)c->nslots) * 1099511628211ull;
   return h;
 }
 
@@ -216,7 +223,8 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   for (int r = 0; r < nranks; r++)
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
-               "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES", r, rank, rt_algos_count(c->algos));
+               "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
+               "and BATON_EXEC_SLOTS", r, rank, rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;
     }

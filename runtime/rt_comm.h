@@ -31,6 +31,7 @@ struct baton_comm {
   rt_hostref *shared;
   int nslots;
   int64_t slot_bytes;
+  int64_t min_tile;           /* BATON_MIN_TILE, bytes */
   uint64_t timeout_ns;
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;

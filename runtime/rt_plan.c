@@ -7,20 +7,38 @@
 
 #include "rt_cuda.h"
 #include "rt_log.h"
+#include "rt_param.h"
+
+int rt_plan_lanes(const ir_prog *p) {
+  int64_t l = rt_param_int(RT_PARAM_LANES);
+  if (l <= 0) {
+    int most = 1;
+    for (int r = 0; r < p->ngpus; r++)
+      if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
+    l = 128 / most;
+    if (l > 32) l = 32;
+  }
+  if (l < 1) l = 1;
+  if (l > 64) l = 64;
+  return (int)l;
+}
 
 int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap) {
+  int lanes = rt_plan_lanes(p);
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
       const ir_tb *tb = &p->gpus[r].tbs[t];
       if (tb->send < 0) continue;
-      if (n == *cap) {
-        int c = *cap ? 2 * *cap : 64;
-        tp_key *k = realloc(*keys, c * sizeof *k);
-        if (!k) return -1;
-        *keys = k;
-        *cap = c;
+      for (int l = 0; l < lanes; l++) {
+        if (n == *cap) {
+          int c = *cap ? 2 * *cap : 64;
+          tp_key *k = realloc(*keys, c * sizeof *k);
+          if (!k) return -1;
+          *keys = k;
+          *cap = c;
+        }
+        (*keys)[n++] = (tp_key){r, tb->send, tb->chan, l};
       }
-      (*keys)[n++] = (tp_key){r, tb->send, tb->chan};
     }
   return n;
 }
@@ -35,7 +53,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     if (g->tbs[i].nsteps > maxsteps) maxsteps = g->tbs[i].nsteps;
   }
   ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
-  ip_gtb *ht = calloc(g->ntbs + 1, sizeof *ht);
+  int lanes = rt_plan_lanes(p), nblocks = lanes * g->ntbs;
+  ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
   bt_result res = BT_ERR_NOMEM;
   if (!hs || !ht) goto out;
   long k = 0;
@@ -47,8 +66,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     d->send_peer = tb->send;
     d->recv_peer = tb->recv;
     d->chan = tb->chan;
-    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, &d->send), res, out);
-    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 1, &d->recv)) {
+    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, 0, &d->send), res, out);
+    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 0, 1, &d->recv)) {
       /* No peer sends on this connection: fine only if nothing receives. */
       for (int s = 0; s < tb->nsteps; s++)
         if (ir_op_flags[tb->steps[s].op] & IR_F_RECV) {
@@ -65,20 +84,35 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
                          st->depid, st->deps};
     }
   }
+  /* Lanes 1.. are copies of lane 0 with connections of their own. */
+  for (int l = 1; l < lanes; l++)
+    for (int i = 0; i < g->ntbs; i++) {
+      const ir_tb *tb = &g->tbs[i];
+      ip_gtb *d = &ht[l * g->ntbs + i];
+      *d = ht[i];
+      if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, 0, &d->send), res, out);
+      if (d->recv.fifo) CHECK_GOTO(tp_p2p_side(t, tb->recv, tb->chan, l, 1, &d->recv), res, out);
+    }
   pl->ntbs = g->ntbs;
+  pl->lanes = lanes;
   pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
+  if (pl->nthreads > IP_GPU_MAX_THREADS) {
+    LOG_INFO(RT_SUB_RUNTIME, "%s asks for %d threads per thread block: running %d, the interpreter's most",
+             ir_prog_where(p), pl->nthreads, IP_GPU_MAX_THREADS);
+    pl->nthreads = IP_GPU_MAX_THREADS;
+  }
   pl->smem_steps = maxsteps <= IP_GPU_SMEM_STEPS ? maxsteps : 0;
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs),
                      RT_SUB_RUNTIME, "plan: steps"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (g->ntbs + 1) * sizeof *ht),
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (nblocks + 1) * sizeof *ht),
                      RT_SUB_RUNTIME, "plan: thread blocks"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * g->ntbs + 1) * sizeof(uint64_t)),
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * nblocks + 1) * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress words"), res, out);
   CHECK_GOTO(rt_cuda(cudaMemcpy(pl->steps, hs, nsteps * sizeof *hs, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: steps upload"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, g->ntbs * sizeof *ht, cudaMemcpyHostToDevice),
+  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, nblocks * sizeof *ht, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: tbs upload"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * g->ntbs + 1) * sizeof(uint64_t)),
+  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * nblocks + 1) * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress clear"), res, out);
   res = BT_OK;
 out:

@@ -10,17 +10,22 @@
 
 typedef struct rt_plan {
   ip_gstep *steps;        /* device */
-  ip_gtb *tbs;            /* device */
-  uint64_t *words;        /* device: gen[ntbs] then progress[ntbs] */
-  int ntbs, smem_steps, nthreads;
+  ip_gtb *tbs;            /* device: lanes * ntbs, lane-major */
+  uint64_t *words;        /* device: gen then progress, one per CUDA block */
+  int ntbs, lanes, smem_steps, nthreads;
 } rt_plan;
+
+/* The lanes p runs with: BATON_LANES, or when that is 0, 128 CUDA blocks
+ * over the most thread blocks any rank has (1..32).  The same on every
+ * rank, since connections are made per lane. */
+int rt_plan_lanes(const ir_prog *p);
 
 /* Builds rank's plan of p on the current device.  nthreads: the IR's
  * nthreads when set, else the given default. */
 bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads);
 
-/* Adds the connections p uses (on every rank) to keys; returns the new
- * count or -1 when out of memory. */
+/* Adds the connections p uses (on every rank, every lane) to keys;
+ * returns the new count or -1 when out of memory. */
 int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap);
 
 void rt_plan_free(rt_plan *pl);

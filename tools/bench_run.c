@@ -168,7 +168,20 @@ static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExe
       rc = -1;
     }
   }
-  for (int it = 0; it < x->o->iters && !rc; it++) rc = launch(x, lib, g, err, len);
+  /* After each call, every stream must still be capturing: the first
+   * call that breaks a capture is named. */
+  for (int it = 0; it < x->o->iters && !rc; it++) {
+    rc = launch(x, lib, g, err, len);
+    for (int i = 0; i < x->nlocal && !rc; i++) {
+      enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      cudaError_t e = cudaStreamIsCapturing(x->streams[i], &cs);
+      if (e != cudaSuccess || cs != cudaStreamCaptureStatusActive) {
+        snprintf(err, len, "CUDA graph of rank %d: call %d of the capture broke it (%s)", x->lo + i, it + 1,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "capture invalidated");
+        rc = -1;
+      }
+    }
+  }
   for (int i = 0; i < x->nlocal; i++) {
     cudaGraph_t gr = NULL;
     cudaSetDevice(x->devs[i]);
@@ -180,6 +193,10 @@ static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExe
     }
     if (gr) cudaGraphDestroy(gr);
   }
+  /* A failed capture leaves its error as the thread's last CUDA error;
+   * clear it so that it is not reported again by the next library. */
+  if (rc) cudaGetLastError();
+  if (rc) kill_lib(x, lib, err);   /* its calls were half captured: unusable */
   return rc;
 }
 
