@@ -230,6 +230,91 @@ __device__ __forceinline__ void reduce_piece(const piece *pp) {
   if (from < p.len) run_piece<T, DT, OP, true>(p, from);
 }
 
+// ---- LL protocol ----------------------------------------------------------
+//
+// A message is a run of 16-byte lines {data lo, flag, data hi, flag}: 8
+// bytes of payload each, written by one 16-byte store whose two 8-byte
+// halves land atomically.  The flag is the message's sequence number on
+// the connection (low 32 bits of its count + 1), so a receiving thread
+// knows its line has arrived by the line alone: no head word, no fence,
+// no block barrier between a thread's receive and its forward.  Slots are
+// still freed through the tail word, as in Simple.
+
+// 8 bytes at p, element by element where p is not 8-byte aligned or fewer
+// than 8 bytes are valid (zero beyond `avail`).
+template <int ES>
+__device__ __forceinline__ uint64_t load8(const char *p, int64_t avail) {
+  if (avail >= 8 && ((uintptr_t)p & 7) == 0) return *(const uint64_t *)p;
+  uint64_t w = 0;
+#pragma unroll
+  for (int k = 0; k < 8; k += ES) {
+    if (k >= avail) break;
+    uint64_t e = ES == 1 ? *(const uint8_t *)(p + k) : ES == 2 ? *(const uint16_t *)(p + k)
+               : ES == 4 ? *(const uint32_t *)(p + k) : *(const uint64_t *)(p + k);
+    w |= e << (8 * k);
+  }
+  return w;
+}
+template <int ES>
+__device__ __forceinline__ void store8(char *p, uint64_t w, int64_t avail) {
+  if (avail >= 8 && ((uintptr_t)p & 7) == 0) { *(uint64_t *)p = w; return; }
+#pragma unroll
+  for (int k = 0; k < 8; k += ES) {
+    if (k >= avail) break;
+    uint64_t e = w >> (8 * k);
+    if (ES == 1) *(uint8_t *)(p + k) = (uint8_t)e;
+    else if (ES == 2) *(uint16_t *)(p + k) = (uint16_t)e;
+    else if (ES == 4) *(uint32_t *)(p + k) = (uint32_t)e;
+    else *(uint64_t *)(p + k) = e;
+  }
+}
+
+__device__ __forceinline__ void ll_send(uint4 *line, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"((uint32_t)v), "r"(flag),
+               "r"((uint32_t)(v >> 32)), "r"(flag) : "memory");
+}
+
+// Waits for a line with this flag; false when the wait must end (abort or
+// timeout, recorded by spin_more as for any wait).
+__device__ __forceinline__ bool ll_recv(const ip_gargs &a, const uint4 *line, uint32_t flag, uint64_t *v, spin &sp,
+                                        int step, int64_t tile, int peer) {
+  uint32_t lo, f1, hi, f2;
+  for (;;) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(lo), "=r"(f1), "=r"(hi), "=r"(f2) : "l"(line) : "memory");
+    if (f1 == flag && f2 == flag) break;
+    if (!spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1)) return false;
+  }
+  *v = (uint64_t)hi << 32 | lo;
+  return true;
+}
+
+// One piece in LL: p.msg and p.out point at lines (one per 8 bytes of
+// p.len).  Every thread takes its own 8-byte units end to end.  Returns
+// false when a receive gave up.
+template <int DT, int OP>
+__device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool red, uint32_t rflag,
+                                         uint32_t sflag, int step, int64_t tile, int peer) {
+  typedef typename ip_dev<DT>::type T;
+  constexpr int ES = sizeof(T);
+  int64_t units = (p.len + 7) / 8;
+  spin sp = {0, 0};
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    int64_t off = u * 8;
+    uint64_t v = 0;
+    if (p.src) v = load8<ES>(p.src + off, p.srcvalid - off);
+    if (p.msg) {
+      uint64_t m;
+      if (!ll_recv(a, (const uint4 *)p.msg + u, rflag, &m, sp, step, tile, peer)) return false;
+      v = (red && p.src) ? ip_apply_word<OP, T>(m, v) : m;
+    }
+    if (red && p.cur) v = ip_apply_word<OP, T>(v, load8<ES>(p.cur + off, p.dstvalid - off));
+    if (p.dst) store8<ES>(p.dst + off, v, p.dstvalid - off);
+    if (p.out) ll_send((uint4 *)p.out + u, v, sflag);
+  }
+  return true;
+}
+
 // ---- the interpreter ----------------------------------------------------
 
 __device__ __forceinline__ unsigned op_flags(int op) {
@@ -241,10 +326,14 @@ __device__ __forceinline__ unsigned op_flags(int op) {
   return 0;
 }
 
-// Executes step st for tile t: every chunk of the step, all threads.
+// Executes step st for tile t: every chunk of the step, all threads.  In
+// LL, rflag/sflag are the flags of the message received/sent; returns
+// false when an LL receive gave up (Simple waits before, in wait_step).
 template <int DT, int OP>
-__device__ __forceinline__ void exec_step(const ip_gargs &a, const ip_gstep &st, int64_t t, const char *msg, char *out) {
+__device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st, int s, int64_t t, const char *msg,
+                                          char *out, uint32_t rflag, uint32_t sflag, int peer) {
   unsigned fl = op_flags(st.op);
+  int64_t stride = a.ll ? 2 * a.msg_stride : a.msg_stride;   // LL lines carry half their bytes
   int64_t len = a.geom.cap - t * a.tile;
   len = len > a.tile ? a.tile : len;
   int64_t lenb = len * a.esize;
@@ -263,12 +352,18 @@ __device__ __forceinline__ void exec_step(const ip_gargs &a, const ip_gstep &st,
       p.dst = a.buf[st.dstbuf] + (ir_geom_off(&a.geom, st.dstbuf, c) + t * a.tile) * a.esize;
       p.dstvalid = (v < 0 ? 0 : v > len ? len : v) * a.esize;
     }
-    if (fl & IR_F_RECV) p.msg = msg + j * a.msg_stride;
-    if (fl & IR_F_SEND) p.out = out + j * a.msg_stride;
+    if (fl & IR_F_RECV) p.msg = msg + j * stride;
+    if (fl & IR_F_SEND) p.out = out + j * stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;
-    if (fl & IR_F_RED) reduce_piece<DT, OP>(&p);
-    else move_piece(&p, a.esize);
+    if (a.ll) {
+      if (!ll_piece<DT, OP>(a, p, (fl & IR_F_RED) != 0, rflag, sflag, s, t, peer)) return false;
+    } else if (fl & IR_F_RED) {
+      reduce_piece<DT, OP>(&p);
+    } else {
+      move_piece(&p, a.esize);
+    }
   }
+  return true;
 }
 
 // Thread 0 waits until step st of tile t, this lane's i-th, may run.
@@ -284,7 +379,7 @@ __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &s
       if (!spin_more(a, sp, s, t, IP_WAIT_DEP, -1, st.depid)) return false;
   }
   unsigned fl = op_flags(st.op);
-  if (fl & IR_F_RECV) {
+  if ((fl & IR_F_RECV) && !a.ll) {      // LL: every thread waits for its own lines
     while (ld_acquire_sys(tb.recv.head) <= rcvd)
       if (!spin_more(a, sp, s, t, IP_WAIT_RECV, tb.recv_peer, -1)) return false;
   }
@@ -331,12 +426,19 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       unsigned fl = op_flags(st.op);
       const char *msg = (fl & IR_F_RECV) ? tb.recv.fifo + (rcvd % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-      if (st.op != IR_OP_NOP) exec_step<DT, OP>(a, st, t, msg, out);
+      if (st.op != IR_OP_NOP &&
+          !exec_step<DT, OP>(a, st, s, t, msg, out, (uint32_t)(rcvd + 1), (uint32_t)(sent + 1), tb.recv_peer))
+        stop = 1;
       __syncthreads();
+      if (stop) goto done;
       // The barrier orders every thread's accesses before thread 0's
       // release, which is cumulative: one release per word, no extra fence.
+      // LL messages need no head: their lines carry their own flags.
       if (threadIdx.x == 0) {
-        if (fl & IR_F_SEND) st_release_sys(tb.send.head, ++sent);
+        if (fl & IR_F_SEND) {
+          ++sent;
+          if (!a.ll) st_release_sys(tb.send.head, sent);
+        }
         if (fl & IR_F_RECV) st_release_sys(tb.recv.tail, ++rcvd);
         if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
       }

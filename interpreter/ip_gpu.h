@@ -68,6 +68,7 @@ typedef struct ip_gargs {
   ir_geom geom;
   int64_t tile, ntiles;            /* elements per tile, tiles per chunk */
   int32_t esize, dtype, op, nslots;
+  int32_t ll;                      /* 1: LL protocol (lines of 8 data + 8 flag bytes) */
   int64_t slot_bytes, msg_stride;  /* bytes per message chunk (16-aligned) */
   int32_t rank;
   volatile int32_t *abort;         /* host-mapped; nonzero stops every block */

@@ -58,8 +58,10 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   int aliased = ir_prog_aliased(p, inplace);
   CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
 
-  /* A message of one tile of every chunk of the largest step fits a slot. */
-  int64_t per = (c->slot_bytes / al->maxcnt) / 16 * 16;
+  /* A message of one tile of every chunk of the largest step fits a slot;
+   * LL lines carry 8 bytes of data in 16. */
+  int ll = p->proto == IR_PROTO_LL && !c->force_simple;
+  int64_t per = (c->slot_bytes / (ll ? 2 : 1) / al->maxcnt) / 16 * 16;
   int64_t tile = per / es;
   if (tile < 1) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a step of %lld chunks needs slots of at least %lld bytes "
@@ -112,13 +114,14 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.nslots = c->nslots;
   a.slot_bytes = c->slot_bytes;
   a.msg_stride = round16(tile * es);
+  a.ll = ll;
   a.rank = c->rank;
   a.abort = &c->shared->dev->abort;
   a.err = &c->shared->dev->err;
   a.timeout_ns = c->timeout_ns;
 
-  LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, tile %lld elements x %lld tiles%s",
-            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, (long long)tile, (long long)a.ntiles,
+  LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
+            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ll ? "LL" : "Simple", (long long)tile, (long long)a.ntiles,
             aliased && !inplace ? ", on a copy of the input" : "");
   CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
   if (temp_span)

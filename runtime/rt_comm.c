@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ip_dtype.h"
 #include "ir_geom.h"
@@ -60,6 +61,10 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   if (c->slot_bytes < 16) c->slot_bytes = 16;
   c->min_tile = rt_param_int(RT_PARAM_MIN_TILE) / 16 * 16;
   if (c->min_tile < 16) c->min_tile = 16;
+  const char *proto = rt_param_str(RT_PARAM_PROTO);
+  c->force_simple = !strcasecmp(proto, "simple");
+  if (*proto && !c->force_simple && rank == 0)
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_PROTO=%s: expected empty or Simple; running each program's own protocol", proto);
   int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
@@ -199,6 +204,7 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   }
   h = (h ^ (uint64_t)c->slot_bytes) * 1099511628211ull;
   h = (h ^ (uint64_t)c->nslots) * 1099511628211ull;
+  h = (h ^ (uint64_t)c->force_simple) * 1099511628211ull;
   return h;
 }
 
@@ -224,7 +230,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
-               "and BATON_EXEC_SLOTS", r, rank, rt_algos_count(c->algos));
+               "BATON_EXEC_SLOTS and BATON_PROTO", r, rank, rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;
     }

@@ -32,6 +32,7 @@ struct baton_comm {
   int nslots;
   int64_t slot_bytes;
   int64_t min_tile;           /* BATON_MIN_TILE, bytes */
+  int force_simple;           /* BATON_PROTO=Simple */
   uint64_t timeout_ns;
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;
