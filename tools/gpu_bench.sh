@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# gpu_bench.sh -- one GPU pass of correctness and side-by-side benchmarks on
+# a lent 4-GPU machine, sized to fit one `run` call (under 10 minutes).
+# First, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n .device/algs/r$n; done
+# Then there, carrying build and .device:  bash tools/gpu_bench.sh
+# Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
+# (default "check bench sweep procs").
+set -u
+out=${OUT:-/tmp}
+export NCCL_NVLS_ENABLE=0
+b=./build/tools/baton
+a=.device/algs/r4
+stages=" ${STAGES:-check bench sweep procs} "
+nvidia-smi -L | head -4
+check() {  # check NAME ARGS...: the GPU test suite, quick sizes
+  local name=$1; shift
+  local start=$SECONDS
+  timeout 200 ./build/tests/gpu_runtime "$@" --quick > $out/$name.txt 2>&1
+  echo "== $name exit $? in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
+  grep '^not ok' -A3 $out/$name.txt | head -20
+}
+bench() {  # bench NAME FILE ARGS...
+  local name=$1 file=$2; shift 2
+  echo "=== $name: BATON_ALGO_FILES=$file baton bench $*"
+  BATON_ALGO_FILES=$a/$file timeout 120 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
+  echo "rc $?"
+  grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -12
+}
+if [[ $stages == *" check "* ]]; then
+  check r4 --ranks 4 --dir $a
+  check r2 --ranks 2 --dir .device/algs/r2
+fi
+if [[ $stages == *" bench "* ]]; then
+  bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
+  bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+  bench ar_allpairs2 allreduce_allpairs2_4r.xml -C allreduce -b 64K -e 32M -f 8 -g 4 -w 5 -n 20 -R 3
+  bench ar_ring2inst allreduce_ring_2inst_4r.xml -C allreduce -b 64K -e 512M -f 8 -g 4 -w 3 -n 10 -R 3
+  bench ag_ring allgather_ring_4r.xml -C allgather -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
+  bench rs_ring reducescatter_ring_4r.xml -C reducescatter -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
+  bench a2a_direct alltoall_direct_4r.xml -C alltoall -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
+fi
+if [[ $stages == *" sweep "* ]]; then
+  for cfg in "16 131072 8" "32 131072 8" "32 524288 4" "16 524288 8" "32 262144 8"; do
+    set -- $cfg
+    export BATON_LANES=$1 BATON_SLOT_BYTES=$2 BATON_EXEC_SLOTS=$3
+    bench sweep_l$1_s$2_n$3 allreduce_ring_2inst_4r.xml -C allreduce -b 256M -e 256M -g 4 -w 2 -n 5 -R 2
+  done
+  unset BATON_LANES BATON_SLOT_BYTES BATON_EXEC_SLOTS
+fi
+if [[ $stages == *" procs "* ]]; then
+  bench ar_allpairs1_P allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 -R 3
+  check r4_procs --ranks 4 --dir $a --procs
+fi
