@@ -208,13 +208,13 @@ static void test_output(const char *plot) {
   bench_table_init(&t, &o, 8);
   snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
   int64_t sizes[] = {1024, 32768, 1048576};
-  double nt[] = {20, 40, 100}, bt[] = {10, 40, -1};
+  double nt[] = {20, 40, 100}, bt[] = {10, 40, -1}, nh[] = {6, 6, 9}, bh[] = {3, 5, -1};
   for (int i = 0; i < 3; i++) {
     bench_row *r = &t.rows[t.nrows++];
     r->bytes = sizes[i];
     r->count = sizes[i] / 4;
-    r->lib[BENCH_NCCL] = (bench_result){nt[i], 0, ""};
-    r->lib[BENCH_BATON] = (bench_result){bt[i], 0, ""};
+    r->lib[BENCH_NCCL] = (bench_result){.time_us = nt[i], .host_us = nh[i]};
+    r->lib[BENCH_BATON] = (bench_result){.time_us = bt[i], .host_us = bh[i]};
     snprintf(r->algorithm, sizeof r->algorithm, "allreduce_ring");
   }
   snprintf(t.rows[2].lib[BENCH_BATON].error, sizeof t.rows[2].lib[0].error, "baton_allreduce failed on rank 0: unsupported");
@@ -230,6 +230,8 @@ static void test_output(const char *plot) {
               "text: the 1024-byte row (algbw 1024 B / 20 us, busbw * 2*7/8, ratio 2)");
   ok_contains(text, "# baton, size 1048576: baton_allreduce failed on rank 0: unsupported", "text: the failed call named");
   ok(st == 1, "a failed call makes the exit status 1");
+  ok_contains(text, "# Host time per call   : nccl 7.00 us baton 4.00 us (enqueue only, mean over sizes)",
+              "text: the host's enqueue time per call, over the sizes each library ran");
   char dir[] = "/tmp/test_bench_XXXXXX", csv[300], json[300], svg[300], cmd[1200];
   if (!mkdtemp(dir)) return;
   snprintf(csv, sizeof csv, "%s/t.csv", dir);
@@ -238,12 +240,13 @@ static void test_output(const char *plot) {
   ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "CSV and JSON written");
   char *c = slurp(csv);
   ok_contains(c, "collective,nranks,type,redop,inplace,size,count,nccl_time_us,nccl_algbw,nccl_busbw,nccl_wrong,"
-                 "baton_time_us,baton_algbw,baton_busbw,baton_wrong,ratio,algorithm,nccl_error,baton_error\n",
+                 "baton_time_us,baton_algbw,baton_busbw,baton_wrong,ratio,algorithm,nccl_error,baton_error,nccl_host_us,"
+                 "baton_host_us\n",
               "CSV header");
-  ok_contains(c, "allreduce,8,f32,sum,0,32768,8192,40.000,0.8192,1.4336,0,40.000,0.8192,1.4336,0,1.0000,\"allreduce_ring\",\"\",\"\"\n",
+  ok_contains(c, "allreduce,8,f32,sum,0,32768,8192,40.000,0.8192,1.4336,0,40.000,0.8192,1.4336,0,1.0000,\"allreduce_ring\",\"\",\"\",6.000,5.000\n",
               "CSV: the 32768-byte row");
-  ok_contains(c, "1048576,262144,100.000,10.4858,18.3501,0,,,,,,\"allreduce_ring\",\"\",\"baton_allreduce failed on rank 0: unsupported\"",
-              "CSV: a failed baton call leaves its columns and the ratio empty");
+  ok_contains(c, "1048576,262144,100.000,10.4858,18.3501,0,,,,,,\"allreduce_ring\",\"\",\"baton_allreduce failed on rank 0: unsupported\",9.000,\n",
+              "CSV: a failed baton call leaves its columns, the ratio and its host time empty");
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
            "sys.exit(0 if d[\"nranks\"]==8 and len(r)==3 and r[0][\"ratio\"]==2.0 and r[2][\"baton\"][\"time_us\"] is None"

@@ -85,9 +85,11 @@ void bench_fill(bench_coll c, ip_redop op, ip_dtype t, int rank, int64_t n, void
 int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
                     const void *got, int64_t *first_bad);
 
-/* Results. time_us < 0: not measured (see error). wrong < 0: not checked. */
+/* Results. time_us < 0: not measured (see error). wrong < 0: not checked.
+ * host_us: host time to enqueue one call (or one graph's share), the part
+ * of time_us that launch overhead sets at small sizes; < 0 when not measured. */
 typedef struct bench_result {
-  double time_us;
+  double time_us, host_us;
   int64_t wrong;
   char error[200];
 } bench_result;

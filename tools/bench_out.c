@@ -82,7 +82,8 @@ void bench_print_row(FILE *f, const bench_table *t, const bench_row *r) {
 }
 
 int bench_print_footer(FILE *f, const bench_table *t) {
-  double bus[BENCH_NLIBS] = {0}, logq = 0;
+  double bus[BENCH_NLIBS] = {0}, logq = 0, host[BENCH_NLIBS] = {0};
+  int nhost[BENCH_NLIBS] = {0};
   int both = 0, nq = 0, bad = 0;
   int64_t wrong[BENCH_NLIBS] = {0};
   for (int i = 0; i < t->nrows; i++) {
@@ -90,6 +91,10 @@ int bench_print_footer(FILE *f, const bench_table *t) {
     for (int l = 0; l < BENCH_NLIBS; l++) {
       if (r->lib[l].wrong > 0) wrong[l] += r->lib[l].wrong;
       if (r->lib[l].error[0]) bad = 1;
+      if (r->lib[l].time_us >= 0 && r->lib[l].host_us >= 0) {
+        host[l] += r->lib[l].host_us;
+        nhost[l]++;
+      }
     }
     double q = bench_ratio(r);
     if (q > 0 && r->count > 0) {
@@ -107,6 +112,12 @@ int bench_print_footer(FILE *f, const bench_table *t) {
     fprintf(f, "# Avg bus bandwidth    : nccl %.3f  baton %.3f GB/s (over the %d sizes both measured)\n",
             bus[0] / both, bus[1] / both, both);
   if (nq) fprintf(f, "# Geometric mean ratio : %.3f (nccl time / baton time)\n", exp(logq / nq));
+  if (nhost[0] || nhost[1]) {
+    fprintf(f, "# Host time per call   :");
+    for (int l = 0; l < BENCH_NLIBS; l++)
+      if (nhost[l]) fprintf(f, " %s %.2f us", bench_lib_name[l], host[l] / nhost[l]);
+    fprintf(f, " (enqueue only, mean over sizes)\n");
+  }
   fprintf(f, "# Wrong elements       : nccl %lld  baton %lld  %s\n", (long long)wrong[0], (long long)wrong[1],
           wrong[0] || wrong[1] ? "FAILED" : "OK");
   if (bad) fprintf(f, "# Some calls failed: see the lines above\n");
@@ -131,7 +142,7 @@ int bench_write_csv(const char *path, const bench_table *t) {
   for (int l = 0; l < BENCH_NLIBS; l++)
     fprintf(f, ",%s_time_us,%s_algbw,%s_busbw,%s_wrong", bench_lib_name[l], bench_lib_name[l], bench_lib_name[l],
             bench_lib_name[l]);
-  fprintf(f, ",ratio,algorithm,nccl_error,baton_error\n");
+  fprintf(f, ",ratio,algorithm,nccl_error,baton_error,nccl_host_us,baton_host_us\n");
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
     fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[t->dtype],
@@ -155,6 +166,11 @@ int bench_write_csv(const char *path, const bench_table *t) {
     for (int l = 0; l < BENCH_NLIBS; l++) {
       fputc(',', f);
       csv_str(f, r->lib[l].error);
+    }
+    for (int l = 0; l < BENCH_NLIBS; l++) {
+      const bench_result *x = &r->lib[l];
+      if (x->time_us >= 0 && x->host_us >= 0) fprintf(f, ",%.3f", x->host_us);
+      else fputc(',', f);
     }
     fputc('\n', f);
   }
@@ -196,6 +212,7 @@ int bench_write_json(const char *path, const bench_table *t) {
         double a, b;
         row_bw(t, r, l, &a, &b);
         fprintf(f, "\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f", x->time_us, a, b);
+        if (x->host_us >= 0) fprintf(f, ", \"host_us\": %.3f", x->host_us);
       } else {
         fprintf(f, "\"time_us\": null, \"algbw\": null, \"busbw\": null");
       }

@@ -200,8 +200,10 @@ static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExe
   return rc;
 }
 
-/* Warmup, then the timed block: seconds per call, or -1 with err. */
-static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, char *err, size_t len) {
+/* Warmup, then the timed block: seconds per call, or -1 with err; *host
+ * gets the seconds per call the host spent enqueueing. */
+static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, double *host, char *err,
+                         size_t len) {
   int n = x->o->iters;
   for (int w = 0; w < x->o->warmup; w++)
     if (launch(x, lib, g, err, len)) return -1;
@@ -219,6 +221,7 @@ static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphEx
     for (int it = 0; it < n; it++)
       if (launch(x, lib, g, err, len)) return -1;
   }
+  *host = (bench_now() - t0) / n;
   if (wait_lib(x, lib, err, len)) return -1;
   return (bench_now() - t0) / n;
 }
@@ -247,12 +250,12 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
   row->bytes = g.bytes;
   row->count = g.count;
   int failed = 0;   /* bit per library: failed for this size */
-  double times[BENCH_NLIBS][64];
+  double times[BENCH_NLIBS][64], hosts[BENCH_NLIBS][64];
   cudaGraphExec_t ge[BENCH_NLIBS][BENCH_MAX_LOCAL];
   memset(ge, 0, sizeof ge);
   for (int lib = 0; lib < BENCH_NLIBS; lib++) {
     bench_result *res = &row->lib[lib];
-    res->time_us = -1;
+    res->time_us = res->host_us = -1;
     res->wrong = -1;
     if (x->dead & 1 << lib) {
       if (lib == BENCH_BATON || x->nccl) snprintf(res->error, sizeof res->error, "not run: %s", x->dead_why[lib]);
@@ -277,7 +280,8 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
     for (int lib = 0; lib < BENCH_NLIBS; lib++) {
       sync_flags(x, &failed);
       if (failed & 1 << lib) continue;
-      times[lib][k] = time_block(x, lib, &g, ge[lib], row->lib[lib].error, sizeof row->lib[0].error);
+      times[lib][k] = time_block(x, lib, &g, ge[lib], &hosts[lib][k], row->lib[lib].error,
+                                 sizeof row->lib[0].error);
       if (times[lib][k] < 0) failed |= 1 << lib;
     }
   sync_flags(x, &failed);
@@ -285,6 +289,8 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
     if (!(failed & 1 << lib)) {
       qsort(times[lib], (size_t)rounds, sizeof times[lib][0], cmp_double);
       row->lib[lib].time_us = times[lib][(rounds - 1) / 2] * 1e6;   /* the median (lower middle when even) */
+      qsort(hosts[lib], (size_t)rounds, sizeof hosts[lib][0], cmp_double);
+      row->lib[lib].host_us = hosts[lib][(rounds - 1) / 2] * 1e6;
     } else if (!row->lib[lib].error[0] && (lib == BENCH_BATON || x->nccl)) {
       snprintf(row->lib[lib].error, sizeof row->lib[lib].error, "failed on another rank");
     }
