@@ -1,6 +1,7 @@
 /* rt_nccl_api.c -- every function baton's libnccl.so.2 exports, generated
  * from rt_nccl.def: ncclX, its profiling alias pncclX, and for the rows
  * baton does not implement the forwarding to the real NCCL. */
+#include "rt_log.h"
 #include "rt_nccl.h"
 
 /* OWN: the exported name calls baton's implementation. */
@@ -14,6 +15,7 @@
     ncclResult_t g_ = rt_nccl_group_to_nccl();                              \
     if (g_ != ncclSuccess) return g_;                                       \
   }                                                                         \
+  LOG_INFO(RT_SUB_NCCL, "nccl" #name ": NCCL (baton does not run it)");    \
   rt_nccl_clear_error();                                                    \
   return n_->name args;
 

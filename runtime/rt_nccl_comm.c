@@ -258,6 +258,8 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
       comm_free(c);
       return r;
     }
+    if (r == ncclSuccess && !rt_nccl_in_group()) comm_learn(n, c);
+    rt_log_set_dev(c->dev);
     LOG_INFO(RT_SUB_NCCL, "%s: rank %d of %d on device %d: NCCL communicator %p", call, rank, nranks, c->dev,
              (void *)c->real);
   } else {

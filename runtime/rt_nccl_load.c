@@ -42,7 +42,7 @@ static void why_add(const char *fmt, ...) {
 static int try_open(const char *path) {
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!dl) {
-    why_add("%s: %s", path, dlerror());
+    why_add("%s", dlerror());   /* names the path */
     return 0;
   }
   void *gv = dlsym(dl, "ncclGetVersion");
@@ -73,7 +73,7 @@ static void load(void) {
     if (!have_real) {
       char tmp[sizeof why];
       memcpy(tmp, why, sizeof tmp);
-      int k = snprintf(why, sizeof why, "BATON_NCCL_LIB=%s: ", lib);
+      int k = snprintf(why, sizeof why, "BATON_NCCL_LIB: ");
       if (k > 0 && k < (int)sizeof why) snprintf(why + k, sizeof why - k, "%.900s", tmp);
       LOG_WARN(RT_SUB_NCCL, "no real NCCL loaded: %s; only what baton runs itself will work", why);
       return;
