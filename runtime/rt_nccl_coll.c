@@ -90,7 +90,7 @@ static ncclResult_t run_baton(const call *c) {
   describe(c, d, sizeof d);
   if (r)
     return rt_nccl_fail(rt_nccl_from_baton(r), "%s: baton failed: %s", d, baton_result_string(r));
-  LOG_INFO(RT_SUB_NCCL, "%s: baton %s", d, c->count ? baton_comm_last_algorithm(b) : "(nothing to do)");
+  LOG_INFO(RT_SUB_NCCL, "%s: baton %s", d, baton_comm_last_algorithm(b));
   return ncclSuccess;
 }
 
@@ -167,8 +167,11 @@ static ncclResult_t dispatch(const call *c) {
   snprintf(name, sizeof name, "nccl%s", kind_name[c->kind]);
   ncclResult_t r = rt_nccl_comm_check(c->comm, name);
   if (r) return r;
-  if (!c->r || (!c->s && c->count))
-    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
+  if (c->count == 0) {   /* nothing to move, on either side (NCCL does nothing either) */
+    LOG_INFO(RT_SUB_NCCL, "%s of 0 elements on rank %d: nothing to do", name, c->comm->rank);
+    return ncclSuccess;
+  }
+  if (!c->r || !c->s) return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
   const char *algo = NULL, *no = baton_refuses(c, &algo);
   if (grp.depth == 0) return no ? run_nccl(c, no) : run_baton(c);
   if (grp.to_nccl) return run_nccl(c, no ? no : "its group went to NCCL");

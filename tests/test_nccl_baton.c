@@ -86,6 +86,10 @@ int main(int argc, char **argv) {
   snprintf(want, sizeof want, "ncclAllReduce(0x1000, 0x2000, 8, type=10, op=0, comm=%p, stream=0x5000)\n"
            "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=5, comm=%p, stream=0x5000)\n", real, real);
   expect(want, "", "fp8 and custom operators go to NCCL");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess, "AllReduce of 0 elements");
+  expect("", "", "a call of 0 elements runs nowhere");
+  ok(ncclAllReduce(P(0x1000), NULL, 8, ncclFloat32, ncclSum, comm, STREAM) == ncclInvalidArgument,
+     "AllReduce with a NULL buffer: ncclInvalidArgument");
   ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 0, comm, STREAM);
   snprintf(want, sizeof want, "ncclBroadcast(0x1000, 0x2000, 8, type=7, root=0, comm=%p, stream=0x5000)\n", real);
   expect(want, "", "Broadcast goes to NCCL whatever baton has");
