@@ -335,11 +335,8 @@ static baton_result call_check(baton_comm *c, const void *s, const void *r, int 
   return rt_comm_poll_error(c);
 }
 
-static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
-                               cudaStream_t stream) {
-  baton_result e = call_check(c, s, r, dtype, op);
-  if (e) return e;
-  if (count == 0) return baton_success;
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
+  if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT) return -1;
   int es = ip_dtype_size[dtype], in_blocks, out_blocks;
   ir_geom_blocks(coll, c->nranks, &in_blocks, &out_blocks);
   /* In place as NCCL lays it out: allgather's input is block `rank` of the
@@ -353,9 +350,20 @@ static baton_result collective(ir_coll coll, const void *s, void *r, size_t coun
     rt_algos_select(c->algos, coll, inplace, bytes, (int64_t)count, 1);
     c->last_choice[coll][inplace] = ai;
   }
+  /* A plan dropped at creation (too many blocks for this GPU; WARNed then). */
+  if (ai >= 0 && c->plans[ai].ntbs == 0) return -1;
+  return ai;
+}
+
+static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
+                               cudaStream_t stream) {
+  baton_result e = call_check(c, s, r, dtype, op);
+  if (e) return e;
+  if (count == 0) return baton_success;
+  int ai = rt_comm_choose(c, coll, s, r, count, dtype);
   if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s %s of %llu bytes on %d ranks", c->rank,
-             ir_coll_name[coll], inplace ? "in place" : "out of place", (unsigned long long)bytes, c->nranks);
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "
+             "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);
     return baton_unsupported;
   }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return baton_cuda_error;

@@ -46,6 +46,12 @@ struct baton_comm {
 bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                       cudaStream_t stream);
 
+/* The algorithm a call of collective `coll` with these buffers, count and
+ * type would run (NCCL's in-place layouts count as in place), or -1 when
+ * none fits.  Runs nothing; logs each new choice at INFO once.  The one
+ * selection both baton's collectives and the NCCL drop-in library use. */
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
+
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);
 

@@ -18,6 +18,7 @@ static unsigned subsys;
 static FILE *sink;
 static char host[64];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Thread_local int log_dev = -1;
 
 static const char *subsys_names[] = {
 #define X(n) #n,
@@ -70,6 +71,8 @@ int rt_log_enabled(rt_log_level lvl, unsigned sub) {
   return lvl <= level && (sub & subsys);
 }
 
+void rt_log_set_dev(int dev) { log_dev = dev; }
+
 void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
             const char *fmt, ...) {
   static const char *lvlname[] = {"NONE", "WARN", "INFO", "TRACE"};
@@ -77,8 +80,10 @@ void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
   for (int i = 0; i < nsubsys; i++)
     if (sub == 1u << i) subname = subsys_names[i];
   char msg[2048];
-  int n = snprintf(msg, sizeof msg, "%s:%d:%ld baton %s %s ", host, (int)getpid(),
-                   (long)syscall(SYS_gettid), lvlname[lvl], subname);
+  char dev[16] = "";
+  if (log_dev >= 0) snprintf(dev, sizeof dev, " [%d]", log_dev);
+  int n = snprintf(msg, sizeof msg, "%s:%d:%ld%s baton %s %s ", host, (int)getpid(),
+                   (long)syscall(SYS_gettid), dev, lvlname[lvl], subname);
   if (lvl == RT_LOG_TRACE)
     n += snprintf(msg + n, sizeof msg - n, "%s:%d ", file, line);
   va_list ap;

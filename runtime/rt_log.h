@@ -9,7 +9,7 @@ extern "C" {
 typedef enum { RT_LOG_NONE, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_TRACE } rt_log_level;
 
 /* Subsystems, a bit each, named in BATON_DEBUG_SUBSYS. */
-#define RT_SUBSYS_LIST(X) X(IR) X(EXEC) X(COMPILER) X(RUNTIME) X(BOOTSTRAP) X(TOOL)
+#define RT_SUBSYS_LIST(X) X(IR) X(EXEC) X(COMPILER) X(RUNTIME) X(BOOTSTRAP) X(TOOL) X(NCCL)
 typedef enum {
 #define X(n) RT_SUB_BIT_##n,
   RT_SUBSYS_LIST(X)
@@ -22,7 +22,11 @@ RT_SUBSYS_LIST(X)
 /* True when a message of this level and subsystem would be printed. */
 int rt_log_enabled(rt_log_level lvl, unsigned sub);
 
-/* Prints "host:pid:tid baton LEVEL SUB message" as one write. */
+/* The CUDA device this thread works on, printed as "[dev]" in its log
+ * lines as NCCL prints it; -1 (the default) prints nothing. */
+void rt_log_set_dev(int dev);
+
+/* Prints "host:pid:tid [dev] baton LEVEL SUB message" as one write. */
 void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

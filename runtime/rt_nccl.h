@@ -1,0 +1,88 @@
+/* rt_nccl.h -- the insides of baton's libnccl.so.2 (docs/NCCL.md), shared
+ * by rt_nccl_api.c (the exported functions), rt_nccl_load.c (the real
+ * NCCL), rt_nccl_comm.c (communicators) and rt_nccl_coll.c (collectives
+ * and groups). */
+#ifndef RT_NCCL_H
+#define RT_NCCL_H
+
+#include <nccl.h>
+
+#include "baton.h"
+
+/* What an ncclComm_t of this library points to: baton's communicator
+ * beside the real NCCL's.  Either may be missing, not both. */
+#define RT_NCCL_MAGIC 0xba70cc01u
+struct ncclComm {
+  unsigned magic;
+  ncclComm_t real;        /* the real NCCL's communicator; NULL without NCCL */
+  baton_comm *baton;      /* NULL: every call goes to the real NCCL */
+  int rank, nranks, dev;  /* known at creation (the real comm's when present) */
+  int nonblocking;        /* created with config->blocking == 0: NCCL only */
+  ncclUniqueId id;        /* without NCCL: baton's id, for a deferred init */
+};
+
+/* The real NCCL: one function pointer per row of rt_nccl.def (NULL where
+ * the loaded NCCL lacks it). */
+typedef struct rt_nccl_real {
+  char path[256];
+  int version;
+#define F(ret, name, params, args, how) ret (*name) params;
+#include "rt_nccl.def"
+#undef F
+} rt_nccl_real;
+
+/* The real NCCL, loaded on first use (BATON_NCCL_LIB, else the usual
+ * places; never this library itself); NULL when there is none. */
+const rt_nccl_real *rt_nccl_real_get(void);
+
+/* Why there is no real NCCL ("no NCCL library: BATON_NCCL_LIB=x: ..."). */
+const char *rt_nccl_real_why(void);
+
+/* The baton-side implementations of the OWN rows of rt_nccl.def. */
+#define F(ret, name, params, args, how) RT_NCCL_DECL_##how(ret, name, params)
+#define RT_NCCL_DECL_OWN(ret, name, params) ret rt_nccl_##name params;
+#define RT_NCCL_DECL_FWD(ret, name, params)
+#include "rt_nccl.def"
+#undef F
+#undef RT_NCCL_DECL_OWN
+#undef RT_NCCL_DECL_FWD
+
+/* ncclSuccess when c is a communicator of this library (and its device
+ * becomes the thread's log device); else ncclInvalidArgument and a WARN
+ * naming `call`. */
+ncclResult_t rt_nccl_comm_check(ncclComm_t c, const char *call);
+
+/* The real communicator of a communicator of this library; NULL for
+ * NULL, and for a pointer that is not one of ours (WARN). */
+ncclComm_t rt_nccl_real_comm(ncclComm_t c);
+
+/* Errors: logs "what" at WARN, keeps it for ncclGetLastError, returns r. */
+ncclResult_t rt_nccl_fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A forwarded call that has no real NCCL to go to (ncclInvalidUsage). */
+ncclResult_t rt_nccl_unavailable(const char *call);
+/* The last message rt_nccl_fail kept, or NULL when the last error was
+ * the real NCCL's (rt_nccl_clear_error). */
+const char *rt_nccl_last_error(void);
+void rt_nccl_clear_error(void);
+ncclResult_t rt_nccl_from_baton(baton_result r);
+
+/* Groups (rt_nccl_coll.c).  Inside a group, a call that must go to NCCL
+ * first hands the group to NCCL: ncclGroupStart, then the calls recorded
+ * so far, in order.  Returns the first error of that. */
+int rt_nccl_in_group(void);
+ncclResult_t rt_nccl_group_to_nccl(void);
+
+/* A communicator created inside a group gets its baton side at the
+ * outermost ncclGroupEnd, after NCCL has made its own. */
+void rt_nccl_group_defer(struct ncclComm *c);
+
+/* Gives communicators their baton side (rt_nccl_comm.c): over the real
+ * NCCL (rank 0's baton id broadcast) or, without NCCL, from the id they
+ * were created with.  All n are created together (one thread each), as a
+ * group of ncclCommInitRank calls of one thread needs. */
+ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n);
+
+/* True when baton could run anything: an algorithm source is set. */
+int rt_nccl_baton_wanted(void);
+
+#endif

@@ -1,0 +1,517 @@
+/* rt_nccl_comm.c -- communicators of baton's libnccl.so.2: the real NCCL's
+ * communicator beside baton's, baton's bootstrapped over NCCL (rank 0's
+ * baton id broadcast on the NCCL communicator), deferred inside groups. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_log.h"
+#include "rt_nccl.h"
+
+static struct ncclComm *comm_new(void) {
+  struct ncclComm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->magic = RT_NCCL_MAGIC;
+  c->rank = c->nranks = c->dev = -1;
+  return c;
+}
+
+static void comm_free(struct ncclComm *c) {
+  if (!c) return;
+  c->magic = 0;
+  free(c);
+}
+
+ncclResult_t rt_nccl_comm_check(ncclComm_t c, const char *call) {
+  if (!c) return rt_nccl_fail(ncclInvalidArgument, "%s: comm is NULL", call);
+  if (c->magic != RT_NCCL_MAGIC)
+    return rt_nccl_fail(ncclInvalidArgument, "%s: %p is not a communicator of this library", call, (void *)c);
+  rt_log_set_dev(c->dev);
+  return ncclSuccess;
+}
+
+/* Rank, size and device from the real communicator, once it is ready. */
+static void comm_learn(const rt_nccl_real *n, struct ncclComm *c) {
+  if (!n || !c->real) return;
+  int v;
+  if (n->CommUserRank && n->CommUserRank(c->real, &v) == ncclSuccess) c->rank = v;
+  if (n->CommCount && n->CommCount(c->real, &v) == ncclSuccess) c->nranks = v;
+  if (n->CommCuDevice && n->CommCuDevice(c->real, &v) == ncclSuccess) c->dev = v;
+}
+
+/* One baton_comm_init_rank, on its communicator's device. */
+typedef struct job {
+  struct ncclComm *c;
+  int at;                 /* its index in attach_over_nccl's arrays */
+  baton_unique_id id;
+  baton_result r;
+} job;
+
+static void *job_run(void *p) {
+  job *j = p;
+  rt_log_set_dev(j->c->dev);
+  j->r = cudaSetDevice(j->c->dev) == cudaSuccess
+           ? baton_comm_init_rank(&j->c->baton, j->c->nranks, j->id, j->c->rank) : baton_cuda_error;
+  return NULL;
+}
+
+/* Runs the jobs at once: each blocks until every rank of its communicator
+ * has joined, so one thread may not run two of them one after the other. */
+static void jobs_run(job *v, int n) {
+  if (n == 1) {
+    job_run(v);
+    return;
+  }
+  pthread_t *t = calloc(n, sizeof *t);
+  char *started = calloc(n, 1);
+  for (int i = 0; i < n; i++) {
+    if (t && started && pthread_create(&t[i], NULL, job_run, &v[i]) == 0) started[i] = 1;
+    else v[i].r = baton_system_error;
+  }
+  for (int i = 0; i < n; i++)
+    if (started && started[i]) pthread_join(t[i], NULL);
+  free(t);
+  free(started);
+}
+
+/* Baton's side over the real NCCL.  Rank 0 makes a baton unique id (all
+ * zero when no algorithm source is set: then nobody creates one) and
+ * broadcasts its 128 bytes on the NCCL communicator; every rank creates
+ * baton's communicator with it; then an NCCL min-allreduce of "mine
+ * exists" makes all ranks keep baton or all drop it, so that a call never
+ * runs on baton on one rank and on NCCL on another.  A failure of baton's
+ * side is logged and leaves the communicator to NCCL alone. */
+static ncclResult_t attach_over_nccl(const rt_nccl_real *n, struct ncclComm **v, int k) {
+  int cur = 0;
+  cudaGetDevice(&cur);
+  job *jobs = calloc(k, sizeof *jobs);
+  char **dbuf = calloc(k, sizeof *dbuf);
+  cudaStream_t *st = calloc(k, sizeof *st);
+  char *use = calloc(k, 1);
+  ncclResult_t r = ncclSuccess;
+  if (!jobs || !dbuf || !st || !use) {
+    r = rt_nccl_fail(ncclSystemError, "out of memory creating baton's side of %d communicators", k);
+    goto out;
+  }
+  for (int i = 0; i < k; i++) {
+    struct ncclComm *c = v[i];
+    comm_learn(n, c);
+    jobs[i].c = c;
+    jobs[i].at = i;
+    rt_log_set_dev(c->dev);
+    cudaError_t e = cudaSetDevice(c->dev);
+    if (!e) e = cudaMalloc((void **)&dbuf[i], 256);
+    if (!e) e = cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking);
+    baton_unique_id id;
+    memset(&id, 0, sizeof id);
+    if (!e && c->rank == 0 && rt_nccl_baton_wanted() && baton_get_unique_id(&id) != baton_success) {
+      LOG_WARN(RT_SUB_NCCL, "rank 0: no baton unique id: this communicator runs on NCCL only");
+      memset(&id, 0, sizeof id);
+    }
+    if (!e && c->rank == 0) e = cudaMemcpy(dbuf[i], &id, sizeof id, cudaMemcpyHostToDevice);
+    if (e) {
+      LOG_INFO(RT_SUB_NCCL, "rank %d of %d: no baton on this communicator (CUDA: %s): NCCL runs every call", c->rank,
+               c->nranks, cudaGetErrorString(e));
+      continue;
+    }
+    use[i] = 1;
+  }
+  /* The id, on every communicator at once (one thread may hold several). */
+  int any = 0;
+  for (int i = 0; i < k; i++) any |= use[i];
+  if (!any) goto out;
+  r = n->GroupStart();
+  for (int i = 0; i < k && r == ncclSuccess; i++)
+    if (use[i]) r = n->Broadcast(dbuf[i], dbuf[i], sizeof(baton_unique_id), ncclUint8, 0, v[i]->real, st[i]);
+  ncclResult_t e2 = n->GroupEnd();
+  if (r == ncclSuccess) r = e2;
+  for (int i = 0; i < k && r == ncclSuccess; i++)
+    if (use[i] && (cudaSetDevice(v[i]->dev) || cudaStreamSynchronize(st[i]) ||
+                   cudaMemcpy(&jobs[i].id, dbuf[i], sizeof jobs[i].id, cudaMemcpyDeviceToHost)))
+      r = rt_nccl_fail(ncclUnhandledCudaError, "rank %d: reading baton's unique id broadcast over NCCL failed",
+                       v[i]->rank);
+  if (r != ncclSuccess) goto out;
+  /* Baton's communicators, for those whose rank 0 made an id. */
+  static const baton_unique_id zero;
+  job *todo = calloc(k, sizeof *todo);
+  int nt = 0;
+  if (!todo) {
+    r = rt_nccl_fail(ncclSystemError, "out of memory creating baton's side of %d communicators", k);
+    goto out;
+  }
+  for (int i = 0; i < k; i++)
+    if (use[i] && memcmp(&jobs[i].id, &zero, sizeof zero)) todo[nt++] = jobs[i];
+  if (nt) jobs_run(todo, nt);
+  for (int i = 0; i < nt; i++)
+    if (todo[i].r)
+      LOG_WARN(RT_SUB_NCCL, "rank %d of %d: baton could not create its communicator (%s): NCCL runs every call",
+               todo[i].c->rank, todo[i].c->nranks, baton_result_string(todo[i].r));
+  /* All ranks keep baton, or none. */
+  r = nt ? n->GroupStart() : ncclSuccess;
+  for (int i = 0; i < nt && r == ncclSuccess; i++) {
+    struct ncclComm *c = todo[i].c;
+    int j = todo[i].at, flag = c->baton != NULL;
+    cudaSetDevice(c->dev);
+    if (cudaMemcpy(dbuf[j] + 128, &flag, sizeof flag, cudaMemcpyHostToDevice))
+      r = rt_nccl_fail(ncclUnhandledCudaError, "rank %d: copying baton's agreement flag failed", c->rank);
+    else
+      r = n->AllReduce(dbuf[j] + 128, dbuf[j] + 128, 1, ncclInt32, ncclMin, c->real, st[j]);
+  }
+  e2 = nt ? n->GroupEnd() : ncclSuccess;
+  if (r == ncclSuccess) r = e2;
+  for (int i = 0; i < nt && r == ncclSuccess; i++) {
+    struct ncclComm *c = todo[i].c;
+    int j = todo[i].at, all = 0;
+    cudaSetDevice(c->dev);
+    if (cudaStreamSynchronize(st[j]) || cudaMemcpy(&all, dbuf[j] + 128, sizeof all, cudaMemcpyDeviceToHost))
+      r = rt_nccl_fail(ncclUnhandledCudaError, "rank %d: reading baton's agreement flag failed", c->rank);
+    else if (!all && c->baton) {
+      LOG_INFO(RT_SUB_NCCL, "rank %d: another rank has no baton communicator: NCCL runs every call", c->rank);
+      baton_comm_destroy(c->baton);
+      c->baton = NULL;
+    }
+    if (c->baton && c->rank == 0)
+      LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks: baton runs the calls its %d algorithms fit, NCCL the rest",
+               c->nranks, baton_comm_algorithm_count(c->baton));
+  }
+  free(todo);
+out:
+  for (int i = 0; i < k; i++) {
+    if (dbuf && dbuf[i]) cudaFree(dbuf[i]);
+    if (st && st[i]) cudaStreamDestroy(st[i]);
+  }
+  free(jobs);
+  free(dbuf);
+  free(st);
+  free(use);
+  cudaSetDevice(cur);
+  return r;
+}
+
+/* Without NCCL: baton's communicator from the id the caller gave (one
+ * baton_get_unique_id of ncclGetUniqueId); its failure is the init's. */
+static ncclResult_t attach_alone(struct ncclComm **v, int k) {
+  job *jobs = calloc(k, sizeof *jobs);
+  if (!jobs) return rt_nccl_fail(ncclSystemError, "out of memory creating %d communicators", k);
+  for (int i = 0; i < k; i++) {
+    jobs[i].c = v[i];
+    memcpy(&jobs[i].id, &v[i]->id, sizeof jobs[i].id);
+  }
+  jobs_run(jobs, k);
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < k; i++)
+    if (jobs[i].r && r == ncclSuccess)
+      r = rt_nccl_fail(rt_nccl_from_baton(jobs[i].r), "ncclCommInitRank: rank %d of %d: no real NCCL (%s) and baton "
+                       "could not create the communicator (%s)", v[i]->rank, v[i]->nranks, rt_nccl_real_why(),
+                       baton_result_string(jobs[i].r));
+  free(jobs);
+  return r;
+}
+
+ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n) {
+  const rt_nccl_real *real = rt_nccl_real_get();
+  return real ? attach_over_nccl(real, v, n) : attach_alone(v, n);
+}
+
+/* After the real init (or none): baton's side now, or at the outermost
+ * ncclGroupEnd inside a group.  A communicator NCCL created non-blocking
+ * stays NCCL's: its creation may still be running when this returns. */
+static ncclResult_t comm_finish(struct ncclComm *c, ncclResult_t real_r, const char *call) {
+  if (c->nonblocking) {
+    LOG_INFO(RT_SUB_NCCL, "%s: non-blocking communicator: NCCL runs every call (baton needs a blocking one)", call);
+    return real_r;
+  }
+  if (rt_nccl_in_group()) {
+    rt_nccl_group_defer(c);
+    return real_r;
+  }
+  return rt_nccl_comm_attach(&c, 1);
+}
+
+static int config_nonblocking(const ncclConfig_t *config) { return config && config->blocking == 0; }
+
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config,
+                              const char *call) {
+  if (!out) return rt_nccl_fail(ncclInvalidArgument, "%s: comm is NULL", call);
+  *out = NULL;
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return rt_nccl_fail(ncclInvalidArgument, "%s: rank %d of %d ranks", call, rank, nranks);
+  const rt_nccl_real *n = rt_nccl_real_get();
+  struct ncclComm *c = comm_new();
+  if (!c) return rt_nccl_fail(ncclSystemError, "%s: out of memory", call);
+  c->nranks = nranks;
+  c->rank = rank;
+  cudaGetDevice(&c->dev);
+  rt_log_set_dev(c->dev);
+  c->nonblocking = config_nonblocking(config);
+  ncclResult_t r = ncclSuccess;
+  if (n) {
+    if (config && !n->CommInitRankConfig) r = rt_nccl_unavailable("ncclCommInitRankConfig");
+    if (r == ncclSuccess && rt_nccl_in_group()) r = rt_nccl_group_to_nccl();
+    if (r == ncclSuccess) {
+      rt_nccl_clear_error();
+      r = config ? n->CommInitRankConfig(&c->real, nranks, id, rank, config)
+                 : n->CommInitRank(&c->real, nranks, id, rank);
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+      comm_free(c);
+      return r;
+    }
+    if (r == ncclSuccess && !rt_nccl_in_group()) comm_learn(n, c);
+    rt_log_set_dev(c->dev);
+    LOG_INFO(RT_SUB_NCCL, "%s: rank %d of %d on device %d: NCCL communicator %p", call, rank, nranks, c->dev,
+             (void *)c->real);
+  } else {
+    if (c->nonblocking) {
+      comm_free(c);
+      return rt_nccl_fail(ncclInvalidUsage, "%s: a non-blocking communicator needs the real NCCL (%s)", call,
+                          rt_nccl_real_why());
+    }
+    memcpy(&c->id, &id, sizeof id);
+  }
+  *out = c;
+  ncclResult_t f = comm_finish(c, r, call);
+  if (f != r && !n) {   /* nothing at all runs on it */
+    comm_free(c);
+    *out = NULL;
+  }
+  return f;
+}
+
+ncclResult_t rt_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  return init_rank(comm, nranks, id, rank, NULL, "ncclCommInitRank");
+}
+
+ncclResult_t rt_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                        ncclConfig_t *config) {
+  return init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig");
+}
+
+/* A communicator the real NCCL made from another (split, shrink) or from
+ * several ids: wrapped, then given baton's side. */
+static ncclResult_t wrap_new(ncclComm_t real, ncclResult_t r, int nonblocking, ncclComm_t *out, const char *call) {
+  *out = NULL;
+  if (r != ncclSuccess && r != ncclInProgress) return r;
+  if (!real) return r;   /* NCCL_SPLIT_NOCOLOR: no new communicator */
+  struct ncclComm *c = comm_new();
+  if (!c) return rt_nccl_fail(ncclSystemError, "%s: out of memory", call);
+  c->real = real;
+  c->nonblocking = nonblocking || r == ncclInProgress;
+  if (!c->nonblocking && !rt_nccl_in_group()) comm_learn(rt_nccl_real_get(), c);
+  *out = c;
+  return comm_finish(c, r, call);
+}
+
+ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommSplit");
+  if (r) return r;
+  if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (!n || !n->CommSplit || !comm->real) return rt_nccl_unavailable("ncclCommSplit");
+  if (rt_nccl_in_group() && (r = rt_nccl_group_to_nccl())) return r;
+  rt_nccl_clear_error();
+  ncclComm_t real = NULL;
+  r = n->CommSplit(comm->real, color, key, &real, config);
+  int nb = config ? config_nonblocking(config) : comm->nonblocking;
+  return wrap_new(real, r, nb, newcomm, "ncclCommSplit");
+}
+
+ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
+                                ncclConfig_t *config, int flags) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommShrink");
+  if (r) return r;
+  if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (!n || !n->CommShrink || !comm->real) return rt_nccl_unavailable("ncclCommShrink");
+  if (rt_nccl_in_group() && (r = rt_nccl_group_to_nccl())) return r;
+  rt_nccl_clear_error();
+  ncclComm_t real = NULL;
+  r = n->CommShrink(comm->real, exclude, nexclude, &real, config, flags);
+  int nb = config ? config_nonblocking(config) : comm->nonblocking;
+  return wrap_new(real, r, nb, newcomm, "ncclCommShrink");
+}
+
+ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
+                                          ncclConfig_t *config) {
+  if (!newcomm || !ids || nId < 1)
+    return rt_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: newcomm or ids is NULL, or nId < 1");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (!n && nId == 1) return init_rank(newcomm, nranks, ids[0], myrank, config, "ncclCommInitRankScalable");
+  if (!n || !n->CommInitRankScalable) return rt_nccl_unavailable("ncclCommInitRankScalable");
+  ncclResult_t r;
+  if (rt_nccl_in_group() && (r = rt_nccl_group_to_nccl())) return r;
+  rt_nccl_clear_error();
+  ncclComm_t real = NULL;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  r = n->CommInitRankScalable(&real, nranks, myrank, nId, ids, config);
+  r = wrap_new(real, r, config_nonblocking(config), newcomm, "ncclCommInitRankScalable");
+  if (*newcomm && (*newcomm)->rank < 0) {   /* inside a group: NCCL is not done yet */
+    (*newcomm)->rank = myrank;
+    (*newcomm)->nranks = nranks;
+    (*newcomm)->dev = dev;
+  }
+  return r;
+}
+
+ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  if (!comms || ndev < 1) return rt_nccl_fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL or ndev < 1");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  ncclComm_t *reals = calloc(ndev, sizeof *reals);
+  baton_comm **b = calloc(ndev, sizeof *b);
+  struct ncclComm **v = calloc(ndev, sizeof *v);
+  ncclResult_t r = reals && b && v ? ncclSuccess : rt_nccl_fail(ncclSystemError, "ncclCommInitAll: out of memory");
+  for (int i = 0; i < ndev && r == ncclSuccess; i++)
+    if (!(v[i] = comm_new())) r = rt_nccl_fail(ncclSystemError, "ncclCommInitAll: out of memory");
+  if (r == ncclSuccess && n) {
+    if (rt_nccl_in_group()) r = rt_nccl_group_to_nccl();
+    if (r == ncclSuccess) {
+      rt_nccl_clear_error();
+      r = n->CommInitAll(reals, ndev, devlist);
+    }
+  }
+  /* One process holds every rank: baton's side is made here, group or not. */
+  if (r == ncclSuccess && (!n || rt_nccl_baton_wanted())) {
+    baton_result br = baton_comm_init_all(b, ndev, devlist);
+    if (br && !n)
+      r = rt_nccl_fail(rt_nccl_from_baton(br), "ncclCommInitAll: %d devices: no real NCCL (%s) and baton could not "
+                       "create the communicators (%s)", ndev, rt_nccl_real_why(), baton_result_string(br));
+    else if (br)
+      LOG_WARN(RT_SUB_NCCL, "ncclCommInitAll: baton could not create its communicators of %d devices (%s): NCCL "
+               "runs every call", ndev, baton_result_string(br));
+    else
+      LOG_INFO(RT_SUB_NCCL, "ncclCommInitAll: %d devices: baton runs the calls its %d algorithms fit, NCCL the rest",
+               ndev, baton_comm_algorithm_count(b[0]));
+  }
+  for (int i = 0; i < ndev; i++) {
+    if (r == ncclSuccess) {
+      v[i]->real = reals[i];
+      v[i]->baton = b[i];
+      v[i]->rank = i;
+      v[i]->nranks = ndev;
+      v[i]->dev = devlist ? devlist[i] : i;
+      comms[i] = v[i];
+    } else if (v) {
+      comm_free(v[i]);
+    }
+  }
+  free(reals);
+  free(b);
+  free(v);
+  return r;
+}
+
+ncclResult_t rt_nccl_GetUniqueId(ncclUniqueId *id) {
+  _Static_assert(sizeof(ncclUniqueId) == sizeof(baton_unique_id), "both ids are 128 bytes");
+  if (!id) return rt_nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n) return n->GetUniqueId(id);
+  baton_result r = baton_get_unique_id((baton_unique_id *)id);
+  return r ? rt_nccl_fail(rt_nccl_from_baton(r), "ncclGetUniqueId: baton's bootstrap could not start (%s)",
+                          baton_result_string(r))
+           : ncclSuccess;
+}
+
+ncclResult_t rt_nccl_CommFinalize(ncclComm_t comm) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommFinalize");
+  if (r) return r;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  return n && comm->real && n->CommFinalize ? n->CommFinalize(comm->real) : ncclSuccess;
+}
+
+ncclResult_t rt_nccl_CommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;   /* as NCCL: destroying NULL does nothing */
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommDestroy");
+  if (r) return r;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (comm->baton) baton_comm_destroy(comm->baton);
+  if (n && comm->real) r = n->CommDestroy(comm->real);
+  comm_free(comm);
+  return r;
+}
+
+ncclResult_t rt_nccl_CommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommAbort");
+  if (r) return r;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (comm->baton) {
+    baton_comm_abort(comm->baton);
+    baton_comm_destroy(comm->baton);
+  }
+  if (n && comm->real && n->CommAbort) r = n->CommAbort(comm->real);
+  comm_free(comm);
+  return r;
+}
+
+/* NCCL's asynchronous error first (ncclInProgress included), then baton's. */
+ncclResult_t rt_nccl_CommGetAsyncError(ncclComm_t comm, ncclResult_t *err) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommGetAsyncError");
+  if (r) return r;
+  if (!err) return rt_nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  *err = ncclSuccess;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n && comm->real && (r = n->CommGetAsyncError(comm->real, err))) return r;
+  if (*err == ncclSuccess && comm->baton) {
+    baton_result b = baton_success;
+    baton_comm_get_async_error(comm->baton, &b);
+    *err = rt_nccl_from_baton(b);
+  }
+  return ncclSuccess;
+}
+
+/* Count, device and rank: the real communicator's answer where there is one. */
+#define COMM_QUERY(NAME, FIELD)                                                      \
+  ncclResult_t rt_nccl_Comm##NAME(const ncclComm_t comm, int *out) {                 \
+    ncclResult_t r = rt_nccl_comm_check(comm, "ncclComm" #NAME);                            \
+    if (r) return r;                                                                 \
+    if (!out) return rt_nccl_fail(ncclInvalidArgument, "ncclComm" #NAME ": result pointer is NULL"); \
+    const rt_nccl_real *n = rt_nccl_real_get();                                      \
+    if (n && comm->real && n->Comm##NAME) return n->Comm##NAME(comm->real, out);     \
+    *out = comm->FIELD;                                                              \
+    return ncclSuccess;                                                              \
+  }
+COMM_QUERY(Count, nranks)
+COMM_QUERY(CuDevice, dev)
+COMM_QUERY(UserRank, rank)
+#undef COMM_QUERY
+
+/* Registration is a hint to NCCL; baton's kernel needs none, so without
+ * NCCL a registration succeeds and its handle is the buffer. */
+ncclResult_t rt_nccl_CommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommRegister");
+  if (r) return r;
+  if (!handle) return rt_nccl_fail(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n && comm->real && n->CommRegister) return n->CommRegister(comm->real, buff, size, handle);
+  LOG_INFO(RT_SUB_NCCL, "ncclCommRegister of %zu bytes: no real NCCL, nothing to register (baton needs none)", size);
+  *handle = buff;
+  return ncclSuccess;
+}
+
+ncclResult_t rt_nccl_CommDeregister(const ncclComm_t comm, void *handle) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommDeregister");
+  if (r) return r;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n && comm->real && n->CommDeregister) return n->CommDeregister(comm->real, handle);
+  return ncclSuccess;
+}
+
+/* NCCL's allocator where there is one (its buffers suit its transports),
+ * else cudaMalloc. */
+ncclResult_t rt_nccl_MemAlloc(void **ptr, size_t size) {
+  if (!ptr) return rt_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n && n->MemAlloc) return n->MemAlloc(ptr, size);
+  cudaError_t e = cudaMalloc(ptr, size);
+  return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc of %zu bytes: %s", size, cudaGetErrorString(e))
+           : ncclSuccess;
+}
+
+ncclResult_t rt_nccl_MemFree(void *ptr) {
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n && n->MemFree) return n->MemFree(ptr);
+  cudaError_t e = cudaFree(ptr);
+  return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemFree(%p): %s", ptr, cudaGetErrorString(e)) : ncclSuccess;
+}

@@ -1,0 +1,99 @@
+/* fake_baton.c -- a stand-in for baton's GPU runtime and the few CUDA
+ * calls of baton's libnccl.so.2, so that the library's choices (baton or
+ * NCCL, groups, the bootstrap over NCCL, errors) can be tested on a CPU
+ * (tests/test_nccl_baton.c).  Its one "algorithm", fake_even, runs every
+ * AllReduce, AllGather, ReduceScatter and AlltoAll whose count is even;
+ * each baton call it gets is appended to fake_baton_log(). */
+#include <cuda_runtime_api.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "ir.h"   /* ir_coll, for rt_comm_choose */
+
+static char log_buf[1 << 15];
+static size_t log_len;
+static baton_result async_error;
+
+static void rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void rec(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len - 1, fmt, ap);
+  va_end(ap);
+  if (n > 0 && log_len + n + 1 < sizeof log_buf) {
+    log_len += n;
+    log_buf[log_len++] = '\n';
+    log_buf[log_len] = 0;
+  }
+}
+
+const char *fake_baton_log(void) { return log_buf; }
+void fake_baton_log_clear(void) { log_len = 0; log_buf[0] = 0; }
+void fake_baton_set_async_error(baton_result r) { async_error = r; }
+
+/* The fake communicator: only what the library asks of it. */
+struct baton_comm { int rank, nranks; const char *last; };
+
+const char *baton_version(void) { return "fake"; }
+const char *baton_result_string(baton_result r) { return r ? "fake error" : "ok"; }
+
+baton_result baton_get_unique_id(baton_unique_id *id) {
+  memset(id->bytes, 0xb7, sizeof id->bytes);
+  rec("baton_get_unique_id()");
+  return baton_success;
+}
+
+baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id id, int rank) {
+  rec("baton_comm_init_rank(nranks=%d, id=%02x, rank=%d)", nranks, (unsigned char)id.bytes[0], rank);
+  *out = calloc(1, sizeof **out);
+  (*out)->rank = rank;
+  (*out)->nranks = nranks;
+  return baton_success;
+}
+
+baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlist) {
+  rec("baton_comm_init_all(ndev=%d)", ndev);
+  for (int i = 0; i < ndev; i++) baton_comm_init_rank(&comms[i], ndev, (baton_unique_id){{0}}, i);
+  return baton_success;
+}
+
+baton_result baton_comm_destroy(baton_comm *c) { rec("baton_comm_destroy(rank=%d)", c->rank); free(c); return 0; }
+baton_result baton_comm_abort(baton_comm *c) { rec("baton_comm_abort(rank=%d)", c->rank); return baton_success; }
+baton_result baton_comm_get_async_error(baton_comm *c, baton_result *e) { *e = async_error; return baton_success; }
+int baton_comm_algorithm_count(const baton_comm *c) { return 1; }
+const char *baton_comm_algorithm_name(const baton_comm *c, int i) { return i == 0 ? "fake_even" : NULL; }
+const char *baton_comm_last_algorithm(const baton_comm *c) { return c->last; }
+
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
+  return count % 2 == 0 ? 0 : -1;
+}
+
+#define FAKE_COLL(NAME, PARAMS, FMT, ...)                                  \
+  baton_result baton_##NAME PARAMS {                                       \
+    rec("baton_" #NAME "(" FMT ")", __VA_ARGS__);                          \
+    c->last = "fake_even";                                                 \
+    return baton_success;                                                  \
+  }
+FAKE_COLL(allreduce, (const void *s, void *r, size_t n, baton_dtype t, baton_redop op, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, op=%d, rank=%d, stream=%p", s, r, n, (int)t, (int)op, c->rank, (void *)st)
+FAKE_COLL(allgather, (const void *s, void *r, size_t n, baton_dtype t, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, rank=%d, stream=%p", s, r, n, (int)t, c->rank, (void *)st)
+FAKE_COLL(reducescatter, (const void *s, void *r, size_t n, baton_dtype t, baton_redop op, baton_comm *c,
+          cudaStream_t st), "%p, %p, %zu, type=%d, op=%d, rank=%d, stream=%p", s, r, n, (int)t, (int)op, c->rank,
+          (void *)st)
+FAKE_COLL(alltoall, (const void *s, void *r, size_t n, baton_dtype t, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, rank=%d, stream=%p", s, r, n, (int)t, c->rank, (void *)st)
+
+/* CUDA: one device 0, host memory as device memory. */
+cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaMalloc(void **p, size_t n) { *p = calloc(1, n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { memcpy(d, s, n); return 0; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f) { *s = (cudaStream_t)calloc(1, 8); return 0; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e ? "fake CUDA error" : "no error"; }

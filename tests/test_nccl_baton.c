@@ -1,0 +1,178 @@
+/* test_nccl_baton.c -- the choices of baton's libnccl.so.2 when baton has
+ * a communicator: which calls run on baton and which on NCCL, groups whole
+ * on one side (the calls recorded for baton handed to NCCL in order when a
+ * later one cannot run on baton), baton's bootstrap over NCCL, errors.
+ * Built from the library's sources with tests/fake_baton.c in place of
+ * baton's GPU runtime (fake_even runs even counts) and tests/fake_nccl.c
+ * as the real NCCL; no GPU.  Usage: test_nccl_baton FAKE_NCCL.so, with
+ * BATON_NCCL_LIB=FAKE_NCCL.so and BATON_ALGO_FILES set by meson. */
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "tap.h"
+
+const char *fake_baton_log(void);
+void fake_baton_log_clear(void);
+void fake_baton_set_async_error(baton_result r);
+static const char *(*nccl_log)(void);
+static void (*nccl_clear)(void);
+
+#define P(x) ((void *)(uintptr_t)(x))
+#define STREAM ((cudaStream_t)P(0x5000))
+
+/* Both records since the last check must be exactly these; then cleared. */
+static void expect(const char *nccl, const char *baton, const char *what) {
+  int same = !strcmp(nccl_log(), nccl) && !strcmp(fake_baton_log(), baton);
+  ok(same, "%s", what);
+  if (!same)
+    printf("#   NCCL expected:\n%s#   NCCL got:\n%s#   baton expected:\n%s#   baton got:\n%s", nccl, nccl_log(), baton,
+           fake_baton_log());
+  nccl_clear();
+  fake_baton_log_clear();
+}
+
+int main(int argc, char **argv) {
+  int v = 0;
+  ncclGetVersion(&v);
+  void *dl = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) : NULL;
+  ok(dl && v == 22703, "the fake NCCL is the real one here (%d)", v);
+  if (!dl) return tap_done();
+  nccl_log = (const char *(*)(void))dlsym(dl, "fake_nccl_log");
+  nccl_clear = (void (*)(void))dlsym(dl, "fake_nccl_log_clear");
+  nccl_clear();
+  char want[4096];
+
+  /* Creation: NCCL's communicator, then baton's bootstrapped over it. */
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = NULL;
+  ok(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess && comm, "ncclCommInitRank");
+  const char *log = nccl_log();
+  const char *made = "ncclCommInitRank(nranks=1, id=5a, rank=0) = ", *at = strstr(log, made);
+  void *real = at ? (void *)(uintptr_t)strtoull(at + strlen(made), NULL, 16) : NULL;
+  const char *bc = strstr(log, "ncclBroadcast(");
+  void *idbuf = bc ? (void *)(uintptr_t)strtoull(bc + 14, NULL, 16) : NULL;
+  snprintf(want, sizeof want, "ncclGetUniqueId()\n"
+           "ncclCommInitRank(nranks=1, id=5a, rank=0) = %p\n"
+           "ncclGroupStart()\nncclBroadcast(%p, %p, 128, type=1, root=0, comm=%p, stream=", real, idbuf, idbuf, real);
+  ok(real && idbuf && !strncmp(log, want, strlen(want)), "rank 0 broadcasts baton's 128-byte id over NCCL (uint8, "
+     "root 0, in place, on the real communicator)");
+  ok(strstr(log, "ncclGroupEnd()\nncclGroupStart()\nncclAllReduce(") && strstr(log, ", 1, type=2, op=3, comm="),
+     "then every rank agrees with an NCCL min-allreduce of one int32 that baton's communicator exists");
+  expect(log, "baton_get_unique_id()\nbaton_comm_init_rank(nranks=1, id=b7, rank=0)\n",
+         "baton's communicator is made from the id rank 0 broadcast");
+
+  /* Alone: baton where fake_even fits (even counts), NCCL else. */
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess, "AllReduce of 8");
+  expect("", "baton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n",
+         "an AllReduce baton has an algorithm for runs on baton, with NCCL's types and operators mapped to baton's");
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 7, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess, "AllReduce of 7");
+  snprintf(want, sizeof want, "ncclAllReduce(0x1000, 0x2000, 7, type=7, op=0, comm=%p, stream=0x5000)\n", real);
+  expect(want, "", "an AllReduce baton has no algorithm for goes to NCCL");
+  ncclAllGather(P(0x1000), P(0x2000), 4, ncclBfloat16, comm, STREAM);
+  ncclReduceScatter(P(0x1000), P(0x2000), 6, ncclInt64, ncclAvg, comm, STREAM);
+  ncclAlltoAll(P(0x1000), P(0x2000), 2, ncclUint8, comm, STREAM);
+  expect("", "baton_allgather(0x1000, 0x2000, 4, type=3, rank=0, stream=0x5000)\n"
+         "baton_reducescatter(0x1000, 0x2000, 6, type=6, op=4, rank=0, stream=0x5000)\n"
+         "baton_alltoall(0x1000, 0x2000, 2, type=9, rank=0, stream=0x5000)\n",
+         "AllGather, ReduceScatter (avg) and AlltoAll run on baton");
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat8e4m3, ncclSum, comm, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, (ncclRedOp_t)ncclNumOps, comm, STREAM);
+  snprintf(want, sizeof want, "ncclAllReduce(0x1000, 0x2000, 8, type=10, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=5, comm=%p, stream=0x5000)\n", real, real);
+  expect(want, "", "fp8 and custom operators go to NCCL");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess, "AllReduce of 0 elements");
+  expect("", "", "a call of 0 elements runs nowhere");
+  ok(ncclAllReduce(P(0x1000), NULL, 8, ncclFloat32, ncclSum, comm, STREAM) == ncclInvalidArgument,
+     "AllReduce with a NULL buffer: ncclInvalidArgument");
+  ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 0, comm, STREAM);
+  snprintf(want, sizeof want, "ncclBroadcast(0x1000, 0x2000, 8, type=7, root=0, comm=%p, stream=0x5000)\n", real);
+  expect(want, "", "Broadcast goes to NCCL whatever baton has");
+
+  /* Groups. */
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM);
+  ncclAllGather(P(0x3000), P(0x4000), 2, ncclFloat32, comm, STREAM);
+  ok(!*fake_baton_log() && !*nccl_log(), "inside a group nothing runs before ncclGroupEnd");
+  ok(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+  expect("", "baton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n"
+         "baton_allgather(0x3000, 0x4000, 2, type=0, rank=0, stream=0x5000)\n",
+         "a group baton can run whole runs on baton at ncclGroupEnd, in order");
+
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM);
+  ncclGroupStart();
+  ncclReduceScatter(P(0x1000), P(0x2000), 4, ncclFloat32, ncclSum, comm, STREAM);
+  ncclGroupEnd();
+  ncclAllGather(P(0x3000), P(0x4000), 3, ncclFloat32, comm, STREAM);
+  ncclAlltoAll(P(0x5000), P(0x6000), 2, ncclFloat32, comm, STREAM);
+  ok(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd of a mixed group");
+  snprintf(want, sizeof want, "ncclGroupStart()\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclReduceScatter(0x1000, 0x2000, 4, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllGather(0x3000, 0x4000, 3, type=7, comm=%p, stream=0x5000)\n"
+           "ncclAlltoAll(0x5000, 0x6000, 2, type=7, comm=%p, stream=0x5000)\n"
+           "ncclGroupEnd()\n", real, real, real, real);
+  expect(want, "", "a (nested) group with one call baton cannot run goes whole to NCCL, the calls recorded before it "
+         "first, in order, and the ones after it too");
+
+  ncclGroupStart();
+  ncclSend(P(0x1000), 8, ncclFloat32, 0, comm, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM);
+  ncclGroupEnd();
+  snprintf(want, sizeof want, "ncclGroupStart()\nncclSend(0x1000, 8, type=7, peer=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\nncclGroupEnd()\n", real, real);
+  expect(want, "", "a group with a Send goes whole to NCCL");
+
+  /* Errors: baton's asynchronous error is the communicator's. */
+  ncclResult_t err = ncclSuccess;
+  fake_baton_set_async_error(baton_timeout);
+  ok(ncclCommGetAsyncError(comm, &err) == ncclSuccess && err == ncclRemoteError, "a baton timeout is reported by "
+     "ncclCommGetAsyncError as ncclRemoteError (%d)", err);
+  fake_baton_set_async_error(baton_success);
+  ok(ncclCommGetAsyncError(comm, &err) == ncclSuccess && err == ncclSuccess, "and success when there is none");
+  nccl_clear();
+
+  /* Split: the new communicator gets baton's side too. */
+  ncclComm_t sub = NULL;
+  ok(ncclCommSplit(comm, 1, 0, &sub, NULL) == ncclSuccess && sub, "ncclCommSplit");
+  ok(strstr(fake_baton_log(), "baton_comm_init_rank(nranks=1, id=b7, rank=0)") != NULL,
+     "the split communicator gets a baton communicator bootstrapped over it");
+  nccl_clear();
+  fake_baton_log_clear();
+  ncclAllReduce(P(0x1000), P(0x2000), 2, ncclFloat32, ncclSum, sub, STREAM);
+  ok(strstr(fake_baton_log(), "baton_allreduce(") && !*nccl_log(), "and runs on baton");
+  fake_baton_log_clear();
+
+  /* Creation inside a group: baton's side after NCCL's group ends. */
+  ncclComm_t c2 = NULL;
+  ncclGroupStart();
+  ncclCommInitRank(&c2, 1, id, 0);
+  ok(!*fake_baton_log(), "inside a group baton's side waits for ncclGroupEnd");
+  ok(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+  ok(strstr(nccl_log(), "ncclGroupEnd()\nncclGroupStart()\nncclBroadcast(") != NULL &&
+     strstr(fake_baton_log(), "baton_comm_init_rank(nranks=1, id=b7, rank=0)") != NULL,
+     "after NCCL's group ends, the id is broadcast and baton's communicator made");
+  nccl_clear();
+  fake_baton_log_clear();
+
+  /* Destroy and abort reach both sides. */
+  ok(ncclCommDestroy(sub) == ncclSuccess && ncclCommAbort(c2) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
+     "Destroy, Abort");
+  ok(!strcmp(fake_baton_log(), "baton_comm_destroy(rank=0)\nbaton_comm_abort(rank=0)\nbaton_comm_destroy(rank=0)\n"
+             "baton_comm_destroy(rank=0)\n"), "baton's communicators are destroyed (aborted first by ncclCommAbort)");
+
+  /* One process, several devices: both sides made by ncclCommInitAll. */
+  ncclComm_t all[1] = {NULL};
+  fake_baton_log_clear();
+  ok(ncclCommInitAll(all, 1, NULL) == ncclSuccess && all[0], "ncclCommInitAll");
+  ok(strstr(nccl_log(), "ncclCommInitAll(ndev=1)") && strstr(fake_baton_log(), "baton_comm_init_all(ndev=1)"),
+     "ncclCommInitAll makes NCCL's and baton's communicators");
+  ncclCommDestroy(all[0]);
+  return tap_done();
+}
