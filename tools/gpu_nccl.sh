@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# gpu_nccl.sh -- the drop-in proof on a lent 4-GPU machine (docs/NCCL.md):
+# nccl-tests' all_reduce/all_gather/reduce_scatter/alltoall with -c 1 and
+# tools/torch_check.py, each with baton's libnccl.so.2 in front of NCCL.
+# nccl-tests is not part of baton: build it from its public source where
+# you like and set NCCL_TESTS to the folder holding the *_perf binaries.
+#   NCCL_TESTS=DIR ALGS=.device/algs/r4 bash tools/gpu_nccl.sh
+set -u
+out=${OUT:-/tmp}
+export NCCL_NVLS_ENABLE=0 BATON_DEBUG=${BATON_DEBUG:-INFO} BATON_DEBUG_SUBSYS=${BATON_DEBUG_SUBSYS:-NCCL,RUNTIME}
+export BATON_ALGO_DIR=${ALGS:-.device/algs/r4}
+lib=$PWD/build
+for t in all_reduce all_gather reduce_scatter alltoall; do
+  bin=${NCCL_TESTS:?set NCCL_TESTS}/${t}_perf
+  echo "=== LD_LIBRARY_PATH=build $bin -b 8 -e 64M -f 4 -g 4 -c 1"
+  LD_LIBRARY_PATH=$lib timeout 150 $bin -b 8 -e 64M -f 4 -g 4 -c 1 > $out/nt_$t.txt 2>&1
+  echo "rc $?"
+  grep -v "baton INFO" $out/nt_$t.txt | grep -E "^ +[0-9]+|Avg bus|Out of bounds|wrong|error|Error" | tail -16
+  echo "calls on baton: $(grep -c 'INFO NCCL .*: baton ' $out/nt_$t.txt), on NCCL: $(grep -c 'INFO NCCL .*: NCCL (' $out/nt_$t.txt)"
+  grep -m2 'INFO NCCL .*: baton \|INFO NCCL .*: NCCL (' $out/nt_$t.txt
+done
+if python3 -c 'import torch' 2>/dev/null; then
+  echo "=== LD_PRELOAD=build/libnccl.so.2 python3 tools/torch_check.py --ranks 4"
+  LD_PRELOAD=$lib/libnccl.so.2 timeout 300 python3 tools/torch_check.py --ranks 4 > $out/torch.txt 2>&1
+  echo "rc $?"
+  grep -v "^ok" $out/torch.txt | grep -v "baton INFO" | tail -12
+  echo "calls on baton: $(grep -c 'INFO NCCL .*: baton ' $out/torch.txt), on NCCL: $(grep -c 'INFO NCCL .*: NCCL (' $out/torch.txt)"
+  grep -m4 'INFO NCCL .*: baton \|INFO NCCL .*: NCCL (' $out/torch.txt
+fi
