@@ -32,6 +32,7 @@ if [[ $stages == *" check "* ]]; then
 fi
 if [[ $stages == *" bench "* ]]; then
   bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
+  BATON_PROTO=Simple bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
   bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
   bench ar_allpairs2 allreduce_allpairs2_4r.xml -C allreduce -b 64K -e 32M -f 8 -g 4 -w 5 -n 20 -R 3
   bench ar_ring2inst allreduce_ring_2inst_4r.xml -C allreduce -b 64K -e 512M -f 8 -g 4 -w 3 -n 10 -R 3
@@ -40,7 +41,7 @@ if [[ $stages == *" bench "* ]]; then
   bench a2a_direct alltoall_direct_4r.xml -C alltoall -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
 fi
 if [[ $stages == *" sweep "* ]]; then
-  for cfg in "16 131072 8" "32 131072 8" "32 524288 4" "16 524288 8" "32 262144 8"; do
+  for cfg in "1 131072 8" "16 131072 8" "32 131072 8" "32 524288 4" "16 524288 8" "32 262144 8"; do
     set -- $cfg
     export BATON_LANES=$1 BATON_SLOT_BYTES=$2 BATON_EXEC_SLOTS=$3
     bench sweep_l$1_s$2_n$3 allreduce_ring_2inst_4r.xml -C allreduce -b 256M -e 256M -g 4 -w 2 -n 5 -R 2
