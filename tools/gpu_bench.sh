@@ -32,7 +32,7 @@ if [[ $stages == *" check "* ]]; then
 fi
 if [[ $stages == *" bench "* ]]; then
   bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
-  BATON_PROTO=Simple bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
+  export BATON_PROTO=Simple; bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3; unset BATON_PROTO
   bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
   bench ar_allpairs2 allreduce_allpairs2_4r.xml -C allreduce -b 64K -e 32M -f 8 -g 4 -w 5 -n 20 -R 3
   bench ar_ring2inst allreduce_ring_2inst_4r.xml -C allreduce -b 64K -e 512M -f 8 -g 4 -w 3 -n 10 -R 3
