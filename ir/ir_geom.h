@@ -60,4 +60,23 @@ IR_HD int64_t ir_geom_ntiles(const ir_geom *g, int64_t tile) {
   return g->cap == 0 ? 1 : (g->cap + tile - 1) / tile;
 }
 
+/* The tile (elements) the GPU runtime cuts chunks of capacity g->cap into:
+ * as large as a slot of slot_bytes allows for a message of `maxcnt`
+ * chunks (LL lines carry 8 data bytes in 16), each chunk's part rounded to
+ * 16 bytes; then smaller, so that each of `lanes` lanes gets a tile, but
+ * not below min_tile bytes; never above the chunk.  0 when a slot cannot
+ * hold even 16 bytes per chunk. */
+IR_HD int64_t ir_geom_tile(const ir_geom *g, int64_t slot_bytes, int ll, int64_t maxcnt, int lanes, int esize,
+                           int64_t min_tile) {
+  int64_t per = (slot_bytes / (ll ? 2 : 1) / (maxcnt > 0 ? maxcnt : 1)) / 16 * 16;
+  int64_t tile = per / esize;
+  if (tile < 1) return 0;
+  int64_t spread = ((g->cap * esize + lanes - 1) / (lanes > 0 ? lanes : 1) + 15) / 16 * 16 / esize;
+  int64_t least = min_tile / esize;
+  if (spread < least) spread = least;
+  if (spread < tile) tile = spread;
+  if (tile > g->cap) tile = g->cap;
+  return tile < 1 ? 1 : tile;
+}
+
 #endif

@@ -61,21 +61,13 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   /* A message of one tile of every chunk of the largest step fits a slot;
    * LL lines carry 8 bytes of data in 16. */
   int ll = p->proto == IR_PROTO_LL && !c->force_simple;
-  int64_t per = (c->slot_bytes / (ll ? 2 : 1) / al->maxcnt) / 16 * 16;
-  int64_t tile = per / es;
+  int64_t tile = ir_geom_tile(&g, c->slot_bytes, ll, al->maxcnt, pl->lanes, es, c->min_tile);
   if (tile < 1) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a step of %lld chunks needs slots of at least %lld bytes "
-             "(BATON_SLOT_BYTES=%lld)", c->rank, where, (long long)al->maxcnt, (long long)(16 * al->maxcnt),
+             "(BATON_SLOT_BYTES=%lld)", c->rank, where, (long long)al->maxcnt, (long long)((ll ? 32 : 16) * al->maxcnt),
              (long long)c->slot_bytes);
     return BT_ERR_UNSUPPORTED;
   }
-  /* Smaller tiles so that every lane gets one, down to BATON_MIN_TILE. */
-  int64_t spread = ((g.cap * es + pl->lanes - 1) / pl->lanes + 15) / 16 * 16 / es;
-  int64_t least = c->min_tile / es;
-  if (spread < least) spread = least;
-  if (spread < tile) tile = spread;
-  if (tile > g.cap) tile = g.cap;
-  if (tile < 1) tile = 1;
 
   /* Scratch chunks, then (for an in-place program called out of place
    * whose span is larger than the output) a temporary span. */

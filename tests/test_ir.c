@@ -135,6 +135,44 @@ static void test_geometry(void) {
   free(text);
 }
 
+/* The GPU runtime's tile: every message fits its slot, every lane gets work
+ * where the chunk allows, tiles stay whole 16-byte multiples. */
+static void test_tiles(void) {
+  static const int esizes[] = {1, 2, 4, 8};
+  static const int64_t caps[] = {1, 3, 100, 4096, 65537, 1 << 20, 67108864 / 4};
+  int fits = 1, spread = 1, aligned = 1, bounded = 1, fullslots = 1;
+  for (int e = 0; e < 4; e++)
+    for (int c = 0; c < 7; c++)
+      for (int ll = 0; ll < 2; ll++)
+        for (int lanes = 1; lanes <= 32; lanes *= 2)
+          for (int64_t maxcnt = 1; maxcnt <= 8; maxcnt *= 2) {
+            int es = esizes[e];
+            ir_geom g = {0};
+            g.cap = caps[c];
+            int64_t slot = 131072, min_tile = 4096;
+            int64_t t = ir_geom_tile(&g, slot, ll, maxcnt, lanes, es, min_tile);
+            int64_t stride = (t * es + 15) / 16 * 16, n = ir_geom_ntiles(&g, t);
+            fits &= t >= 1 && maxcnt * stride * (ll ? 2 : 1) <= slot;
+            bounded &= t <= g.cap;
+            aligned &= t == g.cap || (t * es) % 16 == 0;
+            /* Lanes each get a tile unless tiles would fall below min_tile. */
+            int64_t want = lanes < (g.cap * es + min_tile - 1) / min_tile ? lanes : (g.cap * es + min_tile - 1) / min_tile;
+            int64_t per_slot = (slot / (ll ? 2 : 1) / maxcnt) / 16 * 16 / es;
+            if (per_slot * lanes >= g.cap) spread &= n >= want || t == g.cap;
+            /* Large chunks use whole slots. */
+            if (g.cap >= per_slot * lanes) fullslots &= t == per_slot;
+          }
+  ok(fits, "tile: a message of the largest step's chunks fits a slot (Simple and LL)");
+  ok(bounded, "tile: never larger than the chunk");
+  ok(aligned, "tile: a multiple of 16 bytes unless it is the whole chunk");
+  ok(spread, "tile: a small chunk is cut so that every lane gets a tile, down to the smallest tile");
+  ok(fullslots, "tile: a chunk larger than a slot per lane uses whole slots");
+  ir_geom g = {0};
+  g.cap = 1000;
+  ok(ir_geom_tile(&g, 16, 0, 2, 1, 4, 4096) == 0 && ir_geom_tile(&g, 32, 1, 2, 1, 4, 4096) == 0 &&
+     ir_geom_tile(&g, 64, 1, 2, 1, 4, 4096) == 4, "tile: 0 when a slot cannot hold 16 bytes per chunk (32 in LL)");
+}
+
 static void test_xml_errors(void) {
   ok_contains(errors_of("<algo ngpus=\"2\" coll=\"allreduce\" nchunksperloop=\"1\"><gpu id=\"0\"/>", "t.xml"),
               "t.xml:1:", "malformed XML is reported with its line");
@@ -213,6 +251,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_roundtrip(files[i]);
   test_extensions();
   test_geometry();
+  test_tiles();
   test_xml_errors();
   test_corpus_mutations();
   return tap_done();
