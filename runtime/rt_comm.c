@@ -70,9 +70,17 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
   if (!res) res = rt_algos_load(&c->algos, nranks);
   if (!res && !(c->plans = calloc(rt_algos_count(c->algos) + 1, sizeof *c->plans))) res = BT_ERR_NOMEM;
+  if (!res && !(c->lanes = calloc(rt_algos_count(c->algos) + 1, sizeof *c->lanes))) res = BT_ERR_NOMEM;
+  /* Lanes per algorithm: at most 128 CUDA blocks, and no more than the GPU
+   * holds at the largest block the interpreter runs. */
+  int holds = 0;
+  if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
+  for (int i = 0; !res && i < rt_algos_count(c->algos); i++)
+    c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128);
   if (res) {
     rt_algos_free(c->algos);
     free(c->plans);
+    free(c->lanes);
     free(c);
     return res;
   }
@@ -88,7 +96,7 @@ static bt_result comm_keys(baton_comm *c, tp_key **keys, int *n) {
   *keys = NULL;
   *n = 0;
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
-    *n = rt_plan_keys(rt_algos_get(c->algos, i)->prog, keys, *n, &cap);
+    *n = rt_plan_keys(rt_algos_get(c->algos, i)->prog, c->lanes[i], keys, *n, &cap);
     if (*n < 0) { free(*keys); return BT_ERR_NOMEM; }
   }
   *n = tp_keys_normalize(*keys, *n);
@@ -104,7 +112,7 @@ static bt_result comm_plans(baton_comm *c) {
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
-    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads));
+    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i]));
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
     CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
     int blocks = c->plans[i].ntbs * c->plans[i].lanes;
@@ -123,6 +131,7 @@ static void comm_free(baton_comm *c) {
   cudaSetDevice(c->dev);
   for (int i = 0; c->plans && i < rt_algos_count(c->algos); i++) rt_plan_free(&c->plans[i]);
   free(c->plans);
+  free(c->lanes);
   tp_p2p_free(c->p2p);
   if (c->scratch) cudaFree(c->scratch);
   rt_algos_free(c->algos);

@@ -26,6 +26,7 @@ typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
 struct baton_comm {
   int rank, nranks, dev;
   rt_algos *algos;
+  int *lanes;                 /* per algorithm (rt_plan_lanes) */
   rt_plan *plans;             /* one per algorithm; ntbs 0: not runnable here */
   tp_p2p *p2p;
   rt_hostref *shared;

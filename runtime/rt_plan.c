@@ -9,13 +9,13 @@
 #include "rt_log.h"
 #include "rt_param.h"
 
-int rt_plan_lanes(const ir_prog *p) {
+int rt_plan_lanes(const ir_prog *p, int blocks) {
   int64_t l = rt_param_int(RT_PARAM_LANES);
   if (l <= 0) {
     int most = 1;
     for (int r = 0; r < p->ngpus; r++)
       if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
-    l = 128 / most;
+    l = blocks / most;
     if (l > 32) l = 32;
   }
   if (l < 1) l = 1;
@@ -23,8 +23,7 @@ int rt_plan_lanes(const ir_prog *p) {
   return (int)l;
 }
 
-int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap) {
-  int lanes = rt_plan_lanes(p);
+int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap) {
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
       const ir_tb *tb = &p->gpus[r].tbs[t];
@@ -43,7 +42,7 @@ int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap) {
   return n;
 }
 
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads) {
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes) {
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
   long nsteps = 0;
@@ -53,7 +52,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     if (g->tbs[i].nsteps > maxsteps) maxsteps = g->tbs[i].nsteps;
   }
   ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
-  int lanes = rt_plan_lanes(p), nblocks = lanes * g->ntbs;
+  int nblocks = lanes * g->ntbs;
   ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
   bt_result res = BT_ERR_NOMEM;
   if (!hs || !ht) goto out;

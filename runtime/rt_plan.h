@@ -15,18 +15,19 @@ typedef struct rt_plan {
   int ntbs, lanes, smem_steps, nthreads;
 } rt_plan;
 
-/* The lanes p runs with: BATON_LANES, or when that is 0, 128 CUDA blocks
- * over the most thread blocks any rank has (1..32).  The same on every
- * rank, since connections are made per lane. */
-int rt_plan_lanes(const ir_prog *p);
+/* The lanes p runs with: BATON_LANES, or when that is 0, `blocks` CUDA
+ * blocks (the runtime passes min(128, what the GPU holds)) over the most
+ * thread blocks any rank has, 1..32.  Ranks must agree (connections are
+ * made per lane): process-per-GPU communicators check it. */
+int rt_plan_lanes(const ir_prog *p, int blocks);
 
-/* Builds rank's plan of p on the current device.  nthreads: the IR's
- * nthreads when set, else the given default. */
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads);
+/* Builds rank's plan of p on the current device with `lanes` lanes.
+ * nthreads: the IR's nthreads when set, else the given default. */
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes);
 
-/* Adds the connections p uses (on every rank, every lane) to keys;
- * returns the new count or -1 when out of memory. */
-int rt_plan_keys(const ir_prog *p, tp_key **keys, int n, int *cap);
+/* Adds the connections p uses (on every rank, each of `lanes` lanes) to
+ * keys; returns the new count or -1 when out of memory. */
+int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap);
 
 void rt_plan_free(rt_plan *pl);
 
