@@ -59,6 +59,7 @@ static FILE *open_sink(const char *pattern) {
 static void init(void) {
   gethostname(host, sizeof host - 1);
   const char *l = rt_param_str(RT_PARAM_DEBUG);
+  if (!*l) l = rt_param_str(RT_PARAM_NCCL_DEBUG);   /* VERSION, ABORT, unknown: WARN */
   level = !strcasecmp(l, "NONE") ? RT_LOG_NONE
         : !strcasecmp(l, "INFO") ? RT_LOG_INFO
         : !strcasecmp(l, "TRACE") ? RT_LOG_TRACE : RT_LOG_WARN;

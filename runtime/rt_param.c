@@ -64,17 +64,22 @@ static void report(void) {
   }
 }
 
+/* Parameters the logger reads while it starts: reading them must not log
+ * (the report of non-default values would wait for the logger). */
+static int configures_logging(rt_param_id id) {
+  return id == RT_PARAM_DEBUG || id == RT_PARAM_NCCL_DEBUG || id == RT_PARAM_DEBUG_SUBSYS ||
+         id == RT_PARAM_DEBUG_FILE;
+}
+
 int64_t rt_param_int(rt_param_id id) {
   ensure();
-  if (id != RT_PARAM_DEBUG && id != RT_PARAM_DEBUG_SUBSYS && id != RT_PARAM_DEBUG_FILE)
-    pthread_once(&reported, report);
+  if (!configures_logging(id)) pthread_once(&reported, report);
   return values[id].i;
 }
 
 const char *rt_param_str(rt_param_id id) {
   ensure();
-  if (id != RT_PARAM_DEBUG && id != RT_PARAM_DEBUG_SUBSYS && id != RT_PARAM_DEBUG_FILE)
-    pthread_once(&reported, report);
+  if (!configures_logging(id)) pthread_once(&reported, report);
   return values[id].s;
 }
 

@@ -35,6 +35,12 @@ check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integ
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+check "NCCL_DEBUG=INFO sets baton's level when BATON_DEBUG is unset" 0 "BATON_EXEC_TILE set by environment to 16" \
+  env -u BATON_DEBUG NCCL_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
+n=$((n + 1))
+out=$(env BATON_DEBUG=WARN NCCL_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml" 2>&1)
+if ! grep -q "baton INFO" <<<"$out"; then echo "ok $n - BATON_DEBUG=WARN wins over NCCL_DEBUG=INFO"
+else echo "not ok $n - BATON_DEBUG=WARN wins over NCCL_DEBUG=INFO"; failed=$((failed + 1)); fi
 check "compile a parallelize script (alternating rings, 2 instances)" 0 "allreduce on 8 ranks, 32 thread blocks, 480 steps" \
   "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
 check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \
