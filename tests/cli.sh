@@ -41,6 +41,10 @@ n=$((n + 1))
 out=$(env BATON_DEBUG=WARN NCCL_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml" 2>&1)
 if ! grep -q "baton INFO" <<<"$out"; then echo "ok $n - BATON_DEBUG=WARN wins over NCCL_DEBUG=INFO"
 else echo "not ok $n - BATON_DEBUG=WARN wins over NCCL_DEBUG=INFO"; failed=$((failed + 1)); fi
+check "compile --sizes writes the size range into the IR" 0 'maxBytes="262144"' \
+  "$baton" compile -q "$root/algorithms/allreduce_allpairs.lua" --param ranks=4 --param shot=1 --sizes 1K:256K
+check "compile --sizes with MIN above MAX is a usage error" 2 "--sizes wants MIN:MAX" \
+  "$baton" compile -q "$root/algorithms/allreduce_allpairs.lua" --param ranks=4 --sizes 4M:1K
 check "compile a parallelize script (alternating rings, 2 instances)" 0 "allreduce on 8 ranks, 32 thread blocks, 480 steps" \
   "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
 check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \

@@ -3,6 +3,9 @@
 # (and copies IR files from CORPUS there), ready for BATON_ALGO_DIR or the
 # GPU tests.  Run it where Lua is (the GPU machines have none) and carry
 # OUTDIR.   Usage: tools/gpu_prep.sh BATON ALGORITHMS_DIR CORPUS_DIR RANKS OUTDIR
+# OUTDIR/default/ gets one program per collective and size range, for
+# BATON_ALGO_DIR (the drop-in library, nccl-tests): the ranges are the
+# crossovers docs/PERFORMANCE.md reports, provisional until measured.
 set -eu
 baton=$1 algs=$2 corpus=$3 ranks=$4 out=$5
 mkdir -p "$out"
@@ -30,4 +33,18 @@ if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile alltonext alltonext.lua nodes=2 gpus=$half
   compile allreduce_altring allreduce_altring.lua nodes=2 gpus=$half
 fi
+mkdir -p "$out/default"
+ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
+  local name=$1 script=$2 sizes=$3; shift 3
+  local params=()
+  for p in "$@"; do params+=(--param "$p"); done
+  "$baton" compile -q "$algs/$script" "${params[@]}" --sizes "$sizes" -o "$out/default/${name}_${ranks}r.xml"
+}
+ranged allreduce_1_allpairs1 allreduce_allpairs.lua :256K $r shot=1
+ranged allreduce_2_allpairs2 allreduce_allpairs.lua 262145:4M $r shot=2
+ranged allreduce_3_ring allreduce_ring.lua 4194305: $r instances=2
+ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
+ranged allgather_2_ring allgather_ring.lua 1048577: $r
+ranged reducescatter_ring reducescatter_ring.lua : $r
+ranged alltoall_direct alltoall_direct.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

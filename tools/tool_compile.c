@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "cc_lower.h"
 #include "cc_trace.h"
 #include "ip_cpu.h"
@@ -28,6 +29,9 @@ static const char compile_help[] =
   "  --explain        print the readable listing to standard error too\n"
   "  --dot FILE       also write the schedule as a Graphviz digraph (see\n"
   "                   'baton explain --dot'), after verification\n"
+  "  --sizes MIN:MAX  the message sizes (bytes of the larger buffer, suffix K, M,\n"
+  "                   G; either side may be empty) the runtime picks this program\n"
+  "                   for, instead of the script's minbytes/maxbytes\n"
   "  -q, --quiet      no summary line\n";
 
 static double now(void) {
@@ -86,7 +90,8 @@ int tool_compile(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) { fputs(compile_help, stdout); return 0; }
   const char *script = NULL, *outpath = NULL, *dotpath = NULL;
   const char *params[128];
-  int nparams = 0, quiet = 0, explain = 0;
+  int nparams = 0, quiet = 0, explain = 0, sized = 0;
+  int64_t minb = 0, maxb = 0;
   cc_lower_opts lo = {.fuse = 1};
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -97,6 +102,16 @@ int tool_compile(int argc, char **argv) {
       outpath = v;
     } else if ((v = tool_opt(argc, argv, &i, "--dot"))) {
       dotpath = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--sizes"))) {
+      const char *colon = strchr(v, ':');
+      char lo[64] = "";
+      if (colon && (size_t)(colon - v) < sizeof lo) memcpy(lo, v, colon - v);
+      if (!colon || (size_t)(colon - v) >= sizeof lo || (*lo && bench_parse_size(lo, &minb)) ||
+          (colon[1] && bench_parse_size(colon + 1, &maxb)) || (maxb && minb > maxb)) {
+        fprintf(stderr, "baton compile: --sizes wants MIN:MAX in bytes (K, M, G suffixes; MIN <= MAX), not '%s'\n", v);
+        return 2;
+      }
+      sized = 1;
     } else if (!strcmp(argv[i], "--no-fuse")) {
       lo.fuse = 0;
     } else if (!strcmp(argv[i], "--explain")) {
@@ -123,6 +138,10 @@ int tool_compile(int argc, char **argv) {
   if (cc_trace_file(script, params, nparams, &t, d)) { fprintf(stderr, "%s", rt_diag_text(d)); goto out; }
   double t1 = now();
   if (cc_lower(t, &lo, &p, d)) { fprintf(stderr, "%s", rt_diag_text(d)); goto out; }
+  if (sized) {
+    p->minbytes = (uint64_t)minb;
+    p->maxbytes = (uint64_t)maxb;
+  }
   double t2 = now();
   if (explain) ir_explain(p, stderr);
   int bad = ir_check(p, d) != BT_OK;
