@@ -4,13 +4,13 @@
 # First, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n .device/algs/r$n; done
 # Then there, carrying build and .device:  bash tools/gpu_bench.sh
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
-# (default "check bench sweep procs").
+# (default "probe check bench sweep procs").
 set -u
 out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0
 b=./build/tools/baton
 a=.device/algs/r4
-stages=" ${STAGES:-check bench sweep procs} "
+stages=" ${STAGES:-probe check bench sweep procs} "
 nvidia-smi -L | head -4
 check() {  # check NAME ARGS...: the GPU test suite, quick sizes
   local name=$1; shift
@@ -26,6 +26,9 @@ bench() {  # bench NAME FILE ARGS...
   echo "rc $?"
   grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -12
 }
+if [[ $stages == *" probe "* ]]; then   # the hardware floor, no baton code
+  timeout 60 ./build/tests/gpu_p2p_probe 256 | tee $out/p2p_probe.txt
+fi
 if [[ $stages == *" check "* ]]; then
   check r4 --ranks 4 --dir $a
   check r2 --ranks 2 --dir .device/algs/r2
