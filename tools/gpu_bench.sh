@@ -7,7 +7,7 @@
 # (default "probe check bench sweep procs").
 set -u
 out=${OUT:-/tmp}
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}   # a hang costs 20 s, not 60
 b=./build/tools/baton
 a=.device/algs/r4
 stages=" ${STAGES:-probe check bench sweep procs} "
