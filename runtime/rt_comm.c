@@ -126,6 +126,23 @@ static bt_result comm_plans(baton_comm *c) {
   return BT_OK;
 }
 
+/* Drops on this rank every plan that some rank could not build (runnable[r *
+ * n + i] is 0): ranks must choose alike, or a call would run baton's kernel
+ * on some ranks only and wait forever for the others. */
+static void plans_agree(baton_comm *c, const unsigned char *runnable, int nranks) {
+  int n = rt_algos_count(c->algos);
+  for (int i = 0; i < n; i++)
+    for (int r = 0; r < nranks; r++)
+      if (!runnable[(size_t)r * n + i]) {
+        if (c->plans[i].ntbs) {
+          LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s is not used: rank %d cannot run it", c->rank,
+                   ir_prog_where(rt_algos_get(c->algos, i)->prog), r);
+          rt_plan_free(&c->plans[i]);
+        }
+        break;
+      }
+}
+
 static void comm_free(baton_comm *c) {
   if (!c) return;
   cudaSetDevice(c->dev);
@@ -170,6 +187,18 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     CHECK_GOTO(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"), res, out);
     CHECK_GOTO(tp_p2p_connect(comms[i]->p2p, h), res, out);
     CHECK_GOTO(comm_plans(comms[i]), res, out);
+  }
+  if (!res) {
+    int n = rt_algos_count(comms[0]->algos);
+    unsigned char *runnable = calloc((size_t)ndev * n + 1, 1);
+    if (!runnable) res = BT_ERR_NOMEM;
+    for (int r = 0; r < ndev && !res; r++)
+      for (int i = 0; i < n; i++) runnable[(size_t)r * n + i] = comms[r]->plans[i].ntbs > 0;
+    for (int r = 0; r < ndev && !res; r++) {
+      cudaSetDevice(comms[r]->dev);
+      plans_agree(comms[r], runnable, ndev);
+    }
+    free(runnable);
   }
   for (int i = 0; i < ndev && !res; i++) {
     cudaSetDevice(comms[i]->dev);
@@ -248,6 +277,16 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   CHECK_GOTO(rt_bootstrap_allgather(c->bs, h, sizeof *h), res, out);
   CHECK_GOTO(tp_p2p_connect(c->p2p, h), res, out);
   CHECK_GOTO(comm_plans(c), res, out);
+  {
+    int n = rt_algos_count(c->algos);
+    unsigned char *runnable = calloc((size_t)nranks * n + 1, 1);
+    if (!runnable) { res = BT_ERR_NOMEM; goto out; }
+    for (int i = 0; i < n; i++) runnable[(size_t)rank * n + i] = c->plans[i].ntbs > 0;
+    res = n ? rt_bootstrap_allgather(c->bs, runnable, (size_t)n) : BT_OK;
+    if (!res) plans_agree(c, runnable, nranks);
+    free(runnable);
+    CHECK_GOTO(res, res, out);
+  }
   CHECK_GOTO(rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "finishing communicator set-up"), res, out);
   /* Nobody runs a kernel before every pool is mapped everywhere. */
   CHECK_GOTO(rt_bootstrap_barrier(c->bs), res, out);
