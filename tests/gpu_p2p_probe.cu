@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ip_mem.cuh"
+
 static int n_tests, n_failed;
 static void ok(int cond, const char *what) {
   n_tests++;
@@ -49,20 +51,6 @@ __global__ void fill_kernel(uint32_t *p, int64_t n, uint32_t seed) {
 __global__ void check_kernel(const uint32_t *p, int64_t n, uint32_t seed, unsigned long long *bad) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     if (p[i] != (uint32_t)i * 2654435761u + seed) atomicAdd(bad, 1ull);
-}
-
-__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_sys(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t globaltimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // Ping-pong: side 0 posts i+1 into the peer's word and waits for the peer
