@@ -44,12 +44,14 @@ if [[ $stages == *" bench "* ]]; then
   bench a2a_direct alltoall_direct_4r.xml -C alltoall -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
 fi
 if [[ $stages == *" sweep "* ]]; then
-  for cfg in "1 131072 8" "16 131072 8" "32 131072 8" "32 524288 4" "16 524288 8" "32 262144 8"; do
+  # lanes, slot bytes, slots, threads per block
+  for cfg in "1 131072 8 512" "16 131072 8 512" "32 131072 8 512" "32 524288 4 512" "16 524288 8 512" \
+             "32 262144 8 512" "64 131072 8 256"; do
     set -- $cfg
-    export BATON_LANES=$1 BATON_SLOT_BYTES=$2 BATON_EXEC_SLOTS=$3
-    bench sweep_l$1_s$2_n$3 allreduce_ring_2inst_4r.xml -C allreduce -b 256M -e 256M -g 4 -w 2 -n 5 -R 2
+    export BATON_LANES=$1 BATON_SLOT_BYTES=$2 BATON_EXEC_SLOTS=$3 BATON_NTHREADS=$4
+    bench sweep_l$1_s$2_n$3_t$4 allreduce_ring_2inst_4r.xml -C allreduce -b 256M -e 256M -g 4 -w 2 -n 5 -R 2
   done
-  unset BATON_LANES BATON_SLOT_BYTES BATON_EXEC_SLOTS
+  unset BATON_LANES BATON_SLOT_BYTES BATON_EXEC_SLOTS BATON_NTHREADS
 fi
 if [[ $stages == *" procs "* ]]; then
   bench ar_allpairs1_P allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 -R 3
