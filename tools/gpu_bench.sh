@@ -4,7 +4,8 @@
 # First, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n .device/algs/r$n; done
 # Then there, carrying build and .device:  bash tools/gpu_bench.sh
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
-# (default "probe check bench sweep procs").
+# (default "probe check bench sweep procs"; "two" adds the same benches
+# on 2 GPUs).
 set -u
 out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}   # a hang costs 20 s, not 60
@@ -52,6 +53,14 @@ if [[ $stages == *" sweep "* ]]; then
     bench sweep_l$1_s$2_n$3_t$4 allreduce_ring_2inst_4r.xml -C allreduce -b 256M -e 256M -g 4 -w 2 -n 5 -R 2
   done
   unset BATON_LANES BATON_SLOT_BYTES BATON_EXEC_SLOTS BATON_NTHREADS
+fi
+if [[ $stages == *" two "* ]]; then
+  a=.device/algs/r2
+  bench r2_ar_allpairs1 allreduce_allpairs1_2r.xml -C allreduce -b 8 -e 8M -f 8 -g 2 -w 5 -n 50 -R 3
+  bench r2_ar_ring2inst allreduce_ring_2inst_2r.xml -C allreduce -b 64K -e 512M -f 8 -g 2 -w 3 -n 10 -R 3
+  bench r2_ag_ring allgather_ring_2r.xml -C allgather -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 -R 3
+  bench r2_a2a_direct alltoall_direct_2r.xml -C alltoall -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 -R 3
+  a=.device/algs/r4
 fi
 if [[ $stages == *" procs "* ]]; then
   bench ar_allpairs1_P allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 -R 3
