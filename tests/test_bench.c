@@ -261,6 +261,18 @@ static void test_output(const char *plot) {
   ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum", "SVG title names the run");
   snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
   ok(system(cmd) == 0, "SVG is well-formed XML");
+  /* bench_table.py sits beside plot_bench.py. */
+  char md[64], table[400];
+  snprintf(md, sizeof md, "%s/t.md", dir);
+  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
+           plot);
+  snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
+  ok(system(cmd) == 0, "bench_table.py turns the CSV into a Markdown table");
+  const char *m = slurp(md);   /* slurp's static buffer */
+  ok_contains(m, "| 32,768 | 40.0 | 1.4 | 40.0 | 1.43 | 1.00 | 0/0 | 6.0/5.0 |",
+              "Markdown: the 32768-byte row with both libraries' host time per call");
+  ok_contains(m, "| 1,048,576 | 100.0 | 18.4 | - | - | - | 0/- | 9.0/- |",
+              "Markdown: a failed baton size shows dashes");
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) printf("# could not remove %s\n", dir);
   bench_table_free(&t);
