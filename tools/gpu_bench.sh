@@ -64,5 +64,7 @@ if [[ $stages == *" two "* ]]; then
 fi
 if [[ $stages == *" procs "* ]]; then
   bench ar_allpairs1_P allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 -R 3
+  # NCCL advises one GPU per process for CUDA graphs: the graph mode there too.
+  bench ar_allpairs1_PG allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 20 -R 3 -G 5
   check r4_procs --ranks 4 --dir $a --procs
 fi
