@@ -86,8 +86,9 @@ static ncclResult_t run_baton(const call *c) {
   case CALL_REDUCESCATTER: r = baton_reducescatter(c->s, c->r, c->count, t, op, b, c->stream); break;
   case CALL_ALLTOALL: r = baton_alltoall(c->s, c->r, c->count, t, b, c->stream); break;
   }
+  /* The description costs a microsecond: only for a line that is written. */
   char d[320];
-  describe(c, d, sizeof d);
+  if (r || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) describe(c, d, sizeof d);
   if (r)
     return rt_nccl_fail(rt_nccl_from_baton(r), "%s: baton failed: %s", d, baton_result_string(r));
   LOG_INFO(RT_SUB_NCCL, "%s: baton %s", d, baton_comm_last_algorithm(b));
@@ -96,8 +97,7 @@ static ncclResult_t run_baton(const call *c) {
 
 static ncclResult_t run_nccl(const call *c, const char *why) {
   const rt_nccl_real *n = rt_nccl_real_get();
-  char d[320];
-  describe(c, d, sizeof d);
+  char d[320] = "";
   int have = 0;
   if (n) {
     switch (c->kind) {
@@ -107,6 +107,7 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
     case CALL_ALLTOALL: have = n->AlltoAll != NULL; break;
     }
   }
+  if (!have || !c->comm->real || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) describe(c, d, sizeof d);
   if (!have || !c->comm->real)
     return rt_nccl_fail(ncclInvalidUsage, "%s: %s, and there is no real NCCL to forward it to (%s)", d, why,
                         !n ? rt_nccl_real_why() : have ? "this communicator has none" : "the loaded NCCL lacks it");
