@@ -292,6 +292,68 @@ __device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool
   return true;
 }
 
+// ---- LL128 protocol -------------------------------------------------------
+//
+// A message is a run of 128-byte lines, 120 bytes of data and an 8-byte
+// flag (the message's sequence number + 1) in the last word.  Eight
+// threads of a warp move one line with one 16-byte access each, in one
+// instruction, so the line travels and is read whole (NVLink delivers a
+// warp's 128-byte store as one write, the property NCCL's LL128 rests
+// on); thread 7 of the eight holds 8 data bytes and the flag.  A warp
+// re-reads its four lines until every flag is there.
+
+template <int DT, int OP>
+__device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, bool red, uint64_t rflag,
+                                            uint64_t sflag, int step, int64_t tile, int peer) {
+  typedef typename ip_dev<DT>::type T;
+  constexpr int ES = sizeof(T);
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x & 31, part = lane & 7;
+  const int64_t lines = (p.len + 119) / 120, warps = blockDim.x >> 5;
+  spin sp = {0, 0};
+  // The loop is the same for every thread of a warp (the votes need all 32).
+  for (int64_t l0 = (int64_t)(threadIdx.x >> 5) * 4; l0 < lines; l0 += warps * 4) {
+    const int64_t l = l0 + (lane >> 3);
+    const bool live = l < lines;
+    const int64_t off = l * 120 + 16 * part;    // this thread's first data byte in the piece
+    uint64_t v0 = 0, v1 = 0;
+    if (live && p.src) {
+      v0 = load8<ES>(p.src + off, p.srcvalid - off);
+      if (part < 7) v1 = load8<ES>(p.src + off + 8, p.srcvalid - off - 8);
+    }
+    if (p.msg) {
+      const uint64_t *w = (const uint64_t *)(p.msg + l * 128) + 2 * part;
+      uint64_t m0 = 0, m1 = 0;
+      for (;;) {
+        if (live) ld_volatile_v2(w, &m0, &m1);
+        int there = !live || part != 7 || m1 == rflag;
+        if (__all_sync(full, there)) break;
+        int give_up = 0;
+        if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1);
+        if (__shfl_sync(full, give_up, 0)) return false;
+      }
+      if (part == 7) m1 = 0;                     // the flag is not data
+      if (red && p.src) {
+        v0 = ip_apply_word<OP, T>(m0, v0);
+        v1 = ip_apply_word<OP, T>(m1, v1);
+      } else {
+        v0 = m0;
+        v1 = m1;
+      }
+    }
+    if (live && red && p.cur) {
+      v0 = ip_apply_word<OP, T>(v0, load8<ES>(p.cur + off, p.dstvalid - off));
+      if (part < 7) v1 = ip_apply_word<OP, T>(v1, load8<ES>(p.cur + off + 8, p.dstvalid - off - 8));
+    }
+    if (live && p.dst) {
+      store8<ES>(p.dst + off, v0, p.dstvalid - off);
+      if (part < 7) store8<ES>(p.dst + off + 8, v1, p.dstvalid - off - 8);
+    }
+    if (p.out && live) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
+  }
+  return true;
+}
+
 // ---- the interpreter ----------------------------------------------------
 
 __device__ __forceinline__ unsigned op_flags(int op) {
@@ -308,9 +370,9 @@ __device__ __forceinline__ unsigned op_flags(int op) {
 // false when an LL receive gave up (Simple waits before, in wait_step).
 template <int DT, int OP>
 __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st, int s, int64_t t, const char *msg,
-                                          char *out, uint32_t rflag, uint32_t sflag, int peer) {
+                                          char *out, uint64_t rflag, uint64_t sflag, int peer) {
   unsigned fl = op_flags(st.op);
-  int64_t stride = a.ll ? 2 * a.msg_stride : a.msg_stride;   // LL lines carry half their bytes
+  int64_t stride = ir_geom_wire(a.proto, a.msg_stride);   // a chunk's bytes in the slot
   int64_t len = a.geom.cap - t * a.tile;
   len = len > a.tile ? a.tile : len;
   int64_t lenb = len * a.esize;
@@ -332,8 +394,10 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
     if (fl & IR_F_RECV) p.msg = msg + j * stride;
     if (fl & IR_F_SEND) p.out = out + j * stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;
-    if (a.ll) {
-      if (!ll_piece<DT, OP>(a, p, (fl & IR_F_RED) != 0, rflag, sflag, s, t, peer)) return false;
+    if (a.proto == IR_PROTO_LL) {
+      if (!ll_piece<DT, OP>(a, p, (fl & IR_F_RED) != 0, (uint32_t)rflag, (uint32_t)sflag, s, t, peer)) return false;
+    } else if (a.proto == IR_PROTO_LL128) {
+      if (!ll128_piece<DT, OP>(a, p, (fl & IR_F_RED) != 0, rflag, sflag, s, t, peer)) return false;
     } else if (fl & IR_F_RED) {
       reduce_piece<DT, OP>(&p);
     } else {
@@ -356,7 +420,7 @@ __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &s
       if (!spin_more(a, sp, s, t, IP_WAIT_DEP, -1, st.depid)) return false;
   }
   unsigned fl = op_flags(st.op);
-  if ((fl & IR_F_RECV) && !a.ll) {      // LL: every thread waits for its own lines
+  if ((fl & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE) {   // LL, LL128: threads wait for their own lines
     while (ld_acquire_sys(tb.recv.head) <= rcvd)
       if (!spin_more(a, sp, s, t, IP_WAIT_RECV, tb.recv_peer, -1)) return false;
   }
@@ -404,17 +468,17 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       const char *msg = (fl & IR_F_RECV) ? tb.recv.fifo + (rcvd % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
       if (st.op != IR_OP_NOP &&
-          !exec_step<DT, OP>(a, st, s, t, msg, out, (uint32_t)(rcvd + 1), (uint32_t)(sent + 1), tb.recv_peer))
+          !exec_step<DT, OP>(a, st, s, t, msg, out, rcvd + 1, sent + 1, tb.recv_peer))
         stop = 1;
       __syncthreads();
       if (stop) goto done;
       // The barrier orders every thread's accesses before thread 0's
       // release, which is cumulative: one release per word, no extra fence.
-      // LL messages need no head: their lines carry their own flags.
+      // LL and LL128 messages need no head: their lines carry their own flags.
       if (threadIdx.x == 0) {
         if (fl & IR_F_SEND) {
           ++sent;
-          if (!a.ll) st_release_sys(tb.send.head, sent);
+          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent);
         }
         if (fl & IR_F_RECV) st_release_sys(tb.recv.tail, ++rcvd);
         if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);

@@ -68,7 +68,8 @@ typedef struct ip_gargs {
   ir_geom geom;
   int64_t tile, ntiles;            /* elements per tile, tiles per chunk */
   int32_t esize, dtype, op, nslots;
-  int32_t ll;                      /* 1: LL protocol (lines of 8 data + 8 flag bytes) */
+  int32_t proto;                   /* ir_proto: Simple, LL (16-byte lines of 8 data bytes),
+                                      LL128 (128-byte lines of 120 data bytes) */
   int64_t slot_bytes, msg_stride;  /* bytes per message chunk (16-aligned) */
   int32_t rank;
   volatile int32_t *abort;         /* host-mapped; nonzero stops every block */

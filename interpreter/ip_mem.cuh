@@ -29,4 +29,13 @@ __device__ __forceinline__ uint64_t globaltimer() {
   return t;
 }
 
+// 16-byte volatile accesses (two 8-byte words), as LL128 moves its lines:
+// a warp's eight threads cover one 128-byte line in one instruction.
+__device__ __forceinline__ void ld_volatile_v2(const uint64_t *p, uint64_t *a, uint64_t *b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void st_volatile_v2(uint64_t *p, uint64_t a, uint64_t b) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
 #endif

@@ -60,15 +60,26 @@ IR_HD int64_t ir_geom_ntiles(const ir_geom *g, int64_t tile) {
   return g->cap == 0 ? 1 : (g->cap + tile - 1) / tile;
 }
 
+/* Bytes a message of `payload` bytes of one chunk takes in a slot under
+ * protocol `proto` (an ir_proto): Simple the payload rounded to 16; LL
+ * twice that (8 data bytes per 16-byte line); LL128 whole 128-byte lines
+ * of 120 data bytes. */
+IR_HD int64_t ir_geom_wire(int proto, int64_t payload) {
+  int64_t p16 = (payload + 15) / 16 * 16;
+  return proto == IR_PROTO_LL ? 2 * p16 : proto == IR_PROTO_LL128 ? (p16 + 119) / 120 * 128 : p16;
+}
+
 /* The tile (elements) the GPU runtime cuts chunks of capacity g->cap into:
  * as large as a slot of slot_bytes allows for a message of `maxcnt`
- * chunks (LL lines carry 8 data bytes in 16), each chunk's part rounded to
- * 16 bytes; then smaller, so that each of `lanes` lanes gets a tile, but
- * not below min_tile bytes; never above the chunk.  0 when a slot cannot
- * hold even 16 bytes per chunk. */
-IR_HD int64_t ir_geom_tile(const ir_geom *g, int64_t slot_bytes, int ll, int64_t maxcnt, int lanes, int esize,
+ * chunks under protocol `proto` (ir_geom_wire), each chunk's part a
+ * multiple of 16 bytes; then smaller, so that each of `lanes` lanes gets a
+ * tile, but not below min_tile bytes; never above the chunk.  0 when a
+ * slot cannot hold 16 bytes per chunk. */
+IR_HD int64_t ir_geom_tile(const ir_geom *g, int64_t slot_bytes, int proto, int64_t maxcnt, int lanes, int esize,
                            int64_t min_tile) {
-  int64_t per = (slot_bytes / (ll ? 2 : 1) / (maxcnt > 0 ? maxcnt : 1)) / 16 * 16;
+  int64_t avail = slot_bytes / (maxcnt > 0 ? maxcnt : 1);
+  int64_t per = proto == IR_PROTO_LL ? avail / 2 : proto == IR_PROTO_LL128 ? avail / 128 * 120 : avail;
+  per = per / 16 * 16;
   int64_t tile = per / esize;
   if (tile < 1) return 0;
   int64_t spread = ((g->cap * esize + lanes - 1) / (lanes > 0 ? lanes : 1) + 15) / 16 * 16 / esize;

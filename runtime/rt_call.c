@@ -58,13 +58,14 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   int aliased = ir_prog_aliased(p, inplace);
   CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
 
-  /* A message of one tile of every chunk of the largest step fits a slot;
-   * LL lines carry 8 bytes of data in 16. */
-  int ll = p->proto == IR_PROTO_LL && !c->force_simple;
-  int64_t tile = ir_geom_tile(&g, c->slot_bytes, ll, al->maxcnt, pl->lanes, es, c->min_tile);
+  /* A message of one tile of every chunk of the largest step fits a slot
+   * (ir_geom_wire: LL lines carry 8 bytes of data in 16, LL128 120 in 128). */
+  int proto = c->force_simple ? IR_PROTO_SIMPLE : (int)p->proto;
+  int64_t tile = ir_geom_tile(&g, c->slot_bytes, proto, al->maxcnt, pl->lanes, es, c->min_tile);
   if (tile < 1) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a step of %lld chunks needs slots of at least %lld bytes "
-             "(BATON_SLOT_BYTES=%lld)", c->rank, where, (long long)al->maxcnt, (long long)((ll ? 32 : 16) * al->maxcnt),
+             "(BATON_SLOT_BYTES=%lld)", c->rank, where, (long long)al->maxcnt,
+             (long long)(ir_geom_wire(proto, proto == IR_PROTO_LL128 ? 120 : 16) * al->maxcnt),
              (long long)c->slot_bytes);
     return BT_ERR_UNSUPPORTED;
   }
@@ -106,14 +107,14 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.nslots = c->nslots;
   a.slot_bytes = c->slot_bytes;
   a.msg_stride = round16(tile * es);
-  a.ll = ll;
+  a.proto = proto;
   a.rank = c->rank;
   a.abort = &c->shared->dev->abort;
   a.err = &c->shared->dev->err;
   a.timeout_ns = c->timeout_ns;
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
-            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ll ? "LL" : "Simple", (long long)tile, (long long)a.ntiles,
+            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a.ntiles,
             aliased && !inplace ? ", on a copy of the input" : "");
   CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
   if (temp_span)

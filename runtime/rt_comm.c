@@ -57,8 +57,8 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   for (int i = 0; i < IR_COLL_COUNT; i++) c->last_choice[i][0] = c->last_choice[i][1] = -2;
   c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   if (c->nslots < 1) c->nslots = 1;
-  c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 16 * 16;
-  if (c->slot_bytes < 16) c->slot_bytes = 16;
+  c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 128 * 128;   /* whole LL128 lines */
+  if (c->slot_bytes < 128) c->slot_bytes = 128;
   c->min_tile = rt_param_int(RT_PARAM_MIN_TILE) / 16 * 16;
   if (c->min_tile < 16) c->min_tile = 16;
   const char *proto = rt_param_str(RT_PARAM_PROTO);

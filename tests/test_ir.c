@@ -143,34 +143,41 @@ static void test_tiles(void) {
   int fits = 1, spread = 1, aligned = 1, bounded = 1, fullslots = 1;
   for (int e = 0; e < 4; e++)
     for (int c = 0; c < 7; c++)
-      for (int ll = 0; ll < 2; ll++)
+      for (int proto = 0; proto < IR_PROTO_COUNT; proto++)
         for (int lanes = 1; lanes <= 32; lanes *= 2)
           for (int64_t maxcnt = 1; maxcnt <= 8; maxcnt *= 2) {
             int es = esizes[e];
             ir_geom g = {0};
             g.cap = caps[c];
             int64_t slot = 131072, min_tile = 4096;
-            int64_t t = ir_geom_tile(&g, slot, ll, maxcnt, lanes, es, min_tile);
-            int64_t stride = (t * es + 15) / 16 * 16, n = ir_geom_ntiles(&g, t);
-            fits &= t >= 1 && maxcnt * stride * (ll ? 2 : 1) <= slot;
+            int64_t t = ir_geom_tile(&g, slot, proto, maxcnt, lanes, es, min_tile);
+            int64_t n = ir_geom_ntiles(&g, t);
+            fits &= t >= 1 && maxcnt * ir_geom_wire(proto, t * es) <= slot;
             bounded &= t <= g.cap;
             aligned &= t == g.cap || (t * es) % 16 == 0;
             /* Lanes each get a tile unless tiles would fall below min_tile. */
             int64_t want = lanes < (g.cap * es + min_tile - 1) / min_tile ? lanes : (g.cap * es + min_tile - 1) / min_tile;
-            int64_t per_slot = (slot / (ll ? 2 : 1) / maxcnt) / 16 * 16 / es;
+            int64_t avail = slot / maxcnt;
+            int64_t per_slot = (proto == IR_PROTO_LL ? avail / 2 : proto == IR_PROTO_LL128 ? avail / 128 * 120 : avail)
+                               / 16 * 16 / es;
             if (per_slot * lanes >= g.cap) spread &= n >= want || t == g.cap;
             /* Large chunks use whole slots. */
             if (g.cap >= per_slot * lanes) fullslots &= t == per_slot;
           }
-  ok(fits, "tile: a message of the largest step's chunks fits a slot (Simple and LL)");
+  ok(fits, "tile: a message of the largest step's chunks fits a slot (Simple, LL and LL128)");
   ok(bounded, "tile: never larger than the chunk");
   ok(aligned, "tile: a multiple of 16 bytes unless it is the whole chunk");
   ok(spread, "tile: a small chunk is cut so that every lane gets a tile, down to the smallest tile");
   ok(fullslots, "tile: a chunk larger than a slot per lane uses whole slots");
   ir_geom g = {0};
   g.cap = 1000;
-  ok(ir_geom_tile(&g, 16, 0, 2, 1, 4, 4096) == 0 && ir_geom_tile(&g, 32, 1, 2, 1, 4, 4096) == 0 &&
-     ir_geom_tile(&g, 64, 1, 2, 1, 4, 4096) == 4, "tile: 0 when a slot cannot hold 16 bytes per chunk (32 in LL)");
+  ok(ir_geom_tile(&g, 16, IR_PROTO_SIMPLE, 2, 1, 4, 4096) == 0 && ir_geom_tile(&g, 32, IR_PROTO_LL, 2, 1, 4, 4096) == 0 &&
+     ir_geom_tile(&g, 64, IR_PROTO_LL, 2, 1, 4, 4096) == 4 && ir_geom_tile(&g, 255, IR_PROTO_LL128, 2, 1, 4, 4096) == 0 &&
+     ir_geom_tile(&g, 256, IR_PROTO_LL128, 2, 1, 4, 4096) == 28,
+     "tile: 0 when a slot cannot hold 16 bytes per chunk (32 in LL, a 128-byte line in LL128)");
+  ok(ir_geom_wire(IR_PROTO_SIMPLE, 100) == 112 && ir_geom_wire(IR_PROTO_LL, 100) == 224 &&
+     ir_geom_wire(IR_PROTO_LL128, 112) == 128 && ir_geom_wire(IR_PROTO_LL128, 128) == 256,
+     "wire bytes: Simple rounds to 16, LL doubles, LL128 takes 128-byte lines of 120");
 }
 
 static void test_xml_errors(void) {
