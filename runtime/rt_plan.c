@@ -95,10 +95,12 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   pl->ntbs = g->ntbs;
   pl->lanes = lanes;
   pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
-  if (pl->nthreads > IP_GPU_MAX_THREADS) {
-    LOG_INFO(RT_SUB_RUNTIME, "%s asks for %d threads per thread block: running %d, the interpreter's most",
-             ir_prog_where(p), pl->nthreads, IP_GPU_MAX_THREADS);
-    pl->nthreads = IP_GPU_MAX_THREADS;
+  if (pl->nthreads > IP_GPU_MAX_THREADS || pl->nthreads % 32) {
+    /* Whole warps: the LL128 loop votes over all 32 threads of a warp. */
+    int want = pl->nthreads;
+    pl->nthreads = want > IP_GPU_MAX_THREADS ? IP_GPU_MAX_THREADS : want < 32 ? 32 : want / 32 * 32;
+    LOG_INFO(RT_SUB_RUNTIME, "%s asks for %d threads per thread block: running %d (whole warps, at most %d)",
+             ir_prog_where(p), want, pl->nthreads, IP_GPU_MAX_THREADS);
   }
   pl->smem_steps = maxsteps <= IP_GPU_SMEM_STEPS ? maxsteps : 0;
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs),
