@@ -43,6 +43,8 @@ if [[ $stages == *" bench "* ]]; then
   bench ag_ring allgather_ring_4r.xml -C allgather -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
   bench rs_ring reducescatter_ring_4r.xml -C reducescatter -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
   bench a2a_direct alltoall_direct_4r.xml -C alltoall -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
+  bench a2a_direct_ll alltoall_direct_ll_4r.xml -C alltoall -b 1K -e 4M -f 16 -g 4 -w 5 -n 20 -R 3
+  bench rs_ring_ll reducescatter_ring_ll_4r.xml -C reducescatter -b 1K -e 4M -f 16 -g 4 -w 5 -n 20 -R 3
 fi
 if [[ $stages == *" sweep "* ]]; then
   # lanes, slot bytes, slots, threads per block

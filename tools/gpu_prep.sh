@@ -26,6 +26,9 @@ compile allgather_ring allgather_ring.lua $r
 compile allgather_allpairs allgather_allpairs.lua $r
 compile reducescatter_ring reducescatter_ring.lua $r
 compile alltoall_direct alltoall_direct.lua $r
+compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
+compile allgather_ring_ll allgather_ring.lua $r protocol=LL
+compile reducescatter_ring_ll reducescatter_ring.lua $r protocol=LL
 if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
 if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile allreduce_hier allreduce_hier.lua nodes=2 gpus=$half
