@@ -266,6 +266,20 @@ __device__ __forceinline__ bool ll_recv(const ip_gargs &a, const uint4 *line, ui
   return true;
 }
 
+// The rest of a step on the 8-byte word at byte `off` of piece p, once its
+// source word v (0 without p.src) and, with p.msg, the received word m are
+// in hand: combine them, fold in the destination (REDUCE), store it.
+// Returns the word to send on.  LL and LL128 share it.
+template <int DT, int OP>
+__device__ __forceinline__ uint64_t finish_word(const piece &p, bool red, int64_t off, uint64_t v, uint64_t m) {
+  typedef typename ip_dev<DT>::type T;
+  constexpr int ES = sizeof(T);
+  if (p.msg) v = (red && p.src) ? ip_apply_word<OP, T>(m, v) : m;
+  if (red && p.cur) v = ip_apply_word<OP, T>(v, load8<ES>(p.cur + off, p.dstvalid - off));
+  if (p.dst) store8<ES>(p.dst + off, v, p.dstvalid - off);
+  return v;
+}
+
 // One piece in LL: p.msg and p.out point at lines (one per 8 bytes of
 // p.len).  Every thread takes its own 8-byte units end to end.  Returns
 // false when a receive gave up.
@@ -278,15 +292,10 @@ __device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool
   spin sp = {0, 0};
   for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
     int64_t off = u * 8;
-    uint64_t v = 0;
+    uint64_t v = 0, m = 0;
     if (p.src) v = load8<ES>(p.src + off, p.srcvalid - off);
-    if (p.msg) {
-      uint64_t m;
-      if (!ll_recv(a, (const uint4 *)p.msg + u, rflag, &m, sp, step, tile, peer)) return false;
-      v = (red && p.src) ? ip_apply_word<OP, T>(m, v) : m;
-    }
-    if (red && p.cur) v = ip_apply_word<OP, T>(v, load8<ES>(p.cur + off, p.dstvalid - off));
-    if (p.dst) store8<ES>(p.dst + off, v, p.dstvalid - off);
+    if (p.msg && !ll_recv(a, (const uint4 *)p.msg + u, rflag, &m, sp, step, tile, peer)) return false;
+    v = finish_word<DT, OP>(p, red, off, v, m);
     if (p.out) ll_send((uint4 *)p.out + u, v, sflag);
   }
   return true;
@@ -316,14 +325,13 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
     const int64_t l = l0 + (lane >> 3);
     const bool live = l < lines;
     const int64_t off = l * 120 + 16 * part;    // this thread's first data byte in the piece
-    uint64_t v0 = 0, v1 = 0;
+    uint64_t v0 = 0, v1 = 0, m0 = 0, m1 = 0;
     if (live && p.src) {
       v0 = load8<ES>(p.src + off, p.srcvalid - off);
       if (part < 7) v1 = load8<ES>(p.src + off + 8, p.srcvalid - off - 8);
     }
     if (p.msg) {
       const uint64_t *w = (const uint64_t *)(p.msg + l * 128) + 2 * part;
-      uint64_t m0 = 0, m1 = 0;
       for (;;) {
         if (live) ld_volatile_v2(w, &m0, &m1);
         int there = !live || part != 7 || m1 == rflag;
@@ -332,24 +340,11 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
         if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1);
         if (__shfl_sync(full, give_up, 0)) return false;
       }
-      if (part == 7) m1 = 0;                     // the flag is not data
-      if (red && p.src) {
-        v0 = ip_apply_word<OP, T>(m0, v0);
-        v1 = ip_apply_word<OP, T>(m1, v1);
-      } else {
-        v0 = m0;
-        v1 = m1;
-      }
     }
-    if (live && red && p.cur) {
-      v0 = ip_apply_word<OP, T>(v0, load8<ES>(p.cur + off, p.dstvalid - off));
-      if (part < 7) v1 = ip_apply_word<OP, T>(v1, load8<ES>(p.cur + off + 8, p.dstvalid - off - 8));
-    }
-    if (live && p.dst) {
-      store8<ES>(p.dst + off, v0, p.dstvalid - off);
-      if (part < 7) store8<ES>(p.dst + off + 8, v1, p.dstvalid - off - 8);
-    }
-    if (p.out && live) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
+    if (!live) continue;
+    v0 = finish_word<DT, OP>(p, red, off, v0, m0);
+    if (part < 7) v1 = finish_word<DT, OP>(p, red, off + 8, v1, m1);   // part 7's m1 is the flag
+    if (p.out) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
   }
   return true;
 }

@@ -107,8 +107,9 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
     case CALL_ALLTOALL: have = n->AlltoAll != NULL; break;
     }
   }
-  if (!have || !c->comm->real || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) describe(c, d, sizeof d);
-  if (!have || !c->comm->real)
+  int cannot = !have || !c->comm->real;
+  if (cannot || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) describe(c, d, sizeof d);
+  if (cannot)
     return rt_nccl_fail(ncclInvalidUsage, "%s: %s, and there is no real NCCL to forward it to (%s)", d, why,
                         !n ? rt_nccl_real_why() : have ? "this communicator has none" : "the loaded NCCL lacks it");
   LOG_INFO(RT_SUB_NCCL, "%s: NCCL (%s)", d, why);

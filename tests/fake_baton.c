@@ -5,7 +5,6 @@
  * AllReduce, AllGather, ReduceScatter and AlltoAll whose count is even;
  * each baton call it gets is appended to fake_baton_log(). */
 #include <cuda_runtime_api.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,25 +12,12 @@
 #include "baton.h"
 #include "ir.h"   /* ir_coll, for rt_comm_choose */
 
-static char log_buf[1 << 15];
-static size_t log_len;
+#include "fake_log.h"
+
 static baton_result async_error;
 
-static void rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void rec(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len - 1, fmt, ap);
-  va_end(ap);
-  if (n > 0 && log_len + n + 1 < sizeof log_buf) {
-    log_len += n;
-    log_buf[log_len++] = '\n';
-    log_buf[log_len] = 0;
-  }
-}
-
 const char *fake_baton_log(void) { return log_buf; }
-void fake_baton_log_clear(void) { log_len = 0; log_buf[0] = 0; }
+void fake_baton_log_clear(void) { log_clear(); }
 void fake_baton_set_async_error(baton_result r) { async_error = r; }
 
 /* The fake communicator: only what the library asks of it. */

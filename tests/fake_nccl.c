@@ -4,31 +4,16 @@
  * succeeds.  Built as libfakenccl.so (not named libnccl) and reached
  * through BATON_NCCL_LIB.  No GPU, no communication. */
 #include <nccl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define FAKE_VERSION 22703   /* 2.27.3: not the header's, so a test can tell */
 
-static char log_buf[1 << 16];
-static size_t log_len;
-
-static void rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void rec(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len - 1, fmt, ap);
-  va_end(ap);
-  if (n > 0 && log_len + n + 1 < sizeof log_buf) {
-    log_len += n;
-    log_buf[log_len++] = '\n';
-    log_buf[log_len] = 0;
-  }
-}
+#include "fake_log.h"
 
 const char *fake_nccl_log(void) { return log_buf; }
-void fake_nccl_log_clear(void) { log_len = 0; log_buf[0] = 0; }
+void fake_nccl_log_clear(void) { log_clear(); }
 
 /* A fake communicator: what it was created with. */
 struct ncclComm { int nranks, rank, dev; };
