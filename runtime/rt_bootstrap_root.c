@@ -102,10 +102,22 @@ typedef struct root {
 /* The roots this process runs, so that a rank living in the same process
  * can wait until its root has said everything it has to say: the process
  * may exit as soon as init returns, and would take the root's last replies
- * to the other ranks with it. */
+ * to the other ranks with it.  A forked child runs none of its parent's
+ * roots (threads do not survive fork), so it starts with an empty list:
+ * a launcher that makes the id and then forks its ranks must not leave
+ * them waiting for a root that is not theirs. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t live_cv = PTHREAD_COND_INITIALIZER;
 static root *live;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void live_fork_prepare(void) { pthread_mutex_lock(&live_mu); }
+static void live_fork_parent(void) { pthread_mutex_unlock(&live_mu); }
+static void live_fork_child(void) {
+  live = NULL;                           /* the parent's roots stay the parent's */
+  pthread_mutex_unlock(&live_mu);
+}
+static void live_at_fork(void) { pthread_atfork(live_fork_prepare, live_fork_parent, live_fork_child); }
 
 static int live_has(uint64_t magic) {
   for (root *r = live; r; r = r->next)
@@ -374,6 +386,7 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
 
   char where[RT_SOCKADDR_STRLEN];
   memcpy(where, r->where, sizeof where);   /* r belongs to the thread once it runs */
+  pthread_once(&live_once, live_at_fork);
   pthread_mutex_lock(&live_mu);
   r->next = live;
   live = r;

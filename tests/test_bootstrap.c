@@ -442,6 +442,37 @@ static void test_socket(void) {
   ok(r == BT_ERR_INVALID || (strcmp(name, "lo") && !rt_socket_is_loopback(&a)), "^lo never picks lo");
 }
 
+/* The launcher's pattern (baton bench -P, gpu_runtime --procs): the id is
+ * made in the parent, whose root thread serves ranks that are all forked
+ * children.  No child runs that root, so none may wait on it when init
+ * returns (they did, for the whole bootstrap timeout). */
+static void test_parent_id(void) {
+  enum { N = 3 };
+  rt_unique_id id;
+  size_t small = 5000;
+  ok(rt_bootstrap_unique_id(&id) == BT_OK, "the parent makes an id");
+  double t0 = now_s();
+  pid_t pid[N];
+  for (int i = 0; i < N; i++) {
+    pid[i] = fork();
+    if (pid[i] < 0) { perror("fork"); exit(99); }
+    if (!pid[i]) {
+      alarm(40);
+      if (!freopen("/dev/null", "w", stderr)) _exit(99);
+      _exit(full_rank(i, N, &id, &small));
+    }
+  }
+  int good = 0;
+  for (int i = 0; i < N; i++) {
+    int st;
+    while (waitpid(pid[i], &st, 0) < 0 && errno == EINTR) {}
+    good += WIFEXITED(st) && WEXITSTATUS(st) == RC_OK;
+  }
+  double secs = now_s() - t0;
+  ok(good == N && secs < 2, "%d ranks forked after the parent made the id: all succeed (%d of %d) at once, "
+     "not after the %s s bootstrap timeout (%.2f s)", N, good, N, TIMEOUT, secs);
+}
+
 int main(void) {
   /* Children read the environment on first use; the parent touches no
    * parameter until test_socket, the last test. */
@@ -457,5 +488,6 @@ int main(void) {
   test_abort();
   test_mistakes();
   test_socket();
+  test_parent_id();   /* reads parameters in this process: after every test that sets them in children */
   return tap_done();
 }

@@ -5,8 +5,11 @@
 # Then there, carrying build and .device:  bash tools/gpu_bench.sh
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
 # (default "probe check bench sweep procs"; "two" adds the same benches
-# on 2 GPUs).
+# on 2 GPUs).  DEADLINE (seconds, default 540) skips what would start after
+# it, so one pass ends inside a 10-minute call.
 set -u
+deadline=${DEADLINE:-540}
+late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
 out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}   # a hang costs 20 s, not 60
 b=./build/tools/baton
@@ -15,6 +18,7 @@ stages=" ${STAGES:-probe check bench sweep procs} "
 nvidia-smi -L | head -4
 check() {  # check NAME ARGS...: the GPU test suite, quick sizes
   local name=$1; shift
+  late $name && return
   local start=$SECONDS
   timeout 200 ./build/tests/gpu_runtime "$@" --quick > $out/$name.txt 2>&1
   echo "== $name exit $? in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
@@ -22,6 +26,7 @@ check() {  # check NAME ARGS...: the GPU test suite, quick sizes
 }
 bench() {  # bench NAME FILE ARGS...
   local name=$1 file=$2; shift 2
+  late $name && return
   echo "=== $name: BATON_ALGO_FILES=$file baton bench $*"
   BATON_ALGO_FILES=$a/$file timeout 120 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
   echo "rc $?"
@@ -35,16 +40,18 @@ if [[ $stages == *" check "* ]]; then
   check r2 --ranks 2 --dir .device/algs/r2
 fi
 if [[ $stages == *" bench "* ]]; then
-  bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3
-  export BATON_PROTO=Simple; bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3; unset BATON_PROTO
-  bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
-  bench ar_allpairs2 allreduce_allpairs2_4r.xml -C allreduce -b 64K -e 32M -f 8 -g 4 -w 5 -n 20 -R 3
+  bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 4 -g 4 -w 5 -n 50 -R 3
+  bench ar_allpairs2 allreduce_allpairs2_4r.xml -C allreduce -b 64K -e 32M -f 4 -g 4 -w 5 -n 20 -R 3
   bench ar_ring2inst allreduce_ring_2inst_4r.xml -C allreduce -b 64K -e 512M -f 8 -g 4 -w 3 -n 10 -R 3
+  bench ag_allpairs allgather_allpairs_4r.xml -C allgather -b 1K -e 4M -f 4 -g 4 -w 5 -n 20 -R 3
   bench ag_ring allgather_ring_4r.xml -C allgather -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
   bench rs_ring reducescatter_ring_4r.xml -C reducescatter -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
+  bench rs_ring_ll reducescatter_ring_ll_4r.xml -C reducescatter -b 1K -e 4M -f 4 -g 4 -w 5 -n 20 -R 3
   bench a2a_direct alltoall_direct_4r.xml -C alltoall -b 1K -e 256M -f 16 -g 4 -w 3 -n 10 -R 3
-  bench a2a_direct_ll alltoall_direct_ll_4r.xml -C alltoall -b 1K -e 4M -f 16 -g 4 -w 5 -n 20 -R 3
-  bench rs_ring_ll reducescatter_ring_ll_4r.xml -C reducescatter -b 1K -e 4M -f 16 -g 4 -w 5 -n 20 -R 3
+  bench a2a_direct_ll alltoall_direct_ll_4r.xml -C alltoall -b 1K -e 4M -f 4 -g 4 -w 5 -n 20 -R 3
+  export BATON_PROTO=Simple; bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3; unset BATON_PROTO
+  bench ar_ring_ll128 allreduce_ring_4r_2c_1i_ll128.xml -C allreduce -b 64K -e 64M -f 8 -g 4 -w 3 -n 10 -R 3
+  bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
 fi
 if [[ $stages == *" sweep "* ]]; then
   # lanes, slot bytes, slots, threads per block
