@@ -1,11 +1,20 @@
 -- All-pairs AllGather, in place: every rank sends its block straight to
 -- every other rank (one step of latency; for small messages).
+-- inplace=0 builds the out-of-place program (the input goes straight to
+-- every rank's output, the own block by a local copy).
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1).
+-- instances (1), inplace (1).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
 local k = param("chunks", 1)
-collective{ kind = "allgather", name = "allgather_allpairs", ranks = n, chunks = k, inplace = true,
-            protocol = param("protocol", "LL"), instances = param("instances", 1) }
-allpairs.all_gather(topo.range(n), "output", 0, { count = k })    -- rank r's block is output[r*k ..]
+local inplace = param("inplace", 1) ~= 0
+collective{ kind = "allgather", name = "allgather_allpairs" .. (inplace and "" or "_oop"), ranks = n, chunks = k,
+            inplace = inplace, protocol = param("protocol", "LL"), instances = param("instances", 1) }
+if inplace then
+  allpairs.all_gather(topo.range(n), "output", 0, { count = k })  -- rank r's block is output[r*k ..]
+else
+  for r = 0, n - 1 do
+    for q = 0, n - 1 do chunk(r, "input", 0, k):copy(q, "output", r * k) end
+  end
+end

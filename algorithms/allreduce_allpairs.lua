@@ -3,18 +3,23 @@
 --           and reduces locally (one step of latency, n-1 times the traffic).
 --   shot=2: rank r owns chunk r: it gathers chunk r from everyone, reduces,
 --           and sends the result back to everyone (reduce-scatter + all-gather).
--- Parameters: ranks (8), shot (2), protocol (LL), instances (1).
+-- inplace=0 builds the out-of-place program: the input is only read and
+-- the sums go straight to the output (an in-place program called out of
+-- place first copies the input into the output, one more call per rank).
+-- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
 local shot = param("shot", 2)
+local inplace = param("inplace", 1) ~= 0
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
-collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot", ranks = n,
-            chunks = shot == 1 and 1 or n, inplace = true, protocol = param("protocol", "LL"),
+collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (inplace and "" or "_oop"),
+            ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1) }
-if shot == 1 then
-  allpairs.reduce(topo.range(n), "input", function() return 0 end)   -- everyone owns chunk 0
-else
-  allpairs.reduce(topo.range(n), "input", 0)                         -- rank r owns chunk r
-  allpairs.all_gather(topo.range(n), "input", 0)
+local out = inplace and "input" or "output"
+if shot == 1 then   -- everyone owns chunk 0
+  allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil })
+else                -- rank r owns chunk r
+  allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil })
+  allpairs.all_gather(topo.range(n), out, 0)
 end

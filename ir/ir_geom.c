@@ -48,3 +48,8 @@ bt_result ir_geom_init(ir_geom *g, const ir_prog *p, int rank, int64_t count, in
   g->span = a > b ? a : b;
   return BT_OK;
 }
+
+bt_result ir_geom_chunks(ir_geom *g, const ir_prog *p, int rank, int inplace) {
+  bt_result res = ir_geom_init(g, p, rank, 0, inplace);
+  return res ? res : ir_geom_init(g, p, rank, g->k, inplace);
+}

@@ -39,6 +39,11 @@ typedef struct ir_geom {
  * program's chunk counts do not fit its collective (see ir_check). */
 bt_result ir_geom_init(ir_geom *g, const ir_prog *p, int rank, int64_t count, int inplace);
 
+/* The same geometry in chunk units (count = k, so every chunk is one
+ * element and offsets are chunk indices, in_at and out_at included): what
+ * the checks that reason about chunks use. */
+bt_result ir_geom_chunks(ir_geom *g, const ir_prog *p, int rank, int inplace);
+
 /* Number of blocks of each user buffer for collective c over n ranks. */
 void ir_geom_blocks(ir_coll c, int n, int *in_blocks, int *out_blocks);
 

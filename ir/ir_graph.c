@@ -102,3 +102,18 @@ int ir_graph_topo(const ir_graph *g, long *order) {
   free(indeg);
   return tail == n;
 }
+
+/* vc[v][u] = number of steps of rank r's tb u that happen before or at v,
+ * over the whole graph in topological order. */
+void ir_graph_clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc) {
+  memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
+  for (long i = 0; i < g->n; i++) {
+    long v = order[i];
+    int32_t *mine = vc + (size_t)v * nt;
+    if (g->node_r[v] == r && mine[g->node_t[v]] < g->node_s[v] + 1) mine[g->node_t[v]] = g->node_s[v] + 1;
+    for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
+      int32_t *theirs = vc + (size_t)g->succ[e] * nt;
+      for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];
+    }
+  }
+}

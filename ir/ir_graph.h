@@ -32,4 +32,10 @@ void ir_graph_free(ir_graph *g);
  * a cycle; then order[0] is a node on one. */
 int ir_graph_topo(const ir_graph *g, long *order);
 
+/* vc[v * nt + u] = the number of steps of rank r's thread block u that
+ * happen before or at node v (nt: rank r's thread blocks; vc holds n * nt
+ * entries), over the whole graph in the topological `order`.  Step s of
+ * tb u happens before node v exactly when vc[v * nt + u] >= s + 1. */
+void ir_graph_clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc);
+
 #endif

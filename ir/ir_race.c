@@ -66,9 +66,7 @@ static long candidates(const ir_prog *p, int r, int aliased, cand **out) {
   const ir_gpu *gp = &p->gpus[r];
   ir_geom geom;
   *out = NULL;
-  if (ir_geom_init(&geom, p, r, 0, aliased)) return 0;
-  geom.count = geom.k;   /* one element per chunk: offsets are chunk indices */
-  geom.cap = 1;
+  if (ir_geom_chunks(&geom, p, r, aliased)) return 0;
   long n = 0, m = 0, capc = 0;
   for (int t = 0; t < gp->ntbs; t++) n += 2L * gp->tbs[t].nsteps;
   iv *v = malloc((n + 1) * sizeof *v);
@@ -107,21 +105,6 @@ static long candidates(const ir_prog *p, int r, int aliased, cand **out) {
   return k;
 }
 
-/* vc[v][u] = number of steps of rank r's tb u that happen before or at v,
- * over the whole graph in topological order. */
-static void clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc) {
-  memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
-  for (long i = 0; i < g->n; i++) {
-    long v = order[i];
-    int32_t *mine = vc + (size_t)v * nt;
-    if (g->node_r[v] == r && mine[g->node_t[v]] < g->node_s[v] + 1) mine[g->node_t[v]] = g->node_s[v] + 1;
-    for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
-      int32_t *theirs = vc + (size_t)g->succ[e] * nt;
-      for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];
-    }
-  }
-}
-
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
@@ -156,7 +139,7 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
       vc = malloc((vccap + 1) * sizeof *vc);
       if (!vc) { free(c); res = BT_ERR_NOMEM; goto out; }
     }
-    clocks(&g, order, r, nt, vc);
+    ir_graph_clocks(&g, order, r, nt, vc);
     for (long i = 0; i < nc && races < 8; i++) {
       int t = c[i].t, s = c[i].s, u = c[i].u, q = c[i].q;
       long va = g.base[r][t] + s, vb = g.base[r][u] + q;
@@ -164,9 +147,7 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
       if (vc[(size_t)va * nt + u] >= q + 1) continue;   /* b before a */
       const ir_step *a = &gp->tbs[t].steps[s], *b = &gp->tbs[u].steps[q];
       ir_geom geom;
-      ir_geom_init(&geom, p, r, 0, aliased);
-      geom.count = geom.k;
-      geom.cap = 1;
+      ir_geom_chunks(&geom, p, r, aliased);
       access aa[2], bb[2];
       int na = accesses(a, &geom, aliased, aa), nb = accesses(b, &geom, aliased, bb);
       const access *x = &aa[na == 2 ? c[i].ka : 0], *y = &bb[nb == 2 ? c[i].kb : 0];

@@ -177,7 +177,7 @@ int rt_algos_find(const rt_algos *a, const char *name) {
 }
 
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log) {
-  int pick = -1, even = 0, candidates = 0;
+  int pick = -1, best = -1, candidates = 0;
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
@@ -189,14 +189,18 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
     int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
     int divides = k > 0 && count % k == 0;
-    if (pick < 0 || (divides && !even)) { pick = i; even = divides; }
+    int direct = inplace || !ir_prog_aliased(p, 0);   /* runs without first copying the input */
+    int score = 2 * direct + divides;
+    if (score > best) { pick = i; best = score; }
   }
+  int even = best & 1, copies = best >= 0 && !(best & 2);
   if (log) {
     if (pick >= 0)
-      LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: running %s (%s; %d candidate%s%s)", ir_coll_name[coll],
+      LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: running %s (%s; %d candidate%s%s%s)", ir_coll_name[coll],
                inplace ? "in-place" : "out-of-place", (unsigned long long)bytes,
                a->v[pick].prog->name ? a->v[pick].prog->name : "?", ir_prog_where(a->v[pick].prog), candidates,
-               candidates == 1 ? "" : "s", even ? "" : ", count not a multiple of its chunks: remainder handled");
+               candidates == 1 ? "" : "s", even ? "" : ", count not a multiple of its chunks: remainder handled",
+               copies ? ", on a copy of the input" : "");
     else
       LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
                inplace ? "in-place" : "out-of-place", (unsigned long long)bytes, a->n);

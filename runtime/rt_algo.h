@@ -32,8 +32,9 @@ const rt_algo *rt_algos_get(const rt_algos *a, int i);
 int rt_algos_find(const rt_algos *a, const char *name);
 
 /* Chooses an algorithm for a call: same collective, in-place or not,
- * `bytes` in its size range; among those, one whose chunks divide the
- * count evenly first, then the first loaded.  -1 when none fits.  The
+ * `bytes` in its size range; among those, first one that runs an
+ * out-of-place call without copying the input (ir_prog_aliased), then one
+ * whose chunks divide the count evenly, then the first loaded.  -1 when none fits.  The
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);

@@ -182,16 +182,25 @@ static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExe
       }
     }
   }
+  /* Every capture ends before any graph is instantiated: instantiating
+   * is not permitted while this thread still captures another stream. */
+  cudaGraph_t gr[BENCH_MAX_LOCAL] = {0};
   for (int i = 0; i < x->nlocal; i++) {
-    cudaGraph_t gr = NULL;
     cudaSetDevice(x->devs[i]);
-    cudaError_t e = cudaStreamEndCapture(x->streams[i], &gr);
-    if (e == cudaSuccess && !rc) e = cudaGraphInstantiate(&ge[i], gr, 0);
+    cudaError_t e = cudaStreamEndCapture(x->streams[i], &gr[i]);
     if (e != cudaSuccess && !rc) {
-      snprintf(err, len, "CUDA graph of rank %d: %s", x->lo + i, cudaGetErrorString(e));
+      snprintf(err, len, "CUDA graph of rank %d: ending the capture: %s", x->lo + i, cudaGetErrorString(e));
       rc = -1;
     }
-    if (gr) cudaGraphDestroy(gr);
+  }
+  for (int i = 0; i < x->nlocal; i++) {
+    cudaSetDevice(x->devs[i]);
+    cudaError_t e = !rc && gr[i] ? cudaGraphInstantiate(&ge[i], gr[i], 0) : cudaSuccess;
+    if (e != cudaSuccess && !rc) {
+      snprintf(err, len, "CUDA graph of rank %d: instantiating: %s", x->lo + i, cudaGetErrorString(e));
+      rc = -1;
+    }
+    if (gr[i]) cudaGraphDestroy(gr[i]);
   }
   /* A failed capture leaves its error as the thread's last CUDA error;
    * clear it so that it is not reported again by the next library. */

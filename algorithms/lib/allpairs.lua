@@ -7,8 +7,9 @@
 -- ranks[j] owns the chunks at index(j) when `index` is a function, at
 -- index + (j-1) * count when it is a number (so a function returning the same
 -- index for every j makes every rank an owner: the one-shot AllReduce).
--- opts: count (1), scratch (the scratch buffer's name, "scratch"), ch,
--- sendtb / recvtb (passed on to copy() and reduce()).
+-- opts: count (1), scratch (the scratch buffer's name, "scratch"), output
+-- (reduce: the buffer the sum goes to, at the same index; default `buffer`
+-- itself, in place), ch, sendtb / recvtb (passed on to copy() and reduce()).
 local allpairs = {}
 
 local function at(index, j, count)
@@ -18,7 +19,8 @@ end
 
 -- Every other rank sends its copy of ranks[j]'s chunks to ranks[j], into
 -- scratch at (position of the sender - 1) * count; then ranks[j] adds them
--- to its own.  All copies come first, then all reductions.
+-- to its own (or, with opts.output, to a copy of its own in that buffer, so
+-- that `buffer` is only read).  All copies come first, then all reductions.
 function allpairs.reduce(ranks, buffer, index, opts)
   opts = opts or {}
   local n, count, scratch = #ranks, opts.count or 1, opts.scratch or "scratch"
@@ -31,13 +33,12 @@ function allpairs.reduce(ranks, buffer, index, opts)
   end
   local refs = {}
   for j = 1, n do
+    local idx = at(index, j, count)
+    refs[j] = chunk(ranks[j], buffer, idx, count)
+    if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, opts) end
     for i = 1, n do
-      if i ~= j then
-        refs[j] = chunk(ranks[j], buffer, at(index, j, count), count)
-                    :reduce(chunk(ranks[j], scratch, (i - 1) * count, count), opts)
-      end
+      if i ~= j then refs[j] = refs[j]:reduce(chunk(ranks[j], scratch, (i - 1) * count, count), opts) end
     end
-    refs[j] = refs[j] or chunk(ranks[j], buffer, at(index, j, count), count)
   end
   return refs
 end

@@ -1,0 +1,73 @@
+/* test_algo.c -- choosing among loaded algorithms (runtime/rt_algo.c), on the CPU.
+ * Usage: test_algo BATON ALGORITHMS_DIR (compiles the programs it loads). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_algo.h"
+#include "tap.h"
+
+static char dir[64];
+
+/* Compiles algorithms/SCRIPT for 4 ranks with PARAMS into dir/NAME.xml. */
+static int compile(const char *baton, const char *algs, const char *name, const char *script, const char *params) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s compile -q %s/%s --param ranks=4 %s -o %s/%s.xml", baton, algs, script, params, dir,
+           name);
+  return system(cmd);
+}
+
+static const char *picked(const rt_algos *a, int i) {
+  return i < 0 ? "(none)" : rt_algos_get(a, i)->prog->name;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) { fprintf(stderr, "usage: test_algo BATON ALGORITHMS_DIR\n"); return 2; }
+  snprintf(dir, sizeof dir, "/tmp/test_algo.%d", (int)getpid());
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+  if (system(cmd)) return 2;
+  int bad = compile(argv[1], argv[2], "a_inplace", "allreduce_allpairs.lua", "--param shot=1") |
+            compile(argv[1], argv[2], "b_oop", "allreduce_allpairs.lua", "--param shot=1 --param inplace=0") |
+            compile(argv[1], argv[2], "c_ring", "allreduce_ring.lua", "");
+  ok(!bad, "compiled the in-place and out-of-place one-shot AllReduce and the ring");
+  char files[512];
+  rt_algos *a = NULL;
+
+  /* Both one-shot programs: the in-place one is loaded first. */
+  snprintf(files, sizeof files, "%s/a_inplace.xml:%s/b_oop.xml", dir, dir);
+  ok(rt_algos_load_files(&a, 4, files, NULL) == BT_OK && rt_algos_count(a) == 2, "two programs load");
+  int i = rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0);
+  ok(i >= 0 && !strcmp(picked(a, i), "allreduce_allpairs_1shot_oop"),
+     "an out-of-place call takes the program that needs no copy of the input, not the first loaded (%s)",
+     picked(a, i));
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0);
+  ok(i >= 0 && !strcmp(picked(a, i), "allreduce_allpairs_1shot"), "an in-place call takes the in-place one (%s)",
+     picked(a, i));
+  ok(rt_algos_get(a, 0)->inplace_ok && rt_algos_get(a, 0)->outofplace_ok,
+     "the in-place program may run both ways (out of place on a copy)");
+  rt_algos_free(a);
+
+  /* Only the in-place program: an out-of-place call still runs, on a copy. */
+  snprintf(files, sizeof files, "%s/a_inplace.xml", dir);
+  ok(rt_algos_load_files(&a, 4, files, NULL) == BT_OK, "the in-place program alone loads");
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0);
+  ok(i == 0, "with nothing better, an out-of-place call takes the in-place program (%s)", picked(a, i));
+  rt_algos_free(a);
+
+  /* The ring (loaded first) has 4 chunks, the one-shot 1: a count the
+   * ring's chunks do not divide goes to the one-shot; one they divide, to
+   * the first loaded. */
+  snprintf(files, sizeof files, "%s/c_ring.xml:%s/a_inplace.xml", dir, dir);
+  ok(rt_algos_load_files(&a, 4, files, NULL) == BT_OK && rt_algos_count(a) == 2, "ring and one-shot load");
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4092, 1023, 0);
+  ok(i == 1, "count 1023: the program whose chunks divide it (%s)", picked(a, i));
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0);
+  ok(i == 0, "count 1024: the first loaded (%s)", picked(a, i));
+  rt_algos_free(a);
+
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) return 2;
+  return tap_done();
+}
