@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ip_cpu.h"
 #include "ir_check.h"
+#include "ir_dealias.h"
 #include "ir_geom.h"
 #include "ir_read.h"
 #include "rt_diag.h"
@@ -43,6 +45,58 @@ static const char *first_line(rt_diag *d, char *buf, size_t n) {
   memcpy(buf, t, len);
   buf[len] = 0;
   return buf;
+}
+
+static int append(rt_algos *a, const rt_algo *al) {
+  if (a->n == a->cap) {
+    int c = a->cap ? 2 * a->cap : 8;
+    rt_algo *v = realloc(a->v, c * sizeof *v);
+    if (!v) return -1;
+    a->v = v;
+    a->cap = c;
+  }
+  a->v[a->n++] = *al;
+  return 0;
+}
+
+/* For an in-place program that would run out-of-place calls on a copy of
+ * the input: its rewrite that reads the input where it is (ir_dealias),
+ * kept beside it as an out-of-place-only algorithm named NAME_oop when it
+ * passes the checks and runs right on the CPU.  Selection prefers it for
+ * out-of-place calls (rt_algos_select).  Only memory errors fail. */
+static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
+  char why[256];
+  ir_prog *q = NULL;
+  bt_result res = ir_dealias(al->prog, &q, why, sizeof why);
+  if (res == BT_ERR_NOMEM) return res;
+  if (res) {
+    LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out-of-place calls run on a copy of the input (%s)", path, why);
+    return BT_OK;
+  }
+  rt_diag *d = rt_diag_new(4);
+  if (!d) { ir_prog_free(q); return BT_ERR_NOMEM; }
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 1001, .inplace = 0, .tile = 64, .slots = 2};
+  ip_cpu_report rep;
+  if (ir_check(q, d) || ir_check_races(q, 0, d) || ip_cpu_verify(q, &o, &rep, d)) {
+    /* A bug of the rewrite, not of the file: say so and keep the copy. */
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s: its out-of-place rewrite fails its checks, not used: %s", path,
+             rt_diag_text(d));
+    ir_prog_free(q);
+    rt_diag_free(d);
+    return BT_OK;
+  }
+  rt_diag_free(d);
+  size_t len = strlen(q->name) + 8;
+  char *name = malloc(len);
+  if (!name) { ir_prog_free(q); return BT_ERR_NOMEM; }
+  snprintf(name, len, "%s_oop", q->name);
+  free(q->name);
+  q->name = name;
+  rt_algo direct = {q, 0, 1, al->maxcnt};
+  if (append(a, &direct)) { ir_prog_free(q); return BT_ERR_NOMEM; }
+  LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out-of-place calls run %s, which reads the input in place (no copy)", path,
+           name);
+  return BT_OK;
 }
 
 /* Reads, validates and keeps one file.  Never fails the whole load: a bad
@@ -84,20 +138,13 @@ static bt_result load_one(rt_algos *a, const char *path) {
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
         if (p->gpus[r].tbs[t].steps[s].cnt > al.maxcnt) al.maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
-  if (a->n == a->cap) {
-    int c = a->cap ? 2 * a->cap : 8;
-    rt_algo *v = realloc(a->v, c * sizeof *v);
-    if (!v) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
-    a->v = v;
-    a->cap = c;
-  }
-  a->v[a->n++] = al;
+  if (append(a, &al)) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
   LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s %s, %d ranks, %d chunks, %s%s, bytes %llu..%llu", path,
            p->name ? p->name : "?", ir_coll_name[p->coll], p->ngpus, p->nchunksperloop,
            al.inplace_ok ? "in-place" : "", al.outofplace_ok ? (al.inplace_ok ? "+out-of-place" : "out-of-place") : "",
            (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
   rt_diag_free(d);
-  return BT_OK;
+  return al.inplace_ok && ir_prog_aliased(p, 0) ? add_direct(a, &al, path) : BT_OK;
 drop:
   ir_prog_free(p);
   rt_diag_free(d);

@@ -52,7 +52,12 @@ for r in 2 4 8 16; do
   case_ allreduce_allpairs.lua ranks=$r shot=2
   case_ allgather_allpairs.lua ranks=$r
   case_ allreduce_rhd.lua ranks=$r
+  case_ allreduce_allpairs.lua ranks=$r shot=1 inplace=0
+  case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0
+  case_ allgather_allpairs.lua ranks=$r inplace=0
+  case_ reducescatter_allpairs.lua ranks=$r
 done
+case_ reducescatter_allpairs.lua ranks=4 chunks=3
 case_ allreduce_ring.lua ranks=8 channels=2
 case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
 case_ allgather_ring.lua ranks=8 channels=2

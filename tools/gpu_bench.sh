@@ -5,7 +5,8 @@
 # Then there, carrying build and .device:  bash tools/gpu_bench.sh
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
 # (default "probe check bench sweep procs"; "two" adds the same benches
-# on 2 GPUs).  DEADLINE (seconds, default 540) skips what would start after
+# on 2 GPUs; "default" benches the size-ranged set DIR/default on 4 and 2
+# GPUs, one process and one per GPU, with graphs).  DEADLINE (seconds, default 540) skips what would start after
 # it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
@@ -23,6 +24,14 @@ check() {  # check NAME ARGS...: the GPU test suite, quick sizes
   timeout 200 ./build/tests/gpu_runtime "$@" --quick > $out/$name.txt 2>&1
   echo "== $name exit $? in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
   grep '^not ok' -A3 $out/$name.txt | head -20
+}
+dbench() {  # dbench NAME DIR ARGS...: with every program of DIR (size ranges choose)
+  local name=$1 dir=$2; shift 2
+  late $name && return
+  echo "=== $name: BATON_ALGO_DIR=$dir baton bench $*"
+  BATON_ALGO_DIR=$dir timeout 150 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
+  echo "rc $?"
+  grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -18
 }
 bench() {  # bench NAME FILE ARGS...
   local name=$1 file=$2; shift 2
@@ -52,6 +61,22 @@ if [[ $stages == *" bench "* ]]; then
   export BATON_PROTO=Simple; bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3; unset BATON_PROTO
   bench ar_ring_ll128 allreduce_ring_4r_2c_1i_ll128.xml -C allreduce -b 64K -e 64M -f 8 -g 4 -w 3 -n 10 -R 3
   bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+fi
+if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default gives, every size
+  d=$a/default
+  dbench def_ar $d -C allreduce -b 8 -e 512M -f 4 -g 4 -w 5 -n 20 -R 3
+  dbench def_ag $d -C allgather -b 1K -e 256M -f 4 -g 4 -w 5 -n 20 -R 3
+  dbench def_rs $d -C reducescatter -b 1K -e 256M -f 4 -g 4 -w 5 -n 20 -R 3
+  dbench def_a2a $d -C alltoall -b 1K -e 256M -f 4 -g 4 -w 5 -n 20 -R 3
+  dbench def_ar_P $d -C allreduce -b 8 -e 64M -f 8 -g 4 -P -w 5 -n 20 -R 3
+  dbench def_ar_G $d -C allreduce -b 8 -e 64M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+  dbench def_ar_PG $d -C allreduce -b 8 -e 64M -f 8 -g 4 -P -w 5 -n 20 -R 3 -G 5
+  BATON_LANES=64 BATON_NTHREADS=256 dbench def_ar_l64t256 $d -C allreduce -b 16M -e 512M -f 4 -g 4 -w 3 -n 10 -R 3
+  d=.device/algs/r2/default
+  dbench r2_def_ar $d -C allreduce -b 8 -e 512M -f 8 -g 2 -w 5 -n 20 -R 3
+  dbench r2_def_ag $d -C allgather -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
+  dbench r2_def_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
+  dbench r2_def_a2a $d -C alltoall -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
 fi
 if [[ $stages == *" sweep "* ]]; then
   # lanes, slot bytes, slots, threads per block

@@ -19,7 +19,20 @@ for t in all_reduce all_gather reduce_scatter alltoall; do
   echo "calls on baton: $(grep -c 'INFO NCCL .*: baton ' $out/nt_$t.txt), on NCCL: $(grep -c 'INFO NCCL .*: NCCL (' $out/nt_$t.txt)"
   grep -m2 'INFO NCCL .*: baton \|INFO NCCL .*: NCCL (' $out/nt_$t.txt
 done
+# CUDA graphs through the drop-in (nccl-tests -G: each call captured, the graph replayed).
+bin=$NCCL_TESTS/all_reduce_perf
+echo "=== LD_LIBRARY_PATH=build $bin -b 8 -e 64M -f 8 -g 4 -c 1 -G 5"
+LD_LIBRARY_PATH=$lib timeout 150 $bin -b 8 -e 64M -f 8 -g 4 -c 1 -G 5 > $out/nt_all_reduce_G.txt 2>&1
+echo "rc $?"
+grep -v "baton INFO" $out/nt_all_reduce_G.txt | grep -E "^ +[0-9]+|Avg bus|Out of bounds|wrong|error|Error" | tail -12
+echo "calls on baton: $(grep -c 'INFO NCCL .*: baton ' $out/nt_all_reduce_G.txt), on NCCL: $(grep -c 'INFO NCCL .*: NCCL (' $out/nt_all_reduce_G.txt)"
 if python3 -c 'import torch' 2>/dev/null; then
+  # The NCCL functions PyTorch's libraries import, against what this library exports.
+  tl=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  nm -D --defined-only $lib/libnccl.so.2 | awk '{print $3}' | sed 's/@.*//' | sort -u > $out/exports.txt
+  for f in $tl/*.so*; do nm -D --undefined-only "$f" 2>/dev/null | awk '{print $2}' | sed 's/@.*//' | grep '^nccl'; done | sort -u > $out/torch_imports.txt
+  echo "PyTorch ($tl) imports $(wc -l < $out/torch_imports.txt) nccl* functions; not exported here: $(comm -23 $out/torch_imports.txt $out/exports.txt | tr '\n' ' ')"
+  cat $out/torch_imports.txt | tr '\n' ' '; echo
   echo "=== LD_PRELOAD=build/libnccl.so.2 python3 tools/torch_check.py --ranks 4"
   LD_PRELOAD=$lib/libnccl.so.2 timeout 300 python3 tools/torch_check.py --ranks 4 > $out/torch.txt 2>&1
   echo "rc $?"
