@@ -3,14 +3,15 @@
 -- inplace=0 builds the out-of-place program (the input goes straight to
 -- every rank's output, the own block by a local copy).
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1), inplace (1).
+-- instances (1), inplace (1), threads (0: BATON_NTHREADS).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local inplace = param("inplace", 1) ~= 0
 collective{ kind = "allgather", name = "allgather_allpairs" .. (inplace and "" or "_oop"), ranks = n, chunks = k,
-            inplace = inplace, protocol = param("protocol", "LL"), instances = param("instances", 1) }
+            inplace = inplace, protocol = param("protocol", "LL"), instances = param("instances", 1),
+            threads = param("threads", 0) }
 if inplace then
   allpairs.all_gather(topo.range(n), "output", 0, { count = k })  -- rank r's block is output[r*k ..]
 else

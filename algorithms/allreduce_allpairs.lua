@@ -6,7 +6,7 @@
 -- inplace=0 builds the out-of-place program: the input is only read and
 -- the sums go straight to the output (an in-place program called out of
 -- place first copies the input into the output, one more call per rank).
--- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1).
+-- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
@@ -15,7 +15,8 @@ local inplace = param("inplace", 1) ~= 0
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
 collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (inplace and "" or "_oop"),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
-            instances = param("instances", 1) }
+            instances = param("instances", 1),
+            threads = param("threads", 0) }
 local out = inplace and "input" or "output"
 if shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil })

@@ -3,11 +3,12 @@
 -- its own and writes the sum to its output (one step of latency; for small
 -- and medium messages).
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1).
+-- instances (1), threads (0: BATON_NTHREADS).
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 collective{ kind = "reducescatter", name = "reducescatter_allpairs", ranks = n, chunks = k, inplace = false,
-            protocol = param("protocol", "LL"), instances = param("instances", 1) }
+            protocol = param("protocol", "LL"), instances = param("instances", 1),
+            threads = param("threads", 0) }
 for r = 0, n - 1 do
   for q = 0, n - 1 do
     if q ~= r then chunk(r, "input", q * k, k):copy(q, "scratch", r * k) end

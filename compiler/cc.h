@@ -46,6 +46,7 @@ typedef struct cc_trace {
   ir_proto proto;
   int nranks, k;            /* ranks, chunks per block */
   int inplace, instances;
+  int nthreads;             /* threads per thread block; 0: the runtime's (BATON_NTHREADS) */
   uint64_t minbytes, maxbytes;
   int nodes, gpus;          /* topology; nodes == 0: fully connected */
   int declared;             /* collective{} was called */

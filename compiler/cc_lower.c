@@ -430,6 +430,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p = ir_prog_new(t->name, t->coll, t->nranks);
   if (!p) goto out;
   p->proto = t->proto;
+  p->nthreads = t->nthreads;
   p->inplace = t->inplace;
   p->version = IR_SCHEMA_VERSION;
   p->minbytes = t->minbytes;

@@ -222,8 +222,8 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
   rt_diag_free(d);
 }
 
-/* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, name=,
- *             minbytes=, maxbytes=, topology={nodes=, gpus=}, expect= } */
+/* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
+ *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -247,6 +247,10 @@ static int l_collective(lua_State *L) {
   lua_getfield(L, 1, "instances");
   t->instances = (int)luaL_optinteger(L, -1, 1);
   if (t->instances < 1 || t->instances > 64) luaL_error(L, "instances=%d out of range [1, 64]", t->instances);
+  lua_getfield(L, 1, "threads");
+  t->nthreads = (int)luaL_optinteger(L, -1, 0);
+  if (t->nthreads && (t->nthreads < 32 || t->nthreads > 512 || t->nthreads % 32))
+    luaL_error(L, "threads=%d must be a multiple of 32 in [32, 512] (or 0: the runtime's default)", t->nthreads);
   lua_getfield(L, 1, "protocol");
   const char *proto = luaL_optstring(L, -1, "Simple");
   int pr = ir_proto_from_name(proto);

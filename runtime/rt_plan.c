@@ -16,7 +16,6 @@ int rt_plan_lanes(const ir_prog *p, int blocks) {
     for (int r = 0; r < p->ngpus; r++)
       if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
     l = blocks / most;
-    if (l > 32) l = 32;
   }
   if (l < 1) l = 1;
   if (l > 64) l = 64;

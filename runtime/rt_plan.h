@@ -17,7 +17,7 @@ typedef struct rt_plan {
 
 /* The lanes p runs with: BATON_LANES, or when that is 0, `blocks` CUDA
  * blocks (the runtime passes min(128, what the GPU holds)) over the most
- * thread blocks any rank has, 1..32.  Ranks must agree (connections are
+ * thread blocks any rank has, 1..64.  Ranks must agree (connections are
  * made per lane): process-per-GPU communicators check it. */
 int rt_plan_lanes(const ir_prog *p, int blocks);
 

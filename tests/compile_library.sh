@@ -72,6 +72,13 @@ case_ allgather_ring.lua ranks=4 instances=3
 case_ allreduce_rhd.lua ranks=8 instances=2
 refuses allreduce_rhd.lua "allreduce_rhd.lua:13: recursive halving-doubling needs a power-of-two number of ranks, not 6" ranks=6
 refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
+refuses allreduce_ring.lua "allreduce_ring.lua:9: threads=100 must be a multiple of 32 in [32, 512]" threads=100
+case_ allreduce_ring.lua ranks=4 instances=2 threads=256
+if compile allreduce_ring.lua ranks=4 threads=256 && grep -q '<algo [^>]*nthreads="256"' "$out"; then
+  pass "threads=256 is the IR's nthreads"
+else
+  fail "threads=256 is the IR's nthreads" "$msg"
+fi
 
 # Multi-node scripts: nodes x gpus, the topology declared (so every copy is
 # checked against the rails), one node and one GPU per node included.

@@ -78,6 +78,17 @@ if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default give
   dbench r2_def_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench r2_def_a2a $d -C alltoall -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
 fi
+if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceScatter, and candidates
+  d=$a/default
+  dbench tune_ar $d -C allreduce -b 8 -e 512M -f 4 -g 4 -w 5 -n 20 -R 3
+  dbench tune_rs $d -C reducescatter -b 1K -e 256M -f 4 -g 4 -w 5 -n 20 -R 3
+  bench tune_ar_2shot_simple allreduce_allpairs2_oop_simple_4r.xml -C allreduce -b 256K -e 16M -f 2 -g 4 -w 5 -n 20 -R 3
+  BATON_LANES=64 bench tune_ar_ring_l64_t512 allreduce_ring_2inst_4r.xml -C allreduce -b 64M -e 512M -f 2 -g 4 -w 3 -n 10 -R 3
+  BATON_LANES=32 bench tune_ar_ring_l32_t256 allreduce_ring_2inst_t256_4r.xml -C allreduce -b 64M -e 512M -f 2 -g 4 -w 3 -n 10 -R 3
+  d=.device/algs/r2/default
+  dbench tune_r2_ar $d -C allreduce -b 8 -e 512M -f 8 -g 2 -w 5 -n 20 -R 3
+  dbench tune_r2_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
+fi
 if [[ $stages == *" sweep "* ]]; then
   # lanes, slot bytes, slots, threads per block
   for cfg in "1 131072 8 512" "16 131072 8 512" "32 131072 8 512" "32 524288 4 512" "16 524288 8 512" \

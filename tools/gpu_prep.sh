@@ -30,6 +30,8 @@ compile allgather_allpairs_oop allgather_allpairs.lua $r inplace=0
 compile allgather_allpairs_oop_simple allgather_allpairs.lua $r inplace=0 protocol=Simple
 compile reducescatter_allpairs reducescatter_allpairs.lua $r
 compile reducescatter_allpairs_simple reducescatter_allpairs.lua $r protocol=Simple
+compile allreduce_allpairs2_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 protocol=Simple
+compile allreduce_ring_2inst_t256 allreduce_ring.lua $r instances=2 threads=256
 compile reducescatter_ring reducescatter_ring.lua $r
 compile alltoall_direct alltoall_direct.lua $r
 compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
@@ -55,12 +57,13 @@ ranged allreduce_1_allpairs1_oop allreduce_allpairs.lua :256K $r shot=1 inplace=
 ranged allreduce_1_allpairs1 allreduce_allpairs.lua :256K $r shot=1
 ranged allreduce_2_allpairs2_oop allreduce_allpairs.lua 262145:4M $r shot=2 inplace=0
 ranged allreduce_2_allpairs2 allreduce_allpairs.lua 262145:4M $r shot=2
-ranged allreduce_3_ring allreduce_ring.lua 4194305: $r instances=2
+ranged allreduce_3_ring allreduce_ring.lua 4194305: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
 ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
 ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 protocol=Simple
 ranged allgather_3_ring allgather_ring.lua 1048577: $r
-ranged reducescatter_1_allpairs reducescatter_allpairs.lua :1M $r
-ranged reducescatter_2_ring reducescatter_ring.lua : $r
+ranged reducescatter_1_allpairs reducescatter_allpairs.lua :256K $r
+ranged reducescatter_2_allpairs_simple reducescatter_allpairs.lua 262145: $r protocol=Simple
+ranged reducescatter_3_ring reducescatter_ring.lua : $r
 ranged alltoall_direct alltoall_direct.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi
