@@ -55,7 +55,7 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 # out-of-place calls: no copy of the input) and the in-place one.
 ranged allreduce_1_allpairs1_oop allreduce_allpairs.lua :256K $r shot=1 inplace=0
 ranged allreduce_1_allpairs1 allreduce_allpairs.lua :256K $r shot=1
-ranged allreduce_2_allpairs2_oop allreduce_allpairs.lua 262145:4M $r shot=2 inplace=0
+ranged allreduce_2_allpairs2_oop allreduce_allpairs.lua 262145:4M $r shot=2 inplace=0 protocol=Simple
 ranged allreduce_2_allpairs2 allreduce_allpairs.lua 262145:4M $r shot=2
 ranged allreduce_3_ring allreduce_ring.lua 4194305: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
