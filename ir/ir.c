@@ -81,6 +81,11 @@ void ir_prog_free(ir_prog *p) {
   free(p);
 }
 
+int ir_tb_next(const ir_tb *tb, int from, unsigned flags) {
+  while (from < tb->nsteps && !(ir_op_flags[tb->steps[from].op] & flags)) from++;
+  return from;
+}
+
 ir_tb *ir_tb_add(ir_gpu *g, int send, int recv, int chan) {
   if (g->ntbs == g->captbs) {
     int cap = g->captbs ? 2 * g->captbs : 4;

@@ -112,6 +112,12 @@ ir_step *ir_step_add(ir_tb *tb);
 /* Interns a string in the program (for provenance). */
 const char *ir_intern(ir_prog *p, const char *s);
 
+/* Index of the first step of tb at or after `from` whose opcode has any of
+ * the IR_F_* bits in `flags`, or tb->nsteps: walks a connection's messages
+ * (the k-th IR_F_SEND step of a tb pairs with the k-th IR_F_RECV step of
+ * its peer tb). */
+int ir_tb_next(const ir_tb *tb, int from, unsigned flags);
+
 /* Total steps / thread blocks of the program. */
 long ir_prog_nsteps(const ir_prog *p);
 long ir_prog_ntbs(const ir_prog *p);

@@ -200,8 +200,8 @@ static void check_pairing(checker *c, const ir_peers *pe) {
       const ir_tb *rt = &p->gpus[q].tbs[u];
       int a = 0, b = 0, m = 0;
       for (;; a++, b++, m++) {
-        while (a < tb->nsteps && !(ir_op_flags[tb->steps[a].op] & IR_F_SEND)) a++;
-        while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
+        a = ir_tb_next(tb, a, IR_F_SEND);
+        b = ir_tb_next(rt, b, IR_F_RECV);
         if (a >= tb->nsteps || b >= rt->nsteps) break;
         const ir_step *ss = &tb->steps[a], *rs = &rt->steps[b];
         if (ss->cnt != rs->cnt)

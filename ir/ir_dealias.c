@@ -38,7 +38,7 @@ static int span_range(const ir_step *st, const ir_geom *g, int k, long *lo, long
   if (!(fl & (k ? IR_F_DST : IR_F_SRC))) return 0;
   int b = k ? st->dstbuf : st->srcbuf;
   if (b == IR_BUF_SCRATCH) return 0;
-  *lo = (b == IR_BUF_INPUT ? g->in_at : g->out_at) + ir_geom_off(g, b, k ? st->dstoff : st->srcoff);
+  *lo = ir_geom_span_off(g, b, k ? st->dstoff : st->srcoff);
   *hi = *lo + st->cnt;
   return 1;
 }
@@ -195,8 +195,8 @@ static void match_sends(ir_prog *q, const ir_peers *pe) {
         if (tb->send < 0 || u < 0) continue;
         const ir_tb *rt = &q->gpus[tb->send].tbs[u];
         for (int a = 0, b = 0;; a++, b++) {
-          while (a < tb->nsteps && !(ir_op_flags[tb->steps[a].op] & IR_F_SEND)) a++;
-          while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
+          a = ir_tb_next(tb, a, IR_F_SEND);
+          b = ir_tb_next(rt, b, IR_F_RECV);
           if (a >= tb->nsteps || b >= rt->nsteps) break;
           ir_step *ss = &tb->steps[a];
           const ir_step *rs = &rt->steps[b];

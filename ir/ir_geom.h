@@ -53,6 +53,11 @@ IR_HD int64_t ir_geom_off(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return c * g->cap;
   return (c / g->k) * g->count + (c % g->k) * g->cap;
 }
+/* Offset of chunk `c` of buffer b (i or o) in the in-place span: where an
+ * in-place call finds it (in_at / out_at plus ir_geom_off). */
+IR_HD int64_t ir_geom_span_off(const ir_geom *g, int b, int64_t c) {
+  return (b == IR_BUF_INPUT ? g->in_at : g->out_at) + ir_geom_off(g, b, c);
+}
 IR_HD int64_t ir_geom_len(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return g->cap;
   int64_t v = g->count - (c % g->k) * g->cap;

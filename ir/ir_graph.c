@@ -30,10 +30,10 @@ static void edges(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g,
             st->deps < p->gpus[r].tbs[st->depid].nsteps)
           emit(g, g->base[r][st->depid] + st->deps, v, IR_EDGE_DEP);
         if (rt && (ir_op_flags[st->op] & IR_F_SEND)) {
-          while (b < rt->nsteps && !(ir_op_flags[rt->steps[b].op] & IR_F_RECV)) b++;
+          b = ir_tb_next(rt, b, IR_F_RECV);
           if (b < rt->nsteps) emit(g, v, g->base[tb->send][u] + b++, IR_EDGE_MSG);
           if (slots > 0 && k >= slots) {
-            while (b2 < rt->nsteps && !(ir_op_flags[rt->steps[b2].op] & IR_F_RECV)) b2++;
+            b2 = ir_tb_next(rt, b2, IR_F_RECV);
             if (b2 < rt->nsteps) emit(g, g->base[tb->send][u] + b2++, v, IR_EDGE_SLOT);
           }
           k++;

@@ -24,8 +24,7 @@ static int accesses(const ir_step *st, const ir_geom *g, int aliased, access out
     access a = {b, off, off + st->cnt, is_dst};
     if (aliased && b != IR_BUF_SCRATCH) {
       a.space = 0;                    /* with count = k, elements are chunks */
-      long at = b == IR_BUF_INPUT ? g->in_at : g->out_at;
-      a.lo = at + ir_geom_off(g, b, off);
+      a.lo = ir_geom_span_off(g, b, off);
       a.hi = a.lo + st->cnt;
     }
     out[n++] = a;

@@ -92,7 +92,7 @@ static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   snprintf(name, len, "%s_oop", q->name);
   free(q->name);
   q->name = name;
-  rt_algo direct = {q, 0, 1, al->maxcnt};
+  rt_algo direct = {q, 0, 1, al->maxcnt, 0};
   if (append(a, &direct)) { ir_prog_free(q); return BT_ERR_NOMEM; }
   LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out-of-place calls run %s, which reads the input in place (no copy)", path,
            name);
@@ -120,7 +120,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
     /* Custom collectives are run by name only (baton_run). */
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
   }
-  rt_algo al = {p, 0, 0, 1};
+  rt_algo al = {p, 0, 0, 1, ir_prog_aliased(p, 0)};
   rt_diag_clear(d);
   if (p->inplace) {
     al.inplace_ok = ir_check_races(p, 1, d) == BT_OK;
@@ -129,7 +129,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
                path, first_line(d, why, sizeof why));
   }
   rt_diag_clear(d);
-  al.outofplace_ok = ir_check_races(p, ir_prog_aliased(p, 0), d) == BT_OK;
+  al.outofplace_ok = ir_check_races(p, al.copies, d) == BT_OK;
   if (!al.outofplace_ok && !al.inplace_ok) {
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
     goto drop;
@@ -144,7 +144,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
            al.inplace_ok ? "in-place" : "", al.outofplace_ok ? (al.inplace_ok ? "+out-of-place" : "out-of-place") : "",
            (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
   rt_diag_free(d);
-  return al.inplace_ok && ir_prog_aliased(p, 0) ? add_direct(a, &al, path) : BT_OK;
+  return al.inplace_ok && al.copies ? add_direct(a, &al, path) : BT_OK;
 drop:
   ir_prog_free(p);
   rt_diag_free(d);
@@ -236,7 +236,7 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
     int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
     int divides = k > 0 && count % k == 0;
-    int direct = inplace || !ir_prog_aliased(p, 0);   /* runs without first copying the input */
+    int direct = inplace || !al->copies;   /* runs without first copying the input */
     int score = 2 * direct + divides;
     if (score > best) { pick = i; best = score; }
   }

@@ -14,6 +14,8 @@ typedef struct rt_algo {
   int inplace_ok;         /* may run an in-place call */
   int outofplace_ok;      /* may run an out-of-place call */
   int64_t maxcnt;         /* largest cnt of any step (sizes a message) */
+  int copies;             /* an out-of-place call runs on a copy of the input:
+                             ir_prog_aliased(prog, 0), once at load, not per call */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
@@ -33,7 +35,7 @@ int rt_algos_find(const rt_algos *a, const char *name);
 
 /* Chooses an algorithm for a call: same collective, in-place or not,
  * `bytes` in its size range; among those, first one that runs an
- * out-of-place call without copying the input (ir_prog_aliased), then one
+ * out-of-place call without copying the input (rt_algo.copies), then one
  * whose chunks divide the count evenly, then the first loaded.  -1 when none fits.  The
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */

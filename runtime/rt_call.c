@@ -55,7 +55,7 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run %s", c->rank, where, inplace ? "in place" : "out of place");
     return BT_ERR_INVALID;
   }
-  int aliased = ir_prog_aliased(p, inplace);
+  int aliased = inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
   CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
 
   /* A message of one tile of every chunk of the largest step fits a slot

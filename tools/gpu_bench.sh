@@ -25,22 +25,16 @@ check() {  # check NAME ARGS...: the GPU test suite, quick sizes
   echo "== $name exit $? in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
   grep '^not ok' -A3 $out/$name.txt | head -20
 }
-dbench() {  # dbench NAME DIR ARGS...: with every program of DIR (size ranges choose)
-  local name=$1 dir=$2; shift 2
+run_bench() {  # run_bench NAME VAR=VALUE ARGS...: baton bench ARGS with the algorithms VAR names
+  local name=$1 algos=$2; shift 2
   late $name && return
-  echo "=== $name: BATON_ALGO_DIR=$dir baton bench $*"
-  BATON_ALGO_DIR=$dir timeout 150 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
+  echo "=== $name: $algos baton bench $*"
+  env "$algos" timeout 150 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
   echo "rc $?"
   grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -18
 }
-bench() {  # bench NAME FILE ARGS...
-  local name=$1 file=$2; shift 2
-  late $name && return
-  echo "=== $name: BATON_ALGO_FILES=$file baton bench $*"
-  BATON_ALGO_FILES=$a/$file timeout 120 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
-  echo "rc $?"
-  grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -12
-}
+dbench() { local name=$1 dir=$2; shift 2; run_bench $name BATON_ALGO_DIR=$dir "$@"; }     # every program of DIR
+bench() { local name=$1 file=$2; shift 2; run_bench $name BATON_ALGO_FILES=$a/$file "$@"; }  # one file of $a
 if [[ $stages == *" probe "* ]]; then   # the hardware floor, no baton code
   timeout 60 ./build/tests/gpu_p2p_probe 256 | tee $out/p2p_probe.txt
 fi
