@@ -6,21 +6,29 @@
 -- inplace=0 builds the out-of-place program: the input is only read and
 -- the sums go straight to the output (an in-place program called out of
 -- place first copies the input into the output, one more call per rank).
--- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS).
+-- chain=1 reduces every message straight into the sum as it is received
+-- (receive-reduce steps one after another; no scratch, no local pass)
+-- instead of landing the messages in scratch and adding them up after.
+-- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
+-- chain (0).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
 local shot = param("shot", 2)
 local inplace = param("inplace", 1) ~= 0
+local chain = param("chain", 0) ~= 0
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
-collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (inplace and "" or "_oop"),
+-- In place, a one-shot chain would add up sums: rank j's first receive-reduce
+-- overwrites the chunk the ranks after it still have to receive.
+if shot == 1 and chain and inplace then error("chain=1 with shot=1 needs inplace=0") end
+collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop"),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
             threads = param("threads", 0) }
 local out = inplace and "input" or "output"
 if shot == 1 then   -- everyone owns chunk 0
-  allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil })
+  allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
 else                -- rank r owns chunk r
-  allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil })
+  allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil, chain = chain })
   allpairs.all_gather(topo.range(n), out, 0)
 end

@@ -1,14 +1,24 @@
 -- All-pairs ReduceScatter, out of place: every rank sends block q of its
--- input straight to rank q's scratch; rank q adds the n-1 blocks it got to
--- its own and writes the sum to its output (one step of latency; for small
--- and medium messages).
+-- input straight to rank q, which adds the n-1 blocks it gets to its own and
+-- writes the sum to its output (one step of latency; for small and medium
+-- messages).  chain=0: the blocks land in scratch, then local reductions
+-- add them up; chain=1: each block is reduced into the output as it is
+-- received (no scratch, no local pass; the receives run one after another).
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1), threads (0: BATON_NTHREADS).
+-- instances (1), threads (0: BATON_NTHREADS), chain (0).
 local n = param("ranks", 8)
 local k = param("chunks", 1)
-collective{ kind = "reducescatter", name = "reducescatter_allpairs", ranks = n, chunks = k, inplace = false,
-            protocol = param("protocol", "LL"), instances = param("instances", 1),
+local chain = param("chain", 0) ~= 0
+collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or ""), ranks = n,
+            chunks = k, inplace = false, protocol = param("protocol", "LL"), instances = param("instances", 1),
             threads = param("threads", 0) }
+if chain then
+  for q = 0, n - 1 do
+    local acc = chunk(q, "input", q * k, k):copy(q, "output", 0)
+    for m = 1, n - 1 do acc = acc:reduce(chunk((q + m) % n, "input", q * k, k)) end
+  end
+  return
+end
 for r = 0, n - 1 do
   for q = 0, n - 1 do
     if q ~= r then chunk(r, "input", q * k, k):copy(q, "scratch", r * k) end

@@ -232,6 +232,45 @@ out:
   return ok;
 }
 
+/* Forwards a local copy C (X -> Y) into the receive-reduce R that is its
+ * only successor and that reads Y and overwrites it: R reads X instead and
+ * C goes (out = in (op) msg in one step, not a copy and then a reduction
+ * of the copy).  Sound because every later writer of X would depend on C
+ * (a write waits for earlier readers), so R, C's only successor, still
+ * reads the value C would have copied.  Returns 0 when out of memory. */
+static int forward_copies(lower *w, const int *users) {
+  int n = w->n, ok = 0;
+  int *nsucc = calloc(n + 1, sizeof(int)), *only = malloc((n + 1) * sizeof(int));
+  if (!nsucc || !only) goto out;
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < w->v[j].npred; k++) { nsucc[w->v[j].pred[k]]++; only[w->v[j].pred[k]] = j; }
+  for (int c = 0; c < n; c++) {
+    ins *C = &w->v[c];
+    if (C->op != IR_OP_COPY || C->dead || nsucc[c] != 1 || users[c] != 1) continue;
+    int r = only[c];
+    ins *R = &w->v[r];
+    if (R->dead || R->op != IR_OP_RRC || R->rank != C->rank || R->count != C->count) continue;
+    if (R->sspace != C->dspace || R->sidx != C->didx || R->dspace != C->dspace || R->didx != C->didx) continue;
+    R->sspace = C->sspace;
+    R->sidx = C->sidx;
+    int k = 0;
+    while (R->pred[k] != c) k++;
+    R->pred[k] = R->pred[--R->npred];
+    for (int q = 0; q < C->npred; q++) {
+      int p = C->pred[q], had = R->npred;
+      if (!add_pred(R, p)) goto out;
+      if (R->npred == had) nsucc[p]--;        /* R already waited for p */
+      else if (only[p] == c) only[p] = r;
+    }
+    C->dead = 1;
+  }
+  ok = 1;
+out:
+  free(nsucc);
+  free(only);
+  return ok;
+}
+
 /* users[R] = instructions that read the value R writes, plus 1 when the
  * value survives to the end (nobody overwrites it). */
 static void count_users(lower *w, int *users) {
@@ -418,6 +457,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if (!o || o->fuse) {
     count_users(&w, users);
+    if (!forward_copies(&w, users)) goto out;
     if (!fuse(&w, users)) goto out;
   }
   order = malloc((w.n + 1) * sizeof(int));

@@ -404,9 +404,14 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
 
 // Thread 0 waits until step st of tile t, this lane's i-th, may run.
 // Dependencies are on the same lane's copy of thread block depid (block
-// `lane0 + depid`).  Returns false to stop.
+// `lane0 + depid`).  A receive is on connection rc (the tb's own or an
+// extra one of a folded chain), rcvd messages in.  A send reloads the
+// receiver's tail only when the last
+// value seen (*tail_seen, which only grows) leaves no free slot.  Returns
+// false to stop.
 __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t, int64_t i,
-                          int lane0, uint64_t base, uint64_t sent, uint64_t rcvd) {
+                          int lane0, uint64_t base, uint64_t sent, const ip_gconn &rc, int rpeer, uint64_t rcvd,
+                          uint64_t *tail_seen) {
   spin sp = {0, 0};
   if (st.depid >= 0) {
     int d = lane0 + st.depid;
@@ -416,11 +421,11 @@ __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &s
   }
   unsigned fl = op_flags(st.op);
   if ((fl & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE) {   // LL, LL128: threads wait for their own lines
-    while (ld_acquire_sys(tb.recv.head) <= rcvd)
-      if (!spin_more(a, sp, s, t, IP_WAIT_RECV, tb.recv_peer, -1)) return false;
+    while (ld_acquire_sys(rc.head) <= rcvd)
+      if (!spin_more(a, sp, s, t, IP_WAIT_RECV, rpeer, -1)) return false;
   }
-  if (fl & IR_F_SEND) {
-    while (sent - ld_acquire_sys(tb.send.tail) >= (uint64_t)a.nslots)
+  if ((fl & IR_F_SEND) && sent - *tail_seen >= (uint64_t)a.nslots) {   // the last tail seen says "full"
+    while (sent - (*tail_seen = ld_acquire_sys(tb.send.tail)) >= (uint64_t)a.nslots)
       if (!spin_more(a, sp, s, t, IP_WAIT_SEND, tb.send_peer, -1)) return false;
   }
   return true;
@@ -430,7 +435,7 @@ template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs a) {
   extern __shared__ ip_gstep sm_steps[];
   __shared__ int stop;
-  __shared__ uint64_t base, sent, rcvd;
+  __shared__ uint64_t base, sent, tail_seen, rcvd[1 + IP_GPU_XRECV];   // rcvd[0]: own connection, then the extras
   const ip_gtb &tb = a.tbs[blockIdx.x];
   const int lane = blockIdx.x / a.ntbs, lane0 = lane * a.ntbs;
   if (lane >= a.ntiles) {        // no tile for this lane: only keep the generation in step
@@ -450,40 +455,55 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
     a.gen[blockIdx.x] = g;
     base = g << 40;
     sent = tb.send.fifo ? *tb.send.count : 0;
-    rcvd = tb.recv.fifo ? *tb.recv.count : 0;
+    rcvd[0] = tb.recv.fifo ? *tb.recv.count : 0;
+    for (int x = 0; x < tb.nx; x++) rcvd[1 + x] = *tb.xrecv[x].count;
+    tail_seen = tb.send.fifo ? ld_acquire_sys(tb.send.tail) : 0;   // local: loaded with the counts
   }
   __syncthreads();
   for (int64_t t = lane, i = 0; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
       ip_gstep st = steps[s];
-      if (threadIdx.x == 0 && !wait_step(a, tb, st, s, t, i, lane0, base, sent, rcvd)) stop = 1;
+      const ip_gconn &rc = st.conn ? tb.xrecv[st.conn - 1] : tb.recv;
+      const int rpeer = st.conn ? tb.xpeer[st.conn - 1] : tb.recv_peer;
+      if (threadIdx.x == 0 &&
+          !wait_step(a, tb, st, s, t, i, lane0, base, sent, rc, rpeer, rcvd[st.conn], &tail_seen))
+        stop = 1;
       __syncthreads();
       if (stop) goto done;
       unsigned fl = op_flags(st.op);
-      const char *msg = (fl & IR_F_RECV) ? tb.recv.fifo + (rcvd % a.nslots) * a.slot_bytes : NULL;
+      const uint64_t r = rcvd[st.conn];
+      const char *msg = (fl & IR_F_RECV) ? rc.fifo + (r % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-      if (st.op != IR_OP_NOP &&
-          !exec_step<DT, OP>(a, st, s, t, msg, out, rcvd + 1, sent + 1, tb.recv_peer))
+      if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, rpeer))
         stop = 1;
       __syncthreads();
       if (stop) goto done;
       // The barrier orders every thread's accesses before thread 0's
       // release, which is cumulative: one release per word, no extra fence.
-      // LL and LL128 messages need no head: their lines carry their own flags.
+      // The local dependants are told first (a GPU-scope release is cheap;
+      // a system-scope one waits for every earlier write to land).  LL and
+      // LL128 messages need no head: their lines carry their own flags; and
+      // their tail needs no fence: every line read was used (stored) before
+      // the barrier, so no read of the slot is still outstanding.
       if (threadIdx.x == 0) {
+        if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
         if (fl & IR_F_SEND) {
           ++sent;
           if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent);
         }
-        if (fl & IR_F_RECV) st_release_sys(tb.recv.tail, ++rcvd);
-        if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
+        if (fl & IR_F_RECV) {
+          uint64_t n = ++rcvd[st.conn];
+          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(rc.tail, n);
+          else st_relaxed_sys(rc.tail, n);
+        }
       }
     }
   }
 done:
   if (threadIdx.x == 0) {
     if (tb.send.fifo) *tb.send.count = sent;
-    if (tb.recv.fifo) *tb.recv.count = rcvd;
+    if (tb.recv.fifo) *tb.recv.count = rcvd[0];
+    for (int x = 0; x < tb.nx; x++) *tb.xrecv[x].count = rcvd[1 + x];
   }
 }
 

@@ -29,10 +29,16 @@
 extern "C" {
 #endif
 
+/* Extra receive connections a block may read (receive chains, see
+ * runtime/rt_chain.h): a block runs its own tb's steps and the steps of up
+ * to this many tbs folded into it. */
+#define IP_GPU_XRECV 7
+
 typedef struct ip_gstep {
   uint8_t op, srcbuf, dstbuf, hasdep;
   int32_t srcoff, dstoff, cnt;
   int32_t depid, deps;
+  int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
 } ip_gstep;
 
 /* One side of a connection as one thread block sees it. */
@@ -46,7 +52,10 @@ typedef struct ip_gconn {
 typedef struct ip_gtb {
   int32_t first, nsteps; /* steps [first, first+nsteps) of the plan */
   int32_t send_peer, recv_peer, chan;
+  int32_t nx;            /* extra receive connections (folded receive chains) */
   ip_gconn send, recv;   /* fifo NULL when the tb does not send / receive */
+  ip_gconn xrecv[IP_GPU_XRECV];
+  int32_t xpeer[IP_GPU_XRECV], xtb[IP_GPU_XRECV];   /* their senders, and the IR tbs they belong to */
 } ip_gtb;
 
 /* Why a spin gave up; the first block to give up fills ip_gerr. */

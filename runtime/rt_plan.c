@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_chain.h"
 #include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
@@ -41,29 +42,47 @@ int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap) {
   return n;
 }
 
+/* Resolves the receive side of every connection a host block reads on
+ * `lane`: its own tb's and those of the tbs folded into it. */
+static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2p *t, int lane) {
+  const ir_tb *tb = &p->gpus[rank].tbs[tbi];
+  if (d->recv.fifo) CHECK(tp_p2p_side(t, tb->recv, tb->chan, lane, 1, &d->recv));
+  for (int x = 0; x < d->nx; x++) {
+    const ir_tb *f = &p->gpus[rank].tbs[d->xtb[x]];
+    CHECK(tp_p2p_side(t, f->recv, f->chan, lane, 1, &d->xrecv[x]));
+  }
+  return BT_OK;
+}
+
 bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes) {
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
+  rt_chain ch;
+  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0));
   long nsteps = 0;
   int maxsteps = 0;
   for (int i = 0; i < g->ntbs; i++) {
-    nsteps += g->tbs[i].nsteps;
-    if (g->tbs[i].nsteps > maxsteps) maxsteps = g->tbs[i].nsteps;
+    nsteps += ch.count[i];
+    if (ch.count[i] > maxsteps) maxsteps = ch.count[i];
   }
   ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
   int nblocks = lanes * g->ntbs;
   ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
   bt_result res = BT_ERR_NOMEM;
   if (!hs || !ht) goto out;
+  if (ch.folded)
+    LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
+             "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
   long k = 0;
   for (int i = 0; i < g->ntbs; i++) {
     const ir_tb *tb = &g->tbs[i];
     ip_gtb *d = &ht[i];
     d->first = (int32_t)k;
-    d->nsteps = tb->nsteps;
+    d->nsteps = ch.count[i];
     d->send_peer = tb->send;
     d->recv_peer = tb->recv;
     d->chan = tb->chan;
+    if (ch.host[i] != i) continue;   /* folded: an empty block */
     if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, 0, &d->send), res, out);
     if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 0, 1, &d->recv)) {
       /* No peer sends on this connection: fine only if nothing receives. */
@@ -76,10 +95,24 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
         }
       memset(&d->recv, 0, sizeof d->recv);
     }
-    for (int s = 0; s < tb->nsteps; s++, k++) {
-      const ir_step *st = &tb->steps[s];
+    d->nx = ch.nx[i];
+    for (int x = 0; x < d->nx; x++) {
+      int f = ch.xtb[i * IP_GPU_XRECV + x];
+      d->xtb[x] = f;
+      d->xpeer[x] = g->tbs[f].recv;
+    }
+    if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0), res, out);
+    for (int j = 0; j < ch.count[i]; j++, k++) {
+      int rt = ch.ref_tb[ch.first[i] + j];
+      const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
+      int depid = st->depid, deps = st->deps;
+      if (depid >= 0) {
+        int at, h = rt_chain_where(&ch, g, depid, deps, &at);
+        if (h == i && at < j) depid = deps = -1;   /* earlier in this block: program order */
+        else { depid = h; deps = at; }
+      }
       hs[k] = (ip_gstep){st->op, st->srcbuf, st->dstbuf, st->hasdep, st->srcoff, st->dstoff, st->cnt,
-                         st->depid, st->deps};
+                         depid, deps, rt == i ? 0 : 1 + ch.xconn[rt]};
     }
   }
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
@@ -89,7 +122,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       ip_gtb *d = &ht[l * g->ntbs + i];
       *d = ht[i];
       if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, 0, &d->send), res, out);
-      if (d->recv.fifo) CHECK_GOTO(tp_p2p_side(t, tb->recv, tb->chan, l, 1, &d->recv), res, out);
+      CHECK_GOTO(wire_recv(d, p, rank, i, t, l), res, out);
     }
   pl->ntbs = g->ntbs;
   pl->lanes = lanes;
@@ -116,6 +149,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
                      RT_SUB_RUNTIME, "plan: progress clear"), res, out);
   res = BT_OK;
 out:
+  rt_chain_free(&ch);
   free(hs);
   free(ht);
   if (res) rt_plan_free(pl);

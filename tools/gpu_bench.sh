@@ -6,7 +6,9 @@
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
 # (default "probe check bench sweep procs"; "two" adds the same benches
 # on 2 GPUs; "default" benches the size-ranged set DIR/default on 4 and 2
-# GPUs, one process and one per GPU, with graphs).  DEADLINE (seconds, default 540) skips what would start after
+# GPUs, one process and one per GPU, with graphs; "lat" compares the
+# receive-reduce chains with the scratch programs, small sizes with graphs
+# and one process per GPU).  DEADLINE (seconds, default 540) skips what would start after
 # it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
@@ -71,6 +73,18 @@ if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default give
   dbench r2_def_ag $d -C allgather -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench r2_def_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench r2_def_a2a $d -C alltoall -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
+fi
+if [[ $stages == *" lat "* ]]; then   # receive-reduce chains, folded into one block or not
+  c1=allreduce_allpairs1_chain_oop_4r.xml
+  bench lat_1chain_G5 $c1 -C allreduce -b 8 -e 256K -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+  BATON_FOLD_CHAINS=0 bench lat_1chain_nofold_G5 $c1 -C allreduce -b 8 -e 256K -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+  bench lat_1chain_P $c1 -C allreduce -b 8 -e 256K -f 8 -g 4 -w 5 -n 20 -R 3 -P
+  bench lat_1chain_PG5 $c1 -C allreduce -b 8 -e 256K -f 8 -g 4 -w 5 -n 20 -R 3 -P -G 5
+  bench lat_a2a_ll_G5 alltoall_direct_ll_4r.xml -C alltoall -b 32 -e 64K -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+  bench lat_rs_chain_ll reducescatter_allpairs_chain_4r.xml -C reducescatter -b 1K -e 1M -f 4 -g 4 -w 5 -n 20 -R 3
+  BATON_FOLD_CHAINS=0 bench lat_rs_chain_ll_nofold reducescatter_allpairs_chain_4r.xml -C reducescatter -b 1K -e 1M -f 4 -g 4 -w 5 -n 20 -R 3
+  bench lat_rs_chain_simple reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 1M -e 256M -f 4 -g 4 -w 3 -n 10 -R 3
+  BATON_FOLD_CHAINS=0 bench lat_rs_chain_simple_nofold reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 1M -e 256M -f 4 -g 4 -w 3 -n 10 -R 3
 fi
 if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceScatter, and candidates
   d=$a/default

@@ -33,6 +33,12 @@ compile reducescatter_allpairs_simple reducescatter_allpairs.lua $r protocol=Sim
 compile allreduce_allpairs2_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 protocol=Simple
 compile allreduce_ring_2inst_t256 allreduce_ring.lua $r instances=2 threads=256
 compile reducescatter_ring reducescatter_ring.lua $r
+compile allreduce_allpairs1_chain_oop allreduce_allpairs.lua $r shot=1 inplace=0 chain=1
+compile allreduce_allpairs2_chain_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1
+compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple
+compile allreduce_allpairs2_chain allreduce_allpairs.lua $r shot=2 chain=1
+compile reducescatter_allpairs_chain reducescatter_allpairs.lua $r chain=1
+compile reducescatter_allpairs_chain_simple reducescatter_allpairs.lua $r chain=1 protocol=Simple
 compile alltoall_direct alltoall_direct.lua $r
 compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
 compile allgather_ring_ll allgather_ring.lua $r protocol=LL
@@ -53,17 +59,18 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 }
 # Each all-pairs range twice: the out-of-place program (taken for
 # out-of-place calls: no copy of the input) and the in-place one.
-ranged allreduce_1_allpairs1_oop allreduce_allpairs.lua :256K $r shot=1 inplace=0
+ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :128K $r shot=1 inplace=0 chain=1
 ranged allreduce_1_allpairs1 allreduce_allpairs.lua :256K $r shot=1
-ranged allreduce_2_allpairs2_oop allreduce_allpairs.lua 262145:4M $r shot=2 inplace=0 protocol=Simple
+ranged allreduce_2_allpairs2_chain_oop allreduce_allpairs.lua 131073:512K $r shot=2 inplace=0 chain=1
 ranged allreduce_2_allpairs2 allreduce_allpairs.lua 262145:4M $r shot=2
-ranged allreduce_3_ring allreduce_ring.lua 4194305: $r instances=2 threads=256
+ranged allreduce_3_allpairs2_oop allreduce_allpairs.lua 524289:4M $r shot=2 inplace=0 protocol=Simple
+ranged allreduce_4_ring allreduce_ring.lua 4194305: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
 ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
 ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 protocol=Simple
 ranged allgather_3_ring allgather_ring.lua 1048577: $r
-ranged reducescatter_1_allpairs reducescatter_allpairs.lua :256K $r
-ranged reducescatter_2_allpairs_simple reducescatter_allpairs.lua 262145: $r protocol=Simple
+ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :1M $r chain=1
+ranged reducescatter_2_allpairs_chain_simple reducescatter_allpairs.lua 1048577: $r chain=1 protocol=Simple
 ranged reducescatter_3_ring reducescatter_ring.lua : $r
 ranged alltoall_direct alltoall_direct.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -9,7 +9,8 @@
 -- index for every j makes every rank an owner: the one-shot AllReduce).
 -- opts: count (1), scratch (the scratch buffer's name, "scratch"), output
 -- (reduce: the buffer the sum goes to, at the same index; default `buffer`
--- itself, in place), ch, sendtb / recvtb (passed on to copy() and reduce()).
+-- itself, in place), chain (reduce: see below), ch, sendtb / recvtb (passed
+-- on to copy() and reduce()).
 local allpairs = {}
 
 local function at(index, j, count)
@@ -21,9 +22,26 @@ end
 -- scratch at (position of the sender - 1) * count; then ranks[j] adds them
 -- to its own (or, with opts.output, to a copy of its own in that buffer, so
 -- that `buffer` is only read).  All copies come first, then all reductions.
+-- With opts.chain, ranks[j] reduces each message as it receives it, straight
+-- into the sum (receive-reduce steps, one after the other; no scratch, no
+-- local reduction pass; the compiler folds the copy to opts.output into the
+-- first receive).
 function allpairs.reduce(ranks, buffer, index, opts)
   opts = opts or {}
   local n, count, scratch = #ranks, opts.count or 1, opts.scratch or "scratch"
+  if opts.chain then
+    local refs = {}
+    for j = 1, n do
+      local idx = at(index, j, count)
+      refs[j] = chunk(ranks[j], buffer, idx, count)
+      if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, opts) end
+      for k = 1, n - 1 do
+        local i = (j + k - 1) % n + 1   -- the next ranks first: every sender starts with a different receiver
+        refs[j] = refs[j]:reduce(chunk(ranks[i], buffer, idx, count), opts)
+      end
+    end
+    return refs
+  end
   for j = 1, n do
     for i = 1, n do
       if i ~= j then

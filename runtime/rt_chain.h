@@ -1,0 +1,43 @@
+/* rt_chain.h -- receive chains: thread blocks whose only step is a
+ * receive-reduce waiting on the step before it, run in one CUDA block.
+ *
+ * A one-shot AllReduce or all-pairs ReduceScatter written as a chain
+ * (allpairs.reduce with chain, reducescatter_allpairs chain=1) has, on
+ * each rank, a thread block per peer that receives that peer's message and
+ * reduces it into the sum after the thread block before it has.  Run as
+ * written, each link of the chain costs a cross-block hand-off: a release,
+ * a poll that sees it, a barrier.  rt_chain_plan folds such a thread block
+ * into the block that runs the step it waits for, when that step is the
+ * last one there: the block then reads the messages of several
+ * connections in a row, ordered by program order, not by flags.
+ *
+ * The folding is exact (same steps, same order per tile; every wait that
+ * remains is the one the program had) and needs no change of the IR. */
+#ifndef RT_CHAIN_H
+#define RT_CHAIN_H
+
+#include "ip_gpu.h"
+#include "ir.h"
+
+typedef struct rt_chain {
+  int ntbs;               /* thread blocks of the rank, as in the IR */
+  int *host;              /* [ntbs] the tb whose block runs tb t's steps (t itself when not folded) */
+  int *first, *count;     /* [ntbs] a host's steps are ref[first .. first+count) (count 0: folded away) */
+  int *ref_tb, *ref_step; /* [all steps] the program's (tb, step) of each, host by host */
+  int *xconn;             /* [ntbs] for a folded tb: its connection's index in the host's extras (0..) */
+  int *nx;                /* [ntbs] extra receive connections of each host */
+  int *xtb;               /* [ntbs * IP_GPU_XRECV] the tbs whose receive connections those are */
+  int folded;             /* thread blocks folded into another */
+} rt_chain;
+
+/* Computes the chains of rank's thread blocks (fold 0: none, every tb its
+ * own host).  BT_ERR_NOMEM only. */
+bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold);
+
+/* Where the program's step (tb, step) runs: its host's block, at index
+ * *at in the host's list. */
+int rt_chain_where(const rt_chain *c, const ir_gpu *g, int tb, int step, int *at);
+
+void rt_chain_free(rt_chain *c);
+
+#endif

@@ -1,0 +1,114 @@
+/* test_chain.c -- folding receive-reduce chains into one block (runtime/rt_chain.c), on the CPU.
+ * Usage: test_chain BATON ALGORITHMS_DIR (compiles the programs it checks). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ir_read.h"
+#include "rt_chain.h"
+#include "tap.h"
+
+static char dir[64];
+
+/* Compiles algorithms/SCRIPT with PARAMS and reads it back; NULL on failure. */
+static ir_prog *compile(const char *baton, const char *algs, const char *name, const char *script,
+                        const char *params) {
+  char cmd[1024], path[256];
+  snprintf(path, sizeof path, "%s/%s.xml", dir, name);
+  snprintf(cmd, sizeof cmd, "%s compile -q %s/%s %s -o %s", baton, algs, script, params, path);
+  if (system(cmd)) return NULL;
+  ir_prog *p = NULL;
+  return ir_read_file(path, &p, NULL) ? NULL : p;
+}
+
+/* Every step of the rank appears once in the hosts' lists, each folded tb
+ * is empty, and every dependency that stays points to an earlier position
+ * of another block or is dropped only within one block, backwards. */
+static int consistent(const rt_chain *c, const ir_gpu *g) {
+  int seen = 0, total = 0;
+  for (int t = 0; t < g->ntbs; t++) {
+    total += g->tbs[t].nsteps;
+    if (c->host[t] != t && c->count[t]) return 0;
+    seen += c->count[t];
+  }
+  if (seen != total) return 0;
+  for (int h = 0; h < g->ntbs; h++)
+    for (int j = 0; j < c->count[h]; j++) {
+      int tb = c->ref_tb[c->first[h] + j], s = c->ref_step[c->first[h] + j];
+      if (c->host[tb] != h) return 0;
+      const ir_step *st = &g->tbs[tb].steps[s];
+      if (st->depid < 0) continue;
+      int at, dh = rt_chain_where(c, g, st->depid, st->deps, &at);
+      if (dh == h && at >= j) return 0;   /* a wait on a later step of its own block: a deadlock */
+    }
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) { fprintf(stderr, "usage: test_chain BATON ALGORITHMS_DIR\n"); return 2; }
+  snprintf(dir, sizeof dir, "/tmp/test_chain.%d", (int)getpid());
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+  if (system(cmd)) return 2;
+  const char *b = argv[1], *algs = argv[2];
+  ir_prog *one = compile(b, algs, "one", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param inplace=0 --param chain=1");
+  ir_prog *rs8 = compile(b, algs, "rs8", "reducescatter_allpairs.lua", "--param ranks=8 --param chain=1");
+  ir_prog *scr = compile(b, algs, "scr", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param inplace=0");
+  ir_prog *two = compile(b, algs, "two", "allreduce_allpairs.lua", "--param ranks=4 --param shot=2 --param chain=1");
+  ir_prog *ring = compile(b, algs, "ring", "allreduce_ring.lua", "--param ranks=4");
+  ok(one && rs8 && scr && two && ring, "compiled the chain and scratch one-shot AllReduce, the 8-rank chain "
+     "ReduceScatter, the two-shot chain and the ring");
+  if (!one || !rs8 || !scr || !two || !ring) return tap_done();
+  rt_chain c;
+
+  /* One-shot chain, 4 ranks: three receivers, the last two fold into the first. */
+  int good = 1;
+  for (int r = 0; r < 4; r++) {
+    const ir_gpu *g = &one->gpus[r];
+    if (rt_chain_plan(&c, g, 1)) return 1;
+    int h = -1;
+    for (int t = 0; t < g->ntbs; t++)
+      if (g->tbs[t].recv >= 0 && c.host[t] == t) { if (h >= 0) good = 0; h = t; }
+    if (h < 0 || c.folded != 2 || c.nx[h] != 2 || c.count[h] != 3 || !consistent(&c, g)) good = 0;
+    /* the extras are the two other receivers, in chain order, and their steps follow the host's */
+    for (int x = 0; h >= 0 && x < 2; x++) {
+      int f = c.xtb[h * IP_GPU_XRECV + x];
+      if (c.host[f] != h || c.xconn[f] != x || c.ref_tb[c.first[h] + 1 + x] != f) good = 0;
+      if (g->tbs[f].steps[0].depid != (x ? c.xtb[h * IP_GPU_XRECV] : h)) good = 0;
+    }
+    rt_chain_free(&c);
+  }
+  ok(good, "one-shot chain, 4 ranks: on every rank one block runs the three receive-reduce steps, in chain order");
+
+  /* Eight ranks: seven receivers, six extra connections (IP_GPU_XRECV is 7). */
+  good = 1;
+  for (int r = 0; r < 8; r++) {
+    if (rt_chain_plan(&c, &rs8->gpus[r], 1)) return 1;
+    if (c.folded != 6 || !consistent(&c, &rs8->gpus[r])) good = 0;
+    rt_chain_free(&c);
+  }
+  ok(good, "ReduceScatter chain, 8 ranks: six receive-reduce blocks fold into the seventh on every rank");
+
+  /* Nothing to fold: scratch + local reductions, multi-step receivers, the ring; or folding off. */
+  const ir_prog *none[] = {scr, two, ring};
+  const char *what[] = {"the scratch one-shot", "the two-shot chain (receivers have several steps)", "the ring"};
+  for (int k = 0; k < 3; k++) {
+    good = 1;
+    for (int r = 0; r < 4; r++) {
+      if (rt_chain_plan(&c, &none[k]->gpus[r], 1)) return 1;
+      if (c.folded || !consistent(&c, &none[k]->gpus[r])) good = 0;
+      for (int t = 0; t < none[k]->gpus[r].ntbs; t++) if (c.host[t] != t) good = 0;
+      rt_chain_free(&c);
+    }
+    ok(good, "%s: nothing folded", what[k]);
+  }
+  if (rt_chain_plan(&c, &one->gpus[0], 0)) return 1;
+  ok(c.folded == 0 && consistent(&c, &one->gpus[0]), "fold 0 (BATON_FOLD_CHAINS=0) folds nothing");
+  rt_chain_free(&c);
+
+  ir_prog_free(one); ir_prog_free(rs8); ir_prog_free(scr); ir_prog_free(two); ir_prog_free(ring);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) return 2;
+  return tap_done();
+}
