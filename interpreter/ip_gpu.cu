@@ -431,6 +431,13 @@ __device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &s
   return true;
 }
 
+// A step's receive connection: the tb's own (conn 0) or the conn-th extra
+// one of a folded chain; and its sender.
+__device__ __forceinline__ const ip_gconn &recv_conn(const ip_gtb &tb, int conn) {
+  return conn ? tb.xrecv[conn - 1] : tb.recv;
+}
+__device__ __forceinline__ int recv_peer(const ip_gtb &tb, int conn) { return conn ? tb.xpeer[conn - 1] : tb.recv_peer; }
+
 template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs a) {
   extern __shared__ ip_gstep sm_steps[];
@@ -463,18 +470,16 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   for (int64_t t = lane, i = 0; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
       ip_gstep st = steps[s];
-      const ip_gconn &rc = st.conn ? tb.xrecv[st.conn - 1] : tb.recv;
-      const int rpeer = st.conn ? tb.xpeer[st.conn - 1] : tb.recv_peer;
-      if (threadIdx.x == 0 &&
-          !wait_step(a, tb, st, s, t, i, lane0, base, sent, rc, rpeer, rcvd[st.conn], &tail_seen))
+      if (threadIdx.x == 0 && !wait_step(a, tb, st, s, t, i, lane0, base, sent, recv_conn(tb, st.conn),
+                                         recv_peer(tb, st.conn), rcvd[st.conn], &tail_seen))
         stop = 1;
       __syncthreads();
       if (stop) goto done;
       unsigned fl = op_flags(st.op);
       const uint64_t r = rcvd[st.conn];
-      const char *msg = (fl & IR_F_RECV) ? rc.fifo + (r % a.nslots) * a.slot_bytes : NULL;
+      const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-      if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, rpeer))
+      if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
         stop = 1;
       __syncthreads();
       if (stop) goto done;
@@ -493,8 +498,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
         }
         if (fl & IR_F_RECV) {
           uint64_t n = ++rcvd[st.conn];
-          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(rc.tail, n);
-          else st_relaxed_sys(rc.tail, n);
+          uint64_t *tail = recv_conn(tb, st.conn).tail;   // looked up again: not held across the step
+          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tail, n);
+          else st_relaxed_sys(tail, n);
         }
       }
     }

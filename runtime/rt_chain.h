@@ -12,7 +12,10 @@
  * connections in a row, ordered by program order, not by flags.
  *
  * The folding is exact (same steps, same order per tile; every wait that
- * remains is the one the program had) and needs no change of the IR. */
+ * remains is the one the program had) and needs no change of the IR.  The
+ * runtime folds LL and LL128 programs only: all receives of a folded chain
+ * run on one SM, which costs a Simple program bandwidth (measured: the
+ * chain ReduceScatter at 64-256 MiB, 0.70x NCCL folded, 0.96-0.99x not). */
 #ifndef RT_CHAIN_H
 #define RT_CHAIN_H
 

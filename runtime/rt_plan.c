@@ -58,7 +58,10 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
   rt_chain ch;
-  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0));
+  /* Folding saves a hand-off per link (about 0.4 us a call for the LL
+   * one-shot) but puts every receive of a chain on one SM: for Simple, a
+   * bandwidth protocol, that costs more than it saves (docs/RUNTIME.md). */
+  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && p->proto != IR_PROTO_SIMPLE));
   long nsteps = 0;
   int maxsteps = 0;
   for (int i = 0; i < g->ntbs; i++) {

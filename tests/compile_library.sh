@@ -56,7 +56,12 @@ for r in 2 4 8 16; do
   case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0
   case_ allgather_allpairs.lua ranks=$r inplace=0
   case_ reducescatter_allpairs.lua ranks=$r
+  case_ allreduce_allpairs.lua ranks=$r shot=1 inplace=0 chain=1
+  case_ allreduce_allpairs.lua ranks=$r shot=2 chain=1
+  case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1
+  case_ reducescatter_allpairs.lua ranks=$r chain=1
 done
+case_ reducescatter_allpairs.lua ranks=4 chunks=3 chain=1
 case_ reducescatter_allpairs.lua ranks=4 chunks=3
 case_ allreduce_ring.lua ranks=8 channels=2
 case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
@@ -72,6 +77,7 @@ case_ allgather_ring.lua ranks=4 instances=3
 case_ allreduce_rhd.lua ranks=8 instances=2
 refuses allreduce_rhd.lua "allreduce_rhd.lua:13: recursive halving-doubling needs a power-of-two number of ranks, not 6" ranks=6
 refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
+refuses allreduce_allpairs.lua "allreduce_allpairs.lua:23: chain=1 with shot=1 needs inplace=0" shot=1 chain=1
 refuses allreduce_ring.lua "allreduce_ring.lua:9: threads=100 must be a multiple of 32 in [32, 512]" threads=100
 case_ allreduce_ring.lua ranks=4 instances=2 threads=256
 if compile allreduce_ring.lua ranks=4 threads=256 && grep -q '<algo [^>]*nthreads="256"' "$out"; then
