@@ -73,13 +73,12 @@ bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold) {
   return BT_OK;
 }
 
-int rt_chain_where(const rt_chain *c, const ir_gpu *g, int tb, int step, int *at) {
+int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
   int h = c->host[tb];
   if (h == tb) { *at = step; return h; }
   /* a folded tb has one step: find it in the host's list */
   for (int i = 0; i < c->count[h]; i++)
     if (c->ref_tb[c->first[h] + i] == tb) { *at = i; return h; }
-  (void)g;
   *at = step;
   return h;
 }

@@ -39,7 +39,7 @@ bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold);
 
 /* Where the program's step (tb, step) runs: its host's block, at index
  * *at in the host's list. */
-int rt_chain_where(const rt_chain *c, const ir_gpu *g, int tb, int step, int *at);
+int rt_chain_where(const rt_chain *c, int tb, int step, int *at);
 
 void rt_chain_free(rt_chain *c);
 

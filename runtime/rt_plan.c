@@ -110,7 +110,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
       int depid = st->depid, deps = st->deps;
       if (depid >= 0) {
-        int at, h = rt_chain_where(&ch, g, depid, deps, &at);
+        int at, h = rt_chain_where(&ch, depid, deps, &at);
         if (h == i && at < j) depid = deps = -1;   /* earlier in this block: program order */
         else { depid = h; deps = at; }
       }

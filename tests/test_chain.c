@@ -39,7 +39,7 @@ static int consistent(const rt_chain *c, const ir_gpu *g) {
       if (c->host[tb] != h) return 0;
       const ir_step *st = &g->tbs[tb].steps[s];
       if (st->depid < 0) continue;
-      int at, dh = rt_chain_where(c, g, st->depid, st->deps, &at);
+      int at, dh = rt_chain_where(c, st->depid, st->deps, &at);
       if (dh == h && at >= j) return 0;   /* a wait on a later step of its own block: a deadlock */
     }
   return 1;
