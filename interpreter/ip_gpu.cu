@@ -21,16 +21,35 @@ struct spin {
   uint32_t n;
 };
 
-// Called in a wait loop by thread 0.  Returns false when the wait must end:
-// another block aborted, or this one timed out (then it records why and
-// raises the abort flag for everybody).
+// Per block: stop (every thread leaves at the next barrier or wait), and
+// when the host's abort flag may next be read.  That flag is in host
+// memory: every read crosses PCIe, and reads from many spinning threads
+// of many blocks on every GPU queue up behind one another until a single
+// one takes hundreds of microseconds (measured: stalls of 200-600 us a
+// call under CUDA graphs when each waiting thread read it every 256
+// spins).  So a block reads it at most once per IP_ABORT_POLL_NS.
+__shared__ int ip_stop;
+__shared__ uint64_t ip_next_poll;
+#define IP_ABORT_POLL_NS 100000
+
+// Called in a wait loop by a waiting thread.  Returns false when the wait
+// must end: the block stops, another block or the host aborted, or this
+// wait timed out (then it records why and raises the abort flag for
+// everybody).
 __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, int what, int peer,
                           int depid) {
-  if (++s.n & 255) return true;
-  if (*a.abort) return false;
-  if (a.timeout_ns == 0) return true;
+  if (++s.n & 1023) return true;
+  if (*(volatile int *)&ip_stop) return false;
   uint64_t now = globaltimer();
   if (s.start == 0) s.start = now;
+  if (now >= *(volatile uint64_t *)&ip_next_poll) {   // a benign race: a few threads may read it
+    *(volatile uint64_t *)&ip_next_poll = now + IP_ABORT_POLL_NS;
+    if (*a.abort) {
+      ip_stop = 1;
+      return false;
+    }
+  }
+  if (a.timeout_ns == 0) return true;
   /* A block waiting on another block of its own GPU gives the blocks
    * that wait on peers time to report first: they name the cause. */
   uint64_t limit = what == IP_WAIT_DEP ? a.timeout_ns + a.timeout_ns / 2 : a.timeout_ns;
@@ -47,6 +66,7 @@ __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, in
     a.err->depid = depid;
     __threadfence_system();
   }
+  ip_stop = 1;
   *a.abort = 1;
   __threadfence_system();
   return false;
@@ -118,47 +138,35 @@ __device__ void run_piece(const piece &p, int64_t from) {
 // The first `full` 16-byte units of a piece whose pointers are all
 // 16-byte aligned and whose src/dst are valid that far: every thread
 // loads U units before it stores any, so that U * blockDim.x loads are in
-// flight (a single SM needs that many to come near NVLink's bandwidth).
+// flight (a single SM needs that many to come near NVLink's bandwidth),
+// and the last group, short, is guarded rather than left to a loop of one
+// unit at a time (which paid a round trip per unit: small pieces were
+// latency-bound).
 template <int DT, int OP, bool RED, int U>
 __device__ __forceinline__ void run_full(const piece &p, int64_t full) {
-  const uint4 *src = (const uint4 *)p.src, *msg = (const uint4 *)p.msg, *cur = (const uint4 *)p.cur;
+  // The second operand: the message, or (REDUCE, which receives nothing)
+  // the destination's old value; one array holds either.
+  const bool has_cur = RED && p.cur;
+  const uint4 *src = (const uint4 *)p.src, *oth = (const uint4 *)(has_cur ? p.cur : p.msg);
   uint4 *dst = (uint4 *)p.dst, *out = (uint4 *)p.out;
   const int64_t n = blockDim.x;
-  int64_t u = threadIdx.x;
-  for (; u + (U - 1) * n < full; u += U * n) {
+  for (int64_t u = threadIdx.x; u < full; u += U * n) {
     uint4 v[U], m[U];
 #pragma unroll
     for (int k = 0; k < U; k++) {
-      if (src) v[k] = src[u + k * n];
-      if (msg) m[k] = msg[u + k * n];
-    }
-    if (RED && cur) {
-      uint4 c[U];
-#pragma unroll
-      for (int k = 0; k < U; k++) c[k] = cur[u + k * n];
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        if (msg) v[k] = src ? apply_unit<DT, OP>(m[k], v[k]) : m[k];
-        v[k] = apply_unit<DT, OP>(v[k], c[k]);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < U; k++)
-        if (msg) v[k] = (RED && src) ? apply_unit<DT, OP>(m[k], v[k]) : m[k];
+      const bool in = u + k * n < full;
+      if (in && src) v[k] = src[u + k * n];
+      if (in && oth) m[k] = oth[u + k * n];
     }
 #pragma unroll
     for (int k = 0; k < U; k++) {
-      if (dst) dst[u + k * n] = v[k];
-      if (out) out[u + k * n] = v[k];
+      if (u + k * n < full) {
+        if (has_cur) v[k] = apply_unit<DT, OP>(v[k], m[k]);
+        else if (oth) v[k] = (RED && src) ? apply_unit<DT, OP>(m[k], v[k]) : m[k];
+        if (dst) dst[u + k * n] = v[k];
+        if (out) out[u + k * n] = v[k];
+      }
     }
-  }
-  for (; u < full; u += n) {
-    uint4 v;
-    if (src) v = src[u];
-    if (msg) v = (RED && src) ? apply_unit<DT, OP>(msg[u], v) : msg[u];
-    if (RED && cur) v = apply_unit<DT, OP>(v, cur[u]);
-    if (dst) dst[u] = v;
-    if (out) out[u] = v;
   }
 }
 
@@ -251,21 +259,6 @@ __device__ __forceinline__ void ll_send(uint4 *line, uint64_t v, uint32_t flag) 
                "r"((uint32_t)(v >> 32)), "r"(flag) : "memory");
 }
 
-// Waits for a line with this flag; false when the wait must end (abort or
-// timeout, recorded by spin_more as for any wait).
-__device__ __forceinline__ bool ll_recv(const ip_gargs &a, const uint4 *line, uint32_t flag, uint64_t *v, spin &sp,
-                                        int step, int64_t tile, int peer) {
-  uint32_t lo, f1, hi, f2;
-  for (;;) {
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(lo), "=r"(f1), "=r"(hi), "=r"(f2) : "l"(line) : "memory");
-    if (f1 == flag && f2 == flag) break;
-    if (!spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1)) return false;
-  }
-  *v = (uint64_t)hi << 32 | lo;
-  return true;
-}
-
 // The rest of a step on the 8-byte word at byte `off` of piece p, once its
 // source word v (0 without p.src) and, with p.msg, the received word m are
 // in hand: combine them, fold in the destination (REDUCE), store it.
@@ -281,22 +274,57 @@ __device__ __forceinline__ uint64_t finish_word(const piece &p, bool red, int64_
 }
 
 // One piece in LL: p.msg and p.out point at lines (one per 8 bytes of
-// p.len).  Every thread takes its own 8-byte units end to end.  Returns
-// false when a receive gave up.
+// p.len).  Every thread takes its own 8-byte units, LL_UNROLL at a time
+// (units u, u + blockDim.x, ...): their source words and lines are all
+// loaded before any is used, so a thread waits for its group of lines once,
+// not once per line.  Returns false when a receive gave up.
+#define LL_UNROLL 2
 template <int DT, int OP>
 __device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool red, uint32_t rflag,
                                          uint32_t sflag, int step, int64_t tile, int peer) {
   typedef typename ip_dev<DT>::type T;
   constexpr int ES = sizeof(T);
-  int64_t units = (p.len + 7) / 8;
+  const int64_t units = (p.len + 7) / 8, n = blockDim.x;
   spin sp = {0, 0};
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    int64_t off = u * 8;
-    uint64_t v = 0, m = 0;
-    if (p.src) v = load8<ES>(p.src + off, p.srcvalid - off);
-    if (p.msg && !ll_recv(a, (const uint4 *)p.msg + u, rflag, &m, sp, step, tile, peer)) return false;
-    v = finish_word<DT, OP>(p, red, off, v, m);
-    if (p.out) ll_send((uint4 *)p.out + u, v, sflag);
+  for (int64_t u0 = threadIdx.x; u0 < units; u0 += LL_UNROLL * n) {
+    uint64_t v[LL_UNROLL], m[LL_UNROLL];
+#pragma unroll
+    for (int k = 0; k < LL_UNROLL; k++) {
+      const int64_t u = u0 + k * n;
+      v[k] = m[k] = 0;
+      if (p.src && u < units) v[k] = load8<ES>(p.src + u * 8, p.srcvalid - u * 8);
+    }
+    if (p.msg) {
+      unsigned need = 0;   // bit k: line k is still awaited
+#pragma unroll
+      for (int k = 0; k < LL_UNROLL; k++)
+        if (u0 + k * n < units) need |= 1u << k;
+      for (;;) {
+        uint32_t lo[LL_UNROLL], f1[LL_UNROLL], hi[LL_UNROLL], f2[LL_UNROLL];
+#pragma unroll
+        for (int k = 0; k < LL_UNROLL; k++)
+          if (need >> k & 1)
+            asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(lo[k]), "=r"(f1[k]), "=r"(hi[k]), "=r"(f2[k])
+                         : "l"((const uint4 *)p.msg + u0 + k * n) : "memory");
+#pragma unroll
+        for (int k = 0; k < LL_UNROLL; k++)
+          if ((need >> k & 1) && f1[k] == rflag && f2[k] == rflag) {
+            m[k] = (uint64_t)hi[k] << 32 | lo[k];
+            need &= ~(1u << k);
+          }
+        if (!need) break;
+        if (!spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1)) return false;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < LL_UNROLL; k++) {
+      const int64_t u = u0 + k * n;
+      if (u < units) {
+        const uint64_t w = finish_word<DT, OP>(p, red, u * 8, v[k], m[k]);
+        if (p.out) ll_send((uint4 *)p.out + u, w, sflag);
+      }
+    }
   }
   return true;
 }
@@ -351,6 +379,17 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
 
 // ---- the interpreter ----------------------------------------------------
 
+// Thread 0 records event ev of step s, tile index i, as the n-th of its
+// block's timeline (ip_gpu.h); the last place is kept for EXIT.
+__device__ __forceinline__ void trace_ev(const ip_gargs &a, int &n, int ev, int s, int64_t i) {
+  if (!a.trace || (n >= IP_TRACE_EVENTS - 1 && ev != IP_EV_EXIT)) return;
+  uint64_t *w = a.trace + (uint64_t)blockIdx.x * IP_TRACE_WORDS + 1 + 3 * n++;
+  w[0] = IP_TRACE_TAG(ev, s, i);
+  w[1] = ev == IP_EV_ENTER || ev == IP_EV_EXIT ? globaltimer() : 0;   // %globaltimer is slow to read
+  w[2] = clock64();
+  if (ev == IP_EV_EXIT) a.trace[(uint64_t)blockIdx.x * IP_TRACE_WORDS] = n;
+}
+
 __device__ __forceinline__ unsigned op_flags(int op) {
   switch (op) {
 #define X(id, xml, flags, doc) case IR_OP_##id: return (flags);
@@ -404,24 +443,23 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
 
 // Thread 0 waits until step st of tile t, this lane's i-th, may run.
 // Dependencies are on the same lane's copy of thread block depid (block
-// `lane0 + depid`).  A receive is on connection rc (the tb's own or an
-// extra one of a folded chain), rcvd messages in.  A send reloads the
-// receiver's tail only when the last
-// value seen (*tail_seen, which only grows) leaves no free slot.  Returns
-// false to stop.
-__device__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t, int64_t i,
-                          int lane0, uint64_t base, uint64_t sent, const ip_gconn &rc, int rpeer, uint64_t rcvd,
-                          uint64_t *tail_seen) {
+// `lane0 + depid`), whose progress counts depn steps per tile.  A receive
+// is on connection rc, message r; a send is message `sent`, and reloads
+// the receiver's tail only when the last value seen (*tail_seen, which
+// only grows) leaves no free slot.  Returns false to stop.
+__device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t,
+                                          int64_t i, int lane0, uint64_t base, uint64_t sent, const ip_gconn &rc,
+                                          int rpeer, uint64_t r, uint64_t *tail_seen) {
   spin sp = {0, 0};
   if (st.depid >= 0) {
-    int d = lane0 + st.depid;
-    uint64_t need = base + (uint64_t)i * a.tbs[d].nsteps + st.deps + 1;
-    while (ld_acquire_gpu(&a.progress[d]) < need)
+    uint64_t need = base + (uint64_t)i * st.depn + st.deps + 1;
+    const uint64_t *w = &a.progress[lane0 + st.depid];
+    while (ld_acquire_gpu(w) < need)
       if (!spin_more(a, sp, s, t, IP_WAIT_DEP, -1, st.depid)) return false;
   }
   unsigned fl = op_flags(st.op);
   if ((fl & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE) {   // LL, LL128: threads wait for their own lines
-    while (ld_acquire_sys(rc.head) <= rcvd)
+    while (ld_acquire_sys(rc.head) <= r)
       if (!spin_more(a, sp, s, t, IP_WAIT_RECV, rpeer, -1)) return false;
   }
   if ((fl & IR_F_SEND) && sent - *tail_seen >= (uint64_t)a.nslots) {   // the last tail seen says "full"
@@ -438,45 +476,81 @@ __device__ __forceinline__ const ip_gconn &recv_conn(const ip_gtb &tb, int conn)
 }
 __device__ __forceinline__ int recv_peer(const ip_gtb &tb, int conn) { return conn ? tb.xpeer[conn - 1] : tb.recv_peer; }
 
+// Copies n 4-byte words from global to shared memory, all threads.
+__device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
+  for (int k = threadIdx.x; k < n; k += blockDim.x) ((int *)to)[k] = ((const int *)from)[k];
+}
+
+// The block runs its thread block's steps for every tile of its lane.
+// Start: one round trip to global memory brings the block's ip_gtb and
+// steps into shared memory (their addresses follow from blockIdx alone),
+// a second the connections' counts; the kernel touches no other
+// descriptor in global memory after that (an acquire invalidates L1, so
+// every descriptor read would cost an L2 round trip per step).  Counts
+// are never updated per step: message m of a connection in tile index i
+// is count0 + i * (messages per tile) + (its place in the tile), computed
+// by every thread, so a step that waits for nothing needs no barrier
+// before it.
 template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs a) {
   extern __shared__ ip_gstep sm_steps[];
-  __shared__ int stop;
-  __shared__ uint64_t base, sent, tail_seen, rcvd[1 + IP_GPU_XRECV];   // rcvd[0]: own connection, then the extras
-  const ip_gtb &tb = a.tbs[blockIdx.x];
+  __shared__ ip_gtb tb;
+  int &stop = ip_stop;
+  __shared__ uint64_t base, sent0, rcvd0[1 + IP_GPU_XRECV];   // rcvd0[0]: own connection, then the extras
+  static_assert(sizeof(ip_gtb) % 4 == 0 && sizeof(ip_gstep) % 4 == 0, "copied as words");
+  int tn = 0;                     // thread 0: events traced
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_ENTER, 0, 0);
   const int lane = blockIdx.x / a.ntbs, lane0 = lane * a.ntbs;
   if (lane >= a.ntiles) {        // no tile for this lane: only keep the generation in step
-    if (threadIdx.x == 0) a.gen[blockIdx.x] += 1;
+    if (threadIdx.x == 0) {
+      a.gen[blockIdx.x] += 1;
+      trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+    }
     return;
   }
-  const ip_gstep *steps = a.steps + tb.first;
-  if (tb.nsteps <= a.smem_steps) {
-    const int *from = (const int *)steps;
-    int *to = (int *)sm_steps;
-    for (int i = threadIdx.x; i < tb.nsteps * (int)(sizeof(ip_gstep) / 4); i += blockDim.x) to[i] = from[i];
+  const ip_gstep *steps = a.steps + (int64_t)(blockIdx.x % a.ntbs) * a.step_stride;
+  uint64_t g = 0;
+  if (threadIdx.x == 0) g = a.gen[blockIdx.x] + 1;   // this block is the only writer
+  copy_words(&tb, &a.tbs[blockIdx.x], sizeof(ip_gtb) / 4);
+  if (a.smem_steps) {
+    copy_words(sm_steps, steps, a.smem_steps * (int)(sizeof(ip_gstep) / 4));
     steps = sm_steps;
   }
+  __syncthreads();
+  uint64_t tail_seen = 0;         // thread 0: the receiver's tail as last seen
   if (threadIdx.x == 0) {
     stop = 0;
-    uint64_t g = a.gen[blockIdx.x] + 1;   // this block is the only writer
+    ip_next_poll = 0;
     a.gen[blockIdx.x] = g;
     base = g << 40;
-    sent = tb.send.fifo ? *tb.send.count : 0;
-    rcvd[0] = tb.recv.fifo ? *tb.recv.count : 0;
-    for (int x = 0; x < tb.nx; x++) rcvd[1 + x] = *tb.xrecv[x].count;
-    tail_seen = tb.send.fifo ? ld_acquire_sys(tb.send.tail) : 0;   // local: loaded with the counts
+    sent0 = tb.send.fifo ? *tb.send.count : 0;
+    rcvd0[0] = tb.recv.fifo ? *tb.recv.count : 0;
+    for (int x = 0; x < tb.nx; x++) rcvd0[1 + x] = *tb.xrecv[x].count;
+    tail_seen = tb.send.fifo ? ld_acquire_sys(tb.send.tail) : 0;
+    trace_ev(a, tn, IP_EV_READY, 0, 0);
   }
   __syncthreads();
-  for (int64_t t = lane, i = 0; t < a.ntiles; t += a.lanes, i++) {
+  int64_t t = lane, i = 0;
+  for (; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
-      ip_gstep st = steps[s];
-      if (threadIdx.x == 0 && !wait_step(a, tb, st, s, t, i, lane0, base, sent, recv_conn(tb, st.conn),
-                                         recv_peer(tb, st.conn), rcvd[st.conn], &tail_seen))
-        stop = 1;
-      __syncthreads();
-      if (stop) goto done;
-      unsigned fl = op_flags(st.op);
-      const uint64_t r = rcvd[st.conn];
+      const ip_gstep st = steps[s];
+      const unsigned fl = op_flags(st.op);
+      const uint64_t r = rcvd0[st.conn] + (uint64_t)i * tb.nrecv[st.conn] + st.rseq;
+      const uint64_t sent = sent0 + (uint64_t)i * tb.nsend + st.sseq;
+      // A step that waits for nothing needs no barrier first: the last
+      // one's (below) already ordered the data it reads.
+      if (st.depid >= 0 || (fl & IR_F_SEND) || ((fl & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE)) {
+        if (threadIdx.x == 0) {
+          if (!wait_step(a, tb, st, s, t, i, lane0, base, sent, recv_conn(tb, st.conn), recv_peer(tb, st.conn), r,
+                         &tail_seen))
+            stop = 1;
+          trace_ev(a, tn, IP_EV_WAITED, s, i);
+        }
+        __syncthreads();
+        if (stop) goto done;
+      } else if (threadIdx.x == 0) {
+        trace_ev(a, tn, IP_EV_WAITED, s, i);
+      }
       const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
       char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
       if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
@@ -491,26 +565,25 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       // their tail needs no fence: every line read was used (stored) before
       // the barrier, so no read of the slot is still outstanding.
       if (threadIdx.x == 0) {
+        trace_ev(a, tn, IP_EV_DONE, s, i);
         if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
-        if (fl & IR_F_SEND) {
-          ++sent;
-          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent);
-        }
+        if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent + 1);
         if (fl & IR_F_RECV) {
-          uint64_t n = ++rcvd[st.conn];
-          uint64_t *tail = recv_conn(tb, st.conn).tail;   // looked up again: not held across the step
-          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tail, n);
-          else st_relaxed_sys(tail, n);
+          uint64_t *tail = recv_conn(tb, st.conn).tail;
+          if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tail, r + 1);
+          else st_relaxed_sys(tail, r + 1);
         }
       }
     }
   }
-done:
+  // Every tile ran: the counts move on by the messages of i tiles.
   if (threadIdx.x == 0) {
-    if (tb.send.fifo) *tb.send.count = sent;
-    if (tb.recv.fifo) *tb.recv.count = rcvd[0];
-    for (int x = 0; x < tb.nx; x++) *tb.xrecv[x].count = rcvd[1 + x];
+    if (tb.send.fifo) *tb.send.count = sent0 + (uint64_t)i * tb.nsend;
+    if (tb.recv.fifo) *tb.recv.count = rcvd0[0] + (uint64_t)i * tb.nrecv[0];
+    for (int x = 0; x < tb.nx; x++) *tb.xrecv[x].count = rcvd0[1 + x] + (uint64_t)i * tb.nrecv[1 + x];
   }
+done:
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
 
 template <int DT>

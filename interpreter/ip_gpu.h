@@ -35,10 +35,14 @@ extern "C" {
 #define IP_GPU_XRECV 7
 
 typedef struct ip_gstep {
-  uint8_t op, srcbuf, dstbuf, hasdep;
-  int32_t srcoff, dstoff, cnt;
-  int32_t depid, deps;
+  uint8_t op, srcbuf, dstbuf;
+  uint8_t hasdep;        /* a step of another CUDA block waits on this one */
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
+  int32_t srcoff, dstoff, cnt;
+  int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1 */
+  int32_t depn;          /* steps of tb depid: its progress counts them per tile */
+  int32_t sseq, rseq;    /* this step's message among those of its send / receive
+                            connection in one tile (so counts need no updating) */
 } ip_gstep;
 
 /* One side of a connection as one thread block sees it. */
@@ -50,9 +54,11 @@ typedef struct ip_gconn {
 } ip_gconn;
 
 typedef struct ip_gtb {
-  int32_t first, nsteps; /* steps [first, first+nsteps) of the plan */
+  int32_t nsteps;        /* at ip_gargs.steps + (tb % ntbs) * step_stride */
   int32_t send_peer, recv_peer, chan;
   int32_t nx;            /* extra receive connections (folded receive chains) */
+  int32_t nsend;         /* messages sent per tile */
+  int32_t nrecv[1 + IP_GPU_XRECV];   /* messages received per tile, own connection then extras */
   ip_gconn send, recv;   /* fifo NULL when the tb does not send / receive */
   ip_gconn xrecv[IP_GPU_XRECV];
   int32_t xpeer[IP_GPU_XRECV], xtb[IP_GPU_XRECV];   /* their senders, and the IR tbs they belong to */
@@ -71,7 +77,8 @@ typedef struct ip_gargs {
   const ip_gstep *steps;  /* device: all steps of this rank, tb by tb */
   const ip_gtb *tbs;      /* device: lanes * ntbs entries, lane-major */
   int32_t ntbs, lanes;             /* IR thread blocks, CUDA blocks per tb */
-  int32_t smem_steps;              /* steps that fit in shared memory per tb */
+  int32_t step_stride;             /* tb t's steps start at steps + t * step_stride */
+  int32_t smem_steps;              /* step_stride when the steps go to shared memory, else 0 */
   uint64_t *gen, *progress;        /* device: one word per CUDA block each */
   char *buf[IR_BUF_COUNT];         /* i, o, s base pointers */
   ir_geom geom;
@@ -84,7 +91,21 @@ typedef struct ip_gargs {
   volatile int32_t *abort;         /* host-mapped; nonzero stops every block */
   ip_gerr *err;                    /* host-mapped */
   uint64_t timeout_ns;             /* 0: never */
+  uint64_t *trace;                 /* NULL, or the timeline (IP_TRACE_WORDS per CUDA block) */
 } ip_gargs;
+
+/* The kernel's timeline (BATON_TRACE, runtime/rt_trace.c).  When
+ * ip_gargs.trace is set, thread 0 of CUDA block b writes IP_TRACE_WORDS
+ * words at trace + b * IP_TRACE_WORDS: the number of events, then each
+ * event as three words: IP_TRACE_TAG(event, step, tile index), the
+ * %globaltimer (ns; ENTER and EXIT only, 0 for the others: a read costs
+ * a fraction of a microsecond) and clock64 (SM cycles, cheap; the reader
+ * converts them with the rate ENTER to EXIT gives).  Events past the room are dropped; EXIT always
+ * takes the last place. */
+#define IP_TRACE_WORDS 256
+#define IP_TRACE_EVENTS ((IP_TRACE_WORDS - 1) / 3)
+enum { IP_EV_ENTER, IP_EV_READY, IP_EV_WAITED, IP_EV_DONE, IP_EV_EXIT };
+#define IP_TRACE_TAG(ev, step, i) ((uint64_t)(ev) | (uint64_t)(uint32_t)(step) << 8 | (uint64_t)(i) << 40)
 
 /* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
  * `nthreads` threads per block.  Returns BT_ERR_CUDA when the launch

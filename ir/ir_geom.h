@@ -51,7 +51,8 @@ void ir_geom_blocks(ir_coll c, int n, int *in_blocks, int *out_blocks);
  * chunk `c` of buffer `b`. */
 IR_HD int64_t ir_geom_off(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return c * g->cap;
-  return (c / g->k) * g->count + (c % g->k) * g->cap;
+  int32_t ci = (int32_t)c;   /* chunk indices are 32-bit (ir_step): a 32-bit division, cheap on a GPU */
+  return (int64_t)(ci / g->k) * g->count + (int64_t)(ci % g->k) * g->cap;
 }
 /* Offset of chunk `c` of buffer b (i or o) in the in-place span: where an
  * in-place call finds it (in_at / out_at plus ir_geom_off). */
@@ -60,7 +61,7 @@ IR_HD int64_t ir_geom_span_off(const ir_geom *g, int b, int64_t c) {
 }
 IR_HD int64_t ir_geom_len(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return g->cap;
-  int64_t v = g->count - (c % g->k) * g->cap;
+  int64_t v = g->count - (int64_t)((int32_t)c % g->k) * g->cap;
   return v < 0 ? 0 : v > g->cap ? g->cap : v;
 }
 

@@ -77,6 +77,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
   for (int i = 0; !res && i < rt_algos_count(c->algos); i++)
     c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128);
+  if (!res) res = rt_trace_open(&c->trace, rank, holds);
   if (res) {
     rt_algos_free(c->algos);
     free(c->plans);
@@ -151,6 +152,7 @@ static void comm_free(baton_comm *c) {
   free(c->lanes);
   tp_p2p_free(c->p2p);
   if (c->scratch) cudaFree(c->scratch);
+  rt_trace_close(c->trace);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);

@@ -7,6 +7,7 @@
 #include "ip_gpu.h"
 #include "rt_algo.h"
 #include "rt_plan.h"
+#include "rt_trace.h"
 #include "tp_p2p.h"
 
 /* Host-mapped words every GPU of a process can see: the abort flag and
@@ -41,6 +42,7 @@ struct baton_comm {
   int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
   baton_result error;         /* sticky: the first asynchronous error seen */
   struct rt_bootstrap *bs;    /* one process per GPU only */
+  rt_trace *trace;            /* BATON_TRACE, else NULL */
 };
 
 /* Runs algorithm `ai` of comm.  Arguments are checked by the caller. */

@@ -62,12 +62,10 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
    * one-shot) but puts every receive of a chain on one SM: for Simple, a
    * bandwidth protocol, that costs more than it saves (docs/RUNTIME.md). */
   CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && p->proto != IR_PROTO_SIMPLE));
-  long nsteps = 0;
-  int maxsteps = 0;
-  for (int i = 0; i < g->ntbs; i++) {
-    nsteps += ch.count[i];
-    if (ch.count[i] > maxsteps) maxsteps = ch.count[i];
-  }
+  int stride = 1;   /* steps of the longest block: block i's start at i * stride */
+  for (int i = 0; i < g->ntbs; i++)
+    if (ch.count[i] > stride) stride = ch.count[i];
+  long nsteps = (long)g->ntbs * stride;
   ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
   int nblocks = lanes * g->ntbs;
   ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
@@ -76,11 +74,9 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   if (ch.folded)
     LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
              "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
-  long k = 0;
   for (int i = 0; i < g->ntbs; i++) {
     const ir_tb *tb = &g->tbs[i];
     ip_gtb *d = &ht[i];
-    d->first = (int32_t)k;
     d->nsteps = ch.count[i];
     d->send_peer = tb->send;
     d->recv_peer = tb->recv;
@@ -105,7 +101,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       d->xpeer[x] = g->tbs[f].recv;
     }
     if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0), res, out);
-    for (int j = 0; j < ch.count[i]; j++, k++) {
+    for (int j = 0; j < ch.count[i]; j++) {
       int rt = ch.ref_tb[ch.first[i] + j];
       const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
       int depid = st->depid, deps = st->deps;
@@ -114,10 +110,20 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
         if (h == i && at < j) depid = deps = -1;   /* earlier in this block: program order */
         else { depid = h; deps = at; }
       }
-      hs[k] = (ip_gstep){st->op, st->srcbuf, st->dstbuf, st->hasdep, st->srcoff, st->dstoff, st->cnt,
-                         depid, deps, rt == i ? 0 : 1 + ch.xconn[rt]};
+      int conn = rt == i ? 0 : 1 + ch.xconn[rt];
+      unsigned fl = ir_op_flags[st->op];
+      hs[(long)i * stride + j] = (ip_gstep){st->op, st->srcbuf, st->dstbuf, 0, conn, st->srcoff, st->dstoff, st->cnt,
+                                            depid, deps, depid >= 0 ? ch.count[depid] : 0,
+                                            (fl & IR_F_SEND) ? d->nsend++ : 0, (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0};
     }
   }
+  /* hasdep exactly where another block waits: the steps a fold put in
+   * program order release nothing. */
+  for (int i = 0; i < g->ntbs; i++)
+    for (int j = 0; j < ch.count[i]; j++) {
+      const ip_gstep *w = &hs[(long)i * stride + j];
+      if (w->depid >= 0) hs[(long)w->depid * stride + w->deps].hasdep = 1;
+    }
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
   for (int l = 1; l < lanes; l++)
     for (int i = 0; i < g->ntbs; i++) {
@@ -137,7 +143,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     LOG_INFO(RT_SUB_RUNTIME, "%s asks for %d threads per thread block: running %d (whole warps, at most %d)",
              ir_prog_where(p), want, pl->nthreads, IP_GPU_MAX_THREADS);
   }
-  pl->smem_steps = maxsteps <= IP_GPU_SMEM_STEPS ? maxsteps : 0;
+  pl->step_stride = stride;
+  pl->smem_steps = stride <= IP_GPU_SMEM_STEPS ? stride : 0;
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs),
                      RT_SUB_RUNTIME, "plan: steps"), res, out);
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (nblocks + 1) * sizeof *ht),

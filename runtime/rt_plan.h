@@ -12,7 +12,7 @@ typedef struct rt_plan {
   ip_gstep *steps;        /* device */
   ip_gtb *tbs;            /* device: lanes * ntbs, lane-major */
   uint64_t *words;        /* device: gen then progress, one per CUDA block */
-  int ntbs, lanes, smem_steps, nthreads;
+  int ntbs, lanes, step_stride, smem_steps, nthreads;
 } rt_plan;
 
 /* The lanes p runs with: BATON_LANES, or when that is 0, `blocks` CUDA

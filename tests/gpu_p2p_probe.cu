@@ -67,6 +67,83 @@ __global__ void pingpong_kernel(uint64_t *mine, uint64_t *theirs, int side, int 
   *out = globaltimer() - t0;
 }
 
+// Does nothing: the floor of a kernel back to back with others.
+__global__ void empty_kernel(int *p) {
+  if (p && threadIdx.x == 1024) *p = 0;
+}
+
+// The interpreter's building blocks, timed in SM cycles by thread 0 of one
+// block of 512 threads over `reps` repetitions each (out[k] = cycles per
+// repetition of item k):
+//   0 two block barriers           1 dependent loads, L2-resident word
+//   2 ld.volatile 16 B, local      3 ld.acquire.sys, local word
+//   4 st.relaxed.sys to the peer   5 st.release.sys to the peer
+//   6 st.release.gpu, local        7 %globaltimer read
+//   8 ld.volatile 16 B of the peer (over the link)
+__global__ void __launch_bounds__(512) costs_kernel(uint64_t *local, uint64_t *peer, int reps, uint64_t *out) {
+  uint64_t acc = 0;
+  for (int item = 0; item < 9; item++) {
+    __syncthreads();
+    uint64_t t0 = clock64();
+    for (int r = 0; r < reps; r++) {
+      if (item == 0) { __syncthreads(); __syncthreads(); continue; }
+      if (threadIdx.x != 0) continue;
+      switch (item) {
+      case 1: acc = *(volatile uint64_t *)(local + (acc & 1)); break;
+      case 2: { uint32_t a, b, c, d;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                     : "l"(local + 2 + (acc & 2)) : "memory");
+        acc += a + b + c + d; } break;
+      case 3: acc += ld_acquire_sys(local + 8 + (acc & 1)); break;
+      case 4: asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(peer + 16), "l"((uint64_t)r) : "memory"); break;
+      case 5: st_release_sys(peer + 17, (uint64_t)r); break;
+      case 6: st_release_gpu(local + 18, (uint64_t)r); break;
+      case 7: acc += globaltimer(); break;
+      case 8: { uint32_t a, b, c, d;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                     : "l"(peer + 20 + (acc & 2)) : "memory");
+        acc += a + b + c + d; } break;
+      }
+    }
+    if (threadIdx.x == 0) out[item] = (clock64() - t0) / reps;
+  }
+  if (threadIdx.x == 0) out[9] = acc;   // keeps the loads
+}
+
+// Microseconds per empty kernel of `blocks` x `threads`, run back to back
+// on one stream (graph: 100 of them captured in one CUDA graph).
+static double launch_floor(int blocks, int threads, int graph) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const int per = 100, reps = 20;
+  cudaGraphExec_t ge = NULL;
+  if (graph) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++) empty_kernel<<<blocks, threads, 0, s>>>(NULL);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphDestroy(g));
+  }
+  for (int w = 0; w < 2; w++) {   // warm, then timed
+    CK(cudaEventRecord(e0, s));
+    for (int r = 0; r < reps; r++) {
+      if (graph) CK(cudaGraphLaunch(ge, s));
+      else for (int i = 0; i < per; i++) empty_kernel<<<blocks, threads, 0, s>>>(NULL);
+    }
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+  }
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  if (ge) CK(cudaGraphExecDestroy(ge));
+  CK(cudaStreamDestroy(s));
+  return ms * 1e3 / (per * reps);
+}
+
 int main(int argc, char **argv) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
@@ -151,6 +228,40 @@ int main(int argc, char **argv) {
   snprintf(line, sizeof line, "flag ping-pong between GPU 0 and 1: %d round trips finished, one way %.2f us",
            rounds, oneway);
   ok(out[0] > 0 && out[1] > 0, line);
+
+  // The floor under any collective: empty kernels back to back on GPU 0.
+  CK(cudaSetDevice(0));
+  double lo = 1e9;
+  static const int shapes[][2] = {{4, 128}, {4, 512}, {32, 512}, {128, 512}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+    for (int graph = 0; graph < 2; graph++) {
+      double t = launch_floor(shapes[k][0], shapes[k][1], graph);
+      if (t < lo) lo = t;
+      printf("# empty kernel back to back, %3d blocks x %3d threads, %s: %.2f us per kernel\n", shapes[k][0],
+             shapes[k][1], graph ? "graph " : "stream", t);
+    }
+  snprintf(line, sizeof line, "launch floor measured: %.2f us per kernel at best", lo);
+  ok(lo > 0 && lo < 1e6, line);
+
+  // What the interpreter's operations cost one thread (GPU 0, peer GPU 1).
+  CK(cudaSetDevice(0));
+  int khz = 0;
+  CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  uint64_t *cyc;
+  CK(cudaMallocManaged(&cyc, 16 * sizeof *cyc));
+  costs_kernel<<<1, 512>>>(w0, w1, 2000, cyc);
+  CK(cudaDeviceSynchronize());
+  static const char *const what[] = {"two block barriers (512 threads)", "dependent load, L2-resident word",
+                                     "ld.volatile 16 B, local", "ld.acquire.sys, local word",
+                                     "st.relaxed.sys to the peer", "st.release.sys to the peer",
+                                     "st.release.gpu, local", "%globaltimer read", "ld.volatile 16 B of the peer"};
+  int sane = 1;
+  for (int k = 0; k < 9; k++) {
+    printf("# cost of %-34s %6llu cycles = %.3f us at %d MHz\n", what[k], (unsigned long long)cyc[k],
+           cyc[k] / (khz / 1e3), khz / 1000);
+    if (cyc[k] == 0 || cyc[k] > 10000000) sane = 0;
+  }
+  ok(sane, "interpreter building blocks timed (cycles each, above)");
   printf("1..%d\n", n_tests);
   return n_failed ? 1 : 0;
 }

@@ -8,7 +8,8 @@
 # on 2 GPUs; "default" benches the size-ranged set DIR/default on 4 and 2
 # GPUs, one process and one per GPU, with graphs; "lat" compares the
 # receive-reduce chains with the scratch programs, small sizes with graphs
-# and one process per GPU).  DEADLINE (seconds, default 540) skips what would start after
+# and one process per GPU; "trace" writes the kernel's timeline, BATON_TRACE,
+# of one size per program and summarizes it).  DEADLINE (seconds, default 540) skips what would start after
 # it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
@@ -85,6 +86,23 @@ if [[ $stages == *" lat "* ]]; then   # receive-reduce chains, folded into one b
   BATON_FOLD_CHAINS=0 bench lat_rs_chain_ll_nofold reducescatter_allpairs_chain_4r.xml -C reducescatter -b 1K -e 1M -f 4 -g 4 -w 5 -n 20 -R 3
   bench lat_rs_chain_simple reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 1M -e 256M -f 4 -g 4 -w 3 -n 10 -R 3
   BATON_FOLD_CHAINS=0 bench lat_rs_chain_simple_nofold reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 1M -e 256M -f 4 -g 4 -w 3 -n 10 -R 3
+fi
+if [[ $stages == *" trace "* ]]; then   # where a call's time goes: the timeline of the last call
+  trace() {  # trace NAME FILE ARGS...
+    local name=$1 file=$2; shift 2
+    BATON_TRACE=$out/tr_$name bench tr_$name $file "$@"
+    python3 tools/trace_summary.py $out/tr_$name > $out/tr_$name.sum.txt 2>&1
+    tail -6 $out/tr_$name.sum.txt
+  }
+  trace a2a_ll alltoall_direct_ll_4r.xml -C alltoall -b 256 -e 256 -g 4 -w 5 -n 20 -R 1 -G 5
+  trace 1chain allreduce_allpairs1_chain_oop_4r.xml -C allreduce -b 8 -e 8 -g 4 -w 5 -n 20 -R 1 -G 5
+  BATON_NTHREADS=128 trace 1chain_t128 allreduce_allpairs1_chain_oop_4r.xml -C allreduce -b 8 -e 8 -g 4 -w 5 -n 20 -R 1 -G 5
+  trace 1chain_P allreduce_allpairs1_chain_oop_4r.xml -C allreduce -b 8 -e 8 -g 4 -w 5 -n 20 -R 1 -P
+  trace 1chain_32K allreduce_allpairs1_chain_oop_4r.xml -C allreduce -b 32K -e 32K -g 4 -w 5 -n 20 -R 1 -G 5
+  trace 2chain_512K allreduce_allpairs2_chain_oop_4r.xml -C allreduce -b 512K -e 512K -g 4 -w 5 -n 20 -R 1 -G 5
+  trace 2simple_2M allreduce_allpairs2_oop_simple_4r.xml -C allreduce -b 2M -e 2M -g 4 -w 5 -n 20 -R 1 -G 5
+  trace ring_8M allreduce_ring_2inst_t256_4r.xml -C allreduce -b 8M -e 8M -g 4 -w 5 -n 20 -R 1 -G 5
+  trace rs_chain_64M reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 64M -e 64M -g 4 -w 3 -n 10 -R 1
 fi
 if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceScatter, and candidates
   d=$a/default

@@ -39,6 +39,9 @@ compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 in
 compile allreduce_allpairs2_chain allreduce_allpairs.lua $r shot=2 chain=1
 compile reducescatter_allpairs_chain reducescatter_allpairs.lua $r chain=1
 compile reducescatter_allpairs_chain_simple reducescatter_allpairs.lua $r chain=1 protocol=Simple
+compile allreduce_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=LL128
+compile allreduce_allpairs1_chain_oop_ll128 allreduce_allpairs.lua $r shot=1 inplace=0 chain=1 protocol=LL128
+compile reducescatter_allpairs_chain_ll128 reducescatter_allpairs.lua $r chain=1 protocol=LL128
 compile alltoall_direct alltoall_direct.lua $r
 compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
 compile allgather_ring_ll allgather_ring.lua $r protocol=LL
@@ -60,17 +63,17 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 # Each all-pairs range twice: the out-of-place program (taken for
 # out-of-place calls: no copy of the input) and the in-place one.
 ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :128K $r shot=1 inplace=0 chain=1
-ranged allreduce_1_allpairs1 allreduce_allpairs.lua :256K $r shot=1
-ranged allreduce_2_allpairs2_chain_oop allreduce_allpairs.lua 131073:512K $r shot=2 inplace=0 chain=1
-ranged allreduce_2_allpairs2 allreduce_allpairs.lua 262145:4M $r shot=2
-ranged allreduce_3_allpairs2_oop allreduce_allpairs.lua 524289:4M $r shot=2 inplace=0 protocol=Simple
-ranged allreduce_4_ring allreduce_ring.lua 4194305: $r instances=2 threads=256
+ranged allreduce_1_allpairs1 allreduce_allpairs.lua :128K $r shot=1
+ranged allreduce_2_allpairs2_chain_oop_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 inplace=0 chain=1 protocol=LL128
+ranged allreduce_2_allpairs2_chain_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 chain=1 protocol=LL128
+ranged allreduce_3_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
 ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
 ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 protocol=Simple
 ranged allgather_3_ring allgather_ring.lua 1048577: $r
-ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :1M $r chain=1
-ranged reducescatter_2_allpairs_chain_simple reducescatter_allpairs.lua 1048577: $r chain=1 protocol=Simple
-ranged reducescatter_3_ring reducescatter_ring.lua : $r
+ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :128K $r chain=1
+ranged reducescatter_2_allpairs_chain_ll128 reducescatter_allpairs.lua 131073:4M $r chain=1 protocol=LL128
+ranged reducescatter_3_allpairs_chain_simple reducescatter_allpairs.lua 4194305: $r chain=1 protocol=Simple
+ranged reducescatter_4_ring reducescatter_ring.lua : $r
 ranged alltoall_direct alltoall_direct.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -1,0 +1,102 @@
+/* rt_trace.c -- the interpreter's timeline (BATON_TRACE): a device buffer
+ * the kernel writes its events into (interpreter/ip_gpu.h says the
+ * layout), saved as CSV when the communicator goes. */
+#include "rt_trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_gpu.h"
+#include "rt_cuda.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+struct rt_trace {
+  int rank, cap;             /* cap: CUDA blocks the buffer holds */
+  uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
+  char algo[128];            /* the last launch */
+  int blocks, ntbs, nthreads;
+  int warned;
+};
+
+bt_result rt_trace_open(rt_trace **out, int rank, int blocks) {
+  *out = NULL;
+  if (!*rt_param_str(RT_PARAM_TRACE) || blocks < 1) return BT_OK;
+  rt_trace *t = calloc(1, sizeof *t);
+  if (!t) return BT_ERR_NOMEM;
+  size_t bytes = (size_t)blocks * IP_TRACE_WORDS * sizeof(uint64_t);
+  if (rt_cuda(cudaMalloc((void **)&t->dev, bytes), RT_SUB_RUNTIME, "allocating the timeline (BATON_TRACE)") ||
+      rt_cuda(cudaMemset(t->dev, 0, bytes), RT_SUB_RUNTIME, "clearing the timeline")) {
+    if (t->dev) cudaFree(t->dev);
+    free(t);
+    return BT_ERR_CUDA;
+  }
+  t->rank = rank;
+  t->cap = blocks;
+  *out = t;
+  return BT_OK;
+}
+
+uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
+  if (!t) return NULL;
+  if (blocks <= t->cap) return t->dev;
+  if (!t->warned++)
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: BATON_TRACE: a launch of %d CUDA blocks, the timeline holds %d: not traced",
+             t->rank, blocks, t->cap);
+  return NULL;
+}
+
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads) {
+  if (!t) return;
+  snprintf(t->algo, sizeof t->algo, "%s", algo);
+  t->blocks = blocks;
+  t->ntbs = ntbs;
+  t->nthreads = nthreads;
+}
+
+static const char *const ev_name[] = {"enter", "ready", "waited", "done", "exit"};
+
+/* One row per event: absolute times, so that the files of all ranks of a
+ * machine line up (their GPUs' timers start from the same host clock). */
+static void save(const rt_trace *t) {
+  size_t words = (size_t)t->blocks * IP_TRACE_WORDS;
+  uint64_t *h = malloc(words * sizeof *h);
+  if (!h) return;
+  if (rt_cuda(cudaMemcpy(h, t->dev, words * sizeof *h, cudaMemcpyDeviceToHost), RT_SUB_RUNTIME,
+              "reading the timeline")) {
+    free(h);
+    return;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s.%d.csv", rt_param_str(RT_PARAM_TRACE), t->rank);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_TRACE: cannot write %s", path);
+    free(h);
+    return;
+  }
+  fprintf(f, "rank,algo,threads,block,lane,tb,event,step,tile,ns,clk\n");
+  for (int b = 0; b < t->blocks; b++) {
+    const uint64_t *w = h + (size_t)b * IP_TRACE_WORDS;
+    uint64_t n = w[0] < IP_TRACE_EVENTS ? w[0] : IP_TRACE_EVENTS;
+    for (uint64_t e = 0; e < n; e++) {
+      const uint64_t *ev = w + 1 + 3 * e;
+      unsigned kind = (unsigned)(ev[0] & 0xff);
+      fprintf(f, "%d,%s,%d,%d,%d,%d,%s,%u,%llu,%llu,%llu\n", t->rank, t->algo, t->nthreads, b, b / t->ntbs,
+              b % t->ntbs, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
+              (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
+    }
+  }
+  fclose(f);
+  free(h);
+  LOG_INFO(RT_SUB_RUNTIME, "rank %d: timeline of the last call (%s) written to %s", t->rank, t->algo, path);
+}
+
+void rt_trace_close(rt_trace *t) {
+  if (!t) return;
+  if (t->blocks > 0 && t->ntbs > 0 && !rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "BATON_TRACE: waiting"))
+    save(t);
+  cudaFree(t->dev);
+  free(t);
+}

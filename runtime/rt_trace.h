@@ -1,0 +1,30 @@
+/* rt_trace.h -- the interpreter's timeline (BATON_TRACE): every call's
+ * kernel writes, per CUDA block, when it started, when each step's wait
+ * ended and its work was done, and when it left; the communicator saves
+ * the last call's timeline as CSV when it is destroyed. */
+#ifndef RT_TRACE_H
+#define RT_TRACE_H
+
+#include <stdint.h>
+
+#include "rt_result.h"
+
+typedef struct rt_trace rt_trace;
+
+/* *t = a timeline of `blocks` CUDA blocks on the current device for
+ * `rank`, or NULL when BATON_TRACE is empty. */
+bt_result rt_trace_open(rt_trace **t, int rank, int blocks);
+
+/* The buffer a launch of `blocks` CUDA blocks writes (ip_gargs.trace), or
+ * NULL when tracing is off or the launch has more blocks than the buffer
+ * (logged once). */
+uint64_t *rt_trace_buf(rt_trace *t, int blocks);
+
+/* Notes what the last launch ran, for the file's rows. */
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads);
+
+/* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
+ * device is idle), then frees t.  Does nothing for NULL. */
+void rt_trace_close(rt_trace *t);
+
+#endif

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""trace_summary.py -- reads the timelines BATON_TRACE=PREFIX wrote
+(PREFIX.RANK.csv, one per rank: runtime/rt_trace.c) and prints, per rank
+and CUDA block, what the last call's kernel spent its time on, in us from
+the first block of any rank to start:
+  start   when the block began (its GPU's launch, against the others)
+  setup   start to ready: loading steps and counters
+  wait/work per step (tile index:step): waiting for data, slots or
+          dependencies; then the work up to the release
+  end     when it left
+    usage: trace_summary.py PREFIX [--steps N]   (N: steps shown per block, default 8)
+"""
+import csv
+import glob
+import sys
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit(__doc__)
+    prefix, shown = args[0], 8
+    if "--steps" in args:
+        shown = int(args[args.index("--steps") + 1])
+    rows = []
+    for path in sorted(glob.glob(prefix + ".*.csv")):
+        with open(path) as f:
+            rows += list(csv.DictReader(f))
+    if not rows:
+        sys.exit(f"trace_summary.py: no rows in {prefix}.*.csv")
+    blocks = {}
+    for r in rows:
+        blocks.setdefault((int(r["rank"]), int(r["block"])), []).append(r)
+    # Events between ENTER and EXIT carry SM cycles only: convert them with
+    # the rank's cycles per ns, measured over its blocks' ENTER..EXIT spans.
+    rates = {}
+    for (rank, _), evs in blocks.items():
+        ends = [e for e in evs if e["event"] in ("enter", "exit")]
+        if len(ends) == 2:
+            dns = int(ends[1]["ns"]) - int(ends[0]["ns"])
+            dclk = int(ends[1]["clk"]) - int(ends[0]["clk"])
+            if dns > 1000 and dclk > 0:
+                rates.setdefault(rank, []).append(dclk / dns)
+    for (rank, _), evs in blocks.items():
+        enter = next((e for e in evs if e["event"] == "enter"), evs[0])
+        r = sorted(rates.get(rank, [1.0]))
+        rate = r[len(r) // 2]
+        for e in evs:
+            if e["event"] not in ("enter", "exit"):
+                e["ns"] = str(int(int(enter["ns"]) + (int(e["clk"]) - int(enter["clk"])) / rate))
+    t0 = min(int(r["ns"]) for r in rows)
+    us = lambda r: (int(r["ns"]) - t0) / 1000.0
+    print(f"# {rows[0]['algo']}, {rows[0]['threads']} threads; times in us from the first start "
+          f"(SM cycles per ns: " + ", ".join(f"rank {k} {sorted(v)[len(v) // 2]:.2f}" for k, v in sorted(rates.items())) + ")")
+    for (rank, b), evs in sorted(blocks.items()):
+        byev = {}
+        for e in evs:
+            byev.setdefault(e["event"], []).append(e)
+        start = us(byev["enter"][0]) if "enter" in byev else float("nan")
+        ready = us(byev["ready"][0]) if "ready" in byev else start
+        end = us(byev["exit"][-1]) if "exit" in byev else float("nan")
+        line = f"rank {rank} block {b:3d} (tb {evs[0]['tb']}, lane {evs[0]['lane']}): start {start:7.2f} setup {ready - start:5.2f}"
+        prev = ready
+        waited = {(e["tile"], e["step"]): us(e) for e in byev.get("waited", [])}
+        parts = []
+        for e in byev.get("done", []):
+            k = (e["tile"], e["step"])
+            w = waited.get(k, prev)
+            parts.append(f"{k[0]}:{k[1]} wait {w - prev:.2f} work {us(e) - w:.2f}")
+            prev = us(e)
+        more = len(parts) - shown
+        line += " | " + "; ".join(parts[:shown]) + (f"; ... {more} more" if more > 0 else "")
+        line += f" | end {end:7.2f}"
+        print(line)
+    for rank in sorted({k[0] for k in blocks}):
+        mine = [v for k, v in blocks.items() if k[0] == rank]
+        st = [us(e) for v in mine for e in v if e["event"] == "enter"]
+        en = [us(e) for v in mine for e in v if e["event"] == "exit"]
+        print(f"rank {rank}: first start {min(st):.2f}, last start {max(st):.2f}, last end {max(en):.2f}")
+
+
+if __name__ == "__main__":
+    main()
