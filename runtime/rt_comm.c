@@ -97,7 +97,8 @@ static bt_result comm_keys(baton_comm *c, tp_key **keys, int *n) {
   *keys = NULL;
   *n = 0;
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
-    *n = rt_plan_keys(rt_algos_get(c->algos, i)->prog, c->lanes[i], keys, *n, &cap);
+    const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+    *n = rt_plan_keys(p, c->lanes[i], rt_comm_proto(c, p), keys, *n, &cap);
     if (*n < 0) { free(*keys); return BT_ERR_NOMEM; }
   }
   *n = tp_keys_normalize(*keys, *n);
@@ -113,7 +114,7 @@ static bt_result comm_plans(baton_comm *c) {
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
-    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i]));
+    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i], rt_comm_proto(c, p)));
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
     CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
     int blocks = c->plans[i].ntbs * c->plans[i].lanes;

@@ -45,6 +45,11 @@ struct baton_comm {
   rt_trace *trace;            /* BATON_TRACE, else NULL */
 };
 
+/* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
+static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {
+  return c->force_simple ? IR_PROTO_SIMPLE : (int)p->proto;
+}
+
 /* Runs algorithm `ai` of comm.  Arguments are checked by the caller. */
 bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                       cudaStream_t stream);

@@ -23,7 +23,7 @@ int rt_plan_lanes(const ir_prog *p, int blocks) {
   return (int)l;
 }
 
-int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap) {
+int rt_plan_keys(const ir_prog *p, int lanes, int proto, tp_key **keys, int n, int *cap) {
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
       const ir_tb *tb = &p->gpus[r].tbs[t];
@@ -36,7 +36,7 @@ int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap) {
           *keys = k;
           *cap = c;
         }
-        (*keys)[n++] = (tp_key){r, tb->send, tb->chan, l};
+        (*keys)[n++] = (tp_key){r, tb->send, tb->chan, l, proto};
       }
     }
   return n;
@@ -44,24 +44,24 @@ int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap) {
 
 /* Resolves the receive side of every connection a host block reads on
  * `lane`: its own tb's and those of the tbs folded into it. */
-static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2p *t, int lane) {
+static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2p *t, int lane, int proto) {
   const ir_tb *tb = &p->gpus[rank].tbs[tbi];
-  if (d->recv.fifo) CHECK(tp_p2p_side(t, tb->recv, tb->chan, lane, 1, &d->recv));
+  if (d->recv.fifo) CHECK(tp_p2p_side(t, tb->recv, tb->chan, lane, proto, 1, &d->recv));
   for (int x = 0; x < d->nx; x++) {
     const ir_tb *f = &p->gpus[rank].tbs[d->xtb[x]];
-    CHECK(tp_p2p_side(t, f->recv, f->chan, lane, 1, &d->xrecv[x]));
+    CHECK(tp_p2p_side(t, f->recv, f->chan, lane, proto, 1, &d->xrecv[x]));
   }
   return BT_OK;
 }
 
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes) {
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto) {
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
   rt_chain ch;
   /* Folding saves a hand-off per link (about 0.4 us a call for the LL
    * one-shot) but puts every receive of a chain on one SM: for Simple, a
    * bandwidth protocol, that costs more than it saves (docs/RUNTIME.md). */
-  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && p->proto != IR_PROTO_SIMPLE));
+  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE));
   int stride = 1;   /* steps of the longest block: block i's start at i * stride */
   for (int i = 0; i < g->ntbs; i++)
     if (ch.count[i] > stride) stride = ch.count[i];
@@ -82,8 +82,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     d->recv_peer = tb->recv;
     d->chan = tb->chan;
     if (ch.host[i] != i) continue;   /* folded: an empty block */
-    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, 0, &d->send), res, out);
-    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 0, 1, &d->recv)) {
+    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, proto, 0, &d->send), res, out);
+    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 0, proto, 1, &d->recv)) {
       /* No peer sends on this connection: fine only if nothing receives. */
       for (int s = 0; s < tb->nsteps; s++)
         if (ir_op_flags[tb->steps[s].op] & IR_F_RECV) {
@@ -100,7 +100,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       d->xtb[x] = f;
       d->xpeer[x] = g->tbs[f].recv;
     }
-    if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0), res, out);
+    if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0, proto), res, out);
     for (int j = 0; j < ch.count[i]; j++) {
       int rt = ch.ref_tb[ch.first[i] + j];
       const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
@@ -130,8 +130,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       const ir_tb *tb = &g->tbs[i];
       ip_gtb *d = &ht[l * g->ntbs + i];
       *d = ht[i];
-      if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, 0, &d->send), res, out);
-      CHECK_GOTO(wire_recv(d, p, rank, i, t, l), res, out);
+      if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, proto, 0, &d->send), res, out);
+      CHECK_GOTO(wire_recv(d, p, rank, i, t, l, proto), res, out);
     }
   pl->ntbs = g->ntbs;
   pl->lanes = lanes;

@@ -21,13 +21,14 @@ typedef struct rt_plan {
  * made per lane): process-per-GPU communicators check it. */
 int rt_plan_lanes(const ir_prog *p, int blocks);
 
-/* Builds rank's plan of p on the current device with `lanes` lanes.
+/* Builds rank's plan of p on the current device with `lanes` lanes, its
+ * messages in protocol `proto` (the one it runs: rt_comm_proto).
  * nthreads: the IR's nthreads when set, else the given default. */
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes);
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto);
 
-/* Adds the connections p uses (on every rank, each of `lanes` lanes) to
- * keys; returns the new count or -1 when out of memory. */
-int rt_plan_keys(const ir_prog *p, int lanes, tp_key **keys, int n, int *cap);
+/* Adds the connections p uses (on every rank, each of `lanes` lanes, for
+ * protocol proto) to keys; returns the new count or -1 when out of memory. */
+int rt_plan_keys(const ir_prog *p, int lanes, int proto, tp_key **keys, int n, int *cap);
 
 void rt_plan_free(rt_plan *pl);
 

@@ -47,6 +47,7 @@ for r in 2 4 8 16; do
   case_ allreduce_ring.lua ranks=$r
   case_ allgather_ring.lua ranks=$r
   case_ reducescatter_ring.lua ranks=$r
+  case_ reducescatter_ring.lua ranks=$r inplace=0
   case_ alltoall_direct.lua ranks=$r
   case_ allreduce_allpairs.lua ranks=$r shot=1
   case_ allreduce_allpairs.lua ranks=$r shot=2
@@ -67,6 +68,7 @@ case_ allreduce_ring.lua ranks=8 channels=2
 case_ allreduce_ring.lua ranks=4 channels=4 protocol=LL128
 case_ allgather_ring.lua ranks=8 channels=2
 case_ reducescatter_ring.lua ranks=8 channels=2
+case_ reducescatter_ring.lua ranks=8 channels=2 inplace=0 instances=2
 case_ alltoall_direct.lua ranks=4 chunks=3
 case_ allgather_allpairs.lua ranks=4 chunks=3
 case_ allreduce_ring.lua ranks=8 instances=2

@@ -33,6 +33,8 @@ compile reducescatter_allpairs_simple reducescatter_allpairs.lua $r protocol=Sim
 compile allreduce_allpairs2_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 protocol=Simple
 compile allreduce_ring_2inst_t256 allreduce_ring.lua $r instances=2 threads=256
 compile reducescatter_ring reducescatter_ring.lua $r
+compile reducescatter_ring_oop reducescatter_ring.lua $r inplace=0
+compile reducescatter_ring_oop_2inst reducescatter_ring.lua $r inplace=0 instances=2
 compile allreduce_allpairs1_chain_oop allreduce_allpairs.lua $r shot=1 inplace=0 chain=1
 compile allreduce_allpairs2_chain_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1
 compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple
@@ -73,7 +75,7 @@ ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 pro
 ranged allgather_3_ring allgather_ring.lua 1048577: $r
 ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :128K $r chain=1
 ranged reducescatter_2_allpairs_chain_ll128 reducescatter_allpairs.lua 131073:4M $r chain=1 protocol=LL128
-ranged reducescatter_3_allpairs_chain_simple reducescatter_allpairs.lua 4194305: $r chain=1 protocol=Simple
+ranged reducescatter_3_ring_oop reducescatter_ring.lua 4194305: $r inplace=0 instances=2
 ranged reducescatter_4_ring reducescatter_ring.lua : $r
 ranged alltoall_direct alltoall_direct.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -28,7 +28,8 @@ static int key_cmp(const void *a, const void *b) {
   if (x->src != y->src) return x->src < y->src ? -1 : 1;
   if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
   if (x->chan != y->chan) return x->chan < y->chan ? -1 : 1;
-  return x->lane < y->lane ? -1 : x->lane > y->lane;
+  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+  return x->proto < y->proto ? -1 : x->proto > y->proto;
 }
 
 int tp_keys_normalize(tp_key *keys, int n) {
@@ -173,8 +174,8 @@ bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all) {
   return BT_OK;
 }
 
-bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int dir, ip_gconn *out) {
-  tp_key k = {dir == 0 ? t->rank : peer, dir == 0 ? peer : t->rank, chan, lane};
+bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int proto, int dir, ip_gconn *out) {
+  tp_key k = {dir == 0 ? t->rank : peer, dir == 0 ? peer : t->rank, chan, lane, proto};
   if (!bsearch(&k, t->keys, t->nkeys, sizeof k, key_cmp)) return BT_ERR_INVALID;
   char *rx = t->peer[k.dst], *tx = t->peer[k.src];
   if (!rx || !tx) return BT_ERR_INVALID;

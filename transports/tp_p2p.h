@@ -14,10 +14,14 @@
 #include "ip_gpu.h"
 #include "rt_result.h"
 
-/* One connection: sender, receiver, IR channel, and the lane (each IR
- * thread block runs as several CUDA blocks, lanes, with connections of
- * their own). */
-typedef struct tp_key { int32_t src, dst, chan, lane; } tp_key;
+/* One connection: sender, receiver, IR channel, the lane (each IR thread
+ * block runs as several CUDA blocks, lanes, with connections of their
+ * own), and the protocol its messages use (an ir_proto).  Every protocol
+ * has FIFOs of its own, as in NCCL: LL and LL128 receivers recognize a
+ * line by the flag in it, and a Simple message left in the same slot is
+ * raw data that can hold the very value expected (seen: wrong sums when
+ * LL128 programs ran after Simple ones on shared FIFOs). */
+typedef struct tp_key { int32_t src, dst, chan, lane, proto; } tp_key;
 
 /* What a rank publishes so that peers can reach its pool. */
 typedef struct tp_handle {
@@ -45,9 +49,9 @@ bt_result tp_p2p_export(tp_p2p *t, int ipc, tp_handle *h);
 bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all);
 
 /* The send (dir 0) or receive (dir 1) side of connection (this rank ->
- * peer) or (peer -> this rank) on (chan, lane), as the interpreter needs it.
- * BT_ERR_INVALID when the key is not in the set. */
-bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int dir, ip_gconn *out);
+ * peer) or (peer -> this rank) on (chan, lane, proto), as the interpreter
+ * needs it.  BT_ERR_INVALID when the key is not in the set. */
+bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int proto, int dir, ip_gconn *out);
 
 int64_t tp_p2p_fifo_bytes(const tp_p2p *t);
 void tp_p2p_free(tp_p2p *t);

@@ -13,6 +13,10 @@
 -- chunks at index(j) when `index` is a function, at index + (j-1) * count when
 -- it is a number.  opts: count (consecutive chunks per message, 1), ch
 -- (channel), sendtb / recvtb; opts is passed on to copy() and reduce().
+-- opts.into(i) (reduce; reduce_scatter: opts.into(j, i)) -> buffer, index:
+-- where ranks[i] (i >= 2) keeps the sum instead of its own chunks, which
+-- stay untouched (an out-of-place ReduceScatter may not write its input);
+-- the compiler folds the local copy into the receive-reduce.
 local ring = {}
 
 local function at(index, j, count)
@@ -32,7 +36,9 @@ function ring.reduce(ranks, buffer, index, opts)
   local count = opts.count or 1
   local acc = chunk(ranks[1], buffer, index, count)
   for i = 2, #ranks do
-    acc = chunk(ranks[i], buffer, index, count):reduce(acc, opts)
+    local own = chunk(ranks[i], buffer, index, count)
+    if opts.into then own = own:copy(ranks[i], opts.into(i)) end
+    acc = own:reduce(acc, opts)
   end
   return acc
 end
@@ -61,7 +67,13 @@ function ring.reduce_scatter(ranks, buffer, index, opts)
   opts = opts or {}
   local refs, n = {}, #ranks
   for j = 1, n do
-    refs[j] = ring.reduce(after(ranks, j, n), buffer, at(index, j, opts.count or 1), opts)
+    local o = opts
+    if opts.into then
+      o = {}
+      for k, v in pairs(opts) do o[k] = v end
+      o.into = function(i) return opts.into(j, i) end
+    end
+    refs[j] = ring.reduce(after(ranks, j, n), buffer, at(index, j, opts.count or 1), o)
   end
   return refs
 end
