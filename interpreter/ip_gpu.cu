@@ -530,8 +530,8 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
     trace_ev(a, tn, IP_EV_READY, 0, 0);
   }
   __syncthreads();
-  int64_t t = lane, i = 0;
-  for (; t < a.ntiles; t += a.lanes, i++) {
+  int64_t i = 0;   // tiles run, for the counts at the end
+  for (int64_t t = lane; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
       const ip_gstep st = steps[s];
       const unsigned fl = op_flags(st.op);

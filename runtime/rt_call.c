@@ -88,6 +88,7 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
     CHECK(rt_cuda(cudaMemcpyAsync(in, sendbuf, g.elems[IR_BUF_INPUT] * es, cudaMemcpyDeviceToDevice, stream),
                   RT_SUB_RUNTIME, "copying the input into the span"));
   }
+  int blocks = pl->ntbs * pl->lanes;   /* CUDA blocks of the launch */
   a.steps = pl->steps;
   a.tbs = pl->tbs;
   a.ntbs = pl->ntbs;
@@ -95,7 +96,7 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.step_stride = pl->step_stride;
   a.smem_steps = pl->smem_steps;
   a.gen = pl->words;
-  a.progress = pl->words + pl->ntbs * pl->lanes;
+  a.progress = pl->words + blocks;
   a.buf[IR_BUF_INPUT] = in;
   a.buf[IR_BUF_OUTPUT] = out;
   a.buf[IR_BUF_SCRATCH] = (char *)c->scratch;
@@ -113,13 +114,13 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
   a.abort = &c->shared->dev->abort;
   a.err = &c->shared->dev->err;
   a.timeout_ns = c->timeout_ns;
-  a.trace = rt_trace_buf(c->trace, pl->ntbs * pl->lanes);
+  a.trace = rt_trace_buf(c->trace, blocks);
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
             c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a.ntiles,
             aliased && !inplace ? ", on a copy of the input" : "");
   CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
-  if (a.trace) rt_trace_called(c->trace, where, pl->ntbs * pl->lanes, pl->ntbs, pl->nthreads);
+  if (a.trace) rt_trace_called(c->trace, where, blocks, pl->ntbs, pl->nthreads);
   if (temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(recvbuf, out, g.elems[IR_BUF_OUTPUT] * es, cudaMemcpyDeviceToDevice, stream),
                   RT_SUB_RUNTIME, "copying the output out of the span"));

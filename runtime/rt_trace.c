@@ -15,7 +15,7 @@
 struct rt_trace {
   int rank, cap;             /* cap: CUDA blocks the buffer holds */
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
-  char algo[128];            /* the last launch */
+  const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
   int blocks, ntbs, nthreads;
   int warned;
 };
@@ -49,7 +49,7 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
 
 void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads) {
   if (!t) return;
-  snprintf(t->algo, sizeof t->algo, "%s", algo);
+  t->algo = algo;
   t->blocks = blocks;
   t->ntbs = ntbs;
   t->nthreads = nthreads;

@@ -20,7 +20,8 @@ bt_result rt_trace_open(rt_trace **t, int rank, int blocks);
  * (logged once). */
 uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 
-/* Notes what the last launch ran, for the file's rows. */
+/* Notes what the last launch ran, for the file's rows; algo must outlive t
+ * (the program's name does: programs go after the timeline). */
 void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads);
 
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the

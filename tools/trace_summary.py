@@ -41,17 +41,16 @@ def main():
             dclk = int(ends[1]["clk"]) - int(ends[0]["clk"])
             if dns > 1000 and dclk > 0:
                 rates.setdefault(rank, []).append(dclk / dns)
+    rate = {rank: sorted(v)[len(v) // 2] for rank, v in rates.items()}   # the median
     for (rank, _), evs in blocks.items():
         enter = next((e for e in evs if e["event"] == "enter"), evs[0])
-        r = sorted(rates.get(rank, [1.0]))
-        rate = r[len(r) // 2]
         for e in evs:
             if e["event"] not in ("enter", "exit"):
-                e["ns"] = str(int(int(enter["ns"]) + (int(e["clk"]) - int(enter["clk"])) / rate))
+                e["ns"] = str(int(int(enter["ns"]) + (int(e["clk"]) - int(enter["clk"])) / rate.get(rank, 1.0)))
     t0 = min(int(r["ns"]) for r in rows)
     us = lambda r: (int(r["ns"]) - t0) / 1000.0
     print(f"# {rows[0]['algo']}, {rows[0]['threads']} threads; times in us from the first start "
-          f"(SM cycles per ns: " + ", ".join(f"rank {k} {sorted(v)[len(v) // 2]:.2f}" for k, v in sorted(rates.items())) + ")")
+          f"(SM cycles per ns: " + ", ".join(f"rank {k} {v:.2f}" for k, v in sorted(rate.items())) + ")")
     for (rank, b), evs in sorted(blocks.items()):
         byev = {}
         for e in evs:
