@@ -89,6 +89,17 @@ baton_result baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, ba
 baton_result baton_run(const char *name, const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype,
                        baton_redop op, baton_comm *comm, cudaStream_t stream);
 
+/* Groups (as NCCL's ncclGroupStart/End, per thread, nestable): the calls
+ * made between start and the outermost end are checked and prepared when
+ * made, and launched at the end, each GPU's in order and different GPUs
+ * in parallel from one host thread per GPU (BATON_LAUNCH_THREADS).  One
+ * thread driving several GPUs should group the calls of one collective:
+ * launching them one after the other costs a few microseconds per GPU.
+ * When a call of the group fails, none is launched and the end returns
+ * the first error. */
+baton_result baton_group_start(void);
+baton_result baton_group_end(void);
+
 /* The algorithms this communicator loaded, and the one its last call ran. */
 int baton_comm_algorithm_count(const baton_comm *comm);
 const char *baton_comm_algorithm_name(const baton_comm *comm, int i);

@@ -33,8 +33,11 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
-bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
-                      cudaStream_t stream) {
+/* Everything about one call but its launch: checks, geometry, tile size,
+ * scratch, the interpreter's arguments.  Pointers into the scratch are
+ * filled in by rt_call_launch: a later call of a group may grow it. */
+bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                       cudaStream_t stream, rt_launch *L) {
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
   rt_plan *pl = &c->plans[ai];
@@ -72,60 +75,77 @@ bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf,
 
   /* Scratch chunks, then (for an in-place program called out of place
    * whose span is larger than the output) a temporary span. */
-  size_t scr_bytes = (size_t)round16(g.elems[IR_BUF_SCRATCH] * es);
-  int temp_span = aliased && !inplace && (g.out_at != 0 || g.span > g.elems[IR_BUF_OUTPUT]);
-  size_t span_bytes = temp_span ? (size_t)g.span * es : 0;
-  CHECK(scratch_reserve(c, scr_bytes + span_bytes + 16, stream));
+  memset(L, 0, sizeof *L);
+  L->scr_bytes = (size_t)round16(g.elems[IR_BUF_SCRATCH] * es);
+  L->copy_in = aliased && !inplace;
+  L->temp_span = L->copy_in && (g.out_at != 0 || g.span > g.elems[IR_BUF_OUTPUT]);
+  size_t span_bytes = L->temp_span ? (size_t)g.span * es : 0;
+  CHECK(scratch_reserve(c, L->scr_bytes + span_bytes + 16, stream));
 
-  ip_gargs a;
-  memset(&a, 0, sizeof a);
-  char *in = (char *)sendbuf, *out = (char *)recvbuf;
-  if (aliased && !inplace) {
-    /* Run on a copy of the input placed where the program expects it. */
-    char *span = temp_span ? (char *)c->scratch + scr_bytes : (char *)recvbuf;
-    in = span + g.in_at * es;
-    out = span + g.out_at * es;
-    CHECK(rt_cuda(cudaMemcpyAsync(in, sendbuf, g.elems[IR_BUF_INPUT] * es, cudaMemcpyDeviceToDevice, stream),
-                  RT_SUB_RUNTIME, "copying the input into the span"));
-  }
+  ip_gargs *a = &L->a;
+  L->c = c;
+  L->stream = stream;
+  L->sendbuf = sendbuf;
+  L->recvbuf = recvbuf;
+  L->nthreads = pl->nthreads;
+  L->where = where;
+  L->divide = op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER) ? p->ngpus : 0;
   int blocks = pl->ntbs * pl->lanes;   /* CUDA blocks of the launch */
-  a.steps = pl->steps;
-  a.tbs = pl->tbs;
-  a.ntbs = pl->ntbs;
-  a.lanes = pl->lanes;
-  a.step_stride = pl->step_stride;
-  a.smem_steps = pl->smem_steps;
-  a.gen = pl->words;
-  a.progress = pl->words + blocks;
-  a.buf[IR_BUF_INPUT] = in;
-  a.buf[IR_BUF_OUTPUT] = out;
-  a.buf[IR_BUF_SCRATCH] = (char *)c->scratch;
-  a.geom = g;
-  a.tile = tile;
-  a.ntiles = ir_geom_ntiles(&g, tile);
-  a.esize = es;
-  a.dtype = dtype;
-  a.op = op;
-  a.nslots = c->nslots;
-  a.slot_bytes = c->slot_bytes;
-  a.msg_stride = round16(tile * es);
-  a.proto = proto;
-  a.rank = c->rank;
-  a.abort = &c->shared->dev->abort;
-  a.err = &c->shared->dev->err;
-  a.timeout_ns = c->timeout_ns;
-  a.trace = rt_trace_buf(c->trace, blocks);
+  a->steps = pl->steps;
+  a->tbs = pl->tbs;
+  a->ntbs = pl->ntbs;
+  a->lanes = pl->lanes;
+  a->step_stride = pl->step_stride;
+  a->smem_steps = pl->smem_steps;
+  a->gen = pl->words;
+  a->progress = pl->words + blocks;
+  a->buf[IR_BUF_INPUT] = (char *)sendbuf;
+  a->buf[IR_BUF_OUTPUT] = (char *)recvbuf;
+  a->geom = g;
+  a->tile = tile;
+  a->ntiles = ir_geom_ntiles(&g, tile);
+  a->esize = es;
+  a->dtype = dtype;
+  a->op = op;
+  a->nslots = c->nslots;
+  a->slot_bytes = c->slot_bytes;
+  a->msg_stride = round16(tile * es);
+  a->proto = proto;
+  a->rank = c->rank;
+  a->abort = &c->shared->dev->abort;
+  a->err = &c->shared->dev->err;
+  a->timeout_ns = c->timeout_ns;
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
-            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a.ntiles,
-            aliased && !inplace ? ", on a copy of the input" : "");
-  CHECK(ip_gpu_launch(&a, pl->nthreads, stream));
-  if (a.trace) rt_trace_called(c->trace, where, blocks, pl->ntbs, pl->nthreads);
-  if (temp_span)
-    CHECK(rt_cuda(cudaMemcpyAsync(recvbuf, out, g.elems[IR_BUF_OUTPUT] * es, cudaMemcpyDeviceToDevice, stream),
-                  RT_SUB_RUNTIME, "copying the output out of the span"));
-  if (op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER))
-    CHECK(ip_gpu_divide(dtype, recvbuf, g.elems[IR_BUF_OUTPUT], p->ngpus, stream));
+            c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a->ntiles,
+            L->copy_in ? ", on a copy of the input" : "");
   c->last = p->name ? p->name : where;
+  return BT_OK;
+}
+
+/* The call's work on its stream: the input's copy when the program runs on
+ * one, the interpreter, the output's copy out of a temporary span, AVG's
+ * division.  The current device must be the communicator's. */
+bt_result rt_call_launch(const rt_launch *L) {
+  baton_comm *c = L->c;
+  ip_gargs a = L->a;
+  const ir_geom *g = &a.geom;
+  int es = a.esize, blocks = a.ntbs * a.lanes;
+  a.buf[IR_BUF_SCRATCH] = (char *)c->scratch;
+  if (L->copy_in) {
+    /* Run on a copy of the input placed where the program expects it. */
+    char *span = L->temp_span ? (char *)c->scratch + L->scr_bytes : (char *)L->recvbuf;
+    a.buf[IR_BUF_INPUT] = span + g->in_at * es;
+    a.buf[IR_BUF_OUTPUT] = span + g->out_at * es;
+    CHECK(rt_cuda(cudaMemcpyAsync(a.buf[IR_BUF_INPUT], L->sendbuf, g->elems[IR_BUF_INPUT] * es,
+                                  cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into the span"));
+  }
+  a.trace = rt_trace_buf(c->trace, blocks);
+  CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
+  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, L->nthreads);
+  if (L->temp_span)
+    CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,
+                                  cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the output out of the span"));
+  if (L->divide) CHECK(ip_gpu_divide(a.dtype, L->recvbuf, g->elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
 }

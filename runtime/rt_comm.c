@@ -406,19 +406,35 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
   return ai;
 }
 
+/* A call's error; inside a group it also fails the group (rt_group.c). */
+static baton_result call_failed(baton_result e) {
+  rt_group_fail((bt_result)e);
+  return e;
+}
+
+/* Prepares algorithm ai for the call and launches it, or records it in
+ * the calling thread's group. */
+static baton_result call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
+                                cudaStream_t stream) {
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return call_failed(baton_cuda_error);
+  rt_launch L;
+  bt_result e = rt_call_prep(c, ai, s, r, (int64_t)count, dtype, op, stream, &L);
+  if (e) return call_failed((baton_result)e);
+  return (baton_result)rt_group_submit(&L);
+}
+
 static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
                                cudaStream_t stream) {
   baton_result e = call_check(c, s, r, dtype, op);
-  if (e) return e;
+  if (e) return call_failed(e);
   if (count == 0) return baton_success;
   int ai = rt_comm_choose(c, coll, s, r, count, dtype);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "
              "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);
-    return baton_unsupported;
+    return call_failed(baton_unsupported);
   }
-  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return baton_cuda_error;
-  return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, dtype, op, stream);
+  return call_submit(c, ai, s, r, count, dtype, op, stream);
 }
 
 baton_result baton_allreduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
@@ -439,15 +455,14 @@ baton_result baton_alltoall(const void *s, void *r, size_t count, baton_dtype t,
 baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,
                        baton_comm *c, cudaStream_t stream) {
   baton_result e = call_check(c, s, r, t, op);
-  if (e) return e;
-  if (!name) return baton_invalid_argument;
+  if (e) return call_failed(e);
+  if (!name) return call_failed(baton_invalid_argument);
   int ai = rt_algos_find(c->algos, name);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded algorithm is called %s", c->rank, name);
-    return baton_invalid_argument;
+    return call_failed(baton_invalid_argument);
   }
   if (count == 0) return baton_success;
   LOG_INFO(RT_SUB_RUNTIME, "rank %d: running %s by name, count %zu", c->rank, name, count);
-  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return baton_cuda_error;
-  return (baton_result)rt_call_run(c, ai, s, r, (int64_t)count, t, op, stream);
+  return call_submit(c, ai, s, r, count, t, op, stream);
 }

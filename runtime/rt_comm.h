@@ -50,9 +50,38 @@ static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {
   return c->force_simple ? IR_PROTO_SIMPLE : (int)p->proto;
 }
 
-/* Runs algorithm `ai` of comm.  Arguments are checked by the caller. */
-bt_result rt_call_run(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
-                      cudaStream_t stream);
+/* One call, prepared and not yet launched (rt_call.c). */
+typedef struct rt_launch {
+  baton_comm *c;
+  cudaStream_t stream;
+  ip_gargs a;                 /* the scratch pointer, and the span's, are set at launch */
+  const void *sendbuf;
+  void *recvbuf;
+  int nthreads;
+  int copy_in;                /* runs on a copy of the input (an in-place program out of place) */
+  int temp_span;              /* that copy is a temporary span in the scratch, after its chunks */
+  size_t scr_bytes;           /* bytes of the scratch chunks */
+  int divide;                 /* AVG: divide the output by this, else 0 */
+  const char *where;
+} rt_launch;
+
+/* Prepares algorithm `ai` of comm for a call: every check that can fail
+ * before the GPU is touched, the scratch reserved, L filled.  Arguments
+ * are checked by the caller; the current device must be the comm's. */
+bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                       cudaStream_t stream, rt_launch *L);
+
+/* Enqueues a prepared call on its stream; the current device must be the
+ * comm's.  Any thread may launch it. */
+bt_result rt_call_launch(const rt_launch *L);
+
+/* Launches L now, or records it when the calling thread is inside
+ * baton_group_start/end (rt_group.c). */
+bt_result rt_group_submit(const rt_launch *L);
+
+/* Marks the calling thread's open group as failed with e (its end then
+ * launches nothing and returns e); nothing when no group is open. */
+void rt_group_fail(bt_result e);
 
 /* The algorithm a call of collective `coll` with these buffers, count and
  * type would run (NCCL's in-place layouts count as in place), or -1 when

@@ -240,7 +240,14 @@ ncclResult_t rt_nccl_GroupEnd(void) {
   if (grp.ndefer && (r == ncclSuccess || r == ncclInProgress)) r = rt_nccl_comm_attach(grp.defer, grp.ndefer);
   if (!grp.to_nccl && grp.ncalls) {
     if (grp.ncalls > 1) LOG_INFO(RT_SUB_NCCL, "group of %d calls: all on baton", grp.ncalls);
+    /* In a group of baton's own: checked one by one, launched together
+     * (on several GPUs at once). */
+    baton_group_start();
     for (int i = 0; i < grp.ncalls && r == ncclSuccess; i++) r = run_baton(&grp.calls[i]);
+    baton_result be = baton_group_end();
+    if (be && r == ncclSuccess)
+      r = rt_nccl_fail(rt_nccl_from_baton(be), "group of %d calls: baton's launch failed: %s", grp.ncalls,
+                       baton_result_string(be));
   }
   group_reset();
   return r;

@@ -14,11 +14,27 @@
 
 #include "fake_log.h"
 
-static baton_result async_error;
+static baton_result async_error, group_error;
+static int group_depth;
 
 const char *fake_baton_log(void) { return log_buf; }
 void fake_baton_log_clear(void) { log_clear(); }
 void fake_baton_set_async_error(baton_result r) { async_error = r; }
+void fake_baton_set_group_error(baton_result r) { group_error = r; }
+
+/* Groups: recorded, and the end returns the error set (once). */
+baton_result baton_group_start(void) {
+  rec("baton_group_start()");
+  group_depth++;
+  return baton_success;
+}
+baton_result baton_group_end(void) {
+  rec("baton_group_end()");
+  if (group_depth-- == 0) return baton_invalid_argument;
+  baton_result r = group_error;
+  group_error = baton_success;
+  return r;
+}
 
 /* The fake communicator: only what the library asks of it. */
 struct baton_comm { int rank, nranks; const char *last; };

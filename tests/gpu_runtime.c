@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton.h"
 #include "ir_expect.h"
@@ -21,6 +22,7 @@
 #include "ir_geom.h"
 #include "rt_comm.h"
 #include "rt_diag.h"
+#include "rt_pool.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
@@ -32,6 +34,7 @@ static int lo, hi;              /* the ranks this process drives */
 static baton_comm **comms;
 static cudaStream_t *streams;
 static dbuf *din, *dout;
+static int grouped;              /* run_case makes its calls in one baton group */
 
 static int reserve(dbuf *b, int r, size_t bytes) {
   if (bytes <= b->cap) return 0;
@@ -76,6 +79,7 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
       cudaMemcpyAsync(dout[r].p, pb.user_out[r], no, cudaMemcpyHostToDevice, streams[r]);
     }
   }
+  if (grouped) baton_group_start();
   for (int r = lo; r < hi; r++) {
     const char *send = inplace ? dout[r].p + g[r].in_at * es : din[r].p;
     char *recv = inplace ? dout[r].p + g[r].out_at * es : dout[r].p;
@@ -89,6 +93,13 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
     else e = baton_alltoall(send, recv, count, dtype, comms[r], streams[r]);
     if (e) {
       rt_diag_add(d, "rank %d: call failed: %s", r, baton_result_string(e));
+      res = (bt_result)e;
+    }
+  }
+  if (grouped) {
+    baton_result e = baton_group_end();
+    if (e) {
+      rt_diag_add(d, "baton_group_end: %s", baton_result_string(e));
       res = (bt_result)e;
     }
   }
@@ -190,9 +201,10 @@ static void check_choice(rt_diag *d) {
   }
 }
 
-static void check_graphs(void) {
+static void check_graphs(int group) {
   /* CUDA graphs: capture one allreduce per rank, replay it three times
-   * with the output cleared in between. */
+   * with the output cleared in between.  With `group`, the ranks' calls
+   * are one baton group: launch threads put them in the captures. */
   {
     int ai = rt_algos_select(comms[0]->algos, IR_COLL_ALLREDUCE, 0, 65536 * 4, 65536, 0);
     if (ai >= 0) {
@@ -210,15 +222,26 @@ static void check_graphs(void) {
         /* The first call outside the capture reserves the scratch. */
         baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]);
       }
+      /* Every stream idle first: a synchronize while another stream is
+       * capturing (global mode) would invalidate that capture. */
       for (int r = 0; r < nranks; r++) {
         cudaSetDevice(r);
         cudaStreamSynchronize(streams[r]);
-        cudaGraph_t gr;
+      }
+      for (int r = 0; r < nranks; r++) {
+        cudaSetDevice(r);
         captured &= cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeGlobal) == cudaSuccess;
+      }
+      if (group) baton_group_start();
+      for (int r = 0; r < nranks; r++)
         captured &= baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]) == 0;
+      if (group) captured &= baton_group_end() == baton_success;
+      for (int r = 0; r < nranks; r++) {
+        cudaSetDevice(r);
+        cudaGraph_t gr = NULL;
         captured &= cudaStreamEndCapture(streams[r], &gr) == cudaSuccess;
-        captured &= cudaGraphInstantiate(&ge[r], gr, 0) == cudaSuccess;
-        cudaGraphDestroy(gr);
+        captured &= gr && cudaGraphInstantiate(&ge[r], gr, 0) == cudaSuccess;
+        if (gr) cudaGraphDestroy(gr);
       }
       for (int rep = 0; rep < 3 && captured; rep++) {
         for (int r = 0; r < nranks; r++) {
@@ -241,14 +264,66 @@ static void check_graphs(void) {
           }
         }
       }
-      ok(captured && good, "allreduce captured in a CUDA graph per rank and replayed 3 times (%s)",
-         baton_comm_last_algorithm(comms[0]));
+      ok(captured && good, "allreduce captured in a CUDA graph per rank%s and replayed 3 times (%s)",
+         group ? ", the ranks' calls in one group" : "", baton_comm_last_algorithm(comms[0]));
       for (int r = 0; r < nranks; r++)
         if (ge[r]) cudaGraphExecDestroy(ge[r]);
       free(ge);
       free(h);
     }
   }
+}
+
+/* Groups: every collective's choice again with the ranks' calls in one
+ * group (launched at once from the launch threads); then a group with a
+ * bad call, which must launch nothing (launched, the other ranks would
+ * wait for the missing one until BATON_TIMEOUT). */
+static void check_groups(rt_diag *d) {
+  grouped = 1;
+  for (int coll = 0; coll < IR_COLL_CUSTOM; coll++) {
+    int ai = rt_algos_select(comms[lo]->algos, (ir_coll)coll, 0, 65536 * 4, 65536, 0);
+    if (ai < 0) continue;
+    rt_diag_clear(d);
+    bt_result r1 = run_case(ai, IP_F32, IP_OP_SUM, 65536, 0, NULL, 0, d);
+    bt_result r2 = run_case(ai, IP_BF16, IP_OP_MAX, 999, 0, NULL, 0, d);
+    ok(!r1 && !r2, "baton_%s in a group of %d calls (%s) is right (f32 sum 65536, bf16 max 999)",
+       ir_coll_name[coll], nranks, baton_comm_last_algorithm(comms[lo]));
+    if (r1 || r2) diag("%s", rt_diag_text(d));
+  }
+  grouped = 0;
+  ok(rt_pool_workers() == nranks - 1, "%d launch threads for %d GPUs (the caller launches one)",
+     rt_pool_workers(), nranks);
+
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  baton_group_start();
+  baton_result bad = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    reserve(&din[r], r, 4096);
+    reserve(&dout[r], r, 4096);
+    baton_result e = baton_allreduce(r == nranks - 1 ? NULL : din[r].p, dout[r].p, 1024, baton_f32, baton_sum,
+                                     comms[r], streams[r]);
+    if (r == nranks - 1) bad = e;
+  }
+  baton_result end = baton_group_end();
+  int synced = 1;
+  baton_result ae = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(r);
+    synced &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
+    baton_result e = baton_success;
+    baton_comm_get_async_error(comms[r], &e);
+    if (e) ae = e;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ok(bad == baton_invalid_argument && end == baton_invalid_argument,
+     "a group with a NULL buffer on rank %d: the call and baton_group_end say %s, %s", nranks - 1,
+     baton_result_string(bad), baton_result_string(end));
+  ok(synced && ae == baton_success && secs < 2,
+     "and nothing was launched: the streams finish at once (%.3f s), no rank timed out (%s)", secs,
+     baton_result_string(ae));
+  ok(baton_group_end() == baton_invalid_argument, "baton_group_end without a group: invalid argument");
 }
 
 /* 1 GiB: the larger buffer of every collective that has an algorithm,
@@ -422,7 +497,9 @@ int main(int argc, char **argv) {
   ok(nalg > 0, "%d algorithms loaded for %d ranks from %s", nalg, nranks, dir);
   check_algorithms(quick, d);
   check_choice(d);
-  check_graphs();
+  check_groups(d);
+  check_graphs(0);
+  check_graphs(1);
   if (big) check_big(d);
   check_dead_peer();
   release();

@@ -19,6 +19,7 @@
 const char *fake_baton_log(void);
 void fake_baton_log_clear(void);
 void fake_baton_set_async_error(baton_result r);
+void fake_baton_set_group_error(baton_result r);
 static const char *(*nccl_log)(void);
 static void (*nccl_clear)(void);
 
@@ -100,9 +101,20 @@ int main(int argc, char **argv) {
   ncclAllGather(P(0x3000), P(0x4000), 2, ncclFloat32, comm, STREAM);
   ok(!*fake_baton_log() && !*nccl_log(), "inside a group nothing runs before ncclGroupEnd");
   ok(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
-  expect("", "baton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n"
-         "baton_allgather(0x3000, 0x4000, 2, type=0, rank=0, stream=0x5000)\n",
-         "a group baton can run whole runs on baton at ncclGroupEnd, in order");
+  expect("", "baton_group_start()\n"
+         "baton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n"
+         "baton_allgather(0x3000, 0x4000, 2, type=0, rank=0, stream=0x5000)\n"
+         "baton_group_end()\n",
+         "a group baton can run whole runs on baton at ncclGroupEnd, in order, in one baton group (launched together)");
+
+  /* A launch that fails at the end of baton's group fails ncclGroupEnd. */
+  fake_baton_set_group_error(baton_cuda_error);
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 4, ncclFloat32, ncclSum, comm, STREAM);
+  ok(ncclGroupEnd() == ncclUnhandledCudaError, "a failed launch at the end of baton's group: ncclGroupEnd says so");
+  fake_baton_log_clear();
+  nccl_clear();
 
   ncclGroupStart();
   ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM);

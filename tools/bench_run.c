@@ -39,6 +39,8 @@ static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t 
   if (lib == BENCH_NCCL)
     return bench_nccl_launch(x->nccl, x->o->coll, x->nc, x->nlocal, x->nranks, send, recv, (size_t)g->count,
                              x->o->dtype, x->o->op, x->streams, err, len);
+  /* As NCCL's: one group, so the GPUs' launches go out at once. */
+  baton_group_start();
   for (int i = 0; i < x->nlocal; i++) {
     baton_dtype t = (baton_dtype)x->o->dtype;
     baton_redop op = (baton_redop)x->o->op;
@@ -53,8 +55,14 @@ static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t 
     if (e) {
       snprintf(err, len, "baton_%s failed on rank %d: %s", bench_coll_name[x->o->coll], x->lo + i,
                baton_result_string(e));
+      baton_group_end();   /* launches nothing: the group failed */
       return -1;
     }
+  }
+  baton_result e = baton_group_end();
+  if (e) {
+    snprintf(err, len, "baton_%s: launching the group failed: %s", bench_coll_name[x->o->coll], baton_result_string(e));
+    return -1;
   }
   return 0;
 }

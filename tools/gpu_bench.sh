@@ -9,7 +9,8 @@
 # GPUs, one process and one per GPU, with graphs; "lat" compares the
 # receive-reduce chains with the scratch programs, small sizes with graphs
 # and one process per GPU; "trace" writes the kernel's timeline, BATON_TRACE,
-# of one size per program and summarizes it).  DEADLINE (seconds, default 540) skips what would start after
+# of one size per program and summarizes it; "launch" measures a group's launches from one thread per GPU against
+# one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2).  DEADLINE (seconds, default 540) skips what would start after
 # it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
@@ -103,6 +104,29 @@ if [[ $stages == *" trace "* ]]; then   # where a call's time goes: the timeline
   trace 2simple_2M allreduce_allpairs2_oop_simple_4r.xml -C allreduce -b 2M -e 2M -g 4 -w 5 -n 20 -R 1 -G 5
   trace ring_8M allreduce_ring_2inst_t256_4r.xml -C allreduce -b 8M -e 8M -g 4 -w 5 -n 20 -R 1 -G 5
   trace rs_chain_64M reducescatter_allpairs_chain_simple_4r.xml -C reducescatter -b 64M -e 64M -g 4 -w 3 -n 10 -R 1
+fi
+if [[ $stages == *" launch "* ]]; then   # a group's launches: one host thread per GPU (BATON_LAUNCH_THREADS=1) or not
+  d=$a/default
+  dbench launch_ar $d -C allreduce -b 8 -e 8M -f 4 -g 4 -w 10 -n 50 -R 3
+  BATON_LAUNCH_THREADS=0 dbench launch_ar_t0 $d -C allreduce -b 8 -e 8M -f 4 -g 4 -w 10 -n 50 -R 3
+  dbench launch_ar_G $d -C allreduce -b 8 -e 8M -f 8 -g 4 -w 10 -n 50 -R 3 -G 5
+  dbench launch_rs $d -C reducescatter -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
+  dbench launch_ag $d -C allgather -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
+  dbench launch_a2a $d -C alltoall -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
+  dbench launch_r2_ar .device/algs/r2/default -C allreduce -b 8 -e 8M -f 4 -g 2 -w 10 -n 50 -R 3
+  BATON_TRACE=$out/tr_launch dbench tr_launch $d -C allreduce -b 8 -e 8 -g 4 -w 10 -n 50 -R 1
+  python3 tools/trace_summary.py $out/tr_launch > $out/tr_launch.sum.txt 2>&1; tail -6 $out/tr_launch.sum.txt
+  # nccl-tests itself, NCCL alone and through baton's libnccl.so.2 (no INFO log: it costs host time).
+  if [[ -x ${NCCL_TESTS:-.device/nccl-tests}/all_reduce_perf ]]; then
+    for lib in nccl baton; do
+      late nt_$lib && continue
+      ll=; [[ $lib == baton ]] && ll=$PWD/build
+      LD_LIBRARY_PATH=$ll BATON_ALGO_DIR=$d timeout 120 ${NCCL_TESTS:-.device/nccl-tests}/all_reduce_perf \
+        -b 8 -e 8M -f 4 -g 4 -w 20 -n 200 -c 1 > $out/nt_ar_$lib.txt 2>&1
+      echo "== nccl-tests all_reduce_perf -g 4 on $lib: rc $?"
+      grep -E "^ +[0-9]+ " $out/nt_ar_$lib.txt | awk '{print $1, $6, $10, $9}' | tr '\n' ';'; echo
+    done
+  fi
 fi
 if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceScatter, and candidates
   d=$a/default

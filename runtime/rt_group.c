@@ -1,0 +1,82 @@
+/* rt_group.c -- baton_group_start/end: a group's calls are prepared when
+ * they are made and launched at its end, those of different GPUs in
+ * parallel, one host thread per GPU (rt_pool.c). */
+#include <stdlib.h>
+
+#include "rt_comm.h"
+#include "rt_cuda.h"
+#include "rt_log.h"
+#include "rt_param.h"
+#include "rt_pool.h"
+
+/* The calling thread's group (groups are per thread, as NCCL's). */
+static _Thread_local struct {
+  int depth;          /* nesting of baton_group_start */
+  rt_launch *v;       /* the calls recorded, in order */
+  int n, cap;
+  bt_result err;      /* the first call that failed: then nothing is launched */
+} grp;
+
+baton_result baton_group_start(void) {
+  grp.depth++;
+  return baton_success;
+}
+
+void rt_group_fail(bt_result e) {
+  if (grp.depth > 0 && e != BT_OK && grp.err == BT_OK) grp.err = e;
+}
+
+bt_result rt_group_submit(const rt_launch *L) {
+  if (grp.depth == 0) return rt_call_launch(L);
+  if (grp.err) return grp.err;
+  if (grp.n == grp.cap) {
+    int cap = grp.cap ? 2 * grp.cap : 16;
+    rt_launch *v = realloc(grp.v, (size_t)cap * sizeof *v);
+    if (!v) {
+      LOG_WARN(RT_SUB_RUNTIME, "out of memory recording call %d of a group", grp.n + 1);
+      grp.err = BT_ERR_NOMEM;
+      return BT_ERR_NOMEM;
+    }
+    grp.v = v;
+    grp.cap = cap;
+  }
+  grp.v[grp.n++] = *L;
+  return BT_OK;
+}
+
+static bt_result launch_job(void *arg) {
+  const rt_launch *L = arg;
+  CHECK(rt_cuda(cudaSetDevice(L->c->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
+  return rt_call_launch(L);
+}
+
+/* The outermost end launches the recorded calls: each GPU's in the order
+ * they were made, the GPUs at once (BATON_LAUNCH_THREADS).  When a call
+ * of the group failed, nothing is launched: ranks that ran without the
+ * others would wait for them until BATON_TIMEOUT. */
+baton_result baton_group_end(void) {
+  if (grp.depth == 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "baton_group_end without baton_group_start");
+    return baton_invalid_argument;
+  }
+  if (--grp.depth > 0) return baton_success;
+  bt_result r = grp.err;
+  if (r) {
+    if (grp.n) LOG_WARN(RT_SUB_RUNTIME, "a call of the group failed (%s): its other %d calls are not launched",
+                        bt_result_str(r), grp.n);
+  } else if (grp.n == 1) {
+    r = launch_job(&grp.v[0]);
+  } else if (grp.n > 1) {
+    rt_pool_job stack[16], *jobs = grp.n <= 16 ? stack : malloc((size_t)grp.n * sizeof *jobs);
+    if (!jobs) {
+      r = BT_ERR_NOMEM;
+    } else {
+      for (int i = 0; i < grp.n; i++) jobs[i] = (rt_pool_job){.key = grp.v[i].c->dev, .fn = launch_job, .arg = &grp.v[i]};
+      r = rt_pool_run(jobs, grp.n, rt_param_int(RT_PARAM_LAUNCH_THREADS) != 0, (int)rt_param_int(RT_PARAM_LAUNCH_SPIN_US));
+      if (jobs != stack) free(jobs);
+    }
+  }
+  grp.n = 0;
+  grp.err = BT_OK;
+  return (baton_result)r;
+}
