@@ -18,15 +18,19 @@ local shot = param("shot", 2)
 local inplace = param("inplace", 1) ~= 0
 local chain = param("chain", 0) ~= 0
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
--- In place, a one-shot chain would add up sums: rank j's first receive-reduce
--- overwrites the chunk the ranks after it still have to receive.
-if shot == 1 and chain and inplace then error("chain=1 with shot=1 needs inplace=0") end
+-- In place, a one-shot chain cannot sum into the input: rank j's first
+-- receive-reduce would overwrite the chunk the ranks after it still have to
+-- receive.  It sums into scratch, and a local copy puts the sum back into
+-- the input once the rank's own sends have read it.
 collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop"),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
             threads = param("threads", 0) }
 local out = inplace and "input" or "output"
-if shot == 1 then   -- everyone owns chunk 0
+if shot == 1 and chain and inplace then
+  local sums = allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = "scratch", chain = true })
+  for j, ref in ipairs(sums) do ref:copy(j - 1, "input", 0) end
+elseif shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
 else                -- rank r owns chunk r
   allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil, chain = chain })

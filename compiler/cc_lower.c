@@ -232,25 +232,64 @@ out:
   return ok;
 }
 
-/* Forwards a local copy C (X -> Y) into the receive-reduce R that is its
- * only successor and that reads Y and overwrites it: R reads X instead and
- * C goes (out = in (op) msg in one step, not a copy and then a reduction
- * of the copy).  Sound because every later writer of X would depend on C
- * (a write waits for earlier readers), so R, C's only successor, still
- * reads the value C would have copied.  Returns 0 when out of memory. */
+/* Whether instruction `from` waits for `to`, directly or through others
+ * (mark: per instruction, the stamp of the last search that saw it). */
+static int waits_for(const lower *w, int from, int to, int *mark, int stamp, int *stack) {
+  int top = 0;
+  stack[top++] = from;
+  mark[from] = stamp;
+  while (top) {
+    const ins *I = &w->v[stack[--top]];
+    for (int k = 0; k < I->npred; k++) {
+      int p = I->pred[k];
+      if (p == to) return 1;
+      if (mark[p] != stamp) { mark[p] = stamp; stack[top++] = p; }
+    }
+  }
+  return 0;
+}
+
+/* Forwards a local copy C (X -> Y) into the receive-reduce R that reads Y
+ * and overwrites it, when R is C's only successor or every other successor
+ * waits for R anyway: R reads X instead and C goes (out = in (op) msg in
+ * one step, not a copy and then a reduction of the copy).  Sound because
+ * every later writer of X depends on C (a write waits for earlier
+ * readers), hence on R once R takes C's place, so R still reads the value C
+ * would have copied.  The other successors are such writers (the one-shot
+ * chain in place copies the sum back into X): they wait for R instead of
+ * C.  Returns 0 when out of memory. */
 static int forward_copies(lower *w, const int *users) {
-  int n = w->n, ok = 0;
+  int n = w->n, ok = 0, stamp = 0;
   int *nsucc = calloc(n + 1, sizeof(int)), *only = malloc((n + 1) * sizeof(int));
-  if (!nsucc || !only) goto out;
+  int *mark = calloc(n + 1, sizeof(int)), *stack = malloc((n + 1) * sizeof(int));
+  if (!nsucc || !only || !mark || !stack) goto out;
   for (int j = 0; j < n; j++)
     for (int k = 0; k < w->v[j].npred; k++) { nsucc[w->v[j].pred[k]]++; only[w->v[j].pred[k]] = j; }
   for (int c = 0; c < n; c++) {
     ins *C = &w->v[c];
-    if (C->op != IR_OP_COPY || C->dead || nsucc[c] != 1 || users[c] != 1) continue;
-    int r = only[c];
+    /* With one successor, R must be the only reader of Y's copy; with
+     * several, every other one waits for R, which overwrites Y whole, so
+     * none of them reads the copy. */
+    if (C->op != IR_OP_COPY || C->dead || nsucc[c] < 1 || (nsucc[c] == 1 && users[c] != 1)) continue;
+    int r = -1;
+    for (int j = 0; j < n && r < 0; j++) {
+      const ins *J = &w->v[j];
+      if (nsucc[c] == 1 && j != only[c]) continue;
+      int after = 0;
+      for (int k = 0; k < J->npred && !after; k++) after = J->pred[k] == c;
+      if (after && !J->dead && J->op == IR_OP_RRC && J->rank == C->rank && J->count == C->count &&
+          J->sspace == C->dspace && J->sidx == C->didx && J->dspace == C->dspace && J->didx == C->didx)
+        r = j;
+    }
+    if (r < 0) continue;
     ins *R = &w->v[r];
-    if (R->dead || R->op != IR_OP_RRC || R->rank != C->rank || R->count != C->count) continue;
-    if (R->sspace != C->dspace || R->sidx != C->didx || R->dspace != C->dspace || R->didx != C->didx) continue;
+    int others = 1;   /* every other successor waits for R */
+    for (int j = 0; j < n && others && nsucc[c] > 1; j++) {
+      const ins *J = &w->v[j];
+      for (int k = 0; k < J->npred; k++)
+        if (J->pred[k] == c && j != r && !waits_for(w, j, r, mark, ++stamp, stack)) others = 0;
+    }
+    if (!others) continue;
     R->sspace = C->sspace;
     R->sidx = C->sidx;
     int k = 0;
@@ -262,12 +301,20 @@ static int forward_copies(lower *w, const int *users) {
       if (R->npred == had) nsucc[p]--;        /* R already waited for p */
       else if (only[p] == c) only[p] = r;
     }
+    /* The others drop their edge to C: they wait for R already. */
+    for (int j = 0; j < n && nsucc[c] > 1; j++) {
+      ins *J = &w->v[j];
+      for (int q = 0; q < J->npred; q++)
+        if (J->pred[q] == c && j != r) J->pred[q--] = J->pred[--J->npred];
+    }
     C->dead = 1;
   }
   ok = 1;
 out:
   free(nsucc);
   free(only);
+  free(mark);
+  free(stack);
   return ok;
 }
 

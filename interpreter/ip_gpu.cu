@@ -377,6 +377,184 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
   return true;
 }
 
+// ---- fused receive chains (LL, LL128) --------------------------------------
+//
+// Steps s..s+n-1 of a block, each a receive-reduce-copy reading what the
+// one before wrote (rt_chain_fuse), run as one: per 8-byte word, the first
+// step's src, every message polled at once, the reductions in registers in
+// program order, each dst written unless the next step overwrites it in
+// place.  What a chain of n steps costs is then one poll and one barrier,
+// not n of each plus a store and a reload per link.
+
+struct chain {                          // in shared memory: registers stay free
+  const char *src; int64_t srcvalid;
+  int64_t len;                          // bytes of the piece (every step's is the same)
+  const char *msg[IP_GPU_FUSE];         // each step's message (lines)
+  char *dst[IP_GPU_FUSE];               // NULL: the next step overwrites it in place
+  int64_t dstvalid[IP_GPU_FUSE];
+  uint64_t flag[IP_GPU_FUSE];           // each message's flag
+  int peer[IP_GPU_FUSE];
+  int n;
+};
+
+// The sender of the first message still awaited (for a timeout's report).
+__device__ __forceinline__ int chain_peer(const chain &c, unsigned need_msgs) {
+  return need_msgs ? c.peer[__ffs(need_msgs) - 1] : -1;
+}
+
+// One 8-byte word per thread at a time: the lines of every message are
+// loaded before any is checked, so a round costs one round trip.
+template <int DT, int OP>
+__device__ __forceinline__ bool ll_chain(const ip_gargs &a, const chain &c, int step, int64_t tile) {
+  typedef typename ip_dev<DT>::type T;
+  constexpr int ES = sizeof(T);
+  const int64_t units = (c.len + 7) / 8;
+  const int n = c.n;
+  spin sp = {0, 0};
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    const uint64_t v = load8<ES>(c.src + u * 8, c.srcvalid - u * 8);
+    uint64_t m[IP_GPU_FUSE];
+    unsigned need = (1u << n) - 1;   // bit k: message k's line is still awaited
+    while (need) {
+      uint4 q[IP_GPU_FUSE];
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++)
+        if (need >> k & 1)
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(q[k].x), "=r"(q[k].y), "=r"(q[k].z), "=r"(q[k].w)
+                       : "l"((const uint4 *)c.msg[k] + u) : "memory");
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++) {
+        const uint32_t f = (uint32_t)c.flag[k];
+        if ((need >> k & 1) && q[k].y == f && q[k].w == f) {
+          m[k] = (uint64_t)q[k].z << 32 | q[k].x;
+          need &= ~(1u << k);
+        }
+      }
+      if (need && !spin_more(a, sp, step, tile, IP_WAIT_RECV, chain_peer(c, need), -1)) return false;
+    }
+    uint64_t w = v;
+#pragma unroll
+    for (int k = 0; k < IP_GPU_FUSE; k++)
+      if (k < n) {
+        w = ip_apply_word<OP, T>(m[k], w);
+        char *d = c.dst[k];
+        if (d) store8<ES>(d + u * 8, w, c.dstvalid[k] - u * 8);
+      }
+  }
+  return true;
+}
+
+// LL128: a warp's four lines of every message are loaded in one round; a
+// message whose flags the whole warp has seen is not loaded again (its
+// data came with those flags, in the same instructions).
+template <int DT, int OP>
+__device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, int step, int64_t tile) {
+  typedef typename ip_dev<DT>::type T;
+  constexpr int ES = sizeof(T);
+  const unsigned full = 0xffffffffu;
+  const int lane = threadIdx.x & 31, part = lane & 7;
+  const int64_t lines = (c.len + 119) / 120, warps = blockDim.x >> 5;
+  const int n = c.n;
+  spin sp = {0, 0};
+  for (int64_t l0 = (int64_t)(threadIdx.x >> 5) * 4; l0 < lines; l0 += warps * 4) {
+    const int64_t l = l0 + (lane >> 3);
+    const bool live = l < lines;
+    const int64_t off = l * 120 + 16 * part;
+    uint64_t v0 = 0, v1 = 0, m0[IP_GPU_FUSE], m1[IP_GPU_FUSE];
+    if (live) {
+      v0 = load8<ES>(c.src + off, c.srcvalid - off);
+      if (part < 7) v1 = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
+    }
+    unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
+    for (;;) {
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++)
+        if ((need >> k & 1) && live) ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k], &m1[k]);
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++)
+        if ((need >> k & 1) && __all_sync(full, !live || part != 7 || m1[k] == c.flag[k])) need &= ~(1u << k);
+      if (!need) break;
+      int give_up = 0;
+      if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, chain_peer(c, need), -1);
+      if (__shfl_sync(full, give_up, 0)) return false;
+    }
+    if (!live) continue;
+#pragma unroll
+    for (int k = 0; k < IP_GPU_FUSE; k++)
+      if (k < n) {
+        v0 = ip_apply_word<OP, T>(m0[k], v0);
+        if (part < 7) v1 = ip_apply_word<OP, T>(m1[k], v1);   // part 7's m1 is the flag
+        char *d = c.dst[k];
+        if (d) {
+          store8<ES>(d + off, v0, c.dstvalid[k] - off);
+          if (part < 7) store8<ES>(d + off + 8, v1, c.dstvalid[k] - off - 8);
+        }
+      }
+  }
+  return true;
+}
+
+// A chunk's bytes of tile t in buffer b from chunk c: where, and how many
+// are valid (0..len).
+__device__ __forceinline__ char *tile_at(const ip_gargs &a, int b, int64_t c, int64_t t, int64_t len,
+                                         int64_t *valid) {
+  int64_t v = ir_geom_len(&a.geom, b, c) - t * a.tile;
+  *valid = (v < 0 ? 0 : v > len ? len : v) * a.esize;
+  return a.buf[b] + (ir_geom_off(&a.geom, b, c) + t * a.tile) * a.esize;
+}
+
+// Receive connection `conn` of tb and the sender on it (the tb's own, or
+// the conn-th extra one of a folded chain).
+__device__ __forceinline__ const ip_gconn &recv_conn(const ip_gtb &tb, int conn) {
+  return conn ? tb.xrecv[conn - 1] : tb.recv;
+}
+__device__ __forceinline__ int recv_peer(const ip_gtb &tb, int conn) { return conn ? tb.xpeer[conn - 1] : tb.recv_peer; }
+
+// The message step st receives in this lane's i-th tile on its connection
+// (counts are computed, never updated per step).
+__device__ __forceinline__ uint64_t msg_no(const ip_gtb &tb, const ip_gstep &st, const uint64_t *rcvd0, int64_t i) {
+  return rcvd0[st.conn] + (uint64_t)i * tb.nrecv[st.conn] + st.rseq;
+}
+
+// Runs the fused chain steps[s .. s+n) for tile t, this lane's i-th.
+// Thread 0 describes each chunk's piece in shared memory; a barrier
+// publishes it.  False when a receive gave up.
+template <int DT, int OP>
+__device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, const ip_gstep *steps, int s, int n,
+                                        int64_t t, int64_t i, const uint64_t *rcvd0) {
+  __shared__ chain c;
+  const int64_t stride = ir_geom_wire(a.proto, a.msg_stride);
+  int64_t len = a.geom.cap - t * a.tile;
+  len = len > a.tile ? a.tile : len;
+  const int cnt = steps[s].cnt;
+  for (int j = 0; j < cnt; j++) {
+    if (j) __syncthreads();   // every thread is done with the last piece's description
+    if (threadIdx.x == 0) {
+      const ip_gstep &first = steps[s];
+      c.n = n;
+      c.len = len * a.esize;
+      c.src = tile_at(a, first.srcbuf, first.srcoff + j, t, len, &c.srcvalid);
+      for (int k = 0; k < n; k++) {
+        const ip_gstep &st = steps[s + k];
+        const uint64_t r = msg_no(tb, st, rcvd0, i);
+        c.msg[k] = recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes + j * stride;
+        c.flag[k] = r + 1;
+        c.peer[k] = recv_peer(tb, st.conn);
+        c.dst[k] = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &c.dstvalid[k]);
+        if (k + 1 < n && steps[s + k + 1].dstbuf == st.dstbuf && steps[s + k + 1].dstoff == st.dstoff) c.dst[k] = NULL;
+      }
+    }
+    __syncthreads();
+    if (a.proto == IR_PROTO_LL) {
+      if (!ll_chain<DT, OP>(a, c, s, t)) return false;
+    } else if (!ll128_chain<DT, OP>(a, c, s, t)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // ---- the interpreter ----------------------------------------------------
 
 // Thread 0 records event ev of step s, tile index i, as the n-th of its
@@ -469,12 +647,6 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
   return true;
 }
 
-// A step's receive connection: the tb's own (conn 0) or the conn-th extra
-// one of a folded chain; and its sender.
-__device__ __forceinline__ const ip_gconn &recv_conn(const ip_gtb &tb, int conn) {
-  return conn ? tb.xrecv[conn - 1] : tb.recv;
-}
-__device__ __forceinline__ int recv_peer(const ip_gtb &tb, int conn) { return conn ? tb.xpeer[conn - 1] : tb.recv_peer; }
 
 // Copies n 4-byte words from global to shared memory, all threads.
 __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
@@ -535,7 +707,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
     for (int s = 0; s < tb.nsteps; s++) {
       const ip_gstep st = steps[s];
       const unsigned fl = op_flags(st.op);
-      const uint64_t r = rcvd0[st.conn] + (uint64_t)i * tb.nrecv[st.conn] + st.rseq;
+      const uint64_t r = msg_no(tb, st, rcvd0, i);
       const uint64_t sent = sent0 + (uint64_t)i * tb.nsend + st.sseq;
       // A step that waits for nothing needs no barrier first: the last
       // one's (below) already ordered the data it reads.
@@ -551,10 +723,15 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       } else if (threadIdx.x == 0) {
         trace_ev(a, tn, IP_EV_WAITED, s, i);
       }
-      const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
-      char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-      if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
-        stop = 1;
+      const int nf = st.fuse > 1 ? st.fuse : 1;   // a fused chain: steps s .. s+nf-1 as one
+      if (nf > 1) {
+        if (!exec_chain<DT, OP>(a, tb, steps, s, nf, t, i, rcvd0)) stop = 1;
+      } else {
+        const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
+        char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
+        if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
+          stop = 1;
+      }
       __syncthreads();
       if (stop) goto done;
       // The barrier orders every thread's accesses before thread 0's
@@ -566,14 +743,19 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       // the barrier, so no read of the slot is still outstanding.
       if (threadIdx.x == 0) {
         trace_ev(a, tn, IP_EV_DONE, s, i);
-        if (st.hasdep) st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + 1);
+        if (nf > 1 ? steps[s + nf - 1].hasdep : st.hasdep)
+          st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + nf);
         if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent + 1);
-        if (fl & IR_F_RECV) {
+        if (nf > 1) {
+          for (int k = 0; k < nf; k++)
+            st_relaxed_sys(recv_conn(tb, steps[s + k].conn).tail, msg_no(tb, steps[s + k], rcvd0, i) + 1);
+        } else if (fl & IR_F_RECV) {
           uint64_t *tail = recv_conn(tb, st.conn).tail;
           if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tail, r + 1);
           else st_relaxed_sys(tail, r + 1);
         }
       }
+      s += nf - 1;
     }
   }
   // Every tile ran: the counts move on by the messages of i tiles.

@@ -34,9 +34,16 @@ extern "C" {
  * to this many tbs folded into it. */
 #define IP_GPU_XRECV 7
 
+/* Receive-reduce steps the kernel runs as one (a fused chain, LL and LL128;
+ * runtime/rt_chain.h): at most this many. */
+#define IP_GPU_FUSE 4
+
 typedef struct ip_gstep {
   uint8_t op, srcbuf, dstbuf;
   uint8_t hasdep;        /* a step of another CUDA block waits on this one */
+  uint8_t fuse;          /* this step and the fuse-1 after it run as one (rt_chain_fuse); 0: runs inside such a
+                            group; 1: alone */
+  uint8_t pad_[3];
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
   int32_t srcoff, dstoff, cnt;
   int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1 */

@@ -83,6 +83,22 @@ int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
   return h;
 }
 
+int rt_chain_fuse(ip_gstep *s, int n, int max) {
+  int fused = 0;
+  for (int j = 0; j < n;) {
+    int k = j + 1;
+    if (s[j].op == IR_OP_RRC)
+      while (k < n && k - j < max && s[k].op == IR_OP_RRC && s[k].depid < 0 && !s[k - 1].hasdep &&
+             s[k].srcbuf == s[k - 1].dstbuf && s[k].srcoff == s[k - 1].dstoff && s[k].cnt == s[k - 1].cnt)
+        k++;
+    s[j].fuse = (uint8_t)(k - j);
+    for (int m = j + 1; m < k; m++) s[m].fuse = 0;
+    fused += k - j - 1;
+    j = k;
+  }
+  return fused;
+}
+
 void rt_chain_free(rt_chain *c) {
   free(c->host); free(c->first); free(c->count); free(c->xconn); free(c->nx); free(c->xtb);
   free(c->ref_tb); free(c->ref_step);

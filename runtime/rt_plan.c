@@ -112,9 +112,11 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       }
       int conn = rt == i ? 0 : 1 + ch.xconn[rt];
       unsigned fl = ir_op_flags[st->op];
-      hs[(long)i * stride + j] = (ip_gstep){st->op, st->srcbuf, st->dstbuf, 0, conn, st->srcoff, st->dstoff, st->cnt,
-                                            depid, deps, depid >= 0 ? ch.count[depid] : 0,
-                                            (fl & IR_F_SEND) ? d->nsend++ : 0, (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0};
+      hs[(long)i * stride + j] = (ip_gstep){.op = st->op, .srcbuf = st->srcbuf, .dstbuf = st->dstbuf, .fuse = 1,
+                                            .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
+                                            .depid = depid, .deps = deps, .depn = depid >= 0 ? ch.count[depid] : 0,
+                                            .sseq = (fl & IR_F_SEND) ? d->nsend++ : 0,
+                                            .rseq = (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0};
     }
   }
   /* hasdep exactly where another block waits: the steps a fold put in
@@ -124,6 +126,13 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       const ip_gstep *w = &hs[(long)i * stride + j];
       if (w->depid >= 0) hs[(long)w->depid * stride + w->deps].hasdep = 1;
     }
+  /* Fused receive chains: LL and LL128 only (a Simple step's data waits
+   * on a head word per message, and its pieces are not one per thread). */
+  int fused = 0, fuse = rt_param_int(RT_PARAM_FUSE_CHAINS) != 0 && proto != IR_PROTO_SIMPLE;
+  for (int i = 0; fuse && i < g->ntbs; i++) fused += rt_chain_fuse(&hs[(long)i * stride], ch.count[i], IP_GPU_FUSE);
+  if (fused)
+    LOG_INFO(RT_SUB_RUNTIME, "%s rank %d: %d receive-reduce steps fused into the step before them "
+             "(BATON_FUSE_CHAINS)", ir_prog_where(p), rank, fused);
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
   for (int l = 1; l < lanes; l++)
     for (int i = 0; i < g->ntbs; i++) {

@@ -58,6 +58,7 @@ for r in 2 4 8 16; do
   case_ allgather_allpairs.lua ranks=$r inplace=0
   case_ reducescatter_allpairs.lua ranks=$r
   case_ allreduce_allpairs.lua ranks=$r shot=1 inplace=0 chain=1
+  case_ allreduce_allpairs.lua ranks=$r shot=1 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1
   case_ reducescatter_allpairs.lua ranks=$r chain=1
@@ -79,7 +80,16 @@ case_ allgather_ring.lua ranks=4 instances=3
 case_ allreduce_rhd.lua ranks=8 instances=2
 refuses allreduce_rhd.lua "allreduce_rhd.lua:13: recursive halving-doubling needs a power-of-two number of ranks, not 6" ranks=6
 refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
-refuses allreduce_allpairs.lua "allreduce_allpairs.lua:23: chain=1 with shot=1 needs inplace=0" shot=1 chain=1
+# The in-place one-shot chain sums into scratch and copies the sum back:
+# the copy of the input into scratch must be forwarded into the first
+# receive-reduce (one step fewer; cc_lower.c forward_copies), though the
+# copy back also waits for that copy (it overwrites what it read).
+if compile allreduce_allpairs.lua ranks=4 shot=1 chain=1 &&
+   grep -q 'type="rrc" srcbuf="i" srcoff="0" dstbuf="s"' "$out" && ! grep -q 'type="cpy" srcbuf="i"' "$out"; then
+  pass "in-place one-shot chain: the copy into scratch is forwarded into the first receive-reduce"
+else
+  fail "in-place one-shot chain: the copy into scratch is forwarded into the first receive-reduce" "$msg"
+fi
 refuses allreduce_ring.lua "allreduce_ring.lua:9: threads=100 must be a multiple of 32 in [32, 512]" threads=100
 case_ allreduce_ring.lua ranks=4 instances=2 threads=256
 if compile allreduce_ring.lua ranks=4 threads=256 && grep -q '<algo [^>]*nthreads="256"' "$out"; then

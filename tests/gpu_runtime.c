@@ -236,13 +236,19 @@ static void check_graphs(int group) {
       for (int r = 0; r < nranks; r++)
         captured &= baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]) == 0;
       if (group) captured &= baton_group_end() == baton_success;
+      /* Every capture ended before any graph is instantiated: that too
+       * is forbidden while a global-mode capture is under way. */
+      cudaGraph_t *gr = calloc(nranks, sizeof *gr);
       for (int r = 0; r < nranks; r++) {
         cudaSetDevice(r);
-        cudaGraph_t gr = NULL;
-        captured &= cudaStreamEndCapture(streams[r], &gr) == cudaSuccess;
-        captured &= gr && cudaGraphInstantiate(&ge[r], gr, 0) == cudaSuccess;
-        if (gr) cudaGraphDestroy(gr);
+        captured &= cudaStreamEndCapture(streams[r], &gr[r]) == cudaSuccess && gr[r];
       }
+      for (int r = 0; r < nranks; r++) {
+        cudaSetDevice(r);
+        captured &= gr[r] && cudaGraphInstantiate(&ge[r], gr[r], 0) == cudaSuccess;
+        if (gr[r]) cudaGraphDestroy(gr[r]);
+      }
+      free(gr);
       for (int rep = 0; rep < 3 && captured; rep++) {
         for (int r = 0; r < nranks; r++) {
           cudaSetDevice(r);

@@ -45,6 +45,60 @@ static int consistent(const rt_chain *c, const ir_gpu *g) {
   return 1;
 }
 
+/* Fused chains (rt_chain_fuse) on hand-made steps: a chain o0 += m, where
+ * step 0 reads the input. */
+static void chain_steps(ip_gstep *s, int n) {
+  for (int j = 0; j < n; j++)
+    s[j] = (ip_gstep){.op = IR_OP_RRC, .srcbuf = j ? IR_BUF_OUTPUT : IR_BUF_INPUT, .dstbuf = IR_BUF_OUTPUT,
+                      .fuse = 1, .conn = j, .cnt = 1, .depid = -1, .deps = -1};
+}
+
+static int fuse_is(ip_gstep *s, int n, const char *want) {
+  char got[16];
+  for (int j = 0; j < n; j++) got[j] = (char)('0' + s[j].fuse);
+  got[n] = 0;
+  if (strcmp(got, want)) printf("#   fuse marks %s, expected %s\n", got, want);
+  return !strcmp(got, want);
+}
+
+static void check_fuse(void) {
+  ip_gstep s[8];
+  chain_steps(s, 3);
+  int f = rt_chain_fuse(s, 3, IP_GPU_FUSE);
+  ok(f == 2 && fuse_is(s, 3, "300"), "three receive-reduce steps, each reading the last one's output: one fused step");
+  chain_steps(s, 3);
+  s[0].depid = 7;
+  s[0].deps = 0;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 2 && fuse_is(s, 3, "300"), "the first step may wait on another block");
+  chain_steps(s, 3);
+  s[1].hasdep = 1;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "201"),
+     "a step another block waits on ends its run (its partial result must be in memory when it is released)");
+  chain_steps(s, 3);
+  s[2].depid = 4;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "201"), "a later step that waits on another block starts a run");
+  chain_steps(s, 3);
+  s[1].srcoff = 1;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "120"), "a step that reads another chunk is not fused to the last");
+  chain_steps(s, 3);
+  s[1].srcbuf = IR_BUF_SCRATCH;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "120"), "nor one that reads another buffer");
+  chain_steps(s, 3);
+  s[2].cnt = 2;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "201"), "nor one of another chunk count");
+  chain_steps(s, 4);
+  s[0].op = IR_OP_SEND;
+  s[3].op = IR_OP_RRCS;
+  ok(rt_chain_fuse(s, 4, IP_GPU_FUSE) == 1 && fuse_is(s, 4, "1201"), "only receive-reduce-copy steps fuse");
+  chain_steps(s, 7);
+  ok(rt_chain_fuse(s, 7, 3) == 4 && fuse_is(s, 7, "3003001"), "runs are at most `max` long");
+  chain_steps(s, 3);
+  s[1].dstoff = 2;
+  s[2].srcoff = 2;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 2 && fuse_is(s, 3, "300"),
+     "a run may write several chunks (o0 then o2: each is written, the kernel keeps only overwritten ones out)");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_chain BATON ALGORITHMS_DIR\n"); return 2; }
   snprintf(dir, sizeof dir, "/tmp/test_chain.%d", (int)getpid());
@@ -59,6 +113,7 @@ int main(int argc, char **argv) {
   ir_prog *ring = compile(b, algs, "ring", "allreduce_ring.lua", "--param ranks=4");
   ok(one && rs8 && scr && two && ring, "compiled the chain and scratch one-shot AllReduce, the 8-rank chain "
      "ReduceScatter, the two-shot chain and the ring");
+  check_fuse();
   if (!one || !rs8 || !scr || !two || !ring) return tap_done();
   rt_chain c;
 

@@ -39,6 +39,7 @@ compile allreduce_allpairs1_chain_oop allreduce_allpairs.lua $r shot=1 inplace=0
 compile allreduce_allpairs2_chain_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1
 compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple
 compile allreduce_allpairs2_chain allreduce_allpairs.lua $r shot=2 chain=1
+compile allreduce_allpairs1_chain allreduce_allpairs.lua $r shot=1 chain=1
 compile reducescatter_allpairs_chain reducescatter_allpairs.lua $r chain=1
 compile reducescatter_allpairs_chain_simple reducescatter_allpairs.lua $r chain=1 protocol=Simple
 compile allreduce_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=LL128
@@ -65,7 +66,7 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 # Each all-pairs range twice: the out-of-place program (taken for
 # out-of-place calls: no copy of the input) and the in-place one.
 ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :128K $r shot=1 inplace=0 chain=1
-ranged allreduce_1_allpairs1 allreduce_allpairs.lua :128K $r shot=1
+ranged allreduce_1_allpairs1_chain allreduce_allpairs.lua :128K $r shot=1 chain=1
 ranged allreduce_2_allpairs2_chain_oop_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 inplace=0 chain=1 protocol=LL128
 ranged allreduce_2_allpairs2_chain_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 chain=1 protocol=LL128
 ranged allreduce_3_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
