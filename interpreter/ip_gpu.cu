@@ -706,6 +706,23 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   for (int64_t t = lane; t < a.ntiles; t += a.lanes, i++) {
     for (int s = 0; s < tb.nsteps; s++) {
       const ip_gstep st = steps[s];
+      if (st.op == IR_OP_NOP && st.fuse > 1) {
+        // A run of nop steps: thread j waits on step s+j's dependency, all
+        // at once; one barrier; the run's last step is then done.
+        if (threadIdx.x < st.fuse && !wait_step(a, tb, steps[s + threadIdx.x], s + threadIdx.x, t, i, lane0, base, 0,
+                                                tb.recv, -1, 0, &tail_seen))
+          stop = 1;
+        if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_WAITED, s, i);
+        __syncthreads();
+        if (stop) goto done;
+        if (threadIdx.x == 0) {
+          trace_ev(a, tn, IP_EV_DONE, s, i);
+          if (steps[s + st.fuse - 1].hasdep)
+            st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + st.fuse);
+        }
+        s += st.fuse - 1;
+        continue;
+      }
       const unsigned fl = op_flags(st.op);
       const uint64_t r = msg_no(tb, st, rcvd0, i);
       const uint64_t sent = sent0 + (uint64_t)i * tb.nsend + st.sseq;

@@ -37,6 +37,8 @@ extern "C" {
 /* Receive-reduce steps the kernel runs as one (a fused chain, LL and LL128;
  * runtime/rt_chain.h): at most this many. */
 #define IP_GPU_FUSE 4
+/* Consecutive nop steps whose waits one step makes (a thread each). */
+#define IP_GPU_NOPS 32
 
 typedef struct ip_gstep {
   uint8_t op, srcbuf, dstbuf;

@@ -63,7 +63,8 @@ static int append(rt_algos *a, const rt_algo *al) {
  * the input: its rewrite that reads the input where it is (ir_dealias),
  * kept beside it as an out-of-place-only algorithm named NAME_oop when it
  * passes the checks and runs right on the CPU.  Selection prefers it for
- * out-of-place calls (rt_algos_select).  Only memory errors fail. */
+ * out-of-place calls over a copy, and a program written out of place over
+ * it (rt_algos_select).  Only memory errors fail. */
 static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   char why[256];
   ir_prog *q = NULL;
@@ -92,7 +93,7 @@ static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   snprintf(name, len, "%s_oop", q->name);
   free(q->name);
   q->name = name;
-  rt_algo direct = {q, 0, 1, al->maxcnt, 0};
+  rt_algo direct = {.prog = q, .inplace_ok = 0, .outofplace_ok = 1, .maxcnt = al->maxcnt, .copies = 0, .rewrite = 1};
   if (append(a, &direct)) { ir_prog_free(q); return BT_ERR_NOMEM; }
   LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out-of-place calls run %s, which reads the input in place (no copy)", path,
            name);
@@ -120,7 +121,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
     /* Custom collectives are run by name only (baton_run). */
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
   }
-  rt_algo al = {p, 0, 0, 1, ir_prog_aliased(p, 0)};
+  rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0)};
   rt_diag_clear(d);
   if (p->inplace) {
     al.inplace_ok = ir_check_races(p, 1, d) == BT_OK;
@@ -237,10 +238,13 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
     int divides = k > 0 && count % k == 0;
     int direct = inplace || !al->copies;   /* runs without first copying the input */
-    int score = 2 * direct + divides;
+    /* First no copy, then a program written for the call's layout over a
+     * rewrite (an out-of-place program beats an in-place one rewritten),
+     * then chunks that divide the count; ties go to the first loaded. */
+    int score = 4 * direct + 2 * !al->rewrite + divides;
     if (score > best) { pick = i; best = score; }
   }
-  int even = best & 1, copies = best >= 0 && !(best & 2);
+  int even = best & 1, copies = best >= 0 && !(best & 4);
   if (log) {
     if (pick >= 0)
       LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: running %s (%s; %d candidate%s%s%s)", ir_coll_name[coll],

@@ -16,6 +16,7 @@ typedef struct rt_algo {
   int64_t maxcnt;         /* largest cnt of any step (sizes a message) */
   int copies;             /* an out-of-place call runs on a copy of the input:
                              ir_prog_aliased(prog, 0), once at load, not per call */
+  int rewrite;            /* the out-of-place rewrite of a loaded in-place program (NAME_oop) */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and

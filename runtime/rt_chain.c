@@ -91,6 +91,8 @@ int rt_chain_fuse(ip_gstep *s, int n, int max) {
       while (k < n && k - j < max && s[k].op == IR_OP_RRC && s[k].depid < 0 && !s[k - 1].hasdep &&
              s[k].srcbuf == s[k - 1].dstbuf && s[k].srcoff == s[k - 1].dstoff && s[k].cnt == s[k - 1].cnt)
         k++;
+    else if (s[j].op == IR_OP_NOP)
+      while (k < n && k - j < IP_GPU_NOPS && s[k].op == IR_OP_NOP && !s[k - 1].hasdep) k++;
     s[j].fuse = (uint8_t)(k - j);
     for (int m = j + 1; m < k; m++) s[m].fuse = 0;
     fused += k - j - 1;

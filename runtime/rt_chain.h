@@ -41,18 +41,22 @@ bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold);
  * *at in the host's list. */
 int rt_chain_where(const rt_chain *c, int tb, int step, int *at);
 
-/* Fused chains.  In a block's steps s[0..n) (after folding, hasdep set),
- * marks runs of receive-reduce-copy steps where each step reads what the
- * step before it wrote (its src is that step's dst: buffer, offset and
- * count) and waits for nothing else (no depid), and no other block waits
- * on a step of the run but its last: the kernel then runs the run as one
- * step (LL and LL128), polling every message at once and keeping the
- * partial result in registers instead of writing it and reading it back
- * after a barrier.  Sets s[j].fuse to the run's length at its first step
- * (at most max), 0 on the others, 1 on a step that runs alone.  Returns
- * the number of steps folded into an earlier one.  Same results: each
- * message is still reduced in program order, each dst written (a dst the
- * next step overwrites in the same place is written once). */
+/* Fused steps.  In a block's steps s[0..n) (after folding, hasdep set),
+ * marks runs the kernel runs as one step:
+ *  - receive-reduce-copy steps where each step reads what the step before
+ *    it wrote (its src is that step's dst: buffer, offset and count) and
+ *    waits for nothing else (no depid), at most `max` (0: none; LL and
+ *    LL128 only): every message polled at once, the partial result kept in
+ *    registers instead of written and read back after a barrier;
+ *  - nop steps (a wait on another block each), at most IP_GPU_NOPS: one
+ *    thread per step waits, then one barrier, instead of a wait and two
+ *    barriers per step;
+ * and in both, no other block waits on a step of the run but its last.
+ * Sets s[j].fuse to the run's length at its first step, 0 on the others,
+ * 1 on a step that runs alone.  Returns the number of steps folded into an
+ * earlier one.  Same results: each message is still reduced in program
+ * order, each dst written (a dst the next step overwrites in the same
+ * place is written once), every wait still made before what follows. */
 int rt_chain_fuse(ip_gstep *s, int n, int max);
 
 void rt_chain_free(rt_chain *c);

@@ -126,13 +126,15 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       const ip_gstep *w = &hs[(long)i * stride + j];
       if (w->depid >= 0) hs[(long)w->depid * stride + w->deps].hasdep = 1;
     }
-  /* Fused receive chains: LL and LL128 only (a Simple step's data waits
-   * on a head word per message, and its pieces are not one per thread). */
-  int fused = 0, fuse = rt_param_int(RT_PARAM_FUSE_CHAINS) != 0 && proto != IR_PROTO_SIMPLE;
-  for (int i = 0; fuse && i < g->ntbs; i++) fused += rt_chain_fuse(&hs[(long)i * stride], ch.count[i], IP_GPU_FUSE);
+  /* Fused steps: receive chains in LL and LL128 only (a Simple step's
+   * data waits on a head word per message, and its pieces are not one per
+   * thread), runs of nop waits in every protocol. */
+  int fused = 0, fuse = rt_param_int(RT_PARAM_FUSE_CHAINS) != 0;
+  for (int i = 0; fuse && i < g->ntbs; i++)
+    fused += rt_chain_fuse(&hs[(long)i * stride], ch.count[i], proto == IR_PROTO_SIMPLE ? 0 : IP_GPU_FUSE);
   if (fused)
-    LOG_INFO(RT_SUB_RUNTIME, "%s rank %d: %d receive-reduce steps fused into the step before them "
-             "(BATON_FUSE_CHAINS)", ir_prog_where(p), rank, fused);
+    LOG_INFO(RT_SUB_RUNTIME, "%s rank %d: %d steps run with the step before them (BATON_FUSE_CHAINS)",
+             ir_prog_where(p), rank, fused);
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
   for (int l = 1; l < lanes; l++)
     for (int i = 0; i < g->ntbs; i++) {

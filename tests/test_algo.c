@@ -74,6 +74,20 @@ int main(int argc, char **argv) {
   ok(i == 0, "count 1024: the first loaded (%s)", picked(a, i));
   rt_algos_free(a);
 
+  /* An in-place program whose rewrite runs out of place, loaded before a
+   * program written out of place: out-of-place calls take the latter. */
+  bad = compile(argv[1], argv[2], "d_chain", "allreduce_allpairs.lua", "--param shot=1 --param chain=1") |
+        compile(argv[1], argv[2], "e_chain_oop", "allreduce_allpairs.lua", "--param shot=1 --param chain=1 --param inplace=0");
+  snprintf(files, sizeof files, "%s/d_chain.xml:%s/e_chain_oop.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  ok(!bad && lr == BT_OK && rt_algos_count(a) == 3 && rt_algos_get(a, 1)->rewrite && !rt_algos_get(a, 2)->rewrite,
+     "the in-place chain, its rewrite and the out-of-place chain load");
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0);
+  ok(i == 2, "an out-of-place call takes the program written out of place, not the earlier rewrite (got %d)", i);
+  i = rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0);
+  ok(i == 0, "an in-place call takes the in-place chain (got %d)", i);
+  rt_algos_free(a);
+
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;
   return tap_done();

@@ -64,8 +64,7 @@ static int fuse_is(ip_gstep *s, int n, const char *want) {
 static void check_fuse(void) {
   ip_gstep s[8];
   chain_steps(s, 3);
-  int f = rt_chain_fuse(s, 3, IP_GPU_FUSE);
-  ok(f == 2 && fuse_is(s, 3, "300"), "three receive-reduce steps, each reading the last one's output: one fused step");
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 2 && fuse_is(s, 3, "300"), "three receive-reduce steps, each reading the last one's output: one fused step");
   chain_steps(s, 3);
   s[0].depid = 7;
   s[0].deps = 0;
@@ -92,6 +91,23 @@ static void check_fuse(void) {
   ok(rt_chain_fuse(s, 4, IP_GPU_FUSE) == 1 && fuse_is(s, 4, "1201"), "only receive-reduce-copy steps fuse");
   chain_steps(s, 7);
   ok(rt_chain_fuse(s, 7, 3) == 4 && fuse_is(s, 7, "3003001"), "runs are at most `max` long");
+  chain_steps(s, 3);
+  ok(rt_chain_fuse(s, 3, 0) == 0 && fuse_is(s, 3, "111"), "max 0 (a Simple program): no receive chain fuses");
+  /* Runs of nop steps (a wait each), as the in-place one-shot chain's copy back has. */
+  chain_steps(s, 5);
+  for (int j = 0; j < 3; j++) s[j] = (ip_gstep){.op = IR_OP_NOP, .depid = j + 1, .deps = 0};
+  s[3].op = IR_OP_COPY;
+  s[3].depid = 6;
+  ok(rt_chain_fuse(s, 5, 0) == 2 && fuse_is(s, 5, "30011"), "three nop waits run as one step, in any protocol");
+  for (int j = 0; j < 3; j++) s[j] = (ip_gstep){.op = IR_OP_NOP, .depid = j + 1, .deps = 0};
+  s[0].hasdep = 1;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "120"), "a nop another block waits on ends its run");
+  ip_gstep many[40];
+  for (int j = 0; j < 40; j++) many[j] = (ip_gstep){.op = IR_OP_NOP, .depid = 1, .deps = j};
+  int f = rt_chain_fuse(many, 40, IP_GPU_FUSE);
+  ok(f == 38 && many[0].fuse == IP_GPU_NOPS && many[IP_GPU_NOPS].fuse == 40 - IP_GPU_NOPS,
+     "at most IP_GPU_NOPS (%d) nops a run (one thread each): 40 make runs of %d and %d", IP_GPU_NOPS, many[0].fuse,
+     many[IP_GPU_NOPS].fuse);
   chain_steps(s, 3);
   s[1].dstoff = 2;
   s[2].srcoff = 2;
