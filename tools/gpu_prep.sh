@@ -40,6 +40,7 @@ compile allreduce_allpairs2_chain_oop allreduce_allpairs.lua $r shot=2 inplace=0
 compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple
 compile allreduce_allpairs2_chain allreduce_allpairs.lua $r shot=2 chain=1
 compile allreduce_allpairs1_chain allreduce_allpairs.lua $r shot=1 chain=1
+compile allreduce_allpairs1_chain_ll128 allreduce_allpairs.lua $r shot=1 chain=1 protocol=LL128
 compile reducescatter_allpairs_chain reducescatter_allpairs.lua $r chain=1
 compile reducescatter_allpairs_chain_simple reducescatter_allpairs.lua $r chain=1 protocol=Simple
 compile allreduce_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=LL128
@@ -65,11 +66,17 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 }
 # Each all-pairs range twice: the out-of-place program (taken for
 # out-of-place calls: no copy of the input) and the in-place one.
-ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :128K $r shot=1 inplace=0 chain=1
-ranged allreduce_1_allpairs1_chain allreduce_allpairs.lua :128K $r shot=1 chain=1
-ranged allreduce_2_allpairs2_chain_oop_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 inplace=0 chain=1 protocol=LL128
-ranged allreduce_2_allpairs2_chain_ll128 allreduce_allpairs.lua 131073:8M $r shot=2 chain=1 protocol=LL128
-ranged allreduce_3_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
+# AllReduce: one-shot LL to 64 KiB, one-shot LL128 to 1 MiB (4 MiB on 2
+# GPUs: it moves (n-1)x the data, little for n = 2), two-shot LL128 to 8 MiB,
+# ring above (docs/PERFORMANCE.md, sixth run).
+one=1048576; [ "$ranks" -le 2 ] && one=4194304
+ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :64K $r shot=1 inplace=0 chain=1
+ranged allreduce_1_allpairs1_chain allreduce_allpairs.lua :64K $r shot=1 chain=1
+ranged allreduce_2_allpairs1_chain_oop_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 inplace=0 chain=1 protocol=LL128
+ranged allreduce_2_allpairs1_chain_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 chain=1 protocol=LL128
+ranged allreduce_3_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 inplace=0 chain=1 protocol=LL128
+ranged allreduce_3_allpairs2_chain_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 chain=1 protocol=LL128
+ranged allreduce_4_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
 ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
 ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 protocol=Simple
