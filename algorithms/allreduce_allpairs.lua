@@ -9,8 +9,11 @@
 -- chain=1 reduces every message straight into the sum as it is received
 -- (receive-reduce steps one after another; no scratch, no local pass)
 -- instead of landing the messages in scratch and adding them up after.
+-- agch=1 puts the two-shot's all-gather on channel 1: its receives get
+-- thread blocks of their own, so a chain's links are each a thread block's
+-- only step (the runtime then runs them in one block, as one step).
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
--- chain (0).
+-- chain (0), agch (0).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
@@ -34,5 +37,5 @@ elseif shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
 else                -- rank r owns chunk r
   allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil, chain = chain })
-  allpairs.all_gather(topo.range(n), out, 0)
+  allpairs.all_gather(topo.range(n), out, 0, { ch = param("agch", 0) })
 end

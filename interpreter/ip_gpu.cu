@@ -445,52 +445,72 @@ __device__ __forceinline__ bool ll_chain(const ip_gargs &a, const chain &c, int 
   return true;
 }
 
-// LL128: a warp's four lines of every message are loaded in one round; a
-// message whose flags the whole warp has seen is not loaded again (its
-// data came with those flags, in the same instructions).
+// LL128: a warp's lines of every message, LL128_CHAIN_UNROLL groups of
+// four, are loaded in one round; a message whose flags the whole warp has
+// seen in every group is not loaded again (its data came with those flags,
+// in the same instructions).  The round trips, not the bytes, bound a
+// chain's reduction: the groups keep more lines in flight per warp.
+#define LL128_CHAIN_UNROLL 2
 template <int DT, int OP>
 __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, int step, int64_t tile) {
   typedef typename ip_dev<DT>::type T;
-  constexpr int ES = sizeof(T);
+  constexpr int ES = sizeof(T), U = LL128_CHAIN_UNROLL;
   const unsigned full = 0xffffffffu;
   const int lane = threadIdx.x & 31, part = lane & 7;
   const int64_t lines = (c.len + 119) / 120, warps = blockDim.x >> 5;
   const int n = c.n;
   spin sp = {0, 0};
-  for (int64_t l0 = (int64_t)(threadIdx.x >> 5) * 4; l0 < lines; l0 += warps * 4) {
-    const int64_t l = l0 + (lane >> 3);
-    const bool live = l < lines;
-    const int64_t off = l * 120 + 16 * part;
-    uint64_t v0 = 0, v1 = 0, m0[IP_GPU_FUSE], m1[IP_GPU_FUSE];
-    if (live) {
-      v0 = load8<ES>(c.src + off, c.srcvalid - off);
-      if (part < 7) v1 = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
+  for (int64_t l0 = (int64_t)(threadIdx.x >> 5) * 4 * U; l0 < lines; l0 += warps * 4 * U) {
+    uint64_t v0[U], v1[U], m0[IP_GPU_FUSE][U], m1[IP_GPU_FUSE][U];
+#pragma unroll
+    for (int g = 0; g < U; g++) {
+      const int64_t l = l0 + 4 * g + (lane >> 3), off = l * 120 + 16 * part;
+      v0[g] = v1[g] = 0;
+      if (l < lines) {
+        v0[g] = load8<ES>(c.src + off, c.srcvalid - off);
+        if (part < 7) v1[g] = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
+      }
     }
     unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
     for (;;) {
 #pragma unroll
       for (int k = 0; k < IP_GPU_FUSE; k++)
-        if ((need >> k & 1) && live) ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k], &m1[k]);
 #pragma unroll
-      for (int k = 0; k < IP_GPU_FUSE; k++)
-        if ((need >> k & 1) && __all_sync(full, !live || part != 7 || m1[k] == c.flag[k])) need &= ~(1u << k);
+        for (int g = 0; g < U; g++) {
+          const int64_t l = l0 + 4 * g + (lane >> 3);
+          if ((need >> k & 1) && l < lines)
+            ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k][g], &m1[k][g]);
+        }
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++) {
+        if (!(need >> k & 1)) continue;
+        bool there = true;
+#pragma unroll
+        for (int g = 0; g < U; g++)
+          there &= l0 + 4 * g + (lane >> 3) >= lines || part != 7 || m1[k][g] == c.flag[k];
+        if (__all_sync(full, there)) need &= ~(1u << k);
+      }
       if (!need) break;
       int give_up = 0;
       if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, chain_peer(c, need), -1);
       if (__shfl_sync(full, give_up, 0)) return false;
     }
-    if (!live) continue;
 #pragma unroll
-    for (int k = 0; k < IP_GPU_FUSE; k++)
-      if (k < n) {
-        v0 = ip_apply_word<OP, T>(m0[k], v0);
-        if (part < 7) v1 = ip_apply_word<OP, T>(m1[k], v1);   // part 7's m1 is the flag
-        char *d = c.dst[k];
-        if (d) {
-          store8<ES>(d + off, v0, c.dstvalid[k] - off);
-          if (part < 7) store8<ES>(d + off + 8, v1, c.dstvalid[k] - off - 8);
+    for (int g = 0; g < U; g++) {
+      const int64_t l = l0 + 4 * g + (lane >> 3), off = l * 120 + 16 * part;
+      if (l >= lines) continue;
+#pragma unroll
+      for (int k = 0; k < IP_GPU_FUSE; k++)
+        if (k < n) {
+          v0[g] = ip_apply_word<OP, T>(m0[k][g], v0[g]);
+          if (part < 7) v1[g] = ip_apply_word<OP, T>(m1[k][g], v1[g]);   // part 7's m1 is the flag
+          char *d = c.dst[k];
+          if (d) {
+            store8<ES>(d + off, v0[g], c.dstvalid[k] - off);
+            if (part < 7) store8<ES>(d + off + 8, v1[g], c.dstvalid[k] - off - 8);
+          }
         }
-      }
+    }
   }
   return true;
 }

@@ -60,6 +60,7 @@ for r in 2 4 8 16; do
   case_ allreduce_allpairs.lua ranks=$r shot=1 inplace=0 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=1 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=1 chain=1 protocol=LL128
+  case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1 agch=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1
   case_ reducescatter_allpairs.lua ranks=$r chain=1

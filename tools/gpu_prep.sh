@@ -41,6 +41,8 @@ compile allreduce_allpairs2_chain_oop_simple allreduce_allpairs.lua $r shot=2 in
 compile allreduce_allpairs2_chain allreduce_allpairs.lua $r shot=2 chain=1
 compile allreduce_allpairs1_chain allreduce_allpairs.lua $r shot=1 chain=1
 compile allreduce_allpairs1_chain_ll128 allreduce_allpairs.lua $r shot=1 chain=1 protocol=LL128
+compile allreduce_allpairs2_chain_oop_ll128_agch allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=LL128 agch=1
+compile allreduce_allpairs2_chain_ll128_agch allreduce_allpairs.lua $r shot=2 chain=1 protocol=LL128 agch=1
 compile reducescatter_allpairs_chain reducescatter_allpairs.lua $r chain=1
 compile reducescatter_allpairs_chain_simple reducescatter_allpairs.lua $r chain=1 protocol=Simple
 compile allreduce_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=LL128
@@ -66,16 +68,17 @@ ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
 }
 # Each all-pairs range twice: the out-of-place program (taken for
 # out-of-place calls: no copy of the input) and the in-place one.
-# AllReduce: one-shot LL to 64 KiB, one-shot LL128 to 1 MiB (4 MiB on 2
-# GPUs: it moves (n-1)x the data, little for n = 2), two-shot LL128 to 8 MiB,
-# ring above (docs/PERFORMANCE.md, sixth run).
-one=1048576; [ "$ranks" -le 2 ] && one=4194304
+# AllReduce: one-shot LL to 64 KiB, one-shot LL128 to 512 KiB (4 MiB on 2
+# GPUs: it moves (n-1)x the data, little for n = 2), two-shot LL128 to 8 MiB
+# (its all-gather on channel 1, so the reduce chain fuses: agch=1; on 2 GPUs
+# the plain one), ring above (docs/PERFORMANCE.md, sixth run).
+one=524288 ag=agch=1; [ "$ranks" -le 2 ] && one=4194304 ag=agch=0
 ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :64K $r shot=1 inplace=0 chain=1
 ranged allreduce_1_allpairs1_chain allreduce_allpairs.lua :64K $r shot=1 chain=1
 ranged allreduce_2_allpairs1_chain_oop_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 inplace=0 chain=1 protocol=LL128
 ranged allreduce_2_allpairs1_chain_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 chain=1 protocol=LL128
-ranged allreduce_3_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 inplace=0 chain=1 protocol=LL128
-ranged allreduce_3_allpairs2_chain_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 chain=1 protocol=LL128
+ranged allreduce_3_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 inplace=0 chain=1 protocol=LL128 $ag
+ranged allreduce_3_allpairs2_chain_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 chain=1 protocol=LL128 $ag
 ranged allreduce_4_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
 ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
 ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
