@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# unit suite: tools/trace_summary.py on a hand-made BATON_TRACE timeline
+# (two ranks, one block each) whose times are known: cycles convert at the
+# rank's rate (ENTER..EXIT), starts are relative to the first block.
+# Usage: trace_summary.sh TRACE_SUMMARY_PY   (TAP output)
+set -u
+py=$1
+n=0 failed=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+check() {  # check NAME PATTERN: the summary has a line matching PATTERN
+  n=$((n + 1))
+  if grep -qE -- "$2" <<<"$out"; then echo "ok $n - $1"
+  else echo "not ok $n - $1"; echo "#   no line matches: $2"; sed 's/^/#   /' <<<"$out"; failed=$((failed + 1)); fi
+}
+hdr=rank,algo,threads,block,lane,tb,event,step,tile,ns,clk
+# Rank 0: 2 cycles/ns; ready 1 us after enter, step 0 waits 1 us, works 3 us; 10 us in all.
+printf '%s\n' $hdr 0,demo,512,0,0,0,enter,0,0,1000,10000 0,demo,512,0,0,0,ready,0,0,0,12000 \
+  0,demo,512,0,0,0,waited,0,0,0,14000 0,demo,512,0,0,0,done,0,0,0,20000 0,demo,512,0,0,0,exit,0,0,11000,30000 \
+  > "$tmp/t.0.csv"
+# Rank 1 starts 2 us later; step 1, tile index 0.
+printf '%s\n' $hdr 1,demo,512,0,0,0,enter,0,0,3000,0 1,demo,512,0,0,0,ready,0,0,0,500 \
+  1,demo,512,0,0,0,waited,1,0,0,1500 1,demo,512,0,0,0,done,1,0,0,3500 1,demo,512,0,0,0,exit,0,0,5000,4000 \
+  > "$tmp/t.1.csv"
+out=$(python3 "$py" "$tmp/t" 2>&1)
+check "the header names the program and each rank's cycle rate" "^# demo, 512 threads.*rank 0 2\.00, rank 1 2\.00"
+check "rank 0's block: setup, the step's wait and work, its end" \
+  "^rank 0 block +0 \(tb 0, lane 0\): start +0\.00 setup +1\.00 \| 0:0 wait 1\.00 work 3\.00 \| end +10\.00"
+check "rank 1's block starts 2 us after rank 0's" \
+  "^rank 1 block +0 \(tb 0, lane 0\): start +2\.00 setup +0\.25 \| 0:1 wait 0\.50 work 1\.00 \| end +4\.00"
+check "per rank: first and last start, last end" "^rank 1: first start 2\.00, last start 2\.00, last end 4\.00"
+out=$(python3 "$py" "$tmp/none" 2>&1); rc=$?
+n=$((n + 1))
+if [ $rc -ne 0 ] && grep -q "no rows" <<<"$out"; then echo "ok $n - no files: an error that says so"
+else echo "not ok $n - no files: an error that says so (rc $rc: $out)"; failed=$((failed + 1)); fi
+echo "1..$n"
+[ $failed -eq 0 ]
