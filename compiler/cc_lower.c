@@ -20,8 +20,14 @@ static int int_push(int **a, int *n, int *cap, int x) {
   return 1;
 }
 
+static int has_pred(const ins *i, int p) {
+  for (int k = 0; k < i->npred; k++)
+    if (i->pred[k] == p) return 1;
+  return 0;
+}
+
 static int add_pred(ins *i, int p) {
-  for (int k = 0; k < i->npred; k++) if (i->pred[k] == p) return 1;
+  if (has_pred(i, p)) return 1;
   return int_push(&i->pred, &i->npred, &i->cappred, p);
 }
 
@@ -249,6 +255,13 @@ static int waits_for(const lower *w, int from, int to, int *mark, int stamp, int
   return 0;
 }
 
+/* Whether J is a receive-reduce that reads copy C's destination and
+ * overwrites it whole, on C's rank. */
+static int takes_copy(const ins *C, const ins *J) {
+  return !J->dead && J->op == IR_OP_RRC && J->rank == C->rank && J->count == C->count &&
+         J->sspace == C->dspace && J->sidx == C->didx && J->dspace == C->dspace && J->didx == C->didx;
+}
+
 /* Forwards a local copy C (X -> Y) into the receive-reduce R that reads Y
  * and overwrites it, when R is C's only successor or every other successor
  * waits for R anyway: R reads X instead and C goes (out = in (op) msg in
@@ -272,15 +285,9 @@ static int forward_copies(lower *w, const int *users) {
      * none of them reads the copy. */
     if (C->op != IR_OP_COPY || C->dead || nsucc[c] < 1 || (nsucc[c] == 1 && users[c] != 1)) continue;
     int r = -1;
-    for (int j = 0; j < n && r < 0; j++) {
-      const ins *J = &w->v[j];
-      if (nsucc[c] == 1 && j != only[c]) continue;
-      int after = 0;
-      for (int k = 0; k < J->npred && !after; k++) after = J->pred[k] == c;
-      if (after && !J->dead && J->op == IR_OP_RRC && J->rank == C->rank && J->count == C->count &&
-          J->sspace == C->dspace && J->sidx == C->didx && J->dspace == C->dspace && J->didx == C->didx)
-        r = j;
-    }
+    if (nsucc[c] == 1) r = takes_copy(C, &w->v[only[c]]) ? only[c] : -1;
+    for (int j = 0; j < n && r < 0 && nsucc[c] > 1; j++)
+      if (takes_copy(C, &w->v[j]) && has_pred(&w->v[j], c)) r = j;
     if (r < 0) continue;
     ins *R = &w->v[r];
     int others = 1;   /* every other successor waits for R */

@@ -515,6 +515,12 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
   return true;
 }
 
+// Elements of tile t of a chunk (the last tile may be shorter).
+__device__ __forceinline__ int64_t tile_len(const ip_gargs &a, int64_t t) {
+  int64_t len = a.geom.cap - t * a.tile;
+  return len > a.tile ? a.tile : len;
+}
+
 // A chunk's bytes of tile t in buffer b from chunk c: where, and how many
 // are valid (0..len).
 __device__ __forceinline__ char *tile_at(const ip_gargs &a, int b, int64_t c, int64_t t, int64_t len,
@@ -544,9 +550,7 @@ template <int DT, int OP>
 __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, const ip_gstep *steps, int s, int n,
                                         int64_t t, int64_t i, const uint64_t *rcvd0) {
   __shared__ chain c;
-  const int64_t stride = ir_geom_wire(a.proto, a.msg_stride);
-  int64_t len = a.geom.cap - t * a.tile;
-  len = len > a.tile ? a.tile : len;
+  const int64_t stride = ir_geom_wire(a.proto, a.msg_stride), len = tile_len(a, t);
   const int cnt = steps[s].cnt;
   for (int j = 0; j < cnt; j++) {
     if (j) __syncthreads();   // every thread is done with the last piece's description
@@ -605,24 +609,14 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
                                           char *out, uint64_t rflag, uint64_t sflag, int peer) {
   unsigned fl = op_flags(st.op);
   int64_t stride = ir_geom_wire(a.proto, a.msg_stride);   // a chunk's bytes in the slot
-  int64_t len = a.geom.cap - t * a.tile;
-  len = len > a.tile ? a.tile : len;
-  int64_t lenb = len * a.esize;
+  const int64_t len = tile_len(a, t), lenb = len * a.esize;
   for (int j = 0; j < st.cnt; j++) {
     piece p;
     p.src = NULL; p.msg = NULL; p.cur = NULL; p.dst = NULL; p.out = NULL;
     p.srcvalid = p.dstvalid = 0;
     p.len = lenb;
-    if (fl & IR_F_SRC) {
-      int64_t c = st.srcoff + j, v = ir_geom_len(&a.geom, st.srcbuf, c) - t * a.tile;
-      p.src = a.buf[st.srcbuf] + (ir_geom_off(&a.geom, st.srcbuf, c) + t * a.tile) * a.esize;
-      p.srcvalid = (v < 0 ? 0 : v > len ? len : v) * a.esize;
-    }
-    if (fl & IR_F_DST) {
-      int64_t c = st.dstoff + j, v = ir_geom_len(&a.geom, st.dstbuf, c) - t * a.tile;
-      p.dst = a.buf[st.dstbuf] + (ir_geom_off(&a.geom, st.dstbuf, c) + t * a.tile) * a.esize;
-      p.dstvalid = (v < 0 ? 0 : v > len ? len : v) * a.esize;
-    }
+    if (fl & IR_F_SRC) p.src = tile_at(a, st.srcbuf, st.srcoff + j, t, len, &p.srcvalid);
+    if (fl & IR_F_DST) p.dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &p.dstvalid);
     if (fl & IR_F_RECV) p.msg = msg + j * stride;
     if (fl & IR_F_SEND) p.out = out + j * stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;

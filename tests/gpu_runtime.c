@@ -187,18 +187,25 @@ static void check_algorithms(int quick, rt_diag *d) {
   }
 }
 
-/* The automatic choice: every collective that has an algorithm. */
-static void check_choice(rt_diag *d) {
+/* The automatic choice: every collective that has an algorithm, the
+ * ranks' calls one after the other or in one group (launched at once from
+ * the launch threads). */
+static void check_choice(rt_diag *d, int group) {
+  const int64_t n1 = group ? 65536 : 4096, n2 = group ? 999 : 1001;
+  const int dt2 = group ? IP_BF16 : IP_I32;
+  grouped = group;
   for (int coll = 0; coll < IR_COLL_CUSTOM; coll++) {
-    int ai = rt_algos_select(comms[lo]->algos, (ir_coll)coll, 0, 4096 * 4, 4096, 0);
+    int ai = rt_algos_select(comms[lo]->algos, (ir_coll)coll, 0, n1 * 4, n1, 0);
     if (ai < 0) continue;
     rt_diag_clear(d);
-    bt_result r1 = run_case(ai, IP_F32, IP_OP_SUM, 4096, 0, NULL, 0, d);
-    bt_result r2 = run_case(ai, IP_I32, IP_OP_MAX, 1001, 0, NULL, 0, d);
-    ok(!r1 && !r2, "baton_%s chooses %s and is right (f32 sum 4096, i32 max 1001)", ir_coll_name[coll],
-       baton_comm_last_algorithm(comms[lo]));
+    bt_result r1 = run_case(ai, IP_F32, IP_OP_SUM, n1, 0, NULL, 0, d);
+    bt_result r2 = run_case(ai, dt2, IP_OP_MAX, n2, 0, NULL, 0, d);
+    ok(!r1 && !r2, "baton_%s%s chooses %s and is right (f32 sum %lld, %s max %lld)", ir_coll_name[coll],
+       group ? ", the ranks' calls in one group," : "", baton_comm_last_algorithm(comms[lo]), (long long)n1,
+       ip_dtype_name[dt2], (long long)n2);
     if (r1 || r2) diag("%s", rt_diag_text(d));
   }
+  grouped = 0;
 }
 
 static void check_graphs(int group) {
@@ -280,23 +287,11 @@ static void check_graphs(int group) {
   }
 }
 
-/* Groups: every collective's choice again with the ranks' calls in one
- * group (launched at once from the launch threads); then a group with a
- * bad call, which must launch nothing (launched, the other ranks would
- * wait for the missing one until BATON_TIMEOUT). */
-static void check_groups(rt_diag *d) {
-  grouped = 1;
-  for (int coll = 0; coll < IR_COLL_CUSTOM; coll++) {
-    int ai = rt_algos_select(comms[lo]->algos, (ir_coll)coll, 0, 65536 * 4, 65536, 0);
-    if (ai < 0) continue;
-    rt_diag_clear(d);
-    bt_result r1 = run_case(ai, IP_F32, IP_OP_SUM, 65536, 0, NULL, 0, d);
-    bt_result r2 = run_case(ai, IP_BF16, IP_OP_MAX, 999, 0, NULL, 0, d);
-    ok(!r1 && !r2, "baton_%s in a group of %d calls (%s) is right (f32 sum 65536, bf16 max 999)",
-       ir_coll_name[coll], nranks, baton_comm_last_algorithm(comms[lo]));
-    if (r1 || r2) diag("%s", rt_diag_text(d));
-  }
-  grouped = 0;
+/* Groups, after check_choice(d, 1) ran every collective in them: one
+ * launch thread per GPU but the caller's, and a group with a bad call,
+ * which must launch nothing (launched, the other ranks would wait for the
+ * missing one until BATON_TIMEOUT). */
+static void check_groups(void) {
   ok(rt_pool_workers() == nranks - 1, "%d launch threads for %d GPUs (the caller launches one)",
      rt_pool_workers(), nranks);
 
@@ -422,7 +417,7 @@ static int run_procs(int quick, int big, rt_diag *d) {
       streams_create();
       ok(baton_comm_algorithm_count(comms[r]) > 0, "%d algorithms loaded", baton_comm_algorithm_count(comms[r]));
       check_algorithms(quick, d);
-      check_choice(d);
+      check_choice(d, 0);
       if (big) check_big(d);
       release();
       fflush(stdout);
@@ -502,8 +497,9 @@ int main(int argc, char **argv) {
   int nalg = baton_comm_algorithm_count(comms[0]);
   ok(nalg > 0, "%d algorithms loaded for %d ranks from %s", nalg, nranks, dir);
   check_algorithms(quick, d);
-  check_choice(d);
-  check_groups(d);
+  check_choice(d, 0);
+  check_choice(d, 1);
+  check_groups();
   check_graphs(0);
   check_graphs(1);
   if (big) check_big(d);
