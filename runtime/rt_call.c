@@ -64,7 +64,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   /* A message of one tile of every chunk of the largest step fits a slot
    * (ir_geom_wire: LL lines carry 8 bytes of data in 16, LL128 120 in 128). */
   int proto = rt_comm_proto(c, p);
-  int64_t tile = ir_geom_tile(&g, c->slot_bytes, proto, al->maxcnt, pl->lanes, es, c->min_tile);
+  int64_t tile = ir_geom_tile(&g, c->slot_bytes, proto, al->maxcnt, pl->lanes * c->lane_tiles, es, c->min_tile);
   if (tile < 1) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a step of %lld chunks needs slots of at least %lld bytes "
              "(BATON_SLOT_BYTES=%lld)", c->rank, where, (long long)al->maxcnt,

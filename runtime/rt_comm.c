@@ -61,6 +61,8 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   if (c->slot_bytes < 128) c->slot_bytes = 128;
   c->min_tile = rt_param_int(RT_PARAM_MIN_TILE) / 16 * 16;
   if (c->min_tile < 16) c->min_tile = 16;
+  int64_t lt = rt_param_int(RT_PARAM_LANE_TILES);
+  c->lane_tiles = lt < 1 ? 1 : lt > 64 ? 64 : (int)lt;
   const char *proto = rt_param_str(RT_PARAM_PROTO);
   c->force_simple = !strcasecmp(proto, "simple");
   if (*proto && !c->force_simple && rank == 0)
@@ -245,6 +247,8 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   }
   h = (h ^ (uint64_t)c->slot_bytes) * 1099511628211ull;
   h = (h ^ (uint64_t)c->nslots) * 1099511628211ull;
+  h = (h ^ (uint64_t)c->min_tile) * 1099511628211ull;     /* the tile: every rank must cut alike */
+  h = (h ^ (uint64_t)c->lane_tiles) * 1099511628211ull;
   h = (h ^ (uint64_t)c->force_simple) * 1099511628211ull;
   return h;
 }

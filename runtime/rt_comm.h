@@ -34,6 +34,7 @@ struct baton_comm {
   int nslots;
   int64_t slot_bytes;
   int64_t min_tile;           /* BATON_MIN_TILE, bytes */
+  int lane_tiles;             /* BATON_LANE_TILES */
   int force_simple;           /* BATON_PROTO=Simple */
   uint64_t timeout_ns;
   void *scratch;              /* device: scratch chunks and temporary spans */
