@@ -325,108 +325,6 @@ out:
   return ok;
 }
 
-/* Whether P is a live receive-reduce on R's rank that writes exactly the
- * chunks R reads (the link before R in a receive chain). */
-static int feeds(const ins *P, const ins *R) {
-  return !P->dead && P->op == IR_OP_RRC && P->rank == R->rank && P->dspace == R->sspace && P->didx == R->sidx &&
-         P->count == R->count;
-}
-
-/* Sinks a local copy C (S -> Y) of a scratch value S into the
- * receive-reduce R that wrote S, when C is the value's only reader: R
- * writes Y itself and C goes (the in-place one-shot chain sums into
- * scratch and copies the sum back; its last link now writes the input).
- * R must then wait for everything C waited for (the readers of Y's old
- * value: the rank's own sends of its input).  Those waits go to the first
- * link H of R's chain (R, the receive-reduce that wrote R's src, and so
- * on), so that only the chain's head waits on other thread blocks and the
- * runtime can still run the chain as one step (rt_chain_fuse); a wait
- * earlier than needed is still sound, and none is added that would close
- * a cycle (one that waits for H, else for R, is refused: C stays).
- * Returns 0 when out of memory. */
-static int sink_copies(lower *w) {
-  int n = w->n, ok = 0, stamp = 0;
-  int *mark = calloc(n + 1, sizeof(int)), *stack = malloc((n + 1) * sizeof(int)), *extra = NULL;
-  if (!mark || !stack) goto out;
-  for (int c = 0; c < n; c++) {
-    ins *C = &w->v[c];
-    if (C->op != IR_OP_COPY || C->dead || C->sspace < CC_SPACE_FIRST_SCRATCH) continue;
-    int *e = realloc(extra, (C->npred + 1) * sizeof(int));
-    if (!e) goto out;
-    extra = e;
-    int r = -1;
-    for (int k = 0; k < C->npred && r < 0; k++) {
-      const ins *P = &w->v[C->pred[k]];
-      if (!P->dead && P->op == IR_OP_RRC && P->rank == C->rank && P->dspace == C->sspace && P->didx == C->sidx &&
-          P->count == C->count)
-        r = C->pred[k];
-    }
-    if (r < 0) continue;
-    ins *R = &w->v[r];
-    /* C must be the only reader of R's value (scratch: nothing else needs it). */
-    int alone = 1;
-    for (int j = 0; j < n && alone; j++) {
-      const ins *J = &w->v[j];
-      if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
-      if ((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace && J->sidx < R->didx + R->count &&
-          R->didx < J->sidx + J->count)
-        alone = 0;
-      if (J->op == IR_OP_REDUCE && J->dspace == R->dspace && J->didx < R->didx + R->count &&
-          R->didx < J->didx + J->count)
-        alone = 0;
-    }
-    if (!alone) continue;
-    /* the chain's head: follow src back through the links */
-    int h = r;
-    for (int moved = 1; moved;) {
-      moved = 0;
-      const ins *H = &w->v[h];
-      for (int k = 0; k < H->npred && !moved; k++)
-        if (feeds(&w->v[H->pred[k]], H)) { h = H->pred[k]; moved = 1; }
-    }
-    /* C's waits that R does not imply already (R waits for its chain) */
-    int nextra = 0;
-    for (int k = 0; k < C->npred; k++) {
-      int p = C->pred[k];
-      if (p != r && !waits_for(w, r, p, mark, ++stamp, stack)) extra[nextra++] = p;
-    }
-    int to = -1;
-    for (int pass = 0; pass < 2 && to < 0; pass++) {
-      int cand = pass == 0 ? h : r, fine = 1;
-      for (int k = 0; k < nextra && fine; k++)
-        if (waits_for(w, extra[k], cand, mark, ++stamp, stack)) fine = 0;
-      if (fine) to = cand;
-    }
-    if (to < 0) continue;
-    for (int k = 0; k < nextra; k++)
-      if (!add_pred(&w->v[to], extra[k])) goto out;
-    R = &w->v[r];
-    R->dspace = C->dspace;
-    R->didx = C->didx;
-    if (R->msg_of >= 0) {   /* the send names where its message lands */
-      w->v[R->msg_of].dspace = C->dspace;
-      w->v[R->msg_of].didx = C->didx;
-    }
-    /* whoever waited for C waits for R */
-    for (int j = 0; j < n; j++) {
-      ins *J = &w->v[j];
-      for (int k = 0; k < J->npred; k++)
-        if (J->pred[k] == c) {
-          J->pred[k] = J->pred[--J->npred];
-          if (j != r && !add_pred(J, r)) goto out;
-          break;
-        }
-    }
-    C->dead = 1;
-  }
-  ok = 1;
-out:
-  free(mark);
-  free(stack);
-  free(extra);
-  return ok;
-}
-
 /* users[R] = instructions that read the value R writes, plus 1 when the
  * value survives to the end (nobody overwrites it). */
 static void count_users(lower *w, int *users) {
@@ -540,9 +438,9 @@ static int schedule(lower *w, int *order) {
       indeg[i]++;
     }
   }
-  /* depth, the priority: the longest run of waits before an instruction
-   * (in topological order: a wait sink_copies adds may point to a later
-   * id); order[] serves as the queue, fillp as the count of waits left */
+  /* depth, the priority: the longest run of waits before an instruction,
+   * in topological order (no pass may rely on waits pointing to earlier
+   * ids); order[] serves as the queue, fillp as the count of waits left */
   int qh = 0, qt = 0;
   for (int i = 0; i < n; i++) {
     fillp[i] = indeg[i];
@@ -628,7 +526,6 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (!o || o->fuse) {
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
-    if (!sink_copies(&w)) goto out;
     if (!fuse(&w, users)) goto out;
   }
   order = malloc((w.n + 1) * sizeof(int));

@@ -57,13 +57,13 @@ __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, in
   if (atomicCAS_system((int *)&a.err->flag, 0, 1) == 0) {
     const ip_gtb &tb = a.tbs[blockIdx.x];
     a.err->rank = a.rank;
-    a.err->tb = blockIdx.x % a.ntbs;   // the tile says which lane
+    a.err->tb = tb.irtb;               // the tile says which lane
     a.err->step = step;
     a.err->tile = tile;
     a.err->what = what;
     a.err->peer = peer;
     a.err->chan = tb.chan;
-    a.err->depid = depid;
+    a.err->depid = depid >= 0 ? a.tbs[depid].irtb : depid;
     __threadfence_system();
   }
   ip_stop = 1;
@@ -718,14 +718,24 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   __syncthreads();
   int64_t i = 0;   // tiles run, for the counts at the end
   for (int64_t t = lane; t < a.ntiles; t += a.lanes, i++) {
+    int absorbed = -1;   // a step whose dependency the nop run before it waited for
     for (int s = 0; s < tb.nsteps; s++) {
-      const ip_gstep st = steps[s];
+      ip_gstep st = steps[s];
       if (st.op == IR_OP_NOP && st.fuse > 1) {
         // A run of nop steps: thread j waits on step s+j's dependency, all
-        // at once; one barrier; the run's last step is then done.
-        if (threadIdx.x < st.fuse && !wait_step(a, tb, steps[s + threadIdx.x], s + threadIdx.x, t, i, lane0, base, 0,
-                                                tb.recv, -1, 0, &tail_seen))
-          stop = 1;
+        // at once; one barrier; the run's last step is then done.  When
+        // nobody waits on the run's end, the dependency of the step after
+        // it is waited for in the same round (one barrier fewer: the
+        // in-place one-shot chain's head waits on a send this way).
+        const int n = st.fuse, next = s + n;
+        const bool absorb = next < tb.nsteps && !steps[next - 1].hasdep && steps[next].depid >= 0 &&
+                            steps[next].op != IR_OP_NOP;
+        if (threadIdx.x < n + (absorb ? 1 : 0)) {
+          ip_gstep w = steps[s + threadIdx.x];
+          w.op = IR_OP_NOP;   // only the dependency: a send's slot or a Simple head is waited for as usual
+          if (!wait_step(a, tb, w, s + threadIdx.x, t, i, lane0, base, 0, tb.recv, -1, 0, &tail_seen)) stop = 1;
+        }
+        if (absorb) absorbed = next;
         if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_WAITED, s, i);
         __syncthreads();
         if (stop) goto done;
@@ -737,6 +747,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
         s += st.fuse - 1;
         continue;
       }
+      if (s == absorbed) st.depid = -1;
       const unsigned fl = op_flags(st.op);
       const uint64_t r = msg_no(tb, st, rcvd0, i);
       const uint64_t sent = sent0 + (uint64_t)i * tb.nsend + st.sseq;

@@ -71,6 +71,7 @@ typedef struct ip_gtb {
   ip_gconn send, recv;   /* fifo NULL when the tb does not send / receive */
   ip_gconn xrecv[IP_GPU_XRECV];
   int32_t xpeer[IP_GPU_XRECV], xtb[IP_GPU_XRECV];   /* their senders, and the IR tbs they belong to */
+  int32_t irtb;          /* this block's IR thread block (folded ones get no block) */
 } ip_gtb;
 
 /* Why a spin gave up; the first block to give up fills ip_gerr. */

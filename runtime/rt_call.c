@@ -89,6 +89,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->recvbuf = recvbuf;
   L->nthreads = pl->nthreads;
   L->where = where;
+  L->irtb = pl->irtb;
   L->divide = op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER) ? p->ngpus : 0;
   int blocks = pl->ntbs * pl->lanes;   /* CUDA blocks of the launch */
   a->steps = pl->steps;
@@ -142,7 +143,7 @@ bt_result rt_call_launch(const rt_launch *L) {
   }
   a.trace = rt_trace_buf(c->trace, blocks);
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
-  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, L->nthreads);
+  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, L->nthreads, L->irtb);
   if (L->temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the output out of the span"));

@@ -73,6 +73,14 @@ bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold) {
   return BT_OK;
 }
 
+int rt_chain_blocks(const ir_gpu *g, int fold) {
+  rt_chain c;
+  if (rt_chain_plan(&c, g, fold) != BT_OK) return g->ntbs;
+  int n = g->ntbs - c.folded;
+  rt_chain_free(&c);
+  return n;
+}
+
 int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
   int h = c->host[tb];
   if (h == tb) { *at = step; return h; }

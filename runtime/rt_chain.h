@@ -37,6 +37,10 @@ typedef struct rt_chain {
  * own host).  BT_ERR_NOMEM only. */
 bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold);
 
+/* CUDA blocks a lane of rank's program needs (its thread blocks less the
+ * folded ones, which get no block); the thread blocks when out of memory. */
+int rt_chain_blocks(const ir_gpu *g, int fold);
+
 /* Where the program's step (tb, step) runs: its host's block, at index
  * *at in the host's list. */
 int rt_chain_where(const rt_chain *c, int tb, int step, int *at);

@@ -78,7 +78,8 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   int holds = 0;
   if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
   for (int i = 0; !res && i < rt_algos_count(c->algos); i++)
-    c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128);
+    c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128,
+                                rt_comm_proto(c, rt_algos_get(c->algos, i)->prog));
   if (!res) res = rt_trace_open(&c->trace, rank, holds);
   if (res) {
     rt_algos_free(c->algos);
@@ -150,12 +151,12 @@ static void plans_agree(baton_comm *c, const unsigned char *runnable, int nranks
 static void comm_free(baton_comm *c) {
   if (!c) return;
   cudaSetDevice(c->dev);
+  rt_trace_close(c->trace);   /* first: the timeline names blocks by the plans' IR thread blocks */
   for (int i = 0; c->plans && i < rt_algos_count(c->algos); i++) rt_plan_free(&c->plans[i]);
   free(c->plans);
   free(c->lanes);
   tp_p2p_free(c->p2p);
   if (c->scratch) cudaFree(c->scratch);
-  rt_trace_close(c->trace);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);

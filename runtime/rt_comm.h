@@ -64,6 +64,7 @@ typedef struct rt_launch {
   size_t scr_bytes;           /* bytes of the scratch chunks */
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;
+  const int *irtb;            /* the plan's: blocks to IR thread blocks (the timeline) */
 } rt_launch;
 
 /* Prepares algorithm `ai` of comm for a call: every check that can fail

@@ -10,12 +10,18 @@
 #include "rt_log.h"
 #include "rt_param.h"
 
-int rt_plan_lanes(const ir_prog *p, int blocks) {
+/* Whether rank programs of p fold receive chains (rt_chain_plan):
+ * BATON_FOLD_CHAINS, and never in Simple. */
+static int folds(int proto) { return rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE; }
+
+int rt_plan_lanes(const ir_prog *p, int blocks, int proto) {
   int64_t l = rt_param_int(RT_PARAM_LANES);
   if (l <= 0) {
     int most = 1;
-    for (int r = 0; r < p->ngpus; r++)
-      if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
+    for (int r = 0; r < p->ngpus; r++) {
+      int n = rt_chain_blocks(&p->gpus[r], folds(proto));
+      if (n > most) most = n;
+    }
     l = blocks / most;
   }
   if (l < 1) l = 1;
@@ -61,7 +67,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   /* Folding saves a hand-off per link (about 0.4 us a call for the LL
    * one-shot) but puts every receive of a chain on one SM: for Simple, a
    * bandwidth protocol, that costs more than it saves (docs/RUNTIME.md). */
-  CHECK(rt_chain_plan(&ch, g, rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE));
+  CHECK(rt_chain_plan(&ch, g, folds(proto)));
   int stride = 1;   /* steps of the longest block: block i's start at i * stride */
   for (int i = 0; i < g->ntbs; i++)
     if (ch.count[i] > stride) stride = ch.count[i];
@@ -69,8 +75,9 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
   int nblocks = lanes * g->ntbs;
   ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
+  int *cidx = malloc((g->ntbs + 1) * sizeof *cidx);
   bt_result res = BT_ERR_NOMEM;
-  if (!hs || !ht) goto out;
+  if (!hs || !ht || !cidx) goto out;
   if (ch.folded)
     LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
              "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
@@ -135,16 +142,38 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   if (fused)
     LOG_INFO(RT_SUB_RUNTIME, "%s rank %d: %d steps run with the step before them (BATON_FUSE_CHAINS)",
              ir_prog_where(p), rank, fused);
+  /* A folded tb gets no CUDA block: the hosts are numbered 0..nh-1 in IR
+   * order (rows move down, never over one not yet moved), and
+   * dependencies name those numbers; ip_gtb.irtb keeps the IR's. */
+  int nh = 0;
+  for (int i = 0; i < g->ntbs; i++) cidx[i] = ch.host[i] == i ? nh++ : -1;
+  for (int i = 0; i < g->ntbs; i++) {
+    int k = cidx[i];
+    if (k < 0) continue;
+    ht[i].irtb = i;
+    if (k != i) {
+      memmove(&hs[(long)k * stride], &hs[(long)i * stride], stride * sizeof *hs);
+      ht[k] = ht[i];
+    }
+    for (int j = 0; j < ch.count[i]; j++)
+      if (hs[(long)k * stride + j].depid >= 0) hs[(long)k * stride + j].depid = cidx[hs[(long)k * stride + j].depid];
+  }
+  memset(&hs[(long)nh * stride], 0, (nsteps - (long)nh * stride) * sizeof *hs);
+  nsteps = (long)nh * stride;
+  nblocks = lanes * nh;
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
   for (int l = 1; l < lanes; l++)
-    for (int i = 0; i < g->ntbs; i++) {
+    for (int k = 0; k < nh; k++) {
+      int i = ht[k].irtb;
       const ir_tb *tb = &g->tbs[i];
-      ip_gtb *d = &ht[l * g->ntbs + i];
-      *d = ht[i];
+      ip_gtb *d = &ht[l * nh + k];
+      *d = ht[k];
       if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, proto, 0, &d->send), res, out);
       CHECK_GOTO(wire_recv(d, p, rank, i, t, l, proto), res, out);
     }
-  pl->ntbs = g->ntbs;
+  pl->ntbs = nh;
+  if (!(pl->irtb = malloc((nh + 1) * sizeof *pl->irtb))) { res = BT_ERR_NOMEM; goto out; }
+  for (int k = 0; k < nh; k++) pl->irtb[k] = ht[k].irtb;
   pl->lanes = lanes;
   pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
   if (pl->nthreads > IP_GPU_MAX_THREADS || pl->nthreads % 32) {
@@ -173,6 +202,7 @@ out:
   rt_chain_free(&ch);
   free(hs);
   free(ht);
+  free(cidx);
   if (res) rt_plan_free(pl);
   return res;
 }
@@ -181,5 +211,6 @@ void rt_plan_free(rt_plan *pl) {
   if (pl->steps) cudaFree(pl->steps);
   if (pl->tbs) cudaFree(pl->tbs);
   if (pl->words) cudaFree(pl->words);
+  free(pl->irtb);
   memset(pl, 0, sizeof *pl);
 }

@@ -11,15 +11,19 @@
 typedef struct rt_plan {
   ip_gstep *steps;        /* device */
   ip_gtb *tbs;            /* device: lanes * ntbs, lane-major */
+  /* ntbs: CUDA blocks per lane, the IR tbs not folded into another */
   uint64_t *words;        /* device: gen then progress, one per CUDA block */
   int ntbs, lanes, step_stride, smem_steps, nthreads;
+  int *irtb;              /* host: per block of a lane, its IR thread block */
 } rt_plan;
 
-/* The lanes p runs with: BATON_LANES, or when that is 0, `blocks` CUDA
- * blocks (the runtime passes min(128, what the GPU holds)) over the most
- * thread blocks any rank has, 1..64.  Ranks must agree (connections are
- * made per lane): process-per-GPU communicators check it. */
-int rt_plan_lanes(const ir_prog *p, int blocks);
+/* The lanes p runs with under protocol proto: BATON_LANES, or when that
+ * is 0, `blocks` CUDA blocks (the runtime passes min(128, what the GPU
+ * holds)) over the most CUDA blocks per lane any rank needs (its thread
+ * blocks less those folded into another: rt_chain), 1..64.  Ranks must
+ * agree (connections are made per lane): process-per-GPU communicators
+ * check it. */
+int rt_plan_lanes(const ir_prog *p, int blocks, int proto);
 
 /* Builds rank's plan of p on the current device with `lanes` lanes, its
  * messages in protocol `proto` (the one it runs: rt_comm_proto).

@@ -17,6 +17,7 @@ struct rt_trace {
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
   int blocks, ntbs, nthreads;
+  const int *irtb;           /* per block of a lane, its IR thread block (the plan's; NULL: the same) */
   int warned;
 };
 
@@ -47,8 +48,9 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
   return NULL;
 }
 
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads) {
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads, const int *irtb) {
   if (!t) return;
+  t->irtb = irtb;
   t->algo = algo;
   t->blocks = blocks;
   t->ntbs = ntbs;
@@ -84,7 +86,7 @@ static void save(const rt_trace *t) {
       const uint64_t *ev = w + 1 + 3 * e;
       unsigned kind = (unsigned)(ev[0] & 0xff);
       fprintf(f, "%d,%s,%d,%d,%d,%d,%s,%u,%llu,%llu,%llu\n", t->rank, t->algo, t->nthreads, b, b / t->ntbs,
-              b % t->ntbs, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
+              t->irtb ? t->irtb[b % t->ntbs] : b % t->ntbs, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
               (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
     }
   }

@@ -22,7 +22,7 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 
 /* Notes what the last launch ran, for the file's rows; algo must outlive t
  * (the program's name does: programs go after the timeline). */
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads);
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads, const int *irtb);
 
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
  * device is idle), then frees t.  Does nothing for NULL. */

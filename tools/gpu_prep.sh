@@ -50,6 +50,7 @@ compile allreduce_allpairs1_chain_oop_ll128 allreduce_allpairs.lua $r shot=1 inp
 compile reducescatter_allpairs_chain_ll128 reducescatter_allpairs.lua $r chain=1 protocol=LL128
 compile alltoall_direct alltoall_direct.lua $r
 compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
+compile alltoall_direct_ll128 alltoall_direct.lua $r protocol=LL128
 compile allgather_ring_ll allgather_ring.lua $r protocol=LL
 compile reducescatter_ring_ll reducescatter_ring.lua $r protocol=LL
 if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
