@@ -325,6 +325,41 @@ out:
   return ok;
 }
 
+/* Places a local copy C in the thread block of the receive R whose value
+ * it copies, when C is that value's only reader: C runs after R in
+ * program order instead of waiting on R's block across blocks (the
+ * in-place one-shot chain copies its sum from scratch back to the input;
+ * the runtime then folds the chain's last block, copy and all, into the
+ * chain's first: rt_chain).  Joins the sets of C's local endpoint and R's
+ * receive endpoint, so the rank's other local steps on that channel go
+ * there too; nothing is joined where a tb could not own both. */
+static void copy_after_receive(lower *w) {
+  for (int c = 0; c < w->n; c++) {
+    const ins *C = &w->v[c];
+    if (C->op != IR_OP_COPY || C->dead || C->fixtb >= 0) continue;
+    int r = -1;
+    for (int k = 0; k < C->npred && r < 0; k++) {
+      const ins *P = &w->v[C->pred[k]];
+      if (!P->dead && (P->op == IR_OP_RRC || P->op == IR_OP_RECV) && P->rank == C->rank && P->ch == C->ch &&
+          P->dspace == C->sspace && P->didx == C->sidx && P->count == C->count && P->fixtb < 0)
+        r = C->pred[k];
+    }
+    if (r < 0) continue;
+    const ins *R = &w->v[r];
+    int alone = 1;   /* no other step reads R's value */
+    for (int j = 0; j < w->n && alone; j++) {
+      const ins *J = &w->v[j];
+      if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
+      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace && J->sidx < R->didx + R->count &&
+           R->didx < J->sidx + J->count) ||
+          (J->op == IR_OP_REDUCE && J->dspace == R->dspace && J->didx < R->didx + R->count &&
+           R->didx < J->didx + J->count))
+        alone = 0;
+    }
+    if (alone) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, R, 1));
+  }
+}
+
 /* users[R] = instructions that read the value R writes, plus 1 when the
  * value survives to the end (nobody overwrites it). */
 static void count_users(lower *w, int *users) {
@@ -526,6 +561,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (!o || o->fuse) {
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
+    copy_after_receive(&w);
     if (!fuse(&w, users)) goto out;
   }
   order = malloc((w.n + 1) * sizeof(int));

@@ -4,11 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A tb that can be folded: one step, a receive-reduce into dst that reads
- * only its message and src (rrc), no send connection, and a wait on a
- * step of another tb. */
+/* A tb that can be folded: no send connection, and a first step that is
+ * a receive-reduce into dst reading only its message and src (rrc) and
+ * waits on a step of another tb.  Its later steps (the in-place one-shot
+ * chain's copy back, and the waits before it) come along: they ran after
+ * the first, which ran after the host's last, so the host's steps never
+ * waited on them (or the program would already deadlock). */
 static int foldable(const ir_tb *tb, int self) {
-  if (tb->nsteps != 1 || tb->send >= 0 || tb->recv < 0) return 0;
+  if (tb->nsteps < 1 || tb->send >= 0 || tb->recv < 0) return 0;
   const ir_step *s = &tb->steps[0];
   return s->op == IR_OP_RRC && s->depid >= 0 && s->depid != self;
 }
@@ -84,9 +87,8 @@ int rt_chain_blocks(const ir_gpu *g, int fold) {
 int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
   int h = c->host[tb];
   if (h == tb) { *at = step; return h; }
-  /* a folded tb has one step: find it in the host's list */
   for (int i = 0; i < c->count[h]; i++)
-    if (c->ref_tb[c->first[h] + i] == tb) { *at = i; return h; }
+    if (c->ref_tb[c->first[h] + i] == tb && c->ref_step[c->first[h] + i] == step) { *at = i; return h; }
   *at = step;
   return h;
 }

@@ -85,13 +85,24 @@ refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
 # The in-place one-shot chain sums into scratch and copies the sum back:
 # the copy of the input into scratch must be forwarded into the first
 # receive-reduce (one step fewer; cc_lower.c forward_copies), though the
-# copy back also waits for that copy (it overwrites what it read).
+# copy back also waits for that copy (it overwrites what it read); and the
+# copy back runs in the thread block of the last link, after it
+# (copy_after_receive: program order, not a wait across blocks).
 if compile allreduce_allpairs.lua ranks=4 shot=1 chain=1 &&
    grep -q 'type="rrc" srcbuf="i" srcoff="0" dstbuf="s"' "$out" && ! grep -q 'type="cpy" srcbuf="i"' "$out"; then
   pass "in-place one-shot chain: the copy into scratch is forwarded into the first receive-reduce"
 else
   fail "in-place one-shot chain: the copy into scratch is forwarded into the first receive-reduce" "$msg"
 fi
+for r in 2 4 8; do
+  t="in-place one-shot chain, $r ranks: the copy back follows the last link in its thread block"
+  if compile allreduce_allpairs.lua ranks=$r shot=1 chain=1 &&
+     [ "$(awk '/<tb /{first = ""} /<step /{if (first == "") first = $0} /type="cpy"/{print (first ~ /type="rrc"/)}' "$out" | sort -u)" = 1 ]; then
+    pass "$t"
+  else
+    fail "$t" "$msg"
+  fi
+done
 refuses allreduce_ring.lua "allreduce_ring.lua:9: threads=100 must be a multiple of 32 in [32, 512]" threads=100
 case_ allreduce_ring.lua ranks=4 instances=2 threads=256
 if compile allreduce_ring.lua ranks=4 threads=256 && grep -q '<algo [^>]*nthreads="256"' "$out"; then

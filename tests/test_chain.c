@@ -132,14 +132,15 @@ int main(int argc, char **argv) {
   if (system(cmd)) return 2;
   const char *b = argv[1], *algs = argv[2];
   ir_prog *one = compile(b, algs, "one", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param inplace=0 --param chain=1");
+  ir_prog *onei = compile(b, algs, "onei", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param chain=1");
   ir_prog *rs8 = compile(b, algs, "rs8", "reducescatter_allpairs.lua", "--param ranks=8 --param chain=1");
   ir_prog *scr = compile(b, algs, "scr", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param inplace=0");
   ir_prog *two = compile(b, algs, "two", "allreduce_allpairs.lua", "--param ranks=4 --param shot=2 --param chain=1");
   ir_prog *ring = compile(b, algs, "ring", "allreduce_ring.lua", "--param ranks=4");
-  ok(one && rs8 && scr && two && ring, "compiled the chain and scratch one-shot AllReduce, the 8-rank chain "
+  ok(one && onei && rs8 && scr && two && ring, "compiled the chain (out of and in place) and scratch one-shot AllReduce, the 8-rank chain "
      "ReduceScatter, the two-shot chain and the ring");
   check_fuse();
-  if (!one || !rs8 || !scr || !two || !ring) return tap_done();
+  if (!one || !onei || !rs8 || !scr || !two || !ring) return tap_done();
   rt_chain c;
 
   /* One-shot chain, 4 ranks: three receivers, the last two fold into the first. */
@@ -160,6 +161,27 @@ int main(int argc, char **argv) {
     rt_chain_free(&c);
   }
   ok(good, "one-shot chain, 4 ranks: on every rank one block runs the three receive-reduce steps, in chain order");
+
+  /* In place: the copy back sits in the last link's tb (the compiler puts
+   * it there), and folds along with it: one block runs the three links,
+   * the waits for the rank's sends and the copy, in that order. */
+  good = 1;
+  for (int r = 0; r < 4; r++) {
+    const ir_gpu *g = &onei->gpus[r];
+    if (rt_chain_plan(&c, g, 1)) return 1;
+    int h = -1;
+    for (int t = 0; t < g->ntbs; t++)
+      if (g->tbs[t].recv >= 0 && c.host[t] == t) { if (h >= 0) good = 0; h = t; }
+    if (h < 0 || c.folded != 2 || c.count[h] != 6 || !consistent(&c, g)) good = 0;
+    static const int want[] = {IR_OP_RRC, IR_OP_RRC, IR_OP_RRC, IR_OP_NOP, IR_OP_NOP, IR_OP_COPY};
+    for (int k = 0; h >= 0 && k < 6; k++) {
+      int tb = c.ref_tb[c.first[h] + k], st = c.ref_step[c.first[h] + k], at = -1;
+      if (g->tbs[tb].steps[st].op != want[k] || rt_chain_where(&c, tb, st, &at) != h || at != k) good = 0;
+    }
+    rt_chain_free(&c);
+  }
+  ok(good, "in-place one-shot chain, 4 ranks: one block runs the links, two waits and the copy back; "
+     "every step is found where it runs");
 
 
   /* Eight ranks: seven receivers, six extra connections (IP_GPU_XRECV is 7). */
@@ -201,7 +223,7 @@ int main(int argc, char **argv) {
   ok(c.folded == 0 && consistent(&c, &one->gpus[0]), "fold 0 (BATON_FOLD_CHAINS=0) folds nothing");
   rt_chain_free(&c);
 
-  ir_prog_free(one); ir_prog_free(rs8); ir_prog_free(scr); ir_prog_free(two); ir_prog_free(ring);
+  ir_prog_free(one); ir_prog_free(onei); ir_prog_free(rs8); ir_prog_free(scr); ir_prog_free(two); ir_prog_free(ring);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;
   return tap_done();
