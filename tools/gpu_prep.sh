@@ -89,5 +89,8 @@ ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :128K $r chain=
 ranged reducescatter_2_allpairs_chain_ll128 reducescatter_allpairs.lua 131073:4M $r chain=1 protocol=LL128
 ranged reducescatter_3_ring_oop reducescatter_ring.lua 4194305: $r inplace=0 instances=2
 ranged reducescatter_4_ring reducescatter_ring.lua : $r
-ranged alltoall_direct alltoall_direct.lua : $r
+# AllToAll: direct LL to 64 KiB, LL128 to 4 MiB, Simple above (seventh run).
+ranged alltoall_1_direct_ll alltoall_direct.lua :64K $r protocol=LL
+ranged alltoall_2_direct_ll128 alltoall_direct.lua 65537:4M $r protocol=LL128
+ranged alltoall_3_direct alltoall_direct.lua 4194305: $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi
