@@ -230,14 +230,16 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
     if (p->coll != coll) continue;
-    if (inplace ? !al->inplace_ok : !al->outofplace_ok) continue;
+    /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
+    int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
+    if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
     if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
     candidates++;
     int ib, ob;
     ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
     int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
     int divides = k > 0 && count % k == 0;
-    int direct = inplace || !al->copies;   /* runs without first copying the input */
+    int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
     /* First no copy, then a program written for the call's layout over a
      * rewrite (an out-of-place program beats an in-place one rewritten),
      * then chunks that divide the count; ties go to the first loaded. */

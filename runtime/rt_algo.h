@@ -34,9 +34,10 @@ const rt_algo *rt_algos_get(const rt_algos *a, int i);
 /* Index of the algorithm called `name` (its IR name or file name), -1. */
 int rt_algos_find(const rt_algos *a, const char *name);
 
-/* Chooses an algorithm for a call: same collective, in-place or not,
- * `bytes` in its size range; among those, first one that runs an
- * out-of-place call without copying the input (rt_algo.copies), then one
+/* Chooses an algorithm for a call: same collective, in-place or not (an
+ * in-place call may also take an out-of-place program, which then runs on
+ * a copy of the input), `bytes` in its size range; among those, first one
+ * that runs the call without copying the input (rt_algo.copies), then one
  * whose chunks divide the count evenly, then the first loaded.  -1 when none fits.  The
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */

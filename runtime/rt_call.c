@@ -54,11 +54,15 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   ir_geom g;
   CHECK(ir_geom_init(&g, p, c->rank, count, 1));
   int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
-  if (inplace ? !al->inplace_ok : !al->outofplace_ok) {
+  /* An out-of-place program runs an in-place call on a copy of the input
+   * (the in-place AllToAll: every rank overwrites blocks the others still
+   * read), as NCCL's out-of-place-only algorithms do. */
+  int stage = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
+  if (inplace ? !al->inplace_ok && !stage : !al->outofplace_ok) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run %s", c->rank, where, inplace ? "in place" : "out of place");
     return BT_ERR_INVALID;
   }
-  int aliased = inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
+  int aliased = stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
   CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
 
   /* A message of one tile of every chunk of the largest step fits a slot
@@ -79,7 +83,8 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->scr_bytes = (size_t)round16(g.elems[IR_BUF_SCRATCH] * es);
   L->copy_in = aliased && !inplace;
   L->temp_span = L->copy_in && (g.out_at != 0 || g.span > g.elems[IR_BUF_OUTPUT]);
-  size_t span_bytes = L->temp_span ? (size_t)g.span * es : 0;
+  L->stage_in = stage;
+  size_t span_bytes = L->temp_span ? (size_t)g.span * es : stage ? (size_t)round16(g.elems[IR_BUF_INPUT] * es) : 0;
   CHECK(scratch_reserve(c, L->scr_bytes + span_bytes + 16, stream));
 
   ip_gargs *a = &L->a;
@@ -119,7 +124,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
             c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a->ntiles,
-            L->copy_in ? ", on a copy of the input" : "");
+            L->copy_in || L->stage_in ? ", on a copy of the input" : "");
   c->last = p->name ? p->name : where;
   return BT_OK;
 }
@@ -140,6 +145,12 @@ bt_result rt_call_launch(const rt_launch *L) {
     a.buf[IR_BUF_OUTPUT] = span + g->out_at * es;
     CHECK(rt_cuda(cudaMemcpyAsync(a.buf[IR_BUF_INPUT], L->sendbuf, g->elems[IR_BUF_INPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into the span"));
+  }
+  if (L->stage_in) {
+    /* The out-of-place program reads a copy; it writes the caller's buffer. */
+    a.buf[IR_BUF_INPUT] = (char *)c->scratch + L->scr_bytes;
+    CHECK(rt_cuda(cudaMemcpyAsync(a.buf[IR_BUF_INPUT], L->sendbuf, g->elems[IR_BUF_INPUT] * es,
+                                  cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input aside"));
   }
   a.trace = rt_trace_buf(c->trace, blocks);
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));

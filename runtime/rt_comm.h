@@ -61,6 +61,7 @@ typedef struct rt_launch {
   int nthreads;
   int copy_in;                /* runs on a copy of the input (an in-place program out of place) */
   int temp_span;              /* that copy is a temporary span in the scratch, after its chunks */
+  int stage_in;               /* an out-of-place program in place: it reads a copy of the input in the scratch */
   size_t scr_bytes;           /* bytes of the scratch chunks */
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;

@@ -1,6 +1,7 @@
 /* rt_group.c -- baton_group_start/end: a group's calls are prepared when
  * they are made and launched at its end, those of different GPUs in
  * parallel, one host thread per GPU (rt_pool.c). */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "rt_comm.h"
@@ -16,6 +17,12 @@ static _Thread_local struct {
   int n, cap;
   bt_result err;      /* the first call that failed: then nothing is launched */
 } grp;
+
+/* The array goes with its thread: a key whose destructor frees it. */
+static pthread_key_t grp_key;
+static pthread_once_t grp_once = PTHREAD_ONCE_INIT;
+static int grp_key_ok;
+static void grp_key_make(void) { grp_key_ok = pthread_key_create(&grp_key, free) == 0; }
 
 baton_result baton_group_start(void) {
   grp.depth++;
@@ -39,6 +46,8 @@ bt_result rt_group_submit(const rt_launch *L) {
     }
     grp.v = v;
     grp.cap = cap;
+    pthread_once(&grp_once, grp_key_make);
+    if (grp_key_ok) pthread_setspecific(grp_key, v);
   }
   grp.v[grp.n++] = *L;
   return BT_OK;

@@ -346,6 +346,48 @@ static void check_big(rt_diag *d) {
   }
 }
 
+/* In-place AllToAll: the library's AllToAll programs are all out of
+ * place; the runtime runs one on a copy of the input (rt_call.c).  Block q
+ * of rank r's buffer must end up holding block r of rank q's. */
+static uint32_t a2a_val(int r, int q, int64_t i) { return (uint32_t)r * 1000003u + (uint32_t)q * 10007u + (uint32_t)i; }
+
+static void check_inplace_alltoall(void) {
+  static const int64_t counts[] = {1, 1000, 70000, 300000};
+  for (int k = 0; k < 4; k++) {
+    int64_t count = counts[k];
+    size_t bytes = (size_t)count * nranks * 4;
+    if (rt_algos_select(comms[0]->algos, IR_COLL_ALLTOALL, 1, bytes, count, 0) < 0) continue;
+    uint32_t *h = malloc(bytes);
+    int bad = !h;
+    for (int r = 0; r < nranks && !bad; r++) {
+      if (reserve(&dout[r], r, bytes)) { bad = 1; break; }
+      for (int q = 0; q < nranks; q++)
+        for (int64_t i = 0; i < count; i++) h[q * count + i] = a2a_val(r, q, i);
+      cudaSetDevice(r);
+      cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
+      cudaStreamSynchronize(streams[r]);
+    }
+    baton_result e = baton_success;
+    baton_group_start();
+    for (int r = 0; r < nranks && !bad; r++) {
+      baton_result x = baton_alltoall(dout[r].p, dout[r].p, count, baton_i32, comms[r], streams[r]);
+      if (x) e = x;
+    }
+    baton_result ge = baton_group_end();
+    int64_t wrong = 0;
+    for (int r = 0; r < nranks && !bad; r++) {
+      cudaSetDevice(r);
+      cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
+      if (cudaStreamSynchronize(streams[r]) != cudaSuccess) bad = 1;
+      for (int q = 0; q < nranks; q++)
+        for (int64_t i = 0; i < count; i++) wrong += h[q * count + i] != a2a_val(q, r, i);
+    }
+    ok(!bad && !e && !ge && !wrong, "in-place AllToAll, %lld elements a block: %s on a copy of the input, %lld wrong",
+       (long long)count, baton_comm_last_algorithm(comms[0]), (long long)wrong);
+    free(h);
+  }
+}
+
 static void check_dead_peer(void) {
   /* A dead peer: the last rank never calls.  The others must stop with a
    * timeout error instead of hanging. */
@@ -502,6 +544,7 @@ int main(int argc, char **argv) {
   check_groups();
   check_graphs(0);
   check_graphs(1);
+  check_inplace_alltoall();
   if (big) check_big(d);
   check_dead_peer();
   release();

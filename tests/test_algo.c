@@ -88,6 +88,21 @@ int main(int argc, char **argv) {
   ok(i == 0, "an in-place call takes the in-place chain (got %d)", i);
   rt_algos_free(a);
 
+  /* Only out-of-place programs: an in-place call runs one on a copy of
+   * its input (the in-place AllToAll), but an in-place program, when
+   * there is one, wins. */
+  bad = compile(argv[1], argv[2], "f_a2a", "alltoall_direct.lua", "--param ranks=4");
+  snprintf(files, sizeof files, "%s/f_a2a.xml", dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  i = !bad && lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 1, 4096, 256, 0) : -2;
+  ok(i == 0 && !rt_algos_get(a, 0)->inplace_ok, "an in-place AllToAll takes the out-of-place direct program (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
+  snprintf(files, sizeof files, "%s/b_oop.xml:%s/a_inplace.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0) : -2;
+  ok(i == 1, "an in-place call takes an in-place program over an earlier out-of-place one (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
+
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;
   return tap_done();
