@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   int tn = 0;                     // thread 0: events traced
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_ENTER, 0, 0);
   const int lane = blockIdx.x / a.ntbs, lane0 = lane * a.ntbs;
-  if (lane >= a.ntiles) {        // no tile for this lane: only keep the generation in step
+  if (lane >= a.ntiles) {        // no tile for this lane (not launched: ip_gpu_blocks); keep its generation
     if (threadIdx.x == 0) {
       a.gen[blockIdx.x] += 1;
       trace_ev(a, tn, IP_EV_EXIT, 0, 0);
@@ -847,7 +847,7 @@ extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream
   void *params[] = {&args};
   /* cudaLaunchKernel reports this launch's own error, never one an
    * earlier call of the application left behind. */
-  return rt_cuda(cudaLaunchKernel(kernel_of(a->dtype, a->op), dim3(a->ntbs * a->lanes), dim3(nthreads), params, smem,
+  return rt_cuda(cudaLaunchKernel(kernel_of(a->dtype, a->op), dim3(ip_gpu_blocks(a)), dim3(nthreads), params, smem,
                                   (cudaStream_t)stream), RT_SUB_EXEC, "interpreter launch");
 }
 

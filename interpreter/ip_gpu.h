@@ -122,6 +122,13 @@ enum { IP_EV_ENTER, IP_EV_READY, IP_EV_WAITED, IP_EV_DONE, IP_EV_EXIT };
  * fails (the message is logged). */
 bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream);
 
+/* CUDA blocks a launch runs: only the lanes that have a tile (a lane's
+ * blocks wait only on each other, so a lane left out keeps its blocks'
+ * generations equal). */
+static inline int ip_gpu_blocks(const ip_gargs *a) {
+  return a->ntbs * (int)(a->ntiles < a->lanes ? a->ntiles : a->lanes);
+}
+
 /* Divides n elements at p by `divisor` on `stream`: the end of AVG,
  * matching ip_divide bit for bit. */
 bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream);

@@ -136,7 +136,7 @@ bt_result rt_call_launch(const rt_launch *L) {
   baton_comm *c = L->c;
   ip_gargs a = L->a;
   const ir_geom *g = &a.geom;
-  int es = a.esize, blocks = a.ntbs * a.lanes;
+  int es = a.esize, blocks = ip_gpu_blocks(&a);
   a.buf[IR_BUF_SCRATCH] = (char *)c->scratch;
   if (L->copy_in) {
     /* Run on a copy of the input placed where the program expects it. */
