@@ -31,8 +31,13 @@ collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .
             threads = param("threads", 0) }
 local out = inplace and "input" or "output"
 if shot == 1 and chain and inplace then
-  local sums = allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = "scratch", chain = true })
-  for j, ref in ipairs(sums) do ref:copy(j - 1, "input", 0) end
+  -- On 2 ranks a rank's send and receive share thread block 0: the sum
+  -- then goes straight into the input after the send in program order
+  -- (the compiler drops the scratch and the copy).
+  local pin = n == 2 and { sendtb = 0, recvtb = 0 } or {}
+  local sums = allpairs.reduce(topo.range(n), "input", function() return 0 end,
+                               { output = "scratch", chain = true, sendtb = pin.sendtb, recvtb = pin.recvtb })
+  for j, ref in ipairs(sums) do ref:copy(j - 1, "input", 0, { sendtb = pin.sendtb }) end
 elseif shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
 else                -- rank r owns chunk r

@@ -325,6 +325,74 @@ out:
   return ok;
 }
 
+/* Sinks a local copy C (S -> Y) of a scratch value S into the
+ * receive-reduce R that wrote S, when C is the value's only reader and
+ * everything else C waits for (the readers of Y's old value) runs in R's
+ * thread block: R writes Y itself, after those in program order, and C
+ * goes.  The 2-rank in-place one-shot chain, its send and receive in one
+ * thread block, so reduces straight into the input with no copy.  (Where
+ * those waits are in other thread blocks, R waiting for them cost more
+ * than the copy: docs/PERFORMANCE.md, seventh run.)  Returns 0 when out
+ * of memory. */
+static int sink_copies(lower *w) {
+  int n = w->n, ok = 0, stamp = 0;
+  int *mark = calloc(n + 1, sizeof(int)), *stack = malloc((n + 1) * sizeof(int));
+  if (!mark || !stack) goto out;
+  for (int c = 0; c < n; c++) {
+    ins *C = &w->v[c];
+    if (C->op != IR_OP_COPY || C->dead || C->sspace < CC_SPACE_FIRST_SCRATCH) continue;
+    int r = -1;
+    for (int k = 0; k < C->npred && r < 0; k++) {
+      const ins *P = &w->v[C->pred[k]];
+      if (!P->dead && P->op == IR_OP_RRC && P->rank == C->rank && P->dspace == C->sspace && P->didx == C->sidx &&
+          P->count == C->count)
+        r = C->pred[k];
+    }
+    if (r < 0) continue;
+    const ins *R = &w->v[r];
+    int alone = 1, home = cc_find(w->parent, cc_home(w, R));
+    for (int j = 0; j < n && alone; j++) {   /* C alone reads R's value */
+      const ins *J = &w->v[j];
+      if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
+      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace && J->sidx < R->didx + R->count &&
+           R->didx < J->sidx + J->count) ||
+          (J->op == IR_OP_REDUCE && J->dspace == R->dspace && J->didx < R->didx + R->count &&
+           R->didx < J->didx + J->count))
+        alone = 0;
+    }
+    for (int k = 0; k < C->npred && alone; k++) {   /* C's other waits: in R's tb, and not after R */
+      int p = C->pred[k];
+      if (p == r || waits_for(w, r, p, mark, ++stamp, stack)) continue;
+      if (cc_find(w->parent, cc_home(w, &w->v[p])) != home || waits_for(w, p, r, mark, ++stamp, stack)) alone = 0;
+    }
+    if (!alone) continue;
+    for (int k = 0; k < C->npred; k++)
+      if (C->pred[k] != r && !add_pred(&w->v[r], C->pred[k])) goto out;
+    ins *W = &w->v[r];
+    W->dspace = C->dspace;
+    W->didx = C->didx;
+    if (W->msg_of >= 0) {   /* the send names where its message lands */
+      w->v[W->msg_of].dspace = C->dspace;
+      w->v[W->msg_of].didx = C->didx;
+    }
+    for (int j = 0; j < n; j++) {   /* whoever waited for C waits for R */
+      ins *J = &w->v[j];
+      for (int k = 0; k < J->npred; k++)
+        if (J->pred[k] == c) {
+          J->pred[k] = J->pred[--J->npred];
+          if (j != r && !add_pred(J, r)) goto out;
+          break;
+        }
+    }
+    C->dead = 1;
+  }
+  ok = 1;
+out:
+  free(mark);
+  free(stack);
+  return ok;
+}
+
 /* Places a local copy C in the thread block of the receive R whose value
  * it copies, when C is that value's only reader: C runs after R in
  * program order instead of waiting on R's block across blocks (the
@@ -561,6 +629,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (!o || o->fuse) {
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
+    if (!sink_copies(&w)) goto out;
     copy_after_receive(&w);
     if (!fuse(&w, users)) goto out;
   }

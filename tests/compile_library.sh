@@ -94,7 +94,16 @@ if compile allreduce_allpairs.lua ranks=4 shot=1 chain=1 &&
 else
   fail "in-place one-shot chain: the copy into scratch is forwarded into the first receive-reduce" "$msg"
 fi
-for r in 2 4 8; do
+# On 2 ranks the script puts a rank's send and receive in one thread block:
+# the sum goes straight into the input, no scratch step, no copy (sink_copies).
+t="in-place one-shot chain, 2 ranks: one thread block a rank, send then receive-reduce into the input"
+if compile allreduce_allpairs.lua ranks=2 shot=1 chain=1 && ! grep -q 'type="cpy"' "$out" &&
+   [ "$(grep -c '<tb ' "$out")" = 2 ] && [ "$(grep -c 'type="rrc" srcbuf="i" srcoff="0" dstbuf="i"' "$out")" = 2 ]; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
+for r in 4 8; do
   t="in-place one-shot chain, $r ranks: the copy back follows the last link in its thread block"
   if compile allreduce_allpairs.lua ranks=$r shot=1 chain=1 &&
      [ "$(awk '/<tb /{first = ""} /<step /{if (first == "") first = $0} /type="cpy"/{print (first ~ /type="rrc"/)}' "$out" | sort -u)" = 1 ]; then
