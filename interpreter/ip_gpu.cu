@@ -395,6 +395,7 @@ struct chain {                          // in shared memory: registers stay free
   uint64_t flag[IP_GPU_FUSE];           // each message's flag
   int peer[IP_GPU_FUSE];
   int n;
+  char *out; uint64_t sflag;            // a send of src first (its lines, their flag), or NULL
 };
 
 // The sender of the first message still awaited (for a timeout's report).
@@ -413,6 +414,7 @@ __device__ __forceinline__ bool ll_chain(const ip_gargs &a, const chain &c, int 
   spin sp = {0, 0};
   for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
     const uint64_t v = load8<ES>(c.src + u * 8, c.srcvalid - u * 8);
+    if (c.out) ll_send((uint4 *)c.out + u, v, (uint32_t)c.sflag);
     uint64_t m[IP_GPU_FUSE];
     unsigned need = (1u << n) - 1;   // bit k: message k's line is still awaited
     while (need) {
@@ -469,6 +471,7 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
       if (l < lines) {
         v0[g] = load8<ES>(c.src + off, c.srcvalid - off);
         if (part < 7) v1[g] = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
+        if (c.out) st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
       }
     }
     unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
@@ -543,30 +546,35 @@ __device__ __forceinline__ uint64_t msg_no(const ip_gtb &tb, const ip_gstep &st,
   return rcvd0[st.conn] + (uint64_t)i * tb.nrecv[st.conn] + st.rseq;
 }
 
-// Runs the fused chain steps[s .. s+n) for tile t, this lane's i-th.
-// Thread 0 describes each chunk's piece in shared memory; a barrier
-// publishes it.  False when a receive gave up.
+// Runs the fused chain steps[s .. s+n) for tile t, this lane's i-th: its
+// links, after a send of the first link's src when steps[s] is that send
+// (message `sent` of the block's send connection).  Thread 0 describes
+// each chunk's piece in shared memory; a barrier publishes it.  False when
+// a receive gave up.
 template <int DT, int OP>
 __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, const ip_gstep *steps, int s, int n,
-                                        int64_t t, int64_t i, const uint64_t *rcvd0) {
+                                        int64_t t, int64_t i, const uint64_t *rcvd0, uint64_t sent) {
   __shared__ chain c;
   const int64_t stride = ir_geom_wire(a.proto, a.msg_stride), len = tile_len(a, t);
-  const int cnt = steps[s].cnt;
+  const int cnt = steps[s].cnt, h = steps[s].op == IR_OP_SEND;   // h: the send before the links
   for (int j = 0; j < cnt; j++) {
     if (j) __syncthreads();   // every thread is done with the last piece's description
     if (threadIdx.x == 0) {
-      const ip_gstep &first = steps[s];
-      c.n = n;
+      const ip_gstep &first = steps[s + h];
+      c.n = n - h;
       c.len = len * a.esize;
       c.src = tile_at(a, first.srcbuf, first.srcoff + j, t, len, &c.srcvalid);
-      for (int k = 0; k < n; k++) {
-        const ip_gstep &st = steps[s + k];
+      c.out = h ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes + j * stride : NULL;
+      c.sflag = sent + 1;
+      for (int k = 0; k < n - h; k++) {
+        const ip_gstep &st = steps[s + h + k];
         const uint64_t r = msg_no(tb, st, rcvd0, i);
         c.msg[k] = recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes + j * stride;
         c.flag[k] = r + 1;
         c.peer[k] = recv_peer(tb, st.conn);
         c.dst[k] = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &c.dstvalid[k]);
-        if (k + 1 < n && steps[s + k + 1].dstbuf == st.dstbuf && steps[s + k + 1].dstoff == st.dstoff) c.dst[k] = NULL;
+        if (k + 1 < n - h && steps[s + h + k + 1].dstbuf == st.dstbuf && steps[s + h + k + 1].dstoff == st.dstoff)
+          c.dst[k] = NULL;
       }
     }
     __syncthreads();
@@ -767,7 +775,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       }
       const int nf = st.fuse > 1 ? st.fuse : 1;   // a fused chain: steps s .. s+nf-1 as one
       if (nf > 1) {
-        if (!exec_chain<DT, OP>(a, tb, steps, s, nf, t, i, rcvd0)) stop = 1;
+        if (!exec_chain<DT, OP>(a, tb, steps, s, nf, t, i, rcvd0, sent)) stop = 1;
       } else {
         const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
         char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
@@ -789,8 +797,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
           st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + nf);
         if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent + 1);
         if (nf > 1) {
-          for (int k = 0; k < nf; k++)
-            st_relaxed_sys(recv_conn(tb, steps[s + k].conn).tail, msg_no(tb, steps[s + k], rcvd0, i) + 1);
+          for (int k = 0; k < nf; k++)   // the links (a fused run may start with a send)
+            if (op_flags(steps[s + k].op) & IR_F_RECV)
+              st_relaxed_sys(recv_conn(tb, steps[s + k].conn).tail, msg_no(tb, steps[s + k], rcvd0, i) + 1);
         } else if (fl & IR_F_RECV) {
           uint64_t *tail = recv_conn(tb, st.conn).tail;
           if (a.proto == IR_PROTO_SIMPLE) st_release_sys(tail, r + 1);

@@ -93,14 +93,25 @@ int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
   return h;
 }
 
+/* Whether step r may follow step p in a fused receive chain: r a
+ * receive-reduce that waits for nothing (but p, in program order), p
+ * waited on by no other block, r's src p's dst. */
+static int links(const ip_gstep *p, const ip_gstep *r) {
+  return r->op == IR_OP_RRC && r->depid < 0 && !p->hasdep && r->srcbuf == p->dstbuf && r->srcoff == p->dstoff &&
+         r->cnt == p->cnt;
+}
+
 int rt_chain_fuse(ip_gstep *s, int n, int max) {
   int fused = 0;
   for (int j = 0; j < n;) {
     int k = j + 1;
-    if (s[j].op == IR_OP_RRC)
-      while (k < n && k - j < max && s[k].op == IR_OP_RRC && s[k].depid < 0 && !s[k - 1].hasdep &&
-             s[k].srcbuf == s[k - 1].dstbuf && s[k].srcoff == s[k - 1].dstoff && s[k].cnt == s[k - 1].cnt)
-        k++;
+    /* a send of what the chain's first link reads goes with the chain */
+    int head = max > 0 && s[j].op == IR_OP_SEND && j + 1 < n && s[j + 1].op == IR_OP_RRC && s[j + 1].depid < 0 &&
+               !s[j].hasdep && s[j + 1].srcbuf == s[j].srcbuf && s[j + 1].srcoff == s[j].srcoff &&
+               s[j + 1].cnt == s[j].cnt;
+    if (head) k++;
+    if (s[j].op == IR_OP_RRC || head)
+      while (k < n && k - j - head < max && links(&s[k - 1], &s[k])) k++;
     else if (s[j].op == IR_OP_NOP)
       while (k < n && k - j < IP_GPU_NOPS && s[k].op == IR_OP_NOP && !s[k - 1].hasdep) k++;
     s[j].fuse = (uint8_t)(k - j);

@@ -51,7 +51,9 @@ int rt_chain_where(const rt_chain *c, int tb, int step, int *at);
  *    it wrote (its src is that step's dst: buffer, offset and count) and
  *    waits for nothing else (no depid), at most `max` (0: none; LL and
  *    LL128 only): every message polled at once, the partial result kept in
- *    registers instead of written and read back after a barrier;
+ *    registers instead of written and read back after a barrier; a send
+ *    of the first one's src just before it joins the run (the src is
+ *    loaded once, sent, then reduced: the 2-rank in-place one-shot);
  *  - nop steps (a wait on another block each), at most IP_GPU_NOPS: one
  *    thread per step waits, then one barrier, instead of a wait and two
  *    barriers per step;

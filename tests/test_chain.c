@@ -99,6 +99,25 @@ static void check_fuse(void) {
   s[3].op = IR_OP_COPY;
   s[3].depid = 6;
   ok(rt_chain_fuse(s, 5, 0) == 2 && fuse_is(s, 5, "30011"), "three nop waits run as one step, in any protocol");
+  /* A send of what the chain's first link reads runs with the chain. */
+  chain_steps(s, 3);
+  s[0] = (ip_gstep){.op = IR_OP_SEND, .srcbuf = IR_BUF_INPUT, .dstbuf = IR_BUF_OUTPUT, .cnt = 1, .depid = 2, .deps = 0};
+  s[1].srcbuf = IR_BUF_INPUT;
+  s[2].srcbuf = IR_BUF_OUTPUT;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 2 && fuse_is(s, 3, "300"), "a send of the first link's src, then two links: one run");
+  s[0].hasdep = 1;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "120"), "not when another block waits on the send");
+  s[0].hasdep = 0;
+  s[0].srcoff = 1;
+  ok(rt_chain_fuse(s, 3, IP_GPU_FUSE) == 1 && fuse_is(s, 3, "120"), "nor when it sends another chunk");
+  s[0].srcoff = 0;
+  ok(rt_chain_fuse(s, 3, 0) == 0 && fuse_is(s, 3, "111"), "nor in Simple (max 0)");
+  chain_steps(s, 6);
+  s[0] = (ip_gstep){.op = IR_OP_SEND, .srcbuf = IR_BUF_INPUT, .dstbuf = IR_BUF_OUTPUT, .cnt = 1, .depid = -1, .deps = -1};
+  s[1].srcbuf = IR_BUF_INPUT;
+  for (int j = 2; j < 6; j++) s[j].srcbuf = IR_BUF_OUTPUT;
+  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 4 && fuse_is(s, 6, "500001"), "the send does not count against the links' limit");
+
   /* A chain after waits on other blocks (nops), its head waiting too. */
   chain_steps(s, 5);
   for (int j = 0; j < 5; j++) s[j].conn = j < 2 ? 0 : j - 2;
