@@ -10,7 +10,7 @@
 #include "rt_log.h"
 #include "rt_param.h"
 
-/* Whether rank programs of p fold receive chains (rt_chain_plan):
+/* Whether programs run in protocol proto fold receive chains (rt_chain_plan):
  * BATON_FOLD_CHAINS, and never in Simple. */
 static int folds(int proto) { return rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE; }
 
