@@ -874,6 +874,21 @@ extern "C" bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, v
   return rt_cuda(cudaGetLastError(), RT_SUB_EXEC, "avg divide launch");
 }
 
+extern "C" bt_result ip_gpu_load(void) {
+  cudaFuncAttributes at;
+  for (int d = 0; d < IP_DTYPE_COUNT; d++)
+    for (int o = 0; o < 4; o++)
+      CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o]), RT_SUB_EXEC, "loading the interpreter"));
+  static const void *const divide[IP_DTYPE_COUNT] = {
+#define X(id, name, ctype, size, kind) (const void *)ip_divide_kernel<IP_##id>,
+#include "ip_dtype.def"
+#undef X
+  };
+  for (int d = 0; d < IP_DTYPE_COUNT; d++)
+    CHECK(rt_cuda(cudaFuncGetAttributes(&at, divide[d]), RT_SUB_EXEC, "loading the avg division"));
+  return BT_OK;
+}
+
 extern "C" bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks) {
   int dev, sms, per;
   CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));

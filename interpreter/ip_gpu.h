@@ -133,6 +133,13 @@ static inline int ip_gpu_blocks(const ip_gargs *a) {
  * matching ip_divide bit for bit. */
 bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream);
 
+/* Loads every kernel a call may launch on the current device.  Under
+ * CUDA's lazy loading a kernel's first launch loads its code, and that
+ * waited for the kernels already running on the GPU (seen on an H100 with
+ * ranks sharing it: the first AVG's division waited for the interpreter,
+ * which waited for the next rank, not yet launched). */
+bt_result ip_gpu_load(void);
+
 /* Blocks of `nthreads` threads using `smem` bytes of dynamic shared memory
  * that can be resident at once on the current device. */
 bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);

@@ -47,7 +47,10 @@ const char *baton_result_string(baton_result r);
 const char *baton_version(void);
 
 /* One process driving several GPUs: comms[i] is rank i on devlist[i]
- * (devices 0..ndev-1 when devlist is NULL). */
+ * (devices 0..ndev-1 when devlist is NULL).  A device may appear more
+ * than once (for tests on fewer GPUs than ranks): its ranks then share its
+ * SMs, and their messages never leave it, so their speed says nothing of
+ * NVLink's. */
 baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlist);
 
 /* One process per GPU: every rank calls this with the same id, on the

@@ -47,13 +47,16 @@ static void shared_unref(rt_hostref *h) {
   free(h);
 }
 
-/* A communicator's own state: parameters and algorithms, no connections. */
-static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
+/* A communicator's own state: parameters and algorithms, no connections.
+ * `share` ranks of this process run on dev (1 but in tests): each gets
+ * that share of the GPU's resident blocks. */
+static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int share) {
   baton_comm *c = calloc(1, sizeof *c);
   if (!c) return BT_ERR_NOMEM;
   c->rank = rank;
   c->nranks = nranks;
   c->dev = dev;
+  c->share = share < 1 ? 1 : share;
   for (int i = 0; i < IR_COLL_COUNT; i++) c->last_choice[i][0] = c->last_choice[i][1] = -2;
   c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   if (c->nslots < 1) c->nslots = 1;
@@ -70,6 +73,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
   int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
+  if (!res) res = ip_gpu_load();
   if (!res) res = rt_algos_load(&c->algos, nranks);
   if (!res && !(c->plans = calloc(rt_algos_count(c->algos) + 1, sizeof *c->plans))) res = BT_ERR_NOMEM;
   if (!res && !(c->lanes = calloc(rt_algos_count(c->algos) + 1, sizeof *c->lanes))) res = BT_ERR_NOMEM;
@@ -77,6 +81,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev) {
    * holds at the largest block the interpreter runs. */
   int holds = 0;
   if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
+  holds /= c->share;
   for (int i = 0; !res && i < rt_algos_count(c->algos); i++)
     c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128,
                                 rt_comm_proto(c, rt_algos_get(c->algos, i)->prog));
@@ -120,11 +125,12 @@ static bt_result comm_plans(baton_comm *c) {
     CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i], rt_comm_proto(c, p)));
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
     CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
+    fit /= c->share;   /* the other ranks on this GPU run at the same time */
     int blocks = c->plans[i].ntbs * c->plans[i].lanes;
     if (blocks > fit) {
       LOG_WARN(RT_SUB_RUNTIME, "algorithm %s needs %d CUDA blocks (%d thread blocks x %d lanes) resident at once on "
-               "rank %d, the GPU holds %d: not used (lower BATON_LANES?)", ir_prog_where(p), blocks,
-               c->plans[i].ntbs, c->plans[i].lanes, c->rank, fit);
+               "rank %d, the GPU holds %d%s: not used (lower BATON_LANES?)", ir_prog_where(p), blocks,
+               c->plans[i].ntbs, c->plans[i].lanes, c->rank, fit, c->share > 1 ? " for each rank it runs" : "");
       rt_plan_free(&c->plans[i]);
     }
   }
@@ -175,7 +181,12 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
   bt_result res = h ? BT_OK : BT_ERR_NOMEM;
   if (!res) res = shared_new(&sh, 0);
   for (int i = 0; i < ndev && !res; i++) {
-    res = comm_new(&comms[i], i, ndev, devlist ? devlist[i] : i);
+    int dev = devlist ? devlist[i] : i, share = 0;
+    for (int j = 0; j < ndev; j++) share += (devlist ? devlist[j] : j) == dev;
+    if (share > 1 && i == 0)
+      LOG_INFO(RT_SUB_RUNTIME, "ranks share GPUs (%d on GPU %d): each gets its share of the GPU's blocks; for "
+               "testing: their traffic never leaves the GPU", share, dev);
+    res = comm_new(&comms[i], i, ndev, dev, share);
     if (!res) {
       comms[i]->shared = sh;
       sh->refs++;
@@ -265,7 +276,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   uint64_t *fp = calloc(nranks, sizeof *fp);
   tp_handle *h = calloc(nranks, sizeof *h);
   bt_result res = fp && h ? BT_OK : BT_ERR_NOMEM;
-  if (!res) res = comm_new(&c, rank, nranks, dev);
+  if (!res) res = comm_new(&c, rank, nranks, dev, 1);
   if (!res) res = shared_new(&c->shared, 1);
   CHECK_GOTO(res, res, out);
   CHECK_GOTO(rt_bootstrap_init(&c->bs, (const rt_unique_id *)&id, rank, nranks), res, out);
@@ -421,6 +432,14 @@ static baton_result call_failed(baton_result e) {
  * the calling thread's group. */
 static baton_result call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
                                 cudaStream_t stream) {
+  /* Ranks sharing a GPU: a kernel launched alone waits for the others',
+   * and their set-up (a scratch cudaFree waits for the whole GPU) would
+   * wait for it: only a group prepares every call before launching any. */
+  if (c->share > 1 && !rt_group_open()) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d shares GPU %d with %d other ranks: make its calls inside "
+             "baton_group_start/end", c->rank, c->dev, c->share - 1);
+    return call_failed(baton_invalid_argument);
+  }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return call_failed(baton_cuda_error);
   rt_launch L;
   bt_result e = rt_call_prep(c, ai, s, r, (int64_t)count, dtype, op, stream, &L);

@@ -26,6 +26,7 @@ typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
 
 struct baton_comm {
   int rank, nranks, dev;
+  int share;                  /* ranks of this process on dev (1 but in tests): each gets that share of its blocks */
   rt_algos *algos;
   int *lanes;                 /* per algorithm (rt_plan_lanes) */
   rt_plan *plans;             /* one per algorithm; ntbs 0: not runnable here */
@@ -81,6 +82,9 @@ bt_result rt_call_launch(const rt_launch *L);
 /* Launches L now, or records it when the calling thread is inside
  * baton_group_start/end (rt_group.c). */
 bt_result rt_group_submit(const rt_launch *L);
+
+/* Whether the calling thread is inside baton_group_start/end. */
+int rt_group_open(void);
 
 /* Marks the calling thread's open group as failed with e (its end then
  * launches nothing and returns e); nothing when no group is open. */

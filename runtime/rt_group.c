@@ -29,6 +29,8 @@ baton_result baton_group_start(void) {
   return baton_success;
 }
 
+int rt_group_open(void) { return grp.depth > 0; }
+
 void rt_group_fail(bt_result e) {
   if (grp.depth > 0 && e != BT_OK && grp.err == BT_OK) grp.err = e;
 }

@@ -3,11 +3,13 @@
  * for integers, a tolerance for floats); also the automatic choice of
  * algorithm, uneven counts, in and out of place, and the timeout path.
  *
- * Usage: gpu_runtime --ranks N --dir DIR [--procs] [--big] [--quick]
+ * Usage: gpu_runtime --ranks N --dir DIR [--gpus G] [--procs] [--big] [--quick]
  *   DIR holds IR files (those for other rank counts are skipped by the
  *   runtime).  --procs: one process per GPU (fork, unique id, TCP
  *   bootstrap, CUDA IPC) instead of one process driving every GPU.
- *   TAP output; skips when fewer than N GPUs are present. */
+ *   --gpus G (one process only): rank r runs on GPU r % G, so N ranks
+ *   share G < N GPUs (their correctness, not their speed).
+ *   TAP output; skips when fewer than N (or G) GPUs are present. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -30,15 +32,19 @@
 typedef struct dbuf { char *p; size_t cap; } dbuf;
 
 static int nranks;
+static int ngpus;               /* rank r runs on GPU r % ngpus */
+static int shared;              /* ngpus < nranks: calls must be grouped */
 static int lo, hi;              /* the ranks this process drives */
 static baton_comm **comms;
 static cudaStream_t *streams;
 static dbuf *din, *dout;
 static int grouped;              /* run_case makes its calls in one baton group */
 
+static int dev_of(int r) { return r % ngpus; }
+
 static int reserve(dbuf *b, int r, size_t bytes) {
   if (bytes <= b->cap) return 0;
-  cudaSetDevice(r);
+  cudaSetDevice(dev_of(r));
   if (b->p) cudaFree(b->p);
   b->p = NULL;
   b->cap = 0;
@@ -72,14 +78,14 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
     }
     /* On the call's stream: a pageable cudaMemcpy may still be in flight
      * when it returns, and the stream does not wait for it. */
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     if (inplace) cudaMemcpyAsync(dout[r].p, pb.user_out[r], ns, cudaMemcpyHostToDevice, streams[r]);
     else {
       cudaMemcpyAsync(din[r].p, pb.user_in[r], ni, cudaMemcpyHostToDevice, streams[r]);
       cudaMemcpyAsync(dout[r].p, pb.user_out[r], no, cudaMemcpyHostToDevice, streams[r]);
     }
   }
-  if (grouped) baton_group_start();
+  if (grouped || shared) baton_group_start();
   for (int r = lo; r < hi; r++) {
     const char *send = inplace ? dout[r].p + g[r].in_at * es : din[r].p;
     char *recv = inplace ? dout[r].p + g[r].out_at * es : dout[r].p;
@@ -96,7 +102,7 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
       res = (bt_result)e;
     }
   }
-  if (grouped) {
+  if (grouped || shared) {
     baton_result e = baton_group_end();
     if (e) {
       rt_diag_add(d, "baton_group_end: %s", baton_result_string(e));
@@ -104,7 +110,7 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
     }
   }
   for (int r = lo; r < hi; r++) {
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     cudaError_t ce = cudaStreamSynchronize(streams[r]);
     if (ce != cudaSuccess) {
       rt_diag_add(d, "rank %d: %s", r, cudaGetErrorString(ce));
@@ -120,7 +126,7 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
   if (res) goto out;
   for (int r = lo; r < hi; r++) {
     size_t ni = g[r].elems[IR_BUF_INPUT] * es, no = g[r].elems[IR_BUF_OUTPUT] * es, ns = g[r].span * es;
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     if (inplace) cudaMemcpyAsync(pb.user_out[r], dout[r].p, ns, cudaMemcpyDeviceToHost, streams[r]);
     else {
       cudaMemcpyAsync(pb.user_out[r], dout[r].p, no, cudaMemcpyDeviceToHost, streams[r]);
@@ -223,47 +229,50 @@ static void check_graphs(int group) {
         reserve(&din[r], r, n * 4);
         reserve(&dout[r], r, n * 4);
         for (int64_t i = 0; i < n; i++) h[i] = (float)((i * 7 + r * 3) % 13);
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         cudaMemcpyAsync(din[r].p, h, n * 4, cudaMemcpyHostToDevice, streams[r]);
         cudaStreamSynchronize(streams[r]);
-        /* The first call outside the capture reserves the scratch. */
-        baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]);
       }
+      /* The first call outside the capture reserves the scratch. */
+      if (group || shared) baton_group_start();
+      for (int r = 0; r < nranks; r++)
+        baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]);
+      if (group || shared) baton_group_end();
       /* Every stream idle first: a synchronize while another stream is
        * capturing (global mode) would invalidate that capture. */
       for (int r = 0; r < nranks; r++) {
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         cudaStreamSynchronize(streams[r]);
       }
       for (int r = 0; r < nranks; r++) {
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         captured &= cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeGlobal) == cudaSuccess;
       }
-      if (group) baton_group_start();
+      if (group || shared) baton_group_start();
       for (int r = 0; r < nranks; r++)
         captured &= baton_allreduce(din[r].p, dout[r].p, n, baton_f32, baton_sum, comms[r], streams[r]) == 0;
-      if (group) captured &= baton_group_end() == baton_success;
+      if (group || shared) captured &= baton_group_end() == baton_success;
       /* Every capture ended before any graph is instantiated: that too
        * is forbidden while a global-mode capture is under way. */
       cudaGraph_t *gr = calloc(nranks, sizeof *gr);
       for (int r = 0; r < nranks; r++) {
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         captured &= cudaStreamEndCapture(streams[r], &gr[r]) == cudaSuccess && gr[r];
       }
       for (int r = 0; r < nranks; r++) {
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         captured &= gr[r] && cudaGraphInstantiate(&ge[r], gr[r], 0) == cudaSuccess;
         if (gr[r]) cudaGraphDestroy(gr[r]);
       }
       free(gr);
       for (int rep = 0; rep < 3 && captured; rep++) {
         for (int r = 0; r < nranks; r++) {
-          cudaSetDevice(r);
+          cudaSetDevice(dev_of(r));
           cudaMemsetAsync(dout[r].p, 0, n * 4, streams[r]);
           good &= cudaGraphLaunch(ge[r], streams[r]) == cudaSuccess;
         }
         for (int r = 0; r < nranks; r++) {
-          cudaSetDevice(r);
+          cudaSetDevice(dev_of(r));
           cudaStreamSynchronize(streams[r]);
           cudaMemcpyAsync(h, dout[r].p, n * 4, cudaMemcpyDeviceToHost, streams[r]);
           cudaStreamSynchronize(streams[r]);
@@ -292,8 +301,9 @@ static void check_graphs(int group) {
  * which must launch nothing (launched, the other ranks would wait for the
  * missing one until BATON_TIMEOUT). */
 static void check_groups(void) {
-  ok(rt_pool_workers() == nranks - 1, "%d launch threads for %d GPUs (the caller launches one)",
-     rt_pool_workers(), nranks);
+  int used = ngpus < nranks ? ngpus : nranks;
+  ok(rt_pool_workers() == used - 1, "%d launch threads for %d GPUs (the caller launches one)", rt_pool_workers(),
+     used);
 
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -310,7 +320,7 @@ static void check_groups(void) {
   int synced = 1;
   baton_result ae = baton_success;
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     synced &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
     baton_result e = baton_success;
     baton_comm_get_async_error(comms[r], &e);
@@ -363,7 +373,7 @@ static void check_inplace_alltoall(void) {
       if (reserve(&dout[r], r, bytes)) { bad = 1; break; }
       for (int q = 0; q < nranks; q++)
         for (int64_t i = 0; i < count; i++) h[q * count + i] = a2a_val(r, q, i);
-      cudaSetDevice(r);
+      cudaSetDevice(dev_of(r));
       cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
       cudaStreamSynchronize(streams[r]);
     }
@@ -376,7 +386,7 @@ static void check_inplace_alltoall(void) {
     baton_result ge = baton_group_end();
     int64_t wrong = 0;
     for (int r = 0; r < nranks && !bad; r++) {
-      cudaSetDevice(r);
+      cudaSetDevice(dev_of(r));
       cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
       if (cudaStreamSynchronize(streams[r]) != cudaSuccess) bad = 1;
       for (int q = 0; q < nranks; q++)
@@ -394,34 +404,53 @@ static void check_dead_peer(void) {
   {
     int ai = rt_algos_select(comms[0]->algos, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0);
     if (ai >= 0) {
+      if (shared) baton_group_start();
       for (int r = 0; r + 1 < nranks; r++)
         baton_run(ir_prog_where(rt_algos_get(comms[0]->algos, ai)->prog), din[r].p, dout[r].p, 1024, baton_f32, baton_sum, comms[r],
                   streams[r]);
+      if (shared) baton_group_end();
       int stopped = 1;
       for (int r = 0; r + 1 < nranks; r++) {
-        cudaSetDevice(r);
+        cudaSetDevice(dev_of(r));
         stopped &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
       }
       baton_result ae = baton_success;
       baton_comm_get_async_error(comms[0], &ae);
       ok(stopped && ae == baton_timeout, "a missing rank ends the others' kernels with %s (BATON_TIMEOUT=%s)",
          baton_result_string(ae), getenv("BATON_TIMEOUT"));
+      if (shared) baton_group_start();
       baton_result again = baton_allreduce(din[0].p, dout[0].p, 16, baton_f32, baton_sum, comms[0], streams[0]);
+      if (shared) baton_group_end();
       ok(again == baton_timeout, "later calls on the failed communicator return %s", baton_result_string(again));
     }
   }
 }
 
+/* Ranks sharing a GPU: a call outside a group is refused (launched
+ * alone, it would wait for the others while their set-up waits for it). */
+static void check_shared_alone(void) {
+  reserve(&din[0], 0, 4096);
+  reserve(&dout[0], 0, 4096);
+  baton_result e = baton_allreduce(din[0].p, dout[0].p, 1024, baton_f32, baton_sum, comms[0], streams[0]);
+  cudaSetDevice(dev_of(0));
+  int synced = cudaStreamSynchronize(streams[0]) == cudaSuccess;
+  baton_result ae = baton_success;
+  baton_comm_get_async_error(comms[0], &ae);
+  ok(e == baton_invalid_argument && synced && !ae,
+     "%d ranks on %d GPUs: a call outside a group is refused (%s) and launches nothing", nranks, ngpus,
+     baton_result_string(e));
+}
+
 static void streams_create(void) {
   for (int r = lo; r < hi; r++) {
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
   }
 }
 
 static void release(void) {
   for (int r = lo; r < hi; r++) {
-    cudaSetDevice(r);
+    cudaSetDevice(dev_of(r));
     if (din[r].p) cudaFree(din[r].p);
     if (dout[r].p) cudaFree(dout[r].p);
     cudaStreamDestroy(streams[r]);
@@ -452,7 +481,7 @@ static int run_procs(int quick, int big, rt_diag *d) {
       if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < nranks) _exit(77);
       lo = r;
       hi = r + 1;
-      cudaSetDevice(r);
+      cudaSetDevice(dev_of(r));
       e = baton_comm_init_rank(&comms[r], nranks, id, r);
       ok(e == baton_success, "init_rank %d of %d: %s", r, nranks, baton_result_string(e));
       if (e) _exit(tap_done());
@@ -505,12 +534,16 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--procs")) procs = 1;
   }
-  if (nranks < 2 || !dir) {
-    fprintf(stderr, "usage: gpu_runtime --ranks N --dir DIR [--procs] [--big] [--quick]\n");
+  if (ngpus == 0) ngpus = nranks;
+  shared = ngpus < nranks;
+  if (nranks < 2 || !dir || ngpus < 1 || ngpus > nranks || (procs && ngpus != nranks)) {
+    fprintf(stderr, "usage: gpu_runtime --ranks N --dir DIR [--gpus G (1..N, not with --procs)] [--procs] [--big] "
+            "[--quick]\n");
     return 2;
   }
   setenv("BATON_ALGO_DIR", dir, 1);
@@ -526,23 +559,30 @@ int main(int argc, char **argv) {
     return rc;
   }
   int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < nranks) {
-    printf("1..0 # SKIP needs %d GPUs, found %d\n", nranks, ngpu);
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
+    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
     return 0;
   }
   lo = 0;
   hi = nranks;
-  baton_result e = baton_comm_init_all(comms, nranks, NULL);
-  ok(e == baton_success, "init_all over %d GPUs: %s", nranks, baton_result_string(e));
+  int *devs = calloc(nranks, sizeof *devs);
+  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
+  baton_result e = baton_comm_init_all(comms, nranks, devs);
+  free(devs);
+  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
   if (e) return tap_done();
   streams_create();
   int nalg = baton_comm_algorithm_count(comms[0]);
   ok(nalg > 0, "%d algorithms loaded for %d ranks from %s", nalg, nranks, dir);
   check_algorithms(quick, d);
-  check_choice(d, 0);
+  if (shared) {
+    check_shared_alone();
+  } else {
+    check_choice(d, 0);
+    check_graphs(0);
+  }
   check_choice(d, 1);
   check_groups();
-  check_graphs(0);
   check_graphs(1);
   check_inplace_alltoall();
   if (big) check_big(d);

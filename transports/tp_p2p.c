@@ -150,7 +150,9 @@ bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all) {
       LOG_WARN(RT_SUB_RUNTIME, "p2p: rank %d is on another host; only one node is supported by the P2P transport", r);
       return BT_ERR_UNSUPPORTED;
     }
-    if (all[r].pid == me) {
+    if (all[r].pid == me && all[r].dev == t->dev) {
+      t->peer[r] = (char *)(uintptr_t)all[r].base;   /* ranks sharing a GPU (tests): its own memory */
+    } else if (all[r].pid == me) {
       int can = 0;
       CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, t->dev, all[r].dev), RT_SUB_RUNTIME, "p2p: cudaDeviceCanAccessPeer"));
       if (!can) {
