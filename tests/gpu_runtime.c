@@ -426,6 +426,54 @@ static void check_dead_peer(void) {
   }
 }
 
+/* The connections' FIFOs as rank lo's plans wire them: the programs of
+ * one protocol share a connection's FIFO (same sender, receiver, channel
+ * and lane), programs of different protocols never do (LL and LL128
+ * receivers take a line whose flag matches, and raw data a Simple program
+ * left in a shared slot can hold that very flag). */
+typedef struct fifo_use { int peer, chan, lane, proto; char *fifo; } fifo_use;
+
+static void check_fifos(void) {
+  baton_comm *c = comms[lo];
+  int nalg = baton_comm_algorithm_count(c), n = 0, cap = 0;
+  fifo_use *u = NULL;
+  for (int ai = 0; ai < nalg; ai++) {
+    const rt_plan *pl = &c->plans[ai];
+    if (!pl->ntbs) continue;
+    int nb = pl->ntbs * pl->lanes, proto = rt_comm_proto(c, rt_algos_get(c->algos, ai)->prog);
+    ip_gtb *h = malloc(nb * sizeof *h);
+    cudaSetDevice(dev_of(lo));
+    if (!h || cudaMemcpy(h, pl->tbs, nb * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      ok(0, "reading the plan of %s", baton_comm_algorithm_name(c, ai));
+      free(h);
+      free(u);
+      return;
+    }
+    for (int b = 0; b < nb; b++) {
+      if (!h[b].send.fifo) continue;
+      if (n == cap) u = realloc(u, (cap = cap ? 2 * cap : 256) * sizeof *u);
+      u[n++] = (fifo_use){h[b].send_peer, h[b].chan, b / pl->ntbs, proto, h[b].send.fifo};
+    }
+    free(h);
+  }
+  int64_t same = 0, apart = 0, bad = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      if (u[i].peer != u[j].peer || u[i].chan != u[j].chan || u[i].lane != u[j].lane) continue;
+      int eq = u[i].fifo == u[j].fifo;
+      if (u[i].proto == u[j].proto) same++, bad += !eq;
+      else apart++, bad += eq;
+    }
+  int protos = 0;
+  for (int p = 0; p < IR_PROTO_COUNT; p++)
+    for (int i = 0; i < n; i++)
+      if (u[i].proto == p) { protos++; break; }
+  ok(bad == 0 && (protos < 2 || apart > 0),
+     "rank %d's connections: %lld pairs of one protocol share the FIFO, %lld of different protocols (%d in use) "
+     "never do (%lld wrong)", lo, (long long)same, (long long)apart, protos, (long long)bad);
+  free(u);
+}
+
 /* Ranks sharing a GPU: a call outside a group is refused (launched
  * alone, it would wait for the others while their set-up waits for it). */
 static void check_shared_alone(void) {
@@ -487,6 +535,7 @@ static int run_procs(int quick, int big, rt_diag *d) {
       if (e) _exit(tap_done());
       streams_create();
       ok(baton_comm_algorithm_count(comms[r]) > 0, "%d algorithms loaded", baton_comm_algorithm_count(comms[r]));
+      check_fifos();
       check_algorithms(quick, d);
       check_choice(d, 0);
       if (big) check_big(d);
@@ -574,6 +623,7 @@ int main(int argc, char **argv) {
   streams_create();
   int nalg = baton_comm_algorithm_count(comms[0]);
   ok(nalg > 0, "%d algorithms loaded for %d ranks from %s", nalg, nranks, dir);
+  check_fifos();
   check_algorithms(quick, d);
   if (shared) {
     check_shared_alone();

@@ -39,6 +39,8 @@ static void test_options(void) {
          o.coll == BENCH_ALLTOALL && o.inplace == 1 && o.rounds == 5 && !strcmp(o.csv, "a.csv") &&
          !strcmp(o.json, "b.json") && o.procs,
      "every option parsed");
+  ok(parse(&o, "-g 4 --share 1", err, sizeof err) == 0 && o.ngpus == 4 && o.share == 1,
+     "--share 1: 4 ranks on one GPU");
   ok(parse(&o, "-b8 -e1K --stepfactor=4 --datatype float --op avg", err, sizeof err) == 0 && o.minbytes == 8 &&
          o.maxbytes == 1024 && o.stepfactor == 4 && o.dtype == IP_F32 && o.op == IP_OP_AVG,
      "getopt forms (-b8, --stepfactor=4) and nccl-tests' type names (float)");
@@ -54,6 +56,9 @@ static void test_options(void) {
     {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
     {"-f 2 -i 4", "not both"},
     {"-R 65", "bad value '65' for -R"},
+    {"--share 2", "--share 2 needs -g N"},
+    {"-g 2 --share 4", "--share 4 needs -g N with N >= 4"},
+    {"-g 4 --share 2 -P", "one process (not -P)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;

@@ -24,6 +24,7 @@ extern const char *const bench_lib_name[BENCH_NLIBS];
 typedef struct bench_opts {
   int64_t minbytes, maxbytes, stepbytes, stepfactor;
   int ngpus;            /* -g; 0: every GPU found */
+  int share;            /* --share G: the -g ranks on GPUs 0..G-1 (rank r on r % G), baton alone; 0: one GPU each */
   int procs;            /* -P: one process per GPU */
   int warmup, iters;    /* -w, -n */
   int graph;            /* -G: CUDA-graph launches of the n captured iterations; 0 = no graph */

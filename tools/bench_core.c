@@ -41,6 +41,9 @@ static const char bench_help[] =
   "  --csv FILE            also write the table as CSV (tools/plot_bench.py plots it)\n"
   "  --json FILE           also write the table as JSON\n"
   "  --no-nccl             run baton alone\n"
+  "  --share G             the -g ranks share G GPUs (rank r on GPU r % G), baton\n"
+  "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
+  "                        costs on machines with fewer GPUs, not NVLink's\n"
   "  --dry-run             print the sizes, counts and buffers and stop (needs -g)\n"
   "\n"
   "Sizes are total bytes of the larger buffer, as in nccl-tests.  Time: per block,\n"
@@ -133,6 +136,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
       got_f = 1;
     }
     else if (OPT("-g", "--ngpus")) bad = !v || parse_int(v, 1, &o->ngpus);
+    else if (OPT("", "--share")) bad = !v || parse_int(v, 1, &o->share);
     else if (OPT("-w", "--warmup_iters")) bad = !v || parse_int(v, 0, &o->warmup);
     else if (OPT("-n", "--iters")) bad = !v || parse_int(v, 1, &o->iters);
     else if (OPT("-G", "--cudagraph")) bad = !v || parse_int(v, 0, &o->graph);
@@ -171,6 +175,10 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   }
   if (o->stepfactor > 1 && o->minbytes == 0) {
     fprintf(err, "baton bench: -b 0 with -f %lld never grows; start at 1 byte or more\n", (long long)o->stepfactor);
+    return 2;
+  }
+  if (o->share && (o->procs || !o->ngpus || o->share > o->ngpus)) {
+    fprintf(err, "baton bench: --share %d needs -g N with N >= %d, one process (not -P)\n", o->share, o->share);
     return 2;
   }
   if ((o->csv && !*o->csv) || (o->json && !*o->json)) {

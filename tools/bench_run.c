@@ -380,10 +380,10 @@ int bench_run(const bench_opts *o, bench_table *t) {
     fprintf(stderr, "baton bench: no GPU: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
     return 2;
   }
-  int n = o->ngpus ? o->ngpus : ngpu;
-  if (n > ngpu || n > BENCH_MAX_LOCAL) {
-    fprintf(stderr, "baton bench: -g %d, but this machine has %d GPUs (and bench drives at most %d)\n", n, ngpu,
-            BENCH_MAX_LOCAL);
+  int n = o->ngpus ? o->ngpus : ngpu, used = o->share ? o->share : n;
+  if (used > ngpu || n > BENCH_MAX_LOCAL) {
+    fprintf(stderr, "baton bench: %d ranks on %d GPUs, but this machine has %d GPUs (and bench drives at most %d "
+            "ranks)\n", n, used, ngpu, BENCH_MAX_LOCAL);
     return 2;
   }
   static bench_ctx x;
@@ -391,9 +391,13 @@ int bench_run(const bench_opts *o, bench_table *t) {
   x.o = o;
   x.nranks = x.nlocal = n;
   x.timeout = (int)rt_param_int(RT_PARAM_TIMEOUT);
-  for (int i = 0; i < n; i++) x.devs[i] = i;
+  for (int i = 0; i < n; i++) x.devs[i] = i % used;
   bench_table_init(t, o, n);
-  x.nccl = load_nccl(o, t);
+  if (used < n)   /* NCCL refuses two ranks on one GPU */
+    snprintf(t->nccl_missing, sizeof t->nccl_missing, "%d ranks share %d GPU%s (--share)", n, used,
+             used == 1 ? "" : "s");
+  else
+    x.nccl = load_nccl(o, t);
   char err[300];
   int64_t sizes[BENCH_MAX_SIZES];
   int nsizes = bench_sizes(o, sizes, BENCH_MAX_SIZES), rc = 0;

@@ -10,8 +10,10 @@
 # receive-reduce chains with the scratch programs, small sizes with graphs
 # and one process per GPU; "trace" writes the kernel's timeline, BATON_TRACE,
 # of one size per program and summarizes it; "launch" measures a group's launches from one thread per GPU against
-# one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2).  DEADLINE (seconds, default 540) skips what would start after
-# it, so one pass ends inside a 10-minute call.
+# one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2; "share", for a machine of one GPU:
+# the test suite and the default set with 2, 4 and 8 ranks sharing GPU 0, baton alone, after
+# for n in 2 4 8; do tools/gpu_prep.sh ... $n .device/algs/r$n; done).  DEADLINE (seconds, default 540) skips what
+# would start after it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
 late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
@@ -59,6 +61,21 @@ if [[ $stages == *" bench "* ]]; then
   export BATON_PROTO=Simple; bench ar_allpairs1_simple allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 50 -R 3; unset BATON_PROTO
   bench ar_ring_ll128 allreduce_ring_4r_2c_1i_ll128.xml -C allreduce -b 64K -e 64M -f 8 -g 4 -w 3 -n 10 -R 3
   bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
+fi
+if [[ $stages == *" share "* ]]; then   # ranks sharing GPU 0: correctness, and the interpreter's own costs
+  check s2 --ranks 2 --gpus 1 --dir .device/algs/r2
+  check s4 --ranks 4 --gpus 1 --dir $a
+  check s8 --ranks 8 --gpus 1 --dir .device/algs/r8
+  for n in 2 4; do
+    d=.device/algs/r$n/default
+    dbench share_r${n}_ar $d -C allreduce -b 8 -e 64M -f 8 -g $n --share 1 -w 5 -n 20 -R 3
+    dbench share_r${n}_ar_G $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -G 5
+    dbench share_r${n}_ar_I $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1
+  done
+  d=$a/default
+  dbench share_r4_ag $d -C allgather -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
+  dbench share_r4_rs $d -C reducescatter -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
+  dbench share_r4_a2a $d -C alltoall -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
 fi
 if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default gives, every size
   d=$a/default
