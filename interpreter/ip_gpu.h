@@ -133,11 +133,12 @@ static inline int ip_gpu_blocks(const ip_gargs *a) {
  * matching ip_divide bit for bit. */
 bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream);
 
-/* Loads every kernel a call may launch on the current device.  Under
- * CUDA's lazy loading a kernel's first launch loads its code, and that
- * waited for the kernels already running on the GPU (seen on an H100 with
- * ranks sharing it: the first AVG's division waited for the interpreter,
- * which waited for the next rank, not yet launched). */
+/* Loads every kernel a call may launch on the current device, so that no
+ * launch loads code while interpreters wait for each other.  Under CUDA's
+ * lazy loading (the default) a kernel's first launch loads it; on an H100
+ * shared by several ranks the first AVG call, whose division kernel was
+ * launched for the first time behind a waiting interpreter, hung until
+ * BATON_TIMEOUT, and ran with CUDA_MODULE_LOADING=EAGER or this. */
 bt_result ip_gpu_load(void);
 
 /* Blocks of `nthreads` threads using `smem` bytes of dynamic shared memory
