@@ -395,9 +395,7 @@ struct chain {                          // in shared memory: registers stay free
   uint64_t flag[IP_GPU_FUSE];           // each message's flag
   int peer[IP_GPU_FUSE];
   int n;
-  int nout;                             // sends of src first, on connections of their own:
-  char *out[1 + IP_GPU_XSEND];          // their lines
-  uint64_t sflag[1 + IP_GPU_XSEND];     // and their flags
+  char *out; uint64_t sflag;            // a send of src first (its lines, their flag), or NULL
 };
 
 // The sender of the first message still awaited (for a timeout's report).
@@ -416,7 +414,7 @@ __device__ __forceinline__ bool ll_chain(const ip_gargs &a, const chain &c, int 
   spin sp = {0, 0};
   for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
     const uint64_t v = load8<ES>(c.src + u * 8, c.srcvalid - u * 8);
-    for (int k = 0; k < c.nout; k++) ll_send((uint4 *)c.out[k] + u, v, (uint32_t)c.sflag[k]);
+    if (c.out) ll_send((uint4 *)c.out + u, v, (uint32_t)c.sflag);
     uint64_t m[IP_GPU_FUSE];
     unsigned need = (1u << n) - 1;   // bit k: message k's line is still awaited
     while (need) {
@@ -473,8 +471,7 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
       if (l < lines) {
         v0[g] = load8<ES>(c.src + off, c.srcvalid - off);
         if (part < 7) v1[g] = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
-        for (int k = 0; k < c.nout; k++)
-          st_volatile_v2((uint64_t *)(c.out[k] + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag[k] : v1[g]);
+        if (c.out) st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
       }
     }
     unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
@@ -537,38 +534,29 @@ __device__ __forceinline__ char *tile_at(const ip_gargs &a, int b, int64_t c, in
 }
 
 // Receive connection `conn` of tb and the sender on it (the tb's own, or
-// the conn-th extra one of a folded chain); send connection k and its
-// receiver likewise (extra ones: folded sends).
+// the conn-th extra one of a folded chain).
 __device__ __forceinline__ const ip_gconn &recv_conn(const ip_gtb &tb, int conn) {
   return conn ? tb.xrecv[conn - 1] : tb.recv;
 }
 __device__ __forceinline__ int recv_peer(const ip_gtb &tb, int conn) { return conn ? tb.xpeer[conn - 1] : tb.recv_peer; }
-__device__ __forceinline__ const ip_gconn &send_conn(const ip_gtb &tb, int k) { return k ? tb.xsend[k - 1] : tb.send; }
-__device__ __forceinline__ int send_peer(const ip_gtb &tb, int k) { return k ? tb.xspeer[k - 1] : tb.send_peer; }
 
 // The message step st receives in this lane's i-th tile on its connection
 // (counts are computed, never updated per step).
 __device__ __forceinline__ uint64_t msg_no(const ip_gtb &tb, const ip_gstep &st, const uint64_t *rcvd0, int64_t i) {
   return rcvd0[st.conn] + (uint64_t)i * tb.nrecv[st.conn] + st.rseq;
 }
-// The message step st sends in the lane's i-th tile on its connection.
-__device__ __forceinline__ uint64_t sent_no(const ip_gtb &tb, const ip_gstep &st, const uint64_t *sent0, int64_t i) {
-  return sent0[st.sconn] + (uint64_t)i * tb.nsend[st.sconn] + st.sseq;
-}
 
 // Runs the fused chain steps[s .. s+n) for tile t, this lane's i-th: its
-// links, after the sends of the first link's src that steps[s..] start
-// with (each on a connection of its own).  Thread 0 describes each chunk's
-// piece in shared memory; a barrier publishes it.  False when a receive
-// gave up.
+// links, after a send of the first link's src when steps[s] is that send
+// (message `sent` of the block's send connection).  Thread 0 describes
+// each chunk's piece in shared memory; a barrier publishes it.  False when
+// a receive gave up.
 template <int DT, int OP>
 __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, const ip_gstep *steps, int s, int n,
-                                        int64_t t, int64_t i, const uint64_t *rcvd0, const uint64_t *sent0) {
+                                        int64_t t, int64_t i, const uint64_t *rcvd0, uint64_t sent) {
   __shared__ chain c;
   const int64_t stride = ir_geom_wire(a.proto, a.msg_stride), len = tile_len(a, t);
-  const int cnt = steps[s].cnt;
-  int h = 0;   // the sends before the links
-  while (h < n && steps[s + h].op == IR_OP_SEND) h++;
+  const int cnt = steps[s].cnt, h = steps[s].op == IR_OP_SEND;   // h: the send before the links
   for (int j = 0; j < cnt; j++) {
     if (j) __syncthreads();   // every thread is done with the last piece's description
     if (threadIdx.x == 0) {
@@ -576,13 +564,8 @@ __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, 
       c.n = n - h;
       c.len = len * a.esize;
       c.src = tile_at(a, first.srcbuf, first.srcoff + j, t, len, &c.srcvalid);
-      c.nout = h;
-      for (int k = 0; k < h; k++) {
-        const ip_gstep &q = steps[s + k];
-        const uint64_t m = sent_no(tb, q, sent0, i);
-        c.out[k] = send_conn(tb, q.sconn).fifo + (m % a.nslots) * a.slot_bytes + j * stride;
-        c.sflag[k] = m + 1;
-      }
+      c.out = h ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes + j * stride : NULL;
+      c.sflag = sent + 1;
       for (int k = 0; k < n - h; k++) {
         const ip_gstep &st = steps[s + h + k];
         const uint64_t r = msg_no(tb, st, rcvd0, i);
@@ -661,10 +644,9 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
 // Thread 0 waits until step st of tile t, this lane's i-th, may run.
 // Dependencies are on the same lane's copy of thread block depid (block
 // `lane0 + depid`), whose progress counts depn steps per tile.  A receive
-// is on connection rc, message r; a send is message `sent` of send
-// connection st.sconn, and reloads the receiver's tail only when the last
-// value seen (tail_seen[st.sconn], which only grows) leaves no free slot.
-// Returns false to stop.
+// is on connection rc, message r; a send is message `sent`, and reloads
+// the receiver's tail only when the last value seen (*tail_seen, which
+// only grows) leaves no free slot.  Returns false to stop.
 __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, const ip_gstep &st, int s, int64_t t,
                                           int64_t i, int lane0, uint64_t base, uint64_t sent, const ip_gconn &rc,
                                           int rpeer, uint64_t r, uint64_t *tail_seen) {
@@ -680,10 +662,9 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
     while (ld_acquire_sys(rc.head) <= r)
       if (!spin_more(a, sp, s, t, IP_WAIT_RECV, rpeer, -1)) return false;
   }
-  const int k = st.sconn;
-  if ((fl & IR_F_SEND) && sent - tail_seen[k] >= (uint64_t)a.nslots) {   // the last tail seen says "full"
-    while (sent - (tail_seen[k] = ld_acquire_sys(send_conn(tb, k).tail)) >= (uint64_t)a.nslots)
-      if (!spin_more(a, sp, s, t, IP_WAIT_SEND, send_peer(tb, k), -1)) return false;
+  if ((fl & IR_F_SEND) && sent - *tail_seen >= (uint64_t)a.nslots) {   // the last tail seen says "full"
+    while (sent - (*tail_seen = ld_acquire_sys(tb.send.tail)) >= (uint64_t)a.nslots)
+      if (!spin_more(a, sp, s, t, IP_WAIT_SEND, tb.send_peer, -1)) return false;
   }
   return true;
 }
@@ -709,8 +690,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   extern __shared__ ip_gstep sm_steps[];
   __shared__ ip_gtb tb;
   int &stop = ip_stop;
-  __shared__ uint64_t base, sent0[1 + IP_GPU_XSEND], rcvd0[1 + IP_GPU_XRECV];   // [0]: own connection, then the extras
-  __shared__ uint64_t tail_seen[1 + IP_GPU_XSEND];   // thread 0: each send connection's tail as last seen
+  __shared__ uint64_t base, sent0, rcvd0[1 + IP_GPU_XRECV];   // rcvd0[0]: own connection, then the extras
   static_assert(sizeof(ip_gtb) % 4 == 0 && sizeof(ip_gstep) % 4 == 0, "copied as words");
   int tn = 0;                     // thread 0: events traced
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_ENTER, 0, 0);
@@ -731,24 +711,18 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
     steps = sm_steps;
   }
   __syncthreads();
+  uint64_t tail_seen = 0;         // thread 0: the receiver's tail as last seen
   if (threadIdx.x == 0) {
     stop = 0;
     ip_next_poll = 0;
     a.gen[blockIdx.x] = g;
     base = g << 40;
+    sent0 = tb.send.fifo ? *tb.send.count : 0;
     rcvd0[0] = tb.recv.fifo ? *tb.recv.count : 0;
     for (int x = 0; x < tb.nx; x++) rcvd0[1 + x] = *tb.xrecv[x].count;
+    tail_seen = tb.send.fifo ? ld_acquire_sys(tb.send.tail) : 0;
+    trace_ev(a, tn, IP_EV_READY, 0, 0);
   }
-  if (threadIdx.x <= tb.nxs) {
-    // Each send connection's count and tail, a thread each: one thread's
-    // acquires wait for one another, and a block may write eight
-    // connections (folded sends).  The barrier below orders them before
-    // thread 0's waits and every thread's stores.
-    const ip_gconn &sc = send_conn(tb, threadIdx.x);
-    sent0[threadIdx.x] = sc.fifo ? *sc.count : 0;
-    tail_seen[threadIdx.x] = sc.fifo ? ld_acquire_sys(sc.tail) : 0;
-  }
-  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_READY, 0, 0);
   __syncthreads();
   int64_t i = 0;   // tiles run, for the counts at the end
   for (int64_t t = lane; t < a.ntiles; t += a.lanes, i++) {
@@ -767,7 +741,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
         if (threadIdx.x < n + (absorb ? 1 : 0)) {
           ip_gstep w = steps[s + threadIdx.x];
           w.op = IR_OP_NOP;   // only the dependency: a send's slot or a Simple head is waited for as usual
-          if (!wait_step(a, tb, w, s + threadIdx.x, t, i, lane0, base, 0, tb.recv, -1, 0, tail_seen)) stop = 1;
+          if (!wait_step(a, tb, w, s + threadIdx.x, t, i, lane0, base, 0, tb.recv, -1, 0, &tail_seen)) stop = 1;
         }
         if (absorb) absorbed = next;
         if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_WAITED, s, i);
@@ -782,30 +756,16 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
         continue;
       }
       if (s == absorbed) st.depid = -1;
-      // A nop that waits for nothing and that nobody waits on: nothing to do.
-      if (st.op == IR_OP_NOP && st.depid < 0 && !st.hasdep) continue;
       const unsigned fl = op_flags(st.op);
       const uint64_t r = msg_no(tb, st, rcvd0, i);
-      const uint64_t sent = sent_no(tb, st, sent0, i);
-      const int nf = st.fuse > 1 ? st.fuse : 1;   // a fused chain: steps s .. s+nf-1 as one
+      const uint64_t sent = sent0 + (uint64_t)i * tb.nsend + st.sseq;
       // A step that waits for nothing needs no barrier first: the last
-      // one's (below) already ordered the data it reads.  A fused chain
-      // waits for what each of its steps waits for (its first link's
-      // dependency, or the slots of the sends it starts with).
-      bool waits = false;
-      for (int k = 0; k < nf; k++) {
-        const ip_gstep &q = k ? steps[s + k] : st;
-        const unsigned qf = k ? op_flags(q.op) : fl;
-        waits |= q.depid >= 0 || (qf & IR_F_SEND) || ((qf & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE);
-      }
-      if (waits) {
+      // one's (below) already ordered the data it reads.
+      if (st.depid >= 0 || (fl & IR_F_SEND) || ((fl & IR_F_RECV) && a.proto == IR_PROTO_SIMPLE)) {
         if (threadIdx.x == 0) {
-          for (int k = 0; k < nf && !stop; k++) {
-            const ip_gstep &q = k ? steps[s + k] : st;
-            if (!wait_step(a, tb, q, s + k, t, i, lane0, base, sent_no(tb, q, sent0, i), recv_conn(tb, q.conn),
-                           recv_peer(tb, q.conn), msg_no(tb, q, rcvd0, i), tail_seen))
-              stop = 1;
-          }
+          if (!wait_step(a, tb, st, s, t, i, lane0, base, sent, recv_conn(tb, st.conn), recv_peer(tb, st.conn), r,
+                         &tail_seen))
+            stop = 1;
           trace_ev(a, tn, IP_EV_WAITED, s, i);
         }
         __syncthreads();
@@ -813,11 +773,12 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       } else if (threadIdx.x == 0) {
         trace_ev(a, tn, IP_EV_WAITED, s, i);
       }
+      const int nf = st.fuse > 1 ? st.fuse : 1;   // a fused chain: steps s .. s+nf-1 as one
       if (nf > 1) {
-        if (!exec_chain<DT, OP>(a, tb, steps, s, nf, t, i, rcvd0, sent0)) stop = 1;
+        if (!exec_chain<DT, OP>(a, tb, steps, s, nf, t, i, rcvd0, sent)) stop = 1;
       } else {
         const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
-        char *out = (fl & IR_F_SEND) ? send_conn(tb, st.sconn).fifo + (sent % a.nslots) * a.slot_bytes : NULL;
+        char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
         if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
           stop = 1;
       }
@@ -834,7 +795,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
         trace_ev(a, tn, IP_EV_DONE, s, i);
         if (nf > 1 ? steps[s + nf - 1].hasdep : st.hasdep)
           st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + nf);
-        if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(send_conn(tb, st.sconn).head, sent + 1);
+        if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent + 1);
         if (nf > 1) {
           for (int k = 0; k < nf; k++)   // the links (a fused run may start with a send)
             if (op_flags(steps[s + k].op) & IR_F_RECV)
@@ -850,8 +811,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
   }
   // Every tile ran: the counts move on by the messages of i tiles.
   if (threadIdx.x == 0) {
-    if (tb.send.fifo) *tb.send.count = sent0[0] + (uint64_t)i * tb.nsend[0];
-    for (int x = 0; x < tb.nxs; x++) *tb.xsend[x].count = sent0[1 + x] + (uint64_t)i * tb.nsend[1 + x];
+    if (tb.send.fifo) *tb.send.count = sent0 + (uint64_t)i * tb.nsend;
     if (tb.recv.fifo) *tb.recv.count = rcvd0[0] + (uint64_t)i * tb.nrecv[0];
     for (int x = 0; x < tb.nx; x++) *tb.xrecv[x].count = rcvd0[1 + x] + (uint64_t)i * tb.nrecv[1 + x];
   }

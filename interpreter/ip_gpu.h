@@ -34,11 +34,6 @@ extern "C" {
  * to this many tbs folded into it. */
 #define IP_GPU_XRECV 7
 
-/* Extra send connections a block may write: thread blocks whose only
- * step sends the chunk a receive chain starts from, run in that chain's
- * block (runtime/rt_chain.h). */
-#define IP_GPU_XSEND 7
-
 /* Receive-reduce steps the kernel runs as one (a fused chain, LL and LL128;
  * runtime/rt_chain.h): at most this many. */
 #define IP_GPU_FUSE 4
@@ -50,8 +45,7 @@ typedef struct ip_gstep {
   uint8_t hasdep;        /* a step of another CUDA block waits on this one */
   uint8_t fuse;          /* this step and the fuse-1 after it run as one (rt_chain_fuse); 0: runs inside such a
                             group; 1: alone */
-  uint8_t sconn;         /* send on: 0 the tb's own connection, k the k-th extra one */
-  uint8_t pad_[2];
+  uint8_t pad_[3];
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
   int32_t srcoff, dstoff, cnt;
   int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1 */
@@ -72,14 +66,11 @@ typedef struct ip_gtb {
   int32_t nsteps;        /* at ip_gargs.steps + (tb % ntbs) * step_stride */
   int32_t send_peer, recv_peer, chan;
   int32_t nx;            /* extra receive connections (folded receive chains) */
-  int32_t nxs;           /* extra send connections (folded sends) */
-  int32_t nsend[1 + IP_GPU_XSEND];   /* messages sent per tile, own connection then extras */
+  int32_t nsend;         /* messages sent per tile */
   int32_t nrecv[1 + IP_GPU_XRECV];   /* messages received per tile, own connection then extras */
   ip_gconn send, recv;   /* fifo NULL when the tb does not send / receive */
   ip_gconn xrecv[IP_GPU_XRECV];
-  ip_gconn xsend[IP_GPU_XSEND];
   int32_t xpeer[IP_GPU_XRECV], xtb[IP_GPU_XRECV];   /* their senders, and the IR tbs they belong to */
-  int32_t xspeer[IP_GPU_XSEND];                      /* the receivers of the extra send connections */
   int32_t irtb;          /* this block's IR thread block (folded ones get no block) */
 } ip_gtb;
 

@@ -14,18 +14,12 @@
  * BATON_FOLD_CHAINS, and never in Simple. */
 static int folds(int proto) { return rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE; }
 
-/* Which sends fold into a chain's block (BATON_FOLD_SENDS: an RT_FOLD_SENDS_ way). */
-static int fold_sends(void) {
-  int64_t v = rt_param_int(RT_PARAM_FOLD_SENDS);
-  return v <= 0 ? RT_FOLD_SENDS_NONE : v == 1 ? RT_FOLD_SENDS_SINK : RT_FOLD_SENDS_ALL;
-}
-
 int rt_plan_lanes(const ir_prog *p, int blocks, int proto) {
   int64_t l = rt_param_int(RT_PARAM_LANES);
   if (l <= 0) {
     int most = 1;
     for (int r = 0; r < p->ngpus; r++) {
-      int n = rt_chain_blocks(&p->gpus[r], folds(proto), fold_sends());
+      int n = rt_chain_blocks(&p->gpus[r], folds(proto));
       if (n > most) most = n;
     }
     l = blocks / most;
@@ -55,18 +49,13 @@ int rt_plan_keys(const ir_prog *p, int lanes, int proto, tp_key **keys, int n, i
 }
 
 /* Resolves the receive side of every connection a host block reads on
- * `lane`, its own tb's and those of the tbs folded into it, and the send
- * side of the extra connections it writes (xs: their tbs). */
-static bt_result wire(ip_gtb *d, const ir_prog *p, int rank, int tbi, const int *xs, tp_p2p *t, int lane, int proto) {
+ * `lane`: its own tb's and those of the tbs folded into it. */
+static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2p *t, int lane, int proto) {
   const ir_tb *tb = &p->gpus[rank].tbs[tbi];
   if (d->recv.fifo) CHECK(tp_p2p_side(t, tb->recv, tb->chan, lane, proto, 1, &d->recv));
   for (int x = 0; x < d->nx; x++) {
     const ir_tb *f = &p->gpus[rank].tbs[d->xtb[x]];
     CHECK(tp_p2p_side(t, f->recv, f->chan, lane, proto, 1, &d->xrecv[x]));
-  }
-  for (int x = 0; x < d->nxs; x++) {
-    const ir_tb *f = &p->gpus[rank].tbs[xs[x]];
-    CHECK(tp_p2p_side(t, f->send, f->chan, lane, proto, 0, &d->xsend[x]));
   }
   return BT_OK;
 }
@@ -78,7 +67,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   /* Folding saves a hand-off per link (about 0.4 us a call for the LL
    * one-shot) but puts every receive of a chain on one SM: for Simple, a
    * bandwidth protocol, that costs more than it saves (docs/RUNTIME.md). */
-  CHECK(rt_chain_plan(&ch, g, folds(proto), fold_sends()));
+  CHECK(rt_chain_plan(&ch, g, folds(proto)));
   int stride = 1;   /* steps of the longest block: block i's start at i * stride */
   for (int i = 0; i < g->ntbs; i++)
     if (ch.count[i] > stride) stride = ch.count[i];
@@ -89,15 +78,9 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   int *cidx = malloc((g->ntbs + 1) * sizeof *cidx);
   bt_result res = BT_ERR_NOMEM;
   if (!hs || !ht || !cidx) goto out;
-  if (ch.folded - ch.sends)
+  if (ch.folded)
     LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
-             "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded - ch.sends);
-  int sunk = 0;
-  for (int i = 0; i < g->ntbs; i++) sunk += ch.sink[i] > 0;
-  if (ch.sends)
-    LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d send-only thread blocks in the block of the chain that reads what "
-             "they send%s (BATON_FOLD_SENDS)", ir_prog_where(p), rank, ch.sends,
-             sunk ? "; the copy back goes into the chain, which reduces in place" : "");
+             "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
   for (int i = 0; i < g->ntbs; i++) {
     const ir_tb *tb = &g->tbs[i];
     ip_gtb *d = &ht[i];
@@ -124,10 +107,24 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       d->xtb[x] = f;
       d->xpeer[x] = g->tbs[f].recv;
     }
-    d->nxs = ch.nxs[i];
-    for (int x = 0; x < d->nxs; x++) d->xspeer[x] = g->tbs[ch.xstb[i * IP_GPU_XSEND + x]].send;
-    if (d->nx || d->nxs) CHECK_GOTO(wire(d, p, rank, i, &ch.xstb[i * IP_GPU_XSEND], t, 0, proto), res, out);
-    rt_chain_steps(&ch, g, i, &hs[(long)i * stride], d->nsend, d->nrecv);
+    if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0, proto), res, out);
+    for (int j = 0; j < ch.count[i]; j++) {
+      int rt = ch.ref_tb[ch.first[i] + j];
+      const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
+      int depid = st->depid, deps = st->deps;
+      if (depid >= 0) {
+        int at, h = rt_chain_where(&ch, depid, deps, &at);
+        if (h == i && at < j) depid = deps = -1;   /* earlier in this block: program order */
+        else { depid = h; deps = at; }
+      }
+      int conn = rt == i ? 0 : 1 + ch.xconn[rt];
+      unsigned fl = ir_op_flags[st->op];
+      hs[(long)i * stride + j] = (ip_gstep){.op = st->op, .srcbuf = st->srcbuf, .dstbuf = st->dstbuf, .fuse = 1,
+                                            .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
+                                            .depid = depid, .deps = deps, .depn = depid >= 0 ? ch.count[depid] : 0,
+                                            .sseq = (fl & IR_F_SEND) ? d->nsend++ : 0,
+                                            .rseq = (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0};
+    }
   }
   /* hasdep exactly where another block waits: the steps a fold put in
    * program order release nothing. */
@@ -172,7 +169,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       ip_gtb *d = &ht[l * nh + k];
       *d = ht[k];
       if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, proto, 0, &d->send), res, out);
-      CHECK_GOTO(wire(d, p, rank, i, &ch.xstb[i * IP_GPU_XSEND], t, l, proto), res, out);
+      CHECK_GOTO(wire_recv(d, p, rank, i, t, l, proto), res, out);
     }
   pl->ntbs = nh;
   if (!(pl->irtb = malloc((nh + 1) * sizeof *pl->irtb))) { res = BT_ERR_NOMEM; goto out; }

@@ -426,8 +426,7 @@ static void check_dead_peer(void) {
   }
 }
 
-/* The connections' FIFOs as rank lo's plans wire them (each block's own
- * send connection; folded sends' extra ones are not compared): the programs of
+/* The connections' FIFOs as rank lo's plans wire them: the programs of
  * one protocol share a connection's FIFO (same sender, receiver, channel
  * and lane), programs of different protocols never do (LL and LL128
  * receivers take a line whose flag matches, and raw data a Simple program

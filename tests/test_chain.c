@@ -143,157 +143,6 @@ static void check_fuse(void) {
      "a run may write several chunks (o0 then o2: each is written, the kernel keeps only overwritten ones out)");
 }
 
-/* Sends at the head of a fused chain, each on its own connection. */
-static void check_heads(void) {
-  ip_gstep s[16];
-  chain_steps(s, 6);
-  for (int j = 0; j < 3; j++)
-    s[j] = (ip_gstep){.op = IR_OP_SEND, .srcbuf = IR_BUF_INPUT, .cnt = 1, .sconn = (uint8_t)(j + 1), .depid = -1,
-                      .deps = -1};
-  s[3].srcbuf = IR_BUF_INPUT;
-  ip_gstep keep[16];
-  memcpy(keep, s, sizeof s);
-  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 5 && fuse_is(s, 6, "600000"),
-     "three sends of the first link's src on three connections, then three links: one run");
-  memcpy(s, keep, sizeof s);
-  s[1].sconn = 1;
-  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 4 && fuse_is(s, 6, "150000"),
-     "two sends on one connection: the first runs alone, the second heads the run");
-  memcpy(s, keep, sizeof s);
-  s[2].srcoff = 3;
-  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 2 && fuse_is(s, 6, "111300"), "nor a send of another chunk among them");
-  memcpy(s, keep, sizeof s);
-  s[1].hasdep = 1;
-  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 3 && fuse_is(s, 6, "114000"),
-     "a send another block waits on runs alone, and so does the one before it");
-  memcpy(s, keep, sizeof s);
-  s[3].depid = 9;
-  ok(rt_chain_fuse(s, 6, IP_GPU_FUSE) == 2 && fuse_is(s, 6, "111300"), "nor when the head link waits on another block");
-  ip_gstep m[12];
-  for (int j = 0; j < 12; j++)
-    m[j] = (ip_gstep){.op = j < 9 ? IR_OP_SEND : IR_OP_RRC, .srcbuf = j < 10 ? IR_BUF_INPUT : IR_BUF_OUTPUT,
-                      .dstbuf = IR_BUF_OUTPUT, .cnt = 1, .sconn = (uint8_t)j, .conn = j, .depid = -1, .deps = -1};
-  int f9 = rt_chain_fuse(m, 12, IP_GPU_FUSE);
-  ok(f9 == 10 && m[0].fuse == 1 && m[1].fuse == 11,
-     "nine sends, then three links: the first send alone, the other eight (1 + IP_GPU_XSEND) head the run (%d, %d)",
-     m[0].fuse, m[1].fuse);
-  /* nops that wait for nothing and that nobody waits on stay alone (the kernel skips them) */
-  for (int j = 0; j < 4; j++) s[j] = (ip_gstep){.op = IR_OP_NOP, .depid = j ? 5 : -1, .deps = 0};
-  s[3].depid = -1;
-  ok(rt_chain_fuse(s, 4, IP_GPU_FUSE) == 1 && fuse_is(s, 4, "1201"), "an idle nop stays out of nop runs");
-}
-
-/* The steps host h runs, as the runtime gives them to the kernel. */
-static ip_gstep *host_steps(const rt_chain *c, const ir_gpu *g, int h, int32_t *nsend, int32_t *nrecv) {
-  ip_gstep *s = calloc(c->count[h] + 1, sizeof *s);
-  rt_chain_steps(c, g, h, s, nsend, nrecv);
-  return s;
-}
-
-/* The host of rank g's receive chain (the one block with a receive connection left). */
-static int chain_host(const rt_chain *c, const ir_gpu *g) {
-  int h = -1;
-  for (int t = 0; t < g->ntbs; t++)
-    if (g->tbs[t].recv >= 0 && c->host[t] == t) {
-      if (h >= 0) return -1;
-      h = t;
-    }
-  return h;
-}
-
-/* In-place one-shot chain on n ranks with sends folded where a copy sinks:
- * one block a rank runs the n-1 sends, the n-1 links (each reading and
- * writing the input), and nops that wait for nothing. */
-static void check_sink(const char *b, const char *algs, int n) {
-  char params[128];
-  snprintf(params, sizeof params, "--param ranks=%d --param shot=1 --param chain=1", n);
-  ir_prog *p = compile(b, algs, n == 4 ? "sink4" : "sink8", "allreduce_allpairs.lua", params);
-  int good = p != NULL, fuses = 1;
-  for (int r = 0; p && r < n; r++) {
-    const ir_gpu *g = &p->gpus[r];
-    rt_chain c;
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_SINK)) { good = 0; break; }
-    int h = chain_host(&c, g);
-    if (h < 0 || c.sends != n - 1 || c.folded != g->ntbs - 1 || c.sink[h] != n - 1 || c.nxs[h] != n - 1 ||
-        !consistent(&c, g) || rt_chain_blocks(g, 1, RT_FOLD_SENDS_SINK) != 1) {
-      good = 0;
-      rt_chain_free(&c);
-      continue;
-    }
-    int32_t ns[1 + IP_GPU_XSEND], nr[1 + IP_GPU_XRECV];
-    ip_gstep *s = host_steps(&c, g, h, ns, nr);
-    const ir_step *head = &g->tbs[h].steps[0];
-    for (int j = 0; j < c.count[h]; j++) {
-      const ip_gstep *q = &s[j];
-      if (j < n - 1) {   /* the sends, one per extra connection, one message a tile each */
-        if (q->op != IR_OP_SEND || q->sconn != j + 1 || q->sseq != 0 || ns[j + 1] != 1 || q->depid >= 0) good = 0;
-      } else if (j < 2 * (n - 1)) {   /* the links: the input, in place */
-        if (q->op != IR_OP_RRC || q->srcbuf != head->srcbuf || q->srcoff != head->srcoff ||
-            q->dstbuf != head->srcbuf || q->dstoff != head->srcoff || q->depid >= 0)
-          good = 0;
-      } else if (q->op != IR_OP_NOP || q->depid >= 0) {   /* the waits and the copy: nothing left to do */
-        good = 0;
-      }
-    }
-    rt_chain_fuse(s, c.count[h], IP_GPU_FUSE);
-    /* the sends and up to IP_GPU_FUSE links in the first run */
-    int first = n - 1 + (n - 1 < IP_GPU_FUSE ? n - 1 : IP_GPU_FUSE);
-    if (s[0].fuse != first) fuses = 0;
-    free(s);
-    rt_chain_free(&c);
-  }
-  ok(good && fuses, "in-place one-shot chain, %d ranks, sends folded where the copy sinks: one block a rank runs the %d "
-     "sends and the %d links in place, the copy and its waits are nops that wait for nothing; the first fused run "
-     "is the sends and %d links", n, n - 1, n - 1, n - 1 < IP_GPU_FUSE ? n - 1 : IP_GPU_FUSE);
-  if (p) ir_prog_free(p);
-}
-
-static void check_fold_sends(const char *b, const char *algs, const ir_prog *one) {
-  rt_chain c;
-  int good = 1;
-  for (int r = 0; r < 4; r++) {   /* out of place: no copy to sink */
-    const ir_gpu *g = &one->gpus[r];
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_SINK)) return;
-    if (c.sends || c.folded != 2) good = 0;
-    rt_chain_free(&c);
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_ALL)) return;
-    int h = chain_host(&c, g);
-    if (h < 0 || c.sends != 3 || c.sink[h] || !consistent(&c, g) || rt_chain_blocks(g, 1, RT_FOLD_SENDS_ALL) != 1)
-      good = 0;
-    int32_t ns[1 + IP_GPU_XSEND], nr[1 + IP_GPU_XRECV];
-    ip_gstep *s = h >= 0 ? host_steps(&c, g, h, ns, nr) : NULL;
-    if (!s || s[3].dstbuf != IR_BUF_OUTPUT || s[5].srcbuf != IR_BUF_OUTPUT) good = 0;
-    free(s);
-    rt_chain_free(&c);
-    if (rt_chain_plan(&c, g, 0, RT_FOLD_SENDS_ALL)) return;
-    if (c.folded) good = 0;
-    rt_chain_free(&c);
-  }
-  ok(good, "out-of-place one-shot chain: sends stay in their blocks with BATON_FOLD_SENDS=1 (no copy sinks), fold "
-     "with 2 (the links still write the output), and never without receive folding");
-  /* In place, but the copy's pattern broken: nothing is folded (1), only the sends (2). */
-  ir_prog *q = compile(b, algs, "onei2", "allreduce_allpairs.lua", "--param ranks=4 --param shot=1 --param chain=1");
-  good = q != NULL;
-  for (int r = 0; q && r < 4; r++) {
-    ir_gpu *g = &q->gpus[r];
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_NONE)) return;
-    int h = chain_host(&c, g);
-    ir_step *cp = h >= 0 ? &g->tbs[c.ref_tb[c.first[h] + c.count[h] - 1]].steps[c.ref_step[c.first[h] + c.count[h] - 1]]
-                         : NULL;
-    rt_chain_free(&c);
-    if (!cp || cp->op != IR_OP_COPY) { good = 0; continue; }
-    cp->dstoff += 1;   /* a copy somewhere else than the chain's input */
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_SINK)) return;
-    if (c.sends) good = 0;
-    rt_chain_free(&c);
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_ALL)) return;
-    if (c.sends != 3 || c.sink[chain_host(&c, g)]) good = 0;
-    rt_chain_free(&c);
-  }
-  ok(good, "in place with the copy going elsewhere: no sink, so no sends fold with 1; with 2 they fold, no sink");
-  if (q) ir_prog_free(q);
-}
-
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_chain BATON ALGORITHMS_DIR\n"); return 2; }
   snprintf(dir, sizeof dir, "/tmp/test_chain.%d", (int)getpid());
@@ -317,7 +166,7 @@ int main(int argc, char **argv) {
   int good = 1;
   for (int r = 0; r < 4; r++) {
     const ir_gpu *g = &one->gpus[r];
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_NONE)) return 1;
+    if (rt_chain_plan(&c, g, 1)) return 1;
     int h = -1;
     for (int t = 0; t < g->ntbs; t++)
       if (g->tbs[t].recv >= 0 && c.host[t] == t) { if (h >= 0) good = 0; h = t; }
@@ -338,7 +187,7 @@ int main(int argc, char **argv) {
   good = 1;
   for (int r = 0; r < 4; r++) {
     const ir_gpu *g = &onei->gpus[r];
-    if (rt_chain_plan(&c, g, 1, RT_FOLD_SENDS_NONE)) return 1;
+    if (rt_chain_plan(&c, g, 1)) return 1;
     int h = -1;
     for (int t = 0; t < g->ntbs; t++)
       if (g->tbs[t].recv >= 0 && c.host[t] == t) { if (h >= 0) good = 0; h = t; }
@@ -357,7 +206,7 @@ int main(int argc, char **argv) {
   /* Eight ranks: seven receivers, six extra connections (IP_GPU_XRECV is 7). */
   good = 1;
   for (int r = 0; r < 8; r++) {
-    if (rt_chain_plan(&c, &rs8->gpus[r], 1, RT_FOLD_SENDS_NONE)) return 1;
+    if (rt_chain_plan(&c, &rs8->gpus[r], 1)) return 1;
     if (c.folded != 6 || !consistent(&c, &rs8->gpus[r])) good = 0;
     rt_chain_free(&c);
   }
@@ -369,7 +218,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 3; k++) {
     good = 1;
     for (int r = 0; r < 4; r++) {
-      if (rt_chain_plan(&c, &none[k]->gpus[r], 1, RT_FOLD_SENDS_NONE)) return 1;
+      if (rt_chain_plan(&c, &none[k]->gpus[r], 1)) return 1;
       if (c.folded || !consistent(&c, &none[k]->gpus[r])) good = 0;
       for (int t = 0; t < none[k]->gpus[r].ntbs; t++) if (c.host[t] != t) good = 0;
       rt_chain_free(&c);
@@ -381,34 +230,17 @@ int main(int argc, char **argv) {
   ir_prog *agch = compile(b, algs, "agch", "allreduce_allpairs.lua",
                           "--param ranks=4 --param shot=2 --param inplace=0 --param chain=1 --param agch=1");
   for (int r = 0; agch && r < 4; r++)
-    if (rt_chain_blocks(&agch->gpus[r], 1, RT_FOLD_SENDS_NONE) != agch->gpus[r].ntbs - 2 || rt_chain_blocks(&agch->gpus[r], 0, RT_FOLD_SENDS_NONE) != agch->gpus[r].ntbs)
+    if (rt_chain_blocks(&agch->gpus[r], 1) != agch->gpus[r].ntbs - 2 || rt_chain_blocks(&agch->gpus[r], 0) != agch->gpus[r].ntbs)
       agch_ok = 0;
-  ok(agch && agch_ok && rt_chain_blocks(&one->gpus[0], 1, RT_FOLD_SENDS_NONE) == one->gpus[0].ntbs - 2 &&
-     rt_chain_blocks(&ring->gpus[0], 1, RT_FOLD_SENDS_NONE) == ring->gpus[0].ntbs,
+  ok(agch && agch_ok && rt_chain_blocks(&one->gpus[0], 1) == one->gpus[0].ntbs - 2 &&
+     rt_chain_blocks(&ring->gpus[0], 1) == ring->gpus[0].ntbs,
      "CUDA blocks per lane: the one-shot and agch two-shot chains need 2 fewer than their tbs (%d of %d, %d of %d), "
-     "the ring all, folding off all", rt_chain_blocks(&one->gpus[0], 1, RT_FOLD_SENDS_NONE), one->gpus[0].ntbs,
-     agch ? rt_chain_blocks(&agch->gpus[0], 1, RT_FOLD_SENDS_NONE) : -1, agch ? agch->gpus[0].ntbs : -1);
+     "the ring all, folding off all", rt_chain_blocks(&one->gpus[0], 1), one->gpus[0].ntbs,
+     agch ? rt_chain_blocks(&agch->gpus[0], 1) : -1, agch ? agch->gpus[0].ntbs : -1);
   if (agch) ir_prog_free(agch);
-  if (rt_chain_plan(&c, &one->gpus[0], 0, RT_FOLD_SENDS_NONE)) return 1;
+  if (rt_chain_plan(&c, &one->gpus[0], 0)) return 1;
   ok(c.folded == 0 && consistent(&c, &one->gpus[0]), "fold 0 (BATON_FOLD_CHAINS=0) folds nothing");
   rt_chain_free(&c);
-
-  check_heads();
-  check_sink(b, algs, 4);
-  check_sink(b, algs, 8);
-  check_fold_sends(b, algs, one);
-  /* Nothing else of the library takes sends: the chain ReduceScatter, the
-   * two-shot chain, the ring, the scratch one-shot. */
-  const ir_prog *others[] = {rs8, two, ring, scr};
-  good = 1;
-  for (int k = 0; k < 4; k++)
-    for (int r = 0; r < others[k]->ngpus; r++) {
-      if (rt_chain_plan(&c, &others[k]->gpus[r], 1, RT_FOLD_SENDS_ALL)) return 1;
-      if (c.sends) good = 0;
-      rt_chain_free(&c);
-    }
-  ok(good, "the chain ReduceScatter, the two-shot chain, the ring and the scratch one-shot: no send folds (their "
-     "heads read chunks nobody sends alone)");
 
   ir_prog_free(one); ir_prog_free(onei); ir_prog_free(rs8); ir_prog_free(scr); ir_prog_free(two); ir_prog_free(ring);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -12,9 +12,8 @@
 # of one size per program and summarizes it; "launch" measures a group's launches from one thread per GPU against
 # one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2; "share", for a machine of one GPU:
 # the test suite and the default set with 2, 4 and 8 ranks sharing GPU 0, baton alone, after
-# for n in 2 4 8; do tools/gpu_prep.sh ... $n .device/algs/r$n; done); "fold" compares BATON_FOLD_SENDS 0, 1 and 2
-# on the one-shot chain AllReduce under graphs, on 2, 4 and 8 GPUs or ranks sharing one).  DEADLINE (seconds,
-# default 540) skips what would start after it, so one pass ends inside a 10-minute call.
+# for n in 2 4 8; do tools/gpu_prep.sh ... $n .device/algs/r$n; done).  DEADLINE (seconds, default 540) skips what
+# would start after it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
 late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
@@ -67,25 +66,16 @@ if [[ $stages == *" share "* ]]; then   # ranks sharing GPU 0: correctness, and 
   check s2 --ranks 2 --gpus 1 --dir .device/algs/r2
   check s4 --ranks 4 --gpus 1 --dir $a
   check s8 --ranks 8 --gpus 1 --dir .device/algs/r8
-  for n in 2 4 8; do
+  for n in 2 4; do
     d=.device/algs/r$n/default
     dbench share_r${n}_ar $d -C allreduce -b 8 -e 64M -f 8 -g $n --share 1 -w 5 -n 20 -R 3
     dbench share_r${n}_ar_G $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -G 5
-    dbench share_r${n}_ar_IG $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1 -G 5
+    dbench share_r${n}_ar_I $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1
   done
   d=$a/default
   dbench share_r4_ag $d -C allgather -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
   dbench share_r4_rs $d -C reducescatter -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
   dbench share_r4_a2a $d -C alltoall -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
-fi
-if [[ $stages == *" fold "* ]]; then   # BATON_FOLD_SENDS 0/1/2 on the one-shot chain, graphs, small sizes
-  ngpu=$(nvidia-smi -L | wc -l)
-  for n in 2 4 8; do
-    if (( ngpu >= n )); then on="-g $n"; elif (( ngpu == 1 )); then on="-g $n --share 1"; else continue; fi
-    d=.device/algs/r$n/default
-    for f in 0 1; do BATON_FOLD_SENDS=$f dbench fold${f}_r${n}_ip $d -C allreduce -b 8 -e 256K -f 8 $on -w 5 -n 20 -R 3 -I 1 -G 5; done
-    for f in 1 2; do BATON_FOLD_SENDS=$f dbench fold${f}_r${n}_oop $d -C allreduce -b 8 -e 256K -f 8 $on -w 5 -n 20 -R 3 -G 5; done
-  done
 fi
 if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default gives, every size
   d=$a/default
