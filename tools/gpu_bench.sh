@@ -66,11 +66,11 @@ if [[ $stages == *" share "* ]]; then   # ranks sharing GPU 0: correctness, and 
   check s2 --ranks 2 --gpus 1 --dir .device/algs/r2
   check s4 --ranks 4 --gpus 1 --dir $a
   check s8 --ranks 8 --gpus 1 --dir .device/algs/r8
-  for n in 2 4; do
+  for n in 2 4 8; do
     d=.device/algs/r$n/default
     dbench share_r${n}_ar $d -C allreduce -b 8 -e 64M -f 8 -g $n --share 1 -w 5 -n 20 -R 3
     dbench share_r${n}_ar_G $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -G 5
-    dbench share_r${n}_ar_I $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1
+    dbench share_r${n}_ar_IG $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1 -G 5
   done
   d=$a/default
   dbench share_r4_ag $d -C allgather -b 1K -e 64M -f 8 -g 4 --share 1 -w 5 -n 20 -R 3
