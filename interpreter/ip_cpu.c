@@ -1,5 +1,8 @@
 /* ip_cpu.c -- CPU executor: one thread per (rank, tb), bounded FIFO slots per
- * connection, cross-tb dependencies per tile, exact deadlock detection. */
+ * connection, cross-tb dependencies per tile, exact deadlock detection.
+ * A compute thread block (ir_tb_compute) runs its steps one after the
+ * other, each over every tile, and the steps waiting on it wait for every
+ * tile of their tile's semaphore (ir_sync), as on the GPU. */
 #include "ip_cpu.h"
 #include "ip_post.h"
 #include "ir_check.h"
@@ -35,6 +38,8 @@ typedef struct tbx {
   char waiting[200];
   pthread_t th;
   unsigned char *tmp;      /* one message worth of elements */
+  int compute;             /* a compute thread block: steps outer, tiles inner */
+  unsigned char *cdone;    /* compute: [step * ntiles + tile] done */
 } tbx;
 
 struct exec {
@@ -49,6 +54,7 @@ struct exec {
   int blocked, alive;      /* threads blocked with no wake-up pending; threads running */
   int stop;                /* 1: deadlock, give up */
   int64_t steps, messages, bytes;
+  ip_opnd (*opnd)[IR_MAX_OPERANDS];   /* fused programs: per rank, the operands */
 };
 
 static void *buf_of(exec *x, int r, int b) {
@@ -96,6 +102,16 @@ static void changed(exec *x, tbx *me) {
 
 typedef struct stepwait { const ir_step *st; int64_t tile; } stepwait;
 
+/* Whether every tile of tile t's semaphore of compute step s of d is done. */
+static int group_done(const exec *x, const tbx *d, int s, int64_t t) {
+  const ir_step *st = &d->tb->steps[s];
+  int64_t first, count, stride;
+  ir_sync_span(st->sync, st->sync_param, t, x->ntiles, &first, &count, &stride);
+  for (int64_t k = 0; k < count; k++)
+    if (!d->cdone[(int64_t)s * x->ntiles + first + k * stride]) return 0;
+  return 1;
+}
+
 static int step_ready(exec *x, tbx *me, void *arg) {
   stepwait *w = arg;
   const ir_step *st = w->st;
@@ -103,7 +119,7 @@ static int step_ready(exec *x, tbx *me, void *arg) {
   if (st->depid >= 0) {
     tbx *d = &x->tbs[me->r][st->depid];
     int64_t need = w->tile * d->tb->nsteps + st->deps + 1;
-    if (d->done < need) {
+    if (d->compute ? !group_done(x, d, st->deps, w->tile) : d->done < need) {
       snprintf(me->waiting, sizeof me->waiting, "waiting for tb %d step %d (tile %lld) to signal",
                st->depid, st->deps, (long long)w->tile);
       return 0;
@@ -159,6 +175,21 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   unsigned char *out = (fl & IR_F_SEND) ? me->out->data + (me->out->head % x->nslots) * x->slot_bytes : NULL;
   unsigned char *res = out ? out : me->tmp;   /* where the step's value is built */
   ip_redop op = x->o->op;
+  if (fl & IR_F_COMP) {   /* the values of the input chunks src: computed, zero past their valid length */
+    const ir_geom *g = &x->geom[me->r];
+    ip_opnd args[IR_MAX_ARGS];
+    for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++) args[k] = x->opnd[me->r][st->args[k]];
+    for (int j = 0; j < st->cnt; j++) {
+      int c = st->srcoff + j;
+      int64_t valid = ir_geom_len(g, IR_BUF_INPUT, c) - t * x->tile;
+      valid = valid < 0 ? 0 : valid > len ? len : valid;
+      unsigned char *piece = res + (size_t)j * len * x->esize;
+      ip_compute_rows(st->op, x->o->dtype, args, ir_geom_off(g, IR_BUF_INPUT, c) + t * x->tile, valid, piece);
+      memset(piece + valid * x->esize, 0, (len - valid) * x->esize);
+    }
+    if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
+    return;
+  }
   switch (st->op) {
   case IR_OP_NOP: return;
   case IR_OP_SEND: case IR_OP_COPY:
@@ -183,11 +214,31 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
 }
 
+/* A compute thread block: each step over every tile, in the order of its
+ * steps (the program's tile order); it waits for nothing. */
+static void compute_main(tbx *me) {
+  exec *x = me->x;
+  for (int s = 0; s < me->tb->nsteps && !x->stop; s++)
+    for (int64_t t = 0; t < x->ntiles && !x->stop; t++) {
+      pthread_mutex_unlock(&x->mu);
+      run_step(x, me, &me->tb->steps[s], t);
+      pthread_mutex_lock(&x->mu);
+      me->cdone[(int64_t)s * x->ntiles + t] = 1;
+      me->done++;
+      x->steps++;
+      changed(x, me);
+    }
+}
+
 static void *tb_main(void *arg) {
   tbx *me = arg;
   exec *x = me->x;
   const ir_tb *tb = me->tb;
   pthread_mutex_lock(&x->mu);
+  if (me->compute) {
+    compute_main(me);
+    goto out;
+  }
   for (int64_t t = 0; t < x->ntiles && !x->stop; t++) {
     for (int s = 0; s < tb->nsteps; s++) {
       const ir_step *st = &tb->steps[s];
@@ -234,6 +285,7 @@ static void exec_free(exec *x) {
         if (b->out) free(b->out->data);
         free(b->out);
         free(b->tmp);
+        free(b->cdone);
         free(b->dependents);
         if (b->x) pthread_cond_destroy(&b->cv);
       }
@@ -271,6 +323,8 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
       b->x = x; b->r = r; b->t = t; b->tb = &g->tbs[t];
       b->tmp = malloc(2 * x->slot_bytes);
       if (!b->tmp) return BT_ERR_NOMEM;
+      if ((b->compute = ir_tb_compute(b->tb)) && !(b->cdone = calloc((size_t)b->tb->nsteps * x->ntiles + 1, 1)))
+        return BT_ERR_NOMEM;
       if (b->tb->send >= 0) {
         b->out = calloc(1, sizeof *b->out);
         if (!b->out) return BT_ERR_NOMEM;
@@ -336,6 +390,11 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
     rt_diag_add(diag, "%s: count must be at least 1", ir_prog_where(p));
     return BT_ERR_INVALID;
   }
+  if (!ip_compute_takes(p, o->dtype)) {
+    rt_diag_add(diag, "%s: its compute steps do not take %s (gemv: %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
+                ip_compute_types(IR_OP_GEMV));
+    return BT_ERR_UNSUPPORTED;
+  }
   if (p->coll == IR_COLL_CUSTOM && !o->expect) {
     /* the program's own postcondition (its expect attribute) */
     if (!p->expect) {
@@ -378,6 +437,7 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
   CHECK_GOTO(post_setup(&pb, p, o, x.geom, inplace, diag), res, out);
   x.in = pb.prog_in;
   x.out = pb.prog_out;
+  x.opnd = pb.opnd;
   CHECK_GOTO(exec_setup(&x, diag), res, out);
 
   pthread_attr_t attr;

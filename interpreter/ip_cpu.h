@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "ip_compute.h"
 #include "ip_dtype.h"
 #include "ir_expect.h"
 #include "ir.h"
@@ -18,7 +19,12 @@ typedef struct ip_cpu_opts {
   int64_t tile;           /* elements per tile; 0: BATON_EXEC_TILE, else one tile per chunk */
   int slots;              /* FIFO slots per connection; 0: BATON_EXEC_SLOTS */
   const ir_expect *expect;/* custom collectives: the postcondition; NULL: the program's expect attribute */
+  const ip_dims *dims;    /* fused programs: dimension bindings (e.g. K); an unbound one is IP_CPU_DIM */
 } ip_cpu_opts;
+
+/* The size of an operand dimension a fused program's run leaves unbound:
+ * odd, so that vector loops meet a tail. */
+#define IP_CPU_DIM 67
 
 typedef struct ip_cpu_report {
   int threads;            /* one per (rank, thread block) */
@@ -30,7 +36,11 @@ typedef struct ip_cpu_report {
   double seconds;
 } ip_cpu_report;
 
-/* Runs p (which must have passed ir_check) and checks its result.
+/* Runs p (which must have passed ir_check) and checks its result.  A
+ * fused program computes its input from operands filled with test data
+ * (ip_operand_fill); its output is compared with the exact result within
+ * ip_compute_tolerance, and a type its compute steps do not take is
+ * BT_ERR_UNSUPPORTED.
  * Returns BT_OK when every output element is right, BT_ERR_MISMATCH with
  * the wrong ranks, chunks and values in diag, BT_ERR_DEADLOCK with every
  * stuck rank/tb/step and what it waits for, BT_ERR_INVALID for options

@@ -602,7 +602,7 @@ __device__ __forceinline__ void trace_ev(const ip_gargs &a, int &n, int ev, int 
 
 __device__ __forceinline__ unsigned op_flags(int op) {
   switch (op) {
-#define X(id, xml, flags, doc) case IR_OP_##id: return (flags);
+#define X(id, xml, flags, args, doc) case IR_OP_##id: return (flags);
 #include "ir_op.def"
 #undef X
   }

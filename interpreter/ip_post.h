@@ -15,10 +15,19 @@ typedef struct post_bufs {
   unsigned char **prog_in, **prog_out;
   int inplace_call;
   int check_one, check_rank; /* post_check: only rank check_rank when check_one (a process of one rank) */
+  /* Fused programs: the input is computed.  Per rank: the operands, and
+   * per input element the sum of its terms' magnitudes (the tolerance's
+   * scale); ref_in holds the exact values rounded to the type. */
+  int fused;
+  ip_opnd (*opnd)[IR_MAX_OPERANDS];
+  double **ref_mag;
 } post_bufs;
 
 /* Allocates and fills every rank's buffers with a pattern that keeps
- * sums, products, minima and maxima exact in every type. */
+ * sums, products, minima and maxima exact in every type.  For a fused
+ * program: the operands with test data, the input with NaN (computed
+ * before it is read, or the result shows it), ref_in with the values the
+ * compute steps must produce. */
 bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, rt_diag *diag);
 

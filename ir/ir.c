@@ -5,27 +5,36 @@
 #include <string.h>
 
 const char *const ir_op_xml[IR_OP_COUNT] = {
-#define X(id, xml, flags, doc) xml,
+#define X(id, xml, flags, args, doc) xml,
 #include "ir_op.def"
 #undef X
 };
 const unsigned ir_op_flags[IR_OP_COUNT] = {
-#define X(id, xml, flags, doc) flags,
+#define X(id, xml, flags, args, doc) flags,
 #include "ir_op.def"
 #undef X
 };
 const char *const ir_op_doc[IR_OP_COUNT] = {
-#define X(id, xml, flags, doc) doc,
+#define X(id, xml, flags, args, doc) doc,
 #include "ir_op.def"
 #undef X
 };
 const char *const ir_op_id[IR_OP_COUNT] = {
-#define X(id, xml, flags, doc) #id,
+#define X(id, xml, flags, args, doc) #id,
+#include "ir_op.def"
+#undef X
+};
+
+const char *const ir_op_args[IR_OP_COUNT] = {
+#define X(id, xml, flags, args, doc) args,
 #include "ir_op.def"
 #undef X
 };
 
 const char *const ir_buf_xml[IR_BUF_COUNT] = {"i", "o", "s"};
+const char *const ir_okind_name[IR_OKIND_COUNT] = {"matrix", "vector"};
+const char ir_okind_letter[IR_OKIND_COUNT] = {'M', 'V'};
+const char *const ir_sync_name[IR_SYNC_COUNT] = {"tile", "group", "stride"};
 const char *const ir_coll_name[IR_COLL_COUNT] = {
   "allreduce", "allgather", "reducescatter", "alltoall", "custom"};
 const char *const ir_proto_name[IR_PROTO_COUNT] = {"Simple", "LL", "LL128"};
@@ -115,7 +124,42 @@ ir_step *ir_step_add(ir_tb *tb) {
   memset(s, 0, sizeof *s);
   s->srcoff = s->dstoff = -1;
   s->depid = s->deps = -1;
+  for (int k = 0; k < IR_MAX_ARGS; k++) s->args[k] = -1;
   return s;
+}
+
+ir_operand *ir_operand_add(ir_prog *p, const char *name, ir_okind kind) {
+  if (p->noperands >= IR_MAX_OPERANDS) return NULL;
+  ir_operand *o = &p->operands[p->noperands];
+  memset(o, 0, sizeof *o);
+  if (!(o->name = ir_intern(p, name)) || !(o->dtype = ir_intern(p, "call"))) return NULL;
+  o->kind = (uint8_t)kind;
+  p->noperands++;
+  return o;
+}
+
+int ir_operand_find(const ir_prog *p, const char *name) {
+  for (int i = 0; name && i < p->noperands; i++)
+    if (!strcmp(p->operands[i].name, name)) return i;
+  return -1;
+}
+
+int ir_tb_compute(const ir_tb *tb) {
+  if (tb->send >= 0 || tb->recv >= 0 || tb->nsteps < 1) return 0;
+  for (int s = 0; s < tb->nsteps; s++) {
+    const ir_step *st = &tb->steps[s];
+    unsigned fl = ir_op_flags[st->op];
+    if (!(fl & IR_F_COMP) || (fl & (IR_F_SEND | IR_F_RECV)) || st->depid >= 0) return 0;
+  }
+  return 1;
+}
+
+int ir_prog_fused(const ir_prog *p) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (ir_op_flags[p->gpus[r].tbs[t].steps[s].op] & IR_F_COMP) return 1;
+  return 0;
 }
 
 const char *ir_intern(ir_prog *p, const char *s) {

@@ -17,10 +17,10 @@ extern "C" {
 #endif
 
 /* Opcode flags, see ir_op.def. */
-enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16 };
+enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16, IR_F_COMP = 32 };
 
 typedef enum ir_op {
-#define X(id, xml, flags, doc) IR_OP_##id,
+#define X(id, xml, flags, args, doc) IR_OP_##id,
 #include "ir_op.def"
 #undef X
   IR_OP_COUNT
@@ -30,6 +30,7 @@ extern const char *const ir_op_xml[IR_OP_COUNT];   /* "s", "rrcs", ... */
 extern const unsigned ir_op_flags[IR_OP_COUNT];
 extern const char *const ir_op_doc[IR_OP_COUNT];
 extern const char *const ir_op_id[IR_OP_COUNT];    /* "SEND", ... */
+extern const char *const ir_op_args[IR_OP_COUNT];  /* compute opcodes: their operands' kinds ("MV"); "" else */
 
 /* Looks up an XML type code; returns IR_OP_COUNT when unknown. */
 ir_op ir_op_from_xml(const char *s);
@@ -45,6 +46,36 @@ extern const char *const ir_coll_name[IR_COLL_COUNT];
 
 typedef enum ir_proto { IR_PROTO_SIMPLE, IR_PROTO_LL, IR_PROTO_LL128, IR_PROTO_COUNT } ir_proto;
 extern const char *const ir_proto_name[IR_PROTO_COUNT];
+
+/* Operand buffers of fused programs (baton): named buffers beyond i, o and
+ * s that compute steps read, bound by name when the program is called.
+ * Their shapes are symbolic: a dimension is IR_DIM_INPUT (one per element
+ * of the call's input buffer, so a matrix with rows="input" has a row per
+ * computed element) or a name the call binds (e.g. "K"). */
+#define IR_MAX_OPERANDS 8
+#define IR_MAX_ARGS 3          /* operands one compute step takes at most */
+#define IR_MAX_NAME 32         /* operand and dimension names, with the terminating 0 */
+#define IR_DIM_INPUT "input"
+typedef enum ir_okind { IR_OPND_MATRIX, IR_OPND_VECTOR, IR_OKIND_COUNT } ir_okind;
+extern const char *const ir_okind_name[IR_OKIND_COUNT];   /* "matrix", "vector" */
+extern const char ir_okind_letter[IR_OKIND_COUNT];        /* 'M', 'V': as in ir_op_args */
+
+typedef struct ir_operand {
+  const char *name;     /* interned */
+  uint8_t kind;         /* ir_okind */
+  const char *dtype;    /* "call" (the call's element type) or a type name; interned */
+  const char *dim[2];   /* matrix: rows, cols; vector: length, NULL; interned */
+  int32_t line;
+} ir_operand;
+
+/* How the steps waiting on a compute step's tiles learn they are ready
+ * (compute thread blocks only, ir_tb_compute): a semaphore per tile
+ * (TILE), per group of `param` consecutive tiles (GROUP), or per class of
+ * tiles t with the same t mod `param` (STRIDE); a waiting step waits for
+ * every tile of its tile's semaphore. */
+typedef enum ir_sync { IR_SYNC_TILE, IR_SYNC_GROUP, IR_SYNC_STRIDE, IR_SYNC_COUNT } ir_sync;
+extern const char *const ir_sync_name[IR_SYNC_COUNT];   /* "tile", "group", "stride" */
+#define IR_MAX_SYNC_PARAM 4096
 
 /* The baton schema version written in the algo element's "baton" attribute.
  * Files without it are plain MSCCL files (version 0). */
@@ -62,6 +93,9 @@ typedef struct ir_step {
   int32_t deps;         /* step index in that tb */
   int32_t line;         /* line in the XML file it was read from, 0 if none */
   const char *prov;     /* provenance "script.lua:12", or NULL */
+  int8_t args[IR_MAX_ARGS];  /* compute opcodes: operand indices (ir_prog.operands), -1 unused */
+  uint8_t sync;         /* ir_sync (steps of compute thread blocks) */
+  int32_t sync_param;   /* GROUP: tiles per group; STRIDE: the stride; else 0 */
 } ir_step;
 
 typedef struct ir_tb {
@@ -96,6 +130,8 @@ typedef struct ir_prog {
   int32_t version;      /* baton schema version, 0 for plain MSCCL */
   uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
   const char *expect;   /* custom collectives: the postcondition (ir_expect.h), interned; or NULL */
+  int32_t noperands;    /* fused programs: operand buffers (baton) */
+  ir_operand operands[IR_MAX_OPERANDS];
   int32_t line;
   ir_gpu *gpus;         /* ngpus entries, gpus[r].id == r after validation */
   struct ir_strings *strings;    /* interned provenance strings */
@@ -117,6 +153,25 @@ const char *ir_intern(ir_prog *p, const char *s);
  * (the k-th IR_F_SEND step of a tb pairs with the k-th IR_F_RECV step of
  * its peer tb). */
 int ir_tb_next(const ir_tb *tb, int from, unsigned flags);
+
+/* Appends an operand (kind, dims and dtype to be set by the caller);
+ * NULL when IR_MAX_OPERANDS are there or out of memory. */
+ir_operand *ir_operand_add(ir_prog *p, const char *name, ir_okind kind);
+
+/* Index of the operand called `name`, -1 when there is none. */
+int ir_operand_find(const ir_prog *p, const char *name);
+
+/* A compute thread block: no peers, at least one step, and every step a
+ * compute opcode that only writes locally and waits for nothing.  Its
+ * steps run in any order, each tile of each step on whichever of the
+ * block's CUDA blocks takes it (docs/FUSED.md); steps of other thread
+ * blocks wait on them tile by tile (ir_sync).  Compute steps elsewhere
+ * run in their thread block's order, as any step does. */
+int ir_tb_compute(const ir_tb *tb);
+
+/* 1 when some step of p computes (a fused program): its input buffer then
+ * holds nothing until compute steps write it. */
+int ir_prog_fused(const ir_prog *p);
 
 /* Total steps / thread blocks of the program. */
 long ir_prog_nsteps(const ir_prog *p);

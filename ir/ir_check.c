@@ -79,6 +79,106 @@ static void check_range(checker *c, int r, int t, int s, const char *what, int b
              what, ir_buf_xml[buf], off, off + cnt - 1, ir_buf_xml[buf], n);
 }
 
+/* Operand declarations: a matrix has rows and cols, a vector a length. */
+static void check_operands(checker *c) {
+  const ir_prog *p = c->p;
+  for (int k = 0; k < p->noperands; k++) {
+    const ir_operand *o = &p->operands[k];
+    if (!o->dim[0] || (o->kind == IR_OPND_MATRIX && !o->dim[1])) {
+      rt_diag_add(c->diag, "%s:%d: operand %s: its %s is missing", ir_prog_where(p), o->line, o->name,
+                  o->kind == IR_OPND_MATRIX ? "shape (rows, cols)" : "length");
+      c->errors++;
+    }
+  }
+}
+
+/* What each compute opcode needs of its operands' shapes, beyond their
+ * kinds: gemv's matrix has a row per element of the input (rows="input")
+ * and as many columns as the vector has elements. */
+static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
+  const ir_prog *p = c->p;
+  switch (st->op) {
+  case IR_OP_GEMV:
+  case IR_OP_GEMVS: {
+    const ir_operand *a = &p->operands[st->args[0]], *x = &p->operands[st->args[1]];
+    if (!a->dim[0] || !a->dim[1] || !x->dim[0]) return;   /* check_operands */
+    if (strcmp(a->dim[0], IR_DIM_INPUT))
+      err_step(c, r, t, s, "%s: matrix %s has rows=\"%s\"; it needs rows=\"%s\", a row per element it computes",
+               ir_op_xml[st->op], a->name, a->dim[0], IR_DIM_INPUT);
+    if (strcmp(a->dim[1], x->dim[0]))
+      err_step(c, r, t, s, "%s: matrix %s has cols=\"%s\" but vector %s has len=\"%s\"; they must be the same dimension",
+               ir_op_xml[st->op], a->name, a->dim[1], x->name, x->dim[0]);
+    break;
+  }
+  default: break;
+  }
+}
+
+/* A compute step: it computes input chunks (srcbuf i), takes operands of
+ * the kinds its opcode lists, and sync= belongs to compute thread blocks. */
+static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) {
+  const ir_prog *p = c->p;
+  const ir_tb *tb = &p->gpus[r].tbs[t];
+  const ir_step *st = &tb->steps[s];
+  const char *op = ir_op_xml[st->op], *want = ir_op_args[st->op];
+  if (!(ir_op_flags[st->op] & IR_F_COMP)) {
+    if (st->sync != IR_SYNC_TILE) err_step(c, r, t, s, "%s is not a compute step: it has no sync", op);
+    return;
+  }
+  if (st->srcbuf != IR_BUF_INPUT)
+    err_step(c, r, t, s, "%s computes input chunks: srcbuf must be i (the elements whose values it computes), not %s",
+             op, ir_buf_xml[st->srcbuf]);
+  else if (st->cnt >= 1 && (st->srcoff < 0 || (long)st->srcoff + st->cnt > geom->chunks[IR_BUF_INPUT]))
+    err_step(c, r, t, s, "%s computes i[%d..%d], out of range: the input has %d chunks on this rank", op, st->srcoff,
+             st->srcoff + st->cnt - 1, geom->chunks[IR_BUF_INPUT]);
+  int bad = 0;
+  for (int k = 0; k < IR_MAX_ARGS; k++) {
+    int a = st->args[k];
+    if (!want[k]) {
+      if (a >= 0) { err_step(c, r, t, s, "%s takes %d operands, not more", op, (int)strlen(want)); bad = 1; }
+      break;
+    }
+    if (a < 0 || a >= p->noperands) {
+      err_step(c, r, t, s, "%s: operand %d is missing (it takes %s)", op, k + 1, want);
+      bad = 1;
+    } else if (ir_okind_letter[p->operands[a].kind] != want[k]) {
+      err_step(c, r, t, s, "%s: operand %d, %s, is a %s; it must be a %s", op, k + 1, p->operands[a].name,
+               ir_okind_name[p->operands[a].kind], want[k] == 'M' ? "matrix" : "vector");
+      bad = 1;
+    }
+  }
+  if (!bad) check_shapes(c, r, t, s, st);
+  if (!ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
+    err_step(c, r, t, s, "sync=\"%s:%d\" is for steps of compute thread blocks (no peers, only compute steps, no "
+             "waits); here the step runs in its thread block's order", ir_sync_name[st->sync], st->sync_param);
+  /* A compute thread block runs its steps in any order and in parallel:
+   * no two may write one chunk. */
+  char range[48];
+  if (st->cnt > 1) snprintf(range, sizeof range, "%s[%d..%d]", ir_buf_xml[st->dstbuf], st->dstoff, st->dstoff + st->cnt - 1);
+  else snprintf(range, sizeof range, "%s[%d]", ir_buf_xml[st->dstbuf], st->dstoff);
+  if (ir_tb_compute(tb))
+    for (int q = 0; q < s; q++) {
+      const ir_step *o = &tb->steps[q];
+      if (o->dstbuf == st->dstbuf && o->dstoff < st->dstoff + st->cnt && st->dstoff < o->dstoff + o->cnt)
+        err_step(c, r, t, s, "%s writes %s, as step %d of this compute thread block does: its steps run in any order, "
+                 "so they must write different chunks", op, range, q);
+    }
+  /* An input chunk has one value: every step that computes it computes it alike. */
+  const ir_gpu *g = &p->gpus[r];
+  for (int u = 0; u <= t; u++)
+    for (int q = 0; q < (u == t ? s : g->tbs[u].nsteps); q++) {
+      const ir_step *o = &g->tbs[u].steps[q];
+      if (!(ir_op_flags[o->op] & IR_F_COMP) || o->srcbuf != st->srcbuf || o->srcoff >= st->srcoff + st->cnt ||
+          st->srcoff >= o->srcoff + o->cnt)
+        continue;
+      int alike = (o->op == IR_OP_GEMV || o->op == IR_OP_GEMVS) == (st->op == IR_OP_GEMV || st->op == IR_OP_GEMVS);
+      for (int k = 0; k < IR_MAX_ARGS; k++) alike &= o->args[k] == st->args[k];
+      if (!alike)
+        err_step(c, r, t, s, "%s computes input chunks that tb %d step %d computes too, from other operands or by "
+                 "another computation: an input chunk has one value", op, u, q);
+    }
+}
+
 static void check_steps(checker *c, int r) {
   const ir_prog *p = c->p;
   const ir_gpu *g = &p->gpus[r];
@@ -108,6 +208,7 @@ static void check_steps(checker *c, int r) {
         if (fl & IR_F_SRC) check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, &geom);
         if (fl & IR_F_DST) check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, &geom);
       }
+      check_compute(c, r, t, s, &geom);
       if ((st->depid < 0) != (st->deps < 0)) {
         err_step(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
       } else if (st->depid >= 0) {
@@ -315,6 +416,7 @@ bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag) {
   checker c = {p, diag, 0};
   if (slots <= 0) slots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   check_header(&c);
+  check_operands(&c);
   for (int r = 0; r < p->ngpus; r++) check_tbs(&c, r);
   for (int r = 0; r < p->ngpus; r++) check_steps(&c, r);
   if (c.errors) return BT_ERR_INVALID;

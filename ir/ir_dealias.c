@@ -100,8 +100,8 @@ static bt_result dealias_rank(const ir_prog *p, const ir_graph *gr, const long *
   if (ir_geom_chunks(&g, p, r, 1)) { snprintf(why, n, "rank %d: chunk counts do not fit", r); return BT_ERR_UNSUPPORTED; }
   writes w;
   CHECK(writes_build(gp, &g, &w));
-  int nt = gp->ntbs;
-  ir_graph_clocks(gr, order, r, nt, vc);
+  int nt = gp->ntbs;   /* no compute thread blocks (ir_dealias): a column per tb */
+  ir_graph_clocks(gr, order, r, vc);
   bt_result res = BT_OK;
   for (int t = 0; t < nt && !res; t++)
     for (int s = 0; s < gp->tbs[t].nsteps && !res; s++) {
@@ -216,6 +216,7 @@ bt_result ir_dealias(const ir_prog *p, ir_prog **out, char *why, size_t n) {
   if (n) why[0] = 0;
   if (!ir_prog_aliased(p, 0)) { snprintf(why, n, "it runs out of place as it is"); return BT_ERR_UNSUPPORTED; }
   if (p->coll == IR_COLL_CUSTOM) { snprintf(why, n, "custom collectives are left as they are"); return BT_ERR_UNSUPPORTED; }
+  if (ir_prog_fused(p)) { snprintf(why, n, "it computes its input"); return BT_ERR_UNSUPPORTED; }
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
   ir_graph gr;

@@ -37,7 +37,7 @@ bt_result ir_write_dot(const ir_prog *p, FILE *f) {
       for (int s = 0; s < tb->nsteps; s++) {
         const ir_step *st = &tb->steps[s];
         char text[160];
-        ir_step_text(tb, st, text, sizeof text);
+        ir_step_text(p, tb, st, text, sizeof text);
         fprintf(f, "      r%dt%ds%d [label=\"%d: ", r, t, s, s);
         dot_str(f, text);
         if (st->prov) { fputs("\\n", f); dot_str(f, st->prov); }

@@ -71,6 +71,34 @@ IR_HD int64_t ir_geom_ntiles(const ir_geom *g, int64_t tile) {
   return g->cap == 0 ? 1 : (g->cap + tile - 1) / tile;
 }
 
+/* Semaphores of a compute step (ir_sync): the index of tile t's
+ * semaphore, among those of a step of ntiles tiles. */
+IR_HD int64_t ir_sync_group(int kind, int64_t param, int64_t t) {
+  return kind == IR_SYNC_GROUP ? t / param : kind == IR_SYNC_STRIDE ? t % param : t;
+}
+/* The semaphores a step of ntiles tiles has. */
+IR_HD int64_t ir_sync_count(int kind, int64_t param, int64_t ntiles) {
+  return kind == IR_SYNC_GROUP ? (ntiles + param - 1) / param : kind == IR_SYNC_STRIDE ? (param < ntiles ? param : ntiles)
+                                                                                         : ntiles;
+}
+/* The tiles of tile t's semaphore: count of them, first + k * stride. */
+IR_HD void ir_sync_span(int kind, int64_t param, int64_t t, int64_t ntiles, int64_t *first, int64_t *count,
+                        int64_t *stride) {
+  if (kind == IR_SYNC_GROUP) {
+    *first = t / param * param;
+    *count = ntiles - *first < param ? ntiles - *first : param;
+    *stride = 1;
+  } else if (kind == IR_SYNC_STRIDE) {
+    *first = t % param;
+    *count = (ntiles - *first + param - 1) / param;
+    *stride = param;
+  } else {
+    *first = t;
+    *count = 1;
+    *stride = 1;
+  }
+}
+
 /* Bytes a message of `payload` bytes of one chunk takes in a slot under
  * protocol `proto` (an ir_proto): Simple the payload rounded to 16; LL
  * twice that (8 data bytes per 16-byte line); LL128 whole 128-byte lines

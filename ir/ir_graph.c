@@ -9,6 +9,7 @@ void ir_graph_free(ir_graph *g) {
   free(g->base);
   free(g->node_r); free(g->node_t); free(g->node_s);
   free(g->succ_off); free(g->succ); free(g->kind);
+  free(g->col); free(g->val); free(g->ncols);
   memset(g, 0, sizeof *g);
 }
 
@@ -22,10 +23,11 @@ static void edges(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g,
       const ir_tb *rt = u >= 0 ? &p->gpus[tb->send].tbs[u] : NULL;
       int b = 0, b2 = 0;   /* the receive of message k, and of message k - slots */
       long k = 0;
+      int ordered = !ir_tb_compute(tb);
       for (int s = 0; s < tb->nsteps; s++) {
         long v = g->base[r][t] + s;
         const ir_step *st = &tb->steps[s];
-        if (s + 1 < tb->nsteps) emit(g, v, v + 1, IR_EDGE_ORDER);
+        if (ordered && s + 1 < tb->nsteps) emit(g, v, v + 1, IR_EDGE_ORDER);
         if (st->depid >= 0 && st->depid < p->gpus[r].ntbs && st->deps >= 0 &&
             st->deps < p->gpus[r].tbs[st->depid].nsteps)
           emit(g, g->base[r][st->depid] + st->deps, v, IR_EDGE_DEP);
@@ -64,13 +66,23 @@ bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, int slots, ir_gra
   g->node_t = malloc((n + 1) * sizeof(int));
   g->node_s = malloc((n + 1) * sizeof(int));
   g->succ_off = calloc(n + 2, sizeof(long));
-  if (!g->node_r || !g->node_t || !g->node_s || !g->succ_off) goto nomem;
-  for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++)
+  g->col = malloc((n + 1) * sizeof(int));
+  g->val = malloc((n + 1) * sizeof(int));
+  g->ncols = calloc(p->ngpus + 1, sizeof(int));
+  if (!g->node_r || !g->node_t || !g->node_s || !g->succ_off || !g->col || !g->val || !g->ncols) goto nomem;
+  for (int r = 0; r < p->ngpus; r++) {
+    int extra = p->gpus[r].ntbs;   /* compute steps' own columns follow the tbs' */
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      int compute = ir_tb_compute(&p->gpus[r].tbs[t]);
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
         long v = g->base[r][t] + s;
         g->node_r[v] = r; g->node_t[v] = t; g->node_s[v] = s;
+        g->col[v] = compute ? extra++ : t;
+        g->val[v] = compute ? 1 : s + 1;
       }
+    }
+    g->ncols[r] = extra;
+  }
   edges(p, pe, slots, g, count_edge);
   for (long v = 0; v < n; v++) g->succ_off[v + 1] += g->succ_off[v];
   g->succ = malloc((g->succ_off[n] + 1) * sizeof(long));
@@ -103,14 +115,15 @@ int ir_graph_topo(const ir_graph *g, long *order) {
   return tail == n;
 }
 
-/* vc[v][u] = number of steps of rank r's tb u that happen before or at v,
- * over the whole graph in topological order. */
-void ir_graph_clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc) {
+/* vc[v][k] = the largest value of a node of rank r's column k that
+ * happens before or at v, over the whole graph in topological order. */
+void ir_graph_clocks(const ir_graph *g, const long *order, int r, int32_t *vc) {
+  int nt = g->ncols[r];
   memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
   for (long i = 0; i < g->n; i++) {
     long v = order[i];
     int32_t *mine = vc + (size_t)v * nt;
-    if (g->node_r[v] == r && mine[g->node_t[v]] < g->node_s[v] + 1) mine[g->node_t[v]] = g->node_s[v] + 1;
+    if (g->node_r[v] == r && mine[g->col[v]] < g->val[v]) mine[g->col[v]] = g->val[v];
     for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
       int32_t *theirs = vc + (size_t)g->succ[e] * nt;
       for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];

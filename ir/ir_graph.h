@@ -1,6 +1,8 @@
 /* ir_graph.h -- the happens-before graph of one tile iteration of a program:
  * a node per step, edges for program order, dependencies, messages and
- * (with bounded FIFO slots) free slots. */
+ * (with bounded FIFO slots) free slots.  The steps of a compute thread
+ * block (ir_tb_compute) run in any order: no program-order edges join
+ * them. */
 #ifndef IR_GRAPH_H
 #define IR_GRAPH_H
 
@@ -17,6 +19,11 @@ typedef struct ir_graph {
   long *succ_off, *succ;  /* CSR successor lists */
   unsigned char *kind;    /* IR_EDGE_* of each succ entry */
   int ngpus;
+  /* Vector-clock columns (ir_graph_clocks): a node counts in column
+   * col[v] of its rank with value val[v]; ncols[r] columns on rank r.  An
+   * ordinary tb is one column (its steps in program order, val s+1); each
+   * step of a compute thread block a column of its own (val 1). */
+  int *col, *val, *ncols;
 } ir_graph;
 
 /* Builds the graph; pe pairs each send with its receive (k-th with k-th).
@@ -32,10 +39,16 @@ void ir_graph_free(ir_graph *g);
  * a cycle; then order[0] is a node on one. */
 int ir_graph_topo(const ir_graph *g, long *order);
 
-/* vc[v * nt + u] = the number of steps of rank r's thread block u that
- * happen before or at node v (nt: rank r's thread blocks; vc holds n * nt
- * entries), over the whole graph in the topological `order`.  Step s of
- * tb u happens before node v exactly when vc[v * nt + u] >= s + 1. */
-void ir_graph_clocks(const ir_graph *g, const long *order, int r, int nt, int32_t *vc);
+/* Vector clocks of rank r over the whole graph in the topological
+ * `order`: vc[v * g->ncols[r] + k] is the largest value of a node of
+ * column k that happens before or at node v (vc holds n * ncols[r]
+ * entries). */
+void ir_graph_clocks(const ir_graph *g, const long *order, int r, int32_t *vc);
+
+/* Whether node a (of rank r, whose clocks vc holds) happens before or at
+ * node v. */
+static inline int ir_graph_before(const ir_graph *g, const int32_t *vc, long a, long v) {
+  return vc[(size_t)v * g->ncols[g->node_r[a]] + g->col[a]] >= g->val[a];
+}
 
 #endif

@@ -104,6 +104,65 @@ static long candidates(const ir_prog *p, int r, int aliased, cand **out) {
   return k;
 }
 
+/* Reads of chunks nothing has produced before them, on rank r (whose
+ * clocks vc holds): a read (a source, or a reduce's destination) of a
+ * scratch chunk, or in a fused program of any chunk (its input is
+ * computed, not given), needs a step that writes the chunk ordered before
+ * it.  Each one goes to diag (up to the cap in *found). */
+static bt_result check_produced(const ir_prog *p, int r, int aliased, const ir_graph *g, const int32_t *vc,
+                                rt_diag *diag, int *found) {
+  const ir_gpu *gp = &p->gpus[r];
+  int fused = ir_prog_fused(p);
+  ir_geom geom;
+  if (ir_geom_chunks(&geom, p, r, aliased)) return BT_OK;
+  long nw = 0;
+  for (int t = 0; t < gp->ntbs; t++) nw += gp->tbs[t].nsteps;
+  iv *w = malloc((nw + 1) * sizeof *w);
+  if (!w) return BT_ERR_NOMEM;
+  nw = 0;
+  for (int t = 0; t < gp->ntbs; t++)
+    for (int s = 0; s < gp->tbs[t].nsteps; s++) {
+      access a[2];
+      int na = accesses(&gp->tbs[t].steps[s], &geom, aliased, a);
+      for (int i = 0; i < na; i++)
+        if (a[i].write) w[nw++] = (iv){a[i].lo, a[i].hi, a[i].space, 1, t, s, 1};
+    }
+  for (int t = 0; t < gp->ntbs && *found < 8; t++)
+    for (int s = 0; s < gp->tbs[t].nsteps && *found < 8; s++) {
+      const ir_step *st = &gp->tbs[t].steps[s];
+      access a[2];
+      int na = accesses(st, &geom, aliased, a);
+      unsigned fl = ir_op_flags[st->op];
+      if ((fl & IR_F_RED) && !(fl & IR_F_RECV) && na == 2) {   /* REDUCE reads its destination too */
+        a[1].write = 0;
+        na = 2;
+      } else if (na == 2) {
+        na = 1;   /* a[0] is the source */
+      }
+      long v = g->base[r][t] + s;
+      for (int i = 0; i < na; i++) {
+        if (a[i].write || (!fused && a[i].space != IR_BUF_SCRATCH)) continue;   /* a plain program's i and o are given */
+        for (long x = a[i].lo; x < a[i].hi; x++) {
+          int ok = 0;
+          for (long k = 0; k < nw && !ok; k++)
+            ok = w[k].space == a[i].space && w[k].lo <= x && x < w[k].hi && !(w[k].t == t && w[k].s == s) &&
+                 ir_graph_before(g, vc, g->base[r][w[k].t] + w[k].s, v);
+          if (ok) continue;
+          int b = i == 0 && (fl & IR_F_SRC) ? st->srcbuf : st->dstbuf;
+          long c = x - (aliased && b != IR_BUF_SCRATCH ? (b == IR_BUF_INPUT ? geom.in_at : geom.out_at) : 0);
+          rt_diag_add(diag, "%s:%d: rank %d tb %d step %d (%s): reads %s[%ld] before anything has produced it (no step "
+                      "that writes it is ordered before this one%s)", ir_prog_where(p), st->line, r, t, s,
+                      ir_op_xml[st->op], ir_buf_xml[b], c, fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
+                      "holds nothing until a compute step writes it" : "");
+          (*found)++;
+          break;
+        }
+      }
+    }
+  free(w);
+  return BT_OK;
+}
+
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
@@ -114,15 +173,14 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   long n = g.n, *order = malloc((n + 1) * sizeof(long));
   int32_t *vc = NULL;
   size_t vccap = 0;
-  int races = 0, sorted = 0;
+  int races = 0, sorted = 0, unproduced = 0;
   if (!order) { res = BT_ERR_NOMEM; goto out; }
-  for (int r = 0; r < p->ngpus && races < 8; r++) {
+  for (int r = 0; r < p->ngpus && races < 8 && unproduced < 8; r++) {
     cand *c;
     long nc = candidates(p, r, aliased, &c);
     if (nc < 0) { res = BT_ERR_NOMEM; goto out; }
-    if (!nc) { free(c); continue; }   /* nothing to order on this rank */
     const ir_gpu *gp = &p->gpus[r];
-    int nt = gp->ntbs;
+    int nt = g.ncols[r];
     if ((size_t)n * nt > (64UL << 20)) {
       LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);
       free(c);
@@ -138,12 +196,13 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
       vc = malloc((vccap + 1) * sizeof *vc);
       if (!vc) { free(c); res = BT_ERR_NOMEM; goto out; }
     }
-    ir_graph_clocks(&g, order, r, nt, vc);
+    ir_graph_clocks(&g, order, r, vc);
+    res = check_produced(p, r, aliased, &g, vc, diag, &unproduced);
+    if (res) { free(c); goto out; }
     for (long i = 0; i < nc && races < 8; i++) {
       int t = c[i].t, s = c[i].s, u = c[i].u, q = c[i].q;
       long va = g.base[r][t] + s, vb = g.base[r][u] + q;
-      if (vc[(size_t)vb * nt + t] >= s + 1) continue;   /* a before b */
-      if (vc[(size_t)va * nt + u] >= q + 1) continue;   /* b before a */
+      if (ir_graph_before(&g, vc, va, vb) || ir_graph_before(&g, vc, vb, va)) continue;
       const ir_step *a = &gp->tbs[t].steps[s], *b = &gp->tbs[u].steps[q];
       ir_geom geom;
       ir_geom_chunks(&geom, p, r, aliased);
@@ -164,5 +223,5 @@ out:
   ir_graph_free(&g);
   free(order); free(vc);
   if (res) return res;
-  return races ? BT_ERR_INVALID : BT_OK;
+  return races || unproduced ? BT_ERR_INVALID : BT_OK;
 }

@@ -2,6 +2,7 @@
 #include "ir_read.h"
 #include "ir_expect.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -80,6 +81,117 @@ static int buf_attr(reader *rd, xmlNode *n, const char *name) {
 static int is_elem(xmlNode *n) { return n->type == XML_ELEMENT_NODE; }
 static int named(xmlNode *n, const char *s) { return !strcmp((const char *)n->name, s); }
 
+/* A name of an operand or a dimension: a letter or '_', then letters,
+ * digits and '_', shorter than IR_MAX_NAME. */
+static int name_ok(const char *v) {
+  size_t n = strlen(v);
+  if (n == 0 || n >= IR_MAX_NAME || !(isalpha((unsigned char)v[0]) || v[0] == '_')) return 0;
+  for (size_t i = 1; i < n; i++)
+    if (!(isalnum((unsigned char)v[i]) || v[i] == '_')) return 0;
+  return 1;
+}
+
+/* A dimension attribute of an operand: required, a name. */
+static const char *dim_attr(reader *rd, xmlNode *n, const char *opnd, const char *name) {
+  char *v = attr(n, name);
+  const char *r = NULL;
+  if (!v) ERR(rd, n, "operand %s lacks attribute %s", opnd, name);
+  else if (!name_ok(v))
+    ERR(rd, n, "operand %s: %s=\"%s\" is not a dimension name (\"%s\", or a name the call binds such as K)", opnd,
+        name, v, IR_DIM_INPUT);
+  else if (!(r = ir_intern(rd->prog, v))) ERR(rd, n, "out of memory");
+  xmlFree(v);
+  return r;
+}
+
+/* <operand name="W" kind="matrix" dtype="call" rows="input" cols="K"/> or
+ * <operand name="x" kind="vector" dtype="call" len="K"/> (baton). */
+static void read_operand(reader *rd, xmlNode *n) {
+  ir_prog *p = rd->prog;
+  char *name = attr(n, "name"), *kind = attr(n, "kind"), *dtype = attr(n, "dtype");
+  int k = -1;
+  for (int i = 0; kind && i < IR_OKIND_COUNT; i++)
+    if (!strcmp(kind, ir_okind_name[i])) k = i;
+  if (!name || !name_ok(name)) ERR(rd, n, "<operand> needs a name=\"...\" (a letter, then letters, digits or _; at most %d)", IR_MAX_NAME - 1);
+  else if (ir_operand_find(p, name) >= 0) ERR(rd, n, "operand %s is declared twice", name);
+  else if (k < 0) ERR(rd, n, "operand %s: kind=\"%s\" is not matrix or vector", name, kind ? kind : "");
+  else if (p->noperands >= IR_MAX_OPERANDS) ERR(rd, n, "operand %s: a program has at most %d operands", name, IR_MAX_OPERANDS);
+  else {
+    ir_operand *o = ir_operand_add(p, name, (ir_okind)k);
+    if (!o) ERR(rd, n, "out of memory");
+    else {
+      o->line = (int32_t)xmlGetLineNo(n);
+      if (dtype && !name_ok(dtype)) ERR(rd, n, "operand %s: dtype=\"%s\" is not \"call\" or a type name", name, dtype);
+      else if (dtype && !(o->dtype = ir_intern(p, dtype))) ERR(rd, n, "out of memory");
+      if (k == IR_OPND_MATRIX) {
+        o->dim[0] = dim_attr(rd, n, name, "rows");
+        o->dim[1] = dim_attr(rd, n, name, "cols");
+      } else {
+        o->dim[0] = dim_attr(rd, n, name, "len");
+      }
+    }
+  }
+  xmlFree(name);
+  xmlFree(kind);
+  xmlFree(dtype);
+}
+
+/* args="W x": the operands of a compute step, by name. */
+static void read_args(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int idx) {
+  char *v = attr(n, "args");
+  const char *want = ir_op_args[s->op];
+  int need = (int)strlen(want), got = 0;
+  if (!v) {
+    if (need) ERR(rd, n, "rank %d tb %d step %d: %s needs args=\"...\" (%d operands)", rank, tb, idx, ir_op_xml[s->op], need);
+    return;
+  }
+  if (!need) {
+    ERR(rd, n, "rank %d tb %d step %d: %s takes no operands (args=\"%s\")", rank, tb, idx, ir_op_xml[s->op], v);
+    xmlFree(v);
+    return;
+  }
+  for (char *save = NULL, *w = strtok_r(v, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+    int o = ir_operand_find(rd->prog, w);
+    if (got >= need) { got++; continue; }
+    if (o < 0) ERR(rd, n, "rank %d tb %d step %d: args names operand %s, which is not declared", rank, tb, idx, w);
+    s->args[got++] = (int8_t)o;
+  }
+  if (got != need)
+    ERR(rd, n, "rank %d tb %d step %d: %s takes %d operands (%s), args names %d", rank, tb, idx, ir_op_xml[s->op],
+        need, want, got);
+  xmlFree(v);
+}
+
+/* sync="tile", "group:G" or "stride:S". */
+static void read_sync(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int idx) {
+  char *v = attr(n, "sync");
+  if (!v) return;
+  int k = -1;
+  long long par = 0;
+  const char *colon = strchr(v, ':');
+  size_t len = colon ? (size_t)(colon - v) : strlen(v);
+  for (int i = 0; i < IR_SYNC_COUNT; i++)
+    if (strlen(ir_sync_name[i]) == len && !strncmp(v, ir_sync_name[i], len)) k = i;
+  if (colon) {
+    char *end;
+    errno = 0;
+    par = strtoll(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end) k = -1;
+  }
+  if (k < 0 || (k == IR_SYNC_TILE) != !colon)
+    ERR(rd, n, "rank %d tb %d step %d: sync=\"%s\" is not tile, group:G or stride:S", rank, tb, idx, v);
+  else if (k != IR_SYNC_TILE && (par < 1 || par > IR_MAX_SYNC_PARAM))
+    ERR(rd, n, "rank %d tb %d step %d: sync=\"%s\": %lld is out of range [1, %d]", rank, tb, idx, v, par,
+        IR_MAX_SYNC_PARAM);
+  else if (!(ir_op_flags[s->op] & IR_F_COMP))
+    ERR(rd, n, "rank %d tb %d step %d: sync= is for compute steps, not %s", rank, tb, idx, ir_op_xml[s->op]);
+  else {
+    s->sync = (uint8_t)k;
+    s->sync_param = (int32_t)par;
+  }
+  xmlFree(v);
+}
+
 static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   ir_step *s = ir_step_add(tb);
   if (!s) { ERR(rd, n, "out of memory"); return; }
@@ -101,18 +213,22 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   s->op = op == IR_OP_COUNT ? IR_OP_NOP : op;
   unsigned fl = op == IR_OP_COUNT ? 0 : ir_op_flags[op];
   int sb = buf_attr(rd, n, "srcbuf"), db = buf_attr(rd, n, "dstbuf");
-  if (sb == -1 && (fl & IR_F_SRC))
+  if (sb == -1 && (fl & (IR_F_SRC | IR_F_COMP)))
     ERR(rd, n, "rank %d tb %d step %d: %s needs srcbuf", rank, tb->id, idx, ir_op_xml[op]);
   if (db == -1 && (fl & IR_F_DST))
     ERR(rd, n, "rank %d tb %d step %d: %s needs dstbuf", rank, tb->id, idx, ir_op_xml[op]);
   s->srcbuf = sb >= 0 ? sb : IR_BUF_INPUT;
   s->dstbuf = db >= 0 ? db : IR_BUF_OUTPUT;
-  s->srcoff = i32(rd, n, "srcoff", (fl & IR_F_SRC) != 0, -1, -1, INT_MAX);
+  s->srcoff = i32(rd, n, "srcoff", (fl & (IR_F_SRC | IR_F_COMP)) != 0, -1, -1, INT_MAX);
   s->dstoff = i32(rd, n, "dstoff", (fl & IR_F_DST) != 0, -1, -1, INT_MAX);
   s->cnt = i32(rd, n, "cnt", op != IR_OP_NOP && op != IR_OP_COUNT, 0, 0, INT_MAX);
   s->depid = i32(rd, n, "depid", 0, -1, -1, INT_MAX);
   s->deps = i32(rd, n, "deps", 0, -1, -1, INT_MAX);
   s->hasdep = (uint8_t)i32(rd, n, "hasdep", 0, 0, 0, 1);
+  if (op != IR_OP_COUNT) {
+    read_args(rd, n, s, rank, tb->id, idx);
+    read_sync(rd, n, s, rank, tb->id, idx);
+  }
   char *prov = attr(n, "prov");
   if (prov) { s->prov = ir_intern(rd->prog, prov); xmlFree(prov); }
 }
@@ -206,10 +322,13 @@ static void read_algo(reader *rd, xmlNode *n) {
   read_expect(rd, n, p);
   char *seen = calloc(ngpus, 1);
   if (!seen) { ERR(rd, n, "out of memory"); goto out; }
+  /* Operands first, wherever they are: steps name them. */
+  for (xmlNode *ch = n->children; ch; ch = ch->next)
+    if (is_elem(ch) && named(ch, "operand")) read_operand(rd, ch);
   for (xmlNode *ch = n->children; ch; ch = ch->next) {
-    if (!is_elem(ch)) continue;
+    if (!is_elem(ch) || named(ch, "operand")) continue;
     if (named(ch, "gpu")) read_gpu(rd, ch, seen);
-    else ERR(rd, ch, "unexpected element <%s> (expected <gpu>)", (const char *)ch->name);
+    else ERR(rd, ch, "unexpected element <%s> (expected <gpu> or <operand>)", (const char *)ch->name);
   }
   for (int r = 0; r < ngpus; r++)
     if (!seen[r]) ERR(rd, n, "no <gpu id=\"%d\"> although ngpus=%lld", r, ngpus);

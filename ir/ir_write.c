@@ -34,6 +34,13 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
   if (p->version) fprintf(f, " baton=\"%d\"", p->version);
   if (p->expect) put_attr(f, "expect", p->expect);
   fputs(">\n", f);
+  for (int k = 0; k < p->noperands; k++) {
+    const ir_operand *o = &p->operands[k];
+    fprintf(f, "  <operand name=\"%s\" kind=\"%s\" dtype=\"%s\"", o->name, ir_okind_name[o->kind], o->dtype);
+    if (o->kind == IR_OPND_MATRIX) fprintf(f, " rows=\"%s\" cols=\"%s\"", o->dim[0], o->dim[1]);
+    else fprintf(f, " len=\"%s\"", o->dim[0]);
+    fputs(" />\n", f);
+  }
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];
     fprintf(f, "  <gpu id=\"%d\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n",
@@ -46,6 +53,16 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
         fprintf(f, "      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"%d\" deps=\"%d\" hasdep=\"%d\"",
                 s, ir_op_xml[st->op], ir_buf_xml[st->srcbuf], st->srcoff, ir_buf_xml[st->dstbuf],
                 st->dstoff, st->cnt, st->depid, st->deps, st->hasdep);
+        if (ir_op_args[st->op][0]) {
+          fputs(" args=\"", f);
+          for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++)
+            fprintf(f, "%s%s", k ? " " : "", p->operands[st->args[k]].name);
+          fputc('"', f);
+        }
+        if (ir_tb_compute(tb)) {
+          if (st->sync == IR_SYNC_TILE) fputs(" sync=\"tile\"", f);
+          else fprintf(f, " sync=\"%s:%d\"", ir_sync_name[st->sync], st->sync_param);
+        }
         if (st->prov) put_attr(f, "prov", st->prov);
         fputs(" />\n", f);
       }
@@ -75,10 +92,15 @@ static const char *chunks(char *buf, size_t n, int b, int off, int cnt) {
   return buf;
 }
 
-void ir_step_text(const ir_tb *tb, const ir_step *st, char *line, size_t cap) {
+void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *line, size_t cap) {
   unsigned fl = ir_op_flags[st->op];
   char a[48], b[48];
   int n = snprintf(line, cap, "%-4s", ir_op_xml[st->op]);
+  if (fl & IR_F_COMP) {
+    for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0 && st->args[k] < p->noperands; k++)
+      n += snprintf(line + n, cap - n, " %s", p->operands[st->args[k]].name);
+    n += snprintf(line + n, cap - n, " for %s", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
+  }
   if (fl & IR_F_RECV) n += snprintf(line + n, cap - n, " recv(%d)", tb->recv);
   if (fl & IR_F_SRC) n += snprintf(line + n, cap - n, " %s%s",
                                     (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
@@ -94,6 +116,12 @@ void ir_explain(const ir_prog *p, FILE *f) {
           p->inplace ? "in-place" : "out-of-place", ir_proto_name[p->proto], p->nchannels,
           p->nchannels == 1 ? "" : "s", p->nchunksperloop);
   fprintf(f, "%ld thread blocks, %ld steps\n", ir_prog_ntbs(p), ir_prog_nsteps(p));
+  for (int k = 0; k < p->noperands; k++) {
+    const ir_operand *o = &p->operands[k];
+    if (o->kind == IR_OPND_MATRIX)
+      fprintf(f, "operand %s: matrix [%s x %s], %s type\n", o->name, o->dim[0], o->dim[1], o->dtype);
+    else fprintf(f, "operand %s: vector [%s], %s type\n", o->name, o->dim[0], o->dtype);
+  }
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];
     fprintf(f, "\nrank %d  (input %d chunks, output %d, scratch %d)\n", r, g->i_chunks, g->o_chunks, g->s_chunks);
@@ -102,16 +130,19 @@ void ir_explain(const ir_prog *p, FILE *f) {
       fprintf(f, "  tb %d  chan %d", t, tb->chan);
       if (tb->send >= 0) fprintf(f, "  send->%d", tb->send);
       if (tb->recv >= 0) fprintf(f, "  recv<-%d", tb->recv);
+      if (ir_tb_compute(tb)) fputs("  compute (steps in any order, tiles spread over many CUDA blocks)", f);
       fputc('\n', f);
       for (int s = 0; s < tb->nsteps; s++) {
         const ir_step *st = &tb->steps[s];
         char text[140], line[160];
-        ir_step_text(tb, st, text, sizeof text);
+        ir_step_text(p, tb, st, text, sizeof text);
         snprintf(line, sizeof line, "    %3d  %s", s, text);
         char extra[160] = "";
         int m = 0;
         if (st->depid >= 0) m += snprintf(extra + m, sizeof extra - m, " wait tb%d.%d", st->depid, st->deps);
         if (st->hasdep) m += snprintf(extra + m, sizeof extra - m, " signal");
+        if (st->hasdep && ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
+          m += snprintf(extra + m, sizeof extra - m, " (%s:%d)", ir_sync_name[st->sync], st->sync_param);
         if (st->prov) m += snprintf(extra + m, sizeof extra - m, "  ; %s", st->prov);
         if (m) fprintf(f, "%-56s%s\n", line, extra);
         else fprintf(f, "%s\n", line);
@@ -121,14 +152,18 @@ void ir_explain(const ir_prog *p, FILE *f) {
 }
 
 void ir_ops_markdown(FILE *f) {
-  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce"};
-  fputs("| type | opcode | reads/writes | semantics |\n|---|---|---|---|\n", f);
+  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce", "compute"};
+  fputs("| type | opcode | reads/writes | operands | semantics |\n|---|---|---|---|---|\n", f);
   for (int i = 0; i < IR_OP_COUNT; i++) {
-    char fl[64] = "";
-    size_t n = 0;
-    for (int b = 0; b < 5; b++)
+    char fl[80] = "", args[64] = "";
+    size_t n = 0, m = 0;
+    for (int b = 0; b < 6; b++)
       if (ir_op_flags[i] & (1u << b))
         n += snprintf(fl + n, sizeof fl - n, "%s%s", n ? ", " : "", flag_names[b]);
-    fprintf(f, "| `%s` | %s | %s | %s |\n", ir_op_xml[i], ir_op_id[i], n ? fl : "-", ir_op_doc[i]);
+    for (const char *a = ir_op_args[i]; *a; a++)
+      for (int k = 0; k < IR_OKIND_COUNT; k++)
+        if (ir_okind_letter[k] == *a) m += snprintf(args + m, sizeof args - m, "%s%s", m ? ", " : "", ir_okind_name[k]);
+    fprintf(f, "| `%s` | %s | %s | %s | %s |\n", ir_op_xml[i], ir_op_id[i], n ? fl : "-", m ? args : "-",
+            ir_op_doc[i]);
   }
 }

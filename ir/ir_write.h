@@ -14,7 +14,7 @@ bt_result ir_write(const ir_prog *p, FILE *f);
 bt_result ir_write_file(const ir_prog *p, const char *path);
 
 /* One step as text, e.g. "rrs  recv(3) + i[4] -> send(1)". */
-void ir_step_text(const ir_tb *tb, const ir_step *st, char *buf, size_t n);
+void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *buf, size_t n);
 
 /* A readable per-rank, per-thread-block listing (like SQLite's EXPLAIN). */
 void ir_explain(const ir_prog *p, FILE *f);

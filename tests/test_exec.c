@@ -216,6 +216,53 @@ static void test_slots_agree(const char *dir, rt_diag *d) {
      files, deadlocks, why);
 }
 
+/* A fused program (tests/fused_2r.xml: GEMV + AllReduce on 2 ranks): every
+ * type it takes, tile sizes that cut its chunks in many tiles, every sync
+ * policy; a compute step put in the wrong place gives a wrong result. */
+static void test_fused(const char *path, rt_diag *d) {
+  char *text = tap_slurp(path);
+  if (!text) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  static const char *const policies[] = {"sync=\"group:2\"", "sync=\"group:3\"", "sync=\"stride:2\"", "sync=\"tile\""};
+  static const long tiles[] = {0, 1, 7, 128};
+  int fails = 0, runs = 0;
+  for (int k = 0; k < 4; k++) {
+    char *t = tap_replace(text, "sync=\"group:2\"", policies[k], 0);
+    ir_prog *p = load(t, d);
+    free(t);
+    if (!p || ir_check(p, d)) { fails++; ir_prog_free(p); continue; }
+    for (int dt = 0; dt < IP_DTYPE_COUNT; dt++)
+      for (int ti = 0; ti < 4; ti++) {
+        if (!ip_compute_takes(p, dt)) continue;
+        ip_dims dims = {0};
+        ip_dims_set(&dims, "K", ti == 2 ? 1 : 300);
+        ip_cpu_opts o = {.dtype = dt, .op = IP_OP_SUM, .count = 1001, .inplace = 1, .tile = tiles[ti], .slots = 2,
+                         .dims = &dims};
+        ip_cpu_report rep;
+        rt_diag_clear(d);
+        fails += ip_cpu_verify(p, &o, &rep, d) != BT_OK;
+        runs++;
+      }
+    ir_prog_free(p);
+  }
+  ok(fails == 0 && runs == 4 * 3 * 4, "GEMV + AllReduce: f32, f16, bf16 x 4 tile sizes x 4 sync policies: %s",
+     rt_diag_text(d));
+  ir_prog *p = load(text, d);
+  ok(p && run(p, IP_I32, IP_OP_SUM, 100, 0, 0, 1, d) == BT_ERR_UNSUPPORTED,
+     "a type gemv does not take is refused");
+  ok_contains(rt_diag_text(d), "its compute steps do not take i32 (gemv: f32, f16, bf16)", "and the refusal says why");
+  ir_prog_free(p);
+  /* rank 0 computes chunk 0's rows into chunk 1: valid, and wrong */
+  char *t = tap_replace(text, "type=\"gemv\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\"",
+                        "type=\"gemv\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"1\"", 0);
+  p = load(t, d);
+  free(t);
+  ok(p && !ir_check(p, d) && run(p, IP_F32, IP_OP_SUM, 1001, 64, 2, 1, d) == BT_ERR_MISMATCH,
+     "a compute step writing the wrong rows gives a wrong result");
+  ok_contains(rt_diag_text(d), "output chunk 1 element 0 is", "which the check names");
+  ir_prog_free(p);
+  free(text);
+}
+
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_allreduce(d);
@@ -225,6 +272,7 @@ int main(int argc, char **argv) {
   test_slots_agree(argc > 2 ? argv[2] : "../shared/corpus/msccl", d);
   test_outofplace(d);
   test_custom(d);
+  test_fused(argc > 3 ? argv[3] : "tests/fused_2r.xml", d);
   rt_diag_free(d);
   return tap_done();
 }

@@ -8,6 +8,7 @@
 #include "tap.h"
 
 static const char *corpus;
+static const char *fused_file;   /* tests/fused_2r.xml: a 2-rank GEMV + AllReduce */
 
 /* Reads `text` as file `name`, validates it, and returns the messages
  * ("" when valid). */
@@ -247,8 +248,102 @@ static void test_corpus_mutations(void) {
          "rank 0 tb 1 step 0: s sends, but the thread block has no send peer", "send without a peer");
 }
 
+/* Checks text as the validator and the race check of an in-place call do. */
+static char *fused_errors(const char *text) {
+  static char buf[8192];
+  rt_diag *d = rt_diag_new(20);
+  ir_prog *p = NULL;
+  if (!ir_read_memory(text, strlen(text), "fused.xml", &p, d) && !ir_check(p, d)) ir_check_races(p, 1, d);
+  snprintf(buf, sizeof buf, "%s", rt_diag_text(d));
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return buf;
+}
+
+static void fused_broken(const char *text, const char *from, const char *to, int nth, const char *expect,
+                         const char *what) {
+  char *mut = tap_replace(text, from, to, nth);
+  ok(mut != NULL, "fused: mutation applies (%s)", what);
+  if (mut) ok_contains(fused_errors(mut), expect, "fused: %s is reported precisely", what);
+  free(mut);
+}
+
+/* Compute opcodes, operands and sync policies: read, written back the
+ * same, and every misuse named. */
+static void test_fused(void) {
+  char *text = tap_slurp(fused_file);
+  if (!text) { printf("Bail out! cannot read %s\n", fused_file); exit(1); }
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL, *q = NULL;
+  ok(!ir_read_memory(text, strlen(text), "fused.xml", &p, d) && !ir_check(p, d) && !ir_check_races(p, 1, d),
+     "a fused program loads, validates and has no race in place: %s", rt_diag_text(d));
+  if (!p) { free(text); rt_diag_free(d); return; }
+  ok(p->noperands == 2 && p->operands[0].kind == IR_OPND_MATRIX && !strcmp(p->operands[0].dim[1], "K") &&
+     p->operands[1].kind == IR_OPND_VECTOR && !strcmp(p->operands[1].dim[0], "K"), "operands and their shapes are read");
+  const ir_step *g1 = &p->gpus[1].tbs[0].steps[1];
+  ok(g1->op == IR_OP_GEMV && g1->args[0] == 0 && g1->args[1] == 1 && g1->sync == IR_SYNC_GROUP && g1->sync_param == 2,
+     "a compute step's operands and sync policy are read");
+  ok(ir_tb_compute(&p->gpus[0].tbs[0]) && !ir_tb_compute(&p->gpus[0].tbs[1]) && ir_prog_fused(p),
+     "compute thread blocks are recognized");
+  char *a = to_xml(p);
+  ok(!ir_read_memory(a, strlen(a), "written", &q, d) && !ir_check(q, d), "a written fused program loads again");
+  char *b = q ? to_xml(q) : NULL;
+  ok(b && !strcmp(a, b), "fused: write(read(write(x))) == write(x)");
+  ok_contains(a, "<operand name=\"W\" kind=\"matrix\" dtype=\"call\" rows=\"input\" cols=\"K\" />",
+              "operands are written");
+  ok_contains(a, "args=\"W x\" sync=\"group:2\"", "operands and sync policy of steps are written");
+  free(a); free(b);
+  ir_prog_free(p); ir_prog_free(q);
+  rt_diag_free(d);
+
+  const char *dep0 = "depid=\"0\" deps=\"0\" hasdep=\"0\"";
+  fused_broken(text, dep0, "depid=\"-1\" deps=\"-1\" hasdep=\"0\"", 0,
+               "fused.xml:10: rank 0 tb 1 step 0 (s): reads i[1] before anything has produced it", "a read before the compute");
+  fused_broken(text, "args=\"W x\" sync=\"group:2\"", "args=\"x W\" sync=\"group:2\"", 0,
+               "rank 1 tb 0 step 1: gemv: operand 1, x, is a vector; it must be a matrix", "operands of the wrong kind");
+  fused_broken(text, "args=\"W x\" sync=\"group:2\"", "args=\"W\" sync=\"group:2\"", 0,
+               "gemv takes 2 operands (MV), args names 1", "too few operands");
+  fused_broken(text, "args=\"W x\" sync=\"group:2\"", "args=\"W y\" sync=\"group:2\"", 0,
+               "args names operand y, which is not declared", "an undeclared operand");
+  fused_broken(text, "len=\"K\"", "len=\"N\"", 0,
+               "gemv: matrix W has cols=\"K\" but vector x has len=\"N\"", "mismatched dimensions");
+  fused_broken(text, "rows=\"input\"", "rows=\"M\"", 0, "matrix W has rows=\"M\"; it needs rows=\"input\"",
+               "a matrix not shaped like the input");
+  fused_broken(text, "rows=\"input\"", "rows=\"in put\"", 0, "operand W: rows=\"in put\" is not a dimension name",
+               "a malformed dimension");
+  fused_broken(text, "kind=\"vector\"", "kind=\"tensor\"", 0, "operand x: kind=\"tensor\" is not matrix or vector",
+               "an unknown operand kind");
+  fused_broken(text, "<operand name=\"x\"", "<operand name=\"W\"", 0, "operand W is declared twice", "a repeated operand");
+  fused_broken(text, "sync=\"group:2\"", "sync=\"group:0\"", 0, "sync=\"group:0\": 0 is out of range [1, 4096]",
+               "a group of no tiles");
+  fused_broken(text, "sync=\"group:2\"", "sync=\"lane\"", 0, "sync=\"lane\" is not tile, group:G or stride:S",
+               "an unknown policy");
+  fused_broken(text, "type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"0\" deps=\"0\" hasdep=\"0\"",
+               "type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"0\" deps=\"0\" hasdep=\"0\" sync=\"tile\"", 0,
+               "sync= is for compute steps, not s", "sync on a communication step");
+  fused_broken(text, "type=\"gemv\" srcbuf=\"i\" srcoff=\"1\"", "type=\"gemv\" srcbuf=\"s\" srcoff=\"1\"", 0,
+               "gemv computes input chunks: srcbuf must be i", "a compute step over scratch");
+  fused_broken(text, "srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"1\"",
+               "srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"1\"", 0,
+               "rank 0 tb 0 step 1: gemv writes i[0], as step 0 of this compute thread block does", "two compute steps writing one chunk");
+  fused_broken(text, "type=\"gemv\" srcbuf=\"i\" srcoff=\"1\"", "type=\"gemv\" srcbuf=\"i\" srcoff=\"5\"", 0,
+               "gemv computes i[5..5], out of range: the input has 2 chunks", "rows out of range");
+  free(text);
+
+  int64_t f, c, st;
+  ir_sync_span(IR_SYNC_GROUP, 4, 9, 10, &f, &c, &st);
+  ok(f == 8 && c == 2 && st == 1 && ir_sync_group(IR_SYNC_GROUP, 4, 9) == 2 && ir_sync_count(IR_SYNC_GROUP, 4, 10) == 3,
+     "sync group:4 of 10 tiles: tile 9 is in the last group, of tiles 8 and 9");
+  ir_sync_span(IR_SYNC_STRIDE, 3, 7, 10, &f, &c, &st);
+  ok(f == 1 && c == 3 && st == 3 && ir_sync_group(IR_SYNC_STRIDE, 3, 7) == 1 && ir_sync_count(IR_SYNC_STRIDE, 3, 2) == 2,
+     "sync stride:3 of 10 tiles: tile 7 shares its semaphore with tiles 1 and 4");
+  ir_sync_span(IR_SYNC_TILE, 0, 5, 10, &f, &c, &st);
+  ok(f == 5 && c == 1 && ir_sync_count(IR_SYNC_TILE, 0, 10) == 10, "sync tile: one semaphore per tile");
+}
+
 int main(int argc, char **argv) {
   corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
+  fused_file = argc > 2 ? argv[2] : "tests/fused_2r.xml";
   test_ops();
   const char *files[] = {"allgather_allpairs_4r_ll128.xml", "allgather_ring_4r_simple.xml",
                          "allreduce_1step_4r_ll.xml", "allreduce_allpairs_4r_1i_ll.xml",
@@ -261,5 +356,6 @@ int main(int argc, char **argv) {
   test_tiles();
   test_xml_errors();
   test_corpus_mutations();
+  test_fused();
   return tap_done();
 }

@@ -44,6 +44,12 @@ static const char verify_help[] =
   "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
   "  --inplace        run in place (needs an in-place program)\n"
   "  --outofplace     run out of place (an in-place program gets its input copied first)\n"
+  "  --dim NAME=N     a fused program's operand dimension (e.g. --dim K=4096);\n"
+  "                   unbound ones are 67.  Its operands hold small integers, so\n"
+  "                   its partial results are exact; the output is compared with\n"
+  "                   the exact result within (ranks x the type's unit roundoff)\n"
+  "                   x the sum of the terms' magnitudes.  --dtype all runs the\n"
+  "                   types its compute steps take (gemv: f32, f16, bf16)\n"
   "  --expect SPEC    postcondition of a custom collective, e.g.\n"
   "                   'o[r][c]=i[r-1][c] if r>=1' (rules separated by ';', i[*][x]\n"
   "                   is the reduction over all ranks; unnamed in-place chunks must\n"
@@ -59,6 +65,7 @@ typedef struct vopts {
   long long count, tile;
   int slots;
   const char *expect;
+  ip_dims dims;
 } vopts;
 
 static int parse_list(const char *v, int all, int (*from)(const char *), int *out, int *n,
@@ -97,11 +104,15 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   ip_cpu_report tot = {0};
   int runs = 0;
   rc = 0;
+  int ntypes = 0;
   for (int a = 0; a < vo->ndtypes && !rc; a++)
     for (int b = 0; b < nops && !rc; b++) {
+      /* every type asked for alone; of "all", those the program takes */
+      if (vo->ndtypes > 1 && !ip_compute_takes(p, vo->dtypes[a])) continue;
+      ntypes += b == 0;
       ip_cpu_opts o = {.dtype = vo->dtypes[a], .op = reduces ? vo->ops[b] : IP_OP_SUM,
                        .count = vo->count, .inplace = vo->inplace, .tile = vo->tile,
-                       .slots = vo->slots, .expect = ex};
+                       .slots = vo->slots, .expect = ex, .dims = &vo->dims};
       ip_cpu_report rep;
       bt_result r = ip_cpu_verify(p, &o, &rep, d);
       if (r) {
@@ -123,7 +134,8 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
     printf("%s: ok  %s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld, %s), "
            "%lld tiles, %lld messages, %lld elements checked, %.3f s\n",
            path, ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), runs,
-           runs == 1 ? "" : "s", vo->ndtypes == 1 ? ip_dtype_name[vo->dtypes[0]] : "all types",
+           runs == 1 ? "" : "s", vo->ndtypes == 1 ? ip_dtype_name[vo->dtypes[0]]
+                                 : ntypes == IP_DTYPE_COUNT ? "all types" : "the types it takes",
            !reduces ? "" : " ", !reduces ? "" : nops == 1 ? ip_redop_name[vo->ops[0]] : "all ops",
            vo->count, inplace ? "in-place" : "out-of-place", (long long)tot.ntiles,
            (long long)tot.messages, (long long)tot.checked, tot.seconds);
@@ -162,6 +174,12 @@ int tool_verify(int argc, char **argv) {
       if (*end || vo.slots < 1) { fprintf(stderr, "baton verify: bad --slots '%s'\n", v); return 2; }
     } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
       vo.expect = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--dim"))) {
+      if (ip_dims_parse(&vo.dims, v)) {
+        fprintf(stderr, "baton verify: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", v, (long long)IP_MAX_DIM,
+                IP_MAX_DIMS);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--inplace")) {
       vo.inplace = 1;
     } else if (!strcmp(argv[i], "--outofplace")) {
