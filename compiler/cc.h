@@ -9,7 +9,12 @@
 #include "rt_diag.h"
 
 enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
-enum { CC_COPY, CC_REDUCE };
+enum { CC_COPY, CC_REDUCE, CC_COMPUTE };
+
+/* The order a compute thread block takes its steps in (collective's
+ * tileorder): chunks that leave the GPU first, local ones last (COMM); or
+ * the script's order (PROGRAM). */
+enum { CC_ORDER_COMM, CC_ORDER_PROGRAM };
 
 /* What a chunk holds, symbolically: the input chunks (rank, index) folded
  * into it, sorted; empty when nothing was ever written. */
@@ -34,7 +39,20 @@ typedef struct cc_op {
   int ch, sendtb, recvtb;   /* directives, -1 = compiler's choice */
   int line;                 /* script line */
   int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */
+  /* CC_COMPUTE: dst (the input chunks) = opcode cop of operands args */
+  int cop;                  /* ir_op */
+  int8_t args[IR_MAX_ARGS];
+  int sync, sync_param;     /* ir_sync of the steps waiting on it */
+  int zerocopy;             /* computed straight into the one peer it is sent to (gemvs) */
 } cc_op;
+
+/* An operand declared with matrix() or vector(). */
+typedef struct cc_opnd {
+  char name[IR_MAX_NAME];
+  int kind;                 /* ir_okind */
+  char dim[2][IR_MAX_NAME]; /* rows, cols / length, "" */
+  int line;
+} cc_opnd;
 
 /* One parallelize(n, fn) call. */
 typedef struct cc_frag { int n, line; } cc_frag;
@@ -66,6 +84,10 @@ typedef struct cc_trace {
   char *expect;             /* custom collectives: the postcondition's text, or NULL */
   ir_expect *rules;         /* ... parsed */
   int decl_line;            /* script line of collective{} */
+  int fused;                /* operands declared: the input is computed, not given */
+  int noperands;
+  cc_opnd opnd[IR_MAX_OPERANDS];
+  int tileorder;            /* CC_ORDER_* */
 } cc_trace;
 
 #endif

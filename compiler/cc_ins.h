@@ -17,6 +17,8 @@ typedef struct ins {
   int dead;                     /* fused away */
   int *pred, npred, cappred;    /* instructions that must come first (same rank, or the message) */
   int tb, pos, depth;
+  int8_t args[IR_MAX_ARGS];     /* compute opcodes: operands */
+  int sync, sync_param, zerocopy;
 } ins;
 
 /* A thread-block set: the connection endpoints (per rank and channel:
@@ -24,6 +26,7 @@ typedef struct ins {
 typedef struct setinfo {
   int send, recv, ch;           /* peers (-1 none) and channel */
   int fixed, fixed_line;        /* tb index the script asked for (-1 none) and where */
+  int compute;                  /* the compute endpoint: its set joins no other */
 } setinfo;
 
 typedef struct lower {
@@ -43,11 +46,13 @@ typedef struct lower {
 void cc_err(lower *w, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Endpoint ids: per rank and channel, send-to-peer p is 2p, recv-from-p
- * 2p+1; the local (cpy/re) thread block of a channel is 2n. */
+ * 2p+1; the local (cpy/re) thread block of a channel is 2n, the compute
+ * thread block (compute steps that send nothing) 2n+1. */
 int cc_endpoint(const lower *w, int rank, int ch, int e);
 /* The endpoint of i's send (which 0) or receive (1) side, or -1. */
 int cc_endpoint_of(const lower *w, const ins *i, int which);
-/* The endpoint that decides i's thread block: send, else receive, else local. */
+/* The endpoint that decides i's thread block: send, else receive, else
+ * compute (a compute step), else local. */
 int cc_home(const lower *w, const ins *i);
 int cc_find(int *parent, int x);
 

@@ -3,6 +3,7 @@
 #include "cc_ins.h"
 #include "ir_geom.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, 
     w->v = v;
     w->cap = cap;
   }
-  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, fixtb, inst, line, -1, 0, NULL, 0, 0, -1, -1, 0};
+  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, fixtb, inst, line, -1, 0, NULL, 0, 0, -1, -1, 0,
+                     {-1, -1, -1}, 0, 0, 0};
   return w->n++;
 }
 
@@ -144,6 +146,16 @@ static int plan_layout(lower *w, layout *lay) {
 /* Emits the instructions of operation o on IR chunks si / di (n chunks). */
 static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int inst) {
   int a = o->src_rank, b = o->dst_rank;
+  if (o->kind == CC_COMPUTE) {   /* a compute step: src names the input chunks it computes */
+    int c = emit_ins(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
+    if (c < 0) return 0;
+    ins *C = &w->v[c];
+    memcpy(C->args, o->args, sizeof C->args);
+    C->sync = o->sync;
+    C->sync_param = o->sync_param;
+    C->zerocopy = o->zerocopy;
+    return 1;
+  }
   if (a == b) {
     int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
     return emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
@@ -188,6 +200,103 @@ static int lower_ops(lower *w, const layout *lay) {
             return 0;
       }
     }
+  return 1;
+}
+
+/* ---- compute ---- */
+
+/* Zero-copy: a compute step C the script marked zerocopy, whose value the
+ * send S alone reads (S waits on C only and sends exactly C's chunks; no
+ * other step reads the value and it does not survive), becomes one step
+ * that computes into S's message (gemv + s -> gemvs): the send's thread
+ * block computes the chunks and stores them straight into the peer's
+ * slot.  A zerocopy step that cannot be fused is an error naming its
+ * line.  Returns 0 when out of memory. */
+static int fuse_compute(lower *w, const int *users) {
+  int n = w->n;
+  int *sends = calloc(n + 1, sizeof(int)), *sender = malloc((n + 1) * sizeof(int)), *recv_of = malloc((n + 1) * sizeof(int));
+  if (!sends || !sender || !recv_of) { free(sends); free(sender); free(recv_of); return 0; }
+  for (int j = 0; j < n; j++) { sender[j] = -1; recv_of[j] = -1; }
+  for (int j = 0; j < n; j++) {
+    const ins *S = &w->v[j];
+    if (S->msg_of >= 0) recv_of[S->msg_of] = j;
+    if (S->dead || S->op != IR_OP_SEND) continue;
+    for (int k = 0; k < S->npred; k++) {
+      int c = S->pred[k];
+      if (w->v[c].op == IR_OP_GEMV) { sends[c]++; sender[c] = j; }
+    }
+  }
+  for (int c = 0; c < n; c++) {
+    ins *C = &w->v[c];
+    if (C->dead || C->op != IR_OP_GEMV || !C->zerocopy) continue;
+    int j = sender[c];
+    ins *S = j >= 0 ? &w->v[j] : NULL;
+    if (sends[c] != 1 || users[c] != 1 || !S || S->npred != 1 || S->sspace != C->dspace || S->sidx != C->didx ||
+        S->count != C->count) {
+      cc_err(w, C->line, "gemv with zerocopy: the chunks it computes on rank %d must be sent once, whole, to one peer, "
+             "and not read or kept on rank %d (they go straight into the peer's memory)", C->rank, C->rank);
+      continue;
+    }
+    C->op = IR_OP_GEMVS;
+    C->send = S->send;
+    C->ch = S->ch;
+    C->fixtb = S->fixtb;
+    C->dspace = S->dspace;   /* where the receiver puts it */
+    C->didx = S->didx;
+    S->dead = 1;
+    if (recv_of[j] >= 0) w->v[recv_of[j]].msg_of = c;
+    for (int q = 0; q < n; q++) {   /* whoever waited for the send waits for the computation */
+      ins *J = &w->v[q];
+      for (int k = 0; k < J->npred; k++)
+        if (J->pred[k] == j) J->pred[k] = c;
+    }
+  }
+  free(sends); free(sender); free(recv_of);
+  return 1;
+}
+
+/* Puts the compute steps that stay in the compute thread block first in
+ * order[0..live), in the program's tile order (trace's tileorder): with
+ * CC_ORDER_COMM the chunks some step sends come first, those read
+ * earliest (the least depth of a reader) before the others, and the chunks
+ * only read locally last; with CC_ORDER_PROGRAM the script's order.  They
+ * wait for nothing, so any place before their readers keeps the order
+ * topological. */
+static int order_compute(lower *w, int *order, int live) {
+  int *moved = malloc((live + 1) * sizeof(int)), *key = malloc((w->n + 1) * sizeof(int));
+  int *sent = calloc(w->n + 1, sizeof(int));
+  if (!moved || !key || !sent) { free(moved); free(key); free(sent); return 0; }
+  for (int j = 0; j < w->n; j++) key[j] = INT_MAX / 4;
+  for (int j = 0; j < w->n; j++) {
+    const ins *J = &w->v[j];
+    if (J->dead) continue;
+    for (int k = 0; k < J->npred; k++) {
+      int c = J->pred[k];
+      if (w->v[c].op != IR_OP_GEMV) continue;
+      if (fl(J->op) & IR_F_SEND) sent[c] = 1;
+      if (J->depth < key[c]) key[c] = J->depth;
+    }
+  }
+  int m = 0;
+  for (int q = 0; q < live; q++) {
+    int id = order[q];
+    if (w->v[id].op != IR_OP_GEMV) continue;
+    key[id] = w->t->tileorder == CC_ORDER_PROGRAM ? 0 : key[id] + (sent[id] ? 0 : INT_MAX / 2);
+    moved[m++] = id;
+  }
+  for (int i = 1; i < m; i++)   /* a stable insertion sort by key: few steps */
+    for (int j = i; j > 0 && key[moved[j]] < key[moved[j - 1]]; j--) {
+      int x = moved[j];
+      moved[j] = moved[j - 1];
+      moved[j - 1] = x;
+    }
+  int k = m;
+  for (int q = 0; q < live; q++)
+    if (w->v[order[q]].op != IR_OP_GEMV) moved[k++] = order[q];
+  memcpy(order, moved, live * sizeof(int));
+  free(moved);
+  free(key);
+  free(sent);
   return 1;
 }
 
@@ -626,6 +735,9 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
   if (!cc_place_fixed(&w, t->instances, max_tbs)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
+  count_users(&w, users);
+  if (!fuse_compute(&w, users)) goto out;
+  if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if (!o || o->fuse) {
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
@@ -640,6 +752,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
    * local one per channel for cpy/re. */
   int live = 0;
   for (int i = 0; i < w.n; i++) live += !w.v[i].dead;
+  if (t->fused && !order_compute(&w, order, live)) goto out;
   p = ir_prog_new(t->name, t->coll, t->nranks);
   if (!p) goto out;
   p->proto = t->proto;
@@ -649,6 +762,13 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->minbytes = t->minbytes;
   p->maxbytes = t->maxbytes;
   if (t->expect && !(p->expect = ir_intern(p, t->expect))) goto out;
+  for (int k = 0; k < t->noperands; k++) {
+    const cc_opnd *c = &t->opnd[k];
+    ir_operand *od = ir_operand_add(p, c->name, (ir_okind)c->kind);
+    if (!od || !(od->dim[0] = ir_intern(p, c->dim[0])) || (c->dim[1][0] && !(od->dim[1] = ir_intern(p, c->dim[1]))))
+      goto out;
+    od->line = c->line;
+  }
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
   int I = t->instances, PI = lay.P * I;   /* IR chunks per traced chunk */
@@ -673,7 +793,8 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int maxtb = 0;
   for (int r = 0; r < t->nranks; r++) if (p->gpus[r].ntbs > maxtb) maxtb = p->gpus[r].ntbs;
   int *waited = malloc((size_t)(maxtb + 1) * (maxtb + 1) * t->nranks * sizeof(int));
-  if (!waited) goto out;
+  int *mark = calloc(w.n + 1, sizeof(int)), *stack = malloc((w.n + 1) * sizeof(int)), stamp = 0;
+  if (!waited || !mark || !stack) { free(waited); free(mark); free(stack); goto out; }
   for (size_t z = 0; z < (size_t)(maxtb + 1) * (maxtb + 1) * t->nranks; z++) waited[z] = -1;
   char prov[600];
   for (int q = 0; q < live; q++) {
@@ -681,26 +802,44 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     ins *I = &w.v[id];
     ir_gpu *g = &p->gpus[I->rank];
     ir_tb *tb = &g->tbs[I->tb];
-    /* the latest predecessor in each other tb of this rank */
+    /* the latest predecessor in each other tb of this rank; in a compute
+     * tb, whose steps run in any order, every one */
     int need_pos[256], need_tb[256], nneed = 0;
     for (int k = 0; k < I->npred; k++) {
       ins *P = &w.v[I->pred[k]];
       if (P->rank != I->rank || P->tb == I->tb) continue;
-      int j;
-      for (j = 0; j < nneed && need_tb[j] != P->tb; j++) {}
-      if (j == nneed) { if (nneed == 256) continue; need_tb[nneed] = P->tb; need_pos[nneed++] = P->pos; }
-      else if (P->pos > need_pos[j]) need_pos[j] = P->pos;
+      int anyorder = ir_tb_compute(&g->tbs[P->tb]), j;
+      for (j = 0; j < nneed && (need_tb[j] != P->tb || (anyorder && need_pos[j] != P->pos)); j++) {}
+      if (j == nneed) {
+        if (nneed == 256) { cc_err(&w, I->line, "a step waits on more than 256 others"); break; }
+        need_tb[nneed] = P->tb;
+        need_pos[nneed++] = P->pos;
+      } else if (P->pos > need_pos[j]) need_pos[j] = P->pos;
+    }
+    /* a compute step another predecessor waits for already needs no wait */
+    for (int k = 0; k < I->npred && nneed; k++) {
+      ins *P = &w.v[I->pred[k]];
+      if (P->rank != I->rank || P->tb == I->tb || !ir_tb_compute(&g->tbs[P->tb])) continue;
+      for (int q = 0; q < I->npred; q++)
+        if (q != k && w.v[I->pred[q]].rank == I->rank && waits_for(&w, I->pred[q], I->pred[k], mark, ++stamp, stack)) {
+          for (int j = 0; j < nneed; j++)
+            if (need_tb[j] == P->tb && need_pos[j] == P->pos) { need_tb[j] = need_tb[--nneed]; need_pos[j] = need_pos[nneed]; }
+          break;
+        }
     }
     int *wt = waited + ((size_t)I->rank * (maxtb + 1) + I->tb) * (maxtb + 1);
     int m = 0;
     for (int j = 0; j < nneed; j++)
-      if (wt[need_tb[j]] < need_pos[j]) { need_tb[m] = need_tb[j]; need_pos[m++] = need_pos[j]; }
+      if (ir_tb_compute(&g->tbs[need_tb[j]]) || wt[need_tb[j]] < need_pos[j]) {
+        need_tb[m] = need_tb[j];
+        need_pos[m++] = need_pos[j];
+      }
     snprintf(prov, sizeof prov, "%s:%d", t->script, I->line);
     for (int j = 0; j < m; j++) {
       ir_step *st;
       if (j < m - 1) {
         st = ir_step_add(tb);
-        if (!st) { free(waited); goto out; }
+        if (!st) { free(waited); free(mark); free(stack); goto out; }
         st->op = IR_OP_NOP; st->srcbuf = IR_BUF_INPUT; st->dstbuf = IR_BUF_OUTPUT; st->cnt = 0;
         st->prov = ir_intern(p, prov);
       }
@@ -709,7 +848,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
       if (j < m - 1) { st->depid = need_tb[j]; st->deps = need_pos[j]; }
     }
     ir_step *st = ir_step_add(tb);
-    if (!st) { free(waited); goto out; }
+    if (!st) { free(waited); free(mark); free(stack); goto out; }
     st->op = (uint8_t)I->op;
     unsigned f = fl(I->op);
     int sb = buf_of(t, I->sspace), db = buf_of(t, I->dspace);
@@ -717,15 +856,22 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     st->srcoff = I->sidx + (sb == IR_BUF_SCRATCH ? scr_base[I->rank * CC_MAX_SPACES + I->sspace] : 0);
     st->dstbuf = db;
     /* a send names where the receiver puts the data (its own rank's scratch layout) */
-    int drank = I->op == IR_OP_SEND ? I->send : I->rank;
+    int drank = I->op == IR_OP_SEND || I->op == IR_OP_GEMVS ? I->send : I->rank;
     st->dstoff = I->didx + (db == IR_BUF_SCRATCH ? scr_base[drank * CC_MAX_SPACES + I->dspace] : 0);
-    if (!(f & IR_F_SRC) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
+    if (!(f & (IR_F_SRC | IR_F_COMP)) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
     st->cnt = I->count;
+    if (f & IR_F_COMP) {
+      memcpy(st->args, I->args, sizeof st->args);
+      st->sync = (uint8_t)I->sync;
+      st->sync_param = I->sync_param;
+    }
     if (m) { st->depid = need_tb[m - 1]; st->deps = need_pos[m - 1]; }
     st->prov = ir_intern(p, prov);
     I->pos = tb->nsteps - 1;
   }
   free(waited);
+  free(mark);
+  free(stack);
   res = BT_OK;
 out:
   if (w.errors) res = BT_ERR_INVALID;

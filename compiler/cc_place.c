@@ -19,7 +19,7 @@ void cc_err(lower *w, int line, const char *fmt, ...) {
 }
 
 int cc_endpoint(const lower *w, int rank, int ch, int e) {
-  return (rank * w->nch + ch) * (2 * w->t->nranks + 1) + e;
+  return (rank * w->nch + ch) * (2 * w->t->nranks + 2) + e;
 }
 
 int cc_endpoint_of(const lower *w, const ins *i, int which) {
@@ -31,6 +31,7 @@ int cc_endpoint_of(const lower *w, const ins *i, int which) {
 int cc_home(const lower *w, const ins *i) {
   if (i->send >= 0) return cc_endpoint_of(w, i, 0);
   if (i->recv >= 0) return cc_endpoint_of(w, i, 1);
+  if (ir_op_flags[i->op] & IR_F_COMP) return cc_endpoint(w, i->rank, i->ch, 2 * w->t->nranks + 1);
   return cc_endpoint(w, i->rank, i->ch, 2 * w->t->nranks);
 }
 
@@ -40,14 +41,14 @@ int cc_find(int *parent, int x) {
 }
 
 int cc_sets_init(lower *w) {
-  int per = 2 * w->t->nranks + 1;
+  int per = 2 * w->t->nranks + 2;
   w->nend = w->t->nranks * w->nch * per;
   w->parent = malloc((w->nend + 1) * sizeof(int));
   w->info = malloc((w->nend + 1) * sizeof *w->info);
   if (!w->parent || !w->info) return 0;
   for (int e = 0; e < w->nend; e++) {
     w->parent[e] = e;
-    w->info[e] = (setinfo){-1, -1, e / per % w->nch, -1, 0};
+    w->info[e] = (setinfo){-1, -1, e / per % w->nch, -1, 0, e % per == per - 1};
   }
   for (int i = 0; i < w->n; i++) {
     ins *I = &w->v[i];
@@ -63,7 +64,7 @@ int cc_sets_join(lower *w, int a, int b) {
   setinfo *x = &w->info[ra], *y = &w->info[rb];
   /* distinct sets holding a send side each hold distinct send endpoints */
   if ((x->send >= 0 && y->send >= 0) || (x->recv >= 0 && y->recv >= 0) || x->ch != y->ch ||
-      (x->fixed >= 0 && y->fixed >= 0 && x->fixed != y->fixed))
+      (x->fixed >= 0 && y->fixed >= 0 && x->fixed != y->fixed) || x->compute || y->compute)
     return 0;
   w->parent[rb] = ra;
   if (y->send >= 0) x->send = y->send;
@@ -78,6 +79,7 @@ static const char *describe(const setinfo *s, char *buf, size_t n) {
     snprintf(buf, n, "sends to rank %d and receives from rank %d on channel %d", s->send, s->recv, s->ch);
   else if (s->send >= 0) snprintf(buf, n, "sends to rank %d on channel %d", s->send, s->ch);
   else if (s->recv >= 0) snprintf(buf, n, "receives from rank %d on channel %d", s->recv, s->ch);
+  else if (s->compute) snprintf(buf, n, "runs the compute steps");
   else snprintf(buf, n, "runs local copies and reductions on channel %d", s->ch);
   return buf;
 }

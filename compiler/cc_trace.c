@@ -6,6 +6,7 @@
 #include "ir_geom.h"
 #include "rt_param.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #define REF_MT "baton.ref"
+#define OPND_MT "baton.operand"
 #define MAX_CHUNKS (1 << 20)
 
 typedef struct ref {
@@ -223,7 +225,8 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
 }
 
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
- *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect= } */
+ *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect=,
+ *             tileorder= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -256,6 +259,12 @@ static int l_collective(lua_State *L) {
   int pr = ir_proto_from_name(proto);
   if (pr < 0) luaL_error(L, "unknown protocol '%s' (Simple, LL or LL128)", proto);
   t->proto = (ir_proto)pr;
+  lua_getfield(L, 1, "tileorder");
+  const char *order = luaL_optstring(L, -1, "comm");
+  if (strcmp(order, "comm") && strcmp(order, "program"))
+    luaL_error(L, "tileorder='%s': expected \"comm\" (compute the chunks that leave the GPU first) or \"program\" (the "
+               "script's order)", order);
+  t->tileorder = !strcmp(order, "program") ? CC_ORDER_PROGRAM : CC_ORDER_COMM;
   lua_getfield(L, 1, "name");
   snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
   lua_getfield(L, 1, "minbytes");
@@ -310,10 +319,157 @@ static int l_chunk(lua_State *L) {
   for (int i = 0; i < count; i++) {
     cc_loc *l = loc(L, t, rank, space, idx + i);
     check_mixed(L, t, l, rank, space, idx + i);
+    if (!l->val.n && t->fused && space == CC_SPACE_INPUT)
+      luaL_error(L, "rank %d input[%d] is not computed yet: a fused program's input holds nothing until a compute "
+                 "step (gemv) writes it", rank, idx + i);
     if (!l->val.n)
       luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, idx + i);
   }
   push_ref(L, t, rank, space, idx, count);
+  return 1;
+}
+
+/* ---- compute: operands and compute steps ---- */
+
+/* A dimension of an operand: "input" or a name the call binds. */
+static void check_dim(lua_State *L, const char *what, const char *v) {
+  size_t n = strlen(v);
+  int ok = n > 0 && n < IR_MAX_NAME && (isalpha((unsigned char)v[0]) || v[0] == '_');
+  for (size_t i = 1; ok && i < n; i++) ok = isalnum((unsigned char)v[i]) || v[i] == '_';
+  if (!ok)
+    luaL_error(L, "%s '%s' is not a dimension: \"%s\" (one per element of the input) or a name the call binds, "
+               "such as \"K\" (a letter, then letters, digits or _)", what, v, IR_DIM_INPUT);
+}
+
+/* Declares an operand: the program becomes fused (its input is computed).
+ * Pushes the operand's handle. */
+static int declare(lua_State *L, int kind, const char *name, const char *d0, const char *d1) {
+  cc_trace *t = declared(L);
+  if (t->nops)
+    luaL_error(L, "%s(\"%s\") comes after chunk operations: declare the operands first (a fused program's input "
+               "holds nothing until a compute step writes it)", ir_okind_name[kind], name);
+  check_dim(L, "name", name);
+  for (int k = 0; k < t->noperands; k++)
+    if (!strcmp(t->opnd[k].name, name))
+      luaL_error(L, "operand %s is declared twice (first at %s:%d)", name, t->script, t->opnd[k].line);
+  if (t->noperands == IR_MAX_OPERANDS) luaL_error(L, "a program has at most %d operands", IR_MAX_OPERANDS);
+  check_dim(L, kind == IR_OPND_MATRIX ? "rows" : "length", d0);
+  if (d1) check_dim(L, "cols", d1);
+  cc_opnd *o = &t->opnd[t->noperands];
+  snprintf(o->name, sizeof o->name, "%s", name);
+  snprintf(o->dim[0], sizeof o->dim[0], "%s", d0);
+  snprintf(o->dim[1], sizeof o->dim[1], "%s", d1 ? d1 : "");
+  o->kind = kind;
+  o->line = script_line(L);
+  if (!t->fused) {   /* the input is computed from now on */
+    t->fused = 1;
+    for (int r = 0; r < t->nranks; r++)
+      for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
+        cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
+        l->val.n = 0;
+        l->version = ++t->clock;
+      }
+  }
+  int *h = lua_newuserdatauv(L, sizeof(int), 0);
+  *h = t->noperands++;
+  luaL_setmetatable(L, OPND_MT);
+  return 1;
+}
+
+/* matrix(name, rows, cols): an operand matrix, row-major. */
+static int l_matrix(lua_State *L) {
+  return declare(L, IR_OPND_MATRIX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), luaL_checkstring(L, 3));
+}
+
+/* vector(name, length) */
+static int l_vector(lua_State *L) {
+  return declare(L, IR_OPND_VECTOR, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL);
+}
+
+static int operand_arg(lua_State *L, int at, int kind, const char *fn) {
+  cc_trace *t = trace_of(L);
+  int *h = luaL_testudata(L, at, OPND_MT);
+  if (!h) luaL_error(L, "%s: argument %d must be a %s declared with %s()", fn, at, ir_okind_name[kind],
+                     ir_okind_name[kind]);
+  if (t->opnd[*h].kind != kind)
+    luaL_error(L, "%s: argument %d, %s, is a %s; it must be a %s", fn, at, t->opnd[*h].name,
+               ir_okind_name[t->opnd[*h].kind], ir_okind_name[kind]);
+  return *h;
+}
+
+/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy. */
+static void compute_opts(lua_State *L, int at, cc_op *op) {
+  op->sync = IR_SYNC_TILE;
+  if (lua_isnoneornil(L, at)) return;
+  luaL_checktype(L, at, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, at)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    if (!strcmp(k, "sync")) {
+      const char *v = luaL_checkstring(L, -1);
+      int n = 0;
+      long long par = 0;
+      if (!strcmp(v, "tile")) op->sync = IR_SYNC_TILE;
+      else if (sscanf(v, "group:%lld%n", &par, &n) == 1 && !v[n]) op->sync = IR_SYNC_GROUP;
+      else if (sscanf(v, "stride:%lld%n", &par, &n) == 1 && !v[n]) op->sync = IR_SYNC_STRIDE;
+      else luaL_error(L, "sync='%s': expected \"tile\", \"group:G\" or \"stride:S\"", v);
+      if (op->sync != IR_SYNC_TILE && (par < 1 || par > IR_MAX_SYNC_PARAM))
+        luaL_error(L, "sync='%s': the number is out of range [1, %d]", v, IR_MAX_SYNC_PARAM);
+      op->sync_param = (int)par;
+    } else if (!strcmp(k, "zerocopy")) {
+      op->zerocopy = lua_toboolean(L, -1);
+    } else {
+      luaL_error(L, "unknown compute option '%s' (sync, zerocopy)", k);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* gemv(A, x, rank, index [, count [, opts]]): rank computes its input
+ * chunks [index, index+count): element e is row e of A times x.  Returns
+ * a reference to them. */
+static int l_gemv(lua_State *L) {
+  cc_trace *t = declared(L);
+  int a = operand_arg(L, 1, IR_OPND_MATRIX, "gemv"), x = operand_arg(L, 2, IR_OPND_VECTOR, "gemv");
+  int rank = (int)luaL_checkinteger(L, 3);
+  int idx = (int)luaL_checkinteger(L, 4);
+  int count = (int)luaL_optinteger(L, 5, 1);
+  const cc_opnd *A = &t->opnd[a], *X = &t->opnd[x];
+  if (strcmp(A->dim[0], IR_DIM_INPUT))
+    luaL_error(L, "gemv: matrix %s has rows '%s'; it needs rows \"%s\" (a row per element it computes)", A->name,
+               A->dim[0], IR_DIM_INPUT);
+  if (strcmp(A->dim[1], X->dim[0]))
+    luaL_error(L, "gemv: matrix %s has cols '%s' but vector %s has length '%s'", A->name, A->dim[1], X->name, X->dim[0]);
+  check_range(L, t, rank, CC_SPACE_INPUT, idx, count);
+  cc_op op = {.kind = CC_COMPUTE, .src_rank = rank, .src_space = CC_SPACE_INPUT, .src_idx = idx, .dst_rank = rank,
+              .dst_space = CC_SPACE_INPUT, .dst_idx = idx, .count = count, .ch = -1, .sendtb = -1, .recvtb = -1,
+              .line = script_line(L), .cop = IR_OP_GEMV};
+  op.args[0] = (int8_t)a;
+  op.args[1] = (int8_t)x;
+  op.args[2] = -1;
+  compute_opts(L, 6, &op);
+  for (int i = 0; i < count; i++) {
+    cc_loc *l = loc(L, t, rank, CC_SPACE_INPUT, idx + i);
+    if (l->val.n)
+      luaL_error(L, "rank %d input[%d] is computed twice (first at %s:%d); compute each input chunk once and copy it",
+                 rank, idx + i, t->script, l->line);
+    uint64_t term = (uint64_t)rank << 32 | (uint32_t)(idx + i);
+    cc_val v = {1, 1, &term};
+    if (!val_set(&l->val, &v)) luaL_error(L, "out of memory");
+    l->version = ++t->clock;
+    l->mixed = 0;
+    l->line = op.line;
+  }
+  add_op(L, t, &op);
+  push_ref(L, t, rank, CC_SPACE_INPUT, idx, count);
+  return 1;
+}
+
+static int l_opnd_tostring(lua_State *L) {
+  cc_trace *t = trace_of(L);
+  const cc_opnd *o = &t->opnd[*(int *)luaL_checkudata(L, 1, OPND_MT)];
+  if (o->kind == IR_OPND_MATRIX) lua_pushfstring(L, "matrix %s [%s x %s]", o->name, o->dim[0], o->dim[1]);
+  else lua_pushfstring(L, "vector %s [%s]", o->name, o->dim[0]);
   return 1;
 }
 
@@ -324,7 +480,8 @@ static int l_copy(lua_State *L) {
   int rank = (int)luaL_checkinteger(L, 2);
   const char *b = luaL_checkstring(L, 3);
   int idx = (int)luaL_checkinteger(L, 4);
-  cc_op op = {CC_COPY, src->rank, src->space, src->idx, rank, 0, idx, src->count, -1, -1, -1, script_line(L), 0, 0};
+  cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx, .dst_rank = rank,
+              .dst_idx = idx, .count = src->count, .line = script_line(L)};
   read_opts(L, 5, &op);
   int space = find_space(t, b, 1);
   if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
@@ -355,7 +512,9 @@ static int l_reduce(lua_State *L) {
   cc_trace *t = declared(L);
   ref *dst = luaL_checkudata(L, 1, REF_MT);
   ref *src = luaL_checkudata(L, 2, REF_MT);
-  cc_op op = {CC_REDUCE, src->rank, src->space, src->idx, dst->rank, dst->space, dst->idx, dst->count, -1, -1, -1, script_line(L), 0, 0};
+  cc_op op = {.kind = CC_REDUCE, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
+              .dst_rank = dst->rank, .dst_space = dst->space, .dst_idx = dst->idx, .count = dst->count,
+              .line = script_line(L)};
   read_opts(L, 3, &op);
   if (src->count != dst->count)
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
@@ -524,8 +683,14 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   lua_pushcclosure(L, l_ref_tostring, 1);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
+  luaL_newmetatable(L, OPND_MT);
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, l_opnd_tostring, 1);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
   static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param},
-                                 {"parallelize", l_parallelize}, {NULL, NULL}};
+                                 {"parallelize", l_parallelize}, {"matrix", l_matrix}, {"vector", l_vector},
+                                 {"gemv", l_gemv}, {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);

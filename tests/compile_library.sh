@@ -153,5 +153,38 @@ rails "twostep 4x4: 4*3*4 cross-node thread blocks, each on a rail" "48 0" 4 \
 steps=$(grep -c 'type="s".*cnt="4"' "$out")
 if [ "$steps" = 48 ]; then pass "twostep 4x4: each cross-node message carries the 4 blocks of a node"
 else fail "twostep 4x4: each cross-node message carries the 4 blocks of a node" "$steps aggregated sends, wanted 48"; fi
+# Fused programs (GEMV + AllReduce): every type they take, the operand's
+# K dimension odd and large, one-element tiles with two FIFO slots.
+fused_case() {  # fused_case SCRIPT PARAMS...
+  local name="$(basename "$1" .lua) ${*:2}"
+  if compile "$@" &&
+     msg=$("$baton" verify -q --dtype all --op sum --dim K=301 "$out" 2>&1) &&
+     msg=$("$baton" verify -q --dtype bf16 --op max --count 5 --tile 1 --slots 2 --dim K=1 "$out" 2>&1) &&
+     msg=$("$baton" verify -q --dtype f16 --count 999 --tile 16 --dim K=2000 "$out" 2>&1); then
+    pass "$name"
+  else
+    fail "$name" "$msg"
+  fi
+}
+for r in 1 2 4 8; do
+  fused_case gemv_allreduce.lua ranks=$r
+  fused_case gemv_allreduce.lua ranks=$r form=ring
+  fused_case gemv_allreduce.lua ranks=$r zerocopy=1
+done
+fused_case gemv_allreduce.lua ranks=4 chunks=2 sync=group:2
+fused_case gemv_allreduce.lua ranks=4 chunks=3 sync=stride:2 protocol=Simple
+fused_case gemv_allreduce.lua ranks=4 form=ring chunks=2 protocol=LL128 tileorder=program
+fused_case gemv_allreduce.lua ranks=4 instances=2
+refuses gemv_allreduce.lua "zerocopy=1 is for form=allpairs" form=ring zerocopy=1
+refuses gemv_allreduce.lua "sync='group': expected" sync=group
+# The compute thread block takes the slices it sends first: on rank 0 of
+# the all-pairs form, slice 0 (its own) is its last step.
+t="gemv_allreduce 4 ranks: rank 0 computes the slices it sends first, its own last"
+if compile gemv_allreduce.lua ranks=4 &&
+   [ "$(awk '/<gpu id="1"/{exit} /type="gemv"/{print}' "$out" | sed -n '4p' | grep -c 'srcoff="0"')" = 1 ]; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
 echo "1..$n"
 [ $failed -eq 0 ]

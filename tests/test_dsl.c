@@ -360,6 +360,95 @@ static void test_parallelize(void) {
               "too many pieces");
 }
 
+/* A 2-rank fused GEMV + AllReduce, reduce-scatter then all-gather; `opts`
+ * are rank r's gemv options for slice q (Lua expression). */
+#define GEMV2(opts) "collective{kind='allreduce', ranks=2, chunks=2, inplace=true}\n" \
+  "local W = matrix('W', 'input', 'K')\nlocal x = vector('x', 'K')\n" \
+  "for r = 0, 1 do for q = 0, 1 do gemv(W, x, r, q, 1, " opts ") end end\n" \
+  "for q = 0, 1 do chunk(q, 'input', q):reduce(chunk(1 - q, 'input', q)) end\n" \
+  "for q = 0, 1 do chunk(q, 'input', q):copy(1 - q, 'input', q, {ch = 1}) end\n"
+#define FUSED "local W = matrix('W', 'input', 'K')\nlocal x = vector('x', 'K')\n"
+
+/* Compiles a fused script and verifies it on the CPU in f32 and bf16. */
+static ir_prog *fused_compiles(const char *src, const char *what) {
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
+  if (!t) return NULL;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(!cc_lower(t, &lo, &p, d) && !ir_check(p, d) && !ir_check_races(p, 1, d), "%s lowers to a valid program: %s", what,
+     rt_diag_text(d));
+  for (int k = 0; p && k < 2; k++) {
+    ip_cpu_opts o = {.dtype = k ? IP_BF16 : IP_F32, .op = IP_OP_SUM, .count = 103, .inplace = -1, .tile = 8};
+    ip_cpu_report rep;
+    ok(!ip_cpu_verify(p, &o, &rep, d), "%s computes y = sum of W_r x_r (%s): %s", what, k ? "bf16" : "f32",
+       rt_diag_text(d));
+  }
+  cc_trace_free(t);
+  rt_diag_free(d);
+  return p;
+}
+
+static void test_fused(void) {
+  fails(AR2 "chunk(0, 'input', 0):copy(1, 'input', 0)\nmatrix('W', 'input', 'K')\n",
+        "t.lua:3: matrix(\"W\") comes after chunk operations: declare the operands first", "an operand after chunk operations");
+  fails("matrix('W', 'input', 'K')\n", "t.lua:1: call collective{...} before", "an operand before collective{}");
+  fails(AR2 "matrix('W', 'input', 'K')\nvector('W', 'K')\n", "t.lua:3: operand W is declared twice (first at t.lua:2)",
+        "an operand declared twice");
+  fails(AR2 "matrix('W', 'input', '2K')\n", "t.lua:2: cols '2K' is not a dimension", "a malformed dimension");
+  fails(AR2 FUSED "gemv(x, W, 0, 0)\n", "t.lua:4: gemv: argument 1, x, is a vector; it must be a matrix",
+        "operands swapped");
+  fails(AR2 "local W = matrix('W', 'M', 'K')\nlocal x = vector('x', 'K')\ngemv(W, x, 0, 0)\n",
+        "t.lua:4: gemv: matrix W has rows 'M'; it needs rows \"input\"", "a matrix not shaped like the input");
+  fails(AR2 "local W = matrix('W', 'input', 'K')\nlocal x = vector('x', 'N')\ngemv(W, x, 0, 0)\n",
+        "t.lua:4: gemv: matrix W has cols 'K' but vector x has length 'N'", "mismatched shapes");
+  fails(AR2 FUSED "gemv(W, x, 0, 0)\ngemv(W, x, 0, 0)\n", "t.lua:5: rank 0 input[0] is computed twice (first at t.lua:4)",
+        "a chunk computed twice");
+  fails(AR2 FUSED "chunk(0, 'input', 1)\n",
+        "t.lua:4: rank 0 input[1] is not computed yet: a fused program's input holds nothing until a compute step",
+        "a read before the compute");
+  fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {sync = 'row'})\n",
+        "t.lua:4: sync='row': expected \"tile\", \"group:G\" or \"stride:S\"", "an unknown sync policy");
+  fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {sync = 'group:0'})\n", "t.lua:4: sync='group:0': the number is out of range [1, 4096]",
+        "an empty group");
+  fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {tb = 3})\n", "t.lua:4: unknown compute option 'tb' (sync, zerocopy)",
+        "an unknown compute option");
+  fails("collective{kind='allreduce', ranks=2, tileorder='fast'}\n", "t.lua:1: tileorder='fast': expected \"comm\"",
+        "an unknown tile order");
+  fails(GEMV2("{}") "chunk(0, 'input', 5)\n", "t.lua:7: input[5..5] out of range", "a read past the input");
+
+  ir_prog *p = fused_compiles(GEMV2("{sync = 'group:2'}"), "2-rank GEMV + AllReduce");
+  ok(p && p->noperands == 2 && ir_tb_compute(&p->gpus[0].tbs[0]), "it has two operands and a compute thread block");
+  if (p) {
+    const ir_tb *c = &p->gpus[0].tbs[0];
+    ok(c->nsteps == 2 && c->steps[0].srcoff == 1 && c->steps[1].srcoff == 0 && c->steps[0].sync == IR_SYNC_GROUP &&
+       c->steps[0].sync_param == 2, "rank 0 computes the slice it sends first, its own last, with the sync policy asked");
+  }
+  ir_prog_free(p);
+  p = fused_compiles("collective{kind='allreduce', ranks=2, chunks=2, inplace=true, tileorder='program'}\n" FUSED
+                     "for r = 0, 1 do for q = 0, 1 do gemv(W, x, r, q) end end\n"
+                     "for q = 0, 1 do chunk(q, 'input', q):reduce(chunk(1 - q, 'input', q)) end\n"
+                     "for q = 0, 1 do chunk(q, 'input', q):copy(1 - q, 'input', q, {ch = 1}) end\n",
+                     "tileorder='program'");
+  ok(p && p->gpus[0].tbs[0].steps[0].srcoff == 0, "tileorder='program' keeps the script's order");
+  ir_prog_free(p);
+  p = fused_compiles(GEMV2("{zerocopy = q ~= r}"), "zero-copy GEMV + AllReduce");
+  int gemvs = 0, sends = 0;
+  for (int r = 0; p && r < 2; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        gemvs += p->gpus[r].tbs[t].steps[s].op == IR_OP_GEMVS && p->gpus[r].tbs[t].send == 1 - r;
+        sends += p->gpus[r].tbs[t].steps[s].op == IR_OP_SEND;
+      }
+  ok(gemvs == 2 && sends == 2, "zerocopy: each rank computes the slice it sends in the send's thread block (gemvs), "
+     "and sends its own sum as before");
+  ir_prog_free(p);
+  lower_fails(GEMV2("{zerocopy = true}"),
+              "t.lua:4: gemv with zerocopy: the chunks it computes on rank 0 must be sent once, whole, to one peer, and "
+              "not read or kept on rank 0", "zerocopy of a chunk kept on its rank");
+}
+
 int main(void) {
   setenv("BATON_LUA_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
@@ -370,5 +459,6 @@ int main(void) {
   test_parallelize();
   test_modules();
   test_custom();
+  test_fused();
   return tap_done();
 }

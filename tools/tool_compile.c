@@ -57,8 +57,10 @@ static void *run_main(void *arg) {
 
 /* Runs the compiled program through the CPU executor the way users call
  * it: three runs (f32 sum at an uneven count in 128-element tiles, i32 max
- * at 7 elements in 1-element tiles, bf16 sum out of place), side by side;
- * each is an independent executor.  The first failure's messages go to d. */
+ * at 7 elements in 1-element tiles -- f16 for a fused program, whose
+ * compute steps take float types --, bf16 sum out of place), side by
+ * side; each is an independent executor.  The first failure's messages go
+ * to d. */
 static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
   run runs[] = {
     {.o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1}},
@@ -66,6 +68,7 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
     {.o = {.dtype = IP_BF16, .op = IP_OP_SUM, .count = 1000, .tile = 64, .inplace = 0}},
   };
   enum { N = sizeof runs / sizeof runs[0] };
+  if (!ip_compute_takes(p, IP_I32)) runs[1].o.dtype = IP_F16;
   int started[N] = {0};
   bt_result res = BT_OK;
   *checked = 0;
