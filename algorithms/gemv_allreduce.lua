@@ -27,7 +27,8 @@ local k = param("chunks", 1)
 local zerocopy = param("zerocopy", 0) ~= 0
 if form ~= "allpairs" and form ~= "ring" then error("form must be allpairs or ring, not " .. tostring(form)) end
 if zerocopy and form ~= "allpairs" then error("zerocopy=1 is for form=allpairs (a ring forwards what it computes)") end
-collective{ kind = "allreduce", name = "gemv_allreduce_" .. form .. (zerocopy and "_zc" or ""), ranks = n,
+collective{ kind = "allreduce", name = "gemv_allreduce_" .. form .. (k > 1 and "_c" .. k or "") .. (zerocopy and "_zc" or ""),
+            ranks = n,
             chunks = n * k, inplace = true, protocol = param("protocol", "LL"), instances = param("instances", 1),
             threads = param("threads", 0), tileorder = param("tileorder", "comm"),
             minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0) }

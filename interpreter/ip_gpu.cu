@@ -6,6 +6,7 @@
 // out-of-line variants cost a register save and restore per call, more
 // local-memory traffic than the data itself).
 #include "ip_gpu.h"
+#include "ip_compute.cuh"
 #include "ip_mem.cuh"
 #include "ip_reduce.cuh"
 
@@ -612,6 +613,36 @@ __device__ __forceinline__ unsigned op_flags(int op) {
 // Executes step st for tile t: every chunk of the step, all threads.  In
 // LL, rflag/sflag are the flags of the message received/sent; returns
 // false when an LL receive gave up (Simple waits before, in wait_step).
+// The shared memory a compute step's values go to (after the steps).
+__device__ __forceinline__ char *stage_of(const ip_gargs &a) {
+  extern __shared__ ip_gstep sm_steps[];
+  return (char *)sm_steps + (size_t)a.smem_steps * sizeof(ip_gstep);
+}
+
+// stage = elements [from, from + n) of tile t of input chunk c as compute
+// step st computes them: the valid ones computed, the rest zero.  Ends
+// with a barrier.
+template <int DT>
+__device__ __forceinline__ void compute_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t, int64_t from,
+                                              int64_t n, char *stage) {
+  int64_t at = t * a.tile + from, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
+  valid = valid < 0 ? 0 : valid > n ? n : valid;
+  for (int64_t b = valid * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) stage[b] = 0;
+  if (valid > 0) ip_compute_rows<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, stage);
+  else __syncthreads();
+}
+
+// A compute step in a communicating thread block, before exec_step sends
+// or stores its values: tile t of each of its chunks into the stage, one
+// after the other (the runtime makes a tile of every chunk of a step fit).
+// Not inlined: the computation's registers stay out of the interpreter's
+// communication paths.
+template <int DT>
+__device__ __noinline__ void compute_tile(const ip_gargs &a, const ip_gstep &st, int64_t t) {
+  const int64_t len = tile_len(a, t);
+  for (int j = 0; j < st.cnt; j++) compute_piece<DT>(a, st, st.srcoff + j, t, 0, len, stage_of(a) + j * len * a.esize);
+}
+
 template <int DT, int OP>
 __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st, int s, int64_t t, const char *msg,
                                           char *out, uint64_t rflag, uint64_t sflag, int peer) {
@@ -623,6 +654,10 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
     p.src = NULL; p.msg = NULL; p.cur = NULL; p.dst = NULL; p.out = NULL;
     p.srcvalid = p.dstvalid = 0;
     p.len = lenb;
+    if (fl & IR_F_COMP) {   // computed into the stage (compute_tile): stored or sent as a copy or send would
+      p.src = stage_of(a) + j * lenb;
+      p.srcvalid = lenb;
+    }
     if (fl & IR_F_SRC) p.src = tile_at(a, st.srcbuf, st.srcoff + j, t, len, &p.srcvalid);
     if (fl & IR_F_DST) p.dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &p.dstvalid);
     if (fl & IR_F_RECV) p.msg = msg + j * stride;
@@ -651,7 +686,13 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
                                           int64_t i, int lane0, uint64_t base, uint64_t sent, const ip_gconn &rc,
                                           int rpeer, uint64_t r, uint64_t *tail_seen) {
   spin sp = {0, 0};
-  if (st.depid >= 0) {
+  if (st.depid >= 0 && st.sem != IP_SEM_NONE) {   // on a compute step: every sub-tile of t's group counted
+    uint64_t need;
+    const uint64_t *w = sem_word(a, st.sem, t, &need);
+    need |= (base >> 40) << 32;   // this launch's generation, every block's
+    while (ld_acquire_gpu(w) < need)
+      if (!spin_more(a, sp, s, t, IP_WAIT_SEM, -1, st.depid)) return false;
+  } else if (st.depid >= 0) {
     uint64_t need = base + (uint64_t)i * st.depn + st.deps + 1;
     const uint64_t *w = &a.progress[lane0 + st.depid];
     while (ld_acquire_gpu(w) < need)
@@ -670,6 +711,48 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
 }
 
 
+// A CUDA block of a compute thread block (ip_gpu.h): its items, each a
+// sub-tile of a tile of a step, computed into the stage and stored, then
+// counted in the step's semaphore when some step waits on it.  Not
+// inlined into the kernel: its registers are its own.
+template <int DT>
+__device__ __noinline__ void compute_block(const ip_gargs &a) {
+  const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
+  const ip_gstep *steps = a.steps + (int64_t)(a.ntbs + ct) * a.step_stride;
+  char *stage = stage_of(a);
+  __shared__ uint64_t gen;
+  __shared__ int nsteps;
+  int tn = 0;
+  if (threadIdx.x == 0) {
+    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
+    gen = a.gen[blockIdx.x] + 1;
+    a.gen[blockIdx.x] = gen;
+    nsteps = a.tbs[a.ntbs * a.lanes + ct].nsteps;
+  }
+  __syncthreads();
+  const int64_t per_step = a.ntiles * a.csub, items = nsteps * per_step;
+  for (int64_t j = w; j < items; j += a.cwidth) {
+    const int s = (int)(j / per_step);
+    const int64_t t = j % per_step / a.csub, from = j % a.csub * a.csub_len;
+    const ip_gstep st = steps[s];
+    const int64_t len = tile_len(a, t), n = len - from < a.csub_len ? len - from : a.csub_len;
+    for (int c = 0; n > 0 && c < st.cnt; c++) {
+      compute_piece<DT>(a, st, st.srcoff + c, t, from, n, stage);
+      piece p;
+      p.src = stage; p.msg = NULL; p.cur = NULL; p.out = NULL;
+      p.srcvalid = p.len = n * a.esize;
+      int64_t dv;
+      p.dst = tile_at(a, st.dstbuf, st.dstoff + c, t, len, &dv) + from * a.esize;
+      p.dstvalid = dv - from * a.esize < 0 ? 0 : dv - from * a.esize;
+      move_piece(&p, a.esize);
+      __syncthreads();   // stored: the stage is free, and the count below covers every thread's stores
+    }
+    if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, gen);
+    if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
+  }
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+}
+
 // Copies n 4-byte words from global to shared memory, all threads.
 __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
   for (int k = threadIdx.x; k < n; k += blockDim.x) ((int *)to)[k] = ((const int *)from)[k];
@@ -686,12 +769,16 @@ __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
 // by every thread, so a step that waits for nothing needs no barrier
 // before it.
 template <int DT, int OP>
-__global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs a) {
+__global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __grid_constant__ ip_gargs a) {
   extern __shared__ ip_gstep sm_steps[];
   __shared__ ip_gtb tb;
   int &stop = ip_stop;
   __shared__ uint64_t base, sent0, rcvd0[1 + IP_GPU_XRECV];   // rcvd0[0]: own connection, then the extras
   static_assert(sizeof(ip_gtb) % 4 == 0 && sizeof(ip_gstep) % 4 == 0, "copied as words");
+  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a compute thread block's block
+    compute_block<DT>(a);
+    return;
+  }
   int tn = 0;                     // thread 0: events traced
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_ENTER, 0, 0);
   const int lane = blockIdx.x / a.ntbs, lane0 = lane * a.ntbs;
@@ -779,6 +866,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(ip_gargs 
       } else {
         const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
         char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
+        if (fl & IR_F_COMP) compute_tile<DT>(a, st, t);
         if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
           stop = 1;
       }
@@ -851,7 +939,7 @@ static const void *kernel_of(int dtype, int op) {
 }
 
 extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream) {
-  size_t smem = (size_t)a->smem_steps * sizeof(ip_gstep);
+  size_t smem = ip_gpu_smem(a);
   ip_gargs args = *a;
   void *params[] = {&args};
   /* cudaLaunchKernel reports this launch's own error, never one an
@@ -876,9 +964,14 @@ extern "C" bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, v
 
 extern "C" bt_result ip_gpu_load(void) {
   cudaFuncAttributes at;
+  /* Steps and a stage together may pass the 48 KiB a launch gets unasked. */
+  const int smem = IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep) + IP_GPU_STAGE_BYTES;
   for (int d = 0; d < IP_DTYPE_COUNT; d++)
-    for (int o = 0; o < 4; o++)
+    for (int o = 0; o < 4; o++) {
       CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o]), RT_SUB_EXEC, "loading the interpreter"));
+      CHECK(rt_cuda(cudaFuncSetAttribute(kernels[d][o], cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                    RT_SUB_EXEC, "allowing the interpreter its shared memory"));
+    }
   static const void *const divide[IP_DTYPE_COUNT] = {
 #define X(id, name, ctype, size, kind) (const void *)ip_divide_kernel<IP_##id>,
 #include "ip_dtype.def"

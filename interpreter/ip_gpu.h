@@ -45,14 +45,33 @@ typedef struct ip_gstep {
   uint8_t hasdep;        /* a step of another CUDA block waits on this one */
   uint8_t fuse;          /* this step and the fuse-1 after it run as one (rt_chain_fuse); 0: runs inside such a
                             group; 1: alone */
-  uint8_t pad_[3];
+  int8_t arg[3];         /* compute opcodes: operand indices (ip_gargs.opnd) */
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
   int32_t srcoff, dstoff, cnt;
-  int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1 */
+  int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1; a wait on a compute
+                            step (sem set): depid is the compute tb's entry in ip_gargs.tbs */
   int32_t depn;          /* steps of tb depid: its progress counts them per tile */
   int32_t sseq, rseq;    /* this step's message among those of its send / receive
                             connection in one tile (so counts need no updating) */
+  int32_t sem;           /* a step of a compute tb: the semaphores it counts in; a step waiting on one:
+                            those it waits on (ip_sem_pack); IP_SEM_NONE */
 } ip_gstep;
+
+/* Semaphores: a compute step's words start at `base` in ip_gargs.sems,
+ * one per group of tiles of its sync policy (ir_sync: kind, param). */
+#define IP_SEM_NONE (-1)
+#define IP_SEM_MAX_WORDS (1 << 17)
+#define IP_SEM_MAX_PARAM ((1 << 13) - 1)
+static inline int32_t ip_sem_pack(int base, int kind, int param) {
+  return (int32_t)((uint32_t)base | (uint32_t)kind << 17 | (uint32_t)param << 19);
+}
+IR_HD int ip_sem_base(int32_t s) { return (int)((uint32_t)s & (IP_SEM_MAX_WORDS - 1)); }
+IR_HD int ip_sem_kind(int32_t s) { return (int)((uint32_t)s >> 17 & 3); }
+IR_HD int ip_sem_param(int32_t s) { return (int)((uint32_t)s >> 19); }
+
+/* Tiles a chunk of a program with compute thread blocks is cut into at
+ * most: each compute step with dependents gets this many semaphores. */
+#define IP_GPU_MAX_CTILES 512
 
 /* One side of a connection as one thread block sees it. */
 typedef struct ip_gconn {
@@ -75,7 +94,7 @@ typedef struct ip_gtb {
 } ip_gtb;
 
 /* Why a spin gave up; the first block to give up fills ip_gerr. */
-enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT };
+enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM };
 
 typedef struct ip_gerr {  /* in host-mapped memory, shared by all ranks */
   int32_t flag;           /* 0: no error; set once */
@@ -102,6 +121,16 @@ typedef struct ip_gargs {
   ip_gerr *err;                    /* host-mapped */
   uint64_t timeout_ns;             /* 0: never */
   uint64_t *trace;                 /* NULL, or the timeline (IP_TRACE_WORDS per CUDA block) */
+  /* Compute (docs/FUSED.md). */
+  int32_t ncomp, cwidth;           /* compute tbs (their entries follow the lanes' in tbs, their steps the
+                                      lanes' tbs' in steps), CUDA blocks each */
+  int32_t csub;                    /* sub-tiles a tile of a compute tb's step is cut into: a block's item */
+  int64_t csub_len;                /* elements of a sub-tile (a multiple of 16 bytes) */
+  uint64_t *sems;                  /* device: the semaphore words */
+  int32_t stage_bytes;             /* dynamic shared memory after the steps for computed values */
+  const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */
+  int64_t opld[IR_MAX_OPERANDS];       /* a matrix's row stride in elements */
+  int64_t opcols[IR_MAX_OPERANDS];     /* a matrix's columns (a vector's length is the matrix's) */
 } ip_gargs;
 
 /* The kernel's timeline (BATON_TRACE, runtime/rt_trace.c).  When
@@ -124,8 +153,10 @@ bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream);
 
 /* CUDA blocks a launch runs: only the lanes that have a tile (a lane's
  * blocks wait only on each other, so a lane left out keeps its blocks'
- * generations equal). */
+ * generations equal); with compute thread blocks, every block (compute
+ * blocks and any lane's wait on each other's semaphores). */
 static inline int ip_gpu_blocks(const ip_gargs *a) {
+  if (a->ncomp) return a->ntbs * a->lanes + a->ncomp * a->cwidth;
   return a->ntbs * (int)(a->ntiles < a->lanes ? a->ntiles : a->lanes);
 }
 
@@ -151,6 +182,16 @@ bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
 
 /* Steps of a thread block held in shared memory at most. */
 #define IP_GPU_SMEM_STEPS 1024
+
+/* Shared memory for the values a compute step computes, after the steps:
+ * a compute block's sub-tile, or an inline compute step's whole tile (the
+ * runtime cuts tiles to fit). */
+#define IP_GPU_STAGE_BYTES 16384
+
+/* Dynamic shared memory of a launch: its steps, then the stage. */
+static inline size_t ip_gpu_smem(const ip_gargs *a) {
+  return (size_t)a->smem_steps * sizeof(ip_gstep) + (size_t)a->stage_bytes;
+}
 
 #ifdef __cplusplus
 }

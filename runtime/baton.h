@@ -92,6 +92,37 @@ baton_result baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, ba
 baton_result baton_run(const char *name, const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype,
                        baton_redop op, baton_comm *comm, cudaStream_t stream);
 
+/* Fused computation and communication (docs/FUSED.md): programs whose
+ * thread blocks compute their input from operand buffers, tile by tile,
+ * and send each tile on as soon as it is done.  Loaded like any other
+ * (BATON_ALGO_FILES ...); never chosen for a plain collective. */
+
+/* An operand buffer of a fused call, bound to the program's by name: a
+ * matrix of rows x cols elements, row-major, rows ld elements apart (ld 0:
+ * cols), or a vector of rows elements (cols 1).  Device memory of the
+ * call's type. */
+typedef struct baton_operand {
+  const char *name;
+  const void *data;
+  size_t rows, cols, ld;
+} baton_operand;
+
+/* y = sum over ranks of W_r x_r on every rank (the tensor-parallel row
+ * split of a linear layer in decoding): rank r holds W [M, K_local]
+ * (row-major, its K_local columns of the layer) and x [K_local]; y holds M
+ * elements.  f32, f16 or bf16, accumulated in f32.  Runs the loaded fused
+ * GEMV + AllReduce program chosen for M * sizeof(type) bytes (its size
+ * range), in place on y.  Asynchronous on the stream, capturable. */
+baton_result baton_gemv_allreduce(baton_comm *comm, const void *W, const void *x, void *y, size_t M, size_t K_local,
+                                  baton_dtype dtype, cudaStream_t stream);
+
+/* Runs the loaded fused program called `name` with its operands on
+ * recvbuf (`count` elements per block, as baton_run): an in-place program
+ * computes its input in recvbuf (NCCL's in-place layout), an
+ * out-of-place one in baton's scratch. */
+baton_result baton_run_fused(const char *name, const baton_operand *operands, int noperands, void *recvbuf,
+                             size_t count, baton_dtype dtype, baton_redop op, baton_comm *comm, cudaStream_t stream);
+
 /* Groups (as NCCL's ncclGroupStart/End, per thread, nestable): the calls
  * made between start and the outermost end are checked and prepared when
  * made, and launched at the end, each GPU's in order and different GPUs

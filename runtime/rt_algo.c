@@ -93,7 +93,8 @@ static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   snprintf(name, len, "%s_oop", q->name);
   free(q->name);
   q->name = name;
-  rt_algo direct = {.prog = q, .inplace_ok = 0, .outofplace_ok = 1, .maxcnt = al->maxcnt, .copies = 0, .rewrite = 1};
+  rt_algo direct = {.prog = q, .inplace_ok = 0, .outofplace_ok = 1, .maxcnt = al->maxcnt, .copies = 0, .rewrite = 1,
+                    .compute = -1};
   if (append(a, &direct)) { ir_prog_free(q); return BT_ERR_NOMEM; }
   LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out-of-place calls run %s, which reads the input in place (no copy)", path,
            name);
@@ -121,8 +122,34 @@ static bt_result load_one(rt_algos *a, const char *path) {
     /* Custom collectives are run by name only (baton_run). */
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
   }
-  rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0)};
+  rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1};
   rt_diag_clear(d);
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        int op = p->gpus[r].tbs[t].steps[s].op;
+        if (!(ir_op_flags[op] & IR_F_COMP)) continue;
+        al.compute = IR_OP_GEMV;   /* gemv and gemvs: the only compute opcodes so far */
+        al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
+      }
+  if (al.compute >= 0) {
+    /* A fused call runs the program in its own layout: no copies, no rewrite. */
+    if (ir_check_races(p, p->inplace, d)) {
+      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
+      goto drop;
+    }
+    for (int r = 0; r < p->ngpus; r++)
+      for (int t = 0; t < p->gpus[r].ntbs; t++)
+        for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+          if (p->gpus[r].tbs[t].steps[s].cnt > al.maxcnt) al.maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+    al.copies = 0;
+    if (append(a, &al)) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
+    LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s, fused %s (computes with %s), %d ranks, %d chunks, bytes %llu..%llu",
+             path, p->name ? p->name : "?", ir_coll_name[p->coll], ir_op_xml[al.compute], p->ngpus, p->nchunksperloop,
+             (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
+    rt_diag_free(d);
+    return BT_OK;
+  }
   if (p->inplace) {
     al.inplace_ok = ir_check_races(p, 1, d) == BT_OK;
     if (!al.inplace_ok)
@@ -229,7 +256,7 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
-    if (p->coll != coll) continue;
+    if (p->coll != coll || al->compute >= 0) continue;
     /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
     int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
     if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
@@ -257,6 +284,33 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     else
       LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
                inplace ? "in-place" : "out-of-place", (unsigned long long)bytes, a->n);
+  }
+  return pick;
+}
+
+int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t bytes, int64_t count,
+                          const unsigned char *usable, int log) {
+  int pick = -1, best = -1, candidates = 0;
+  for (int i = 0; i < a->n; i++) {
+    const rt_algo *al = &a->v[i];
+    const ir_prog *p = al->prog;
+    if (p->coll != coll || al->compute != compute || (usable && !usable[i])) continue;
+    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    candidates++;
+    int ib, ob;
+    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
+    int divides = k > 0 && count % k == 0;
+    if (divides > best) { pick = i; best = divides; }
+  }
+  if (log) {
+    if (pick >= 0)
+      LOG_INFO(RT_SUB_RUNTIME, "%s fused with %s, %llu bytes: running %s (%s; %d candidate%s)", ir_coll_name[coll],
+               ir_op_xml[compute], (unsigned long long)bytes, a->v[pick].prog->name ? a->v[pick].prog->name : "?",
+               ir_prog_where(a->v[pick].prog), candidates, candidates == 1 ? "" : "s");
+    else
+      LOG_INFO(RT_SUB_RUNTIME, "%s fused with %s, %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
+               ir_op_xml[compute], (unsigned long long)bytes, a->n);
   }
   return pick;
 }

@@ -17,6 +17,10 @@ typedef struct rt_algo {
   int copies;             /* an out-of-place call runs on a copy of the input:
                              ir_prog_aliased(prog, 0), once at load, not per call */
   int rewrite;            /* the out-of-place rewrite of a loaded in-place program (NAME_oop) */
+  /* Fused programs (compute steps; docs/FUSED.md): run by the fused calls
+   * only, never for a plain collective. */
+  int compute;            /* the compute opcode its steps run (IR_OP_GEMV for gemv and gemvs), -1: none */
+  int inline_compute;     /* some rank computes in a thread block that also communicates */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
@@ -34,7 +38,7 @@ const rt_algo *rt_algos_get(const rt_algos *a, int i);
 /* Index of the algorithm called `name` (its IR name or file name), -1. */
 int rt_algos_find(const rt_algos *a, const char *name);
 
-/* Chooses an algorithm for a call: same collective, in-place or not (an
+/* Chooses an algorithm for a call (never a fused program): same collective, in-place or not (an
  * in-place call may also take an out-of-place program, which then runs on
  * a copy of the input), `bytes` in its size range; among those, first one
  * that runs the call without copying the input (rt_algo.copies), then one
@@ -42,6 +46,15 @@ int rt_algos_find(const rt_algos *a, const char *name);
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);
+
+/* The same for a fused call: a fused program of collective coll whose
+ * compute steps run opcode `compute` (IR_OP_GEMV), `bytes` (of the
+ * output) in its size range, and usable[i] (NULL: all are; the runtime
+ * leaves out those this GPU cannot hold); the first loaded whose chunks
+ * divide the count, else the first.  Programs without compute steps are
+ * never chosen, and rt_algos_select never chooses a fused one. */
+int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t bytes, int64_t count,
+                          const unsigned char *usable, int log);
 
 void rt_algos_free(rt_algos *a);
 

@@ -33,11 +33,49 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
+/* Items (sub-tiles) a call aims to give each CUDA block of a compute
+ * thread block: more balance the blocks' work (a block's last item ends
+ * the computation), fewer cost less in semaphore counts and barriers. */
+#define RT_COMPUTE_ITEMS 4
+
+/* The tile of a program with compute steps, from the communication's
+ * (tile, elements) for a chunk of `cap` elements of `es` bytes: no more
+ * than IP_GPU_MAX_CTILES tiles (each compute step has that many
+ * semaphores), and a compute step in a communicating thread block
+ * computes a whole tile into the stage.  Both are program-wide, so every
+ * rank cuts alike.  0 when no tile fits both. */
+static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_compute) {
+  const int64_t unit = 16 / es;   /* elements of 16 bytes */
+  int64_t least = (cap + IP_GPU_MAX_CTILES - 1) / IP_GPU_MAX_CTILES;
+  least = (least + unit - 1) / unit * unit;
+  if (tile < least) tile = least < cap ? least : cap;
+  if (inline_compute && tile * es > IP_GPU_STAGE_BYTES) {
+    tile = IP_GPU_STAGE_BYTES / es / unit * unit;
+    if (tile < least && tile < cap) return 0;
+  }
+  return tile;
+}
+
+/* A compute block's item: the sub-tile length (a 16-byte multiple) that
+ * gives each of the plan's compute blocks about RT_COMPUTE_ITEMS items,
+ * at least 16 rows (a row group per warp needs work), within the stage. */
+static int64_t compute_sub(const rt_plan *pl, int64_t tile, int64_t ntiles, int es) {
+  const int64_t unit = 16 / es;
+  int64_t per_tb = (pl->csteps + pl->ncomp - 1) / pl->ncomp;   /* steps a compute tb runs */
+  int64_t want = (int64_t)RT_COMPUTE_ITEMS * pl->cwidth, have = per_tb * ntiles;
+  int64_t split = have >= want ? 1 : (want + have - 1) / have;
+  int64_t len = (tile + split - 1) / split;
+  len = (len + unit - 1) / unit * unit;
+  if (len < 16) len = 16;
+  if (len * es > IP_GPU_STAGE_BYTES) len = IP_GPU_STAGE_BYTES / es / unit * unit;
+  return len > tile ? tile : len;
+}
+
 /* Everything about one call but its launch: checks, geometry, tile size,
  * scratch, the interpreter's arguments.  Pointers into the scratch are
  * filled in by rt_call_launch: a later call of a group may grow it. */
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
-                       cudaStream_t stream, rt_launch *L) {
+                       const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
   rt_plan *pl = &c->plans[ai];
@@ -45,24 +83,31 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   const char *where = ir_prog_where(p);
   /* Plans whose thread blocks do not all fit on the GPU at once were
    * dropped when the communicator was created (comm_plans). */
-  if (pl->ntbs == 0) {
+  if (rt_plan_blocks(pl) == 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run on this GPU (see the log of communicator creation)", c->rank,
              where);
     return BT_ERR_UNSUPPORTED;
   }
+  if ((al->compute >= 0) != (ops != NULL)) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s %s", c->rank, where,
+             ops ? "computes nothing: run it as a collective" : "computes its input: run it with its operands (baton_run_fused)");
+    return BT_ERR_INVALID;
+  }
   /* In place when the buffers sit where NCCL's in-place layout puts them. */
   ir_geom g;
   CHECK(ir_geom_init(&g, p, c->rank, count, 1));
+  if (ops) sendbuf = (const char *)recvbuf + (g.in_at - g.out_at) * es;   /* a fused program's input is its own */
   int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
   /* An out-of-place program runs an in-place call on a copy of the input
    * (the in-place AllToAll: every rank overwrites blocks the others still
    * read), as NCCL's out-of-place-only algorithms do. */
   int stage = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
-  if (inplace ? !al->inplace_ok && !stage : !al->outofplace_ok) {
+  if (!ops && (inplace ? !al->inplace_ok && !stage : !al->outofplace_ok)) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run %s", c->rank, where, inplace ? "in place" : "out of place");
     return BT_ERR_INVALID;
   }
   int aliased = stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
+  if (ops) { stage = 0; aliased = p->inplace; }
   CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
 
   /* A message of one tile of every chunk of the largest step fits a slot
@@ -76,6 +121,18 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
              (long long)c->slot_bytes);
     return BT_ERR_UNSUPPORTED;
   }
+  if (ops && !(tile = compute_tile(tile, g.cap, es, al->inline_compute))) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a chunk of %lld elements is cut into more than %d tiles of at most %d bytes "
+             "(the most a thread block that communicates computes at once): use more chunks", c->rank, where,
+             (long long)g.cap, IP_GPU_MAX_CTILES, IP_GPU_STAGE_BYTES);
+    return BT_ERR_UNSUPPORTED;
+  }
+  if (ops && ir_geom_wire(proto, tile * es) * al->maxcnt > c->slot_bytes) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a chunk of %lld elements in at most %d tiles needs slots of %lld bytes "
+             "(BATON_SLOT_BYTES=%lld): use more chunks", c->rank, where, (long long)g.cap, IP_GPU_MAX_CTILES,
+             (long long)(ir_geom_wire(proto, tile * es) * al->maxcnt), (long long)c->slot_bytes);
+    return BT_ERR_UNSUPPORTED;
+  }
 
   /* Scratch chunks, then (for an in-place program called out of place
    * whose span is larger than the output) a temporary span. */
@@ -84,7 +141,9 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->copy_in = aliased && !inplace;
   L->temp_span = L->copy_in && (g.out_at != 0 || g.span > g.elems[IR_BUF_OUTPUT]);
   L->stage_in = stage;
-  size_t span_bytes = L->temp_span ? (size_t)g.span * es : stage ? (size_t)round16(g.elems[IR_BUF_INPUT] * es) : 0;
+  L->fused_in = ops && !p->inplace;
+  size_t span_bytes = L->temp_span ? (size_t)g.span * es
+                      : stage || L->fused_in ? (size_t)round16(g.elems[IR_BUF_INPUT] * es) : 0;
   CHECK(scratch_reserve(c, L->scr_bytes + span_bytes + 16, stream));
 
   ip_gargs *a = &L->a;
@@ -96,7 +155,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->where = where;
   L->irtb = pl->irtb;
   L->divide = op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER) ? p->ngpus : 0;
-  int blocks = pl->ntbs * pl->lanes;   /* CUDA blocks of the launch */
+  int blocks = rt_plan_blocks(pl);   /* CUDA blocks of the plan: its words hold a generation and a progress each */
   a->steps = pl->steps;
   a->tbs = pl->tbs;
   a->ntbs = pl->ntbs;
@@ -121,10 +180,26 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   a->abort = &c->shared->dev->abort;
   a->err = &c->shared->dev->err;
   a->timeout_ns = c->timeout_ns;
+  a->stage_bytes = pl->stage_bytes;
+  if (ops) {
+    a->ncomp = pl->ncomp;
+    a->cwidth = pl->cwidth;
+    a->sems = pl->sems;
+    a->csub_len = pl->ncomp ? compute_sub(pl, tile, a->ntiles, es) : tile;
+    a->csub = (int32_t)((tile + a->csub_len - 1) / a->csub_len);
+    for (int k = 0; k < p->noperands; k++) {
+      a->opnd[k] = (const char *)ops->data[k];
+      a->opld[k] = ops->ld[k];
+      a->opcols[k] = ops->cols[k];
+    }
+  }
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",
             c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a->ntiles,
             L->copy_in || L->stage_in ? ", on a copy of the input" : "");
+  if (ops)
+    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s: %d compute tbs x %d blocks, %d sub-tiles of %lld elements a tile", c->rank,
+              where, a->ncomp, a->cwidth, a->csub, (long long)a->csub_len);
   c->last = p->name ? p->name : where;
   return BT_OK;
 }
@@ -146,6 +221,7 @@ bt_result rt_call_launch(const rt_launch *L) {
     CHECK(rt_cuda(cudaMemcpyAsync(a.buf[IR_BUF_INPUT], L->sendbuf, g->elems[IR_BUF_INPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into the span"));
   }
+  if (L->fused_in) a.buf[IR_BUF_INPUT] = (char *)c->scratch + L->scr_bytes;   /* computed there */
   if (L->stage_in) {
     /* The out-of-place program reads a copy; it writes the caller's buffer. */
     a.buf[IR_BUF_INPUT] = (char *)c->scratch + L->scr_bytes;
@@ -154,7 +230,7 @@ bt_result rt_call_launch(const rt_launch *L) {
   }
   a.trace = rt_trace_buf(c->trace, blocks);
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
-  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, L->nthreads, L->irtb);
+  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb);
   if (L->temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the output out of the span"));

@@ -48,6 +48,7 @@ bt_result rt_chain_plan(rt_chain *c, const ir_gpu *g, int fold) {
       if (c->host[t] != t || !foldable(tb, t) || tb->steps[0].depid >= n) continue;
       const ir_step *s = &tb->steps[0];
       int h = c->host[s->depid], d = s->depid;
+      if (ir_tb_compute(&g->tbs[d])) continue;   /* compute blocks run their steps in any order */
       if (h == t || last[h] != d || s->deps != g->tbs[d].nsteps - 1 || c->nx[h] + 1 + c->nx[t] > IP_GPU_XRECV)
         continue;
       /* t, and what was folded into t already, go to the end of h's list */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ip_compute.h"
 #include "ip_dtype.h"
 #include "ir_geom.h"
 #include "rt_bootstrap.h"
@@ -58,6 +59,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->dev = dev;
   c->share = share < 1 ? 1 : share;
   for (int i = 0; i < IR_COLL_COUNT; i++) c->last_choice[i][0] = c->last_choice[i][1] = -2;
+  c->last_choice_fused = -2;
   c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   if (c->nslots < 1) c->nslots = 1;
   c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 128 * 128;   /* whole LL128 lines */
@@ -122,11 +124,13 @@ static bt_result comm_plans(baton_comm *c) {
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
-    CHECK(rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i], rt_comm_proto(c, p)));
-    int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep);
+    bt_result e = rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i], rt_comm_proto(c, p), c->share);
+    if (e == BT_ERR_UNSUPPORTED) continue;   /* said why; the plan stays empty: not runnable here */
+    CHECK(e);
+    int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep) + c->plans[i].stage_bytes;
     CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
     fit /= c->share;   /* the other ranks on this GPU run at the same time */
-    int blocks = c->plans[i].ntbs * c->plans[i].lanes;
+    int blocks = rt_plan_blocks(&c->plans[i]);
     if (blocks > fit) {
       LOG_WARN(RT_SUB_RUNTIME, "algorithm %s needs %d CUDA blocks (%d thread blocks x %d lanes) resident at once on "
                "rank %d, the GPU holds %d%s: not used (lower BATON_LANES?)", ir_prog_where(p), blocks,
@@ -145,7 +149,7 @@ static void plans_agree(baton_comm *c, const unsigned char *runnable, int nranks
   for (int i = 0; i < n; i++)
     for (int r = 0; r < nranks; r++)
       if (!runnable[(size_t)r * n + i]) {
-        if (c->plans[i].ntbs) {
+        if (rt_plan_blocks(&c->plans[i])) {
           LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s is not used: rank %d cannot run it", c->rank,
                    ir_prog_where(rt_algos_get(c->algos, i)->prog), r);
           rt_plan_free(&c->plans[i]);
@@ -210,7 +214,7 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     unsigned char *runnable = calloc((size_t)ndev * n + 1, 1);
     if (!runnable) res = BT_ERR_NOMEM;
     for (int r = 0; r < ndev && !res; r++)
-      for (int i = 0; i < n; i++) runnable[(size_t)r * n + i] = comms[r]->plans[i].ntbs > 0;
+      for (int i = 0; i < n; i++) runnable[(size_t)r * n + i] = rt_plan_blocks(&comms[r]->plans[i]) > 0;
     for (int r = 0; r < ndev && !res; r++) {
       cudaSetDevice(comms[r]->dev);
       plans_agree(comms[r], runnable, ndev);
@@ -300,7 +304,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     int n = rt_algos_count(c->algos);
     unsigned char *runnable = calloc((size_t)nranks * n + 1, 1);
     if (!runnable) { res = BT_ERR_NOMEM; goto out; }
-    for (int i = 0; i < n; i++) runnable[(size_t)rank * n + i] = c->plans[i].ntbs > 0;
+    for (int i = 0; i < n; i++) runnable[(size_t)rank * n + i] = rt_plan_blocks(&c->plans[i]) > 0;
     res = n ? rt_bootstrap_allgather(c->bs, runnable, (size_t)n) : BT_OK;
     if (!res) plans_agree(c, runnable, nranks);
     free(runnable);
@@ -325,13 +329,14 @@ baton_result rt_comm_poll_error(baton_comm *c) {
   if (c->error) return c->error;
   rt_shared *s = c->shared->host;
   if (s->err.flag) {
-    static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort"};
+    static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
+                                 "a compute thread block's tiles"};
     const ip_gerr *e = (const ip_gerr *)&s->err;
-    int w = e->what >= 0 && e->what <= IP_WAIT_ABORT ? e->what : 0;
+    int w = e->what >= 0 && e->what <= IP_WAIT_SEM ? e->what : 0;
     char peer[64] = "";
     if (e->what == IP_WAIT_RECV) snprintf(peer, sizeof peer, " from rank %d on channel %d", e->peer, e->chan);
     if (e->what == IP_WAIT_SEND) snprintf(peer, sizeof peer, " to rank %d on channel %d", e->peer, e->chan);
-    if (e->what == IP_WAIT_DEP) snprintf(peer, sizeof peer, " (tb %d)", e->depid);
+    if (e->what == IP_WAIT_DEP || e->what == IP_WAIT_SEM) snprintf(peer, sizeof peer, " (tb %d)", e->depid);
     LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d tile %lld: waited %llu s for %s%s: call aborted (rank %d's "
              "view; BATON_TIMEOUT)", e->rank, e->tb, e->step, (long long)e->tile,
              (unsigned long long)(c->timeout_ns / 1000000000ull), what[w], peer, c->rank);
@@ -418,7 +423,7 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
     c->last_choice[coll][inplace] = ai;
   }
   /* A plan dropped at creation (too many blocks for this GPU; WARNed then). */
-  if (ai >= 0 && c->plans[ai].ntbs == 0) return -1;
+  if (ai >= 0 && rt_plan_blocks(&c->plans[ai]) == 0) return -1;
   return ai;
 }
 
@@ -431,7 +436,7 @@ static baton_result call_failed(baton_result e) {
 /* Prepares algorithm ai for the call and launches it, or records it in
  * the calling thread's group. */
 static baton_result call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
-                                cudaStream_t stream) {
+                                const rt_operands *ops, cudaStream_t stream) {
   /* Ranks sharing a GPU: a kernel launched alone waits for the others',
    * and their set-up (a scratch cudaFree waits for the whole GPU) would
    * wait for it: only a group prepares every call before launching any. */
@@ -442,7 +447,7 @@ static baton_result call_submit(baton_comm *c, int ai, const void *s, void *r, s
   }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return call_failed(baton_cuda_error);
   rt_launch L;
-  bt_result e = rt_call_prep(c, ai, s, r, (int64_t)count, dtype, op, stream, &L);
+  bt_result e = rt_call_prep(c, ai, s, r, (int64_t)count, dtype, op, ops, stream, &L);
   if (e) return call_failed((baton_result)e);
   return (baton_result)rt_group_submit(&L);
 }
@@ -458,7 +463,7 @@ static baton_result collective(ir_coll coll, const void *s, void *r, size_t coun
              "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);
     return call_failed(baton_unsupported);
   }
-  return call_submit(c, ai, s, r, count, dtype, op, stream);
+  return call_submit(c, ai, s, r, count, dtype, op, NULL, stream);
 }
 
 baton_result baton_allreduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
@@ -488,5 +493,146 @@ baton_result baton_run(const char *name, const void *s, void *r, size_t count, b
   }
   if (count == 0) return baton_success;
   LOG_INFO(RT_SUB_RUNTIME, "rank %d: running %s by name, count %zu", c->rank, name, count);
-  return call_submit(c, ai, s, r, count, t, op, stream);
+  return call_submit(c, ai, s, r, count, t, op, NULL, stream);
+}
+
+/* ---- fused calls ---- */
+
+/* Binds a fused call's operands to program ai's (by name), checks each
+ * against its declared shape -- the input's elements, and dimensions the
+ * operands must agree on (a matrix's columns and a vector's length,
+ * both K) -- and fills o.  Errors are logged, naming the operand. */
+static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *ops, int n, size_t count, int dtype,
+                                  rt_operands *o) {
+  const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
+  const char *where = ir_prog_where(p);
+  memset(o, 0, sizeof *o);
+  if (n != p->noperands || (n && !ops)) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s takes %d operands, the call gives %d", c->rank, where, p->noperands, n);
+    return baton_invalid_argument;
+  }
+  if (!ip_compute_takes(p, (ip_dtype)dtype)) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its compute steps do not take %s (gemv: %s)", c->rank, where,
+             ip_dtype_name[dtype], ip_compute_types(IR_OP_GEMV));
+    return baton_invalid_argument;
+  }
+  ip_dims dims = {0};
+  const baton_operand *by[IR_MAX_OPERANDS] = {0};
+  for (int k = 0; k < p->noperands; k++) {
+    const ir_operand *io = &p->operands[k];
+    for (int j = 0; j < n && !by[k]; j++)
+      if (ops[j].name && !strcmp(ops[j].name, io->name)) by[k] = &ops[j];
+    const baton_operand *u = by[k];
+    if (!u || !u->data) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s", c->rank, where, io->name, u ? "NULL" : "not given");
+      return baton_invalid_argument;
+    }
+    if (strcmp(io->dtype, "call") && strcmp(io->dtype, ip_dtype_name[dtype])) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s, the call is %s", c->rank, where, io->name, io->dtype,
+               ip_dtype_name[dtype]);
+      return baton_invalid_argument;
+    }
+    size_t got[2] = {u->rows, io->kind == IR_OPND_MATRIX ? u->cols : 1};
+    for (int d = 0; d < (io->kind == IR_OPND_MATRIX ? 2 : 1); d++) {
+      if (!strcmp(io->dim[d], IR_DIM_INPUT)) continue;
+      int64_t bound = ip_dims_get(&dims, io->dim[d]);
+      if (bound < 0 && ip_dims_set(&dims, io->dim[d], (int64_t)got[d])) {
+        LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s: %s = %zu is out of range [1, %lld]", c->rank, where,
+                 io->name, io->dim[d], got[d], (long long)IP_MAX_DIM);
+        return baton_invalid_argument;
+      }
+    }
+  }
+  ir_geom g;
+  if (ir_geom_init(&g, p, c->rank, (int64_t)count, p->inplace)) return baton_invalid_argument;
+  rt_diag *d = rt_diag_new(4);
+  int64_t shape[IR_MAX_OPERANDS][2];
+  bt_result e = d ? ip_operand_shapes(p, &g, &dims, 0, shape, d) : BT_ERR_NOMEM;
+  if (e) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s", c->rank, d ? rt_diag_text(d) : "out of memory");
+    rt_diag_free(d);
+    return (baton_result)e;
+  }
+  rt_diag_free(d);
+  for (int k = 0; k < p->noperands; k++) {
+    const ir_operand *io = &p->operands[k];
+    const baton_operand *u = by[k];
+    int64_t rows = (int64_t)u->rows, cols = io->kind == IR_OPND_MATRIX ? (int64_t)u->cols : 1;
+    int64_t ld = io->kind == IR_OPND_MATRIX && u->ld ? (int64_t)u->ld : cols;
+    if (rows != shape[k][0] || cols != shape[k][1] || ld < cols) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %lld x %lld (row stride %lld); the program needs %lld x %lld "
+               "(%s x %s, the input holding %lld elements)", c->rank, where, io->name, (long long)rows, (long long)cols,
+               (long long)ld, (long long)shape[k][0], (long long)shape[k][1], io->dim[0],
+               io->kind == IR_OPND_MATRIX ? io->dim[1] : "1", (long long)g.elems[IR_BUF_INPUT]);
+      return baton_invalid_argument;
+    }
+    o->data[k] = u->data;
+    o->ld[k] = ld;
+    o->cols[k] = cols;
+  }
+  return baton_success;
+}
+
+/* Runs fused program ai with its operands on recvbuf. */
+static baton_result fused_submit(baton_comm *c, int ai, const baton_operand *ops, int n, void *recvbuf, size_t count,
+                                 int dtype, int op, cudaStream_t stream) {
+  rt_operands o;
+  baton_result e = bind_operands(c, ai, ops, n, count, dtype, &o);
+  if (e) return call_failed(e);
+  return call_submit(c, ai, NULL, recvbuf, count, dtype, op, &o, stream);
+}
+
+baton_result baton_run_fused(const char *name, const baton_operand *operands, int noperands, void *recvbuf,
+                             size_t count, baton_dtype t, baton_redop op, baton_comm *c, cudaStream_t stream) {
+  baton_result e = call_check(c, recvbuf, recvbuf, t, op);
+  if (e) return call_failed(e);
+  if (!name || noperands < 0) return call_failed(baton_invalid_argument);
+  int ai = rt_algos_find(c->algos, name);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded algorithm is called %s", c->rank, name);
+    return call_failed(baton_invalid_argument);
+  }
+  if (rt_algos_get(c->algos, ai)->compute < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s computes nothing: run it with baton_run", c->rank, name);
+    return call_failed(baton_invalid_argument);
+  }
+  if (count == 0) return baton_success;
+  return fused_submit(c, ai, operands, noperands, recvbuf, count, t, op, stream);
+}
+
+baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K_local,
+                                  baton_dtype t, cudaStream_t stream) {
+  baton_result e = call_check(c, W && x ? y : NULL, y, t, baton_sum);
+  if (e) return call_failed(e);
+  if (M == 0) return baton_success;
+  if (K_local == 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: gemv_allreduce with K_local = 0", c->rank);
+    return call_failed(baton_invalid_argument);
+  }
+  /* among the programs this GPU holds */
+  int n = rt_algos_count(c->algos);
+  unsigned char *usable = calloc(n + 1, 1);
+  if (!usable) return call_failed(baton_out_of_memory);
+  for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
+  uint64_t bytes = (uint64_t)M * ip_dtype_size[t];
+  int ai = rt_algos_select_fused(c->algos, IR_COLL_ALLREDUCE, IR_OP_GEMV, bytes, (int64_t)M, usable, 0);
+  if (ai != c->last_choice_fused) {   /* log each new choice once */
+    rt_algos_select_fused(c->algos, IR_COLL_ALLREDUCE, IR_OP_GEMV, bytes, (int64_t)M, usable, 1);
+    c->last_choice_fused = ai;
+  }
+  free(usable);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded GEMV + AllReduce program fits M = %zu on %d ranks (BATON_DEBUG=INFO "
+             "says why): not run", c->rank, M, c->nranks);
+    return call_failed(baton_unsupported);
+  }
+  /* The program's matrix is W, its vector x, whatever it names them. */
+  const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
+  baton_operand ops[IR_MAX_OPERANDS];
+  for (int k = 0; k < p->noperands; k++) {
+    int m = p->operands[k].kind == IR_OPND_MATRIX;
+    ops[k] = (baton_operand){.name = p->operands[k].name, .data = m ? W : x, .rows = m ? M : K_local,
+                             .cols = m ? K_local : 1, .ld = m ? K_local : 0};
+  }
+  return fused_submit(c, ai, ops, p->noperands, y, M, t, baton_sum, stream);
 }

@@ -42,6 +42,7 @@ struct baton_comm {
   size_t scratch_bytes;
   const char *last;           /* the algorithm the last call ran */
   int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
+  int last_choice_fused;      /* the last GEMV + AllReduce program chosen, -2 none yet */
   baton_result error;         /* sticky: the first asynchronous error seen */
   struct rt_bootstrap *bs;    /* one process per GPU only */
   rt_trace *trace;            /* BATON_TRACE, else NULL */
@@ -51,6 +52,14 @@ struct baton_comm {
 static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {
   return c->force_simple ? IR_PROTO_SIMPLE : (int)p->proto;
 }
+
+/* A fused call's operands, in the program's order (ir_prog.operands):
+ * device pointers, a matrix's row stride and columns (rt_comm.c binds
+ * and checks them against the program's shapes). */
+typedef struct rt_operands {
+  const void *data[IR_MAX_OPERANDS];
+  int64_t ld[IR_MAX_OPERANDS], cols[IR_MAX_OPERANDS];
+} rt_operands;
 
 /* One call, prepared and not yet launched (rt_call.c). */
 typedef struct rt_launch {
@@ -63,6 +72,7 @@ typedef struct rt_launch {
   int copy_in;                /* runs on a copy of the input (an in-place program out of place) */
   int temp_span;              /* that copy is a temporary span in the scratch, after its chunks */
   int stage_in;               /* an out-of-place program in place: it reads a copy of the input in the scratch */
+  int fused_in;               /* a fused out-of-place program: it computes its input into the scratch */
   size_t scr_bytes;           /* bytes of the scratch chunks */
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;
@@ -71,9 +81,12 @@ typedef struct rt_launch {
 
 /* Prepares algorithm `ai` of comm for a call: every check that can fail
  * before the GPU is touched, the scratch reserved, L filled.  Arguments
- * are checked by the caller; the current device must be the comm's. */
+ * are checked by the caller; the current device must be the comm's.  A
+ * fused program takes its operands (ops, else NULL) and no sendbuf: an
+ * in-place one computes its input where NCCL's in-place layout puts it in
+ * recvbuf, an out-of-place one into the scratch. */
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
-                       cudaStream_t stream, rt_launch *L);
+                       const rt_operands *ops, cudaStream_t stream, rt_launch *L);
 
 /* Enqueues a prepared call on its stream; the current device must be the
  * comm's.  Any thread may launch it. */

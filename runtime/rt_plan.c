@@ -14,15 +14,22 @@
  * BATON_FOLD_CHAINS, and never in Simple. */
 static int folds(int proto) { return rt_param_int(RT_PARAM_FOLD_CHAINS) != 0 && proto != IR_PROTO_SIMPLE; }
 
+/* Compute thread blocks of g. */
+static int compute_tbs(const ir_gpu *g) {
+  int n = 0;
+  for (int t = 0; t < g->ntbs; t++) n += ir_tb_compute(&g->tbs[t]);
+  return n;
+}
+
 int rt_plan_lanes(const ir_prog *p, int blocks, int proto) {
   int64_t l = rt_param_int(RT_PARAM_LANES);
   if (l <= 0) {
-    int most = 1;
+    int most = 1, fused = ir_prog_fused(p);
     for (int r = 0; r < p->ngpus; r++) {
-      int n = rt_chain_blocks(&p->gpus[r], folds(proto));
+      int n = rt_chain_blocks(&p->gpus[r], folds(proto)) - compute_tbs(&p->gpus[r]);
       if (n > most) most = n;
     }
-    l = blocks / most;
+    l = (fused ? blocks / 8 : blocks) / most;
   }
   if (l < 1) l = 1;
   if (l > 64) l = 64;
@@ -60,7 +67,38 @@ static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2
   return BT_OK;
 }
 
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto) {
+/* The semaphores of rank g's compute steps that other steps wait on:
+ * sem[first[t] + s] packs each one's words (ip_sem_pack), IP_SEM_NONE for
+ * the others; *nwords words in all.  BT_ERR_UNSUPPORTED past
+ * IP_SEM_MAX_WORDS. */
+static bt_result plan_sems(const ir_prog *p, int rank, const int *first, int32_t *sem, int *nwords) {
+  const ir_gpu *g = &p->gpus[rank];
+  int n = 0;
+  for (int t = 0; t < g->ntbs; t++)
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      sem[first[t] + s] = IP_SEM_NONE;
+      if (!ir_tb_compute(&g->tbs[t]) || !st->hasdep) continue;
+      if (st->sync_param > IP_SEM_MAX_PARAM) {
+        LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d tb %d step %d: sync parameter %d is above %d", ir_prog_where(p), rank, t,
+                 s, st->sync_param, IP_SEM_MAX_PARAM);
+        return BT_ERR_UNSUPPORTED;
+      }
+      int words = (int)ir_sync_count(st->sync, st->sync_param, IP_GPU_MAX_CTILES);
+      if (n + words > IP_SEM_MAX_WORDS) {
+        LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: its compute steps need more than %d semaphores", ir_prog_where(p), rank,
+                 IP_SEM_MAX_WORDS);
+        return BT_ERR_UNSUPPORTED;
+      }
+      sem[first[t] + s] = ip_sem_pack(n, st->sync, st->sync_param);
+      n += words;
+    }
+  *nwords = n;
+  return BT_OK;
+}
+
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto,
+                        int share) {
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
   rt_chain ch;
@@ -71,13 +109,18 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   int stride = 1;   /* steps of the longest block: block i's start at i * stride */
   for (int i = 0; i < g->ntbs; i++)
     if (ch.count[i] > stride) stride = ch.count[i];
-  long nsteps = (long)g->ntbs * stride;
-  ip_gstep *hs = calloc(nsteps + 1, sizeof *hs);
+  long nsteps = (long)g->ntbs * stride, total = 0;
+  ip_gstep *hs = calloc(nsteps + 1, sizeof *hs), *moved = calloc(nsteps + 1, sizeof *hs);
   int nblocks = lanes * g->ntbs;
-  ip_gtb *ht = calloc(nblocks + 1, sizeof *ht);
-  int *cidx = malloc((g->ntbs + 1) * sizeof *cidx);
+  ip_gtb *ht = calloc(nblocks + g->ntbs + 1, sizeof *ht);
+  int *cidx = malloc((g->ntbs + 1) * sizeof *cidx), *first = malloc((g->ntbs + 1) * sizeof *first);
+  for (int i = 0; i < g->ntbs; i++) total += g->tbs[i].nsteps;
+  int32_t *sem = malloc((total + 1) * sizeof *sem);
   bt_result res = BT_ERR_NOMEM;
-  if (!hs || !ht || !cidx) goto out;
+  if (!hs || !moved || !ht || !cidx || !first || !sem) goto out;
+  for (int i = 0, k = 0; i < g->ntbs; k += g->tbs[i++].nsteps) first[i] = k;
+  int nsem = 0;
+  CHECK_GOTO(plan_sems(p, rank, first, sem, &nsem), res, out);
   if (ch.folded)
     LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
              "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
@@ -108,59 +151,80 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       d->xpeer[x] = g->tbs[f].recv;
     }
     if (d->nx) CHECK_GOTO(wire_recv(d, p, rank, i, t, 0, proto), res, out);
+    if (ir_tb_compute(tb)) pl->ncomp++;
     for (int j = 0; j < ch.count[i]; j++) {
-      int rt = ch.ref_tb[ch.first[i] + j];
-      const ir_step *st = &g->tbs[rt].steps[ch.ref_step[ch.first[i] + j]];
-      int depid = st->depid, deps = st->deps;
-      if (depid >= 0) {
+      int rt = ch.ref_tb[ch.first[i] + j], rs = ch.ref_step[ch.first[i] + j];
+      const ir_step *st = &g->tbs[rt].steps[rs];
+      int depid = st->depid, deps = st->deps, wsem = IP_SEM_NONE;
+      if (ir_tb_compute(&g->tbs[rt])) {
+        wsem = sem[first[rt] + rs];   /* the semaphores it counts in */
+      } else if (depid >= 0 && ir_tb_compute(&g->tbs[depid])) {
+        wsem = sem[first[depid] + deps];   /* a wait on a compute step's tiles: depid is fixed up below */
+      } else if (depid >= 0) {
         int at, h = rt_chain_where(&ch, depid, deps, &at);
         if (h == i && at < j) depid = deps = -1;   /* earlier in this block: program order */
         else { depid = h; deps = at; }
       }
       int conn = rt == i ? 0 : 1 + ch.xconn[rt];
       unsigned fl = ir_op_flags[st->op];
-      hs[(long)i * stride + j] = (ip_gstep){.op = st->op, .srcbuf = st->srcbuf, .dstbuf = st->dstbuf, .fuse = 1,
+      hs[(long)i * stride + j] = (ip_gstep){.op = st->op, .srcbuf = st->srcbuf, .dstbuf = st->dstbuf,
+                                            .hasdep = ir_tb_compute(&g->tbs[rt]) ? st->hasdep : 0, .fuse = 1,
+                                            .arg = {st->args[0], st->args[1], st->args[2]},
                                             .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
-                                            .depid = depid, .deps = deps, .depn = depid >= 0 ? ch.count[depid] : 0,
+                                            .depid = depid, .deps = deps,
+                                            .depn = depid >= 0 && wsem == IP_SEM_NONE ? ch.count[depid] : 0,
                                             .sseq = (fl & IR_F_SEND) ? d->nsend++ : 0,
-                                            .rseq = (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0};
+                                            .rseq = (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0, .sem = wsem};
+      if (fl & IR_F_COMP) pl->inline_compute |= !ir_tb_compute(&g->tbs[rt]);
+      if (ir_tb_compute(&g->tbs[rt])) pl->csteps++;
     }
   }
-  /* hasdep exactly where another block waits: the steps a fold put in
-   * program order release nothing. */
+  /* hasdep exactly where another block waits on a step's progress: the
+   * steps a fold put in program order release nothing (compute steps keep
+   * theirs: they count in semaphores). */
   for (int i = 0; i < g->ntbs; i++)
     for (int j = 0; j < ch.count[i]; j++) {
       const ip_gstep *w = &hs[(long)i * stride + j];
-      if (w->depid >= 0) hs[(long)w->depid * stride + w->deps].hasdep = 1;
+      if (w->depid >= 0 && w->sem == IP_SEM_NONE) hs[(long)w->depid * stride + w->deps].hasdep = 1;
     }
   /* Fused steps: receive chains in LL and LL128 only (a Simple step's
    * data waits on a head word per message, and its pieces are not one per
    * thread), runs of nop waits in every protocol. */
   int fused = 0, fuse = rt_param_int(RT_PARAM_FUSE_CHAINS) != 0;
   for (int i = 0; fuse && i < g->ntbs; i++)
-    fused += rt_chain_fuse(&hs[(long)i * stride], ch.count[i], proto == IR_PROTO_SIMPLE ? 0 : IP_GPU_FUSE);
+    if (!ir_tb_compute(&g->tbs[i]))
+      fused += rt_chain_fuse(&hs[(long)i * stride], ch.count[i], proto == IR_PROTO_SIMPLE ? 0 : IP_GPU_FUSE);
   if (fused)
     LOG_INFO(RT_SUB_RUNTIME, "%s rank %d: %d steps run with the step before them (BATON_FUSE_CHAINS)",
              ir_prog_where(p), rank, fused);
   /* A folded tb gets no CUDA block: the hosts are numbered 0..nh-1 in IR
-   * order (rows move down, never over one not yet moved), and
-   * dependencies name those numbers; ip_gtb.irtb keeps the IR's. */
+   * order, then the compute tbs nh.., and dependencies name those
+   * numbers; ip_gtb.irtb keeps the IR's.  A wait on a compute step names
+   * its compute tb's entry in the block table (after every lane's). */
   int nh = 0;
-  for (int i = 0; i < g->ntbs; i++) cidx[i] = ch.host[i] == i ? nh++ : -1;
+  for (int i = 0; i < g->ntbs; i++) cidx[i] = ch.host[i] == i && !ir_tb_compute(&g->tbs[i]) ? nh++ : -1;
+  for (int i = 0, k = nh; i < g->ntbs; i++)
+    if (ir_tb_compute(&g->tbs[i])) cidx[i] = k++;
   for (int i = 0; i < g->ntbs; i++) {
     int k = cidx[i];
     if (k < 0) continue;
     ht[i].irtb = i;
-    if (k != i) {
-      memmove(&hs[(long)k * stride], &hs[(long)i * stride], stride * sizeof *hs);
-      ht[k] = ht[i];
+    memcpy(&moved[(long)k * stride], &hs[(long)i * stride], stride * sizeof *hs);
+    for (int j = 0; j < ch.count[i]; j++) {
+      ip_gstep *w = &moved[(long)k * stride + j];
+      if (w->depid < 0) continue;
+      w->depid = w->sem != IP_SEM_NONE ? lanes * nh + (cidx[w->depid] - nh) : cidx[w->depid];
     }
-    for (int j = 0; j < ch.count[i]; j++)
-      if (hs[(long)k * stride + j].depid >= 0) hs[(long)k * stride + j].depid = cidx[hs[(long)k * stride + j].depid];
   }
-  memset(&hs[(long)nh * stride], 0, (nsteps - (long)nh * stride) * sizeof *hs);
-  nsteps = (long)nh * stride;
-  nblocks = lanes * nh;
+  {
+    ip_gtb *sorted = calloc(nblocks + g->ntbs + 1, sizeof *sorted);
+    if (!sorted) goto out;
+    for (int i = 0; i < g->ntbs; i++)
+      if (cidx[i] >= 0) sorted[cidx[i] < nh ? cidx[i] : lanes * nh + cidx[i] - nh] = ht[i];
+    free(ht);
+    ht = sorted;
+  }
+  nsteps = (long)(nh + pl->ncomp) * stride;
   /* Lanes 1.. are copies of lane 0 with connections of their own. */
   for (int l = 1; l < lanes; l++)
     for (int k = 0; k < nh; k++) {
@@ -172,8 +236,9 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       CHECK_GOTO(wire_recv(d, p, rank, i, t, l, proto), res, out);
     }
   pl->ntbs = nh;
-  if (!(pl->irtb = malloc((nh + 1) * sizeof *pl->irtb))) { res = BT_ERR_NOMEM; goto out; }
+  if (!(pl->irtb = malloc((nh + pl->ncomp + 1) * sizeof *pl->irtb))) { res = BT_ERR_NOMEM; goto out; }
   for (int k = 0; k < nh; k++) pl->irtb[k] = ht[k].irtb;
+  for (int k = 0; k < pl->ncomp; k++) pl->irtb[nh + k] = ht[lanes * nh + k].irtb;
   pl->lanes = lanes;
   pl->nthreads = p->nthreads > 0 ? p->nthreads : nthreads;
   if (pl->nthreads > IP_GPU_MAX_THREADS || pl->nthreads % 32) {
@@ -185,29 +250,61 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   }
   pl->step_stride = stride;
   pl->smem_steps = stride <= IP_GPU_SMEM_STEPS ? stride : 0;
+  pl->stage_bytes = pl->csteps || pl->inline_compute ? IP_GPU_STAGE_BYTES : 0;
+  if (pl->ncomp) {
+    /* The compute tbs share what the GPU holds beyond the lanes' blocks. */
+    int fit = 0;
+    CHECK_GOTO(ip_gpu_max_blocks(pl->nthreads, pl->smem_steps * (int)sizeof(ip_gstep) + pl->stage_bytes, &fit), res,
+               out);
+    fit /= share > 0 ? share : 1;
+    int64_t want = rt_param_int(RT_PARAM_COMPUTE_BLOCKS);
+    int avail = fit - lanes * nh;
+    if (want > 0 && want < avail) avail = (int)want;
+    pl->cwidth = avail / pl->ncomp;
+    if (pl->cwidth < 1) {
+      LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: its communication takes %d CUDA blocks (%d thread blocks x %d lanes) of "
+               "the %d the GPU holds for it: none is left for its %d compute thread block%s (lower BATON_LANES?)",
+               ir_prog_where(p), rank, lanes * nh, nh, lanes, fit, pl->ncomp, pl->ncomp == 1 ? "" : "s");
+      res = BT_ERR_UNSUPPORTED;
+      goto out;
+    }
+    LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d: %d compute thread block%s of %d CUDA blocks each beside %d x %d "
+             "communication blocks", ir_prog_where(p), rank, pl->ncomp, pl->ncomp == 1 ? "" : "s", pl->cwidth, nh, lanes);
+  }
+  int blocks = rt_plan_blocks(pl);
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->steps, (nsteps + 1) * sizeof *hs),
                      RT_SUB_RUNTIME, "plan: steps"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (nblocks + 1) * sizeof *ht),
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (lanes * nh + pl->ncomp + 1) * sizeof *ht),
                      RT_SUB_RUNTIME, "plan: thread blocks"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * nblocks + 1) * sizeof(uint64_t)),
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * blocks + 1) * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress words"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->steps, hs, nsteps * sizeof *hs, cudaMemcpyHostToDevice),
+  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->steps, moved, nsteps * sizeof *hs, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: steps upload"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, nblocks * sizeof *ht, cudaMemcpyHostToDevice),
+  CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, (lanes * nh + pl->ncomp) * sizeof *ht, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: tbs upload"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * nblocks + 1) * sizeof(uint64_t)),
+  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * blocks + 1) * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress clear"), res, out);
+  if (nsem) {
+    CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->sems, (size_t)nsem * sizeof(uint64_t)), RT_SUB_RUNTIME,
+                       "plan: semaphores"), res, out);
+    CHECK_GOTO(rt_cuda(cudaMemset(pl->sems, 0, (size_t)nsem * sizeof(uint64_t)), RT_SUB_RUNTIME,
+                       "plan: semaphores clear"), res, out);
+  }
   res = BT_OK;
 out:
   rt_chain_free(&ch);
   free(hs);
+  free(moved);
   free(ht);
   free(cidx);
+  free(first);
+  free(sem);
   if (res) rt_plan_free(pl);
   return res;
 }
 
 void rt_plan_free(rt_plan *pl) {
+  if (pl->sems) cudaFree(pl->sems);
   if (pl->steps) cudaFree(pl->steps);
   if (pl->tbs) cudaFree(pl->tbs);
   if (pl->words) cudaFree(pl->words);

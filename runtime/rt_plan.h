@@ -10,25 +10,43 @@
 
 typedef struct rt_plan {
   ip_gstep *steps;        /* device */
-  ip_gtb *tbs;            /* device: lanes * ntbs, lane-major */
-  /* ntbs: CUDA blocks per lane, the IR tbs not folded into another */
+  ip_gtb *tbs;            /* device: lanes * ntbs, lane-major, then the compute tbs' */
+  /* ntbs: CUDA blocks per lane, the IR tbs not folded into another and
+   * not compute thread blocks */
   uint64_t *words;        /* device: gen then progress, one per CUDA block */
   int ntbs, lanes, step_stride, smem_steps, nthreads;
-  int *irtb;              /* host: per block of a lane, its IR thread block */
+  int *irtb;              /* host: per block of a lane, then per compute tb, its IR thread block */
+  /* Compute (docs/FUSED.md): compute thread blocks, the CUDA blocks each
+   * runs as, their steps (all of them), the semaphore words; the stage of
+   * shared memory when the rank computes; whether a communication block
+   * computes too (inline: a tile must fit the stage). */
+  int ncomp, cwidth, csteps;
+  uint64_t *sems;         /* device */
+  int stage_bytes, inline_compute;
 } rt_plan;
+
+/* CUDA blocks of a launch of the plan: every lane's, then every compute
+ * thread block's. */
+static inline int rt_plan_blocks(const rt_plan *pl) { return pl->ntbs * pl->lanes + pl->ncomp * pl->cwidth; }
 
 /* The lanes p runs with under protocol proto: BATON_LANES, or when that
  * is 0, `blocks` CUDA blocks (the runtime passes min(128, what the GPU
  * holds)) over the most CUDA blocks per lane any rank needs (its thread
- * blocks less those folded into another: rt_chain), 1..64.  Ranks must
- * agree (connections are made per lane): process-per-GPU communicators
- * check it. */
+ * blocks less those folded into another: rt_chain), 1..64.  A program
+ * with compute thread blocks gives its communication an eighth of
+ * `blocks` (its messages are small beside the computation, which takes
+ * the rest: rt_plan_build).  Ranks must agree (connections are made per
+ * lane): process-per-GPU communicators check it. */
 int rt_plan_lanes(const ir_prog *p, int blocks, int proto);
 
 /* Builds rank's plan of p on the current device with `lanes` lanes, its
  * messages in protocol `proto` (the one it runs: rt_comm_proto).
- * nthreads: the IR's nthreads when set, else the given default. */
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto);
+ * nthreads: the IR's nthreads when set, else the given default.  The
+ * compute thread blocks take the blocks the GPU holds beyond the lanes'
+ * (1 / `share` of them: the ranks sharing the GPU take the rest), or
+ * BATON_COMPUTE_BLOCKS. */
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto,
+                        int share);
 
 /* Adds the connections p uses (on every rank, each of `lanes` lanes, for
  * protocol proto) to keys; returns the new count or -1 when out of memory. */

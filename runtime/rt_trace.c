@@ -16,7 +16,7 @@ struct rt_trace {
   int rank, cap;             /* cap: CUDA blocks the buffer holds */
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
-  int blocks, ntbs, nthreads;
+  int blocks, ntbs, lanes, cwidth, nthreads;
   const int *irtb;           /* per block of a lane, its IR thread block (the plan's; NULL: the same) */
   int warned;
 };
@@ -48,12 +48,15 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
   return NULL;
 }
 
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads, const int *irtb) {
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
+                     const int *irtb) {
   if (!t) return;
   t->irtb = irtb;
   t->algo = algo;
   t->blocks = blocks;
   t->ntbs = ntbs;
+  t->lanes = lanes;
+  t->cwidth = cwidth;
   t->nthreads = nthreads;
 }
 
@@ -79,14 +82,18 @@ static void save(const rt_trace *t) {
     return;
   }
   fprintf(f, "rank,algo,threads,block,lane,tb,event,step,tile,ns,clk\n");
+  int comm = t->ntbs * t->lanes;
   for (int b = 0; b < t->blocks; b++) {
     const uint64_t *w = h + (size_t)b * IP_TRACE_WORDS;
     uint64_t n = w[0] < IP_TRACE_EVENTS ? w[0] : IP_TRACE_EVENTS;
+    /* a compute block's "lane" is its place among its compute tb's blocks */
+    int lane = b < comm ? b / t->ntbs : (b - comm) % t->cwidth;
+    int k = b < comm ? b % t->ntbs : t->ntbs + (b - comm) / t->cwidth;
     for (uint64_t e = 0; e < n; e++) {
       const uint64_t *ev = w + 1 + 3 * e;
       unsigned kind = (unsigned)(ev[0] & 0xff);
-      fprintf(f, "%d,%s,%d,%d,%d,%d,%s,%u,%llu,%llu,%llu\n", t->rank, t->algo, t->nthreads, b, b / t->ntbs,
-              t->irtb ? t->irtb[b % t->ntbs] : b % t->ntbs, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
+      fprintf(f, "%d,%s,%d,%d,%d,%d,%s,%u,%llu,%llu,%llu\n", t->rank, t->algo, t->nthreads, b, lane,
+              t->irtb ? t->irtb[k] : k, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
               (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
     }
   }
@@ -97,7 +104,7 @@ static void save(const rt_trace *t) {
 
 void rt_trace_close(rt_trace *t) {
   if (!t) return;
-  if (t->blocks > 0 && t->ntbs > 0 && !rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "BATON_TRACE: waiting"))
+  if (t->blocks > 0 && !rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "BATON_TRACE: waiting"))
     save(t);
   cudaFree(t->dev);
   free(t);

@@ -21,8 +21,12 @@ bt_result rt_trace_open(rt_trace **t, int rank, int blocks);
 uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 
 /* Notes what the last launch ran, for the file's rows; algo must outlive t
- * (the program's name does: programs go after the timeline). */
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int nthreads, const int *irtb);
+ * (the program's name does: programs go after the timeline).  Blocks are
+ * lanes x ntbs communication blocks, then compute blocks, cwidth per
+ * compute thread block; irtb names the IR thread block of each block of a
+ * lane, then of each compute thread block. */
+void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
+                     const int *irtb);
 
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
  * device is idle), then frees t.  Does nothing for NULL. */

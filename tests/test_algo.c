@@ -103,6 +103,26 @@ int main(int argc, char **argv) {
   ok(i == 1, "an in-place call takes an in-place program over an earlier out-of-place one (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
 
+  /* Fused programs run only as fused calls: a plain AllReduce never takes
+   * one, a GEMV + AllReduce call takes the one whose size range fits. */
+  bad = compile(argv[1], argv[2], "g_gemv_small", "gemv_allreduce.lua", "--param maxbytes=65536") |
+        compile(argv[1], argv[2], "h_gemv_ring", "gemv_allreduce.lua", "--param form=ring --param minbytes=65537");
+  snprintf(files, sizeof files, "%s/g_gemv_small.xml:%s/h_gemv_ring.xml:%s/a_inplace.xml", dir, dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  ok(!bad && lr == BT_OK && rt_algos_count(a) == 3 && rt_algos_get(a, 0)->compute == IR_OP_GEMV &&
+     rt_algos_get(a, 2)->compute < 0, "two GEMV + AllReduce programs and the one-shot load (fused: %d)",
+     lr == BT_OK ? rt_algos_get(a, 0)->compute : -9);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0) : -2;
+  ok(i == 2, "a plain AllReduce never takes a fused program (got %s)", lr == BT_OK ? picked(a, i) : "?");
+  i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLREDUCE, IR_OP_GEMV, 16384, 8192, NULL, 0) : -2;
+  ok(i == 0, "GEMV + AllReduce of 16 KiB takes the small one (got %s)", lr == BT_OK ? picked(a, i) : "?");
+  i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLREDUCE, IR_OP_GEMV, 1 << 20, 1 << 19, NULL, 0) : -2;
+  ok(i == 1, "GEMV + AllReduce of 1 MiB takes the ring (got %s)", lr == BT_OK ? picked(a, i) : "?");
+  unsigned char usable[3] = {1, 0, 1};
+  i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLREDUCE, IR_OP_GEMV, 1 << 20, 1 << 19, usable, 0) : -2;
+  ok(i == -1, "none when the GPU cannot hold the one that fits (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
+
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;
   return tap_done();

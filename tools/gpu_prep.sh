@@ -2,13 +2,28 @@
 # gpu_prep.sh -- compiles the algorithm library for RANKS ranks into OUTDIR
 # (and copies IR files from CORPUS there), ready for BATON_ALGO_DIR or the
 # GPU tests.  Run it where Lua is (the GPU machines have none) and carry
-# OUTDIR.   Usage: tools/gpu_prep.sh BATON ALGORITHMS_DIR CORPUS_DIR RANKS OUTDIR
+# OUTDIR.   Usage: tools/gpu_prep.sh [--fused] BATON ALGORITHMS_DIR CORPUS_DIR RANKS OUTDIR
 # OUTDIR/default/ gets one program per collective and size range, for
-# BATON_ALGO_DIR (the drop-in library, nccl-tests): the ranges are the
-# crossovers docs/PERFORMANCE.md reports, provisional until measured.
+# BATON_ALGO_DIR (the drop-in library, nccl-tests, baton_gemv_allreduce):
+# the ranges are the crossovers docs/PERFORMANCE.md reports, provisional
+# until measured.  OUTDIR/fused/ gets the fused programs (GEMV +
+# AllReduce) in every form, for tests/gpu_fused; --fused makes only those.
 set -eu
+only_fused=0
+if [ "${1:-}" = --fused ]; then only_fused=1; shift; fi
 baton=$1 algs=$2 corpus=$3 ranks=$4 out=$5
-mkdir -p "$out"
+mkdir -p "$out/fused"
+fused() {  # fused NAME PARAMS...: a fused program into OUTDIR/fused
+  local name=$1; shift
+  local params=()
+  for p in "$@"; do params+=(--param "$p"); done
+  "$baton" compile -q "$algs/gemv_allreduce.lua" --param ranks="$ranks" "${params[@]}" -o "$out/fused/${name}_${ranks}r.xml"
+}
+fused gemv_allreduce_allpairs
+fused gemv_allreduce_allpairs_zc zerocopy=1
+fused gemv_allreduce_allpairs_c2_simple chunks=2 protocol=Simple sync=group:2
+fused gemv_allreduce_ring_ll128 form=ring protocol=LL128 sync=stride:3
+if [ "$only_fused" = 1 ]; then exit 0; fi
 compile() {  # compile NAME SCRIPT PARAMS...
   local name=$1 script=$2; shift 2
   local params=()
@@ -93,4 +108,7 @@ ranged reducescatter_4_ring reducescatter_ring.lua : $r
 ranged alltoall_1_direct_ll alltoall_direct.lua :64K $r protocol=LL
 ranged alltoall_2_direct_ll128 alltoall_direct.lua 65537:4M $r protocol=LL128
 ranged alltoall_3_direct alltoall_direct.lua 4194305: $r
+# GEMV + AllReduce (fused): all pairs to 1 MiB of y, the ring above.
+ranged gemv_allreduce_1_allpairs gemv_allreduce.lua :1M $r
+ranged gemv_allreduce_2_ring gemv_allreduce.lua 1048577: $r form=ring protocol=LL128
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -1,0 +1,338 @@
+/* gpu_fused.c -- fused programs on real GPUs through the public API: every
+ * loaded fused program by name (baton_run_fused) and the automatic choice
+ * (baton_gemv_allreduce) over f32, f16 and bf16 and shapes from one row
+ * to the tensor-parallel decode shapes, padded and unaligned operands,
+ * CUDA-graph capture, and refused calls.  Every output element of every
+ * rank is compared with y = sum over ranks of W_r x_r computed in double
+ * on the host, within ip_compute_tolerance.
+ *
+ * Usage: gpu_fused --ranks N --dir DIR [--gpus G] [--big]
+ *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
+ *   GPU when G < N: their correctness, not their speed).  TAP output;
+ *   skips when fewer than G GPUs are present. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "ip_compute.h"
+#include "rt_comm.h"
+#include "tap.h"
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+static int nranks, ngpus;
+static baton_comm **comms;
+static cudaStream_t *streams;
+
+static int dev_of(int r) { return r % ngpus; }
+
+/* One shape of a run: y [M] = sum of W_r [M, K] (rows ld apart) x_r [K];
+ * x_off shifts x by that many elements (unaligned when not a multiple of
+ * 16 bytes). */
+typedef struct shape { size_t M, K, ld, x_off; } shape;
+
+/* Per rank: host and device copies of W, x and y. */
+typedef struct bufs {
+  void *hW, *hx, *hy;
+  char *dW, *dx, *dy;
+} bufs;
+
+static uint64_t rng = 88172645463325252ull;
+static double frand(void) {   /* uniform in [-1, 1) */
+  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+  return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static void fill(int dt, void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) ip_set((ip_dtype)dt, p, i, frand());
+}
+
+static void bufs_free(bufs *b) {
+  for (int r = 0; r < nranks; r++) {
+    free(b[r].hW); free(b[r].hx); free(b[r].hy);
+    cudaSetDevice(dev_of(r));
+    cudaFree(b[r].dW); cudaFree(b[r].dx); cudaFree(b[r].dy);
+  }
+  free(b);
+}
+
+/* Random W and x on every rank, y poisoned (NaN). */
+static bufs *bufs_new(int dt, const shape *s) {
+  int es = ip_dtype_size[dt];
+  bufs *b = calloc(nranks, sizeof *b);
+  for (int r = 0; b && r < nranks; r++) {
+    size_t nw = s->M * s->ld, nx = s->K + s->x_off;
+    b[r].hW = malloc(nw * es + 1); b[r].hx = malloc(nx * es + 1); b[r].hy = malloc(s->M * es + 1);
+    cudaSetDevice(dev_of(r));
+    if (!b[r].hW || !b[r].hx || !b[r].hy || cudaMalloc((void **)&b[r].dW, nw * es + 16) ||
+        cudaMalloc((void **)&b[r].dx, nx * es + 16) || cudaMalloc((void **)&b[r].dy, s->M * es + 16)) {
+      bufs_free(b);
+      return NULL;
+    }
+    fill(dt, b[r].hW, nw);
+    fill(dt, b[r].hx, nx);
+    for (size_t i = 0; i < s->M; i++) ip_set((ip_dtype)dt, b[r].hy, i, NAN);
+    cudaMemcpy(b[r].dW, b[r].hW, nw * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dx, b[r].hx, nx * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dy, b[r].hy, s->M * es, cudaMemcpyHostToDevice);
+  }
+  return b;
+}
+
+/* Elements of any rank's y that differ from the reference by more than the
+ * tolerance; the first is described in why. */
+static long check(int dt, const shape *s, bufs *b, char *why, size_t len) {
+  int es = ip_dtype_size[dt];
+  double *want = calloc(s->M + 1, sizeof(double)), *mag = calloc(s->M + 1, sizeof(double));
+  double *v = malloc((s->M + 1) * sizeof(double)), *m = malloc((s->M + 1) * sizeof(double));
+  long bad = 0;
+  why[0] = 0;
+  if (!want || !mag || !v || !m) { snprintf(why, len, "out of memory"); bad = -1; goto out; }
+  for (int r = 0; r < nranks; r++) {
+    ip_opnd args[2] = {{b[r].hW, (int64_t)s->M, (int64_t)s->K, (int64_t)s->ld},
+                       {(char *)b[r].hx + s->x_off * es, (int64_t)s->K, 1, 1}};
+    ip_compute_exact(IR_OP_GEMV, (ip_dtype)dt, args, 0, (int64_t)s->M, v, m);
+    for (size_t i = 0; i < s->M; i++) { want[i] += v[i]; mag[i] += m[i]; }
+  }
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaMemcpy(b[r].hy, b[r].dy, s->M * es, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < s->M; i++) {
+      double got = ip_get((ip_dtype)dt, b[r].hy, i), tol = ip_compute_tolerance((ip_dtype)dt, nranks, (int64_t)s->K, mag[i]);
+      if (fabs(got - want[i]) <= tol) continue;   /* NaN fails */
+      if (!bad++)
+        snprintf(why, len, "rank %d y[%zu] = %g, expected %g (tolerance %g)", r, i, got, want[i], tol);
+    }
+  }
+out:
+  free(want); free(mag); free(v); free(m);
+  return bad;
+}
+
+/* Waits for every rank's stream; the first error. */
+static baton_result sync_all(void) {
+  baton_result res = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
+    baton_result ae = baton_success;
+    baton_comm_get_async_error(comms[r], &ae);
+    if (ae && !res) res = ae;
+  }
+  return res;
+}
+
+/* One grouped call on every rank: by name (baton_run_fused) or through
+ * the automatic choice (name NULL). */
+static baton_result call(const char *name, int dt, const shape *s, bufs *b) {
+  int es = ip_dtype_size[dt];
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++) {
+    const char *x = b[r].dx + s->x_off * es;
+    if (name) {
+      const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
+      baton_operand ops[IR_MAX_OPERANDS];
+      for (int k = 0; k < p->noperands; k++) {
+        int mat = p->operands[k].kind == IR_OPND_MATRIX;
+        ops[k] = (baton_operand){p->operands[k].name, mat ? (const void *)b[r].dW : (const void *)x,
+                                 mat ? s->M : s->K, mat ? s->K : 1, mat ? s->ld : 0};
+      }
+      e = baton_run_fused(name, ops, p->noperands, b[r].dy, s->M, (baton_dtype)dt, baton_sum, comms[r], streams[r]);
+    } else {
+      e = baton_gemv_allreduce(comms[r], b[r].dW, x, b[r].dy, s->M, s->K, (baton_dtype)dt, streams[r]);
+    }
+  }
+  baton_result g = baton_group_end();
+  return e ? e : g ? g : sync_all();
+}
+
+static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
+
+/* Every fused program by name over every type and shape. */
+static void check_programs(const shape *shapes, int nshapes) {
+  int nalg = baton_comm_algorithm_count(comms[0]);
+  for (int ai = 0; ai < nalg; ai++) {
+    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+    const char *name = ir_prog_where(al->prog);   /* the file: names may repeat */
+    if (al->compute < 0) continue;
+    if (rt_plan_blocks(&comms[0]->plans[ai]) == 0) {
+      ok(1, "# SKIP %s: does not fit this GPU", name);
+      continue;
+    }
+    long fails = 0;
+    char why[300] = "";
+    for (int di = 0; di < 3 && !fails; di++)
+      for (int si = 0; si < nshapes && !fails; si++) {
+        bufs *b = bufs_new(dtypes[di], &shapes[si]);
+        if (!b) { fails = 1; snprintf(why, sizeof why, "out of memory"); break; }
+        baton_result e = call(name, dtypes[di], &shapes[si], b);
+        if (e) { fails = 1; snprintf(why, sizeof why, "%s", baton_result_string(e)); }
+        else fails = check(dtypes[di], &shapes[si], b, why, sizeof why);
+        if (fails) diag("%s %s M=%zu K=%zu ld=%zu x+%zu: %s", name, ip_dtype_name[dtypes[di]], shapes[si].M,
+                        shapes[si].K, shapes[si].ld, shapes[si].x_off, why);
+        bufs_free(b);
+      }
+    ok(fails == 0, "%s: y = sum of W_r x_r on %d ranks, f32/f16/bf16 x %d shapes, every element within tolerance",
+       name, nranks, nshapes);
+  }
+}
+
+/* The automatic choice, by the size of y. */
+static void check_choice(void) {
+  const shape s[] = {{1000, 300, 300, 0}, {40000, 96, 96, 0}};
+  for (int k = 0; k < 2; k++) {
+    char why[300] = "";
+    bufs *b = bufs_new(IP_BF16, &s[k]);
+    baton_result e = b ? call(NULL, IP_BF16, &s[k], b) : baton_out_of_memory;
+    long bad = e ? -1 : check(IP_BF16, &s[k], b, why, sizeof why);
+    ok(bad == 0, "baton_gemv_allreduce bf16 M=%zu K=%zu runs %s: %s", s[k].M, s[k].K,
+       baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?", e ? baton_result_string(e) : why);
+    if (b) bufs_free(b);
+  }
+}
+
+/* A captured fused call, replayed on new data: graph-safe (no host state
+ * per call). */
+static void check_graph(void) {
+  const shape s = {4099, 513, 513, 0};
+  bufs *b = bufs_new(IP_F16, &s);
+  if (!b) { ok(0, "graph: buffers"); return; }
+  baton_result e = call(NULL, IP_F16, &s, b);   /* once outside the capture: the scratch is reserved */
+  cudaGraph_t *g = calloc(nranks, sizeof *g);
+  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
+  int okc = !e;
+  for (int r = 0; r < nranks && okc; r++) {
+    cudaSetDevice(dev_of(r));
+    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
+  }
+  if (okc) {
+    baton_group_start();
+    for (int r = 0; r < nranks; r++)
+      e = e ? e : baton_gemv_allreduce(comms[r], b[r].dW, b[r].dx, b[r].dy, s.M, s.K, baton_f16, streams[r]);
+    baton_group_end();
+  }
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
+  }
+  long bad = -1;
+  char why[300] = "";
+  for (int round = 0; round < 2 && okc && !e; round++) {
+    for (int r = 0; r < nranks; r++) {   /* new operands, same buffers */
+      fill(IP_F16, b[r].hx, s.K);
+      for (size_t i = 0; i < s.M; i++) ip_set(IP_F16, b[r].hy, i, NAN);
+      cudaSetDevice(dev_of(r));
+      cudaMemcpy(b[r].dx, b[r].hx, s.K * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(b[r].dy, b[r].hy, s.M * 2, cudaMemcpyHostToDevice);
+    }
+    for (int r = 0; r < nranks; r++) {
+      cudaSetDevice(dev_of(r));
+      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
+    }
+    e = sync_all();
+    bad = e ? -1 : check(IP_F16, &s, b, why, sizeof why);
+    if (bad) break;
+  }
+  ok(okc && !e && bad == 0, "a captured baton_gemv_allreduce replays right on new data twice: %s",
+     e ? baton_result_string(e) : why);
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (x[r]) cudaGraphExecDestroy(x[r]);
+    if (g[r]) cudaGraphDestroy(g[r]);
+  }
+  free(g);
+  free(x);
+  bufs_free(b);
+}
+
+/* Calls the runtime must refuse, and the communicator still works after. */
+static void check_refused(void) {
+  const shape s = {257, 64, 64, 0};
+  bufs *b = bufs_new(IP_F32, &s);
+  if (!b) { ok(0, "refusals: buffers"); return; }
+  baton_group_start();
+  baton_result e = baton_gemv_allreduce(comms[0], b[0].dW, b[0].dx, b[0].dy, s.M, s.K, baton_i32, streams[0]);
+  baton_group_end();
+  ok(e == baton_invalid_argument, "a type gemv does not take (i32) is refused: %s", baton_result_string(e));
+  baton_group_start();
+  e = baton_gemv_allreduce(comms[0], NULL, b[0].dx, b[0].dy, s.M, s.K, baton_f32, streams[0]);
+  baton_group_end();
+  ok(e == baton_invalid_argument, "a NULL matrix is refused: %s", baton_result_string(e));
+  int nalg = baton_comm_algorithm_count(comms[0]);
+  for (int ai = 0; ai < nalg; ai++) {
+    if (rt_algos_get(comms[0]->algos, ai)->compute < 0 || rt_plan_blocks(&comms[0]->plans[ai]) == 0) continue;
+    const char *name = ir_prog_where(rt_algos_get(comms[0]->algos, ai)->prog);
+    baton_operand ops[2] = {{"W", b[0].dW, s.M, s.K, 0}, {"x", b[0].dx, s.K + 1, 1, 0}};
+    baton_group_start();
+    e = baton_run_fused(name, ops, 2, b[0].dy, s.M, baton_f32, baton_sum, comms[0], streams[0]);
+    baton_group_end();
+    ok(e == baton_invalid_argument, "an x of K+1 elements for a W of K columns is refused: %s", baton_result_string(e));
+    baton_group_start();
+    e = baton_run(name, b[0].dy, b[0].dy, s.M, baton_f32, baton_sum, comms[0], streams[0]);
+    baton_group_end();
+    ok(e == baton_invalid_argument, "a fused program run as a plain collective is refused: %s", baton_result_string(e));
+    break;
+  }
+  e = call(NULL, IP_F32, &s, b);
+  char why[300] = "";
+  ok(!e && check(IP_F32, &s, b, why, sizeof why) == 0, "after the refusals a call still runs right: %s",
+     e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL;
+  int big = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big")) big = 1;
+  }
+  if (ngpus == 0) ngpus = nranks;
+  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
+    fprintf(stderr, "usage: gpu_fused --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
+    return 2;
+  }
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
+    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
+    return 0;
+  }
+  setenv("BATON_ALGO_DIR", dir, 1);
+  setenv("BATON_TIMEOUT", "10", 0);
+  comms = calloc(nranks, sizeof *comms);
+  streams = calloc(nranks, sizeof *streams);
+  int *devs = calloc(nranks, sizeof *devs);
+  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
+  baton_result e = baton_comm_init_all(comms, nranks, devs);
+  free(devs);
+  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
+  if (e) return tap_done();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+  }
+  int fused = 0;
+  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) fused += rt_algos_get(comms[0]->algos, ai)->compute >= 0;
+  ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, dir);
+  /* One row; odd sizes (scalar tails, partial tiles); a padded row
+   * stride; x not 16-byte aligned (no 16-byte loads); decode shapes. */
+  const shape small[] = {{1, 1, 1, 0}, {5, 3, 3, 0}, {4099, 67, 67, 0}, {3000, 1000, 1032, 0}, {2049, 515, 515, 1},
+                         {8192, 2048, 2048, 0}, {12289, 1031, 1031, 0}};
+  const shape large[] = {{8192, 4096, 4096, 0}, {32768, 2048, 2048, 0}, {65536, 7168, 7168, 0}};
+  check_programs(small, sizeof small / sizeof small[0]);
+  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  check_choice();
+  check_graph();
+  check_refused();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamDestroy(streams[r]);
+    baton_comm_destroy(comms[r]);
+  }
+  return tap_done();
+}
