@@ -17,12 +17,14 @@
 
 // Rows a warp takes at once (each 16-byte piece of x it loads is used for
 // that many rows), and 16-byte pieces of each row a thread loads per round
-// before it uses any: IP_GEMV_ROWS * IP_GEMV_UNROLL loads in flight per
-// thread, 32 KiB per 512-thread block, about twice what one SM needs in
-// flight for its share of HBM.  4 x 1 takes 72 registers; 4 x 2 took 110,
-// which spilled inside the interpreter.
+// before it uses any:
+// 4 x 1 keeps 32 KiB in flight per 512-thread block.
+#ifndef IP_GEMV_ROWS
 #define IP_GEMV_ROWS 4
+#endif
+#ifndef IP_GEMV_UNROLL
 #define IP_GEMV_UNROLL 1
+#endif
 
 // A matrix element is read once: no room in L1 for it.
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
@@ -105,30 +107,37 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.f;
+        int v = (int)vlo + lane;
 #pragma unroll 1
-        for (int v = (int)vlo + lane; v < (int)vhi; v += 32 * U) {
+        for (; v + 32 * (U - 1) < (int)vhi; v += 32 * U) {   // U pieces of each row a thread, all loaded first
           uint4 xv[U], wv[U][R];
 #pragma unroll
           for (int u = 0; u < U; u++) {
-            const int vv = v + 32 * u;
-            if (vv < (int)vhi) {
-              xv[u] = __ldg((const uint4 *)x + vv);
+            xv[u] = __ldg((const uint4 *)x + v + 32 * u);
 #pragma unroll
-              for (int r = 0; r < R; r++) wv[u][r] = ld_stream16(base + (r < nr ? r : nr - 1) * rs + (int64_t)vv * 16);
-            }
+            for (int r = 0; r < R; r++) wv[u][r] = ld_stream16(base + (r < nr ? r : nr - 1) * rs + (int64_t)(v + 32 * u) * 16);
           }
 #pragma unroll
-          for (int u = 0; u < U; u++)
-            if (v + 32 * u < (int)vhi) {
-              float xf[VE], wf[VE];
-              ip_unpack16<DT>(xv[u], xf);
+          for (int u = 0; u < U; u++) {
+            float xf[VE], wf[VE];
+            ip_unpack16<DT>(xv[u], xf);
 #pragma unroll
-              for (int r = 0; r < R; r++) {
-                ip_unpack16<DT>(wv[u][r], wf);
+            for (int r = 0; r < R; r++) {
+              ip_unpack16<DT>(wv[u][r], wf);
 #pragma unroll
-                for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
-              }
+              for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
             }
+          }
+        }
+        for (; v < (int)vhi; v += 32) {   // the last pieces, fewer than U
+          float xf[VE], wf[VE];
+          ip_unpack16<DT>(__ldg((const uint4 *)x + v), xf);
+#pragma unroll
+          for (int r = 0; r < R; r++) {
+            ip_unpack16<DT>(ld_stream16(base + (r < nr ? r : nr - 1) * rs + (int64_t)v * 16), wf);
+#pragma unroll
+            for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+          }
         }
         if (part == ks - 1)   // the elements past the whole pieces (all of them without 16-byte access)
           for (int64_t k = nv * VE + lane; k < K; k += 32) {
@@ -162,34 +171,39 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
 
 // stage[0 .. n) = the values compute step st gives the input's elements
 // row0 .. row0+n-1 (a row of its matrix each).  Ends with a barrier.
-template <int DT>
+template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void ip_compute_rows(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n,
                                                 char *stage) {
   // gemv and gemvs: A x (the only compute opcodes so far)
   const int m = st.arg[0], v = st.arg[1];
-  ip_gemv<DT>(a.opnd[m], a.opld[m], a.opcols[m], a.opnd[v], row0, n, stage);
+  ip_gemv<DT, R, U>(a.opnd[m], a.opld[m], a.opcols[m], a.opnd[v], row0, n, stage);
 }
 
-// The semaphore word of tile t under sem (ip_sem_pack), and the count it
-// reaches when every sub-tile of every tile of t's group is done.
-__device__ __forceinline__ uint64_t *sem_word(const ip_gargs &a, int32_t sem, int64_t t, uint64_t *need) {
+// The semaphore word of tile t under sem (ip_sem_pack), and the rows it
+// counts when every tile of t's group is done, for a step of `cnt`
+// chunks (every tile but the last of a chunk is a.tile rows).
+__device__ __forceinline__ uint64_t *sem_word(const ip_gargs &a, int32_t sem, int64_t t, int cnt, uint64_t *need) {
   const int kind = ip_sem_kind(sem), param = ip_sem_param(sem);
-  int64_t first, count, stride;
+  int64_t first, count, stride, rows = 0;
   ir_sync_span(kind, param, t, a.ntiles, &first, &count, &stride);
-  *need = (uint64_t)count * (uint64_t)a.csub;
+  for (int64_t k = 0; k < count; k++) {
+    const int64_t u = first + k * stride, left = a.geom.cap - u * a.tile;
+    rows += left < a.tile ? left : a.tile;
+  }
+  *need = (uint64_t)rows * (uint64_t)cnt;
   return a.sems + ip_sem_base(sem) + ir_sync_group(kind, param, t);
 }
 
-// Thread 0, after a barrier that follows the item's stores: counts one
-// sub-tile of tile t done in generation gen.  A word still holding an
-// older generation starts over at 1.
-__device__ __forceinline__ void sem_post(const ip_gargs &a, int32_t sem, int64_t t, uint64_t gen) {
+// Thread 0, after a barrier that follows the block's stores: counts `rows`
+// rows of tile t done in generation gen.  A word still holding an older
+// generation starts over.
+__device__ __forceinline__ void sem_post(const ip_gargs &a, int32_t sem, int64_t t, uint64_t rows, uint64_t gen) {
   uint64_t need;
-  unsigned long long *w = (unsigned long long *)sem_word(a, sem, t, &need);
+  unsigned long long *w = (unsigned long long *)sem_word(a, sem, t, 1, &need);
   __threadfence();   // the block's stores (ordered before this by the barrier) before the count
   unsigned long long old = *(volatile unsigned long long *)w;
   for (;;) {
-    const unsigned long long nw = (old >> 32) == gen ? old + 1 : (unsigned long long)gen << 32 | 1;
+    const unsigned long long nw = (old >> 32) == gen ? old + rows : (unsigned long long)gen << 32 | rows;
     const unsigned long long got = atomicCAS(w, old, nw);
     if (got == old) break;
     old = got;

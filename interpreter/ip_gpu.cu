@@ -622,13 +622,14 @@ __device__ __forceinline__ char *stage_of(const ip_gargs &a) {
 // stage = elements [from, from + n) of tile t of input chunk c as compute
 // step st computes them: the valid ones computed, the rest zero.  Ends
 // with a barrier.
-template <int DT>
+template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void compute_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t, int64_t from,
                                               int64_t n, char *stage) {
   int64_t at = t * a.tile + from, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
   valid = valid < 0 ? 0 : valid > n ? n : valid;
   for (int64_t b = valid * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) stage[b] = 0;
-  if (valid > 0) ip_compute_rows<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, stage);
+  if (valid > 0)
+    ip_compute_rows<DT, R, U>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, stage);
   else __syncthreads();
 }
 
@@ -688,7 +689,7 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
   spin sp = {0, 0};
   if (st.depid >= 0 && st.sem != IP_SEM_NONE) {   // on a compute step: every sub-tile of t's group counted
     uint64_t need;
-    const uint64_t *w = sem_word(a, st.sem, t, &need);
+    const uint64_t *w = sem_word(a, st.sem, t, st.depn, &need);
     need |= (base >> 40) << 32;   // this launch's generation, every block's
     while (ld_acquire_gpu(w) < need)
       if (!spin_more(a, sp, s, t, IP_WAIT_SEM, -1, st.depid)) return false;
@@ -711,52 +712,75 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
 }
 
 
-// A CUDA block of a compute thread block (ip_gpu.h): its items, each a
-// sub-tile of a tile of a step, computed into the stage and stored, then
-// counted in the step's semaphore when some step waits on it.  Not
-// inlined into the kernel: its registers are its own.
-template <int DT>
-__device__ __noinline__ void compute_block(const ip_gargs &a) {
-  const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
-  const ip_gstep *steps = a.steps + (int64_t)(a.ntbs + ct) * a.step_stride;
-  char *stage = stage_of(a);
-  __shared__ uint64_t gen;
-  __shared__ int nsteps;
-  int tn = 0;
-  if (threadIdx.x == 0) {
-    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
-    gen = a.gen[blockIdx.x] + 1;
-    a.gen[blockIdx.x] = gen;
-    nsteps = a.tbs[a.ntbs * a.lanes + ct].nsteps;
-  }
-  __syncthreads();
-  const int64_t per_step = a.ntiles * a.csub, items = nsteps * per_step;
-  for (int64_t j = w; j < items; j += a.cwidth) {
-    const int s = (int)(j / per_step);
-    const int64_t t = j % per_step / a.csub, from = j % a.csub * a.csub_len;
-    const ip_gstep st = steps[s];
-    const int64_t len = tile_len(a, t), n = len - from < a.csub_len ? len - from : a.csub_len;
-    for (int c = 0; n > 0 && c < st.cnt; c++) {
-      compute_piece<DT>(a, st, st.srcoff + c, t, from, n, stage);
-      piece p;
-      p.src = stage; p.msg = NULL; p.cur = NULL; p.out = NULL;
-      p.srcvalid = p.len = n * a.esize;
-      int64_t dv;
-      p.dst = tile_at(a, st.dstbuf, st.dstoff + c, t, len, &dv) + from * a.esize;
-      p.dstvalid = dv - from * a.esize < 0 ? 0 : dv - from * a.esize;
-      move_piece(&p, a.esize);
-      __syncthreads();   // stored: the stage is free, and the count below covers every thread's stores
-    }
-    if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, gen);
-    if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
-  }
-  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
-}
-
 // Copies n 4-byte words from global to shared memory, all threads.
 __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
   for (int k = threadIdx.x; k < n; k += blockDim.x) ((int *)to)[k] = ((const int *)from)[k];
 }
+
+// A CUDA block of a compute thread block (ip_gpu.h): its equal share of
+// the row space, computed piece by piece into the stage (a piece within
+// one chunk's tile, at most a stage of rows) and stored; the rows of each
+// tile it finishes counted in that tile's semaphore when some step waits
+// on the step.  Start: one round trip brings the tb's steps to shared
+// memory (a row of the plan, zero past its last step: nothing has cnt 0)
+// and thread 0's generation.  Not inlined into the kernel: its registers
+// are its own.
+template <int DT>
+__device__ __noinline__ void compute_block(const ip_gargs &a) {
+  extern __shared__ ip_gstep sm_steps[];
+  const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
+  const ip_gstep *steps = a.steps + (int64_t)(a.ntbs + ct) * a.step_stride;
+  char *stage = stage_of(a);
+  int tn = 0;
+  uint64_t gen = 0;   // thread 0's: only it counts in semaphores
+  if (threadIdx.x == 0) {
+    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
+    gen = a.gen[blockIdx.x] + 1;
+  }
+  if (a.smem_steps) {
+    copy_words(sm_steps, steps, a.smem_steps * (int)(sizeof(ip_gstep) / 4));
+    steps = sm_steps;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
+  int nsteps = 0;
+  while (nsteps < a.step_stride && steps[nsteps].cnt > 0) nsteps++;
+  const int64_t cap = a.geom.cap, most = IP_GPU_STAGE_BYTES / a.esize;
+  int64_t total = 0;
+  for (int s = 0; s < nsteps; s++) total += steps[s].cnt * cap;
+  const int64_t lo = total * w / a.cwidth, hi = total * (w + 1) / a.cwidth;
+  int64_t base = 0;   // the row space's start of step s
+  for (int s = 0; s < nsteps && base < hi; base += steps[s].cnt * cap, s++) {
+    if (base + steps[s].cnt * cap <= lo) continue;
+    const ip_gstep st = steps[s];
+    for (int64_t t = 0; t < a.ntiles; t++) {
+      const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
+      if (ue <= lo || us >= hi) continue;
+      int64_t done = 0;
+      for (int64_t x = us > lo ? us : lo; x < ue && x < hi;) {   // pieces: within one chunk's tile, a stage at most
+        const int j = (int)((x - us) / len);
+        const int64_t from = (x - us) % len, end = ue < hi ? ue : hi;
+        int64_t n = len - from < end - x ? len - from : end - x;
+        if (n > most) n = most;
+        compute_piece<DT>(a, st, st.srcoff + j, t, from, n, stage);
+        piece p;
+        p.src = stage; p.msg = NULL; p.cur = NULL; p.out = NULL;
+        p.srcvalid = p.len = n * a.esize;
+        int64_t dv;
+        p.dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * a.esize;
+        p.dstvalid = dv - from * a.esize < 0 ? 0 : dv - from * a.esize;
+        move_piece(&p, a.esize);
+        __syncthreads();   // stored: the stage is free, and the count below covers every thread's stores
+        x += n;
+        done += n;
+      }
+      if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)done, gen);
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
+    }
+  }
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+}
+
 
 // The block runs its thread block's steps for every tile of its lane.
 // Start: one round trip to global memory brings the block's ip_gtb and

@@ -50,7 +50,8 @@ typedef struct ip_gstep {
   int32_t srcoff, dstoff, cnt;
   int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1; a wait on a compute
                             step (sem set): depid is the compute tb's entry in ip_gargs.tbs */
-  int32_t depn;          /* steps of tb depid: its progress counts them per tile */
+  int32_t depn;          /* steps of tb depid: its progress counts them per tile; a wait on a compute step:
+                            that step's chunks (its semaphore counts rows of all of them) */
   int32_t sseq, rseq;    /* this step's message among those of its send / receive
                             connection in one tile (so counts need no updating) */
   int32_t sem;           /* a step of a compute tb: the semaphores it counts in; a step waiting on one:
@@ -124,8 +125,6 @@ typedef struct ip_gargs {
   /* Compute (docs/FUSED.md). */
   int32_t ncomp, cwidth;           /* compute tbs (their entries follow the lanes' in tbs, their steps the
                                       lanes' tbs' in steps), CUDA blocks each */
-  int32_t csub;                    /* sub-tiles a tile of a compute tb's step is cut into: a block's item */
-  int64_t csub_len;                /* elements of a sub-tile (a multiple of 16 bytes) */
   uint64_t *sems;                  /* device: the semaphore words */
   int32_t stage_bytes;             /* dynamic shared memory after the steps for computed values */
   const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */
@@ -184,7 +183,7 @@ bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
 #define IP_GPU_SMEM_STEPS 1024
 
 /* Shared memory for the values a compute step computes, after the steps:
- * a compute block's sub-tile, or an inline compute step's whole tile (the
+ * a compute block's piece, or an inline compute step's whole tile (the
  * runtime cuts tiles to fit). */
 #define IP_GPU_STAGE_BYTES 16384
 

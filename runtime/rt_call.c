@@ -8,6 +8,7 @@
 #include "ir_geom.h"
 #include "rt_cuda.h"
 #include "rt_log.h"
+#include "rt_param.h"
 
 /* Makes the communicator's scratch at least `bytes` long.  Growing is a
  * cudaMalloc, which a stream being captured cannot take: then the call
@@ -33,11 +34,6 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
-/* Items (sub-tiles) a call aims to give each CUDA block of a compute
- * thread block: more balance the blocks' work (a block's last item ends
- * the computation), fewer cost less in semaphore counts and barriers. */
-#define RT_COMPUTE_ITEMS 4
-
 /* The tile of a program with compute steps, from the communication's
  * (tile, elements) for a chunk of `cap` elements of `es` bytes: no more
  * than IP_GPU_MAX_CTILES tiles (each compute step has that many
@@ -56,24 +52,6 @@ static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_comput
   return tile;
 }
 
-/* A compute block's item: the sub-tile length (a 16-byte multiple) that
- * gives each of the plan's compute blocks about RT_COMPUTE_ITEMS items,
- * at least 16 rows (a row group per warp needs work), within the stage. */
-static int64_t compute_sub(const rt_plan *pl, int64_t tile, int64_t ntiles, int es) {
-  const int64_t unit = 16 / es;
-  int64_t per_tb = (pl->csteps + pl->ncomp - 1) / pl->ncomp;   /* steps a compute tb runs */
-  int64_t want = (int64_t)RT_COMPUTE_ITEMS * pl->cwidth, have = per_tb * ntiles;
-  int64_t split = have >= want ? 1 : (want + have - 1) / have;
-  int64_t len = (tile + split - 1) / split;
-  len = (len + unit - 1) / unit * unit;
-  if (len < 16) len = 16;
-  if (len * es > IP_GPU_STAGE_BYTES) len = IP_GPU_STAGE_BYTES / es / unit * unit;
-  return len > tile ? tile : len;
-}
-
-/* Everything about one call but its launch: checks, geometry, tile size,
- * scratch, the interpreter's arguments.  Pointers into the scratch are
- * filled in by rt_call_launch: a later call of a group may grow it. */
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
   const rt_algo *al = rt_algos_get(c->algos, ai);
@@ -185,8 +163,6 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
     a->ncomp = pl->ncomp;
     a->cwidth = pl->cwidth;
     a->sems = pl->sems;
-    a->csub_len = pl->ncomp ? compute_sub(pl, tile, a->ntiles, es) : tile;
-    a->csub = (int32_t)((tile + a->csub_len - 1) / a->csub_len);
     for (int k = 0; k < p->noperands; k++) {
       a->opnd[k] = (const char *)ops->data[k];
       a->opld[k] = ops->ld[k];
@@ -198,8 +174,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
             c->rank, where, (long long)count, pl->ntbs, pl->lanes, pl->nthreads, ir_proto_name[proto], (long long)tile, (long long)a->ntiles,
             L->copy_in || L->stage_in ? ", on a copy of the input" : "");
   if (ops)
-    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s: %d compute tbs x %d blocks, %d sub-tiles of %lld elements a tile", c->rank,
-              where, a->ncomp, a->cwidth, a->csub, (long long)a->csub_len);
+    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s: %d compute tbs x %d blocks", c->rank, where, a->ncomp, a->cwidth);
   c->last = p->name ? p->name : where;
   return BT_OK;
 }

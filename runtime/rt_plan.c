@@ -172,7 +172,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
                                             .arg = {st->args[0], st->args[1], st->args[2]},
                                             .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
                                             .depid = depid, .deps = deps,
-                                            .depn = depid >= 0 && wsem == IP_SEM_NONE ? ch.count[depid] : 0,
+                                            .depn = depid < 0 ? 0 : wsem == IP_SEM_NONE ? ch.count[depid]
+                                                    : g->tbs[depid].steps[deps].cnt,
                                             .sseq = (fl & IR_F_SEND) ? d->nsend++ : 0,
                                             .rseq = (fl & IR_F_RECV) ? d->nrecv[conn]++ : 0, .sem = wsem};
       if (fl & IR_F_COMP) pl->inline_compute |= !ir_tb_compute(&g->tbs[rt]);

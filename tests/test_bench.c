@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_fused.h"
 #include "tap.h"
 
 static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
@@ -283,6 +284,96 @@ static void test_output(const char *plot) {
   bench_table_free(&t);
 }
 
+static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
+  char buf[512], *argv[64];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "bench %s", line);
+  for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+  argv[argc] = NULL;
+  FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
+  int rc = bench_fused_parse(o, argc, argv, out, e);
+  fclose(e);
+  fclose(out);
+  return rc;
+}
+
+/* baton bench --fused: options, the derived columns, the outputs and the
+ * plot of a fixed table. */
+static void test_fused(const char *plot) {
+  bench_fused_opts o;
+  char err[400];
+  char *argv1[] = {"bench", "-g", "4", "--fused", "gemv_allreduce", NULL};
+  ok(bench_fused_asked(5, argv1) && !bench_fused_asked(3, argv1), "--fused selects the fused mode");
+  ok(fparse(&o, "--fused gemv_allreduce", err, sizeof err) == 0 && o.dtype == IP_BF16 && o.nM == 4 && o.nK == 3 &&
+     o.M[3] == 65536 && o.K[2] == 7168 && o.iters == 20 && o.check == 1,
+     "defaults: bf16, M 8192..65536, K 2048, 4096, 7168");
+  ok(fparse(&o, "--fused=gemv_allreduce -g 4 -d f32 -M 8K,12289 -K 2048 -G 10 -n 50 -R 5 --csv a.csv", err,
+            sizeof err) == 0 && o.ngpus == 4 && o.dtype == IP_F32 && o.nM == 2 && o.M[0] == 8192 && o.M[1] == 12289 &&
+     o.nK == 1 && o.graph == 10 && o.iters == 50 && o.rounds == 5 && o.csv && !strcmp(o.csv, "a.csv"),
+     "options: ranks, type, shape lists with suffixes, graph, iterations, rounds, CSV");
+  ok(fparse(&o, "--fused allreduce", err, sizeof err) == 2, "an unknown fused operator is refused");
+  ok_contains(err, "--fused takes gemv_allreduce", "and named");
+  ok(fparse(&o, "--fused gemv_allreduce -d i32", err, sizeof err) == 2, "a type the GEMV does not take is refused");
+  ok(fparse(&o, "--fused gemv_allreduce -M 8192,", err, sizeof err) == 2 &&
+     fparse(&o, "--fused gemv_allreduce -K 0", err, sizeof err) == 2, "malformed and empty shape lists are refused");
+  ok(fparse(&o, "--fused gemv_allreduce --share 2", err, sizeof err) == 2, "--share needs -g");
+  ok(fparse(&o, "--fused gemv_allreduce -b 8", err, sizeof err) == 2, "a collective option is refused in fused mode");
+  ok_contains(err, "unknown option '-b' for --fused", "and named");
+
+  bench_fused_table t = {.dtype = IP_BF16, .nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3};
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9");
+  snprintf(t.cublas, sizeof t.cublas, "cuBLAS 13.0.2");
+  bench_fused_row rows[2] = {
+    {.M = 8192, .K = 2048, .gemv_us = 10, .ar_us = 20, .base_us = 30, .baton_us = 25, .wrong_base = 0,
+     .wrong_baton = 0, .checked = 256},
+    {.M = 16384, .K = 2048, .gemv_us = 20, .ar_us = -1, .base_us = -1, .baton_us = -1, .wrong_base = 0,
+     .wrong_baton = -1},
+  };
+  snprintf(rows[0].algorithm, sizeof rows[0].algorithm, "gemv_allreduce_allpairs");
+  snprintf(rows[1].error, sizeof rows[1].error, "baton: unsupported");
+  t.rows = rows;
+  t.nrows = 2;
+  ok(fabs(bench_fused_speedup(&rows[0]) - 1.2) < 1e-12 && fabs(bench_fused_overlap(&rows[0]) - 0.5) < 1e-12 &&
+     fabs(bench_fused_vs_cublas(&rows[0]) - 0.4) < 1e-12 && bench_fused_speedup(&rows[1]) < 0,
+     "speedup 30/25, overlap (30-25)/min(10, 20), cuBLAS/baton 10/25; missing times give none");
+  ok(fabs(bench_fused_tbps(&rows[0], IP_BF16, 10) - 8192.0 * 2048 * 2 / 1e7) < 1e-9, "TB/s: bytes of W over the time");
+  char text[4096];
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_fused_print_header(f, &t);
+  for (int i = 0; i < 2; i++) bench_fused_print_row(f, &t, &rows[i]);
+  int st = bench_fused_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "     8192   2048      10.00   3.36      20.00      30.00      25.00   1.34     1.20    0.50    0.40",
+              "text: the first shape's times, bandwidths and ratios");
+  ok_contains(text, "# M=16384 K=2048: baton: unsupported", "text: the failed shape named");
+  ok(st == 1, "a failed shape makes the exit status 1");
+  char dir[] = "/tmp/test_bench_fused_XXXXXX", csv[300], json[300], svg[300], cmd[1200];
+  if (!mkdtemp(dir)) return;
+  snprintf(csv, sizeof csv, "%s/f.csv", dir);
+  snprintf(json, sizeof json, "%s/f.json", dir);
+  snprintf(svg, sizeof svg, "%s/f.svg", dir);
+  ok(bench_fused_write_csv(csv, &t) == 0 && bench_fused_write_json(json, &t) == 0, "fused CSV and JSON written");
+  char *c = slurp(csv);
+  ok_contains(c, "gemv_allreduce,bf16,4,0,8192,2048,10.000,20.000,30.000,25.000,3.3554,1.3422,1.2000,0.5000,0.4000,0,0,256,"
+                 "gemv_allreduce_allpairs\n", "fused CSV: the first shape");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
+           "sys.exit(0 if d[\"ranks\"]==4 and len(r)==2 and r[0][\"speedup\"]==1.2 and r[1][\"error\"]==\"baton: unsupported\""
+           " else 1)' %s", json);
+  ok(system(cmd) == 0, "fused JSON parses and holds the table");
+  char fplot[400];
+  snprintf(fplot, sizeof fplot, "%.*splot_fused.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0), plot);
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s", fplot, csv, svg);
+  ok(system(cmd) == 0, "plot_fused.py draws the CSV");
+  char *s = slurp(svg);
+  ok(s && count_of(s, "class=\"bar\"") == 4 + 1 && count_of(s, "class=\"ratio\"") == 1,
+     "SVG: the first shape's four times and the second's one, the first's ratio");
+  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
+  ok(system(cmd) == 0, "the fused SVG is well-formed XML");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) printf("# could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_bench PLOT_BENCH_PY\n");
@@ -293,5 +384,6 @@ int main(int argc, char **argv) {
   test_geometry();
   test_check();
   test_output(argv[1]);
+  test_fused(argv[1]);
   return tap_done();
 }

@@ -45,6 +45,8 @@ static const char bench_help[] =
   "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
   "                        costs on machines with fewer GPUs, not NVLink's\n"
   "  --dry-run             print the sizes, counts and buffers and stop (needs -g)\n"
+  "  --fused gemv_allreduce   a fused operator against cuBLAS + NCCL instead\n"
+  "                        (baton bench --fused gemv_allreduce --help)\n"
   "\n"
   "Sizes are total bytes of the larger buffer, as in nccl-tests.  Time: per block,\n"
   "warmup, then n calls on every GPU's stream, then wait for all: wall clock / n.\n"

@@ -2,9 +2,11 @@
  * (tools/bench*.c; docs/PERFORMANCE.md, "Measuring: baton bench"). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "bench_fused.h"
 #include "tool.h"
 
 /* --dry-run: what would run, without touching a GPU. */
@@ -31,7 +33,35 @@ static int dry_run(const bench_opts *o) {
   return 0;
 }
 
+/* --fused OP: a fused operator against its library baseline. */
+static int fused(int argc, char **argv) {
+  bench_fused_opts o;
+  int rc = bench_fused_parse(&o, argc, argv, stdout, stderr);
+  if (rc) return rc == 1 ? 0 : rc;
+#ifdef BATON_HAVE_CUDA
+  bench_fused_table t;
+  rc = bench_fused_run(&o, &t);
+  if (rc != 2) {
+    rc |= bench_fused_print_footer(stdout, &t);
+    if (o.csv && bench_fused_write_csv(o.csv, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
+      rc = 1;
+    }
+    if (o.json && bench_fused_write_json(o.json, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
+      rc = 1;
+    }
+  }
+  free(t.rows);
+  return rc;
+#else
+  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
+  return 2;
+#endif
+}
+
 int tool_bench(int argc, char **argv) {
+  if (bench_fused_asked(argc, argv)) return fused(argc, argv);
   bench_opts o;
   int rc = bench_parse(&o, argc, argv, stdout, stderr);
   if (rc) return rc == 1 ? 0 : rc;

@@ -1,0 +1,268 @@
+/* bench_fused_core.c -- `baton bench --fused`: options, derived columns
+ * and outputs (text, CSV, JSON); no CUDA here. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_fused.h"
+
+static const char fused_help[] =
+  "usage: baton bench --fused gemv_allreduce [options]\n"
+  "\n"
+  "Measures a fused operator against its library baseline on the same inputs:\n"
+  "y = sum over ranks of W_r x_r (the tensor-parallel row split of a linear\n"
+  "layer), rank r holding W_r [M, K] and x_r [K].  Per shape it times cuBLAS's\n"
+  "GEMV alone, NCCL's AllReduce of y alone, the baseline (the GEMV, then the\n"
+  "AllReduce, on the same stream) and baton_gemv_allreduce, interleaved, and\n"
+  "checks both results on sampled rows against the exact sum (in double).\n"
+  "With one rank the fused program is the GEMV alone: baton's against cuBLAS's.\n"
+  "\n"
+  "options:\n"
+  "  -g, --ngpus N         ranks, one GPU each (default: every GPU)\n"
+  "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
+  "                        one rank per GPU, so the baseline is cuBLAS alone\n"
+  "  -d, --datatype T      bf16 (default), f16, f32\n"
+  "  -M LIST               rows of W and elements of y, comma-separated, K/M/G\n"
+  "                        suffixes (default 8192,16384,32768,65536)\n"
+  "  -K LIST               each rank's columns of W (K / tensor-parallel ranks)\n"
+  "                        (default 2048,4096,7168)\n"
+  "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
+  "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
+  "  --csv FILE, --json FILE   also write the table (tools/plot_bench.py plots it)\n"
+  "  --no-nccl             no NCCL: the baseline is cuBLAS alone\n"
+  "\n"
+  "Every call reads another copy of W (copies cycle, at least 4x the GPU's L2\n"
+  "in all where memory allows), so that no time is measured from cache.\n"
+  "Columns: times in us; TB/s = bytes of W / time; speedup = baseline / baton;\n"
+  "overlap = (baseline - baton) / min(GEMV, AllReduce), the share of the shorter\n"
+  "part that baton hides (1: all of it).\n";
+
+int bench_fused_asked(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--fused") || !strncmp(argv[i], "--fused=", 8)) return 1;
+  return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* "8192,16K" into list (at most BENCH_FUSED_MAX_DIMS values in 1..2^31). */
+static int parse_list(const char *s, int64_t *list, int *n) {
+  *n = 0;
+  while (*s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s) return -1;
+    if (*end == 'k' || *end == 'K') { v <<= 10; end++; }
+    else if (*end == 'm' || *end == 'M') { v <<= 20; end++; }
+    else if (*end == 'g' || *end == 'G') { v <<= 30; end++; }
+    if (v < 1 || v > (1LL << 31) || *n == BENCH_FUSED_MAX_DIMS || (*end && *end != ',')) return -1;
+    list[(*n)++] = v;
+    s = *end ? end + 1 : end;
+    if (*end == ',' && !*s) return -1;
+  }
+  return *n ? 0 : -1;
+}
+
+int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FILE *err) {
+  memset(o, 0, sizeof *o);
+  o->dtype = IP_BF16;
+  o->warmup = 5;
+  o->iters = 20;
+  o->rounds = 3;
+  o->check = 1;
+  static const int64_t Ms[] = {8192, 16384, 32768, 65536}, Ks[] = {2048, 4096, 7168};
+  memcpy(o->M, Ms, sizeof Ms);
+  memcpy(o->K, Ks, sizeof Ks);
+  o->nM = 4;
+  o->nK = 3;
+  const char *op = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(fused_help, out); return 1; }
+    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
+    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
+    /* every other option takes a value */
+    const char *eq = strchr(a, '='), *v = NULL;
+    char name[32];
+    size_t nl = eq && a[0] == '-' && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+    if (nl >= sizeof name) nl = sizeof name - 1;
+    memcpy(name, a, nl);
+    name[nl] = 0;
+    if (eq && a[1] == '-') v = eq + 1;
+    else if (i + 1 < argc) v = argv[++i];
+    else { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
+    int bad = 0;
+    if (!strcmp(name, "--fused")) op = v;
+    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = parse_int(v, 1, 64, &o->ngpus);
+    else if (!strcmp(name, "--share")) bad = parse_int(v, 1, 64, &o->share);
+    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = parse_int(v, 0, 100000, &o->warmup);
+    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = parse_int(v, 1, 100000, &o->iters);
+    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = parse_int(v, 0, 100000, &o->graph);
+    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = parse_int(v, 1, 64, &o->rounds);
+    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = parse_int(v, 0, 1, &o->check);
+    else if (!strcmp(name, "-M")) bad = parse_list(v, o->M, &o->nM);
+    else if (!strcmp(name, "-K")) bad = parse_list(v, o->K, &o->nK);
+    else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
+      const char *t = !strcmp(v, "bfloat16") ? "bf16" : !strcmp(v, "half") ? "f16" : !strcmp(v, "float") ? "f32" : v;
+      int x = ip_dtype_from_name(t);
+      bad = x != IP_F32 && x != IP_F16 && x != IP_BF16;
+      if (!bad) o->dtype = (ip_dtype)x;
+    } else if (!strcmp(name, "--csv")) o->csv = v;
+    else if (!strcmp(name, "--json")) o->json = v;
+    else {
+      fprintf(err, "baton bench: unknown option '%s' for --fused (baton bench --fused gemv_allreduce --help lists "
+              "them)\n", a);
+      return 2;
+    }
+    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
+  }
+  if (!op || strcmp(op, "gemv_allreduce")) {
+    fprintf(err, "baton bench: --fused takes gemv_allreduce (the fused operator measured), not '%s'\n", op ? op : "");
+    return 2;
+  }
+  if (o->share && (!o->ngpus || o->share > o->ngpus)) {
+    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", o->share, o->share);
+    return 2;
+  }
+  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
+    fprintf(err, "baton bench: --csv and --json need a file name\n");
+    return 2;
+  }
+  return 0;
+}
+
+double bench_fused_speedup(const bench_fused_row *r) {
+  return r->base_us > 0 && r->baton_us > 0 ? r->base_us / r->baton_us : -1;
+}
+
+double bench_fused_overlap(const bench_fused_row *r) {
+  if (r->base_us <= 0 || r->baton_us <= 0 || r->gemv_us <= 0 || r->ar_us <= 0) return -1;
+  double shorter = r->gemv_us < r->ar_us ? r->gemv_us : r->ar_us;
+  return (r->base_us - r->baton_us) / shorter;
+}
+
+double bench_fused_vs_cublas(const bench_fused_row *r) {
+  return r->gemv_us > 0 && r->baton_us > 0 ? r->gemv_us / r->baton_us : -1;
+}
+
+double bench_fused_tbps(const bench_fused_row *r, ip_dtype t, double us) {
+  return us > 0 ? (double)r->M * (double)r->K * ip_dtype_size[t] / (us * 1e6) : -1;
+}
+
+static void num(FILE *f, const char *fmt, double v) {
+  if (v < 0) fprintf(f, "%*s", atoi(fmt + 1), "-");
+  else fprintf(f, fmt, v);
+}
+
+void bench_fused_print_header(FILE *f, const bench_fused_table *t) {
+  fprintf(f, "# baton bench --fused gemv_allreduce: %d rank%s on %s, %s, %d iterations after %d warmup%s, median of "
+          "%d round%s\n", t->nranks, t->nranks == 1 ? "" : "s",
+          t->share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], t->iters, t->warmup,
+          t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
+  if (t->device[0]) fprintf(f, "# device: %s\n", t->device);
+  fprintf(f, "# gemv: %s\n", t->cublas[0] ? t->cublas : "NOT USED");
+  fprintf(f, "# allreduce: %s\n", t->nccl[0] ? t->nccl : "NOT USED (baseline = the GEMV alone)");
+  fprintf(f, "# %7s %6s  %9s %6s  %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s  %s\n", "M", "K", "gemv", "TB/s", "allreduce",
+          "baseline", "baton", "TB/s", "speedup", "overlap", "vs gemv", "wrong", "wrong", "baton algorithm");
+  fprintf(f, "# %7s %6s  %9s %6s  %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s\n", "", "", "(us)", "", "(us)", "(us)", "(us)",
+          "", "base/b", "", "cublas/b", "base", "baton");
+  fflush(f);
+}
+
+void bench_fused_print_row(FILE *f, const bench_fused_table *t, const bench_fused_row *r) {
+  if (r->error[0]) fprintf(f, "# M=%lld K=%lld: %s\n", (long long)r->M, (long long)r->K, r->error);
+  fprintf(f, "  %7lld %6lld  ", (long long)r->M, (long long)r->K);
+  num(f, "%9.2f", r->gemv_us);
+  fputc(' ', f);
+  num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->gemv_us));
+  fputs("  ", f);
+  num(f, "%9.2f", r->ar_us);
+  fputs("  ", f);
+  num(f, "%9.2f", r->base_us);
+  fputs("  ", f);
+  num(f, "%9.2f", r->baton_us);
+  fputc(' ', f);
+  num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->baton_us));
+  fputs("  ", f);
+  num(f, "%7.2f", bench_fused_speedup(r));
+  fputc(' ', f);
+  num(f, "%7.2f", bench_fused_overlap(r));
+  fputc(' ', f);
+  num(f, "%7.2f", bench_fused_vs_cublas(r));
+  fprintf(f, "  %6lld %6lld  %s\n", (long long)r->wrong_base, (long long)r->wrong_baton,
+          r->algorithm[0] ? r->algorithm : "-");
+  fflush(f);
+}
+
+int bench_fused_print_footer(FILE *f, const bench_fused_table *t) {
+  int bad = 0, n = 0;
+  double sum = 0;
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_fused_row *r = &t->rows[i];
+    bad |= r->error[0] || r->wrong_base > 0 || r->wrong_baton > 0 || r->baton_us < 0;
+    double q = t->nranks == 1 ? bench_fused_vs_cublas(r) : bench_fused_speedup(r);
+    if (q > 0) { sum += q; n++; }
+  }
+  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", t->nranks == 1 ? "cuBLAS time / baton time" :
+                 "baseline time / baton time", n, sum / n);
+  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
+  return bad;
+}
+
+int bench_fused_write_csv(const char *path, const bench_fused_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "fused,dtype,ranks,share,M,K,gemv_us,allreduce_us,baseline_us,baton_us,gemv_tbps,baton_tbps,speedup,"
+          "overlap,vs_cublas,wrong_baseline,wrong_baton,checked,algorithm\n");
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_fused_row *r = &t->rows[i];
+    fprintf(f, "gemv_allreduce,%s,%d,%d,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld,%s\n",
+            ip_dtype_name[t->dtype], t->nranks, t->share, (long long)r->M, (long long)r->K, r->gemv_us, r->ar_us,
+            r->base_us, r->baton_us, bench_fused_tbps(r, t->dtype, r->gemv_us), bench_fused_tbps(r, t->dtype, r->baton_us),
+            bench_fused_speedup(r), bench_fused_overlap(r), bench_fused_vs_cublas(r), (long long)r->wrong_base,
+            (long long)r->wrong_baton, (long long)r->checked, r->algorithm[0] ? r->algorithm : "-");
+  }
+  return fclose(f) ? -1 : 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s >= 0x20) fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int bench_fused_write_json(const char *path, const bench_fused_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "{\"fused\": \"gemv_allreduce\", \"dtype\": \"%s\", \"ranks\": %d, \"share\": %d, \"iters\": %d, "
+          "\"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ", ip_dtype_name[t->dtype], t->nranks, t->share,
+          t->iters, t->warmup, t->graph, t->rounds);
+  json_str(f, t->device);
+  fputs(", \"gemv\": ", f);
+  json_str(f, t->cublas);
+  fputs(", \"allreduce\": ", f);
+  json_str(f, t->nccl);
+  fputs(", \"rows\": [", f);
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_fused_row *r = &t->rows[i];
+    fprintf(f, "%s\n  {\"M\": %lld, \"K\": %lld, \"gemv_us\": %.3f, \"allreduce_us\": %.3f, \"baseline_us\": %.3f, "
+            "\"baton_us\": %.3f, \"speedup\": %.4f, \"overlap\": %.4f, \"vs_cublas\": %.4f, \"wrong_baseline\": %lld, "
+            "\"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ", i ? "," : "", (long long)r->M, (long long)r->K,
+            r->gemv_us, r->ar_us, r->base_us, r->baton_us, bench_fused_speedup(r), bench_fused_overlap(r),
+            bench_fused_vs_cublas(r), (long long)r->wrong_base, (long long)r->wrong_baton, (long long)r->checked);
+    json_str(f, r->algorithm);
+    fputs(", \"error\": ", f);
+    json_str(f, r->error);
+    fputc('}', f);
+  }
+  fputs("\n]}\n", f);
+  return fclose(f) ? -1 : 0;
+}

@@ -1,0 +1,418 @@
+/* bench_fused_run.c -- the GPU part of `baton bench --fused gemv_allreduce`:
+ * cuBLAS's GEMV, NCCL's AllReduce, both in a row (the baseline) and
+ * baton_gemv_allreduce, on the same inputs and streams, checked and timed
+ * alike, interleaved per shape.  One process drives every rank. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton.h"
+#include "bench_cublas.h"
+#include "bench_fused.h"
+#include "bench_nccl.h"
+#include "ip_compute.h"
+#include "rt_param.h"
+
+#define MAXR 64
+#define MAXBUF 64                 /* copies of W a rank cycles through */
+#define PATTERN (1 << 20)         /* random elements W is tiled from */
+#define SAMPLED 64                /* rows checked against the exact result */
+
+enum { WHAT_GEMV, WHAT_AR, WHAT_BASE, WHAT_BATON, NWHAT };
+static const char *const what_name[NWHAT] = {"cuBLAS GEMV", "NCCL AllReduce", "baseline", "baton"};
+
+typedef struct fctx {
+  const bench_fused_opts *o;
+  int nranks, devs[MAXR];
+  cudaStream_t st[MAXR];
+  baton_comm *bc[MAXR];
+  bench_nccl *nccl;
+  void *nc[MAXR];
+  bench_cublas *cb;
+  void *ch[MAXR];
+  /* this shape */
+  int64_t M, K;
+  int nbuf;
+  char *W[MAXR][MAXBUF], *x[MAXR], *yb[MAXR], *yt[MAXR];
+  void *pattern, *hx[MAXR], *hy;
+  int dead;                      /* bit per WHAT: failed, not run again for this shape */
+} fctx;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static double frand(void) {
+  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+  return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static int cuda_ok(cudaError_t e, const char *what, char *err, size_t len) {
+  if (e == cudaSuccess) return 1;
+  snprintf(err, len, "%s: %s", what, cudaGetErrorString(e));
+  return 0;
+}
+
+static void free_shape(fctx *x) {
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    for (int b = 0; b < MAXBUF; b++) if (x->W[r][b]) cudaFree(x->W[r][b]);
+    if (x->x[r]) cudaFree(x->x[r]);
+    if (x->yb[r]) cudaFree(x->yb[r]);
+    if (x->yt[r]) cudaFree(x->yt[r]);
+    free(x->hx[r]);
+    x->hx[r] = NULL;
+  }
+  memset(x->W, 0, sizeof x->W);
+  memset(x->x, 0, sizeof x->x);
+  memset(x->yb, 0, sizeof x->yb);
+  memset(x->yt, 0, sizeof x->yt);
+  free(x->hy);
+  x->hy = NULL;
+}
+
+/* Element e of rank r's W: the pattern, shifted per rank. */
+static int64_t w_index(int r, int64_t e) { return (e + (int64_t)r * 7919) % PATTERN; }
+
+/* Buffers of shape (M, K): W tiled from the pattern, nbuf copies per rank
+ * (enough to pass 4x the L2 where memory allows), x random, y's.  0, or -1
+ * with err. */
+static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
+  int es = ip_dtype_size[x->o->dtype];
+  size_t wbytes = (size_t)M * K * es, chunk = (size_t)PATTERN * es;
+  x->M = M;
+  x->K = K;
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, x->devs[0]);
+  size_t freeb = 0, totb = 0;
+  cudaSetDevice(x->devs[0]);
+  cudaMemGetInfo(&freeb, &totb);
+  int per_gpu = x->o->share ? (x->nranks + x->o->share - 1) / x->o->share : 1;
+  size_t budget = freeb / 10 * 6 / per_gpu;   /* W copies take at most 60% of the free memory */
+  x->nbuf = (int)((4.0 * l2 + wbytes - 1) / wbytes);
+  if (x->nbuf < 1) x->nbuf = 1;
+  if (x->nbuf > MAXBUF) x->nbuf = MAXBUF;
+  if (x->nbuf > x->o->iters) x->nbuf = x->o->iters;
+  while (x->nbuf > 1 && (size_t)x->nbuf * wbytes > budget) x->nbuf--;
+  if (wbytes + (size_t)K * es + 2 * (size_t)M * es > freeb / per_gpu) {
+    snprintf(err, len, "W of %zu bytes does not fit the GPU's %zu free bytes (x %d ranks)", wbytes, freeb, per_gpu);
+    return -1;
+  }
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    if (!(x->hx[r] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
+    for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[r], (size_t)k, frand());
+    if (!cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
+        !cuda_ok(cudaMalloc((void **)&x->yb[r], (size_t)M * es + 16), "y", err, len) ||
+        !cuda_ok(cudaMalloc((void **)&x->yt[r], (size_t)M * es + 16), "y", err, len) ||
+        !cuda_ok(cudaMemcpy(x->x[r], x->hx[r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err, len))
+      return -1;
+    for (int b = 0; b < x->nbuf; b++)
+      if (!cuda_ok(cudaMalloc((void **)&x->W[r][b], wbytes + 16), "W", err, len)) return -1;
+    /* W = the pattern from index r * 7919 on, repeated */
+    size_t off = (size_t)w_index(r, 0) * es, done = 0;
+    while (done < wbytes) {
+      size_t from = done == 0 ? off : 0, n = chunk - from;
+      if (n > wbytes - done) n = wbytes - done;
+      if (!cuda_ok(cudaMemcpy(x->W[r][0] + done, (char *)x->pattern + from, n, cudaMemcpyHostToDevice), "W upload",
+                   err, len))
+        return -1;
+      done += n;
+    }
+    for (int b = 1; b < x->nbuf; b++)
+      if (!cuda_ok(cudaMemcpy(x->W[r][b], x->W[r][0], wbytes, cudaMemcpyDeviceToDevice), "W copies", err, len))
+        return -1;
+  }
+  x->hy = malloc((size_t)M * es + 16);
+  if (!x->hy) { snprintf(err, len, "out of memory"); return -1; }
+  return 0;
+}
+
+/* One iteration of `what` on every rank; W copy it % nbuf.  0, or -1. */
+static int launch(fctx *x, int what, int it, char *err, size_t len) {
+  int b = it % x->nbuf;
+  if (what == WHAT_GEMV || what == WHAT_BASE)
+    for (int r = 0; r < x->nranks; r++) {
+      cudaSetDevice(x->devs[r]);
+      if (bench_cublas_gemv(x->cb, x->ch[r], x->o->dtype, x->M, x->K, x->K, x->W[r][b], x->x[r], x->yb[r], x->st[r],
+                            err, len))
+        return -1;
+    }
+  if ((what == WHAT_AR || what == WHAT_BASE) && x->nccl) {
+    void *send[MAXR], *recv[MAXR];
+    for (int r = 0; r < x->nranks; r++) send[r] = recv[r] = x->yb[r];
+    if (bench_nccl_launch(x->nccl, BENCH_ALLREDUCE, x->nc, x->nranks, x->nranks, send, recv, (size_t)x->M,
+                          x->o->dtype, IP_OP_SUM, x->st, err, len))
+      return -1;
+  }
+  if (what == WHAT_BATON) {
+    baton_group_start();
+    for (int r = 0; r < x->nranks; r++) {
+      baton_result e = baton_gemv_allreduce(x->bc[r], x->W[r][b], x->x[r], x->yt[r], (size_t)x->M, (size_t)x->K,
+                                            (baton_dtype)x->o->dtype, x->st[r]);
+      if (e) {
+        snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", r, baton_result_string(e));
+        baton_group_end();
+        return -1;
+      }
+    }
+    baton_result e = baton_group_end();
+    if (e) { snprintf(err, len, "baton group: %s", baton_result_string(e)); return -1; }
+  }
+  return 0;
+}
+
+static int wait_all(fctx *x, char *err, size_t len) {
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    if (!cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
+    baton_result ae = baton_success;
+    if (x->bc[r] && !baton_comm_get_async_error(x->bc[r], &ae) && ae) {
+      snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Rows whose result is checked: the first, the last and SAMPLED-2 spread
+ * over the rest. */
+static int64_t sample_row(int64_t M, int i) {
+  if (i == 0) return 0;
+  if (i == 1) return M - 1;
+  return (int64_t)((uint64_t)(i * 2654435761u) % (uint64_t)M);
+}
+
+/* Wrong elements of y (every rank's, sampled rows) against the exact sum
+ * over the ranks, or with `own` (a baseline without AllReduce) each
+ * rank's own product. */
+static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, size_t len) {
+  int es = ip_dtype_size[x->o->dtype];
+  int64_t bad = 0;
+  *checked = 0;
+  for (int i = 0; i < SAMPLED && i < x->M; i++) {
+    int64_t row = sample_row(x->M, i);
+    for (int r = 0; r < x->nranks; r++) {
+      double want = 0, mag = 0;
+      for (int q = own ? r : 0; q < (own ? r + 1 : x->nranks); q++)
+        for (int64_t k = 0; k < x->K; k++) {
+          double t = ip_get(x->o->dtype, x->pattern, (size_t)w_index(q, row * x->K + k)) *
+                     ip_get(x->o->dtype, x->hx[q], (size_t)k);
+          want += t;
+          mag += fabs(t);
+        }
+      cudaSetDevice(x->devs[r]);
+      if (!cuda_ok(cudaMemcpy(x->hy, y[r] + row * es, es, cudaMemcpyDeviceToHost), "y download", err, len)) return -1;
+      double got = ip_get(x->o->dtype, x->hy, 0);
+      (*checked)++;
+      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->nranks, x->K, mag))) {
+        if (!bad) fprintf(stderr, "# M=%lld K=%lld rank %d y[%lld] = %g, expected %g\n", (long long)x->M,
+                          (long long)x->K, r, (long long)row, got, want);
+        bad++;
+      }
+    }
+  }
+  return bad;
+}
+
+/* The n iterations captured on every stream, one graph per rank. */
+static int capture(fctx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
+  int rc = 0;
+  for (int r = 0; r < x->nranks && !rc; r++) {
+    cudaSetDevice(x->devs[r]);
+    if (!cuda_ok(cudaStreamBeginCapture(x->st[r], cudaStreamCaptureModeThreadLocal), "capture", err, len)) rc = -1;
+  }
+  for (int it = 0; it < x->o->iters && !rc; it++) rc = launch(x, what, it, err, len);
+  /* Every capture ends before any graph is instantiated: instantiating is
+   * not permitted while this thread still captures another stream. */
+  cudaGraph_t g[MAXR] = {0};
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    cudaError_t e = cudaStreamEndCapture(x->st[r], &g[r]);
+    if (!rc && !cuda_ok(e, "end capture", err, len)) rc = -1;
+  }
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    if (!rc && !cuda_ok(cudaGraphInstantiate(&ge[r], g[r], 0), "graph instantiate", err, len)) rc = -1;
+    if (g[r]) cudaGraphDestroy(g[r]);
+  }
+  if (rc) cudaGetLastError();
+  return rc;
+}
+
+/* Seconds per iteration of `what`, or -1 with err. */
+static double time_what(fctx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
+  for (int w = 0; w < x->o->warmup; w++)
+    if (launch(x, what, w, err, len)) return -1;
+  if (wait_all(x, err, len)) return -1;
+  int n = x->o->iters;
+  double t0 = now();
+  if (x->o->graph) {
+    for (int k = 0; k < x->o->graph; k++)
+      for (int r = 0; r < x->nranks; r++) {
+        cudaSetDevice(x->devs[r]);
+        if (!cuda_ok(cudaGraphLaunch(ge[r], x->st[r]), "graph launch", err, len)) return -1;
+      }
+    n *= x->o->graph;
+  } else {
+    for (int it = 0; it < n; it++)
+      if (launch(x, what, it, err, len)) return -1;
+  }
+  if (wait_all(x, err, len)) return -1;
+  return (now() - t0) / n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double p = *(const double *)a, q = *(const double *)b;
+  return p < q ? -1 : p > q;
+}
+
+static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
+  memset(row, 0, sizeof *row);
+  row->M = M;
+  row->K = K;
+  row->gemv_us = row->ar_us = row->base_us = row->baton_us = -1;
+  row->wrong_base = row->wrong_baton = -1;
+  char err[240] = "";
+  x->dead = x->nccl ? 0 : 1 << WHAT_AR;
+  if (alloc_shape(x, M, K, err, sizeof err)) {
+    snprintf(row->error, sizeof row->error, "%s", err);
+    free_shape(x);
+    return;
+  }
+  int64_t chk;
+  for (int what = WHAT_BASE; what <= WHAT_BATON; what++) {
+    if (launch(x, what, 0, err, sizeof err) || wait_all(x, err, sizeof err)) {
+      snprintf(row->error, sizeof row->error, "%s: %s", what_name[what], err);
+      x->dead |= 1 << what | (what == WHAT_BASE ? 1 << WHAT_GEMV : 0);
+      continue;
+    }
+    if (!x->o->check) continue;
+    int64_t w = check_y(x, what == WHAT_BASE ? x->yb : x->yt, what == WHAT_BASE && !x->nccl, &chk, err, sizeof err);
+    if (what == WHAT_BASE) row->wrong_base = w; else row->wrong_baton = w;
+    row->checked = chk;
+  }
+  if (x->nranks && baton_comm_last_algorithm(x->bc[0]))
+    snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+  cudaGraphExec_t ge[NWHAT][MAXR];
+  memset(ge, 0, sizeof ge);
+  if (x->o->graph)
+    for (int what = 0; what < NWHAT; what++)
+      if (!(x->dead & 1 << what) && capture(x, what, ge[what], err, sizeof err)) {
+        snprintf(row->error, sizeof row->error, "%s graph: %s", what_name[what], err);
+        x->dead |= 1 << what;
+      }
+  double t[NWHAT][64];
+  int rounds = x->o->rounds;
+  for (int k = 0; k < rounds; k++)
+    for (int what = 0; what < NWHAT; what++) {
+      if (x->dead & 1 << what) continue;
+      t[what][k] = time_what(x, what, ge[what], err, sizeof err);
+      if (t[what][k] < 0) {
+        snprintf(row->error, sizeof row->error, "%s: %s", what_name[what], err);
+        x->dead |= 1 << what;
+      }
+    }
+  double *dst[NWHAT] = {&row->gemv_us, &row->ar_us, &row->base_us, &row->baton_us};
+  for (int what = 0; what < NWHAT; what++) {
+    if (x->dead & 1 << what) continue;
+    qsort(t[what], (size_t)rounds, sizeof t[what][0], cmp_double);
+    *dst[what] = t[what][(rounds - 1) / 2] * 1e6;
+  }
+  if (!x->nccl && !(x->dead & 1 << WHAT_GEMV)) row->base_us = row->gemv_us;   /* no AllReduce: the GEMV alone */
+  for (int what = 0; what < NWHAT; what++)
+    for (int r = 0; r < x->nranks; r++)
+      if (ge[what][r]) cudaGraphExecDestroy(ge[what][r]);
+  free_shape(x);
+}
+
+int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
+  memset(t, 0, sizeof *t);
+  fctx *x = calloc(1, sizeof *x);
+  if (!x) return 2;
+  x->o = o;
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
+    fprintf(stderr, "baton bench: no GPU\n");
+    free(x);
+    return 2;
+  }
+  x->nranks = o->ngpus ? o->ngpus : ngpu;
+  int gpus = o->share ? o->share : x->nranks;
+  if (gpus > ngpu || x->nranks > MAXR) {
+    fprintf(stderr, "baton bench: %d ranks on %d GPUs asked, %d present\n", x->nranks, gpus, ngpu);
+    free(x);
+    return 2;
+  }
+  for (int r = 0; r < x->nranks; r++) x->devs[r] = r % gpus;
+  t->dtype = o->dtype;
+  t->nranks = x->nranks;
+  t->share = o->share;
+  t->iters = o->iters;
+  t->warmup = o->warmup;
+  t->graph = o->graph;
+  t->rounds = o->rounds;
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
+  char why[300];
+  int rc = 2;
+  if (!(x->cb = bench_cublas_open(why, sizeof why))) {
+    fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
+    goto out;
+  }
+  for (int r = 0; r < x->nranks; r++) {
+    cudaSetDevice(x->devs[r]);
+    if (cudaStreamCreateWithFlags(&x->st[r], cudaStreamNonBlocking) != cudaSuccess ||
+        !(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
+      fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
+      goto out;
+    }
+  }
+  snprintf(t->cublas, sizeof t->cublas, "%s", bench_cublas_describe(x->cb));
+  if (!o->no_nccl && !o->share) {
+    if (!(x->nccl = bench_nccl_open(why, sizeof why)))
+      fprintf(stderr, "# NCCL not used: %s\n", why);
+    else if (bench_nccl_init_all(x->nccl, x->nc, x->nranks, why, sizeof why)) {
+      fprintf(stderr, "# NCCL not used: %s\n", why);
+      bench_nccl_close(x->nccl);
+      x->nccl = NULL;
+    } else {
+      snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(x->nccl));
+    }
+  }
+  baton_result be = baton_comm_init_all(x->bc, x->nranks, x->devs);
+  if (be) {
+    fprintf(stderr, "baton bench: baton_comm_init_all: %s\n", baton_result_string(be));
+    memset(x->bc, 0, sizeof x->bc);
+    goto out;
+  }
+  if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[o->dtype]))) goto out;
+  for (int i = 0; i < PATTERN; i++) ip_set(o->dtype, x->pattern, (size_t)i, frand());
+  t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows);
+  if (!t->rows) goto out;
+  bench_fused_print_header(stdout, t);
+  for (int i = 0; i < o->nM; i++)
+    for (int j = 0; j < o->nK; j++) {
+      bench_fused_row *row = &t->rows[t->nrows++];
+      run_shape(x, o->M[i], o->K[j], row);
+      bench_fused_print_row(stdout, t, row);
+    }
+  rc = 0;
+out:
+  for (int r = 0; r < x->nranks; r++) {
+    if (x->bc[r]) baton_comm_destroy(x->bc[r]);
+    if (x->nccl && x->nc[r]) bench_nccl_destroy(x->nccl, x->nc[r]);
+    if (x->cb && x->ch[r]) bench_cublas_handle_free(x->cb, x->ch[r]);
+    if (x->st[r]) cudaStreamDestroy(x->st[r]);
+  }
+  if (x->nccl) bench_nccl_close(x->nccl);
+  bench_cublas_close(x->cb);
+  free(x->pattern);
+  free(x);
+  return rc;
+}
