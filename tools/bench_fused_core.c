@@ -27,7 +27,7 @@ static const char fused_help[] =
   "                        (default 2048,4096,7168)\n"
   "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
   "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
-  "  --csv FILE, --json FILE   also write the table (tools/plot_bench.py plots it)\n"
+  "  --csv FILE, --json FILE   also write the table (tools/plot_fused.py plots it)\n"
   "  --no-nccl             no NCCL: the baseline is cuBLAS alone\n"
   "\n"
   "Every call reads another copy of W (copies cycle, at least 4x the GPU's L2\n"

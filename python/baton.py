@@ -1,0 +1,177 @@
+"""baton -- fused GEMV + AllReduce (and baton's communicators) for PyTorch,
+over baton's C library through ctypes: no compiled extension.
+
+    import torch, baton
+    comm = baton.Comm.init_rank(world, uid, rank)      # or Comm.init_all([0, 1, ...])
+    y = baton.gemv_allreduce(W, x, comm=comm)          # y = sum over ranks of W_r @ x_r
+
+Tensors are CUDA tensors of float32, float16 or bfloat16 (anything with
+data_ptr(), shape, stride(), dtype and is_cuda works); calls are
+asynchronous on the current CUDA stream of the tensors' device (or the
+stream given), so they can be captured in CUDA graphs.  baton chooses the
+fused program from those it loaded (BATON_ALGO_DIR, docs/FUSED.md).
+
+The library: baton.load(path) before anything else, else libbaton.so from
+beside this file's folder's build/ (a source checkout), else the system's.
+"""
+import ctypes
+import ctypes.util
+import os
+
+_DTYPES = {'torch.float32': 0, 'torch.float16': 2, 'torch.bfloat16': 3}   # baton_f32, baton_f16, baton_bf16
+_RESULTS = ['success', 'invalid argument', 'out of memory', 'system error', 'deadlock', 'wrong result',
+            'unsupported', 'CUDA error', 'internal error', 'timeout', 'aborted']
+_lib = None
+
+
+class BatonError(RuntimeError):
+    """A baton call failed; .code is baton's result (baton.h), the message says which call and why (baton
+    logs details at WARN)."""
+
+    def __init__(self, call, code):
+        self.code = code
+        what = _RESULTS[code] if 0 <= code < len(_RESULTS) else f'result {code}'
+        super().__init__(f'{call}: {what}')
+
+
+def load(path=None):
+    """Loads baton's C library (libbaton.so) from path, or finds it; returns the ctypes library."""
+    global _lib
+    if _lib is not None and path is None:
+        return _lib
+    candidates = [path] if path else [
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'build', 'libbaton.so'),
+        ctypes.util.find_library('baton')]
+    errors = []
+    for c in candidates:
+        if not c:
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+        except OSError as e:
+            errors.append(f'{c}: {e}')
+            continue
+        _declare(lib)
+        _lib = lib
+        return lib
+    raise OSError('baton: cannot load libbaton.so (' + '; '.join(errors or ['not found']) +
+                  '): call baton.load(PATH) with the library built by meson (build/libbaton.so)')
+
+
+def _declare(lib):
+    P, I, Z, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char * 128
+    lib.baton_comm_init_all.argtypes = [ctypes.POINTER(P), I, ctypes.POINTER(I)]
+    lib.baton_get_unique_id.argtypes = [ctypes.POINTER(U)]
+    lib.baton_comm_init_rank.argtypes = [ctypes.POINTER(P), I, U, I]
+    lib.baton_comm_destroy.argtypes = [P]
+    lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
+    lib.baton_comm_last_algorithm.argtypes = [P]
+    lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
+    for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
+              lib.baton_gemv_allreduce, lib.baton_group_start, lib.baton_group_end):
+        f.restype = I
+
+
+def _check(call, code):
+    if code != 0:
+        raise BatonError(call, code)
+
+
+class Comm:
+    """A baton communicator: one rank of a group of GPUs."""
+
+    def __init__(self, handle):
+        self._h = ctypes.c_void_p(handle)
+
+    @staticmethod
+    def init_all(devices):
+        """One communicator per entry of `devices` (CUDA device ordinals; one may repeat for tests on fewer
+        GPUs than ranks), all driven by this process; returns the list, rank i first."""
+        lib = load()
+        n = len(devices)
+        out = (ctypes.c_void_p * n)()
+        devs = (ctypes.c_int * n)(*devices)
+        _check('baton_comm_init_all', lib.baton_comm_init_all(out, n, devs))
+        return [Comm(out[i]) for i in range(n)]
+
+    @staticmethod
+    def unique_id():
+        """128 bytes that rank 0 makes and every rank passes to init_rank (send them with
+        torch.distributed.broadcast_object_list, a file, ...)."""
+        lib = load()
+        uid = (ctypes.c_char * 128)()
+        _check('baton_get_unique_id', lib.baton_get_unique_id(ctypes.byref(uid)))
+        return bytes(uid)
+
+    @staticmethod
+    def init_rank(nranks, uid, rank):
+        """Rank `rank` of `nranks`, one process per GPU, on the current CUDA device."""
+        lib = load()
+        if len(uid) != 128:
+            raise ValueError('baton: a unique id is 128 bytes (Comm.unique_id())')
+        h = ctypes.c_void_p()
+        _check('baton_comm_init_rank',
+               lib.baton_comm_init_rank(ctypes.byref(h), nranks, (ctypes.c_char * 128).from_buffer_copy(uid), rank))
+        return Comm(h.value)
+
+    def last_algorithm(self):
+        """The program the last call of this communicator ran."""
+        s = load().baton_comm_last_algorithm(self._h)
+        return s.decode() if s else None
+
+    def destroy(self):
+        if self._h:
+            _check('baton_comm_destroy', load().baton_comm_destroy(self._h))
+            self._h = None
+
+
+class group:
+    """Calls made inside `with baton.group():` are launched together at its end (as NCCL's groups): needed when
+    one process drives several ranks."""
+
+    def __enter__(self):
+        _check('baton_group_start', load().baton_group_start())
+        return self
+
+    def __exit__(self, *exc):
+        _check('baton_group_end', load().baton_group_end())
+        return False
+
+
+def _dtype(t, name):
+    d = _DTYPES.get(str(t.dtype))
+    if d is None:
+        raise TypeError(f'baton: {name} is {t.dtype}; gemv_allreduce takes float32, float16 or bfloat16')
+    return d
+
+
+def gemv_allreduce(W, x, y=None, comm=None, stream=None):
+    """y = sum over ranks of W_r @ x_r on every rank: W [M, K] (row-major, rows contiguous), x [K], y [M], one
+    type, on the communicator's GPU.  y is made (as W.new_empty) when not given.  Returns y; asynchronous on
+    `stream` (a CUDA stream handle, torch.cuda.Stream, or the current stream of W's device)."""
+    if comm is None:
+        raise ValueError('baton: gemv_allreduce needs comm= (a baton.Comm)')
+    if len(W.shape) != 2 or len(x.shape) != 1:
+        raise ValueError(f'baton: W must be 2-D and x 1-D (got {tuple(W.shape)} and {tuple(x.shape)})')
+    M, K = W.shape
+    if x.shape[0] != K:
+        raise ValueError(f'baton: W has {K} columns but x has {x.shape[0]} elements')
+    if W.stride(1) != 1 or W.stride(0) != K or x.stride(0) != 1:
+        raise ValueError('baton: W and x must be contiguous (W.contiguous(), x.contiguous())')
+    if not (W.is_cuda and x.is_cuda):
+        raise ValueError('baton: W and x must be CUDA tensors')
+    dt = _dtype(W, 'W')
+    if _dtype(x, 'x') != dt:
+        raise TypeError(f'baton: W is {W.dtype} and x {x.dtype}: one type')
+    if y is None:
+        y = W.new_empty((M,))
+    if tuple(y.shape) != (M,) or y.stride(0) != 1 or _dtype(y, 'y') != dt:
+        raise ValueError(f'baton: y must be a contiguous {W.dtype} vector of {M} elements')
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(W.device).cuda_stream
+    elif hasattr(stream, 'cuda_stream'):
+        stream = stream.cuda_stream
+    _check('baton_gemv_allreduce', load().baton_gemv_allreduce(comm._h, W.data_ptr(), x.data_ptr(), y.data_ptr(),
+                                                               M, K, dt, ctypes.c_void_p(stream)))
+    return y
