@@ -75,16 +75,17 @@ __device__ __forceinline__ void ip_unpack16(const uint4 &v, float *f) {
   }
 }
 
-// stage[0 .. n) = rows row0 .. row0+n-1 of A (row stride ld elements, K
-// columns) times x, in the type DT, by every thread of the block; n >= 1.
-// Warps take IP_GEMV_ROWS rows at a time; when there are fewer row groups
-// than warps, the warps of a group split K among themselves and their
-// partial sums meet in shared memory.  Every element of A is loaded once,
-// in 16-byte pieces where A, x and ld allow, else one by one.  Ends with
-// a barrier: stage is complete.
+// out[0 .. n) = rows row0 .. row0+n-1 of A (row stride ld elements, K
+// columns) times x, in the type DT, by every thread of the block; n >= 1;
+// out is shared or global memory.  Warps take IP_GEMV_ROWS rows at a
+// time; when there are fewer row groups than warps, the warps of a group
+// (a power of two of them: shifts, not divisions, on the way in) split K
+// among themselves and their partial sums meet in shared memory.  Every
+// element of A is loaded once, in 16-byte pieces where A, x and ld allow,
+// else one by one.  Ends with a barrier: out is complete.
 template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, const char *x, int64_t row0, int n,
-                                        char *stage) {
+                                        char *out) {
   if constexpr (!ip_cfloat<DT>::ok) {
     return;   // the runtime refuses other types before launching
   } else {
@@ -92,15 +93,16 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
     __shared__ float part_sum[R * (IP_GPU_MAX_THREADS / 32)];
     const int warps = blockDim.x >> 5, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int groups = (n + R - 1) / R;
-    const int ks = warps / groups > 1 ? warps / groups : 1;   // warps per row group, splitting K
-    const int teams = warps / ks;                             // row groups in flight
-    const bool vec = ((((uintptr_t)A | (uintptr_t)x) & 15) == 0) && (ld * ES) % 16 == 0;
+    int lk = 0;   // log2 of the warps per row group, splitting K
+    while ((groups << (lk + 1)) <= warps) lk++;
+    const int ks = 1 << lk, teams = warps >> lk;              // row groups in flight
+    const bool vec = ((((uintptr_t)A | (uintptr_t)x) & 15) == 0) && ((ld * ES) & 15) == 0;
     const int64_t nv = vec ? K / VE : 0;                      // whole 16-byte pieces of a row
-    const int part = wid % ks;
-    const int64_t per = (nv + ks - 1) / ks;
+    const int part = wid & (ks - 1);
+    const int64_t per = (nv + ks - 1) >> lk;
     const int64_t vlo = part * per < nv ? part * per : nv, vhi = vlo + per < nv ? vlo + per : nv;
     if (wid < teams * ks)
-      for (int grp = wid / ks; grp < groups; grp += teams) {
+      for (int grp = wid >> lk; grp < groups; grp += teams) {
         const int r0 = grp * R, nr = n - r0 < R ? n - r0 : R;   // rows of this group (the rest repeat its last)
         const char *base = A + (row0 + r0) * ld * ES;
         const int64_t rs = ld * ES;
@@ -153,7 +155,7 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
 #pragma unroll
           for (int r = 0; r < R; r++)
             if (r < nr) {
-              if (ks == 1) ip_fromf<DT>(stage + (int64_t)(r0 + r) * ES, acc[r]);
+              if (ks == 1) ip_fromf<DT>(out + (int64_t)(r0 + r) * ES, acc[r]);
               else part_sum[part * n + r0 + r] = acc[r];   // ks * n <= R * warps
             }
       }
@@ -162,21 +164,21 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
       for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float s = 0.f;
         for (int p = 0; p < ks; p++) s += part_sum[p * n + i];
-        ip_fromf<DT>(stage + (int64_t)i * ES, s);
+        ip_fromf<DT>(out + (int64_t)i * ES, s);
       }
       __syncthreads();
     }
   }
 }
 
-// stage[0 .. n) = the values compute step st gives the input's elements
+// out[0 .. n) = the values compute step st gives the input's elements
 // row0 .. row0+n-1 (a row of its matrix each).  Ends with a barrier.
 template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void ip_compute_rows(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n,
-                                                char *stage) {
+                                                char *out) {
   // gemv and gemvs: A x (the only compute opcodes so far)
   const int m = st.arg[0], v = st.arg[1];
-  ip_gemv<DT, R, U>(a.opnd[m], a.opld[m], a.opcols[m], a.opnd[v], row0, n, stage);
+  ip_gemv<DT, R, U>(a.opnd[m], a.opld[m], a.opcols[m], a.opnd[v], row0, n, out);
 }
 
 // The semaphore word of tile t under sem (ip_sem_pack), and the rows it

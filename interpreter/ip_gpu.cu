@@ -718,19 +718,19 @@ __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
 }
 
 // A CUDA block of a compute thread block (ip_gpu.h): its equal share of
-// the row space, computed piece by piece into the stage (a piece within
-// one chunk's tile, at most a stage of rows) and stored; the rows of each
-// tile it finishes counted in that tile's semaphore when some step waits
-// on the step.  Start: one round trip brings the tb's steps to shared
-// memory (a row of the plan, zero past its last step: nothing has cnt 0)
-// and thread 0's generation.  Not inlined into the kernel: its registers
-// are its own.
+// the row space, computed piece by piece (a piece within one chunk's
+// tile) straight into the destination chunk, no stage between; the rows
+// of each tile it finishes counted in that tile's semaphore when some
+// step waits on the step.  Start: one round trip brings the tb's steps to
+// shared memory (a row of the plan, zero past its last step: nothing has
+// cnt 0) and thread 0's generation.  One division finds where the share
+// starts in its first tile; pieces then move on by addition.  Not inlined
+// into the kernel: its registers are its own.
 template <int DT>
 __device__ __noinline__ void compute_block(const ip_gargs &a) {
   extern __shared__ ip_gstep sm_steps[];
   const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
   const ip_gstep *steps = a.steps + (int64_t)(a.ntbs + ct) * a.step_stride;
-  char *stage = stage_of(a);
   int tn = 0;
   uint64_t gen = 0;   // thread 0's: only it counts in semaphores
   if (threadIdx.x == 0) {
@@ -745,7 +745,7 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
   int nsteps = 0;
   while (nsteps < a.step_stride && steps[nsteps].cnt > 0) nsteps++;
-  const int64_t cap = a.geom.cap, most = IP_GPU_STAGE_BYTES / a.esize;
+  const int64_t cap = a.geom.cap, es = a.esize;
   int64_t total = 0;
   for (int s = 0; s < nsteps; s++) total += steps[s].cnt * cap;
   const int64_t lo = total * w / a.cwidth, hi = total * (w + 1) / a.cwidth;
@@ -756,25 +756,32 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
     for (int64_t t = 0; t < a.ntiles; t++) {
       const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
       if (ue <= lo || us >= hi) continue;
-      int64_t done = 0;
-      for (int64_t x = us > lo ? us : lo; x < ue && x < hi;) {   // pieces: within one chunk's tile, a stage at most
-        const int j = (int)((x - us) / len);
-        const int64_t from = (x - us) % len, end = ue < hi ? ue : hi;
+      const int64_t x0 = us > lo ? us : lo, end = ue < hi ? ue : hi;
+      int j = (int)((x0 - us) / len);   // pieces: chunk j of the step, rows [from, from + n) of its tile
+      int64_t from = x0 - us - j * len;
+      for (int64_t x = x0; x < end;) {
         int64_t n = len - from < end - x ? len - from : end - x;
-        if (n > most) n = most;
-        compute_piece<DT>(a, st, st.srcoff + j, t, from, n, stage);
-        piece p;
-        p.src = stage; p.msg = NULL; p.cur = NULL; p.out = NULL;
-        p.srcvalid = p.len = n * a.esize;
-        int64_t dv;
-        p.dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * a.esize;
-        p.dstvalid = dv - from * a.esize < 0 ? 0 : dv - from * a.esize;
-        move_piece(&p, a.esize);
-        __syncthreads();   // stored: the stage is free, and the count below covers every thread's stores
+        if (n > (1 << 30)) n = 1 << 30;
+        const int64_t c = st.srcoff + j, at = t * a.tile + from;
+        int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at, dv;
+        valid = valid < 0 ? 0 : valid > n ? n : valid;   // rows of A there are
+        char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
+        int64_t keep = dv / es - from;                     // rows the destination holds
+        keep = keep < 0 ? 0 : keep > n ? n : keep;
+        if (valid > keep) valid = keep;
+        for (int64_t b = valid * es + threadIdx.x; b < keep * es; b += blockDim.x) dst[b] = 0;
+        if (valid > 0)   // ends with a barrier, which also orders the zeros before the count
+          ip_compute_rows<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, dst);
+        else
+          __syncthreads();
         x += n;
-        done += n;
+        from += n;
+        if (from == len) {
+          from = 0;
+          j++;
+        }
       }
-      if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)done, gen);
+      if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)(end - x0), gen);
       if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
     }
   }

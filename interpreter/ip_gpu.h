@@ -182,9 +182,9 @@ bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
 /* Steps of a thread block held in shared memory at most. */
 #define IP_GPU_SMEM_STEPS 1024
 
-/* Shared memory for the values a compute step computes, after the steps:
- * a compute block's piece, or an inline compute step's whole tile (the
- * runtime cuts tiles to fit). */
+/* Shared memory for the values an inline compute step (in a communicating
+ * thread block) computes, after the steps: its whole tile (the runtime
+ * cuts tiles to fit).  Compute blocks store straight to the chunks. */
 #define IP_GPU_STAGE_BYTES 16384
 
 /* Dynamic shared memory of a launch: its steps, then the stage. */

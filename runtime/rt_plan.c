@@ -251,7 +251,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
   }
   pl->step_stride = stride;
   pl->smem_steps = stride <= IP_GPU_SMEM_STEPS ? stride : 0;
-  pl->stage_bytes = pl->csteps || pl->inline_compute ? IP_GPU_STAGE_BYTES : 0;
+  pl->stage_bytes = pl->inline_compute ? IP_GPU_STAGE_BYTES : 0;   /* compute blocks store straight to the chunks */
   if (pl->ncomp) {
     /* The compute tbs share what the GPU holds beyond the lanes' blocks. */
     int fit = 0;
