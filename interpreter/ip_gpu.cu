@@ -619,17 +619,18 @@ __device__ __forceinline__ char *stage_of(const ip_gargs &a) {
   return (char *)sm_steps + (size_t)a.smem_steps * sizeof(ip_gstep);
 }
 
-// stage = elements [from, from + n) of tile t of input chunk c as compute
-// step st computes them: the valid ones computed, the rest zero.  Ends
-// with a barrier.
+// out[0 .. n) = elements [from, from + n) of tile t of input chunk c as
+// compute step st computes them: the valid ones (rows A has) computed,
+// the rest zero.  out is the stage or the destination chunk.  Ends with a
+// barrier.
 template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void compute_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t, int64_t from,
-                                              int64_t n, char *stage) {
+                                              int64_t n, char *out) {
   int64_t at = t * a.tile + from, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
   valid = valid < 0 ? 0 : valid > n ? n : valid;
-  for (int64_t b = valid * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) stage[b] = 0;
+  for (int64_t b = valid * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) out[b] = 0;
   if (valid > 0)
-    ip_compute_rows<DT, R, U>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, stage);
+    ip_compute_rows<DT, R, U>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, out);
   else __syncthreads();
 }
 
@@ -762,18 +763,12 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       for (int64_t x = x0; x < end;) {
         int64_t n = len - from < end - x ? len - from : end - x;
         if (n > (1 << 30)) n = 1 << 30;
-        const int64_t c = st.srcoff + j, at = t * a.tile + from;
-        int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at, dv;
-        valid = valid < 0 ? 0 : valid > n ? n : valid;   // rows of A there are
+        int64_t dv;
         char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
-        int64_t keep = dv / es - from;                     // rows the destination holds
+        int64_t keep = dv / es - from;   // rows the destination holds
         keep = keep < 0 ? 0 : keep > n ? n : keep;
-        if (valid > keep) valid = keep;
-        for (int64_t b = valid * es + threadIdx.x; b < keep * es; b += blockDim.x) dst[b] = 0;
-        if (valid > 0)   // ends with a barrier, which also orders the zeros before the count
-          ip_compute_rows<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, dst);
-        else
-          __syncthreads();
+        // Ends with a barrier, which also orders every thread's stores before the count.
+        compute_piece<DT>(a, st, st.srcoff + j, t, from, keep, dst);
         x += n;
         from += n;
         if (from == len) {

@@ -127,8 +127,9 @@ static bt_result load_one(rt_algos *a, const char *path) {
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
-        int op = p->gpus[r].tbs[t].steps[s].op;
-        if (!(ir_op_flags[op] & IR_F_COMP)) continue;
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        if (st->cnt > al.maxcnt) al.maxcnt = st->cnt;
+        if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
         al.compute = IR_OP_GEMV;   /* gemv and gemvs: the only compute opcodes so far */
         al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
       }
@@ -138,10 +139,6 @@ static bt_result load_one(rt_algos *a, const char *path) {
       LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
       goto drop;
     }
-    for (int r = 0; r < p->ngpus; r++)
-      for (int t = 0; t < p->gpus[r].ntbs; t++)
-        for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-          if (p->gpus[r].tbs[t].steps[s].cnt > al.maxcnt) al.maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
     al.copies = 0;
     if (append(a, &al)) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s, fused %s (computes with %s), %d ranks, %d chunks, bytes %llu..%llu",
@@ -162,10 +159,6 @@ static bt_result load_one(rt_algos *a, const char *path) {
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
     goto drop;
   }
-  for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++)
-      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-        if (p->gpus[r].tbs[t].steps[s].cnt > al.maxcnt) al.maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
   if (append(a, &al)) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
   LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s %s, %d ranks, %d chunks, %s%s, bytes %llu..%llu", path,
            p->name ? p->name : "?", ir_coll_name[p->coll], p->ngpus, p->nchunksperloop,

@@ -14,12 +14,18 @@
 #include "bench_fused.h"
 #include "tap.h"
 
-static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
-  char buf[512], *argv[64];
+/* argv of `bench LINE`, split at spaces into buf (64 words at most). */
+static int split_line(char *buf, size_t len, const char *line, char **argv) {
   int argc = 0;
-  snprintf(buf, sizeof buf, "bench %s", line);
+  snprintf(buf, len, "bench %s", line);
   for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
   argv[argc] = NULL;
+  return argc;
+}
+
+static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
+  char buf[512], *argv[64];
+  int argc = split_line(buf, sizeof buf, line, argv);
   FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
   int rc = bench_parse(o, argc, argv, out, e);
   fclose(e);
@@ -286,10 +292,7 @@ static void test_output(const char *plot) {
 
 static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
   char buf[512], *argv[64];
-  int argc = 0;
-  snprintf(buf, sizeof buf, "bench %s", line);
-  for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
-  argv[argc] = NULL;
+  int argc = split_line(buf, sizeof buf, line, argv);
   FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
   int rc = bench_fused_parse(o, argc, argv, out, e);
   fclose(e);
