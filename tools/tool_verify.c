@@ -116,9 +116,13 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
       ip_cpu_report rep;
       bt_result r = ip_cpu_verify(p, &o, &rep, d);
       if (r) {
-        fprintf(stderr, "%s: %s with %s %s count=%lld\n%s", path,
-                r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG RESULT" : "FAILED",
-                ip_dtype_name[o.dtype], ip_redop_name[o.op], (long long)o.count, rt_diag_text(d));
+        char what[64];   /* a failure other than the run's own names its cause (out of memory, ...) */
+        if (r == BT_ERR_DEADLOCK || r == BT_ERR_MISMATCH)
+          snprintf(what, sizeof what, "%s", r == BT_ERR_DEADLOCK ? "DEADLOCK" : "WRONG RESULT");
+        else
+          snprintf(what, sizeof what, "FAILED (%s)", bt_result_str(r));
+        fprintf(stderr, "%s: %s with %s %s count=%lld\n%s", path, what, ip_dtype_name[o.dtype], ip_redop_name[o.op],
+                (long long)o.count, rt_diag_text(d));
         rc = 1;
         break;
       }
