@@ -738,7 +738,7 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
   snprintf(t->space_name[CC_SPACE_INPUT], 32, "input");
   snprintf(t->space_name[CC_SPACE_OUTPUT], 32, "output");
   t->instances = 1;
-  cc_lua_limits lim = {(size_t)rt_param_int(RT_PARAM_LUA_MAX_MB) << 20,
+  cc_lua_limits lim = {(size_t)rt_param_int(RT_PARAM_COMPILE_MAX_MB) << 20,
                        (long)rt_param_int(RT_PARAM_LUA_MAX_INSTRUCTIONS)};
   lua_State *L = cc_lua_new(&lim);
   if (!L || !t->script) { cc_lua_close(L); cc_trace_free(t); return BT_ERR_NOMEM; }

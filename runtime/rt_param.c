@@ -3,6 +3,7 @@
 #include "rt_log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,10 @@ static const struct {
   const char *env;
   int type;
   const char *def;
+  int64_t min, max;
   const char *doc;
 } params[RT_PARAM_COUNT] = {
-#define X(id, env, type, def, doc) { env, type, def, doc },
+#define X(id, env, type, def, lo, hi, doc) { env, type, def, lo, hi, doc },
 #include "rt_param.def"
 #undef X
 };
@@ -42,7 +44,8 @@ static void load(void) {
     values[i].set = e != NULL && *e;
     const char *v = values[i].set ? e : params[i].def;
     values[i].s = v;
-    if (params[i].type == T_INT && !parse_int(v, &values[i].i)) {
+    if (params[i].type == T_INT &&
+        (!parse_int(v, &values[i].i) || values[i].i < params[i].min || values[i].i > params[i].max)) {
       parse_int(params[i].def, &values[i].i);
       values[i].set = -1;
     }
@@ -59,8 +62,9 @@ static void report(void) {
     if (values[i].set > 0)
       LOG_INFO(RT_SUB_TOOL, "%s set by environment to %s", params[i].env, values[i].s);
     else if (values[i].set < 0)
-      LOG_WARN(RT_SUB_TOOL, "%s=%s is not an integer; using default %s",
-               params[i].env, getenv(params[i].env), params[i].def);
+      LOG_WARN(RT_SUB_TOOL, "%s=%s is not an integer in %lld..%lld; using default %s",
+               params[i].env, getenv(params[i].env), (long long)params[i].min, (long long)params[i].max,
+               params[i].def);
   }
 }
 
@@ -83,12 +87,18 @@ const char *rt_param_str(rt_param_id id) {
   return values[id].s;
 }
 
+const char *rt_param_name(rt_param_id id) { return params[id].env; }
+
 void rt_param_print(FILE *f) {
   ensure();
-  fprintf(f, "%-20s %-4s %-8s %-10s %s\n", "NAME", "TYPE", "DEFAULT", "VALUE", "DESCRIPTION");
-  for (int i = 0; i < RT_PARAM_COUNT; i++)
-    fprintf(f, "%-20s %-4s %-8s %-10s %s\n", params[i].env,
+  fprintf(f, "%-20s %-4s %-8s %-10s %-18s %s\n", "NAME", "TYPE", "DEFAULT", "VALUE", "RANGE", "DESCRIPTION");
+  for (int i = 0; i < RT_PARAM_COUNT; i++) {
+    char range[48] = "";
+    if (params[i].type == T_INT)
+      snprintf(range, sizeof range, "%lld..%lld", (long long)params[i].min, (long long)params[i].max);
+    fprintf(f, "%-20s %-4s %-8s %-10s %-18s %s\n", params[i].env,
             params[i].type == T_INT ? "int" : "str",
             *params[i].def ? params[i].def : "\"\"",
-            *values[i].s ? values[i].s : "\"\"", params[i].doc);
+            *values[i].s ? values[i].s : "\"\"", range, params[i].doc);
+  }
 }

@@ -36,7 +36,7 @@ check "explain of a broken file fails" 1 "unknown opcode" "$baton" explain "$tmp
 check "ops prints the opcode table" 0 '| `rrcs` | RRCS |' "$baton" ops
 check "params lists every parameter" 0 "BATON_EXEC_SLOTS" "$baton" params
 check "params shows a set value" 0 "BATON_EXEC_TILE      int  0        64" env BATON_EXEC_TILE=64 "$baton" params
-check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integer; using default 8" \
+check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integer in 1..1024; using default 8" \
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"

@@ -450,7 +450,7 @@ static void test_fused(void) {
 }
 
 int main(void) {
-  setenv("BATON_LUA_MAX_MB", "64", 1);
+  setenv("BATON_COMPILE_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
   test_errors();
   test_sandbox();
