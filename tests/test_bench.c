@@ -23,9 +23,13 @@ static int split_line(char *buf, size_t len, const char *line, char **argv) {
   return argc;
 }
 
+/* The options keep pointers into argv (file names), so the words live on
+ * after the parse: one static buffer, as a real argv would. */
+static char words[512];
+
 static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
-  char buf[512], *argv[64];
-  int argc = split_line(buf, sizeof buf, line, argv);
+  char *buf = words, *argv[64];
+  int argc = split_line(buf, sizeof words, line, argv);
   FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
   int rc = bench_parse(o, argc, argv, out, e);
   fclose(e);
@@ -291,8 +295,8 @@ static void test_output(const char *plot) {
 }
 
 static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
-  char buf[512], *argv[64];
-  int argc = split_line(buf, sizeof buf, line, argv);
+  char *buf = words, *argv[64];
+  int argc = split_line(buf, sizeof words, line, argv);
   FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
   int rc = bench_fused_parse(o, argc, argv, out, e);
   fclose(e);

@@ -5,11 +5,18 @@
 #   tools/setup.sh demo   build, then compile the 8-rank ring AllReduce from
 #                         algorithms/allreduce_ring.lua and verify it on the
 #                         CPU executor over every type and operator
-#   tools/setup.sh test   build, then run every test suite; the last line is
+#   tools/setup.sh test   build, then run every test suite, then the checked
+#                         build's (below); the last line is
 #                         "N passed, N failed, N skipped"
+#   tools/setup.sh check  only the checked build: clang with AddressSanitizer
+#                         and UndefinedBehaviorSanitizer (any report fails),
+#                         the CPU suites, then each fuzz target for
+#                         BATON_FUZZ_SECONDS (default 20) from its seeds
 #   tools/setup.sh build  install and build only
 #
-# Environment: BUILD_DIR (default build), BATON_CUDA=enabled|disabled|auto.
+# Environment: BUILD_DIR (default build; the checked build is BUILD_DIR-check),
+# BATON_CUDA=enabled|disabled|auto, BATON_CHECK=0 leaves the checked build
+# out of `test`, BATON_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -17,6 +24,8 @@ build=${BUILD_DIR:-build}
 cmd=${1:-demo}
 
 packages="meson ninja-build pkg-config gcc liblua5.4-dev libxml2-dev python3"
+# The checked build: clang, its sanitizer and libFuzzer runtimes.
+case $cmd in test|check) packages="$packages clang libclang-rt-14-dev" ;; esac
 need=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
@@ -28,10 +37,48 @@ if [ -n "$need" ]; then
 fi
 
 export PATH="$PATH:/usr/local/cuda/bin"
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" -Dcuda="${BATON_CUDA:-auto}" >/dev/null
+if [ "$cmd" != check ]; then
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" -Dcuda="${BATON_CUDA:-auto}" >/dev/null
+  fi
+  ninja -C "$build" >/dev/null
 fi
-ninja -C "$build" >/dev/null
+
+# The checked build (CPU only): every sanitizer report aborts its test.
+check_build() {
+  local dir=$build-check
+  if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang meson setup "$dir" -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dc_args=-fno-sanitize-recover=all >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}
+
+# Runs meson test in build folder $1 with the remaining arguments, output
+# appended to $log; adds its Meson summary to the totals.
+passed=0 failed=0 skipped=0 status=0
+run_tests() {
+  local dir=$1 out
+  shift
+  out=$(mktemp)
+  set +e
+  BATON_FUZZ_SECONDS=${BATON_FUZZ_SECONDS:-20} meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "$@" >"$out" 2>&1
+  local rc=$?
+  set -e
+  cat "$out" >>"$log"
+  sed -n '/^Summary of Failures/,$p;/^ *[0-9]*\/[0-9]* /p' "$out" | grep -v '^$' | sort -u -k1,1n | grep -v '^Summary' |
+    sed "s|^|[$dir] |" || true
+  count() { awk -v k="$1" -F: '$1 == k { gsub(/ /, "", $2); print $2 }' "$out" | tail -1; }
+  local ok xfail fail xpass skip tout
+  ok=$(count Ok); xfail=$(count "Expected Fail"); fail=$(count Fail); xpass=$(count "Unexpected Pass")
+  skip=$(count Skipped); tout=$(count Timeout)
+  passed=$(( passed + ${ok:-0} + ${xfail:-0} ))
+  failed=$(( failed + ${fail:-0} + ${xpass:-0} + ${tout:-0} ))
+  skipped=$(( skipped + ${skip:-0} ))
+  if [ -z "$ok" ]; then cat "$out"; failed=$(( failed + 1 )); fi
+  [ $rc -eq 0 ] || status=1
+  rm -f "$out"
+}
 
 case $cmd in
 build) ;;

@@ -64,7 +64,7 @@ static int run_dir(const char *dir) {
     names[n++] = strdup(e->d_name);
   }
   closedir(d);
-  qsort(names, n, sizeof *names, cmp);
+  if (n) qsort(names, n, sizeof *names, cmp);
   int ran = 0, bad = 0;
   for (size_t i = 0; i < n; i++) {
     char path[4096];
