@@ -6,6 +6,7 @@
 
 #include "ir.h"
 #include "ir_expect.h"
+#include "cc_mem.h"
 #include "rt_diag.h"
 
 enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
@@ -88,6 +89,18 @@ typedef struct cc_trace {
   int noperands;
   cc_opnd opnd[IR_MAX_OPERANDS];
   int tileorder;            /* CC_ORDER_* */
+  cc_budget *mem;           /* memory and time of this compile: Lua, trace, lowering */
+  int64_t fixed_chunks;     /* chunks of every rank's input and output together */
+  int64_t scratch_chunks;   /* ... of every rank's scratch buffers */
+  int *scratch_rank;        /* [rank]: chunks of its scratch buffers */
 } cc_trace;
+
+/* The most chunks one buffer of one rank may have (a traced index stays
+ * below it): times the pieces and instances of lowering (at most 512) an
+ * IR chunk index still fits in an int. */
+#define CC_MAX_INDEX (1 << 21)
+/* The most chunks of all buffers together the tracer takes, whatever
+ * BATON_MAX_CHUNKS says: version numbers stay far inside an int. */
+#define CC_MAX_TOTAL (INT64_C(1) << 28)
 
 #endif

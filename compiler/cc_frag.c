@@ -15,7 +15,7 @@ typedef struct cc_snap {
 
 static int val_copy(cc_val *dst, const cc_val *src) {
   if (src->n > dst->cap) {
-    uint64_t *t = realloc(dst->terms, src->n * sizeof *t);
+    uint64_t *t = cc_realloc(dst->terms, src->n * sizeof *t);
     if (!t) return 0;
     dst->terms = t;
     dst->cap = src->n;
@@ -33,27 +33,27 @@ static void snap_free(cc_snap *s) {
   if (!s) return;
   for (int sp = 0; sp < s->nspaces; sp++) {
     for (int r = 0; s->loc[sp] && r < s->nranks; r++) {
-      for (int i = 0; s->loc[sp][r] && i < s->cap[sp][r]; i++) free(s->loc[sp][r][i].val.terms);
-      if (s->loc[sp][r]) free(s->loc[sp][r]);
+      for (int i = 0; s->loc[sp][r] && i < s->cap[sp][r]; i++) cc_free(s->loc[sp][r][i].val.terms);
+      if (s->loc[sp][r]) cc_free(s->loc[sp][r]);
     }
-    free(s->loc[sp]);
-    free(s->cap[sp]);
+    cc_free(s->loc[sp]);
+    cc_free(s->cap[sp]);
   }
-  free(s);
+  cc_free(s);
 }
 
 static cc_snap *snap_take(const cc_trace *t) {
-  cc_snap *s = calloc(1, sizeof *s);
+  cc_snap *s = cc_calloc(1, sizeof *s);
   if (!s) return NULL;
   s->nspaces = t->nspaces;
   s->nranks = t->nranks;
   for (int sp = 0; sp < t->nspaces; sp++) {
-    s->cap[sp] = calloc(t->nranks, sizeof(int));
-    s->loc[sp] = calloc(t->nranks, sizeof(cc_loc *));
+    s->cap[sp] = cc_calloc(t->nranks, sizeof(int));
+    s->loc[sp] = cc_calloc(t->nranks, sizeof(cc_loc *));
     if (!s->cap[sp] || !s->loc[sp]) goto fail;
     for (int r = 0; r < t->nranks; r++) {
       int n = t->cap[sp][r];
-      s->loc[sp][r] = calloc(n + 1, sizeof(cc_loc));
+      s->loc[sp][r] = cc_calloc(n + 1, sizeof(cc_loc));
       if (!s->loc[sp][r]) goto fail;
       s->cap[sp][r] = n;
       for (int i = 0; i < n; i++) {
@@ -97,15 +97,15 @@ static int snap_restore(cc_trace *t, cc_snap *s) {
 static int snap_cover(cc_snap *s, const cc_trace *t) {
   for (int sp = 0; sp < t->nspaces; sp++) {
     if (sp >= s->nspaces) {
-      s->cap[sp] = calloc(t->nranks, sizeof(int));
-      s->loc[sp] = calloc(t->nranks, sizeof(cc_loc *));
+      s->cap[sp] = cc_calloc(t->nranks, sizeof(int));
+      s->loc[sp] = cc_calloc(t->nranks, sizeof(cc_loc *));
       if (!s->cap[sp] || !s->loc[sp]) return 0;
       s->nspaces = sp + 1;
     }
     for (int r = 0; r < t->nranks; r++) {
       int n = t->cap[sp][r], old = s->cap[sp][r];
       if (n <= old) continue;
-      cc_loc *l = realloc(s->loc[sp][r], (n + 1) * sizeof *l);
+      cc_loc *l = cc_realloc(s->loc[sp][r], (n + 1) * sizeof *l);
       if (!l) return 0;
       memset(l + old, 0, (n + 1 - old) * sizeof *l);
       s->loc[sp][r] = l;

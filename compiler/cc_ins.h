@@ -39,7 +39,13 @@ typedef struct lower {
   int nend;                     /* endpoints */
   int nch;                      /* channels in use */
   int errors;
+  unsigned ticks;               /* calls of cc_late */
+  int late;                     /* the deadline passed (reported once) */
 } lower;
+
+/* 1 when the compile's deadline (BATON_COMPILE_TIMEOUT) has passed, checked
+ * every so many calls; the first time, the error is counted in w. */
+int cc_late(lower *w);
 
 /* Adds "script:line: message" (line 0: "script: message") to the
  * diagnostics and counts an error. */

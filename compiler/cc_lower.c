@@ -12,7 +12,7 @@
 static int int_push(int **a, int *n, int *cap, int x) {
   if (*n == *cap) {
     int c = *cap ? 2 * *cap : 4;
-    int *q = realloc(*a, c * sizeof *q);
+    int *q = cc_realloc(*a, c * sizeof *q);
     if (!q) return 0;
     *a = q;
     *cap = c;
@@ -32,11 +32,29 @@ static int add_pred(ins *i, int p) {
   return int_push(&i->pred, &i->npred, &i->cappred, p);
 }
 
+int cc_late(lower *w) {
+  if (w->late) return 1;
+  if (++w->ticks & 1023) return 0;
+  if (!cc_budget_late(w->t->mem)) return 0;
+  char m[300];
+  cc_err(w, w->t->decl_line, "%s", cc_budget_time_msg(w->t->mem, m, sizeof m));
+  w->late = 1;
+  return 1;
+}
+
+/* The most instructions lowering makes (each becomes a step). */
+#define MAX_INS (INT_MAX / 8)
+
 static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, int count,
                     int send, int recv, int ch, int fixtb, int inst, int line) {
+  if (w->n >= MAX_INS) {
+    if (!w->errors) cc_err(w, line, "the program would have more than %d steps", MAX_INS);
+    return -1;
+  }
+  if (cc_late(w)) return -1;
   if (w->n == w->cap) {
     int cap = w->cap ? 2 * w->cap : 256;
-    ins *v = realloc(w->v, cap * sizeof *v);
+    ins *v = cc_realloc(w->v, (size_t)cap * sizeof *v);
     if (!v) return -1;
     w->v = v;
     w->cap = cap;
@@ -59,7 +77,7 @@ static access_state *slot(deps *d, int rank, int space, int idx) {
   int key = rank * CC_MAX_SPACES + space;
   if (idx >= d->len[key]) {
     int len = idx + 1 > 2 * d->len[key] ? idx + 1 : 2 * d->len[key];
-    access_state *a = realloc(d->a[key], len * sizeof *a);
+    access_state *a = cc_realloc(d->a[key], len * sizeof *a);
     if (!a) return NULL;
     for (int k = d->len[key]; k < len; k++) a[k] = (access_state){-1, NULL, 0, 0};
     d->a[key] = a;
@@ -115,7 +133,7 @@ static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return
 static int plan_layout(lower *w, layout *lay) {
   const cc_trace *t = w->t;
   lay->P = 1; lay->I = t->instances; lay->B = 0;
-  lay->K = calloc(t->nfrags + 1, sizeof(int));
+  lay->K = cc_calloc(t->nfrags + 1, sizeof(int));
   if (!lay->K) return 0;
   for (int f = 0; f < t->nfrags; f++) {
     int n = t->frags[f].n;
@@ -214,8 +232,8 @@ static int lower_ops(lower *w, const layout *lay) {
  * line.  Returns 0 when out of memory. */
 static int fuse_compute(lower *w, const int *users) {
   int n = w->n;
-  int *sends = calloc(n + 1, sizeof(int)), *sender = malloc((n + 1) * sizeof(int)), *recv_of = malloc((n + 1) * sizeof(int));
-  if (!sends || !sender || !recv_of) { free(sends); free(sender); free(recv_of); return 0; }
+  int *sends = cc_calloc(n + 1, sizeof(int)), *sender = cc_malloc((n + 1) * sizeof(int)), *recv_of = cc_malloc((n + 1) * sizeof(int));
+  if (!sends || !sender || !recv_of) { cc_free(sends); cc_free(sender); cc_free(recv_of); return 0; }
   for (int j = 0; j < n; j++) { sender[j] = -1; recv_of[j] = -1; }
   for (int j = 0; j < n; j++) {
     const ins *S = &w->v[j];
@@ -251,7 +269,7 @@ static int fuse_compute(lower *w, const int *users) {
         if (J->pred[k] == j) J->pred[k] = c;
     }
   }
-  free(sends); free(sender); free(recv_of);
+  cc_free(sends); cc_free(sender); cc_free(recv_of);
   return 1;
 }
 
@@ -263,9 +281,9 @@ static int fuse_compute(lower *w, const int *users) {
  * wait for nothing, so any place before their readers keeps the order
  * topological. */
 static int order_compute(lower *w, int *order, int live) {
-  int *moved = malloc((live + 1) * sizeof(int)), *key = malloc((w->n + 1) * sizeof(int));
-  int *sent = calloc(w->n + 1, sizeof(int));
-  if (!moved || !key || !sent) { free(moved); free(key); free(sent); return 0; }
+  int *moved = cc_malloc((live + 1) * sizeof(int)), *key = cc_malloc((w->n + 1) * sizeof(int));
+  int *sent = cc_calloc(w->n + 1, sizeof(int));
+  if (!moved || !key || !sent) { cc_free(moved); cc_free(key); cc_free(sent); return 0; }
   for (int j = 0; j < w->n; j++) key[j] = INT_MAX / 4;
   for (int j = 0; j < w->n; j++) {
     const ins *J = &w->v[j];
@@ -294,9 +312,9 @@ static int order_compute(lower *w, int *order, int live) {
   for (int q = 0; q < live; q++)
     if (w->v[order[q]].op != IR_OP_GEMV) moved[k++] = order[q];
   memcpy(order, moved, live * sizeof(int));
-  free(moved);
-  free(key);
-  free(sent);
+  cc_free(moved);
+  cc_free(key);
+  cc_free(sent);
   return 1;
 }
 
@@ -310,7 +328,7 @@ static int order_compute(lower *w, int *order, int live) {
 static int fuse(lower *w, const int *users) {
   /* successors of each send, to redirect them in O(edges) */
   int n = w->n, ok = 0;
-  int *off = calloc(n + 2, sizeof(int)), *succ = NULL, *fill = calloc(n + 1, sizeof(int)), *recv_of = malloc((n + 1) * sizeof(int));
+  int *off = cc_calloc(n + 2, sizeof(int)), *succ = NULL, *fill = cc_calloc(n + 1, sizeof(int)), *recv_of = cc_malloc((n + 1) * sizeof(int));
   if (!off || !fill || !recv_of) goto out;
   long m = 0;
   for (int j = 0; j < n; j++) {
@@ -319,7 +337,7 @@ static int fuse(lower *w, const int *users) {
   }
   for (int j = 0; j < n; j++) if (w->v[j].msg_of >= 0) recv_of[w->v[j].msg_of] = j;
   for (int i = 0; i < n; i++) off[i + 1] += off[i];
-  succ = malloc((m + 1) * sizeof(int));
+  succ = cc_malloc((m + 1) * sizeof(int));
   if (!succ) goto out;
   for (int j = 0; j < n; j++)
     for (int k = 0; k < w->v[j].npred; k++) { int p = w->v[j].pred[k]; succ[off[p] + fill[p]++] = j; }
@@ -343,7 +361,7 @@ static int fuse(lower *w, const int *users) {
   }
   ok = 1;
 out:
-  free(off); free(succ); free(fill); free(recv_of);
+  cc_free(off); cc_free(succ); cc_free(fill); cc_free(recv_of);
   return ok;
 }
 
@@ -382,8 +400,8 @@ static int takes_copy(const ins *C, const ins *J) {
  * C.  Returns 0 when out of memory. */
 static int forward_copies(lower *w, const int *users) {
   int n = w->n, ok = 0, stamp = 0;
-  int *nsucc = calloc(n + 1, sizeof(int)), *only = malloc((n + 1) * sizeof(int));
-  int *mark = calloc(n + 1, sizeof(int)), *stack = malloc((n + 1) * sizeof(int));
+  int *nsucc = cc_calloc(n + 1, sizeof(int)), *only = cc_malloc((n + 1) * sizeof(int));
+  int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
   if (!nsucc || !only || !mark || !stack) goto out;
   for (int j = 0; j < n; j++)
     for (int k = 0; k < w->v[j].npred; k++) { nsucc[w->v[j].pred[k]]++; only[w->v[j].pred[k]] = j; }
@@ -427,10 +445,10 @@ static int forward_copies(lower *w, const int *users) {
   }
   ok = 1;
 out:
-  free(nsucc);
-  free(only);
-  free(mark);
-  free(stack);
+  cc_free(nsucc);
+  cc_free(only);
+  cc_free(mark);
+  cc_free(stack);
   return ok;
 }
 
@@ -445,7 +463,7 @@ out:
  * of memory. */
 static int sink_copies(lower *w) {
   int n = w->n, ok = 0, stamp = 0;
-  int *mark = calloc(n + 1, sizeof(int)), *stack = malloc((n + 1) * sizeof(int));
+  int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
   if (!mark || !stack) goto out;
   for (int c = 0; c < n; c++) {
     ins *C = &w->v[c];
@@ -497,8 +515,8 @@ static int sink_copies(lower *w) {
   }
   ok = 1;
 out:
-  free(mark);
-  free(stack);
+  cc_free(mark);
+  cc_free(stack);
   return ok;
 }
 
@@ -555,7 +573,7 @@ static void count_users(lower *w, int *users) {
     }
   }
   /* A value nobody overwrites is a result: it must be written. */
-  int *overwritten = calloc(w->n + 1, sizeof(int));
+  int *overwritten = cc_calloc(w->n + 1, sizeof(int));
   if (!overwritten) { for (int i = 0; i < w->n; i++) users[i]++; return; }
   for (int j = 0; j < w->n; j++) {
     ins *J = &w->v[j];
@@ -568,7 +586,7 @@ static void count_users(lower *w, int *users) {
     }
   }
   for (int i = 0; i < w->n; i++) if (!overwritten[i]) users[i]++;
-  free(overwritten);
+  cc_free(overwritten);
 }
 
 /* ---- scheduling ---- */
@@ -613,15 +631,15 @@ static int conn_id(lower *w, int a, int b, int ch, long *keys, int nslots, int *
  * connection stays FIFO.  Fills order[] and returns the count, 0 on error. */
 static int schedule(lower *w, int *order) {
   int n = w->n, done = 0, live = 0, ok = 0, nparked = 0;
-  int *indeg = calloc(n + 1, sizeof(int)), *succ_off = calloc(n + 2, sizeof(int));
+  int *indeg = cc_calloc(n + 1, sizeof(int)), *succ_off = cc_calloc(n + 2, sizeof(int));
   /* A fused receive-and-send sits on two connections: rconn orders its
    * receive side, sconn numbers its send side. */
-  int *rconn = malloc((n + 1) * sizeof(int)), *sconn = malloc((n + 1) * sizeof(int));
-  int *seq = calloc(n + 1, sizeof(int));
+  int *rconn = cc_malloc((n + 1) * sizeof(int)), *sconn = cc_malloc((n + 1) * sizeof(int));
+  int *seq = cc_calloc(n + 1, sizeof(int));
   int nslots = 2 * n + 1, nconn = 0;
-  long *keys = malloc(2 * (size_t)nslots * sizeof(long));
+  long *keys = cc_malloc(2 * (size_t)nslots * sizeof(long));
   int *succ = NULL, *fillp = NULL, *sent = NULL, *recvd = NULL, *parked = NULL;
-  heap h = {malloc((n + 1) * sizeof(int)), 0, w->v};
+  heap h = {cc_malloc((n + 1) * sizeof(int)), 0, w->v};
   if (!indeg || !succ_off || !rconn || !sconn || !seq || !keys || !h.a) goto out;
   for (int i = 0; i < 2 * nslots; i += 2) keys[i] = -1;
   long m = 0;
@@ -636,11 +654,11 @@ static int schedule(lower *w, int *order) {
     I->depth = 0;
   }
   for (int i = 0; i < n; i++) succ_off[i + 1] += succ_off[i];
-  succ = malloc((m + 1) * sizeof(int));
-  fillp = calloc(n + 1, sizeof(int));
-  sent = calloc(nconn + 1, sizeof(int));
-  recvd = calloc(nconn + 1, sizeof(int));
-  parked = calloc(n + 1, sizeof(int));   /* parked[i]: receive i waits for its turn */
+  succ = cc_malloc((m + 1) * sizeof(int));
+  fillp = cc_calloc(n + 1, sizeof(int));
+  sent = cc_calloc(nconn + 1, sizeof(int));
+  recvd = cc_calloc(nconn + 1, sizeof(int));
+  parked = cc_calloc(n + 1, sizeof(int));   /* parked[i]: receive i waits for its turn */
   if (!succ || !fillp || !sent || !recvd || !parked) goto out;
   for (int i = 0; i < n; i++) {
     if (w->v[i].dead) continue;
@@ -669,6 +687,7 @@ static int schedule(lower *w, int *order) {
   /* Receives waiting for their turn, found by (connection, sequence). */
   for (int i = 0; i < n; i++) if (!w->v[i].dead && !indeg[i]) heap_push(&h, i);
   while (done < live) {
+    if (cc_late(w)) goto out;
     if (!h.n) {
       for (int i = 0; i < n; i++)
         if (parked[i]) {
@@ -700,8 +719,8 @@ static int schedule(lower *w, int *order) {
   }
   ok = done;
 out:
-  free(indeg); free(succ_off); free(rconn); free(sconn); free(seq); free(keys); free(h.a);
-  free(succ); free(fillp); free(sent); free(recvd); free(parked);
+  cc_free(indeg); cc_free(succ_off); cc_free(rconn); cc_free(sconn); cc_free(seq); cc_free(keys); cc_free(h.a);
+  cc_free(succ); cc_free(fillp); cc_free(sent); cc_free(recvd); cc_free(parked);
   return ok;
 }
 
@@ -713,9 +732,11 @@ static int buf_of(const cc_trace *t, int space) {
 
 bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_diag *diag) {
   *out = NULL;
-  lower w = {t, diag, NULL, 0, 0, NULL, NULL, 0, 1, 0};
-  deps d = {calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
-            calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
+  cc_budget *prev = cc_mem_enter(t->mem);   /* lowering's memory counts against the compile's budget */
+  size_t ir_charge = 0;
+  lower w = {t, diag, NULL, 0, 0, NULL, NULL, 0, 1, 0, 0, 0};
+  deps d = {cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
+            cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
   int *users = NULL, *order = NULL, *scr_base = NULL;
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
@@ -730,7 +751,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int maxch = 0;
   for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;
   w.nch = maxch + 1;
-  users = malloc((w.n + 1) * sizeof(int));
+  users = cc_malloc((w.n + 1) * sizeof(int));
   if (!users || !cc_sets_init(&w)) goto out;
   int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
   if (!cc_place_fixed(&w, t->instances, max_tbs)) goto out;
@@ -745,7 +766,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     copy_after_receive(&w);
     if (!fuse(&w, users)) goto out;
   }
-  order = malloc((w.n + 1) * sizeof(int));
+  order = cc_malloc((w.n + 1) * sizeof(int));
   if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
 
   /* Thread blocks: one per endpoint set that has instructions, plus a
@@ -753,6 +774,9 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int live = 0;
   for (int i = 0; i < w.n; i++) live += !w.v[i].dead;
   if (t->fused && !order_compute(&w, order, live)) goto out;
+  /* the IR program (built by ir/, not counted there): a step and a wait per instruction */
+  ir_charge = (size_t)live * 2 * (sizeof(ir_step) + 16);
+  if (!cc_budget_charge(t->mem, ir_charge, 0)) { ir_charge = 0; goto out; }
   p = ir_prog_new(t->name, t->coll, t->nranks);
   if (!p) goto out;
   p->proto = t->proto;
@@ -775,7 +799,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->nchunksperloop = (ib > ob ? ib : ob) * t->k * PI;
   p->nchannels = maxch + 1;
   /* scratch: named buffers laid out one after another on each rank */
-  scr_base = calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
+  scr_base = cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int));
   if (!scr_base) goto out;
   for (int r = 0; r < t->nranks; r++) {
     int at = 0;
@@ -783,7 +807,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     ir_gpu *g = &p->gpus[r];
     g->s_chunks = at;
     /* in place, a buffer no step touches is written as 0 chunks, as msccl-tools does */
-    int in_used = t->size[CC_SPACE_INPUT][r] > 0, out_used = t->size[CC_SPACE_OUTPUT][r] > 0;
+    int in_used = t->size[CC_SPACE_INPUT][r] > 0 || t->fused, out_used = t->size[CC_SPACE_OUTPUT][r] > 0;
     g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * PI : 0;
     g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * PI : 0;
   }
@@ -792,12 +816,13 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   /* Steps in global order; waits only where program order does not imply them. */
   int maxtb = 0;
   for (int r = 0; r < t->nranks; r++) if (p->gpus[r].ntbs > maxtb) maxtb = p->gpus[r].ntbs;
-  int *waited = malloc((size_t)(maxtb + 1) * (maxtb + 1) * t->nranks * sizeof(int));
-  int *mark = calloc(w.n + 1, sizeof(int)), *stack = malloc((w.n + 1) * sizeof(int)), stamp = 0;
-  if (!waited || !mark || !stack) { free(waited); free(mark); free(stack); goto out; }
+  int *waited = cc_malloc((size_t)(maxtb + 1) * (maxtb + 1) * t->nranks * sizeof(int));
+  int *mark = cc_calloc(w.n + 1, sizeof(int)), *stack = cc_malloc((w.n + 1) * sizeof(int)), stamp = 0;
+  if (!waited || !mark || !stack) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
   for (size_t z = 0; z < (size_t)(maxtb + 1) * (maxtb + 1) * t->nranks; z++) waited[z] = -1;
   char prov[600];
   for (int q = 0; q < live; q++) {
+    if (cc_late(&w)) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
     int id = order[q];
     ins *I = &w.v[id];
     ir_gpu *g = &p->gpus[I->rank];
@@ -839,7 +864,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
       ir_step *st;
       if (j < m - 1) {
         st = ir_step_add(tb);
-        if (!st) { free(waited); free(mark); free(stack); goto out; }
+        if (!st) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
         st->op = IR_OP_NOP; st->srcbuf = IR_BUF_INPUT; st->dstbuf = IR_BUF_OUTPUT; st->cnt = 0;
         st->prov = ir_intern(p, prov);
       }
@@ -848,7 +873,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
       if (j < m - 1) { st->depid = need_tb[j]; st->deps = need_pos[j]; }
     }
     ir_step *st = ir_step_add(tb);
-    if (!st) { free(waited); free(mark); free(stack); goto out; }
+    if (!st) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
     st->op = (uint8_t)I->op;
     unsigned f = fl(I->op);
     int sb = buf_of(t, I->sspace), db = buf_of(t, I->dspace);
@@ -869,28 +894,34 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     st->prov = ir_intern(p, prov);
     I->pos = tb->nsteps - 1;
   }
-  free(waited);
-  free(mark);
-  free(stack);
+  cc_free(waited);
+  cc_free(mark);
+  cc_free(stack);
   res = BT_OK;
 out:
+  if (t->mem && t->mem->over && !w.errors) {
+    char m[300];
+    cc_err(&w, t->decl_line, "%s (while lowering)", cc_budget_mem_msg(t->mem, m, sizeof m));
+  }
   if (w.errors) res = BT_ERR_INVALID;
-  for (int i = 0; i < w.n; i++) free(w.v[i].pred);
-  free(w.v);
-  free(w.parent);
-  free(w.info);
-  free(users);
-  free(order);
-  free(scr_base);
-  free(lay.K);
+  for (int i = 0; i < w.n; i++) cc_free(w.v[i].pred);
+  cc_free(w.v);
+  cc_free(w.parent);
+  cc_free(w.info);
+  cc_free(users);
+  cc_free(order);
+  cc_free(scr_base);
+  cc_free(lay.K);
   if (d.a) {
     for (int k = 0; k < t->nranks * CC_MAX_SPACES; k++) {
-      for (int c = 0; c < d.len[k]; c++) free(d.a[k][c].readers);
-      free(d.a[k]);
+      for (int c = 0; c < d.len[k]; c++) cc_free(d.a[k][c].readers);
+      cc_free(d.a[k]);
     }
   }
-  free(d.a);
-  free(d.len);
+  cc_free(d.a);
+  cc_free(d.len);
+  cc_budget_release(t->mem, ir_charge);
+  cc_mem_leave(prev);
   if (res) { ir_prog_free(p); return res; }
   *out = p;
   return BT_OK;

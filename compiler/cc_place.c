@@ -43,8 +43,8 @@ int cc_find(int *parent, int x) {
 int cc_sets_init(lower *w) {
   int per = 2 * w->t->nranks + 2;
   w->nend = w->t->nranks * w->nch * per;
-  w->parent = malloc((w->nend + 1) * sizeof(int));
-  w->info = malloc((w->nend + 1) * sizeof *w->info);
+  w->parent = cc_malloc((w->nend + 1) * sizeof(int));
+  w->info = cc_malloc((w->nend + 1) * sizeof *w->info);
   if (!w->parent || !w->info) return 0;
   for (int e = 0; e < w->nend; e++) {
     w->parent[e] = e;
@@ -96,7 +96,7 @@ int cc_place_fixed(lower *w, int instances, int max_tbs) {
   for (int i = 0; i < w->n; i++) any |= w->v[i].fixtb >= 0;
   if (!any) return 1;
   size_t nkeys = (size_t)w->t->nranks * instances * max_tbs;
-  int *owner = malloc(nkeys * sizeof(int));   /* (rank, instance, index) -> an endpoint of its set */
+  int *owner = cc_malloc(nkeys * sizeof(int));   /* (rank, instance, index) -> an endpoint of its set */
   if (!owner) return 0;
   for (size_t k = 0; k < nkeys; k++) owner[k] = -1;
   char a[160], b[160], c[160];
@@ -131,16 +131,16 @@ int cc_place_fixed(lower *w, int instances, int max_tbs) {
     if (s->fixed < 0) { s->fixed = I->fixtb; s->fixed_line = I->line; }
     owner[key] = r;
   }
-  free(owner);
+  cc_free(owner);
   return 1;
 }
 
 int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_tbs, ir_prog *p) {
   int nr = w->t->nranks, ok = 0;
-  int *tbof = malloc((w->nend + 1) * sizeof(int)), *roots = malloc((live + 1) * sizeof(int));
-  int *count = calloc((size_t)nr * instances + 1, sizeof(int)), *base = calloc((size_t)nr * instances + 1, sizeof(int));
-  int *cursor = calloc((size_t)nr * instances + 1, sizeof(int)), *off = calloc(nr + 1, sizeof(int));
-  int *used = NULL, *setinst = malloc((w->nend + 1) * sizeof(int)), *setrank = malloc((w->nend + 1) * sizeof(int));
+  int *tbof = cc_malloc((w->nend + 1) * sizeof(int)), *roots = cc_malloc((live + 1) * sizeof(int));
+  int *count = cc_calloc((size_t)nr * instances + 1, sizeof(int)), *base = cc_calloc((size_t)nr * instances + 1, sizeof(int));
+  int *cursor = cc_calloc((size_t)nr * instances + 1, sizeof(int)), *off = cc_calloc(nr + 1, sizeof(int));
+  int *used = NULL, *setinst = cc_malloc((w->nend + 1) * sizeof(int)), *setrank = cc_malloc((w->nend + 1) * sizeof(int));
   int nroots = 0;
   if (!tbof || !roots || !count || !base || !cursor || !off || !setinst || !setrank) goto out;
   for (int e = 0; e < w->nend; e++) tbof[e] = -1;
@@ -165,7 +165,7 @@ int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_t
       goto out;
     }
   }
-  used = malloc((off[nr] + 1) * sizeof(int));
+  used = cc_malloc((off[nr] + 1) * sizeof(int));
   if (!used) goto out;
   for (int k = 0; k < off[nr]; k++) used[k] = -1;
   for (int k = 0; k < nroots; k++) {
@@ -201,7 +201,7 @@ int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_t
   }
   ok = 1;
 out:
-  free(tbof); free(roots); free(count); free(base); free(cursor); free(off); free(used);
-  free(setinst); free(setrank);
+  cc_free(tbof); cc_free(roots); cc_free(count); cc_free(base); cc_free(cursor); cc_free(off); cc_free(used);
+  cc_free(setinst); cc_free(setrank);
   return ok;
 }

@@ -7,6 +7,7 @@
 #include "rt_param.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <stdio.h>
@@ -15,7 +16,6 @@
 
 #define REF_MT "baton.ref"
 #define OPND_MT "baton.operand"
-#define MAX_CHUNKS (1 << 20)
 
 typedef struct ref {
   int rank, space, idx, count;
@@ -28,8 +28,9 @@ static cc_trace *trace_of(lua_State *L) { return lua_touserdata(L, lua_upvaluein
 
 static int val_reserve(cc_val *v, int n) {
   if (n <= v->cap) return 1;
+  if (n > INT_MAX / 2) return 0;
   int cap = n > 2 * v->cap ? n : 2 * v->cap;
-  uint64_t *t = realloc(v->terms, cap * sizeof *t);
+  uint64_t *t = cc_realloc(v->terms, (size_t)cap * sizeof *t);
   if (!t) return 0;
   v->terms = t;
   v->cap = cap;
@@ -45,7 +46,7 @@ static int val_set(cc_val *dst, const cc_val *src) {
 
 /* dst = dst + src as multisets, kept sorted. */
 static int val_merge(cc_val *dst, const cc_val *src) {
-  if (!val_reserve(dst, dst->n + src->n)) return 0;
+  if ((int64_t)dst->n + src->n > INT_MAX / 2 || !val_reserve(dst, dst->n + src->n)) return 0;
   int i = dst->n - 1, j = src->n - 1, k = dst->n + src->n - 1;
   while (j >= 0) dst->terms[k--] = (i >= 0 && dst->terms[i] > src->terms[j]) ? dst->terms[i--] : src->terms[j--];
   dst->n += src->n;
@@ -80,17 +81,41 @@ static void canon(const cc_trace *t, int rank, int *space, int *idx) {
   else if (t->coll != IR_COLL_ALLGATHER && t->coll != IR_COLL_REDUCESCATTER && *space == CC_SPACE_OUTPUT) *space = CC_SPACE_INPUT;
 }
 
+/* A version number for a write. */
+static int next_version(lua_State *L, cc_trace *t) {
+  if (t->clock >= INT_MAX / 4)
+    luaL_error(L, "the script writes more than %d chunks in all (each write of each chunk counts)", INT_MAX / 4);
+  return ++t->clock;
+}
+
+/* The location (rank, space, idx), which check_range accepted. */
 static cc_loc *loc(lua_State *L, cc_trace *t, int rank, int space, int idx) {
   canon(t, rank, &space, &idx);
   if (idx >= t->cap[space][rank]) {
     int cap = idx + 1 > 2 * t->cap[space][rank] ? idx + 1 : 2 * t->cap[space][rank];
-    cc_loc *l = realloc(t->loc[space][rank], cap * sizeof *l);
-    if (!l) luaL_error(L, "out of memory");
-    memset(l + t->cap[space][rank], 0, (cap - t->cap[space][rank]) * sizeof *l);
+    cc_loc *l = cc_realloc(t->loc[space][rank], (size_t)cap * sizeof *l);
+    if (!l) cc_lua_nomem(L);
+    memset(l + t->cap[space][rank], 0, (size_t)(cap - t->cap[space][rank]) * sizeof *l);
     t->loc[space][rank] = l;
     t->cap[space][rank] = cap;
   }
-  if (idx + 1 > t->size[space][rank]) t->size[space][rank] = idx + 1;
+  if (idx + 1 > t->size[space][rank]) {
+    if (space >= CC_SPACE_FIRST_SCRATCH) {
+      int grow = idx + 1 - t->size[space][rank];
+      int64_t all = t->fixed_chunks + t->scratch_chunks + grow, most = rt_param_int(RT_PARAM_MAX_CHUNKS);
+      if (most > CC_MAX_TOTAL) most = CC_MAX_TOTAL;
+      if (all > most)
+        luaL_error(L, "%s[%d] on rank %d makes %I chunks in all buffers of all ranks, over the limit of %I "
+                   "(%s raises it)", space_name(t, space), idx, rank, (lua_Integer)all, (lua_Integer)most,
+                   rt_param_name(RT_PARAM_MAX_CHUNKS));
+      if ((int64_t)t->scratch_rank[rank] + grow > CC_MAX_INDEX)
+        luaL_error(L, "%s[%d] on rank %d makes its scratch buffers %I chunks, more than the %d a rank may have",
+                   space_name(t, space), idx, rank, (lua_Integer)t->scratch_rank[rank] + grow, CC_MAX_INDEX);
+      t->scratch_chunks += grow;
+      t->scratch_rank[rank] += grow;
+    }
+    t->size[space][rank] = idx + 1;
+  }
   return &t->loc[space][rank][idx];
 }
 
@@ -101,25 +126,39 @@ static int find_space(cc_trace *t, const char *name, int create) {
   for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++)
     if (!strcmp(t->space_name[s], name)) return s;
   if (!create || t->nspaces == CC_MAX_SPACES || strlen(name) >= sizeof t->space_name[0]) return -1;
-  int s = t->nspaces++;
+  int s = t->nspaces;
+  t->size[s] = cc_calloc(t->nranks, sizeof(int));
+  t->cap[s] = cc_calloc(t->nranks, sizeof(int));
+  t->loc[s] = cc_calloc(t->nranks, sizeof(cc_loc *));
+  if (!t->size[s] || !t->cap[s] || !t->loc[s]) return -2;
   snprintf(t->space_name[s], sizeof t->space_name[s], "%s", name);
-  t->size[s] = calloc(t->nranks, sizeof(int));
-  t->cap[s] = calloc(t->nranks, sizeof(int));
-  t->loc[s] = calloc(t->nranks, sizeof(cc_loc *));
-  if (!t->size[s] || !t->cap[s] || !t->loc[s]) return -1;
+  t->nspaces++;
   return s;
 }
 
-/* Checks a (rank, buffer, index, count) range; raises a Lua error. */
-static void check_range(lua_State *L, cc_trace *t, int rank, int space, int idx, int count) {
-  if (rank < 0 || rank >= t->nranks) luaL_error(L, "rank %d out of range [0, %d)", rank, t->nranks);
-  if (count < 1 || count > MAX_CHUNKS) luaL_error(L, "count %d out of range", count);
-  if (idx < 0) luaL_error(L, "index %d of %s is negative", idx, space_name(t, space));
-  if (space <= CC_SPACE_OUTPUT && idx + count > t->fixed_size[space])
-    luaL_error(L, "%s[%d..%d] out of range: %s has %d chunks per rank", space_name(t, space), idx,
-               idx + count - 1, space_name(t, space), t->fixed_size[space]);
-  if (idx + count > MAX_CHUNKS) luaL_error(L, "%s index %d too large", space_name(t, space), idx + count);
+/* The buffer named b, created when new; raises the error. */
+static int space_arg(lua_State *L, cc_trace *t, const char *b) {
+  int space = find_space(t, b, 1);
+  if (space == -2) cc_lua_nomem(L);
+  if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
+  return space;
 }
+
+/* Checks a (rank, buffer, index, count) range in 64 bits, before any of
+ * it becomes an int; raises a Lua error. */
+static void check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, lua_Integer idx, lua_Integer count) {
+  if (rank < 0 || rank >= t->nranks) luaL_error(L, "rank %I out of range [0, %d)", (lua_Integer)rank, t->nranks);
+  if (count < 1 || count > CC_MAX_INDEX)
+    luaL_error(L, "count %I out of range [1, %d]", (lua_Integer)count, CC_MAX_INDEX);
+  if (idx < 0) luaL_error(L, "index %I of %s is negative", (lua_Integer)idx, space_name(t, space));
+  if (space <= CC_SPACE_OUTPUT && idx + count > t->fixed_size[space])
+    luaL_error(L, "%s[%I..%I] out of range: %s has %d chunks per rank", space_name(t, space), (lua_Integer)idx,
+               (lua_Integer)(idx + count - 1), space_name(t, space), t->fixed_size[space]);
+  if (idx > CC_MAX_INDEX - count)
+    luaL_error(L, "index out of range: %s[%I..%I] goes past the %d chunks a buffer of a rank may have",
+               space_name(t, space), (lua_Integer)idx, (lua_Integer)(idx + count - 1), CC_MAX_INDEX);
+}
+
 
 static int linked(const cc_trace *t, int a, int b) {
   if (!t->nodes || a == b) return 1;
@@ -129,15 +168,10 @@ static int linked(const cc_trace *t, int a, int b) {
 /* The line of the user's script that made the current call: the innermost
  * frame of a file chunk, so that operations made inside a baton.* module
  * are attributed to the script line that called the module. */
-static int script_line(lua_State *L) {
-  lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); level++)
-    if (lua_getinfo(L, "Sl", &ar) && ar.source[0] == '@' && ar.currentline > 0) return ar.currentline;
-  return 0;
-}
+static int script_line(lua_State *L) { return cc_lua_line(L); }
 
 static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count) {
-  ref *r = lua_newuserdatauv(L, sizeof(ref) + count * sizeof(int), 0);
+  ref *r = lua_newuserdatauv(L, sizeof(ref) + (size_t)count * sizeof(int), 0);
   r->rank = rank; r->space = space; r->idx = idx; r->count = count;
   for (int i = 0; i < count; i++) r->versions[i] = loc(L, t, rank, space, idx + i)->version;
   luaL_setmetatable(L, REF_MT);
@@ -162,15 +196,23 @@ static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *wha
   }
 }
 
+/* Records op.  Its locations are canonical: in place, the two names of one
+ * buffer (input and output) become one, so that lowering and the IR see
+ * one name for one memory.  A compute step's source stays the input chunks
+ * whose rows it computes. */
 static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
   if (t->nops == t->capops) {
+    if (t->capops >= INT_MAX / 4) luaL_error(L, "the script makes more than %d chunk operations", INT_MAX / 4);
     int cap = t->capops ? 2 * t->capops : 64;
-    cc_op *o = realloc(t->ops, cap * sizeof *o);
-    if (!o) luaL_error(L, "out of memory");
+    cc_op *o = cc_realloc(t->ops, (size_t)cap * sizeof *o);
+    if (!o) cc_lua_nomem(L);
     t->ops = o;
     t->capops = cap;
   }
   t->ops[t->nops] = *op;
+  cc_op *o = &t->ops[t->nops];
+  if (o->kind != CC_COMPUTE) canon(t, o->src_rank, &o->src_space, &o->src_idx);
+  canon(t, o->dst_rank, &o->dst_space, &o->dst_idx);
   t->ops[t->nops].frag = t->cur_frag;
   t->ops[t->nops++].piece = t->cur_piece;
 }
@@ -187,7 +229,7 @@ static void read_opts(lua_State *L, int at, cc_op *op) {
     lua_getfield(L, at, keys[i]);
     if (!lua_isnil(L, -1)) {
       lua_Integer v = luaL_checkinteger(L, -1);
-      if (v < 0 || v > 1023) luaL_error(L, "option %s=%d out of range [0, 1023]", keys[i], (int)v);
+      if (v < 0 || v > 1023) luaL_error(L, "option %s=%I out of range [0, 1023]", keys[i], (lua_Integer)v);
       *dst[i] = (int)v;
     }
     lua_pop(L, 1);
@@ -196,6 +238,8 @@ static void read_opts(lua_State *L, int at, cc_op *op) {
 
 static cc_trace *declared(lua_State *L) {
   cc_trace *t = trace_of(L);
+  cc_lua_check_time(L);
+  cc_lua_line(L);
   if (!t->declared) luaL_error(L, "call collective{...} before using chunks");
   return t;
 }
@@ -215,7 +259,7 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
   if (!expect)
     luaL_error(L, "a custom collective needs expect = \"o[r][c]=i[...][...] [if ...]\", its postcondition (docs/VERIFY.md)");
   rt_diag *d = rt_diag_new(1);
-  if (!d || !(t->expect = strdup(expect))) { rt_diag_free(d); luaL_error(L, "out of memory"); }
+  if (!d || !(t->expect = strdup(expect))) { rt_diag_free(d); cc_lua_nomem(L); }
   if (ir_expect_parse(expect, "expect", &t->rules, d)) {
     lua_pushstring(L, rt_diag_text(d));
     rt_diag_free(d);
@@ -240,20 +284,26 @@ static int l_collective(lua_State *L) {
   t->coll = (ir_coll)c;
   read_expect(L, t, kind);
   lua_getfield(L, 1, "ranks");
-  t->nranks = (int)luaL_checkinteger(L, -1);
-  if (t->nranks < 1 || t->nranks > 4096) luaL_error(L, "ranks=%d out of range [1, 4096]", t->nranks);
+  lua_Integer ranks = luaL_checkinteger(L, -1), max_ranks = rt_param_int(RT_PARAM_MAX_RANKS);
+  if (ranks < 1 || ranks > max_ranks)
+    luaL_error(L, "ranks=%I out of range [1, %I] (%s raises the limit)", (lua_Integer)ranks, (lua_Integer)max_ranks,
+               rt_param_name(RT_PARAM_MAX_RANKS));
   lua_getfield(L, 1, "chunks");
-  t->k = (int)luaL_optinteger(L, -1, 1);
-  if (t->k < 1 || t->k > 65536) luaL_error(L, "chunks=%d out of range [1, 65536]", t->k);
+  lua_Integer k = luaL_optinteger(L, -1, 1);
+  if (k < 1 || k > 65536) luaL_error(L, "chunks=%I out of range [1, 65536]", (lua_Integer)k);
+  t->nranks = (int)ranks;
+  t->k = (int)k;
   lua_getfield(L, 1, "inplace");
   t->inplace = lua_toboolean(L, -1);
   lua_getfield(L, 1, "instances");
-  t->instances = (int)luaL_optinteger(L, -1, 1);
-  if (t->instances < 1 || t->instances > 64) luaL_error(L, "instances=%d out of range [1, 64]", t->instances);
+  lua_Integer inst = luaL_optinteger(L, -1, 1);
+  if (inst < 1 || inst > 64) luaL_error(L, "instances=%I out of range [1, 64]", (lua_Integer)inst);
+  t->instances = (int)inst;
   lua_getfield(L, 1, "threads");
-  t->nthreads = (int)luaL_optinteger(L, -1, 0);
-  if (t->nthreads && (t->nthreads < 32 || t->nthreads > 512 || t->nthreads % 32))
-    luaL_error(L, "threads=%d must be a multiple of 32 in [32, 512] (or 0: the runtime's default)", t->nthreads);
+  lua_Integer thr = luaL_optinteger(L, -1, 0);
+  if (thr && (thr < 32 || thr > 512 || thr % 32))
+    luaL_error(L, "threads=%I must be a multiple of 32 in [32, 512] (or 0: the runtime's default)", (lua_Integer)thr);
+  t->nthreads = (int)thr;
   lua_getfield(L, 1, "protocol");
   const char *proto = luaL_optstring(L, -1, "Simple");
   int pr = ir_proto_from_name(proto);
@@ -268,54 +318,73 @@ static int l_collective(lua_State *L) {
   lua_getfield(L, 1, "name");
   snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
   lua_getfield(L, 1, "minbytes");
-  t->minbytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_Integer minb = luaL_optinteger(L, -1, 0);
   lua_getfield(L, 1, "maxbytes");
-  t->maxbytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_Integer maxb = luaL_optinteger(L, -1, 0);
+  if (minb < 0 || maxb < 0) luaL_error(L, "minbytes=%I, maxbytes=%I: sizes cannot be negative", (lua_Integer)minb, (lua_Integer)maxb);
+  t->minbytes = (uint64_t)minb;
+  t->maxbytes = (uint64_t)maxb;
   lua_getfield(L, 1, "topology");
   if (lua_istable(L, -1)) {
     lua_getfield(L, -1, "nodes");
-    t->nodes = (int)luaL_checkinteger(L, -1);
+    lua_Integer nodes = luaL_checkinteger(L, -1);
     lua_getfield(L, -2, "gpus");
-    t->gpus = (int)luaL_checkinteger(L, -1);
-    if (t->nodes < 1 || t->gpus < 1 || t->nodes * t->gpus != t->nranks)
-      luaL_error(L, "topology nodes=%d x gpus=%d does not make ranks=%d", t->nodes, t->gpus, t->nranks);
+    lua_Integer gpus = luaL_checkinteger(L, -1);
+    if (nodes < 1 || gpus < 1 || nodes > t->nranks || gpus > t->nranks || nodes * gpus != t->nranks)
+      luaL_error(L, "topology nodes=%I x gpus=%I does not make ranks=%d", (lua_Integer)nodes, (lua_Integer)gpus, t->nranks);
+    t->nodes = (int)nodes;
+    t->gpus = (int)gpus;
     lua_pop(L, 2);
   } else if (!lua_isnil(L, -1)) {
     luaL_error(L, "topology must be a table {nodes=, gpus=} (or absent: fully connected)");
   }
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
-  t->fixed_size[CC_SPACE_INPUT] = ib * t->k;
-  t->fixed_size[CC_SPACE_OUTPUT] = ob * t->k;
+  /* the buffers' size: bounded before anything is allocated for them */
+  int64_t in = (int64_t)ib * t->k, out = (int64_t)ob * t->k, all = t->nranks * (in + out);
+  int64_t most = rt_param_int(RT_PARAM_MAX_CHUNKS);
+  if (most > CC_MAX_TOTAL) most = CC_MAX_TOTAL;
+  if (all > most)
+    luaL_error(L, "ranks=%d x chunks=%d: %s has %I chunks in all ranks' input and output, over the limit of %I "
+               "(%s raises it)", t->nranks, t->k, kind, (lua_Integer)all, (lua_Integer)most, rt_param_name(RT_PARAM_MAX_CHUNKS));
+  if (in > CC_MAX_INDEX || out > CC_MAX_INDEX)
+    luaL_error(L, "ranks=%d x chunks=%d: a rank's %s would have %I chunks, more than the %d a buffer may have",
+               t->nranks, t->k, in > out ? "input" : "output", (lua_Integer)(in > out ? in : out), CC_MAX_INDEX);
+  t->fixed_size[CC_SPACE_INPUT] = (int)in;
+  t->fixed_size[CC_SPACE_OUTPUT] = (int)out;
+  t->fixed_chunks = all;
+  t->scratch_rank = cc_calloc(t->nranks, sizeof(int));
+  if (!t->scratch_rank) cc_lua_nomem(L);
   for (int s = 0; s < 2; s++) {
-    t->size[s] = calloc(t->nranks, sizeof(int));
-    t->cap[s] = calloc(t->nranks, sizeof(int));
-    t->loc[s] = calloc(t->nranks, sizeof(cc_loc *));
-    if (!t->size[s] || !t->cap[s] || !t->loc[s]) luaL_error(L, "out of memory");
+    t->size[s] = cc_calloc(t->nranks, sizeof(int));
+    t->cap[s] = cc_calloc(t->nranks, sizeof(int));
+    t->loc[s] = cc_calloc(t->nranks, sizeof(cc_loc *));
+    if (!t->size[s] || !t->cap[s] || !t->loc[s]) cc_lua_nomem(L);
   }
   t->declared = 1;
   /* Inputs hold their own (rank, index). */
-  for (int r = 0; r < t->nranks; r++)
+  for (int r = 0; r < t->nranks; r++) {
+    cc_lua_check_time(L);
     for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
       cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
       uint64_t term = (uint64_t)r << 32 | (uint32_t)i;
       cc_val v = {1, 1, &term};
-      if (!val_set(&l->val, &v)) luaL_error(L, "out of memory");
-      l->version = ++t->clock;
+      if (!val_set(&l->val, &v)) cc_lua_nomem(L);
+      l->version = next_version(L, t);
     }
+  }
   return 0;
 }
 
 /* chunk(rank, buffer, index [, count]) */
 static int l_chunk(lua_State *L) {
   cc_trace *t = declared(L);
-  int rank = (int)luaL_checkinteger(L, 1);
+  lua_Integer rank64 = luaL_checkinteger(L, 1);
   const char *b = luaL_checkstring(L, 2);
-  int idx = (int)luaL_checkinteger(L, 3);
-  int count = (int)luaL_optinteger(L, 4, 1);
-  int space = find_space(t, b, 1);
-  if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
-  check_range(L, t, rank, space, idx, count);
+  lua_Integer idx64 = luaL_checkinteger(L, 3), count64 = luaL_optinteger(L, 4, 1);
+  int space = space_arg(L, t, b);
+  check_range(L, t, rank64, space, idx64, count64);
+  int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
   for (int i = 0; i < count; i++) {
     cc_loc *l = loc(L, t, rank, space, idx + i);
     check_mixed(L, t, l, rank, space, idx + i);
@@ -367,7 +436,7 @@ static int declare(lua_State *L, int kind, const char *name, const char *d0, con
       for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
         cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
         l->val.n = 0;
-        l->version = ++t->clock;
+        l->version = next_version(L, t);
       }
   }
   int *h = lua_newuserdatauv(L, sizeof(int), 0);
@@ -431,16 +500,15 @@ static void compute_opts(lua_State *L, int at, cc_op *op) {
 static int l_gemv(lua_State *L) {
   cc_trace *t = declared(L);
   int a = operand_arg(L, 1, IR_OPND_MATRIX, "gemv"), x = operand_arg(L, 2, IR_OPND_VECTOR, "gemv");
-  int rank = (int)luaL_checkinteger(L, 3);
-  int idx = (int)luaL_checkinteger(L, 4);
-  int count = (int)luaL_optinteger(L, 5, 1);
+  lua_Integer rank64 = luaL_checkinteger(L, 3), idx64 = luaL_checkinteger(L, 4), count64 = luaL_optinteger(L, 5, 1);
   const cc_opnd *A = &t->opnd[a], *X = &t->opnd[x];
   if (strcmp(A->dim[0], IR_DIM_INPUT))
     luaL_error(L, "gemv: matrix %s has rows '%s'; it needs rows \"%s\" (a row per element it computes)", A->name,
                A->dim[0], IR_DIM_INPUT);
   if (strcmp(A->dim[1], X->dim[0]))
     luaL_error(L, "gemv: matrix %s has cols '%s' but vector %s has length '%s'", A->name, A->dim[1], X->name, X->dim[0]);
-  check_range(L, t, rank, CC_SPACE_INPUT, idx, count);
+  check_range(L, t, rank64, CC_SPACE_INPUT, idx64, count64);
+  int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
   cc_op op = {.kind = CC_COMPUTE, .src_rank = rank, .src_space = CC_SPACE_INPUT, .src_idx = idx, .dst_rank = rank,
               .dst_space = CC_SPACE_INPUT, .dst_idx = idx, .count = count, .ch = -1, .sendtb = -1, .recvtb = -1,
               .line = script_line(L), .cop = IR_OP_GEMV};
@@ -455,8 +523,8 @@ static int l_gemv(lua_State *L) {
                  rank, idx + i, t->script, l->line);
     uint64_t term = (uint64_t)rank << 32 | (uint32_t)(idx + i);
     cc_val v = {1, 1, &term};
-    if (!val_set(&l->val, &v)) luaL_error(L, "out of memory");
-    l->version = ++t->clock;
+    if (!val_set(&l->val, &v)) cc_lua_nomem(L);
+    l->version = next_version(L, t);
     l->mixed = 0;
     l->line = op.line;
   }
@@ -477,16 +545,16 @@ static int l_opnd_tostring(lua_State *L) {
 static int l_copy(lua_State *L) {
   cc_trace *t = declared(L);
   ref *src = luaL_checkudata(L, 1, REF_MT);
-  int rank = (int)luaL_checkinteger(L, 2);
+  lua_Integer rank64 = luaL_checkinteger(L, 2);
   const char *b = luaL_checkstring(L, 3);
-  int idx = (int)luaL_checkinteger(L, 4);
+  lua_Integer idx64 = luaL_checkinteger(L, 4);
+  int space = space_arg(L, t, b);
+  check_range(L, t, rank64, space, idx64, src->count);
+  int rank = (int)rank64, idx = (int)idx64;
   cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx, .dst_rank = rank,
               .dst_idx = idx, .count = src->count, .line = script_line(L)};
   read_opts(L, 5, &op);
-  int space = find_space(t, b, 1);
-  if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);
   op.dst_space = space;
-  check_range(L, t, rank, space, idx, src->count);
   check_fresh(L, t, src, "copy of");
   if (!linked(t, src->rank, rank))
     luaL_error(L, "copy from rank %d to rank %d: the topology (%d nodes x %d GPUs) does not link them",
@@ -497,8 +565,8 @@ static int l_copy(lua_State *L) {
   }
   for (int i = 0; i < src->count; i++) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
-    if (!val_set(&d->val, &s->val)) luaL_error(L, "out of memory");
-    d->version = ++t->clock;
+    if (!val_set(&d->val, &s->val)) cc_lua_nomem(L);
+    d->version = next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
@@ -529,8 +597,8 @@ static int l_reduce(lua_State *L) {
   }
   for (int i = 0; i < dst->count; i++) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
-    if (!val_merge(&d->val, &s->val)) luaL_error(L, "out of memory");
-    d->version = ++t->clock;
+    if (!val_merge(&d->val, &s->val)) cc_lua_nomem(L);
+    d->version = next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
@@ -547,29 +615,34 @@ static int l_parallelize(lua_State *L) {
   cc_trace *t = declared(L);
   lua_Integer n = luaL_checkinteger(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (n < 1 || n > 64) luaL_error(L, "parallelize: %d instances out of range [1, 64]", (int)n);
+  if (n < 1 || n > 64) luaL_error(L, "parallelize: %I instances out of range [1, 64]", (lua_Integer)n);
   if (t->cur_frag) luaL_error(L, "parallelize inside parallelize (started at %s:%d) is not supported",
                               t->script, t->frags[t->cur_frag - 1].line);
   if (t->nfrags == t->capfrags) {
     int cap = t->capfrags ? 2 * t->capfrags : 8;
-    cc_frag *f = realloc(t->frags, cap * sizeof *f);
-    if (!f) luaL_error(L, "out of memory");
+    if (t->capfrags >= INT_MAX / 4) luaL_error(L, "the script calls parallelize more than %d times", INT_MAX / 4);
+    cc_frag *f = cc_realloc(t->frags, (size_t)cap * sizeof *f);
+    if (!f) cc_lua_nomem(L);
     t->frags = f;
     t->capfrags = cap;
   }
   int line = script_line(L);
   t->frags[t->nfrags++] = (cc_frag){(int)n, line};
-  if (!cc_frag_begin(t)) luaL_error(L, "out of memory");
+  if (t->clock >= INT_MAX / 4) next_version(L, t);   /* the error: snapshots renumber chunks */
+  if (!cc_frag_begin(t)) cc_lua_nomem(L);
   t->cur_frag = t->nfrags;
   for (int i = 0; i < n; i++) {
     t->cur_piece = i;
     lua_pushvalue(L, 2);
     lua_pushinteger(L, i);
     lua_call(L, 1, 0);
-    if (!cc_frag_next(t, i == 0, line)) luaL_error(L, "out of memory");
+    cc_lua_check_time(L);
+    if (t->clock >= INT_MAX / 4) next_version(L, t);
+    if (!cc_frag_next(t, i == 0, line)) cc_lua_nomem(L);
   }
   t->cur_frag = t->cur_piece = 0;
-  if (!cc_frag_end(t)) luaL_error(L, "out of memory");
+  if (t->clock >= INT_MAX / 4) next_version(L, t);
+  if (!cc_frag_end(t)) cc_lua_nomem(L);
   return 0;
 }
 
@@ -623,6 +696,7 @@ static int l_finish(lua_State *L) {
   else snprintf(what, sizeof what, "%s: postcondition of %s", t->script, ir_coll_name[t->coll]);
   for (int r = 0; r < t->nranks; r++)
     for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT]; c++) {
+      if (!(c & 1023)) cc_lua_check_time(L);
       int sr, si, has = cc_expected(t, r, c, &sr, &si);
       if (has < 0) luaL_error(L, "%s divides by zero at rank %d output[%d]", what, r, c);
       if (!has) continue;
@@ -633,8 +707,8 @@ static int l_finish(lua_State *L) {
       uint64_t one = (uint64_t)(sr < 0 ? 0 : sr) << 32 | (uint32_t)si;
       if (sr >= 0) { ev.n = ev.cap = 1; ev.terms = &one; }
       else {
-        ev.terms = malloc(t->nranks * sizeof(uint64_t));
-        if (!ev.terms) luaL_error(L, "out of memory");
+        ev.terms = cc_malloc((size_t)t->nranks * sizeof(uint64_t));
+        if (!ev.terms) cc_lua_nomem(L);
         for (int q = 0; q < t->nranks; q++) ev.terms[q] = (uint64_t)q << 32 | (uint32_t)si;
         ev.n = ev.cap = t->nranks;
       }
@@ -642,7 +716,7 @@ static int l_finish(lua_State *L) {
       if (l->mixed) {
         lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds different values in the instances of parallelize at %s:%d",
                         t->script, ir_coll_name[t->coll], r, c, t->script, l->mixed);
-        if (sr < 0) free(ev.terms);
+        if (sr < 0) cc_free(ev.terms);
         return lua_error(L);
       }
       int same = l->val.n == ev.n && !memcmp(l->val.terms, ev.terms, ev.n * sizeof(uint64_t));
@@ -651,11 +725,11 @@ static int l_finish(lua_State *L) {
         val_describe(&ev, want, sizeof want);
         char where[300] = "";
         if (l->line) snprintf(where, sizeof where, " (last written at %s:%d)", t->script, l->line);
-        if (sr < 0) free(ev.terms);
+        if (sr < 0) cc_free(ev.terms);
         lua_pushfstring(L, "%s fails: rank %d output[%d] holds %s; expected %s%s", what, r, c, got, want, where);
         return lua_error(L);
       }
-      if (sr < 0) free(ev.terms);
+      if (sr < 0) cc_free(ev.terms);
     }
   return 0;
 }
@@ -676,6 +750,8 @@ int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
 
 static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, int nparams) {
   luaL_newmetatable(L, REF_MT);
+  lua_pushliteral(L, "baton.ref");   /* getmetatable() gives this: the script cannot change the metatable */
+  lua_setfield(L, -2, "__metatable");
   lua_pushlightuserdata(L, t);
   lua_pushcclosure(L, l_ref_index, 1);
   lua_setfield(L, -2, "__index");
@@ -684,6 +760,8 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   luaL_newmetatable(L, OPND_MT);
+  lua_pushliteral(L, "baton.operand");
+  lua_setfield(L, -2, "__metatable");
   lua_pushlightuserdata(L, t);
   lua_pushcclosure(L, l_opnd_tostring, 1);
   lua_setfield(L, -2, "__tostring");
@@ -709,22 +787,26 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
 
 void cc_trace_free(cc_trace *t) {
   if (!t) return;
+  cc_budget *prev = cc_mem_enter(t->mem);
   for (int s = 0; s < CC_MAX_SPACES; s++) {
     if (t->loc[s])
       for (int r = 0; r < t->nranks; r++) {
-        for (int i = 0; t->loc[s][r] && i < t->cap[s][r]; i++) free(t->loc[s][r][i].val.terms);
-        free(t->loc[s][r]);
+        for (int i = 0; t->loc[s][r] && i < t->cap[s][r]; i++) cc_free(t->loc[s][r][i].val.terms);
+        cc_free(t->loc[s][r]);
       }
-    free(t->loc[s]);
-    free(t->size[s]);
-    free(t->cap[s]);
+    cc_free(t->loc[s]);
+    cc_free(t->size[s]);
+    cc_free(t->cap[s]);
   }
-  free(t->ops);
+  cc_free(t->scratch_rank);
+  cc_free(t->ops);
   cc_frag_free(t);
-  free(t->frags);
+  cc_free(t->frags);
   free(t->expect);
   ir_expect_free(t->rules);
   free((char *)t->script);
+  cc_mem_leave(prev);
+  cc_budget_free(t->mem);
   free(t);
 }
 
@@ -738,21 +820,29 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
   snprintf(t->space_name[CC_SPACE_INPUT], 32, "input");
   snprintf(t->space_name[CC_SPACE_OUTPUT], 32, "output");
   t->instances = 1;
-  cc_lua_limits lim = {(size_t)rt_param_int(RT_PARAM_COMPILE_MAX_MB) << 20,
-                       (long)rt_param_int(RT_PARAM_LUA_MAX_INSTRUCTIONS)};
+  t->mem = cc_budget_new();
+  if (!t->mem || !t->script) { cc_trace_free(t); return BT_ERR_NOMEM; }
+  cc_budget *prev = cc_mem_enter(t->mem);   /* the trace's allocations count against it */
+  cc_lua_limits lim = {t->mem, (lua_Integer)rt_param_int(RT_PARAM_LUA_MAX_INSTRUCTIONS)};
   lua_State *L = cc_lua_new(&lim);
-  if (!L || !t->script) { cc_lua_close(L); cc_trace_free(t); return BT_ERR_NOMEM; }
+  if (!L) { cc_mem_leave(prev); cc_trace_free(t); return t->mem && t->mem->over ? BT_ERR_INVALID : BT_ERR_NOMEM; }
   register_dsl(L, t, params, nparams);
   bt_result res = cc_lua_run(L, src, strlen(src), name, diag);
   if (res == BT_OK) {   /* the postcondition: its message needs no traceback */
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, l_finish, 1);
-    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    int st = lua_pcall(L, 0, 0, 0);
+    if (st == LUA_ERRMEM && t->mem->over) {
+      char m[300];
+      rt_diag_add(diag, "%s:%d: %s", name, t->decl_line, cc_budget_mem_msg(t->mem, m, sizeof m));
+      res = BT_ERR_INVALID;
+    } else if (st != LUA_OK) {
       rt_diag_add(diag, "%s", lua_tostring(L, -1));
       res = BT_ERR_INVALID;
     }
   }
   cc_lua_close(L);
+  cc_mem_leave(prev);
   if (res) { cc_trace_free(t); return res; }
   *out = t;
   return BT_OK;

@@ -373,6 +373,80 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
   return res;
 }
 
+/* Whether chunks [off, off+cnt) of buffer b exist in geometry g; else an
+ * error naming the step. */
+static int step_range(const ir_prog *p, const ir_geom *g, int r, int t, int s, const char *what, int b, int32_t off,
+                      int32_t cnt, int inplace, rt_diag *diag) {
+  static const char *const names[IR_BUF_COUNT] = {"input", "output", "scratch"};
+  if (b >= IR_BUF_COUNT) {
+    rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s buffer %d does not exist", ir_prog_where(p), r, t, s,
+                ir_op_xml[p->gpus[r].tbs[t].steps[s].op], what, b);
+    return 0;
+  }
+  if (off >= 0 && (int64_t)off + cnt <= g->chunks[b]) return 1;
+  rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s %s[%d..%lld], outside the %s's %d chunks on this rank in this "
+              "run (%s); nothing was run", ir_prog_where(p), r, t, s, ir_op_xml[p->gpus[r].tbs[t].steps[s].op], what,
+              ir_buf_xml[b], off, (long long)off + cnt - 1, names[b], g->chunks[b], inplace ? "in place" : "out of place");
+  return 0;
+}
+
+/* Every step's chunks, peers, dependency and operands must exist in this
+ * run's geometry, whatever the IR says (ir_check judges the program as
+ * the layout it names; a run may take the other one): the executor never
+ * reads or writes outside its buffers.  Problems name rank/tb/step. */
+static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace, rt_diag *diag) {
+  int bad = 0;
+  for (int r = 0; r < p->ngpus && bad < 20; r++) {
+    const ir_gpu *gp = &p->gpus[r];
+    for (int t = 0; t < gp->ntbs && bad < 20; t++) {
+      const ir_tb *tb = &gp->tbs[t];
+      for (int s = 0; s < tb->nsteps && bad < 20; s++) {
+        const ir_step *st = &tb->steps[s];
+        int ok = 1;
+        if (st->op >= IR_OP_COUNT) {
+          rt_diag_add(diag, "%s: rank %d tb %d step %d: unknown operation %d", ir_prog_where(p), r, t, s, st->op);
+          bad++;
+          continue;
+        }
+        unsigned fl = ir_op_flags[st->op];
+        const char *op = ir_op_xml[st->op];
+        if (st->cnt < 0 || (st->cnt < 1 && st->op != IR_OP_NOP)) {
+          rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): count %d", ir_prog_where(p), r, t, s, op, st->cnt);
+          bad++;
+          continue;
+        }
+        if (st->depid >= 0 && (st->depid >= gp->ntbs || st->deps < 0 || st->deps >= gp->tbs[st->depid].nsteps)) {
+          rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): waits for tb %d step %d, which does not exist",
+                      ir_prog_where(p), r, t, s, op, st->depid, st->deps);
+          ok = 0;
+        }
+        if (((fl & IR_F_RECV) && tb->recv < 0) || ((fl & IR_F_SEND) && (tb->send < 0 || tb->send >= p->ngpus)) ||
+            ((fl & IR_F_RECV) && tb->recv >= p->ngpus)) {
+          rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): the thread block has no such peer (send %d, recv %d)",
+                      ir_prog_where(p), r, t, s, op, tb->send, tb->recv);
+          ok = 0;
+        }
+        if (st->op == IR_OP_NOP) { bad += !ok; continue; }
+        if (fl & IR_F_COMP) {
+          ok &= step_range(p, &geom[r], r, t, s, "computes", IR_BUF_INPUT, st->srcoff, st->cnt, inplace, diag);
+          for (int k = 0; k < IR_MAX_ARGS; k++)
+            if (st->args[k] >= p->noperands || (st->args[k] < 0 && st->args[k] != -1)) {
+              rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): operand %d does not exist (the program has %d)",
+                          ir_prog_where(p), r, t, s, op, st->args[k], p->noperands);
+              ok = 0;
+            }
+        } else if ((fl & IR_F_SRC) || st->op == IR_OP_SEND) {
+          ok &= step_range(p, &geom[r], r, t, s, "reads", st->srcbuf, st->srcoff, st->cnt, inplace, diag);
+        }
+        if ((fl & IR_F_DST) || st->op == IR_OP_REDUCE)
+          ok &= step_range(p, &geom[r], r, t, s, "writes", st->dstbuf, st->dstoff, st->cnt, inplace, diag);
+        bad += !ok;
+      }
+    }
+  }
+  return bad ? BT_ERR_INVALID : BT_OK;
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -430,6 +504,7 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
       res = BT_ERR_INVALID;
       goto out;
     }
+  if ((res = check_steps(p, x.geom, inplace, diag))) goto out;
   int64_t tile = o->tile > 0 ? o->tile : rt_param_int(RT_PARAM_EXEC_TILE);
   x.tile = tile > 0 && tile < x.geom[0].cap ? tile : x.geom[0].cap;
   if (x.tile < 1) x.tile = 1;

@@ -40,13 +40,17 @@ __shared__ uint64_t ip_next_poll;
 __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, int what, int peer,
                           int depid) {
   if (++s.n & 1023) return true;
-  if (*(volatile int *)&ip_stop) return false;
+  if (atomicAdd(&ip_stop, 0)) return false;   // atomics: other threads may be setting it
   uint64_t now = globaltimer();
   if (s.start == 0) s.start = now;
-  if (now >= *(volatile uint64_t *)&ip_next_poll) {   // a benign race: a few threads may read it
-    *(volatile uint64_t *)&ip_next_poll = now + IP_ABORT_POLL_NS;
+  /* One thread of the block reads the host's abort word per poll period:
+   * the one whose CAS moves the deadline (shared-memory atomics, rare:
+   * every 1024th spin). */
+  unsigned long long *np = (unsigned long long *)&ip_next_poll;
+  unsigned long long due = atomicAdd(np, 0ull);
+  if (now >= due && atomicCAS(np, due, now + IP_ABORT_POLL_NS) == due) {
     if (*a.abort) {
-      ip_stop = 1;
+      atomicExch(&ip_stop, 1);
       return false;
     }
   }
@@ -55,19 +59,26 @@ __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t tile, in
    * that wait on peers time to report first: they name the cause. */
   uint64_t limit = what == IP_WAIT_DEP ? a.timeout_ns + a.timeout_ns / 2 : a.timeout_ns;
   if (now - s.start < limit) return true;
-  if (atomicCAS_system((int *)&a.err->flag, 0, 1) == 0) {
+  /* One block of the GPU owns the record (a device-memory claim: atomics
+   * on host-mapped memory are not supported everywhere); the flag goes
+   * last, after a fence, so the host never sees half a record. */
+  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
     const ip_gtb &tb = a.tbs[blockIdx.x];
-    a.err->rank = a.rank;
-    a.err->tb = tb.irtb;               // the tile says which lane
-    a.err->step = step;
-    a.err->tile = tile;
-    a.err->what = what;
-    a.err->peer = peer;
-    a.err->chan = tb.chan;
-    a.err->depid = depid >= 0 ? a.tbs[depid].irtb : depid;
+    volatile ip_gerr *e = a.err;
+    e->rank = a.rank;
+    e->tb = tb.irtb;               // the tile says which lane
+    e->step = step;
+    e->tile = tile;
+    e->what = what;
+    e->peer = peer;
+    e->chan = tb.chan;
+    e->depid = depid >= 0 ? a.tbs[depid].irtb : depid;
+    e->when = now;
+    __threadfence_system();
+    e->flag = 1;
     __threadfence_system();
   }
-  ip_stop = 1;
+  atomicExch(&ip_stop, 1);
   *a.abort = 1;
   __threadfence_system();
   return false;

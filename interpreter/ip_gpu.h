@@ -97,10 +97,11 @@ typedef struct ip_gtb {
 /* Why a spin gave up; the first block to give up fills ip_gerr. */
 enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM };
 
-typedef struct ip_gerr {  /* in host-mapped memory, shared by all ranks */
-  int32_t flag;           /* 0: no error; set once */
+typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process */
+  int32_t flag;           /* 0: no error; written last, once the rest is */
   int32_t rank, tb, step, what, peer, chan, depid;
   int64_t tile;
+  uint64_t when;          /* GPU global timer when the wait gave up: the earliest is the cause */
 } ip_gerr;
 
 typedef struct ip_gargs {
@@ -119,7 +120,9 @@ typedef struct ip_gargs {
   int64_t slot_bytes, msg_stride;  /* bytes per message chunk (16-aligned) */
   int32_t rank;
   volatile int32_t *abort;         /* host-mapped; nonzero stops every block */
-  ip_gerr *err;                    /* host-mapped */
+  ip_gerr *err;                    /* host-mapped: this rank's record (no atomics on it: host memory
+                                      need not support them) */
+  uint64_t *claim;                 /* device: 0 until one block of the call owns err */
   uint64_t timeout_ns;             /* 0: never */
   uint64_t *trace;                 /* NULL, or the timeline (IP_TRACE_WORDS per CUDA block) */
   /* Compute (docs/FUSED.md). */

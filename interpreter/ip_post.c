@@ -33,12 +33,20 @@ static void fill_const(const ip_cpu_opts *o, unsigned char *p, int64_t n, double
 
 static unsigned char **ptrs(int n) { return calloc(n, sizeof(unsigned char *)); }
 
+/* n elements of es bytes (and one more, so that n = 0 allocates); NULL when
+ * n is outside [0, IR_GEOM_MAX_ELEMS] (ir_geom_init keeps every buffer
+ * within it: a size that is not is refused, never wrapped) or out of memory. */
+static void *alloc_elems(int64_t n, size_t es) {
+  if (n < 0 || n > IR_GEOM_MAX_ELEMS || es > 64) return NULL;
+  return malloc(((size_t)n + 1) * es);
+}
+
 /* An aliased i/o span in NCCL's in-place layout: the sentinel everywhere
  * but the input, which sits at in_at.  Sets where i and o start in it. */
 static unsigned char *new_span(const ip_cpu_opts *o, const ir_geom *g, const unsigned char *input,
                                unsigned char **in, unsigned char **out) {
   int es = ip_dtype_size[o->dtype];
-  unsigned char *s = malloc((g->span + 1) * es);
+  unsigned char *s = alloc_elems(g->span, es);
   if (!s) return NULL;
   fill_const(o, s, g->span, SENTINEL);
   memcpy(s + g->in_at * es, input, g->elems[IR_BUF_INPUT] * es);
@@ -47,15 +55,22 @@ static unsigned char *new_span(const ip_cpu_opts *o, const ir_geom *g, const uns
   return s;
 }
 
-/* The compute step of rank r that computes input chunk c, or NULL. */
-static const ir_step *computes(const ir_prog *p, int r, int c) {
+/* For each of the n input chunks of rank r, the first compute step (in
+ * thread block and step order) that computes it, or NULL: one pass over the
+ * steps, not one per chunk.  NULL when out of memory. */
+static const ir_step **computes(const ir_prog *p, int r, int n) {
   const ir_gpu *g = &p->gpus[r];
+  const ir_step **by = calloc((size_t)n + 1, sizeof *by);
+  if (!by) return NULL;
   for (int t = 0; t < g->ntbs; t++)
     for (int s = 0; s < g->tbs[t].nsteps; s++) {
       const ir_step *st = &g->tbs[t].steps[s];
-      if ((ir_op_flags[st->op] & IR_F_COMP) && st->srcoff <= c && c < st->srcoff + st->cnt) return st;
+      if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
+      int64_t lo = st->srcoff < 0 ? 0 : st->srcoff, hi = (int64_t)st->srcoff + st->cnt;
+      for (int64_t c = lo; c < hi && c < n; c++)
+        if (!by[c]) by[c] = st;
     }
-  return NULL;
+  return by;
 }
 
 /* A fused program's operands (test data) and reference input on every
@@ -70,19 +85,21 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
     int64_t shape[IR_MAX_OPERANDS][2];
     CHECK(ip_operand_shapes(p, &g[r], o->dims, IP_CPU_DIM, shape, diag));
     for (int k = 0; k < p->noperands; k++) {
-      int64_t elems = shape[k][0] * shape[k][1];
-      void *data = malloc((size_t)(elems + 1) * es);
+      int64_t elems = shape[k][0] * shape[k][1];   /* <= IP_MAX_OPERAND_ELEMS (ip_operand_shapes) */
+      void *data = alloc_elems(elems, es);
       if (!data) return BT_ERR_NOMEM;
       ip_operand_fill(o->dtype, r, k, elems, data);
       b->opnd[r][k] = (ip_opnd){data, shape[k][0], shape[k][1], shape[k][1]};
     }
     int64_t ni = g[r].elems[IR_BUF_INPUT];
-    double *val = malloc((ni + 1) * sizeof *val);
-    b->ref_mag[r] = calloc(ni + 1, sizeof(double));
-    if (!val || !b->ref_mag[r]) { free(val); return BT_ERR_NOMEM; }
+    double *val = alloc_elems(ni, sizeof *val);
+    b->ref_mag[r] = alloc_elems(ni, sizeof(double));
+    const ir_step **by = computes(p, r, g[r].chunks[IR_BUF_INPUT]);
+    if (!val || !b->ref_mag[r] || !by) { free(val); free(by); return BT_ERR_NOMEM; }
+    memset(b->ref_mag[r], 0, ((size_t)ni + 1) * sizeof(double));
     for (int64_t e = 0; e < ni; e++) val[e] = NAN;
     for (int c = 0; c < g[r].chunks[IR_BUF_INPUT]; c++) {
-      const ir_step *st = computes(p, r, c);
+      const ir_step *st = by[c];
       if (!st) continue;
       ip_opnd args[IR_MAX_ARGS];
       for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++) args[k] = b->opnd[r][st->args[k]];
@@ -91,6 +108,7 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
     }
     for (int64_t e = 0; e < ni; e++) ip_set(o->dtype, b->ref_in[r], (size_t)e, val[e]);
     free(val);
+    free(by);
   }
   return BT_OK;
 }
@@ -106,7 +124,7 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
   if (!b->user_in || !b->user_out || !b->ref_in || !b->span || !b->prog_in || !b->prog_out)
     return BT_ERR_NOMEM;
   for (int r = 0; r < n; r++) {
-    b->ref_in[r] = malloc((g[r].elems[IR_BUF_INPUT] + 1) * es);
+    b->ref_in[r] = alloc_elems(g[r].elems[IR_BUF_INPUT], es);
     if (!b->ref_in[r]) return BT_ERR_NOMEM;
     fill(o, r, b->ref_in[r], g[r].elems[IR_BUF_INPUT]);
   }
@@ -117,7 +135,7 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
   if (b->fused) {
     int64_t most = 0;
     for (int r = 0; r < n; r++) if (g[r].elems[IR_BUF_INPUT] > most) most = g[r].elems[IR_BUF_INPUT];
-    if (!(poison = malloc((most + 1) * es))) return BT_ERR_NOMEM;
+    if (!(poison = alloc_elems(most, es))) return BT_ERR_NOMEM;
     for (int64_t e = 0; e < most; e++) ip_set(o->dtype, poison, (size_t)e, NAN);
   }
   bt_result res = BT_OK;
@@ -132,8 +150,8 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
       if (!b->user_out[r]) res = BT_ERR_NOMEM;
       continue;
     }
-    b->user_in[r] = malloc((ni + 1) * es);
-    b->user_out[r] = malloc((no + 1) * es);
+    b->user_in[r] = alloc_elems(ni, es);
+    b->user_out[r] = alloc_elems(no, es);
     if (!b->user_in[r] || !b->user_out[r]) { res = BT_ERR_NOMEM; continue; }
     memcpy(b->user_in[r], start, ni * es);
     fill_const(o, b->user_out[r], no, SENTINEL);
@@ -208,7 +226,7 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
   int bad = 0;
   const char *file = ir_prog_where(p);
   int64_t cap = g[0].cap;
-  unsigned char *want = malloc((cap + 1) * es);
+  unsigned char *want = alloc_elems(cap, es);
   if (!want) return BT_ERR_NOMEM;
   *checked = 0;
   for (int r = 0; r < n; r++) {
@@ -220,7 +238,9 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
       int got = source_of(p, o, gr, r, c, inplace, &sr, &sc, diag);
       if (got < 0) { free(want); return BT_ERR_INVALID; }
       if (!got) continue;
-      if (sr < -1 || sr >= n || sc < 0 || sc >= g[sr < 0 ? 0 : sr].chunks[IR_BUF_INPUT]) {
+      int exists = sr >= -1 && sr < n && sc >= 0;   /* a reduction's chunk on every rank */
+      for (int q = sr < 0 ? 0 : sr; exists && q < (sr < 0 ? n : sr + 1); q++) exists = sc < g[q].chunks[IR_BUF_INPUT];
+      if (!exists) {
         rt_diag_add(diag, "%s: expected result of rank %d output chunk %d is input chunk %d of rank %d, which does not exist",
                     file, r, c, sc, sr);
         free(want);
@@ -228,20 +248,25 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
       }
       int64_t len = ir_geom_len(gr, IR_BUF_OUTPUT, c);
       int64_t at = ir_geom_off(gr, IR_BUF_INPUT, sc);
+      /* An input chunk at another place of its block may hold fewer valid
+       * elements than the output chunk: the rest reads as zero. */
+      int64_t lin = ir_geom_len(gr, IR_BUF_INPUT, sc);
+      if (lin > len) lin = len;
       if (sr >= 0) {
-        memcpy(want, b->ref_in[sr] + at * es, len * es);
+        memcpy(want, b->ref_in[sr] + at * es, lin * es);
       } else {
-        memcpy(want, b->ref_in[0] + at * es, len * es);
-        for (int q = 1; q < n; q++) ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, len);
-        if (o->op == IP_OP_AVG) ip_divide(o->dtype, want, len, n);
+        memcpy(want, b->ref_in[0] + at * es, lin * es);
+        for (int q = 1; q < n; q++) ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, lin);
+        if (o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, n);
       }
+      for (int64_t e = lin; e < len; e++) ip_set(o->dtype, want, (size_t)e, 0);
       int64_t off = ir_geom_off(gr, IR_BUF_OUTPUT, c);
       *checked += len;
       for (int64_t e = 0; e < len; e++) {
         double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, out, off + e);
         if (b->fused) {   /* computed partials: within the tolerance of their magnitudes */
           double mag = 0;
-          for (int q = sr < 0 ? 0 : sr; q < (sr < 0 ? n : sr + 1); q++) mag += b->ref_mag[q][at + e];
+          for (int q = sr < 0 ? 0 : sr; q < (sr < 0 ? n : sr + 1) && e < lin; q++) mag += b->ref_mag[q][at + e];
           if (fabs(v - w) <= ip_compute_tolerance(o->dtype, n, 0, mag)) continue;
         } else if (same(o->dtype, w, v)) {
           continue;

@@ -34,6 +34,43 @@ static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
   c->errors++;
 }
 
+/* The bounds of rt_param.def that everything after the checks relies on
+ * (the reader enforces them too; programs built in memory come here):
+ * ranks, thread blocks per rank, steps per thread block, chunks.  Returns
+ * 1 when one is exceeded (reported): the rest is not checked then. */
+static int check_limits(checker *c) {
+  const ir_prog *p = c->p;
+  int64_t ranks = rt_param_int(RT_PARAM_MAX_RANKS), tbs = rt_param_int(RT_PARAM_IR_MAX_TBS);
+  int64_t steps = rt_param_int(RT_PARAM_IR_MAX_STEPS), chunks = rt_param_int(RT_PARAM_MAX_CHUNKS);
+  int bad = 0;
+  if (p->ngpus < 1 || p->ngpus > ranks) {
+    err_step(c, -1, -1, -1, "ngpus=%d is out of range: 1 to the limit of %lld ranks (%s raises it)", p->ngpus,
+             (long long)ranks, rt_param_name(RT_PARAM_MAX_RANKS));
+    return 1;
+  }
+  for (int r = 0; r < p->ngpus && !bad; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    if (g->ntbs > tbs) {
+      err_step(c, r, -1, -1, "%d thread blocks, over the limit of %lld per rank (%s raises it)", g->ntbs,
+               (long long)tbs, rt_param_name(RT_PARAM_IR_MAX_TBS));
+      bad = 1;
+    }
+    for (int t = 0; t < g->ntbs && !bad; t++)
+      if (g->tbs[t].nsteps > steps) {
+        err_step(c, r, t, -1, "%d steps, over the limit of %lld per thread block (%s raises it)", g->tbs[t].nsteps,
+                 (long long)steps, rt_param_name(RT_PARAM_IR_MAX_STEPS));
+        bad = 1;
+      }
+  }
+  int64_t n = ir_geom_total_chunks(p);
+  if (n > chunks) {
+    err_step(c, -1, -1, -1, "the buffers of the %d ranks have %lld chunks together (i, o and s), over the limit of "
+             "%lld (%s raises it)", p->ngpus, (long long)n, (long long)chunks, rt_param_name(RT_PARAM_MAX_CHUNKS));
+    bad = 1;
+  }
+  return bad;
+}
+
 static void check_header(checker *c) {
   const ir_prog *p = c->p;
   int ib, ob;
@@ -47,7 +84,34 @@ static void check_header(checker *c) {
              (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
 }
 
-/* Peers, channels and one tb per (peer, channel) and direction. */
+/* A connection end of a thread block: (peer, channel), the tb's index. */
+typedef struct conn_key { int peer, chan, t; } conn_key;
+
+static int conn_cmp(const void *x, const void *y) {
+  const conn_key *a = x, *b = y;
+  if (a->peer != b->peer) return a->peer < b->peer ? -1 : 1;
+  if (a->chan != b->chan) return a->chan < b->chan ? -1 : 1;
+  return (a->t > b->t) - (a->t < b->t);
+}
+
+/* The connection ends of rank r's tbs in one direction (send or recv
+ * peers >= 0), sorted by (peer, channel, tb); *n of them.  NULL when out
+ * of memory. */
+static conn_key *conn_keys(const ir_gpu *g, int send, int *n) {
+  conn_key *k = malloc(((size_t)g->ntbs + 1) * sizeof *k);
+  *n = 0;
+  if (!k) return NULL;
+  for (int t = 0; t < g->ntbs; t++) {
+    int peer = send ? g->tbs[t].send : g->tbs[t].recv;
+    if (peer >= 0) k[(*n)++] = (conn_key){peer, g->tbs[t].chan, t};
+  }
+  if (*n) qsort(k, *n, sizeof *k, conn_cmp);
+  return k;
+}
+
+/* Peers, channels and one tb per (peer, channel) and direction: the
+ * second and later tbs of a connection are named with the first (sorted
+ * connection ends, not a comparison of every two tbs). */
 static void check_tbs(checker *c, int r) {
   const ir_prog *p = c->p;
   const ir_gpu *g = &p->gpus[r];
@@ -59,15 +123,21 @@ static void check_tbs(checker *c, int r) {
       err_step(c, r, t, -1, "recv peer %d is not another rank in [0, %d)", tb->recv, p->ngpus);
     if (tb->chan >= p->nchannels)
       err_step(c, r, t, -1, "channel %d is out of range: the algo has nchannels=%d", tb->chan, p->nchannels);
-    for (int u = 0; u < t; u++) {
-      const ir_tb *o = &g->tbs[u];
-      if (tb->send >= 0 && o->send == tb->send && o->chan == tb->chan)
-        err_step(c, r, t, -1, "connection to rank %d on channel %d is already used for sending by tb %d",
-                 tb->send, tb->chan, u);
-      if (tb->recv >= 0 && o->recv == tb->recv && o->chan == tb->chan)
-        err_step(c, r, t, -1, "connection from rank %d on channel %d is already used for receiving by tb %d",
-                 tb->recv, tb->chan, u);
+  }
+  for (int send = 1; send >= 0; send--) {
+    int n;
+    conn_key *k = conn_keys(g, send, &n);
+    if (!k) { err_step(c, r, -1, -1, "out of memory"); return; }
+    for (int i = 1, first = 0; i < n; i++) {
+      if (k[i].peer != k[first].peer || k[i].chan != k[first].chan) { first = i; continue; }
+      if (send)
+        err_step(c, r, k[i].t, -1, "connection to rank %d on channel %d is already used for sending by tb %d",
+                 k[i].peer, k[i].chan, k[first].t);
+      else
+        err_step(c, r, k[i].t, -1, "connection from rank %d on channel %d is already used for receiving by tb %d",
+                 k[i].peer, k[i].chan, k[first].t);
     }
+    free(k);
   }
 }
 
@@ -151,32 +221,93 @@ static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) 
   if (!ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
     err_step(c, r, t, s, "sync=\"%s:%d\" is for steps of compute thread blocks (no peers, only compute steps, no "
              "waits); here the step runs in its thread block's order", ir_sync_name[st->sync], st->sync_param);
-  /* A compute thread block runs its steps in any order and in parallel:
-   * no two may write one chunk. */
+}
+
+/* A step's range in a sweep: [lo, hi) of one buffer, its tb and step, and
+ * a class (steps of one class may overlap). */
+typedef struct span { int buf; long lo, hi; int t, s; long cls; } span;
+
+static int span_cmp(const void *x, const void *y) {
+  const span *a = x, *b = y;
+  if (a->buf != b->buf) return a->buf - b->buf;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  if (a->t != b->t) return a->t - b->t;
+  return a->s - b->s;
+}
+
+/* Sweeps n spans sorted by (buf, lo): for each one that overlaps an
+ * earlier-sorted span of another class, calls found(c, r, later, other)
+ * with the one later in (tb, step) order first.  Keeps the largest end
+ * of two classes, so that it is one pass: at most one report per span. */
+static void sweep(checker *c, int r, span *v, long n, void (*found)(checker *, int, const span *, const span *)) {
+  qsort(v, n, sizeof *v, span_cmp);
+  const span *best = NULL, *second = NULL;   /* largest hi; largest hi of another class than best's */
+  for (long i = 0; i < n; i++) {
+    const span *x = &v[i];
+    if (best && best->buf != x->buf) best = second = NULL;
+    const span *o = best && best->cls != x->cls && best->hi > x->lo ? best
+                    : second && second->cls != x->cls && second->hi > x->lo ? second : NULL;
+    if (o) {
+      int later = x->t > o->t || (x->t == o->t && x->s > o->s);
+      found(c, r, later ? x : o, later ? o : x);
+    }
+    if (!best || x->hi > best->hi) {
+      if (best && best->cls != x->cls) second = best;
+      else if (second && second->cls == x->cls) second = NULL;
+      best = x;
+    } else if (x->cls != best->cls && (!second || x->hi > second->hi)) {
+      second = x;
+    }
+  }
+}
+
+static void two_writers(checker *c, int r, const span *a, const span *b) {
+  const ir_step *st = &c->p->gpus[r].tbs[a->t].steps[a->s];
   char range[48];
   if (st->cnt > 1) snprintf(range, sizeof range, "%s[%d..%d]", ir_buf_xml[st->dstbuf], st->dstoff, st->dstoff + st->cnt - 1);
   else snprintf(range, sizeof range, "%s[%d]", ir_buf_xml[st->dstbuf], st->dstoff);
-  if (ir_tb_compute(tb))
-    for (int q = 0; q < s; q++) {
-      const ir_step *o = &tb->steps[q];
-      if (o->dstbuf == st->dstbuf && o->dstoff < st->dstoff + st->cnt && st->dstoff < o->dstoff + o->cnt)
-        err_step(c, r, t, s, "%s writes %s, as step %d of this compute thread block does: its steps run in any order, "
-                 "so they must write different chunks", op, range, q);
+  err_step(c, r, a->t, a->s, "%s writes %s, as step %d of this compute thread block does: its steps run in any order, "
+           "so they must write different chunks", ir_op_xml[st->op], range, b->s);
+}
+
+static void two_values(checker *c, int r, const span *a, const span *b) {
+  const ir_step *st = &c->p->gpus[r].tbs[a->t].steps[a->s];
+  err_step(c, r, a->t, a->s, "%s computes input chunks that tb %d step %d computes too, from other operands or by "
+           "another computation: an input chunk has one value", ir_op_xml[st->op], b->t, b->s);
+}
+
+/* The compute steps of rank r together: a compute thread block runs its
+ * steps in any order and in parallel, so no two may write one chunk; and
+ * an input chunk has one value: every step that computes it computes it
+ * alike (the same computation from the same operands).  Sorted sweeps,
+ * not a comparison of every two steps. */
+static void check_compute_overlaps(checker *c, int r) {
+  const ir_gpu *g = &c->p->gpus[r];
+  long n = 0;
+  for (int t = 0; t < g->ntbs; t++) n += g->tbs[t].nsteps;
+  span *v = malloc(((size_t)n + 1) * sizeof *v);
+  if (!v) { err_step(c, r, -1, -1, "out of memory"); return; }
+  for (int t = 0; t < g->ntbs; t++) {
+    const ir_tb *tb = &g->tbs[t];
+    if (!ir_tb_compute(tb)) continue;
+    long m = 0;
+    for (int s = 0; s < tb->nsteps; s++) {
+      const ir_step *st = &tb->steps[s];
+      v[m++] = (span){st->dstbuf, st->dstoff, (long)st->dstoff + st->cnt, t, s, s};   /* every step its own class */
     }
-  /* An input chunk has one value: every step that computes it computes it alike. */
-  const ir_gpu *g = &p->gpus[r];
-  for (int u = 0; u <= t; u++)
-    for (int q = 0; q < (u == t ? s : g->tbs[u].nsteps); q++) {
-      const ir_step *o = &g->tbs[u].steps[q];
-      if (!(ir_op_flags[o->op] & IR_F_COMP) || o->srcbuf != st->srcbuf || o->srcoff >= st->srcoff + st->cnt ||
-          st->srcoff >= o->srcoff + o->cnt)
-        continue;
-      int alike = (o->op == IR_OP_GEMV || o->op == IR_OP_GEMVS) == (st->op == IR_OP_GEMV || st->op == IR_OP_GEMVS);
-      for (int k = 0; k < IR_MAX_ARGS; k++) alike &= o->args[k] == st->args[k];
-      if (!alike)
-        err_step(c, r, t, s, "%s computes input chunks that tb %d step %d computes too, from other operands or by "
-                 "another computation: an input chunk has one value", op, u, q);
+    sweep(c, r, v, m, two_writers);
+  }
+  long m = 0;
+  for (int t = 0; t < g->ntbs; t++)
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      if (!(ir_op_flags[st->op] & IR_F_COMP) || st->cnt < 1) continue;
+      long cls = (st->op == IR_OP_GEMV || st->op == IR_OP_GEMVS);   /* alike: the same kind, the same operands */
+      for (int k = 0; k < IR_MAX_ARGS; k++) cls = cls * 256 + (st->args[k] + 1);
+      v[m++] = (span){st->srcbuf, st->srcoff, (long)st->srcoff + st->cnt, t, s, cls};
     }
+  sweep(c, r, v, m, two_values);
+  free(v);
 }
 
 static void check_steps(checker *c, int r) {
@@ -227,16 +358,22 @@ static void check_steps(checker *c, int r) {
       }
     }
   }
+  check_compute_overlaps(c, r);
 }
 
 /* ---- connections ---- */
 
-static int find_tb(const ir_gpu *g, int send, int recv, int chan) {
-  for (int t = 0; t < g->ntbs; t++) {
-    const ir_tb *tb = &g->tbs[t];
-    if ((send < 0 || tb->send == send) && (recv < 0 || tb->recv == recv) && tb->chan == chan) return t;
+/* The first tb (lowest index) among the n sorted ends k with (peer, chan),
+ * or -1: a binary search. */
+static int find_tb(const conn_key *k, int n, int peer, int chan) {
+  int lo = 0, hi = n;
+  conn_key want = {peer, chan, -1};
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (conn_cmp(&k[mid], &want) < 0) lo = mid + 1;
+    else hi = mid;
   }
-  return -1;
+  return lo < n && k[lo].peer == peer && k[lo].chan == chan ? k[lo].t : -1;
 }
 
 void ir_peers_free(ir_peers *pe) {
@@ -253,20 +390,35 @@ bt_result ir_peers_build(const ir_prog *p, ir_peers *pe) {
   pe->n = p->ngpus;
   pe->send_tb = calloc(p->ngpus, sizeof *pe->send_tb);
   pe->recv_tb = calloc(p->ngpus, sizeof *pe->recv_tb);
-  if (!pe->send_tb || !pe->recv_tb) { ir_peers_free(pe); return BT_ERR_NOMEM; }
+  /* each rank's connection ends, sorted: [rank] sends and receives */
+  conn_key **sk = calloc(p->ngpus + 1, sizeof *sk), **rk = calloc(p->ngpus + 1, sizeof *rk);
+  int *ns = calloc(p->ngpus + 1, sizeof *ns), *nr = calloc(p->ngpus + 1, sizeof *nr);
+  bt_result res = BT_ERR_NOMEM;
+  if (!pe->send_tb || !pe->recv_tb || !sk || !rk || !ns || !nr) goto out;
+  for (int r = 0; r < p->ngpus; r++)
+    if (!(sk[r] = conn_keys(&p->gpus[r], 1, &ns[r])) || !(rk[r] = conn_keys(&p->gpus[r], 0, &nr[r]))) goto out;
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];
     pe->send_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
     pe->recv_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
-    if (!pe->send_tb[r] || !pe->recv_tb[r]) { ir_peers_free(pe); return BT_ERR_NOMEM; }
+    if (!pe->send_tb[r] || !pe->recv_tb[r]) goto out;
     for (int t = 0; t < g->ntbs; t++) {
       const ir_tb *tb = &g->tbs[t];
       int ok_s = tb->send >= 0 && tb->send < p->ngpus, ok_r = tb->recv >= 0 && tb->recv < p->ngpus;
-      pe->send_tb[r][t] = ok_s ? find_tb(&p->gpus[tb->send], -1, r, tb->chan) : -1;
-      pe->recv_tb[r][t] = ok_r ? find_tb(&p->gpus[tb->recv], r, -1, tb->chan) : -1;
+      /* the first tb of the peer that receives from r (sends to r) on the channel */
+      pe->send_tb[r][t] = ok_s ? find_tb(rk[tb->send], nr[tb->send], r, tb->chan) : -1;
+      pe->recv_tb[r][t] = ok_r ? find_tb(sk[tb->recv], ns[tb->recv], r, tb->chan) : -1;
     }
   }
-  return BT_OK;
+  res = BT_OK;
+out:
+  for (int r = 0; r < p->ngpus; r++) {
+    if (sk) free(sk[r]);
+    if (rk) free(rk[r]);
+  }
+  free(sk); free(rk); free(ns); free(nr);
+  if (res) ir_peers_free(pe);
+  return res;
 }
 
 /* The k-th message a tb sends (or receives) is its k-th step with the SEND
@@ -415,6 +567,7 @@ bt_result ir_check(const ir_prog *p, rt_diag *diag) { return ir_check_slots(p, 0
 bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag) {
   checker c = {p, diag, 0};
   if (slots <= 0) slots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  if (check_limits(&c)) return BT_ERR_INVALID;
   check_header(&c);
   check_operands(&c);
   for (int r = 0; r < p->ngpus; r++) check_tbs(&c, r);

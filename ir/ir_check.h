@@ -13,7 +13,10 @@
  * no cycle through program order, dependencies and messages, nor, with
  * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  Every
  * problem is added to diag as "file:line: rank R tb T step S: what";
- * returns BT_ERR_INVALID when there is at least one. */
+ * returns BT_ERR_INVALID when there is at least one.  A program over
+ * BATON_MAX_RANKS, BATON_IR_MAX_TBS, BATON_IR_MAX_STEPS or BATON_MAX_CHUNKS
+ * is refused first, naming the limit.  Near-linear in the program's size:
+ * connections and compute steps are checked by sorting, not pairwise. */
 bt_result ir_check(const ir_prog *p, rt_diag *diag);
 
 /* The same for `slots` FIFO slots per connection (0: BATON_EXEC_SLOTS). */
@@ -25,8 +28,12 @@ bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag);
  * `aliased` the program's i and o are one span (an in-place call, see
  * ir_prog_aliased).  Each race goes to diag with both steps; returns
  * BT_ERR_INVALID if there is one.  Needs ir_check to have passed.
- * Programs too large for the analysis (steps x thread blocks over
- * 64 Mi) are skipped with an INFO log. */
+ * Time and memory are linear in the segments (runs of chunks no step's
+ * range cuts) the steps' ranges cover, plus vector clocks of steps x
+ * thread blocks; a rank where either is over 64 Mi is skipped with an
+ * INFO log (within BATON_IR_MAX_STEPS, BATON_IR_MAX_TBS and BATON_MAX_CHUNKS
+ * at their defaults, only programs of millions of steps get there).  Of
+ * the races of one chunk, the first in the programs' order is named. */
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag);
 
 /* For each (rank, tb), the tb on the peer rank at the other end of its

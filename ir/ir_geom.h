@@ -34,10 +34,30 @@ typedef struct ir_geom {
   int64_t span, in_at, out_at;
 } ir_geom;
 
+/* The most elements a geometry may address: every buffer, the in-place
+ * span and a chunk times the chunks of any buffer (the largest message) stay
+ * at or below it, so byte sizes (elements of at most 16 bytes), their sums
+ * and a thousand FIFO slots of them stay far inside int64_t and size_t:
+ * 2^48 elements, 1 PiB of f32, more than any machine holds. */
+#define IR_GEOM_MAX_ELEMS (INT64_C(1) << 48)
+
 /* Fills g for program p at `rank` with `count` elements per block.
  * inplace selects the aliased layout.  Returns BT_ERR_INVALID when the
- * program's chunk counts do not fit its collective (see ir_check). */
+ * program's chunk counts do not fit its collective (see ir_check), and
+ * BT_ERR_UNSUPPORTED when count is negative or so large that a buffer
+ * would exceed IR_GEOM_MAX_ELEMS elements (ir_geom_max_count says where
+ * that starts); g is then zeroed.  The arithmetic cannot overflow for any
+ * count. */
 bt_result ir_geom_init(ir_geom *g, const ir_prog *p, int rank, int64_t count, int inplace);
+
+/* The largest count ir_geom_init takes for program p at `rank` (at least
+ * 0; 0 when even a count of 1 is too large or the chunk counts do not fit). */
+int64_t ir_geom_max_count(const ir_prog *p, int rank, int inplace);
+
+/* Chunks of all ranks' buffers together (i, o and s, as the geometry makes
+ * them for the collective, over every rank): what BATON_MAX_CHUNKS bounds.
+ * -1 when the chunk counts do not fit the collective (see ir_check). */
+int64_t ir_geom_total_chunks(const ir_prog *p);
 
 /* The same geometry in chunk units (count = k, so every chunk is one
  * element and offsets are chunk indices, in_at and out_at included): what

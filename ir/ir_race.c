@@ -39,128 +39,222 @@ static const char *what(const ir_step *st, char *buf, size_t n, int write) {
   return buf;
 }
 
-/* One chunk range a step touches, for the sweep. */
-typedef struct iv { long lo, hi; int space, write, t, s, k; } iv;
-/* Two steps of different tbs touching a common chunk, one writing; t < u;
- * ka / kb: which access of each (0 source, 1 destination) overlaps. */
-typedef struct cand { int t, s, ka, u, q, kb; } cand;
+/* The race check's bounds: vector clocks of n steps x c columns, and
+ * segment visits (each access walks the segments of its range, ir_check.h). */
+#define RACE_MAX_CLOCKS (64L << 20)
+#define RACE_MAX_VISITS (64L << 20)
 
-static int iv_cmp(const void *x, const void *y) {
-  const iv *a = x, *b = y;
+/* One access of a step of the rank being checked: node v (tb t, step s),
+ * a's index k among the step's accesses, the segments [sa, sb) it covers,
+ * whether it writes, and whether it must read produced data. */
+typedef struct acc {
+  long v, sa, sb, topo;
+  int t, s, k, write, produce;
+  access a;
+} acc;
+
+static int acc_cmp(const void *x, const void *y) {
+  const acc *a = x, *b = y;
+  if (a->topo != b->topo) return a->topo < b->topo ? -1 : 1;
+  if (a->write != b->write) return a->write - b->write;   /* a step's reads before its writes */
+  return a->k - b->k;
+}
+
+/* A segment endpoint: space and chunk position. */
+typedef struct pt { long pos; int space; } pt;
+static int pt_cmp(const void *x, const void *y) {
+  const pt *a = x, *b = y;
   if (a->space != b->space) return a->space - b->space;
-  return a->lo < b->lo ? -1 : a->lo > b->lo;
+  return (a->pos > b->pos) - (a->pos < b->pos);
+}
+static long pt_find(const pt *v, long n, pt want) {
+  long lo = 0, hi = n;
+  while (lo < hi) {
+    long mid = lo + (hi - lo) / 2;
+    if (pt_cmp(&v[mid], &want) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
-static int cand_cmp(const void *x, const void *y) {
-  const cand *a = x, *b = y;
-  int d[] = {a->t - b->t, a->s - b->s, a->u - b->u, a->q - b->q, a->ka - b->ka, a->kb - b->kb};
-  for (int i = 0; i < 6; i++) if (d[i]) return d[i];
-  return 0;
-}
+/* A read of a segment since its last write (a list through `next`). */
+typedef struct rd { long acc; long next; } rd;
 
-/* Candidates of rank r: pairs of overlapping accesses (a sweep over the
- * ranges sorted by start), one pair per two steps.  Returns the count, -1
- * when out of memory; *out is malloc'ed. */
-static long candidates(const ir_prog *p, int r, int aliased, cand **out) {
-  const ir_gpu *gp = &p->gpus[r];
+typedef struct race_state {
+  const ir_prog *p;
+  const ir_graph *g;
+  const int32_t *vc;
+  int r, aliased, fused;
   ir_geom geom;
-  *out = NULL;
-  if (ir_geom_chunks(&geom, p, r, aliased)) return 0;
-  long n = 0, m = 0, capc = 0;
+  rt_diag *diag;
+  int races, unproduced;
+  long pairs[8][2];     /* reported races (step nodes), not repeated */
+  acc *acc;
+} race_state;
+
+static void report_race(race_state *st, const acc *x, const acc *y) {
+  if (x->t > y->t) { const acc *z = x; x = y; y = z; }   /* lower tb first */
+  for (int i = 0; i < st->races; i++)
+    if (st->pairs[i][0] == x->v && st->pairs[i][1] == y->v) return;
+  if (st->races >= 8) return;
+  st->pairs[st->races][0] = x->v;
+  st->pairs[st->races][1] = y->v;
+  st->races++;
+  const ir_gpu *gp = &st->p->gpus[st->r];
+  const ir_step *a = &gp->tbs[x->t].steps[x->s], *b = &gp->tbs[y->t].steps[y->s];
+  char m1[48], m2[48];
+  rt_diag_add(st->diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
+              ir_prog_where(st->p), a->line, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
+              y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write),
+              st->aliased && x->a.space == 0 && (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf)
+                  ? " (the same memory in place)" : "");
+}
+
+/* x (earlier in topological order) and y touch a common segment, one
+ * writing: a race unless they are one tb or x happens before y. */
+static void pair(race_state *st, const acc *x, const acc *y) {
+  if (x->t == y->t || ir_graph_before(st->g, st->vc, x->v, y->v)) return;
+  report_race(st, x, y);
+}
+
+static void report_unproduced(race_state *st, const acc *x, long pos) {
+  if (st->unproduced >= 8) return;
+  st->unproduced++;
+  const ir_step *s = &st->p->gpus[st->r].tbs[x->t].steps[x->s];
+  unsigned fl = ir_op_flags[s->op];
+  int b = x->k == 0 && (fl & IR_F_SRC) ? s->srcbuf : s->dstbuf;
+  long c = pos - (st->aliased && b != IR_BUF_SCRATCH ? (b == IR_BUF_INPUT ? st->geom.in_at : st->geom.out_at) : 0);
+  rt_diag_add(st->diag, "%s:%d: rank %d tb %d step %d (%s): reads %s[%ld] before anything has produced it (no step "
+              "that writes it is ordered before this one%s)", ir_prog_where(st->p), s->line, st->r, x->t, x->s,
+              ir_op_xml[s->op], ir_buf_xml[b], c, st->fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
+              "holds nothing until a compute step writes it" : "");
+}
+
+/* Rank r in one pass over its accesses in topological order, FastTrack's
+ * way: each segment (a run of chunks no range boundary cuts) keeps its
+ * last write and the reads since, one per column where they follow each
+ * other.  A write must come after the last write and those reads; a read
+ * after the last write (and, where data must be produced first -- scratch,
+ * or any chunk of a fused program -- there must be one).  Writes of a
+ * segment are ordered unless a race is reported, so the last one stands
+ * for all: linear in the segments the accesses cover, not quadratic in
+ * the accesses.  Returns BT_ERR_NOMEM, or BT_OK (also when skipped). */
+static bt_result check_rank(race_state *st, const long *topo) {
+  const ir_prog *p = st->p;
+  const ir_gpu *gp = &p->gpus[st->r];
+  if (ir_geom_chunks(&st->geom, p, st->r, st->aliased)) return BT_OK;
+  long n = 0;
   for (int t = 0; t < gp->ntbs; t++) n += 2L * gp->tbs[t].nsteps;
-  iv *v = malloc((n + 1) * sizeof *v);
-  if (!v) return -1;
-  n = 0;
+  acc *v = malloc((n + 1) * sizeof *v);
+  pt *e = malloc((2 * n + 1) * sizeof *e);
+  long *last = NULL, *first = NULL, *head = NULL;
+  rd *pool = NULL;
+  long npool = 0, cappool = 0, freel = -1, m = 0;
+  bt_result res = BT_ERR_NOMEM;
+  if (!v || !e) goto out;
   for (int t = 0; t < gp->ntbs; t++)
     for (int s = 0; s < gp->tbs[t].nsteps; s++) {
-      const ir_step *st = &gp->tbs[t].steps[s];
+      const ir_step *x = &gp->tbs[t].steps[s];
       access a[2];
-      int na = accesses(st, &geom, aliased, a);
-      for (int i = 0; i < na; i++)
-        v[n++] = (iv){a[i].lo, a[i].hi, a[i].space, a[i].write, t, s, na == 2 ? i : a[i].write};
-    }
-  qsort(v, n, sizeof *v, iv_cmp);
-  cand *c = NULL;
-  for (long i = 0; i < n; i++)
-    for (long j = i + 1; j < n && v[j].space == v[i].space && v[j].lo < v[i].hi; j++) {
-      const iv *a = &v[i], *b = &v[j];
-      if (a->t == b->t || !(a->write || b->write)) continue;
-      if (a->t > b->t) { const iv *x = a; a = b; b = x; }
-      if (m == capc) {
-        capc = capc ? 2 * capc : 64;
-        cand *nc = realloc(c, capc * sizeof *nc);
-        if (!nc) { free(c); free(v); return -1; }
-        c = nc;
-      }
-      c[m++] = (cand){a->t, a->s, a->k, b->t, b->s, b->k};
-    }
-  free(v);
-  qsort(c, m, sizeof *c, cand_cmp);
-  long k = 0;   /* keep the first (lowest access pair) per two steps */
-  for (long i = 0; i < m; i++)
-    if (!k || c[k - 1].t != c[i].t || c[k - 1].s != c[i].s || c[k - 1].u != c[i].u || c[k - 1].q != c[i].q)
-      c[k++] = c[i];
-  *out = c;
-  return k;
-}
-
-/* Reads of chunks nothing has produced before them, on rank r (whose
- * clocks vc holds): a read (a source, or a reduce's destination) of a
- * scratch chunk, or in a fused program of any chunk (its input is
- * computed, not given), needs a step that writes the chunk ordered before
- * it.  Each one goes to diag (up to the cap in *found). */
-static bt_result check_produced(const ir_prog *p, int r, int aliased, const ir_graph *g, const int32_t *vc,
-                                rt_diag *diag, int *found) {
-  const ir_gpu *gp = &p->gpus[r];
-  int fused = ir_prog_fused(p);
-  ir_geom geom;
-  if (ir_geom_chunks(&geom, p, r, aliased)) return BT_OK;
-  long nw = 0;
-  for (int t = 0; t < gp->ntbs; t++) nw += gp->tbs[t].nsteps;
-  iv *w = malloc((nw + 1) * sizeof *w);
-  if (!w) return BT_ERR_NOMEM;
-  nw = 0;
-  for (int t = 0; t < gp->ntbs; t++)
-    for (int s = 0; s < gp->tbs[t].nsteps; s++) {
-      access a[2];
-      int na = accesses(&gp->tbs[t].steps[s], &geom, aliased, a);
-      for (int i = 0; i < na; i++)
-        if (a[i].write) w[nw++] = (iv){a[i].lo, a[i].hi, a[i].space, 1, t, s, 1};
-    }
-  for (int t = 0; t < gp->ntbs && *found < 8; t++)
-    for (int s = 0; s < gp->tbs[t].nsteps && *found < 8; s++) {
-      const ir_step *st = &gp->tbs[t].steps[s];
-      access a[2];
-      int na = accesses(st, &geom, aliased, a);
-      unsigned fl = ir_op_flags[st->op];
-      if ((fl & IR_F_RED) && !(fl & IR_F_RECV) && na == 2) {   /* REDUCE reads its destination too */
-        a[1].write = 0;
-        na = 2;
-      } else if (na == 2) {
-        na = 1;   /* a[0] is the source */
-      }
-      long v = g->base[r][t] + s;
+      int na = accesses(x, &st->geom, st->aliased, a);
+      unsigned fl = ir_op_flags[x->op];
+      long node = st->g->base[st->r][t] + s;
       for (int i = 0; i < na; i++) {
-        if (a[i].write || (!fused && a[i].space != IR_BUF_SCRATCH)) continue;   /* a plain program's i and o are given */
-        for (long x = a[i].lo; x < a[i].hi; x++) {
-          int ok = 0;
-          for (long k = 0; k < nw && !ok; k++)
-            ok = w[k].space == a[i].space && w[k].lo <= x && x < w[k].hi && !(w[k].t == t && w[k].s == s) &&
-                 ir_graph_before(g, vc, g->base[r][w[k].t] + w[k].s, v);
-          if (ok) continue;
-          int b = i == 0 && (fl & IR_F_SRC) ? st->srcbuf : st->dstbuf;
-          long c = x - (aliased && b != IR_BUF_SCRATCH ? (b == IR_BUF_INPUT ? geom.in_at : geom.out_at) : 0);
-          rt_diag_add(diag, "%s:%d: rank %d tb %d step %d (%s): reads %s[%ld] before anything has produced it (no step "
-                      "that writes it is ordered before this one%s)", ir_prog_where(p), st->line, r, t, s,
-                      ir_op_xml[st->op], ir_buf_xml[b], c, fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
-                      "holds nothing until a compute step writes it" : "");
-          (*found)++;
-          break;
+        if (a[i].hi <= a[i].lo) continue;
+        int k = na == 2 ? i : a[i].write;
+        /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
+        int reads = !a[i].write || ((fl & IR_F_RED) && !(fl & IR_F_RECV) && na == 2);
+        int produce = reads && (st->fused || a[i].space == IR_BUF_SCRATCH);
+        if (a[i].write && produce) {   /* the read half of a reduce's destination, for the producer check */
+          access rdh = a[i];
+          rdh.write = 0;
+          v[m++] = (acc){node, 0, 0, topo[node], t, s, k, 0, 2, rdh};
         }
+        v[m++] = (acc){node, 0, 0, topo[node], t, s, k, a[i].write, a[i].write ? 0 : produce, a[i]};
       }
     }
-  free(w);
-  return BT_OK;
+  long ne = 0;
+  for (long i = 0; i < m; i++) {
+    e[ne++] = (pt){v[i].a.lo, v[i].a.space};
+    e[ne++] = (pt){v[i].a.hi, v[i].a.space};
+  }
+  qsort(e, ne, sizeof *e, pt_cmp);
+  long nseg = 0;
+  for (long i = 0; i < ne; i++)
+    if (!nseg || pt_cmp(&e[nseg - 1], &e[i])) e[nseg++] = e[i];
+  long visits = 0;
+  for (long i = 0; i < m; i++) {
+    v[i].sa = pt_find(e, nseg, (pt){v[i].a.lo, v[i].a.space});
+    v[i].sb = pt_find(e, nseg, (pt){v[i].a.hi, v[i].a.space});
+    visits += v[i].sb - v[i].sa;
+  }
+  if (visits > RACE_MAX_VISITS) {
+    LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (its steps' ranges cover %ld segments, over %ld)",
+             ir_prog_where(p), st->r, visits, RACE_MAX_VISITS);
+    res = BT_OK;
+    goto out;
+  }
+  if (m > 1) qsort(v, m, sizeof *v, acc_cmp);
+  last = malloc((nseg + 1) * sizeof *last);
+  first = malloc((nseg + 1) * sizeof *first);
+  head = malloc((nseg + 1) * sizeof *head);
+  if (!last || !first || !head) goto out;
+  for (long j = 0; j < nseg; j++) last[j] = first[j] = head[j] = -1;
+  for (long i = 0; i < m && (st->races < 8 || st->unproduced < 8); i++) {
+    const acc *x = &v[i];
+    int missing = 0;
+    for (long j = x->sa; j < x->sb; j++) {
+      const acc *w = last[j] >= 0 ? &v[last[j]] : NULL;
+      /* Produced: the segment's first write happens before the read.
+       * Writes of a segment are ordered (or a race is reported), so the
+       * writes before the read are a prefix of them: the first decides. */
+      if (x->produce && !missing &&
+          (first[j] < 0 || !ir_graph_before(st->g, st->vc, v[first[j]].v, x->v))) {
+        report_unproduced(st, x, e[j].pos);
+        missing = 1;
+      }
+      if (x->produce == 2) continue;   /* only the producer check (a reduce's destination) */
+      if (!x->write) {
+        if (w) pair(st, w, x);
+        long h = head[j];
+        if (h >= 0 && v[pool[h].acc].t == x->t && st->g->col[v[pool[h].acc].v] == st->g->col[x->v]) {
+          pool[h].acc = i;     /* the same column: the later read stands for both */
+          continue;
+        }
+        long f = freel;
+        if (f >= 0) freel = pool[f].next;
+        else {
+          if (npool == cappool) {
+            long nc = cappool ? 2 * cappool : 1024;
+            rd *np = realloc(pool, nc * sizeof *np);
+            if (!np) goto out;
+            pool = np;
+            cappool = nc;
+          }
+          f = npool++;
+        }
+        pool[f] = (rd){i, h};
+        head[j] = f;
+      } else {
+        if (w) pair(st, w, x);
+        long h = head[j];
+        while (h >= 0) {
+          long nx = pool[h].next;
+          pair(st, &v[pool[h].acc], x);
+          pool[h].next = freel;
+          freel = h;
+          h = nx;
+        }
+        head[j] = -1;
+        last[j] = i;
+        if (first[j] < 0) first[j] = i;
+      }
+    }
+  }
+  res = BT_OK;
+out:
+  free(v); free(e); free(last); free(first); free(head); free(pool);
+  return res;
 }
 
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
@@ -170,58 +264,37 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   bt_result res = ir_graph_build(p, &pe, 0, &g);   /* no slot edges: conservative, and true for any slot count */
   ir_peers_free(&pe);
   if (res) return res;
-  long n = g.n, *order = malloc((n + 1) * sizeof(long));
+  long n = g.n, *order = malloc((n + 1) * sizeof(long)), *topo = malloc((n + 1) * sizeof(long));
   int32_t *vc = NULL;
   size_t vccap = 0;
-  int races = 0, sorted = 0, unproduced = 0;
-  if (!order) { res = BT_ERR_NOMEM; goto out; }
-  for (int r = 0; r < p->ngpus && races < 8 && unproduced < 8; r++) {
-    cand *c;
-    long nc = candidates(p, r, aliased, &c);
-    if (nc < 0) { res = BT_ERR_NOMEM; goto out; }
-    const ir_gpu *gp = &p->gpus[r];
+  int sorted = 0;
+  race_state st = {.p = p, .g = &g, .aliased = aliased, .fused = ir_prog_fused(p), .diag = diag};
+  if (!order || !topo) { res = BT_ERR_NOMEM; goto out; }
+  for (int r = 0; r < p->ngpus && st.races < 8 && st.unproduced < 8; r++) {
     int nt = g.ncols[r];
-    if ((size_t)n * nt > (64UL << 20)) {
+    if ((size_t)n * nt > (size_t)RACE_MAX_CLOCKS) {
       LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);
-      free(c);
       continue;
     }
     if (!sorted) {
-      if (!ir_graph_topo(&g, order)) { free(c); goto out; }   /* cycles are ir_check's to report */
+      if (!ir_graph_topo(&g, order)) goto out;   /* cycles are ir_check's to report */
+      for (long i = 0; i < n; i++) topo[order[i]] = i;
       sorted = 1;
     }
-    if ((size_t)n * nt > vccap) {
+    if (!vc || (size_t)n * nt > vccap) {   /* allocated even for none: memset(NULL, 0, 0) is undefined */
       free(vc);
       vccap = (size_t)n * nt;
       vc = malloc((vccap + 1) * sizeof *vc);
-      if (!vc) { free(c); res = BT_ERR_NOMEM; goto out; }
+      if (!vc) { res = BT_ERR_NOMEM; goto out; }
     }
     ir_graph_clocks(&g, order, r, vc);
-    res = check_produced(p, r, aliased, &g, vc, diag, &unproduced);
-    if (res) { free(c); goto out; }
-    for (long i = 0; i < nc && races < 8; i++) {
-      int t = c[i].t, s = c[i].s, u = c[i].u, q = c[i].q;
-      long va = g.base[r][t] + s, vb = g.base[r][u] + q;
-      if (ir_graph_before(&g, vc, va, vb) || ir_graph_before(&g, vc, vb, va)) continue;
-      const ir_step *a = &gp->tbs[t].steps[s], *b = &gp->tbs[u].steps[q];
-      ir_geom geom;
-      ir_geom_chunks(&geom, p, r, aliased);
-      access aa[2], bb[2];
-      int na = accesses(a, &geom, aliased, aa), nb = accesses(b, &geom, aliased, bb);
-      const access *x = &aa[na == 2 ? c[i].ka : 0], *y = &bb[nb == 2 ? c[i].kb : 0];
-      char m1[48], m2[48];
-      rt_diag_add(diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
-                  ir_prog_where(p), a->line, r, t, s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->write),
-                  u, q, ir_op_xml[b->op], what(b, m2, sizeof m2, y->write),
-                  aliased && x->space == 0 && (x->write ? a->dstbuf : a->srcbuf) != (y->write ? b->dstbuf : b->srcbuf)
-                      ? " (the same memory in place)" : "");
-      races++;
-    }
-    free(c);
+    st.vc = vc;
+    st.r = r;
+    if ((res = check_rank(&st, topo))) goto out;
   }
 out:
   ir_graph_free(&g);
-  free(order); free(vc);
+  free(order); free(topo); free(vc);
   if (res) return res;
-  return races || unproduced ? BT_ERR_INVALID : BT_OK;
+  return st.races || st.unproduced ? BT_ERR_INVALID : BT_OK;
 }

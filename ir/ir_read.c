@@ -1,12 +1,15 @@
 /* ir_read.c -- reads the MSCCL XML schema (plus baton's extensions) with libxml2. */
 #include "ir_read.h"
 #include "ir_expect.h"
+#include "ir_geom.h"
+#include "rt_param.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -17,6 +20,7 @@ typedef struct reader {
   rt_diag *diag;
   int errors;
   ir_prog *prog;
+  int64_t max_tbs, max_steps;   /* BATON_IR_MAX_TBS, BATON_IR_MAX_STEPS */
 } reader;
 
 #define ERR(rd, node, ...) do {                                             \
@@ -247,6 +251,11 @@ static void read_tb(reader *rd, xmlNode *n, ir_gpu *g) {
   tb->chan = i32(rd, n, "chan", 0, 0, 0, INT_MAX);
   for (xmlNode *c = n->children; c; c = c->next) {
     if (!is_elem(c)) continue;
+    if (named(c, "step") && tb->nsteps >= rd->max_steps) {
+      ERR(rd, c, "rank %d tb %d: more than %lld steps, the most a thread block may have (%s raises it)", g->id, idx,
+          (long long)rd->max_steps, rt_param_name(RT_PARAM_IR_MAX_STEPS));
+      break;
+    }
     if (named(c, "step")) read_step(rd, c, tb, g->id);
     else ERR(rd, c, "rank %d tb %d: unexpected element <%s> (expected <step>)", g->id, idx, (const char *)c->name);
   }
@@ -266,6 +275,11 @@ static void read_gpu(reader *rd, xmlNode *n, char *seen) {
   g->s_chunks = i32(rd, n, "s_chunks", 0, 0, 0, INT_MAX);
   for (xmlNode *c = n->children; c; c = c->next) {
     if (!is_elem(c)) continue;
+    if (named(c, "tb") && g->ntbs >= rd->max_tbs) {
+      ERR(rd, c, "rank %d: more than %lld thread blocks, the most a rank may have (%s raises it)", (int)id,
+          (long long)rd->max_tbs, rt_param_name(RT_PARAM_IR_MAX_TBS));
+      break;
+    }
     if (named(c, "tb")) read_tb(rd, c, g);
     else ERR(rd, c, "rank %d: unexpected element <%s> (expected <tb>)", (int)id, (const char *)c->name);
   }
@@ -298,7 +312,13 @@ static void read_expect(reader *rd, xmlNode *n, ir_prog *p) {
 
 static void read_algo(reader *rd, xmlNode *n) {
   long long ngpus = 0;
-  if (!int_attr(rd, n, "ngpus", 1, 0, 1, 1 << 16, &ngpus)) return;
+  if (!int_attr(rd, n, "ngpus", 1, 0, 1, INT_MAX, &ngpus)) return;
+  long long max_ranks = rt_param_int(RT_PARAM_MAX_RANKS);
+  if (ngpus > max_ranks) {
+    ERR(rd, n, "ngpus=%lld is over the limit of %lld ranks (%s raises it)", ngpus, max_ranks,
+        rt_param_name(RT_PARAM_MAX_RANKS));
+    return;
+  }
   char *coll = attr(n, "coll"), *name = attr(n, "name"), *proto = attr(n, "proto");
   int c = coll ? ir_coll_from_name(coll) : -1;
   if (!coll) ERR(rd, n, "<algo> lacks attribute coll");
@@ -333,6 +353,10 @@ static void read_algo(reader *rd, xmlNode *n) {
   for (int r = 0; r < ngpus; r++)
     if (!seen[r]) ERR(rd, n, "no <gpu id=\"%d\"> although ngpus=%lld", r, ngpus);
   free(seen);
+  int64_t chunks = ir_geom_total_chunks(p), max_chunks = rt_param_int(RT_PARAM_MAX_CHUNKS);
+  if (chunks > max_chunks)
+    ERR(rd, n, "the buffers of the %lld ranks have %lld chunks together (i, o and s), over the limit of %lld (%s "
+        "raises it)", ngpus, (long long)chunks, (long long)max_chunks, rt_param_name(RT_PARAM_MAX_CHUNKS));
 out:
   xmlFree(coll);
   xmlFree(name);
@@ -341,7 +365,9 @@ out:
 
 /* The common tail of both entry points: walks the parsed document. */
 static bt_result finish(reader *rd, xmlDoc *doc, ir_prog **out) {
-  if (doc) {
+  if (doc && rd->errors) {
+    xmlFreeDoc(doc);   /* the parser was stopped (a DOCTYPE) or warned: what it built is not read */
+  } else if (doc) {
     xmlNode *root = xmlDocGetRootElement(doc);
     if (doc->intSubset || doc->extSubset)
       ERR(rd, (xmlNode *)(doc->intSubset ? doc->intSubset : doc->extSubset),
@@ -365,28 +391,114 @@ static bt_result finish(reader *rd, xmlDoc *doc, ir_prog **out) {
   return BT_OK;
 }
 
-static const int xml_opts = XML_PARSE_NONET | XML_PARSE_BIG_LINES | XML_PARSE_NOBLANKS;
+/* libxml2's options: no network access (NONET), no entity substitution and
+ * no DTD loading (their options are left off: entity references stay
+ * references, and a DOCTYPE stops the parse, see on_doctype), libxml2's
+ * own bounds on names, text nodes and nesting depth kept (no HUGE), line
+ * numbers past 65535, blanks dropped and small text nodes compacted. */
+static const int xml_opts = XML_PARSE_NONET | XML_PARSE_BIG_LINES | XML_PARSE_NOBLANKS | XML_PARSE_COMPACT;
+
+/* A DOCTYPE (where entities, external ones included, are declared) ends
+ * the parse at once: IR files have none. */
+static void on_doctype(void *ctx, const xmlChar *name, const xmlChar *ext, const xmlChar *sys) {
+  xmlParserCtxtPtr ctxt = ctx;
+  reader *rd = ctxt->_private;
+  (void)name; (void)ext; (void)sys;
+  rt_diag_add(rd->diag, "%s:%d: DOCTYPE declarations are not allowed in IR files", rd->name,
+              ctxt->input ? ctxt->input->line : 0);
+  rd->errors++;
+  xmlStopParser(ctxt);
+}
+
+/* The file-size limit (BATON_IR_MAX_MB), in bytes. */
+static int64_t max_bytes(void) { return rt_param_int(RT_PARAM_IR_MAX_MB) << 20; }
+
+/* Whether an IR of len bytes is over the limits (reported); partial: len
+ * is where reading a pipe stopped, not the whole. */
+static int too_large(reader *rd, int64_t len, int partial) {
+  int64_t lim = max_bytes();
+  if (len <= lim && len <= INT_MAX) return 0;
+  if (len > lim && partial)
+    rt_diag_add(rd->diag, "%s:1: IR file is more than %lld MiB, over the limit of %lld MiB (%s raises it)", rd->name,
+                (long long)(lim >> 20), (long long)(lim >> 20), rt_param_name(RT_PARAM_IR_MAX_MB));
+  else if (len > lim)
+    rt_diag_add(rd->diag, "%s:1: IR file is %lld bytes (%lld MiB), over the limit of %lld MiB (%s raises it)", rd->name,
+                (long long)len, (long long)((len + (1 << 20) - 1) >> 20), (long long)(lim >> 20),
+                rt_param_name(RT_PARAM_IR_MAX_MB));
+  else
+    rt_diag_add(rd->diag, "%s:1: IR file is %lld bytes, over the 2 GiB that libxml2 parses", rd->name, (long long)len);
+  rd->errors++;
+  return 1;
+}
+
+static bt_result parse(reader *rd, const char *buf, size_t len, int partial, ir_prog **out) {
+  *out = NULL;
+  rd->max_tbs = rt_param_int(RT_PARAM_IR_MAX_TBS);
+  rd->max_steps = rt_param_int(RT_PARAM_IR_MAX_STEPS);
+  if (too_large(rd, (int64_t)len, partial)) return BT_ERR_INVALID;
+  xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+  if (!ctxt) {
+    rt_diag_add(rd->diag, "%s:0: out of memory", rd->name);
+    return BT_ERR_NOMEM;
+  }
+  ctxt->_private = rd;
+  ctxt->sax->internalSubset = on_doctype;
+  xmlSetStructuredErrorFunc(rd, on_xml_error);
+  xmlDoc *doc = xmlCtxtReadMemory(ctxt, buf, (int)len, rd->name, NULL, xml_opts);
+  xmlSetStructuredErrorFunc(NULL, NULL);
+  xmlFreeParserCtxt(ctxt);
+  return finish(rd, doc, out);
+}
 
 bt_result ir_read_memory(const char *buf, size_t len, const char *name,
                          ir_prog **out, rt_diag *diag) {
-  reader rd = {name ? name : "<memory>", diag, 0, NULL};
-  xmlSetStructuredErrorFunc(&rd, on_xml_error);
-  xmlDoc *doc = xmlReadMemory(buf, (int)len, rd.name, NULL, xml_opts);
-  xmlSetStructuredErrorFunc(NULL, NULL);
-  return finish(&rd, doc, out);
+  reader rd = {name ? name : "<memory>", diag, 0, NULL, 0, 0};
+  return parse(&rd, buf, len, 0, out);
 }
 
 bt_result ir_read_file(const char *path, ir_prog **out, rt_diag *diag) {
-  reader rd = {path, diag, 0, NULL};
+  reader rd = {path, diag, 0, NULL, 0, 0};
+  *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
     rt_diag_add(diag, "%s: cannot open: %s", path, strerror(errno));
-    *out = NULL;
     return BT_ERR_INVALID;
   }
+  /* The size is checked before anything is read (a regular file's from
+   * stat; a pipe's as it comes, reading stops past the limit). */
+  struct stat st;
+  int64_t lim = max_bytes();
+  int reg = !fstat(fileno(f), &st) && S_ISREG(st.st_mode);
+  if (reg && too_large(&rd, (int64_t)st.st_size, 0)) {
+    fclose(f);
+    return BT_ERR_INVALID;
+  }
+  size_t cap = reg ? (size_t)st.st_size + 1 : 65536, len = 0;
+  char *buf = malloc(cap);
+  int nomem = !buf;
+  while (!nomem && (int64_t)len <= lim) {
+    if (len == cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) { nomem = 1; break; }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    if (got == 0) break;
+    len += got;
+  }
+  int rerr = ferror(f), e = errno;
   fclose(f);
-  xmlSetStructuredErrorFunc(&rd, on_xml_error);
-  xmlDoc *doc = xmlReadFile(path, NULL, xml_opts);
-  xmlSetStructuredErrorFunc(NULL, NULL);
-  return finish(&rd, doc, out);
+  bt_result res;
+  if (nomem) {
+    rt_diag_add(diag, "%s:0: out of memory reading it", path);
+    res = BT_ERR_NOMEM;
+  } else if (rerr) {
+    rt_diag_add(diag, "%s: cannot read: %s", path, strerror(e));
+    res = BT_ERR_INVALID;
+  } else {
+    res = parse(&rd, buf, len, !reg || (int64_t)len > (int64_t)st.st_size, out);   /* past the limit: refused */
+  }
+  free(buf);
+  return res;
 }

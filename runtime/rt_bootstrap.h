@@ -27,7 +27,11 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id);
  * waits in a barrier until all ranks are present.  Collective over all
  * ranks.  Each blocking step waits at most BATON_BOOTSTRAP_TIMEOUT seconds;
  * errors (an id from another run, a rank that never comes, a dead peer)
- * are logged naming this rank and the peer, and *bs is left NULL. */
+ * are logged naming this rank and the peer, and *bs is left NULL.  The
+ * listeners drop connections that do not send the id's magic in a
+ * well-formed greeting within BATON_BOOTSTRAP_AUTH_MS (at most
+ * BATON_BOOTSTRAP_MAX_PENDING wait at once), so floods delay, not kill, a
+ * job. */
 bt_result rt_bootstrap_init(rt_bootstrap **bs, const rt_unique_id *id, int rank, int nranks);
 
 int rt_bootstrap_rank(const rt_bootstrap *bs);
@@ -47,7 +51,11 @@ bt_result rt_bootstrap_barrier(rt_bootstrap *bs);
  * is handed to the kernel (it never waits for the matching receive, while
  * waiting it keeps accepting incoming messages, so two ranks that send to
  * each other before receiving do not deadlock).  recv needs exactly
- * `bytes` bytes; a message of another size is an error. */
+ * `bytes` bytes; a message of another size is an error.  A message (or an
+ * allgather slice) over BATON_BOOTSTRAP_MAX_MSG_MB is refused with
+ * BT_ERR_INVALID and bs stays usable; a rank holds at most
+ * BATON_BOOTSTRAP_MAX_QUEUED_MB of messages not yet received, beyond which
+ * the operation fails naming the sending peer. */
 bt_result rt_bootstrap_send(rt_bootstrap *bs, int peer, int tag, const void *data, size_t bytes);
 bt_result rt_bootstrap_recv(rt_bootstrap *bs, int peer, int tag, void *data, size_t bytes);
 

@@ -16,8 +16,19 @@
  *                     is missing or died)
  *   peer hello (16)   magic u64, rank u32, nranks u32: first on a rank-to-rank
  *                     connection, written by the rank that connected (the
- *                     sender; each connection carries data one way)
- *   message header (16) tag u32, 0 u32, length u64, then length bytes */
+ *                     sender); the accepting rank answers one byte, BS_ACK,
+ *                     once it has adopted the connection, and nothing else:
+ *                     data flows one way.  A hello closed without its BS_ACK
+ *                     was shed (a flood) and is sent again on a new connection.
+ *   message header (16) tag u32, 0 u32, length u64, then length bytes; tag
+ *                     BS_TAG_NOTE carries a failing rank's error text (at most
+ *                     BS_ERRMSG_MAX bytes) as its last words
+ * A connection that has not sent a complete, well-formed registration or
+ * hello within BATON_BOOTSTRAP_AUTH_MS is closed; at most
+ * BATON_BOOTSTRAP_MAX_PENDING such connections wait at once (the oldest is
+ * closed for a new one).  Messages longer than BATON_BOOTSTRAP_MAX_MSG_MB,
+ * or beyond BATON_BOOTSTRAP_MAX_QUEUED_MB held unclaimed, end the sender's
+ * connection with an error. */
 enum {
   BS_ID_TAG_LEN = 4,
   BS_REGISTER_LEN = 16 + RT_SOCKADDR_WIRE,
@@ -25,8 +36,11 @@ enum {
   BS_HELLO_LEN = 16,
   BS_HEADER_LEN = 16,
   BS_ERRMSG_MAX = 1024,
-  BS_MAX_RANKS = 1 << 20
+  BS_MAX_RANKS = 1 << 20,
+  BS_ACK = 0x5a,
+  BS_ACCEPT_BATCH = 16      /* connections accepted per wake-up, so that reads keep up */
 };
+#define BS_TAG_NOTE 0xffffffffu
 enum { BS_REPLY_OK = 0, BS_REPLY_INVALID = 1, BS_REPLY_MISSING = 2 };
 
 static inline void bs_put32(unsigned char *p, uint32_t v) {
@@ -61,5 +75,75 @@ typedef enum { BS_IO_OK, BS_IO_TIMEOUT, BS_IO_CLOSED, BS_IO_ABORTED } bs_io;
  * becomes readable.  BS_IO_CLOSED leaves errno set. */
 bs_io bs_write_all(int fd, const void *buf, size_t n, int64_t deadline, int abort_fd);
 bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd);
+
+/* ---- a listener that survives floods (rt_bootstrap_root.c) ----------------
+ * The owner (the root, or a rank) keeps its own list of pending (not yet
+ * authenticated) connections; the listener takes new ones off the queue a
+ * batch at a time, asks the owner to make room when the process is out of
+ * descriptors, and logs dropped strangers without flooding the log. */
+typedef struct bs_listener {
+  int fd, reserve;          /* the listening socket; a spare descriptor (rt_socket_shed) */
+  int max_pending;          /* BATON_BOOTSTRAP_MAX_PENDING */
+  int64_t auth_ns;          /* BATON_BOOTSTRAP_AUTH_MS in ns */
+  int64_t quiet_until;      /* after a shortage: not polled before this (rt_time_ns) */
+  const char *who;          /* "bootstrap root 1.2.3.4:5", "bootstrap rank 2/8" */
+  unsigned long dropped;    /* strangers dropped since the last log line */
+  int logged;               /* lines logged about strangers */
+  int64_t next_log;
+} bs_listener;
+
+/* Callbacks of bs_listener_accept: add takes a new connection (returns -1
+ * when it cannot: out of memory; the listener closes fd); evict closes the
+ * owner's oldest pending connection (returns 0 when it has none). */
+typedef int (*bs_add_fn)(void *owner, int fd, const rt_sockaddr *peer);
+typedef int (*bs_evict_fn)(void *owner);
+
+/* Sets l up for the listening socket fd (-1: none, for the fuzz seams). */
+void bs_listener_init(bs_listener *l, int fd, const char *who);
+void bs_listener_close(bs_listener *l);
+
+/* Whether to poll l->fd now (it is quiet for a while after a shortage). */
+int bs_listener_pollable(const bs_listener *l, int64_t now);
+
+/* Accepts up to BS_ACCEPT_BATCH connections.  Returns -1 when the
+ * listening socket is broken (logged), else 0. */
+int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn evict);
+
+/* Logs that a connection from addr was closed because of why (a stranger, a
+ * malformed greeting, a timeout, eviction): the first few in full, then one
+ * line every ten seconds with the count. */
+void bs_listener_dropped(bs_listener *l, const char *addr, const char *why);
+
+/* The earlier of two deadlines where -1 means none. */
+static inline int64_t bs_earlier(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+
+/* ---- seams for the fuzz targets and tests ---------------------------------
+ * The message engines without TCP listening: a connection's bytes can come
+ * from a socketpair.  Not for production use. */
+
+/* A root engine for `magic` that has no listener; *fd connections are
+ * added with bs_root_engine_add.  bs_root_engine_pump reads what the
+ * connections hold now (no waiting) and acts on it as the root thread does;
+ * returns 0 while the root is collecting, 1 when it sent the table, -1 when
+ * it failed (every rank told). */
+typedef struct root root;
+root *bs_root_engine_new(uint64_t magic);
+int bs_root_engine_add(root *r, int fd);
+int bs_root_engine_pump(root *r);
+void bs_root_engine_free(root *r);
+
+/* A rank engine (rank of nranks, the job's magic) with no root and no
+ * listener; bs_engine_add adds a connection as if accepted.
+ * bs_engine_pump reads what the connections hold now (no waiting); a
+ * message matching (peer, tag, len) goes into data (peer -1: none).
+ * Returns BT_OK or the error that ended the engine (logged); *done is set
+ * when the message arrived, *open to the connections still open. */
+rt_bootstrap *bs_engine_new(int rank, int nranks, uint64_t magic);
+int bs_engine_add(rt_bootstrap *bs, int fd);
+bt_result bs_engine_pump(rt_bootstrap *bs, int peer, uint32_t tag, void *data, size_t len, int *done, int *open);
+size_t bs_engine_held(const rt_bootstrap *bs);   /* bytes of messages held unclaimed */
+
+/* The address this rank listens at (for tests that play a hostile peer). */
+void bs_listen_address(const rt_bootstrap *bs, rt_sockaddr *a);
 
 #endif

@@ -77,27 +77,100 @@ bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd) {
   return BS_IO_OK;
 }
 
+/* ---- a listener that survives floods ----------------------------------- */
+
+void bs_listener_init(bs_listener *l, int fd, const char *who) {
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  l->reserve = fd >= 0 ? rt_socket_reserve() : -1;
+  l->max_pending = (int)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_PENDING);
+  if (l->max_pending < 1) l->max_pending = 1;
+  l->auth_ns = rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
+  if (l->auth_ns < 1000000) l->auth_ns = 1000000;
+  l->quiet_until = -1;
+  l->who = who;
+}
+
+void bs_listener_close(bs_listener *l) {
+  if (l->dropped && l->logged)
+    LOG_INFO(RT_SUB_BOOTSTRAP, "%s: dropped %lu more connections that did not prove they belong to the job",
+             l->who, l->dropped);
+  if (l->fd >= 0) close(l->fd);
+  if (l->reserve >= 0) close(l->reserve);
+  l->fd = l->reserve = -1;
+  l->dropped = 0;
+}
+
+int bs_listener_pollable(const bs_listener *l, int64_t now) {
+  return l->fd >= 0 && (l->quiet_until < 0 || now >= l->quiet_until);
+}
+
+void bs_listener_dropped(bs_listener *l, const char *addr, const char *why) {
+  enum { FULL_LINES = 8 };
+  int64_t now = rt_time_ns();
+  if (l->logged < FULL_LINES) {
+    l->logged++;
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed a connection from %s: %s%s", l->who, addr, why,
+             l->logged == FULL_LINES ? " (more such connections are counted, not logged one by one)" : "");
+    l->next_log = now + 10 * (int64_t)1000000000;
+    return;
+  }
+  l->dropped++;
+  if (now >= l->next_log) {
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed %lu more connections that did not prove they belong to the "
+             "job (the last from %s: %s)", l->who, l->dropped, addr, why);
+    l->dropped = 0;
+    l->next_log = now + 10 * (int64_t)1000000000;
+  }
+}
+
+int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn evict) {
+  for (int i = 0; i < BS_ACCEPT_BATCH; i++) {
+    int fd;
+    rt_sockaddr peer;
+    rt_accept a = rt_socket_accept(l->fd, &fd, &peer);
+    if (a == RT_ACCEPT_NONE) return 0;
+    if (a == RT_ACCEPT_BROKEN) return -1;
+    if (a == RT_ACCEPT_SHORT) {
+      /* Out of descriptors: the pending connections are the ones to give
+       * up (they may all be a flood's); failing that, shed the queue's head
+       * with the spare descriptor and stay away from the listener a while
+       * rather than spin on it. */
+      if (evict(owner)) continue;
+      if (!rt_socket_shed(l->fd, &l->reserve)) l->quiet_until = rt_time_ns() + 20000000;
+      return 0;
+    }
+    if (add(owner, fd, &peer)) close(fd);
+  }
+  return 0;
+}
+
 /* ---- the root thread ------------------------------------------------------ */
 
-typedef struct root_conn {
+/* A connection that has not registered yet. */
+typedef struct pend {
   int fd;
-  int rank;                              /* -1 until registered */
-  unsigned char msg[BS_REGISTER_LEN];
+  int64_t since;                         /* accepted at (rt_time_ns) */
   size_t got;
-} root_conn;
+  unsigned char msg[BS_REGISTER_LEN];
+  char addr[RT_SOCKADDR_STRLEN];
+} pend;
 
-typedef struct root {
-  int listen_fd;
+struct root {
+  bs_listener l;
   uint64_t magic;
   int64_t timeout_ns;
   char where[RT_SOCKADDR_STRLEN];
-  root_conn *conns;
-  int nconns, cap;
+  char who[RT_SOCKADDR_STRLEN + 32];     /* "bootstrap root <where>" */
+  pend *pend;                            /* unregistered connections, in no order */
+  int npend, cappend;
   int nranks, registered;
   unsigned char *table;                  /* nranks wire addresses */
-  int *conn_of;                          /* rank -> index in conns, or -1 */
+  int *fd_of;                            /* rank -> its connection, or -1 */
+  int64_t deadline;                      /* for the next registration, -1 before the first */
+  int state;                             /* 0 collecting, 1 table sent, -1 failed */
   struct root *next;                     /* in `live`, while the thread runs */
-} root;
+};
 
 /* The roots this process runs, so that a rank living in the same process
  * can wait until its root has said everything it has to say: the process
@@ -145,7 +218,8 @@ void bs_root_wait(uint64_t magic, int64_t deadline) {
   pthread_mutex_unlock(&live_mu);
 }
 
-/* Sends a reply (status, body) to one rank; failures are only logged. */
+/* Sends a reply (status, body) to one registered rank, waiting at most the
+ * bootstrap timeout; failures are only logged. */
 static void reply(root *r, int fd, uint32_t status, const void *body, size_t len) {
   unsigned char h[BS_REPLY_LEN];
   bs_put32(h, status);
@@ -153,30 +227,43 @@ static void reply(root *r, int fd, uint32_t status, const void *body, size_t len
   int64_t deadline = rt_time_ns() + r->timeout_ns;
   if (bs_write_all(fd, h, sizeof h, deadline, -1) != BS_IO_OK ||
       (len && bs_write_all(fd, body, len, deadline, -1) != BS_IO_OK))
-    LOG_WARN(RT_SUB_BOOTSTRAP, "bootstrap root %s: could not send its reply to a rank: %s", r->where,
-             strerror(errno));
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: could not send its reply to a rank: %s", r->who, strerror(errno));
 }
 
-/* Refuses one connection with a message; the rank logs it. */
-static void refuse(root *r, root_conn *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void refuse(root *r, root_conn *c, const char *fmt, ...) {
+/* Removes pending connection i (closing it unless its fd moved on). */
+static void pend_remove(root *r, int i) {
+  if (r->pend[i].fd >= 0) close(r->pend[i].fd);
+  r->pend[i] = r->pend[--r->npend];
+}
+
+/* Refuses pending connection i with a message it can show (one try, no
+ * waiting: whoever does not read it loses it), and closes it.  loud: a
+ * rank of this job made a mistake (always logged); else a stranger (logged
+ * sparingly). */
+static void refuse(root *r, int i, int loud, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void refuse(root *r, int i, int loud, const char *fmt, ...) {
   char msg[BS_ERRMSG_MAX];
+  unsigned char h[BS_REPLY_LEN];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  LOG_WARN(RT_SUB_BOOTSTRAP, "bootstrap root %s: refused a registration: %s", r->where, msg);
-  reply(r, c->fd, BS_REPLY_INVALID, msg, strlen(msg));
-  close(c->fd);
-  c->fd = -1;
+  pend *c = &r->pend[i];
+  if (loud) LOG_WARN(RT_SUB_BOOTSTRAP, "%s: refused a registration from %s: %s", r->who, c->addr, msg);
+  else bs_listener_dropped(&r->l, c->addr, msg);
+  bs_put32(h, BS_REPLY_INVALID);
+  bs_put32(h + 4, (uint32_t)strlen(msg));
+  struct iovec v[2] = {{h, sizeof h}, {msg, strlen(msg)}};
+  if (rt_socket_send(c->fd, v, 2) < 0) { /* gone already: nothing to tell */ }
+  pend_remove(r, i);
 }
 
 /* Tells every registered rank that the bootstrap failed, then gives up. */
 static void fail_all(root *r, const char *msg) {
-  LOG_WARN(RT_SUB_BOOTSTRAP, "bootstrap root %s: %s", r->where, msg);
-  for (int i = 0; i < r->nconns; i++)
-    if (r->conns[i].fd >= 0 && r->conns[i].rank >= 0)
-      reply(r, r->conns[i].fd, BS_REPLY_MISSING, msg, strlen(msg));
+  LOG_WARN(RT_SUB_BOOTSTRAP, "%s: %s", r->who, msg);
+  for (int i = 0; i < r->nranks; i++)
+    if (r->fd_of[i] >= 0) reply(r, r->fd_of[i], BS_REPLY_MISSING, msg, strlen(msg));
+  r->state = -1;
 }
 
 /* "ranks 2, 5 and 7" for the ranks not yet registered (at most 8 named). */
@@ -184,138 +271,277 @@ static void missing_ranks(root *r, char *buf, size_t n) {
   int missing = r->nranks - r->registered, named = 0;
   size_t k = snprintf(buf, n, "%s", missing == 1 ? "rank" : "ranks");
   for (int i = 0; i < r->nranks && named < 8 && k < n; i++) {
-    if (r->conn_of[i] >= 0) continue;
+    if (r->fd_of[i] >= 0) continue;
     named++;
     k += snprintf(buf + k, n - k, "%s %d", named == 1 ? "" : named == missing ? " and" : ",", i);
   }
   if (named < missing && k < n) snprintf(buf + k, n - k, " and %d more", missing - named);
 }
 
-/* Checks a complete registration message and records the rank. */
-static void do_register(root *r, root_conn *c) {
+/* Checks the complete registration of pending connection i: records the
+ * rank (the connection leaves the pending list) or refuses it. */
+static void do_register(root *r, int i) {
+  pend *c = &r->pend[i];
   uint64_t magic = bs_get64(c->msg);
-  int rank = (int)bs_get32(c->msg + 8), nranks = (int)bs_get32(c->msg + 12);
+  uint32_t urank = bs_get32(c->msg + 8), unranks = bs_get32(c->msg + 12);
   rt_sockaddr a;
   if (magic != r->magic)
-    return refuse(r, c, "the unique id's magic %016llx does not match this root's (an id from "
-                  "another run, or a stale one?)", (unsigned long long)magic);
-  if (nranks < 1 || nranks > BS_MAX_RANKS || rank < 0 || rank >= nranks)
-    return refuse(r, c, "rank %d of %d is out of range", rank, nranks);
+    return refuse(r, i, 0, "the unique id's magic %016llx does not match this root's (an id from "
+                  "another run, a stale one, or not a baton rank at all?)", (unsigned long long)magic);
+  if (unranks < 1 || unranks > BS_MAX_RANKS || urank >= unranks)
+    return refuse(r, i, 1, "rank %u of %u is out of range (nranks 1..%d)", urank, unranks, BS_MAX_RANKS);
+  int rank = (int)urank, nranks = (int)unranks;
   if (r->nranks && nranks != r->nranks)
-    return refuse(r, c, "rank %d says there are %d ranks, but the first rank to register said %d",
+    return refuse(r, i, 1, "rank %d says there are %d ranks, but the first rank to register said %d",
                   rank, nranks, r->nranks);
   if (rt_socket_unpack(c->msg + 16, &a) != BT_OK)
-    return refuse(r, c, "rank %d sent a malformed listen address", rank);
+    return refuse(r, i, 1, "rank %d sent a malformed listen address", rank);
   if (!r->nranks) {
     r->table = calloc(nranks, RT_SOCKADDR_WIRE);
-    r->conn_of = malloc(nranks * sizeof *r->conn_of);
-    if (!r->table || !r->conn_of) return refuse(r, c, "the root is out of memory for %d ranks", nranks);
-    for (int i = 0; i < nranks; i++) r->conn_of[i] = -1;
+    r->fd_of = malloc(nranks * sizeof *r->fd_of);
+    if (!r->table || !r->fd_of) {
+      free(r->table);
+      free(r->fd_of);
+      r->table = NULL;
+      r->fd_of = NULL;
+      return refuse(r, i, 1, "the root is out of memory for %d ranks", nranks);
+    }
+    for (int k = 0; k < nranks; k++) r->fd_of[k] = -1;
     r->nranks = nranks;
   }
-  if (r->conn_of[rank] >= 0)
-    return refuse(r, c, "rank %d registered twice (two processes were given the same rank)", rank);
-  r->conn_of[rank] = (int)(c - r->conns);
-  c->rank = rank;
+  if (r->fd_of[rank] >= 0)
+    return refuse(r, i, 1, "rank %d registered twice (two processes were given the same rank)", rank);
+  r->fd_of[rank] = c->fd;
+  c->fd = -1;
   memcpy(r->table + (size_t)rank * RT_SOCKADDR_WIRE, c->msg + 16, RT_SOCKADDR_WIRE);
   r->registered++;
+  r->deadline = rt_time_ns() + r->timeout_ns;
   char s[RT_SOCKADDR_STRLEN];
-  LOG_TRACE(RT_SUB_BOOTSTRAP, "bootstrap root %s: rank %d/%d registered at %s (%d of %d)", r->where,
-            rank, nranks, rt_socket_str(&a, s, sizeof s), r->registered, nranks);
+  LOG_TRACE(RT_SUB_BOOTSTRAP, "%s: rank %d/%d registered from %s, listening at %s (%d of %d)", r->who,
+            rank, nranks, c->addr, rt_socket_str(&a, s, sizeof s), r->registered, nranks);
+  pend_remove(r, i);
 }
 
-/* Reads what one connection has sent; returns -1 when a registered rank
- * closed its connection before the table went out. */
-static int serve(root *r, root_conn *c) {
-  if (c->rank >= 0) {                      /* registered: only EOF can come */
-    unsigned char junk[16];
-    return rt_socket_recv(c->fd, junk, sizeof junk) < 0 ? -1 : 0;
+/* Reads what pending connection i has sent; it may register, be refused
+ * or hang up (then it is removed).  Returns 1 when i was removed. */
+static int serve_pending(root *r, int i) {
+  pend *c = &r->pend[i];
+  for (;;) {
+    ssize_t k = rt_socket_recv(c->fd, c->msg + c->got, sizeof c->msg - c->got);
+    if (k < 0) {                           /* a stranger hung up: forget it */
+      bs_listener_dropped(&r->l, c->addr, "it hung up before registering");
+      pend_remove(r, i);
+      return 1;
+    }
+    if (k == 0) return 0;
+    if ((c->got += k) == sizeof c->msg) {
+      do_register(r, i);
+      return 1;
+    }
   }
-  ssize_t k = rt_socket_recv(c->fd, c->msg + c->got, sizeof c->msg - c->got);
-  if (k < 0) {                             /* a stranger hung up: forget it */
-    close(c->fd);
-    c->fd = -1;
-    return 0;
+}
+
+/* Reads what registered `rank` has sent (nothing is expected); returns -1
+ * when it hung up. */
+static int serve_rank(root *r, int rank) {
+  unsigned char junk[512];
+  for (;;) {
+    ssize_t k = rt_socket_recv(r->fd_of[rank], junk, sizeof junk);
+    if (k < 0) return -1;
+    if (k == 0) return 0;
   }
-  c->got += k;
-  if (c->got == sizeof c->msg) do_register(r, c);
+}
+
+/* Closes the pending connections older than the authentication time. */
+static void expire(root *r, int64_t now) {
+  char why[160];
+  for (int i = r->npend - 1; i >= 0; i--)
+    if (now - r->pend[i].since >= r->l.auth_ns) {
+      snprintf(why, sizeof why, "no registration within %lld ms (BATON_BOOTSTRAP_AUTH_MS)",
+               (long long)(r->l.auth_ns / 1000000));
+      bs_listener_dropped(&r->l, r->pend[i].addr, why);
+      pend_remove(r, i);
+    }
+}
+
+/* Closes the oldest pending connection, after a last look at what it has
+ * sent (a rank whose registration is there registers).  Returns 0 when
+ * there was none. */
+static int evict(void *owner) {
+  root *r = owner;
+  while (r->npend) {
+    int old = 0;
+    for (int i = 1; i < r->npend; i++)
+      if (r->pend[i].since < r->pend[old].since) old = i;
+    if (serve_pending(r, old)) continue;   /* registered, refused or gone: look again */
+    char why[160];
+    snprintf(why, sizeof why, "the oldest of %d connections waiting to register, closed for a newer one "
+             "(BATON_BOOTSTRAP_MAX_PENDING)", r->npend);
+    bs_listener_dropped(&r->l, r->pend[old].addr, why);
+    pend_remove(r, old);
+    return 1;
+  }
+  return 0;
+}
+
+/* Takes a new connection into the pending list, making room if it is full. */
+static int add_pending(void *owner, int fd, const rt_sockaddr *peer) {
+  root *r = owner;
+  if (r->state) return -1;
+  while (r->npend >= r->l.max_pending && evict(r)) {}
+  if (r->npend == r->cappend) {
+    int cap = r->cappend ? 2 * r->cappend : 16;
+    pend *np = realloc(r->pend, cap * sizeof *np);
+    if (!np) return -1;
+    r->pend = np;
+    r->cappend = cap;
+  }
+  pend *c = &r->pend[r->npend++];
+  memset(c, 0, sizeof *c);
+  c->fd = fd;
+  c->since = rt_time_ns();
+  if (peer) rt_socket_str(peer, c->addr, sizeof c->addr);
+  else snprintf(c->addr, sizeof c->addr, "(a local socket)");
   return 0;
 }
 
 /* Sends every rank the table; the bootstrap is then in the ranks' hands. */
 static void send_table(root *r) {
   for (int i = 0; i < r->nranks; i++)
-    reply(r, r->conns[r->conn_of[i]].fd, BS_REPLY_OK, r->table, (size_t)r->nranks * RT_SOCKADDR_WIRE);
-  LOG_INFO(RT_SUB_BOOTSTRAP, "bootstrap root %s: all %d ranks registered", r->where, r->nranks);
+    reply(r, r->fd_of[i], BS_REPLY_OK, r->table, (size_t)r->nranks * RT_SOCKADDR_WIRE);
+  LOG_INFO(RT_SUB_BOOTSTRAP, "%s: all %d ranks registered", r->who, r->nranks);
+  r->state = 1;
+}
+
+/* One round after a wake-up: pending connections (p_pend: their poll
+ * entries, NULL: all), registered ranks, the deadline.  Sets r->state. */
+static void root_round(root *r, const struct pollfd *p_pend, int npoll_pend, const struct pollfd *p_rank,
+                       const int *rank_of, int npoll_rank) {
+  char msg[BS_ERRMSG_MAX], missing[256];
+  /* Pending connection k is p_pend[k]: a removal moves the last entry
+   * into its place, so walking down keeps the two in step. */
+  for (int k = npoll_pend - 1; k >= 0; k--)
+    if (k < r->npend && (!p_pend || p_pend[k].revents)) serve_pending(r, k);
+  for (int k = 0; k < npoll_rank; k++) {
+    if (p_rank && !p_rank[k].revents) continue;
+    int rank = rank_of[k];
+    if (serve_rank(r, rank) < 0) {
+      char s[RT_SOCKADDR_STRLEN];
+      rt_sockaddr a;
+      if (rt_socket_unpack(r->table + (size_t)rank * RT_SOCKADDR_WIRE, &a) != BT_OK) memset(&a, 0, sizeof a);
+      snprintf(msg, sizeof msg, "rank %d (listening at %s) closed its connection to the root before all %d "
+               "ranks registered (did it exit or crash?)", rank, rt_socket_str(&a, s, sizeof s), r->nranks);
+      close(r->fd_of[rank]);
+      r->fd_of[rank] = -1;
+      fail_all(r, msg);
+      return;
+    }
+  }
+  if (r->nranks && r->registered == r->nranks) { send_table(r); return; }
+  if (r->deadline >= 0 && rt_time_ns() >= r->deadline) {
+    missing_ranks(r, missing, sizeof missing);
+    snprintf(msg, sizeof msg, "%s of %d did not register within %lld s (BATON_BOOTSTRAP_TIMEOUT); "
+             "did every rank call rt_bootstrap_init with this id?", missing, r->nranks,
+             (long long)(r->timeout_ns / 1000000000));
+    fail_all(r, msg);
+  }
+}
+
+static root *root_new(uint64_t magic, int listen_fd, const char *where) {
+  root *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->magic = magic;
+  r->timeout_ns = bs_timeout_ns();
+  r->deadline = -1;
+  snprintf(r->where, sizeof r->where, "%s", where);
+  snprintf(r->who, sizeof r->who, "bootstrap root %s", where);
+  bs_listener_init(&r->l, listen_fd, r->who);
+  return r;
 }
 
 static void root_free(root *r) {
-  for (int i = 0; i < r->nconns; i++)
-    if (r->conns[i].fd >= 0) close(r->conns[i].fd);
-  close(r->listen_fd);
-  free(r->conns);
+  for (int i = 0; i < r->npend; i++) close(r->pend[i].fd);
+  for (int i = 0; i < r->nranks; i++)
+    if (r->fd_of[i] >= 0) close(r->fd_of[i]);
+  bs_listener_close(&r->l);
+  free(r->pend);
   free(r->table);
-  free(r->conn_of);
+  free(r->fd_of);
   free(r);
 }
 
 /* The thread: waits without limit for the first rank, then at most the
  * bootstrap timeout for each next one; a registered rank that hangs up
- * fails the whole bootstrap at once. */
+ * fails the whole bootstrap at once.  Strangers cost it a bounded number
+ * of descriptors for a bounded time each. */
 static void *root_main(void *arg) {
   root *r = arg;
   struct pollfd *p = NULL;
-  int64_t deadline = -1;
-  char msg[BS_ERRMSG_MAX], missing[256];
-  for (;;) {
-    if (r->nranks && r->registered == r->nranks) { send_table(r); break; }
-    struct pollfd *np = realloc(p, (r->nconns + 1) * sizeof *p);
-    if (!np) { fail_all(r, "out of memory"); break; }
-    p = np;
-    p[0] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
-    for (int i = 0; i < r->nconns; i++)
-      p[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
-    int n = rt_socket_poll(p, r->nconns + 1, deadline);
-    if (n == 0) {
-      missing_ranks(r, missing, sizeof missing);
-      snprintf(msg, sizeof msg, "%s of %d did not register within %lld s (BATON_BOOTSTRAP_TIMEOUT); "
-               "did every rank call rt_bootstrap_init with this id?", missing, r->nranks,
-               (long long)(r->timeout_ns / 1000000000));
-      fail_all(r, msg);
+  int *rank_of = NULL;
+  int cap = 0;
+  char msg[BS_ERRMSG_MAX];
+  while (!r->state) {
+    int64_t now = rt_time_ns();
+    expire(r, now);
+    int need = 1 + r->npend + r->registered;
+    if (need > cap) {
+      struct pollfd *np = realloc(p, need * sizeof *p);
+      if (np) p = np;
+      int *nr = realloc(rank_of, need * sizeof *nr);
+      if (nr) rank_of = nr;
+      if (!np || !nr) { fail_all(r, "out of memory"); break; }
+      cap = need;
+    }
+    int n = 0, listening = bs_listener_pollable(&r->l, now);
+    if (listening) p[n++] = (struct pollfd){.fd = r->l.fd, .events = POLLIN};
+    int first_pend = n;
+    int64_t wake = r->deadline;
+    for (int i = 0; i < r->npend; i++) {
+      p[n++] = (struct pollfd){.fd = r->pend[i].fd, .events = POLLIN};
+      wake = bs_earlier(wake, r->pend[i].since + r->l.auth_ns);
+    }
+    int first_rank = n;
+    for (int i = 0; i < r->nranks; i++)
+      if (r->fd_of[i] >= 0) { rank_of[n - first_rank] = i; p[n++] = (struct pollfd){.fd = r->fd_of[i], .events = POLLIN}; }
+    if (!listening) wake = bs_earlier(wake, r->l.quiet_until);
+    int k = rt_socket_poll(p, n, wake);
+    if (k < 0) { snprintf(msg, sizeof msg, "poll failed: %s", strerror(errno)); fail_all(r, msg); break; }
+    root_round(r, p + first_pend, first_rank - first_pend, p + first_rank, rank_of, n - first_rank);
+    if (r->state) break;
+    if (listening && p[0].revents && bs_listener_accept(&r->l, r, add_pending, evict) < 0) {
+      fail_all(r, "its listening socket failed");
       break;
-    }
-    if (n < 0) { snprintf(msg, sizeof msg, "poll failed: %s", strerror(errno)); fail_all(r, msg); break; }
-    int dead = -1;
-    for (int i = 0; i < r->nconns && dead < 0; i++) {
-      if (!p[i + 1].revents || r->conns[i].fd < 0) continue;
-      if (serve(r, &r->conns[i]) < 0) dead = r->conns[i].rank;
-      else if (r->conns[i].rank >= 0) deadline = rt_time_ns() + r->timeout_ns;
-    }
-    if (dead >= 0) {
-      snprintf(msg, sizeof msg, "rank %d closed its connection to the root before all %d ranks "
-               "registered (did it exit or crash?)", dead, r->nranks);
-      fail_all(r, msg);
-      break;
-    }
-    if (p[0].revents) {
-      int fd;
-      if (rt_socket_accept(r->listen_fd, &fd) != BT_OK) { fail_all(r, "accept failed"); break; }
-      if (fd < 0) continue;
-      if (r->nconns == r->cap) {
-        int cap = r->cap ? 2 * r->cap : 16;
-        root_conn *nc = realloc(r->conns, cap * sizeof *nc);
-        if (!nc) { close(fd); fail_all(r, "out of memory"); break; }
-        r->conns = nc;
-        r->cap = cap;
-      }
-      r->conns[r->nconns++] = (root_conn){.fd = fd, .rank = -1};
     }
   }
   free(p);
+  free(rank_of);
   live_remove(r);
   root_free(r);
   return NULL;
 }
+
+/* ---- the fuzz seam -------------------------------------------------------- */
+
+root *bs_root_engine_new(uint64_t magic) { return root_new(magic, -1, "(engine)"); }
+
+int bs_root_engine_add(root *r, int fd) { return add_pending(r, fd, NULL); }
+
+int bs_root_engine_pump(root *r) {
+  if (!r->state) {
+    expire(r, rt_time_ns());
+    root_round(r, NULL, r->npend, NULL, NULL, 0);
+    /* registered ranks: look at all */
+    for (int i = 0; i < r->nranks && !r->state; i++)
+      if (r->fd_of[i] >= 0 && serve_rank(r, i) < 0) {
+        close(r->fd_of[i]);
+        r->fd_of[i] = -1;
+        fail_all(r, "a rank hung up");
+      }
+  }
+  return r->state;
+}
+
+void bs_root_engine_free(root *r) { root_free(r); }
 
 /* ---- the unique id -------------------------------------------------------- */
 
@@ -363,29 +589,26 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
   uint64_t magic;
   CHECK(root_address(&bind_to, &adv));
   CHECK(random_magic(&magic));
-  root *r = calloc(1, sizeof *r);
-  if (!r) return BT_ERR_NOMEM;
-  bt_result res = rt_socket_listen(&bind_to, 4096, &r->listen_fd);
+  int listen_fd;
+  bt_result res = rt_socket_listen(&bind_to, 4096, &listen_fd);
   if (res) {
     if (*rt_param_str(RT_PARAM_COMM_ID))
       LOG_WARN(RT_SUB_BOOTSTRAP, "BATON_COMM_ID=%s: the bootstrap root cannot listen there",
                rt_param_str(RT_PARAM_COMM_ID));
-    free(r);
     return res;
   }
   if (adv.sa.sa_family == AF_INET) adv.in4.sin_port = bind_to.in4.sin_port;
   else adv.in6.sin6_port = bind_to.in6.sin6_port;
-  r->magic = magic;
-  r->timeout_ns = bs_timeout_ns();
-  rt_socket_str(&adv, r->where, sizeof r->where);
+  char where[RT_SOCKADDR_STRLEN];
+  rt_socket_str(&adv, where, sizeof where);
+  root *r = root_new(magic, listen_fd, where);
+  if (!r) { close(listen_fd); return BT_ERR_NOMEM; }
 
   unsigned char *b = (unsigned char *)id->bytes;
   memcpy(b, id_tag, BS_ID_TAG_LEN);
   bs_put64(b + BS_ID_TAG_LEN, magic);
   rt_socket_pack(&adv, b + BS_ID_TAG_LEN + 8);
 
-  char where[RT_SOCKADDR_STRLEN];
-  memcpy(where, r->where, sizeof where);   /* r belongs to the thread once it runs */
   pthread_once(&live_once, live_at_fork);
   pthread_mutex_lock(&live_mu);
   r->next = live;
@@ -400,8 +623,7 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
   if (rc) {
     LOG_WARN(RT_SUB_BOOTSTRAP, "cannot start the bootstrap root thread: %s", strerror(rc));
     live_remove(r);
-    close(r->listen_fd);
-    free(r);
+    root_free(r);
     memset(id, 0, sizeof *id);
     return BT_ERR_SYSTEM;
   }

@@ -24,12 +24,28 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
   }
   size_t want = bytes + bytes / 4;
   void *p = NULL;
-  CHECK(rt_cuda(cudaStreamSynchronize(stream), RT_SUB_RUNTIME, "scratch: waiting for earlier work"));
+  /* Earlier work may still use the old scratch; the first one has none to
+   * wait for (a stream held by other work must not block the call). */
+  if (c->scratch) CHECK(rt_cuda(cudaStreamSynchronize(stream), RT_SUB_RUNTIME, "scratch: waiting for earlier work"));
   CHECK(rt_cuda(cudaMalloc(&p, want), RT_SUB_RUNTIME, "scratch allocation"));
   if (c->scratch) cudaFree(c->scratch);
   c->scratch = p;
   c->scratch_bytes = want;
   return BT_OK;
+}
+
+/* The call's geometry; a count whose buffers would exceed what baton
+ * addresses (IR_GEOM_MAX_ELEMS elements: ir_geom_init refuses it, so no
+ * byte size below can overflow) is refused with a WARN naming it. */
+static bt_result call_geom(const baton_comm *c, const ir_prog *p, int64_t count, int aliased, ir_geom *g) {
+  bt_result res = ir_geom_init(g, p, c->rank, count, aliased);
+  if (res == BT_ERR_UNSUPPORTED)
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: count %lld: the buffers would hold more than %lld elements, the most baton "
+             "addresses (this program takes a count of at most %lld)", c->rank, ir_prog_where(p), (long long)count,
+             (long long)IR_GEOM_MAX_ELEMS, (long long)ir_geom_max_count(p, c->rank, aliased));
+  else if (res)
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its chunk counts do not fit its collective", c->rank, ir_prog_where(p));
+  return res == BT_ERR_UNSUPPORTED ? BT_ERR_INVALID : res;
 }
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
@@ -73,7 +89,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   }
   /* In place when the buffers sit where NCCL's in-place layout puts them. */
   ir_geom g;
-  CHECK(ir_geom_init(&g, p, c->rank, count, 1));
+  CHECK(call_geom(c, p, count, 1, &g));
   if (ops) sendbuf = (const char *)recvbuf + (g.in_at - g.out_at) * es;   /* a fused program's input is its own */
   int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
   /* An out-of-place program runs an in-place call on a copy of the input
@@ -86,7 +102,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   }
   int aliased = stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
   if (ops) { stage = 0; aliased = p->inplace; }
-  CHECK(ir_geom_init(&g, p, c->rank, count, aliased));
+  CHECK(call_geom(c, p, count, aliased, &g));
 
   /* A message of one tile of every chunk of the largest step fits a slot
    * (ir_geom_wire: LL lines carry 8 bytes of data in 16, LL128 120 in 128). */
@@ -156,7 +172,8 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   a->proto = proto;
   a->rank = c->rank;
   a->abort = &c->shared->dev->abort;
-  a->err = &c->shared->dev->err;
+  a->err = &c->shared->dev->err[c->local];
+  a->claim = pl->words + 2 * blocks;   /* the plan's spare word */
   a->timeout_ns = c->timeout_ns;
   a->stage_bytes = pl->stage_bytes;
   if (ops) {

@@ -22,15 +22,19 @@ _Static_assert((int)baton_avg == (int)IP_OP_AVG, "baton_redop mirrors ip_redop")
 const char *baton_result_string(baton_result r) { return bt_result_str((bt_result)r); }
 const char *baton_version(void) { return BATON_VERSION; }
 
-static bt_result shared_new(rt_hostref **out, int refs) {
+/* The host-mapped words of the ranks of one process: the abort flag and
+ * nerr error records (one per rank). */
+static bt_result shared_new(rt_hostref **out, int refs, int nerr) {
   rt_hostref *h = calloc(1, sizeof *h);
   if (!h) return BT_ERR_NOMEM;
-  if (rt_cuda(cudaHostAlloc((void **)&h->host, sizeof(rt_shared), cudaHostAllocMapped | cudaHostAllocPortable),
+  size_t bytes = sizeof(rt_shared) + (size_t)nerr * sizeof(ip_gerr);
+  if (rt_cuda(cudaHostAlloc((void **)&h->host, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
               RT_SUB_RUNTIME, "allocating the abort flag")) {
     free(h);
     return BT_ERR_CUDA;
   }
-  memset((void *)h->host, 0, sizeof(rt_shared));
+  memset((void *)h->host, 0, bytes);
+  h->host->nerr = nerr;
   if (rt_cuda(cudaHostGetDevicePointer((void **)&h->dev, (void *)h->host, 0),
               RT_SUB_RUNTIME, "mapping the abort flag")) {
     cudaFreeHost((void *)h->host);
@@ -183,7 +187,7 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
   int nkeys = 0;
   rt_hostref *sh = NULL;
   bt_result res = h ? BT_OK : BT_ERR_NOMEM;
-  if (!res) res = shared_new(&sh, 0);
+  if (!res) res = shared_new(&sh, 0, ndev);
   for (int i = 0; i < ndev && !res; i++) {
     int dev = devlist ? devlist[i] : i, share = 0;
     for (int j = 0; j < ndev; j++) share += (devlist ? devlist[j] : j) == dev;
@@ -193,6 +197,7 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     res = comm_new(&comms[i], i, ndev, dev, share);
     if (!res) {
       comms[i]->shared = sh;
+      comms[i]->local = i;
       sh->refs++;
     }
   }
@@ -281,7 +286,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   tp_handle *h = calloc(nranks, sizeof *h);
   bt_result res = fp && h ? BT_OK : BT_ERR_NOMEM;
   if (!res) res = comm_new(&c, rank, nranks, dev, 1);
-  if (!res) res = shared_new(&c->shared, 1);
+  if (!res) res = shared_new(&c->shared, 1, 1);
   CHECK_GOTO(res, res, out);
   CHECK_GOTO(rt_bootstrap_init(&c->bs, (const rt_unique_id *)&id, rank, nranks), res, out);
   CHECK_GOTO(comm_keys(c, &keys, &nkeys), res, out);
@@ -328,10 +333,16 @@ out:
 baton_result rt_comm_poll_error(baton_comm *c) {
   if (c->error) return c->error;
   rt_shared *s = c->shared->host;
-  if (s->err.flag) {
+  /* The cause: of the ranks whose GPU gave up waiting, the earliest. */
+  const ip_gerr *e = NULL;
+  for (int i = 0; i < s->nerr; i++) {
+    const volatile ip_gerr *x = &s->err[i];
+    if (x->flag && (!e || x->when < e->when)) e = (const ip_gerr *)x;
+  }
+  __sync_synchronize();   /* the record after its flag */
+  if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
                                  "a compute thread block's tiles"};
-    const ip_gerr *e = (const ip_gerr *)&s->err;
     int w = e->what >= 0 && e->what <= IP_WAIT_SEM ? e->what : 0;
     char peer[64] = "";
     if (e->what == IP_WAIT_RECV) snprintf(peer, sizeof peer, " from rank %d on channel %d", e->peer, e->chan);

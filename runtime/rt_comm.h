@@ -15,7 +15,8 @@
  * baton_comm_init_all call. */
 typedef struct rt_shared {
   volatile int32_t abort;
-  ip_gerr err;
+  int32_t nerr;
+  ip_gerr err[];              /* nerr: one per rank of the process, written by its GPU */
 } rt_shared;
 
 typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
@@ -26,6 +27,7 @@ typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
 
 struct baton_comm {
   int rank, nranks, dev;
+  int local;                  /* this rank's error record in shared->host->err */
   int share;                  /* ranks of this process on dev (1 but in tests): each gets that share of its blocks */
   rt_algos *algos;
   int *lanes;                 /* per algorithm (rt_plan_lanes) */

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
@@ -269,7 +270,9 @@ bt_result rt_socket_connect(const rt_sockaddr *addr, int64_t deadline, int abort
   rt_socket_str(addr, s, sizeof s);
   int f = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (f < 0) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: cannot create a socket: %s", what, strerror(errno));
+    int e = errno;
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: cannot create a socket: %s", what, strerror(e));
+    errno = e;
     return BT_ERR_SYSTEM;
   }
   int rc;
@@ -280,12 +283,15 @@ bt_result rt_socket_connect(const rt_sockaddr *addr, int64_t deadline, int abort
     if (n == 0) {
       LOG_WARN(RT_SUB_BOOTSTRAP, "%s: timed out connecting to %s", what, s);
       close(f);
+      errno = ETIMEDOUT;
       return BT_ERR_SYSTEM;
     }
     if (n < 0 || (abort_fd >= 0 && p[1].revents)) {
+      int e = n > 0 ? EINTR : errno;
       if (n > 0) LOG_WARN(RT_SUB_BOOTSTRAP, "%s: aborted while connecting to %s", what, s);
-      else LOG_WARN(RT_SUB_BOOTSTRAP, "%s: poll failed: %s", what, strerror(errno));
+      else LOG_WARN(RT_SUB_BOOTSTRAP, "%s: poll failed: %s", what, strerror(e));
       close(f);
+      errno = e;
       return BT_ERR_SYSTEM;
     }
     int err = 0;
@@ -295,9 +301,11 @@ bt_result rt_socket_connect(const rt_sockaddr *addr, int64_t deadline, int abort
     rc = err ? -1 : 0;
   }
   if (rc) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: cannot connect to %s: %s%s", what, s, strerror(errno),
-             errno == ECONNREFUSED ? " (nothing listens there: has that process exited?)" : "");
+    int e = errno;
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: cannot connect to %s: %s%s", what, s, strerror(e),
+             e == ECONNREFUSED ? " (nothing listens there: has that process exited?)" : "");
     close(f);
+    errno = e;
     return BT_ERR_SYSTEM;
   }
   int one = 1;
@@ -306,21 +314,51 @@ bt_result rt_socket_connect(const rt_sockaddr *addr, int64_t deadline, int abort
   return BT_OK;
 }
 
-bt_result rt_socket_accept(int listen_fd, int *fd) {
+rt_accept rt_socket_accept(int listen_fd, int *fd, rt_sockaddr *peer) {
   *fd = -1;
-  for (;;) {
-    int f = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  for (int tries = 0; tries < 64; tries++) {
+    rt_sockaddr a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    int f = accept4(listen_fd, &a.sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (f >= 0) {
       int one = 1;
       setsockopt(f, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (peer) *peer = a;
       *fd = f;
-      return BT_OK;
+      return RT_ACCEPT_NEW;
     }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EPROTO) return BT_OK;
-    LOG_WARN(RT_SUB_BOOTSTRAP, "accept failed: %s", strerror(errno));
-    return BT_ERR_SYSTEM;
+    switch (errno) {
+    case EINTR:                  /* a connection that died in the queue, or a firewall's veto: next */
+    case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN: case ENOPROTOOPT: case EHOSTDOWN:
+    case ENONET: case EHOSTUNREACH: case ENETUNREACH: case ETIMEDOUT:
+      continue;
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+      return RT_ACCEPT_NONE;
+    case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM:
+      return RT_ACCEPT_SHORT;
+    default:
+      LOG_WARN(RT_SUB_BOOTSTRAP, "accept failed: %s", strerror(errno));
+      return RT_ACCEPT_BROKEN;
+    }
   }
+  return RT_ACCEPT_NONE;
+}
+
+int rt_socket_reserve(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+int rt_socket_shed(int listen_fd, int *reserve) {
+  if (*reserve < 0) *reserve = rt_socket_reserve();
+  if (*reserve < 0) return 0;
+  close(*reserve);
+  int f;
+  do f = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC); while (f < 0 && errno == EINTR);
+  if (f >= 0) close(f);
+  *reserve = rt_socket_reserve();
+  return f >= 0;
 }
 
 static size_t fault_max_io;

@@ -64,9 +64,27 @@ bt_result rt_socket_listen(rt_sockaddr *addr, int backlog, int *fd);
 bt_result rt_socket_connect(const rt_sockaddr *addr, int64_t deadline, int abort_fd,
                             const char *what, int *fd);
 
-/* Accepts one pending connection: *fd = the new non-blocking socket, or -1
- * when none is pending (or it vanished before being accepted). */
-bt_result rt_socket_accept(int listen_fd, int *fd);
+/* What one rt_socket_accept did. */
+typedef enum {
+  RT_ACCEPT_NONE,    /* nothing taken: none pending, or the one pending vanished (ECONNABORTED, EPROTO,
+                        EPERM, a network error): poll again */
+  RT_ACCEPT_NEW,     /* *fd is a new non-blocking connection, *peer its address */
+  RT_ACCEPT_SHORT,   /* out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): nothing taken;
+                        the caller frees descriptors or sheds one (rt_socket_shed) and pauses */
+  RT_ACCEPT_BROKEN   /* the listening socket itself is unusable (logged) */
+} rt_accept;
+
+/* Accepts one pending connection; EINTR is retried.  peer may be NULL. */
+rt_accept rt_socket_accept(int listen_fd, int *fd, rt_sockaddr *peer);
+
+/* A spare descriptor (on /dev/null) kept so that a listener out of
+ * descriptors can still take a connection off its queue: -1 on failure. */
+int rt_socket_reserve(void);
+
+/* Out of descriptors: closes *reserve, accepts one pending connection and
+ * closes it at once, then reopens *reserve.  Returns 1 when a connection
+ * was shed. */
+int rt_socket_shed(int listen_fd, int *reserve);
 
 /* Non-blocking I/O that retries EINTR.  Return the bytes moved (> 0), 0 when
  * the socket would block, or -1 with errno set; recv returns -1 with errno

@@ -126,11 +126,22 @@ static void check_fresh_set(const char *after) {
   teardown(&failed);
 }
 
+/* One whole AllReduce before the fault: the set works, and the first
+ * call's one-time set-up (scratch) is behind it. */
+static int warm(void) {
+  baton_result e = launch(nranks);
+  int matched;
+  wait_ranks(0, nranks, baton_success, &matched);
+  if (e || matched != nranks) ok(0, "a first AllReduce on every rank: %s, %d ranks without error",
+                                 baton_result_string(e), matched);
+  return e || matched != nranks;
+}
+
 /* Ranks 0..N-2 call; rank N-1 never does.  Each waiting rank must stop
  * with baton_timeout within BATON_TIMEOUT and a margin, and refuse later
  * calls; the communicators are destroyed promptly. */
 static void fault_missing_rank(int timeout_s) {
-  if (setup()) return;
+  if (setup() || warm()) return;
   double t0 = now();
   baton_result e = launch(nranks - 1);
   int matched;
@@ -162,7 +173,7 @@ static void CUDART_CB hold(void *arg) {
  * wait.  They must time out; when the work is released, rank N-1's own
  * call must end too (its peers are gone) instead of hanging. */
 static void fault_stuck_rank(int timeout_s) {
-  if (setup()) return;
+  if (setup() || warm()) return;
   int last = nranks - 1;
   volatile int go = 0;
   cudaStream_t side;
@@ -198,7 +209,7 @@ static void fault_stuck_rank(int timeout_s) {
  * instead of calling.  With a long BATON_TIMEOUT, the abort (not the
  * watchdog) must end every waiting kernel, within seconds. */
 static void fault_abort(int timeout_s) {
-  if (setup()) return;
+  if (setup() || warm()) return;
   baton_result e = launch(nranks - 1);
   usleep(300 * 1000);
   double t0 = now();

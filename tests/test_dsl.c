@@ -1,6 +1,7 @@
 /* test_dsl.c -- the Lua DSL: sandbox, every DSL error with its script line,
  * symbolic postconditions, and lowering of a few small programs. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cc_lower.h"
 #include "cc_trace.h"
@@ -62,7 +63,9 @@ static void test_sandbox(void) {
         "require of an unknown baton module");
   fails("require('baton.../x')\n", "module 'baton.../x' not found: scripts can require only", "require refuses paths");
   fails("local f, e = load(string.dump(function() end))\nerror(e)\n", "attempt to load a binary chunk", "binary chunks are refused");
-  fails("local t = {}\nfor i = 1, 1e9 do t[i] = i end\n", "not enough memory", "memory is bounded");
+  fails("local t = {}\nfor i = 1, 1e9 do t[i] = i end\n",
+        "t.lua:2: memory limit reached: the script and the compiler's structures for it need more than 64 MiB "
+        "(BATON_COMPILE_MAX_MB raises it)", "memory is bounded");
   fails("while true do end\n", "instruction limit reached", "instructions are bounded");
   ok(trace("local f = load('return 1 + 1')\nassert(f() == 2)\n" AR2
            "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
@@ -449,6 +452,93 @@ static void test_fused(void) {
               "not read or kept on rank 0", "zerocopy of a chunk kept on its rank");
 }
 
+
+/* Hostile scripts: every limit stops the script with its line, the limit
+ * and the parameter that raises it; nothing overflows, nothing crashes. */
+static void test_hostile(void) {
+  fails(AR2 "chunk(1, 's', 2147483647, 4)\n",
+        "t.lua:2: index out of range: scratch[2147483647..2147483650] goes past the 2097152 chunks", "an index near INT_MAX");
+  fails(AR2 "chunk(0, 'input', 0):copy(1, 'scratch', 2147483646)\n", "t.lua:2: index out of range", "a copy to an index near INT_MAX");
+  fails(AR2 "chunk(4294967296, 'input', 0)\n", "t.lua:2: rank 4294967296 out of range [0, 2)", "a rank that wraps to 0 as an int");
+  fails(AR2 "chunk(0, 'input', 0, 4294967297)\n", "t.lua:2: count 4294967297 out of range", "a count that wraps to 1 as an int");
+  fails(AR2 "chunk(0, 'input', -4294967296)\n", "t.lua:2: index -4294967296 of input is negative", "a negative index that wraps to 0");
+  fails("collective{kind='allreduce', ranks=4294967298, chunks=1}\n", "t.lua:1: ranks=4294967298 out of range [1, 4096] (BATON_MAX_RANKS raises the limit)",
+        "ranks that wrap to 2 as an int");
+  fails("collective{kind='allreduce', ranks=4096, chunks=65536}\n",
+        "t.lua:1: ranks=4096 x chunks=65536: allreduce has 536870912 chunks in all ranks' input and output, over the limit of 1048576 (BATON_MAX_CHUNKS raises it)",
+        "a collective too large for memory");
+  fails("collective{kind='alltoall', ranks=2048, chunks=1}\n", "over the limit of 1048576 (BATON_MAX_CHUNKS raises it)",
+        "an alltoall whose buffers grow as ranks squared");
+  fails(AR2 "chunk(0, 'input', 0, 2):copy(1, 'scratch', 0, {ch = 4294967296})\n", "t.lua:2: option ch=4294967296 out of range", "an option that wraps");
+  fails("collective{kind='allgather', ranks=4, topology={nodes=4294967298, gpus=2}}\n", "t.lua:1: topology nodes=4294967298 x gpus=2 does not make ranks=4",
+        "a topology whose product wraps");
+  fails(AR2 "parallelize(4294967298, function(i) end)\n", "t.lua:2: parallelize: 4294967298 instances out of range", "parallelize count that wraps");
+  fails(AR2 "local r = chunk(0, 'input', 0)\nlocal i = 0\nwhile true do i = i + 1; r = r:copy(1, 'scratch', i % 1000) end\n",
+        "t.lua:4: memory limit reached: the script and the compiler's structures for it need more than 64 MiB (BATON_COMPILE_MAX_MB raises it)",
+        "an endless ref:copy loop (the trace's own memory is counted)");
+  fails("pcall(function() while true do end end)\nerror('the limit was caught')\n",
+        "t.lua:1: instruction limit reached", "pcall cannot catch the instruction limit");
+  ok_contains(msg, "(BATON_LUA_MAX_INSTRUCTIONS raises it", "... and the message names the parameter");
+  fails("local ok = xpcall(function() local t = {} for i = 1, 1e9 do t[i] = i end end, function(m) return m end)\nerror('caught')\n",
+        "memory limit reached", "xpcall cannot catch the memory limit");
+  fails("setmetatable({}, {__gc = function() while true do end end})\n", "t.lua:1: setmetatable: a metatable with __gc is not allowed",
+        "finalizers (which run without the instruction hook) are refused");
+  fails(AR2 "getmetatable(chunk(0, 'input', 0)).__gc = function() end\n", "attempt to index a string value",
+        "the DSL's metatables cannot be changed");
+  fails("local s = string.rep('a', 40)\nreturn s:find(string.rep('a*', 30) .. 'b')\n",
+        "t.lua:2: string.find: the pattern \"a*a*a*", "a backtracking pattern is refused before it runs");
+  ok_contains(msg, "on a subject of 40 bytes could take up to", "... with the subject's size and the bound");
+  fails("table.move({}, 1, 1 << 50, 2)\n", "t.lua:1: instruction limit reached", "table.move's loop counts as instructions");
+  fails("local s = ('x'):rep(1 << 30)\n", "t.lua:1: memory limit reached", "string.rep beyond the budget names its line");
+  fails("string.format('%d', {})\n", "t.lua:1: bad argument #2 to 'string.format'", "a library error names the script line and the function");
+  ok(trace("local t = {}\nfor i = 1, 100 do t[i] = ('%d'):format(i) end\nassert(('a,b'):gsub(',', ';') == 'a;b')\n"
+           "assert(('  x  '):match('^%s*(.-)%s*$') == 'x')\nassert(math.random(1000) == 418 or true)\n"
+           "local ok, e = pcall(error, 'mine')\nassert(not ok and e == 'mine')\n" AR2
+           "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
+           "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", NULL) == BT_OK,
+     "ordinary string, pattern, pcall and math use still works: %s", msg);
+}
+
+/* In place, input and output are two names of one buffer: a script may
+ * mix them, and the program it compiles to names one. */
+static void test_inplace_names(void) {
+  compiles("collective{kind='allreduce', ranks=2, chunks=1, inplace=true}\n"
+           "chunk(1,'input',0):reduce(chunk(0,'input',0))\nchunk(1,'output',0):copy(0,'output',0)\n",
+           "in-place allreduce reading 'output' after reducing into 'input'", 0);
+  compiles("collective{kind='allgather', ranks=2, chunks=1, inplace=true}\n"
+           "for r = 0, 1 do chunk(r, 'input', 0):copy(1 - r, 'output', r) end\n",
+           "in-place allgather sending 'input' into the peers' 'output'", 0);
+  ir_prog *p = compiles_keep("collective{kind='custom', ranks=2, chunks=2, inplace=true, expect='o[r][c]=i[0][c] if r==1'}\n"
+                             "chunk(0,'input',0,2):copy(1,'output',0)\n", "in-place custom collective writing 'output'", 0, 1);
+  int one = p != NULL;
+  for (int r = 0; p && r < 2; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        one &= st->srcbuf == IR_BUF_INPUT && st->dstbuf == IR_BUF_INPUT;
+      }
+  ok(one, "... its steps name the one buffer (i)");
+  /* The executor: a step outside this run's geometry is an error, not a write past the buffer. */
+  if (p) {
+    p->gpus[1].o_chunks = 0;
+    for (int t = 0; t < p->gpus[1].ntbs; t++)
+      for (int s = 0; s < p->gpus[1].tbs[t].nsteps; s++) p->gpus[1].tbs[t].steps[s].dstbuf = IR_BUF_OUTPUT;
+    rt_diag *d = rt_diag_new(10);
+    ip_cpu_opts o = {.dtype = IP_I32, .op = IP_OP_SUM, .count = 103, .inplace = 0, .tile = 8};
+    ip_cpu_report rep;
+    ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID, "the CPU executor refuses a step outside its buffers");
+    ok_contains(rt_diag_text(d), "rank 1 tb 0 step 0 (r): writes o[0..1], outside the output's 0 chunks on this rank in this run (out of place)",
+                "... naming rank, tb, step and the range");
+    rt_diag_free(d);
+    p->gpus[0].tbs[0].steps[0].depid = 7;
+    d = rt_diag_new(10);
+    ok(ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID && strstr(rt_diag_text(d), "rank 0 tb 0 step 0 (s): waits for tb 7 step"),
+       "... and a dependency on a thread block that does not exist: %s", rt_diag_text(d));
+    rt_diag_free(d);
+  }
+  ir_prog_free(p);
+}
+
 int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
@@ -460,5 +550,7 @@ int main(void) {
   test_modules();
   test_custom();
   test_fused();
+  test_hostile();
+  test_inplace_names();
   return tap_done();
 }

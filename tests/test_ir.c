@@ -7,6 +7,12 @@
 #include "ir_write.h"
 #include "tap.h"
 
+#include <stdarg.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
 static const char *corpus;
 static const char *fused_file;   /* tests/fused_2r.xml: a 2-rank GEMV + AllReduce */
 
@@ -129,8 +135,9 @@ static void test_geometry(void) {
   ok(ir_geom_ntiles(&g, 1) == 1, "one tile when the chunk fits");
   p->nchunksperloop = 6;
   ok(ir_geom_init(&g, p, 0, 5, 0) == BT_ERR_INVALID, "nchunksperloop must divide into rank blocks");
-  ok_contains(errors_of(tap_replace(text, "nchunksperloop=\"4\"", "nchunksperloop=\"6\"", 0), "ag.xml"),
-              "nchunksperloop=6 is not a multiple of 4", "validator explains the chunk count");
+  char *six = tap_replace(text, "nchunksperloop=\"4\"", "nchunksperloop=\"6\"", 0);
+  ok_contains(errors_of(six, "ag.xml"), "nchunksperloop=6 is not a multiple of 4", "validator explains the chunk count");
+  free(six);
   ir_prog_free(p);
   rt_diag_free(d);
   free(text);
@@ -341,6 +348,223 @@ static void test_fused(void) {
   ok(f == 5 && c == 1 && ir_sync_count(IR_SYNC_TILE, 0, 10) == 10, "sync tile: one semaphore per tile");
 }
 
+/* ---- hostile input: sizes, limits, quadratic work ---- */
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long maxrss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* A growing string for generated programs. */
+typedef struct sbuf { char *s; size_t n, cap; } sbuf;
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (b->n + k + 1 > b->cap) {
+    b->cap = (b->n + k + 1) * 2;
+    b->s = realloc(b->s, b->cap);
+    if (!b->s) { printf("Bail out! out of memory\n"); exit(1); }
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->n, k + 1, fmt, ap);
+  va_end(ap);
+  b->n += k;
+}
+
+/* A count whose byte sizes overflow is refused, never wrapped. */
+static void test_geom_overflow(void) {
+  char *text = corpus_file("allgather_ring_4r_simple.xml");
+  rt_diag *d = rt_diag_new(4);
+  ir_prog *p = NULL;
+  ir_read_memory(text, strlen(text), "ag", &p, d);
+  ir_geom g;
+  const int64_t huge[] = {INT64_C(1) << 62, INT64_MAX, INT64_C(1) << 48, -1};
+  for (int i = 0; i < 4 && p; i++) {
+    bt_result r = ir_geom_init(&g, p, 3, huge[i], 1);
+    ok(r == BT_ERR_UNSUPPORTED && g.span == 0 && g.elems[IR_BUF_OUTPUT] == 0,
+       "allgather geometry refuses count %lld (result %d, span %lld)", (long long)huge[i], r, (long long)g.span);
+  }
+  int64_t most = p ? ir_geom_max_count(p, 3, 1) : 0;
+  ok(p && most > 0 && !ir_geom_init(&g, p, 3, most, 1) && g.span <= IR_GEOM_MAX_ELEMS &&
+     ir_geom_init(&g, p, 3, most + 1, 1) == BT_ERR_UNSUPPORTED,
+     "the largest count (%lld) is taken and keeps the span within %lld elements; one more is refused",
+     (long long)most, (long long)IR_GEOM_MAX_ELEMS);
+  ir_prog_free(p);
+  /* a program built in memory (no reader limits): INT_MAX scratch chunks */
+  p = ir_prog_new("big", IR_COLL_CUSTOM, 2);
+  p->nchunksperloop = 1;
+  p->gpus[1].s_chunks = p->gpus[1].i_chunks = p->gpus[1].o_chunks = 2147483647;
+  ok(ir_geom_init(&g, p, 1, INT64_C(1) << 40, 1) == BT_ERR_UNSUPPORTED && ir_geom_init(&g, p, 1, 1, 1) == BT_OK &&
+     g.elems[IR_BUF_SCRATCH] == 2147483647, "INT_MAX chunks: a count of 1 fits, 2^40 is refused");
+  ok(ir_geom_total_chunks(p) == 3 * INT64_C(2147483647), "chunks of all buffers together: %lld",
+     (long long)ir_geom_total_chunks(p));
+  ir_prog_free(p);
+  rt_diag_free(d);
+  free(text);
+}
+
+/* Reads text (validating it when the reader takes it) and checks that the
+ * first message contains `expect`, within `secs` seconds. */
+static void refused(const char *text, size_t len, const char *expect, double secs, const char *what) {
+  if (!len) len = strlen(text);
+  rt_diag *d = rt_diag_new(4);
+  ir_prog *p = NULL;
+  double t0 = seconds();
+  bt_result r = ir_read_memory(text, len, "h.xml", &p, d);
+  if (!r) r = ir_check(p, d);
+  double dt = seconds() - t0;
+  ok(r == BT_ERR_INVALID, "%s is refused", what);
+  ok_contains(rt_diag_text(d), expect, "%s: the error names where, the limit and its parameter", what);
+  ok(dt < secs, "%s: refused in %.2f s", what, dt);
+  ir_prog_free(p);
+  rt_diag_free(d);
+}
+
+static void test_limits(void) {
+  sbuf b = {0};
+  /* ranks */
+  refused("<algo ngpus=\"5000\" coll=\"allreduce\" nchunksperloop=\"1\"/>", 0,
+          "h.xml:1: ngpus=5000 is over the limit of 4096 ranks (BATON_MAX_RANKS raises it)", 5, "ngpus over the limit");
+  refused("<algo ngpus=\"2147483647\" coll=\"allreduce\" nchunksperloop=\"1\"/>", 0,
+          "ngpus=2147483647 is over the limit", 5, "ngpus of INT_MAX");
+  /* thread blocks per rank */
+  sb_add(&b, "<algo ngpus=\"1\" coll=\"custom\" nchunksperloop=\"1\">\n<gpu id=\"0\" i_chunks=\"1\">\n");
+  for (int t = 0; t <= 4096; t++) sb_add(&b, "<tb id=\"%d\"/>\n", t);
+  sb_add(&b, "</gpu></algo>\n");
+  refused(b.s, b.n, "h.xml:4099: rank 0: more than 4096 thread blocks, the most a rank may have (BATON_IR_MAX_TBS raises it)",
+          5, "4097 thread blocks");
+  /* steps per thread block */
+  b.n = 0;
+  sb_add(&b, "<algo ngpus=\"1\" coll=\"custom\" nchunksperloop=\"1\">\n<gpu id=\"0\" i_chunks=\"1\"><tb id=\"0\">\n");
+  for (int s = 0; s <= 65536; s++) sb_add(&b, "<step s=\"%d\" type=\"nop\"/>%s", s, s % 16 == 15 ? "\n" : "");
+  sb_add(&b, "</tb></gpu></algo>\n");
+  refused(b.s, b.n, "h.xml:4099: rank 0 tb 0: more than 65536 steps, the most a thread block may have (BATON_IR_MAX_STEPS raises it)",
+          10, "65537 steps");
+  /* chunks */
+  refused("<algo ngpus=\"1\" coll=\"allreduce\" nchunksperloop=\"2000000\"><gpu id=\"0\"/></algo>", 0,
+          "h.xml:1: the buffers of the 1 ranks have 4000000 chunks together (i, o and s), over the limit of 1048576 "
+          "(BATON_MAX_CHUNKS raises it)", 5, "4 million chunks");
+  refused("<algo ngpus=\"2\" coll=\"custom\" nchunksperloop=\"1\"><gpu id=\"0\" s_chunks=\"2147483647\"/>"
+          "<gpu id=\"1\" s_chunks=\"2147483647\"/></algo>", 0, "4294967294 chunks together", 5, "INT_MAX scratch chunks twice");
+  /* the file size, from memory and from a file, before anything is parsed */
+  size_t big = (64u << 20) + 1;
+  char *m = malloc(big);
+  memset(m, ' ', big);
+  refused(m, big, "h.xml:1: IR file is 67108865 bytes (65 MiB), over the limit of 64 MiB (BATON_IR_MAX_MB raises it)",
+          2, "a 64 MiB + 1 byte IR in memory");
+  free(m);
+  char path[] = "/tmp/test_ir_XXXXXX";
+  int fd = mkstemp(path);
+  ok(fd >= 0 && !ftruncate(fd, (off_t)300 << 20), "a sparse 300 MiB file");
+  rt_diag *d = rt_diag_new(4);
+  ir_prog *p = NULL;
+  long rss = maxrss_kb();
+  ok(ir_read_file(path, &p, d) == BT_ERR_INVALID && !p, "a 300 MiB IR file is refused");
+  ok_contains(rt_diag_text(d), ": IR file is 314572800 bytes (300 MiB), over the limit of 64 MiB (BATON_IR_MAX_MB raises it)",
+              "... naming its size, the limit and the parameter");
+  ok(maxrss_kb() - rss < 16 * 1024, "... without reading it (%ld KiB more)", maxrss_kb() - rss);
+  if (fd >= 0) { close(fd); unlink(path); }
+  rt_diag_free(d);
+  /* a DOCTYPE stops the parse at once: no entity is declared or expanded */
+  b.n = 0;
+  sb_add(&b, "<?xml version=\"1.0\"?>\n<!DOCTYPE algo [\n<!ENTITY a \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\">\n");
+  for (int i = 1; i < 12; i++) {
+    sb_add(&b, "<!ENTITY %c \"", 'a' + i);
+    for (int k = 0; k < 10; k++) sb_add(&b, "&%c;", 'a' + i - 1);
+    sb_add(&b, "\">\n");
+  }
+  sb_add(&b, "]>\n<algo name=\"&l;\" ngpus=\"1\" coll=\"allreduce\" nchunksperloop=\"1\"><gpu id=\"0\"/></algo>\n");
+  refused(b.s, b.n, "h.xml:2: DOCTYPE declarations are not allowed in IR files", 2, "a billion laughs");
+  refused("<?xml version=\"1.0\"?>\n<!DOCTYPE algo SYSTEM \"/etc/passwd\">\n<algo name=\"x\"/>\n", 70,
+          "h.xml:2: DOCTYPE declarations are not allowed", 2, "an external DTD");
+  free(b.s);
+}
+
+/* Two thread blocks each writing one chunk 20,000 times: the race check
+ * pairs them in linear memory and time (it needed 9 GiB). */
+static void test_race_scale(void) {
+  sbuf b = {0};
+  int n = 20000;
+  sb_add(&b, "<algo ngpus=\"1\" coll=\"custom\" nchunksperloop=\"1\">\n<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"1\">\n");
+  for (int t = 0; t < 2; t++) {
+    sb_add(&b, "<tb id=\"%d\">\n", t);
+    for (int s = 0; s < n; s++)
+      sb_add(&b, "<step s=\"%d\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n", s);
+    sb_add(&b, "</tb>\n");
+  }
+  sb_add(&b, "</gpu></algo>\n");
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL;
+  ok(!ir_read_memory(b.s, b.n, "race.xml", &p, d) && !ir_check(p, d), "2 tbs x %d copies to o[0] load and validate", n);
+  free(b.s);
+  long rss = maxrss_kb();
+  double t0 = seconds();
+  bt_result r = p ? ir_check_races(p, 0, d) : BT_ERR_INVALID;
+  double dt = seconds() - t0;
+  ok(r == BT_ERR_INVALID, "the race is found (result %d)", r);
+  ok_contains(rt_diag_text(d), "race.xml:4: rank 0: data race: tb 0 step 0 (cpy) writes o[0] while tb 1 step 0 (cpy) writes o[0]",
+              "the race names both steps");
+  ok(dt < 5 && maxrss_kb() - rss < 256 * 1024, "in %.2f s and %ld MiB more", dt, (maxrss_kb() - rss) / 1024);
+  ir_prog_free(p);
+  rt_diag_free(d);
+}
+
+/* 4096 thread blocks on one connection, and 60,000 compute steps of one
+ * chunk in one thread block: checked by sorting, not by every pair. */
+static void test_check_scale(void) {
+  sbuf b = {0};
+  sb_add(&b, "<algo ngpus=\"2\" coll=\"custom\" nchunksperloop=\"1\">\n<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"1\">\n");
+  for (int t = 0; t < 4096; t++) sb_add(&b, "<tb id=\"%d\" send=\"1\"/>\n", t);
+  sb_add(&b, "</gpu><gpu id=\"1\" i_chunks=\"1\"/></algo>\n");
+  double t0 = seconds();
+  char *e = errors_of(b.s, "conn.xml");
+  double dt = seconds() - t0;
+  ok_contains(e, "conn.xml:4: rank 0 tb 1: connection to rank 1 on channel 0 is already used for sending by tb 0",
+              "4096 tbs on one connection: the second is named with the first");
+  ok(dt < 2, "... in %.2f s", dt);
+  b.n = 0;
+  int n = 60000;
+  sb_add(&b, "<algo ngpus=\"2\" coll=\"allreduce\" nchunksperloop=\"1\" baton=\"1\">\n"
+             "<operand name=\"W\" kind=\"matrix\" dtype=\"call\" rows=\"input\" cols=\"K\"/>\n"
+             "<operand name=\"x\" kind=\"vector\" dtype=\"call\" len=\"K\"/>\n"
+             "<gpu id=\"0\" i_chunks=\"1\"><tb id=\"0\" send=\"1\" recv=\"1\">\n");
+  for (int s = 0; s < n; s++)
+    sb_add(&b, "<step s=\"%d\" type=\"gemv\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" args=\"%s\"/>\n",
+           s, s == n - 1 ? "x x" : "W x");
+  sb_add(&b, "</tb></gpu><gpu id=\"1\" i_chunks=\"1\"/></algo>\n");
+  t0 = seconds();
+  e = errors_of(b.s, "comp.xml");
+  dt = seconds() - t0;
+  ok_contains(e, "operand 1, x, is a vector; it must be a matrix", "%d compute steps of one chunk: the odd one is named", n);
+  b.n = 0;
+  sb_add(&b, "<algo ngpus=\"2\" coll=\"allreduce\" nchunksperloop=\"1\" baton=\"1\">\n"
+             "<operand name=\"W\" kind=\"matrix\" dtype=\"call\" rows=\"input\" cols=\"K\"/>\n"
+             "<operand name=\"V\" kind=\"matrix\" dtype=\"call\" rows=\"input\" cols=\"K\"/>\n"
+             "<operand name=\"x\" kind=\"vector\" dtype=\"call\" len=\"K\"/>\n"
+             "<gpu id=\"0\" i_chunks=\"1\"><tb id=\"0\" send=\"1\" recv=\"1\">\n");
+  for (int s = 0; s < n; s++)
+    sb_add(&b, "<step s=\"%d\" type=\"gemv\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" args=\"%s\"/>\n",
+           s, s == n - 1 ? "V x" : "W x");
+  sb_add(&b, "</tb></gpu><gpu id=\"1\" i_chunks=\"1\"/></algo>\n");
+  t0 = seconds();
+  e = errors_of(b.s, "comp.xml");
+  dt = seconds() - t0;
+  ok_contains(e, "comp.xml:60005: rank 0 tb 0 step 59999: gemv computes input chunks that tb 0 step 0 computes too, from other operands",
+              "%d compute steps of one chunk, the last from other operands: named with the first", n);
+  ok(dt < 3, "... in %.2f s", dt);
+  free(b.s);
+}
+
 int main(int argc, char **argv) {
   corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
   fused_file = argc > 2 ? argv[2] : "tests/fused_2r.xml";
@@ -357,5 +581,9 @@ int main(int argc, char **argv) {
   test_xml_errors();
   test_corpus_mutations();
   test_fused();
+  test_geom_overflow();
+  test_limits();
+  test_race_scale();
+  test_check_scale();
   return tap_done();
 }

@@ -56,7 +56,7 @@ static int parse_list(const char *s, int64_t *list, int *n) {
   while (*s) {
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (end == s) return -1;
+    if (end == s || v < 1 || v > (1LL << 31)) return -1;   /* before a shift: no overflow (strtoll saturates) */
     if (*end == 'k' || *end == 'K') { v <<= 10; end++; }
     else if (*end == 'm' || *end == 'M') { v <<= 20; end++; }
     else if (*end == 'g' || *end == 'G') { v <<= 30; end++; }

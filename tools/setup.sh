@@ -49,7 +49,7 @@ check_build() {
   local dir=$build-check
   if [ ! -f "$dir/build.ninja" ]; then
     CC=clang meson setup "$dir" -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dc_args=-fno-sanitize-recover=all >/dev/null
+      "-Dc_args=-fno-sanitize-recover=all -fsanitize=fuzzer-no-link" >/dev/null
   fi
   ninja -C "$dir" >/dev/null
 }
@@ -86,24 +86,21 @@ demo)
   "$build/tools/baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=8 -o "$build/allreduce_ring_8r.xml"
   "$build/tools/baton" verify --dtype all --op all "$build/allreduce_ring_8r.xml"
   ;;
-test)
-  set +e
-  meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 > "$build/test-output.txt" 2>&1
-  status=$?
-  set -e
-  sed -n '/^Summary of Failures/,$p;/^ *[0-9]*\/[0-9]* /p' "$build/test-output.txt" | grep -v '^$' | sort -u -k1,1n | grep -v '^Summary' || true
-  # Meson's own summary block: Ok / Expected Fail / Fail / Unexpected Pass / Skipped / Timeout.
-  count() { awk -v k="$1" -F: '$1 == k { gsub(/ /, "", $2); print $2 }' "$build/test-output.txt" | tail -1; }
-  ok=$(count Ok); xfail=$(count "Expected Fail"); fail=$(count Fail); xpass=$(count "Unexpected Pass")
-  skip=$(count Skipped); tout=$(count Timeout)
-  passed=$(( ${ok:-0} + ${xfail:-0} ))
-  failed=$(( ${fail:-0} + ${xpass:-0} + ${tout:-0} ))
-  if [ -z "$ok" ]; then cat "$build/test-output.txt"; failed=$(( failed + 1 )); fi
-  echo "$passed passed, $failed failed, ${skip:-0} skipped"
+test|check)
+  log=$build/test-output.txt
+  [ "$cmd" = check ] && log=$build-check/test-output.txt
+  mkdir -p "$(dirname "$log")"
+  : >"$log"
+  [ "$cmd" = test ] && run_tests "$build"
+  if [ "$cmd" = check ] || [ "${BATON_CHECK:-1}" != 0 ]; then
+    check_build
+    run_tests "$build-check" --suite unit --suite golden --suite fuzz
+  fi
+  echo "$passed passed, $failed failed, $skipped skipped"
   [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
   ;;
 *)
-  echo "usage: tools/setup.sh demo|test|build" >&2
+  echo "usage: tools/setup.sh demo|test|check|build" >&2
   exit 2
   ;;
 esac

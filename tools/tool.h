@@ -21,6 +21,12 @@ int tool_bench(int argc, char **argv);
  * argv[*i] (advancing *i), or NULL when argv[*i] is not that option. */
 const char *tool_opt(int argc, char **argv, int *i, const char *name);
 
+/* Parses v, the value of option `opt` of command `cmd`, as a decimal
+ * integer in [lo, hi] into *out.  Otherwise prints why to stderr ("baton
+ * verify: bad --slots '0': must be 1..1024", "... not an integer") and
+ * returns 0: no overflow, trailing text or empty value passes. */
+int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
+
 /* True when argv holds --help or -h. */
 int tool_wants_help(int argc, char **argv);
 

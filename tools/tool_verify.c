@@ -1,10 +1,15 @@
 /* tool_verify.c -- `baton verify`, `baton explain`, `baton ops`, `baton params`. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ip_cpu.h"
 #include "ir_check.h"
+#include "ir_geom.h"
 #include "ir_read.h"
 #include "ir_write.h"
 #include "rt_param.h"
@@ -20,6 +25,22 @@ const char *tool_opt(int argc, char **argv, int *i, const char *name) {
     exit(2);
   }
   return argv[++*i];
+}
+
+int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (end == v || *end || (errno && errno != ERANGE)) {
+    fprintf(stderr, "baton %s: bad %s '%s': not an integer\n", cmd, opt, v);
+    return 0;
+  }
+  if (errno == ERANGE || x < lo || x > hi) {
+    fprintf(stderr, "baton %s: bad %s '%s': must be %lld..%lld\n", cmd, opt, v, lo, hi);
+    return 0;
+  }
+  *out = x;
+  return 1;
 }
 
 int tool_wants_help(int argc, char **argv) {
@@ -68,6 +89,72 @@ typedef struct vopts {
   ip_dims dims;
 } vopts;
 
+/* --slots: BATON_EXEC_SLOTS's range. */
+#define VERIFY_MAX_SLOTS 1024
+
+/* Saturating arithmetic for the size estimate (non-negative operands). */
+static int64_t sat_add(int64_t a, int64_t b) { int64_t x; return __builtin_add_overflow(a, b, &x) ? INT64_MAX : x; }
+static int64_t sat_mul(int64_t a, int64_t b) { int64_t x; return __builtin_mul_overflow(a, b, &x) ? INT64_MAX : x; }
+
+/* The memory this machine gives a process: its physical memory, or the
+ * address-space limit (ulimit -v) when that is lower; INT64_MAX unknown. */
+static int64_t memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t m = pages > 0 && page > 0 ? sat_mul(pages, page) : INT64_MAX;
+  struct rlimit rl;
+  if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < (uint64_t)m)
+    m = (int64_t)rl.rlim_cur;
+  return m;
+}
+
+/* Whether the CPU executor's buffers for p at vo->count elements of es
+ * bytes can exist: every rank's geometry within IR_GEOM_MAX_ELEMS, and the
+ * bytes of its user buffers, reference data, scratch and FIFO slots (a
+ * lower bound of what the run allocates; a fused program's operands are
+ * bounded by ip_operand_shapes) within this machine's memory.  Prints what
+ * was refused and returns 0 otherwise. */
+static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es, int inplace) {
+  int aliased = ir_prog_aliased(p, inplace);
+  int nslots = vo->slots > 0 ? vo->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  int64_t maxcnt = 1, bytes = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+  for (int r = 0; r < p->ngpus; r++) {
+    ir_geom g;
+    if (ir_geom_init(&g, p, r, vo->count, aliased)) {
+      fprintf(stderr, "%s: --count %lld: rank %d's buffers would hold more than %lld elements, the most baton "
+              "addresses; this program takes a count of at most %lld\n", path, vo->count, r,
+              (long long)IR_GEOM_MAX_ELEMS, (long long)ir_geom_max_count(p, r, aliased));
+      return 0;
+    }
+    int64_t elems = g.elems[IR_BUF_INPUT];                    /* the reference input */
+    if (inplace) elems = sat_add(elems, g.span);
+    else elems = sat_add(elems, sat_add(g.elems[IR_BUF_INPUT], g.elems[IR_BUF_OUTPUT]) + (aliased ? g.span : 0));
+    elems = sat_add(elems, g.elems[IR_BUF_SCRATCH]);
+    bytes = sat_add(bytes, sat_mul(elems, es));
+    int64_t tile = vo->tile > 0 ? vo->tile : rt_param_int(RT_PARAM_EXEC_TILE);
+    if (tile < 1 || tile > g.cap) tile = g.cap > 0 ? g.cap : 1;
+    int64_t slot = sat_mul(sat_mul(maxcnt, tile), es), ntiles = ir_geom_ntiles(&g, tile);
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      bytes = sat_add(bytes, sat_mul(slot, 2 + (tb->send >= 0 ? nslots : 0)));
+      if (ir_tb_compute(tb)) bytes = sat_add(bytes, sat_mul(tb->nsteps, ntiles));
+    }
+  }
+  int64_t mem = memory_limit();
+  if (bytes > mem) {
+    char need[32];
+    if (bytes == INT64_MAX) snprintf(need, sizeof need, "more than %lld", (long long)INT64_MAX);
+    else snprintf(need, sizeof need, "%lld", (long long)bytes);
+    fprintf(stderr, "%s: --count %lld: the buffers of a %d-byte type would need %s bytes, over the %lld bytes of "
+            "memory this machine gives the process\n", path, vo->count, es, need, (long long)mem);
+    return 0;
+  }
+  return 1;
+}
+
 static int parse_list(const char *v, int all, int (*from)(const char *), int *out, int *n,
                       const char *what) {
   if (!strcmp(v, "all")) {
@@ -99,6 +186,10 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
     fprintf(stderr, "%s: the program is for %d ranks, not %d\n", path, p->ngpus, vo->ranks);
     goto out;
   }
+  int es = 1;   /* the largest type asked for sizes the buffers */
+  for (int a = 0; a < vo->ndtypes; a++)
+    if (ip_dtype_size[vo->dtypes[a]] > es) es = ip_dtype_size[vo->dtypes[a]];
+  if (!sizes_fit(path, p, vo, es, inplace)) goto out;
   int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
   int nops = reduces ? vo->nops : 1;
   ip_cpu_report tot = {0};
@@ -159,23 +250,21 @@ int tool_verify(int argc, char **argv) {
   int nfiles = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
-    char *end;
+    long long x;
     if ((v = tool_opt(argc, argv, &i, "--ranks"))) {
-      vo.ranks = (int)strtol(v, &end, 10);
-      if (*end || vo.ranks < 1) { fprintf(stderr, "baton verify: bad --ranks '%s'\n", v); return 2; }
+      if (!tool_int("verify", "--ranks", v, 1, rt_param_int(RT_PARAM_MAX_RANKS), &x)) return 2;
+      vo.ranks = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--dtype"))) {
       if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
-      vo.count = strtoll(v, &end, 10);
-      if (*end || vo.count < 1) { fprintf(stderr, "baton verify: bad --count '%s'\n", v); return 2; }
+      if (!tool_int("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--tile"))) {
-      vo.tile = strtoll(v, &end, 10);
-      if (*end || vo.tile < 0) { fprintf(stderr, "baton verify: bad --tile '%s'\n", v); return 2; }
+      if (!tool_int("verify", "--tile", v, 0, IR_GEOM_MAX_ELEMS, &vo.tile)) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--slots"))) {
-      vo.slots = (int)strtol(v, &end, 10);
-      if (*end || vo.slots < 1) { fprintf(stderr, "baton verify: bad --slots '%s'\n", v); return 2; }
+      if (!tool_int("verify", "--slots", v, 1, VERIFY_MAX_SLOTS, &x)) return 2;
+      vo.slots = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
       vo.expect = v;
     } else if ((v = tool_opt(argc, argv, &i, "--dim"))) {

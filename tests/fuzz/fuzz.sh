@@ -19,7 +19,9 @@ for d in "$@"; do
   done
 done
 seeds=$(ls "$work/corpus" | wc -l)
-"$fuzzer" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
+dict=()   # a target's dictionary, NAME.dict beside this script, when it has one
+[ -f "$(dirname "$0")/$name.dict" ] && dict=(-dict="$(dirname "$0")/$name.dict")
+"$fuzzer" "${dict[@]}" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
   -artifact_prefix="$artifacts/$name-" -print_final_stats=1 "$work/corpus" >"$work/log" 2>&1
 rc=$?
 runs=$(grep -o 'Done [0-9]* runs' "$work/log" | awk '{print $2}')

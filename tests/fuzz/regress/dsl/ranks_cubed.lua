@@ -1,0 +1,1 @@
+collective{kind='allreduce', ranks=4096, chunks=65536}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# unit suite: hostile algorithm scripts through `baton compile` -- each limit
+# stops the script with its line, the limit and the parameter that raises
+# it, within bounded time; nothing crashes.
+# Usage: hostile_dsl.sh BATON   (TAP output)
+set -u
+baton=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+n=0 failed=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# check DESCRIPTION WANT_STATUS MAX_SECONDS WANT_TEXT SCRIPT_TEXT [ENV=VALUE...]
+check() {
+  local what=$1 want=$2 secs=$3 text=$4 src=$5; shift 5
+  n=$((n + 1))
+  printf '%s\n' "$src" > "$tmp/h$n.lua"
+  local t0=$SECONDS
+  out=$(cd "$tmp" && env "$@" timeout 120 "$baton" compile -q "h$n.lua" -o "$tmp/h$n.xml" 2>&1); st=$?
+  local took=$((SECONDS - t0))
+  if [ $st -eq "$want" ] && [ $took -le "$secs" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what (${took}s)"
+  else echo "not ok $n - $what (status $st in ${took}s, wanted $want within ${secs}s and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+}
+check "a collective too large for memory is refused at collective{}" 1 5 \
+  "h1.lua:1: ranks=4096 x chunks=65536: allreduce has 536870912 chunks in all ranks' input and output, over the limit of 1048576 (BATON_MAX_CHUNKS raises it)" \
+  'collective{kind="allreduce", ranks=4096, chunks=65536}'
+check "BATON_MAX_RANKS bounds ranks" 1 5 "h2.lua:1: ranks=16 out of range [1, 8] (BATON_MAX_RANKS raises the limit)" \
+  'collective{kind="allreduce", ranks=16}' BATON_MAX_RANKS=8
+check "BATON_MAX_CHUNKS bounds scratch that grows" 1 5 "h3.lua:3: scratch[96] on rank 1 makes 101 chunks in all buffers of all ranks, over the limit of 100 (BATON_MAX_CHUNKS raises it)" \
+  $'collective{kind="allreduce", ranks=2, chunks=1}\nlocal r = chunk(0, "input", 0)\nfor i = 0, 1e6 do r:copy(1, "scratch", i) end' BATON_MAX_CHUNKS=100
+check "an endless ref:copy loop stops at the memory limit" 1 60 \
+  "h4.lua:3: memory limit reached: the script and the compiler's structures for it need more than 64 MiB (BATON_COMPILE_MAX_MB raises it)" \
+  $'collective{kind="allreduce", ranks=2, chunks=1}\nlocal r = chunk(0, "input", 0)\nwhile true do r = r:copy(1, "scratch", 0) r = r:copy(0, "scratch", 0) end' \
+  BATON_COMPILE_MAX_MB=64
+check "a Lua table that grows forever stops at the memory limit" 1 60 \
+  "h5.lua:2: memory limit reached" $'local t = {}\nwhile true do t[#t + 1] = {} end' BATON_COMPILE_MAX_MB=64
+check "an endless loop stops at the instruction limit" 1 30 \
+  "h6.lua:1: instruction limit reached: the script ran more than 100000 Lua instructions (or library steps) (BATON_LUA_MAX_INSTRUCTIONS raises it" \
+  'while true do end' BATON_LUA_MAX_INSTRUCTIONS=100000
+check "pcall cannot catch a limit" 1 30 "h7.lua:1: instruction limit reached" \
+  'while true do pcall(function() while true do end end) end' BATON_LUA_MAX_INSTRUCTIONS=100000
+check "a backtracking string.find is refused before it runs" 1 5 \
+  'h8.lua:2: string.find: the pattern "a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*..." on a subject of 40 bytes could take up to' \
+  $'local s = string.rep("a", 40)\nreturn s:find(string.rep("a*", 30) .. "b")'
+check "library calls stop at the deadline" 1 20 \
+  "h9.lua:2: time limit reached: compiling the script took more than 2 s (BATON_COMPILE_TIMEOUT raises it)" \
+  $'local s = string.rep("a", 2000)\nwhile true do s:find(".-b") end' BATON_COMPILE_TIMEOUT=2 BATON_LUA_MAX_INSTRUCTIONS=9000000000000000000
+check "table.move's loop counts as instructions" 1 10 "h10.lua:1: instruction limit reached" 'table.move({}, 1, 1 << 50, 2)'
+check "finalizers are refused" 1 5 "h11.lua:1: setmetatable: a metatable with __gc is not allowed" \
+  'setmetatable({}, {__gc = function() while true do end end})'
+check "an index near INT_MAX is out of range, not out of memory" 1 5 \
+  "h12.lua:2: index out of range: scratch[2147483647..2147483650]" $'collective{kind="allreduce", ranks=2, chunks=1}\nchunk(1, "s", 2147483647, 4)'
+check "in place, 'input' and 'output' name one buffer (custom)" 0 30 "" \
+  $'collective{kind="custom", ranks=2, chunks=2, inplace=true, expect="o[r][c]=i[0][c] if r==1"}\nchunk(0, "input", 0, 2):copy(1, "output", 0)'
+check "in place, 'input' and 'output' name one buffer (allreduce)" 0 30 "" \
+  $'collective{kind="allreduce", ranks=2, chunks=1, inplace=true}\nchunk(1, "input", 0):reduce(chunk(0, "input", 0))\nchunk(1, "output", 0):copy(0, "output", 0)'
+check "in place, 'input' and 'output' name one buffer (allgather)" 0 30 "" \
+  $'collective{kind="allgather", ranks=2, chunks=1, inplace=true}\nfor r = 0, 1 do chunk(r, "input", 0):copy(1 - r, "output", r) end'
+echo "1..$n"
+[ $failed -eq 0 ]
