@@ -9,8 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-static __thread cc_budget *cur;
+static __thread cc_budget *cur;   /* this thread's budget (cc_mem_enter); NULL: none */
 
+/* CLOCK_MONOTONIC in seconds. */
 static double mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -21,6 +22,7 @@ cc_budget *cc_budget_new(void) {
   cc_budget *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   int64_t mb = rt_param_int(RT_PARAM_COMPILE_MAX_MB);
+  /* mb MiB; past half of size_t's range (mb << 20 could wrap), that half */
   b->max = mb >= (int64_t)(SIZE_MAX >> 21) ? SIZE_MAX / 2 : (size_t)mb << 20;
   b->timeout_s = (int)rt_param_int(RT_PARAM_COMPILE_TIMEOUT);
   b->deadline = mono() + b->timeout_s;

@@ -33,16 +33,16 @@ void *cc_realloc(void *p, size_t n);
 void cc_free(void *p);
 
 /* Counts n more bytes (Lua's heap: its allocator knows the sizes) against
- * b, or n fewer when `release`; 0 when that would pass the limit plus
- * `slack` (then nothing is counted and b->over is set). */
+ * b; 0 when that would pass the limit plus `slack` (then nothing is
+ * counted and b->over is set).  cc_budget_release counts n fewer (never
+ * below 0).  A NULL b counts nothing and refuses nothing. */
 int cc_budget_charge(cc_budget *b, size_t n, size_t slack);
 void cc_budget_release(cc_budget *b, size_t n);
 
 /* 1 when b's time is up. */
 int cc_budget_late(const cc_budget *b);
 
-/* The current budget's "memory limit reached ..." / "time limit reached
- * ..." sentences (with the parameter that raises the limit), in buf. */
+/* b's "memory limit reached ..." / "time limit reached ..." sentences (with the parameter that raises the limit), in buf. */
 const char *cc_budget_mem_msg(const cc_budget *b, char *buf, size_t n);
 const char *cc_budget_time_msg(const cc_budget *b, char *buf, size_t n);
 

@@ -299,16 +299,59 @@ static void exec_free(exec *x) {
   pthread_mutex_destroy(&x->mu);
 }
 
+/* a * b for sizes (a, b >= 0), or -1 when the product exceeds int64_t or
+ * size_t. */
+static int64_t size_mul(int64_t a, int64_t b) {
+  int64_t v;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &v) || (uint64_t)v > SIZE_MAX) return -1;
+  return v;
+}
+
+/* Sets x->slot_bytes (a message of the largest step's chunks, one tile of
+ * each) and checks every size product exec_setup allocates from the
+ * caller's count, tile and slots: two messages per thread block, x->nslots
+ * slots per connection and a flag per (step, tile) of each compute thread
+ * block.  One that does not fit int64_t or size_t is BT_ERR_NOMEM with a
+ * line naming it, before anything is allocated (baton verify estimates
+ * the memory first; tests and fuzzers call in directly). */
+static bt_result exec_sizes(exec *x, rt_diag *diag) {
+  const ir_prog *p = x->p;
+  int maxcnt = 1, sends = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      sends |= p->gpus[r].tbs[t].send >= 0;
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+    }
+  x->slot_bytes = size_mul(size_mul(maxcnt, x->tile), x->esize);
+  if (x->slot_bytes < 0 || size_mul(2, x->slot_bytes) < 0) {
+    rt_diag_add(diag, "%s: a message of %d chunks (its largest step) of %lld elements (a tile) of %d bytes is more "
+                "bytes than this machine addresses; nothing was run", ir_prog_where(p), maxcnt, (long long)x->tile,
+                x->esize);
+    return BT_ERR_NOMEM;
+  }
+  if (sends && size_mul(x->nslots, x->slot_bytes) < 0) {
+    rt_diag_add(diag, "%s: %d FIFO slots per connection of %lld bytes each are more bytes than this machine "
+                "addresses; nothing was run", ir_prog_where(p), x->nslots, (long long)x->slot_bytes);
+    return BT_ERR_NOMEM;
+  }
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      const ir_tb *tb = &p->gpus[r].tbs[t];
+      int64_t flags = size_mul(tb->nsteps, x->ntiles);
+      if (ir_tb_compute(tb) && (flags < 0 || flags == INT64_MAX)) {
+        rt_diag_add(diag, "%s: rank %d tb %d: %d compute steps of %lld tiles each are more tiles than this machine "
+                    "addresses; nothing was run", ir_prog_where(p), r, t, tb->nsteps, (long long)x->ntiles);
+        return BT_ERR_NOMEM;
+      }
+    }
+  return BT_OK;
+}
+
 /* Builds threads' state and connections.  Each tb owns its outgoing
  * connection; the receiver's `in` points at the sender's `out`. */
 static bt_result exec_setup(exec *x, rt_diag *diag) {
   const ir_prog *p = x->p;
-  int maxcnt = 1;
-  for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++)
-      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
-  x->slot_bytes = (int64_t)maxcnt * x->tile * x->esize;
   x->tbs = calloc(p->ngpus, sizeof *x->tbs);
   x->scr = calloc(p->ngpus, sizeof *x->scr);
   if (!x->tbs || !x->scr) return BT_ERR_NOMEM;
@@ -498,22 +541,36 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
   memset(&pb, 0, sizeof pb);
   x.geom = calloc(p->ngpus, sizeof *x.geom);
   if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
-  for (int r = 0; r < p->ngpus; r++)
-    if (ir_geom_init(&x.geom[r], p, r, o->count, ir_prog_aliased(p, inplace))) {
+  int aliased = ir_prog_aliased(p, inplace);
+  for (int r = 0; r < p->ngpus; r++) {
+    bt_result g = ir_geom_init(&x.geom[r], p, r, o->count, aliased);
+    if (g == BT_ERR_UNSUPPORTED)
+      rt_diag_add(diag, "%s: count %lld is too large: rank %d's buffers would hold more than %lld elements, the "
+                  "most baton addresses (this program takes a count of at most %lld)", ir_prog_where(p),
+                  (long long)o->count, r, (long long)IR_GEOM_MAX_ELEMS, (long long)ir_geom_max_count(p, r, aliased));
+    else if (g)
       rt_diag_add(diag, "%s: chunk counts do not fit the collective (run ir_check)", ir_prog_where(p));
+    if (g) {
       res = BT_ERR_INVALID;
       goto out;
     }
+  }
   if ((res = check_steps(p, x.geom, inplace, diag))) goto out;
   int64_t tile = o->tile > 0 ? o->tile : rt_param_int(RT_PARAM_EXEC_TILE);
   x.tile = tile > 0 && tile < x.geom[0].cap ? tile : x.geom[0].cap;
   if (x.tile < 1) x.tile = 1;
   x.ntiles = ir_geom_ntiles(&x.geom[0], x.tile);
+  CHECK_GOTO(exec_sizes(&x, diag), res, out);
   CHECK_GOTO(post_setup(&pb, p, o, x.geom, inplace, diag), res, out);
   x.in = pb.prog_in;
   x.out = pb.prog_out;
   x.opnd = pb.opnd;
-  CHECK_GOTO(exec_setup(&x, diag), res, out);
+  if ((res = exec_setup(&x, diag))) {
+    if (res == BT_ERR_NOMEM)
+      rt_diag_add(diag, "%s: out of memory for the executor's thread blocks, scratch and FIFO slots (%d per "
+                  "connection of %lld bytes)", ir_prog_where(p), x.nslots, (long long)x.slot_bytes);
+    goto out;
+  }
 
   pthread_attr_t attr;
   pthread_attr_init(&attr);

@@ -335,6 +335,11 @@ static void check_steps(checker *c, int r) {
         err_step(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
       if (st->op != IR_OP_NOP && st->cnt < 1)
         err_step(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
+      /* A nop moves nothing, but executors size their FIFO slots by the
+       * largest cnt: it may name no more chunks than a buffer holds. */
+      if (st->op == IR_OP_NOP && st->cnt > geom.chunks[IR_BUF_INPUT] && st->cnt > geom.chunks[IR_BUF_OUTPUT] &&
+          st->cnt > geom.chunks[IR_BUF_SCRATCH])
+        err_step(c, r, t, s, "nop has cnt=%d, more chunks than any buffer of the rank holds", st->cnt);
       if (st->cnt >= 1) {
         if (fl & IR_F_SRC) check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, &geom);
         if (fl & IR_F_DST) check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, &geom);

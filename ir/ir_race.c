@@ -13,6 +13,8 @@
  * aliased span, so allgather's i[0] and o[rank] coincide. */
 typedef struct access { int space; long lo, hi; int write; } access;
 
+/* The chunk ranges step st reads (its source) and writes (its
+ * destination), in that order, into out; returns how many (0..2). */
 static int accesses(const ir_step *st, const ir_geom *g, int aliased, access out[2]) {
   unsigned fl = ir_op_flags[st->op];
   int n = 0;
@@ -32,6 +34,7 @@ static int accesses(const ir_step *st, const ir_geom *g, int aliased, access out
   return n;
 }
 
+/* "reads i[2..3]" / "writes o[1]": st's source or destination, in buf. */
 static const char *what(const ir_step *st, char *buf, size_t n, int write) {
   int b = write ? st->dstbuf : st->srcbuf, off = write ? st->dstoff : st->srcoff;
   if (st->cnt > 1) snprintf(buf, n, "%s %s[%d..%d]", write ? "writes" : "reads", ir_buf_xml[b], off, off + st->cnt - 1);
@@ -43,6 +46,8 @@ static const char *what(const ir_step *st, char *buf, size_t n, int write) {
  * segment visits (each access walks the segments of its range, ir_check.h). */
 #define RACE_MAX_CLOCKS (64L << 20)
 #define RACE_MAX_VISITS (64L << 20)
+/* Races, and reads of unproduced data, reported at most (each kind). */
+#define RACE_MAX_REPORTS 8
 
 /* One access of a step of the rank being checked: node v (tb t, step s),
  * a's index k among the step's accesses, the segments [sa, sb) it covers,
@@ -67,6 +72,7 @@ static int pt_cmp(const void *x, const void *y) {
   if (a->space != b->space) return a->space - b->space;
   return (a->pos > b->pos) - (a->pos < b->pos);
 }
+/* The first of the n sorted endpoints v not below want (binary search). */
 static long pt_find(const pt *v, long n, pt want) {
   long lo = 0, hi = n;
   while (lo < hi) {
@@ -88,15 +94,16 @@ typedef struct race_state {
   ir_geom geom;
   rt_diag *diag;
   int races, unproduced;
-  long pairs[8][2];     /* reported races (step nodes), not repeated */
+  long pairs[RACE_MAX_REPORTS][2];     /* reported races (step nodes), not repeated */
   acc *acc;
 } race_state;
 
+/* Reports that x and y race (a pair once, at most RACE_MAX_REPORTS). */
 static void report_race(race_state *st, const acc *x, const acc *y) {
   if (x->t > y->t) { const acc *z = x; x = y; y = z; }   /* lower tb first */
   for (int i = 0; i < st->races; i++)
     if (st->pairs[i][0] == x->v && st->pairs[i][1] == y->v) return;
-  if (st->races >= 8) return;
+  if (st->races >= RACE_MAX_REPORTS) return;
   st->pairs[st->races][0] = x->v;
   st->pairs[st->races][1] = y->v;
   st->races++;
@@ -117,8 +124,10 @@ static void pair(race_state *st, const acc *x, const acc *y) {
   report_race(st, x, y);
 }
 
+/* Reports that x reads chunk position pos before any step ordered before
+ * it wrote it (at most RACE_MAX_REPORTS). */
 static void report_unproduced(race_state *st, const acc *x, long pos) {
-  if (st->unproduced >= 8) return;
+  if (st->unproduced >= RACE_MAX_REPORTS) return;
   st->unproduced++;
   const ir_step *s = &st->p->gpus[st->r].tbs[x->t].steps[x->s];
   unsigned fl = ir_op_flags[s->op];
@@ -200,7 +209,7 @@ static bt_result check_rank(race_state *st, const long *topo) {
   head = malloc((nseg + 1) * sizeof *head);
   if (!last || !first || !head) goto out;
   for (long j = 0; j < nseg; j++) last[j] = first[j] = head[j] = -1;
-  for (long i = 0; i < m && (st->races < 8 || st->unproduced < 8); i++) {
+  for (long i = 0; i < m && (st->races < RACE_MAX_REPORTS || st->unproduced < RACE_MAX_REPORTS); i++) {
     const acc *x = &v[i];
     int missing = 0;
     for (long j = x->sa; j < x->sb; j++) {
@@ -270,7 +279,7 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   int sorted = 0;
   race_state st = {.p = p, .g = &g, .aliased = aliased, .fused = ir_prog_fused(p), .diag = diag};
   if (!order || !topo) { res = BT_ERR_NOMEM; goto out; }
-  for (int r = 0; r < p->ngpus && st.races < 8 && st.unproduced < 8; r++) {
+  for (int r = 0; r < p->ngpus && st.races < RACE_MAX_REPORTS && st.unproduced < RACE_MAX_REPORTS; r++) {
     int nt = g.ncols[r];
     if ((size_t)n * nt > (size_t)RACE_MAX_CLOCKS) {
       LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);

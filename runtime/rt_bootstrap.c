@@ -1,4 +1,4 @@
-/* rt_bootstrap.c -- a rank's side of the bootstrap: registration, connections, the message engine, collectives. */
+/* rt_bootstrap.c -- a rank's side of the bootstrap: connections, the message engine, collectives (registration: rt_bootstrap_join.c). */
 #define _GNU_SOURCE  /* pipe2 */
 #include "rt_bootstrap_int.h"
 #include "rt_log.h"
@@ -11,13 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Tags: user tags are 0..2^31-1; the collectives use the top bit, a kind
- * and a per-kind sequence number, so that ranks calling different
- * collectives are told so instead of timing out.  BS_TAG_NOTE (all ones)
- * is a failing rank's last words. */
-#define TAG_INTERNAL 0x80000000u
-enum { KIND_ALLGATHER = 1, KIND_BARRIER = 2, NKINDS };
 
 /* How long a rank waits for a peer that has not connected before it checks
  * that the peer still listens, and how long it waits for a message from a
@@ -64,29 +57,6 @@ typedef struct outc {
   size_t backgot;
 } outc;
 
-struct rt_bootstrap {
-  int rank, nranks;
-  uint64_t magic;
-  int64_t timeout_ns;
-  size_t max_msg, max_held;  /* BATON_BOOTSTRAP_MAX_MSG_MB, _MAX_QUEUED_MB in bytes */
-  size_t held;            /* bytes of unclaimed messages, and of bodies being read for the queue */
-  char who[48];           /* "bootstrap rank R/N" */
-  rt_sockaddr *addrs;     /* every rank's listen address */
-  bs_listener l;          /* this rank's listener */
-  int wake[2];            /* rt_bootstrap_abort writes here */
-  int aborted;            /* set atomically by rt_bootstrap_abort */
-  int broken;             /* an operation failed: every later one fails */
-  outc *out;              /* peer -> the connection we send to it on */
-  conn **in;              /* accepted connections: adopted ones and pending ones */
-  int nin, capin;
-  conn **from;            /* peer -> its connection to us, or NULL */
-  msg *head, *tail;       /* unclaimed messages, in arrival order */
-  char fault[BS_ERRMSG_MAX]; /* a peer's misbehaviour or last words, for the running operation to report */
-  char cause[BS_ERRMSG_MAX]; /* the first failing rank's words, passed on as they are */
-  char **notes;           /* peer -> its last words (BS_TAG_NOTE), or NULL; allocated on the first */
-  uint32_t seq[NKINDS];
-};
-
 /* One send and/or one receive in progress (the unit progress() drives). */
 typedef struct op {
   char what[80];          /* "allgather #2 step 1", "message tag 7", for errors */
@@ -100,10 +70,12 @@ typedef struct op {
   size_t rlen;
 } op;
 
+/* The tag of a collective's messages: TAG_INTERNAL, its kind, its sequence number (24 bits). */
 static uint32_t internal_tag(int kind, uint32_t seq) {
   return TAG_INTERNAL | (uint32_t)kind << 24 | (seq & 0xffffff);
 }
 
+/* "message tag 7", "allgather #2", "an error report": what a tag carries, in buf. */
 static const char *tag_str(uint32_t tag, char *buf, size_t n) {
   int kind = (tag >> 24) & 0x7f;
   if (!(tag & TAG_INTERNAL)) snprintf(buf, n, "message tag %u", tag);
@@ -207,6 +179,8 @@ static bt_result lost(rt_bootstrap *bs, const op *o, int q, const char *detail) 
   return fail(bs, BT_ERR_SYSTEM, "%s: rank %d closed its connection, reporting: %s", o->what, q, n);
 }
 
+/* Appends a complete message (taking data) to the unclaimed ones; out of
+ * memory frees data.  The caller counts its bytes in bs->held. */
 static bt_result enqueue(rt_bootstrap *bs, int peer, uint32_t tag, size_t len, char *data) {
   msg *m = malloc(sizeof *m);
   if (!m) { free(data); return BT_ERR_NOMEM; }
@@ -216,6 +190,8 @@ static bt_result enqueue(rt_bootstrap *bs, int peer, uint32_t tag, size_t len, c
   return BT_OK;
 }
 
+/* Whether an unclaimed message from peer with tag waits (one that arrives
+ * now must queue behind it). */
 static int queued(const rt_bootstrap *bs, int peer, uint32_t tag) {
   for (const msg *m = bs->head; m; m = m->next)
     if (m->peer == peer && m->tag == tag) return 1;
@@ -283,6 +259,22 @@ static void conn_drop(rt_bootstrap *bs, conn *c, const char *why) {
 }
 
 /* A complete hello: adopt the connection and say so, or drop it. */
+/* Sends the one-byte answer to a hello.  A fresh socket takes it at once,
+ * but a would-block is waited out (up to BATON_BOOTSTRAP_AUTH_MS, polling
+ * for room), not taken for a hang-up.  Returns 1 when it was sent. */
+static int send_ack(int fd) {
+  unsigned char ack = BS_ACK;
+  struct iovec v = {&ack, 1};
+  int64_t until = rt_time_ns() + rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
+  for (;;) {
+    ssize_t k = rt_socket_send(fd, &v, 1);
+    if (k == 1) return 1;
+    if (k < 0 || rt_time_ns() >= until) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    poll(&p, 1, 10);
+  }
+}
+
 static void hello(rt_bootstrap *bs, conn *c) {
   uint64_t magic = bs_get64(c->hdr);
   uint32_t rank = bs_get32(c->hdr + 8), nranks = bs_get32(c->hdr + 12);
@@ -296,9 +288,7 @@ static void hello(rt_bootstrap *bs, conn *c) {
     conn_end(bs, c, 0);
     return;
   }
-  unsigned char ack = BS_ACK;
-  struct iovec v = {&ack, 1};
-  if (rt_socket_send(c->fd, &v, 1) != 1) return conn_drop(bs, c, "it hung up before its hello was answered");
+  if (!send_ack(c->fd)) return conn_drop(bs, c, "it hung up before its hello was answered");
   c->peer = (int)rank;
   bs->from[rank] = c;
 }
@@ -539,7 +529,7 @@ shed:
   close(o->fd);
   o->fd = -1;
   o->state = OUT_RETRY;
-  o->retry_at = rt_time_ns() + ((int64_t)10000000 << (o->tries < 5 ? o->tries : 5));
+  o->retry_at = rt_time_ns() + bs_retry_ns(o->tries);
   o->tries++;
   LOG_TRACE(RT_SUB_BOOTSTRAP, "%s: %s: rank %d closed this rank's hello unanswered (try %d); trying again",
             bs->who, what, p, o->tries);
@@ -964,112 +954,6 @@ void bs_listen_address(const rt_bootstrap *bs, rt_sockaddr *a) {
 
 /* ---- init ------------------------------------------------------------------ */
 
-/* This rank's listen address: the BATON_SOCKET_IFNAME interface, else the
- * local address of its connection to the root (one the root can reach). */
-static bt_result own_address(rt_bootstrap *bs, int root_fd, const rt_sockaddr *root, rt_sockaddr *a) {
-  const char *spec = rt_param_str(RT_PARAM_SOCKET_IFNAME);
-  if (*spec) return rt_socket_pick_interface(spec, root->sa.sa_family, a, NULL);
-  socklen_t len = sizeof *a;
-  memset(a, 0, sizeof *a);
-  if (getsockname(root_fd, &a->sa, &len)) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: getsockname failed: %s", bs->who, strerror(errno));
-    return BT_ERR_SYSTEM;
-  }
-  if (a->sa.sa_family == AF_INET) a->in4.sin_port = 0;
-  else a->in6.sin6_port = 0;
-  return BT_OK;
-}
-
-/* Says what went wrong in a conversation with the root. */
-static bt_result root_io_failed(rt_bootstrap *bs, bs_io io, const char *root, const char *doing) {
-  LOG_WARN(RT_SUB_BOOTSTRAP, "%s: %s the root at %s: %s", bs->who, doing, root,
-           io == BS_IO_TIMEOUT ? "timed out (BATON_BOOTSTRAP_TIMEOUT); did the process that created the id exit?"
-           : io == BS_IO_ABORTED ? "aborted"
-           : errno == ECONNRESET ? "the root closed the connection (did the process that created the id exit?)"
-           : strerror(errno));
-  return BT_ERR_SYSTEM;
-}
-
-/* Registers with the root and receives the address table into bs->addrs.
- * A registration the root closes unanswered was shed by a flooded root: it
- * is sent again on a new connection (a root that has gone refuses it). */
-static bt_result join(rt_bootstrap *bs, const rt_sockaddr *root) {
-  char where[RT_SOCKADDR_STRLEN], what[160], s[RT_SOCKADDR_STRLEN];
-  rt_socket_str(root, where, sizeof where);
-  snprintf(what, sizeof what, "%s: the root", bs->who);
-  int64_t deadline = rt_time_ns() + bs->timeout_ns;
-  int fd = -1;
-  bt_result res = BT_OK;
-  unsigned char reg[BS_REGISTER_LEN], rep[BS_REPLY_LEN];
-  rt_sockaddr me;
-  bs_io io;
-  for (int tries = 0;; tries++) {
-    CHECK(rt_socket_connect(root, deadline, bs->wake[0], what, &fd));
-    if (bs->l.fd < 0) {
-      int lfd;
-      CHECK_GOTO(own_address(bs, fd, root, &me), res, out);
-      CHECK_GOTO(rt_socket_listen(&me, 4096, &lfd), res, out);
-      bs_listener_init(&bs->l, lfd, bs->who);
-      LOG_TRACE(RT_SUB_BOOTSTRAP, "%s: listening at %s", bs->who, rt_socket_str(&me, s, sizeof s));
-      bs_put64(reg, bs->magic);
-      bs_put32(reg + 8, (uint32_t)bs->rank);
-      bs_put32(reg + 12, (uint32_t)bs->nranks);
-      rt_socket_pack(&me, reg + 16);
-    }
-    io = bs_write_all(fd, reg, sizeof reg, deadline, bs->wake[0]);
-    /* The root reports missing ranks after the timeout: wait a little longer. */
-    if (io == BS_IO_OK)
-      io = bs_read_all(fd, rep, sizeof rep, rt_time_ns() + bs->timeout_ns + 2000000000, bs->wake[0]);
-    int shed = io == BS_IO_CLOSED && (errno == ECONNRESET || errno == EPIPE);
-    if (!shed || rt_time_ns() >= deadline) break;
-    close(fd);
-    fd = -1;
-    LOG_TRACE(RT_SUB_BOOTSTRAP, "%s: the root at %s closed the registration unanswered (try %d); again",
-              bs->who, where, tries + 1);
-    struct pollfd p = {.fd = bs->wake[0], .events = POLLIN};
-    if (rt_socket_poll(&p, 1, rt_time_ns() + ((int64_t)10000000 << (tries < 5 ? tries : 5))) > 0) {
-      io = BS_IO_ABORTED;
-      break;
-    }
-  }
-  deadline = rt_time_ns() + bs->timeout_ns + 2000000000;
-  if (io != BS_IO_OK) {
-    res = root_io_failed(bs, io, where, "registering with");
-    goto out;
-  }
-  uint32_t status = bs_get32(rep), len = bs_get32(rep + 4);
-  if (status != BS_REPLY_OK) {
-    char text[BS_ERRMSG_MAX + 1] = "";
-    if (len > BS_ERRMSG_MAX) len = BS_ERRMSG_MAX;
-    if (bs_read_all(fd, text, len, deadline, bs->wake[0]) == BS_IO_OK) text[len] = 0;
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: the root at %s refused: %s", bs->who, where, text);
-    res = status == BS_REPLY_INVALID ? BT_ERR_INVALID : BT_ERR_SYSTEM;
-    goto out;
-  }
-  if (len != (uint64_t)bs->nranks * RT_SOCKADDR_WIRE) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: the root at %s sent a table of %u bytes, expected %zu", bs->who, where,
-             len, (size_t)bs->nranks * RT_SOCKADDR_WIRE);
-    res = BT_ERR_INTERNAL;
-    goto out;
-  }
-  unsigned char *table = malloc(len);
-  if (!table) { res = BT_ERR_NOMEM; goto out; }
-  if ((io = bs_read_all(fd, table, len, deadline, bs->wake[0])) != BS_IO_OK) {
-    free(table);
-    res = root_io_failed(bs, io, where, "reading the table of addresses from");
-    goto out;
-  }
-  for (int i = 0; i < bs->nranks && !res; i++)
-    if (rt_socket_unpack(table + (size_t)i * RT_SOCKADDR_WIRE, &bs->addrs[i]) != BT_OK) {
-      LOG_WARN(RT_SUB_BOOTSTRAP, "%s: the root at %s sent a malformed address for rank %d", bs->who, where, i);
-      res = BT_ERR_INTERNAL;
-    }
-  free(table);
-out:
-  if (fd >= 0) close(fd);
-  return res;
-}
-
 bt_result rt_bootstrap_init(rt_bootstrap **out, const rt_unique_id *id, int rank, int nranks) {
   *out = NULL;
   char who[64];
@@ -1083,7 +967,7 @@ bt_result rt_bootstrap_init(rt_bootstrap **out, const rt_unique_id *id, int rank
   CHECK(bs_id_decode(id, who, &magic, &root));
   rt_bootstrap *bs = bs_new(rank, nranks, magic);
   if (!bs) return BT_ERR_NOMEM;
-  bt_result res = join(bs, &root);
+  bt_result res = bs_join(bs, &root);
   bs_root_wait(magic, rt_time_ns() + bs->timeout_ns);  /* its replies must outlive an early exit */
   if (res != BT_OK) goto fail;
   CHECK_GOTO(rt_bootstrap_barrier(bs), res, fail);

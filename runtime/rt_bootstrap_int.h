@@ -56,6 +56,21 @@ static inline uint64_t bs_get64(const unsigned char *p) {
   return (uint64_t)bs_get32(p) << 32 | bs_get32(p + 4);
 }
 
+/* Timings and sizes of the conversation that are not parameters. */
+#define BS_LISTEN_BACKLOG 4096               /* listen(2) backlog of the root and the ranks */
+#define BS_ROOT_GRACE_NS 2000000000LL        /* a rank waits this much past its timeout for the root's
+                                              * reply: the root reports missing ranks at its timeout */
+#define BS_RETRY_NS 10000000LL               /* a registration or hello shed unanswered is sent again
+                                              * after this, doubling per try up to 32 times it */
+#define BS_RETRY_MAX_SHIFT 5
+#define BS_QUIET_NS 20000000LL               /* a listener out of descriptors is not polled for this long */
+#define BS_LOG_EVERY_NS 10000000000LL        /* dropped strangers are summed up in one line this often */
+
+/* When to send again after `tries` sends were shed (BS_RETRY_NS doubling). */
+static inline int64_t bs_retry_ns(int tries) {
+  return BS_RETRY_NS << (tries < BS_RETRY_MAX_SHIFT ? tries : BS_RETRY_MAX_SHIFT);
+}
+
 /* BATON_BOOTSTRAP_TIMEOUT in nanoseconds (at least one second). */
 int64_t bs_timeout_ns(void);
 
@@ -76,7 +91,7 @@ typedef enum { BS_IO_OK, BS_IO_TIMEOUT, BS_IO_CLOSED, BS_IO_ABORTED } bs_io;
 bs_io bs_write_all(int fd, const void *buf, size_t n, int64_t deadline, int abort_fd);
 bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd);
 
-/* ---- a listener that survives floods (rt_bootstrap_root.c) ----------------
+/* ---- a listener that survives floods (rt_bootstrap_listen.c) --------------
  * The owner (the root, or a rank) keeps its own list of pending (not yet
  * authenticated) connections; the listener takes new ones off the queue a
  * batch at a time, asks the owner to make room when the process is out of
@@ -116,6 +131,47 @@ void bs_listener_dropped(bs_listener *l, const char *addr, const char *why);
 
 /* The earlier of two deadlines where -1 means none. */
 static inline int64_t bs_earlier(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+
+/* ---- a rank's state (rt_bootstrap.c, rt_bootstrap_join.c) -----------------
+ * Its connections and messages (struct conn, outc, msg) are rt_bootstrap.c's
+ * own. */
+/* Tags: user tags are 0..2^31-1; the collectives use the top bit, a kind
+ * and a per-kind sequence number, so that ranks calling different
+ * collectives are told so instead of timing out.  BS_TAG_NOTE (all ones)
+ * is a failing rank's last words. */
+#define TAG_INTERNAL 0x80000000u
+enum { KIND_ALLGATHER = 1, KIND_BARRIER = 2, NKINDS };
+
+struct rt_bootstrap {
+  int rank, nranks;
+  uint64_t magic;
+  int64_t timeout_ns;
+  size_t max_msg, max_held;  /* BATON_BOOTSTRAP_MAX_MSG_MB, _MAX_QUEUED_MB in bytes */
+  size_t held;            /* bytes of unclaimed messages, and of bodies being read for the queue */
+  char who[48];           /* "bootstrap rank R/N" */
+  rt_sockaddr *addrs;     /* every rank's listen address */
+  bs_listener l;          /* this rank's listener */
+  int wake[2];            /* rt_bootstrap_abort writes here */
+  int aborted;            /* set atomically by rt_bootstrap_abort */
+  int broken;             /* an operation failed: every later one fails */
+  struct outc *out;       /* peer -> the connection we send to it on */
+  struct conn **in;       /* accepted connections: adopted ones and pending ones */
+  int nin, capin;
+  struct conn **from;     /* peer -> its connection to us, or NULL */
+  struct msg *head, *tail; /* unclaimed messages, in arrival order */
+  char fault[BS_ERRMSG_MAX]; /* a peer's misbehaviour or last words, for the running operation to report */
+  char cause[BS_ERRMSG_MAX]; /* the first failing rank's words, passed on as they are */
+  char **notes;           /* peer -> its last words (BS_TAG_NOTE), or NULL; allocated on the first */
+  uint32_t seq[NKINDS];
+};
+
+/* Registers bs with the root at `root` (listening first, at the
+ * BATON_SOCKET_IFNAME interface or the address its connection to the root
+ * came from) and receives every rank's address into bs->addrs.  A
+ * registration the root closes unanswered was shed by a flooded root: it
+ * is sent again on a new connection (a root that has gone refuses it).
+ * Errors are logged naming the root; the caller frees bs. */
+bt_result bs_join(rt_bootstrap *bs, const rt_sockaddr *root);
 
 /* ---- seams for the fuzz targets and tests ---------------------------------
  * The message engines without TCP listening: a connection's bytes can come

@@ -77,74 +77,6 @@ bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd) {
   return BS_IO_OK;
 }
 
-/* ---- a listener that survives floods ----------------------------------- */
-
-void bs_listener_init(bs_listener *l, int fd, const char *who) {
-  memset(l, 0, sizeof *l);
-  l->fd = fd;
-  l->reserve = fd >= 0 ? rt_socket_reserve() : -1;
-  l->max_pending = (int)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_PENDING);
-  if (l->max_pending < 1) l->max_pending = 1;
-  l->auth_ns = rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
-  if (l->auth_ns < 1000000) l->auth_ns = 1000000;
-  l->quiet_until = -1;
-  l->who = who;
-}
-
-void bs_listener_close(bs_listener *l) {
-  if (l->dropped && l->logged)
-    LOG_INFO(RT_SUB_BOOTSTRAP, "%s: dropped %lu more connections that did not prove they belong to the job",
-             l->who, l->dropped);
-  if (l->fd >= 0) close(l->fd);
-  if (l->reserve >= 0) close(l->reserve);
-  l->fd = l->reserve = -1;
-  l->dropped = 0;
-}
-
-int bs_listener_pollable(const bs_listener *l, int64_t now) {
-  return l->fd >= 0 && (l->quiet_until < 0 || now >= l->quiet_until);
-}
-
-void bs_listener_dropped(bs_listener *l, const char *addr, const char *why) {
-  enum { FULL_LINES = 8 };
-  int64_t now = rt_time_ns();
-  if (l->logged < FULL_LINES) {
-    l->logged++;
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed a connection from %s: %s%s", l->who, addr, why,
-             l->logged == FULL_LINES ? " (more such connections are counted, not logged one by one)" : "");
-    l->next_log = now + 10 * (int64_t)1000000000;
-    return;
-  }
-  l->dropped++;
-  if (now >= l->next_log) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed %lu more connections that did not prove they belong to the "
-             "job (the last from %s: %s)", l->who, l->dropped, addr, why);
-    l->dropped = 0;
-    l->next_log = now + 10 * (int64_t)1000000000;
-  }
-}
-
-int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn evict) {
-  for (int i = 0; i < BS_ACCEPT_BATCH; i++) {
-    int fd;
-    rt_sockaddr peer;
-    rt_accept a = rt_socket_accept(l->fd, &fd, &peer);
-    if (a == RT_ACCEPT_NONE) return 0;
-    if (a == RT_ACCEPT_BROKEN) return -1;
-    if (a == RT_ACCEPT_SHORT) {
-      /* Out of descriptors: the pending connections are the ones to give
-       * up (they may all be a flood's); failing that, shed the queue's head
-       * with the spare descriptor and stay away from the listener a while
-       * rather than spin on it. */
-      if (evict(owner)) continue;
-      if (!rt_socket_shed(l->fd, &l->reserve)) l->quiet_until = rt_time_ns() + 20000000;
-      return 0;
-    }
-    if (add(owner, fd, &peer)) close(fd);
-  }
-  return 0;
-}
-
 /* ---- the root thread ------------------------------------------------------ */
 
 /* A connection that has not registered yet. */
@@ -192,12 +124,14 @@ static void live_fork_child(void) {
 }
 static void live_at_fork(void) { pthread_atfork(live_fork_prepare, live_fork_parent, live_fork_child); }
 
+/* Whether a root with this magic runs (live_mu held). */
 static int live_has(uint64_t magic) {
   for (root *r = live; r; r = r->next)
     if (r->magic == magic) return 1;
   return 0;
 }
 
+/* Takes r off the live list and wakes bs_root_wait. */
 static void live_remove(root *r) {
   pthread_mutex_lock(&live_mu);
   for (root **pp = &live; *pp; pp = &(*pp)->next)
@@ -447,6 +381,8 @@ static void root_round(root *r, const struct pollfd *p_pend, int npoll_pend, con
   }
 }
 
+/* A root for `magic` listening on listen_fd (-1: none, for the fuzz seam);
+ * where names it in messages.  NULL when out of memory. */
 static root *root_new(uint64_t magic, int listen_fd, const char *where) {
   root *r = calloc(1, sizeof *r);
   if (!r) return NULL;
@@ -459,6 +395,7 @@ static root *root_new(uint64_t magic, int listen_fd, const char *where) {
   return r;
 }
 
+/* Closes every connection and the listener and frees r. */
 static void root_free(root *r) {
   for (int i = 0; i < r->npend; i++) close(r->pend[i].fd);
   for (int i = 0; i < r->nranks; i++)
@@ -545,6 +482,7 @@ void bs_root_engine_free(root *r) { root_free(r); }
 
 /* ---- the unique id -------------------------------------------------------- */
 
+/* A random job magic from getrandom; BT_ERR_SYSTEM (logged) when it fails. */
 static bt_result random_magic(uint64_t *m) {
   size_t got = 0;
   while (got < sizeof *m) {
@@ -590,7 +528,7 @@ bt_result rt_bootstrap_unique_id(rt_unique_id *id) {
   CHECK(root_address(&bind_to, &adv));
   CHECK(random_magic(&magic));
   int listen_fd;
-  bt_result res = rt_socket_listen(&bind_to, 4096, &listen_fd);
+  bt_result res = rt_socket_listen(&bind_to, BS_LISTEN_BACKLOG, &listen_fd);
   if (res) {
     if (*rt_param_str(RT_PARAM_COMM_ID))
       LOG_WARN(RT_SUB_BOOTSTRAP, "BATON_COMM_ID=%s: the bootstrap root cannot listen there",

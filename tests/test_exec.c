@@ -1,9 +1,11 @@
 /* test_exec.c -- the CPU executor: results, tiling, uneven counts, deadlock
  * and slot-limit detection, wrong results, and the race check. */
 #include <dirent.h>
+#include <limits.h>
 
 #include "ip_cpu.h"
 #include "ir_check.h"
+#include "ir_geom.h"
 #include "ir_read.h"
 #include "tap.h"
 
@@ -157,6 +159,44 @@ static void test_outofplace(rt_diag *d) {
   ir_prog_free(p);
 }
 
+/* The executor's sizes come from the caller's options, which the library
+ * does not bound (baton verify does, first): a count beyond what baton
+ * addresses is named as too large, and a size product that overflows is
+ * refused with what it was, before anything is allocated. */
+static void test_limits(rt_diag *d) {
+  ir_prog *p = ar2_with("rrc", d);
+  long huge = INT64_MAX / 2;
+  ok(p && run(p, IP_F32, IP_OP_SUM, huge, 0, 0, 1, d) == BT_ERR_INVALID, "a count past IR_GEOM_MAX_ELEMS is refused");
+  char want[160];
+  snprintf(want, sizeof want, "count %ld is too large", huge);
+  ok_contains(rt_diag_text(d), want, "saying the count is too large: %s", rt_diag_text(d));
+  snprintf(want, sizeof want, "takes a count of at most %lld", (long long)ir_geom_max_count(p, 0, ir_prog_aliased(p, 1)));
+  ok_contains(rt_diag_text(d), want, "and the largest it takes");
+  ir_prog_free(p);
+  /* A nop's cnt is not a range, yet executors size their slots by the
+   * largest cnt: the validator refuses one larger than every buffer. */
+  char *t = tap_replace(ar2, "srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n</tb>",
+                        "srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"/>\n"
+                        "<step s=\"4\" type=\"nop\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"2147483647\"/>\n</tb>", 0);
+  char *u = tap_replace(t, "STEP1", "rrc", 0);
+  p = load(u, d);
+  free(t);
+  free(u);
+  rt_diag_clear(d);
+  ok(p && ir_check(p, d) == BT_ERR_INVALID, "a program with a nop of 2^31-1 chunks is refused");
+  ok_contains(rt_diag_text(d), "rank 0 tb 0 step 4: nop has cnt=2147483647, more chunks than any buffer of the rank holds",
+              "naming the step");
+  ir_prog_free(p);
+  /* Slots x their size past int64_t (2^44 elements of 8 bytes a slot, in
+   * INT_MAX slots): refused before anything is allocated. */
+  p = ar2_with("rrc", d);
+  ok(p && run(p, IP_F64, IP_OP_SUM, INT64_C(1) << 45, 0, INT_MAX, 1, d) == BT_ERR_NOMEM,
+     "INT_MAX slots of 2^47 bytes are refused");
+  ok_contains(rt_diag_text(d), "2147483647 FIFO slots per connection of 140737488355328 bytes each are more bytes than "
+              "this machine addresses; nothing was run", "naming the slots and their size: %s", rt_diag_text(d));
+  ir_prog_free(p);
+}
+
 static void test_custom(rt_diag *d) {
   ir_prog *p = ag2_with("0", "", "", d);
   p->coll = IR_COLL_CUSTOM;
@@ -272,6 +312,7 @@ int main(int argc, char **argv) {
   test_slots_agree(argc > 2 ? argv[2] : "../shared/corpus/msccl", d);
   test_outofplace(d);
   test_custom(d);
+  test_limits(d);
   test_fused(argc > 3 ? argv[3] : "tests/fused_2r.xml", d);
   rt_diag_free(d);
   return tap_done();
