@@ -2,6 +2,8 @@
 #include "ir_expect.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +74,12 @@ static int parse_primary(parser *ps) {
   if (ps->failed) return 0;
   if (isdigit((unsigned char)*ps->p)) {
     char *end;
+    errno = 0;
     long long v = strtoll(ps->p, &end, 10);
+    if (errno == ERANGE) {
+      fail(ps, "a number past 64 bits");
+      return 0;
+    }
     ps->p = end;
     return add_node(ps, N_NUM, 0, v, 0, 0);
   }
@@ -160,16 +167,24 @@ void ir_expect_free(ir_expect *e) {
   free(e);
 }
 
+/* Evaluates node i in 64-bit arithmetic: 1 with the value in *out, 0 on
+ * a division by zero, -1 when a value would not fit 64 bits (the
+ * expression comes from a file: no operation may overflow). */
 static int eval(const ir_expect *e, int i, const long long *env, long long *out) {
   const node *n = &e->nodes[i];
   long long a = 0, b = 0;
+  int k;
   switch (n->kind) {
   case N_NUM: *out = n->v; return 1;
   case N_VAR: *out = env[n->v]; return 1;
-  case N_NEG: if (!eval(e, n->a, env, &a)) return 0; *out = -a; return 1;
-  case N_NOT: if (!eval(e, n->a, env, &a)) return 0; *out = !a; return 1;
+  case N_NEG:
+    if ((k = eval(e, n->a, env, &a)) <= 0) return k;
+    if (a == LLONG_MIN) return -1;
+    *out = -a;
+    return 1;
+  case N_NOT: if ((k = eval(e, n->a, env, &a)) <= 0) return k; *out = !a; return 1;
   }
-  if (!eval(e, n->a, env, &a) || !eval(e, n->b, env, &b)) return 0;
+  if ((k = eval(e, n->a, env, &a)) <= 0 || (k = eval(e, n->b, env, &b)) <= 0) return k;
   switch (n->op) {
   case 0: *out = a || b; break;
   case 1: *out = a && b; break;
@@ -179,11 +194,12 @@ static int eval(const ir_expect *e, int i, const long long *env, long long *out)
   case 5: *out = a >= b; break;
   case 6: *out = a < b; break;
   case 7: *out = a > b; break;
-  case 8: *out = a + b; break;
-  case 9: *out = a - b; break;
-  case 10: *out = a * b; break;
+  case 8: if (__builtin_add_overflow(a, b, out)) return -1; break;
+  case 9: if (__builtin_sub_overflow(a, b, out)) return -1; break;
+  case 10: if (__builtin_mul_overflow(a, b, out)) return -1; break;
   case 11: case 12:
     if (!b) return 0;
+    if (a == LLONG_MIN && b == -1) return -1;
     *out = n->op == 11 ? a / b : a % b;
     break;
   }
@@ -195,17 +211,24 @@ int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, in
   long long env[4] = {r, c, n, k}, v;
   for (int i = 0; i < e->nrules; i++) {
     const rule *ru = &e->rules[i];
+    int ok;
     if (ru->cond >= 0) {
-      if (!eval(e, ru->cond, env, &v)) goto div0;
+      if ((ok = eval(e, ru->cond, env, &v)) <= 0) goto bad;
       if (!v) continue;
     }
     if (ru->all_ranks) *rank = -1;
-    else { if (!eval(e, ru->src_rank, env, &v)) goto div0; *rank = (int)v; }
-    if (!eval(e, ru->src_chunk, env, &v)) goto div0;
+    else {
+      if ((ok = eval(e, ru->src_rank, env, &v)) <= 0) goto bad;
+      if (v < INT_MIN || v > INT_MAX) { ok = -1; goto bad; }
+      *rank = (int)v;
+    }
+    if ((ok = eval(e, ru->src_chunk, env, &v)) <= 0) goto bad;
+    if (v < INT_MIN || v > INT_MAX) { ok = -1; goto bad; }
     *chunk = (int)v;
     return 1;
-  div0:
-    rt_diag_add(diag, "expect: rule %d divides by zero at rank %d chunk %d", i + 1, r, c);
+  bad:
+    rt_diag_add(diag, "expect: rule %d %s at rank %d chunk %d", i + 1,
+                ok == 0 ? "divides by zero" : "overflows (a value past 64 bits, or a rank or chunk past 32)", r, c);
     return -1;
   }
   return 0;

@@ -99,5 +99,13 @@ check "2 thread blocks x 20,000 copies to one chunk: the race in 1.5 GB of addre
 printf '<algo name="far" ngpus="1" coll="custom" nchunksperloop="8" expect="o[r][c]=i[r][c+7] if c==0">\n<gpu id="0" i_chunks="8" o_chunks="8">\n<tb id="0"><step s="0" type="cpy" srcbuf="i" srcoff="7" dstbuf="o" dstoff="0" cnt="1"/></tb>\n</gpu></algo>\n' > "$tmp/far.xml"
 check "an expected chunk with fewer valid elements than the output chunk (count 1, 8 chunks)" 0 "far.xml: ok  custom on 1 ranks" \
   "$baton" verify --count 1 --outofplace "$tmp/far.xml"
+# expect expressions come from files too: 64-bit arithmetic that cannot overflow.
+a2n=$corpus/alltonext_fwd_2n.xml
+check "an expect number past 64 bits" 2 "--expect:14: a number past 64 bits" \
+  "$baton" verify --outofplace --expect 'o[r][c]=i[r][99999999999999999999]' "$a2n"
+check "an expect value past 64 bits" 1 "expect: rule 1 overflows (a value past 64 bits, or a rank or chunk past 32) at rank 1 chunk 1" \
+  "$baton" verify --outofplace --expect 'o[r][c]=i[r][c*9223372036854775807*4]' "$a2n"
+check "an expect rank past 32 bits" 1 "expect: rule 1 overflows" \
+  "$baton" verify --outofplace --expect 'o[r][c]=i[4294967296][c]' "$a2n"
 echo "1..$n"
 [ $failed -eq 0 ]
