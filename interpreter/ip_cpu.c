@@ -316,13 +316,9 @@ static int64_t size_mul(int64_t a, int64_t b) {
  * the memory first; tests and fuzzers call in directly). */
 static bt_result exec_sizes(exec *x, rt_diag *diag) {
   const ir_prog *p = x->p;
-  int maxcnt = 1, sends = 0;
+  int maxcnt = ir_prog_max_cnt(p), sends = 0;
   for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++) {
-      sends |= p->gpus[r].tbs[t].send >= 0;
-      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
-    }
+    for (int t = 0; t < p->gpus[r].ntbs; t++) sends |= p->gpus[r].tbs[t].send >= 0;
   x->slot_bytes = size_mul(size_mul(maxcnt, x->tile), x->esize);
   if (x->slot_bytes < 0 || size_mul(2, x->slot_bytes) < 0) {
     rt_diag_add(diag, "%s: a message of %d chunks (its largest step) of %lld elements (a tile) of %d bytes is more "

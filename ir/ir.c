@@ -162,6 +162,15 @@ int ir_prog_fused(const ir_prog *p) {
   return 0;
 }
 
+int ir_prog_max_cnt(const ir_prog *p) {
+  int most = 1;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].cnt > most) most = p->gpus[r].tbs[t].steps[s].cnt;
+  return most;
+}
+
 const char *ir_intern(ir_prog *p, const char *s) {
   if (!s) return NULL;
   int probes = 0;

@@ -173,6 +173,10 @@ int ir_tb_compute(const ir_tb *tb);
  * holds nothing until compute steps write it. */
 int ir_prog_fused(const ir_prog *p);
 
+/* The largest cnt of any step of p, at least 1: a message of that many
+ * chunks is what an executor's FIFO slot must hold. */
+int ir_prog_max_cnt(const ir_prog *p);
+
 /* Total steps / thread blocks of the program. */
 long ir_prog_nsteps(const ir_prog *p);
 long ir_prog_ntbs(const ir_prog *p);

@@ -333,13 +333,19 @@ out:
 baton_result rt_comm_poll_error(baton_comm *c) {
   if (c->error) return c->error;
   rt_shared *s = c->shared->host;
-  /* The cause: of the ranks whose GPU gave up waiting, the earliest. */
+  /* The cause: of the ranks whose GPU gave up waiting, the earliest.  The
+   * flags are read first (every call does), the records only after a
+   * fence, once a flag is seen. */
+  int any = 0;
+  for (int i = 0; i < s->nerr && !any; i++) any = ((const volatile ip_gerr *)&s->err[i])->flag;
   const ip_gerr *e = NULL;
-  for (int i = 0; i < s->nerr; i++) {
-    const volatile ip_gerr *x = &s->err[i];
-    if (x->flag && (!e || x->when < e->when)) e = (const ip_gerr *)x;
+  if (any) {
+    __sync_synchronize();
+    for (int i = 0; i < s->nerr; i++) {
+      const volatile ip_gerr *x = &s->err[i];
+      if (x->flag && (!e || x->when < e->when)) e = (const ip_gerr *)x;
+    }
   }
-  __sync_synchronize();   /* the record after its flag */
   if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
                                  "a compute thread block's tiles"};

@@ -255,20 +255,7 @@ static int run_child(void (*fault)(int), int timeout_s, const char *name) {
     remove(path);
     return 77;
   }
-  FILE *f = fopen(path, "r");
-  char line[4096];
-  int points = 0;
-  while (f && fgets(line, sizeof line, f)) {
-    int nok = !strncmp(line, "not ok ", 7);
-    if (nok || !strncmp(line, "ok ", 3)) {
-      char *rest = strstr(line, " - ");
-      ok(!nok, "%s: %s", name, rest ? strtok(rest + 3, "\n") : "?");
-      points++;
-    } else if (line[0] == '#') {
-      fputs(line, stdout);
-    }
-  }
-  if (f) fclose(f);
+  int points = tap_relay(path, name);
   remove(path);
   ok(WIFEXITED(st) && points > 0, "%s: the process ended by itself (%s %d) after %d checks", name,
      WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), points);

@@ -558,21 +558,10 @@ static int run_procs(int quick, int big, rt_diag *d) {
     int st = 0;
     waitpid(pids[r], &st, 0);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77) { skipped = 1; continue; }
-    char path[300], line[4096];
+    char path[300], label[64];
     snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
-    FILE *f = fopen(path, "r");
-    int points = 0;
-    while (f && fgets(line, sizeof line, f)) {
-      int nok = !strncmp(line, "not ok ", 7);
-      if (nok || !strncmp(line, "ok ", 3)) {
-        char *rest = strstr(line, " - ");
-        ok(!nok, "rank %d (process %d): %s", r, (int)pids[r], rest ? strtok(rest + 3, "\n") : "?");
-        points++;
-      } else if (line[0] == '#') {
-        fputs(line, stdout);
-      }
-    }
-    if (f) fclose(f);
+    snprintf(label, sizeof label, "rank %d (process %d)", r, (int)pids[r]);
+    int points = tap_relay(path, label);
     remove(path);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && points > 0, "rank %d process exited with %d after %d checks", r,
        WIFEXITED(st) ? WEXITSTATUS(st) : -1, points);

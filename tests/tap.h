@@ -40,6 +40,28 @@ static int tap_done(void) {
   return tap_failed ? 1 : 0;
 }
 
+/* Re-emits the TAP output a child process left in the file at path:
+ * each test point renumbered as one of ours, its text after "label: ",
+ * and its # comments as they are.  Returns the points it had (0 when the
+ * file is missing). */
+__attribute__((unused)) static int tap_relay(const char *path, const char *label) {
+  FILE *f = fopen(path, "r");
+  char line[4096];
+  int points = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    int nok = !strncmp(line, "not ok ", 7);
+    if (nok || !strncmp(line, "ok ", 3)) {
+      char *rest = strstr(line, " - ");
+      ok(!nok, "%s: %s", label, rest ? strtok(rest + 3, "\n") : "?");
+      points++;
+    } else if (line[0] == '#') {
+      fputs(line, stdout);
+    }
+  }
+  if (f) fclose(f);
+  return points;
+}
+
 /* Reads a whole file; NULL when missing. */
 __attribute__((unused)) static char *tap_slurp(const char *path) {
   FILE *f = fopen(path, "rb");

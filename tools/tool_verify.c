@@ -116,11 +116,7 @@ static int64_t memory_limit(void) {
 static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es, int inplace) {
   int aliased = ir_prog_aliased(p, inplace);
   int nslots = vo->slots > 0 ? vo->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
-  int64_t maxcnt = 1, bytes = 0;
-  for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++)
-      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-        if (p->gpus[r].tbs[t].steps[s].cnt > maxcnt) maxcnt = p->gpus[r].tbs[t].steps[s].cnt;
+  int64_t maxcnt = ir_prog_max_cnt(p), bytes = 0;
   for (int r = 0; r < p->ngpus; r++) {
     ir_geom g;
     if (ir_geom_init(&g, p, r, vo->count, aliased)) {

@@ -1,14 +1,12 @@
 /* fz_boot_rank.c -- fuzzes a rank's message engine with what hostile peers send on up to four connections. */
 #define _GNU_SOURCE
+#include "fz_conn.h"
 #include "rt_bootstrap_int.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* Input: nranks byte (2 + b % 7 ranks; this engine is rank 0), a
  * connection-count byte (1 + b % 4), a posted receive (peer byte: b %
@@ -16,7 +14,6 @@
  * allgather #0 tag; length byte: 4 * b), then the connections' bytes:
  * each but the last preceded by its length (2 bytes, big-endian).  The
  * job's magic is FZ_MAGIC (the seeds' hellos carry it). */
-#define FZ_MAGIC 0x0123456789abcdefull
 enum { MAX_CONNS = 4 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -31,22 +28,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 /* Hands len bytes to a new connection of bs; returns the far end (kept
  * open to take the engine's answers), or -1. */
 static int feed(rt_bootstrap *bs, const uint8_t *d, size_t len) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
-  int big = 1 << 20;
-  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-  setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-  fcntl(sv[0], F_SETFL, O_NONBLOCK);
-  fcntl(sv[1], F_SETFL, O_NONBLOCK);
-  size_t off = 0;
-  while (off < len) {                  /* what does not fit is cut off: a peer that hung up */
-    ssize_t k = send(sv[0], d + off, len - off, MSG_NOSIGNAL);
-    if (k <= 0) break;
-    off += k;
-  }
-  shutdown(sv[0], SHUT_WR);
-  if (bs_engine_add(bs, sv[1])) { close(sv[0]); close(sv[1]); return -1; }
-  return sv[0];
+  int mine, far = fz_fed_pair(d, len, &mine);
+  if (far >= 0 && bs_engine_add(bs, mine)) { close(far); close(mine); return -1; }
+  return far;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
@@ -61,16 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   if (!bs) return 0;
   int far[MAX_CONNS];
   for (int i = 0; i < nconns; i++) {
-    size_t len = n;
-    if (i < nconns - 1) {
-      len = n >= 2 ? (size_t)(d[0] << 8 | d[1]) : 0;
-      d += n >= 2 ? 2 : n;
-      n -= n >= 2 ? 2 : n;
-      if (len > n) len = n;
-    }
-    far[i] = feed(bs, d, len);
-    d += len;
-    n -= len;
+    const uint8_t *piece;
+    size_t len = fz_next_piece(&d, &n, i == nconns - 1, &piece);
+    far[i] = feed(bs, piece, len);
   }
   unsigned char *buf = malloc(rlen ? rlen : 1);
   int done = 0, open = 1;

@@ -1,18 +1,14 @@
 /* fz_boot_root.c -- fuzzes the bootstrap root's registration engine with what up to eight hostile connections send. */
 #define _GNU_SOURCE
+#include "fz_conn.h"
 #include "rt_bootstrap_int.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* Input: a connection-count byte (1 + b % 8), then the connections' bytes:
  * each but the last preceded by its length (2 bytes, big-endian).  The
  * root's magic is FZ_MAGIC (the seeds' registrations carry it). */
-#define FZ_MAGIC 0x0123456789abcdefull
 enum { MAX_CONNS = 8 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -31,33 +27,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   if (!r) return 0;
   int far[MAX_CONNS];
   for (int i = 0; i < nconns; i++) {
-    size_t len = n;
-    if (i < nconns - 1) {
-      len = n >= 2 ? (size_t)(d[0] << 8 | d[1]) : 0;
-      d += n >= 2 ? 2 : n;
-      n -= n >= 2 ? 2 : n;
-      if (len > n) len = n;
+    const uint8_t *piece;
+    size_t len = fz_next_piece(&d, &n, i == nconns - 1, &piece);
+    int mine;
+    far[i] = fz_fed_pair(piece, len, &mine);   /* kept open: the root's replies go there */
+    if (far[i] >= 0 && bs_root_engine_add(r, mine)) {
+      close(far[i]);
+      close(mine);
+      far[i] = -1;
     }
-    far[i] = -1;
-    int sv[2];
-    if (!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-      int big = 1 << 20;
-      setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-      setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-      fcntl(sv[0], F_SETFL, O_NONBLOCK);
-      fcntl(sv[1], F_SETFL, O_NONBLOCK);
-      size_t off = 0;
-      while (off < len) {
-        ssize_t k = send(sv[0], d + off, len - off, MSG_NOSIGNAL);
-        if (k <= 0) break;
-        off += k;
-      }
-      shutdown(sv[0], SHUT_WR);        /* kept open: the root's replies go there */
-      if (bs_root_engine_add(r, sv[1])) { close(sv[0]); close(sv[1]); }
-      else far[i] = sv[0];
-    }
-    d += len;
-    n -= len;
   }
   for (int round = 0; round < 4 && !bs_root_engine_pump(r); round++) {}
   bs_root_engine_free(r);
