@@ -926,7 +926,11 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __g
         trace_ev(a, tn, IP_EV_DONE, s, i);
         if (nf > 1 ? steps[s + nf - 1].hasdep : st.hasdep)
           st_release_gpu(&a.progress[blockIdx.x], base + (uint64_t)i * tb.nsteps + s + nf);
-        if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) st_release_sys(tb.send.head, sent + 1);
+        if ((fl & IR_F_SEND) && a.proto == IR_PROTO_SIMPLE) {
+          if (tb.send.lens)   // a network connection: the proxy sends this many bytes
+            tb.send.lens[sent % a.nslots] = (uint32_t)((int64_t)(st.cnt - 1) * a.msg_stride + tile_len(a, t) * a.esize);
+          st_release_sys(tb.send.head, sent + 1);
+        }
         if (nf > 1) {
           for (int k = 0; k < nf; k++)   // the links (a fused run may start with a send)
             if (op_flags(steps[s + k].op) & IR_F_RECV)

@@ -11,8 +11,9 @@
  * connection's bandwidth is spread over several SMs.  Block b is lane
  * b / ntbs, IR thread block b % ntbs.
  *
- * Connections (transports/tp_p2p.c sets them up) are FIFOs of nslots
- * slots of slot_bytes in the receiver's memory.  Counters are monotonic
+ * Connections (transports/tp.h sets them up) are FIFOs of nslots slots
+ * of slot_bytes: in the receiver's memory (P2P), or one on each side in
+ * host memory with a proxy thread between them (the network; Simple only).  Counters are monotonic
  * over the life of a communicator: the sender posts message m by writing
  * head = m+1 into the receiver's memory, the receiver frees it by writing
  * tail = m+1 into the sender's memory.  Cross-thread-block dependencies
@@ -80,6 +81,8 @@ typedef struct ip_gconn {
   uint64_t *head;        /* in the receiver's memory: messages posted */
   uint64_t *tail;        /* in the sender's memory: messages consumed */
   uint64_t *count;       /* this side's own count (posted or consumed), local */
+  uint32_t *lens;        /* a network connection's send side: per slot, the bytes of the message in it,
+                            written before head (the proxy sends that many); NULL otherwise */
 } ip_gconn;
 
 typedef struct ip_gtb {

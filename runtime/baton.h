@@ -9,6 +9,7 @@
 #define BATON_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
@@ -27,7 +28,8 @@ typedef enum baton_result {
   baton_cuda_error = 7,
   baton_internal_error = 8,
   baton_timeout = 9,
-  baton_aborted = 10
+  baton_aborted = 10,
+  baton_remote_error = 11
 } baton_result;
 
 /* Element types and reduction operators (avg: the sum divided by the
@@ -68,6 +70,10 @@ baton_result baton_comm_abort(baton_comm *comm);
  * baton_timeout: a GPU waited BATON_TIMEOUT seconds for a peer).  The
  * error's details are logged at WARN. */
 baton_result baton_comm_get_async_error(baton_comm *comm, baton_result *err);
+
+/* Payload bytes this rank has sent and received over the network
+ * transport so far (0 and 0 when all its peers are in its node group). */
+baton_result baton_comm_net_bytes(const baton_comm *comm, uint64_t *sent, uint64_t *received);
 
 baton_result baton_comm_count(const baton_comm *comm, int *nranks);
 baton_result baton_comm_user_rank(const baton_comm *comm, int *rank);

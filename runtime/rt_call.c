@@ -34,6 +34,21 @@ static bt_result scratch_reserve(baton_comm *c, size_t bytes, cudaStream_t strea
   return BT_OK;
 }
 
+static void CUDART_CB kick_host(void *tps) { tp_set_kick(tps); }
+
+/* A network connection's proxy sleeps when idle: a launch wakes it.  In a
+ * stream being captured the wake-up becomes a host node of the graph, run
+ * as each replay reaches the kernel. */
+static bt_result wake_proxy(baton_comm *c, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CHECK(rt_cuda(cudaStreamIsCapturing(stream, &cs), RT_SUB_RUNTIME, "cudaStreamIsCapturing"));
+  if (cs == cudaStreamCaptureStatusNone) {
+    tp_set_kick(c->tps);
+    return BT_OK;
+  }
+  return rt_cuda(cudaLaunchHostFunc(stream, kick_host, c->tps), RT_SUB_RUNTIME, "capturing the proxy's wake-up");
+}
+
 /* The call's geometry; a count whose buffers would exceed what baton
  * addresses (IR_GEOM_MAX_ELEMS elements: ir_geom_init refuses it, so no
  * byte size below can overflow) is refused with a WARN naming it. */
@@ -221,6 +236,7 @@ bt_result rt_call_launch(const rt_launch *L) {
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input aside"));
   }
   a.trace = rt_trace_buf(c->trace, blocks);
+  if (c->net) CHECK(wake_proxy(c, L->stream));
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
   if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb);
   if (L->temp_span)

@@ -54,8 +54,11 @@ static void shared_unref(rt_hostref *h) {
 
 /* A communicator's own state: parameters and algorithms, no connections.
  * `share` ranks of this process run on dev (1 but in tests): each gets
- * that share of the GPU's resident blocks. */
-static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int share) {
+ * that share of the GPU's resident blocks.  With several node groups
+ * every program runs as Simple: the network carries Simple messages only
+ * (a proxy learns of a message from its head word; LL and LL128 lines
+ * carry their own flags and have none). */
+static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int share, int nodes) {
   baton_comm *c = calloc(1, sizeof *c);
   if (!c) return BT_ERR_NOMEM;
   c->rank = rank;
@@ -76,6 +79,13 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->force_simple = !strcasecmp(proto, "simple");
   if (*proto && !c->force_simple && rank == 0)
     LOG_WARN(RT_SUB_RUNTIME, "BATON_PROTO=%s: expected empty or Simple; running each program's own protocol", proto);
+  c->nodes = nodes;
+  if (nodes > 1) {
+    c->force_simple = 1;
+    if (rank == 0)
+      LOG_INFO(RT_SUB_RUNTIME, "%d node groups (BATON_NODE_RANKS=%lld): connections between them use the network "
+               "transport, and every program runs as Simple", nodes, (long long)rt_param_int(RT_PARAM_NODE_RANKS));
+  }
   int64_t tmo = rt_param_int(RT_PARAM_TIMEOUT);
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
@@ -105,6 +115,47 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   return BT_OK;
 }
 
+/* Host memory for the network transport's FIFOs: pinned, mapped into
+ * every GPU's address space (portable: all devices of the process). */
+static void *pinned_alloc(size_t bytes, void **dev) {
+  void *p = NULL;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  memset(p, 0, bytes);
+  if (cudaHostGetDevicePointer(dev, p, 0) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFreeHost(p);
+    return NULL;
+  }
+  return p;
+}
+static void pinned_free(void *p) { cudaFreeHost(p); }
+static const tp_hostmem pinned = {pinned_alloc, pinned_free};
+
+/* The transports, in the order tried for each pair of ranks. */
+static const tp_ops *const transports[] = {&tp_p2p_ops, &tp_net_ops};
+enum { NTRANSPORTS = sizeof transports / sizeof *transports };
+
+/* Sets up c's transports for keys: first of the two set-up passes. */
+static bt_result comm_transports(baton_comm *c, int ipc, const tp_key *keys, int nkeys) {
+  tp_ctx x = {c->rank, c->nranks, c->peers, c->nslots, c->slot_bytes, ipc, &pinned, &c->shared->host->abort};
+  return tp_set_create(&c->tps, &x, transports, NTRANSPORTS, keys, nkeys);
+}
+
+/* The second pass, given every rank's record: connects, then builds the plans. */
+static bt_result comm_connect(baton_comm *c, const unsigned char *records) {
+  CHECK(tp_set_connect(c->tps, records));
+  c->net = tp_set_uses(c->tps, tp_net_ops.name);
+  return BT_OK;
+}
+
+/* Every rank's host, process and device, in node groups (BATON_NODE_RANKS). */
+static int comm_groups(tp_peer *peers, int nranks) {
+  return tp_peer_group(peers, nranks, rt_param_int(RT_PARAM_NODE_RANKS));
+}
+
 /* Every connection any loaded algorithm uses, sorted: the same on every rank. */
 static bt_result comm_keys(baton_comm *c, tp_key **keys, int *n) {
   int cap = 0;
@@ -128,7 +179,7 @@ static bt_result comm_plans(baton_comm *c) {
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
-    bt_result e = rt_plan_build(&c->plans[i], p, c->rank, c->p2p, nthreads, c->lanes[i], rt_comm_proto(c, p), c->share);
+    bt_result e = rt_plan_build(&c->plans[i], p, c->rank, c->tps, nthreads, c->lanes[i], rt_comm_proto(c, p), c->share);
     if (e == BT_ERR_UNSUPPORTED) continue;   /* said why; the plan stays empty: not runnable here */
     CHECK(e);
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep) + c->plans[i].stage_bytes;
@@ -169,7 +220,8 @@ static void comm_free(baton_comm *c) {
   for (int i = 0; c->plans && i < rt_algos_count(c->algos); i++) rt_plan_free(&c->plans[i]);
   free(c->plans);
   free(c->lanes);
-  tp_p2p_free(c->p2p);
+  tp_set_free(c->tps);   /* stops the network proxy before anything it reads goes */
+  free(c->peers);
   if (c->scratch) cudaFree(c->scratch);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
@@ -182,36 +234,44 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
   int cur = 0;
   cudaGetDevice(&cur);
   memset(comms, 0, ndev * sizeof *comms);
-  tp_handle *h = calloc(ndev, sizeof *h);
+  size_t rec = tp_set_blob_bytes(NTRANSPORTS);
+  unsigned char *records = calloc(ndev, rec);
+  tp_peer *peers = calloc(ndev, sizeof *peers);
   tp_key *keys = NULL;
-  int nkeys = 0;
+  int nkeys = 0, nodes = 1;
   rt_hostref *sh = NULL;
-  bt_result res = h ? BT_OK : BT_ERR_NOMEM;
+  bt_result res = records && peers ? BT_OK : BT_ERR_NOMEM;
   if (!res) res = shared_new(&sh, 0, ndev);
+  if (!res) {
+    for (int i = 0; i < ndev; i++) tp_peer_self(&peers[i], devlist ? devlist[i] : i);
+    nodes = comm_groups(peers, ndev);
+  }
   for (int i = 0; i < ndev && !res; i++) {
     int dev = devlist ? devlist[i] : i, share = 0;
     for (int j = 0; j < ndev; j++) share += (devlist ? devlist[j] : j) == dev;
     if (share > 1 && i == 0)
       LOG_INFO(RT_SUB_RUNTIME, "ranks share GPUs (%d on GPU %d): each gets its share of the GPU's blocks; for "
-               "testing: their traffic never leaves the GPU", share, dev);
-    res = comm_new(&comms[i], i, ndev, dev, share);
+               "testing: %s", share, dev, nodes > 1 ? "their traffic between node groups goes over the network"
+                                                   : "their traffic never leaves the GPU");
+    res = comm_new(&comms[i], i, ndev, dev, share, nodes);
     if (!res) {
       comms[i]->shared = sh;
       comms[i]->local = i;
       sh->refs++;
+      if (!(comms[i]->peers = malloc(ndev * sizeof *peers))) res = BT_ERR_NOMEM;
+      else memcpy(comms[i]->peers, peers, ndev * sizeof *peers);
     }
   }
   if (!res) res = comm_keys(comms[0], &keys, &nkeys);
-  /* Two passes: every rank's pool must exist before any rank connects. */
+  /* Two passes: every rank's FIFOs must exist before any rank connects. */
   for (int i = 0; i < ndev && !res; i++) {
     CHECK_GOTO(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"), res, out);
-    int64_t fifo = comms[i]->slot_bytes * comms[i]->nslots;
-    CHECK_GOTO(tp_p2p_create(&comms[i]->p2p, i, ndev, keys, nkeys, fifo), res, out);
-    CHECK_GOTO(tp_p2p_export(comms[i]->p2p, 0, &h[i]), res, out);
+    CHECK_GOTO(comm_transports(comms[i], 0, keys, nkeys), res, out);
+    memcpy(records + (size_t)i * rec, tp_set_blob(comms[i]->tps), rec);
   }
   for (int i = 0; i < ndev && !res; i++) {
     CHECK_GOTO(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"), res, out);
-    CHECK_GOTO(tp_p2p_connect(comms[i]->p2p, h), res, out);
+    CHECK_GOTO(comm_connect(comms[i], records), res, out);
     CHECK_GOTO(comm_plans(comms[i]), res, out);
   }
   if (!res) {
@@ -242,7 +302,8 @@ out:
     LOG_INFO(RT_SUB_RUNTIME, "communicator of %d GPUs in one process: %d algorithms, %d connections", ndev,
              rt_algos_count(comms[0]->algos), nkeys);
   }
-  free(h);
+  free(records);
+  free(peers);
   free(keys);
   cudaSetDevice(cur);
   return (baton_result)res;
@@ -271,6 +332,7 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   h = (h ^ (uint64_t)c->min_tile) * 1099511628211ull;     /* the tile: every rank must cut alike */
   h = (h ^ (uint64_t)c->lane_tiles) * 1099511628211ull;
   h = (h ^ (uint64_t)c->force_simple) * 1099511628211ull;
+  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_NODE_RANKS)) * 1099511628211ull;   /* the groups: every rank alike */
   return h;
 }
 
@@ -280,15 +342,29 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   int dev = 0;
   if (rt_cuda(cudaGetDevice(&dev), RT_SUB_RUNTIME, "cudaGetDevice")) return baton_cuda_error;
   baton_comm *c = NULL;
+  struct rt_bootstrap *bs = NULL;
   tp_key *keys = NULL;
   int nkeys = 0;
+  size_t rec = tp_set_blob_bytes(NTRANSPORTS);
   uint64_t *fp = calloc(nranks, sizeof *fp);
-  tp_handle *h = calloc(nranks, sizeof *h);
-  bt_result res = fp && h ? BT_OK : BT_ERR_NOMEM;
-  if (!res) res = comm_new(&c, rank, nranks, dev, 1);
-  if (!res) res = shared_new(&c->shared, 1, 1);
+  unsigned char *records = calloc(nranks, rec);
+  tp_peer *peers = calloc(nranks, sizeof *peers);
+  bt_result res = fp && records && peers ? BT_OK : BT_ERR_NOMEM;
   CHECK_GOTO(res, res, out);
-  CHECK_GOTO(rt_bootstrap_init(&c->bs, (const rt_unique_id *)&id, rank, nranks), res, out);
+  /* Where every rank runs first: the node groups decide the protocol. */
+  CHECK_GOTO(rt_bootstrap_init(&bs, (const rt_unique_id *)&id, rank, nranks), res, out);
+  tp_peer_self(&peers[rank], dev);
+  CHECK_GOTO(rt_bootstrap_allgather(bs, peers, sizeof *peers), res, out);
+  int nodes = comm_groups(peers, nranks);
+  res = comm_new(&c, rank, nranks, dev, 1, nodes);
+  if (!res) {
+    c->bs = bs;
+    bs = NULL;
+    c->peers = peers;
+    peers = NULL;
+    res = shared_new(&c->shared, 1, 1);
+  }
+  CHECK_GOTO(res, res, out);
   CHECK_GOTO(comm_keys(c, &keys, &nkeys), res, out);
   fp[rank] = fingerprint(c, keys, nkeys);
   CHECK_GOTO(rt_bootstrap_allgather(c->bs, fp, sizeof *fp), res, out);
@@ -296,14 +372,14 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
-               "BATON_EXEC_SLOTS and BATON_PROTO", r, rank, rt_algos_count(c->algos));
+               "BATON_EXEC_SLOTS, BATON_PROTO and BATON_NODE_RANKS", r, rank, rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;
     }
-  CHECK_GOTO(tp_p2p_create(&c->p2p, rank, nranks, keys, nkeys, c->slot_bytes * c->nslots), res, out);
-  CHECK_GOTO(tp_p2p_export(c->p2p, 1, &h[rank]), res, out);
-  CHECK_GOTO(rt_bootstrap_allgather(c->bs, h, sizeof *h), res, out);
-  CHECK_GOTO(tp_p2p_connect(c->p2p, h), res, out);
+  CHECK_GOTO(comm_transports(c, 1, keys, nkeys), res, out);
+  memcpy(records + (size_t)rank * rec, tp_set_blob(c->tps), rec);
+  CHECK_GOTO(rt_bootstrap_allgather(c->bs, records, rec), res, out);
+  CHECK_GOTO(comm_connect(c, records), res, out);
   CHECK_GOTO(comm_plans(c), res, out);
   {
     int n = rt_algos_count(c->algos);
@@ -324,14 +400,20 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   *out = c;
 out:
   if (res && c) comm_free(c);
+  if (bs) rt_bootstrap_free(bs);
   free(fp);
-  free(h);
+  free(records);
+  free(peers);
   free(keys);
   return (baton_result)res;
 }
 
 baton_result rt_comm_poll_error(baton_comm *c) {
   if (c->error) return c->error;
+  if (c->net && tp_set_error(c->tps)) {   /* a peer went away (logged by the transport) */
+    c->error = baton_remote_error;
+    return c->error;
+  }
   rt_shared *s = c->shared->host;
   /* The cause: of the ranks whose GPU gave up waiting, the earliest.  The
    * flags are read first (every call does), the records only after a
@@ -384,6 +466,12 @@ baton_result baton_comm_destroy(baton_comm *c) {
   cudaSetDevice(c->dev);
   cudaDeviceSynchronize();
   comm_free(c);
+  return baton_success;
+}
+
+baton_result baton_comm_net_bytes(const baton_comm *c, uint64_t *sent, uint64_t *received) {
+  if (!c || !sent || !received) return baton_invalid_argument;
+  tp_set_stats(c->tps, sent, received);
   return baton_success;
 }
 

@@ -8,7 +8,7 @@
 #include "rt_algo.h"
 #include "rt_plan.h"
 #include "rt_trace.h"
-#include "tp_p2p.h"
+#include "tp.h"
 
 /* Host-mapped words every GPU of a process can see: the abort flag and
  * the first error a kernel reports.  Shared by the communicators of one
@@ -32,7 +32,10 @@ struct baton_comm {
   rt_algos *algos;
   int *lanes;                 /* per algorithm (rt_plan_lanes) */
   rt_plan *plans;             /* one per algorithm; ntbs 0: not runnable here */
-  tp_p2p *p2p;
+  tp_peer *peers;             /* every rank's host, process, device and node group */
+  int nodes;                  /* node groups of the communicator */
+  tp_set *tps;                /* the transports of this rank's connections */
+  int net;                    /* some connection of this rank uses the network (its proxy is kicked at launch) */
   rt_hostref *shared;
   int nslots;
   int64_t slot_bytes;

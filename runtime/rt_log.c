@@ -110,6 +110,7 @@ const char *bt_result_str(bt_result r) {
   case BT_ERR_INTERNAL: return "internal error";
   case BT_ERR_TIMEOUT: return "timed out";
   case BT_ERR_ABORTED: return "aborted";
+  case BT_ERR_REMOTE: return "remote peer lost";
   }
   return "unknown result";
 }

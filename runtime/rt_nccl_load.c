@@ -157,7 +157,8 @@ ncclResult_t rt_nccl_from_baton(baton_result r) {
   case baton_out_of_memory:
   case baton_system_error: return ncclSystemError;
   case baton_timeout:
-  case baton_aborted: return ncclRemoteError;
+  case baton_aborted:
+  case baton_remote_error: return ncclRemoteError;
   default: return ncclInternalError;
   }
 }

@@ -57,12 +57,12 @@ int rt_plan_keys(const ir_prog *p, int lanes, int proto, tp_key **keys, int n, i
 
 /* Resolves the receive side of every connection a host block reads on
  * `lane`: its own tb's and those of the tbs folded into it. */
-static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_p2p *t, int lane, int proto) {
+static bt_result wire_recv(ip_gtb *d, const ir_prog *p, int rank, int tbi, tp_set *t, int lane, int proto) {
   const ir_tb *tb = &p->gpus[rank].tbs[tbi];
-  if (d->recv.fifo) CHECK(tp_p2p_side(t, tb->recv, tb->chan, lane, proto, 1, &d->recv));
+  if (d->recv.fifo) CHECK(tp_set_side(t, tb->recv, tb->chan, lane, proto, 1, &d->recv));
   for (int x = 0; x < d->nx; x++) {
     const ir_tb *f = &p->gpus[rank].tbs[d->xtb[x]];
-    CHECK(tp_p2p_side(t, f->recv, f->chan, lane, proto, 1, &d->xrecv[x]));
+    CHECK(tp_set_side(t, f->recv, f->chan, lane, proto, 1, &d->xrecv[x]));
   }
   return BT_OK;
 }
@@ -97,7 +97,7 @@ static bt_result plan_sems(const ir_prog *p, int rank, const int *first, int32_t
   return BT_OK;
 }
 
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto,
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int nthreads, int lanes, int proto,
                         int share) {
   memset(pl, 0, sizeof *pl);
   const ir_gpu *g = &p->gpus[rank];
@@ -132,8 +132,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
     d->recv_peer = tb->recv;
     d->chan = tb->chan;
     if (ch.host[i] != i) continue;   /* folded: an empty block */
-    if (tb->send >= 0) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, 0, proto, 0, &d->send), res, out);
-    if (tb->recv >= 0 && tp_p2p_side(t, tb->recv, tb->chan, 0, proto, 1, &d->recv)) {
+    if (tb->send >= 0) CHECK_GOTO(tp_set_side(t, tb->send, tb->chan, 0, proto, 0, &d->send), res, out);
+    if (tb->recv >= 0 && tp_set_side(t, tb->recv, tb->chan, 0, proto, 1, &d->recv)) {
       /* No peer sends on this connection: fine only if nothing receives. */
       for (int s = 0; s < tb->nsteps; s++)
         if (ir_op_flags[tb->steps[s].op] & IR_F_RECV) {
@@ -233,7 +233,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int 
       const ir_tb *tb = &g->tbs[i];
       ip_gtb *d = &ht[l * nh + k];
       *d = ht[k];
-      if (d->send.fifo) CHECK_GOTO(tp_p2p_side(t, tb->send, tb->chan, l, proto, 0, &d->send), res, out);
+      if (d->send.fifo) CHECK_GOTO(tp_set_side(t, tb->send, tb->chan, l, proto, 0, &d->send), res, out);
       CHECK_GOTO(wire_recv(d, p, rank, i, t, l, proto), res, out);
     }
   pl->ntbs = nh;

@@ -6,7 +6,7 @@
 
 #include "ip_gpu.h"
 #include "ir.h"
-#include "tp_p2p.h"
+#include "tp.h"
 
 typedef struct rt_plan {
   ip_gstep *steps;        /* device */
@@ -45,7 +45,7 @@ int rt_plan_lanes(const ir_prog *p, int blocks, int proto);
  * compute thread blocks take the blocks the GPU holds beyond the lanes'
  * (1 / `share` of them: the ranks sharing the GPU take the rest), or
  * BATON_COMPUTE_BLOCKS. */
-bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_p2p *t, int nthreads, int lanes, int proto,
+bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int nthreads, int lanes, int proto,
                         int share);
 
 /* Adds the connections p uses (on every rank, each of `lanes` lanes, for

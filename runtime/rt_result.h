@@ -19,7 +19,8 @@ typedef enum bt_result {
   BT_ERR_CUDA,        /* a CUDA call failed */
   BT_ERR_INTERNAL,    /* a bug in baton */
   BT_ERR_TIMEOUT,     /* a peer or a GPU did not answer in time */
-  BT_ERR_ABORTED      /* the communicator was aborted (by the user or an earlier error) */
+  BT_ERR_ABORTED,     /* the communicator was aborted (by the user or an earlier error) */
+  BT_ERR_REMOTE       /* a peer went away: its connection closed, broke or misbehaved */
 } bt_result;
 
 const char *bt_result_str(bt_result r);

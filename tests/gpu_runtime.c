@@ -3,12 +3,14 @@
  * for integers, a tolerance for floats); also the automatic choice of
  * algorithm, uneven counts, in and out of place, and the timeout path.
  *
- * Usage: gpu_runtime --ranks N --dir DIR [--gpus G] [--procs] [--big] [--quick]
+ * Usage: gpu_runtime --ranks N --dir DIR [--gpus G] [--procs] [--big] [--quick] [--net]
  *   DIR holds IR files (those for other rank counts are skipped by the
  *   runtime).  --procs: one process per GPU (fork, unique id, TCP
  *   bootstrap, CUDA IPC) instead of one process driving every GPU.
  *   --gpus G (one process only): rank r runs on GPU r % G, so N ranks
  *   share G < N GPUs (their correctness, not their speed).
+ *   --net: checks that every rank has connections over the network
+ *   transport (run with BATON_NODE_RANKS set), and that bytes crossed it.
  *   TAP output; skips when fewer than N (or G) GPUs are present. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -577,7 +579,7 @@ static int run_procs(int quick, int big, rt_diag *d) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int big = 0, quick = 0, procs = 0;
+  int big = 0, quick = 0, procs = 0, net = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
@@ -585,6 +587,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--procs")) procs = 1;
+    else if (!strcmp(argv[i], "--net")) net = 1;
   }
   if (ngpus == 0) ngpus = nranks;
   shared = ngpus < nranks;
@@ -621,6 +624,12 @@ int main(int argc, char **argv) {
   streams_create();
   int nalg = baton_comm_algorithm_count(comms[0]);
   ok(nalg > 0, "%d algorithms loaded for %d ranks from %s", nalg, nranks, dir);
+  if (net) {
+    int all = 1;
+    for (int r = 0; r < nranks; r++) all &= comms[r]->net && comms[r]->nodes > 1;
+    ok(all, "%d node groups (BATON_NODE_RANKS=%s): every rank has connections over the network transport",
+       comms[0]->nodes, getenv("BATON_NODE_RANKS") ? getenv("BATON_NODE_RANKS") : "unset");
+  }
   check_fifos();
   check_algorithms(quick, d);
   if (shared) {
@@ -634,6 +643,17 @@ int main(int argc, char **argv) {
   check_graphs(1);
   check_inplace_alltoall();
   if (big) check_big(d);
+  if (net) {
+    uint64_t sent = 0, rcvd = 0;
+    for (int r = 0; r < nranks; r++) {
+      uint64_t a, b;
+      tp_set_stats(comms[r]->tps, &a, &b);
+      sent += a;
+      rcvd += b;
+    }
+    ok(sent > 0 && sent == rcvd, "the network carried %.1f MB (sent %llu bytes, received %llu)", sent / 1e6,
+       (unsigned long long)sent, (unsigned long long)rcvd);
+  }
   check_dead_peer();
   release();
   rt_diag_free(d);

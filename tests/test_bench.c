@@ -257,11 +257,11 @@ static void test_output(const char *plot) {
   char *c = slurp(csv);
   ok_contains(c, "collective,nranks,type,redop,inplace,size,count,nccl_time_us,nccl_algbw,nccl_busbw,nccl_wrong,"
                  "baton_time_us,baton_algbw,baton_busbw,baton_wrong,ratio,algorithm,nccl_error,baton_error,nccl_host_us,"
-                 "baton_host_us\n",
+                 "baton_host_us,baton_net_bytes\n",
               "CSV header");
-  ok_contains(c, "allreduce,8,f32,sum,0,32768,8192,40.000,0.8192,1.4336,0,40.000,0.8192,1.4336,0,1.0000,\"allreduce_ring\",\"\",\"\",6.000,5.000\n",
+  ok_contains(c, "allreduce,8,f32,sum,0,32768,8192,40.000,0.8192,1.4336,0,40.000,0.8192,1.4336,0,1.0000,\"allreduce_ring\",\"\",\"\",6.000,5.000,0\n",
               "CSV: the 32768-byte row");
-  ok_contains(c, "1048576,262144,100.000,10.4858,18.3501,0,,,,,,\"allreduce_ring\",\"\",\"baton_allreduce failed on rank 0: unsupported\",9.000,\n",
+  ok_contains(c, "1048576,262144,100.000,10.4858,18.3501,0,,,,,,\"allreduce_ring\",\"\",\"baton_allreduce failed on rank 0: unsupported\",9.000,,0\n",
               "CSV: a failed baton call leaves its columns, the ratio and its host time empty");
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"

@@ -99,6 +99,8 @@ typedef struct bench_row {
   int64_t bytes, count;
   bench_result lib[BENCH_NLIBS];
   char algorithm[96];   /* what baton ran (baton_comm_last_algorithm) */
+  double net_bytes;     /* baton: payload bytes one rank sent over the network per call (mean of the local
+                           ranks; 0 when its peers share its node group) */
 } bench_row;
 
 typedef struct bench_table {

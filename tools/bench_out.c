@@ -78,6 +78,9 @@ void bench_print_row(FILE *f, const bench_table *t, const bench_row *r) {
   if (q > 0) fprintf(f, "  %6.2f", q);
   else fprintf(f, "  %6s", "-");
   fprintf(f, "  %s\n", r->algorithm[0] ? r->algorithm : "-");
+  if (r->net_bytes > 0 && r->lib[BENCH_BATON].time_us > 0)
+    fprintf(f, "#   baton over the network: %.0f bytes per rank per call, %.3f GB/s per rank each way\n", r->net_bytes,
+            r->net_bytes / (r->lib[BENCH_BATON].time_us * 1e3));
   fflush(f);
 }
 
@@ -142,7 +145,7 @@ int bench_write_csv(const char *path, const bench_table *t) {
   for (int l = 0; l < BENCH_NLIBS; l++)
     fprintf(f, ",%s_time_us,%s_algbw,%s_busbw,%s_wrong", bench_lib_name[l], bench_lib_name[l], bench_lib_name[l],
             bench_lib_name[l]);
-  fprintf(f, ",ratio,algorithm,nccl_error,baton_error,nccl_host_us,baton_host_us\n");
+  fprintf(f, ",ratio,algorithm,nccl_error,baton_error,nccl_host_us,baton_host_us,baton_net_bytes\n");
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
     fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[t->dtype],
@@ -172,7 +175,7 @@ int bench_write_csv(const char *path, const bench_table *t) {
       if (x->time_us >= 0 && x->host_us >= 0) fprintf(f, ",%.3f", x->host_us);
       else fputc(',', f);
     }
-    fputc('\n', f);
+    fprintf(f, ",%.0f\n", r->net_bytes);
   }
   return fclose(f) ? -1 : 0;
 }
@@ -227,7 +230,7 @@ int bench_write_json(const char *path, const bench_table *t) {
     else fprintf(f, ",\n     \"ratio\": null, \"algorithm\": ");
     if (r->algorithm[0]) json_str(f, r->algorithm);
     else fprintf(f, "null");
-    fprintf(f, "}");
+    fprintf(f, ", \"baton_net_bytes\": %.0f}", r->net_bytes);
   }
   fprintf(f, "\n  ]\n}\n");
   return fclose(f) ? -1 : 0;

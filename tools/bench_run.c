@@ -219,12 +219,23 @@ static int build_graphs(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExe
 
 /* Warmup, then the timed block: seconds per call, or -1 with err; *host
  * gets the seconds per call the host spent enqueueing. */
-static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, double *host, char *err,
-                         size_t len) {
+/* Payload bytes the local ranks' baton communicators sent over the network. */
+static double net_sent(const bench_ctx *x) {
+  double sum = 0;
+  for (int i = 0; i < x->nlocal; i++) {
+    uint64_t s = 0, r = 0;
+    if (x->bc[i] && !baton_comm_net_bytes(x->bc[i], &s, &r)) sum += (double)s;
+  }
+  return sum;
+}
+
+static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphExec_t *ge, double *host,
+                         double *net, char *err, size_t len) {
   int n = x->o->iters;
   for (int w = 0; w < x->o->warmup; w++)
     if (launch(x, lib, g, err, len)) return -1;
   if (wait_lib(x, lib, err, len)) return -1;
+  double net0 = lib == BENCH_BATON ? net_sent(x) : 0;
   double t0 = bench_now();
   if (x->o->graph) {
     for (int k = 0; k < x->o->graph; k++)
@@ -240,7 +251,9 @@ static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphEx
   }
   *host = (bench_now() - t0) / n;
   if (wait_lib(x, lib, err, len)) return -1;
-  return (bench_now() - t0) / n;
+  double t = (bench_now() - t0) / n;
+  if (lib == BENCH_BATON && x->nlocal) *net = (net_sent(x) - net0) / n / x->nlocal;
+  return t;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -297,7 +310,7 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
     for (int lib = 0; lib < BENCH_NLIBS; lib++) {
       sync_flags(x, &failed);
       if (failed & 1 << lib) continue;
-      times[lib][k] = time_block(x, lib, &g, ge[lib], &hosts[lib][k], row->lib[lib].error,
+      times[lib][k] = time_block(x, lib, &g, ge[lib], &hosts[lib][k], &row->net_bytes, row->lib[lib].error,
                                  sizeof row->lib[0].error);
       if (times[lib][k] < 0) failed |= 1 << lib;
     }

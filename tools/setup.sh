@@ -23,7 +23,7 @@ root=$PWD
 build=${BUILD_DIR:-build}
 cmd=${1:-demo}
 
-packages="meson ninja-build pkg-config gcc liblua5.4-dev libxml2-dev python3"
+packages="meson ninja-build pkg-config gcc liblua5.4-dev libxml2-dev libibverbs-dev python3"
 # The checked build: clang, its sanitizer and libFuzzer runtimes.
 case $cmd in test|check) packages="$packages clang libclang-rt-14-dev" ;; esac
 need=""

@@ -1,5 +1,12 @@
-/* tp_p2p.c -- pools of FIFOs in GPU memory, reached by peer access or CUDA IPC. */
-#include "tp_p2p.h"
+/* tp_p2p.c -- the NVLink/PCIe peer-to-peer transport: FIFOs in GPU memory
+ * reached by peer access (one process) or CUDA IPC (one process per GPU).
+ *
+ * Every rank holds one pool: the FIFO and head word of each connection it
+ * receives on, the tail word of each it sends on, and its private counts.
+ * The connection set (sorted keys) is the same on every rank, so each rank
+ * computes where any other rank keeps any connection; only the pool base
+ * addresses are exchanged. */
+#include "tp.h"
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -13,7 +20,15 @@
  * and a local poller never share a cache line with another connection. */
 #define WORD 128
 
-struct tp_p2p {
+/* What a rank publishes so that peers can reach its pool. */
+typedef struct tp_handle {
+  char ipc[64];          /* cudaIpcMemHandle_t */
+  uint64_t base;         /* the pool's address in its own process */
+  int32_t dev;           /* CUDA device of the rank */
+} tp_handle;
+_Static_assert(sizeof(tp_handle) <= TP_BLOB_BYTES, "a P2P handle fits its blob");
+
+typedef struct tp_p2p {
   int rank, nranks, dev;
   tp_key *keys;
   int nkeys;
@@ -21,25 +36,9 @@ struct tp_p2p {
   char *pool;            /* this rank's pool */
   char **peer;           /* every rank's pool base as this process sees it */
   int *opened;           /* 1: peer[r] came from cudaIpcOpenMemHandle */
-};
-
-static int key_cmp(const void *a, const void *b) {
-  const tp_key *x = a, *y = b;
-  if (x->src != y->src) return x->src < y->src ? -1 : 1;
-  if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
-  if (x->chan != y->chan) return x->chan < y->chan ? -1 : 1;
-  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
-  return x->proto < y->proto ? -1 : x->proto > y->proto;
-}
-
-int tp_keys_normalize(tp_key *keys, int n) {
-  if (n == 0) return 0;
-  qsort(keys, n, sizeof *keys, key_cmp);
-  int m = 1;
-  for (int i = 1; i < n; i++)
-    if (key_cmp(&keys[i], &keys[m - 1])) keys[m++] = keys[i];
-  return m;
-}
+  int ipc;
+  const tp_peer *peers;
+} tp_p2p;
 
 /* Layout of rank r's pool: FIFOs of the connections r receives on (in key
  * order), then per received connection a head and a count word, then per
@@ -67,7 +66,7 @@ static where locate(const tp_p2p *t, const tp_key *k) {
   int64_t ri = 0, si = 0;
   for (int i = 0; i < t->nkeys; i++) {
     const tp_key *x = &t->keys[i];
-    if (key_cmp(x, k) >= 0) break;
+    if (tp_key_cmp(x, k) >= 0) break;
     ri += x->dst == k->dst;
     si += x->src == k->src;
   }
@@ -81,10 +80,19 @@ static where locate(const tp_p2p *t, const tp_key *k) {
   return w;
 }
 
-bt_result tp_p2p_create(tp_p2p **out, int rank, int nranks, const tp_key *keys, int nkeys, int64_t fifo_bytes) {
-  *out = NULL;
+static void p2p_free(void *state);
+
+/* Same node group (so same host): the GPUs reach each other directly. */
+static int p2p_can(const tp_ctx *x, int a, int b) { return x->peers[a].node == x->peers[b].node; }
+
+static bt_result p2p_create(const tp_ctx *x, const tp_key *keys, int nkeys, void **state, unsigned char blob[TP_BLOB_BYTES]) {
+  *state = NULL;
+  int rank = x->rank, nranks = x->nranks;
+  int64_t fifo_bytes = x->slot_bytes * x->nslots;
   tp_p2p *t = calloc(1, sizeof *t);
   if (!t) return BT_ERR_NOMEM;
+  t->ipc = x->ipc;
+  t->peers = x->peers;
   t->rank = rank;
   t->nranks = nranks;
   t->fifo_bytes = (fifo_bytes + WORD - 1) / WORD * WORD;
@@ -104,33 +112,20 @@ bt_result tp_p2p_create(tp_p2p **out, int rank, int nranks, const tp_key *keys, 
   t->peer[rank] = t->pool;
   LOG_INFO(RT_SUB_RUNTIME, "p2p: rank %d dev %d: %lld connections, pool %.1f MiB", rank, t->dev,
            (long long)(nrecv_of(t, rank) + nsend_of(t, rank)), bytes / 1048576.0);
-  *out = t;
-  return BT_OK;
-fail:
-  tp_p2p_free(t);
-  return res;
-}
-
-static uint64_t host_hash(void) {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  uint64_t h = 1469598103934665603ull;
-  for (char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  return h;
-}
-
-bt_result tp_p2p_export(tp_p2p *t, int ipc, tp_handle *h) {
+  *state = t;
+  tp_handle *h = (tp_handle *)blob;
   memset(h, 0, sizeof *h);
   h->base = (uint64_t)(uintptr_t)t->pool;
   h->dev = t->dev;
-  h->pid = (int32_t)getpid();
-  h->host = host_hash();
-  if (ipc) {
+  if (t->ipc) {
     cudaIpcMemHandle_t m;
     CHECK(rt_cuda(cudaIpcGetMemHandle(&m, t->pool), RT_SUB_RUNTIME, "p2p: cudaIpcGetMemHandle"));
     memcpy(h->ipc, &m, sizeof m < sizeof h->ipc ? sizeof m : sizeof h->ipc);
   }
   return BT_OK;
+fail:
+  p2p_free(t);
+  return res;
 }
 
 /* True when rank r exchanges messages with this rank. */
@@ -141,31 +136,32 @@ static int linked(const tp_p2p *t, int r) {
   return 0;
 }
 
-bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all) {
-  int me = (int)getpid();
-  uint64_t host = host_hash();
+static bt_result p2p_connect(void *state, const unsigned char *blobs) {
+  tp_p2p *t = state;
+  int me = t->peers[t->rank].pid;
   for (int r = 0; r < t->nranks; r++) {
     if (r == t->rank || !linked(t, r)) continue;
-    if (all[r].host != host) {
+    const tp_handle *hr = (const tp_handle *)(blobs + (size_t)r * TP_BLOB_BYTES);
+    if (t->peers[r].host != t->peers[t->rank].host) {
       LOG_WARN(RT_SUB_RUNTIME, "p2p: rank %d is on another host; only one node is supported by the P2P transport", r);
       return BT_ERR_UNSUPPORTED;
     }
-    if (all[r].pid == me && all[r].dev == t->dev) {
-      t->peer[r] = (char *)(uintptr_t)all[r].base;   /* ranks sharing a GPU (tests): its own memory */
-    } else if (all[r].pid == me) {
+    if (t->peers[r].pid == me && hr->dev == t->dev) {
+      t->peer[r] = (char *)(uintptr_t)hr->base;   /* ranks sharing a GPU (tests): its own memory */
+    } else if (t->peers[r].pid == me) {
       int can = 0;
-      CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, t->dev, all[r].dev), RT_SUB_RUNTIME, "p2p: cudaDeviceCanAccessPeer"));
+      CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, t->dev, hr->dev), RT_SUB_RUNTIME, "p2p: cudaDeviceCanAccessPeer"));
       if (!can) {
-        LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, all[r].dev, r);
+        LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, hr->dev, r);
         return BT_ERR_UNSUPPORTED;
       }
-      cudaError_t e = cudaDeviceEnablePeerAccess(all[r].dev, 0);
+      cudaError_t e = cudaDeviceEnablePeerAccess(hr->dev, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
       else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "p2p: cudaDeviceEnablePeerAccess"));
-      t->peer[r] = (char *)(uintptr_t)all[r].base;
+      t->peer[r] = (char *)(uintptr_t)hr->base;
     } else {
       cudaIpcMemHandle_t m;
-      memcpy(&m, all[r].ipc, sizeof m);
+      memcpy(&m, hr->ipc, sizeof m);
       void *p = NULL;
       CHECK(rt_cuda(cudaIpcOpenMemHandle(&p, m, cudaIpcMemLazyEnablePeerAccess),
                     RT_SUB_RUNTIME, "p2p: cudaIpcOpenMemHandle"));
@@ -176,9 +172,10 @@ bt_result tp_p2p_connect(tp_p2p *t, const tp_handle *all) {
   return BT_OK;
 }
 
-bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int proto, int dir, ip_gconn *out) {
-  tp_key k = {dir == 0 ? t->rank : peer, dir == 0 ? peer : t->rank, chan, lane, proto};
-  if (!bsearch(&k, t->keys, t->nkeys, sizeof k, key_cmp)) return BT_ERR_INVALID;
+static bt_result p2p_side(void *state, const tp_key *kp, int dir, ip_gconn *out) {
+  tp_p2p *t = state;
+  tp_key k = *kp;
+  if (!bsearch(&k, t->keys, t->nkeys, sizeof k, tp_key_cmp)) return BT_ERR_INVALID;
   char *rx = t->peer[k.dst], *tx = t->peer[k.src];
   if (!rx || !tx) return BT_ERR_INVALID;
   where w = locate(t, &k);
@@ -189,9 +186,8 @@ bt_result tp_p2p_side(tp_p2p *t, int peer, int chan, int lane, int proto, int di
   return BT_OK;
 }
 
-int64_t tp_p2p_fifo_bytes(const tp_p2p *t) { return t->fifo_bytes; }
-
-void tp_p2p_free(tp_p2p *t) {
+static void p2p_free(void *state) {
+  tp_p2p *t = state;
   if (!t) return;
   for (int r = 0; t->opened && r < t->nranks; r++)
     if (t->opened[r]) cudaIpcCloseMemHandle(t->peer[r]);
@@ -201,3 +197,12 @@ void tp_p2p_free(tp_p2p *t) {
   free(t->opened);
   free(t);
 }
+
+const tp_ops tp_p2p_ops = {
+  .name = "P2P",
+  .can_connect = p2p_can,
+  .setup = p2p_create,
+  .connect = p2p_connect,
+  .side = p2p_side,
+  .free = p2p_free,
+};

@@ -1,0 +1,500 @@
+/* test_net.c -- the network transport with host memory: threads (and, for
+ * a killed peer, processes) play the GPUs; the socket backend runs over
+ * real TCP connections on this machine.  Hostile peers are built from the
+ * wire format (net_socket.h).
+ *
+ * Run with argument "ib" (and BATON_NET=ib): checks that asking for the
+ * verbs backend where it cannot run fails at set-up, with a reason. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "net_socket.h"
+#include "rt_socket.h"
+#include "tap.h"
+#include "tp.h"
+
+enum { SLOT = 3 * 4096 + 100, NSLOTS = 4, MAXR = 8 };
+
+static void *hm_alloc(size_t n, void **dev) {
+  n = (n + 4095) / 4096 * 4096;
+  void *p = aligned_alloc(4096, n);
+  if (p) memset(p, 0, n);
+  *dev = p;
+  return p;
+}
+static void hm_free(void *p) { free(p); }
+static const tp_hostmem hostmem = {hm_alloc, hm_free};
+static const tp_ops *const net_only[] = {&tp_net_ops};
+
+typedef struct trank {
+  int rank, nranks;
+  tp_set *set;
+  volatile int32_t abort;
+  tp_key *keys;
+  int nkeys;
+  int64_t msgs;        /* per connection; -1: until aborted */
+  int failures;        /* bytes that arrived wrong */
+  int64_t done;        /* messages received in all */
+  int stopped_by_abort;
+} trank;
+
+static tp_peer peers[MAXR];
+
+/* Every ordered pair of ranks on `chans` channels and 2 lanes. */
+static int all_pairs(int n, int chans, tp_key *k) {
+  int m = 0;
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++)
+      for (int c = 0; c < chans && a != b; c++)
+        for (int l = 0; l < 2; l++) k[m++] = (tp_key){a, b, c, l, 0};
+  return tp_keys_normalize(k, m);
+}
+
+static uint32_t msg_len(const tp_key *k, uint64_t m) {
+  static const uint32_t sizes[] = {0, 1, 7, 4095, 4096, 4097, SLOT, 12345, 8192 + 13, 100};
+  return sizes[(m + (uint64_t)k->chan * 3 + (uint64_t)k->lane) % 10] % (SLOT + 1);
+}
+static unsigned char pat(const tp_key *k, uint64_t m, uint32_t i) {
+  return (unsigned char)(k->src * 131 + k->dst * 31 + k->chan * 7 + k->lane * 3 + m * 17 + i * 13 + (i >> 8));
+}
+
+static tp_ctx ctx_of(trank *t) {
+  return (tp_ctx){t->rank, t->nranks, peers, NSLOTS, SLOT, 0, &hostmem, &t->abort};
+}
+
+/* Creates ranks t[0..n) in this process and connects them one after the
+ * other (as one process holding several ranks does). */
+static int setup(trank *t, int n, tp_key *keys, int nkeys) {
+  if (n < 1 || n > MAXR) return -1;
+  for (int r = 0; r < n; r++) {
+    tp_peer_self(&peers[r], 0);
+    t[r] = (trank){.rank = r, .nranks = n, .keys = keys, .nkeys = nkeys};
+  }
+  tp_peer_group(peers, n, 1);
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char *all = calloc((size_t)n, rec);
+  int bad = 0;
+  for (int r = 0; r < n && !bad; r++) {
+    tp_ctx x = ctx_of(&t[r]);
+    bad = tp_set_create(&t[r].set, &x, net_only, 1, keys, nkeys) != BT_OK;
+    if (!bad) memcpy(all + r * rec, tp_set_blob(t[r].set), rec);
+  }
+  for (int r = 0; r < n && !bad; r++) bad = tp_set_connect(t[r].set, all) != BT_OK;
+  free(all);
+  return bad ? -1 : 0;
+}
+
+/* The GPU of rank t: sends msgs messages on each of its send connections
+ * and receives as many on each receive connection, checking every byte,
+ * until done, aborted, or 60 s. */
+static void *engine(void *arg) {
+  trank *t = arg;
+  typedef struct gc { ip_gconn g; tp_key k; uint64_t next; int dir; } gc;
+  gc *c = calloc(t->nkeys, sizeof *c);
+  int n = 0;
+  for (int i = 0; i < t->nkeys; i++) {
+    const tp_key *k = &t->keys[i];
+    int dir = k->src == t->rank ? 0 : k->dst == t->rank ? 1 : -1;
+    if (dir < 0) continue;
+    if (tp_set_side(t->set, dir ? k->src : k->dst, k->chan, k->lane, k->proto, dir, &c[n].g)) {
+      t->failures++;
+      continue;
+    }
+    c[n].k = *k;
+    c[n].dir = dir;
+    n++;
+  }
+  int64_t deadline = rt_time_ns() + 60 * 1000000000ll;
+  uint64_t want = t->msgs < 0 ? UINT64_MAX : (uint64_t)t->msgs;
+  for (;;) {
+    int left = 0, moved = 0;
+    if (t->abort) { t->stopped_by_abort = 1; break; }
+    if (rt_time_ns() > deadline) break;
+    for (int i = 0; i < n; i++) {
+      gc *x = &c[i];
+      if (x->next >= want) continue;
+      left++;
+      uint64_t m = x->next;
+      int slot = (int)(m % NSLOTS);
+      uint32_t len = msg_len(&x->k, m);
+      if (x->dir == 0) {
+        if (m - __atomic_load_n(x->g.tail, __ATOMIC_ACQUIRE) >= NSLOTS) continue;
+        unsigned char *p = (unsigned char *)x->g.fifo + (size_t)slot * SLOT;
+        for (uint32_t b = 0; b < len; b++) p[b] = pat(&x->k, m, b);
+        x->g.lens[slot] = len;
+        __atomic_store_n(x->g.head, m + 1, __ATOMIC_RELEASE);
+      } else {
+        if (__atomic_load_n(x->g.head, __ATOMIC_ACQUIRE) <= m) continue;
+        const unsigned char *p = (const unsigned char *)x->g.fifo + (size_t)slot * SLOT;
+        for (uint32_t b = 0; b < len; b++)
+          if (p[b] != pat(&x->k, m, b)) {
+            if (t->failures++ < 3)
+              printf("# rank %d: message %llu from %d chan %d lane %d byte %u: %u, expected %u\n", t->rank,
+                     (unsigned long long)m, x->k.src, x->k.chan, x->k.lane, b, p[b], pat(&x->k, m, b));
+            break;
+          }
+        __atomic_store_n(x->g.tail, m + 1, __ATOMIC_RELEASE);
+        t->done++;
+      }
+      x->next++;
+      moved++;
+    }
+    if (!left) break;
+    if (!moved) sched_yield();
+  }
+  free(c);
+  return NULL;
+}
+
+/* Runs the engines of t[0..n) to the end; 0 when every message of every
+ * connection arrived intact. */
+static int run_all(trank *t, int n, int64_t msgs) {
+  pthread_t th[MAXR];
+  for (int r = 0; r < n; r++) {
+    t[r].msgs = msgs;
+    pthread_create(&th[r], NULL, engine, &t[r]);
+  }
+  int bad = 0;
+  for (int r = 0; r < n; r++) {
+    pthread_join(th[r], NULL);
+    int64_t expect = 0;
+    for (int i = 0; i < t[r].nkeys; i++) expect += t[r].keys[i].dst == r;
+    expect *= msgs;
+    if (t[r].failures || t[r].done != expect) {
+      printf("# rank %d: %lld of %lld messages, %d wrong\n", r, (long long)t[r].done, (long long)expect,
+             t[r].failures);
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+static void test_traffic(int n, int chans, int64_t msgs, const char *what) {
+  tp_key keys[MAXR * MAXR * 8];
+  int nk = all_pairs(n, chans, keys);
+  trank t[MAXR];
+  int64_t t0 = rt_time_ns();
+  int bad = setup(t, n, keys, nk);
+  ok(!bad, "%s: %d ranks in one process connect (%d connections)", what, n, nk);
+  if (bad) return;
+  bad = run_all(t, n, msgs);
+  uint64_t s = 0, r = 0, ts, tr;
+  for (int i = 0; i < n; i++) {
+    tp_set_stats(t[i].set, &ts, &tr);
+    s += ts;
+    r += tr;
+  }
+  ok(!bad && s == r && s > 0, "%s: %lld messages per connection arrive intact, in order (%.1f MB each way, %.2f s)",
+     what, (long long)msgs, s / 1e6, (rt_time_ns() - t0) / 1e9);
+  /* An orderly destroy is no fault for the ranks still up. */
+  tp_set_free(t[0].set);
+  usleep(200000);
+  int errs = 0;
+  for (int i = 1; i < n; i++) errs += tp_set_error(t[i].set) != BT_OK || t[i].abort;
+  ok(errs == 0, "%s: rank 0 destroyed first: the others see no fault", what);
+  for (int i = 1; i < n; i++) tp_set_free(t[i].set);
+}
+
+/* One rank aborts while every rank exchanges messages: the others learn it
+ * through their links and stop within a bounded time. */
+static void test_abort_spreads(void) {
+  tp_key keys[64];
+  int nk = all_pairs(3, 1, keys);
+  trank t[3];
+  if (setup(t, 3, keys, nk)) {
+    ok(0, "abort: set-up");
+    return;
+  }
+  pthread_t th[3];
+  for (int r = 0; r < 3; r++) {
+    t[r].msgs = -1;
+    pthread_create(&th[r], NULL, engine, &t[r]);
+  }
+  usleep(300000);
+  int64_t t0 = rt_time_ns();
+  t[1].abort = 1;
+  for (int r = 0; r < 3; r++) pthread_join(th[r], NULL);
+  double secs = (rt_time_ns() - t0) / 1e9;
+  ok(t[0].stopped_by_abort && t[2].stopped_by_abort && secs < 5, "abort on rank 1: ranks 0 and 2 stop in %.3f s",
+     secs);
+  ok(tp_set_error(t[0].set) == BT_ERR_REMOTE && tp_set_error(t[2].set) == BT_ERR_REMOTE,
+     "abort on rank 1: ranks 0 and 2 report a remote error");
+  ok(t[0].failures == 0 && t[2].failures == 0, "abort: nothing that arrived was wrong");
+  int64_t f0 = rt_time_ns();
+  for (int r = 0; r < 3; r++) tp_set_free(t[r].set);
+  ok((rt_time_ns() - f0) / 1e9 < 5, "abort: every rank is destroyed cleanly afterwards");
+}
+
+/* ---- processes: a peer killed in the middle of traffic ---- */
+
+static int read_all(int fd, void *p, size_t n) {
+  size_t d = 0;
+  while (d < n) {
+    ssize_t r = read(fd, (char *)p + d, n - d);
+    if (r <= 0) return -1;
+    d += (size_t)r;
+  }
+  return 0;
+}
+
+/* Child process of rank r: set-up with the parent relaying records,
+ * traffic until the engine stops; exit 0 when it stopped because the
+ * transport reported the lost peer (abort raised, remote error). */
+static int child(int r, int n, int to_parent, int from_parent, tp_key *keys, int nk) {
+  trank t = {.rank = r, .nranks = n, .keys = keys, .nkeys = nk, .msgs = -1};
+  for (int i = 0; i < n; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
+  tp_peer_group(peers, n, 1);
+  tp_ctx x = ctx_of(&t);
+  if (tp_set_create(&t.set, &x, net_only, 1, keys, nk)) return 10;
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char *all = calloc(n, rec);
+  if (write(to_parent, tp_set_blob(t.set), rec) != (ssize_t)rec || read_all(from_parent, all, n * rec)) return 11;
+  if (tp_set_connect(t.set, all)) return 12;
+  char ready = 'r';
+  if (write(to_parent, &ready, 1) != 1) return 13;
+  engine(&t);
+  int64_t f0 = rt_time_ns();
+  bt_result e = tp_set_error(t.set);
+  tp_set_free(t.set);
+  free(all);
+  if (!t.stopped_by_abort) return 14;
+  if (e != BT_ERR_REMOTE) return 15;
+  if (t.failures) return 16;
+  if ((rt_time_ns() - f0) > 5000000000ll) return 17;
+  return 0;
+}
+
+static void test_killed_peer(void) {
+  enum { N = 3 };
+  tp_key keys[64];
+  int nk = all_pairs(N, 1, keys);
+  int up[N][2], down[N][2];
+  pid_t pid[N];
+  for (int r = 0; r < N; r++) {
+    if (pipe(up[r]) || pipe(down[r])) { ok(0, "killed peer: pipes"); return; }
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      tap_n = 0;
+      _exit(child(r, N, up[r][1], down[r][0], keys, nk));
+    }
+  }
+  /* The parent relays: peers, then every record to every rank. */
+  for (int r = 0; r < N; r++) {
+    tp_peer p;
+    tp_peer_self(&p, 0);
+    p.pid = pid[r];
+    for (int q = 0; q < N; q++) write(down[q][1], &p, sizeof p);
+  }
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char all[N * 1024];
+  int bad = 0;
+  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], all + r * rec, rec);
+  for (int r = 0; r < N; r++) bad |= write(down[r][1], all, N * rec) != (ssize_t)(N * rec);
+  char c;
+  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], &c, 1);
+  ok(!bad, "killed peer: 3 processes connected");
+  usleep(300000);   /* traffic flows */
+  int64_t t0 = rt_time_ns();
+  kill(pid[2], SIGKILL);
+  int status[N] = {0}, left = 2;
+  waitpid(pid[2], NULL, 0);
+  while (left && rt_time_ns() - t0 < 15000000000ll) {
+    for (int r = 0; r < 2; r++)
+      if (pid[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) pid[r] = 0, left--;
+    usleep(10000);
+  }
+  double secs = (rt_time_ns() - t0) / 1e9;
+  for (int r = 0; r < 2; r++)
+    if (pid[r]) kill(pid[r], SIGKILL), waitpid(pid[r], &status[r], 0);
+  ok(left == 0 && WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0 && WIFEXITED(status[1]) &&
+         WEXITSTATUS(status[1]) == 0,
+     "killed peer: ranks 0 and 1 stop with a remote error and are destroyed cleanly (%.2f s; exits %d %d)", secs,
+     WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1, WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
+  for (int r = 0; r < N; r++) close(up[r][0]), close(up[r][1]), close(down[r][0]), close(down[r][1]);
+}
+
+/* ---- hostile peers: a fake rank 0 speaking the wire format to a real rank 1 ---- */
+
+typedef struct hostile {
+  trank t[2];
+  tp_key keys[2];
+  unsigned char records[2 * TP_BLOB_BYTES];
+  int fd[16];
+  int nsocks;
+  bt_result connected;
+} hostile;
+
+static void *connect_thread(void *arg) {
+  hostile *h = arg;
+  h->connected = tp_set_connect(h->t[1].set, h->records);
+  return NULL;
+}
+
+/* Rank 1 real, rank 0 fake; returns 0 once rank 1 has accepted the fake's
+ * sockets (after a stray with a wrong token and one sending garbage). */
+static int hostile_up(hostile *h, int *strays_closed) {
+  memset(h, 0, sizeof *h);
+  h->keys[0] = (tp_key){0, 1, 0, 0, 0};
+  h->keys[1] = (tp_key){1, 0, 0, 0, 0};
+  for (int r = 0; r < 2; r++) {
+    tp_peer_self(&peers[r], 0);
+    h->t[r] = (trank){.rank = r, .nranks = 2, .keys = h->keys, .nkeys = 2};
+  }
+  tp_peer_group(peers, 2, 1);
+  tp_ctx x = ctx_of(&h->t[1]);
+  if (tp_set_create(&h->t[1].set, &x, net_only, 1, h->keys, 2)) return -1;
+  memcpy(h->records + TP_BLOB_BYTES, tp_set_blob(h->t[1].set), TP_BLOB_BYTES);
+  ns_addr real;
+  memcpy(&real, h->records + TP_BLOB_BYTES + NET_BLOB_ADDR, sizeof real);
+  h->nsocks = real.nsocks;
+  uint32_t magic = NET_BLOB_MAGIC;
+  memcpy(h->records, &magic, 4);
+  ns_addr fake = {NS_ADDR_MAGIC, NS_VERSION, 0, real.nsocks, {1}, {0}};
+  rt_sockaddr lo;
+  rt_socket_parse("127.0.0.1:1", "test", &lo);
+  rt_socket_pack(&lo, fake.addr);
+  memcpy(h->records + NET_BLOB_ADDR, &fake, sizeof fake);
+  pthread_t th;
+  pthread_create(&th, NULL, connect_thread, h);
+  rt_sockaddr to;
+  rt_socket_unpack(real.addr, &to);
+  int64_t dl = rt_time_ns() + 5000000000ll;
+  *strays_closed = 0;
+  /* A stray with the wrong token, another sending garbage: both closed. */
+  for (int s = 0; s < 2; s++) {
+    int fd;
+    if (rt_socket_connect(&to, dl, -1, "test", &fd)) return -1;
+    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, 0, real.nsocks, {0}};
+    if (s == 1) memset(&g, 0x5a, sizeof g);
+    struct iovec v = {&g, sizeof g};
+    rt_socket_send(fd, &v, 1);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char b;
+    if (rt_socket_poll(&p, 1, dl) == 1 && rt_socket_recv(fd, &b, 1) < 0) (*strays_closed)++;
+    close(fd);
+  }
+  for (int s = 0; s < real.nsocks; s++) {
+    if (rt_socket_connect(&to, dl, -1, "test", &h->fd[s])) return -1;
+    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}};
+    memcpy(g.token, real.token, sizeof g.token);
+    struct iovec v = {&g, sizeof g};
+    if (rt_socket_send(h->fd[s], &v, 1) != sizeof g) return -1;
+  }
+  pthread_join(th, NULL);
+  return h->connected == BT_OK ? 0 : -1;
+}
+
+static void send_frame(int fd, const ns_hdr *f, const void *payload, size_t n) {
+  struct iovec v[2] = {{(void *)f, sizeof *f}, {(void *)payload, n}};
+  rt_socket_send(fd, v, n ? 2 : 1);
+}
+
+/* Waits up to 3 s for rank 1 to report a remote error with its abort flag up. */
+static int broken_within(hostile *h, double *secs) {
+  int64_t t0 = rt_time_ns();
+  while (rt_time_ns() - t0 < 3000000000ll) {
+    if (tp_set_error(h->t[1].set) == BT_ERR_REMOTE && h->t[1].abort) break;
+    usleep(2000);
+  }
+  *secs = (rt_time_ns() - t0) / 1e9;
+  return tp_set_error(h->t[1].set) == BT_ERR_REMOTE && h->t[1].abort;
+}
+
+static void hostile_down(hostile *h) {
+  for (int s = 0; s < h->nsocks; s++) close(h->fd[s]);
+  tp_set_free(h->t[1].set);
+}
+
+static void test_hostile(void) {
+  static const struct { const char *what; ns_hdr f; uint32_t send; } cases[] = {
+    {"a message cut short (10 of 1000 bytes, then the socket closes)", {NS_DATA, 0, 0, 1000, 1000, 0, 0, 0}, 10},
+    {"a piece for a connection that does not exist", {NS_DATA, 5, 0, 10, 10, 0, 0, 0}, 10},
+    {"a message whose slot is not free (far ahead)", {NS_DATA, 0, 0, 10, 10, 0, 1000, 0}, 10},
+    {"a message larger than a slot", {NS_DATA, 0, 0, 10, SLOT + 1, 0, 0, 0}, 10},
+    {"bytes past the message's end", {NS_DATA, 0, 5, 10, 10, 0, 0, 5}, 10},
+    {"a piece at the wrong pool offset", {NS_DATA, 0, 0, 10, 10, 0, 0, 4096}, 10},
+    {"a frame of unknown type", {77, 0, 0, 0, 0, 0, 0, 0}, 0},
+    {"a credit for more messages than were sent", {NS_CREDIT, 0, 0, 0, 0, 0, 5, 0}, 0},
+    {"a close without goodbye", {0, 0, 0, 0, 0, 0, 0, 0}, 0},
+  };
+  char junk[1000] = {0};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    hostile h;
+    int strays = 0;
+    if (hostile_up(&h, &strays)) {
+      ok(0, "hostile: set-up for %s", cases[i].what);
+      continue;
+    }
+    if (i == 0) ok(strays == 2, "hostile: a wrong token and a garbage greeting are closed, the real ones accepted");
+    if (cases[i].f.type) send_frame(h.fd[0], &cases[i].f, junk, cases[i].send);
+    if (i == 0 || cases[i].f.type == 0)
+      for (int s = 0; s < h.nsocks; s++) shutdown(h.fd[s], SHUT_RDWR);
+    double secs = 0;
+    ok(broken_within(&h, &secs), "hostile: %s: rank 1 reports a remote error and stops its kernels (%.3f s)",
+       cases[i].what, secs);
+    hostile_down(&h);
+  }
+  /* A well-formed message from a foreign sender, a goodbye, a close: the
+   * bytes land, the head moves, and nothing is a fault. */
+  hostile h;
+  int strays;
+  if (hostile_up(&h, &strays)) {
+    ok(0, "hostile: set-up for a good message");
+    return;
+  }
+  unsigned char msg[5000];
+  for (size_t i = 0; i < sizeof msg; i++) msg[i] = (unsigned char)(i * 7);
+  ns_hdr a = {NS_DATA, 0, 0, 3000, 5000, 0, 0, 0}, b = {NS_DATA, 0, 3000, 2000, 5000, 0, 0, 3000};
+  send_frame(h.fd[1 % h.nsocks], &b, msg + 3000, 2000);   /* pieces out of order, on different sockets */
+  send_frame(h.fd[0], &a, msg, 3000);
+  ip_gconn g;
+  tp_set_side(h.t[1].set, 0, 0, 0, 0, 1, &g);
+  int64_t t0 = rt_time_ns();
+  while (__atomic_load_n(g.head, __ATOMIC_ACQUIRE) < 1 && rt_time_ns() - t0 < 3000000000ll) usleep(1000);
+  ok(*g.head == 1 && !memcmp(g.fifo, msg, sizeof msg), "hostile: a message in two pieces arriving out of order "
+     "lands whole and is published once");
+  ns_hdr bye = {NS_BYE, 0, 0, 0, 0, 0, 0, 0};
+  for (int s = 0; s < h.nsocks; s++) send_frame(h.fd[s], &bye, NULL, 0), shutdown(h.fd[s], SHUT_RDWR);
+  usleep(300000);
+  ok(tp_set_error(h.t[1].set) == BT_OK && !h.t[1].abort, "hostile: goodbye then close is no fault");
+  hostile_down(&h);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc > 1 && !strcmp(argv[1], "ib")) {
+    /* BATON_NET=ib where no RDMA device is (every machine here). */
+    tp_key keys[8];
+    int nk = all_pairs(2, 1, keys);
+    trank t[2];
+    tp_peer_self(&peers[0], 0);
+    tp_peer_self(&peers[1], 0);
+    tp_peer_group(peers, 2, 1);
+    t[0] = (trank){.rank = 0, .nranks = 2};
+    tp_ctx x = ctx_of(&t[0]);
+    tp_set *s = NULL;
+    bt_result e = tp_set_create(&s, &x, net_only, 1, keys, nk);
+    ok(e == BT_ERR_UNSUPPORTED && !s, "BATON_NET=ib without a usable RDMA device: set-up refuses (%s)",
+       bt_result_str(e));
+    return tap_done();
+  }
+  test_traffic(4, 2, 300, "traffic");
+  rt_socket_fault_set(1000, 5);   /* short reads and writes, spurious would-blocks */
+  test_traffic(3, 1, 100, "traffic with short I/O");
+  rt_socket_fault_set(0, 0);
+  test_abort_spreads();
+  test_killed_peer();
+  test_hostile();
+  return tap_done();
+}

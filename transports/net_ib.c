@@ -1,0 +1,1372 @@
+/* net_ib.c -- the InfiniBand/RoCE verbs backend of the network transport:
+ * RDMA writes straight into the peer's pool, small records and immediates
+ * to say what landed, and a TCP side connection per link for the
+ * queue-pair exchange and to notice a peer's death.
+ *
+ * libibverbs is opened at run time (dlopen); every ibv_* function called
+ * goes through the table V.  ibv_post_send, ibv_post_recv, ibv_poll_cq
+ * and ibv_req_notify_cq are inline in <infiniband/verbs.h> and only go
+ * through the device context's ops, so they need no symbol.
+ *
+ * Set-up.  open() picks a device and port (BATON_IB_HCA), registers the
+ * pool, listens on TCP (BATON_SOCKET_IFNAME).  connect() creates each
+ * link's BATON_IB_QPS RC queue pairs (INIT, receives posted).  The lower
+ * rank of a pair connects to the higher one's listener and sends its hello
+ * (QPNs, PSNs, pool and ring addresses and keys, the higher's token) at
+ * once, without waiting: the listener's queue holds it.  The higher rank
+ * accepts, checks the token, takes its QPs to RTR and RTS and answers with
+ * its own hello; the lower one then takes its QPs to RTS and sends 'R'.
+ * Each side posts only once the peer's QPs are at RTR (the lower on the
+ * answer, the higher on 'R').  connect() waits for links to ranks of other
+ * processes; links between ranks of this process (equal nonces in their
+ * addresses) finish in progress(), since in one process one rank's
+ * connect() returns before the other's starts.  'B' on the side
+ * connection is an orderly close; its end without 'B' is a death.
+ *
+ * Data.  Pieces of a message are spread over the link's QPs; the last one
+ * waits until the others have completed (an RDMA write completes once the
+ * peer acknowledged it: its bytes are in the peer's memory), then goes on
+ * the connection's home QP (conn % nqps) after a 32-byte record {index,
+ * kind, conn, total, seq, offset} written into the peer's ring for that QP,
+ * as an RDMA write with immediate: kind (2 bits), conn (14), seq (16).  RC
+ * order puts the record in place before the immediate completes; the
+ * receiver reads the slot of its count of immediates on that QP, checks it
+ * against the immediate and calls landed once per message.  A credit is a
+ * record written with immediate (kind 2, conn 30 bits), one in flight per
+ * connection, a newer value replacing one not yet sent.  A ring has twice
+ * as many slots as the receives kept posted: a record write runs only
+ * after every earlier immediate on its QP took a receive, so the slot it
+ * overwrites was read (the receive is re-posted after the read).
+ *
+ * A source outside the pool is registered on first use and cached (IB_MRC
+ * entries, LRU; an entry with writes in flight stays); the cache assumes
+ * that such memory stays mapped while the backend is open. */
+#define _GNU_SOURCE
+#include "net_ib.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rt_log.h"
+#include "rt_param.h"
+#include "rt_socket.h"
+
+enum {
+  IB_MAX_DEVS = 64, IB_MAX_PORTS = 256, IB_MAX_QPS = 16, IB_MAX_CONNS = 1 << 16,
+  IB_WR = 128, IB_MIN_WR = 16,      /* send and receive WRs per QP; the ring has 2 x receives slots */
+  IB_CQ_MAX = 1 << 20, IB_MSGQ = 16 /* messages in flight per send connection */,
+  IB_MRC = 32, IB_PENDING_MAX = 64,
+  K_DATA = 1, K_CREDIT = 2,
+  SQ_PIECE = 1, SQ_RECORD, SQ_LAST, SQ_CREDIT,
+  L_WAIT_CONN = 1, L_WAIT_HELLO, L_WAIT_READY, L_UP, L_BYE, L_FAILED,
+};
+#define ADDR_MAGIC 0x42494254u    /* "TBIB" */
+#define HELLO_MAGIC 0x48494254u   /* "TBIH" */
+#define IB_VERSION 1u
+#define RECV_BIT 0x80000000u
+
+/* ---- libibverbs, loaded at run time ---- */
+
+#define IBV_FNS(X)                                                                                    \
+  X(struct ibv_device **, get_device_list, (int *))                                                   \
+  X(void, free_device_list, (struct ibv_device **))                                                   \
+  X(const char *, get_device_name, (struct ibv_device *))                                             \
+  X(struct ibv_context *, open_device, (struct ibv_device *))                                         \
+  X(int, close_device, (struct ibv_context *))                                                        \
+  X(int, query_device, (struct ibv_context *, struct ibv_device_attr *))                              \
+  X(int, query_port, (struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *))                 \
+  X(int, query_gid, (struct ibv_context *, uint8_t, int, union ibv_gid *))                            \
+  X(struct ibv_pd *, alloc_pd, (struct ibv_context *))                                                \
+  X(int, dealloc_pd, (struct ibv_pd *))                                                               \
+  X(struct ibv_mr *, reg_mr, (struct ibv_pd *, void *, size_t, int))                                  \
+  X(int, dereg_mr, (struct ibv_mr *))                                                                 \
+  X(struct ibv_comp_channel *, create_comp_channel, (struct ibv_context *))                           \
+  X(int, destroy_comp_channel, (struct ibv_comp_channel *))                                           \
+  X(struct ibv_cq *, create_cq, (struct ibv_context *, int, void *, struct ibv_comp_channel *, int))  \
+  X(int, destroy_cq, (struct ibv_cq *))                                                               \
+  X(int, get_cq_event, (struct ibv_comp_channel *, struct ibv_cq **, void **))                        \
+  X(void, ack_cq_events, (struct ibv_cq *, unsigned int))                                             \
+  X(struct ibv_qp *, create_qp, (struct ibv_pd *, struct ibv_qp_init_attr *))                         \
+  X(int, modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int))                                     \
+  X(int, destroy_qp, (struct ibv_qp *))                                                               \
+  X(const char *, wc_status_str, (enum ibv_wc_status))
+
+static struct {
+#define X(ret, name, args) ret(*name) args;
+  IBV_FNS(X)
+#undef X
+  /* Optional (libibverbs 32 and later): a GID entry with its type. */
+  int (*query_gid_ex)(struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *, uint32_t, size_t);
+} V;
+
+static struct {
+  pthread_mutex_t mu;
+  char soname[256];
+  void *dl;
+  int answered;
+  char why[512];
+} lib = {PTHREAD_MUTEX_INITIALIZER, "libibverbs.so.1", NULL, 0, ""};
+
+void net_ib_set_library(const char *soname) {
+  pthread_mutex_lock(&lib.mu);
+  snprintf(lib.soname, sizeof lib.soname, "%s", soname);
+  lib.dl = NULL;   /* a library loaded before stays loaded: its handles may be in use */
+  lib.answered = 0;
+  pthread_mutex_unlock(&lib.mu);
+}
+
+/* Loads the library and fills V (lib.mu held).  0, or -1 with why set. */
+static int load_lib(char *why, size_t n) {
+  if (lib.dl) return 0;
+  void *dl = dlopen(lib.soname, RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    snprintf(why, n, "%s could not be loaded: %s", lib.soname, dlerror());
+    return -1;
+  }
+#define X(ret, name, args)                                                                          \
+  if (!(V.name = (ret(*) args)dlsym(dl, "ibv_" #name))) {                                          \
+    snprintf(why, n, "%s has no ibv_" #name " (libibverbs too old?)", lib.soname);                  \
+    dlclose(dl);                                                                                    \
+    return -1;                                                                                      \
+  }
+  IBV_FNS(X)
+#undef X
+  *(void **)&V.query_gid_ex = dlsym(dl, "_ibv_query_gid_ex");
+  lib.dl = dl;
+  return 0;
+}
+
+/* ibv_query_port as <infiniband/verbs.h> does it, with the library's
+ * symbol from V: the provider's extended op where it has one. */
+static int query_port(struct ibv_context *vc, int port, struct ibv_port_attr *a) {
+  memset(a, 0, sizeof *a);
+  struct verbs_context *x = verbs_get_ctx_op(vc, query_port);
+  if (x) return x->query_port(vc, (uint8_t)port, a, sizeof *a);
+  return V.query_port(vc, (uint8_t)port, (struct _compat_ibv_port_attr *)a);
+}
+
+/* ---- BATON_IB_HCA and the GID index: pure choices ---- */
+
+int net_ib_parse_hca(const char *spec, net_ib_hca_spec *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (!spec || !*spec) return 0;
+  const char *s = spec;
+  if (*s == '^') out->exclude = 1, s++;
+  if (!*s) {
+    snprintf(err, errlen, "BATON_IB_HCA=%s: '^' excludes nothing (expected ^NAME[,NAME...])", spec);
+    return -1;
+  }
+  for (int k = 1;; k++) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    while (len && (*s == ' ' || *s == '\t')) s++, len--;
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
+    char ent[160];
+    snprintf(ent, sizeof ent, "%.*s", (int)(len < 150 ? len : 150), s);
+    if (out->n == NET_IB_HCA_MAX) {
+      snprintf(err, errlen, "BATON_IB_HCA=%s: more than %d entries", spec, NET_IB_HCA_MAX);
+      return -1;
+    }
+    net_ib_hca_entry *e = &out->e[out->n];
+    const char *name = ent + (ent[0] == '='), *colon = strchr(ent, ':');
+    e->exact = ent[0] == '=';
+    size_t nl = colon ? (size_t)(colon - name) : strlen(name);
+    const char *bad = !len ? "is empty" : nl == 0 ? "names no device"
+                      : nl >= NET_IB_NAME_MAX ? "has a device name too long"
+                      : strcspn(name, "^=, \t") < nl ? "has a '^', '=' or blank inside a device name" : NULL;
+    if (!bad && colon) {
+      const char *p = colon + 1;
+      int digits = 0;
+      while (*p >= '0' && *p <= '9' && digits < 4) e->port = e->port * 10 + (*p++ - '0'), digits++;
+      if (*p || !digits || e->port < 1 || e->port > 255) bad = "has a port that is not a number in 1..255";
+    }
+    if (bad) {
+      snprintf(err, errlen, "BATON_IB_HCA=%s: entry %d ('%s') %s (expected [^][=]NAME[:PORT],...)", spec, k, ent,
+               bad);
+      return -1;
+    }
+    snprintf(e->name, sizeof e->name, "%.*s", (int)nl, name);
+    out->n++;
+    if (!end) return 0;
+    s = end + 1;
+  }
+}
+
+static int entry_match(const net_ib_hca_entry *e, const net_ib_port *p) {
+  if (e->port && e->port != p->port) return 0;
+  return e->exact ? !strcmp(e->name, p->dev) : !strncmp(e->name, p->dev, strlen(e->name));
+}
+
+/* Appends "dev:port" of the ports marked in pick (all: NULL) to buf. */
+static void list_ports(char *buf, size_t n, const net_ib_port *ports, int np, const unsigned char *pick) {
+  size_t k = strlen(buf);
+  for (int i = 0, first = 1; i < np && k + 80 < n; i++) {
+    if (pick && !pick[i]) continue;
+    k += (size_t)snprintf(buf + k, n - k, "%s%.60s:%d%s", first ? "" : ", ", ports[i].dev, ports[i].port,
+                          ports[i].active ? "" : " down");
+    first = 0;
+  }
+}
+
+int net_ib_pick_port(const char *spec, const net_ib_port *ports, int n, char *err, size_t errlen) {
+  net_ib_hca_spec hs;
+  if (net_ib_parse_hca(spec, &hs, err, errlen)) return -1;
+  if (n > IB_MAX_PORTS) n = IB_MAX_PORTS;
+  unsigned char cand[IB_MAX_PORTS];
+  int ncand = 0;
+  for (int i = 0; i < n; i++) {
+    int hit = 0;
+    for (int k = 0; k < hs.n && !hit; k++) hit = entry_match(&hs.e[k], &ports[i]);
+    ncand += cand[i] = hs.n == 0 || hit != hs.exclude;
+  }
+  if (hs.n && !hs.exclude) {   /* entry by entry, in the list's order */
+    for (int k = 0; k < hs.n; k++)
+      for (int i = 0; i < n; i++)
+        if (ports[i].active && entry_match(&hs.e[k], &ports[i])) return i;
+  } else {
+    for (int i = 0; i < n; i++)
+      if (cand[i] && ports[i].active) return i;
+  }
+  size_t k;
+  if (!n) {
+    snprintf(err, errlen, "no port found on any InfiniBand/RoCE device");
+  } else if (!ncand) {
+    snprintf(err, errlen, "no device matches BATON_IB_HCA=%s (ports here: ", spec);
+    list_ports(err, errlen, ports, n, NULL);
+    if ((k = strlen(err)) + 1 < errlen) snprintf(err + k, errlen - k, ")");
+  } else {
+    snprintf(err, errlen, "no active port on ");
+    list_ports(err, errlen, ports, n, cand);
+    if (hs.n && (k = strlen(err)) < errlen) snprintf(err + k, errlen - k, " (BATON_IB_HCA=%s)", spec);
+  }
+  return -1;
+}
+
+int net_ib_pick_gid(const net_ib_gid *gids, int n, int want, char *err, size_t errlen) {
+  static const unsigned char zero[16];
+  if (want >= n) {
+    snprintf(err, errlen, "BATON_IB_GID_INDEX=%d: the port has %d GID entries", want, n);
+    return -1;
+  }
+  if (want >= 0 && !memcmp(gids[want].raw, zero, 16)) {
+    snprintf(err, errlen, "BATON_IB_GID_INDEX=%d: that GID entry is empty", want);
+    return -1;
+  }
+  if (want >= 0) return want;
+  for (int i = 0; i < n; i++) {
+    const unsigned char *r = gids[i].raw;
+    if (gids[i].type == NET_IB_GID_ROCE_V2 && !memcmp(r, zero, 10) && r[10] == 0xff && r[11] == 0xff) return i;
+  }
+  if (n > 0) return 0;
+  snprintf(err, errlen, "the port has no GID entries");
+  return -1;
+}
+
+/* ---- finding the device ---- */
+
+typedef struct ib_scan {
+  struct ibv_device **list;
+  int n;
+  net_ib_port p[IB_MAX_PORTS];
+  int dev[IB_MAX_PORTS];              /* index in list */
+  char name[IB_MAX_DEVS][NET_IB_NAME_MAX];
+} ib_scan;
+
+/* Lists every port of every device (opening each briefly) and picks one
+ * per BATON_IB_HCA: its index in s->p, or -1 with why set.  s->list is
+ * the caller's to free. */
+static int scan_pick(ib_scan *s, char *why, size_t n) {
+  int ndev = 0;
+  errno = 0;
+  s->list = V.get_device_list(&ndev);
+  if (!s->list || ndev <= 0) {
+    snprintf(why, n, "no InfiniBand/RoCE device found%s%s%s", s->list ? "" : " (ibv_get_device_list: ",
+             s->list ? "" : strerror(errno), s->list ? "" : ")");
+    return -1;
+  }
+  char failed[256] = "";
+  for (int d = 0; d < ndev && d < IB_MAX_DEVS; d++) {
+    const char *name = V.get_device_name(s->list[d]);
+    snprintf(s->name[d], NET_IB_NAME_MAX, "%s", name ? name : "?");
+    struct ibv_context *vc = V.open_device(s->list[d]);
+    struct ibv_device_attr da;
+    int e = vc ? V.query_device(vc, &da) : errno;
+    if (!vc || e) {
+      size_t k = strlen(failed);
+      snprintf(failed + k, sizeof failed - k, "%s%.60s: %s", k ? "; " : "", s->name[d], strerror(e));
+      if (vc) V.close_device(vc);
+      continue;
+    }
+    for (int port = 1; port <= da.phys_port_cnt && s->n < IB_MAX_PORTS; port++) {
+      struct ibv_port_attr pa;
+      if (query_port(vc, port, &pa)) continue;
+      s->p[s->n] = (net_ib_port){s->name[d], port, pa.state == IBV_PORT_ACTIVE};
+      s->dev[s->n++] = d;
+    }
+    V.close_device(vc);
+  }
+  if (!s->n && *failed) {
+    snprintf(why, n, "no InfiniBand/RoCE device could be opened (%s)", failed);
+    return -1;
+  }
+  return net_ib_pick_port(rt_param_str(RT_PARAM_IB_HCA), s->p, s->n, why, n);
+}
+
+static const char *ib_unavailable(void) {
+  pthread_mutex_lock(&lib.mu);
+  if (!lib.answered) {
+    lib.answered = 1;
+    lib.why[0] = 0;
+    ib_scan *s = calloc(1, sizeof *s);
+    if (!s) snprintf(lib.why, sizeof lib.why, "out of memory");
+    else if (!load_lib(lib.why, sizeof lib.why) && scan_pick(s, lib.why, sizeof lib.why) >= 0) lib.why[0] = 0;
+    if (s && s->list) V.free_device_list(s->list);
+    free(s);
+  }
+  const char *r = lib.why[0] ? lib.why : NULL;
+  pthread_mutex_unlock(&lib.mu);
+  return r;
+}
+
+/* ---- wire formats (host byte order: every rank runs the same build) ---- */
+
+typedef struct ib_addr {        /* what a rank publishes through the bootstrap */
+  uint32_t magic, version;
+  uint8_t link_layer, port, mtu, gid_index;
+  uint32_t lid;
+  uint64_t nonce;               /* one per process */
+  unsigned char token[16], gid[16], sock[RT_SOCKADDR_WIRE];
+  char dev[32];
+} ib_addr;
+
+typedef struct ib_hello {       /* on the side connection, each way */
+  uint32_t magic, version, from, to, nqps, nsend, nrecv, pool_rkey, ring_rkey, ring_slots;
+  unsigned char token[16];      /* the receiver's */
+  uint64_t pool_addr, pool_bytes, ring_addr;
+  uint32_t qpn[IB_MAX_QPS], psn[IB_MAX_QPS];
+} ib_hello;
+
+typedef struct ib_rec {         /* one slot of a ring */
+  uint32_t idx, kind, conn, total;
+  uint64_t seq, off;            /* seq: the credit's value for K_CREDIT */
+} ib_rec;
+
+_Static_assert(sizeof(ib_addr) <= NET_ADDR_BYTES, "the verbs address must fit NET_ADDR_BYTES");
+_Static_assert(sizeof(ib_rec) == 32, "a record is 32 bytes");
+
+/* ---- the context ---- */
+
+typedef struct ib_sqe {         /* one posted send WR, in posting order */
+  uint8_t kind;
+  int8_t mrc;                   /* the MR cache entry it holds, or -1 */
+  uint32_t conn, msg, bytes;    /* msg: slot in the connection's message queue */
+} ib_sqe;
+
+typedef struct ib_qp {
+  struct ibv_qp *qp;
+  uint32_t psn, sq_head, sq_tail;   /* send WRs posted, completed */
+  int inline_ok;
+  ib_sqe *sq;                   /* sq_depth */
+  ib_rec *stage, *ring;         /* outgoing records by send slot (stage_mr); incoming ring (rings_mr) */
+  uint64_t rec_out, rec_in;     /* records written to the peer's ring, read from ours */
+  uint64_t peer_ring;
+} ib_qp;
+
+typedef struct ib_msg {         /* a message with pieces in flight or its last piece held */
+  uint64_t seq;
+  uint32_t pending, lkey;       /* pieces posted, not yet completed */
+  int closed, mrc;              /* closed: `last` holds its last piece */
+  net_piece last;
+} ib_msg;
+
+typedef struct ib_sconn { ib_msg q[IB_MSGQ]; uint32_t head, tail; } ib_sconn;
+typedef struct ib_rconn { uint64_t want, next_seq; uint8_t dirty, inflight; } ib_rconn;
+
+typedef struct ib_link {
+  int peer, nsend, nrecv, state, lower, same_proc;
+  int unreported, bye_seen, bye_told, held;   /* held: last pieces waiting */
+  int fd;                       /* the side connection */
+  ib_hello in;                  /* the peer's hello */
+  size_t in_n, out_n, out_off;
+  unsigned char out[sizeof(ib_hello) + 8];    /* bytes to send on fd */
+  ib_addr peer_addr;
+  rt_sockaddr peer_sa;
+  uint64_t pool_addr, pool_bytes;
+  uint32_t pool_rkey, ring_rkey, ring_slots, rr;   /* rr: next QP for a piece */
+  ib_qp qp[IB_MAX_QPS];
+  ib_sconn *s;
+  ib_rconn *r;
+  uint32_t *dirty;              /* receive connections with a credit owed */
+  int ndirty;
+} ib_link;
+
+typedef struct ib_mrc { uintptr_t lo, hi; struct ibv_mr *mr; int refs; uint64_t used; } ib_mrc;
+typedef struct ib_pend { int fd; size_t n; ib_hello in; } ib_pend;
+
+typedef struct ib_ctx {
+  int rank, nranks, nqps, connected, aborted;
+  int64_t deadline, next_side;
+  char dev[NET_IB_NAME_MAX];
+  int port, link_layer, mtu, gid_index, lid, max_qp_wr, max_cqe;
+  unsigned char gid[16], token[16];
+  uint64_t nonce;
+  struct ibv_context *vc;
+  struct ibv_pd *pd;
+  struct ibv_comp_channel *ch;
+  struct ibv_cq *cq;
+  int cq_size, armed, sq_depth, rq_depth, ring_slots;
+  char *pool;
+  size_t pool_bytes;
+  struct ibv_mr *pool_mr, *rings_mr, *stage_mr;
+  ib_rec *rings, *stage;
+  ib_mrc mrc[IB_MRC];
+  uint64_t clock, sent, received;
+  int listen_fd, npend, nlinks;
+  ib_pend pend[IB_PENDING_MAX];
+  ib_link *links;
+  struct pollfd *pfd;
+} ib_ctx;
+
+/* Logs a WARN naming this rank and its device; returns r. */
+static bt_result ctx_warn(const ib_ctx *c, bt_result r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bt_result ctx_warn(const ib_ctx *c, bt_result r, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (*c->dev) LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d (%s:%d): %s", c->rank, c->dev, c->port, msg);
+  else LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d: %s", c->rank, msg);
+  return r;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* Marks L failed, logging why ("verbs: rank 3 -> rank 5 (mlx5_0:1): ...")
+ * unless it already was, and closes its side connection so that the peer
+ * learns at once; progress() reports it.  Returns -1. */
+static int link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) {
+  if (L->state == L_FAILED) return -1;
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d -> rank %d (%s:%d): %s", c->rank, L->peer, c->dev, c->port, msg);
+  L->state = L_FAILED;
+  L->unreported = 1;
+  close_fd(&L->fd);
+  return -1;
+}
+
+/* ---- open ---- */
+
+/* The port's GID index (RoCE: per BATON_IB_GID_INDEX, each entry's type
+ * from _ibv_query_gid_ex where the library has it, else from sysfs; IB:
+ * 0) and its GID.  -1 when none fits (logged). */
+static int pick_gid(ib_ctx *c, int tbl_len) {
+  int n = c->link_layer == IBV_LINK_LAYER_ETHERNET ? (tbl_len < 1 ? 1 : tbl_len > 256 ? 256 : tbl_len) : 1;
+  net_ib_gid g[256];
+  memset(g, 0, sizeof g);
+  for (int i = 0; i < n; i++) {
+    g[i].type = NET_IB_GID_UNKNOWN;
+    struct ibv_gid_entry e;
+    union ibv_gid gid;
+    if (V.query_gid_ex && !V.query_gid_ex(c->vc, (uint32_t)c->port, (uint32_t)i, &e, 0, sizeof e)) {
+      memcpy(g[i].raw, e.gid.raw, 16);
+      g[i].type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? NET_IB_GID_ROCE_V2
+                  : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? NET_IB_GID_ROCE_V1 : NET_IB_GID_IB;
+    } else if (!V.query_gid_ex && !V.query_gid(c->vc, (uint8_t)c->port, i, &gid)) {
+      memcpy(g[i].raw, gid.raw, 16);
+      char path[256], line[32] = "";
+      snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", c->dev, c->port, i);
+      FILE *f = fopen(path, "r");
+      if (f && fgets(line, sizeof line, f))
+        g[i].type = strstr(line, "v2") ? NET_IB_GID_ROCE_V2 : strstr(line, "v1") ? NET_IB_GID_ROCE_V1 : g[i].type;
+      if (f) fclose(f);
+    }
+  }
+  char err[256];
+  int want = c->link_layer == IBV_LINK_LAYER_ETHERNET ? (int)rt_param_int(RT_PARAM_IB_GID_INDEX) : 0;
+  int k = net_ib_pick_gid(g, n, want, err, sizeof err);
+  if (k < 0) ctx_warn(c, BT_ERR_INVALID, "%s", err);
+  else memcpy(c->gid, g[k].raw, 16);
+  return k;
+}
+
+/* Opens the device and port BATON_IB_HCA picks, allocates the PD,
+ * registers the pool, creates the completion channel and a first CQ. */
+static bt_result open_device(ib_ctx *c) {
+  char err[512];
+  ib_scan *s = calloc(1, sizeof *s);
+  if (!s) return BT_ERR_NOMEM;
+  int pick = scan_pick(s, err, sizeof err), e = 0;
+  bt_result res = pick < 0 ? BT_ERR_UNSUPPORTED : BT_OK;
+  if (pick >= 0) {
+    snprintf(c->dev, sizeof c->dev, "%s", s->p[pick].dev);
+    c->port = s->p[pick].port;
+    c->vc = V.open_device(s->list[s->dev[pick]]);
+    e = errno;
+  }
+  if (s->list) V.free_device_list(s->list);
+  free(s);
+  if (res) return ctx_warn(c, res, "%s", err);
+  struct ibv_device_attr da;
+  struct ibv_port_attr pa;
+  if (!c->vc || (e = V.query_device(c->vc, &da)) || (e = query_port(c->vc, c->port, &pa)))
+    return ctx_warn(c, BT_ERR_SYSTEM, "%s failed: %s", c->vc ? "querying the device" : "ibv_open_device",
+                    strerror(e));
+  c->max_qp_wr = da.max_qp_wr;
+  c->max_cqe = da.max_cqe;
+  c->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  c->mtu = pa.active_mtu;
+  c->lid = pa.lid;
+  if (c->link_layer == IBV_LINK_LAYER_INFINIBAND && !c->lid)
+    return ctx_warn(c, BT_ERR_UNSUPPORTED, "the port has LID 0 (is a subnet manager running?)");
+  if ((c->gid_index = pick_gid(c, pa.gid_tbl_len)) < 0) return BT_ERR_INVALID;
+  c->pd = V.alloc_pd(c->vc);
+  if (c->pd) c->pool_mr = V.reg_mr(c->pd, c->pool, c->pool_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (c->pool_mr) c->ch = V.create_comp_channel(c->vc);
+  c->cq_size = c->max_cqe < 1024 ? c->max_cqe : 1024;   /* connect() replaces it when the QPs need more */
+  if (c->ch) c->cq = V.create_cq(c->vc, c->cq_size, NULL, c->ch, 0);
+  if (!c->cq)
+    return ctx_warn(c, BT_ERR_SYSTEM, "%s failed: %s%s", !c->pd ? "ibv_alloc_pd" : !c->pool_mr
+                    ? "ibv_reg_mr of the pool" : !c->ch ? "ibv_create_comp_channel" : "ibv_create_cq", strerror(errno),
+                    c->pd && !c->pool_mr ? " (is the locked-memory limit, ulimit -l, too low?)" : "");
+  int fl = fcntl(c->ch->fd, F_GETFL);
+  if (fl < 0 || fcntl(c->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    return ctx_warn(c, BT_ERR_SYSTEM, "cannot make the completion channel non-blocking: %s", strerror(errno));
+  return BT_OK;
+}
+
+static void ib_close(void *vctx);
+
+static bt_result ib_open(const net_open_args *a, void **out, unsigned char addr[NET_ADDR_BYTES]) {
+  *out = NULL;
+  const char *why = ib_unavailable();
+  if (why) {
+    LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d: the verbs backend cannot run: %s", a->rank, why);
+    return BT_ERR_UNSUPPORTED;
+  }
+  ib_ctx *c = calloc(1, sizeof *c);
+  if (!c) return BT_ERR_NOMEM;
+  c->rank = a->rank;
+  c->nranks = a->nranks;
+  c->deadline = a->deadline_ns;
+  c->listen_fd = -1;
+  c->pool = a->pool;
+  c->pool_bytes = a->pool_bytes;
+  c->nqps = (int)rt_param_int(RT_PARAM_IB_QPS);
+  if (c->nqps < 1 || c->nqps > IB_MAX_QPS) c->nqps = 1;
+  bt_result res = open_device(c);
+  static uint64_t proc_nonce;   /* one per process: ranks with equal nonces share it */
+  uint64_t nonce = 0, zero = 0;
+  if (!res && (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token ||
+               getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce))
+    res = ctx_warn(c, BT_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+  if (!res) __atomic_compare_exchange_n(&proc_nonce, &zero, nonce | 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  c->nonce = __atomic_load_n(&proc_nonce, __ATOMIC_ACQUIRE);
+  rt_sockaddr sa;
+  char ifname[IF_NAMESIZE] = "", sbuf[RT_SOCKADDR_STRLEN];
+  if (!res && ((res = rt_socket_pick_interface(rt_param_str(RT_PARAM_SOCKET_IFNAME), AF_UNSPEC, &sa, ifname)) ||
+               (res = rt_socket_listen(&sa, c->nranks + 16 > 4096 ? 4096 : c->nranks + 16, &c->listen_fd))))
+    ctx_warn(c, res, "no TCP listener for the queue-pair exchange (BATON_SOCKET_IFNAME)");
+  if (res) {
+    ib_close(c);
+    return res;
+  }
+  ib_addr ad = {.magic = ADDR_MAGIC, .version = IB_VERSION, .link_layer = (uint8_t)c->link_layer,
+                .port = (uint8_t)c->port, .mtu = (uint8_t)c->mtu, .gid_index = (uint8_t)c->gid_index,
+                .lid = (uint32_t)c->lid, .nonce = c->nonce};
+  memcpy(ad.token, c->token, 16);
+  memcpy(ad.gid, c->gid, 16);
+  rt_socket_pack(&sa, ad.sock);
+  snprintf(ad.dev, sizeof ad.dev, "%.31s", c->dev);
+  memset(addr, 0, NET_ADDR_BYTES);
+  memcpy(addr, &ad, sizeof ad);
+  LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d: %s:%d (%s, LID %d, GID index %d, MTU %d), side connections on %s (%s)",
+           c->rank, c->dev, c->port, c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", c->lid,
+           c->gid_index, 128 << c->mtu, rt_socket_str(&sa, sbuf, sizeof sbuf), ifname);
+  *out = c;
+  return BT_OK;
+}
+
+/* ---- queue pairs ---- */
+
+static int post_recv(ib_ctx *c, int g, ib_qp *q) {
+  struct ibv_recv_wr wr = {.wr_id = (uint64_t)g << 32 | RECV_BIT}, *bad = NULL;
+  return ibv_post_recv(q->qp, &wr, &bad);
+}
+
+/* Creates QP k of link l, takes it to INIT and posts its receives. */
+static bt_result qp_create(ib_ctx *c, int l, int k) {
+  ib_link *L = &c->links[l];
+  ib_qp *q = &L->qp[k];
+  int g = l * c->nqps + k, e = 0;
+  struct ibv_qp_init_attr ia = {
+    .send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
+    .cap = {.max_send_wr = (uint32_t)c->sq_depth, .max_recv_wr = (uint32_t)c->rq_depth, .max_send_sge = 1,
+            .max_recv_sge = 1, .max_inline_data = sizeof(ib_rec)}};
+  if (!(q->qp = V.create_qp(c->pd, &ia))) {   /* no inline data here: records go from the staging area */
+    ia.cap.max_inline_data = 0;
+    q->qp = V.create_qp(c->pd, &ia);
+  }
+  if (!q->qp) {
+    link_fail(c, L, "ibv_create_qp (%d send, %d receive WRs) failed: %s", c->sq_depth, c->rq_depth, strerror(errno));
+    return BT_ERR_SYSTEM;
+  }
+  q->inline_ok = ia.cap.max_inline_data >= sizeof(ib_rec);
+  if (getrandom(&q->psn, sizeof q->psn, 0) != (ssize_t)sizeof q->psn) q->psn = (uint32_t)rt_time_ns();
+  q->psn &= 0xffffff;
+  if (!(q->sq = calloc((size_t)c->sq_depth, sizeof *q->sq))) return BT_ERR_NOMEM;
+  q->stage = c->stage + (size_t)g * c->sq_depth;
+  q->ring = c->rings + (size_t)g * c->ring_slots;
+  struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)c->port,
+                           .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  if ((e = V.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) {
+    link_fail(c, L, "ibv_modify_qp of QP %d to INIT failed: %s", k, strerror(e));
+    return BT_ERR_SYSTEM;
+  }
+  for (int i = 0; i < c->rq_depth && !e; i++) e = post_recv(c, g, q);
+  if (e) link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
+  return e ? BT_ERR_SYSTEM : BT_OK;
+}
+
+/* Takes QP k of L to RTR (towards the peer's QP qpn, PSN psn) and RTS;
+ * BATON_IB_SL, _TC, _TIMEOUT and _RETRY_CNT apply.  0, or -1 (L failed). */
+static int qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn) {
+  ib_qp *q = &L->qp[k];
+  int mtu = L->peer_addr.mtu < c->mtu ? L->peer_addr.mtu : c->mtu;
+  struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR, .path_mtu = (enum ibv_mtu)mtu, .dest_qp_num = qpn,
+                           .rq_psn = psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+  at.ah_attr.dlid = (uint16_t)L->peer_addr.lid;
+  at.ah_attr.sl = (uint8_t)rt_param_int(RT_PARAM_IB_SL);
+  at.ah_attr.port_num = (uint8_t)c->port;
+  if (c->link_layer == IBV_LINK_LAYER_ETHERNET) {
+    at.ah_attr.is_global = 1;
+    memcpy(at.ah_attr.grh.dgid.raw, L->peer_addr.gid, 16);
+    at.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
+    at.ah_attr.grh.hop_limit = 255;
+    at.ah_attr.grh.traffic_class = (uint8_t)rt_param_int(RT_PARAM_IB_TC);
+  }
+  int e = V.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (e) return link_fail(c, L, "ibv_modify_qp of QP %d to RTR (remote QPN %u) failed: %s", k, qpn, strerror(e));
+  struct ibv_qp_attr rt = {.qp_state = IBV_QPS_RTS, .timeout = (uint8_t)rt_param_int(RT_PARAM_IB_TIMEOUT),
+                           .retry_cnt = (uint8_t)rt_param_int(RT_PARAM_IB_RETRY_CNT), .rnr_retry = 7,
+                           .sq_psn = q->psn, .max_rd_atomic = 1};
+  e = V.modify_qp(q->qp, &rt, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                  IBV_QP_MAX_QP_RD_ATOMIC);
+  return e ? link_fail(c, L, "ibv_modify_qp of QP %d to RTS failed: %s", k, strerror(e)) : 0;
+}
+
+/* ---- the side connection: hellos, 'R', 'B' ---- */
+
+static void side_queue(ib_link *L, const void *p, size_t n) {
+  if (L->out_n + n > sizeof L->out) return;   /* cannot happen: a hello, then one byte */
+  memcpy(L->out + L->out_n, p, n);
+  L->out_n += n;
+}
+
+/* Sends what L has queued on its side connection; 0, or -1 (L failed). */
+static int side_flush(ib_ctx *c, ib_link *L) {
+  while (L->fd >= 0 && L->out_off < L->out_n) {
+    struct iovec v = {L->out + L->out_off, L->out_n - L->out_off};
+    ssize_t w = rt_socket_send(L->fd, &v, 1);
+    if (w < 0) return link_fail(c, L, "cannot send on the side connection: %s", strerror(errno));
+    if (w == 0) break;
+    L->out_off += (size_t)w;
+  }
+  return 0;
+}
+
+static void hello_queue(ib_ctx *c, int l) {
+  ib_link *L = &c->links[l];
+  ib_hello h = {.magic = HELLO_MAGIC, .version = IB_VERSION, .from = (uint32_t)c->rank, .to = (uint32_t)L->peer,
+                .nqps = (uint32_t)c->nqps, .nsend = (uint32_t)L->nsend, .nrecv = (uint32_t)L->nrecv,
+                .pool_rkey = c->pool_mr->rkey, .ring_rkey = c->rings_mr->rkey, .ring_slots = (uint32_t)c->ring_slots,
+                .pool_addr = (uintptr_t)c->pool, .pool_bytes = c->pool_bytes, .ring_addr = (uintptr_t)L->qp[0].ring};
+  memcpy(h.token, L->peer_addr.token, 16);
+  for (int k = 0; k < c->nqps; k++) h.qpn[k] = L->qp[k].qp->qp_num, h.psn[k] = L->qp[k].psn;
+  side_queue(L, &h, sizeof h);
+}
+
+/* Checks a hello's header: for this rank, with its token, from the peer of
+ * link want (the lower rank's view), or from a rank whose link waits for
+ * its connection (want -1, the higher's).  The link, or -1 with *bad. */
+static int hello_check(const ib_ctx *c, const ib_hello *h, int want, const char **bad) {
+  int l = want;
+  for (int i = 0; l < 0 && i < c->nlinks; i++)
+    if ((uint32_t)c->links[i].peer == h->from && !c->links[i].lower) l = i;
+  *bad = h->magic != HELLO_MAGIC || h->version != IB_VERSION ? "no verbs hello of this version"
+         : h->to != (uint32_t)c->rank || memcmp(h->token, c->token, 16) ? "a wrong rank or token"
+         : l < 0 || (uint32_t)c->links[l].peer != h->from ? "a hello from a rank this one has no link with"
+         : want < 0 && c->links[l].state != L_WAIT_CONN ? "a second hello for one link" : NULL;
+  return *bad ? -1 : l;
+}
+
+/* The peer's hello (L->in, header checked) takes L's QPs to RTS; then the
+ * higher rank answers with its hello, the lower one says 'R'. */
+static int take_hello(ib_ctx *c, int l) {
+  ib_link *L = &c->links[l];
+  const ib_hello *h = &L->in;
+  if (h->nqps != (uint32_t)c->nqps)
+    return link_fail(c, L, "rank %d uses BATON_IB_QPS=%u, rank %d uses %d: set it alike", L->peer, h->nqps,
+                     c->rank, c->nqps);
+  if (h->nsend != (uint32_t)L->nrecv || h->nrecv != (uint32_t)L->nsend)
+    return link_fail(c, L, "rank %d has %u connections to this rank and %u from it; this rank counts %d and %d "
+                     "(internal error)", L->peer, h->nsend, h->nrecv, L->nrecv, L->nsend);
+  uint64_t ring_bytes = (uint64_t)c->nqps * h->ring_slots * sizeof(ib_rec);
+  const char *bad = !h->pool_bytes || h->pool_addr + h->pool_bytes < h->pool_addr ? "an empty or wrapping pool"
+                    : h->ring_slots < 2 * IB_MIN_WR || h->ring_slots > 1u << 16 ? "a ring size out of range"
+                    : !h->ring_addr || h->ring_addr + ring_bytes < h->ring_addr ? "a bad ring address" : NULL;
+  for (int k = 0; k < c->nqps && !bad; k++)
+    if (!h->qpn[k] || h->qpn[k] > 0xffffff || h->psn[k] > 0xffffff) bad = "a queue-pair number or PSN out of range";
+  if (bad) return link_fail(c, L, "rank %d's hello has %s", L->peer, bad);
+  L->pool_addr = h->pool_addr;
+  L->pool_bytes = h->pool_bytes;
+  L->pool_rkey = h->pool_rkey;
+  L->ring_rkey = h->ring_rkey;
+  L->ring_slots = h->ring_slots;
+  for (int k = 0; k < c->nqps; k++) {
+    L->qp[k].peer_ring = h->ring_addr + (uint64_t)k * h->ring_slots * sizeof(ib_rec);
+    if (qp_ready(c, L, k, h->qpn[k], h->psn[k])) return -1;
+  }
+  if (L->lower) side_queue(L, "R", 1);
+  else hello_queue(c, l);
+  L->state = L->lower ? L_UP : L_WAIT_READY;
+  LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d -> rank %d (%s:%d -> %s:%d): %d queue pairs at RTS", c->rank, L->peer,
+           c->dev, c->port, L->peer_addr.dev, L->peer_addr.port, c->nqps);
+  return side_flush(c, L);
+}
+
+/* Reads what L's side connection has: the rest of the peer's hello (the
+ * lower rank), then 'R' (ready) and 'B' (goodbye); its end without 'B'
+ * fails L.  Returns the things that moved, or -1 (L failed). */
+static int side_read(ib_ctx *c, int l) {
+  ib_link *L = &c->links[l];
+  int moved = 0;
+  while (L->fd >= 0) {
+    unsigned char b[64];
+    int hello = L->in_n < sizeof L->in;
+    ssize_t r = hello ? rt_socket_recv(L->fd, (char *)&L->in + L->in_n, sizeof L->in - L->in_n)
+                      : rt_socket_recv(L->fd, b, sizeof b);
+    if (r == 0) break;
+    if (r < 0 && L->bye_seen) {
+      close_fd(&L->fd);
+      break;
+    }
+    if (r < 0)
+      return link_fail(c, L, "rank %d closed its side connection without saying goodbye (%s): its process "
+                       "probably died", L->peer, errno == ECONNRESET ? "end of stream" : strerror(errno));
+    moved++;
+    const char *bad;
+    if (hello && (L->in_n += (size_t)r) == sizeof L->in) {
+      if (hello_check(c, &L->in, l, &bad) < 0)
+        return link_fail(c, L, "rank %d's answer on the side connection has %s", L->peer, bad);
+      if (take_hello(c, l)) return -1;
+    }
+    for (ssize_t i = 0; !hello && i < r; i++) {
+      if (b[i] == 'R' && L->state == L_WAIT_READY) L->state = L_UP;
+      else if (b[i] == 'B') L->bye_seen = 1, L->state = L_BYE;
+      else if (!L->bye_seen)
+        return link_fail(c, L, "rank %d sent byte 0x%02x on the side connection (protocol error)", L->peer, b[i]);
+    }
+  }
+  return moved;
+}
+
+/* Takes connections off the listener, reads their hellos and gives each
+ * to its link; flushes and reads every side connection; fails the links
+ * not up by the deadline.  Returns the things that moved. */
+static int pump(ib_ctx *c) {
+  int moved = 0, waiting = 0, n = 0;
+  for (int i = 0; c->listen_fd >= 0 && i < IB_PENDING_MAX; i++) {
+    int fd = -1;
+    rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
+    if (a == RT_ACCEPT_BROKEN) close_fd(&c->listen_fd);
+    if (a != RT_ACCEPT_NEW) break;
+    if (c->npend == IB_PENDING_MAX) {   /* shed the oldest */
+      close(c->pend[0].fd);
+      memmove(c->pend, c->pend + 1, sizeof c->pend[0] * --c->npend);
+    }
+    c->pend[c->npend++] = (ib_pend){.fd = fd};
+    moved++;
+  }
+  for (int i = c->npend - 1; i >= 0; i--) {
+    ib_pend *p = &c->pend[i];
+    ssize_t r = rt_socket_recv(p->fd, (char *)&p->in + p->n, sizeof p->in - p->n);
+    if (r == 0 || (r > 0 && (p->n += (size_t)r) < sizeof p->in)) continue;
+    const char *bad = "nothing before closing";
+    int l = r > 0 ? hello_check(c, &p->in, -1, &bad) : -1;
+    if (l < 0) {
+      LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d: closed a side connection that sent %s", c->rank, bad);
+      close(p->fd);
+    } else {
+      c->links[l].fd = p->fd;
+      c->links[l].in = p->in;
+      c->links[l].in_n = sizeof p->in;
+      take_hello(c, l);
+    }
+    c->pend[i] = c->pend[--c->npend];
+    moved++;
+  }
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    waiting += L->state == L_WAIT_CONN;
+    if (L->fd >= 0 && !side_flush(c, L)) c->pfd[n++] = (struct pollfd){.fd = L->fd, .events = POLLIN};
+  }
+  if (n && poll(c->pfd, (nfds_t)n, 0) > 0)
+    for (int l = 0, k = 0; l < c->nlinks && k < n; l++)
+      if (c->links[l].fd >= 0 && c->pfd[k].fd == c->links[l].fd && c->pfd[k++].revents) {
+        int m = side_read(c, l);
+        moved += m > 0 ? m : 0;
+      }
+  if (!waiting && c->listen_fd >= 0) {   /* every link is in: nobody else may knock */
+    close_fd(&c->listen_fd);
+    while (c->npend) close(c->pend[--c->npend].fd);
+  }
+  int64_t now = rt_time_ns();
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    if (L->state < L_UP && now > c->deadline)
+      link_fail(c, L, "the link was not up within BATON_NET_CONNECT_TIMEOUT=%llds (%s)",
+                (long long)rt_param_int(RT_PARAM_NET_CONNECT_TIMEOUT), L->state == L_WAIT_CONN
+                ? "the peer never connected" : L->state == L_WAIT_HELLO ? "the peer never answered"
+                : "the peer never said it was ready");
+    if (L->state == L_WAIT_CONN && c->listen_fd < 0)
+      link_fail(c, L, "the listener for side connections broke before rank %d connected", L->peer);
+  }
+  return moved;
+}
+
+/* ---- connect ---- */
+
+/* Checks the requests and the peers' addresses; fills the links. */
+static bt_result links_init(ib_ctx *c, const net_link_req *reqs, const unsigned char *addrs) {
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    const net_link_req *q = &reqs[l];
+    L->peer = q->peer;
+    const char *bad = q->peer < 0 || q->peer >= c->nranks || q->peer == c->rank ? "a peer rank out of range"
+                      : q->nsend < 0 || q->nrecv < 0 || q->nsend > IB_MAX_CONNS || q->nrecv > IB_MAX_CONNS
+                      ? "too many connections" : NULL;
+    for (int k = 0; k < l && !bad; k++)
+      if (c->links[k].peer == q->peer) bad = "two links to one peer";
+    if (bad) return link_fail(c, L, "connect asks for %s (internal error)", bad), BT_ERR_INTERNAL;
+    ib_addr *a = &L->peer_addr;
+    memcpy(a, addrs + (size_t)q->peer * NET_ADDR_BYTES, sizeof *a);
+    if (a->magic != ADDR_MAGIC || a->version != IB_VERSION || rt_socket_unpack(a->sock, &L->peer_sa) ||
+        a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096 || a->dev[sizeof a->dev - 1])
+      return link_fail(c, L, "rank %d's verbs address is malformed (another baton version?)", q->peer),
+             BT_ERR_INVALID;
+    if (a->link_layer != c->link_layer)
+      return link_fail(c, L, "rank %d's port is %s, this one's is %s: both ends must be alike", q->peer,
+                       a->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+                       c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand"), BT_ERR_INVALID;
+    L->nsend = q->nsend;
+    L->nrecv = q->nrecv;
+    L->lower = c->rank < q->peer;
+    L->same_proc = a->nonce == c->nonce;
+    L->s = calloc((size_t)L->nsend + 1, sizeof *L->s);
+    L->r = calloc((size_t)L->nrecv + 1, sizeof *L->r);
+    L->dirty = calloc((size_t)L->nrecv + 1, sizeof *L->dirty);
+    if (!L->s || !L->r || !L->dirty) return BT_ERR_NOMEM;
+  }
+  return BT_OK;
+}
+
+/* Sizes the QPs (IB_WR WRs each way, fewer when the CQ would pass the
+ * device's max_cqe or IB_CQ_MAX), replaces the CQ when it is too small,
+ * registers the record rings and the staging area. */
+static bt_result queues_init(ib_ctx *c) {
+  int64_t nq = (int64_t)c->nlinks * c->nqps, cap = c->max_cqe < IB_CQ_MAX ? c->max_cqe : IB_CQ_MAX;
+  int wr = c->max_qp_wr < IB_WR ? c->max_qp_wr : IB_WR;
+  if (nq && nq * 2 * wr > cap) wr = (int)(cap / nq / 2);
+  if (wr < IB_MIN_WR)
+    return ctx_warn(c, BT_ERR_UNSUPPORTED, "%lld queue pairs do not fit a completion queue of %lld entries (fewer "
+                    "links, or a lower BATON_IB_QPS)", (long long)nq, (long long)cap);
+  c->sq_depth = c->rq_depth = wr;
+  c->ring_slots = 2 * c->rq_depth;
+  if (nq * 2 * wr > c->cq_size) {   /* no QP uses the CQ yet: a bigger one replaces it */
+    V.destroy_cq(c->cq);
+    c->cq = V.create_cq(c->vc, c->cq_size = (int)(nq * 2 * wr), NULL, c->ch, 0);
+    if (!c->cq) return ctx_warn(c, BT_ERR_SYSTEM, "ibv_create_cq of %d entries failed: %s", c->cq_size, strerror(errno));
+  }
+  size_t rings = (size_t)nq * c->ring_slots * sizeof(ib_rec) + 4096, stage = (size_t)nq * wr * sizeof(ib_rec) + 4096;
+  if (posix_memalign((void **)&c->rings, 4096, rings) || posix_memalign((void **)&c->stage, 4096, stage))
+    return BT_ERR_NOMEM;
+  memset(c->rings, 0, rings);
+  memset(c->stage, 0, stage);
+  c->rings_mr = V.reg_mr(c->pd, c->rings, rings, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  c->stage_mr = c->rings_mr ? V.reg_mr(c->pd, c->stage, stage, IBV_ACCESS_LOCAL_WRITE) : NULL;
+  if (!c->stage_mr)
+    return ctx_warn(c, BT_ERR_SYSTEM, "ibv_reg_mr of %zu bytes of record rings failed: %s", rings + stage,
+                    strerror(errno));
+  return BT_OK;
+}
+
+static int ib_pollfds(void *vctx, struct pollfd *fds, int max);
+
+static bt_result ib_connect(void *vctx, const net_link_req *reqs, int nlinks, const unsigned char *addrs) {
+  ib_ctx *c = vctx;
+  if (c->connected++ || nlinks < 0 || nlinks > c->nranks) return BT_ERR_INTERNAL;
+  c->links = calloc((size_t)nlinks + 1, sizeof *c->links);
+  c->pfd = calloc((size_t)nlinks + IB_PENDING_MAX + 2, sizeof *c->pfd);
+  if (!c->links || !c->pfd) return BT_ERR_NOMEM;
+  c->nlinks = nlinks;
+  for (int l = 0; l < nlinks; l++) c->links[l].fd = -1;
+  CHECK(links_init(c, reqs, addrs));
+  CHECK(queues_init(c));
+  for (int l = 0; l < nlinks; l++) {
+    ib_link *L = &c->links[l];
+    for (int k = 0; k < c->nqps; k++) CHECK(qp_create(c, l, k));
+    L->state = L->lower ? L_WAIT_HELLO : L_WAIT_CONN;
+    if (!L->lower) continue;
+    char what[96];
+    snprintf(what, sizeof what, "verbs: rank %d -> rank %d: side connection", c->rank, L->peer);
+    CHECK(rt_socket_connect(&L->peer_sa, c->deadline, -1, what, &L->fd));
+    hello_queue(c, l);
+    if (side_flush(c, L)) return BT_ERR_REMOTE;
+  }
+  /* Links to ranks of other processes: wait until they are up. */
+  for (;;) {
+    pump(c);
+    int wait = 0;
+    for (int l = 0; l < nlinks; l++) {
+      ib_link *L = &c->links[l];
+      if (L->state == L_FAILED) {
+        L->unreported = 0;
+        return rt_time_ns() > c->deadline ? BT_ERR_TIMEOUT : BT_ERR_REMOTE;
+      }
+      wait += !L->same_proc && L->state < L_UP;
+    }
+    if (!wait) return BT_OK;
+    int n = ib_pollfds(c, c->pfd, nlinks + IB_PENDING_MAX + 2);
+    int64_t until = rt_time_ns() + 100000000;
+    rt_socket_poll(c->pfd, n, until < c->deadline ? until : c->deadline + 1000000);
+  }
+}
+
+/* ---- sending ---- */
+
+static int sq_room(const ib_ctx *c, const ib_qp *q) { return c->sq_depth - (int)(q->sq_head - q->sq_tail); }
+
+/* Posts one RDMA write of e.bytes from src (with immediate when imm is
+ * not NULL) on QP k of link l and records it.  0, or -1 (link failed). */
+static int post_write(ib_ctx *c, int l, int k, ib_sqe e, const void *src, uint32_t lkey, uint64_t raddr,
+                      uint32_t rkey, const uint32_t *imm, int inl) {
+  ib_link *L = &c->links[l];
+  ib_qp *q = &L->qp[k];
+  struct ibv_sge sge = {.addr = (uintptr_t)src, .length = e.bytes, .lkey = lkey};
+  struct ibv_send_wr wr = {
+    .wr_id = (uint64_t)(l * c->nqps + k) << 32 | (q->sq_head & ~RECV_BIT), .sg_list = e.bytes ? &sge : NULL,
+    .num_sge = e.bytes ? 1 : 0, .opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+    .send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0), .imm_data = imm ? htonl(*imm) : 0};
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  struct ibv_send_wr *bad = NULL;
+  int err = ibv_post_send(q->qp, &wr, &bad);
+  if (err) return link_fail(c, L, "ibv_post_send on QP %d failed: %s", k, strerror(err));
+  q->sq[q->sq_head++ % (uint32_t)c->sq_depth] = e;
+  return 0;
+}
+
+/* Writes a record into the peer's ring for QP k of link l (from the
+ * staging slot of its send WR); a credit record carries its immediate. */
+static int post_record(ib_ctx *c, int l, int k, ib_rec r) {
+  ib_link *L = &c->links[l];
+  ib_qp *q = &L->qp[k];
+  ib_rec *st = &q->stage[q->sq_head % (uint32_t)c->sq_depth];
+  r.idx = (uint32_t)q->rec_out;
+  *st = r;
+  uint32_t imm = (uint32_t)K_CREDIT << 30 | (r.conn & 0x3fffffff);
+  ib_sqe e = {.kind = r.kind == K_CREDIT ? SQ_CREDIT : SQ_RECORD, .mrc = -1, .conn = r.conn, .bytes = sizeof r};
+  uint64_t raddr = q->peer_ring + (q->rec_out % L->ring_slots) * sizeof r;
+  if (post_write(c, l, k, e, st, c->stage_mr->lkey, raddr, L->ring_rkey, r.kind == K_CREDIT ? &imm : NULL,
+                 q->inline_ok))
+    return -1;
+  q->rec_out++;
+  return 0;
+}
+
+/* Posts the held last pieces of send connection conn whose other pieces
+ * have all completed, in message order, on its home QP: record, then the
+ * piece with its immediate.  0, or -1 (link failed). */
+static int flush_conn(ib_ctx *c, int l, uint32_t conn) {
+  ib_link *L = &c->links[l];
+  ib_sconn *s = &L->s[conn];
+  int k = (int)(conn % (uint32_t)c->nqps);
+  while (s->head != s->tail && L->state == L_UP) {
+    ib_msg *m = &s->q[s->head % IB_MSGQ];
+    if (!m->closed || m->pending || sq_room(c, &L->qp[k]) < 2) break;
+    const net_piece *p = &m->last;
+    uint32_t imm = (uint32_t)K_DATA << 30 | (conn & 0x3fff) << 16 | (uint32_t)(p->seq & 0xffff);
+    ib_sqe e = {.kind = SQ_LAST, .mrc = (int8_t)m->mrc, .conn = conn, .bytes = p->len};
+    ib_rec r = {.kind = K_DATA, .conn = conn, .total = p->total, .seq = p->seq, .off = p->remote_off - p->off};
+    if (post_record(c, l, k, r) ||
+        post_write(c, l, k, e, p->src, m->lkey, L->pool_addr + p->remote_off, L->pool_rkey, &imm, 0))
+      return -1;
+    s->head++;
+    L->held--;
+  }
+  return 0;
+}
+
+/* Sends the credits owed on link l, one in flight per connection. */
+static int flush_credits(ib_ctx *c, int l) {
+  ib_link *L = &c->links[l];
+  int keep = 0;
+  for (int i = 0; i < L->ndirty; i++) {
+    uint32_t conn = L->dirty[i];
+    ib_rconn *r = &L->r[conn];
+    int k = (int)(conn % (uint32_t)c->nqps);
+    if (L->state != L_UP || r->inflight || sq_room(c, &L->qp[k]) < 1) {
+      L->dirty[keep++] = conn;
+      continue;
+    }
+    if (post_record(c, l, k, (ib_rec){.kind = K_CREDIT, .conn = conn, .seq = r->want})) return -1;
+    r->inflight = 1;
+    r->dirty = 0;
+  }
+  L->ndirty = keep;
+  return 0;
+}
+
+/* The lkey of [src, src+len): the pool's, or a cache entry's (its refs
+ * counted, *mrc set).  0; 1 when every entry has writes in flight (try
+ * later); -1 when registration failed (link l failed). */
+static int lkey_of(ib_ctx *c, int l, const char *src, uint32_t len, uint32_t *lkey, int *mrc) {
+  uintptr_t a = (uintptr_t)src, e = a + len, pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+  *mrc = -1;
+  *lkey = c->pool_mr->lkey;
+  if (!len || (a >= (uintptr_t)c->pool && e <= (uintptr_t)c->pool + c->pool_bytes)) return 0;
+  int v = -1;
+  for (int i = 0; i < IB_MRC; i++) {
+    ib_mrc *m = &c->mrc[i];
+    if (m->mr && a >= m->lo && e <= m->hi) {
+      v = i;
+      break;
+    }
+    if (!m->refs && (v < 0 || !m->mr || (c->mrc[v].mr && m->used < c->mrc[v].used))) v = i;   /* LRU, idle */
+  }
+  if (v < 0) return 1;
+  ib_mrc *m = &c->mrc[v];
+  if (!m->mr || a < m->lo || e > m->hi) {
+    if (m->mr) V.dereg_mr(m->mr);
+    m->lo = a & ~(pg - 1);
+    m->hi = (e + pg - 1) & ~(pg - 1);
+    if (!(m->mr = V.reg_mr(c->pd, (void *)m->lo, m->hi - m->lo, 0)))
+      return link_fail(c, &c->links[l], "ibv_reg_mr of %zu bytes at %p (a source outside the pool) failed: %s",
+                       (size_t)(m->hi - m->lo), (void *)m->lo, strerror(errno));
+  }
+  m->refs++;
+  m->used = ++c->clock;
+  *lkey = m->mr->lkey;
+  *mrc = v;
+  return 0;
+}
+
+static void mrc_put(ib_ctx *c, int mrc) {
+  if (mrc >= 0 && c->mrc[mrc].refs > 0) c->mrc[mrc].refs--;
+}
+
+static int ib_post(void *vctx, int link, const net_piece *p) {
+  ib_ctx *c = vctx;
+  if (c->aborted || link < 0 || link >= c->nlinks) return -1;
+  ib_link *L = &c->links[link];
+  if (L->state == L_FAILED || L->state == L_BYE) return -1;
+  if (L->state != L_UP) return 1;
+  if (p->conn >= (uint32_t)L->nsend || (p->len && !p->src) || p->off > p->total || p->len > p->total - p->off ||
+      p->remote_off < p->off || p->remote_off > L->pool_bytes || p->len > L->pool_bytes - p->remote_off ||
+      (p->last && p->off + p->len != p->total))
+    return link_fail(c, L, "a piece out of bounds: connection %u, message %llu, bytes %u+%u of %u at offset %llu of "
+                     "the peer's %llu-byte pool (internal error)", p->conn, (unsigned long long)p->seq, p->off,
+                     p->len, p->total, (unsigned long long)p->remote_off, (unsigned long long)L->pool_bytes);
+  ib_sconn *s = &L->s[p->conn];
+  ib_msg *m = NULL;
+  for (uint32_t i = s->head; i != s->tail && !m; i++)
+    if (s->q[i % IB_MSGQ].seq == p->seq && !s->q[i % IB_MSGQ].closed) m = &s->q[i % IB_MSGQ];
+  if (!m && s->tail - s->head == IB_MSGQ) return 1;
+  int k = -1, mrc, r;
+  for (int i = 0; !p->last && i < c->nqps && k < 0; i++)   /* a piece: the next QP with room */
+    if (sq_room(c, &L->qp[(L->rr + (uint32_t)i) % (uint32_t)c->nqps]) > 0)
+      k = (int)((L->rr + (uint32_t)i) % (uint32_t)c->nqps);
+  if (!p->last && k < 0) return 1;
+  uint32_t lkey;
+  if ((r = lkey_of(c, link, p->src, p->len, &lkey, &mrc))) return r;
+  if (!m) {
+    m = &s->q[s->tail++ % IB_MSGQ];
+    *m = (ib_msg){.seq = p->seq, .mrc = -1};
+  }
+  if (p->last) {
+    m->closed = 1;
+    m->last = *p;
+    m->lkey = lkey;
+    m->mrc = mrc;
+    L->held++;
+    return flush_conn(c, link, p->conn);
+  }
+  ib_sqe e = {.kind = SQ_PIECE, .mrc = (int8_t)mrc, .conn = p->conn, .msg = (uint32_t)(m - s->q), .bytes = p->len};
+  if (post_write(c, link, k, e, p->src, lkey, L->pool_addr + p->remote_off, L->pool_rkey, NULL, 0)) {
+    mrc_put(c, mrc);
+    return -1;
+  }
+  m->pending++;
+  L->rr = (uint32_t)(k + 1) % (uint32_t)c->nqps;
+  return 0;
+}
+
+static int ib_credit(void *vctx, int link, int conn, uint64_t value) {
+  ib_ctx *c = vctx;
+  if (c->aborted || link < 0 || link >= c->nlinks || conn < 0 || conn >= c->links[link].nrecv) return -1;
+  ib_link *L = &c->links[link];
+  if (L->state == L_FAILED) return -1;
+  if (L->state == L_BYE) return 0;   /* nobody reads it any more */
+  ib_rconn *r = &L->r[conn];
+  r->want = value;
+  if (!r->dirty) {
+    r->dirty = 1;
+    L->dirty[L->ndirty++] = (uint32_t)conn;
+  }
+  return flush_credits(c, link);
+}
+
+/* ---- completions ---- */
+
+/* A record arrived on QP k of link l (a receive with immediate): checks it
+ * against the immediate, re-posts the receive, tells the sink.  0, or -1
+ * (link failed). */
+static int take_record(ib_ctx *c, int l, int k, const struct ibv_wc *wc, const net_sink *sink) {
+  ib_link *L = &c->links[l];
+  ib_qp *q = &L->qp[k];
+  ib_rec r = q->ring[q->rec_in % (uint32_t)c->ring_slots];
+  uint32_t imm = ntohl(wc->imm_data);
+  char bad[200] = "";
+  if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM))
+    snprintf(bad, sizeof bad, "something other than an RDMA write with immediate (opcode %d)", (int)wc->opcode);
+  else if (r.idx != (uint32_t)q->rec_in || r.kind != imm >> 30)
+    snprintf(bad, sizeof bad, "record %u of kind %u where record %u (immediate of kind %u) was due", r.idx, r.kind,
+             (uint32_t)q->rec_in, imm >> 30);
+  else if (r.kind == K_DATA && r.conn >= (uint32_t)L->nrecv)
+    snprintf(bad, sizeof bad, "data for connection %u of its %d", r.conn, L->nrecv);
+  else if (r.kind == K_DATA && (((imm >> 16) & 0x3fff) != (r.conn & 0x3fff) || (imm & 0xffff) != (r.seq & 0xffff)))
+    snprintf(bad, sizeof bad, "an immediate 0x%08x that disagrees with its record (connection %u, message %llu)",
+             imm, r.conn, (unsigned long long)r.seq);
+  else if (r.kind == K_DATA && r.seq != L->r[r.conn].next_seq)
+    snprintf(bad, sizeof bad, "message %llu on connection %u where %llu was due", (unsigned long long)r.seq, r.conn,
+             (unsigned long long)L->r[r.conn].next_seq);
+  else if (r.kind == K_DATA && (r.off > c->pool_bytes || r.total > c->pool_bytes - r.off))
+    snprintf(bad, sizeof bad, "a %u-byte message at offset %llu, outside this rank's pool", r.total,
+             (unsigned long long)r.off);
+  else if (r.kind == K_CREDIT && (r.conn >= (uint32_t)L->nsend || (imm & 0x3fffffff) != r.conn))
+    snprintf(bad, sizeof bad, "a credit for connection %u of its %d", r.conn, L->nsend);
+  else if (r.kind != K_DATA && r.kind != K_CREDIT)
+    snprintf(bad, sizeof bad, "a record of unknown kind %u", r.kind);
+  if (*bad) return link_fail(c, L, "rank %d sent %s on QP %d (protocol error)", L->peer, bad, k);
+  q->rec_in++;
+  int e = post_recv(c, l * c->nqps + k, q);   /* only now: the slot is read (see the top) */
+  if (e) return link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
+  int ok;
+  if (r.kind == K_DATA) {
+    net_piece p = {.conn = r.conn, .len = r.total, .total = r.total, .seq = r.seq, .remote_off = r.off, .last = 1};
+    L->r[r.conn].next_seq++;
+    __atomic_fetch_add(&c->received, r.total, __ATOMIC_RELAXED);
+    ok = sink->landed(sink->arg, l, &p);
+  } else {
+    ok = sink->credit(sink->arg, l, (int)r.conn, r.seq);
+  }
+  return ok < 0 ? link_fail(c, L, "the transport refused what rank %d sent (see above)", L->peer) : 0;
+}
+
+/* One work completion: a record in, or one of our writes done (a piece's
+ * completion may free its message's last piece).  1 when it moved
+ * something; an error status fails its link (logged with the status). */
+static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
+  static const char *const kinds[] = {"?", "an RDMA write of a piece", "an RDMA write of a record",
+                                      "an RDMA write of a message's last piece", "an RDMA write of a credit"};
+  uint64_t g = wc->wr_id >> 32;
+  if (g >= (uint64_t)c->nlinks * (uint64_t)c->nqps) {
+    LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d: a completion for unknown work %#llx (internal error)", c->rank,
+             (unsigned long long)wc->wr_id);
+    return 0;
+  }
+  int l = (int)(g / (uint64_t)c->nqps), k = (int)(g % (uint64_t)c->nqps), ok = wc->status == IBV_WC_SUCCESS;
+  ib_link *L = &c->links[l];
+  ib_qp *q = &L->qp[k];
+  if (wc->wr_id & RECV_BIT) {   /* records still count after a goodbye: they were on their way before it */
+    if (ok && L->state != L_FAILED && !c->aborted) return take_record(c, l, k, wc, sink) ? 0 : 1;
+    if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
+      link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, V.wc_status_str(wc->status),
+                wc->vendor_err);
+    return 0;
+  }
+  if ((uint32_t)(wc->wr_id & ~RECV_BIT) != (q->sq_tail & ~RECV_BIT) || q->sq_tail == q->sq_head)
+    return link_fail(c, L, "QP %d completed work %u where %u was due (internal error)", k,
+                     (uint32_t)wc->wr_id & ~RECV_BIT, q->sq_tail & ~RECV_BIT), 0;
+  ib_sqe e = q->sq[q->sq_tail++ % (uint32_t)c->sq_depth];
+  mrc_put(c, e.mrc);
+  if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
+    link_fail(c, L, "%s (%u bytes) on QP %d failed: %s (vendor error %#x)%s", kinds[e.kind < 5 ? e.kind : 0],
+              e.bytes, k, V.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
+              ? ": the peer is unreachable or dead (BATON_IB_TIMEOUT, BATON_IB_RETRY_CNT)"
+              : wc->status == IBV_WC_REM_ACCESS_ERR ? ": the peer's memory is gone (has it closed?)" : "");
+  if (!ok) return 0;
+  if (e.kind == SQ_PIECE || e.kind == SQ_LAST) __atomic_fetch_add(&c->sent, e.bytes, __ATOMIC_RELAXED);
+  if (e.kind == SQ_PIECE && e.conn < (uint32_t)L->nsend && L->s[e.conn].q[e.msg % IB_MSGQ].pending)
+    L->s[e.conn].q[e.msg % IB_MSGQ].pending--;
+  if (e.kind == SQ_CREDIT && e.conn < (uint32_t)L->nrecv) L->r[e.conn].inflight = 0;
+  return 1;
+}
+
+static int ib_progress(void *vctx, const net_sink *sink, int *failed) {
+  ib_ctx *c = vctx;
+  if (c->aborted) return -1;
+  int moved = 0, setting_up = 0;
+  int64_t now = rt_time_ns();
+  for (int l = 0; l < c->nlinks && !setting_up; l++) setting_up = c->links[l].state < L_UP;
+  if (setting_up || now >= c->next_side) {   /* side connections: each round while setting up, else each ms */
+    moved += pump(c);
+    c->next_side = now + 1000000;
+  }
+  struct ibv_cq *ecq;
+  void *ectx;
+  while (V.get_cq_event(c->ch, &ecq, &ectx) == 0) {   /* non-blocking: the channel's events, acknowledged */
+    V.ack_cq_events(ecq, 1);
+    c->armed = 0;
+  }
+  if (!c->armed) c->armed = ibv_req_notify_cq(c->cq, 0) == 0;   /* before polling: nothing slips by */
+  struct ibv_wc wc[32];
+  for (int round = 0, n = 32; round < 16 && n == 32; round++) {
+    if ((n = ibv_poll_cq(c->cq, 32, wc)) < 0)
+      for (int l = 0; l < c->nlinks; l++) link_fail(c, &c->links[l], "ibv_poll_cq failed: the completion queue broke");
+    for (int i = 0; i < n; i++) moved += take_wc(c, &wc[i], sink);
+  }
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    for (uint32_t i = 0; L->held && i < (uint32_t)L->nsend && L->state == L_UP; i++)
+      if (L->s[i].head != L->s[i].tail) flush_conn(c, l, i);
+    if (L->ndirty) flush_credits(c, l);
+    if (L->bye_seen && !L->bye_told && L->state != L_FAILED) {
+      L->bye_told = 1;
+      sink->bye(sink->arg, l);
+      moved++;
+    }
+  }
+  for (int l = 0; l < c->nlinks; l++)
+    if (c->links[l].unreported) {
+      c->links[l].unreported = 0;
+      *failed = l;
+      return -1;
+    }
+  return moved;
+}
+
+static int ib_pollfds(void *vctx, struct pollfd *fds, int max) {
+  ib_ctx *c = vctx;
+  int n = 0;
+  if (c->aborted) return 0;   /* nothing more will come */
+  if (c->ch && n < max) fds[n++] = (struct pollfd){.fd = c->ch->fd, .events = POLLIN};
+  if (c->listen_fd >= 0 && n < max) fds[n++] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+  for (int i = 0; i < c->npend && n < max; i++) fds[n++] = (struct pollfd){.fd = c->pend[i].fd, .events = POLLIN};
+  for (int l = 0; l < c->nlinks && n < max; l++) {
+    const ib_link *L = &c->links[l];
+    if (L->fd >= 0) fds[n++] = (struct pollfd){.fd = L->fd, .events = POLLIN | (L->out_off < L->out_n ? POLLOUT : 0)};
+  }
+  return n;
+}
+
+static void ib_stats(void *vctx, uint64_t *sent, uint64_t *received) {
+  ib_ctx *c = vctx;
+  *sent = __atomic_load_n(&c->sent, __ATOMIC_RELAXED);
+  *received = __atomic_load_n(&c->received, __ATOMIC_RELAXED);
+}
+
+/* Drops every link at once: side connections closed (the peers see their
+ * end without a goodbye), QPs to the error state; later calls fail; frees
+ * nothing. */
+static void ib_abort(void *vctx) {
+  ib_ctx *c = vctx;
+  c->aborted = 1;
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    if (L->fd >= 0) shutdown(L->fd, SHUT_RDWR);
+    close_fd(&L->fd);
+    for (int k = 0; k < c->nqps; k++) {
+      struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
+      if (L->qp[k].qp) V.modify_qp(L->qp[k].qp, &at, IBV_QP_STATE);
+    }
+  }
+}
+
+static void ib_close(void *vctx) {
+  ib_ctx *c = vctx;
+  if (!c) return;
+  /* 'B' on every side connection whose hello is out: a byte into the
+   * socket buffer, no waiting.  Bytes left unread would make the close a
+   * reset, which the peer could take for a death: drain them first. */
+  for (int l = 0; l < c->nlinks && !c->aborted; l++) {
+    ib_link *L = &c->links[l];
+    char junk[256];
+    struct iovec v = {(void *)"B", 1};
+    if (L->fd < 0 || L->state == L_FAILED || L->out_off < L->out_n) continue;
+    if (rt_socket_send(L->fd, &v, 1) == 1) shutdown(L->fd, SHUT_WR);
+    while (rt_socket_recv(L->fd, junk, sizeof junk) > 0) {
+    }
+  }
+  ib_abort(c);
+  close_fd(&c->listen_fd);
+  while (c->npend > 0) close(c->pend[--c->npend].fd);
+  for (int l = 0; l < c->nlinks; l++) {
+    ib_link *L = &c->links[l];
+    for (int k = 0; k < c->nqps; k++) {
+      if (L->qp[k].qp) V.destroy_qp(L->qp[k].qp);
+      free(L->qp[k].sq);
+    }
+    free(L->s);
+    free(L->r);
+    free(L->dirty);
+  }
+  for (int i = 0; i < IB_MRC; i++)
+    if (c->mrc[i].mr) V.dereg_mr(c->mrc[i].mr);
+  struct ibv_mr *mrs[] = {c->rings_mr, c->stage_mr, c->pool_mr};
+  for (int i = 0; i < 3; i++)
+    if (mrs[i]) V.dereg_mr(mrs[i]);
+  if (c->cq) V.destroy_cq(c->cq);
+  if (c->ch) V.destroy_comp_channel(c->ch);
+  if (c->pd) V.dealloc_pd(c->pd);
+  if (c->vc) V.close_device(c->vc);
+  free(c->rings);
+  free(c->stage);
+  free(c->links);
+  free(c->pfd);
+  free(c);
+}
+
+const net_backend net_ib_backend = {
+  .name = "ib",
+  .unavailable = ib_unavailable,
+  .open = ib_open,
+  .connect = ib_connect,
+  .post = ib_post,
+  .credit = ib_credit,
+  .progress = ib_progress,
+  .pollfds = ib_pollfds,
+  .stats = ib_stats,
+  .abort = ib_abort,
+  .close = ib_close,
+};

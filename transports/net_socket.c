@@ -1,0 +1,517 @@
+/* net_socket.c -- the TCP backend of the network transport: several
+ * sockets per link, frames of a fixed header and a payload, non-blocking
+ * both ways.
+ *
+ * Frames: DATA (a piece: its header, then len bytes), CREDIT (conn,
+ * value), BYE (the sender is closing in order).  Pieces go to the link's
+ * sockets in turn; credits always on socket 0, so that they arrive in the
+ * order sent.  Headers travel in host byte order: every rank runs the same
+ * build.  Set-up: each rank listens; the lower rank of a pair opens the
+ * link's sockets and proves with the peer's token (from the bootstrap)
+ * that it belongs to the job; the higher one accepts, checks, and closes
+ * anything else. */
+#include "net_socket.h"
+
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rt_log.h"
+#include "rt_param.h"
+#include "rt_socket.h"
+
+enum { QCAP = 256, PENDING_MAX = 64 };
+
+typedef struct qent { ns_hdr h; const char *src; } qent;
+
+typedef struct sock {
+  int fd;
+  int bye;                        /* BYE received on it */
+  qent q[QCAP];                   /* frames to send; q[qhead] is partly sent */
+  int qhead, qn;
+  size_t qsent;                   /* bytes of q[qhead] sent (header, then payload) */
+  ns_hdr rh;                         /* the frame coming in */
+  size_t rgot;                    /* bytes of rh so far */
+  char *dst;                      /* payload: where the rest goes */
+  uint32_t left;
+} sock;
+
+typedef struct slink {
+  int peer, nsend, nrecv;
+  sock *s;                        /* nsocks */
+  int rr;                         /* next socket for a piece */
+  uint64_t *credit;               /* per receive connection: the value owed */
+  unsigned char *dirty;
+} slink;
+
+typedef struct sctx {
+  int rank, nranks, nsocks;
+  int64_t deadline;
+  int listen_fd;
+  unsigned char token[16];
+  slink *links;
+  int nlinks;
+  int aborted;
+  uint64_t sent, received;
+  struct pollfd *pfd;             /* one per socket, for progress */
+  int npfd;
+} sctx;
+
+static const char *sock_unavailable(void) { return NULL; }
+
+static void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static bt_result sock_open(const net_open_args *a, void **out, unsigned char addr[NET_ADDR_BYTES]) {
+  *out = NULL;
+  sctx *c = calloc(1, sizeof *c);
+  if (!c) return BT_ERR_NOMEM;
+  c->rank = a->rank;
+  c->nranks = a->nranks;
+  c->nsocks = a->nsocks < 1 ? 1 : a->nsocks;
+  c->deadline = a->deadline_ns;
+  c->listen_fd = -1;
+  if (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token) {
+    LOG_WARN(RT_SUB_RUNTIME, "network: getrandom: %s", strerror(errno));
+    free(c);
+    return BT_ERR_SYSTEM;
+  }
+  rt_sockaddr sa;
+  char ifname[IF_NAMESIZE] = "";
+  bt_result res = rt_socket_pick_interface(rt_param_str(RT_PARAM_SOCKET_IFNAME), AF_UNSPEC, &sa, ifname);
+  if (!res) {
+    if (sa.sa.sa_family == AF_INET) sa.in4.sin_port = 0;
+    else sa.in6.sin6_port = 0;
+    int backlog = c->nsocks * a->nranks + 16;
+    res = rt_socket_listen(&sa, backlog > 4096 ? 4096 : backlog, &c->listen_fd);
+  }
+  if (res) {
+    free(c);
+    return res;
+  }
+  ns_addr b = {NS_ADDR_MAGIC, NS_VERSION, a->rank, c->nsocks, {0}, {0}};
+  memcpy(b.token, c->token, sizeof b.token);
+  rt_socket_pack(&sa, b.addr);
+  memset(addr, 0, NET_ADDR_BYTES);
+  memcpy(addr, &b, sizeof b);
+  char s[RT_SOCKADDR_STRLEN];
+  LOG_INFO(RT_SUB_RUNTIME, "network: rank %d listens on %s (%s), %d sockets per link", a->rank,
+           rt_socket_str(&sa, s, sizeof s), ifname, c->nsocks);
+  *out = c;
+  return BT_OK;
+}
+
+/* Writes all n bytes to a non-blocking socket before the deadline. */
+static int write_all(int fd, const void *p, size_t n, int64_t deadline) {
+  size_t done = 0;
+  while (done < n) {
+    struct iovec v = {(char *)p + done, n - done};
+    ssize_t w = rt_socket_send(fd, &v, 1);
+    if (w < 0) return -1;
+    if (w > 0) { done += (size_t)w; continue; }
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    if (rt_socket_poll(&pf, 1, deadline) <= 0) { errno = ETIMEDOUT; return -1; }
+  }
+  return 0;
+}
+
+static int link_of(const sctx *c, int peer) {
+  for (int l = 0; l < c->nlinks; l++)
+    if (c->links[l].peer == peer) return l;
+  return -1;
+}
+
+/* A new connection's greeting, read without blocking. */
+typedef struct pend { int fd; size_t got; ns_hello h; int64_t since; } pend;
+
+/* Checks a complete greeting; returns the link it joins (its socket in
+ * *which) or -1 (logged at INFO: strays are closed quietly). */
+static int check_hello(sctx *c, const ns_hello *h, int *which) {
+  int l = h->from >= 0 && h->from < c->rank ? link_of(c, h->from) : -1;
+  const char *bad = h->magic != NS_HELLO_MAGIC ? "not a baton network greeting"
+                    : h->version != NS_VERSION ? "another version of baton"
+                    : h->to != c->rank ? "meant for another rank"
+                    : memcmp(h->token, c->token, sizeof c->token) ? "a wrong token (not of this communicator)"
+                    : l < 0 ? "from a rank this one has no link with"
+                    : h->nsocks != c->nsocks ? "another BATON_SOCKET_NSOCKS"
+                    : h->sock < 0 || h->sock >= c->nsocks ? "a socket index out of range"
+                    : c->links[l].s[h->sock].fd >= 0 ? "a second connection for one socket"
+                    : NULL;
+  if (bad) {
+    LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: closed a connection that sent %s", c->rank, bad);
+    if (h->magic == NS_HELLO_MAGIC && h->nsocks != c->nsocks && h->to == c->rank)
+      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d uses BATON_SOCKET_NSOCKS=%d, rank %d uses %d: set it alike",
+               h->from, h->nsocks, c->rank, c->nsocks);
+    return -1;
+  }
+  *which = h->sock;
+  return l;
+}
+
+/* Accepts until every socket of every link to a lower rank is in. */
+static bt_result accept_links(sctx *c, int want) {
+  pend p[PENDING_MAX];
+  int np = 0, have = 0;
+  bt_result res = BT_OK;
+  while (have < want) {
+    struct pollfd fds[PENDING_MAX + 1];
+    fds[0] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+    for (int i = 0; i < np; i++) fds[1 + i] = (struct pollfd){.fd = p[i].fd, .events = POLLIN};
+    int r = rt_socket_poll(fds, 1 + np, c->deadline);
+    if (r == 0) {
+      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: %d of %d connections from lower ranks arrived before "
+               "BATON_NET_CONNECT_TIMEOUT", c->rank, have, want);
+      res = BT_ERR_TIMEOUT;
+      break;
+    }
+    if (r < 0) { res = BT_ERR_SYSTEM; break; }
+    for (int i = np - 1; i >= 0; i--) {
+      if (!fds[1 + i].revents) continue;
+      ssize_t g = rt_socket_recv(p[i].fd, (char *)&p[i].h + p[i].got, sizeof(ns_hello) - p[i].got);
+      int done = 0, keep = 1;
+      if (g < 0) keep = 0;
+      else if ((p[i].got += (size_t)g) == sizeof(ns_hello)) done = 1;
+      if (done) {
+        int which = 0, l = check_hello(c, &p[i].h, &which);
+        if (l >= 0) {
+          c->links[l].s[which].fd = p[i].fd;
+          set_nodelay(p[i].fd);
+          have++;
+        } else {
+          close(p[i].fd);
+        }
+        keep = 0;
+      } else if (!keep) {
+        close(p[i].fd);
+      }
+      if (!keep) p[i] = p[--np];
+    }
+    if (fds[0].revents) {
+      int fd = -1;
+      rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
+      if (a == RT_ACCEPT_NEW) {
+        if (np == PENDING_MAX) {   /* shed the oldest */
+          close(p[0].fd);
+          p[0] = p[--np];
+        }
+        p[np++] = (pend){fd, 0, {0}, rt_time_ns()};
+      } else if (a == RT_ACCEPT_BROKEN) {
+        res = BT_ERR_SYSTEM;
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < np; i++) close(p[i].fd);
+  return res;
+}
+
+static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, const unsigned char *addrs) {
+  sctx *c = ctx;
+  c->links = calloc(nlinks + 1, sizeof *c->links);
+  if (!c->links) return BT_ERR_NOMEM;
+  c->nlinks = nlinks;
+  int want = 0;
+  for (int l = 0; l < nlinks; l++) {
+    slink *L = &c->links[l];
+    L->peer = reqs[l].peer;
+    L->nsend = reqs[l].nsend;
+    L->nrecv = reqs[l].nrecv;
+    L->s = calloc(c->nsocks, sizeof *L->s);
+    L->credit = calloc(L->nrecv + 1, sizeof *L->credit);
+    L->dirty = calloc(L->nrecv + 1, 1);
+    if (!L->s || !L->credit || !L->dirty) return BT_ERR_NOMEM;
+    for (int k = 0; k < c->nsocks; k++) L->s[k].fd = -1;
+    if (L->peer < c->rank) want += c->nsocks;
+  }
+  c->pfd = calloc((size_t)nlinks * c->nsocks + 1, sizeof *c->pfd);
+  if (!c->pfd) return BT_ERR_NOMEM;
+  /* To higher ranks: connect and greet (their listeners queue us). */
+  for (int l = 0; l < nlinks; l++) {
+    slink *L = &c->links[l];
+    if (L->peer < c->rank) continue;
+    ns_addr b;
+    memcpy(&b, addrs + (size_t)L->peer * NET_ADDR_BYTES, sizeof b);
+    rt_sockaddr sa;
+    if (b.magic != NS_ADDR_MAGIC || b.version != NS_VERSION || b.rank != L->peer || rt_socket_unpack(b.addr, &sa)) {
+      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d's address is malformed (another baton version?)", c->rank,
+               L->peer);
+      return BT_ERR_INVALID;
+    }
+    if (b.nsocks != c->nsocks) {
+      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d uses BATON_SOCKET_NSOCKS=%d, rank %d uses %d: set it alike",
+               L->peer, b.nsocks, c->rank, c->nsocks);
+      return BT_ERR_INVALID;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "network: rank %d -> rank %d", c->rank, L->peer);
+    for (int k = 0; k < c->nsocks; k++) {
+      CHECK(rt_socket_connect(&sa, c->deadline, -1, what, &L->s[k].fd));
+      set_nodelay(L->s[k].fd);
+      ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, c->rank, L->peer, k, c->nsocks, {0}};
+      memcpy(h.token, b.token, sizeof h.token);
+      if (write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
+        LOG_WARN(RT_SUB_RUNTIME, "%s: cannot greet: %s", what, strerror(errno));
+        return BT_ERR_SYSTEM;
+      }
+    }
+  }
+  /* From lower ranks: accept. */
+  bt_result res = accept_links(c, want);
+  close(c->listen_fd);
+  c->listen_fd = -1;
+  return res;
+}
+
+/* A socket for the next piece on L with room in its queue, or NULL. */
+static sock *pick(const sctx *c, slink *L) {
+  for (int i = 0; i < c->nsocks; i++) {
+    sock *s = &L->s[(L->rr + i) % c->nsocks];
+    if (s->fd >= 0 && s->qn < QCAP) {
+      L->rr = (L->rr + i + 1) % c->nsocks;
+      return s;
+    }
+  }
+  return NULL;
+}
+
+static void enqueue(sock *s, const ns_hdr *h, const char *src) {
+  qent *e = &s->q[(s->qhead + s->qn++) % QCAP];
+  e->h = *h;
+  e->src = src;
+}
+
+static int sock_post(void *ctx, int link, const net_piece *p) {
+  sctx *c = ctx;
+  if (c->aborted || link < 0 || link >= c->nlinks) return -1;
+  sock *s = pick(c, &c->links[link]);
+  if (!s) return c->links[link].s[0].fd < 0 ? -1 : 1;
+  ns_hdr h = {NS_DATA, p->conn, p->off, p->len, p->total, 0, p->seq, p->remote_off};
+  enqueue(s, &h, p->src);
+  return 0;
+}
+
+static int sock_credit(void *ctx, int link, int conn, uint64_t value) {
+  sctx *c = ctx;
+  if (c->aborted || link < 0 || link >= c->nlinks || conn < 0 || conn >= c->links[link].nrecv) return -1;
+  c->links[link].credit[conn] = value;
+  c->links[link].dirty[conn] = 1;
+  return 0;
+}
+
+/* Sends what socket s has queued until it would block.  -1: broken. */
+static int tx(sctx *c, sock *s, int *moved) {
+  while (s->qn) {
+    qent *e = &s->q[s->qhead];
+    size_t plen = e->h.type == NS_DATA ? e->h.len : 0;
+    struct iovec v[2];
+    int nv = 0;
+    if (s->qsent < sizeof(ns_hdr)) v[nv++] = (struct iovec){(char *)&e->h + s->qsent, sizeof(ns_hdr) - s->qsent};
+    size_t pdone = s->qsent > sizeof(ns_hdr) ? s->qsent - sizeof(ns_hdr) : 0;
+    if (plen > pdone) v[nv++] = (struct iovec){(char *)e->src + pdone, plen - pdone};
+    ssize_t w = rt_socket_send(s->fd, v, nv);
+    if (w < 0) return -1;
+    if (w == 0) return 0;
+    s->qsent += (size_t)w;
+    (*moved)++;
+    if (s->qsent == sizeof(ns_hdr) + plen) {
+      c->sent += plen;
+      s->qsent = 0;
+      s->qhead = (s->qhead + 1) % QCAP;
+      s->qn--;
+    }
+  }
+  return 0;
+}
+
+static const char *frame_name(uint32_t t) {
+  return t == NS_DATA ? "data" : t == NS_CREDIT ? "credit" : t == NS_BYE ? "goodbye" : "unknown";
+}
+
+/* Takes what socket s of link l has received, frame by frame, until it
+ * would block.  -1: broken or refused (logged). */
+static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
+  slink *L = &c->links[l];
+  for (int rounds = 0; rounds < 64; rounds++) {
+    ssize_t g;
+    if (s->rgot < sizeof(ns_hdr)) {
+      g = rt_socket_recv(s->fd, (char *)&s->rh + s->rgot, sizeof(ns_hdr) - s->rgot);
+    } else {
+      g = rt_socket_recv(s->fd, s->dst, s->left);
+    }
+    if (g == 0) return 0;
+    if (g < 0) {
+      int e = errno;
+      if (s->bye && s->rgot == 0) {   /* the peer said goodbye: its close is no fault */
+        close(s->fd);
+        s->fd = -1;
+        return 0;
+      }
+      if (s->rgot >= sizeof(ns_hdr) && s->rh.type == NS_DATA)
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: the connection from rank %d broke in the middle of a message "
+                 "(%u of %u bytes of its piece at %u of message %llu on connection %u): %s", c->rank, L->peer,
+                 s->rh.len - s->left, s->rh.len, s->rh.off, (unsigned long long)s->rh.seq, s->rh.conn,
+                 e == ECONNRESET ? "closed by the peer (has its process exited?)" : strerror(e));
+      else
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: the connection from rank %d %s%s: %s", c->rank, L->peer,
+                 s->rgot ? "broke in the middle of a frame header" : "was lost",
+                 s->rgot ? "" : " without a goodbye", e == ECONNRESET ? "closed by the peer (has its process exited?)"
+                                                                      : strerror(e));
+      return -1;
+    }
+    (*moved)++;
+    if (s->rgot < sizeof(ns_hdr)) {
+      s->rgot += (size_t)g;
+      if (s->rgot < sizeof(ns_hdr)) continue;
+      ns_hdr *h = &s->rh;
+      if (h->type == NS_DATA) {
+        net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
+        s->dst = sink->where(sink->arg, l, &p);
+        if (!s->dst) return -1;
+        s->left = h->len;
+      } else if (h->type == NS_CREDIT) {
+        if (sink->credit(sink->arg, l, (int)h->conn, h->seq)) return -1;
+        s->rgot = 0;
+        continue;
+      } else if (h->type == NS_BYE) {
+        s->bye = 1;
+        sink->bye(sink->arg, l);
+        s->rgot = 0;
+        continue;
+      } else {
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent a frame of %s type %u", c->rank, L->peer,
+                 frame_name(h->type), h->type);
+        return -1;
+      }
+    } else {
+      s->dst += g;
+      s->left -= (uint32_t)g;
+    }
+    if (s->left == 0) {   /* the piece is in */
+      ns_hdr *h = &s->rh;
+      net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
+      c->received += h->len;
+      s->rgot = 0;
+      if (sink->landed(sink->arg, l, &p)) return -1;
+    }
+  }
+  return 0;
+}
+
+static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
+  sctx *c = ctx;
+  if (c->aborted) return -1;
+  int moved = 0, n = 0;
+  for (int l = 0; l < c->nlinks; l++) {
+    slink *L = &c->links[l];
+    /* Owed credits go out on socket 0, in order. */
+    sock *s0 = &L->s[0];
+    for (int i = 0; i < L->nrecv && s0->fd >= 0; i++) {
+      if (!L->dirty[i] || s0->qn == QCAP) continue;
+      ns_hdr h = {NS_CREDIT, (uint32_t)i, 0, 0, 0, 0, L->credit[i], 0};
+      enqueue(s0, &h, NULL);
+      L->dirty[i] = 0;
+    }
+    for (int k = 0; k < c->nsocks; k++)
+      if (L->s[k].fd >= 0) c->pfd[n++] = (struct pollfd){.fd = L->s[k].fd, .events = POLLIN};
+  }
+  if (n && poll(c->pfd, n, 0) < 0 && errno != EINTR) return -1;
+  n = 0;
+  for (int l = 0; l < c->nlinks; l++) {
+    slink *L = &c->links[l];
+    for (int k = 0; k < c->nsocks; k++) {
+      sock *s = &L->s[k];
+      if (s->fd < 0) continue;
+      short ev = c->pfd[n++].revents;
+      if (s->qn && tx(c, s, &moved) < 0) {
+        if (!s->bye)
+          LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: cannot send to rank %d: %s", c->rank, L->peer,
+                   errno == EPIPE || errno == ECONNRESET ? "the connection was closed (has its process exited?)"
+                                                         : strerror(errno));
+        else
+          LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d has destroyed its communicator, and this rank still "
+                   "sends to it", c->rank, L->peer);
+        *failed = l;
+        return -1;
+      }
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved) < 0) {
+        *failed = l;
+        return -1;
+      }
+    }
+  }
+  return moved;
+}
+
+static int sock_pollfds(void *ctx, struct pollfd *fds, int max) {
+  sctx *c = ctx;
+  int n = 0;
+  for (int l = 0; l < c->nlinks; l++)
+    for (int k = 0; k < c->nsocks && n < max; k++) {
+      sock *s = &c->links[l].s[k];
+      if (s->fd >= 0) fds[n++] = (struct pollfd){.fd = s->fd, .events = POLLIN | (s->qn ? POLLOUT : 0)};
+    }
+  return n;
+}
+
+static void sock_stats(void *ctx, uint64_t *sent, uint64_t *received) {
+  sctx *c = ctx;
+  *sent = c->sent;
+  *received = c->received;
+}
+
+static void sock_abort(void *ctx) {
+  sctx *c = ctx;
+  c->aborted = 1;
+  for (int l = 0; l < c->nlinks; l++)
+    for (int k = 0; k < c->nsocks; k++) {
+      sock *s = &c->links[l].s[k];
+      if (s->fd < 0) continue;
+      shutdown(s->fd, SHUT_RDWR);
+      close(s->fd);
+      s->fd = -1;
+    }
+}
+
+static void sock_close(void *ctx) {
+  sctx *c = ctx;
+  if (!c) return;
+  /* Goodbye on every socket, so the peer takes the close for what it is;
+   * a peer already gone costs at most a second in all. */
+  int64_t deadline = rt_time_ns() + 1000000000;
+  for (int l = 0; l < c->nlinks && !c->aborted; l++)
+    for (int k = 0; k < c->nsocks; k++) {
+      sock *s = &c->links[l].s[k];
+      if (s->fd < 0 || s->qn) continue;   /* a frame half sent: a goodbye now would garble it */
+      ns_hdr h = {NS_BYE, 0, 0, 0, 0, 0, 0, 0};
+      if (write_all(s->fd, &h, sizeof h, deadline)) break;
+    }
+  sock_abort(c);
+  if (c->listen_fd >= 0) close(c->listen_fd);
+  for (int l = 0; l < c->nlinks; l++) {
+    free(c->links[l].s);
+    free(c->links[l].credit);
+    free(c->links[l].dirty);
+  }
+  free(c->links);
+  free(c->pfd);
+  free(c);
+}
+
+const net_backend net_socket_backend = {
+  .name = "socket",
+  .unavailable = sock_unavailable,
+  .open = sock_open,
+  .connect = sock_connect,
+  .post = sock_post,
+  .credit = sock_credit,
+  .progress = sock_progress,
+  .pollfds = sock_pollfds,
+  .stats = sock_stats,
+  .abort = sock_abort,
+  .close = sock_close,
+};
