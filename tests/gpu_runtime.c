@@ -7,8 +7,10 @@
  *   DIR holds IR files (those for other rank counts are skipped by the
  *   runtime).  --procs: one process per GPU (fork, unique id, TCP
  *   bootstrap, CUDA IPC) instead of one process driving every GPU.
- *   --gpus G (one process only): rank r runs on GPU r % G, so N ranks
- *   share G < N GPUs (their correctness, not their speed).
+ *   --gpus G: rank r runs on GPU r % G, so N ranks share G < N GPUs (their
+ *   correctness, not their speed).  With --procs that needs the kernels of
+ *   several processes to run at once on one GPU (the MPS daemon), and few
+ *   enough blocks per rank for all of them to be resident (BATON_LANES).
  *   --net: checks that every rank has connections over the network
  *   transport (run with BATON_NODE_RANKS set), and that bytes crossed it.
  *   TAP output; skips when fewer than N (or G) GPUs are present. */
@@ -520,7 +522,7 @@ static void release(void) {
 /* One process per GPU: rank r in a child process; its TAP lines go to a
  * file that the parent renumbers.  The parent touches no CUDA before the
  * fork (a forked CUDA context is unusable). */
-static int run_procs(int quick, int big, rt_diag *d) {
+static int run_procs(int quick, int big, int net, rt_diag *d) {
   baton_unique_id id;
   baton_result e = baton_get_unique_id(&id);
   if (e) {
@@ -537,19 +539,28 @@ static int run_procs(int quick, int big, rt_diag *d) {
       snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
       if (!freopen(path, "w", stdout)) _exit(3);
       int ngpu = 0;
-      if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < nranks) _exit(77);
+      if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) _exit(77);
       lo = r;
       hi = r + 1;
       cudaSetDevice(dev_of(r));
       e = baton_comm_init_rank(&comms[r], nranks, id, r);
       ok(e == baton_success, "init_rank %d of %d: %s", r, nranks, baton_result_string(e));
       if (e) _exit(tap_done());
+      if (net) {
+        ok(comms[r]->net && comms[r]->nodes > 1, "rank %d: %d node groups, connections over the network", r,
+           comms[r]->nodes);
+      }
       streams_create();
       ok(baton_comm_algorithm_count(comms[r]) > 0, "%d algorithms loaded", baton_comm_algorithm_count(comms[r]));
       check_fifos();
       check_algorithms(quick, d);
       check_choice(d, 0);
       if (big) check_big(d);
+      if (net) {
+        uint64_t sent = 0, rcvd = 0;
+        baton_comm_net_bytes(comms[r], &sent, &rcvd);
+        ok(sent > 0 && rcvd > 0, "rank %d: the network carried %.1f MB out, %.1f MB in", r, sent / 1e6, rcvd / 1e6);
+      }
       release();
       fflush(stdout);
       _exit(tap_done());
@@ -591,9 +602,8 @@ int main(int argc, char **argv) {
   }
   if (ngpus == 0) ngpus = nranks;
   shared = ngpus < nranks;
-  if (nranks < 2 || !dir || ngpus < 1 || ngpus > nranks || (procs && ngpus != nranks)) {
-    fprintf(stderr, "usage: gpu_runtime --ranks N --dir DIR [--gpus G (1..N, not with --procs)] [--procs] [--big] "
-            "[--quick]\n");
+  if (nranks < 2 || !dir || ngpus < 1 || ngpus > nranks) {
+    fprintf(stderr, "usage: gpu_runtime --ranks N --dir DIR [--gpus G (1..N)] [--procs] [--big] [--quick] [--net]\n");
     return 2;
   }
   setenv("BATON_ALGO_DIR", dir, 1);
@@ -604,7 +614,7 @@ int main(int argc, char **argv) {
   dout = calloc(nranks, sizeof *dout);
   rt_diag *d = rt_diag_new(6);
   if (procs) {
-    int rc = run_procs(quick, big, d);
+    int rc = run_procs(quick, big, net, d);
     rt_diag_free(d);
     return rc;
   }

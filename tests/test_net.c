@@ -4,8 +4,12 @@
  * wire format (net_socket.h).
  *
  * Run with argument "ib" (and BATON_NET=ib): checks that asking for the
- * verbs backend where it cannot run fails at set-up, with a reason. */
+ * verbs backend where it cannot run fails at set-up, with a reason.  With
+ * "ibfake PATH" (and BATON_NET=ib): the traffic and abort tests over the
+ * verbs backend with PATH, the simulated device of tests/fake_verbs.c, in
+ * place of libibverbs. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "net_ib.h"
 #include "net_socket.h"
 #include "rt_socket.h"
 #include "tap.h"
@@ -471,8 +476,36 @@ static void test_hostile(void) {
   hostile_down(&h);
 }
 
+/* What the simulated device (tests/fake_verbs.c, loaded from `so`) ran:
+ * it carried the traffic, and writes of different queue pairs overtook
+ * each other. */
+static void fake_verbs_report(const char *so) {
+  uint64_t st[4] = {0};
+  void *dl = dlopen(so, RTLD_NOW | RTLD_NOLOAD);
+  void (*stats)(uint64_t *) = dl ? (void (*)(uint64_t *))dlsym(dl, "fake_verbs_stats") : NULL;
+  if (stats) stats(st);
+  if (dl) dlclose(dl);
+  ok(st[0] > 0 && st[3] > 0, "the simulated device ran %llu RDMA writes (%.1f MB), %llu ahead of earlier ones of other "
+     "queue pairs; writes with immediate waited %llu times for a receive", (unsigned long long)st[0], st[1] / 1e6,
+     (unsigned long long)st[3], (unsigned long long)st[2]);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
+  if (argc > 2 && !strcmp(argv[1], "ibfake")) {
+    net_ib_set_library(argv[2]);
+    test_traffic(4, 2, 300, "verbs (simulated)");
+    /* The fewest WRs per queue the backend takes (rings and queues wrap
+     * all the time), and no inline data (records go from the staging area). */
+    setenv("BATON_FAKE_VERBS_MAX_QP_WR", "16", 1);
+    setenv("BATON_FAKE_VERBS_MAX_INLINE", "0", 1);
+    test_traffic(3, 1, 100, "verbs (simulated), 16-WR queues, no inline data");
+    unsetenv("BATON_FAKE_VERBS_MAX_QP_WR");
+    unsetenv("BATON_FAKE_VERBS_MAX_INLINE");
+    test_abort_spreads();
+    fake_verbs_report(argv[2]);
+    return tap_done();
+  }
   if (argc > 1 && !strcmp(argv[1], "ib")) {
     /* BATON_NET=ib where no RDMA device is (every machine here). */
     tp_key keys[8];

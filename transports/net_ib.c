@@ -3,13 +3,12 @@
  * to say what landed, and a TCP side connection per link for the
  * queue-pair exchange and to notice a peer's death.
  *
- * libibverbs is opened at run time (dlopen); every ibv_* function called
- * goes through the table V.  ibv_post_send, ibv_post_recv, ibv_poll_cq
- * and ibv_req_notify_cq are inline in <infiniband/verbs.h> and only go
- * through the device context's ops, so they need no symbol.
+ * libibverbs is opened at run time: every ibv_* function called goes
+ * through the table net_ib_fn, which net_ib_select.c loads; that file also
+ * picks the device, port and GID (net_ib_int.h).
  *
- * Set-up.  open() picks a device and port (BATON_IB_HCA), registers the
- * pool, listens on TCP (BATON_SOCKET_IFNAME).  connect() creates each
+ * Set-up.  open() opens the device and port BATON_IB_HCA picks, registers
+ * the pool, listens on TCP (BATON_SOCKET_IFNAME).  connect() creates each
  * link's BATON_IB_QPS RC queue pairs (INIT, receives posted).  The lower
  * rank of a pair connects to the higher one's listener and sends its hello
  * (QPNs, PSNs, pool and ring addresses and keys, the higher's token) at
@@ -42,14 +41,11 @@
  * entries, LRU; an entry with writes in flight stays); the cache assumes
  * that such memory stays mapped while the backend is open. */
 #define _GNU_SOURCE
-#include "net_ib.h"
+#include "net_ib_int.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <infiniband/verbs.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +58,7 @@
 #include "rt_socket.h"
 
 enum {
-  IB_MAX_DEVS = 64, IB_MAX_PORTS = 256, IB_MAX_QPS = 16, IB_MAX_CONNS = 1 << 16,
+  IB_MAX_QPS = 16, IB_MAX_CONNS = 1 << 16,
   IB_WR = 128, IB_MIN_WR = 16,      /* send and receive WRs per QP; the ring has 2 x receives slots */
   IB_CQ_MAX = 1 << 20, IB_MSGQ = 16 /* messages in flight per send connection */,
   IB_MRC = 32, IB_PENDING_MAX = 64,
@@ -75,268 +71,6 @@ enum {
 #define IB_VERSION 1u
 #define RECV_BIT 0x80000000u
 
-/* ---- libibverbs, loaded at run time ---- */
-
-#define IBV_FNS(X)                                                                                    \
-  X(struct ibv_device **, get_device_list, (int *))                                                   \
-  X(void, free_device_list, (struct ibv_device **))                                                   \
-  X(const char *, get_device_name, (struct ibv_device *))                                             \
-  X(struct ibv_context *, open_device, (struct ibv_device *))                                         \
-  X(int, close_device, (struct ibv_context *))                                                        \
-  X(int, query_device, (struct ibv_context *, struct ibv_device_attr *))                              \
-  X(int, query_port, (struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *))                 \
-  X(int, query_gid, (struct ibv_context *, uint8_t, int, union ibv_gid *))                            \
-  X(struct ibv_pd *, alloc_pd, (struct ibv_context *))                                                \
-  X(int, dealloc_pd, (struct ibv_pd *))                                                               \
-  X(struct ibv_mr *, reg_mr, (struct ibv_pd *, void *, size_t, int))                                  \
-  X(int, dereg_mr, (struct ibv_mr *))                                                                 \
-  X(struct ibv_comp_channel *, create_comp_channel, (struct ibv_context *))                           \
-  X(int, destroy_comp_channel, (struct ibv_comp_channel *))                                           \
-  X(struct ibv_cq *, create_cq, (struct ibv_context *, int, void *, struct ibv_comp_channel *, int))  \
-  X(int, destroy_cq, (struct ibv_cq *))                                                               \
-  X(int, get_cq_event, (struct ibv_comp_channel *, struct ibv_cq **, void **))                        \
-  X(void, ack_cq_events, (struct ibv_cq *, unsigned int))                                             \
-  X(struct ibv_qp *, create_qp, (struct ibv_pd *, struct ibv_qp_init_attr *))                         \
-  X(int, modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int))                                     \
-  X(int, destroy_qp, (struct ibv_qp *))                                                               \
-  X(const char *, wc_status_str, (enum ibv_wc_status))
-
-static struct {
-#define X(ret, name, args) ret(*name) args;
-  IBV_FNS(X)
-#undef X
-  /* Optional (libibverbs 32 and later): a GID entry with its type. */
-  int (*query_gid_ex)(struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *, uint32_t, size_t);
-} V;
-
-static struct {
-  pthread_mutex_t mu;
-  char soname[256];
-  void *dl;
-  int answered;
-  char why[512];
-} lib = {PTHREAD_MUTEX_INITIALIZER, "libibverbs.so.1", NULL, 0, ""};
-
-void net_ib_set_library(const char *soname) {
-  pthread_mutex_lock(&lib.mu);
-  snprintf(lib.soname, sizeof lib.soname, "%s", soname);
-  lib.dl = NULL;   /* a library loaded before stays loaded: its handles may be in use */
-  lib.answered = 0;
-  pthread_mutex_unlock(&lib.mu);
-}
-
-/* Loads the library and fills V (lib.mu held).  0, or -1 with why set. */
-static int load_lib(char *why, size_t n) {
-  if (lib.dl) return 0;
-  void *dl = dlopen(lib.soname, RTLD_NOW | RTLD_LOCAL);
-  if (!dl) {
-    snprintf(why, n, "%s could not be loaded: %s", lib.soname, dlerror());
-    return -1;
-  }
-#define X(ret, name, args)                                                                          \
-  if (!(V.name = (ret(*) args)dlsym(dl, "ibv_" #name))) {                                          \
-    snprintf(why, n, "%s has no ibv_" #name " (libibverbs too old?)", lib.soname);                  \
-    dlclose(dl);                                                                                    \
-    return -1;                                                                                      \
-  }
-  IBV_FNS(X)
-#undef X
-  *(void **)&V.query_gid_ex = dlsym(dl, "_ibv_query_gid_ex");
-  lib.dl = dl;
-  return 0;
-}
-
-/* ibv_query_port as <infiniband/verbs.h> does it, with the library's
- * symbol from V: the provider's extended op where it has one. */
-static int query_port(struct ibv_context *vc, int port, struct ibv_port_attr *a) {
-  memset(a, 0, sizeof *a);
-  struct verbs_context *x = verbs_get_ctx_op(vc, query_port);
-  if (x) return x->query_port(vc, (uint8_t)port, a, sizeof *a);
-  return V.query_port(vc, (uint8_t)port, (struct _compat_ibv_port_attr *)a);
-}
-
-/* ---- BATON_IB_HCA and the GID index: pure choices ---- */
-
-int net_ib_parse_hca(const char *spec, net_ib_hca_spec *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  if (!spec || !*spec) return 0;
-  const char *s = spec;
-  if (*s == '^') out->exclude = 1, s++;
-  if (!*s) {
-    snprintf(err, errlen, "BATON_IB_HCA=%s: '^' excludes nothing (expected ^NAME[,NAME...])", spec);
-    return -1;
-  }
-  for (int k = 1;; k++) {
-    const char *end = strchr(s, ',');
-    size_t len = end ? (size_t)(end - s) : strlen(s);
-    while (len && (*s == ' ' || *s == '\t')) s++, len--;
-    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
-    char ent[160];
-    snprintf(ent, sizeof ent, "%.*s", (int)(len < 150 ? len : 150), s);
-    if (out->n == NET_IB_HCA_MAX) {
-      snprintf(err, errlen, "BATON_IB_HCA=%s: more than %d entries", spec, NET_IB_HCA_MAX);
-      return -1;
-    }
-    net_ib_hca_entry *e = &out->e[out->n];
-    const char *name = ent + (ent[0] == '='), *colon = strchr(ent, ':');
-    e->exact = ent[0] == '=';
-    size_t nl = colon ? (size_t)(colon - name) : strlen(name);
-    const char *bad = !len ? "is empty" : nl == 0 ? "names no device"
-                      : nl >= NET_IB_NAME_MAX ? "has a device name too long"
-                      : strcspn(name, "^=, \t") < nl ? "has a '^', '=' or blank inside a device name" : NULL;
-    if (!bad && colon) {
-      const char *p = colon + 1;
-      int digits = 0;
-      while (*p >= '0' && *p <= '9' && digits < 4) e->port = e->port * 10 + (*p++ - '0'), digits++;
-      if (*p || !digits || e->port < 1 || e->port > 255) bad = "has a port that is not a number in 1..255";
-    }
-    if (bad) {
-      snprintf(err, errlen, "BATON_IB_HCA=%s: entry %d ('%s') %s (expected [^][=]NAME[:PORT],...)", spec, k, ent,
-               bad);
-      return -1;
-    }
-    snprintf(e->name, sizeof e->name, "%.*s", (int)nl, name);
-    out->n++;
-    if (!end) return 0;
-    s = end + 1;
-  }
-}
-
-static int entry_match(const net_ib_hca_entry *e, const net_ib_port *p) {
-  if (e->port && e->port != p->port) return 0;
-  return e->exact ? !strcmp(e->name, p->dev) : !strncmp(e->name, p->dev, strlen(e->name));
-}
-
-/* Appends "dev:port" of the ports marked in pick (all: NULL) to buf. */
-static void list_ports(char *buf, size_t n, const net_ib_port *ports, int np, const unsigned char *pick) {
-  size_t k = strlen(buf);
-  for (int i = 0, first = 1; i < np && k + 80 < n; i++) {
-    if (pick && !pick[i]) continue;
-    k += (size_t)snprintf(buf + k, n - k, "%s%.60s:%d%s", first ? "" : ", ", ports[i].dev, ports[i].port,
-                          ports[i].active ? "" : " down");
-    first = 0;
-  }
-}
-
-int net_ib_pick_port(const char *spec, const net_ib_port *ports, int n, char *err, size_t errlen) {
-  net_ib_hca_spec hs;
-  if (net_ib_parse_hca(spec, &hs, err, errlen)) return -1;
-  if (n > IB_MAX_PORTS) n = IB_MAX_PORTS;
-  unsigned char cand[IB_MAX_PORTS];
-  int ncand = 0;
-  for (int i = 0; i < n; i++) {
-    int hit = 0;
-    for (int k = 0; k < hs.n && !hit; k++) hit = entry_match(&hs.e[k], &ports[i]);
-    ncand += cand[i] = hs.n == 0 || hit != hs.exclude;
-  }
-  if (hs.n && !hs.exclude) {   /* entry by entry, in the list's order */
-    for (int k = 0; k < hs.n; k++)
-      for (int i = 0; i < n; i++)
-        if (ports[i].active && entry_match(&hs.e[k], &ports[i])) return i;
-  } else {
-    for (int i = 0; i < n; i++)
-      if (cand[i] && ports[i].active) return i;
-  }
-  size_t k;
-  if (!n) {
-    snprintf(err, errlen, "no port found on any InfiniBand/RoCE device");
-  } else if (!ncand) {
-    snprintf(err, errlen, "no device matches BATON_IB_HCA=%s (ports here: ", spec);
-    list_ports(err, errlen, ports, n, NULL);
-    if ((k = strlen(err)) + 1 < errlen) snprintf(err + k, errlen - k, ")");
-  } else {
-    snprintf(err, errlen, "no active port on ");
-    list_ports(err, errlen, ports, n, cand);
-    if (hs.n && (k = strlen(err)) < errlen) snprintf(err + k, errlen - k, " (BATON_IB_HCA=%s)", spec);
-  }
-  return -1;
-}
-
-int net_ib_pick_gid(const net_ib_gid *gids, int n, int want, char *err, size_t errlen) {
-  static const unsigned char zero[16];
-  if (want >= n) {
-    snprintf(err, errlen, "BATON_IB_GID_INDEX=%d: the port has %d GID entries", want, n);
-    return -1;
-  }
-  if (want >= 0 && !memcmp(gids[want].raw, zero, 16)) {
-    snprintf(err, errlen, "BATON_IB_GID_INDEX=%d: that GID entry is empty", want);
-    return -1;
-  }
-  if (want >= 0) return want;
-  for (int i = 0; i < n; i++) {
-    const unsigned char *r = gids[i].raw;
-    if (gids[i].type == NET_IB_GID_ROCE_V2 && !memcmp(r, zero, 10) && r[10] == 0xff && r[11] == 0xff) return i;
-  }
-  if (n > 0) return 0;
-  snprintf(err, errlen, "the port has no GID entries");
-  return -1;
-}
-
-/* ---- finding the device ---- */
-
-typedef struct ib_scan {
-  struct ibv_device **list;
-  int n;
-  net_ib_port p[IB_MAX_PORTS];
-  int dev[IB_MAX_PORTS];              /* index in list */
-  char name[IB_MAX_DEVS][NET_IB_NAME_MAX];
-} ib_scan;
-
-/* Lists every port of every device (opening each briefly) and picks one
- * per BATON_IB_HCA: its index in s->p, or -1 with why set.  s->list is
- * the caller's to free. */
-static int scan_pick(ib_scan *s, char *why, size_t n) {
-  int ndev = 0;
-  errno = 0;
-  s->list = V.get_device_list(&ndev);
-  if (!s->list || ndev <= 0) {
-    snprintf(why, n, "no InfiniBand/RoCE device found%s%s%s", s->list ? "" : " (ibv_get_device_list: ",
-             s->list ? "" : strerror(errno), s->list ? "" : ")");
-    return -1;
-  }
-  char failed[256] = "";
-  for (int d = 0; d < ndev && d < IB_MAX_DEVS; d++) {
-    const char *name = V.get_device_name(s->list[d]);
-    snprintf(s->name[d], NET_IB_NAME_MAX, "%s", name ? name : "?");
-    struct ibv_context *vc = V.open_device(s->list[d]);
-    struct ibv_device_attr da;
-    int e = vc ? V.query_device(vc, &da) : errno;
-    if (!vc || e) {
-      size_t k = strlen(failed);
-      snprintf(failed + k, sizeof failed - k, "%s%.60s: %s", k ? "; " : "", s->name[d], strerror(e));
-      if (vc) V.close_device(vc);
-      continue;
-    }
-    for (int port = 1; port <= da.phys_port_cnt && s->n < IB_MAX_PORTS; port++) {
-      struct ibv_port_attr pa;
-      if (query_port(vc, port, &pa)) continue;
-      s->p[s->n] = (net_ib_port){s->name[d], port, pa.state == IBV_PORT_ACTIVE};
-      s->dev[s->n++] = d;
-    }
-    V.close_device(vc);
-  }
-  if (!s->n && *failed) {
-    snprintf(why, n, "no InfiniBand/RoCE device could be opened (%s)", failed);
-    return -1;
-  }
-  return net_ib_pick_port(rt_param_str(RT_PARAM_IB_HCA), s->p, s->n, why, n);
-}
-
-static const char *ib_unavailable(void) {
-  pthread_mutex_lock(&lib.mu);
-  if (!lib.answered) {
-    lib.answered = 1;
-    lib.why[0] = 0;
-    ib_scan *s = calloc(1, sizeof *s);
-    if (!s) snprintf(lib.why, sizeof lib.why, "out of memory");
-    else if (!load_lib(lib.why, sizeof lib.why) && scan_pick(s, lib.why, sizeof lib.why) >= 0) lib.why[0] = 0;
-    if (s && s->list) V.free_device_list(s->list);
-    free(s);
-  }
-  const char *r = lib.why[0] ? lib.why : NULL;
-  pthread_mutex_unlock(&lib.mu);
-  return r;
-}
 
 /* ---- wire formats (host byte order: every rank runs the same build) ---- */
 
@@ -475,74 +209,30 @@ static int link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) {
 
 /* ---- open ---- */
 
-/* The port's GID index (RoCE: per BATON_IB_GID_INDEX, each entry's type
- * from _ibv_query_gid_ex where the library has it, else from sysfs; IB:
- * 0) and its GID.  -1 when none fits (logged). */
-static int pick_gid(ib_ctx *c, int tbl_len) {
-  int n = c->link_layer == IBV_LINK_LAYER_ETHERNET ? (tbl_len < 1 ? 1 : tbl_len > 256 ? 256 : tbl_len) : 1;
-  net_ib_gid g[256];
-  memset(g, 0, sizeof g);
-  for (int i = 0; i < n; i++) {
-    g[i].type = NET_IB_GID_UNKNOWN;
-    struct ibv_gid_entry e;
-    union ibv_gid gid;
-    if (V.query_gid_ex && !V.query_gid_ex(c->vc, (uint32_t)c->port, (uint32_t)i, &e, 0, sizeof e)) {
-      memcpy(g[i].raw, e.gid.raw, 16);
-      g[i].type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? NET_IB_GID_ROCE_V2
-                  : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? NET_IB_GID_ROCE_V1 : NET_IB_GID_IB;
-    } else if (!V.query_gid_ex && !V.query_gid(c->vc, (uint8_t)c->port, i, &gid)) {
-      memcpy(g[i].raw, gid.raw, 16);
-      char path[256], line[32] = "";
-      snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", c->dev, c->port, i);
-      FILE *f = fopen(path, "r");
-      if (f && fgets(line, sizeof line, f))
-        g[i].type = strstr(line, "v2") ? NET_IB_GID_ROCE_V2 : strstr(line, "v1") ? NET_IB_GID_ROCE_V1 : g[i].type;
-      if (f) fclose(f);
-    }
-  }
-  char err[256];
-  int want = c->link_layer == IBV_LINK_LAYER_ETHERNET ? (int)rt_param_int(RT_PARAM_IB_GID_INDEX) : 0;
-  int k = net_ib_pick_gid(g, n, want, err, sizeof err);
-  if (k < 0) ctx_warn(c, BT_ERR_INVALID, "%s", err);
-  else memcpy(c->gid, g[k].raw, 16);
-  return k;
-}
-
-/* Opens the device and port BATON_IB_HCA picks, allocates the PD,
- * registers the pool, creates the completion channel and a first CQ. */
+/* Opens the device and port BATON_IB_HCA picks (net_ib_select.c), then
+ * allocates the PD, registers the pool, creates the completion channel
+ * and a first CQ.  A failure is logged. */
 static bt_result open_device(ib_ctx *c) {
   char err[512];
-  ib_scan *s = calloc(1, sizeof *s);
-  if (!s) return BT_ERR_NOMEM;
-  int pick = scan_pick(s, err, sizeof err), e = 0;
-  bt_result res = pick < 0 ? BT_ERR_UNSUPPORTED : BT_OK;
-  if (pick >= 0) {
-    snprintf(c->dev, sizeof c->dev, "%s", s->p[pick].dev);
-    c->port = s->p[pick].port;
-    c->vc = V.open_device(s->list[s->dev[pick]]);
-    e = errno;
-  }
-  if (s->list) V.free_device_list(s->list);
-  free(s);
-  if (res) return ctx_warn(c, res, "%s", err);
-  struct ibv_device_attr da;
-  struct ibv_port_attr pa;
-  if (!c->vc || (e = V.query_device(c->vc, &da)) || (e = query_port(c->vc, c->port, &pa)))
-    return ctx_warn(c, BT_ERR_SYSTEM, "%s failed: %s", c->vc ? "querying the device" : "ibv_open_device",
-                    strerror(e));
-  c->max_qp_wr = da.max_qp_wr;
-  c->max_cqe = da.max_cqe;
-  c->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
-  c->mtu = pa.active_mtu;
-  c->lid = pa.lid;
-  if (c->link_layer == IBV_LINK_LAYER_INFINIBAND && !c->lid)
-    return ctx_warn(c, BT_ERR_UNSUPPORTED, "the port has LID 0 (is a subnet manager running?)");
-  if ((c->gid_index = pick_gid(c, pa.gid_tbl_len)) < 0) return BT_ERR_INVALID;
-  c->pd = V.alloc_pd(c->vc);
-  if (c->pd) c->pool_mr = V.reg_mr(c->pd, c->pool, c->pool_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (c->pool_mr) c->ch = V.create_comp_channel(c->vc);
+  net_ib_dev d;
+  bt_result res = net_ib_open_port(&d, err, sizeof err);
+  snprintf(c->dev, sizeof c->dev, "%s", d.name);
+  c->port = d.port;
+  c->vc = d.vc;
+  c->max_qp_wr = d.max_qp_wr;
+  c->max_cqe = d.max_cqe;
+  c->link_layer = d.link_layer;
+  c->mtu = d.mtu;
+  c->lid = d.lid;
+  c->gid_index = d.gid_index;
+  memcpy(c->gid, d.gid, 16);
+  if (res) return res == BT_ERR_NOMEM ? res : ctx_warn(c, res, "%s", err);
+  c->pd = net_ib_fn.alloc_pd(c->vc);
+  if (c->pd)
+    c->pool_mr = net_ib_fn.reg_mr(c->pd, c->pool, c->pool_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (c->pool_mr) c->ch = net_ib_fn.create_comp_channel(c->vc);
   c->cq_size = c->max_cqe < 1024 ? c->max_cqe : 1024;   /* connect() replaces it when the QPs need more */
-  if (c->ch) c->cq = V.create_cq(c->vc, c->cq_size, NULL, c->ch, 0);
+  if (c->ch) c->cq = net_ib_fn.create_cq(c->vc, c->cq_size, NULL, c->ch, 0);
   if (!c->cq)
     return ctx_warn(c, BT_ERR_SYSTEM, "%s failed: %s%s", !c->pd ? "ibv_alloc_pd" : !c->pool_mr
                     ? "ibv_reg_mr of the pool" : !c->ch ? "ibv_create_comp_channel" : "ibv_create_cq", strerror(errno),
@@ -557,7 +247,7 @@ static void ib_close(void *vctx);
 
 static bt_result ib_open(const net_open_args *a, void **out, unsigned char addr[NET_ADDR_BYTES]) {
   *out = NULL;
-  const char *why = ib_unavailable();
+  const char *why = net_ib_unavailable();
   if (why) {
     LOG_WARN(RT_SUB_RUNTIME, "verbs: rank %d: the verbs backend cannot run: %s", a->rank, why);
     return BT_ERR_UNSUPPORTED;
@@ -621,9 +311,9 @@ static bt_result qp_create(ib_ctx *c, int l, int k) {
     .send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
     .cap = {.max_send_wr = (uint32_t)c->sq_depth, .max_recv_wr = (uint32_t)c->rq_depth, .max_send_sge = 1,
             .max_recv_sge = 1, .max_inline_data = sizeof(ib_rec)}};
-  if (!(q->qp = V.create_qp(c->pd, &ia))) {   /* no inline data here: records go from the staging area */
+  if (!(q->qp = net_ib_fn.create_qp(c->pd, &ia))) {   /* no inline data here: records go from the staging area */
     ia.cap.max_inline_data = 0;
-    q->qp = V.create_qp(c->pd, &ia);
+    q->qp = net_ib_fn.create_qp(c->pd, &ia);
   }
   if (!q->qp) {
     link_fail(c, L, "ibv_create_qp (%d send, %d receive WRs) failed: %s", c->sq_depth, c->rq_depth, strerror(errno));
@@ -637,7 +327,7 @@ static bt_result qp_create(ib_ctx *c, int l, int k) {
   q->ring = c->rings + (size_t)g * c->ring_slots;
   struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)c->port,
                            .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-  if ((e = V.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) {
+  if ((e = net_ib_fn.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) {
     link_fail(c, L, "ibv_modify_qp of QP %d to INIT failed: %s", k, strerror(e));
     return BT_ERR_SYSTEM;
   }
@@ -663,14 +353,14 @@ static int qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn) {
     at.ah_attr.grh.hop_limit = 255;
     at.ah_attr.grh.traffic_class = (uint8_t)rt_param_int(RT_PARAM_IB_TC);
   }
-  int e = V.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  int e = net_ib_fn.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (e) return link_fail(c, L, "ibv_modify_qp of QP %d to RTR (remote QPN %u) failed: %s", k, qpn, strerror(e));
   struct ibv_qp_attr rt = {.qp_state = IBV_QPS_RTS, .timeout = (uint8_t)rt_param_int(RT_PARAM_IB_TIMEOUT),
                            .retry_cnt = (uint8_t)rt_param_int(RT_PARAM_IB_RETRY_CNT), .rnr_retry = 7,
                            .sq_psn = q->psn, .max_rd_atomic = 1};
-  e = V.modify_qp(q->qp, &rt, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                  IBV_QP_MAX_QP_RD_ATOMIC);
+  e = net_ib_fn.modify_qp(q->qp, &rt, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   return e ? link_fail(c, L, "ibv_modify_qp of QP %d to RTS failed: %s", k, strerror(e)) : 0;
 }
 
@@ -903,8 +593,8 @@ static bt_result queues_init(ib_ctx *c) {
   c->sq_depth = c->rq_depth = wr;
   c->ring_slots = 2 * c->rq_depth;
   if (nq * 2 * wr > c->cq_size) {   /* no QP uses the CQ yet: a bigger one replaces it */
-    V.destroy_cq(c->cq);
-    c->cq = V.create_cq(c->vc, c->cq_size = (int)(nq * 2 * wr), NULL, c->ch, 0);
+    net_ib_fn.destroy_cq(c->cq);
+    c->cq = net_ib_fn.create_cq(c->vc, c->cq_size = (int)(nq * 2 * wr), NULL, c->ch, 0);
     if (!c->cq) return ctx_warn(c, BT_ERR_SYSTEM, "ibv_create_cq of %d entries failed: %s", c->cq_size, strerror(errno));
   }
   size_t rings = (size_t)nq * c->ring_slots * sizeof(ib_rec) + 4096, stage = (size_t)nq * wr * sizeof(ib_rec) + 4096;
@@ -912,8 +602,8 @@ static bt_result queues_init(ib_ctx *c) {
     return BT_ERR_NOMEM;
   memset(c->rings, 0, rings);
   memset(c->stage, 0, stage);
-  c->rings_mr = V.reg_mr(c->pd, c->rings, rings, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  c->stage_mr = c->rings_mr ? V.reg_mr(c->pd, c->stage, stage, IBV_ACCESS_LOCAL_WRITE) : NULL;
+  c->rings_mr = net_ib_fn.reg_mr(c->pd, c->rings, rings, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  c->stage_mr = c->rings_mr ? net_ib_fn.reg_mr(c->pd, c->stage, stage, IBV_ACCESS_LOCAL_WRITE) : NULL;
   if (!c->stage_mr)
     return ctx_warn(c, BT_ERR_SYSTEM, "ibv_reg_mr of %zu bytes of record rings failed: %s", rings + stage,
                     strerror(errno));
@@ -1067,10 +757,10 @@ static int lkey_of(ib_ctx *c, int l, const char *src, uint32_t len, uint32_t *lk
   if (v < 0) return 1;
   ib_mrc *m = &c->mrc[v];
   if (!m->mr || a < m->lo || e > m->hi) {
-    if (m->mr) V.dereg_mr(m->mr);
+    if (m->mr) net_ib_fn.dereg_mr(m->mr);
     m->lo = a & ~(pg - 1);
     m->hi = (e + pg - 1) & ~(pg - 1);
-    if (!(m->mr = V.reg_mr(c->pd, (void *)m->lo, m->hi - m->lo, 0)))
+    if (!(m->mr = net_ib_fn.reg_mr(c->pd, (void *)m->lo, m->hi - m->lo, 0)))
       return link_fail(c, &c->links[l], "ibv_reg_mr of %zu bytes at %p (a source outside the pool) failed: %s",
                        (size_t)(m->hi - m->lo), (void *)m->lo, strerror(errno));
   }
@@ -1211,7 +901,7 @@ static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
   if (wc->wr_id & RECV_BIT) {   /* records still count after a goodbye: they were on their way before it */
     if (ok && L->state != L_FAILED && !c->aborted) return take_record(c, l, k, wc, sink) ? 0 : 1;
     if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
-      link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, V.wc_status_str(wc->status),
+      link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, net_ib_fn.wc_status_str(wc->status),
                 wc->vendor_err);
     return 0;
   }
@@ -1222,7 +912,7 @@ static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
   mrc_put(c, e.mrc);
   if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
     link_fail(c, L, "%s (%u bytes) on QP %d failed: %s (vendor error %#x)%s", kinds[e.kind < 5 ? e.kind : 0],
-              e.bytes, k, V.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
+              e.bytes, k, net_ib_fn.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
               ? ": the peer is unreachable or dead (BATON_IB_TIMEOUT, BATON_IB_RETRY_CNT)"
               : wc->status == IBV_WC_REM_ACCESS_ERR ? ": the peer's memory is gone (has it closed?)" : "");
   if (!ok) return 0;
@@ -1245,8 +935,8 @@ static int ib_progress(void *vctx, const net_sink *sink, int *failed) {
   }
   struct ibv_cq *ecq;
   void *ectx;
-  while (V.get_cq_event(c->ch, &ecq, &ectx) == 0) {   /* non-blocking: the channel's events, acknowledged */
-    V.ack_cq_events(ecq, 1);
+  while (net_ib_fn.get_cq_event(c->ch, &ecq, &ectx) == 0) {   /* non-blocking: the channel's events, acknowledged */
+    net_ib_fn.ack_cq_events(ecq, 1);
     c->armed = 0;
   }
   if (!c->armed) c->armed = ibv_req_notify_cq(c->cq, 0) == 0;   /* before polling: nothing slips by */
@@ -1308,7 +998,7 @@ static void ib_abort(void *vctx) {
     close_fd(&L->fd);
     for (int k = 0; k < c->nqps; k++) {
       struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
-      if (L->qp[k].qp) V.modify_qp(L->qp[k].qp, &at, IBV_QP_STATE);
+      if (L->qp[k].qp) net_ib_fn.modify_qp(L->qp[k].qp, &at, IBV_QP_STATE);
     }
   }
 }
@@ -1334,7 +1024,7 @@ static void ib_close(void *vctx) {
   for (int l = 0; l < c->nlinks; l++) {
     ib_link *L = &c->links[l];
     for (int k = 0; k < c->nqps; k++) {
-      if (L->qp[k].qp) V.destroy_qp(L->qp[k].qp);
+      if (L->qp[k].qp) net_ib_fn.destroy_qp(L->qp[k].qp);
       free(L->qp[k].sq);
     }
     free(L->s);
@@ -1342,14 +1032,14 @@ static void ib_close(void *vctx) {
     free(L->dirty);
   }
   for (int i = 0; i < IB_MRC; i++)
-    if (c->mrc[i].mr) V.dereg_mr(c->mrc[i].mr);
+    if (c->mrc[i].mr) net_ib_fn.dereg_mr(c->mrc[i].mr);
   struct ibv_mr *mrs[] = {c->rings_mr, c->stage_mr, c->pool_mr};
   for (int i = 0; i < 3; i++)
-    if (mrs[i]) V.dereg_mr(mrs[i]);
-  if (c->cq) V.destroy_cq(c->cq);
-  if (c->ch) V.destroy_comp_channel(c->ch);
-  if (c->pd) V.dealloc_pd(c->pd);
-  if (c->vc) V.close_device(c->vc);
+    if (mrs[i]) net_ib_fn.dereg_mr(mrs[i]);
+  if (c->cq) net_ib_fn.destroy_cq(c->cq);
+  if (c->ch) net_ib_fn.destroy_comp_channel(c->ch);
+  if (c->pd) net_ib_fn.dealloc_pd(c->pd);
+  if (c->vc) net_ib_fn.close_device(c->vc);
   free(c->rings);
   free(c->stage);
   free(c->links);
@@ -1359,7 +1049,7 @@ static void ib_close(void *vctx) {
 
 const net_backend net_ib_backend = {
   .name = "ib",
-  .unavailable = ib_unavailable,
+  .unavailable = net_ib_unavailable,
   .open = ib_open,
   .connect = ib_connect,
   .post = ib_post,

@@ -9,7 +9,9 @@
 #include "net_backend.h"
 
 /* Loads `soname` instead of libibverbs.so.1 from now on, and forgets the
- * cached answer of unavailable() (tests: a library that does not exist). */
+ * cached answer of unavailable() (tests: a library that does not exist,
+ * the simulated device of tests/fake_verbs.c).  Call it only while no
+ * verbs context is open: the next load replaces the functions they call. */
 void net_ib_set_library(const char *soname);
 
 enum { NET_IB_HCA_MAX = 32, NET_IB_NAME_MAX = 64 };
