@@ -98,9 +98,12 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   int holds = 0;
   if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
   holds /= c->share;
-  for (int i = 0; !res && i < rt_algos_count(c->algos); i++)
+  int64_t net_lanes = nodes > 1 && rt_param_int(RT_PARAM_LANES) == 0 ? rt_param_int(RT_PARAM_NET_LANES) : 0;
+  for (int i = 0; !res && i < rt_algos_count(c->algos); i++) {
     c->lanes[i] = rt_plan_lanes(rt_algos_get(c->algos, i)->prog, holds < 128 ? holds : 128,
                                 rt_comm_proto(c, rt_algos_get(c->algos, i)->prog));
+    if (net_lanes > 0 && c->lanes[i] > net_lanes) c->lanes[i] = (int)net_lanes;
+  }
   if (!res) res = rt_trace_open(&c->trace, rank, holds);
   if (res) {
     rt_algos_free(c->algos);

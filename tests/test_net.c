@@ -211,6 +211,60 @@ static void test_traffic(int n, int chans, int64_t msgs, const char *what) {
   for (int i = 1; i < n; i++) tp_set_free(t[i].set);
 }
 
+/* Ping-pong between two ranks, threads playing both GPUs: the floor the
+ * proxies and loopback TCP put under one hop (reported, and bounded so
+ * that a proxy that naps while a message waits is caught). */
+typedef struct pp { ip_gconn s, r; int first, n; double secs; } pp;
+
+static void *pingpong(void *arg) {
+  pp *p = arg;
+  int64_t t0 = rt_time_ns(), limit = t0 + 20 * 1000000000ll;
+  for (int i = 0; i < p->n; i++) {
+    uint64_t m = (uint64_t)i;
+    if (!p->first) {
+      while (__atomic_load_n(p->r.head, __ATOMIC_ACQUIRE) <= m)
+        if (rt_time_ns() > limit) return NULL;
+        else sched_yield();
+      __atomic_store_n(p->r.tail, m + 1, __ATOMIC_RELEASE);
+    }
+    while (m - __atomic_load_n(p->s.tail, __ATOMIC_ACQUIRE) >= NSLOTS)
+      if (rt_time_ns() > limit) return NULL;
+      else sched_yield();
+    memset(p->s.fifo + (m % NSLOTS) * SLOT, 1, 8);
+    p->s.lens[m % NSLOTS] = 8;
+    __atomic_store_n(p->s.head, m + 1, __ATOMIC_RELEASE);
+    if (p->first) {
+      while (__atomic_load_n(p->r.head, __ATOMIC_ACQUIRE) <= m)
+        if (rt_time_ns() > limit) return NULL;
+        else sched_yield();
+      __atomic_store_n(p->r.tail, m + 1, __ATOMIC_RELEASE);
+    }
+  }
+  p->secs = (rt_time_ns() - t0) / 1e9;
+  return NULL;
+}
+
+static void test_pingpong(void) {
+  tp_key keys[4] = {{0, 1, 0, 0, 0}, {1, 0, 0, 0, 0}};
+  trank t[2];
+  if (setup(t, 2, keys, 2)) {
+    ok(0, "ping-pong: set-up");
+    return;
+  }
+  pp p[2] = {{.first = 1, .n = 2000}, {.first = 0, .n = 2000}};
+  for (int r = 0; r < 2; r++) {
+    tp_set_side(t[r].set, 1 - r, 0, 0, 0, 0, &p[r].s);
+    tp_set_side(t[r].set, 1 - r, 0, 0, 0, 1, &p[r].r);
+  }
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, pingpong, &p[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  double hop = p[0].secs / (2.0 * p[0].n) * 1e6;
+  ok(p[0].secs > 0 && p[1].secs > 0 && hop < 1000, "ping-pong: 2000 round trips of 8 bytes, %.1f us one way "
+     "(head seen by the proxy, sent, landed, head written)", hop);
+  for (int r = 0; r < 2; r++) tp_set_free(t[r].set);
+}
+
 /* One rank aborts while every rank exchanges messages: the others learn it
  * through their links and stop within a bounded time. */
 static void test_abort_spreads(void) {
@@ -526,6 +580,7 @@ int main(int argc, char **argv) {
   rt_socket_fault_set(1000, 5);   /* short reads and writes, spurious would-blocks */
   test_traffic(3, 1, 100, "traffic with short I/O");
   rt_socket_fault_set(0, 0);
+  test_pingpong();
   test_abort_spreads();
   test_killed_peer();
   test_hostile();

@@ -40,5 +40,6 @@ one ag_ring allgather allgather_ring$s
 one rs_ring reducescatter reducescatter_ring$s
 one a2a_direct alltoall alltoall_direct$s
 one a2a_twostep alltoall alltoall_twostep$s
-one ar_ring_piece512k allreduce allreduce_ring$s BATON_NET_PIECE=524288
+one ar_ring_piece64k allreduce allreduce_ring$s BATON_NET_PIECE=65536
 one ar_ring_socks4 allreduce allreduce_ring$s BATON_SOCKET_NSOCKS=4
+one ar_ring_lanes8 allreduce allreduce_ring$s BATON_NET_LANES=8

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <sys/eventfd.h>
@@ -140,7 +141,9 @@ static void *proxy_main(void *arg) {
     if (moved) {
       last = now;
       sleep = 10000;
-    } else if (now - last >= n->spin_ns) {
+    } else if (now - last < n->spin_ns) {
+      sched_yield();   /* polling: let a thread with work (another rank's proxy, the caller) have the core */
+    } else {
       /* Idle: sleep, longer each time, up to BATON_NET_SLEEP_US; a launch
        * (tp kick) or anything arriving wakes the thread at once. */
       nap(n, sleep);
