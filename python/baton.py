@@ -20,7 +20,7 @@ import os
 
 _DTYPES = {'torch.float32': 0, 'torch.float16': 2, 'torch.bfloat16': 3}   # baton_f32, baton_f16, baton_bf16
 _RESULTS = ['success', 'invalid argument', 'out of memory', 'system error', 'deadlock', 'wrong result',
-            'unsupported', 'CUDA error', 'internal error', 'timeout', 'aborted']
+            'unsupported', 'CUDA error', 'internal error', 'timeout', 'aborted', 'remote peer lost']
 _lib = None
 
 

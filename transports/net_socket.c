@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_log.h"
@@ -200,6 +201,14 @@ static bt_result accept_links(sctx *c, int want) {
           p[0] = p[--np];
         }
         p[np++] = (pend){fd, 0, {0}, rt_time_ns()};
+      } else if (a == RT_ACCEPT_SHORT) {   /* out of descriptors: free one, or wait a little */
+        if (np) {
+          close(p[0].fd);
+          p[0] = p[--np];
+        } else {
+          struct timespec ts = {0, 10000000};
+          nanosleep(&ts, NULL);
+        }
       } else if (a == RT_ACCEPT_BROKEN) {
         res = BT_ERR_SYSTEM;
         break;
