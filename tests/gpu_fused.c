@@ -6,10 +6,12 @@
  * rank is compared with y = sum over ranks of W_r x_r computed in double
  * on the host, within ip_compute_tolerance.
  *
- * Usage: gpu_fused --ranks N --dir DIR [--gpus G] [--big]
+ * Usage: gpu_fused --ranks N --dir DIR [--gpus G] [--big] [--net]
  *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
  *   GPU when G < N: their correctness, not their speed).  TAP output;
- *   skips when fewer than G GPUs are present. */
+ *   skips when fewer than G GPUs are present.  --net: checks that the
+ *   ranks' connections use the network transport (run with
+ *   BATON_NODE_RANKS set) and that bytes crossed it. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -285,16 +287,17 @@ static void check_refused(void) {
 
 int main(int argc, char **argv) {
   const char *dir = NULL;
-  int big = 0;
+  int big = 0, net = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--big")) big = 1;
+    else if (!strcmp(argv[i], "--net")) net = 1;
   }
   if (ngpus == 0) ngpus = nranks;
   if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_fused --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
+    fprintf(stderr, "usage: gpu_fused --ranks N --dir DIR [--gpus G (1..N)] [--big] [--net]\n");
     return 2;
   }
   int ngpu = 0;
@@ -329,6 +332,19 @@ int main(int argc, char **argv) {
   check_choice();
   check_graph();
   check_refused();
+  if (net) {
+    uint64_t sent = 0, rcvd = 0;
+    int all = 1;
+    for (int r = 0; r < nranks; r++) {
+      uint64_t a = 0, b = 0;
+      all &= comms[r]->net && comms[r]->nodes > 1;
+      baton_comm_net_bytes(comms[r], &a, &b);
+      sent += a;
+      rcvd += b;
+    }
+    ok(all && sent > 0 && sent == rcvd, "%d node groups: the fused programs' messages crossed the network transport "
+       "(%.1f MB)", comms[0]->nodes, sent / 1e6);
+  }
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(dev_of(r));
     cudaStreamDestroy(streams[r]);

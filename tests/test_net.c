@@ -416,6 +416,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
   memcpy(h->records + TP_BLOB_BYTES, tp_set_blob(h->t[1].set), TP_BLOB_BYTES);
   ns_addr real;
   memcpy(&real, h->records + TP_BLOB_BYTES + NET_BLOB_ADDR, sizeof real);
+  ns_addr_wire(&real);
   h->nsocks = real.nsocks;
   uint32_t magic = NET_BLOB_MAGIC;
   memcpy(h->records, &magic, 4);
@@ -423,6 +424,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
   rt_sockaddr lo;
   rt_socket_parse("127.0.0.1:1", "test", &lo);
   rt_socket_pack(&lo, fake.addr);
+  ns_addr_wire(&fake);
   memcpy(h->records + NET_BLOB_ADDR, &fake, sizeof fake);
   pthread_t th;
   pthread_create(&th, NULL, connect_thread, h);
@@ -435,6 +437,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
     int fd;
     if (rt_socket_connect(&to, dl, -1, "test", &fd)) return -1;
     ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, 0, real.nsocks, {0}};
+    ns_hello_wire(&g);
     if (s == 1) memset(&g, 0x5a, sizeof g);
     struct iovec v = {&g, sizeof g};
     rt_socket_send(fd, &v, 1);
@@ -447,6 +450,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
     if (rt_socket_connect(&to, dl, -1, "test", &h->fd[s])) return -1;
     ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}};
     memcpy(g.token, real.token, sizeof g.token);
+    ns_hello_wire(&g);
     struct iovec v = {&g, sizeof g};
     if (rt_socket_send(h->fd[s], &v, 1) != sizeof g) return -1;
   }
@@ -455,7 +459,9 @@ static int hostile_up(hostile *h, int *strays_closed) {
 }
 
 static void send_frame(int fd, const ns_hdr *f, const void *payload, size_t n) {
-  struct iovec v[2] = {{(void *)f, sizeof *f}, {(void *)payload, n}};
+  ns_hdr w = *f;
+  ns_hdr_wire(&w);
+  struct iovec v[2] = {{&w, sizeof w}, {(void *)payload, n}};
   rt_socket_send(fd, v, n ? 2 : 1);
 }
 

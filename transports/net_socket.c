@@ -5,8 +5,7 @@
  * Frames: DATA (a piece: its header, then len bytes), CREDIT (conn,
  * value), BYE (the sender is closing in order).  Pieces go to the link's
  * sockets in turn; credits always on socket 0, so that they arrive in the
- * order sent.  Headers travel in host byte order: every rank runs the same
- * build.  Set-up: each rank listens; the lower rank of a pair opens the
+ * order sent.  Integers travel little-endian (net_socket.h).  Set-up: each rank listens; the lower rank of a pair opens the
  * link's sockets and proves with the peer's token (from the bootstrap)
  * that it belongs to the job; the higher one accepts, checks, and closes
  * anything else. */
@@ -26,7 +25,7 @@
 
 enum { QCAP = 256, PENDING_MAX = 64 };
 
-typedef struct qent { ns_hdr h; const char *src; } qent;
+typedef struct qent { ns_hdr h; const char *src; uint32_t plen; } qent;   /* h in wire order */
 
 typedef struct sock {
   int fd;
@@ -98,6 +97,7 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   ns_addr b = {NS_ADDR_MAGIC, NS_VERSION, a->rank, c->nsocks, {0}, {0}};
   memcpy(b.token, c->token, sizeof b.token);
   rt_socket_pack(&sa, b.addr);
+  ns_addr_wire(&b);
   memset(addr, 0, NET_ADDR_BYTES);
   memcpy(addr, &b, sizeof b);
   char s[RT_SOCKADDR_STRLEN];
@@ -178,6 +178,7 @@ static bt_result accept_links(sctx *c, int want) {
       if (g < 0) keep = 0;
       else if ((p[i].got += (size_t)g) == sizeof(ns_hello)) done = 1;
       if (done) {
+        ns_hello_wire(&p[i].h);
         int which = 0, l = check_hello(c, &p[i].h, &which);
         if (l >= 0) {
           c->links[l].s[which].fd = p[i].fd;
@@ -245,6 +246,7 @@ static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, c
     if (L->peer < c->rank) continue;
     ns_addr b;
     memcpy(&b, addrs + (size_t)L->peer * NET_ADDR_BYTES, sizeof b);
+    ns_addr_wire(&b);
     rt_sockaddr sa;
     if (b.magic != NS_ADDR_MAGIC || b.version != NS_VERSION || b.rank != L->peer || rt_socket_unpack(b.addr, &sa)) {
       LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d's address is malformed (another baton version?)", c->rank,
@@ -263,6 +265,7 @@ static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, c
       set_nodelay(L->s[k].fd);
       ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, c->rank, L->peer, k, c->nsocks, {0}};
       memcpy(h.token, b.token, sizeof h.token);
+      ns_hello_wire(&h);
       if (write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
         LOG_WARN(RT_SUB_RUNTIME, "%s: cannot greet: %s", what, strerror(errno));
         return BT_ERR_SYSTEM;
@@ -291,6 +294,8 @@ static sock *pick(const sctx *c, slink *L) {
 static void enqueue(sock *s, const ns_hdr *h, const char *src) {
   qent *e = &s->q[(s->qhead + s->qn++) % QCAP];
   e->h = *h;
+  e->plen = h->type == NS_DATA ? h->len : 0;
+  ns_hdr_wire(&e->h);
   e->src = src;
 }
 
@@ -316,7 +321,7 @@ static int sock_credit(void *ctx, int link, int conn, uint64_t value) {
 static int tx(sctx *c, sock *s, int *moved) {
   while (s->qn) {
     qent *e = &s->q[s->qhead];
-    size_t plen = e->h.type == NS_DATA ? e->h.len : 0;
+    size_t plen = e->plen;
     struct iovec v[2];
     int nv = 0;
     if (s->qsent < sizeof(ns_hdr)) v[nv++] = (struct iovec){(char *)&e->h + s->qsent, sizeof(ns_hdr) - s->qsent};
@@ -377,6 +382,7 @@ static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
       s->rgot += (size_t)g;
       if (s->rgot < sizeof(ns_hdr)) continue;
       ns_hdr *h = &s->rh;
+      ns_hdr_wire(h);   /* to host order */
       if (h->type == NS_DATA) {
         net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
         s->dst = sink->where(sink->arg, l, &p);
@@ -497,6 +503,7 @@ static void sock_close(void *ctx) {
       sock *s = &c->links[l].s[k];
       if (s->fd < 0 || s->qn) continue;   /* a frame half sent: a goodbye now would garble it */
       ns_hdr h = {NS_BYE, 0, 0, 0, 0, 0, 0, 0};
+      ns_hdr_wire(&h);
       if (write_all(s->fd, &h, sizeof h, deadline)) break;
     }
   sock_abort(c);

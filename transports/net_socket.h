@@ -1,8 +1,12 @@
 /* net_socket.h -- the TCP backend's wire format (net_socket.c; tests
- * build hostile peers from it). */
+ * build hostile peers from it).  Every integer travels little-endian: the
+ * structs are filled in host order and turned with ns_*_wire before they
+ * are sent, and back with the same call once they arrive (a no-op on
+ * little-endian hosts). */
 #ifndef NET_SOCKET_H
 #define NET_SOCKET_H
 
+#include <endian.h>
 #include <stdint.h>
 
 #include "net_backend.h"
@@ -36,5 +40,21 @@ typedef struct ns_addr {
   unsigned char addr[RT_SOCKADDR_WIRE];
 } ns_addr;
 _Static_assert(sizeof(ns_addr) <= NET_ADDR_BYTES, "socket address fits");
+
+/* Swaps a struct between host order and wire order (its own inverse). */
+static inline void ns_hdr_wire(ns_hdr *h) {
+  h->type = htole32(h->type), h->conn = htole32(h->conn), h->off = htole32(h->off);
+  h->len = htole32(h->len), h->total = htole32(h->total), h->pad = htole32(h->pad);
+  h->seq = htole64(h->seq), h->remote_off = htole64(h->remote_off);
+}
+static inline void ns_hello_wire(ns_hello *h) {
+  h->magic = htole32(h->magic), h->version = htole32(h->version);
+  h->from = (int32_t)htole32((uint32_t)h->from), h->to = (int32_t)htole32((uint32_t)h->to);
+  h->sock = (int32_t)htole32((uint32_t)h->sock), h->nsocks = (int32_t)htole32((uint32_t)h->nsocks);
+}
+static inline void ns_addr_wire(ns_addr *a) {
+  a->magic = htole32(a->magic), a->version = htole32(a->version);
+  a->rank = (int32_t)htole32((uint32_t)a->rank), a->nsocks = (int32_t)htole32((uint32_t)a->nsocks);
+}
 
 #endif

@@ -8,7 +8,7 @@
  * 0 on channels 0 and 1, one back), greets it on its two sockets as rank 0
  * with the right token, then sends the input's bytes: the first piece (a
  * 2-byte big-endian length first) on socket 0, the rest on socket 1; then
- * both sockets end. */
+ * both sockets end.  Frames are little-endian (net_socket.h), as the seeds. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <stdint.h>
@@ -83,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   net *nt = state;
   ns_addr real;
   memcpy(&real, blob + NET_BLOB_ADDR, sizeof real);
+  ns_addr_wire(&real);
   rt_sockaddr to;
   int fd[NSOCKS] = {-1, -1};
   int64_t deadline = rt_time_ns() + 5000000000ll;
@@ -91,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     ok = !rt_socket_connect(&to, deadline, -1, "fz_net", &fd[s]);
     ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, NSOCKS, {0}};
     memcpy(h.token, real.token, sizeof h.token);
+    ns_hello_wire(&h);
     size_t off = 0;
     if (ok) ok = push(fd[s], (const uint8_t *)&h, sizeof h, &off) && off == sizeof h;
   }
