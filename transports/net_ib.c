@@ -5,7 +5,8 @@
  *
  * libibverbs is opened at run time: every ibv_* function called goes
  * through the table net_ib_fn, which net_ib_select.c loads; that file also
- * picks the device, port and GID (net_ib_int.h).
+ * picks the device, port and GID.  The side connections (listener, hellos,
+ * 'R' and 'B') are net_ib_side.c's; net_ib_int.h is what the files share.
  *
  * Set-up.  open() opens the device and port BATON_IB_HCA picks, registers
  * the pool, listens on TCP (BATON_SOCKET_IFNAME).  connect() creates each
@@ -57,120 +58,6 @@
 #include "rt_param.h"
 #include "rt_socket.h"
 
-enum {
-  IB_MAX_QPS = 16, IB_MAX_CONNS = 1 << 16,
-  IB_WR = 128, IB_MIN_WR = 16,      /* send and receive WRs per QP; the ring has 2 x receives slots */
-  IB_CQ_MAX = 1 << 20, IB_MSGQ = 16 /* messages in flight per send connection */,
-  IB_MRC = 32, IB_PENDING_MAX = 64,
-  K_DATA = 1, K_CREDIT = 2,
-  SQ_PIECE = 1, SQ_RECORD, SQ_LAST, SQ_CREDIT,
-  L_WAIT_CONN = 1, L_WAIT_HELLO, L_WAIT_READY, L_UP, L_BYE, L_FAILED,
-};
-#define ADDR_MAGIC 0x42494254u    /* "TBIB" */
-#define HELLO_MAGIC 0x48494254u   /* "TBIH" */
-#define IB_VERSION 1u
-#define RECV_BIT 0x80000000u
-
-
-/* ---- wire formats (host byte order: every rank runs the same build) ---- */
-
-typedef struct ib_addr {        /* what a rank publishes through the bootstrap */
-  uint32_t magic, version;
-  uint8_t link_layer, port, mtu, gid_index;
-  uint32_t lid;
-  uint64_t nonce;               /* one per process */
-  unsigned char token[16], gid[16], sock[RT_SOCKADDR_WIRE];
-  char dev[32];
-} ib_addr;
-
-typedef struct ib_hello {       /* on the side connection, each way */
-  uint32_t magic, version, from, to, nqps, nsend, nrecv, pool_rkey, ring_rkey, ring_slots;
-  unsigned char token[16];      /* the receiver's */
-  uint64_t pool_addr, pool_bytes, ring_addr;
-  uint32_t qpn[IB_MAX_QPS], psn[IB_MAX_QPS];
-} ib_hello;
-
-typedef struct ib_rec {         /* one slot of a ring */
-  uint32_t idx, kind, conn, total;
-  uint64_t seq, off;            /* seq: the credit's value for K_CREDIT */
-} ib_rec;
-
-_Static_assert(sizeof(ib_addr) <= NET_ADDR_BYTES, "the verbs address must fit NET_ADDR_BYTES");
-_Static_assert(sizeof(ib_rec) == 32, "a record is 32 bytes");
-
-/* ---- the context ---- */
-
-typedef struct ib_sqe {         /* one posted send WR, in posting order */
-  uint8_t kind;
-  int8_t mrc;                   /* the MR cache entry it holds, or -1 */
-  uint32_t conn, msg, bytes;    /* msg: slot in the connection's message queue */
-} ib_sqe;
-
-typedef struct ib_qp {
-  struct ibv_qp *qp;
-  uint32_t psn, sq_head, sq_tail;   /* send WRs posted, completed */
-  int inline_ok;
-  ib_sqe *sq;                   /* sq_depth */
-  ib_rec *stage, *ring;         /* outgoing records by send slot (stage_mr); incoming ring (rings_mr) */
-  uint64_t rec_out, rec_in;     /* records written to the peer's ring, read from ours */
-  uint64_t peer_ring;
-} ib_qp;
-
-typedef struct ib_msg {         /* a message with pieces in flight or its last piece held */
-  uint64_t seq;
-  uint32_t pending, lkey;       /* pieces posted, not yet completed */
-  int closed, mrc;              /* closed: `last` holds its last piece */
-  net_piece last;
-} ib_msg;
-
-typedef struct ib_sconn { ib_msg q[IB_MSGQ]; uint32_t head, tail; } ib_sconn;
-typedef struct ib_rconn { uint64_t want, next_seq; uint8_t dirty, inflight; } ib_rconn;
-
-typedef struct ib_link {
-  int peer, nsend, nrecv, state, lower, same_proc;
-  int unreported, bye_seen, bye_told, held;   /* held: last pieces waiting */
-  int fd;                       /* the side connection */
-  ib_hello in;                  /* the peer's hello */
-  size_t in_n, out_n, out_off;
-  unsigned char out[sizeof(ib_hello) + 8];    /* bytes to send on fd */
-  ib_addr peer_addr;
-  rt_sockaddr peer_sa;
-  uint64_t pool_addr, pool_bytes;
-  uint32_t pool_rkey, ring_rkey, ring_slots, rr;   /* rr: next QP for a piece */
-  ib_qp qp[IB_MAX_QPS];
-  ib_sconn *s;
-  ib_rconn *r;
-  uint32_t *dirty;              /* receive connections with a credit owed */
-  int ndirty;
-} ib_link;
-
-typedef struct ib_mrc { uintptr_t lo, hi; struct ibv_mr *mr; int refs; uint64_t used; } ib_mrc;
-typedef struct ib_pend { int fd; size_t n; ib_hello in; } ib_pend;
-
-typedef struct ib_ctx {
-  int rank, nranks, nqps, connected, aborted;
-  int64_t deadline, next_side;
-  char dev[NET_IB_NAME_MAX];
-  int port, link_layer, mtu, gid_index, lid, max_qp_wr, max_cqe;
-  unsigned char gid[16], token[16];
-  uint64_t nonce;
-  struct ibv_context *vc;
-  struct ibv_pd *pd;
-  struct ibv_comp_channel *ch;
-  struct ibv_cq *cq;
-  int cq_size, armed, sq_depth, rq_depth, ring_slots;
-  char *pool;
-  size_t pool_bytes;
-  struct ibv_mr *pool_mr, *rings_mr, *stage_mr;
-  ib_rec *rings, *stage;
-  ib_mrc mrc[IB_MRC];
-  uint64_t clock, sent, received;
-  int listen_fd, npend, nlinks;
-  ib_pend pend[IB_PENDING_MAX];
-  ib_link *links;
-  struct pollfd *pfd;
-} ib_ctx;
-
 /* Logs a WARN naming this rank and its device; returns r. */
 static bt_result ctx_warn(const ib_ctx *c, bt_result r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bt_result ctx_warn(const ib_ctx *c, bt_result r, const char *fmt, ...) {
@@ -184,16 +71,7 @@ static bt_result ctx_warn(const ib_ctx *c, bt_result r, const char *fmt, ...) {
   return r;
 }
 
-static void close_fd(int *fd) {
-  if (*fd >= 0) close(*fd);
-  *fd = -1;
-}
-
-/* Marks L failed, logging why ("verbs: rank 3 -> rank 5 (mlx5_0:1): ...")
- * unless it already was, and closes its side connection so that the peer
- * learns at once; progress() reports it.  Returns -1. */
-static int link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) {
+int net_ib_link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) {
   if (L->state == L_FAILED) return -1;
   char msg[768];
   va_list ap;
@@ -316,7 +194,8 @@ static bt_result qp_create(ib_ctx *c, int l, int k) {
     q->qp = net_ib_fn.create_qp(c->pd, &ia);
   }
   if (!q->qp) {
-    link_fail(c, L, "ibv_create_qp (%d send, %d receive WRs) failed: %s", c->sq_depth, c->rq_depth, strerror(errno));
+    net_ib_link_fail(c, L, "ibv_create_qp (%d send, %d receive WRs) failed: %s", c->sq_depth, c->rq_depth,
+                     strerror(errno));
     return BT_ERR_SYSTEM;
   }
   q->inline_ok = ia.cap.max_inline_data >= sizeof(ib_rec);
@@ -328,17 +207,15 @@ static bt_result qp_create(ib_ctx *c, int l, int k) {
   struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)c->port,
                            .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
   if ((e = net_ib_fn.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) {
-    link_fail(c, L, "ibv_modify_qp of QP %d to INIT failed: %s", k, strerror(e));
+    net_ib_link_fail(c, L, "ibv_modify_qp of QP %d to INIT failed: %s", k, strerror(e));
     return BT_ERR_SYSTEM;
   }
   for (int i = 0; i < c->rq_depth && !e; i++) e = post_recv(c, g, q);
-  if (e) link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
+  if (e) net_ib_link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
   return e ? BT_ERR_SYSTEM : BT_OK;
 }
 
-/* Takes QP k of L to RTR (towards the peer's QP qpn, PSN psn) and RTS;
- * BATON_IB_SL, _TC, _TIMEOUT and _RETRY_CNT apply.  0, or -1 (L failed). */
-static int qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn) {
+int net_ib_qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn) {
   ib_qp *q = &L->qp[k];
   int mtu = L->peer_addr.mtu < c->mtu ? L->peer_addr.mtu : c->mtu;
   struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR, .path_mtu = (enum ibv_mtu)mtu, .dest_qp_num = qpn,
@@ -355,193 +232,13 @@ static int qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn) {
   }
   int e = net_ib_fn.modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  if (e) return link_fail(c, L, "ibv_modify_qp of QP %d to RTR (remote QPN %u) failed: %s", k, qpn, strerror(e));
+  if (e) return net_ib_link_fail(c, L, "ibv_modify_qp of QP %d to RTR (remote QPN %u) failed: %s", k, qpn, strerror(e));
   struct ibv_qp_attr rt = {.qp_state = IBV_QPS_RTS, .timeout = (uint8_t)rt_param_int(RT_PARAM_IB_TIMEOUT),
                            .retry_cnt = (uint8_t)rt_param_int(RT_PARAM_IB_RETRY_CNT), .rnr_retry = 7,
                            .sq_psn = q->psn, .max_rd_atomic = 1};
   e = net_ib_fn.modify_qp(q->qp, &rt, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-  return e ? link_fail(c, L, "ibv_modify_qp of QP %d to RTS failed: %s", k, strerror(e)) : 0;
-}
-
-/* ---- the side connection: hellos, 'R', 'B' ---- */
-
-static void side_queue(ib_link *L, const void *p, size_t n) {
-  if (L->out_n + n > sizeof L->out) return;   /* cannot happen: a hello, then one byte */
-  memcpy(L->out + L->out_n, p, n);
-  L->out_n += n;
-}
-
-/* Sends what L has queued on its side connection; 0, or -1 (L failed). */
-static int side_flush(ib_ctx *c, ib_link *L) {
-  while (L->fd >= 0 && L->out_off < L->out_n) {
-    struct iovec v = {L->out + L->out_off, L->out_n - L->out_off};
-    ssize_t w = rt_socket_send(L->fd, &v, 1);
-    if (w < 0) return link_fail(c, L, "cannot send on the side connection: %s", strerror(errno));
-    if (w == 0) break;
-    L->out_off += (size_t)w;
-  }
-  return 0;
-}
-
-static void hello_queue(ib_ctx *c, int l) {
-  ib_link *L = &c->links[l];
-  ib_hello h = {.magic = HELLO_MAGIC, .version = IB_VERSION, .from = (uint32_t)c->rank, .to = (uint32_t)L->peer,
-                .nqps = (uint32_t)c->nqps, .nsend = (uint32_t)L->nsend, .nrecv = (uint32_t)L->nrecv,
-                .pool_rkey = c->pool_mr->rkey, .ring_rkey = c->rings_mr->rkey, .ring_slots = (uint32_t)c->ring_slots,
-                .pool_addr = (uintptr_t)c->pool, .pool_bytes = c->pool_bytes, .ring_addr = (uintptr_t)L->qp[0].ring};
-  memcpy(h.token, L->peer_addr.token, 16);
-  for (int k = 0; k < c->nqps; k++) h.qpn[k] = L->qp[k].qp->qp_num, h.psn[k] = L->qp[k].psn;
-  side_queue(L, &h, sizeof h);
-}
-
-/* Checks a hello's header: for this rank, with its token, from the peer of
- * link want (the lower rank's view), or from a rank whose link waits for
- * its connection (want -1, the higher's).  The link, or -1 with *bad. */
-static int hello_check(const ib_ctx *c, const ib_hello *h, int want, const char **bad) {
-  int l = want;
-  for (int i = 0; l < 0 && i < c->nlinks; i++)
-    if ((uint32_t)c->links[i].peer == h->from && !c->links[i].lower) l = i;
-  *bad = h->magic != HELLO_MAGIC || h->version != IB_VERSION ? "no verbs hello of this version"
-         : h->to != (uint32_t)c->rank || memcmp(h->token, c->token, 16) ? "a wrong rank or token"
-         : l < 0 || (uint32_t)c->links[l].peer != h->from ? "a hello from a rank this one has no link with"
-         : want < 0 && c->links[l].state != L_WAIT_CONN ? "a second hello for one link" : NULL;
-  return *bad ? -1 : l;
-}
-
-/* The peer's hello (L->in, header checked) takes L's QPs to RTS; then the
- * higher rank answers with its hello, the lower one says 'R'. */
-static int take_hello(ib_ctx *c, int l) {
-  ib_link *L = &c->links[l];
-  const ib_hello *h = &L->in;
-  if (h->nqps != (uint32_t)c->nqps)
-    return link_fail(c, L, "rank %d uses BATON_IB_QPS=%u, rank %d uses %d: set it alike", L->peer, h->nqps,
-                     c->rank, c->nqps);
-  if (h->nsend != (uint32_t)L->nrecv || h->nrecv != (uint32_t)L->nsend)
-    return link_fail(c, L, "rank %d has %u connections to this rank and %u from it; this rank counts %d and %d "
-                     "(internal error)", L->peer, h->nsend, h->nrecv, L->nrecv, L->nsend);
-  uint64_t ring_bytes = (uint64_t)c->nqps * h->ring_slots * sizeof(ib_rec);
-  const char *bad = !h->pool_bytes || h->pool_addr + h->pool_bytes < h->pool_addr ? "an empty or wrapping pool"
-                    : h->ring_slots < 2 * IB_MIN_WR || h->ring_slots > 1u << 16 ? "a ring size out of range"
-                    : !h->ring_addr || h->ring_addr + ring_bytes < h->ring_addr ? "a bad ring address" : NULL;
-  for (int k = 0; k < c->nqps && !bad; k++)
-    if (!h->qpn[k] || h->qpn[k] > 0xffffff || h->psn[k] > 0xffffff) bad = "a queue-pair number or PSN out of range";
-  if (bad) return link_fail(c, L, "rank %d's hello has %s", L->peer, bad);
-  L->pool_addr = h->pool_addr;
-  L->pool_bytes = h->pool_bytes;
-  L->pool_rkey = h->pool_rkey;
-  L->ring_rkey = h->ring_rkey;
-  L->ring_slots = h->ring_slots;
-  for (int k = 0; k < c->nqps; k++) {
-    L->qp[k].peer_ring = h->ring_addr + (uint64_t)k * h->ring_slots * sizeof(ib_rec);
-    if (qp_ready(c, L, k, h->qpn[k], h->psn[k])) return -1;
-  }
-  if (L->lower) side_queue(L, "R", 1);
-  else hello_queue(c, l);
-  L->state = L->lower ? L_UP : L_WAIT_READY;
-  LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d -> rank %d (%s:%d -> %s:%d): %d queue pairs at RTS", c->rank, L->peer,
-           c->dev, c->port, L->peer_addr.dev, L->peer_addr.port, c->nqps);
-  return side_flush(c, L);
-}
-
-/* Reads what L's side connection has: the rest of the peer's hello (the
- * lower rank), then 'R' (ready) and 'B' (goodbye); its end without 'B'
- * fails L.  Returns the things that moved, or -1 (L failed). */
-static int side_read(ib_ctx *c, int l) {
-  ib_link *L = &c->links[l];
-  int moved = 0;
-  while (L->fd >= 0) {
-    unsigned char b[64];
-    int hello = L->in_n < sizeof L->in;
-    ssize_t r = hello ? rt_socket_recv(L->fd, (char *)&L->in + L->in_n, sizeof L->in - L->in_n)
-                      : rt_socket_recv(L->fd, b, sizeof b);
-    if (r == 0) break;
-    if (r < 0 && L->bye_seen) {
-      close_fd(&L->fd);
-      break;
-    }
-    if (r < 0)
-      return link_fail(c, L, "rank %d closed its side connection without saying goodbye (%s): its process "
-                       "probably died", L->peer, errno == ECONNRESET ? "end of stream" : strerror(errno));
-    moved++;
-    const char *bad;
-    if (hello && (L->in_n += (size_t)r) == sizeof L->in) {
-      if (hello_check(c, &L->in, l, &bad) < 0)
-        return link_fail(c, L, "rank %d's answer on the side connection has %s", L->peer, bad);
-      if (take_hello(c, l)) return -1;
-    }
-    for (ssize_t i = 0; !hello && i < r; i++) {
-      if (b[i] == 'R' && L->state == L_WAIT_READY) L->state = L_UP;
-      else if (b[i] == 'B') L->bye_seen = 1, L->state = L_BYE;
-      else if (!L->bye_seen)
-        return link_fail(c, L, "rank %d sent byte 0x%02x on the side connection (protocol error)", L->peer, b[i]);
-    }
-  }
-  return moved;
-}
-
-/* Takes connections off the listener, reads their hellos and gives each
- * to its link; flushes and reads every side connection; fails the links
- * not up by the deadline.  Returns the things that moved. */
-static int pump(ib_ctx *c) {
-  int moved = 0, waiting = 0, n = 0;
-  for (int i = 0; c->listen_fd >= 0 && i < IB_PENDING_MAX; i++) {
-    int fd = -1;
-    rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
-    if (a == RT_ACCEPT_BROKEN) close_fd(&c->listen_fd);
-    if (a != RT_ACCEPT_NEW) break;
-    if (c->npend == IB_PENDING_MAX) {   /* shed the oldest */
-      close(c->pend[0].fd);
-      memmove(c->pend, c->pend + 1, sizeof c->pend[0] * --c->npend);
-    }
-    c->pend[c->npend++] = (ib_pend){.fd = fd};
-    moved++;
-  }
-  for (int i = c->npend - 1; i >= 0; i--) {
-    ib_pend *p = &c->pend[i];
-    ssize_t r = rt_socket_recv(p->fd, (char *)&p->in + p->n, sizeof p->in - p->n);
-    if (r == 0 || (r > 0 && (p->n += (size_t)r) < sizeof p->in)) continue;
-    const char *bad = "nothing before closing";
-    int l = r > 0 ? hello_check(c, &p->in, -1, &bad) : -1;
-    if (l < 0) {
-      LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d: closed a side connection that sent %s", c->rank, bad);
-      close(p->fd);
-    } else {
-      c->links[l].fd = p->fd;
-      c->links[l].in = p->in;
-      c->links[l].in_n = sizeof p->in;
-      take_hello(c, l);
-    }
-    c->pend[i] = c->pend[--c->npend];
-    moved++;
-  }
-  for (int l = 0; l < c->nlinks; l++) {
-    ib_link *L = &c->links[l];
-    waiting += L->state == L_WAIT_CONN;
-    if (L->fd >= 0 && !side_flush(c, L)) c->pfd[n++] = (struct pollfd){.fd = L->fd, .events = POLLIN};
-  }
-  if (n && poll(c->pfd, (nfds_t)n, 0) > 0)
-    for (int l = 0, k = 0; l < c->nlinks && k < n; l++)
-      if (c->links[l].fd >= 0 && c->pfd[k].fd == c->links[l].fd && c->pfd[k++].revents) {
-        int m = side_read(c, l);
-        moved += m > 0 ? m : 0;
-      }
-  if (!waiting && c->listen_fd >= 0) {   /* every link is in: nobody else may knock */
-    close_fd(&c->listen_fd);
-    while (c->npend) close(c->pend[--c->npend].fd);
-  }
-  int64_t now = rt_time_ns();
-  for (int l = 0; l < c->nlinks; l++) {
-    ib_link *L = &c->links[l];
-    if (L->state < L_UP && now > c->deadline)
-      link_fail(c, L, "the link was not up within BATON_NET_CONNECT_TIMEOUT=%llds (%s)",
-                (long long)rt_param_int(RT_PARAM_NET_CONNECT_TIMEOUT), L->state == L_WAIT_CONN
-                ? "the peer never connected" : L->state == L_WAIT_HELLO ? "the peer never answered"
-                : "the peer never said it was ready");
-    if (L->state == L_WAIT_CONN && c->listen_fd < 0)
-      link_fail(c, L, "the listener for side connections broke before rank %d connected", L->peer);
-  }
-  return moved;
+  return e ? net_ib_link_fail(c, L, "ibv_modify_qp of QP %d to RTS failed: %s", k, strerror(e)) : 0;
 }
 
 /* ---- connect ---- */
@@ -557,17 +254,17 @@ static bt_result links_init(ib_ctx *c, const net_link_req *reqs, const unsigned 
                       ? "too many connections" : NULL;
     for (int k = 0; k < l && !bad; k++)
       if (c->links[k].peer == q->peer) bad = "two links to one peer";
-    if (bad) return link_fail(c, L, "connect asks for %s (internal error)", bad), BT_ERR_INTERNAL;
+    if (bad) return net_ib_link_fail(c, L, "connect asks for %s (internal error)", bad), BT_ERR_INTERNAL;
     ib_addr *a = &L->peer_addr;
     memcpy(a, addrs + (size_t)q->peer * NET_ADDR_BYTES, sizeof *a);
     if (a->magic != ADDR_MAGIC || a->version != IB_VERSION || rt_socket_unpack(a->sock, &L->peer_sa) ||
         a->mtu < IBV_MTU_256 || a->mtu > IBV_MTU_4096 || a->dev[sizeof a->dev - 1])
-      return link_fail(c, L, "rank %d's verbs address is malformed (another baton version?)", q->peer),
+      return net_ib_link_fail(c, L, "rank %d's verbs address is malformed (another baton version?)", q->peer),
              BT_ERR_INVALID;
     if (a->link_layer != c->link_layer)
-      return link_fail(c, L, "rank %d's port is %s, this one's is %s: both ends must be alike", q->peer,
-                       a->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-                       c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand"), BT_ERR_INVALID;
+      return net_ib_link_fail(c, L, "rank %d's port is %s, this one's is %s: both ends must be alike", q->peer,
+                              a->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+                              c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand"), BT_ERR_INVALID;
     L->nsend = q->nsend;
     L->nrecv = q->nrecv;
     L->lower = c->rank < q->peer;
@@ -630,12 +327,12 @@ static bt_result ib_connect(void *vctx, const net_link_req *reqs, int nlinks, co
     char what[96];
     snprintf(what, sizeof what, "verbs: rank %d -> rank %d: side connection", c->rank, L->peer);
     CHECK(rt_socket_connect(&L->peer_sa, c->deadline, -1, what, &L->fd));
-    hello_queue(c, l);
-    if (side_flush(c, L)) return BT_ERR_REMOTE;
+    net_ib_hello_queue(c, l);
+    if (net_ib_side_flush(c, L)) return BT_ERR_REMOTE;
   }
   /* Links to ranks of other processes: wait until they are up. */
   for (;;) {
-    pump(c);
+    net_ib_pump(c);
     int wait = 0;
     for (int l = 0; l < nlinks; l++) {
       ib_link *L = &c->links[l];
@@ -671,7 +368,7 @@ static int post_write(ib_ctx *c, int l, int k, ib_sqe e, const void *src, uint32
   wr.wr.rdma.rkey = rkey;
   struct ibv_send_wr *bad = NULL;
   int err = ibv_post_send(q->qp, &wr, &bad);
-  if (err) return link_fail(c, L, "ibv_post_send on QP %d failed: %s", k, strerror(err));
+  if (err) return net_ib_link_fail(c, L, "ibv_post_send on QP %d failed: %s", k, strerror(err));
   q->sq[q->sq_head++ % (uint32_t)c->sq_depth] = e;
   return 0;
 }
@@ -761,8 +458,8 @@ static int lkey_of(ib_ctx *c, int l, const char *src, uint32_t len, uint32_t *lk
     m->lo = a & ~(pg - 1);
     m->hi = (e + pg - 1) & ~(pg - 1);
     if (!(m->mr = net_ib_fn.reg_mr(c->pd, (void *)m->lo, m->hi - m->lo, 0)))
-      return link_fail(c, &c->links[l], "ibv_reg_mr of %zu bytes at %p (a source outside the pool) failed: %s",
-                       (size_t)(m->hi - m->lo), (void *)m->lo, strerror(errno));
+      return net_ib_link_fail(c, &c->links[l], "ibv_reg_mr of %zu bytes at %p (a source outside the pool) failed: %s",
+                              (size_t)(m->hi - m->lo), (void *)m->lo, strerror(errno));
   }
   m->refs++;
   m->used = ++c->clock;
@@ -784,9 +481,10 @@ static int ib_post(void *vctx, int link, const net_piece *p) {
   if (p->conn >= (uint32_t)L->nsend || (p->len && !p->src) || p->off > p->total || p->len > p->total - p->off ||
       p->remote_off < p->off || p->remote_off > L->pool_bytes || p->len > L->pool_bytes - p->remote_off ||
       (p->last && p->off + p->len != p->total))
-    return link_fail(c, L, "a piece out of bounds: connection %u, message %llu, bytes %u+%u of %u at offset %llu of "
-                     "the peer's %llu-byte pool (internal error)", p->conn, (unsigned long long)p->seq, p->off,
-                     p->len, p->total, (unsigned long long)p->remote_off, (unsigned long long)L->pool_bytes);
+    return net_ib_link_fail(c, L, "a piece out of bounds: connection %u, message %llu, bytes %u+%u of %u at offset "
+                            "%llu of the peer's %llu-byte pool (internal error)", p->conn, (unsigned long long)p->seq,
+                            p->off, p->len, p->total, (unsigned long long)p->remote_off,
+                            (unsigned long long)L->pool_bytes);
   ib_sconn *s = &L->s[p->conn];
   ib_msg *m = NULL;
   for (uint32_t i = s->head; i != s->tail && !m; i++)
@@ -867,10 +565,10 @@ static int take_record(ib_ctx *c, int l, int k, const struct ibv_wc *wc, const n
     snprintf(bad, sizeof bad, "a credit for connection %u of its %d", r.conn, L->nsend);
   else if (r.kind != K_DATA && r.kind != K_CREDIT)
     snprintf(bad, sizeof bad, "a record of unknown kind %u", r.kind);
-  if (*bad) return link_fail(c, L, "rank %d sent %s on QP %d (protocol error)", L->peer, bad, k);
+  if (*bad) return net_ib_link_fail(c, L, "rank %d sent %s on QP %d (protocol error)", L->peer, bad, k);
   q->rec_in++;
   int e = post_recv(c, l * c->nqps + k, q);   /* only now: the slot is read (see the top) */
-  if (e) return link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
+  if (e) return net_ib_link_fail(c, L, "ibv_post_recv on QP %d failed: %s", k, strerror(e));
   int ok;
   if (r.kind == K_DATA) {
     net_piece p = {.conn = r.conn, .len = r.total, .total = r.total, .seq = r.seq, .remote_off = r.off, .last = 1};
@@ -880,7 +578,7 @@ static int take_record(ib_ctx *c, int l, int k, const struct ibv_wc *wc, const n
   } else {
     ok = sink->credit(sink->arg, l, (int)r.conn, r.seq);
   }
-  return ok < 0 ? link_fail(c, L, "the transport refused what rank %d sent (see above)", L->peer) : 0;
+  return ok < 0 ? net_ib_link_fail(c, L, "the transport refused what rank %d sent (see above)", L->peer) : 0;
 }
 
 /* One work completion: a record in, or one of our writes done (a piece's
@@ -901,20 +599,20 @@ static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
   if (wc->wr_id & RECV_BIT) {   /* records still count after a goodbye: they were on their way before it */
     if (ok && L->state != L_FAILED && !c->aborted) return take_record(c, l, k, wc, sink) ? 0 : 1;
     if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
-      link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, net_ib_fn.wc_status_str(wc->status),
-                wc->vendor_err);
+      net_ib_link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, net_ib_fn.wc_status_str(wc->status),
+                       wc->vendor_err);
     return 0;
   }
   if ((uint32_t)(wc->wr_id & ~RECV_BIT) != (q->sq_tail & ~RECV_BIT) || q->sq_tail == q->sq_head)
-    return link_fail(c, L, "QP %d completed work %u where %u was due (internal error)", k,
-                     (uint32_t)wc->wr_id & ~RECV_BIT, q->sq_tail & ~RECV_BIT), 0;
+    return net_ib_link_fail(c, L, "QP %d completed work %u where %u was due (internal error)", k,
+                            (uint32_t)wc->wr_id & ~RECV_BIT, q->sq_tail & ~RECV_BIT), 0;
   ib_sqe e = q->sq[q->sq_tail++ % (uint32_t)c->sq_depth];
   mrc_put(c, e.mrc);
   if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
-    link_fail(c, L, "%s (%u bytes) on QP %d failed: %s (vendor error %#x)%s", kinds[e.kind < 5 ? e.kind : 0],
-              e.bytes, k, net_ib_fn.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
-              ? ": the peer is unreachable or dead (BATON_IB_TIMEOUT, BATON_IB_RETRY_CNT)"
-              : wc->status == IBV_WC_REM_ACCESS_ERR ? ": the peer's memory is gone (has it closed?)" : "");
+    net_ib_link_fail(c, L, "%s (%u bytes) on QP %d failed: %s (vendor error %#x)%s", kinds[e.kind < 5 ? e.kind : 0],
+                     e.bytes, k, net_ib_fn.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
+                     ? ": the peer is unreachable or dead (BATON_IB_TIMEOUT, BATON_IB_RETRY_CNT)"
+                     : wc->status == IBV_WC_REM_ACCESS_ERR ? ": the peer's memory is gone (has it closed?)" : "");
   if (!ok) return 0;
   if (e.kind == SQ_PIECE || e.kind == SQ_LAST) __atomic_fetch_add(&c->sent, e.bytes, __ATOMIC_RELAXED);
   if (e.kind == SQ_PIECE && e.conn < (uint32_t)L->nsend && L->s[e.conn].q[e.msg % IB_MSGQ].pending)
@@ -930,7 +628,7 @@ static int ib_progress(void *vctx, const net_sink *sink, int *failed) {
   int64_t now = rt_time_ns();
   for (int l = 0; l < c->nlinks && !setting_up; l++) setting_up = c->links[l].state < L_UP;
   if (setting_up || now >= c->next_side) {   /* side connections: each round while setting up, else each ms */
-    moved += pump(c);
+    moved += net_ib_pump(c);
     c->next_side = now + 1000000;
   }
   struct ibv_cq *ecq;
@@ -943,7 +641,8 @@ static int ib_progress(void *vctx, const net_sink *sink, int *failed) {
   struct ibv_wc wc[32];
   for (int round = 0, n = 32; round < 16 && n == 32; round++) {
     if ((n = ibv_poll_cq(c->cq, 32, wc)) < 0)
-      for (int l = 0; l < c->nlinks; l++) link_fail(c, &c->links[l], "ibv_poll_cq failed: the completion queue broke");
+      for (int l = 0; l < c->nlinks; l++)
+        net_ib_link_fail(c, &c->links[l], "ibv_poll_cq failed: the completion queue broke");
     for (int i = 0; i < n; i++) moved += take_wc(c, &wc[i], sink);
   }
   for (int l = 0; l < c->nlinks; l++) {

@@ -1,14 +1,17 @@
-/* net_ib_int.h -- what the verbs backend's two halves share (internal):
- * the libibverbs functions, which net_ib_select.c loads at run time and
- * net_ib.c calls through, and the device and port the selection opened
- * for a context. */
+/* net_ib_int.h -- what the verbs backend's files share (internal): the
+ * libibverbs functions, which net_ib_select.c loads at run time and the
+ * others call through; the device and port the selection opened for a
+ * context; the context, its links and wire formats, which net_ib.c (queue
+ * pairs, the data path) and net_ib_side.c (the side connections) share. */
 #ifndef NET_IB_INT_H
 #define NET_IB_INT_H
 
 #include <infiniband/verbs.h>
+#include <unistd.h>
 
 #include "net_ib.h"
 #include "rt_result.h"
+#include "rt_socket.h"
 
 /* Every ibv_* function the backend calls (ibv_post_send, ibv_post_recv,
  * ibv_poll_cq and ibv_req_notify_cq are inline in <infiniband/verbs.h>
@@ -74,5 +77,144 @@ typedef struct net_ib_dev {
  * LID), BT_ERR_SYSTEM (opening or querying failed), BT_ERR_INVALID (no GID
  * fits), or BT_ERR_NOMEM (err empty). */
 bt_result net_ib_open_port(net_ib_dev *d, char *err, size_t errlen);
+
+/* ---- net_ib.c and net_ib_side.c: limits, link states, wire formats, the context ---- */
+
+enum {
+  IB_MAX_QPS = 16, IB_MAX_CONNS = 1 << 16,
+  IB_WR = 128, IB_MIN_WR = 16,      /* send and receive WRs per QP; the ring has 2 x receives slots */
+  IB_CQ_MAX = 1 << 20, IB_MSGQ = 16 /* messages in flight per send connection */,
+  IB_MRC = 32, IB_PENDING_MAX = 64,
+  K_DATA = 1, K_CREDIT = 2,
+  SQ_PIECE = 1, SQ_RECORD, SQ_LAST, SQ_CREDIT,
+  L_WAIT_CONN = 1, L_WAIT_HELLO, L_WAIT_READY, L_UP, L_BYE, L_FAILED,
+};
+#define ADDR_MAGIC 0x42494254u    /* "TBIB" */
+#define HELLO_MAGIC 0x48494254u   /* "TBIH" */
+#define IB_VERSION 1u
+#define RECV_BIT 0x80000000u
+
+
+/* ---- wire formats (host byte order: every rank runs the same build) ---- */
+
+typedef struct ib_addr {        /* what a rank publishes through the bootstrap */
+  uint32_t magic, version;
+  uint8_t link_layer, port, mtu, gid_index;
+  uint32_t lid;
+  uint64_t nonce;               /* one per process */
+  unsigned char token[16], gid[16], sock[RT_SOCKADDR_WIRE];
+  char dev[32];
+} ib_addr;
+
+typedef struct ib_hello {       /* on the side connection, each way */
+  uint32_t magic, version, from, to, nqps, nsend, nrecv, pool_rkey, ring_rkey, ring_slots;
+  unsigned char token[16];      /* the receiver's */
+  uint64_t pool_addr, pool_bytes, ring_addr;
+  uint32_t qpn[IB_MAX_QPS], psn[IB_MAX_QPS];
+} ib_hello;
+
+typedef struct ib_rec {         /* one slot of a ring */
+  uint32_t idx, kind, conn, total;
+  uint64_t seq, off;            /* seq: the credit's value for K_CREDIT */
+} ib_rec;
+
+_Static_assert(sizeof(ib_addr) <= NET_ADDR_BYTES, "the verbs address must fit NET_ADDR_BYTES");
+_Static_assert(sizeof(ib_rec) == 32, "a record is 32 bytes");
+
+/* ---- the context ---- */
+
+typedef struct ib_sqe {         /* one posted send WR, in posting order */
+  uint8_t kind;
+  int8_t mrc;                   /* the MR cache entry it holds, or -1 */
+  uint32_t conn, msg, bytes;    /* msg: slot in the connection's message queue */
+} ib_sqe;
+
+typedef struct ib_qp {
+  struct ibv_qp *qp;
+  uint32_t psn, sq_head, sq_tail;   /* send WRs posted, completed */
+  int inline_ok;
+  ib_sqe *sq;                   /* sq_depth */
+  ib_rec *stage, *ring;         /* outgoing records by send slot (stage_mr); incoming ring (rings_mr) */
+  uint64_t rec_out, rec_in;     /* records written to the peer's ring, read from ours */
+  uint64_t peer_ring;
+} ib_qp;
+
+typedef struct ib_msg {         /* a message with pieces in flight or its last piece held */
+  uint64_t seq;
+  uint32_t pending, lkey;       /* pieces posted, not yet completed */
+  int closed, mrc;              /* closed: `last` holds its last piece */
+  net_piece last;
+} ib_msg;
+
+typedef struct ib_sconn { ib_msg q[IB_MSGQ]; uint32_t head, tail; } ib_sconn;
+typedef struct ib_rconn { uint64_t want, next_seq; uint8_t dirty, inflight; } ib_rconn;
+
+typedef struct ib_link {
+  int peer, nsend, nrecv, state, lower, same_proc;
+  int unreported, bye_seen, bye_told, held;   /* held: last pieces waiting */
+  int fd;                       /* the side connection */
+  ib_hello in;                  /* the peer's hello */
+  size_t in_n, out_n, out_off;
+  unsigned char out[sizeof(ib_hello) + 8];    /* bytes to send on fd */
+  ib_addr peer_addr;
+  rt_sockaddr peer_sa;
+  uint64_t pool_addr, pool_bytes;
+  uint32_t pool_rkey, ring_rkey, ring_slots, rr;   /* rr: next QP for a piece */
+  ib_qp qp[IB_MAX_QPS];
+  ib_sconn *s;
+  ib_rconn *r;
+  uint32_t *dirty;              /* receive connections with a credit owed */
+  int ndirty;
+} ib_link;
+
+typedef struct ib_mrc { uintptr_t lo, hi; struct ibv_mr *mr; int refs; uint64_t used; } ib_mrc;
+typedef struct ib_pend { int fd; size_t n; ib_hello in; } ib_pend;
+
+typedef struct ib_ctx {
+  int rank, nranks, nqps, connected, aborted;
+  int64_t deadline, next_side;
+  char dev[NET_IB_NAME_MAX];
+  int port, link_layer, mtu, gid_index, lid, max_qp_wr, max_cqe;
+  unsigned char gid[16], token[16];
+  uint64_t nonce;
+  struct ibv_context *vc;
+  struct ibv_pd *pd;
+  struct ibv_comp_channel *ch;
+  struct ibv_cq *cq;
+  int cq_size, armed, sq_depth, rq_depth, ring_slots;
+  char *pool;
+  size_t pool_bytes;
+  struct ibv_mr *pool_mr, *rings_mr, *stage_mr;
+  ib_rec *rings, *stage;
+  ib_mrc mrc[IB_MRC];
+  uint64_t clock, sent, received;
+  int listen_fd, npend, nlinks;
+  ib_pend pend[IB_PENDING_MAX];
+  ib_link *links;
+  struct pollfd *pfd;
+} ib_ctx;
+
+/* Closes *fd unless it is -1, and sets it to -1. */
+static inline void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* net_ib.c.  Marks L failed, logging why ("verbs: rank 3 -> rank 5
+ * (mlx5_0:1): ...") unless it already was, and closes its side connection
+ * so that the peer learns at once; progress() reports it.  Returns -1. */
+int net_ib_link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* net_ib.c.  Takes QP k of L to RTR (towards the peer's QP qpn, PSN psn)
+ * and RTS; BATON_IB_SL, _TC, _TIMEOUT and _RETRY_CNT apply.  0, or -1 (L
+ * failed). */
+int net_ib_qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn);
+
+/* net_ib_side.c (contracts there): link l's hello queued; what L has
+ * queued sent as far as the socket takes it; the listener and every side
+ * connection served once, without blocking. */
+void net_ib_hello_queue(ib_ctx *c, int l);
+int net_ib_side_flush(ib_ctx *c, ib_link *L);
+int net_ib_pump(ib_ctx *c);
 
 #endif

@@ -2,9 +2,10 @@
  * libibverbs at run time (dlopen; net_ib_set_library names another
  * library, as tests do), parses BATON_IB_HCA and matches it against every
  * device's ports, picks the GID, and answers whether the backend can run
- * here at all (net_ib_unavailable).  net_ib.c, the other half, builds
- * contexts, queue pairs and the data path on the port chosen here
- * (net_ib_int.h is what the two share). */
+ * here at all (net_ib_unavailable).  net_ib.c builds contexts, queue
+ * pairs and the data path on the port chosen here, net_ib_side.c the TCP
+ * side connections that set the queue pairs up (net_ib_int.h is what the
+ * three share). */
 #define _GNU_SOURCE
 #include "net_ib_int.h"
 
