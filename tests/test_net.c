@@ -31,15 +31,6 @@
 
 enum { SLOT = 3 * 4096 + 100, NSLOTS = 4, MAXR = 8 };
 
-static void *hm_alloc(size_t n, void **dev) {
-  n = (n + 4095) / 4096 * 4096;
-  void *p = aligned_alloc(4096, n);
-  if (p) memset(p, 0, n);
-  *dev = p;
-  return p;
-}
-static void hm_free(void *p) { free(p); }
-static const tp_hostmem hostmem = {hm_alloc, hm_free};
 static const tp_ops *const net_only[] = {&tp_net_ops};
 
 typedef struct trank {
@@ -75,7 +66,7 @@ static unsigned char pat(const tp_key *k, uint64_t m, uint32_t i) {
 }
 
 static tp_ctx ctx_of(trank *t) {
-  return (tp_ctx){t->rank, t->nranks, peers, NSLOTS, SLOT, 0, &hostmem, &t->abort};
+  return (tp_ctx){t->rank, t->nranks, peers, NSLOTS, SLOT, 0, &tp_heap_mem, &t->abort};
 }
 
 /* Creates ranks t[0..n) in this process and connects them one after the

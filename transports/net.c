@@ -55,31 +55,15 @@ static int64_t lens_bytes(const net *n) { return round_up((int64_t)n->nslots * 4
  * computes any rank's layout from the same sorted keys. */
 typedef struct net_where { int64_t rfifo, rwords, sfifo, swords; } net_where;
 
-static int64_t count_dst(const net *n, int r) {
-  int64_t c = 0;
-  for (int i = 0; i < n->nkeys; i++) c += n->keys[i].dst == r;
-  return c;
-}
-static int64_t count_src(const net *n, int r) {
-  int64_t c = 0;
-  for (int i = 0; i < n->nkeys; i++) c += n->keys[i].src == r;
-  return c;
-}
 static int64_t send_bytes(const net *n) { return n->fifo_bytes + lens_bytes(n) + 3 * WORD; }
 
 static net_where locate(const net *n, const tp_key *k) {
-  int64_t ri = 0, si = 0;
-  for (int i = 0; i < n->nkeys; i++) {
-    if (tp_key_cmp(&n->keys[i], k) >= 0) break;
-    ri += n->keys[i].dst == k->dst;
-    si += n->keys[i].src == k->src;
-  }
+  tp_place p = tp_keys_place(n->keys, n->nkeys, k);
   net_where w;
-  int64_t nr = count_dst(n, k->dst);
-  w.rfifo = ri * n->fifo_bytes;
-  w.rwords = nr * n->fifo_bytes + ri * 3 * WORD;
-  int64_t sbase = count_dst(n, k->src) * (n->fifo_bytes + 3 * WORD);
-  w.sfifo = sbase + si * send_bytes(n);
+  w.rfifo = p.ri * n->fifo_bytes;
+  w.rwords = p.nrecv_dst * n->fifo_bytes + p.ri * 3 * WORD;
+  int64_t sbase = p.nrecv_src * (n->fifo_bytes + 3 * WORD);
+  w.sfifo = sbase + p.si * send_bytes(n);
   w.swords = w.sfifo + n->fifo_bytes + lens_bytes(n);
   return w;
 }
@@ -144,7 +128,8 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
   memcpy(n->keys, keys, nkeys * sizeof *keys);
   n->nkeys = nkeys;
   int me = x->rank;
-  int64_t nr = count_dst(n, me), ns = count_src(n, me);
+  int64_t nr, ns;
+  tp_keys_count(n->keys, n->nkeys, me, &nr, &ns);
   n->s = calloc(ns + 1, sizeof *n->s);
   n->r = calloc(nr + 1, sizeof *n->r);
   if (!n->s || !n->r) goto fail;

@@ -1,6 +1,7 @@
 /* tp.c -- node groups and the set of transports of one communicator. */
 #include "tp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +25,37 @@ int tp_keys_normalize(tp_key *keys, int n) {
     if (tp_key_cmp(&keys[i], &keys[m - 1])) keys[m++] = keys[i];
   return m;
 }
+
+void tp_keys_count(const tp_key *keys, int n, int r, int64_t *nrecv, int64_t *nsend) {
+  *nrecv = *nsend = 0;
+  for (int i = 0; i < n; i++) {
+    *nrecv += keys[i].dst == r;
+    *nsend += keys[i].src == r;
+  }
+}
+
+tp_place tp_keys_place(const tp_key *keys, int n, const tp_key *k) {
+  tp_place p = {0, 0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    const tp_key *x = &keys[i];
+    if (tp_key_cmp(x, k) < 0) {
+      p.ri += x->dst == k->dst;
+      p.si += x->src == k->src;
+    }
+    p.nrecv_dst += x->dst == k->dst;
+    p.nrecv_src += x->dst == k->src;
+  }
+  return p;
+}
+
+static void *heap_alloc(size_t bytes, void **dev) {
+  bytes = (bytes + 4095) / 4096 * 4096;
+  void *p = aligned_alloc(4096, bytes);
+  if (p) memset(p, 0, bytes);
+  *dev = p;
+  return p;
+}
+const tp_hostmem tp_heap_mem = {heap_alloc, free};
 
 void tp_peer_self(tp_peer *me, int dev) {
   char name[256] = {0};
@@ -88,8 +120,10 @@ bt_result tp_set_create(tp_set **out, const tp_ctx *x, const tp_ops *const *ops,
     int o = 0;
     while (o < nops && !ops[o]->can_connect(x, keys[k].src, keys[k].dst)) o++;
     if (o == nops) {
-      LOG_WARN(RT_SUB_RUNTIME, "no transport connects rank %d to rank %d (tried:%s%s%s%s)", keys[k].src, keys[k].dst,
-               nops > 0 ? " " : "", ops[0]->name, nops > 1 ? ", " : "", nops > 1 ? ops[1]->name : "");
+      char tried[128] = "";
+      for (int i = 0, at = 0; i < nops && at < (int)sizeof tried; i++)
+        at += snprintf(tried + at, sizeof tried - at, "%s%s", i ? ", " : "", ops[i]->name);
+      LOG_WARN(RT_SUB_RUNTIME, "no transport connects rank %d to rank %d (tried: %s)", keys[k].src, keys[k].dst, tried);
       res = BT_ERR_UNSUPPORTED;
       goto fail;
     }

@@ -34,6 +34,19 @@ typedef struct tp_key { int32_t src, dst, chan, lane, proto; } tp_key;
 int tp_keys_normalize(tp_key *keys, int n);
 int tp_key_cmp(const void *a, const void *b);
 
+/* Connections rank r receives on (*nrecv) and sends on (*nsend) among
+ * keys[0..n). */
+void tp_keys_count(const tp_key *keys, int n, int r, int64_t *nrecv, int64_t *nsend);
+
+/* Where key k stands among the sorted keys[0..n), for a transport that
+ * lays out each rank's pool from the same keys on every rank: its index
+ * among the keys its receiver receives on (ri) and among those its sender
+ * sends on (si), and how many keys its receiver and its sender each
+ * receive on (nrecv_dst, nrecv_src: the receive sides come first in a
+ * pool).  One pass over the keys. */
+typedef struct tp_place { int64_t ri, si, nrecv_dst, nrecv_src; } tp_place;
+tp_place tp_keys_place(const tp_key *keys, int n, const tp_key *k);
+
 /* Where a rank runs.  node is filled by tp_peer_group. */
 typedef struct tp_peer {
   uint64_t host;         /* hash of the host name */
@@ -55,6 +68,10 @@ typedef struct tp_hostmem {
   void *(*alloc)(size_t bytes, void **dev);
   void (*free)(void *p);
 } tp_hostmem;
+
+/* Plain heap memory (the GPU address is the host one): for runs where
+ * threads play the GPUs. */
+extern const tp_hostmem tp_heap_mem;
 
 /* What every transport of a communicator is set up with. */
 typedef struct tp_ctx {

@@ -45,37 +45,17 @@ typedef struct tp_p2p {
  * sent connection a tail and a count word. */
 typedef struct where { int64_t fifo, head, rcount, tail, scount; } where;
 
-static int64_t nrecv_of(const tp_p2p *t, int r) {
-  int64_t n = 0;
-  for (int i = 0; i < t->nkeys; i++) n += t->keys[i].dst == r;
-  return n;
-}
-static int64_t nsend_of(const tp_p2p *t, int r) {
-  int64_t n = 0;
-  for (int i = 0; i < t->nkeys; i++) n += t->keys[i].src == r;
-  return n;
-}
-static int64_t pool_bytes(const tp_p2p *t, int r) {
-  return nrecv_of(t, r) * (t->fifo_bytes + 2 * WORD) + nsend_of(t, r) * 2 * WORD;
-}
 
 /* Offsets of key k's parts: receive side in k.dst's pool, send side in
  * k.src's pool. */
 static where locate(const tp_p2p *t, const tp_key *k) {
   where w;
-  int64_t ri = 0, si = 0;
-  for (int i = 0; i < t->nkeys; i++) {
-    const tp_key *x = &t->keys[i];
-    if (tp_key_cmp(x, k) >= 0) break;
-    ri += x->dst == k->dst;
-    si += x->src == k->src;
-  }
-  int64_t nr = nrecv_of(t, k->dst);
-  w.fifo = ri * t->fifo_bytes;
-  w.head = nr * t->fifo_bytes + ri * 2 * WORD;
+  tp_place p = tp_keys_place(t->keys, t->nkeys, k);
+  w.fifo = p.ri * t->fifo_bytes;
+  w.head = p.nrecv_dst * t->fifo_bytes + p.ri * 2 * WORD;
   w.rcount = w.head + WORD;
-  int64_t sbase = nrecv_of(t, k->src) * (t->fifo_bytes + 2 * WORD);
-  w.tail = sbase + si * 2 * WORD;
+  int64_t sbase = p.nrecv_src * (t->fifo_bytes + 2 * WORD);
+  w.tail = sbase + p.si * 2 * WORD;
   w.scount = w.tail + WORD;
   return w;
 }
@@ -104,14 +84,16 @@ static bt_result p2p_create(const tp_ctx *x, const tp_key *keys, int nkeys, void
   memcpy(t->keys, keys, nkeys * sizeof *keys);
   t->nkeys = nkeys;
   CHECK_GOTO(rt_cuda(cudaGetDevice(&t->dev), RT_SUB_RUNTIME, "p2p: cudaGetDevice"), res, fail);
-  int64_t bytes = pool_bytes(t, rank);
+  int64_t nrecv, nsend;
+  tp_keys_count(t->keys, t->nkeys, rank, &nrecv, &nsend);
+  int64_t bytes = nrecv * (t->fifo_bytes + 2 * WORD) + nsend * 2 * WORD;
   if (bytes == 0) bytes = WORD;
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&t->pool, bytes),
                      RT_SUB_RUNTIME, "p2p: allocating the connection pool"), res, fail);
   CHECK_GOTO(rt_cuda(cudaMemset(t->pool, 0, bytes), RT_SUB_RUNTIME, "p2p: clearing the connection pool"), res, fail);
   t->peer[rank] = t->pool;
   LOG_INFO(RT_SUB_RUNTIME, "p2p: rank %d dev %d: %lld connections, pool %.1f MiB", rank, t->dev,
-           (long long)(nrecv_of(t, rank) + nsend_of(t, rank)), bytes / 1048576.0);
+           (long long)(nrecv + nsend), bytes / 1048576.0);
   *state = t;
   tp_handle *h = (tp_handle *)blob;
   memset(h, 0, sizeof *h);

@@ -23,15 +23,6 @@
 
 enum { SLOT = 4096, NSLOTS = 4, NSOCKS = 2 };
 
-static void *hm_alloc(size_t n, void **dev) {
-  n = (n + 4095) / 4096 * 4096;
-  void *p = aligned_alloc(4096, n);
-  if (p) memset(p, 0, n);
-  *dev = p;
-  return p;
-}
-static void hm_free(void *p) { free(p); }
-static const tp_hostmem hostmem = {hm_alloc, hm_free};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -76,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   tp_peer_group(peers, 2, 1);
   tp_key keys[3] = {{0, 1, 0, 0, 0}, {0, 1, 1, 0, 0}, {1, 0, 0, 0, 0}};
   volatile int32_t abort_flag = 0;
-  tp_ctx x = {1, 2, peers, NSLOTS, SLOT, 0, &hostmem, &abort_flag};
+  tp_ctx x = {1, 2, peers, NSLOTS, SLOT, 0, &tp_heap_mem, &abort_flag};
   void *state = NULL;
   unsigned char blob[TP_BLOB_BYTES];
   if (tp_net_ops.setup(&x, keys, 3, &state, blob)) return 0;
