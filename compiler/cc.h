@@ -47,11 +47,12 @@ typedef struct cc_op {
   int zerocopy;             /* computed straight into the one peer it is sent to (gemvs) */
 } cc_op;
 
-/* An operand declared with matrix() or vector(). */
+/* An operand declared with matrix(), vector() or index(). */
 typedef struct cc_opnd {
   char name[IR_MAX_NAME];
   int kind;                 /* ir_okind */
   char dim[2][IR_MAX_NAME]; /* rows, cols / length, "" */
+  char dtype[8];            /* "call"; an index vector's "i64" or "i32" */
   int line;
 } cc_opnd;
 
@@ -83,6 +84,7 @@ typedef struct cc_trace {
   int cur_frag, cur_piece;  /* fragment being traced (1-based; 0 none) and its instance */
   struct cc_snap *snap0, *snapr;  /* parallelize: state before the fragment, merged result */
   char *expect;             /* custom collectives: the postcondition's text, or NULL */
+  char interleave[IR_MAX_NAME * IR_MAX_DIM_FACTORS];   /* the output's interleaved layout ("T*D"), or "" */
   ir_expect *rules;         /* ... parsed */
   int decl_line;            /* script line of collective{} */
   int fused;                /* operands declared: the input is computed, not given */

@@ -290,7 +290,7 @@ static int order_compute(lower *w, int *order, int live) {
     if (J->dead) continue;
     for (int k = 0; k < J->npred; k++) {
       int c = J->pred[k];
-      if (w->v[c].op != IR_OP_GEMV) continue;
+      if (!(fl(w->v[c].op) & IR_F_COMP)) continue;
       if (fl(J->op) & IR_F_SEND) sent[c] = 1;
       if (J->depth < key[c]) key[c] = J->depth;
     }
@@ -298,7 +298,7 @@ static int order_compute(lower *w, int *order, int live) {
   int m = 0;
   for (int q = 0; q < live; q++) {
     int id = order[q];
-    if (w->v[id].op != IR_OP_GEMV) continue;
+    if (w->v[id].op == IR_OP_GEMVS || !(fl(w->v[id].op) & IR_F_COMP)) continue;
     key[id] = w->t->tileorder == CC_ORDER_PROGRAM ? 0 : key[id] + (sent[id] ? 0 : INT_MAX / 2);
     moved[m++] = id;
   }
@@ -310,7 +310,7 @@ static int order_compute(lower *w, int *order, int live) {
     }
   int k = m;
   for (int q = 0; q < live; q++)
-    if (w->v[order[q]].op != IR_OP_GEMV) moved[k++] = order[q];
+    if (w->v[order[q]].op == IR_OP_GEMVS || !(fl(w->v[order[q]].op) & IR_F_COMP)) moved[k++] = order[q];
   memcpy(order, moved, live * sizeof(int));
   cc_free(moved);
   cc_free(key);
@@ -786,10 +786,12 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->minbytes = t->minbytes;
   p->maxbytes = t->maxbytes;
   if (t->expect && !(p->expect = ir_intern(p, t->expect))) goto out;
+  if (t->interleave[0] && !(p->interleave = ir_intern(p, t->interleave))) goto out;
   for (int k = 0; k < t->noperands; k++) {
     const cc_opnd *c = &t->opnd[k];
     ir_operand *od = ir_operand_add(p, c->name, (ir_okind)c->kind);
-    if (!od || !(od->dim[0] = ir_intern(p, c->dim[0])) || (c->dim[1][0] && !(od->dim[1] = ir_intern(p, c->dim[1]))))
+    if (!od || !(od->dim[0] = ir_intern(p, c->dim[0])) || (c->dim[1][0] && !(od->dim[1] = ir_intern(p, c->dim[1]))) ||
+        !(od->dtype = ir_intern(p, c->dtype)))
       goto out;
     od->line = c->line;
   }

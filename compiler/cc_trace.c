@@ -270,7 +270,7 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
 
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
  *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect=,
- *             tileorder= } */
+ *             tileorder=, interleave= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -315,6 +315,13 @@ static int l_collective(lua_State *L) {
     luaL_error(L, "tileorder='%s': expected \"comm\" (compute the chunks that leave the GPU first) or \"program\" (the "
                "script's order)", order);
   t->tileorder = !strcmp(order, "program") ? CC_ORDER_PROGRAM : CC_ORDER_COMM;
+  lua_getfield(L, 1, "interleave");
+  const char *il = luaL_optstring(L, -1, NULL);
+  if (il && !ir_dim_expr_ok(il))
+    luaL_error(L, "interleave='%s': expected a product of dimension names the call binds, such as \"T*D\"", il);
+  if (il && ((t->coll != IR_COLL_ALLTOALL && t->coll != IR_COLL_ALLGATHER) || t->inplace))
+    luaL_error(L, "interleave is for out-of-place alltoall and allgather collectives (an output block per rank)");
+  snprintf(t->interleave, sizeof t->interleave, "%s", il ? il : "");
   lua_getfield(L, 1, "name");
   snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
   lua_getfield(L, 1, "minbytes");
@@ -412,7 +419,7 @@ static void check_dim(lua_State *L, const char *what, const char *v) {
 
 /* Declares an operand: the program becomes fused (its input is computed).
  * Pushes the operand's handle. */
-static int declare(lua_State *L, int kind, const char *name, const char *d0, const char *d1) {
+static int declare(lua_State *L, int kind, const char *name, const char *d0, const char *d1, const char *dtype) {
   cc_trace *t = declared(L);
   if (t->nops)
     luaL_error(L, "%s(\"%s\") comes after chunk operations: declare the operands first (a fused program's input "
@@ -429,6 +436,7 @@ static int declare(lua_State *L, int kind, const char *name, const char *d0, con
   snprintf(o->dim[0], sizeof o->dim[0], "%s", d0);
   snprintf(o->dim[1], sizeof o->dim[1], "%s", d1 ? d1 : "");
   o->kind = kind;
+  snprintf(o->dtype, sizeof o->dtype, "%s", dtype);
   o->line = script_line(L);
   if (!t->fused) {   /* the input is computed from now on */
     t->fused = 1;
@@ -447,27 +455,44 @@ static int declare(lua_State *L, int kind, const char *name, const char *d0, con
 
 /* matrix(name, rows, cols): an operand matrix, row-major. */
 static int l_matrix(lua_State *L) {
-  return declare(L, IR_OPND_MATRIX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), luaL_checkstring(L, 3));
+  return declare(L, IR_OPND_MATRIX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), luaL_checkstring(L, 3), "call");
 }
 
 /* vector(name, length) */
 static int l_vector(lua_State *L) {
-  return declare(L, IR_OPND_VECTOR, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL);
+  return declare(L, IR_OPND_VECTOR, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL, "call");
 }
 
-static int operand_arg(lua_State *L, int at, int kind, const char *fn) {
+/* index(name, length [, dtype]): a vector of integers, "i64" (the
+ * default) or "i32". */
+static int l_index(lua_State *L) {
+  const char *dt = luaL_optstring(L, 3, "i64");
+  if (strcmp(dt, "i64") && strcmp(dt, "i32")) luaL_error(L, "index: dtype '%s' is not i64 or i32", dt);
+  return declare(L, IR_OPND_INDEX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL, dt);
+}
+
+static int operand_of(lua_State *L, int at, int kind, const char *fn, const char *what) {
   cc_trace *t = trace_of(L);
   int *h = luaL_testudata(L, at, OPND_MT);
-  if (!h) luaL_error(L, "%s: argument %d must be a %s declared with %s()", fn, at, ir_okind_name[kind],
-                     ir_okind_name[kind]);
+  if (!h) luaL_error(L, "%s: %s must be a%s %s declared with %s()", fn, what, kind == IR_OPND_INDEX ? "n" : "",
+                     ir_okind_name[kind], ir_okind_name[kind]);
   if (t->opnd[*h].kind != kind)
-    luaL_error(L, "%s: argument %d, %s, is a %s; it must be a %s", fn, at, t->opnd[*h].name,
-               ir_okind_name[t->opnd[*h].kind], ir_okind_name[kind]);
+    luaL_error(L, "%s: %s, %s, is a%s %s; it must be a%s %s", fn, what, t->opnd[*h].name,
+               t->opnd[*h].kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[t->opnd[*h].kind],
+               kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[kind]);
   return *h;
 }
 
-/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy. */
-static void compute_opts(lua_State *L, int at, cc_op *op) {
+static int operand_arg(lua_State *L, int at, int kind, const char *fn) {
+  char what[24];
+  snprintf(what, sizeof what, "argument %d", at);
+  return operand_of(L, at, kind, fn, what);
+}
+
+/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy;
+ * with bag set (embedding_bag), mode = "sum" | "mean" and weights = a
+ * vector, which set op->cop and op->args[3]. */
+static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
   op->sync = IR_SYNC_TILE;
   if (lua_isnoneornil(L, at)) return;
   luaL_checktype(L, at, LUA_TTABLE);
@@ -487,35 +512,36 @@ static void compute_opts(lua_State *L, int at, cc_op *op) {
       op->sync_param = (int)par;
     } else if (!strcmp(k, "zerocopy")) {
       op->zerocopy = lua_toboolean(L, -1);
+      if (op->zerocopy && bag) luaL_error(L, "zerocopy is for gemv; an embedding bag's chunks are stored, then sent");
+    } else if (bag && !strcmp(k, "mode")) {
+      const char *v = luaL_checkstring(L, -1);
+      if (!strcmp(v, "sum")) op->cop = IR_OP_EBAG;
+      else if (!strcmp(v, "mean")) op->cop = IR_OP_EBAGM;
+      else luaL_error(L, "mode='%s': expected \"sum\" or \"mean\"", v);
+    } else if (bag && !strcmp(k, "weights")) {
+      lua_pushvalue(L, -1);
+      op->args[3] = (int8_t)operand_of(L, lua_gettop(L), IR_OPND_VECTOR, "embedding_bag", "weights");
+      lua_pop(L, 1);
     } else {
-      luaL_error(L, "unknown compute option '%s' (sync, zerocopy)", k);
+      luaL_error(L, "unknown compute option '%s' (%s)", k, bag ? "mode, weights, sync" : "sync, zerocopy");
     }
     lua_pop(L, 1);
   }
 }
 
-/* gemv(A, x, rank, index [, count [, opts]]): rank computes its input
- * chunks [index, index+count): element e is row e of A times x.  Returns
- * a reference to them. */
-static int l_gemv(lua_State *L) {
-  cc_trace *t = declared(L);
-  int a = operand_arg(L, 1, IR_OPND_MATRIX, "gemv"), x = operand_arg(L, 2, IR_OPND_VECTOR, "gemv");
-  lua_Integer rank64 = luaL_checkinteger(L, 3), idx64 = luaL_checkinteger(L, 4), count64 = luaL_optinteger(L, 5, 1);
-  const cc_opnd *A = &t->opnd[a], *X = &t->opnd[x];
-  if (strcmp(A->dim[0], IR_DIM_INPUT))
-    luaL_error(L, "gemv: matrix %s has rows '%s'; it needs rows \"%s\" (a row per element it computes)", A->name,
-               A->dim[0], IR_DIM_INPUT);
-  if (strcmp(A->dim[1], X->dim[0]))
-    luaL_error(L, "gemv: matrix %s has cols '%s' but vector %s has length '%s'", A->name, A->dim[1], X->name, X->dim[0]);
+/* Rank `rank` computes its input chunks [idx, idx+count) with op (its cop
+ * and args set): marks them computed, records the step and pushes a
+ * reference to them. */
+static int compute_into(lua_State *L, cc_trace *t, cc_op *op, lua_Integer rank64, lua_Integer idx64,
+                        lua_Integer count64) {
   check_range(L, t, rank64, CC_SPACE_INPUT, idx64, count64);
   int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
-  cc_op op = {.kind = CC_COMPUTE, .src_rank = rank, .src_space = CC_SPACE_INPUT, .src_idx = idx, .dst_rank = rank,
-              .dst_space = CC_SPACE_INPUT, .dst_idx = idx, .count = count, .ch = -1, .sendtb = -1, .recvtb = -1,
-              .line = script_line(L), .cop = IR_OP_GEMV};
-  op.args[0] = (int8_t)a;
-  op.args[1] = (int8_t)x;
-  op.args[2] = -1;
-  compute_opts(L, 6, &op);
+  op->kind = CC_COMPUTE;
+  op->src_rank = op->dst_rank = rank;
+  op->src_space = op->dst_space = CC_SPACE_INPUT;
+  op->src_idx = op->dst_idx = idx;
+  op->count = count;
+  op->ch = op->sendtb = op->recvtb = -1;
   for (int i = 0; i < count; i++) {
     cc_loc *l = loc(L, t, rank, CC_SPACE_INPUT, idx + i);
     if (l->val.n)
@@ -526,18 +552,65 @@ static int l_gemv(lua_State *L) {
     if (!val_set(&l->val, &v)) cc_lua_nomem(L);
     l->version = next_version(L, t);
     l->mixed = 0;
-    l->line = op.line;
+    l->line = op->line;
   }
-  add_op(L, t, &op);
+  add_op(L, t, op);
   push_ref(L, t, rank, CC_SPACE_INPUT, idx, count);
   return 1;
+}
+
+/* gemv(A, x, rank, index [, count [, opts]]): rank computes its input
+ * chunks [index, index+count): element e is row e of A times x.  Returns
+ * a reference to them. */
+static int l_gemv(lua_State *L) {
+  cc_trace *t = declared(L);
+  int a = operand_arg(L, 1, IR_OPND_MATRIX, "gemv"), x = operand_arg(L, 2, IR_OPND_VECTOR, "gemv");
+  const cc_opnd *A = &t->opnd[a], *X = &t->opnd[x];
+  if (strcmp(A->dim[0], IR_DIM_INPUT))
+    luaL_error(L, "gemv: matrix %s has rows '%s'; it needs rows \"%s\" (a row per element it computes)", A->name,
+               A->dim[0], IR_DIM_INPUT);
+  if (strcmp(A->dim[1], X->dim[0]))
+    luaL_error(L, "gemv: matrix %s has cols '%s' but vector %s has length '%s'", A->name, A->dim[1], X->name, X->dim[0]);
+  cc_op op = {.line = script_line(L), .cop = IR_OP_GEMV, .args = {(int8_t)a, (int8_t)x, -1, -1}};
+  compute_opts(L, 6, &op, 0);
+  return compute_into(L, t, &op, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4), luaL_optinteger(L, 5, 1));
+}
+
+/* embedding_bag(E, indices, offsets, rank, index [, count [, opts]]):
+ * rank computes its input chunks [index, index+count) by pooling rows of
+ * table E: element e is column e mod D of bag e div D (D: E's columns),
+ * bag b the rows indices[offsets[b] .. offsets[b+1]-1].  opts: mode
+ * ("sum", the default, or "mean"), weights (a vector, one per index; sum
+ * only), sync.  Returns a reference to the chunks. */
+static int l_embedding_bag(lua_State *L) {
+  cc_trace *t = declared(L);
+  int e = operand_of(L, 1, IR_OPND_MATRIX, "embedding_bag", "the table (argument 1)");
+  int ix = operand_of(L, 2, IR_OPND_INDEX, "embedding_bag", "the indices (argument 2)");
+  int of = operand_of(L, 3, IR_OPND_INDEX, "embedding_bag", "the offsets (argument 3)");
+  const cc_opnd *E = &t->opnd[e], *IX = &t->opnd[ix], *OF = &t->opnd[of];
+  if (!strcmp(E->dim[0], IR_DIM_INPUT) || !strcmp(E->dim[1], IR_DIM_INPUT))
+    luaL_error(L, "embedding_bag: table %s is [%s x %s]; a table's rows and columns are dimensions of its own, not "
+               "\"%s\"", E->name, E->dim[0], E->dim[1], IR_DIM_INPUT);
+  if (!strcmp(IX->dim[0], OF->dim[0]))
+    luaL_error(L, "embedding_bag: indices %s and offsets %s have the same length '%s'; offsets has one per bag, plus "
+               "one", IX->name, OF->name, IX->dim[0]);
+  cc_op op = {.line = script_line(L), .cop = IR_OP_EBAG, .args = {(int8_t)e, (int8_t)ix, (int8_t)of, -1}};
+  compute_opts(L, 7, &op, 1);
+  if (op.args[3] >= 0) {
+    const cc_opnd *W = &t->opnd[op.args[3]];
+    if (op.cop == IR_OP_EBAGM) luaL_error(L, "embedding_bag: weights are for mode \"sum\" (as in PyTorch)");
+    if (strcmp(W->dim[0], IX->dim[0]))
+      luaL_error(L, "embedding_bag: weights %s have length '%s' but indices %s have '%s' (a weight per index)",
+                 W->name, W->dim[0], IX->name, IX->dim[0]);
+  }
+  return compute_into(L, t, &op, luaL_checkinteger(L, 4), luaL_checkinteger(L, 5), luaL_optinteger(L, 6, 1));
 }
 
 static int l_opnd_tostring(lua_State *L) {
   cc_trace *t = trace_of(L);
   const cc_opnd *o = &t->opnd[*(int *)luaL_checkudata(L, 1, OPND_MT)];
   if (o->kind == IR_OPND_MATRIX) lua_pushfstring(L, "matrix %s [%s x %s]", o->name, o->dim[0], o->dim[1]);
-  else lua_pushfstring(L, "vector %s [%s]", o->name, o->dim[0]);
+  else lua_pushfstring(L, "%s %s [%s]", ir_okind_name[o->kind], o->name, o->dim[0]);
   return 1;
 }
 
@@ -768,7 +841,8 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param},
                                  {"parallelize", l_parallelize}, {"matrix", l_matrix}, {"vector", l_vector},
-                                 {"gemv", l_gemv}, {NULL, NULL}};
+                                 {"gemv", l_gemv}, {"index", l_index},
+                                 {"embedding_bag", l_embedding_bag}, {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);

@@ -57,13 +57,68 @@ static int64_t dim_value(const ir_prog *p, const ir_operand *o, const char *dim,
   return v;
 }
 
+ip_dtype ip_operand_dtype(const ir_prog *p, int k, ip_dtype t) {
+  if (p->operands[k].kind != IR_OPND_INDEX) return t;
+  return !strcmp(p->operands[k].dtype, "i32") ? IP_I32 : IP_I64;
+}
+
+/* The value of dimension `name`: bound in d, else dflt (> 0), else -1. */
+static int64_t dim_or(const ip_dims *d, const char *name, int64_t dflt) {
+  int64_t v = ip_dims_get(d, name);
+  return v < 0 && dflt > 0 ? dflt : v;
+}
+
+/* An embedding bag's offsets have one entry per bag plus one, the bags
+ * being the input's elements over the table's columns: where the call
+ * leaves the offsets' length unbound, dd gets it. */
+static void derive_dims(const ir_prog *p, const ir_geom *g, ip_dims *dd, int64_t dflt) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[s];
+        if (st->op != IR_OP_EBAG && st->op != IR_OP_EBAGM) continue;
+        const ir_operand *e = &p->operands[st->args[0]], *of = &p->operands[st->args[2]];
+        int64_t D = dim_or(dd, e->dim[1], dflt);
+        if (D > 0 && ip_dims_get(dd, of->dim[0]) < 0 && g->elems[IR_BUF_INPUT] % D == 0)
+          ip_dims_set(dd, of->dim[0], g->elems[IR_BUF_INPUT] / D + 1);
+      }
+}
+
+/* The shapes an embedding bag needs beyond its operands' dimensions: the
+ * input is whole bags (a multiple of the table's columns) and the offsets
+ * have one entry per bag plus one. */
+static bt_result check_bags(const ir_prog *p, const ir_geom *g, int64_t shape[IR_MAX_OPERANDS][2], rt_diag *diag) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[s];
+        if (st->op != IR_OP_EBAG && st->op != IR_OP_EBAGM) continue;
+        int64_t D = shape[st->args[0]][1], n = g->elems[IR_BUF_INPUT];
+        if (n % D) {
+          rt_diag_add(diag, "%s: the input's %lld elements are not whole bags of %lld (the columns of table %s)",
+                      ir_prog_where(p), (long long)n, (long long)D, p->operands[st->args[0]].name);
+          return BT_ERR_INVALID;
+        }
+        if (shape[st->args[2]][0] != n / D + 1) {
+          rt_diag_add(diag, "%s: offsets %s has %lld entries; the input's %lld bags need %lld (one per bag, plus one)",
+                      ir_prog_where(p), p->operands[st->args[2]].name, (long long)shape[st->args[2]][0],
+                      (long long)(n / D), (long long)(n / D + 1));
+          return BT_ERR_INVALID;
+        }
+      }
+  return BT_OK;
+}
+
 bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d, int64_t dflt,
                             int64_t shape[IR_MAX_OPERANDS][2], rt_diag *diag) {
   bt_result res = BT_OK;
+  ip_dims dd = {0};
+  if (d) dd = *d;
+  derive_dims(p, g, &dd, dflt);
   for (int k = 0; k < p->noperands; k++) {
     const ir_operand *o = &p->operands[k];
-    int64_t a = dim_value(p, o, o->dim[0], g, d, dflt, diag);
-    int64_t b = o->kind == IR_OPND_MATRIX ? dim_value(p, o, o->dim[1], g, d, dflt, diag) : 1;
+    int64_t a = dim_value(p, o, o->dim[0], g, &dd, dflt, diag);
+    int64_t b = o->kind == IR_OPND_MATRIX ? dim_value(p, o, o->dim[1], g, &dd, dflt, diag) : 1;
     if (a < 0 || b < 0) { res = BT_ERR_INVALID; continue; }
     if (a > IP_MAX_DIM || b > IP_MAX_DIM || a * b > IP_MAX_OPERAND_ELEMS) {
       rt_diag_add(diag, "%s: operand %s of %lld x %lld elements is larger than baton takes (%lld per dimension, "
@@ -75,7 +130,32 @@ bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d
     shape[k][0] = a;
     shape[k][1] = b;
   }
-  return res;
+  return res ? res : check_bags(p, g, shape, diag);
+}
+
+int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag) {
+  if (!p->interleave) return 0;
+  int64_t len = 1;
+  const char *s = p->interleave;
+  for (;;) {
+    size_t n = strcspn(s, "*");
+    char name[IR_MAX_NAME];
+    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), s);
+    int64_t v = dim_or(d, name, dflt);
+    if (v < 0) {
+      rt_diag_add(diag, "%s: the output's interleave %s needs dimension %s, which the call does not bind",
+                  ir_prog_where(p), p->interleave, name);
+      return -1;
+    }
+    if (v > IP_MAX_DIM / len) {
+      rt_diag_add(diag, "%s: the output's interleave %s is over %lld elements", ir_prog_where(p), p->interleave,
+                  (long long)IP_MAX_DIM);
+      return -1;
+    }
+    len *= v;
+    if (!s[n]) return len;
+    s += n + 1;
+  }
 }
 
 static int gemv_type(ip_dtype t) { return t == IP_F32 || t == IP_F16 || t == IP_BF16; }
@@ -85,13 +165,13 @@ int ip_compute_takes(const ir_prog *p, ip_dtype t) {
     for (int b = 0; b < p->gpus[r].ntbs; b++)
       for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
         int op = p->gpus[r].tbs[b].steps[s].op;
-        if ((op == IR_OP_GEMV || op == IR_OP_GEMVS) && !gemv_type(t)) return 0;
+        if ((ir_op_flags[op] & IR_F_COMP) && !gemv_type(t)) return 0;
       }
   return 1;
 }
 
 const char *ip_compute_types(int op) {
-  return op == IR_OP_GEMV || op == IR_OP_GEMVS ? "f32, f16, bf16" : "every type";
+  return ir_op_flags[op] & IR_F_COMP ? "f32, f16, bf16" : "every type";
 }
 
 static float elem(ip_dtype t, const void *p, int64_t i) {
@@ -100,9 +180,46 @@ static float elem(ip_dtype t, const void *p, int64_t i) {
   return ip_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
+/* Integer element i of an index vector. */
+static int64_t ielem(const ip_opnd *o, int64_t i) {
+  return o->dtype == IP_I32 ? ((const int32_t *)o->data)[i] : ((const int64_t *)o->data)[i];
+}
+
+/* Element row of an embedding bag (ebag, ebagm) in double, with the sum
+ * of its terms' magnitudes when mag is not NULL; as f32 accumulation
+ * (rounded once per term's add) when f32acc. */
+static double bag_elem(int op, ip_dtype t, const ip_opnd *args, int64_t row, double *mag, int f32acc) {
+  const ip_opnd *e = &args[0], *ix = &args[1], *of = &args[2], *w = args[3].data ? &args[3] : NULL;
+  int64_t D = e->cols, bag = row / D, col = row % D, L = ix->rows;
+  int64_t lo = ielem(of, bag), hi = ielem(of, bag + 1);
+  lo = lo < 0 ? 0 : lo > L ? L : lo;
+  hi = hi < lo ? lo : hi > L ? L : hi;
+  double v = 0, m = 0;
+  float acc = 0;
+  for (int64_t k = lo; k < hi; k++) {
+    int64_t at = ielem(ix, k);
+    if (at < 0 || at >= e->rows) continue;
+    double term = (double)elem(t, e->data, at * e->ld + col);
+    if (w) term *= (double)elem(t, w->data, k);
+    v += term;
+    m += fabs(term);
+    acc += (float)term;
+  }
+  if (op == IR_OP_EBAGM && hi > lo) {
+    v /= (double)(hi - lo);
+    m /= (double)(hi - lo);
+    acc /= (float)(hi - lo);
+  }
+  if (mag) *mag = m;
+  return f32acc ? (double)acc : v;
+}
+
 void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, void *out) {
-  (void)op;   /* gemv is the only compute opcode so far */
-  const ip_opnd *a = &args[0], *x = &args[1];
+  if (op == IR_OP_EBAG || op == IR_OP_EBAGM) {
+    for (int64_t i = 0; i < n; i++) ip_set(t, out, (size_t)i, bag_elem(op, t, args, row0 + i, NULL, 1));
+    return;
+  }
+  const ip_opnd *a = &args[0], *x = &args[1];   /* gemv, gemvs */
   for (int64_t i = 0; i < n; i++) {
     int64_t row = row0 + i;
     float acc = 0;
@@ -112,7 +229,10 @@ void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int6
 }
 
 void ip_compute_exact(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, double *val, double *mag) {
-  (void)op;
+  if (op == IR_OP_EBAG || op == IR_OP_EBAGM) {
+    for (int64_t i = 0; i < n; i++) val[i] = bag_elem(op, t, args, row0 + i, &mag[i], 0);
+    return;
+  }
   const ip_opnd *a = &args[0], *x = &args[1];
   for (int64_t i = 0; i < n; i++) {
     int64_t row = row0 + i;
@@ -127,14 +247,49 @@ void ip_compute_exact(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int
   }
 }
 
+/* A 64-bit hash of (rank, k, i). */
+static uint64_t mix(int rank, int k, int64_t i) {
+  uint64_t h = ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank * 0xBF58476D1CE4E5B9ull + (uint64_t)k + 1);
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return h;
+}
+
+static void iset(ip_dtype t, void *dst, int64_t i, int64_t v) {
+  if (t == IP_I32) ((int32_t *)dst)[i] = (int32_t)v;
+  else ((int64_t *)dst)[i] = v;
+}
+
+void ip_operand_make(const ir_prog *p, int k, ip_dtype t, int rank, const int64_t shape[IR_MAX_OPERANDS][2],
+                     void *dst) {
+  ip_dtype dt = ip_operand_dtype(p, k, t);
+  int64_t n = shape[k][0] * shape[k][1];
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[s];
+        if (st->op != IR_OP_EBAG && st->op != IR_OP_EBAGM) continue;
+        if (st->args[1] == k) {   /* indices: rows of the table */
+          int64_t rows = shape[st->args[0]][0];
+          for (int64_t i = 0; i < n; i++) iset(dt, dst, i, (int64_t)(mix(rank, k, i) % (uint64_t)rows));
+          return;
+        }
+        if (st->args[2] == k) {   /* offsets: bags of 0 to 5 indices, clamped to the indices' end */
+          int64_t L = shape[st->args[1]][0], at = 0;
+          for (int64_t i = 0; i < n; i++) {
+            iset(dt, dst, i, at);
+            at += (int64_t)(mix(rank, k, i) % 6);
+            if (at > L) at = L;
+          }
+          return;
+        }
+      }
+  ip_operand_fill(dt, rank, k, n, dst);
+}
+
 void ip_operand_fill(ip_dtype t, int rank, int k, int64_t n, void *dst) {
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t h = ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank * 0xBF58476D1CE4E5B9ull + (uint64_t)k + 1);
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    ip_set(t, dst, (size_t)i, (double)(int)(h % 5) - 2);
-  }
+  for (int64_t i = 0; i < n; i++) ip_set(t, dst, (size_t)i, (double)(int)(mix(rank, k, i) % 5) - 2);
 }
 
 double ip_dtype_eps(ip_dtype t) {

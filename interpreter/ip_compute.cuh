@@ -1,7 +1,8 @@
 // ip_compute.cuh -- the compute opcodes on the GPU: rows of y = A x for a
-// matrix operand A and a vector operand x, accumulated in f32, written to
-// shared memory in the call's type; the interpreter then stores them (or
-// sends them) as it does any step's values.  Also the semaphores that
+// matrix operand A and a vector operand x (gemv), and pooled rows of an
+// embedding table (ebag, ebagm), accumulated in f32, written to the
+// destination chunk or shared memory in the call's type; the interpreter
+// then stores them (or sends them) as it does any step's values.  Also the semaphores that
 // steps waiting on a compute thread block's tiles count and test.
 // Included by ip_gpu.cu (one translation unit).
 #ifndef IP_COMPUTE_CUH
@@ -171,12 +172,226 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
   }
 }
 
+// ---- embedding bag ---------------------------------------------------------
+
+// Records bad operand data (ip_gerr: IP_BAD_INDEX / IP_BAD_OFFSET) once per
+// call, from any thread: the first one met owns the record.  Nothing is
+// aborted: the step skips the index, or clamps the offset, and goes on.
+__device__ __noinline__ void ip_bad_data(const ip_gargs &a, int what, int opnd, int64_t at, int64_t value) {
+  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) != 0ull || *(volatile int32_t *)&a.err->flag) return;
+  const int comm = a.ntbs * a.lanes, b = (int)blockIdx.x;
+  const ip_gtb &tb = a.tbs[b < comm ? b : comm + (b - comm) / (a.cwidth > 0 ? a.cwidth : 1)];
+  volatile ip_gerr *e = a.err;
+  e->rank = a.rank;
+  e->tb = tb.irtb;
+  e->step = -1;
+  e->what = what;
+  e->peer = opnd;
+  e->chan = tb.chan;
+  e->depid = -1;
+  e->tile = at;
+  e->value = value;
+  e->when = globaltimer();
+  __threadfence_system();
+  e->flag = 1;
+  __threadfence_system();
+}
+
+// Element k of an index vector of type dt (IP_I64 or IP_I32).
+__device__ __forceinline__ int64_t ip_ld_index(const char *p, int dt, int64_t k) {
+  return dt == IP_I32 ? (int64_t)__ldg((const int *)p + k) : (int64_t)__ldg((const long long *)p + k);
+}
+
+// The operands of an embedding bag step.
+struct ip_bag {
+  const char *E, *idx, *off, *w;
+  int64_t ld, D, R, L;
+  int idt, odt, ie, oe;   // index types; operand numbers of the indices and offsets (for reports)
+  bool mean;
+};
+
+// Bag b's index range [lo, hi), checked: offsets outside [0, L] or going
+// back are clamped (and reported).
+__device__ __forceinline__ void ip_bag_range(const ip_gargs &a, const ip_bag &g, int64_t b, int64_t *lo,
+                                             int64_t *hi) {
+  int64_t x = ip_ld_index(g.off, g.odt, b), y = ip_ld_index(g.off, g.odt, b + 1);
+  if (x < 0 || x > g.L) { if ((threadIdx.x & 31) == 0) ip_bad_data(a, IP_BAD_OFFSET, g.oe, b, x); x = x < 0 ? 0 : g.L; }
+  if (y < x || y > g.L) { if ((threadIdx.x & 31) == 0) ip_bad_data(a, IP_BAD_OFFSET, g.oe, b + 1, y); y = y < x ? x : g.L; }
+  *lo = x;
+  *hi = y;
+}
+
+// Row index k of the bag, or -1 when it is outside the table (reported).
+__device__ __forceinline__ int64_t ip_bag_row(const ip_gargs &a, const ip_bag &g, int64_t k) {
+  int64_t r = ip_ld_index(g.idx, g.idt, k);
+  if (r < 0 || r >= g.R) {
+    ip_bad_data(a, IP_BAD_INDEX, g.ie, k, r);
+    return -1;
+  }
+  return r;
+}
+
+// One whole bag b (all D columns) by one warp, with 16-byte loads: the
+// warp is G groups of P lanes (P a power of two covering a row's V
+// pieces, V pieces of VE elements; VPL pieces per lane).  The bag's
+// indices come 32 at a time, one per lane in one coalesced load, the next
+// 32 loaded while this window's rows are; each group takes every G-th
+// index of the window (handed over by shuffles), UN rows in flight before
+// any is used; the groups' sums then meet by shuffles and group 0 stores.
+template <int DT, int VPL>
+__device__ __forceinline__ void ip_bag_vec(const ip_gargs &a, const ip_bag &g, int64_t b, int P, char *dst) {
+  constexpr int ES = DT == IP_F32 ? 4 : 2, VE = 16 / ES, UN = 8 / VPL;
+  const int lane = threadIdx.x & 31, grp = lane / P, sub = lane % P, G = 32 / P;
+  const int V = (int)(g.D / VE);
+  float acc[VPL][VE];
+#pragma unroll
+  for (int j = 0; j < VPL; j++)
+#pragma unroll
+    for (int e = 0; e < VE; e++) acc[j][e] = 0.f;
+  int64_t lo, hi;
+  ip_bag_range(a, g, b, &lo, &hi);
+  const int64_t rs = g.ld * ES;
+  int64_t nrow = lo + lane < hi ? ip_bag_row(a, g, lo + lane) : -1;   // the first window's
+  float nw = nrow >= 0 && g.w ? ip_tof<DT>(g.w + (lo + lane) * ES) : 1.f;
+  for (int64_t w0 = lo; w0 < hi; w0 += 32) {
+    const int64_t myrow = nrow;
+    const float myw = nw;
+    const int n = hi - w0 < 32 ? (int)(hi - w0) : 32;
+    if (w0 + 32 < hi) {   // the next window's indices, in flight behind this window's rows
+      const int64_t k = w0 + 32 + lane;
+      nrow = k < hi ? ip_bag_row(a, g, k) : -1;
+      nw = nrow >= 0 && g.w ? ip_tof<DT>(g.w + k * ES) : 1.f;
+    }
+    for (int i0 = 0; i0 < n; i0 += G * UN) {   // warp-uniform bounds: every lane takes part in the shuffles
+      int64_t row[UN];
+      float wt[UN];
+#pragma unroll
+      for (int u = 0; u < UN; u++) {
+        const int i = i0 + grp + u * G;
+        const int64_t r = __shfl_sync(0xffffffffu, myrow, i & 31);
+        wt[u] = __shfl_sync(0xffffffffu, myw, i & 31);
+        row[u] = i < n ? r : -1;
+      }
+      uint4 v[UN][VPL];
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+          const int p = sub + j * P;
+          v[u][j] = row[u] >= 0 && p < V ? __ldg((const uint4 *)(g.E + row[u] * rs) + p) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+      for (int u = 0; u < UN; u++)
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+          float f[VE];
+          ip_unpack16<DT>(v[u][j], f);
+#pragma unroll
+          for (int e = 0; e < VE; e++) acc[j][e] = fmaf(f[e], wt[u], acc[j][e]);
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VPL; j++)
+#pragma unroll
+    for (int e = 0; e < VE; e++) {
+      float x = acc[j][e];
+      for (int o = P; o < 32; o <<= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+      acc[j][e] = g.mean ? (hi > lo ? x / (float)(hi - lo) : 0.f) : x;
+    }
+  if (grp == 0) {
+    const bool al = ((uintptr_t)dst & 15) == 0;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+      const int p = sub + j * P;
+      if (p >= V) continue;
+      char *o = dst + (int64_t)p * 16;
+      if (al && ES == 4) {
+        *(float4 *)o = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VE; e++) ip_fromf<DT>(o + e * ES, acc[j][e]);
+      }
+    }
+  }
+}
+
+// Columns [c0, c1) of bag b by one warp, element by element (a bag cut by
+// the piece's ends, rows too wide or not 16-byte aligned).
+template <int DT>
+__device__ __forceinline__ void ip_bag_cols(const ip_gargs &a, const ip_bag &g, int64_t b, int64_t c0, int64_t c1,
+                                            char *dst) {
+  constexpr int ES = DT == IP_F32 ? 4 : 2;
+  int64_t lo, hi;
+  ip_bag_range(a, g, b, &lo, &hi);
+  for (int64_t c = c0 + (threadIdx.x & 31); c < c1; c += 32) {
+    float acc = 0.f;
+    for (int64_t k = lo; k < hi; k++) {
+      const int64_t r = ip_bag_row(a, g, k);
+      if (r < 0) continue;
+      acc = fmaf(ip_tof<DT>(g.E + (r * g.ld + c) * ES), g.w ? ip_tof<DT>(g.w + k * ES) : 1.f, acc);
+    }
+    if (g.mean) acc = hi > lo ? acc / (float)(hi - lo) : 0.f;
+    ip_fromf<DT>(dst + (c - c0) * ES, acc);
+  }
+}
+
+// out[0 .. n) = elements row0 .. row0+n-1 of an embedding bag's input
+// (element e: column e mod D of bag e div D).  Warps take the bags the
+// piece touches one at a time from a shared counter (bags differ in
+// size); whole aligned bags go by 16-byte loads, cut ones column by
+// column.  Ends with a barrier.
+template <int DT>
+__device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n, char *out) {
+  if constexpr (!ip_cfloat<DT>::ok) {
+    return;
+  } else {
+    constexpr int ES = DT == IP_F32 ? 4 : 2, VE = 16 / ES;
+    __shared__ int64_t next_bag;
+    ip_bag g;
+    const int m = st.arg[0], ix = st.arg[1], of = st.arg[2], w = st.arg[3];
+    g.E = a.opnd[m]; g.ld = a.opld[m]; g.D = a.opcols[m]; g.R = a.oprows[m];
+    g.idx = a.opnd[ix]; g.idt = a.opdt[ix]; g.L = a.oprows[ix]; g.ie = ix;
+    g.off = a.opnd[of]; g.odt = a.opdt[of]; g.oe = of;
+    g.w = w >= 0 ? a.opnd[w] : nullptr;
+    g.mean = st.op == IR_OP_EBAGM;
+    const int64_t b0 = row0 / g.D, b1 = (row0 + n - 1) / g.D;
+    const int V = (int)(g.D / VE);
+    const bool vec = (g.D % VE) == 0 && V <= 128 && ((uintptr_t)g.E & 15) == 0 && ((g.ld * ES) & 15) == 0;
+    int P = 1;
+    while (P < V && P < 32) P <<= 1;
+    if (threadIdx.x == 0) next_bag = b0;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    for (;;) {
+      int64_t b = 0;
+      if (lane == 0) b = atomicAdd((unsigned long long *)&next_bag, 1ull);
+      b = __shfl_sync(0xffffffffu, b, 0);
+      if (b > b1) break;
+      const int64_t c0 = b == b0 ? row0 - b * g.D : 0, c1 = b == b1 ? row0 + n - b * g.D : g.D;
+      char *dst = out + (b * g.D + c0 - row0) * ES;
+      if (vec && c0 == 0 && c1 == g.D) {
+        if (V <= 32) ip_bag_vec<DT, 1>(a, g, b, P, dst);
+        else if (V <= 64) ip_bag_vec<DT, 2>(a, g, b, P, dst);
+        else ip_bag_vec<DT, 4>(a, g, b, P, dst);
+      } else {
+        ip_bag_cols<DT>(a, g, b, c0, c1, dst);
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // out[0 .. n) = the values compute step st gives the input's elements
-// row0 .. row0+n-1 (a row of its matrix each).  Ends with a barrier.
+// row0 .. row0+n-1.  Ends with a barrier.
 template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void ip_compute_rows(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n,
                                                 char *out) {
-  // gemv and gemvs: A x (the only compute opcodes so far)
+  if (st.op == IR_OP_EBAG || st.op == IR_OP_EBAGM) {
+    ip_ebag<DT>(a, st, row0, n, out);
+    return;
+  }
+  // gemv and gemvs: A x
   const int m = st.arg[0], v = st.arg[1];
   ip_gemv<DT, R, U>(a.opnd[m], a.opld[m], a.opcols[m], a.opnd[v], row0, n, out);
 }

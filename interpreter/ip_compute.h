@@ -34,7 +34,12 @@ int64_t ip_dims_get(const ip_dims *d, const char *name);
 typedef struct ip_opnd {
   const void *data;
   int64_t rows, cols, ld;
+  int dtype;            /* an index vector's ip_dtype (IP_I64, IP_I32); -1: the call's type */
 } ip_opnd;
+
+/* The element type of operand k of p in a call of type t: t, or an index
+ * vector's own (i64, i32). */
+ip_dtype ip_operand_dtype(const ir_prog *p, int k, ip_dtype t);
 
 /* The largest value a dimension may take, and a matrix's elements at most:
  * a bound on what a call or `baton verify --dim` may ask for. */
@@ -49,8 +54,14 @@ typedef struct ip_opnd {
 bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d, int64_t dflt,
                             int64_t shape[IR_MAX_OPERANDS][2], rt_diag *diag);
 
-/* Whether every compute step of p takes element type t (gemv: f32, f16
- * and bf16; other types are refused by the runtime and `baton verify`).
+/* The length of an interleaved output's rows (ir_geom.seg) for p's
+ * interleave expression: the product of its dimensions, bound in d or
+ * else dflt when dflt > 0; 0 when p has no interleave; -1 with a message
+ * when a dimension is unbound or the product is over IP_MAX_DIM. */
+int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag);
+
+/* Whether every compute step of p takes element type t (gemv, ebag: f32,
+ * f16 and bf16; other types are refused by the runtime and `baton verify`).
  * Programs without compute steps take every type. */
 int ip_compute_takes(const ir_prog *p, ip_dtype t);
 
@@ -58,9 +69,13 @@ int ip_compute_takes(const ir_prog *p, ip_dtype t);
 const char *ip_compute_types(int op);
 
 /* The values of elements [row0, row0 + n) of the input that compute
- * opcode op computes from its operands args (ir_op_args order), in type t:
- * gemv accumulates row e of the matrix times the vector in f32, in
- * column order, and rounds once to t.  out gets n elements of t. */
+ * opcode op computes from its operands args (ir_op_args order; a missing
+ * optional one has data NULL), in type t: gemv accumulates row e of the
+ * matrix times the vector in f32, in column order, and rounds once to t;
+ * ebag sums (weighted) the bag's rows in f32 in index order, ebagm
+ * divides that by the bag's size.  An index outside the table or an
+ * offset outside the indices is skipped / clamped (the GPU reports it).
+ * out gets n elements of t. */
 void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, void *out);
 
 /* The same in double precision (val), with the sum of the terms'
@@ -72,6 +87,14 @@ void ip_compute_exact(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int
  * [-2, 2], spread by a hash of (rank, k, i), so that f32 accumulation is
  * exact for fewer than 2^22 terms and every float type holds them. */
 void ip_operand_fill(ip_dtype t, int rank, int k, int64_t n, void *dst);
+
+/* Test data for operand k of p as its compute steps use it, shape[] as
+ * ip_operand_shapes made them, in its type (ip_operand_dtype of t): an
+ * embedding bag's indices are rows of its table (uniform by a hash), its
+ * offsets bags of 0 to 5 indices (never past the indices' end); any other
+ * operand as ip_operand_fill. */
+void ip_operand_make(const ir_prog *p, int k, ip_dtype t, int rank, const int64_t shape[IR_MAX_OPERANDS][2],
+                     void *dst);
 
 /* Unit roundoff of float type t: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16),
  * 2^-53 (f64). */

@@ -138,16 +138,31 @@ static int step_ready(exec *x, tbx *me, void *arg) {
   return 1;
 }
 
+/* Copies n elements between a message and elements [x, x+n) of chunk c
+ * of buffer b (to_msg: into the message), run by run: a row of an
+ * interleaved output at a time (ir_geom_at), else all at once. */
+static void copy_elems(exec *x, int r, int b, int c, int64_t at, int64_t n, unsigned char *msg, int to_msg) {
+  const ir_geom *g = &x->geom[r];
+  unsigned char *base = buf_of(x, r, b);
+  for (int64_t done = 0; done < n;) {
+    int64_t run = n - done;
+    if (b == IR_BUF_OUTPUT && g->seg > 0 && run > g->seg - (at + done) % g->seg) run = g->seg - (at + done) % g->seg;
+    unsigned char *p = base + ir_geom_at(g, b, c, at + done) * x->esize;
+    if (to_msg) memcpy(msg + done * x->esize, p, run * x->esize);
+    else memcpy(p, msg + done * x->esize, run * x->esize);
+    done += run;
+  }
+}
+
 /* Copies the tile-`t` piece of chunks [off, off+cnt) of buffer b into msg
  * (len elements per chunk), zero past each chunk's valid length. */
 static void gather(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, unsigned char *msg) {
   const ir_geom *g = &x->geom[r];
-  unsigned char *base = buf_of(x, r, b);
   for (int j = 0; j < cnt; j++) {
     int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
     valid = valid < 0 ? 0 : valid > len ? len : valid;
     unsigned char *dst = msg + (size_t)j * len * x->esize;
-    memcpy(dst, base + (ir_geom_off(g, b, off + j) + t * x->tile) * x->esize, valid * x->esize);
+    copy_elems(x, r, b, off + j, t * x->tile, valid, dst, 1);
     memset(dst + valid * x->esize, 0, (len - valid) * x->esize);
   }
 }
@@ -155,12 +170,10 @@ static void gather(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t l
 /* The inverse: writes msg into the valid part of the chunks. */
 static void scatter(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, const unsigned char *msg) {
   const ir_geom *g = &x->geom[r];
-  unsigned char *base = buf_of(x, r, b);
   for (int j = 0; j < cnt; j++) {
     int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
     valid = valid < 0 ? 0 : valid > len ? len : valid;
-    memcpy(base + (ir_geom_off(g, b, off + j) + t * x->tile) * x->esize,
-           msg + (size_t)j * len * x->esize, valid * x->esize);
+    copy_elems(x, r, b, off + j, t * x->tile, valid, (unsigned char *)msg + (size_t)j * len * x->esize, 0);
   }
 }
 
@@ -177,7 +190,7 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   ip_redop op = x->o->op;
   if (fl & IR_F_COMP) {   /* the values of the input chunks src: computed, zero past their valid length */
     const ir_geom *g = &x->geom[me->r];
-    ip_opnd args[IR_MAX_ARGS];
+    ip_opnd args[IR_MAX_ARGS] = {{0}};
     for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++) args[k] = x->opnd[me->r][st->args[k]];
     for (int j = 0; j < st->cnt; j++) {
       int c = st->srcoff + j;
@@ -504,7 +517,7 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
     return BT_ERR_INVALID;
   }
   if (!ip_compute_takes(p, o->dtype)) {
-    rt_diag_add(diag, "%s: its compute steps do not take %s (gemv: %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
+    rt_diag_add(diag, "%s: its compute steps do not take %s (they take %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
                 ip_compute_types(IR_OP_GEMV));
     return BT_ERR_UNSUPPORTED;
   }
@@ -551,10 +564,22 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
       goto out;
     }
   }
+  if (p->interleave) {   /* the output's rows: whole chunks, tiles inside them */
+    int64_t seg = ip_interleave_len(p, o->dims, IP_CPU_DIM, diag);
+    for (int r = 0; seg >= 0 && r < p->ngpus; r++)
+      if (ir_geom_interleave(&x.geom[r], seg)) {
+        rt_diag_add(diag, "%s: count %lld does not fit the output's interleave %s = %lld: every chunk (%lld elements) "
+                    "must be whole rows of it (a multiple of %lld fits)", ir_prog_where(p), (long long)o->count,
+                    p->interleave, (long long)seg, (long long)x.geom[r].cap, (long long)(seg * x.geom[r].k));
+        seg = -1;
+      }
+    if (seg < 0) { res = BT_ERR_INVALID; goto out; }
+  }
   if ((res = check_steps(p, x.geom, inplace, diag))) goto out;
   int64_t tile = o->tile > 0 ? o->tile : rt_param_int(RT_PARAM_EXEC_TILE);
   x.tile = tile > 0 && tile < x.geom[0].cap ? tile : x.geom[0].cap;
   if (x.tile < 1) x.tile = 1;
+  x.tile = ir_geom_tile_fit(&x.geom[0], x.tile, 1, 1);
   x.ntiles = ir_geom_ntiles(&x.geom[0], x.tile);
   CHECK_GOTO(exec_sizes(&x, diag), res, out);
   CHECK_GOTO(post_setup(&pb, p, o, x.geom, inplace, diag), res, out);

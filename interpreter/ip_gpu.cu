@@ -548,7 +548,7 @@ __device__ __forceinline__ char *tile_at(const ip_gargs &a, int b, int64_t c, in
                                          int64_t *valid) {
   int64_t v = ir_geom_len(&a.geom, b, c) - t * a.tile;
   *valid = (v < 0 ? 0 : v > len ? len : v) * a.esize;
-  return a.buf[b] + (ir_geom_off(&a.geom, b, c) + t * a.tile) * a.esize;
+  return a.buf[b] + ir_geom_at(&a.geom, b, c, t * a.tile) * a.esize;
 }
 
 // Receive connection `conn` of tb and the sender on it (the tb's own, or
@@ -662,6 +662,49 @@ __device__ __noinline__ void compute_tile(const ip_gargs &a, const ip_gstep &st,
   for (int j = 0; j < st.cnt; j++) compute_piece<DT>(a, st, st.srcoff + j, t, 0, len, stage_of(a) + j * len * a.esize);
 }
 
+// Row x of tile t of chunk c of buffer b (interleaved output rows): where
+// it is and how many of its bytes are valid.
+__device__ __forceinline__ char *row_at(const ip_gargs &a, int b, int64_t c, int64_t t, int64_t x, int64_t *valid) {
+  int64_t v = ir_geom_len(&a.geom, b, c) - t * a.tile - x;
+  *valid = (v < 0 ? 0 : v > a.geom.seg ? a.geom.seg : v) * a.esize;
+  return a.buf[b] + ir_geom_at(&a.geom, b, c, t * a.tile + x) * a.esize;
+}
+
+// A Simple piece whose tile holds several rows of an interleaved output
+// (ir_geom.seg): row by row, each a contiguous piece there; the message,
+// the stage and the other buffers move on linearly.
+template <int DT, int OP>
+__device__ __noinline__ void rows_piece(const ip_gargs &a, const ip_gstep &st, const piece &p, int j, int64_t t,
+                                        unsigned fl) {
+  const int64_t seg = a.geom.seg, segb = seg * a.esize;
+  for (int64_t x = 0; x * a.esize < p.len; x += seg) {
+    const int64_t xb = x * a.esize;
+    piece q = p;
+    q.len = p.len - xb < segb ? p.len - xb : segb;
+    if (q.msg) q.msg += xb;
+    if (q.out) q.out += xb;
+    if (q.src) {
+      if ((fl & IR_F_SRC) && st.srcbuf == IR_BUF_OUTPUT) {
+        q.src = row_at(a, st.srcbuf, st.srcoff + j, t, x, &q.srcvalid);
+      } else {
+        q.src += xb;
+        q.srcvalid = p.srcvalid - xb < 0 ? 0 : p.srcvalid - xb > segb ? segb : p.srcvalid - xb;
+      }
+    }
+    if (q.dst) {
+      if (st.dstbuf == IR_BUF_OUTPUT) {
+        q.dst = row_at(a, st.dstbuf, st.dstoff + j, t, x, &q.dstvalid);
+      } else {
+        q.dst += xb;
+        q.dstvalid = p.dstvalid - xb < 0 ? 0 : p.dstvalid - xb > segb ? segb : p.dstvalid - xb;
+      }
+      if (q.cur) q.cur = q.dst;
+    }
+    if (fl & IR_F_RED) reduce_piece<DT, OP>(&q);
+    else move_piece(&q, a.esize);
+  }
+}
+
 template <int DT, int OP>
 __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st, int s, int64_t t, const char *msg,
                                           char *out, uint64_t rflag, uint64_t sflag, int peer) {
@@ -682,6 +725,11 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
     if (fl & IR_F_RECV) p.msg = msg + j * stride;
     if (fl & IR_F_SEND) p.out = out + j * stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;
+    if (a.geom.seg > 0 && len > a.geom.seg &&
+        (((fl & IR_F_SRC) && st.srcbuf == IR_BUF_OUTPUT) || ((fl & IR_F_DST) && st.dstbuf == IR_BUF_OUTPUT))) {
+      rows_piece<DT, OP>(a, st, p, j, t, fl);   // a tile of whole rows of an interleaved output (Simple)
+      continue;
+    }
     if (a.proto == IR_PROTO_LL) {
       if (!ll_piece<DT, OP>(a, p, (fl & IR_F_RED) != 0, (uint32_t)rflag, (uint32_t)sflag, s, t, peer)) return false;
     } else if (a.proto == IR_PROTO_LL128) {
@@ -735,6 +783,12 @@ __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
   for (int k = threadIdx.x; k < n; k += blockDim.x) ((int *)to)[k] = ((const int *)from)[k];
 }
 
+// A compute block's piece of one chunk spans whole tiles of at least this
+// many bytes: a piece ends with a barrier, and the warps that share it
+// must each have several rows' work (an embedding bag's tiles can be a
+// few bags long).
+#define IP_COMPUTE_PIECE_BYTES 65536
+
 // A CUDA block of a compute thread block (ip_gpu.h): its equal share of
 // the row space, computed piece by piece (a piece within one chunk's
 // tile) straight into the destination chunk, no stage between; the rows
@@ -771,6 +825,31 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   for (int s = 0; s < nsteps && base < hi; base += steps[s].cnt * cap, s++) {
     if (base + steps[s].cnt * cap <= lo) continue;
     const ip_gstep st = steps[s];
+    if (st.cnt == 1 && st.dstbuf != IR_BUF_OUTPUT) {
+      // One chunk, whose tiles lie one after the other: pieces of whole
+      // tiles of at least IP_COMPUTE_PIECE_BYTES (fewer barriers when
+      // tiles are short), each tile counted once its piece is stored.
+      const int64_t e0 = (base > lo ? base : lo) - base, e1 = (base + cap < hi ? base + cap : hi) - base;
+      const int64_t least = (IP_COMPUTE_PIECE_BYTES / es + a.tile - 1) / a.tile * a.tile;
+      char *chunk = a.buf[st.dstbuf] + ir_geom_off(&a.geom, st.dstbuf, st.dstoff) * es;
+      const int64_t dvalid = ir_geom_len(&a.geom, st.dstbuf, st.dstoff);
+      for (int64_t x = e0; x < e1;) {
+        int64_t y = (x / a.tile) * a.tile + least;   // a tile boundary
+        y = y < e1 ? y : e1;
+        int64_t keep = (dvalid < y ? dvalid : y) - x;
+        keep = keep < 0 ? 0 : keep > (1 << 30) ? (1 << 30) : keep;
+        // Ends with a barrier, which also orders every thread's stores before the counts.
+        compute_piece<DT>(a, st, st.srcoff, 0, x, keep, chunk + x * es);   // rows past dvalid: not stored, counted
+        if (threadIdx.x == 0)
+          for (int64_t t = x / a.tile; t * a.tile < y; t++) {
+            const int64_t from = t * a.tile > x ? t * a.tile : x, to = (t + 1) * a.tile < y ? (t + 1) * a.tile : y;
+            if (st.sem != IP_SEM_NONE) sem_post(a, st.sem, t, (uint64_t)(to - from), gen);
+            trace_ev(a, tn, IP_EV_DONE, s, t);
+          }
+        x = y;
+      }
+      continue;
+    }
     for (int64_t t = 0; t < a.ntiles; t++) {
       const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
       if (ue <= lo || us >= hi) continue;

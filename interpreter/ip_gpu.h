@@ -46,7 +46,7 @@ typedef struct ip_gstep {
   uint8_t hasdep;        /* a step of another CUDA block waits on this one */
   uint8_t fuse;          /* this step and the fuse-1 after it run as one (rt_chain_fuse); 0: runs inside such a
                             group; 1: alone */
-  int8_t arg[3];         /* compute opcodes: operand indices (ip_gargs.opnd) */
+  int8_t arg[IR_MAX_ARGS];   /* compute opcodes: operand indices (ip_gargs.opnd), -1 none */
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
   int32_t srcoff, dstoff, cnt;
   int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1; a wait on a compute
@@ -71,9 +71,15 @@ IR_HD int ip_sem_base(int32_t s) { return (int)((uint32_t)s & (IP_SEM_MAX_WORDS 
 IR_HD int ip_sem_kind(int32_t s) { return (int)((uint32_t)s >> 17 & 3); }
 IR_HD int ip_sem_param(int32_t s) { return (int)((uint32_t)s >> 19); }
 
-/* Tiles a chunk of a program with compute thread blocks is cut into at
- * most: each compute step with dependents gets this many semaphores. */
+/* Semaphores of a compute step with dependents: as many as a chunk of
+ * IP_GPU_MAX_CTILES tiles needs under its policy, so a chunk is cut into
+ * at most that many tiles under "tile", G times as many under "group:G",
+ * any number under "stride:S" (ip_sem_max_tiles). */
 #define IP_GPU_MAX_CTILES 512
+static inline int64_t ip_sem_max_tiles(int kind, int param) {
+  return kind == IR_SYNC_GROUP ? (int64_t)IP_GPU_MAX_CTILES * param
+         : kind == IR_SYNC_STRIDE ? (int64_t)1 << 40 : IP_GPU_MAX_CTILES;
+}
 
 /* One side of a connection as one thread block sees it. */
 typedef struct ip_gconn {
@@ -99,11 +105,16 @@ typedef struct ip_gtb {
 
 /* Why a spin gave up; the first block to give up fills ip_gerr. */
 enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM };
+/* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
+ * nothing is aborted: the step skipped it): an index outside its table's
+ * rows, an offset outside [previous offset, indices' length]. */
+enum { IP_BAD_INDEX = 16, IP_BAD_OFFSET };
 
 typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process */
   int32_t flag;           /* 0: no error; written last, once the rest is */
   int32_t rank, tb, step, what, peer, chan, depid;
-  int64_t tile;
+  int64_t tile;           /* bad data: the element's position in its operand */
+  int64_t value;          /* bad data: the value found there (peer: the operand) */
   uint64_t when;          /* GPU global timer when the wait gave up: the earliest is the cause */
 } ip_gerr;
 
@@ -136,6 +147,8 @@ typedef struct ip_gargs {
   const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */
   int64_t opld[IR_MAX_OPERANDS];       /* a matrix's row stride in elements */
   int64_t opcols[IR_MAX_OPERANDS];     /* a matrix's columns (a vector's length is the matrix's) */
+  int64_t oprows[IR_MAX_OPERANDS];     /* a matrix's rows, a vector's length */
+  int8_t opdt[IR_MAX_OPERANDS];        /* an index vector's ip_dtype (IP_I64, IP_I32); -1 the call's type */
 } ip_gargs;
 
 /* The kernel's timeline (BATON_TRACE, runtime/rt_trace.c).  When

@@ -77,7 +77,7 @@ static const ir_step **computes(const ir_prog *p, int r, int n) {
  * rank: ref_in[r] gets the exact value of each computed element rounded
  * to the type, ref_mag[r] its terms' magnitudes. */
 static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, rt_diag *diag) {
-  int n = p->ngpus, es = ip_dtype_size[o->dtype];
+  int n = p->ngpus;
   b->opnd = calloc(n, sizeof *b->opnd);
   b->ref_mag = calloc(n, sizeof *b->ref_mag);
   if (!b->opnd || !b->ref_mag) return BT_ERR_NOMEM;
@@ -86,10 +86,12 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
     CHECK(ip_operand_shapes(p, &g[r], o->dims, IP_CPU_DIM, shape, diag));
     for (int k = 0; k < p->noperands; k++) {
       int64_t elems = shape[k][0] * shape[k][1];   /* <= IP_MAX_OPERAND_ELEMS (ip_operand_shapes) */
-      void *data = alloc_elems(elems, es);
+      ip_dtype dt = ip_operand_dtype(p, k, o->dtype);
+      void *data = alloc_elems(elems, ip_dtype_size[dt]);
       if (!data) return BT_ERR_NOMEM;
-      ip_operand_fill(o->dtype, r, k, elems, data);
-      b->opnd[r][k] = (ip_opnd){data, shape[k][0], shape[k][1], shape[k][1]};
+      ip_operand_make(p, k, o->dtype, r, shape, data);
+      b->opnd[r][k] = (ip_opnd){data, shape[k][0], shape[k][1], shape[k][1],
+                                 p->operands[k].kind == IR_OPND_INDEX ? (int)dt : -1};
     }
     int64_t ni = g[r].elems[IR_BUF_INPUT];
     double *val = alloc_elems(ni, sizeof *val);
@@ -101,7 +103,7 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
     for (int c = 0; c < g[r].chunks[IR_BUF_INPUT]; c++) {
       const ir_step *st = by[c];
       if (!st) continue;
-      ip_opnd args[IR_MAX_ARGS];
+      ip_opnd args[IR_MAX_ARGS] = {{0}};
       for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++) args[k] = b->opnd[r][st->args[k]];
       int64_t at = ir_geom_off(&g[r], IR_BUF_INPUT, c), len = ir_geom_len(&g[r], IR_BUF_INPUT, c);
       ip_compute_exact(st->op, o->dtype, args, at, len, val + at, b->ref_mag[r] + at);
@@ -260,10 +262,9 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
         if (o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, n);
       }
       for (int64_t e = lin; e < len; e++) ip_set(o->dtype, want, (size_t)e, 0);
-      int64_t off = ir_geom_off(gr, IR_BUF_OUTPUT, c);
       *checked += len;
       for (int64_t e = 0; e < len; e++) {
-        double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, out, off + e);
+        double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, out, ir_geom_at(gr, IR_BUF_OUTPUT, c, e));
         if (b->fused) {   /* computed partials: within the tolerance of their magnitudes */
           double mag = 0;
           for (int q = sr < 0 ? 0 : sr; q < (sr < 0 ? n : sr + 1) && e < lin; q++) mag += b->ref_mag[q][at + e];

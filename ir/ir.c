@@ -1,6 +1,7 @@
 /* ir.c -- IR tables generated from ir_op.def, and program construction. */
 #include "ir.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +33,30 @@ const char *const ir_op_args[IR_OP_COUNT] = {
 };
 
 const char *const ir_buf_xml[IR_BUF_COUNT] = {"i", "o", "s"};
-const char *const ir_okind_name[IR_OKIND_COUNT] = {"matrix", "vector"};
-const char ir_okind_letter[IR_OKIND_COUNT] = {'M', 'V'};
+const char *const ir_okind_name[IR_OKIND_COUNT] = {"matrix", "vector", "index"};
+const char ir_okind_letter[IR_OKIND_COUNT] = {'M', 'V', 'I'};
+
+int ir_dim_expr_ok(const char *s) {
+  int factors = 0;
+  for (;;) {
+    size_t n = 0;
+    if (!(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
+    while (isalnum((unsigned char)s[n]) || s[n] == '_') n++;
+    if (n >= IR_MAX_NAME || ++factors > IR_MAX_DIM_FACTORS) return 0;
+    if (!s[n]) return 1;
+    if (s[n] != '*') return 0;
+    s += n + 1;
+  }
+}
+
+int ir_op_nargs(int op, int *least) {
+  const char *a = op >= 0 && op < IR_OP_COUNT ? ir_op_args[op] : "";
+  int n = 0, m = 0;
+  for (; a[n]; n++)
+    if (a[n] >= 'A' && a[n] <= 'Z') m = n + 1;
+  if (least) *least = m;
+  return n;
+}
 const char *const ir_sync_name[IR_SYNC_COUNT] = {"tile", "group", "stride"};
 const char *const ir_coll_name[IR_COLL_COUNT] = {
   "allreduce", "allgather", "reducescatter", "alltoall", "custom"};
@@ -132,7 +155,7 @@ ir_operand *ir_operand_add(ir_prog *p, const char *name, ir_okind kind) {
   if (p->noperands >= IR_MAX_OPERANDS) return NULL;
   ir_operand *o = &p->operands[p->noperands];
   memset(o, 0, sizeof *o);
-  if (!(o->name = ir_intern(p, name)) || !(o->dtype = ir_intern(p, "call"))) return NULL;
+  if (!(o->name = ir_intern(p, name)) || !(o->dtype = ir_intern(p, kind == IR_OPND_INDEX ? "i64" : "call"))) return NULL;
   o->kind = (uint8_t)kind;
   p->noperands++;
   return o;

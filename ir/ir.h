@@ -53,12 +53,19 @@ extern const char *const ir_proto_name[IR_PROTO_COUNT];
  * of the call's input buffer, so a matrix with rows="input" has a row per
  * computed element) or a name the call binds (e.g. "K"). */
 #define IR_MAX_OPERANDS 8
-#define IR_MAX_ARGS 3          /* operands one compute step takes at most */
+#define IR_MAX_ARGS 4          /* operands one compute step takes at most */
 #define IR_MAX_NAME 32         /* operand and dimension names, with the terminating 0 */
 #define IR_DIM_INPUT "input"
-typedef enum ir_okind { IR_OPND_MATRIX, IR_OPND_VECTOR, IR_OKIND_COUNT } ir_okind;
-extern const char *const ir_okind_name[IR_OKIND_COUNT];   /* "matrix", "vector" */
-extern const char ir_okind_letter[IR_OKIND_COUNT];        /* 'M', 'V': as in ir_op_args */
+/* A matrix and a vector hold elements of the call's type (dtype "call");
+ * an index vector holds integers, dtype "i64" or "i32" (an embedding bag's
+ * indices and offsets). */
+typedef enum ir_okind { IR_OPND_MATRIX, IR_OPND_VECTOR, IR_OPND_INDEX, IR_OKIND_COUNT } ir_okind;
+extern const char *const ir_okind_name[IR_OKIND_COUNT];   /* "matrix", "vector", "index" */
+extern const char ir_okind_letter[IR_OKIND_COUNT];        /* 'M', 'V', 'I': as in ir_op_args */
+
+/* The operands compute opcode op takes: at most (the letters of
+ * ir_op_args) and at least (its uppercase letters); 0 for the others. */
+int ir_op_nargs(int op, int *least);
 
 typedef struct ir_operand {
   const char *name;     /* interned */
@@ -130,6 +137,8 @@ typedef struct ir_prog {
   int32_t version;      /* baton schema version, 0 for plain MSCCL */
   uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
   const char *expect;   /* custom collectives: the postcondition (ir_expect.h), interned; or NULL */
+  const char *interleave;   /* NULL, or the output's interleaved layout: a product of dimension names
+                               ("T*D", interned), L elements; see ir_geom.h */
   int32_t noperands;    /* fused programs: operand buffers (baton) */
   ir_operand operands[IR_MAX_OPERANDS];
   int32_t line;
@@ -154,7 +163,8 @@ const char *ir_intern(ir_prog *p, const char *s);
  * its peer tb). */
 int ir_tb_next(const ir_tb *tb, int from, unsigned flags);
 
-/* Appends an operand (kind, dims and dtype to be set by the caller);
+/* Appends an operand (dims to be set by the caller; dtype "call", "i64"
+ * for an index vector);
  * NULL when IR_MAX_OPERANDS are there or out of memory. */
 ir_operand *ir_operand_add(ir_prog *p, const char *name, ir_okind kind);
 
@@ -194,6 +204,12 @@ int ir_prog_aliased(const ir_prog *p, int inplace_call);
 
 /* The program's name for messages: its file or its name. */
 const char *ir_prog_where(const ir_prog *p);
+
+/* Whether s is a product of one to IR_MAX_DIM_FACTORS dimension names
+ * ("K", "T*D"): each a letter or '_', then letters, digits or '_', shorter
+ * than IR_MAX_NAME. */
+#define IR_MAX_DIM_FACTORS 4
+int ir_dim_expr_ok(const char *s);
 
 /* Looks up names; return -1 when unknown. */
 int ir_coll_from_name(const char *s);

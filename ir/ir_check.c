@@ -5,6 +5,7 @@
 #include "rt_param.h"
 
 #include <stdarg.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,10 @@ static void check_header(checker *c) {
   if (p->maxbytes && p->minbytes > p->maxbytes)
     err_step(c, -1, -1, -1, "minBytes=%llu is larger than maxBytes=%llu",
              (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
+  if (p->interleave && ((p->coll != IR_COLL_ALLTOALL && p->coll != IR_COLL_ALLGATHER) || p->inplace))
+    err_step(c, -1, -1, -1, "interleave=\"%s\" is for out-of-place alltoall and allgather programs (an output of a "
+             "block per rank), not an %s %s", p->interleave, p->inplace ? "in-place" : "out-of-place",
+             ir_coll_name[p->coll]);
 }
 
 /* A connection end of a thread block: (peer, channel), the tb's index. */
@@ -159,6 +164,12 @@ static void check_operands(checker *c) {
                   o->kind == IR_OPND_MATRIX ? "shape (rows, cols)" : "length");
       c->errors++;
     }
+    int index = o->kind == IR_OPND_INDEX, integer = !strcmp(o->dtype, "i64") || !strcmp(o->dtype, "i32");
+    if (index != integer) {
+      rt_diag_add(c->diag, "%s:%d: operand %s: a%s %s operand has dtype=\"%s\"; it takes %s", ir_prog_where(p), o->line,
+                  o->name, index ? "n" : "", ir_okind_name[o->kind], o->dtype, index ? "i64 or i32" : "\"call\" or a float type");
+      c->errors++;
+    }
   }
 }
 
@@ -178,6 +189,22 @@ static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
     if (strcmp(a->dim[1], x->dim[0]))
       err_step(c, r, t, s, "%s: matrix %s has cols=\"%s\" but vector %s has len=\"%s\"; they must be the same dimension",
                ir_op_xml[st->op], a->name, a->dim[1], x->name, x->dim[0]);
+    break;
+  }
+  case IR_OP_EBAG:
+  case IR_OP_EBAGM: {
+    const ir_operand *e = &p->operands[st->args[0]], *ix = &p->operands[st->args[1]], *of = &p->operands[st->args[2]];
+    const ir_operand *w = st->args[3] >= 0 ? &p->operands[st->args[3]] : NULL;
+    if (!e->dim[0] || !e->dim[1] || !ix->dim[0] || !of->dim[0] || (w && !w->dim[0])) return;   /* check_operands */
+    if (!strcmp(e->dim[0], IR_DIM_INPUT) || !strcmp(e->dim[1], IR_DIM_INPUT))
+      err_step(c, r, t, s, "%s: table %s is [rows x D] of its own dimensions, not \"%s\"", ir_op_xml[st->op], e->name,
+               IR_DIM_INPUT);
+    if (!strcmp(ix->dim[0], of->dim[0]))
+      err_step(c, r, t, s, "%s: indices %s and offsets %s have the same length %s; the offsets are one per bag, plus one",
+               ir_op_xml[st->op], ix->name, of->name, ix->dim[0]);
+    if (w && strcmp(w->dim[0], ix->dim[0]))
+      err_step(c, r, t, s, "%s: weights %s have len=\"%s\" but indices %s have len=\"%s\" (a weight per index)",
+               ir_op_xml[st->op], w->name, w->dim[0], ix->name, ix->dim[0]);
     break;
   }
   default: break;
@@ -201,19 +228,26 @@ static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) 
   else if (st->cnt >= 1 && (st->srcoff < 0 || (long)st->srcoff + st->cnt > geom->chunks[IR_BUF_INPUT]))
     err_step(c, r, t, s, "%s computes i[%d..%d], out of range: the input has %d chunks on this rank", op, st->srcoff,
              st->srcoff + st->cnt - 1, geom->chunks[IR_BUF_INPUT]);
-  int bad = 0;
+  int bad = 0, least, most = ir_op_nargs(st->op, &least);
   for (int k = 0; k < IR_MAX_ARGS; k++) {
     int a = st->args[k];
-    if (!want[k]) {
-      if (a >= 0) { err_step(c, r, t, s, "%s takes %d operands, not more", op, (int)strlen(want)); bad = 1; }
+    if (k >= most) {
+      if (a >= 0) { err_step(c, r, t, s, "%s takes %d operands, not more", op, most); bad = 1; }
       break;
     }
+    if (a < 0 && k >= least) {   /* an optional operand left out: none after it */
+      for (int j = k + 1; j < IR_MAX_ARGS; j++)
+        if (st->args[j] >= 0) { err_step(c, r, t, s, "%s: operand %d is given after a missing one", op, j + 1); bad = 1; }
+      break;
+    }
+    char kind = (char)toupper((unsigned char)want[k]);
     if (a < 0 || a >= p->noperands) {
       err_step(c, r, t, s, "%s: operand %d is missing (it takes %s)", op, k + 1, want);
       bad = 1;
-    } else if (ir_okind_letter[p->operands[a].kind] != want[k]) {
-      err_step(c, r, t, s, "%s: operand %d, %s, is a %s; it must be a %s", op, k + 1, p->operands[a].name,
-               ir_okind_name[p->operands[a].kind], want[k] == 'M' ? "matrix" : "vector");
+    } else if (ir_okind_letter[p->operands[a].kind] != kind) {
+      err_step(c, r, t, s, "%s: operand %d, %s, is a%s %s; it must be a%s %s", op, k + 1, p->operands[a].name,
+               p->operands[a].kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[p->operands[a].kind],
+               kind == 'I' ? "n" : "", kind == 'M' ? "matrix" : kind == 'V' ? "vector" : "index");
       bad = 1;
     }
   }

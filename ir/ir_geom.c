@@ -96,3 +96,19 @@ bt_result ir_geom_chunks(ir_geom *g, const ir_prog *p, int rank, int inplace) {
   bt_result res = ir_geom_init(g, p, rank, 0, inplace);
   return res ? res : ir_geom_init(g, p, rank, g->k, inplace);
 }
+
+bt_result ir_geom_interleave(ir_geom *g, int64_t seg) {
+  if (seg < 1 || g->cap % seg || g->count % seg || g->k < 1) return BT_ERR_INVALID;
+  g->seg = seg;
+  g->oblocks = (int32_t)((g->chunks[IR_BUF_OUTPUT] + g->k - 1) / g->k);
+  return BT_OK;
+}
+
+int64_t ir_geom_tile_fit(const ir_geom *g, int64_t tile, int64_t unit, int rows) {
+  if (g->seg <= 0) return tile;
+  if (rows && tile >= g->seg) return tile / g->seg * g->seg;
+  if (unit < 1) unit = 1;
+  for (int64_t t = (tile < g->seg ? tile : g->seg) / unit * unit; t >= unit; t -= unit)   /* done once per call */
+    if (g->seg % t == 0) return t;
+  return 0;
+}

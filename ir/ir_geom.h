@@ -32,7 +32,27 @@ typedef struct ir_geom {
   /* In-place layout (NCCL's): input and output share one allocation of
    * `span` elements; in/out start at these element offsets in it. */
   int64_t span, in_at, out_at;
+  /* Interleaved output (ir_prog.interleave, ir_geom_interleave): 0, or L,
+   * the output is [count / L][oblocks][L]: element x of block q is at
+   * (x / L) * oblocks * L + q * L + x mod L, so every row holds L elements
+   * of each block in block order (what an alltoall feeding a per-sample
+   * concatenation wants).  Chunks are then whole rows (cap a multiple of
+   * L) and a tile never crosses a row (it divides L). */
+  int64_t seg;
+  int32_t oblocks;
 } ir_geom;
+
+/* Makes g's output interleaved in rows of seg elements (ir_geom.seg);
+ * BT_ERR_INVALID, g unchanged, unless seg >= 1 divides the chunk capacity
+ * and the count (every chunk is whole rows). */
+bt_result ir_geom_interleave(ir_geom *g, int64_t seg);
+
+/* The largest tile of at most `tile` elements, a multiple of `unit`,
+ * whose tiles are whole rows of an interleaved output (a multiple of
+ * g->seg; only when `rows`: an executor that copies a tile row by row) or
+ * lie inside one row (a divisor of g->seg); `tile` itself when g->seg is
+ * 0; 0 when none is. */
+int64_t ir_geom_tile_fit(const ir_geom *g, int64_t tile, int64_t unit, int rows);
 
 /* The most elements a geometry may address: every buffer, the in-place
  * span and a chunk times the chunks of any buffer (the largest message) stay
@@ -79,6 +99,15 @@ IR_HD int64_t ir_geom_off(const ir_geom *g, int b, int64_t c) {
 IR_HD int64_t ir_geom_span_off(const ir_geom *g, int b, int64_t c) {
   return (b == IR_BUF_INPUT ? g->in_at : g->out_at) + ir_geom_off(g, b, c);
 }
+/* Where element x of chunk c of buffer b is (elements from the buffer's
+ * start): chunk c's offset plus x, except in an interleaved output. */
+IR_HD int64_t ir_geom_at(const ir_geom *g, int b, int64_t c, int64_t x) {
+  if (b != IR_BUF_OUTPUT || g->seg <= 0) return ir_geom_off(g, b, c) + x;
+  int32_t ci = (int32_t)c;
+  int64_t q = ci / g->k, j = (int64_t)(ci % g->k) * g->cap + x;   /* block, place in it */
+  return (j / g->seg) * g->oblocks * g->seg + q * g->seg + j % g->seg;
+}
+
 IR_HD int64_t ir_geom_len(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return g->cap;
   int64_t v = g->count - (int64_t)((int32_t)c % g->k) * g->cap;

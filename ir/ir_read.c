@@ -108,8 +108,9 @@ static const char *dim_attr(reader *rd, xmlNode *n, const char *opnd, const char
   return r;
 }
 
-/* <operand name="W" kind="matrix" dtype="call" rows="input" cols="K"/> or
- * <operand name="x" kind="vector" dtype="call" len="K"/> (baton). */
+/* <operand name="W" kind="matrix" dtype="call" rows="input" cols="K"/>,
+ * <operand name="x" kind="vector" dtype="call" len="K"/> or
+ * <operand name="I" kind="index" dtype="i64" len="L"/> (baton). */
 static void read_operand(reader *rd, xmlNode *n) {
   ir_prog *p = rd->prog;
   char *name = attr(n, "name"), *kind = attr(n, "kind"), *dtype = attr(n, "dtype");
@@ -118,7 +119,7 @@ static void read_operand(reader *rd, xmlNode *n) {
     if (!strcmp(kind, ir_okind_name[i])) k = i;
   if (!name || !name_ok(name)) ERR(rd, n, "<operand> needs a name=\"...\" (a letter, then letters, digits or _; at most %d)", IR_MAX_NAME - 1);
   else if (ir_operand_find(p, name) >= 0) ERR(rd, n, "operand %s is declared twice", name);
-  else if (k < 0) ERR(rd, n, "operand %s: kind=\"%s\" is not matrix or vector", name, kind ? kind : "");
+  else if (k < 0) ERR(rd, n, "operand %s: kind=\"%s\" is not matrix, vector or index", name, kind ? kind : "");
   else if (p->noperands >= IR_MAX_OPERANDS) ERR(rd, n, "operand %s: a program has at most %d operands", name, IR_MAX_OPERANDS);
   else {
     ir_operand *o = ir_operand_add(p, name, (ir_okind)k);
@@ -144,9 +145,9 @@ static void read_operand(reader *rd, xmlNode *n) {
 static void read_args(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int idx) {
   char *v = attr(n, "args");
   const char *want = ir_op_args[s->op];
-  int need = (int)strlen(want), got = 0;
+  int least, need = ir_op_nargs(s->op, &least), got = 0;
   if (!v) {
-    if (need) ERR(rd, n, "rank %d tb %d step %d: %s needs args=\"...\" (%d operands)", rank, tb, idx, ir_op_xml[s->op], need);
+    if (least) ERR(rd, n, "rank %d tb %d step %d: %s needs args=\"...\" (%d operands)", rank, tb, idx, ir_op_xml[s->op], least);
     return;
   }
   if (!need) {
@@ -160,9 +161,14 @@ static void read_args(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int 
     if (o < 0) ERR(rd, n, "rank %d tb %d step %d: args names operand %s, which is not declared", rank, tb, idx, w);
     s->args[got++] = (int8_t)o;
   }
-  if (got != need)
-    ERR(rd, n, "rank %d tb %d step %d: %s takes %d operands (%s), args names %d", rank, tb, idx, ir_op_xml[s->op],
-        need, want, got);
+  if (got < least || got > need) {
+    if (least == need)
+      ERR(rd, n, "rank %d tb %d step %d: %s takes %d operands (%s), args names %d", rank, tb, idx, ir_op_xml[s->op],
+          need, want, got);
+    else
+      ERR(rd, n, "rank %d tb %d step %d: %s takes %d to %d operands (%s; lowercase: optional), args names %d", rank, tb,
+          idx, ir_op_xml[s->op], least, need, want, got);
+  }
   xmlFree(v);
 }
 
@@ -310,6 +316,17 @@ static void read_expect(reader *rd, xmlNode *n, ir_prog *p) {
   xmlFree(spec);
 }
 
+/* The interleave attribute (baton): the output's interleaved layout, a
+ * product of dimension names ("T*D"). */
+static void read_interleave(reader *rd, xmlNode *n, ir_prog *p) {
+  char *v = attr(n, "interleave");
+  if (!v) return;
+  if (!ir_dim_expr_ok(v))
+    ERR(rd, n, "interleave=\"%s\" is not a product of dimension names, such as \"T*D\"", v);
+  else if (!(p->interleave = ir_intern(p, v))) ERR(rd, n, "out of memory");
+  xmlFree(v);
+}
+
 static void read_algo(reader *rd, xmlNode *n) {
   long long ngpus = 0;
   if (!int_attr(rd, n, "ngpus", 1, 0, 1, INT_MAX, &ngpus)) return;
@@ -340,6 +357,7 @@ static void read_algo(reader *rd, xmlNode *n) {
   if (int_attr(rd, n, "minBytes", 0, 0, 0, LLONG_MAX, &v)) p->minbytes = (uint64_t)v;
   if (int_attr(rd, n, "maxBytes", 0, 0, 0, LLONG_MAX, &v)) p->maxbytes = (uint64_t)v;
   read_expect(rd, n, p);
+  read_interleave(rd, n, p);
   char *seen = calloc(ngpus, 1);
   if (!seen) { ERR(rd, n, "out of memory"); goto out; }
   /* Operands first, wherever they are: steps name them. */

@@ -1,6 +1,7 @@
 /* ir_write.c -- IR to MSCCL-compatible XML; EXPLAIN listing; opcode docs. */
 #include "ir_write.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
   if (p->nthreads) fprintf(f, " nthreads=\"%d\"", p->nthreads);
   if (p->version) fprintf(f, " baton=\"%d\"", p->version);
   if (p->expect) put_attr(f, "expect", p->expect);
+  if (p->interleave) put_attr(f, "interleave", p->interleave);
   fputs(">\n", f);
   for (int k = 0; k < p->noperands; k++) {
     const ir_operand *o = &p->operands[k];
@@ -120,8 +122,9 @@ void ir_explain(const ir_prog *p, FILE *f) {
     const ir_operand *o = &p->operands[k];
     if (o->kind == IR_OPND_MATRIX)
       fprintf(f, "operand %s: matrix [%s x %s], %s type\n", o->name, o->dim[0], o->dim[1], o->dtype);
-    else fprintf(f, "operand %s: vector [%s], %s type\n", o->name, o->dim[0], o->dtype);
+    else fprintf(f, "operand %s: %s [%s], %s type\n", o->name, ir_okind_name[o->kind], o->dim[0], o->dtype);
   }
+  if (p->interleave) fprintf(f, "output interleaved: [count / L][ranks][L], L = %s\n", p->interleave);
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];
     fprintf(f, "\nrank %d  (input %d chunks, output %d, scratch %d)\n", r, g->i_chunks, g->o_chunks, g->s_chunks);
@@ -162,7 +165,9 @@ void ir_ops_markdown(FILE *f) {
         n += snprintf(fl + n, sizeof fl - n, "%s%s", n ? ", " : "", flag_names[b]);
     for (const char *a = ir_op_args[i]; *a; a++)
       for (int k = 0; k < IR_OKIND_COUNT; k++)
-        if (ir_okind_letter[k] == *a) m += snprintf(args + m, sizeof args - m, "%s%s", m ? ", " : "", ir_okind_name[k]);
+        if (ir_okind_letter[k] == toupper((unsigned char)*a))
+          m += snprintf(args + m, sizeof args - m, "%s%s%s", m ? ", " : "", ir_okind_name[k],
+                        islower((unsigned char)*a) ? " (optional)" : "");
     fprintf(f, "| `%s` | %s | %s | %s | %s |\n", ir_op_xml[i], ir_op_id[i], n ? fl : "-", m ? args : "-",
             ir_op_doc[i]);
   }

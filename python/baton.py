@@ -1,9 +1,11 @@
-"""baton -- fused GEMV + AllReduce (and baton's communicators) for PyTorch,
-over baton's C library through ctypes: no compiled extension.
+"""baton -- fused GEMV + AllReduce, fused embedding bags + AllToAll (and
+baton's communicators) for PyTorch, over baton's C library through ctypes:
+no compiled extension.
 
     import torch, baton
     comm = baton.Comm.init_rank(world, uid, rank)      # or Comm.init_all([0, 1, ...])
     y = baton.gemv_allreduce(W, x, comm=comm)          # y = sum over ranks of W_r @ x_r
+    out = baton.embedding_alltoall(E, indices, offsets, batch=B, tables=T, comm=comm)   # [B/n, n*T*D]
 
 Tensors are CUDA tensors of float32, float16 or bfloat16 (anything with
 data_ptr(), shape, stride(), dtype and is_cuda works); calls are
@@ -65,10 +67,13 @@ def _declare(lib):
     lib.baton_comm_init_rank.argtypes = [ctypes.POINTER(P), I, U, I]
     lib.baton_comm_destroy.argtypes = [P]
     lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
+    lib.baton_embedding_alltoall.argtypes = [P, P, Z, Z, Z, P, Z, P, P, Z, Z, I, P, I, P]
     lib.baton_comm_last_algorithm.argtypes = [P]
     lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
+    lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]
+    lib.baton_comm_count.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
-              lib.baton_gemv_allreduce, lib.baton_group_start, lib.baton_group_end):
+              lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_group_start, lib.baton_group_end):
         f.restype = I
 
 
@@ -141,7 +146,7 @@ class group:
 def _dtype(t, name):
     d = _DTYPES.get(str(t.dtype))
     if d is None:
-        raise TypeError(f'baton: {name} is {t.dtype}; gemv_allreduce takes float32, float16 or bfloat16')
+        raise TypeError(f'baton: {name} is {t.dtype}; fused calls take float32, float16 or bfloat16')
     return d
 
 
@@ -175,3 +180,51 @@ def gemv_allreduce(W, x, y=None, comm=None, stream=None):
     _check('baton_gemv_allreduce', load().baton_gemv_allreduce(comm._h, W.data_ptr(), x.data_ptr(), y.data_ptr(),
                                                                M, K, dt, ctypes.c_void_p(stream)))
     return y
+
+
+def _stream_of(stream, t):
+    if stream is None:
+        import torch
+        return torch.cuda.current_stream(t.device).cuda_stream
+    return stream.cuda_stream if hasattr(stream, 'cuda_stream') else stream
+
+
+def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mode='sum', out=None, comm=None,
+                       stream=None):
+    """Pools this rank's `tables` embedding tables (stacked in `table` [rows, D], rows contiguous) for the whole
+    global batch and sends each rank its samples' vectors: bag s*tables + t (table t of sample s) is
+    indices[offsets[b]:offsets[b+1]] (int64 CUDA tensors, offsets batch*tables + 1 long; table t's rows already
+    offset into `table`), pooled by 'sum' or 'mean', each row times weights[k] when given (sum only).  Returns
+    out [batch/n, n*tables*D]: for each of this rank's samples every rank's tables*D values in rank order.  out is
+    made (as table.new_empty) when not given; asynchronous on `stream` (or the current stream of table's device)."""
+    if comm is None:
+        raise ValueError('baton: embedding_alltoall needs comm= (a baton.Comm)')
+    if mode not in ('sum', 'mean'):
+        raise ValueError(f"baton: mode is 'sum' or 'mean', not {mode!r}")
+    if weights is not None and mode != 'sum':
+        raise ValueError("baton: weights are for mode='sum'")
+    if len(table.shape) != 2 or table.stride(1) != 1:
+        raise ValueError(f'baton: table must be 2-D with contiguous rows (got {tuple(table.shape)})')
+    rows, D = table.shape
+    for name, t in (('indices', indices), ('offsets', offsets)):
+        if str(t.dtype) != 'torch.int64' or len(t.shape) != 1 or t.stride(0) != 1 or not t.is_cuda:
+            raise ValueError(f'baton: {name} must be a contiguous 1-D int64 CUDA tensor')
+    if offsets.shape[0] != batch * tables + 1:
+        raise ValueError(f'baton: offsets has {offsets.shape[0]} entries; batch*tables + 1 = {batch * tables + 1}')
+    dt = _dtype(table, 'table')
+    if weights is not None and (_dtype(weights, 'weights') != dt or tuple(weights.shape) != tuple(indices.shape)):
+        raise ValueError('baton: weights must be one per index, of the table\'s type')
+    n = ctypes.c_int()
+    _check('baton_comm_count', load().baton_comm_count(comm._h, ctypes.byref(n)))
+    if batch % n.value:
+        raise ValueError(f'baton: batch {batch} is not a multiple of the {n.value} ranks')
+    shape = (batch // n.value, n.value * tables * D)
+    if out is None:
+        out = table.new_empty(shape)
+    if tuple(out.shape) != shape or not out.is_contiguous() or _dtype(out, 'out') != dt:
+        raise ValueError(f'baton: out must be a contiguous {table.dtype} tensor of shape {shape}')
+    _check('baton_embedding_alltoall', load().baton_embedding_alltoall(
+        comm._h, table.data_ptr(), rows, D, table.stride(0), indices.data_ptr(), indices.shape[0],
+        offsets.data_ptr(), weights.data_ptr() if weights is not None else None, batch, tables,
+        0 if mode == 'sum' else 4, out.data_ptr(), dt, ctypes.c_void_p(_stream_of(stream, table))))
+    return out

@@ -106,7 +106,10 @@ baton_result baton_run(const char *name, const void *sendbuf, void *recvbuf, siz
 /* An operand buffer of a fused call, bound to the program's by name: a
  * matrix of rows x cols elements, row-major, rows ld elements apart (ld 0:
  * cols), or a vector of rows elements (cols 1).  Device memory of the
- * call's type. */
+ * call's type; an index vector's elements are the integers its program
+ * declares (i64 unless it says i32).  An entry with data NULL whose name
+ * is no operand's binds a dimension of the program to `rows` (such as
+ * the T of an interleave "T*D"). */
 typedef struct baton_operand {
   const char *name;
   const void *data;
@@ -121,6 +124,27 @@ typedef struct baton_operand {
  * range), in place on y.  Asynchronous on the stream, capturable. */
 baton_result baton_gemv_allreduce(baton_comm *comm, const void *W, const void *x, void *y, size_t M, size_t K_local,
                                   baton_dtype dtype, cudaStream_t stream);
+
+/* Embedding bags + AllToAll (model-parallel embedding tables): this rank
+ * holds `tables` tables of `dim` columns stacked in `table` [rows, dim]
+ * (row-major, rows ld elements apart; ld 0: dim) and pools them for the
+ * whole global batch of `batch` samples: bag s*tables + t (table t of
+ * sample s) sums -- mode baton_sum -- or averages -- baton_avg -- the rows
+ * indices[offsets[b] .. offsets[b+1]-1] (int64; offsets has
+ * batch*tables + 1 entries, indices nindices), each row times its weight
+ * when `weights` (one per index, the table's type; sum only) is not NULL.
+ * The pooled vectors of rank q's samples (q*batch/n .. (q+1)*batch/n - 1)
+ * go to rank q: out [batch/n, n*tables*dim] holds, for each of this
+ * rank's samples, every rank's tables*dim pooled values in rank order.
+ * f32, f16 or bf16, accumulated in f32.  batch must be a multiple of the
+ * ranks.  Runs the loaded fused program chosen for batch/n*tables*dim
+ * elements (its size range); asynchronous on the stream, capturable.  An
+ * index outside [0, rows) is skipped and an offset out of order clamped;
+ * either makes the communicator report baton_invalid_argument. */
+baton_result baton_embedding_alltoall(baton_comm *comm, const void *table, size_t rows, size_t dim, size_t ld,
+                                      const int64_t *indices, size_t nindices, const int64_t *offsets,
+                                      const void *weights, size_t batch, size_t tables, baton_redop mode,
+                                      void *out, baton_dtype dtype, cudaStream_t stream);
 
 /* Runs the loaded fused program called `name` with its operands on
  * recvbuf (`count` elements per block, as baton_run): an in-place program

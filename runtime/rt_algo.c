@@ -1,6 +1,8 @@
 /* rt_algo.c -- loading IR files named in the environment, and choosing one per call. */
 #include "rt_algo.h"
 
+#include "ip_gpu.h"
+
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +124,8 @@ static bt_result load_one(rt_algos *a, const char *path) {
     /* Custom collectives are run by name only (baton_run). */
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
   }
-  rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1};
+  rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1,
+                .max_ctiles = (int64_t)1 << 40};
   rt_diag_clear(d);
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
@@ -130,8 +133,10 @@ static bt_result load_one(rt_algos *a, const char *path) {
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
         if (st->cnt > al.maxcnt) al.maxcnt = st->cnt;
         if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
-        al.compute = IR_OP_GEMV;   /* gemv and gemvs: the only compute opcodes so far */
+        al.compute = (st->op == IR_OP_GEMVS ? IR_OP_GEMV : st->op) | (st->args[3] >= 0 ? RT_COMPUTE_WEIGHTED : 0);
         al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
+        int64_t most = ip_sem_max_tiles(st->sync, st->sync_param);
+        if (ir_tb_compute(&p->gpus[r].tbs[t]) && st->hasdep && most < al.max_ctiles) al.max_ctiles = most;
       }
   if (al.compute >= 0) {
     /* A fused call runs the program in its own layout: no copies, no rewrite. */
@@ -142,7 +147,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
     al.copies = 0;
     if (append(a, &al)) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s loaded: %s, fused %s (computes with %s), %d ranks, %d chunks, bytes %llu..%llu",
-             path, p->name ? p->name : "?", ir_coll_name[p->coll], ir_op_xml[al.compute], p->ngpus, p->nchunksperloop,
+             path, p->name ? p->name : "?", ir_coll_name[p->coll], ir_op_xml[RT_COMPUTE_OP(al.compute)], p->ngpus, p->nchunksperloop,
              (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
     rt_diag_free(d);
     return BT_OK;
@@ -299,11 +304,11 @@ int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t
   if (log) {
     if (pick >= 0)
       LOG_INFO(RT_SUB_RUNTIME, "%s fused with %s, %llu bytes: running %s (%s; %d candidate%s)", ir_coll_name[coll],
-               ir_op_xml[compute], (unsigned long long)bytes, a->v[pick].prog->name ? a->v[pick].prog->name : "?",
+               ir_op_xml[RT_COMPUTE_OP(compute)], (unsigned long long)bytes, a->v[pick].prog->name ? a->v[pick].prog->name : "?",
                ir_prog_where(a->v[pick].prog), candidates, candidates == 1 ? "" : "s");
     else
       LOG_INFO(RT_SUB_RUNTIME, "%s fused with %s, %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
-               ir_op_xml[compute], (unsigned long long)bytes, a->n);
+               ir_op_xml[RT_COMPUTE_OP(compute)], (unsigned long long)bytes, a->n);
   }
   return pick;
 }

@@ -19,8 +19,11 @@ typedef struct rt_algo {
   int rewrite;            /* the out-of-place rewrite of a loaded in-place program (NAME_oop) */
   /* Fused programs (compute steps; docs/FUSED.md): run by the fused calls
    * only, never for a plain collective. */
-  int compute;            /* the compute opcode its steps run (IR_OP_GEMV for gemv and gemvs), -1: none */
+  int compute;            /* the compute opcode its steps run (IR_OP_GEMV for gemv and gemvs, IR_OP_EBAG,
+                             IR_OP_EBAGM), ORed with RT_COMPUTE_WEIGHTED when an embedding bag takes weights;
+                             -1: none */
   int inline_compute;     /* some rank computes in a thread block that also communicates */
+  int64_t max_ctiles;     /* tiles a chunk may be cut into: the least ip_sem_max_tiles of its waited-on compute steps */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
@@ -53,6 +56,8 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
  * leaves out those this GPU cannot hold); the first loaded whose chunks
  * divide the count, else the first.  Programs without compute steps are
  * never chosen, and rt_algos_select never chooses a fused one. */
+#define RT_COMPUTE_WEIGHTED 0x100
+#define RT_COMPUTE_OP(x) ((x) & 0xff)
 int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t bytes, int64_t count,
                           const unsigned char *usable, int log);
 

@@ -67,13 +67,13 @@ static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
 /* The tile of a program with compute steps, from the communication's
  * (tile, elements) for a chunk of `cap` elements of `es` bytes: no more
- * than IP_GPU_MAX_CTILES tiles (each compute step has that many
- * semaphores), and a compute step in a communicating thread block
+ * than max_ctiles tiles (rt_algo: what the compute steps' semaphores
+ * cover), and a compute step in a communicating thread block
  * computes a whole tile into the stage.  Both are program-wide, so every
  * rank cuts alike.  0 when no tile fits both. */
-static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_compute) {
+static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_compute, int64_t max_ctiles) {
   const int64_t unit = 16 / es;   /* elements of 16 bytes */
-  int64_t least = (cap + IP_GPU_MAX_CTILES - 1) / IP_GPU_MAX_CTILES;
+  int64_t least = (cap + max_ctiles - 1) / max_ctiles;
   least = (least + unit - 1) / unit * unit;
   if (tile < least) tile = least < cap ? least : cap;
   if (inline_compute && tile * es > IP_GPU_STAGE_BYTES) {
@@ -118,6 +118,12 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   int aliased = stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
   if (ops) { stage = 0; aliased = p->inplace; }
   CHECK(call_geom(c, p, count, aliased, &g));
+  if (p->interleave && (!ops || ir_geom_interleave(&g, ops->seg))) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: count %lld does not fit the output's interleave %s = %lld: every chunk "
+             "(%lld elements) must be whole rows of it", c->rank, where, (long long)count, p->interleave,
+             (long long)(ops ? ops->seg : 0), (long long)g.cap);
+    return BT_ERR_INVALID;
+  }
 
   /* A message of one tile of every chunk of the largest step fits a slot
    * (ir_geom_wire: LL lines carry 8 bytes of data in 16, LL128 120 in 128). */
@@ -130,11 +136,22 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
              (long long)c->slot_bytes);
     return BT_ERR_UNSUPPORTED;
   }
-  if (ops && !(tile = compute_tile(tile, g.cap, es, al->inline_compute))) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a chunk of %lld elements is cut into more than %d tiles of at most %d bytes "
+  if (ops && !(tile = compute_tile(tile, g.cap, es, al->inline_compute, al->max_ctiles))) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a chunk of %lld elements is cut into more than %lld tiles of at most %d bytes "
              "(the most a thread block that communicates computes at once): use more chunks", c->rank, where,
-             (long long)g.cap, IP_GPU_MAX_CTILES, IP_GPU_STAGE_BYTES);
+             (long long)g.cap, (long long)al->max_ctiles, IP_GPU_STAGE_BYTES);
     return BT_ERR_UNSUPPORTED;
+  }
+  if (g.seg) {   /* every tile whole rows of the interleaved output, or inside one */
+    int rows = proto == IR_PROTO_SIMPLE;   /* Simple copies a tile of several rows row by row */
+    int64_t fit = ir_geom_tile_fit(&g, tile, 16 / es, rows);   /* whole 16-byte pieces where the rows allow */
+    tile = fit > 0 ? fit : ir_geom_tile_fit(&g, tile, 1, rows);
+    if (tile < 1 || ir_geom_ntiles(&g, tile) > al->max_ctiles) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: no tile divides the output's rows of %lld elements (interleave %s) into "
+               "at most %lld tiles a chunk of %lld: use more chunks or a sync policy of groups (sync=\"group:G\")",
+               c->rank, where, (long long)g.seg, p->interleave, (long long)al->max_ctiles, (long long)g.cap);
+      return BT_ERR_UNSUPPORTED;
+    }
   }
   if (ops && ir_geom_wire(proto, tile * es) * al->maxcnt > c->slot_bytes) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: a chunk of %lld elements in at most %d tiles needs slots of %lld bytes "
@@ -199,6 +216,8 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
       a->opnd[k] = (const char *)ops->data[k];
       a->opld[k] = ops->ld[k];
       a->opcols[k] = ops->cols[k];
+      a->oprows[k] = ops->rows[k];
+      a->opdt[k] = ops->dtype[k];
     }
   }
 

@@ -431,7 +431,13 @@ baton_result rt_comm_poll_error(baton_comm *c) {
       if (x->flag && (!e || x->when < e->when)) e = (const ip_gerr *)x;
     }
   }
-  if (e) {
+  if (e && e->what >= IP_BAD_INDEX) {   /* bad operand data: reported, skipped, nothing aborted */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d: operand %d of %s: element %lld is %lld, %s: the call's result is "
+             "wrong", e->rank, e->tb, e->step, e->peer, c->last ? c->last : "the fused program", (long long)e->tile,
+             (long long)e->value, e->what == IP_BAD_INDEX ? "outside the table's rows" :
+             "outside [the bag's first offset, the indices' length]");
+    c->error = baton_invalid_argument;
+  } else if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
                                  "a compute thread block's tiles"};
     int w = e->what >= 0 && e->what <= IP_WAIT_SEM ? e->what : 0;
@@ -615,16 +621,28 @@ static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *op
   const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
   const char *where = ir_prog_where(p);
   memset(o, 0, sizeof *o);
-  if (n != p->noperands || (n && !ops)) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s takes %d operands, the call gives %d", c->rank, where, p->noperands, n);
-    return baton_invalid_argument;
-  }
+  if (n < 0 || (n && !ops)) return baton_invalid_argument;
   if (!ip_compute_takes(p, (ip_dtype)dtype)) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its compute steps do not take %s (gemv: %s)", c->rank, where,
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its compute steps do not take %s (they take %s)", c->rank, where,
              ip_dtype_name[dtype], ip_compute_types(IR_OP_GEMV));
     return baton_invalid_argument;
   }
+  /* Entries without data that name no operand bind a dimension (rows). */
   ip_dims dims = {0};
+  int given = 0;
+  for (int j = 0; j < n; j++) {
+    if (ops[j].name && ir_operand_find(p, ops[j].name) >= 0) { given++; continue; }
+    if (!ops[j].name || ops[j].data || ip_dims_set(&dims, ops[j].name, (int64_t)ops[j].rows)) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: the call's entry %d (%s) is neither one of its operands nor a dimension "
+               "(no data, rows in [1, %lld])", c->rank, where, j, ops[j].name ? ops[j].name : "no name",
+               (long long)IP_MAX_DIM);
+      return baton_invalid_argument;
+    }
+  }
+  if (given != p->noperands) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s takes %d operands, the call gives %d", c->rank, where, p->noperands, given);
+    return baton_invalid_argument;
+  }
   const baton_operand *by[IR_MAX_OPERANDS] = {0};
   for (int k = 0; k < p->noperands; k++) {
     const ir_operand *io = &p->operands[k];
@@ -635,7 +653,7 @@ static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *op
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s", c->rank, where, io->name, u ? "NULL" : "not given");
       return baton_invalid_argument;
     }
-    if (strcmp(io->dtype, "call") && strcmp(io->dtype, ip_dtype_name[dtype])) {
+    if (io->kind != IR_OPND_INDEX && strcmp(io->dtype, "call") && strcmp(io->dtype, ip_dtype_name[dtype])) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s, the call is %s", c->rank, where, io->name, io->dtype,
                ip_dtype_name[dtype]);
       return baton_invalid_argument;
@@ -677,6 +695,15 @@ static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *op
     o->data[k] = u->data;
     o->ld[k] = ld;
     o->cols[k] = cols;
+    o->rows[k] = rows;
+    o->dtype[k] = io->kind == IR_OPND_INDEX ? (int8_t)ip_operand_dtype(p, k, (ip_dtype)dtype) : -1;
+  }
+  if (p->interleave) {
+    rt_diag *d2 = rt_diag_new(2);
+    o->seg = d2 ? ip_interleave_len(p, &dims, 0, d2) : -1;
+    if (o->seg < 0) LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s", c->rank, d2 ? rt_diag_text(d2) : "out of memory");
+    rt_diag_free(d2);
+    if (o->seg < 0) return baton_invalid_argument;
   }
   return baton_success;
 }
@@ -743,4 +770,69 @@ baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, v
                              .cols = m ? K_local : 1, .ld = m ? K_local : 0};
   }
   return fused_submit(c, ai, ops, p->noperands, y, M, t, baton_sum, stream);
+}
+
+baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t rows, size_t dim, size_t ld,
+                                      const int64_t *indices, size_t nindices, const int64_t *offsets,
+                                      const void *weights, size_t batch, size_t tables, baton_redop mode,
+                                      void *out, baton_dtype t, cudaStream_t stream) {
+  baton_result e = call_check(c, table && indices && offsets ? out : NULL, out, t, baton_sum);
+  if (e) return call_failed(e);
+  if ((mode != baton_sum && mode != baton_avg) || (weights && mode != baton_sum)) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: embedding_alltoall pools by sum or avg, and takes weights only with sum",
+             c->rank);
+    return call_failed(baton_invalid_argument);
+  }
+  if (batch == 0 || tables == 0 || dim == 0) return baton_success;
+  if (batch % (size_t)c->nranks || rows == 0 || nindices == 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: embedding_alltoall: batch %zu is not a multiple of the %d ranks, or the table "
+             "or the indices are empty", c->rank, batch, c->nranks);
+    return call_failed(baton_invalid_argument);
+  }
+  size_t count = batch / (size_t)c->nranks * tables * dim;   /* elements this rank sends each rank */
+  int n = rt_algos_count(c->algos);
+  unsigned char *usable = calloc(n + 1, 1);
+  if (!usable) return call_failed(baton_out_of_memory);
+  for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
+  int key = (mode == baton_avg ? IR_OP_EBAGM : IR_OP_EBAG) | (weights ? RT_COMPUTE_WEIGHTED : 0);
+  uint64_t bytes = (uint64_t)count * ip_dtype_size[t];
+  int ai = rt_algos_select_fused(c->algos, IR_COLL_ALLTOALL, key, bytes, (int64_t)count, usable, 0);
+  if (ai != c->last_choice_fused) {
+    rt_algos_select_fused(c->algos, IR_COLL_ALLTOALL, key, bytes, (int64_t)count, usable, 1);
+    c->last_choice_fused = ai;
+  }
+  free(usable);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded embedding-bag + AllToAll program (%s%s) fits %zu elements per rank "
+             "on %d ranks (BATON_DEBUG=INFO says why): not run", c->rank, mode == baton_avg ? "mean" : "sum",
+             weights ? ", weighted" : "", count, c->nranks);
+    return call_failed(baton_unsupported);
+  }
+  /* The program's operands by their roles in its embedding bag step. */
+  const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
+  const ir_step *st = NULL;
+  for (int r = 0; !st && r < p->ngpus; r++)
+    for (int b = 0; !st && b < p->gpus[r].ntbs; b++)
+      for (int s = 0; !st && s < p->gpus[r].tbs[b].nsteps; s++)
+        if (ir_op_flags[p->gpus[r].tbs[b].steps[s].op] & IR_F_COMP) st = &p->gpus[r].tbs[b].steps[s];
+  baton_operand ops[IR_MAX_OPERANDS + IP_MAX_DIMS];
+  int k = 0;
+  ops[k++] = (baton_operand){.name = p->operands[st->args[0]].name, .data = table, .rows = rows, .cols = dim, .ld = ld};
+  ops[k++] = (baton_operand){.name = p->operands[st->args[1]].name, .data = indices, .rows = nindices, .cols = 1};
+  ops[k++] = (baton_operand){.name = p->operands[st->args[2]].name, .data = offsets, .rows = batch * tables + 1,
+                             .cols = 1};
+  if (st->args[3] >= 0)
+    ops[k++] = (baton_operand){.name = p->operands[st->args[3]].name, .data = weights, .rows = nindices, .cols = 1};
+  /* The interleave's dimensions: the table's columns (bound by the table),
+   * and `tables` for each other factor. */
+  char dnames[IR_MAX_DIM_FACTORS][IR_MAX_NAME];
+  int nd = 0;
+  for (const char *f = p->interleave ? p->interleave : ""; *f && nd < IR_MAX_DIM_FACTORS;) {
+    size_t len = strcspn(f, "*");   /* < IR_MAX_NAME: ir_dim_expr_ok */
+    snprintf(dnames[nd], IR_MAX_NAME, "%.*s", (int)len, f);
+    if (strcmp(dnames[nd], p->operands[st->args[0]].dim[1]))
+      ops[k++] = (baton_operand){.name = dnames[nd++], .rows = tables};
+    f += len + (f[len] == '*');
+  }
+  return fused_submit(c, ai, ops, k, out, count, t, baton_sum, stream);
 }

@@ -63,7 +63,9 @@ static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {
  * and checks them against the program's shapes). */
 typedef struct rt_operands {
   const void *data[IR_MAX_OPERANDS];
-  int64_t ld[IR_MAX_OPERANDS], cols[IR_MAX_OPERANDS];
+  int64_t ld[IR_MAX_OPERANDS], cols[IR_MAX_OPERANDS], rows[IR_MAX_OPERANDS];
+  int8_t dtype[IR_MAX_OPERANDS];   /* ip_gargs.opdt */
+  int64_t seg;                     /* the output's interleave (ir_geom.seg), 0 none */
 } rt_operands;
 
 /* One call, prepared and not yet launched (rt_call.c). */

@@ -84,7 +84,7 @@ static bt_result plan_sems(const ir_prog *p, int rank, const int *first, int32_t
                  s, st->sync_param, IP_SEM_MAX_PARAM);
         return BT_ERR_UNSUPPORTED;
       }
-      int words = (int)ir_sync_count(st->sync, st->sync_param, IP_GPU_MAX_CTILES);
+      int words = (int)ir_sync_count(st->sync, st->sync_param, ip_sem_max_tiles(st->sync, st->sync_param));
       if (n + words > IP_SEM_MAX_WORDS) {
         LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: its compute steps need more than %d semaphores", ir_prog_where(p), rank,
                  IP_SEM_MAX_WORDS);
@@ -169,7 +169,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int 
       unsigned fl = ir_op_flags[st->op];
       hs[(long)i * stride + j] = (ip_gstep){.op = st->op, .srcbuf = st->srcbuf, .dstbuf = st->dstbuf,
                                             .hasdep = ir_tb_compute(&g->tbs[rt]) ? st->hasdep : 0, .fuse = 1,
-                                            .arg = {st->args[0], st->args[1], st->args[2]},
+                                            .arg = {st->args[0], st->args[1], st->args[2], st->args[3]},
                                             .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
                                             .depid = depid, .deps = deps,
                                             .depn = depid < 0 ? 0 : wsem == IP_SEM_NONE ? ch.count[depid]

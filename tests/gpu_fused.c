@@ -94,8 +94,8 @@ static long check(int dt, const shape *s, bufs *b, char *why, size_t len) {
   why[0] = 0;
   if (!want || !mag || !v || !m) { snprintf(why, len, "out of memory"); bad = -1; goto out; }
   for (int r = 0; r < nranks; r++) {
-    ip_opnd args[2] = {{b[r].hW, (int64_t)s->M, (int64_t)s->K, (int64_t)s->ld},
-                       {(char *)b[r].hx + s->x_off * es, (int64_t)s->K, 1, 1}};
+    ip_opnd args[IR_MAX_ARGS] = {{b[r].hW, (int64_t)s->M, (int64_t)s->K, (int64_t)s->ld, -1},
+                                 {(char *)b[r].hx + s->x_off * es, (int64_t)s->K, 1, 1, -1}};
     ip_compute_exact(IR_OP_GEMV, (ip_dtype)dt, args, 0, (int64_t)s->M, v, m);
     for (size_t i = 0; i < s->M; i++) { want[i] += v[i]; mag[i] += m[i]; }
   }
@@ -159,7 +159,7 @@ static void check_programs(const shape *shapes, int nshapes) {
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
     const char *name = ir_prog_where(al->prog);   /* the file: names may repeat */
-    if (al->compute < 0) continue;
+    if (RT_COMPUTE_OP(al->compute) != IR_OP_GEMV) continue;   /* gemv programs; tests/gpu_embed the others */
     if (rt_plan_blocks(&comms[0]->plans[ai]) == 0) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
@@ -265,7 +265,8 @@ static void check_refused(void) {
   ok(e == baton_invalid_argument, "a NULL matrix is refused: %s", baton_result_string(e));
   int nalg = baton_comm_algorithm_count(comms[0]);
   for (int ai = 0; ai < nalg; ai++) {
-    if (rt_algos_get(comms[0]->algos, ai)->compute < 0 || rt_plan_blocks(&comms[0]->plans[ai]) == 0) continue;
+    if (RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) != IR_OP_GEMV || rt_plan_blocks(&comms[0]->plans[ai]) == 0)
+      continue;
     const char *name = ir_prog_where(rt_algos_get(comms[0]->algos, ai)->prog);
     baton_operand ops[2] = {{"W", b[0].dW, s.M, s.K, 0}, {"x", b[0].dx, s.K + 1, 1, 0}};
     baton_group_start();

@@ -44,7 +44,7 @@ raises(ValueError, lambda: baton.gemv_allreduce(W, T((5,)), comm=c), 'x of the w
 raises(ValueError, lambda: baton.gemv_allreduce(T((8, 4), strides=(8, 1)), x, comm=c), 'a strided W is refused',
        'must be contiguous')
 raises(TypeError, lambda: baton.gemv_allreduce(T((8, 4), 'torch.int32'), T((4,), 'torch.int32'), comm=c),
-       'an integer type is refused', 'takes float32, float16 or bfloat16')
+       'an integer type is refused', 'take float32, float16 or bfloat16')
 raises(TypeError, lambda: baton.gemv_allreduce(W, T((4,), 'torch.float32'), comm=c), 'mixed types are refused',
        'one type')
 raises(ValueError, lambda: baton.gemv_allreduce(T((8, 4), cuda=False), T((4,), cuda=False), comm=c),

@@ -453,6 +453,57 @@ static void test_fused(void) {
 }
 
 
+/* A 2-rank embedding-bag + AllToAll; `opts` are the bags' options. */
+#define EMB_DECL "collective{kind='alltoall', ranks=2, interleave='T*D'}\n" \
+  "local E = matrix('E', 'R', 'D')\nlocal I = index('I', 'L')\nlocal O = index('O', 'NO')\n"
+#define EMB2(opts) EMB_DECL "local w = vector('w', 'L')\n" \
+  "for r = 0, 1 do for q = 0, 1 do embedding_bag(E, I, O, r, q, 1, " opts ") end end\n" \
+  "for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', q):copy(q, 'output', r) end end\n"
+
+static void test_embed(void) {
+  fails(EMB_DECL "embedding_bag(I, I, O, 0, 0)\n",
+        "t.lua:5: embedding_bag: the table (argument 1), I, is an index; it must be a matrix", "an index as the table");
+  fails(EMB_DECL "embedding_bag(E, O, O, 0, 0)\n",
+        "t.lua:5: embedding_bag: indices O and offsets O have the same length 'NO'", "the offsets as indices");
+  fails(EMB_DECL "local T = matrix('T', 'input', 'D')\nembedding_bag(T, I, O, 0, 0)\n",
+        "t.lua:6: embedding_bag: table T is [input x D]", "a table shaped like the input");
+  fails(EMB2("{mode = 'max'}"), "t.lua:6: mode='max': expected \"sum\" or \"mean\"", "an unknown pooling");
+  fails(EMB2("{mode = 'mean', weights = w}"), "t.lua:6: embedding_bag: weights are for mode \"sum\"",
+        "weights for a mean");
+  fails(EMB_DECL "local w = vector('w', 'K')\nembedding_bag(E, I, O, 0, 0, 1, {weights = w})\n",
+        "t.lua:6: embedding_bag: weights w have length 'K' but indices I have 'L'", "weights not one per index");
+  fails(EMB2("{weights = E}"), "t.lua:6: embedding_bag: weights, E, is a matrix; it must be a vector",
+        "a matrix as weights");
+  fails(EMB2("{zerocopy = true}"), "t.lua:6: zerocopy is for gemv", "zerocopy for a bag");
+  fails(EMB2("{tb = 1}"), "t.lua:6: unknown compute option 'tb' (mode, weights, sync)", "an unknown bag option");
+  fails(EMB_DECL "index('X', 'L', 'f32')\n", "t.lua:5: index: dtype 'f32' is not i64 or i32", "an index of floats");
+  fails("collective{kind='allreduce', ranks=2, interleave='T'}\n",
+        "t.lua:1: interleave is for out-of-place alltoall and allgather", "an interleaved allreduce");
+  fails("collective{kind='alltoall', ranks=2, interleave='T+D'}\n",
+        "t.lua:1: interleave='T+D': expected a product of dimension names", "a malformed interleave");
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(trace(EMB2("{mode = 'mean'}"), &t) == BT_OK && !cc_lower(t, &lo, &p, d) && !ir_check(p, d),
+     "a mean embedding program compiles: %s %s", msg, rt_diag_text(d));
+  ok(p && p->gpus[0].tbs[0].steps[0].op == IR_OP_EBAGM && p->gpus[0].tbs[0].steps[0].args[3] < 0 && p->interleave &&
+     !strcmp(p->interleave, "T*D") && p->operands[1].kind == IR_OPND_INDEX,
+     "it pools by mean (ebagm, no weights) into the interleaved output");
+  cc_trace_free(t);
+  ir_prog_free(p);
+  t = NULL;
+  p = NULL;
+  ok(trace(EMB2("{weights = w, sync = 'group:2'}"), &t) == BT_OK && !cc_lower(t, &lo, &p, d) && !ir_check(p, d),
+     "a weighted embedding program compiles: %s %s", msg, rt_diag_text(d));
+  ok(p && p->gpus[1].tbs[0].steps[0].op == IR_OP_EBAG && p->gpus[1].tbs[0].steps[0].args[3] == 3 &&
+     p->gpus[1].tbs[0].steps[0].sync == IR_SYNC_GROUP && p->gpus[1].tbs[0].steps[0].srcoff == 0,
+     "its bags take the weights and the sync policy, rank 1 pools rank 0's samples first");
+  cc_trace_free(t);
+  ir_prog_free(p);
+  rt_diag_free(d);
+}
+
 /* Hostile scripts: every limit stops the script with its line, the limit
  * and the parameter that raises it; nothing overflows, nothing crashes. */
 static void test_hostile(void) {
@@ -550,6 +601,7 @@ int main(void) {
   test_modules();
   test_custom();
   test_fused();
+  test_embed();
   test_hostile();
   test_inplace_names();
   return tap_done();

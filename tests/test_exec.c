@@ -289,7 +289,7 @@ static void test_fused(const char *path, rt_diag *d) {
   ir_prog *p = load(text, d);
   ok(p && run(p, IP_I32, IP_OP_SUM, 100, 0, 0, 1, d) == BT_ERR_UNSUPPORTED,
      "a type gemv does not take is refused");
-  ok_contains(rt_diag_text(d), "its compute steps do not take i32 (gemv: f32, f16, bf16)", "and the refusal says why");
+  ok_contains(rt_diag_text(d), "its compute steps do not take i32 (they take f32, f16, bf16)", "and the refusal says why");
   ir_prog_free(p);
   /* rank 0 computes chunk 0's rows into chunk 1: valid, and wrong */
   char *t = tap_replace(text, "type=\"gemv\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\"",
@@ -299,6 +299,60 @@ static void test_fused(const char *path, rt_diag *d) {
   ok(p && !ir_check(p, d) && run(p, IP_F32, IP_OP_SUM, 1001, 64, 2, 1, d) == BT_ERR_MISMATCH,
      "a compute step writing the wrong rows gives a wrong result");
   ok_contains(rt_diag_text(d), "output chunk 1 element 0 is", "which the check names");
+  ir_prog_free(p);
+  free(text);
+}
+
+/* Embedding bags + AllToAll into an interleaved output: every float type,
+ * tile sizes, int32 indices, and a wrong program caught. */
+static void test_embed(const char *path, rt_diag *d) {
+  char *text = tap_slurp(path);
+  if (!text) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  static const long tiles[] = {0, 1, 4, 15};
+  int fails = 0, runs = 0;
+  for (int v = 0; v < 2; v++) {
+    char *t = v ? tap_replace(text, "name=\"I\" kind=\"index\" dtype=\"i64\"", "name=\"I\" kind=\"index\" dtype=\"i32\"", 0)
+                : strdup(text);
+    ir_prog *p = t ? load(t, d) : NULL;
+    free(t);
+    if (!p || ir_check(p, d)) { fails++; ir_prog_free(p); continue; }
+    for (int dt = 0; dt < IP_DTYPE_COUNT; dt++)
+      for (int ti = 0; ti < 4; ti++) {
+        if (!ip_compute_takes(p, dt)) continue;
+        ip_dims dims = {0};
+        ip_dims_set(&dims, "T", 3);
+        ip_dims_set(&dims, "D", ti == 1 ? 1 : 5);
+        ip_cpu_opts o = {.dtype = dt, .op = IP_OP_SUM, .count = ti == 1 ? 6 : 30 * 4, .inplace = 0, .tile = tiles[ti],
+                         .slots = 2, .dims = &dims};
+        ip_cpu_report rep;
+        rt_diag_clear(d);
+        fails += ip_cpu_verify(p, &o, &rep, d) != BT_OK;
+        runs++;
+      }
+    ir_prog_free(p);
+  }
+  ok(fails == 0 && runs == 2 * 3 * 4, "embedding bags + AllToAll, weighted: f32, f16, bf16 x 4 tile sizes x i64/i32 "
+     "indices: %s", rt_diag_text(d));
+  ir_prog *p = load(text, d);
+  ip_dims dims = {0};
+  ip_dims_set(&dims, "T", 3);
+  ip_dims_set(&dims, "D", 5);
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 31, .inplace = 0, .dims = &dims};
+  ip_cpu_report rep;
+  rt_diag_clear(d);
+  ok(p && ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID, "a count of part rows is refused");
+  ok_contains(rt_diag_text(d), "count 31 does not fit the output's interleave T*D = 15", "and the refusal says why");
+  ir_prog_free(p);
+  /* rank 0 pools rank 1's samples' bags into its own chunks: valid, and wrong */
+  char *t = tap_replace(text, "type=\"ebag\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"2\"",
+                        "type=\"ebag\" srcbuf=\"i\" srcoff=\"2\" dstbuf=\"i\" dstoff=\"0\" cnt=\"2\"", 0);
+  p = t ? load(t, d) : NULL;
+  free(t);
+  o.count = 120;
+  rt_diag_clear(d);
+  ok(p && !ir_check(p, d) && ip_cpu_verify(p, &o, &rep, d) == BT_ERR_MISMATCH,
+     "a bag pooled into the wrong chunk gives a wrong result");
+  ok_contains(rt_diag_text(d), "output chunk", "which the check names");
   ir_prog_free(p);
   free(text);
 }
@@ -314,6 +368,7 @@ int main(int argc, char **argv) {
   test_custom(d);
   test_limits(d);
   test_fused(argc > 3 ? argv[3] : "tests/fused_2r.xml", d);
+  test_embed(argc > 4 ? argv[4] : "tests/embed_2r.xml", d);
   rt_diag_free(d);
   return tap_done();
 }

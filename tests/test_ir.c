@@ -138,6 +138,24 @@ static void test_geometry(void) {
   char *six = tap_replace(text, "nchunksperloop=\"4\"", "nchunksperloop=\"6\"", 0);
   ok_contains(errors_of(six, "ag.xml"), "nchunksperloop=6 is not a multiple of 4", "validator explains the chunk count");
   free(six);
+  /* An interleaved output: 4 blocks of 12 elements in rows of L = 3, two
+   * chunks of 6 per block: element x of block q at (x/3)*12 + q*3 + x%3. */
+  p->nchunksperloop = 8;
+  ir_geom_init(&g, p, 0, 12, 0);
+  ok(ir_geom_interleave(&g, 5) == BT_ERR_INVALID && g.seg == 0, "interleave: rows that cut chunks are refused");
+  ok(!ir_geom_interleave(&g, 3) && g.seg == 3 && g.oblocks == 4, "interleave: rows of 3 over 4 blocks");
+  ok(ir_geom_at(&g, IR_BUF_OUTPUT, 0, 0) == 0 && ir_geom_at(&g, IR_BUF_OUTPUT, 0, 4) == 13 &&
+     ir_geom_at(&g, IR_BUF_OUTPUT, 2, 2) == 5 && ir_geom_at(&g, IR_BUF_OUTPUT, 7, 5) == 3 * 12 + 3 * 3 + 2 &&
+     ir_geom_at(&g, IR_BUF_INPUT, 1, 1) == 7, "interleave: block q's row j sits in row j at column q*L; the input is "
+     "as before");
+  int seen[48] = {0}, dup = 0;
+  for (int c = 0; c < 8; c++)
+    for (int x = 0; x < 6; x++) dup += seen[ir_geom_at(&g, IR_BUF_OUTPUT, c, x)]++ != 0;
+  ok(dup == 0, "interleave: every output element has one place");
+  ok(ir_geom_tile_fit(&g, 2, 1, 0) == 1 && ir_geom_tile_fit(&g, 6, 1, 0) == 3 && ir_geom_tile_fit(&g, 2, 2, 0) == 0,
+     "interleave: tiles divide the rows (none of whole 2-element units divides 3)");
+  ok(ir_geom_tile_fit(&g, 8, 1, 1) == 6 && ir_geom_tile_fit(&g, 2, 1, 1) == 1,
+     "interleave: an executor that copies row by row takes tiles of whole rows");
   ir_prog_free(p);
   rt_diag_free(d);
   free(text);
@@ -318,7 +336,7 @@ static void test_fused(void) {
                "a matrix not shaped like the input");
   fused_broken(text, "rows=\"input\"", "rows=\"in put\"", 0, "operand W: rows=\"in put\" is not a dimension name",
                "a malformed dimension");
-  fused_broken(text, "kind=\"vector\"", "kind=\"tensor\"", 0, "operand x: kind=\"tensor\" is not matrix or vector",
+  fused_broken(text, "kind=\"vector\"", "kind=\"tensor\"", 0, "operand x: kind=\"tensor\" is not matrix, vector or index",
                "an unknown operand kind");
   fused_broken(text, "<operand name=\"x\"", "<operand name=\"W\"", 0, "operand W is declared twice", "a repeated operand");
   fused_broken(text, "sync=\"group:2\"", "sync=\"group:0\"", 0, "sync=\"group:0\": 0 is out of range [1, 4096]",
@@ -565,6 +583,51 @@ static void test_check_scale(void) {
   free(b.s);
 }
 
+/* Embedding bags, index operands and an interleaved output: read,
+ * written back the same, and every misuse named. */
+static void test_embed(const char *path) {
+  char *text = tap_slurp(path);
+  if (!text) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL, *q = NULL;
+  ok(!ir_read_memory(text, strlen(text), "embed.xml", &p, d) && !ir_check(p, d) && !ir_check_races(p, 0, d),
+     "an embedding-bag + AllToAll program loads, validates and has no race: %s", rt_diag_text(d));
+  if (!p) { free(text); rt_diag_free(d); return; }
+  ok(p->noperands == 4 && p->operands[1].kind == IR_OPND_INDEX && !strcmp(p->operands[1].dtype, "i64") &&
+     p->interleave && !strcmp(p->interleave, "T*D"), "index operands and the output's interleave are read");
+  const ir_step *st = &p->gpus[0].tbs[0].steps[0];
+  ok(st->op == IR_OP_EBAG && st->args[0] == 0 && st->args[1] == 1 && st->args[2] == 2 && st->args[3] == 3,
+     "an embedding bag's four operands are read");
+  char *a = to_xml(p);
+  ok(!ir_read_memory(a, strlen(a), "written", &q, d) && !ir_check(q, d), "a written embedding program loads again");
+  char *b = q ? to_xml(q) : NULL;
+  ok(b && !strcmp(a, b), "embedding: write(read(write(x))) == write(x)");
+  free(a); free(b);
+  ir_prog_free(p); ir_prog_free(q);
+  rt_diag_free(d);
+  fused_broken(text, "inplace=\"0\"", "inplace=\"1\"", 0, "interleave=\"T*D\" is for out-of-place alltoall and "
+               "allgather programs", "an in-place interleave");
+  fused_broken(text, "interleave=\"T*D\"", "interleave=\"T**D\"", 0,
+               "interleave=\"T**D\" is not a product of dimension names", "a malformed interleave");
+  fused_broken(text, "kind=\"index\" dtype=\"i64\"", "kind=\"index\" dtype=\"call\"", 0,
+               "operand I: an index operand has dtype=\"call\"; it takes i64 or i32", "an index of floats");
+  fused_broken(text, "kind=\"vector\" dtype=\"call\"", "kind=\"vector\" dtype=\"i32\"", 0,
+               "operand w: a vector operand has dtype=\"i32\"", "a vector of integers");
+  fused_broken(text, "args=\"E I O w\"", "args=\"E I I w\"", 0,
+               "ebag: indices I and offsets I have the same length L", "the indices as offsets");
+  fused_broken(text, "args=\"E I O w\"", "args=\"E w O I\"", 0,
+               "ebag: operand 2, w, is a vector; it must be an index", "operands of the wrong kind");
+  fused_broken(text, "args=\"E I O w\"", "args=\"E I O w w\"", 0, "ebag takes 3 to 4 operands (MIIv; lowercase: "
+               "optional), args names 5", "too many operands");
+  fused_broken(text, "type=\"ebag\"", "type=\"ebagm\"", 0, "ebagm takes 3 operands (MII), args names 4",
+               "weights for a mean");
+  fused_broken(text, "len=\"NO\"", "len=\"L\"", 0, "ebag: indices I and offsets O have the same length L",
+               "offsets as long as the indices");
+  fused_broken(text, "rows=\"R\" cols=\"D\"", "rows=\"input\" cols=\"D\"", 0,
+               "ebag: table E is [rows x D] of its own dimensions, not \"input\"", "a table shaped like the input");
+  free(text);
+}
+
 int main(int argc, char **argv) {
   corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
   fused_file = argc > 2 ? argv[2] : "tests/fused_2r.xml";
@@ -581,6 +644,7 @@ int main(int argc, char **argv) {
   test_xml_errors();
   test_corpus_mutations();
   test_fused();
+  test_embed(argc > 3 ? argv[3] : "tests/embed_2r.xml");
   test_geom_overflow();
   test_limits();
   test_race_scale();

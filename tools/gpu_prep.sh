@@ -7,7 +7,8 @@
 # BATON_ALGO_DIR (the drop-in library, nccl-tests, baton_gemv_allreduce):
 # the ranges are the crossovers docs/PERFORMANCE.md reports, provisional
 # until measured.  OUTDIR/fused/ gets the fused programs (GEMV +
-# AllReduce) in every form, for tests/gpu_fused; --fused makes only those.
+# AllReduce, embedding bags + AllToAll) in every form, for tests/gpu_fused
+# and tests/gpu_embed; --fused makes only those.
 set -eu
 only_fused=0
 if [ "${1:-}" = --fused ]; then only_fused=1; shift; fi
@@ -17,12 +18,17 @@ fused() {  # fused NAME PARAMS...: a fused program into OUTDIR/fused
   local name=$1; shift
   local params=()
   for p in "$@"; do params+=(--param "$p"); done
-  "$baton" compile -q "$algs/gemv_allreduce.lua" --param ranks="$ranks" "${params[@]}" -o "$out/fused/${name}_${ranks}r.xml"
+  local script=$algs/gemv_allreduce.lua
+  case $name in embedding*) script=$algs/embedding_alltoall.lua ;; esac
+  "$baton" compile -q "$script" --param ranks="$ranks" "${params[@]}" -o "$out/fused/${name}_${ranks}r.xml"
 }
 fused gemv_allreduce_allpairs
 fused gemv_allreduce_allpairs_zc zerocopy=1
 fused gemv_allreduce_allpairs_c2_simple chunks=2 protocol=Simple sync=group:2
 fused gemv_allreduce_ring_ll128 form=ring protocol=LL128 sync=stride:3
+fused embedding_alltoall_sum
+fused embedding_alltoall_mean_ll mode=mean protocol=LL
+fused embedding_alltoall_w_c2 weighted=1 chunks=2 protocol=LL128 sync=group:2
 if [ "$only_fused" = 1 ]; then exit 0; fi
 compile() {  # compile NAME SCRIPT PARAMS...
   local name=$1 script=$2; shift 2
@@ -111,4 +117,8 @@ ranged alltoall_3_direct alltoall_direct.lua 4194305: $r
 # GEMV + AllReduce (fused): all pairs to 1 MiB of y, the ring above.
 ranged gemv_allreduce_1_allpairs gemv_allreduce.lua :1M $r
 ranged gemv_allreduce_2_ring gemv_allreduce.lua 1048577: $r form=ring protocol=LL128
+# Embedding bags + AllToAll (fused): sum, mean and weighted sums, Simple.
+ranged embedding_alltoall_sum embedding_alltoall.lua : $r
+ranged embedding_alltoall_mean embedding_alltoall.lua : $r mode=mean
+ranged embedding_alltoall_w embedding_alltoall.lua : $r weighted=1
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -69,6 +69,27 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
   };
   enum { N = sizeof runs / sizeof runs[0] };
   if (!ip_compute_takes(p, IP_I32)) runs[1].o.dtype = IP_F16;
+  /* An interleaved output's rows are a product of dimensions: 3 each, and
+   * counts of whole rows per chunk. */
+  ip_dims dims = {0};
+  if (p->interleave) {
+    int64_t seg = 1;
+    for (const char *f = p->interleave; *f;) {
+      size_t n = strcspn(f, "*");
+      char name[IR_MAX_NAME];
+      snprintf(name, sizeof name, "%.*s", (int)n, f);
+      ip_dims_set(&dims, name, 3);
+      seg *= 3;
+      f += n + (f[n] == '*');
+    }
+    int ib, ob;
+    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+    int64_t row = seg * (p->nchunksperloop / (ib > ob ? ib : ob));   /* whole rows in every chunk */
+    for (int i = 0; i < N; i++) {
+      runs[i].o.count = (runs[i].o.count + row - 1) / row * row;
+      runs[i].o.dims = &dims;
+    }
+  }
   int started[N] = {0};
   bt_result res = BT_OK;
   *checked = 0;

@@ -1,0 +1,402 @@
+/* gpu_embed.c -- fused embedding-bag + AllToAll programs on real GPUs
+ * through the public API: every loaded embedding program by name
+ * (baton_run_fused) and the automatic choice (baton_embedding_alltoall)
+ * over f32, f16 and bf16, sum, mean and weighted sums, uniform and skewed
+ * indices, empty bags, odd and aligned table widths, padded tables; CUDA-
+ * graph replays on new data; refused calls; and an index outside the
+ * table, which the communicator must report.  Every element of every
+ * rank's output [B/n, n*T*D] is compared with the pooling computed in
+ * double on the host from each rank's tables, within ip_compute_tolerance.
+ *
+ * Usage: gpu_embed --ranks N --dir DIR [--gpus G] [--big]
+ *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
+ *   GPU when G < N: their correctness, not their speed).  TAP output;
+ *   skips when fewer than G GPUs are present. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "ip_compute.h"
+#include "rt_comm.h"
+#include "tap.h"
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+static int nranks, ngpus;
+static baton_comm **comms;
+static cudaStream_t *streams;
+
+static int dev_of(int r) { return r % ngpus; }
+
+/* One shape: a global batch of B samples, T tables of D columns and
+ * `rows` rows each on every rank (stacked, rows ld apart), bags of 0 to
+ * 2 * bag indices, skewed (most indices among the first rows) or not. */
+typedef struct shape { size_t B, T, D, rows, ld, bag; int skew; } shape;
+
+/* Per rank: host and device copies of its table, indices, offsets,
+ * weights and output. */
+typedef struct bufs {
+  void *hE, *hw, *hout;
+  int64_t *hI, *hO;
+  size_t L;
+  char *dE, *dw, *dout;
+  int64_t *dI, *dO;
+} bufs;
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static double frand(void) { return (double)(next() >> 11) / 4503599627370496.0 - 1.0; }   /* [-1, 1) */
+
+static void bufs_free(bufs *b) {
+  if (!b) return;
+  for (int r = 0; r < nranks; r++) {
+    free(b[r].hE); free(b[r].hw); free(b[r].hout); free(b[r].hI); free(b[r].hO);
+    cudaSetDevice(dev_of(r));
+    cudaFree(b[r].dE); cudaFree(b[r].dw); cudaFree(b[r].dout); cudaFree(b[r].dI); cudaFree(b[r].dO);
+  }
+  free(b);
+}
+
+static size_t out_elems(const shape *s) { return s->B / nranks * nranks * s->T * s->D; }
+
+/* Random tables, bags and weights on every rank; outputs poisoned (NaN). */
+static bufs *bufs_new(int dt, const shape *s) {
+  int es = ip_dtype_size[dt];
+  size_t nbags = s->B * s->T, nE = s->T * s->rows * s->ld, no = out_elems(s);
+  bufs *b = calloc(nranks, sizeof *b);
+  for (int r = 0; b && r < nranks; r++) {
+    b[r].hO = malloc((nbags + 1) * sizeof(int64_t));
+    if (!b[r].hO) { bufs_free(b); return NULL; }
+    int64_t at = 0;
+    for (size_t k = 0; k < nbags; k++) {
+      b[r].hO[k] = at;
+      at += (int64_t)(next() % (2 * s->bag + 1));
+    }
+    b[r].hO[nbags] = at;
+    b[r].L = at ? (size_t)at : 1;
+    b[r].hI = malloc(b[r].L * sizeof(int64_t));
+    b[r].hE = malloc(nE * es + 1);
+    b[r].hw = malloc(b[r].L * es + 1);
+    b[r].hout = malloc(no * es + 1);
+    cudaSetDevice(dev_of(r));
+    if (!b[r].hI || !b[r].hE || !b[r].hw || !b[r].hout || cudaMalloc((void **)&b[r].dE, nE * es + 16) ||
+        cudaMalloc((void **)&b[r].dw, b[r].L * es + 16) || cudaMalloc((void **)&b[r].dout, no * es + 16) ||
+        cudaMalloc((void **)&b[r].dI, b[r].L * sizeof(int64_t)) || cudaMalloc((void **)&b[r].dO, (nbags + 1) * sizeof(int64_t))) {
+      bufs_free(b);
+      return NULL;
+    }
+    /* bag s*T + t names rows of table t: t*rows + (a row of that table) */
+    for (size_t bag = 0; bag < nbags; bag++)
+      for (int64_t k = b[r].hO[bag]; k < b[r].hO[bag + 1]; k++) {
+        double u = (double)(next() >> 11) / 9007199254740992.0;
+        size_t row = (size_t)((s->skew ? u * u * u * u : u) * (double)s->rows);
+        b[r].hI[k] = (int64_t)((bag % s->T) * s->rows + (row < s->rows ? row : s->rows - 1));
+      }
+    for (size_t i = 0; i < nE; i++) ip_set((ip_dtype)dt, b[r].hE, i, frand());
+    for (size_t i = 0; i < b[r].L; i++) ip_set((ip_dtype)dt, b[r].hw, i, frand());
+    for (size_t i = 0; i < no; i++) ip_set((ip_dtype)dt, b[r].hout, i, NAN);
+    cudaMemcpy(b[r].dE, b[r].hE, nE * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dw, b[r].hw, b[r].L * es, cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dI, b[r].hI, b[r].L * sizeof(int64_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dO, b[r].hO, (nbags + 1) * sizeof(int64_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(b[r].dout, b[r].hout, no * es, cudaMemcpyHostToDevice);
+  }
+  return b;
+}
+
+/* Elements of any rank's output that differ from the reference by more
+ * than the tolerance; the first is described in why.  Rank q's output
+ * row s holds, for every rank r in order, the T*D values that rank r
+ * pooled for sample q*B/n + s. */
+static long check(int dt, const shape *s, bufs *b, int mean, int weighted, char *why, size_t len) {
+  int es = ip_dtype_size[dt];
+  size_t per = s->B / nranks, TD = s->T * s->D, nbags = s->B * s->T;
+  double *val = malloc((nbags * s->D + 1) * sizeof(double)), *mag = malloc((nbags * s->D + 1) * sizeof(double));
+  long bad = 0;
+  why[0] = 0;
+  if (!val || !mag) { snprintf(why, len, "out of memory"); bad = -1; goto out; }
+  for (int r = 0; r < nranks; r++) {
+    ip_opnd args[IR_MAX_ARGS] = {{b[r].hE, (int64_t)(s->T * s->rows), (int64_t)s->D, (int64_t)s->ld, -1},
+                                 {b[r].hI, (int64_t)b[r].L, 1, 1, IP_I64},
+                                 {b[r].hO, (int64_t)nbags + 1, 1, 1, IP_I64},
+                                 {weighted ? b[r].hw : NULL, (int64_t)b[r].L, 1, 1, -1}};
+    ip_compute_exact(mean ? IR_OP_EBAGM : IR_OP_EBAG, (ip_dtype)dt, args, 0, (int64_t)(nbags * s->D), val, mag);
+    for (int q = 0; q < nranks; q++) {
+      cudaSetDevice(dev_of(q));
+      if (r == 0) cudaMemcpy(b[q].hout, b[q].dout, out_elems(s) * es, cudaMemcpyDeviceToHost);
+      for (size_t smp = 0; smp < per && bad < 1000; smp++)
+        for (size_t e = 0; e < TD; e++) {
+          size_t from = ((size_t)q * per + smp) * TD + e, at = smp * nranks * TD + (size_t)r * TD + e;
+          int64_t bag = (int64_t)(from / s->D);
+          double want = val[from], got = ip_get((ip_dtype)dt, b[q].hout, at);
+          double tol = ip_compute_tolerance((ip_dtype)dt, 1, b[r].hO[bag + 1] - b[r].hO[bag], mag[from]);
+          if (fabs(got - want) <= tol) continue;   /* NaN fails */
+          if (!bad++)
+            snprintf(why, len, "rank %d out[%zu][%d*%zu + %zu] = %g, expected %g (tolerance %g)", q, smp, r, TD, e, got,
+                     want, tol);
+        }
+    }
+  }
+out:
+  free(val); free(mag);
+  return bad;
+}
+
+/* Waits for every rank's stream; the first error. */
+static baton_result sync_all(void) {
+  baton_result res = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
+    baton_result ae = baton_success;
+    baton_comm_get_async_error(comms[r], &ae);
+    if (ae && !res) res = ae;
+  }
+  return res;
+}
+
+/* The embedding-bag step of program p (its operands' roles). */
+static const ir_step *bag_step(const ir_prog *p) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int k = 0; k < p->gpus[r].tbs[t].nsteps; k++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[k];
+        if (st->op == IR_OP_EBAG || st->op == IR_OP_EBAGM) return st;
+      }
+  return NULL;
+}
+
+/* One grouped call on every rank: by name (baton_run_fused, the
+ * operands bound by their roles and T as a dimension) or through the
+ * automatic choice (name NULL). */
+static baton_result call(const char *name, int dt, const shape *s, bufs *b, int mean, int weighted) {
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++) {
+    if (name) {
+      const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
+      const ir_step *st = bag_step(p);
+      baton_operand ops[IR_MAX_OPERANDS + 1];
+      int k = 0;
+      ops[k++] = (baton_operand){p->operands[st->args[0]].name, b[r].dE, s->T * s->rows, s->D, s->ld};
+      ops[k++] = (baton_operand){p->operands[st->args[1]].name, b[r].dI, b[r].L, 1, 0};
+      ops[k++] = (baton_operand){p->operands[st->args[2]].name, b[r].dO, s->B * s->T + 1, 1, 0};
+      if (st->args[3] >= 0) ops[k++] = (baton_operand){p->operands[st->args[3]].name, b[r].dw, b[r].L, 1, 0};
+      ops[k++] = (baton_operand){"T", NULL, s->T, 0, 0};
+      e = baton_run_fused(name, ops, k, b[r].dout, s->B / nranks * s->T * s->D, (baton_dtype)dt, baton_sum, comms[r],
+                          streams[r]);
+    } else {
+      e = baton_embedding_alltoall(comms[r], b[r].dE, s->T * s->rows, s->D, s->ld, b[r].dI, b[r].L, b[r].dO,
+                                   weighted ? b[r].dw : NULL, s->B, s->T, mean ? baton_avg : baton_sum, b[r].dout,
+                                   (baton_dtype)dt, streams[r]);
+    }
+  }
+  baton_result g = baton_group_end();
+  return e ? e : g ? g : sync_all();
+}
+
+static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
+
+/* Every embedding program by name over every type and shape. */
+static void check_programs(const shape *shapes, int nshapes) {
+  int nalg = baton_comm_algorithm_count(comms[0]);
+  for (int ai = 0; ai < nalg; ai++) {
+    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+    int op = RT_COMPUTE_OP(al->compute);
+    if (al->compute < 0 || (op != IR_OP_EBAG && op != IR_OP_EBAGM)) continue;
+    const char *name = ir_prog_where(al->prog);
+    if (rt_plan_blocks(&comms[0]->plans[ai]) == 0) {
+      ok(1, "# SKIP %s: does not fit this GPU", name);
+      continue;
+    }
+    int mean = op == IR_OP_EBAGM, weighted = (al->compute & RT_COMPUTE_WEIGHTED) != 0;
+    long fails = 0;
+    char why[300] = "";
+    for (int di = 0; di < 3 && !fails; di++)
+      for (int si = 0; si < nshapes && !fails; si++) {
+        const shape *s = &shapes[si];
+        bufs *b = bufs_new(dtypes[di], s);
+        if (!b) { fails = 1; snprintf(why, sizeof why, "out of memory"); break; }
+        baton_result e = call(name, dtypes[di], s, b, mean, weighted);
+        if (e) { fails = 1; snprintf(why, sizeof why, "%s", baton_result_string(e)); }
+        else fails = check(dtypes[di], s, b, mean, weighted, why, sizeof why);
+        if (fails)
+          diag("%s %s B=%zu T=%zu D=%zu rows=%zu ld=%zu bag=%zu%s: %s", name, ip_dtype_name[dtypes[di]], s->B, s->T,
+               s->D, s->rows, s->ld, s->bag, s->skew ? " skewed" : "", why);
+        bufs_free(b);
+      }
+    ok(fails == 0, "%s: [B/n, n*T*D] pooled on %d ranks, f32/f16/bf16 x %d shapes, every element within tolerance",
+       name, nranks, nshapes);
+  }
+}
+
+/* The automatic choice for sum, mean and weighted sums. */
+static void check_choice(void) {
+  const shape s = {(size_t)nranks * 24, 5, 64, 300, 64, 20, 1};
+  for (int m = 0; m < 3; m++) {
+    char why[300] = "";
+    bufs *b = bufs_new(IP_BF16, &s);
+    baton_result e = b ? call(NULL, IP_BF16, &s, b, m == 1, m == 2) : baton_out_of_memory;
+    long bad = e ? -1 : check(IP_BF16, &s, b, m == 1, m == 2, why, sizeof why);
+    ok(bad == 0, "baton_embedding_alltoall bf16 %s runs %s: %s", m == 0 ? "sum" : m == 1 ? "mean" : "weighted sum",
+       baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?",
+       e ? baton_result_string(e) : why);
+    bufs_free(b);
+  }
+}
+
+/* A captured call, replayed on new bags: nothing is set up per call. */
+static void check_graph(void) {
+  const shape s = {(size_t)nranks * 16, 3, 128, 500, 128, 10, 0};
+  bufs *b = bufs_new(IP_F32, &s);
+  if (!b) { ok(0, "graph: buffers"); return; }
+  baton_result e = call(NULL, IP_F32, &s, b, 0, 0);   /* once outside the capture: the scratch is reserved */
+  cudaGraph_t *g = calloc(nranks, sizeof *g);
+  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
+  int okc = !e;
+  for (int r = 0; r < nranks && okc; r++) {
+    cudaSetDevice(dev_of(r));
+    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
+  }
+  if (okc) {
+    baton_group_start();
+    for (int r = 0; r < nranks; r++)
+      e = e ? e : baton_embedding_alltoall(comms[r], b[r].dE, s.T * s.rows, s.D, s.ld, b[r].dI, b[r].L, b[r].dO, NULL,
+                                           s.B, s.T, baton_sum, b[r].dout, baton_f32, streams[r]);
+    baton_group_end();
+  }
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
+  }
+  long bad = -1;
+  char why[300] = "";
+  for (int round = 0; round < 2 && okc && !e; round++) {
+    for (int r = 0; r < nranks; r++) {   /* a new table, same bags and buffers */
+      size_t nE = s.T * s.rows * s.ld;
+      for (size_t i = 0; i < nE; i++) ip_set(IP_F32, b[r].hE, i, frand());
+      cudaSetDevice(dev_of(r));
+      cudaMemcpy(b[r].dE, b[r].hE, nE * 4, cudaMemcpyHostToDevice);
+      cudaMemset(b[r].dout, 0xff, out_elems(&s) * 4);   /* NaN */
+    }
+    for (int r = 0; r < nranks; r++) {
+      cudaSetDevice(dev_of(r));
+      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
+    }
+    e = sync_all();
+    bad = e ? -1 : check(IP_F32, &s, b, 0, 0, why, sizeof why);
+    if (bad) break;
+  }
+  ok(okc && !e && bad == 0, "a captured baton_embedding_alltoall replays right on new tables twice: %s",
+     e ? baton_result_string(e) : why);
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (x[r]) cudaGraphExecDestroy(x[r]);
+    if (g[r]) cudaGraphDestroy(g[r]);
+  }
+  free(g);
+  free(x);
+  bufs_free(b);
+}
+
+/* Calls the runtime must refuse; then an index outside the table, which
+ * runs (skipped) and is reported by the communicator (last: it stays in
+ * error). */
+static void check_refused(void) {
+  const shape s = {(size_t)nranks * 4, 2, 32, 50, 32, 3, 0};
+  bufs *b = bufs_new(IP_F32, &s);
+  if (!b) { ok(0, "refusals: buffers"); return; }
+  baton_result e;
+  if (nranks > 1) {
+    baton_group_start();
+    e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, NULL, s.B + 1, s.T,
+                                 baton_sum, b[0].dout, baton_f32, streams[0]);
+    baton_group_end();
+    ok(e == baton_invalid_argument, "a batch that is not a multiple of the ranks is refused: %s", baton_result_string(e));
+  } else {
+    ok(1, "# SKIP one rank: every batch is a multiple");
+  }
+  baton_group_start();
+  e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, b[0].dw, s.B, s.T,
+                               baton_avg, b[0].dout, baton_f32, streams[0]);
+  baton_group_end();
+  ok(e == baton_invalid_argument, "weights with mean pooling are refused: %s", baton_result_string(e));
+  baton_group_start();
+  e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, NULL, s.B, s.T,
+                               baton_sum, b[0].dout, baton_i32, streams[0]);
+  baton_group_end();
+  ok(e == baton_invalid_argument, "a type the pooling does not take (i32) is refused: %s", baton_result_string(e));
+  char why[300] = "";
+  e = call(NULL, IP_F32, &s, b, 0, 0);
+  ok(!e && check(IP_F32, &s, b, 0, 0, why, sizeof why) == 0, "after the refusals a call still runs right: %s",
+     e ? baton_result_string(e) : why);
+  /* An index past the table on rank 0. */
+  int64_t badi = (int64_t)(s.T * s.rows) + 7;
+  cudaSetDevice(dev_of(0));
+  cudaMemcpy(b[0].dI, &badi, sizeof badi, cudaMemcpyHostToDevice);
+  e = call(NULL, IP_F32, &s, b, 0, 0);
+  ok(e == baton_invalid_argument, "an index outside the table is reported (the call's error: %s)",
+     baton_result_string(e));
+  bufs_free(b);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL;
+  int big = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big")) big = 1;
+  }
+  if (ngpus == 0) ngpus = nranks;
+  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
+    fprintf(stderr, "usage: gpu_embed --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
+    return 2;
+  }
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
+    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
+    return 0;
+  }
+  setenv("BATON_ALGO_DIR", dir, 1);
+  setenv("BATON_TIMEOUT", "10", 0);
+  comms = calloc(nranks, sizeof *comms);
+  streams = calloc(nranks, sizeof *streams);
+  int *devs = calloc(nranks, sizeof *devs);
+  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
+  baton_result e = baton_comm_init_all(comms, nranks, devs);
+  free(devs);
+  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
+  if (e) return tap_done();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+  }
+  int n = 0;
+  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) {
+    int op = RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute);
+    n += op == IR_OP_EBAG || op == IR_OP_EBAGM;
+  }
+  ok(n > 0, "%d embedding programs loaded for %d ranks from %s", n, nranks, dir);
+  size_t R = (size_t)nranks;
+  /* Odd widths (column by column), one table, empty bags only, padded
+   * rows, the 16-byte paths at 64/128/256 columns, skewed indices. */
+  const shape small[] = {{R * 2, 3, 5, 7, 5, 2, 0},       {R * 4, 1, 64, 40, 64, 0, 0},
+                         {R * 8, 2, 33, 100, 40, 4, 0},   {R * 16, 4, 64, 300, 72, 12, 1},
+                         {R * 32, 8, 128, 1000, 128, 30, 1}, {R * 8, 2, 256, 200, 256, 9, 0}};
+  const shape large[] = {{R * 256, 64, 128, 20000, 128, 50, 1}, {R * 512, 16, 256, 100000, 256, 40, 0}};
+  check_programs(small, sizeof small / sizeof small[0]);
+  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  check_choice();
+  check_graph();
+  check_refused();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamDestroy(streams[r]);
+    baton_comm_destroy(comms[r]);
+  }
+  return tap_done();
+}
