@@ -383,13 +383,18 @@ __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, i
 }
 
 // out[0 .. n) = the values compute step st gives the input's elements
-// row0 .. row0+n-1.  Ends with a barrier.
-template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
+// row0 .. row0+n-1.  Ends with a barrier.  BAG: the launch has embedding
+// bags (ip_gargs.cbag); without, the code holds the GEMV alone (the
+// embedding bag's registers made the GEMV's compute blocks spill and
+// cost it 3-4 us a call).
+template <int DT, bool BAG, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void ip_compute_rows(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n,
                                                 char *out) {
-  if (st.op == IR_OP_EBAG || st.op == IR_OP_EBAGM) {
-    ip_ebag<DT>(a, st, row0, n, out);
-    return;
+  if constexpr (BAG) {
+    if (st.op == IR_OP_EBAG || st.op == IR_OP_EBAGM) {
+      ip_ebag<DT>(a, st, row0, n, out);
+      return;
+    }
   }
   // gemv and gemvs: A x
   const int m = st.arg[0], v = st.arg[1];

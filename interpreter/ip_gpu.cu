@@ -640,14 +640,14 @@ __device__ __forceinline__ char *stage_of(const ip_gargs &a) {
 // compute step st computes them: the valid ones (rows A has) computed,
 // the rest zero.  out is the stage or the destination chunk.  Ends with a
 // barrier.
-template <int DT, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
+template <int DT, bool BAG, int R = IP_GEMV_ROWS, int U = IP_GEMV_UNROLL>
 __device__ __forceinline__ void compute_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t, int64_t from,
                                               int64_t n, char *out) {
   int64_t at = t * a.tile + from, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
   valid = valid < 0 ? 0 : valid > n ? n : valid;
   for (int64_t b = valid * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) out[b] = 0;
   if (valid > 0)
-    ip_compute_rows<DT, R, U>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, out);
+    ip_compute_rows<DT, BAG, R, U>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, out);
   else __syncthreads();
 }
 
@@ -656,10 +656,11 @@ __device__ __forceinline__ void compute_piece(const ip_gargs &a, const ip_gstep 
 // after the other (the runtime makes a tile of every chunk of a step fit).
 // Not inlined: the computation's registers stay out of the interpreter's
 // communication paths.
-template <int DT>
+template <int DT, bool BAG>
 __device__ __noinline__ void compute_tile(const ip_gargs &a, const ip_gstep &st, int64_t t) {
   const int64_t len = tile_len(a, t);
-  for (int j = 0; j < st.cnt; j++) compute_piece<DT>(a, st, st.srcoff + j, t, 0, len, stage_of(a) + j * len * a.esize);
+  for (int j = 0; j < st.cnt; j++)
+    compute_piece<DT, BAG>(a, st, st.srcoff + j, t, 0, len, stage_of(a) + j * len * a.esize);
 }
 
 // Row x of tile t of chunk c of buffer b (interleaved output rows): where
@@ -670,12 +671,66 @@ __device__ __forceinline__ char *row_at(const ip_gargs &a, int b, int64_t c, int
   return a.buf[b] + ir_geom_at(&a.geom, b, c, t * a.tile + x) * a.esize;
 }
 
+// rows_piece's common case, a copy (no reduction) of rows that are all
+// valid with every pointer and row stride 16-byte aligned: one flat loop
+// over the 16-byte units of every row, U in flight per thread (a loop per
+// row would pay a memory round trip per row).  false, having done
+// nothing, when the piece is not such a copy.
+template <int U>
+__device__ __forceinline__ bool rows_copy16(const ip_gargs &a, const ip_gstep &st, const piece &p, int j, int64_t t,
+                                            unsigned fl) {
+  const int64_t seg = a.geom.seg, segb = seg * a.esize, ostride = (int64_t)a.geom.oblocks * segb;
+  if ((fl & IR_F_RED) || (segb & 15) || p.len % segb) return false;
+  const int64_t nrows = p.len / segb;
+  const char *src = p.src ? p.src : p.msg;
+  int64_t srs = segb, drs = segb, v = 0;
+  char *dst = p.dst;
+  int64_t rows = nrows;
+  if (p.src && (fl & IR_F_SRC) && st.srcbuf == IR_BUF_OUTPUT) {
+    src = row_at(a, IR_BUF_OUTPUT, st.srcoff + j, t, 0, &v);
+    srs = ostride;
+    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, st.srcoff + j) - t * a.tile;
+    rows = v <= 0 ? 0 : v / seg < rows ? v / seg : rows;
+  } else if (p.src) {
+    rows = p.srcvalid / segb < rows ? p.srcvalid / segb : rows;
+  }
+  if (dst && st.dstbuf == IR_BUF_OUTPUT) {
+    dst = row_at(a, IR_BUF_OUTPUT, st.dstoff + j, t, 0, &v);
+    drs = ostride;
+    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, st.dstoff + j) - t * a.tile;
+    rows = v <= 0 ? 0 : v / seg < rows ? v / seg : rows;
+  } else if (dst) {
+    rows = p.dstvalid / segb < rows ? p.dstvalid / segb : rows;
+  }
+  if (rows != nrows || !src || !aligned16(src) || !aligned16(dst) || !aligned16(p.out) || (ostride & 15)) return false;
+  const int64_t total = nrows * (segb / 16);
+  if (total >= (1ll << 31)) return false;   // 32-bit unit arithmetic below
+  const unsigned upr = (unsigned)(segb / 16), tot = (unsigned)total, n = blockDim.x;
+  for (unsigned u = threadIdx.x; u < tot; u += U * n) {
+    uint4 w[U];
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      const unsigned x = u + k * n;
+      if (x < tot) w[k] = *(const uint4 *)(src + (int64_t)(x / upr) * srs + (int64_t)(x % upr) * 16);
+    }
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      const unsigned x = u + k * n;
+      if (x >= tot) continue;
+      if (dst) *(uint4 *)(dst + (int64_t)(x / upr) * drs + (int64_t)(x % upr) * 16) = w[k];
+      if (p.out) *(uint4 *)(p.out + (int64_t)x * 16) = w[k];
+    }
+  }
+  return true;
+}
+
 // A Simple piece whose tile holds several rows of an interleaved output
 // (ir_geom.seg): row by row, each a contiguous piece there; the message,
 // the stage and the other buffers move on linearly.
 template <int DT, int OP>
 __device__ __noinline__ void rows_piece(const ip_gargs &a, const ip_gstep &st, const piece &p, int j, int64_t t,
                                         unsigned fl) {
+  if (rows_copy16<4>(a, st, p, j, t, fl)) return;
   const int64_t seg = a.geom.seg, segb = seg * a.esize;
   for (int64_t x = 0; x * a.esize < p.len; x += seg) {
     const int64_t xb = x * a.esize;
@@ -783,12 +838,6 @@ __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
   for (int k = threadIdx.x; k < n; k += blockDim.x) ((int *)to)[k] = ((const int *)from)[k];
 }
 
-// A compute block's piece of one chunk spans whole tiles of at least this
-// many bytes: a piece ends with a barrier, and the warps that share it
-// must each have several rows' work (an embedding bag's tiles can be a
-// few bags long).
-#define IP_COMPUTE_PIECE_BYTES 65536
-
 // A CUDA block of a compute thread block (ip_gpu.h): its equal share of
 // the row space, computed piece by piece (a piece within one chunk's
 // tile) straight into the destination chunk, no stage between; the rows
@@ -798,7 +847,7 @@ __device__ __forceinline__ void copy_words(void *to, const void *from, int n) {
 // cnt 0) and thread 0's generation.  One division finds where the share
 // starts in its first tile; pieces then move on by addition.  Not inlined
 // into the kernel: its registers are its own.
-template <int DT>
+template <int DT, bool BAG>
 __device__ __noinline__ void compute_block(const ip_gargs &a) {
   extern __shared__ ip_gstep sm_steps[];
   const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
@@ -825,31 +874,6 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   for (int s = 0; s < nsteps && base < hi; base += steps[s].cnt * cap, s++) {
     if (base + steps[s].cnt * cap <= lo) continue;
     const ip_gstep st = steps[s];
-    if (st.cnt == 1 && st.dstbuf != IR_BUF_OUTPUT) {
-      // One chunk, whose tiles lie one after the other: pieces of whole
-      // tiles of at least IP_COMPUTE_PIECE_BYTES (fewer barriers when
-      // tiles are short), each tile counted once its piece is stored.
-      const int64_t e0 = (base > lo ? base : lo) - base, e1 = (base + cap < hi ? base + cap : hi) - base;
-      const int64_t least = (IP_COMPUTE_PIECE_BYTES / es + a.tile - 1) / a.tile * a.tile;
-      char *chunk = a.buf[st.dstbuf] + ir_geom_off(&a.geom, st.dstbuf, st.dstoff) * es;
-      const int64_t dvalid = ir_geom_len(&a.geom, st.dstbuf, st.dstoff);
-      for (int64_t x = e0; x < e1;) {
-        int64_t y = (x / a.tile) * a.tile + least;   // a tile boundary
-        y = y < e1 ? y : e1;
-        int64_t keep = (dvalid < y ? dvalid : y) - x;
-        keep = keep < 0 ? 0 : keep > (1 << 30) ? (1 << 30) : keep;
-        // Ends with a barrier, which also orders every thread's stores before the counts.
-        compute_piece<DT>(a, st, st.srcoff, 0, x, keep, chunk + x * es);   // rows past dvalid: not stored, counted
-        if (threadIdx.x == 0)
-          for (int64_t t = x / a.tile; t * a.tile < y; t++) {
-            const int64_t from = t * a.tile > x ? t * a.tile : x, to = (t + 1) * a.tile < y ? (t + 1) * a.tile : y;
-            if (st.sem != IP_SEM_NONE) sem_post(a, st.sem, t, (uint64_t)(to - from), gen);
-            trace_ev(a, tn, IP_EV_DONE, s, t);
-          }
-        x = y;
-      }
-      continue;
-    }
     for (int64_t t = 0; t < a.ntiles; t++) {
       const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
       if (ue <= lo || us >= hi) continue;
@@ -864,7 +888,7 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
         int64_t keep = dv / es - from;   // rows the destination holds
         keep = keep < 0 ? 0 : keep > n ? n : keep;
         // Ends with a barrier, which also orders every thread's stores before the count.
-        compute_piece<DT>(a, st, st.srcoff + j, t, from, keep, dst);
+        compute_piece<DT, BAG>(a, st, st.srcoff + j, t, from, keep, dst);
         x += n;
         from += n;
         if (from == len) {
@@ -898,7 +922,8 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __g
   __shared__ uint64_t base, sent0, rcvd0[1 + IP_GPU_XRECV];   // rcvd0[0]: own connection, then the extras
   static_assert(sizeof(ip_gtb) % 4 == 0 && sizeof(ip_gstep) % 4 == 0, "copied as words");
   if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a compute thread block's block
-    compute_block<DT>(a);
+    if (a.cbag) compute_block<DT, true>(a);   // with embedding bags
+    else compute_block<DT, false>(a);
     return;
   }
   int tn = 0;                     // thread 0: events traced
@@ -988,7 +1013,10 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __g
       } else {
         const char *msg = (fl & IR_F_RECV) ? recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes : NULL;
         char *out = (fl & IR_F_SEND) ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes : NULL;
-        if (fl & IR_F_COMP) compute_tile<DT>(a, st, t);
+        if (fl & IR_F_COMP) {
+          if (a.cbag) compute_tile<DT, true>(a, st, t);
+          else compute_tile<DT, false>(a, st, t);
+        }
         if (st.op != IR_OP_NOP && !exec_step<DT, OP>(a, st, s, t, msg, out, r + 1, sent + 1, recv_peer(tb, st.conn)))
           stop = 1;
       }

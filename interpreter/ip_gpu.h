@@ -142,6 +142,7 @@ typedef struct ip_gargs {
   /* Compute (docs/FUSED.md). */
   int32_t ncomp, cwidth;           /* compute tbs (their entries follow the lanes' in tbs, their steps the
                                       lanes' tbs' in steps), CUDA blocks each */
+  int32_t cbag;                    /* some compute step is an embedding bag (the compute blocks' code with it) */
   uint64_t *sems;                  /* device: the semaphore words */
   int32_t stage_bytes;             /* dynamic shared memory after the steps for computed values */
   const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */

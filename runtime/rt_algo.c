@@ -134,6 +134,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
         if (st->cnt > al.maxcnt) al.maxcnt = st->cnt;
         if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
         al.compute = (st->op == IR_OP_GEMVS ? IR_OP_GEMV : st->op) | (st->args[3] >= 0 ? RT_COMPUTE_WEIGHTED : 0);
+        al.bags |= st->op == IR_OP_EBAG || st->op == IR_OP_EBAGM;
         al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
         int64_t most = ip_sem_max_tiles(st->sync, st->sync_param);
         if (ir_tb_compute(&p->gpus[r].tbs[t]) && st->hasdep && most < al.max_ctiles) al.max_ctiles = most;

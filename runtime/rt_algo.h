@@ -23,6 +23,7 @@ typedef struct rt_algo {
                              IR_OP_EBAGM), ORed with RT_COMPUTE_WEIGHTED when an embedding bag takes weights;
                              -1: none */
   int inline_compute;     /* some rank computes in a thread block that also communicates */
+  int bags;               /* some compute step is an embedding bag */
   int64_t max_ctiles;     /* tiles a chunk may be cut into: the least ip_sem_max_tiles of its waited-on compute steps */
 } rt_algo;
 

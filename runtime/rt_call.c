@@ -210,6 +210,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   a->stage_bytes = pl->stage_bytes;
   if (ops) {
     a->ncomp = pl->ncomp;
+    a->cbag = al->bags;
     a->cwidth = pl->cwidth;
     a->sems = pl->sems;
     for (int k = 0; k < p->noperands; k++) {

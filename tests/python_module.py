@@ -52,6 +52,20 @@ raises(ValueError, lambda: baton.gemv_allreduce(T((8, 4), cuda=False), T((4,), c
 raises(ValueError, lambda: baton.gemv_allreduce(W, x, T((7,)), comm=c), 'a y of the wrong length is refused',
        'vector of 8 elements')
 raises(ValueError, lambda: baton.Comm.init_rank(2, b'x' * 10, 0), 'a short unique id is refused', '128 bytes')
+# embedding bags + AllToAll: every check before the library is called
+E, I, O = T((100, 8), 'torch.float32'), T((30,), 'torch.int64'), T((4 * 2 + 1,), 'torch.int64')
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, O, 4, 2), 'an embedding call without a communicator is '
+       'refused', 'needs comm=')
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, O, 4, 2, mode='max', comm=c), 'an unknown pooling is refused',
+       "mode is 'sum' or 'mean'")
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, O, 4, 2, weights=T((30,), 'torch.float32'), mode='mean',
+       comm=c), 'weights with a mean are refused', "weights are for mode='sum'")
+raises(ValueError, lambda: baton.embedding_alltoall(E, T((30,), 'torch.int32'), O, 4, 2, comm=c),
+       'int32 indices are refused', 'int64 CUDA tensor')
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, T((8,), 'torch.int64'), 4, 2, comm=c),
+       'offsets of the wrong length are refused', 'batch*tables + 1 = 9')
+raises(TypeError, lambda: baton.embedding_alltoall(T((100, 8), 'torch.int32'), I, O, 4, 2, comm=c),
+       'an integer table is refused', 'take float32, float16 or bfloat16')
 try:   # on a machine without a GPU, baton says so with its own error
     comms = baton.Comm.init_all([0])
     ok(True, 'a communicator on GPU 0 (a GPU is present)')

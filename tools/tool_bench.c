@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_embed.h"
 #include "bench_fused.h"
 #include "tool.h"
 
@@ -60,8 +61,42 @@ static int fused(int argc, char **argv) {
 #endif
 }
 
+/* --fused embedding_alltoall: the fused embedding bags + AllToAll against
+ * pooling, NCCL AllToAll and shuffle in a row (tools/bench_embed*.c). */
+static int fused_embed(int argc, char **argv) {
+  bench_embed_opts o;
+  int rc = bench_embed_parse(&o, argc, argv, stdout, stderr);
+  if (rc) return rc == 1 ? 0 : rc;
+#ifdef BATON_HAVE_CUDA
+  bench_embed_table t;
+  rc = bench_embed_run(&o, &t);
+  if (rc != 2) {
+    rc |= bench_embed_print_footer(stdout, &t);
+    if (o.csv && bench_embed_write_csv(o.csv, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
+      rc = 1;
+    }
+    if (o.json && bench_embed_write_json(o.json, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
+      rc = 1;
+    }
+  }
+  free(t.rows);
+  return rc;
+#else
+  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
+  return 2;
+#endif
+}
+
 int tool_bench(int argc, char **argv) {
-  if (bench_fused_asked(argc, argv)) return fused(argc, argv);
+  if (bench_fused_asked(argc, argv)) {
+    switch (bench_fused_operator(argc, argv, stderr)) {
+    case BENCH_FUSED_GEMV_ALLREDUCE: return fused(argc, argv);
+    case BENCH_FUSED_EMBEDDING_ALLTOALL: return fused_embed(argc, argv);
+    default: return 2;
+    }
+  }
   bench_opts o;
   int rc = bench_parse(&o, argc, argv, stdout, stderr);
   if (rc) return rc == 1 ? 0 : rc;

@@ -75,7 +75,7 @@ for B in (512, 1024, 4096):
 if a.quick:
     shapes = [(2048, 64, 128), (2048, 16, 64), (2048, 16, 256), (512, 64, 128)]
 rows_out = []
-print(f'{"dtype":5} {"dist":4} {"B":>5} {"T":>4} {"D":>4} {"lookups":>9} | {"torch us":>9} {"TB/s":>5} | '
+print(f'{"dtype":5} {"indices":9} {"B":>5} {"T":>4} {"D":>4} {"lookups":>9} | {"torch us":>9} {"TB/s":>5} | '
       f'{"baton us":>9} {"TB/s":>5} | {"ratio":>5} {"maxerr":>8}  program')
 g = torch.Generator().manual_seed(7)
 for dt_name, dt in (('f32', torch.float32), ('bf16', torch.bfloat16)):
@@ -83,23 +83,29 @@ for dt_name, dt in (('f32', torch.float32), ('bf16', torch.bfloat16)):
         es = torch.finfo(dt).bits // 8
         rows = max(1000, min(100000, TABLE_BYTES // (T * D * es)))
         E = torch.randn(T * rows, D, generator=g).to(dt).to(dev)
-        for skew in (0, 1):
+        # sum over uniform and skewed indices; mean and weighted sums on the reference shape
+        variants = [(0, 'sum', False), (1, 'sum', False)]
+        if (B, T, D) == (2048, 64, 128):
+            variants += [(0, 'mean', False), (0, 'sum', True)]
+        for skew, mode, weighted in variants:
             I, O = bags(B, T, rows, 50, skew, g)
+            w = torch.rand(I.shape[0], generator=g).to(dt).to(dev) if weighted else None
             out = torch.empty(B, T * D, dtype=dt, device=dev)
             ref = [None]
             def torch_call():
-                ref[0] = F.embedding_bag(I, E, O, mode='sum', include_last_offset=True)
+                ref[0] = F.embedding_bag(I, E, O, mode=mode, per_sample_weights=w, include_last_offset=True)
             def baton_call():
-                baton.embedding_alltoall(E, I, O, B, T, out=out, comm=comm)
+                baton.embedding_alltoall(E, I, O, B, T, weights=w, mode=mode, out=out, comm=comm)
             t_torch = graph_time(torch_call, a.reps)
             t_baton = graph_time(baton_call, a.reps)
             err = float((out.float() - ref[0].view(B, T * D).float()).abs().max())
             gathered = I.shape[0] * D * es
             rt, rb = gathered / t_torch / 1e6, gathered / t_baton / 1e6
-            print(f'{dt_name:5} {"zipf" if skew else "unif":4} {B:5} {T:4} {D:4} {I.shape[0]:9} | {t_torch:9.1f} {rt:5.2f} | '
+            kind = ('zipf' if skew else 'unif') + ('' if mode == 'sum' and not weighted else '/mean' if mode == 'mean' else '/w')
+            print(f'{dt_name:5} {kind:9} {B:5} {T:4} {D:4} {I.shape[0]:9} | {t_torch:9.1f} {rt:5.2f} | '
                   f'{t_baton:9.1f} {rb:5.2f} | {t_torch / t_baton:5.2f} {err:8.2g}  {comm.last_algorithm()}', flush=True)
-            rows_out.append((dt_name, 'zipf' if skew else 'uniform', B, T, D, I.shape[0], t_torch, t_baton, err))
-            del I, O, out, ref
+            rows_out.append((dt_name, kind, B, T, D, I.shape[0], t_torch, t_baton, err))
+            del I, O, out, ref, w
         del E
         torch.cuda.empty_cache()
 if a.csv:

@@ -584,6 +584,15 @@ static int take_record(ib_ctx *c, int l, int k, const struct ibv_wc *wc, const n
 /* One work completion: a record in, or one of our writes done (a piece's
  * completion may free its message's last piece).  1 when it moved
  * something; an error status fails its link (logged with the status). */
+/* Whether L's peer has said goodbye, once the side connections are read:
+ * a peer that leaves sends its goodbye before it tears its queue pairs
+ * down, so work of ours that fails on them afterwards (a credit on its way)
+ * is the orderly end, not a fault, when the goodbye is there. */
+static int bye_arrived(ib_ctx *c, ib_link *L) {
+  if (!L->bye_seen) net_ib_pump(c);
+  return L->bye_seen;
+}
+
 static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
   static const char *const kinds[] = {"?", "an RDMA write of a piece", "an RDMA write of a record",
                                       "an RDMA write of a message's last piece", "an RDMA write of a credit"};
@@ -598,7 +607,7 @@ static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
   ib_qp *q = &L->qp[k];
   if (wc->wr_id & RECV_BIT) {   /* records still count after a goodbye: they were on their way before it */
     if (ok && L->state != L_FAILED && !c->aborted) return take_record(c, l, k, wc, sink) ? 0 : 1;
-    if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
+    if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted && !bye_arrived(c, L))
       net_ib_link_fail(c, L, "a receive on QP %d failed: %s (vendor error %#x)", k, net_ib_fn.wc_status_str(wc->status),
                        wc->vendor_err);
     return 0;
@@ -608,7 +617,7 @@ static int take_wc(ib_ctx *c, const struct ibv_wc *wc, const net_sink *sink) {
                             (uint32_t)wc->wr_id & ~RECV_BIT, q->sq_tail & ~RECV_BIT), 0;
   ib_sqe e = q->sq[q->sq_tail++ % (uint32_t)c->sq_depth];
   mrc_put(c, e.mrc);
-  if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted)
+  if (!ok && L->state != L_FAILED && L->state != L_BYE && !c->aborted && !bye_arrived(c, L))
     net_ib_link_fail(c, L, "%s (%u bytes) on QP %d failed: %s (vendor error %#x)%s", kinds[e.kind < 5 ? e.kind : 0],
                      e.bytes, k, net_ib_fn.wc_status_str(wc->status), wc->vendor_err, wc->status == IBV_WC_RETRY_EXC_ERR
                      ? ": the peer is unreachable or dead (BATON_IB_TIMEOUT, BATON_IB_RETRY_CNT)"

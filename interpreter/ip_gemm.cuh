@@ -1,0 +1,615 @@
+// ip_gemm.cuh -- the bf16 GEMM tile engine, device side: Y = X W over the
+// output tiles ("units") a block is given, for a persistent kernel whose
+// every block runs IP_GEMM_THREADS threads.  On sm_90a: a warp-specialized
+// mainloop (one TMA producer warpgroup, two wgmma consumer warpgroups, a
+// ring of IP_GEMM_STAGES shared-memory stages under full/empty mbarriers,
+// 128-byte swizzle, setmaxnreg).  On any other target: an mma.sync +
+// cp.async fallback with the same interface and results.
+//
+// Interface (ip_gemm.h describes the problem, ip_gemm_prepare fills it):
+//
+//   template <class Epi> __device__ void ip_gemm_run(const ip_gemm_args &g, char *smem,
+//                                                    int64_t unit0, int64_t unit_step, Epi &epi);
+//
+// Every thread of the block calls it, with the same arguments.  It runs
+// units unit0, unit0 + unit_step, ... < g.units; ip_gemm_unit_coords
+// gives each unit's tile.  g must live in kernel parameter space (a
+// __grid_constant__ parameter or a member of one): TMA reads the tensor
+// maps from there.  smem: IP_GEMM_SMEM bytes of dynamic shared memory
+// (IP_GEMM_SMEM_FALLBACK off Hopper), any alignment of 16 or more.
+//
+// Epi, the epilogue functor (each thread has its own reference):
+//   __device__ __nv_bfloat16 *row_ptr(int64_t row);
+//       where output row `row` (0 <= row < g.m) starts: element (row, col)
+//       is stored at row_ptr(row)[col].  Called by many threads, once or
+//       more per row per tile, so it must be cheap and return the same
+//       pointer every time.  2-byte alignment suffices; rows whose
+//       pointer is 16-byte aligned get 16-byte stores (plain st.global:
+//       local or peer memory alike).  Rows >= g.m are never asked for.
+//   __device__ void done(int64_t m0, int64_t n0, int rows, int cols);
+//       called by exactly one thread per unit, after every thread of the
+//       block has stored that tile's rows x cols outputs (rows =
+//       min(128, m - m0), cols = min(256, n - n0)).
+//
+// Ordering guaranteed at done(): every store of the tile, by any thread of
+// the block, precedes a barrier among the storing threads, after which the
+// calling thread executes __threadfence() and then calls done.  The fence
+// is cumulative: a flag done() writes at GPU scope (relaxed is enough
+// after the fence) is seen by any thread of this GPU only with the tile's
+// data.  For an observer on another GPU or the host, done() must publish
+// with system scope (__threadfence_system() or st.release.sys; both
+// cumulative over the barrier).  done() must not wait for other threads
+// of the block: they go on with the next unit.  It may use no barrier.
+//
+// Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
+// and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 2
+// in between.  On return every thread has left the engine and the whole
+// IP_GEMM_SMEM is free; registers are back to IP_GEMM_REGS_ENTRY.
+#ifndef IP_GEMM_CUH
+#define IP_GEMM_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "ip_gemm.h"
+
+// The wgmma path needs the sm_90a feature set; every other device pass
+// (and the host pass, where none of this is compiled) takes the fallback.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define IP_GEMM_SM90A 1
+#else
+#define IP_GEMM_SM90A 0
+#endif
+
+// Named barriers the engine uses (the epilogue of consumer warpgroup 0,
+// of consumer warpgroup 1, and both together).
+#define IP_GEMM_BAR_FIRST 1
+
+// Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
+__device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
+
+// Unit u's output tile: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
+// n0 + IP_GEMM_TILE_N - 1 (clipped to m, n).  Row-band-major: all N tiles
+// of one band of rows, then the next band, where a band is g.band_group
+// tile rows (walked column by column: the G tiles of one column, then the
+// next column).  Bands of one tile row (band_group 1) leave the ~132 units
+// in flight spread over every W column: with W larger than L2 (8192 x
+// 14336) each wave reads all of W from DRAM, measured 0.71-0.77x cuBLAS
+// on an H100; bands of 2-8 tile rows share each W tile among more units
+// in flight (1.02-1.04x there, the same elsewhere).  ip_gemm_prepare sets
+// IP_GEMM_BAND_GROUP.  The one place that maps units to tiles: reorder
+// bands here.
+__device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64_t u, int64_t *m0, int64_t *n0) {
+  int64_t band, col;
+  if (g.band_group <= 1) {
+    band = u / g.tiles_n;
+    col = u - band * g.tiles_n;
+  } else {
+    const int64_t per_group = g.band_group * g.tiles_n, grp = u / per_group, r = u - grp * per_group;
+    const int64_t left = g.tiles_m - grp * g.band_group;
+    const int64_t bands = left < g.band_group ? left : g.band_group;
+    col = r / bands;
+    band = grp * g.band_group + (r - col * bands);
+  }
+  *m0 = band * IP_GEMM_TILE_M;
+  *n0 = col * IP_GEMM_TILE_N;
+}
+
+namespace ipg {
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void bar_named(int id, int nthreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+// 16 bytes of output at p (any 2-byte alignment): one st.global.v4 where
+// p is 16-byte aligned, else eight 2-byte stores.
+__device__ __forceinline__ void store16(__nv_bfloat16 *p, uint4 v) {
+  if (((uintptr_t)p & 15) == 0) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  } else {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    unsigned short *q = (unsigned short *)p;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      q[2 * i] = (unsigned short)(w[i] & 0xffff);
+      q[2 * i + 1] = (unsigned short)(w[i] >> 16);
+    }
+  }
+}
+
+// Two f32 as packed bf16 (round to nearest even), lo in the low half.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *(uint32_t *)&h;
+}
+
+}  // namespace ipg
+
+#if IP_GEMM_SM90A
+// ===========================================================================
+// sm_90a: TMA producer, wgmma consumers.
+// ===========================================================================
+namespace ipg90 {
+
+constexpr int kWarpgroup = 128;                                  // threads
+constexpr int kConsumers = 2;                                    // consumer warpgroups
+constexpr int kConsumerWarps = kConsumers * kWarpgroup / 32;     // arrivals that free a stage
+constexpr int kRowsPerConsumer = IP_GEMM_TILE_M / kConsumers;    // 64: one wgmma M
+constexpr int kWgmmaK = 16;                                      // K of one wgmma
+constexpr int kSwzRowBytes = IP_GEMM_SWZ_COLS * 2;               // 128
+constexpr int kSwzAtomBytes = 8 * kSwzRowBytes;                  // 1024: 8 rows, the swizzle's period
+constexpr int kBoxBytes = IP_GEMM_SWZ_COLS * IP_GEMM_TILE_K * 2; // one 64 x 64 W box: 8 KiB
+constexpr int kBoxesN = IP_GEMM_TILE_N / IP_GEMM_SWZ_COLS;       // 4 W boxes per stage
+constexpr int kAcc = IP_GEMM_TILE_N / 2;                         // f32 accumulators per thread (64 x 256 / 128)
+constexpr int kChunks = IP_GEMM_TILE_N / IP_GEMM_EPI_COLS;       // epilogue column chunks
+constexpr int kStoreThreadsPerRow = IP_GEMM_EPI_COLS * 2 / 16;   // 16-byte pieces of a chunk row: 8
+constexpr int kStoreRowsPerPass = kWarpgroup / kStoreThreadsPerRow;
+constexpr int kStorePasses = kRowsPerConsumer / kStoreRowsPerPass;
+static_assert(IP_GEMM_TILE_K == IP_GEMM_SWZ_COLS, "an A row is one 128-byte swizzled row");
+static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer and two consumer warpgroups");
+static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
+                  IP_GEMM_REGS_ENTRY * IP_GEMM_THREADS,
+              "setmaxnreg must not ask for more registers than the block holds");
+static_assert(IP_GEMM_BAR_BYTES >= 2 * IP_GEMM_STAGES * 8, "mbarrier space");
+
+// wgmma shared-memory descriptor fields (PTX "matrix descriptor"):
+// start address, leading and stride byte offsets, all >> 4; bits 62-63 =
+// 1: 128-byte swizzle.
+constexpr uint64_t kDescSwizzle128 = 1ull << 62;
+constexpr uint32_t kDescAddrMask = 0x3ffff;
+__host__ __device__ constexpr uint64_t desc_bits(uint32_t lbo, uint32_t sbo) {
+  return ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | kDescSwizzle128;
+}
+// A (X) is K-major: 128-byte rows, 8-row groups 1024 bytes apart (SBO);
+// LBO is unused with swizzling (1 by convention).
+constexpr uint64_t kDescA = desc_bits(16, kSwzAtomBytes);
+// B (W) is N-major (transpose bit set): LBO steps N by 64 columns (the
+// next TMA box), SBO steps K by 8 rows (one swizzle atom).
+constexpr uint64_t kDescB = desc_bits(kBoxBytes, kSwzAtomBytes);
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint64_t bits) {
+  return bits | ((addr & kDescAddrMask) >> 4);
+}
+// Descriptor steps for one wgmma K (16): 32 bytes along an A row; 16 rows
+// of B.
+constexpr uint64_t kStepA = (kWgmmaK * 2) >> 4;
+constexpr uint64_t kStepB = (kWgmmaK * kSwzRowBytes) >> 4;
+
+// ---- mbarriers ----
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_inval(uint32_t bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Returns once the phase of parity `parity` has completed (a fresh
+// barrier counts its phase before the first, parity 1, as complete).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!ok);
+}
+
+// ---- TMA ----
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+// One box of `map` at element coordinates (c0 inner, c1 outer) into
+// shared memory at dst; completes `bar`'s transaction bytes.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// ---- wgmma ----
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous wgmma boundary (the asm statements are ordered; the
+// registers' uses are tied to this one).
+__device__ __forceinline__ void acc_fence(float (&d)[kAcc]) {
+#pragma unroll
+  for (int i = 0; i < kAcc; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define IPG_F8(i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// d (64 x 256 f32 per warpgroup) += or = A (64 x 16, K-major) B (16 x 256,
+// N-major), both from shared memory; accumulate = 0 overwrites d.
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[kAcc], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 1;\n}\n"
+      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56), IPG_F8(64),
+        IPG_F8(72), IPG_F8(80), IPG_F8(88), IPG_F8(96), IPG_F8(104), IPG_F8(112), IPG_F8(120)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+#undef IPG_F8
+
+template <uint32_t R>
+__device__ __forceinline__ void regs_grow() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+template <uint32_t R>
+__device__ __forceinline__ void regs_shrink() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
+}
+
+// Shared-memory addresses of one call (ring aligned to IP_GEMM_ALIGN).
+struct layout {
+  uint32_t ring;  // stage s at ring + s * IP_GEMM_STAGE_BYTES: A tile, then kBoxesN W boxes
+  char *epi;      // consumer c's staging buffer at epi + c * IP_GEMM_EPI_BYTES
+  uint32_t bars;  // full[s] at bars + 8 s, empty[s] at bars + 8 (IP_GEMM_STAGES + s)
+  __device__ uint32_t full(int s) const { return bars + 8 * s; }
+  __device__ uint32_t empty(int s) const { return bars + 8 * (IP_GEMM_STAGES + s); }
+};
+
+// The producer: one thread.  For every k-block of every unit, waits for
+// its stage to be free, then asks TMA for the A tile and the W boxes that
+// lie inside N (boxes past N are skipped: their columns are never
+// stored, and the stage's expected bytes count only what was asked).
+__device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step) {
+  tma_prefetch(&g.tmap_x);
+  tma_prefetch(&g.tmap_w);
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int64_t u = unit0; u < g.units; u += unit_step) {
+    int64_t m0, n0;
+    ip_gemm_unit_coords(g, u, &m0, &n0);
+    const int64_t left = (g.n - n0) / IP_GEMM_SWZ_COLS;
+    const int boxes = left < kBoxesN ? (int)left : kBoxesN;
+    const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
+    for (int64_t kb = 0; kb < g.k_blocks; kb++) {
+      mbar_wait(L.empty(stage), phase ^ 1);
+      const uint32_t full = L.full(stage), a = L.ring + stage * IP_GEMM_STAGE_BYTES;
+      mbar_arrive_tx(full, bytes);
+      const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
+      tma_load_2d(a, &g.tmap_x, k0, (int32_t)m0, full);
+      for (int j = 0; j < boxes; j++)
+        tma_load_2d(a + IP_GEMM_A_BYTES + j * kBoxBytes, &g.tmap_w, (int32_t)(n0 + j * IP_GEMM_SWZ_COLS), k0, full);
+      if (++stage == IP_GEMM_STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+// Consumer warpgroup c's epilogue for one unit: its 64 x 256 accumulators
+// to bf16, through its staging buffer one 64-column chunk at a time
+// (fragments in, 16-byte rows out), then one thread of the block reports
+// the unit done.  t: thread index inside the warpgroup.
+template <class Epi>
+__device__ __forceinline__ void epilogue(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
+                                         int64_t m0, int64_t n0, Epi &epi) {
+  const int w = t / 32, l = t % 32;
+  const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
+  const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+  __nv_bfloat16 *stg = (__nv_bfloat16 *)(L.epi + c * IP_GEMM_EPI_BYTES);
+  // The rows this thread stores: the same in every chunk.
+  const int piece = t % kStoreThreadsPerRow;
+  __nv_bfloat16 *dst[kStorePasses];
+#pragma unroll
+  for (int p = 0; p < kStorePasses; p++) {
+    const int r = c * kRowsPerConsumer + t / kStoreThreadsPerRow + p * kStoreRowsPerPass;
+    dst[p] = r < rows ? epi.row_ptr(m0 + r) + n0 + piece * 8 : nullptr;
+  }
+  // wgmma's accumulator layout: thread (w, l) holds, for each 8-column
+  // group j, rows 16 w + l / 4 and + 8, columns 8 j + 2 (l % 4) and + 1.
+  const int fr = 16 * w + l / 4, fc = 2 * (l % 4);
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ch++) {
+    if (ch * IP_GEMM_EPI_COLS >= cols) break;  // the same for every thread
+#pragma unroll
+    for (int jj = 0; jj < IP_GEMM_EPI_COLS / 8; jj++) {
+      const int j = ch * (IP_GEMM_EPI_COLS / 8) + jj;
+      *(uint32_t *)&stg[fr * IP_GEMM_EPI_LD + 8 * jj + fc] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
+      *(uint32_t *)&stg[(fr + 8) * IP_GEMM_EPI_LD + 8 * jj + fc] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+    }
+    ipg::bar_named(IP_GEMM_BAR_FIRST + c, kWarpgroup);
+#pragma unroll
+    for (int p = 0; p < kStorePasses; p++) {
+      const int r = t / kStoreThreadsPerRow + p * kStoreRowsPerPass;
+      const uint4 v = *(const uint4 *)&stg[r * IP_GEMM_EPI_LD + piece * 8];
+      if (dst[p]) ipg::store16(dst[p] + ch * IP_GEMM_EPI_COLS, v);
+    }
+    ipg::bar_named(IP_GEMM_BAR_FIRST + c, kWarpgroup);  // the buffer is free for the next chunk
+  }
+  ipg::bar_named(IP_GEMM_BAR_FIRST + kConsumers, kConsumers * kWarpgroup);
+  if (c == 0 && t == 0) {
+    __threadfence();
+    epi.done(m0, n0, rows, cols);
+  }
+}
+
+// Consumer warpgroup c: for every unit, wgmma over the k-blocks as the
+// stages fill (one commit group per stage; a stage is given back once the
+// group after it has been issued and its own has completed), then the
+// epilogue.
+template <class Epi>
+__device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+                                        int c, int t, Epi &epi) {
+  float d[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; i++) d[i] = 0.f;
+  const int lane = t % 32;
+  const uint64_t da = make_desc(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
+  const uint64_t db = make_desc(L.ring + IP_GEMM_A_BYTES, kDescB);
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int64_t u = unit0; u < g.units; u += unit_step) {
+    int64_t m0, n0;
+    ip_gemm_unit_coords(g, u, &m0, &n0);
+    int prev = 0;
+    for (int64_t kb = 0; kb < g.k_blocks; kb++) {
+      mbar_wait(L.full(stage), phase);
+      const uint64_t off = (uint64_t)(stage * IP_GEMM_STAGE_BYTES) >> 4;
+      wg_fence();
+      acc_fence(d);
+#pragma unroll
+      for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
+        wgmma_m64n256k16(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > 0 || kk > 0);
+      wg_commit();
+      acc_fence(d);
+      if (kb > 0) {
+        wg_wait<1>();
+        if (lane == 0) mbar_arrive(L.empty(prev));
+      }
+      prev = stage;
+      if (++stage == IP_GEMM_STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    wg_wait<0>();
+    acc_fence(d);
+    if (lane == 0) mbar_arrive(L.empty(prev));
+    epilogue(g, L, d, c, t, m0, n0, epi);
+  }
+}
+
+template <class Epi>
+__device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
+  const int tid = threadIdx.x, wg = tid / kWarpgroup;
+  if (blockDim.x != IP_GEMM_THREADS) __trap();  // the roles below need exactly this many threads
+  const uint32_t s0 = ipg::smem_u32(smem);
+  const uint32_t pad = (IP_GEMM_ALIGN - (s0 & (IP_GEMM_ALIGN - 1))) & (IP_GEMM_ALIGN - 1);
+  layout L;
+  L.ring = s0 + pad;
+  L.epi = smem + pad + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES;
+  L.bars = L.ring + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + kConsumers * IP_GEMM_EPI_BYTES;
+  if (tid == 0) {
+    for (int s = 0; s < IP_GEMM_STAGES; s++) {
+      mbar_init(L.full(s), 1);  // the producer's arrive; TMA's bytes complete the phase
+      mbar_init(L.empty(s), kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // Whatever the caller last wrote here with ordinary stores is ordered
+  // before TMA (the async proxy) overwrites it.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (wg == 0) {
+    regs_shrink<IP_GEMM_REGS_PRODUCER>();
+    if (tid == 0) produce(g, L, unit0, unit_step);
+    __syncwarp();
+    regs_grow<IP_GEMM_REGS_ENTRY>();
+  } else {
+    regs_grow<IP_GEMM_REGS_CONSUMER>();
+    consume(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
+    regs_shrink<IP_GEMM_REGS_ENTRY>();
+  }
+  __syncthreads();  // every wait and arrive is over
+  if (tid == 0)
+    for (int s = 0; s < IP_GEMM_STAGES; s++) {
+      mbar_inval(L.full(s));
+      mbar_inval(L.empty(s));
+    }
+  __syncthreads();
+}
+
+}  // namespace ipg90
+#endif  // IP_GEMM_SM90A
+
+#if !IP_GEMM_SM90A
+// ===========================================================================
+// Fallback (any other target): mma.sync m16n8k16 + cp.async, 3 stages.
+// A unit's 128 x 256 tile is computed as two 128 x 128 halves; warps 0-7
+// compute (a 2 x 4 grid of 64 x 32 warp tiles), all 12 warps load.
+// ===========================================================================
+namespace ipgfb {
+
+constexpr int kComputeWarps = 8;
+constexpr int kWarpRows = 64, kWarpCols = 32;
+constexpr int kWarpsN = IP_GEMM_FB_BN / kWarpCols;  // 4
+constexpr int kMt = kWarpRows / 16, kNt = kWarpCols / 8;
+constexpr int kAChunks = IP_GEMM_TILE_M * IP_GEMM_FB_BK / 8;  // 16-byte pieces of an A stage
+constexpr int kBChunks = IP_GEMM_FB_BK * IP_GEMM_FB_BN / 8;
+constexpr int kAStageBytes = IP_GEMM_TILE_M * IP_GEMM_FB_A_LD * 2;
+static_assert(kComputeWarps * 32 <= IP_GEMM_THREADS, "compute warps fit the block");
+static_assert((IP_GEMM_TILE_M / kWarpRows) * kWarpsN == kComputeWarps, "warp grid covers the half tile");
+
+// 16 bytes from global src to shared dst; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Every thread: its share of stage s's cp.async for k-block kb of the
+// half tile at (m0, nh); rows past m and columns past n read as zeros.
+__device__ __forceinline__ void load_stage(const ip_gemm_args &g, uint32_t base, int s, int64_t kb, int64_t m0,
+                                           int64_t nh) {
+  const uint32_t a = base + s * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
+  const __nv_bfloat16 *x = (const __nv_bfloat16 *)g.x, *w = (const __nv_bfloat16 *)g.w;
+  for (int i = threadIdx.x; i < kAChunks + kBChunks; i += IP_GEMM_THREADS) {
+    if (i < kAChunks) {
+      const int r = i / (IP_GEMM_FB_BK / 8), c8 = i % (IP_GEMM_FB_BK / 8);
+      const bool ok = m0 + r < g.m;
+      const __nv_bfloat16 *src = ok ? x + (m0 + r) * g.ldx + kb * IP_GEMM_FB_BK + c8 * 8 : x;
+      cp_async16(a + (r * IP_GEMM_FB_A_LD + c8 * 8) * 2, src, ok ? 16 : 0);
+    } else {
+      const int j = i - kAChunks, r = j / (IP_GEMM_FB_BN / 8), c8 = j % (IP_GEMM_FB_BN / 8);
+      const bool ok = nh + c8 * 8 < g.n;
+      const __nv_bfloat16 *src = ok ? w + (kb * IP_GEMM_FB_BK + r) * g.ldw + nh + c8 * 8 : w;
+      cp_async16(b + (r * IP_GEMM_FB_B_LD + c8 * 8) * 2, src, ok ? 16 : 0);
+    }
+  }
+}
+
+// Output pair (col, col + 1) of a row: one 4-byte store where aligned.
+__device__ __forceinline__ void store2(__nv_bfloat16 *p, float lo, float hi) {
+  const uint32_t v = ipg::pack_bf16(lo, hi);
+  if (((uintptr_t)p & 3) == 0) {
+    *(uint32_t *)p = v;
+  } else {
+    ((unsigned short *)p)[0] = (unsigned short)(v & 0xffff);
+    ((unsigned short *)p)[1] = (unsigned short)(v >> 16);
+  }
+}
+
+template <class Epi>
+__device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / kWarpsN, wn = warp % kWarpsN;
+  const uint32_t s0 = ipg::smem_u32(smem);
+  const uint32_t base = (s0 + 127) & ~127u;
+  const int64_t kt = g.k / IP_GEMM_FB_BK;
+  for (int64_t u = unit0; u < g.units; u += unit_step) {
+    int64_t m0, n0;
+    ip_gemm_unit_coords(g, u, &m0, &n0);
+    for (int h = 0; h < IP_GEMM_TILE_N / IP_GEMM_FB_BN; h++) {
+      const int64_t nh = n0 + h * IP_GEMM_FB_BN;
+      if (nh >= g.n) break;
+      float acc[kMt][kNt][4];
+#pragma unroll
+      for (int i = 0; i < kMt; i++)
+#pragma unroll
+        for (int j = 0; j < kNt; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+      for (int s = 0; s < IP_GEMM_FB_STAGES - 1; s++) {
+        if (s < kt) load_stage(g, base, s, s, m0, nh);
+        cp_commit();  // empty groups keep the count uniform
+      }
+      for (int64_t kb = 0; kb < kt; kb++) {
+        cp_wait<IP_GEMM_FB_STAGES - 2>();
+        __syncthreads();  // stage kb landed for all; stage kb - 1 is no longer read
+        const int64_t next = kb + IP_GEMM_FB_STAGES - 1;
+        if (next < kt) load_stage(g, base, (int)(next % IP_GEMM_FB_STAGES), next, m0, nh);
+        cp_commit();
+        if (warp < kComputeWarps) {
+          const uint32_t a = base + (int)(kb % IP_GEMM_FB_STAGES) * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
+#pragma unroll
+          for (int ks = 0; ks < IP_GEMM_FB_BK / 16; ks++) {
+            uint32_t af[kMt][4], bf[kNt / 2][4];
+#pragma unroll
+            for (int mt = 0; mt < kMt; mt++)
+              ldsm_x4(a + ((wm * kWarpRows + mt * 16 + lane % 16) * IP_GEMM_FB_A_LD + ks * 16 + lane / 16 * 8) * 2,
+                      af[mt]);
+#pragma unroll
+            for (int np = 0; np < kNt / 2; np++)
+              ldsm_x4_t(b + ((ks * 16 + lane % 16) * IP_GEMM_FB_B_LD + wn * kWarpCols + np * 16 + lane / 16 * 8) * 2,
+                        bf[np]);
+#pragma unroll
+            for (int mt = 0; mt < kMt; mt++)
+#pragma unroll
+              for (int nt = 0; nt < kNt; nt++)
+                mma16816(acc[mt][nt], af[mt], bf[nt / 2][(nt % 2) * 2], bf[nt / 2][(nt % 2) * 2 + 1]);
+          }
+        }
+      }
+      cp_wait<0>();
+      __syncthreads();  // the next half's first loads overwrite stages still being read
+      if (warp < kComputeWarps) {
+#pragma unroll
+        for (int mt = 0; mt < kMt; mt++)
+#pragma unroll
+          for (int hr = 0; hr < 2; hr++) {
+            const int64_t row = m0 + wm * kWarpRows + mt * 16 + lane / 4 + hr * 8;
+            if (row >= g.m) continue;
+            __nv_bfloat16 *p = epi.row_ptr(row);
+#pragma unroll
+            for (int nt = 0; nt < kNt; nt++) {
+              const int64_t col = nh + wn * kWarpCols + nt * 8 + (lane % 4) * 2;
+              if (col < g.n) store2(p + col, acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+            }
+          }
+      }
+    }
+    __syncthreads();  // every store of the unit precedes done
+    if (threadIdx.x == 0) {
+      const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
+      const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+      __threadfence();
+      epi.done(m0, n0, rows, cols);
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace ipgfb
+#endif  // !IP_GEMM_SM90A
+
+// The entry point (contract at the top of this file).
+template <class Epi>
+__device__ __forceinline__ void ip_gemm_run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
+                                            Epi &epi) {
+#if IP_GEMM_SM90A
+  ipg90::run(g, smem, unit0, unit_step, epi);
+#else
+  ipgfb::run(g, smem, unit0, unit_step, epi);
+#endif
+}
+
+#endif

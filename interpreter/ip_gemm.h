@@ -1,0 +1,117 @@
+/* ip_gemm.h -- the bf16 GEMM tile engine's problem description, shared by
+ * the host (plain C: ip_gemm_host.c fills it) and the device
+ * (ip_gemm.cuh runs it): Y[M, N] = X[M, K] W[K, N], X and W row-major
+ * bf16, f32 accumulation, bf16 output rounded to nearest even.  The output
+ * is not described here: the device caller's epilogue functor places each
+ * row (ip_gemm.cuh). */
+#ifndef IP_GEMM_H
+#define IP_GEMM_H
+
+#include <cuda.h>   /* CUtensorMap */
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the tile engine's fixed shape --------------------------------------
+ * One unit of work is one output tile of IP_GEMM_TILE_M x IP_GEMM_TILE_N,
+ * computed in k-blocks of IP_GEMM_TILE_K.  On sm_90a: one producer
+ * warpgroup (TMA) and two consumer warpgroups (wgmma, 64 rows each). */
+#define IP_GEMM_TILE_M 128
+#define IP_GEMM_TILE_N 256
+#define IP_GEMM_TILE_K 64
+#define IP_GEMM_SWZ_COLS 64 /* bf16 columns in one 128-byte swizzled row: a TMA box's width */
+#define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
+#define IP_GEMM_STAGES 4    /* shared-memory ring depth (k-blocks in flight) */
+#define IP_GEMM_BAND_GROUP 4 /* tile rows per band (ip_gemm_unit_coords): measured 2-8 alike, 1 slow on big W */
+
+/* Shared memory, sm_90a: the ring (A tile then B tile per stage), one
+ * epilogue staging buffer per consumer warpgroup (64 rows of 64 outputs,
+ * rows padded by 8 elements so that fragment stores avoid bank
+ * conflicts), the ring's mbarriers, and slack to align the ring to the
+ * 1024 bytes that 128-byte swizzling repeats over. */
+#define IP_GEMM_A_BYTES (IP_GEMM_TILE_M * IP_GEMM_TILE_K * 2)
+#define IP_GEMM_B_BYTES (IP_GEMM_TILE_K * IP_GEMM_TILE_N * 2)
+#define IP_GEMM_STAGE_BYTES (IP_GEMM_A_BYTES + IP_GEMM_B_BYTES)
+#define IP_GEMM_EPI_COLS 64
+#define IP_GEMM_EPI_LD (IP_GEMM_EPI_COLS + 8)
+#define IP_GEMM_EPI_BYTES (64 * IP_GEMM_EPI_LD * 2)
+#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES 8-byte mbarriers, rounded up */
+#define IP_GEMM_ALIGN 1024
+#define IP_GEMM_SMEM \
+  (IP_GEMM_ALIGN + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + 2 * IP_GEMM_EPI_BYTES + IP_GEMM_BAR_BYTES)
+/* The fallback (any other target): 3 stages of a 128 x 32 A tile and a
+ * 32 x 128 B tile, rows padded by 8 elements for ldmatrix. */
+#define IP_GEMM_FB_STAGES 3
+#define IP_GEMM_FB_BK 32
+#define IP_GEMM_FB_BN 128
+#define IP_GEMM_FB_A_LD (IP_GEMM_FB_BK + 8)
+#define IP_GEMM_FB_B_LD (IP_GEMM_FB_BN + 8)
+#define IP_GEMM_FB_STAGE_BYTES ((IP_GEMM_TILE_M * IP_GEMM_FB_A_LD + IP_GEMM_FB_BK * IP_GEMM_FB_B_LD) * 2)
+#define IP_GEMM_SMEM_FALLBACK (128 + IP_GEMM_FB_STAGES * IP_GEMM_FB_STAGE_BYTES)
+
+/* Registers a thread holds at kernel entry on sm_90a: the kernel must be
+ * built with __launch_bounds__(IP_GEMM_THREADS, 1), which caps it at
+ * 65536 / 384 rounded down to 8; the engine moves registers between
+ * warpgroups (setmaxnreg) and gives them back to this count on return.
+ * A kernel that ends up with another count must not run the engine (the
+ * test checks cudaFuncAttributes.numRegs). */
+#define IP_GEMM_REGS_ENTRY 168
+#define IP_GEMM_REGS_PRODUCER 40
+#define IP_GEMM_REGS_CONSUMER 232
+
+/* ---- limits the host checks --------------------------------------------- */
+#define IP_GEMM_DIM_MULT 64        /* N and K: multiples of this */
+#define IP_GEMM_LD_MULT 8          /* ldx, ldw: multiples of this many elements (TMA: 16-byte strides) */
+#define IP_GEMM_PTR_ALIGN 16       /* x, w: byte alignment (TMA global address) */
+#define IP_GEMM_MAX_DIM 2147483647 /* M, N, K: TMA coordinates are signed 32-bit */
+#define IP_GEMM_MAX_LD (1ll << 36) /* ldx, ldw elements: TMA strides are below 2^40 bytes */
+
+/* Errors ip_gemm_prepare returns. */
+enum ip_gemm_err {
+  IP_GEMM_OK = 0,
+  IP_GEMM_ESHAPE = -1,  /* M < 1, N or K not a positive multiple of 64, too large */
+  IP_GEMM_ESTRIDE = -2, /* ldx < K, ldw < N, or not a multiple of 8 elements */
+  IP_GEMM_EALIGN = -3,  /* x or w not 16-byte aligned, or NULL */
+  IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
+};
+
+/* One problem.  The tensor maps come first: CUtensorMap is 128-byte
+ * aligned and 128 bytes long, so the maps sit at the same offsets for C
+ * and C++ compilers, and the struct can be a member of a
+ * __grid_constant__ kernel parameter (TMA reads the maps from there). */
+typedef struct ip_gemm_args {
+  CUtensorMap tmap_x; /* X: dims {K, M}, box {64, 128}, 128-byte swizzle; rows >= M read as zeros */
+  CUtensorMap tmap_w; /* W: dims {N, K}, box {64, 64}, 128-byte swizzle */
+  const void *x;      /* bf16, row m at x + m * ldx (the fallback reads through these) */
+  const void *w;      /* bf16, row k at w + k * ldw */
+  int64_t m, n, k;    /* Y[m, n] = X[m, k] W[k, n] */
+  int64_t ldx, ldw;   /* row strides in elements */
+  int64_t tiles_m;    /* ceil(m / IP_GEMM_TILE_M) */
+  int64_t tiles_n;    /* ceil(n / IP_GEMM_TILE_N) */
+  int64_t units;      /* tiles_m * tiles_n: units are 0 .. units - 1 */
+  int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
+  int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare: IP_GEMM_BAND_GROUP */
+} ip_gemm_args;
+
+/* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
+ * W [k, n] (row stride ldw) at w, both device memory of the GPU that will
+ * run the engine, tensor maps included (cuTensorMapEncodeTiled, reached
+ * through cudaGetDriverEntryPointByVersion: no -lcuda).  Returns IP_GEMM_OK
+ * or a negative ip_gemm_err with *why (if why) a static sentence naming
+ * the limit; *g is then unusable.  Thread-safe after the first call. */
+int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, int64_t ldw, int64_t m, int64_t n,
+                    int64_t k, const char **why);
+
+/* Dynamic shared memory a block needs to run the engine on a device of
+ * compute capability major.minor: IP_GEMM_SMEM on 9.x (whichever path the
+ * build selected: it covers the fallback too), IP_GEMM_SMEM_FALLBACK
+ * elsewhere. */
+int ip_gemm_smem_bytes(int major, int minor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

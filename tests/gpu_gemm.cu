@@ -1,0 +1,616 @@
+// gpu_gemm.cu -- gpu suite: the GEMM tile engine (interpreter/ip_gemm.cuh)
+// against cuBLAS.  Correctness (TAP): host-side shape checks; uneven M,
+// N tails, strided inputs, strided/offset/unaligned outputs, few blocks
+// looping over many units; every tile reported done exactly once, after
+// its data; results compared with cuBLAS (every element) and with a
+// float64 host reference (sampled).  Speed: cuBLAS and the engine side by
+// side on the MoE shapes, CUDA-graph replays, median of repeats; a table
+// on stdout and a CSV (--csv PATH).
+//
+// Build (repository root; no GPU needed to build):
+//   mkdir -p .device/gemm
+//   nvcc -O3 -std=c++17 -lineinfo -gencode arch=compute_90a,code=sm_90a -I interpreter \
+//     tests/gpu_gemm.cu interpreter/ip_gemm_host.c -lcublas -o .device/gemm/gpu_gemm
+// The fallback instead of wgmma: -gencode arch=compute_80,code=sm_80 (or
+// arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
+//
+// Usage: gpu_gemm [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench]
+//                 [--no-cases]   (--no-cases: only the speed shapes, each still checked)
+//   --group G: bands of G tile rows (ip_gemm_args.band_group; IP_GEMM_BAND_GROUP by default)
+// Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ip_gemm.cuh"
+#include "ip_gemm.h"
+
+// TAP (tests/tap.h is C only): one point per call, the plan at the end.
+static int tap_n, tap_failed;
+__attribute__((format(printf, 2, 3))) static void ok(int pass, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s %d - ", pass ? "ok" : "not ok", ++tap_n);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  tap_failed += !pass;
+  fflush(stdout);
+}
+static int tap_done(void) {
+  printf("1..%d\n", tap_n);
+  return tap_failed ? 1 : 0;
+}
+
+#define CK(call)                                                                     \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
+      printf("Bail out! %s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+#define CKB(call)                                                   \
+  do {                                                              \
+    cublasStatus_t s_ = (call);                                     \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                              \
+      printf("Bail out! %s: cublas status %d\n", #call, (int)s_);   \
+      exit(1);                                                      \
+    }                                                               \
+  } while (0)
+
+typedef __nv_bfloat16 bf16;
+
+// Tolerances against cuBLAS (same bf16 inputs, f32 accumulation in
+// another order): the largest difference over the largest reference
+// magnitude stays within one bf16 rounding step (2^-8 relative, at most
+// 2^-7 of the largest value for a smaller one); the norm-wise error far
+// below.  Against float64 (sampled) the same bound holds.
+#define TOL_MAX 1e-2
+#define TOL_FRO 5e-3
+#define SAMPLES 64               // float64 reference points per shape
+#define POISON 0xffffu           // a bf16 NaN: unwritten outputs and padding
+#define REPLAYS 20               // launches captured in one graph
+#define DEFAULT_REPS 5           // timed graph replays per side; the median counts
+#define WARMUP_REPLAYS 2
+#define CUBLAS_WS (64u << 20)    // cuBLAS workspace, set so that graph capture allocates nothing
+#define SEED_X 0x9e3779b97f4a7c15ull
+#define SEED_W 0xc2b2ae3d27d4eb4full
+
+// ---- random data, the same on host and device -----------------------------
+
+// Element i of a stream: uniform in [-1, 1), rounded to bf16 (splitmix64).
+__host__ __device__ static inline float gen(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const float f = (float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+  return __bfloat162float(__float2bfloat16_rn(f));
+}
+
+// p[r * ld + c] = gen(seed, r * cols + c) for c < cols; poison in the
+// padding c >= cols and in rows rows .. rows + extra - 1 (never read).
+__global__ void fill_kernel(bf16 *p, int64_t rows, int64_t extra, int64_t cols, int64_t ld, uint64_t seed) {
+  const int64_t total = (rows + extra) * ld;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / ld, c = i % ld;
+    if (r < rows && c < cols)
+      p[i] = __float2bfloat16_rn(gen(seed, (uint64_t)(r * cols + c)));
+    else
+      ((unsigned short *)p)[i] = POISON;
+  }
+}
+
+__global__ void poison_kernel(bf16 *p, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    ((unsigned short *)p)[i] = POISON;
+}
+
+// ---- the engine under test --------------------------------------------------
+
+// A plain [M, N] output at y with row stride ldy.  With `check` set, done()
+// counts each tile and reads its first and last element back: still
+// poison means done came before the data (ordering broken).
+struct plain_epi {
+  bf16 *y;
+  int64_t ldy;
+  int check;
+  int64_t tiles_n;
+  unsigned *done_cnt;    // per unit
+  int *done_shape;       // per unit: rows << 16 | cols
+  unsigned *early;       // tiles whose data done() did not see
+  __device__ bf16 *row_ptr(int64_t r) { return y + r * ldy; }
+  __device__ void done(int64_t m0, int64_t n0, int rows, int cols) {
+    if (!check) return;
+    const int64_t u = m0 / IP_GEMM_TILE_M * tiles_n + n0 / IP_GEMM_TILE_N;
+    atomicAdd(&done_cnt[u], 1u);
+    done_shape[u] = rows << 16 | cols;
+    const unsigned short a = __ldcg((const unsigned short *)(y + m0 * ldy + n0));
+    const unsigned short b = __ldcg((const unsigned short *)(y + (m0 + rows - 1) * ldy + n0 + cols - 1));
+    if (a == POISON || b == POISON) atomicAdd(early, 1u);
+  }
+};
+
+__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ ip_gemm_args g, plain_epi e) {
+  extern __shared__ __align__(16) char smem[];
+  plain_epi epi = e;
+  ip_gemm_run(g, smem, blockIdx.x, gridDim.x, epi);
+}
+
+__global__ void path_kernel(int *out) { *out = ip_gemm_path(); }
+
+// ---- comparison ---------------------------------------------------------
+
+struct cmp_stats {
+  unsigned max_diff_bits, max_ref_bits;  // non-negative floats compare as unsigned
+  double sum_sq_diff, sum_sq_ref;
+  unsigned long long nan_outputs;        // unwritten (poison) or NaN outputs
+  unsigned long long pad_clobbered;      // elements outside the output that changed
+};
+
+// Over the engine's whole output allocation (off + m * ldy elements):
+// outputs against ref [m, n] (compact), everything else must be poison.
+__global__ void compare_kernel(const bf16 *y, int64_t off, int64_t ldy, const bf16 *ref, int64_t m, int64_t n,
+                               cmp_stats *st) {
+  float md = 0.f, mr = 0.f;
+  double sd = 0.0, sr = 0.0;
+  unsigned long long nan = 0, pad = 0;
+  const int64_t total = off + m * ldy;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const unsigned short bits = ((const unsigned short *)y)[i];
+    const int64_t pos = i - off, r = pos / ldy, c = pos % ldy;
+    if (pos < 0 || c >= n) {
+      pad += bits != POISON;
+      continue;
+    }
+    const float e = __bfloat162float(y[i]), f = __bfloat162float(ref[r * n + c]);
+    if (isnan(e)) {
+      nan++;
+      continue;
+    }
+    const float d = fabsf(e - f);
+    md = fmaxf(md, d);
+    mr = fmaxf(mr, fabsf(f));
+    sd += (double)d * d;
+    sr += (double)f * f;
+  }
+  for (int o = 16; o; o >>= 1) {
+    md = fmaxf(md, __shfl_xor_sync(~0u, md, o));
+    mr = fmaxf(mr, __shfl_xor_sync(~0u, mr, o));
+    sd += __shfl_xor_sync(~0u, sd, o);
+    sr += __shfl_xor_sync(~0u, sr, o);
+    nan += __shfl_xor_sync(~0u, nan, o);
+    pad += __shfl_xor_sync(~0u, pad, o);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicMax(&st->max_diff_bits, __float_as_uint(md));
+    atomicMax(&st->max_ref_bits, __float_as_uint(mr));
+    atomicAdd(&st->sum_sq_diff, sd);
+    atomicAdd(&st->sum_sq_ref, sr);
+    atomicAdd(&st->nan_outputs, nan);
+    atomicAdd(&st->pad_clobbered, pad);
+  }
+}
+
+__global__ void gather_kernel(const bf16 *y, int64_t ldy, const int64_t *rc, int count, float *out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) out[i] = __bfloat162float(y[rc[2 * i] * ldy + rc[2 * i + 1]]);
+}
+
+// ---- one problem on the device -----------------------------------------
+
+struct shape {
+  int64_t m, n, k;
+  int64_t ldx_pad, ldw_pad, ldy_pad;  // row strides beyond K, N, N (elements)
+  int64_t xoff, yoff;                 // offsets of X and Y from their allocations (elements)
+  int grid;                           // blocks; 0: one per SM
+  int group;                          // band_group; 0: --group's, else ip_gemm_prepare's
+};
+
+struct problem {
+  shape s;
+  int64_t ldx, ldw, ldy;
+  bf16 *xa, *wa, *ya, *ref;  // allocations (X and Y at xa + xoff, ya + yoff)
+  ip_gemm_args g;
+};
+
+static int g_sms, g_path;
+static int64_t g_group = 0;  // --group: ip_gemm_args.band_group (0: ip_gemm_prepare's)
+static cudaStream_t g_stream;
+static cublasHandle_t g_blas;
+static void *g_ws;
+static unsigned *g_done_cnt, *g_early;
+static int *g_done_shape;
+static cmp_stats *g_stats;
+static int64_t g_done_cap;
+
+static int grid_of(const shape &s) { return s.grid ? s.grid : g_sms; }
+
+// Allocates and fills a problem's buffers (fixed seeds) and prepares its
+// arguments; returns the ip_gemm_prepare code.
+static int setup(problem &p, const shape &s) {
+  p.s = s;
+  p.ldx = s.k + s.ldx_pad;
+  p.ldw = s.n + s.ldw_pad;
+  p.ldy = s.n + s.ldy_pad;
+  const int64_t xrows_extra = IP_GEMM_TILE_M;  // poison past M: reading it would show
+  CK(cudaMalloc(&p.xa, (size_t)(s.xoff + (s.m + xrows_extra) * p.ldx) * sizeof(bf16)));
+  CK(cudaMalloc(&p.wa, (size_t)(s.k * p.ldw) * sizeof(bf16)));
+  CK(cudaMalloc(&p.ya, (size_t)(s.yoff + s.m * p.ldy) * sizeof(bf16)));
+  CK(cudaMalloc(&p.ref, (size_t)(s.m * s.n) * sizeof(bf16)));
+  poison_kernel<<<1024, 256, 0, g_stream>>>(p.xa, s.xoff + (s.m + xrows_extra) * p.ldx);
+  fill_kernel<<<4096, 256, 0, g_stream>>>(p.xa + s.xoff, s.m, xrows_extra, s.k, p.ldx, SEED_X ^ (uint64_t)s.m);
+  fill_kernel<<<4096, 256, 0, g_stream>>>(p.wa, s.k, 0, s.n, p.ldw, SEED_W ^ (uint64_t)(s.n * 7 + s.k));
+  CK(cudaGetLastError());
+  const char *why;
+  const int rc = ip_gemm_prepare(&p.g, p.xa + s.xoff, p.ldx, p.wa, p.ldw, s.m, s.n, s.k, &why);
+  if (s.group || g_group) p.g.band_group = s.group ? s.group : g_group;
+  return rc;
+}
+
+static void release(problem &p) {
+  CK(cudaFree(p.xa));
+  CK(cudaFree(p.wa));
+  CK(cudaFree(p.ya));
+  CK(cudaFree(p.ref));
+}
+
+static void launch_engine(const problem &p, int check) {
+  plain_epi e;
+  e.y = p.ya + p.s.yoff;
+  e.ldy = p.ldy;
+  e.check = check;
+  e.tiles_n = p.g.tiles_n;
+  e.done_cnt = g_done_cnt;
+  e.done_shape = g_done_shape;
+  e.early = g_early;
+  gemm_kernel<<<grid_of(p.s), IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+}
+
+// ref = X W through cuBLAS (column-major view: ref^T [N, M] = W^T X^T).
+static void launch_cublas(const problem &p, bf16 *out, int64_t ldo) {
+  const float one = 1.f, zero = 0.f;
+  CKB(cublasGemmEx(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.s.n, (int)p.s.m, (int)p.s.k, &one, p.wa, CUDA_R_16BF,
+                   (int)p.ldw, p.xa + p.s.xoff, CUDA_R_16BF, (int)p.ldx, &zero, out, CUDA_R_16BF, (int)ldo,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+struct check_result {
+  double max_rel, fro_rel, f64_rel;
+  bool pass;
+};
+
+// Runs both, compares, and reports one TAP point named by `what`.
+static check_result check(problem &p, const char *what) {
+  const shape &s = p.s;
+  const int64_t units = p.g.units;
+  if (units > g_done_cap) {
+    printf("Bail out! %lld units exceed the test's done buffers\n", (long long)units);
+    exit(1);
+  }
+  poison_kernel<<<1024, 256, 0, g_stream>>>(p.ya, s.yoff + s.m * p.ldy);
+  CK(cudaMemsetAsync(g_done_cnt, 0, units * sizeof(unsigned), g_stream));
+  CK(cudaMemsetAsync(g_done_shape, 0, units * sizeof(int), g_stream));
+  CK(cudaMemsetAsync(g_early, 0, sizeof(unsigned), g_stream));
+  CK(cudaMemsetAsync(g_stats, 0, sizeof(cmp_stats), g_stream));
+  launch_engine(p, 1);
+  CK(cudaGetLastError());
+  launch_cublas(p, p.ref, s.n);
+  compare_kernel<<<1024, 256, 0, g_stream>>>(p.ya, s.yoff, p.ldy, p.ref, s.m, s.n, g_stats);
+  CK(cudaGetLastError());
+  // float64 reference at sampled points (host, from the same generator).
+  std::vector<int64_t> rc(2 * SAMPLES);
+  uint64_t z = 12345 + (uint64_t)s.m * 31 + (uint64_t)s.n;
+  for (int i = 0; i < SAMPLES; i++) {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    rc[2 * i] = i == 0 ? s.m - 1 : (int64_t)((z >> 33) % (uint64_t)s.m);  // the last row always
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    rc[2 * i + 1] = i == 0 ? s.n - 1 : (int64_t)((z >> 33) % (uint64_t)s.n);
+  }
+  int64_t *drc;
+  float *dout;
+  CK(cudaMalloc(&drc, rc.size() * sizeof(int64_t)));
+  CK(cudaMalloc(&dout, SAMPLES * sizeof(float)));
+  CK(cudaMemcpyAsync(drc, rc.data(), rc.size() * sizeof(int64_t), cudaMemcpyHostToDevice, g_stream));
+  gather_kernel<<<1, SAMPLES, 0, g_stream>>>(p.ya + s.yoff, p.ldy, drc, SAMPLES, dout);
+  std::vector<float> got(SAMPLES);
+  CK(cudaMemcpyAsync(got.data(), dout, SAMPLES * sizeof(float), cudaMemcpyDeviceToHost, g_stream));
+  cmp_stats st;
+  CK(cudaMemcpyAsync(&st, g_stats, sizeof st, cudaMemcpyDeviceToHost, g_stream));
+  std::vector<unsigned> cnt(units);
+  std::vector<int> shp(units);
+  unsigned early = 0;
+  CK(cudaMemcpyAsync(cnt.data(), g_done_cnt, units * sizeof(unsigned), cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaMemcpyAsync(shp.data(), g_done_shape, units * sizeof(int), cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaMemcpyAsync(&early, g_early, sizeof early, cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaStreamSynchronize(g_stream));
+  CK(cudaFree(drc));
+  CK(cudaFree(dout));
+  double f64_max_err = 0, f64_max_ref = 0;
+  for (int i = 0; i < SAMPLES; i++) {
+    const int64_t r = rc[2 * i], c = rc[2 * i + 1];
+    double acc = 0;
+    for (int64_t k = 0; k < s.k; k++)
+      acc += (double)gen(SEED_X ^ (uint64_t)s.m, (uint64_t)(r * s.k + k)) *
+             (double)gen(SEED_W ^ (uint64_t)(s.n * 7 + s.k), (uint64_t)(k * s.n + c));
+    f64_max_err = std::max(f64_max_err, fabs((double)got[i] - acc));
+    f64_max_ref = std::max(f64_max_ref, fabs(acc));
+    if (isnan(got[i])) f64_max_err = INFINITY;
+  }
+  int bad_done = 0;
+  for (int64_t u = 0; u < units; u++) {
+    const int64_t m0 = u / p.g.tiles_n * IP_GEMM_TILE_M, n0 = u % p.g.tiles_n * IP_GEMM_TILE_N;
+    const int rows = (int)std::min<int64_t>(IP_GEMM_TILE_M, s.m - m0), cols = (int)std::min<int64_t>(IP_GEMM_TILE_N, s.n - n0);
+    if (cnt[u] != 1 || shp[u] != (rows << 16 | cols)) bad_done++;
+  }
+  float md, mr;
+  memcpy(&md, &st.max_diff_bits, 4);
+  memcpy(&mr, &st.max_ref_bits, 4);
+  check_result res;
+  res.max_rel = mr > 0 ? md / mr : md;
+  res.fro_rel = st.sum_sq_ref > 0 ? sqrt(st.sum_sq_diff / st.sum_sq_ref) : sqrt(st.sum_sq_diff);
+  res.f64_rel = f64_max_ref > 0 ? f64_max_err / f64_max_ref : f64_max_err;
+  res.pass = res.max_rel <= TOL_MAX && res.fro_rel <= TOL_FRO && res.f64_rel <= TOL_MAX && st.nan_outputs == 0 &&
+             st.pad_clobbered == 0 && bad_done == 0 && early == 0;
+  ok(res.pass,
+     "%s M=%lld N=%lld K=%lld ldx=%lld ldw=%lld ldy=%lld yoff=%lld grid=%d band_group=%lld: max rel err %.2e (cuBLAS), "
+     "norm rel err %.2e, f64 rel err %.2e; unwritten %llu, padding clobbered %llu, bad done %d, done early %u",
+     what, (long long)s.m, (long long)s.n, (long long)s.k, (long long)p.ldx, (long long)p.ldw, (long long)p.ldy,
+     (long long)s.yoff, grid_of(s), (long long)p.g.band_group, res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
+     bad_done, early);
+  return res;
+}
+
+// The checker itself: one output changed by a few units in the last
+// place must fail the comparison (else a 0.00 error proves nothing).
+static void check_checker(problem &p) {
+  const shape &s = p.s;
+  bf16 *at = p.ya + s.yoff + (s.m - 1) * p.ldy + (s.n - 1), v;
+  CK(cudaMemcpy(&v, at, sizeof v, cudaMemcpyDeviceToHost));
+  const float f = __bfloat162float(v);
+  v = __float2bfloat16_rn(f + (fabsf(f) + 1.f) * 0.25f);
+  CK(cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice));
+  CK(cudaMemset(g_stats, 0, sizeof(cmp_stats)));
+  compare_kernel<<<1024, 256, 0, g_stream>>>(p.ya, s.yoff, p.ldy, p.ref, s.m, s.n, g_stats);
+  cmp_stats st;
+  CK(cudaMemcpyAsync(&st, g_stats, sizeof st, cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaStreamSynchronize(g_stream));
+  float md, mr;
+  memcpy(&md, &st.max_diff_bits, 4);
+  memcpy(&mr, &st.max_ref_bits, 4);
+  ok(mr > 0 && md / mr > TOL_MAX / 4, "the comparison sees one planted error (max rel err %.2e)", mr > 0 ? md / mr : 0.);
+}
+
+// ---- timing ---------------------------------------------------------------
+
+// Median microseconds per call of REPLAYS calls captured in one graph,
+// cuBLAS and engine replayed alternately so that both see the same clocks.
+static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
+  cudaGraph_t gb, ge;
+  cudaGraphExec_t xb, xe;
+  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < REPLAYS; i++) launch_cublas(p, p.ref, p.s.n);
+  CK(cudaStreamEndCapture(g_stream, &gb));
+  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < REPLAYS; i++) launch_engine(p, 0);
+  CK(cudaStreamEndCapture(g_stream, &ge));
+  CK(cudaGraphInstantiate(&xb, gb, 0));
+  CK(cudaGraphInstantiate(&xe, ge, 0));
+  for (int i = 0; i < WARMUP_REPLAYS; i++) {
+    CK(cudaGraphLaunch(xb, g_stream));
+    CK(cudaGraphLaunch(xe, g_stream));
+  }
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> tb, te;
+  for (int r = 0; r < reps; r++) {
+    for (int side = 0; side < 2; side++) {
+      float ms;
+      CK(cudaEventRecord(e0, g_stream));
+      CK(cudaGraphLaunch(side ? xe : xb, g_stream));
+      CK(cudaEventRecord(e1, g_stream));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      (side ? te : tb).push_back(ms * 1000.0 / REPLAYS);
+    }
+  }
+  std::sort(tb.begin(), tb.end());
+  std::sort(te.begin(), te.end());
+  *us_blas = tb[tb.size() / 2];
+  *us_eng = te[te.size() / 2];
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaGraphExecDestroy(xb));
+  CK(cudaGraphExecDestroy(xe));
+  CK(cudaGraphDestroy(gb));
+  CK(cudaGraphDestroy(ge));
+}
+
+// ---- main -------------------------------------------------------------------
+
+// Host-side refusals: each bad input gets its named error, no GPU needed.
+static void check_refusals(void) {
+  ip_gemm_args g;
+  const char *why = NULL;
+  char *base = (char *)(uintptr_t)4096;  // never dereferenced: refused before any use
+  int rc;
+  rc = ip_gemm_prepare(&g, base, 64, base, 64, 0, 64, 64, &why);
+  ok(rc == IP_GEMM_ESHAPE, "refuses M = 0 (%s)", why);
+  rc = ip_gemm_prepare(&g, base, 128, base, 128, 16, 100, 64, &why);
+  ok(rc == IP_GEMM_ESHAPE, "refuses N = 100 (%s)", why);
+  rc = ip_gemm_prepare(&g, base, 128, base, 128, 16, 64, 96, &why);
+  ok(rc == IP_GEMM_ESHAPE, "refuses K = 96 (%s)", why);
+  rc = ip_gemm_prepare(&g, base, 68, base, 64, 16, 64, 64, &why);
+  ok(rc == IP_GEMM_ESTRIDE, "refuses ldx = 68 (%s)", why);
+  rc = ip_gemm_prepare(&g, base, 64, base, 32, 16, 64, 64, &why);
+  ok(rc == IP_GEMM_ESTRIDE, "refuses ldw < N (%s)", why);
+  rc = ip_gemm_prepare(&g, base + 2, 64, base, 64, 16, 64, 64, &why);
+  ok(rc == IP_GEMM_EALIGN, "refuses x + 2 bytes (%s)", why);
+}
+
+int main(int argc, char **argv) {
+  bool quick = false, bench = true, one = false, cases_too = true;
+  int reps = DEFAULT_REPS;
+  const char *csv = NULL;
+  shape only = {};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--no-bench")) bench = false;
+    else if (!strcmp(argv[i], "--no-cases")) cases_too = false;
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
+      const char *v = argv[++i];
+      long long m, n, k;
+      if (!strcmp(v, "all")) quick = false;
+      else if (sscanf(v, "%lld,%lld,%lld", &m, &n, &k) == 3) {
+        one = true;
+        only.m = m;
+        only.n = n;
+        only.k = k;
+      } else {
+        fprintf(stderr, "--shapes takes all or M,N,K\n");
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "usage: %s [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench] [--no-cases]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  check_refusals();
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("# SKIP no GPU\n");
+    return tap_done();
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  cudaFuncAttributes fa;
+  if (cudaFuncGetAttributes(&fa, gemm_kernel) != cudaSuccess) {
+    printf("# SKIP this binary has no code for %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    return tap_done();
+  }
+  CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  int *dpath;
+  CK(cudaMalloc(&dpath, sizeof(int)));
+  path_kernel<<<1, 1, 0, g_stream>>>(dpath);
+  CK(cudaMemcpyAsync(&g_path, dpath, sizeof(int), cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaStreamSynchronize(g_stream));
+  printf("# device %s, %d SMs, sm_%d%d; engine path: %s; kernel %d registers, %zu bytes local, smem %d\n", prop.name,
+         g_sms, prop.major, prop.minor, g_path ? "wgmma sm_90a" : "fallback mma.sync", fa.numRegs,
+         (size_t)fa.localSizeBytes, IP_GEMM_SMEM);
+  if (g_path) {
+    ok(fa.numRegs == IP_GEMM_REGS_ENTRY, "kernel holds %d registers at entry (setmaxnreg needs %d)", fa.numRegs,
+       IP_GEMM_REGS_ENTRY);
+    if (fa.numRegs != IP_GEMM_REGS_ENTRY) return tap_done();
+  }
+  CK(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
+  CKB(cublasCreate(&g_blas));
+  CKB(cublasSetStream(g_blas, g_stream));
+  CK(cudaMalloc(&g_ws, CUBLAS_WS));
+  CKB(cublasSetWorkspace(g_blas, g_ws, CUBLAS_WS));
+  g_done_cap = 1 << 16;
+  CK(cudaMalloc(&g_done_cnt, g_done_cap * sizeof(unsigned)));
+  CK(cudaMalloc(&g_done_shape, g_done_cap * sizeof(int)));
+  CK(cudaMalloc(&g_early, sizeof(unsigned)));
+  CK(cudaMalloc(&g_stats, sizeof(cmp_stats)));
+
+  // Correctness shapes: {m, n, k, ldx_pad, ldw_pad, ldy_pad, xoff, yoff, grid}.
+  const shape cases[] = {
+      {1000, 4096, 1024, 0, 0, 0, 0, 0, 0},     // uneven M: last band 104 rows
+      {77, 512, 256, 0, 0, 0, 0, 0, 0},         // one partial band
+      {1, 64, 64, 0, 0, 0, 0, 0, 0},            // the smallest problem
+      {300, 320, 192, 0, 0, 0, 0, 0, 0},        // an N tail (256 + 64), fewer k-blocks than stages
+      {1000, 1024, 512, 0, 0, 40, 0, 8, 0},     // strided, offset output (16-byte aligned rows)
+      {515, 768, 640, 72, 136, 3, 8, 1, 0},     // strided inputs, unaligned output rows
+      {4096, 4096, 320, 0, 0, 0, 0, 0, 0},      // ~4 units a block, 5 k-blocks
+      {2000, 1280, 448, 0, 0, 0, 0, 0, 7},      // 7 blocks loop over 80 units
+      {2000, 1280, 448, 0, 0, 0, 0, 0, 7, 1},   // the same, bands of one tile row
+      {2000, 1280, 448, 0, 0, 0, 0, 0, 7, 3},   // bands of 3 tile rows (16 = 5 x 3 + 1)
+      {4096, 4096, 320, 0, 0, 0, 0, 0, 0, 1},   // bands of one tile row
+  };
+  if (!one && cases_too)
+    for (const shape &s : cases) {
+      problem p;
+      const int rc = setup(p, s);
+      if (rc) {
+        ok(0, "prepare M=%lld N=%lld K=%lld: %d", (long long)s.m, (long long)s.n, (long long)s.k, rc);
+        release(p);
+        continue;
+      }
+      check(p, "correct");
+      if (&s == &cases[0]) check_checker(p);
+      release(p);
+    }
+
+  // Speed shapes: tokens x H x F.
+  std::vector<shape> bs;
+  if (one) {
+    bs.push_back(only);
+  } else if (quick) {
+    bs = {{1024, 4096, 1024}, {4096, 8192, 4096}, {8192, 8192, 14336}};
+  } else {
+    const int64_t ms[] = {1024, 2048, 4096, 8192}, ns[] = {4096, 8192}, ks[] = {1024, 2048, 4096, 14336};
+    for (int64_t m : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks) bs.push_back({m, n, k});
+  }
+  struct row {
+    shape s;
+    double tb, te, err;
+  };
+  std::vector<row> rows;
+  if (bench)
+    for (const shape &s : bs) {
+      problem p;
+      const int rc = setup(p, s);
+      if (rc) {
+        ok(0, "prepare M=%lld N=%lld K=%lld: %d", (long long)s.m, (long long)s.n, (long long)s.k, rc);
+        release(p);
+        continue;
+      }
+      const check_result cr = check(p, "bench shape");
+      double tb, te;
+      time_pair(p, reps, &tb, &te);
+      rows.push_back({s, tb, te, cr.max_rel});
+      release(p);
+    }
+  if (!rows.empty()) {
+    FILE *f = csv ? fopen(csv, "w") : NULL;
+    if (csv && !f) printf("# cannot write %s\n", csv);
+    if (f) fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err\n");
+    printf("# %s, %d SMs, %s path, band_group %lld; median of %d graph replays of %d calls\n", prop.name, g_sms,
+           g_path ? "wgmma" : "fallback", (long long)(g_group ? g_group : IP_GEMM_BAND_GROUP), reps, REPLAYS);
+    printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us", "TFLOP/s",
+           "ratio");
+    double worst = 1e9;
+    for (const row &r : rows) {
+      const double fl = 2.0 * r.s.m * r.s.n * r.s.k;
+      const double fb = fl / r.tb * 1e-6, fe = fl / r.te * 1e-6;
+      worst = std::min(worst, r.tb / r.te);
+      printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f\n", (long long)r.s.m, (long long)r.s.n,
+             (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te);
+      if (f)
+        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e\n", prop.name, (long long)(g_group ? g_group : IP_GEMM_BAND_GROUP), (long long)r.s.m, (long long)r.s.n,
+                (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err);
+    }
+    printf("# lowest engine / cuBLAS throughput ratio: %.3f\n", worst);
+    if (f) fclose(f);
+  }
+  CKB(cublasDestroy(g_blas));
+  return tap_done();
+}

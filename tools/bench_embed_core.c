@@ -1,0 +1,374 @@
+/* bench_embed_core.c -- `baton bench --fused embedding_alltoall`: options,
+ * derived columns and outputs (text, CSV, JSON); no CUDA here. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_embed.h"
+
+static const char embed_help[] =
+  "usage: baton bench --fused embedding_alltoall [options]\n"
+  "\n"
+  "Measures the fused embedding bags + AllToAll (model-parallel embedding\n"
+  "tables) against what a framework runs today, on the same inputs: every rank\n"
+  "pools its T tables of D columns for the global batch of B samples (bag s*T+t\n"
+  "is table t of sample s) and rank q gets its B/n samples' pooled vectors as\n"
+  "out [B/n, n*T*D].  Per shape, interleaved, it times:\n"
+  "  pooling    the pooling alone, [B, T*D] per rank (baton on a one-rank\n"
+  "             communicator per rank)\n"
+  "  alltoall   NCCL's AllToAll of the pooled [B, T*D] alone (B/n*T*D elements\n"
+  "             to each peer)\n"
+  "  shuffle    the layout shuffle alone, [n][B/n][T*D] into [B/n][n*T*D]\n"
+  "  baseline   the three in a row on one stream per rank\n"
+  "  baton      baton_embedding_alltoall, one kernel per rank\n"
+  "and checks the baseline's and baton's outputs against the exact pooling\n"
+  "(ip_compute_exact, in double): every element of 64 sampled output rows per\n"
+  "rank (all of them when B/n <= 64).\n"
+  "\n"
+  "options:\n"
+  "  -g, --ngpus N         ranks, one GPU each (default: every GPU)\n"
+  "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
+  "                        one rank per GPU, so only baton and the pooling alone run\n"
+  "  -d, --datatype T      f32 (default), f16, bf16\n"
+  "  -B LIST               global batch sizes, multiples of the ranks (default 2048)\n"
+  "  -T LIST               tables per rank (default 16,64)\n"
+  "  -D LIST               embedding dimensions (default 64,128)\n"
+  "  --bag LIST            mean bag sizes: each bag's size uniform in [0, 2*bag]\n"
+  "                        (default 50)\n"
+  "  --rows LIST           rows per table (default min(100000, what keeps the T\n"
+  "                        tables of a rank within 2 GiB))\n"
+  "  --skew LIST           indices: uniform (0, default) or zipf (1: Zipf-like, most\n"
+  "                        among a table's first rows); e.g. --skew uniform,zipf\n"
+  "  --mode sum|mean       pooling (default sum)\n"
+  "  --weighted            a weight per index (with --mode sum)\n"
+  "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
+  "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
+  "  --csv FILE, --json FILE   also write the table (tools/plot_embed.py plots the CSV)\n"
+  "  --no-nccl             no NCCL: only baton and the pooling alone run\n"
+  "\n"
+  "LIST: comma-separated, K/M suffixes; every combination of the lists is a\n"
+  "shape.  Bag sizes and indices come from a fixed seed.  BATON_ALGO_DIR must\n"
+  "hold embedding programs for 1 rank (the pooling alone) and for the ranks run\n"
+  "(a communicator ignores programs for other rank counts).\n"
+  "Columns: times in us; TB/s = a rank's gathered rows (lookups * D * element\n"
+  "size) / time; speedup = baseline / baton; overlap = (baseline - baton) /\n"
+  "min(pooling, alltoall + shuffle), the share of the shorter part that baton\n"
+  "hides (1: all of it); vs pool = pooling / baton; wrong = elements off the\n"
+  "exact pooling (without a baseline: the pooling alone's).\n";
+
+/* The operator named by the last --fused in argv, or NULL. */
+static const char *fused_name(int argc, char **argv) {
+  const char *op = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strncmp(argv[i], "--fused=", 8)) op = argv[i] + 8;
+    else if (!strcmp(argv[i], "--fused")) op = i + 1 < argc ? argv[++i] : "";
+  }
+  return op;
+}
+
+int bench_fused_operator(int argc, char **argv, FILE *err) {
+  const char *op = fused_name(argc, argv);
+  if (op && !strcmp(op, "gemv_allreduce")) return BENCH_FUSED_GEMV_ALLREDUCE;
+  if (op && !strcmp(op, "embedding_alltoall")) return BENCH_FUSED_EMBEDDING_ALLTOALL;
+  fprintf(err, "baton bench: --fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), not "
+          "'%s'\n", op ? op : "");
+  return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* "2048,4K" into list (at most BENCH_EMBED_MAX_DIMS values in 1..2^31). */
+static int parse_list(const char *s, int64_t *list, int *n) {
+  *n = 0;
+  while (*s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 1 || v > (1LL << 31)) return -1;   /* before a shift: no overflow (strtoll saturates) */
+    if (*end == 'k' || *end == 'K') { v <<= 10; end++; }
+    else if (*end == 'm' || *end == 'M') { v <<= 20; end++; }
+    if (v < 1 || v > (1LL << 31) || *n == BENCH_EMBED_MAX_DIMS || (*end && *end != ',')) return -1;
+    list[(*n)++] = v;
+    s = *end ? end + 1 : end;
+    if (*end == ',' && !*s) return -1;
+  }
+  return *n ? 0 : -1;
+}
+
+/* "uniform,zipf" (or 0,1) into list. */
+static int parse_skew(const char *s, int *list, int *n) {
+  *n = 0;
+  while (*s) {
+    size_t len = strcspn(s, ",");
+    int v;
+    if ((len == 7 && !strncmp(s, "uniform", 7)) || (len == 1 && *s == '0')) v = 0;
+    else if ((len == 4 && !strncmp(s, "zipf", 4)) || (len == 1 && *s == '1')) v = 1;
+    else return -1;
+    if (*n == BENCH_EMBED_MAX_DIMS) return -1;
+    list[(*n)++] = v;
+    s += len;
+    if (*s == ',' && !*++s) return -1;
+  }
+  return *n ? 0 : -1;
+}
+
+int64_t bench_embed_default_rows(int64_t T, int64_t D, int es) {
+  double per_row = (double)T * (double)D * es, rows = per_row > 0 ? 2147483648.0 / per_row : 1;
+  if (rows > 100000) rows = 100000;
+  return rows < 1 ? 1 : (int64_t)rows;
+}
+
+int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FILE *err) {
+  memset(o, 0, sizeof *o);
+  o->dtype = IP_F32;
+  o->warmup = 5;
+  o->iters = 20;
+  o->rounds = 3;
+  o->check = 1;
+  o->B[0] = 2048;
+  o->nB = 1;
+  o->T[0] = 16;
+  o->T[1] = 64;
+  o->nT = 2;
+  o->D[0] = 64;
+  o->D[1] = 128;
+  o->nD = 2;
+  o->bag[0] = 50;
+  o->nbag = 1;
+  o->nskew = 1;
+  const char *op = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(embed_help, out); return 1; }
+    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
+    if (!strcmp(a, "--weighted")) { o->weighted = 1; continue; }
+    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
+    /* every other option takes a value */
+    const char *eq = strchr(a, '='), *v = NULL;
+    char name[32];
+    size_t nl = eq && a[0] == '-' && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+    if (nl >= sizeof name) nl = sizeof name - 1;
+    memcpy(name, a, nl);
+    name[nl] = 0;
+    if (eq && a[0] == '-' && a[1] == '-') v = eq + 1;
+    else if (i + 1 < argc) v = argv[++i];
+    else { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
+    int bad = 0;
+    if (!strcmp(name, "--fused")) op = v;
+    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = parse_int(v, 1, 64, &o->ngpus);
+    else if (!strcmp(name, "--share")) bad = parse_int(v, 1, 64, &o->share);
+    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = parse_int(v, 0, 100000, &o->warmup);
+    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = parse_int(v, 1, 100000, &o->iters);
+    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = parse_int(v, 0, 100000, &o->graph);
+    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = parse_int(v, 1, 64, &o->rounds);
+    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = parse_int(v, 0, 1, &o->check);
+    else if (!strcmp(name, "-B")) bad = parse_list(v, o->B, &o->nB);
+    else if (!strcmp(name, "-T")) bad = parse_list(v, o->T, &o->nT);
+    else if (!strcmp(name, "-D")) bad = parse_list(v, o->D, &o->nD);
+    else if (!strcmp(name, "--bag")) bad = parse_list(v, o->bag, &o->nbag);
+    else if (!strcmp(name, "--rows")) bad = parse_list(v, o->rows, &o->nrows);
+    else if (!strcmp(name, "--skew")) bad = parse_skew(v, o->skew, &o->nskew);
+    else if (!strcmp(name, "--mode")) {
+      bad = strcmp(v, "sum") && strcmp(v, "mean");
+      o->mean = !strcmp(v, "mean");
+    } else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
+      const char *t = !strcmp(v, "bfloat16") ? "bf16" : !strcmp(v, "half") ? "f16" : !strcmp(v, "float") ? "f32" : v;
+      int x = ip_dtype_from_name(t);
+      bad = x != IP_F32 && x != IP_F16 && x != IP_BF16;
+      if (!bad) o->dtype = (ip_dtype)x;
+    } else if (!strcmp(name, "--csv")) o->csv = v;
+    else if (!strcmp(name, "--json")) o->json = v;
+    else {
+      fprintf(err, "baton bench: unknown option '%s' for --fused embedding_alltoall (baton bench --fused "
+              "embedding_alltoall --help lists them)\n", a);
+      return 2;
+    }
+    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
+  }
+  if (!op || strcmp(op, "embedding_alltoall")) {
+    fprintf(err, "baton bench: --fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), not "
+            "'%s'\n", op ? op : "");
+    return 2;
+  }
+  if (o->share && (!o->ngpus || o->share > o->ngpus)) {
+    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", o->share, o->share);
+    return 2;
+  }
+  if (o->weighted && o->mean) {
+    fprintf(err, "baton bench: --weighted pools by sum (as PyTorch's embedding_bag): not with --mode mean\n");
+    return 2;
+  }
+  for (int i = 0; o->ngpus && i < o->nB; i++)
+    if (o->B[i] % o->ngpus) {
+      fprintf(err, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], o->ngpus);
+      return 2;
+    }
+  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
+    fprintf(err, "baton bench: --csv and --json need a file name\n");
+    return 2;
+  }
+  return 0;
+}
+
+double bench_embed_speedup(const bench_embed_row *r) {
+  return r->base_us > 0 && r->baton_us > 0 ? r->base_us / r->baton_us : -1;
+}
+
+double bench_embed_overlap(const bench_embed_row *r) {
+  if (r->base_us <= 0 || r->baton_us <= 0 || r->pool_us <= 0 || r->a2a_us <= 0 || r->shuf_us <= 0) return -1;
+  double comm = r->a2a_us + r->shuf_us, shorter = r->pool_us < comm ? r->pool_us : comm;
+  return (r->base_us - r->baton_us) / shorter;
+}
+
+double bench_embed_vs_pool(const bench_embed_row *r) {
+  return r->pool_us > 0 && r->baton_us > 0 ? r->pool_us / r->baton_us : -1;
+}
+
+double bench_embed_tbps(const bench_embed_row *r, ip_dtype t, double us) {
+  return us > 0 ? (double)r->lookups * (double)r->D * ip_dtype_size[t] / (us * 1e6) : -1;
+}
+
+static void num(FILE *f, const char *fmt, double v) {
+  if (v < 0) fprintf(f, "%*s", atoi(fmt + 1), "-");
+  else fprintf(f, fmt, v);
+}
+
+static const char *mode_name(const bench_embed_table *t) {
+  return t->mean ? "mean" : t->weighted ? "weighted sum" : "sum";
+}
+
+void bench_embed_print_header(FILE *f, const bench_embed_table *t) {
+  fprintf(f, "# baton bench --fused embedding_alltoall: %d rank%s on %s, %s, %s, %d iterations after %d warmup%s, "
+          "median of %d round%s\n", t->nranks, t->nranks == 1 ? "" : "s",
+          t->share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], mode_name(t), t->iters, t->warmup,
+          t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
+  if (t->device[0]) fprintf(f, "# device: %s\n", t->device);
+  fprintf(f, "# pooling alone: baton_embedding_alltoall on a one-rank communicator per rank, out [B, T*D]\n");
+  if (t->nccl[0]) {
+    fprintf(f, "# alltoall: %s, of the pooled [B, T*D]\n", t->nccl);
+    fprintf(f, "# shuffle: [n][B/n][T*D] into [B/n][n*T*D] (tools/bench_shuffle.cu)\n");
+    fprintf(f, "# baseline: pooling, then alltoall, then shuffle, on one stream per rank\n");
+  } else if (t->share) {
+    fprintf(f, "# alltoall, shuffle, baseline: NOT MEASURED: the ranks share %d GPU%s, where NCCL cannot run (one rank "
+            "per GPU); baton and the pooling alone only ('wrong base' is the pooling alone's)\n", t->share,
+            t->share == 1 ? "" : "s");
+  } else {
+    fprintf(f, "# alltoall, shuffle, baseline: NOT MEASURED (no NCCL): baton and the pooling alone only ('wrong "
+            "base' is the pooling alone's)\n");
+  }
+  fprintf(f, "# %5s %4s %4s %4s %7s %4s %9s  %9s %6s  %9s %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s  %s\n", "B", "T",
+          "D", "bag", "rows", "idx", "lookups", "pooling", "TB/s", "alltoall", "shuffle", "baseline", "baton", "TB/s",
+          "speedup", "overlap", "vs pool", "wrong", "wrong", "baton algorithm");
+  fprintf(f, "# %5s %4s %4s %4s %7s %4s %9s  %9s %6s  %9s %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s\n", "", "", "", "",
+          "", "", "/rank", "(us)", "", "(us)", "(us)", "(us)", "(us)", "", "base/b", "", "pool/b", "base", "baton");
+  fflush(f);
+}
+
+void bench_embed_print_row(FILE *f, const bench_embed_table *t, const bench_embed_row *r) {
+  if (r->error[0])
+    fprintf(f, "# B=%lld T=%lld D=%lld bag=%lld rows=%lld %s: %s\n", (long long)r->B, (long long)r->T,
+            (long long)r->D, (long long)r->bag, (long long)r->rows, r->skew ? "zipf" : "uniform", r->error);
+  fprintf(f, "  %5lld %4lld %4lld %4lld %7lld %4s %9lld  ", (long long)r->B, (long long)r->T, (long long)r->D,
+          (long long)r->bag, (long long)r->rows, r->skew ? "zipf" : "unif", (long long)r->lookups);
+  num(f, "%9.2f", r->pool_us);
+  fputc(' ', f);
+  num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->pool_us));
+  fputs("  ", f);
+  num(f, "%9.2f", r->a2a_us);
+  fputc(' ', f);
+  num(f, "%9.2f", r->shuf_us);
+  fputs("  ", f);
+  num(f, "%9.2f", r->base_us);
+  fputs("  ", f);
+  num(f, "%9.2f", r->baton_us);
+  fputc(' ', f);
+  num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->baton_us));
+  fputs("  ", f);
+  num(f, "%7.2f", bench_embed_speedup(r));
+  fputc(' ', f);
+  num(f, "%7.2f", bench_embed_overlap(r));
+  fputc(' ', f);
+  num(f, "%7.2f", bench_embed_vs_pool(r));
+  fprintf(f, "  %6lld %6lld  %s\n", (long long)r->wrong_base, (long long)r->wrong_baton,
+          r->algorithm[0] ? r->algorithm : "-");
+  fflush(f);
+}
+
+int bench_embed_print_footer(FILE *f, const bench_embed_table *t) {
+  int bad = 0, n = 0;
+  double sum = 0;
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_embed_row *r = &t->rows[i];
+    bad |= r->error[0] || r->wrong_base > 0 || r->wrong_baton > 0 || r->baton_us < 0;
+    double q = t->nccl[0] ? bench_embed_speedup(r) : bench_embed_vs_pool(r);
+    if (q > 0) { sum += q; n++; }
+  }
+  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", t->nccl[0] ? "baseline time / baton time" :
+                 "pooling-alone time / baton time", n, sum / n);
+  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
+  return bad;
+}
+
+int bench_embed_write_csv(const char *path, const bench_embed_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "fused,dtype,mode,weighted,ranks,share,B,T,D,bag,rows,indices,lookups,pool_us,alltoall_us,shuffle_us,"
+          "baseline_us,baton_us,pool_tbps,baton_tbps,speedup,overlap,vs_pool,wrong_baseline,wrong_baton,checked,"
+          "algorithm\n");
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_embed_row *r = &t->rows[i];
+    fprintf(f, "embedding_alltoall,%s,%s,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%s,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,"
+            "%.4f,%.4f,%.4f,%lld,%lld,%lld,%s\n", ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted,
+            t->nranks, t->share, (long long)r->B, (long long)r->T, (long long)r->D, (long long)r->bag,
+            (long long)r->rows, r->skew ? "zipf" : "uniform", (long long)r->lookups, r->pool_us, r->a2a_us, r->shuf_us,
+            r->base_us, r->baton_us, bench_embed_tbps(r, t->dtype, r->pool_us),
+            bench_embed_tbps(r, t->dtype, r->baton_us), bench_embed_speedup(r), bench_embed_overlap(r),
+            bench_embed_vs_pool(r), (long long)r->wrong_base, (long long)r->wrong_baton, (long long)r->checked,
+            r->algorithm[0] ? r->algorithm : "-");
+  }
+  return fclose(f) ? -1 : 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s >= 0x20) fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int bench_embed_write_json(const char *path, const bench_embed_table *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "{\"fused\": \"embedding_alltoall\", \"dtype\": \"%s\", \"mode\": \"%s\", \"weighted\": %d, \"ranks\": %d, "
+          "\"share\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ",
+          ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted, t->nranks, t->share, t->iters, t->warmup,
+          t->graph, t->rounds);
+  json_str(f, t->device);
+  fputs(", \"alltoall\": ", f);
+  json_str(f, t->nccl);
+  fputs(", \"rows\": [", f);
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_embed_row *r = &t->rows[i];
+    fprintf(f, "%s\n  {\"B\": %lld, \"T\": %lld, \"D\": %lld, \"bag\": %lld, \"rows\": %lld, \"indices\": \"%s\", "
+            "\"lookups\": %lld, \"pool_us\": %.3f, \"alltoall_us\": %.3f, \"shuffle_us\": %.3f, \"baseline_us\": %.3f, "
+            "\"baton_us\": %.3f, \"pool_tbps\": %.4f, \"baton_tbps\": %.4f, \"speedup\": %.4f, \"overlap\": %.4f, "
+            "\"vs_pool\": %.4f, \"wrong_baseline\": %lld, \"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ",
+            i ? "," : "", (long long)r->B, (long long)r->T, (long long)r->D, (long long)r->bag, (long long)r->rows,
+            r->skew ? "zipf" : "uniform", (long long)r->lookups, r->pool_us, r->a2a_us, r->shuf_us, r->base_us,
+            r->baton_us, bench_embed_tbps(r, t->dtype, r->pool_us), bench_embed_tbps(r, t->dtype, r->baton_us),
+            bench_embed_speedup(r), bench_embed_overlap(r), bench_embed_vs_pool(r), (long long)r->wrong_base,
+            (long long)r->wrong_baton, (long long)r->checked);
+    json_str(f, r->algorithm);
+    fputs(", \"error\": ", f);
+    json_str(f, r->error);
+    fputc('}', f);
+  }
+  fputs("\n]}\n", f);
+  return fclose(f) ? -1 : 0;
+}
