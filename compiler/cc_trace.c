@@ -576,6 +576,27 @@ static int l_gemv(lua_State *L) {
   return compute_into(L, t, &op, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4), luaL_optinteger(L, 5, 1));
 }
 
+/* gemm(X, W, rank, index [, count [, opts]]): rank computes its input
+ * chunks [index, index+count) of Y = X W (X [tokens, F], W [F, H]):
+ * element e is row e div H of X times column e mod H of W.  opts: sync.
+ * Returns a reference to the chunks. */
+static int l_gemm(lua_State *L) {
+  cc_trace *t = declared(L);
+  int x = operand_of(L, 1, IR_OPND_MATRIX, "gemm", "X (argument 1)");
+  int w = operand_of(L, 2, IR_OPND_MATRIX, "gemm", "W (argument 2)");
+  const cc_opnd *X = &t->opnd[x], *W = &t->opnd[w];
+  if (strcmp(X->dim[1], W->dim[0]))
+    luaL_error(L, "gemm: X %s has cols '%s' but W %s has rows '%s' (X [tokens, F] times W [F, H])", X->name, X->dim[1],
+               W->name, W->dim[0]);
+  if (!strcmp(X->dim[0], IR_DIM_INPUT) || !strcmp(X->dim[1], IR_DIM_INPUT) || !strcmp(W->dim[1], IR_DIM_INPUT))
+    luaL_error(L, "gemm: X [%s x %s] and W [%s x %s] have dimensions of their own, not \"%s\" (the input is tokens x "
+               "H)", X->dim[0], X->dim[1], W->dim[0], W->dim[1], IR_DIM_INPUT);
+  cc_op op = {.line = script_line(L), .cop = IR_OP_GEMM, .args = {(int8_t)x, (int8_t)w, -1, -1}};
+  compute_opts(L, 6, &op, 0);
+  if (op.zerocopy) luaL_error(L, "zerocopy is for gemv; a gemm's tiles are stored, then sent");
+  return compute_into(L, t, &op, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4), luaL_optinteger(L, 5, 1));
+}
+
 /* embedding_bag(E, indices, offsets, rank, index [, count [, opts]]):
  * rank computes its input chunks [index, index+count) by pooling rows of
  * table E: element e is column e mod D of bag e div D (D: E's columns),
@@ -842,7 +863,7 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param},
                                  {"parallelize", l_parallelize}, {"matrix", l_matrix}, {"vector", l_vector},
                                  {"gemv", l_gemv}, {"index", l_index},
-                                 {"embedding_bag", l_embedding_bag}, {NULL, NULL}};
+                                 {"embedding_bag", l_embedding_bag}, {"gemm", l_gemm}, {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);

@@ -68,6 +68,21 @@ static int64_t dim_or(const ip_dims *d, const char *name, int64_t dflt) {
   return v < 0 && dflt > 0 ? dflt : v;
 }
 
+/* A gemm's X has a row per output row: the input's elements over H (W's
+ * columns); where the call leaves X's rows unbound, dd gets them. */
+static void derive_gemm(const ir_prog *p, const ir_geom *g, ip_dims *dd, int64_t dflt) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[s];
+        if (st->op != IR_OP_GEMM) continue;
+        const ir_operand *x = &p->operands[st->args[0]], *w = &p->operands[st->args[1]];
+        int64_t H = dim_or(dd, w->dim[1], dflt);
+        if (H > 0 && ip_dims_get(dd, x->dim[0]) < 0 && g->elems[IR_BUF_INPUT] % H == 0)
+          ip_dims_set(dd, x->dim[0], g->elems[IR_BUF_INPUT] / H);
+      }
+}
+
 /* An embedding bag's offsets have one entry per bag plus one, the bags
  * being the input's elements over the table's columns: where the call
  * leaves the offsets' length unbound, dd gets it. */
@@ -92,6 +107,16 @@ static bt_result check_bags(const ir_prog *p, const ir_geom *g, int64_t shape[IR
     for (int b = 0; b < p->gpus[r].ntbs; b++)
       for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
         const ir_step *st = &p->gpus[r].tbs[b].steps[s];
+        if (st->op == IR_OP_GEMM) {   /* the input is X's rows times W's columns */
+          int64_t rows = shape[st->args[0]][0], H = shape[st->args[1]][1];
+          if (rows * H != g->elems[IR_BUF_INPUT]) {
+            rt_diag_add(diag, "%s: gemm: X has %lld rows and W %lld columns, but the input holds %lld elements (rows "
+                        "x columns)", ir_prog_where(p), (long long)rows, (long long)H,
+                        (long long)g->elems[IR_BUF_INPUT]);
+            return BT_ERR_INVALID;
+          }
+          continue;
+        }
         if (st->op != IR_OP_EBAG && st->op != IR_OP_EBAGM) continue;
         int64_t D = shape[st->args[0]][1], n = g->elems[IR_BUF_INPUT];
         if (n % D) {
@@ -115,6 +140,7 @@ bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d
   ip_dims dd = {0};
   if (d) dd = *d;
   derive_dims(p, g, &dd, dflt);
+  derive_gemm(p, g, &dd, dflt);
   for (int k = 0; k < p->noperands; k++) {
     const ir_operand *o = &p->operands[k];
     int64_t a = dim_value(p, o, o->dim[0], g, &dd, dflt, diag);
@@ -166,12 +192,13 @@ int ip_compute_takes(const ir_prog *p, ip_dtype t) {
       for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
         int op = p->gpus[r].tbs[b].steps[s].op;
         if ((ir_op_flags[op] & IR_F_COMP) && !gemv_type(t)) return 0;
+        if (op == IR_OP_GEMM && t != IP_BF16) return 0;   /* the tile engine's type */
       }
   return 1;
 }
 
-const char *ip_compute_types(int op) {
-  return ir_op_flags[op] & IR_F_COMP ? "f32, f16, bf16" : "every type";
+const char *ip_compute_types(const ir_prog *p) {
+  return ip_compute_takes(p, IP_F32) ? ip_compute_takes(p, IP_I32) ? "every type" : "f32, f16, bf16" : "bf16";
 }
 
 static float elem(ip_dtype t, const void *p, int64_t i) {
@@ -214,7 +241,29 @@ static double bag_elem(int op, ip_dtype t, const ip_opnd *args, int64_t row, dou
   return f32acc ? (double)acc : v;
 }
 
+/* Element e of Y = X W: row e div H of X times column e mod H of W, in
+ * double with the terms' magnitudes (mag not NULL), or accumulated in f32
+ * in column order (f32acc). */
+static double gemm_elem(ip_dtype t, const ip_opnd *args, int64_t e, double *mag, int f32acc) {
+  const ip_opnd *x = &args[0], *w = &args[1];
+  int64_t H = w->cols, i = e / H, j = e % H;
+  double v = 0, m = 0;
+  float acc = 0;
+  for (int64_t k = 0; k < x->cols; k++) {
+    double term = (double)elem(t, x->data, i * x->ld + k) * (double)elem(t, w->data, k * w->ld + j);
+    v += term;
+    m += fabs(term);
+    acc += (float)term;
+  }
+  if (mag) *mag = m;
+  return f32acc ? (double)acc : v;
+}
+
 void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, void *out) {
+  if (op == IR_OP_GEMM) {
+    for (int64_t i = 0; i < n; i++) ip_set(t, out, (size_t)i, gemm_elem(t, args, row0 + i, NULL, 1));
+    return;
+  }
   if (op == IR_OP_EBAG || op == IR_OP_EBAGM) {
     for (int64_t i = 0; i < n; i++) ip_set(t, out, (size_t)i, bag_elem(op, t, args, row0 + i, NULL, 1));
     return;
@@ -229,6 +278,10 @@ void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int6
 }
 
 void ip_compute_exact(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, double *val, double *mag) {
+  if (op == IR_OP_GEMM) {
+    for (int64_t i = 0; i < n; i++) val[i] = gemm_elem(t, args, row0 + i, &mag[i], 0);
+    return;
+  }
   if (op == IR_OP_EBAG || op == IR_OP_EBAGM) {
     for (int64_t i = 0; i < n; i++) val[i] = bag_elem(op, t, args, row0 + i, &mag[i], 0);
     return;

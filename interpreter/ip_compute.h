@@ -61,19 +61,22 @@ bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d
 int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag);
 
 /* Whether every compute step of p takes element type t (gemv, ebag: f32,
- * f16 and bf16; other types are refused by the runtime and `baton verify`).
+ * f16 and bf16; gemm: bf16; other types are refused by the runtime and
+ * `baton verify`).
  * Programs without compute steps take every type. */
 int ip_compute_takes(const ir_prog *p, ip_dtype t);
 
-/* The element types compute opcode op takes, as text ("f32, f16, bf16"). */
-const char *ip_compute_types(int op);
+/* The element types the compute steps of p take, as text ("f32, f16,
+ * bf16"; "bf16" with a gemm). */
+const char *ip_compute_types(const ir_prog *p);
 
 /* The values of elements [row0, row0 + n) of the input that compute
  * opcode op computes from its operands args (ir_op_args order; a missing
  * optional one has data NULL), in type t: gemv accumulates row e of the
  * matrix times the vector in f32, in column order, and rounds once to t;
  * ebag sums (weighted) the bag's rows in f32 in index order, ebagm
- * divides that by the bag's size.  An index outside the table or an
+ * divides that by the bag's size; gemm accumulates row e div H of X times
+ * column e mod H of W in f32, in order of F.  An index outside the table or an
  * offset outside the indices is skipped / clamped (the GPU reports it).
  * out gets n elements of t. */
 void ip_compute_rows(int op, ip_dtype t, const ip_opnd *args, int64_t row0, int64_t n, void *out);

@@ -518,7 +518,7 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
   }
   if (!ip_compute_takes(p, o->dtype)) {
     rt_diag_add(diag, "%s: its compute steps do not take %s (they take %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
-                ip_compute_types(IR_OP_GEMV));
+                ip_compute_types(p));
     return BT_ERR_UNSUPPORTED;
   }
   if (p->coll == IR_COLL_CUSTOM && !o->expect) {

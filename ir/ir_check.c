@@ -191,6 +191,17 @@ static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
                ir_op_xml[st->op], a->name, a->dim[1], x->name, x->dim[0]);
     break;
   }
+  case IR_OP_GEMM: {
+    const ir_operand *x = &p->operands[st->args[0]], *w = &p->operands[st->args[1]];
+    if (!x->dim[0] || !x->dim[1] || !w->dim[0] || !w->dim[1]) return;   /* check_operands */
+    if (strcmp(x->dim[1], w->dim[0]))
+      err_step(c, r, t, s, "gemm: matrix %s has cols=\"%s\" but matrix %s has rows=\"%s\"; they must be the same "
+               "dimension (F)", x->name, x->dim[1], w->name, w->dim[0]);
+    if (!strcmp(x->dim[0], IR_DIM_INPUT) || !strcmp(w->dim[1], IR_DIM_INPUT) || !strcmp(x->dim[1], IR_DIM_INPUT))
+      err_step(c, r, t, s, "gemm: X [tokens, F] and W [F, H] have dimensions of their own, not \"%s\" (the input is "
+               "tokens x H)", IR_DIM_INPUT);
+    break;
+  }
   case IR_OP_EBAG:
   case IR_OP_EBAGM: {
     const ir_operand *e = &p->operands[st->args[0]], *ix = &p->operands[st->args[1]], *of = &p->operands[st->args[2]];

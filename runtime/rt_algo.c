@@ -127,6 +127,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
   rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1,
                 .max_ctiles = (int64_t)1 << 40};
   rt_diag_clear(d);
+  int gemm = 0;
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
@@ -135,10 +136,16 @@ static bt_result load_one(rt_algos *a, const char *path) {
         if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
         al.compute = (st->op == IR_OP_GEMVS ? IR_OP_GEMV : st->op) | (st->args[3] >= 0 ? RT_COMPUTE_WEIGHTED : 0);
         al.bags |= st->op == IR_OP_EBAG || st->op == IR_OP_EBAGM;
+        gemm |= st->op == IR_OP_GEMM;
         al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
         int64_t most = ip_sem_max_tiles(st->sync, st->sync_param);
         if (ir_tb_compute(&p->gpus[r].tbs[t]) && st->hasdep && most < al.max_ctiles) al.max_ctiles = most;
       }
+  if (gemm) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s skipped: its gemm steps run on the CPU executor only so far (the GPU "
+             "interpreter has no gemm opcode yet)", path);
+    goto drop;
+  }
   if (al.compute >= 0) {
     /* A fused call runs the program in its own layout: no copies, no rewrite. */
     if (ir_check_races(p, p->inplace, d)) {

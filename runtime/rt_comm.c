@@ -624,7 +624,7 @@ static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *op
   if (n < 0 || (n && !ops)) return baton_invalid_argument;
   if (!ip_compute_takes(p, (ip_dtype)dtype)) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its compute steps do not take %s (they take %s)", c->rank, where,
-             ip_dtype_name[dtype], ip_compute_types(IR_OP_GEMV));
+             ip_dtype_name[dtype], ip_compute_types(p));
     return baton_invalid_argument;
   }
   /* Entries without data that name no operand bind a dimension (rows). */

@@ -504,6 +504,31 @@ static void test_embed(void) {
   rt_diag_free(d);
 }
 
+#define MOE_DECL "collective{kind='alltoall', ranks=2}\nlocal X = matrix('X', 'T', 'F')\nlocal W = matrix('W', 'F', 'H')\n"
+
+static void test_gemm(void) {
+  fails(MOE_DECL "gemm(W, X, 0, 0)\n", "t.lua:4: gemm: X W has cols 'H' but W X has rows 'T'", "X and W swapped");
+  fails(MOE_DECL "local V = vector('V', 'F')\ngemm(X, V, 0, 0)\n", "t.lua:5: gemm: W (argument 2), V, is a vector; it must "
+        "be a matrix", "a vector as W");
+  fails(MOE_DECL "local Y = matrix('Y', 'input', 'F')\ngemm(Y, W, 0, 0)\n",
+        "t.lua:5: gemm: X [input x F] and W [F x H] have dimensions of their own", "X shaped like the input");
+  fails(MOE_DECL "gemm(X, W, 0, 0, 1, {zerocopy = true})\n", "t.lua:4: zerocopy is for gemv", "zerocopy for a gemm");
+  fails(MOE_DECL "gemm(X, W, 0, 2)\n", "t.lua:4: input[2..2] out of range", "a chunk past the input");
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(trace(MOE_DECL "for r = 0, 1 do for q = 0, 1 do gemm(X, W, r, q) end end\n"
+           "for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', q):copy(q, 'output', r) end end\n", &t) == BT_OK &&
+     !cc_lower(t, &lo, &p, d) && !ir_check(p, d), "a GEMM + AllToAll compiles: %s %s", msg, rt_diag_text(d));
+  ok(p && p->gpus[0].tbs[0].steps[0].op == IR_OP_GEMM && p->gpus[0].tbs[0].steps[0].srcoff == 1 &&
+     p->gpus[0].tbs[0].steps[0].args[0] == 0 && p->gpus[0].tbs[0].steps[0].args[1] == 1,
+     "rank 0 computes the rows rank 1 owns first, with X and W");
+  cc_trace_free(t);
+  ir_prog_free(p);
+  rt_diag_free(d);
+}
+
 /* Hostile scripts: every limit stops the script with its line, the limit
  * and the parameter that raises it; nothing overflows, nothing crashes. */
 static void test_hostile(void) {
@@ -602,6 +627,7 @@ int main(void) {
   test_custom();
   test_fused();
   test_embed();
+  test_gemm();
   test_hostile();
   test_inplace_names();
   return tap_done();

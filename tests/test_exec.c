@@ -357,6 +357,51 @@ static void test_embed(const char *path, rt_diag *d) {
   free(text);
 }
 
+/* GEMM + AllToAll (the MoE combine) on the CPU executor: bf16 only, tile
+ * sizes, and a wrong program caught. */
+static void test_moe(const char *path, rt_diag *d) {
+  char *text = tap_slurp(path);
+  if (!text) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  ir_prog *p = load(text, d);
+  static const long tiles[] = {0, 1, 7, 64};
+  int fails = 0;
+  for (int ti = 0; p && ti < 4; ti++) {
+    ip_dims dims = {0};
+    ip_dims_set(&dims, "H", 6);
+    ip_dims_set(&dims, "F", ti == 1 ? 1 : 33);
+    ip_cpu_opts o = {.dtype = IP_BF16, .op = IP_OP_SUM, .count = 6 * 10, .inplace = 0, .tile = tiles[ti], .slots = 2,
+                     .dims = &dims};
+    ip_cpu_report rep;
+    rt_diag_clear(d);
+    fails += ip_cpu_verify(p, &o, &rep, d) != BT_OK;
+  }
+  ok(p && fails == 0, "GEMM + AllToAll: Y = X W per rank, each rank's rows back to it, 4 tile sizes: %s", rt_diag_text(d));
+  ip_dims dims = {0};
+  ip_dims_set(&dims, "H", 6);
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 60, .inplace = 0, .dims = &dims};
+  ip_cpu_report rep;
+  rt_diag_clear(d);
+  ok(p && ip_cpu_verify(p, &o, &rep, d) == BT_ERR_UNSUPPORTED, "a gemm in f32 is refused (the engine's type is bf16)");
+  ok_contains(rt_diag_text(d), "its compute steps do not take f32 (they take bf16)", "and the refusal says why");
+  o.dtype = IP_BF16;
+  o.count = 61;
+  rt_diag_clear(d);
+  ok(p && ip_cpu_verify(p, &o, &rep, d) == BT_ERR_INVALID, "an input that is not whole rows of H is refused");
+  ok_contains(rt_diag_text(d), "gemm: X has", "and the refusal names the shapes");
+  ir_prog_free(p);
+  /* rank 0 computes the rows of its first chunk into its second: valid, and wrong */
+  char *t = tap_replace(text, "type=\"gemm\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\"",
+                        "type=\"gemm\" srcbuf=\"i\" srcoff=\"2\" dstbuf=\"i\" dstoff=\"0\"", 0);
+  p = t ? load(t, d) : NULL;
+  free(t);
+  o.count = 60;
+  rt_diag_clear(d);
+  ok(p && !ir_check(p, d) && ip_cpu_verify(p, &o, &rep, d) == BT_ERR_MISMATCH,
+     "a gemm computing the wrong rows gives a wrong result: %s", rt_diag_text(d));
+  ir_prog_free(p);
+  free(text);
+}
+
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_allreduce(d);
@@ -369,6 +414,7 @@ int main(int argc, char **argv) {
   test_limits(d);
   test_fused(argc > 3 ? argv[3] : "tests/fused_2r.xml", d);
   test_embed(argc > 4 ? argv[4] : "tests/embed_2r.xml", d);
+  test_moe(argc > 5 ? argv[5] : "tests/moe_2r.xml", d);
   rt_diag_free(d);
   return tap_done();
 }

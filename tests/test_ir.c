@@ -628,6 +628,29 @@ static void test_embed(const char *path) {
   free(text);
 }
 
+/* GEMM + AllToAll: read, written back the same, and misuse named. */
+static void test_gemm(const char *path) {
+  char *text = tap_slurp(path);
+  if (!text) { printf("Bail out! cannot read %s\n", path); exit(1); }
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL, *q = NULL;
+  ok(!ir_read_memory(text, strlen(text), "moe.xml", &p, d) && !ir_check(p, d) && !ir_check_races(p, 0, d),
+     "a GEMM + AllToAll program loads, validates and has no race: %s", rt_diag_text(d));
+  char *a = p ? to_xml(p) : NULL;
+  ok(a && !ir_read_memory(a, strlen(a), "written", &q, d), "a written GEMM program loads again");
+  char *b = q ? to_xml(q) : NULL;
+  ok(a && b && !strcmp(a, b), "gemm: write(read(write(x))) == write(x)");
+  free(a); free(b);
+  ir_prog_free(p); ir_prog_free(q);
+  rt_diag_free(d);
+  fused_broken(text, "args=\"X W\"", "args=\"W X\"", 0,
+               "gemm: matrix W has cols=\"H\" but matrix X has rows=\"T\"", "X and W swapped");
+  fused_broken(text, "rows=\"T\" cols=\"F\"", "rows=\"input\" cols=\"F\"", 0,
+               "gemm: X [tokens, F] and W [F, H] have dimensions of their own", "X shaped like the input");
+  fused_broken(text, "args=\"X W\"", "args=\"X\"", 0, "gemm takes 2 operands (MM), args names 1", "one operand");
+  free(text);
+}
+
 int main(int argc, char **argv) {
   corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
   fused_file = argc > 2 ? argv[2] : "tests/fused_2r.xml";
@@ -645,6 +668,7 @@ int main(int argc, char **argv) {
   test_corpus_mutations();
   test_fused();
   test_embed(argc > 3 ? argv[3] : "tests/embed_2r.xml");
+  test_gemm(argc > 4 ? argv[4] : "tests/moe_2r.xml");
   test_geom_overflow();
   test_limits();
   test_race_scale();

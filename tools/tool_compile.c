@@ -69,9 +69,25 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
   };
   enum { N = sizeof runs / sizeof runs[0] };
   if (!ip_compute_takes(p, IP_I32)) runs[1].o.dtype = IP_F16;
+  for (int i = 0; i < N; i++)   /* a program that takes one float type (gemm: bf16) runs in it */
+    if (!ip_compute_takes(p, runs[i].o.dtype)) runs[i].o.dtype = IP_BF16;
+  /* A gemm's output rows are W's columns: 3 of them (and 5 for F), and
+   * counts of whole rows. */
+  ip_dims dims = {0};
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[k];
+        if (st->op != IR_OP_GEMM || ip_dims_get(&dims, p->operands[st->args[1]].dim[1]) > 0) continue;
+        ip_dims_set(&dims, p->operands[st->args[1]].dim[1], 3);
+        ip_dims_set(&dims, p->operands[st->args[0]].dim[1], 5);
+        for (int i = 0; i < N; i++) {
+          runs[i].o.count = (runs[i].o.count + 2) / 3 * 3;
+          runs[i].o.dims = &dims;
+        }
+      }
   /* An interleaved output's rows are a product of dimensions: 3 each, and
    * counts of whole rows per chunk. */
-  ip_dims dims = {0};
   if (p->interleave) {
     int64_t seg = 1;
     for (const char *f = p->interleave; *f;) {

@@ -82,6 +82,7 @@ static const char verify_help[] =
 typedef struct vopts {
   int ranks, quiet, inplace;
   int dtypes[IP_DTYPE_COUNT], ndtypes;
+  int dtype_given;      /* --dtype was given; else f32, or bf16 for a program that takes only that */
   int ops[IP_REDOP_COUNT], nops;
   long long count, tile;
   int slots;
@@ -188,6 +189,9 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   if (!sizes_fit(path, p, vo, es, inplace)) goto out;
   int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
   int nops = reduces ? vo->nops : 1;
+  vopts own = *vo;   /* the default type: f32, unless the program's compute steps take only bf16 (gemm) */
+  if (!vo->dtype_given && !ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) own.dtypes[0] = IP_BF16;
+  vo = &own;
   ip_cpu_report tot = {0};
   int runs = 0;
   rc = 0;
@@ -252,6 +256,7 @@ int tool_verify(int argc, char **argv) {
       vo.ranks = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--dtype"))) {
       if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
+      vo.dtype_given = 1;
     } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
