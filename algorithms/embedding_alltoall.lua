@@ -34,6 +34,10 @@ local I = index("I", "L")
 local O = index("O", "NO")
 local w = weighted and vector("w", "L") or nil
 local sync = param("sync", "group:8")
+if n == 1 then   -- one rank: the pooling alone, stored straight into the output
+  embedding_bag(E, I, O, 0, 0, k, { mode = mode, weights = w, sync = sync, into = "output" })
+  return
+end
 for r = 0, n - 1 do
   for q = 0, n - 1 do   -- rank q's samples: input chunks q*k .. q*k+k-1
     embedding_bag(E, I, O, r, q * k, k, { mode = mode, weights = w, sync = sync })

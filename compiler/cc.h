@@ -45,6 +45,7 @@ typedef struct cc_op {
   int8_t args[IR_MAX_ARGS];
   int sync, sync_param;     /* ir_sync of the steps waiting on it */
   int zerocopy;             /* computed straight into the one peer it is sent to (gemvs) */
+  int into_output;          /* stored in the output's chunks of the same indices, not the input's */
 } cc_op;
 
 /* An operand declared with matrix(), vector() or index(). */

@@ -489,7 +489,8 @@ static int operand_arg(lua_State *L, int at, int kind, const char *fn) {
   return operand_of(L, at, kind, fn, what);
 }
 
-/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy;
+/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy,
+ * into = "input" | "output" (where the computed chunks are stored);
  * with bag set (embedding_bag), mode = "sum" | "mean" and weights = a
  * vector, which set op->cop and op->args[3]. */
 static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
@@ -510,6 +511,11 @@ static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
       if (op->sync != IR_SYNC_TILE && (par < 1 || par > IR_MAX_SYNC_PARAM))
         luaL_error(L, "sync='%s': the number is out of range [1, %d]", v, IR_MAX_SYNC_PARAM);
       op->sync_param = (int)par;
+    } else if (!strcmp(k, "into")) {
+      const char *v = luaL_checkstring(L, -1);
+      if (strcmp(v, "output") && strcmp(v, "input"))
+        luaL_error(L, "into='%s': expected \"input\" (the default) or \"output\" (the chunks of the same indices)", v);
+      op->into_output = !strcmp(v, "output");
     } else if (!strcmp(k, "zerocopy")) {
       op->zerocopy = lua_toboolean(L, -1);
       if (op->zerocopy && bag) luaL_error(L, "zerocopy is for gemv; an embedding bag's chunks are stored, then sent");
@@ -523,7 +529,7 @@ static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
       op->args[3] = (int8_t)operand_of(L, lua_gettop(L), IR_OPND_VECTOR, "embedding_bag", "weights");
       lua_pop(L, 1);
     } else {
-      luaL_error(L, "unknown compute option '%s' (%s)", k, bag ? "mode, weights, sync" : "sync, zerocopy");
+      luaL_error(L, "unknown compute option '%s' (%s)", k, bag ? "mode, weights, sync, into" : "sync, zerocopy, into");
     }
     lua_pop(L, 1);
   }
@@ -534,17 +540,24 @@ static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
  * reference to them. */
 static int compute_into(lua_State *L, cc_trace *t, cc_op *op, lua_Integer rank64, lua_Integer idx64,
                         lua_Integer count64) {
+  const int dst = op->into_output ? CC_SPACE_OUTPUT : CC_SPACE_INPUT;
   check_range(L, t, rank64, CC_SPACE_INPUT, idx64, count64);
+  check_range(L, t, rank64, dst, idx64, count64);
   int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
+  if (op->into_output && op->zerocopy) luaL_error(L, "into='output' and zerocopy: a chunk goes one place");
+  if (op->into_output && t->interleave[0] && t->nranks > 1)
+    luaL_error(L, "into='output' with interleave='%s': the output's rows are apart; compute into the input and copy or "
+               "send the chunks there", t->interleave);
   op->kind = CC_COMPUTE;
   op->src_rank = op->dst_rank = rank;
-  op->src_space = op->dst_space = CC_SPACE_INPUT;
+  op->src_space = CC_SPACE_INPUT;
+  op->dst_space = dst;
   op->src_idx = op->dst_idx = idx;
   op->count = count;
   op->ch = op->sendtb = op->recvtb = -1;
   for (int i = 0; i < count; i++) {
-    cc_loc *l = loc(L, t, rank, CC_SPACE_INPUT, idx + i);
-    if (l->val.n)
+    cc_loc *l = loc(L, t, rank, dst, idx + i);
+    if (l->val.n && !op->into_output)
       luaL_error(L, "rank %d input[%d] is computed twice (first at %s:%d); compute each input chunk once and copy it",
                  rank, idx + i, t->script, l->line);
     uint64_t term = (uint64_t)rank << 32 | (uint32_t)(idx + i);
@@ -555,7 +568,7 @@ static int compute_into(lua_State *L, cc_trace *t, cc_op *op, lua_Integer rank64
     l->line = op->line;
   }
   add_op(L, t, op);
-  push_ref(L, t, rank, CC_SPACE_INPUT, idx, count);
+  push_ref(L, t, rank, dst, idx, count);
   return 1;
 }
 

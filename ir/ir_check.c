@@ -263,6 +263,9 @@ static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) 
     }
   }
   if (!bad) check_shapes(c, r, t, s, st);
+  if (p->interleave && p->ngpus > 1 && st->dstbuf == IR_BUF_OUTPUT)
+    err_step(c, r, t, s, "%s stores into the interleaved output (interleave=\"%s\"), whose rows are apart: compute into "
+             "the input and copy or send the chunks there", op, p->interleave);
   if (!ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
     err_step(c, r, t, s, "sync=\"%s:%d\" is for steps of compute thread blocks (no peers, only compute steps, no "
              "waits); here the step runs in its thread block's order", ir_sync_name[st->sync], st->sync_param);

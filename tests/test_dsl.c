@@ -415,7 +415,7 @@ static void test_fused(void) {
         "t.lua:4: sync='row': expected \"tile\", \"group:G\" or \"stride:S\"", "an unknown sync policy");
   fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {sync = 'group:0'})\n", "t.lua:4: sync='group:0': the number is out of range [1, 4096]",
         "an empty group");
-  fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {tb = 3})\n", "t.lua:4: unknown compute option 'tb' (sync, zerocopy)",
+  fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {tb = 3})\n", "t.lua:4: unknown compute option 'tb' (sync, zerocopy, into)",
         "an unknown compute option");
   fails("collective{kind='allreduce', ranks=2, tileorder='fast'}\n", "t.lua:1: tileorder='fast': expected \"comm\"",
         "an unknown tile order");
@@ -475,7 +475,12 @@ static void test_embed(void) {
   fails(EMB2("{weights = E}"), "t.lua:6: embedding_bag: weights, E, is a matrix; it must be a vector",
         "a matrix as weights");
   fails(EMB2("{zerocopy = true}"), "t.lua:6: zerocopy is for gemv", "zerocopy for a bag");
-  fails(EMB2("{tb = 1}"), "t.lua:6: unknown compute option 'tb' (mode, weights, sync)", "an unknown bag option");
+  fails(EMB2("{tb = 1}"), "t.lua:6: unknown compute option 'tb' (mode, weights, sync, into)", "an unknown bag option");
+  fails(EMB2("{into = 'scratch'}"), "t.lua:6: into='scratch': expected \"input\" (the default) or \"output\"",
+        "computing into scratch");
+  fails(EMB_DECL "embedding_bag(E, I, O, 0, 0, 1, {into = 'output'})\n",
+        "t.lua:5: into='output' with interleave='T*D': the output's rows are apart", "a bag into an interleaved output "
+        "of two ranks");
   fails(EMB_DECL "index('X', 'L', 'f32')\n", "t.lua:5: index: dtype 'f32' is not i64 or i32", "an index of floats");
   fails("collective{kind='allreduce', ranks=2, interleave='T'}\n",
         "t.lua:1: interleave is for out-of-place alltoall and allgather", "an interleaved allreduce");
@@ -499,6 +504,16 @@ static void test_embed(void) {
   ok(p && p->gpus[1].tbs[0].steps[0].op == IR_OP_EBAG && p->gpus[1].tbs[0].steps[0].args[3] == 3 &&
      p->gpus[1].tbs[0].steps[0].sync == IR_SYNC_GROUP && p->gpus[1].tbs[0].steps[0].srcoff == 0,
      "its bags take the weights and the sync policy, rank 1 pools rank 0's samples first");
+  cc_trace_free(t);
+  ir_prog_free(p);
+  t = NULL;
+  p = NULL;
+  ok(trace("collective{kind='alltoall', ranks=1, interleave='T*D'}\nlocal E = matrix('E', 'R', 'D')\n"
+           "local I = index('I', 'L')\nlocal O = index('O', 'NO')\nembedding_bag(E, I, O, 0, 0, 1, {into = 'output'})\n",
+           &t) == BT_OK && !cc_lower(t, &lo, &p, d) && !ir_check(p, d),
+     "one rank's pooling straight into the output compiles: %s %s", msg, rt_diag_text(d));
+  ok(p && p->gpus[0].ntbs == 1 && p->gpus[0].tbs[0].steps[0].dstbuf == IR_BUF_OUTPUT,
+     "one step, a compute thread block storing into the output");
   cc_trace_free(t);
   ir_prog_free(p);
   rt_diag_free(d);

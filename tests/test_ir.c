@@ -623,6 +623,9 @@ static void test_embed(const char *path) {
                "weights for a mean");
   fused_broken(text, "len=\"NO\"", "len=\"L\"", 0, "ebag: indices I and offsets O have the same length L",
                "offsets as long as the indices");
+  fused_broken(text, "srcoff=\"2\" dstbuf=\"i\" dstoff=\"2\"", "srcoff=\"2\" dstbuf=\"o\" dstoff=\"2\"", 0,
+               "ebag stores into the interleaved output (interleave=\"T*D\"), whose rows are apart",
+               "a bag stored into an interleaved output");
   fused_broken(text, "rows=\"R\" cols=\"D\"", "rows=\"input\" cols=\"D\"", 0,
                "ebag: table E is [rows x D] of its own dimensions, not \"input\"", "a table shaped like the input");
   free(text);
