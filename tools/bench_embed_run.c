@@ -530,6 +530,14 @@ static int poison(ectx *x, char *err, size_t len) {
     for (int k = 0; k < 4; k++)
       if (b[k] && !cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
   }
+  /* cudaMemset and the tables' device copies run on the legacy stream,
+   * which does not order the ranks' non-blocking streams: everything set
+   * up must be done before the first call reads it (a pooling run that
+   * began early read tables still being filled). */
+  for (int g = 0; g < x->ngpus; g++) {
+    cudaSetDevice(g);
+    if (!cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
+  }
   return 0;
 }
 
