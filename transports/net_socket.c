@@ -30,6 +30,7 @@ typedef struct qent { ns_hdr h; const char *src; uint32_t plen; } qent;   /* h i
 typedef struct sock {
   int fd;
   int bye;                        /* BYE received on it */
+  int eof;                        /* closing: the peer has closed it (drain) */
   qent q[QCAP];                   /* frames to send; q[qhead] is partly sent */
   int qhead, qn;
   size_t qsent;                   /* bytes of q[qhead] sent (header, then payload) */
@@ -342,6 +343,13 @@ static int tx(sctx *c, sock *s, int *moved) {
   return 0;
 }
 
+/* Whether every frame queued on s is a credit. */
+static int only_credits(const sock *s) {
+  for (int i = 0; i < s->qn; i++)
+    if (s->q[(s->qhead + i) % QCAP].h.type != NS_CREDIT) return 0;
+  return 1;
+}
+
 static const char *frame_name(uint32_t t) {
   return t == NS_DATA ? "data" : t == NS_CREDIT ? "credit" : t == NS_BYE ? "goodbye" : "unknown";
 }
@@ -425,7 +433,7 @@ static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
     slink *L = &c->links[l];
     /* Owed credits go out on socket 0, in order. */
     sock *s0 = &L->s[0];
-    for (int i = 0; i < L->nrecv && s0->fd >= 0; i++) {
+    for (int i = 0; i < L->nrecv && s0->fd >= 0 && !s0->bye; i++) {   /* a peer that said goodbye sends no more */
       if (!L->dirty[i] || s0->qn == QCAP) continue;
       ns_hdr h = {NS_CREDIT, (uint32_t)i, 0, 0, 0, 0, L->credit[i], 0};
       enqueue(s0, &h, NULL);
@@ -442,7 +450,20 @@ static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
       sock *s = &L->s[k];
       if (s->fd < 0) continue;
       short ev = c->pfd[n++].revents;
+      /* What came in first: a goodbye there makes a failed send below the
+       * orderly end it is. */
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved) < 0) {
+        *failed = l;
+        return -1;
+      }
+      if (s->fd < 0) continue;   /* closed after a goodbye */
       if (s->qn && tx(c, s, &moved) < 0) {
+        if (s->bye && only_credits(s)) {   /* credits for a peer that has left: moot */
+          close(s->fd);
+          s->fd = -1;
+          s->qn = 0;
+          continue;
+        }
         if (!s->bye)
           LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: cannot send to rank %d: %s", c->rank, L->peer,
                    errno == EPIPE || errno == ECONNRESET ? "the connection was closed (has its process exited?)"
@@ -450,10 +471,6 @@ static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
         else
           LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d has destroyed its communicator, and this rank still "
                    "sends to it", c->rank, L->peer);
-        *failed = l;
-        return -1;
-      }
-      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved) < 0) {
         *failed = l;
         return -1;
       }
@@ -492,6 +509,34 @@ static void sock_abort(void *ctx) {
     }
 }
 
+/* After the goodbyes: reads and drops what the peers still send (credits
+ * on their way) until each has closed, for at most NS_DRAIN_NS.  Closing
+ * a socket with unread data resets it, and a reset can drop the goodbye
+ * the peer has not read yet: the peer would take an orderly destroy for a
+ * fault. */
+#define NS_DRAIN_NS 100000000
+static void drain(sctx *c) {
+  if (c->aborted) return;
+  int64_t deadline = rt_time_ns() + NS_DRAIN_NS;
+  for (;;) {
+    int n = 0;
+    for (int l = 0; l < c->nlinks; l++)
+      for (int k = 0; k < c->nsocks; k++)
+        if (c->links[l].s[k].fd >= 0 && !c->links[l].s[k].eof)
+          c->pfd[n++] = (struct pollfd){.fd = c->links[l].s[k].fd, .events = POLLIN};
+    int64_t left = deadline - rt_time_ns();
+    if (!n || left <= 0 || poll(c->pfd, n, (int)(left / 1000000) + 1) <= 0) return;
+    for (int l = 0; l < c->nlinks; l++)
+      for (int k = 0; k < c->nsocks; k++) {
+        sock *s = &c->links[l].s[k];
+        if (s->fd < 0 || s->eof) continue;
+        char junk[4096];
+        ssize_t g = recv(s->fd, junk, sizeof junk, MSG_DONTWAIT);
+        if (g == 0 || (g < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) s->eof = 1;
+      }
+  }
+}
+
 static void sock_close(void *ctx) {
   sctx *c = ctx;
   if (!c) return;
@@ -505,7 +550,9 @@ static void sock_close(void *ctx) {
       ns_hdr h = {NS_BYE, 0, 0, 0, 0, 0, 0, 0};
       ns_hdr_wire(&h);
       if (write_all(s->fd, &h, sizeof h, deadline)) break;
+      shutdown(s->fd, SHUT_WR);   /* the goodbye, then the end of what this side sends */
     }
+  drain(c);
   sock_abort(c);
   if (c->listen_fd >= 0) close(c->listen_fd);
   for (int l = 0; l < c->nlinks; l++) {
