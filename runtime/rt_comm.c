@@ -784,6 +784,13 @@ baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t r
     return call_failed(baton_invalid_argument);
   }
   if (batch == 0 || tables == 0 || dim == 0) return baton_success;
+  if (batch > (size_t)IP_MAX_DIM || tables > (size_t)IP_MAX_DIM / batch || dim > (size_t)IP_MAX_DIM ||
+      batch * tables * dim > (size_t)IR_GEOM_MAX_ELEMS) {   /* each product below 2^62: none overflows */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: embedding_alltoall: batch %zu x tables %zu x dim %zu is larger than baton takes "
+             "(%lld bags and columns each, %lld elements in all)", c->rank, batch, tables, dim, (long long)IP_MAX_DIM,
+             (long long)IR_GEOM_MAX_ELEMS);
+    return call_failed(baton_invalid_argument);
+  }
   if (batch % (size_t)c->nranks || rows == 0 || nindices == 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: embedding_alltoall: batch %zu is not a multiple of the %d ranks, or the table "
              "or the indices are empty", c->rank, batch, c->nranks);
