@@ -735,6 +735,24 @@ baton_result baton_run_fused(const char *name, const baton_operand *operands, in
   return fused_submit(c, ai, operands, noperands, recvbuf, count, t, op, stream);
 }
 
+/* The fused program a call of `bytes` (count elements) runs: among the
+ * loaded ones this GPU holds, of collective coll computing with `key`
+ * (rt_algos_select_fused), each new choice logged once.  -1 when none
+ * fits, -2 when out of memory. */
+static int choose_fused(baton_comm *c, ir_coll coll, int key, uint64_t bytes, int64_t count) {
+  int n = rt_algos_count(c->algos);
+  unsigned char *usable = calloc(n + 1, 1);
+  if (!usable) return -2;
+  for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
+  int ai = rt_algos_select_fused(c->algos, coll, key, bytes, count, usable, 0);
+  if (ai != c->last_choice_fused) {
+    rt_algos_select_fused(c->algos, coll, key, bytes, count, usable, 1);
+    c->last_choice_fused = ai;
+  }
+  free(usable);
+  return ai < 0 ? -1 : ai;
+}
+
 baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K_local,
                                   baton_dtype t, cudaStream_t stream) {
   baton_result e = call_check(c, W && x ? y : NULL, y, t, baton_sum);
@@ -744,18 +762,8 @@ baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, v
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: gemv_allreduce with K_local = 0", c->rank);
     return call_failed(baton_invalid_argument);
   }
-  /* among the programs this GPU holds */
-  int n = rt_algos_count(c->algos);
-  unsigned char *usable = calloc(n + 1, 1);
-  if (!usable) return call_failed(baton_out_of_memory);
-  for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
-  uint64_t bytes = (uint64_t)M * ip_dtype_size[t];
-  int ai = rt_algos_select_fused(c->algos, IR_COLL_ALLREDUCE, IR_OP_GEMV, bytes, (int64_t)M, usable, 0);
-  if (ai != c->last_choice_fused) {   /* log each new choice once */
-    rt_algos_select_fused(c->algos, IR_COLL_ALLREDUCE, IR_OP_GEMV, bytes, (int64_t)M, usable, 1);
-    c->last_choice_fused = ai;
-  }
-  free(usable);
+  int ai = choose_fused(c, IR_COLL_ALLREDUCE, IR_OP_GEMV, (uint64_t)M * ip_dtype_size[t], (int64_t)M);
+  if (ai == -2) return call_failed(baton_out_of_memory);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded GEMV + AllReduce program fits M = %zu on %d ranks (BATON_DEBUG=INFO "
              "says why): not run", c->rank, M, c->nranks);
@@ -797,18 +805,9 @@ baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t r
     return call_failed(baton_invalid_argument);
   }
   size_t count = batch / (size_t)c->nranks * tables * dim;   /* elements this rank sends each rank */
-  int n = rt_algos_count(c->algos);
-  unsigned char *usable = calloc(n + 1, 1);
-  if (!usable) return call_failed(baton_out_of_memory);
-  for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
   int key = (mode == baton_avg ? IR_OP_EBAGM : IR_OP_EBAG) | (weights ? RT_COMPUTE_WEIGHTED : 0);
-  uint64_t bytes = (uint64_t)count * ip_dtype_size[t];
-  int ai = rt_algos_select_fused(c->algos, IR_COLL_ALLTOALL, key, bytes, (int64_t)count, usable, 0);
-  if (ai != c->last_choice_fused) {
-    rt_algos_select_fused(c->algos, IR_COLL_ALLTOALL, key, bytes, (int64_t)count, usable, 1);
-    c->last_choice_fused = ai;
-  }
-  free(usable);
+  int ai = choose_fused(c, IR_COLL_ALLTOALL, key, (uint64_t)count * ip_dtype_size[t], (int64_t)count);
+  if (ai == -2) return call_failed(baton_out_of_memory);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded embedding-bag + AllToAll program (%s%s) fits %zu elements per rank "
              "on %d ranks (BATON_DEBUG=INFO says why): not run", c->rank, mode == baton_avg ? "mean" : "sum",
