@@ -177,7 +177,7 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
 // Records bad operand data (ip_gerr: IP_BAD_INDEX / IP_BAD_OFFSET) once per
 // call, from any thread: the first one met owns the record.  Nothing is
 // aborted: the step skips the index, or clamps the offset, and goes on.
-__device__ __noinline__ void ip_bad_data(const ip_gargs &a, int what, int opnd, int64_t at, int64_t value) {
+static __device__ __noinline__ void ip_bad_data(const ip_gargs &a, int what, int opnd, int64_t at, int64_t value) {
   if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) != 0ull || *(volatile int32_t *)&a.err->flag) return;
   const int comm = a.ntbs * a.lanes, b = (int)blockIdx.x;
   const ip_gtb &tb = a.tbs[b < comm ? b : comm + (b - comm) / (a.cwidth > 0 ? a.cwidth : 1)];
@@ -417,11 +417,11 @@ __device__ __forceinline__ uint64_t *sem_word(const ip_gargs &a, int32_t sem, in
 }
 
 // Thread 0, after a barrier that follows the block's stores: counts `rows`
-// rows of tile t done in generation gen.  A word still holding an older
-// generation starts over.
-__device__ __forceinline__ void sem_post(const ip_gargs &a, int32_t sem, int64_t t, uint64_t rows, uint64_t gen) {
-  uint64_t need;
-  unsigned long long *w = (unsigned long long *)sem_word(a, sem, t, 1, &need);
+// rows of tile t done in generation gen (sem_post; sem_add: in the
+// semaphore word itself).  A word still holding an older generation
+// starts over.
+__device__ __forceinline__ void sem_add(uint64_t *word, uint64_t rows, uint64_t gen) {
+  unsigned long long *w = (unsigned long long *)word;
   __threadfence();   // the block's stores (ordered before this by the barrier) before the count
   unsigned long long old = *(volatile unsigned long long *)w;
   for (;;) {
@@ -430,6 +430,10 @@ __device__ __forceinline__ void sem_post(const ip_gargs &a, int32_t sem, int64_t
     if (got == old) break;
     old = got;
   }
+}
+__device__ __forceinline__ void sem_post(const ip_gargs &a, int32_t sem, int64_t t, uint64_t rows, uint64_t gen) {
+  uint64_t need;
+  sem_add(sem_word(a, sem, t, 1, &need), rows, gen);
 }
 
 #endif

@@ -26,14 +26,16 @@
 //       pointer every time.  2-byte alignment suffices; rows whose
 //       pointer is 16-byte aligned get 16-byte stores (plain st.global:
 //       local or peer memory alike).  Rows >= g.m are never asked for.
-//   __device__ void done(int64_t m0, int64_t n0, int rows, int cols);
-//       called by exactly one thread per unit, after every thread of the
-//       block has stored that tile's rows x cols outputs (rows =
-//       min(128, m - m0), cols = min(256, n - n0)).
+//   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane);
+//       called by the 32 threads of one warp per unit (lane 0 .. 31: the
+//       epilogue may spread its work, such as counting the tile in
+//       several semaphores, over them), after every thread of the block
+//       has stored that tile's rows x cols outputs (rows = min(128, m -
+//       m0), cols = min(256, n - n0)).
 //
 // Ordering guaranteed at done(): every store of the tile, by any thread of
-// the block, precedes a barrier among the storing threads, after which the
-// calling thread executes __threadfence() and then calls done.  The fence
+// the block, precedes a barrier among the storing threads, after which
+// each calling thread executes __threadfence() and then calls done.  The fence
 // is cumulative: a flag done() writes at GPU scope (relaxed is enough
 // after the fence) is seen by any thread of this GPU only with the tile's
 // data.  For an observer on another GPU or the host, done() must publish
@@ -77,8 +79,8 @@ __device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
 // 14336) each wave reads all of W from DRAM, measured 0.71-0.77x cuBLAS
 // on an H100; bands of 2-8 tile rows share each W tile among more units
 // in flight (1.02-1.04x there, the same elsewhere).  ip_gemm_prepare sets
-// IP_GEMM_BAND_GROUP.  The one place that maps units to tiles: reorder
-// bands here.
+// IP_GEMM_BAND_GROUP.  The walk starts at tile row g.band0 and wraps
+// around.  The one place that maps units to tiles: reorder bands here.
 __device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64_t u, int64_t *m0, int64_t *n0) {
   int64_t band, col;
   if (g.band_group <= 1) {
@@ -91,6 +93,8 @@ __device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64
     col = r / bands;
     band = grp * g.band_group + (r - col * bands);
   }
+  band += g.band0;
+  if (band >= g.tiles_m) band -= g.tiles_m;
   *m0 = band * IP_GEMM_TILE_M;
   *n0 = col * IP_GEMM_TILE_N;
 }
@@ -204,12 +208,12 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 }
 
 // ---- TMA ----
-__device__ __forceinline__ void tma_prefetch(const CUtensorMap *map) {
+__device__ __forceinline__ void tma_prefetch(const ip_tmap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
 // One box of `map` at element coordinates (c0 inner, c1 outer) into
 // shared memory at dst; completes `bar`'s transaction bytes.
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const ip_tmap *map, int32_t c0, int32_t c1,
                                             uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
@@ -346,9 +350,9 @@ __device__ __forceinline__ void epilogue(const ip_gemm_args &g, const layout &L,
     ipg::bar_named(IP_GEMM_BAR_FIRST + c, kWarpgroup);  // the buffer is free for the next chunk
   }
   ipg::bar_named(IP_GEMM_BAR_FIRST + kConsumers, kConsumers * kWarpgroup);
-  if (c == 0 && t == 0) {
+  if (c == 0 && t < 32) {
     __threadfence();
-    epi.done(m0, n0, rows, cols);
+    epi.done(m0, n0, rows, cols, t);
   }
 }
 
@@ -588,11 +592,11 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
       }
     }
     __syncthreads();  // every store of the unit precedes done
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
       const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
       const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
       __threadfence();
-      epi.done(m0, n0, rows, cols);
+      epi.done(m0, n0, rows, cols, threadIdx.x);
     }
   }
   __syncthreads();

@@ -7,7 +7,6 @@
 #ifndef IP_GEMM_H
 #define IP_GEMM_H
 
-#include <cuda.h>   /* CUtensorMap */
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -77,13 +76,25 @@ enum ip_gemm_err {
   IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
 };
 
-/* One problem.  The tensor maps come first: CUtensorMap is 128-byte
+/* A TMA tensor map: the driver's CUtensorMap (cuda.h; ip_gemm_host.c
+ * checks that the two agree), held opaque so that C code that includes
+ * this header needs no CUDA header. */
+#ifdef __cplusplus
+#define IP_ALIGN128 alignas(128)
+#else
+#define IP_ALIGN128 _Alignas(128)
+#endif
+typedef struct ip_tmap {
+  IP_ALIGN128 uint64_t opaque[16];
+} ip_tmap;
+
+/* One problem.  The tensor maps come first: a map is 128-byte
  * aligned and 128 bytes long, so the maps sit at the same offsets for C
  * and C++ compilers, and the struct can be a member of a
  * __grid_constant__ kernel parameter (TMA reads the maps from there). */
 typedef struct ip_gemm_args {
-  CUtensorMap tmap_x; /* X: dims {K, M}, box {64, 128}, 128-byte swizzle; rows >= M read as zeros */
-  CUtensorMap tmap_w; /* W: dims {N, K}, box {64, 64}, 128-byte swizzle */
+  ip_tmap tmap_x;     /* X: dims {K, M}, box {64, 128}, 128-byte swizzle; rows >= M read as zeros */
+  ip_tmap tmap_w;     /* W: dims {N, K}, box {64, 64}, 128-byte swizzle */
   const void *x;      /* bf16, row m at x + m * ldx (the fallback reads through these) */
   const void *w;      /* bf16, row k at w + k * ldw */
   int64_t m, n, k;    /* Y[m, n] = X[m, k] W[k, n] */
@@ -93,6 +104,8 @@ typedef struct ip_gemm_args {
   int64_t units;      /* tiles_m * tiles_n: units are 0 .. units - 1 */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
   int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare: IP_GEMM_BAND_GROUP */
+  int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
+                         tiles_m; prepare: 0): a caller whose rows leave for other GPUs computes those first */
 } ip_gemm_args;
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and

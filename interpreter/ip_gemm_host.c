@@ -4,10 +4,14 @@
  * cuTensorMapEncodeTiled, found at run time (no -lcuda link). */
 #include "ip_gemm.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
+
+_Static_assert(sizeof(ip_tmap) == sizeof(CUtensorMap) && _Alignof(ip_tmap) == _Alignof(CUtensorMap),
+               "ip_tmap is the driver's CUtensorMap");
 
 /* The bytes of one bf16 element. */
 #define IP_GEMM_ESIZE 2
@@ -40,13 +44,13 @@ static void encode_lookup(void) {
  * rows `ld` elements apart, boxes of box_inner x box_outer, 128-byte
  * swizzle (box_inner * 2 must be 128), out-of-bounds elements read as
  * zeros.  Returns 0, or -1 when the driver refuses it. */
-static int encode_2d(CUtensorMap *map, const void *base, int64_t inner, int64_t outer, int64_t ld, uint32_t box_inner,
+static int encode_2d(ip_tmap *tmap, const void *base, int64_t inner, int64_t outer, int64_t ld, uint32_t box_inner,
                      uint32_t box_outer) {
   const cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
   const cuuint64_t strides[1] = {(cuuint64_t)ld * IP_GEMM_ESIZE};
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t estride[2] = {1, 1};
-  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, estride,
+  CUresult r = encode((CUtensorMap *)tmap, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, estride,
                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? 0 : -1;
@@ -95,6 +99,7 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->units = g->tiles_m * g->tiles_n;
   g->k_blocks = k / IP_GEMM_TILE_K;
   g->band_group = IP_GEMM_BAND_GROUP;
+  g->band0 = 0;
   return IP_GEMM_OK;
 }
 

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "ip_gemm.h"
 #include "ir_geom.h"
 
 #ifdef __cplusplus
@@ -119,6 +120,10 @@ typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process 
 } ip_gerr;
 
 typedef struct ip_gargs {
+  /* A launch of a program with gemm steps (cgemm): its one GEMM, over the
+   * rows of X its gemm steps compute.  First: the tensor maps in it are
+   * 128-byte aligned, and TMA reads them from the kernel's parameters. */
+  ip_gemm_args gemm;
   const ip_gstep *steps;  /* device: all steps of this rank, tb by tb */
   const ip_gtb *tbs;      /* device: lanes * ntbs entries, lane-major */
   int32_t ntbs, lanes;             /* IR thread blocks, CUDA blocks per tb */
@@ -150,7 +155,22 @@ typedef struct ip_gargs {
   int64_t opcols[IR_MAX_OPERANDS];     /* a matrix's columns (a vector's length is the matrix's) */
   int64_t oprows[IR_MAX_OPERANDS];     /* a matrix's rows, a vector's length */
   int8_t opdt[IR_MAX_OPERANDS];        /* an index vector's ip_dtype (IP_I64, IP_I32); -1 the call's type */
+  /* GEMM (ip_gpu_gemm.cu): the compute steps are gemm, Y = X W.  Row m of
+   * gemm (m < gemm.m) is X's row grow0 + m, the input's elements
+   * (grow0 + m) * H .. + H - 1 (H = gemm.n), in input chunk (grow0 + m) /
+   * grows: chunks and tiles are whole rows, grows and gtrows of them, and
+   * the input's chunks lie end to end.  gmap[2 (c - gchunk0)] and [.. + 1]
+   * describe input chunk c: the semaphores of the step that computes it
+   * (IP_SEM_NONE: nobody waits), and where it goes (IP_GMAP_DST: a chunk
+   * of a buffer that is not interleaved). */
+  int32_t cgemm, gchunk0, grow0, grows, gtrows;
+  const int32_t *gmap;                 /* device */
 } ip_gargs;
+
+/* A gemm chunk's destination in ip_gargs.gmap: buffer and chunk. */
+#define IP_GMAP_DST(buf, chunk) ((int32_t)((uint32_t)(buf) << 24 | (uint32_t)(chunk)))
+#define IP_GMAP_BUF(d) ((int)((uint32_t)(d) >> 24))
+#define IP_GMAP_CHUNK(d) ((int)((uint32_t)(d) & 0xffffff))
 
 /* The kernel's timeline (BATON_TRACE, runtime/rt_trace.c).  When
  * ip_gargs.trace is set, thread 0 of CUDA block b writes IP_TRACE_WORDS
@@ -166,7 +186,8 @@ enum { IP_EV_ENTER, IP_EV_READY, IP_EV_WAITED, IP_EV_DONE, IP_EV_EXIT };
 #define IP_TRACE_TAG(ev, step, i) ((uint64_t)(ev) | (uint64_t)(uint32_t)(step) << 8 | (uint64_t)(i) << 40)
 
 /* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
- * `nthreads` threads per block.  Returns BT_ERR_CUDA when the launch
+ * `nthreads` threads per block (IP_GEMM_THREADS, whatever nthreads says,
+ * when a->cgemm: the gemm kernel).  Returns BT_ERR_CUDA when the launch
  * fails (the message is logged). */
 bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream);
 
@@ -192,8 +213,27 @@ bt_result ip_gpu_divide(int dtype, void *p, int64_t n, int divisor, void *stream
 bt_result ip_gpu_load(void);
 
 /* Blocks of `nthreads` threads using `smem` bytes of dynamic shared memory
- * that can be resident at once on the current device. */
-bt_result ip_gpu_max_blocks(int nthreads, int smem, int *max_blocks);
+ * that can be resident at once on the current device: of the kernel of
+ * programs with gemm steps when `gemm` (ip_gpu_gemm_smem is then part of
+ * smem, and nthreads IP_GEMM_THREADS), else of every other. */
+bt_result ip_gpu_max_blocks(int nthreads, int smem, int gemm, int *max_blocks);
+
+/* The gemm kernel (ip_gpu_gemm.cu).  ip_gpu_gemm_ok: whether this device
+ * runs programs with gemm steps (a compute capability the build has a
+ * kernel for, with the registers and shared memory the tile engine
+ * needs), and if not *why (a static sentence).  ip_gpu_gemm_smem: the
+ * engine's dynamic shared memory on this device (after the steps').
+ * ip_gpu_gemm_launch: as ip_gpu_launch, for a launch with cgemm set. */
+int ip_gpu_gemm_ok(const char **why);
+int ip_gpu_gemm_smem(void);
+bt_result ip_gpu_gemm_launch(const ip_gargs *a, void *stream);
+/* ip_gpu_load's and ip_gpu_max_blocks's halves for the gemm kernel. */
+bt_result ip_gpu_gemm_load(void);
+bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks);
+
+/* The most input chunks a program with gemm steps may have per rank (the
+ * size of ip_gargs.gmap). */
+#define IP_GEMM_MAX_CHUNKS 4096
 
 /* Threads per CUDA block at most: the kernel is built for 512 threads and
  * one block per SM, which gives every thread 128 registers. */

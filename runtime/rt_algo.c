@@ -127,7 +127,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
   rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1,
                 .max_ctiles = (int64_t)1 << 40};
   rt_diag_clear(d);
-  int gemm = 0;
+  int gemm = 0, gemm_x = -1, gemm_w = -1, mixed = 0, other = 0, gemm_inline = 0;
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
@@ -136,14 +136,28 @@ static bt_result load_one(rt_algos *a, const char *path) {
         if (!(ir_op_flags[st->op] & IR_F_COMP)) continue;
         al.compute = (st->op == IR_OP_GEMVS ? IR_OP_GEMV : st->op) | (st->args[3] >= 0 ? RT_COMPUTE_WEIGHTED : 0);
         al.bags |= st->op == IR_OP_EBAG || st->op == IR_OP_EBAGM;
-        gemm |= st->op == IR_OP_GEMM;
+        if (st->op == IR_OP_GEMM) {
+          if (gemm && (st->args[0] != gemm_x || st->args[1] != gemm_w)) mixed = 1;
+          gemm = 1;
+          gemm_x = st->args[0];
+          gemm_w = st->args[1];
+          gemm_inline |= !ir_tb_compute(&p->gpus[r].tbs[t]);
+        } else {
+          other = 1;
+        }
         al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
         int64_t most = ip_sem_max_tiles(st->sync, st->sync_param);
         if (ir_tb_compute(&p->gpus[r].tbs[t]) && st->hasdep && most < al.max_ctiles) al.max_ctiles = most;
       }
-  if (gemm) {
-    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s skipped: its gemm steps run on the CPU executor only so far (the GPU "
-             "interpreter has no gemm opcode yet)", path);
+  /* The GPU runs a program's gemm steps as one GEMM (ip_gpu_gemm.cu): one
+   * X, one W, in compute thread blocks, nothing else computed. */
+  mixed |= gemm && other;
+  if (gemm && (mixed || gemm_inline || p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER)) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s skipped: the GPU runs gemm steps %s", path,
+             mixed ? "that all multiply the same X and W, with no other compute opcode beside them"
+             : gemm_inline ? "in compute thread blocks only (a thread block that also sends or receives cannot run "
+                             "the GEMM tile engine)"
+                           : "in collectives that move data only (alltoall, allgather, custom), not reduce it");
     goto drop;
   }
   if (al.compute >= 0) {

@@ -83,6 +83,62 @@ static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_comput
   return tile;
 }
 
+/* A call of a program with gemm steps (the gemm kernel, ip_gpu_gemm.cu):
+ * bf16, the input's chunks end to end and whole rows of Y (H = W's
+ * columns), no interleaved output; *tile becomes whole rows (and stays
+ * within max_ctiles tiles a chunk where it can).  Says why
+ * and fails otherwise. */
+static bt_result gemm_tile(baton_comm *c, const rt_plan *pl, const ir_geom *g, const rt_operands *ops, int dtype,
+                           int op, int64_t max_ctiles, const char *where, int64_t *tile) {
+  const int64_t H = ops->cols[pl->gw];
+  const char *why = dtype != IP_BF16 ? "gemm takes bf16"
+                    : op != IP_OP_SUM ? "a program with gemm steps reduces (if at all) by sum"
+                    : g->seg ? "an interleaved output is not supported with gemm steps"
+                    : g->count % g->k || g->cap % H ? "every chunk must be whole rows of Y: the count a multiple of "
+                                                      "the chunks per block times H"
+                                                    : NULL;
+  if (why) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: count %lld, H %lld, %d chunks per block: %s", c->rank, where,
+             (long long)g->count, (long long)H, g->k, why);
+    return BT_ERR_INVALID;
+  }
+  /* Whole rows, a GEMM row being counted in one tile: fewer where the
+   * semaphores allow (a message must fit a slot), else more. */
+  int64_t t = *tile / H * H;
+  if (t < H || (g->cap + t - 1) / t > max_ctiles) t = (*tile + H - 1) / H * H;
+  *tile = t < g->cap ? t : g->cap;
+  return BT_OK;
+}
+
+/* The GEMM of a call: rows of X from the first chunk computed to the last,
+ * walked from the chunk the program computes first (the other ranks'
+ * rows, in the library's programs). */
+static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *ops, const char *where, ip_gargs *a) {
+  const ir_geom *g = &a->geom;
+  const int64_t H = ops->cols[pl->gw], rows = g->cap / H;
+  const int64_t row0 = (int64_t)pl->gchunk0 * rows, m = (int64_t)pl->gchunks * rows;
+  const char *why = NULL;
+  const char *x = (const char *)ops->data[pl->gx] + row0 * ops->ld[pl->gx] * 2;
+  if (row0 + m > ops->rows[pl->gx] || row0 + m > IP_GEMM_MAX_DIM) {
+    why = "X has fewer rows than the chunks computed";
+  } else if (ip_gemm_prepare(&a->gemm, x, ops->ld[pl->gx], ops->data[pl->gw], ops->ld[pl->gw], m, H, ops->cols[pl->gx],
+                             &why) != IP_GEMM_OK) {
+  } else {
+    a->cgemm = 1;
+    a->gchunk0 = pl->gchunk0;
+    a->grow0 = (int32_t)row0;
+    a->grows = (int32_t)rows;
+    a->gtrows = (int32_t)(a->tile / H);
+    a->gmap = pl->gmap;
+    a->gemm.band0 = ((int64_t)(pl->gfirst - pl->gchunk0) * rows / IP_GEMM_TILE_M) % a->gemm.tiles_m;
+    return BT_OK;
+  }
+  LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: X [%lld x %lld], W [%lld x %lld], rows %lld .. %lld: %s", c->rank, where,
+           (long long)ops->rows[pl->gx], (long long)ops->cols[pl->gx], (long long)ops->rows[pl->gw], (long long)H,
+           (long long)row0, (long long)(row0 + m), why);
+  return BT_ERR_INVALID;
+}
+
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
   const rt_algo *al = rt_algos_get(c->algos, ai);
@@ -142,6 +198,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
              (long long)g.cap, (long long)al->max_ctiles, IP_GPU_STAGE_BYTES);
     return BT_ERR_UNSUPPORTED;
   }
+  if (pl->gemm) CHECK(gemm_tile(c, pl, &g, ops, dtype, op, al->max_ctiles, where, &tile));
   if (g.seg) {   /* every tile whole rows of the interleaved output, or inside one */
     int rows = proto == IR_PROTO_SIMPLE;   /* Simple copies a tile of several rows row by row */
     int64_t fit = ir_geom_tile_fit(&g, tile, 16 / es, rows);   /* whole 16-byte pieces where the rows allow */
@@ -220,6 +277,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
       a->oprows[k] = ops->rows[k];
       a->opdt[k] = ops->dtype[k];
     }
+    if (pl->gemm) CHECK(gemm_args(c, pl, ops, where, a));
   }
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",

@@ -96,7 +96,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   /* Lanes per algorithm: at most 128 CUDA blocks, and no more than the GPU
    * holds at the largest block the interpreter runs. */
   int holds = 0;
-  if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), &holds);
+  if (!res) res = ip_gpu_max_blocks(IP_GPU_MAX_THREADS, IP_GPU_SMEM_STEPS * (int)sizeof(ip_gstep), 0, &holds);
   holds /= c->share;
   int64_t net_lanes = nodes > 1 && rt_param_int(RT_PARAM_LANES) == 0 ? rt_param_int(RT_PARAM_NET_LANES) : 0;
   for (int i = 0; !res && i < rt_algos_count(c->algos); i++) {
@@ -186,7 +186,7 @@ static bt_result comm_plans(baton_comm *c) {
     if (e == BT_ERR_UNSUPPORTED) continue;   /* said why; the plan stays empty: not runnable here */
     CHECK(e);
     int fit = 0, smem = c->plans[i].smem_steps * (int)sizeof(ip_gstep) + c->plans[i].stage_bytes;
-    CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, &fit));
+    CHECK(ip_gpu_max_blocks(c->plans[i].nthreads, smem, c->plans[i].gemm, &fit));
     fit /= c->share;   /* the other ranks on this GPU run at the same time */
     int blocks = rt_plan_blocks(&c->plans[i]);
     if (blocks > fit) {
@@ -841,4 +841,42 @@ baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t r
     f += len + (f[len] == '*');
   }
   return fused_submit(c, ai, ops, k, out, count, t, baton_sum, stream);
+}
+
+baton_result baton_gemm_alltoall(baton_comm *c, const void *X, size_t ldx, const void *W, size_t ldw, void *out,
+                                 size_t tokens, size_t F, size_t H, baton_dtype t, cudaStream_t stream) {
+  baton_result e = call_check(c, X && W ? out : NULL, out, t, baton_sum);
+  if (e) return call_failed(e);
+  if (tokens == 0 || H == 0) return baton_success;
+  const char *why = t != baton_bf16 ? "it multiplies bf16 only"
+                    : tokens % (size_t)c->nranks ? "tokens must be a multiple of the ranks"
+                    : F == 0 ? "F must be at least 1"
+                    : tokens > (size_t)IP_MAX_DIM || F > (size_t)IP_MAX_DIM || H > (size_t)IP_MAX_DIM ||
+                            tokens * H > (size_t)IR_GEOM_MAX_ELEMS
+                        ? "larger than baton takes (IP_MAX_DIM per dimension, IR_GEOM_MAX_ELEMS for tokens x H)"
+                        : NULL;
+  if (why) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: gemm_alltoall of %s, tokens %zu, F %zu, H %zu on %d ranks: %s", c->rank,
+             ip_dtype_name[t], tokens, F, H, c->nranks, why);
+    return call_failed(baton_invalid_argument);
+  }
+  size_t count = tokens / (size_t)c->nranks * H;   /* elements this rank sends each rank */
+  int ai = choose_fused(c, IR_COLL_ALLTOALL, IR_OP_GEMM, (uint64_t)count * ip_dtype_size[t], (int64_t)count);
+  if (ai == -2) return call_failed(baton_out_of_memory);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded GEMM + AllToAll program fits %zu elements per rank on %d ranks "
+             "(BATON_DEBUG=INFO says why): not run", c->rank, count, c->nranks);
+    return call_failed(baton_unsupported);
+  }
+  const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
+  const ir_step *st = NULL;
+  for (int r = 0; !st && r < p->ngpus; r++)
+    for (int b = 0; !st && b < p->gpus[r].ntbs; b++)
+      for (int s = 0; !st && s < p->gpus[r].tbs[b].nsteps; s++)
+        if (p->gpus[r].tbs[b].steps[s].op == IR_OP_GEMM) st = &p->gpus[r].tbs[b].steps[s];
+  baton_operand ops[2] = {
+      {.name = p->operands[st->args[0]].name, .data = X, .rows = tokens, .cols = F, .ld = ldx},
+      {.name = p->operands[st->args[1]].name, .data = W, .rows = F, .cols = H, .ld = ldw},
+  };
+  return fused_submit(c, ai, ops, 2, out, count, t, baton_sum, stream);
 }

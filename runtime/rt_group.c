@@ -3,6 +3,7 @@
  * parallel, one host thread per GPU (rt_pool.c). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rt_comm.h"
 #include "rt_cuda.h"
@@ -40,12 +41,16 @@ bt_result rt_group_submit(const rt_launch *L) {
   if (grp.err) return grp.err;
   if (grp.n == grp.cap) {
     int cap = grp.cap ? 2 * grp.cap : 16;
-    rt_launch *v = realloc(grp.v, (size_t)cap * sizeof *v);
+    /* Aligned as the type asks (the GEMM's tensor maps in ip_gargs: 128
+     * bytes), which realloc does not promise. */
+    rt_launch *v = aligned_alloc(_Alignof(rt_launch), (size_t)cap * sizeof *v);
+    if (v && grp.n) memcpy(v, grp.v, (size_t)grp.n * sizeof *v);
     if (!v) {
       LOG_WARN(RT_SUB_RUNTIME, "out of memory recording call %d of a group", grp.n + 1);
       grp.err = BT_ERR_NOMEM;
       return BT_ERR_NOMEM;
     }
+    free(grp.v);
     grp.v = v;
     grp.cap = cap;
     pthread_once(&grp_once, grp_key_make);

@@ -97,6 +97,72 @@ static bt_result plan_sems(const ir_prog *p, int rank, const int *first, int32_t
   return BT_OK;
 }
 
+/* The gemm steps of rank's compute thread blocks, for the gemm kernel:
+ * they must compute a run of input chunks, each once; pl->gmap gets each
+ * chunk's semaphores (sem, as plan_sems packed them) and destination.
+ * BT_OK with pl->gemm 0 when the rank has no gemm step;
+ * BT_ERR_UNSUPPORTED, said why, when the GPU cannot run them. */
+static bt_result plan_gemm(rt_plan *pl, const ir_prog *p, int rank, const int *first, const int32_t *sem) {
+  const ir_gpu *g = &p->gpus[rank];
+  int c0 = INT32_MAX, c1 = -1;
+  for (int t = 0; t < g->ntbs; t++)
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      if (st->op != IR_OP_GEMM) continue;
+      if (c1 < 0) {
+        pl->gx = st->args[0];
+        pl->gw = st->args[1];
+        pl->gfirst = st->srcoff;
+      }
+      if (st->srcoff < c0) c0 = st->srcoff;
+      if (st->srcoff + st->cnt > c1) c1 = st->srcoff + st->cnt;
+    }
+  if (c1 < 0) return BT_OK;
+  const char *why = NULL;
+  if (!ip_gpu_gemm_ok(&why) || c1 - c0 > IP_GEMM_MAX_CHUNKS) {
+    LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: its gemm steps cannot run on this GPU: %s", ir_prog_where(p), rank,
+             why && c1 - c0 <= IP_GEMM_MAX_CHUNKS ? why : "they compute more than IP_GEMM_MAX_CHUNKS input chunks");
+    return BT_ERR_UNSUPPORTED;
+  }
+  int n = c1 - c0;
+  int32_t *m = malloc(2 * (size_t)n * sizeof *m);
+  if (!m) return BT_ERR_NOMEM;
+  for (int i = 0; i < 2 * n; i++) m[i] = -1;   /* a destination of -1: not computed yet */
+  bt_result res = BT_OK;
+  for (int t = 0; t < g->ntbs && !res; t++)
+    for (int s = 0; s < g->tbs[t].nsteps && !res; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      if (st->op != IR_OP_GEMM) continue;
+      for (int j = 0; j < st->cnt; j++) {
+        int32_t *e = &m[2 * (st->srcoff + j - c0)];
+        if (e[1] != -1) {
+          LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d tb %d step %d: input chunk %d is computed a second time: the GPU runs "
+                   "gemm steps that compute each chunk once", ir_prog_where(p), rank, t, s, st->srcoff + j);
+          res = BT_ERR_UNSUPPORTED;
+          break;
+        }
+        e[0] = sem[first[t] + s];
+        e[1] = IP_GMAP_DST(st->dstbuf, st->dstoff + j);
+      }
+    }
+  for (int i = 0; i < n && !res; i++)
+    if (m[2 * i + 1] == -1) {
+      LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: input chunk %d lies between chunks its gemm steps compute but is not "
+               "computed: the GPU runs gemm steps over a run of chunks", ir_prog_where(p), rank, c0 + i);
+      res = BT_ERR_UNSUPPORTED;
+    }
+  if (!res) res = rt_cuda(cudaMalloc((void **)&pl->gmap, 2 * (size_t)n * sizeof *m), RT_SUB_RUNTIME, "plan: gemm map");
+  if (!res)
+    res = rt_cuda(cudaMemcpy(pl->gmap, m, 2 * (size_t)n * sizeof *m, cudaMemcpyHostToDevice), RT_SUB_RUNTIME,
+                  "plan: gemm map upload");
+  free(m);
+  if (res) return res;
+  pl->gemm = 1;
+  pl->gchunk0 = c0;
+  pl->gchunks = n;
+  return BT_OK;
+}
+
 bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int nthreads, int lanes, int proto,
                         int share) {
   memset(pl, 0, sizeof *pl);
@@ -121,6 +187,7 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int 
   for (int i = 0, k = 0; i < g->ntbs; k += g->tbs[i++].nsteps) first[i] = k;
   int nsem = 0;
   CHECK_GOTO(plan_sems(p, rank, first, sem, &nsem), res, out);
+  CHECK_GOTO(plan_gemm(pl, p, rank, first, sem), res, out);
   if (ch.folded)
     LOG_INFO(RT_SUB_RUNTIME, "%s: rank %d runs %d receive-reduce thread blocks in the block of the step they wait "
              "for (BATON_FOLD_CHAINS)", ir_prog_where(p), rank, ch.folded);
@@ -252,11 +319,21 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int 
   pl->step_stride = stride;
   pl->smem_steps = stride <= IP_GPU_SMEM_STEPS ? stride : 0;
   pl->stage_bytes = pl->inline_compute ? IP_GPU_STAGE_BYTES : 0;   /* compute blocks store straight to the chunks */
+  if (pl->gemm) {
+    /* The gemm kernel: the tile engine's threads and shared memory (the
+     * steps stay in global memory when both do not fit). */
+    int fit = 0;
+    pl->nthreads = IP_GEMM_THREADS;
+    pl->stage_bytes = ip_gpu_gemm_smem();
+    CHECK_GOTO(ip_gpu_max_blocks(pl->nthreads, pl->smem_steps * (int)sizeof(ip_gstep) + pl->stage_bytes, 1, &fit),
+               res, out);
+    if (!fit) pl->smem_steps = 0;
+  }
   if (pl->ncomp) {
     /* The compute tbs share what the GPU holds beyond the lanes' blocks. */
     int fit = 0;
-    CHECK_GOTO(ip_gpu_max_blocks(pl->nthreads, pl->smem_steps * (int)sizeof(ip_gstep) + pl->stage_bytes, &fit), res,
-               out);
+    CHECK_GOTO(ip_gpu_max_blocks(pl->nthreads, pl->smem_steps * (int)sizeof(ip_gstep) + pl->stage_bytes, pl->gemm,
+                                 &fit), res, out);
     fit /= share > 0 ? share : 1;
     int64_t want = rt_param_int(RT_PARAM_COMPUTE_BLOCKS);
     int avail = fit - lanes * nh;
@@ -305,6 +382,7 @@ out:
 }
 
 void rt_plan_free(rt_plan *pl) {
+  if (pl->gmap) cudaFree(pl->gmap);
   if (pl->sems) cudaFree(pl->sems);
   if (pl->steps) cudaFree(pl->steps);
   if (pl->tbs) cudaFree(pl->tbs);

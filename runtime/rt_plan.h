@@ -23,6 +23,12 @@ typedef struct rt_plan {
   int ncomp, cwidth, csteps;
   uint64_t *sems;         /* device */
   int stage_bytes, inline_compute;
+  /* gemm steps (the gemm kernel runs the plan): input chunks gchunk0 ..
+   * + gchunks - 1 are computed, gmap describes each (ip_gargs.gmap). */
+  int gemm, gchunk0, gchunks;
+  int gx, gw, gfirst;     /* the operands X and W; the chunk the first gemm step computes first (the GEMM's
+                             walk starts there: rt_call) */
+  int32_t *gmap;          /* device */
 } rt_plan;
 
 /* CUDA blocks of a launch of the plan: every lane's, then every compute

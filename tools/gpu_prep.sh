@@ -7,8 +7,8 @@
 # BATON_ALGO_DIR (the drop-in library, nccl-tests, baton_gemv_allreduce):
 # the ranges are the crossovers docs/PERFORMANCE.md reports, provisional
 # until measured.  OUTDIR/fused/ gets the fused programs (GEMV +
-# AllReduce, embedding bags + AllToAll) in every form, for tests/gpu_fused
-# and tests/gpu_embed; --fused makes only those.
+# AllReduce, embedding bags + AllToAll, GEMM + AllToAll) in every form,
+# for tests/gpu_fused, gpu_embed and gpu_moe; --fused makes only those.
 set -eu
 only_fused=0
 if [ "${1:-}" = --fused ]; then only_fused=1; shift; fi
@@ -19,7 +19,7 @@ fused() {  # fused NAME PARAMS...: a fused program into OUTDIR/fused
   local params=()
   for p in "$@"; do params+=(--param "$p"); done
   local script=$algs/gemv_allreduce.lua
-  case $name in embedding*) script=$algs/embedding_alltoall.lua ;; esac
+  case $name in embedding*) script=$algs/embedding_alltoall.lua ;; moe*) script=$algs/moe_combine.lua ;; esac
   "$baton" compile -q "$script" --param ranks="$ranks" "${params[@]}" -o "$out/fused/${name}_${ranks}r.xml"
 }
 fused gemv_allreduce_allpairs
@@ -29,6 +29,8 @@ fused gemv_allreduce_ring_ll128 form=ring protocol=LL128 sync=stride:3
 fused embedding_alltoall_sum
 fused embedding_alltoall_mean_ll mode=mean protocol=LL
 fused embedding_alltoall_w_c2 weighted=1 chunks=2 protocol=LL128 sync=group:2
+fused moe_combine
+fused moe_combine_c2_ll128 chunks=2 protocol=LL128 sync=group:2
 if [ "$only_fused" = 1 ]; then exit 0; fi
 compile() {  # compile NAME SCRIPT PARAMS...
   local name=$1 script=$2; shift 2

@@ -1,0 +1,164 @@
+// ip_gpu_gemm.cu -- the interpreter kernel of programs with gemm steps
+// (GEMM + AllToAll: docs/FUSED.md).  Its launch shape is the GEMM tile
+// engine's (ip_gemm.cuh): IP_GEMM_THREADS threads and the engine's shared
+// memory in every block, one block per SM.  Its compute blocks run one
+// GEMM over the rows of X the program's gemm steps compute, the units
+// spread over all of them, and store each output row straight into its
+// destination chunk; once a unit is stored, every tile of the chunks it
+// touches counts its elements in that tile's semaphore, so the
+// communicating blocks (ip_exec.cuh, as in every program) send a tile
+// the moment its last unit lands.  Built for sm_90a (wgmma, TMA) and as
+// compute_90 PTX (the engine's mma.sync fallback) for other GPUs.
+#include "ip_exec.cuh"
+#include "ip_gemm.cuh"
+
+#include <cuda_runtime.h>
+
+#include "rt_cuda.h"
+#include "rt_log.h"
+
+// The engine's epilogue (ip_gemm.cuh's contract) for a launch: GEMM row m
+// is X's row grow0 + m, which goes where gmap sends its input chunk (the
+// chunk itself, or an output chunk: into="output").  The consumer
+// warpgroups call this with their 128 accumulators live: 32-bit
+// arithmetic only (a 64-bit division spills them).
+struct gemm_epi {
+  const ip_gargs *a;
+  uint64_t gen;
+
+  __device__ __nv_bfloat16 *row_ptr(int64_t row) const {
+    const int32_t r = a->grow0 + (int32_t)row, c = r / a->grows;
+    const int32_t d = __ldg(&a->gmap[2 * (c - a->gchunk0) + 1]);
+    const int b = IP_GMAP_BUF(d);
+    return (__nv_bfloat16 *)a->buf[b] + ir_geom_off(&a->geom, b, IP_GMAP_CHUNK(d)) + (int64_t)(r - c * a->grows) * a->gemm.n;
+  }
+
+  // Rows m0 .. m0 + rows - 1 of the unit, cut where a tile ends, are
+  // groups of rows of one tile of one chunk; lane j % 32 counts group j:
+  // cols elements per row in that tile's semaphore of the chunk's step.
+  __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane) const {
+    (void)n0;
+    const int32_t end = a->grow0 + (int32_t)m0 + rows;
+    int32_t r = a->grow0 + (int32_t)m0;
+    for (int j = 0; r < end; j++) {
+      const int32_t c = r / a->grows, x = r - c * a->grows, t = x / a->gtrows;
+      int32_t n = (t + 1) * a->gtrows < a->grows ? (t + 1) * a->gtrows - x : a->grows - x;
+      if (n > end - r) n = end - r;
+      if (j % 32 == lane) {
+        const int32_t sem = __ldg(&a->gmap[2 * (c - a->gchunk0)]);
+        if (sem != IP_SEM_NONE) {
+          const int kind = ip_sem_kind(sem), p = ip_sem_param(sem);
+          const int32_t grp = kind == IR_SYNC_GROUP ? t / p : kind == IR_SYNC_STRIDE ? t % p : t;
+          sem_add(a->sems + ip_sem_base(sem) + grp, (uint64_t)n * (uint64_t)cols, gen);
+        }
+      }
+      r += n;
+    }
+  }
+};
+
+// A compute block: units blockIdx - (the communicating blocks), then
+// every (compute blocks)-th after it.  Thread 0 owns the block's
+// generation word; every thread needs it (any of warp 0 of the first
+// consumer warpgroup may count a tile).
+__device__ __forceinline__ void gemm_block(const ip_gargs &a) {
+  __shared__ uint64_t gen;
+  const int cb = blockIdx.x - a.ntbs * a.lanes;
+  int tn = 0;
+  if (threadIdx.x == 0) {
+    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
+    gen = a.gen[blockIdx.x] + 1;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
+  gemm_epi e = {&a, gen};
+  char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
+  ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+}
+
+// The kernel: bf16 only (the engine's type); nothing reduces (a gemm
+// program's collective moves its data: the runtime refuses others).
+__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const __grid_constant__ ip_gargs a) {
+  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {
+    gemm_block(a);
+    return;
+  }
+  ip_comm_block<IP_BF16, IP_OP_SUM, false>(a);
+}
+
+// ---- host --------------------------------------------------------------
+
+// Dynamic shared memory the kernel may ask for on this device (the
+// opt-in maximum less its static shared memory); 0 on failure.
+static int dyn_limit(void) {
+  int dev, optin = 0;
+  cudaFuncAttributes at;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel) != cudaSuccess)
+    return 0;
+  return optin - (int)at.sharedSizeBytes;
+}
+
+extern "C" int ip_gpu_gemm_smem(void) {
+  int dev, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return ip_gemm_smem_bytes(major, minor) + 16;   // + 16: aligned after the steps (gemm_block)
+}
+
+extern "C" int ip_gpu_gemm_ok(const char **why) {
+  int dev, major = 0;
+  cudaFuncAttributes at;
+  *why = "ok";
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel) != cudaSuccess) {
+    *why = "the gemm kernel does not load on this device";
+    return 0;
+  }
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (major < 8) {
+    *why = "the GEMM tile engine needs compute capability 8.0 or later";
+    return 0;
+  }
+  /* sm_90a moves registers between warpgroups (setmaxnreg): the kernel
+   * must hold exactly the count the engine gives back. */
+  if (major == 9 && at.numRegs != IP_GEMM_REGS_ENTRY) {
+    *why = "the gemm kernel was built with a register count the tile engine cannot run with";
+    return 0;
+  }
+  if (dyn_limit() < ip_gpu_gemm_smem()) {
+    *why = "the GPU's shared memory per block is smaller than the GEMM tile engine's";
+    return 0;
+  }
+  return 1;
+}
+
+extern "C" bt_result ip_gpu_gemm_load(void) {
+  const int lim = dyn_limit();
+  if (lim <= 0) return BT_OK;   /* ip_gpu_gemm_ok says why no program with gemm steps runs */
+  return rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      lim), RT_SUB_EXEC, "allowing the gemm kernel its shared memory");
+}
+
+extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
+  int dev, sms, per = 0;
+  CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
+  CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
+  if (smem > dyn_limit()) {
+    *max_blocks = 0;
+    return BT_OK;
+  }
+  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)ip_gpu_gemm_kernel, IP_GEMM_THREADS,
+                                                              smem), RT_SUB_EXEC, "occupancy"));
+  *max_blocks = sms * per;
+  return BT_OK;
+}
+
+extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, void *stream) {
+  ip_gargs args = *a;
+  void *params[] = {&args};
+  return rt_cuda(cudaLaunchKernel((const void *)ip_gpu_gemm_kernel, dim3(ip_gpu_blocks(a)), dim3(IP_GEMM_THREADS), params,
+                                  ip_gpu_smem(a), (cudaStream_t)stream), RT_SUB_EXEC, "interpreter launch (gemm)");
+}

@@ -1,0 +1,350 @@
+/* gpu_moe.c -- fused GEMM + AllToAll (the mixture-of-experts combine) on
+ * real GPUs through the public API: every loaded gemm program by name
+ * (baton_run_fused) and the automatic choice (baton_gemm_alltoall), over
+ * shapes with partial GEMM tiles (tokens and H not multiples of the
+ * engine's 128 x 256 tile), chunks that cut a tile's rows, padded rows;
+ * CUDA-graph replays on new data; refused calls.  Every element of every
+ * rank's output [tokens, H] is compared with cuBLAS's Y = X W (bf16 in,
+ * f32 accumulation, bf16 out) of the rank whose expert computed it,
+ * within one bf16 rounding; the output is poisoned (NaN) before each call
+ * so that a row nobody wrote fails.
+ *
+ * Usage: gpu_moe --ranks N --dir DIR [--gpus G] [--big]
+ *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
+ *   GPU when G < N: their correctness, not their speed).  TAP output;
+ *   skips when fewer than G GPUs are present. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "rt_comm.h"
+#include "tap.h"
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+static int nranks, ngpus;
+static baton_comm **comms;
+static cudaStream_t *streams;
+static cublasHandle_t *blas;
+
+static int dev_of(int r) { return r % ngpus; }
+
+/* One shape: T tokens on every rank (T / n from each rank), X [T, F]
+ * rows ldx apart, W [F, H] rows ldw apart. */
+typedef struct shape { size_t T, F, H, ldx, ldw; } shape;
+
+/* Per rank: X, W, the output and cuBLAS's Y on the device; Y and the
+ * output on the host. */
+typedef struct bufs {
+  uint16_t *dX, *dW, *dout, *dref;
+  uint16_t *hout, *href;
+} bufs;
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+
+/* A bf16 in [-1, 1): the top bits of a float (exactly representable). */
+static uint16_t brand(void) {
+  float f = (float)((double)(next() >> 11) / 4503599627370496.0 - 1.0);
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void fill(uint16_t *d, size_t n) {
+  uint16_t *h = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) h[i] = brand();
+  cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice);
+  free(h);
+}
+
+static void bufs_free(bufs *b) {
+  if (!b) return;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaFree(b[r].dX); cudaFree(b[r].dW); cudaFree(b[r].dout); cudaFree(b[r].dref);
+    free(b[r].hout); free(b[r].href);
+  }
+  free(b);
+}
+
+static bufs *bufs_new(const shape *s) {
+  bufs *b = calloc(nranks, sizeof *b);
+  if (!b) return NULL;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaMalloc((void **)&b[r].dX, s->T * s->ldx * 2) || cudaMalloc((void **)&b[r].dW, s->F * s->ldw * 2) ||
+        cudaMalloc((void **)&b[r].dout, s->T * s->H * 2) || cudaMalloc((void **)&b[r].dref, s->T * s->H * 2) ||
+        !(b[r].hout = malloc(s->T * s->H * 2)) || !(b[r].href = malloc(s->T * s->H * 2))) {
+      bufs_free(b);
+      return NULL;
+    }
+    fill(b[r].dX, s->T * s->ldx);
+    fill(b[r].dW, s->F * s->ldw);
+    cudaMemset(b[r].dout, 0xff, s->T * s->H * 2);   /* NaN */
+  }
+  return b;
+}
+
+/* cuBLAS's Y_r = X_r W_r for every rank (row-major: Y^T = W^T X^T). */
+static int reference(const shape *s, bufs *b) {
+  const float one = 1.f, zero = 0.f;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cublasGemmEx(blas[r], CUBLAS_OP_N, CUBLAS_OP_N, (int)s->H, (int)s->T, (int)s->F, &one, b[r].dW, CUDA_R_16BF,
+                     (int)s->ldw, b[r].dX, CUDA_R_16BF, (int)s->ldx, &zero, b[r].dref, CUDA_R_16BF, (int)s->H,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
+        cudaMemcpy(b[r].href, b[r].dref, s->T * s->H * 2, cudaMemcpyDeviceToHost))
+      return -1;
+  }
+  return 0;
+}
+
+/* Rank q's output block r (rows q*T/n .. of Y_r) against cuBLAS: bad
+ * elements, the first described in why; then the outputs are poisoned
+ * again. */
+static long check(const shape *s, bufs *b, char *why, size_t len) {
+  if (reference(s, b)) {
+    snprintf(why, len, "cuBLAS reference failed");
+    return -1;
+  }
+  long bad = 0;
+  size_t per = s->T / nranks;
+  for (int q = 0; q < nranks; q++) {
+    cudaSetDevice(dev_of(q));
+    cudaMemcpy(b[q].hout, b[q].dout, s->T * s->H * 2, cudaMemcpyDeviceToHost);
+    cudaMemset(b[q].dout, 0xff, s->T * s->H * 2);
+    for (int r = 0; r < nranks; r++)
+      for (size_t i = 0; i < per; i++)
+        for (size_t j = 0; j < s->H; j++) {
+          float got = bf2f(b[q].hout[(r * per + i) * s->H + j]), want = bf2f(b[r].href[(q * per + i) * s->H + j]);
+          float tol = fmaxf(fabsf(got), fabsf(want)) / 128.f + 1e-2f;
+          if (!(fabsf(got - want) <= tol)) {
+            if (!bad++)
+              snprintf(why, len, "rank %d row %zu col %zu (expert %d, its row %zu): %g, cuBLAS %g", q, r * per + i, j,
+                       r, q * per + i, got, want);
+          }
+        }
+  }
+  if (!bad) snprintf(why, len, "every element within one bf16 rounding");
+  return bad;
+}
+
+static baton_result sync_all(void) {
+  baton_result res = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
+    baton_result ae = baton_success;
+    baton_comm_get_async_error(comms[r], &ae);
+    if (ae && !res) res = ae;
+  }
+  return res;
+}
+
+static const ir_step *gemm_step(const ir_prog *p) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int k = 0; k < p->gpus[r].tbs[t].nsteps; k++)
+        if (p->gpus[r].tbs[t].steps[k].op == IR_OP_GEMM) return &p->gpus[r].tbs[t].steps[k];
+  return NULL;
+}
+
+/* One grouped call on every rank: by name, or the automatic choice
+ * (name NULL). */
+static baton_result call(const char *name, const shape *s, bufs *b) {
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++) {
+    if (name) {
+      const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
+      const ir_step *st = gemm_step(p);
+      baton_operand ops[2] = {{p->operands[st->args[0]].name, b[r].dX, s->T, s->F, s->ldx},
+                              {p->operands[st->args[1]].name, b[r].dW, s->F, s->H, s->ldw}};
+      e = baton_run_fused(name, ops, 2, b[r].dout, s->T / nranks * s->H, baton_bf16, baton_sum, comms[r], streams[r]);
+    } else {
+      e = baton_gemm_alltoall(comms[r], b[r].dX, s->ldx, b[r].dW, s->ldw, b[r].dout, s->T, s->F, s->H, baton_bf16,
+                              streams[r]);
+    }
+  }
+  baton_result g = baton_group_end();
+  return e ? e : g ? g : sync_all();
+}
+
+static void check_programs(const shape *shapes, int nshapes) {
+  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) {
+    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+    if (RT_COMPUTE_OP(al->compute) != IR_OP_GEMM) continue;
+    const char *name = al->prog->name;
+    for (int k = 0; k < nshapes; k++) {
+      const shape *s = &shapes[k];
+      char why[300] = "";
+      bufs *b = bufs_new(s);
+      baton_result e = b ? call(name, s, b) : baton_out_of_memory;
+      long bad = e ? -1 : check(s, b, why, sizeof why);
+      ok(bad == 0, "%s T=%zu F=%zu H=%zu ldx=%zu ldw=%zu: %s", name, s->T, s->F, s->H, s->ldx, s->ldw,
+         e ? baton_result_string(e) : why);
+      bufs_free(b);
+    }
+  }
+}
+
+static void check_choice(void) {
+  const shape s = {(size_t)nranks * 192, 256, 512, 256, 512};
+  char why[300] = "";
+  bufs *b = bufs_new(&s);
+  baton_result e = b ? call(NULL, &s, b) : baton_out_of_memory;
+  long bad = e ? -1 : check(&s, b, why, sizeof why);
+  ok(bad == 0, "baton_gemm_alltoall runs %s: %s",
+     baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?", e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
+/* A captured call, replayed on new X and W: nothing is set up per call. */
+static void check_graph(void) {
+  const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
+  bufs *b = bufs_new(&s);
+  if (!b) { ok(0, "graph: buffers"); return; }
+  baton_result e = call(NULL, &s, b);   /* once outside the capture: the scratch is reserved */
+  cudaGraph_t *g = calloc(nranks, sizeof *g);
+  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
+  int okc = !e;
+  for (int r = 0; r < nranks && okc; r++) {
+    cudaSetDevice(dev_of(r));
+    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
+  }
+  if (okc) {
+    baton_group_start();
+    for (int r = 0; r < nranks; r++)
+      e = e ? e : baton_gemm_alltoall(comms[r], b[r].dX, s.ldx, b[r].dW, s.ldw, b[r].dout, s.T, s.F, s.H, baton_bf16,
+                                      streams[r]);
+    baton_group_end();
+  }
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
+  }
+  long bad = -1;
+  char why[300] = "";
+  for (int round = 0; round < 2 && okc && !e; round++) {
+    for (int r = 0; r < nranks; r++) {
+      cudaSetDevice(dev_of(r));
+      fill(b[r].dX, s.T * s.ldx);
+      fill(b[r].dW, s.F * s.ldw);
+      cudaMemset(b[r].dout, 0xff, s.T * s.H * 2);
+    }
+    for (int r = 0; r < nranks; r++) {
+      cudaSetDevice(dev_of(r));
+      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
+    }
+    e = sync_all();
+    bad = e ? -1 : check(&s, b, why, sizeof why);
+    if (bad) break;
+  }
+  ok(okc && !e && bad == 0, "a captured baton_gemm_alltoall replays right on new X and W twice: %s",
+     e ? baton_result_string(e) : why);
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (x[r]) cudaGraphExecDestroy(x[r]);
+    if (g[r]) cudaGraphDestroy(g[r]);
+  }
+  free(g);
+  free(x);
+  bufs_free(b);
+}
+
+/* Calls the runtime must refuse, each on rank 0 alone (refused before
+ * anything is launched); then a call that runs. */
+static void check_refused(void) {
+  const shape s = {(size_t)nranks * 128, 128, 256, 128, 256};
+  bufs *b = bufs_new(&s);
+  if (!b) { ok(0, "refusals: buffers"); return; }
+  struct { size_t T, F, H; baton_dtype t; const char *what; } bad[] = {
+      {s.T, s.F, s.H, baton_f16, "f16 (the tile engine takes bf16)"},
+      {s.T + 1, s.F, s.H, baton_bf16, "tokens that are not a multiple of the ranks"},
+      {s.T, s.F, 96, baton_bf16, "H = 96, not a multiple of 64"},
+      {s.T, 100, s.H, baton_bf16, "F = 100, not a multiple of 64"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    if (k == 1 && nranks == 1) { ok(1, "# SKIP one rank: every token count is a multiple"); continue; }
+    baton_group_start();
+    baton_result e = baton_gemm_alltoall(comms[0], b[0].dX, 0, b[0].dW, 0, b[0].dout, bad[k].T, bad[k].F, bad[k].H,
+                                         bad[k].t, streams[0]);
+    baton_group_end();
+    ok(e == baton_invalid_argument || e == baton_unsupported, "%s is refused: %s", bad[k].what,
+       baton_result_string(e));
+  }
+  char why[300] = "";
+  baton_result e = call(NULL, &s, b);
+  ok(!e && check(&s, b, why, sizeof why) == 0, "after the refusals a call still runs right: %s",
+     e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL;
+  int big = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big")) big = 1;
+  }
+  if (ngpus == 0) ngpus = nranks;
+  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
+    fprintf(stderr, "usage: gpu_moe --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
+    return 2;
+  }
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
+    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
+    return 0;
+  }
+  setenv("BATON_ALGO_DIR", dir, 1);
+  setenv("BATON_TIMEOUT", "10", 0);
+  comms = calloc(nranks, sizeof *comms);
+  streams = calloc(nranks, sizeof *streams);
+  blas = calloc(nranks, sizeof *blas);
+  int *devs = calloc(nranks, sizeof *devs);
+  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
+  baton_result e = baton_comm_init_all(comms, nranks, devs);
+  free(devs);
+  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
+  if (e) return tap_done();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+    cublasCreate(&blas[r]);
+  }
+  int n = 0;
+  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++)
+    n += RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) == IR_OP_GEMM;
+  ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, dir);
+  size_t R = (size_t)nranks;
+  /* One tile; partial tiles in M and N (tokens per rank 200, H 320); W
+   * wider than one N tile; padded rows; several k-blocks. */
+  const shape small[] = {{R * 128, 64, 256, 64, 256},   {R * 200, 128, 320, 192, 328},
+                         {R * 64, 192, 512, 192, 512},  {R * 384, 256, 768, 264, 768}};
+  const shape large[] = {{R * 1024, 1024, 4096, 1024, 4096}, {R * 512, 4096, 8192, 4096, 8192}};
+  check_programs(small, sizeof small / sizeof small[0]);
+  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  check_choice();
+  check_graph();
+  check_refused();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cublasDestroy(blas[r]);
+    cudaStreamDestroy(streams[r]);
+    baton_comm_destroy(comms[r]);
+  }
+  return tap_done();
+}
