@@ -7,9 +7,7 @@
 -- go back to rank q as soon as they are computed, the other ranks' first.
 -- Each rank ends with out [n][T/n][H]: block r holds its tokens' outputs
 -- from expert r.
--- Not on GPUs yet: the runtime skips programs with gemm steps (the
--- interpreter's gemm opcode is the next step); `baton verify` runs it on
--- the CPU executor.
+-- On GPUs the steps run as one GEMM on tensor cores (docs/FUSED.md).
 -- Parameters: ranks (4), chunks (1: slices per source rank), protocol
 -- (Simple), sync ("tile"), tileorder ("comm"), threads (0), minbytes /
 -- maxbytes.
@@ -21,13 +19,15 @@ collective{ kind = "alltoall", ranks = n, chunks = k, inplace = false,
             tileorder = param("tileorder", "comm"), minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0) }
 local X = matrix("X", "T", "F")   -- the tokens routed here, grouped by owner; T is the input's rows
 local W = matrix("W", "F", "H")   -- the expert's weight
+local sync = param("sync", "tile")
 for r = 0, n - 1 do
   for q = 0, n - 1 do   -- rank q's tokens: input chunks q*k .. q*k+k-1
-    gemm(X, W, r, q * k, k, { sync = param("sync", "tile") })
+    -- this rank's own tokens go straight into its output (no copy)
+    gemm(X, W, r, q * k, k, { sync = sync, into = q == r and "output" or "input" })
   end
 end
 for r = 0, n - 1 do
   for q = 0, n - 1 do
-    chunk(r, "input", q * k, k):copy(q, "output", r * k)
+    if q ~= r then chunk(r, "input", q * k, k):copy(q, "output", r * k) end
   end
 end

@@ -17,20 +17,33 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 
+// What the epilogue needs of a launch, in shared memory: the consumer
+// warpgroups run the mainloop with 128 accumulators live in their
+// registers, so the epilogue holds no state of its own (values kept in
+// registers across the mainloop cost the GEMM a third more instructions,
+// spilled, on a one-wave shape).
+struct gemm_state {
+  char *buf[IR_BUF_COUNT];
+  const int32_t *gmap;
+  uint64_t *sems;
+  uint64_t gen;
+  int64_t count, cap, H;
+  int32_t k, grow0, grows, gtrows, gchunk0;
+};
+__shared__ gemm_state ip_gs;
+
 // The engine's epilogue (ip_gemm.cuh's contract) for a launch: GEMM row m
 // is X's row grow0 + m, which goes where gmap sends its input chunk (the
-// chunk itself, or an output chunk: into="output").  The consumer
-// warpgroups call this with their 128 accumulators live: 32-bit
-// arithmetic only (a 64-bit division spills them).
+// chunk itself, or an output chunk: into="output").  32-bit arithmetic on
+// rows (a 64-bit division is a call).
 struct gemm_epi {
-  const ip_gargs *a;
-  uint64_t gen;
-
   __device__ __nv_bfloat16 *row_ptr(int64_t row) const {
-    const int32_t r = a->grow0 + (int32_t)row, c = r / a->grows;
-    const int32_t d = __ldg(&a->gmap[2 * (c - a->gchunk0) + 1]);
-    const int b = IP_GMAP_BUF(d);
-    return (__nv_bfloat16 *)a->buf[b] + ir_geom_off(&a->geom, b, IP_GMAP_CHUNK(d)) + (int64_t)(r - c * a->grows) * a->gemm.n;
+    const gemm_state &g = ip_gs;
+    const int32_t r = g.grow0 + (int32_t)row, c = r / g.grows;
+    const int32_t d = __ldg(&g.gmap[2 * (c - g.gchunk0) + 1]);
+    const int32_t dc = IP_GMAP_CHUNK(d);   // ir_geom_off of a user buffer's chunk
+    const int64_t off = (int64_t)(dc / g.k) * g.count + (int64_t)(dc % g.k) * g.cap;
+    return (__nv_bfloat16 *)g.buf[IP_GMAP_BUF(d)] + off + (int64_t)(r - c * g.grows) * g.H;
   }
 
   // Rows m0 .. m0 + rows - 1 of the unit, cut where a tile ends, are
@@ -38,18 +51,19 @@ struct gemm_epi {
   // cols elements per row in that tile's semaphore of the chunk's step.
   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane) const {
     (void)n0;
-    const int32_t end = a->grow0 + (int32_t)m0 + rows;
-    int32_t r = a->grow0 + (int32_t)m0;
+    const gemm_state &g = ip_gs;
+    const int32_t end = g.grow0 + (int32_t)m0 + rows;
+    int32_t r = g.grow0 + (int32_t)m0;
     for (int j = 0; r < end; j++) {
-      const int32_t c = r / a->grows, x = r - c * a->grows, t = x / a->gtrows;
-      int32_t n = (t + 1) * a->gtrows < a->grows ? (t + 1) * a->gtrows - x : a->grows - x;
+      const int32_t c = r / g.grows, x = r - c * g.grows, t = x / g.gtrows;
+      int32_t n = (t + 1) * g.gtrows < g.grows ? (t + 1) * g.gtrows - x : g.grows - x;
       if (n > end - r) n = end - r;
       if (j % 32 == lane) {
-        const int32_t sem = __ldg(&a->gmap[2 * (c - a->gchunk0)]);
+        const int32_t sem = __ldg(&g.gmap[2 * (c - g.gchunk0)]);
         if (sem != IP_SEM_NONE) {
           const int kind = ip_sem_kind(sem), p = ip_sem_param(sem);
           const int32_t grp = kind == IR_SYNC_GROUP ? t / p : kind == IR_SYNC_STRIDE ? t % p : t;
-          sem_add(a->sems + ip_sem_base(sem) + grp, (uint64_t)n * (uint64_t)cols, gen);
+          sem_add(g.sems + ip_sem_base(sem) + grp, (uint64_t)n * (uint64_t)cols, g.gen);
         }
       }
       r += n;
@@ -59,23 +73,37 @@ struct gemm_epi {
 
 // A compute block: units blockIdx - (the communicating blocks), then
 // every (compute blocks)-th after it.  Thread 0 owns the block's
-// generation word; every thread needs it (any of warp 0 of the first
-// consumer warpgroup may count a tile).
+// generation word and fills the epilogue's state.
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
-  __shared__ uint64_t gen;
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   int tn = 0;
   if (threadIdx.x == 0) {
     trace_ev(a, tn, IP_EV_ENTER, 0, 0);
-    gen = a.gen[blockIdx.x] + 1;
+    gemm_state &g = ip_gs;
+    for (int b = 0; b < IR_BUF_COUNT; b++) g.buf[b] = a.buf[b];
+    g.gmap = a.gmap;
+    g.sems = a.sems;
+    g.gen = a.gen[blockIdx.x] + 1;
+    a.gen[blockIdx.x] = g.gen;
+    g.count = a.geom.count;
+    g.cap = a.geom.cap;
+    g.H = a.gemm.n;
+    g.k = a.geom.k;
+    g.grow0 = a.grow0;
+    g.grows = a.grows;
+    g.gtrows = a.gtrows;
+    g.gchunk0 = a.gchunk0;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
-  gemm_epi e = {&a, gen};
+  // The engine's first barrier orders the state before any epilogue.
+  gemm_epi e;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
+
+// A communicating block, out of line: its code and registers stay out of
+// the GEMM's.
+__device__ __noinline__ void gemm_comm_block(const ip_gargs &a) { ip_comm_block<IP_BF16, IP_OP_SUM, false>(a); }
 
 // The kernel: bf16 only (the engine's type); nothing reduces (a gemm
 // program's collective moves its data: the runtime refuses others).
@@ -84,7 +112,7 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
     gemm_block(a);
     return;
   }
-  ip_comm_block<IP_BF16, IP_OP_SUM, false>(a);
+  gemm_comm_block(a);
 }
 
 // ---- host --------------------------------------------------------------

@@ -68,12 +68,14 @@ def _declare(lib):
     lib.baton_comm_destroy.argtypes = [P]
     lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
     lib.baton_embedding_alltoall.argtypes = [P, P, Z, Z, Z, P, Z, P, P, Z, Z, I, P, I, P]
+    lib.baton_gemm_alltoall.argtypes = [P, P, Z, P, Z, P, Z, Z, Z, I, P]
     lib.baton_comm_last_algorithm.argtypes = [P]
     lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
     lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]
     lib.baton_comm_count.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
-              lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_group_start, lib.baton_group_end):
+              lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_gemm_alltoall, lib.baton_group_start,
+              lib.baton_group_end):
         f.restype = I
 
 
@@ -227,4 +229,36 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
         comm._h, table.data_ptr(), rows, D, table.stride(0), indices.data_ptr(), indices.shape[0],
         offsets.data_ptr(), weights.data_ptr() if weights is not None else None, batch, tables,
         0 if mode == 'sum' else 4, out.data_ptr(), dt, ctypes.c_void_p(_stream_of(stream, table))))
+    return out
+
+
+def gemm_alltoall(X, W, out=None, comm=None, stream=None):
+    """The mixture-of-experts combine, one expert per rank: X [tokens, F] holds the tokens routed to this rank's
+    expert, tokens/n rows from each rank in rank order, W [F, H] the expert's weight (bfloat16, rows
+    contiguous).  Computes X @ W on tensor cores and sends each rank its tokens' rows as they are computed.
+    Returns out [tokens, H]: rows q*tokens/n .. of it are this rank's tokens' outputs from expert q.  out is made
+    (as X.new_empty) when not given; asynchronous on `stream` (or the current stream of X's device)."""
+    if comm is None:
+        raise ValueError('baton: gemm_alltoall needs comm= (a baton.Comm)')
+    if len(X.shape) != 2 or len(W.shape) != 2 or X.stride(1) != 1 or W.stride(1) != 1:
+        raise ValueError(f'baton: X and W must be 2-D with contiguous rows (got {tuple(X.shape)}, {tuple(W.shape)})')
+    tokens, F = X.shape
+    if W.shape[0] != F:
+        raise ValueError(f'baton: X has {F} columns but W has {W.shape[0]} rows')
+    H = W.shape[1]
+    if str(X.dtype) != 'torch.bfloat16' or str(W.dtype) != 'torch.bfloat16':
+        raise TypeError(f'baton: gemm_alltoall takes bfloat16 (X is {X.dtype}, W {W.dtype})')
+    if not (X.is_cuda and W.is_cuda):
+        raise ValueError('baton: X and W must be CUDA tensors')
+    n = ctypes.c_int()
+    _check('baton_comm_count', load().baton_comm_count(comm._h, ctypes.byref(n)))
+    if tokens % n.value:
+        raise ValueError(f'baton: tokens {tokens} is not a multiple of the {n.value} ranks')
+    if out is None:
+        out = X.new_empty((tokens, H))
+    if tuple(out.shape) != (tokens, H) or not out.is_contiguous() or out.dtype != X.dtype:
+        raise ValueError(f'baton: out must be a contiguous bfloat16 tensor of shape {(tokens, H)}')
+    _check('baton_gemm_alltoall', load().baton_gemm_alltoall(
+        comm._h, X.data_ptr(), X.stride(0), W.data_ptr(), W.stride(0), out.data_ptr(), tokens, F, H,
+        _DTYPES['torch.bfloat16'], ctypes.c_void_p(_stream_of(stream, X))))
     return out

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""GEMM + AllToAll (the mixture-of-experts combine) against what PyTorch
+runs today, side by side in one run, per shape: every rank computes its
+expert's Y = X @ W (cuBLAS through torch.matmul) and NCCL's AllToAll
+(dist.all_to_all_single) sends each rank its tokens' rows; baton does both
+in one kernel (baton.gemm_alltoall).  Each rank holds T tokens (T/n from
+each rank), X [T, F], W [F, H], bf16.  Reports per shape the GEMM alone,
+the AllToAll alone, the baseline (GEMM then AllToAll on one stream) and
+baton, the slowest rank's mean of the best of 3 rounds; baton's output is
+checked against the baseline's on every shape (within one bf16 rounding).
+
+With one process (no --ranks, or --ranks 1) there is no AllToAll: baton's
+one-rank program is the GEMM opcode alone inside the interpreter, timed
+against torch.matmul, both replayed from CUDA graphs.
+
+    BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N] [--quick] [--csv FILE] [--lib PATH]
+
+DIR holds the programs for N ranks (tools/gpu_prep.sh --fused ... N OUT:
+OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
+"""
+import argparse, os, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'python'))
+
+TOKENS = [1024, 2048, 4096, 8192]
+HS = [4096, 8192]
+FS = [1024, 2048, 4096, 14336]
+
+
+def shapes(quick):
+    if quick:
+        return [(1024, 4096, 1024), (4096, 8192, 4096), (8192, 4096, 14336)]
+    return [(t, h, f) for t in TOKENS for h in HS for f in FS]
+
+
+def timed(torch, fn, reps, graph):
+    """Mean microseconds of fn over reps calls, the best of 3 rounds (replays of a captured graph when graph)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    run = fn
+    if graph:
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            fn()
+        run = gr.replay
+    best = None
+    for _ in range(3):
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(reps):
+            run()
+        e1.record()
+        e1.synchronize()
+        us = e0.elapsed_time(e1) * 1000.0 / reps
+        best = us if best is None else min(best, us)
+    return best
+
+
+def close(torch, a, b):
+    """Elements of a off b by more than one bf16 rounding."""
+    a, b = a.float(), b.float()
+    tol = torch.maximum(a.abs(), b.abs()) / 128.0 + 1e-2
+    return int(((a - b).abs() > tol).sum().item())
+
+
+def worker(rank, n, args, uid, port):
+    import torch
+    import torch.distributed as dist
+    import baton
+    torch.cuda.set_device(rank)
+    baton.load(args.lib)
+    if n > 1:
+        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+        os.environ['MASTER_PORT'] = str(port)
+        dist.init_process_group('nccl', rank=rank, world_size=n, device_id=torch.device('cuda', rank))
+        comm = baton.Comm.init_rank(n, uid, rank)
+    else:
+        comm = baton.Comm.init_all([0])[0]
+    g = torch.Generator(device='cuda').manual_seed(1234 + rank)
+    rows = []
+    for T, H, F in shapes(args.quick):
+        X = (torch.rand(T, F, device='cuda', generator=g) * 2 - 1).to(torch.bfloat16)
+        W = ((torch.rand(F, H, device='cuda', generator=g) * 2 - 1) / (F ** 0.5)).to(torch.bfloat16)
+        Y = torch.empty(T, H, device='cuda', dtype=torch.bfloat16)
+        base = torch.empty_like(Y)
+        out = torch.empty_like(Y)
+        reps = max(3, min(args.reps, int(2e6 / max(1.0, 2.0 * T * H * F / 4e8))))   # about 2 s a shape at most
+
+        def gemm():
+            torch.matmul(X, W, out=Y)
+
+        def a2a():
+            dist.all_to_all_single(base, Y)
+
+        def baseline():
+            gemm()
+            a2a()
+
+        def fused():
+            baton.gemm_alltoall(X, W, out=out, comm=comm)
+
+        err = ''
+        try:
+            fused()
+            (baseline if n > 1 else gemm)()
+            torch.cuda.synchronize()
+            wrong = close(torch, out, base if n > 1 else Y)
+        except Exception as e:   # a shape baton refuses: reported, the others go on
+            err, wrong = str(e).replace(',', ';')[:120], -1
+        if n > 1:
+            dist.barrier()
+        t = {'gemm': timed(torch, gemm, reps, n == 1)}
+        if n > 1:
+            dist.barrier()
+            t['a2a'] = timed(torch, a2a, reps, False)
+            dist.barrier()
+            t['base'] = timed(torch, baseline, reps, False)
+        if not err:
+            if n > 1:
+                dist.barrier()
+            t['baton'] = timed(torch, fused, reps, n == 1)
+        if n > 1:   # the slowest rank's times
+            v = torch.tensor([t.get(k, -1.0) for k in ('gemm', 'a2a', 'base', 'baton')], device='cuda',
+                             dtype=torch.float64)
+            dist.all_reduce(v, op=dist.ReduceOp.MAX)
+            w = torch.tensor([wrong], device='cuda')
+            dist.all_reduce(w, op=dist.ReduceOp.MAX)
+            t = dict(zip(('gemm', 'a2a', 'base', 'baton'), v.tolist()))
+            wrong = int(w.item())
+        rows.append((T, H, F, t, wrong, err))
+        if rank == 0:
+            print_row(n, T, H, F, t, wrong, err)
+        del X, W, Y, base, out
+        torch.cuda.empty_cache()
+    if rank == 0 and args.csv:
+        with open(args.csv, 'w') as f:
+            f.write('ranks,tokens,H,F,gemm_us,a2a_us,base_us,baton_us,speedup,gemm_tflops,baton_tflops,wrong,error\n')
+            for T, H, F, t, wrong, err in rows:
+                ref = t.get('base', t['gemm']) if n > 1 else t['gemm']
+                bt = t.get('baton', -1)
+                fl = 2.0 * T * H * F / 1e6
+                f.write(f"{n},{T},{H},{F},{t['gemm']:.1f},{t.get('a2a', -1):.1f},{t.get('base', -1):.1f},{bt:.1f},"
+                        f"{ref / bt if bt > 0 else -1:.3f},{fl / t['gemm']:.1f},{fl / bt if bt > 0 else -1:.1f},"
+                        f"{wrong},{err}\n")
+    comm.destroy()
+    if n > 1:
+        dist.destroy_process_group()
+
+
+def print_row(n, T, H, F, t, wrong, err):
+    fl = 2.0 * T * H * F / 1e6
+    bt = t.get('baton', -1)
+    if n == 1:
+        print(f'{T:6d} {H:6d} {F:6d}  cuBLAS {t["gemm"]:9.1f} us {fl / t["gemm"]:6.0f} TFLOP/s   baton {bt:9.1f} us '
+              f'{fl / bt if bt > 0 else 0:6.0f} TFLOP/s  {t["gemm"] / bt if bt > 0 else 0:5.3f}x  wrong {wrong} {err}',
+              flush=True)
+    else:
+        print(f'{T:6d} {H:6d} {F:6d}  gemm {t["gemm"]:9.1f}  a2a {t["a2a"]:9.1f}  base {t["base"]:9.1f}  '
+              f'baton {bt:9.1f} us  {t["base"] / bt if bt > 0 else 0:5.3f}x  wrong {wrong} {err}', flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--ranks', type=int, default=1)
+    ap.add_argument('--quick', action='store_true')
+    ap.add_argument('--csv', default=None)
+    ap.add_argument('--reps', type=int, default=20)
+    ap.add_argument('--lib', default=None)
+    args = ap.parse_args()
+    n = args.ranks
+    os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
+    if n == 1:
+        print('# one rank: the GEMM opcode alone in the interpreter against torch.matmul (cuBLAS), CUDA graphs')
+        worker(0, 1, args, None, 0)
+        return
+    import torch.multiprocessing as mp
+    import baton
+    baton.load(args.lib)
+    uid = baton.Comm.unique_id()
+    print(f'# {n} ranks: GEMM (torch.matmul) then NCCL all_to_all_single against baton.gemm_alltoall; us, the '
+          f'slowest rank')
+    mp.spawn(worker, args=(n, args, uid, 29500 + int(time.time()) % 1000), nprocs=n, join=True)
+
+
+if __name__ == '__main__':
+    main()
