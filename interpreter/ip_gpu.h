@@ -163,7 +163,7 @@ typedef struct ip_gargs {
    * describe input chunk c: the semaphores of the step that computes it
    * (IP_SEM_NONE: nobody waits), and where it goes (IP_GMAP_DST: a chunk
    * of a buffer that is not interleaved). */
-  int32_t cgemm, gchunk0, grow0, grows, gtrows;
+  int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows;
   const int32_t *gmap;                 /* device */
 } ip_gargs;
 
@@ -231,9 +231,9 @@ bt_result ip_gpu_gemm_launch(const ip_gargs *a, void *stream);
 bt_result ip_gpu_gemm_load(void);
 bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks);
 
-/* The most input chunks a program with gemm steps may have per rank (the
- * size of ip_gargs.gmap). */
-#define IP_GEMM_MAX_CHUNKS 4096
+/* The most input chunks the gemm steps of one rank may compute (the gemm
+ * kernel keeps a row of ip_gargs.gmap per chunk in shared memory). */
+#define IP_GEMM_MAX_CHUNKS 128
 
 /* Threads per CUDA block at most: the kernel is built for 512 threads and
  * one block per SM, which gives every thread 128 registers. */

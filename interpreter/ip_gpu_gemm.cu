@@ -22,77 +22,120 @@
 // registers, so the epilogue holds no state of its own (values kept in
 // registers across the mainloop cost the GEMM a third more instructions,
 // spilled, on a one-wave shape).
+// n / d for 0 <= n < 2^31 by a multiply and a shift (a 32-bit division
+// is some twenty dependent instructions; the epilogue makes several per
+// row): d's magic number and shift, made once per block (fastdiv_make).
+struct fastdiv {
+  uint32_t m, s;
+};
+__device__ __forceinline__ fastdiv fastdiv_make(uint32_t d) {
+  uint32_t s = 0;
+  while ((1ull << s) < d) s++;
+  return {(uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1), s};
+}
+__device__ __forceinline__ int32_t fastdiv_div(int32_t n, fastdiv f) {
+  return (int32_t)((__umulhi((uint32_t)n, f.m) + (uint32_t)n) >> f.s);
+}
+
 struct gemm_state {
-  char *buf[IR_BUF_COUNT];
-  const int32_t *gmap;
+  __nv_bfloat16 *dst[IP_GEMM_MAX_CHUNKS];   // where input chunk gchunk0 + i goes
+  int32_t sem[IP_GEMM_MAX_CHUNKS];          // its step's semaphores (IP_SEM_NONE: nobody waits)
   uint64_t *sems;
   uint64_t gen;
-  int64_t count, cap, H;
-  int32_t k, grow0, grows, gtrows, gchunk0;
+  int64_t H;
+  int32_t grow0, grows, gtrows, gchunk0;
+  int32_t posts;     // some chunk's semaphores are waited on
+  int32_t aligned;   // tiles cut the rows every gtrows from row 0 (grows is a multiple of gtrows)
+  fastdiv by_rows, by_trows;   // / grows, / gtrows
 };
 __shared__ gemm_state ip_gs;
 
 // The engine's epilogue (ip_gemm.cuh's contract) for a launch: GEMM row m
-// is X's row grow0 + m, which goes where gmap sends its input chunk (the
-// chunk itself, or an output chunk: into="output").  32-bit arithmetic on
-// rows (a 64-bit division is a call).
+// is X's row grow0 + m, in input chunk (grow0 + m) / grows, which goes
+// where gmap sends it (the chunk itself, or an output chunk:
+// into="output").  32-bit arithmetic on rows (a 64-bit division is a
+// call).
 struct gemm_epi {
   __device__ __nv_bfloat16 *row_ptr(int64_t row) const {
     const gemm_state &g = ip_gs;
-    const int32_t r = g.grow0 + (int32_t)row, c = r / g.grows;
-    const int32_t d = __ldg(&g.gmap[2 * (c - g.gchunk0) + 1]);
-    const int32_t dc = IP_GMAP_CHUNK(d);   // ir_geom_off of a user buffer's chunk
-    const int64_t off = (int64_t)(dc / g.k) * g.count + (int64_t)(dc % g.k) * g.cap;
-    return (__nv_bfloat16 *)g.buf[IP_GMAP_BUF(d)] + off + (int64_t)(r - c * g.grows) * g.H;
+    const int32_t r = g.grow0 + (int32_t)row, c = fastdiv_div(r, g.by_rows);
+    return g.dst[c - g.gchunk0] + (int64_t)(r - c * g.grows) * g.H;
+  }
+
+  // Counts cols elements per row of rows r .. e - 1 (one tile of one
+  // chunk) in that tile's semaphore of the chunk's step.
+  __device__ static void post(const gemm_state &g, int32_t r, int32_t e, int cols) {
+    const int32_t c = fastdiv_div(r, g.by_rows), t = fastdiv_div(r - c * g.grows, g.by_trows);
+    const int32_t sem = g.sem[c - g.gchunk0];
+    if (sem == IP_SEM_NONE) return;
+    const int kind = ip_sem_kind(sem), p = ip_sem_param(sem);
+    const int32_t grp = kind == IR_SYNC_GROUP ? t / p : kind == IR_SYNC_STRIDE ? t % p : t;
+    sem_add(g.sems + ip_sem_base(sem) + grp, (uint64_t)(e - r) * (uint64_t)cols, g.gen);
   }
 
   // Rows m0 .. m0 + rows - 1 of the unit, cut where a tile ends, are
-  // groups of rows of one tile of one chunk; lane j % 32 counts group j:
-  // cols elements per row in that tile's semaphore of the chunk's step.
+  // groups of rows of one tile of one chunk; lane j % 32 counts group j.
+  // Where tiles cut the rows every gtrows rows, a lane finds its groups
+  // at once; else it walks the groups by addition.
   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane) const {
     (void)n0;
     const gemm_state &g = ip_gs;
-    const int32_t end = g.grow0 + (int32_t)m0 + rows;
-    int32_t r = g.grow0 + (int32_t)m0;
+    if (!g.posts) return;
+    const int32_t first = g.grow0 + (int32_t)m0, end = first + rows;
+    if (g.aligned) {
+      const int32_t t0 = fastdiv_div(first, g.by_trows);
+      for (int32_t j = lane;; j += 32) {
+        const int32_t r = (t0 + j) * g.gtrows, s = r > first ? r : first, e = r + g.gtrows < end ? r + g.gtrows : end;
+        if (s >= end) break;
+        post(g, s, e, cols);
+      }
+      return;
+    }
+    int32_t r = first, c = fastdiv_div(r, g.by_rows), x = r - c * g.grows;
+    int32_t t = fastdiv_div(x, g.by_trows);
     for (int j = 0; r < end; j++) {
-      const int32_t c = r / g.grows, x = r - c * g.grows, t = x / g.gtrows;
       int32_t n = (t + 1) * g.gtrows < g.grows ? (t + 1) * g.gtrows - x : g.grows - x;
       if (n > end - r) n = end - r;
-      if (j % 32 == lane) {
-        const int32_t sem = __ldg(&g.gmap[2 * (c - g.gchunk0)]);
-        if (sem != IP_SEM_NONE) {
-          const int kind = ip_sem_kind(sem), p = ip_sem_param(sem);
-          const int32_t grp = kind == IR_SYNC_GROUP ? t / p : kind == IR_SYNC_STRIDE ? t % p : t;
-          sem_add(g.sems + ip_sem_base(sem) + grp, (uint64_t)n * (uint64_t)cols, g.gen);
-        }
-      }
+      if (j % 32 == lane) post(g, r, r + n, cols);
       r += n;
+      x += n;
+      t++;
+      if (x == g.grows) {   // the chunk's last tile: the next chunk's first
+        c++;
+        x = t = 0;
+      }
     }
   }
 };
 
 // A compute block: units blockIdx - (the communicating blocks), then
 // every (compute blocks)-th after it.  Thread 0 owns the block's
-// generation word and fills the epilogue's state.
+// generation word; the threads fill the epilogue's state.
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   int tn = 0;
+  gemm_state &g = ip_gs;
+  for (int i = threadIdx.x; i < a.gchunks; i += blockDim.x) {
+    const int32_t d = a.gmap[2 * i + 1], b = IP_GMAP_BUF(d);
+    g.dst[i] = (__nv_bfloat16 *)a.buf[b] + ir_geom_off(&a.geom, b, IP_GMAP_CHUNK(d));
+    g.sem[i] = a.gmap[2 * i];
+  }
   if (threadIdx.x == 0) {
     trace_ev(a, tn, IP_EV_ENTER, 0, 0);
-    gemm_state &g = ip_gs;
-    for (int b = 0; b < IR_BUF_COUNT; b++) g.buf[b] = a.buf[b];
-    g.gmap = a.gmap;
+    int posts = 0;
+    for (int i = 0; i < a.gchunks; i++) posts |= a.gmap[2 * i] != IP_SEM_NONE;
+    g.posts = posts;
     g.sems = a.sems;
     g.gen = a.gen[blockIdx.x] + 1;
     a.gen[blockIdx.x] = g.gen;
-    g.count = a.geom.count;
-    g.cap = a.geom.cap;
     g.H = a.gemm.n;
-    g.k = a.geom.k;
     g.grow0 = a.grow0;
     g.grows = a.grows;
     g.gtrows = a.gtrows;
     g.gchunk0 = a.gchunk0;
+    g.aligned = a.grows % a.gtrows == 0;
+    g.by_rows = fastdiv_make((uint32_t)a.grows);
+    g.by_trows = fastdiv_make((uint32_t)a.gtrows);
   }
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e;

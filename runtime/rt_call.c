@@ -126,6 +126,7 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
   } else {
     a->cgemm = 1;
     a->gchunk0 = pl->gchunk0;
+    a->gchunks = pl->gchunks;
     a->grow0 = (int32_t)row0;
     a->grows = (int32_t)rows;
     a->gtrows = (int32_t)(a->tile / H);

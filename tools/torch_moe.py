@@ -13,7 +13,8 @@ With one process (no --ranks, or --ranks 1) there is no AllToAll: baton's
 one-rank program is the GEMM opcode alone inside the interpreter, timed
 against torch.matmul, both replayed from CUDA graphs.
 
-    BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N] [--quick] [--csv FILE] [--lib PATH]
+    BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N] [--quick | --shapes 'T,H,F;...'] [--csv FILE]
+                                                  [--lib PATH]
 
 DIR holds the programs for N ranks (tools/gpu_prep.sh --fused ... N OUT:
 OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
@@ -27,7 +28,9 @@ HS = [4096, 8192]
 FS = [1024, 2048, 4096, 14336]
 
 
-def shapes(quick):
+def shapes(quick, only=None):
+    if only:
+        return [tuple(int(v) for v in x.split(',')) for x in only.split(';')]
     if quick:
         return [(1024, 4096, 1024), (4096, 8192, 4096), (8192, 4096, 14336)]
     return [(t, h, f) for t in TOKENS for h in HS for f in FS]
@@ -84,7 +87,7 @@ def worker(rank, n, args, uid, port):
         comm = baton.Comm.init_all([0])[0]
     g = torch.Generator(device='cuda').manual_seed(1234 + rank)
     rows = []
-    for T, H, F in shapes(args.quick):
+    for T, H, F in shapes(args.quick, args.shapes):
         X = (torch.rand(T, F, device='cuda', generator=g) * 2 - 1).to(torch.bfloat16)
         W = ((torch.rand(F, H, device='cuda', generator=g) * 2 - 1) / (F ** 0.5)).to(torch.bfloat16)
         Y = torch.empty(T, H, device='cuda', dtype=torch.bfloat16)
@@ -169,6 +172,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--ranks', type=int, default=1)
     ap.add_argument('--quick', action='store_true')
+    ap.add_argument('--shapes', default=None, help="'T,H,F;T,H,F...' instead of the grid")
     ap.add_argument('--csv', default=None)
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--lib', default=None)
