@@ -66,6 +66,16 @@ raises(ValueError, lambda: baton.embedding_alltoall(E, I, T((8,), 'torch.int64')
        'offsets of the wrong length are refused', 'batch*tables + 1 = 9')
 raises(TypeError, lambda: baton.embedding_alltoall(T((100, 8), 'torch.int32'), I, O, 4, 2, comm=c),
        'an integer table is refused', 'take float32, float16 or bfloat16')
+# GEMM + AllToAll: every check before the library is called
+X, Wm = T((64, 128)), T((128, 256))
+raises(ValueError, lambda: baton.gemm_alltoall(X, Wm), 'a GEMM call without a communicator is refused', 'needs comm=')
+raises(ValueError, lambda: baton.gemm_alltoall(X, T((64, 256)), comm=c), 'X columns that are not W rows are refused',
+       'X has 128 columns but W has 64 rows')
+raises(ValueError, lambda: baton.gemm_alltoall(T((64,)), Wm, comm=c), 'a 1-D X is refused', 'must be 2-D')
+raises(TypeError, lambda: baton.gemm_alltoall(T((64, 128), 'torch.float32'), Wm, comm=c), 'an f32 X is refused',
+       'takes bfloat16')
+raises(ValueError, lambda: baton.gemm_alltoall(X, T((128, 256), cuda=False), comm=c), 'a host W is refused',
+       'must be CUDA tensors')
 try:   # on a machine without a GPU, baton says so with its own error
     comms = baton.Comm.init_all([0])
     ok(True, 'a communicator on GPU 0 (a GPU is present)')

@@ -25,7 +25,7 @@ static const char *picked(const rt_algos *a, int i) {
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_algo BATON ALGORITHMS_DIR\n"); return 2; }
   snprintf(dir, sizeof dir, "/tmp/test_algo.%d", (int)getpid());
-  char cmd[128];
+  char cmd[512];
   snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
   if (system(cmd)) return 2;
   int bad = compile(argv[1], argv[2], "a_inplace", "allreduce_allpairs.lua", "--param shot=1") |
@@ -121,6 +121,32 @@ int main(int argc, char **argv) {
   unsigned char usable[3] = {1, 0, 1};
   i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLREDUCE, IR_OP_GEMV, 1 << 20, 1 << 19, usable, 0) : -2;
   ok(i == -1, "none when the GPU cannot hold the one that fits (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
+
+  /* GEMM + AllToAll: the library's program loads as a gemm program; one
+   * whose gemm steps multiply two different W is refused (the GPU runs a
+   * rank's gemm steps as one GEMM). */
+  char path[160];
+  snprintf(path, sizeof path, "%s/two_w.lua", dir);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs("collective{ kind = \"alltoall\", ranks = 4, chunks = 1, inplace = false, name = \"two_w\" }\n"
+          "local X, W, V = matrix(\"X\", \"T\", \"F\"), matrix(\"W\", \"F\", \"H\"), matrix(\"V\", \"F\", \"H\")\n"
+          "for r = 0, 3 do for q = 0, 3 do gemm(X, q % 2 == 0 and W or V, r, q) end end\n"
+          "for r = 0, 3 do for q = 0, 3 do chunk(r, \"input\", q, 1):copy(q, \"output\", r) end end\n", f);
+    fclose(f);
+  }
+  snprintf(cmd, sizeof cmd, "%s compile -q %s -o %s/j_two_w.xml", argv[1], path, dir);
+  bad = !f || system(cmd) || compile(argv[1], argv[2], "i_moe", "moe_combine.lua", "");
+  snprintf(files, sizeof files, "%s/i_moe.xml:%s/j_two_w.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  ok(!bad && lr == BT_OK && rt_algos_count(a) == 1 && rt_algos_get(a, 0)->compute == IR_OP_GEMM,
+     "moe_combine loads as a GEMM + AllToAll program; gemm steps with two weights are refused (%d loaded)",
+     lr == BT_OK ? rt_algos_count(a) : -1);
+  i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLTOALL, IR_OP_GEMM, 1 << 20, 1 << 19, NULL, 0) : -2;
+  ok(i == 0, "a GEMM + AllToAll call takes it (got %s)", lr == BT_OK ? picked(a, i) : "?");
+  i = lr == BT_OK ? rt_algos_select_fused(a, IR_COLL_ALLTOALL, IR_OP_EBAG, 1 << 20, 1 << 19, NULL, 0) : -2;
+  ok(i == -1, "an embedding call does not (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
 
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

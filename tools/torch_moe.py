@@ -11,10 +11,12 @@ checked against the baseline's on every shape (within one bf16 rounding).
 
 With one process (no --ranks, or --ranks 1) there is no AllToAll: baton's
 one-rank program is the GEMM opcode alone inside the interpreter, timed
-against torch.matmul, both replayed from CUDA graphs.
+against torch.matmul, both replayed from CUDA graphs.  --share N runs N
+ranks on one GPU in one process against the N GEMMs in turn (NCCL
+refuses ranks that share a GPU): what the exchange costs baton there.
 
-    BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N] [--quick | --shapes 'T,H,F;...'] [--csv FILE]
-                                                  [--lib PATH]
+    BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N | --share N] [--quick | --shapes 'T,H,F;...']
+                                                  [--csv FILE] [--lib PATH]
 
 DIR holds the programs for N ranks (tools/gpu_prep.sh --fused ... N OUT:
 OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
@@ -48,7 +50,7 @@ def timed(torch, fn, reps, graph):
     run = fn
     if graph:
         gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
+        with torch.cuda.graph(gr, capture_error_mode='relaxed'):   # baton's group may launch from a pool thread
             fn()
         run = gr.replay
     best = None
@@ -81,7 +83,10 @@ def worker(rank, n, args, uid, port):
     if n > 1:
         os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
         os.environ['MASTER_PORT'] = str(port)
-        dist.init_process_group('nccl', rank=rank, world_size=n, device_id=torch.device('cuda', rank))
+        try:
+            dist.init_process_group('nccl', rank=rank, world_size=n, device_id=torch.device('cuda', rank))
+        except TypeError:   # a PyTorch without device_id
+            dist.init_process_group('nccl', rank=rank, world_size=n)
         comm = baton.Comm.init_rank(n, uid, rank)
     else:
         comm = baton.Comm.init_all([0])[0]
@@ -156,6 +161,69 @@ def worker(rank, n, args, uid, port):
         dist.destroy_process_group()
 
 
+def shared(args):
+    """--share N: N ranks on GPU 0 in this process (a proxy without NCCL, which refuses ranks sharing a GPU): baton's
+    N fused calls, each on its own stream, against the N GEMMs one after the other (the computation alone at the
+    GPU's full speed, the exchange free), both replayed from CUDA graphs.  The ratio is what the exchange and the
+    ranks' sharing cost baton."""
+    import torch
+    import baton
+    n = args.share
+    baton.load(args.lib)
+    comms = baton.Comm.init_all([0] * n)
+    streams = [torch.cuda.Stream() for _ in range(n)]
+    g = torch.Generator(device='cuda').manual_seed(99)
+    print(f'# {n} ranks sharing one GPU: baton.gemm_alltoall on every rank (grouped, one stream each) against the '
+          f'{n} GEMMs in turn (torch.matmul); CUDA graphs; us')
+    rows = []
+    for T, H, F in shapes(args.quick, args.shapes):
+        X = [(torch.rand(T, F, device='cuda', generator=g) * 2 - 1).to(torch.bfloat16) for _ in range(n)]
+        W = [((torch.rand(F, H, device='cuda', generator=g) * 2 - 1) / (F ** 0.5)).to(torch.bfloat16) for _ in range(n)]
+        Y = [torch.empty(T, H, device='cuda', dtype=torch.bfloat16) for _ in range(n)]
+        out = [torch.empty_like(y) for y in Y]
+
+        def gemms():
+            for r in range(n):
+                torch.matmul(X[r], W[r], out=Y[r])
+
+        def fused():
+            main = torch.cuda.current_stream()
+            for s in streams:
+                s.wait_stream(main)
+            with baton.group():
+                for r in range(n):
+                    baton.gemm_alltoall(X[r], W[r], out=out[r], comm=comms[r], stream=streams[r])
+            for s in streams:
+                main.wait_stream(s)
+
+        err, wrong = '', -1
+        try:
+            fused()
+            gemms()
+            torch.cuda.synchronize()
+            per = T // n
+            wrong = sum(close(torch, out[q][r * per:(r + 1) * per], Y[r][q * per:(q + 1) * per])
+                        for q in range(n) for r in range(n))
+        except Exception as e:
+            err = str(e).replace(',', ';')[:120]
+        reps = max(3, min(args.reps, int(2e6 / max(1.0, 2.0 * n * T * H * F / 4e8))))
+        tg = timed(torch, gemms, reps, True)
+        tb = timed(torch, fused, reps, True) if not err else -1.0
+        fl = 2.0 * n * T * H * F / 1e6
+        print(f'{T:6d} {H:6d} {F:6d}  GEMMs in turn {tg:9.1f} us {fl / tg:6.0f} TFLOP/s   baton {tb:9.1f} us  '
+              f'{tg / tb if tb > 0 else 0:5.3f}x  wrong {wrong} {err}', flush=True)
+        rows.append((T, H, F, tg, tb, wrong, err))
+        del X, W, Y, out
+        torch.cuda.empty_cache()
+    if args.csv:
+        with open(args.csv, 'w') as f:
+            f.write('ranks_sharing,tokens,H,F,gemms_us,baton_us,ratio,wrong,error\n')
+            for T, H, F, tg, tb, wrong, err in rows:
+                f.write(f'{n},{T},{H},{F},{tg:.1f},{tb:.1f},{tg / tb if tb > 0 else -1:.3f},{wrong},{err}\n')
+    for c in comms:
+        c.destroy()
+
+
 def print_row(n, T, H, F, t, wrong, err):
     fl = 2.0 * T * H * F / 1e6
     bt = t.get('baton', -1)
@@ -176,9 +244,13 @@ def main():
     ap.add_argument('--csv', default=None)
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--lib', default=None)
+    ap.add_argument('--share', type=int, default=0, help='N ranks sharing GPU 0 in one process (no NCCL)')
     args = ap.parse_args()
     n = args.ranks
     os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
+    if args.share:
+        shared(args)
+        return
     if n == 1:
         print('# one rank: the GEMM opcode alone in the interpreter against torch.matmul (cuBLAS), CUDA graphs')
         worker(0, 1, args, None, 0)
