@@ -737,20 +737,38 @@ baton_result baton_run_fused(const char *name, const baton_operand *operands, in
 
 /* The fused program a call of `bytes` (count elements) runs: among the
  * loaded ones this GPU holds, of collective coll computing with `key`
- * (rt_algos_select_fused), each new choice logged once.  -1 when none
- * fits, -2 when out of memory. */
-static int choose_fused(baton_comm *c, ir_coll coll, int key, uint64_t bytes, int64_t count) {
+ * (rt_algos_select_fused), each new choice logged once.  baton_success
+ * with *ai set; baton_unsupported, said why (`what`: the operator), when
+ * none fits; baton_out_of_memory. */
+static baton_result choose_fused(baton_comm *c, ir_coll coll, int key, uint64_t bytes, int64_t count, const char *what,
+                                 int *ai) {
   int n = rt_algos_count(c->algos);
   unsigned char *usable = calloc(n + 1, 1);
-  if (!usable) return -2;
+  if (!usable) return baton_out_of_memory;
   for (int i = 0; i < n; i++) usable[i] = rt_plan_blocks(&c->plans[i]) > 0;
-  int ai = rt_algos_select_fused(c->algos, coll, key, bytes, count, usable, 0);
-  if (ai != c->last_choice_fused) {
+  int i = rt_algos_select_fused(c->algos, coll, key, bytes, count, usable, 0);
+  if (i != c->last_choice_fused) {
     rt_algos_select_fused(c->algos, coll, key, bytes, count, usable, 1);
-    c->last_choice_fused = ai;
+    c->last_choice_fused = i;
   }
   free(usable);
-  return ai < 0 ? -1 : ai;
+  if (i < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded %s program fits %lld elements (%llu bytes) per rank on %d ranks "
+             "(BATON_DEBUG=INFO says why): not run", c->rank, what, (long long)count, (unsigned long long)bytes,
+             c->nranks);
+    return baton_unsupported;
+  }
+  *ai = i;
+  return baton_success;
+}
+
+/* The first step of p running opcode op. */
+static const ir_step *first_step(const ir_prog *p, int op) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++)
+        if (p->gpus[r].tbs[b].steps[s].op == op) return &p->gpus[r].tbs[b].steps[s];
+  return NULL;
 }
 
 baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K_local,
@@ -762,13 +780,10 @@ baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, v
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: gemv_allreduce with K_local = 0", c->rank);
     return call_failed(baton_invalid_argument);
   }
-  int ai = choose_fused(c, IR_COLL_ALLREDUCE, IR_OP_GEMV, (uint64_t)M * ip_dtype_size[t], (int64_t)M);
-  if (ai == -2) return call_failed(baton_out_of_memory);
-  if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded GEMV + AllReduce program fits M = %zu on %d ranks (BATON_DEBUG=INFO "
-             "says why): not run", c->rank, M, c->nranks);
-    return call_failed(baton_unsupported);
-  }
+  int ai;
+  e = choose_fused(c, IR_COLL_ALLREDUCE, IR_OP_GEMV, (uint64_t)M * ip_dtype_size[t], (int64_t)M, "GEMV + AllReduce",
+                   &ai);
+  if (e) return call_failed(e);
   /* The program's matrix is W, its vector x, whatever it names them. */
   const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
   baton_operand ops[IR_MAX_OPERANDS];
@@ -806,21 +821,16 @@ baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t r
   }
   size_t count = batch / (size_t)c->nranks * tables * dim;   /* elements this rank sends each rank */
   int key = (mode == baton_avg ? IR_OP_EBAGM : IR_OP_EBAG) | (weights ? RT_COMPUTE_WEIGHTED : 0);
-  int ai = choose_fused(c, IR_COLL_ALLTOALL, key, (uint64_t)count * ip_dtype_size[t], (int64_t)count);
-  if (ai == -2) return call_failed(baton_out_of_memory);
-  if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded embedding-bag + AllToAll program (%s%s) fits %zu elements per rank "
-             "on %d ranks (BATON_DEBUG=INFO says why): not run", c->rank, mode == baton_avg ? "mean" : "sum",
-             weights ? ", weighted" : "", count, c->nranks);
-    return call_failed(baton_unsupported);
-  }
+  int ai;
+  e = choose_fused(c, IR_COLL_ALLTOALL, key, (uint64_t)count * ip_dtype_size[t], (int64_t)count,
+                   mode == baton_avg ? "embedding-bag (mean) + AllToAll"
+                   : weights        ? "embedding-bag (weighted sum) + AllToAll"
+                                    : "embedding-bag (sum) + AllToAll",
+                   &ai);
+  if (e) return call_failed(e);
   /* The program's operands by their roles in its embedding bag step. */
   const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
-  const ir_step *st = NULL;
-  for (int r = 0; !st && r < p->ngpus; r++)
-    for (int b = 0; !st && b < p->gpus[r].ntbs; b++)
-      for (int s = 0; !st && s < p->gpus[r].tbs[b].nsteps; s++)
-        if (ir_op_flags[p->gpus[r].tbs[b].steps[s].op] & IR_F_COMP) st = &p->gpus[r].tbs[b].steps[s];
+  const ir_step *st = first_step(p, RT_COMPUTE_OP(key));
   baton_operand ops[IR_MAX_OPERANDS + IP_MAX_DIMS];
   int k = 0;
   ops[k++] = (baton_operand){.name = p->operands[st->args[0]].name, .data = table, .rows = rows, .cols = dim, .ld = ld};
@@ -861,19 +871,12 @@ baton_result baton_gemm_alltoall(baton_comm *c, const void *X, size_t ldx, const
     return call_failed(baton_invalid_argument);
   }
   size_t count = tokens / (size_t)c->nranks * H;   /* elements this rank sends each rank */
-  int ai = choose_fused(c, IR_COLL_ALLTOALL, IR_OP_GEMM, (uint64_t)count * ip_dtype_size[t], (int64_t)count);
-  if (ai == -2) return call_failed(baton_out_of_memory);
-  if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded GEMM + AllToAll program fits %zu elements per rank on %d ranks "
-             "(BATON_DEBUG=INFO says why): not run", c->rank, count, c->nranks);
-    return call_failed(baton_unsupported);
-  }
+  int ai;
+  e = choose_fused(c, IR_COLL_ALLTOALL, IR_OP_GEMM, (uint64_t)count * ip_dtype_size[t], (int64_t)count,
+                   "GEMM + AllToAll", &ai);
+  if (e) return call_failed(e);
   const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
-  const ir_step *st = NULL;
-  for (int r = 0; !st && r < p->ngpus; r++)
-    for (int b = 0; !st && b < p->gpus[r].ntbs; b++)
-      for (int s = 0; !st && s < p->gpus[r].tbs[b].nsteps; s++)
-        if (p->gpus[r].tbs[b].steps[s].op == IR_OP_GEMM) st = &p->gpus[r].tbs[b].steps[s];
+  const ir_step *st = first_step(p, IR_OP_GEMM);
   baton_operand ops[2] = {
       {.name = p->operands[st->args[0]].name, .data = X, .rows = tokens, .cols = F, .ld = ldx},
       {.name = p->operands[st->args[1]].name, .data = W, .rows = F, .cols = H, .ld = ldw},

@@ -21,15 +21,11 @@
 #include "baton.h"
 #include "ip_compute.h"
 #include "rt_comm.h"
+#include "gpu_ranks.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static int nranks, ngpus;
-static baton_comm **comms;
-static cudaStream_t *streams;
-
-static int dev_of(int r) { return r % ngpus; }
 
 /* One shape: a global batch of B samples, T tables of D columns and
  * `rows` rows each on every rank (stacked, rows ld apart), bags of 0 to
@@ -145,18 +141,6 @@ out:
   return bad;
 }
 
-/* Waits for every rank's stream; the first error. */
-static baton_result sync_all(void) {
-  baton_result res = baton_success;
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
-    baton_result ae = baton_success;
-    baton_comm_get_async_error(comms[r], &ae);
-    if (ae && !res) res = ae;
-  }
-  return res;
-}
 
 /* The embedding-bag step of program p (its operands' roles). */
 static const ir_step *bag_step(const ir_prog *p) {
@@ -248,32 +232,30 @@ static void check_choice(void) {
 }
 
 /* A captured call, replayed on new bags: nothing is set up per call. */
+/* The ranks' embedding calls of shape *arg (f32 sums), to be captured. */
+typedef struct graph_call { const shape *s; bufs *b; } graph_call;
+static baton_result issue_embed(void *arg) {
+  const graph_call *c = arg;
+  const shape *s = c->s;
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++)
+    e = baton_embedding_alltoall(comms[r], c->b[r].dE, s->T * s->rows, s->D, s->ld, c->b[r].dI, c->b[r].L, c->b[r].dO,
+                                 NULL, s->B, s->T, baton_sum, c->b[r].dout, baton_f32, streams[r]);
+  baton_result g = baton_group_end();
+  return e ? e : g;
+}
+
 static void check_graph(void) {
   const shape s = {(size_t)nranks * 16, 3, 128, 500, 128, 10, 0};
   bufs *b = bufs_new(IP_F32, &s);
   if (!b) { ok(0, "graph: buffers"); return; }
   baton_result e = call(NULL, IP_F32, &s, b, 0, 0);   /* once outside the capture: the scratch is reserved */
-  cudaGraph_t *g = calloc(nranks, sizeof *g);
-  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
-  int okc = !e;
-  for (int r = 0; r < nranks && okc; r++) {
-    cudaSetDevice(dev_of(r));
-    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
-  }
-  if (okc) {
-    baton_group_start();
-    for (int r = 0; r < nranks; r++)
-      e = e ? e : baton_embedding_alltoall(comms[r], b[r].dE, s.T * s.rows, s.D, s.ld, b[r].dI, b[r].L, b[r].dO, NULL,
-                                           s.B, s.T, baton_sum, b[r].dout, baton_f32, streams[r]);
-    baton_group_end();
-  }
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
-  }
+  graph_call gc = {&s, b};
+  gpu_graphs G = {0};
+  if (!e) e = gpu_graphs_capture(&G, issue_embed, &gc);
   long bad = -1;
   char why[300] = "";
-  for (int round = 0; round < 2 && okc && !e; round++) {
+  for (int round = 0; round < 2 && !e; round++) {
     for (int r = 0; r < nranks; r++) {   /* a new table, same bags and buffers */
       size_t nE = s.T * s.rows * s.ld;
       for (size_t i = 0; i < nE; i++) ip_set(IP_F32, b[r].hE, i, frand());
@@ -281,23 +263,13 @@ static void check_graph(void) {
       cudaMemcpy(b[r].dE, b[r].hE, nE * 4, cudaMemcpyHostToDevice);
       cudaMemset(b[r].dout, 0xff, out_elems(&s) * 4);   /* NaN */
     }
-    for (int r = 0; r < nranks; r++) {
-      cudaSetDevice(dev_of(r));
-      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
-    }
-    e = sync_all();
+    e = gpu_graphs_replay(&G);
     bad = e ? -1 : check(IP_F32, &s, b, 0, 0, why, sizeof why);
     if (bad) break;
   }
-  ok(okc && !e && bad == 0, "a captured baton_embedding_alltoall replays right on new tables twice: %s",
+  ok(!e && bad == 0, "a captured baton_embedding_alltoall replays right on new tables twice: %s",
      e ? baton_result_string(e) : why);
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (x[r]) cudaGraphExecDestroy(x[r]);
-    if (g[r]) cudaGraphDestroy(g[r]);
-  }
-  free(g);
-  free(x);
+  gpu_graphs_free(&G);
   bufs_free(b);
 }
 
@@ -343,44 +315,16 @@ static void check_refused(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  int big = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_embed --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
-    return 2;
-  }
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
-    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
-    return 0;
-  }
-  setenv("BATON_ALGO_DIR", dir, 1);
-  setenv("BATON_TIMEOUT", "10", 0);
-  comms = calloc(nranks, sizeof *comms);
-  streams = calloc(nranks, sizeof *streams);
-  int *devs = calloc(nranks, sizeof *devs);
-  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
-  baton_result e = baton_comm_init_all(comms, nranks, devs);
-  free(devs);
-  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
-  if (e) return tap_done();
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
-  }
+  gpu_ranks_opts o;
+  int done;
+  int rc = gpu_ranks_start(argc, argv, "gpu_embed", 0, &o, &done);
+  if (done) return rc;
   int n = 0;
   for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) {
     int op = RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute);
     n += op == IR_OP_EBAG || op == IR_OP_EBAGM;
   }
-  ok(n > 0, "%d embedding programs loaded for %d ranks from %s", n, nranks, dir);
+  ok(n > 0, "%d embedding programs loaded for %d ranks from %s", n, nranks, o.dir);
   size_t R = (size_t)nranks;
   /* Odd widths (column by column), one table, empty bags only, padded
    * rows, the 16-byte paths at 64/128/256 columns, skewed indices. */
@@ -389,14 +333,9 @@ int main(int argc, char **argv) {
                          {R * 32, 8, 128, 1000, 128, 30, 1}, {R * 8, 2, 256, 200, 256, 9, 0}};
   const shape large[] = {{R * 256, 64, 128, 20000, 128, 50, 1}, {R * 512, 16, 256, 100000, 256, 40, 0}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
   check_refused();
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    cudaStreamDestroy(streams[r]);
-    baton_comm_destroy(comms[r]);
-  }
-  return tap_done();
+  return gpu_ranks_end();
 }

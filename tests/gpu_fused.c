@@ -21,15 +21,11 @@
 #include "baton.h"
 #include "ip_compute.h"
 #include "rt_comm.h"
+#include "gpu_ranks.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static int nranks, ngpus;
-static baton_comm **comms;
-static cudaStream_t *streams;
-
-static int dev_of(int r) { return r % ngpus; }
 
 /* One shape of a run: y [M] = sum of W_r [M, K] (rows ld apart) x_r [K];
  * x_off shifts x by that many elements (unaligned when not a multiple of
@@ -114,18 +110,6 @@ out:
   return bad;
 }
 
-/* Waits for every rank's stream; the first error. */
-static baton_result sync_all(void) {
-  baton_result res = baton_success;
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
-    baton_result ae = baton_success;
-    baton_comm_get_async_error(comms[r], &ae);
-    if (ae && !res) res = ae;
-  }
-  return res;
-}
 
 /* One grouped call on every rank: by name (baton_run_fused) or through
  * the automatic choice (name NULL). */
@@ -198,31 +182,28 @@ static void check_choice(void) {
 
 /* A captured fused call, replayed on new data: graph-safe (no host state
  * per call). */
+/* The ranks' GEMV + AllReduce calls of shape *arg, to be captured. */
+typedef struct graph_call { const shape *s; bufs *b; } graph_call;
+static baton_result issue_gemv(void *arg) {
+  const graph_call *c = arg;
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++)
+    e = baton_gemv_allreduce(comms[r], c->b[r].dW, c->b[r].dx, c->b[r].dy, c->s->M, c->s->K, baton_f16, streams[r]);
+  baton_result g = baton_group_end();
+  return e ? e : g;
+}
+
 static void check_graph(void) {
   const shape s = {4099, 513, 513, 0};
   bufs *b = bufs_new(IP_F16, &s);
   if (!b) { ok(0, "graph: buffers"); return; }
   baton_result e = call(NULL, IP_F16, &s, b);   /* once outside the capture: the scratch is reserved */
-  cudaGraph_t *g = calloc(nranks, sizeof *g);
-  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
-  int okc = !e;
-  for (int r = 0; r < nranks && okc; r++) {
-    cudaSetDevice(dev_of(r));
-    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
-  }
-  if (okc) {
-    baton_group_start();
-    for (int r = 0; r < nranks; r++)
-      e = e ? e : baton_gemv_allreduce(comms[r], b[r].dW, b[r].dx, b[r].dy, s.M, s.K, baton_f16, streams[r]);
-    baton_group_end();
-  }
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
-  }
+  graph_call gc = {&s, b};
+  gpu_graphs G = {0};
+  if (!e) e = gpu_graphs_capture(&G, issue_gemv, &gc);
   long bad = -1;
   char why[300] = "";
-  for (int round = 0; round < 2 && okc && !e; round++) {
+  for (int round = 0; round < 2 && !e; round++) {
     for (int r = 0; r < nranks; r++) {   /* new operands, same buffers */
       fill(IP_F16, b[r].hx, s.K);
       for (size_t i = 0; i < s.M; i++) ip_set(IP_F16, b[r].hy, i, NAN);
@@ -230,23 +211,13 @@ static void check_graph(void) {
       cudaMemcpy(b[r].dx, b[r].hx, s.K * 2, cudaMemcpyHostToDevice);
       cudaMemcpy(b[r].dy, b[r].hy, s.M * 2, cudaMemcpyHostToDevice);
     }
-    for (int r = 0; r < nranks; r++) {
-      cudaSetDevice(dev_of(r));
-      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
-    }
-    e = sync_all();
+    e = gpu_graphs_replay(&G);
     bad = e ? -1 : check(IP_F16, &s, b, why, sizeof why);
     if (bad) break;
   }
-  ok(okc && !e && bad == 0, "a captured baton_gemv_allreduce replays right on new data twice: %s",
+  ok(!e && bad == 0, "a captured baton_gemv_allreduce replays right on new data twice: %s",
      e ? baton_result_string(e) : why);
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (x[r]) cudaGraphExecDestroy(x[r]);
-    if (g[r]) cudaGraphDestroy(g[r]);
-  }
-  free(g);
-  free(x);
+  gpu_graphs_free(&G);
   bufs_free(b);
 }
 
@@ -287,53 +258,24 @@ static void check_refused(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  int big = 0, net = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-    else if (!strcmp(argv[i], "--net")) net = 1;
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_fused --ranks N --dir DIR [--gpus G (1..N)] [--big] [--net]\n");
-    return 2;
-  }
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
-    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
-    return 0;
-  }
-  setenv("BATON_ALGO_DIR", dir, 1);
-  setenv("BATON_TIMEOUT", "10", 0);
-  comms = calloc(nranks, sizeof *comms);
-  streams = calloc(nranks, sizeof *streams);
-  int *devs = calloc(nranks, sizeof *devs);
-  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
-  baton_result e = baton_comm_init_all(comms, nranks, devs);
-  free(devs);
-  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
-  if (e) return tap_done();
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
-  }
+  gpu_ranks_opts o;
+  int done;
+  int rc = gpu_ranks_start(argc, argv, "gpu_fused", 1, &o, &done);
+  if (done) return rc;
   int fused = 0;
   for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) fused += rt_algos_get(comms[0]->algos, ai)->compute >= 0;
-  ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, dir);
+  ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, o.dir);
   /* One row; odd sizes (scalar tails, partial tiles); a padded row
    * stride; x not 16-byte aligned (no 16-byte loads); decode shapes. */
   const shape small[] = {{1, 1, 1, 0}, {5, 3, 3, 0}, {4099, 67, 67, 0}, {3000, 1000, 1032, 0}, {2049, 515, 515, 1},
                          {8192, 2048, 2048, 0}, {12289, 1031, 1031, 0}};
   const shape large[] = {{8192, 4096, 4096, 0}, {32768, 2048, 2048, 0}, {65536, 7168, 7168, 0}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
   check_refused();
-  if (net) {
+  if (o.net) {
     uint64_t sent = 0, rcvd = 0;
     int all = 1;
     for (int r = 0; r < nranks; r++) {
@@ -346,10 +288,5 @@ int main(int argc, char **argv) {
     ok(all && sent > 0 && sent == rcvd, "%d node groups: the fused programs' messages crossed the network transport "
        "(%.1f MB)", comms[0]->nodes, sent / 1e6);
   }
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    cudaStreamDestroy(streams[r]);
-    baton_comm_destroy(comms[r]);
-  }
-  return tap_done();
+  return gpu_ranks_end();
 }

@@ -22,16 +22,12 @@
 
 #include "baton.h"
 #include "rt_comm.h"
+#include "gpu_ranks.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static int nranks, ngpus;
-static baton_comm **comms;
-static cudaStream_t *streams;
-static cublasHandle_t *blas;
-
-static int dev_of(int r) { return r % ngpus; }
+static cublasHandle_t *blas;   /* per rank: the reference's */
 
 /* One shape: T tokens on every rank (T / n from each rank), X [T, F]
  * rows ldx apart, W [F, H] rows ldw apart. */
@@ -140,17 +136,6 @@ static long check(const shape *s, bufs *b, char *why, size_t len) {
   return bad;
 }
 
-static baton_result sync_all(void) {
-  baton_result res = baton_success;
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
-    baton_result ae = baton_success;
-    baton_comm_get_async_error(comms[r], &ae);
-    if (ae && !res) res = ae;
-  }
-  return res;
-}
 
 static const ir_step *gemm_step(const ir_prog *p) {
   for (int r = 0; r < p->ngpus; r++)
@@ -209,56 +194,44 @@ static void check_choice(void) {
   bufs_free(b);
 }
 
+/* The ranks' baton_gemm_alltoall calls of shape *arg, to be captured. */
+typedef struct graph_call { const shape *s; bufs *b; } graph_call;
+static baton_result issue_moe(void *arg) {
+  const graph_call *c = arg;
+  const shape *s = c->s;
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++)
+    e = baton_gemm_alltoall(comms[r], c->b[r].dX, s->ldx, c->b[r].dW, s->ldw, c->b[r].dout, s->T, s->F, s->H,
+                            baton_bf16, streams[r]);
+  baton_result g = baton_group_end();
+  return e ? e : g;
+}
+
 /* A captured call, replayed on new X and W: nothing is set up per call. */
 static void check_graph(void) {
   const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
   bufs *b = bufs_new(&s);
   if (!b) { ok(0, "graph: buffers"); return; }
   baton_result e = call(NULL, &s, b);   /* once outside the capture: the scratch is reserved */
-  cudaGraph_t *g = calloc(nranks, sizeof *g);
-  cudaGraphExec_t *x = calloc(nranks, sizeof *x);
-  int okc = !e;
-  for (int r = 0; r < nranks && okc; r++) {
-    cudaSetDevice(dev_of(r));
-    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
-  }
-  if (okc) {
-    baton_group_start();
-    for (int r = 0; r < nranks; r++)
-      e = e ? e : baton_gemm_alltoall(comms[r], b[r].dX, s.ldx, b[r].dW, s.ldw, b[r].dout, s.T, s.F, s.H, baton_bf16,
-                                      streams[r]);
-    baton_group_end();
-  }
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (cudaStreamEndCapture(streams[r], &g[r]) || cudaGraphInstantiate(&x[r], g[r], 0)) okc = 0;
-  }
+  graph_call gc = {&s, b};
+  gpu_graphs G = {0};
+  if (!e) e = gpu_graphs_capture(&G, issue_moe, &gc);
   long bad = -1;
   char why[300] = "";
-  for (int round = 0; round < 2 && okc && !e; round++) {
+  for (int round = 0; round < 2 && !e; round++) {
     for (int r = 0; r < nranks; r++) {
       cudaSetDevice(dev_of(r));
       fill(b[r].dX, s.T * s.ldx);
       fill(b[r].dW, s.F * s.ldw);
       cudaMemset(b[r].dout, 0xff, s.T * s.H * 2);
     }
-    for (int r = 0; r < nranks; r++) {
-      cudaSetDevice(dev_of(r));
-      if (cudaGraphLaunch(x[r], streams[r])) okc = 0;
-    }
-    e = sync_all();
+    e = gpu_graphs_replay(&G);
     bad = e ? -1 : check(&s, b, why, sizeof why);
     if (bad) break;
   }
-  ok(okc && !e && bad == 0, "a captured baton_gemm_alltoall replays right on new X and W twice: %s",
+  ok(!e && bad == 0, "a captured baton_gemm_alltoall replays right on new X and W twice: %s",
      e ? baton_result_string(e) : why);
-  for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
-    if (x[r]) cudaGraphExecDestroy(x[r]);
-    if (g[r]) cudaGraphDestroy(g[r]);
-  }
-  free(g);
-  free(x);
+  gpu_graphs_free(&G);
   bufs_free(b);
 }
 
@@ -291,44 +264,19 @@ static void check_refused(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  int big = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 1 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_moe --ranks N --dir DIR [--gpus G (1..N)] [--big]\n");
-    return 2;
-  }
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
-    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
-    return 0;
-  }
-  setenv("BATON_ALGO_DIR", dir, 1);
-  setenv("BATON_TIMEOUT", "10", 0);
-  comms = calloc(nranks, sizeof *comms);
-  streams = calloc(nranks, sizeof *streams);
+  gpu_ranks_opts o;
+  int done;
+  int rc = gpu_ranks_start(argc, argv, "gpu_moe", 0, &o, &done);
+  if (done) return rc;
   blas = calloc(nranks, sizeof *blas);
-  int *devs = calloc(nranks, sizeof *devs);
-  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
-  baton_result e = baton_comm_init_all(comms, nranks, devs);
-  free(devs);
-  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
-  if (e) return tap_done();
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(dev_of(r));
-    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
     cublasCreate(&blas[r]);
   }
   int n = 0;
   for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++)
     n += RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) == IR_OP_GEMM;
-  ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, dir);
+  ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, o.dir);
   size_t R = (size_t)nranks;
   /* One tile; partial tiles in M and N (tokens per rank 200, H 320); W
    * wider than one N tile; padded rows; several k-blocks. */
@@ -336,15 +284,14 @@ int main(int argc, char **argv) {
                          {R * 64, 192, 512, 192, 512},  {R * 384, 256, 768, 264, 768}};
   const shape large[] = {{R * 1024, 1024, 4096, 1024, 4096}, {R * 512, 4096, 8192, 4096, 8192}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
   check_refused();
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(dev_of(r));
     cublasDestroy(blas[r]);
-    cudaStreamDestroy(streams[r]);
-    baton_comm_destroy(comms[r]);
   }
-  return tap_done();
+  free(blas);
+  return gpu_ranks_end();
 }

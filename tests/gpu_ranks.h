@@ -1,0 +1,139 @@
+/* gpu_ranks.h -- what the fused-operator GPU tests (gpu_fused, gpu_embed,
+ * gpu_moe) share: the command line (--ranks N --dir DIR [--gpus G]
+ * [--big] [--net]), N ranks over G GPUs driven by one process (rank r on
+ * GPU r % G), a stream per rank, waiting for every rank, and the end.
+ * Header-only: each test is one translation unit. */
+#ifndef GPU_RANKS_H
+#define GPU_RANKS_H
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton.h"
+#include "tap.h"
+
+static int nranks, ngpus;
+static baton_comm **comms;
+static cudaStream_t *streams;
+
+static int dev_of(int r) { return r % ngpus; }
+
+typedef struct gpu_ranks_opts {
+  const char *dir;
+  int big, net;
+} gpu_ranks_opts;
+
+/* Parses the command line and brings the ranks up: 0 to go on; else the
+ * test's exit status (2: usage; 0 after a TAP skip when fewer than G GPUs
+ * are present, or after the failed init was reported). */
+static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o, int *done) {
+  memset(o, 0, sizeof *o);
+  *done = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) o->dir = argv[++i];
+    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big")) o->big = 1;
+    else if (net_ok && !strcmp(argv[i], "--net")) o->net = 1;
+  }
+  if (ngpus == 0) ngpus = nranks;
+  if (nranks < 1 || !o->dir || ngpus < 1 || ngpus > nranks) {
+    fprintf(stderr, "usage: %s --ranks N --dir DIR [--gpus G (1..N)] [--big]%s\n", name, net_ok ? " [--net]" : "");
+    return 2;
+  }
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
+    printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
+    return 0;
+  }
+  setenv("BATON_ALGO_DIR", o->dir, 1);
+  setenv("BATON_TIMEOUT", "10", 0);
+  comms = calloc(nranks, sizeof *comms);
+  streams = calloc(nranks, sizeof *streams);
+  int *devs = calloc(nranks, sizeof *devs);
+  for (int r = 0; r < nranks; r++) devs[r] = dev_of(r);
+  baton_result e = baton_comm_init_all(comms, nranks, devs);
+  free(devs);
+  ok(e == baton_success, "init_all of %d ranks over %d GPUs: %s", nranks, ngpus, baton_result_string(e));
+  if (e) return tap_done();
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+  }
+  *done = 0;
+  return 0;
+}
+
+/* Waits for every rank's stream; the first error (the stream's, or the
+ * communicator's asynchronous one). */
+static baton_result sync_all(void) {
+  baton_result res = baton_success;
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
+    baton_result ae = baton_success;
+    baton_comm_get_async_error(comms[r], &ae);
+    if (ae && !res) res = ae;
+  }
+  return res;
+}
+
+/* CUDA graphs of one call on every rank, one graph per rank's stream. */
+typedef struct gpu_graphs {
+  cudaGraph_t *g;
+  cudaGraphExec_t *x;
+} gpu_graphs;
+
+/* Captures issue(arg) -- the ranks' calls, which it makes inside a group
+ * on their streams -- into one graph per rank and instantiates them:
+ * issue's error, or baton_cuda_error when capturing failed. */
+static baton_result gpu_graphs_capture(gpu_graphs *G, baton_result (*issue)(void *), void *arg) {
+  G->g = calloc(nranks, sizeof *G->g);
+  G->x = calloc(nranks, sizeof *G->x);
+  int okc = G->g && G->x;
+  for (int r = 0; r < nranks && okc; r++) {
+    cudaSetDevice(dev_of(r));
+    okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
+  }
+  baton_result e = okc ? issue(arg) : baton_cuda_error;
+  for (int r = 0; r < nranks && G->g; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaStreamEndCapture(streams[r], &G->g[r]) || cudaGraphInstantiate(&G->x[r], G->g[r], 0)) okc = 0;
+  }
+  return e ? e : okc ? baton_success : baton_cuda_error;
+}
+
+/* Launches every rank's graph and waits (sync_all). */
+static baton_result gpu_graphs_replay(const gpu_graphs *G) {
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaGraphLaunch(G->x[r], streams[r])) return baton_cuda_error;
+  }
+  return sync_all();
+}
+
+static void gpu_graphs_free(gpu_graphs *G) {
+  for (int r = 0; r < nranks && G->g; r++) {
+    cudaSetDevice(dev_of(r));
+    if (G->x && G->x[r]) cudaGraphExecDestroy(G->x[r]);
+    if (G->g[r]) cudaGraphDestroy(G->g[r]);
+  }
+  free(G->g);
+  free(G->x);
+}
+
+/* Destroys the streams and communicators; the TAP plan and exit status. */
+static int gpu_ranks_end(void) {
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaStreamDestroy(streams[r]);
+    baton_comm_destroy(comms[r]);
+  }
+  free(comms);
+  free(streams);
+  return tap_done();
+}
+
+#endif
