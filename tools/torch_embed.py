@@ -6,7 +6,7 @@ one call, side by side in one run, both replayed from CUDA graphs.  Rates
 are gathered rows (lookups x D x element size) per second.  The output is
 checked against PyTorch's on every shape.
 
-    BATON_ALGO_DIR=DIR python3 tools/torch_embed.py [--quick] [--csv FILE]
+    BATON_ALGO_DIR=DIR python3 tools/torch_embed.py [--quick | --full] [--csv FILE]
 
 DIR holds the programs for 1 rank (tools/gpu_prep.sh ... 1 OUT: OUT/default).
 """
@@ -19,6 +19,7 @@ import baton
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--quick', action='store_true')
+ap.add_argument('--full', action='store_true', help='every B x T x D of the issue grid, bag means 30-70')
 ap.add_argument('--csv', default=None)
 ap.add_argument('--reps', type=int, default=20)
 ap.add_argument('--lib', default=None)
@@ -74,6 +75,11 @@ for B in (512, 1024, 4096):
     shapes.append((B, 64, 128))
 if a.quick:
     shapes = [(2048, 64, 128), (2048, 16, 64), (2048, 16, 256), (512, 64, 128)]
+if a.full:   # B {512..4096} x T {16, 64, 256} x D {64, 128, 256}
+    shapes = [(B, T, D) for B in (512, 1024, 2048, 4096) for T in (16, 64, 256) for D in (64, 128, 256)]
+bag_of = {}   # mean bag size per shape: 50, or (--full) seeded over 30-70
+for k, sh in enumerate(shapes):
+    bag_of[sh] = 30 + (k * 17) % 41 if a.full else 50
 rows_out = []
 print(f'{"dtype":5} {"indices":9} {"B":>5} {"T":>4} {"D":>4} {"lookups":>9} | {"torch us":>9} {"TB/s":>5} | '
       f'{"baton us":>9} {"TB/s":>5} | {"ratio":>5} {"maxerr":>8}  program')
@@ -88,7 +94,7 @@ for dt_name, dt in (('f32', torch.float32), ('bf16', torch.bfloat16)):
         if (B, T, D) == (2048, 64, 128):
             variants += [(0, 'mean', False), (0, 'sum', True)]
         for skew, mode, weighted in variants:
-            I, O = bags(B, T, rows, 50, skew, g)
+            I, O = bags(B, T, rows, bag_of[(B, T, D)], skew, g)
             w = torch.rand(I.shape[0], generator=g).to(dt).to(dev) if weighted else None
             out = torch.empty(B, T * D, dtype=dt, device=dev)
             ref = [None]
