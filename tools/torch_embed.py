@@ -6,7 +6,7 @@ one call, side by side in one run, both replayed from CUDA graphs.  Rates
 are gathered rows (lookups x D x element size) per second.  The output is
 checked against PyTorch's on every shape.
 
-    BATON_ALGO_DIR=DIR python3 tools/torch_embed.py [--quick | --full] [--csv FILE]
+    BATON_ALGO_DIR=DIR python3 tools/torch_embed.py [--quick | --full | --shapes 'B,T,D;...'] [--csv FILE]
 
 DIR holds the programs for 1 rank (tools/gpu_prep.sh ... 1 OUT: OUT/default).
 """
@@ -20,6 +20,7 @@ import baton
 ap = argparse.ArgumentParser()
 ap.add_argument('--quick', action='store_true')
 ap.add_argument('--full', action='store_true', help='every B x T x D of the issue grid, bag means 30-70')
+ap.add_argument('--shapes', default=None, help="'B,T,D;...' instead of the grid")
 ap.add_argument('--csv', default=None)
 ap.add_argument('--reps', type=int, default=20)
 ap.add_argument('--lib', default=None)
@@ -77,6 +78,8 @@ if a.quick:
     shapes = [(2048, 64, 128), (2048, 16, 64), (2048, 16, 256), (512, 64, 128)]
 if a.full:   # B {512..4096} x T {16, 64, 256} x D {64, 128, 256}
     shapes = [(B, T, D) for B in (512, 1024, 2048, 4096) for T in (16, 64, 256) for D in (64, 128, 256)]
+if a.shapes:
+    shapes = [tuple(int(v) for v in x.split(',')) for x in a.shapes.split(';')]
 bag_of = {}   # mean bag size per shape: 50, or (--full) seeded over 30-70
 for k, sh in enumerate(shapes):
     bag_of[sh] = 30 + (k * 17) % 41 if a.full else 50
