@@ -15,7 +15,6 @@
 #include <cuda_runtime.h>
 
 #include "rt_cuda.h"
-#include "rt_log.h"
 
 // What the epilogue needs of a launch, in shared memory: the consumer
 // warpgroups run the mainloop with 128 accumulators live in their
@@ -115,16 +114,17 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   int tn = 0;
   gemm_state &g = ip_gs;
+  int waited = 0;   // some chunk this thread filled in is waited on
   for (int i = threadIdx.x; i < a.gchunks; i += blockDim.x) {
     const int32_t d = a.gmap[2 * i + 1], b = IP_GMAP_BUF(d);
     g.dst[i] = (__nv_bfloat16 *)a.buf[b] + ir_geom_off(&a.geom, b, IP_GMAP_CHUNK(d));
     g.sem[i] = a.gmap[2 * i];
+    waited |= g.sem[i] != IP_SEM_NONE;
   }
+  waited = __syncthreads_or(waited);
   if (threadIdx.x == 0) {
     trace_ev(a, tn, IP_EV_ENTER, 0, 0);
-    int posts = 0;
-    for (int i = 0; i < a.gchunks; i++) posts |= a.gmap[2 * i] != IP_SEM_NONE;
-    g.posts = posts;
+    g.posts = waited;
     g.sems = a.sems;
     g.gen = a.gen[blockIdx.x] + 1;
     a.gen[blockIdx.x] = g.gen;
