@@ -65,7 +65,8 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
    * on host-mapped memory are not supported everywhere); the flag goes
    * last, after a fence, so the host never sees half a record. */
   if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
-    const ip_gtb &tb = a.tbs[blockIdx.x];
+    const int comm = a.ntbs * a.lanes, b = (int)blockIdx.x;   // a compute block: its tb's entry
+    const ip_gtb &tb = a.tbs[b < comm ? b : comm + (b - comm) / (a.cwidth > 0 ? a.cwidth : 1)];
     volatile ip_gerr *e = a.err;
     e->rank = a.rank;
     e->tb = tb.irtb;               // the tile says which lane

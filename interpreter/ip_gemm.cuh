@@ -32,6 +32,13 @@
 //       several semaphores, over them), after every thread of the block
 //       has stored that tile's rows x cols outputs (rows = min(128, m -
 //       m0), cols = min(256, n - n0)).
+//   __device__ bool skip(int64_t m0) const;
+//       whether the units of tile row m0 need no computing (rows the
+//       caller knows to be padding): the engine then loads, multiplies
+//       and stores nothing for them and calls done() at once (the rows'
+//       outputs are left as they were).  Called by the threads that walk
+//       the units, once per unit each: it must be cheap and give the same
+//       answer for m0 throughout the call.
 //
 // Ordering guaranteed at done(): every store of the tile, by any thread of
 // the block, precedes a barrier among the storing threads, after which
@@ -278,11 +285,13 @@ struct layout {
   __device__ uint32_t empty(int s) const { return bars + 8 * (IP_GEMM_STAGES + s); }
 };
 
-// The producer: one thread.  For every k-block of every unit, waits for
+// The producer: one thread.  For every k-block of every unit not skipped, waits for
 // its stage to be free, then asks TMA for the A tile and the W boxes that
 // lie inside N (boxes past N are skipped: their columns are never
 // stored, and the stage's expected bytes count only what was asked).
-__device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step) {
+template <class Epi>
+__device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+                                        const Epi &epi) {
   tma_prefetch(&g.tmap_x);
   tma_prefetch(&g.tmap_w);
   int stage = 0;
@@ -290,6 +299,7 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
+    if (epi.skip(m0)) continue;
     const int64_t left = (g.n - n0) / IP_GEMM_SWZ_COLS;
     const int boxes = left < kBoxesN ? (int)left : kBoxesN;
     const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
@@ -374,6 +384,11 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
+    if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by the warp epilogue() would use
+      if (c == 0 && t < 32) epi.done(m0, n0, g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M,
+                                     g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N, t);
+      continue;
+    }
     int prev = 0;
     for (int64_t kb = 0; kb < g.k_blocks; kb++) {
       mbar_wait(L.full(stage), phase);
@@ -425,7 +440,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   __syncthreads();
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
-    if (tid == 0) produce(g, L, unit0, unit_step);
+    if (tid == 0) produce(g, L, unit0, unit_step, epi);
     __syncwarp();
     regs_grow<IP_GEMM_REGS_ENTRY>();
   } else {
@@ -532,7 +547,8 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
-    for (int h = 0; h < IP_GEMM_TILE_N / IP_GEMM_FB_BN; h++) {
+    const bool skip = epi.skip(m0);
+    for (int h = 0; h < IP_GEMM_TILE_N / IP_GEMM_FB_BN && !skip; h++) {
       const int64_t nh = n0 + h * IP_GEMM_FB_BN;
       if (nh >= g.n) break;
       float acc[kMt][kNt][4];
@@ -591,7 +607,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
           }
       }
     }
-    __syncthreads();  // every store of the unit precedes done
+    if (!skip) __syncthreads();  // every store of the unit precedes done (the same for every thread)
     if (threadIdx.x < 32) {
       const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
       const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;

@@ -106,10 +106,17 @@ typedef struct ip_gtb {
 
 /* Why a spin gave up; the first block to give up fills ip_gerr. */
 enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM };
+
+/* The most ranks a direct GEMM + AllToAll spans (ip_gargs.gpout). */
+#define IP_GEMM_DIRECT_MAX 16
+/* Words of a rank's end flags for direct calls (ip_gargs.gpflag). */
+#define IP_GEMM_FLAG_WORDS(n) ((n) + 2)
+
 /* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
  * nothing is aborted: the step skipped it): an index outside its table's
- * rows, an offset outside [previous offset, indices' length]. */
-enum { IP_BAD_INDEX = 16, IP_BAD_OFFSET };
+ * rows, an offset outside [previous offset, indices' length], a GEMM's
+ * row count outside [0, rows of its block] (ip_gargs.gcount). */
+enum { IP_BAD_INDEX = 16, IP_BAD_OFFSET, IP_BAD_COUNT };
 
 typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process */
   int32_t flag;           /* 0: no error; written last, once the rest is */
@@ -162,9 +169,25 @@ typedef struct ip_gargs {
    * the input's chunks lie end to end.  gmap[2 (c - gchunk0)] and [.. + 1]
    * describe input chunk c: the semaphores of the step that computes it
    * (IP_SEM_NONE: nobody waits), and where it goes (IP_GMAP_DST: a chunk
-   * of a buffer that is not interleaved). */
-  int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows;
+   * of a buffer that is not interleaved).  gcount (device; NULL: every
+   * row counts): X's rows come in blocks of gbrows, and only the first
+   * gcount[b] rows of block b are worth computing (the rest is padding:
+   * a tile row wholly in padding is skipped).  A count outside [0,
+   * gbrows] is clamped and reported (IP_BAD_COUNT). */
+  int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows, gbrows;
   const int32_t *gmap;                 /* device */
+  const int32_t *gcount;               /* device */
+  /* Direct (gdirect, set at a group's end when every rank of the
+   * communicator runs the call from this process): the collective's
+   * result, not the program's routes -- input block q's rows go straight
+   * to rank q's output gpout[q] (block `rank`), the communicating blocks
+   * idle, and the ranks meet at the end on their end flags: rank q's
+   * gpflag[q][p] is the last call rank p finished writing to it,
+   * gpflag[q][gnranks] q's calls, gpflag[q][gnranks + 1] its compute
+   * blocks done in this call (device memory of q, peer-mapped). */
+  int32_t gdirect, gnranks;
+  char *gpout[IP_GEMM_DIRECT_MAX];
+  uint64_t *gpflag[IP_GEMM_DIRECT_MAX];
 } ip_gargs;
 
 /* A gemm chunk's destination in ip_gargs.gmap: buffer and chunk. */

@@ -42,10 +42,16 @@ struct gemm_state {
   uint64_t *sems;
   uint64_t gen;
   int64_t H;
+  int32_t gm;   // the GEMM's rows
   int32_t grow0, grows, gtrows, gchunk0;
   int32_t posts;     // some chunk's semaphores are waited on
   int32_t aligned;   // tiles cut the rows every gtrows from row 0 (grows is a multiple of gtrows)
   fastdiv by_rows, by_trows;   // / grows, / gtrows
+  // Padding rows (ip_gargs.gcount): X's rows in blocks of brows, block
+  // vblock0 + i worth computing up to row valid[i]; nvalid 0: every row.
+  int32_t valid[IP_GEMM_MAX_CHUNKS];
+  int32_t nvalid, vblock0, brows;
+  fastdiv by_brows;
 };
 __shared__ gemm_state ip_gs;
 
@@ -55,6 +61,24 @@ __shared__ gemm_state ip_gs;
 // into="output").  32-bit arithmetic on rows (a 64-bit division is a
 // call).
 struct gemm_epi {
+  // Whether tile row m0's rows are all padding: in each block the tile
+  // touches, past that block's count.
+  __device__ bool skip(int64_t m0) const {
+    const gemm_state &g = ip_gs;
+    if (!g.nvalid) return false;
+    const int32_t first = g.grow0 + (int32_t)m0;
+    const int32_t last = first + unit_rows(m0) - 1;
+    for (int32_t b = fastdiv_div(first, g.by_brows), e = fastdiv_div(last, g.by_brows); b <= e; b++) {
+      const int32_t lo = b * g.brows, from = first > lo ? first - lo : 0;
+      if (from < g.valid[b - g.vblock0]) return false;
+    }
+    return true;
+  }
+  __device__ static int32_t unit_rows(int64_t m0) {
+    const int32_t left = ip_gs.gm - (int32_t)m0;
+    return left < IP_GEMM_TILE_M ? left : IP_GEMM_TILE_M;
+  }
+
   __device__ __nv_bfloat16 *row_ptr(int64_t row) const {
     const gemm_state &g = ip_gs;
     const int32_t r = g.grow0 + (int32_t)row, c = fastdiv_div(r, g.by_rows);
@@ -107,22 +131,72 @@ struct gemm_epi {
   }
 };
 
+// The end of a direct call (ip_gargs.gdirect), by thread 0 of each
+// compute block once its stores are issued (ip_gemm_run ends with a
+// barrier, so they precede the fence): the block counts itself done; the
+// last of the ncb blocks then tells every other rank that this call's
+// rows are in its output (release at system scope, cumulative over the
+// fences of every block counted) and waits until every other rank has
+// said the same to it.  A wait that gives up (BATON_TIMEOUT, abort)
+// leaves the call unfinished; the host reports it.
+__device__ __noinline__ void direct_end(const ip_gargs &a, int ncb) {
+  const int n = a.gnranks;
+  uint64_t *mine = a.gpflag[a.rank];
+  __threadfence_system();
+  if (atomicAdd((unsigned long long *)&mine[n + 1], 1ull) != (unsigned long long)(ncb - 1)) return;
+  mine[n + 1] = 0;   // every block of this call has counted: the next call starts over
+  __threadfence_system();
+  const uint64_t call = mine[n] + 1;
+  mine[n] = call;
+  for (int q = 0; q < n; q++)
+    if (q != a.rank) st_release_sys(&a.gpflag[q][a.rank], call);
+  ip_stop = 0;
+  ip_next_poll = 0;
+  for (int q = 0; q < n; q++) {
+    if (q == a.rank) continue;
+    spin sp = {};
+    while (ld_acquire_sys(&mine[q]) < call)
+      if (!spin_more(a, sp, -1, 0, IP_WAIT_RECV, q, -1)) return;
+  }
+}
+
 // A compute block: units blockIdx - (the communicating blocks), then
-// every (compute blocks)-th after it.  Thread 0 owns the block's
-// generation word; the threads fill the epilogue's state.
+// every (compute blocks)-th after it.  A direct call has no
+// communicating blocks: every block computes (rt_group.c).
+// Thread 0 owns the block's generation word; the threads fill the
+// epilogue's state.
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   int tn = 0;
   gemm_state &g = ip_gs;
   int waited = 0;   // some chunk this thread filled in is waited on
   for (int i = threadIdx.x; i < a.gchunks; i += blockDim.x) {
+    if (a.gdirect) {   // input chunk c, chunk j of block q: rank q's output, block `rank`, chunk j
+      const int32_t c = a.gchunk0 + i, k = a.gbrows / a.grows, q = c / k, j = c - q * k;
+      g.dst[i] = (__nv_bfloat16 *)a.gpout[q] + ((int64_t)a.rank * a.gbrows + (int64_t)j * a.grows) * a.gemm.n;
+      g.sem[i] = IP_SEM_NONE;
+      continue;
+    }
     const int32_t d = a.gmap[2 * i + 1], b = IP_GMAP_BUF(d);
     g.dst[i] = (__nv_bfloat16 *)a.buf[b] + ir_geom_off(&a.geom, b, IP_GMAP_CHUNK(d));
     g.sem[i] = a.gmap[2 * i];
     waited |= g.sem[i] != IP_SEM_NONE;
   }
+  // The blocks of rows the GEMM touches, and how many rows of each count.
+  const int32_t vb0 = a.gcount ? a.grow0 / a.gbrows : 0;
+  const int32_t nv = a.gcount ? (a.grow0 + (int32_t)a.gemm.m - 1) / a.gbrows - vb0 + 1 : 0;
+  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+    const int32_t v = a.gcount[vb0 + i];
+    if ((v < 0 || v > a.gbrows) && cb == 0) ip_bad_data(a, IP_BAD_COUNT, -1, vb0 + i, v);
+    g.valid[i] = v < 0 ? 0 : v > a.gbrows ? a.gbrows : v;
+  }
   waited = __syncthreads_or(waited);
   if (threadIdx.x == 0) {
+    g.nvalid = nv;
+    g.vblock0 = vb0;
+    g.brows = a.gbrows > 0 ? a.gbrows : 1;
+    g.by_brows = fastdiv_make((uint32_t)g.brows);
+    g.gm = (int32_t)a.gemm.m;
     trace_ev(a, tn, IP_EV_ENTER, 0, 0);
     g.posts = waited;
     g.sems = a.sems;
@@ -141,6 +215,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   gemm_epi e;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+  if (a.gdirect && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
 
@@ -151,7 +226,7 @@ __device__ __noinline__ void gemm_comm_block(const ip_gargs &a) { ip_comm_block<
 // The kernel: bf16 only (the engine's type); nothing reduces (a gemm
 // program's collective moves its data: the runtime refuses others).
 __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const __grid_constant__ ip_gargs a) {
-  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {
+  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a direct call's every block (rt_group.c)
     gemm_block(a);
     return;
   }

@@ -68,7 +68,7 @@ def _declare(lib):
     lib.baton_comm_destroy.argtypes = [P]
     lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
     lib.baton_embedding_alltoall.argtypes = [P, P, Z, Z, Z, P, Z, P, P, Z, Z, I, P, I, P]
-    lib.baton_gemm_alltoall.argtypes = [P, P, Z, P, Z, P, Z, Z, Z, I, P]
+    lib.baton_gemm_alltoall.argtypes = [P, P, Z, P, Z, P, P, Z, Z, Z, I, P]
     lib.baton_comm_last_algorithm.argtypes = [P]
     lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
     lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]
@@ -232,12 +232,15 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
     return out
 
 
-def gemm_alltoall(X, W, out=None, comm=None, stream=None):
+def gemm_alltoall(X, W, out=None, comm=None, stream=None, counts=None):
     """The mixture-of-experts combine, one expert per rank: X [tokens, F] holds the tokens routed to this rank's
-    expert, tokens/n rows from each rank in rank order, W [F, H] the expert's weight (bfloat16, rows
+    expert, in n blocks of tokens/n rows, block q from rank q, W [F, H] the expert's weight (bfloat16, rows
     contiguous).  Computes X @ W on tensor cores and sends each rank its tokens' rows as they are computed.
     Returns out [tokens, H]: rows q*tokens/n .. of it are this rank's tokens' outputs from expert q.  out is made
-    (as X.new_empty) when not given; asynchronous on `stream` (or the current stream of X's device)."""
+    (as X.new_empty) when not given; asynchronous on `stream` (or the current stream of X's device).
+    counts (uneven combines): None, or an int32 CUDA tensor of n entries on X's device, read when the call runs:
+    block q holds counts[q] tokens, the rest of it is padding, which is not computed (those rows of out, on the
+    receiving rank, are unspecified)."""
     if comm is None:
         raise ValueError('baton: gemm_alltoall needs comm= (a baton.Comm)')
     if len(X.shape) != 2 or len(W.shape) != 2 or X.stride(1) != 1 or W.stride(1) != 1:
@@ -250,15 +253,22 @@ def gemm_alltoall(X, W, out=None, comm=None, stream=None):
         raise TypeError(f'baton: gemm_alltoall takes bfloat16 (X is {X.dtype}, W {W.dtype})')
     if not (X.is_cuda and W.is_cuda):
         raise ValueError('baton: X and W must be CUDA tensors')
+    if counts is not None and (len(counts.shape) != 1 or str(counts.dtype) != 'torch.int32' or not counts.is_cuda
+                               or counts.stride(0) != 1):
+        raise ValueError(f'baton: counts must be a 1-D contiguous int32 CUDA tensor, one entry per rank '
+                         f'(got {tuple(counts.shape)}, {counts.dtype})')
     n = ctypes.c_int()
     _check('baton_comm_count', load().baton_comm_count(comm._h, ctypes.byref(n)))
     if tokens % n.value:
         raise ValueError(f'baton: tokens {tokens} is not a multiple of the {n.value} ranks')
+    if counts is not None and counts.shape[0] != n.value:
+        raise ValueError(f'baton: counts has {counts.shape[0]} entries for {n.value} ranks')
     if out is None:
         out = X.new_empty((tokens, H))
     if tuple(out.shape) != (tokens, H) or not out.is_contiguous() or out.dtype != X.dtype:
         raise ValueError(f'baton: out must be a contiguous bfloat16 tensor of shape {(tokens, H)}')
     _check('baton_gemm_alltoall', load().baton_gemm_alltoall(
-        comm._h, X.data_ptr(), X.stride(0), W.data_ptr(), W.stride(0), out.data_ptr(), tokens, F, H,
+        comm._h, X.data_ptr(), X.stride(0), W.data_ptr(), W.stride(0),
+        counts.data_ptr() if counts is not None else None, out.data_ptr(), tokens, F, H,
         _DTYPES['torch.bfloat16'], ctypes.c_void_p(_stream_of(stream, X))))
     return out

@@ -148,17 +148,30 @@ baton_result baton_embedding_alltoall(baton_comm *comm, const void *table, size_
 
 /* Expert GEMM + AllToAll (the mixture-of-experts combine, one expert per
  * rank): this rank holds X [tokens, F] (row-major, rows ldx elements
- * apart; ldx 0: F), the tokens routed to its expert, tokens/n rows from
- * each rank in rank order, and the expert's weight W [F, H] (ldw; 0: H).
- * It computes Y = X W (bf16, accumulated in f32) tile by tile on tensor
- * cores, and the rows of rank q's tokens go to rank q as soon as they are
- * computed, the other ranks' first: out [tokens, H] holds in block q
- * (tokens/n rows) this rank's tokens' outputs from expert q.  tokens must
- * be a multiple of the ranks, and on the GPU H and F multiples of 64.
- * Runs the loaded fused program chosen for tokens/n*H elements (its size
- * range); asynchronous on the stream, capturable. */
-baton_result baton_gemm_alltoall(baton_comm *comm, const void *X, size_t ldx, const void *W, size_t ldw, void *out,
-                                 size_t tokens, size_t F, size_t H, baton_dtype dtype, cudaStream_t stream);
+ * apart; ldx 0: F), the tokens routed to its expert in n blocks of
+ * tokens/n rows, block q holding rank q's (the layout a dispatch AllToAll
+ * leaves), and the expert's weight W [F, H] (ldw; 0: H).  It computes
+ * Y = X W (bf16, accumulated in f32) tile by tile on tensor cores, and
+ * the rows of rank q's tokens go to rank q as soon as they are computed,
+ * the other ranks' first: out [tokens, H] holds in block q (tokens/n
+ * rows) this rank's tokens' outputs from expert q.
+ *
+ * counts, the token-to-rank map when the combine is uneven: NULL (every
+ * row of X is a token), or n int32 in device memory, read when the call
+ * runs (so a router's counts need no copy to the host and the call can be
+ * captured once): block q's first counts[q] rows are rank q's tokens and
+ * the rest of the block is padding up to the capacity tokens/n.  Tiles of
+ * padding rows are not computed; the rows of out's blocks past the
+ * sender's count are left unspecified (blocks still move whole).  A count
+ * outside [0, tokens/n] is taken as the nearest bound and makes the
+ * communicator report baton_invalid_argument.
+ *
+ * tokens must be a multiple of the ranks, and on the GPU H and F
+ * multiples of 64.  Runs the loaded fused program chosen for tokens/n*H
+ * elements (its size range); asynchronous on the stream, capturable. */
+baton_result baton_gemm_alltoall(baton_comm *comm, const void *X, size_t ldx, const void *W, size_t ldw,
+                                 const int32_t *counts, void *out, size_t tokens, size_t F, size_t H,
+                                 baton_dtype dtype, cudaStream_t stream);
 
 /* Runs the loaded fused program called `name` with its operands on
  * recvbuf (`count` elements per block, as baton_run): an in-place program

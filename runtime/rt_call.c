@@ -131,6 +131,8 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
     a->grows = (int32_t)rows;
     a->gtrows = (int32_t)(a->tile / H);
     a->gmap = pl->gmap;
+    a->gcount = ops->gcount;
+    a->gbrows = (int32_t)(g->count / H);
     a->gemm.band0 = ((int64_t)(pl->gfirst - pl->gchunk0) * rows / IP_GEMM_TILE_M) % a->gemm.tiles_m;
     return BT_OK;
   }

@@ -226,10 +226,41 @@ static void comm_free(baton_comm *c) {
   tp_set_free(c->tps);   /* stops the network proxy before anything it reads goes */
   free(c->peers);
   if (c->scratch) cudaFree(c->scratch);
+  if (c->dflags) cudaFree(c->dflags);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);
   free(c);
+}
+
+/* Direct GEMM + AllToAll (BATON_FUSED_DIRECT; ip_gargs.gdirect) for the
+ * communicators of one init_all: every GPU of theirs must reach every
+ * other's memory (peer access is enabled for every pair), and each gets
+ * its zeroed end flags.  A pair without peer access leaves them all
+ * without (the FIFO exchange then runs); only a CUDA failure fails. */
+static bt_result direct_setup(baton_comm **comms, int n) {
+  if (!rt_param_int(RT_PARAM_FUSED_DIRECT) || n > IP_GEMM_DIRECT_MAX) return BT_OK;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      int a = comms[i]->dev, b = comms[j]->dev, can = 0;
+      if (a == b) continue;
+      CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, a, b), RT_SUB_RUNTIME, "cudaDeviceCanAccessPeer"));
+      if (!can) {
+        LOG_INFO(RT_SUB_RUNTIME, "GPU %d cannot reach GPU %d: GEMM + AllToAll calls exchange through FIFOs", a, b);
+        return BT_OK;
+      }
+      CHECK(rt_cuda(cudaSetDevice(a), RT_SUB_RUNTIME, "cudaSetDevice"));
+      cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+      else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "cudaDeviceEnablePeerAccess"));
+    }
+  size_t bytes = IP_GEMM_FLAG_WORDS((size_t)n) * sizeof(uint64_t);
+  for (int i = 0; i < n; i++) {
+    CHECK(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
+    CHECK(rt_cuda(cudaMalloc((void **)&comms[i]->dflags, bytes), RT_SUB_RUNTIME, "direct end flags"));
+    CHECK(rt_cuda(cudaMemset(comms[i]->dflags, 0, bytes), RT_SUB_RUNTIME, "direct end flags"));
+  }
+  return BT_OK;
 }
 
 baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlist) {
@@ -289,6 +320,7 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     }
     free(runnable);
   }
+  if (!res) res = direct_setup(comms, ndev);
   for (int i = 0; i < ndev && !res; i++) {
     cudaSetDevice(comms[i]->dev);
     res = rt_cuda(cudaDeviceSynchronize(), RT_SUB_RUNTIME, "finishing communicator set-up");
@@ -431,7 +463,12 @@ baton_result rt_comm_poll_error(baton_comm *c) {
       if (x->flag && (!e || x->when < e->when)) e = (const ip_gerr *)x;
     }
   }
-  if (e && e->what >= IP_BAD_INDEX) {   /* bad operand data: reported, skipped, nothing aborted */
+  if (e && e->what == IP_BAD_COUNT) {   /* a bad token count: clamped, nothing aborted */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: counts[%lld] is %lld, outside [0, the rows of block %lld]: taken as the "
+             "nearest bound; the call's result is wrong", e->rank, c->last ? c->last : "the gemm program",
+             (long long)e->tile, (long long)e->value, (long long)e->tile);
+    c->error = baton_invalid_argument;
+  } else if (e && e->what >= IP_BAD_INDEX) {   /* bad operand data: reported, skipped, nothing aborted */
     LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d: operand %d of %s: element %lld is %lld, %s: the call's result is "
              "wrong", e->rank, e->tb, e->step, e->peer, c->last ? c->last : "the fused program", (long long)e->tile,
              (long long)e->value, e->what == IP_BAD_INDEX ? "outside the table's rows" :
@@ -853,8 +890,9 @@ baton_result baton_embedding_alltoall(baton_comm *c, const void *table, size_t r
   return fused_submit(c, ai, ops, k, out, count, t, baton_sum, stream);
 }
 
-baton_result baton_gemm_alltoall(baton_comm *c, const void *X, size_t ldx, const void *W, size_t ldw, void *out,
-                                 size_t tokens, size_t F, size_t H, baton_dtype t, cudaStream_t stream) {
+baton_result baton_gemm_alltoall(baton_comm *c, const void *X, size_t ldx, const void *W, size_t ldw,
+                                 const int32_t *counts, void *out, size_t tokens, size_t F, size_t H, baton_dtype t,
+                                 cudaStream_t stream) {
   baton_result e = call_check(c, X && W ? out : NULL, out, t, baton_sum);
   if (e) return call_failed(e);
   if (tokens == 0 || H == 0) return baton_success;
@@ -881,5 +919,9 @@ baton_result baton_gemm_alltoall(baton_comm *c, const void *X, size_t ldx, const
       {.name = p->operands[st->args[0]].name, .data = X, .rows = tokens, .cols = F, .ld = ldx},
       {.name = p->operands[st->args[1]].name, .data = W, .rows = F, .cols = H, .ld = ldw},
   };
-  return fused_submit(c, ai, ops, 2, out, count, t, baton_sum, stream);
+  rt_operands o;
+  e = bind_operands(c, ai, ops, 2, count, t, &o);
+  if (e) return call_failed(e);
+  o.gcount = counts;
+  return call_submit(c, ai, NULL, out, count, t, baton_sum, &o, stream);
 }

@@ -51,6 +51,8 @@ struct baton_comm {
   baton_result error;         /* sticky: the first asynchronous error seen */
   struct rt_bootstrap *bs;    /* one process per GPU only */
   rt_trace *trace;            /* BATON_TRACE, else NULL */
+  uint64_t *dflags;           /* device, peer-mapped: end flags of direct GEMM + AllToAll calls
+                                 (IP_GEMM_FLAG_WORDS(nranks); ip_gargs.gpflag), NULL: none run direct */
 };
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
@@ -66,6 +68,7 @@ typedef struct rt_operands {
   int64_t ld[IR_MAX_OPERANDS], cols[IR_MAX_OPERANDS], rows[IR_MAX_OPERANDS];
   int8_t dtype[IR_MAX_OPERANDS];   /* ip_gargs.opdt */
   int64_t seg;                     /* the output's interleave (ir_geom.seg), 0 none */
+  const int32_t *gcount;           /* gemm programs: rows worth computing per block (ip_gargs.gcount), or NULL */
 } rt_operands;
 
 /* One call, prepared and not yet launched (rt_call.c). */

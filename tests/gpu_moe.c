@@ -34,10 +34,13 @@ static cublasHandle_t *blas;   /* per rank: the reference's */
 typedef struct shape { size_t T, F, H, ldx, ldw; } shape;
 
 /* Per rank: X, W, the output and cuBLAS's Y on the device; Y and the
- * output on the host. */
+ * output on the host; the token counts of an uneven call (uneven set:
+ * block q of X holds hcnt[q] tokens, a copy of them at dcnt). */
 typedef struct bufs {
   uint16_t *dX, *dW, *dout, *dref;
   uint16_t *hout, *href;
+  int32_t *dcnt, hcnt[64];
+  int uneven;
 } bufs;
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -68,7 +71,7 @@ static void bufs_free(bufs *b) {
   if (!b) return;
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(dev_of(r));
-    cudaFree(b[r].dX); cudaFree(b[r].dW); cudaFree(b[r].dout); cudaFree(b[r].dref);
+    cudaFree(b[r].dX); cudaFree(b[r].dW); cudaFree(b[r].dout); cudaFree(b[r].dref); cudaFree(b[r].dcnt);
     free(b[r].hout); free(b[r].href);
   }
   free(b);
@@ -81,6 +84,7 @@ static bufs *bufs_new(const shape *s) {
     cudaSetDevice(dev_of(r));
     if (cudaMalloc((void **)&b[r].dX, s->T * s->ldx * 2) || cudaMalloc((void **)&b[r].dW, s->F * s->ldw * 2) ||
         cudaMalloc((void **)&b[r].dout, s->T * s->H * 2) || cudaMalloc((void **)&b[r].dref, s->T * s->H * 2) ||
+        cudaMalloc((void **)&b[r].dcnt, 64 * sizeof(int32_t)) ||
         !(b[r].hout = malloc(s->T * s->H * 2)) || !(b[r].href = malloc(s->T * s->H * 2))) {
       bufs_free(b);
       return NULL;
@@ -106,9 +110,9 @@ static int reference(const shape *s, bufs *b) {
   return 0;
 }
 
-/* Rank q's output block r (rows q*T/n .. of Y_r) against cuBLAS: bad
- * elements, the first described in why; then the outputs are poisoned
- * again. */
+/* Rank q's output block r (rows q*T/n .. of Y_r) against cuBLAS, its
+ * first hcnt[q] rows of rank r's counts in an uneven call: bad elements,
+ * the first described in why; then the outputs are poisoned again. */
 static long check(const shape *s, bufs *b, char *why, size_t len) {
   if (reference(s, b)) {
     snprintf(why, len, "cuBLAS reference failed");
@@ -121,7 +125,7 @@ static long check(const shape *s, bufs *b, char *why, size_t len) {
     cudaMemcpy(b[q].hout, b[q].dout, s->T * s->H * 2, cudaMemcpyDeviceToHost);
     cudaMemset(b[q].dout, 0xff, s->T * s->H * 2);
     for (int r = 0; r < nranks; r++)
-      for (size_t i = 0; i < per; i++)
+      for (size_t i = 0; i < (b[r].uneven ? (size_t)b[r].hcnt[q] : per); i++)
         for (size_t j = 0; j < s->H; j++) {
           float got = bf2f(b[q].hout[(r * per + i) * s->H + j]), want = bf2f(b[r].href[(q * per + i) * s->H + j]);
           float tol = fmaxf(fabsf(got), fabsf(want)) / 128.f + 1e-2f;
@@ -157,8 +161,8 @@ static baton_result call(const char *name, const shape *s, bufs *b) {
                               {p->operands[st->args[1]].name, b[r].dW, s->F, s->H, s->ldw}};
       e = baton_run_fused(name, ops, 2, b[r].dout, s->T / nranks * s->H, baton_bf16, baton_sum, comms[r], streams[r]);
     } else {
-      e = baton_gemm_alltoall(comms[r], b[r].dX, s->ldx, b[r].dW, s->ldw, b[r].dout, s->T, s->F, s->H, baton_bf16,
-                              streams[r]);
+      e = baton_gemm_alltoall(comms[r], b[r].dX, s->ldx, b[r].dW, s->ldw, b[r].uneven ? b[r].dcnt : NULL, b[r].dout,
+                              s->T, s->F, s->H, baton_bf16, streams[r]);
     }
   }
   baton_result g = baton_group_end();
@@ -201,8 +205,8 @@ static baton_result issue_moe(void *arg) {
   const shape *s = c->s;
   baton_result e = baton_group_start();
   for (int r = 0; r < nranks && !e; r++)
-    e = baton_gemm_alltoall(comms[r], c->b[r].dX, s->ldx, c->b[r].dW, s->ldw, c->b[r].dout, s->T, s->F, s->H,
-                            baton_bf16, streams[r]);
+    e = baton_gemm_alltoall(comms[r], c->b[r].dX, s->ldx, c->b[r].dW, s->ldw, c->b[r].uneven ? c->b[r].dcnt : NULL,
+                            c->b[r].dout, s->T, s->F, s->H, baton_bf16, streams[r]);
   baton_result g = baton_group_end();
   return e ? e : g;
 }
@@ -250,8 +254,8 @@ static void check_refused(void) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     if (k == 1 && nranks == 1) { ok(1, "# SKIP one rank: every token count is a multiple"); continue; }
     baton_group_start();
-    baton_result e = baton_gemm_alltoall(comms[0], b[0].dX, 0, b[0].dW, 0, b[0].dout, bad[k].T, bad[k].F, bad[k].H,
-                                         bad[k].t, streams[0]);
+    baton_result e = baton_gemm_alltoall(comms[0], b[0].dX, 0, b[0].dW, 0, NULL, b[0].dout, bad[k].T, bad[k].F,
+                                         bad[k].H, bad[k].t, streams[0]);
     baton_group_end();
     ok(e == baton_invalid_argument || e == baton_unsupported, "%s is refused: %s", bad[k].what,
        baton_result_string(e));
@@ -260,6 +264,78 @@ static void check_refused(void) {
   baton_result e = call(NULL, &s, b);
   ok(!e && check(&s, b, why, sizeof why) == 0, "after the refusals a call still runs right: %s",
      e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
+/* Sets rank r's counts to cnt(r, q) for every block q and uploads them. */
+static void set_counts(bufs *b, int32_t (*cnt)(int r, int q, int32_t cap), int32_t cap) {
+  for (int r = 0; r < nranks; r++) {
+    b[r].uneven = 1;
+    for (int q = 0; q < nranks; q++) b[r].hcnt[q] = cnt(r, q, cap);
+    cudaSetDevice(dev_of(r));
+    cudaMemcpy(b[r].dcnt, b[r].hcnt, (size_t)nranks * sizeof(int32_t), cudaMemcpyHostToDevice);
+  }
+}
+
+/* Counts that cut tiles anywhere: none, one row, a tile's rows and one
+ * more or less, the whole block, by (r, q). */
+static int32_t cnt_mixed(int r, int q, int32_t cap) {
+  static const int32_t k[] = {0, 1, 127, 128, 129, -1};
+  int32_t v = k[(r * 5 + q * 3 + 1) % 6];
+  return v < 0 || v > cap ? cap : v;
+}
+static int32_t cnt_none_own(int r, int q, int32_t cap) { return r == q ? 0 : cap / 2 + r; }
+static int32_t cnt_over(int r, int q, int32_t cap) { return r == 0 && q == 0 ? cap + 5 : cap; }
+
+/* Uneven combines (baton_gemm_alltoall's counts): the rows that are
+ * tokens right, whatever the padding holds; tiles wholly of padding not
+ * computed (with whole tiles per block, a rank's own block with no
+ * tokens is never written: still NaN); counts read when a captured call
+ * replays; last (the communicator keeps the error), a count past the
+ * block reported. */
+static void check_uneven(void) {
+  const size_t R = (size_t)nranks;
+  const shape odd = {R * 200, 128, 320, 128, 320}, whole = {R * 256, 128, 256, 128, 256};
+  char why[300] = "";
+  bufs *b = bufs_new(&odd);
+  if (!b) { ok(0, "uneven: buffers"); return; }
+  set_counts(b, cnt_mixed, 200);
+  baton_result e = call(NULL, &odd, b);
+  long bad = e ? -1 : check(&odd, b, why, sizeof why);
+  ok(bad == 0, "uneven counts (0, 1, 127, 128, 129, 200 rows of 200) give the tokens' rows right: %s",
+     e ? baton_result_string(e) : why);
+  bufs_free(b);
+
+  b = bufs_new(&whole);
+  if (!b) { ok(0, "uneven: buffers"); return; }
+  set_counts(b, cnt_none_own, 256);
+  e = call(NULL, &whole, b);
+  long touched = 0;
+  for (int r = 0; r < nranks && !e; r++) {   /* rank r's own block, before check() poisons it again */
+    cudaSetDevice(dev_of(r));
+    cudaMemcpy(b[r].hout, b[r].dout, whole.T * whole.H * 2, cudaMemcpyDeviceToHost);
+    for (size_t i = (size_t)r * 256 * whole.H; i < ((size_t)r + 1) * 256 * whole.H; i++) touched += b[r].hout[i] != 0xffff;
+  }
+  bad = e ? -1 : check(&whole, b, why, sizeof why);
+  ok(bad == 0 && touched == 0, "a rank's own block with no tokens is skipped (%ld of its elements written), the other "
+     "blocks right: %s", touched, e ? baton_result_string(e) : why);
+
+  /* captured once, replayed on new counts */
+  graph_call gc = {&whole, b};
+  gpu_graphs G = {0};
+  e = gpu_graphs_capture(&G, issue_moe, &gc);
+  if (!e) {
+    set_counts(b, cnt_mixed, 256);
+    e = gpu_graphs_replay(&G);
+  }
+  bad = e ? -1 : check(&whole, b, why, sizeof why);
+  ok(bad == 0, "a captured uneven call replays right on new counts: %s", e ? baton_result_string(e) : why);
+  gpu_graphs_free(&G);
+
+  set_counts(b, cnt_over, 256);
+  e = call(NULL, &whole, b);
+  ok(e == baton_invalid_argument, "a count past the block's rows is reported (the call's error: %s)",
+     baton_result_string(e));
   bufs_free(b);
 }
 
@@ -288,6 +364,7 @@ int main(int argc, char **argv) {
   check_choice();
   check_graph();
   check_refused();
+  check_uneven();
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(dev_of(r));
     cublasDestroy(blas[r]);

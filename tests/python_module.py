@@ -76,6 +76,12 @@ raises(TypeError, lambda: baton.gemm_alltoall(T((64, 128), 'torch.float32'), Wm,
        'takes bfloat16')
 raises(ValueError, lambda: baton.gemm_alltoall(X, T((128, 256), cuda=False), comm=c), 'a host W is refused',
        'must be CUDA tensors')
+raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2,), 'torch.int64')),
+       'int64 counts are refused', 'int32 CUDA tensor')
+raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2,), 'torch.int32', cuda=False)),
+       'host counts are refused', 'int32 CUDA tensor')
+raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2, 1), 'torch.int32')),
+       '2-D counts are refused', '1-D contiguous')
 try:   # on a machine without a GPU, baton says so with its own error
     comms = baton.Comm.init_all([0])
     ok(True, 'a communicator on GPU 0 (a GPU is present)')

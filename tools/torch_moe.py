@@ -16,7 +16,13 @@ ranks on one GPU in one process against the N GEMMs in turn (NCCL
 refuses ranks that share a GPU): what the exchange costs baton there.
 
     BATON_ALGO_DIR=DIR python3 tools/torch_moe.py [--ranks N | --share N] [--quick | --shapes 'T,H,F;...']
-                                                  [--csv FILE] [--lib PATH]
+                                                  [--fill F] [--csv FILE] [--lib PATH]
+
+--fill F makes the combine uneven (baton.gemm_alltoall's counts=): block q
+of X holds about F of its rows as rank q's tokens, the rest padding, which
+baton skips tile by tile; PyTorch multiplies the padded X whole (as a
+capacity-factor MoE does), and torch.matmul over the tokens alone (the
+dropless ideal) is timed beside it.
 
 DIR holds the programs for N ranks (tools/gpu_prep.sh --fused ... N OUT:
 OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
@@ -110,20 +116,48 @@ def worker(rank, n, args, uid, port):
             gemm()
             a2a()
 
+        counts, cnt = None, None
+        if args.fill:   # uneven: block q holds cnt[q] tokens, the rest padding (the same draw on every rank)
+            per = T // n
+            gen = torch.Generator().manual_seed(77 + rank)
+            lo, hi = max(0, int(per * args.fill * 0.5)), min(per, int(per * args.fill * 1.5))
+            cnt = torch.randint(lo, hi + 1, (n,), generator=gen, dtype=torch.int32)
+            counts = cnt.cuda()
+            Xv = torch.cat([X[q * per:q * per + int(cnt[q])] for q in range(n)])   # the tokens alone, end to end
+            Yv = torch.empty(Xv.shape[0], H, device='cuda', dtype=torch.bfloat16)
+
         def fused():
-            baton.gemm_alltoall(X, W, out=out, comm=comm)
+            baton.gemm_alltoall(X, W, out=out, comm=comm, counts=counts)
+
+        def tokens_only():
+            torch.matmul(Xv, W, out=Yv)
 
         err = ''
         try:
             fused()
             (baseline if n > 1 else gemm)()
             torch.cuda.synchronize()
-            wrong = close(torch, out, base if n > 1 else Y)
+            if cnt is None:
+                wrong = close(torch, out, base if n > 1 else Y)
+            else:   # block q of rank r's out: the first counts[q] rows of expert q's, as sent (its own draw)
+                ref = base if n > 1 else Y
+                per = T // n
+                mine = torch.zeros(n, dtype=torch.int32)
+                if n > 1:   # what each expert's block for this rank holds: that expert's count for this rank
+                    allc = [torch.zeros(n, dtype=torch.int32, device='cuda') for _ in range(n)]
+                    dist.all_gather(allc, counts)
+                    mine = torch.stack([c.cpu()[rank] for c in allc])
+                else:
+                    mine = cnt
+                wrong = sum(close(torch, out[q * per:q * per + int(mine[q])], ref[q * per:q * per + int(mine[q])])
+                            for q in range(n))
         except Exception as e:   # a shape baton refuses: reported, the others go on
             err, wrong = str(e).replace(',', ';')[:120], -1
         if n > 1:
             dist.barrier()
         t = {'gemm': timed(torch, gemm, reps, n == 1)}
+        if cnt is not None:
+            t['tokens'] = timed(torch, tokens_only, reps, n == 1)
         if n > 1:
             dist.barrier()
             t['a2a'] = timed(torch, a2a, reps, False)
@@ -144,6 +178,10 @@ def worker(rank, n, args, uid, port):
         rows.append((T, H, F, t, wrong, err))
         if rank == 0:
             print_row(n, T, H, F, t, wrong, err)
+            if cnt is not None:
+                fill = float(cnt.sum()) / T
+                print(f'{"":20s}uneven: {fill:.2f} of the rows are tokens; torch.matmul over the tokens alone '
+                      f'{t["tokens"]:9.1f} us (rank 0)', flush=True)
         del X, W, Y, base, out
         torch.cuda.empty_cache()
     if rank == 0 and args.csv:
@@ -245,8 +283,14 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--lib', default=None)
     ap.add_argument('--share', type=int, default=0, help='N ranks sharing GPU 0 in one process (no NCCL)')
+    ap.add_argument('--fill', type=float, default=0.0,
+                    help='uneven combine: each block holds about this share of its rows as tokens (counts=), '
+                         'the rest padding; the baseline multiplies the padded X whole (a capacity-factor MoE), '
+                         'and the tokens alone are timed beside it')
     args = ap.parse_args()
     n = args.ranks
+    if not 0.0 <= args.fill <= 1.0:
+        ap.error('--fill is a share of the rows, in (0, 1]')
     os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
     if args.share:
         shared(args)
