@@ -66,10 +66,10 @@ static void test_operator(void) {
   ok(op_of("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
      "--fused gemv_allreduce still names the GEMV operator");
   ok(op_of("--fused embedding -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
-  ok_contains(err, "baton bench: --fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), "
-              "not 'embedding'", "the refusal lists both operators");
+  ok_contains(err, "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
+              "operator measured), not 'embedding'", "the refusal lists the three operators");
   ok(op_of("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
-  ok_contains(err, "--fused takes gemv_allreduce or embedding_alltoall", "and says which it takes");
+  ok_contains(err, "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall", "and says which it takes");
 }
 
 static void test_options(void) {
@@ -107,9 +107,9 @@ static void test_options(void) {
   ok(eparse(&o, "-h --fused embedding_alltoall", err, sizeof err, out, sizeof out) == 1, "-h too");
 
   static const struct { const char *args, *msg; } bad[] = {
-    {"--fused gemv_allreduce2", "--fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), "
-                                "not 'gemv_allreduce2'"},
-    {"-g 2", "--fused takes gemv_allreduce or embedding_alltoall"},
+    {"--fused gemv_allreduce2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
+                                "operator measured), not 'gemv_allreduce2'"},
+    {"-g 2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall"},
     {"--fused embedding_alltoall -B", "baton bench: -B needs a value"},
     {"--fused embedding_alltoall -d i32", "baton bench: bad value 'i32' for -d"},
     {"--fused embedding_alltoall -d f64", "bad value 'f64' for -d"},
@@ -302,8 +302,8 @@ static void test_cli(const char *baton) {
   ok_contains(out, "usage: baton bench --fused gemv_allreduce [options]", "with the GEMV's usage");
   rc = run_baton(baton, "--fused alltoall -g 2", out, sizeof out);
   ok(rc == 2, "baton bench --fused alltoall exits 2");
-  ok_contains(out, "--fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), not 'alltoall'",
-              "and lists both operators");
+  ok_contains(out, "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused operator measured), "
+              "not 'alltoall'", "and lists the three operators");
   rc = run_baton(baton, "--fused embedding_alltoall -g 2 -T 0", out, sizeof out);
   ok(rc == 2, "a bad option exits 2 before any GPU is touched");
   ok_contains(out, "bad value '0' for -T", "and names the value");

@@ -10,6 +10,7 @@
 
 struct bench_cublas {
   void *dl;
+  const char *lib;               /* the library's name dlopen took */
   char desc[200];
   cublasStatus_t (*Create)(cublasHandle_t *);
   cublasStatus_t (*Destroy)(cublasHandle_t);
@@ -32,6 +33,7 @@ bench_cublas *bench_cublas_open(char *why, size_t len) {
   bench_cublas *b = calloc(1, sizeof *b);
   if (!b) { dlclose(dl); snprintf(why, len, "out of memory"); return NULL; }
   b->dl = dl;
+  b->lib = name;
   struct { void **fn; const char *name; } sym[] = {
     {(void **)&b->Create, "cublasCreate_v2"}, {(void **)&b->Destroy, "cublasDestroy_v2"},
     {(void **)&b->SetStream, "cublasSetStream_v2"}, {(void **)&b->GetVersion, "cublasGetVersion_v2"},
@@ -43,7 +45,7 @@ bench_cublas *bench_cublas_open(char *why, size_t len) {
       bench_cublas_close(b);
       return NULL;
     }
-  snprintf(b->desc, sizeof b->desc, "cuBLAS (%s), cublasGemmEx with n = 1", name);
+  snprintf(b->desc, sizeof b->desc, "cuBLAS (%s), cublasGemmEx", name);
   return b;
 }
 
@@ -64,7 +66,8 @@ void *bench_cublas_handle(bench_cublas *b, char *err, size_t len) {
   }
   int v = 0;
   if (b->GetVersion(h, &v) == CUBLAS_STATUS_SUCCESS && v)
-    snprintf(b->desc, sizeof b->desc, "cuBLAS %d.%d.%d, cublasGemmEx with n = 1", v / 10000, v / 100 % 100, v % 100);
+    snprintf(b->desc, sizeof b->desc, "cuBLAS %d.%d.%d (%s), cublasGemmEx", v / 10000, v / 100 % 100, v % 100,
+             b->lib);
   return h;
 }
 
@@ -88,6 +91,29 @@ int bench_cublas_gemv(bench_cublas *b, void *h, ip_dtype t, int64_t M, int64_t K
   if (s != CUBLAS_STATUS_SUCCESS) {
     snprintf(err, len, "cublasGemmEx (GEMV %lld x %lld, %s) failed: status %d", (long long)M, (long long)K,
              ip_dtype_name[t], (int)s);
+    return -1;
+  }
+  return 0;
+}
+
+int bench_cublas_gemm(bench_cublas *b, void *h, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, void *C, int64_t ldc, cudaStream_t stream, char *err, size_t len) {
+  if (M < 1 || N < 1 || K < 1 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX ||
+      ldb > INT32_MAX || ldc > INT32_MAX || lda < K || ldb < N || ldc < N) {
+    snprintf(err, len, "cuBLAS GEMM %lld x %lld x %lld (lda %lld, ldb %lld, ldc %lld): not supported here",
+             (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
+    return -1;
+  }
+  const float one = 1, zero = 0;
+  cublasStatus_t s = b->SetStream((cublasHandle_t)h, stream);
+  /* Row-major C [M, N] is column-major C^T [N, M] (leading dimension ldc),
+   * and likewise A^T [K, M] and B^T [N, K]: C^T = B^T A^T, no transposes. */
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = b->GemmEx((cublasHandle_t)h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, CUDA_R_16BF, (int)ldb,
+                  A, CUDA_R_16BF, (int)lda, &zero, C, CUDA_R_16BF, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, len, "cublasGemmEx (GEMM %lld x %lld x %lld, bf16) failed: status %d", (long long)M, (long long)N,
+             (long long)K, (int)s);
     return -1;
   }
   return 0;

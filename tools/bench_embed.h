@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_util.h"   /* the operators --fused names: bench_fused_operator */
 #include "ip_dtype.h"
 
 #ifdef __cplusplus
@@ -18,14 +19,6 @@ extern "C" {
 #endif
 
 #define BENCH_EMBED_MAX_DIMS 16
-
-/* The fused operators `baton bench --fused` measures. */
-enum { BENCH_FUSED_GEMV_ALLREDUCE = 1, BENCH_FUSED_EMBEDDING_ALLTOALL = 2 };
-
-/* Which operator argv's --fused names (argv[0] is "bench"): one of the
- * above, or 0 after "baton bench: --fused takes gemv_allreduce or
- * embedding_alltoall ..." on err. */
-int bench_fused_operator(int argc, char **argv, FILE *err);
 
 typedef struct bench_embed_opts {
   int ngpus;            /* -g: ranks, one GPU each (default: every GPU) */

@@ -55,50 +55,6 @@ static const char embed_help[] =
   "hides (1: all of it); vs pool = pooling / baton; wrong = elements off the\n"
   "exact pooling (without a baseline: the pooling alone's).\n";
 
-/* The operator named by the last --fused in argv, or NULL. */
-static const char *fused_name(int argc, char **argv) {
-  const char *op = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strncmp(argv[i], "--fused=", 8)) op = argv[i] + 8;
-    else if (!strcmp(argv[i], "--fused")) op = i + 1 < argc ? argv[++i] : "";
-  }
-  return op;
-}
-
-int bench_fused_operator(int argc, char **argv, FILE *err) {
-  const char *op = fused_name(argc, argv);
-  if (op && !strcmp(op, "gemv_allreduce")) return BENCH_FUSED_GEMV_ALLREDUCE;
-  if (op && !strcmp(op, "embedding_alltoall")) return BENCH_FUSED_EMBEDDING_ALLTOALL;
-  fprintf(err, "baton bench: --fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), not "
-          "'%s'\n", op ? op : "");
-  return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-/* "2048,4K" into list (at most BENCH_EMBED_MAX_DIMS values in 1..2^31). */
-static int parse_list(const char *s, int64_t *list, int *n) {
-  *n = 0;
-  while (*s) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || v < 1 || v > (1LL << 31)) return -1;   /* before a shift: no overflow (strtoll saturates) */
-    if (*end == 'k' || *end == 'K') { v <<= 10; end++; }
-    else if (*end == 'm' || *end == 'M') { v <<= 20; end++; }
-    if (v < 1 || v > (1LL << 31) || *n == BENCH_EMBED_MAX_DIMS || (*end && *end != ',')) return -1;
-    list[(*n)++] = v;
-    s = *end ? end + 1 : end;
-    if (*end == ',' && !*s) return -1;
-  }
-  return *n ? 0 : -1;
-}
-
 /* "uniform,zipf" (or 0,1) into list. */
 static int parse_skew(const char *s, int *list, int *n) {
   *n = 0;
@@ -148,29 +104,23 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
     if (!strcmp(a, "--weighted")) { o->weighted = 1; continue; }
     if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
     /* every other option takes a value */
-    const char *eq = strchr(a, '='), *v = NULL;
+    const char *v;
     char name[32];
-    size_t nl = eq && a[0] == '-' && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
-    if (nl >= sizeof name) nl = sizeof name - 1;
-    memcpy(name, a, nl);
-    name[nl] = 0;
-    if (eq && a[0] == '-' && a[1] == '-') v = eq + 1;
-    else if (i + 1 < argc) v = argv[++i];
-    else { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
+    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
     int bad = 0;
     if (!strcmp(name, "--fused")) op = v;
-    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = parse_int(v, 1, 64, &o->ngpus);
-    else if (!strcmp(name, "--share")) bad = parse_int(v, 1, 64, &o->share);
-    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = parse_int(v, 0, 100000, &o->warmup);
-    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = parse_int(v, 1, 100000, &o->iters);
-    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = parse_int(v, 0, 100000, &o->graph);
-    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = parse_int(v, 1, 64, &o->rounds);
-    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = parse_int(v, 0, 1, &o->check);
-    else if (!strcmp(name, "-B")) bad = parse_list(v, o->B, &o->nB);
-    else if (!strcmp(name, "-T")) bad = parse_list(v, o->T, &o->nT);
-    else if (!strcmp(name, "-D")) bad = parse_list(v, o->D, &o->nD);
-    else if (!strcmp(name, "--bag")) bad = parse_list(v, o->bag, &o->nbag);
-    else if (!strcmp(name, "--rows")) bad = parse_list(v, o->rows, &o->nrows);
+    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = bench_parse_int(v, 1, 64, &o->ngpus);
+    else if (!strcmp(name, "--share")) bad = bench_parse_int(v, 1, 64, &o->share);
+    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = bench_parse_int(v, 0, 100000, &o->warmup);
+    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = bench_parse_int(v, 1, 100000, &o->iters);
+    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = bench_parse_int(v, 0, 100000, &o->graph);
+    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = bench_parse_int(v, 1, 64, &o->rounds);
+    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = bench_parse_int(v, 0, 1, &o->check);
+    else if (!strcmp(name, "-B")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB);
+    else if (!strcmp(name, "-T")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT);
+    else if (!strcmp(name, "-D")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD);
+    else if (!strcmp(name, "--bag")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag);
+    else if (!strcmp(name, "--rows")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows);
     else if (!strcmp(name, "--skew")) bad = parse_skew(v, o->skew, &o->nskew);
     else if (!strcmp(name, "--mode")) {
       bad = strcmp(v, "sum") && strcmp(v, "mean");
@@ -190,8 +140,7 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
     if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
   }
   if (!op || strcmp(op, "embedding_alltoall")) {
-    fprintf(err, "baton bench: --fused takes gemv_allreduce or embedding_alltoall (the fused operator measured), not "
-            "'%s'\n", op ? op : "");
+    bench_fused_refuse(err, op);
     return 2;
   }
   if (o->share && (!o->ngpus || o->share > o->ngpus)) {
@@ -232,11 +181,6 @@ double bench_embed_tbps(const bench_embed_row *r, ip_dtype t, double us) {
   return us > 0 ? (double)r->lookups * (double)r->D * ip_dtype_size[t] / (us * 1e6) : -1;
 }
 
-static void num(FILE *f, const char *fmt, double v) {
-  if (v < 0) fprintf(f, "%*s", atoi(fmt + 1), "-");
-  else fprintf(f, fmt, v);
-}
-
 static const char *mode_name(const bench_embed_table *t) {
   return t->mean ? "mean" : t->weighted ? "weighted sum" : "sum";
 }
@@ -274,25 +218,25 @@ void bench_embed_print_row(FILE *f, const bench_embed_table *t, const bench_embe
             (long long)r->D, (long long)r->bag, (long long)r->rows, r->skew ? "zipf" : "uniform", r->error);
   fprintf(f, "  %5lld %4lld %4lld %4lld %7lld %4s %9lld  ", (long long)r->B, (long long)r->T, (long long)r->D,
           (long long)r->bag, (long long)r->rows, r->skew ? "zipf" : "unif", (long long)r->lookups);
-  num(f, "%9.2f", r->pool_us);
+  bench_num(f, "%9.2f", r->pool_us);
   fputc(' ', f);
-  num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->pool_us));
+  bench_num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->pool_us));
   fputs("  ", f);
-  num(f, "%9.2f", r->a2a_us);
+  bench_num(f, "%9.2f", r->a2a_us);
   fputc(' ', f);
-  num(f, "%9.2f", r->shuf_us);
+  bench_num(f, "%9.2f", r->shuf_us);
   fputs("  ", f);
-  num(f, "%9.2f", r->base_us);
+  bench_num(f, "%9.2f", r->base_us);
   fputs("  ", f);
-  num(f, "%9.2f", r->baton_us);
+  bench_num(f, "%9.2f", r->baton_us);
   fputc(' ', f);
-  num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->baton_us));
+  bench_num(f, "%6.2f", bench_embed_tbps(r, t->dtype, r->baton_us));
   fputs("  ", f);
-  num(f, "%7.2f", bench_embed_speedup(r));
+  bench_num(f, "%7.2f", bench_embed_speedup(r));
   fputc(' ', f);
-  num(f, "%7.2f", bench_embed_overlap(r));
+  bench_num(f, "%7.2f", bench_embed_overlap(r));
   fputc(' ', f);
-  num(f, "%7.2f", bench_embed_vs_pool(r));
+  bench_num(f, "%7.2f", bench_embed_vs_pool(r));
   fprintf(f, "  %6lld %6lld  %s\n", (long long)r->wrong_base, (long long)r->wrong_baton,
           r->algorithm[0] ? r->algorithm : "-");
   fflush(f);
@@ -333,15 +277,6 @@ int bench_embed_write_csv(const char *path, const bench_embed_table *t) {
   return fclose(f) ? -1 : 0;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f);
-    if ((unsigned char)*s >= 0x20) fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 int bench_embed_write_json(const char *path, const bench_embed_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
@@ -349,9 +284,9 @@ int bench_embed_write_json(const char *path, const bench_embed_table *t) {
           "\"share\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ",
           ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted, t->nranks, t->share, t->iters, t->warmup,
           t->graph, t->rounds);
-  json_str(f, t->device);
+  bench_json_str(f, t->device);
   fputs(", \"alltoall\": ", f);
-  json_str(f, t->nccl);
+  bench_json_str(f, t->nccl);
   fputs(", \"rows\": [", f);
   for (int i = 0; i < t->nrows; i++) {
     const bench_embed_row *r = &t->rows[i];
@@ -364,9 +299,9 @@ int bench_embed_write_json(const char *path, const bench_embed_table *t) {
             r->baton_us, bench_embed_tbps(r, t->dtype, r->pool_us), bench_embed_tbps(r, t->dtype, r->baton_us),
             bench_embed_speedup(r), bench_embed_overlap(r), bench_embed_vs_pool(r), (long long)r->wrong_base,
             (long long)r->wrong_baton, (long long)r->checked);
-    json_str(f, r->algorithm);
+    bench_json_str(f, r->algorithm);
     fputs(", \"error\": ", f);
-    json_str(f, r->error);
+    bench_json_str(f, r->error);
     fputc('}', f);
   }
   fputs("\n]}\n", f);

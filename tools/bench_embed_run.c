@@ -10,12 +10,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "baton.h"
 #include "bench_embed.h"
 #include "bench_nccl.h"
+#include "bench_parts.h"
 #include "ip_compute.h"
 
 #define MAXR 64
@@ -44,14 +44,7 @@ typedef struct ectx {
   int64_t *I[MAXR], *O[MAXR];
   int64_t *hI[MAXR], *hO[MAXR];
   void *hw[MAXR];
-  int dead;                      /* bit per WHAT: failed, not run again for this shape */
 } ectx;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* xorshift64; frand in [-1, 1), urand in [0, 1). */
 static uint64_t next(uint64_t *s) {
@@ -60,12 +53,6 @@ static uint64_t next(uint64_t *s) {
 }
 static double frand(uint64_t *s) { return (double)(next(s) >> 11) / 4503599627370496.0 - 1.0; }
 static double urand(uint64_t *s) { return (double)(next(s) >> 11) / 9007199254740992.0; }
-
-static int cuda_ok(cudaError_t e, const char *what, char *err, size_t len) {
-  if (e == cudaSuccess) return 1;
-  snprintf(err, len, "%s: %s", what, cudaGetErrorString(e));
-  return 0;
-}
 
 static int nthreads_for(int64_t tasks) {
   long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -159,7 +146,7 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   for (int g = 0; g < x->ngpus; g++) {
     size_t f = 0;
     cudaSetDevice(g);
-    if (!cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
+    if (!bench_cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
     if (f < freeb) freeb = f;
   }
   double budget = (double)freeb * 0.85 / per_gpu, row_bytes = (double)x->T * x->D * es;
@@ -199,30 +186,32 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   for (int r = 0; r < x->nranks; r++) {
     size_t L = x->L[r] ? (size_t)x->L[r] : 1;
     cudaSetDevice(x->devs[r]);
-    if (!cuda_ok(cudaMalloc((void **)&x->E[r], nE * es + 16), "tables", err, len) ||
-        !cuda_ok(cudaMalloc((void **)&x->I[r], L * 8), "indices", err, len) ||
-        !cuda_ok(cudaMalloc((void **)&x->O[r], (nbags + 1) * 8), "offsets", err, len) ||
-        (x->o->weighted && !cuda_ok(cudaMalloc((void **)&x->w[r], L * es + 16), "weights", err, len)) ||
-        !cuda_ok(cudaMalloc((void **)&x->pooled[r], out + 16), "pooled", err, len) ||
-        !cuda_ok(cudaMalloc((void **)&x->outt[r], out + 16), "baton's output", err, len) ||
-        (x->base && !cuda_ok(cudaMalloc((void **)&x->recv[r], out + 16), "AllToAll's output", err, len)) ||
-        (x->base && !cuda_ok(cudaMalloc((void **)&x->outb[r], out + 16), "the baseline's output", err, len)))
+    if (!bench_cuda_ok(cudaMalloc((void **)&x->E[r], nE * es + 16), "tables", err, len) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->I[r], L * 8), "indices", err, len) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->O[r], (nbags + 1) * 8), "offsets", err, len) ||
+        (x->o->weighted && !bench_cuda_ok(cudaMalloc((void **)&x->w[r], L * es + 16), "weights", err, len)) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->pooled[r], out + 16), "pooled", err, len) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->outt[r], out + 16), "baton's output", err, len) ||
+        (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recv[r], out + 16), "AllToAll's output", err, len)) ||
+        (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->outb[r], out + 16), "the baseline's output", err, len)))
       goto out;
-    if (!cuda_ok(cudaMemcpy(x->I[r], x->hI[r], L * 8, cudaMemcpyHostToDevice), "indices upload", err, len) ||
-        !cuda_ok(cudaMemcpy(x->O[r], x->hO[r], (nbags + 1) * 8, cudaMemcpyHostToDevice), "offsets upload", err, len) ||
+    if (!bench_cuda_ok(cudaMemcpy(x->I[r], x->hI[r], L * 8, cudaMemcpyHostToDevice), "indices upload", err, len) ||
+        !bench_cuda_ok(cudaMemcpy(x->O[r], x->hO[r], (nbags + 1) * 8, cudaMemcpyHostToDevice), "offsets upload", err,
+                       len) ||
         (x->o->weighted &&
-         !cuda_ok(cudaMemcpy(x->w[r], x->hw[r], L * es, cudaMemcpyHostToDevice), "weights upload", err, len)))
+         !bench_cuda_ok(cudaMemcpy(x->w[r], x->hw[r], L * es, cudaMemcpyHostToDevice), "weights upload", err, len)))
       goto out;
     /* the tables: the pattern from rank r's offset on, then doubled in
      * place (every copy starts at a multiple of PATTERN elements) */
     int64_t off = tab_off(r);
     for (size_t i = 0; i < chunk; i++)
       memcpy(rot + i * es, (char *)x->pattern + (size_t)((off + (int64_t)i) % PATTERN) * es, es);
-    if (!cuda_ok(cudaMemcpy(x->E[r], rot, chunk * es, cudaMemcpyHostToDevice), "tables upload", err, len)) goto out;
+    if (!bench_cuda_ok(cudaMemcpy(x->E[r], rot, chunk * es, cudaMemcpyHostToDevice), "tables upload", err, len))
+      goto out;
     for (size_t done = chunk; done < nE;) {
       size_t n = done < nE - done ? done : nE - done;
-      if (!cuda_ok(cudaMemcpy(x->E[r] + done * es, x->E[r], n * es, cudaMemcpyDeviceToDevice), "tables copy", err,
-                   len))
+      if (!bench_cuda_ok(cudaMemcpy(x->E[r] + done * es, x->E[r], n * es, cudaMemcpyDeviceToDevice), "tables copy",
+                         err, len))
         goto out;
       done += n;
     }
@@ -237,14 +226,28 @@ out:
  * a GPU, that GPU's first rank's, so that the one-rank communicators'
  * kernels (each sized for the whole GPU) run one after the other. */
 static cudaStream_t pool_stream(const ectx *x, int r) { return x->st[x->o->share ? x->devs[r] : r]; }
-static int nstreams(const ectx *x, int what) { return what == WHAT_POOL && x->o->share ? x->ngpus : x->nranks; }
+
+/* The streams `what` runs on (bench_parts_ops.streams): every rank's; the
+ * pooling alone with ranks sharing GPUs, each GPU's first rank's. */
+static int part_streams(void *ctx, int what, cudaStream_t *st, int *devs) {
+  const ectx *x = ctx;
+  int ns = what == WHAT_POOL && x->o->share ? x->ngpus : x->nranks;
+  for (int r = 0; r < ns; r++) {
+    st[r] = x->st[r];
+    devs[r] = x->devs[r];
+  }
+  return ns;
+}
 
 static const char *hint(baton_result e) {
   return e == baton_unsupported ? " (no embedding program for this rank count, mode and size in BATON_ALGO_DIR?)" : "";
 }
 
-/* One call of `what` on every rank.  0, or -1 with err. */
-static int launch(ectx *x, int what, char *err, size_t len) {
+/* One call of `what` on every rank (bench_parts_ops.launch; `it` is
+ * not used).  0, or -1 with err. */
+static int launch(void *ctx, int what, int it, char *err, size_t len) {
+  ectx *x = ctx;
+  (void)it;
   int n = x->nranks;
   baton_redop mode = x->o->mean ? baton_avg : baton_sum;
   if (what == WHAT_POOL || what == WHAT_BASE) {
@@ -301,10 +304,13 @@ static int launch(ectx *x, int what, char *err, size_t len) {
   return 0;
 }
 
-static int wait_all(ectx *x, char *err, size_t len) {
+/* Every rank's stream done, and the communicators' asynchronous errors
+ * (bench_parts_ops.wait).  0, or -1 with err. */
+static int wait_all(void *ctx, char *err, size_t len) {
+  ectx *x = ctx;
   for (int r = 0; r < x->nranks; r++) {
     cudaSetDevice(x->devs[r]);
-    if (!cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
+    if (!bench_cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
   }
   for (int r = 0; r < x->nranks; r++) {
     baton_result ae = baton_success;
@@ -469,58 +475,6 @@ static int check(ectx *x, int have_b, int have_t, bench_embed_row *row, char *er
   return 0;
 }
 
-/* The n iterations captured on every stream `what` uses, a graph each. */
-static int capture(ectx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
-  int rc = 0, ns = nstreams(x, what);
-  for (int r = 0; r < ns && !rc; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!cuda_ok(cudaStreamBeginCapture(x->st[r], cudaStreamCaptureModeThreadLocal), "capture", err, len)) rc = -1;
-  }
-  for (int it = 0; it < x->o->iters && !rc; it++) rc = launch(x, what, err, len);
-  /* Every capture ends before any graph is instantiated: instantiating is
-   * not permitted while this thread still captures another stream. */
-  cudaGraph_t g[MAXR] = {0};
-  for (int r = 0; r < ns; r++) {
-    cudaSetDevice(x->devs[r]);
-    cudaError_t e = cudaStreamEndCapture(x->st[r], &g[r]);
-    if (!rc && !cuda_ok(e, "end capture", err, len)) rc = -1;
-  }
-  for (int r = 0; r < ns; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!rc && !cuda_ok(cudaGraphInstantiate(&ge[r], g[r], 0), "graph instantiate", err, len)) rc = -1;
-    if (g[r]) cudaGraphDestroy(g[r]);
-  }
-  if (rc) cudaGetLastError();
-  return rc;
-}
-
-/* Seconds per call of `what`, or -1 with err. */
-static double time_what(ectx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
-  for (int w = 0; w < x->o->warmup; w++)
-    if (launch(x, what, err, len)) return -1;
-  if (wait_all(x, err, len)) return -1;
-  int n = x->o->iters, ns = nstreams(x, what);
-  double t0 = now();
-  if (x->o->graph) {
-    for (int k = 0; k < x->o->graph; k++)
-      for (int r = 0; r < ns; r++) {
-        cudaSetDevice(x->devs[r]);
-        if (!cuda_ok(cudaGraphLaunch(ge[r], x->st[r]), "graph launch", err, len)) return -1;
-      }
-    n *= x->o->graph;
-  } else {
-    for (int it = 0; it < n; it++)
-      if (launch(x, what, err, len)) return -1;
-  }
-  if (wait_all(x, err, len)) return -1;
-  return (now() - t0) / n;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double p = *(const double *)a, q = *(const double *)b;
-  return p < q ? -1 : p > q;
-}
-
 /* Poisons the outputs (all ones: NaN in f32, f16 and bf16). */
 static int poison(ectx *x, char *err, size_t len) {
   size_t out = (size_t)(x->B * x->T * x->D) * x->es;
@@ -528,7 +482,7 @@ static int poison(ectx *x, char *err, size_t len) {
     cudaSetDevice(x->devs[r]);
     char *b[] = {x->pooled[r], x->outt[r], x->outb[r], x->recv[r]};
     for (int k = 0; k < 4; k++)
-      if (b[k] && !cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
+      if (b[k] && !bench_cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
   }
   /* cudaMemset and the tables' device copies run on the legacy stream,
    * which does not order the ranks' non-blocking streams: everything set
@@ -536,7 +490,7 @@ static int poison(ectx *x, char *err, size_t len) {
    * began early read tables still being filled). */
   for (int g = 0; g < x->ngpus; g++) {
     cudaSetDevice(g);
-    if (!cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
+    if (!bench_cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
   }
   return 0;
 }
@@ -553,7 +507,8 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
   row->pool_us = row->a2a_us = row->shuf_us = row->base_us = row->baton_us = -1;
   row->wrong_base = row->wrong_baton = -1;
   char err[240] = "";
-  x->dead = x->base ? 0 : 1 << WHAT_A2A | 1 << WHAT_SHUF | 1 << WHAT_BASE;
+  /* bit per WHAT: failed or not set up, not run (again) for this shape */
+  unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_SHUF | 1u << WHAT_BASE;
   if (B % x->nranks) {
     snprintf(row->error, sizeof row->error, "B=%lld is not a multiple of the %d ranks", (long long)B, x->nranks);
     return;
@@ -573,14 +528,14 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
   int first[2] = {x->base ? WHAT_BASE : WHAT_POOL, WHAT_BATON};
   for (int k = 0; k < 2; k++) {
     int what = first[k];
-    if (launch(x, what, err, sizeof err) || wait_all(x, err, sizeof err)) {
+    if (launch(x, what, 0, err, sizeof err) || wait_all(x, err, sizeof err)) {
       snprintf(row->error, sizeof row->error, "%s: %.200s", what_name[what], err);
       /* a part that failed in the baseline is not timed alone either */
       if (what == WHAT_BASE)
-        x->dead |= !strncmp(err, "pooling", 7) ? 1 << WHAT_POOL : !strncmp(err, "shuffle", 7) ? 1 << WHAT_SHUF
-                   : !strncmp(err, "nccl", 4) || strstr(err, "NCCL") ? 1 << WHAT_A2A
-                   : 1 << WHAT_POOL | 1 << WHAT_A2A | 1 << WHAT_SHUF;   /* a stream error: any of them */
-      x->dead |= 1 << what;
+        dead |= !strncmp(err, "pooling", 7) ? 1u << WHAT_POOL : !strncmp(err, "shuffle", 7) ? 1u << WHAT_SHUF
+                : !strncmp(err, "nccl", 4) || strstr(err, "NCCL") ? 1u << WHAT_A2A
+                : 1u << WHAT_POOL | 1u << WHAT_A2A | 1u << WHAT_SHUF;   /* a stream error: any of them */
+      dead |= 1u << what;
       continue;
     }
     ran[what] = 1;
@@ -590,37 +545,16 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
     snprintf(row->error, sizeof row->error, "%s", err);
   if (baton_comm_last_algorithm(x->bc[0]))
     snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
-  cudaGraphExec_t ge[NWHAT][MAXR];
-  memset(ge, 0, sizeof ge);
-  if (x->o->graph)
-    for (int what = 0; what < NWHAT; what++)
-      if (!(x->dead & 1 << what) && capture(x, what, ge[what], err, sizeof err)) {
-        snprintf(row->error, sizeof row->error, "%s graph: %.200s", what_name[what], err);
-        x->dead |= 1 << what;
-      }
-  double t[NWHAT][64];
-  int rounds = x->o->rounds;
-  for (int k = 0; k < rounds; k++)
-    for (int what = 0; what < NWHAT; what++) {
-      if (x->dead & 1 << what) continue;
-      t[what][k] = time_what(x, what, ge[what], err, sizeof err);
-      if (t[what][k] < 0) {
-        snprintf(row->error, sizeof row->error, "%s: %.200s", what_name[what], err);
-        x->dead |= 1 << what;
-      }
-    }
-  double *dst[NWHAT] = {&row->pool_us, &row->a2a_us, &row->shuf_us, &row->base_us, &row->baton_us};
-  for (int what = 0; what < NWHAT; what++) {
-    if (x->dead & 1 << what) continue;
-    qsort(t[what], (size_t)rounds, sizeof t[what][0], cmp_double);
-    *dst[what] = t[what][(rounds - 1) / 2] * 1e6;
-  }
-  for (int what = 0; what < NWHAT; what++)
-    for (int r = 0; r < x->nranks; r++) {
-      if (!ge[what][r]) continue;
-      cudaSetDevice(x->devs[r]);
-      cudaGraphExecDestroy(ge[what][r]);
-    }
+  static const bench_parts_ops ops = {launch, wait_all, part_streams};
+  bench_parts p = {.ops = &ops, .ctx = x, .nparts = NWHAT, .names = what_name, .warmup = x->o->warmup,
+                   .iters = x->o->iters, .graph = x->o->graph, .rounds = x->o->rounds, .dead = dead};
+  double us[NWHAT];
+  bench_parts_measure(&p, us, row->error, sizeof row->error);
+  row->pool_us = us[WHAT_POOL];
+  row->a2a_us = us[WHAT_A2A];
+  row->shuf_us = us[WHAT_SHUF];
+  row->base_us = us[WHAT_BASE];
+  row->baton_us = us[WHAT_BATON];
   free_shape(x);
 }
 

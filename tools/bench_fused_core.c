@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_fused.h"
+#include "bench_util.h"
 
 static const char fused_help[] =
   "usage: baton bench --fused gemv_allreduce [options]\n"
@@ -42,32 +43,6 @@ int bench_fused_asked(int argc, char **argv) {
   return 0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-/* "8192,16K" into list (at most BENCH_FUSED_MAX_DIMS values in 1..2^31). */
-static int parse_list(const char *s, int64_t *list, int *n) {
-  *n = 0;
-  while (*s) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || v < 1 || v > (1LL << 31)) return -1;   /* before a shift: no overflow (strtoll saturates) */
-    if (*end == 'k' || *end == 'K') { v <<= 10; end++; }
-    else if (*end == 'm' || *end == 'M') { v <<= 20; end++; }
-    else if (*end == 'g' || *end == 'G') { v <<= 30; end++; }
-    if (v < 1 || v > (1LL << 31) || *n == BENCH_FUSED_MAX_DIMS || (*end && *end != ',')) return -1;
-    list[(*n)++] = v;
-    s = *end ? end + 1 : end;
-    if (*end == ',' && !*s) return -1;
-  }
-  return *n ? 0 : -1;
-}
-
 int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   memset(o, 0, sizeof *o);
   o->dtype = IP_BF16;
@@ -87,26 +62,20 @@ int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FIL
     if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
     if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
     /* every other option takes a value */
-    const char *eq = strchr(a, '='), *v = NULL;
+    const char *v;
     char name[32];
-    size_t nl = eq && a[0] == '-' && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
-    if (nl >= sizeof name) nl = sizeof name - 1;
-    memcpy(name, a, nl);
-    name[nl] = 0;
-    if (eq && a[1] == '-') v = eq + 1;
-    else if (i + 1 < argc) v = argv[++i];
-    else { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
+    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
     int bad = 0;
     if (!strcmp(name, "--fused")) op = v;
-    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = parse_int(v, 1, 64, &o->ngpus);
-    else if (!strcmp(name, "--share")) bad = parse_int(v, 1, 64, &o->share);
-    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = parse_int(v, 0, 100000, &o->warmup);
-    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = parse_int(v, 1, 100000, &o->iters);
-    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = parse_int(v, 0, 100000, &o->graph);
-    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = parse_int(v, 1, 64, &o->rounds);
-    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = parse_int(v, 0, 1, &o->check);
-    else if (!strcmp(name, "-M")) bad = parse_list(v, o->M, &o->nM);
-    else if (!strcmp(name, "-K")) bad = parse_list(v, o->K, &o->nK);
+    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = bench_parse_int(v, 1, 64, &o->ngpus);
+    else if (!strcmp(name, "--share")) bad = bench_parse_int(v, 1, 64, &o->share);
+    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = bench_parse_int(v, 0, 100000, &o->warmup);
+    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = bench_parse_int(v, 1, 100000, &o->iters);
+    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = bench_parse_int(v, 0, 100000, &o->graph);
+    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = bench_parse_int(v, 1, 64, &o->rounds);
+    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = bench_parse_int(v, 0, 1, &o->check);
+    else if (!strcmp(name, "-M")) bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM);
+    else if (!strcmp(name, "-K")) bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK);
     else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
       const char *t = !strcmp(v, "bfloat16") ? "bf16" : !strcmp(v, "half") ? "f16" : !strcmp(v, "float") ? "f32" : v;
       int x = ip_dtype_from_name(t);
@@ -122,7 +91,7 @@ int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FIL
     if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
   }
   if (!op || strcmp(op, "gemv_allreduce")) {
-    fprintf(err, "baton bench: --fused takes gemv_allreduce (the fused operator measured), not '%s'\n", op ? op : "");
+    bench_fused_refuse(err, op);
     return 2;
   }
   if (o->share && (!o->ngpus || o->share > o->ngpus)) {
@@ -154,11 +123,6 @@ double bench_fused_tbps(const bench_fused_row *r, ip_dtype t, double us) {
   return us > 0 ? (double)r->M * (double)r->K * ip_dtype_size[t] / (us * 1e6) : -1;
 }
 
-static void num(FILE *f, const char *fmt, double v) {
-  if (v < 0) fprintf(f, "%*s", atoi(fmt + 1), "-");
-  else fprintf(f, fmt, v);
-}
-
 void bench_fused_print_header(FILE *f, const bench_fused_table *t) {
   fprintf(f, "# baton bench --fused gemv_allreduce: %d rank%s on %s, %s, %d iterations after %d warmup%s, median of "
           "%d round%s\n", t->nranks, t->nranks == 1 ? "" : "s",
@@ -177,23 +141,23 @@ void bench_fused_print_header(FILE *f, const bench_fused_table *t) {
 void bench_fused_print_row(FILE *f, const bench_fused_table *t, const bench_fused_row *r) {
   if (r->error[0]) fprintf(f, "# M=%lld K=%lld: %s\n", (long long)r->M, (long long)r->K, r->error);
   fprintf(f, "  %7lld %6lld  ", (long long)r->M, (long long)r->K);
-  num(f, "%9.2f", r->gemv_us);
+  bench_num(f, "%9.2f", r->gemv_us);
   fputc(' ', f);
-  num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->gemv_us));
+  bench_num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->gemv_us));
   fputs("  ", f);
-  num(f, "%9.2f", r->ar_us);
+  bench_num(f, "%9.2f", r->ar_us);
   fputs("  ", f);
-  num(f, "%9.2f", r->base_us);
+  bench_num(f, "%9.2f", r->base_us);
   fputs("  ", f);
-  num(f, "%9.2f", r->baton_us);
+  bench_num(f, "%9.2f", r->baton_us);
   fputc(' ', f);
-  num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->baton_us));
+  bench_num(f, "%6.2f", bench_fused_tbps(r, t->dtype, r->baton_us));
   fputs("  ", f);
-  num(f, "%7.2f", bench_fused_speedup(r));
+  bench_num(f, "%7.2f", bench_fused_speedup(r));
   fputc(' ', f);
-  num(f, "%7.2f", bench_fused_overlap(r));
+  bench_num(f, "%7.2f", bench_fused_overlap(r));
   fputc(' ', f);
-  num(f, "%7.2f", bench_fused_vs_cublas(r));
+  bench_num(f, "%7.2f", bench_fused_vs_cublas(r));
   fprintf(f, "  %6lld %6lld  %s\n", (long long)r->wrong_base, (long long)r->wrong_baton,
           r->algorithm[0] ? r->algorithm : "-");
   fflush(f);
@@ -230,26 +194,17 @@ int bench_fused_write_csv(const char *path, const bench_fused_table *t) {
   return fclose(f) ? -1 : 0;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f);
-    if ((unsigned char)*s >= 0x20) fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 int bench_fused_write_json(const char *path, const bench_fused_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   fprintf(f, "{\"fused\": \"gemv_allreduce\", \"dtype\": \"%s\", \"ranks\": %d, \"share\": %d, \"iters\": %d, "
           "\"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ", ip_dtype_name[t->dtype], t->nranks, t->share,
           t->iters, t->warmup, t->graph, t->rounds);
-  json_str(f, t->device);
+  bench_json_str(f, t->device);
   fputs(", \"gemv\": ", f);
-  json_str(f, t->cublas);
+  bench_json_str(f, t->cublas);
   fputs(", \"allreduce\": ", f);
-  json_str(f, t->nccl);
+  bench_json_str(f, t->nccl);
   fputs(", \"rows\": [", f);
   for (int i = 0; i < t->nrows; i++) {
     const bench_fused_row *r = &t->rows[i];
@@ -258,9 +213,9 @@ int bench_fused_write_json(const char *path, const bench_fused_table *t) {
             "\"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ", i ? "," : "", (long long)r->M, (long long)r->K,
             r->gemv_us, r->ar_us, r->base_us, r->baton_us, bench_fused_speedup(r), bench_fused_overlap(r),
             bench_fused_vs_cublas(r), (long long)r->wrong_base, (long long)r->wrong_baton, (long long)r->checked);
-    json_str(f, r->algorithm);
+    bench_json_str(f, r->algorithm);
     fputs(", \"error\": ", f);
-    json_str(f, r->error);
+    bench_json_str(f, r->error);
     fputc('}', f);
   }
   fputs("\n]}\n", f);

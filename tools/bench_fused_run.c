@@ -6,12 +6,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "baton.h"
 #include "bench_cublas.h"
 #include "bench_fused.h"
 #include "bench_nccl.h"
+#include "bench_parts.h"
 #include "ip_compute.h"
 #include "rt_param.h"
 
@@ -37,25 +37,12 @@ typedef struct fctx {
   int nbuf;
   char *W[MAXR][MAXBUF], *x[MAXR], *yb[MAXR], *yt[MAXR];
   void *pattern, *hx[MAXR], *hy;
-  int dead;                      /* bit per WHAT: failed, not run again for this shape */
 } fctx;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static double frand(void) {
   rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
   return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
-}
-
-static int cuda_ok(cudaError_t e, const char *what, char *err, size_t len) {
-  if (e == cudaSuccess) return 1;
-  snprintf(err, len, "%s: %s", what, cudaGetErrorString(e));
-  return 0;
 }
 
 static void free_shape(fctx *x) {
@@ -107,25 +94,25 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
     cudaSetDevice(x->devs[r]);
     if (!(x->hx[r] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
     for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[r], (size_t)k, frand());
-    if (!cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
-        !cuda_ok(cudaMalloc((void **)&x->yb[r], (size_t)M * es + 16), "y", err, len) ||
-        !cuda_ok(cudaMalloc((void **)&x->yt[r], (size_t)M * es + 16), "y", err, len) ||
-        !cuda_ok(cudaMemcpy(x->x[r], x->hx[r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err, len))
+    if (!bench_cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->yb[r], (size_t)M * es + 16), "y", err, len) ||
+        !bench_cuda_ok(cudaMalloc((void **)&x->yt[r], (size_t)M * es + 16), "y", err, len) ||
+        !bench_cuda_ok(cudaMemcpy(x->x[r], x->hx[r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err, len))
       return -1;
     for (int b = 0; b < x->nbuf; b++)
-      if (!cuda_ok(cudaMalloc((void **)&x->W[r][b], wbytes + 16), "W", err, len)) return -1;
+      if (!bench_cuda_ok(cudaMalloc((void **)&x->W[r][b], wbytes + 16), "W", err, len)) return -1;
     /* W = the pattern from index r * 7919 on, repeated */
     size_t off = (size_t)w_index(r, 0) * es, done = 0;
     while (done < wbytes) {
       size_t from = done == 0 ? off : 0, n = chunk - from;
       if (n > wbytes - done) n = wbytes - done;
-      if (!cuda_ok(cudaMemcpy(x->W[r][0] + done, (char *)x->pattern + from, n, cudaMemcpyHostToDevice), "W upload",
-                   err, len))
+      if (!bench_cuda_ok(cudaMemcpy(x->W[r][0] + done, (char *)x->pattern + from, n, cudaMemcpyHostToDevice),
+                         "W upload", err, len))
         return -1;
       done += n;
     }
     for (int b = 1; b < x->nbuf; b++)
-      if (!cuda_ok(cudaMemcpy(x->W[r][b], x->W[r][0], wbytes, cudaMemcpyDeviceToDevice), "W copies", err, len))
+      if (!bench_cuda_ok(cudaMemcpy(x->W[r][b], x->W[r][0], wbytes, cudaMemcpyDeviceToDevice), "W copies", err, len))
         return -1;
   }
   x->hy = malloc((size_t)M * es + 16);
@@ -133,8 +120,10 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
   return 0;
 }
 
-/* One iteration of `what` on every rank; W copy it % nbuf.  0, or -1. */
-static int launch(fctx *x, int what, int it, char *err, size_t len) {
+/* One iteration of `what` on every rank; W copy it % nbuf.  0, or -1
+ * with err (bench_parts_ops.launch). */
+static int launch(void *ctx, int what, int it, char *err, size_t len) {
+  fctx *x = ctx;
   int b = it % x->nbuf;
   if (what == WHAT_GEMV || what == WHAT_BASE)
     for (int r = 0; r < x->nranks; r++) {
@@ -167,10 +156,13 @@ static int launch(fctx *x, int what, int it, char *err, size_t len) {
   return 0;
 }
 
-static int wait_all(fctx *x, char *err, size_t len) {
+/* Every rank's stream done, and baton's asynchronous errors
+ * (bench_parts_ops.wait).  0, or -1 with err. */
+static int wait_all(void *ctx, char *err, size_t len) {
+  fctx *x = ctx;
   for (int r = 0; r < x->nranks; r++) {
     cudaSetDevice(x->devs[r]);
-    if (!cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
+    if (!bench_cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
     baton_result ae = baton_success;
     if (x->bc[r] && !baton_comm_get_async_error(x->bc[r], &ae) && ae) {
       snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
@@ -178,6 +170,17 @@ static int wait_all(fctx *x, char *err, size_t len) {
     }
   }
   return 0;
+}
+
+/* Every part runs on every rank's stream (bench_parts_ops.streams). */
+static int part_streams(void *ctx, int what, cudaStream_t *st, int *devs) {
+  const fctx *x = ctx;
+  (void)what;
+  for (int r = 0; r < x->nranks; r++) {
+    st[r] = x->st[r];
+    devs[r] = x->devs[r];
+  }
+  return x->nranks;
 }
 
 /* Rows whose result is checked: the first, the last and SAMPLED-2 spread
@@ -207,7 +210,8 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
           mag += fabs(t);
         }
       cudaSetDevice(x->devs[r]);
-      if (!cuda_ok(cudaMemcpy(x->hy, y[r] + row * es, es, cudaMemcpyDeviceToHost), "y download", err, len)) return -1;
+      if (!bench_cuda_ok(cudaMemcpy(x->hy, y[r] + row * es, es, cudaMemcpyDeviceToHost), "y download", err, len))
+        return -1;
       double got = ip_get(x->o->dtype, x->hy, 0);
       (*checked)++;
       if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->nranks, x->K, mag))) {
@@ -220,58 +224,6 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
   return bad;
 }
 
-/* The n iterations captured on every stream, one graph per rank. */
-static int capture(fctx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
-  int rc = 0;
-  for (int r = 0; r < x->nranks && !rc; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!cuda_ok(cudaStreamBeginCapture(x->st[r], cudaStreamCaptureModeThreadLocal), "capture", err, len)) rc = -1;
-  }
-  for (int it = 0; it < x->o->iters && !rc; it++) rc = launch(x, what, it, err, len);
-  /* Every capture ends before any graph is instantiated: instantiating is
-   * not permitted while this thread still captures another stream. */
-  cudaGraph_t g[MAXR] = {0};
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    cudaError_t e = cudaStreamEndCapture(x->st[r], &g[r]);
-    if (!rc && !cuda_ok(e, "end capture", err, len)) rc = -1;
-  }
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!rc && !cuda_ok(cudaGraphInstantiate(&ge[r], g[r], 0), "graph instantiate", err, len)) rc = -1;
-    if (g[r]) cudaGraphDestroy(g[r]);
-  }
-  if (rc) cudaGetLastError();
-  return rc;
-}
-
-/* Seconds per iteration of `what`, or -1 with err. */
-static double time_what(fctx *x, int what, cudaGraphExec_t *ge, char *err, size_t len) {
-  for (int w = 0; w < x->o->warmup; w++)
-    if (launch(x, what, w, err, len)) return -1;
-  if (wait_all(x, err, len)) return -1;
-  int n = x->o->iters;
-  double t0 = now();
-  if (x->o->graph) {
-    for (int k = 0; k < x->o->graph; k++)
-      for (int r = 0; r < x->nranks; r++) {
-        cudaSetDevice(x->devs[r]);
-        if (!cuda_ok(cudaGraphLaunch(ge[r], x->st[r]), "graph launch", err, len)) return -1;
-      }
-    n *= x->o->graph;
-  } else {
-    for (int it = 0; it < n; it++)
-      if (launch(x, what, it, err, len)) return -1;
-  }
-  if (wait_all(x, err, len)) return -1;
-  return (now() - t0) / n;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double p = *(const double *)a, q = *(const double *)b;
-  return p < q ? -1 : p > q;
-}
-
 static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   memset(row, 0, sizeof *row);
   row->M = M;
@@ -279,7 +231,7 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   row->gemv_us = row->ar_us = row->base_us = row->baton_us = -1;
   row->wrong_base = row->wrong_baton = -1;
   char err[240] = "";
-  x->dead = x->nccl ? 0 : 1 << WHAT_AR;
+  unsigned dead = x->nccl ? 0 : 1 << WHAT_AR;   /* bit per WHAT: failed, not run again for this shape */
   if (alloc_shape(x, M, K, err, sizeof err)) {
     snprintf(row->error, sizeof row->error, "%s", err);
     free_shape(x);
@@ -289,7 +241,7 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   for (int what = WHAT_BASE; what <= WHAT_BATON; what++) {
     if (launch(x, what, 0, err, sizeof err) || wait_all(x, err, sizeof err)) {
       snprintf(row->error, sizeof row->error, "%s: %s", what_name[what], err);
-      x->dead |= 1 << what | (what == WHAT_BASE ? 1 << WHAT_GEMV : 0);
+      dead |= 1u << what | (what == WHAT_BASE ? 1u << WHAT_GEMV : 0);
       continue;
     }
     if (!x->o->check) continue;
@@ -299,35 +251,16 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   }
   if (x->nranks && baton_comm_last_algorithm(x->bc[0]))
     snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
-  cudaGraphExec_t ge[NWHAT][MAXR];
-  memset(ge, 0, sizeof ge);
-  if (x->o->graph)
-    for (int what = 0; what < NWHAT; what++)
-      if (!(x->dead & 1 << what) && capture(x, what, ge[what], err, sizeof err)) {
-        snprintf(row->error, sizeof row->error, "%s graph: %s", what_name[what], err);
-        x->dead |= 1 << what;
-      }
-  double t[NWHAT][64];
-  int rounds = x->o->rounds;
-  for (int k = 0; k < rounds; k++)
-    for (int what = 0; what < NWHAT; what++) {
-      if (x->dead & 1 << what) continue;
-      t[what][k] = time_what(x, what, ge[what], err, sizeof err);
-      if (t[what][k] < 0) {
-        snprintf(row->error, sizeof row->error, "%s: %s", what_name[what], err);
-        x->dead |= 1 << what;
-      }
-    }
-  double *dst[NWHAT] = {&row->gemv_us, &row->ar_us, &row->base_us, &row->baton_us};
-  for (int what = 0; what < NWHAT; what++) {
-    if (x->dead & 1 << what) continue;
-    qsort(t[what], (size_t)rounds, sizeof t[what][0], cmp_double);
-    *dst[what] = t[what][(rounds - 1) / 2] * 1e6;
-  }
-  if (!x->nccl && !(x->dead & 1 << WHAT_GEMV)) row->base_us = row->gemv_us;   /* no AllReduce: the GEMV alone */
-  for (int what = 0; what < NWHAT; what++)
-    for (int r = 0; r < x->nranks; r++)
-      if (ge[what][r]) cudaGraphExecDestroy(ge[what][r]);
+  static const bench_parts_ops ops = {launch, wait_all, part_streams};
+  bench_parts p = {.ops = &ops, .ctx = x, .nparts = NWHAT, .names = what_name, .warmup = x->o->warmup,
+                   .iters = x->o->iters, .graph = x->o->graph, .rounds = x->o->rounds, .dead = dead};
+  double us[NWHAT];
+  bench_parts_measure(&p, us, row->error, sizeof row->error);
+  row->gemv_us = us[WHAT_GEMV];
+  row->ar_us = us[WHAT_AR];
+  row->base_us = us[WHAT_BASE];
+  row->baton_us = us[WHAT_BATON];
+  if (!x->nccl && !(p.dead & 1 << WHAT_GEMV)) row->base_us = row->gemv_us;   /* no AllReduce: the GEMV alone */
   free_shape(x);
 }
 
@@ -373,7 +306,7 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
       goto out;
     }
   }
-  snprintf(t->cublas, sizeof t->cublas, "%s", bench_cublas_describe(x->cb));
+  snprintf(t->cublas, sizeof t->cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
   if (!o->no_nccl && !o->share) {
     if (!(x->nccl = bench_nccl_open(why, sizeof why)))
       fprintf(stderr, "# NCCL not used: %s\n", why);

@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "bench_embed.h"
 #include "bench_fused.h"
+#include "bench_moe.h"
 #include "tool.h"
 
 /* --dry-run: what would run, without touching a GPU. */
@@ -89,11 +90,41 @@ static int fused_embed(int argc, char **argv) {
 #endif
 }
 
+/* --fused gemm_alltoall: the fused expert GEMM + AllToAll against cuBLAS's
+ * GEMM and NCCL's AllToAll in a row, and baton's own GEMM unfused
+ * (tools/bench_moe*.c). */
+static int fused_moe(int argc, char **argv) {
+  bench_moe_opts o;
+  int rc = bench_moe_parse(&o, argc, argv, stdout, stderr);
+  if (rc) return rc == 1 ? 0 : rc;
+#ifdef BATON_HAVE_CUDA
+  bench_moe_table t;
+  rc = bench_moe_run(&o, &t);
+  if (rc != 2) {
+    rc |= bench_moe_print_footer(stdout, &t);
+    if (o.csv && bench_moe_write_csv(o.csv, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
+      rc = 1;
+    }
+    if (o.json && bench_moe_write_json(o.json, &t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
+      rc = 1;
+    }
+  }
+  free(t.rows);
+  return rc;
+#else
+  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
+  return 2;
+#endif
+}
+
 int tool_bench(int argc, char **argv) {
   if (bench_fused_asked(argc, argv)) {
     switch (bench_fused_operator(argc, argv, stderr)) {
     case BENCH_FUSED_GEMV_ALLREDUCE: return fused(argc, argv);
     case BENCH_FUSED_EMBEDDING_ALLTOALL: return fused_embed(argc, argv);
+    case BENCH_FUSED_GEMM_ALLTOALL: return fused_moe(argc, argv);
     default: return 2;
     }
   }

@@ -1,0 +1,385 @@
+/* test_bench_moe.c -- `baton bench --fused gemm_alltoall` without a GPU:
+ * the operator dispatch of all three fused operators, every option and
+ * error message, the defaults and --grid, the derived columns of known
+ * rows, the text, CSV and JSON outputs; then, given the baton program,
+ * its --help and refusals end to end.
+ * Usage: test_bench_moe [BATON] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_moe.h"
+#include "tap.h"
+
+static char words[4096];
+
+/* Splits line at spaces into argv (argv[0] = "bench"); the argument count. */
+static int split(const char *line, char **argv) {
+  int argc = 0;
+  snprintf(words, sizeof words, "bench %s", line);
+  for (char *s = strtok(words, " "); s && argc < 63; s = strtok(NULL, " ")) argv[argc++] = s;
+  argv[argc] = NULL;
+  return argc;
+}
+
+/* bench_moe_parse of "bench LINE": its return; err gets stderr (its first
+ * line), out stdout. */
+static int mparse(bench_moe_opts *o, const char *line, char *err, size_t errlen, char *out, size_t outlen) {
+  char *argv[64];
+  int argc = split(line, argv);
+  memset(err, 0, errlen);
+  if (out) memset(out, 0, outlen);
+  FILE *e = fmemopen(err, errlen, "w"), *f = out ? fmemopen(out, outlen, "w") : fopen("/dev/null", "w");
+  int rc = bench_moe_parse(o, argc, argv, f, e);
+  fclose(e);
+  fclose(f);
+  err[strcspn(err, "\n")] = 0;   /* one line, for the test's name */
+  return rc;
+}
+
+static int op_of(const char *line, char *err, size_t errlen) {
+  char *argv[64];
+  int argc = split(line, argv);
+  memset(err, 0, errlen);
+  FILE *e = fmemopen(err, errlen, "w");
+  int k = bench_fused_operator(argc, argv, e);
+  fclose(e);
+  return k;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
+  if (n != wn) return 0;
+  for (int i = 0; i < n; i++)
+    if (got[i] != want[i]) return 0;
+  return 1;
+}
+
+static void test_operator(void) {
+  char err[400];
+  ok(op_of("--fused gemm_alltoall -g 2", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL &&
+     op_of("-g 2 --fused=gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
+     "--fused gemm_alltoall and --fused=gemm_alltoall name the GEMM + AllToAll operator (3)");
+  ok(BENCH_FUSED_GEMM_ALLTOALL == 3 && BENCH_FUSED_GEMV_ALLREDUCE == 1 && BENCH_FUSED_EMBEDDING_ALLTOALL == 2,
+     "the operators' numbers");
+  ok(op_of("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
+     "--fused gemv_allreduce names the GEMV operator");
+  ok(op_of("--fused embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
+     "--fused embedding_alltoall names the embedding operator");
+  ok(op_of("--fused gemv_allreduce --fused gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
+     "the last --fused wins");
+  ok(op_of("--fused gemm -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
+  ok_contains(err, "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
+              "operator measured), not 'gemm'", "the refusal lists the three operators");
+  ok(op_of("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
+  ok_contains(err, "not ''", "and names the empty operator");
+}
+
+static void test_options(void) {
+  bench_moe_opts o;
+  char err[400], out[8192];
+  ok(mparse(&o, "--fused gemm_alltoall", err, sizeof err, NULL, 0) == 0 && o.nT == 1 && o.T[0] == 4096 &&
+     o.nH == 1 && o.H[0] == 8192 && o.nF == 1 && o.F[0] == 4096 && !o.grid && o.ngpus == 0 && o.share == 0 &&
+     o.warmup == 5 && o.iters == 20 && o.graph == 0 && o.rounds == 3 && o.check == 1 && !o.no_nccl && !o.csv &&
+     !o.json, "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1");
+  ok(mparse(&o, "--fused gemm_alltoall -g 4 --share 2 -d bf16 -T 1K,8192 -H 4096,8K -F 1024,14336 -w 2 -n 7 -G 3 "
+             "-R 5 -c 0 --csv a.csv --json b.json --no-nccl", err, sizeof err, NULL, 0) == 0 &&
+     o.ngpus == 4 && o.share == 2 && o.nT == 2 && o.T[0] == 1024 && o.T[1] == 8192 && o.nH == 2 &&
+     o.H[0] == 4096 && o.H[1] == 8192 && o.nF == 2 && o.F[0] == 1024 && o.F[1] == 14336 && o.warmup == 2 &&
+     o.iters == 7 && o.graph == 3 && o.rounds == 5 && o.check == 0 && !strcmp(o.csv, "a.csv") &&
+     !strcmp(o.json, "b.json") && o.no_nccl, "every option in its short form, K suffixes");
+  ok(mparse(&o, "--fused=gemm_alltoall --ngpus=8 --datatype=bfloat16 --warmup_iters 1 --iters 9 --cudagraph 2 "
+             "--rounds 1 --check 1 --share=8 --csv=c.csv", err, sizeof err, NULL, 0) == 0 &&
+     o.ngpus == 8 && o.share == 8 && o.warmup == 1 && o.iters == 9 && o.graph == 2 && o.rounds == 1 &&
+     o.check == 1 && !strcmp(o.csv, "c.csv"), "long forms, --opt=value, bfloat16");
+  ok(mparse(&o, "--fused gemm_alltoall -T 1M -H 64 -F 128", err, sizeof err, NULL, 0) == 0 && o.T[0] == 1048576 &&
+     o.H[0] == 64 && o.F[0] == 128, "M suffix; H and F of one tile");
+  static const int64_t gT[] = {1024, 2048, 4096, 8192}, gH[] = {4096, 8192}, gF[] = {1024, 2048, 4096, 14336};
+  ok(mparse(&o, "--fused gemm_alltoall --grid", err, sizeof err, NULL, 0) == 0 && o.grid &&
+     same_list(o.T, o.nT, gT, 4) && same_list(o.H, o.nH, gH, 2) && same_list(o.F, o.nF, gF, 4),
+     "--grid: T 1024..8192 x H 4096,8192 x F 1024,2048,4096,14336 (32 shapes)");
+  static const int64_t one[] = {2048}, two[] = {1024, 4096};
+  ok(mparse(&o, "--fused gemm_alltoall -T 2048 --grid -F 1024,4096", err, sizeof err, NULL, 0) == 0 &&
+     same_list(o.T, o.nT, one, 1) && same_list(o.H, o.nH, gH, 2) && same_list(o.F, o.nF, two, 2),
+     "--grid fills only the lists not given, before or after it");
+  ok(mparse(&o, "--fused gemm_alltoall -g 8 --grid", err, sizeof err, NULL, 0) == 0,
+     "the grid's tokens are multiples of 8 ranks");
+  int rc = mparse(&o, "--fused gemm_alltoall --help", err, sizeof err, out, sizeof out);
+  ok(rc == 1, "--help returns 1 (usage printed, nothing run)");
+  ok_contains(out, "usage: baton bench --fused gemm_alltoall [options]", "usage: its first line");
+  ok_contains(out, "--share G", "usage: --share");
+  ok_contains(out, "--grid", "usage: --grid");
+  ok_contains(out, "own+a2a", "usage: the own+a2a part");
+  ok_contains(out, "moe_combine.lua", "usage: where the programs come from");
+  ok_contains(out, "overlap = (baseline - baton) /\nmin(gemm, alltoall)", "usage: the overlap column");
+  ok(mparse(&o, "-h --fused gemm_alltoall", err, sizeof err, out, sizeof out) == 1, "-h too");
+
+  static const struct { const char *args, *msg; } bad[] = {
+    {"--fused gemm_alltoall2", "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the "
+                               "fused operator measured), not 'gemm_alltoall2'"},
+    {"-g 2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall"},
+    {"--fused embedding_alltoall", "not 'embedding_alltoall'"},
+    {"--fused gemm_alltoall -T", "baton bench: -T needs a value"},
+    {"--fused gemm_alltoall -d f32", "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's "
+                                     "type), not 'f32'"},
+    {"--fused gemm_alltoall -d f16", "takes -d bf16 only (the GEMM tile engine's type), not 'f16'"},
+    {"--fused gemm_alltoall --datatype=i32", "takes -d bf16 only (the GEMM tile engine's type), not 'i32'"},
+    {"--fused gemm_alltoall -T 0", "baton bench: bad value '0' for -T"},
+    {"--fused gemm_alltoall -T 4096,", "bad value '4096,' for -T"},
+    {"--fused gemm_alltoall -T 1Q", "bad value '1Q' for -T"},
+    {"--fused gemm_alltoall -T 1G", "bad value '1G' for -T"},
+    {"--fused gemm_alltoall -T 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "bad value"},
+    {"--fused gemm_alltoall -H x", "bad value 'x' for -H"},
+    {"--fused gemm_alltoall -F -64", "bad value '-64' for -F"},
+    {"--fused gemm_alltoall -F 64,,128", "bad value '64,,128' for -F"},
+    {"--fused gemm_alltoall -g 0", "bad value '0' for -g"},
+    {"--fused gemm_alltoall -g 65", "bad value '65' for -g"},
+    {"--fused gemm_alltoall --share 0", "bad value '0' for --share"},
+    {"--fused gemm_alltoall -n 0", "bad value '0' for -n"},
+    {"--fused gemm_alltoall -w -1", "bad value '-1' for -w"},
+    {"--fused gemm_alltoall -G x", "bad value 'x' for -G"},
+    {"--fused gemm_alltoall -R 65", "bad value '65' for -R"},
+    {"--fused gemm_alltoall -c 2", "bad value '2' for -c"},
+    {"--fused gemm_alltoall -M 8192", "baton bench: unknown option '-M' for --fused gemm_alltoall (baton bench "
+                                      "--fused gemm_alltoall --help lists them)"},
+    {"--fused gemm_alltoall -B 8", "unknown option '-B' for --fused gemm_alltoall"},
+    {"--fused gemm_alltoall --share 2", "baton bench: --share 2 needs -g N with N >= 2"},
+    {"--fused gemm_alltoall -g 2 --share 4", "--share 4 needs -g N with N >= 4"},
+    {"--fused gemm_alltoall -g 3", "baton bench: -T 4096 is not a multiple of the 3 ranks"},
+    {"--fused gemm_alltoall -g 4 -T 4096,1026", "-T 1026 is not a multiple of the 4 ranks"},
+    {"--fused gemm_alltoall -g 3 --grid", "-T 1024 is not a multiple of the 3 ranks"},
+    {"--fused gemm_alltoall -H 100", "baton bench: -H 100 is not a multiple of 64 (the GPU GEMM tile engine takes "
+                                     "only those)"},
+    {"--fused gemm_alltoall -H 8192,4160,4100", "-H 4100 is not a multiple of 64"},
+    {"--fused gemm_alltoall -F 1000", "baton bench: -F 1000 is not a multiple of 64"},
+    {"--fused gemm_alltoall --csv=", "baton bench: --csv and --json need a file name"},
+    {"--fused gemm_alltoall --json=", "--csv and --json need a file name"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rc = mparse(&o, bad[i].args, err, sizeof err, NULL, 0);
+    ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
+  }
+  ok(mparse(&o, "--fused gemm_alltoall -g 3 -T 3072 --share 3", err, sizeof err, NULL, 0) == 0,
+     "tokens that are a multiple of the ranks are taken, and --share G with G = N");
+}
+
+static bench_moe_row rows[3];
+
+static void make_rows(void) {
+  memset(rows, 0, sizeof rows);
+  rows[0] = (bench_moe_row){.T = 4096, .H = 8192, .F = 4096, .gemm_us = 500, .a2a_us = 200, .base_us = 700,
+                            .own_us = 550, .own_a2a_us = 750, .baton_us = 600, .wrong_base = 0, .wrong_own = 0,
+                            .wrong_baton = 0, .checked = 8192};
+  snprintf(rows[0].algorithm, sizeof rows[0].algorithm, "moe_combine");
+  rows[1] = (bench_moe_row){.T = 1024, .H = 4096, .F = 14336, .gemm_us = 300, .a2a_us = -1, .base_us = -1,
+                            .own_us = 320, .own_a2a_us = -1, .baton_us = -1, .wrong_base = 0, .wrong_own = 0,
+                            .wrong_baton = -1, .checked = 2048};
+  snprintf(rows[1].error, sizeof rows[1].error, "baton: unsupported");
+  rows[2] = (bench_moe_row){.T = 2048, .H = 4096, .F = 1024, .gemm_us = 40, .a2a_us = 60, .base_us = 100,
+                            .own_us = 50, .own_a2a_us = 110, .baton_us = 70, .wrong_base = 3, .wrong_own = 0,
+                            .wrong_baton = 0, .checked = 9};
+  snprintf(rows[2].algorithm, sizeof rows[2].algorithm, "moe_combine_c2");
+}
+
+static void test_derived(void) {
+  make_rows();
+  ok(fabs(bench_moe_speedup(&rows[0]) - 700.0 / 600) < 1e-12 && fabs(bench_moe_vs_own_a2a(&rows[0]) - 1.25) < 1e-12 &&
+     fabs(bench_moe_overlap(&rows[0]) - 0.5) < 1e-12 && fabs(bench_moe_own_vs_cublas(&rows[0]) - 500.0 / 550) < 1e-12,
+     "speedup 700/600, vs own 750/600, overlap (700-600)/min(500, 200), own/cuBLAS 500/550");
+  ok(fabs(bench_moe_overlap(&rows[2]) - 30.0 / 40) < 1e-12, "overlap over the GEMM when it is the shorter part");
+  ok(fabs(bench_moe_tflops(&rows[0], 500) - 2.0 * 4096 * 8192 * 4096 / 5e8) < 1e-9 &&
+     fabs(bench_moe_tflops(&rows[1], 300) - 2.0 * 1024 * 4096 * 14336 / 3e8) < 1e-9,
+     "TFLOP/s: 2*T*H*F over the time");
+  ok(bench_moe_speedup(&rows[1]) == -1 && bench_moe_vs_own_a2a(&rows[1]) == -1 && bench_moe_overlap(&rows[1]) == -1 &&
+     bench_moe_tflops(&rows[1], -1) == -1 && fabs(bench_moe_own_vs_cublas(&rows[1]) - 300.0 / 320) < 1e-12,
+     "missing times give -1 for speedup, vs own, overlap and rate; own/cuBLAS needs only the GEMMs");
+  bench_moe_row r = rows[0];
+  r.a2a_us = -1;
+  ok(bench_moe_overlap(&r) == -1 && bench_moe_speedup(&r) > 0, "no overlap without the AllToAll's time");
+  r = rows[0];
+  r.own_us = -1;
+  ok(bench_moe_own_vs_cublas(&r) == -1 && bench_moe_vs_own_a2a(&r) > 0, "no own/cuBLAS without the own GEMM's time");
+  r = rows[0];
+  r.gemm_us = 0;
+  ok(bench_moe_overlap(&r) == -1 && bench_moe_own_vs_cublas(&r) == -1 && bench_moe_tflops(&r, 0) == -1,
+     "a zero time counts as missing");
+}
+
+static void test_output(void) {
+  make_rows();
+  bench_moe_table t = {.nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3};
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll");
+  snprintf(t.cublas, sizeof t.cublas, "cuBLAS 13.0.2 (libcublas.so.13), cublasGemmEx");
+  snprintf(t.device, sizeof t.device, "NVIDIA H200");
+  t.rows = rows;
+  t.nrows = 2;
+  static char text[16384];
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_moe_print_header(f, &t);
+  for (int i = 0; i < t.nrows; i++) bench_moe_print_row(f, &t, &rows[i]);
+  int st = bench_moe_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "# baton bench --fused gemm_alltoall: 4 ranks on one GPU each, bf16, 20 iterations after 5 "
+              "warmup, in a CUDA graph, median of 3 rounds\n# device: NVIDIA H200\n", "text: the header's first lines");
+  ok_contains(text, "# gemm: cuBLAS 13.0.2 (libcublas.so.13), cublasGemmEx, Y [T, H] = X [T, F] W [F, H] per rank, "
+              "f32 accumulation\n", "text: the GEMM named");
+  ok_contains(text, "# own gemm: baton_gemm_alltoall on a one-rank communicator per rank (the GEMM opcode alone)\n",
+              "text: the own GEMM said");
+  ok_contains(text, "# alltoall: NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll, of Y (T/n*H elements to "
+              "each peer)\n", "text: the AllToAll named");
+  ok_contains(text, "# baseline: gemm, then alltoall, on one stream per rank\n", "text: the baseline said");
+  ok_contains(text, "# own+a2a: own gemm, then alltoall, on one stream per rank\n", "text: own+a2a said");
+  ok_contains(text, "# baton: baton_gemm_alltoall on the 4-rank communicator\n", "text: baton said");
+  ok_contains(text, "#     T     H     F       gemm TFLOP/s   alltoall   baseline   own gemm TFLOP/s    own+a2a"
+              "      baton TFLOP/s  speedup  vs own overlap own/cuBLAS   wrong  wrong  wrong  baton algorithm\n",
+              "text: the column names");
+  ok_contains(text, "base/b own+a/b           gemm/own    base    own  baton\n", "text: the columns' second line");
+  ok_contains(text, "   4096  8192  4096     500.00   549.8     200.00     700.00     550.00   499.8     750.00"
+              "     600.00   458.1     1.17    1.25    0.50      0.909       0      0      0  moe_combine\n",
+              "text: the first shape's times, rates and ratios");
+  ok_contains(text, "# T=1024 H=4096 F=14336: baton: unsupported\n", "text: the failed shape named");
+  ok_contains(text, "   1024  4096 14336     300.00   400.9          -          -     320.00   375.8          -"
+              "          -       -        -       -       -      0.938       0      0     -1  -\n",
+              "text: missing times are dashes");
+  ok_contains(text, "# average baseline time / baton time over 1 shapes: 1.167\n", "text: the average speedup");
+  ok_contains(text, "# average cuBLAS GEMM time / own GEMM time over 2 shapes: 0.923\n",
+              "text: the average own/cuBLAS");
+  ok_contains(text, "# FAILED: a shape failed or had wrong elements", "text: the failure said");
+  ok(st == 1, "a failed shape makes the exit status 1");
+
+  bench_moe_table s = {.nranks = 8, .share = 1, .iters = 20, .warmup = 5, .rounds = 1};
+  bench_moe_row one = rows[0];
+  one.a2a_us = one.base_us = one.own_a2a_us = -1;
+  s.rows = &one;
+  s.nrows = 1;
+  f = fmemopen(text, sizeof text, "w");
+  bench_moe_print_header(f, &s);
+  bench_moe_print_row(f, &s, &one);
+  st = bench_moe_print_footer(f, &s);
+  fclose(f);
+  ok_contains(text, "8 ranks on shared GPUs, bf16, 20 iterations after 5 warmup, median of 1 round\n",
+              "share: the header");
+  ok_contains(text, "# gemm: NOT USED", "share: no cuBLAS named: not used");
+  ok_contains(text, "(the GEMM opcode alone), one GPU's ranks in turn on one stream\n", "share: the own GEMM in turn");
+  ok_contains(text, "# alltoall, baseline, own+a2a: NOT MEASURED: the ranks share 1 GPU, where NCCL cannot run",
+              "share: the baseline not measured, and why");
+  ok_contains(text, "# average cuBLAS GEMM time / baton time over 1 shapes: 0.833\n"
+              "# average cuBLAS GEMM time / own GEMM time over 1 shapes: 0.909\n# all shapes checked and right\n",
+              "share: the averages against the GEMM alone, all right");
+  ok(st == 0, "all right: exit status 0");
+  s.share = 0;
+  f = fmemopen(text, sizeof text, "w");
+  bench_moe_print_header(f, &s);
+  fclose(f);
+  ok_contains(text, "# alltoall, baseline, own+a2a: NOT MEASURED (no NCCL): gemm, own gemm and baton only",
+              "no NCCL: the baseline not measured, and why");
+  one.wrong_own = 2;
+  f = fmemopen(text, sizeof text, "w");
+  st = bench_moe_print_footer(f, &s);
+  fclose(f);
+  ok(st == 1 && strstr(text, "FAILED"), "wrong elements of the own GEMM fail the run");
+
+  rows[1].wrong_baton = 0;
+  t.nrows = 3;
+  char dir[] = "/tmp/test_bench_moe_XXXXXX", csv[300], json[300], cmd[2000];
+  if (!mkdtemp(dir)) { ok(0, "mkdtemp"); return; }
+  snprintf(csv, sizeof csv, "%s/m.csv", dir);
+  snprintf(json, sizeof json, "%s/m.json", dir);
+  ok(bench_moe_write_csv(csv, &t) == 0 && bench_moe_write_json(json, &t) == 0, "CSV and JSON written");
+  char *c = slurp(csv);
+  ok_contains(c, "fused,dtype,ranks,share,T,H,F,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,baton_us,"
+                 "gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,wrong_baseline,"
+                 "wrong_own,wrong_baton,checked,algorithm\n", "CSV: the header");
+  ok_contains(c, "\ngemm_alltoall,bf16,4,0,4096,8192,4096,500.000,200.000,700.000,550.000,750.000,600.000,549.76,"
+                 "499.78,458.13,1.1667,1.2500,0.5000,0.9091,0,0,0,8192,moe_combine\n", "CSV: the first shape");
+  ok_contains(c, "\ngemm_alltoall,bf16,4,0,1024,4096,14336,300.000,-1.000,-1.000,320.000,-1.000,-1.000,400.86,"
+                 "375.81,-1.00,-1.0000,-1.0000,-1.0000,0.9375,0,0,0,2048,-\n",
+              "CSV: a failed shape, -1 for what is missing");
+  ok_contains(c, ",3,0,0,9,moe_combine_c2\n", "CSV: wrong elements of the baseline");
+  /* every CSV line has the header's 25 fields */
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1]))); "
+           "sys.exit(0 if len(r)==4 and all(len(x)==25 for x in r) and r[3][4]==\"2048\" and r[3][19]==\"0.8000\" "
+           "else 1)' %s", csv);
+  ok(system(cmd) == 0, "CSV parses: 3 rows of 25 fields");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
+           "sys.exit(0 if d[\"fused\"]==\"gemm_alltoall\" and d[\"dtype\"]==\"bf16\" and d[\"ranks\"]==4 and "
+           "d[\"share\"]==0 and d[\"iters\"]==20 and d[\"warmup\"]==5 and d[\"graph\"]==10 and d[\"rounds\"]==3 and "
+           "d[\"alltoall\"].startswith(\"NCCL 2.28.9\") and d[\"gemm\"].startswith(\"cuBLAS 13.0.2\") and "
+           "d[\"device\"]==\"NVIDIA H200\" and len(r)==3 and r[0][\"T\"]==4096 and r[0][\"H\"]==8192 and "
+           "r[0][\"F\"]==4096 and r[0][\"speedup\"]==1.1667 and r[0][\"vs_own_a2a\"]==1.25 and "
+           "r[0][\"overlap\"]==0.5 and r[0][\"own_vs_cublas\"]==0.9091 and r[0][\"gemm_tflops\"]==549.76 and "
+           "r[0][\"own_a2a_us\"]==750 and r[0][\"algorithm\"]==\"moe_combine\" and r[0][\"error\"]==\"\" and "
+           "r[1][\"error\"]==\"baton: unsupported\" and r[1][\"baton_us\"]==-1 and r[1][\"speedup\"]==-1 and "
+           "r[2][\"wrong_baseline\"]==3 and r[2][\"wrong_own\"]==0 and r[2][\"checked\"]==9 else 1)' %s", json);
+  ok(system(cmd) == 0, "JSON parses and holds the table");
+  ok(bench_moe_write_csv("/nonexistent/dir/m.csv", &t) == -1 &&
+     bench_moe_write_json("/nonexistent/dir/m.json", &t) == -1, "an unwritable path is an error");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) printf("# could not remove %s\n", dir);
+}
+
+/* baton bench ARGS through the baton program: its exit status, its output
+ * (stdout and stderr) in out. */
+static int run_baton(const char *baton, const char *args, char *out, size_t len) {
+  char path[] = "/tmp/test_bench_moe_out_XXXXXX", cmd[1200];
+  int fd = mkstemp(path);
+  if (fd < 0) return -1;
+  close(fd);
+  snprintf(cmd, sizeof cmd, "'%s' bench %s > %s 2>&1", baton, args, path);
+  int st = system(cmd);
+  char *s = slurp(path);
+  snprintf(out, len, "%s", s ? s : "");
+  unlink(path);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(const char *baton) {
+  static char out[1 << 16];
+  int rc = run_baton(baton, "--fused gemm_alltoall --help", out, sizeof out);
+  ok(rc == 0, "baton bench --fused gemm_alltoall --help exits 0");
+  ok_contains(out, "usage: baton bench --fused gemm_alltoall [options]", "and prints the usage");
+  rc = run_baton(baton, "--fused=embedding_alltoall --help", out, sizeof out);
+  ok(rc == 0 && strstr(out, "usage: baton bench --fused embedding_alltoall"), "the embedding mode's --help still");
+  rc = run_baton(baton, "--fused gemv_allreduce --help", out, sizeof out);
+  ok(rc == 0 && strstr(out, "usage: baton bench --fused gemv_allreduce"), "the GEMV mode's --help still");
+  rc = run_baton(baton, "--fused gemm -g 2", out, sizeof out);
+  ok(rc == 2, "baton bench --fused gemm exits 2");
+  ok_contains(out, "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused operator measured), "
+              "not 'gemm'", "and lists the three operators");
+  rc = run_baton(baton, "--fused gemm_alltoall -d f32", out, sizeof out);
+  ok(rc == 2, "-d f32 exits 2 before any GPU is touched");
+  ok_contains(out, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not 'f32'",
+              "and says bf16 only");
+  rc = run_baton(baton, "--fused gemm_alltoall -H 100", out, sizeof out);
+  ok(rc == 2, "-H 100 exits 2");
+  ok_contains(out, "baton bench: -H 100 is not a multiple of 64", "and names the value");
+  rc = run_baton(baton, "--fused gemm_alltoall -g 3 -T 4096", out, sizeof out);
+  ok(rc == 2, "-T 4096 with -g 3 exits 2");
+  ok_contains(out, "baton bench: -T 4096 is not a multiple of the 3 ranks", "and names the value and the ranks");
+  rc = run_baton(baton, "--fused gemm_alltoall -Q 1", out, sizeof out);
+  ok(rc == 2 && strstr(out, "unknown option '-Q' for --fused gemm_alltoall"), "an unknown option exits 2");
+}
+
+int main(int argc, char **argv) {
+  test_operator();
+  test_options();
+  test_derived();
+  test_output();
+  if (argc > 1) test_cli(argv[1]);
+  else ok(1, "# SKIP no baton program given");
+  return tap_done();
+}
