@@ -336,13 +336,24 @@ __device__ __forceinline__ void ip_bag_cols(const ip_gargs &a, const ip_bag &g, 
   }
 }
 
+// Where a piece of computed values goes when it is not contiguous (a
+// direct AllToAll, ip_gargs.direct: the owner's output, interleaved):
+// element i of the piece is element x0 + i of output chunk oc at base.
+struct ip_place {
+  char *base;
+  int64_t oc, x0;
+};
+
 // out[0 .. n) = elements row0 .. row0+n-1 of an embedding bag's input
-// (element e: column e mod D of bag e div D).  Warps take the bags the
-// piece touches one at a time from a shared counter (bags differ in
-// size); whole aligned bags go by 16-byte loads, cut ones column by
-// column.  Ends with a barrier.
+// (element e: column e mod D of bag e div D); with pl, element i goes
+// where pl places it instead (a bag's columns stay together: the runtime
+// makes the output's rows whole bags).  Warps take the bags the piece
+// touches one at a time from a shared counter (bags differ in size);
+// whole aligned bags go by 16-byte loads, cut ones column by column.
+// Ends with a barrier.
 template <int DT>
-__device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n, char *out) {
+__device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n, char *out,
+                                        const ip_place *pl = nullptr) {
   if constexpr (!ip_cfloat<DT>::ok) {
     return;
   } else {
@@ -369,7 +380,8 @@ __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, i
       b = __shfl_sync(0xffffffffu, b, 0);
       if (b > b1) break;
       const int64_t c0 = b == b0 ? row0 - b * g.D : 0, c1 = b == b1 ? row0 + n - b * g.D : g.D;
-      char *dst = out + (b * g.D + c0 - row0) * ES;
+      const int64_t i = b * g.D + c0 - row0;   // the bag's first element in the piece
+      char *dst = pl ? pl->base + ir_geom_at(&a.geom, IR_BUF_OUTPUT, pl->oc, pl->x0 + i) * ES : out + i * ES;
       if (vec && c0 == 0 && c1 == g.D) {
         if (V <= 32) ip_bag_vec<DT, 1>(a, g, b, P, dst);
         else if (V <= 64) ip_bag_vec<DT, 2>(a, g, b, P, dst);

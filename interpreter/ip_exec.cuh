@@ -87,6 +87,35 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
   return false;
 }
 
+// The end of a direct call (ip_gargs.direct), by thread 0 of each
+// compute block after a barrier that follows its stores (so they precede
+// the fence): the block counts itself done; the last of the ncb blocks
+// then tells every other rank that this call's values are in its output
+// (a release at system scope, cumulative over the fences of every block
+// counted) and waits until every other rank has said the same to it.  A
+// wait that gives up (BATON_TIMEOUT, abort) leaves the call unfinished;
+// the host reports it.
+static __device__ __noinline__ void direct_end(const ip_gargs &a, int ncb) {
+  const int n = a.dnranks;
+  uint64_t *mine = a.dflag[a.rank];
+  __threadfence_system();
+  if (atomicAdd((unsigned long long *)&mine[n + 1], 1ull) != (unsigned long long)(ncb - 1)) return;
+  mine[n + 1] = 0;   // every block of this call has counted: the next call starts over
+  __threadfence_system();
+  const uint64_t call = mine[n] + 1;
+  mine[n] = call;
+  for (int q = 0; q < n; q++)
+    if (q != a.rank) st_release_sys(&a.dflag[q][a.rank], call);
+  ip_stop = 0;
+  ip_next_poll = 0;
+  for (int q = 0; q < n; q++) {
+    if (q == a.rank) continue;
+    spin sp = {};
+    while (ld_acquire_sys(&mine[q]) < call)
+      if (!spin_more(a, sp, -1, 0, IP_WAIT_RECV, q, -1)) return;
+  }
+}
+
 // ---- element loops ------------------------------------------------------
 
 // One element V at p when `avail` bytes are valid there, else zero.  Piece

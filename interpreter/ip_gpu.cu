@@ -14,6 +14,26 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 
+// A piece of a direct call (ip_gargs.direct; embedding bags only, the
+// runtime sees to it): elements [from, from + n) of tile t of input chunk
+// c, computed straight into the owner's output -- chunk j of block q goes
+// to rank q's output chunk (rank, j).  Ends with a barrier.
+template <int DT, bool BAG>
+__device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t,
+                                             int64_t from, int64_t n) {
+  if constexpr (BAG) {
+    const int64_t at = t * a.tile + from, k = a.geom.k, q = c / k;
+    int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
+    valid = valid < 0 ? 0 : valid > n ? n : valid;
+    if (valid > 0) {
+      const ip_place pl = {a.dout[q], (int64_t)a.rank * k + (c - q * k), at};
+      ip_ebag<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, nullptr, &pl);
+      return;
+    }
+  }
+  __syncthreads();
+}
+
 // A CUDA block of a compute thread block (ip_gpu.h): its equal share of
 // the row space, computed piece by piece (a piece within one chunk's
 // tile) straight into the destination chunk, no stage between; the rows
@@ -59,12 +79,17 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       for (int64_t x = x0; x < end;) {
         int64_t n = len - from < end - x ? len - from : end - x;
         if (n > (1 << 30)) n = 1 << 30;
-        int64_t dv;
-        char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
-        int64_t keep = dv / es - from;   // rows the destination holds
-        keep = keep < 0 ? 0 : keep > n ? n : keep;
-        // Ends with a barrier, which also orders every thread's stores before the count.
-        compute_piece<DT, BAG>(a, st, st.srcoff + j, t, from, keep, dst);
+        if (a.direct) {
+          // Ends with a barrier, which also orders every thread's stores before direct_end.
+          direct_piece<DT, BAG>(a, st, st.srcoff + j, t, from, n);
+        } else {
+          int64_t dv;
+          char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
+          int64_t keep = dv / es - from;   // rows the destination holds
+          keep = keep < 0 ? 0 : keep > n ? n : keep;
+          // Ends with a barrier, which also orders every thread's stores before the count.
+          compute_piece<DT, BAG>(a, st, st.srcoff + j, t, from, keep, dst);
+        }
         x += n;
         from += n;
         if (from == len) {
@@ -72,9 +97,13 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
           j++;
         }
       }
-      if (st.sem != IP_SEM_NONE && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)(end - x0), gen);
+      if (st.sem != IP_SEM_NONE && !a.direct && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)(end - x0), gen);
       if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
     }
+  }
+  if (a.direct) {
+    __syncthreads();   // a block with no piece has met no barrier since its last stores: none
+    if (threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   }
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }

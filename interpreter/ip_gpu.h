@@ -107,10 +107,10 @@ typedef struct ip_gtb {
 /* Why a spin gave up; the first block to give up fills ip_gerr. */
 enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM };
 
-/* The most ranks a direct GEMM + AllToAll spans (ip_gargs.gpout). */
-#define IP_GEMM_DIRECT_MAX 16
-/* Words of a rank's end flags for direct calls (ip_gargs.gpflag). */
-#define IP_GEMM_FLAG_WORDS(n) ((n) + 2)
+/* The most ranks a direct GEMM + AllToAll spans (ip_gargs.dout). */
+#define IP_DIRECT_MAX 16
+/* Words of a rank's end flags for direct calls (ip_gargs.dflag). */
+#define IP_DIRECT_FLAG_WORDS(n) ((n) + 2)
 
 /* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
  * nothing is aborted: the step skipped it): an index outside its table's
@@ -177,17 +177,18 @@ typedef struct ip_gargs {
   int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows, gbrows;
   const int32_t *gmap;                 /* device */
   const int32_t *gcount;               /* device */
-  /* Direct (gdirect, set at a group's end when every rank of the
-   * communicator runs the call from this process): the collective's
-   * result, not the program's routes -- input block q's rows go straight
-   * to rank q's output gpout[q] (block `rank`), the communicating blocks
-   * idle, and the ranks meet at the end on their end flags: rank q's
-   * gpflag[q][p] is the last call rank p finished writing to it,
-   * gpflag[q][gnranks] q's calls, gpflag[q][gnranks + 1] its compute
+  /* Direct AllToAll (direct: set at a group's end when every rank of the
+   * communicator calls from this process; a GEMM's or an embedding bag's
+   * program): the collective's result, not the program's routes -- the
+   * values of input block q go straight into rank q's output dout[q]
+   * (its block `rank`), nothing moves through FIFOs (every block
+   * computes), and the ranks meet at the end on their end flags: rank q's
+   * dflag[q][p] is the last call rank p finished writing to it,
+   * dflag[q][dnranks] q's calls, dflag[q][dnranks + 1] its compute
    * blocks done in this call (device memory of q, peer-mapped). */
-  int32_t gdirect, gnranks;
-  char *gpout[IP_GEMM_DIRECT_MAX];
-  uint64_t *gpflag[IP_GEMM_DIRECT_MAX];
+  int32_t direct, dnranks;
+  char *dout[IP_DIRECT_MAX];
+  uint64_t *dflag[IP_DIRECT_MAX];
 } ip_gargs;
 
 /* A gemm chunk's destination in ip_gargs.gmap: buffer and chunk. */

@@ -131,35 +131,6 @@ struct gemm_epi {
   }
 };
 
-// The end of a direct call (ip_gargs.gdirect), by thread 0 of each
-// compute block once its stores are issued (ip_gemm_run ends with a
-// barrier, so they precede the fence): the block counts itself done; the
-// last of the ncb blocks then tells every other rank that this call's
-// rows are in its output (release at system scope, cumulative over the
-// fences of every block counted) and waits until every other rank has
-// said the same to it.  A wait that gives up (BATON_TIMEOUT, abort)
-// leaves the call unfinished; the host reports it.
-__device__ __noinline__ void direct_end(const ip_gargs &a, int ncb) {
-  const int n = a.gnranks;
-  uint64_t *mine = a.gpflag[a.rank];
-  __threadfence_system();
-  if (atomicAdd((unsigned long long *)&mine[n + 1], 1ull) != (unsigned long long)(ncb - 1)) return;
-  mine[n + 1] = 0;   // every block of this call has counted: the next call starts over
-  __threadfence_system();
-  const uint64_t call = mine[n] + 1;
-  mine[n] = call;
-  for (int q = 0; q < n; q++)
-    if (q != a.rank) st_release_sys(&a.gpflag[q][a.rank], call);
-  ip_stop = 0;
-  ip_next_poll = 0;
-  for (int q = 0; q < n; q++) {
-    if (q == a.rank) continue;
-    spin sp = {};
-    while (ld_acquire_sys(&mine[q]) < call)
-      if (!spin_more(a, sp, -1, 0, IP_WAIT_RECV, q, -1)) return;
-  }
-}
-
 // A compute block: units blockIdx - (the communicating blocks), then
 // every (compute blocks)-th after it.  A direct call has no
 // communicating blocks: every block computes (rt_group.c).
@@ -171,9 +142,9 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   gemm_state &g = ip_gs;
   int waited = 0;   // some chunk this thread filled in is waited on
   for (int i = threadIdx.x; i < a.gchunks; i += blockDim.x) {
-    if (a.gdirect) {   // input chunk c, chunk j of block q: rank q's output, block `rank`, chunk j
+    if (a.direct) {   // input chunk c, chunk j of block q: rank q's output, block `rank`, chunk j
       const int32_t c = a.gchunk0 + i, k = a.gbrows / a.grows, q = c / k, j = c - q * k;
-      g.dst[i] = (__nv_bfloat16 *)a.gpout[q] + ((int64_t)a.rank * a.gbrows + (int64_t)j * a.grows) * a.gemm.n;
+      g.dst[i] = (__nv_bfloat16 *)a.dout[q] + ((int64_t)a.rank * a.gbrows + (int64_t)j * a.grows) * a.gemm.n;
       g.sem[i] = IP_SEM_NONE;
       continue;
     }
@@ -215,7 +186,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   gemm_epi e;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
-  if (a.gdirect && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
+  if (a.direct && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
 

@@ -110,6 +110,20 @@ static bt_result gemm_tile(baton_comm *c, const rt_plan *pl, const ir_geom *g, c
   return BT_OK;
 }
 
+/* Whether a fused call may run direct (ip_gargs.direct: computed straight
+ * into the owners' outputs when every rank calls in one group from this
+ * process, rt_group.c): an AllToAll whose computation is all in its one
+ * compute thread block -- gemm steps, or embedding bags whose rows the
+ * output's interleave keeps whole (a bag is written as one run). */
+static int direct_ok(const ir_prog *p, const rt_plan *pl, const rt_algo *al, const rt_operands *ops, const ir_geom *g) {
+  if (p->coll != IR_COLL_ALLTOALL || pl->ncomp != 1 || pl->inline_compute) return 0;
+  if (pl->gemm) return 1;
+  if (!al->bags || (RT_COMPUTE_OP(al->compute) != IR_OP_EBAG && RT_COMPUTE_OP(al->compute) != IR_OP_EBAGM)) return 0;
+  for (int k = 0; k < p->noperands; k++)
+    if (p->operands[k].kind == IR_OPND_MATRIX && g->seg > 0 && (ops->cols[k] < 1 || g->seg % ops->cols[k])) return 0;
+  return 1;
+}
+
 /* The GEMM of a call: rows of X from the first chunk computed to the last,
  * walked from the chunk the program computes first (the other ranks'
  * rows, in the library's programs). */
@@ -281,6 +295,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
       a->opdt[k] = ops->dtype[k];
     }
     if (pl->gemm) CHECK(gemm_args(c, pl, ops, where, a));
+    L->direct_ok = direct_ok(p, pl, al, ops, &g);
   }
 
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: %d tbs x %d lanes x %d threads, %s, tile %lld elements x %lld tiles%s",

@@ -233,20 +233,20 @@ static void comm_free(baton_comm *c) {
   free(c);
 }
 
-/* Direct GEMM + AllToAll (BATON_FUSED_DIRECT; ip_gargs.gdirect) for the
+/* Direct fused AllToAlls (BATON_FUSED_DIRECT; ip_gargs.direct) for the
  * communicators of one init_all: every GPU of theirs must reach every
  * other's memory (peer access is enabled for every pair), and each gets
  * its zeroed end flags.  A pair without peer access leaves them all
  * without (the FIFO exchange then runs); only a CUDA failure fails. */
 static bt_result direct_setup(baton_comm **comms, int n) {
-  if (!rt_param_int(RT_PARAM_FUSED_DIRECT) || n > IP_GEMM_DIRECT_MAX) return BT_OK;
+  if (!rt_param_int(RT_PARAM_FUSED_DIRECT) || n > IP_DIRECT_MAX) return BT_OK;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       int a = comms[i]->dev, b = comms[j]->dev, can = 0;
       if (a == b) continue;
       CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, a, b), RT_SUB_RUNTIME, "cudaDeviceCanAccessPeer"));
       if (!can) {
-        LOG_INFO(RT_SUB_RUNTIME, "GPU %d cannot reach GPU %d: GEMM + AllToAll calls exchange through FIFOs", a, b);
+        LOG_INFO(RT_SUB_RUNTIME, "GPU %d cannot reach GPU %d: fused AllToAll calls exchange through FIFOs", a, b);
         return BT_OK;
       }
       CHECK(rt_cuda(cudaSetDevice(a), RT_SUB_RUNTIME, "cudaSetDevice"));
@@ -254,7 +254,7 @@ static bt_result direct_setup(baton_comm **comms, int n) {
       if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
       else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "cudaDeviceEnablePeerAccess"));
     }
-  size_t bytes = IP_GEMM_FLAG_WORDS((size_t)n) * sizeof(uint64_t);
+  size_t bytes = IP_DIRECT_FLAG_WORDS((size_t)n) * sizeof(uint64_t);
   for (int i = 0; i < n; i++) {
     CHECK(rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
     CHECK(rt_cuda(cudaMalloc((void **)&comms[i]->dflags, bytes), RT_SUB_RUNTIME, "direct end flags"));

@@ -52,7 +52,7 @@ struct baton_comm {
   struct rt_bootstrap *bs;    /* one process per GPU only */
   rt_trace *trace;            /* BATON_TRACE, else NULL */
   uint64_t *dflags;           /* device, peer-mapped: end flags of direct GEMM + AllToAll calls
-                                 (IP_GEMM_FLAG_WORDS(nranks); ip_gargs.gpflag), NULL: none run direct */
+                                 (IP_DIRECT_FLAG_WORDS(nranks); ip_gargs.dflag), NULL: none run direct */
 };
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
@@ -87,6 +87,7 @@ typedef struct rt_launch {
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;
   const int *irtb;            /* the plan's: blocks to IR thread blocks (the timeline) */
+  int direct_ok;              /* a fused AllToAll that may run direct (ip_gargs.direct; rt_group.c decides) */
 } rt_launch;
 
 /* Prepares algorithm `ai` of comm for a call: every check that can fail

@@ -60,39 +60,46 @@ bt_result rt_group_submit(const rt_launch *L) {
   return BT_OK;
 }
 
-/* Direct GEMM + AllToAll (ip_gargs.gdirect): where the group holds one
- * gemm call for every rank of communicators made together in this
- * process (that have end flags: rt_comm.c's direct_setup), of one size,
- * and no other gemm call of theirs, each of those calls learns every
- * rank's output and end flags; its rows then go straight to their
- * owners.  Any other mix keeps the FIFO exchange.  Every rank's call is
- * in this group, so every rank decides alike. */
-static void direct_gemm(rt_launch *v, int n) {
+/* Direct AllToAll (ip_gargs.direct): where the group holds one fused
+ * call that may run direct (rt_launch.direct_ok: a GEMM's or embedding
+ * bags') for every rank of communicators made together in this process
+ * (that have end flags: rt_comm.c's direct_setup), of one kind and size,
+ * and no other such call of theirs, each of those calls learns every
+ * rank's output and end flags: its values then go straight to their
+ * owners, and every block of its launch computes.  Any other mix keeps
+ * the FIFO exchange.  Every rank's call is in this group, so every rank
+ * decides alike. */
+static void direct_alltoall(rt_launch *v, int n) {
   for (int i = 0; i < n; i++) {
     const rt_launch *L = &v[i];
     const baton_comm *c = L->c;
-    if (!L->a.cgemm || L->a.gdirect || !c->dflags || c->nranks > IP_GEMM_DIRECT_MAX) continue;
-    rt_launch *by[IP_GEMM_DIRECT_MAX] = {0};
+    if (!L->direct_ok || L->a.direct || !c->dflags || c->nranks > IP_DIRECT_MAX) continue;
+    rt_launch *by[IP_DIRECT_MAX] = {0};
     int ok = 1;
     for (int j = 0; j < n && ok; j++) {
       rt_launch *M = &v[j];
-      if (!M->a.cgemm || M->c->shared != c->shared) continue;
-      ok = !by[M->c->rank] && !M->a.gdirect && M->a.geom.count == L->a.geom.count && M->a.gemm.n == L->a.gemm.n;
+      if (!M->direct_ok || M->c->shared != c->shared) continue;
+      ok = !by[M->c->rank] && !M->a.direct && M->a.geom.count == L->a.geom.count && M->a.cgemm == L->a.cgemm &&
+           M->a.cbag == L->a.cbag && M->a.gemm.n == L->a.gemm.n;
       by[M->c->rank] = M;
     }
     for (int q = 0; q < c->nranks && ok; q++) ok = by[q] != NULL;
     if (!ok) continue;   /* (a later call of the same set finds the same mix) */
     for (int q = 0; q < c->nranks; q++) {
       ip_gargs *a = &by[q]->a;
-      /* Nothing moves through FIFOs: every block of the launch computes. */
+      /* Nothing moves through FIFOs: every block of the launch computes,
+       * as the one compute thread block, whose steps and entry follow the
+       * communicating ones'. */
       a->cwidth = ip_gpu_blocks(a);
+      a->steps += (int64_t)a->ntbs * a->step_stride;
+      a->tbs += (int64_t)a->ntbs * a->lanes;
       a->ncomp = 1;
       a->ntbs = 0;
-      a->gdirect = 1;
-      a->gnranks = c->nranks;
+      a->direct = 1;
+      a->dnranks = c->nranks;
       for (int p = 0; p < c->nranks; p++) {
-        a->gpout[p] = by[p]->recvbuf;
-        a->gpflag[p] = by[p]->c->dflags;
+        a->dout[p] = by[p]->recvbuf;
+        a->dflag[p] = by[p]->c->dflags;
       }
     }
   }
@@ -119,14 +126,14 @@ baton_result baton_group_end(void) {
     if (grp.n) LOG_WARN(RT_SUB_RUNTIME, "a call of the group failed (%s): its other %d calls are not launched",
                         bt_result_str(r), grp.n);
   } else if (grp.n == 1) {
-    direct_gemm(grp.v, 1);
+    direct_alltoall(grp.v, 1);
     r = launch_job(&grp.v[0]);
   } else if (grp.n > 1) {
     rt_pool_job stack[16], *jobs = grp.n <= 16 ? stack : malloc((size_t)grp.n * sizeof *jobs);
     if (!jobs) {
       r = BT_ERR_NOMEM;
     } else {
-      direct_gemm(grp.v, grp.n);
+      direct_alltoall(grp.v, grp.n);
       for (int i = 0; i < grp.n; i++) jobs[i] = (rt_pool_job){.key = grp.v[i].c->dev, .fn = launch_job, .arg = &grp.v[i]};
       r = rt_pool_run(jobs, grp.n, rt_param_int(RT_PARAM_LAUNCH_THREADS) != 0, (int)rt_param_int(RT_PARAM_LAUNCH_SPIN_US));
       if (jobs != stack) free(jobs);
