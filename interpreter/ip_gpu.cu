@@ -34,6 +34,18 @@ __device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &
   __syncthreads();
 }
 
+// Whether a compute block may take its share of step st's rows as one
+// piece instead of tile by tile: an embedding-bag step of one chunk that
+// nobody waits on tile by tile (no semaphore, or a direct call) and whose
+// destination is contiguous (not an output interleaved among ranks, unless
+// direct places every bag itself).  Fewer pieces, fewer barriers: a piece
+// of a few bags per warp waits at its barrier for its longest bag.
+__device__ __forceinline__ bool whole_share(const ip_gargs &a, const ip_gstep &st) {
+  if ((st.op != IR_OP_EBAG && st.op != IR_OP_EBAGM) || st.cnt != 1) return false;
+  if (a.direct) return true;
+  return st.sem == IP_SEM_NONE && (st.dstbuf != IR_BUF_OUTPUT || a.geom.seg <= 0 || a.geom.oblocks <= 1);
+}
+
 // A CUDA block of a compute thread block (ip_gpu.h): its equal share of
 // the row space, computed piece by piece (a piece within one chunk's
 // tile) straight into the destination chunk, no stage between; the rows
@@ -70,6 +82,23 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   for (int s = 0; s < nsteps && base < hi; base += steps[s].cnt * cap, s++) {
     if (base + steps[s].cnt * cap <= lo) continue;
     const ip_gstep st = steps[s];
+    if (BAG && whole_share(a, st)) {   // the share's rows of this step as one piece: no barrier per tile
+      const int64_t s0 = (lo > base ? lo : base) - base, s1 = (hi < base + cap ? hi : base + cap) - base;
+      for (int64_t x = s0; x < s1; x += 1 << 30) {
+        const int64_t n = s1 - x < (1 << 30) ? s1 - x : 1 << 30;
+        if (a.direct) {
+          direct_piece<DT, BAG>(a, st, st.srcoff, 0, x, n);
+        } else {
+          int64_t dv;
+          char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, cap, &dv) + x * es;
+          int64_t keep = dv / es - x;
+          keep = keep < 0 ? 0 : keep > n ? n : keep;
+          compute_piece<DT, BAG>(a, st, st.srcoff, 0, x, keep, dst);
+        }
+      }
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
+      continue;
+    }
     for (int64_t t = 0; t < a.ntiles; t++) {
       const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
       if (ue <= lo || us >= hi) continue;

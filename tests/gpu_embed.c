@@ -262,6 +262,7 @@ static void check_graph(void) {
       cudaSetDevice(dev_of(r));
       cudaMemcpy(b[r].dE, b[r].hE, nE * 4, cudaMemcpyHostToDevice);
       cudaMemset(b[r].dout, 0xff, out_elems(&s) * 4);   /* NaN */
+      cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
     }
     e = gpu_graphs_replay(&G);
     bad = e ? -1 : check(IP_F32, &s, b, 0, 0, why, sizeof why);

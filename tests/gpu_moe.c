@@ -92,6 +92,7 @@ static bufs *bufs_new(const shape *s) {
     fill(b[r].dX, s->T * s->ldx);
     fill(b[r].dW, s->F * s->ldw);
     cudaMemset(b[r].dout, 0xff, s->T * s->H * 2);   /* NaN */
+    cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
   }
   return b;
 }
@@ -124,6 +125,7 @@ static long check(const shape *s, bufs *b, char *why, size_t len) {
     cudaSetDevice(dev_of(q));
     cudaMemcpy(b[q].hout, b[q].dout, s->T * s->H * 2, cudaMemcpyDeviceToHost);
     cudaMemset(b[q].dout, 0xff, s->T * s->H * 2);
+    cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
     for (int r = 0; r < nranks; r++)
       for (size_t i = 0; i < (b[r].uneven ? (size_t)b[r].hcnt[q] : per); i++)
         for (size_t j = 0; j < s->H; j++) {
@@ -228,6 +230,7 @@ static void check_graph(void) {
       fill(b[r].dX, s.T * s.ldx);
       fill(b[r].dW, s.F * s.ldw);
       cudaMemset(b[r].dout, 0xff, s.T * s.H * 2);
+      cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
     }
     e = gpu_graphs_replay(&G);
     bad = e ? -1 : check(&s, b, why, sizeof why);

@@ -123,4 +123,6 @@ ranged gemv_allreduce_2_ring gemv_allreduce.lua 1048577: $r form=ring protocol=L
 ranged embedding_alltoall_sum embedding_alltoall.lua : $r
 ranged embedding_alltoall_mean embedding_alltoall.lua : $r mode=mean
 ranged embedding_alltoall_w embedding_alltoall.lua : $r weighted=1
+# GEMM + AllToAll (fused, the mixture-of-experts combine): Simple.
+ranged moe_combine moe_combine.lua : $r
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi
