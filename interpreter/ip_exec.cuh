@@ -87,6 +87,32 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
   return false;
 }
 
+// The start of a direct call (ip_gargs.direct), by thread 0 of each
+// compute block before it stores anything: it tells every other rank that
+// this rank's call has started (rank q's dflag[q][n + 2 + rank]), then
+// waits until every other rank's has.  A rank's kernel starts only once
+// the work queued before it on its stream is done, so no value is stored
+// into an output that earlier work on its owner's stream may still read.
+// The call's number: the calls this rank finished, plus one (the last
+// block of the previous call counted it before that kernel ended).  false
+// when a wait gave up (BATON_TIMEOUT, abort): the block stores nothing.
+static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
+  const int n = a.dnranks;
+  uint64_t *mine = a.dflag[a.rank];
+  const uint64_t call = *(volatile uint64_t *)&mine[n] + 1;
+  for (int q = 0; q < n; q++)
+    if (q != a.rank) st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
+  ip_stop = 0;
+  ip_next_poll = 0;
+  for (int q = 0; q < n; q++) {
+    if (q == a.rank) continue;
+    spin sp = {};
+    while (ld_acquire_sys(&mine[n + 2 + q]) < call)
+      if (!spin_more(a, sp, -1, 0, IP_WAIT_RECV, q, -1)) return false;
+  }
+  return true;
+}
+
 // The end of a direct call (ip_gargs.direct), by thread 0 of each
 // compute block after a barrier that follows its stores (so they precede
 // the fence): the block counts itself done; the last of the ncb blocks

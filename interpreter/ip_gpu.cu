@@ -70,7 +70,8 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
     copy_words(sm_steps, steps, a.smem_steps * (int)(sizeof(ip_gstep) / 4));
     steps = sm_steps;
   }
-  __syncthreads();
+  // A direct call stores nothing before every rank's call has started.
+  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) return;
   if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
   int nsteps = 0;
   while (nsteps < a.step_stride && steps[nsteps].cnt > 0) nsteps++;

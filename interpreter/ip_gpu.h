@@ -109,8 +109,9 @@ enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_
 
 /* The most ranks a direct GEMM + AllToAll spans (ip_gargs.dout). */
 #define IP_DIRECT_MAX 16
-/* Words of a rank's end flags for direct calls (ip_gargs.dflag). */
-#define IP_DIRECT_FLAG_WORDS(n) ((n) + 2)
+/* Words of a rank's flags for direct calls (ip_gargs.dflag): end flags,
+ * call count, blocks done, start flags. */
+#define IP_DIRECT_FLAG_WORDS(n) (2 * (n) + 2)
 
 /* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
  * nothing is aborted: the step skipped it): an index outside its table's
@@ -182,10 +183,11 @@ typedef struct ip_gargs {
    * program): the collective's result, not the program's routes -- the
    * values of input block q go straight into rank q's output dout[q]
    * (its block `rank`), nothing moves through FIFOs (every block
-   * computes), and the ranks meet at the end on their end flags: rank q's
-   * dflag[q][p] is the last call rank p finished writing to it,
-   * dflag[q][dnranks] q's calls, dflag[q][dnranks + 1] its compute
-   * blocks done in this call (device memory of q, peer-mapped). */
+   * computes), and the ranks meet at the start and at the end on their
+   * flags: rank q's dflag[q][p] is the last call rank p finished writing
+   * to it, dflag[q][dnranks] q's calls, dflag[q][dnranks + 1] its compute
+   * blocks done in this call, dflag[q][dnranks + 2 + p] the last call
+   * rank p started (device memory of q, peer-mapped). */
   int32_t direct, dnranks;
   char *dout[IP_DIRECT_MAX];
   uint64_t *dflag[IP_DIRECT_MAX];

@@ -161,6 +161,8 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     if ((v < 0 || v > a.gbrows) && cb == 0) ip_bad_data(a, IP_BAD_COUNT, -1, vb0 + i, v);
     g.valid[i] = v < 0 ? 0 : v > a.gbrows ? a.gbrows : v;
   }
+  // A direct call stores nothing before every rank's call has started.
+  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) return;
   waited = __syncthreads_or(waited);
   if (threadIdx.x == 0) {
     g.nvalid = nv;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton.h"
 #include "rt_comm.h"
@@ -270,6 +271,40 @@ static void check_refused(void) {
   bufs_free(b);
 }
 
+static void CUDART_CB sleep_30ms(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 30 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Work queued before a call on its owner's stream comes first: every rank
+ * but 0 has its stream held 30 ms by the host, then poisons its output
+ * on it (cudaMemsetAsync), then calls; rank 0's call starts at once.  A
+ * call that stored rows into a peer's output before that peer's stream
+ * reached the call would see them poisoned. */
+static void check_order(void) {
+  const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
+  bufs *b = bufs_new(&s);
+  if (!b) { ok(0, "order: buffers"); return; }
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++) {
+    cudaSetDevice(dev_of(r));
+    if (r > 0 && (cudaLaunchHostFunc(streams[r], sleep_30ms, NULL) ||
+                  cudaMemsetAsync(b[r].dout, 0xff, s.T * s.H * 2, streams[r])))
+      e = baton_cuda_error;
+    if (!e)
+      e = baton_gemm_alltoall(comms[r], b[r].dX, s.ldx, b[r].dW, s.ldw, NULL, b[r].dout, s.T, s.F, s.H, baton_bf16,
+                              streams[r]);
+  }
+  baton_result g = baton_group_end();
+  if (!e) e = g ? g : sync_all();
+  char why[300] = "";
+  long bad = e ? -1 : check(&s, b, why, sizeof why);
+  ok(bad == 0, "rows reach a peer's output only after the work queued before the call on its stream: %s",
+     e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
 /* Sets rank r's counts to cnt(r, q) for every block q and uploads them. */
 static void set_counts(bufs *b, int32_t (*cnt)(int r, int q, int32_t cap), int32_t cap) {
   for (int r = 0; r < nranks; r++) {
@@ -366,6 +401,7 @@ int main(int argc, char **argv) {
   if (o.big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
+  check_order();
   check_refused();
   check_uneven();
   for (int r = 0; r < nranks; r++) {
