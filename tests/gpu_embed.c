@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton.h"
 #include "ip_compute.h"
@@ -274,6 +275,40 @@ static void check_graph(void) {
   bufs_free(b);
 }
 
+static void CUDART_CB sleep_30ms(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 30 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Work queued before a call on its owner's stream comes first: every rank
+ * but 0 has its stream held 30 ms by the host, then poisons its output
+ * on it (cudaMemsetAsync), then calls; rank 0's call starts at once.  A
+ * call that stored pooled values into a peer's output before that peer's
+ * stream reached the call would see them poisoned. */
+static void check_order(void) {
+  const shape s = {(size_t)nranks * 64, 4, 128, 300, 128, 20, 0};
+  bufs *b = bufs_new(IP_F32, &s);
+  if (!b) { ok(0, "order: buffers"); return; }
+  baton_result e = baton_group_start();
+  for (int r = 0; r < nranks && !e; r++) {
+    cudaSetDevice(dev_of(r));
+    if (r > 0 && (cudaLaunchHostFunc(streams[r], sleep_30ms, NULL) ||
+                  cudaMemsetAsync(b[r].dout, 0xff, out_elems(&s) * 4, streams[r])))
+      e = baton_cuda_error;
+    if (!e)
+      e = baton_embedding_alltoall(comms[r], b[r].dE, s.T * s.rows, s.D, s.ld, b[r].dI, b[r].L, b[r].dO, NULL, s.B,
+                                   s.T, baton_sum, b[r].dout, baton_f32, streams[r]);
+  }
+  baton_result g = baton_group_end();
+  if (!e) e = g ? g : sync_all();
+  char why[300] = "";
+  long bad = e ? -1 : check(IP_F32, &s, b, 0, 0, why, sizeof why);
+  ok(bad == 0, "pooled rows reach a peer's output only after the work queued before the call on its stream: %s",
+     e ? baton_result_string(e) : why);
+  bufs_free(b);
+}
+
 /* Calls the runtime must refuse; then an index outside the table, which
  * runs (skipped) and is reported by the communicator (last: it stays in
  * error). */
@@ -337,6 +372,7 @@ int main(int argc, char **argv) {
   if (o.big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
+  check_order();
   check_refused();
   return gpu_ranks_end();
 }
