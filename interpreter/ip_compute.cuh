@@ -348,12 +348,14 @@ struct ip_place {
 // (element e: column e mod D of bag e div D); with pl, element i goes
 // where pl places it instead (a bag's columns stay together: the runtime
 // makes the output's rows whole bags).  Warps take the bags the piece
-// touches one at a time from a shared counter (bags differ in size);
+// touches one at a time from a counter (bags differ in size): the
+// block's own in shared memory, or with gctr one that every block taking
+// part shares (zero at the start of the call; the caller sets it back);
 // whole aligned bags go by 16-byte loads, cut ones column by column.
 // Ends with a barrier.
 template <int DT>
 __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n, char *out,
-                                        const ip_place *pl = nullptr) {
+                                        const ip_place *pl = nullptr, unsigned long long *gctr = nullptr) {
   if constexpr (!ip_cfloat<DT>::ok) {
     return;
   } else {
@@ -376,7 +378,7 @@ __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, i
     const int lane = threadIdx.x & 31;
     for (;;) {
       int64_t b = 0;
-      if (lane == 0) b = atomicAdd((unsigned long long *)&next_bag, 1ull);
+      if (lane == 0) b = gctr ? b0 + (int64_t)atomicAdd(gctr, 1ull) : atomicAdd((unsigned long long *)&next_bag, 1ull);
       b = __shfl_sync(0xffffffffu, b, 0);
       if (b > b1) break;
       const int64_t c0 = b == b0 ? row0 - b * g.D : 0, c1 = b == b1 ? row0 + n - b * g.D : g.D;

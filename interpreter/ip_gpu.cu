@@ -34,6 +34,31 @@ __device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &
   __syncthreads();
 }
 
+// All of step st's chunk (one: whole_share) by this block together with
+// every other block of the one compute thread block, the bags taken from
+// the step's counter ctr: into the destination chunk, or in a direct call
+// straight into the owner's output.  Ends with a barrier.
+template <int DT, bool BAG>
+__device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, unsigned long long *ctr) {
+  if constexpr (BAG) {
+    const int64_t c = st.srcoff, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c);
+    const int64_t row0 = ir_geom_off(&a.geom, IR_BUF_INPUT, c);
+    if (valid > 0) {
+      if (a.direct) {
+        const int64_t k = a.geom.k, q = c / k;
+        const ip_place pl = {a.dout[q], (int64_t)a.rank * k + (c - q * k), 0};
+        ip_ebag<DT>(a, st, row0, (int)valid, nullptr, &pl, ctr);
+      } else {
+        int64_t dv;
+        char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, a.geom.cap, &dv);
+        ip_ebag<DT>(a, st, row0, (int)valid, dst, nullptr, ctr);
+      }
+      return;
+    }
+  }
+  __syncthreads();
+}
+
 // Whether a compute block may take its share of step st's rows as one
 // piece instead of tile by tile: an embedding-bag step of one chunk that
 // nobody waits on tile by tile (no semaphore, or a direct call) and whose
@@ -80,9 +105,19 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   for (int s = 0; s < nsteps; s++) total += steps[s].cnt * cap;
   const int64_t lo = total * w / a.cwidth, hi = total * (w + 1) / a.cwidth;
   int64_t base = 0;   // the row space's start of step s
-  for (int s = 0; s < nsteps && base < hi; base += steps[s].cnt * cap, s++) {
-    if (base + steps[s].cnt * cap <= lo) continue;
+  bool shared_bags = false;   // some step's bags came from a counter every block shares
+  for (int s = 0; s < nsteps; base += steps[s].cnt * cap, s++) {
     const ip_gstep st = steps[s];
+    if (BAG && a.bagctr && a.ncomp == 1 && cap < (1 << 30) && whole_share(a, st)) {
+      // Every block takes the step's bags from one counter: the GPU's
+      // warps balance over them, where equal shares of rows left each
+      // block waiting for its slowest warp.
+      shared_bags = true;
+      bag_step<DT, BAG>(a, st, (unsigned long long *)&a.bagctr[1 + s]);
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
+      continue;
+    }
+    if (base >= hi || base + st.cnt * cap <= lo) continue;
     if (BAG && whole_share(a, st)) {   // the share's rows of this step as one piece: no barrier per tile
       const int64_t s0 = (lo > base ? lo : base) - base, s1 = (hi < base + cap ? hi : base + cap) - base;
       for (int64_t x = s0; x < s1; x += 1 << 30) {
@@ -130,6 +165,11 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       if (st.sem != IP_SEM_NONE && !a.direct && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)(end - x0), gen);
       if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
     }
+  }
+  if (shared_bags) {   // the last block done sets the counters back for the next call
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&a.bagctr[0], 1ull) == (unsigned long long)(a.cwidth - 1))
+      for (int k = 0; k <= nsteps; k++) a.bagctr[k] = 0;
   }
   if (a.direct) {
     __syncthreads();   // a block with no piece has met no barrier since its last stores: none

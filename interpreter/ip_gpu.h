@@ -156,6 +156,8 @@ typedef struct ip_gargs {
   int32_t ncomp, cwidth;           /* compute tbs (their entries follow the lanes' in tbs, their steps the
                                       lanes' tbs' in steps), CUDA blocks each */
   int32_t cbag;                    /* some compute step is an embedding bag (the compute blocks' code with it) */
+  uint64_t *bagctr;                /* device, zero between calls: [0] compute blocks done, [1 + s] the bags
+                                      taken of the compute thread block's step s (one compute tb: ip_gpu.cu) */
   uint64_t *sems;                  /* device: the semaphore words */
   int32_t stage_bytes;             /* dynamic shared memory after the steps for computed values */
   const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */

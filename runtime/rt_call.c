@@ -285,6 +285,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   if (ops) {
     a->ncomp = pl->ncomp;
     a->cbag = al->bags;
+    a->bagctr = al->bags ? pl->words + 2 * blocks + 1 : NULL;   /* rt_plan_build's words after the claim */
     a->cwidth = pl->cwidth;
     a->sems = pl->sems;
     for (int k = 0; k < p->noperands; k++) {

@@ -354,13 +354,15 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int 
                      RT_SUB_RUNTIME, "plan: steps"), res, out);
   CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->tbs, (lanes * nh + pl->ncomp + 1) * sizeof *ht),
                      RT_SUB_RUNTIME, "plan: thread blocks"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, (2 * blocks + 1) * sizeof(uint64_t)),
+  /* gen and progress per block, the claim, then ip_gargs.bagctr (blocks done, a counter per compute step) */
+  const size_t nwords = 2 * (size_t)blocks + 1 + (size_t)pl->csteps + 1;
+  CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->words, nwords * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress words"), res, out);
   CHECK_GOTO(rt_cuda(cudaMemcpy(pl->steps, moved, nsteps * sizeof *hs, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: steps upload"), res, out);
   CHECK_GOTO(rt_cuda(cudaMemcpy(pl->tbs, ht, (lanes * nh + pl->ncomp) * sizeof *ht, cudaMemcpyHostToDevice),
                      RT_SUB_RUNTIME, "plan: tbs upload"), res, out);
-  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, (2 * blocks + 1) * sizeof(uint64_t)),
+  CHECK_GOTO(rt_cuda(cudaMemset(pl->words, 0, nwords * sizeof(uint64_t)),
                      RT_SUB_RUNTIME, "plan: progress clear"), res, out);
   if (nsem) {
     CHECK_GOTO(rt_cuda(cudaMalloc((void **)&pl->sems, (size_t)nsem * sizeof(uint64_t)), RT_SUB_RUNTIME,
