@@ -12,28 +12,17 @@
 
 #include "bench.h"
 #include "bench_fused.h"
+#include "bench_test.h"
 #include "tap.h"
 
-/* argv of `bench LINE`, split at spaces into buf (64 words at most). */
-static int split_line(char *buf, size_t len, const char *line, char **argv) {
-  int argc = 0;
-  snprintf(buf, len, "bench %s", line);
-  for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
-  argv[argc] = NULL;
-  return argc;
-}
-
-/* The options keep pointers into argv (file names), so the words live on
- * after the parse: one static buffer, as a real argv would. */
-static char words[512];
-
+/* bench_parse of "bench LINE": its return; err gets stderr. */
 static int parse(bench_opts *o, const char *line, char *err, size_t errlen) {
-  char *buf = words, *argv[64];
-  int argc = split_line(buf, sizeof words, line, argv);
-  FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
-  int rc = bench_parse(o, argc, argv, out, e);
-  fclose(e);
-  fclose(out);
+  char *argv[64];
+  int argc = bench_test_split(line, argv);
+  bench_test_io io;
+  bench_test_open(&io, err, errlen, NULL, 0);
+  int rc = bench_parse(o, argc, argv, io.out, io.err);
+  bench_test_close(&io, 0);
   return rc;
 }
 
@@ -200,16 +189,6 @@ static void test_check(void) {
   free(tmp);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
-
 static int count_of(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
@@ -254,7 +233,7 @@ static void test_output(const char *plot) {
   snprintf(json, sizeof json, "%s/t.json", dir);
   snprintf(svg, sizeof svg, "%s/t.svg", dir);
   ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "CSV and JSON written");
-  char *c = slurp(csv);
+  char *c = bench_test_slurp(csv);
   ok_contains(c, "collective,nranks,type,redop,inplace,size,count,nccl_time_us,nccl_algbw,nccl_busbw,nccl_wrong,"
                  "baton_time_us,baton_algbw,baton_busbw,baton_wrong,ratio,algorithm,nccl_error,baton_error,nccl_host_us,"
                  "baton_host_us,baton_net_bytes\n",
@@ -270,7 +249,7 @@ static void test_output(const char *plot) {
   ok(system(cmd) == 0, "JSON parses and holds the table");
   snprintf(cmd, sizeof cmd, "python3 %s %s %s", plot, csv, svg);
   ok(system(cmd) == 0, "plot_bench.py draws the CSV");
-  char *s = slurp(svg);
+  char *s = bench_test_slurp(svg);
   ok(s && count_of(s, "class=\"curve\" data-lib=\"nccl\"") == 2 && count_of(s, "class=\"curve\" data-lib=\"baton\"") == 2 &&
          count_of(s, "<circle") == 3 + 2 + 3 + 2,
      "SVG: a latency and a busbw panel, each with an NCCL and a baton curve (baton's failed size left out)");
@@ -284,7 +263,7 @@ static void test_output(const char *plot) {
            plot);
   snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
   ok(system(cmd) == 0, "bench_table.py turns the CSV into a Markdown table");
-  const char *m = slurp(md);   /* slurp's static buffer */
+  const char *m = bench_test_slurp(md);   /* bench_test_slurp's static buffer */
   ok_contains(m, "| 32,768 | 40.0 | 1.4 | 40.0 | 1.43 | 1.00 | 0/0 | 6.0/5.0 |",
               "Markdown: the 32768-byte row with both libraries' host time per call");
   ok_contains(m, "| 1,048,576 | 100.0 | 18.4 | - | - | - | 0/- | 9.0/- |",
@@ -294,13 +273,14 @@ static void test_output(const char *plot) {
   bench_table_free(&t);
 }
 
+/* bench_fused_parse of "bench LINE": its return; err gets stderr. */
 static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
-  char *buf = words, *argv[64];
-  int argc = split_line(buf, sizeof words, line, argv);
-  FILE *e = fmemopen(err, errlen, "w"), *out = fopen("/dev/null", "w");
-  int rc = bench_fused_parse(o, argc, argv, out, e);
-  fclose(e);
-  fclose(out);
+  char *argv[64];
+  int argc = bench_test_split(line, argv);
+  bench_test_io io;
+  bench_test_open(&io, err, errlen, NULL, 0);
+  int rc = bench_fused_parse(o, argc, argv, io.out, io.err);
+  bench_test_close(&io, 0);
   return rc;
 }
 
@@ -312,11 +292,11 @@ static void test_fused(const char *plot) {
   char *argv1[] = {"bench", "-g", "4", "--fused", "gemv_allreduce", NULL};
   ok(bench_fused_asked(5, argv1) && !bench_fused_asked(3, argv1), "--fused selects the fused mode");
   ok(fparse(&o, "--fused gemv_allreduce", err, sizeof err) == 0 && o.dtype == IP_BF16 && o.nM == 4 && o.nK == 3 &&
-     o.M[3] == 65536 && o.K[2] == 7168 && o.iters == 20 && o.check == 1,
+     o.M[3] == 65536 && o.K[2] == 7168 && o.c.iters == 20 && o.c.check == 1,
      "defaults: bf16, M 8192..65536, K 2048, 4096, 7168");
   ok(fparse(&o, "--fused=gemv_allreduce -g 4 -d f32 -M 8K,12289 -K 2048 -G 10 -n 50 -R 5 --csv a.csv", err,
-            sizeof err) == 0 && o.ngpus == 4 && o.dtype == IP_F32 && o.nM == 2 && o.M[0] == 8192 && o.M[1] == 12289 &&
-     o.nK == 1 && o.graph == 10 && o.iters == 50 && o.rounds == 5 && o.csv && !strcmp(o.csv, "a.csv"),
+            sizeof err) == 0 && o.c.ngpus == 4 && o.dtype == IP_F32 && o.nM == 2 && o.M[0] == 8192 && o.M[1] == 12289 &&
+     o.nK == 1 && o.c.graph == 10 && o.c.iters == 50 && o.c.rounds == 5 && o.c.csv && !strcmp(o.c.csv, "a.csv"),
      "options: ranks, type, shape lists with suffixes, graph, iterations, rounds, CSV");
   ok(fparse(&o, "--fused allreduce", err, sizeof err) == 2, "an unknown fused operator is refused");
   ok_contains(err, "--fused takes gemv_allreduce", "and named");
@@ -360,7 +340,7 @@ static void test_fused(const char *plot) {
   snprintf(json, sizeof json, "%s/f.json", dir);
   snprintf(svg, sizeof svg, "%s/f.svg", dir);
   ok(bench_fused_write_csv(csv, &t) == 0 && bench_fused_write_json(json, &t) == 0, "fused CSV and JSON written");
-  char *c = slurp(csv);
+  char *c = bench_test_slurp(csv);
   ok_contains(c, "gemv_allreduce,bf16,4,0,8192,2048,10.000,20.000,30.000,25.000,3.3554,1.3422,1.2000,0.5000,0.4000,0,0,256,"
                  "gemv_allreduce_allpairs\n", "fused CSV: the first shape");
   snprintf(cmd, sizeof cmd,
@@ -372,7 +352,7 @@ static void test_fused(const char *plot) {
   snprintf(fplot, sizeof fplot, "%.*splot_fused.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0), plot);
   snprintf(cmd, sizeof cmd, "python3 %s %s %s", fplot, csv, svg);
   ok(system(cmd) == 0, "plot_fused.py draws the CSV");
-  char *s = slurp(svg);
+  char *s = bench_test_slurp(svg);
   ok(s && count_of(s, "class=\"bar\"") == 4 + 1 && count_of(s, "class=\"ratio\"") == 1,
      "SVG: the first shape's four times and the second's one, the first's ratio");
   snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);

@@ -11,64 +11,32 @@
 #include <unistd.h>
 
 #include "bench_embed.h"
+#include "bench_test.h"
 #include "tap.h"
 
-static char words[4096];
-
-/* Splits line at spaces into argv (argv[0] = "bench"); the argument count. */
-static int split(const char *line, char **argv) {
-  int argc = 0;
-  snprintf(words, sizeof words, "bench %s", line);
-  for (char *s = strtok(words, " "); s && argc < 63; s = strtok(NULL, " ")) argv[argc++] = s;
-  argv[argc] = NULL;
-  return argc;
-}
-
-/* bench_embed_parse of "bench LINE": its return; err gets stderr, out stdout. */
+/* bench_embed_parse of "bench LINE": its return; err gets stderr (its
+ * first line), out stdout. */
 static int eparse(bench_embed_opts *o, const char *line, char *err, size_t errlen, char *out, size_t outlen) {
   char *argv[64];
-  int argc = split(line, argv);
-  memset(err, 0, errlen);
-  if (out) memset(out, 0, outlen);
-  FILE *e = fmemopen(err, errlen, "w"), *f = out ? fmemopen(out, outlen, "w") : fopen("/dev/null", "w");
-  int rc = bench_embed_parse(o, argc, argv, f, e);
-  fclose(e);
-  fclose(f);
-  err[strcspn(err, "\n")] = 0;   /* one line, for the test's name */
+  int argc = bench_test_split(line, argv);
+  bench_test_io io;
+  bench_test_open(&io, err, errlen, out, outlen);
+  int rc = bench_embed_parse(o, argc, argv, io.out, io.err);
+  bench_test_close(&io, 1);
   return rc;
-}
-
-static int op_of(const char *line, char *err, size_t errlen) {
-  char *argv[64];
-  int argc = split(line, argv);
-  memset(err, 0, errlen);
-  FILE *e = fmemopen(err, errlen, "w");
-  int k = bench_fused_operator(argc, argv, e);
-  fclose(e);
-  return k;
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
 }
 
 static void test_operator(void) {
   char err[400];
-  ok(op_of("--fused embedding_alltoall -g 2", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL &&
-     op_of("-g 2 --fused=embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
+  ok(bench_test_operator("--fused embedding_alltoall -g 2", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL &&
+     bench_test_operator("-g 2 --fused=embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
      "--fused embedding_alltoall and --fused=embedding_alltoall name the embedding operator");
-  ok(op_of("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
+  ok(bench_test_operator("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
      "--fused gemv_allreduce still names the GEMV operator");
-  ok(op_of("--fused embedding -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
+  ok(bench_test_operator("--fused embedding -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
   ok_contains(err, "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
               "operator measured), not 'embedding'", "the refusal lists the three operators");
-  ok(op_of("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
+  ok(bench_test_operator("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
   ok_contains(err, "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall", "and says which it takes");
 }
 
@@ -78,21 +46,21 @@ static void test_options(void) {
   ok(eparse(&o, "--fused embedding_alltoall", err, sizeof err, NULL, 0) == 0 && o.dtype == IP_F32 && o.nB == 1 &&
      o.B[0] == 2048 && o.nT == 2 && o.T[0] == 16 && o.T[1] == 64 && o.nD == 2 && o.D[0] == 64 && o.D[1] == 128 &&
      o.nbag == 1 && o.bag[0] == 50 && o.nrows == 0 && o.nskew == 1 && o.skew[0] == 0 && !o.mean && !o.weighted &&
-     o.ngpus == 0 && o.share == 0 && o.warmup == 5 && o.iters == 20 && o.graph == 0 && o.rounds == 3 &&
-     o.check == 1 && !o.no_nccl && !o.csv && !o.json,
+     o.c.ngpus == 0 && o.c.share == 0 && o.c.warmup == 5 && o.c.iters == 20 && o.c.graph == 0 && o.c.rounds == 3 &&
+     o.c.check == 1 && !o.c.no_nccl && !o.c.csv && !o.c.json,
      "defaults: f32, sum, B 2048, T 16,64, D 64,128, bag 50, rows by size, uniform; -w 5 -n 20 -G 0 -R 3 -c 1");
   ok(eparse(&o, "--fused embedding_alltoall -g 4 --share 2 -d bf16 -B 1K,4096 -T 16,64,256 -D 64 --bag 30,70 "
              "--rows 1000,2K --skew uniform,zipf --mode mean -w 2 -n 7 -G 3 -R 5 -c 0 --csv a.csv --json b.json "
              "--no-nccl", err, sizeof err, NULL, 0) == 0 &&
-     o.ngpus == 4 && o.share == 2 && o.dtype == IP_BF16 && o.nB == 2 && o.B[0] == 1024 && o.B[1] == 4096 &&
+     o.c.ngpus == 4 && o.c.share == 2 && o.dtype == IP_BF16 && o.nB == 2 && o.B[0] == 1024 && o.B[1] == 4096 &&
      o.nT == 3 && o.T[2] == 256 && o.nD == 1 && o.D[0] == 64 && o.nbag == 2 && o.bag[1] == 70 && o.nrows == 2 &&
      o.rows[0] == 1000 && o.rows[1] == 2048 && o.nskew == 2 && o.skew[0] == 0 && o.skew[1] == 1 && o.mean &&
-     o.warmup == 2 && o.iters == 7 && o.graph == 3 && o.rounds == 5 && o.check == 0 && !strcmp(o.csv, "a.csv") &&
-     !strcmp(o.json, "b.json") && o.no_nccl,
+     o.c.warmup == 2 && o.c.iters == 7 && o.c.graph == 3 && o.c.rounds == 5 && o.c.check == 0 &&
+     !strcmp(o.c.csv, "a.csv") && !strcmp(o.c.json, "b.json") && o.c.no_nccl,
      "every option in its short form");
   ok(eparse(&o, "--fused=embedding_alltoall --ngpus=8 --datatype=half --warmup_iters 1 --iters 9 --cudagraph 2 "
              "--rounds 1 --check 1 --mode=sum --weighted --skew 1,0 -d float", err, sizeof err, NULL, 0) == 0 &&
-     o.ngpus == 8 && o.dtype == IP_F32 && o.warmup == 1 && o.iters == 9 && o.graph == 2 && o.rounds == 1 &&
+     o.c.ngpus == 8 && o.dtype == IP_F32 && o.c.warmup == 1 && o.c.iters == 9 && o.c.graph == 2 && o.c.rounds == 1 &&
      !o.mean && o.weighted && o.nskew == 2 && o.skew[0] == 1 && o.skew[1] == 0,
      "long forms, --opt=value, --weighted, --skew 1,0, type aliases (the last -d wins)");
   ok(eparse(&o, "--fused embedding_alltoall -d half", err, sizeof err, NULL, 0) == 0 && o.dtype == IP_F16 &&
@@ -254,7 +222,7 @@ static void test_output(void) {
   snprintf(csv, sizeof csv, "%s/e.csv", dir);
   snprintf(json, sizeof json, "%s/e.json", dir);
   ok(bench_embed_write_csv(csv, &t) == 0 && bench_embed_write_json(json, &t) == 0, "CSV and JSON written");
-  char *c = slurp(csv);
+  char *c = bench_test_slurp(csv);
   ok_contains(c, "fused,dtype,mode,weighted,ranks,share,B,T,D,bag,rows,indices,lookups,pool_us,alltoall_us,shuffle_us,"
                  "baseline_us,baton_us,pool_tbps,baton_tbps,speedup,overlap,vs_pool,wrong_baseline,wrong_baton,checked,"
                  "algorithm\n", "CSV: the header");
@@ -286,7 +254,7 @@ static int run_baton(const char *baton, const char *args, char *out, size_t len)
   close(fd);
   snprintf(cmd, sizeof cmd, "'%s' bench %s > %s 2>&1", baton, args, path);
   int st = system(cmd);
-  char *s = slurp(path);
+  char *s = bench_test_slurp(path);
   snprintf(out, len, "%s", s ? s : "");
   unlink(path);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -12,52 +12,19 @@
 #include <unistd.h>
 
 #include "bench_moe.h"
+#include "bench_test.h"
 #include "tap.h"
-
-static char words[4096];
-
-/* Splits line at spaces into argv (argv[0] = "bench"); the argument count. */
-static int split(const char *line, char **argv) {
-  int argc = 0;
-  snprintf(words, sizeof words, "bench %s", line);
-  for (char *s = strtok(words, " "); s && argc < 63; s = strtok(NULL, " ")) argv[argc++] = s;
-  argv[argc] = NULL;
-  return argc;
-}
 
 /* bench_moe_parse of "bench LINE": its return; err gets stderr (its first
  * line), out stdout. */
 static int mparse(bench_moe_opts *o, const char *line, char *err, size_t errlen, char *out, size_t outlen) {
   char *argv[64];
-  int argc = split(line, argv);
-  memset(err, 0, errlen);
-  if (out) memset(out, 0, outlen);
-  FILE *e = fmemopen(err, errlen, "w"), *f = out ? fmemopen(out, outlen, "w") : fopen("/dev/null", "w");
-  int rc = bench_moe_parse(o, argc, argv, f, e);
-  fclose(e);
-  fclose(f);
-  err[strcspn(err, "\n")] = 0;   /* one line, for the test's name */
+  int argc = bench_test_split(line, argv);
+  bench_test_io io;
+  bench_test_open(&io, err, errlen, out, outlen);
+  int rc = bench_moe_parse(o, argc, argv, io.out, io.err);
+  bench_test_close(&io, 1);
   return rc;
-}
-
-static int op_of(const char *line, char *err, size_t errlen) {
-  char *argv[64];
-  int argc = split(line, argv);
-  memset(err, 0, errlen);
-  FILE *e = fmemopen(err, errlen, "w");
-  int k = bench_fused_operator(argc, argv, e);
-  fclose(e);
-  return k;
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
 }
 
 static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
@@ -69,21 +36,21 @@ static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
 
 static void test_operator(void) {
   char err[400];
-  ok(op_of("--fused gemm_alltoall -g 2", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL &&
-     op_of("-g 2 --fused=gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
+  ok(bench_test_operator("--fused gemm_alltoall -g 2", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL &&
+     bench_test_operator("-g 2 --fused=gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
      "--fused gemm_alltoall and --fused=gemm_alltoall name the GEMM + AllToAll operator (3)");
   ok(BENCH_FUSED_GEMM_ALLTOALL == 3 && BENCH_FUSED_GEMV_ALLREDUCE == 1 && BENCH_FUSED_EMBEDDING_ALLTOALL == 2,
      "the operators' numbers");
-  ok(op_of("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
+  ok(bench_test_operator("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
      "--fused gemv_allreduce names the GEMV operator");
-  ok(op_of("--fused embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
+  ok(bench_test_operator("--fused embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
      "--fused embedding_alltoall names the embedding operator");
-  ok(op_of("--fused gemv_allreduce --fused gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
+  ok(bench_test_operator("--fused gemv_allreduce --fused gemm_alltoall", err, sizeof err) == BENCH_FUSED_GEMM_ALLTOALL,
      "the last --fused wins");
-  ok(op_of("--fused gemm -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
+  ok(bench_test_operator("--fused gemm -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
   ok_contains(err, "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
               "operator measured), not 'gemm'", "the refusal lists the three operators");
-  ok(op_of("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
+  ok(bench_test_operator("-g 2 --fused", err, sizeof err) == 0, "--fused without an operator is refused");
   ok_contains(err, "not ''", "and names the empty operator");
 }
 
@@ -91,19 +58,19 @@ static void test_options(void) {
   bench_moe_opts o;
   char err[400], out[8192];
   ok(mparse(&o, "--fused gemm_alltoall", err, sizeof err, NULL, 0) == 0 && o.nT == 1 && o.T[0] == 4096 &&
-     o.nH == 1 && o.H[0] == 8192 && o.nF == 1 && o.F[0] == 4096 && !o.grid && o.ngpus == 0 && o.share == 0 &&
-     o.warmup == 5 && o.iters == 20 && o.graph == 0 && o.rounds == 3 && o.check == 1 && !o.no_nccl && !o.csv &&
-     !o.json, "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1");
+     o.nH == 1 && o.H[0] == 8192 && o.nF == 1 && o.F[0] == 4096 && !o.grid && o.c.ngpus == 0 && o.c.share == 0 &&
+     o.c.warmup == 5 && o.c.iters == 20 && o.c.graph == 0 && o.c.rounds == 3 && o.c.check == 1 &&
+     !o.c.no_nccl && !o.c.csv && !o.c.json, "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1");
   ok(mparse(&o, "--fused gemm_alltoall -g 4 --share 2 -d bf16 -T 1K,8192 -H 4096,8K -F 1024,14336 -w 2 -n 7 -G 3 "
              "-R 5 -c 0 --csv a.csv --json b.json --no-nccl", err, sizeof err, NULL, 0) == 0 &&
-     o.ngpus == 4 && o.share == 2 && o.nT == 2 && o.T[0] == 1024 && o.T[1] == 8192 && o.nH == 2 &&
-     o.H[0] == 4096 && o.H[1] == 8192 && o.nF == 2 && o.F[0] == 1024 && o.F[1] == 14336 && o.warmup == 2 &&
-     o.iters == 7 && o.graph == 3 && o.rounds == 5 && o.check == 0 && !strcmp(o.csv, "a.csv") &&
-     !strcmp(o.json, "b.json") && o.no_nccl, "every option in its short form, K suffixes");
+     o.c.ngpus == 4 && o.c.share == 2 && o.nT == 2 && o.T[0] == 1024 && o.T[1] == 8192 && o.nH == 2 &&
+     o.H[0] == 4096 && o.H[1] == 8192 && o.nF == 2 && o.F[0] == 1024 && o.F[1] == 14336 && o.c.warmup == 2 &&
+     o.c.iters == 7 && o.c.graph == 3 && o.c.rounds == 5 && o.c.check == 0 && !strcmp(o.c.csv, "a.csv") &&
+     !strcmp(o.c.json, "b.json") && o.c.no_nccl, "every option in its short form, K suffixes");
   ok(mparse(&o, "--fused=gemm_alltoall --ngpus=8 --datatype=bfloat16 --warmup_iters 1 --iters 9 --cudagraph 2 "
              "--rounds 1 --check 1 --share=8 --csv=c.csv", err, sizeof err, NULL, 0) == 0 &&
-     o.ngpus == 8 && o.share == 8 && o.warmup == 1 && o.iters == 9 && o.graph == 2 && o.rounds == 1 &&
-     o.check == 1 && !strcmp(o.csv, "c.csv"), "long forms, --opt=value, bfloat16");
+     o.c.ngpus == 8 && o.c.share == 8 && o.c.warmup == 1 && o.c.iters == 9 && o.c.graph == 2 && o.c.rounds == 1 &&
+     o.c.check == 1 && !strcmp(o.c.csv, "c.csv"), "long forms, --opt=value, bfloat16");
   ok(mparse(&o, "--fused gemm_alltoall -T 1M -H 64 -F 128", err, sizeof err, NULL, 0) == 0 && o.T[0] == 1048576 &&
      o.H[0] == 64 && o.F[0] == 128, "M suffix; H and F of one tile");
   static const int64_t gT[] = {1024, 2048, 4096, 8192}, gH[] = {4096, 8192}, gF[] = {1024, 2048, 4096, 14336};
@@ -298,7 +265,7 @@ static void test_output(void) {
   snprintf(csv, sizeof csv, "%s/m.csv", dir);
   snprintf(json, sizeof json, "%s/m.json", dir);
   ok(bench_moe_write_csv(csv, &t) == 0 && bench_moe_write_json(json, &t) == 0, "CSV and JSON written");
-  char *c = slurp(csv);
+  char *c = bench_test_slurp(csv);
   ok_contains(c, "fused,dtype,ranks,share,T,H,F,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,baton_us,"
                  "gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,wrong_baseline,"
                  "wrong_own,wrong_baton,checked,algorithm\n", "CSV: the header");
@@ -341,7 +308,7 @@ static int run_baton(const char *baton, const char *args, char *out, size_t len)
   close(fd);
   snprintf(cmd, sizeof cmd, "'%s' bench %s > %s 2>&1", baton, args, path);
   int st = system(cmd);
-  char *s = slurp(path);
+  char *s = bench_test_slurp(path);
   snprintf(out, len, "%s", s ? s : "");
   unlink(path);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -21,8 +21,9 @@ extern "C" {
 #define BENCH_EMBED_MAX_DIMS 16
 
 typedef struct bench_embed_opts {
-  int ngpus;            /* -g: ranks, one GPU each (default: every GPU) */
-  int share;            /* --share G: the ranks on G GPUs, baton and the pooling alone only */
+  /* the common options (-g, --share, -w, -n, -G, -R, -c, --no-nccl, --csv,
+   * --json); with --share: baton and the pooling alone only */
+  bench_common_opts c;
   ip_dtype dtype;       /* -d: f32 (default), f16 or bf16 */
   int mean;             /* --mode mean (default sum) */
   int weighted;         /* --weighted: a weight per index (sum only) */
@@ -31,9 +32,6 @@ typedef struct bench_embed_opts {
   int64_t rows[BENCH_EMBED_MAX_DIMS];   /* rows per table; nrows 0: the default (bench_embed_default_rows) */
   int skew[BENCH_EMBED_MAX_DIMS];       /* 0 uniform indices, 1 Zipf-like (most among a table's first rows) */
   int nB, nT, nD, nbag, nrows, nskew;
-  int warmup, iters, graph, rounds, check;   /* -w, -n, -G, -R, -c: as for collectives */
-  int no_nccl;
-  const char *csv, *json;
 } bench_embed_opts;
 
 /* Parses `baton bench --fused embedding_alltoall [options]`.  0; 1 when

@@ -78,13 +78,38 @@ int64_t bench_embed_default_rows(int64_t T, int64_t D, int es) {
   return rows < 1 ? 1 : (int64_t)rows;
 }
 
+/* bench_embed_parse's own flag (--weighted) and options (-B, -T, -D,
+ * --bag, --rows, --skew, --mode, -d) into o, as bench_mode_parse's. */
+static int embed_flag(void *p, const char *a) {
+  bench_embed_opts *o = p;
+  if (strcmp(a, "--weighted")) return 0;
+  o->weighted = 1;
+  return 1;
+}
+
+static int embed_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
+  bench_embed_opts *o = p;
+  (void)err;
+  if (!strcmp(name, "-B")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB);
+  else if (!strcmp(name, "-T")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT);
+  else if (!strcmp(name, "-D")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD);
+  else if (!strcmp(name, "--bag")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag);
+  else if (!strcmp(name, "--rows")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows);
+  else if (!strcmp(name, "--skew")) *bad = parse_skew(v, o->skew, &o->nskew);
+  else if (!strcmp(name, "--mode")) {
+    *bad = strcmp(v, "sum") && strcmp(v, "mean");
+    o->mean = !strcmp(v, "mean");
+  } else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
+    int x;
+    *bad = bench_parse_float_dtype(v, &x);
+    if (!*bad) o->dtype = (ip_dtype)x;
+  } else return 0;
+  return 1;
+}
+
 int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   memset(o, 0, sizeof *o);
   o->dtype = IP_F32;
-  o->warmup = 5;
-  o->iters = 20;
-  o->rounds = 3;
-  o->check = 1;
   o->B[0] = 2048;
   o->nB = 1;
   o->T[0] = 16;
@@ -96,75 +121,24 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
   o->bag[0] = 50;
   o->nbag = 1;
   o->nskew = 1;
-  const char *op = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(embed_help, out); return 1; }
-    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
-    if (!strcmp(a, "--weighted")) { o->weighted = 1; continue; }
-    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
-    /* every other option takes a value */
-    const char *v;
-    char name[32];
-    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
-    int bad = 0;
-    if (!strcmp(name, "--fused")) op = v;
-    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = bench_parse_int(v, 1, 64, &o->ngpus);
-    else if (!strcmp(name, "--share")) bad = bench_parse_int(v, 1, 64, &o->share);
-    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = bench_parse_int(v, 0, 100000, &o->warmup);
-    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = bench_parse_int(v, 1, 100000, &o->iters);
-    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = bench_parse_int(v, 0, 100000, &o->graph);
-    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = bench_parse_int(v, 1, 64, &o->rounds);
-    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = bench_parse_int(v, 0, 1, &o->check);
-    else if (!strcmp(name, "-B")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB);
-    else if (!strcmp(name, "-T")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT);
-    else if (!strcmp(name, "-D")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD);
-    else if (!strcmp(name, "--bag")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag);
-    else if (!strcmp(name, "--rows")) bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows);
-    else if (!strcmp(name, "--skew")) bad = parse_skew(v, o->skew, &o->nskew);
-    else if (!strcmp(name, "--mode")) {
-      bad = strcmp(v, "sum") && strcmp(v, "mean");
-      o->mean = !strcmp(v, "mean");
-    } else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
-      const char *t = !strcmp(v, "bfloat16") ? "bf16" : !strcmp(v, "half") ? "f16" : !strcmp(v, "float") ? "f32" : v;
-      int x = ip_dtype_from_name(t);
-      bad = x != IP_F32 && x != IP_F16 && x != IP_BF16;
-      if (!bad) o->dtype = (ip_dtype)x;
-    } else if (!strcmp(name, "--csv")) o->csv = v;
-    else if (!strcmp(name, "--json")) o->json = v;
-    else {
-      fprintf(err, "baton bench: unknown option '%s' for --fused embedding_alltoall (baton bench --fused "
-              "embedding_alltoall --help lists them)\n", a);
-      return 2;
-    }
-    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
-  }
-  if (!op || strcmp(op, "embedding_alltoall")) {
-    bench_fused_refuse(err, op);
-    return 2;
-  }
-  if (o->share && (!o->ngpus || o->share > o->ngpus)) {
-    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", o->share, o->share);
-    return 2;
-  }
+  static const bench_mode_parse mode = {"embedding_alltoall", embed_help, "--fused embedding_alltoall", embed_flag,
+                                        embed_value};
+  int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
+  if (rc) return rc;
   if (o->weighted && o->mean) {
     fprintf(err, "baton bench: --weighted pools by sum (as PyTorch's embedding_bag): not with --mode mean\n");
     return 2;
   }
-  for (int i = 0; o->ngpus && i < o->nB; i++)
-    if (o->B[i] % o->ngpus) {
-      fprintf(err, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], o->ngpus);
+  for (int i = 0; o->c.ngpus && i < o->nB; i++)
+    if (o->B[i] % o->c.ngpus) {
+      fprintf(err, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], o->c.ngpus);
       return 2;
     }
-  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
-    fprintf(err, "baton bench: --csv and --json need a file name\n");
-    return 2;
-  }
-  return 0;
+  return bench_check_outputs(&o->c, err);
 }
 
 double bench_embed_speedup(const bench_embed_row *r) {
-  return r->base_us > 0 && r->baton_us > 0 ? r->base_us / r->baton_us : -1;
+  return bench_time_ratio(r->base_us, r->baton_us);
 }
 
 double bench_embed_overlap(const bench_embed_row *r) {
@@ -174,7 +148,7 @@ double bench_embed_overlap(const bench_embed_row *r) {
 }
 
 double bench_embed_vs_pool(const bench_embed_row *r) {
-  return r->pool_us > 0 && r->baton_us > 0 ? r->pool_us / r->baton_us : -1;
+  return bench_time_ratio(r->pool_us, r->baton_us);
 }
 
 double bench_embed_tbps(const bench_embed_row *r, ip_dtype t, double us) {
@@ -251,10 +225,8 @@ int bench_embed_print_footer(FILE *f, const bench_embed_table *t) {
     double q = t->nccl[0] ? bench_embed_speedup(r) : bench_embed_vs_pool(r);
     if (q > 0) { sum += q; n++; }
   }
-  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", t->nccl[0] ? "baseline time / baton time" :
-                 "pooling-alone time / baton time", n, sum / n);
-  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
-  return bad;
+  bench_print_average(f, t->nccl[0] ? "baseline time / baton time" : "pooling-alone time / baton time", n, sum);
+  return bench_print_verdict(f, bad);
 }
 
 int bench_embed_write_csv(const char *path, const bench_embed_table *t) {
@@ -293,17 +265,13 @@ int bench_embed_write_json(const char *path, const bench_embed_table *t) {
     fprintf(f, "%s\n  {\"B\": %lld, \"T\": %lld, \"D\": %lld, \"bag\": %lld, \"rows\": %lld, \"indices\": \"%s\", "
             "\"lookups\": %lld, \"pool_us\": %.3f, \"alltoall_us\": %.3f, \"shuffle_us\": %.3f, \"baseline_us\": %.3f, "
             "\"baton_us\": %.3f, \"pool_tbps\": %.4f, \"baton_tbps\": %.4f, \"speedup\": %.4f, \"overlap\": %.4f, "
-            "\"vs_pool\": %.4f, \"wrong_baseline\": %lld, \"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ",
+            "\"vs_pool\": %.4f, \"wrong_baseline\": %lld, \"wrong_baton\": %lld, \"checked\": %lld",
             i ? "," : "", (long long)r->B, (long long)r->T, (long long)r->D, (long long)r->bag, (long long)r->rows,
             r->skew ? "zipf" : "uniform", (long long)r->lookups, r->pool_us, r->a2a_us, r->shuf_us, r->base_us,
             r->baton_us, bench_embed_tbps(r, t->dtype, r->pool_us), bench_embed_tbps(r, t->dtype, r->baton_us),
             bench_embed_speedup(r), bench_embed_overlap(r), bench_embed_vs_pool(r), (long long)r->wrong_base,
             (long long)r->wrong_baton, (long long)r->checked);
-    bench_json_str(f, r->algorithm);
-    fputs(", \"error\": ", f);
-    bench_json_str(f, r->error);
-    fputc('}', f);
+    bench_json_row_end(f, r->algorithm, r->error);
   }
-  fputs("\n]}\n", f);
-  return fclose(f) ? -1 : 0;
+  return bench_json_close(f);
 }

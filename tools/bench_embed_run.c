@@ -10,31 +10,26 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "baton.h"
 #include "bench_embed.h"
 #include "bench_nccl.h"
 #include "bench_parts.h"
+#include "bench_ranks.h"
 #include "ip_compute.h"
 
-#define MAXR 64
+#define MAXR BENCH_RANKS_MAX
 #define PATTERN 1048573           /* random elements (a prime count) the tables are tiled from */
 #define SAMPLED 64                /* output rows checked per rank */
-#define MAXTHREADS 32             /* host threads making bags and checking */
 
 enum { WHAT_POOL, WHAT_A2A, WHAT_SHUF, WHAT_BASE, WHAT_BATON, NWHAT };
 static const char *const what_name[NWHAT] = {"pooling alone", "NCCL AllToAll", "shuffle", "baseline", "baton"};
 
 typedef struct ectx {
   const bench_embed_opts *o;
-  int nranks, ngpus, es, devs[MAXR];
+  bench_ranks k;                 /* the ranks; pc: the pooling alone */
+  int es;
   int base;                      /* the baseline runs (NCCL is there) */
-  cudaStream_t st[MAXR];
-  baton_comm *bc[MAXR];          /* the n-rank communicator: baton */
-  baton_comm *pc[MAXR];          /* one one-rank communicator per rank: the pooling alone */
-  bench_nccl *nccl;
-  void *nc[MAXR];
   void *pattern;                 /* PATTERN elements of the type */
   /* this shape */
   int64_t B, T, D, rows, bag;
@@ -54,19 +49,13 @@ static uint64_t next(uint64_t *s) {
 static double frand(uint64_t *s) { return (double)(next(s) >> 11) / 4503599627370496.0 - 1.0; }
 static double urand(uint64_t *s) { return (double)(next(s) >> 11) / 9007199254740992.0; }
 
-static int nthreads_for(int64_t tasks) {
-  long c = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = c < 1 ? 1 : c > MAXTHREADS ? MAXTHREADS : (int)c;
-  return tasks < n ? (int)(tasks < 1 ? 1 : tasks) : n;
-}
-
 /* The offset of rank r's tables in the pattern: element e of its stacked
  * tables is pattern[(e + offset) % PATTERN]. */
 static int64_t tab_off(int r) { return ((int64_t)r * 7919) % PATTERN; }
 
 static void free_shape(ectx *x) {
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     void *d[] = {x->E[r], x->w[r], x->pooled[r], x->recv[r], x->outb[r], x->outt[r], x->I[r], x->O[r]};
     for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
       if (d[k]) cudaFree(d[k]);
@@ -141,9 +130,9 @@ static double other_bytes(const ectx *x, double L) {
 /* Buffers of this shape: bags made on the host, tables tiled from the
  * pattern, outputs poisoned (NaN).  0, or -1 with err. */
 static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
-  int es = x->es, per_gpu = x->o->share ? (x->nranks + x->o->share - 1) / x->o->share : 1;
+  int es = x->es, per_gpu = x->o->c.share ? (x->k.nranks + x->o->c.share - 1) / x->o->c.share : 1;
   size_t freeb = (size_t)-1, totb = 0;
-  for (int g = 0; g < x->ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {
     size_t f = 0;
     cudaSetDevice(g);
     if (!bench_cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
@@ -168,12 +157,12 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   gen_job jobs[MAXR];
   pthread_t th[MAXR];
   int started[MAXR] = {0}, fail = 0;
-  for (int r = 0; r < x->nranks; r++) {
+  for (int r = 0; r < x->k.nranks; r++) {
     jobs[r] = (gen_job){x, r, 0};
     started[r] = pthread_create(&th[r], NULL, gen_rank, &jobs[r]) == 0;
     if (!started[r]) gen_rank(&jobs[r]);
   }
-  for (int r = 0; r < x->nranks; r++) {
+  for (int r = 0; r < x->k.nranks; r++) {
     if (started[r]) pthread_join(th[r], NULL);
     fail |= jobs[r].fail;
   }
@@ -183,9 +172,9 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   char *rot = malloc(chunk * es);
   if (!rot) { snprintf(err, len, "out of host memory"); return -1; }
   int rc = -1;
-  for (int r = 0; r < x->nranks; r++) {
+  for (int r = 0; r < x->k.nranks; r++) {
     size_t L = x->L[r] ? (size_t)x->L[r] : 1;
-    cudaSetDevice(x->devs[r]);
+    cudaSetDevice(x->k.devs[r]);
     if (!bench_cuda_ok(cudaMalloc((void **)&x->E[r], nE * es + 16), "tables", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->I[r], L * 8), "indices", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->O[r], (nbags + 1) * 8), "offsets", err, len) ||
@@ -222,21 +211,14 @@ out:
   return rc;
 }
 
-/* The stream rank r's pooling alone runs on: its own; with ranks sharing
- * a GPU, that GPU's first rank's, so that the one-rank communicators'
- * kernels (each sized for the whole GPU) run one after the other. */
-static cudaStream_t pool_stream(const ectx *x, int r) { return x->st[x->o->share ? x->devs[r] : r]; }
+/* The stream rank r's pooling alone runs on (bench_ranks_own_stream). */
+static cudaStream_t pool_stream(const ectx *x, int r) { return bench_ranks_own_stream(&x->k, x->o->c.share, r); }
 
 /* The streams `what` runs on (bench_parts_ops.streams): every rank's; the
  * pooling alone with ranks sharing GPUs, each GPU's first rank's. */
 static int part_streams(void *ctx, int what, cudaStream_t *st, int *devs) {
   const ectx *x = ctx;
-  int ns = what == WHAT_POOL && x->o->share ? x->ngpus : x->nranks;
-  for (int r = 0; r < ns; r++) {
-    st[r] = x->st[r];
-    devs[r] = x->devs[r];
-  }
-  return ns;
+  return bench_ranks_streams(&x->k, what == WHAT_POOL, x->o->c.share, st, devs);
 }
 
 static const char *hint(baton_result e) {
@@ -248,13 +230,13 @@ static const char *hint(baton_result e) {
 static int launch(void *ctx, int what, int it, char *err, size_t len) {
   ectx *x = ctx;
   (void)it;
-  int n = x->nranks;
+  int n = x->k.nranks;
   baton_redop mode = x->o->mean ? baton_avg : baton_sum;
   if (what == WHAT_POOL || what == WHAT_BASE) {
     baton_group_start();
     for (int r = 0; r < n; r++) {
-      cudaSetDevice(x->devs[r]);
-      baton_result e = baton_embedding_alltoall(x->pc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
+      cudaSetDevice(x->k.devs[r]);
+      baton_result e = baton_embedding_alltoall(x->k.pc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
                                                 x->I[r], x->L[r] ? (size_t)x->L[r] : 1, x->O[r],
                                                 x->o->weighted ? x->w[r] : NULL, (size_t)x->B, (size_t)x->T, mode,
                                                 x->pooled[r], (baton_dtype)x->o->dtype, pool_stream(x, r));
@@ -274,24 +256,24 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       send[r] = x->pooled[r];
       recv[r] = x->recv[r];
     }
-    if (bench_nccl_launch(x->nccl, BENCH_ALLTOALL, x->nc, n, n, send, recv, (size_t)(x->B / n * x->T * x->D),
-                          x->o->dtype, IP_OP_SUM, x->st, err, len))
+    if (bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, n, n, send, recv, (size_t)(x->B / n * x->T * x->D),
+                          x->o->dtype, IP_OP_SUM, x->k.st, err, len))
       return -1;
   }
   if (what == WHAT_SHUF || what == WHAT_BASE)
     for (int r = 0; r < n; r++) {
-      cudaSetDevice(x->devs[r]);
-      int e = bench_embed_shuffle(x->recv[r], x->outb[r], n, x->B / n, x->T * x->D * x->es, x->st[r]);
+      cudaSetDevice(x->k.devs[r]);
+      int e = bench_embed_shuffle(x->recv[r], x->outb[r], n, x->B / n, x->T * x->D * x->es, x->k.st[r]);
       if (e) { snprintf(err, len, "shuffle on rank %d: %s", r, cudaGetErrorString((cudaError_t)e)); return -1; }
     }
   if (what == WHAT_BATON) {
     baton_group_start();
     for (int r = 0; r < n; r++) {
-      cudaSetDevice(x->devs[r]);
-      baton_result e = baton_embedding_alltoall(x->bc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
+      cudaSetDevice(x->k.devs[r]);
+      baton_result e = baton_embedding_alltoall(x->k.bc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
                                                 x->I[r], x->L[r] ? (size_t)x->L[r] : 1, x->O[r],
                                                 x->o->weighted ? x->w[r] : NULL, (size_t)x->B, (size_t)x->T, mode,
-                                                x->outt[r], (baton_dtype)x->o->dtype, x->st[r]);
+                                                x->outt[r], (baton_dtype)x->o->dtype, x->k.st[r]);
       if (e) {
         snprintf(err, len, "baton_embedding_alltoall on rank %d: %s%s", r, baton_result_string(e), hint(e));
         baton_group_end();
@@ -307,24 +289,8 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
 /* Every rank's stream done, and the communicators' asynchronous errors
  * (bench_parts_ops.wait).  0, or -1 with err. */
 static int wait_all(void *ctx, char *err, size_t len) {
-  ectx *x = ctx;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!bench_cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
-  }
-  for (int r = 0; r < x->nranks; r++) {
-    baton_result ae = baton_success;
-    if (x->bc[r] && !baton_comm_get_async_error(x->bc[r], &ae) && ae) {
-      snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
-      return -1;
-    }
-    if (x->pc[r] && !baton_comm_get_async_error(x->pc[r], &ae) && ae) {
-      snprintf(err, len, "pooling: rank %d's one-rank communicator: %s", r, baton_result_string(ae));
-      return -1;
-    }
-    if (x->nccl && x->nc[r] && bench_nccl_async_error(x->nccl, x->nc[r], err, len)) return -1;
-  }
-  return 0;
+  const ectx *x = ctx;
+  return bench_ranks_wait(&x->k, "pooling", err, len);
 }
 
 /* ---- the check ---------------------------------------------------------
@@ -344,23 +310,6 @@ typedef struct chk {
   char why[240];
 } chk;
 
-/* Output rows spread over [0, per): the first, the last, one in each of
- * SAMPLED equal ranges between. */
-static int sample_rows(int64_t per, int64_t *samp) {
-  if (per <= SAMPLED) {
-    for (int64_t i = 0; i < per; i++) samp[i] = i;
-    return (int)per;
-  }
-  for (int i = 0; i < SAMPLED; i++) {
-    int64_t lo = i * per / SAMPLED, hi = (i + 1) * per / SAMPLED;
-    uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-    samp[i] = lo + (int64_t)((h >> 33) % (uint64_t)(hi - lo));
-  }
-  samp[0] = 0;
-  samp[SAMPLED - 1] = per - 1;
-  return SAMPLED;
-}
-
 static void chk_fail(chk *c, const char *what) {
   pthread_mutex_lock(&c->mu);
   if (!c->fail) snprintf(c->why, sizeof c->why, "%s", what);
@@ -371,7 +320,7 @@ static void chk_fail(chk *c, const char *what) {
 static void *chk_worker(void *arg) {
   chk *c = arg;
   ectx *x = c->x;
-  int n = x->nranks, es = x->es;
+  int n = x->k.nranks, es = x->es;
   int64_t T = x->T, D = x->D, TD = T * D, per = x->B / n;
   size_t rowb = (size_t)(n * TD) * es, cap = 0;
   char *hb = malloc(rowb), *ht = malloc(rowb), *mE = NULL;
@@ -385,12 +334,12 @@ static void *chk_worker(void *arg) {
     int64_t srow = c->samp[task % c->nsamp], g = q * per + srow;
     /* the row from the baseline's output (or, without one, from every
      * rank's pooled [B, T*D]) and from baton's */
-    cudaSetDevice(x->devs[q]);
+    cudaSetDevice(x->k.devs[q]);
     cudaError_t e = cudaSuccess;
     if (c->have_t) e = cudaMemcpy(ht, x->outt[q] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
     if (c->have_b && x->base && !e) e = cudaMemcpy(hb, x->outb[q] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
     for (int p = 0; c->have_b && !x->base && !e && p < n; p++) {
-      cudaSetDevice(x->devs[p]);
+      cudaSetDevice(x->k.devs[p]);
       e = cudaMemcpy(hb + (size_t)(p * TD) * es, x->pooled[p] + (size_t)(g * TD) * es, (size_t)TD * es,
                      cudaMemcpyDeviceToHost);
     }
@@ -455,15 +404,10 @@ static int check(ectx *x, int have_b, int have_t, bench_embed_row *row, char *er
   c.x = x;
   c.have_b = have_b;
   c.have_t = have_t;
-  c.nsamp = sample_rows(x->B / x->nranks, c.samp);
+  c.nsamp = bench_spread(x->B / x->k.nranks, SAMPLED, c.samp);
   pthread_mutex_init(&c.mu, NULL);
-  int64_t tasks = (int64_t)x->nranks * c.nsamp;
-  int nt = nthreads_for(tasks), started = 0;
-  pthread_t th[MAXTHREADS];
-  for (int i = 0; i < nt; i++)
-    if (pthread_create(&th[started], NULL, chk_worker, &c) == 0) started++;
-  if (!started) chk_worker(&c);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  int64_t tasks = (int64_t)x->k.nranks * c.nsamp;
+  bench_pool(chk_worker, &c, tasks);
   pthread_mutex_destroy(&c.mu);
   if (c.fail) {
     snprintf(err, len, "check: %.200s", c.why);
@@ -471,15 +415,15 @@ static int check(ectx *x, int have_b, int have_t, bench_embed_row *row, char *er
   }
   row->wrong_base = have_b ? c.bad_b : -1;
   row->wrong_baton = have_t ? c.bad_t : -1;
-  row->checked = tasks * x->nranks * x->T * x->D;
+  row->checked = tasks * x->k.nranks * x->T * x->D;
   return 0;
 }
 
 /* Poisons the outputs (all ones: NaN in f32, f16 and bf16). */
 static int poison(ectx *x, char *err, size_t len) {
   size_t out = (size_t)(x->B * x->T * x->D) * x->es;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     char *b[] = {x->pooled[r], x->outt[r], x->outb[r], x->recv[r]};
     for (int k = 0; k < 4; k++)
       if (b[k] && !bench_cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
@@ -488,7 +432,7 @@ static int poison(ectx *x, char *err, size_t len) {
    * which does not order the ranks' non-blocking streams: everything set
    * up must be done before the first call reads it (a pooling run that
    * began early read tables still being filled). */
-  for (int g = 0; g < x->ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {
     cudaSetDevice(g);
     if (!bench_cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
   }
@@ -509,8 +453,8 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
   char err[240] = "";
   /* bit per WHAT: failed or not set up, not run (again) for this shape */
   unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_SHUF | 1u << WHAT_BASE;
-  if (B % x->nranks) {
-    snprintf(row->error, sizeof row->error, "B=%lld is not a multiple of the %d ranks", (long long)B, x->nranks);
+  if (B % x->k.nranks) {
+    snprintf(row->error, sizeof row->error, "B=%lld is not a multiple of the %d ranks", (long long)B, x->k.nranks);
     return;
   }
   if (alloc_shape(x, rows, err, sizeof err) || poison(x, err, sizeof err)) {
@@ -521,8 +465,8 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
   }
   row->rows = x->rows;
   int64_t sum = 0;
-  for (int r = 0; r < x->nranks; r++) sum += x->L[r];
-  row->lookups = sum / x->nranks;
+  for (int r = 0; r < x->k.nranks; r++) sum += x->L[r];
+  row->lookups = sum / x->k.nranks;
   /* once each, checked: the baseline (or the pooling alone), then baton */
   int ran[NWHAT] = {0};
   int first[2] = {x->base ? WHAT_BASE : WHAT_POOL, WHAT_BATON};
@@ -540,16 +484,13 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
     }
     ran[what] = 1;
   }
-  if (x->o->check && (ran[first[0]] || ran[WHAT_BATON]) &&
+  if (x->o->c.check && (ran[first[0]] || ran[WHAT_BATON]) &&
       check(x, ran[first[0]], ran[WHAT_BATON], row, err, sizeof err))
     snprintf(row->error, sizeof row->error, "%s", err);
-  if (baton_comm_last_algorithm(x->bc[0]))
-    snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+  bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
   static const bench_parts_ops ops = {launch, wait_all, part_streams};
-  bench_parts p = {.ops = &ops, .ctx = x, .nparts = NWHAT, .names = what_name, .warmup = x->o->warmup,
-                   .iters = x->o->iters, .graph = x->o->graph, .rounds = x->o->rounds, .dead = dead};
   double us[NWHAT];
-  bench_parts_measure(&p, us, row->error, sizeof row->error);
+  bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->pool_us = us[WHAT_POOL];
   row->a2a_us = us[WHAT_A2A];
   row->shuf_us = us[WHAT_SHUF];
@@ -573,83 +514,40 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
   if (!x) return 2;
   x->o = o;
   x->es = ip_dtype_size[o->dtype];
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    fprintf(stderr, "baton bench: no GPU\n");
-    free(x);
-    return 2;
-  }
-  x->nranks = o->ngpus ? o->ngpus : ngpu;
-  x->ngpus = o->share ? o->share : x->nranks;
-  if (x->ngpus > ngpu || x->nranks > MAXR) {
-    fprintf(stderr, "baton bench: %d ranks on %d GPUs asked, %d present\n", x->nranks, x->ngpus, ngpu);
+  if (bench_ranks_size(&x->k, &o->c)) {
     free(x);
     return 2;
   }
   for (int i = 0; i < o->nB; i++)
-    if (o->B[i] % x->nranks) {
-      fprintf(stderr, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], x->nranks);
+    if (o->B[i] % x->k.nranks) {
+      fprintf(stderr, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], x->k.nranks);
       free(x);
       return 2;
     }
-  for (int r = 0; r < x->nranks; r++) x->devs[r] = r % x->ngpus;
   t->dtype = o->dtype;
-  t->nranks = x->nranks;
-  t->share = o->share;
-  t->iters = o->iters;
-  t->warmup = o->warmup;
-  t->graph = o->graph;
-  t->rounds = o->rounds;
+  t->nranks = x->k.nranks;
+  t->share = o->c.share;
+  t->iters = o->c.iters;
+  t->warmup = o->c.warmup;
+  t->graph = o->c.graph;
+  t->rounds = o->c.rounds;
   t->mean = o->mean;
   t->weighted = o->weighted;
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
-  char why[300];
   int rc = 2;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    cudaError_t e = cudaStreamCreateWithFlags(&x->st[r], cudaStreamNonBlocking);
-    if (e) {
-      x->st[r] = NULL;
-      fprintf(stderr, "baton bench: rank %d: cudaStreamCreate: %s\n", r, cudaGetErrorString(e));
-      goto out;
-    }
-  }
-  if (!o->no_nccl && !o->share) {
-    if (!(x->nccl = bench_nccl_open(why, sizeof why)))
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-    else if (bench_nccl_init_all(x->nccl, x->nc, x->nranks, why, sizeof why)) {
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-      memset(x->nc, 0, sizeof x->nc);
-      bench_nccl_close(x->nccl);
-      x->nccl = NULL;
-    } else {
-      snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(x->nccl));
-    }
-  }
-  x->base = x->nccl != NULL;
-  baton_result be = baton_comm_init_all(x->bc, x->nranks, x->devs);
-  if (be) {
-    fprintf(stderr, "baton bench: baton_comm_init_all of %d ranks: %s\n", x->nranks, baton_result_string(be));
-    memset(x->bc, 0, sizeof x->bc);
-    goto out;
-  }
-  for (int r = 0; r < x->nranks; r++) {
-    be = baton_comm_init_all(&x->pc[r], 1, &x->devs[r]);
-    if (be) {
-      fprintf(stderr, "baton bench: the pooling alone: baton_comm_init_all of rank %d's one-rank communicator: %s\n",
-              r, baton_result_string(be));
-      x->pc[r] = NULL;
-      goto out;
-    }
-  }
-  if (!has_embedding(x->pc[0]))
+  for (int r = 0; r < x->k.nranks; r++)
+    if (bench_ranks_stream(&x->k, r)) goto out;
+  bench_ranks_nccl(&x->k, &o->c, t->nccl, sizeof t->nccl);
+  x->base = x->k.nccl != NULL;
+  if (bench_ranks_comms(&x->k, "the pooling alone")) goto out;
+  if (!has_embedding(x->k.pc[0]))
     fprintf(stderr, "# warning: the one-rank communicators loaded no embedding program: put one in BATON_ALGO_DIR "
             "(baton compile algorithms/embedding_alltoall.lua --param ranks=1%s -o DIR/embedding_alltoall_1r.xml)\n",
             o->mean ? " --param mode=mean" : o->weighted ? " --param weighted=1" : "");
-  if (x->nranks > 1 && !has_embedding(x->bc[0]))
+  if (x->k.nranks > 1 && !has_embedding(x->k.bc[0]))
     fprintf(stderr, "# warning: the %d-rank communicator loaded no embedding program: put one in BATON_ALGO_DIR "
-            "(tools/gpu_prep.sh ... %d OUT: OUT/default)\n", x->nranks, x->nranks);
+            "(tools/gpu_prep.sh ... %d OUT: OUT/default)\n", x->k.nranks, x->k.nranks);
   if (!(x->pattern = malloc((size_t)PATTERN * x->es))) goto out;
   uint64_t s = 0x2545F4914F6CDD1Dull;
   for (int i = 0; i < PATTERN; i++) ip_set(o->dtype, x->pattern, (size_t)i, frand(&s));
@@ -670,16 +568,14 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
             }
   rc = 0;
 out:
-  for (int r = 0; r < x->nranks; r++) {
-    if (x->bc[r]) baton_comm_destroy(x->bc[r]);
-    if (x->pc[r]) baton_comm_destroy(x->pc[r]);
-    if (x->nccl && x->nc[r]) bench_nccl_destroy(x->nccl, x->nc[r]);
-    if (x->st[r]) {
-      cudaSetDevice(x->devs[r]);
-      cudaStreamDestroy(x->st[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    bench_ranks_free_comms(&x->k, r);
+    if (x->k.st[r]) {
+      cudaSetDevice(x->k.devs[r]);
+      cudaStreamDestroy(x->k.st[r]);
     }
   }
-  if (x->nccl) bench_nccl_close(x->nccl);
+  bench_ranks_close(&x->k);
   free(x->pattern);
   free(x);
   return rc;

@@ -9,19 +9,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_util.h"
 #include "ip_dtype.h"
 
 #define BENCH_FUSED_MAX_DIMS 16
 
 typedef struct bench_fused_opts {
-  int ngpus;            /* -g: ranks, one GPU each (default: every GPU) */
-  int share;            /* --share G: the ranks on G GPUs, baton and cuBLAS only */
+  /* the common options (-g, --share, -w, -n, -G, -R, -c, --no-nccl, --csv,
+   * --json); with --share: baton and cuBLAS only */
+  bench_common_opts c;
   ip_dtype dtype;       /* -d: f32, f16 or bf16 (default bf16) */
   int64_t M[BENCH_FUSED_MAX_DIMS], K[BENCH_FUSED_MAX_DIMS];   /* -M, -K: rows; each rank's columns */
   int nM, nK;
-  int warmup, iters, graph, rounds, check;   /* -w, -n, -G, -R, -c: as for collectives */
-  int no_nccl;
-  const char *csv, *json;
 } bench_fused_opts;
 
 /* Parses `baton bench --fused gemv_allreduce [options]` (argv[0] is

@@ -43,80 +43,45 @@ int bench_fused_asked(int argc, char **argv) {
   return 0;
 }
 
+/* bench_fused_parse's own options (-M, -K, -d) into o, as
+ * bench_mode_parse's value. */
+static int fused_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
+  bench_fused_opts *o = p;
+  (void)err;
+  if (!strcmp(name, "-M")) *bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM);
+  else if (!strcmp(name, "-K")) *bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK);
+  else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
+    int x;
+    *bad = bench_parse_float_dtype(v, &x);
+    if (!*bad) o->dtype = (ip_dtype)x;
+  } else return 0;
+  return 1;
+}
+
 int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   memset(o, 0, sizeof *o);
   o->dtype = IP_BF16;
-  o->warmup = 5;
-  o->iters = 20;
-  o->rounds = 3;
-  o->check = 1;
   static const int64_t Ms[] = {8192, 16384, 32768, 65536}, Ks[] = {2048, 4096, 7168};
   memcpy(o->M, Ms, sizeof Ms);
   memcpy(o->K, Ks, sizeof Ks);
   o->nM = 4;
   o->nK = 3;
-  const char *op = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(fused_help, out); return 1; }
-    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
-    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
-    /* every other option takes a value */
-    const char *v;
-    char name[32];
-    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
-    int bad = 0;
-    if (!strcmp(name, "--fused")) op = v;
-    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = bench_parse_int(v, 1, 64, &o->ngpus);
-    else if (!strcmp(name, "--share")) bad = bench_parse_int(v, 1, 64, &o->share);
-    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = bench_parse_int(v, 0, 100000, &o->warmup);
-    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = bench_parse_int(v, 1, 100000, &o->iters);
-    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = bench_parse_int(v, 0, 100000, &o->graph);
-    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = bench_parse_int(v, 1, 64, &o->rounds);
-    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = bench_parse_int(v, 0, 1, &o->check);
-    else if (!strcmp(name, "-M")) bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM);
-    else if (!strcmp(name, "-K")) bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK);
-    else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
-      const char *t = !strcmp(v, "bfloat16") ? "bf16" : !strcmp(v, "half") ? "f16" : !strcmp(v, "float") ? "f32" : v;
-      int x = ip_dtype_from_name(t);
-      bad = x != IP_F32 && x != IP_F16 && x != IP_BF16;
-      if (!bad) o->dtype = (ip_dtype)x;
-    } else if (!strcmp(name, "--csv")) o->csv = v;
-    else if (!strcmp(name, "--json")) o->json = v;
-    else {
-      fprintf(err, "baton bench: unknown option '%s' for --fused (baton bench --fused gemv_allreduce --help lists "
-              "them)\n", a);
-      return 2;
-    }
-    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
-  }
-  if (!op || strcmp(op, "gemv_allreduce")) {
-    bench_fused_refuse(err, op);
-    return 2;
-  }
-  if (o->share && (!o->ngpus || o->share > o->ngpus)) {
-    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", o->share, o->share);
-    return 2;
-  }
-  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
-    fprintf(err, "baton bench: --csv and --json need a file name\n");
-    return 2;
-  }
-  return 0;
+  static const bench_mode_parse mode = {"gemv_allreduce", fused_help, "--fused", NULL, fused_value};
+  int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
+  if (rc) return rc;
+  return bench_check_outputs(&o->c, err);
 }
 
 double bench_fused_speedup(const bench_fused_row *r) {
-  return r->base_us > 0 && r->baton_us > 0 ? r->base_us / r->baton_us : -1;
+  return bench_time_ratio(r->base_us, r->baton_us);
 }
 
 double bench_fused_overlap(const bench_fused_row *r) {
-  if (r->base_us <= 0 || r->baton_us <= 0 || r->gemv_us <= 0 || r->ar_us <= 0) return -1;
-  double shorter = r->gemv_us < r->ar_us ? r->gemv_us : r->ar_us;
-  return (r->base_us - r->baton_us) / shorter;
+  return bench_time_overlap(r->base_us, r->baton_us, r->gemv_us, r->ar_us);
 }
 
 double bench_fused_vs_cublas(const bench_fused_row *r) {
-  return r->gemv_us > 0 && r->baton_us > 0 ? r->gemv_us / r->baton_us : -1;
+  return bench_time_ratio(r->gemv_us, r->baton_us);
 }
 
 double bench_fused_tbps(const bench_fused_row *r, ip_dtype t, double us) {
@@ -172,10 +137,8 @@ int bench_fused_print_footer(FILE *f, const bench_fused_table *t) {
     double q = t->nranks == 1 ? bench_fused_vs_cublas(r) : bench_fused_speedup(r);
     if (q > 0) { sum += q; n++; }
   }
-  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", t->nranks == 1 ? "cuBLAS time / baton time" :
-                 "baseline time / baton time", n, sum / n);
-  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
-  return bad;
+  bench_print_average(f, t->nranks == 1 ? "cuBLAS time / baton time" : "baseline time / baton time", n, sum);
+  return bench_print_verdict(f, bad);
 }
 
 int bench_fused_write_csv(const char *path, const bench_fused_table *t) {
@@ -210,14 +173,10 @@ int bench_fused_write_json(const char *path, const bench_fused_table *t) {
     const bench_fused_row *r = &t->rows[i];
     fprintf(f, "%s\n  {\"M\": %lld, \"K\": %lld, \"gemv_us\": %.3f, \"allreduce_us\": %.3f, \"baseline_us\": %.3f, "
             "\"baton_us\": %.3f, \"speedup\": %.4f, \"overlap\": %.4f, \"vs_cublas\": %.4f, \"wrong_baseline\": %lld, "
-            "\"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ", i ? "," : "", (long long)r->M, (long long)r->K,
+            "\"wrong_baton\": %lld, \"checked\": %lld", i ? "," : "", (long long)r->M, (long long)r->K,
             r->gemv_us, r->ar_us, r->base_us, r->baton_us, bench_fused_speedup(r), bench_fused_overlap(r),
             bench_fused_vs_cublas(r), (long long)r->wrong_base, (long long)r->wrong_baton, (long long)r->checked);
-    bench_json_str(f, r->algorithm);
-    fputs(", \"error\": ", f);
-    bench_json_str(f, r->error);
-    fputc('}', f);
+    bench_json_row_end(f, r->algorithm, r->error);
   }
-  fputs("\n]}\n", f);
-  return fclose(f) ? -1 : 0;
+  return bench_json_close(f);
 }

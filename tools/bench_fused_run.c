@@ -12,10 +12,11 @@
 #include "bench_fused.h"
 #include "bench_nccl.h"
 #include "bench_parts.h"
+#include "bench_ranks.h"
 #include "ip_compute.h"
 #include "rt_param.h"
 
-#define MAXR 64
+#define MAXR BENCH_RANKS_MAX
 #define MAXBUF 64                 /* copies of W a rank cycles through */
 #define PATTERN (1 << 20)         /* random elements W is tiled from */
 #define SAMPLED 64                /* rows checked against the exact result */
@@ -25,11 +26,7 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMV", "NCCL AllReduce", "b
 
 typedef struct fctx {
   const bench_fused_opts *o;
-  int nranks, devs[MAXR];
-  cudaStream_t st[MAXR];
-  baton_comm *bc[MAXR];
-  bench_nccl *nccl;
-  void *nc[MAXR];
+  bench_ranks k;                 /* the ranks (no one-rank communicators: pc unused) */
   bench_cublas *cb;
   void *ch[MAXR];
   /* this shape */
@@ -46,8 +43,8 @@ static double frand(void) {
 }
 
 static void free_shape(fctx *x) {
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     for (int b = 0; b < MAXBUF; b++) if (x->W[r][b]) cudaFree(x->W[r][b]);
     if (x->x[r]) cudaFree(x->x[r]);
     if (x->yb[r]) cudaFree(x->yb[r]);
@@ -75,23 +72,23 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
   x->M = M;
   x->K = K;
   int l2 = 0;
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, x->devs[0]);
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, x->k.devs[0]);
   size_t freeb = 0, totb = 0;
-  cudaSetDevice(x->devs[0]);
+  cudaSetDevice(x->k.devs[0]);
   cudaMemGetInfo(&freeb, &totb);
-  int per_gpu = x->o->share ? (x->nranks + x->o->share - 1) / x->o->share : 1;
+  int per_gpu = x->o->c.share ? (x->k.nranks + x->o->c.share - 1) / x->o->c.share : 1;
   size_t budget = freeb / 10 * 6 / per_gpu;   /* W copies take at most 60% of the free memory */
   x->nbuf = (int)((4.0 * l2 + wbytes - 1) / wbytes);
   if (x->nbuf < 1) x->nbuf = 1;
   if (x->nbuf > MAXBUF) x->nbuf = MAXBUF;
-  if (x->nbuf > x->o->iters) x->nbuf = x->o->iters;
+  if (x->nbuf > x->o->c.iters) x->nbuf = x->o->c.iters;
   while (x->nbuf > 1 && (size_t)x->nbuf * wbytes > budget) x->nbuf--;
   if (wbytes + (size_t)K * es + 2 * (size_t)M * es > freeb / per_gpu) {
     snprintf(err, len, "W of %zu bytes does not fit the GPU's %zu free bytes (x %d ranks)", wbytes, freeb, per_gpu);
     return -1;
   }
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     if (!(x->hx[r] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
     for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[r], (size_t)k, frand());
     if (!bench_cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
@@ -126,24 +123,24 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
   fctx *x = ctx;
   int b = it % x->nbuf;
   if (what == WHAT_GEMV || what == WHAT_BASE)
-    for (int r = 0; r < x->nranks; r++) {
-      cudaSetDevice(x->devs[r]);
-      if (bench_cublas_gemv(x->cb, x->ch[r], x->o->dtype, x->M, x->K, x->K, x->W[r][b], x->x[r], x->yb[r], x->st[r],
+    for (int r = 0; r < x->k.nranks; r++) {
+      cudaSetDevice(x->k.devs[r]);
+      if (bench_cublas_gemv(x->cb, x->ch[r], x->o->dtype, x->M, x->K, x->K, x->W[r][b], x->x[r], x->yb[r], x->k.st[r],
                             err, len))
         return -1;
     }
-  if ((what == WHAT_AR || what == WHAT_BASE) && x->nccl) {
+  if ((what == WHAT_AR || what == WHAT_BASE) && x->k.nccl) {
     void *send[MAXR], *recv[MAXR];
-    for (int r = 0; r < x->nranks; r++) send[r] = recv[r] = x->yb[r];
-    if (bench_nccl_launch(x->nccl, BENCH_ALLREDUCE, x->nc, x->nranks, x->nranks, send, recv, (size_t)x->M,
-                          x->o->dtype, IP_OP_SUM, x->st, err, len))
+    for (int r = 0; r < x->k.nranks; r++) send[r] = recv[r] = x->yb[r];
+    if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->k.nranks, send, recv, (size_t)x->M,
+                          x->o->dtype, IP_OP_SUM, x->k.st, err, len))
       return -1;
   }
   if (what == WHAT_BATON) {
     baton_group_start();
-    for (int r = 0; r < x->nranks; r++) {
-      baton_result e = baton_gemv_allreduce(x->bc[r], x->W[r][b], x->x[r], x->yt[r], (size_t)x->M, (size_t)x->K,
-                                            (baton_dtype)x->o->dtype, x->st[r]);
+    for (int r = 0; r < x->k.nranks; r++) {
+      baton_result e = baton_gemv_allreduce(x->k.bc[r], x->W[r][b], x->x[r], x->yt[r], (size_t)x->M, (size_t)x->K,
+                                            (baton_dtype)x->o->dtype, x->k.st[r]);
       if (e) {
         snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", r, baton_result_string(e));
         baton_group_end();
@@ -160,11 +157,11 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
  * (bench_parts_ops.wait).  0, or -1 with err. */
 static int wait_all(void *ctx, char *err, size_t len) {
   fctx *x = ctx;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!bench_cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
+    if (!bench_cuda_ok(cudaStreamSynchronize(x->k.st[r]), "stream", err, len)) return -1;
     baton_result ae = baton_success;
-    if (x->bc[r] && !baton_comm_get_async_error(x->bc[r], &ae) && ae) {
+    if (x->k.bc[r] && !baton_comm_get_async_error(x->k.bc[r], &ae) && ae) {
       snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
       return -1;
     }
@@ -176,11 +173,11 @@ static int wait_all(void *ctx, char *err, size_t len) {
 static int part_streams(void *ctx, int what, cudaStream_t *st, int *devs) {
   const fctx *x = ctx;
   (void)what;
-  for (int r = 0; r < x->nranks; r++) {
-    st[r] = x->st[r];
-    devs[r] = x->devs[r];
+  for (int r = 0; r < x->k.nranks; r++) {
+    st[r] = x->k.st[r];
+    devs[r] = x->k.devs[r];
   }
-  return x->nranks;
+  return x->k.nranks;
 }
 
 /* Rows whose result is checked: the first, the last and SAMPLED-2 spread
@@ -200,21 +197,21 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
   *checked = 0;
   for (int i = 0; i < SAMPLED && i < x->M; i++) {
     int64_t row = sample_row(x->M, i);
-    for (int r = 0; r < x->nranks; r++) {
+    for (int r = 0; r < x->k.nranks; r++) {
       double want = 0, mag = 0;
-      for (int q = own ? r : 0; q < (own ? r + 1 : x->nranks); q++)
+      for (int q = own ? r : 0; q < (own ? r + 1 : x->k.nranks); q++)
         for (int64_t k = 0; k < x->K; k++) {
           double t = ip_get(x->o->dtype, x->pattern, (size_t)w_index(q, row * x->K + k)) *
                      ip_get(x->o->dtype, x->hx[q], (size_t)k);
           want += t;
           mag += fabs(t);
         }
-      cudaSetDevice(x->devs[r]);
+      cudaSetDevice(x->k.devs[r]);
       if (!bench_cuda_ok(cudaMemcpy(x->hy, y[r] + row * es, es, cudaMemcpyDeviceToHost), "y download", err, len))
         return -1;
       double got = ip_get(x->o->dtype, x->hy, 0);
       (*checked)++;
-      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->nranks, x->K, mag))) {
+      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->k.nranks, x->K, mag))) {
         if (!bad) fprintf(stderr, "# M=%lld K=%lld rank %d y[%lld] = %g, expected %g\n", (long long)x->M,
                           (long long)x->K, r, (long long)row, got, want);
         bad++;
@@ -231,7 +228,7 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   row->gemv_us = row->ar_us = row->base_us = row->baton_us = -1;
   row->wrong_base = row->wrong_baton = -1;
   char err[240] = "";
-  unsigned dead = x->nccl ? 0 : 1 << WHAT_AR;   /* bit per WHAT: failed, not run again for this shape */
+  unsigned dead = x->k.nccl ? 0 : 1 << WHAT_AR;   /* bit per WHAT: failed, not run again for this shape */
   if (alloc_shape(x, M, K, err, sizeof err)) {
     snprintf(row->error, sizeof row->error, "%s", err);
     free_shape(x);
@@ -244,23 +241,20 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
       dead |= 1u << what | (what == WHAT_BASE ? 1u << WHAT_GEMV : 0);
       continue;
     }
-    if (!x->o->check) continue;
-    int64_t w = check_y(x, what == WHAT_BASE ? x->yb : x->yt, what == WHAT_BASE && !x->nccl, &chk, err, sizeof err);
+    if (!x->o->c.check) continue;
+    int64_t w = check_y(x, what == WHAT_BASE ? x->yb : x->yt, what == WHAT_BASE && !x->k.nccl, &chk, err, sizeof err);
     if (what == WHAT_BASE) row->wrong_base = w; else row->wrong_baton = w;
     row->checked = chk;
   }
-  if (x->nranks && baton_comm_last_algorithm(x->bc[0]))
-    snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+  bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
   static const bench_parts_ops ops = {launch, wait_all, part_streams};
-  bench_parts p = {.ops = &ops, .ctx = x, .nparts = NWHAT, .names = what_name, .warmup = x->o->warmup,
-                   .iters = x->o->iters, .graph = x->o->graph, .rounds = x->o->rounds, .dead = dead};
   double us[NWHAT];
-  bench_parts_measure(&p, us, row->error, sizeof row->error);
+  dead = bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->gemv_us = us[WHAT_GEMV];
   row->ar_us = us[WHAT_AR];
   row->base_us = us[WHAT_BASE];
   row->baton_us = us[WHAT_BATON];
-  if (!x->nccl && !(p.dead & 1 << WHAT_GEMV)) row->base_us = row->gemv_us;   /* no AllReduce: the GEMV alone */
+  if (!x->k.nccl && !(dead & 1 << WHAT_GEMV)) row->base_us = row->gemv_us;   /* no AllReduce: the GEMV alone */
   free_shape(x);
 }
 
@@ -269,27 +263,17 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
   fctx *x = calloc(1, sizeof *x);
   if (!x) return 2;
   x->o = o;
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    fprintf(stderr, "baton bench: no GPU\n");
+  if (bench_ranks_size(&x->k, &o->c)) {
     free(x);
     return 2;
   }
-  x->nranks = o->ngpus ? o->ngpus : ngpu;
-  int gpus = o->share ? o->share : x->nranks;
-  if (gpus > ngpu || x->nranks > MAXR) {
-    fprintf(stderr, "baton bench: %d ranks on %d GPUs asked, %d present\n", x->nranks, gpus, ngpu);
-    free(x);
-    return 2;
-  }
-  for (int r = 0; r < x->nranks; r++) x->devs[r] = r % gpus;
   t->dtype = o->dtype;
-  t->nranks = x->nranks;
-  t->share = o->share;
-  t->iters = o->iters;
-  t->warmup = o->warmup;
-  t->graph = o->graph;
-  t->rounds = o->rounds;
+  t->nranks = x->k.nranks;
+  t->share = o->c.share;
+  t->iters = o->c.iters;
+  t->warmup = o->c.warmup;
+  t->graph = o->c.graph;
+  t->rounds = o->c.rounds;
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
   char why[300];
@@ -298,30 +282,20 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
     goto out;
   }
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (cudaStreamCreateWithFlags(&x->st[r], cudaStreamNonBlocking) != cudaSuccess ||
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
+    if (cudaStreamCreateWithFlags(&x->k.st[r], cudaStreamNonBlocking) != cudaSuccess ||
         !(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
       fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
       goto out;
     }
   }
   snprintf(t->cublas, sizeof t->cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
-  if (!o->no_nccl && !o->share) {
-    if (!(x->nccl = bench_nccl_open(why, sizeof why)))
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-    else if (bench_nccl_init_all(x->nccl, x->nc, x->nranks, why, sizeof why)) {
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-      bench_nccl_close(x->nccl);
-      x->nccl = NULL;
-    } else {
-      snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(x->nccl));
-    }
-  }
-  baton_result be = baton_comm_init_all(x->bc, x->nranks, x->devs);
+  bench_ranks_nccl(&x->k, &o->c, t->nccl, sizeof t->nccl);
+  baton_result be = baton_comm_init_all(x->k.bc, x->k.nranks, x->k.devs);
   if (be) {
     fprintf(stderr, "baton bench: baton_comm_init_all: %s\n", baton_result_string(be));
-    memset(x->bc, 0, sizeof x->bc);
+    memset(x->k.bc, 0, sizeof x->k.bc);
     goto out;
   }
   if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[o->dtype]))) goto out;
@@ -337,13 +311,12 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     }
   rc = 0;
 out:
-  for (int r = 0; r < x->nranks; r++) {
-    if (x->bc[r]) baton_comm_destroy(x->bc[r]);
-    if (x->nccl && x->nc[r]) bench_nccl_destroy(x->nccl, x->nc[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    bench_ranks_free_comms(&x->k, r);
     if (x->cb && x->ch[r]) bench_cublas_handle_free(x->cb, x->ch[r]);
-    if (x->st[r]) cudaStreamDestroy(x->st[r]);
+    if (x->k.st[r]) cudaStreamDestroy(x->k.st[r]);
   }
-  if (x->nccl) bench_nccl_close(x->nccl);
+  bench_ranks_close(&x->k);
   bench_cublas_close(x->cb);
   free(x->pattern);
   free(x);

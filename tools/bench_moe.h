@@ -21,15 +21,13 @@ extern "C" {
 #define BENCH_MOE_TILE 64   /* H and F must be multiples of it (the GPU GEMM tile engine's) */
 
 typedef struct bench_moe_opts {
-  int ngpus;            /* -g: ranks, one GPU each (default: every GPU) */
-  int share;            /* --share G: the ranks on G GPUs: the GEMMs alone and baton only */
+  /* the common options (-g, --share, -w, -n, -G, -R, -c, --no-nccl, --csv,
+   * --json); with --share: the GEMMs alone and baton only */
+  bench_common_opts c;
   /* -T (tokens per rank), -H, -F: lists; every combination is a shape */
   int64_t T[BENCH_MOE_MAX_DIMS], H[BENCH_MOE_MAX_DIMS], F[BENCH_MOE_MAX_DIMS];
   int nT, nH, nF;
   int grid;             /* --grid: the MoE grid for the lists not given */
-  int warmup, iters, graph, rounds, check;   /* -w, -n, -G, -R, -c: as for collectives */
-  int no_nccl;
-  const char *csv, *json;
 } bench_moe_opts;
 
 /* Parses `baton bench --fused gemm_alltoall [options]` (argv[0] is

@@ -76,97 +76,75 @@ static int tile_multiples(const char *opt, const int64_t *list, int n, FILE *err
   return 0;
 }
 
+/* bench_moe_parse's own flag (--grid) and options (-T, -H, -F, -d), as
+ * bench_mode_parse's flag and value.  The given_* note which lists were
+ * given: --grid fills the others. */
+typedef struct moe_parse_state {
+  bench_moe_opts *o;
+  int given_T, given_H, given_F;
+} moe_parse_state;
+
+static int moe_flag(void *p, const char *a) {
+  moe_parse_state *s = p;
+  if (strcmp(a, "--grid")) return 0;
+  s->o->grid = 1;
+  return 1;
+}
+
+static int moe_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
+  moe_parse_state *s = p;
+  bench_moe_opts *o = s->o;
+  if (!strcmp(name, "-T")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT); s->given_T = 1; }
+  else if (!strcmp(name, "-H")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH); s->given_H = 1; }
+  else if (!strcmp(name, "-F")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF); s->given_F = 1; }
+  else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
+    if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
+      fprintf(err, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not "
+              "'%s'\n", v);
+      return -1;
+    }
+  } else return 0;
+  return 1;
+}
+
 int bench_moe_parse(bench_moe_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   memset(o, 0, sizeof *o);
-  o->warmup = 5;
-  o->iters = 20;
-  o->rounds = 3;
-  o->check = 1;
   static const int64_t def_T[] = {4096}, def_H[] = {8192}, def_F[] = {4096};
   set_list(o->T, &o->nT, def_T, 1);
   set_list(o->H, &o->nH, def_H, 1);
   set_list(o->F, &o->nF, def_F, 1);
-  int given_T = 0, given_H = 0, given_F = 0;
-  const char *op = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(moe_help, out); return 1; }
-    if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
-    if (!strcmp(a, "--grid")) { o->grid = 1; continue; }
-    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
-    /* every other option takes a value */
-    const char *v;
-    char name[32];
-    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
-    int bad = 0;
-    if (!strcmp(name, "--fused")) op = v;
-    else if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) bad = bench_parse_int(v, 1, 64, &o->ngpus);
-    else if (!strcmp(name, "--share")) bad = bench_parse_int(v, 1, 64, &o->share);
-    else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) bad = bench_parse_int(v, 0, 100000, &o->warmup);
-    else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) bad = bench_parse_int(v, 1, 100000, &o->iters);
-    else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) bad = bench_parse_int(v, 0, 100000, &o->graph);
-    else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) bad = bench_parse_int(v, 1, 64, &o->rounds);
-    else if (!strcmp(name, "-c") || !strcmp(name, "--check")) bad = bench_parse_int(v, 0, 1, &o->check);
-    else if (!strcmp(name, "-T")) { bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT); given_T = 1; }
-    else if (!strcmp(name, "-H")) { bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH); given_H = 1; }
-    else if (!strcmp(name, "-F")) { bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF); given_F = 1; }
-    else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
-      if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
-        fprintf(err, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not "
-                "'%s'\n", v);
-        return 2;
-      }
-    } else if (!strcmp(name, "--csv")) o->csv = v;
-    else if (!strcmp(name, "--json")) o->json = v;
-    else {
-      fprintf(err, "baton bench: unknown option '%s' for --fused gemm_alltoall (baton bench --fused gemm_alltoall "
-              "--help lists them)\n", a);
-      return 2;
-    }
-    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
-  }
-  if (!op || strcmp(op, "gemm_alltoall")) {
-    bench_fused_refuse(err, op);
-    return 2;
-  }
+  static const bench_mode_parse mode = {"gemm_alltoall", moe_help, "--fused gemm_alltoall", moe_flag, moe_value};
+  moe_parse_state s = {o, 0, 0, 0};
+  int rc = bench_parse_fused(&o->c, &s, &mode, argc, argv, out, err);
+  if (rc) return rc;
   if (o->grid) {
-    if (!given_T) set_list(o->T, &o->nT, grid_T, 4);
-    if (!given_H) set_list(o->H, &o->nH, grid_H, 2);
-    if (!given_F) set_list(o->F, &o->nF, grid_F, 4);
+    if (!s.given_T) set_list(o->T, &o->nT, grid_T, 4);
+    if (!s.given_H) set_list(o->H, &o->nH, grid_H, 2);
+    if (!s.given_F) set_list(o->F, &o->nF, grid_F, 4);
   }
-  if (o->share && (!o->ngpus || o->share > o->ngpus)) {
-    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", o->share, o->share);
-    return 2;
-  }
-  for (int i = 0; o->ngpus && i < o->nT; i++)
-    if (o->T[i] % o->ngpus) {
-      fprintf(err, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], o->ngpus);
+  for (int i = 0; o->c.ngpus && i < o->nT; i++)
+    if (o->T[i] % o->c.ngpus) {
+      fprintf(err, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], o->c.ngpus);
       return 2;
     }
   if (tile_multiples("-H", o->H, o->nH, err) || tile_multiples("-F", o->F, o->nF, err)) return 2;
-  if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
-    fprintf(err, "baton bench: --csv and --json need a file name\n");
-    return 2;
-  }
-  return 0;
+  return bench_check_outputs(&o->c, err);
 }
 
 double bench_moe_speedup(const bench_moe_row *r) {
-  return r->base_us > 0 && r->baton_us > 0 ? r->base_us / r->baton_us : -1;
+  return bench_time_ratio(r->base_us, r->baton_us);
 }
 
 double bench_moe_vs_own_a2a(const bench_moe_row *r) {
-  return r->own_a2a_us > 0 && r->baton_us > 0 ? r->own_a2a_us / r->baton_us : -1;
+  return bench_time_ratio(r->own_a2a_us, r->baton_us);
 }
 
 double bench_moe_overlap(const bench_moe_row *r) {
-  if (r->base_us <= 0 || r->baton_us <= 0 || r->gemm_us <= 0 || r->a2a_us <= 0) return -1;
-  double shorter = r->gemm_us < r->a2a_us ? r->gemm_us : r->a2a_us;
-  return (r->base_us - r->baton_us) / shorter;
+  return bench_time_overlap(r->base_us, r->baton_us, r->gemm_us, r->a2a_us);
 }
 
 double bench_moe_own_vs_cublas(const bench_moe_row *r) {
-  return r->gemm_us > 0 && r->own_us > 0 ? r->gemm_us / r->own_us : -1;
+  return bench_time_ratio(r->gemm_us, r->own_us);
 }
 
 double bench_moe_tflops(const bench_moe_row *r, double us) {
@@ -247,16 +225,14 @@ int bench_moe_print_footer(FILE *f, const bench_moe_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_moe_row *r = &t->rows[i];
     bad |= r->error[0] || r->wrong_base > 0 || r->wrong_own > 0 || r->wrong_baton > 0 || r->baton_us < 0;
-    double q = t->nccl[0] ? bench_moe_speedup(r) : r->gemm_us > 0 && r->baton_us > 0 ? r->gemm_us / r->baton_us : -1;
+    double q = t->nccl[0] ? bench_moe_speedup(r) : bench_time_ratio(r->gemm_us, r->baton_us);
     if (q > 0) { sum += q; n++; }
     double e = bench_moe_own_vs_cublas(r);
     if (e > 0) { sum_own += e; nown++; }
   }
-  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", t->nccl[0] ? "baseline time / baton time" :
-                 "cuBLAS GEMM time / baton time", n, sum / n);
-  if (nown) fprintf(f, "# average cuBLAS GEMM time / own GEMM time over %d shapes: %.3f\n", nown, sum_own / nown);
-  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
-  return bad;
+  bench_print_average(f, t->nccl[0] ? "baseline time / baton time" : "cuBLAS GEMM time / baton time", n, sum);
+  bench_print_average(f, "cuBLAS GEMM time / own GEMM time", nown, sum_own);
+  return bench_print_verdict(f, bad);
 }
 
 int bench_moe_write_csv(const char *path, const bench_moe_table *t) {
@@ -296,17 +272,13 @@ int bench_moe_write_json(const char *path, const bench_moe_table *t) {
             "\"baseline_us\": %.3f, \"own_gemm_us\": %.3f, \"own_a2a_us\": %.3f, \"baton_us\": %.3f, "
             "\"gemm_tflops\": %.2f, \"own_gemm_tflops\": %.2f, \"baton_tflops\": %.2f, \"speedup\": %.4f, "
             "\"vs_own_a2a\": %.4f, \"overlap\": %.4f, \"own_vs_cublas\": %.4f, \"wrong_baseline\": %lld, "
-            "\"wrong_own\": %lld, \"wrong_baton\": %lld, \"checked\": %lld, \"algorithm\": ",
+            "\"wrong_own\": %lld, \"wrong_baton\": %lld, \"checked\": %lld",
             i ? "," : "", (long long)r->T, (long long)r->H, (long long)r->F, r->gemm_us, r->a2a_us, r->base_us,
             r->own_us, r->own_a2a_us, r->baton_us, bench_moe_tflops(r, r->gemm_us), bench_moe_tflops(r, r->own_us),
             bench_moe_tflops(r, r->baton_us), bench_moe_speedup(r), bench_moe_vs_own_a2a(r), bench_moe_overlap(r),
             bench_moe_own_vs_cublas(r), (long long)r->wrong_base, (long long)r->wrong_own, (long long)r->wrong_baton,
             (long long)r->checked);
-    bench_json_str(f, r->algorithm);
-    fputs(", \"error\": ", f);
-    bench_json_str(f, r->error);
-    fputc('}', f);
+    bench_json_row_end(f, r->algorithm, r->error);
   }
-  fputs("\n]}\n", f);
-  return fclose(f) ? -1 : 0;
+  return bench_json_close(f);
 }

@@ -10,20 +10,19 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "baton.h"
 #include "bench_cublas.h"
 #include "bench_moe.h"
 #include "bench_nccl.h"
 #include "bench_parts.h"
+#include "bench_ranks.h"
 #include "ip_compute.h"
 
-#define MAXR 64
+#define MAXR BENCH_RANKS_MAX
 #define PATTERN 1048573           /* bf16 values (a prime count) X and W are tiled from */
 #define ROWS_PER_RANK 32          /* output rows checked per rank, at least (at least 2 a block) */
 #define SAMPLED_COLS 64           /* columns checked of each of those rows */
-#define MAXTHREADS 32             /* host threads checking */
 
 enum { WHAT_GEMM, WHAT_A2A, WHAT_BASE, WHAT_OWN, WHAT_OWN_A2A, WHAT_BATON, NWHAT };
 static const char *const what_name[NWHAT] = {"cuBLAS GEMM", "NCCL AllToAll", "baseline", "own gemm", "own+a2a",
@@ -31,13 +30,8 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMM", "NCCL AllToAll", "ba
 
 typedef struct mctx {
   const bench_moe_opts *o;
-  int nranks, ngpus, devs[MAXR];
+  bench_ranks k;                 /* the ranks; pc: baton's own GEMM */
   int base;                      /* NCCL is there: alltoall, baseline and own+a2a run */
-  cudaStream_t st[MAXR];
-  baton_comm *bc[MAXR];          /* the n-rank communicator: baton */
-  baton_comm *pc[MAXR];          /* one one-rank communicator per rank: baton's own GEMM */
-  bench_nccl *nccl;
-  void *nc[MAXR];
   bench_cublas *cb;
   void *ch[MAXR];                /* a cuBLAS handle per rank */
   uint16_t *pattern;             /* PATTERN bf16 values */
@@ -58,12 +52,6 @@ static double frand(uint64_t *s) {
   return (double)(*s >> 11) / 4503599627370496.0 - 1.0;
 }
 
-static int nthreads_for(int64_t tasks) {
-  long c = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = c < 1 ? 1 : c > MAXTHREADS ? MAXTHREADS : (int)c;
-  return tasks < n ? (int)(tasks < 1 ? 1 : tasks) : n;
-}
-
 /* Where rank r's X and W start in the pattern: element e of X_r is
  * pattern[(e + x_off(r)) % PATTERN], of W_r pattern[(e + w_off(r)) %
  * PATTERN]; every rank's differ, and X's from W's. */
@@ -71,8 +59,8 @@ static int64_t x_off(int r) { return ((int64_t)r * 7919) % PATTERN; }
 static int64_t w_off(int r) { return ((int64_t)r * 7919 + 524287) % PATTERN; }
 
 static void free_shape(mctx *x) {
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     void *d[] = {x->X[r], x->W[r], x->Y[r], x->recv[r], x->Yo[r], x->recvo[r], x->out[r]};
     for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
       if (d[k]) cudaFree(d[k]);
@@ -116,9 +104,9 @@ static int tile(const mctx *x, char *dst, size_t n, int64_t off, uint16_t *rot, 
  * rank's share of the free memory of the fullest GPU does not hold them.
  * 0, or -1 with err. */
 static int alloc_shape(mctx *x, char *err, size_t len) {
-  int per_gpu = x->o->share ? (x->nranks + x->o->share - 1) / x->o->share : 1;
+  int per_gpu = x->o->c.share ? (x->k.nranks + x->o->c.share - 1) / x->o->c.share : 1;
   size_t freeb = (size_t)-1, totb = 0;
-  for (int g = 0; g < x->ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {
     size_t f = 0;
     cudaSetDevice(g);
     if (!bench_cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
@@ -134,8 +122,8 @@ static int alloc_shape(mctx *x, char *err, size_t len) {
   uint16_t *rot = malloc((size_t)PATTERN * 2);
   if (!rot) { snprintf(err, len, "out of host memory"); return -1; }
   int rc = -1;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     if (!bench_cuda_ok(cudaMalloc((void **)&x->X[r], nX * 2 + 16), "X", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->W[r], nW * 2 + 16), "W", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->Y[r], out + 16), "cuBLAS's Y", err, len) ||
@@ -159,34 +147,27 @@ out:
  * not order the ranks' non-blocking streams.  0, or -1 with err. */
 static int poison(mctx *x, char *err, size_t len) {
   size_t out = (size_t)(x->T * x->H) * 2;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
     char *b[] = {x->Y[r], x->recv[r], x->Yo[r], x->recvo[r], x->out[r]};
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
       if (b[k] && !bench_cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
   }
-  for (int g = 0; g < x->ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {
     cudaSetDevice(g);
     if (!bench_cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
   }
   return 0;
 }
 
-/* The stream rank r's own GEMM alone runs on: its own; with ranks sharing
- * a GPU, that GPU's first rank's, so that the one-rank communicators'
- * kernels (each sized for the whole GPU) run one after the other. */
-static cudaStream_t own_stream(const mctx *x, int r) { return x->st[x->o->share ? x->devs[r] : r]; }
+/* The stream rank r's own GEMM alone runs on (bench_ranks_own_stream). */
+static cudaStream_t own_stream(const mctx *x, int r) { return bench_ranks_own_stream(&x->k, x->o->c.share, r); }
 
 /* The streams `what` runs on (bench_parts_ops.streams): every rank's; the
  * own GEMM alone with ranks sharing GPUs, each GPU's first rank's. */
 static int part_streams(void *ctx, int what, cudaStream_t *st, int *devs) {
   const mctx *x = ctx;
-  int ns = what == WHAT_OWN && x->o->share ? x->ngpus : x->nranks;
-  for (int r = 0; r < ns; r++) {
-    st[r] = x->st[r];
-    devs[r] = x->devs[r];
-  }
-  return ns;
+  return bench_ranks_streams(&x->k, what == WHAT_OWN, x->o->c.share, st, devs);
 }
 
 static const char *hint(baton_result e) {
@@ -198,11 +179,11 @@ static const char *hint(baton_result e) {
  * or on the n-rank one into out.  0, or -1 with err. */
 static int baton_calls(mctx *x, int one_rank, int own, char *err, size_t len) {
   baton_group_start();
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    baton_result e = baton_gemm_alltoall(one_rank ? x->pc[r] : x->bc[r], x->X[r], 0, x->W[r], 0, NULL,
+  for (int r = 0; r < x->k.nranks; r++) {
+    cudaSetDevice(x->k.devs[r]);
+    baton_result e = baton_gemm_alltoall(one_rank ? x->k.pc[r] : x->k.bc[r], x->X[r], 0, x->W[r], 0, NULL,
                                          one_rank ? x->Yo[r] : x->out[r], (size_t)x->T, (size_t)x->F, (size_t)x->H,
-                                         baton_bf16, own ? own_stream(x, r) : x->st[r]);
+                                         baton_bf16, own ? own_stream(x, r) : x->k.st[r]);
     if (e) {
       if (one_rank)
         snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", r,
@@ -222,12 +203,12 @@ static int baton_calls(mctx *x, int one_rank, int own, char *err, size_t len) {
  * elements to each peer.  0, or -1 with err. */
 static int alltoall(mctx *x, char **from, char **to, char *err, size_t len) {
   void *send[MAXR], *recv[MAXR];
-  for (int r = 0; r < x->nranks; r++) {
+  for (int r = 0; r < x->k.nranks; r++) {
     send[r] = from[r];
     recv[r] = to[r];
   }
-  return bench_nccl_launch(x->nccl, BENCH_ALLTOALL, x->nc, x->nranks, x->nranks, send, recv,
-                           (size_t)(x->T / x->nranks * x->H), IP_BF16, IP_OP_SUM, x->st, err, len);
+  return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->k.nranks, send, recv,
+                           (size_t)(x->T / x->k.nranks * x->H), IP_BF16, IP_OP_SUM, x->k.st, err, len);
 }
 
 /* One call of `what` on every rank (bench_parts_ops.launch; `it` is not
@@ -236,10 +217,10 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
   mctx *x = ctx;
   (void)it;
   if (what == WHAT_GEMM || what == WHAT_BASE)
-    for (int r = 0; r < x->nranks; r++) {
+    for (int r = 0; r < x->k.nranks; r++) {
       char why[200];
-      cudaSetDevice(x->devs[r]);
-      if (bench_cublas_gemm(x->cb, x->ch[r], x->T, x->H, x->F, x->X[r], x->F, x->W[r], x->H, x->Y[r], x->H, x->st[r],
+      cudaSetDevice(x->k.devs[r]);
+      if (bench_cublas_gemm(x->cb, x->ch[r], x->T, x->H, x->F, x->X[r], x->F, x->W[r], x->H, x->Y[r], x->H, x->k.st[r],
                             why, sizeof why)) {
         snprintf(err, len, "cuBLAS GEMM on rank %d: %s", r, why);
         return -1;
@@ -255,24 +236,8 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
 /* Every rank's stream done, and the communicators' asynchronous errors
  * (bench_parts_ops.wait).  0, or -1 with err. */
 static int wait_all(void *ctx, char *err, size_t len) {
-  mctx *x = ctx;
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    if (!bench_cuda_ok(cudaStreamSynchronize(x->st[r]), "stream", err, len)) return -1;
-  }
-  for (int r = 0; r < x->nranks; r++) {
-    baton_result ae = baton_success;
-    if (x->bc[r] && !baton_comm_get_async_error(x->bc[r], &ae) && ae) {
-      snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
-      return -1;
-    }
-    if (x->pc[r] && !baton_comm_get_async_error(x->pc[r], &ae) && ae) {
-      snprintf(err, len, "own gemm: rank %d's one-rank communicator: %s", r, baton_result_string(ae));
-      return -1;
-    }
-    if (x->nccl && x->nc[r] && bench_nccl_async_error(x->nccl, x->nc[r], err, len)) return -1;
-  }
-  return 0;
+  const mctx *x = ctx;
+  return bench_ranks_wait(&x->k, "own gemm", err, len);
 }
 
 /* ---- the check ---------------------------------------------------------
@@ -296,23 +261,6 @@ typedef struct chk {
   pthread_mutex_t mu;
   char why[240];
 } chk;
-
-/* k indices spread over [0, n) into samp: the first, the last, one in
- * each of k equal ranges between (all n when n <= k).  Their number. */
-static int spread(int64_t n, int k, int64_t *samp) {
-  if (n <= k) {
-    for (int64_t i = 0; i < n; i++) samp[i] = i;
-    return (int)n;
-  }
-  for (int i = 0; i < k; i++) {
-    int64_t lo = i * n / k, hi = (i + 1) * n / k;
-    uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-    samp[i] = lo + (int64_t)((h >> 33) % (uint64_t)(hi - lo));
-  }
-  samp[0] = 0;
-  samp[k - 1] = n - 1;
-  return k;
-}
 
 static void chk_fail(chk *c, const char *what) {
   pthread_mutex_lock(&c->mu);
@@ -364,7 +312,7 @@ static void compare(chk *c, const uint16_t *got, const double *val, const double
 static void *chk_worker(void *arg) {
   chk *c = arg;
   mctx *x = c->x;
-  int n = x->nranks;
+  int n = x->k.nranks;
   int64_t per = x->T / n;
   size_t rowb = (size_t)x->H * 2;
   uint16_t *hb = malloc(rowb), *ho = malloc(rowb), *ht = malloc(rowb);
@@ -379,7 +327,7 @@ static void *chk_worker(void *arg) {
     /* the row of each output checked: exchanged (out-shaped) with NCCL,
      * else the GEMMs' own Y */
     char *bsrc = x->base ? x->recv[q] : x->Y[q], *osrc = x->base ? x->recvo[q] : x->Yo[q];
-    cudaError_t e = cudaSetDevice(x->devs[q]);
+    cudaError_t e = cudaSetDevice(x->k.devs[q]);
     if (!e && c->have_t) e = cudaMemcpy(ht, x->out[q] + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
     if (!e && c->have_b) e = cudaMemcpy(hb, bsrc + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
     if (!e && c->have_o) e = cudaMemcpy(ho, osrc + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
@@ -416,7 +364,7 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   c.have_b = have_b;
   c.have_o = have_o;
   c.have_t = have_t;
-  int n = x->nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
+  int n = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
   if (k < 2) k = 2;
   int64_t per = x->T / n, *blk = malloc((size_t)k * sizeof *blk);
   c.rows = malloc((size_t)n * k * sizeof *c.rows);
@@ -426,19 +374,14 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
     snprintf(err, len, "check: out of host memory");
     return -1;
   }
-  int nb = spread(per, k, blk);
+  int nb = bench_spread(per, k, blk);
   for (int p = 0; p < n; p++)
     for (int i = 0; i < nb; i++) c.rows[c.nrows++] = p * per + blk[i];
   free(blk);
-  c.ncols = spread(x->H, SAMPLED_COLS, c.cols);
+  c.ncols = bench_spread(x->H, SAMPLED_COLS, c.cols);
   pthread_mutex_init(&c.mu, NULL);
   int64_t tasks = (int64_t)n * c.nrows;
-  int nt = nthreads_for(tasks), started = 0;
-  pthread_t th[MAXTHREADS];
-  for (int i = 0; i < nt; i++)
-    if (pthread_create(&th[started], NULL, chk_worker, &c) == 0) started++;
-  if (!started) chk_worker(&c);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  bench_pool(chk_worker, &c, tasks);
   pthread_mutex_destroy(&c.mu);
   free(c.rows);
   if (c.fail) {
@@ -475,9 +418,9 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
   char err[240] = "";
   /* bit per WHAT: failed or not set up, not run (again) for this shape */
   unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_BASE | 1u << WHAT_OWN_A2A;
-  if (T % x->nranks || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
+  if (T % x->k.nranks || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
     snprintf(row->error, sizeof row->error, "T=%lld is not a multiple of the %d ranks, or H=%lld or F=%lld not of %d",
-             (long long)T, x->nranks, (long long)H, (long long)F, BENCH_MOE_TILE);
+             (long long)T, x->k.nranks, (long long)H, (long long)F, BENCH_MOE_TILE);
     return;
   }
   if (alloc_shape(x, err, sizeof err) || poison(x, err, sizeof err)) {
@@ -498,16 +441,13 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
     }
     ran[what] = 1;
   }
-  if (x->o->check && (ran[first[0]] || ran[first[1]] || ran[WHAT_BATON]) &&
+  if (x->o->c.check && (ran[first[0]] || ran[first[1]] || ran[WHAT_BATON]) &&
       check(x, ran[first[0]], ran[first[1]], ran[WHAT_BATON], row, err, sizeof err))
     snprintf(row->error, sizeof row->error, "%s", err);
-  if (baton_comm_last_algorithm(x->bc[0]))
-    snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+  bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
   static const bench_parts_ops ops = {launch, wait_all, part_streams};
-  bench_parts p = {.ops = &ops, .ctx = x, .nparts = NWHAT, .names = what_name, .warmup = x->o->warmup,
-                   .iters = x->o->iters, .graph = x->o->graph, .rounds = x->o->rounds, .dead = dead};
   double us[NWHAT];
-  bench_parts_measure(&p, us, row->error, sizeof row->error);
+  bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->gemm_us = us[WHAT_GEMM];
   row->a2a_us = us[WHAT_A2A];
   row->base_us = us[WHAT_BASE];
@@ -536,55 +476,24 @@ static int setup(mctx *x, bench_moe_table *t) {
     fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
     return -1;
   }
-  for (int r = 0; r < x->nranks; r++) {
-    cudaSetDevice(x->devs[r]);
-    cudaError_t e = cudaStreamCreateWithFlags(&x->st[r], cudaStreamNonBlocking);
-    if (e) {
-      x->st[r] = NULL;
-      fprintf(stderr, "baton bench: rank %d: cudaStreamCreate: %s\n", r, cudaGetErrorString(e));
-      return -1;
-    }
+  for (int r = 0; r < x->k.nranks; r++) {
+    if (bench_ranks_stream(&x->k, r)) return -1;
     if (!(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
       fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
       return -1;
     }
   }
   snprintf(t->cublas, sizeof t->cublas, "%s", bench_cublas_describe(x->cb));
-  if (!x->o->no_nccl && !x->o->share) {
-    if (!(x->nccl = bench_nccl_open(why, sizeof why)))
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-    else if (bench_nccl_init_all(x->nccl, x->nc, x->nranks, why, sizeof why)) {
-      fprintf(stderr, "# NCCL not used: %s\n", why);
-      memset(x->nc, 0, sizeof x->nc);
-      bench_nccl_close(x->nccl);
-      x->nccl = NULL;
-    } else {
-      snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(x->nccl));
-    }
-  }
-  x->base = x->nccl != NULL;
-  baton_result be = baton_comm_init_all(x->bc, x->nranks, x->devs);
-  if (be) {
-    fprintf(stderr, "baton bench: baton_comm_init_all of %d ranks: %s\n", x->nranks, baton_result_string(be));
-    memset(x->bc, 0, sizeof x->bc);
-    return -1;
-  }
-  for (int r = 0; r < x->nranks; r++) {
-    be = baton_comm_init_all(&x->pc[r], 1, &x->devs[r]);
-    if (be) {
-      fprintf(stderr, "baton bench: own gemm: baton_comm_init_all of rank %d's one-rank communicator: %s\n", r,
-              baton_result_string(be));
-      x->pc[r] = NULL;
-      return -1;
-    }
-  }
-  if (!has_gemm(x->pc[0]))
+  bench_ranks_nccl(&x->k, &x->o->c, t->nccl, sizeof t->nccl);
+  x->base = x->k.nccl != NULL;
+  if (bench_ranks_comms(&x->k, "own gemm")) return -1;
+  if (!has_gemm(x->k.pc[0]))
     fprintf(stderr, "# warning: the one-rank communicators loaded no gemm program: put one in BATON_ALGO_DIR "
             "(baton compile algorithms/moe_combine.lua --param ranks=1 -o DIR/moe_combine_1r.xml)\n");
-  if (x->nranks > 1 && !has_gemm(x->bc[0]))
+  if (x->k.nranks > 1 && !has_gemm(x->k.bc[0]))
     fprintf(stderr, "# warning: the %d-rank communicator loaded no gemm program: put one in BATON_ALGO_DIR "
-            "(baton compile algorithms/moe_combine.lua --param ranks=%d -o DIR/moe_combine_%dr.xml)\n", x->nranks,
-            x->nranks, x->nranks);
+            "(baton compile algorithms/moe_combine.lua --param ranks=%d -o DIR/moe_combine_%dr.xml)\n", x->k.nranks,
+            x->k.nranks, x->k.nranks);
   return 0;
 }
 
@@ -593,32 +502,22 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
   mctx *x = calloc(1, sizeof *x);
   if (!x) return 2;
   x->o = o;
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    fprintf(stderr, "baton bench: no GPU\n");
-    free(x);
-    return 2;
-  }
-  x->nranks = o->ngpus ? o->ngpus : ngpu;
-  x->ngpus = o->share ? o->share : x->nranks;
-  if (x->ngpus > ngpu || x->nranks > MAXR) {
-    fprintf(stderr, "baton bench: %d ranks on %d GPUs asked, %d present\n", x->nranks, x->ngpus, ngpu);
+  if (bench_ranks_size(&x->k, &o->c)) {
     free(x);
     return 2;
   }
   for (int i = 0; i < o->nT; i++)
-    if (o->T[i] % x->nranks) {
-      fprintf(stderr, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], x->nranks);
+    if (o->T[i] % x->k.nranks) {
+      fprintf(stderr, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], x->k.nranks);
       free(x);
       return 2;
     }
-  for (int r = 0; r < x->nranks; r++) x->devs[r] = r % x->ngpus;
-  t->nranks = x->nranks;
-  t->share = o->share;
-  t->iters = o->iters;
-  t->warmup = o->warmup;
-  t->graph = o->graph;
-  t->rounds = o->rounds;
+  t->nranks = x->k.nranks;
+  t->share = o->c.share;
+  t->iters = o->c.iters;
+  t->warmup = o->c.warmup;
+  t->graph = o->c.graph;
+  t->rounds = o->c.rounds;
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
   int rc = 2;
@@ -643,15 +542,13 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
       }
   rc = 0;
 out:
-  for (int r = 0; r < x->nranks; r++) {
-    if (x->bc[r]) baton_comm_destroy(x->bc[r]);
-    if (x->pc[r]) baton_comm_destroy(x->pc[r]);
-    if (x->nccl && x->nc[r]) bench_nccl_destroy(x->nccl, x->nc[r]);
-    cudaSetDevice(x->devs[r]);
+  for (int r = 0; r < x->k.nranks; r++) {
+    bench_ranks_free_comms(&x->k, r);
+    cudaSetDevice(x->k.devs[r]);
     if (x->cb && x->ch[r]) bench_cublas_handle_free(x->cb, x->ch[r]);
-    if (x->st[r]) cudaStreamDestroy(x->st[r]);
+    if (x->k.st[r]) cudaStreamDestroy(x->k.st[r]);
   }
-  if (x->nccl) bench_nccl_close(x->nccl);
+  bench_ranks_close(&x->k);
   bench_cublas_close(x->cb);
   free(x->pattern);
   free(x->pd);

@@ -128,3 +128,11 @@ void bench_parts_measure(bench_parts *p, double *us, char *error, size_t len) {
     }
   }
 }
+
+unsigned bench_parts_measure_opts(const bench_parts_ops *ops, void *ctx, int nparts, const char *const *names,
+                                  const bench_common_opts *c, unsigned dead, double *us, char *error, size_t len) {
+  bench_parts p = {.ops = ops, .ctx = ctx, .nparts = nparts, .names = names, .warmup = c->warmup, .iters = c->iters,
+                   .graph = c->graph, .rounds = c->rounds, .dead = dead};
+  bench_parts_measure(&p, us, error, len);
+  return p.dead;
+}

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 
+#include "bench_util.h"
+
 #define BENCH_PARTS_MAX 8          /* parts of a shape */
 #define BENCH_PARTS_MAXS 64        /* streams a part runs on */
 #define BENCH_PARTS_MAX_ROUNDS 64
@@ -57,6 +59,12 @@ typedef struct bench_parts {
  * that fails is marked dead and the failure written to error (len bytes):
  * "<name>: <why>" or "<name> graph: <why>" (the last failure wins). */
 void bench_parts_measure(bench_parts *p, double *us, char *error, size_t len);
+
+/* bench_parts_measure of ops and ctx's nparts parts (names), with c's
+ * -w, -n, -G and -R, the parts in dead not run: us[] and error as there.
+ * The parts dead after it. */
+unsigned bench_parts_measure_opts(const bench_parts_ops *ops, void *ctx, int nparts, const char *const *names,
+                                  const bench_common_opts *c, unsigned dead, double *us, char *error, size_t len);
 
 /* Seconds per call of part `what`: `warmup` launches, wait; then with
  * graph > 0 `graph` launches of each stream's graph ge[] (iters calls

@@ -1,10 +1,12 @@
 /* bench_util.c -- helpers the cores of `baton bench --fused` share (the
- * operator --fused names, option values, printers); no CUDA here. */
+ * operator --fused names, the common options and the parse loop, option
+ * values, printers); no CUDA here. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_util.h"
+#include "ip_dtype.h"
 
 /* The operator named by the last --fused in argv, or NULL. */
 static const char *fused_name(int argc, char **argv) {
@@ -73,6 +75,76 @@ int bench_opt_value(int argc, char **argv, int *i, char *name, size_t len, const
   return 0;
 }
 
+int bench_parse_float_dtype(const char *s, int *dtype) {
+  const char *t = !strcmp(s, "bfloat16") ? "bf16" : !strcmp(s, "half") ? "f16" : !strcmp(s, "float") ? "f32" : s;
+  int x = ip_dtype_from_name(t);
+  if (x != IP_F32 && x != IP_F16 && x != IP_BF16) return -1;
+  *dtype = x;
+  return 0;
+}
+
+/* A common option that takes a value, name with value v, into c: 1 when
+ * name is one (*bad nonzero when v is bad), else 0. */
+static int common_value(bench_common_opts *c, const char *name, const char *v, int *bad) {
+  if (!strcmp(name, "-g") || !strcmp(name, "--ngpus")) *bad = bench_parse_int(v, 1, 64, &c->ngpus);
+  else if (!strcmp(name, "--share")) *bad = bench_parse_int(v, 1, 64, &c->share);
+  else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) *bad = bench_parse_int(v, 0, 100000, &c->warmup);
+  else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) *bad = bench_parse_int(v, 1, 100000, &c->iters);
+  else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) *bad = bench_parse_int(v, 0, 100000, &c->graph);
+  else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) *bad = bench_parse_int(v, 1, 64, &c->rounds);
+  else if (!strcmp(name, "-c") || !strcmp(name, "--check")) *bad = bench_parse_int(v, 0, 1, &c->check);
+  else if (!strcmp(name, "--csv")) c->csv = v;
+  else if (!strcmp(name, "--json")) c->json = v;
+  else return 0;
+  return 1;
+}
+
+int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, int argc, char **argv, FILE *out,
+                      FILE *err) {
+  c->warmup = 5;
+  c->iters = 20;
+  c->rounds = 3;
+  c->check = 1;
+  const char *op = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(m->help, out); return 1; }
+    if (!strcmp(a, "--no-nccl")) { c->no_nccl = 1; continue; }
+    if (m->flag && m->flag(o, a)) continue;
+    if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
+    /* every other option takes a value */
+    const char *v;
+    char name[32];
+    if (bench_opt_value(argc, argv, &i, name, sizeof name, &v, err)) return 2;
+    int bad = 0, own = 0;
+    if (!strcmp(name, "--fused")) op = v;
+    else if (!common_value(c, name, v, &bad) && (own = m->value(o, name, v, &bad, err)) == 0) {
+      fprintf(err, "baton bench: unknown option '%s' for %s (baton bench --fused %s --help lists them)\n", a,
+              m->unknown, m->op);
+      return 2;
+    }
+    if (own < 0) return 2;
+    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, name); return 2; }
+  }
+  if (!op || strcmp(op, m->op)) {
+    bench_fused_refuse(err, op);
+    return 2;
+  }
+  if (c->share && (!c->ngpus || c->share > c->ngpus)) {
+    fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", c->share, c->share);
+    return 2;
+  }
+  return 0;
+}
+
+int bench_check_outputs(const bench_common_opts *c, FILE *err) {
+  if ((c->csv && !*c->csv) || (c->json && !*c->json)) {
+    fprintf(err, "baton bench: --csv and --json need a file name\n");
+    return 2;
+  }
+  return 0;
+}
+
 void bench_num(FILE *f, const char *fmt, double v) {
   if (v < 0) fprintf(f, "%*s", atoi(fmt + 1), "-");
   else fprintf(f, fmt, v);
@@ -85,4 +157,35 @@ void bench_json_str(FILE *f, const char *s) {
     if ((unsigned char)*s >= 0x20) fputc(*s, f);
   }
   fputc('"', f);
+}
+
+double bench_time_ratio(double a, double b) {
+  return a > 0 && b > 0 ? a / b : -1;
+}
+
+double bench_time_overlap(double base, double baton, double x, double y) {
+  if (base <= 0 || baton <= 0 || x <= 0 || y <= 0) return -1;
+  return (base - baton) / (x < y ? x : y);
+}
+
+void bench_print_average(FILE *f, const char *what, int n, double sum) {
+  if (n) fprintf(f, "# average %s over %d shapes: %.3f\n", what, n, sum / n);
+}
+
+int bench_print_verdict(FILE *f, int bad) {
+  fprintf(f, "# %s\n", bad ? "FAILED: a shape failed or had wrong elements" : "all shapes checked and right");
+  return bad;
+}
+
+void bench_json_row_end(FILE *f, const char *algorithm, const char *error) {
+  fputs(", \"algorithm\": ", f);
+  bench_json_str(f, algorithm);
+  fputs(", \"error\": ", f);
+  bench_json_str(f, error);
+  fputc('}', f);
+}
+
+int bench_json_close(FILE *f) {
+  fputs("\n]}\n", f);
+  return fclose(f) ? -1 : 0;
 }

@@ -1,7 +1,8 @@
 /* bench_util.h -- what the cores of `baton bench --fused` (gemv_allreduce,
  * embedding_alltoall, gemm_alltoall) share: which operator --fused names,
- * option values (integers, shape lists, name=value splitting) and the
- * text and JSON printers.  No CUDA here (tests/test_bench*.c). */
+ * options (the common ones, the parse loop, integers, shape lists,
+ * name=value splitting) and the text and JSON printers.  No CUDA here
+ * (tests/test_bench*.c). */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
@@ -40,6 +41,70 @@ int bench_parse_list(const char *s, const char *suffixes, int max, int64_t *list
  * or the next argument: then *i moves on).  0, or -1 after "baton bench:
  * OPT needs a value" on err when argv ends. */
 int bench_opt_value(int argc, char **argv, int *i, char *name, size_t len, const char **v, FILE *err);
+
+/* s, -d's value for the operators that take f32, f16 or bf16 (or
+ * "float", "half", "bfloat16"), into *dtype (an ip_dtype): 0, or -1
+ * (*dtype untouched). */
+int bench_parse_float_dtype(const char *s, int *dtype);
+
+/* The options every fused operator takes: the first member, c, of
+ * bench_fused_opts, bench_embed_opts and bench_moe_opts. */
+typedef struct bench_common_opts {
+  int ngpus;            /* -g: ranks, one GPU each (0, the default: every GPU) */
+  int share;            /* --share G: the ranks on G GPUs (0: one GPU each) */
+  int warmup, iters, graph, rounds, check;   /* -w, -n, -G, -R, -c: as for collectives */
+  int no_nccl;          /* --no-nccl */
+  const char *csv, *json;   /* --csv FILE, --json FILE (NULL: not asked) */
+} bench_common_opts;
+
+/* One operator's own part of the parse, for bench_parse_fused; o is the
+ * operator's options (bench_*_opts). */
+typedef struct bench_mode_parse {
+  const char *op;       /* the operator's name: --fused must name it */
+  const char *help;     /* --help's text */
+  const char *unknown;  /* what the unknown option refusal says it is not for ("--fused gemm_alltoall") */
+  /* A flag of its own (an option without a value), a: 1 when it is one
+   * (noted in o), 0 when not.  NULL: none. */
+  int (*flag)(void *o, const char *a);
+  /* An option of its own, name with value v: 1 when it is one (*bad set
+   * to nonzero when v is bad, else v noted in o), 0 when not one, -1
+   * after its own refusal on err. */
+  int (*value)(void *o, const char *name, const char *v, int *bad, FILE *err);
+} bench_mode_parse;
+
+/* Parses `baton bench --fused OP [options]` (argv[0] is "bench"): sets
+ * c's defaults (-w 5 -n 20 -G 0 -R 3 -c 1; c zeroed by the caller, o's
+ * defaults set), then each option: -h/--help, --no-nccl, m's flags,
+ * --fused, -g/--ngpus, --share, -w/--warmup_iters, -n/--iters,
+ * -G/--cudagraph, -R/--rounds, -c/--check, --csv, --json, else m's
+ * values; then refuses an OP other than m->op and a --share without -g N
+ * with N >= G.  0; 1 after --help (m->help on out); 2 after "baton bench:
+ * <what>" on err. */
+int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, int argc, char **argv, FILE *out,
+                      FILE *err);
+
+/* The last check of a parse: --csv and --json name a file.  0, or 2
+ * after the refusal on err. */
+int bench_check_outputs(const bench_common_opts *c, FILE *err);
+
+/* Derived columns: a / b when both are > 0 (times measured), else -1;
+ * the overlap (base - baton) / min(x, y), the share of the shorter part
+ * x or y that the fused run hides, when all four are > 0, else -1. */
+double bench_time_ratio(double a, double b);
+double bench_time_overlap(double base, double baton, double x, double y);
+
+/* A footer's lines: "# average WHAT over N shapes: SUM/N" (none when n
+ * is 0); the verdict, "# FAILED: ..." when bad else "# all shapes
+ * checked and right", returning bad. */
+void bench_print_average(FILE *f, const char *what, int n, double sum);
+int bench_print_verdict(FILE *f, int bad);
+
+/* A JSON row's end: its "algorithm" and "error" strings and the '}'. */
+void bench_json_row_end(FILE *f, const char *algorithm, const char *error);
+
+/* The end of a JSON table (the rows' ']' and the '}'), f closed: 0, or
+ * -1 when it could not be written. */
+int bench_json_close(FILE *f);
 
 /* v with printf format fmt ("%9.2f"), or a dash right-aligned in the
  * format's width when v < 0 (not measured). */

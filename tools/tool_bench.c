@@ -35,85 +35,99 @@ static int dry_run(const bench_opts *o) {
   return 0;
 }
 
-/* --fused OP: a fused operator against its library baseline. */
-static int fused(int argc, char **argv) {
-  bench_fused_opts o;
-  int rc = bench_fused_parse(&o, argc, argv, stdout, stderr);
-  if (rc) return rc == 1 ? 0 : rc;
-#ifdef BATON_HAVE_CUDA
-  bench_fused_table t;
-  rc = bench_fused_run(&o, &t);
-  if (rc != 2) {
-    rc |= bench_fused_print_footer(stdout, &t);
-    if (o.csv && bench_fused_write_csv(o.csv, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
-      rc = 1;
-    }
-    if (o.json && bench_fused_write_json(o.json, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
-      rc = 1;
-    }
-  }
-  free(t.rows);
-  return rc;
-#else
-  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
-  return 2;
-#endif
-}
+/* One fused operator's bench, for fused(): its options and table behind
+ * void pointers (an options struct starts with its bench_common_opts).
+ * parse as bench_*_parse (0, 1 after --help, 2 after a refusal); run
+ * fills the table (0, 1 when a shape failed, 2 when nothing ran; NULL
+ * without CUDA); footer, write_csv and write_json as bench_*_*; rows: the
+ * table's row array, which fused() frees. */
+typedef struct fused_mode {
+  size_t opts_size, table_size;
+  int (*parse)(void *o, int argc, char **argv, FILE *out, FILE *err);
+  int (*run)(const void *o, void *t);
+  int (*footer)(FILE *f, const void *t);
+  int (*write_csv)(const char *path, const void *t);
+  int (*write_json)(const char *path, const void *t);
+  void *(*rows)(void *t);
+} fused_mode;
 
+/* Adapters from each mode's typed functions to fused_mode's. */
+static int fz_parse(void *o, int c, char **v, FILE *out, FILE *err) { return bench_fused_parse(o, c, v, out, err); }
+static int em_parse(void *o, int c, char **v, FILE *out, FILE *err) { return bench_embed_parse(o, c, v, out, err); }
+static int moe_parse(void *o, int c, char **v, FILE *out, FILE *err) { return bench_moe_parse(o, c, v, out, err); }
+static int fz_footer(FILE *f, const void *t) { return bench_fused_print_footer(f, t); }
+static int fz_write_csv(const char *p, const void *t) { return bench_fused_write_csv(p, t); }
+static int fz_write_json(const char *p, const void *t) { return bench_fused_write_json(p, t); }
+static void *fz_rows(void *t) { return ((bench_fused_table *)t)->rows; }
+static int em_footer(FILE *f, const void *t) { return bench_embed_print_footer(f, t); }
+static int em_write_csv(const char *p, const void *t) { return bench_embed_write_csv(p, t); }
+static int em_write_json(const char *p, const void *t) { return bench_embed_write_json(p, t); }
+static void *em_rows(void *t) { return ((bench_embed_table *)t)->rows; }
+static int moe_footer(FILE *f, const void *t) { return bench_moe_print_footer(f, t); }
+static int moe_write_csv(const char *p, const void *t) { return bench_moe_write_csv(p, t); }
+static int moe_write_json(const char *p, const void *t) { return bench_moe_write_json(p, t); }
+static void *moe_rows(void *t) { return ((bench_moe_table *)t)->rows; }
+/* The GPU drivers: only in CUDA builds (fused() never calls run without). */
+#ifdef BATON_HAVE_CUDA
+static int fz_run(const void *o, void *t) { return bench_fused_run(o, t); }
+static int em_run(const void *o, void *t) { return bench_embed_run(o, t); }
+static int moe_run(const void *o, void *t) { return bench_moe_run(o, t); }
+#else
+#define fz_run NULL
+#define em_run NULL
+#define moe_run NULL
+#endif
+
+/* --fused gemv_allreduce: the fused GEMV + AllReduce against cuBLAS's
+ * GEMV and NCCL's AllReduce (tools/bench_fused*.c). */
+static const fused_mode mode_gemv = {sizeof(bench_fused_opts), sizeof(bench_fused_table), fz_parse, fz_run,
+  fz_footer, fz_write_csv, fz_write_json, fz_rows};
 /* --fused embedding_alltoall: the fused embedding bags + AllToAll against
  * pooling, NCCL AllToAll and shuffle in a row (tools/bench_embed*.c). */
-static int fused_embed(int argc, char **argv) {
-  bench_embed_opts o;
-  int rc = bench_embed_parse(&o, argc, argv, stdout, stderr);
-  if (rc) return rc == 1 ? 0 : rc;
-#ifdef BATON_HAVE_CUDA
-  bench_embed_table t;
-  rc = bench_embed_run(&o, &t);
-  if (rc != 2) {
-    rc |= bench_embed_print_footer(stdout, &t);
-    if (o.csv && bench_embed_write_csv(o.csv, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
-      rc = 1;
-    }
-    if (o.json && bench_embed_write_json(o.json, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
-      rc = 1;
-    }
-  }
-  free(t.rows);
-  return rc;
-#else
-  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
-  return 2;
-#endif
-}
-
+static const fused_mode mode_embed = {sizeof(bench_embed_opts), sizeof(bench_embed_table), em_parse, em_run,
+  em_footer, em_write_csv, em_write_json, em_rows};
 /* --fused gemm_alltoall: the fused expert GEMM + AllToAll against cuBLAS's
  * GEMM and NCCL's AllToAll in a row, and baton's own GEMM unfused
  * (tools/bench_moe*.c). */
-static int fused_moe(int argc, char **argv) {
-  bench_moe_opts o;
-  int rc = bench_moe_parse(&o, argc, argv, stdout, stderr);
-  if (rc) return rc == 1 ? 0 : rc;
+static const fused_mode mode_moe = {sizeof(bench_moe_opts), sizeof(bench_moe_table), moe_parse, moe_run,
+  moe_footer, moe_write_csv, moe_write_json, moe_rows};
+
+/* --fused OP: operator m against its library baseline: parse, run, the
+ * footer, --csv and --json.  The exit status: 0, 1 (a shape failed, an
+ * output not written), 2 (refused, nothing ran). */
+static int fused(const fused_mode *m, int argc, char **argv) {
+  void *o = calloc(1, m->opts_size);
+  if (!o) return 2;
+  int rc = m->parse(o, argc, argv, stdout, stderr);
+  if (rc) {
+    free(o);
+    return rc == 1 ? 0 : rc;
+  }
 #ifdef BATON_HAVE_CUDA
-  bench_moe_table t;
-  rc = bench_moe_run(&o, &t);
+  void *t = calloc(1, m->table_size);
+  if (!t) {
+    free(o);
+    return 2;
+  }
+  rc = m->run(o, t);
   if (rc != 2) {
-    rc |= bench_moe_print_footer(stdout, &t);
-    if (o.csv && bench_moe_write_csv(o.csv, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.csv, strerror(errno));
+    rc |= m->footer(stdout, t);
+    const char *csv = ((bench_common_opts *)o)->csv, *json = ((bench_common_opts *)o)->json;
+    if (csv && m->write_csv(csv, t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", csv, strerror(errno));
       rc = 1;
     }
-    if (o.json && bench_moe_write_json(o.json, &t)) {
-      fprintf(stderr, "baton bench: cannot write %s: %s\n", o.json, strerror(errno));
+    if (json && m->write_json(json, t)) {
+      fprintf(stderr, "baton bench: cannot write %s: %s\n", json, strerror(errno));
       rc = 1;
     }
   }
-  free(t.rows);
+  free(m->rows(t));
+  free(t);
+  free(o);
   return rc;
 #else
+  free(o);
   fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
   return 2;
 #endif
@@ -122,9 +136,9 @@ static int fused_moe(int argc, char **argv) {
 int tool_bench(int argc, char **argv) {
   if (bench_fused_asked(argc, argv)) {
     switch (bench_fused_operator(argc, argv, stderr)) {
-    case BENCH_FUSED_GEMV_ALLREDUCE: return fused(argc, argv);
-    case BENCH_FUSED_EMBEDDING_ALLTOALL: return fused_embed(argc, argv);
-    case BENCH_FUSED_GEMM_ALLTOALL: return fused_moe(argc, argv);
+    case BENCH_FUSED_GEMV_ALLREDUCE: return fused(&mode_gemv, argc, argv);
+    case BENCH_FUSED_EMBEDDING_ALLTOALL: return fused(&mode_embed, argc, argv);
+    case BENCH_FUSED_GEMM_ALLTOALL: return fused(&mode_moe, argc, argv);
     default: return 2;
     }
   }
