@@ -284,8 +284,12 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
   }
   for (int r = 0; r < x->k.nranks; r++) {
     cudaSetDevice(x->k.devs[r]);
-    if (cudaStreamCreateWithFlags(&x->k.st[r], cudaStreamNonBlocking) != cudaSuccess ||
-        !(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
+    cudaError_t se = cudaStreamCreateWithFlags(&x->k.st[r], cudaStreamNonBlocking);
+    if (se != cudaSuccess) {
+      x->k.st[r] = NULL;
+      snprintf(why, sizeof why, "cudaStreamCreate: %s", cudaGetErrorString(se));
+    }
+    if (se != cudaSuccess || !(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
       fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
       goto out;
     }
