@@ -93,6 +93,7 @@ static void direct_alltoall(rt_launch *v, int n) {
       a->cwidth = ip_gpu_blocks(a);
       a->steps += (int64_t)a->ntbs * a->step_stride;
       a->tbs += (int64_t)a->ntbs * a->lanes;
+      by[q]->irtb += a->ntbs;   /* the timeline names every block by the compute tb */
       a->ncomp = 1;
       a->ntbs = 0;
       a->direct = 1;
