@@ -60,7 +60,8 @@ static void test_options(void) {
   ok(mparse(&o, "--fused gemm_alltoall", err, sizeof err, NULL, 0) == 0 && o.nT == 1 && o.T[0] == 4096 &&
      o.nH == 1 && o.H[0] == 8192 && o.nF == 1 && o.F[0] == 4096 && !o.grid && o.c.ngpus == 0 && o.c.share == 0 &&
      o.c.warmup == 5 && o.c.iters == 20 && o.c.graph == 0 && o.c.rounds == 3 && o.c.check == 1 &&
-     !o.c.no_nccl && !o.c.csv && !o.c.json, "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1");
+     !o.c.no_nccl && !o.c.csv && !o.c.json && o.fill == 0,
+     "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1; no --fill");
   ok(mparse(&o, "--fused gemm_alltoall -g 4 --share 2 -d bf16 -T 1K,8192 -H 4096,8K -F 1024,14336 -w 2 -n 7 -G 3 "
              "-R 5 -c 0 --csv a.csv --json b.json --no-nccl", err, sizeof err, NULL, 0) == 0 &&
      o.c.ngpus == 4 && o.c.share == 2 && o.nT == 2 && o.T[0] == 1024 && o.T[1] == 8192 && o.nH == 2 &&
@@ -73,6 +74,10 @@ static void test_options(void) {
      o.c.check == 1 && !strcmp(o.c.csv, "c.csv"), "long forms, --opt=value, bfloat16");
   ok(mparse(&o, "--fused gemm_alltoall -T 1M -H 64 -F 128", err, sizeof err, NULL, 0) == 0 && o.T[0] == 1048576 &&
      o.H[0] == 64 && o.F[0] == 128, "M suffix; H and F of one tile");
+  ok(mparse(&o, "--fused gemm_alltoall --fill 0.5", err, sizeof err, NULL, 0) == 0 && o.fill == 0.5 &&
+     mparse(&o, "--fused gemm_alltoall --fill=1", err, sizeof err, NULL, 0) == 0 && o.fill == 1 &&
+     mparse(&o, "--fused gemm_alltoall --fill 1e-3 -g 2", err, sizeof err, NULL, 0) == 0 && o.fill == 1e-3,
+     "--fill F in (0, 1], --fill=F, exponents");
   static const int64_t gT[] = {1024, 2048, 4096, 8192}, gH[] = {4096, 8192}, gF[] = {1024, 2048, 4096, 14336};
   ok(mparse(&o, "--fused gemm_alltoall --grid", err, sizeof err, NULL, 0) == 0 && o.grid &&
      same_list(o.T, o.nT, gT, 4) && same_list(o.H, o.nH, gH, 2) && same_list(o.F, o.nF, gF, 4),
@@ -90,6 +95,9 @@ static void test_options(void) {
   ok_contains(out, "--grid", "usage: --grid");
   ok_contains(out, "own+a2a", "usage: the own+a2a part");
   ok_contains(out, "moe_combine.lua", "usage: where the programs come from");
+  ok_contains(out, "--fill F", "usage: --fill");
+  ok_contains(out, "multiply and move\n                        the padded X whole", "usage: what --fill leaves padded");
+  ok_contains(out, "Columns: tokens = the share of X's rows that are tokens", "usage: the tokens column");
   ok_contains(out, "overlap = (baseline - baton) /\nmin(gemm, alltoall)", "usage: the overlap column");
   ok(mparse(&o, "-h --fused gemm_alltoall", err, sizeof err, out, sizeof out) == 1, "-h too");
 
@@ -131,6 +139,19 @@ static void test_options(void) {
                                      "only those)"},
     {"--fused gemm_alltoall -H 8192,4160,4100", "-H 4100 is not a multiple of 64"},
     {"--fused gemm_alltoall -F 1000", "baton bench: -F 1000 is not a multiple of 64"},
+    {"--fused gemm_alltoall --fill 0", "baton bench: --fill 0 is outside (0, 1] (the share of each block's rows "
+                                       "that are tokens on average)"},
+    {"--fused gemm_alltoall --fill 1.5", "--fill 1.5 is outside (0, 1]"},
+    {"--fused gemm_alltoall --fill -0.5", "--fill -0.5 is outside (0, 1]"},
+    {"--fused gemm_alltoall --fill=-0", "--fill -0 is outside (0, 1]"},
+    {"--fused gemm_alltoall --fill half", "baton bench: --fill takes a number, the share of each block's rows that "
+                                          "are tokens on average, in (0, 1], not 'half'"},
+    {"--fused gemm_alltoall --fill 0.5x", "--fill takes a number, the share of each block's rows that are tokens on "
+                                          "average, in (0, 1], not '0.5x'"},
+    {"--fused gemm_alltoall --fill=", "--fill takes a number"},
+    {"--fused gemm_alltoall --fill nan", "--fill takes a number"},
+    {"--fused gemm_alltoall --fill inf", "--fill takes a number"},
+    {"--fused gemm_alltoall --fill", "baton bench: --fill needs a value"},
     {"--fused gemm_alltoall --csv=", "baton bench: --csv and --json need a file name"},
     {"--fused gemm_alltoall --json=", "--csv and --json need a file name"},
   };
@@ -148,15 +169,15 @@ static void make_rows(void) {
   memset(rows, 0, sizeof rows);
   rows[0] = (bench_moe_row){.T = 4096, .H = 8192, .F = 4096, .gemm_us = 500, .a2a_us = 200, .base_us = 700,
                             .own_us = 550, .own_a2a_us = 750, .baton_us = 600, .wrong_base = 0, .wrong_own = 0,
-                            .wrong_baton = 0, .checked = 8192};
+                            .wrong_baton = 0, .checked = 8192, .tokens = 1};
   snprintf(rows[0].algorithm, sizeof rows[0].algorithm, "moe_combine");
   rows[1] = (bench_moe_row){.T = 1024, .H = 4096, .F = 14336, .gemm_us = 300, .a2a_us = -1, .base_us = -1,
                             .own_us = 320, .own_a2a_us = -1, .baton_us = -1, .wrong_base = 0, .wrong_own = 0,
-                            .wrong_baton = -1, .checked = 2048};
+                            .wrong_baton = -1, .checked = 2048, .tokens = 0.5};
   snprintf(rows[1].error, sizeof rows[1].error, "baton: unsupported");
   rows[2] = (bench_moe_row){.T = 2048, .H = 4096, .F = 1024, .gemm_us = 40, .a2a_us = 60, .base_us = 100,
                             .own_us = 50, .own_a2a_us = 110, .baton_us = 70, .wrong_base = 3, .wrong_own = 0,
-                            .wrong_baton = 0, .checked = 9};
+                            .wrong_baton = 0, .checked = 9, .tokens = 0.4297};
   snprintf(rows[2].algorithm, sizeof rows[2].algorithm, "moe_combine_c2");
 }
 
@@ -209,15 +230,16 @@ static void test_output(void) {
   ok_contains(text, "# baseline: gemm, then alltoall, on one stream per rank\n", "text: the baseline said");
   ok_contains(text, "# own+a2a: own gemm, then alltoall, on one stream per rank\n", "text: own+a2a said");
   ok_contains(text, "# baton: baton_gemm_alltoall on the 4-rank communicator\n", "text: baton said");
-  ok_contains(text, "#     T     H     F       gemm TFLOP/s   alltoall   baseline   own gemm TFLOP/s    own+a2a"
+  ok(!strstr(text, "# uneven"), "text: no uneven line without --fill");
+  ok_contains(text, "#     T     H     F tokens       gemm TFLOP/s   alltoall   baseline   own gemm TFLOP/s    own+a2a"
               "      baton TFLOP/s  speedup  vs own overlap own/cuBLAS   wrong  wrong  wrong  baton algorithm\n",
               "text: the column names");
   ok_contains(text, "base/b own+a/b           gemm/own    base    own  baton\n", "text: the columns' second line");
-  ok_contains(text, "   4096  8192  4096     500.00   549.8     200.00     700.00     550.00   499.8     750.00"
+  ok_contains(text, "   4096  8192  4096  1.000     500.00   549.8     200.00     700.00     550.00   499.8     750.00"
               "     600.00   458.1     1.17    1.25    0.50      0.909       0      0      0  moe_combine\n",
               "text: the first shape's times, rates and ratios");
   ok_contains(text, "# T=1024 H=4096 F=14336: baton: unsupported\n", "text: the failed shape named");
-  ok_contains(text, "   1024  4096 14336     300.00   400.9          -          -     320.00   375.8          -"
+  ok_contains(text, "   1024  4096 14336  0.500     300.00   400.9          -          -     320.00   375.8          -"
               "          -       -        -       -       -      0.938       0      0     -1  -\n",
               "text: missing times are dashes");
   ok_contains(text, "# average baseline time / baton time over 1 shapes: 1.167\n", "text: the average speedup");
@@ -257,30 +279,44 @@ static void test_output(void) {
   st = bench_moe_print_footer(f, &s);
   fclose(f);
   ok(st == 1 && strstr(text, "FAILED"), "wrong elements of the own GEMM fail the run");
+  s.fill = 0.5;
+  one.tokens = 0.4297;
+  f = fmemopen(text, sizeof text, "w");
+  bench_moe_print_header(f, &s);
+  bench_moe_print_row(f, &s, &one);
+  fclose(f);
+  ok_contains(text, "# baton: baton_gemm_alltoall on the 8-rank communicator\n# uneven: --fill 0.5: block q of a "
+              "rank's X holds counts[q] tokens, drawn per rank uniformly in [0.25, 0.75] * T/n and capped at T/n, the "
+              "rest padding; baton skips the padding, gemm, alltoall and own gemm take the padded X whole; only "
+              "token rows checked\n#     T     H     F tokens", "--fill: the uneven line, before the column names");
+  ok_contains(text, "\n   4096  8192  4096  0.430     500.00", "--fill: the share of rows that are tokens");
 
   rows[1].wrong_baton = 0;
   t.nrows = 3;
+  t.fill = 0.25;
   char dir[] = "/tmp/test_bench_moe_XXXXXX", csv[300], json[300], cmd[2000];
   if (!mkdtemp(dir)) { ok(0, "mkdtemp"); return; }
   snprintf(csv, sizeof csv, "%s/m.csv", dir);
   snprintf(json, sizeof json, "%s/m.json", dir);
   ok(bench_moe_write_csv(csv, &t) == 0 && bench_moe_write_json(json, &t) == 0, "CSV and JSON written");
   char *c = bench_test_slurp(csv);
-  ok_contains(c, "fused,dtype,ranks,share,T,H,F,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,baton_us,"
-                 "gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,wrong_baseline,"
-                 "wrong_own,wrong_baton,checked,algorithm\n", "CSV: the header");
-  ok_contains(c, "\ngemm_alltoall,bf16,4,0,4096,8192,4096,500.000,200.000,700.000,550.000,750.000,600.000,549.76,"
-                 "499.78,458.13,1.1667,1.2500,0.5000,0.9091,0,0,0,8192,moe_combine\n", "CSV: the first shape");
-  ok_contains(c, "\ngemm_alltoall,bf16,4,0,1024,4096,14336,300.000,-1.000,-1.000,320.000,-1.000,-1.000,400.86,"
-                 "375.81,-1.00,-1.0000,-1.0000,-1.0000,0.9375,0,0,0,2048,-\n",
+  ok_contains(c, "fused,dtype,ranks,share,fill,T,H,F,tokens,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,"
+                 "baton_us,gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,"
+                 "wrong_baseline,wrong_own,wrong_baton,checked,algorithm\n", "CSV: the header");
+  ok_contains(c, "\ngemm_alltoall,bf16,4,0,0.25,4096,8192,4096,1.0000,500.000,200.000,700.000,550.000,750.000,"
+                 "600.000,549.76,499.78,458.13,1.1667,1.2500,0.5000,0.9091,0,0,0,8192,moe_combine\n",
+              "CSV: the first shape");
+  ok_contains(c, "\ngemm_alltoall,bf16,4,0,0.25,1024,4096,14336,0.5000,300.000,-1.000,-1.000,320.000,-1.000,"
+                 "-1.000,400.86,375.81,-1.00,-1.0000,-1.0000,-1.0000,0.9375,0,0,0,2048,-\n",
               "CSV: a failed shape, -1 for what is missing");
   ok_contains(c, ",3,0,0,9,moe_combine_c2\n", "CSV: wrong elements of the baseline");
-  /* every CSV line has the header's 25 fields */
+  ok_contains(c, ",2048,4096,1024,0.4297,40.000,", "CSV: the fill and the share of rows that are tokens");
+  /* every CSV line has the header's 27 fields */
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1]))); "
-           "sys.exit(0 if len(r)==4 and all(len(x)==25 for x in r) and r[3][4]==\"2048\" and r[3][19]==\"0.8000\" "
-           "else 1)' %s", csv);
-  ok(system(cmd) == 0, "CSV parses: 3 rows of 25 fields");
+           "sys.exit(0 if len(r)==4 and all(len(x)==27 for x in r) and r[3][5]==\"2048\" and r[3][8]==\"0.4297\" "
+           "and r[3][21]==\"0.8000\" and r[0][4]==\"fill\" and r[0][8]==\"tokens\" else 1)' %s", csv);
+  ok(system(cmd) == 0, "CSV parses: 3 rows of 27 fields");
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
            "sys.exit(0 if d[\"fused\"]==\"gemm_alltoall\" and d[\"dtype\"]==\"bf16\" and d[\"ranks\"]==4 and "
@@ -291,8 +327,13 @@ static void test_output(void) {
            "r[0][\"overlap\"]==0.5 and r[0][\"own_vs_cublas\"]==0.9091 and r[0][\"gemm_tflops\"]==549.76 and "
            "r[0][\"own_a2a_us\"]==750 and r[0][\"algorithm\"]==\"moe_combine\" and r[0][\"error\"]==\"\" and "
            "r[1][\"error\"]==\"baton: unsupported\" and r[1][\"baton_us\"]==-1 and r[1][\"speedup\"]==-1 and "
-           "r[2][\"wrong_baseline\"]==3 and r[2][\"wrong_own\"]==0 and r[2][\"checked\"]==9 else 1)' %s", json);
-  ok(system(cmd) == 0, "JSON parses and holds the table");
+           "r[2][\"wrong_baseline\"]==3 and r[2][\"wrong_own\"]==0 and r[2][\"checked\"]==9 and "
+           "d[\"fill\"]==0.25 and r[0][\"tokens\"]==1 and r[2][\"tokens\"]==0.4297 else 1)' %s", json);
+  ok(system(cmd) == 0, "JSON parses and holds the table, the fill and the share of rows that are tokens");
+  t.fill = 0;
+  snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+           "sys.exit(0 if d[\"fill\"] is None and d[\"rows\"][1][\"tokens\"]==0.5 else 1)' %s", json);
+  ok(bench_moe_write_json(json, &t) == 0 && system(cmd) == 0, "JSON without --fill: fill null");
   ok(bench_moe_write_csv("/nonexistent/dir/m.csv", &t) == -1 &&
      bench_moe_write_json("/nonexistent/dir/m.json", &t) == -1, "an unwritable path is an error");
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -337,6 +378,13 @@ static void test_cli(const char *baton) {
   rc = run_baton(baton, "--fused gemm_alltoall -g 3 -T 4096", out, sizeof out);
   ok(rc == 2, "-T 4096 with -g 3 exits 2");
   ok_contains(out, "baton bench: -T 4096 is not a multiple of the 3 ranks", "and names the value and the ranks");
+  rc = run_baton(baton, "--fused gemm_alltoall --fill 1.5", out, sizeof out);
+  ok(rc == 2, "--fill 1.5 exits 2 before any GPU is touched");
+  ok_contains(out, "baton bench: --fill 1.5 is outside (0, 1]", "and names the value");
+  rc = run_baton(baton, "--fused gemm_alltoall --fill half", out, sizeof out);
+  ok(rc == 2, "--fill half exits 2");
+  ok_contains(out, "baton bench: --fill takes a number, the share of each block's rows that are tokens on average, "
+              "in (0, 1], not 'half'", "and says a number is needed");
   rc = run_baton(baton, "--fused gemm_alltoall -Q 1", out, sizeof out);
   ok(rc == 2 && strstr(out, "unknown option '-Q' for --fused gemm_alltoall"), "an unknown option exits 2");
 }

@@ -28,6 +28,14 @@ typedef struct bench_moe_opts {
   int64_t T[BENCH_MOE_MAX_DIMS], H[BENCH_MOE_MAX_DIMS], F[BENCH_MOE_MAX_DIMS];
   int nT, nH, nF;
   int grid;             /* --grid: the MoE grid for the lists not given */
+  /* --fill F, in (0, 1]; 0: none (every row of X a token).  With it,
+   * every rank r passes baton's n-rank calls n counts, drawn from a fixed
+   * seed per (rank, shape) uniformly in [F/2, 3F/2] * T/n and capped at
+   * T/n: block q of X_r holds counts[q] tokens, the rest padding.
+   * cuBLAS's GEMM, the AllToAll and baton's own GEMM (a one-rank
+   * communicator: one block) multiply and move the padded X whole, as a
+   * capacity-factor MoE does; only token rows are checked. */
+  double fill;
 } bench_moe_opts;
 
 /* Parses `baton bench --fused gemm_alltoall [options]` (argv[0] is
@@ -37,11 +45,13 @@ int bench_moe_parse(bench_moe_opts *o, int argc, char **argv, FILE *out, FILE *e
 
 /* One shape's results; a time < 0 was not measured (error says why when
  * it failed).  wrong: elements off the exact product on the rows and
- * columns checked, -1 when not checked; without NCCL (--share,
+ * columns checked (with --fill token rows only), -1 when not checked;
+ * without NCCL (--share,
  * --no-nccl, none found) wrong_base counts cuBLAS's GEMM alone's Y and
  * wrong_own baton's own GEMM alone's. */
 typedef struct bench_moe_row {
   int64_t T, H, F;
+  double tokens;        /* the share of X's rows that are tokens (1 without --fill), mean over ranks; < 0: unknown */
   double gemm_us, a2a_us, base_us, own_us, own_a2a_us, baton_us;
   int64_t wrong_base, wrong_own, wrong_baton, checked;   /* checked: elements, per output */
   char algorithm[96];
@@ -50,6 +60,7 @@ typedef struct bench_moe_row {
 
 typedef struct bench_moe_table {
   int nranks, share, iters, warmup, graph, rounds;
+  double fill;          /* --fill (0: none) */
   char nccl[200];       /* the AllToAll that ran ("" when none: no baseline, no own+a2a) */
   char cublas[200];     /* the GEMM that ran */
   char device[128];

@@ -1,5 +1,6 @@
 /* bench_moe_core.c -- `baton bench --fused gemm_alltoall`: options,
  * derived columns and outputs (text, CSV, JSON); no CUDA here. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,13 +44,22 @@ static const char moe_help[] =
   "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
   "  --csv FILE, --json FILE   also write the table\n"
   "  --no-nccl             no NCCL: only gemm, own gemm and baton run\n"
+  "  --fill F              an uneven combine, F in (0, 1]: every rank passes baton\n"
+  "                        n token counts (baton_gemm_alltoall's counts), drawn\n"
+  "                        per rank and shape uniformly in [F/2, 3F/2] * T/n,\n"
+  "                        capped at T/n: block q of X holds counts[q] tokens, the\n"
+  "                        rest padding, which baton skips; cuBLAS's GEMM, the\n"
+  "                        AllToAll and the own GEMM (one block) multiply and move\n"
+  "                        the padded X whole, as a capacity-factor MoE does; only\n"
+  "                        token rows are checked (default: every row a token)\n"
   "\n"
   "LIST: comma-separated, K/M suffixes; every combination of the lists is a\n"
   "shape.  X and W are tiled from a fixed pattern of small bf16 values, shifted\n"
   "per rank.  BATON_ALGO_DIR must hold gemm programs (algorithms/moe_combine.lua)\n"
   "for 1 rank (baton's own GEMM) and for the ranks run (a communicator ignores\n"
   "programs for other rank counts).\n"
-  "Columns: times in us; TFLOP/s = 2*T*H*F / time (a rank's GEMM); speedup =\n"
+  "Columns: tokens = the share of X's rows that are tokens (1 without --fill);\n"
+  "times in us; TFLOP/s = 2*T*H*F / time (a rank's GEMM); speedup =\n"
   "baseline / baton; vs own = own+a2a / baton; overlap = (baseline - baton) /\n"
   "min(gemm, alltoall), the share of the shorter part that baton hides (1: all\n"
   "of it); own/cuBLAS = gemm / own gemm; wrong = elements off the exact product\n"
@@ -76,7 +86,25 @@ static int tile_multiples(const char *opt, const int64_t *list, int n, FILE *err
   return 0;
 }
 
-/* bench_moe_parse's own flag (--grid) and options (-T, -H, -F, -d), as
+/* --fill's value: 0, or -1 after the refusal on err. */
+static int parse_fill(const char *v, double *fill, FILE *err) {
+  char *end;
+  double f = strtod(v, &end);
+  if (end == v || *end || !isfinite(f)) {
+    fprintf(err, "baton bench: --fill takes a number, the share of each block's rows that are tokens on average, "
+            "in (0, 1], not '%s'\n", v);
+    return -1;
+  }
+  if (!(f > 0 && f <= 1)) {
+    fprintf(err, "baton bench: --fill %s is outside (0, 1] (the share of each block's rows that are tokens on "
+            "average)\n", v);
+    return -1;
+  }
+  *fill = f;
+  return 0;
+}
+
+/* bench_moe_parse's own flag (--grid) and options (-T, -H, -F, -d, --fill), as
  * bench_mode_parse's flag and value.  The given_* note which lists were
  * given: --grid fills the others. */
 typedef struct moe_parse_state {
@@ -103,6 +131,8 @@ static int moe_value(void *p, const char *name, const char *v, int *bad, FILE *e
               "'%s'\n", v);
       return -1;
     }
+  } else if (!strcmp(name, "--fill")) {
+    if (parse_fill(v, &o->fill, err)) return -1;
   } else return 0;
   return 1;
 }
@@ -175,12 +205,16 @@ void bench_moe_print_header(FILE *f, const bench_moe_table *t) {
             "and 'wrong own' are the GEMMs alone's)\n");
   }
   fprintf(f, "# baton: baton_gemm_alltoall on the %d-rank communicator\n", t->nranks);
-  fprintf(f, "# %5s %5s %5s  %9s %7s  %9s  %9s  %9s %7s  %9s  %9s %7s  %7s %7s %7s %10s  %6s %6s %6s  %s\n", "T", "H",
-          "F", "gemm", "TFLOP/s", "alltoall", "baseline", "own gemm", "TFLOP/s", "own+a2a", "baton", "TFLOP/s",
-          "speedup", "vs own", "overlap", "own/cuBLAS", "wrong", "wrong", "wrong", "baton algorithm");
-  fprintf(f, "# %5s %5s %5s  %9s %7s  %9s  %9s  %9s %7s  %9s  %9s %7s  %7s %7s %7s %10s  %6s %6s %6s\n", "", "", "",
-          "(us)", "", "(us)", "(us)", "(us)", "", "(us)", "(us)", "", "base/b", "own+a/b", "", "gemm/own", "base",
-          "own", "baton");
+  if (t->fill > 0)
+    fprintf(f, "# uneven: --fill %g: block q of a rank's X holds counts[q] tokens, drawn per rank uniformly in "
+            "[%g, %g] * T/n and capped at T/n, the rest padding; baton skips the padding, gemm, alltoall and own gemm "
+            "take the padded X whole; only token rows checked\n", t->fill, t->fill / 2, t->fill * 1.5);
+  fprintf(f, "# %5s %5s %5s %6s  %9s %7s  %9s  %9s  %9s %7s  %9s  %9s %7s  %7s %7s %7s %10s  %6s %6s %6s  %s\n",
+          "T", "H", "F", "tokens", "gemm", "TFLOP/s", "alltoall", "baseline", "own gemm", "TFLOP/s", "own+a2a", "baton",
+          "TFLOP/s", "speedup", "vs own", "overlap", "own/cuBLAS", "wrong", "wrong", "wrong", "baton algorithm");
+  fprintf(f, "# %5s %5s %5s %6s  %9s %7s  %9s  %9s  %9s %7s  %9s  %9s %7s  %7s %7s %7s %10s  %6s %6s %6s\n", "", "",
+          "", "", "(us)", "", "(us)", "(us)", "(us)", "", "(us)", "(us)", "", "base/b", "own+a/b", "", "gemm/own",
+          "base", "own", "baton");
   fflush(f);
 }
 
@@ -188,7 +222,9 @@ void bench_moe_print_row(FILE *f, const bench_moe_table *t, const bench_moe_row 
   (void)t;
   if (r->error[0])
     fprintf(f, "# T=%lld H=%lld F=%lld: %s\n", (long long)r->T, (long long)r->H, (long long)r->F, r->error);
-  fprintf(f, "  %5lld %5lld %5lld  ", (long long)r->T, (long long)r->H, (long long)r->F);
+  fprintf(f, "  %5lld %5lld %5lld ", (long long)r->T, (long long)r->H, (long long)r->F);
+  bench_num(f, "%6.3f", r->tokens);
+  fputs("  ", f);
   bench_num(f, "%9.2f", r->gemm_us);
   fputc(' ', f);
   bench_num(f, "%7.1f", bench_moe_tflops(r, r->gemm_us));
@@ -238,14 +274,14 @@ int bench_moe_print_footer(FILE *f, const bench_moe_table *t) {
 int bench_moe_write_csv(const char *path, const bench_moe_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "fused,dtype,ranks,share,T,H,F,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,baton_us,"
-          "gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,wrong_baseline,"
+  fprintf(f, "fused,dtype,ranks,share,fill,T,H,F,tokens,gemm_us,alltoall_us,baseline_us,own_gemm_us,own_a2a_us,"
+          "baton_us,gemm_tflops,own_gemm_tflops,baton_tflops,speedup,vs_own_a2a,overlap,own_vs_cublas,wrong_baseline,"
           "wrong_own,wrong_baton,checked,algorithm\n");
   for (int i = 0; i < t->nrows; i++) {
     const bench_moe_row *r = &t->rows[i];
-    fprintf(f, "gemm_alltoall,bf16,%d,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%.4f,%.4f,"
-            "%.4f,%lld,%lld,%lld,%lld,%s\n", t->nranks, t->share, (long long)r->T, (long long)r->H, (long long)r->F,
-            r->gemm_us, r->a2a_us, r->base_us, r->own_us, r->own_a2a_us, r->baton_us,
+    fprintf(f, "gemm_alltoall,bf16,%d,%d,%g,%lld,%lld,%lld,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,"
+            "%.4f,%.4f,%.4f,%lld,%lld,%lld,%lld,%s\n", t->nranks, t->share, t->fill, (long long)r->T, (long long)r->H,
+            (long long)r->F, r->tokens, r->gemm_us, r->a2a_us, r->base_us, r->own_us, r->own_a2a_us, r->baton_us,
             bench_moe_tflops(r, r->gemm_us), bench_moe_tflops(r, r->own_us), bench_moe_tflops(r, r->baton_us),
             bench_moe_speedup(r), bench_moe_vs_own_a2a(r), bench_moe_overlap(r), bench_moe_own_vs_cublas(r),
             (long long)r->wrong_base, (long long)r->wrong_own, (long long)r->wrong_baton, (long long)r->checked,
@@ -265,19 +301,21 @@ int bench_moe_write_json(const char *path, const bench_moe_table *t) {
   bench_json_str(f, t->cublas);
   fputs(", \"alltoall\": ", f);
   bench_json_str(f, t->nccl);
+  if (t->fill > 0) fprintf(f, ", \"fill\": %g", t->fill);
+  else fputs(", \"fill\": null", f);
   fputs(", \"rows\": [", f);
   for (int i = 0; i < t->nrows; i++) {
     const bench_moe_row *r = &t->rows[i];
-    fprintf(f, "%s\n  {\"T\": %lld, \"H\": %lld, \"F\": %lld, \"gemm_us\": %.3f, \"alltoall_us\": %.3f, "
-            "\"baseline_us\": %.3f, \"own_gemm_us\": %.3f, \"own_a2a_us\": %.3f, \"baton_us\": %.3f, "
-            "\"gemm_tflops\": %.2f, \"own_gemm_tflops\": %.2f, \"baton_tflops\": %.2f, \"speedup\": %.4f, "
-            "\"vs_own_a2a\": %.4f, \"overlap\": %.4f, \"own_vs_cublas\": %.4f, \"wrong_baseline\": %lld, "
-            "\"wrong_own\": %lld, \"wrong_baton\": %lld, \"checked\": %lld",
-            i ? "," : "", (long long)r->T, (long long)r->H, (long long)r->F, r->gemm_us, r->a2a_us, r->base_us,
-            r->own_us, r->own_a2a_us, r->baton_us, bench_moe_tflops(r, r->gemm_us), bench_moe_tflops(r, r->own_us),
-            bench_moe_tflops(r, r->baton_us), bench_moe_speedup(r), bench_moe_vs_own_a2a(r), bench_moe_overlap(r),
-            bench_moe_own_vs_cublas(r), (long long)r->wrong_base, (long long)r->wrong_own, (long long)r->wrong_baton,
-            (long long)r->checked);
+    fprintf(f, "%s\n  {\"T\": %lld, \"H\": %lld, \"F\": %lld, \"tokens\": %.4f, \"gemm_us\": %.3f, "
+            "\"alltoall_us\": %.3f, \"baseline_us\": %.3f, \"own_gemm_us\": %.3f, \"own_a2a_us\": %.3f, "
+            "\"baton_us\": %.3f, \"gemm_tflops\": %.2f, \"own_gemm_tflops\": %.2f, \"baton_tflops\": %.2f, "
+            "\"speedup\": %.4f, \"vs_own_a2a\": %.4f, \"overlap\": %.4f, \"own_vs_cublas\": %.4f, "
+            "\"wrong_baseline\": %lld, \"wrong_own\": %lld, \"wrong_baton\": %lld, \"checked\": %lld",
+            i ? "," : "", (long long)r->T, (long long)r->H, (long long)r->F, r->tokens, r->gemm_us, r->a2a_us,
+            r->base_us, r->own_us, r->own_a2a_us, r->baton_us, bench_moe_tflops(r, r->gemm_us),
+            bench_moe_tflops(r, r->own_us), bench_moe_tflops(r, r->baton_us), bench_moe_speedup(r),
+            bench_moe_vs_own_a2a(r), bench_moe_overlap(r), bench_moe_own_vs_cublas(r), (long long)r->wrong_base,
+            (long long)r->wrong_own, (long long)r->wrong_baton, (long long)r->checked);
     bench_json_row_end(f, r->algorithm, r->error);
   }
   return bench_json_close(f);

@@ -4,7 +4,8 @@
  * communicator per rank: the GEMM opcode alone), baton's own GEMM then
  * NCCL's AllToAll, and baton_gemm_alltoall, on the same inputs and
  * streams, checked and timed alike (tools/bench_parts.c), interleaved per
- * shape.  One process drives every rank. */
+ * shape.  One process drives every rank.  With --fill, baton's n-rank
+ * calls get each rank's token counts; the rest takes the padded X whole. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
@@ -44,6 +45,10 @@ typedef struct mctx {
   char *Yo[MAXR];                /* baton's own GEMM's Y */
   char *recvo[MAXR];             /* own+a2a's output: Yo after the AllToAll */
   char *out[MAXR];               /* baton's out [T, H] */
+  /* --fill: cnt[r][q] tokens in block q of X_r (T/n each without it);
+   * dcnt[r]: cnt[r] in rank r's device memory (NULL without --fill) */
+  int32_t cnt[MAXR][MAXR];
+  int32_t *dcnt[MAXR];
 } mctx;
 
 /* xorshift64; frand in [-1, 1). */
@@ -61,7 +66,7 @@ static int64_t w_off(int r) { return ((int64_t)r * 7919 + 524287) % PATTERN; }
 static void free_shape(mctx *x) {
   for (int r = 0; r < x->k.nranks; r++) {
     cudaSetDevice(x->k.devs[r]);
-    void *d[] = {x->X[r], x->W[r], x->Y[r], x->recv[r], x->Yo[r], x->recvo[r], x->out[r]};
+    void *d[] = {x->X[r], x->W[r], x->Y[r], x->recv[r], x->Yo[r], x->recvo[r], x->out[r], x->dcnt[r]};
     for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
       if (d[k]) cudaFree(d[k]);
   }
@@ -72,6 +77,36 @@ static void free_shape(mctx *x) {
   memset(x->Yo, 0, sizeof x->Yo);
   memset(x->recvo, 0, sizeof x->recvo);
   memset(x->out, 0, sizeof x->out);
+  memset(x->dcnt, 0, sizeof x->dcnt);
+}
+
+/* The token counts of this shape (--fill F): cnt[r][q] uniform in
+ * [F/2 * T/n, 3F/2 * T/n] capped at T/n, from a seed per (rank, shape);
+ * T/n each without --fill.  The share of X's rows that are tokens, mean
+ * over ranks. */
+static double draw_counts(mctx *x) {
+  int n = x->k.nranks;
+  int64_t per = x->T / n, sum = 0;
+  double f = x->o->fill;
+  int64_t lo = (int64_t)(per * f * 0.5), hi = (int64_t)(per * f * 1.5);
+  if (hi > per) hi = per;
+  for (int r = 0; r < n; r++) {
+    uint64_t s = 77 + (uint64_t)r;
+    s = s * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->T;
+    s = s * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->H;
+    s = s * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->F;
+    s = s * 0x9E3779B97F4A7C15ull | 1;       /* xorshift needs a nonzero state */
+    for (int q = 0; q < n; q++) {
+      int64_t c = per;
+      if (f > 0) {
+        frand(&s);
+        c = lo + (int64_t)((s >> 11) % (uint64_t)(hi - lo + 1));
+      }
+      x->cnt[r][q] = (int32_t)c;
+      sum += c;
+    }
+  }
+  return (double)sum / ((double)n * (double)x->T);
 }
 
 /* Device bytes a rank needs for the shape: X, W; cuBLAS's Y, baton's own
@@ -135,6 +170,11 @@ static int alloc_shape(mctx *x, char *err, size_t len) {
     if (tile(x, x->X[r], nX, x_off(r), rot, "X upload", err, len) ||
         tile(x, x->W[r], nW, w_off(r), rot, "W upload", err, len))
       goto out;
+    if (x->o->fill > 0 &&
+        (!bench_cuda_ok(cudaMalloc((void **)&x->dcnt[r], sizeof x->cnt[r]), "the token counts", err, len) ||
+         !bench_cuda_ok(cudaMemcpy(x->dcnt[r], x->cnt[r], (size_t)x->k.nranks * sizeof x->cnt[r][0],
+                                   cudaMemcpyHostToDevice), "the token counts' upload", err, len)))
+      goto out;
   }
   rc = 0;
 out:
@@ -176,14 +216,16 @@ static const char *hint(baton_result e) {
 
 /* baton_gemm_alltoall on every rank, grouped: on the one-rank
  * communicators into Yo (own: on own_stream, else on the ranks' streams),
- * or on the n-rank one into out.  0, or -1 with err. */
+ * the padded X whole, or on the n-rank one into out, with the ranks'
+ * token counts under --fill.  0, or -1 with err. */
 static int baton_calls(mctx *x, int one_rank, int own, char *err, size_t len) {
   baton_group_start();
   for (int r = 0; r < x->k.nranks; r++) {
     cudaSetDevice(x->k.devs[r]);
-    baton_result e = baton_gemm_alltoall(one_rank ? x->k.pc[r] : x->k.bc[r], x->X[r], 0, x->W[r], 0, NULL,
-                                         one_rank ? x->Yo[r] : x->out[r], (size_t)x->T, (size_t)x->F, (size_t)x->H,
-                                         baton_bf16, own ? own_stream(x, r) : x->k.st[r]);
+    baton_result e = baton_gemm_alltoall(one_rank ? x->k.pc[r] : x->k.bc[r], x->X[r], 0, x->W[r], 0,
+                                         one_rank ? NULL : x->dcnt[r], one_rank ? x->Yo[r] : x->out[r],
+                                         (size_t)x->T, (size_t)x->F, (size_t)x->H, baton_bf16,
+                                         own ? own_stream(x, r) : x->k.st[r]);
     if (e) {
       if (one_rank)
         snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", r,
@@ -248,13 +290,16 @@ static int wait_all(void *ctx, char *err, size_t len) {
  * block p of rank q's receive buffer, the layout baton_gemm_alltoall
  * gives.  Without NCCL the GEMMs alone are checked where they stay: row s
  * of rank q's Y is row s of X_q W_q.  The rows: at least ROWS_PER_RANK,
- * spread over every block with its first and last row; the columns:
- * SAMPLED_COLS spread with the first and last.  Host threads take (rank,
- * row) pairs in turn. */
+ * spread over every block with its first and last row (with --fill, over
+ * block p's tokens on rank q alone, rows < cnt[p][q], the last of them
+ * among them; the other outputs take the padded X whole and are checked on
+ * the same rows); the columns: SAMPLED_COLS spread with the first and
+ * last.  Host threads take (rank, row) pairs in turn. */
 typedef struct chk {
   mctx *x;
   int have_b, have_o, have_t;    /* the outputs checked: the baseline's (or the GEMM alone's), own's, baton's */
-  int nrows, ncols;
+  int nrows, ncols;              /* nrows: the most rows a rank has checked */
+  int nr[MAXR];                  /* rank q's rows checked: rows[q * nrows ..] */
   int64_t *rows, cols[SAMPLED_COLS];
   int64_t next, bad_b, bad_o, bad_t;
   int fail;
@@ -323,7 +368,8 @@ static void *chk_worker(void *arg) {
     int64_t task = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
     if (task >= (int64_t)n * c->nrows || __atomic_load_n(&c->fail, __ATOMIC_RELAXED)) break;
     int q = (int)(task / c->nrows);
-    int64_t row = c->rows[task % c->nrows], p = row / per, i = row % per;
+    if (task % c->nrows >= c->nr[q]) continue;
+    int64_t row = c->rows[task], p = row / per, i = row % per;
     /* the row of each output checked: exchanged (out-shaped) with NCCL,
      * else the GEMMs' own Y */
     char *bsrc = x->base ? x->recv[q] : x->Y[q], *osrc = x->base ? x->recvo[q] : x->Yo[q];
@@ -367,16 +413,21 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   int n = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
   if (k < 2) k = 2;
   int64_t per = x->T / n, *blk = malloc((size_t)k * sizeof *blk);
-  c.rows = malloc((size_t)n * k * sizeof *c.rows);
+  c.nrows = n * k;
+  c.rows = malloc((size_t)n * c.nrows * sizeof *c.rows);
   if (!blk || !c.rows) {
     free(blk);
     free(c.rows);
     snprintf(err, len, "check: out of host memory");
     return -1;
   }
-  int nb = bench_spread(per, k, blk);
-  for (int p = 0; p < n; p++)
-    for (int i = 0; i < nb; i++) c.rows[c.nrows++] = p * per + blk[i];
+  int64_t nchecked = 0;
+  for (int q = 0; q < n; q++)
+    for (int p = 0; p < n; p++) {
+      int nb = x->cnt[p][q] > 0 ? bench_spread(x->cnt[p][q], k, blk) : 0;   /* block p's tokens on rank q */
+      for (int i = 0; i < nb; i++) c.rows[(int64_t)q * c.nrows + c.nr[q]++] = p * per + blk[i];
+      nchecked += nb;
+    }
   free(blk);
   c.ncols = bench_spread(x->H, SAMPLED_COLS, c.cols);
   pthread_mutex_init(&c.mu, NULL);
@@ -391,7 +442,7 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   row->wrong_base = have_b ? c.bad_b : -1;
   row->wrong_own = have_o ? c.bad_o : -1;
   row->wrong_baton = have_t ? c.bad_t : -1;
-  row->checked = tasks * c.ncols;
+  row->checked = nchecked * c.ncols;
   return 0;
 }
 
@@ -413,6 +464,7 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
   row->T = x->T = T;
   row->H = x->H = H;
   row->F = x->F = F;
+  row->tokens = -1;
   row->gemm_us = row->a2a_us = row->base_us = row->own_us = row->own_a2a_us = row->baton_us = -1;
   row->wrong_base = row->wrong_own = row->wrong_baton = -1;
   char err[240] = "";
@@ -423,6 +475,7 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
              (long long)T, x->k.nranks, (long long)H, (long long)F, BENCH_MOE_TILE);
     return;
   }
+  row->tokens = draw_counts(x);
   if (alloc_shape(x, err, sizeof err) || poison(x, err, sizeof err)) {
     snprintf(row->error, sizeof row->error, "%s", err);
     free_shape(x);
@@ -518,6 +571,7 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
   t->warmup = o->c.warmup;
   t->graph = o->c.graph;
   t->rounds = o->c.rounds;
+  t->fill = o->fill;
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
   int rc = 2;
