@@ -85,6 +85,11 @@ check "a module that fails to load fails again when required again" 1 "bad.lua:2
   env BATON_ALGO_LIB="$tmp/lib" "$baton" compile "$tmp/bad.lua"
 check "a module missing from BATON_ALGO_LIB" 1 "s.lua:1: module 'baton.ring' not found: cannot open $tmp/nope/ring.lua (BATON_ALGO_LIB)" \
   env BATON_ALGO_LIB="$tmp/nope" "$baton" compile "$tmp/s.lua"
+check "compile -o - writes the IR to standard output" 0 '<algo name="allreduce_ring"' \
+  bash -c 'cd "$1" && "$0" compile -q "$2" --param ranks=2 -o -' "$(realpath "$baton")" "$tmp" "$root/algorithms/allreduce_ring.lua"
+n=$((n + 1))
+if [ ! -e "$tmp/-" ]; then echo "ok $n - compile -o - creates no file named '-'"
+else echo "not ok $n - compile -o - created a file named '-'"; failed=$((failed + 1)); fi
 check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
 # A compiled custom collective carries its postcondition (expect=) in the IR.
 printf 'collective{kind="custom", ranks=4, chunks=2, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor r = 0, 2 do chunk(r, "input", 0, 2):copy(r + 1, "output", 0) end\n' > "$tmp/next.lua"

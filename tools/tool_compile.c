@@ -24,7 +24,7 @@ static const char compile_help[] =
   "\n"
   "options:\n"
   "  --param K=V      a script parameter (read with param(\"K\", default))\n"
-  "  -o FILE          write the IR here (default: standard output)\n"
+  "  -o FILE          write the IR here (default, or -o -: standard output)\n"
   "  --no-fuse        keep plain s / r / rrc steps (no rcs, rrs, rrcs)\n"
   "  --explain        print the readable listing to standard error too\n"
   "  --dot FILE       also write the schedule as a Graphviz digraph (see\n"
@@ -139,7 +139,7 @@ int tool_compile(int argc, char **argv) {
       if (!strchr(v, '=') || nparams == 128) { fprintf(stderr, "baton compile: --param wants KEY=VALUE, not '%s'\n", v); return 2; }
       params[nparams++] = v;
     } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
-      outpath = v;
+      outpath = strcmp(v, "-") ? v : NULL;   /* -o -: standard output, as without -o */
     } else if ((v = tool_opt(argc, argv, &i, "--dot"))) {
       dotpath = v;
     } else if ((v = tool_opt(argc, argv, &i, "--sizes"))) {
