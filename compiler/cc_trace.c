@@ -777,6 +777,16 @@ static int l_ref_tostring(lua_State *L) {
 /* param(name, default): a --param value, converted to the default's type. */
 static int l_param(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "baton.params_read");   /* for unread_params: the names in the order read */
+  if (lua_getfield(L, -1, name) == LUA_TNIL) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -3, name);
+    lua_getfield(L, LUA_REGISTRYINDEX, "baton.params_seq");
+    lua_pushstring(L, name);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
   lua_getfield(L, LUA_REGISTRYINDEX, "baton.params");
   lua_getfield(L, -1, name);
   if (lua_isnil(L, -1)) { lua_settop(L, 2); return 1; }
@@ -891,6 +901,45 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
     lua_settable(L, -3);
   }
   lua_setfield(L, LUA_REGISTRYINDEX, "baton.params");
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "baton.params_read");
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "baton.params_seq");
+}
+
+/* After the script ran: every --param it was given must have been read by
+ * param() (a key it never reads is a typo, or a parameter of another
+ * script, and would otherwise compile the default silently).  BT_OK, or
+ * BT_ERR_INVALID with "SCRIPT: --param KEY is never read by this script
+ * (it reads: ...)" in diag for the first such key (in key order). */
+static bt_result unread_params(lua_State *L, const char *script, rt_diag *diag) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "baton.params");
+  lua_getfield(L, LUA_REGISTRYINDEX, "baton.params_read");
+  const int given = lua_absindex(L, -2), read = lua_absindex(L, -1);
+  char bad[128] = "", names[512] = "";
+  size_t used = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, "baton.params_seq");   /* the names read, in order, for the message */
+  for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n && used < sizeof names - 1; i++) {
+    lua_rawgeti(L, -1, i);
+    int k = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", lua_tostring(L, -1));
+    used = k < 0 ? sizeof names - 1 : used + (size_t)k < sizeof names ? used + (size_t)k : sizeof names - 1;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  while (lua_next(L, given)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    lua_pushvalue(L, -1);
+    int was = lua_gettable(L, read) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!was && (!bad[0] || strcmp(lua_tostring(L, -1), bad) < 0)) snprintf(bad, sizeof bad, "%s", lua_tostring(L, -1));
+  }
+  lua_pop(L, 2);
+  if (!bad[0]) return BT_OK;
+  rt_diag_add(diag, "%s: --param %s is never read by this script (it reads: %s)", script, bad,
+              names[0] ? names : "no parameter");
+  return BT_ERR_INVALID;
 }
 
 void cc_trace_free(cc_trace *t) {
@@ -936,6 +985,7 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
   if (!L) { cc_mem_leave(prev); cc_trace_free(t); return t->mem && t->mem->over ? BT_ERR_INVALID : BT_ERR_NOMEM; }
   register_dsl(L, t, params, nparams);
   bt_result res = cc_lua_run(L, src, strlen(src), name, diag);
+  if (res == BT_OK) res = unread_params(L, name, diag);
   if (res == BT_OK) {   /* the postcondition: its message needs no traceback */
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, l_finish, 1);
