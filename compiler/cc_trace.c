@@ -218,6 +218,29 @@ static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
 }
 
 
+/* Raises "WHAT: unknown KIND 'KEY' (it takes a, b, ...)" for the first
+ * key of the table at `at` that is not in the NULL-terminated `known` (a
+ * misspelt field would otherwise be ignored and its default used). */
+static void check_keys(lua_State *L, int at, const char *const *known, const char *what, const char *kind) {
+  at = lua_absindex(L, at);
+  lua_pushnil(L);
+  while (lua_next(L, at)) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int ok = 0;
+    for (int i = 0; k && known[i] && !ok; i++) ok = !strcmp(k, known[i]);
+    if (ok) continue;
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; known[i] && used < sizeof list - 1; i++) {
+      int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", known[i]);
+      used = n < 0 ? sizeof list - 1 : used + (size_t)n < sizeof list ? used + (size_t)n : sizeof list - 1;
+    }
+    if (k) luaL_error(L, "%s: unknown %s '%s' (it takes %s)", what, kind, k, list);
+    luaL_error(L, "%s: a %s must be a name (it takes %s)", what, kind, list);
+  }
+}
+
 /* Reads the optional options table at index `at`: ch, sendtb, recvtb. */
 static void read_opts(lua_State *L, int at, cc_op *op) {
   op->ch = op->sendtb = op->recvtb = -1;
@@ -276,6 +299,10 @@ static int l_collective(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (t->declared) luaL_error(L, "collective{} called twice");
   t->decl_line = script_line(L);
+  static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
+                                       "name", "minbytes", "maxbytes", "topology", "expect", "tileorder",
+                                       "interleave", NULL};
+  check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
   if (!kind) luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall or custom");
@@ -333,6 +360,8 @@ static int l_collective(lua_State *L) {
   t->maxbytes = (uint64_t)maxb;
   lua_getfield(L, 1, "topology");
   if (lua_istable(L, -1)) {
+    static const char *const topo[] = {"nodes", "gpus", NULL};
+    check_keys(L, -1, topo, "collective{} topology", "field");
     lua_getfield(L, -1, "nodes");
     lua_Integer nodes = luaL_checkinteger(L, -1);
     lua_getfield(L, -2, "gpus");
