@@ -247,6 +247,8 @@ static void read_opts(lua_State *L, int at, cc_op *op) {
   if (lua_isnoneornil(L, at)) return;
   luaL_checktype(L, at, LUA_TTABLE);
   static const char *const keys[] = {"ch", "sendtb", "recvtb"};
+  static const char *const known[] = {"ch", "sendtb", "recvtb", NULL};
+  check_keys(L, at, known, "copy/reduce options", "option");
   int *dst[] = {&op->ch, &op->sendtb, &op->recvtb};
   for (int i = 0; i < 3; i++) {
     lua_getfield(L, at, keys[i]);

@@ -96,6 +96,10 @@ check "a --param the script never reads is an error naming it" 1 \
 printf 'collective{kind="allreduce", ranks=2, protocl="LL"}\n' > "$tmp/typo.lua"
 check "an unknown collective{} field is an error naming it and the script line" 1 \
   "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks" "$baton" compile -q "$tmp/typo.lua" -o "$tmp/typo.xml"
+printf 'collective{kind="allreduce", ranks=2}\nfor r = 0, 1 do chunk(r, "input", 0):copy((r + 1) %% 2, "scratch", 0, {chanel = 1}) end\n' > "$tmp/typo2.lua"
+check "an unknown copy option is an error naming it and the script line" 1 \
+  "typo2.lua:2: copy/reduce options: unknown option 'chanel' (it takes ch, sendtb, recvtb)" \
+  "$baton" compile -q "$tmp/typo2.lua" -o "$tmp/typo2.xml"
 check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
 # A compiled custom collective carries its postcondition (expect=) in the IR.
 printf 'collective{kind="custom", ranks=4, chunks=2, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor r = 0, 2 do chunk(r, "input", 0, 2):copy(r + 1, "output", 0) end\n' > "$tmp/next.lua"

@@ -13,6 +13,11 @@
 -- on to copy() and reduce()).
 local allpairs = {}
 
+-- The options copy() and reduce() take, out of a phase's opts.
+local function step(opts)
+  return {ch = opts.ch, sendtb = opts.sendtb, recvtb = opts.recvtb}
+end
+
 local function at(index, j, count)
   if type(index) == "function" then return index(j) end
   return index + (j - 1) * count
@@ -34,10 +39,10 @@ function allpairs.reduce(ranks, buffer, index, opts)
     for j = 1, n do
       local idx = at(index, j, count)
       refs[j] = chunk(ranks[j], buffer, idx, count)
-      if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, opts) end
+      if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, step(opts)) end
       for k = 1, n - 1 do
         local i = (j + k - 1) % n + 1   -- the next ranks first: every sender starts with a different receiver
-        refs[j] = refs[j]:reduce(chunk(ranks[i], buffer, idx, count), opts)
+        refs[j] = refs[j]:reduce(chunk(ranks[i], buffer, idx, count), step(opts))
       end
     end
     return refs
@@ -45,7 +50,7 @@ function allpairs.reduce(ranks, buffer, index, opts)
   for j = 1, n do
     for i = 1, n do
       if i ~= j then
-        chunk(ranks[i], buffer, at(index, j, count), count):copy(ranks[j], scratch, (i - 1) * count, opts)
+        chunk(ranks[i], buffer, at(index, j, count), count):copy(ranks[j], scratch, (i - 1) * count, step(opts))
       end
     end
   end
@@ -53,9 +58,9 @@ function allpairs.reduce(ranks, buffer, index, opts)
   for j = 1, n do
     local idx = at(index, j, count)
     refs[j] = chunk(ranks[j], buffer, idx, count)
-    if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, opts) end
+    if opts.output then refs[j] = refs[j]:copy(ranks[j], opts.output, idx, step(opts)) end
     for i = 1, n do
-      if i ~= j then refs[j] = refs[j]:reduce(chunk(ranks[j], scratch, (i - 1) * count, count), opts) end
+      if i ~= j then refs[j] = refs[j]:reduce(chunk(ranks[j], scratch, (i - 1) * count, count), step(opts)) end
     end
   end
   return refs
@@ -69,7 +74,7 @@ function allpairs.all_gather(ranks, buffer, index, opts)
     for i = 1, n do
       if i ~= j then
         local idx = at(index, j, count)
-        chunk(ranks[j], buffer, idx, count):copy(ranks[i], buffer, idx, opts)
+        chunk(ranks[j], buffer, idx, count):copy(ranks[i], buffer, idx, step(opts))
       end
     end
   end

@@ -12,12 +12,17 @@
 -- the last rank back to the first.  In the last three, ranks[j] owns the
 -- chunks at index(j) when `index` is a function, at index + (j-1) * count when
 -- it is a number.  opts: count (consecutive chunks per message, 1), ch
--- (channel), sendtb / recvtb; opts is passed on to copy() and reduce().
+-- (channel), sendtb / recvtb (those three passed on to copy() and reduce()).
 -- opts.into(i) (reduce; reduce_scatter: opts.into(j, i)) -> buffer, index:
 -- where ranks[i] (i >= 2) keeps the sum instead of its own chunks, which
 -- stay untouched (an out-of-place ReduceScatter may not write its input);
 -- the compiler folds the local copy into the receive-reduce.
 local ring = {}
+
+-- The options copy() and reduce() take, out of a phase's opts.
+local function step(opts)
+  return {ch = opts.ch, sendtb = opts.sendtb, recvtb = opts.recvtb}
+end
 
 local function at(index, j, count)
   if type(index) == "function" then return index(j) end
@@ -38,7 +43,7 @@ function ring.reduce(ranks, buffer, index, opts)
   for i = 2, #ranks do
     local own = chunk(ranks[i], buffer, index, count)
     if opts.into then own = own:copy(ranks[i], opts.into(i)) end
-    acc = own:reduce(acc, opts)
+    acc = own:reduce(acc, step(opts))
   end
   return acc
 end
@@ -49,7 +54,7 @@ function ring.broadcast(ref, ranks, opts)
   opts = opts or {}
   local buffer, index = opts.buffer or ref.buffer, opts.index or ref.index
   for i = 1, #ranks do
-    ref = ref:copy(ranks[i], buffer, index, opts)
+    ref = ref:copy(ranks[i], buffer, index, step(opts))
   end
   return ref
 end
