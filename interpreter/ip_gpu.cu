@@ -14,19 +14,27 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 
+// Where a direct call's (ip_gargs.direct) values of input chunk c go,
+// from its element x0 on: chunk j of block q to rank q's output chunk
+// (rank, j).
+__device__ __forceinline__ ip_place direct_place(const ip_gargs &a, int64_t c, int64_t x0) {
+  const int64_t k = a.geom.k, q = c / k;
+  return {a.dout[q], (int64_t)a.rank * k + (c - q * k), x0};
+}
+
 // A piece of a direct call (ip_gargs.direct; embedding bags only, the
 // runtime sees to it): elements [from, from + n) of tile t of input chunk
-// c, computed straight into the owner's output -- chunk j of block q goes
-// to rank q's output chunk (rank, j).  Ends with a barrier.
+// c, computed straight into the owner's output (direct_place).  Ends with
+// a barrier.
 template <int DT, bool BAG>
 __device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t,
                                              int64_t from, int64_t n) {
   if constexpr (BAG) {
-    const int64_t at = t * a.tile + from, k = a.geom.k, q = c / k;
+    const int64_t at = t * a.tile + from;
     int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
     valid = valid < 0 ? 0 : valid > n ? n : valid;
     if (valid > 0) {
-      const ip_place pl = {a.dout[q], (int64_t)a.rank * k + (c - q * k), at};
+      const ip_place pl = direct_place(a, c, at);
       ip_ebag<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, nullptr, &pl);
       return;
     }
@@ -45,8 +53,7 @@ __device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, 
     const int64_t row0 = ir_geom_off(&a.geom, IR_BUF_INPUT, c);
     if (valid > 0) {
       if (a.direct) {
-        const int64_t k = a.geom.k, q = c / k;
-        const ip_place pl = {a.dout[q], (int64_t)a.rank * k + (c - q * k), 0};
+        const ip_place pl = direct_place(a, c, 0);
         ip_ebag<DT>(a, st, row0, (int)valid, nullptr, &pl, ctr);
       } else {
         int64_t dv;

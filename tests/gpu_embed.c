@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "baton.h"
 #include "ip_compute.h"
@@ -275,12 +274,6 @@ static void check_graph(void) {
   bufs_free(b);
 }
 
-static void CUDART_CB sleep_30ms(void *arg) {
-  (void)arg;
-  struct timespec ts = {0, 30 * 1000 * 1000};
-  nanosleep(&ts, NULL);
-}
-
 /* Work queued before a call on its owner's stream comes first: every rank
  * but 0 has its stream held 30 ms by the host, then poisons its output
  * on it (cudaMemsetAsync), then calls; rank 0's call starts at once.  A
@@ -293,9 +286,7 @@ static void check_order(void) {
   baton_result e = baton_group_start();
   for (int r = 0; r < nranks && !e; r++) {
     cudaSetDevice(dev_of(r));
-    if (r > 0 && (cudaLaunchHostFunc(streams[r], sleep_30ms, NULL) ||
-                  cudaMemsetAsync(b[r].dout, 0xff, out_elems(&s) * 4, streams[r])))
-      e = baton_cuda_error;
+    if (r > 0 && gpu_hold_and_poison(r, b[r].dout, out_elems(&s) * 4)) e = baton_cuda_error;
     if (!e)
       e = baton_embedding_alltoall(comms[r], b[r].dE, s.T * s.rows, s.D, s.ld, b[r].dI, b[r].L, b[r].dO, NULL, s.B,
                                    s.T, baton_sum, b[r].dout, baton_f32, streams[r]);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton.h"
 #include "tap.h"
@@ -78,6 +79,20 @@ static baton_result sync_all(void) {
     if (ae && !res) res = ae;
   }
   return res;
+}
+
+static inline void CUDART_CB gpu_sleep_30ms(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 30 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Queues on rank r's stream a 30 ms hold by the host, then poisons
+ * (all ones: NaN) `bytes` at buf: work a call made next on that stream
+ * must wait for.  cudaSuccess or the first error. */
+static inline cudaError_t gpu_hold_and_poison(int r, void *buf, size_t bytes) {
+  cudaError_t e = cudaLaunchHostFunc(streams[r], gpu_sleep_30ms, NULL);
+  return e ? e : cudaMemsetAsync(buf, 0xff, bytes, streams[r]);
 }
 
 /* CUDA graphs of one call on every rank, one graph per rank's stream. */
