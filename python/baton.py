@@ -14,10 +14,12 @@ stream given), so they can be captured in CUDA graphs.  baton chooses the
 fused program from those it loaded (BATON_ALGO_DIR, docs/FUSED.md).
 
 The library: baton.load(path) before anything else, else libbaton.so from
-beside this file's folder's build/ (a source checkout), else the system's.
+beside this file's folder's build/ (a source checkout), else the one
+installed with this module (PREFIX/lib), else the system's.
 """
 import ctypes
 import ctypes.util
+import glob
 import os
 
 _DTYPES = {'torch.float32': 0, 'torch.float16': 2, 'torch.bfloat16': 3}   # baton_f32, baton_f16, baton_bf16
@@ -41,8 +43,12 @@ def load(path=None):
     global _lib
     if _lib is not None and path is None:
         return _lib
-    candidates = [path] if path else [
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'build', 'libbaton.so'),
+    here = os.path.dirname(os.path.abspath(__file__))
+    # An installed module lives in PREFIX/share/baton/python; its library in PREFIX/lib or PREFIX/lib/<triplet>.
+    prefix = os.path.normpath(os.path.join(here, '..', '..', '..'))
+    installed = sorted(glob.glob(os.path.join(prefix, 'lib', 'libbaton.so.0')) +
+                       glob.glob(os.path.join(prefix, 'lib*', '*', 'libbaton.so.0')))
+    candidates = [path] if path else [os.path.join(here, '..', 'build', 'libbaton.so')] + installed + [
         ctypes.util.find_library('baton')]
     errors = []
     for c in candidates:
@@ -60,6 +66,11 @@ def load(path=None):
                   '): call baton.load(PATH) with the library built by meson (build/libbaton.so)')
 
 
+def version():
+    """baton's version, from the library loaded (baton_version)."""
+    return load().baton_version().decode()
+
+
 def _declare(lib):
     P, I, Z, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char * 128
     lib.baton_comm_init_all.argtypes = [ctypes.POINTER(P), I, ctypes.POINTER(I)]
@@ -69,6 +80,8 @@ def _declare(lib):
     lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
     lib.baton_embedding_alltoall.argtypes = [P, P, Z, Z, Z, P, Z, P, P, Z, Z, I, P, I, P]
     lib.baton_gemm_alltoall.argtypes = [P, P, Z, P, Z, P, P, Z, Z, Z, I, P]
+    lib.baton_version.argtypes = []
+    lib.baton_version.restype = ctypes.c_char_p
     lib.baton_comm_last_algorithm.argtypes = [P]
     lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
     lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]

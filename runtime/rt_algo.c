@@ -4,8 +4,10 @@
 #include "ip_gpu.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ip_cpu.h"
 #include "ir_check.h"
@@ -253,8 +255,28 @@ bt_result rt_algos_load_files(rt_algos **out, int nranks, const char *files, con
   return BT_OK;
 }
 
+const char *rt_algos_default_dir(int nranks, char *buf, size_t n) {
+#ifdef BATON_DEFAULT_SETS
+  struct stat st;
+  snprintf(buf, n, "%s/%d", BATON_DEFAULT_SETS, nranks);
+  if (!stat(buf, &st) && S_ISDIR(st.st_mode)) return buf;
+#else
+  (void)nranks, (void)n;
+#endif
+  buf[0] = 0;
+  return NULL;
+}
+
 bt_result rt_algos_load(rt_algos **out, int nranks) {
-  CHECK(rt_algos_load_files(out, nranks, rt_param_str(RT_PARAM_ALGO_FILES), rt_param_str(RT_PARAM_ALGO_DIR)));
+  const char *dir = rt_param_str(RT_PARAM_ALGO_DIR);
+  char def[4096];
+  if (!*rt_param_str(RT_PARAM_ALGO_FILES) && !*dir && !*rt_param_str(RT_PARAM_MSCCL_FILES) &&
+      rt_algos_default_dir(nranks, def, sizeof def)) {
+    LOG_INFO(RT_SUB_RUNTIME, "no BATON_ALGO_FILES, BATON_ALGO_DIR or MSCCL_XML_FILES: the installed default set for %d "
+             "ranks (%s)", nranks, def);
+    dir = def;
+  }
+  CHECK(rt_algos_load_files(out, nranks, rt_param_str(RT_PARAM_ALGO_FILES), dir));
   bt_result res = load_list(*out, rt_param_str(RT_PARAM_MSCCL_FILES));
   if (res) { rt_algos_free(*out); *out = NULL; }
   return res;

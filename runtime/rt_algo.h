@@ -30,8 +30,15 @@ typedef struct rt_algo {
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
  * MSCCL_XML_FILES (in that order; a file named twice loads once) and keeps
  * the valid ones written for `nranks` ranks.  A rejected file is a WARN
- * line saying why; a file for another rank count an INFO line. */
+ * line saying why; a file for another rank count an INFO line.  When none
+ * of the three is set, the installed default set for `nranks` ranks
+ * (rt_algos_default_dir), if there is one. */
 bt_result rt_algos_load(rt_algos **out, int nranks);
+
+/* The installed default set's folder for `nranks` ranks
+ * (PREFIX/share/baton/default/N, made by `baton set N` at install) into buf,
+ * or NULL (buf empty) when baton is not installed or has no set for N. */
+const char *rt_algos_default_dir(int nranks, char *buf, size_t n);
 
 /* The same from an explicit colon-separated list (tests, tools). */
 bt_result rt_algos_load_files(rt_algos **out, int nranks, const char *files, const char *dir);

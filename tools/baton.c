@@ -6,6 +6,7 @@
 
 static const tool_cmd cmds[] = {
   {"compile", tool_compile, "compile a Lua algorithm script into verified XML IR"},
+  {"set",     tool_set,     "compile the default algorithm set for N ranks (one program per collective and size range)"},
   {"verify",  tool_verify,  "validate IR files, run them on the CPU executor and check the result"},
   {"explain", tool_explain, "print a readable per-rank, per-thread-block listing of IR files"},
   {"ops",     tool_ops,     "print the IR opcode table (Markdown)"},

@@ -5,8 +5,7 @@
 # OUTDIR.   Usage: tools/gpu_prep.sh [--fused] BATON ALGORITHMS_DIR CORPUS_DIR RANKS OUTDIR
 # OUTDIR/default/ gets one program per collective and size range, for
 # BATON_ALGO_DIR (the drop-in library, nccl-tests, baton_gemv_allreduce):
-# the ranges are the crossovers docs/PERFORMANCE.md reports, provisional
-# until measured.  OUTDIR/fused/ gets the fused programs (GEMV +
+# `baton set RANKS` makes it.  OUTDIR/fused/ gets the fused programs (GEMV +
 # AllReduce, embedding bags + AllToAll, GEMM + AllToAll) in every form,
 # for tests/gpu_fused, gpu_embed and gpu_moe; --fused makes only those.
 set -eu
@@ -83,46 +82,6 @@ if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile alltonext alltonext.lua nodes=2 gpus=$half
   compile allreduce_altring allreduce_altring.lua nodes=2 gpus=$half
 fi
-mkdir -p "$out/default"
-ranged() {  # ranged NAME SCRIPT SIZES PARAMS...
-  local name=$1 script=$2 sizes=$3; shift 3
-  local params=()
-  for p in "$@"; do params+=(--param "$p"); done
-  "$baton" compile -q "$algs/$script" "${params[@]}" --sizes "$sizes" -o "$out/default/${name}_${ranks}r.xml"
-}
-# Each all-pairs range twice: the out-of-place program (taken for
-# out-of-place calls: no copy of the input) and the in-place one.
-# AllReduce: one-shot LL to 64 KiB, one-shot LL128 to 512 KiB (4 MiB on 2
-# GPUs: it moves (n-1)x the data, little for n = 2), two-shot LL128 to 8 MiB
-# (its all-gather on channel 1, so the reduce chain fuses: agch=1; on 2 GPUs
-# the plain one), ring above (docs/PERFORMANCE.md, sixth run).
-one=524288 ag=agch=1; [ "$ranks" -le 2 ] && one=4194304 ag=agch=0
-ranged allreduce_1_allpairs1_chain_oop allreduce_allpairs.lua :64K $r shot=1 inplace=0 chain=1
-ranged allreduce_1_allpairs1_chain allreduce_allpairs.lua :64K $r shot=1 chain=1
-ranged allreduce_2_allpairs1_chain_oop_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 inplace=0 chain=1 protocol=LL128
-ranged allreduce_2_allpairs1_chain_ll128 allreduce_allpairs.lua 65537:$one $r shot=1 chain=1 protocol=LL128
-ranged allreduce_3_allpairs2_chain_oop_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 inplace=0 chain=1 protocol=LL128 $ag
-ranged allreduce_3_allpairs2_chain_ll128 allreduce_allpairs.lua $((one + 1)):8M $r shot=2 chain=1 protocol=LL128 $ag
-ranged allreduce_4_ring allreduce_ring.lua 8388609: $r instances=2 threads=256
-ranged allgather_1_allpairs_oop allgather_allpairs.lua :1M $r inplace=0
-ranged allgather_1_allpairs allgather_allpairs.lua :1M $r
-ranged allgather_2_allpairs_oop allgather_allpairs.lua 1048577: $r inplace=0 protocol=Simple
-ranged allgather_3_ring allgather_ring.lua 1048577: $r
-ranged reducescatter_1_allpairs_chain reducescatter_allpairs.lua :128K $r chain=1
-ranged reducescatter_2_allpairs_chain_ll128 reducescatter_allpairs.lua 131073:4M $r chain=1 protocol=LL128
-ranged reducescatter_3_ring_oop reducescatter_ring.lua 4194305: $r inplace=0 instances=2
-ranged reducescatter_4_ring reducescatter_ring.lua : $r
-# AllToAll: direct LL to 64 KiB, LL128 to 4 MiB, Simple above (seventh run).
-ranged alltoall_1_direct_ll alltoall_direct.lua :64K $r protocol=LL
-ranged alltoall_2_direct_ll128 alltoall_direct.lua 65537:4M $r protocol=LL128
-ranged alltoall_3_direct alltoall_direct.lua 4194305: $r
-# GEMV + AllReduce (fused): all pairs to 1 MiB of y, the ring above.
-ranged gemv_allreduce_1_allpairs gemv_allreduce.lua :1M $r
-ranged gemv_allreduce_2_ring gemv_allreduce.lua 1048577: $r form=ring protocol=LL128
-# Embedding bags + AllToAll (fused): sum, mean and weighted sums, Simple.
-ranged embedding_alltoall_sum embedding_alltoall.lua : $r
-ranged embedding_alltoall_mean embedding_alltoall.lua : $r mode=mean
-ranged embedding_alltoall_w embedding_alltoall.lua : $r weighted=1
-# GEMM + AllToAll (fused, the mixture-of-experts combine): Simple.
-ranged moe_combine moe_combine.lua : $r
+# The default set: one program per collective and size range (baton set).
+"$baton" set "$ranks" -q --algorithms "$algs" -o "$out/default"
 if [ -d "$corpus" ]; then cp "$corpus"/*.xml "$out/" 2>/dev/null || true; fi

@@ -16,6 +16,7 @@ int tool_explain(int argc, char **argv);
 int tool_ops(int argc, char **argv);
 int tool_params(int argc, char **argv);
 int tool_bench(int argc, char **argv);
+int tool_set(int argc, char **argv);
 
 /* Shared option parsing: returns the value of "--name V" or "--name=V" at
  * argv[*i] (advancing *i), or NULL when argv[*i] is not that option. */

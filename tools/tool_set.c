@@ -1,0 +1,196 @@
+/* tool_set.c -- `baton set`: the default algorithm set for N ranks, one
+ * program per collective and size range, compiled in one command. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static const char set_help[] =
+  "usage: baton set RANKS [-o DIR] [--algorithms DIR] [-q]\n"
+  "\n"
+  "Compiles baton's default algorithm set for RANKS ranks into DIR (default\n"
+  "./baton-RANKS): for each collective (AllReduce, AllGather, ReduceScatter,\n"
+  "AllToAll) and each fused operator (GEMV + AllReduce, embedding bags +\n"
+  "AllToAll, GEMM + AllToAll), one verified IR file per message-size range,\n"
+  "so that the runtime picks the program measured fastest for each size.\n"
+  "Point BATON_ALGO_DIR at DIR (docs/RUNTIME.md).  An installed baton also\n"
+  "ships the sets for 2, 4 and 8 ranks, which the runtime finds by itself.\n"
+  "\n"
+  "options:\n"
+  "  -o DIR            where the IR files go (created if missing)\n"
+  "  --algorithms DIR  the Lua algorithm scripts (default: the installed\n"
+  "                    ones, else the source tree baton was built from)\n"
+  "  -q, --quiet       no line per program\n";
+
+/* Room for one program's compile command line. */
+enum { SET_MAX_ARGS = 32, SET_PATH = PATH_MAX };
+
+typedef struct set_ctx {
+  int ranks, quiet, failed, written;
+  const char *algs, *out;
+} set_ctx;
+
+/* Compiles one program of the set: `script` (a file of the algorithm
+ * folder) with the space-separated `params` and ranks=N, for messages of
+ * lo..hi bytes (hi 0: no upper bound), into OUT/NAME_Nr.xml.  A failure
+ * is counted and the set goes on, so one report names every bad entry. */
+static void entry(set_ctx *c, const char *name, const char *script, long long lo, long long hi,
+                  const char *params) {
+  char path[SET_PATH], out[SET_PATH], sizes[64], pbuf[256], rbuf[32], lob[24] = "", hib[24] = "";
+  char *argv[SET_MAX_ARGS];
+  int argc = 0;
+  snprintf(path, sizeof path, "%s/%s", c->algs, script);
+  snprintf(out, sizeof out, "%s/%s_%dr.xml", c->out, name, c->ranks);
+  if (lo > 0) snprintf(lob, sizeof lob, "%lld", lo);
+  if (hi > 0) snprintf(hib, sizeof hib, "%lld", hi);
+  snprintf(sizes, sizeof sizes, "%s:%s", lob, hib);
+  snprintf(rbuf, sizeof rbuf, "ranks=%d", c->ranks);
+  snprintf(pbuf, sizeof pbuf, "%s", params);
+  argv[argc++] = "compile";
+  argv[argc++] = "-q";
+  argv[argc++] = path;
+  argv[argc++] = "--param";
+  argv[argc++] = rbuf;
+  char *save = NULL;
+  for (char *p = strtok_r(pbuf, " ", &save); p && argc < SET_MAX_ARGS - 6; p = strtok_r(NULL, " ", &save)) {
+    argv[argc++] = "--param";
+    argv[argc++] = p;
+  }
+  argv[argc++] = "--sizes";
+  argv[argc++] = sizes;
+  argv[argc++] = "-o";
+  argv[argc++] = out;
+  argv[argc] = NULL;
+  if (tool_compile(argc, argv)) {
+    fprintf(stderr, "baton set: %s (%s %s, sizes %s) failed\n", name, script, params, sizes);
+    c->failed++;
+    return;
+  }
+  c->written++;
+  if (!c->quiet) printf("%s  %s %s, bytes %s\n", out, script, params, sizes);
+}
+
+/* The set.  The size ranges are the crossovers measured on H200s over
+ * NVLink (docs/PERFORMANCE.md); every range has an out-of-place program
+ * (no copy of the input) and an in-place one where they differ. */
+static void default_set(set_ctx *c) {
+  const long long K = 1024, M = 1024 * 1024;
+  /* One-shot AllReduce moves (n-1)x the data: on 2 ranks that is little,
+   * so it runs to 4 MiB there, to 512 KiB on more. */
+  long long one = c->ranks <= 2 ? 4 * M : 512 * K;
+  const char *two = c->ranks <= 2 ? "shot=2 inplace=0 chain=1 protocol=LL128"
+                                  : "shot=2 inplace=0 chain=1 protocol=LL128 agch=1";
+  const char *two_ip = c->ranks <= 2 ? "shot=2 chain=1 protocol=LL128" : "shot=2 chain=1 protocol=LL128 agch=1";
+  entry(c, "allreduce_1_allpairs1_chain_oop", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 inplace=0 chain=1");
+  entry(c, "allreduce_1_allpairs1_chain", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 chain=1");
+  entry(c, "allreduce_2_allpairs1_chain_oop_ll128", "allreduce_allpairs.lua", 64 * K + 1, one,
+        "shot=1 inplace=0 chain=1 protocol=LL128");
+  entry(c, "allreduce_2_allpairs1_chain_ll128", "allreduce_allpairs.lua", 64 * K + 1, one, "shot=1 chain=1 protocol=LL128");
+  entry(c, "allreduce_3_allpairs2_chain_oop_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two);
+  entry(c, "allreduce_3_allpairs2_chain_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two_ip);
+  entry(c, "allreduce_4_ring", "allreduce_ring.lua", 8 * M + 1, 0, "instances=2 threads=256");
+  entry(c, "allgather_1_allpairs_oop", "allgather_allpairs.lua", 0, M, "inplace=0");
+  entry(c, "allgather_1_allpairs", "allgather_allpairs.lua", 0, M, "");
+  entry(c, "allgather_2_allpairs_oop", "allgather_allpairs.lua", M + 1, 0, "inplace=0 protocol=Simple");
+  entry(c, "allgather_3_ring", "allgather_ring.lua", M + 1, 0, "");
+  entry(c, "reducescatter_1_allpairs_chain", "reducescatter_allpairs.lua", 0, 128 * K, "chain=1");
+  entry(c, "reducescatter_2_allpairs_chain_ll128", "reducescatter_allpairs.lua", 128 * K + 1, 4 * M,
+        "chain=1 protocol=LL128");
+  entry(c, "reducescatter_3_ring_oop", "reducescatter_ring.lua", 4 * M + 1, 0, "inplace=0 instances=2");
+  entry(c, "reducescatter_4_ring", "reducescatter_ring.lua", 0, 0, "");
+  entry(c, "alltoall_1_direct_ll", "alltoall_direct.lua", 0, 64 * K, "protocol=LL");
+  entry(c, "alltoall_2_direct_ll128", "alltoall_direct.lua", 64 * K + 1, 4 * M, "protocol=LL128");
+  entry(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "");
+  entry(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "");
+  entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", M + 1, 0, "form=ring protocol=LL128");
+  entry(c, "embedding_alltoall_sum", "embedding_alltoall.lua", 0, 0, "");
+  entry(c, "embedding_alltoall_mean", "embedding_alltoall.lua", 0, 0, "mode=mean");
+  entry(c, "embedding_alltoall_w", "embedding_alltoall.lua", 0, 0, "weighted=1");
+  entry(c, "moe_combine", "moe_combine.lua", 0, 0, "");
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return !stat(p, &st) && S_ISDIR(st.st_mode);
+}
+
+/* The algorithm scripts: the installed ones (BIN/../share/baton/algorithms
+ * beside this executable), else the source tree this baton was built from. */
+static const char *find_algorithms(char *buf) {   /* buf: PATH_MAX bytes */
+  char exe[SET_PATH];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      char rel[SET_PATH + 32];
+      snprintf(rel, sizeof rel, "%s/../share/baton/algorithms", exe);
+      if (is_dir(rel) && realpath(rel, buf)) return buf;
+    }
+  }
+#ifdef BATON_SOURCE_ALGORITHMS
+  if (is_dir(BATON_SOURCE_ALGORITHMS)) return BATON_SOURCE_ALGORITHMS;
+#endif
+  return NULL;
+}
+
+/* mkdir -p. */
+static int make_dirs(const char *dir) {
+  char p[SET_PATH];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = 0;
+    if (mkdir(p, 0777) && errno != EEXIST) return -1;
+    *s = '/';
+  }
+  return mkdir(p, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+int tool_set(int argc, char **argv) {
+  if (tool_wants_help(argc, argv)) { fputs(set_help, stdout); return 0; }
+  set_ctx c = {0};
+  const char *ranks = NULL;
+  char outbuf[64], algbuf[SET_PATH];
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if ((v = tool_opt(argc, argv, &i, "-o"))) {
+      c.out = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--algorithms"))) {
+      c.algs = v;
+    } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+      c.quiet = 1;
+    } else if (argv[i][0] == '-' || ranks) {
+      fprintf(stderr, "baton set: unexpected '%s'\n%s", argv[i], set_help);
+      return 2;
+    } else {
+      ranks = argv[i];
+    }
+  }
+  long long n;
+  if (!ranks) { fputs(set_help, stderr); return 2; }
+  if (!tool_int("set", "RANKS", ranks, 2, 4096, &n)) return 2;
+  c.ranks = (int)n;
+  if (!c.out) {
+    snprintf(outbuf, sizeof outbuf, "baton-%d", c.ranks);
+    c.out = outbuf;
+  }
+  if (!c.algs && !(c.algs = find_algorithms(algbuf))) {
+    fprintf(stderr, "baton set: cannot find the algorithm scripts (no share/baton/algorithms beside this baton): "
+                    "give --algorithms DIR\n");
+    return 2;
+  }
+  if (!is_dir(c.algs)) { fprintf(stderr, "baton set: --algorithms %s is not a folder\n", c.algs); return 2; }
+  if (make_dirs(c.out)) { fprintf(stderr, "baton set: cannot create %s: %s\n", c.out, strerror(errno)); return 1; }
+  default_set(&c);
+  if (!c.quiet || c.failed)
+    fprintf(stderr, "baton set: %d programs for %d ranks in %s%s\n", c.written, c.ranks, c.out,
+            c.failed ? ", some failed (above)" : "");
+  return c.failed ? 1 : 0;
+}
