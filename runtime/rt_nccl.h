@@ -19,6 +19,7 @@ struct ncclComm {
   int rank, nranks, dev;  /* known at creation (the real comm's when present) */
   int nonblocking;        /* created with config->blocking == 0: NCCL only */
   ncclUniqueId id;        /* without NCCL: baton's id, for a deferred init */
+  unsigned long long on_baton, on_nccl;   /* AllReduce/AllGather/ReduceScatter/AllToAll calls run on each */
 };
 
 /* The real NCCL: one function pointer per row of rt_nccl.def (NULL where
@@ -82,7 +83,9 @@ void rt_nccl_group_defer(struct ncclComm *c);
  * group of ncclCommInitRank calls of one thread needs. */
 ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n);
 
-/* True when baton could run anything: an algorithm source is set. */
-int rt_nccl_baton_wanted(void);
+/* True when baton could run anything on a communicator of `nranks`
+ * ranks: BATON_ENABLE is 1 and an algorithm source is set (BATON_ALGO_*,
+ * MSCCL_XML_FILES) or the installed default set has programs for nranks. */
+int rt_nccl_baton_wanted(int nranks);
 
 #endif

@@ -8,6 +8,7 @@
 #include "rt_comm.h"
 #include "rt_log.h"
 #include "rt_nccl.h"
+#include "rt_param.h"
 
 _Static_assert((int)ncclSum == (int)baton_sum && (int)ncclProd == (int)baton_prod && (int)ncclMax == (int)baton_max &&
                (int)ncclMin == (int)baton_min && (int)ncclAvg == (int)baton_avg, "NCCL's operators are baton's");
@@ -65,7 +66,7 @@ static void describe(const call *c, char *buf, size_t n) {
 /* Why baton cannot run the call, or NULL when it can (then *algo names
  * the algorithm it would choose). */
 static const char *baton_refuses(const call *c, const char **algo) {
-  if (!c->comm->baton) return "no baton communicator";
+  if (!c->comm->baton) return rt_param_int(RT_PARAM_ENABLE) ? "no baton communicator" : "baton is off (BATON_ENABLE=0)";
   int t = baton_type(c->type);
   if (t < 0) return "a type baton does not run";
   if ((int)c->op < 0 || (int)c->op >= (int)ncclNumOps) return "a custom operator";
@@ -92,6 +93,7 @@ static ncclResult_t run_baton(const call *c) {
   if (r)
     return rt_nccl_fail(rt_nccl_from_baton(r), "%s: baton failed: %s", d, baton_result_string(r));
   LOG_INFO(RT_SUB_NCCL, "%s: baton %s", d, baton_comm_last_algorithm(b));
+  c->comm->on_baton++;
   return ncclSuccess;
 }
 
@@ -113,6 +115,7 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
     return rt_nccl_fail(ncclInvalidUsage, "%s: %s, and there is no real NCCL to forward it to (%s)", d, why,
                         !n ? rt_nccl_real_why() : have ? "this communicator has none" : "the loaded NCCL lacks it");
   LOG_INFO(RT_SUB_NCCL, "%s: NCCL (%s)", d, why);
+  c->comm->on_nccl++;
   rt_nccl_clear_error();
   ncclComm_t rc = c->comm->real;
   switch (c->kind) {

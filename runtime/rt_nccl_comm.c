@@ -8,6 +8,7 @@
 
 #include "rt_log.h"
 #include "rt_nccl.h"
+#include "rt_param.h"
 
 static struct ncclComm *comm_new(void) {
   struct ncclComm *c = calloc(1, sizeof *c);
@@ -105,7 +106,7 @@ static ncclResult_t attach_over_nccl(const rt_nccl_real *n, struct ncclComm **v,
     if (!e) e = cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking);
     baton_unique_id id;
     memset(&id, 0, sizeof id);
-    if (!e && c->rank == 0 && rt_nccl_baton_wanted() && baton_get_unique_id(&id) != baton_success) {
+    if (!e && c->rank == 0 && rt_nccl_baton_wanted(c->nranks) && baton_get_unique_id(&id) != baton_success) {
       LOG_WARN(RT_SUB_NCCL, "rank 0: no baton unique id: this communicator runs on NCCL only");
       memset(&id, 0, sizeof id);
     }
@@ -192,6 +193,9 @@ out:
 /* Without NCCL: baton's communicator from the id the caller gave (one
  * baton_get_unique_id of ncclGetUniqueId); its failure is the init's. */
 static ncclResult_t attach_alone(struct ncclComm **v, int k) {
+  if (!rt_param_int(RT_PARAM_ENABLE))
+    return rt_nccl_fail(ncclInvalidUsage, "ncclCommInitRank: rank %d of %d: BATON_ENABLE=0 and no real NCCL (%s): "
+                        "nothing can run this communicator", v[0]->rank, v[0]->nranks, rt_nccl_real_why());
   job *jobs = calloc(k, sizeof *jobs);
   if (!jobs) return rt_nccl_fail(ncclSystemError, "out of memory creating %d communicators", k);
   for (int i = 0; i < k; i++) {
@@ -371,8 +375,11 @@ ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist
       r = n->CommInitAll(reals, ndev, devlist);
     }
   }
+  if (r == ncclSuccess && !n && !rt_param_int(RT_PARAM_ENABLE))
+    r = rt_nccl_fail(ncclInvalidUsage, "ncclCommInitAll: BATON_ENABLE=0 and no real NCCL (%s): nothing can run "
+                     "these communicators", rt_nccl_real_why());
   /* One process holds every rank: baton's side is made here, group or not. */
-  if (r == ncclSuccess && (!n || rt_nccl_baton_wanted())) {
+  if (r == ncclSuccess && (!n || rt_nccl_baton_wanted(ndev))) {
     baton_result br = baton_comm_init_all(b, ndev, devlist);
     if (br && !n)
       r = rt_nccl_fail(rt_nccl_from_baton(br), "ncclCommInitAll: %d devices: no real NCCL (%s) and baton could not "
@@ -420,11 +427,30 @@ ncclResult_t rt_nccl_CommFinalize(ncclComm_t comm) {
   return n && comm->real && n->CommFinalize ? n->CommFinalize(comm->real) : ncclSuccess;
 }
 
+/* The one line a run ends with (rank 0 of each communicator, at its
+ * destruction): how many of the collectives baton runs ran on it and how
+ * many on NCCL; a WARN when calls were made and none ran on baton. */
+static void summarize(const struct ncclComm *c) {
+  if (c->rank != 0 || c->on_baton + c->on_nccl == 0) return;
+  const char *why = c->baton ? "BATON_DEBUG=INFO says why for each call"
+                    : !rt_param_int(RT_PARAM_ENABLE) ? "BATON_ENABLE=0"
+                    : c->nonblocking ? "a non-blocking communicator is NCCL's"
+                    : "baton made no communicator: no algorithms for this rank count (BATON_ALGO_DIR, `baton set N`) "
+                      "or its creation failed (see the log)";
+  if (c->on_baton == 0)
+    LOG_WARN(RT_SUB_NCCL, "communicator of %d ranks destroyed: none of its %llu AllReduce/AllGather/ReduceScatter/"
+             "AllToAll calls ran on baton, all on NCCL (%s)", c->nranks, c->on_nccl, why);
+  else
+    LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks destroyed: %llu AllReduce/AllGather/ReduceScatter/AllToAll calls "
+             "ran on baton, %llu on NCCL", c->nranks, c->on_baton, c->on_nccl);
+}
+
 ncclResult_t rt_nccl_CommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;   /* as NCCL: destroying NULL does nothing */
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommDestroy");
   if (r) return r;
   const rt_nccl_real *n = rt_nccl_real_get();
+  summarize(comm);
   if (comm->baton) baton_comm_destroy(comm->baton);
   if (n && comm->real) r = n->CommDestroy(comm->real);
   comm_free(comm);
@@ -436,6 +462,7 @@ ncclResult_t rt_nccl_CommAbort(ncclComm_t comm) {
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommAbort");
   if (r) return r;
   const rt_nccl_real *n = rt_nccl_real_get();
+  summarize(comm);
   if (comm->baton) {
     baton_comm_abort(comm->baton);
     baton_comm_destroy(comm->baton);

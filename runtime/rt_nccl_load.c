@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rt_algo.h"
 #include "rt_log.h"
 #include "rt_nccl.h"
 #include "rt_param.h"
@@ -100,9 +101,11 @@ const char *rt_nccl_real_why(void) {
   return have_real ? "" : why;
 }
 
-int rt_nccl_baton_wanted(void) {
+int rt_nccl_baton_wanted(int nranks) {
+  char def[4096];
+  if (!rt_param_int(RT_PARAM_ENABLE)) return 0;
   return *rt_param_str(RT_PARAM_ALGO_FILES) || *rt_param_str(RT_PARAM_ALGO_DIR) ||
-         *rt_param_str(RT_PARAM_MSCCL_FILES);
+         *rt_param_str(RT_PARAM_MSCCL_FILES) || rt_algos_default_dir(nranks, def, sizeof def);
 }
 
 ncclComm_t rt_nccl_real_comm(ncclComm_t c) {

@@ -40,6 +40,8 @@ baton_result baton_group_end(void) {
 struct baton_comm { int rank, nranks; const char *last; };
 
 const char *baton_version(void) { return "fake"; }
+/* No installed default set: only BATON_ALGO_FILES makes baton wanted. */
+const char *rt_algos_default_dir(int nranks, char *buf, size_t n) { buf[0] = 0; return NULL; }
 const char *baton_result_string(baton_result r) { return r ? "fake error" : "ok"; }
 
 baton_result baton_get_unique_id(baton_unique_id *id) {

@@ -37,6 +37,36 @@ static void expect(const char *nccl, const char *baton, const char *what) {
   fake_baton_log_clear();
 }
 
+/* True when the log (BATON_DEBUG_FILE) holds `line`. */
+static int logged(const char *line) {
+  const char *path = getenv("BATON_DEBUG_FILE");
+  FILE *f = path ? fopen(path, "r") : NULL;
+  char buf[1024];
+  int found = 0;
+  while (f && !found && fgets(buf, sizeof buf, f)) found = strstr(buf, line) != NULL;
+  if (f) fclose(f);
+  return found;
+}
+
+/* BATON_ENABLE=0: baton loaded but off. */
+static int run_off(void) {
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = NULL;
+  ok(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess && comm, "ncclCommInitRank with BATON_ENABLE=0");
+  ok(!strstr(fake_baton_log(), "baton_comm_init"), "makes no baton communicator");
+  nccl_clear();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess &&
+     strstr(nccl_log(), "ncclAllReduce(0x1000, 0x2000, 8,") && !*fake_baton_log(),
+     "an AllReduce baton would run goes to NCCL");
+  ok(logged("AllReduce: count 8") && logged("NCCL (baton is off (BATON_ENABLE=0))"), "and the INFO line says why");
+  ncclCommDestroy(comm);
+  ok(logged("WARN") && logged("communicator of 1 ranks destroyed: none of its 1 AllReduce/AllGather/ReduceScatter/"
+                               "AllToAll calls ran on baton, all on NCCL (BATON_ENABLE=0)"),
+     "its destruction WARNs that nothing ran on baton, and why");
+  return tap_done();
+}
+
 int main(int argc, char **argv) {
   int v = 0;
   ncclGetVersion(&v);
@@ -46,6 +76,8 @@ int main(int argc, char **argv) {
   nccl_log = (const char *(*)(void))dlsym(dl, "fake_nccl_log");
   nccl_clear = (void (*)(void))dlsym(dl, "fake_nccl_log_clear");
   nccl_clear();
+  const char *en = getenv("BATON_ENABLE");
+  if (en && !strcmp(en, "0")) return run_off();
   char want[4096];
 
   /* Creation: NCCL's communicator, then baton's bootstrapped over it. */
@@ -178,6 +210,12 @@ int main(int argc, char **argv) {
      "Destroy, Abort");
   ok(!strcmp(fake_baton_log(), "baton_comm_destroy(rank=0)\nbaton_comm_abort(rank=0)\nbaton_comm_destroy(rank=0)\n"
              "baton_comm_destroy(rank=0)\n"), "baton's communicators are destroyed (aborted first by ncclCommAbort)");
+  /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, a group of 2 and the failed group's 2;
+   * NCCL the AllReduce of 7, fp8, a custom operator, the mixed group's 4 and the group with a Send's 1. */
+  ok(logged("communicator of 1 ranks destroyed: 8 AllReduce/AllGather/ReduceScatter/AllToAll calls ran on baton, "
+            "8 on NCCL"), "the destruction's summary counts the calls run on baton and on NCCL");
+  ok(logged("communicator of 1 ranks destroyed: 1 AllReduce/AllGather/ReduceScatter/AllToAll calls ran on baton, "
+            "0 on NCCL"), "per communicator (the split one's)");
 
   /* One process, several devices: both sides made by ncclCommInitAll. */
   ncclComm_t all[1] = {NULL};
