@@ -42,10 +42,12 @@ const char *rt_nccl_real_why(void);
 /* The baton-side implementations of the OWN rows of rt_nccl.def. */
 #define F(ret, name, params, args, how) RT_NCCL_DECL_##how(ret, name, params)
 #define RT_NCCL_DECL_OWN(ret, name, params) ret rt_nccl_##name params;
+#define RT_NCCL_DECL_OWNC(ret, name, params) ret rt_nccl_##name params;
 #define RT_NCCL_DECL_FWD(ret, name, params)
 #include "rt_nccl.def"
 #undef F
 #undef RT_NCCL_DECL_OWN
+#undef RT_NCCL_DECL_OWNC
 #undef RT_NCCL_DECL_FWD
 
 /* ncclSuccess when c is a communicator of this library (and its device
@@ -54,8 +56,13 @@ const char *rt_nccl_real_why(void);
 ncclResult_t rt_nccl_comm_check(ncclComm_t c, const char *call);
 
 /* The real communicator of a communicator of this library; NULL for
- * NULL, and for a pointer that is not one of ours (WARN). */
+ * NULL; a pointer that is not one of ours is handed on unchanged when
+ * there is a real NCCL (it is the real NCCL's own), else NULL (WARN). */
 ncclComm_t rt_nccl_real_comm(ncclComm_t c);
+
+/* The real NCCL when c is a communicator this library did not make and a
+ * real NCCL is loaded (c is then the real NCCL's own); else NULL. */
+const rt_nccl_real *rt_nccl_foreign(ncclComm_t c);
 
 /* Errors: logs "what" at WARN, keeps it for ncclGetLastError, returns r. */
 ncclResult_t rt_nccl_fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,6 +7,12 @@
 /* OWN: the exported name calls baton's implementation. */
 #define RT_NCCL_BODY_OWN(ret, name, args) return rt_nccl_##name args;
 
+/* OWNC: the same, but a communicator of the real NCCL itself goes back to it. */
+#define RT_NCCL_BODY_OWNC(ret, name, args)                                 \
+  const rt_nccl_real *f_ = rt_nccl_foreign(comm);                           \
+  if (f_ && f_->name) return f_->name args;                                 \
+  return rt_nccl_##name args;
+
 /* FWD: to the real NCCL, after handing an open group to it. */
 #define RT_NCCL_BODY_FWD(ret, name, args)                                  \
   const rt_nccl_real *n_ = rt_nccl_real_get();                              \

@@ -108,9 +108,17 @@ int rt_nccl_baton_wanted(int nranks) {
          *rt_param_str(RT_PARAM_MSCCL_FILES) || rt_algos_default_dir(nranks, def, sizeof def);
 }
 
+const rt_nccl_real *rt_nccl_foreign(ncclComm_t c) {
+  if (!c || c->magic == RT_NCCL_MAGIC) return NULL;
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (n) LOG_TRACE(RT_SUB_NCCL, "communicator %p is not one of this library's: handed to the real NCCL as is", (void *)c);
+  return n;
+}
+
 ncclComm_t rt_nccl_real_comm(ncclComm_t c) {
   if (!c) return NULL;
   if (c->magic != RT_NCCL_MAGIC) {
+    if (rt_nccl_foreign(c)) return c;
     rt_nccl_fail(ncclInvalidArgument, "communicator %p was not made by this library", (void *)c);
     return NULL;
   }

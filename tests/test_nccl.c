@@ -191,10 +191,22 @@ static void test_fake(const char *fake_path, const char *logpath) {
   /* Bad communicators. */
   ok(ncclAllReduce(P(0x1000), P(0x2000), 1, ncclFloat32, ncclSum, NULL, STREAM) == ncclInvalidArgument,
      "ncclAllReduce on a NULL communicator: ncclInvalidArgument");
+  /* A communicator this library did not make is the real NCCL's own (NCCL
+   * calls its exported functions with its communicators, and those calls
+   * may land here): it goes to the real NCCL unchanged, which checks it. */
   int junk[32] = {0};
-  ok(ncclAllReduce(P(0x1000), P(0x2000), 1, ncclFloat32, ncclSum, (ncclComm_t)junk, STREAM) == ncclInvalidArgument,
-     "ncclAllReduce on memory that is not a communicator: ncclInvalidArgument");
-  ok_contains(ncclGetLastError(NULL), "is not a communicator of this library", "ncclGetLastError names it");
+  fake_clear();
+  ncclAllReduce(P(0x1000), P(0x2000), 1, ncclFloat32, ncclSum, (ncclComm_t)junk, STREAM);
+  char want_fwd[160];
+  snprintf(want_fwd, sizeof want_fwd, "ncclAllReduce(0x1000, 0x2000, 1, type=7, op=0, comm=%p, stream=0x5000)",
+           (void *)junk);
+  ok_contains(fake_log(), want_fwd, "ncclAllReduce on a communicator this library did not make goes to the real "
+              "NCCL as it is");
+  ncclResult_t aerr = ncclInternalError;
+  fake_clear();
+  ok(ncclCommGetAsyncError((ncclComm_t)junk, &aerr) == ncclSuccess, "so does ncclCommGetAsyncError");
+  snprintf(want_fwd, sizeof want_fwd, "ncclCommGetAsyncError(comm=%p)", (void *)junk);
+  ok_contains(fake_log(), want_fwd, "with the pointer unchanged");
 
   fake_clear();
   ok(ncclCommDestroy(sub) == ncclSuccess && ncclCommDestroy(c2) == ncclSuccess && ncclCommAbort(nb) == ncclSuccess,
@@ -245,6 +257,10 @@ static void test_missing(const char *logpath) {
   ok_contains(e, "and there is no real NCCL to forward it to (BATON_NCCL_LIB: /nonexistent/libnccl.so.2: ",
               "and why it could not run");
   ok(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  int junk[32] = {0};
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 1, ncclFloat32, ncclSum, (ncclComm_t)junk, STREAM) == ncclInvalidArgument,
+     "without NCCL, ncclAllReduce on memory that is not a communicator: ncclInvalidArgument");
+  ok_contains(ncclGetLastError(NULL), "is not a communicator of this library", "ncclGetLastError names it");
   char *text = tap_slurp(logpath);
   ok_contains(text, "baton WARN NCCL no real NCCL loaded: BATON_NCCL_LIB: /nonexistent/libnccl.so.2: cannot open", "one WARN at "
               "load names the missing library");

@@ -4,11 +4,11 @@
 # tools/torch_check.py, each with baton's libnccl.so.2 in front of NCCL.
 # nccl-tests is not part of baton: build it from its public source where
 # you like and set NCCL_TESTS to the folder holding the *_perf binaries.
-#   NCCL_TESTS=DIR ALGS=.device/algs/r4/default bash tools/gpu_nccl.sh
+#   NCCL_TESTS=DIR ALGS=DIR bash tools/gpu_nccl.sh   (ALGS: baton set 4 -o DIR)
 set -u
 out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0 BATON_DEBUG=${BATON_DEBUG:-INFO} BATON_DEBUG_SUBSYS=${BATON_DEBUG_SUBSYS:-NCCL,RUNTIME}
-export BATON_ALGO_DIR=${ALGS:-.device/algs/r4/default}
+export BATON_ALGO_DIR=${ALGS:?set ALGS to the set for 4 ranks (baton set 4 -o DIR)}
 lib=$PWD/build
 for t in all_reduce all_gather reduce_scatter alltoall; do
   bin=${NCCL_TESTS:?set NCCL_TESTS}/${t}_perf
