@@ -37,7 +37,7 @@ int cc_late(lower *w) {
   if (++w->ticks & 1023) return 0;
   if (!cc_budget_late(w->t->mem)) return 0;
   char m[300];
-  cc_err(w, w->t->decl_line, "%s", cc_budget_time_msg(w->t->mem, m, sizeof m));
+  cc_err(w, w->t->decl_line, "%s (while lowering)", cc_budget_time_msg(w->t->mem, m, sizeof m));
   w->late = 1;
   return 1;
 }
@@ -129,6 +129,38 @@ typedef struct layout { int P, I, B, C; int *K; } layout;
 
 static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return a; }
 
+/* The most channels a compiled program may have (a fixed limit). */
+#define CC_MAX_CHANNELS 64
+
+/* Reports that lay needs more than CC_MAX_CHANNELS channels, at the script
+ * line that asked for the last one: the first operation with the highest
+ * ch= of the code outside fragments or of the fragment that sets the
+ * count, or that fragment's parallelize() when its operations name no
+ * channel; the message says how the count comes about. */
+static void too_many_channels(lower *w, const layout *lay) {
+  const cc_trace *t = w->t;
+  int f = -1;   /* the fragment that sets C, or -1: the code outside fragments */
+  for (int i = 0; i < t->nfrags; i++)
+    if (lay->B + t->frags[i].n * lay->K[i] == lay->C && lay->C > lay->B) { f = i; break; }
+  int want = f < 0 ? lay->C - 1 : lay->K[f] - 1, line = 0, ch = -1;
+  for (int k = 0; k < t->nops && !line; k++) {
+    const cc_op *o = &t->ops[k];
+    if (o->frag == f + 1 && o->ch == want && want > 0) { line = o->line; ch = o->ch; }
+  }
+  if (!line) line = f >= 0 ? t->frags[f].line : t->decl_line;
+  char asked[64] = "", how[160] = "", inst[112] = "";
+  if (ch > 0) snprintf(asked, sizeof asked, "ch=%d: ", ch);
+  if (f >= 0)
+    snprintf(how, sizeof how, "%s%d outside parallelize + %d x %d for parallelize(%d) at %s:%d", lay->I > 1 ? "per instance " : "",
+             lay->B, t->frags[f].n, lay->K[f], t->frags[f].n, t->script, t->frags[f].line);
+  if (lay->I > 1)
+    snprintf(inst, sizeof inst, "%s%d per instance x %d instances set at %s:%d", f >= 0 ? "; " : "", lay->C, lay->I,
+             t->script, t->decl_line);
+  cc_err(w, line, "%sthe program needs %d channels%s%s%s%s, more than the %d a program may have (a fixed limit: "
+         "use fewer channels%s)", asked, lay->C * lay->I, *how || *inst ? " (" : "", how, inst, *how || *inst ? ")" : "",
+         CC_MAX_CHANNELS, lay->I > 1 || f >= 0 ? ", instances or parallelize pieces" : "");
+}
+
 /* Fills lay; 0 on an error (counted in w) or out of memory. */
 static int plan_layout(lower *w, layout *lay) {
   const cc_trace *t = w->t;
@@ -153,9 +185,8 @@ static int plan_layout(lower *w, layout *lay) {
   lay->C = lay->B > 0 ? lay->B : 1;
   for (int f = 0; f < t->nfrags; f++)
     if (lay->B + t->frags[f].n * lay->K[f] > lay->C) lay->C = lay->B + t->frags[f].n * lay->K[f];
-  if (lay->C * lay->I > 64) {
-    cc_err(w, t->nfrags ? t->frags[0].line : 0, "the program needs %d channels (%d per instance%s), more than 64",
-           lay->C * lay->I, lay->C, t->nfrags ? ", parallelize replicating its fragments' channels" : "");
+  if (lay->C * lay->I > CC_MAX_CHANNELS) {
+    too_many_channels(w, lay);
     return 0;
   }
   return 1;

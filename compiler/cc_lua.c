@@ -86,7 +86,9 @@ int cc_lua_stop(lua_State *L, const char *msg) {
   if (!sb->stopped) {
     sb->stopped = 1;
     int line = cc_lua_line(L);
-    snprintf(sb->stop_msg, sizeof sb->stop_msg, "%s:%d: %s", sb->name, line ? line : sb->last_line, msg);
+    if (!line) line = sb->last_line;
+    if (line > 0) snprintf(sb->stop_msg, sizeof sb->stop_msg, "%s:%d: %s", sb->name, line, msg);
+    else snprintf(sb->stop_msg, sizeof sb->stop_msg, "%s: %s", sb->name, msg);   /* before any line ran */
   }
   return raise_stop(L);
 }
@@ -418,11 +420,41 @@ static const char *blame_script(lua_State *L, const char *msg) {
   return msg;
 }
 
-static int traceback(lua_State *L) {
+/* Whether msg starts with the script's name and a colon: its full name, or
+ * the short one Lua gives a long path in its own messages ("...tail"). */
+static int positioned(lua_State *L, const char *msg) {
+  sandbox *sb = sandbox_of(L);
+  size_t n = strlen(sb->name);
+  if (!strncmp(msg, sb->name, n) && msg[n] == ':') return 1;
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); level++)
+    if (lua_getinfo(L, "S", &ar) && ar.source[0] == '@' && !strcmp(ar.source + 1, sb->name)) {
+      n = strlen(ar.short_src);
+      return !strncmp(msg, ar.short_src, n) && msg[n] == ':';
+    }
+  return 0;
+}
+
+/* Whether Lua errors carry their traceback (cc_lua_set_traceback). */
+static _Atomic int with_traceback;
+
+void cc_lua_set_traceback(int on) { with_traceback = on != 0; }
+
+/* The message handler: the error as one "script:LINE: message" line (a
+ * message that names no script line, or an error object that is not a
+ * string, gets the line the error was raised at, or the script's last
+ * line seen), followed by the Lua traceback when asked for. */
+static int on_error(lua_State *L) {
+  sandbox *sb = sandbox_of(L);
   const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = luaL_typename(L, 1);
+  if (!msg) msg = lua_pushfstring(L, "error object is a %s value", luaL_typename(L, 1));
   else msg = blame_script(L, msg);
-  luaL_traceback(L, L, msg, 1);
+  if (!positioned(L, msg)) {
+    int line = sb->stopped ? 0 : cc_lua_line(L);
+    if (!line) line = sb->last_line;
+    msg = line > 0 ? lua_pushfstring(L, "%s:%d: %s", sb->name, line, msg) : lua_pushfstring(L, "%s: %s", sb->name, msg);
+  }
+  if (with_traceback) luaL_traceback(L, L, msg, 1);
   return 1;
 }
 
@@ -431,14 +463,16 @@ bt_result cc_lua_run(lua_State *L, const char *src, size_t len, const char *name
   char chunkname[512];
   snprintf(chunkname, sizeof chunkname, "@%s", name);
   snprintf(sb->name, sizeof sb->name, "%s", name);
-  lua_pushcfunction(L, traceback);
+  lua_pushcfunction(L, on_error);
   int base = lua_gettop(L);
   int st = luaL_loadbufferx(L, src, len, chunkname, "t");
   if (st == LUA_OK) st = lua_pcall(L, 0, 0, base);
   if (st != LUA_OK) {
     if (st == LUA_ERRMEM && sb->refused) {   /* no message handler ran: the line is the last one seen */
       char m[300];
-      rt_diag_add(diag, "%s:%d: %s", name, sb->last_line, cc_budget_mem_msg(sb->mem, m, sizeof m));
+      cc_budget_mem_msg(sb->mem, m, sizeof m);
+      if (sb->last_line > 0) rt_diag_add(diag, "%s:%d: %s", name, sb->last_line, m);
+      else rt_diag_add(diag, "%s: %s (while loading the script)", name, m);
     } else {
       const char *msg = lua_tostring(L, -1);
       rt_diag_add(diag, "%s", msg ? msg : "error object is not a string");

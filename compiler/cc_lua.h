@@ -28,13 +28,19 @@ typedef struct cc_lua_limits {
 lua_State *cc_lua_new(const cc_lua_limits *lim);
 void cc_lua_close(lua_State *L);
 
-/* Runs the text chunk `src` (named `name` in messages) with a traceback
+/* Runs the text chunk `src` (named `name` in messages) with a message
  * handler.  Any Lua error -- from the script or raised by the DSL with
- * luaL_error -- is converted here, and only here, into diag as
- * "name:LINE: message" plus the traceback; returns BT_ERR_INVALID then.
+ * luaL_error -- is converted here, and only here, into diag as one line
+ * "name:LINE: message" (followed by the Lua traceback when
+ * cc_lua_set_traceback(1) was called); returns BT_ERR_INVALID then.
  * An error inside a baton.* module is prefixed with the script line that
  * called into it: "name:LINE: baton.ring:30: message". */
 bt_result cc_lua_run(lua_State *L, const char *src, size_t len, const char *name, rt_diag *diag);
+
+/* Whether the errors of later cc_lua_run calls carry the Lua traceback
+ * after their one line (`baton compile -v`); off by default.  For the
+ * whole process: set it before compiling. */
+void cc_lua_set_traceback(int on);
 
 /* The line of the user's script that made the current call (the innermost
  * frame of a file chunk, so that a call made inside a baton.* module is

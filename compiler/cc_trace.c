@@ -1023,7 +1023,9 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
     int st = lua_pcall(L, 0, 0, 0);
     if (st == LUA_ERRMEM && t->mem->over) {
       char m[300];
-      rt_diag_add(diag, "%s:%d: %s", name, t->decl_line, cc_budget_mem_msg(t->mem, m, sizeof m));
+      cc_budget_mem_msg(t->mem, m, sizeof m);
+      if (t->decl_line > 0) rt_diag_add(diag, "%s:%d: %s", name, t->decl_line, m);
+      else rt_diag_add(diag, "%s: %s", name, m);
       res = BT_ERR_INVALID;
     } else if (st != LUA_OK) {
       rt_diag_add(diag, "%s", lua_tostring(L, -1));

@@ -8,7 +8,8 @@
  * `params[i]` = "key=value" (seen by param() in the script), traces every
  * chunk operation, and checks the collective's postcondition symbolically.
  * Script errors, DSL misuse and a failing postcondition are reported as
- * "script.lua:LINE: message" (with a traceback) and give BT_ERR_INVALID. */
+ * one line "script.lua:LINE: message" (the Lua traceback after it only
+ * with cc_lua_set_traceback(1), cc_lua.h) and give BT_ERR_INVALID. */
 bt_result cc_trace_file(const char *path, const char *const *params, int nparams,
                         cc_trace **out, rt_diag *diag);
 

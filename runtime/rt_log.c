@@ -3,6 +3,7 @@
 #include "rt_param.h"
 #include "rt_result.h"
 
+#include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -27,6 +28,24 @@ static const char *subsys_names[] = {
 };
 static const int nsubsys = sizeof subsys_names / sizeof subsys_names[0];
 
+/* Problems with the logging parameters, found while the logger starts and
+ * printed as WARNs once it has (init cannot log through LOG_WARN). */
+enum { MAX_CONFIG_WARNINGS = 4 };
+static char config_warning[MAX_CONFIG_WARNINGS][320];
+static int nconfig_warnings;
+
+static void config_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void config_warn(const char *fmt, ...) {
+  if (nconfig_warnings == MAX_CONFIG_WARNINGS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(config_warning[nconfig_warnings++], sizeof config_warning[0], fmt, ap);
+  va_end(ap);
+}
+
+/* The mask of BATON_DEBUG_SUBSYS's spec: names separated by commas (case
+ * ignored), ALL, a leading ^ inverting; an unknown name is ignored with a
+ * warning that lists the known ones. */
 static unsigned parse_subsys(const char *spec) {
   int invert = spec[0] == '^';
   unsigned mask = 0;
@@ -34,11 +53,35 @@ static unsigned parse_subsys(const char *spec) {
   snprintf(buf, sizeof buf, "%s", spec + invert);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (!strcasecmp(t, "ALL")) mask = ~0u;
+    int known = !strcasecmp(t, "ALL");
+    if (known) mask = ~0u;
     for (int i = 0; i < nsubsys; i++)
-      if (!strcasecmp(t, subsys_names[i])) mask |= 1u << i;
+      if (!strcasecmp(t, subsys_names[i])) { mask |= 1u << i; known = 1; }
+    if (!known) {
+      char list[128] = "";
+      for (int i = 0; i < nsubsys; i++) {
+        strcat(list, subsys_names[i]);
+        strcat(list, ", ");
+      }
+      config_warn("%s=%s: unknown subsystem '%.40s' (known: %sALL; a leading ^ excludes); ignored",
+                  rt_param_name(RT_PARAM_DEBUG_SUBSYS), spec, t, list);
+    }
   }
   return invert ? ~mask : mask;
+}
+
+/* The level BATON_DEBUG (or NCCL_DEBUG, `nccl` 1) names; an unknown name is
+ * WARN, with a warning. */
+static rt_log_level parse_level(const char *l, int nccl) {
+  static const struct { const char *name; rt_log_level lvl; } names[] = {
+    {"NONE", RT_LOG_NONE}, {"WARN", RT_LOG_WARN}, {"INFO", RT_LOG_INFO}, {"TRACE", RT_LOG_TRACE},
+    {"VERSION", RT_LOG_WARN}, {"ABORT", RT_LOG_WARN}};   /* ABORT: NCCL_DEBUG's only */
+  int n = sizeof names / sizeof names[0] - !nccl;
+  for (int i = 0; i < n; i++)
+    if (!strcasecmp(l, names[i].name)) return names[i].lvl;
+  config_warn("%s=%s is not one of NONE, WARN, INFO, TRACE, VERSION%s; using WARN",
+              rt_param_name(nccl ? RT_PARAM_NCCL_DEBUG : RT_PARAM_DEBUG), l, nccl ? ", ABORT" : "");
+  return RT_LOG_WARN;
 }
 
 /* Opens BATON_DEBUG_FILE with %h and %p expanded. */
@@ -53,18 +96,23 @@ static FILE *open_sink(const char *pattern) {
   }
   path[n] = 0;
   FILE *f = fopen(path, "w");
+  if (!f)
+    config_warn("%s=%s: cannot open %s: %s; logging to standard error", rt_param_name(RT_PARAM_DEBUG_FILE),
+                pattern, path, strerror(errno));
   return f ? f : stderr;
 }
 
 static void init(void) {
   gethostname(host, sizeof host - 1);
   const char *l = rt_param_str(RT_PARAM_DEBUG);
-  if (!*l) l = rt_param_str(RT_PARAM_NCCL_DEBUG);   /* VERSION, ABORT, unknown: WARN */
-  level = !strcasecmp(l, "NONE") ? RT_LOG_NONE
-        : !strcasecmp(l, "INFO") ? RT_LOG_INFO
-        : !strcasecmp(l, "TRACE") ? RT_LOG_TRACE : RT_LOG_WARN;
+  int nccl = !*l;
+  if (nccl) l = rt_param_str(RT_PARAM_NCCL_DEBUG);   /* VERSION, ABORT: WARN */
+  level = *l ? parse_level(l, nccl) : RT_LOG_WARN;
   subsys = parse_subsys(rt_param_str(RT_PARAM_DEBUG_SUBSYS));
   sink = open_sink(rt_param_str(RT_PARAM_DEBUG_FILE));
+  /* whatever subsystems the filter lets through: it may be the mistake */
+  for (int i = 0; i < nconfig_warnings && level >= RT_LOG_WARN; i++)
+    rt_log(RT_LOG_WARN, RT_SUB_TOOL, __FILE__, __LINE__, "%s", config_warning[i]);
 }
 
 int rt_log_enabled(rt_log_level lvl, unsigned sub) {

@@ -19,7 +19,12 @@ typedef enum {
 RT_SUBSYS_LIST(X)
 #undef X
 
-/* True when a message of this level and subsystem would be printed. */
+/* True when a message of this level and subsystem would be printed.  The
+ * first call starts the logger from BATON_DEBUG (else NCCL_DEBUG),
+ * BATON_DEBUG_SUBSYS and BATON_DEBUG_FILE: an unknown level (WARN used),
+ * an unknown subsystem (ignored) or a log file that cannot be opened
+ * (stderr used) is a WARN naming the parameter, printed unless the level
+ * is NONE whatever the subsystem filter. */
 int rt_log_enabled(rt_log_level lvl, unsigned sub);
 
 /* The CUDA device this thread works on, printed as "[dev]" in its log

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum { T_INT, T_STR };
 #define INT T_INT
@@ -26,7 +27,21 @@ static const struct {
 #undef INT
 #undef STR
 
-static struct { int64_t i; const char *s; int set; } values[RT_PARAM_COUNT];
+/* String parameters that take one of a few words (case ignored) or
+ * nothing: any other value is replaced by the default, with a WARN. */
+static const struct {
+  rt_param_id id;
+  const char *words;        /* the words, ", "-separated, for the message too */
+  const char *by_default;   /* what the default (empty) does */
+} choices[] = {
+  {RT_PARAM_PROTO, "Simple", "each program runs its own protocol"},
+};
+enum { NCHOICES = sizeof choices / sizeof choices[0] };
+
+/* Why a value from the environment was refused (its default used). */
+enum { V_OK, V_NOT_INT, V_RANGE, V_WORD };
+
+static struct { int64_t i; const char *s; int set, bad; } values[RT_PARAM_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int parse_int(const char *s, int64_t *out) {
@@ -38,15 +53,39 @@ static int parse_int(const char *s, int64_t *out) {
   return 1;
 }
 
+/* 1 when s is one of the ", "-separated words (case ignored). */
+static int is_word(const char *s, const char *words) {
+  size_t n = strlen(s);
+  for (const char *w = words; *w;) {
+    size_t k = strcspn(w, ",");
+    if (k == n && !strncasecmp(w, s, n)) return 1;
+    w += k;
+    while (*w == ',' || *w == ' ') w++;
+  }
+  return 0;
+}
+
+/* Why value v of parameter i is refused, or V_OK (*out: an INT's value). */
+static int check_value(int i, const char *v, int64_t *out) {
+  if (params[i].type == T_INT) {
+    if (!parse_int(v, out)) return V_NOT_INT;
+    return *out < params[i].min || *out > params[i].max ? V_RANGE : V_OK;
+  }
+  for (int c = 0; c < NCHOICES; c++)
+    if (choices[c].id == (rt_param_id)i && *v && !is_word(v, choices[c].words)) return V_WORD;
+  return V_OK;
+}
+
 static void load(void) {
   for (int i = 0; i < RT_PARAM_COUNT; i++) {
     const char *e = getenv(params[i].env);
     values[i].set = e != NULL && *e;
     const char *v = values[i].set ? e : params[i].def;
     values[i].s = v;
-    if (params[i].type == T_INT &&
-        (!parse_int(v, &values[i].i) || values[i].i < params[i].min || values[i].i > params[i].max)) {
-      parse_int(params[i].def, &values[i].i);
+    values[i].bad = check_value(i, v, &values[i].i);
+    if (values[i].bad) {   /* the default instead */
+      values[i].s = params[i].def;
+      check_value(i, params[i].def, &values[i].i);
       values[i].set = -1;
     }
   }
@@ -58,13 +97,20 @@ static void ensure(void) { pthread_once(&once, load); }
 
 static pthread_once_t reported = PTHREAD_ONCE_INIT;
 static void report(void) {
+  rt_log_enabled(RT_LOG_WARN, RT_SUB_TOOL);   /* starts the logger: its own parameters' warnings come first */
   for (int i = 0; i < RT_PARAM_COUNT; i++) {
     if (values[i].set > 0)
       LOG_INFO(RT_SUB_TOOL, "%s set by environment to %s", params[i].env, values[i].s);
-    else if (values[i].set < 0)
-      LOG_WARN(RT_SUB_TOOL, "%s=%s is not an integer in %lld..%lld; using default %s",
-               params[i].env, getenv(params[i].env), (long long)params[i].min, (long long)params[i].max,
-               params[i].def);
+    else if (values[i].set < 0 && values[i].bad == V_WORD) {
+      const char *words = "", *by_default = "";
+      for (int c = 0; c < NCHOICES; c++)
+        if (choices[c].id == (rt_param_id)i) { words = choices[c].words; by_default = choices[c].by_default; }
+      LOG_WARN(RT_SUB_TOOL, "%s=%s is not one of: %s, or empty; using default (empty: %s)", params[i].env,
+               getenv(params[i].env), words, by_default);
+    } else if (values[i].set < 0)
+      LOG_WARN(RT_SUB_TOOL, "%s=%s is %s %lld..%lld; using default %s", params[i].env, getenv(params[i].env),
+               values[i].bad == V_RANGE ? "out of its range" : "not an integer in", (long long)params[i].min,
+               (long long)params[i].max, params[i].def);
   }
 }
 

@@ -16,8 +16,10 @@ typedef enum rt_param_id {
 } rt_param_id;
 
 /* Value of an integer / string parameter.  The environment is read on
- * first use of any parameter; a value that is not an integer in the
- * parameter's range is logged as a WARN and replaced by the default. */
+ * first use of any parameter; a value that is not an integer, or out of
+ * the parameter's range, or (BATON_PROTO) not one of the words the
+ * parameter takes, is logged as a WARN naming the parameter, the value
+ * and the default, and replaced by the default. */
 int64_t rt_param_int(rt_param_id id);
 const char *rt_param_str(rt_param_id id);
 

@@ -12,7 +12,17 @@ check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...
   if [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what"
   else echo "not ok $n - $what (status $st, wanted $want and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
 }
+# check_exact DESCRIPTION WANT_STATUS WANT_OUTPUT COMMAND...: standard output and error together are exactly WANT_OUTPUT.
+check_exact() {
+  local what=$1 want=$2 text=$3; shift 3
+  n=$((n + 1))
+  out=$("$@" 2>&1); st=$?
+  if [ $st -eq "$want" ] && [ "$out" = "$text" ]; then echo "ok $n - $what"
+  else echo "not ok $n - $what (status $st, wanted $want and exactly '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+}
 check "baton --help lists commands" 0 "verify   validate IR files" "$baton" --help
+check "baton --help: -d and -o take all" 0 "-d, --dtype T   f32, f64, f16, bf16, i32, u32, i64, u64, i8, u8, or (verify) all" "$baton" --help
+check "baton --help: sizes take K, M, G" 0 "K, M, G suffixes, x1024, x1024^2, x1024^3 (64K is 65536)" "$baton" --help
 check "no command is a usage error" 2 "usage: baton COMMAND" "$baton"
 check "unknown command" 2 "unknown command 'frob'" "$baton" frob
 for c in verify explain ops params; do check "$c --help" 0 "usage: baton $c" "$baton" $c --help; done
@@ -111,6 +121,80 @@ sed 's/ if r&gt;=1"/ iff r"/' "$tmp/next.xml" > "$tmp/badexp.xml"
 check "a malformed expect attribute names file and line" 1 "badexp.xml:1: bad expect attribute: expect:19: unexpected text near 'iff r'" "$baton" verify "$tmp/badexp.xml"
 sed 's/inplace="1"/inplace="1" expect="o[r][c]=i[r][c]"/' "$corpus/allgather_ring_4r_simple.xml" > "$tmp/agexp.xml"
 check "expect on a built-in collective is refused" 1 'agexp.xml:1: expect="o[r][c]=i[r][c]" is only for coll="custom"' "$baton" verify "$tmp/agexp.xml"
+# DSL errors: one "script:line: message" line; the Lua traceback only with -v.
+abs=$(realpath "$baton")
+printf 'collective{kind="allreduce", ranks=2, chunks=1}\nlocal x = nil\nx.y = 1\n' > "$tmp/nil.lua"
+check_exact "a Lua error is one script:line line" 1 "nil.lua:3: attempt to index a nil value (local 'x')" \
+  bash -c 'cd "$1" && "$0" compile -q nil.lua -o nil.xml' "$abs" "$tmp"
+check_exact "compile -v adds the Lua traceback" 1 $'nil.lua:3: attempt to index a nil value (local \'x\')\nstack traceback:\n\tnil.lua:3: in main chunk' \
+  bash -c 'cd "$1" && "$0" compile -q -v nil.lua -o nil.xml' "$abs" "$tmp"
+long="$tmp/a_directory_name_long_enough_that_lua_shortens_the_path_in_its_messages"
+mkdir -p "$long" && cp "$tmp/nil.lua" "$long/"
+check_exact "a long script path is not named twice (once, shortened by Lua)" 0 "1" \
+  bash -c '"$0" compile -q "$1" 2>&1 | grep -o "nil.lua:3:" | wc -l' "$baton" "$long/nil.lua"
+printf 'collective{kind="allreduce", ranks=2, chunks=1}\nerror({})\n' > "$tmp/obj.lua"
+check_exact "an error object that is not a string gets the line" 1 "obj.lua:2: error object is a table value" \
+  bash -c 'cd "$1" && "$0" compile -q obj.lua -o obj.xml' "$abs" "$tmp"
+printf 'local function f() error("no position", 0) end\nf()\n' > "$tmp/lvl0.lua"
+check_exact "error(msg, 0) gets the script line" 1 "lvl0.lua:1: no position" \
+  bash -c 'cd "$1" && "$0" compile -q lvl0.lua -o lvl0.xml' "$abs" "$tmp"
+check_exact "a DSL error is one line too" 1 \
+  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, tileorder, interleave)" \
+  bash -c 'cd "$1" && "$0" compile -q typo.lua -o typo.xml' "$abs" "$tmp"
+# Channel overflow: the script line that asked for the channel.
+printf 'collective{kind="custom", ranks=2, chunks=70, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor c = 0, 69 do\n  chunk(0, "input", c):copy(1, "output", c, {ch = c})\nend\n' > "$tmp/ch.lua"
+check_exact "too many channels names the line that asked" 1 \
+  "ch.lua:3: ch=69: the program needs 70 channels, more than the 64 a program may have (a fixed limit: use fewer channels)" \
+  bash -c 'cd "$1" && "$0" compile -q ch.lua -o ch.xml' "$abs" "$tmp"
+sed 's/inplace=false,/inplace=false, instances=8,/; s/ch = c}/ch = c % 9}/' "$tmp/ch.lua" > "$tmp/ch8.lua"
+check "... and the instances that multiply them" 1 "ch8.lua:3: ch=8: the program needs 72 channels (9 per instance x 8 instances set at ch8.lua:1)" \
+  bash -c 'cd "$1" && "$0" compile -q ch8.lua -o ch8.xml' "$abs" "$tmp"
+printf 'collective{kind="allreduce", ranks=2, chunks=1, inplace=true}\nparallelize(64, function()\n  chunk(1, "input", 0):reduce(chunk(0, "input", 0))\nend)\nchunk(1, "input", 0):copy(0, "input", 0)\n' > "$tmp/chp.lua"
+check "... or the parallelize that replicates them" 1 "chp.lua:2: the program needs 65 channels (1 outside parallelize + 64 x 1 for parallelize(64) at chp.lua:2)" \
+  bash -c 'cd "$1" && "$0" compile -q chp.lua -o chp.xml' "$abs" "$tmp"
+# verify and compile refuse options that do not fit, at once, in one line.
+ag="$corpus/allgather_ring_4r_simple.xml"
+check_exact "--expect with a built-in collective is refused" 2 \
+  "$ag: --expect is for custom collectives; allgather has its own postcondition (verify it without --expect)" \
+  "$baton" verify --expect 'o[r][c]=i[r][c]' "$ag"
+check_exact "--inplace with --outofplace is refused" 2 \
+  "baton verify: --inplace and --outofplace exclude each other; give one (or neither: the program's own placement)" \
+  "$baton" verify --inplace --outofplace "$ag"
+mkdir -p "$tmp/dir.xml" "$tmp/dir.lua"
+check_exact "verify refuses a directory" 2 "baton verify: $tmp/dir.xml is a directory, not an IR file" "$baton" verify "$ag" "$tmp/dir.xml"
+check_exact "compile refuses a directory" 2 "baton compile: $tmp/dir.lua is a directory, not a Lua script" "$baton" compile "$tmp/dir.lua"
+check "a count too large for memory names the --count that fits" 1 "the buffers of a 8-byte type would need 10995116318720 bytes, over the" \
+  "$baton" verify --dtype f64 --count 64G "$ag"
+check "... and says which option to change" 1 "; use --count " "$baton" verify --dtype f64 --count 64G "$ag"
+check "verify takes at most 256 files" 2 "baton verify: at most 256 files at a time" "$baton" verify $(for i in $(seq 257); do echo "$ag"; done)
+# One option vocabulary: -d/-o with all, K/M/G on counts.
+check "verify -d all -o all --count 4K --tile 1k" 0 "50 runs (all types all ops, count 4096, in-place)" \
+  "$baton" verify -d all -o all --count 4K --tile 1k "$corpus/allreduce_1step_4r_ll.xml"
+check "--count with an unknown suffix" 2 "bad --count '3T': not an integer (suffixes K, M, G allowed)" "$baton" verify --count 3T "$ag"
+check "--count whose suffix overflows" 2 "bad --count '99999999999G': must be 1..281474976710656" "$baton" verify --count 99999999999G "$ag"
+check "--slots takes a suffix (1K is 1024)" 0 "allgather_ring_4r_simple.xml: ok  allgather on 4 ranks" "$baton" verify --slots 1K "$ag"
+check "... within its range" 2 "bad --slots '2K': must be 1..1024" "$baton" verify --slots 2K "$ag"
+check "--dim takes a suffix" 1 "operand W of 4099 x 2147483648 elements is larger than baton takes" \
+  "$baton" verify --dim K=2G "$root/tests/fused_2r.xml"
+# Environment parameters: a WARN naming the parameter, the bad value and what is used.
+check "an out-of-range parameter is a WARN" 0 "BATON_EXEC_SLOTS=0 is out of its range 1..1024; using default 8" \
+  env BATON_EXEC_SLOTS=0 "$baton" verify -q "$ag"
+check "a non-integer parameter is a WARN" 0 "BATON_EXEC_SLOTS=abc is not an integer in 1..1024; using default 8" \
+  env BATON_EXEC_SLOTS=abc "$baton" verify -q "$ag"
+check "an unknown BATON_DEBUG level is a WARN" 0 "BATON_DEBUG=LOUD is not one of NONE, WARN, INFO, TRACE, VERSION; using WARN" \
+  env BATON_DEBUG=LOUD "$baton" verify -q "$ag"
+check "an unknown NCCL_DEBUG level is a WARN" 0 "NCCL_DEBUG=LOUD is not one of NONE, WARN, INFO, TRACE, VERSION, ABORT; using WARN" \
+  env -u BATON_DEBUG NCCL_DEBUG=LOUD "$baton" verify -q "$ag"
+check_exact "NCCL_DEBUG=VERSION is no mistake" 0 "" env -u BATON_DEBUG NCCL_DEBUG=VERSION "$baton" verify -q "$ag"
+check "an unknown subsystem is a WARN listing the known ones" 0 \
+  "BATON_DEBUG_SUBSYS=IR,FOO: unknown subsystem 'FOO' (known: IR, EXEC, COMPILER, RUNTIME, BOOTSTRAP, TOOL, NCCL, ALL" \
+  env BATON_DEBUG_SUBSYS=IR,FOO "$baton" verify -q "$ag"
+check "a log file that cannot be opened is a WARN" 0 "BATON_DEBUG_FILE=$tmp/no/log: cannot open $tmp/no/log: No such file or directory; logging to standard error" \
+  env BATON_DEBUG_FILE="$tmp/no/log" "$baton" verify -q "$ag"
+check "an unknown BATON_PROTO is a WARN" 0 "BATON_PROTO=LL9 is not one of: Simple, or empty; using default (empty: each program runs its own protocol)" \
+  env BATON_PROTO=LL9 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=2 -o "$tmp/proto.xml"
+check_exact "BATON_PROTO=simple is no mistake" 0 "" env BATON_PROTO=simple "$baton" verify -q "$ag"
+check_exact "BATON_DEBUG=NONE silences them" 0 "" env BATON_DEBUG=NONE BATON_PROTO=LL9 BATON_DEBUG_SUBSYS=FOO BATON_EXEC_SLOTS=0 "$baton" verify -q "$ag"
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run

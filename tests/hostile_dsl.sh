@@ -53,5 +53,15 @@ check "in place, 'input' and 'output' name one buffer (allreduce)" 0 30 "" \
   $'collective{kind="allreduce", ranks=2, chunks=1, inplace=true}\nchunk(1, "input", 0):reduce(chunk(0, "input", 0))\nchunk(1, "output", 0):copy(0, "output", 0)'
 check "in place, 'input' and 'output' name one buffer (allgather)" 0 30 "" \
   $'collective{kind="allgather", ranks=2, chunks=1, inplace=true}\nfor r = 0, 1 do chunk(r, "input", 0):copy(1 - r, "output", r) end'
+# A limit reached before any line ran names the script alone, no line 0.
+n=$((n + 1))
+awk 'BEGIN { printf "local t = {"; for (i = 0; i < 300000; i++) printf "%d,", i; print "}" }' > "$tmp/huge.lua"
+out=$(cd "$tmp" && env BATON_COMPILE_MAX_MB=1 timeout 60 "$baton" compile -q huge.lua -o huge.xml 2>&1); st=$?
+want="huge.lua: memory limit reached: the script and the compiler's structures for it need more than 1 MiB (BATON_COMPILE_MAX_MB raises it) (while loading the script)"
+if [ $st -eq 1 ] && [ "$out" = "$want" ]; then echo "ok $n - a script too large to load names the script and the parameter"
+else echo "not ok $n - a script too large to load (status $st, wanted 1 and exactly '$want')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+check "the instruction limit names the line reached" 1 30 \
+  "h$((n + 1)).lua:3: instruction limit reached: the script ran more than 100000 Lua instructions (or library steps) (BATON_LUA_MAX_INSTRUCTIONS raises it" \
+  $'local function spin()\n  local i = 0\n  while true do i = i + 1 end\nend\nspin()' BATON_LUA_MAX_INSTRUCTIONS=100000
 echo "1..$n"
 [ $failed -eq 0 ]

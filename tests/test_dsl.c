@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cc_lower.h"
+#include "cc_lua.h"
 #include "cc_trace.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
@@ -51,6 +52,20 @@ static void test_errors(void) {
   fails(AR2 "chunk(0, 'input', 0):copy(0, 'input', 0)\n", "t.lua:2: copy of rank 0 input[0] onto itself", "copy onto itself");
   fails(AR2 "local x = \n", "t.lua:3: unexpected symbol near <eof>", "syntax error");
   fails(AR2 "chunk(0, 'input', 0):copy(1, 'input', 0, {ch = -1})\n", "t.lua:2: option ch=-1 out of range", "bad option");
+}
+
+/* A Lua error is one line; the traceback follows only when asked for. */
+static void test_traceback(void) {
+  const char *src = AR2 "local x = nil\nx.y = 1\n";
+  ok(trace(src, NULL) == BT_ERR_INVALID, "a Lua error is an error");
+  ok(!strcmp(msg, "t.lua:3: attempt to index a nil value (local 'x')\n"), "by default one line, no traceback: '%s'", msg);
+  cc_lua_set_traceback(1);
+  trace(src, NULL);
+  cc_lua_set_traceback(0);
+  ok(!strncmp(msg, "t.lua:3: attempt to index a nil value (local 'x')\nstack traceback:\n", 67),
+     "with cc_lua_set_traceback(1) the traceback follows: '%s'", msg);
+  fails(AR2 "error(setmetatable({}, {}))\n", "t.lua:2: error object is a table value", "a table as the error");
+  fails(AR2 "error('bare', 0)\n", "t.lua:2: bare", "error(msg, 0)");
 }
 
 static void test_sandbox(void) {
@@ -634,6 +649,7 @@ int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
   test_errors();
+  test_traceback();
   test_sandbox();
   test_lowering();
   test_placement();

@@ -18,6 +18,14 @@ enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 static void usage(FILE *f) {
   fprintf(f, "usage: baton COMMAND [options] [args]\n\ncommands:\n");
   for (int i = 0; i < NCMDS; i++) fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].doc);
+  fprintf(f, "\noptions shared by the commands that take them:\n"
+             "  -d, --dtype T   f32, f64, f16, bf16, i32, u32, i64, u64, i8, u8, or (verify) all\n"
+             "  -o, --op OP     sum, prod, max, min, avg, or (verify) all; compile's -o is its output\n"
+             "                  file; bench's -d (--datatype) and -o take one type and one op\n"
+             "  sizes, counts   K, M, G suffixes, x1024, x1024^2, x1024^3 (64K is 65536): every\n"
+             "                  number of verify (--count, --tile, --dim NAME=N, --slots, --ranks),\n"
+             "                  compile's --sizes, bench's -b, -e, -i\n"
+             "  -q, --quiet     less output; compile -v (--verbose): a script error's Lua traceback\n");
   fprintf(f, "\n'baton COMMAND --help' describes a command.\n");
 }
 

@@ -28,6 +28,16 @@ const char *tool_opt(int argc, char **argv, int *i, const char *name);
  * returns 0: no overflow, trailing text or empty value passes. */
 int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
 
+/* Parses v like tool_int, with an optional binary suffix: K (x1024), M
+ * (x1024^2) or G (x1024^3), upper or lower case ("64K" is 65536); the
+ * range applies to the value with its suffix. */
+int tool_size(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
+
+/* When path is a directory, prints "baton CMD: PATH is a directory, not
+ * WANT" (WANT: "a Lua script", "an IR file") to stderr and returns 1;
+ * else 0 (a path that does not exist is left to the reader's error). */
+int tool_is_dir(const char *cmd, const char *path, const char *want);
+
 /* True when argv holds --help or -h. */
 int tool_wants_help(int argc, char **argv);
 

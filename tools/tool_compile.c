@@ -7,6 +7,7 @@
 
 #include "bench.h"
 #include "cc_lower.h"
+#include "cc_lua.h"
 #include "cc_trace.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
@@ -32,7 +33,9 @@ static const char compile_help[] =
   "  --sizes MIN:MAX  the message sizes (bytes of the larger buffer, suffix K, M,\n"
   "                   G; either side may be empty) the runtime picks this program\n"
   "                   for, instead of the script's minbytes/maxbytes\n"
-  "  -q, --quiet      no summary line\n";
+  "  -q, --quiet      no summary line\n"
+  "  -v, --verbose    a Lua error in the script prints the Lua traceback after\n"
+  "                   its one 'script:line: message' line\n";
 
 static double now(void) {
   struct timespec ts;
@@ -130,7 +133,7 @@ int tool_compile(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) { fputs(compile_help, stdout); return 0; }
   const char *script = NULL, *outpath = NULL, *dotpath = NULL;
   const char *params[128];
-  int nparams = 0, quiet = 0, explain = 0, sized = 0;
+  int nparams = 0, quiet = 0, explain = 0, sized = 0, verbose = 0;
   int64_t minb = 0, maxb = 0;
   cc_lower_opts lo = {.fuse = 1};
   for (int i = 1; i < argc; i++) {
@@ -158,6 +161,8 @@ int tool_compile(int argc, char **argv) {
       explain = 1;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
       quiet = 1;
+    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+      verbose = 1;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "baton compile: unknown option '%s'\n", argv[i]);
       return 2;
@@ -169,6 +174,8 @@ int tool_compile(int argc, char **argv) {
     }
   }
   if (!script) { fputs(compile_help, stderr); return 2; }
+  if (tool_is_dir("compile", script, "a Lua script")) return 2;
+  cc_lua_set_traceback(verbose);
   double t0 = now();
   rt_diag *d = rt_diag_new(20);
   cc_trace *t = NULL;

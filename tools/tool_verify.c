@@ -1,10 +1,12 @@
 /* tool_verify.c -- `baton verify`, `baton explain`, `baton ops`, `baton params`. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ip_cpu.h"
@@ -27,19 +29,57 @@ const char *tool_opt(int argc, char **argv, int *i, const char *name) {
   return argv[++*i];
 }
 
-int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
+/* Parses v as a decimal integer with an optional binary suffix (K, M, G,
+ * either case; none when suffixed is 0) into *out: 1, or 0 not an integer
+ * (with that suffix rule), -1 past the 64-bit range. */
+static int parse_count(const char *v, int suffixed, long long *out) {
   char *end;
   errno = 0;
   long long x = strtoll(v, &end, 10);
-  if (end == v || *end || (errno && errno != ERANGE)) {
-    fprintf(stderr, "baton %s: bad %s '%s': not an integer\n", cmd, opt, v);
+  if (end == v || (errno && errno != ERANGE)) return 0;
+  int shift = 0;
+  if (suffixed && *end) {
+    const char *units = "KMG", *u = strchr(units, toupper((unsigned char)end[0]));
+    if (!u || end[1]) return 0;
+    shift = 10 * (int)(u - units + 1);
+  } else if (*end) {
     return 0;
   }
-  if (errno == ERANGE || x < lo || x > hi) {
+  if (errno == ERANGE) return -1;
+  if (shift && (x > (LLONG_MAX >> shift) || x < (LLONG_MIN >> shift))) return -1;
+  *out = shift ? (long long)((unsigned long long)x << shift) : x;
+  return 1;
+}
+
+/* tool_int and tool_size: v into *out within [lo, hi], or a message. */
+static int range_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, int suffixed,
+                     long long *out) {
+  long long x = 0;
+  int r = parse_count(v, suffixed, &x);
+  if (!r) {
+    fprintf(stderr, "baton %s: bad %s '%s': not an integer%s\n", cmd, opt, v, suffixed ? " (suffixes K, M, G allowed)" : "");
+    return 0;
+  }
+  if (r < 0 || x < lo || x > hi) {
     fprintf(stderr, "baton %s: bad %s '%s': must be %lld..%lld\n", cmd, opt, v, lo, hi);
     return 0;
   }
   *out = x;
+  return 1;
+}
+
+int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
+  return range_int(cmd, opt, v, lo, hi, 0, out);
+}
+
+int tool_size(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
+  return range_int(cmd, opt, v, lo, hi, 1, out);
+}
+
+int tool_is_dir(const char *cmd, const char *path, const char *want) {
+  struct stat st;
+  if (stat(path, &st) || !S_ISDIR(st.st_mode)) return 0;
+  fprintf(stderr, "baton %s: %s is a directory, not %s\n", cmd, path, want);
   return 1;
 }
 
@@ -58,13 +98,14 @@ static const char verify_help[] =
   "\n"
   "options:\n"
   "  --ranks N        fail unless the program is for N ranks\n"
-  "  --dtype T        f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8, or all\n"
-  "  --op OP          sum (default), prod, max, min, avg, or all\n"
+  "  -d, --dtype T    f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8, or all\n"
+  "  -o, --op OP      sum (default), prod, max, min, avg, or all\n"
   "  --count N        elements per block (default 4099: uneven on purpose)\n"
   "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
   "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
   "  --inplace        run in place (needs an in-place program)\n"
-  "  --outofplace     run out of place (an in-place program gets its input copied first)\n"
+  "  --outofplace     run out of place (an in-place program gets its input copied first);\n"
+  "                   at most one of the two (default: the program's own)\n"
   "  --dim NAME=N     a fused program's operand dimension (e.g. --dim K=4096);\n"
   "                   unbound ones are 67.  Its operands hold small integers, so\n"
   "                   its partial results are exact; the output is compared with\n"
@@ -74,10 +115,14 @@ static const char verify_help[] =
   "  --expect SPEC    postcondition of a custom collective, e.g.\n"
   "                   'o[r][c]=i[r-1][c] if r>=1' (rules separated by ';', i[*][x]\n"
   "                   is the reduction over all ranks; unnamed in-place chunks must\n"
-  "                   keep their value)\n"
+  "                   keep their value); refused for a built-in collective\n"
   "  -q, --quiet      print only failures\n"
   "\n"
-  "exit status: 0 all files pass, 1 a file is invalid, wrong or deadlocks, 2 bad usage\n";
+  "Every number N may end in K, M or G: x1024, x1024^2, x1024^3 (--count 64K).\n"
+  "\n"
+  "exit status: 0 all files pass, 1 a file is invalid, wrong, deadlocks or is too\n"
+  "large for this machine at --count, 2 bad usage (--expect with a built-in\n"
+  "collective included)\n";
 
 typedef struct vopts {
   int ranks, quiet, inplace;
@@ -92,6 +137,19 @@ typedef struct vopts {
 
 /* --slots: BATON_EXEC_SLOTS's range. */
 #define VERIFY_MAX_SLOTS 1024
+/* Files one `baton verify` takes. */
+#define MAX_FILES 256
+
+/* --dim NAME=N, N with an optional K, M or G suffix, into dims: 1, or 0
+ * when malformed, out of range or one dimension too many. */
+static int parse_dim(ip_dims *dims, const char *v) {
+  const char *eq = strchr(v, '=');
+  long long x;
+  char spec[IR_MAX_NAME + 32];
+  if (!eq || (size_t)(eq - v) >= IR_MAX_NAME || parse_count(eq + 1, 1, &x) != 1) return 0;
+  snprintf(spec, sizeof spec, "%.*s=%lld", (int)(eq - v), v, x);
+  return ip_dims_parse(dims, spec) == 0;
+}
 
 /* Saturating arithmetic for the size estimate (non-negative operands). */
 static int64_t sat_add(int64_t a, int64_t b) { int64_t x; return __builtin_add_overflow(a, b, &x) ? INT64_MAX : x; }
@@ -108,24 +166,18 @@ static int64_t memory_limit(void) {
   return m;
 }
 
-/* Whether the CPU executor's buffers for p at vo->count elements of es
- * bytes can exist: every rank's geometry within IR_GEOM_MAX_ELEMS, and the
- * bytes of its user buffers, reference data, scratch and FIFO slots (a
- * lower bound of what the run allocates; a fused program's operands are
- * bounded by ip_operand_shapes) within this machine's memory.  Prints what
- * was refused and returns 0 otherwise. */
-static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es, int inplace) {
+/* A lower bound of the bytes the CPU executor allocates for p at `count`
+ * elements of es bytes: every rank's user buffers, reference data, scratch
+ * and FIFO slots (a fused program's operands are bounded by
+ * ip_operand_shapes); saturates at INT64_MAX.  -1 with *bad_rank set when
+ * a rank's geometry passes IR_GEOM_MAX_ELEMS. */
+static int64_t run_bytes(const ir_prog *p, const vopts *vo, int64_t count, int es, int inplace, int *bad_rank) {
   int aliased = ir_prog_aliased(p, inplace);
   int nslots = vo->slots > 0 ? vo->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   int64_t maxcnt = ir_prog_max_cnt(p), bytes = 0;
   for (int r = 0; r < p->ngpus; r++) {
     ir_geom g;
-    if (ir_geom_init(&g, p, r, vo->count, aliased)) {
-      fprintf(stderr, "%s: --count %lld: rank %d's buffers would hold more than %lld elements, the most baton "
-              "addresses; this program takes a count of at most %lld\n", path, vo->count, r,
-              (long long)IR_GEOM_MAX_ELEMS, (long long)ir_geom_max_count(p, r, aliased));
-      return 0;
-    }
+    if (ir_geom_init(&g, p, r, count, aliased)) { *bad_rank = r; return -1; }
     int64_t elems = g.elems[IR_BUF_INPUT];                    /* the reference input */
     if (inplace) elems = sat_add(elems, g.span);
     else elems = sat_add(elems, sat_add(g.elems[IR_BUF_INPUT], g.elems[IR_BUF_OUTPUT]) + (aliased ? g.span : 0));
@@ -140,16 +192,40 @@ static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es
       if (ir_tb_compute(tb)) bytes = sat_add(bytes, sat_mul(tb->nsteps, ntiles));
     }
   }
-  int64_t mem = memory_limit();
-  if (bytes > mem) {
-    char need[32];
-    if (bytes == INT64_MAX) snprintf(need, sizeof need, "more than %lld", (long long)INT64_MAX);
-    else snprintf(need, sizeof need, "%lld", (long long)bytes);
-    fprintf(stderr, "%s: --count %lld: the buffers of a %d-byte type would need %s bytes, over the %lld bytes of "
-            "memory this machine gives the process\n", path, vo->count, es, need, (long long)mem);
+  return bytes;
+}
+
+/* Whether the CPU executor's buffers for p at vo->count elements of es
+ * bytes can exist: every rank's geometry within IR_GEOM_MAX_ELEMS, and
+ * run_bytes within this machine's memory.  Otherwise prints one line
+ * saying what was refused and the largest --count that fits, and returns
+ * 0. */
+static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es, int inplace) {
+  int bad = 0;
+  int64_t bytes = run_bytes(p, vo, vo->count, es, inplace, &bad);
+  if (bytes < 0) {
+    int aliased = ir_prog_aliased(p, inplace);
+    fprintf(stderr, "%s: --count %lld: rank %d's buffers would hold more than %lld elements, the most baton "
+            "addresses; this program takes a count of at most %lld\n", path, vo->count, bad,
+            (long long)IR_GEOM_MAX_ELEMS, (long long)ir_geom_max_count(p, bad, aliased));
     return 0;
   }
-  return 1;
+  int64_t mem = memory_limit();
+  if (bytes <= mem) return 1;
+  int64_t lo = 0, hi = vo->count;   /* the largest count that fits: run_bytes grows with the count */
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2, b = run_bytes(p, vo, mid, es, inplace, &bad);
+    if (b >= 0 && b <= mem) lo = mid;
+    else hi = mid;
+  }
+  char need[32], fits[96];
+  if (bytes == INT64_MAX) snprintf(need, sizeof need, "more than %lld", (long long)INT64_MAX);
+  else snprintf(need, sizeof need, "%lld", (long long)bytes);
+  if (lo > 0) snprintf(fits, sizeof fits, "use --count %lld or less%s", (long long)lo, es > 1 ? " (or a smaller --dtype)" : "");
+  else snprintf(fits, sizeof fits, "no --count fits");
+  fprintf(stderr, "%s: --count %lld: the buffers of a %d-byte type would need %s bytes, over the %lld bytes of "
+          "memory this machine gives the process; %s\n", path, vo->count, es, need, (long long)mem, fits);
+  return 0;
 }
 
 static int parse_list(const char *v, int all, int (*from)(const char *), int *out, int *n,
@@ -172,6 +248,12 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   int rc = 1;
   if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
+    goto out;
+  }
+  if (ex && p->coll != IR_COLL_CUSTOM) {
+    fprintf(stderr, "%s: --expect is for custom collectives; %s has its own postcondition (verify it without "
+            "--expect)\n", path, ir_coll_name[p->coll]);
+    rc = 2;
     goto out;
   }
   int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
@@ -246,48 +328,57 @@ int tool_verify(int argc, char **argv) {
   vopts vo = {.inplace = -1, .count = 4099, .tile = 128, .ndtypes = 1, .nops = 1};
   vo.dtypes[0] = IP_F32;
   vo.ops[0] = IP_OP_SUM;
-  const char *files[256];
+  const char *files[MAX_FILES];
   int nfiles = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
     long long x;
     if ((v = tool_opt(argc, argv, &i, "--ranks"))) {
-      if (!tool_int("verify", "--ranks", v, 1, rt_param_int(RT_PARAM_MAX_RANKS), &x)) return 2;
+      if (!tool_size("verify", "--ranks", v, 1, rt_param_int(RT_PARAM_MAX_RANKS), &x)) return 2;
       vo.ranks = (int)x;
-    } else if ((v = tool_opt(argc, argv, &i, "--dtype"))) {
+    } else if ((v = tool_opt(argc, argv, &i, "--dtype")) || (v = tool_opt(argc, argv, &i, "-d"))) {
       if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
       vo.dtype_given = 1;
-    } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
+    } else if ((v = tool_opt(argc, argv, &i, "--op")) || (v = tool_opt(argc, argv, &i, "-o"))) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
-      if (!tool_int("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
+      if (!tool_size("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--tile"))) {
-      if (!tool_int("verify", "--tile", v, 0, IR_GEOM_MAX_ELEMS, &vo.tile)) return 2;
+      if (!tool_size("verify", "--tile", v, 0, IR_GEOM_MAX_ELEMS, &vo.tile)) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--slots"))) {
-      if (!tool_int("verify", "--slots", v, 1, VERIFY_MAX_SLOTS, &x)) return 2;
+      if (!tool_size("verify", "--slots", v, 1, VERIFY_MAX_SLOTS, &x)) return 2;
       vo.slots = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
       vo.expect = v;
     } else if ((v = tool_opt(argc, argv, &i, "--dim"))) {
-      if (ip_dims_parse(&vo.dims, v)) {
+      if (!parse_dim(&vo.dims, v)) {
         fprintf(stderr, "baton verify: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", v, (long long)IP_MAX_DIM,
                 IP_MAX_DIMS);
         return 2;
       }
-    } else if (!strcmp(argv[i], "--inplace")) {
-      vo.inplace = 1;
-    } else if (!strcmp(argv[i], "--outofplace")) {
-      vo.inplace = 0;
+    } else if (!strcmp(argv[i], "--inplace") || !strcmp(argv[i], "--outofplace")) {
+      int want = !strcmp(argv[i], "--inplace");
+      if (vo.inplace >= 0 && vo.inplace != want) {
+        fprintf(stderr, "baton verify: --inplace and --outofplace exclude each other; give one (or neither: the "
+                "program's own placement)\n");
+        return 2;
+      }
+      vo.inplace = want;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
       vo.quiet = 1;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "baton verify: unknown option '%s'\n", argv[i]);
       return 2;
-    } else if (nfiles < 256) {
+    } else if (nfiles == MAX_FILES) {
+      fprintf(stderr, "baton verify: at most %d files at a time ('%s' is one more)\n", MAX_FILES, argv[i]);
+      return 2;
+    } else {
       files[nfiles++] = argv[i];
     }
   }
   if (!nfiles) { fputs(verify_help, stderr); return 2; }
+  for (int i = 0; i < nfiles; i++)
+    if (tool_is_dir("verify", files[i], "an IR file")) return 2;
   ir_expect *ex = NULL;
   if (vo.expect) {
     rt_diag *d = rt_diag_new(4);
@@ -298,10 +389,13 @@ int tool_verify(int argc, char **argv) {
     }
     rt_diag_free(d);
   }
-  int failed = 0;
-  for (int i = 0; i < nfiles; i++) failed += verify_one(files[i], &vo, ex);
+  int rc = 0;
+  for (int i = 0; i < nfiles; i++) {
+    int r = verify_one(files[i], &vo, ex);
+    if (r > rc) rc = r;
+  }
   ir_expect_free(ex);
-  return failed ? 1 : 0;
+  return rc;
 }
 
 static const char explain_help[] =
