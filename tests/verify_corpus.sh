@@ -3,6 +3,7 @@
 # `baton verify` over all types and ops, in place and out of place, at an
 # uneven count with several tiles and at tiny counts with one-element tiles.
 # Usage: verify_corpus.sh BATON CORPUS_DIR BUNDLED_DIR   (TAP output)
+# A missing CORPUS_DIR skips only the corpus's files.
 set -u
 baton=$1 corpus=$2 bundled=$3
 n=0 failed=0
@@ -12,9 +13,14 @@ point() {  # point DESCRIPTION COMMAND...: one TAP line for a command that must 
   if out=$("$@" 2>&1); then echo "ok $n - $what"
   else echo "not ok $n - $what"; echo "$out" | sed 's/^/#   /' | head -20; failed=$((failed + 1)); fi
 }
-if [ ! -d "$corpus" ]; then echo "1..0 # SKIP corpus $corpus not found"; exit 0; fi
+# The MSCCL corpus (../shared beside the project) is optional: where it is
+# absent only its part is skipped; the bundled files are checked regardless.
+files=()
+if [ -d "$corpus" ]; then files+=("$corpus"/*.xml)
+else n=$((n + 1)); echo "ok $n - MSCCL corpus # SKIP $corpus not found"; fi
+files+=("$bundled"/*.xml)
 next='o[r][c]=i[r-1][c] if r>=1'
-for f in "$corpus"/*.xml "$bundled"/*.xml; do
+for f in "${files[@]}"; do
   name=$(basename "$f")
   case $name in
   alltonext*)
