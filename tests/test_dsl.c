@@ -58,12 +58,12 @@ static void test_errors(void) {
 static void test_traceback(void) {
   const char *src = AR2 "local x = nil\nx.y = 1\n";
   ok(trace(src, NULL) == BT_ERR_INVALID, "a Lua error is an error");
-  ok(!strcmp(msg, "t.lua:3: attempt to index a nil value (local 'x')\n"), "by default one line, no traceback: '%s'", msg);
+  ok(!strcmp(msg, "t.lua:3: attempt to index a nil value (local 'x')\n"), "by default one line, no traceback");
   cc_lua_set_traceback(1);
   trace(src, NULL);
   cc_lua_set_traceback(0);
   ok(!strncmp(msg, "t.lua:3: attempt to index a nil value (local 'x')\nstack traceback:\n", 67),
-     "with cc_lua_set_traceback(1) the traceback follows: '%s'", msg);
+     "with cc_lua_set_traceback(1) the traceback follows");
   fails(AR2 "error(setmetatable({}, {}))\n", "t.lua:2: error object is a table value", "a table as the error");
   fails(AR2 "error('bare', 0)\n", "t.lua:2: bare", "error(msg, 0)");
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu_bench.sh -- one GPU pass of correctness and side-by-side benchmarks on
 # a lent 4-GPU machine, sized to fit one `run` call (under 10 minutes).
-# First, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n .device/algs/r$n; done
-# Then there, carrying build and .device:  bash tools/gpu_bench.sh
+# First, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n build/algs/r$n; done
+# Then on the GPU machine:  bash tools/gpu_bench.sh   (ALGS=DIR if the rN folders are elsewhere)
 # Writes NAME.txt / NAME.csv per benchmark under $OUT; STAGES picks parts
 # (default "probe check bench sweep procs"; "two" adds the same benches
 # on 2 GPUs; "default" benches the size-ranged set DIR/default on 4 and 2
@@ -12,15 +12,16 @@
 # of one size per program and summarizes it; "launch" measures a group's launches from one thread per GPU against
 # one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2; "share", for a machine of one GPU:
 # the test suite and the default set with 2, 4 and 8 ranks sharing GPU 0, baton alone, after
-# for n in 2 4 8; do tools/gpu_prep.sh ... $n .device/algs/r$n; done).  DEADLINE (seconds, default 540) skips what
+# for n in 2 4 8; do tools/gpu_prep.sh ... $n build/algs/r$n; done).  DEADLINE (seconds, default 540) skips what
 # would start after it, so one pass ends inside a 10-minute call.
 set -u
 deadline=${DEADLINE:-540}
 late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
 out=${OUT:-/tmp}
+algs=${ALGS:-build/algs}   # where tools/gpu_prep.sh put the rN folders
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}   # a hang costs 20 s, not 60
 b=./build/tools/baton
-a=.device/algs/r4
+a=$algs/r4
 stages=" ${STAGES:-probe check bench sweep procs} "
 nvidia-smi -L | head -4
 check() {  # check NAME ARGS...: the GPU test suite, quick sizes
@@ -46,7 +47,7 @@ if [[ $stages == *" probe "* ]]; then   # the hardware floor, no baton code
 fi
 if [[ $stages == *" check "* ]]; then
   check r4 --ranks 4 --dir $a
-  check r2 --ranks 2 --dir .device/algs/r2
+  check r2 --ranks 2 --dir $algs/r2
 fi
 if [[ $stages == *" bench "* ]]; then
   bench ar_allpairs1 allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 4 -g 4 -w 5 -n 50 -R 3
@@ -63,11 +64,11 @@ if [[ $stages == *" bench "* ]]; then
   bench ar_allpairs1_G allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 8M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
 fi
 if [[ $stages == *" share "* ]]; then   # ranks sharing GPU 0: correctness, and the interpreter's own costs
-  check s2 --ranks 2 --gpus 1 --dir .device/algs/r2
+  check s2 --ranks 2 --gpus 1 --dir $algs/r2
   check s4 --ranks 4 --gpus 1 --dir $a
-  check s8 --ranks 8 --gpus 1 --dir .device/algs/r8
+  check s8 --ranks 8 --gpus 1 --dir $algs/r8
   for n in 2 4 8; do
-    d=.device/algs/r$n/default
+    d=$algs/r$n/default
     dbench share_r${n}_ar $d -C allreduce -b 8 -e 64M -f 8 -g $n --share 1 -w 5 -n 20 -R 3
     dbench share_r${n}_ar_G $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -G 5
     dbench share_r${n}_ar_IG $d -C allreduce -b 8 -e 1M -f 8 -g $n --share 1 -w 5 -n 20 -R 3 -I 1 -G 5
@@ -87,7 +88,7 @@ if [[ $stages == *" default "* ]]; then   # what BATON_ALGO_DIR=DIR/default give
   dbench def_ar_G $d -C allreduce -b 8 -e 64M -f 8 -g 4 -w 5 -n 20 -R 3 -G 5
   dbench def_ar_PG $d -C allreduce -b 8 -e 64M -f 8 -g 4 -P -w 5 -n 20 -R 3 -G 5
   BATON_LANES=64 BATON_NTHREADS=256 dbench def_ar_l64t256 $d -C allreduce -b 16M -e 512M -f 4 -g 4 -w 3 -n 10 -R 3
-  d=.device/algs/r2/default
+  d=$algs/r2/default
   dbench r2_def_ar $d -C allreduce -b 8 -e 512M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench r2_def_ag $d -C allgather -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench r2_def_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
@@ -130,7 +131,7 @@ if [[ $stages == *" launch "* ]]; then   # a group's launches: one host thread p
   dbench launch_rs $d -C reducescatter -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
   dbench launch_ag $d -C allgather -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
   dbench launch_a2a $d -C alltoall -b 1K -e 1M -f 4 -g 4 -w 10 -n 50 -R 3
-  dbench launch_r2_ar .device/algs/r2/default -C allreduce -b 8 -e 8M -f 4 -g 2 -w 10 -n 50 -R 3
+  dbench launch_r2_ar $algs/r2/default -C allreduce -b 8 -e 8M -f 4 -g 2 -w 10 -n 50 -R 3
   BATON_TRACE=$out/tr_launch dbench tr_launch $d -C allreduce -b 8 -e 8 -g 4 -w 10 -n 50 -R 1
   python3 tools/trace_summary.py $out/tr_launch > $out/tr_launch.sum.txt 2>&1; tail -6 $out/tr_launch.sum.txt
   # nccl-tests itself, NCCL alone and through baton's libnccl.so.2 (no INFO log: it costs host time).
@@ -152,7 +153,7 @@ if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceS
   bench tune_ar_2shot_simple allreduce_allpairs2_oop_simple_4r.xml -C allreduce -b 256K -e 16M -f 2 -g 4 -w 5 -n 20 -R 3
   BATON_LANES=64 bench tune_ar_ring_l64_t512 allreduce_ring_2inst_4r.xml -C allreduce -b 64M -e 512M -f 2 -g 4 -w 3 -n 10 -R 3
   BATON_LANES=32 bench tune_ar_ring_l32_t256 allreduce_ring_2inst_t256_4r.xml -C allreduce -b 64M -e 512M -f 2 -g 4 -w 3 -n 10 -R 3
-  d=.device/algs/r2/default
+  d=$algs/r2/default
   dbench tune_r2_ar $d -C allreduce -b 8 -e 512M -f 8 -g 2 -w 5 -n 20 -R 3
   dbench tune_r2_rs $d -C reducescatter -b 1K -e 256M -f 8 -g 2 -w 5 -n 20 -R 3
 fi
@@ -167,12 +168,12 @@ if [[ $stages == *" sweep "* ]]; then
   unset BATON_LANES BATON_SLOT_BYTES BATON_EXEC_SLOTS BATON_NTHREADS
 fi
 if [[ $stages == *" two "* ]]; then
-  a=.device/algs/r2
+  a=$algs/r2
   bench r2_ar_allpairs1 allreduce_allpairs1_2r.xml -C allreduce -b 8 -e 8M -f 8 -g 2 -w 5 -n 50 -R 3
   bench r2_ar_ring2inst allreduce_ring_2inst_2r.xml -C allreduce -b 64K -e 512M -f 8 -g 2 -w 3 -n 10 -R 3
   bench r2_ag_ring allgather_ring_2r.xml -C allgather -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 -R 3
   bench r2_a2a_direct alltoall_direct_2r.xml -C alltoall -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 -R 3
-  a=.device/algs/r4
+  a=$algs/r4
 fi
 if [[ $stages == *" procs "* ]]; then
   bench ar_allpairs1_P allreduce_allpairs1_4r.xml -C allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 -R 3

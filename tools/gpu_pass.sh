@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gpu_pass.sh -- the whole GPU test pass on a lent GPU machine (no Lua there):
-# first, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n .device/algs/r$n; done
-# then there, carrying build and .device:  bash tools/gpu_pass.sh   (MODES="single procs", QUICK=--quick)
+# first, here: for n in 2 4; do tools/gpu_prep.sh build/tools/baton algorithms CORPUS $n build/algs/r$n; done
+# then on the GPU machine:  bash tools/gpu_pass.sh   (ALGS=DIR if the rN folders are elsewhere; MODES="single procs", QUICK=--quick)
 set -u
 out=${OUT:-/tmp}
+algs=${ALGS:-build/algs}   # where tools/gpu_prep.sh put the rN folders
 nvidia-smi -L
 ./build/tests/gpu_reduce > $out/reduce.txt 2>&1; echo "reduce exit $? $(grep -c '^ok' $out/reduce.txt) ok"
 for n in 2 4; do
@@ -11,7 +12,7 @@ for n in 2 4; do
     mode=""; extra="--big"; [ "$m" = procs ] && mode="--procs"
     name=r$n${mode:+_procs}
     start=$SECONDS
-    timeout 280 ./build/tests/gpu_runtime --ranks $n --dir .device/algs/r$n $mode $extra ${QUICK:-} > $out/$name.txt 2>&1
+    timeout 280 ./build/tests/gpu_runtime --ranks $n --dir $algs/r$n $mode $extra ${QUICK:-} > $out/$name.txt 2>&1
     rc=$?
     echo "== $name exit $rc in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
     grep -v '^ok' $out/$name.txt | head -30
