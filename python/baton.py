@@ -7,6 +7,13 @@ no compiled extension.
     y = baton.gemv_allreduce(W, x, comm=comm)          # y = sum over ranks of W_r @ x_r
     out = baton.embedding_alltoall(E, indices, offsets, batch=B, tables=T, comm=comm)   # [B/n, n*T*D]
 
+and, with no GPU and no PyTorch, the compiler and the CPU verifier:
+
+    baton.set_algorithms(dir='algs')                   # what communicators load (before any other call)
+    baton.compile('algorithms/allreduce_ring.lua', 'algs/ring4.xml', ranks=4)   # script -> verified IR
+    baton.verify('algs/ring4.xml')                     # True, or BatonError naming the file and the problem
+    baton.nccl_library()                               # is the libnccl.so.2 in this process baton's?
+
 Tensors are CUDA tensors of float32, float16 or bfloat16 (anything with
 data_ptr(), shape, stride(), dtype and is_cuda works); calls are
 asynchronous on the current CUDA stream of the tensors' device (or the
@@ -17,25 +24,34 @@ The library: baton.load(path) before anything else, else libbaton.so from
 beside this file's folder's build/ (a source checkout), else the one
 installed with this module (PREFIX/lib), else the system's.
 """
+import collections
 import ctypes
 import ctypes.util
 import glob
 import os
+import struct
 
 _DTYPES = {'torch.float32': 0, 'torch.float16': 2, 'torch.bfloat16': 3}   # baton_f32, baton_f16, baton_bf16
 _RESULTS = ['success', 'invalid argument', 'out of memory', 'system error', 'deadlock', 'wrong result',
             'unsupported', 'CUDA error', 'internal error', 'timeout', 'aborted', 'remote peer lost']
 _lib = None
+# Set before the first call that makes libbaton read its environment parameters (BATON_ALGO_DIR and the
+# others: once per process, runtime/rt_param.c); set_algorithms is refused after it.
+_params_read = None
 
 
 class BatonError(RuntimeError):
     """A baton call failed; .code is baton's result (baton.h), the message says which call and why (baton
-    logs details at WARN)."""
+    logs details at WARN); .detail is the library's diagnostic where it gives one (compile, verify: the
+    file and line of each problem), also in the message."""
 
-    def __init__(self, call, code):
+    def __init__(self, call, code, detail=None):
         self.code = code
+        if detail and detail.startswith(call + ': '):   # the library names the call itself
+            detail = detail[len(call) + 2:]
+        self.detail = detail
         what = _RESULTS[code] if 0 <= code < len(_RESULTS) else f'result {code}'
-        super().__init__(f'{call}: {what}')
+        super().__init__(f'{call}: {what}' + (f': {detail}' if detail else ''))
 
 
 def load(path=None):
@@ -86,6 +102,16 @@ def _declare(lib):
     lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
     lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]
     lib.baton_comm_count.restype = I
+    lib.baton_comm_algorithm_count.argtypes = [P]
+    lib.baton_comm_algorithm_count.restype = I
+    lib.baton_comm_algorithm_name.argtypes = [P, I]
+    lib.baton_comm_algorithm_name.restype = ctypes.c_char_p
+    S = ctypes.c_char_p
+    if hasattr(lib, 'baton_compile'):   # a library older than these two has neither
+        lib.baton_compile.argtypes = [S, ctypes.POINTER(S), I, S, ctypes.c_char_p, Z]
+        lib.baton_compile.restype = I
+        lib.baton_verify.argtypes = [S, ctypes.c_char_p, Z]
+        lib.baton_verify.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
               lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_gemm_alltoall, lib.baton_group_start,
               lib.baton_group_end):
@@ -95,6 +121,169 @@ def _declare(lib):
 def _check(call, code):
     if code != 0:
         raise BatonError(call, code)
+
+
+def _reads_params(call):
+    """Notes that `call` is about to make libbaton read its environment parameters."""
+    global _params_read
+    if _params_read is None:
+        _params_read = call
+
+
+def _tool(lib, name):
+    if not hasattr(lib, name):
+        raise OSError(f'baton: the library loaded has no {name} (it is older than this module): '
+                      'call baton.load(PATH) with a newer libbaton.so')
+    return getattr(lib, name)
+
+
+_ERR_BYTES = 8192   # of the diagnostic baton_compile and baton_verify give back
+
+
+def compile(script, out, **params):
+    """Compiles the algorithm script (Lua, docs/DSL.md) with its parameters (ranks=4, ...: what param() reads
+    in the script) into verified IR at `out`, as `baton compile SCRIPT --param K=V ... -o OUT`: traced,
+    lowered, validated (races and deadlock included) and run on the CPU executor before it is written.
+    Returns out.  Raises BatonError whose message holds the diagnostic ("script.lua:LINE: message" for an
+    error in the script).  Runs the compiler installed with the library (the baton program) as a child
+    process, so it does not fix this process's environment parameters (set_algorithms may still follow)."""
+    lib = load()
+    fn = _tool(lib, 'baton_compile')
+    items = [f'{k}={int(v) if isinstance(v, bool) else v}'.encode() for k, v in params.items()]
+    arr = (ctypes.c_char_p * max(len(items), 1))(*items)
+    err = ctypes.create_string_buffer(_ERR_BYTES)
+    code = fn(os.fsencode(script), arr, len(items), os.fsencode(out), err, len(err))
+    if code:
+        raise BatonError('baton_compile', code, err.value.decode(errors='replace'))
+    return out
+
+
+def verify(path):
+    """Validates the IR file at path (its XML, the program's rules, races, deadlock freedom) and runs it for all
+    ranks on the CPU executor against its collective's postcondition (f32 sum, 4099 elements per block: the
+    run of `baton verify FILE`).  Returns True, or raises BatonError whose message names the file and the
+    problem; a fused program with gemm steps or an interleaved output is refused (code 6, unsupported: its
+    dimensions must be chosen, `baton verify --dim`; compile ran it before writing it).  The first call reads
+    libbaton's environment parameters (see set_algorithms)."""
+    lib = load()
+    fn = _tool(lib, 'baton_verify')
+    err = ctypes.create_string_buffer(_ERR_BYTES)
+    _reads_params('baton.verify')
+    code = fn(os.fsencode(path), err, len(err))
+    if code:
+        raise BatonError('baton_verify', code, err.value.decode(errors='replace'))
+    return True
+
+
+def set_algorithms(dir=None, files=None):
+    """Names the IR programs communicators load: a folder whose *.xml files are loaded (BATON_ALGO_DIR) and/or
+    files (BATON_ALGO_FILES: a path or a list of paths), set in os.environ; a variable whose argument is None
+    is removed, so that exactly what is named here loads (MSCCL_XML_FILES is left as it is).  libbaton reads
+    its environment parameters once per process, at the first call that needs one: set_algorithms must come
+    before this module's first verify, Comm or group call, and raises RuntimeError after one.  (Calls made to
+    the library without this module, and baton's libnccl.so.2, which reads its own at its first call, are not
+    seen here.)"""
+    if dir is None and files is None:
+        raise ValueError('baton: set_algorithms needs dir= (a folder of IR files) or files= (IR files)')
+    if _params_read is not None:
+        raise RuntimeError(f'baton: set_algorithms comes too late: libbaton read its environment parameters '
+                           f'(BATON_ALGO_DIR, ...) at this process\'s first {_params_read} call, and reads them '
+                           f'once; call set_algorithms before it, or set the variables before starting Python')
+    env = {}
+    if dir is not None:
+        if not os.path.isdir(dir):
+            raise NotADirectoryError(f'baton: set_algorithms: {dir} is not a folder')
+        env['BATON_ALGO_DIR'] = os.path.abspath(dir)
+    if files is not None:
+        files = [files] if isinstance(files, (str, bytes, os.PathLike)) else list(files)
+        paths = []
+        for f in files:
+            f = os.fsdecode(f)
+            if not os.path.isfile(f):
+                raise FileNotFoundError(f'baton: set_algorithms: {f} is not a file')
+            if ':' in os.path.abspath(f):
+                raise ValueError(f'baton: set_algorithms: {f}: BATON_ALGO_FILES is colon-separated, so a path '
+                                 'cannot hold a colon')
+            paths.append(os.path.abspath(f))
+        env['BATON_ALGO_FILES'] = ':'.join(paths)
+    for var in ('BATON_ALGO_DIR', 'BATON_ALGO_FILES'):
+        if var in env:
+            os.environ[var] = env[var]
+        else:
+            os.environ.pop(var, None)
+
+
+NcclLibrary = collections.namedtuple('NcclLibrary', 'path is_baton')
+NcclLibrary.__doc__ = ('A libnccl.so* mapped into this process: its path, and whether it is baton\'s drop-in '
+                       '(True), another NCCL (False) or cannot be read to tell (None).')
+# A string of baton's parameter table, in the read-only data of baton's libnccl.so.2 and of no real NCCL.
+_BATON_MARKER = b'BATON_ALGO_DIR'
+
+
+def _elf_rodata(f):
+    """(offset, size) of an ELF file's .rodata section, or None."""
+    f.seek(0)
+    h = f.read(64)
+    if len(h) < 64 or h[:4] != b'\x7fELF' or h[4] != 2 or h[5] != 1:   # 64-bit little-endian only
+        return None
+    shoff, = struct.unpack_from('<Q', h, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from('<HHH', h, 0x3A)
+    if shentsize < 64 or not 0 < shnum < 65536 or shstrndx >= shnum:
+        return None
+    f.seek(shoff)
+    table = f.read(shentsize * shnum)
+    if len(table) < shentsize * shnum:
+        return None
+    sections = [struct.unpack_from('<IIQQQQ', table, i * shentsize) for i in range(shnum)]
+    _, _, _, _, stroff, strsize = sections[shstrndx]
+    f.seek(stroff)
+    names = f.read(min(strsize, 1 << 20))
+    for name, _, _, _, off, size in sections:
+        if names[name:names.find(b'\0', name)] == b'.rodata':
+            return off, size
+    return None
+
+
+def _has_marker(path):
+    """Whether the file holds _BATON_MARKER (in its .rodata when it is an ELF file with one); None when it cannot
+    be read."""
+    try:
+        with open(path, 'rb') as f:
+            span = _elf_rodata(f)
+            start, left = span if span else (0, os.fstat(f.fileno()).st_size)
+            f.seek(start)
+            tail, step = b'', 1 << 22
+            while left > 0:
+                block = f.read(min(step, left))
+                if not block:
+                    break
+                left -= len(block)
+                if _BATON_MARKER in tail + block:
+                    return True
+                tail = block[-len(_BATON_MARKER):]
+            return False
+    except OSError:
+        return None
+
+
+def nccl_library():
+    """Which NCCL this process has loaded (for a program using torch.distributed, say, after its process group
+    was made): a list of NcclLibrary(path, is_baton), one per libnccl.so* file mapped into the process (from
+    /proc/self/maps), in the order they appear; is_baton is True for baton's drop-in (docs/NCCL.md), False for
+    another NCCL (the real one, which the drop-in itself loads to forward what baton does not run), None when
+    the file cannot be read (deleted, or no permission).  [] when no NCCL is loaded.  Linux only."""
+    seen = []
+    with open('/proc/self/maps') as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            if len(fields) < 6:
+                continue
+            path = fields[5].rstrip('\n')
+            if path.endswith(' (deleted)'):
+                path = path[:-len(' (deleted)')]
+            if os.path.basename(path).startswith('libnccl.so') and path not in seen:
+                seen.append(path)
+    return [NcclLibrary(p, _has_marker(p)) for p in seen]
 
 
 class Comm:
@@ -108,6 +297,7 @@ class Comm:
         """One communicator per entry of `devices` (CUDA device ordinals; one may repeat for tests on fewer
         GPUs than ranks), all driven by this process; returns the list, rank i first."""
         lib = load()
+        _reads_params('baton.Comm.init_all')
         n = len(devices)
         out = (ctypes.c_void_p * n)()
         devs = (ctypes.c_int * n)(*devices)
@@ -119,6 +309,7 @@ class Comm:
         """128 bytes that rank 0 makes and every rank passes to init_rank (send them with
         torch.distributed.broadcast_object_list, a file, ...)."""
         lib = load()
+        _reads_params('baton.Comm.unique_id')
         uid = (ctypes.c_char * 128)()
         _check('baton_get_unique_id', lib.baton_get_unique_id(ctypes.byref(uid)))
         return bytes(uid)
@@ -129,6 +320,7 @@ class Comm:
         lib = load()
         if len(uid) != 128:
             raise ValueError('baton: a unique id is 128 bytes (Comm.unique_id())')
+        _reads_params('baton.Comm.init_rank')
         h = ctypes.c_void_p()
         _check('baton_comm_init_rank',
                lib.baton_comm_init_rank(ctypes.byref(h), nranks, (ctypes.c_char * 128).from_buffer_copy(uid), rank))
@@ -138,6 +330,12 @@ class Comm:
         """The program the last call of this communicator ran."""
         s = load().baton_comm_last_algorithm(self._h)
         return s.decode() if s else None
+
+    def algorithms(self):
+        """The names of the programs this communicator loaded (each its IR name, else its file)."""
+        lib = load()
+        names = (lib.baton_comm_algorithm_name(self._h, i) for i in range(lib.baton_comm_algorithm_count(self._h)))
+        return [n.decode() for n in names if n]
 
     def destroy(self):
         if self._h:
@@ -150,6 +348,7 @@ class group:
     one process drives several ranks."""
 
     def __enter__(self):
+        _reads_params('baton.group')
         _check('baton_group_start', load().baton_group_start())
         return self
 

@@ -196,6 +196,40 @@ int baton_comm_algorithm_count(const baton_comm *comm);
 const char *baton_comm_algorithm_name(const baton_comm *comm, int i);
 const char *baton_comm_last_algorithm(const baton_comm *comm);
 
+/* The compiler and the CPU verifier, as `baton compile` and `baton
+ * verify` (docs/DSL.md); no GPU is used.  On failure err (errlen bytes,
+ * may be NULL) holds the first lines of the diagnostic, NUL-terminated
+ * and cut to fit: "script.lua:LINE: message" for an error in the script.
+ *
+ * baton_compile runs the algorithm script at `script` with params[i] =
+ * "KEY=VALUE" (nparams of them, at most 128, read by param() in the
+ * script), lowers, fuses and schedules it, validates the result (races
+ * and deadlock with BATON_EXEC_SLOTS FIFO slots included), runs it on the
+ * CPU executor three times and only then writes the IR to out_path.  It
+ * runs the baton program of this library's installation (PREFIX/bin/baton)
+ * or build tree (tools/baton beside libbaton.so) as a child process with
+ * this process's environment: libbaton holds no Lua.  baton_invalid_argument
+ * for a script or program that is wrong, baton_wrong_result or
+ * baton_deadlock for a CPU run that fails, baton_system_error when the
+ * baton program cannot be found or run, or out_path cannot be written. */
+baton_result baton_compile(const char *script, const char *const *params, int nparams, const char *out_path,
+                           char *err, size_t errlen);
+
+/* Validates the IR file at ir_path (its XML, deadlock freedom with
+ * BATON_EXEC_SLOTS FIFO slots, races for the program's own placement)
+ * and runs it for all ranks on the CPU executor, checking its
+ * collective's postcondition: f32 sum (bf16 for a program whose compute
+ * steps take only that), 4099 elements per block in 128-element tiles,
+ * unbound dimensions of a fused program at the verifier's default -- the
+ * run of `baton verify FILE`.  baton_invalid_argument for a file that is
+ * not a valid program, baton_wrong_result or baton_deadlock for a run
+ * that fails, baton_unsupported for a fused program with gemm steps or
+ * an interleaved output (its dimensions and count must be chosen to fit:
+ * `baton verify --dim NAME=N --count N`).  In this process: its first call reads baton's environment
+ * parameters, which the library reads once (set BATON_ALGO_DIR and the
+ * others before it). */
+baton_result baton_verify(const char *ir_path, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,16 @@
 """python/baton.py without a GPU or PyTorch: the library loads through ctypes,
-and every malformed call is refused before it reaches the library.
-Usage: python3 python_module.py PYTHON_DIR LIBBATON   (TAP output)"""
+every malformed call is refused before it reaches the library, and the
+compiler, the CPU verifier, set_algorithms and nccl_library work.
+Usage: python3 python_module.py PYTHON_DIR LIBBATON   (TAP output; the
+algorithm scripts are PYTHON_DIR/../algorithms, baton's libnccl.so.2 is the
+one beside LIBBATON when there is one)"""
+import ctypes
+import mmap
+import os
+import re
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, sys.argv[1])
 import baton
@@ -26,8 +35,8 @@ class T:   # the part of a torch.Tensor the module uses
 def raises(kind, fn, what, text):
     try:
         fn()
-    except kind as e:
-        ok(text in str(e), f'{what} ({e})')
+    except kind as e:   # one TAP line: the message's first line
+        ok(text in str(e), f'{what} ({str(e).splitlines()[0]})')
         return
     except Exception as e:
         ok(False, f'{what}: raised {type(e).__name__}: {e}')
@@ -82,9 +91,101 @@ raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2,), 'to
        'host counts are refused', 'int32 CUDA tensor')
 raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2, 1), 'torch.int32')),
        '2-D counts are refused', '1-D contiguous')
+# The compiler, the verifier and the algorithm set: no GPU needed.
+def raised(kind, fn):
+    try:
+        fn()
+    except kind as e:
+        return e
+    return None
+
+algs = os.path.join(sys.argv[1], '..', 'algorithms')
+tmp = tempfile.mkdtemp(prefix='baton_python_')
+ok(baton.nccl_library() == [], 'nccl_library() is [] in a process that loaded no NCCL')
+baton.set_algorithms(dir=tmp)
+ok(os.environ.get('BATON_ALGO_DIR') == os.path.abspath(tmp) and 'BATON_ALGO_FILES' not in os.environ,
+   'set_algorithms(dir=) sets BATON_ALGO_DIR and removes BATON_ALGO_FILES')
+ring = os.path.join(tmp, 'ring4.xml')
+e = raised(Exception, lambda: ok(baton.compile(os.path.join(algs, 'allreduce_ring.lua'), ring, ranks=4) == ring,
+                                 'compile(allreduce_ring.lua, ranks=4) returns the output path'))
+if e: ok(False, f'compile(allreduce_ring.lua, ranks=4): {type(e).__name__}: {e}')
+text = open(ring).read() if os.path.exists(ring) else ''
+ok('ngpus="4"' in text and 'coll="allreduce"' in text, 'it wrote a 4-rank AllReduce')
+script = os.path.join(tmp, 'script.lua')
+with open(script, 'w') as f:
+    f.write('collective{ kind = "allreduce", ranks = 2 }\nlocal x = nil + 1\n')
+raises(baton.BatonError, lambda: baton.compile(script, os.path.join(tmp, 'bad.xml')),
+       'a script error raises BatonError naming the script line', 'script.lua:2: attempt to perform arithmetic')
+e = raised(baton.BatonError, lambda: baton.compile(script, os.path.join(tmp, 'bad.xml')))
+ok(e is not None and e.code == 1 and e.detail.startswith(script + ':2:') and
+   not os.path.exists(os.path.join(tmp, 'bad.xml')), 'its code is invalid argument, .detail the diagnostic, '
+   'nothing written')
+raises(baton.BatonError, lambda: baton.compile(os.path.join(algs, 'allreduce_ring.lua'), os.path.join(tmp, 'x.xml'),
+       rank=4), 'a parameter the script never reads is refused', '--param rank is never read')
+raises(baton.BatonError, lambda: baton.compile(os.path.join(tmp, 'missing.lua'), os.path.join(tmp, 'x.xml')),
+       'a missing script is refused, named', 'missing.lua')
+raises(baton.BatonError, lambda: baton.compile(tmp, os.path.join(tmp, 'x.xml')), 'a folder is refused',
+       'is a directory, not a Lua script')
+raises(baton.BatonError, lambda: baton.compile(os.path.join(algs, 'allreduce_ring.lua'),
+       os.path.join(tmp, 'no', 'such', 'x.xml'), ranks=2), 'an output that cannot be written is refused',
+       'cannot write')
+# The compiler runs as a child process: this process's parameters are still unread.
+e = raised(Exception, lambda: baton.set_algorithms(files=[ring]))
+ok(e is None and os.environ.get('BATON_ALGO_FILES') == ring and 'BATON_ALGO_DIR' not in os.environ,
+   'set_algorithms(files=) after compile sets BATON_ALGO_FILES and removes BATON_ALGO_DIR' + (f' ({e})' if e else ''))
+raises(FileNotFoundError, lambda: baton.set_algorithms(files=[os.path.join(tmp, 'none.xml')]),
+       'set_algorithms with a missing file is refused', 'none.xml is not a file')
+raises(NotADirectoryError, lambda: baton.set_algorithms(dir=ring), 'set_algorithms with a file for dir is refused',
+       'is not a folder')
+raises(ValueError, lambda: baton.set_algorithms(), 'set_algorithms with nothing is refused', 'needs dir=')
+e = raised(Exception, lambda: ok(baton.verify(ring) is True, 'verify(the compiled ring) is True'))
+if e: ok(False, f'verify(the compiled ring): {type(e).__name__}: {e}')
+cut = os.path.join(tmp, 'cut.xml')
+with open(cut, 'w') as f:
+    f.write(text[:len(text) // 2])
+e = raised(baton.BatonError, lambda: baton.verify(cut))
+ok(e is not None and e.code == 1 and re.search(re.escape(cut) + r':\d+: ', str(e)),
+   'verify of a truncated file fails naming the file and line' + (f' ({str(e).splitlines()[1]})' if e else ''))
+wrong = os.path.join(tmp, 'wrong.xml')
+step = '<step s="6" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1"'
+with open(wrong, 'w') as f:   # rank 0 receives its last chunk into another one
+    f.write(text.replace(step, step.replace('off="1"', 'off="0"'), 1))
+e = raised(baton.BatonError, lambda: baton.verify(wrong))
+ok(step in text and e is not None and e.code == 5 and 'wrong.xml: WRONG RESULT' in str(e),
+   f'verify of a program that computes the wrong sum fails: wrong result ({str(e).splitlines()[0] if e else None})')
+raises(baton.BatonError, lambda: baton.verify(os.path.join(tmp, 'none.xml')), 'verify of a missing file names it',
+       'none.xml')
+moe = os.path.join(tmp, 'moe2.xml')
+e = raised(Exception, lambda: baton.verify(baton.compile(os.path.join(algs, 'moe_combine.lua'), moe, ranks=2)))
+ok(isinstance(e, baton.BatonError) and e.code == 6 and 'gemm steps' in str(e),
+   f'verify of a fused program with gemm steps is refused: unsupported ({str(e).splitlines()[0] if e else None})')
+raises(RuntimeError, lambda: baton.set_algorithms(dir=tmp), 'set_algorithms after verify (parameters read) is '
+       'refused', 'too late')
+ok(baton.Comm(None).algorithms() == [], 'Comm.algorithms() of no communicator is []')
+# nccl_library: a libnccl.so.2 that is not baton's, then baton's drop-in.
+os.mkdir(os.path.join(tmp, 'other'))
+other = os.path.join(tmp, 'other', 'libnccl.so.2')
+with open(other, 'wb') as f:
+    f.write(b'\x7fELF: not an NCCL at all\n' * 4096)
+with open(other, 'rb') as f:
+    mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+libs = baton.nccl_library()
+ok(libs == [baton.NcclLibrary(os.path.realpath(other), False)], f'a libnccl.so.2 that is not baton\'s: {libs}')
+mapped.close()
+drop = os.path.join(os.path.dirname(os.path.realpath(sys.argv[2])), 'libnccl.so.2')
+if os.path.exists(drop):
+    ctypes.CDLL(drop)
+    libs = baton.nccl_library()
+    ok(libs == [baton.NcclLibrary(os.path.realpath(drop), True)], f'baton\'s drop-in loaded: {libs}')
+else:
+    n += 1
+    print(f'ok {n} - baton\'s drop-in loaded # SKIP no {drop}')
+shutil.rmtree(tmp)
+
 try:   # on a machine without a GPU, baton says so with its own error
     comms = baton.Comm.init_all([0])
     ok(True, 'a communicator on GPU 0 (a GPU is present)')
+    ok(all(isinstance(a, str) for a in comms[0].algorithms()), 'Comm.algorithms() lists names')
     for cm in comms: cm.destroy()
 except baton.BatonError as e:
     ok(e.code in (3, 7, 8), f'no GPU: init_all fails with baton\'s error ({e})')

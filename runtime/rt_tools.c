@@ -1,0 +1,237 @@
+/* rt_tools.c -- baton_compile (the baton program's compiler, run as a child) and baton_verify (in process). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "baton.h"
+#include "ip_cpu.h"
+#include "ir_check.h"
+#include "ir_read.h"
+
+extern char **environ;
+
+/* Parameters one baton_compile takes (as `baton compile`). */
+#define MAX_PARAMS 128
+
+/* Writes the formatted message into err (errlen bytes; nothing when err
+ * is NULL or errlen 0), cut to fit, without a trailing newline. */
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(err);
+  while (n && err[n - 1] == '\n') err[--n] = 0;
+}
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+/* Where the compiler is: the baton program of this library's build tree
+ * (DIR/tools/baton beside DIR/libbaton.so) or installation
+ * (PREFIX/bin/baton for PREFIX/lib/ or PREFIX/lib/<triplet>/libbaton.so).
+ * Copies its path into out and returns 1; 0 with the places looked in
+ * in out when there is none. */
+static int find_compiler(char *out, size_t n) {
+  static const char *const rel[] = {"tools/baton", "../bin/baton", "../../bin/baton"};
+  Dl_info info;
+  char lib[PATH_MAX], dir[PATH_MAX], looked[3 * PATH_MAX] = "";
+  if (!dladdr((void *)find_compiler, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
+    snprintf(out, n, "the path of libbaton.so is unknown");
+    return 0;
+  }
+  snprintf(dir, sizeof dir, "%s", lib);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    snprintf(out, n, "%s/%s", dir, rel[i]);
+    if (!access(out, X_OK)) return 1;
+    size_t k = strlen(looked);
+    snprintf(looked + k, sizeof looked - k, "%s%s", k ? ", " : "", out);
+  }
+  snprintf(out, n, "%s", looked);
+  return 0;
+}
+
+/* Runs argv (argv[0] the program's path) with stdin and stdout on
+ * /dev/null and its standard error into text (n > 0 bytes, NUL-terminated,
+ * the rest discarded); *status is its exit status, -1 when it did not
+ * exit.  BT_ERR_SYSTEM with errno set when it cannot be started. */
+static bt_result run_capture(char *const argv[], char *text, size_t n, int *status) {
+  int fd[2], e = 0;
+  if (pipe2(fd, O_CLOEXEC)) return BT_ERR_SYSTEM;
+  posix_spawn_file_actions_t fa;
+  pid_t pid;
+  if ((e = posix_spawn_file_actions_init(&fa)) == 0) {
+    if (!(e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
+        !(e = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0)) &&
+        !(e = posix_spawn_file_actions_adddup2(&fa, fd[1], 2)))
+      e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  close(fd[1]);
+  if (e) {
+    close(fd[0]);
+    errno = e;
+    return BT_ERR_SYSTEM;
+  }
+  size_t len = 0;
+  char buf[4096];
+  for (;;) {
+    ssize_t k = read(fd[0], buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    size_t keep = n - 1 - len < (size_t)k ? n - 1 - len : (size_t)k;
+    memcpy(text + len, buf, keep);
+    len += keep;
+  }
+  close(fd[0]);
+  text[len] = 0;
+  int ws;
+  while (waitpid(pid, &ws, 0) < 0)
+    if (errno != EINTR) return BT_ERR_SYSTEM;
+  *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  return BT_OK;
+}
+
+/* baton.h: `baton compile -q SCRIPT --param ... -o OUT` of this library's
+ * build or installation, in a child process (libbaton holds no Lua: the
+ * system's static Lua is not position-independent); its messages are
+ * the compile pipeline's (compiler/cc_compile.c). */
+baton_result baton_compile(const char *script, const char *const *params, int nparams, const char *out_path,
+                           char *err, size_t errlen) {
+  if (err && errlen) *err = 0;
+  if (!script || !out_path || nparams < 0 || nparams > MAX_PARAMS || (nparams && !params)) {
+    set_err(err, errlen, "baton_compile: %s", !script ? "script is NULL" : !out_path ? "out_path is NULL"
+            : nparams > MAX_PARAMS ? "more than 128 parameters" : "nparams is negative, or params is NULL");
+    return baton_invalid_argument;
+  }
+  for (int i = 0; i < nparams; i++)
+    if (!params[i] || !strchr(params[i], '=') || params[i][0] == '=') {
+      set_err(err, errlen, "baton_compile: parameter %d is '%s', not KEY=VALUE", i, params[i] ? params[i] : "(null)");
+      return baton_invalid_argument;
+    }
+  if (is_dir(script)) {
+    set_err(err, errlen, "baton_compile: %s is a directory, not a Lua script", script);
+    return baton_invalid_argument;
+  }
+  char tool[3 * PATH_MAX + 16];
+  if (!find_compiler(tool, sizeof tool)) {
+    set_err(err, errlen, "baton_compile: the baton program is not beside libbaton.so (looked for %s)", tool);
+    return baton_system_error;
+  }
+  /* A script or output named "-..." would read as an option: "./-...". */
+  char s_arg[PATH_MAX + 8], o_arg[PATH_MAX + 8];
+  if (snprintf(s_arg, sizeof s_arg, "%s%s", script[0] == '-' ? "./" : "", script) >= (int)sizeof s_arg ||
+      snprintf(o_arg, sizeof o_arg, "%s%s", out_path[0] == '-' ? "./" : "", out_path) >= (int)sizeof o_arg) {
+    set_err(err, errlen, "baton_compile: a path longer than %d bytes", PATH_MAX);
+    return baton_invalid_argument;
+  }
+  char *argv[2 * MAX_PARAMS + 8];
+  int a = 0;
+  argv[a++] = tool;
+  argv[a++] = "compile";
+  argv[a++] = "-q";
+  argv[a++] = s_arg;
+  for (int i = 0; i < nparams; i++) {
+    argv[a++] = "--param";
+    argv[a++] = (char *)params[i];
+  }
+  argv[a++] = "-o";
+  argv[a++] = o_arg;
+  argv[a] = NULL;
+  int status;
+  char text[8192];   /* the compiler's messages: 20 at most, and a summary */
+  if (run_capture(argv, text, sizeof text, &status)) {
+    set_err(err, errlen, "baton_compile: cannot run %s: %s", tool, strerror(errno));
+    return baton_system_error;
+  }
+  if (status == 0) return baton_success;
+  set_err(err, errlen, "%s", text);
+  if (status < 0) {
+    set_err(err, errlen, "baton_compile: %s stopped without an exit status", tool);
+    return baton_system_error;
+  }
+  if (strstr(text, "cannot write")) return baton_system_error;
+  if (strstr(text, "fails on the CPU executor")) return strstr(text, "deadlock") ? baton_deadlock : baton_wrong_result;
+  return baton_invalid_argument;
+}
+
+/* Whether any step of p is a gemm. */
+static int has_gemm(const ir_prog *p) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++)
+        if (p->gpus[r].tbs[b].steps[k].op == IR_OP_GEMM) return 1;
+  return 0;
+}
+
+/* baton.h: baton verify's checks and its default CPU run, on one file. */
+baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
+  if (err && errlen) *err = 0;
+  if (!ir_path) {
+    set_err(err, errlen, "baton_verify: ir_path is NULL");
+    return baton_invalid_argument;
+  }
+  if (is_dir(ir_path)) {
+    set_err(err, errlen, "baton_verify: %s is a directory, not an IR file", ir_path);
+    return baton_invalid_argument;
+  }
+  rt_diag *d = rt_diag_new(20);
+  if (!d) {
+    set_err(err, errlen, "baton_verify: out of memory");
+    return baton_out_of_memory;
+  }
+  ir_prog *p = NULL;
+  bt_result r = ir_read_file(ir_path, &p, d);
+  if (!r) r = ir_check(p, d);
+  if (r) {
+    set_err(err, errlen, "%s: invalid\n%s", ir_path, rt_diag_text(d));
+    goto out;
+  }
+  if ((r = ir_check_races(p, ir_prog_aliased(p, p->inplace), d))) {
+    set_err(err, errlen, "%s: unsafe\n%s", ir_path, rt_diag_text(d));
+    goto out;
+  }
+  /* A gemm's rows and an interleaved output's rows are products of
+   * dimensions that the count must divide into: those runs need
+   * dimensions and a count chosen for the program (baton compile's runs,
+   * or baton verify --dim --count). */
+  const char *needs = p->interleave ? "an interleaved output" : has_gemm(p) ? "gemm steps" : NULL;
+  if (needs) {
+    set_err(err, errlen, "%s: a fused program with %s: baton_verify runs no such program (its dimensions and count "
+            "must be chosen to fit: baton verify --dim NAME=N --count N; baton compile ran it before writing it)",
+            ir_path, needs);
+    r = BT_ERR_UNSUPPORTED;
+    goto out;
+  }
+  /* baton verify's default run: f32 sum, or bf16 for a program whose
+   * compute steps take only that. */
+  ip_dims dims = {0};
+  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1, .dims = &dims};
+  if (!ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) o.dtype = IP_BF16;
+  ip_cpu_report rep;
+  if ((r = ip_cpu_verify(p, &o, &rep, d))) {
+    const char *what = r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG RESULT" : bt_result_str(r);
+    set_err(err, errlen, "%s: %s with %s %s count=%lld\n%s", ir_path, what, ip_dtype_name[o.dtype],
+            ip_redop_name[o.op], (long long)o.count, rt_diag_text(d));
+  }
+out:
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return (baton_result)r;
+}
