@@ -50,7 +50,11 @@ static void test_options(void) {
     {"-b 1K -e 8", "-b 1024 is larger than -e 8"},
     {"-b 0 -e 8 -f 2", "never grows"},
     {"-e", "-e needs a value"},
-    {"-c 2", "bad value '2' for -c"},
+    {"-c -1", "bad value '-1' for -c"},
+    {"-c many", "bad value 'many' for -c"},
+    {"-I 3", "bad value '3' for -I"},
+    {"-I all", "bad value 'all' for -I"},
+    {"-I both -P -g 2", "-I both needs one process (not -P)"},
     {"-d f8", "bad value 'f8' for -d"},
     {"-C broadcast", "bad value 'broadcast' for -C"},
     {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
@@ -66,11 +70,46 @@ static void test_options(void) {
     err[strcspn(err, "\n")] = 0;
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
-  ok(parse(&o, "--help", err, sizeof err) == 1, "--help asks for the help");
+  ok(parse(&o, "-I both", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
+         parse(&o, "-I 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
+         parse(&o, "--inplace=both -g 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
+         parse(&o, "-I 1", err, sizeof err) == 0 && o.inplace == BENCH_IN_PLACE &&
+         parse(&o, "-I0", err, sizeof err) == 0 && o.inplace == BENCH_OUT_OF_PLACE,
+     "-I both, -I 2, --inplace=both: both placements; -I 1 in place, -I0 out of place");
+  ok(parse(&o, "-c 5", err, sizeof err) == 0 && o.check == 5 && parse(&o, "--check=0", err, sizeof err) == 0 &&
+         o.check == 0 && parse(&o, "-c1", err, sizeof err) == 0 && o.check == 1,
+     "-c N: nccl-tests' check count (5, 0: none, 1)");
+  char help[8192];
+  bench_test_io io;
+  char *hargv[] = {"bench", "--help", NULL};
+  bench_test_open(&io, err, sizeof err, help, sizeof help);
+  int hrc = bench_parse(&o, 2, hargv, io.out, io.err);
+  bench_test_close(&io, 0);
+  ok(hrc == 1 && strstr(help, "-c, --check N") && strstr(help, "2 or both: every size out of place, then in"),
+     "--help names -c N and -I both");
   int64_t b = 0;
   ok(!bench_parse_size("1.5K", &b) && b == 1536 && !bench_parse_size("128m", &b) && b == 128 << 20 &&
          !bench_parse_size("1G", &b) && b == 1 << 30 && bench_parse_size("-1", &b) && bench_parse_size("8Q", &b),
      "sizes: 1.5K, 128m, 1G; -1 and 8Q refused");
+  /* One parser for every size-like value: -b/-e/-i (fractions, K/M/G, a
+   * trailing B) and the fused modes' lists (integers, the suffixes each
+   * option takes). */
+  int64_t l[4];
+  int nl = 0;
+  const char *end = NULL;
+  ok(!bench_parse_size("4kB", &b) && b == 4096 && !bench_parse_size("0", &b) && b == 0 &&
+         bench_parse_size("1K5", &b) && bench_parse_size("nan", &b) && bench_parse_size("", &b),
+     "sizes: 4kB; 0; 1K5, nan and nothing refused");
+  ok(!bench_parse_scaled("2G,", "KM", 0, &b, &end) && b == 2 && !strcmp(end, "G,") &&
+         !bench_parse_scaled("1.5K", "KMG", 1, &b, &end) && b == 1536 && !*end &&
+         !bench_parse_scaled("3m", "KMG", 0, &b, &end) && b == 3 << 20 &&
+         bench_parse_scaled("-4", "KMG", 1, &b, &end) && bench_parse_scaled("8G", "G", 0, &b, &end) == 0 &&
+         bench_parse_scaled("16777216G", "G", 0, &b, &end) == 0 && bench_parse_scaled("99999999999G", "G", 0, &b, &end),
+     "bench_parse_scaled: the suffixes asked for only, fractions only when asked, negative and over 2^62 refused");
+  ok(!bench_parse_list("4K,1m,3", "KMG", 4, l, &nl) && nl == 3 && l[0] == 4096 && l[1] == 1 << 20 && l[2] == 3 &&
+         bench_parse_list("1.5K", "KMG", 4, l, &nl) && bench_parse_list("1G", "KM", 4, l, &nl) &&
+         bench_parse_list("4G", "KMG", 4, l, &nl) && bench_parse_list("0", "KMG", 4, l, &nl),
+     "shape lists through the same parser: 4K,1m,3; 1.5K, G where not taken, over 2^31 and 0 refused");
 }
 
 static void test_sweep(void) {
@@ -273,6 +312,110 @@ static void test_output(const char *plot) {
   bench_table_free(&t);
 }
 
+/* -I both: a fixed table of two sizes, each out of place and in place,
+ * through the text printers (one line per size, a column group per
+ * placement), CSV (a row per size and placement), JSON, plot_bench.py and
+ * bench_table.py. */
+static void test_output_both(const char *plot) {
+  bench_opts o;
+  char err[400];
+  ok(parse(&o, "-b 1K -e 32K -f 32 -I both", err, sizeof err) == 0, "-I both parses");
+  bench_table t;
+  bench_table_init(&t, &o, 8);
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
+  /* size, placement: NCCL and baton time (us), host time (us); baton fails the last */
+  static const struct { int64_t bytes; int inplace; double nt, bt, nh, bh; const char *alg; } rs[] = {
+    {1024, 0, 20, 10, 6, 3, "allreduce_allpairs1"}, {1024, 1, 25, 20, 6, 4, "allreduce_allpairs1"},
+    {32768, 0, 40, 40, 6, 5, "allreduce_ring"}, {32768, 1, 50, -1, 6, -1, ""},
+  };
+  for (int i = 0; i < 4; i++) {
+    bench_row *r = &t.rows[t.nrows++];
+    r->bytes = rs[i].bytes;
+    r->count = rs[i].bytes / 4;
+    r->inplace = rs[i].inplace;
+    r->lib[BENCH_NCCL] = (bench_result){.time_us = rs[i].nt, .host_us = rs[i].nh};
+    r->lib[BENCH_BATON] = (bench_result){.time_us = rs[i].bt, .host_us = rs[i].bh};
+    snprintf(r->algorithm, sizeof r->algorithm, "%s", rs[i].alg);
+  }
+  t.rows[3].lib[BENCH_BATON].wrong = -1;
+  t.rows[1].lib[BENCH_NCCL].wrong = 2;
+  t.rows[2].net_bytes = 4096;
+  snprintf(t.rows[3].lib[BENCH_BATON].error, sizeof t.rows[3].lib[0].error, "baton_allreduce failed on rank 0: unsupported");
+  char text[8192];
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  for (int i = 0; i < t.nrows; i += 2) bench_print_pair(f, &t, &t.rows[i], &t.rows[i + 1]);
+  int st = bench_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "f32 sum, out of place and in place, 20 iterations", "text: the title names both placements");
+  ok_contains(text, "#                                       ------------------ out of place -------------------  "
+                    "-------------------- in place ---------------------\n", "text: a title over each column group");
+  ok_contains(text, "#       size        count  type  redop  nccl time   busbw baton time   busbw  #wrong  ratio  "
+                    "nccl time   busbw baton time   busbw  #wrong  ratio  baton algorithm\n",
+              "text: the column names, once per placement");
+  ok_contains(text, "#        (B)   (elements)                    (us)  (GB/s)       (us)  (GB/s)  nccl/b nccl/b       "
+                    "(us)  (GB/s)       (us)  (GB/s)  nccl/b nccl/b\n", "text: the units");
+  ok_contains(text, "        1024          256   f32    sum      20.00    0.09      10.00    0.18     0/0   2.00      "
+                    "25.00    0.07      20.00    0.09     2/0   1.25  allreduce_allpairs1\n",
+              "text: one line for 1024 bytes, out of place then in place (busbw 1024 B / 20 us * 2*7/8)");
+  ok_contains(text, "# baton, size 32768, in place: baton_allreduce failed on rank 0: unsupported\n"
+                    "       32768         8192   f32    sum      40.00    1.43      40.00    1.43     0/0   1.00      "
+                    "50.00    1.15      error       -     0/-      -  allreduce_ring / -\n",
+              "text: a failed in-place call named with its placement; its group shows error, the algorithms differ");
+  ok_contains(text, "allreduce_ring / -\n#   baton over the network, out of place: 4096 bytes per rank per call, 0.102 "
+                    "GB/s per rank each way\n", "text: the network line after the size's line, its placement named");
+  ok_contains(text, "# Avg bus bandwidth    : nccl 0.762  baton 0.806 GB/s (over the 2 sizes both measured, out of place)\n"
+                    "# Avg bus bandwidth    : nccl 0.072  baton 0.090 GB/s (over the 1 sizes both measured, in place)\n"
+                    "# Geometric mean ratio : 1.414 out of place, 1.250 in place, 1.357 both (nccl time / baton time)\n"
+                    "# Host time per call   : nccl 6.00 us baton 4.00 us (enqueue only, mean over sizes and placements)\n"
+                    "# Wrong elements       : nccl 2  baton 0  FAILED\n",
+              "text: the footer per placement, then over both");
+  ok(st == 1, "-I both: wrong elements in place make the exit status 1");
+  char dir[] = "/tmp/test_bench_both_XXXXXX", csv[300], json[300], svg[300], md[300], cmd[1200], table[400];
+  if (!mkdtemp(dir)) return;
+  snprintf(csv, sizeof csv, "%s/b.csv", dir);
+  snprintf(json, sizeof json, "%s/b.json", dir);
+  snprintf(svg, sizeof svg, "%s/b.svg", dir);
+  snprintf(md, sizeof md, "%s/b.md", dir);
+  ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "-I both: CSV and JSON written");
+  char *c = bench_test_slurp(csv);
+  ok(c && count_of(c, "\nallreduce,8,f32,sum,") == 4, "CSV: four rows, one per size and placement");
+  ok_contains(c, "\nallreduce,8,f32,sum,0,1024,256,20.000,0.0512,0.0896,0,10.000,0.1024,0.1792,0,2.0000,"
+                 "\"allreduce_allpairs1\",\"\",\"\",6.000,3.000,0\n"
+                 "allreduce,8,f32,sum,1,1024,256,25.000,0.0410,0.0717,2,20.000,0.0512,0.0896,0,1.2500,"
+                 "\"allreduce_allpairs1\",\"\",\"\",6.000,4.000,0\n",
+              "CSV: 1024 bytes out of place (inplace 0), then in place (inplace 1)");
+  ok_contains(c, "allreduce,8,f32,sum,1,32768,8192,50.000,", "CSV: the failed in-place size has its row");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
+           "sys.exit(0 if d[\"inplace\"]==\"both\" and [x[\"inplace\"] for x in r]==[False,True,False,True]"
+           " and r[1][\"nccl\"][\"wrong\"]==2 and r[3][\"baton\"][\"time_us\"] is None else 1)' %s", json);
+  ok(system(cmd) == 0, "JSON: \"inplace\": \"both\", each row its own inplace");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s", plot, csv, svg);
+  ok(system(cmd) == 0, "plot_bench.py draws the CSV of both placements");
+  char *s = bench_test_slurp(svg);
+  ok(s && count_of(s, "class=\"curve\" data-lib=\"nccl\" data-inplace=\"0\"") == 2 &&
+         count_of(s, "class=\"curve\" data-lib=\"nccl\" data-inplace=\"1\"") == 2 &&
+         count_of(s, "class=\"curve\" data-lib=\"baton\" data-inplace=\"0\"") == 2 &&
+         count_of(s, "class=\"curve\" data-lib=\"baton\" data-inplace=\"1\"") == 2 &&
+         count_of(s, "stroke-dasharray") == 2 * 2 + 2 * 2 && count_of(s, "<circle") == 2 * (2 + 2 + 2 + 1),
+     "SVG: a curve per library and placement in each panel, in place dashed (baton's failed in-place size left out)");
+  ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum out of place and in place", "SVG title names both placements");
+  ok_contains(s, ">baton in place</text>", "SVG legend names the placement");
+  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
+  ok(system(cmd) == 0, "SVG of both placements is well-formed XML");
+  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
+           plot);
+  snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
+  ok(system(cmd) == 0, "bench_table.py reads the CSV of both placements");
+  const char *m = bench_test_slurp(md);
+  ok_contains(m, "| size (B) | placement | NCCL us |", "Markdown: a placement column");
+  ok_contains(m, "| 1,024 | in place | 25.0 | 0.1 | 20.0 | 0.09 | 1.25 | 2/0 | 6.0/4.0 |", "Markdown: an in-place row");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) printf("# could not remove %s\n", dir);
+  bench_table_free(&t);
+}
+
 /* bench_fused_parse of "bench LINE": its return; err gets stderr. */
 static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
   char *argv[64];
@@ -371,6 +514,7 @@ int main(int argc, char **argv) {
   test_geometry();
   test_check();
   test_output(argv[1]);
+  test_output_both(argv[1]);
   test_fused(argv[1]);
   return tap_done();
 }

@@ -20,6 +20,14 @@ enum { BENCH_NCCL, BENCH_BATON, BENCH_NLIBS };
 extern const char *const bench_lib_name[BENCH_NLIBS];
 
 #define BENCH_MAX_SIZES 1024
+#define BENCH_MAX_ROWS (2 * BENCH_MAX_SIZES)   /* a table's rows: one per size and placement */
+
+/* -I: where the output goes.  BENCH_BOTH_PLACES runs every size out of
+ * place, then in place (nccl-tests' two column groups). */
+enum { BENCH_OUT_OF_PLACE, BENCH_IN_PLACE, BENCH_BOTH_PLACES };
+
+/* "out of place", "in place", "out of place and in place" for a -I value. */
+const char *bench_place_name(int inplace);
 
 typedef struct bench_opts {
   int64_t minbytes, maxbytes, stepbytes, stepfactor;
@@ -29,7 +37,8 @@ typedef struct bench_opts {
   int warmup, iters;    /* -w, -n */
   int graph;            /* -G: CUDA-graph launches of the n captured iterations; 0 = no graph */
   int rounds;           /* -R: interleaved rounds per size; the median is kept */
-  int check, inplace;   /* -c, -I */
+  int check;            /* -c N: check count; each size is checked N times per library (0: never) */
+  int inplace;          /* -I: BENCH_OUT_OF_PLACE, BENCH_IN_PLACE or BENCH_BOTH_PLACES */
   bench_coll coll;      /* -C */
   ip_dtype dtype;       /* -d */
   ip_redop op;          /* -o */
@@ -38,7 +47,7 @@ typedef struct bench_opts {
 } bench_opts;
 
 /* Fills nccl-tests' defaults where they exist (-b 32M -e 32M -i 1M -f 1,
- * -n 20, -c 1, sum, f32, out of place) and baton's own (-w 5, -R 3, every
+ * -n 20, -c 1, sum, f32, -I 0: out of place) and baton's own (-w 5, -R 3, every
  * GPU). */
 void bench_opts_default(bench_opts *o);
 
@@ -47,8 +56,10 @@ void bench_opts_default(bench_opts *o);
  * "baton bench: <what is wrong>" to err. */
 int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err);
 
-/* "64", "1.5K", "128M", "1G" (units of 1024, either case) into bytes;
- * 0 on success, -1 when malformed or negative. */
+/* "64", "1.5K", "128M", "1G" (units of 1024, either case; an optional
+ * trailing B) into bytes, through bench_parse_scaled (bench_util.h), the
+ * parser of every size-like option; 0 on success, -1 when malformed or
+ * negative. */
 int bench_parse_size(const char *s, int64_t *bytes);
 
 /* The sizes nccl-tests visits: minbytes, then times stepfactor (> 1) or
@@ -97,6 +108,7 @@ typedef struct bench_result {
 
 typedef struct bench_row {
   int64_t bytes, count;
+  int inplace;          /* this row's placement: 0 out of place, 1 in place */
   bench_result lib[BENCH_NLIBS];
   char algorithm[96];   /* what baton ran (baton_comm_last_algorithm) */
   double net_bytes;     /* baton: payload bytes one rank sent over the network per call (mean of the local
@@ -107,7 +119,8 @@ typedef struct bench_table {
   bench_coll coll;
   ip_dtype dtype;
   ip_redop op;
-  int inplace, nranks, procs, iters, warmup, graph, rounds;
+  int inplace;          /* -I's value: with BENCH_BOTH_PLACES each size has two rows, out of place then in place */
+  int nranks, procs, iters, warmup, graph, rounds;
   char nccl[200];       /* "NCCL 2.28.9 (libnccl.so.2)"; empty when NCCL is not used */
   char nccl_missing[300]; /* why NCCL is not used */
   bench_row *rows;
@@ -115,7 +128,7 @@ typedef struct bench_table {
 } bench_table;
 
 /* Starts a table for the options and rank count (rows are appended by
- * the caller, at most BENCH_MAX_SIZES). */
+ * the caller, at most BENCH_MAX_ROWS). */
 void bench_table_init(bench_table *t, const bench_opts *o, int nranks);
 void bench_table_free(bench_table *t);
 
@@ -123,15 +136,23 @@ void bench_table_free(bench_table *t);
  * missing. */
 double bench_ratio(const bench_row *r);
 
-/* Text output in nccl-tests' style: header, one line per row (printed as
- * each size finishes), footer with averages.  bench_print_footer returns
+/* Text output in nccl-tests' style: header, one line per size (printed
+ * as each size finishes), footer with averages.  One placement (-I 0 or
+ * 1): bench_print_row per row, each library's time, algbw, busbw and
+ * #wrong.  Both (-I both): bench_print_pair per size, its out-of-place
+ * row then its in-place row side by side, each a column group of NCCL's
+ * time and busbw, baton's, #wrong (NCCL/baton) and the ratio.
+ * bench_print_footer (both placements' lines where there are two) returns
  * 1 when some element was wrong or a call failed, else 0. */
 void bench_print_header(FILE *f, const bench_table *t);
 void bench_print_row(FILE *f, const bench_table *t, const bench_row *r);
+void bench_print_pair(FILE *f, const bench_table *t, const bench_row *out, const bench_row *in);
 int bench_print_footer(FILE *f, const bench_table *t);
 
-/* The table as CSV (one line per size, both libraries side by side) and
- * as JSON.  0, or -1 when the file cannot be written (errno set). */
+/* The table as CSV (one line per size and placement, both libraries side
+ * by side, the placement in the inplace column) and as JSON (the same
+ * rows, each with its "inplace").  0, or -1 when the file cannot be
+ * written (errno set). */
 int bench_write_csv(const char *path, const bench_table *t);
 int bench_write_json(const char *path, const bench_table *t);
 

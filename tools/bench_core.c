@@ -1,14 +1,18 @@
 /* bench_core.c -- `baton bench` options, size sweep, geometry, bandwidth
  * formulas and the check data (nccl-tests' conventions throughout). */
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "bench_util.h"
 
 const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall"};
 const char *const bench_lib_name[BENCH_NLIBS] = {"nccl", "baton"};
+
+const char *bench_place_name(int inplace) {
+  return inplace == BENCH_BOTH_PLACES ? "out of place and in place" : inplace ? "in place" : "out of place";
+}
 
 static const char bench_help[] =
   "usage: baton bench [options]\n"
@@ -17,10 +21,12 @@ static const char bench_help[] =
   "run time) and with baton (algorithms from BATON_ALGO_DIR etc.) in the same\n"
   "process, on the same buffers, timed the same way, interleaved per size; checks\n"
   "every size for both and prints nccl-tests' columns for each and the ratio\n"
-  "NCCL time / baton time (> 1: baton is faster).\n"
+  "NCCL time / baton time (> 1: baton is faster).  nccl-tests' options keep their\n"
+  "meaning where both have them.\n"
   "\n"
   "options (nccl-tests spelling):\n"
-  "  -b, --minbytes N      smallest size in bytes, suffix K, M or G (default 32M)\n"
+  "  -b, --minbytes N      smallest size in bytes; suffix K, M or G (x 1024; 1.5K\n"
+  "                        too) (default 32M)\n"
   "  -e, --maxbytes N      largest size (default 32M)\n"
   "  -f, --stepfactor N    multiply the size by N (> 1) between sizes\n"
   "  -i, --stepbytes N     else add N bytes (default 1M)\n"
@@ -32,12 +38,17 @@ static const char bench_help[] =
   "                        it N times (time = wall / (n*N)); 0: no graph (default)\n"
   "  -R, --rounds N        interleaved NCCL/baton rounds per size; the median time\n"
   "                        is reported (default 3, at most 64)\n"
-  "  -c, --check 0|1       check every size for both libraries (default 1)\n"
+  "  -c, --check N         check count: before timing, each size runs N calls on\n"
+  "                        known data per library, every output element compared\n"
+  "                        (#wrong sums them); 0: no check (default 1)\n"
   "  -o, --op OP           sum (default), prod, max, min, avg\n"
   "  -d, --datatype T      f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8\n"
   "                        (or nccl-tests' float, half, bfloat16, int32, ...)\n"
   "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall\n"
-  "  -I, --inplace 0|1     in place (NCCL's in-place layouts) (default 0)\n"
+  "  -I, --inplace P       0: out of place (default); 1: in place (NCCL's in-place\n"
+  "                        layouts); 2 or both: every size out of place, then in\n"
+  "                        place, one line per size with a column group for each\n"
+  "                        (one process: not with -P)\n"
   "  --csv FILE            also write the table as CSV (tools/plot_bench.py plots it)\n"
   "  --json FILE           also write the table as JSON\n"
   "  --no-nccl             run baton alone\n"
@@ -67,28 +78,22 @@ void bench_opts_default(bench_opts *o) {
 }
 
 int bench_parse_size(const char *s, int64_t *bytes) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v < 0 || !isfinite(v)) return -1;
-  double unit = 1;
-  switch (*end) {
-  case 'k': case 'K': unit = 1024.0; end++; break;
-  case 'm': case 'M': unit = 1024.0 * 1024; end++; break;
-  case 'g': case 'G': unit = 1024.0 * 1024 * 1024; end++; break;
-  default: break;
-  }
-  if (*end && strcmp(end, "B") && strcmp(end, "b")) return -1;
-  if (v * unit > 9e18) return -1;
-  *bytes = (int64_t)(v * unit);
+  const char *end;
+  int64_t v;
+  if (bench_parse_scaled(s, "KMG", 1, &v, &end) || (*end && strcmp(end, "B") && strcmp(end, "b"))) return -1;
+  *bytes = v;
   return 0;
 }
 
+/* s, a decimal integer in [lo, 10^9], into *out: 0, or -1. */
 static int parse_int(const char *s, int lo, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > 1000000000) return -1;
-  *out = (int)v;
-  return 0;
+  return bench_parse_int(s, lo, 1000000000, out);
+}
+
+/* -I's value: 0, 1, 2 or "both" (2) into *inplace: 0, or -1. */
+static int parse_place(const char *s, int *inplace) {
+  if (!strcmp(s, "both")) s = "2";
+  return bench_parse_int(s, BENCH_OUT_OF_PLACE, BENCH_BOTH_PLACES, inplace);
 }
 
 /* nccl-tests' names for the types, accepted beside baton's. */
@@ -143,8 +148,8 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     else if (OPT("-n", "--iters")) bad = !v || parse_int(v, 1, &o->iters);
     else if (OPT("-G", "--cudagraph")) bad = !v || parse_int(v, 0, &o->graph);
     else if (OPT("-R", "--rounds")) bad = !v || parse_int(v, 1, &o->rounds) || o->rounds > 64;
-    else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check) || o->check > 1;
-    else if (OPT("-I", "--inplace")) bad = !v || parse_int(v, 0, &o->inplace) || o->inplace > 1;
+    else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check);
+    else if (OPT("-I", "--inplace")) bad = !v || parse_place(v, &o->inplace);
     else if (OPT("-o", "--op")) {
       int x = v ? ip_redop_from_name(v) : -1;
       bad = x < 0;
@@ -181,6 +186,10 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   }
   if (o->share && (o->procs || !o->ngpus || o->share > o->ngpus)) {
     fprintf(err, "baton bench: --share %d needs -g N with N >= %d, one process (not -P)\n", o->share, o->share);
+    return 2;
+  }
+  if (o->inplace == BENCH_BOTH_PLACES && o->procs) {
+    fprintf(err, "baton bench: -I both needs one process (not -P); with -P run -I 0, then -I 1\n");
     return 2;
   }
   if ((o->csv && !*o->csv) || (o->json && !*o->json)) {

@@ -1,5 +1,6 @@
 /* bench_out.c -- `baton bench` results: the text table (nccl-tests'
- * columns, both libraries side by side), CSV and JSON. */
+ * columns, both libraries side by side; with -I both, both placements
+ * too), CSV and JSON. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
   t->warmup = o->warmup;
   t->graph = o->graph;
   t->rounds = o->rounds;
-  t->rows = calloc(BENCH_MAX_SIZES, sizeof *t->rows);
+  t->rows = calloc(BENCH_MAX_ROWS, sizeof *t->rows);
 }
 
 void bench_table_free(bench_table *t) {
@@ -34,26 +35,56 @@ double bench_ratio(const bench_row *r) {
 
 static int reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
 
+/* Row r's placement, 0 or 1: the table's own with one placement, else
+ * the row's. */
+static int row_place(const bench_table *t, const bench_row *r) {
+  return t->inplace == BENCH_BOTH_PLACES ? r->inplace != 0 : t->inplace != 0;
+}
+
 static void row_bw(const bench_table *t, const bench_row *r, int lib, double *algbw, double *busbw) {
   bench_geom g;
   bench_geometry(t->coll, r->bytes, ip_dtype_size[t->dtype], t->nranks, &g);
   bench_bw(t->coll, &g, t->nranks, r->lib[lib].time_us * 1e-6, algbw, busbw);
 }
 
+/* With -I both: "  --- label ---" filling width columns. */
+static void group_title(FILE *f, const char *label, int width) {
+  int len = (int)strlen(label) + 2, left = (width - 2 - len) / 2, right = width - 2 - len - left;
+  fprintf(f, "  %.*s %s %.*s", left, "------------------------------", label, right, "------------------------------");
+}
+
+/* The column names and units lines: one group per library (-I 0 or 1),
+ * or one group per placement (-I both). */
+static void column_heads(FILE *f, const bench_table *t) {
+  if (t->inplace != BENCH_BOTH_PLACES) {
+    fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s  %s\n", "size", "count", "type", "redop",
+            "nccl time", "algbw", "busbw", "#wrong", "baton time", "algbw", "busbw", "#wrong", "ratio", "baton algorithm");
+    fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
+            "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "nccl/b");
+    return;
+  }
+  fprintf(f, "# %10s %12s %5s %6s", "", "", "", "");
+  group_title(f, "out of place", 53);
+  group_title(f, "in place", 53);
+  fprintf(f, "\n# %10s %12s %5s %6s", "size", "count", "type", "redop");
+  for (int p = 0; p < 2; p++)
+    fprintf(f, "  %9s %7s %10s %7s %7s %6s", "nccl time", "busbw", "baton time", "busbw", "#wrong", "ratio");
+  fprintf(f, "  %s\n# %10s %12s %5s %6s", "baton algorithm", "(B)", "(elements)", "", "");
+  for (int p = 0; p < 2; p++) fprintf(f, "  %9s %7s %10s %7s %7s %6s", "(us)", "(GB/s)", "(us)", "(GB/s)", "nccl/b", "nccl/b");
+  fprintf(f, "\n");
+}
+
 void bench_print_header(FILE *f, const bench_table *t) {
   fprintf(f, "# baton bench: %s, %d ranks (%s), %s %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
           bench_coll_name[t->coll], t->nranks, t->procs ? "one process per GPU" : "one process",
           ip_dtype_name[t->dtype], reduces(t->coll) ? ip_redop_name[t->op] : "none",
-          t->inplace ? "in place" : "out of place", t->iters, t->warmup,
+          bench_place_name(t->inplace), t->iters, t->warmup,
           t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
   if (t->graph) fprintf(f, "# CUDA graphs: the %d iterations captured per GPU and launched %d times\n", t->iters, t->graph);
   if (t->nccl[0]) fprintf(f, "# nccl: %s\n", t->nccl);
   else fprintf(f, "# nccl: NOT USED: %s; baton runs alone\n", t->nccl_missing[0] ? t->nccl_missing : "--no-nccl");
   fprintf(f, "#\n");
-  fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s  %s\n", "size", "count", "type", "redop",
-          "nccl time", "algbw", "busbw", "#wrong", "baton time", "algbw", "busbw", "#wrong", "ratio", "baton algorithm");
-  fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
-          "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "nccl/b");
+  column_heads(f, t);
   fflush(f);
 }
 
@@ -84,19 +115,89 @@ void bench_print_row(FILE *f, const bench_table *t, const bench_row *r) {
   fflush(f);
 }
 
-int bench_print_footer(FILE *f, const bench_table *t) {
-  double bus[BENCH_NLIBS] = {0}, logq = 0, host[BENCH_NLIBS] = {0};
-  int nhost[BENCH_NLIBS] = {0};
-  int both = 0, nq = 0, bad = 0;
-  int64_t wrong[BENCH_NLIBS] = {0};
+/* Library lib's time in r in a field of width w after a space: the
+ * time, or "error" ("-" where NCCL is not used); then its busbw (width 7,
+ * "-" when not measured). */
+static void time_busbw(FILE *f, const bench_table *t, const bench_row *r, int lib, int w) {
+  const bench_result *x = &r->lib[lib];
+  if (x->time_us >= 0) {
+    double a, b;
+    row_bw(t, r, lib, &a, &b);
+    fprintf(f, " %*.2f %7.2f", w, x->time_us, b);
+  } else {
+    fprintf(f, " %*s %7s", w, lib == BENCH_NCCL && !t->nccl[0] ? "-" : "error", "-");
+  }
+}
+
+/* One placement's column group of a -I both line: "  nccl time busbw
+ * baton time busbw N/b ratio". */
+static void pair_group(FILE *f, const bench_table *t, const bench_row *r) {
+  char wrong[BENCH_NLIBS][24], both[50];
+  for (int l = 0; l < BENCH_NLIBS; l++) {
+    if (r->lib[l].wrong >= 0) snprintf(wrong[l], sizeof wrong[l], "%lld", (long long)r->lib[l].wrong);
+    else snprintf(wrong[l], sizeof wrong[l], "-");
+  }
+  snprintf(both, sizeof both, "%s/%s", wrong[BENCH_NCCL], wrong[BENCH_BATON]);
+  fputc(' ', f);
+  time_busbw(f, t, r, BENCH_NCCL, 9);
+  time_busbw(f, t, r, BENCH_BATON, 10);
+  fprintf(f, " %7s", both);
+  double q = bench_ratio(r);
+  if (q > 0) fprintf(f, " %6.2f", q);
+  else fprintf(f, " %6s", "-");
+}
+
+/* A row's error lines (before its line), its placement named. */
+static void pair_errors(FILE *f, const bench_row *r, int place) {
+  for (int l = 0; l < BENCH_NLIBS; l++)
+    if (r->lib[l].error[0])
+      fprintf(f, "# %s, size %lld, %s: %s\n", bench_lib_name[l], (long long)r->bytes, bench_place_name(place),
+              r->lib[l].error);
+}
+
+/* A row's network line (after its line) when baton sent over the network. */
+static void pair_network(FILE *f, const bench_row *r, int place) {
+  if (r->net_bytes > 0 && r->lib[BENCH_BATON].time_us > 0)
+    fprintf(f, "#   baton over the network, %s: %.0f bytes per rank per call, %.3f GB/s per rank each way\n",
+            bench_place_name(place), r->net_bytes, r->net_bytes / (r->lib[BENCH_BATON].time_us * 1e3));
+}
+
+void bench_print_pair(FILE *f, const bench_table *t, const bench_row *out, const bench_row *in) {
+  pair_errors(f, out, BENCH_OUT_OF_PLACE);
+  pair_errors(f, in, BENCH_IN_PLACE);
+  fprintf(f, "  %10lld %12lld %5s %6s", (long long)out->bytes, (long long)out->count, ip_dtype_name[t->dtype],
+          reduces(t->coll) ? ip_redop_name[t->op] : "none");
+  pair_group(f, t, out);
+  pair_group(f, t, in);
+  const char *a = out->algorithm[0] ? out->algorithm : "-", *b = in->algorithm[0] ? in->algorithm : "-";
+  if (!strcmp(a, b)) fprintf(f, "  %s\n", a);
+  else fprintf(f, "  %s / %s\n", a, b);
+  pair_network(f, out, BENCH_OUT_OF_PLACE);
+  pair_network(f, in, BENCH_IN_PLACE);
+  fflush(f);
+}
+
+/* The footer's sums over some rows. */
+typedef struct bench_sums {
+  double bus[BENCH_NLIBS], host[BENCH_NLIBS], logq;
+  int nhost[BENCH_NLIBS], both, nq, bad;
+  int64_t wrong[BENCH_NLIBS];
+} bench_sums;
+
+/* The sums over t's rows of placement place (-1: every row): busbw and
+ * the log of the ratio over the rows both libraries measured, host time
+ * per call over the rows each measured, wrong elements, failed calls. */
+static void sum_rows(const bench_table *t, int place, bench_sums *s) {
+  memset(s, 0, sizeof *s);
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
+    if (place >= 0 && row_place(t, r) != place) continue;
     for (int l = 0; l < BENCH_NLIBS; l++) {
-      if (r->lib[l].wrong > 0) wrong[l] += r->lib[l].wrong;
-      if (r->lib[l].error[0]) bad = 1;
+      if (r->lib[l].wrong > 0) s->wrong[l] += r->lib[l].wrong;
+      if (r->lib[l].error[0]) s->bad = 1;
       if (r->lib[l].time_us >= 0 && r->lib[l].host_us >= 0) {
-        host[l] += r->lib[l].host_us;
-        nhost[l]++;
+        s->host[l] += r->lib[l].host_us;
+        s->nhost[l]++;
       }
     }
     double q = bench_ratio(r);
@@ -104,27 +205,51 @@ int bench_print_footer(FILE *f, const bench_table *t) {
       for (int l = 0; l < BENCH_NLIBS; l++) {
         double a, b;
         row_bw(t, r, l, &a, &b);
-        bus[l] += b;
+        s->bus[l] += b;
       }
-      both++;
-      logq += log(q);
-      nq++;
+      s->both++;
+      s->logq += log(q);
+      s->nq++;
     }
   }
-  if (both)
-    fprintf(f, "# Avg bus bandwidth    : nccl %.3f  baton %.3f GB/s (over the %d sizes both measured)\n",
-            bus[0] / both, bus[1] / both, both);
-  if (nq) fprintf(f, "# Geometric mean ratio : %.3f (nccl time / baton time)\n", exp(logq / nq));
-  if (nhost[0] || nhost[1]) {
+}
+
+/* "# Avg bus bandwidth" for sums s; what: the placement, or NULL with one. */
+static void print_busbw(FILE *f, const bench_sums *s, const char *what) {
+  if (s->both)
+    fprintf(f, "# Avg bus bandwidth    : nccl %.3f  baton %.3f GB/s (over the %d sizes both measured%s%s)\n",
+            s->bus[0] / s->both, s->bus[1] / s->both, s->both, what ? ", " : "", what ? what : "");
+}
+
+int bench_print_footer(FILE *f, const bench_table *t) {
+  bench_sums all, place[2];
+  sum_rows(t, -1, &all);
+  int two = t->inplace == BENCH_BOTH_PLACES;
+  if (!two) {
+    print_busbw(f, &all, NULL);
+    if (all.nq) fprintf(f, "# Geometric mean ratio : %.3f (nccl time / baton time)\n", exp(all.logq / all.nq));
+  } else {
+    for (int p = 0; p < 2; p++) {
+      sum_rows(t, p, &place[p]);
+      print_busbw(f, &place[p], bench_place_name(p));
+    }
+    if (all.nq) {
+      fprintf(f, "# Geometric mean ratio :");
+      for (int p = 0; p < 2; p++)
+        if (place[p].nq) fprintf(f, " %.3f %s,", exp(place[p].logq / place[p].nq), bench_place_name(p));
+      fprintf(f, " %.3f both (nccl time / baton time)\n", exp(all.logq / all.nq));
+    }
+  }
+  if (all.nhost[0] || all.nhost[1]) {
     fprintf(f, "# Host time per call   :");
     for (int l = 0; l < BENCH_NLIBS; l++)
-      if (nhost[l]) fprintf(f, " %s %.2f us", bench_lib_name[l], host[l] / nhost[l]);
-    fprintf(f, " (enqueue only, mean over sizes)\n");
+      if (all.nhost[l]) fprintf(f, " %s %.2f us", bench_lib_name[l], all.host[l] / all.nhost[l]);
+    fprintf(f, " (enqueue only, mean over sizes%s)\n", two ? " and placements" : "");
   }
-  fprintf(f, "# Wrong elements       : nccl %lld  baton %lld  %s\n", (long long)wrong[0], (long long)wrong[1],
-          wrong[0] || wrong[1] ? "FAILED" : "OK");
-  if (bad) fprintf(f, "# Some calls failed: see the lines above\n");
-  return wrong[0] || wrong[1] || bad ? 1 : 0;
+  fprintf(f, "# Wrong elements       : nccl %lld  baton %lld  %s\n", (long long)all.wrong[0], (long long)all.wrong[1],
+          all.wrong[0] || all.wrong[1] ? "FAILED" : "OK");
+  if (all.bad) fprintf(f, "# Some calls failed: see the lines above\n");
+  return all.wrong[0] || all.wrong[1] || all.bad ? 1 : 0;
 }
 
 /* ---- files ---- */
@@ -149,7 +274,7 @@ int bench_write_csv(const char *path, const bench_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
     fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[t->dtype],
-            reduces(t->coll) ? ip_redop_name[t->op] : "none", t->inplace, (long long)r->bytes, (long long)r->count);
+            reduces(t->coll) ? ip_redop_name[t->op] : "none", row_place(t, r), (long long)r->bytes, (long long)r->count);
     for (int l = 0; l < BENCH_NLIBS; l++) {
       const bench_result *x = &r->lib[l];
       if (x->time_us >= 0) {
@@ -198,7 +323,8 @@ int bench_write_json(const char *path, const bench_table *t) {
           t->nranks);
   fprintf(f, "  \"mode\": \"%s\",\n  \"type\": \"%s\",\n  \"redop\": \"%s\",\n  \"inplace\": %s,\n",
           t->procs ? "one process per GPU" : "one process", ip_dtype_name[t->dtype],
-          reduces(t->coll) ? ip_redop_name[t->op] : "none", t->inplace ? "true" : "false");
+          reduces(t->coll) ? ip_redop_name[t->op] : "none",
+          t->inplace == BENCH_BOTH_PLACES ? "\"both\"" : t->inplace ? "true" : "false");
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"graph_launches\": %d,\n  \"rounds\": %d,\n", t->iters,
           t->warmup, t->graph, t->rounds);
   fprintf(f, "  \"nccl\": ");
@@ -207,7 +333,8 @@ int bench_write_json(const char *path, const bench_table *t) {
   fprintf(f, ",\n  \"rows\": [");
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
-    fprintf(f, "%s\n    {\"size\": %lld, \"count\": %lld", i ? "," : "", (long long)r->bytes, (long long)r->count);
+    fprintf(f, "%s\n    {\"size\": %lld, \"count\": %lld, \"inplace\": %s", i ? "," : "", (long long)r->bytes,
+            (long long)r->count, row_place(t, r) ? "true" : "false");
     for (int l = 0; l < BENCH_NLIBS; l++) {
       const bench_result *x = &r->lib[l];
       fprintf(f, ",\n     \"%s\": {", bench_lib_name[l]);

@@ -23,7 +23,7 @@ double bench_now(void) {
 static void pointers(bench_ctx *x, const bench_geom *g, int i, char **send, char **recv) {
   size_t es = (size_t)ip_dtype_size[x->o->dtype];
   int r = x->lo + i;
-  if (x->o->inplace) {
+  if (x->o->inplace == BENCH_IN_PLACE) {
     *send = x->recvbuf[i] + (size_t)g->send_inplace * r * es;
     *recv = x->recvbuf[i] + (size_t)g->recv_inplace * r * es;
   } else {
@@ -121,15 +121,17 @@ static int upload(bench_ctx *x, const bench_geom *g, int i) {
   size_t big = (size_t)(g->send_elems > g->recv_elems ? g->send_elems : g->recv_elems) * es;
   cudaSetDevice(x->devs[i]);
   bench_fill(x->o->coll, x->o->op, x->o->dtype, x->lo + i, g->send_elems, x->host);
-  int bad = cudaMemsetAsync(x->o->inplace ? x->recvbuf[i] : recv, 0xff,
-                            x->o->inplace ? big : (size_t)g->recv_elems * es, x->streams[i]) != cudaSuccess;
+  int in = x->o->inplace == BENCH_IN_PLACE;
+  int bad = cudaMemsetAsync(in ? x->recvbuf[i] : recv, 0xff, in ? big : (size_t)g->recv_elems * es,
+                            x->streams[i]) != cudaSuccess;
   bad |= cudaMemcpyAsync(send, x->host, (size_t)g->send_elems * es, cudaMemcpyHostToDevice, x->streams[i]) != cudaSuccess;
   bad |= cudaStreamSynchronize(x->streams[i]) != cudaSuccess;
   return bad ? -1 : 0;
 }
 
 /* One call with known data, every output element compared with the
- * host's expectation. */
+ * host's expectation: its wrong elements added to res->wrong (which
+ * starts at 0 when it was -1, not checked). */
 static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *res) {
   size_t es = (size_t)ip_dtype_size[x->o->dtype];
   char err[200];
@@ -143,7 +145,7 @@ static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *
     snprintf(res->error, sizeof res->error, "check: %.180s", err);
     return;
   }
-  res->wrong = 0;
+  if (res->wrong < 0) res->wrong = 0;
   for (int i = 0; i < x->nlocal; i++) {
     char *send, *recv;
     pointers(x, g, i, &send, &recv);
@@ -277,6 +279,7 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
   bench_geom g;
   bench_geometry(x->o->coll, bytes, ip_dtype_size[x->o->dtype], x->nranks, &g);
   memset(row, 0, sizeof *row);
+  row->inplace = x->o->inplace == BENCH_IN_PLACE;
   row->bytes = g.bytes;
   row->count = g.count;
   int failed = 0;   /* bit per library: failed for this size */
@@ -292,10 +295,8 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
       failed |= 1 << lib;
       continue;
     }
-    if (x->o->check) {
-      check_lib(x, lib, &g, res);
-      if (res->error[0]) failed |= 1 << lib;
-    }
+    for (int k = 0; k < x->o->check && !res->error[0]; k++) check_lib(x, lib, &g, res);   /* -c N: N checks */
+    if (res->error[0]) failed |= 1 << lib;
     if (lib == BENCH_BATON && x->nlocal && baton_comm_last_algorithm(x->bc[0]))
       snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
   }
@@ -350,7 +351,7 @@ int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, s
     cudaSetDevice(x->devs[i]);
     cudaError_t e = cudaStreamCreateWithFlags(&x->streams[i], cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc((void **)&x->recvbuf[i], rc + 16);
-    if (e == cudaSuccess && !x->o->inplace) e = cudaMalloc((void **)&x->sendbuf[i], sc + 16);
+    if (e == cudaSuccess && x->o->inplace != BENCH_IN_PLACE) e = cudaMalloc((void **)&x->sendbuf[i], sc + 16);
     if (e != cudaSuccess) {
       snprintf(err, len, "GPU %d: cannot allocate %zu + %zu bytes: %s", x->devs[i], rc, sc, cudaGetErrorString(e));
       return -1;
@@ -382,6 +383,31 @@ static bench_nccl *load_nccl(const bench_opts *o, bench_table *t) {
   bench_nccl *n = bench_nccl_open(t->nccl_missing, sizeof t->nccl_missing);
   if (n) snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(n));
   return n;
+}
+
+/* The sweep in one process: each size's row(s) appended to t and printed
+ * as it finishes.  -I both: out of place, then in place, per size (x->o
+ * points at one of two copies of the options at a time, for the
+ * buffers' layout, and back at the caller's after). */
+static void run_sweep(bench_ctx *x, const int64_t *sizes, int nsizes, bench_table *t) {
+  const bench_opts *o = x->o;
+  bench_opts place[2] = {*o, *o};
+  place[0].inplace = BENCH_OUT_OF_PLACE;
+  place[1].inplace = BENCH_IN_PLACE;
+  for (int s = 0; s < nsizes; s++) {
+    if (o->inplace != BENCH_BOTH_PLACES) {
+      bench_run_size(x, sizes[s], &t->rows[t->nrows]);
+      bench_print_row(stdout, t, &t->rows[t->nrows++]);
+      continue;
+    }
+    for (int p = 0; p < 2; p++) {
+      x->o = &place[p];
+      bench_run_size(x, sizes[s], &t->rows[t->nrows + p]);
+    }
+    x->o = o;
+    bench_print_pair(stdout, t, &t->rows[t->nrows], &t->rows[t->nrows + 1]);
+    t->nrows += 2;
+  }
 }
 
 /* One process driving GPUs 0..g-1 (nccl-tests' -g). */
@@ -434,10 +460,7 @@ int bench_run(const bench_opts *o, bench_table *t) {
     goto out;
   }
   bench_print_header(stdout, t);
-  for (int s = 0; s < nsizes; s++) {
-    bench_run_size(&x, sizes[s], &t->rows[t->nrows]);
-    bench_print_row(stdout, t, &t->rows[t->nrows++]);
-  }
+  run_sweep(&x, sizes, nsizes, t);
 out:
   bench_ctx_free(&x);
   bench_nccl_close(x.nccl);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench_table.py -- a `baton bench --csv` file as the Markdown table
 docs/PERFORMANCE.md uses (size, NCCL time and busbw, baton time and busbw,
-ratio, wrong counts, host time per call when the CSV has it).
+ratio, wrong counts, host time per call when the CSV has it).  A CSV of
+`baton bench -I both` gets a placement column after the size.
 
   tools/bench_table.py ar.csv [more.csv ...]"""
 import csv
@@ -15,14 +16,17 @@ def fmt(v, spec):
 def table(path):
     rows = list(csv.DictReader(open(path, newline="")))
     host = rows and "baton_host_us" in rows[0]
-    head = "| size (B) | NCCL us | NCCL busbw GB/s | baton us | baton busbw GB/s | NCCL/baton | wrong (N/b) |"
-    rule = "|---:|---:|---:|---:|---:|---:|---|"
+    both = len({r.get("inplace") or "0" for r in rows}) > 1
+    head = "| size (B) |" + (" placement |" if both else "") + \
+        " NCCL us | NCCL busbw GB/s | baton us | baton busbw GB/s | NCCL/baton | wrong (N/b) |"
+    rule = "|---:|" + ("---|" if both else "") + "---:|---:|---:|---:|---:|---|"
     if host:
         head += " host us/call (N/b) |"
         rule += "---|"
     out = [head, rule]
     for r in rows:
-        line = (f"| {int(r['size']):,} | {fmt(r['nccl_time_us'], '.1f')} | {fmt(r['nccl_busbw'], '.1f')} | "
+        place = (" in place |" if r.get("inplace") == "1" else " out of place |") if both else ""
+        line = (f"| {int(r['size']):,} |{place} {fmt(r['nccl_time_us'], '.1f')} | {fmt(r['nccl_busbw'], '.1f')} | "
                 f"{fmt(r['baton_time_us'], '.1f')} | {fmt(r['baton_busbw'], '.2f')} | {fmt(r['ratio'], '.2f')} | "
                 f"{r['nccl_wrong'] or '-'}/{r['baton_wrong'] or '-'} |")
         if host:

@@ -2,6 +2,7 @@
  * operator --fused names, the common options and the parse loop, option
  * values, printers); no CUDA here. */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,18 +41,40 @@ int bench_parse_int(const char *s, int lo, int hi, int *out) {
   return 0;
 }
 
+int bench_parse_scaled(const char *s, const char *suffixes, int frac, int64_t *v, const char **end) {
+  char *e;
+  double d = 0;
+  long long n = 0;
+  if (frac) d = strtod(s, &e);
+  else n = strtoll(s, &e, 10);   /* saturates: caught by the range check */
+  if (e == s) return -1;
+  int shift = 0;
+  char u = (char)toupper((unsigned char)*e);
+  if (u && strchr("KMG", u) && strchr(suffixes, u)) {
+    shift = u == 'K' ? 10 : u == 'M' ? 20 : 30;
+    e++;
+  }
+  const int64_t top = INT64_C(1) << 62;
+  if (frac) {
+    double x = ldexp(d, shift);
+    if (!(x >= 0) || x > (double)top) return -1;   /* NaN fails */
+    *v = (int64_t)x;
+  } else {
+    if (n < 0 || n > top >> shift) return -1;
+    *v = (int64_t)n << shift;
+  }
+  *end = e;
+  return 0;
+}
+
 int bench_parse_list(const char *s, const char *suffixes, int max, int64_t *list, int *n) {
   *n = 0;
   while (*s) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || v < 1 || v > (1LL << 31)) return -1;   /* before a shift: no overflow (strtoll saturates) */
-    char u = (char)toupper((unsigned char)*end);
-    if (u && strchr("KMG", u) && strchr(suffixes, u)) {
-      v <<= u == 'K' ? 10 : u == 'M' ? 20 : 30;
-      end++;
-    }
-    if (v < 1 || v > (1LL << 31) || *n == max || (*end && *end != ',')) return -1;
+    const char *end;
+    int64_t v;
+    if (bench_parse_scaled(s, suffixes, 0, &v, &end) || v < 1 || v > (INT64_C(1) << 31) || *n == max ||
+        (*end && *end != ','))
+      return -1;
     list[(*n)++] = v;
     s = *end ? end + 1 : end;
     if (*end == ',' && !*s) return -1;

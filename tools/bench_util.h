@@ -1,7 +1,8 @@
 /* bench_util.h -- what the cores of `baton bench --fused` (gemv_allreduce,
  * embedding_alltoall, gemm_alltoall) share: which operator --fused names,
  * options (the common ones, the parse loop, integers, shape lists,
- * name=value splitting) and the text and JSON printers.  No CUDA here
+ * name=value splitting) and the text and JSON printers; the size parser
+ * and integers serve the collectives' options too.  No CUDA here
  * (tests/test_bench*.c). */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
@@ -30,10 +31,19 @@ void bench_fused_refuse(FILE *err, const char *op);
 /* s, a decimal integer in [lo, hi], into *out: 0, or -1 (*out untouched). */
 int bench_parse_int(const char *s, int lo, int hi, int *out);
 
+/* The number at the start of s with an optional unit among `suffixes`
+ * (any of "KMG", either case: x 2^10, 2^20, 2^30) into *v, and where it
+ * ends into *end; a fraction ("1.5K", rounded down) only when frac.  The
+ * one parser of size-like values: collectives' -b/-e/-i
+ * (bench_parse_size) and the fused operators' lists (bench_parse_list).
+ * 0, or -1 (nothing set) when s starts with no number, or it is negative
+ * or above 2^62. */
+int bench_parse_scaled(const char *s, const char *suffixes, int frac, int64_t *v, const char **end);
+
 /* A comma-separated list ("2048,4K") into list: at most max values in
- * 1..2^31, each with an optional suffix among `suffixes` (any of "KMG",
- * either case: x 2^10, 2^20, 2^30).  0, or -1 on anything else (an empty
- * list or item, an unknown suffix, too many values, out of range). */
+ * 1..2^31, each an integer with an optional suffix among `suffixes`
+ * (bench_parse_scaled).  0, or -1 on anything else (an empty list or
+ * item, an unknown suffix, too many values, out of range). */
 int bench_parse_list(const char *s, const char *suffixes, int max, int64_t *list, int *n);
 
 /* Option argv[*i] that takes a value: its name into name (len bytes; the

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """plot_bench.py CSV SVG -- draws `baton bench --csv` output: latency and
 bus bandwidth against size, NCCL and baton, as one SVG (python3 standard
-library only).  Sizes with no time (a failed call, NCCL not loaded, size 0)
-are left out of the curves."""
+library only).  A CSV of `-I both` (rows out of place and in place) gets a
+curve per library and placement, in place dashed.  Sizes with no time (a
+failed call, NCCL not loaded, size 0) are left out of the curves."""
 import csv, math, sys
 
 if len(sys.argv) != 3:
@@ -13,9 +14,17 @@ if not rows or not need <= set(rows[0]):
     sys.exit(f'plot_bench.py: {sys.argv[1]}: not a baton bench CSV (wants columns {", ".join(sorted(need))})')
 
 LIBS = (('nccl', 'NCCL', '#76b900'), ('baton', 'baton', '#1f77b4'))
-def series(lib, col):
+# The placements in the CSV ('0' out of place, '1' in place; CSVs without
+# the column: out of place); with both, each curve is one placement's.
+PLACES = sorted({r.get('inplace') or '0' for r in rows})
+PLACE_NAME = {'0': 'out of place', '1': 'in place'}
+CURVES = [(lib, lab if len(PLACES) == 1 else f'{lab} {PLACE_NAME.get(p, p)}', c, p)
+          for lib, lab, c in LIBS for p in PLACES]
+
+def series(lib, col, place):
     return [(int(r['size']), float(r[f'{lib}_{col}'])) for r in rows
-            if int(r['size']) > 0 and r[f'{lib}_{col}'] not in ('', None) and float(r[f'{lib}_{col}']) > 0]
+            if (r.get('inplace') or '0') == place and int(r['size']) > 0 and r[f'{lib}_{col}'] not in ('', None)
+            and float(r[f'{lib}_{col}']) > 0]
 
 PW, PH, L, B, T, R = 460, 340, 70, 50, 40, 20   # one panel
 W, H = 2 * PW, PH + 30
@@ -23,7 +32,8 @@ r0 = rows[0]
 o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
      f'<rect width="{W}" height="{H}" fill="white"/>',
      f'<text x="{W/2}" y="18" text-anchor="middle" font-size="14">baton bench: {r0["collective"]}, '
-     f'{r0["nranks"]} ranks, {r0["type"]} {r0.get("redop", "")}{" in place" if r0.get("inplace") == "1" else ""}</text>']
+     f'{r0["nranks"]} ranks, {r0["type"]} {r0.get("redop", "")}'
+     f'{" in place" if PLACES == ["1"] else " out of place and in place" if len(PLACES) > 1 else ""}</text>']
 
 def fmt_size(b):
     for unit, s in ((1 << 30, 'G'), (1 << 20, 'M'), (1 << 10, 'K')):
@@ -31,7 +41,7 @@ def fmt_size(b):
     return str(b)
 
 def panel(x0, col, ylabel, logy):
-    data = [(lib, lab, c, series(lib, col)) for lib, lab, c in LIBS]
+    data = [(lib, lab, c, p, series(lib, col, p)) for lib, lab, c, p in CURVES]
     pts = [p for *_, s in data for p in s]
     g = [f'<g transform="translate({x0},30)" class="panel" data-y="{col}">']
     if not pts:
@@ -63,14 +73,16 @@ def panel(x0, col, ylabel, logy):
                  f'<text x="{L-8}" y="{Y(v)+4:.1f}" text-anchor="end">{v:g}</text>')
     g.append(f'<text x="{PW/2}" y="{PH-12}" text-anchor="middle">size (bytes, log)</text>')
     g.append(f'<text x="16" y="{PH/2}" transform="rotate(-90 16 {PH/2})" text-anchor="middle">{ylabel}</text>')
-    for k, (lib, lab, c, s) in enumerate(data):
+    for k, (lib, lab, c, p, s) in enumerate(data):
         if not s: continue
-        g.append(f'<polyline class="curve" data-lib="{lib}" fill="none" stroke="{c}" stroke-width="2" points="' +
-                 ' '.join(f'{X(x):.1f},{Y(y):.1f}' for x, y in sorted(s)) + '"/>')
+        dash = ' stroke-dasharray="6,3"' if p == '1' and len(PLACES) > 1 else ''
+        g.append(f'<polyline class="curve" data-lib="{lib}" data-inplace="{p}" fill="none" stroke="{c}" '
+                 f'stroke-width="2"{dash} points="' + ' '.join(f'{X(x):.1f},{Y(y):.1f}' for x, y in sorted(s)) + '"/>')
         for x, y in s:
             g.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="2.5" fill="{c}"/>')
-        g.append(f'<rect x="{L+15}" y="{T+k*18-9}" width="10" height="10" fill="{c}"/>'
-                 f'<text x="{L+30}" y="{T+k*18}">{lab}</text>')
+        key = (f'<line x1="{L+13}" y1="{T+k*18-4}" x2="{L+27}" y2="{T+k*18-4}" stroke="{c}" stroke-width="2"{dash}/>'
+               if dash else f'<rect x="{L+15}" y="{T+k*18-9}" width="10" height="10" fill="{c}"/>')
+        g.append(f'{key}<text x="{L+30}" y="{T+k*18}">{lab}</text>')
     g.append('</g>')
     return g
 

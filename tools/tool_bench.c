@@ -20,7 +20,7 @@ static int dry_run(const bench_opts *o) {
   int64_t sizes[BENCH_MAX_SIZES];
   int n = bench_sizes(o, sizes, BENCH_MAX_SIZES), es = ip_dtype_size[o->dtype];
   printf("# baton bench --dry-run: %s on %d ranks, %s, %s, %d sizes\n", bench_coll_name[o->coll], o->ngpus,
-         ip_dtype_name[o->dtype], o->inplace ? "in place" : "out of place", n);
+         ip_dtype_name[o->dtype], bench_place_name(o->inplace), n);
   printf("# %10s %12s %12s %12s %14s\n", "size", "count", "send elems", "recv elems", "busbw factor");
   for (int i = 0; i < n; i++) {
     bench_geom g;
