@@ -24,8 +24,10 @@ build=${BUILD_DIR:-build}
 cmd=${1:-demo}
 
 packages="meson ninja-build pkg-config gcc liblua5.4-dev libxml2-dev libibverbs-dev python3"
-# The checked build: clang, its sanitizer and libFuzzer runtimes.
+# The checked build: clang, its sanitizer and libFuzzer runtimes; for the
+# tests, Debian's (CPU-only) PyTorch: the Python module's argument handling.
 case $cmd in test|check) packages="$packages clang libclang-rt-14-dev" ;; esac
+case $cmd in test) packages="$packages python3-torch" ;; esac
 need=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
 if [ -n "$need" ]; then
