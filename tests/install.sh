@@ -67,5 +67,7 @@ check "installed baton compiles a user's script that uses the standard modules" 
 
 check "the Python module is installed and finds the installed libbaton.so" \
   bash -c "cd '$t' && PYTHONPATH='$root/share/baton/python' LD_LIBRARY_PATH='$lib' python3 -c 'import baton, os; l = baton.load(); print(baton.version()); assert os.path.realpath(l._name).startswith(\"$t\"), l._name'"
+check "the installed Python module compiles and verifies with the installed baton" \
+  bash -c "cd '$t' && PYTHONPATH='$root/share/baton/python' LD_LIBRARY_PATH='$lib' python3 -c 'import baton; p = baton.compile(\"$root/share/baton/algorithms/allgather_ring.lua\", \"ag4.xml\", ranks=4); assert baton.verify(p)'"
 echo "1..$n"
 [ $fails -eq 0 ]
