@@ -1,7 +1,8 @@
 /* test_bench.c -- `baton bench` without a GPU: options, the size sweep,
  * nccl-tests' geometry and bandwidth formulas, the check data against a
- * naive reference, the text/CSV/JSON output of a fixed table and the SVG
- * that tools/plot_bench.py draws from it.
+ * naive reference, the text/CSV/JSON output of a fixed table (one
+ * placement, both, several type/op combinations) and the SVG that
+ * tools/plot_bench.py draws from it.
  * Usage: test_bench PLOT_BENCH_PY   (TAP output) */
 #define _GNU_SOURCE
 #include <math.h>
@@ -87,6 +88,9 @@ static void test_options(void) {
   bench_test_close(&io, 0);
   ok(hrc == 1 && strstr(help, "-c, --check N") && strstr(help, "2 or both: every size out of place, then in"),
      "--help names -c N and -I both");
+  ok(strstr(help, "sum (default), prod, max, min, avg; all: each of them") &&
+         strstr(help, "(or nccl-tests' float, half, bfloat16, int32, ...); all:") &&
+         strstr(help, "type outer, op inner"), "--help names -d all and -o all and their order");
   int64_t b = 0;
   ok(!bench_parse_size("1.5K", &b) && b == 1536 && !bench_parse_size("128m", &b) && b == 128 << 20 &&
          !bench_parse_size("1G", &b) && b == 1 << 30 && bench_parse_size("-1", &b) && bench_parse_size("8Q", &b),
@@ -110,6 +114,62 @@ static void test_options(void) {
          bench_parse_list("1.5K", "KMG", 4, l, &nl) && bench_parse_list("1G", "KM", 4, l, &nl) &&
          bench_parse_list("4G", "KMG", 4, l, &nl) && bench_parse_list("0", "KMG", 4, l, &nl),
      "shape lists through the same parser: 4K,1m,3; 1.5K, G where not taken, over 2^31 and 0 refused");
+}
+
+/* -d all, -o all: the combinations each option list gives, in
+ * nccl-tests' order, and what is refused. */
+static void test_combos(void) {
+  bench_opts o;
+  bench_combo c[BENCH_MAX_COMBOS];
+  char err[400];
+  ok(parse(&o, "-d all", err, sizeof err) == 0 && o.all_types && !o.all_ops && o.dtype == IP_F32 && !err[0] &&
+         bench_combos(&o, c) == IP_DTYPE_COUNT && c[0].dtype == IP_F32 && c[3].dtype == IP_BF16 &&
+         c[IP_DTYPE_COUNT - 1].dtype == IP_U8 && c[5].op == IP_OP_SUM,
+     "-d all: every type in the help's order (f32 .. u8), each with -o's op");
+  ok(parse(&o, "-o all -d i8", err, sizeof err) == 0 && o.all_ops && !o.all_types && bench_combos(&o, c) == 5 &&
+         c[0].op == IP_OP_SUM && c[1].op == IP_OP_PROD && c[4].op == IP_OP_AVG && c[4].dtype == IP_I8,
+     "-o all: sum, prod, max, min, avg of one type");
+  int n = parse(&o, "-d all -o all", err, sizeof err) == 0 ? bench_combos(&o, c) : -1, order = n == 50;
+  for (int k = 0; order && k < n; k++) order = c[k].dtype == (ip_dtype)(k / 5) && c[k].op == (ip_redop)(k % 5);
+  ok(order, "-d all -o all: 50 pairs, type outer, op inner (nccl-tests' order): %d", n);
+  ok(parse(&o, "--datatype=all --op=all -d half", err, sizeof err) == 0 && !o.all_types && o.all_ops &&
+         o.dtype == IP_F16 && bench_combos(&o, c) == 5 && parse(&o, "-o all -o max", err, sizeof err) == 0 &&
+         !o.all_ops && o.op == IP_OP_MAX && bench_combos(&o, c) == 1,
+     "the last -d / -o wins: --datatype=all -d half is f16 alone, -o all -o max is max alone");
+  ok(parse(&o, "-C allgather -o all -d all", err, sizeof err) == 0 && bench_combos(&o, c) == IP_DTYPE_COUNT &&
+         strstr(err, "note: allgather takes no reduction op: -o all runs it once (redop none)"),
+     "allgather -o all: runs each type once, and says so");
+  ok(parse(&o, "-C reducescatter -o all", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5,
+     "reducescatter -o all: every op, no note");
+  ok(parse(&o, "-P -g 2 -d all -o all", err, sizeof err) == 0 && o.procs &&
+         parse(&o, "-g 4 --share 1 -d all -o all -I both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
+         o.inplace == BENCH_BOTH_PLACES && o.graph == 2 && o.no_nccl,
+     "-d all -o all with -P, and with --share, -I both, -G, --no-nccl");
+  static const struct { const char *args, *msg; } bad[] = {
+    {"-d every", "bad value 'every' for -d"},
+    {"-o All", "bad value 'All' for -o"},
+    {"-d all,f16", "bad value 'all,f16' for -d"},
+    {"-o", "-o needs a value"},
+    {"-d all -o all -I both -P -g 2", "-I both needs one process (not -P)"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = parse(&o, bad[i].args, err, sizeof err);
+    err[strcspn(err, "\n")] = 0;
+    ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
+  }
+  /* Opts of one combination; the table's room: sizes x placements x pairs. */
+  parse(&o, "-b 1K -e 32K -f 32 -d all -o all -I both", err, sizeof err);
+  bench_combos(&o, c);
+  bench_opts one = bench_opts_combo(&o, &c[7]);
+  bench_table t;
+  bench_table_init(&t, &o, 4);
+  ok(one.dtype == IP_F64 && one.op == IP_OP_MAX && one.all_types && t.maxrows == 2 * 2 * 50 && t.all_types &&
+         t.all_ops, "bench_opts_combo: f64 max; a table of 2 sizes x 2 placements x 50 pairs has room for 200 rows");
+  bench_table_free(&t);
+  parse(&o, "-C alltoall -d all -o all", err, sizeof err);
+  bench_table_init(&t, &o, 4);
+  ok(t.maxrows == 10 && t.all_types && !t.all_ops, "alltoall -d all -o all: a row per type");
+  bench_table_free(&t);
 }
 
 static void test_sweep(void) {
@@ -416,6 +476,137 @@ static void test_output_both(const char *plot) {
   bench_table_free(&t);
 }
 
+/* Appends a row to a fixed table: size, type and op, placement, NCCL's
+ * and baton's time (< 0: not measured); host times 5 and 3 us (baton's
+ * none when it has no time), wrong 0, algorithm allreduce_ring. */
+static bench_row *add_row(bench_table *t, int64_t bytes, ip_dtype ty, ip_redop op, int inplace, double nt, double bt) {
+  bench_row *r = &t->rows[t->nrows++];
+  r->bytes = bytes;
+  r->count = bytes / ip_dtype_size[ty];
+  r->dtype = ty;
+  r->op = op;
+  r->inplace = inplace;
+  r->lib[BENCH_NCCL] = (bench_result){.time_us = nt, .host_us = 5};
+  r->lib[BENCH_BATON] = (bench_result){.time_us = bt, .host_us = bt < 0 ? -1 : 3};
+  snprintf(r->algorithm, sizeof r->algorithm, "allreduce_ring");
+  return r;
+}
+
+/* -d all -o all: a fixed table of three (type, op) pairs of two sizes
+ * each, through the text printers (the type and redop columns per line,
+ * a footer line per pair), CSV, JSON, plot_bench.py (one pair drawn: the
+ * first, or the one named) and bench_table.py; then -I both with two
+ * pairs. */
+static void test_output_combos(const char *plot) {
+  bench_opts o;
+  char err[400];
+  ok(parse(&o, "-b 1K -e 32K -f 32 -d all -o all", err, sizeof err) == 0, "-d all -o all parses");
+  bench_table t;
+  bench_table_init(&t, &o, 8);
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
+  add_row(&t, 1024, IP_F32, IP_OP_SUM, 0, 20, 10);
+  add_row(&t, 32768, IP_F32, IP_OP_SUM, 0, 40, 40);
+  add_row(&t, 1024, IP_F32, IP_OP_PROD, 0, 20, 20);
+  add_row(&t, 32768, IP_F32, IP_OP_PROD, 0, 40, 80);
+  add_row(&t, 1024, IP_F16, IP_OP_MAX, 0, 30, 10)->lib[BENCH_BATON].wrong = 3;
+  bench_row *bad = add_row(&t, 32768, IP_F16, IP_OP_MAX, 0, 50, -1);
+  bad->lib[BENCH_BATON].wrong = -1;
+  snprintf(bad->lib[BENCH_BATON].error, sizeof bad->lib[0].error, "baton_allreduce failed on rank 0: unsupported");
+  char text[8192];
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  for (int i = 0; i < t.nrows; i++) bench_print_row(f, &t, &t.rows[i]);
+  int st = bench_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "# baton bench: allreduce, 8 ranks (one process), 10 types (-d all) x 5 ops (-o all), out of place,",
+              "text: the title names -d all and -o all");
+  ok_contains(text, "        1024          256   f32   prod       20.00    0.05    0.09       0       20.00    0.05    0.09"
+                    "       0    1.00  allreduce_ring\n", "text: an f32 prod line, its type and redop columns");
+  ok_contains(text, "        1024          512   f16    max       30.00    0.03    0.06       0       10.00    0.10    0.18"
+                    "       3    3.00  allreduce_ring\n", "text: an f16 max line: count and bandwidth of 2-byte elements");
+  ok_contains(text, "# baton, size 32768, f16 max: baton_allreduce failed on rank 0: unsupported\n",
+              "text: a failed call named with its type and op");
+  ok_contains(text, "# Geometric mean ratio : 1.246 (nccl time / baton time)\n"
+                    "#   f32 sum            : ratio 1.414 over 2 sizes, wrong nccl 0 baton 0\n"
+                    "#   f32 prod           : ratio 0.707 over 2 sizes, wrong nccl 0 baton 0\n"
+                    "#   f16 max            : ratio 3.000 over 1 sizes, wrong nccl 0 baton 3, calls failed  FAILED\n"
+                    "# Host time per call   : nccl 5.00 us baton 3.00 us (enqueue only, mean over sizes, types and ops)\n",
+              "text: the ratio over every pair, then a line per pair in the table's order");
+  ok(st == 1, "wrong elements in one pair make the exit status 1");
+  char dir[] = "/tmp/test_bench_combos_XXXXXX", csv[300], json[300], svg[300], md[300], cmd[1200], table[400];
+  if (!mkdtemp(dir)) return;
+  snprintf(csv, sizeof csv, "%s/c.csv", dir);
+  snprintf(json, sizeof json, "%s/c.json", dir);
+  snprintf(svg, sizeof svg, "%s/c.svg", dir);
+  snprintf(md, sizeof md, "%s/c.md", dir);
+  ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "-d all -o all: CSV and JSON written");
+  char *c = bench_test_slurp(csv);
+  ok(c && count_of(c, "\nallreduce,8,f32,sum,0,") == 2 && count_of(c, "\nallreduce,8,f32,prod,0,") == 2 &&
+         count_of(c, "\nallreduce,8,f16,max,0,") == 2,
+     "CSV: two rows per pair, the type and redop columns per row");
+  ok_contains(c, "\nallreduce,8,f16,max,0,1024,512,30.000,0.0341,0.0597,0,10.000,0.1024,0.1792,3,3.0000,",
+              "CSV: the f16 max row of 1024 bytes");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"rows\"];"
+           "sys.exit(0 if d[\"type\"]==\"all\" and d[\"redop\"]==\"all\" and"
+           " [(x[\"type\"],x[\"redop\"]) for x in r]==[(\"f32\",\"sum\")]*2+[(\"f32\",\"prod\")]*2+[(\"f16\",\"max\")]*2"
+           " and r[4][\"baton\"][\"wrong\"]==3 else 1)' %s", json);
+  ok(system(cmd) == 0, "JSON: \"type\" and \"redop\" \"all\", each row its own");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s 2>%s/note", plot, csv, svg, dir);
+  ok(system(cmd) == 0, "plot_bench.py draws a CSV of several pairs");
+  char *s = bench_test_slurp(svg);
+  ok(s && count_of(s, "class=\"curve\" data-lib=\"nccl\"") == 2 && count_of(s, "class=\"curve\" data-lib=\"baton\"") == 2 &&
+         count_of(s, "<circle") == 4 * 2, "SVG: the first pair alone, a curve per library in each panel");
+  ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum (1 of 3 type/redop pairs)</text>",
+              "SVG title names the pair drawn and how many the CSV has");
+  snprintf(cmd, sizeof cmd, "%s/note", dir);
+  ok_contains(bench_test_slurp(cmd), "drawing f32/sum, the first of 3 type/redop pairs", "plot_bench.py says which");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s f16/max", plot, csv, svg);
+  ok(system(cmd) == 0, "plot_bench.py draws the pair named (f16/max)");
+  s = bench_test_slurp(svg);
+  ok(s && strstr(s, "8 ranks, f16 max (1 of 3") && count_of(s, "<circle") == 2 * 2 + 1 * 2,
+     "SVG of f16 max: its rows only (baton's failed size left out)");
+  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
+  ok(system(cmd) == 0, "that SVG is well-formed XML");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s f32", plot, csv, svg);
+  int f32 = system(cmd) == 0 && strstr(bench_test_slurp(svg), "f32 sum (1 of 3");
+  snprintf(cmd, sizeof cmd, "python3 %s %s %s i8 2>/dev/null", plot, csv, svg);
+  ok(f32 && system(cmd) != 0, "plot_bench.py: a type alone picks its first op; a type the CSV lacks is refused");
+  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
+           plot);
+  snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
+  ok(system(cmd) == 0, "bench_table.py reads a CSV of several pairs");
+  const char *m = bench_test_slurp(md);
+  ok_contains(m, "| type/redop | size (B) | NCCL us |", "Markdown: a type/redop column");
+  ok_contains(m, "| f32/prod | 32,768 | 40.0 | 1.4 | 80.0 | 0.72 | 0.50 | 0/0 | 5.0/3.0 |", "Markdown: an f32 prod row");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) printf("# could not remove %s\n", dir);
+  bench_table_free(&t);
+
+  /* -I both with -o all: a line per size and pair, a footer line per pair over both placements. */
+  ok(parse(&o, "-b 1K -e 1K -o all -I both", err, sizeof err) == 0, "-o all -I both parses");
+  bench_table_init(&t, &o, 8);
+  add_row(&t, 1024, IP_F32, IP_OP_MIN, 0, 20, 10);
+  add_row(&t, 1024, IP_F32, IP_OP_MIN, 1, 20, 20);
+  add_row(&t, 1024, IP_F32, IP_OP_AVG, 0, 20, 40);
+  snprintf(add_row(&t, 1024, IP_F32, IP_OP_AVG, 1, 20, -1)->lib[BENCH_BATON].error, sizeof t.rows[0].lib[0].error,
+           "unsupported");
+  f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  for (int i = 0; i < t.nrows; i += 2) bench_print_pair(f, &t, &t.rows[i], &t.rows[i + 1]);
+  st = bench_print_footer(f, &t);
+  fclose(f);
+  ok_contains(text, "8 ranks (one process), f32 x 5 ops (-o all), out of place and in place,", "text: the title");
+  ok_contains(text, "        1024          256   f32    min      20.00", "text: the min pair's line");
+  ok_contains(text, "# baton, size 1024, f32 avg, in place: unsupported\n        1024          256   f32    avg      20.00",
+              "text: the avg pair's failed in-place call named with its pair and placement, then its line");
+  ok_contains(text, "#   f32 min            : ratio 1.414 over 2 sizes x placements, wrong nccl 0 baton 0\n"
+                    "#   f32 avg            : ratio 0.500 over 1 sizes x placements, wrong nccl 0 baton 0, calls failed  "
+                    "FAILED\n", "text: a footer line per pair over both placements");
+  ok(st == 1, "a failed call in one pair makes the exit status 1");
+  bench_table_free(&t);
+}
+
 /* bench_fused_parse of "bench LINE": its return; err gets stderr. */
 static int fparse(bench_fused_opts *o, const char *line, char *err, size_t errlen) {
   char *argv[64];
@@ -510,11 +701,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   test_options();
+  test_combos();
   test_sweep();
   test_geometry();
   test_check();
   test_output(argv[1]);
   test_output_both(argv[1]);
+  test_output_combos(argv[1]);
   test_fused(argv[1]);
   return tap_done();
 }

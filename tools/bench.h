@@ -20,7 +20,7 @@ enum { BENCH_NCCL, BENCH_BATON, BENCH_NLIBS };
 extern const char *const bench_lib_name[BENCH_NLIBS];
 
 #define BENCH_MAX_SIZES 1024
-#define BENCH_MAX_ROWS (2 * BENCH_MAX_SIZES)   /* a table's rows: one per size and placement */
+#define BENCH_MAX_COMBOS (IP_DTYPE_COUNT * IP_REDOP_COUNT)   /* -d all -o all: every (type, op) */
 
 /* -I: where the output goes.  BENCH_BOTH_PLACES runs every size out of
  * place, then in place (nccl-tests' two column groups). */
@@ -40,8 +40,10 @@ typedef struct bench_opts {
   int check;            /* -c N: check count; each size is checked N times per library (0: never) */
   int inplace;          /* -I: BENCH_OUT_OF_PLACE, BENCH_IN_PLACE or BENCH_BOTH_PLACES */
   bench_coll coll;      /* -C */
-  ip_dtype dtype;       /* -d */
-  ip_redop op;          /* -o */
+  ip_dtype dtype;       /* -d; with all_types the first type (each combination runs on a bench_opts_combo copy) */
+  ip_redop op;          /* -o; with all_ops the first op, sum */
+  int all_types;        /* -d all: every type, in ip_dtype's order (the help's list) */
+  int all_ops;          /* -o all: every op (sum, prod, max, min, avg) where the collective reduces */
   int dry_run, no_nccl;
   const char *csv, *json;
 } bench_opts;
@@ -51,10 +53,31 @@ typedef struct bench_opts {
  * GPU). */
 void bench_opts_default(bench_opts *o);
 
-/* Parses `baton bench` options (argv[0] is "bench").  Returns 0; 1 when
- * --help was asked (the help is printed to out); 2 after printing
- * "baton bench: <what is wrong>" to err. */
+/* Parses `baton bench` options (argv[0] is "bench").  Returns 0 (with
+ * -o all for a collective that does not reduce, after a note on err that
+ * it runs once); 1 when --help was asked (the help is printed to out); 2
+ * after printing "baton bench: <what is wrong>" to err. */
 int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err);
+
+/* 1 for the collectives that take a reduction op (allreduce,
+ * reducescatter), else 0: their redop column says "none". */
+int bench_reduces(bench_coll c);
+
+/* One (type, op) combination that a run sweeps. */
+typedef struct bench_combo {
+  ip_dtype dtype;
+  ip_redop op;
+} bench_combo;
+
+/* The combinations o asks for, written to c (room for BENCH_MAX_COMBOS),
+ * in nccl-tests' order: type outer, op inner.  -d all: every type
+ * (ip_dtype's order), else o->dtype; -o all: every op where the
+ * collective reduces, else o->op alone (allgather and alltoall run each
+ * type once).  Returns how many, at least 1. */
+int bench_combos(const bench_opts *o, bench_combo *c);
+
+/* The options of one combination: o with dtype and op set from c. */
+bench_opts bench_opts_combo(const bench_opts *o, const bench_combo *c);
 
 /* "64", "1.5K", "128M", "1G" (units of 1024, either case; an optional
  * trailing B) into bytes, through bench_parse_scaled (bench_util.h), the
@@ -109,6 +132,8 @@ typedef struct bench_result {
 typedef struct bench_row {
   int64_t bytes, count;
   int inplace;          /* this row's placement: 0 out of place, 1 in place */
+  ip_dtype dtype;       /* this row's type and op (read where the table has several combinations) */
+  ip_redop op;
   bench_result lib[BENCH_NLIBS];
   char algorithm[96];   /* what baton ran (baton_comm_last_algorithm) */
   double net_bytes;     /* baton: payload bytes one rank sent over the network per call (mean of the local
@@ -117,18 +142,21 @@ typedef struct bench_row {
 
 typedef struct bench_table {
   bench_coll coll;
-  ip_dtype dtype;
+  ip_dtype dtype;       /* the type and op of every row, unless all_types / all_ops: then each row's own */
   ip_redop op;
+  int all_types, all_ops; /* -d all, -o all (all_ops only where the collective reduces) */
   int inplace;          /* -I's value: with BENCH_BOTH_PLACES each size has two rows, out of place then in place */
   int nranks, procs, iters, warmup, graph, rounds;
   char nccl[200];       /* "NCCL 2.28.9 (libnccl.so.2)"; empty when NCCL is not used */
   char nccl_missing[300]; /* why NCCL is not used */
   bench_row *rows;
-  int nrows;
+  int nrows, maxrows;
 } bench_table;
 
 /* Starts a table for the options and rank count (rows are appended by
- * the caller, at most BENCH_MAX_ROWS). */
+ * the caller, at most maxrows: one per size, placement and combination,
+ * in the order the run makes them: combination, then size, then
+ * placement). */
 void bench_table_init(bench_table *t, const bench_opts *o, int nranks);
 void bench_table_free(bench_table *t);
 
@@ -137,7 +165,10 @@ void bench_table_free(bench_table *t);
 double bench_ratio(const bench_row *r);
 
 /* Text output in nccl-tests' style: header, one line per size (printed
- * as each size finishes), footer with averages.  One placement (-I 0 or
+ * as each size finishes; with -d all / -o all, each combination's sweep
+ * after the previous one, the type and redop columns per line), footer
+ * with averages (and, with several combinations, a line per combination:
+ * its ratio's geometric mean and its wrong elements).  One placement (-I 0 or
  * 1): bench_print_row per row, each library's time, algbw, busbw and
  * #wrong.  Both (-I both): bench_print_pair per size, its out-of-place
  * row then its in-place row side by side, each a column group of NCCL's
@@ -149,9 +180,11 @@ void bench_print_row(FILE *f, const bench_table *t, const bench_row *r);
 void bench_print_pair(FILE *f, const bench_table *t, const bench_row *out, const bench_row *in);
 int bench_print_footer(FILE *f, const bench_table *t);
 
-/* The table as CSV (one line per size and placement, both libraries side
- * by side, the placement in the inplace column) and as JSON (the same
- * rows, each with its "inplace").  0, or -1 when the file cannot be
+/* The table as CSV (one line per size, placement and combination, both
+ * libraries side by side, the placement in the inplace column, the
+ * combination in type and redop) and as JSON (the same rows, each with
+ * its "type", "redop" and "inplace"; the run's "type" and "redop" are
+ * "all" with -d all / -o all).  0, or -1 when the file cannot be
  * written (errno set). */
 int bench_write_csv(const char *path, const bench_table *t);
 int bench_write_json(const char *path, const bench_table *t);

@@ -10,6 +10,28 @@
 const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall"};
 const char *const bench_lib_name[BENCH_NLIBS] = {"nccl", "baton"};
 
+int bench_reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
+
+int bench_combos(const bench_opts *o, bench_combo *c) {
+  int n = 0, ops = o->all_ops && bench_reduces(o->coll);
+  for (int t = 0; t < IP_DTYPE_COUNT; t++) {
+    if (!o->all_types && t != (int)o->dtype) continue;
+    for (int op = 0; op < IP_REDOP_COUNT; op++) {
+      if (!ops && op != (int)o->op) continue;
+      c[n].dtype = (ip_dtype)t;
+      c[n++].op = (ip_redop)op;
+    }
+  }
+  return n;
+}
+
+bench_opts bench_opts_combo(const bench_opts *o, const bench_combo *c) {
+  bench_opts x = *o;
+  x.dtype = c->dtype;
+  x.op = c->op;
+  return x;
+}
+
 const char *bench_place_name(int inplace) {
   return inplace == BENCH_BOTH_PLACES ? "out of place and in place" : inplace ? "in place" : "out of place";
 }
@@ -41,9 +63,14 @@ static const char bench_help[] =
   "  -c, --check N         check count: before timing, each size runs N calls on\n"
   "                        known data per library, every output element compared\n"
   "                        (#wrong sums them); 0: no check (default 1)\n"
-  "  -o, --op OP           sum (default), prod, max, min, avg\n"
+  "  -o, --op OP           sum (default), prod, max, min, avg; all: each of them\n"
+  "                        (allgather and alltoall take no op: all runs them once)\n"
   "  -d, --datatype T      f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8\n"
-  "                        (or nccl-tests' float, half, bfloat16, int32, ...)\n"
+  "                        (or nccl-tests' float, half, bfloat16, int32, ...); all:\n"
+  "                        each of them.  -d all, -o all: each (type, op) pair runs\n"
+  "                        the sweep, type outer, op inner (nccl-tests' order), in\n"
+  "                        one table (the type and redop columns tell them apart;\n"
+  "                        the footer adds a line per pair)\n"
   "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall\n"
   "  -I, --inplace P       0: out of place (default); 1: in place (NCCL's in-place\n"
   "                        layouts); 2 or both: every size out of place, then in\n"
@@ -151,13 +178,19 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check);
     else if (OPT("-I", "--inplace")) bad = !v || parse_place(v, &o->inplace);
     else if (OPT("-o", "--op")) {
-      int x = v ? ip_redop_from_name(v) : -1;
+      int x = !v ? -1 : !strcmp(v, "all") ? (int)o->op : ip_redop_from_name(v);
       bad = x < 0;
-      if (!bad) o->op = (ip_redop)x;
+      if (!bad) {
+        o->op = (ip_redop)x;
+        o->all_ops = !strcmp(v, "all");
+      }
     } else if (OPT("-d", "--datatype")) {
-      int x = v ? dtype_from_name(v) : -1;
+      int x = !v ? -1 : !strcmp(v, "all") ? (int)o->dtype : dtype_from_name(v);
       bad = x < 0;
-      if (!bad) o->dtype = (ip_dtype)x;
+      if (!bad) {
+        o->dtype = (ip_dtype)x;
+        o->all_types = !strcmp(v, "all");
+      }
     } else if (OPT("-C", "--collective")) {
       bad = 1;
       for (int c = 0; v && c < BENCH_COLL_COUNT; c++)
@@ -192,6 +225,11 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     fprintf(err, "baton bench: -I both needs one process (not -P); with -P run -I 0, then -I 1\n");
     return 2;
   }
+  if (o->all_types) o->dtype = (ip_dtype)0;   /* the first combination's, until the run moves on */
+  if (o->all_ops) o->op = (ip_redop)0;
+  if (o->all_ops && !bench_reduces(o->coll))
+    fprintf(err, "baton bench: note: %s takes no reduction op: -o all runs it once (redop none)\n",
+            bench_coll_name[o->coll]);
   if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
     fprintf(err, "baton bench: --csv and --json need a file name\n");
     return 2;
@@ -256,14 +294,12 @@ void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double 
 
 enum { PERIOD = 1021 };   /* a prime: chunk boundaries do not line up with it */
 
-static int reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
-
 /* Input value of rank r at index k mod PERIOD: small integers that every
  * type holds exactly, and whose sums (3 per rank), products (powers of
  * two) and max/min stay exact. */
 static double input_value(bench_coll c, ip_redop op, int r, int64_t k) {
-  if (reduces(c) && (op == IP_OP_SUM || op == IP_OP_AVG)) return (double)((k * 7 + r * 3) % 4);
-  if (reduces(c) && op == IP_OP_PROD) return (k + r) % 3 == 0 ? 2.0 : 1.0;
+  if (bench_reduces(c) && (op == IP_OP_SUM || op == IP_OP_AVG)) return (double)((k * 7 + r * 3) % 4);
+  if (bench_reduces(c) && op == IP_OP_PROD) return (k + r) % 3 == 0 ? 2.0 : 1.0;
   return (double)((k * 7 + r * 13 + 1) % 101);
 }
 
@@ -295,7 +331,7 @@ int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank,
   for (int b = 0; b < g->blocks; b++) {
     /* The expected block: want[j] is output element (i*PERIOD + j) of block b. */
     int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL ? (rank * g->count) % PERIOD : 0;
-    if (reduces(c)) {
+    if (bench_reduces(c)) {
       for (int q = 0; q < nranks; q++) {
         for (int64_t j = 0; j < PERIOD; j++) ip_set(t, q ? tmp : want, (size_t)j, input_value(c, op, q, (phase + j) % PERIOD));
         if (q) ip_reduce(t, op, want, want, tmp, PERIOD);

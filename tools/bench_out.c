@@ -1,6 +1,7 @@
 /* bench_out.c -- `baton bench` results: the text table (nccl-tests'
  * columns, both libraries side by side; with -I both, both placements
- * too), CSV and JSON. */
+ * too; with -d all / -o all, each (type, op) combination's rows), CSV and
+ * JSON. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@ void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
   t->coll = o->coll;
   t->dtype = o->dtype;
   t->op = o->op;
+  t->all_types = o->all_types;
+  t->all_ops = o->all_ops && bench_reduces(o->coll);
   t->inplace = o->inplace;
   t->nranks = nranks;
   t->procs = o->procs;
@@ -19,7 +22,11 @@ void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
   t->warmup = o->warmup;
   t->graph = o->graph;
   t->rounds = o->rounds;
-  t->rows = calloc(BENCH_MAX_ROWS, sizeof *t->rows);
+  int64_t sizes[BENCH_MAX_SIZES];
+  bench_combo c[BENCH_MAX_COMBOS];
+  int ns = bench_sizes(o, sizes, BENCH_MAX_SIZES);
+  t->maxrows = (ns > 0 ? ns : BENCH_MAX_SIZES) * (o->inplace == BENCH_BOTH_PLACES ? 2 : 1) * bench_combos(o, c);
+  t->rows = calloc((size_t)t->maxrows, sizeof *t->rows);
 }
 
 void bench_table_free(bench_table *t) {
@@ -33,7 +40,39 @@ double bench_ratio(const bench_row *r) {
   return n > 0 && b > 0 ? n / b : -1;
 }
 
-static int reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
+/* Row r's type and op: the table's, or the row's own where the table
+ * has several (-d all, -o all). */
+static ip_dtype row_type(const bench_table *t, const bench_row *r) {
+  return t->all_types ? r->dtype : t->dtype;
+}
+
+static ip_redop row_op(const bench_table *t, const bench_row *r) {
+  return t->all_ops ? r->op : t->op;
+}
+
+/* Row r's redop column: its op's name, "none" for a collective that
+ * does not reduce. */
+static const char *row_op_name(const bench_table *t, const bench_row *r) {
+  return bench_reduces(t->coll) ? ip_redop_name[row_op(t, r)] : "none";
+}
+
+/* 1 when the table has several combinations, so that lines about one
+ * row name its type and op. */
+static int multi(const bench_table *t) { return t->all_types || t->all_ops; }
+
+/* Row r's combination as "f32 sum" ("f32" where nothing reduces) into
+ * buf. */
+static void combo_label(const bench_table *t, const bench_row *r, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s%s", ip_dtype_name[row_type(t, r)], bench_reduces(t->coll) ? " " : "",
+           bench_reduces(t->coll) ? row_op_name(t, r) : "");
+}
+
+/* ", f32 sum" into buf where the table has several combinations, else "". */
+static void combo_suffix(const bench_table *t, const bench_row *r, char *buf, size_t len) {
+  char l[32];
+  combo_label(t, r, l, sizeof l);
+  snprintf(buf, len, "%s%s", multi(t) ? ", " : "", multi(t) ? l : "");
+}
 
 /* Row r's placement, 0 or 1: the table's own with one placement, else
  * the row's. */
@@ -43,7 +82,7 @@ static int row_place(const bench_table *t, const bench_row *r) {
 
 static void row_bw(const bench_table *t, const bench_row *r, int lib, double *algbw, double *busbw) {
   bench_geom g;
-  bench_geometry(t->coll, r->bytes, ip_dtype_size[t->dtype], t->nranks, &g);
+  bench_geometry(t->coll, r->bytes, ip_dtype_size[row_type(t, r)], t->nranks, &g);
   bench_bw(t->coll, &g, t->nranks, r->lib[lib].time_us * 1e-6, algbw, busbw);
 }
 
@@ -74,10 +113,22 @@ static void column_heads(FILE *f, const bench_table *t) {
   fprintf(f, "\n");
 }
 
+/* The header's type and op: "f32 sum", or with -d all / -o all
+ * "10 types (-d all) x 5 ops (-o all)", "f32 x 5 ops (-o all)", ... */
+static void combo_title(const bench_table *t, char *buf, size_t len) {
+  char ty[32], op[32];
+  if (t->all_types) snprintf(ty, sizeof ty, "%d types (-d all)", IP_DTYPE_COUNT);
+  else snprintf(ty, sizeof ty, "%s", ip_dtype_name[t->dtype]);
+  if (t->all_ops) snprintf(op, sizeof op, "%d ops (-o all)", IP_REDOP_COUNT);
+  else snprintf(op, sizeof op, "%s", bench_reduces(t->coll) ? ip_redop_name[t->op] : "none");
+  snprintf(buf, len, "%s%s%s", ty, multi(t) ? " x " : " ", op);
+}
+
 void bench_print_header(FILE *f, const bench_table *t) {
-  fprintf(f, "# baton bench: %s, %d ranks (%s), %s %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
-          bench_coll_name[t->coll], t->nranks, t->procs ? "one process per GPU" : "one process",
-          ip_dtype_name[t->dtype], reduces(t->coll) ? ip_redop_name[t->op] : "none",
+  char combo[80];
+  combo_title(t, combo, sizeof combo);
+  fprintf(f, "# baton bench: %s, %d ranks (%s), %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
+          bench_coll_name[t->coll], t->nranks, t->procs ? "one process per GPU" : "one process", combo,
           bench_place_name(t->inplace), t->iters, t->warmup,
           t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
   if (t->graph) fprintf(f, "# CUDA graphs: the %d iterations captured per GPU and launched %d times\n", t->iters, t->graph);
@@ -89,10 +140,13 @@ void bench_print_header(FILE *f, const bench_table *t) {
 }
 
 void bench_print_row(FILE *f, const bench_table *t, const bench_row *r) {
+  char what[40];
+  combo_suffix(t, r, what, sizeof what);
   for (int l = 0; l < BENCH_NLIBS; l++)
-    if (r->lib[l].error[0]) fprintf(f, "# %s, size %lld: %s\n", bench_lib_name[l], (long long)r->bytes, r->lib[l].error);
-  fprintf(f, "  %10lld %12lld %5s %6s", (long long)r->bytes, (long long)r->count, ip_dtype_name[t->dtype],
-          reduces(t->coll) ? ip_redop_name[t->op] : "none");
+    if (r->lib[l].error[0])
+      fprintf(f, "# %s, size %lld%s: %s\n", bench_lib_name[l], (long long)r->bytes, what, r->lib[l].error);
+  fprintf(f, "  %10lld %12lld %5s %6s", (long long)r->bytes, (long long)r->count, ip_dtype_name[row_type(t, r)],
+          row_op_name(t, r));
   for (int l = 0; l < BENCH_NLIBS; l++) {
     const bench_result *x = &r->lib[l];
     char wrong[24] = "-";
@@ -147,11 +201,14 @@ static void pair_group(FILE *f, const bench_table *t, const bench_row *r) {
   else fprintf(f, " %6s", "-");
 }
 
-/* A row's error lines (before its line), its placement named. */
-static void pair_errors(FILE *f, const bench_row *r, int place) {
+/* A row's error lines (before its line), its placement named (and its
+ * combination, where the table has several). */
+static void pair_errors(FILE *f, const bench_table *t, const bench_row *r, int place) {
+  char what[40];
+  combo_suffix(t, r, what, sizeof what);
   for (int l = 0; l < BENCH_NLIBS; l++)
     if (r->lib[l].error[0])
-      fprintf(f, "# %s, size %lld, %s: %s\n", bench_lib_name[l], (long long)r->bytes, bench_place_name(place),
+      fprintf(f, "# %s, size %lld%s, %s: %s\n", bench_lib_name[l], (long long)r->bytes, what, bench_place_name(place),
               r->lib[l].error);
 }
 
@@ -163,10 +220,10 @@ static void pair_network(FILE *f, const bench_row *r, int place) {
 }
 
 void bench_print_pair(FILE *f, const bench_table *t, const bench_row *out, const bench_row *in) {
-  pair_errors(f, out, BENCH_OUT_OF_PLACE);
-  pair_errors(f, in, BENCH_IN_PLACE);
-  fprintf(f, "  %10lld %12lld %5s %6s", (long long)out->bytes, (long long)out->count, ip_dtype_name[t->dtype],
-          reduces(t->coll) ? ip_redop_name[t->op] : "none");
+  pair_errors(f, t, out, BENCH_OUT_OF_PLACE);
+  pair_errors(f, t, in, BENCH_IN_PLACE);
+  fprintf(f, "  %10lld %12lld %5s %6s", (long long)out->bytes, (long long)out->count, ip_dtype_name[row_type(t, out)],
+          row_op_name(t, out));
   pair_group(f, t, out);
   pair_group(f, t, in);
   const char *a = out->algorithm[0] ? out->algorithm : "-", *b = in->algorithm[0] ? in->algorithm : "-";
@@ -184,14 +241,16 @@ typedef struct bench_sums {
   int64_t wrong[BENCH_NLIBS];
 } bench_sums;
 
-/* The sums over t's rows of placement place (-1: every row): busbw and
- * the log of the ratio over the rows both libraries measured, host time
- * per call over the rows each measured, wrong elements, failed calls. */
-static void sum_rows(const bench_table *t, int place, bench_sums *s) {
+/* The sums over t's rows of placement place (-1: every placement) and of
+ * like's type and op (NULL: every combination): busbw and the log of the
+ * ratio over the rows both libraries measured, host time per call over
+ * the rows each measured, wrong elements, failed calls. */
+static void sum_rows(const bench_table *t, int place, const bench_row *like, bench_sums *s) {
   memset(s, 0, sizeof *s);
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
     if (place >= 0 && row_place(t, r) != place) continue;
+    if (like && (row_type(t, r) != row_type(t, like) || row_op(t, r) != row_op(t, like))) continue;
     for (int l = 0; l < BENCH_NLIBS; l++) {
       if (r->lib[l].wrong > 0) s->wrong[l] += r->lib[l].wrong;
       if (r->lib[l].error[0]) s->bad = 1;
@@ -221,16 +280,38 @@ static void print_busbw(FILE *f, const bench_sums *s, const char *what) {
             s->bus[0] / s->both, s->bus[1] / s->both, s->both, what ? ", " : "", what ? what : "");
 }
 
+/* With several combinations: a line per combination, in the order of
+ * the rows: its ratio's geometric mean and its wrong elements. */
+static void print_combos(FILE *f, const bench_table *t) {
+  unsigned char seen[IP_DTYPE_COUNT][IP_REDOP_COUNT];
+  memset(seen, 0, sizeof seen);
+  for (int i = 0; i < t->nrows; i++) {
+    const bench_row *r = &t->rows[i];
+    if (seen[row_type(t, r)][row_op(t, r)]) continue;
+    seen[row_type(t, r)][row_op(t, r)] = 1;
+    bench_sums s;
+    char label[32];
+    sum_rows(t, -1, r, &s);
+    combo_label(t, r, label, sizeof label);
+    fprintf(f, "#   %-19s: ", label);
+    if (s.nq) fprintf(f, "ratio %.3f over %d %s", exp(s.logq / s.nq), s.nq,
+                      t->inplace == BENCH_BOTH_PLACES ? "sizes x placements" : "sizes");
+    else fprintf(f, "ratio - (no size both measured)");
+    fprintf(f, ", wrong nccl %lld baton %lld%s%s\n", (long long)s.wrong[0], (long long)s.wrong[1],
+            s.bad ? ", calls failed" : "", s.wrong[0] || s.wrong[1] || s.bad ? "  FAILED" : "");
+  }
+}
+
 int bench_print_footer(FILE *f, const bench_table *t) {
   bench_sums all, place[2];
-  sum_rows(t, -1, &all);
+  sum_rows(t, -1, NULL, &all);
   int two = t->inplace == BENCH_BOTH_PLACES;
   if (!two) {
     print_busbw(f, &all, NULL);
     if (all.nq) fprintf(f, "# Geometric mean ratio : %.3f (nccl time / baton time)\n", exp(all.logq / all.nq));
   } else {
     for (int p = 0; p < 2; p++) {
-      sum_rows(t, p, &place[p]);
+      sum_rows(t, p, NULL, &place[p]);
       print_busbw(f, &place[p], bench_place_name(p));
     }
     if (all.nq) {
@@ -240,11 +321,13 @@ int bench_print_footer(FILE *f, const bench_table *t) {
       fprintf(f, " %.3f both (nccl time / baton time)\n", exp(all.logq / all.nq));
     }
   }
+  if (multi(t)) print_combos(f, t);
   if (all.nhost[0] || all.nhost[1]) {
     fprintf(f, "# Host time per call   :");
     for (int l = 0; l < BENCH_NLIBS; l++)
       if (all.nhost[l]) fprintf(f, " %s %.2f us", bench_lib_name[l], all.host[l] / all.nhost[l]);
-    fprintf(f, " (enqueue only, mean over sizes%s)\n", two ? " and placements" : "");
+    fprintf(f, " (enqueue only, mean over sizes%s)\n", two && multi(t) ? ", placements, types and ops"
+                                                      : two ? " and placements" : multi(t) ? ", types and ops" : "");
   }
   fprintf(f, "# Wrong elements       : nccl %lld  baton %lld  %s\n", (long long)all.wrong[0], (long long)all.wrong[1],
           all.wrong[0] || all.wrong[1] ? "FAILED" : "OK");
@@ -273,8 +356,8 @@ int bench_write_csv(const char *path, const bench_table *t) {
   fprintf(f, ",ratio,algorithm,nccl_error,baton_error,nccl_host_us,baton_host_us,baton_net_bytes\n");
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
-    fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[t->dtype],
-            reduces(t->coll) ? ip_redop_name[t->op] : "none", row_place(t, r), (long long)r->bytes, (long long)r->count);
+    fprintf(f, "%s,%d,%s,%s,%d,%lld,%lld", bench_coll_name[t->coll], t->nranks, ip_dtype_name[row_type(t, r)],
+            row_op_name(t, r), row_place(t, r), (long long)r->bytes, (long long)r->count);
     for (int l = 0; l < BENCH_NLIBS; l++) {
       const bench_result *x = &r->lib[l];
       if (x->time_us >= 0) {
@@ -322,8 +405,8 @@ int bench_write_json(const char *path, const bench_table *t) {
   fprintf(f, "{\n  \"tool\": \"baton bench\",\n  \"collective\": \"%s\",\n  \"nranks\": %d,\n", bench_coll_name[t->coll],
           t->nranks);
   fprintf(f, "  \"mode\": \"%s\",\n  \"type\": \"%s\",\n  \"redop\": \"%s\",\n  \"inplace\": %s,\n",
-          t->procs ? "one process per GPU" : "one process", ip_dtype_name[t->dtype],
-          reduces(t->coll) ? ip_redop_name[t->op] : "none",
+          t->procs ? "one process per GPU" : "one process", t->all_types ? "all" : ip_dtype_name[t->dtype],
+          !bench_reduces(t->coll) ? "none" : t->all_ops ? "all" : ip_redop_name[t->op],
           t->inplace == BENCH_BOTH_PLACES ? "\"both\"" : t->inplace ? "true" : "false");
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"graph_launches\": %d,\n  \"rounds\": %d,\n", t->iters,
           t->warmup, t->graph, t->rounds);
@@ -333,8 +416,9 @@ int bench_write_json(const char *path, const bench_table *t) {
   fprintf(f, ",\n  \"rows\": [");
   for (int i = 0; i < t->nrows; i++) {
     const bench_row *r = &t->rows[i];
-    fprintf(f, "%s\n    {\"size\": %lld, \"count\": %lld, \"inplace\": %s", i ? "," : "", (long long)r->bytes,
-            (long long)r->count, row_place(t, r) ? "true" : "false");
+    fprintf(f, "%s\n    {\"size\": %lld, \"count\": %lld, \"inplace\": %s, \"type\": \"%s\", \"redop\": \"%s\"",
+            i ? "," : "", (long long)r->bytes, (long long)r->count, row_place(t, r) ? "true" : "false",
+            ip_dtype_name[row_type(t, r)], row_op_name(t, r));
     for (int l = 0; l < BENCH_NLIBS; l++) {
       const bench_result *x = &r->lib[l];
       fprintf(f, ",\n     \"%s\": {", bench_lib_name[l]);

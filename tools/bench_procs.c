@@ -6,7 +6,8 @@
  *   child 0 -> parent:  'I' NCCL unique id (flags 1) or why not (flags 0),
  *                       forwarded to the other children
  *   child -> parent:    'B' flags (a barrier; the reply 'G' carries the OR
- *                       of every rank's flags), 'R' a bench_row per size,
+ *                       of every rank's flags), 'R' a bench_row per size
+ *                       (per combination, then size, with -d all / -o all),
  *                       'E' a setup error (text), then the child exits
  */
 #include <cuda_runtime_api.h>
@@ -110,11 +111,18 @@ static void child_main(const bench_opts *o, bench_ctx *x, baton_unique_id bid, c
     x->nc[0] = NULL;
     snprintf(x->dead_why[BENCH_NCCL], sizeof x->dead_why[0], "NCCL not set up on every rank");
   }
-  for (int s = 0; s < nsizes; s++) {
-    bench_row row;
-    bench_run_size(x, sizes[s], &row);
-    if (send_msg(x->up, 'R', 0, &row, sizeof row)) _exit(3);
+  bench_combo c[BENCH_MAX_COMBOS];
+  int nc = bench_combos(o, c);
+  for (int k = 0; k < nc; k++) {   /* type outer, op inner, as nccl-tests */
+    bench_opts one = bench_opts_combo(o, &c[k]);
+    x->o = &one;
+    for (int s = 0; s < nsizes; s++) {
+      bench_row row;
+      bench_run_size(x, sizes[s], &row);
+      if (send_msg(x->up, 'R', 0, &row, sizeof row)) _exit(3);
+    }
   }
+  x->o = o;
   bench_ctx_free(x);
   fflush(stderr);
   _exit(0);
@@ -168,7 +176,8 @@ int bench_run_procs(const bench_opts *o, bench_table *t) {
     return 2;
   }
   int64_t sizes[BENCH_MAX_SIZES];
-  int nsizes = bench_sizes(o, sizes, BENCH_MAX_SIZES);
+  bench_combo combos[BENCH_MAX_COMBOS];
+  int nsizes = bench_sizes(o, sizes, BENCH_MAX_SIZES), nrows = nsizes * bench_combos(o, combos);
   int (*up)[2] = calloc((size_t)n, sizeof *up), (*down)[2] = calloc((size_t)n, sizeof *down);
   pid_t *pids = calloc((size_t)n, sizeof *pids);
   for (int r = 0; r < n; r++)
@@ -222,7 +231,7 @@ int bench_run_procs(const bench_opts *o, bench_table *t) {
     }
     for (int r = 1; r < n; r++) send_msg(down[r][1], 'I', h.flags, buf, h.len);
   }
-  while (!rc && t->nrows < nsizes) {
+  while (!rc && t->nrows < nrows) {
     int nb = 0, nr = 0, all = 0;
     for (int r = 0; r < n && !rc; r++) {
       char *p = buf + (size_t)r * MSG_MAX;

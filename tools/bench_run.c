@@ -280,6 +280,8 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
   bench_geometry(x->o->coll, bytes, ip_dtype_size[x->o->dtype], x->nranks, &g);
   memset(row, 0, sizeof *row);
   row->inplace = x->o->inplace == BENCH_IN_PLACE;
+  row->dtype = x->o->dtype;
+  row->op = x->o->op;
   row->bytes = g.bytes;
   row->count = g.count;
   int failed = 0;   /* bit per library: failed for this size */
@@ -331,17 +333,23 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
   if (!x->nccl) row->lib[BENCH_NCCL].error[0] = 0;
 }
 
-/* Buffers for the largest size: the receive buffer holds the larger of
- * send and receive (in place uses it alone), the host buffer as much. */
+/* Buffers for the largest size of every type the run uses (-d all): the
+ * receive buffer holds the larger of send and receive (in place uses it
+ * alone), the host buffer as much. */
 int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, size_t len) {
-  size_t es = (size_t)ip_dtype_size[x->o->dtype], sc = 0, rc = 0;
-  for (int s = 0; s < nsizes; s++) {
-    bench_geom g;
-    bench_geometry(x->o->coll, sizes[s], (int)es, x->nranks, &g);
-    size_t send = (size_t)g.send_elems * es, big = (size_t)(g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * es;
-    if (send > sc) sc = send;
-    if (big > rc) rc = big;
-  }
+  bench_combo c[BENCH_MAX_COMBOS];
+  int nc = bench_combos(x->o, c);
+  size_t sc = 0, rc = 0;
+  for (int k = 0; k < nc; k++)
+    for (int s = 0; s < nsizes; s++) {
+      size_t es = (size_t)ip_dtype_size[c[k].dtype];
+      bench_geom g;
+      bench_geometry(x->o->coll, sizes[s], (int)es, x->nranks, &g);
+      size_t send = (size_t)g.send_elems * es;
+      size_t big = (size_t)(g.send_elems > g.recv_elems ? g.send_elems : g.recv_elems) * es;
+      if (send > sc) sc = send;
+      if (big > rc) rc = big;
+    }
   x->host = malloc(rc + 16);
   if (!x->host) {
     snprintf(err, len, "cannot allocate %zu bytes of host memory", rc);
@@ -385,10 +393,11 @@ static bench_nccl *load_nccl(const bench_opts *o, bench_table *t) {
   return n;
 }
 
-/* The sweep in one process: each size's row(s) appended to t and printed
- * as it finishes.  -I both: out of place, then in place, per size (x->o
- * points at one of two copies of the options at a time, for the
- * buffers' layout, and back at the caller's after). */
+/* The sweep of one combination in one process (x->o its options): each
+ * size's row(s) appended to t and printed as it finishes.  -I both: out
+ * of place, then in place, per size (x->o points at one of two copies of
+ * the options at a time, for the buffers' layout, and back at the
+ * caller's after). */
 static void run_sweep(bench_ctx *x, const int64_t *sizes, int nsizes, bench_table *t) {
   const bench_opts *o = x->o;
   bench_opts place[2] = {*o, *o};
@@ -408,6 +417,21 @@ static void run_sweep(bench_ctx *x, const int64_t *sizes, int nsizes, bench_tabl
     bench_print_pair(stdout, t, &t->rows[t->nrows], &t->rows[t->nrows + 1]);
     t->nrows += 2;
   }
+}
+
+/* Every combination's sweep (-d all, -o all: type outer, op inner, as
+ * nccl-tests), x->o pointing at each one's options in turn and back at
+ * the caller's after. */
+static void run_combos(bench_ctx *x, const int64_t *sizes, int nsizes, bench_table *t) {
+  const bench_opts *o = x->o;
+  bench_combo c[BENCH_MAX_COMBOS];
+  int nc = bench_combos(o, c);
+  for (int k = 0; k < nc; k++) {
+    bench_opts one = bench_opts_combo(o, &c[k]);
+    x->o = &one;
+    run_sweep(x, sizes, nsizes, t);
+  }
+  x->o = o;
 }
 
 /* One process driving GPUs 0..g-1 (nccl-tests' -g). */
@@ -460,7 +484,7 @@ int bench_run(const bench_opts *o, bench_table *t) {
     goto out;
   }
   bench_print_header(stdout, t);
-  run_sweep(&x, sizes, nsizes, t);
+  run_combos(&x, sizes, nsizes, t);
 out:
   bench_ctx_free(&x);
   bench_nccl_close(x.nccl);

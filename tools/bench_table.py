@@ -2,7 +2,8 @@
 """bench_table.py -- a `baton bench --csv` file as the Markdown table
 docs/PERFORMANCE.md uses (size, NCCL time and busbw, baton time and busbw,
 ratio, wrong counts, host time per call when the CSV has it).  A CSV of
-`baton bench -I both` gets a placement column after the size.
+`baton bench -I both` gets a placement column after the size, one of
+`-d all` / `-o all` (several type/redop pairs) a type/redop column first.
 
   tools/bench_table.py ar.csv [more.csv ...]"""
 import csv
@@ -17,16 +18,18 @@ def table(path):
     rows = list(csv.DictReader(open(path, newline="")))
     host = rows and "baton_host_us" in rows[0]
     both = len({r.get("inplace") or "0" for r in rows}) > 1
-    head = "| size (B) |" + (" placement |" if both else "") + \
+    combos = len({(r.get("type"), r.get("redop")) for r in rows}) > 1
+    head = ("| type/redop " if combos else "") + "| size (B) |" + (" placement |" if both else "") + \
         " NCCL us | NCCL busbw GB/s | baton us | baton busbw GB/s | NCCL/baton | wrong (N/b) |"
-    rule = "|---:|" + ("---|" if both else "") + "---:|---:|---:|---:|---:|---|"
+    rule = ("|---" if combos else "") + "|---:|" + ("---|" if both else "") + "---:|---:|---:|---:|---:|---|"
     if host:
         head += " host us/call (N/b) |"
         rule += "---|"
     out = [head, rule]
     for r in rows:
         place = (" in place |" if r.get("inplace") == "1" else " out of place |") if both else ""
-        line = (f"| {int(r['size']):,} |{place} {fmt(r['nccl_time_us'], '.1f')} | {fmt(r['nccl_busbw'], '.1f')} | "
+        combo = f"| {r['type']}/{r['redop']} " if combos else ""
+        line = (f"{combo}| {int(r['size']):,} |{place} {fmt(r['nccl_time_us'], '.1f')} | {fmt(r['nccl_busbw'], '.1f')} | "
                 f"{fmt(r['baton_time_us'], '.1f')} | {fmt(r['baton_busbw'], '.2f')} | {fmt(r['ratio'], '.2f')} | "
                 f"{r['nccl_wrong'] or '-'}/{r['baton_wrong'] or '-'} |")
         if host:

@@ -1,17 +1,37 @@
 #!/usr/bin/env python3
-"""plot_bench.py CSV SVG -- draws `baton bench --csv` output: latency and
-bus bandwidth against size, NCCL and baton, as one SVG (python3 standard
-library only).  A CSV of `-I both` (rows out of place and in place) gets a
-curve per library and placement, in place dashed.  Sizes with no time (a
-failed call, NCCL not loaded, size 0) are left out of the curves."""
+"""plot_bench.py CSV SVG [TYPE[/REDOP]] -- draws `baton bench --csv` output:
+latency and bus bandwidth against size, NCCL and baton, as one SVG (python3
+standard library only).  A CSV of `-I both` (rows out of place and in place)
+gets a curve per library and placement, in place dashed.  A CSV of `-d all`
+or `-o all` holds several (type, redop) pairs: one is drawn, the first in
+the CSV or the one TYPE[/REDOP] names (f16/max; f16 alone: its first op),
+and the title says how many there are.  Sizes with no time (a failed call,
+NCCL not loaded, size 0) are left out of the curves."""
 import csv, math, sys
 
-if len(sys.argv) != 3:
-    sys.exit('usage: plot_bench.py BENCH.csv OUT.svg')
+if len(sys.argv) not in (3, 4):
+    sys.exit('usage: plot_bench.py BENCH.csv OUT.svg [TYPE[/REDOP]]')
 rows = list(csv.DictReader(open(sys.argv[1], newline='')))
 need = {'size', 'nccl_time_us', 'baton_time_us', 'nccl_busbw', 'baton_busbw', 'collective', 'nranks', 'type'}
 if not rows or not need <= set(rows[0]):
     sys.exit(f'plot_bench.py: {sys.argv[1]}: not a baton bench CSV (wants columns {", ".join(sorted(need))})')
+
+# The (type, redop) pairs in the CSV's order (-d all / -o all: several);
+# the rows of one are drawn.
+COMBOS = list(dict.fromkeys((r['type'], r.get('redop') or '') for r in rows))
+if len(sys.argv) == 4:
+    want_type, _, want_op = sys.argv[3].partition('/')
+    pick = [c for c in COMBOS if c[0] == want_type and want_op in ('', c[1])]
+    if not pick:
+        sys.exit(f'plot_bench.py: {sys.argv[1]} has no {sys.argv[3]} rows (it has '
+                 f'{", ".join("/".join(c) for c in COMBOS)})')
+    COMBO = pick[0]
+else:
+    COMBO = COMBOS[0]
+    if len(COMBOS) > 1:
+        print(f'plot_bench.py: drawing {"/".join(COMBO)}, the first of {len(COMBOS)} type/redop pairs in '
+              f'{sys.argv[1]} (name another as a third argument: TYPE/REDOP)', file=sys.stderr)
+rows = [r for r in rows if (r['type'], r.get('redop') or '') == COMBO]
 
 LIBS = (('nccl', 'NCCL', '#76b900'), ('baton', 'baton', '#1f77b4'))
 # The placements in the CSV ('0' out of place, '1' in place; CSVs without
@@ -33,7 +53,8 @@ o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-fam
      f'<rect width="{W}" height="{H}" fill="white"/>',
      f'<text x="{W/2}" y="18" text-anchor="middle" font-size="14">baton bench: {r0["collective"]}, '
      f'{r0["nranks"]} ranks, {r0["type"]} {r0.get("redop", "")}'
-     f'{" in place" if PLACES == ["1"] else " out of place and in place" if len(PLACES) > 1 else ""}</text>']
+     f'{" in place" if PLACES == ["1"] else " out of place and in place" if len(PLACES) > 1 else ""}'
+     f'{f" (1 of {len(COMBOS)} type/redop pairs)" if len(COMBOS) > 1 else ""}</text>']
 
 def fmt_size(b):
     for unit, s in ((1 << 30, 'G'), (1 << 20, 'M'), (1 << 10, 'K')):

@@ -11,16 +11,13 @@
 #include "bench_moe.h"
 #include "tool.h"
 
-/* --dry-run: what would run, without touching a GPU. */
-static int dry_run(const bench_opts *o) {
-  if (!o->ngpus) {
-    fprintf(stderr, "baton bench: --dry-run needs -g N (the number of ranks)\n");
-    return 2;
-  }
-  int64_t sizes[BENCH_MAX_SIZES];
-  int n = bench_sizes(o, sizes, BENCH_MAX_SIZES), es = ip_dtype_size[o->dtype];
-  printf("# baton bench --dry-run: %s on %d ranks, %s, %s, %d sizes\n", bench_coll_name[o->coll], o->ngpus,
-         ip_dtype_name[o->dtype], bench_place_name(o->inplace), n);
+/* One type's sweep for --dry-run: its title (the ops it runs where -o
+ * all asks for several), then a line per size. */
+static void dry_run_type(const bench_opts *o, ip_dtype t, const int64_t *sizes, int n) {
+  int es = ip_dtype_size[t];
+  printf("# baton bench --dry-run: %s on %d ranks, %s, %s, %d sizes%s\n", bench_coll_name[o->coll], o->ngpus,
+         ip_dtype_name[t], bench_place_name(o->inplace), n,
+         o->all_ops && bench_reduces(o->coll) ? ", each with sum, prod, max, min, avg (-o all)" : "");
   printf("# %10s %12s %12s %12s %14s\n", "size", "count", "send elems", "recv elems", "busbw factor");
   for (int i = 0; i < n; i++) {
     bench_geom g;
@@ -32,6 +29,20 @@ static int dry_run(const bench_opts *o) {
     printf("  %10lld %12lld %12lld %12lld %14.4f\n", (long long)g.bytes, (long long)g.count, (long long)g.send_elems,
            (long long)g.recv_elems, algbw > 0 ? busbw / algbw : 0.0);
   }
+}
+
+/* --dry-run: what would run, without touching a GPU: the sweep of each
+ * type (-d all: every type in turn; the ops do not change it). */
+static int dry_run(const bench_opts *o) {
+  if (!o->ngpus) {
+    fprintf(stderr, "baton bench: --dry-run needs -g N (the number of ranks)\n");
+    return 2;
+  }
+  int64_t sizes[BENCH_MAX_SIZES];
+  bench_combo c[BENCH_MAX_COMBOS];
+  int n = bench_sizes(o, sizes, BENCH_MAX_SIZES), nc = bench_combos(o, c);
+  for (int k = 0; k < nc; k++)
+    if (k == 0 || c[k].dtype != c[k - 1].dtype) dry_run_type(o, c[k].dtype, sizes, n);
   return 0;
 }
 
