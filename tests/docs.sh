@@ -120,6 +120,11 @@ for k in $(seq 1 "$count"); do
     "")
       if grep -q 'setup\.sh' "$body"; then notok "$where: tools/setup.sh in an untagged sh block (tag it: \`\`\`sh setup)"
       else run_sh "$body" "$where (sh)"; fi ;;
+    needs=valgrind)
+      # valgrind cannot run a sanitizer build (the checked build's baton)
+      if ! command -v valgrind >/dev/null; then skip "$where (sh)" "needs valgrind, not installed"
+      elif nm "$baton" 2>/dev/null | grep -q __asan_init; then skip "$where (sh)" "valgrind cannot run a sanitizer build"
+      else run_sh "$body" "$where (sh, needs valgrind)"; fi ;;
     needs=*)
       if command -v "${tag#needs=}" >/dev/null; then run_sh "$body" "$where (sh, needs ${tag#needs=})"
       else skip "$where (sh)" "needs ${tag#needs=}, not installed"; fi ;;
