@@ -135,14 +135,110 @@ int cc_place_fixed(lower *w, int instances, int max_tbs) {
   return 1;
 }
 
+/* Appends to buf (used so far: *len of cap) like snprintf, never past cap. */
+static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len >= cap - 1) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Reports that `rank` needs tot > max_tbs thread blocks, saying what the
+ * script can change: at the line whose operations open the most of the
+ * rank's thread blocks (line[root]: the first instruction of each set),
+ * what the count is made of (send and receive peers, channels, instances,
+ * local and compute thread blocks, the highest sendtb/recvtb index) and
+ * only the levers the script has (channels when it uses more than one or
+ * parallelize replicates them, instances when there are several, pairing
+ * each peer's send and receive when they are apart, fewer peers).
+ * Returns 0 when out of memory (nothing reported then but "out of memory"). */
+static int too_many_tbs(lower *w, int rank, int tot, int max_tbs, int instances, const int *roots, int nroots,
+                        const int *setrank, const int *setinst, const int *line) {
+  const cc_trace *t = w->t;
+  int nr = t->nranks, nch = w->nch;
+  char *peer = cc_calloc((size_t)2 * nr + 1, 1), *chan = cc_calloc((size_t)nch + 1, 1);
+  int *lines = cc_malloc(((size_t)tot + 1) * sizeof(int));
+  if (!peer || !chan || !lines) { cc_free(peer); cc_free(chan); cc_free(lines); return 0; }
+  int ns = 0, nrv = 0, sp = 0, rp = 0, comm = 0, local = 0, compute = 0, nch0 = 0, nl = 0;
+  int top = -1, top_line = 0;   /* the highest placed index and where */
+  for (int k = 0; k < nroots; k++) {
+    int r = roots[k];
+    if (setrank[r] != rank) continue;
+    const setinfo *s = &w->info[r];
+    lines[nl++] = line[r];
+    if (s->send >= 0) { ns++; if (!peer[s->send]) { peer[s->send] = 1; sp++; } }
+    if (s->recv >= 0) { nrv++; if (!peer[nr + s->recv]) { peer[nr + s->recv] = 1; rp++; } }
+    if (s->send >= 0 || s->recv >= 0) comm++;
+    else if (s->compute) compute++;
+    else local++;
+    if (setinst[r] == 0 && s->ch >= 0 && s->ch < nch && !chan[s->ch]) { chan[s->ch] = 1; nch0++; }
+    if (s->fixed > top) { top = s->fixed; top_line = s->fixed_line; }
+  }
+  /* the line that opens the most (the earliest of equals) */
+  qsort(lines, nl, sizeof *lines, cmp_int);
+  int lead = 0, most = 0;
+  for (int i = 0, j; i < nl; i = j) {
+    for (j = i; j < nl && lines[j] == lines[i]; j++) {}
+    if (j - i > most) { most = j - i; lead = lines[i]; }
+  }
+  int script_ch = 0, frag = -1;
+  for (int i = 0; i < t->nops && !script_ch; i++) script_ch = t->ops[i].ch > 0;
+  for (int i = 0; i < t->nfrags && frag < 0; i++) if (t->frags[i].n > 1) frag = i;
+  char m[448];
+  size_t len = 0;
+  add(m, sizeof m, &len, "rank %d needs %d thread blocks, more than the %d a GPU runs at once: ", rank, tot, max_tbs);
+  if (comm) {
+    add(m, sizeof m, &len, "it sends to %d peer%s and receives from %d", sp, sp == 1 ? "" : "s", rp);
+    if (nch0 > 1) add(m, sizeof m, &len, " on %d channels", nch0);
+    if (instances > 1)
+      add(m, sizeof m, &len, " in each of %d instances (instances = %d at %s:%d)", instances, instances, t->script,
+          t->decl_line);
+    if (comm == ns + nrv)
+      add(m, sizeof m, &len, ", a thread block per peer%s (%d)",
+          nch0 > 1 || instances > 1 ? ", direction and channel" : " and direction", comm);
+    else
+      add(m, sizeof m, &len, ", in %d thread blocks (one holds at most one send and one receive peer)", comm);
+  }
+  if (local) add(m, sizeof m, &len, "%s%d for local copies and reductions", comm ? ", plus " : "", local);
+  if (compute) add(m, sizeof m, &len, "%s1 for compute steps", comm || local ? ", plus " : "");
+  if (top >= 0) add(m, sizeof m, &len, "; sendtb/recvtb place up to tb %d (at %s:%d)", top, t->script, top_line);
+  const char *lever[5];
+  char fragw[160];
+  int nlev = 0;
+  if (nch0 > 1 && script_ch) lever[nlev++] = "fewer channels";
+  if (nch0 > 1 && frag >= 0) {
+    snprintf(fragw, sizeof fragw, "a smaller count for parallelize(%d) at %s:%d", t->frags[frag].n, t->script,
+             t->frags[frag].line);
+    lever[nlev++] = fragw;
+  }
+  if (instances > 1) lever[nlev++] = "fewer instances";
+  if (comm > (ns > nrv ? ns : nrv))
+    lever[nlev++] = "one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md)";
+  if (comm) lever[nlev++] = "fewer peers";
+  for (int i = 0; i < nlev; i++)
+    add(m, sizeof m, &len, "%s%s", i == 0 ? "; use " : i + 1 == nlev ? ", or " : ", ", lever[i]);
+  cc_err(w, lead, "%s", m);
+  cc_free(peer); cc_free(chan); cc_free(lines);
+  return 1;
+}
+
 int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_tbs, ir_prog *p) {
   int nr = w->t->nranks, ok = 0;
   int *tbof = cc_malloc((w->nend + 1) * sizeof(int)), *roots = cc_malloc((live + 1) * sizeof(int));
   int *count = cc_calloc((size_t)nr * instances + 1, sizeof(int)), *base = cc_calloc((size_t)nr * instances + 1, sizeof(int));
   int *cursor = cc_calloc((size_t)nr * instances + 1, sizeof(int)), *off = cc_calloc(nr + 1, sizeof(int));
   int *used = NULL, *setinst = cc_malloc((w->nend + 1) * sizeof(int)), *setrank = cc_malloc((w->nend + 1) * sizeof(int));
+  int *setline = cc_malloc((w->nend + 1) * sizeof(int));   /* line of a set's first instruction */
   int nroots = 0;
-  if (!tbof || !roots || !count || !base || !cursor || !off || !setinst || !setrank) goto out;
+  if (!tbof || !roots || !count || !base || !cursor || !off || !setinst || !setrank || !setline) goto out;
   for (int e = 0; e < w->nend; e++) tbof[e] = -1;
   for (int q = 0; q < live; q++) {
     const ins *I = &w->v[order[q]];
@@ -152,6 +248,7 @@ int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_t
     roots[nroots++] = r;
     setinst[r] = I->inst;
     setrank[r] = I->rank;
+    setline[r] = I->line;
     count[I->rank * instances + I->inst]++;
   }
   for (int r = 0; r < nr; r++) {
@@ -159,9 +256,7 @@ int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_t
     for (int j = 0; j < instances; j++) { base[r * instances + j] = tot; cursor[r * instances + j] = tot; tot += count[r * instances + j]; }
     off[r + 1] = off[r] + tot;
     if (tot > max_tbs) {
-      cc_err(w, 0, "rank %d needs %d thread blocks, more than the %d a GPU runs at once; use fewer channels or instances",
-             r, tot, max_tbs);
-      ok = 1;
+      ok = too_many_tbs(w, r, tot, max_tbs, instances, roots, nroots, setrank, setinst, setline);
       goto out;
     }
   }
@@ -202,6 +297,6 @@ int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_t
   ok = 1;
 out:
   cc_free(tbof); cc_free(roots); cc_free(count); cc_free(base); cc_free(cursor); cc_free(off); cc_free(used);
-  cc_free(setinst); cc_free(setrank);
+  cc_free(setinst); cc_free(setrank); cc_free(setline);
   return ok;
 }

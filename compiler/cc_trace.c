@@ -679,6 +679,22 @@ static int l_opnd_tostring(lua_State *L) {
   return 1;
 }
 
+/* An out-of-place call leaves its input as the caller gave it: a copy or
+ * reduce whose destination is the input buffer of an out-of-place
+ * collective is an error at its line (the CPU run would catch it only
+ * after lowering, without the line).  A fused program's input is its own
+ * (computed, not given): it may be written. */
+static void check_input_write(lua_State *L, const cc_trace *t, const char *what, int rank, int space, int idx,
+                              int count) {
+  if (t->inplace || t->fused || space != CC_SPACE_INPUT) return;
+  char range[48];
+  if (count > 1) snprintf(range, sizeof range, "%d..%d", idx, idx + count - 1);
+  else snprintf(range, sizeof range, "%d", idx);
+  luaL_error(L, "%s rank %d input[%s] writes the input buffer of an out-of-place collective (declared at %s:%d "
+             "without inplace = true), which a call must leave unchanged; write into output or a scratch buffer, "
+             "or declare inplace = true", what, rank, range, t->script, t->decl_line);
+}
+
 /* ref:copy(rank, buffer, index [, opts]) */
 static int l_copy(lua_State *L) {
   cc_trace *t = declared(L);
@@ -701,6 +717,7 @@ static int l_copy(lua_State *L) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (d == s) luaL_error(L, "copy of rank %d %s[%d] onto itself", rank, b, idx + i);
   }
+  check_input_write(L, t, "copy to", rank, space, idx, src->count);
   for (int i = 0; i < src->count; i++) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_set(&d->val, &s->val)) cc_lua_nomem(L);
@@ -733,6 +750,7 @@ static int l_reduce(lua_State *L) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (d == s) luaL_error(L, "reduce of rank %d %s[%d] with itself", dst->rank, space_name(t, dst->space), dst->idx + i);
   }
+  check_input_write(L, t, "reduce into", dst->rank, dst->space, dst->idx, dst->count);
   for (int i = 0; i < dst->count; i++) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_merge(&d->val, &s->val)) cc_lua_nomem(L);

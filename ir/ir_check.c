@@ -18,20 +18,31 @@ typedef struct checker {
 
 static void err_step(checker *c, int r, int t, int s, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Reports "FILE:LINE: rank R tb T step S: what" (rank, tb and step as far
+ * as r, t, s >= 0 name them).  A program built in memory (no file: the
+ * compiler's) has no XML line; where its step records the script line it
+ * came from (prov, "ring.lua:12"), that leads instead: "ring.lua:12: rank
+ * R tb T step S: what". */
 static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
-  char msg[600];
+  char msg[900];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const ir_prog *p = c->p;
   int line = p->line;
+  const char *prov = NULL;
   char where[96];
   if (r < 0) where[0] = 0;
   else if (t < 0) { line = p->gpus[r].line; snprintf(where, sizeof where, "rank %d: ", r); }
   else if (s < 0) { line = p->gpus[r].tbs[t].line; snprintf(where, sizeof where, "rank %d tb %d: ", r, t); }
-  else { line = p->gpus[r].tbs[t].steps[s].line; snprintf(where, sizeof where, "rank %d tb %d step %d: ", r, t, s); }
-  rt_diag_add(c->diag, "%s:%d: %s%s", ir_prog_where(p), line, where, msg);
+  else {
+    line = p->gpus[r].tbs[t].steps[s].line;
+    if (!p->file) prov = p->gpus[r].tbs[t].steps[s].prov;
+    snprintf(where, sizeof where, "rank %d tb %d step %d: ", r, t, s);
+  }
+  if (prov && *prov) rt_diag_add(c->diag, "%s: %s%s", prov, where, msg);
+  else rt_diag_add(c->diag, "%s:%d: %s%s", ir_prog_where(p), line, where, msg);
   c->errors++;
 }
 
@@ -531,11 +542,62 @@ static void check_pairing(checker *c, const ir_peers *pe) {
 
 /* ---- cycles ---- */
 
-/* Finds a cycle with an iterative DFS over gr.  Returns 1 and describes it
- * in path ("rank R tb T step S -[kind]-> ..."), with *at its first node;
- * 0 when there is none; -1 when out of memory. */
-static int find_cycle(const ir_graph *gr, char *path, size_t cap, long *at) {
+/* prov without its folders ("algorithms/ring.lua:12" -> "ring.lua:12"):
+ * the error's own location gives the whole path once. */
+static const char *prov_base(const char *prov) {
+  const char *slash = strrchr(prov, '/');
+  return slash ? slash + 1 : prov;
+}
+
+/* " (ring.lua:12)" for the run of steps a..b of one tb: the provenance of
+ * its first step, and of its last where that differs ("ring.lua:12..14",
+ * or "a.lua:3, b.lua:4" across files); "" when the steps carry none. */
+static void run_prov(const ir_tb *tb, int a, int b, char *buf, size_t cap) {
+  const char *x = tb->steps[a].prov, *y = tb->steps[b].prov;
+  buf[0] = 0;
+  if (!x || !*x) x = y;
+  if (!x || !*x) return;
+  x = prov_base(x);
+  if (!y || !*y || !strcmp(prov_base(y), x)) { snprintf(buf, cap, " (%s)", x); return; }
+  y = prov_base(y);
+  const char *cx = strrchr(x, ':'), *cy = strrchr(y, ':');
+  if (cx && cy && cx - x == cy - y && !strncmp(x, y, (size_t)(cx - x))) snprintf(buf, cap, " (%s..%s)", x, cy + 1);
+  else snprintf(buf, cap, " (%s, %s)", x, y);
+}
+
+/* Writes the cycle cyc[0..m) (nodes of gr; via[v] the edge that entered
+ * v, cyc[0] entered from cyc[m-1]) into path: one "rank R tb T step A[..B]
+ * (script:line)" per run of program order, joined by the kind of the edge
+ * that leaves it, ending in "back".  Bounded by cap: runs that do not fit
+ * are left out, and "... (K more runs of steps) back" says so. */
+static void describe_cycle(const ir_prog *p, const ir_graph *gr, const long *cyc, long m, const long *via,
+                           char *path, size_t cap) {
   static const char *const kind[] = {"order", "dependency", "message", "slot"};
+  size_t len = 0;
+  long left = 0;   /* runs that did not fit */
+  path[0] = 0;
+  for (long j = 0; j < m; ) {
+    long x = cyc[j], y = x;
+    while (j + 1 < m && gr->kind[via[cyc[j + 1]]] == IR_EDGE_ORDER) y = cyc[++j];
+    j++;
+    int k = gr->kind[via[j < m ? cyc[j] : cyc[0]]];
+    if (left) { left++; continue; }
+    char pv[200], item[320];
+    run_prov(&p->gpus[gr->node_r[x]].tbs[gr->node_t[x]], gr->node_s[x], gr->node_s[y], pv, sizeof pv);
+    int n = snprintf(item, sizeof item, "rank %d tb %d step %d", gr->node_r[x], gr->node_t[x], gr->node_s[x]);
+    if (y != x) n += snprintf(item + n, sizeof item - n, "..%d", gr->node_s[y]);
+    snprintf(item + n, sizeof item - n, "%s -[%s]-> ", pv, kind[k]);
+    if (len + strlen(item) + 48 < cap) len += (size_t)snprintf(path + len, cap - len, "%s", item);
+    else left = 1;
+  }
+  if (left) snprintf(path + len, cap - len, "... (%ld more run%s of steps) back", left, left == 1 ? "" : "s");
+  else snprintf(path + len, cap - len, "back");
+}
+
+/* Finds a cycle with an iterative DFS over gr (the graph of p).  Returns
+ * 1 and describes it in path (describe_cycle), with *at its first node; 0
+ * when there is none; -1 when out of memory. */
+static int find_cycle(const ir_prog *p, const ir_graph *gr, char *path, size_t cap, long *at) {
   long n = gr->n;
   int found = -1;
   long *stack = malloc((n + 1) * sizeof(long)), *cur = malloc((n + 1) * sizeof(long)), *via = malloc((n + 1) * sizeof(long));
@@ -553,19 +615,9 @@ static int find_cycle(const ir_graph *gr, char *path, size_t cap, long *at) {
       if (state[w] == 2) continue;
       via[w] = e;   /* the edge that led to w (for the labels) */
       if (state[w] == 0) { stack[sp++] = w; state[w] = 1; cur[w] = gr->succ_off[w]; continue; }
-      size_t len = 0;
       long i = sp - 1;
       while (stack[i] != w) i--;
-      /* one "rank R tb T step A[..B]" per run of program order, joined by
-       * the kind of the edge that leaves it */
-      for (long j = i; j < sp && len + 96 < cap; ) {
-        long x = stack[j], y = x;
-        while (j + 1 < sp && gr->kind[via[stack[j + 1]]] == IR_EDGE_ORDER) y = stack[++j];
-        len += snprintf(path + len, cap - len, "rank %d tb %d step %d", gr->node_r[x], gr->node_t[x], gr->node_s[x]);
-        if (y != x) len += snprintf(path + len, cap - len, "..%d", gr->node_s[y]);
-        int k = gr->kind[via[++j < sp ? stack[j] : w]];
-        len += snprintf(path + len, cap - len, " -[%s]-> %s", kind[k], j < sp ? "" : "back");
-      }
+      describe_cycle(p, gr, stack + i, sp - i, via, path, cap);
       *at = w;
       found = 1;
       break;
@@ -594,14 +646,14 @@ static long max_messages(const ir_prog *p) {
  * messages per tile, none through slot edges either (ir_graph.h). */
 static void check_cycles(checker *c, const ir_peers *pe, int slots) {
   const ir_prog *p = c->p;
-  char path[1200];
+  char path[640];
   long at;
   for (int pass = 0; pass < 2; pass++) {
     int s = pass ? slots : 0;
     if (pass && (slots <= 0 || max_messages(p) <= slots)) return;
     ir_graph gr;
     if (ir_graph_build(p, pe, s, &gr)) return;
-    int found = find_cycle(&gr, path, sizeof path, &at);
+    int found = find_cycle(p, &gr, path, sizeof path, &at);
     if (found > 0 && !pass)
       err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
                "dependency cycle through program order, dependencies and messages: %s", path);

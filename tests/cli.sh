@@ -76,6 +76,24 @@ check "... and it verifies with 2 slots" 0 "exchange_2r.xml: ok  allgather on 2 
 check "compile refuses a ring that deadlocks with the runtime's slot count" 1 "deadlock with 1 FIFO slot per connection" \
   env BATON_EXEC_SLOTS=1 "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/ring1.xml"
 check "... and writes nothing" 1 "absent" bash -c "test -e \"$tmp/ring1.xml\" && echo present || { echo absent; exit 1; }"
+# A script whose program fails the deadlock proof (a ring with 1 slot): the
+# error starts with the script line of the cycle's first step, and each
+# run of steps in the path names its line.
+check "a compiled deadlock starts with the script line of the cycle's first step" 1 \
+  "algorithms/allreduce_ring.lua:13: rank 0 tb 0 step " \
+  bash -c 'cd "$1" && BATON_EXEC_SLOTS=1 "$0" compile -q algorithms/allreduce_ring.lua --param ranks=4 -o "$2"' \
+  "$(realpath "$baton")" "$root" "$tmp/ring1.xml"
+check "... and names the line of every step in the cycle" 0 "4 of 4" \
+  bash -c 'out=$(BATON_EXEC_SLOTS=1 "$0" compile -q "$1" --param ranks=4 -o "$2" 2>&1 | grep "deadlock with")
+    echo "$(grep -oE "rank [0-9]+ tb 0 step [0-9.]+ \(allreduce_ring\.lua:13\) -\[slot\]-> " <<<"$out" | wc -l) of $(grep -oE -- "-\[slot\]-> " <<<"${out#*frees a slot): }" | wc -l)"' \
+  "$baton" "$root/algorithms/allreduce_ring.lua" "$tmp/ring1.xml"
+check "a long cycle's path is cut short, saying how much is left out" 1 \
+  "(allreduce_ring.lua:13) -[slot]-> rank 63 tb 0 step " \
+  env BATON_EXEC_SLOTS=1 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=64 -o "$tmp/ring64.xml"
+check "... in one bounded line" 0 "1 line under 1000 characters ending: more runs of steps) back" \
+  bash -c 'env BATON_EXEC_SLOTS=1 "$0" compile -q "$1" --param ranks=64 -o "$2" 2>&1 | grep "deadlock with" |
+    awk "length(\$0) < 1000 { n++; e = substr(\$0, length(\$0) - 23) } END { print n \" line under 1000 characters ending: \" e }"' \
+  "$baton" "$root/algorithms/allreduce_ring.lua" "$tmp/ring64.xml"
 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/r4.xml" --dot "$tmp/r4.dot" 2>/dev/null
 dotsum="$(grep -c 'allreduce_ring.lua:[0-9]*"\]' "$tmp/r4.dot") steps, $(grep -c 'color=blue' "$tmp/r4.dot") messages,\
  $(grep -c 'subgraph cluster_r[0-3]_t0 ' "$tmp/r4.dot") tbs, $(grep -c 'r0t0s0 -> r1t0s1 \[color=blue' "$tmp/r4.dot") r0->r1"
@@ -152,6 +170,16 @@ check "... and the instances that multiply them" 1 "ch8.lua:3: ch=8: the program
 printf 'collective{kind="allreduce", ranks=2, chunks=1, inplace=true}\nparallelize(64, function()\n  chunk(1, "input", 0):reduce(chunk(0, "input", 0))\nend)\nchunk(1, "input", 0):copy(0, "input", 0)\n' > "$tmp/chp.lua"
 check "... or the parallelize that replicates them" 1 "chp.lua:2: the program needs 65 channels (1 outside parallelize + 64 x 1 for parallelize(64) at chp.lua:2)" \
   bash -c 'cd "$1" && "$0" compile -q chp.lua -o chp.xml' "$abs" "$tmp"
+# Thread blocks over the limit: the line that opens the most, and what the script can change.
+printf 'collective{kind="alltoall", ranks=56, chunks=1}\nfor r = 0, 55 do for q = 0, 55 do chunk(r, "input", q):copy(q, "output", r) end end\n' > "$tmp/tbs.lua"
+check_exact "too many thread blocks names the line and the peers, not channels or instances" 1 \
+  "tbs.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; use one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md), or fewer peers" \
+  bash -c 'cd "$1" && "$0" compile -q tbs.lua -o tbs.xml' "$abs" "$tmp"
+# An out-of-place program that writes its input: at the line, while tracing.
+printf 'collective{kind="allreduce", ranks=2, chunks=1}\nlocal a = chunk(1, "input", 0):reduce(chunk(0, "input", 0))\na:copy(1, "output", 0)\na:copy(0, "output", 0)\n' > "$tmp/oop.lua"
+check_exact "an out-of-place program that writes its input is refused at the line" 1 \
+  "oop.lua:2: reduce into rank 1 input[0] writes the input buffer of an out-of-place collective (declared at oop.lua:1 without inplace = true), which a call must leave unchanged; write into output or a scratch buffer, or declare inplace = true" \
+  bash -c 'cd "$1" && "$0" compile -q oop.lua -o oop.xml' "$abs" "$tmp"
 # verify and compile refuse options that do not fit, at once, in one line.
 ag="$corpus/allgather_ring_4r_simple.xml"
 check_exact "--expect with a built-in collective is refused" 2 \

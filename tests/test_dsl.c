@@ -52,6 +52,15 @@ static void test_errors(void) {
   fails(AR2 "chunk(0, 'input', 0):copy(0, 'input', 0)\n", "t.lua:2: copy of rank 0 input[0] onto itself", "copy onto itself");
   fails(AR2 "local x = \n", "t.lua:3: unexpected symbol near <eof>", "syntax error");
   fails(AR2 "chunk(0, 'input', 0):copy(1, 'input', 0, {ch = -1})\n", "t.lua:2: option ch=-1 out of range", "bad option");
+  /* an out-of-place call leaves its input unchanged: caught at the line, not by the CPU run after lowering */
+  fails("collective{kind='allreduce', ranks=2, chunks=1}\nlocal a = chunk(1, 'input', 0):reduce(chunk(0, 'input', 0))\n",
+        "t.lua:2: reduce into rank 1 input[0] writes the input buffer of an out-of-place collective (declared at t.lua:1 "
+        "without inplace = true), which a call must leave unchanged; write into output or a scratch buffer, or declare "
+        "inplace = true", "an out-of-place reduce into the input");
+  fails("collective{kind='custom', ranks=2, chunks=2, inplace=false, expect='o[r][c]=i[1-r][c]'}\n"
+        "chunk(0, 'input', 0, 2):copy(1, 'scratch', 0)\nchunk(1, 'scratch', 0, 2):copy(1, 'input', 0)\n",
+        "t.lua:3: copy to rank 1 input[0..1] writes the input buffer of an out-of-place collective (declared at t.lua:1 "
+        "without inplace = true)", "an out-of-place copy into the input");
 }
 
 /* A Lua error is one line; the traceback follows only when asked for. */
@@ -201,8 +210,74 @@ static void test_placement(void) {
               "a tb index that leaves a gap");
   lower_fails("collective{kind='alltoall', ranks=56, chunks=1}\n"
               "for r = 0, 55 do for q = 0, 55 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
-              "t.lua: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once; use fewer channels or instances",
-              "more thread blocks than a GPU runs at once");
+              "t.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and "
+              "receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; use "
+              "one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md), or fewer peers",
+              "more thread blocks than a GPU runs at once (one channel, one instance: peers, not channels)");
+  lower_fails("collective{kind='alltoall', ranks=28, chunks=2}\n"
+              "for r = 0, 27 do for q = 0, 27 do for c = 0, 1 do\n"
+              "  chunk(r, 'input', q * 2 + c):copy(q, 'output', r * 2 + c, {ch = c}) end end end\n",
+              "t.lua:3: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
+              "receives from 27 on 2 channels, a thread block per peer, direction and channel (108), plus 2 for local "
+              "copies and reductions; use fewer channels, one thread block for each peer's send and receive "
+              "(sendtb/recvtb, docs/DSL.md), or fewer peers",
+              "too many thread blocks with 2 channels names channels");
+  lower_fails("collective{kind='alltoall', ranks=28, chunks=1, instances=2}\n"
+              "for r = 0, 27 do for q = 0, 27 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
+              "t.lua:2: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
+              "receives from 27 in each of 2 instances (instances = 2 at t.lua:1), a thread block per peer, direction and "
+              "channel (108), plus 2 for local copies and reductions; use fewer instances, one thread block",
+              "too many thread blocks with 2 instances names instances, not channels");
+  lower_fails("collective{kind='alltoall', ranks=28, chunks=1}\nparallelize(2, function(i)\n"
+              "  for r = 0, 27 do for q = 0, 27 do chunk(r, 'input', q):copy(q, 'output', r) end end\nend)\n",
+              "t.lua:3: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
+              "receives from 27 on 2 channels, a thread block per peer, direction and channel (108), plus 2 for local "
+              "copies and reductions; use a smaller count for parallelize(2) at t.lua:2, one thread block",
+              "too many thread blocks from parallelize's channels names the parallelize");
+  lower_fails("collective{kind='alltoall', ranks=56, chunks=1}\nfor r = 0, 55 do for q = 0, 55 do\n"
+              "  chunk(r, 'input', q):copy(q, 'output', r, q ~= r and {sendtb = q < r and q or q - 1} or nil) end end\n",
+              "t.lua:3: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and "
+              "receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; "
+              "sendtb/recvtb place up to tb 54 (at t.lua:3); use one thread block for each peer's send and receive",
+              "too many thread blocks with placed sends names the highest placed index and its line");
+  lower_fails("collective{kind='allgather', ranks=4, chunks=120, inplace=true}\nfor c = 0, 119 do for r = 0, 3 do\n"
+              "  local x = chunk(r, 'output', r * 120 + c)\n"
+              "  for s = 1, 3 do x = x:copy((r + (c % 2 == 0 and s or -s)) % 4, 'output', r * 120 + c, {ch = c // 2}) end\n"
+              "end end\n",
+              "t.lua:4: rank 0 needs 120 thread blocks, more than the 108 a GPU runs at once: it sends to 2 peers and "
+              "receives from 2 on 60 channels, in 120 thread blocks (one holds at most one send and one receive peer); "
+              "use fewer channels, or fewer peers",
+              "too many thread blocks of rings whose sends and receives already share them: no pairing advice");
+}
+
+/* A compiled program that fails the deadlock proof: each step of the cycle
+ * names its script line, and the error starts with the first one's. */
+static void test_cycle_prov(void) {
+  ir_prog *p = compiles_keep("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[1-r][c]'}\n"
+                             "for r = 0, 1 do\n  chunk(r, 'input', 0):copy(1 - r, 'output', 0)\nend\n",
+                             "a 2-rank exchange", 0, 1);
+  if (!p) return;
+  /* each rank's send waits for its receive: a cycle through dependencies and messages */
+  for (int r = 0; r < 2; r++) {
+    int ts = -1, tr = -1;
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      if (p->gpus[r].tbs[t].send >= 0) ts = t;
+      if (p->gpus[r].tbs[t].recv >= 0) tr = t;
+    }
+    if (ts < 0 || tr < 0 || ts == tr) { ok(0, "rank %d has a send tb and a receive tb", r); ir_prog_free(p); return; }
+    p->gpus[r].tbs[ts].steps[0].depid = tr;
+    p->gpus[r].tbs[ts].steps[0].deps = 0;
+    p->gpus[r].tbs[tr].steps[0].hasdep = 1;
+  }
+  rt_diag *d = rt_diag_new(10);
+  ok(ir_check(p, d) == BT_ERR_INVALID, "a dependency cycle in a compiled program is refused");
+  ok_contains(rt_diag_text(d),
+              "t.lua:3: rank 0 tb 0 step 0: dependency cycle through program order, dependencies and messages: "
+              "rank 0 tb 0 step 0 (t.lua:3) -[message]-> rank 1 tb 1 step 0 (t.lua:3) -[dependency]-> "
+              "rank 1 tb 0 step 0 (t.lua:3) -[message]-> rank 0 tb 1 step 0 (t.lua:3) -[dependency]-> back",
+              "... starting with the script line of its first step, each step with its line");
+  rt_diag_free(d);
+  ir_prog_free(p);
 }
 
 /* The standard modules: loading, caching, errors inside them, provenance. */
@@ -653,6 +728,7 @@ int main(void) {
   test_sandbox();
   test_lowering();
   test_placement();
+  test_cycle_prov();
   test_parallelize();
   test_modules();
   test_custom();
