@@ -10,6 +10,7 @@
 #include "cc_trace.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
+#include "ir_geom.h"
 #include "ir_write.h"
 #include "rt_param.h"
 
@@ -34,35 +35,31 @@ static void *run_main(void *arg) {
   return NULL;
 }
 
-/* Runs the compiled program through the CPU executor the way users call
- * it: three runs (f32 sum at an uneven count in 128-element tiles, i32 max
- * at 7 elements in 1-element tiles -- f16 for a fused program, whose
- * compute steps take float types --, bf16 sum out of place), side by
- * side; each is an independent executor.  The first failure's messages go
- * to d. */
-static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
-  run runs[] = {
-    {.o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1}},
-    {.o = {.dtype = IP_I32, .op = IP_OP_MAX, .count = 7, .tile = 1, .inplace = -1}},
-    {.o = {.dtype = IP_BF16, .op = IP_OP_SUM, .count = 1000, .tile = 64, .inplace = 0}},
-  };
-  enum { N = sizeof runs / sizeof runs[0] };
+/* The three runs of a fused or interleaved program, whose compute steps
+ * and output rows need values: f32 sum at an uneven count in 128-element
+ * tiles, i32 max -- f16 for a fused program, whose compute steps take
+ * float types -- at 7 elements in 1-element tiles, bf16 sum out of place
+ * (each in a type the compute steps take), counts of whole rows. */
+static void value_runs(const ir_prog *p, run *runs, ip_dims *dims) {
+  enum { N = 3 };
+  runs[0].o = (ip_cpu_opts){.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1};
+  runs[1].o = (ip_cpu_opts){.dtype = IP_I32, .op = IP_OP_MAX, .count = 7, .tile = 1, .inplace = -1};
+  runs[2].o = (ip_cpu_opts){.dtype = IP_BF16, .op = IP_OP_SUM, .count = 1000, .tile = 64, .inplace = 0};
   if (!ip_compute_takes(p, IP_I32)) runs[1].o.dtype = IP_F16;
   for (int i = 0; i < N; i++)   /* a program that takes one float type (gemm: bf16) runs in it */
     if (!ip_compute_takes(p, runs[i].o.dtype)) runs[i].o.dtype = IP_BF16;
   /* A gemm's output rows are W's columns: 3 of them (and 5 for F), and
    * counts of whole rows. */
-  ip_dims dims = {0};
   for (int r = 0; r < p->ngpus; r++)
     for (int b = 0; b < p->gpus[r].ntbs; b++)
       for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++) {
         const ir_step *st = &p->gpus[r].tbs[b].steps[k];
-        if (st->op != IR_OP_GEMM || ip_dims_get(&dims, p->operands[st->args[1]].dim[1]) > 0) continue;
-        ip_dims_set(&dims, p->operands[st->args[1]].dim[1], 3);
-        ip_dims_set(&dims, p->operands[st->args[0]].dim[1], 5);
+        if (st->op != IR_OP_GEMM || ip_dims_get(dims, p->operands[st->args[1]].dim[1]) > 0) continue;
+        ip_dims_set(dims, p->operands[st->args[1]].dim[1], 3);
+        ip_dims_set(dims, p->operands[st->args[0]].dim[1], 5);
         for (int i = 0; i < N; i++) {
           runs[i].o.count = (runs[i].o.count + 2) / 3 * 3;
-          runs[i].o.dims = &dims;
+          runs[i].o.dims = dims;
         }
       }
   /* An interleaved output's rows are a product of dimensions: 3 each, and
@@ -73,7 +70,7 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
       size_t n = strcspn(f, "*");
       char name[IR_MAX_NAME];
       snprintf(name, sizeof name, "%.*s", (int)n, f);
-      ip_dims_set(&dims, name, 3);
+      ip_dims_set(dims, name, 3);
       seg *= 3;
       f += n + (f[n] == '*');
     }
@@ -82,9 +79,57 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
     int64_t row = seg * (p->nchunksperloop / (ib > ob ? ib : ob));   /* whole rows in every chunk */
     for (int i = 0; i < N; i++) {
       runs[i].o.count = (runs[i].o.count + row - 1) / row * row;
-      runs[i].o.dims = &dims;
+      runs[i].o.dims = dims;
     }
   }
+}
+
+/* Element-steps (steps x chunk capacity) the tiled run on values may take:
+ * the capacity shrinks as programs grow, from 512 down to 3. */
+#define VALUE_RUN_BUDGET (INT64_C(1) << 18)
+
+/* The three runs of any other program.  The routes of its elements do
+ * not depend on their values (no step looks at one), nor on the count or
+ * the tiles (each element of a chunk goes where element 0 goes; tiles cut
+ * every chunk at the same places, and a dependency or message of tile t
+ * orders only tile t's elements): a sources run (ip_cpu_opts.sources) with
+ * one element per chunk checks every route exactly, for every input, type
+ * and operator.
+ *   0. a sources run, one element per chunk, in the program's own layout;
+ *   1. for an in-place program whose out-of-place call keeps i and o apart
+ *      (ir_prog_aliased), a sources run of that call; otherwise i32 max at 7
+ *      elements in 1-element tiles (more chunks than elements: empty ones);
+ *   2. f32 sum at an uneven count (each chunk's capacity C = 2^18 / steps,
+ *      3..512, and the last chunk of a block one short) in tiles of
+ *      ceil(C / 4): several tiles and short tails on values, a few
+ *      element-steps however large the program. */
+static void route_runs(const ir_prog *p, run *runs) {
+  ir_geom g;
+  int64_t k = ir_geom_init(&g, p, 0, 1, 0) ? 1 : g.k;   /* ir_check passed: it fits */
+  if (k < 1) k = 1;
+  runs[0].o = (ip_cpu_opts){.sources = 1, .count = k, .tile = 1, .inplace = -1};
+  if (p->inplace && ir_prog_aliased(p, 1) != ir_prog_aliased(p, 0))
+    runs[1].o = (ip_cpu_opts){.sources = 1, .count = k, .tile = 1, .inplace = 0};
+  else
+    runs[1].o = (ip_cpu_opts){.dtype = IP_I32, .op = IP_OP_MAX, .count = 7, .tile = 1, .inplace = -1};
+  long steps = ir_prog_nsteps(p);
+  int64_t cap = VALUE_RUN_BUDGET / (steps > 0 ? steps : 1);
+  cap = cap < 3 ? 3 : cap > 512 ? 512 : cap;
+  runs[2].o = (ip_cpu_opts){.dtype = IP_F32, .op = IP_OP_SUM, .count = cap * k - 1, .tile = (cap + 3) / 4,
+                            .inplace = -1};
+}
+
+/* Runs the program through the CPU executor three times, side by side
+ * (route_runs, or value_runs for a fused or interleaved program); each is
+ * an independent executor on one thread.  The first failure's messages
+ * go to d. */
+static bt_result run_cpu(const ir_prog *p, rt_diag *d, long *checked) {
+  enum { N = 3 };
+  run runs[N];
+  memset(runs, 0, sizeof runs);
+  ip_dims dims = {0};
+  if (ir_prog_fused(p) || p->interleave) value_runs(p, runs, &dims);
+  else route_runs(p, runs);
   int started[N] = {0};
   bt_result res = BT_OK;
   *checked = 0;
@@ -103,6 +148,32 @@ static bt_result verify(const ir_prog *p, rt_diag *d, long *checked) {
     rt_diag_free(runs[i].d);
   }
   return res;
+}
+
+bt_result cc_verify(const ir_prog *p, const char *script, cc_compile_report *rep, rt_diag *diag) {
+  double t0 = now();
+  rep->stage = CC_STAGE_CHECK;
+  bt_result res = ir_check(p, diag);
+  double t1 = now();
+  if (!res) res = ir_check_races(p, ir_prog_aliased(p, p->inplace), diag);
+  double t2 = now();
+  rep->check_s = t1 - t0;
+  rep->races_s = t2 - t1;
+  if (res) {
+    snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails validation (deadlock freedom with %d "
+             "FIFO slots included); nothing written", script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS));
+    return res;
+  }
+  rep->stage = CC_STAGE_VERIFY;
+  res = run_cpu(p, diag, &rep->checked);
+  rep->runs_s = now() - t2;
+  if (res) {
+    snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails on the CPU executor; nothing written",
+             script);
+    return res;
+  }
+  rep->stage = CC_STAGE_DONE;
+  return BT_OK;
 }
 
 bt_result cc_compile_file(const char *script, const char *const *params, int nparams, const cc_compile_opts *o,
@@ -131,27 +202,7 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
   double t2 = now();
   rep->lower_s = t2 - t1;
   if (o->explain) ir_explain(p, o->explain);
-  rep->stage = CC_STAGE_CHECK;
-  res = ir_check(p, diag);
-  double t2a = now();
-  if (!res) res = ir_check_races(p, ir_prog_aliased(p, p->inplace), diag);
-  double t2b = now();
-  rep->check_s = t2a - t2;
-  rep->races_s = t2b - t2a;
-  if (res) {
-    snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails validation (deadlock freedom with %d "
-             "FIFO slots included); nothing written", script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS));
-    goto out;
-  }
-  rep->stage = CC_STAGE_VERIFY;
-  res = verify(p, diag, &rep->checked);
-  rep->runs_s = now() - t2b;
-  if (res) {
-    snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails on the CPU executor; nothing written",
-             script);
-    goto out;
-  }
-  rep->stage = CC_STAGE_DONE;
+  if ((res = cc_verify(p, script, rep, diag))) goto out;
   *out = p;
   p = NULL;
 out:

@@ -37,20 +37,33 @@ typedef struct cc_compile_report {
 /* Compiles the algorithm script at `script` with parameters params[i] =
  * "KEY=VALUE" (read by param() in the script): traces it in the sandbox
  * (cc_trace_file), lowers it (cc_lower, fusion per o->fuse), applies
- * o's size range, validates it (ir_check with BATON_EXEC_SLOTS FIFO
- * slots, then ir_check_races for the program's own placement) and runs
- * it on the CPU executor three times (f32 sum at 4099 elements in
- * 128-element tiles, i32 max -- f16 for a fused program -- at 7 elements
- * in 1-element tiles, bf16 sum out of place; the types a fused program's
- * compute steps take), side by side.  On success *out is the program (the
- * caller writes it and frees it with ir_prog_free) and rep->stage is
- * CC_STAGE_DONE.  On failure *out is NULL, rep->stage says where it
- * stopped, rep->what holds a headline where diag's messages need one,
- * and diag the messages; the result is the failing stage's (BT_ERR_INVALID
- * for a script or program error, BT_ERR_MISMATCH / BT_ERR_DEADLOCK for a
- * wrong run).  o may be NULL (fusion on, the script's sizes).  rep is
- * filled in either case and may be NULL. */
+ * o's size range and verifies it (cc_verify).  On success *out is the
+ * program (the caller writes it and frees it with ir_prog_free) and
+ * rep->stage is CC_STAGE_DONE.  On failure *out is NULL, rep->stage says
+ * where it stopped, rep->what holds a headline where diag's messages need
+ * one, and diag the messages; the result is the failing stage's
+ * (BT_ERR_INVALID for a script or program error, BT_ERR_MISMATCH /
+ * BT_ERR_DEADLOCK for a wrong run).  o may be NULL (fusion on, the
+ * script's sizes).  rep is filled in either case and may be NULL. */
 bt_result cc_compile_file(const char *script, const char *const *params, int nparams, const cc_compile_opts *o,
                           ir_prog **out, cc_compile_report *rep, rt_diag *diag);
+
+/* What cc_compile_file does to a lowered program p before it lets it be
+ * written: ir_check (deadlock freedom with BATON_EXEC_SLOTS FIFO slots
+ * included), ir_check_races for the program's own placement, then three
+ * CPU-executor runs side by side, each on one thread.  A fused or
+ * interleaved program runs on values (f32 sum at 4099 elements in
+ * 128-element tiles, i32 max -- f16 for a fused program -- at 7 in
+ * 1-element tiles, bf16 sum out of place; types its compute steps take).
+ * Any other makes a sources run (ip_cpu_opts.sources, one element per
+ * chunk: every route checked exactly) in its own layout, a second one out
+ * of place when that call keeps i and o apart (else i32 max at 7
+ * elements), and one small tiled run on values at an uneven count (f32
+ * sum, chunks of 3..512 elements by the program's size, 3 or 4 tiles
+ * each).
+ * Fills rep's stage (CC_STAGE_CHECK or CC_STAGE_VERIFY when that stage
+ * failed, else CC_STAGE_DONE), what (the headline, naming `script`),
+ * checked and check_s, races_s, runs_s; diag gets the messages. */
+bt_result cc_verify(const ir_prog *p, const char *script, cc_compile_report *rep, rt_diag *diag);
 
 #endif

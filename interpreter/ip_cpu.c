@@ -1,5 +1,6 @@
-/* ip_cpu.c -- CPU executor: one thread per (rank, tb), bounded FIFO slots per
- * connection, cross-tb dependencies per tile, exact deadlock detection.
+/* ip_cpu.c -- CPU executor: every (rank, tb) run on the calling thread by an
+ * event-driven scheduler, bounded FIFO slots per connection, cross-tb
+ * dependencies per tile, exact deadlock detection.
  * A compute thread block (ir_tb_compute) runs its steps one after the
  * other, each over every tile, and the steps waiting on it wait for every
  * tile of their tile's semaphore (ir_sync), as on the GPU. */
@@ -10,7 +11,6 @@
 #include "rt_log.h"
 #include "rt_param.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,19 +24,24 @@ typedef struct conn {
 
 typedef struct exec exec;
 
+/* Where a thread block is: queued to run (or running), waiting for
+ * something only another thread block's step can give it, or finished. */
+enum { TB_RUNNABLE, TB_BLOCKED, TB_DONE };
+/* What a blocked thread block waits for. */
+enum { WAIT_NONE, WAIT_DEP, WAIT_MSG, WAIT_SLOT };
+
 typedef struct tbx {
   exec *x;
   int r, t;
   const ir_tb *tb;
   conn *in, *out;          /* recv / send connection, NULL if none */
   int64_t done;            /* steps completed, over all tiles */
+  int step;                /* the next step to run ... */
+  int64_t tile;            /* ... for this tile (compute tbs: steps outer, tiles inner) */
+  int state, why;          /* TB_*, and for TB_BLOCKED a WAIT_* */
   struct tbx *send_peer, *recv_peer;   /* the tbs at the other end of out / in */
   struct tbx **dependents; /* tbs of this rank with a step that waits for this one */
   int ndependents;
-  int blocked;             /* waiting, and nobody has woken it since it looked */
-  pthread_cond_t cv;
-  char waiting[200];
-  pthread_t th;
   unsigned char *tmp;      /* one message worth of elements */
   int compute;             /* a compute thread block: steps outer, tiles inner */
   unsigned char *cdone;    /* compute: [step * ntiles + tile] done */
@@ -48,11 +53,11 @@ struct exec {
   ir_geom *geom;           /* per rank */
   unsigned char **in, **out, **scr;   /* per rank buffer bases */
   tbx **tbs;               /* [rank][tb] */
-  int esize, nslots;
+  tbx **ready;             /* the runnable tbs, a stack (each at most once) */
+  int nready;
+  int esize, nslots, src_words;   /* src_words: a sources run's (post_bufs) */
   int64_t tile, ntiles, slot_bytes;
-  pthread_mutex_t mu;
-  int blocked, alive;      /* threads blocked with no wake-up pending; threads running */
-  int stop;                /* 1: deadlock, give up */
+  int alive;               /* tbs not finished */
   int64_t steps, messages, bytes;
   ip_opnd (*opnd)[IR_MAX_OPERANDS];   /* fused programs: per rank, the operands */
 };
@@ -61,46 +66,24 @@ static void *buf_of(exec *x, int r, int b) {
   return b == IR_BUF_INPUT ? x->in[r] : b == IR_BUF_OUTPUT ? x->out[r] : x->scr[r];
 }
 
-/* Stops every thread: a deadlock was found. */
-static void stop_all(exec *x) {
-  x->stop = 1;
-  for (int r = 0; r < x->p->ngpus; r++)
-    for (int t = 0; t < x->p->gpus[r].ntbs; t++) pthread_cond_signal(&x->tbs[r][t].cv);
-}
-
-/* Waits (mutex held) while `ready` is false.  Only a step of a peer or of a
- * tb this one depends on can make it ready, and those wake it (changed());
- * a thread that looked and found nothing to do counts as blocked until it
- * is woken.  When every live thread is blocked nobody can make progress:
- * that is a deadlock, exactly.  Returns 0 when the run must stop. */
-static int wait_until(exec *x, tbx *me, int (*ready)(exec *, tbx *, void *), void *arg) {
-  while (!ready(x, me, arg)) {
-    if (x->stop) return 0;
-    me->blocked = 1;
-    if (++x->blocked >= x->alive) { stop_all(x); return 0; }
-    while (me->blocked && !x->stop) pthread_cond_wait(&me->cv, &x->mu);   /* spurious wake-ups loop here */
-    if (x->stop) return 0;
-  }
-  me->waiting[0] = 0;
-  return !x->stop;
-}
-
+/* b may be able to go on: a blocked tb becomes runnable.  A runnable or
+ * running one looks again anyway, a finished one has nothing to do. */
 static void wake(exec *x, tbx *b) {
-  if (!b || !b->blocked) return;
-  b->blocked = 0;
-  x->blocked--;
-  pthread_cond_signal(&b->cv);
+  if (!b || b->state != TB_BLOCKED) return;
+  b->state = TB_RUNNABLE;
+  b->why = WAIT_NONE;
+  x->ready[x->nready++] = b;
 }
 
 /* me completed a step: its receiver may have a message, its sender a free
- * slot, the tbs that depend on it a satisfied dependency. */
+ * slot, the tbs that depend on it a satisfied dependency.  Only these can
+ * have been waiting for it, so waking only them keeps deadlock detection
+ * exact: a blocked tb that nobody wakes can never go on. */
 static void changed(exec *x, tbx *me) {
   wake(x, me->send_peer);
   wake(x, me->recv_peer);
   for (int i = 0; i < me->ndependents; i++) wake(x, me->dependents[i]);
 }
-
-typedef struct stepwait { const ir_step *st; int64_t tile; } stepwait;
 
 /* Whether every tile of tile t's semaphore of compute step s of d is done. */
 static int group_done(const exec *x, const tbx *d, int s, int64_t t) {
@@ -112,30 +95,38 @@ static int group_done(const exec *x, const tbx *d, int s, int64_t t) {
   return 1;
 }
 
-static int step_ready(exec *x, tbx *me, void *arg) {
-  stepwait *w = arg;
-  const ir_step *st = w->st;
+/* What step st of me, for tile t, waits for (a WAIT_*), WAIT_NONE when it
+ * can run now. */
+static int step_wait(const exec *x, const tbx *me, const ir_step *st, int64_t t) {
   unsigned fl = ir_op_flags[st->op];
   if (st->depid >= 0) {
-    tbx *d = &x->tbs[me->r][st->depid];
-    int64_t need = w->tile * d->tb->nsteps + st->deps + 1;
-    if (d->compute ? !group_done(x, d, st->deps, w->tile) : d->done < need) {
-      snprintf(me->waiting, sizeof me->waiting, "waiting for tb %d step %d (tile %lld) to signal",
-               st->depid, st->deps, (long long)w->tile);
-      return 0;
-    }
+    const tbx *d = &x->tbs[me->r][st->depid];
+    int64_t need = t * d->tb->nsteps + st->deps + 1;
+    if (d->compute ? !group_done(x, d, st->deps, t) : d->done < need) return WAIT_DEP;
   }
-  if ((fl & IR_F_RECV) && me->in->head == me->in->tail) {
-    snprintf(me->waiting, sizeof me->waiting, "waiting for a message from rank %d on channel %d",
-             me->tb->recv, me->tb->chan);
-    return 0;
-  }
-  if ((fl & IR_F_SEND) && me->out->head - me->out->tail >= x->nslots) {
-    snprintf(me->waiting, sizeof me->waiting, "waiting for a free slot to rank %d on channel %d (all %d full)",
-             me->tb->send, me->tb->chan, x->nslots);
-    return 0;
-  }
-  return 1;
+  if ((fl & IR_F_RECV) && me->in->head == me->in->tail) return WAIT_MSG;
+  if ((fl & IR_F_SEND) && me->out->head - me->out->tail >= x->nslots) return WAIT_SLOT;
+  return WAIT_NONE;
+}
+
+/* The line a deadlock report gives a stuck tb: rank, tb, step, tile and
+ * what it waits for. */
+static void stuck_line(const exec *x, const tbx *me, char *buf, size_t size) {
+  const ir_step *st = &me->tb->steps[me->step];
+  int n = snprintf(buf, size, "rank %d tb %d step %d (%s) tile %lld: ", me->r, me->t, me->step, ir_op_xml[st->op],
+                   (long long)me->tile);
+  if (n < 0 || (size_t)n >= size) return;
+  buf += n;
+  size -= (size_t)n;
+  if (me->why == WAIT_DEP)
+    snprintf(buf, size, "waiting for tb %d step %d (tile %lld) to signal", st->depid, st->deps, (long long)me->tile);
+  else if (me->why == WAIT_MSG)
+    snprintf(buf, size, "waiting for a message from rank %d on channel %d", me->tb->recv, me->tb->chan);
+  else if (me->why == WAIT_SLOT)
+    snprintf(buf, size, "waiting for a free slot to rank %d on channel %d (all %d full)", me->tb->send, me->tb->chan,
+             x->nslots);
+  else
+    snprintf(buf, size, "stopped");
 }
 
 /* Copies n elements between a message and elements [x, x+n) of chunk c
@@ -177,8 +168,14 @@ static void scatter(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t 
   }
 }
 
-/* Executes one step for tile t.  Called without the mutex: the slots it
- * touches belong to it until head/tail move. */
+/* dst = a (op) b over n elements: values, or a sources run's records. */
+static void combine(exec *x, ip_redop op, void *dst, const void *a, const void *b, size_t n) {
+  if (x->o->sources) post_src_reduce(x->src_words, dst, a, b, n);
+  else ip_reduce(x->o->dtype, op, dst, a, b, n);
+}
+
+/* Executes one step for tile t (step_wait said it can run: its message is
+ * in, its slot free, its dependency done). */
 static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   unsigned fl = ir_op_flags[st->op];
   int64_t len = x->geom[me->r].cap - t * x->tile;
@@ -213,13 +210,13 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
     break;
   case IR_OP_RRC: case IR_OP_RRS: case IR_OP_RRCS:
     gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
-    ip_reduce(x->o->dtype, op, res, in, res, n);
+    combine(x, op, res, in, res, n);
     break;
   case IR_OP_REDUCE: {
     unsigned char *cur = me->tmp + n * x->esize;
     gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
     gather(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, cur);
-    ip_reduce(x->o->dtype, op, res, cur, res, n);
+    combine(x, op, res, cur, res, n);
     break;
   }
   default: return;
@@ -227,66 +224,65 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
 }
 
-/* A compute thread block: each step over every tile, in the order of its
- * steps (the program's tile order); it waits for nothing. */
-static void compute_main(tbx *me) {
-  exec *x = me->x;
-  for (int s = 0; s < me->tb->nsteps && !x->stop; s++)
-    for (int64_t t = 0; t < x->ntiles && !x->stop; t++) {
-      pthread_mutex_unlock(&x->mu);
-      run_step(x, me, &me->tb->steps[s], t);
-      pthread_mutex_lock(&x->mu);
-      me->cdone[(int64_t)s * x->ntiles + t] = 1;
-      me->done++;
-      x->steps++;
-      changed(x, me);
-    }
-}
-
-static void *tb_main(void *arg) {
-  tbx *me = arg;
-  exec *x = me->x;
+/* Runs me until it finishes or must wait for another thread block.  A
+ * compute thread block runs each step over every tile, in the order of its
+ * steps (the program's tile order), and waits for nothing; any other runs
+ * its steps in order for tile 0, then tile 1, and so on. */
+static void advance(exec *x, tbx *me) {
   const ir_tb *tb = me->tb;
-  pthread_mutex_lock(&x->mu);
   if (me->compute) {
-    compute_main(me);
-    goto out;
-  }
-  for (int64_t t = 0; t < x->ntiles && !x->stop; t++) {
-    for (int s = 0; s < tb->nsteps; s++) {
-      const ir_step *st = &tb->steps[s];
-      stepwait w = {st, t};
-      if (!wait_until(x, me, step_ready, &w)) {
-        if (!me->waiting[0]) snprintf(me->waiting, sizeof me->waiting, "stopped");
-        char head[96];
-        snprintf(head, sizeof head, "rank %d tb %d step %d (%s) tile %lld: ", me->r, me->t, s,
-                 ir_op_xml[st->op], (long long)t);
-        memmove(me->waiting + strlen(head), me->waiting,
-                strnlen(me->waiting, sizeof me->waiting - strlen(head) - 1) + 1);
-        memcpy(me->waiting, head, strlen(head));
-        goto out;
+    for (; me->step < tb->nsteps; me->step++, me->tile = 0)
+      for (; me->tile < x->ntiles; me->tile++) {
+        run_step(x, me, &tb->steps[me->step], me->tile);
+        me->cdone[(int64_t)me->step * x->ntiles + me->tile] = 1;
+        me->done++;
+        x->steps++;
+        changed(x, me);
       }
-      pthread_mutex_unlock(&x->mu);
-      run_step(x, me, st, t);
-      pthread_mutex_lock(&x->mu);
+  } else {
+    while (tb->nsteps > 0 && me->tile < x->ntiles) {
+      const ir_step *st = &tb->steps[me->step];
+      int why = step_wait(x, me, st, me->tile);
+      if (why != WAIT_NONE) {
+        me->state = TB_BLOCKED;
+        me->why = why;
+        return;
+      }
+      run_step(x, me, st, me->tile);
       unsigned fl = ir_op_flags[st->op];
       if (fl & IR_F_RECV) me->in->tail++;
       if (fl & IR_F_SEND) {
         me->out->head++;
         x->messages++;
-        int64_t len = x->geom[me->r].cap - t * x->tile;
+        int64_t len = x->geom[me->r].cap - me->tile * x->tile;
         x->bytes += (int64_t)st->cnt * (len > x->tile ? x->tile : len) * x->esize;
       }
       me->done++;
       x->steps++;
+      if (++me->step == tb->nsteps) {
+        me->step = 0;
+        me->tile++;
+      }
       changed(x, me);
     }
   }
-out:
+  me->state = TB_DONE;
   x->alive--;
-  if (!x->stop && x->alive > 0 && x->blocked >= x->alive) stop_all(x);
-  pthread_mutex_unlock(&x->mu);
-  return NULL;
+}
+
+/* Runs every thread block until all have finished or none can go on (a
+ * deadlock: x->alive > 0 afterwards).  Every tb starts runnable; a
+ * blocked one is runnable again only when changed() wakes it. */
+static void run_all(exec *x) {
+  const ir_prog *p = x->p;
+  x->alive = 0;
+  for (int r = p->ngpus - 1; r >= 0; r--)
+    for (int t = p->gpus[r].ntbs - 1; t >= 0; t--) {
+      x->tbs[r][t].state = TB_RUNNABLE;
+      x->ready[x->nready++] = &x->tbs[r][t];
+      x->alive++;
+    }
+  while (x->nready > 0) advance(x, x->ready[--x->nready]);
 }
 
 static void exec_free(exec *x) {
@@ -300,16 +296,15 @@ static void exec_free(exec *x) {
         free(b->tmp);
         free(b->cdone);
         free(b->dependents);
-        if (b->x) pthread_cond_destroy(&b->cv);
       }
       free(x->tbs[r]);
     }
     if (x->scr) free(x->scr[r]);
   }
   free(x->tbs);
+  free(x->ready);
   free(x->scr);
   free(x->geom);
-  pthread_mutex_destroy(&x->mu);
 }
 
 /* a * b for sizes (a, b >= 0), or -1 when the product exceeds int64_t or
@@ -357,13 +352,14 @@ static bt_result exec_sizes(exec *x, rt_diag *diag) {
   return BT_OK;
 }
 
-/* Builds threads' state and connections.  Each tb owns its outgoing
+/* Builds the thread blocks' state and connections.  Each tb owns its outgoing
  * connection; the receiver's `in` points at the sender's `out`. */
 static bt_result exec_setup(exec *x, rt_diag *diag) {
   const ir_prog *p = x->p;
   x->tbs = calloc(p->ngpus, sizeof *x->tbs);
   x->scr = calloc(p->ngpus, sizeof *x->scr);
-  if (!x->tbs || !x->scr) return BT_ERR_NOMEM;
+  x->ready = calloc((size_t)ir_prog_ntbs(p) + 1, sizeof *x->ready);
+  if (!x->tbs || !x->scr || !x->ready) return BT_ERR_NOMEM;
   for (int r = 0; r < p->ngpus; r++) {
     const ir_gpu *g = &p->gpus[r];
     x->scr[r] = calloc(x->geom[r].elems[IR_BUF_SCRATCH] + 1, x->esize);
@@ -371,7 +367,6 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
     if (!x->scr[r] || !x->tbs[r]) return BT_ERR_NOMEM;
     for (int t = 0; t < g->ntbs; t++) {
       tbx *b = &x->tbs[r][t];
-      pthread_cond_init(&b->cv, NULL);
       b->x = x; b->r = r; b->t = t; b->tb = &g->tbs[t];
       b->tmp = malloc(2 * x->slot_bytes);
       if (!b->tmp) return BT_ERR_NOMEM;
@@ -505,49 +500,22 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
-  memset(rep, 0, sizeof *rep);
-  int inplace = o->inplace < 0 ? p->inplace : o->inplace;
-  if (inplace && !p->inplace) {
-    rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place", ir_prog_where(p));
-    return BT_ERR_INVALID;
-  }
-  if (o->count < 1) {
-    rt_diag_add(diag, "%s: count must be at least 1", ir_prog_where(p));
-    return BT_ERR_INVALID;
-  }
-  if (!ip_compute_takes(p, o->dtype)) {
-    rt_diag_add(diag, "%s: its compute steps do not take %s (they take %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
-                ip_compute_types(p));
-    return BT_ERR_UNSUPPORTED;
-  }
-  if (p->coll == IR_COLL_CUSTOM && !o->expect) {
-    /* the program's own postcondition (its expect attribute) */
-    if (!p->expect) {
-      rt_diag_add(diag, "%s: a custom collective needs --expect (or an expect attribute in the program) to say what its result must be",
-                  ir_prog_where(p));
-      return BT_ERR_INVALID;
-    }
-    ir_expect *e = NULL;
-    bt_result r = ir_expect_parse(p->expect, "expect", &e, diag);
-    if (r) return r;
-    ip_cpu_opts own = *o;
-    own.expect = e;
-    r = ip_cpu_verify(p, &own, rep, diag);
-    ir_expect_free(e);
-    return r;
-  }
+/* One run of p with options o (already checked by ip_cpu_verify); a
+ * sources run tracks ranks src_base .. src_base + 64 * src_words - 1. */
+static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, int src_words, int src_base,
+                          ip_cpu_report *rep, rt_diag *diag) {
   exec x;
   memset(&x, 0, sizeof x);
-  pthread_mutex_init(&x.mu, NULL);
   x.p = p;
   x.o = o;
-  x.esize = ip_dtype_size[o->dtype];
-  x.nslots = o->slots > 0 ? o->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
-  if (x.nslots < 1) x.nslots = 1;
   bt_result res = BT_OK;
   post_bufs pb;
   memset(&pb, 0, sizeof pb);
+  pb.src_words = x.src_words = src_words;
+  pb.src_base = src_base;
+  x.esize = post_esize(&pb, o);
+  x.nslots = o->slots > 0 ? o->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  if (x.nslots < 1) x.nslots = 1;
   x.geom = calloc(p->ngpus, sizeof *x.geom);
   if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
   int aliased = ir_prog_aliased(p, inplace);
@@ -593,56 +561,76 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
     goto out;
   }
 
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
   double t0 = now();
-  int started = 0;
-  pthread_mutex_lock(&x.mu);
-  x.alive = (int)ir_prog_ntbs(p);
-  pthread_mutex_unlock(&x.mu);
-  for (int r = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs; t++) {
-      if (pthread_create(&x.tbs[r][t].th, &attr, tb_main, &x.tbs[r][t])) {
-        /* Threads that never start count as stuck: stop the others. */
-        pthread_mutex_lock(&x.mu);
-        x.alive -= (int)ir_prog_ntbs(p) - started;
-        stop_all(&x);
-        pthread_mutex_unlock(&x.mu);
-        rt_diag_add(diag, "cannot start thread %d of %ld", started, ir_prog_ntbs(p));
-        res = BT_ERR_SYSTEM;
-        goto join;
-      }
-      started++;
-    }
-join:
-  for (int r = 0, k = 0; r < p->ngpus; r++)
-    for (int t = 0; t < p->gpus[r].ntbs && k < started; t++, k++)
-      pthread_join(x.tbs[r][t].th, NULL);
-  pthread_attr_destroy(&attr);
-  rep->seconds = now() - t0;
-  rep->threads = started;
+  run_all(&x);
+  rep->seconds += now() - t0;
+  rep->threads = (int)ir_prog_ntbs(p);
   rep->ntiles = x.ntiles;
-  rep->steps = x.steps;
-  rep->messages = x.messages;
-  rep->bytes = x.bytes;
-  if (res) goto out;
-  if (x.stop) {
-    int stuck = 0;
-    for (int r = 0; r < p->ngpus; r++)
-      for (int t = 0; t < p->gpus[r].ntbs; t++) stuck += x.tbs[r][t].waiting[0] != 0;
+  rep->steps += x.steps;
+  rep->messages += x.messages;
+  rep->bytes += x.bytes;
+  if (x.alive > 0) {
     rt_diag_add(diag, "%s: deadlock: no thread block can make progress (%d of %ld are stuck)",
-                ir_prog_where(p), stuck, ir_prog_ntbs(p));
+                ir_prog_where(p), x.alive, ir_prog_ntbs(p));
     for (int r = 0; r < p->ngpus; r++)
       for (int t = 0; t < p->gpus[r].ntbs; t++)
-        if (x.tbs[r][t].waiting[0]) rt_diag_add(diag, "  %s", x.tbs[r][t].waiting);
+        if (x.tbs[r][t].state != TB_DONE) {
+          char line[256];
+          stuck_line(&x, &x.tbs[r][t], line, sizeof line);
+          rt_diag_add(diag, "  %s", line);
+        }
     res = BT_ERR_DEADLOCK;
     goto out;
   }
   post_finish(&pb, p, o, x.geom);
-  res = post_check(&pb, p, o, x.geom, inplace, &rep->checked, diag);
+  int64_t checked = 0;
+  res = post_check(&pb, p, o, x.geom, inplace, &checked, diag);
+  rep->checked += checked;
 out:
   post_free(&pb, p);
   exec_free(&x);
+  return res;
+}
+
+bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
+  memset(rep, 0, sizeof *rep);
+  int inplace = o->inplace < 0 ? p->inplace : o->inplace;
+  if (inplace && !p->inplace) {
+    rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  if (o->count < 1) {
+    rt_diag_add(diag, "%s: count must be at least 1", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  if (o->sources && ir_prog_fused(p)) {
+    rt_diag_add(diag, "%s: a fused program computes its input from values; it cannot make a sources run",
+                ir_prog_where(p));
+    return BT_ERR_UNSUPPORTED;
+  }
+  if (!o->sources && !ip_compute_takes(p, o->dtype)) {
+    rt_diag_add(diag, "%s: its compute steps do not take %s (they take %s)", ir_prog_where(p), ip_dtype_name[o->dtype],
+                ip_compute_types(p));
+    return BT_ERR_UNSUPPORTED;
+  }
+  if (p->coll == IR_COLL_CUSTOM && !o->expect) {
+    /* the program's own postcondition (its expect attribute) */
+    if (!p->expect) {
+      rt_diag_add(diag, "%s: a custom collective needs --expect (or an expect attribute in the program) to say what its result must be",
+                  ir_prog_where(p));
+      return BT_ERR_INVALID;
+    }
+    ir_expect *e = NULL;
+    bt_result r = ir_expect_parse(p->expect, "expect", &e, diag);
+    if (r) return r;
+    ip_cpu_opts own = *o;
+    own.expect = e;
+    r = ip_cpu_verify(p, &own, rep, diag);
+    ir_expect_free(e);
+    return r;
+  }
+  int passes = 1, words = o->sources ? post_src_words(p, o->src_words, &passes) : 0;
+  bt_result res = BT_OK;
+  for (int k = 0; k < passes && !res; k++, rep->passes++) res = run_once(p, o, inplace, words, k * 64 * words, rep, diag);
   return res;
 }

@@ -23,12 +23,104 @@ static double pattern(const ip_cpu_opts *o, int r, int64_t e) {
 
 static const double SENTINEL = 99;
 
-static void fill(const ip_cpu_opts *o, int r, unsigned char *p, int64_t n) {
-  for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, pattern(o, r, e));
+/* Sources records (ip_cpu_opts.sources): word 0 is a tag (2 bits), a rank
+ * (14 bits) and an element offset in the input (48 bits, IR_GEOM_MAX_ELEMS);
+ * words 1 .. src_words the set of the window's ranks it holds.  All-zero
+ * bytes are EMPTY: what calloc'ed scratch and a message's padding hold. */
+enum { SRC_EMPTY, SRC_SENTINEL, SRC_DATA, SRC_BAD };
+/* Why a record is SRC_BAD (its offset field; for BAD_TWICE also the
+ * window bit + 1 of the rank, from bit 4, when its rank field is MULTI). */
+enum { BAD_MIXED = 1, BAD_TWICE, BAD_UNWRITTEN, BAD_INITIAL };
+#define SRC_MULTI 0x3fffu   /* the rank field of a record of several ranks */
+#define SRC_OFF_MASK ((UINT64_C(1) << 48) - 1)
+
+static uint64_t src_head(unsigned tag, uint64_t rank, uint64_t off) {
+  return (uint64_t)tag << 62 | (rank & SRC_MULTI) << 48 | (off & SRC_OFF_MASK);
+}
+static unsigned src_tag(uint64_t h) { return (unsigned)(h >> 62); }
+static unsigned src_rank(uint64_t h) { return (unsigned)(h >> 48) & SRC_MULTI; }
+static uint64_t src_off(uint64_t h) { return h & SRC_OFF_MASK; }
+
+int post_esize(const post_bufs *b, const ip_cpu_opts *o) {
+  return o->sources ? 8 * (1 + b->src_words) : ip_dtype_size[o->dtype];
 }
 
-static void fill_const(const ip_cpu_opts *o, unsigned char *p, int64_t n, double v) {
-  for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, v);
+int post_src_words(const ir_prog *p, int want, int *passes) {
+  int reduces = 0;
+  for (int r = 0; r < p->ngpus && !reduces; r++)
+    for (int t = 0; t < p->gpus[r].ntbs && !reduces; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (p->gpus[r].tbs[t].steps[s].op < IR_OP_COUNT && (ir_op_flags[p->gpus[r].tbs[t].steps[s].op] & IR_F_RED)) {
+          reduces = 1;
+          break;
+        }
+  int words = !reduces ? 1 : want >= 1 && want <= IP_CPU_SRC_WORDS ? want : (p->ngpus + 63) / 64;
+  if (words > IP_CPU_SRC_WORDS) words = IP_CPU_SRC_WORDS;
+  if (words < 1) words = 1;
+  *passes = reduces ? (p->ngpus + 64 * words - 1) / (64 * words) : 1;
+  if (*passes < 1) *passes = 1;
+  return words;
+}
+
+/* The combination of records x and y into d (which may be x or y). */
+static void src_combine(int words, uint64_t *d, const uint64_t *x, const uint64_t *y) {
+  unsigned tx = src_tag(x[0]), ty = src_tag(y[0]);
+  uint64_t head = 0;
+  if (tx == SRC_EMPTY && ty == SRC_EMPTY) head = 0;                /* padding with padding */
+  else if (tx == SRC_BAD) head = x[0];
+  else if (ty == SRC_BAD) head = y[0];
+  else if (tx != SRC_DATA || ty != SRC_DATA)
+    head = src_head(SRC_BAD, SRC_MULTI, tx == SRC_EMPTY || ty == SRC_EMPTY ? BAD_UNWRITTEN : BAD_INITIAL);
+  else if (src_off(x[0]) != src_off(y[0])) head = src_head(SRC_BAD, SRC_MULTI, BAD_MIXED);
+  else if (src_rank(x[0]) != SRC_MULTI && src_rank(x[0]) == src_rank(y[0]))
+    head = src_head(SRC_BAD, src_rank(x[0]), BAD_TWICE);
+  else {
+    for (int j = 1; j <= words; j++)
+      if (x[j] & y[j]) {
+        head = src_head(SRC_BAD, SRC_MULTI, BAD_TWICE | (uint64_t)((j - 1) * 64 + __builtin_ctzll(x[j] & y[j]) + 1) << 4);
+        break;
+      }
+    if (!head) {
+      d[0] = src_head(SRC_DATA, SRC_MULTI, src_off(x[0]));
+      for (int j = 1; j <= words; j++) d[j] = x[j] | y[j];
+      return;
+    }
+  }
+  d[0] = head;
+  for (int j = 1; j <= words; j++) d[j] = 0;
+}
+
+void post_src_reduce(int words, void *dst, const void *a, const void *b, size_t n) {
+  size_t w = 1 + (size_t)words;
+  for (size_t i = 0; i < n; i++)
+    src_combine(words, (uint64_t *)dst + i * w, (const uint64_t *)a + i * w, (const uint64_t *)b + i * w);
+}
+
+/* Rank r's input: the pattern, or each element's own record. */
+static void fill(const post_bufs *b, const ip_cpu_opts *o, int r, unsigned char *p, int64_t n) {
+  if (!o->sources) {
+    for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, pattern(o, r, e));
+    return;
+  }
+  size_t w = 1 + (size_t)b->src_words;
+  int bit = r - b->src_base;
+  uint64_t *q = (uint64_t *)p;
+  memset(q, 0, (size_t)n * w * 8);
+  for (int64_t e = 0; e < n; e++) {
+    q[e * w] = src_head(SRC_DATA, (uint64_t)r, (uint64_t)e);
+    if (bit >= 0 && bit < 64 * b->src_words) q[e * w + 1 + bit / 64] = UINT64_C(1) << (bit % 64);
+  }
+}
+
+/* What an output holds before the run. */
+static void fill_sentinel(const post_bufs *b, const ip_cpu_opts *o, unsigned char *p, int64_t n) {
+  if (!o->sources) {
+    for (int64_t e = 0; e < n; e++) ip_set(o->dtype, p, e, SENTINEL);
+    return;
+  }
+  size_t w = 1 + (size_t)b->src_words;
+  memset(p, 0, (size_t)n * w * 8);
+  for (int64_t e = 0; e < n; e++) ((uint64_t *)p)[e * w] = src_head(SRC_SENTINEL, 0, 0);
 }
 
 static unsigned char **ptrs(int n) { return calloc(n, sizeof(unsigned char *)); }
@@ -37,18 +129,18 @@ static unsigned char **ptrs(int n) { return calloc(n, sizeof(unsigned char *)); 
  * n is outside [0, IR_GEOM_MAX_ELEMS] (ir_geom_init keeps every buffer
  * within it: a size that is not is refused, never wrapped) or out of memory. */
 static void *alloc_elems(int64_t n, size_t es) {
-  if (n < 0 || n > IR_GEOM_MAX_ELEMS || es > 64) return NULL;
+  if (n < 0 || n > IR_GEOM_MAX_ELEMS || es > 8 * (1 + IP_CPU_SRC_WORDS)) return NULL;
   return malloc(((size_t)n + 1) * es);
 }
 
 /* An aliased i/o span in NCCL's in-place layout: the sentinel everywhere
  * but the input, which sits at in_at.  Sets where i and o start in it. */
-static unsigned char *new_span(const ip_cpu_opts *o, const ir_geom *g, const unsigned char *input,
+static unsigned char *new_span(const post_bufs *b, const ip_cpu_opts *o, const ir_geom *g, const unsigned char *input,
                                unsigned char **in, unsigned char **out) {
-  int es = ip_dtype_size[o->dtype];
+  int es = post_esize(b, o);
   unsigned char *s = alloc_elems(g->span, es);
   if (!s) return NULL;
-  fill_const(o, s, g->span, SENTINEL);
+  fill_sentinel(b, o, s, g->span);
   memcpy(s + g->in_at * es, input, g->elems[IR_BUF_INPUT] * es);
   *in = s + g->in_at * es;
   *out = s + g->out_at * es;
@@ -117,7 +209,7 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
 
 bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, rt_diag *diag) {
-  int n = p->ngpus, es = ip_dtype_size[o->dtype];
+  int n = p->ngpus, es = post_esize(b, o);
   int aliased = ir_prog_aliased(p, inplace);
   b->inplace_call = inplace;
   b->fused = ir_prog_fused(p);
@@ -128,7 +220,7 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
   for (int r = 0; r < n; r++) {
     b->ref_in[r] = alloc_elems(g[r].elems[IR_BUF_INPUT], es);
     if (!b->ref_in[r]) return BT_ERR_NOMEM;
-    fill(o, r, b->ref_in[r], g[r].elems[IR_BUF_INPUT]);
+    fill(b, o, r, b->ref_in[r], g[r].elems[IR_BUF_INPUT]);
   }
   if (b->fused) CHECK(fused_setup(b, p, o, g, diag));
   /* What the program finds in its input: the data, or for a fused
@@ -148,7 +240,7 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     if (inplace) {
       /* One allocation; the input sits where NCCL's in-place call puts it
        * and the rest of the output starts as a sentinel. */
-      b->user_out[r] = new_span(o, gr, start, &b->prog_in[r], &b->prog_out[r]);
+      b->user_out[r] = new_span(b, o, gr, start, &b->prog_in[r], &b->prog_out[r]);
       if (!b->user_out[r]) res = BT_ERR_NOMEM;
       continue;
     }
@@ -156,11 +248,11 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     b->user_out[r] = alloc_elems(no, es);
     if (!b->user_in[r] || !b->user_out[r]) { res = BT_ERR_NOMEM; continue; }
     memcpy(b->user_in[r], start, ni * es);
-    fill_const(o, b->user_out[r], no, SENTINEL);
+    fill_sentinel(b, o, b->user_out[r], no);
     if (aliased) {
       /* An in-place program called out of place runs on a copy of the
        * input in a span of its own; post_finish copies the output out. */
-      b->span[r] = new_span(o, gr, start, &b->prog_in[r], &b->prog_out[r]);
+      b->span[r] = new_span(b, o, gr, start, &b->prog_in[r], &b->prog_out[r]);
       if (!b->span[r]) res = BT_ERR_NOMEM;
     } else {
       b->prog_in[r] = b->user_in[r];
@@ -172,13 +264,13 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
 }
 
 void post_finish(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g) {
-  int es = ip_dtype_size[o->dtype];
+  int es = post_esize(b, o);
   int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
   for (int r = 0; r < p->ngpus; r++) {
     const ir_geom *gr = &g[r];
     if (b->span[r]) memcpy(b->user_out[r], b->prog_out[r], gr->elems[IR_BUF_OUTPUT] * es);
     unsigned char *out = b->span[r] || !b->inplace_call ? b->user_out[r] : b->prog_out[r];
-    if (o->op == IP_OP_AVG && reduces) ip_divide(o->dtype, out, gr->elems[IR_BUF_OUTPUT], p->ngpus);
+    if (!o->sources && o->op == IP_OP_AVG && reduces) ip_divide(o->dtype, out, gr->elems[IR_BUF_OUTPUT], p->ngpus);
   }
 }
 
@@ -222,15 +314,76 @@ static int same(ip_dtype t, double want, double got) {
   return fabs(want - got) <= ip_dtype_tolerance(t) * fmax(1.0, fabs(want));
 }
 
+/* What record h (rank set m) is, in words, for a message: the input
+ * element it is (chunk and element from geometry g), the reduction it is,
+ * or why it is wrong. */
+static void src_describe(const post_bufs *b, const ir_prog *p, const ir_geom *g, const uint64_t *h, char *buf,
+                         size_t size) {
+  static const char *const why[] = {"", "a reduction of elements of different input chunks or places",
+                                    "a reduction that counts rank %d twice", "a reduction with a value no step wrote",
+                                    "a reduction with the output's initial contents"};
+  unsigned tag = src_tag(h[0]), rank = src_rank(h[0]);
+  uint64_t off = src_off(h[0]);
+  if (tag == SRC_EMPTY) { snprintf(buf, size, "nothing (no step wrote it)"); return; }
+  if (tag == SRC_SENTINEL) { snprintf(buf, size, "the output's initial contents (no step wrote it)"); return; }
+  if (tag == SRC_BAD) {
+    unsigned reason = (unsigned)(off & 15);
+    int twice = rank != SRC_MULTI ? (int)rank : (int)(off >> 4) - 1 + b->src_base;
+    snprintf(buf, size, reason < 5 ? why[reason] : "a wrong value", twice);
+    return;
+  }
+  int64_t blk = g->count > 0 ? (int64_t)off / g->count : 0, in = g->count > 0 ? (int64_t)off % g->count : 0;
+  int64_t cap = g->cap > 0 ? g->cap : 1;
+  long long chunk = blk * g->k + in / cap, elem = in % cap;
+  if (rank != SRC_MULTI) {
+    snprintf(buf, size, "element %lld of input chunk %lld of rank %u", elem, chunk, rank);
+    return;
+  }
+  int have = 0, first_missing = -1, hi = p->ngpus - b->src_base < 64 * b->src_words ? p->ngpus - b->src_base
+                                                                                    : 64 * b->src_words;
+  for (int q = 0; q < hi; q++) {
+    int in_set = (int)(h[1 + q / 64] >> (q % 64) & 1);
+    have += in_set;
+    if (!in_set && first_missing < 0) first_missing = q + b->src_base;
+  }
+  if (first_missing < 0)
+    snprintf(buf, size, "element %lld of the reduction of input chunk %lld over ranks %d..%d", elem, chunk, b->src_base,
+             b->src_base + hi - 1);
+  else
+    snprintf(buf, size, "element %lld of a reduction of input chunk %lld over %d of ranks %d..%d, without rank %d", elem,
+             chunk, have, b->src_base, b->src_base + hi - 1, first_missing);
+}
+
+/* The reduction over every rank of the whole input (numeric: divided
+ * for avg), when every rank's input has the same size; NULL otherwise or
+ * out of memory (post_check then reduces chunk by chunk). */
+static unsigned char *reduce_all(const post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g) {
+  int n = p->ngpus, es = post_esize(b, o);
+  int64_t ni = g[0].elems[IR_BUF_INPUT];
+  for (int q = 1; q < n; q++)
+    if (g[q].elems[IR_BUF_INPUT] != ni) return NULL;
+  unsigned char *red = alloc_elems(ni, es);
+  if (!red) return NULL;
+  memcpy(red, b->ref_in[0], (size_t)ni * es);
+  for (int q = 1; q < n; q++) {
+    if (o->sources) post_src_reduce(b->src_words, red, red, b->ref_in[q], (size_t)ni);
+    else ip_reduce(o->dtype, o->op, red, red, b->ref_in[q], (size_t)ni);
+  }
+  if (!o->sources && o->op == IP_OP_AVG) ip_divide(o->dtype, red, (size_t)ni, n);
+  return red;
+}
+
 bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, int64_t *checked, rt_diag *diag) {
-  int n = p->ngpus, es = ip_dtype_size[o->dtype];
+  int n = p->ngpus, es = post_esize(b, o);
   int bad = 0;
   const char *file = ir_prog_where(p);
   int64_t cap = g[0].cap;
-  unsigned char *want = alloc_elems(cap, es);
+  unsigned char *want = alloc_elems(cap, es), *red = NULL;
+  int red_tried = 0;
   if (!want) return BT_ERR_NOMEM;
   *checked = 0;
+  bt_result res = BT_OK;
   for (int r = 0; r < n; r++) {
     if (b->check_one && r != b->check_rank) continue;
     const ir_geom *gr = &g[r];
@@ -238,15 +391,15 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     for (int c = 0; c < gr->chunks[IR_BUF_OUTPUT]; c++) {
       int sr, sc;
       int got = source_of(p, o, gr, r, c, inplace, &sr, &sc, diag);
-      if (got < 0) { free(want); return BT_ERR_INVALID; }
+      if (got < 0) { res = BT_ERR_INVALID; goto out; }
       if (!got) continue;
       int exists = sr >= -1 && sr < n && sc >= 0;   /* a reduction's chunk on every rank */
       for (int q = sr < 0 ? 0 : sr; exists && q < (sr < 0 ? n : sr + 1); q++) exists = sc < g[q].chunks[IR_BUF_INPUT];
       if (!exists) {
         rt_diag_add(diag, "%s: expected result of rank %d output chunk %d is input chunk %d of rank %d, which does not exist",
                     file, r, c, sc, sr);
-        free(want);
-        return BT_ERR_INVALID;
+        res = BT_ERR_INVALID;
+        goto out;
       }
       int64_t len = ir_geom_len(gr, IR_BUF_OUTPUT, c);
       int64_t at = ir_geom_off(gr, IR_BUF_INPUT, sc);
@@ -254,17 +407,34 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
        * elements than the output chunk: the rest reads as zero. */
       int64_t lin = ir_geom_len(gr, IR_BUF_INPUT, sc);
       if (lin > len) lin = len;
+      if (sr < 0 && !red_tried) { red = reduce_all(b, p, o, g); red_tried = 1; }
       if (sr >= 0) {
         memcpy(want, b->ref_in[sr] + at * es, lin * es);
+      } else if (red) {
+        memcpy(want, red + at * es, lin * es);
       } else {
         memcpy(want, b->ref_in[0] + at * es, lin * es);
-        for (int q = 1; q < n; q++) ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, lin);
-        if (o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, n);
+        for (int q = 1; q < n; q++) {
+          if (o->sources) post_src_reduce(b->src_words, want, want, b->ref_in[q] + at * es, lin);
+          else ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, lin);
+        }
+        if (!o->sources && o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, n);
       }
-      for (int64_t e = lin; e < len; e++) ip_set(o->dtype, want, (size_t)e, 0);
+      memset(want + lin * es, 0, (len - lin) * es);   /* zero in every type, EMPTY for records */
       *checked += len;
       for (int64_t e = 0; e < len; e++) {
-        double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, out, ir_geom_at(gr, IR_BUF_OUTPUT, c, e));
+        const unsigned char *at_out = out + ir_geom_at(gr, IR_BUF_OUTPUT, c, e) * es;
+        if (o->sources) {
+          if (!memcmp(want + e * es, at_out, es)) continue;
+          char is[160], should[160];
+          src_describe(b, p, gr, (const uint64_t *)at_out, is, sizeof is);
+          src_describe(b, p, gr, (const uint64_t *)(want + e * es), should, sizeof should);
+          rt_diag_add(diag, "%s: rank %d output chunk %d element %lld holds %s, expected %s", file, r, c, (long long)e,
+                      is, should);
+          bad++;
+          break;
+        }
+        double w = ip_get(o->dtype, want, e), v = ip_get(o->dtype, at_out, 0);
         if (b->fused) {   /* computed partials: within the tolerance of their magnitudes */
           double mag = 0;
           for (int q = sr < 0 ? 0 : sr; q < (sr < 0 ? n : sr + 1) && e < lin; q++) mag += b->ref_mag[q][at + e];
@@ -293,6 +463,9 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
       }
     }
   }
+  if (bad) res = BT_ERR_MISMATCH;
+out:
   free(want);
-  return bad ? BT_ERR_MISMATCH : BT_OK;
+  free(red);
+  return res;
 }

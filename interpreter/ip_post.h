@@ -21,7 +21,24 @@ typedef struct post_bufs {
   int fused;
   ip_opnd (*opnd)[IR_MAX_OPERANDS];
   double **ref_mag;
+  /* Sources runs (ip_cpu_opts.sources), set before post_setup: elements
+   * are records of 1 + src_words 64-bit words (post_src_reduce) whose rank
+   * sets hold ranks src_base .. src_base + 64 * src_words - 1. */
+  int src_words, src_base;
 } post_bufs;
+
+/* Bytes of one element of a run: the type's, or a sources run's record. */
+int post_esize(const post_bufs *b, const ip_cpu_opts *o);
+
+/* The rank-set words a sources run of p uses (`want` when 1 ..
+ * IP_CPU_SRC_WORDS, else as many as its ranks need up to that; 1 when no
+ * step reduces, since a record then never holds two ranks) and in how
+ * many windows of ranks it must run (*passes). */
+int post_src_words(const ir_prog *p, int want, int *passes);
+
+/* dst[i] = a[i] combined with b[i] for n records of 1 + words words (see
+ * ip_cpu_opts.sources); dst may be a or b. */
+void post_src_reduce(int words, void *dst, const void *a, const void *b, size_t n);
 
 /* Allocates and fills every rank's buffers with a pattern that keeps
  * sums, products, minima and maxima exact in every type.  For a fused
@@ -36,8 +53,9 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
 void post_finish(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g);
 
 /* Compares every output element against the collective's definition (or
- * o->expect) and checks that an out-of-place run left its input alone.
- * *checked counts the elements compared. */
+ * o->expect) and checks that an out-of-place run left its input alone;
+ * a sources run compares records, byte for byte.  *checked counts the
+ * elements compared. */
 bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, int64_t *checked, rt_diag *diag);
 
