@@ -603,11 +603,27 @@ static baton_result call_submit(baton_comm *c, int ai, const void *s, void *r, s
   return (baton_result)rt_group_submit(&L);
 }
 
+/* A collective of one rank: its output is its input, whatever the
+ * collective and operator (an average over one rank is the value): no
+ * kernel, one copy on the stream when out of place. */
+static baton_result one_rank(baton_comm *c, const void *s, void *r, size_t bytes, cudaStream_t stream) {
+  if (s == r) {
+    c->last = "one rank: in place, nothing to do";
+    return baton_success;
+  }
+  c->last = "one rank: a copy";
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice") ||
+      rt_cuda(cudaMemcpyAsync(r, s, bytes, cudaMemcpyDeviceToDevice, stream), RT_SUB_RUNTIME, "cudaMemcpyAsync"))
+    return call_failed(baton_cuda_error);
+  return baton_success;
+}
+
 static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
                                cudaStream_t stream) {
   baton_result e = call_check(c, s, r, dtype, op);
   if (e) return call_failed(e);
   if (count == 0) return baton_success;
+  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
   int ai = rt_comm_choose(c, coll, s, r, count, dtype);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "

@@ -63,7 +63,7 @@ static bt_result run_case(int ai, int dtype, int op, int64_t count, int inplace,
                           rt_diag *d) {
   const ir_prog *p = rt_algos_get(comms[lo]->algos, ai)->prog;
   const char *name = ir_prog_where(p);   /* the file: names may repeat */
-  ip_cpu_opts o = {(ip_dtype)dtype, (ip_redop)op, count, inplace, 0, 0, ex, NULL};
+  ip_cpu_opts o = {.dtype = (ip_dtype)dtype, .op = (ip_redop)op, .count = count, .inplace = inplace, .expect = ex};
   int es = ip_dtype_size[dtype];
   ir_geom *g = calloc(nranks, sizeof *g);
   post_bufs pb;
