@@ -656,41 +656,199 @@ static int conn_id(lower *w, int a, int b, int ch, long *keys, int nslots, int *
   }
 }
 
-/* Kahn's algorithm with priority (depth, id).  A send takes the next
- * sequence number of its connection; a ready receive is held back until
- * every earlier message of its connection has been received, so each
- * connection stays FIFO.  Fills order[] and returns the count, 0 on error. */
-static int schedule(lower *w, int *order) {
-  int n = w->n, done = 0, live = 0, ok = 0, nparked = 0;
+/* The list scheduler's state.  The global order it builds is a run of the
+ * whole program, one step at a time, on FIFOs of `slots` slots: every send
+ * finds a free slot, every receive its message at the head of its FIFO.
+ * Each thread block's program is that order restricted to it, so program
+ * order, dependencies, messages and full slots (the k-th receive of a
+ * connection before its (k+slots)-th send) all point forward in it: the
+ * step graph ir_check searches has no cycle, and the program cannot
+ * deadlock with `slots` slots per connection, on any tile (docs/IR.md,
+ * Messages and slots). */
+typedef struct sched {
+  lower *w;
+  heap ready;                   /* steps whose waits are done, by (depth, id) */
+  int *rconn, *sconn;           /* per step: connection of its receive / send side, -1 */
+  int *seq;                     /* per step: the sequence number of its send on sconn */
+  int *next;                    /* per step: the next in its waiting list */
+  int nconn;
+  int *sent, *recvd;            /* per connection: messages sent, received so far */
+  int *turn_head, *slot_head;   /* per connection: receives waiting for their turn; sends for a slot */
+  int nturn, nslot;             /* steps on those lists */
+  int slots;                    /* the slots per connection the order keeps to */
+  int need;                     /* the most messages in flight on a connection with the order's
+                                 * sends, counting the send's own: the slots it is a run on */
+} sched;
+
+static void sched_free(sched *s) {
+  cc_free(s->ready.a); cc_free(s->rconn); cc_free(s->sconn); cc_free(s->seq); cc_free(s->next);
+  cc_free(s->sent); cc_free(s->recvd); cc_free(s->turn_head); cc_free(s->slot_head);
+}
+
+/* Gives every live step its connections and s its arrays.  0 when out of memory. */
+static int sched_init(sched *s, lower *w, int slots) {
+  int n = w->n, nkeys = 2 * n + 1;
+  memset(s, 0, sizeof *s);
+  s->w = w;
+  s->slots = slots;
+  s->need = 1;
+  s->ready = (heap){cc_malloc((n + 1) * sizeof(int)), 0, w->v};
+  s->rconn = cc_malloc((n + 1) * sizeof(int));
+  s->sconn = cc_malloc((n + 1) * sizeof(int));
+  s->seq = cc_calloc(n + 1, sizeof(int));
+  s->next = cc_malloc((n + 1) * sizeof(int));
+  long *keys = cc_malloc(2 * (size_t)nkeys * sizeof(long));
+  if (!s->ready.a || !s->rconn || !s->sconn || !s->seq || !s->next || !keys) { cc_free(keys); return 0; }
+  for (int i = 0; i < 2 * nkeys; i += 2) keys[i] = -1;
+  for (int i = 0; i < n; i++) {
+    const ins *I = &w->v[i];
+    s->rconn[i] = s->sconn[i] = -1;
+    if (I->dead) continue;
+    if (I->send >= 0) s->sconn[i] = conn_id(w, I->rank, I->send, I->ch, keys, nkeys, &s->nconn);
+    if (I->recv >= 0) s->rconn[i] = conn_id(w, I->recv, I->rank, I->ch, keys, nkeys, &s->nconn);
+  }
+  cc_free(keys);
+  s->sent = cc_calloc(s->nconn + 1, sizeof(int));
+  s->recvd = cc_calloc(s->nconn + 1, sizeof(int));
+  s->turn_head = cc_malloc((s->nconn + 1) * sizeof(int));
+  s->slot_head = cc_malloc((s->nconn + 1) * sizeof(int));
+  if (!s->sent || !s->recvd || !s->turn_head || !s->slot_head) return 0;
+  for (int c = 0; c < s->nconn; c++) s->turn_head[c] = s->slot_head[c] = -1;
+  return 1;
+}
+
+/* Whether step b, its waits done, must wait on a list before it runs: a
+ * receive until its message is at the head of its FIFO, a send until its
+ * connection has a free slot.  A send that receives nothing leaves one
+ * slot free, for the steps that receive and send at once (rcs, rrs, rrcs):
+ * each of those frees a slot on one connection as it takes one on the
+ * next, so a ring of them with a free slot somewhere can always move on,
+ * while plain sends that fill every slot of a ring first leave its
+ * forwarders nowhere to go (with instances, a ring moves several chunks
+ * per hop, each its own message).  Puts b on its list and returns 1. */
+static int sched_hold(sched *s, int b) {
+  const ins *B = &s->w->v[b];
+  int rc = s->rconn[b], sc = s->sconn[b];
+  if (B->recv >= 0 && s->seq[B->msg_of] != s->recvd[rc]) {
+    s->next[b] = s->turn_head[rc];
+    s->turn_head[rc] = b;
+    s->nturn++;
+    return 1;
+  }
+  if (B->send >= 0 && s->sent[sc] - s->recvd[sc] >= s->slots - (B->recv < 0)) {
+    s->next[b] = s->slot_head[sc];
+    s->slot_head[sc] = b;
+    s->nslot++;
+    return 1;
+  }
+  return 0;
+}
+
+/* Puts the sends connection c holds for a slot back on the ready heap. */
+static void wake_sends(sched *s, int c) {
+  for (int i = s->slot_head[c]; i >= 0; i = s->next[i]) {
+    heap_push(&s->ready, i);
+    s->nslot--;
+  }
+  s->slot_head[c] = -1;
+}
+
+/* Runs step b: its send takes the next sequence number of its connection
+ * (s->need grows to the messages then in flight), its receive the message
+ * at the head of its FIFO; the receive now next on that connection, and
+ * the sends it held for the slot just freed, become ready. */
+static void sched_run(sched *s, int b) {
+  const ins *B = &s->w->v[b];
+  if (B->send >= 0) {
+    int sc = s->sconn[b], fill = s->sent[sc] - s->recvd[sc] + 1;
+    if (fill > s->need) s->need = fill;
+    s->seq[b] = s->sent[sc]++;
+  }
+  if (B->recv < 0) return;
+  int c = s->rconn[b];
+  s->recvd[c]++;
+  for (int *p = &s->turn_head[c]; *p >= 0; p = &s->next[*p])
+    if (s->seq[s->w->v[*p].msg_of] == s->recvd[c]) {
+      int i = *p;
+      *p = s->next[i];
+      s->nturn--;
+      heap_push(&s->ready, i);
+      break;
+    }
+  wake_sends(s, c);
+}
+
+/* Nothing is ready but sends held for a slot: the order goes on with one
+ * slot more per connection, and they are ready again.  0 when none is
+ * held (the schedule is stuck). */
+static int sched_relax(sched *s) {
+  if (!s->nslot) return 0;
+  s->slots++;
+  for (int c = 0; c < s->nconn; c++) wake_sends(s, c);
+  return 1;
+}
+
+/* The error for a schedule that cannot go on: a receive whose turn never
+ * comes, or a cycle. */
+static void stuck(lower *w, const sched *s) {
+  for (int c = 0; s->nturn && c < s->nconn; c++) {
+    int i = s->turn_head[c];
+    if (i < 0) continue;
+    const ins *I = &w->v[i];
+    cc_err(w, I->line, "cannot keep the messages from rank %d to rank %d on channel %d in order: this receive waits for an earlier message that depends on it; move one of them to another channel (ch=)",
+           I->recv, I->rank, I->ch);
+    return;
+  }
+  if (!w->errors) cc_err(w, 0, "the chunk operations have a dependency cycle");
+}
+
+/* Fills each instruction's depth, the priority: the longest run of waits
+ * before it, in topological order (no pass may rely on waits pointing to
+ * earlier ids).  queue and left are scratch of n entries. */
+static void set_depths(lower *w, const int *succ_off, const int *succ, const int *indeg, int *queue, int *left) {
+  int qh = 0, qt = 0, n = w->n;
+  for (int i = 0; i < n; i++) {
+    left[i] = indeg[i];
+    if (!w->v[i].dead && !indeg[i]) queue[qt++] = i;
+  }
+  while (qh < qt) {
+    int b = queue[qh++];
+    for (int e = succ_off[b]; e < succ_off[b + 1]; e++) {
+      ins *S = &w->v[succ[e]];
+      if (w->v[b].depth + 1 > S->depth) S->depth = w->v[b].depth + 1;
+      if (--left[succ[e]] == 0) queue[qt++] = succ[e];
+    }
+  }
+}
+
+/* Kahn's algorithm with priority (depth, id), run as the program itself
+ * would run on FIFOs of `slots` slots per connection (see sched): a ready
+ * receive waits until every earlier message of its connection has been
+ * received, a ready send until its connection has a free slot (see
+ * sched_hold).  When only sends waiting for a slot are left, the run goes
+ * on with a slot more (this greedy run found no order for `slots`: a
+ * placement or dependencies may leave none).  Fills order[] and *slots_run (the fewest slots the order is
+ * a run on: the program is deadlock-free with that many, at most `slots`
+ * unless the run had to go on with more) and returns the count, 0 on
+ * error. */
+static int schedule(lower *w, int *order, int slots, int *slots_run) {
+  int n = w->n, done = 0, live = 0, ok = 0;
   int *indeg = cc_calloc(n + 1, sizeof(int)), *succ_off = cc_calloc(n + 2, sizeof(int));
-  /* A fused receive-and-send sits on two connections: rconn orders its
-   * receive side, sconn numbers its send side. */
-  int *rconn = cc_malloc((n + 1) * sizeof(int)), *sconn = cc_malloc((n + 1) * sizeof(int));
-  int *seq = cc_calloc(n + 1, sizeof(int));
-  int nslots = 2 * n + 1, nconn = 0;
-  long *keys = cc_malloc(2 * (size_t)nslots * sizeof(long));
-  int *succ = NULL, *fillp = NULL, *sent = NULL, *recvd = NULL, *parked = NULL;
-  heap h = {cc_malloc((n + 1) * sizeof(int)), 0, w->v};
-  if (!indeg || !succ_off || !rconn || !sconn || !seq || !keys || !h.a) goto out;
-  for (int i = 0; i < 2 * nslots; i += 2) keys[i] = -1;
+  int *succ = NULL, *fillp = NULL;
+  sched s;
+  if (!sched_init(&s, w, slots) || !indeg || !succ_off) goto out;
   long m = 0;
   for (int i = 0; i < n; i++) {
     ins *I = &w->v[i];
-    rconn[i] = sconn[i] = -1;
     if (I->dead) continue;
     live++;
-    if (I->send >= 0) sconn[i] = conn_id(w, I->rank, I->send, I->ch, keys, nslots, &nconn);
-    if (I->recv >= 0) rconn[i] = conn_id(w, I->recv, I->rank, I->ch, keys, nslots, &nconn);
     for (int k = 0; k < I->npred; k++) { succ_off[I->pred[k] + 1]++; m++; }
     I->depth = 0;
   }
   for (int i = 0; i < n; i++) succ_off[i + 1] += succ_off[i];
   succ = cc_malloc((m + 1) * sizeof(int));
   fillp = cc_calloc(n + 1, sizeof(int));
-  sent = cc_calloc(nconn + 1, sizeof(int));
-  recvd = cc_calloc(nconn + 1, sizeof(int));
-  parked = cc_calloc(n + 1, sizeof(int));   /* parked[i]: receive i waits for its turn */
-  if (!succ || !fillp || !sent || !recvd || !parked) goto out;
+  if (!succ || !fillp) goto out;
   for (int i = 0; i < n; i++) {
     if (w->v[i].dead) continue;
     for (int k = 0; k < w->v[i].npred; k++) {
@@ -699,59 +857,23 @@ static int schedule(lower *w, int *order) {
       indeg[i]++;
     }
   }
-  /* depth, the priority: the longest run of waits before an instruction,
-   * in topological order (no pass may rely on waits pointing to earlier
-   * ids); order[] serves as the queue, fillp as the count of waits left */
-  int qh = 0, qt = 0;
-  for (int i = 0; i < n; i++) {
-    fillp[i] = indeg[i];
-    if (!w->v[i].dead && !indeg[i]) order[qt++] = i;
-  }
-  while (qh < qt) {
-    int b = order[qh++];
-    for (int e = succ_off[b]; e < succ_off[b + 1]; e++) {
-      ins *S = &w->v[succ[e]];
-      if (w->v[b].depth + 1 > S->depth) S->depth = w->v[b].depth + 1;
-      if (--fillp[succ[e]] == 0) order[qt++] = succ[e];
-    }
-  }
-  /* Receives waiting for their turn, found by (connection, sequence). */
-  for (int i = 0; i < n; i++) if (!w->v[i].dead && !indeg[i]) heap_push(&h, i);
+  set_depths(w, succ_off, succ, indeg, order, fillp);
+  for (int i = 0; i < n; i++) if (!w->v[i].dead && !indeg[i]) heap_push(&s.ready, i);
   while (done < live) {
     if (cc_late(w)) goto out;
-    if (!h.n) {
-      for (int i = 0; i < n; i++)
-        if (parked[i]) {
-          cc_err(w, w->v[i].line, "cannot keep the messages from rank %d to rank %d on channel %d in order: this receive waits for an earlier message that depends on it; move one of them to another channel (ch=)",
-              w->v[i].recv, w->v[i].rank, w->v[i].ch);
-          break;
-        }
-      if (!w->errors) cc_err(w, 0, "the chunk operations have a dependency cycle");
-      goto out;
-    }
-    int b = heap_pop(&h);
-    ins *B = &w->v[b];
-    if (B->recv >= 0 && seq[B->msg_of] != recvd[rconn[b]]) { parked[b] = 1; nparked++; continue; }
+    if (!s.ready.n && !sched_relax(&s)) { stuck(w, &s); goto out; }
+    int b = heap_pop(&s.ready);
+    if (sched_hold(&s, b)) continue;
     order[done++] = b;
-    if (B->send >= 0) seq[b] = sent[sconn[b]]++;
-    if (B->recv >= 0) {
-      recvd[rconn[b]]++;
-      /* wake the parked receive that is now next on this connection */
-      for (int i = 0; nparked && i < n; i++)
-        if (parked[i] && rconn[i] == rconn[b] && seq[w->v[i].msg_of] == recvd[rconn[b]]) {
-          parked[i] = 0;
-          nparked--;
-          heap_push(&h, i);
-          break;
-        }
-    }
+    sched_run(&s, b);
     for (int e = succ_off[b]; e < succ_off[b + 1]; e++)
-      if (--indeg[succ[e]] == 0) heap_push(&h, succ[e]);
+      if (--indeg[succ[e]] == 0) heap_push(&s.ready, succ[e]);
   }
   ok = done;
+  *slots_run = s.need;
 out:
-  cc_free(indeg); cc_free(succ_off); cc_free(rconn); cc_free(sconn); cc_free(seq); cc_free(keys); cc_free(h.a);
-  cc_free(succ); cc_free(fillp); cc_free(sent); cc_free(recvd); cc_free(parked);
+  cc_free(indeg); cc_free(succ_off); cc_free(succ); cc_free(fillp);
+  sched_free(&s);
   return ok;
 }
 
@@ -798,7 +920,11 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     if (!fuse(&w, users)) goto out;
   }
   order = cc_malloc((w.n + 1) * sizeof(int));
-  if (!order || (w.n && !schedule(&w, order))) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+  int need = 1;
+  if (!order || (w.n && !schedule(&w, order, CC_LOWER_SLOTS, &need))) {
+    res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM;
+    goto out;
+  }
 
   /* Thread blocks: one per endpoint set that has instructions, plus a
    * local one per channel for cpy/re. */
@@ -844,6 +970,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     g->i_chunks = !t->inplace || in_used ? t->fixed_size[CC_SPACE_INPUT] * PI : 0;
     g->o_chunks = !t->inplace || out_used ? t->fixed_size[CC_SPACE_OUTPUT] * PI : 0;
   }
+  if (o && o->slots_needed) *o->slots_needed = need;
   if (!cc_number_tbs(&w, order, live, I, max_tbs, p)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   /* Steps in global order; waits only where program order does not imply them. */

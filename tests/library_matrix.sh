@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# verify suite (test 'library_matrix'): the library scripts (algorithms/*.lua
+# but the fused ones: gemv_allreduce, embedding_alltoall, moe_combine) over
+# their parameters: ranks 2, 3, 4, 5, 8, 16, 32, 64 or nodes x gpus shapes up
+# to 8x8, channels 1-4, chunks 1-3, instances 1-4 and each script's own
+# switches, all protocols.  `baton compile` proves every program
+# deadlock-free with BATON_EXEC_SLOTS FIFO slots per connection and runs it
+# on the CPU with that many: every combination of a script's parameters is
+# compiled with 2 slots (the fewest the scheduler orders programs for,
+# CC_LOWER_SLOTS), the protocol going round case by case, and a pairwise
+# sample (every value and every pair of values of two parameters of a
+# script in some case, the cases taken in a fixed pseudo-random order) over
+# every protocol with 8, the default; first the hierarchical AllReduce
+# shapes that deadlocked.  What a script refuses (rhd on a rank count that
+# is not a power of two, more thread blocks than a GPU runs at once, ...)
+# is an expected refusal: its message is checked, and compiling it is a
+# failure.  One TAP line per case; a failing one prints the command that
+# reproduces it.
+# Usage: library_matrix.sh BATON ALGORITHMS_DIR [all|list]
+#   all: the whole cross product at both slot counts (several minutes);
+#   list: print the cases the suite runs, one a line.
+set -u
+baton=$1 algs=$2 mode=${3:-sample}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+RANKS=2,3,4,5,8,16,32,64
+SHAPES=1x4,2x2,2x3,2x4,2x5,2x8,3x2,3x3,3x4,4x2,4x4,4x8,8x4,8x8
+PROTOCOLS=(Simple LL LL128)
+
+product() {  # product PREFIX AXIS=V,V... : one line per combination
+  local prefix=$1; shift
+  if [ $# -eq 0 ]; then echo "$prefix"; return; fi
+  local axis=${1%%=*} vals=${1#*=} v; shift
+  for v in ${vals//,/ }; do product "$prefix $axis=$v" "$@"; done
+}
+
+# Every combination of each script's own parameters, "SCRIPT KEY=VALUE ..."
+# (shape=NxG stands for nodes=N gpus=G), protocol and slots left out.
+# (allreduce_allpairs.lua reads agch only for shot=2: a --param it does not
+# read is an error.)
+combos() {
+  product allreduce_ring.lua ranks=$RANKS channels=1,2,3,4 instances=1,2,3,4
+  product allgather_ring.lua ranks=$RANKS channels=1,2,3,4 instances=1,2,3,4
+  product reducescatter_ring.lua ranks=$RANKS channels=1,2,3,4 inplace=0,1 instances=1,2,3,4
+  product allreduce_rhd.lua ranks=$RANKS instances=1,2,3,4
+  product allreduce_allpairs.lua ranks=$RANKS shot=1 inplace=0,1 chain=0,1 instances=1,2,3,4
+  product allreduce_allpairs.lua ranks=$RANKS shot=2 inplace=0,1 chain=0,1 agch=0,1 instances=1,2,3,4
+  product allgather_allpairs.lua ranks=$RANKS chunks=1,2,3 inplace=0,1 instances=1,2,3,4
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2,3 instances=1,2,3,4
+  # Bruck's instances split its packed messages chunk by chunk: at 32 and 64
+  # ranks a compile with instances takes seconds (lowering), so one instance there.
+  product alltoall_bruck.lua ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
+  product alltoall_bruck.lua ranks=32,64 chunks=1,2,3 instances=1
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2,3 chain=0,1 instances=1,2,3,4
+  product allreduce_hier.lua shape=$SHAPES instances=1,2,3,4
+  product allreduce_altring.lua shape=$SHAPES channels=1,2,3,4 instances=1,2,3,4
+  product alltoall_twostep.lua shape=$SHAPES chunks=1,2,3 instances=1,2,3,4
+  product alltonext.lua shape=$SHAPES instances=1,2,3,4
+}
+
+# With two slots (the fewest the compiler schedules for): every
+# combination, the protocol going round Simple, LL, LL128 case by case.
+two_slots() {
+  combos | awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
+}
+
+# With eight (the default): a pairwise sample over every protocol: the
+# cases in a fixed pseudo-random order (a hash of the line), each kept when
+# it holds a value or a pair of values of its script no kept case holds yet.
+eight_slots() {
+  local p
+  for p in "${PROTOCOLS[@]}"; do combos | sed "s/\$/ protocol=$p slots=8/"; done |
+    awk 'BEGIN { for (i = 32; i < 127; i++) ord[sprintf("%c", i)] = i }
+         { h = 7; for (i = 1; i <= length($0); i++) h = (h * 31 + ord[substr($0, i, 1)]) % 2147483647
+           print h "\t" $0 }' | sort -s -t"$(printf '\t')" -k1,1n | cut -f2- |
+    awk '{ new = 0
+           for (i = 2; i < NF; i++) {
+             if (!(($1, $i) in cov)) new = 1
+             for (j = i + 1; j < NF; j++) if (!(($1, $i, $j) in cov)) new = 1
+           }
+           if (!new) next
+           for (i = 2; i < NF; i++) { cov[$1, $i] = 1; for (j = i + 1; j < NF; j++) cov[$1, $i, $j] = 1 }
+           print }'
+}
+
+# The shapes of the hierarchical AllReduce that deadlocked before the
+# scheduler ran its order on two slots (8x4 and 8x8 with instances 2-4
+# failed the compiler's own 8-slot proof; the others 2 slots), 2x16 too.
+pinned() {
+  product allreduce_hier.lua shape=2x16 instances=2,3,4 protocol=Simple slots=2,8
+  product allreduce_hier.lua shape=8x4,8x8 instances=2,3,4 protocol=LL128 slots=8
+}
+
+# The message a case must be refused with, or nothing when it must compile.
+refusal() {  # refusal SCRIPT KEY=VALUE...
+  local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0; shift
+  for kv in "$@"; do
+    case $kv in
+      ranks=*) ranks=${kv#*=} ;; instances=*) inst=${kv#*=} ;; shot=*) shot=${kv#*=} ;;
+      chain=*) chain=${kv#*=} ;; agch=*) agch=${kv#*=} ;; inplace=*) inplace=${kv#*=} ;;
+      nodes=*) nodes=${kv#*=} ;; gpus=*) gpus=${kv#*=} ;;
+    esac
+  done
+  case $script in
+    allreduce_rhd.lua)
+      if [ $((ranks & (ranks - 1))) -ne 0 ]; then
+        echo "recursive halving-doubling needs a power-of-two number of ranks, not $ranks"; fi
+      return ;;
+    allreduce_altring.lua)
+      if [ $((nodes % 2)) = 1 ] && [ "$nodes" -gt 1 ] && [ "$gpus" = 2 ]; then
+        echo "alternating rings over an odd number of nodes need 3 or more GPUs per node, not 2"; fi
+      return ;;
+  esac
+  # The all-pairs scripts' thread blocks per rank, as the compiler makes
+  # them: in every instance, one per peer and direction (twice with agch=1,
+  # the two-shot's all-gather on a channel of its own), one more for local
+  # copies and reductions where the script has them (not with chain=1, nor
+  # for an in-place all-gather), one fewer for the two-shot chain on one
+  # channel (a peer's receive-reduce and send fuse into one thread block).
+  # Past the 108 a GPU runs at once, the compiler refuses the program.
+  local peers=$((2 * (ranks - 1))) per=0
+  case $script in
+    alltoall_direct.lua) per=$((peers + 1)) ;;
+    allgather_allpairs.lua) per=$((peers + (inplace == 0))) ;;
+    reducescatter_allpairs.lua) per=$((peers + (chain == 0))) ;;
+    allreduce_allpairs.lua)
+      if [ "$shot" = 1 ]; then per=$((peers + (chain == 0)))
+      elif [ "$agch" = 1 ]; then per=$((2 * peers + (chain == 0)))
+      else per=$((peers + 1 - 2 * chain)); fi ;;
+  esac
+  if [ $((per * inst)) -gt 108 ]; then
+    echo "rank 0 needs $((per * inst)) thread blocks, more than the 108 a GPU runs at once"; fi
+}
+
+run_case() {  # run_case NUMBER CASE...: one TAP line
+  local num=$1 script=$2 slots=8 p=() kv; shift 2
+  for kv in "$@"; do
+    case $kv in
+      slots=*) slots=${kv#*=} ;;
+      shape=*) local s=${kv#*=}; p+=(nodes=${s%x*} gpus=${s#*x}) ;;
+      *) p+=("$kv") ;;
+    esac
+  done
+  local args=() want msg rc
+  for kv in "${p[@]}"; do args+=(--param "$kv"); done
+  want=$(refusal "$script" "${p[@]}")
+  local name="${script%.lua} ${p[*]} slots=$slots"
+  local repro="BATON_EXEC_SLOTS=$slots $baton compile $algs/$script ${args[*]} -o /tmp/out.xml"
+  msg=$(BATON_EXEC_SLOTS=$slots "$baton" compile -q "$algs/$script" "${args[@]}" -o "$tmp/out.xml" 2>&1); rc=$?
+  if [ -z "$want" ] && [ $rc = 0 ]; then echo "ok $num - $name"; return 0; fi
+  if [ -n "$want" ] && [ $rc != 0 ] && grep -qF -- "$want" <<<"$msg"; then
+    echo "ok $num - $name is refused: $want"; return 0; fi
+  if [ -n "$want" ]; then echo "not ok $num - $name is refused with '$want'"
+  else echo "not ok $num - $name"; fi
+  echo "# reproduce: $repro"
+  { [ $rc = 0 ] && echo "it compiled"; printf '%s\n' "$msg" | cut -c1-400 | head -8; } | sed 's/^/#   /'
+  return 1
+}
+
+all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; }
+sample() { pinned; two_slots; eight_slots; }
+case $mode in
+  all) list() { all; } ;;
+  list) sample; exit 0 ;;
+  *) list() { sample; } ;;
+esac
+n=0 failed=0 start=$SECONDS
+while read -r -a c; do
+  n=$((n + 1))
+  run_case "$n" "${c[@]}" || failed=$((failed + 1))
+done < <(list)
+echo "# $n cases, $failed failed, $((SECONDS - start)) s"
+echo "1..$n"
+[ "$failed" -eq 0 ]
