@@ -184,7 +184,8 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
   if (!rep) rep = &own;
   memset(rep, 0, sizeof *rep);
   *out = NULL;
-  cc_lower_opts lo = {.fuse = o->fuse};
+  int slots = 0;
+  cc_lower_opts lo = {.fuse = o->fuse, .slots_needed = &slots};
   cc_trace *t = NULL;
   ir_prog *p = NULL;
   bt_result res;
@@ -195,6 +196,7 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
   rep->trace_s = t1 - t0;
   rep->stage = CC_STAGE_LOWER;
   if ((res = cc_lower(t, &lo, &p, diag))) goto out;
+  p->slots = slots;   /* the runtime refuses the program with fewer (rt_algo.c) */
   if (o->sized) {
     p->minbytes = o->minbytes;
     p->maxbytes = o->maxbytes;

@@ -134,6 +134,8 @@ typedef struct ir_prog {
   int32_t inplace;      /* 1: input and output alias (NCCL's in-place layout) */
   int32_t outofplace;   /* MSCCL's outofplace attribute; -1 when absent */
   int32_t nthreads;     /* 0: runtime default */
+  int32_t slots;        /* FIFO slots per connection its schedule is proven deadlock-free with (the compiler
+                         * records it: 1 or 2); a runtime with fewer refuses it; 0: not recorded (MSCCL) */
   int32_t version;      /* baton schema version, 0 for plain MSCCL */
   uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
   const char *expect;   /* custom collectives: the postcondition (ir_expect.h), interned; or NULL */

@@ -157,6 +157,7 @@ static ir_prog *copy_prog(const ir_prog *p) {
   q->inplace = p->inplace;
   q->outofplace = p->outofplace;
   q->nthreads = p->nthreads;
+  q->slots = p->slots;   /* same steps, same order: the same slots */
   q->version = p->version;
   q->minbytes = p->minbytes;
   q->maxbytes = p->maxbytes;

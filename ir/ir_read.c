@@ -352,6 +352,7 @@ static void read_algo(reader *rd, xmlNode *n) {
   p->inplace = i32(rd, n, "inplace", 0, 0, 0, 1);
   p->outofplace = i32(rd, n, "outofplace", 0, -1, 0, 1);
   p->nthreads = i32(rd, n, "nthreads", 0, 0, 0, 1 << 16);
+  p->slots = i32(rd, n, "slots", 0, 0, 1, 1024);
   p->version = i32(rd, n, "baton", 0, 0, 0, IR_SCHEMA_VERSION);
   long long v;
   if (int_attr(rd, n, "minBytes", 0, 0, 0, LLONG_MAX, &v)) p->minbytes = (uint64_t)v;

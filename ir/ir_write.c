@@ -29,6 +29,7 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
           ir_proto_name[p->proto], p->nchannels, p->nchunksperloop, p->ngpus,
           ir_coll_name[p->coll], p->inplace);
   if (p->outofplace >= 0) fprintf(f, " outofplace=\"%d\"", p->outofplace);
+  if (p->slots > 0) fprintf(f, " slots=\"%d\"", p->slots);
   if (p->minbytes) fprintf(f, " minBytes=\"%llu\"", (unsigned long long)p->minbytes);
   if (p->maxbytes) fprintf(f, " maxBytes=\"%llu\"", (unsigned long long)p->maxbytes);
   if (p->nthreads) fprintf(f, " nthreads=\"%d\"", p->nthreads);

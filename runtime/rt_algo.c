@@ -122,6 +122,11 @@ static bt_result load_one(rt_algos *a, const char *path) {
              a->nranks);
     goto drop;
   }
+  if (p->slots > rt_param_int(RT_PARAM_EXEC_SLOTS)) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s is proven deadlock-free with %d FIFO slots per connection (slots=\"%d\"), "
+             "BATON_EXEC_SLOTS is %lld: not used", path, p->slots, p->slots, (long long)rt_param_int(RT_PARAM_EXEC_SLOTS));
+    goto drop;
+  }
   if (p->coll == IR_COLL_CUSTOM) {
     /* Custom collectives are run by name only (baton_run). */
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);

@@ -149,6 +149,20 @@ int main(int argc, char **argv) {
   ok(i == -1, "an embedding call does not (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
 
+  /* The slots a program's schedule needs: recorded by the compiler; a
+   * runtime with fewer (BATON_EXEC_SLOTS) does not use it. */
+  snprintf(cmd, sizeof cmd, "grep -q ' slots=\"[12]\"' %s/c_ring.xml && sed 's/ slots=\"[12]\"/ slots=\"9\"/' "
+           "%s/c_ring.xml > %s/k_ring9.xml", dir, dir, dir);
+  bad = system(cmd);
+  ok(!bad, "the compiled ring records the FIFO slots its schedule needs (slots=\"1\" or \"2\")");
+  snprintf(files, sizeof files, "%s/c_ring.xml:%s/k_ring9.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  int nine = 0;   /* programs kept from k_ring9.xml (the ring's own may bring its out-of-place rewrite) */
+  for (int k = 0; lr == BT_OK && k < rt_algos_count(a); k++) nine += strstr(rt_algos_get(a, k)->prog->file, "k_ring9") != NULL;
+  ok(!bad && lr == BT_OK && rt_algos_count(a) >= 1 && nine == 0,
+     "a program that needs 9 slots is not used with BATON_EXEC_SLOTS=8 (%d loaded)", lr == BT_OK ? rt_algos_count(a) : -1);
+  if (lr == BT_OK) rt_algos_free(a);
+
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;
   return tap_done();
