@@ -13,16 +13,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baton
-
-n = 0
-failed = 0
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    failed += not cond
-    print(('ok' if cond else 'not ok') + f' {n} - {what}')
+from tap import ok, raises, skip, done
 
 class T:   # the part of a torch.Tensor the module uses
     def __init__(self, shape, dtype='torch.bfloat16', cuda=True, strides=None):
@@ -31,17 +24,6 @@ class T:   # the part of a torch.Tensor the module uses
     def stride(self, i): return self._strides[i]
     def data_ptr(self): return 4096
     def new_empty(self, shape): return T(shape, self.dtype)
-
-def raises(kind, fn, what, text):
-    try:
-        fn()
-    except kind as e:   # one TAP line: the message's first line
-        ok(text in str(e), f'{what} ({str(e).splitlines()[0]})')
-        return
-    except Exception as e:
-        ok(False, f'{what}: raised {type(e).__name__}: {e}')
-        return
-    ok(False, f'{what}: nothing raised')
 
 lib = baton.load(sys.argv[2])
 ok(lib is not None and hasattr(lib, 'baton_gemv_allreduce'), 'libbaton.so loads and has baton_gemv_allreduce')
@@ -178,8 +160,7 @@ if os.path.exists(drop):
     libs = baton.nccl_library()
     ok(libs == [baton.NcclLibrary(os.path.realpath(drop), True)], f'baton\'s drop-in loaded: {libs}')
 else:
-    n += 1
-    print(f'ok {n} - baton\'s drop-in loaded # SKIP no {drop}')
+    skip('baton\'s drop-in loaded', f'no {drop}')
 shutil.rmtree(tmp)
 
 try:   # on a machine without a GPU, baton says so with its own error
@@ -189,5 +170,4 @@ try:   # on a machine without a GPU, baton says so with its own error
     for cm in comms: cm.destroy()
 except baton.BatonError as e:
     ok(e.code in (3, 7, 8), f'no GPU: init_all fails with baton\'s error ({e})')
-print(f'1..{n}')
-sys.exit(1 if failed else 0)
+done()

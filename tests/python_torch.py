@@ -2,34 +2,14 @@
 refused, and real torch.Size, torch.dtype and strides are read right -- through a view that claims to be on the
 GPU, every malformed call is refused before the library, and a well-formed one reaches it (which refuses the
 missing communicator) without crashing.  Usage: python3 python_torch.py PYTHON_DIR LIBBATON   (TAP output)"""
+import os
 import sys
 
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baton
 import torch
-
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    failed += not cond
-    print(('ok' if cond else 'not ok') + f' {n} - {what}')
-
-
-def raises(kind, fn, what, text):
-    try:
-        fn()
-    except kind as e:
-        ok(text in str(e), f'{what} ({str(e).splitlines()[0]})')
-        return
-    except Exception as e:
-        ok(False, f'{what}: raised {type(e).__name__}: {e}')
-        return
-    ok(False, f'{what}: nothing raised')
-
+from tap import ok, raises, done
 
 class OnGpu:
     """A real tensor seen as a CUDA one: everything the module reads comes from the tensor itself."""
@@ -89,5 +69,4 @@ for dt in (torch.float32, torch.float16, torch.bfloat16):
         e = err
     ok(e is not None and e.code == 1, f'a well-formed {dt} gemv_allreduce reaches the library: '
        f'{e if e else "no error"}')
-print(f'1..{n}')
-sys.exit(1 if failed else 0)
+done()

@@ -294,6 +294,39 @@ static int count_of(const char *hay, const char *needle) {
   return n;
 }
 
+/* A scratch folder for one test's output files: DIR/NAME.csv, .json,
+ * .svg and .md.  0 when the folder cannot be made (TAP notes it). */
+typedef struct scratch { char dir[64], csv[96], json[96], svg[96], md[96]; } scratch;
+
+static int scratch_make(scratch *o, const char *name) {
+  snprintf(o->dir, sizeof o->dir, "/tmp/test_bench_%s_XXXXXX", name);
+  if (!mkdtemp(o->dir)) { printf("# mkdtemp %s failed\n", o->dir); return 0; }
+  snprintf(o->csv, sizeof o->csv, "%s/%s.csv", o->dir, name);
+  snprintf(o->json, sizeof o->json, "%s/%s.json", o->dir, name);
+  snprintf(o->svg, sizeof o->svg, "%s/%s.svg", o->dir, name);
+  snprintf(o->md, sizeof o->md, "%s/%s.md", o->dir, name);
+  return 1;
+}
+
+static void scratch_remove(const scratch *o) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", o->dir);
+  if (system(cmd)) printf("# could not remove %s\n", o->dir);
+}
+
+/* True when the file at svg parses as XML. */
+static int svg_wellformed(const char *svg) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
+  return system(cmd) == 0;
+}
+
+/* The path of tools/NAME, which sits beside plot_bench.py (`plot`). */
+static void beside(const char *plot, const char *name, char *out, size_t n) {
+  const char *slash = strrchr(plot, '/');
+  snprintf(out, n, "%.*s%s", (int)(slash ? slash - plot + 1 : 0), plot, name);
+}
+
 static void test_output(const char *plot) {
   bench_opts o;
   char err[400];
@@ -326,11 +359,10 @@ static void test_output(const char *plot) {
   ok(st == 1, "a failed call makes the exit status 1");
   ok_contains(text, "# Host time per call   : nccl 7.00 us baton 4.00 us (enqueue only, mean over sizes)",
               "text: the host's enqueue time per call, over the sizes each library ran");
-  char dir[] = "/tmp/test_bench_XXXXXX", csv[300], json[300], svg[300], cmd[1200];
-  if (!mkdtemp(dir)) return;
-  snprintf(csv, sizeof csv, "%s/t.csv", dir);
-  snprintf(json, sizeof json, "%s/t.json", dir);
-  snprintf(svg, sizeof svg, "%s/t.svg", dir);
+  scratch out;
+  if (!scratch_make(&out, "t")) return;
+  const char *csv = out.csv, *json = out.json, *svg = out.svg, *md = out.md;
+  char cmd[1200];
   ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "CSV and JSON written");
   char *c = bench_test_slurp(csv);
   ok_contains(c, "collective,nranks,type,redop,inplace,size,count,nccl_time_us,nccl_algbw,nccl_busbw,nccl_wrong,"
@@ -353,13 +385,9 @@ static void test_output(const char *plot) {
          count_of(s, "<circle") == 3 + 2 + 3 + 2,
      "SVG: a latency and a busbw panel, each with an NCCL and a baton curve (baton's failed size left out)");
   ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum", "SVG title names the run");
-  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
-  ok(system(cmd) == 0, "SVG is well-formed XML");
-  /* bench_table.py sits beside plot_bench.py. */
-  char md[64], table[400];
-  snprintf(md, sizeof md, "%s/t.md", dir);
-  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
-           plot);
+  ok(svg_wellformed(svg), "SVG is well-formed XML");
+  char table[400];
+  beside(plot, "bench_table.py", table, sizeof table);
   snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
   ok(system(cmd) == 0, "bench_table.py turns the CSV into a Markdown table");
   const char *m = bench_test_slurp(md);   /* bench_test_slurp's static buffer */
@@ -367,8 +395,7 @@ static void test_output(const char *plot) {
               "Markdown: the 32768-byte row with both libraries' host time per call");
   ok_contains(m, "| 1,048,576 | 100.0 | 18.4 | - | - | - | 0/- | 9.0/- |",
               "Markdown: a failed baton size shows dashes");
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) printf("# could not remove %s\n", dir);
+  scratch_remove(&out);
   bench_table_free(&t);
 }
 
@@ -431,12 +458,10 @@ static void test_output_both(const char *plot) {
                     "# Wrong elements       : nccl 2  baton 0  FAILED\n",
               "text: the footer per placement, then over both");
   ok(st == 1, "-I both: wrong elements in place make the exit status 1");
-  char dir[] = "/tmp/test_bench_both_XXXXXX", csv[300], json[300], svg[300], md[300], cmd[1200], table[400];
-  if (!mkdtemp(dir)) return;
-  snprintf(csv, sizeof csv, "%s/b.csv", dir);
-  snprintf(json, sizeof json, "%s/b.json", dir);
-  snprintf(svg, sizeof svg, "%s/b.svg", dir);
-  snprintf(md, sizeof md, "%s/b.md", dir);
+  scratch out;
+  if (!scratch_make(&out, "both")) return;
+  const char *csv = out.csv, *json = out.json, *svg = out.svg, *md = out.md;
+  char cmd[1200], table[400];
   ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "-I both: CSV and JSON written");
   char *c = bench_test_slurp(csv);
   ok(c && count_of(c, "\nallreduce,8,f32,sum,") == 4, "CSV: four rows, one per size and placement");
@@ -462,17 +487,14 @@ static void test_output_both(const char *plot) {
      "SVG: a curve per library and placement in each panel, in place dashed (baton's failed in-place size left out)");
   ok_contains(s, "baton bench: allreduce, 8 ranks, f32 sum out of place and in place", "SVG title names both placements");
   ok_contains(s, ">baton in place</text>", "SVG legend names the placement");
-  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
-  ok(system(cmd) == 0, "SVG of both placements is well-formed XML");
-  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
-           plot);
+  ok(svg_wellformed(svg), "SVG of both placements is well-formed XML");
+  beside(plot, "bench_table.py", table, sizeof table);
   snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
   ok(system(cmd) == 0, "bench_table.py reads the CSV of both placements");
   const char *m = bench_test_slurp(md);
   ok_contains(m, "| size (B) | placement | NCCL us |", "Markdown: a placement column");
   ok_contains(m, "| 1,024 | in place | 25.0 | 0.1 | 20.0 | 0.09 | 1.25 | 2/0 | 6.0/4.0 |", "Markdown: an in-place row");
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) printf("# could not remove %s\n", dir);
+  scratch_remove(&out);
   bench_table_free(&t);
 }
 
@@ -533,12 +555,10 @@ static void test_output_combos(const char *plot) {
                     "# Host time per call   : nccl 5.00 us baton 3.00 us (enqueue only, mean over sizes, types and ops)\n",
               "text: the ratio over every pair, then a line per pair in the table's order");
   ok(st == 1, "wrong elements in one pair make the exit status 1");
-  char dir[] = "/tmp/test_bench_combos_XXXXXX", csv[300], json[300], svg[300], md[300], cmd[1200], table[400];
-  if (!mkdtemp(dir)) return;
-  snprintf(csv, sizeof csv, "%s/c.csv", dir);
-  snprintf(json, sizeof json, "%s/c.json", dir);
-  snprintf(svg, sizeof svg, "%s/c.svg", dir);
-  snprintf(md, sizeof md, "%s/c.md", dir);
+  scratch out;
+  if (!scratch_make(&out, "combos")) return;
+  const char *csv = out.csv, *json = out.json, *svg = out.svg, *md = out.md, *dir = out.dir;
+  char cmd[1200], table[400];
   ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "-d all -o all: CSV and JSON written");
   char *c = bench_test_slurp(csv);
   ok(c && count_of(c, "\nallreduce,8,f32,sum,0,") == 2 && count_of(c, "\nallreduce,8,f32,prod,0,") == 2 &&
@@ -566,21 +586,18 @@ static void test_output_combos(const char *plot) {
   s = bench_test_slurp(svg);
   ok(s && strstr(s, "8 ranks, f16 max (1 of 3") && count_of(s, "<circle") == 2 * 2 + 1 * 2,
      "SVG of f16 max: its rows only (baton's failed size left out)");
-  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
-  ok(system(cmd) == 0, "that SVG is well-formed XML");
+  ok(svg_wellformed(svg), "that SVG is well-formed XML");
   snprintf(cmd, sizeof cmd, "python3 %s %s %s f32", plot, csv, svg);
   int f32 = system(cmd) == 0 && strstr(bench_test_slurp(svg), "f32 sum (1 of 3");
   snprintf(cmd, sizeof cmd, "python3 %s %s %s i8 2>/dev/null", plot, csv, svg);
   ok(f32 && system(cmd) != 0, "plot_bench.py: a type alone picks its first op; a type the CSV lacks is refused");
-  snprintf(table, sizeof table, "%.*sbench_table.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0),
-           plot);
+  beside(plot, "bench_table.py", table, sizeof table);
   snprintf(cmd, sizeof cmd, "python3 %s %s > %s", table, csv, md);
   ok(system(cmd) == 0, "bench_table.py reads a CSV of several pairs");
   const char *m = bench_test_slurp(md);
   ok_contains(m, "| type/redop | size (B) | NCCL us |", "Markdown: a type/redop column");
   ok_contains(m, "| f32/prod | 32,768 | 40.0 | 1.4 | 80.0 | 0.72 | 0.50 | 0/0 | 5.0/3.0 |", "Markdown: an f32 prod row");
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) printf("# could not remove %s\n", dir);
+  scratch_remove(&out);
   bench_table_free(&t);
 
   /* -I both with -o all: a line per size and pair, a footer line per pair over both placements. */
@@ -668,11 +685,10 @@ static void test_fused(const char *plot) {
               "text: the first shape's times, bandwidths and ratios");
   ok_contains(text, "# M=16384 K=2048: baton: unsupported", "text: the failed shape named");
   ok(st == 1, "a failed shape makes the exit status 1");
-  char dir[] = "/tmp/test_bench_fused_XXXXXX", csv[300], json[300], svg[300], cmd[1200];
-  if (!mkdtemp(dir)) return;
-  snprintf(csv, sizeof csv, "%s/f.csv", dir);
-  snprintf(json, sizeof json, "%s/f.json", dir);
-  snprintf(svg, sizeof svg, "%s/f.svg", dir);
+  scratch out;
+  if (!scratch_make(&out, "fused")) return;
+  const char *csv = out.csv, *json = out.json, *svg = out.svg;
+  char cmd[1200];
   ok(bench_fused_write_csv(csv, &t) == 0 && bench_fused_write_json(json, &t) == 0, "fused CSV and JSON written");
   char *c = bench_test_slurp(csv);
   ok_contains(c, "gemv_allreduce,bf16,4,0,8192,2048,10.000,20.000,30.000,25.000,3.3554,1.3422,1.2000,0.5000,0.4000,0,0,256,"
@@ -683,16 +699,14 @@ static void test_fused(const char *plot) {
            " else 1)' %s", json);
   ok(system(cmd) == 0, "fused JSON parses and holds the table");
   char fplot[400];
-  snprintf(fplot, sizeof fplot, "%.*splot_fused.py", (int)(strrchr(plot, '/') ? strrchr(plot, '/') - plot + 1 : 0), plot);
+  beside(plot, "plot_fused.py", fplot, sizeof fplot);
   snprintf(cmd, sizeof cmd, "python3 %s %s %s", fplot, csv, svg);
   ok(system(cmd) == 0, "plot_fused.py draws the CSV");
   char *s = bench_test_slurp(svg);
   ok(s && count_of(s, "class=\"bar\"") == 4 + 1 && count_of(s, "class=\"ratio\"") == 1,
      "SVG: the first shape's four times and the second's one, the first's ratio");
-  snprintf(cmd, sizeof cmd, "python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' %s", svg);
-  ok(system(cmd) == 0, "the fused SVG is well-formed XML");
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) printf("# could not remove %s\n", dir);
+  ok(svg_wellformed(svg), "the fused SVG is well-formed XML");
+  scratch_remove(&out);
 }
 
 int main(int argc, char **argv) {
