@@ -307,9 +307,12 @@ static int l_collective(lua_State *L) {
   check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
-  if (!kind) luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall or custom");
+  if (!kind)
+    luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall, broadcast, reduce or custom");
   int c = ir_coll_from_name(kind);
-  if (c < 0) luaL_error(L, "unknown collective kind '%s'", kind);
+  if (c < 0)
+    luaL_error(L, "unknown collective kind '%s' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
+               "custom)", kind);
   t->coll = (ir_coll)c;
   read_expect(L, t, kind);
   lua_getfield(L, 1, "ranks");
@@ -695,6 +698,31 @@ static void check_input_write(lua_State *L, const cc_trace *t, const char *what,
              "or declare inplace = true", what, rank, range, t->script, t->decl_line);
 }
 
+/* Rooted collectives are written for root rank 0 (the runtime relabels
+ * ranks for the others).  Off the root a reduce's caller gives no output
+ * and its input is read only: a copy or reduce into either there is an
+ * error at its line (partial results go to scratch). */
+static void check_rooted_write(lua_State *L, const cc_trace *t, const char *what, int rank, int space, int idx) {
+  if (t->coll != IR_COLL_REDUCE || rank == 0 || space > CC_SPACE_OUTPUT) return;
+  luaL_error(L, "%s rank %d %s[%d]: off the root (rank 0) a reduce has no output and leaves its input as the caller "
+             "gave it; keep partial results in a scratch buffer", what, rank, space_name(t, space), idx);
+}
+
+/* Off the root a broadcast's caller gives no input: reading a value that
+ * came from another rank's input (its own, in place, before it received
+ * the root's) is an error at the line that reads it. */
+static void check_rooted_read(lua_State *L, cc_trace *t, const char *what, const ref *src) {
+  if (t->coll != IR_COLL_BROADCAST) return;
+  for (int i = 0; i < src->count; i++) {
+    const cc_loc *l = loc(L, t, src->rank, src->space, src->idx + i);
+    for (int j = 0; j < l->val.n; j++)
+      if (l->val.terms[j] >> 32)
+        luaL_error(L, "%s rank %d %s[%d] reads input[%d] of rank %d, which a broadcast has only on the root (rank 0)",
+                   what, src->rank, space_name(t, src->space), src->idx + i, (int)(uint32_t)l->val.terms[j],
+                   (int)(l->val.terms[j] >> 32));
+  }
+}
+
 /* ref:copy(rank, buffer, index [, opts]) */
 static int l_copy(lua_State *L) {
   cc_trace *t = declared(L);
@@ -718,6 +746,8 @@ static int l_copy(lua_State *L) {
     if (d == s) luaL_error(L, "copy of rank %d %s[%d] onto itself", rank, b, idx + i);
   }
   check_input_write(L, t, "copy to", rank, space, idx, src->count);
+  check_rooted_write(L, t, "copy to", rank, space, idx);
+  check_rooted_read(L, t, "copy of", src);
   for (int i = 0; i < src->count; i++) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_set(&d->val, &s->val)) cc_lua_nomem(L);
@@ -751,6 +781,9 @@ static int l_reduce(lua_State *L) {
     if (d == s) luaL_error(L, "reduce of rank %d %s[%d] with itself", dst->rank, space_name(t, dst->space), dst->idx + i);
   }
   check_input_write(L, t, "reduce into", dst->rank, dst->space, dst->idx, dst->count);
+  check_rooted_write(L, t, "reduce into", dst->rank, dst->space, dst->idx);
+  check_rooted_read(L, t, "reduce of", src);
+  check_rooted_read(L, t, "reduce into", dst);
   for (int i = 0; i < dst->count; i++) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (!val_merge(&d->val, &s->val)) cc_lua_nomem(L);
@@ -902,13 +935,7 @@ static int l_finish(lua_State *L) {
 
 int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
   int k = t->k;
-  switch (t->coll) {
-  case IR_COLL_ALLGATHER: *rank = c / k; *idx = c % k; return 1;
-  case IR_COLL_REDUCESCATTER: *rank = -1; *idx = r * k + c; return 1;
-  case IR_COLL_ALLTOALL: *rank = c / k; *idx = r * k + c % k; return 1;
-  case IR_COLL_CUSTOM: break;
-  default: *rank = -1; *idx = c; return 1;
-  }
+  if (t->coll != IR_COLL_CUSTOM) return ir_coll_source(t->coll, 0, t->nranks, k, r, c, rank, idx);
   int has = ir_expect_eval(t->rules, r, c, t->nranks, k, rank, idx, NULL);
   if (has == 0 && t->inplace) { *rank = r; *idx = c; return 1; }   /* must keep its value */
   return has;

@@ -265,7 +265,7 @@ bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
 
 void post_finish(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g) {
   int es = post_esize(b, o);
-  int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
+  int reduces = ir_coll_reduces(p->coll);
   for (int r = 0; r < p->ngpus; r++) {
     const ir_geom *gr = &g[r];
     if (b->span[r]) memcpy(b->user_out[r], b->prog_out[r], gr->elems[IR_BUF_OUTPUT] * es);
@@ -296,13 +296,7 @@ void post_free(post_bufs *b, const ir_prog *p) {
 static int source_of(const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, int r, int c,
                      int inplace, int *src_rank, int *src_chunk, rt_diag *diag) {
   int k = g->k, n = p->ngpus;
-  switch (p->coll) {
-  case IR_COLL_ALLREDUCE: *src_rank = -1; *src_chunk = c; return 1;
-  case IR_COLL_ALLGATHER: *src_rank = c / k; *src_chunk = c % k; return 1;
-  case IR_COLL_REDUCESCATTER: *src_rank = -1; *src_chunk = r * k + c; return 1;
-  case IR_COLL_ALLTOALL: *src_rank = c / k; *src_chunk = r * k + c % k; return 1;
-  default: break;
-  }
+  if (p->coll != IR_COLL_CUSTOM) return ir_coll_source(p->coll, p->root, n, k, r, c, src_rank, src_chunk);
   int got = ir_expect_eval(o->expect, r, c, n, k, src_rank, src_chunk, diag);
   if (got == 0 && inplace) { *src_rank = r; *src_chunk = c; return 1; }  /* left alone */
   return got;

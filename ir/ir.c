@@ -59,7 +59,27 @@ int ir_op_nargs(int op, int *least) {
 }
 const char *const ir_sync_name[IR_SYNC_COUNT] = {"tile", "group", "stride"};
 const char *const ir_coll_name[IR_COLL_COUNT] = {
-  "allreduce", "allgather", "reducescatter", "alltoall", "custom"};
+  "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "custom"};
+
+int ir_coll_rooted(ir_coll c) { return c == IR_COLL_BROADCAST || c == IR_COLL_REDUCE; }
+int ir_coll_reduces(ir_coll c) {
+  return c == IR_COLL_ALLREDUCE || c == IR_COLL_REDUCESCATTER || c == IR_COLL_REDUCE;
+}
+
+int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk) {
+  (void)n;
+  switch (c) {
+  case IR_COLL_ALLREDUCE: *src_rank = -1; *src_chunk = chunk; return 1;
+  case IR_COLL_ALLGATHER: *src_rank = chunk / k; *src_chunk = chunk % k; return 1;
+  case IR_COLL_REDUCESCATTER: *src_rank = -1; *src_chunk = r * k + chunk; return 1;
+  case IR_COLL_ALLTOALL: *src_rank = chunk / k; *src_chunk = r * k + chunk % k; return 1;
+  case IR_COLL_BROADCAST: *src_rank = root; *src_chunk = chunk; return 1;
+  case IR_COLL_REDUCE:
+    if (r != root) return 0;
+    *src_rank = -1; *src_chunk = chunk; return 1;
+  default: return -1;
+  }
+}
 const char *const ir_proto_name[IR_PROTO_COUNT] = {"Simple", "LL", "LL128"};
 
 static int lookup(const char *const *names, int n, const char *s) {
@@ -111,6 +131,61 @@ void ir_prog_free(ir_prog *p) {
   free(p->name);
   free(p->file);
   free(p);
+}
+
+ir_prog *ir_prog_copy(const ir_prog *p, int shift) {
+  int n = p->ngpus;
+  if (shift < 0 || (n && shift >= n) || (!n && shift)) return NULL;
+  ir_prog *q = ir_prog_new(p->name, p->coll, n);
+  if (!q) return NULL;
+  if (p->file && !(q->file = strdup(p->file))) goto fail;
+  q->proto = p->proto;
+  q->nchannels = p->nchannels;
+  q->nchunksperloop = p->nchunksperloop;
+  q->inplace = p->inplace;
+  q->outofplace = p->outofplace;
+  q->nthreads = p->nthreads;
+  q->slots = p->slots;
+  q->version = p->version;
+  q->root = n ? (p->root + shift) % n : 0;
+  q->minbytes = p->minbytes;
+  q->maxbytes = p->maxbytes;
+  q->line = p->line;
+  if ((p->expect && !(q->expect = ir_intern(q, p->expect))) ||
+      (p->interleave && !(q->interleave = ir_intern(q, p->interleave))))
+    goto fail;
+  q->noperands = p->noperands;
+  for (int i = 0; i < p->noperands; i++) {
+    const ir_operand *a = &p->operands[i];
+    ir_operand *b = &q->operands[i];
+    *b = *a;
+    if ((a->name && !(b->name = ir_intern(q, a->name))) || (a->dtype && !(b->dtype = ir_intern(q, a->dtype))) ||
+        (a->dim[0] && !(b->dim[0] = ir_intern(q, a->dim[0]))) || (a->dim[1] && !(b->dim[1] = ir_intern(q, a->dim[1]))))
+      goto fail;
+  }
+  for (int r = 0; r < n; r++) {
+    const ir_gpu *a = &p->gpus[r];
+    ir_gpu *b = &q->gpus[(r + shift) % n];
+    b->i_chunks = a->i_chunks; b->o_chunks = a->o_chunks; b->s_chunks = a->s_chunks; b->line = a->line;
+    for (int t = 0; t < a->ntbs; t++) {
+      const ir_tb *at = &a->tbs[t];
+      ir_tb *tb = ir_tb_add(b, at->send < 0 ? -1 : (at->send + shift) % n, at->recv < 0 ? -1 : (at->recv + shift) % n,
+                            at->chan);
+      if (!tb) goto fail;
+      tb->id = at->id;
+      tb->line = at->line;
+      for (int s = 0; s < at->nsteps; s++) {
+        ir_step *st = ir_step_add(tb);
+        if (!st) goto fail;
+        *st = at->steps[s];
+        if (st->prov && !(st->prov = ir_intern(q, st->prov))) goto fail;
+      }
+    }
+  }
+  return q;
+fail:
+  ir_prog_free(q);
+  return NULL;
 }
 
 int ir_tb_next(const ir_tb *tb, int from, unsigned flags) {

@@ -40,9 +40,23 @@ extern const char *const ir_buf_xml[IR_BUF_COUNT];  /* "i", "o", "s" */
 
 typedef enum ir_coll {
   IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL,
+  IR_COLL_BROADCAST, IR_COLL_REDUCE,
   IR_COLL_CUSTOM, IR_COLL_COUNT
 } ir_coll;
 extern const char *const ir_coll_name[IR_COLL_COUNT];
+
+/* Rooted collectives (broadcast, reduce): a program is written for one
+ * root, rank 0 as compiled; ir_prog_copy relabels it for any other. */
+int ir_coll_rooted(ir_coll c);
+/* Collectives that reduce (an operator applies; avg divides the result). */
+int ir_coll_reduces(ir_coll c);
+
+/* The postcondition of built-in collective c over n ranks, k chunks per
+ * block, rooted at `root`: where output chunk `chunk` of rank r comes
+ * from.  1 with *src_rank (-1: the reduction over all ranks) and
+ * *src_chunk; 0 when nothing is required of it (a reduce's output off the
+ * root); -1 for a custom collective (its expect says). */
+int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk);
 
 typedef enum ir_proto { IR_PROTO_SIMPLE, IR_PROTO_LL, IR_PROTO_LL128, IR_PROTO_COUNT } ir_proto;
 extern const char *const ir_proto_name[IR_PROTO_COUNT];
@@ -137,6 +151,8 @@ typedef struct ir_prog {
   int32_t slots;        /* FIFO slots per connection its schedule is proven deadlock-free with (the compiler
                          * records it: 1 or 2); a runtime with fewer refuses it; 0: not recorded (MSCCL) */
   int32_t version;      /* baton schema version, 0 for plain MSCCL */
+  int32_t root;         /* rooted collectives: the root; 0 as written, another rank in a relabelled copy
+                         * (ir_prog_copy) */
   uint64_t minbytes, maxbytes;   /* size range this program is meant for; max 0 = no limit */
   const char *expect;   /* custom collectives: the postcondition (ir_expect.h), interned; or NULL */
   const char *interleave;   /* NULL, or the output's interleaved layout: a product of dimension names
@@ -151,6 +167,15 @@ typedef struct ir_prog {
 /* Creates an empty program; the caller fills the header fields. */
 ir_prog *ir_prog_new(const char *name, ir_coll coll, int ngpus);
 void ir_prog_free(ir_prog *p);
+
+/* A deep copy of p with its ranks relabelled by `shift` (0 <= shift <
+ * ngpus): rank (r + shift) mod n runs what rank r of p runs, and every
+ * peer moves the same way, so a rooted program's root moves from p->root
+ * to (p->root + shift) mod n.  Every rank does what it did: chunks,
+ * buffers and the order of steps are unchanged, and so are the
+ * postcondition (rotated with the root), the deadlock proof and slots.
+ * NULL when out of memory or shift is out of range. */
+ir_prog *ir_prog_copy(const ir_prog *p, int shift);
 
 /* Appends a thread block / step and returns it (NULL when out of memory). */
 ir_tb *ir_tb_add(ir_gpu *g, int send, int recv, int chan);

@@ -369,6 +369,28 @@ static void check_compute_overlaps(checker *c, int r) {
   free(v);
 }
 
+/* Rooted collectives, off the root: a broadcast's caller gives no input
+ * there (the send buffer may be NULL) and a reduce's caller no output,
+ * and a reduce's input is the caller's, read only.  So an out-of-place
+ * broadcast leaves its input alone and a reduce writes neither buffer and
+ * (out of place) never reads its output; partial results go to scratch.
+ * (An in-place broadcast addresses one buffer, the output: reading it
+ * before receiving is caught by verification, not here.) */
+static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
+  const ir_prog *p = c->p;
+  if (!ir_coll_rooted(p->coll) || r == p->root || st->cnt < 1) return;
+  unsigned fl = ir_op_flags[st->op];
+  int rd = (fl & IR_F_SRC) ? st->srcbuf : -1, wr = (fl & IR_F_DST) ? st->dstbuf : -1;
+  if (p->coll == IR_COLL_BROADCAST && !p->inplace && (rd == IR_BUF_INPUT || wr == IR_BUF_INPUT))
+    err_step(c, r, t, s, "%s its input, which a broadcast has only on the root (rank %d)",
+             rd == IR_BUF_INPUT ? "reads" : "writes", p->root);
+  if (p->coll == IR_COLL_REDUCE && (wr == IR_BUF_INPUT || wr == IR_BUF_OUTPUT))
+    err_step(c, r, t, s, "writes its %s: off the root (rank %d) a reduce has no output and leaves its input alone "
+             "(partial results go to scratch)", wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root);
+  else if (p->coll == IR_COLL_REDUCE && !p->inplace && rd == IR_BUF_OUTPUT)
+    err_step(c, r, t, s, "reads its output, which a reduce has only on the root (rank %d)", p->root);
+}
+
 static void check_steps(checker *c, int r) {
   const ir_prog *p = c->p;
   const ir_gpu *g = &p->gpus[r];
@@ -404,6 +426,7 @@ static void check_steps(checker *c, int r) {
         if (fl & IR_F_DST) check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, &geom);
       }
       check_compute(c, r, t, s, &geom);
+      check_rooted(c, r, t, s, st);
       if ((st->depid < 0) != (st->deps < 0)) {
         err_step(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
       } else if (st->depid >= 0) {

@@ -146,42 +146,6 @@ static bt_result dealias_rank(const ir_prog *p, const ir_graph *gr, const long *
   return res;
 }
 
-/* A copy of p with every step, provenance re-interned; NULL when out of memory. */
-static ir_prog *copy_prog(const ir_prog *p) {
-  ir_prog *q = ir_prog_new(p->name, p->coll, p->ngpus);
-  if (!q) return NULL;
-  q->file = p->file ? strdup(p->file) : NULL;
-  q->proto = p->proto;
-  q->nchannels = p->nchannels;
-  q->nchunksperloop = p->nchunksperloop;
-  q->inplace = p->inplace;
-  q->outofplace = p->outofplace;
-  q->nthreads = p->nthreads;
-  q->slots = p->slots;   /* same steps, same order: the same slots */
-  q->version = p->version;
-  q->minbytes = p->minbytes;
-  q->maxbytes = p->maxbytes;
-  q->expect = p->expect ? ir_intern(q, p->expect) : NULL;
-  q->line = p->line;
-  for (int r = 0; r < p->ngpus; r++) {
-    const ir_gpu *a = &p->gpus[r];
-    ir_gpu *b = &q->gpus[r];
-    b->i_chunks = a->i_chunks; b->o_chunks = a->o_chunks; b->s_chunks = a->s_chunks; b->line = a->line;
-    for (int t = 0; t < a->ntbs; t++) {
-      ir_tb *tb = ir_tb_add(b, a->tbs[t].send, a->tbs[t].recv, a->tbs[t].chan);
-      if (!tb) { ir_prog_free(q); return NULL; }
-      tb->line = a->tbs[t].line;
-      for (int s = 0; s < a->tbs[t].nsteps; s++) {
-        ir_step *st = ir_step_add(tb);
-        if (!st) { ir_prog_free(q); return NULL; }
-        *st = a->tbs[t].steps[s];
-        st->prov = st->prov ? ir_intern(q, st->prov) : NULL;
-      }
-    }
-  }
-  return q;
-}
-
 /* A send that writes nothing locally names, in its dst, where its receiver
  * puts the message (ir_check compares them): after the rewrite it names
  * the receiver's new place.  A receiver that forwards without writing
@@ -216,7 +180,10 @@ bt_result ir_dealias(const ir_prog *p, ir_prog **out, char *why, size_t n) {
   *out = NULL;
   if (n) why[0] = 0;
   if (!ir_prog_aliased(p, 0)) { snprintf(why, n, "it runs out of place as it is"); return BT_ERR_UNSUPPORTED; }
-  if (p->coll == IR_COLL_CUSTOM) { snprintf(why, n, "custom collectives are left as they are"); return BT_ERR_UNSUPPORTED; }
+  if (p->coll == IR_COLL_CUSTOM || ir_coll_rooted(p->coll)) {
+    snprintf(why, n, "%s collectives are left as they are", p->coll == IR_COLL_CUSTOM ? "custom" : "rooted");
+    return BT_ERR_UNSUPPORTED;
+  }
   if (ir_prog_fused(p)) { snprintf(why, n, "it computes its input"); return BT_ERR_UNSUPPORTED; }
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
@@ -236,7 +203,7 @@ bt_result ir_dealias(const ir_prog *p, ir_prog **out, char *why, size_t n) {
   }
   if (!ir_graph_topo(&gr, order)) { snprintf(why, n, "its steps wait on each other in a cycle"); res = BT_ERR_UNSUPPORTED; goto out; }
   vc = malloc(((size_t)gr.n * maxt + 1) * sizeof *vc);
-  q = copy_prog(p);
+  q = ir_prog_copy(p, 0);
   if (!vc || !q) { res = BT_ERR_NOMEM; goto out; }
   for (int r = 0; r < p->ngpus && !res; r++) res = dealias_rank(p, &gr, order, r, vc, q, why, n);
   if (!res) {

@@ -92,6 +92,16 @@ baton_result baton_reducescatter(const void *sendbuf, void *recvbuf, size_t recv
 baton_result baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, baton_comm *comm,
                             cudaStream_t stream);
 
+/* Rooted collectives, as NCCL's: broadcast copies root's sendbuf into
+ * every rank's recvbuf; reduce leaves the reduction of every rank's
+ * sendbuf in root's recvbuf.  sendbuf == recvbuf is in place.  Off the
+ * root, a broadcast's sendbuf and a reduce's recvbuf are not used and may
+ * be NULL.  One compiled program serves every root (docs/RUNTIME.md). */
+baton_result baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, int root,
+                             baton_comm *comm, cudaStream_t stream);
+baton_result baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, baton_redop op,
+                          int root, baton_comm *comm, cudaStream_t stream);
+
 /* Runs the loaded algorithm called `name` (its IR name or file path),
  * whatever its collective, with `count` elements per block (see
  * docs/RUNTIME.md).  The way to run custom collectives. */

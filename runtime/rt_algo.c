@@ -105,6 +105,42 @@ static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   return BT_OK;
 }
 
+/* A rooted program (appended last to a) serves every root: it runs in
+ * place and out of place on the root (rt_call.c), and its relabelled
+ * copies for roots 1 .. n-1 are appended after it, each checked as a
+ * program of its own.  Only memory errors fail; a program that cannot run
+ * both ways is dropped with a WARN. */
+static bt_result add_roots(rt_algos *a, const char *path) {
+  rt_algo *al = &a->v[a->n - 1];
+  if (!al->outofplace_ok || (!al->inplace_ok && al->copies)) {
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: a %s must run in place and out of place on its root, and this "
+             "one races %s", path, ir_coll_name[al->prog->coll], al->outofplace_ok ? "in place" : "out of place");
+    ir_prog_free(al->prog);
+    a->n--;
+    return BT_OK;
+  }
+  rt_algo base = *al;
+  rt_diag *d = rt_diag_new(4);
+  if (!d) return BT_ERR_NOMEM;
+  for (int root = 1; root < base.prog->ngpus; root++) {
+    rt_algo copy = base;
+    copy.root = root;
+    copy.root_copy = 1;
+    if (!(copy.prog = ir_prog_copy(base.prog, root))) { rt_diag_free(d); return BT_ERR_NOMEM; }
+    if (ir_check(copy.prog, d)) {   /* relabelling keeps every check: a failure is a bug here, not in the file */
+      LOG_WARN(RT_SUB_RUNTIME, "algorithm %s relabelled for root %d fails its checks: %s", path, root, rt_diag_text(d));
+      ir_prog_free(copy.prog);
+      rt_diag_free(d);
+      return BT_ERR_INTERNAL;
+    }
+    if (append(a, &copy)) { ir_prog_free(copy.prog); rt_diag_free(d); return BT_ERR_NOMEM; }
+  }
+  rt_diag_free(d);
+  LOG_INFO(RT_SUB_RUNTIME, "algorithm %s serves every root: root 0 as written, %d relabelled copies", path,
+           base.prog->ngpus - 1);
+  return BT_OK;
+}
+
 /* Reads, validates and keeps one file.  Never fails the whole load: a bad
  * file is logged and skipped; only running out of memory is an error. */
 static bt_result load_one(rt_algos *a, const char *path) {
@@ -199,6 +235,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
            al.inplace_ok ? "in-place" : "", al.outofplace_ok ? (al.inplace_ok ? "+out-of-place" : "out-of-place") : "",
            (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
   rt_diag_free(d);
+  if (ir_coll_rooted(p->coll)) return add_roots(a, path);
   return al.inplace_ok && al.copies ? add_direct(a, &al, path) : BT_OK;
 drop:
   ir_prog_free(p);
@@ -303,7 +340,7 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
-    if (p->coll != coll || al->compute >= 0) continue;
+    if (p->coll != coll || al->compute >= 0 || al->root_copy) continue;
     /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
     int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
     if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
@@ -333,6 +370,43 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
                inplace ? "in-place" : "out-of-place", (unsigned long long)bytes, a->n);
   }
   return pick;
+}
+
+int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count, int log) {
+  int pick = -1, best = -1, candidates = 0;
+  for (int i = 0; i < a->n; i++) {
+    const rt_algo *al = &a->v[i];
+    const ir_prog *p = al->prog;
+    if (p->coll != coll || al->root != root || al->compute >= 0) continue;
+    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    candidates++;
+    int k = p->nchunksperloop;   /* one block */
+    int divides = k > 0 && count % k == 0;
+    if (divides > best) { pick = i; best = divides; }
+  }
+  if (log) {
+    if (pick >= 0)
+      LOG_INFO(RT_SUB_RUNTIME, "%s from root %d of %llu bytes: running %s (%s; %d candidate%s%s)", ir_coll_name[coll],
+               root, (unsigned long long)bytes, a->v[pick].prog->name ? a->v[pick].prog->name : "?",
+               ir_prog_where(a->v[pick].prog), candidates, candidates == 1 ? "" : "s",
+               best ? "" : ", count not a multiple of its chunks: remainder handled");
+    else
+      LOG_INFO(RT_SUB_RUNTIME, "%s from root %d of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
+               root, (unsigned long long)bytes, a->n);
+  }
+  return pick;
+}
+
+int rt_algos_listed(const rt_algos *a) {
+  int n = 0;
+  for (int i = 0; a && i < a->n; i++) n += !a->v[i].root_copy;
+  return n;
+}
+
+int rt_algos_listed_index(const rt_algos *a, int i) {
+  for (int j = 0; a && j < a->n; j++)
+    if (!a->v[j].root_copy && i-- == 0) return j;
+  return -1;
 }
 
 int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t bytes, int64_t count,

@@ -17,6 +17,11 @@ typedef struct rt_algo {
   int copies;             /* an out-of-place call runs on a copy of the input:
                              ir_prog_aliased(prog, 0), once at load, not per call */
   int rewrite;            /* the out-of-place rewrite of a loaded in-place program (NAME_oop) */
+  /* Rooted collectives (broadcast, reduce): a loaded program serves root
+   * 0 as written, and its relabelled copies (ir_prog_copy), loaded beside
+   * it, every other root; root_copy marks those (not listed to users). */
+  int root;
+  int root_copy;
   /* Fused programs (compute steps; docs/FUSED.md): run by the fused calls
    * only, never for a plain collective. */
   int compute;            /* the compute opcode its steps run (IR_OP_GEMV for gemv and gemvs, IR_OP_EBAG,
@@ -57,6 +62,20 @@ int rt_algos_find(const rt_algos *a, const char *name);
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);
+
+/* The same for a rooted collective (broadcast, reduce) with root `root`:
+ * every rank of a call must choose the same program, so the choice does
+ * not depend on the caller's buffers (only the root has a layout to speak
+ * of; rt_call runs any rooted program in place or out of place there):
+ * `bytes` in its size range, then chunks that divide the count, then the
+ * first loaded. */
+int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count, int log);
+
+/* The algorithms a user sees (baton_comm_algorithm_*): those loaded,
+ * without the relabelled copies of rooted programs; the index of the i-th
+ * among all, or -1. */
+int rt_algos_listed(const rt_algos *a);
+int rt_algos_listed_index(const rt_algos *a, int i);
 
 /* The same for a fused call: a fused program of collective coll whose
  * compute steps run opcode `compute` (IR_OP_GEMV), `bytes` (of the

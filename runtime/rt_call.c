@@ -180,15 +180,24 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   CHECK(call_geom(c, p, count, 1, &g));
   if (ops) sendbuf = (const char *)recvbuf + (g.in_at - g.out_at) * es;   /* a fused program's input is its own */
   int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
+  /* Off a rooted collective's root the caller gives one buffer (its
+   * other may be NULL) and the program never touches the other
+   * (ir_check): it runs on the one, in its own layout, with no copy. */
+  int off_root = ir_coll_rooted(p->coll) && c->rank != p->root;
+  if (off_root) {
+    if (p->coll == IR_COLL_BROADCAST) sendbuf = recvbuf;
+    else recvbuf = (void *)sendbuf;
+    inplace = 1;
+  }
   /* An out-of-place program runs an in-place call on a copy of the input
    * (the in-place AllToAll: every rank overwrites blocks the others still
    * read), as NCCL's out-of-place-only algorithms do. */
-  int stage = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
-  if (!ops && (inplace ? !al->inplace_ok && !stage : !al->outofplace_ok)) {
+  int stage = !off_root && inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
+  if (!ops && !off_root && (inplace ? !al->inplace_ok && !stage : !al->outofplace_ok)) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run %s", c->rank, where, inplace ? "in place" : "out of place");
     return BT_ERR_INVALID;
   }
-  int aliased = stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
+  int aliased = off_root ? p->inplace : stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
   if (ops) { stage = 0; aliased = p->inplace; }
   CHECK(call_geom(c, p, count, aliased, &g));
   if (p->interleave && (!ops || ir_geom_interleave(&g, ops->seg))) {
@@ -254,7 +263,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->nthreads = pl->nthreads;
   L->where = where;
   L->irtb = pl->irtb;
-  L->divide = op == IP_OP_AVG && (p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER) ? p->ngpus : 0;
+  L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) && !off_root ? p->ngpus : 0;
   int blocks = rt_plan_blocks(pl);   /* CUDA blocks of the plan: its words hold a generation and a progress each */
   a->steps = pl->steps;
   a->tbs = pl->tbs;

@@ -536,10 +536,11 @@ baton_result baton_comm_cu_device(const baton_comm *c, int *d) {
   *d = c->dev;
   return baton_success;
 }
-int baton_comm_algorithm_count(const baton_comm *c) { return c ? rt_algos_count(c->algos) : 0; }
+int baton_comm_algorithm_count(const baton_comm *c) { return c ? rt_algos_listed(c->algos) : 0; }
 const char *baton_comm_algorithm_name(const baton_comm *c, int i) {
-  if (!c || i < 0 || i >= rt_algos_count(c->algos)) return NULL;
-  const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+  int j = c ? rt_algos_listed_index(c->algos, i) : -1;
+  if (j < 0) return NULL;
+  const ir_prog *p = rt_algos_get(c->algos, j)->prog;
   return p->name ? p->name : ir_prog_where(p);
 }
 const char *baton_comm_last_algorithm(const baton_comm *c) { return c ? c->last : NULL; }
@@ -574,6 +575,18 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
     c->last_choice[coll][inplace] = ai;
   }
   /* A plan dropped at creation (too many blocks for this GPU; WARNed then). */
+  if (ai >= 0 && rt_plan_blocks(&c->plans[ai]) == 0) return -1;
+  return ai;
+}
+
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {
+  if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
+  uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype];
+  int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 0);
+  if (ai != c->last_choice[coll][0]) {   /* log each new choice once */
+    rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 1);
+    c->last_choice[coll][0] = ai;
+  }
   if (ai >= 0 && rt_plan_blocks(&c->plans[ai]) == 0) return -1;
   return ai;
 }
@@ -646,6 +659,41 @@ baton_result baton_reducescatter(const void *s, void *r, size_t count, baton_dty
 }
 baton_result baton_alltoall(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
   return collective(IR_COLL_ALLTOALL, s, r, count, t, baton_sum, c, stream);
+}
+
+/* Broadcast and reduce: `root` names the rank whose input (broadcast) or
+ * output (reduce) counts; the buffer a rank does not use may be NULL
+ * there (NCCL's contract), and the other is given for both. */
+static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, int root,
+                           baton_comm *c, cudaStream_t stream) {
+  if (!c) return call_failed(baton_invalid_argument);
+  if (root < 0 || root >= c->nranks) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s with root %d, but the communicator has ranks 0..%d", c->rank,
+             ir_coll_name[coll], root, c->nranks - 1);
+    return call_failed(baton_invalid_argument);
+  }
+  if (c->rank != root && coll == IR_COLL_BROADCAST) s = r;
+  if (c->rank != root && coll == IR_COLL_REDUCE) r = (void *)s;
+  baton_result e = call_check(c, s, r, dtype, op);
+  if (e) return call_failed(e);
+  if (count == 0) return baton_success;
+  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
+  int ai = rt_comm_choose_rooted(c, coll, root, count, dtype);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements from root %d on %d ranks (BATON_DEBUG=INFO "
+             "says why): not run", c->rank, ir_coll_name[coll], count, root, c->nranks);
+    return call_failed(baton_unsupported);
+  }
+  return call_submit(c, ai, s, r, count, dtype, op, NULL, stream);
+}
+
+baton_result baton_broadcast(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                             cudaStream_t stream) {
+  return rooted(IR_COLL_BROADCAST, s, r, count, t, baton_sum, root, c, stream);
+}
+baton_result baton_reduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, int root, baton_comm *c,
+                          cudaStream_t stream) {
+  return rooted(IR_COLL_REDUCE, s, r, count, t, op, root, c, stream);
 }
 
 baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,

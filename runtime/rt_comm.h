@@ -120,6 +120,10 @@ void rt_group_fail(bt_result e);
  * selection both baton's collectives and the NCCL drop-in library use. */
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
 
+/* The same for a rooted collective (broadcast, reduce) from `root`: the
+ * choice depends on the count only, so every rank makes the same one. */
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype);
+
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);
 

@@ -19,7 +19,7 @@ struct ncclComm {
   int rank, nranks, dev;  /* known at creation (the real comm's when present) */
   int nonblocking;        /* created with config->blocking == 0: NCCL only */
   ncclUniqueId id;        /* without NCCL: baton's id, for a deferred init */
-  unsigned long long on_baton, on_nccl;   /* AllReduce/AllGather/ReduceScatter/AllToAll calls run on each */
+  unsigned long long on_baton, on_nccl;   /* collective calls (those baton may run) run on each */
 };
 
 /* The real NCCL: one function pointer per row of rt_nccl.def (NULL where

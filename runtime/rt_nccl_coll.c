@@ -13,9 +13,12 @@
 _Static_assert((int)ncclSum == (int)baton_sum && (int)ncclProd == (int)baton_prod && (int)ncclMax == (int)baton_max &&
                (int)ncclMin == (int)baton_min && (int)ncclAvg == (int)baton_avg, "NCCL's operators are baton's");
 
-typedef enum { CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER, CALL_ALLTOALL } call_kind;
-static const char *const kind_name[] = {"AllReduce", "AllGather", "ReduceScatter", "AlltoAll"};
-static const ir_coll kind_coll[] = {IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL};
+typedef enum { CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER, CALL_ALLTOALL, CALL_BROADCAST, CALL_REDUCE } call_kind;
+static const char *const kind_name[] = {"AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Broadcast", "Reduce"};
+static const ir_coll kind_coll[] = {IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL,
+                                   IR_COLL_BROADCAST, IR_COLL_REDUCE};
+
+static int rooted(call_kind k) { return k == CALL_BROADCAST || k == CALL_REDUCE; }
 
 /* One call of a collective baton may run, as the application made it. */
 typedef struct call {
@@ -27,6 +30,7 @@ typedef struct call {
   ncclRedOp_t op;
   struct ncclComm *comm;
   cudaStream_t stream;
+  int root;                 /* Broadcast, Reduce */
 } call;
 
 /* The group state of one thread (NCCL's groups are per thread too). */
@@ -58,8 +62,10 @@ static int baton_type(ncclDataType_t t) {
 
 /* The NCCL-style description of a call for the log. */
 static void describe(const call *c, char *buf, size_t n) {
-  snprintf(buf, n, "%s: count %zu datatype %d op %d sendbuff %p recvbuff %p comm %p [rank %d of %d] stream %p",
-           kind_name[c->kind], c->count, (int)c->type, (int)c->op, c->s, (void *)c->r, (void *)c->comm,
+  char root[24] = "";
+  if (rooted(c->kind)) snprintf(root, sizeof root, " root %d", c->root);
+  snprintf(buf, n, "%s: count %zu datatype %d op %d%s sendbuff %p recvbuff %p comm %p [rank %d of %d] stream %p",
+           kind_name[c->kind], c->count, (int)c->type, (int)c->op, root, c->s, (void *)c->r, (void *)c->comm,
            c->comm->rank, c->comm->nranks, (void *)c->stream);
 }
 
@@ -70,7 +76,9 @@ static const char *baton_refuses(const call *c, const char **algo) {
   int t = baton_type(c->type);
   if (t < 0) return "a type baton does not run";
   if ((int)c->op < 0 || (int)c->op >= (int)ncclNumOps) return "a custom operator";
-  int ai = rt_comm_choose(c->comm->baton, kind_coll[c->kind], c->s, c->r, c->count, t);
+  ir_coll coll = kind_coll[c->kind];
+  int ai = rooted(c->kind) ? rt_comm_choose_rooted(c->comm->baton, coll, c->root, c->count, t)
+                           : rt_comm_choose(c->comm->baton, coll, c->s, c->r, c->count, t);
   if (ai < 0) return "no baton algorithm fits";
   *algo = baton_comm_algorithm_name(c->comm->baton, ai);
   return NULL;
@@ -86,6 +94,8 @@ static ncclResult_t run_baton(const call *c) {
   case CALL_ALLGATHER: r = baton_allgather(c->s, c->r, c->count, t, b, c->stream); break;
   case CALL_REDUCESCATTER: r = baton_reducescatter(c->s, c->r, c->count, t, op, b, c->stream); break;
   case CALL_ALLTOALL: r = baton_alltoall(c->s, c->r, c->count, t, b, c->stream); break;
+  case CALL_BROADCAST: r = baton_broadcast(c->s, c->r, c->count, t, c->root, b, c->stream); break;
+  case CALL_REDUCE: r = baton_reduce(c->s, c->r, c->count, t, op, c->root, b, c->stream); break;
   }
   /* The description costs a microsecond: only for a line that is written. */
   char d[320];
@@ -107,6 +117,8 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
     case CALL_ALLGATHER: have = n->AllGather != NULL; break;
     case CALL_REDUCESCATTER: have = n->ReduceScatter != NULL; break;
     case CALL_ALLTOALL: have = n->AlltoAll != NULL; break;
+    case CALL_BROADCAST: have = n->Broadcast != NULL; break;
+    case CALL_REDUCE: have = n->Reduce != NULL; break;
     }
   }
   int cannot = !have || !c->comm->real;
@@ -122,6 +134,8 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
   case CALL_ALLREDUCE: return n->AllReduce(c->s, c->r, c->count, c->type, c->op, rc, c->stream);
   case CALL_ALLGATHER: return n->AllGather(c->s, c->r, c->count, c->type, rc, c->stream);
   case CALL_REDUCESCATTER: return n->ReduceScatter(c->s, c->r, c->count, c->type, c->op, rc, c->stream);
+  case CALL_BROADCAST: return n->Broadcast(c->s, c->r, c->count, c->type, c->root, rc, c->stream);
+  case CALL_REDUCE: return n->Reduce(c->s, c->r, c->count, c->type, c->op, c->root, rc, c->stream);
   default: return n->AlltoAll(c->s, c->r, c->count, c->type, rc, c->stream);
   }
 }
@@ -176,7 +190,14 @@ static ncclResult_t dispatch(const call *c) {
     LOG_INFO(RT_SUB_NCCL, "%s of 0 elements on rank %d: nothing to do", name, c->comm->rank);
     return ncclSuccess;
   }
-  if (!c->r || !c->s) return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
+  /* Off the root, a Broadcast's sendbuff and a Reduce's recvbuff are not used (NULL is fine). */
+  int off_root = c->comm->rank != c->root;
+  int need_s = !(c->kind == CALL_BROADCAST && off_root), need_r = !(c->kind == CALL_REDUCE && off_root);
+  if ((need_r && !c->r) || (need_s && !c->s))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
+  if (rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, c->comm->rank,
+                        c->root, c->comm->nranks - 1);
   const char *algo = NULL, *no = baton_refuses(c, &algo);
   if (grp.depth == 0) return no ? run_nccl(c, no) : run_baton(c);
   if (grp.to_nccl) return run_nccl(c, no ? no : "its group went to NCCL");
@@ -202,25 +223,42 @@ static ncclResult_t dispatch(const call *c) {
 
 ncclResult_t rt_nccl_AllReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  call c = {CALL_ALLREDUCE, s, r, count, t, op, comm, stream};
+  call c = {CALL_ALLREDUCE, s, r, count, t, op, comm, stream, 0};
   return dispatch(&c);
 }
 
 ncclResult_t rt_nccl_AllGather(const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
                                cudaStream_t stream) {
-  call c = {CALL_ALLGATHER, s, r, count, t, ncclSum, comm, stream};
+  call c = {CALL_ALLGATHER, s, r, count, t, ncclSum, comm, stream, 0};
   return dispatch(&c);
 }
 
 ncclResult_t rt_nccl_ReduceScatter(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                    ncclComm_t comm, cudaStream_t stream) {
-  call c = {CALL_REDUCESCATTER, s, r, count, t, op, comm, stream};
+  call c = {CALL_REDUCESCATTER, s, r, count, t, op, comm, stream, 0};
   return dispatch(&c);
 }
 
 ncclResult_t rt_nccl_AlltoAll(const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t comm,
                               cudaStream_t stream) {
-  call c = {CALL_ALLTOALL, s, r, count, t, ncclSum, comm, stream};
+  call c = {CALL_ALLTOALL, s, r, count, t, ncclSum, comm, stream, 0};
+  return dispatch(&c);
+}
+
+ncclResult_t rt_nccl_Broadcast(const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+                               cudaStream_t stream) {
+  call c = {CALL_BROADCAST, s, r, count, t, ncclSum, comm, stream, root};
+  return dispatch(&c);
+}
+
+/* The deprecated in-place form. */
+ncclResult_t rt_nccl_Bcast(void *buff, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t stream) {
+  return rt_nccl_Broadcast(buff, buff, count, t, root, comm, stream);
+}
+
+ncclResult_t rt_nccl_Reduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  call c = {CALL_REDUCE, s, r, count, t, op, comm, stream, root};
   return dispatch(&c);
 }
 

@@ -438,11 +438,11 @@ static void summarize(const struct ncclComm *c) {
                     : "baton made no communicator: no algorithms for this rank count (BATON_ALGO_DIR, `baton set N`) "
                       "or its creation failed (see the log)";
   if (c->on_baton == 0)
-    LOG_WARN(RT_SUB_NCCL, "communicator of %d ranks destroyed: none of its %llu AllReduce/AllGather/ReduceScatter/"
-             "AllToAll calls ran on baton, all on NCCL (%s)", c->nranks, c->on_nccl, why);
+    LOG_WARN(RT_SUB_NCCL, "communicator of %d ranks destroyed: none of its %llu collective calls ran on baton, "
+             "all on NCCL (%s)", c->nranks, c->on_nccl, why);
   else
-    LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks destroyed: %llu AllReduce/AllGather/ReduceScatter/AllToAll calls "
-             "ran on baton, %llu on NCCL", c->nranks, c->on_baton, c->on_nccl);
+    LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks destroyed: %llu collective calls ran on baton, %llu "
+             "on NCCL", c->nranks, c->on_baton, c->on_nccl);
 }
 
 ncclResult_t rt_nccl_CommDestroy(ncclComm_t comm) {

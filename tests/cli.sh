@@ -230,6 +230,20 @@ check "set: 2 ranks, one program per collective and size range" 0 "24 programs f
 check "compile records the FIFO slots the schedule needs" 0 ' slots="2"' "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o -
 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o - | sed 's/ slots="[0-9]*"/ slots="0"/' > "$tmp/slots0.xml"
 check "a slots attribute out of range is an error at file:line" 1 'slots0.xml:1: slots=0 is out of range [1, 1024]' "$baton" verify "$tmp/slots0.xml"
+# Rooted collectives: one program, every root (relabelled as the runtime does).
+cat > "$tmp/bcast.lua" <<'LUA'
+local n = param("ranks", 4)
+collective{ kind = "broadcast", ranks = n, chunks = 2, inplace = false }
+chunk(0, "input", 0, 2):copy(0, "output", 0)
+for r = 1, n - 1 do chunk(r - 1, "output", 0, 2):copy(r, "output", 0) end
+LUA
+"$baton" compile -q "$tmp/bcast.lua" -o "$tmp/bcast.xml" 2>/dev/null
+check "verify --root all: a broadcast from every root" 0 "ok  broadcast rooted at 3 on 4 ranks" "$baton" verify --root all "$tmp/bcast.xml"
+check "verify --root 2" 0 "ok  broadcast rooted at 2 on 4 ranks" "$baton" verify --root 2 "$tmp/bcast.xml"
+check "verify --root past the ranks" 2 "--root 4, but the program has ranks 0..3" "$baton" verify --root 4 "$tmp/bcast.xml"
+check "verify --root on an unrooted collective" 2 "--root is for rooted collectives (broadcast, reduce), not allgather" "$baton" verify --root 1 "$ag"
+sed 's/type="r" srcbuf="o" srcoff="0" dstbuf="o"/type="r" srcbuf="o" srcoff="0" dstbuf="i"/' "$tmp/bcast.xml" > "$tmp/bcast_bad.xml"
+check "a broadcast writing its input off the root is invalid, with its place" 1 "rank 3 tb 0 step 0: writes its input, which a broadcast has only on the root (rank 0)" "$baton" verify "$tmp/bcast_bad.xml"
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run

@@ -74,6 +74,9 @@ const char *baton_comm_last_algorithm(const baton_comm *c) { return c->last; }
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
   return count % 2 == 0 ? 0 : -1;
 }
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {
+  return count % 2 == 0 ? 0 : -1;
+}
 
 #define FAKE_COLL(NAME, PARAMS, FMT, ...)                                  \
   baton_result baton_##NAME PARAMS {                                       \
@@ -90,6 +93,12 @@ FAKE_COLL(reducescatter, (const void *s, void *r, size_t n, baton_dtype t, baton
           (void *)st)
 FAKE_COLL(alltoall, (const void *s, void *r, size_t n, baton_dtype t, baton_comm *c, cudaStream_t st),
           "%p, %p, %zu, type=%d, rank=%d, stream=%p", s, r, n, (int)t, c->rank, (void *)st)
+
+FAKE_COLL(broadcast, (const void *s, void *r, size_t n, baton_dtype t, int root, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, root, c->rank, (void *)st)
+FAKE_COLL(reduce, (const void *s, void *r, size_t n, baton_dtype t, baton_redop op, int root, baton_comm *c,
+          cudaStream_t st), "%p, %p, %zu, type=%d, op=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, (int)op, root,
+          c->rank, (void *)st)
 
 /* CUDA: one device 0, host memory as device memory. */
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }

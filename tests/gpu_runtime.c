@@ -206,6 +206,7 @@ static void check_choice(rt_diag *d, int group) {
   const int dt2 = group ? IP_BF16 : IP_I32;
   grouped = group;
   for (int coll = 0; coll < IR_COLL_CUSTOM; coll++) {
+    if (ir_coll_rooted((ir_coll)coll)) continue;   /* check_rooted */
     int ai = rt_algos_select(comms[lo]->algos, (ir_coll)coll, 0, n1 * 4, n1, 0);
     if (ai < 0) continue;
     rt_diag_clear(d);
@@ -345,6 +346,7 @@ static void check_groups(void) {
  * with a count that does not divide evenly; allreduce in place. */
 static void check_big(rt_diag *d) {
   for (int coll = 0; coll < IR_COLL_CUSTOM; coll++) {
+    if (ir_coll_rooted((ir_coll)coll)) continue;   /* check_rooted */
     int ib, ob;
     ir_geom_blocks((ir_coll)coll, nranks, &ib, &ob);
     int64_t count = (1ll << 28) / (ib > ob ? ib : ob) - 5;
@@ -400,6 +402,79 @@ static void check_inplace_alltoall(void) {
        (long long)count, baton_comm_last_algorithm(comms[0]), (long long)wrong);
     free(h);
   }
+}
+
+/* Broadcast and reduce through their entry points from every root, in
+ * place and out of place, with NULL for the buffer a rank off the root
+ * does not use (NCCL's contract): every output right, and off the root a
+ * reduce's buffers and a broadcast's output-to-be untouched where they
+ * must be.  The ranks this process drives check their own buffers. */
+static float rooted_in(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
+
+static void check_rooted(void) {
+  static const int64_t counts[] = {1, 4099, 300001};
+  const float sentinel = -1.0f;
+  for (int coll = IR_COLL_BROADCAST; coll <= IR_COLL_REDUCE; coll++)
+    for (int ci = 0; ci < 3; ci++) {
+      int64_t count = counts[ci];
+      size_t bytes = (size_t)count * 4;
+      if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, bytes, count, 0) < 0) continue;
+      float *h = malloc(bytes);
+      int64_t wrong = 0, untouched_bad = 0;
+      baton_result e = baton_success;
+      int bad = !h;
+      char algo[128] = "";
+      for (int root = 0; root < nranks && !bad; root++)
+        for (int inplace = 0; inplace < 2 && !bad; inplace++) {
+          for (int r = lo; r < hi && !bad; r++) {
+            if (reserve(&din[r], r, bytes) || reserve(&dout[r], r, bytes)) { bad = 1; break; }
+            cudaSetDevice(dev_of(r));
+            for (int64_t i = 0; i < count; i++) h[i] = rooted_in(r, i);
+            cudaMemcpyAsync(inplace ? dout[r].p : din[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
+            if (!inplace) {
+              for (int64_t i = 0; i < count; i++) h[i] = sentinel;
+              cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
+            }
+            cudaStreamSynchronize(streams[r]);
+          }
+          baton_group_start();
+          for (int r = lo; r < hi && !bad; r++) {
+            const void *s = inplace ? dout[r].p : din[r].p;
+            void *o = dout[r].p;
+            baton_result x = coll == IR_COLL_BROADCAST
+                                 ? baton_broadcast(r == root ? s : NULL, o, count, baton_f32, root, comms[r], streams[r])
+                                 : baton_reduce(s, r == root ? o : NULL, count, baton_f32, baton_sum, root, comms[r],
+                                                streams[r]);
+            if (x) e = x;
+          }
+          baton_result ge = baton_group_end();
+          if (ge) e = ge;
+          if (!algo[0] && baton_comm_last_algorithm(comms[lo]))
+            snprintf(algo, sizeof algo, "%s", baton_comm_last_algorithm(comms[lo]));
+          for (int r = lo; r < hi && !bad; r++) {
+            cudaSetDevice(dev_of(r));
+            cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
+            if (cudaStreamSynchronize(streams[r]) != cudaSuccess) { bad = 1; break; }
+            for (int64_t i = 0; i < count; i++) {
+              float want;
+              if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
+              else if (r == root) {
+                want = 0;
+                for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
+              } else {
+                want = inplace ? rooted_in(r, i) : sentinel;   /* a reduce leaves it alone off the root */
+                untouched_bad += h[i] != want;
+              }
+              wrong += h[i] != want;
+            }
+          }
+        }
+      ok(!bad && !e && !wrong, "%s from each of %d roots, %lld elements, in and out of place, NULL unused buffers: "
+         "%s, %lld wrong (%lld off-root buffers written)", ir_coll_name[coll], nranks, (long long)count, algo,
+         (long long)wrong, (long long)untouched_bad);
+      if (e) diag("%s", baton_result_string(e));
+      free(h);
+    }
 }
 
 static void check_dead_peer(void) {
@@ -555,6 +630,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       check_fifos();
       check_algorithms(quick, d);
       check_choice(d, 0);
+      check_rooted();
       if (big) check_big(d);
       if (net) {
         uint64_t sent = 0, rcvd = 0;
@@ -652,6 +728,7 @@ int main(int argc, char **argv) {
   check_groups();
   check_graphs(1);
   check_inplace_alltoall();
+  check_rooted();
   if (big) check_big(d);
   if (net) {
     uint64_t sent = 0, rcvd = 0;

@@ -38,7 +38,7 @@ else
   bad "torch_check.py --ranks $n through baton's libnccl.so.2 (exit $rc)"; grep -v '^ok' "$t/on.txt" | tail -15 | sed 's/^/# /'
 fi
 cat "$t"/on.*.log > "$t/on.log" 2>/dev/null
-sum=$(grep -h 'destroyed: [0-9]* AllReduce/AllGather/ReduceScatter/AllToAll calls ran on baton' "$t/on.log" | head -1)
+sum=$(grep -h 'destroyed: [0-9]* collective calls ran on baton' "$t/on.log" | head -1)
 nb=$(echo "$sum" | sed -n 's/.*destroyed: \([0-9]*\) AllReduce.*/\1/p')
 if [ -n "$nb" ] && [ "$nb" -gt 0 ]; then ok "the end-of-run summary: ${sum#*NCCL }"; else
   bad "no summary line with calls on baton"; grep -h 'WARN\|destroyed' "$t/on.log" | head -5 | sed 's/^/# /'; fi

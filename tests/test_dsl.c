@@ -550,6 +550,70 @@ static void test_fused(void) {
   "for r = 0, 1 do for q = 0, 1 do embedding_bag(E, I, O, r, q, 1, " opts ") end end\n" \
   "for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', q):copy(q, 'output', r) end end\n"
 
+#define BCAST4 "collective{kind='broadcast', ranks=4, chunks=2, inplace=false}\n"
+#define CHAIN_BCAST "chunk(0, 'input', 0, 2):copy(0, 'output', 0)\n" \
+                    "for r = 1, 3 do chunk(r - 1, 'output', 0, 2):copy(r, 'output', 0) end\n"
+#define REDUCE4 "collective{kind='reduce', ranks=4, chunks=1, inplace=false}\n"
+#define CHAIN_REDUCE "chunk(3, 'input', 0):copy(2, 'acc', 0)\n" \
+                     "for r = 2, 1, -1 do chunk(r, 'acc', 0):reduce(chunk(r, 'input', 0)); chunk(r, 'acc', 0):copy(r - 1, 'acc', 0) end\n" \
+                     "chunk(0, 'input', 0):copy(0, 'output', 0):reduce(chunk(0, 'acc', 0))\n"
+
+/* A rooted program relabelled for every root (as the runtime does) is
+ * valid and computes the collective from that root. */
+static void every_root(const ir_prog *p, const char *what) {
+  rt_diag *d = rt_diag_new(10);
+  int good = 0;
+  for (int root = 1; root < p->ngpus; root++) {
+    ir_prog *q = ir_prog_copy(p, root);
+    ip_cpu_opts o = {.dtype = IP_I32, .op = IP_OP_MAX, .count = 103, .inplace = -1, .tile = 8};
+    ip_cpu_report rep;
+    good += q && q->root == root && !ir_check(q, d) && !ip_cpu_verify(q, &o, &rep, d);
+    ir_prog_free(q);
+  }
+  ok(good == p->ngpus - 1, "%s relabelled for roots 1..%d: valid and right from each (%s)", what, p->ngpus - 1,
+     rt_diag_text(d));
+  rt_diag_free(d);
+}
+
+static void test_rooted(void) {
+  ir_prog *p = compiles_keep(BCAST4 CHAIN_BCAST, "a chain broadcast", 5, 1);
+  if (p) every_root(p, "the chain broadcast");
+  ir_prog_free(p);
+  p = compiles_keep(REDUCE4 CHAIN_REDUCE, "a chain reduce", 0, 1);
+  if (p) {
+    every_root(p, "the chain reduce");
+    /* a hand-edited program whose rank 1 writes its output is refused by the validator */
+    rt_diag *d = rt_diag_new(4);
+    ir_step *hit = NULL;
+    for (int t = 0; t < p->gpus[1].ntbs && !hit; t++)
+      for (int k = 0; k < p->gpus[1].tbs[t].nsteps && !hit; k++)
+        if (ir_op_flags[p->gpus[1].tbs[t].steps[k].op] & IR_F_DST) hit = &p->gpus[1].tbs[t].steps[k];
+    if (hit) { hit->dstbuf = IR_BUF_OUTPUT; hit->dstoff = 0; }
+    ok(hit && ir_check(p, d) == BT_ERR_INVALID && strstr(rt_diag_text(d), "writes its output: off the root (rank 0)"),
+       "a reduce step writing the output off the root is refused by the validator: %s", rt_diag_text(d));
+    rt_diag_free(d);
+  }
+  ir_prog_free(p);
+  compiles("collective{kind='broadcast', ranks=3, chunks=1, inplace=true}\n"
+           "chunk(0, 'output', 0):copy(1, 'output', 0)\nchunk(1, 'output', 0):copy(2, 'output', 0)\n",
+           "an in-place chain broadcast", 3);
+  fails(BCAST4 "chunk(2, 'input', 0):copy(2, 'tmp', 0)\n",
+        "t.lua:2: copy of rank 2 input[0] reads input[0] of rank 2, which a broadcast has only on the root (rank 0)",
+        "a broadcast reading its input off the root");
+  fails("collective{kind='broadcast', ranks=3, chunks=1, inplace=true}\nchunk(1, 'output', 0):copy(2, 'output', 0)\n",
+        "t.lua:2: copy of rank 1 output[0] reads input[0] of rank 1", "in place, reading the buffer off the root before it holds the root's data");
+  fails(REDUCE4 "chunk(1, 'input', 0):copy(2, 'output', 0)\n",
+        "t.lua:2: copy to rank 2 output[0]: off the root (rank 0) a reduce has no output", "a reduce writing an output off the root");
+  fails("collective{kind='reduce', ranks=2, chunks=1, inplace=true}\nchunk(1, 'input', 0):reduce(chunk(0, 'input', 0))\n",
+        "t.lua:2: reduce into rank 1 input[0]: off the root (rank 0) a reduce has no output and leaves its input as the "
+        "caller gave it", "an in-place reduce writing its buffer off the root");
+  fails(REDUCE4 "chunk(0, 'input', 0):copy(0, 'output', 0)\n",
+        "t.lua: postcondition of reduce fails: rank 0 output[0] holds input[0] of rank 0; expected input[0] of ranks 0,1,2,3",
+        "a reduce missing ranks");
+  fails("collective{kind='bcast', ranks=2}\n", "t.lua:1: unknown collective kind 'bcast' (allreduce, allgather, "
+        "reducescatter, alltoall, broadcast, reduce or custom)", "an unknown kind lists the kinds");
+}
+
 static void test_embed(void) {
   fails(EMB_DECL "embedding_bag(I, I, O, 0, 0)\n",
         "t.lua:5: embedding_bag: the table (argument 1), I, is an index; it must be a matrix", "an index as the table");
@@ -732,6 +796,7 @@ int main(void) {
   test_parallelize();
   test_modules();
   test_custom();
+  test_rooted();
   test_fused();
   test_embed();
   test_gemm();

@@ -61,8 +61,8 @@ static int run_off(void) {
      "an AllReduce baton would run goes to NCCL");
   ok(logged("AllReduce: count 8") && logged("NCCL (baton is off (BATON_ENABLE=0))"), "and the INFO line says why");
   ncclCommDestroy(comm);
-  ok(logged("WARN") && logged("communicator of 1 ranks destroyed: none of its 1 AllReduce/AllGather/ReduceScatter/"
-                               "AllToAll calls ran on baton, all on NCCL (BATON_ENABLE=0)"),
+  ok(logged("WARN") && logged("communicator of 1 ranks destroyed: none of its 1 collective calls ran on baton, all on NCCL "
+                               "(BATON_ENABLE=0)"),
      "its destruction WARNs that nothing ran on baton, and why");
   return tap_done();
 }
@@ -123,9 +123,23 @@ int main(int argc, char **argv) {
   expect("", "", "a call of 0 elements runs nowhere");
   ok(ncclAllReduce(P(0x1000), NULL, 8, ncclFloat32, ncclSum, comm, STREAM) == ncclInvalidArgument,
      "AllReduce with a NULL buffer: ncclInvalidArgument");
-  ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 0, comm, STREAM);
-  snprintf(want, sizeof want, "ncclBroadcast(0x1000, 0x2000, 8, type=7, root=0, comm=%p, stream=0x5000)\n", real);
-  expect(want, "", "Broadcast goes to NCCL whatever baton has");
+  ok(ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Broadcast of 8");
+  ok(ncclBcast(P(0x3000), 6, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Bcast of 6");
+  ok(ncclReduce(P(0x1000), P(0x2000), 4, ncclBfloat16, ncclMax, 0, comm, STREAM) == ncclSuccess, "Reduce of 4");
+  expect("", "baton_broadcast(0x1000, 0x2000, 8, type=0, root=0, rank=0, stream=0x5000)\n"
+         "baton_broadcast(0x3000, 0x3000, 6, type=0, root=0, rank=0, stream=0x5000)\n"
+         "baton_reduce(0x1000, 0x2000, 4, type=3, op=2, root=0, rank=0, stream=0x5000)\n",
+         "Broadcast, Bcast (in place) and Reduce run on baton with their root");
+  ncclBroadcast(P(0x1000), P(0x2000), 7, ncclFloat32, 0, comm, STREAM);
+  ncclReduce(P(0x1000), P(0x2000), 5, ncclFloat32, ncclSum, 0, comm, STREAM);
+  snprintf(want, sizeof want, "ncclBroadcast(0x1000, 0x2000, 7, type=7, root=0, comm=%p, stream=0x5000)\n"
+           "ncclReduce(0x1000, 0x2000, 5, type=7, op=0, root=0, comm=%p, stream=0x5000)\n", real, real);
+  expect(want, "", "a Broadcast or Reduce baton has no algorithm for goes to NCCL, root and all");
+  ok(ncclReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, 1, comm, STREAM) == ncclInvalidArgument,
+     "Reduce from root 1 on a communicator of 1 rank: ncclInvalidArgument");
+  ok(ncclReduce(P(0x1000), NULL, 8, ncclFloat32, ncclSum, 0, comm, STREAM) == ncclInvalidArgument,
+     "Reduce with a NULL recvbuff on the root: ncclInvalidArgument");
+  expect("", "", "and neither runs anywhere");
 
   /* Groups. */
   ncclGroupStart();
@@ -210,11 +224,12 @@ int main(int argc, char **argv) {
      "Destroy, Abort");
   ok(!strcmp(fake_baton_log(), "baton_comm_destroy(rank=0)\nbaton_comm_abort(rank=0)\nbaton_comm_destroy(rank=0)\n"
              "baton_comm_destroy(rank=0)\n"), "baton's communicators are destroyed (aborted first by ncclCommAbort)");
-  /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, a group of 2 and the failed group's 2;
-   * NCCL the AllReduce of 7, fp8, a custom operator, the mixed group's 4 and the group with a Send's 1. */
-  ok(logged("communicator of 1 ranks destroyed: 8 AllReduce/AllGather/ReduceScatter/AllToAll calls ran on baton, "
-            "8 on NCCL"), "the destruction's summary counts the calls run on baton and on NCCL");
-  ok(logged("communicator of 1 ranks destroyed: 1 AllReduce/AllGather/ReduceScatter/AllToAll calls ran on baton, "
+  /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, Broadcast, Bcast, Reduce, a group of 2
+   * and the failed group's 2; NCCL the AllReduce of 7, fp8, a custom operator, the Broadcast of 7, the Reduce of 5,
+   * the mixed group's 4 and the group with a Send's 1. */
+  ok(logged("communicator of 1 ranks destroyed: 11 collective calls ran on baton, "
+            "10 on NCCL"), "the destruction's summary counts the calls run on baton and on NCCL");
+  ok(logged("communicator of 1 ranks destroyed: 1 collective calls ran on baton, "
             "0 on NCCL"), "per communicator (the split one's)");
 
   /* One process, several devices: both sides made by ncclCommInitAll. */

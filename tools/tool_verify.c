@@ -103,6 +103,8 @@ static const char verify_help[] =
   "  --count N        elements per block (default 4099: uneven on purpose)\n"
   "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
   "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
+  "  --root R|all     broadcast and reduce: run the program for root R (or every\n"
+  "                   root), relabelled as the runtime does (default: 0, as written)\n"
   "  --inplace        run in place (needs an in-place program)\n"
   "  --outofplace     run out of place (an in-place program gets its input copied first);\n"
   "                   at most one of the two (default: the program's own)\n"
@@ -131,6 +133,8 @@ typedef struct vopts {
   int ops[IP_REDOP_COUNT], nops;
   long long count, tile;
   int slots;
+  int root, all_roots;  /* --root R / --root all (rooted collectives); 0: as written */
+  int root_given;
   const char *expect;
   ip_dims dims;
 } vopts;
@@ -242,34 +246,25 @@ static int parse_list(const char *v, int all, int (*from)(const char *), int *ou
   return 1;
 }
 
-static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
-  rt_diag *d = rt_diag_new(40);
-  ir_prog *p = NULL;
+/* Verifies program p (read and checked) on the CPU as vo asks: races,
+ * then one run per type and operator.  0 when it passes, 1 when it fails
+ * (the reason printed). */
+static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, const ir_expect *ex, rt_diag *d) {
   int rc = 1;
-  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
-    fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
-    goto out;
-  }
-  if (ex && p->coll != IR_COLL_CUSTOM) {
-    fprintf(stderr, "%s: --expect is for custom collectives; %s has its own postcondition (verify it without "
-            "--expect)\n", path, ir_coll_name[p->coll]);
-    rc = 2;
-    goto out;
-  }
   int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
   if (ir_check_races(p, ir_prog_aliased(p, inplace), d)) {
     fprintf(stderr, "%s: %s\n%s", path, inplace ? "unsafe in place" : "unsafe", rt_diag_text(d));
-    goto out;
+    return 1;
   }
   if (vo->ranks && vo->ranks != p->ngpus) {
     fprintf(stderr, "%s: the program is for %d ranks, not %d\n", path, p->ngpus, vo->ranks);
-    goto out;
+    return 1;
   }
   int es = 1;   /* the largest type asked for sizes the buffers */
   for (int a = 0; a < vo->ndtypes; a++)
     if (ip_dtype_size[vo->dtypes[a]] > es) es = ip_dtype_size[vo->dtypes[a]];
-  if (!sizes_fit(path, p, vo, es, inplace)) goto out;
-  int reduces = p->coll == IR_COLL_ALLREDUCE || p->coll == IR_COLL_REDUCESCATTER;
+  if (!sizes_fit(path, p, vo, es, inplace)) return 1;
+  int reduces = ir_coll_reduces(p->coll);
   int nops = reduces ? vo->nops : 1;
   vopts own = *vo;   /* the default type: f32, unless the program's compute steps take only bf16 (gemm) */
   if (!vo->dtype_given && !ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) own.dtypes[0] = IP_BF16;
@@ -308,14 +303,62 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
       tot.seconds += rep.seconds;
     }
   if (!rc && !vo->quiet) {
-    printf("%s: ok  %s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld, %s), "
+    char root[32] = "";
+    if (ir_coll_rooted(p->coll)) snprintf(root, sizeof root, " rooted at %d", p->root);
+    printf("%s: ok  %s%s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld, %s), "
            "%lld tiles, %lld messages, %lld elements checked, %.3f s\n",
-           path, ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), runs,
+           path, ir_coll_name[p->coll], root, p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), runs,
            runs == 1 ? "" : "s", vo->ndtypes == 1 ? ip_dtype_name[vo->dtypes[0]]
                                  : ntypes == IP_DTYPE_COUNT ? "all types" : "the types it takes",
            !reduces ? "" : " ", !reduces ? "" : nops == 1 ? ip_redop_name[vo->ops[0]] : "all ops",
            vo->count, inplace ? "in-place" : "out-of-place", (long long)tot.ntiles,
            (long long)tot.messages, (long long)tot.checked, tot.seconds);
+  }
+  return rc;
+}
+
+static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
+  rt_diag *d = rt_diag_new(40);
+  ir_prog *p = NULL;
+  int rc = 1;
+  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
+    fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
+    goto out;
+  }
+  if (ex && p->coll != IR_COLL_CUSTOM) {
+    fprintf(stderr, "%s: --expect is for custom collectives; %s has its own postcondition (verify it without "
+            "--expect)\n", path, ir_coll_name[p->coll]);
+    rc = 2;
+    goto out;
+  }
+  if (vo->root_given && !ir_coll_rooted(p->coll)) {
+    fprintf(stderr, "%s: --root is for rooted collectives (broadcast, reduce), not %s\n", path, ir_coll_name[p->coll]);
+    rc = 2;
+    goto out;
+  }
+  if (vo->root_given && !vo->all_roots && vo->root >= p->ngpus) {
+    fprintf(stderr, "%s: --root %d, but the program has ranks 0..%d\n", path, vo->root, p->ngpus - 1);
+    rc = 2;
+    goto out;
+  }
+  /* Another root runs the program relabelled, as the runtime does. */
+  int first = vo->all_roots ? 0 : vo->root, last = vo->all_roots ? p->ngpus - 1 : vo->root;
+  rc = 0;
+  for (int root = first; root <= last && !rc; root++) {
+    ir_prog *q = root ? ir_prog_copy(p, root) : p;
+    if (!q) {
+      fprintf(stderr, "%s: out of memory\n", path);
+      rc = 1;
+      break;
+    }
+    rt_diag_clear(d);
+    if (q != p && ir_check_slots(q, vo->slots, d)) {
+      fprintf(stderr, "%s: invalid rooted at %d\n%s", path, root, rt_diag_text(d));
+      rc = 1;
+    } else {
+      rc = verify_prog(path, q, vo, ex, d);
+    }
+    if (q != p) ir_prog_free(q);
   }
 out:
   ir_prog_free(p);
@@ -350,6 +393,11 @@ int tool_verify(int argc, char **argv) {
       vo.slots = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
       vo.expect = v;
+    } else if ((v = tool_opt(argc, argv, &i, "--root"))) {
+      vo.root_given = 1;
+      if (!strcmp(v, "all")) vo.all_roots = 1;
+      else if (!tool_size("verify", "--root", v, 0, rt_param_int(RT_PARAM_MAX_RANKS) - 1, &x)) return 2;
+      else vo.root = (int)x;
     } else if ((v = tool_opt(argc, argv, &i, "--dim"))) {
       if (!parse_dim(&vo.dims, v)) {
         fprintf(stderr, "baton verify: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", v, (long long)IP_MAX_DIM,
