@@ -271,6 +271,70 @@ static cc_trace *declared(lua_State *L) {
 
 /* ---- the DSL ---- */
 
+/* The names an expect may use beyond r, c, n, k: collective{}'s vars,
+ * a table of integers (a script's parameters, say).  The text written to
+ * the IR has each such name replaced by its value in parentheses, so the
+ * IR needs nothing else.  Returns the expanded text (to free); errors at
+ * the collective's line for a name that is not bound, a bad table or a
+ * text past CC_MAX_EXPECT. */
+#define CC_MAX_EXPECT 4096
+static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", NULL};   /* ir_expect.h's */
+static char *expand_expect(lua_State *L, const char *expect) {
+  int vars = lua_getfield(L, 1, "vars") == LUA_TTABLE ? lua_gettop(L) : 0;
+  if (!vars && !lua_isnil(L, -1)) luaL_error(L, "vars must be a table of integers {name = value, ...}");
+  if (vars) {
+    lua_pushnil(L);
+    while (lua_next(L, vars)) {
+      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+      int isint = lua_isinteger(L, -1);
+      if (!k || !isint)
+        luaL_error(L, "vars: every entry must be name = integer (%s = %s)", k ? k : luaL_typename(L, -2),
+                   luaL_typename(L, -1));
+      size_t len = strlen(k);
+      int ok = len > 0 && len < 32 && (isalpha((unsigned char)k[0]) || k[0] == '_');
+      for (size_t i = 1; ok && i < len; i++) ok = isalnum((unsigned char)k[i]) || k[i] == '_';
+      for (int i = 0; ok && expect_words[i]; i++) ok = strcmp(k, expect_words[i]) != 0;
+      if (!ok)
+        luaL_error(L, "vars: '%s' is not a name expect can use (a letter or _, then letters, digits or _, shorter than "
+                   "32, and not r, c, n, k, i, o or if)", k);
+      lua_pop(L, 1);
+    }
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (const char *p = expect; *p;) {
+    if (!(isalpha((unsigned char)*p) || *p == '_')) { luaL_addchar(&b, *p++); continue; }
+    const char *e = p;
+    while (isalnum((unsigned char)*e) || *e == '_') e++;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
+    lua_Integer v;
+    if (vars && lua_getfield(L, vars, name) == LUA_TNUMBER && (v = lua_tointeger(L, -1), 1)) {
+      lua_pop(L, 1);
+      char num[32];
+      snprintf(num, sizeof num, "(%lld)", (long long)v);
+      luaL_addstring(&b, num);
+    } else {
+      if (vars) lua_pop(L, 1);
+      int found = 0;
+      for (int i = 0; expect_words[i] && !found; i++) found = !strcmp(name, expect_words[i]);
+      if (!found)
+        luaL_error(L, "expect names '%s', which is none of r, c, n, k, i, o, if: a value goes in vars = { %s = ... }", name, name);
+      luaL_addlstring(&b, p, (size_t)(e - p));
+    }
+    p = e;
+  }
+  luaL_pushresult(&b);
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len);
+  if (len > CC_MAX_EXPECT)
+    luaL_error(L, "expect is %d characters with its vars in place, over the limit of %d", (int)len, CC_MAX_EXPECT);
+  char *out = strdup(text);
+  if (!out) cc_lua_nomem(L);
+  lua_pop(L, vars ? 2 : 1);
+  return out;
+}
+
 /* Reads collective{}'s expect: required for custom collectives (and parsed
  * here, so that a malformed one is reported at the collective's line),
  * refused for the others. */
@@ -279,31 +343,59 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
   const char *expect = luaL_optstring(L, -1, NULL);
   if (t->coll != IR_COLL_CUSTOM) {
     if (expect) luaL_error(L, "expect is only for kind = \"custom\" (the %s postcondition is built in)", kind);
+    lua_getfield(L, 1, "vars");
+    if (!lua_isnil(L, -1)) luaL_error(L, "vars is only for kind = \"custom\" (names its expect uses)");
+    lua_pop(L, 1);
     return;
   }
   if (!expect)
     luaL_error(L, "a custom collective needs expect = \"o[r][c]=i[...][...] [if ...]\", its postcondition (docs/VERIFY.md)");
+  t->expect = expand_expect(L, expect);
   rt_diag *d = rt_diag_new(1);
-  if (!d || !(t->expect = strdup(expect))) { rt_diag_free(d); cc_lua_nomem(L); }
-  if (ir_expect_parse(expect, "expect", &t->rules, d)) {
+  if (!d) cc_lua_nomem(L);
+  if (ir_expect_parse(t->expect, "expect", &t->rules, d)) {
     lua_pushstring(L, rt_diag_text(d));
     rt_diag_free(d);
+    if (strcmp(expect, t->expect))
+      luaL_error(L, "bad expect \"%s\" (\"%s\" with vars in place): %s", expect, t->expect,
+                 luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
     luaL_error(L, "bad expect \"%s\": %s", expect, luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
   }
   rt_diag_free(d);
 }
 
+/* A custom collective's input_chunks and output_chunks (each rank's
+ * buffers, in chunks of count / chunks elements): `chunks` unless given;
+ * 1..CC_MAX_INDEX, checked with the total below.  Refused for the others,
+ * whose sizes the collective fixes. */
+static void custom_sizes(lua_State *L, const cc_trace *t, int64_t *in, int64_t *out) {
+  static const char *const keys[] = {"input_chunks", "output_chunks"};
+  int64_t *dst[] = {in, out};
+  for (int i = 0; i < 2; i++) {
+    lua_getfield(L, 1, keys[i]);
+    if (!lua_isnil(L, -1)) {
+      if (t->coll != IR_COLL_CUSTOM)
+        luaL_error(L, "%s is only for kind = \"custom\" (a %s's buffer sizes follow from ranks and chunks)", keys[i],
+                   ir_coll_name[t->coll]);
+      lua_Integer v = luaL_checkinteger(L, -1);
+      if (v < 1 || v > CC_MAX_INDEX) luaL_error(L, "%s=%I out of range [1, %d]", keys[i], v, CC_MAX_INDEX);
+      *dst[i] = v;
+    }
+    lua_pop(L, 1);
+  }
+}
+
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
- *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect=,
- *             tileorder=, interleave= } */
+ *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect=, vars=,
+ *             input_chunks=, output_chunks=, tileorder=, interleave= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
   if (t->declared) luaL_error(L, "collective{} called twice");
   t->decl_line = script_line(L);
   static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
-                                       "name", "minbytes", "maxbytes", "topology", "expect", "tileorder",
-                                       "interleave", NULL};
+                                       "name", "minbytes", "maxbytes", "topology", "expect", "vars", "tileorder",
+                                       "interleave", "input_chunks", "output_chunks", NULL};
   check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
@@ -382,7 +474,9 @@ static int l_collective(lua_State *L) {
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
   /* the buffers' size: bounded before anything is allocated for them */
-  int64_t in = (int64_t)ib * t->k, out = (int64_t)ob * t->k, all = t->nranks * (in + out);
+  int64_t in = (int64_t)ib * t->k, out = (int64_t)ob * t->k;
+  custom_sizes(L, t, &in, &out);
+  int64_t all = t->nranks * (in + out);
   int64_t most = rt_param_int(RT_PARAM_MAX_CHUNKS);
   if (most > CC_MAX_TOTAL) most = CC_MAX_TOTAL;
   if (all > most)

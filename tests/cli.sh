@@ -157,7 +157,7 @@ printf 'local function f() error("no position", 0) end\nf()\n' > "$tmp/lvl0.lua"
 check_exact "error(msg, 0) gets the script line" 1 "lvl0.lua:1: no position" \
   bash -c 'cd "$1" && "$0" compile -q lvl0.lua -o lvl0.xml' "$abs" "$tmp"
 check_exact "a DSL error is one line too" 1 \
-  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, tileorder, interleave)" \
+  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks)" \
   bash -c 'cd "$1" && "$0" compile -q typo.lua -o typo.xml' "$abs" "$tmp"
 # Channel overflow: the script line that asked for the channel.
 printf 'collective{kind="custom", ranks=2, chunks=70, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor c = 0, 69 do\n  chunk(0, "input", c):copy(1, "output", c, {ch = c})\nend\n' > "$tmp/ch.lua"
