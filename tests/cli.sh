@@ -230,6 +230,20 @@ check "set: 2 ranks, one program per collective and size range" 0 "24 programs f
 check "compile records the FIFO slots the schedule needs" 0 ' slots="2"' "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o -
 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o - | sed 's/ slots="[0-9]*"/ slots="0"/' > "$tmp/slots0.xml"
 check "a slots attribute out of range is an error at file:line" 1 'slots0.xml:1: slots=0 is out of range [1, 1024]' "$baton" verify "$tmp/slots0.xml"
+# verify runs a compiled program with the FIFO slots its compiler recorded, unless --slots says otherwise.
+check "verify -v: a compiled program runs with its recorded slots" 0 \
+  "r4.xml: 2 FIFO slots per connection (the program's slots attribute: the fewest its schedule is proven deadlock-free with)" \
+  "$baton" verify -v "$tmp/r4.xml"
+check "verify -v: --slots overrides them" 0 "r4.xml: 5 FIFO slots per connection (--slots)" "$baton" verify -v --slots 5 "$tmp/r4.xml"
+check "verify -v: a file without them runs with BATON_EXEC_SLOTS" 0 \
+  "exchange_2r.xml: 3 FIFO slots per connection (BATON_EXEC_SLOTS: the program records no slots attribute)" \
+  env BATON_EXEC_SLOTS=3 "$baton" verify -v "$root/tests/exchange_2r.xml"
+sed 's/inplace="1">/inplace="1" slots="1">/' "$root/tests/exchange_2r.xml" > "$tmp/ex_s1.xml"
+sed 's/inplace="1">/inplace="1" slots="2">/' "$root/tests/exchange_2r.xml" > "$tmp/ex_s2.xml"
+check "a program that claims 1 slot but needs 2 is refused without --slots" 1 "deadlock with 1 FIFO slot per connection" \
+  "$baton" verify "$tmp/ex_s1.xml"
+check "... and runs with its recorded 2 even where BATON_EXEC_SLOTS is 1" 0 "ex_s2.xml: ok  allgather on 2 ranks" \
+  env BATON_EXEC_SLOTS=1 "$baton" verify "$tmp/ex_s2.xml"
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run

@@ -102,7 +102,9 @@ static const char verify_help[] =
   "  -o, --op OP      sum (default), prod, max, min, avg, or all\n"
   "  --count N        elements per block (default 4099: uneven on purpose)\n"
   "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
-  "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
+  "  --slots N        FIFO slots per connection (default: the slots=\"N\" the compiler\n"
+  "                   recorded in the file, the fewest its schedule is proven\n"
+  "                   deadlock-free with; BATON_EXEC_SLOTS for a file without one)\n"
   "  --inplace        run in place (needs an in-place program)\n"
   "  --outofplace     run out of place (an in-place program gets its input copied first);\n"
   "                   at most one of the two (default: the program's own)\n"
@@ -117,6 +119,7 @@ static const char verify_help[] =
   "                   is the reduction over all ranks; unnamed in-place chunks must\n"
   "                   keep their value); refused for a built-in collective\n"
   "  -q, --quiet      print only failures\n"
+  "  -v, --verbose    also say, per file, how many FIFO slots it runs with and why\n"
   "\n"
   "Every number N may end in K, M or G: x1024, x1024^2, x1024^3 (--count 64K).\n"
   "\n"
@@ -125,12 +128,12 @@ static const char verify_help[] =
   "collective included)\n";
 
 typedef struct vopts {
-  int ranks, quiet, inplace;
+  int ranks, quiet, verbose, inplace;
   int dtypes[IP_DTYPE_COUNT], ndtypes;
   int dtype_given;      /* --dtype was given; else f32, or bf16 for a program that takes only that */
   int ops[IP_REDOP_COUNT], nops;
   long long count, tile;
-  int slots;
+  int slots;            /* --slots; 0: the program's own (slots_for) */
   const char *expect;
   ip_dims dims;
 } vopts;
@@ -149,6 +152,15 @@ static int parse_dim(ip_dims *dims, const char *v) {
   if (!eq || (size_t)(eq - v) >= IR_MAX_NAME || parse_count(eq + 1, 1, &x) != 1) return 0;
   snprintf(spec, sizeof spec, "%.*s=%lld", (int)(eq - v), v, x);
   return ip_dims_parse(dims, spec) == 0;
+}
+
+/* The FIFO slots per connection p is checked and run with: --slots, else
+ * the slots its compiler recorded, else BATON_EXEC_SLOTS.  *why says which. */
+static int slots_for(const ir_prog *p, const vopts *vo, const char **why) {
+  if (vo->slots > 0) { *why = "--slots"; return vo->slots; }
+  if (p->slots > 0) { *why = "the program's slots attribute: the fewest its schedule is proven deadlock-free with"; return p->slots; }
+  *why = "BATON_EXEC_SLOTS: the program records no slots attribute";
+  return (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
 }
 
 /* Saturating arithmetic for the size estimate (non-negative operands). */
@@ -173,7 +185,8 @@ static int64_t memory_limit(void) {
  * a rank's geometry passes IR_GEOM_MAX_ELEMS. */
 static int64_t run_bytes(const ir_prog *p, const vopts *vo, int64_t count, int es, int inplace, int *bad_rank) {
   int aliased = ir_prog_aliased(p, inplace);
-  int nslots = vo->slots > 0 ? vo->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  const char *why;
+  int nslots = slots_for(p, vo, &why);
   int64_t maxcnt = ir_prog_max_cnt(p), bytes = 0;
   for (int r = 0; r < p->ngpus; r++) {
     ir_geom g;
@@ -246,10 +259,13 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
   int rc = 1;
-  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
+  const char *why = "";
+  int slots = 0;
+  if (ir_read_file(path, &p, d) || ir_check_slots(p, slots = slots_for(p, vo, &why), d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
     goto out;
   }
+  if (vo->verbose) printf("%s: %d FIFO slot%s per connection (%s)\n", path, slots, slots == 1 ? "" : "s", why);
   if (ex && p->coll != IR_COLL_CUSTOM) {
     fprintf(stderr, "%s: --expect is for custom collectives; %s has its own postcondition (verify it without "
             "--expect)\n", path, ir_coll_name[p->coll]);
@@ -285,7 +301,7 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
       ntypes += b == 0;
       ip_cpu_opts o = {.dtype = vo->dtypes[a], .op = reduces ? vo->ops[b] : IP_OP_SUM,
                        .count = vo->count, .inplace = vo->inplace, .tile = vo->tile,
-                       .slots = vo->slots, .expect = ex, .dims = &vo->dims};
+                       .slots = slots, .expect = ex, .dims = &vo->dims};
       ip_cpu_report rep;
       bt_result r = ip_cpu_verify(p, &o, &rep, d);
       if (r) {
@@ -366,6 +382,8 @@ int tool_verify(int argc, char **argv) {
       vo.inplace = want;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
       vo.quiet = 1;
+    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+      vo.verbose = 1;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "baton verify: unknown option '%s'\n", argv[i]);
       return 2;
