@@ -17,6 +17,11 @@ enum { CC_COPY, CC_REDUCE, CC_COMPUTE };
  * the script's order (PROGRAM). */
 enum { CC_ORDER_COMM, CC_ORDER_PROGRAM };
 
+/* How the compiler groups a rank's connections into thread blocks
+ * (collective's placement): one per peer, direction and channel (SPLIT),
+ * or a peer's send and receive on a channel in one (PAIRED). */
+enum { CC_PLACE_SPLIT, CC_PLACE_PAIRED };
+
 /* The longest name a topology may have (for messages). */
 #define CC_MAX_TOPO_NAME 64
 
@@ -83,6 +88,7 @@ typedef struct cc_trace {
   int nthreads;             /* threads per thread block; 0: the runtime's (BATON_NTHREADS) */
   uint64_t minbytes, maxbytes;
   cc_topo topo;             /* the links copies and reductions may use */
+  int placement;            /* CC_PLACE_* */
   int declared;             /* collective{} was called */
   int nspaces;
   char space_name[CC_MAX_SPACES][32];

@@ -291,7 +291,7 @@ static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
 
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
  *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=} or {links=},
- *             expect=, tileorder=, interleave= } */
+ *             expect=, tileorder=, interleave=, placement= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -299,7 +299,7 @@ static int l_collective(lua_State *L) {
   t->decl_line = script_line(L);
   static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
                                        "name", "minbytes", "maxbytes", "topology", "expect", "tileorder",
-                                       "interleave", NULL};
+                                       "interleave", "placement", NULL};
   check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
@@ -340,6 +340,12 @@ static int l_collective(lua_State *L) {
     luaL_error(L, "tileorder='%s': expected \"comm\" (compute the chunks that leave the GPU first) or \"program\" (the "
                "script's order)", order);
   t->tileorder = !strcmp(order, "program") ? CC_ORDER_PROGRAM : CC_ORDER_COMM;
+  lua_getfield(L, 1, "placement");
+  const char *place = luaL_optstring(L, -1, "split");
+  if (strcmp(place, "split") && strcmp(place, "paired"))
+    luaL_error(L, "placement='%s': expected \"split\" (a thread block per peer, direction and channel) or \"paired\" "
+               "(a peer's send and receive on a channel share one)", place);
+  t->placement = !strcmp(place, "paired") ? CC_PLACE_PAIRED : CC_PLACE_SPLIT;
   lua_getfield(L, 1, "interleave");
   const char *il = luaL_optstring(L, -1, NULL);
   if (il && !ir_dim_expr_ok(il))

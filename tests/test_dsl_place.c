@@ -1,5 +1,7 @@
-/* test_dsl_place.c -- topologies given as link lists (the helpers of
- * baton.topo, the check of every copy and reduce, malformed lists). */
+/* test_dsl_place.c -- the DSL's placement = "paired" (a peer's send and
+ * receive in one thread block) and topologies given as link lists (the
+ * helpers of baton.topo, the check of every copy and reduce, malformed
+ * lists). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +54,119 @@ static ir_prog *build(const char *src, const char *what) {
   cc_trace_free(t);
   rt_diag_free(d);
   return p;
+}
+
+/* Traces `src`, which must pass, and expects lowering to fail with `expect`. */
+static void lower_fails(const char *src, const char *expect, const char *what) {
+  cc_trace *t = NULL;
+  ir_prog *p = NULL;
+  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
+  if (!t) return;
+  rt_diag *d = rt_diag_new(10);
+  cc_lower_opts lo = {.fuse = 1};
+  ok(cc_lower(t, &lo, &p, d) == BT_ERR_INVALID, "%s is refused by the compiler", what);
+  ok_contains(rt_diag_text(d), expect, "%s: message names the line and the problem", what);
+  ir_prog_free(p);
+  cc_trace_free(t);
+  rt_diag_free(d);
+}
+
+/* Whether every rank of p has `tbs` thread blocks: one per peer that both
+ * sends to and receives from that peer on channel 0, each peer once, and
+ * the rest without peers (local copies). */
+static int paired_per_peer(const ir_prog *p, int tbs) {
+  for (int r = 0; r < p->ngpus; r++) {
+    const ir_gpu *g = &p->gpus[r];
+    int seen[64] = {0}, peers = 0;
+    if (g->ntbs != tbs || p->ngpus > 64) return 0;
+    for (int t = 0; t < g->ntbs; t++) {
+      const ir_tb *b = &g->tbs[t];
+      if (b->send < 0 && b->recv < 0) continue;
+      if (b->send != b->recv || b->chan != 0 || b->send == r || seen[b->send]++) return 0;
+      peers++;
+    }
+    if (peers != p->ngpus - 1) return 0;
+  }
+  return 1;
+}
+
+/* An all-pairs AllToAll of 6 ranks; PLACE is collective{}'s placement
+ * field, OPTS the options of the copies. */
+#define A2A6(PLACE, OPTS) "collective{kind='alltoall', ranks=6, chunks=1" PLACE "}\n" \
+  "for r = 0, 5 do for q = 0, 5 do chunk(r, 'input', q):copy(q, 'output', r" OPTS ") end end\n"
+
+static void test_paired(void) {
+  ir_prog *split = build(A2A6("", ""), "all-pairs alltoall, split");
+  ir_prog *paired = build(A2A6(", placement='paired'", ""), "all-pairs alltoall, paired");
+  ok(split && split->gpus[0].ntbs == 11, "split: a thread block per peer and direction, plus the local one (11)");
+  ok(paired && paired_per_peer(paired, 6), "paired: one thread block per peer that sends to it and receives from it, "
+     "plus the local one (6)");
+  ok(split && paired && ir_prog_nsteps(split) == ir_prog_nsteps(paired), "pairing moves steps, it adds or drops none");
+  int order = paired != NULL;   /* each pair's steps in the schedule's order: the send (depth 0) before the receive */
+  for (int r = 0; paired && r < 6; r++)
+    for (int t = 0; t < paired->gpus[r].ntbs; t++) {
+      const ir_tb *b = &paired->gpus[r].tbs[t];
+      if (b->send >= 0) order &= b->nsteps == 2 && b->steps[0].op == IR_OP_SEND && b->steps[1].op == IR_OP_RECV;
+    }
+  ok(order, "a paired thread block runs its send, then its receive");
+  ir_prog_free(split);
+  ir_prog_free(paired);
+
+  /* fusion first: a ring's receive-and-forward keeps its two peers */
+  const char *ring = "local ring = require 'baton.ring'\n"
+                     "collective{kind='allreduce', ranks=4, chunks=4, inplace=true%s}\n"
+                     "ring.allreduce({0, 1, 2, 3}, 'input', 0)\n";
+  char src[512];
+  snprintf(src, sizeof src, ring, "");
+  split = build(src, "ring allreduce, split");
+  snprintf(src, sizeof src, ring, ", placement='paired'");
+  paired = build(src, "ring allreduce, paired");
+  int same = split && paired && ir_prog_nsteps(split) == ir_prog_nsteps(paired);
+  for (int r = 0; same && r < 4; r++)
+    same = paired->gpus[r].ntbs == 1 && paired->gpus[r].tbs[0].send == (r + 1) % 4 &&
+           paired->gpus[r].tbs[0].recv == (r + 3) % 4 && split->gpus[r].ntbs == 1;
+  ok(same, "a fused ring is the same paired: one thread block per rank, rcs/rrs steps kept");
+  ir_prog_free(split);
+  ir_prog_free(paired);
+
+  /* sends placed by the script: the receives join their peer's thread block */
+  paired = build(A2A6(", placement='paired'", ", q ~= r and {sendtb = q < r and q or q - 1} or nil"),
+                 "paired alltoall with placed sends");
+  int placed = paired && paired_per_peer(paired, 6);
+  for (int r = 0; placed && r < 6; r++)
+    for (int t = 0; t < 5; t++) placed &= paired->gpus[r].tbs[t].send == (t < r ? t : t + 1);
+  ok(placed, "with sendtb placing each peer's send, its receive joins that thread block");
+  ir_prog_free(paired);
+  paired = build("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[1-r][c]', "
+                 "placement='paired'}\n"
+                 "for r = 0, 1 do chunk(r, 'input', 0):copy(1 - r, 'output', 0, {sendtb = 0, recvtb = 1}) end\n",
+                 "paired exchange whose sends and receives are placed apart");
+  ok(paired && paired->gpus[0].ntbs == 2 && paired->gpus[0].tbs[0].recv < 0 && paired->gpus[0].tbs[1].send < 0,
+     "sendtb/recvtb that keep a peer's send and receive apart win over pairing");
+  ir_prog_free(paired);
+
+  /* 56 ranks: 111 thread blocks split, 56 paired */
+  const char *a2a56 = "collective{kind='alltoall', ranks=56, chunks=1%s}\n"
+                      "for r = 0, 55 do for q = 0, 55 do chunk(r, 'input', q):copy(q, 'output', r) end end\n";
+  snprintf(src, sizeof src, a2a56, "");
+  lower_fails(src, "t.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers "
+              "and receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; "
+              "use placement = \"paired\" (a peer's send and receive in one thread block), or fewer peers",
+              "a 56-rank alltoall, split");
+  snprintf(src, sizeof src, a2a56, ", placement='paired'");
+  paired = build(src, "a 56-rank alltoall, paired");
+  ok(paired && paired_per_peer(paired, 56), "... compiles paired: 56 thread blocks per rank");
+  ir_prog_free(paired);
+  lower_fails("collective{kind='alltoall', ranks=110, chunks=1, placement='paired'}\n"
+              "for r = 0, 109 do for q = 0, 109 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
+              "t.lua:2: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 109 peers and "
+              "receives from 109, in 109 thread blocks (one holds at most one send and one receive peer), plus 1 for "
+              "local copies and reductions; use fewer peers",
+              "too many thread blocks already paired: no pairing advice");
+
+  fails("collective{kind='alltoall', ranks=2, placement='pairs'}\n",
+        "t.lua:1: placement='pairs': expected \"split\" (a thread block per peer, direction and channel) or \"paired\" "
+        "(a peer's send and receive on a channel share one)", "an unknown placement");
 }
 
 /* A 3 x 4 torus AllReduce: ring reduce-scatter along each row, ring
@@ -135,6 +250,7 @@ static void test_links(void) {
 
 int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "256", 1);
+  test_paired();
   test_links();
   return tap_done();
 }
