@@ -12,8 +12,10 @@
 -- agch=1 puts the two-shot's all-gather on channel 1: its receives get
 -- thread blocks of their own, so a chain's links are each a thread block's
 -- only step (the runtime then runs them in one block, as one step).
+-- placement="paired" gives a peer's send and receive one thread block (half
+-- as many thread blocks; the default "split" gives each its own).
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
--- chain (0), agch (0).
+-- chain (0), agch (0), placement (split).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
@@ -28,7 +30,7 @@ if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(sh
 collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop"),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
-            threads = param("threads", 0) }
+            threads = param("threads", 0), placement = param("placement", "split") }
 local out = inplace and "input" or "output"
 if shot == 1 and chain and inplace then
   -- On 2 ranks a rank's send and receive share thread block 0: the sum

@@ -17,6 +17,24 @@ enum { CC_COPY, CC_REDUCE, CC_COMPUTE };
  * the script's order (PROGRAM). */
 enum { CC_ORDER_COMM, CC_ORDER_PROGRAM };
 
+/* How the compiler groups a rank's connections into thread blocks
+ * (collective's placement): one per peer, direction and channel (SPLIT),
+ * or a peer's send and receive on a channel in one (PAIRED). */
+enum { CC_PLACE_SPLIT, CC_PLACE_PAIRED };
+
+/* The longest name a topology may have (for messages). */
+#define CC_MAX_TOPO_NAME 64
+
+/* The links between ranks a collective{} topology allows (compiler/cc_topo.c):
+ * fully connected, nodes x gpus (a node's GPUs all linked, GPU i of every
+ * node linked by rail i), or an explicit list of undirected links. */
+typedef struct cc_topo {
+  int nodes, gpus;          /* nodes x gpus; nodes == 0: another form */
+  int nlinks;               /* a link list of nlinks pairs; -1: none given */
+  uint64_t *links;          /* ... sorted, each a << 32 | b with a < b */
+  char name[CC_MAX_TOPO_NAME];   /* the list's name, or "" */
+} cc_topo;
+
 /* What a chunk holds, symbolically: the input chunks (rank, index) folded
  * into it, sorted; empty when nothing was ever written. */
 typedef struct cc_val {
@@ -69,7 +87,8 @@ typedef struct cc_trace {
   int inplace, instances;
   int nthreads;             /* threads per thread block; 0: the runtime's (BATON_NTHREADS) */
   uint64_t minbytes, maxbytes;
-  int nodes, gpus;          /* topology; nodes == 0: fully connected */
+  cc_topo topo;             /* the links copies and reductions may use */
+  int placement;            /* CC_PLACE_* */
   int declared;             /* collective{} was called */
   int nspaces;
   char space_name[CC_MAX_SPACES][32];

@@ -70,6 +70,16 @@ int cc_sets_init(lower *w);
  * Returns 1 when joined (or already one), 0 when they are incompatible. */
 int cc_sets_join(lower *w, int a, int b);
 
+/* placement = "paired": on every rank and channel, joins the set that
+ * sends to a peer with the set that receives from it where one thread
+ * block can own both (cc_sets_join; fusion or sendtb/recvtb may already
+ * have given one of them another peer, and then they stay apart).  Any
+ * grouping is deadlock-free: a thread block runs its steps in the
+ * schedule's global order, a run of the whole program on CC_LOWER_SLOTS
+ * slots in which every wait points backwards (cc_lower.c, sched), so the
+ * program order a shared thread block adds points backwards too. */
+void cc_pair_peers(lower *w);
+
 /* Honours sendtb/recvtb: each placed instruction's set is pinned to that
  * thread-block index; sets pinned to the same index of a rank are joined.
  * Conflicts (one connection pinned to two indices, two send peers in one

@@ -919,6 +919,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     copy_after_receive(&w);
     if (!fuse(&w, users)) goto out;
   }
+  if (t->placement == CC_PLACE_PAIRED) cc_pair_peers(&w);
   order = cc_malloc((w.n + 1) * sizeof(int));
   int need = 1;
   if (!order || (w.n && !schedule(&w, order, CC_LOWER_SLOTS, &need))) {

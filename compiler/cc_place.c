@@ -73,6 +73,17 @@ int cc_sets_join(lower *w, int a, int b) {
   return 1;
 }
 
+void cc_pair_peers(lower *w) {
+  int nr = w->t->nranks;
+  for (int rank = 0; rank < nr; rank++)
+    for (int ch = 0; ch < w->nch; ch++)
+      for (int q = 0; q < nr; q++) {
+        int s = cc_endpoint(w, rank, ch, 2 * q), r = cc_endpoint(w, rank, ch, 2 * q + 1);
+        if (w->info[cc_find(w->parent, s)].send == q && w->info[cc_find(w->parent, r)].recv == q)
+          cc_sets_join(w, s, r);
+      }
+}
+
 /* "sends to rank 1 and receives from rank 3 on channel 0" */
 static const char *describe(const setinfo *s, char *buf, size_t n) {
   if (s->send >= 0 && s->recv >= 0)
@@ -157,8 +168,9 @@ static int cmp_int(const void *a, const void *b) {
  * what the count is made of (send and receive peers, channels, instances,
  * local and compute thread blocks, the highest sendtb/recvtb index) and
  * only the levers the script has (channels when it uses more than one or
- * parallelize replicates them, instances when there are several, pairing
- * each peer's send and receive when they are apart, fewer peers).
+ * parallelize replicates them, instances when there are several,
+ * placement = "paired" when it is not and a peer's send and receive are
+ * apart, fewer peers).
  * Returns 0 when out of memory (nothing reported then but "out of memory"). */
 static int too_many_tbs(lower *w, int rank, int tot, int max_tbs, int instances, const int *roots, int nroots,
                         const int *setrank, const int *setinst, const int *line) {
@@ -220,8 +232,8 @@ static int too_many_tbs(lower *w, int rank, int tot, int max_tbs, int instances,
     lever[nlev++] = fragw;
   }
   if (instances > 1) lever[nlev++] = "fewer instances";
-  if (comm > (ns > nrv ? ns : nrv))
-    lever[nlev++] = "one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md)";
+  if (t->placement != CC_PLACE_PAIRED && comm > (ns > nrv ? ns : nrv))
+    lever[nlev++] = "placement = \"paired\" (a peer's send and receive in one thread block)";
   if (comm) lever[nlev++] = "fewer peers";
   for (int i = 0; i < nlev; i++)
     add(m, sizeof m, &len, "%s%s", i == 0 ? "; use " : i + 1 == nlev ? ", or " : ", ", lever[i]);

@@ -3,6 +3,7 @@
 #include "cc_trace.h"
 #include "cc_frag.h"
 #include "cc_lua.h"
+#include "cc_topo.h"
 #include "ir_geom.h"
 #include "rt_param.h"
 
@@ -159,11 +160,6 @@ static void check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, 
                space_name(t, space), (lua_Integer)idx, (lua_Integer)(idx + count - 1), CC_MAX_INDEX);
 }
 
-
-static int linked(const cc_trace *t, int a, int b) {
-  if (!t->nodes || a == b) return 1;
-  return a / t->gpus == b / t->gpus || a % t->gpus == b % t->gpus;
-}
 
 /* The line of the user's script that made the current call: the innermost
  * frame of a file chunk, so that operations made inside a baton.* module
@@ -386,8 +382,8 @@ static void custom_sizes(lua_State *L, const cc_trace *t, int64_t *in, int64_t *
 }
 
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
- *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=}, expect=, vars=,
- *             input_chunks=, output_chunks=, tileorder=, interleave= } */
+ *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=} or {links=}, expect=, vars=,
+ *             input_chunks=, output_chunks=, tileorder=, interleave=, placement= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -395,7 +391,7 @@ static int l_collective(lua_State *L) {
   t->decl_line = script_line(L);
   static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
                                        "name", "minbytes", "maxbytes", "topology", "expect", "vars", "tileorder",
-                                       "interleave", "input_chunks", "output_chunks", NULL};
+                                       "interleave", "input_chunks", "output_chunks", "placement", NULL};
   check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
@@ -439,6 +435,12 @@ static int l_collective(lua_State *L) {
     luaL_error(L, "tileorder='%s': expected \"comm\" (compute the chunks that leave the GPU first) or \"program\" (the "
                "script's order)", order);
   t->tileorder = !strcmp(order, "program") ? CC_ORDER_PROGRAM : CC_ORDER_COMM;
+  lua_getfield(L, 1, "placement");
+  const char *place = luaL_optstring(L, -1, "split");
+  if (strcmp(place, "split") && strcmp(place, "paired"))
+    luaL_error(L, "placement='%s': expected \"split\" (a thread block per peer, direction and channel) or \"paired\" "
+               "(a peer's send and receive on a channel share one)", place);
+  t->placement = !strcmp(place, "paired") ? CC_PLACE_PAIRED : CC_PLACE_SPLIT;
   lua_getfield(L, 1, "interleave");
   const char *il = luaL_optstring(L, -1, NULL);
   if (il && !ir_dim_expr_ok(il))
@@ -457,20 +459,10 @@ static int l_collective(lua_State *L) {
   t->maxbytes = (uint64_t)maxb;
   lua_getfield(L, 1, "topology");
   if (lua_istable(L, -1)) {
-    static const char *const topo[] = {"nodes", "gpus", NULL};
+    static const char *const topo[] = {"nodes", "gpus", "links", "name", NULL};
     check_keys(L, -1, topo, "collective{} topology", "field");
-    lua_getfield(L, -1, "nodes");
-    lua_Integer nodes = luaL_checkinteger(L, -1);
-    lua_getfield(L, -2, "gpus");
-    lua_Integer gpus = luaL_checkinteger(L, -1);
-    if (nodes < 1 || gpus < 1 || nodes > t->nranks || gpus > t->nranks || nodes * gpus != t->nranks)
-      luaL_error(L, "topology nodes=%I x gpus=%I does not make ranks=%d", (lua_Integer)nodes, (lua_Integer)gpus, t->nranks);
-    t->nodes = (int)nodes;
-    t->gpus = (int)gpus;
-    lua_pop(L, 2);
-  } else if (!lua_isnil(L, -1)) {
-    luaL_error(L, "topology must be a table {nodes=, gpus=} (or absent: fully connected)");
   }
+  cc_topo_read(L, &t->topo, t->nranks, -1);
   int ib, ob;
   ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
   /* the buffers' size: bounded before anything is allocated for them */
@@ -832,9 +824,10 @@ static int l_copy(lua_State *L) {
   read_opts(L, 5, &op);
   op.dst_space = space;
   check_fresh(L, t, src, "copy of");
-  if (!linked(t, src->rank, rank))
-    luaL_error(L, "copy from rank %d to rank %d: the topology (%d nodes x %d GPUs) does not link them",
-               src->rank, rank, t->nodes, t->gpus);
+  char topo[CC_MAX_TOPO_NAME + 64];
+  if (!cc_topo_linked(&t->topo, src->rank, rank))
+    luaL_error(L, "copy from rank %d to rank %d: the topology (%s) does not link them", src->rank, rank,
+               cc_topo_describe(&t->topo, topo, sizeof topo));
   for (int i = 0; i < src->count; i++) {
     cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (d == s) luaL_error(L, "copy of rank %d %s[%d] onto itself", rank, b, idx + i);
@@ -867,9 +860,10 @@ static int l_reduce(lua_State *L) {
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
   check_fresh(L, t, dst, "reduce into");
   check_fresh(L, t, src, "reduce of");
-  if (!linked(t, src->rank, dst->rank))
-    luaL_error(L, "reduce from rank %d into rank %d: the topology (%d nodes x %d GPUs) does not link them",
-               src->rank, dst->rank, t->nodes, t->gpus);
+  char topo[CC_MAX_TOPO_NAME + 64];
+  if (!cc_topo_linked(&t->topo, src->rank, dst->rank))
+    luaL_error(L, "reduce from rank %d into rank %d: the topology (%s) does not link them", src->rank, dst->rank,
+               cc_topo_describe(&t->topo, topo, sizeof topo));
   for (int i = 0; i < dst->count; i++) {
     cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
     if (d == s) luaL_error(L, "reduce of rank %d %s[%d] with itself", dst->rank, space_name(t, dst->space), dst->idx + i);
@@ -1126,6 +1120,7 @@ void cc_trace_free(cc_trace *t) {
     cc_free(t->cap[s]);
   }
   cc_free(t->scratch_rank);
+  cc_topo_free(&t->topo);
   cc_free(t->ops);
   cc_frag_free(t);
   cc_free(t->frags);
@@ -1147,6 +1142,7 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
   snprintf(t->space_name[CC_SPACE_INPUT], 32, "input");
   snprintf(t->space_name[CC_SPACE_OUTPUT], 32, "output");
   t->instances = 1;
+  t->topo.nlinks = -1;
   t->mem = cc_budget_new();
   if (!t->mem || !t->script) { cc_trace_free(t); return BT_ERR_NOMEM; }
   cc_budget *prev = cc_mem_enter(t->mem);   /* the trace's allocations count against it */

@@ -157,7 +157,7 @@ printf 'local function f() error("no position", 0) end\nf()\n' > "$tmp/lvl0.lua"
 check_exact "error(msg, 0) gets the script line" 1 "lvl0.lua:1: no position" \
   bash -c 'cd "$1" && "$0" compile -q lvl0.lua -o lvl0.xml' "$abs" "$tmp"
 check_exact "a DSL error is one line too" 1 \
-  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks)" \
+  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks, placement)" \
   bash -c 'cd "$1" && "$0" compile -q typo.lua -o typo.xml' "$abs" "$tmp"
 # Channel overflow: the script line that asked for the channel.
 printf 'collective{kind="custom", ranks=2, chunks=70, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor c = 0, 69 do\n  chunk(0, "input", c):copy(1, "output", c, {ch = c})\nend\n' > "$tmp/ch.lua"
@@ -173,7 +173,7 @@ check "... or the parallelize that replicates them" 1 "chp.lua:2: the program ne
 # Thread blocks over the limit: the line that opens the most, and what the script can change.
 printf 'collective{kind="alltoall", ranks=56, chunks=1}\nfor r = 0, 55 do for q = 0, 55 do chunk(r, "input", q):copy(q, "output", r) end end\n' > "$tmp/tbs.lua"
 check_exact "too many thread blocks names the line and the peers, not channels or instances" 1 \
-  "tbs.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; use one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md), or fewer peers" \
+  "tbs.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; use placement = \"paired\" (a peer's send and receive in one thread block), or fewer peers" \
   bash -c 'cd "$1" && "$0" compile -q tbs.lua -o tbs.xml' "$abs" "$tmp"
 # An out-of-place program that writes its input: at the line, while tracing.
 printf 'collective{kind="allreduce", ranks=2, chunks=1}\nlocal a = chunk(1, "input", 0):reduce(chunk(0, "input", 0))\na:copy(1, "output", 0)\na:copy(0, "output", 0)\n' > "$tmp/oop.lua"
@@ -244,6 +244,32 @@ check "verify --root past the ranks" 2 "--root 4, but the program has ranks 0..3
 check "verify --root on an unrooted collective" 2 "--root is for rooted collectives (broadcast, reduce), not allgather" "$baton" verify --root 1 "$ag"
 sed 's/type="r" srcbuf="o" srcoff="0" dstbuf="o"/type="r" srcbuf="o" srcoff="0" dstbuf="i"/' "$tmp/bcast.xml" > "$tmp/bcast_bad.xml"
 check "a broadcast writing its input off the root is invalid, with its place" 1 "rank 3 tb 0 step 0: writes its input, which a broadcast has only on the root (rank 0)" "$baton" verify "$tmp/bcast_bad.xml"
+# verify runs a compiled program with the FIFO slots its compiler recorded, unless --slots says otherwise.
+check "verify -v: a compiled program runs with its recorded slots" 0 \
+  "r4.xml: 2 FIFO slots per connection (the program's slots attribute: the fewest its schedule is proven deadlock-free with)" \
+  "$baton" verify -v "$tmp/r4.xml"
+check "verify -v: --slots overrides them" 0 "r4.xml: 5 FIFO slots per connection (--slots)" "$baton" verify -v --slots 5 "$tmp/r4.xml"
+check "verify -v: a file without them runs with BATON_EXEC_SLOTS" 0 \
+  "exchange_2r.xml: 3 FIFO slots per connection (BATON_EXEC_SLOTS: the program records no slots attribute)" \
+  env BATON_EXEC_SLOTS=3 "$baton" verify -v "$root/tests/exchange_2r.xml"
+sed 's/inplace="1">/inplace="1" slots="1">/' "$root/tests/exchange_2r.xml" > "$tmp/ex_s1.xml"
+sed 's/inplace="1">/inplace="1" slots="2">/' "$root/tests/exchange_2r.xml" > "$tmp/ex_s2.xml"
+check "a program that claims 1 slot but needs 2 is refused without --slots" 1 "deadlock with 1 FIFO slot per connection" \
+  "$baton" verify "$tmp/ex_s1.xml"
+check "... and runs with its recorded 2 even where BATON_EXEC_SLOTS is 1" 0 "ex_s2.xml: ok  allgather on 2 ranks" \
+  env BATON_EXEC_SLOTS=1 "$baton" verify "$tmp/ex_s2.xml"
+# placement=paired halves the all-pairs programs' thread blocks (a peer's send and receive in one).
+for s in alltoall_direct allreduce_allpairs; do
+  check "$s split: 120 thread blocks on 8 ranks" 0 "on 8 ranks, 120 thread blocks" \
+    "$baton" compile "$root/algorithms/$s.lua" --param ranks=8 -o "$tmp/$s.split.xml"
+  check "$s paired: 64" 0 "on 8 ranks, 64 thread blocks" \
+    "$baton" compile "$root/algorithms/$s.lua" --param ranks=8 --param placement=paired -o "$tmp/$s.paired.xml"
+  check "... and it verifies over every type and operator" 0 "ok  " "$baton" verify -d all -o all "$tmp/$s.paired.xml"
+  check "$s at 64 ranks, split, is refused" 1 "rank 0 needs 127 thread blocks, more than the 108" \
+    "$baton" compile -q "$root/algorithms/$s.lua" --param ranks=64 -o "$tmp/$s.64.xml"
+  check "... paired, it compiles: 64 thread blocks per rank" 0 "on 64 ranks, 4096 thread blocks" \
+    "$baton" compile "$root/algorithms/$s.lua" --param ranks=64 --param placement=paired -o "$tmp/$s.64.xml"
+done
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run

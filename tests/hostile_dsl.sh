@@ -63,5 +63,12 @@ else echo "not ok $n - a script too large to load (status $st, wanted 1 and exac
 check "the instruction limit names the line reached" 1 30 \
   "h$((n + 1)).lua:3: instruction limit reached: the script ran more than 100000 Lua instructions (or library steps) (BATON_LUA_MAX_INSTRUCTIONS raises it" \
   $'local function spin()\n  local i = 0\n  while true do i = i + 1 end\nend\nspin()' BATON_LUA_MAX_INSTRUCTIONS=100000
+# A topology's link list is bounded before it is read (a link listed twice
+# is an error anyway, so a long list of one link must stop at the limit).
+check "BATON_MAX_LINKS bounds a topology's link list" 1 30 \
+  "h$((n + 1)).lua:2: topology: 70000 links, over the limit of 65536 (BATON_MAX_LINKS raises it)" \
+  $'local l = {} for i = 1, 70000 do l[i] = {0, 1} end\ncollective{kind="allgather", ranks=2, topology={links=l}}'
+check "... and BATON_MAX_LINKS raises it" 1 30 "h$((n + 1)).lua:1: topology: 3 links, over the limit of 2 (BATON_MAX_LINKS raises it)" \
+  'collective{kind="allgather", ranks=3, topology={links={{0, 1}, {1, 2}, {2, 0}}}}' BATON_MAX_LINKS=2
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -43,10 +43,10 @@ combos() {
   product allgather_ring.lua ranks=$RANKS channels=1,2,3,4 instances=1,2,3,4
   product reducescatter_ring.lua ranks=$RANKS channels=1,2,3,4 inplace=0,1 instances=1,2,3,4
   product allreduce_rhd.lua ranks=$RANKS instances=1,2,3,4
-  product allreduce_allpairs.lua ranks=$RANKS shot=1 inplace=0,1 chain=0,1 instances=1,2,3,4
-  product allreduce_allpairs.lua ranks=$RANKS shot=2 inplace=0,1 chain=0,1 agch=0,1 instances=1,2,3,4
+  product allreduce_allpairs.lua ranks=$RANKS shot=1 inplace=0,1 chain=0,1 instances=1,2,3,4 placement=split,paired
+  product allreduce_allpairs.lua ranks=$RANKS shot=2 inplace=0,1 chain=0,1 agch=0,1 instances=1,2,3,4 placement=split,paired
   product allgather_allpairs.lua ranks=$RANKS chunks=1,2,3 inplace=0,1 instances=1,2,3,4
-  product alltoall_direct.lua ranks=$RANKS chunks=1,2,3 instances=1,2,3,4
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2,3 instances=1,2,3,4 placement=split,paired
   # Bruck's instances split its packed messages chunk by chunk: at 32 and 64
   # ranks a compile with instances takes seconds (lowering), so one instance there.
   product alltoall_bruck.lua ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
@@ -93,12 +93,12 @@ pinned() {
 
 # The message a case must be refused with, or nothing when it must compile.
 refusal() {  # refusal SCRIPT KEY=VALUE...
-  local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0; shift
+  local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0 placement=split; shift
   for kv in "$@"; do
     case $kv in
       ranks=*) ranks=${kv#*=} ;; instances=*) inst=${kv#*=} ;; shot=*) shot=${kv#*=} ;;
       chain=*) chain=${kv#*=} ;; agch=*) agch=${kv#*=} ;; inplace=*) inplace=${kv#*=} ;;
-      nodes=*) nodes=${kv#*=} ;; gpus=*) gpus=${kv#*=} ;;
+      nodes=*) nodes=${kv#*=} ;; gpus=*) gpus=${kv#*=} ;; placement=*) placement=${kv#*=} ;;
     esac
   done
   case $script in
@@ -117,8 +117,11 @@ refusal() {  # refusal SCRIPT KEY=VALUE...
   # copies and reductions where the script has them (not with chain=1, nor
   # for an in-place all-gather), one fewer for the two-shot chain on one
   # channel (a peer's receive-reduce and send fuse into one thread block).
+  # With placement=paired a peer's send and receive share one: one per
+  # peer, and the two-shot's chain needs its local one again.
   # Past the 108 a GPU runs at once, the compiler refuses the program.
-  local peers=$((2 * (ranks - 1))) per=0
+  local peers=$((2 * (ranks - 1))) per=0 chained=$chain
+  if [ "$placement" = paired ]; then peers=$((ranks - 1)) chained=0; fi
   case $script in
     alltoall_direct.lua) per=$((peers + 1)) ;;
     allgather_allpairs.lua) per=$((peers + (inplace == 0))) ;;
@@ -126,7 +129,7 @@ refusal() {  # refusal SCRIPT KEY=VALUE...
     allreduce_allpairs.lua)
       if [ "$shot" = 1 ]; then per=$((peers + (chain == 0)))
       elif [ "$agch" = 1 ]; then per=$((2 * peers + (chain == 0)))
-      else per=$((peers + 1 - 2 * chain)); fi ;;
+      else per=$((peers + 1 - 2 * chained)); fi ;;
   esac
   if [ $((per * inst)) -gt 108 ]; then
     echo "rank 0 needs $((per * inst)) thread blocks, more than the 108 a GPU runs at once"; fi

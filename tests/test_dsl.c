@@ -212,33 +212,34 @@ static void test_placement(void) {
               "for r = 0, 55 do for q = 0, 55 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
               "t.lua:2: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and "
               "receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; use "
-              "one thread block for each peer's send and receive (sendtb/recvtb, docs/DSL.md), or fewer peers",
+              "placement = \"paired\" (a peer's send and receive in one thread block), or fewer peers",
               "more thread blocks than a GPU runs at once (one channel, one instance: peers, not channels)");
   lower_fails("collective{kind='alltoall', ranks=28, chunks=2}\n"
               "for r = 0, 27 do for q = 0, 27 do for c = 0, 1 do\n"
               "  chunk(r, 'input', q * 2 + c):copy(q, 'output', r * 2 + c, {ch = c}) end end end\n",
               "t.lua:3: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
               "receives from 27 on 2 channels, a thread block per peer, direction and channel (108), plus 2 for local "
-              "copies and reductions; use fewer channels, one thread block for each peer's send and receive "
-              "(sendtb/recvtb, docs/DSL.md), or fewer peers",
+              "copies and reductions; use fewer channels, placement = \"paired\" (a peer's send and receive in one "
+              "thread block), or fewer peers",
               "too many thread blocks with 2 channels names channels");
   lower_fails("collective{kind='alltoall', ranks=28, chunks=1, instances=2}\n"
               "for r = 0, 27 do for q = 0, 27 do chunk(r, 'input', q):copy(q, 'output', r) end end\n",
               "t.lua:2: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
               "receives from 27 in each of 2 instances (instances = 2 at t.lua:1), a thread block per peer, direction and "
-              "channel (108), plus 2 for local copies and reductions; use fewer instances, one thread block",
+              "channel (108), plus 2 for local copies and reductions; use fewer instances, placement = \"paired\"",
               "too many thread blocks with 2 instances names instances, not channels");
   lower_fails("collective{kind='alltoall', ranks=28, chunks=1}\nparallelize(2, function(i)\n"
               "  for r = 0, 27 do for q = 0, 27 do chunk(r, 'input', q):copy(q, 'output', r) end end\nend)\n",
               "t.lua:3: rank 0 needs 110 thread blocks, more than the 108 a GPU runs at once: it sends to 27 peers and "
               "receives from 27 on 2 channels, a thread block per peer, direction and channel (108), plus 2 for local "
-              "copies and reductions; use a smaller count for parallelize(2) at t.lua:2, one thread block",
+              "copies and reductions; use a smaller count for parallelize(2) at t.lua:2, placement = \"paired\"",
               "too many thread blocks from parallelize's channels names the parallelize");
   lower_fails("collective{kind='alltoall', ranks=56, chunks=1}\nfor r = 0, 55 do for q = 0, 55 do\n"
               "  chunk(r, 'input', q):copy(q, 'output', r, q ~= r and {sendtb = q < r and q or q - 1} or nil) end end\n",
               "t.lua:3: rank 0 needs 111 thread blocks, more than the 108 a GPU runs at once: it sends to 55 peers and "
               "receives from 55, a thread block per peer and direction (110), plus 1 for local copies and reductions; "
-              "sendtb/recvtb place up to tb 54 (at t.lua:3); use one thread block for each peer's send and receive",
+              "sendtb/recvtb place up to tb 54 (at t.lua:3); use placement = \"paired\" (a peer's send and receive "
+              "in one thread block)",
               "too many thread blocks with placed sends names the highest placed index and its line");
   lower_fails("collective{kind='allgather', ranks=4, chunks=120, inplace=true}\nfor c = 0, 119 do for r = 0, 3 do\n"
               "  local x = chunk(r, 'output', r * 120 + c)\n"

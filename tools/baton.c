@@ -25,7 +25,8 @@ static void usage(FILE *f) {
              "  sizes, counts   K, M, G suffixes, x1024, x1024^2, x1024^3 (64K is 65536): every\n"
              "                  number of verify (--count, --tile, --dim NAME=N, --slots, --ranks),\n"
              "                  compile's --sizes, bench's -b, -e, -i\n"
-             "  -q, --quiet     less output; compile -v (--verbose): a script error's Lua traceback\n");
+             "  -q, --quiet     less output; compile -v (--verbose): a script error's Lua traceback;\n"
+             "                  verify -v: the FIFO slots each file runs with, and why\n");
   fprintf(f, "\n'baton COMMAND --help' describes a command.\n");
 }
 

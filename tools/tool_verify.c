@@ -102,7 +102,9 @@ static const char verify_help[] =
   "  -o, --op OP      sum (default), prod, max, min, avg, or all\n"
   "  --count N        elements per block (default 4099: uneven on purpose)\n"
   "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
-  "  --slots N        FIFO slots per connection (default BATON_EXEC_SLOTS)\n"
+  "  --slots N        FIFO slots per connection (default: the slots=\"N\" the compiler\n"
+  "                   recorded in the file, the fewest its schedule is proven\n"
+  "                   deadlock-free with; BATON_EXEC_SLOTS for a file without one)\n"
   "  --root R|all     broadcast and reduce: run the program for root R (or every\n"
   "                   root), relabelled as the runtime does (default: 0, as written)\n"
   "  --inplace        run in place (needs an in-place program)\n"
@@ -119,6 +121,7 @@ static const char verify_help[] =
   "                   is the reduction over all ranks; unnamed in-place chunks must\n"
   "                   keep their value); refused for a built-in collective\n"
   "  -q, --quiet      print only failures\n"
+  "  -v, --verbose    also say, per file, how many FIFO slots it runs with and why\n"
   "\n"
   "Every number N may end in K, M or G: x1024, x1024^2, x1024^3 (--count 64K).\n"
   "\n"
@@ -127,12 +130,12 @@ static const char verify_help[] =
   "collective included)\n";
 
 typedef struct vopts {
-  int ranks, quiet, inplace;
+  int ranks, quiet, verbose, inplace;
   int dtypes[IP_DTYPE_COUNT], ndtypes;
   int dtype_given;      /* --dtype was given; else f32, or bf16 for a program that takes only that */
   int ops[IP_REDOP_COUNT], nops;
   long long count, tile;
-  int slots;
+  int slots;            /* --slots; 0: the program's own (slots_for) */
   int root, all_roots;  /* --root R / --root all (rooted collectives); 0: as written */
   int root_given;
   const char *expect;
@@ -143,6 +146,15 @@ typedef struct vopts {
 #define VERIFY_MAX_SLOTS 1024
 /* Files one `baton verify` takes. */
 #define MAX_FILES 256
+
+/* The FIFO slots per connection p is checked and run with: --slots, else
+ * the slots its compiler recorded, else BATON_EXEC_SLOTS.  *why says which. */
+static int slots_for(const ir_prog *p, const vopts *vo, const char **why) {
+  if (vo->slots > 0) { *why = "--slots"; return vo->slots; }
+  if (p->slots > 0) { *why = "the program's slots attribute: the fewest its schedule is proven deadlock-free with"; return p->slots; }
+  *why = "BATON_EXEC_SLOTS: the program records no slots attribute";
+  return (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+}
 
 /* --dim NAME=N, N with an optional K, M or G suffix, into dims: 1, or 0
  * when malformed, out of range or one dimension too many. */
@@ -177,7 +189,8 @@ static int64_t memory_limit(void) {
  * a rank's geometry passes IR_GEOM_MAX_ELEMS. */
 static int64_t run_bytes(const ir_prog *p, const vopts *vo, int64_t count, int es, int inplace, int *bad_rank) {
   int aliased = ir_prog_aliased(p, inplace);
-  int nslots = vo->slots > 0 ? vo->slots : (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
+  const char *why;
+  int nslots = slots_for(p, vo, &why);
   int64_t maxcnt = ir_prog_max_cnt(p), bytes = 0;
   for (int r = 0; r < p->ngpus; r++) {
     ir_geom g;
@@ -251,6 +264,8 @@ static int parse_list(const char *v, int all, int (*from)(const char *), int *ou
  * (the reason printed). */
 static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, const ir_expect *ex, rt_diag *d) {
   int rc = 1;
+  const char *why;
+  int slots = slots_for(p, vo, &why);
   int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
   if (ir_check_races(p, ir_prog_aliased(p, inplace), d)) {
     fprintf(stderr, "%s: %s\n%s", path, inplace ? "unsafe in place" : "unsafe", rt_diag_text(d));
@@ -280,7 +295,7 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
       ntypes += b == 0;
       ip_cpu_opts o = {.dtype = vo->dtypes[a], .op = reduces ? vo->ops[b] : IP_OP_SUM,
                        .count = vo->count, .inplace = vo->inplace, .tile = vo->tile,
-                       .slots = vo->slots, .expect = ex, .dims = &vo->dims};
+                       .slots = slots, .expect = ex, .dims = &vo->dims};
       ip_cpu_report rep;
       bt_result r = ip_cpu_verify(p, &o, &rep, d);
       if (r) {
@@ -321,10 +336,13 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
   int rc = 1;
-  if (ir_read_file(path, &p, d) || ir_check_slots(p, vo->slots, d)) {
+  const char *why = "";
+  int slots = 0;
+  if (ir_read_file(path, &p, d) || ir_check_slots(p, slots = slots_for(p, vo, &why), d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
     goto out;
   }
+  if (vo->verbose) printf("%s: %d FIFO slot%s per connection (%s)\n", path, slots, slots == 1 ? "" : "s", why);
   if (ex && p->coll != IR_COLL_CUSTOM) {
     fprintf(stderr, "%s: --expect is for custom collectives; %s has its own postcondition (verify it without "
             "--expect)\n", path, ir_coll_name[p->coll]);
@@ -352,7 +370,7 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
       break;
     }
     rt_diag_clear(d);
-    if (q != p && ir_check_slots(q, vo->slots, d)) {
+    if (q != p && ir_check_slots(q, slots, d)) {
       fprintf(stderr, "%s: invalid rooted at %d\n%s", path, root, rt_diag_text(d));
       rc = 1;
     } else {
@@ -412,6 +430,8 @@ int tool_verify(int argc, char **argv) {
         return 2;
       }
       vo.inplace = want;
+    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+      vo.verbose = 1;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
       vo.quiet = 1;
     } else if (argv[i][0] == '-') {
