@@ -65,7 +65,29 @@ for r in 2 4 8 16; do
   case_ allreduce_allpairs.lua ranks=$r shot=2 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1
   case_ reducescatter_allpairs.lua ranks=$r chain=1
+  case_ allreduce_tree.lua ranks=$r
+  case_ allgather_rd.lua ranks=$r
+  case_ broadcast_chain.lua ranks=$r
+  case_ broadcast_tree.lua ranks=$r
+  case_ reduce_chain.lua ranks=$r
+  case_ reduce_tree.lua ranks=$r
 done
+# The trees and recursive doubling on rank counts that are not powers of
+# two (the extra ranks of recursive doubling, the shifted second tree).
+for r in 3 5 6 7 12; do
+  case_ allreduce_tree.lua ranks=$r
+  case_ allgather_rd.lua ranks=$r
+  case_ broadcast_tree.lua ranks=$r
+  case_ reduce_tree.lua ranks=$r
+done
+case_ allreduce_tree.lua ranks=8 chunks=1
+case_ allreduce_tree.lua ranks=5 chunks=3 instances=2 protocol=LL
+case_ allgather_rd.lua ranks=6 chunks=2 instances=2
+case_ allgather_rd.lua ranks=8 chunks=3 protocol=LL128
+case_ broadcast_chain.lua ranks=5 chunks=1 protocol=LL
+case_ broadcast_tree.lua ranks=6 chunks=2 instances=3
+case_ reduce_chain.lua ranks=7 chunks=8 instances=2
+case_ reduce_tree.lua ranks=12 chunks=1 protocol=LL128
 case_ reducescatter_allpairs.lua ranks=4 chunks=3 chain=1
 case_ reducescatter_allpairs.lua ranks=4 chunks=3
 case_ allreduce_ring.lua ranks=8 channels=2
@@ -81,6 +103,7 @@ case_ alltoall_direct.lua ranks=4 chunks=2 instances=2
 case_ allreduce_allpairs.lua ranks=4 shot=2 instances=2
 case_ allgather_ring.lua ranks=4 instances=3
 case_ allreduce_rhd.lua ranks=8 instances=2
+refuses allreduce_tree.lua "allreduce_tree.lua:19: chunks=40000 out of range [1, 32768]" chunks=40000
 refuses allreduce_rhd.lua "allreduce_rhd.lua:13: recursive halving-doubling needs a power-of-two number of ranks, not 6" ranks=6
 refuses allreduce_allpairs.lua "shot must be 1 or 2, not 3" shot=3
 # The in-place one-shot chain sums into scratch and copies the sum back:
@@ -154,6 +177,59 @@ rails "twostep 4x4: 4*3*4 cross-node thread blocks, each on a rail" "48 0" 4 \
 steps=$(grep -c 'type="s".*cnt="4"' "$out")
 if [ "$steps" = 48 ]; then pass "twostep 4x4: each cross-node message carries the 4 blocks of a node"
 else fail "twostep 4x4: each cross-node message carries the 4 blocks of a node" "$steps aggregated sends, wanted 48"; fi
+# Rooted collectives: in a Broadcast the ranks other than 0 never read
+# their input (they receive into their output and send from there); in a
+# Reduce they never write their output or their input (partial sums go to
+# scratch).  Lines "RANK TYPE SRCBUF DSTBUF" for every step of $out; steps
+# that read src: s rrc rrs rrcs cpy re; that write dst: r rcs rrc rrcs cpy re.
+step_list() { awk -F'"' '/<gpu id=/ { r = $2 } /<step / { print r, $4, $6, $10 }' "$out"; }
+rooted() {  # rooted SCRIPT RANKS AWK: no step of a rank but 0 matches AWK
+  local name="$1 $2 ranks: ranks but 0 never $4" bad
+  if compile "$1.lua" ranks=$2 chunks=2; then
+    bad=$(step_list | awk "\$1 != 0 && ($3)")
+    if [ -z "$bad" ]; then pass "$name"; else fail "$name" "$bad"; fi
+  else
+    fail "$name" "$msg"
+  fi
+}
+for r in 2 5 8 13; do
+  for s in broadcast_chain broadcast_tree; do
+    rooted $s $r '$2 ~ /^(s|rrc|rrs|rrcs|cpy|re)$/ && $3 == "i"' "read their input"
+  done
+  for s in reduce_chain reduce_tree; do
+    rooted $s $r '$2 ~ /^(r|rcs|rrc|rrcs|cpy|re)$/ && ($4 == "o" || $4 == "i")' "write their output or input"
+  done
+done
+# Recursive doubling on 8 ranks: rank r sends one message to each of
+# r xor 1, 2 and 4 and to no one else; on 6 ranks the extra ranks 4 and 5
+# exchange with their partners 0 and 1 only.
+t="allgather_rd 8 ranks: rank r sends one message to each of r xor 1, 2, 4"
+want=$(for r in 0 1 2 3 4 5 6 7; do printf '%s\n' "$r $((r ^ 1))" "$r $((r ^ 2))" "$r $((r ^ 4))"; done | sort)
+if compile allgather_rd.lua ranks=8 && [ "$(senders | sort)" = "$want" ] &&
+   [ "$(step_list | awk '$2 ~ /^(s|rcs|rrs|rrcs)$/' | wc -l)" = 24 ]; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
+t="allgather_rd 6 ranks: ranks 4 and 5 exchange with ranks 0 and 1 only"
+if compile allgather_rd.lua ranks=6 && [ "$(senders | awk '$1 >= 4 || $2 >= 4' | sort | tr '\n' ,)" = "0 4,1 5,4 0,5 1," ]; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
+# The double binary tree: interior ranks add their children's sums and send
+# them on in one step (rrs; rrcs at the roots) and receive, keep and forward
+# the result in one (rcs); at most 6 thread blocks a rank (4 where it is
+# interior, 2 where it is a leaf).
+for r in 8 64; do
+  t="allreduce_tree $r ranks: fused rrs, rrcs and rcs steps, at most 6 thread blocks a rank"
+  if compile allreduce_tree.lua ranks=$r && grep -q 'type="rrs"' "$out" && grep -q 'type="rrcs"' "$out" && grep -q 'type="rcs"' "$out" &&
+     [ "$(awk '/<gpu id=/ { if (t > m) m = t; t = 0 } /<tb id=/ { t++ } END { if (t > m) m = t; print m }' "$out")" -le 6 ]; then
+    pass "$t"
+  else
+    fail "$t" "$msg"
+  fi
+done
 # Fused programs (GEMV + AllReduce): every type they take, the operand's
 # K dimension odd and large, one-element tiles with two FIFO slots.
 fused_case() {  # fused_case SCRIPT PARAMS...

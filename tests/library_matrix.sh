@@ -3,7 +3,9 @@
 # but the fused ones: gemv_allreduce, embedding_alltoall, moe_combine) over
 # their parameters: ranks 2, 3, 4, 5, 8, 16, 32, 64 or nodes x gpus shapes up
 # to 8x8, channels 1-4, chunks 1-3, instances 1-4 and each script's own
-# switches, all protocols.  `baton compile` proves every program
+# switches, all protocols; the scripts for any rank count that compile in
+# milliseconds (the trees, chains and recursive doubling) at every rank
+# count 2-64 too.  `baton compile` proves every program
 # deadlock-free with BATON_EXEC_SLOTS FIFO slots per connection and runs it
 # on the CPU with that many: every combination of a script's parameters is
 # compiled with 2 slots (the fewest the scheduler orders programs for,
@@ -11,19 +13,25 @@
 # sample (every value and every pair of values of two parameters of a
 # script in some case, the cases taken in a fixed pseudo-random order) over
 # every protocol with 8, the default; first the hierarchical AllReduce
-# shapes that deadlocked.  What a script refuses (rhd on a rank count that
+# shapes that deadlocked, last the every-rank scripts at the other rank
+# counts, with two slots.  What a script refuses (rhd on a rank count that
 # is not a power of two, more thread blocks than a GPU runs at once, ...)
 # is an expected refusal: its message is checked, and compiling it is a
 # failure.  One TAP line per case; a failing one prints the command that
 # reproduces it.
 # Usage: library_matrix.sh BATON ALGORITHMS_DIR [all|list]
-#   all: the whole cross product at both slot counts (several minutes);
+#   all: the whole cross product at both slot counts, the every-rank
+#        scripts at every rank count 2-64 in it (several minutes);
 #   list: print the cases the suite runs, one a line.
 set -u
 baton=$1 algs=$2 mode=${3:-sample}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 RANKS=2,3,4,5,8,16,32,64
+# The rank counts the every-rank scripts take in the cross product: $RANKS
+# in the sample (every_rank() adds the others), 2-64 with `all`.
+WIDE=$RANKS
+EVERY_RANK="allreduce_tree.lua allgather_rd.lua broadcast_chain.lua broadcast_tree.lua reduce_chain.lua reduce_tree.lua"
 SHAPES=1x4,2x2,2x3,2x4,2x5,2x8,3x2,3x3,3x4,4x2,4x4,4x8,8x4,8x8
 PROTOCOLS=(Simple LL LL128)
 
@@ -56,6 +64,23 @@ combos() {
   product allreduce_altring.lua shape=$SHAPES channels=1,2,3,4 instances=1,2,3,4
   product alltoall_twostep.lua shape=$SHAPES chunks=1,2,3 instances=1,2,3,4
   product alltonext.lua shape=$SHAPES instances=1,2,3,4
+  local s
+  for s in $EVERY_RANK; do product "$s" ranks=$WIDE chunks=1,2,3 instances=1,2,3,4; done
+}
+
+# The every-rank scripts at each rank count 2-64 that $RANKS leaves out,
+# with two slots: chunks 1-3, the instances and the protocol going round.
+every_rank() {
+  local s r c i=0
+  for s in $EVERY_RANK; do
+    for r in $(seq 2 64); do
+      case ",$RANKS," in *",$r,"*) continue ;; esac
+      for c in 1 2 3; do
+        i=$((i + 1))
+        echo "$s ranks=$r chunks=$c instances=$((1 + (r + c) % 4)) protocol=${PROTOCOLS[i % 3]} slots=2"
+      done
+    done
+  done
 }
 
 # With two slots (the fewest the compiler schedules for): every
@@ -161,9 +186,9 @@ run_case() {  # run_case NUMBER CASE...: one TAP line
 }
 
 all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; }
-sample() { pinned; two_slots; eight_slots; }
+sample() { pinned; two_slots; eight_slots; every_rank; }
 case $mode in
-  all) list() { all; } ;;
+  all) WIDE=$(seq -s, 2 64); list() { all; } ;;
   list) sample; exit 0 ;;
   *) list() { sample; } ;;
 esac

@@ -1,0 +1,39 @@
+-- Binomial-tree Broadcast from rank 0, out of place: rank r's parent is r
+-- with its lowest set bit cleared, so rank 0 sends to 1, 2, 4, ..., rank
+-- 4 to 5 and 6, and every rank has the data after ceil(log2 n) hops.  A
+-- rank receives into its output and sends from there to its children,
+-- the one with the largest subtree first (the first send in the receiving
+-- step).  The buffer goes in `chunks` pieces, pipelined down the tree.
+-- Fewer hops than the chain (small and medium messages, many ranks); the
+-- root sends every piece log2(n) times.
+-- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
+-- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), protocol
+-- (Simple), instances (1), threads (0: BATON_NTHREADS).
+local KIND, EXPECT = "custom", "o[r][c]=i[0][c]"   -- once collective{} takes it: "broadcast", nil
+local n = param("ranks", 8)
+local k = param("chunks", 4)
+collective{ kind = KIND, expect = EXPECT, name = "broadcast_tree", ranks = n, chunks = k, inplace = false,
+            protocol = param("protocol", "Simple"), instances = param("instances", 1),
+            threads = param("threads", 0) }
+
+-- r + 1, r + 2, r + 4, ... below r's lowest set bit (every power of two for rank 0), within n.
+local function children(r)
+  local kids, b = {}, 1
+  while r + b < n and (r == 0 or b < r & -r) do
+    kids[#kids + 1] = r + b
+    b = b * 2
+  end
+  return kids
+end
+
+-- piece (at rank r) copied to every rank of r's subtree, the largest subtrees first.
+local function down(piece, r)
+  local kids = children(r)
+  for x = #kids, 1, -1 do down(piece:copy(kids[x], "output", piece.index), kids[x]) end
+end
+
+for c = 0, k - 1 do
+  local piece = chunk(0, "input", c)
+  piece:copy(0, "output", c)
+  down(piece, 0)
+end
