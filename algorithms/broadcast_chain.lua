@@ -7,10 +7,9 @@
 -- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
 -- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), protocol
 -- (Simple), instances (1), threads (0: BATON_NTHREADS).
-local KIND, EXPECT = "custom", "o[r][c]=i[0][c]"   -- once collective{} takes it: "broadcast", nil
 local n = param("ranks", 8)
 local k = param("chunks", 4)
-collective{ kind = KIND, expect = EXPECT, name = "broadcast_chain", ranks = n, chunks = k, inplace = false,
+collective{ kind = "broadcast", name = "broadcast_chain", ranks = n, chunks = k, inplace = false,
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0) }
 for c = 0, k - 1 do

@@ -75,6 +75,16 @@ compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
 compile alltoall_direct_ll128 alltoall_direct.lua $r protocol=LL128
 compile allgather_ring_ll allgather_ring.lua $r protocol=LL
 compile reducescatter_ring_ll reducescatter_ring.lua $r protocol=LL
+compile allreduce_tree allreduce_tree.lua $r
+compile allreduce_tree_ll128 allreduce_tree.lua $r protocol=LL128 chunks=2
+compile allgather_rd allgather_rd.lua $r
+compile alltoall_bruck alltoall_bruck.lua $r
+compile alltoall_direct_paired alltoall_direct.lua $r placement=paired
+compile allreduce_allpairs2_paired allreduce_allpairs.lua $r shot=2 placement=paired
+compile broadcast_chain broadcast_chain.lua $r
+compile broadcast_tree_ll128 broadcast_tree.lua $r chunks=1 protocol=LL128
+compile reduce_chain reduce_chain.lua $r
+compile reduce_tree_ll reduce_tree.lua $r protocol=LL
 if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
 if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile allreduce_hier allreduce_hier.lua nodes=2 gpus=$half

@@ -15,7 +15,7 @@ static const char set_help[] =
   "\n"
   "Compiles baton's default algorithm set for RANKS ranks into DIR (default\n"
   "./baton-RANKS): for each collective (AllReduce, AllGather, ReduceScatter,\n"
-  "AllToAll) and each fused operator (GEMV + AllReduce, embedding bags +\n"
+  "AllToAll, Broadcast, Reduce) and each fused operator (GEMV + AllReduce, embedding bags +\n"
   "AllToAll, GEMM + AllToAll), one verified IR file per message-size range,\n"
   "so that the runtime picks the program measured fastest for each size.\n"
   "Point BATON_ALGO_DIR at DIR (docs/RUNTIME.md).  An installed baton also\n"
@@ -109,6 +109,15 @@ static void default_set(set_ctx *c) {
   entry(c, "alltoall_1_direct_ll", "alltoall_direct.lua", 0, 64 * K, "protocol=LL");
   entry(c, "alltoall_2_direct_ll128", "alltoall_direct.lua", 64 * K + 1, 4 * M, "protocol=LL128");
   entry(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "");
+  /* Rooted: the tree's log2(n) hops for small messages, the chain's one
+   * pass over each link for large ones.  Not yet measured across GPUs: the
+   * crossover is the design's, not a measurement's. */
+  if (c->ranks > 1) {
+    entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 256 * K, "chunks=1 protocol=LL128");
+    entry(c, "broadcast_2_chain", "broadcast_chain.lua", 256 * K + 1, 0, "");
+    entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "chunks=1 protocol=LL128");
+    entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "");
+  }
   entry(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "");
   entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", M + 1, 0, "form=ring protocol=LL128");
   entry(c, "embedding_alltoall_sum", "embedding_alltoall.lua", 0, 0, "");
