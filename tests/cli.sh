@@ -275,6 +275,12 @@ check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
 check "bench --dry-run: the largest size" 0 "   134217728     33554432" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
 check "bench --dry-run needs -g" 2 "--dry-run needs -g N" "$baton" bench --dry-run
+check "bench --dry-run: a broadcast names its root" 0 "broadcast on 4 ranks, root 3, f32, out of place, 3 sizes" \
+  "$baton" bench -C broadcast -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
+check "bench --dry-run: a broadcast's count is bytes / type size, busbw factor 1" 0 \
+  "        4096         1024         1024         1024         1.0000" "$baton" bench -C broadcast -g 4 -b 1K -e 4K -f 2 --dry-run
+check "bench: a root past the ranks" 2 "-r 4 is not a rank: the root is one of 0..3 (4 ranks)" \
+  "$baton" bench -C reduce -r 4 -g 4 --dry-run
 check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob
 for mode in "" "-P"; do
   n=$((n + 1))

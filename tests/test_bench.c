@@ -57,13 +57,19 @@ static void test_options(void) {
     {"-I all", "bad value 'all' for -I"},
     {"-I both -P -g 2", "-I both needs one process (not -P)"},
     {"-d f8", "bad value 'f8' for -d"},
-    {"-C broadcast", "bad value 'broadcast' for -C"},
+    {"-C gather", "bad value 'gather' for -C"},
     {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
     {"-f 2 -i 4", "not both"},
     {"-R 65", "bad value '65' for -R"},
     {"--share 2", "--share 2 needs -g N"},
     {"-g 2 --share 4", "--share 4 needs -g N with N >= 4"},
     {"-g 4 --share 2 -P", "one process (not -P)"},
+    {"-C reduce -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
+    {"-C broadcast -P -g 2 --root=2", "-r 2 is not a rank: the root is one of 0..1 (2 ranks)"},
+    {"-C broadcast -g 8 --share 2 -r 8", "-r 8 is not a rank"},
+    {"-C broadcast -r -1", "bad value '-1' for -r"},
+    {"-C reduce -r root", "bad value 'root' for -r"},
+    {"-C reduce -r", "-r needs a value"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
@@ -71,6 +77,24 @@ static void test_options(void) {
     err[strcspn(err, "\n")] = 0;
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
+  ok(parse(&o, "-C broadcast -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_BROADCAST && o.root == 3 && !err[0] &&
+         parse(&o, "--collective=reduce --root=1 -g 2 -P", err, sizeof err) == 0 && o.coll == BENCH_REDUCE &&
+         o.root == 1 && parse(&o, "-C reduce -r2", err, sizeof err) == 0 && o.root == 2 &&
+         parse(&o, "-C broadcast", err, sizeof err) == 0 && o.root == 0,
+     "-C broadcast / reduce, -r N, --root=N, -r2; the root defaults to 0");
+  parse(&o, "-C reduce -r 5", err, sizeof err);
+  bench_test_io rio;
+  bench_test_open(&rio, err, sizeof err, NULL, 0);
+  int r5 = bench_root_check(&o, 5, rio.err), r6 = bench_root_check(&o, 6, rio.err);
+  bench_test_close(&rio, 1);
+  ok(r5 == 2 && r6 == 0 && strstr(err, "baton bench: -r 5 is not a rank: the root is one of 0..4 (5 ranks)"),
+     "without -g the root is checked against the ranks the run finds: 5 ranks refuse -r 5, 6 take it: %s", err);
+  ok(parse(&o, "-C allgather -r 9 -g 4", err, sizeof err) == 0 && strstr(err, "note: allgather has no root: -r is ignored") &&
+         parse(&o, "-g 4", err, sizeof err) == 0 && !err[0],
+     "-r on a collective without a root: ignored, with a note (none without -r)");
+  bench_opts_default(&o);
+  o.root = 7;
+  ok(bench_root_check(&o, 4, stderr) == 0, "allreduce with root 7 on 4 ranks: no root to check");
   ok(parse(&o, "-I both", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
          parse(&o, "-I 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
          parse(&o, "--inplace=both -g 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
@@ -88,6 +112,9 @@ static void test_options(void) {
   bench_test_close(&io, 0);
   ok(hrc == 1 && strstr(help, "-c, --check N") && strstr(help, "2 or both: every size out of place, then in"),
      "--help names -c N and -I both");
+  ok(strstr(help, "allreduce (default), allgather, reducescatter, alltoall,\n                        broadcast, reduce\n") &&
+         strstr(help, "-r, --root N          the root rank of broadcast and reduce, 0..ranks-1"),
+     "--help names broadcast, reduce and -r");
   ok(strstr(help, "sum (default), prod, max, min, avg; all: each of them") &&
          strstr(help, "(or nccl-tests' float, half, bfloat16, int32, ...); all:") &&
          strstr(help, "type outer, op inner"), "--help names -d all and -o all and their order");
@@ -141,6 +168,11 @@ static void test_combos(void) {
      "allgather -o all: runs each type once, and says so");
   ok(parse(&o, "-C reducescatter -o all", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5,
      "reducescatter -o all: every op, no note");
+  ok(parse(&o, "-C reduce -o all -r 1", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5 &&
+         c[4].op == IP_OP_AVG, "reduce -o all: every op, no note");
+  ok(parse(&o, "-C broadcast -o all", err, sizeof err) == 0 && bench_combos(&o, c) == 1 &&
+         strstr(err, "note: broadcast takes no reduction op: -o all runs it once (redop none)"),
+     "broadcast -o all: runs once, and says so");
   ok(parse(&o, "-P -g 2 -d all -o all", err, sizeof err) == 0 && o.procs &&
          parse(&o, "-g 4 --share 1 -d all -o all -I both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
          o.inplace == BENCH_BOTH_PLACES && o.graph == 2 && o.no_nccl,
@@ -205,21 +237,37 @@ static void test_geometry(void) {
   bench_geometry(BENCH_ALLTOALL, 1000, 2, 4, &g);
   ok(g.count == 120 && g.send_elems == 480 && g.recv_elems == 480 && g.bytes == 960,
      "alltoall 1000 B f16 on 4: 125 per peer rounds down to 120, size column 960");
+  for (int c = BENCH_BROADCAST; c <= BENCH_REDUCE; c++) {
+    bench_geometry((bench_coll)c, 1001, 4, 8, &g);
+    ok(g.count == 250 && g.send_elems == 250 && g.recv_elems == 250 && !g.send_inplace && !g.recv_inplace &&
+           g.blocks == 1 && g.bytes == 1000,
+       "%s 1001 B f32 on 8: count 250 in both buffers (no 16-byte rounding), in place at one address, size 1000",
+       bench_coll_name[c]);
+  }
   double a, b;
   bench_geometry(BENCH_ALLREDUCE, 1000000000, 4, 8, &g);
   bench_bw(BENCH_ALLREDUCE, &g, 8, 0.5, &a, &b);
   ok(fabs(a - 2.0) < 1e-12 && fabs(b - 3.5) < 1e-12, "allreduce busbw = algbw * 2(n-1)/n (8 ranks: 2 -> 3.5 GB/s)");
-  for (int c = BENCH_ALLGATHER; c < BENCH_COLL_COUNT; c++) {
+  for (int c = BENCH_ALLGATHER; c <= BENCH_ALLTOALL; c++) {
     bench_geometry((bench_coll)c, 1 << 20, 4, 4, &g);
     bench_bw((bench_coll)c, &g, 4, 1e-3, &a, &b);
     ok(fabs(a - 1.048576) < 1e-9 && fabs(b - a * 0.75) < 1e-12, "%s busbw = algbw * (n-1)/n (4 ranks)",
        bench_coll_name[c]);
   }
+  for (int c = BENCH_BROADCAST; c <= BENCH_REDUCE; c++) {
+    double a8, b8;
+    bench_geometry((bench_coll)c, 1 << 20, 4, 4, &g);
+    bench_bw((bench_coll)c, &g, 4, 1e-3, &a, &b);
+    bench_geometry((bench_coll)c, 1 << 20, 4, 8, &g);
+    bench_bw((bench_coll)c, &g, 8, 1e-3, &a8, &b8);
+    ok(fabs(a - 1.048576) < 1e-9 && b == a && a8 == a && b8 == a,
+       "%s busbw = algbw (nccl-tests' factor 1; 4 and 8 ranks)", bench_coll_name[c]);
+  }
 }
 
 /* The naive reference: every rank's full input, the collective's
- * definition element by element. */
-static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, const bench_geom *g, void *out) {
+ * definition element by element (a reduce's on its root). */
+static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, int root, const bench_geom *g, void *out) {
   int es = ip_dtype_size[t];
   char **in = calloc((size_t)n, sizeof *in);
   for (int q = 0; q < n; q++) {
@@ -227,7 +275,9 @@ static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, const 
     bench_fill(c, op, t, q, g->send_elems, in[q]);
   }
   int64_t cnt = g->count;
-  if (c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER) {
+  if (c == BENCH_BROADCAST) {
+    memcpy(out, in[root], (size_t)(cnt * es));
+  } else if (c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER || c == BENCH_REDUCE) {
     int64_t off = c == BENCH_REDUCESCATTER ? rank * cnt : 0;
     memcpy(out, in[0] + off * es, (size_t)(cnt * es));
     for (int q = 1; q < n; q++) ip_reduce(t, op, out, out, in[q] + off * es, (size_t)cnt);
@@ -240,49 +290,104 @@ static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, const 
   free(in);
 }
 
+/* bench_check's options: collective c, type t, op, root, placement. */
+static bench_opts check_opts(bench_coll c, ip_redop op, ip_dtype t, int root, int inplace) {
+  bench_opts o;
+  bench_opts_default(&o);
+  o.coll = c;
+  o.op = op;
+  o.dtype = t;
+  o.root = root;
+  o.inplace = inplace;
+  return o;
+}
+
+/* The rooted collectives' own cases, f32 on 4 ranks: a broadcast must
+ * hold its root's input; off a reduce's root the receive buffer must be
+ * left as it was (nccl-tests' rule; the reduction is not asked there):
+ * out of place BENCH_POISON bytes (NaN, compared byte for byte), in place
+ * the rank's own input. */
+static void test_check_rooted(void) {
+  int n = 4, es = 4;
+  bench_geom g;
+  bench_geometry(BENCH_REDUCE, 2 * 1021 * 4 + 12, es, n, &g);
+  float *buf = malloc((size_t)g.recv_elems * es);
+  int64_t first;
+  bench_opts o = check_opts(BENCH_BROADCAST, IP_OP_SUM, IP_F32, 2, BENCH_OUT_OF_PLACE);
+  naive(BENCH_BROADCAST, IP_OP_SUM, IP_F32, n, 1, 0, &g, buf);
+  ok(bench_check(&o, n, 1, &g, buf, NULL) == g.count, "broadcast from root 2: root 0's input is wrong everywhere");
+  o = check_opts(BENCH_REDUCE, IP_OP_SUM, IP_F32, 2, BENCH_OUT_OF_PLACE);
+  memset(buf, BENCH_POISON, (size_t)g.recv_elems * es);
+  int64_t untouched = bench_check(&o, n, 0, &g, buf, &first);
+  buf[7] = 0;
+  int64_t one = bench_check(&o, n, 0, &g, buf, &first);
+  ok(untouched == 0 && one == 1 && first == 7,
+     "reduce to root 2, out of place, rank 0: the poison left alone passes, one element written is wrong (at %lld)",
+     (long long)first);
+  naive(BENCH_REDUCE, IP_OP_SUM, IP_F32, n, 2, 2, &g, buf);
+  ok(bench_check(&o, n, 2, &g, buf, NULL) == 0 && bench_check(&o, n, 0, &g, buf, NULL) == g.count,
+     "the reduction: right on root 2, written off the root (rank 0) every element is wrong");
+  o.inplace = BENCH_IN_PLACE;
+  bench_fill(BENCH_REDUCE, IP_OP_SUM, IP_F32, 1, g.recv_elems, buf);
+  untouched = bench_check(&o, n, 1, &g, buf, NULL);
+  buf[g.count - 1] += 1;
+  one = bench_check(&o, n, 1, &g, buf, &first);
+  memset(buf, BENCH_POISON, (size_t)g.recv_elems * es);
+  ok(untouched == 0 && one == 1 && first == g.count - 1 && bench_check(&o, n, 1, &g, buf, NULL) == g.count,
+     "in place, rank 1: its own input left alone passes, one element changed is wrong, the poison is not its input");
+  free(buf);
+}
+
 static void test_check(void) {
-  static const struct { bench_coll c; ip_redop op; ip_dtype t; int n; } cases[] = {
-    {BENCH_ALLREDUCE, IP_OP_SUM, IP_F32, 8}, {BENCH_ALLREDUCE, IP_OP_PROD, IP_I8, 8},
-    {BENCH_ALLREDUCE, IP_OP_AVG, IP_BF16, 3}, {BENCH_ALLREDUCE, IP_OP_MIN, IP_U64, 4},
-    {BENCH_ALLGATHER, IP_OP_SUM, IP_F16, 4}, {BENCH_REDUCESCATTER, IP_OP_MAX, IP_I32, 4},
-    {BENCH_REDUCESCATTER, IP_OP_AVG, IP_U8, 3}, {BENCH_ALLTOALL, IP_OP_SUM, IP_F64, 8},
+  /* Checked on the last rank; a reduce's on its root. */
+  static const struct { bench_coll c; ip_redop op; ip_dtype t; int n, root; } cases[] = {
+    {BENCH_ALLREDUCE, IP_OP_SUM, IP_F32, 8, 0}, {BENCH_ALLREDUCE, IP_OP_PROD, IP_I8, 8, 0},
+    {BENCH_ALLREDUCE, IP_OP_AVG, IP_BF16, 3, 0}, {BENCH_ALLREDUCE, IP_OP_MIN, IP_U64, 4, 0},
+    {BENCH_ALLGATHER, IP_OP_SUM, IP_F16, 4, 0}, {BENCH_REDUCESCATTER, IP_OP_MAX, IP_I32, 4, 0},
+    {BENCH_REDUCESCATTER, IP_OP_AVG, IP_U8, 3, 0}, {BENCH_ALLTOALL, IP_OP_SUM, IP_F64, 8, 0},
+    {BENCH_BROADCAST, IP_OP_SUM, IP_F16, 4, 1}, {BENCH_BROADCAST, IP_OP_SUM, IP_U8, 8, 7},
+    {BENCH_REDUCE, IP_OP_SUM, IP_F32, 8, 3}, {BENCH_REDUCE, IP_OP_PROD, IP_I8, 5, 0},
+    {BENCH_REDUCE, IP_OP_AVG, IP_BF16, 3, 2}, {BENCH_REDUCE, IP_OP_MAX, IP_U32, 4, 1},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     bench_coll c = cases[k].c;
     ip_dtype t = cases[k].t;
-    int n = cases[k].n, es = ip_dtype_size[t];
+    int n = cases[k].n, es = ip_dtype_size[t], root = cases[k].root;
+    bench_opts o = check_opts(c, cases[k].op, t, root, BENCH_OUT_OF_PLACE);
     bench_geom g;
     bench_geometry(c, 3 * 1021 * 16 + 400, es, n, &g);   /* not a multiple of the pattern's period */
     char *out = malloc((size_t)(g.recv_elems * es + 1));
-    int rank = n - 1;
-    naive(c, cases[k].op, t, n, rank, &g, out);
+    int rank = c == BENCH_REDUCE ? root : n - 1;
+    naive(c, cases[k].op, t, n, rank, root, &g, out);
     int64_t first;
-    int64_t w0 = bench_check(c, cases[k].op, t, n, rank, &g, out, &first);
+    int64_t w0 = bench_check(&o, n, rank, &g, out, &first);
     /* Three wrong elements, one in the last block. */
     int64_t at[3] = {0, g.recv_elems / 2 + 1, g.recv_elems - 1};
     for (int i = 0; i < 3; i++) ip_set(t, out, (size_t)at[i], ip_get(t, out, (size_t)at[i]) + 1);
-    int64_t w3 = bench_check(c, cases[k].op, t, n, rank, &g, out, &first);
-    ok(w0 == 0 && w3 == 3 && first == 0, "%s %s %s on %d ranks (count %lld): right output passes, 3 changed elements "
-       "are 3 wrong (got %lld, %lld)", bench_coll_name[c], ip_redop_name[cases[k].op], ip_dtype_name[t], n,
-       (long long)g.count, (long long)w0, (long long)w3);
+    int64_t w3 = bench_check(&o, n, rank, &g, out, &first);
+    ok(w0 == 0 && w3 == 3 && first == 0, "%s %s %s on %d ranks (count %lld), rank %d: right output passes, 3 changed "
+       "elements are 3 wrong (got %lld, %lld)", bench_coll_name[c], ip_redop_name[cases[k].op], ip_dtype_name[t], n,
+       (long long)g.count, rank, (long long)w0, (long long)w3);
     free(out);
   }
   /* Blocks of two ranks swapped in an allgather: caught. */
   bench_geom g;
   bench_geometry(BENCH_ALLGATHER, 4 * 4096, 4, 4, &g);
   float *out = malloc((size_t)g.recv_elems * 4), *tmp = malloc((size_t)g.count * 4);
-  naive(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 4, 0, &g, out);
+  naive(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 4, 0, 0, &g, out);
   memcpy(tmp, out, (size_t)g.count * 4);
   memcpy(out, out + g.count, (size_t)g.count * 4);
   memcpy(out + g.count, tmp, (size_t)g.count * 4);
-  int64_t w = bench_check(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 4, 0, &g, out, NULL);
+  bench_opts o = check_opts(BENCH_ALLGATHER, IP_OP_SUM, IP_F32, 0, BENCH_OUT_OF_PLACE);
+  int64_t w = bench_check(&o, 4, 0, &g, out, NULL);
   ok(w > g.count, "allgather with two ranks' blocks swapped: %lld of %lld wrong", (long long)w, (long long)(2 * g.count));
   /* Float avg within tolerance (NCCL scales before summing): not wrong; NaN is. */
   bench_geometry(BENCH_ALLREDUCE, 4096, 4, 3, &g);
-  naive(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 3, 0, &g, out);
+  naive(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 3, 0, 0, &g, out);
   for (int64_t i = 0; i < g.count; i++) out[i] *= 1.0f + 1e-7f;
   out[5] = NAN;
-  ok(bench_check(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 3, 0, &g, out, NULL) == 1,
+  o = check_opts(BENCH_ALLREDUCE, IP_OP_AVG, IP_F32, 0, BENCH_OUT_OF_PLACE);
+  ok(bench_check(&o, 3, 0, &g, out, NULL) == 1,
      "f32 avg: rounding differences pass, a NaN is wrong");
   free(out);
   free(tmp);
@@ -514,6 +619,59 @@ static bench_row *add_row(bench_table *t, int64_t bytes, ip_dtype ty, ip_redop o
   return r;
 }
 
+/* Broadcast and reduce: the header names the root, busbw = algbw, a
+ * broadcast's redop is none and a reduce's its op, in text, CSV and
+ * JSON ("root"; null for a collective without one). */
+static void test_output_rooted(void) {
+  bench_opts o;
+  char err[400], text[4096];
+  ok(parse(&o, "-C broadcast -r 2 -g 4 -b 1K -e 1K", err, sizeof err) == 0, "-C broadcast -r 2 parses");
+  bench_table t;
+  bench_table_init(&t, &o, 4);
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
+  snprintf(add_row(&t, 1024, IP_F32, IP_OP_SUM, 0, 20, 10)->algorithm, sizeof t.rows[0].algorithm, "broadcast_chain");
+  FILE *f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  bench_print_row(f, &t, &t.rows[0]);
+  fclose(f);
+  ok_contains(text, "# baton bench: broadcast, root 2, 4 ranks (one process), f32 none, out of place,",
+              "text: the title names the root");
+  ok_contains(text, "        1024          256   f32   none       20.00    0.05    0.05       0       10.00    0.10    0.10"
+                    "       0    2.00  broadcast_chain\n", "text: redop none, busbw = algbw");
+  scratch out;
+  if (!scratch_make(&out, "rooted")) return;
+  char cmd[1200];
+  ok(bench_write_csv(out.csv, &t) == 0 && bench_write_json(out.json, &t) == 0, "broadcast: CSV and JSON written");
+  ok_contains(bench_test_slurp(out.csv), "\nbroadcast,4,f32,none,0,1024,256,20.000,0.0512,0.0512,0,10.000,0.1024,0.1024,0,",
+              "CSV: the broadcast row, busbw = algbw");
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1]));"
+           "sys.exit(0 if d[\"collective\"]==\"broadcast\" and d[\"root\"]==2 and d[\"redop\"]==\"none\" else 1)' %s",
+           out.json);
+  ok(system(cmd) == 0, "JSON: \"root\": 2, \"redop\": \"none\"");
+  bench_table_free(&t);
+  parse(&o, "-C reduce -r 1 -o max -g 4 -b 1K -e 1K", err, sizeof err);
+  bench_table_init(&t, &o, 4);
+  f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  fclose(f);
+  ok_contains(text, "# baton bench: reduce, root 1, 4 ranks (one process), f32 max, out of place,",
+              "text: a reduce's title names its root and op");
+  bench_table_free(&t);
+  parse(&o, "-C allgather -r 1 -g 4", err, sizeof err);
+  bench_table_init(&t, &o, 4);
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d[\"root\"] is None else 1)' %s",
+           out.json);
+  f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  fclose(f);
+  ok(bench_write_json(out.json, &t) == 0 && system(cmd) == 0 && strstr(text, "# baton bench: allgather, 4 ranks"),
+     "allgather with -r: no root in the title, \"root\": null");
+  scratch_remove(&out);
+  bench_table_free(&t);
+}
+
 /* -d all -o all: a fixed table of three (type, op) pairs of two sizes
  * each, through the text printers (the type and redop columns per line,
  * a footer line per pair), CSV, JSON, plot_bench.py (one pair drawn: the
@@ -719,9 +877,11 @@ int main(int argc, char **argv) {
   test_sweep();
   test_geometry();
   test_check();
+  test_check_rooted();
   test_output(argv[1]);
   test_output_both(argv[1]);
   test_output_combos(argv[1]);
+  test_output_rooted();
   test_fused(argv[1]);
   return tap_done();
 }

@@ -11,7 +11,8 @@
 #include "ip_dtype.h"
 
 typedef enum bench_coll {
-  BENCH_ALLREDUCE, BENCH_ALLGATHER, BENCH_REDUCESCATTER, BENCH_ALLTOALL, BENCH_COLL_COUNT
+  BENCH_ALLREDUCE, BENCH_ALLGATHER, BENCH_REDUCESCATTER, BENCH_ALLTOALL, BENCH_BROADCAST, BENCH_REDUCE,
+  BENCH_COLL_COUNT
 } bench_coll;
 extern const char *const bench_coll_name[BENCH_COLL_COUNT];
 
@@ -40,6 +41,7 @@ typedef struct bench_opts {
   int check;            /* -c N: check count; each size is checked N times per library (0: never) */
   int inplace;          /* -I: BENCH_OUT_OF_PLACE, BENCH_IN_PLACE or BENCH_BOTH_PLACES */
   bench_coll coll;      /* -C */
+  int root;             /* -r: the root rank of broadcast and reduce (0; the others ignore it) */
   ip_dtype dtype;       /* -d; with all_types the first type (each combination runs on a bench_opts_combo copy) */
   ip_redop op;          /* -o; with all_ops the first op, sum */
   int all_types;        /* -d all: every type, in ip_dtype's order (the help's list) */
@@ -49,19 +51,31 @@ typedef struct bench_opts {
 } bench_opts;
 
 /* Fills nccl-tests' defaults where they exist (-b 32M -e 32M -i 1M -f 1,
- * -n 20, -c 1, sum, f32, -I 0: out of place) and baton's own (-w 5, -R 3, every
- * GPU). */
+ * -n 20, -c 1, sum, f32, -I 0: out of place, -r 0) and baton's own (-w 5,
+ * -R 3, every GPU). */
 void bench_opts_default(bench_opts *o);
 
 /* Parses `baton bench` options (argv[0] is "bench").  Returns 0 (with
  * -o all for a collective that does not reduce, after a note on err that
- * it runs once); 1 when --help was asked (the help is printed to out); 2
- * after printing "baton bench: <what is wrong>" to err. */
+ * it runs once; with -r for a collective without a root, after a note
+ * that it is ignored); 1 when --help was asked (the help is printed to
+ * out); 2 after printing "baton bench: <what is wrong>" to err (a root
+ * past -g N's ranks among them: bench_root_check). */
 int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err);
 
 /* 1 for the collectives that take a reduction op (allreduce,
- * reducescatter), else 0: their redop column says "none". */
+ * reducescatter, reduce), else 0: their redop column says "none". */
 int bench_reduces(bench_coll c);
+
+/* 1 for the collectives with a root (broadcast, reduce), else 0. */
+int bench_rooted(bench_coll c);
+
+/* o's root against the run's rank count, for a rooted collective: 0 when
+ * it is a rank (0..nranks-1) or the collective has no root; 2 after
+ * "baton bench: -r R is not a rank: the root is one of 0..N-1 (N ranks)"
+ * on err.  bench_parse checks it against -g N; bench_run, without -g,
+ * against the GPUs found. */
+int bench_root_check(const bench_opts *o, int nranks, FILE *err);
 
 /* One (type, op) combination that a run sweeps. */
 typedef struct bench_combo {
@@ -93,7 +107,8 @@ int bench_sizes(const bench_opts *o, int64_t *sizes, int max);
 /* One size's buffers for nranks ranks, as nccl-tests sets them up:
  * count = bytes / type size, then per collective (allgather,
  * reducescatter and alltoall round the per-rank count down to a multiple
- * of 16 bytes). */
+ * of 16 bytes; allreduce, broadcast and reduce take count elements in
+ * both buffers, in place at the same address). */
 typedef struct bench_geom {
   int64_t count;                  /* per-rank count the call takes (the count column) */
   int64_t send_elems, recv_elems; /* elements of each rank's send and receive buffers */
@@ -105,20 +120,30 @@ void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_ge
 
 /* nccl-tests' bandwidths in GB/s (1e9 bytes) for one call of sec seconds:
  * algbw = size / time; busbw = algbw * 2(n-1)/n for allreduce, * (n-1)/n
- * for allgather, reducescatter and alltoall. */
+ * for allgather, reducescatter and alltoall, * 1 for broadcast and
+ * reduce. */
 void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw);
 
 /* Check data: element i of rank's input (small integers, exact in every
  * type, periodic in i), written to dst (n elements of type t). */
 void bench_fill(bench_coll c, ip_redop op, ip_dtype t, int rank, int64_t n, void *dst);
 
-/* Number of elements of got (rank's output: g->recv_elems elements) that
- * differ from what the collective must produce from bench_fill inputs:
- * exact for integers, a relative tolerance for floats (avg rounds
- * differently in NCCL).  first_bad, when not NULL, gets the first wrong
- * index (-1 if none). */
-int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
-                    const void *got, int64_t *first_bad);
+/* The byte the GPU driver fills every output buffer with before a
+ * check's call (NaN in floats, a value no check pattern makes). */
+enum { BENCH_POISON = 0xff };
+
+/* Number of elements of got (rank's receive buffer after one call of
+ * o's collective, type, op, root and placement, o->inplace 0 or 1:
+ * g->recv_elems elements) that differ from what the call must leave
+ * there, the inputs bench_fill's and the buffer BENCH_POISON bytes
+ * before the call: the collective's output, exact for integers and
+ * within a relative tolerance for floats (avg rounds differently in
+ * NCCL); for reduce off the root, as nccl-tests, the buffer as it was
+ * (out of place the poison, in place the rank's own input), byte for
+ * byte.  first_bad, when not NULL, gets the first wrong index (-1 if
+ * none). */
+int64_t bench_check(const bench_opts *o, int nranks, int rank, const bench_geom *g, const void *got,
+                    int64_t *first_bad);
 
 /* Results. time_us < 0: not measured (see error). wrong < 0: not checked.
  * host_us: host time to enqueue one call (or one graph's share), the part
@@ -142,6 +167,7 @@ typedef struct bench_row {
 
 typedef struct bench_table {
   bench_coll coll;
+  int root;             /* -r, for broadcast and reduce */
   ip_dtype dtype;       /* the type and op of every row, unless all_types / all_ops: then each row's own */
   ip_redop op;
   int all_types, all_ops; /* -d all, -o all (all_ops only where the collective reduces) */
@@ -164,11 +190,12 @@ void bench_table_free(bench_table *t);
  * missing. */
 double bench_ratio(const bench_row *r);
 
-/* Text output in nccl-tests' style: header, one line per size (printed
- * as each size finishes; with -d all / -o all, each combination's sweep
- * after the previous one, the type and redop columns per line), footer
- * with averages (and, with several combinations, a line per combination:
- * its ratio's geometric mean and its wrong elements).  One placement (-I 0 or
+/* Text output in nccl-tests' style: header (naming the root of broadcast
+ * and reduce), one line per size (printed as each size finishes; with
+ * -d all / -o all, each combination's sweep after the previous one, the
+ * type and redop columns per line), footer with averages (and, with
+ * several combinations, a line per combination: its ratio's geometric
+ * mean and its wrong elements).  One placement (-I 0 or
  * 1): bench_print_row per row, each library's time, algbw, busbw and
  * #wrong.  Both (-I both): bench_print_pair per size, its out-of-place
  * row then its in-place row side by side, each a column group of NCCL's
@@ -184,8 +211,9 @@ int bench_print_footer(FILE *f, const bench_table *t);
  * libraries side by side, the placement in the inplace column, the
  * combination in type and redop) and as JSON (the same rows, each with
  * its "type", "redop" and "inplace"; the run's "type" and "redop" are
- * "all" with -d all / -o all).  0, or -1 when the file cannot be
- * written (errno set). */
+ * "all" with -d all / -o all, its "root" the root of broadcast and
+ * reduce, else null).  0, or -1 when the file cannot be written (errno
+ * set). */
 int bench_write_csv(const char *path, const bench_table *t);
 int bench_write_json(const char *path, const bench_table *t);
 

@@ -7,10 +7,19 @@
 #include "bench.h"
 #include "bench_util.h"
 
-const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall"};
+const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                                        "broadcast", "reduce"};
 const char *const bench_lib_name[BENCH_NLIBS] = {"nccl", "baton"};
 
-int bench_reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER; }
+int bench_reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER || c == BENCH_REDUCE; }
+
+int bench_rooted(bench_coll c) { return c == BENCH_BROADCAST || c == BENCH_REDUCE; }
+
+int bench_root_check(const bench_opts *o, int nranks, FILE *err) {
+  if (!bench_rooted(o->coll) || o->root < nranks) return 0;
+  fprintf(err, "baton bench: -r %d is not a rank: the root is one of 0..%d (%d ranks)\n", o->root, nranks - 1, nranks);
+  return 2;
+}
 
 int bench_combos(const bench_opts *o, bench_combo *c) {
   int n = 0, ops = o->all_ops && bench_reduces(o->coll);
@@ -64,14 +73,18 @@ static const char bench_help[] =
   "                        known data per library, every output element compared\n"
   "                        (#wrong sums them); 0: no check (default 1)\n"
   "  -o, --op OP           sum (default), prod, max, min, avg; all: each of them\n"
-  "                        (allgather and alltoall take no op: all runs them once)\n"
+  "                        (allgather, alltoall and broadcast take no op: all runs\n"
+  "                        them once)\n"
   "  -d, --datatype T      f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8\n"
   "                        (or nccl-tests' float, half, bfloat16, int32, ...); all:\n"
   "                        each of them.  -d all, -o all: each (type, op) pair runs\n"
   "                        the sweep, type outer, op inner (nccl-tests' order), in\n"
   "                        one table (the type and redop columns tell them apart;\n"
   "                        the footer adds a line per pair)\n"
-  "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall\n"
+  "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall,\n"
+  "                        broadcast, reduce\n"
+  "  -r, --root N          the root rank of broadcast and reduce, 0..ranks-1\n"
+  "                        (default 0; the other collectives ignore it)\n"
   "  -I, --inplace P       0: out of place (default); 1: in place (NCCL's in-place\n"
   "                        layouts); 2 or both: every size out of place, then in\n"
   "                        place, one line per size with a column group for each\n"
@@ -99,7 +112,7 @@ void bench_opts_default(bench_opts *o) {
   o->iters = 20;
   o->rounds = 3;
   o->check = 1;
-  o->coll = BENCH_ALLREDUCE;
+  o->coll = BENCH_ALLREDUCE;   /* -r 0: the memset's */
   o->dtype = IP_F32;
   o->op = IP_OP_SUM;
 }
@@ -151,7 +164,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *shrt, co
 
 int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   bench_opts_default(o);
-  int got_f = 0, got_i = 0;
+  int got_f = 0, got_i = 0, got_r = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     int missing = 0, bad = 0;
@@ -195,6 +208,9 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
       bad = 1;
       for (int c = 0; v && c < BENCH_COLL_COUNT; c++)
         if (!strcmp(v, bench_coll_name[c])) { o->coll = (bench_coll)c; bad = 0; }
+    } else if (OPT("-r", "--root")) {
+      bad = !v || parse_int(v, 0, &o->root);
+      got_r = 1;
     } else if (OPT("", "--csv")) o->csv = v;
     else if (OPT("", "--json")) o->json = v;
     else {
@@ -221,6 +237,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     fprintf(err, "baton bench: --share %d needs -g N with N >= %d, one process (not -P)\n", o->share, o->share);
     return 2;
   }
+  if (o->ngpus && bench_root_check(o, o->ngpus, err)) return 2;
   if (o->inplace == BENCH_BOTH_PLACES && o->procs) {
     fprintf(err, "baton bench: -I both needs one process (not -P); with -P run -I 0, then -I 1\n");
     return 2;
@@ -230,6 +247,8 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   if (o->all_ops && !bench_reduces(o->coll))
     fprintf(err, "baton bench: note: %s takes no reduction op: -o all runs it once (redop none)\n",
             bench_coll_name[o->coll]);
+  if (got_r && !bench_rooted(o->coll))
+    fprintf(err, "baton bench: note: %s has no root: -r is ignored\n", bench_coll_name[o->coll]);
   if ((o->csv && !*o->csv) || (o->json && !*o->json)) {
     fprintf(err, "baton bench: --csv and --json need a file name\n");
     return 2;
@@ -261,6 +280,8 @@ void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_ge
   g->blocks = 1;
   switch (c) {
   case BENCH_ALLREDUCE:
+  case BENCH_BROADCAST:
+  case BENCH_REDUCE:
     g->count = g->send_elems = g->recv_elems = count;
     break;
   case BENCH_ALLGATHER:
@@ -285,7 +306,9 @@ void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_ge
 }
 
 void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw) {
-  double factor = c == BENCH_ALLREDUCE ? 2.0 * (nranks - 1) / nranks : (double)(nranks - 1) / nranks;
+  double factor = c == BENCH_ALLREDUCE ? 2.0 * (nranks - 1) / nranks
+                  : bench_rooted(c)    ? 1.0
+                                       : (double)(nranks - 1) / nranks;
   *algbw = sec > 0 ? (double)g->bytes / 1.0e9 / sec : 0;
   *busbw = *algbw * factor;
 }
@@ -322,30 +345,51 @@ static int same(ip_dtype t, const void *got, const void *want, size_t i, size_t 
   return fabs(a - b) <= ip_dtype_tolerance(t) * fmax(1.0, fabs(b));   /* NaN fails */
 }
 
-int64_t bench_check(bench_coll c, ip_redop op, ip_dtype t, int nranks, int rank, const bench_geom *g,
-                    const void *got, int64_t *first_bad) {
+/* What rank's receive buffer must hold in block b (bench_check's case),
+ * one period of it: want[j] is element k*PERIOD + j of the block for
+ * every k; tmp is scratch of the same size.  1 when the call must leave the buffer as it
+ * was (reduce off the root: compared byte for byte), else 0. */
+static int expected(const bench_opts *o, int nranks, int rank, int b, int64_t count, char *want, char *tmp) {
+  bench_coll c = o->coll;
+  ip_dtype t = o->dtype;
+  if (c == BENCH_REDUCE && rank != o->root) {
+    if (o->inplace == BENCH_IN_PLACE)
+      for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, o->op, rank, j));
+    else
+      memset(want, BENCH_POISON, (size_t)PERIOD * ip_dtype_size[t]);
+    return 1;
+  }
+  int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL ? (rank * count) % PERIOD : 0;
+  if (bench_reduces(c)) {
+    for (int q = 0; q < nranks; q++) {
+      for (int64_t j = 0; j < PERIOD; j++)
+        ip_set(t, q ? tmp : want, (size_t)j, input_value(c, o->op, q, (phase + j) % PERIOD));
+      if (q) ip_reduce(t, o->op, want, want, tmp, PERIOD);
+    }
+    if (o->op == IP_OP_AVG) ip_divide(t, want, PERIOD, nranks);
+  } else {
+    int from = c == BENCH_BROADCAST ? o->root : b;   /* block b comes from rank b, a broadcast's from the root */
+    for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, o->op, from, (phase + j) % PERIOD));
+  }
+  return 0;
+}
+
+int64_t bench_check(const bench_opts *o, int nranks, int rank, const bench_geom *g, const void *got,
+                    int64_t *first_bad) {
+  ip_dtype t = o->dtype;
   int es = ip_dtype_size[t];
   char *want = malloc((size_t)PERIOD * es), *tmp = malloc((size_t)PERIOD * es);
   int64_t wrong = 0;
   if (first_bad) *first_bad = -1;
   for (int b = 0; b < g->blocks; b++) {
-    /* The expected block: want[j] is output element (i*PERIOD + j) of block b. */
-    int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL ? (rank * g->count) % PERIOD : 0;
-    if (bench_reduces(c)) {
-      for (int q = 0; q < nranks; q++) {
-        for (int64_t j = 0; j < PERIOD; j++) ip_set(t, q ? tmp : want, (size_t)j, input_value(c, op, q, (phase + j) % PERIOD));
-        if (q) ip_reduce(t, op, want, want, tmp, PERIOD);
-      }
-      if (op == IP_OP_AVG) ip_divide(t, want, PERIOD, nranks);
-    } else {
-      for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, op, b, (phase + j) % PERIOD));
-    }
+    int exact = expected(o, nranks, rank, b, g->count, want, tmp);
     const char *out = (const char *)got + (size_t)(b * g->count) * es;
     for (int64_t i = 0; i < g->count; i += PERIOD) {
       int64_t len = g->count - i < PERIOD ? g->count - i : PERIOD;
       if (!memcmp(out + i * es, want, (size_t)(len * es))) continue;
       for (int64_t j = 0; j < len; j++)
-        if (!same(t, out, want, (size_t)(i + j), (size_t)j)) {
+        if (exact ? memcmp(out + (i + j) * es, want + j * es, (size_t)es) != 0
+                  : !same(t, out, want, (size_t)(i + j), (size_t)j)) {
           if (first_bad && *first_bad < 0) *first_bad = b * g->count + i + j;
           wrong++;
         }

@@ -257,7 +257,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       recv[r] = x->recv[r];
     }
     if (bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, n, n, send, recv, (size_t)(x->B / n * x->T * x->D),
-                          x->o->dtype, IP_OP_SUM, x->k.st, err, len))
+                          x->o->dtype, IP_OP_SUM, 0, x->k.st, err, len))
       return -1;
   }
   if (what == WHAT_SHUF || what == WHAT_BASE)

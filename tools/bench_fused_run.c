@@ -133,7 +133,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
     void *send[MAXR], *recv[MAXR];
     for (int r = 0; r < x->k.nranks; r++) send[r] = recv[r] = x->yb[r];
     if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->k.nranks, send, recv, (size_t)x->M,
-                          x->o->dtype, IP_OP_SUM, x->k.st, err, len))
+                          x->o->dtype, IP_OP_SUM, 0, x->k.st, err, len))
       return -1;
   }
   if (what == WHAT_BATON) {

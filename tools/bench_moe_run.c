@@ -250,7 +250,7 @@ static int alltoall(mctx *x, char **from, char **to, char *err, size_t len) {
     recv[r] = to[r];
   }
   return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->k.nranks, send, recv,
-                           (size_t)(x->T / x->k.nranks * x->H), IP_BF16, IP_OP_SUM, x->k.st, err, len);
+                           (size_t)(x->T / x->k.nranks * x->H), IP_BF16, IP_OP_SUM, 0, x->k.st, err, len);
 }
 
 /* One call of `what` on every rank (bench_parts_ops.launch; `it` is not

@@ -25,6 +25,8 @@ struct bench_nccl {
   ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t); /* may be NULL */
+  ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   const char *(*GetErrorString)(ncclResult_t);
@@ -55,6 +57,8 @@ bench_nccl *bench_nccl_open(char *why, size_t len) {
     {(void **)&n->AllGather, "ncclAllGather", 1},
     {(void **)&n->ReduceScatter, "ncclReduceScatter", 1},
     {(void **)&n->AlltoAll, "ncclAlltoAll", 0},
+    {(void **)&n->Broadcast, "ncclBroadcast", 1},
+    {(void **)&n->Reduce, "ncclReduce", 1},
     {(void **)&n->Send, "ncclSend", 1},
     {(void **)&n->Recv, "ncclRecv", 1},
     {(void **)&n->GetErrorString, "ncclGetErrorString", 1},
@@ -133,8 +137,8 @@ static ncclRedOp_t nccl_op(ip_redop op) {
 }
 
 int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nlocal, int nranks, void *const *send,
-                      void *const *recv, size_t count, ip_dtype t, ip_redop op, cudaStream_t *streams, char *err,
-                      size_t len) {
+                      void *const *recv, size_t count, ip_dtype t, ip_redop op, int root, cudaStream_t *streams,
+                      char *err, size_t len) {
   ncclDataType_t dt = nccl_type(t);
   size_t es = (size_t)ip_dtype_size[t];
   ncclResult_t r = n->GroupStart();
@@ -153,6 +157,14 @@ int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nloca
     case BENCH_REDUCESCATTER:
       what = "ncclReduceScatter";
       r = n->ReduceScatter(send[i], recv[i], count, dt, nccl_op(op), comm, streams[i]);
+      break;
+    case BENCH_BROADCAST:
+      what = "ncclBroadcast";
+      r = n->Broadcast(send[i], recv[i], count, dt, root, comm, streams[i]);
+      break;
+    case BENCH_REDUCE:
+      what = "ncclReduce";
+      r = n->Reduce(send[i], recv[i], count, dt, nccl_op(op), root, comm, streams[i]);
       break;
     default:
       if (n->AlltoAll) {

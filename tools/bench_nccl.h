@@ -27,10 +27,11 @@ int bench_nccl_init_rank(bench_nccl *n, void **comm, int nranks, const char id[1
  * one NCCL group): comms[i] on streams[i] with send[i] and recv[i];
  * count per rank as in bench_geom; nranks is the communicator size
  * (used by the send/recv all-to-all of NCCL versions without
- * ncclAlltoAll). */
+ * ncclAlltoAll); root is broadcast's and reduce's (the others ignore
+ * it). */
 int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nlocal, int nranks, void *const *send,
-                      void *const *recv, size_t count, ip_dtype t, ip_redop op, cudaStream_t *streams, char *err,
-                      size_t len);
+                      void *const *recv, size_t count, ip_dtype t, ip_redop op, int root, cudaStream_t *streams,
+                      char *err, size_t len);
 
 /* 0 when comm is healthy; -1 with the asynchronous error in err. */
 int bench_nccl_async_error(bench_nccl *n, void *comm, char *err, size_t len);

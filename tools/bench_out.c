@@ -11,6 +11,7 @@
 void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
   memset(t, 0, sizeof *t);
   t->coll = o->coll;
+  t->root = o->root;
   t->dtype = o->dtype;
   t->op = o->op;
   t->all_types = o->all_types;
@@ -125,10 +126,11 @@ static void combo_title(const bench_table *t, char *buf, size_t len) {
 }
 
 void bench_print_header(FILE *f, const bench_table *t) {
-  char combo[80];
+  char combo[80], root[32] = "";
   combo_title(t, combo, sizeof combo);
-  fprintf(f, "# baton bench: %s, %d ranks (%s), %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
-          bench_coll_name[t->coll], t->nranks, t->procs ? "one process per GPU" : "one process", combo,
+  if (bench_rooted(t->coll)) snprintf(root, sizeof root, ", root %d", t->root);
+  fprintf(f, "# baton bench: %s%s, %d ranks (%s), %s, %s, %d iterations after %d warmup%s, median of %d round%s\n",
+          bench_coll_name[t->coll], root, t->nranks, t->procs ? "one process per GPU" : "one process", combo,
           bench_place_name(t->inplace), t->iters, t->warmup,
           t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
   if (t->graph) fprintf(f, "# CUDA graphs: the %d iterations captured per GPU and launched %d times\n", t->iters, t->graph);
@@ -404,6 +406,8 @@ int bench_write_json(const char *path, const bench_table *t) {
   if (!f) return -1;
   fprintf(f, "{\n  \"tool\": \"baton bench\",\n  \"collective\": \"%s\",\n  \"nranks\": %d,\n", bench_coll_name[t->coll],
           t->nranks);
+  if (bench_rooted(t->coll)) fprintf(f, "  \"root\": %d,\n", t->root);
+  else fprintf(f, "  \"root\": null,\n");
   fprintf(f, "  \"mode\": \"%s\",\n  \"type\": \"%s\",\n  \"redop\": \"%s\",\n  \"inplace\": %s,\n",
           t->procs ? "one process per GPU" : "one process", t->all_types ? "all" : ip_dtype_name[t->dtype],
           !bench_reduces(t->coll) ? "none" : t->all_ops ? "all" : ip_redop_name[t->op],

@@ -32,24 +32,29 @@ static void pointers(bench_ctx *x, const bench_geom *g, int i, char **send, char
   }
 }
 
-/* One call of the collective on every local rank.  0, or -1 with err. */
+/* One call of the collective on every local rank.  0, or -1 with err.
+ * Broadcast and reduce get both buffers on every rank, as nccl-tests
+ * gives them (the one a rank off the root does not use included). */
 static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
   void *send[BENCH_MAX_LOCAL], *recv[BENCH_MAX_LOCAL];
   for (int i = 0; i < x->nlocal; i++) pointers(x, g, i, (char **)&send[i], (char **)&recv[i]);
   if (lib == BENCH_NCCL)
     return bench_nccl_launch(x->nccl, x->o->coll, x->nc, x->nlocal, x->nranks, send, recv, (size_t)g->count,
-                             x->o->dtype, x->o->op, x->streams, err, len);
+                             x->o->dtype, x->o->op, x->o->root, x->streams, err, len);
   /* As NCCL's: one group, so the GPUs' launches go out at once. */
   baton_group_start();
   for (int i = 0; i < x->nlocal; i++) {
     baton_dtype t = (baton_dtype)x->o->dtype;
     baton_redop op = (baton_redop)x->o->op;
     size_t n = (size_t)g->count;
+    int root = x->o->root;
     baton_result e;
     switch (x->o->coll) {
     case BENCH_ALLREDUCE: e = baton_allreduce(send[i], recv[i], n, t, op, x->bc[i], x->streams[i]); break;
     case BENCH_ALLGATHER: e = baton_allgather(send[i], recv[i], n, t, x->bc[i], x->streams[i]); break;
     case BENCH_REDUCESCATTER: e = baton_reducescatter(send[i], recv[i], n, t, op, x->bc[i], x->streams[i]); break;
+    case BENCH_BROADCAST: e = baton_broadcast(send[i], recv[i], n, t, root, x->bc[i], x->streams[i]); break;
+    case BENCH_REDUCE: e = baton_reduce(send[i], recv[i], n, t, op, root, x->bc[i], x->streams[i]); break;
     default: e = baton_alltoall(send[i], recv[i], n, t, x->bc[i], x->streams[i]); break;
     }
     if (e) {
@@ -113,7 +118,7 @@ failed:
 }
 
 /* Rank i's input for the check at its send pointer; the output region
- * poisoned first (0xff bytes: NaN, or a value no check pattern makes). */
+ * poisoned first (BENCH_POISON bytes). */
 static int upload(bench_ctx *x, const bench_geom *g, int i) {
   size_t es = (size_t)ip_dtype_size[x->o->dtype];
   char *send, *recv;
@@ -122,7 +127,7 @@ static int upload(bench_ctx *x, const bench_geom *g, int i) {
   cudaSetDevice(x->devs[i]);
   bench_fill(x->o->coll, x->o->op, x->o->dtype, x->lo + i, g->send_elems, x->host);
   int in = x->o->inplace == BENCH_IN_PLACE;
-  int bad = cudaMemsetAsync(in ? x->recvbuf[i] : recv, 0xff, in ? big : (size_t)g->recv_elems * es,
+  int bad = cudaMemsetAsync(in ? x->recvbuf[i] : recv, BENCH_POISON, in ? big : (size_t)g->recv_elems * es,
                             x->streams[i]) != cudaSuccess;
   bad |= cudaMemcpyAsync(send, x->host, (size_t)g->send_elems * es, cudaMemcpyHostToDevice, x->streams[i]) != cudaSuccess;
   bad |= cudaStreamSynchronize(x->streams[i]) != cudaSuccess;
@@ -130,7 +135,8 @@ static int upload(bench_ctx *x, const bench_geom *g, int i) {
 }
 
 /* One call with known data, every output element compared with the
- * host's expectation: its wrong elements added to res->wrong (which
+ * host's expectation (bench_check: off a reduce's root, the receive
+ * buffer left as it was): its wrong elements added to res->wrong (which
  * starts at 0 when it was -1, not checked). */
 static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *res) {
   size_t es = (size_t)ip_dtype_size[x->o->dtype];
@@ -156,7 +162,7 @@ static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *
       return;
     }
     int64_t first;
-    int64_t w = bench_check(x->o->coll, x->o->op, x->o->dtype, x->nranks, x->lo + i, g, x->host, &first);
+    int64_t w = bench_check(x->o, x->nranks, x->lo + i, g, x->host, &first);
     if (w)
       fprintf(stderr, "# %s, size %lld, rank %d: %lld wrong elements, the first at index %lld (value %g)\n",
               bench_lib_name[lib], (long long)g->bytes, x->lo + i, (long long)w, (long long)first,
@@ -449,6 +455,7 @@ int bench_run(const bench_opts *o, bench_table *t) {
             "ranks)\n", n, used, ngpu, BENCH_MAX_LOCAL);
     return 2;
   }
+  if (bench_root_check(o, n, stderr)) return 2;   /* without -g: the GPUs found are the ranks */
   static bench_ctx x;
   memset(&x, 0, sizeof x);
   x.o = o;

@@ -11,11 +11,14 @@
 #include "bench_moe.h"
 #include "tool.h"
 
-/* One type's sweep for --dry-run: its title (the ops it runs where -o
- * all asks for several), then a line per size. */
+/* One type's sweep for --dry-run: its title (the root of a rooted
+ * collective, the ops it runs where -o all asks for several), then a line
+ * per size. */
 static void dry_run_type(const bench_opts *o, ip_dtype t, const int64_t *sizes, int n) {
   int es = ip_dtype_size[t];
-  printf("# baton bench --dry-run: %s on %d ranks, %s, %s, %d sizes%s\n", bench_coll_name[o->coll], o->ngpus,
+  char root[32] = "";
+  if (bench_rooted(o->coll)) snprintf(root, sizeof root, ", root %d", o->root);
+  printf("# baton bench --dry-run: %s on %d ranks%s, %s, %s, %d sizes%s\n", bench_coll_name[o->coll], o->ngpus, root,
          ip_dtype_name[t], bench_place_name(o->inplace), n,
          o->all_ops && bench_reduces(o->coll) ? ", each with sum, prod, max, min, avg (-o all)" : "");
   printf("# %10s %12s %12s %12s %14s\n", "size", "count", "send elems", "recv elems", "busbw factor");
