@@ -185,7 +185,7 @@ static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
 
 /* Every embedding program by name over every type and shape. */
 static void check_programs(const shape *shapes, int nshapes) {
-  int nalg = baton_comm_algorithm_count(comms[0]);
+  int nalg = rt_algos_count(comms[0]->algos);
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
     int op = RT_COMPUTE_OP(al->compute);
@@ -347,7 +347,7 @@ int main(int argc, char **argv) {
   int rc = gpu_ranks_start(argc, argv, "gpu_embed", 0, &o, &done);
   if (done) return rc;
   int n = 0;
-  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) {
+  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) {
     int op = RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute);
     n += op == IR_OP_EBAG || op == IR_OP_EBAGM;
   }

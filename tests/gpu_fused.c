@@ -139,7 +139,7 @@ static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
 
 /* Every fused program by name over every type and shape. */
 static void check_programs(const shape *shapes, int nshapes) {
-  int nalg = baton_comm_algorithm_count(comms[0]);
+  int nalg = rt_algos_count(comms[0]->algos);
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
     const char *name = ir_prog_where(al->prog);   /* the file: names may repeat */
@@ -234,7 +234,7 @@ static void check_refused(void) {
   e = baton_gemv_allreduce(comms[0], NULL, b[0].dx, b[0].dy, s.M, s.K, baton_f32, streams[0]);
   baton_group_end();
   ok(e == baton_invalid_argument, "a NULL matrix is refused: %s", baton_result_string(e));
-  int nalg = baton_comm_algorithm_count(comms[0]);
+  int nalg = rt_algos_count(comms[0]->algos);
   for (int ai = 0; ai < nalg; ai++) {
     if (RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) != IR_OP_GEMV || rt_plan_blocks(&comms[0]->plans[ai]) == 0)
       continue;
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
   int rc = gpu_ranks_start(argc, argv, "gpu_fused", 1, &o, &done);
   if (done) return rc;
   int fused = 0;
-  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) fused += rt_algos_get(comms[0]->algos, ai)->compute >= 0;
+  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) fused += rt_algos_get(comms[0]->algos, ai)->compute >= 0;
   ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, o.dir);
   /* One row; odd sizes (scalar tails, partial tiles); a padded row
    * stride; x not 16-byte aligned (no 16-byte loads); decode shapes. */

@@ -172,7 +172,7 @@ static baton_result call(const char *name, const shape *s, bufs *b) {
 }
 
 static void check_programs(const shape *shapes, int nshapes) {
-  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++) {
+  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) {
     const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
     if (RT_COMPUTE_OP(al->compute) != IR_OP_GEMM) continue;
     const char *name = al->prog->name;
@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
     cublasCreate(&blas[r]);
   }
   int n = 0;
-  for (int ai = 0; ai < baton_comm_algorithm_count(comms[0]); ai++)
+  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++)
     n += RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) == IR_OP_GEMM;
   ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, o.dir);
   size_t R = (size_t)nranks;

@@ -157,12 +157,12 @@ static int reduces(ir_coll c) { return c == IR_COLL_ALLREDUCE || c == IR_COLL_RE
 static void check_algorithms(int quick, rt_diag *d) {
   const int64_t counts[] = {1, 7, 4099, 3 * 65536 + 5, (1 << 20) + 1};
   int ncounts = quick ? 3 : 5;
-  int nalg = baton_comm_algorithm_count(comms[lo]);
+  int nalg = rt_algos_count(comms[lo]->algos);
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
     const ir_prog *p = al->prog;
-    const char *name = baton_comm_algorithm_name(comms[lo], ai);
-    if (al->compute >= 0) continue;   /* fused programs: tests/gpu_fused */
+    const char *name = p->name;
+    if (al->compute >= 0 || al->root_copy) continue;   /* fused programs: tests/gpu_fused; other roots: check_rooted */
     if (rt_plan_blocks(&comms[lo]->plans[ai]) == 0) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
@@ -404,77 +404,111 @@ static void check_inplace_alltoall(void) {
   }
 }
 
-/* Broadcast and reduce through their entry points from every root, in
- * place and out of place, with NULL for the buffer a rank off the root
- * does not use (NCCL's contract): every output right, and off the root a
- * reduce's buffers and a broadcast's output-to-be untouched where they
- * must be.  The ranks this process drives check their own buffers. */
+/* Broadcast and reduce from every root, in place and out of place, with
+ * NULL for the buffer a rank off the root does not use (NCCL's
+ * contract): every output right, and off the root a reduce's buffer
+ * untouched.  The ranks this process drives check their own buffers. */
 static float rooted_in(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
+
+/* One call on every rank: algorithm entry `ai` (a program or one of its
+ * relabelled copies, rooted at its p->root), or with ai < 0 the entry
+ * point's own choice from `root`.  Adds wrong elements (and those written
+ * off the root of a reduce) to *wrong (*untouched); returns the first
+ * error. */
+static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inplace, float *h, int64_t *wrong,
+                               int64_t *untouched) {
+  const float sentinel = -1.0f;
+  size_t bytes = (size_t)count * 4;
+  baton_result e = baton_success;
+  for (int r = lo; r < hi; r++) {
+    if (reserve(&din[r], r, bytes) || reserve(&dout[r], r, bytes)) return baton_cuda_error;
+    cudaSetDevice(dev_of(r));
+    for (int64_t i = 0; i < count; i++) h[i] = rooted_in(r, i);
+    cudaMemcpyAsync(inplace ? dout[r].p : din[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
+    if (!inplace) {
+      for (int64_t i = 0; i < count; i++) h[i] = sentinel;
+      cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
+    }
+    cudaStreamSynchronize(streams[r]);
+  }
+  baton_group_start();
+  for (int r = lo; r < hi; r++) {
+    const void *s = inplace ? dout[r].p : din[r].p;
+    void *o = dout[r].p;
+    if (coll == IR_COLL_BROADCAST && r != root) s = NULL;
+    if (coll == IR_COLL_REDUCE && r != root) o = NULL;
+    baton_result x;
+    if (ai < 0) {
+      x = coll == IR_COLL_BROADCAST ? baton_broadcast(s, o, count, baton_f32, root, comms[r], streams[r])
+                                    : baton_reduce(s, o, count, baton_f32, baton_sum, root, comms[r], streams[r]);
+    } else {   /* this very entry, as call_submit runs one */
+      rt_launch L;
+      cudaSetDevice(dev_of(r));
+      bt_result b = rt_call_prep(comms[r], ai, s, o, count, baton_f32, baton_sum, NULL, streams[r], &L);
+      x = (baton_result)(b ? b : rt_group_submit(&L));
+    }
+    if (x) e = x;
+  }
+  baton_result ge = baton_group_end();
+  if (ge) e = ge;
+  for (int r = lo; r < hi; r++) {
+    cudaSetDevice(dev_of(r));
+    cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
+    if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return baton_cuda_error;
+    for (int64_t i = 0; i < count; i++) {
+      float want;
+      if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
+      else if (r == root) {
+        want = 0;
+        for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
+      } else {
+        want = inplace ? rooted_in(r, i) : sentinel;   /* a reduce leaves it alone off the root */
+        *untouched += h[i] != want;
+      }
+      *wrong += h[i] != want;
+    }
+  }
+  return e;
+}
 
 static void check_rooted(void) {
   static const int64_t counts[] = {1, 4099, 300001};
-  const float sentinel = -1.0f;
+  float *h = malloc((size_t)counts[2] * 4);
+  if (!h) return;
+  /* Every program and every relabelled copy of it, by its entry. */
+  int nall = rt_algos_count(comms[lo]->algos);
+  for (int ai = 0; ai < nall; ai++) {
+    const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
+    if (al->root_copy || !ir_coll_rooted(al->prog->coll)) continue;
+    int64_t wrong = 0, untouched = 0, runs = 0;
+    baton_result e = baton_success;
+    for (int root = 0; root < nranks; root++) {   /* its copies follow it: entry ai + root */
+      int aj = ai + root;
+      if (aj >= nall || rt_algos_get(comms[lo]->algos, aj)->prog->root != root ||
+          rt_plan_blocks(&comms[lo]->plans[aj]) == 0) { e = baton_internal_error; break; }
+      for (int inplace = 0; inplace < 2 && !e; inplace++)
+        for (int ci = 1; ci < 3 && !e; ci++, runs++)
+          e = rooted_run(aj, al->prog->coll, root, counts[ci], inplace, h, &wrong, &untouched);
+    }
+    ok(!e && !wrong, "%s (%s) relabelled for each of %d roots: %lld runs in and out of place, NULL unused buffers, "
+       "%lld wrong (%lld off-root buffers written)%s%s", al->prog->name, ir_prog_where(al->prog), nranks,
+       (long long)runs, (long long)wrong, (long long)untouched, e ? ": " : "", e ? baton_result_string(e) : "");
+  }
+  /* The entry points' own choice, from every root. */
   for (int coll = IR_COLL_BROADCAST; coll <= IR_COLL_REDUCE; coll++)
     for (int ci = 0; ci < 3; ci++) {
-      int64_t count = counts[ci];
-      size_t bytes = (size_t)count * 4;
-      if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, bytes, count, 0) < 0) continue;
-      float *h = malloc(bytes);
-      int64_t wrong = 0, untouched_bad = 0;
+      int64_t count = counts[ci], wrong = 0, untouched = 0;
+      if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, (uint64_t)count * 4, count, 0) < 0) continue;
       baton_result e = baton_success;
-      int bad = !h;
-      char algo[128] = "";
-      for (int root = 0; root < nranks && !bad; root++)
-        for (int inplace = 0; inplace < 2 && !bad; inplace++) {
-          for (int r = lo; r < hi && !bad; r++) {
-            if (reserve(&din[r], r, bytes) || reserve(&dout[r], r, bytes)) { bad = 1; break; }
-            cudaSetDevice(dev_of(r));
-            for (int64_t i = 0; i < count; i++) h[i] = rooted_in(r, i);
-            cudaMemcpyAsync(inplace ? dout[r].p : din[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
-            if (!inplace) {
-              for (int64_t i = 0; i < count; i++) h[i] = sentinel;
-              cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
-            }
-            cudaStreamSynchronize(streams[r]);
-          }
-          baton_group_start();
-          for (int r = lo; r < hi && !bad; r++) {
-            const void *s = inplace ? dout[r].p : din[r].p;
-            void *o = dout[r].p;
-            baton_result x = coll == IR_COLL_BROADCAST
-                                 ? baton_broadcast(r == root ? s : NULL, o, count, baton_f32, root, comms[r], streams[r])
-                                 : baton_reduce(s, r == root ? o : NULL, count, baton_f32, baton_sum, root, comms[r],
-                                                streams[r]);
-            if (x) e = x;
-          }
-          baton_result ge = baton_group_end();
-          if (ge) e = ge;
-          if (!algo[0] && baton_comm_last_algorithm(comms[lo]))
-            snprintf(algo, sizeof algo, "%s", baton_comm_last_algorithm(comms[lo]));
-          for (int r = lo; r < hi && !bad; r++) {
-            cudaSetDevice(dev_of(r));
-            cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
-            if (cudaStreamSynchronize(streams[r]) != cudaSuccess) { bad = 1; break; }
-            for (int64_t i = 0; i < count; i++) {
-              float want;
-              if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
-              else if (r == root) {
-                want = 0;
-                for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
-              } else {
-                want = inplace ? rooted_in(r, i) : sentinel;   /* a reduce leaves it alone off the root */
-                untouched_bad += h[i] != want;
-              }
-              wrong += h[i] != want;
-            }
-          }
-        }
-      ok(!bad && !e && !wrong, "%s from each of %d roots, %lld elements, in and out of place, NULL unused buffers: "
-         "%s, %lld wrong (%lld off-root buffers written)", ir_coll_name[coll], nranks, (long long)count, algo,
-         (long long)wrong, (long long)untouched_bad);
-      if (e) diag("%s", baton_result_string(e));
-      free(h);
+      for (int root = 0; root < nranks && !e; root++)
+        for (int inplace = 0; inplace < 2 && !e; inplace++)
+          e = rooted_run(-1, (ir_coll)coll, root, count, inplace, h, &wrong, &untouched);
+      ok(!e && !wrong, "baton_%s from each of %d roots, %lld elements, in and out of place: %s, %lld wrong (%lld "
+         "off-root buffers written)%s%s", ir_coll_name[coll], nranks, (long long)count,
+         baton_comm_last_algorithm(comms[lo]), (long long)wrong, (long long)untouched, e ? ": " : "",
+         e ? baton_result_string(e) : "");
     }
+  free(h);
 }
 
 static void check_dead_peer(void) {
@@ -514,7 +548,7 @@ typedef struct fifo_use { int peer, chan, lane, proto; char *fifo; } fifo_use;
 
 static void check_fifos(void) {
   baton_comm *c = comms[lo];
-  int nalg = baton_comm_algorithm_count(c), n = 0, cap = 0;
+  int nalg = rt_algos_count(c->algos), n = 0, cap = 0;   /* every plan, relabelled copies' too */
   fifo_use *u = NULL;
   cudaSetDevice(dev_of(lo));
   for (int ai = 0; ai < nalg; ai++) {
@@ -523,7 +557,7 @@ static void check_fifos(void) {
     int nb = pl->ntbs * pl->lanes, proto = rt_comm_proto(c, rt_algos_get(c->algos, ai)->prog);
     ip_gtb *h = malloc(nb * sizeof *h);
     if (!h || cudaMemcpy(h, pl->tbs, nb * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
-      ok(0, "reading the plan of %s", baton_comm_algorithm_name(c, ai));
+      ok(0, "reading the plan of %s", ir_prog_where(rt_algos_get(c->algos, ai)->prog));
       free(h);
       free(u);
       return;
