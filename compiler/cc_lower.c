@@ -1,6 +1,7 @@
 /* cc_lower.c -- from chunk operations to scheduled thread-block programs. */
 #include "cc_lower.h"
 #include "cc_ins.h"
+#include "cc_layout.h"
 #include "ir_geom.h"
 
 #include <limits.h>
@@ -115,82 +116,7 @@ static int track(lower *w, deps *d, int id) {
   return 1;
 }
 
-/* ---- pieces and channels ---- */
-
-/* parallelize(n) splits every chunk into P pieces (P: the least common
- * multiple of the fragments' n); instance i of a fragment owns pieces
- * [i*P/n, (i+1)*P/n) of each chunk it names, code outside fragments all P.
- * Whole-program instances then split each piece in I: piece x of chunk c in
- * instance j is IR chunk (c*P + x)*I + j.  Channels: code outside
- * fragments keeps its channels [0, B); instance i of fragment f moves
- * channel ch to B + i*K_f + ch (K_f: the channels f names); whole-program
- * instance j adds j*C, C being the channels of one instance. */
-typedef struct layout { int P, I, B, C; int *K; } layout;
-
-static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return a; }
-
-/* The most channels a compiled program may have (a fixed limit). */
-#define CC_MAX_CHANNELS 64
-
-/* Reports that lay needs more than CC_MAX_CHANNELS channels, at the script
- * line that asked for the last one: the first operation with the highest
- * ch= of the code outside fragments or of the fragment that sets the
- * count, or that fragment's parallelize() when its operations name no
- * channel; the message says how the count comes about. */
-static void too_many_channels(lower *w, const layout *lay) {
-  const cc_trace *t = w->t;
-  int f = -1;   /* the fragment that sets C, or -1: the code outside fragments */
-  for (int i = 0; i < t->nfrags; i++)
-    if (lay->B + t->frags[i].n * lay->K[i] == lay->C && lay->C > lay->B) { f = i; break; }
-  int want = f < 0 ? lay->C - 1 : lay->K[f] - 1, line = 0, ch = -1;
-  for (int k = 0; k < t->nops && !line; k++) {
-    const cc_op *o = &t->ops[k];
-    if (o->frag == f + 1 && o->ch == want && want > 0) { line = o->line; ch = o->ch; }
-  }
-  if (!line) line = f >= 0 ? t->frags[f].line : t->decl_line;
-  char asked[64] = "", how[160] = "", inst[112] = "";
-  if (ch > 0) snprintf(asked, sizeof asked, "ch=%d: ", ch);
-  if (f >= 0)
-    snprintf(how, sizeof how, "%s%d outside parallelize + %d x %d for parallelize(%d) at %s:%d", lay->I > 1 ? "per instance " : "",
-             lay->B, t->frags[f].n, lay->K[f], t->frags[f].n, t->script, t->frags[f].line);
-  if (lay->I > 1)
-    snprintf(inst, sizeof inst, "%s%d per instance x %d instances set at %s:%d", f >= 0 ? "; " : "", lay->C, lay->I,
-             t->script, t->decl_line);
-  cc_err(w, line, "%sthe program needs %d channels%s%s%s%s, more than the %d a program may have (a fixed limit: "
-         "use fewer channels%s)", asked, lay->C * lay->I, *how || *inst ? " (" : "", how, inst, *how || *inst ? ")" : "",
-         CC_MAX_CHANNELS, lay->I > 1 || f >= 0 ? ", instances or parallelize pieces" : "");
-}
-
-/* Fills lay; 0 on an error (counted in w) or out of memory. */
-static int plan_layout(lower *w, layout *lay) {
-  const cc_trace *t = w->t;
-  lay->P = 1; lay->I = t->instances; lay->B = 0;
-  lay->K = cc_calloc(t->nfrags + 1, sizeof(int));
-  if (!lay->K) return 0;
-  for (int f = 0; f < t->nfrags; f++) {
-    int n = t->frags[f].n;
-    lay->P = lay->P / gcd(lay->P, n) * n;
-    if (lay->P > 64 || lay->P * lay->I > 512) {
-      cc_err(w, t->frags[f].line, "parallelize(%d): the program would split each chunk into %d pieces (the least common multiple of its parallelize counts%s), more than %d",
-             n, lay->P * lay->I, lay->I > 1 ? ", times its instances" : "", lay->P > 64 ? 64 : 512);
-      return 0;
-    }
-  }
-  for (int k = 0; k < t->nops; k++) {
-    const cc_op *o = &t->ops[k];
-    int ch = o->ch < 0 ? 0 : o->ch;
-    if (!o->frag) { if (ch + 1 > lay->B) lay->B = ch + 1; }
-    else if (ch + 1 > lay->K[o->frag - 1]) lay->K[o->frag - 1] = ch + 1;
-  }
-  lay->C = lay->B > 0 ? lay->B : 1;
-  for (int f = 0; f < t->nfrags; f++)
-    if (lay->B + t->frags[f].n * lay->K[f] > lay->C) lay->C = lay->B + t->frags[f].n * lay->K[f];
-  if (lay->C * lay->I > CC_MAX_CHANNELS) {
-    too_many_channels(w, lay);
-    return 0;
-  }
-  return 1;
-}
+/* ---- operations to instructions ---- */
 
 /* Emits the instructions of operation o on IR chunks si / di (n chunks). */
 static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int inst) {
@@ -220,34 +146,16 @@ static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int 
 }
 
 /* Every operation, for every whole-program instance, on its pieces and
- * channels (see layout).  Operations stay multi-chunk where their pieces
- * are adjacent and are split where they are not. */
-static int lower_ops(lower *w, const layout *lay) {
+ * channel (cc_layout.h): one instruction per run of IR chunks that are
+ * consecutive at both ends. */
+static int lower_ops(lower *w, const cc_layout *lay) {
   const cc_trace *t = w->t;
-  int P = lay->P, I = lay->I;
-  for (int j = 0; j < I; j++)
+  for (int j = 0; j < lay->I; j++)
     for (int k = 0; k < t->nops; k++) {
-      const cc_op *o = &t->ops[k];
-      int ch = (o->ch < 0 ? 0 : o->ch) + j * lay->C, lo = 0, hi = P;
-      if (o->frag) {
-        int n = t->frags[o->frag - 1].n;
-        ch += lay->B + o->piece * lay->K[o->frag - 1];
-        lo = o->piece * (P / n);
-        hi = lo + P / n;
-      }
-      if (I == 1 && lo == 0 && hi == P) {
-        if (!emit_op(w, o, o->src_idx * P, o->dst_idx * P, o->count * P, ch, j)) return 0;
-        continue;
-      }
-      for (int c = 0; c < o->count; c++) {
-        if (I == 1) {
-          if (!emit_op(w, o, (o->src_idx + c) * P + lo, (o->dst_idx + c) * P + lo, hi - lo, ch, j)) return 0;
-          continue;
-        }
-        for (int x = lo; x < hi; x++)
-          if (!emit_op(w, o, ((o->src_idx + c) * P + x) * I + j, ((o->dst_idx + c) * P + x) * I + j, 1, ch, j))
-            return 0;
-      }
+      cc_runs it;
+      int ch = cc_runs_start(&it, t, lay, &t->ops[k], j), si, di, n;
+      while (cc_runs_next(&it, &si, &di, &n))
+        if (!emit_op(w, &t->ops[k], si, di, n, ch, j)) return 0;
     }
   return 1;
 }
@@ -724,8 +632,9 @@ static int sched_init(sched *s, lower *w, int slots) {
  * each of those frees a slot on one connection as it takes one on the
  * next, so a ring of them with a free slot somewhere can always move on,
  * while plain sends that fill every slot of a ring first leave its
- * forwarders nowhere to go (with instances, a ring moves several chunks
- * per hop, each its own message).  Puts b on its list and returns 1. */
+ * forwarders nowhere to go (a ring that moves several messages per hop,
+ * one per block or piece of an operation split by the layout, or one per
+ * operation).  Puts b on its list and returns 1. */
 static int sched_hold(sched *s, int b) {
   const ins *B = &s->w->v[b];
   int rc = s->rconn[b], sc = s->sconn[b];
@@ -893,9 +802,9 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   int *users = NULL, *order = NULL, *scr_base = NULL;
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
-  layout lay = {0};
+  cc_layout lay = {0};
   if (!d.a || !d.len) goto out;
-  if (!plan_layout(&w, &lay)) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+  if (!cc_layout_plan(&w, &lay)) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
   if (!lower_ops(&w, &lay)) goto out;
   for (int i = 0; i < w.n; i++) {
     if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;

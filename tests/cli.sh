@@ -68,6 +68,12 @@ check "compile a parallelize script (alternating rings, 2 instances)" 0 "allredu
   "$baton" compile "$root/tests/alt_rings.lua" --param ranks=8 --param instances=2 -o "$tmp/alt.xml"
 check "the compiled alternating rings verify (all types, uneven count, 2 slots)" 0 "ok  allreduce on 8 ranks, 32 tbs" \
   "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
+# Instances keep an instance's share of a multi-chunk message in one step:
+# Bruck's rounds send 4 blocks per rank, so 2 instances make 2 x 24 sends.
+check "compile Bruck with 2 instances (8 ranks)" 0 "alltoall on 8 ranks, 112 thread blocks, 416 steps" \
+  "$baton" compile "$root/algorithms/alltoall_bruck.lua" --param ranks=8 --param instances=2 -o "$tmp/bruck2.xml"
+check_exact "... each instance sends each round's 4 blocks as one message (48 sends)" 0 "48" \
+  grep -c 'type="s" .*cnt="4"' "$tmp/bruck2.xml"
 check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \
   "exchange_2r.xml:10: rank 0 tb 0 step 1: deadlock with 1 FIFO slot per connection" "$baton" verify --slots 1 "$root/tests/exchange_2r.xml"
 check "... and BATON_EXEC_SLOTS=1 means the same" 1 "deadlock with 1 FIFO slot per connection" \

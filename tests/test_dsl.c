@@ -318,7 +318,8 @@ static void test_modules(void) {
 
 /* Custom collectives: the expect postcondition, checked symbolically and
  * carried into the IR. */
-#define NEXT4 "collective{kind='custom', ranks=4, chunks=2, inplace=false, expect='o[r][c]=i[r-1][c] if r>=1'}\n"
+#define NEXT4_DECL(EXTRA) "collective{kind='custom', ranks=4, chunks=2, inplace=false, expect='o[r][c]=i[r-1][c] if r>=1'" EXTRA "}\n"
+#define NEXT4 NEXT4_DECL("")
 
 static void test_custom(void) {
   compiles(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n",
@@ -405,13 +406,13 @@ static void test_lowering(void) {
   "  end\n" \
   "end)\n"
 
-/* Every step of tb `tb` of rank r touches only chunks x with x % m == want. */
-static int tb_pieces(const ir_prog *p, int r, int tb, int m, int want) {
+/* Every step of tb `tb` of rank r moves one chunk x with x / d % m == want. */
+static int tb_pieces(const ir_prog *p, int r, int tb, int d, int m, int want) {
   const ir_tb *b = &p->gpus[r].tbs[tb];
   for (int s = 0; s < b->nsteps; s++) {
     const ir_step *st = &b->steps[s];
     if (st->op == IR_OP_NOP) continue;
-    if (st->cnt != 1 || st->srcoff % m != want || st->dstoff % m != want) return 0;
+    if (st->cnt != 1 || st->srcoff / d % m != want || st->dstoff / d % m != want) return 0;
   }
   return b->nsteps > 0;
 }
@@ -420,8 +421,8 @@ static void test_parallelize(void) {
   ir_prog *p = compiles_keep(ALT_RING(""), "alternating rings (parallelize 2)", 0, 1);
   int good = p && p->nchunksperloop == 8 && p->nchannels == 2;
   for (int r = 0; p && r < 4; r++)
-    good &= p->gpus[r].ntbs == 2 && tb_is(p, r, 0, (r + 1) % 4, (r + 3) % 4, 0) && tb_pieces(p, r, 0, 2, 0) &&
-            tb_is(p, r, 1, (r + 3) % 4, (r + 1) % 4, 1) && tb_pieces(p, r, 1, 2, 1);
+    good &= p->gpus[r].ntbs == 2 && tb_is(p, r, 0, (r + 1) % 4, (r + 3) % 4, 0) && tb_pieces(p, r, 0, 1, 2, 0) &&
+            tb_is(p, r, 1, (r + 3) % 4, (r + 1) % 4, 1) && tb_pieces(p, r, 1, 1, 2, 1);
   ok(good, "parallelize: instance i works on piece i (chunk c -> 2c+i) on channel i, in its own tb");
   ir_prog_free(p);
   p = compiles_keep(ALT_RING(", instances=2"), "alternating rings, 2 whole-program instances", 0, 1);
@@ -432,10 +433,10 @@ static void test_parallelize(void) {
       const ir_tb *b = &p->gpus[r].tbs[tb];
       int frag_inst = b->chan % 2, prog_inst = b->chan / 2;    /* channel = piece + 2 * instance */
       good &= b->send == (frag_inst == 0 ? (r + 1) % 4 : (r + 3) % 4) &&
-              tb_pieces(p, r, tb, 4, frag_inst * 2 + prog_inst);  /* chunk (c*2 + i)*2 + j */
+              tb_pieces(p, r, tb, 1, 2, frag_inst) && tb_pieces(p, r, tb, 8, 2, prog_inst);  /* chunk j*8 + c*2 + i */
     }
   }
-  ok(good, "parallelize inside 2 instances: piece (c*2 + i)*2 + j on channel i + 2j");
+  ok(good, "parallelize inside 2 instances: piece j*8 + c*2 + i (instance j's own half) on channel i + 2j");
   ir_prog_free(p);
   /* code outside the fragment keeps channel 0; the fragment's channels come after */
   p = compiles_keep("collective{kind='allgather', ranks=3, chunks=1}\n"
@@ -450,7 +451,7 @@ static void test_parallelize(void) {
     for (int tb = 0; good && tb < 4; tb++) {
       const ir_tb *b = &p->gpus[r].tbs[tb];
       if (b->send < 0) good &= b->chan == 0 && b->steps[0].op == IR_OP_COPY && b->steps[0].cnt == 3;
-      else good &= (b->chan == 2 || b->chan == 4 || b->chan == 6) && tb_pieces(p, r, tb, 3, (b->chan - 2) / 2);
+      else good &= (b->chan == 2 || b->chan == 4 || b->chan == 6) && tb_pieces(p, r, tb, 1, 3, (b->chan - 2) / 2);
     }
   }
   ok(good, "outside code moves whole chunks on channel 0; instance i of a fragment using ch=1 runs on channel 1 + 2i + 1");
@@ -478,6 +479,82 @@ static void test_parallelize(void) {
                   "parallelize(7, function(i) end)\nparallelize(11, function(i) end)\n",
               "t.lua:5: parallelize(11): the program would split each chunk into 77 pieces (the least common multiple of its parallelize counts), more than 64",
               "too many pieces");
+}
+
+/* Steps of opcode op, over all ranks, that move cnt chunks. */
+static int steps_of(const ir_prog *p, int op, int cnt) {
+  int n = 0;
+  for (int r = 0; p && r < p->ngpus; r++)
+    for (int tb = 0; tb < p->gpus[r].ntbs; tb++)
+      for (int s = 0; s < p->gpus[r].tbs[tb].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[tb].steps[s];
+        n += st->op == op && st->cnt == cnt;
+      }
+  return n;
+}
+
+/* The sends of rank r, 0 unless each starts (at both ends) at a chunk x with
+ * x % m == per_chan times its thread block's channel. */
+static int sends_at(const ir_prog *p, int r, int m, int per_chan) {
+  int n = 0;
+  for (int tb = 0; tb < p->gpus[r].ntbs; tb++)
+    for (int s = 0; s < p->gpus[r].tbs[tb].nsteps; s++) {
+      const ir_step *st = &p->gpus[r].tbs[tb].steps[s];
+      if (st->op != IR_OP_SEND) continue;
+      if (st->srcoff % m != p->gpus[r].tbs[tb].chan * per_chan || st->dstoff % m != p->gpus[r].tbs[tb].chan * per_chan)
+        return 0;
+      n++;
+    }
+  return n;
+}
+
+/* Instances and parallelize pieces keep an instance's part of a
+ * multi-chunk operation in one step where its chunks are consecutive at
+ * both ends: instance j owns a range of each block. */
+static void test_instances(void) {
+  ir_prog *p = compiles_keep("collective{kind='alltoall', ranks=2, chunks=2, instances=2}\n"
+                             "for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', q * 2, 2):copy(q, 'output', r * 2) end end\n",
+                             "direct alltoall of 2-chunk blocks, 2 instances", 0, 1);
+  ok(steps_of(p, IR_OP_SEND, 2) == 4 && steps_of(p, IR_OP_SEND, 1) == 0 && steps_of(p, IR_OP_COPY, 2) == 4,
+     "each instance moves a 2-chunk block in one step (4 sends and 4 copies of 2 chunks)");
+  ok(p && sends_at(p, 0, 4, 2) == 2 && sends_at(p, 1, 4, 2) == 2,
+     "instance j (channel j) sends chunks 2j, 2j+1 of the block (IR chunks per block: 4)");
+  ir_prog_free(p);
+  p = compiles_keep("collective{kind='alltoall', ranks=2, chunks=1, instances=2}\n"
+                    "for r = 0, 1 do local q = 1 - r\n"
+                    "  chunk(r, 'input', r):copy(r, 'output', r)\n"
+                    "  chunk(r, 'input', 0, 2):copy(q, 'tmp', 0)\n"
+                    "  chunk(q, 'tmp', q):copy(q, 'output', r)\n"
+                    "end\n", "alltoall through scratch, 2 instances", 0, 1);
+  ok(steps_of(p, IR_OP_SEND, 1) == 8 && steps_of(p, IR_OP_SEND, 2) == 0,
+     "a message over two blocks of the input is one step per block and instance");
+  ir_prog_free(p);
+  p = compiles_keep("collective{kind='allgather', ranks=2, chunks=4, inplace=true}\n"
+                    "parallelize(2, function(i)\n"
+                    "  for r = 0, 1 do chunk(r, 'output', r * 4, 4):copy(1 - r, 'output', r * 4) end\n"
+                    "end)\n", "allgather of 4-chunk blocks in parallelize(2)", 0, 1);
+  ok(steps_of(p, IR_OP_SEND, 4) == 4 && steps_of(p, IR_OP_SEND, 1) == 0,
+     "parallelize: each instance sends its piece of the 4 chunks in one step (pieces outer)");
+  ok(p && sends_at(p, 0, 8, 4) == 2 && sends_at(p, 1, 8, 4) == 2,
+     "... instance i (channel i) takes piece i of every chunk: IR chunks 4i..4i+3 of the block");
+  ir_prog_free(p);
+  p = compiles_keep(NEXT4_DECL(", instances=2") "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n",
+                    "AllToNext, 2 instances", 0, 1);
+  ok(steps_of(p, IR_OP_SEND, 2) == 6 && steps_of(p, IR_OP_SEND, 1) == 0,
+     "a custom collective whose expect keeps its form keeps messages whole");
+  ir_prog_free(p);
+  /* k/2 means chunk 2 of the IR's 4 per block: right only if instance j's
+   * pieces sit at 2c + j (interleaved), not in a half of their own */
+  p = compiles_keep("collective{kind='custom', ranks=2, chunks=2, instances=2, expect='o[r][c]=i[r][c+k/2] if c<k/2'}\n"
+                    "for r = 0, 1 do chunk(r, 'input', 1):copy(r, 'output', 0) end\n",
+                    "a custom collective whose expect names k/2, 2 instances", 0, 1);
+  int good = p && steps_of(p, IR_OP_COPY, 1) == 4;
+  for (int r = 0; good && r < 2; r++)
+    for (int tb = 0; tb < p->gpus[r].ntbs; tb++)
+      for (int s = 0; s < p->gpus[r].tbs[tb].nsteps; s++)
+        good &= p->gpus[r].tbs[tb].steps[s].srcoff == p->gpus[r].tbs[tb].steps[s].dstoff + 2;
+  ok(good, "... keeps the interleaved layout (chunk c of instance j at 2c + j), which its expect holds under");
+  ir_prog_free(p);
 }
 
 /* A 2-rank fused GEMV + AllReduce, reduce-scatter then all-gather; `opts`
@@ -821,6 +898,7 @@ int main(void) {
   test_placement();
   test_cycle_prov();
   test_parallelize();
+  test_instances();
   test_modules();
   test_custom();
   test_rooted();
