@@ -1,4 +1,4 @@
--- Binomial-tree Broadcast from rank 0, out of place: rank r's parent is r
+-- Binomial-tree Broadcast from rank 0: rank r's parent is r
 -- with its lowest set bit cleared, so rank 0 sends to 1, 2, 4, ..., rank
 -- 4 to 5 and 6, and every rank has the data after ceil(log2 n) hops.  A
 -- rank receives into its output and sends from there to its children,
@@ -7,11 +7,13 @@
 -- Fewer hops than the chain (small and medium messages, many ranks); the
 -- root sends every piece log2(n) times.
 -- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
--- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), protocol
+-- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), inplace
+-- (false: NCCL's in-place call, one buffer, as PyTorch makes it), protocol
 -- (Simple), instances (1), threads (0: BATON_NTHREADS).
 local n = param("ranks", 8)
 local k = param("chunks", 4)
-collective{ kind = "broadcast", name = "broadcast_tree", ranks = n, chunks = k, inplace = false,
+local inplace = param("inplace", false)
+collective{ kind = "broadcast", name = "broadcast_tree", ranks = n, chunks = k, inplace = inplace,
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0) }
 
@@ -33,6 +35,6 @@ end
 
 for c = 0, k - 1 do
   local piece = chunk(0, "input", c)
-  piece:copy(0, "output", c)
+  if not inplace then piece:copy(0, "output", c) end   -- in place it is there already
   down(piece, 0)
 end

@@ -1,4 +1,4 @@
--- Binomial-tree Reduce into rank 0, out of place: rank r's parent is r with
+-- Binomial-tree Reduce into rank 0: rank r's parent is r with
 -- its lowest set bit cleared (rank 0 receives from 1, 2, 4, ...), so the
 -- sum is complete after ceil(log2 n) hops.  A rank with children adds its
 -- input and their partial sums, the smallest subtree first, into scratch
@@ -8,11 +8,13 @@
 -- the chain (small and medium messages, many ranks); rank 0 receives every
 -- piece log2(n) times.
 -- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
--- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), protocol
+-- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), inplace
+-- (false: NCCL's in-place call, one buffer, as PyTorch makes it), protocol
 -- (Simple), instances (1), threads (0: BATON_NTHREADS).
 local n = param("ranks", 8)
 local k = param("chunks", 4)
-collective{ kind = "reduce", name = "reduce_tree", ranks = n, chunks = k, inplace = false,
+local inplace = param("inplace", false)
+collective{ kind = "reduce", name = "reduce_tree", ranks = n, chunks = k, inplace = inplace,
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0) }
 
@@ -30,7 +32,11 @@ end
 local function subtree_sum(r, c)
   local kids = children(r)
   local sum = chunk(r, "input", c)
-  if r == 0 then sum = sum:copy(0, "output", c) elseif #kids > 0 then sum = sum:copy(r, "scratch", c) end
+  if r == 0 then
+    if not inplace then sum = sum:copy(0, "output", c) end   -- in place the root sums in its one buffer
+  elseif #kids > 0 then
+    sum = sum:copy(r, "scratch", c)
+  end
   for _, q in ipairs(kids) do sum = sum:reduce(subtree_sum(q, c)) end
   return sum
 end

@@ -85,6 +85,8 @@ compile broadcast_chain broadcast_chain.lua $r
 compile broadcast_tree_ll128 broadcast_tree.lua $r chunks=1 protocol=LL128
 compile reduce_chain reduce_chain.lua $r
 compile reduce_tree_ll reduce_tree.lua $r protocol=LL
+compile broadcast_tree_ip broadcast_tree.lua $r inplace=1
+compile reduce_chain_ip_ll128 reduce_chain.lua $r inplace=1 protocol=LL128
 if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
 if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile allreduce_hier allreduce_hier.lua nodes=2 gpus=$half

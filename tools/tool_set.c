@@ -111,12 +111,15 @@ static void default_set(set_ctx *c) {
   entry(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "");
   /* Rooted: the tree's log2(n) hops for small messages, the chain's one
    * pass over each link for large ones.  Not yet measured across GPUs: the
-   * crossover is the design's, not a measurement's. */
+   * crossover is the design's, not a measurement's.  Every rank must pick
+   * the same program whatever its buffers, so one layout serves both: in
+   * place, as PyTorch calls them (an out-of-place call copies its input
+   * into the output on the root first). */
   if (c->ranks > 1) {
-    entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 256 * K, "chunks=1 protocol=LL128");
-    entry(c, "broadcast_2_chain", "broadcast_chain.lua", 256 * K + 1, 0, "");
-    entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "chunks=1 protocol=LL128");
-    entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "");
+    entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
+    entry(c, "broadcast_2_chain", "broadcast_chain.lua", 256 * K + 1, 0, "inplace=1");
+    entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
+    entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "inplace=1");
   }
   entry(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "");
   entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", M + 1, 0, "form=ring protocol=LL128");
