@@ -145,26 +145,31 @@ static void copy_elems(exec *x, int r, int b, int c, int64_t at, int64_t n, unsi
   }
 }
 
-/* Copies the tile-`t` piece of chunks [off, off+cnt) of buffer b into msg
- * (len elements per chunk), zero past each chunk's valid length. */
-static void gather(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, unsigned char *msg) {
+/* Copies the tile-`t` piece of the cnt chunks of buffer b at pattern
+ * (off, run, stride) (ir_chunk_at) into msg (len elements per chunk),
+ * zero past each chunk's valid length. */
+static void gather(exec *x, int r, int b, int off, int run, int stride, int cnt, int64_t t, int64_t len,
+                   unsigned char *msg) {
   const ir_geom *g = &x->geom[r];
   for (int j = 0; j < cnt; j++) {
-    int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
+    int64_t c = ir_chunk_at(off, run, stride, j);
+    int64_t valid = ir_geom_len(g, b, c) - t * x->tile;
     valid = valid < 0 ? 0 : valid > len ? len : valid;
     unsigned char *dst = msg + (size_t)j * len * x->esize;
-    copy_elems(x, r, b, off + j, t * x->tile, valid, dst, 1);
+    copy_elems(x, r, b, c, t * x->tile, valid, dst, 1);
     memset(dst + valid * x->esize, 0, (len - valid) * x->esize);
   }
 }
 
 /* The inverse: writes msg into the valid part of the chunks. */
-static void scatter(exec *x, int r, int b, int off, int cnt, int64_t t, int64_t len, const unsigned char *msg) {
+static void scatter(exec *x, int r, int b, int off, int run, int stride, int cnt, int64_t t, int64_t len,
+                    const unsigned char *msg) {
   const ir_geom *g = &x->geom[r];
   for (int j = 0; j < cnt; j++) {
-    int64_t valid = ir_geom_len(g, b, off + j) - t * x->tile;
+    int64_t c = ir_chunk_at(off, run, stride, j);
+    int64_t valid = ir_geom_len(g, b, c) - t * x->tile;
     valid = valid < 0 ? 0 : valid > len ? len : valid;
-    copy_elems(x, r, b, off + j, t * x->tile, valid, (unsigned char *)msg + (size_t)j * len * x->esize, 0);
+    copy_elems(x, r, b, c, t * x->tile, valid, (unsigned char *)msg + (size_t)j * len * x->esize, 0);
   }
 }
 
@@ -197,31 +202,31 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
       ip_compute_rows(st->op, x->o->dtype, args, ir_geom_off(g, IR_BUF_INPUT, c) + t * x->tile, valid, piece);
       memset(piece + valid * x->esize, 0, (len - valid) * x->esize);
     }
-    if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
+    if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, res);
     return;
   }
   switch (st->op) {
   case IR_OP_NOP: return;
   case IR_OP_SEND: case IR_OP_COPY:
-    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
+    gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
     break;
   case IR_OP_RECV: case IR_OP_RCS:
     memcpy(res, in, n * x->esize);
     break;
   case IR_OP_RRC: case IR_OP_RRS: case IR_OP_RRCS:
-    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
+    gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
     combine(x, op, res, in, res, n);
     break;
   case IR_OP_REDUCE: {
     unsigned char *cur = me->tmp + n * x->esize;
-    gather(x, me->r, st->srcbuf, st->srcoff, st->cnt, t, len, res);
-    gather(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, cur);
+    gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
+    gather(x, me->r, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, cur);
     combine(x, op, res, cur, res, n);
     break;
   }
   default: return;
   }
-  if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->cnt, t, len, res);
+  if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, res);
 }
 
 /* Runs me until it finishes or must wait for another thread block.  A
@@ -423,17 +428,21 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
 /* Whether chunks [off, off+cnt) of buffer b exist in geometry g; else an
  * error naming the step. */
 static int step_range(const ir_prog *p, const ir_geom *g, int r, int t, int s, const char *what, int b, int32_t off,
-                      int32_t cnt, int inplace, rt_diag *diag) {
+                      int32_t run, int32_t stride, int32_t cnt, int inplace, rt_diag *diag) {
   static const char *const names[IR_BUF_COUNT] = {"input", "output", "scratch"};
   if (b >= IR_BUF_COUNT) {
     rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s buffer %d does not exist", ir_prog_where(p), r, t, s,
                 ir_op_xml[p->gpus[r].tbs[t].steps[s].op], what, b);
     return 0;
   }
-  if (off >= 0 && (int64_t)off + cnt <= g->chunks[b]) return 1;
-  rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s %s[%d..%lld], outside the %s's %d chunks on this rank in this "
-              "run (%s); nothing was run", ir_prog_where(p), r, t, s, ir_op_xml[p->gpus[r].tbs[t].steps[s].op], what,
-              ir_buf_xml[b], off, (long long)off + cnt - 1, names[b], g->chunks[b], inplace ? "in place" : "out of place");
+  int64_t lo, hi;
+  ir_pattern_extent(off, run, stride, cnt, &lo, &hi);
+  int overlap = run > 0 && run < cnt && (stride > 0 ? stride : -(int64_t)stride) < run;
+  if (!overlap && lo >= 0 && hi < g->chunks[b]) return 1;
+  rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s %s[%lld..%lld]%s, outside the %s's %d chunks on this rank in "
+              "this run (%s); nothing was run", ir_prog_where(p), r, t, s, ir_op_xml[p->gpus[r].tbs[t].steps[s].op],
+              what, ir_buf_xml[b], (long long)lo, (long long)hi, overlap ? " (overlapping runs)" : "", names[b],
+              g->chunks[b], inplace ? "in place" : "out of place");
   return 0;
 }
 
@@ -475,7 +484,7 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
         }
         if (st->op == IR_OP_NOP) { bad += !ok; continue; }
         if (fl & IR_F_COMP) {
-          ok &= step_range(p, &geom[r], r, t, s, "computes", IR_BUF_INPUT, st->srcoff, st->cnt, inplace, diag);
+          ok &= step_range(p, &geom[r], r, t, s, "computes", IR_BUF_INPUT, st->srcoff, 0, 0, st->cnt, inplace, diag);
           for (int k = 0; k < IR_MAX_ARGS; k++)
             if (st->args[k] >= p->noperands || (st->args[k] < 0 && st->args[k] != -1)) {
               rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): operand %d does not exist (the program has %d)",
@@ -483,10 +492,12 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
               ok = 0;
             }
         } else if ((fl & IR_F_SRC) || st->op == IR_OP_SEND) {
-          ok &= step_range(p, &geom[r], r, t, s, "reads", st->srcbuf, st->srcoff, st->cnt, inplace, diag);
+          ok &= step_range(p, &geom[r], r, t, s, "reads", st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt,
+                           inplace, diag);
         }
         if ((fl & IR_F_DST) || st->op == IR_OP_REDUCE)
-          ok &= step_range(p, &geom[r], r, t, s, "writes", st->dstbuf, st->dstoff, st->cnt, inplace, diag);
+          ok &= step_range(p, &geom[r], r, t, s, "writes", st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt,
+                           inplace, diag);
         bad += !ok;
       }
     }

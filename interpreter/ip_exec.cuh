@@ -633,7 +633,7 @@ __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, 
       const ip_gstep &first = steps[s + h];
       c.n = n - h;
       c.len = len * a.esize;
-      c.src = tile_at(a, first.srcbuf, first.srcoff + j, t, len, &c.srcvalid);
+      c.src = tile_at(a, first.srcbuf, ir_chunk_at(first.srcoff, first.srcrun, first.srcstride, j), t, len, &c.srcvalid);
       c.out = h ? tb.send.fifo + (sent % a.nslots) * a.slot_bytes + j * stride : NULL;
       c.sflag = sent + 1;
       for (int k = 0; k < n - h; k++) {
@@ -642,7 +642,7 @@ __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, 
         c.msg[k] = recv_conn(tb, st.conn).fifo + (r % a.nslots) * a.slot_bytes + j * stride;
         c.flag[k] = r + 1;
         c.peer[k] = recv_peer(tb, st.conn);
-        c.dst[k] = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &c.dstvalid[k]);
+        c.dst[k] = tile_at(a, st.dstbuf, ir_chunk_at(st.dstoff, st.dstrun, st.dststride, j), t, len, &c.dstvalid[k]);
         if (k + 1 < n - h && steps[s + h + k + 1].dstbuf == st.dstbuf && steps[s + h + k + 1].dstoff == st.dstoff)
           c.dst[k] = NULL;
       }
@@ -712,7 +712,7 @@ template <int DT, bool BAG>
 __device__ __noinline__ void compute_tile(const ip_gargs &a, const ip_gstep &st, int64_t t) {
   const int64_t len = tile_len(a, t);
   for (int j = 0; j < st.cnt; j++)
-    compute_piece<DT, BAG>(a, st, st.srcoff + j, t, 0, len, stage_of(a) + j * len * a.esize);
+    compute_piece<DT, BAG>(a, st, ir_chunk_at(st.srcoff, st.srcrun, st.srcstride, j), t, 0, len, stage_of(a) + j * len * a.esize);
 }
 
 // Row x of tile t of chunk c of buffer b (interleaved output rows): where
@@ -739,17 +739,17 @@ __device__ __forceinline__ bool rows_copy16(const ip_gargs &a, const ip_gstep &s
   char *dst = p.dst;
   int64_t rows = nrows;
   if (p.src && (fl & IR_F_SRC) && st.srcbuf == IR_BUF_OUTPUT) {
-    src = row_at(a, IR_BUF_OUTPUT, st.srcoff + j, t, 0, &v);
+    src = row_at(a, IR_BUF_OUTPUT, ir_chunk_at(st.srcoff, st.srcrun, st.srcstride, j), t, 0, &v);
     srs = ostride;
-    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, st.srcoff + j) - t * a.tile;
+    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, ir_chunk_at(st.srcoff, st.srcrun, st.srcstride, j)) - t * a.tile;
     rows = v <= 0 ? 0 : v / seg < rows ? v / seg : rows;
   } else if (p.src) {
     rows = p.srcvalid / segb < rows ? p.srcvalid / segb : rows;
   }
   if (dst && st.dstbuf == IR_BUF_OUTPUT) {
-    dst = row_at(a, IR_BUF_OUTPUT, st.dstoff + j, t, 0, &v);
+    dst = row_at(a, IR_BUF_OUTPUT, ir_chunk_at(st.dstoff, st.dstrun, st.dststride, j), t, 0, &v);
     drs = ostride;
-    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, st.dstoff + j) - t * a.tile;
+    v = ir_geom_len(&a.geom, IR_BUF_OUTPUT, ir_chunk_at(st.dstoff, st.dstrun, st.dststride, j)) - t * a.tile;
     rows = v <= 0 ? 0 : v / seg < rows ? v / seg : rows;
   } else if (dst) {
     rows = p.dstvalid / segb < rows ? p.dstvalid / segb : rows;
@@ -792,7 +792,7 @@ __device__ __noinline__ void rows_piece(const ip_gargs &a, const ip_gstep &st, c
     if (q.out) q.out += xb;
     if (q.src) {
       if ((fl & IR_F_SRC) && st.srcbuf == IR_BUF_OUTPUT) {
-        q.src = row_at(a, st.srcbuf, st.srcoff + j, t, x, &q.srcvalid);
+        q.src = row_at(a, st.srcbuf, ir_chunk_at(st.srcoff, st.srcrun, st.srcstride, j), t, x, &q.srcvalid);
       } else {
         q.src += xb;
         q.srcvalid = p.srcvalid - xb < 0 ? 0 : p.srcvalid - xb > segb ? segb : p.srcvalid - xb;
@@ -800,7 +800,7 @@ __device__ __noinline__ void rows_piece(const ip_gargs &a, const ip_gstep &st, c
     }
     if (q.dst) {
       if (st.dstbuf == IR_BUF_OUTPUT) {
-        q.dst = row_at(a, st.dstbuf, st.dstoff + j, t, x, &q.dstvalid);
+        q.dst = row_at(a, st.dstbuf, ir_chunk_at(st.dstoff, st.dstrun, st.dststride, j), t, x, &q.dstvalid);
       } else {
         q.dst += xb;
         q.dstvalid = p.dstvalid - xb < 0 ? 0 : p.dstvalid - xb > segb ? segb : p.dstvalid - xb;
@@ -827,8 +827,8 @@ __device__ __forceinline__ bool exec_step(const ip_gargs &a, const ip_gstep &st,
       p.src = stage_of(a) + j * lenb;
       p.srcvalid = lenb;
     }
-    if (fl & IR_F_SRC) p.src = tile_at(a, st.srcbuf, st.srcoff + j, t, len, &p.srcvalid);
-    if (fl & IR_F_DST) p.dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &p.dstvalid);
+    if (fl & IR_F_SRC) p.src = tile_at(a, st.srcbuf, ir_chunk_at(st.srcoff, st.srcrun, st.srcstride, j), t, len, &p.srcvalid);
+    if (fl & IR_F_DST) p.dst = tile_at(a, st.dstbuf, ir_chunk_at(st.dstoff, st.dstrun, st.dststride, j), t, len, &p.dstvalid);
     if (fl & IR_F_RECV) p.msg = msg + j * stride;
     if (fl & IR_F_SEND) p.out = out + j * stride;
     if (st.op == IR_OP_REDUCE) p.cur = p.dst;

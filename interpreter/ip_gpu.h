@@ -50,6 +50,7 @@ typedef struct ip_gstep {
   int8_t arg[IR_MAX_ARGS];   /* compute opcodes: operand indices (ip_gargs.opnd), -1 none */
   int32_t conn;          /* receive from: 0 the tb's own connection, k the k-th extra one */
   int32_t srcoff, dstoff, cnt;
+  int32_t srcrun, srcstride, dstrun, dststride;   /* strided patterns (ir_step, ir_chunk_at); run 0: consecutive */
   int32_t depid, deps;   /* wait for step deps of tb depid (same lane), or depid -1; a wait on a compute
                             step (sem set): depid is the compute tb's entry in ip_gargs.tbs */
   int32_t depn;          /* steps of tb depid: its progress counts them per tile; a wait on a compute step:

@@ -188,6 +188,13 @@ fail:
   return NULL;
 }
 
+void ir_pattern_extent(int32_t off, int32_t run, int32_t stride, int32_t cnt, int64_t *lo, int64_t *hi) {
+  if (run <= 0 || run >= cnt) { *lo = off; *hi = (int64_t)off + cnt - 1; return; }
+  int64_t runs = (cnt + run - 1) / run, last = (runs - 1) * (int64_t)stride;   /* the last run's start - off */
+  *lo = off + (last < 0 ? last : 0);
+  *hi = off + (last > 0 ? last + (cnt - (runs - 1) * (int64_t)run) - 1 : run - 1);
+}
+
 int ir_tb_next(const ir_tb *tb, int from, unsigned flags) {
   while (from < tb->nsteps && !(ir_op_flags[tb->steps[from].op] & flags)) from++;
   return from;

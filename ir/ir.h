@@ -109,7 +109,15 @@ typedef struct ir_step {
   uint8_t hasdep;       /* 1: other steps depend on this one (it signals) */
   int32_t srcoff;       /* first chunk, -1 when unused */
   int32_t dstoff;
-  int32_t cnt;          /* number of consecutive chunks */
+  int32_t cnt;          /* number of chunks */
+  /* Strided steps (baton): chunk j (0 <= j < cnt) of the source is
+   * srcoff + (j / srcrun) * srcstride + j % srcrun, runs of srcrun
+   * consecutive chunks srcstride apart (negative: backwards); srcrun 0
+   * means consecutive (srcoff + j), as in MSCCL.  The same for the
+   * destination.  Messages carry chunks 0..cnt-1 in order whatever the
+   * patterns: a sender's pattern and its receiver's are independent.
+   * ir_chunk_at (ir_geom.h) computes it; compute steps are consecutive. */
+  int32_t srcrun, srcstride, dstrun, dststride;
   int32_t depid;        /* tb index on the same rank this step waits for, -1 none */
   int32_t deps;         /* step index in that tb */
   int32_t line;         /* line in the XML file it was read from, 0 if none */
@@ -209,6 +217,13 @@ int ir_tb_compute(const ir_tb *tb);
 /* 1 when some step of p computes (a fused program): its input buffer then
  * holds nothing until compute steps write it. */
 int ir_prog_fused(const ir_prog *p);
+
+/* Whether a step's source or destination is strided (a run given). */
+static inline int ir_step_strided(const ir_step *st) { return st->srcrun > 0 || st->dstrun > 0; }
+
+/* The lowest and highest chunk a pattern (off, run, stride) of cnt >= 1
+ * chunks addresses (ir_chunk_at). */
+void ir_pattern_extent(int32_t off, int32_t run, int32_t stride, int32_t cnt, int64_t *lo, int64_t *hi);
 
 /* The largest cnt of any step of p, at least 1: a message of that many
  * chunks is what an executor's FIFO slot must hold. */

@@ -158,11 +158,18 @@ static void check_tbs(checker *c, int r) {
 }
 
 static void check_range(checker *c, int r, int t, int s, const char *what, int buf,
-                        int off, int cnt, const ir_geom *g) {
+                        int off, int cnt, int run, int stride, const ir_geom *g) {
   int n = g->chunks[buf];
-  if (off < 0 || (long)off + cnt > n)
-    err_step(c, r, t, s, "%s %s[%d..%d] is out of range: buffer %s has %d chunks on this rank",
-             what, ir_buf_xml[buf], off, off + cnt - 1, ir_buf_xml[buf], n);
+  if (run > 0 && (stride == 0 || (stride > 0 ? stride : -(int64_t)stride) < run)) {
+    err_step(c, r, t, s, "%s runs of %d chunks %d apart overlap: a stride must be at least the run (or at most minus it)",
+             what, run, stride);
+    return;
+  }
+  int64_t lo, hi;
+  ir_pattern_extent(off, run, stride, cnt, &lo, &hi);
+  if (off < 0 || lo < 0 || hi >= n)
+    err_step(c, r, t, s, "%s %s[%lld..%lld] is out of range: buffer %s has %d chunks on this rank",
+             what, ir_buf_xml[buf], (long long)lo, (long long)hi, ir_buf_xml[buf], n);
 }
 
 /* Operand declarations: a matrix has rows and cols, a vector a length. */
@@ -422,9 +429,18 @@ static void check_steps(checker *c, int r) {
           st->cnt > geom.chunks[IR_BUF_SCRATCH])
         err_step(c, r, t, s, "nop has cnt=%d, more chunks than any buffer of the rank holds", st->cnt);
       if (st->cnt >= 1) {
-        if (fl & IR_F_SRC) check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, &geom);
-        if (fl & IR_F_DST) check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, &geom);
+        if (fl & IR_F_SRC)
+          check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride, &geom);
+        if (fl & IR_F_DST)
+          check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride, &geom);
       }
+      if ((fl & IR_F_COMP) && ir_step_strided(st))
+        err_step(c, r, t, s, "%s is strided (srcrun/dstrun): compute steps move consecutive chunks", op);
+      /* a send names its receiver's destination (pattern included) in its own */
+      if ((st->srcrun > 0 && !(fl & IR_F_SRC)) || (st->dstrun > 0 && !(fl & (IR_F_DST | IR_F_SEND))))
+        err_step(c, r, t, s, "%s has a %s pattern (%s) but no %s", op, st->srcrun > 0 && !(fl & IR_F_SRC) ?
+                 "source" : "destination", st->srcrun > 0 && !(fl & IR_F_SRC) ? "srcrun" : "dstrun",
+                 st->srcrun > 0 && !(fl & IR_F_SRC) ? "source" : "destination");
       check_compute(c, r, t, s, &geom);
       check_rooted(c, r, t, s, st);
       if ((st->depid < 0) != (st->deps < 0)) {
@@ -548,10 +564,11 @@ static void check_pairing(checker *c, const ir_peers *pe) {
           err_step(c, r, t, a, "message %d to rank %d channel %d has cnt=%d, but rank %d tb %d step %d receives it with cnt=%d",
                    m, q, tb->chan, ss->cnt, q, u, b, rs->cnt);
         else if (!(ir_op_flags[ss->op] & IR_F_DST) && ss->dstoff >= 0 && rs->dstoff >= 0 &&
-                 (ss->dstbuf != rs->dstbuf || ss->dstoff != rs->dstoff))
-          err_step(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d], but rank %d tb %d step %d (%s) puts it in %s[%d]: sends and receives are out of order",
-                   m, q, tb->chan, ir_buf_xml[ss->dstbuf], ss->dstoff, q, u, b, ir_op_xml[rs->op],
-                   ir_buf_xml[rs->dstbuf], rs->dstoff);
+                 (ss->dstbuf != rs->dstbuf || ss->dstoff != rs->dstoff || ss->dstrun != rs->dstrun ||
+                  (ss->dstrun > 0 && ss->dststride != rs->dststride)))
+          err_step(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d]%s, but rank %d tb %d step %d (%s) puts it in %s[%d]%s: sends and receives are out of order",
+                   m, q, tb->chan, ir_buf_xml[ss->dstbuf], ss->dstoff, ss->dstrun > 0 ? " (strided)" : "", q, u, b,
+                   ir_op_xml[rs->op], ir_buf_xml[rs->dstbuf], rs->dstoff, rs->dstrun > 0 ? " (strided)" : "");
       }
       int ns = 0, nr = 0;
       for (int s = 0; s < tb->nsteps; s++) ns += (ir_op_flags[tb->steps[s].op] & IR_F_SEND) != 0;

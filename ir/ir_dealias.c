@@ -180,6 +180,13 @@ bt_result ir_dealias(const ir_prog *p, ir_prog **out, char *why, size_t n) {
   *out = NULL;
   if (n) why[0] = 0;
   if (!ir_prog_aliased(p, 0)) { snprintf(why, n, "it runs out of place as it is"); return BT_ERR_UNSUPPORTED; }
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int k = 0; k < p->gpus[r].tbs[t].nsteps; k++)
+        if (ir_step_strided(&p->gpus[r].tbs[t].steps[k])) {
+          snprintf(why, n, "programs with strided steps are left as they are");
+          return BT_ERR_UNSUPPORTED;
+        }
   if (p->coll == IR_COLL_CUSTOM || ir_coll_rooted(p->coll)) {
     snprintf(why, n, "%s collectives are left as they are", p->coll == IR_COLL_CUSTOM ? "custom" : "rooted");
     return BT_ERR_UNSUPPORTED;

@@ -89,6 +89,12 @@ void ir_geom_blocks(ir_coll c, int n, int *in_blocks, int *out_blocks);
 
 /* Offset (elements, from the start of the buffer) and valid length of
  * chunk `c` of buffer `b`. */
+/* Chunk j of a step's source or destination pattern (ir_step): off + j
+ * when run is 0, else off + (j / run) * stride + j % run. */
+IR_HD int64_t ir_chunk_at(int32_t off, int32_t run, int32_t stride, int64_t j) {
+  return run <= 0 ? off + j : off + (j / run) * stride + j % run;
+}
+
 IR_HD int64_t ir_geom_off(const ir_geom *g, int b, int64_t c) {
   if (b == IR_BUF_SCRATCH) return c * g->cap;
   int32_t ci = (int32_t)c;   /* chunk indices are 32-bit (ir_step): a 32-bit division, cheap on a GPU */

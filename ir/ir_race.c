@@ -13,32 +13,40 @@
  * aliased span, so allgather's i[0] and o[rank] coincide. */
 typedef struct access { int space; long lo, hi; int write; } access;
 
-/* The chunk ranges step st reads (its source) and writes (its
- * destination), in that order, into out; returns how many (0..2). */
-static int accesses(const ir_step *st, const ir_geom *g, int aliased, access out[2]) {
-  unsigned fl = ir_op_flags[st->op];
-  int n = 0;
-  for (int k = 0; k < 2; k++) {
-    int is_dst = k == 1;
-    if (!(fl & (is_dst ? IR_F_DST : IR_F_SRC))) continue;
-    int b = is_dst ? st->dstbuf : st->srcbuf;
-    long off = is_dst ? st->dstoff : st->srcoff;
-    access a = {b, off, off + st->cnt, is_dst};
-    if (aliased && b != IR_BUF_SCRATCH) {
-      a.space = 0;                    /* with count = k, elements are chunks */
-      a.lo = ir_geom_span_off(g, b, off);
-      a.hi = a.lo + st->cnt;
-    }
-    out[n++] = a;
+/* The ranges of step st's source (dst 0) or destination (dst 1): one,
+ * or one per run of a strided pattern (ir_step). */
+static long side_runs(const ir_step *st, int dst) {
+  int run = dst ? st->dstrun : st->srcrun;
+  return run > 0 && run < st->cnt ? (st->cnt + run - 1) / run : 1;
+}
+
+/* Range i of step st's source or destination (side_runs of them), in
+ * chunk positions of its address space. */
+static access range_of(const ir_step *st, const ir_geom *g, int aliased, int dst, long i) {
+  int b = dst ? st->dstbuf : st->srcbuf, run = dst ? st->dstrun : st->srcrun;
+  long off = dst ? st->dstoff : st->srcoff, len = st->cnt;
+  if (run > 0 && run < st->cnt) {
+    off += i * (long)(dst ? st->dststride : st->srcstride);
+    len = st->cnt - i * run < run ? st->cnt - i * run : run;
   }
-  return n;
+  access a = {b, off, off + len, dst};
+  if (aliased && b != IR_BUF_SCRATCH) {
+    a.space = 0;                    /* with count = k, elements are chunks */
+    a.lo = ir_geom_span_off(g, b, off);
+    a.hi = a.lo + len;
+  }
+  return a;
 }
 
 /* "reads i[2..3]" / "writes o[1]": st's source or destination, in buf. */
 static const char *what(const ir_step *st, char *buf, size_t n, int write) {
   int b = write ? st->dstbuf : st->srcbuf, off = write ? st->dstoff : st->srcoff;
-  if (st->cnt > 1) snprintf(buf, n, "%s %s[%d..%d]", write ? "writes" : "reads", ir_buf_xml[b], off, off + st->cnt - 1);
-  else snprintf(buf, n, "%s %s[%d]", write ? "writes" : "reads", ir_buf_xml[b], off);
+  int run = write ? st->dstrun : st->srcrun, stride = write ? st->dststride : st->srcstride;
+  const char *verb = write ? "writes" : "reads";
+  if (run > 0 && run < st->cnt)
+    snprintf(buf, n, "%s %s[%d..%d %+d x%d]", verb, ir_buf_xml[b], off, off + run - 1, stride, (st->cnt + run - 1) / run);
+  else if (st->cnt > 1) snprintf(buf, n, "%s %s[%d..%d]", verb, ir_buf_xml[b], off, off + st->cnt - 1);
+  else snprintf(buf, n, "%s %s[%d]", verb, ir_buf_xml[b], off);
   return buf;
 }
 
@@ -109,7 +117,7 @@ static void report_race(race_state *st, const acc *x, const acc *y) {
   st->races++;
   const ir_gpu *gp = &st->p->gpus[st->r];
   const ir_step *a = &gp->tbs[x->t].steps[x->s], *b = &gp->tbs[y->t].steps[y->s];
-  char m1[48], m2[48];
+  char m1[64], m2[64];
   rt_diag_add(st->diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
               ir_prog_where(st->p), a->line, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
               y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write),
@@ -153,7 +161,14 @@ static bt_result check_rank(race_state *st, const long *topo) {
   const ir_gpu *gp = &p->gpus[st->r];
   if (ir_geom_chunks(&st->geom, p, st->r, st->aliased)) return BT_OK;
   long n = 0;
-  for (int t = 0; t < gp->ntbs; t++) n += 2L * gp->tbs[t].nsteps;
+  for (int t = 0; t < gp->ntbs; t++)
+    for (int s = 0; s < gp->tbs[t].nsteps; s++)   /* a destination may add its read half */
+      n += side_runs(&gp->tbs[t].steps[s], 0) + 2 * side_runs(&gp->tbs[t].steps[s], 1);
+  if (n > RACE_MAX_VISITS) {
+    LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (its steps make %ld ranges, over %ld)", ir_prog_where(p),
+             st->r, n, RACE_MAX_VISITS);
+    return BT_OK;
+  }
   acc *v = malloc((n + 1) * sizeof *v);
   pt *e = malloc((2 * n + 1) * sizeof *e);
   long *last = NULL, *first = NULL, *head = NULL;
@@ -164,22 +179,24 @@ static bt_result check_rank(race_state *st, const long *topo) {
   for (int t = 0; t < gp->ntbs; t++)
     for (int s = 0; s < gp->tbs[t].nsteps; s++) {
       const ir_step *x = &gp->tbs[t].steps[s];
-      access a[2];
-      int na = accesses(x, &st->geom, st->aliased, a);
       unsigned fl = ir_op_flags[x->op];
+      int has[2] = {(fl & IR_F_SRC) != 0, (fl & IR_F_DST) != 0}, both = has[0] && has[1];
       long node = st->g->base[st->r][t] + s;
-      for (int i = 0; i < na; i++) {
-        if (a[i].hi <= a[i].lo) continue;
-        int k = na == 2 ? i : a[i].write;
-        /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
-        int reads = !a[i].write || ((fl & IR_F_RED) && !(fl & IR_F_RECV) && na == 2);
-        int produce = reads && (st->fused || a[i].space == IR_BUF_SCRATCH);
-        if (a[i].write && produce) {   /* the read half of a reduce's destination, for the producer check */
-          access rdh = a[i];
-          rdh.write = 0;
-          v[m++] = (acc){node, 0, 0, topo[node], t, s, k, 0, 2, rdh};
+      for (int k = 0; k < 2; k++) {   /* k: 0 the source, 1 the destination */
+        if (!has[k]) continue;
+        for (long i = 0; i < side_runs(x, k); i++) {
+          access a = range_of(x, &st->geom, st->aliased, k, i);
+          if (a.hi <= a.lo) continue;
+          /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
+          int reads = !a.write || ((fl & IR_F_RED) && !(fl & IR_F_RECV) && both);
+          int produce = reads && (st->fused || a.space == IR_BUF_SCRATCH);
+          if (a.write && produce) {   /* the read half of a reduce's destination, for the producer check */
+            access rdh = a;
+            rdh.write = 0;
+            v[m++] = (acc){node, 0, 0, topo[node], t, s, k, 0, 2, rdh};
+          }
+          v[m++] = (acc){node, 0, 0, topo[node], t, s, k, a.write, a.write ? 0 : produce, a};
         }
-        v[m++] = (acc){node, 0, 0, topo[node], t, s, k, a[i].write, a[i].write ? 0 : produce, a[i]};
       }
     }
   long ne = 0;

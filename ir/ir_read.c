@@ -232,6 +232,10 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   s->srcoff = i32(rd, n, "srcoff", (fl & (IR_F_SRC | IR_F_COMP)) != 0, -1, -1, INT_MAX);
   s->dstoff = i32(rd, n, "dstoff", (fl & IR_F_DST) != 0, -1, -1, INT_MAX);
   s->cnt = i32(rd, n, "cnt", op != IR_OP_NOP && op != IR_OP_COUNT, 0, 0, INT_MAX);
+  s->srcrun = i32(rd, n, "srcrun", 0, 0, 0, INT_MAX);
+  s->srcstride = i32(rd, n, "srcstride", 0, 0, INT_MIN + 1, INT_MAX);
+  s->dstrun = i32(rd, n, "dstrun", 0, 0, 0, INT_MAX);
+  s->dststride = i32(rd, n, "dststride", 0, 0, INT_MIN + 1, INT_MAX);
   s->depid = i32(rd, n, "depid", 0, -1, -1, INT_MAX);
   s->deps = i32(rd, n, "deps", 0, -1, -1, INT_MAX);
   s->hasdep = (uint8_t)i32(rd, n, "hasdep", 0, 0, 0, 1);

@@ -56,6 +56,8 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
         fprintf(f, "      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"%d\" deps=\"%d\" hasdep=\"%d\"",
                 s, ir_op_xml[st->op], ir_buf_xml[st->srcbuf], st->srcoff, ir_buf_xml[st->dstbuf],
                 st->dstoff, st->cnt, st->depid, st->deps, st->hasdep);
+        if (st->srcrun > 0) fprintf(f, " srcrun=\"%d\" srcstride=\"%d\"", st->srcrun, st->srcstride);
+        if (st->dstrun > 0) fprintf(f, " dstrun=\"%d\" dststride=\"%d\"", st->dstrun, st->dststride);
         if (ir_op_args[st->op][0]) {
           fputs(" args=\"", f);
           for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0; k++)
@@ -88,29 +90,30 @@ bt_result ir_write_file(const ir_prog *p, const char *path) {
   return r;
 }
 
-/* "i[3]" or "s[0..1]" */
-static const char *chunks(char *buf, size_t n, int b, int off, int cnt) {
+/* "i[3]", "s[0..1]", or a strided one: "s[0..1 +4 x3]" (runs of 2, 4 apart, 3 of them) */
+static const char *chunks(char *buf, size_t n, int b, int off, int cnt, int run, int stride) {
   if (cnt <= 1) snprintf(buf, n, "%s[%d]", ir_buf_xml[b], off);
-  else snprintf(buf, n, "%s[%d..%d]", ir_buf_xml[b], off, off + cnt - 1);
+  else if (run <= 0 || run >= cnt) snprintf(buf, n, "%s[%d..%d]", ir_buf_xml[b], off, off + cnt - 1);
+  else snprintf(buf, n, "%s[%d..%d %+d x%d]", ir_buf_xml[b], off, off + run - 1, stride, (cnt + run - 1) / run);
   return buf;
 }
 
 void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *line, size_t cap) {
   unsigned fl = ir_op_flags[st->op];
-  char a[48], b[48];
+  char a[64], b[64];
   int n = snprintf(line, cap, "%-4s", ir_op_xml[st->op]);
   if (fl & IR_F_COMP) {
     for (int k = 0; k < IR_MAX_ARGS && st->args[k] >= 0 && st->args[k] < p->noperands; k++)
       n += snprintf(line + n, cap - n, " %s", p->operands[st->args[k]].name);
-    n += snprintf(line + n, cap - n, " for %s", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
+    n += snprintf(line + n, cap - n, " for %s", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride));
   }
   if (fl & IR_F_RECV) n += snprintf(line + n, cap - n, " recv(%d)", tb->recv);
   if (fl & IR_F_SRC) n += snprintf(line + n, cap - n, " %s%s",
-                                    (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt));
-  if (fl & IR_F_DST) n += snprintf(line + n, cap - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+                                    (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride));
+  if (fl & IR_F_DST) n += snprintf(line + n, cap - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
   if (fl & IR_F_SEND) n += snprintf(line + n, cap - n, " -> send(%d)", tb->send);
   if (st->op == IR_OP_SEND && st->dstoff >= 0)
-    snprintf(line + n, cap - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt));
+    snprintf(line + n, cap - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
 }
 
 void ir_explain(const ir_prog *p, FILE *f) {

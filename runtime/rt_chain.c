@@ -99,7 +99,7 @@ int rt_chain_where(const rt_chain *c, int tb, int step, int *at) {
  * waited on by no other block, r's src p's dst. */
 static int links(const ip_gstep *p, const ip_gstep *r) {
   return r->op == IR_OP_RRC && r->depid < 0 && !p->hasdep && r->srcbuf == p->dstbuf && r->srcoff == p->dstoff &&
-         r->cnt == p->cnt;
+         r->cnt == p->cnt && !r->srcrun && !p->dstrun && !r->dstrun;   /* consecutive chunks only */
 }
 
 int rt_chain_fuse(ip_gstep *s, int n, int max) {
@@ -109,7 +109,7 @@ int rt_chain_fuse(ip_gstep *s, int n, int max) {
     /* a send of what the chain's first link reads goes with the chain */
     int head = max > 0 && s[j].op == IR_OP_SEND && j + 1 < n && s[j + 1].op == IR_OP_RRC && s[j + 1].depid < 0 &&
                !s[j].hasdep && s[j + 1].srcbuf == s[j].srcbuf && s[j + 1].srcoff == s[j].srcoff &&
-               s[j + 1].cnt == s[j].cnt;
+               s[j + 1].cnt == s[j].cnt && !s[j].srcrun && !s[j + 1].srcrun && !s[j + 1].dstrun;
     if (head) k++;
     if (s[j].op == IR_OP_RRC || head)
       while (k < n && k - j - head < max && links(&s[k - 1], &s[k])) k++;

@@ -238,6 +238,8 @@ bt_result rt_plan_build(rt_plan *pl, const ir_prog *p, int rank, tp_set *t, int 
                                             .hasdep = ir_tb_compute(&g->tbs[rt]) ? st->hasdep : 0, .fuse = 1,
                                             .arg = {st->args[0], st->args[1], st->args[2], st->args[3]},
                                             .conn = conn, .srcoff = st->srcoff, .dstoff = st->dstoff, .cnt = st->cnt,
+                                            .srcrun = st->srcrun, .srcstride = st->srcstride,
+                                            .dstrun = st->dstrun, .dststride = st->dststride,
                                             .depid = depid, .deps = deps,
                                             .depn = depid < 0 ? 0 : wsem == IP_SEM_NONE ? ch.count[depid]
                                                     : g->tbs[depid].steps[deps].cnt,

@@ -276,6 +276,17 @@ for s in alltoall_direct allreduce_allpairs; do
   check "... paired, it compiles: 64 thread blocks per rank" 0 "on 64 ranks, 4096 thread blocks" \
     "$baton" compile "$root/algorithms/$s.lua" --param ranks=64 --param placement=paired -o "$tmp/$s.64.xml"
 done
+# Strided steps: runs of chunks a stride apart (backwards too), checked, raced and run exactly.
+check "a strided program verifies" 0 "strided_2r.xml: ok  custom on 2 ranks" "$baton" verify -d all "$root/tests/strided_2r.xml"
+check "explain shows the patterns" 0 "r    recv(0) -> o[3..3 -2 x2]" "$baton" explain "$root/tests/strided_2r.xml"
+sed 's/srcoff="1" dstbuf="o" dstoff="0" cnt="2" srcrun="1" srcstride="2" dstrun="1" dststride="2"/srcoff="1" dstbuf="o" dstoff="1" cnt="2" srcrun="1" srcstride="2" dstrun="1" dststride="2"/' \
+  "$root/tests/strided_2r.xml" > "$tmp/strided_race.xml"
+check "strided writes that meet are a race" 1 "writes o[3..3 -2 x2] while tb 1 step 0 (cpy) writes o[1..1 +2 x2]" "$baton" verify "$tmp/strided_race.xml"
+sed 's/srcoff="0" dstbuf="o" dstoff="3" cnt="2" srcrun="1" srcstride="2" dstrun="1" dststride="-2" depid/srcoff="3" dstbuf="o" dstoff="3" cnt="2" srcrun="1" srcstride="2" dstrun="1" dststride="-2" depid/' \
+  "$root/tests/strided_2r.xml" > "$tmp/strided_oob.xml"
+check "a strided source past the buffer is invalid" 1 "rank 0 tb 0 step 0: source i[3..5] is out of range" "$baton" verify "$tmp/strided_oob.xml"
+sed 's/srcrun="1" srcstride="2" dstrun="1" dststride="2"/srcrun="2" srcstride="1" dstrun="1" dststride="2"/' "$root/tests/strided_2r.xml" > "$tmp/strided_ovl.xml"
+check "overlapping runs are invalid" 1 "source runs of 2 chunks 1 apart overlap" "$baton" verify "$tmp/strided_ovl.xml"
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
