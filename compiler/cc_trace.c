@@ -396,11 +396,12 @@ static int l_collective(lua_State *L) {
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
   if (!kind)
-    luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall, broadcast, reduce or custom");
+    luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
+               "gather, scatter or custom");
   int c = ir_coll_from_name(kind);
   if (c < 0)
-    luaL_error(L, "unknown collective kind '%s' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
-               "custom)", kind);
+    luaL_error(L, "unknown collective kind '%s' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
+               "gather, scatter or custom)", kind);
   t->coll = (ir_coll)c;
   read_expect(L, t, kind);
   lua_getfield(L, 1, "ranks");
@@ -415,6 +416,9 @@ static int l_collective(lua_State *L) {
   t->k = (int)k;
   lua_getfield(L, 1, "inplace");
   t->inplace = lua_toboolean(L, -1);
+  if (t->inplace && (t->coll == IR_COLL_GATHER || t->coll == IR_COLL_SCATTER))
+    luaL_error(L, "a %s is written out of place (inplace = false): the runtime runs in-place calls on a copy of the "
+               "input", kind);
   lua_getfield(L, 1, "instances");
   lua_Integer inst = luaL_optinteger(L, -1, 1);
   if (inst < 1 || inst > 64) luaL_error(L, "instances=%I out of range [1, 64]", (lua_Integer)inst);
@@ -789,23 +793,24 @@ static void check_input_write(lua_State *L, const cc_trace *t, const char *what,
  * and its input is read only: a copy or reduce into either there is an
  * error at its line (partial results go to scratch). */
 static void check_rooted_write(lua_State *L, const cc_trace *t, const char *what, int rank, int space, int idx) {
-  if (t->coll != IR_COLL_REDUCE || rank == 0 || space > CC_SPACE_OUTPUT) return;
-  luaL_error(L, "%s rank %d %s[%d]: off the root (rank 0) a reduce has no output and leaves its input as the caller "
-             "gave it; keep partial results in a scratch buffer", what, rank, space_name(t, space), idx);
+  if (ir_coll_unused(t->coll) != IR_BUF_OUTPUT || rank == 0 || space > CC_SPACE_OUTPUT) return;
+  luaL_error(L, "%s rank %d %s[%d]: off the root (rank 0) a %s has no output and leaves its input as the caller "
+             "gave it; keep partial results in a scratch buffer", what, rank, space_name(t, space), idx,
+             ir_coll_name[t->coll]);
 }
 
 /* Off the root a broadcast's caller gives no input: reading a value that
  * came from another rank's input (its own, in place, before it received
  * the root's) is an error at the line that reads it. */
 static void check_rooted_read(lua_State *L, cc_trace *t, const char *what, const ref *src) {
-  if (t->coll != IR_COLL_BROADCAST) return;
+  if (ir_coll_unused(t->coll) != IR_BUF_INPUT) return;
   for (int i = 0; i < src->count; i++) {
     const cc_loc *l = loc(L, t, src->rank, src->space, src->idx + i);
     for (int j = 0; j < l->val.n; j++)
       if (l->val.terms[j] >> 32)
-        luaL_error(L, "%s rank %d %s[%d] reads input[%d] of rank %d, which a broadcast has only on the root (rank 0)",
+        luaL_error(L, "%s rank %d %s[%d] reads input[%d] of rank %d, which a %s has only on the root (rank 0)",
                    what, src->rank, space_name(t, src->space), src->idx + i, (int)(uint32_t)l->val.terms[j],
-                   (int)(l->val.terms[j] >> 32));
+                   (int)(l->val.terms[j] >> 32), ir_coll_name[t->coll]);
   }
 }
 

@@ -59,15 +59,21 @@ int ir_op_nargs(int op, int *least) {
 }
 const char *const ir_sync_name[IR_SYNC_COUNT] = {"tile", "group", "stride"};
 const char *const ir_coll_name[IR_COLL_COUNT] = {
-  "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "custom"};
+  "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "gather", "scatter", "custom"};
 
-int ir_coll_rooted(ir_coll c) { return c == IR_COLL_BROADCAST || c == IR_COLL_REDUCE; }
+int ir_coll_rooted(ir_coll c) { return ir_coll_unused(c) >= 0; }
+int ir_coll_unused(ir_coll c) {
+  switch (c) {
+  case IR_COLL_BROADCAST: case IR_COLL_SCATTER: return IR_BUF_INPUT;
+  case IR_COLL_REDUCE: case IR_COLL_GATHER: return IR_BUF_OUTPUT;
+  default: return -1;
+  }
+}
 int ir_coll_reduces(ir_coll c) {
   return c == IR_COLL_ALLREDUCE || c == IR_COLL_REDUCESCATTER || c == IR_COLL_REDUCE;
 }
 
 int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk) {
-  (void)n;
   switch (c) {
   case IR_COLL_ALLREDUCE: *src_rank = -1; *src_chunk = chunk; return 1;
   case IR_COLL_ALLGATHER: *src_rank = chunk / k; *src_chunk = chunk % k; return 1;
@@ -77,6 +83,13 @@ int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src
   case IR_COLL_REDUCE:
     if (r != root) return 0;
     *src_rank = -1; *src_chunk = chunk; return 1;
+  /* Gather and scatter, relabelled for root R (ir_prog_copy), keep rank
+   * q's block at block (q - R) mod n of the root's buffer (block q for
+   * root 0): the runtime rotates the root's buffer around the call. */
+  case IR_COLL_GATHER:
+    if (r != root) return 0;
+    *src_rank = (chunk / k + root) % n; *src_chunk = chunk % k; return 1;
+  case IR_COLL_SCATTER: *src_rank = root; *src_chunk = ((r - root + n) % n) * k + chunk; return 1;
   default: return -1;
   }
 }

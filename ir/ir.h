@@ -40,22 +40,30 @@ extern const char *const ir_buf_xml[IR_BUF_COUNT];  /* "i", "o", "s" */
 
 typedef enum ir_coll {
   IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL,
-  IR_COLL_BROADCAST, IR_COLL_REDUCE,
+  IR_COLL_BROADCAST, IR_COLL_REDUCE, IR_COLL_GATHER, IR_COLL_SCATTER,
   IR_COLL_CUSTOM, IR_COLL_COUNT
 } ir_coll;
 extern const char *const ir_coll_name[IR_COLL_COUNT];
 
-/* Rooted collectives (broadcast, reduce): a program is written for one
- * root, rank 0 as compiled; ir_prog_copy relabels it for any other. */
+/* Rooted collectives (broadcast, reduce, gather, scatter): a program is
+ * written for one root, rank 0 as compiled; ir_prog_copy relabels it for
+ * any other. */
 int ir_coll_rooted(ir_coll c);
+/* The buffer a rooted collective's caller does not give off the root
+ * (NCCL's: it may be NULL there): IR_BUF_INPUT for broadcast and scatter,
+ * IR_BUF_OUTPUT for reduce and gather; -1 for the others. */
+int ir_coll_unused(ir_coll c);
 /* Collectives that reduce (an operator applies; avg divides the result). */
 int ir_coll_reduces(ir_coll c);
 
 /* The postcondition of built-in collective c over n ranks, k chunks per
  * block, rooted at `root`: where output chunk `chunk` of rank r comes
  * from.  1 with *src_rank (-1: the reduction over all ranks) and
- * *src_chunk; 0 when nothing is required of it (a reduce's output off the
- * root); -1 for a custom collective (its expect says). */
+ * *src_chunk; 0 when nothing is required of it (a reduce's or gather's
+ * output off the root); -1 for a custom collective (its expect says).  A
+ * gather or scatter relabelled for root R keeps rank q's block at block
+ * (q - R) mod n of the root's buffer, which the runtime rotates into place
+ * around the call: this is the program's own postcondition. */
 int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk);
 
 typedef enum ir_proto { IR_PROTO_SIMPLE, IR_PROTO_LL, IR_PROTO_LL128, IR_PROTO_COUNT } ir_proto;

@@ -94,6 +94,9 @@ static void check_header(checker *c) {
   if (p->maxbytes && p->minbytes > p->maxbytes)
     err_step(c, -1, -1, -1, "minBytes=%llu is larger than maxBytes=%llu",
              (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
+  if (p->inplace && (p->coll == IR_COLL_GATHER || p->coll == IR_COLL_SCATTER))
+    err_step(c, -1, -1, -1, "a %s program is out of place (the runtime runs in-place calls on a copy of the input)",
+             ir_coll_name[p->coll]);
   if (p->interleave && ((p->coll != IR_COLL_ALLTOALL && p->coll != IR_COLL_ALLGATHER) || p->inplace))
     err_step(c, -1, -1, -1, "interleave=\"%s\" is for out-of-place alltoall and allgather programs (an output of a "
              "block per rank), not an %s %s", p->interleave, p->inplace ? "in-place" : "out-of-place",
@@ -385,17 +388,19 @@ static void check_compute_overlaps(checker *c, int r) {
  * before receiving is caught by verification, not here.) */
 static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
   const ir_prog *p = c->p;
-  if (!ir_coll_rooted(p->coll) || r == p->root || st->cnt < 1) return;
+  int unused = ir_coll_unused(p->coll);
+  if (unused < 0 || r == p->root || st->cnt < 1) return;
   unsigned fl = ir_op_flags[st->op];
   int rd = (fl & IR_F_SRC) ? st->srcbuf : -1, wr = (fl & IR_F_DST) ? st->dstbuf : -1;
-  if (p->coll == IR_COLL_BROADCAST && !p->inplace && (rd == IR_BUF_INPUT || wr == IR_BUF_INPUT))
-    err_step(c, r, t, s, "%s its input, which a broadcast has only on the root (rank %d)",
-             rd == IR_BUF_INPUT ? "reads" : "writes", p->root);
-  if (p->coll == IR_COLL_REDUCE && (wr == IR_BUF_INPUT || wr == IR_BUF_OUTPUT))
-    err_step(c, r, t, s, "writes its %s: off the root (rank %d) a reduce has no output and leaves its input alone "
-             "(partial results go to scratch)", wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root);
-  else if (p->coll == IR_COLL_REDUCE && !p->inplace && rd == IR_BUF_OUTPUT)
-    err_step(c, r, t, s, "reads its output, which a reduce has only on the root (rank %d)", p->root);
+  const char *coll = ir_coll_name[p->coll];
+  if (unused == IR_BUF_INPUT && !p->inplace && (rd == IR_BUF_INPUT || wr == IR_BUF_INPUT))
+    err_step(c, r, t, s, "%s its input, which a %s has only on the root (rank %d)",
+             rd == IR_BUF_INPUT ? "reads" : "writes", coll, p->root);
+  if (unused == IR_BUF_OUTPUT && (wr == IR_BUF_INPUT || wr == IR_BUF_OUTPUT))
+    err_step(c, r, t, s, "writes its %s: off the root (rank %d) a %s has no output and leaves its input alone "
+             "(partial results go to scratch)", wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root, coll);
+  else if (unused == IR_BUF_OUTPUT && !p->inplace && rd == IR_BUF_OUTPUT)
+    err_step(c, r, t, s, "reads its output, which a %s has only on the root (rank %d)", coll, p->root);
 }
 
 static void check_steps(checker *c, int r) {

@@ -8,6 +8,8 @@ void ir_geom_blocks(ir_coll c, int n, int *in_blocks, int *out_blocks) {
   case IR_COLL_ALLGATHER:     *in_blocks = 1; *out_blocks = n; break;
   case IR_COLL_REDUCESCATTER: *in_blocks = n; *out_blocks = 1; break;
   case IR_COLL_ALLTOALL:      *in_blocks = n; *out_blocks = n; break;
+  case IR_COLL_GATHER:        *in_blocks = 1; *out_blocks = n; break;
+  case IR_COLL_SCATTER:       *in_blocks = n; *out_blocks = 1; break;
   default:                    *in_blocks = 1; *out_blocks = 1; break;
   }
 }

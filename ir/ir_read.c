@@ -343,7 +343,7 @@ static void read_algo(reader *rd, xmlNode *n) {
   char *coll = attr(n, "coll"), *name = attr(n, "name"), *proto = attr(n, "proto");
   int c = coll ? ir_coll_from_name(coll) : -1;
   if (!coll) ERR(rd, n, "<algo> lacks attribute coll");
-  else if (c < 0) ERR(rd, n, "unknown collective coll=\"%s\" (expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce or custom)", coll);
+  else if (c < 0) ERR(rd, n, "unknown collective coll=\"%s\" (expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter or custom)", coll);
   ir_prog *p = ir_prog_new(name ? name : "", c < 0 ? IR_COLL_CUSTOM : (ir_coll)c, (int)ngpus);
   if (!p) { ERR(rd, n, "out of memory"); goto out; }
   rd->prog = p;

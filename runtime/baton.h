@@ -102,6 +102,19 @@ baton_result baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, b
 baton_result baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, baton_redop op,
                           int root, baton_comm *comm, cudaStream_t stream);
 
+/* Gather and scatter, as NCCL's: gather leaves every rank's sendbuf
+ * (count elements) in root's recvbuf at block rank*count; scatter sends
+ * block rank*count of root's sendbuf to every rank's recvbuf.  Off the
+ * root a gather's recvbuf and a scatter's sendbuf are not used and may be
+ * NULL; in place is NCCL's layout (gather: sendbuf == recvbuf +
+ * root*count; scatter: recvbuf == sendbuf + root*count).  One program
+ * serves every root: the root's block-per-rank buffer goes through a
+ * rotated copy in the scratch for a root other than 0 (docs/RUNTIME.md). */
+baton_result baton_gather(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, int root,
+                          baton_comm *comm, cudaStream_t stream);
+baton_result baton_scatter(const void *sendbuf, void *recvbuf, size_t count, baton_dtype dtype, int root,
+                           baton_comm *comm, cudaStream_t stream);
+
 /* Runs the loaded algorithm called `name` (its IR name or file path),
  * whatever its collective, with `count` elements per block (see
  * docs/RUNTIME.md).  The way to run custom collectives. */

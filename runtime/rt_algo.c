@@ -380,7 +380,9 @@ int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t b
     if (p->coll != coll || al->root != root || al->compute >= 0) continue;
     if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
     candidates++;
-    int k = p->nchunksperloop;   /* one block */
+    int ib, ob;
+    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
     int divides = k > 0 && count % k == 0;
     if (divides > best) { pick = i; best = divides; }
   }

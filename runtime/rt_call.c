@@ -185,9 +185,21 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
    * (ir_check): it runs on the one, in its own layout, with no copy. */
   int off_root = ir_coll_rooted(p->coll) && c->rank != p->root;
   if (off_root) {
-    if (p->coll == IR_COLL_BROADCAST) sendbuf = recvbuf;
+    if (ir_coll_unused(p->coll) == IR_BUF_INPUT) sendbuf = recvbuf;
     else recvbuf = (void *)sendbuf;
     inplace = 1;
+  }
+  /* The root of a gather or scatter (out-of-place programs): its
+   * block-per-rank buffer goes through a rotated span in the scratch when
+   * the program is relabelled, and in place (NCCL's layout: the root's
+   * block of it is the other buffer), so the program never aliases. */
+  int gs = !off_root && (p->coll == IR_COLL_GATHER || p->coll == IR_COLL_SCATTER), rotate = 0;
+  if (gs) {
+    int64_t at = (int64_t)p->root * count * es;
+    int gs_inplace = p->coll == IR_COLL_GATHER ? (const char *)sendbuf == (const char *)recvbuf + at
+                                               : (const char *)recvbuf == (const char *)sendbuf + at;
+    rotate = p->root != 0 || gs_inplace;
+    inplace = 0;
   }
   /* An out-of-place program runs an in-place call on a copy of the input
    * (the in-place AllToAll: every rank overwrites blocks the others still
@@ -251,8 +263,16 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->temp_span = L->copy_in && (g.out_at != 0 || g.span > g.elems[IR_BUF_OUTPUT]);
   L->stage_in = stage;
   L->fused_in = ops && !p->inplace;
+  if (rotate) {
+    L->rot_in = p->coll == IR_COLL_SCATTER;
+    L->rot_out = p->coll == IR_COLL_GATHER;
+    L->rot_root = p->root;
+    L->rot_blocks = p->ngpus;
+    L->rot_block = (size_t)count * es;
+  }
   size_t span_bytes = L->temp_span ? (size_t)g.span * es
-                      : stage || L->fused_in ? (size_t)round16(g.elems[IR_BUF_INPUT] * es) : 0;
+                      : stage || L->fused_in ? (size_t)round16(g.elems[IR_BUF_INPUT] * es)
+                      : rotate ? (size_t)round16((int64_t)p->ngpus * count * es) : 0;
   CHECK(scratch_reserve(c, L->scr_bytes + span_bytes + 16, stream));
 
   ip_gargs *a = &L->a;
@@ -317,6 +337,26 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   return BT_OK;
 }
 
+/* Copies L's rot_blocks blocks between the caller's block-per-rank buffer
+ * and the program's span, on L's stream: the program's block b is the
+ * caller's block (b + R) mod n.  into_caller 0: dst is the span (scatter,
+ * before the run); 1: dst is the caller's buffer (gather, after it). */
+static bt_result rotate_blocks(const rt_launch *L, void *dst, const void *src, int into_caller) {
+  size_t B = L->rot_block, R = (size_t)L->rot_root, n = (size_t)L->rot_blocks;
+  const char *s = src;
+  char *d = dst;
+  /* [0, n-R) of the span <-> [R, n) of the caller's; [n-R, n) <-> [0, R) */
+  size_t span_at[2] = {0, (n - R) * B}, caller_at[2] = {R * B, 0}, len[2] = {(n - R) * B, R * B};
+  for (int i = 0; i < 2; i++) {
+    if (!len[i]) continue;
+    char *to = d + (into_caller ? caller_at[i] : span_at[i]);
+    const char *from = s + (into_caller ? span_at[i] : caller_at[i]);
+    CHECK(rt_cuda(cudaMemcpyAsync(to, from, len[i], cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME,
+                  "rotating a gather's or scatter's blocks for its root"));
+  }
+  return BT_OK;
+}
+
 /* The call's work on its stream: the input's copy when the program runs on
  * one, the interpreter, the output's copy out of a temporary span, AVG's
  * division.  The current device must be the communicator's. */
@@ -341,9 +381,16 @@ bt_result rt_call_launch(const rt_launch *L) {
     CHECK(rt_cuda(cudaMemcpyAsync(a.buf[IR_BUF_INPUT], L->sendbuf, g->elems[IR_BUF_INPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input aside"));
   }
+  char *rot = L->rot_in || L->rot_out ? (char *)c->scratch + L->scr_bytes : NULL;
+  if (L->rot_in) {   /* scatter: its input, rotated */
+    a.buf[IR_BUF_INPUT] = rot;
+    CHECK(rotate_blocks(L, rot, L->sendbuf, 0));
+  }
+  if (L->rot_out) a.buf[IR_BUF_OUTPUT] = rot;   /* gather: rotated into place after the run */
   a.trace = rt_trace_buf(c->trace, blocks);
   if (c->net) CHECK(wake_proxy(c, L->stream));
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
+  if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));
   if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb);
   if (L->temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,

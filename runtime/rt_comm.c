@@ -581,7 +581,9 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
 
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
-  uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype];
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
+  uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
   int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 0);
   if (ai != c->last_choice[coll][0]) {   /* log each new choice once */
     rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 1);
@@ -672,12 +674,12 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
              ir_coll_name[coll], root, c->nranks - 1);
     return call_failed(baton_invalid_argument);
   }
-  if (c->rank != root && coll == IR_COLL_BROADCAST) s = r;
-  if (c->rank != root && coll == IR_COLL_REDUCE) r = (void *)s;
+  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_INPUT) s = r;
+  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_OUTPUT) r = (void *)s;
   baton_result e = call_check(c, s, r, dtype, op);
   if (e) return call_failed(e);
   if (count == 0) return baton_success;
-  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
+  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);   /* one block */
   int ai = rt_comm_choose_rooted(c, coll, root, count, dtype);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements from root %d on %d ranks (BATON_DEBUG=INFO "
@@ -694,6 +696,15 @@ baton_result baton_broadcast(const void *s, void *r, size_t count, baton_dtype t
 baton_result baton_reduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, int root, baton_comm *c,
                           cudaStream_t stream) {
   return rooted(IR_COLL_REDUCE, s, r, count, t, op, root, c, stream);
+}
+
+baton_result baton_gather(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                          cudaStream_t stream) {
+  return rooted(IR_COLL_GATHER, s, r, count, t, baton_sum, root, c, stream);
+}
+baton_result baton_scatter(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                           cudaStream_t stream) {
+  return rooted(IR_COLL_SCATTER, s, r, count, t, baton_sum, root, c, stream);
 }
 
 baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,

@@ -83,6 +83,14 @@ typedef struct rt_launch {
   int temp_span;              /* that copy is a temporary span in the scratch, after its chunks */
   int stage_in;               /* an out-of-place program in place: it reads a copy of the input in the scratch */
   int fused_in;               /* a fused out-of-place program: it computes its input into the scratch */
+  /* The root of a gather or scatter relabelled for root R (or called in
+   * place): the program's block-per-rank buffer is a span in the scratch,
+   * rotated by R blocks from (scatter: before) or into (gather: after)
+   * the caller's: rot_in (scatter: the input, before the run) or rot_out
+   * (gather: the output, after it) is 1 then; `rot_root` R, `rot_block` a
+   * block's bytes, `rot_blocks` the ranks. */
+  int rot_in, rot_out, rot_root, rot_blocks;
+  size_t rot_block;
   size_t scr_bytes;           /* bytes of the scratch chunks */
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;

@@ -13,12 +13,19 @@
 _Static_assert((int)ncclSum == (int)baton_sum && (int)ncclProd == (int)baton_prod && (int)ncclMax == (int)baton_max &&
                (int)ncclMin == (int)baton_min && (int)ncclAvg == (int)baton_avg, "NCCL's operators are baton's");
 
-typedef enum { CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER, CALL_ALLTOALL, CALL_BROADCAST, CALL_REDUCE } call_kind;
-static const char *const kind_name[] = {"AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Broadcast", "Reduce"};
+typedef enum {
+  CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER, CALL_ALLTOALL, CALL_BROADCAST, CALL_REDUCE, CALL_GATHER,
+  CALL_SCATTER
+} call_kind;
+static const char *const kind_name[] = {"AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Broadcast", "Reduce",
+                                        "Gather", "Scatter"};
 static const ir_coll kind_coll[] = {IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL,
-                                   IR_COLL_BROADCAST, IR_COLL_REDUCE};
+                                   IR_COLL_BROADCAST, IR_COLL_REDUCE, IR_COLL_GATHER, IR_COLL_SCATTER};
 
-static int rooted(call_kind k) { return k == CALL_BROADCAST || k == CALL_REDUCE; }
+static int rooted(call_kind k) { return k >= CALL_BROADCAST; }
+/* Off the root, NCCL does not use a Broadcast's or Scatter's sendbuff, nor
+ * a Reduce's or Gather's recvbuff. */
+static int no_send_off_root(call_kind k) { return k == CALL_BROADCAST || k == CALL_SCATTER; }
 
 /* One call of a collective baton may run, as the application made it. */
 typedef struct call {
@@ -96,6 +103,8 @@ static ncclResult_t run_baton(const call *c) {
   case CALL_ALLTOALL: r = baton_alltoall(c->s, c->r, c->count, t, b, c->stream); break;
   case CALL_BROADCAST: r = baton_broadcast(c->s, c->r, c->count, t, c->root, b, c->stream); break;
   case CALL_REDUCE: r = baton_reduce(c->s, c->r, c->count, t, op, c->root, b, c->stream); break;
+  case CALL_GATHER: r = baton_gather(c->s, c->r, c->count, t, c->root, b, c->stream); break;
+  case CALL_SCATTER: r = baton_scatter(c->s, c->r, c->count, t, c->root, b, c->stream); break;
   }
   /* The description costs a microsecond: only for a line that is written. */
   char d[320];
@@ -119,6 +128,8 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
     case CALL_ALLTOALL: have = n->AlltoAll != NULL; break;
     case CALL_BROADCAST: have = n->Broadcast != NULL; break;
     case CALL_REDUCE: have = n->Reduce != NULL; break;
+    case CALL_GATHER: have = n->Gather != NULL; break;
+    case CALL_SCATTER: have = n->Scatter != NULL; break;
     }
   }
   int cannot = !have || !c->comm->real;
@@ -136,6 +147,8 @@ static ncclResult_t run_nccl(const call *c, const char *why) {
   case CALL_REDUCESCATTER: return n->ReduceScatter(c->s, c->r, c->count, c->type, c->op, rc, c->stream);
   case CALL_BROADCAST: return n->Broadcast(c->s, c->r, c->count, c->type, c->root, rc, c->stream);
   case CALL_REDUCE: return n->Reduce(c->s, c->r, c->count, c->type, c->op, c->root, rc, c->stream);
+  case CALL_GATHER: return n->Gather(c->s, c->r, c->count, c->type, c->root, rc, c->stream);
+  case CALL_SCATTER: return n->Scatter(c->s, c->r, c->count, c->type, c->root, rc, c->stream);
   default: return n->AlltoAll(c->s, c->r, c->count, c->type, rc, c->stream);
   }
 }
@@ -190,9 +203,9 @@ static ncclResult_t dispatch(const call *c) {
     LOG_INFO(RT_SUB_NCCL, "%s of 0 elements on rank %d: nothing to do", name, c->comm->rank);
     return ncclSuccess;
   }
-  /* Off the root, a Broadcast's sendbuff and a Reduce's recvbuff are not used (NULL is fine). */
-  int off_root = c->comm->rank != c->root;
-  int need_s = !(c->kind == CALL_BROADCAST && off_root), need_r = !(c->kind == CALL_REDUCE && off_root);
+  /* Off the root, one of a rooted call's buffers is not used (NULL is fine). */
+  int off_root = rooted(c->kind) && c->comm->rank != c->root;
+  int need_s = !(off_root && no_send_off_root(c->kind)), need_r = !(off_root && !no_send_off_root(c->kind));
   if ((need_r && !c->r) || (need_s && !c->s))
     return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
   if (rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
@@ -259,6 +272,18 @@ ncclResult_t rt_nccl_Bcast(void *buff, size_t count, ncclDataType_t t, int root,
 ncclResult_t rt_nccl_Reduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
                             ncclComm_t comm, cudaStream_t stream) {
   call c = {CALL_REDUCE, s, r, count, t, op, comm, stream, root};
+  return dispatch(&c);
+}
+
+ncclResult_t rt_nccl_Gather(const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+                            cudaStream_t stream) {
+  call c = {CALL_GATHER, s, r, count, t, ncclSum, comm, stream, root};
+  return dispatch(&c);
+}
+
+ncclResult_t rt_nccl_Scatter(const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+                             cudaStream_t stream) {
+  call c = {CALL_SCATTER, s, r, count, t, ncclSum, comm, stream, root};
   return dispatch(&c);
 }
 

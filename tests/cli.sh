@@ -232,7 +232,7 @@ check_exact "BATON_DEBUG=NONE silences them" 0 "" env BATON_DEBUG=NONE BATON_PRO
 # baton set: the rank count is checked; the slots a compiled program needs are recorded and bounded.
 check "set: a rank count that is not one" 2 "bad RANKS 'abc'" "$baton" set abc -o "$tmp/set"
 check "set: too many ranks" 2 "bad RANKS '5000': must be 1..4096" "$baton" set 5000 -o "$tmp/set"
-check "set: 2 ranks, one program per collective and size range" 0 "28 programs for 2 ranks" "$baton" set 2 -o "$tmp/set2"
+check "set: 2 ranks, one program per collective and size range" 0 "30 programs for 2 ranks" "$baton" set 2 -o "$tmp/set2"
 check "compile records the FIFO slots the schedule needs" 0 ' slots="2"' "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o -
 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o - | sed 's/ slots="[0-9]*"/ slots="0"/' > "$tmp/slots0.xml"
 check "a slots attribute out of range is an error at file:line" 1 'slots0.xml:1: slots=0 is out of range [1, 1024]' "$baton" verify "$tmp/slots0.xml"
@@ -247,7 +247,7 @@ LUA
 check "verify --root all: a broadcast from every root" 0 "ok  broadcast rooted at 3 on 4 ranks" "$baton" verify --root all "$tmp/bcast.xml"
 check "verify --root 2" 0 "ok  broadcast rooted at 2 on 4 ranks" "$baton" verify --root 2 "$tmp/bcast.xml"
 check "verify --root past the ranks" 2 "--root 4, but the program has ranks 0..3" "$baton" verify --root 4 "$tmp/bcast.xml"
-check "verify --root on an unrooted collective" 2 "--root is for rooted collectives (broadcast, reduce), not allgather" "$baton" verify --root 1 "$ag"
+check "verify --root on an unrooted collective" 2 "--root is for rooted collectives (broadcast, reduce, gather, scatter), not allgather" "$baton" verify --root 1 "$ag"
 sed 's/type="r" srcbuf="o" srcoff="0" dstbuf="o"/type="r" srcbuf="o" srcoff="0" dstbuf="i"/' "$tmp/bcast.xml" > "$tmp/bcast_bad.xml"
 check "a broadcast writing its input off the root is invalid, with its place" 1 "rank 3 tb 0 step 0: writes its input, which a broadcast has only on the root (rank 0)" "$baton" verify "$tmp/bcast_bad.xml"
 # verify runs a compiled program with the FIFO slots its compiler recorded, unless --slots says otherwise.

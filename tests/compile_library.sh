@@ -71,6 +71,10 @@ for r in 2 4 8 16; do
   case_ broadcast_tree.lua ranks=$r
   case_ reduce_chain.lua ranks=$r
   case_ reduce_tree.lua ranks=$r
+  case_ broadcast_tree.lua ranks=$r inplace=1
+  case_ reduce_chain.lua ranks=$r inplace=1
+  case_ gather_direct.lua ranks=$r
+  case_ scatter_direct.lua ranks=$r chunks=2
 done
 # The trees and recursive doubling on rank counts that are not powers of
 # two (the extra ranks of recursive doubling, the shifted second tree).
@@ -196,9 +200,10 @@ for r in 2 5 8 13; do
   for s in broadcast_chain broadcast_tree; do
     rooted $s $r '$2 ~ /^(s|rrc|rrs|rrcs|cpy|re)$/ && $3 == "i"' "read their input"
   done
-  for s in reduce_chain reduce_tree; do
+  for s in reduce_chain reduce_tree gather_direct; do
     rooted $s $r '$2 ~ /^(r|rcs|rrc|rrcs|cpy|re)$/ && ($4 == "o" || $4 == "i")' "write their output or input"
   done
+  rooted scatter_direct $r '$2 ~ /^(s|rrc|rrs|rrcs|cpy|re)$/ && $3 == "i"' "read their input"
 done
 # Recursive doubling on 8 ranks: rank r sends one message to each of
 # r xor 1, 2 and 4 and to no one else; on 6 ranks the extra ranks 4 and 5

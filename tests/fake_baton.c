@@ -100,6 +100,11 @@ FAKE_COLL(reduce, (const void *s, void *r, size_t n, baton_dtype t, baton_redop 
           cudaStream_t st), "%p, %p, %zu, type=%d, op=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, (int)op, root,
           c->rank, (void *)st)
 
+FAKE_COLL(gather, (const void *s, void *r, size_t n, baton_dtype t, int root, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, root, c->rank, (void *)st)
+FAKE_COLL(scatter, (const void *s, void *r, size_t n, baton_dtype t, int root, baton_comm *c, cudaStream_t st),
+          "%p, %p, %zu, type=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, root, c->rank, (void *)st)
+
 /* CUDA: one device 0, host memory as device memory. */
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }

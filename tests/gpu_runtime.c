@@ -412,40 +412,56 @@ static float rooted_in(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13);
 
 /* One call on every rank: algorithm entry `ai` (a program or one of its
  * relabelled copies, rooted at its p->root), or with ai < 0 the entry
- * point's own choice from `root`.  Adds wrong elements (and those written
- * off the root of a reduce) to *wrong (*untouched); returns the first
- * error. */
+ * point's own choice from `root`, of count elements a block.  In place is
+ * NCCL's layout (broadcast, reduce: one buffer; gather: the root's
+ * sendbuf is its block of recvbuf; scatter: the root's recvbuf is its
+ * block of sendbuf).  Input element i of rank r is rooted_in(r, i); the
+ * buffers NCCL does not use off the root are NULL.  Adds wrong elements
+ * (and those of a buffer that must stay untouched, off a reduce's root) to
+ * *wrong (*untouched); returns the first error. */
 static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inplace, float *h, int64_t *wrong,
                                int64_t *untouched) {
   const float sentinel = -1.0f;
-  size_t bytes = (size_t)count * 4;
+  int ib, ob;
+  ir_geom_blocks(coll, nranks, &ib, &ob);
+  int64_t ni = ib * count, no = ob * count;
+  size_t big = (size_t)(ni > no ? ni : no) * 4;
   baton_result e = baton_success;
+  /* where each rank's buffers are: in place, one allocation (dout) holds both */
+  int64_t in_at = 0, out_at = 0;
+  if (inplace && coll == IR_COLL_GATHER) in_at = (int64_t)root * count;
+  if (inplace && coll == IR_COLL_SCATTER) out_at = (int64_t)root * count;
   for (int r = lo; r < hi; r++) {
-    if (reserve(&din[r], r, bytes) || reserve(&dout[r], r, bytes)) return baton_cuda_error;
+    if (reserve(&din[r], r, big) || reserve(&dout[r], r, big)) return baton_cuda_error;
     cudaSetDevice(dev_of(r));
-    for (int64_t i = 0; i < count; i++) h[i] = rooted_in(r, i);
-    cudaMemcpyAsync(inplace ? dout[r].p : din[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
-    if (!inplace) {
-      for (int64_t i = 0; i < count; i++) h[i] = sentinel;
-      cudaMemcpyAsync(dout[r].p, h, bytes, cudaMemcpyHostToDevice, streams[r]);
-    }
+    for (int64_t i = 0; i < no; i++) h[i] = sentinel;
+    cudaMemcpyAsync(dout[r].p, h, (size_t)no * 4, cudaMemcpyHostToDevice, streams[r]);
+    for (int64_t i = 0; i < ni; i++) h[i] = rooted_in(r, i);
+    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
+    cudaMemcpyAsync(one ? dout[r].p + in_at * 4 : din[r].p, h, (size_t)ni * 4, cudaMemcpyHostToDevice, streams[r]);
     cudaStreamSynchronize(streams[r]);
   }
   baton_group_start();
   for (int r = lo; r < hi; r++) {
-    const void *s = inplace ? dout[r].p : din[r].p;
-    void *o = dout[r].p;
-    if (coll == IR_COLL_BROADCAST && r != root) s = NULL;
-    if (coll == IR_COLL_REDUCE && r != root) o = NULL;
+    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
+    const void *s = one ? dout[r].p + in_at * 4 : din[r].p;
+    void *o = dout[r].p + (one ? out_at * 4 : 0);
+    if (ir_coll_unused(coll) == IR_BUF_INPUT && r != root) s = NULL;
+    if (ir_coll_unused(coll) == IR_BUF_OUTPUT && r != root) o = NULL;
     baton_result x;
-    if (ai < 0) {
-      x = coll == IR_COLL_BROADCAST ? baton_broadcast(s, o, count, baton_f32, root, comms[r], streams[r])
-                                    : baton_reduce(s, o, count, baton_f32, baton_sum, root, comms[r], streams[r]);
-    } else {   /* this very entry, as call_submit runs one */
+    if (ai >= 0) {   /* this very entry, as call_submit runs one */
       rt_launch L;
       cudaSetDevice(dev_of(r));
       bt_result b = rt_call_prep(comms[r], ai, s, o, count, baton_f32, baton_sum, NULL, streams[r], &L);
       x = (baton_result)(b ? b : rt_group_submit(&L));
+    } else if (coll == IR_COLL_BROADCAST) {
+      x = baton_broadcast(s, o, count, baton_f32, root, comms[r], streams[r]);
+    } else if (coll == IR_COLL_REDUCE) {
+      x = baton_reduce(s, o, count, baton_f32, baton_sum, root, comms[r], streams[r]);
+    } else if (coll == IR_COLL_GATHER) {
+      x = baton_gather(s, o, count, baton_f32, root, comms[r], streams[r]);
+    } else {
+      x = baton_scatter(s, o, count, baton_f32, root, comms[r], streams[r]);
     }
     if (x) e = x;
   }
@@ -453,19 +469,30 @@ static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, in
   if (ge) e = ge;
   for (int r = lo; r < hi; r++) {
     cudaSetDevice(dev_of(r));
-    cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDeviceToHost, streams[r]);
+    cudaMemcpyAsync(h, dout[r].p, (size_t)no * 4, cudaMemcpyDeviceToHost, streams[r]);
     if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return baton_cuda_error;
-    for (int64_t i = 0; i < count; i++) {
+    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
+    const float *out = h + (one ? out_at : 0);
+    int64_t nout = coll == IR_COLL_SCATTER ? count : no;
+    if (ir_coll_unused(coll) == IR_BUF_OUTPUT && r != root) {
+      /* off the root of a reduce (its one buffer in place) or gather: left alone */
+      for (int64_t i = 0; i < nout; i++) {
+        float want = coll == IR_COLL_REDUCE && inplace ? rooted_in(r, i) : sentinel;
+        *untouched += out[i] != want;
+        *wrong += out[i] != want;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < nout; i++) {
       float want;
       if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
-      else if (r == root) {
+      else if (coll == IR_COLL_GATHER) want = rooted_in((int)(i / count), i % count);
+      else if (coll == IR_COLL_SCATTER) want = rooted_in(root, (int64_t)r * count + i);
+      else {
         want = 0;
         for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
-      } else {
-        want = inplace ? rooted_in(r, i) : sentinel;   /* a reduce leaves it alone off the root */
-        *untouched += h[i] != want;
       }
-      *wrong += h[i] != want;
+      *wrong += out[i] != want;
     }
   }
   return e;
@@ -473,7 +500,7 @@ static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, in
 
 static void check_rooted(void) {
   static const int64_t counts[] = {1, 4099, 300001};
-  float *h = malloc((size_t)counts[2] * 4);
+  float *h = malloc((size_t)counts[2] * nranks * 4);
   if (!h) return;
   /* Every program and every relabelled copy of it, by its entry. */
   int nall = rt_algos_count(comms[lo]->algos);
@@ -495,10 +522,14 @@ static void check_rooted(void) {
        (long long)runs, (long long)wrong, (long long)untouched, e ? ": " : "", e ? baton_result_string(e) : "");
   }
   /* The entry points' own choice, from every root. */
-  for (int coll = IR_COLL_BROADCAST; coll <= IR_COLL_REDUCE; coll++)
+  for (int coll = IR_COLL_BROADCAST; coll <= IR_COLL_SCATTER; coll++)
     for (int ci = 0; ci < 3; ci++) {
       int64_t count = counts[ci], wrong = 0, untouched = 0;
-      if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, (uint64_t)count * 4, count, 0) < 0) continue;
+      int ib, ob;
+      ir_geom_blocks((ir_coll)coll, nranks, &ib, &ob);
+      if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, (uint64_t)count * 4 * (ib > ob ? ib : ob), count,
+                                 0) < 0)
+        continue;
       baton_result e = baton_success;
       for (int root = 0; root < nranks && !e; root++)
         for (int inplace = 0; inplace < 2 && !e; inplace++)

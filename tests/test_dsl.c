@@ -715,7 +715,23 @@ static void test_rooted(void) {
         "t.lua: postcondition of reduce fails: rank 0 output[0] holds input[0] of rank 0; expected input[0] of ranks 0,1,2,3",
         "a reduce missing ranks");
   fails("collective{kind='bcast', ranks=2}\n", "t.lua:1: unknown collective kind 'bcast' (allreduce, allgather, "
-        "reducescatter, alltoall, broadcast, reduce or custom)", "an unknown kind lists the kinds");
+        "reducescatter, alltoall, broadcast, reduce, gather, scatter or custom)", "an unknown kind lists the kinds");
+  /* Gather and scatter: a block per rank in the root's buffer, out of place. */
+  p = compiles_keep("collective{kind='gather', ranks=4, chunks=2, inplace=false}\n"
+                    "for r = 0, 3 do chunk(r, 'input', 0, 2):copy(0, 'output', r * 2) end\n", "a direct gather", 0, 1);
+  if (p) every_root(p, "the direct gather (its root's blocks rotated, as the runtime leaves them)");
+  ir_prog_free(p);
+  p = compiles_keep("collective{kind='scatter', ranks=3, chunks=1, inplace=false}\n"
+                    "for r = 0, 2 do chunk(0, 'input', r):copy(r, 'output', 0) end\n", "a direct scatter", 0, 1);
+  if (p) every_root(p, "the direct scatter");
+  ir_prog_free(p);
+  fails("collective{kind='gather', ranks=2, inplace=true}\n",
+        "t.lua:1: a gather is written out of place (inplace = false)", "an in-place gather script");
+  fails("collective{kind='gather', ranks=3, chunks=1}\nchunk(1, 'input', 0):copy(2, 'output', 0)\n",
+        "t.lua:2: copy to rank 2 output[0]: off the root (rank 0) a gather has no output", "a gather writing off the root");
+  fails("collective{kind='scatter', ranks=3, chunks=1}\nchunk(1, 'input', 0):copy(1, 'output', 0)\n",
+        "t.lua:2: copy of rank 1 input[0] reads input[0] of rank 1, which a scatter has only on the root (rank 0)",
+        "a scatter reading its input off the root");
 }
 
 static void test_embed(void) {

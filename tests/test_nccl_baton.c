@@ -126,10 +126,17 @@ int main(int argc, char **argv) {
   ok(ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Broadcast of 8");
   ok(ncclBcast(P(0x3000), 6, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Bcast of 6");
   ok(ncclReduce(P(0x1000), P(0x2000), 4, ncclBfloat16, ncclMax, 0, comm, STREAM) == ncclSuccess, "Reduce of 4");
+  ok(ncclGather(P(0x1000), P(0x2000), 2, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Gather of 2");
+  ok(ncclScatter(P(0x1000), P(0x2000), 2, ncclFloat32, 0, comm, STREAM) == ncclSuccess, "Scatter of 2");
   expect("", "baton_broadcast(0x1000, 0x2000, 8, type=0, root=0, rank=0, stream=0x5000)\n"
          "baton_broadcast(0x3000, 0x3000, 6, type=0, root=0, rank=0, stream=0x5000)\n"
-         "baton_reduce(0x1000, 0x2000, 4, type=3, op=2, root=0, rank=0, stream=0x5000)\n",
-         "Broadcast, Bcast (in place) and Reduce run on baton with their root");
+         "baton_reduce(0x1000, 0x2000, 4, type=3, op=2, root=0, rank=0, stream=0x5000)\n"
+         "baton_gather(0x1000, 0x2000, 2, type=0, root=0, rank=0, stream=0x5000)\n"
+         "baton_scatter(0x1000, 0x2000, 2, type=0, root=0, rank=0, stream=0x5000)\n",
+         "Broadcast, Bcast (in place), Reduce, Gather and Scatter run on baton with their root");
+  ok(ncclScatter(NULL, P(0x2000), 2, ncclFloat32, 0, comm, STREAM) == ncclInvalidArgument,
+     "Scatter with a NULL sendbuff on the root: ncclInvalidArgument");
+  expect("", "", "and it runs nowhere");
   ncclBroadcast(P(0x1000), P(0x2000), 7, ncclFloat32, 0, comm, STREAM);
   ncclReduce(P(0x1000), P(0x2000), 5, ncclFloat32, ncclSum, 0, comm, STREAM);
   snprintf(want, sizeof want, "ncclBroadcast(0x1000, 0x2000, 7, type=7, root=0, comm=%p, stream=0x5000)\n"
@@ -224,10 +231,11 @@ int main(int argc, char **argv) {
      "Destroy, Abort");
   ok(!strcmp(fake_baton_log(), "baton_comm_destroy(rank=0)\nbaton_comm_abort(rank=0)\nbaton_comm_destroy(rank=0)\n"
              "baton_comm_destroy(rank=0)\n"), "baton's communicators are destroyed (aborted first by ncclCommAbort)");
-  /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, Broadcast, Bcast, Reduce, a group of 2
+  /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, Broadcast, Bcast, Reduce, Gather, Scatter,
+   * a group of 2
    * and the failed group's 2; NCCL the AllReduce of 7, fp8, a custom operator, the Broadcast of 7, the Reduce of 5,
    * the mixed group's 4 and the group with a Send's 1. */
-  ok(logged("communicator of 1 ranks destroyed: 11 collective calls ran on baton, "
+  ok(logged("communicator of 1 ranks destroyed: 13 collective calls ran on baton, "
             "10 on NCCL"), "the destruction's summary counts the calls run on baton and on NCCL");
   ok(logged("communicator of 1 ranks destroyed: 1 collective calls ran on baton, "
             "0 on NCCL"), "per communicator (the split one's)");

@@ -87,6 +87,8 @@ compile reduce_chain reduce_chain.lua $r
 compile reduce_tree_ll reduce_tree.lua $r protocol=LL
 compile broadcast_tree_ip broadcast_tree.lua $r inplace=1
 compile reduce_chain_ip_ll128 reduce_chain.lua $r inplace=1 protocol=LL128
+compile gather_direct gather_direct.lua $r
+compile scatter_direct_ll128 scatter_direct.lua $r chunks=2 protocol=LL128
 if [ $((ranks & (ranks - 1))) -eq 0 ]; then compile allreduce_rhd allreduce_rhd.lua $r; fi
 if [ "$half" -ge 1 ] && [ $((ranks % 2)) -eq 0 ]; then
   compile allreduce_hier allreduce_hier.lua nodes=2 gpus=$half

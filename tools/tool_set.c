@@ -15,9 +15,10 @@ static const char set_help[] =
   "\n"
   "Compiles baton's default algorithm set for RANKS ranks into DIR (default\n"
   "./baton-RANKS): for each collective (AllReduce, AllGather, ReduceScatter,\n"
-  "AllToAll, Broadcast, Reduce) and each fused operator (GEMV + AllReduce, embedding bags +\n"
-  "AllToAll, GEMM + AllToAll), one verified IR file per message-size range,\n"
-  "so that the runtime picks the program measured fastest for each size.\n"
+  "AllToAll, Broadcast, Reduce, Gather, Scatter) and each fused operator\n"
+  "(GEMV + AllReduce, embedding bags + AllToAll, GEMM + AllToAll), one verified\n"
+  "IR file per message-size range, so that the runtime picks the program\n"
+  "measured fastest for each size.\n"
   "Point BATON_ALGO_DIR at DIR (docs/RUNTIME.md).  An installed baton also\n"
   "ships the sets for 2, 4 and 8 ranks, which the runtime finds by itself.\n"
   "\n"
@@ -120,6 +121,8 @@ static void default_set(set_ctx *c) {
     entry(c, "broadcast_2_chain", "broadcast_chain.lua", 256 * K + 1, 0, "inplace=1");
     entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
     entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "inplace=1");
+    entry(c, "gather_direct", "gather_direct.lua", 0, 0, "");
+    entry(c, "scatter_direct", "scatter_direct.lua", 0, 0, "");
   }
   entry(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "");
   entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", M + 1, 0, "form=ring protocol=LL128");

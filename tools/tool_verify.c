@@ -105,7 +105,7 @@ static const char verify_help[] =
   "  --slots N        FIFO slots per connection (default: the slots=\"N\" the compiler\n"
   "                   recorded in the file, the fewest its schedule is proven\n"
   "                   deadlock-free with; BATON_EXEC_SLOTS for a file without one)\n"
-  "  --root R|all     broadcast and reduce: run the program for root R (or every\n"
+  "  --root R|all     rooted collectives: run the program for root R (or every\n"
   "                   root), relabelled as the runtime does (default: 0, as written)\n"
   "  --inplace        run in place (needs an in-place program)\n"
   "  --outofplace     run out of place (an in-place program gets its input copied first);\n"
@@ -350,7 +350,7 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
     goto out;
   }
   if (vo->root_given && !ir_coll_rooted(p->coll)) {
-    fprintf(stderr, "%s: --root is for rooted collectives (broadcast, reduce), not %s\n", path, ir_coll_name[p->coll]);
+    fprintf(stderr, "%s: --root is for rooted collectives (broadcast, reduce, gather, scatter), not %s\n", path, ir_coll_name[p->coll]);
     rc = 2;
     goto out;
   }
