@@ -49,12 +49,23 @@ typedef struct cc_loc {
   cc_val val;
 } cc_loc;
 
+/* The chunks of a strided reference (cc_ref.h): chunk j of a reference
+ * at idx is idx + (j / run) * stride + j % run, runs of `run` consecutive
+ * chunks `stride` apart (negative: backwards); run 0 means consecutive
+ * (idx + j).  Never overlapping: |stride| >= run. */
+typedef struct cc_pat { int run, stride; } cc_pat;
+
+static inline int cc_pat_at(int idx, cc_pat p, int j) {
+  return p.run ? idx + (j / p.run) * p.stride + j % p.run : idx + j;
+}
+
 /* One traced chunk operation: dst = src (copy) or dst = dst (op) src (reduce). */
 typedef struct cc_op {
   int kind;
   int src_rank, src_space, src_idx;
   int dst_rank, dst_space, dst_idx;
   int count;
+  cc_pat src_pat, dst_pat;  /* chunk j of each side: cc_pat_at(idx, pat, j) */
   int ch, sendtb, recvtb;   /* directives, -1 = compiler's choice */
   int line;                 /* script line */
   int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */

@@ -19,6 +19,7 @@ typedef struct ins {
   int tb, pos, depth;
   int8_t args[IR_MAX_ARGS];     /* compute opcodes: operands */
   int sync, sync_param, zerocopy;
+  cc_pat spat, dpat;            /* source and destination patterns (cc_pat; run 0: consecutive) */
 } ins;
 
 /* A thread-block set: the connection endpoints (per rank and channel:

@@ -55,43 +55,69 @@ int cc_runs_start(cc_runs *it, const cc_trace *t, const cc_layout *lay, const cc
     lo = o->piece * (lay->P / n);
     hi = lo + lay->P / n;
   }
-  *it = (cc_runs){t, lay, o, j, lo, hi, 0, (int64_t)o->count * (hi - lo)};
+  *it = (cc_runs){t, lay, o, j, lo, hi, o->kind == CC_COMPUTE || (!o->src_pat.run && !o->dst_pat.run), 0, (int64_t)o->count * (hi - lo)};
   return ch;
 }
 
 /* The source and destination IR chunks of pair q of the walk: chunk by
- * chunk, each one's pieces in turn, or piece by piece with xmajor. */
+ * chunk (through the operation's patterns), each one's pieces in turn, or
+ * piece by piece with xmajor. */
 static void pair(const cc_runs *it, int64_t q, int *s, int *d) {
   const cc_op *o = it->o;
   int np = it->hi - it->lo, c, x;
   if (it->lay->blocked && it->lay->xmajor) { x = it->lo + (int)(q / o->count); c = (int)(q % o->count); }
   else { c = (int)(q / np); x = it->lo + (int)(q % np); }
-  *s = cc_layout_chunk(it->t, it->lay, o->src_space, o->src_rank, o->src_idx + c, x, it->j);
-  *d = cc_layout_chunk(it->t, it->lay, o->dst_space, o->dst_rank, o->dst_idx + c, x, it->j);
+  *s = cc_layout_chunk(it->t, it->lay, o->src_space, o->src_rank, cc_pat_at(o->src_idx, o->src_pat, c), x, it->j);
+  *d = cc_layout_chunk(it->t, it->lay, o->dst_space, o->dst_rank, cc_pat_at(o->dst_idx, o->dst_pat, c), x, it->j);
 }
 
-int cc_runs_next(cc_runs *it, int *si, int *di, int *n) {
+/* Whether chunk e, at position len of a piece starting at off whose
+ * pattern so far is *p (run 0: consecutive so far), keeps the piece one
+ * pattern; *p becomes the pattern with e.  The first chunk off the first
+ * run fixes the run and the stride, which must not make runs overlap;
+ * with `plain` (compute steps, and operations the script gave no pattern,
+ * which keep the steps they had before patterns) the piece stays
+ * consecutive. */
+static int fits(int off, cc_pat *p, int len, int e, int plain) {
+  if (!p->run) {
+    if (e == off + len) return 1;
+    if (plain) return 0;
+    int64_t st = (int64_t)e - off;
+    if ((st < 0 ? -st : st) < len) return 0;
+    *p = (cc_pat){len, (int)st};
+    return 1;
+  }
+  return e == cc_pat_at(off, *p, len);
+}
+
+int cc_runs_next(cc_runs *it, int *si, cc_pat *sp, int *di, cc_pat *dp, int *n) {
   if (it->q >= it->all) return 0;
   pair(it, it->q, si, di);
+  *sp = *dp = (cc_pat){0, 0};
   int len = 1, s, d;
   for (; it->q + len < it->all; len++) {
     pair(it, it->q + len, &s, &d);
-    if (s != *si + len || d != *di + len) break;
+    cc_pat a = *sp, b = *dp;
+    if (!fits(*si, &a, len, s, it->plain) || !fits(*di, &b, len, d, it->plain)) break;
+    *sp = a;
+    *dp = b;
   }
   it->q += len;
   *n = len;
   return 1;
 }
 
-/* Runs instance 0 of every operation makes with lay (the instances make
- * as many each). */
+/* The pieces instance 0 of every operation makes with lay (the instances
+ * make as many each), times 2^30, plus those of them that are strided: of
+ * two layouts with as many steps, the one with more consecutive ones. */
 static int64_t count_runs(const cc_trace *t, const cc_layout *lay) {
   int64_t runs = 0;
   int si, di, n;
+  cc_pat sp, dp;
   for (int k = 0; k < t->nops; k++) {
     cc_runs it;
     cc_runs_start(&it, t, lay, &t->ops[k], 0);
-    while (cc_runs_next(&it, &si, &di, &n)) runs++;
+    while (cc_runs_next(&it, &si, &sp, &di, &dp, &n)) runs += ((int64_t)1 << 30) + (sp.run || dp.run);
   }
   return runs;
 }

@@ -1,7 +1,7 @@
 /* cc_layout.h -- where lowering puts a traced program: the IR chunks of
  * each chunk's parallelize pieces and whole-program instances, each
- * operation's channel, and the runs of consecutive IR chunks (one message
- * or local step each) an operation becomes.  Internal to compiler/. */
+ * operation's channel, and the pieces (one message or local step each) an
+ * operation becomes: each side's IR chunks one pattern (cc_pat).  Internal to compiler/. */
 #ifndef CC_LAYOUT_H
 #define CC_LAYOUT_H
 
@@ -40,7 +40,8 @@ typedef struct cc_layout {
 
 /* Fills lay for w's trace: pieces, channels, and the chunk layout: blocked
  * unless a custom collective's expect needs the interleaved one; xmajor
- * where it makes fewer runs than pieces inner (ties: pieces inner).  0 on
+ * where it makes fewer steps than pieces inner, or as many with fewer of
+ * them strided (ties: pieces inner).  0 on
  * an error (counted in w: too many pieces or channels) or out of memory. */
 int cc_layout_plan(lower *w, cc_layout *lay);
 
@@ -55,15 +56,19 @@ typedef struct cc_runs {
   const cc_layout *lay;
   const cc_op *o;
   int j, lo, hi;    /* instance, pieces [lo, hi) */
+  int plain;        /* consecutive pieces only: a compute step, or an operation with no pattern */
   int64_t q, all;   /* pairs walked, pairs in all */
 } cc_runs;
 
 /* Starts the walk of operation o in instance j; returns its channel. */
 int cc_runs_start(cc_runs *it, const cc_trace *t, const cc_layout *lay, const cc_op *o, int j);
 
-/* The next run: *n pairs whose source IR chunks are *si.. and destination
- * IR chunks *di.., both consecutive, as long as both stay so.  0 at the
- * end. */
-int cc_runs_next(cc_runs *it, int *si, int *di, int *n);
+/* The next piece: *n pairs whose source IR chunks are pattern *sp from
+ * *si and destination IR chunks pattern *dp from *di (cc_pat; run 0:
+ * consecutive; always so for a compute step or an operation whose
+ * references have no pattern), as long as both sides stay one pattern each (greedy: a
+ * piece ends at the first pair that breaks either; the first chunk off a
+ * side's first run fixes that side's run and stride).  0 at the end. */
+int cc_runs_next(cc_runs *it, int *si, cc_pat *sp, int *di, cc_pat *dp, int *n);
 
 #endif

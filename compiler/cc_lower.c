@@ -2,6 +2,7 @@
 #include "cc_lower.h"
 #include "cc_ins.h"
 #include "cc_layout.h"
+#include "cc_ref.h"
 #include "ir_geom.h"
 
 #include <limits.h>
@@ -61,7 +62,7 @@ static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, 
     w->cap = cap;
   }
   w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, fixtb, inst, line, -1, 0, NULL, 0, 0, -1, -1, 0,
-                     {-1, -1, -1}, 0, 0, 0};
+                     {-1, -1, -1}, 0, 0, 0, {0, 0}, {0, 0}};
   return w->n++;
 }
 
@@ -87,10 +88,10 @@ static access_state *slot(deps *d, int rank, int space, int idx) {
   return &d->a[key][idx];
 }
 
-static int record(lower *w, deps *d, int id, int space, int idx, int count, int write) {
+static int record(lower *w, deps *d, int id, int space, int idx, cc_pat pat, int count, int write) {
   ins *i = &w->v[id];
   for (int c = 0; c < count; c++) {
-    access_state *s = slot(d, i->rank, space, idx + c);
+    access_state *s = slot(d, i->rank, space, cc_pat_at(idx, pat, c));
     if (!s) return 0;
     if (s->writer >= 0 && s->writer != id && !add_pred(&w->v[id], s->writer)) return 0;
     if (write) {
@@ -107,19 +108,40 @@ static int record(lower *w, deps *d, int id, int space, int idx, int count, int 
 
 static unsigned fl(int op) { return ir_op_flags[op]; }
 
+static int same_pat(cc_pat a, cc_pat b) { return a.run == b.run && (!a.run || a.stride == b.stride); }
+
+/* Whether the count chunks of pattern ap from a and the count chunks of bp
+ * from b may share a chunk: their extents meet (for a pattern, more than
+ * its chunks: callers may only skip work when this says no). */
+static int may_overlap(int a, cc_pat ap, int acount, int b, cc_pat bp, int bcount) {
+  int64_t alo, ahi, blo, bhi;
+  cc_pat_extent(ap, acount, &alo, &ahi);
+  cc_pat_extent(bp, bcount, &blo, &bhi);
+  return a + alo <= b + bhi && b + blo <= a + ahi;
+}
+
 /* Reads come before writes so that a reduce's read of dst sees the old writer. */
 static int track(lower *w, deps *d, int id) {
   ins *i = &w->v[id];
-  if ((fl(i->op) & IR_F_SRC) && !record(w, d, id, i->sspace, i->sidx, i->count, 0)) return 0;
-  if (i->op == IR_OP_REDUCE && !record(w, d, id, i->dspace, i->didx, i->count, 0)) return 0;
-  if ((fl(i->op) & IR_F_DST) && !record(w, d, id, i->dspace, i->didx, i->count, 1)) return 0;
+  if ((fl(i->op) & IR_F_SRC) && !record(w, d, id, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
+  if (i->op == IR_OP_REDUCE && !record(w, d, id, i->dspace, i->didx, i->dpat, i->count, 0)) return 0;
+  if ((fl(i->op) & IR_F_DST) && !record(w, d, id, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
   return 1;
 }
 
 /* ---- operations to instructions ---- */
 
-/* Emits the instructions of operation o on IR chunks si / di (n chunks). */
-static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int inst) {
+/* Sets the patterns of instruction id (-1: none, as emit_ins failed). */
+static int with_pats(lower *w, int id, cc_pat sp, cc_pat dp) {
+  if (id < 0) return -1;
+  w->v[id].spat = sp;
+  w->v[id].dpat = dp;
+  return id;
+}
+
+/* Emits the instructions of operation o on IR chunks pattern sp from si /
+ * dp from di (n chunks); a send names its receiver's destination. */
+static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat dp, int n, int ch, int inst) {
   int a = o->src_rank, b = o->dst_rank;
   if (o->kind == CC_COMPUTE) {   /* a compute step: src names the input chunks it computes */
     int c = emit_ins(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
@@ -133,29 +155,33 @@ static int emit_op(lower *w, const cc_op *o, int si, int di, int n, int ch, int 
   }
   if (a == b) {
     int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
-    return emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
-                    o->dst_space, di, n, -1, -1, ch, fx, inst, o->line) >= 0;
+    return with_pats(w, emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
+                                 o->dst_space, di, n, -1, -1, ch, fx, inst, o->line), sp, dp) >= 0;
   }
-  int s = emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst, o->line);
+  int s = with_pats(w, emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst,
+                                o->line), sp, dp);
   int r = o->kind == CC_COPY
-    ? emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line)
-    : emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst, o->line);
+    ? with_pats(w, emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
+                            o->line), (cc_pat){0, 0}, dp)
+    : with_pats(w, emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
+                            o->line), dp, dp);
   if (s < 0 || r < 0) return 0;
   w->v[r].msg_of = s;
   return 1;
 }
 
 /* Every operation, for every whole-program instance, on its pieces and
- * channel (cc_layout.h): one instruction per run of IR chunks that are
- * consecutive at both ends. */
+ * channel (cc_layout.h): one instruction per piece of IR chunks that are
+ * one pattern at each end (cc_runs_next). */
 static int lower_ops(lower *w, const cc_layout *lay) {
   const cc_trace *t = w->t;
   for (int j = 0; j < lay->I; j++)
     for (int k = 0; k < t->nops; k++) {
       cc_runs it;
       int ch = cc_runs_start(&it, t, lay, &t->ops[k], j), si, di, n;
-      while (cc_runs_next(&it, &si, &di, &n))
-        if (!emit_op(w, &t->ops[k], si, di, n, ch, j)) return 0;
+      cc_pat sp, dp;
+      while (cc_runs_next(&it, &si, &sp, &di, &dp, &n))
+        if (!emit_op(w, &t->ops[k], si, sp, di, dp, n, ch, j)) return 0;
     }
   return 1;
 }
@@ -189,9 +215,10 @@ static int fuse_compute(lower *w, const int *users) {
     int j = sender[c];
     ins *S = j >= 0 ? &w->v[j] : NULL;
     if (sends[c] != 1 || users[c] != 1 || !S || S->npred != 1 || S->sspace != C->dspace || S->sidx != C->didx ||
-        S->count != C->count) {
-      cc_err(w, C->line, "gemv with zerocopy: the chunks it computes on rank %d must be sent once, whole, to one peer, "
-             "and not read or kept on rank %d (they go straight into the peer's memory)", C->rank, C->rank);
+        S->count != C->count || S->spat.run || S->dpat.run) {
+      cc_err(w, C->line, "gemv with zerocopy: the chunks it computes on rank %d must be sent once, whole, to one peer "
+             "(into consecutive chunks there), and not read or kept on rank %d (they go straight into the peer's "
+             "memory)", C->rank, C->rank);
       continue;
     }
     C->op = IR_OP_GEMVS;
@@ -286,7 +313,7 @@ static int fuse(lower *w, const int *users) {
     int rid = S->pred[0];
     ins *R = &w->v[rid];
     if (R->dead || (R->op != IR_OP_RECV && R->op != IR_OP_RRC) || R->rank != S->rank || R->ch != S->ch) continue;
-    if (R->dspace != S->sspace || R->didx != S->sidx || R->count != S->count) continue;
+    if (R->dspace != S->sspace || R->didx != S->sidx || R->count != S->count || !same_pat(R->dpat, S->spat)) continue;
     if (!cc_sets_join(w, cc_endpoint_of(w, R, 1), cc_endpoint_of(w, S, 0))) continue;  /* one of each per tb */
     R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 1 ? IR_OP_RRS : IR_OP_RRCS);
     R->send = S->send;
@@ -325,7 +352,8 @@ static int waits_for(const lower *w, int from, int to, int *mark, int stamp, int
  * overwrites it whole, on C's rank. */
 static int takes_copy(const ins *C, const ins *J) {
   return !J->dead && J->op == IR_OP_RRC && J->rank == C->rank && J->count == C->count &&
-         J->sspace == C->dspace && J->sidx == C->didx && J->dspace == C->dspace && J->didx == C->didx;
+         J->sspace == C->dspace && J->sidx == C->didx && J->dspace == C->dspace && J->didx == C->didx &&
+         same_pat(J->spat, C->dpat) && same_pat(J->dpat, C->dpat);
 }
 
 /* Forwards a local copy C (X -> Y) into the receive-reduce R that reads Y
@@ -365,6 +393,7 @@ static int forward_copies(lower *w, const int *users) {
     if (!others) continue;
     R->sspace = C->sspace;
     R->sidx = C->sidx;
+    R->spat = C->spat;
     int k = 0;
     while (R->pred[k] != c) k++;
     R->pred[k] = R->pred[--R->npred];
@@ -411,7 +440,7 @@ static int sink_copies(lower *w) {
     for (int k = 0; k < C->npred && r < 0; k++) {
       const ins *P = &w->v[C->pred[k]];
       if (!P->dead && P->op == IR_OP_RRC && P->rank == C->rank && P->dspace == C->sspace && P->didx == C->sidx &&
-          P->count == C->count)
+          P->count == C->count && same_pat(P->dpat, C->spat))
         r = C->pred[k];
     }
     if (r < 0) continue;
@@ -420,10 +449,10 @@ static int sink_copies(lower *w) {
     for (int j = 0; j < n && alone; j++) {   /* C alone reads R's value */
       const ins *J = &w->v[j];
       if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
-      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace && J->sidx < R->didx + R->count &&
-           R->didx < J->sidx + J->count) ||
-          (J->op == IR_OP_REDUCE && J->dspace == R->dspace && J->didx < R->didx + R->count &&
-           R->didx < J->didx + J->count))
+      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
+           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
+          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
+           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
         alone = 0;
     }
     for (int k = 0; k < C->npred && alone; k++) {   /* C's other waits: in R's tb, and not after R */
@@ -437,9 +466,11 @@ static int sink_copies(lower *w) {
     ins *W = &w->v[r];
     W->dspace = C->dspace;
     W->didx = C->didx;
+    W->dpat = C->dpat;
     if (W->msg_of >= 0) {   /* the send names where its message lands */
       w->v[W->msg_of].dspace = C->dspace;
       w->v[W->msg_of].didx = C->didx;
+      w->v[W->msg_of].dpat = C->dpat;
     }
     for (int j = 0; j < n; j++) {   /* whoever waited for C waits for R */
       ins *J = &w->v[j];
@@ -475,7 +506,8 @@ static void copy_after_receive(lower *w) {
     for (int k = 0; k < C->npred && r < 0; k++) {
       const ins *P = &w->v[C->pred[k]];
       if (!P->dead && (P->op == IR_OP_RRC || P->op == IR_OP_RECV) && P->rank == C->rank && P->ch == C->ch &&
-          P->dspace == C->sspace && P->didx == C->sidx && P->count == C->count && P->fixtb < 0)
+          P->dspace == C->sspace && P->didx == C->sidx && P->count == C->count && same_pat(P->dpat, C->spat) &&
+          P->fixtb < 0)
         r = C->pred[k];
     }
     if (r < 0) continue;
@@ -484,10 +516,10 @@ static void copy_after_receive(lower *w) {
     for (int j = 0; j < w->n && alone; j++) {
       const ins *J = &w->v[j];
       if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
-      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace && J->sidx < R->didx + R->count &&
-           R->didx < J->sidx + J->count) ||
-          (J->op == IR_OP_REDUCE && J->dspace == R->dspace && J->didx < R->didx + R->count &&
-           R->didx < J->didx + J->count))
+      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
+           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
+          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
+           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
         alone = 0;
     }
     if (alone) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, R, 1));
@@ -505,9 +537,9 @@ static void count_users(lower *w, int *users) {
       ins *P = &w->v[p];
       if (!(fl(P->op) & IR_F_DST) || J->msg_of == p) continue;
       int reads = ((fl(J->op) & IR_F_SRC) && J->sspace == P->dspace && J->rank == P->rank &&
-                   J->sidx < P->didx + P->count && P->didx < J->sidx + J->count) ||
-                  (J->op == IR_OP_REDUCE && J->dspace == P->dspace && J->didx < P->didx + P->count &&
-                   P->didx < J->didx + J->count);
+                   may_overlap(J->sidx, J->spat, J->count, P->didx, P->dpat, P->count)) ||
+                  (J->op == IR_OP_REDUCE && J->dspace == P->dspace &&
+                   may_overlap(J->didx, J->dpat, J->count, P->didx, P->dpat, P->count));
       if (reads) users[p]++;
     }
   }
@@ -520,7 +552,7 @@ static void count_users(lower *w, int *users) {
     for (int k = 0; k < J->npred; k++) {
       ins *P = &w->v[J->pred[k]];
       if ((fl(P->op) & IR_F_DST) && P->rank == J->rank && P->dspace == J->dspace &&
-          P->didx == J->didx && P->count == J->count && J->msg_of != J->pred[k])
+          P->didx == J->didx && P->count == J->count && same_pat(P->dpat, J->dpat) && J->msg_of != J->pred[k])
         overwritten[J->pred[k]] = 1;
     }
   }
@@ -955,6 +987,8 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     st->dstoff = I->didx + (db == IR_BUF_SCRATCH ? scr_base[drank * CC_MAX_SPACES + I->dspace] : 0);
     if (!(f & (IR_F_SRC | IR_F_COMP)) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
     st->cnt = I->count;
+    if ((f & IR_F_SRC) && I->spat.run) { st->srcrun = I->spat.run; st->srcstride = I->spat.stride; }
+    if ((f & (IR_F_DST | IR_F_SEND)) && I->dpat.run) { st->dstrun = I->dpat.run; st->dststride = I->dpat.stride; }
     if (f & IR_F_COMP) {
       memcpy(st->args, I->args, sizeof st->args);
       st->sync = (uint8_t)I->sync;

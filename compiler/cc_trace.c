@@ -3,6 +3,7 @@
 #include "cc_trace.h"
 #include "cc_frag.h"
 #include "cc_lua.h"
+#include "cc_ref.h"
 #include "cc_topo.h"
 #include "ir_geom.h"
 #include "rt_param.h"
@@ -20,8 +21,12 @@
 
 typedef struct ref {
   int rank, space, idx, count;
+  cc_pat pat;               /* chunk j is cc_pat_at(idx, pat, j) */
   int versions[];           /* version of each chunk when the ref was made */
 } ref;
+
+/* Chunk j of r. */
+static int at(const ref *r, int j) { return cc_pat_at(r->idx, r->pat, j); }
 
 static cc_trace *trace_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
@@ -166,10 +171,30 @@ static void check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, 
  * are attributed to the script line that called the module. */
 static int script_line(lua_State *L) { return cc_lua_line(L); }
 
-static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count) {
+/* Checks the chunks of pattern p from (rank, buffer, idx), `count` of
+ * them, as check_range does a range: every one inside the buffer. */
+static void check_pattern(lua_State *L, cc_trace *t, lua_Integer rank, int space, lua_Integer idx, lua_Integer count,
+                          cc_pat p) {
+  if (!p.run) { check_range(L, t, rank, space, idx, count); return; }
+  check_range(L, t, rank, space, idx, 1);
+  if (count < 1 || count > CC_MAX_INDEX)
+    luaL_error(L, "count %I out of range [1, %d]", (lua_Integer)count, CC_MAX_INDEX);
+  int64_t lo, hi;
+  cc_pat_extent(p, count, &lo, &hi);
+  int64_t size = space <= CC_SPACE_OUTPUT ? t->fixed_size[space] : CC_MAX_INDEX;
+  if (idx + lo < 0 || idx + hi >= size) {
+    char pat[64];
+    cc_pat_format(p, pat, sizeof pat);
+    luaL_error(L, "%I chunks from %s[%I]%s reach %s[%I], outside [0, %I) (%s)", (lua_Integer)count,
+               space_name(t, space), (lua_Integer)idx, pat, space_name(t, space), (lua_Integer)(idx + lo < 0 ? idx + lo : idx + hi),
+               (lua_Integer)size, space <= CC_SPACE_OUTPUT ? "the chunks a rank's buffer has" : "the chunks a buffer of a rank may have");
+  }
+}
+
+static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count, cc_pat p) {
   ref *r = lua_newuserdatauv(L, sizeof(ref) + (size_t)count * sizeof(int), 0);
-  r->rank = rank; r->space = space; r->idx = idx; r->count = count;
-  for (int i = 0; i < count; i++) r->versions[i] = loc(L, t, rank, space, idx + i)->version;
+  r->rank = rank; r->space = space; r->idx = idx; r->count = count; r->pat = p;
+  for (int i = 0; i < count; i++) r->versions[i] = loc(L, t, rank, space, at(r, i))->version;
   luaL_setmetatable(L, REF_MT);
   return r;
 }
@@ -184,11 +209,11 @@ static void check_mixed(lua_State *L, cc_trace *t, const cc_loc *l, int rank, in
 
 static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *what) {
   for (int i = 0; i < r->count; i++) {
-    cc_loc *l = loc(L, t, r->rank, r->space, r->idx + i);
+    cc_loc *l = loc(L, t, r->rank, r->space, at(r, i));
     if (l->version != r->versions[i])
       luaL_error(L, "stale reference: %s rank %d %s[%d] was written again after this reference was made; use the reference that write returned",
-                 what, r->rank, space_name(t, r->space), r->idx + i);
-    check_mixed(L, t, l, r->rank, r->space, r->idx + i);
+                 what, r->rank, space_name(t, r->space), at(r, i));
+    check_mixed(L, t, l, r->rank, r->space, at(r, i));
   }
 }
 
@@ -237,14 +262,18 @@ static void check_keys(lua_State *L, int at, const char *const *known, const cha
   }
 }
 
-/* Reads the optional options table at index `at`: ch, sendtb, recvtb. */
-static void read_opts(lua_State *L, int at, cc_op *op) {
+/* Reads the optional options table at index `at`: ch, sendtb, recvtb,
+ * and with `pattern` (a copy's) the destination's run and stride into
+ * op->dst_pat (cc_ref.h), for op->count chunks. */
+static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
   op->ch = op->sendtb = op->recvtb = -1;
   if (lua_isnoneornil(L, at)) return;
   luaL_checktype(L, at, LUA_TTABLE);
   static const char *const keys[] = {"ch", "sendtb", "recvtb"};
   static const char *const known[] = {"ch", "sendtb", "recvtb", NULL};
-  check_keys(L, at, known, "copy/reduce options", "option");
+  static const char *const known_pat[] = {"ch", "sendtb", "recvtb", "run", "stride", NULL};
+  check_keys(L, at, pattern ? known_pat : known, pattern ? "copy options" : "reduce options", "option");
+  if (pattern) cc_pat_read(L, at, op->count, "copy", &op->dst_pat);
   int *dst[] = {&op->ch, &op->sendtb, &op->recvtb};
   for (int i = 0; i < 3; i++) {
     lua_getfield(L, at, keys[i]);
@@ -507,25 +536,34 @@ static int l_collective(lua_State *L) {
   return 0;
 }
 
-/* chunk(rank, buffer, index [, count]) */
+/* chunk(rank, buffer, index [, count [, pattern]]): pattern {stride = S}
+ * or {run = M, stride = S} (cc_ref.h); index is the first chunk. */
 static int l_chunk(lua_State *L) {
   cc_trace *t = declared(L);
   lua_Integer rank64 = luaL_checkinteger(L, 1);
   const char *b = luaL_checkstring(L, 2);
   lua_Integer idx64 = luaL_checkinteger(L, 3), count64 = luaL_optinteger(L, 4, 1);
+  cc_pat p = {0, 0};
+  if (!lua_isnoneornil(L, 5)) {
+    luaL_checktype(L, 5, LUA_TTABLE);
+    static const char *const known[] = {"run", "stride", NULL};
+    check_keys(L, 5, known, "chunk", "pattern key");
+    if (count64 >= 1 && count64 <= CC_MAX_INDEX) cc_pat_read(L, 5, (int)count64, "chunk", &p);
+  }
   int space = space_arg(L, t, b);
-  check_range(L, t, rank64, space, idx64, count64);
+  check_pattern(L, t, rank64, space, idx64, count64, p);
   int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
   for (int i = 0; i < count; i++) {
-    cc_loc *l = loc(L, t, rank, space, idx + i);
-    check_mixed(L, t, l, rank, space, idx + i);
+    int c = cc_pat_at(idx, p, i);
+    cc_loc *l = loc(L, t, rank, space, c);
+    check_mixed(L, t, l, rank, space, c);
     if (!l->val.n && t->fused && space == CC_SPACE_INPUT)
       luaL_error(L, "rank %d input[%d] is not computed yet: a fused program's input holds nothing until a compute "
-                 "step (gemv) writes it", rank, idx + i);
+                 "step (gemv) writes it", rank, c);
     if (!l->val.n)
-      luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, idx + i);
+      luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, c);
   }
-  push_ref(L, t, rank, space, idx, count);
+  push_ref(L, t, rank, space, idx, count, p);
   return 1;
 }
 
@@ -692,7 +730,7 @@ static int compute_into(lua_State *L, cc_trace *t, cc_op *op, lua_Integer rank64
     l->line = op->line;
   }
   add_op(L, t, op);
-  push_ref(L, t, rank, dst, idx, count);
+  push_ref(L, t, rank, dst, idx, count, (cc_pat){0, 0});
   return 1;
 }
 
@@ -778,10 +816,12 @@ static int l_opnd_tostring(lua_State *L) {
  * after lowering, without the line).  A fused program's input is its own
  * (computed, not given): it may be written. */
 static void check_input_write(lua_State *L, const cc_trace *t, const char *what, int rank, int space, int idx,
-                              int count) {
+                              int count, cc_pat p) {
   if (t->inplace || t->fused || space != CC_SPACE_INPUT) return;
-  char range[48];
-  if (count > 1) snprintf(range, sizeof range, "%d..%d", idx, idx + count - 1);
+  char range[64];
+  int64_t lo, hi;
+  cc_pat_extent(p, count, &lo, &hi);
+  if (count > 1) snprintf(range, sizeof range, "%d..%d%s", idx + (int)lo, idx + (int)hi, p.run ? ", strided" : "");
   else snprintf(range, sizeof range, "%d", idx);
   luaL_error(L, "%s rank %d input[%s] writes the input buffer of an out-of-place collective (declared at %s:%d "
              "without inplace = true), which a call must leave unchanged; write into output or a scratch buffer, "
@@ -805,62 +845,86 @@ static void check_rooted_write(lua_State *L, const cc_trace *t, const char *what
 static void check_rooted_read(lua_State *L, cc_trace *t, const char *what, const ref *src) {
   if (ir_coll_unused(t->coll) != IR_BUF_INPUT) return;
   for (int i = 0; i < src->count; i++) {
-    const cc_loc *l = loc(L, t, src->rank, src->space, src->idx + i);
+    const cc_loc *l = loc(L, t, src->rank, src->space, at(src, i));
     for (int j = 0; j < l->val.n; j++)
       if (l->val.terms[j] >> 32)
         luaL_error(L, "%s rank %d %s[%d] reads input[%d] of rank %d, which a %s has only on the root (rank 0)",
-                   what, src->rank, space_name(t, src->space), src->idx + i, (int)(uint32_t)l->val.terms[j],
+                   what, src->rank, space_name(t, src->space), at(src, i), (int)(uint32_t)l->val.terms[j],
                    (int)(l->val.terms[j] >> 32), ir_coll_name[t->coll]);
   }
 }
 
-/* ref:copy(rank, buffer, index [, opts]) */
+/* Raises an error when an operation would read a chunk it has written
+ * already: d's chunk at position i (of count, pattern dp from di) is s's
+ * chunk at position j > i (pattern sp from si), both on one rank's buffer
+ * (their canonical names).  The same position is "onto itself". */
+static void check_overlap(lua_State *L, cc_trace *t, const char *what, int rank, int sspace, int si, cc_pat sp,
+                          int dspace, int di, cc_pat dp, int count, int srank) {
+  if (rank != srank) return;
+  int cs = sspace, cd = dspace, s0 = si, d0 = di;
+  canon(t, rank, &cs, &s0);
+  canon(t, rank, &cd, &d0);
+  if (cs != cd) return;
+  for (int i = 0; i < count; i++) {
+    int j = cc_pat_find(s0, sp, count, cc_pat_at(d0, dp, i));
+    if (j == i)
+      luaL_error(L, "%s rank %d %s[%d] %s", what, rank, space_name(t, dspace), cc_pat_at(di, dp, i),
+                 !strcmp(what, "copy of") ? "onto itself" : "with itself");
+    if (j > i)
+      luaL_error(L, "%s rank %d %s[%d]: its chunk %d is written before chunk %d reads it (source and destination "
+                 "overlap); go through a scratch buffer", what, rank, space_name(t, sspace), si, i, j);
+  }
+}
+
+/* ref:copy(rank, buffer, index [, opts]): opts ch, sendtb, recvtb, and
+ * the destination's pattern run, stride (cc_ref.h). */
 static int l_copy(lua_State *L) {
   cc_trace *t = declared(L);
   ref *src = luaL_checkudata(L, 1, REF_MT);
   lua_Integer rank64 = luaL_checkinteger(L, 2);
   const char *b = luaL_checkstring(L, 3);
   lua_Integer idx64 = luaL_checkinteger(L, 4);
+  cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
+              .src_pat = src->pat, .count = src->count, .line = script_line(L)};
+  read_opts(L, 5, &op, 1);
   int space = space_arg(L, t, b);
-  check_range(L, t, rank64, space, idx64, src->count);
+  check_pattern(L, t, rank64, space, idx64, src->count, op.dst_pat);
   int rank = (int)rank64, idx = (int)idx64;
-  cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx, .dst_rank = rank,
-              .dst_idx = idx, .count = src->count, .line = script_line(L)};
-  read_opts(L, 5, &op);
+  cc_pat dp = op.dst_pat;
+  op.dst_rank = rank;
+  op.dst_idx = idx;
   op.dst_space = space;
   check_fresh(L, t, src, "copy of");
   char topo[CC_MAX_TOPO_NAME + 64];
   if (!cc_topo_linked(&t->topo, src->rank, rank))
     luaL_error(L, "copy from rank %d to rank %d: the topology (%s) does not link them", src->rank, rank,
                cc_topo_describe(&t->topo, topo, sizeof topo));
-  for (int i = 0; i < src->count; i++) {
-    cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
-    if (d == s) luaL_error(L, "copy of rank %d %s[%d] onto itself", rank, b, idx + i);
-  }
-  check_input_write(L, t, "copy to", rank, space, idx, src->count);
+  check_overlap(L, t, "copy of", rank, src->space, src->idx, src->pat, space, idx, dp, src->count, src->rank);
+  check_input_write(L, t, "copy to", rank, space, idx, src->count, dp);
   check_rooted_write(L, t, "copy to", rank, space, idx);
   check_rooted_read(L, t, "copy of", src);
   for (int i = 0; i < src->count; i++) {
-    cc_loc *d = loc(L, t, rank, space, idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    cc_loc *d = loc(L, t, rank, space, cc_pat_at(idx, dp, i)), *s = loc(L, t, src->rank, src->space, at(src, i));
     if (!val_set(&d->val, &s->val)) cc_lua_nomem(L);
     d->version = next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
   add_op(L, t, &op);
-  push_ref(L, t, rank, space, idx, src->count);
+  push_ref(L, t, rank, space, idx, src->count, dp);
   return 1;
 }
 
-/* ref:reduce(other [, opts]): ref = ref (op) other, at ref's place. */
+/* ref:reduce(other [, opts]): ref = ref (op) other, at ref's place; chunk
+ * j of ref with chunk j of other, whatever their patterns. */
 static int l_reduce(lua_State *L) {
   cc_trace *t = declared(L);
   ref *dst = luaL_checkudata(L, 1, REF_MT);
   ref *src = luaL_checkudata(L, 2, REF_MT);
   cc_op op = {.kind = CC_REDUCE, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
-              .dst_rank = dst->rank, .dst_space = dst->space, .dst_idx = dst->idx, .count = dst->count,
-              .line = script_line(L)};
-  read_opts(L, 3, &op);
+              .src_pat = src->pat, .dst_rank = dst->rank, .dst_space = dst->space, .dst_idx = dst->idx,
+              .dst_pat = dst->pat, .count = dst->count, .line = script_line(L)};
+  read_opts(L, 3, &op, 0);
   if (src->count != dst->count)
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
   check_fresh(L, t, dst, "reduce into");
@@ -869,23 +933,21 @@ static int l_reduce(lua_State *L) {
   if (!cc_topo_linked(&t->topo, src->rank, dst->rank))
     luaL_error(L, "reduce from rank %d into rank %d: the topology (%s) does not link them", src->rank, dst->rank,
                cc_topo_describe(&t->topo, topo, sizeof topo));
-  for (int i = 0; i < dst->count; i++) {
-    cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
-    if (d == s) luaL_error(L, "reduce of rank %d %s[%d] with itself", dst->rank, space_name(t, dst->space), dst->idx + i);
-  }
-  check_input_write(L, t, "reduce into", dst->rank, dst->space, dst->idx, dst->count);
+  check_overlap(L, t, "reduce of", dst->rank, src->space, src->idx, src->pat, dst->space, dst->idx, dst->pat,
+                dst->count, src->rank);
+  check_input_write(L, t, "reduce into", dst->rank, dst->space, dst->idx, dst->count, dst->pat);
   check_rooted_write(L, t, "reduce into", dst->rank, dst->space, dst->idx);
   check_rooted_read(L, t, "reduce of", src);
   check_rooted_read(L, t, "reduce into", dst);
   for (int i = 0; i < dst->count; i++) {
-    cc_loc *d = loc(L, t, dst->rank, dst->space, dst->idx + i), *s = loc(L, t, src->rank, src->space, src->idx + i);
+    cc_loc *d = loc(L, t, dst->rank, dst->space, at(dst, i)), *s = loc(L, t, src->rank, src->space, at(src, i));
     if (!val_merge(&d->val, &s->val)) cc_lua_nomem(L);
     d->version = next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
   add_op(L, t, &op);
-  push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count);
+  push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count, dst->pat);
   return 1;
 }
 
@@ -945,7 +1007,9 @@ static int l_ref_index(lua_State *L) {
 static int l_ref_tostring(lua_State *L) {
   cc_trace *t = trace_of(L);
   ref *r = luaL_checkudata(L, 1, REF_MT);
-  lua_pushfstring(L, "chunk(%d, %s, %d, %d)", r->rank, space_name(t, r->space), r->idx, r->count);
+  char pat[64];
+  cc_pat_format(r->pat, pat, sizeof pat);
+  lua_pushfstring(L, "chunk(%d, %s, %d, %d%s)", r->rank, space_name(t, r->space), r->idx, r->count, pat);
   return 1;
 }
 

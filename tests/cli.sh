@@ -70,10 +70,19 @@ check "the compiled alternating rings verify (all types, uneven count, 2 slots)"
   "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
 # Instances keep an instance's share of a multi-chunk message in one step:
 # Bruck's rounds send 4 blocks per rank, so 2 instances make 2 x 24 sends.
-check "compile Bruck with 2 instances (8 ranks)" 0 "alltoall on 8 ranks, 112 thread blocks, 416 steps" \
+check "compile Bruck with 2 instances (8 ranks)" 0 "alltoall on 8 ranks, 112 thread blocks, 404 steps" \
   "$baton" compile "$root/algorithms/alltoall_bruck.lua" --param ranks=8 --param instances=2 -o "$tmp/bruck2.xml"
 check_exact "... each instance sends each round's 4 blocks as one message (48 sends)" 0 "48" \
   grep -c 'type="s" .*cnt="4"' "$tmp/bruck2.xml"
+# Its messages are strided (runs of 2^i blocks 2^(i+1) apart) and it packs
+# nothing: the sends of the first two rounds land strided in the receiver's
+# work buffer, and it has fewer steps than the packing version's 208.
+check_exact "... the sends of rounds 1 and 2 carry the receiver's pattern (32 sends)" 0 "32" \
+  grep -c 'type="s" [^>]*dstrun=' "$tmp/bruck2.xml"
+check "compile Bruck (8 ranks): 153 steps, strided" 0 "alltoall on 8 ranks, 56 thread blocks, 153 steps" \
+  "$baton" compile "$root/algorithms/alltoall_bruck.lua" --param ranks=8 -o "$tmp/bruck1.xml"
+check_exact "... its strided steps (srcrun or dstrun): rounds, and the reversed copies out" 0 "48" \
+  grep -c 'srcrun=\|dstrun=' "$tmp/bruck1.xml"
 check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \
   "exchange_2r.xml:10: rank 0 tb 0 step 1: deadlock with 1 FIFO slot per connection" "$baton" verify --slots 1 "$root/tests/exchange_2r.xml"
 check "... and BATON_EXEC_SLOTS=1 means the same" 1 "deadlock with 1 FIFO slot per connection" \
@@ -132,7 +141,7 @@ check "an unknown collective{} field is an error naming it and the script line" 
   "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks" "$baton" compile -q "$tmp/typo.lua" -o "$tmp/typo.xml"
 printf 'collective{kind="allreduce", ranks=2}\nfor r = 0, 1 do chunk(r, "input", 0):copy((r + 1) %% 2, "scratch", 0, {chanel = 1}) end\n' > "$tmp/typo2.lua"
 check "an unknown copy option is an error naming it and the script line" 1 \
-  "typo2.lua:2: copy/reduce options: unknown option 'chanel' (it takes ch, sendtb, recvtb)" \
+  "typo2.lua:2: copy options: unknown option 'chanel' (it takes ch, sendtb, recvtb, run, stride)" \
   "$baton" compile -q "$tmp/typo2.lua" -o "$tmp/typo2.xml"
 check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
 # A compiled custom collective carries its postcondition (expect=) in the IR.

@@ -527,7 +527,7 @@ static void test_instances(void) {
                     "  chunk(q, 'tmp', q):copy(q, 'output', r)\n"
                     "end\n", "alltoall through scratch, 2 instances", 0, 1);
   ok(steps_of(p, IR_OP_SEND, 1) == 8 && steps_of(p, IR_OP_SEND, 2) == 0,
-     "a message over two blocks of the input is one step per block and instance");
+     "a message over two blocks of the input is one step per block and instance (no pattern: consecutive steps)");
   ir_prog_free(p);
   p = compiles_keep("collective{kind='allgather', ranks=2, chunks=4, inplace=true}\n"
                     "parallelize(2, function(i)\n"
@@ -642,8 +642,8 @@ static void test_fused(void) {
      "and sends its own sum as before");
   ir_prog_free(p);
   lower_fails(GEMV2("{zerocopy = true}"),
-              "t.lua:4: gemv with zerocopy: the chunks it computes on rank 0 must be sent once, whole, to one peer, and "
-              "not read or kept on rank 0", "zerocopy of a chunk kept on its rank");
+              "t.lua:4: gemv with zerocopy: the chunks it computes on rank 0 must be sent once, whole, to one peer "
+              "(into consecutive chunks there), and not read or kept on rank 0", "zerocopy of a chunk kept on its rank");
 }
 
 
@@ -904,6 +904,96 @@ static void test_inplace_names(void) {
   ir_prog_free(p);
 }
 
+/* The number of steps of p with a source (src) or destination pattern
+ * run, stride. */
+static int patterned(const ir_prog *p, int src, int run, int stride) {
+  int n = 0;
+  for (int r = 0; p && r < p->ngpus; r++)
+    for (int tb = 0; tb < p->gpus[r].ntbs; tb++)
+      for (int s = 0; s < p->gpus[r].tbs[tb].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[tb].steps[s];
+        n += src ? st->srcrun == run && st->srcstride == stride : st->dstrun == run && st->dststride == stride;
+      }
+  return n;
+}
+
+#define REV2 "collective{kind='custom', ranks=2, chunks=4, inplace=false, expect='o[r][c]=i[1-r][3-c]'}\n"
+#define SWAP8 "collective{kind='custom', ranks=2, chunks=8, inplace=false, expect='o[r][c]=i[1-r][c]'}\n"
+
+/* Strided references: chunk()'s pattern, copy's destination pattern, the
+ * steps they lower to, and every error with its line. */
+static void test_strided(void) {
+  ir_prog *p = compiles_keep(REV2 "for r = 0, 1 do chunk(r, 'input', 3, 4, {stride = -1}):copy(1 - r, 'output', 0) end\n",
+                             "a reversed copy", 4, 1);
+  ok(patterned(p, 1, 1, -1) == 2 && patterned(p, 0, 1, -1) == 0,
+     "a reversed range is one send per rank, its source backwards (srcrun 1, srcstride -1)");
+  ir_prog_free(p);
+  p = compiles_keep(REV2 "for r = 0, 1 do chunk(r, 'input', 0, 4):copy(1 - r, 'output', 3, {stride = -1}) end\n",
+                    "a reversed destination", 4, 1);
+  ok(patterned(p, 0, 1, -1) == 4, "the send and its receive both carry the receiver's pattern (dstrun 1, dststride -1)");
+  ir_prog_free(p);
+  p = compiles_keep(SWAP8 "for r = 0, 1 do\n"
+                    "  chunk(r, 'input', 0, 4, {stride = 2}):copy(1 - r, 'output', 0, {stride = 2})\n"
+                    "  chunk(r, 'input', 1, 4, {stride = 2}):copy(r, 'tmp', 0)\n"
+                    "  chunk(r, 'tmp', 0, 4):copy(1 - r, 'output', 1, {stride = 2})\n"
+                    "end\n", "every other chunk, strided and through scratch", 0, 1);
+  ok(patterned(p, 1, 1, 2) == 4 && patterned(p, 0, 1, 2) == 8, "every other chunk: runs of 1, 2 apart, at each end");
+  ir_prog_free(p);
+  p = compiles_keep(SWAP8 "for r = 0, 1 do\n"
+                    "  chunk(r, 'input', 0, 4, {run = 2, stride = 4}):copy(1 - r, 'output', 0, {run = 2, stride = 4})\n"
+                    "  chunk(r, 'input', 6, 4, {run = 2, stride = -4}):copy(1 - r, 'output', 6, {run = 2, stride = -4})\n"
+                    "end\n", "runs of 2, forwards and backwards", 8, 1);
+  ok(patterned(p, 1, 2, 4) == 2 && patterned(p, 1, 2, -4) == 2 && patterned(p, 0, 2, 4) == 4 && patterned(p, 0, 2, -4) == 4,
+     "runs of 2 chunks, 4 apart (negative: the later runs first), one message each");
+  ir_prog_free(p);
+  compiles("collective{kind='allreduce', ranks=2, chunks=4, inplace=true}\n"
+           "for r = 0, 1 do chunk(r, 'input', r, 2, {stride = 2}):reduce(chunk(1 - r, 'input', r, 2, {stride = 2})) end\n"
+           "for r = 0, 1 do chunk(r, 'input', r, 2, {stride = 2}):copy(1 - r, 'input', r, {stride = 2}) end\n",
+           "an allreduce of strided halves (reduce pairs chunk j with chunk j)", 0);
+  fails("collective{kind='allreduce', ranks=2, chunks=2, inplace=true}\n"
+        "local x = chunk(0, 'input', 0, 2):reduce(chunk(1, 'input', 1, 2, {stride = -1}))\n",
+        "postcondition of allreduce fails: rank 0 output[0] holds input[0] of rank 0 + input[1] of rank 1",
+        "a reduce of a reversed reference (chunk 0 with the other's chunk 1)");
+  ok(trace(REV2 "print(tostring(chunk(0, 'input', 3, 4, {stride = -1})), tostring(chunk(0, 'input', 0, 4, {run = 2, stride = 2})))\n"
+           "error(tostring(chunk(0, 'input', 0, 2, {run = 1, stride = 3})) .. ' ' .. tostring(chunk(1, 'input', 0, 2, {run = 2, stride = -2})))\n", NULL)
+     == BT_ERR_INVALID, "tostring of references");
+  ok_contains(msg, "t.lua:3: chunk(0, input, 0, 2, {stride = 3}) chunk(1, input, 0, 2)",
+              "a reference prints its pattern (one whole run prints none)");
+  fails(REV2 "chunk(0, 'input', 0, 2, {stride = 0})\n", "t.lua:2: chunk: a pattern needs a stride other than 0", "stride 0");
+  fails(REV2 "chunk(0, 'input', 0, 4, {run = 2})\n", "t.lua:2: chunk: a pattern needs a stride other than 0", "a run without a stride");
+  fails(REV2 "chunk(0, 'input', 0, 4, {run = 3, stride = 2})\n",
+        "t.lua:2: chunk: pattern {run = 3, stride = 2} overlaps itself: runs of 3 chunks need |stride| >= 3", "|stride| < run");
+  fails(REV2 "chunk(0, 'input', 0, 4, {run = 0, stride = 2})\n", "t.lua:2: chunk: pattern run=0 out of range [1, 2097152]",
+        "run 0");
+  fails(REV2 "chunk(0, 'input', 0, 2, {stride = 1.5})\n", "t.lua:2: chunk: pattern stride must be an integer, not 1.5",
+        "a stride that is not an integer");
+  fails(REV2 "chunk(0, 'input', 0, 2, {run = 'a', stride = 2})\n", "t.lua:2: chunk: pattern run must be an integer, not string",
+        "a run that is not an integer");
+  fails(REV2 "chunk(0, 'input', 0, 2, {strid = 2})\n", "t.lua:2: chunk: unknown pattern key 'strid' (it takes run, stride)",
+        "a misspelt pattern key");
+  fails(REV2 "chunk(0, 'input', 1, 2, {stride = -2})\n",
+        "t.lua:2: 2 chunks from input[1], {stride = -2} reach input[-1], outside [0, 4)", "a pattern below the buffer");
+  fails(REV2 "chunk(0, 'input', 0, 3, {stride = 2})\n",
+        "t.lua:2: 3 chunks from input[0], {stride = 2} reach input[4], outside [0, 4)", "a pattern past the buffer");
+  fails(REV2 "chunk(0, 'input', 0, 2):copy(1, 'output', 0, {stride = 0})\n",
+        "t.lua:2: copy: a pattern needs a stride other than 0", "a copy's stride 0");
+  fails(REV2 "chunk(0, 'input', 0, 2):copy(1, 'output', 0, {run = 1, stride = 4})\n",
+        "t.lua:2: 2 chunks from output[0], {stride = 4} reach output[4], outside [0, 4)", "a copy's pattern past the buffer");
+  fails(REV2 "chunk(0, 'input', 0, 2):reduce(chunk(1, 'input', 0, 2), {stride = 2})\n",
+        "t.lua:2: reduce options: unknown option 'stride' (it takes ch, sendtb, recvtb)", "a pattern on reduce");
+  fails(REV2 "chunk(0, 'input', 0, 2):copy(0, 'tmp', 0)\nchunk(0, 'tmp', 0, 2):copy(0, 'tmp', 1, {stride = -1})\n",
+        "t.lua:3: copy of rank 0 tmp[0]: its chunk 0 is written before chunk 1 reads it", "overlapping source and destination");
+  fails(REV2 "chunk(0, 'input', 0, 3):copy(0, 'tmp', 0)\nchunk(0, 'tmp', 0, 2):copy(0, 'tmp', 2, {stride = -1})\n",
+        "t.lua:3: copy of rank 0 tmp[1] onto itself", "a reversed copy onto itself");
+  fails("collective{kind='custom', ranks=2, chunks=4, inplace=false, expect='o[r][c]=i[r][c]'}\n"
+        "chunk(1, 'input', 0, 2):copy(0, 'input', 3, {stride = -2})\n",
+        "t.lua:2: copy to rank 0 input[1..3, strided] writes the input buffer of an out-of-place collective",
+        "a strided write into the input");
+  fails(REV2 "chunk(0, 'input', 0, 4):copy(0, 'tmp', 0)\nlocal a = chunk(0, 'tmp', 0, 2, {stride = 2})\n"
+        "chunk(1, 'input', 1):copy(0, 'tmp', 2)\na:copy(1, 'output', 0)\n",
+        "t.lua:5: stale reference: copy of rank 0 tmp[2] was written again", "a stale strided reference (its second chunk)");
+}
+
 int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "64", 1);
   setenv("BATON_LUA_MAX_INSTRUCTIONS", "20000000", 1);
@@ -915,6 +1005,7 @@ int main(void) {
   test_cycle_prov();
   test_parallelize();
   test_instances();
+  test_strided();
   test_modules();
   test_custom();
   test_rooted();
