@@ -469,7 +469,7 @@ static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, in
   if (ge) e = ge;
   for (int r = lo; r < hi; r++) {
     cudaSetDevice(dev_of(r));
-    cudaMemcpyAsync(h, dout[r].p, (size_t)no * 4, cudaMemcpyDeviceToHost, streams[r]);
+    cudaMemcpyAsync(h, dout[r].p, big, cudaMemcpyDeviceToHost, streams[r]);   /* in place: both buffers */
     if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return baton_cuda_error;
     int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
     const float *out = h + (one ? out_at : 0);
@@ -483,6 +483,8 @@ static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, in
       }
       continue;
     }
+    int64_t bad = 0, first = -1;
+    float got0 = 0, want0 = 0;
     for (int64_t i = 0; i < nout; i++) {
       float want;
       if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
@@ -492,8 +494,13 @@ static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, in
         want = 0;
         for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
       }
-      *wrong += out[i] != want;
+      if (out[i] != want && !bad++) { first = i; got0 = out[i]; want0 = want; }
     }
+    if (bad)
+      diag("%s root %d %s count %lld: rank %d has %lld wrong, the first at %lld: %g, expected %g", ir_coll_name[coll],
+           root, inplace ? "in place" : "out of place", (long long)count, r, (long long)bad, (long long)first,
+           got0, want0);
+    *wrong += bad;
   }
   return e;
 }
