@@ -31,8 +31,7 @@ RANKS=2,3,4,5,8,16,32,64
 # The rank counts the every-rank scripts take in the cross product: $RANKS
 # in the sample (every_rank() adds the others), 2-64 with `all`.
 WIDE=$RANKS
-EVERY_RANK="allreduce_tree.lua allgather_rd.lua broadcast_chain.lua broadcast_tree.lua reduce_chain.lua reduce_tree.lua
-            gather_direct.lua scatter_direct.lua"
+EVERY_RANK="allreduce_tree.lua allgather_rd.lua broadcast_chain.lua broadcast_tree.lua reduce_chain.lua reduce_tree.lua"
 SHAPES=1x4,2x2,2x3,2x4,2x5,2x8,3x2,3x3,3x4,4x2,4x4,4x8,8x4,8x8
 PROTOCOLS=(Simple LL LL128)
 
@@ -69,6 +68,12 @@ combos() {
   for s in $EVERY_RANK; do product "$s" ranks=$WIDE chunks=1,2,3 instances=1,2,3,4; done
   for s in broadcast_chain broadcast_tree reduce_chain reduce_tree; do
     product "$s.lua" ranks=$RANKS chunks=1,3 inplace=1 instances=1,2
+  done
+  # The direct gather and scatter: the root has a thread block per peer and
+  # instance, so 32 and 64 ranks take one instance (more is refused: 108 a rank).
+  for s in gather_direct scatter_direct; do
+    product "$s.lua" ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
+    product "$s.lua" ranks=32,64 chunks=1,2,3 instances=1
   done
 }
 
