@@ -305,6 +305,10 @@ check "bench --dry-run: a broadcast names its root" 0 "broadcast on 4 ranks, roo
   "$baton" bench -C broadcast -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench --dry-run: a broadcast's count is bytes / type size, busbw factor 1" 0 \
   "        4096         1024         1024         1024         1.0000" "$baton" bench -C broadcast -g 4 -b 1K -e 4K -f 2 --dry-run
+check "bench --dry-run: a gather names its root" 0 "gather on 4 ranks, root 3, f32, out of place, 3 sizes" \
+  "$baton" bench -C gather -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
+check "bench --dry-run: a gather's count is a rank's block, busbw factor (n-1)/n" 0 \
+  "        4096          256          256         1024         0.7500" "$baton" bench -C gather -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench: a root past the ranks" 2 "-r 4 is not a rank: the root is one of 0..3 (4 ranks)" \
   "$baton" bench -C reduce -r 4 -g 4 --dry-run
 check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob

@@ -57,7 +57,8 @@ static void test_options(void) {
     {"-I all", "bad value 'all' for -I"},
     {"-I both -P -g 2", "-I both needs one process (not -P)"},
     {"-d f8", "bad value 'f8' for -d"},
-    {"-C gather", "bad value 'gather' for -C"},
+    {"-C gatherv", "bad value 'gatherv' for -C"},
+    {"-C scatter -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
     {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
     {"-f 2 -i 4", "not both"},
     {"-R 65", "bad value '65' for -R"},
@@ -82,6 +83,10 @@ static void test_options(void) {
          o.root == 1 && parse(&o, "-C reduce -r2", err, sizeof err) == 0 && o.root == 2 &&
          parse(&o, "-C broadcast", err, sizeof err) == 0 && o.root == 0,
      "-C broadcast / reduce, -r N, --root=N, -r2; the root defaults to 0");
+  ok(parse(&o, "-C gather -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_GATHER && o.root == 3 && !err[0] &&
+         parse(&o, "--collective=scatter --root=1 -g 2 -P", err, sizeof err) == 0 && o.coll == BENCH_SCATTER &&
+         o.root == 1 && !err[0],
+     "-C gather, -C scatter: rooted, -r N without a note");
   parse(&o, "-C reduce -r 5", err, sizeof err);
   bench_test_io rio;
   bench_test_open(&rio, err, sizeof err, NULL, 0);
@@ -112,9 +117,10 @@ static void test_options(void) {
   bench_test_close(&io, 0);
   ok(hrc == 1 && strstr(help, "-c, --check N") && strstr(help, "2 or both: every size out of place, then in"),
      "--help names -c N and -I both");
-  ok(strstr(help, "allreduce (default), allgather, reducescatter, alltoall,\n                        broadcast, reduce\n") &&
-         strstr(help, "-r, --root N          the root rank of broadcast and reduce, 0..ranks-1"),
-     "--help names broadcast, reduce and -r");
+  ok(strstr(help, "allreduce (default), allgather, reducescatter, alltoall,\n"
+                   "                        broadcast, reduce, gather, scatter\n") &&
+         strstr(help, "-r, --root N          the root rank of broadcast, reduce, gather and scatter,\n"),
+     "--help names broadcast, reduce, gather, scatter and -r");
   ok(strstr(help, "sum (default), prod, max, min, avg; all: each of them") &&
          strstr(help, "(or nccl-tests' float, half, bfloat16, int32, ...); all:") &&
          strstr(help, "type outer, op inner"), "--help names -d all and -o all and their order");
@@ -237,6 +243,15 @@ static void test_geometry(void) {
   bench_geometry(BENCH_ALLTOALL, 1000, 2, 4, &g);
   ok(g.count == 120 && g.send_elems == 480 && g.recv_elems == 480 && g.bytes == 960,
      "alltoall 1000 B f16 on 4: 125 per peer rounds down to 120, size column 960");
+  bench_geometry(BENCH_GATHER, 1000, 4, 8, &g);
+  ok(g.count == 28 && g.send_elems == 28 && g.recv_elems == 224 && g.send_inplace == 28 && !g.recv_inplace &&
+         g.blocks == 8 && g.bytes == 896,
+     "gather 1000 B f32 on 8: 31 per rank rounds down to 28, the root's 224 a block per rank, in place at rank*28, "
+     "size column 896");
+  bench_geometry(BENCH_SCATTER, 4096, 2, 4, &g);
+  ok(g.count == 512 && g.send_elems == 2048 && g.recv_elems == 512 && !g.send_inplace && g.recv_inplace == 512 &&
+         g.blocks == 1 && g.bytes == 4096,
+     "scatter 4096 B f16 on 4: 512 received, the root's 2048 sent, in place at rank*512, size column 4096");
   for (int c = BENCH_BROADCAST; c <= BENCH_REDUCE; c++) {
     bench_geometry((bench_coll)c, 1001, 4, 8, &g);
     ok(g.count == 250 && g.send_elems == 250 && g.recv_elems == 250 && !g.send_inplace && !g.recv_inplace &&
@@ -248,11 +263,13 @@ static void test_geometry(void) {
   bench_geometry(BENCH_ALLREDUCE, 1000000000, 4, 8, &g);
   bench_bw(BENCH_ALLREDUCE, &g, 8, 0.5, &a, &b);
   ok(fabs(a - 2.0) < 1e-12 && fabs(b - 3.5) < 1e-12, "allreduce busbw = algbw * 2(n-1)/n (8 ranks: 2 -> 3.5 GB/s)");
-  for (int c = BENCH_ALLGATHER; c <= BENCH_ALLTOALL; c++) {
-    bench_geometry((bench_coll)c, 1 << 20, 4, 4, &g);
-    bench_bw((bench_coll)c, &g, 4, 1e-3, &a, &b);
+  static const bench_coll shared[] = {BENCH_ALLGATHER, BENCH_REDUCESCATTER, BENCH_ALLTOALL, BENCH_GATHER,
+                                      BENCH_SCATTER};
+  for (size_t k = 0; k < sizeof shared / sizeof shared[0]; k++) {
+    bench_geometry(shared[k], 1 << 20, 4, 4, &g);
+    bench_bw(shared[k], &g, 4, 1e-3, &a, &b);
     ok(fabs(a - 1.048576) < 1e-9 && fabs(b - a * 0.75) < 1e-12, "%s busbw = algbw * (n-1)/n (4 ranks)",
-       bench_coll_name[c]);
+       bench_coll_name[shared[k]]);
   }
   for (int c = BENCH_BROADCAST; c <= BENCH_REDUCE; c++) {
     double a8, b8;
@@ -266,7 +283,7 @@ static void test_geometry(void) {
 }
 
 /* The naive reference: every rank's full input, the collective's
- * definition element by element (a reduce's on its root). */
+ * definition element by element (a reduce's and a gather's on its root). */
 static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, int root, const bench_geom *g, void *out) {
   int es = ip_dtype_size[t];
   char **in = calloc((size_t)n, sizeof *in);
@@ -275,8 +292,9 @@ static void naive(bench_coll c, ip_redop op, ip_dtype t, int n, int rank, int ro
     bench_fill(c, op, t, q, g->send_elems, in[q]);
   }
   int64_t cnt = g->count;
-  if (c == BENCH_BROADCAST) {
-    memcpy(out, in[root], (size_t)(cnt * es));
+  if (c == BENCH_BROADCAST || c == BENCH_SCATTER) {
+    int64_t off = c == BENCH_SCATTER ? rank * cnt : 0;
+    memcpy(out, in[root] + off * es, (size_t)(cnt * es));
   } else if (c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER || c == BENCH_REDUCE) {
     int64_t off = c == BENCH_REDUCESCATTER ? rank * cnt : 0;
     memcpy(out, in[0] + off * es, (size_t)(cnt * es));
@@ -338,8 +356,66 @@ static void test_check_rooted(void) {
   free(buf);
 }
 
+/* Gather and scatter, f32 on 4 ranks, root 2: a gather's root holds a
+ * block per rank (a wrong element or two ranks' blocks swapped are
+ * caught); off its root the receive buffer must be left as it was, byte
+ * for byte: out of place the poison, in place the poison around the
+ * rank's own input in its block.  A scatter's rank holds its own block of
+ * the root's input, not another rank's block nor another root's. */
+static void test_check_gather_scatter(void) {
+  int n = 4, es = 4;
+  bench_geom g;
+  bench_geometry(BENCH_GATHER, 4 * (2 * 1021 + 6) * es, es, n, &g);   /* count 2048: not a multiple of the period */
+  float *buf = malloc((size_t)g.recv_elems * es), *tmp = malloc((size_t)g.count * es);
+  int64_t first;
+  bench_opts o = check_opts(BENCH_GATHER, IP_OP_SUM, IP_F32, 2, BENCH_OUT_OF_PLACE);
+  naive(BENCH_GATHER, IP_OP_SUM, IP_F32, n, 2, 2, &g, buf);
+  int64_t right = bench_check(&o, n, 2, &g, buf, NULL);
+  buf[g.count + 5] += 1;
+  int64_t one = bench_check(&o, n, 2, &g, buf, &first);
+  ok(right == 0 && one == 1 && first == g.count + 5,
+     "gather to root 2: the root's blocks pass, one wrong element in block 1 is caught (at %lld)", (long long)first);
+  naive(BENCH_GATHER, IP_OP_SUM, IP_F32, n, 2, 2, &g, buf);
+  memcpy(tmp, buf, (size_t)g.count * es);
+  memcpy(buf, buf + 3 * g.count, (size_t)g.count * es);
+  memcpy(buf + 3 * g.count, tmp, (size_t)g.count * es);
+  int64_t swapped = bench_check(&o, n, 2, &g, buf, NULL);
+  ok(swapped > g.count, "gather: ranks 0 and 3's blocks swapped at the root: %lld wrong", (long long)swapped);
+  ok(bench_check(&o, n, 0, &g, buf, NULL) == g.recv_elems, "gather: the gathered blocks written off the root (rank 0) "
+     "are every element wrong");
+  memset(buf, BENCH_POISON, (size_t)g.recv_elems * es);
+  int64_t untouched = bench_check(&o, n, 0, &g, buf, NULL);
+  buf[3 * g.count + 9] = 0;
+  one = bench_check(&o, n, 0, &g, buf, &first);
+  ok(untouched == 0 && one == 1 && first == 3 * g.count + 9,
+     "gather off the root, out of place, rank 0: the poison left alone passes, one element written is wrong (at %lld)",
+     (long long)first);
+  o.inplace = BENCH_IN_PLACE;
+  memset(buf, BENCH_POISON, (size_t)g.recv_elems * es);
+  bench_fill(BENCH_GATHER, IP_OP_SUM, IP_F32, 1, g.count, buf + g.count);
+  untouched = bench_check(&o, n, 1, &g, buf, NULL);
+  buf[0] = 0;
+  one = bench_check(&o, n, 1, &g, buf, &first);
+  memset(buf + g.count, BENCH_POISON, (size_t)g.count * es);
+  ok(untouched == 0 && one == 1 && first == 0 && bench_check(&o, n, 1, &g, buf, NULL) == g.count + 1,
+     "gather off the root, in place, rank 1: its input in block 1 and the poison around it pass, a write to block 0 "
+     "is wrong, its own block poisoned is wrong");
+  bench_geometry(BENCH_SCATTER, 4 * (2 * 1021 + 6) * es, es, n, &g);
+  o = check_opts(BENCH_SCATTER, IP_OP_SUM, IP_F32, 2, BENCH_OUT_OF_PLACE);
+  naive(BENCH_SCATTER, IP_OP_SUM, IP_F32, n, 1, 2, &g, buf);
+  right = bench_check(&o, n, 1, &g, buf, NULL);
+  int64_t other_rank = bench_check(&o, n, 3, &g, buf, NULL);
+  naive(BENCH_SCATTER, IP_OP_SUM, IP_F32, n, 1, 0, &g, buf);
+  int64_t other_root = bench_check(&o, n, 1, &g, buf, NULL);
+  ok(right == 0 && other_rank == g.count && other_root == g.count,
+     "scatter from root 2: rank 1's block passes on rank 1, not on rank 3 (%lld wrong); root 0's block is wrong "
+     "(%lld)", (long long)other_rank, (long long)other_root);
+  free(buf);
+  free(tmp);
+}
+
 static void test_check(void) {
-  /* Checked on the last rank; a reduce's on its root. */
+  /* Checked on the last rank; a reduce's and a gather's on its root. */
   static const struct { bench_coll c; ip_redop op; ip_dtype t; int n, root; } cases[] = {
     {BENCH_ALLREDUCE, IP_OP_SUM, IP_F32, 8, 0}, {BENCH_ALLREDUCE, IP_OP_PROD, IP_I8, 8, 0},
     {BENCH_ALLREDUCE, IP_OP_AVG, IP_BF16, 3, 0}, {BENCH_ALLREDUCE, IP_OP_MIN, IP_U64, 4, 0},
@@ -348,6 +424,8 @@ static void test_check(void) {
     {BENCH_BROADCAST, IP_OP_SUM, IP_F16, 4, 1}, {BENCH_BROADCAST, IP_OP_SUM, IP_U8, 8, 7},
     {BENCH_REDUCE, IP_OP_SUM, IP_F32, 8, 3}, {BENCH_REDUCE, IP_OP_PROD, IP_I8, 5, 0},
     {BENCH_REDUCE, IP_OP_AVG, IP_BF16, 3, 2}, {BENCH_REDUCE, IP_OP_MAX, IP_U32, 4, 1},
+    {BENCH_GATHER, IP_OP_SUM, IP_F32, 4, 2}, {BENCH_GATHER, IP_OP_SUM, IP_U8, 8, 0},
+    {BENCH_SCATTER, IP_OP_SUM, IP_F16, 4, 1}, {BENCH_SCATTER, IP_OP_SUM, IP_I64, 8, 7},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     bench_coll c = cases[k].c;
@@ -357,7 +435,7 @@ static void test_check(void) {
     bench_geom g;
     bench_geometry(c, 3 * 1021 * 16 + 400, es, n, &g);   /* not a multiple of the pattern's period */
     char *out = malloc((size_t)(g.recv_elems * es + 1));
-    int rank = c == BENCH_REDUCE ? root : n - 1;
+    int rank = c == BENCH_REDUCE || c == BENCH_GATHER ? root : n - 1;
     naive(c, cases[k].op, t, n, rank, root, &g, out);
     int64_t first;
     int64_t w0 = bench_check(&o, n, rank, &g, out, &first);
@@ -619,9 +697,10 @@ static bench_row *add_row(bench_table *t, int64_t bytes, ip_dtype ty, ip_redop o
   return r;
 }
 
-/* Broadcast and reduce: the header names the root, busbw = algbw, a
- * broadcast's redop is none and a reduce's its op, in text, CSV and
- * JSON ("root"; null for a collective without one). */
+/* Broadcast, reduce and gather: the header names the root, busbw = algbw
+ * (a gather's * (n-1)/n), a broadcast's and a gather's redop is none and
+ * a reduce's its op, in text, CSV and JSON ("root"; null for a
+ * collective without one). */
 static void test_output_rooted(void) {
   bench_opts o;
   char err[400], text[4096];
@@ -657,6 +736,21 @@ static void test_output_rooted(void) {
   fclose(f);
   ok_contains(text, "# baton bench: reduce, root 1, 4 ranks (one process), f32 max, out of place,",
               "text: a reduce's title names its root and op");
+  bench_table_free(&t);
+  parse(&o, "-C gather -r 3 -g 4 -b 1K -e 1K", err, sizeof err);
+  bench_table_init(&t, &o, 4);
+  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
+  bench_row *gr = add_row(&t, 1024, IP_F32, IP_OP_SUM, 0, 20, 10);
+  gr->count = 64;
+  snprintf(gr->algorithm, sizeof gr->algorithm, "gather_direct");
+  f = fmemopen(text, sizeof text, "w");
+  bench_print_header(f, &t);
+  bench_print_row(f, &t, gr);
+  fclose(f);
+  ok_contains(text, "# baton bench: gather, root 3, 4 ranks (one process), f32 none, out of place,",
+              "text: a gather's title names its root, redop none");
+  ok_contains(text, "        1024           64   f32   none       20.00    0.05    0.04       0       10.00    0.10    0.08"
+                    "       0    2.00  gather_direct\n", "text: a gather's busbw = algbw * 3/4");
   bench_table_free(&t);
   parse(&o, "-C allgather -r 1 -g 4", err, sizeof err);
   bench_table_init(&t, &o, 4);
@@ -878,6 +972,7 @@ int main(int argc, char **argv) {
   test_geometry();
   test_check();
   test_check_rooted();
+  test_check_gather_scatter();
   test_output(argv[1]);
   test_output_both(argv[1]);
   test_output_combos(argv[1]);

@@ -12,7 +12,7 @@
 
 typedef enum bench_coll {
   BENCH_ALLREDUCE, BENCH_ALLGATHER, BENCH_REDUCESCATTER, BENCH_ALLTOALL, BENCH_BROADCAST, BENCH_REDUCE,
-  BENCH_COLL_COUNT
+  BENCH_GATHER, BENCH_SCATTER, BENCH_COLL_COUNT
 } bench_coll;
 extern const char *const bench_coll_name[BENCH_COLL_COUNT];
 
@@ -41,7 +41,7 @@ typedef struct bench_opts {
   int check;            /* -c N: check count; each size is checked N times per library (0: never) */
   int inplace;          /* -I: BENCH_OUT_OF_PLACE, BENCH_IN_PLACE or BENCH_BOTH_PLACES */
   bench_coll coll;      /* -C */
-  int root;             /* -r: the root rank of broadcast and reduce (0; the others ignore it) */
+  int root;             /* -r: the root rank of the rooted collectives (0; the others ignore it) */
   ip_dtype dtype;       /* -d; with all_types the first type (each combination runs on a bench_opts_combo copy) */
   ip_redop op;          /* -o; with all_ops the first op, sum */
   int all_types;        /* -d all: every type, in ip_dtype's order (the help's list) */
@@ -67,7 +67,8 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err);
  * reducescatter, reduce), else 0: their redop column says "none". */
 int bench_reduces(bench_coll c);
 
-/* 1 for the collectives with a root (broadcast, reduce), else 0. */
+/* 1 for the collectives with a root (broadcast, reduce, gather,
+ * scatter), else 0. */
 int bench_rooted(bench_coll c);
 
 /* o's root against the run's rank count, for a rooted collective: 0 when
@@ -105,23 +106,25 @@ int bench_parse_size(const char *s, int64_t *bytes);
 int bench_sizes(const bench_opts *o, int64_t *sizes, int max);
 
 /* One size's buffers for nranks ranks, as nccl-tests sets them up:
- * count = bytes / type size, then per collective (allgather,
- * reducescatter and alltoall round the per-rank count down to a multiple
- * of 16 bytes; allreduce, broadcast and reduce take count elements in
- * both buffers, in place at the same address). */
+ * count = bytes / type size, then per collective (allgather, gather,
+ * reducescatter, scatter and alltoall round the per-rank count down to a
+ * multiple of 16 bytes, gather's receive and scatter's send buffer
+ * holding a block of it per rank, like allgather's and reducescatter's;
+ * allreduce, broadcast and reduce take count elements in both buffers,
+ * in place at the same address). */
 typedef struct bench_geom {
   int64_t count;                  /* per-rank count the call takes (the count column) */
   int64_t send_elems, recv_elems; /* elements of each rank's send and receive buffers */
   int64_t send_inplace, recv_inplace; /* in place: send = buf + send_inplace*rank, recv = buf + recv_inplace*rank */
   int64_t bytes;                  /* the size column: the larger buffer, in bytes */
-  int blocks;                     /* output blocks of count elements: nranks for allgather and alltoall, else 1 */
+  int blocks;                     /* output blocks of count elements: nranks for allgather, gather, alltoall; else 1 */
 } bench_geom;
 void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_geom *g);
 
 /* nccl-tests' bandwidths in GB/s (1e9 bytes) for one call of sec seconds:
  * algbw = size / time; busbw = algbw * 2(n-1)/n for allreduce, * (n-1)/n
- * for allgather, reducescatter and alltoall, * 1 for broadcast and
- * reduce. */
+ * for allgather, reducescatter, alltoall, gather and scatter, * 1 for
+ * broadcast and reduce. */
 void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw);
 
 /* Check data: element i of rank's input (small integers, exact in every
@@ -138,9 +141,9 @@ enum { BENCH_POISON = 0xff };
  * there, the inputs bench_fill's and the buffer BENCH_POISON bytes
  * before the call: the collective's output, exact for integers and
  * within a relative tolerance for floats (avg rounds differently in
- * NCCL); for reduce off the root, as nccl-tests, the buffer as it was
- * (out of place the poison, in place the rank's own input), byte for
- * byte.  first_bad, when not NULL, gets the first wrong index (-1 if
+ * NCCL); for reduce and gather off the root, as nccl-tests, the buffer
+ * as it was (out of place the poison, in place the rank's own input in
+ * its own block and the poison around it), byte for byte.  first_bad, when not NULL, gets the first wrong index (-1 if
  * none). */
 int64_t bench_check(const bench_opts *o, int nranks, int rank, const bench_geom *g, const void *got,
                     int64_t *first_bad);
@@ -167,7 +170,7 @@ typedef struct bench_row {
 
 typedef struct bench_table {
   bench_coll coll;
-  int root;             /* -r, for broadcast and reduce */
+  int root;             /* -r, for the rooted collectives */
   ip_dtype dtype;       /* the type and op of every row, unless all_types / all_ops: then each row's own */
   ip_redop op;
   int all_types, all_ops; /* -d all, -o all (all_ops only where the collective reduces) */
@@ -211,8 +214,8 @@ int bench_print_footer(FILE *f, const bench_table *t);
  * libraries side by side, the placement in the inplace column, the
  * combination in type and redop) and as JSON (the same rows, each with
  * its "type", "redop" and "inplace"; the run's "type" and "redop" are
- * "all" with -d all / -o all, its "root" the root of broadcast and
- * reduce, else null).  0, or -1 when the file cannot be written (errno
+ * "all" with -d all / -o all, its "root" the root of a rooted
+ * collective, else null).  0, or -1 when the file cannot be written (errno
  * set). */
 int bench_write_csv(const char *path, const bench_table *t);
 int bench_write_json(const char *path, const bench_table *t);

@@ -8,12 +8,14 @@
 #include "bench_util.h"
 
 const char *const bench_coll_name[BENCH_COLL_COUNT] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                                        "broadcast", "reduce"};
+                                                        "broadcast", "reduce", "gather", "scatter"};
 const char *const bench_lib_name[BENCH_NLIBS] = {"nccl", "baton"};
 
 int bench_reduces(bench_coll c) { return c == BENCH_ALLREDUCE || c == BENCH_REDUCESCATTER || c == BENCH_REDUCE; }
 
-int bench_rooted(bench_coll c) { return c == BENCH_BROADCAST || c == BENCH_REDUCE; }
+int bench_rooted(bench_coll c) {
+  return c == BENCH_BROADCAST || c == BENCH_REDUCE || c == BENCH_GATHER || c == BENCH_SCATTER;
+}
 
 int bench_root_check(const bench_opts *o, int nranks, FILE *err) {
   if (!bench_rooted(o->coll) || o->root < nranks) return 0;
@@ -73,8 +75,8 @@ static const char bench_help[] =
   "                        known data per library, every output element compared\n"
   "                        (#wrong sums them); 0: no check (default 1)\n"
   "  -o, --op OP           sum (default), prod, max, min, avg; all: each of them\n"
-  "                        (allgather, alltoall and broadcast take no op: all runs\n"
-  "                        them once)\n"
+  "                        (allgather, alltoall, broadcast, gather and scatter\n"
+  "                        take no op: all runs them once)\n"
   "  -d, --datatype T      f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8\n"
   "                        (or nccl-tests' float, half, bfloat16, int32, ...); all:\n"
   "                        each of them.  -d all, -o all: each (type, op) pair runs\n"
@@ -82,9 +84,9 @@ static const char bench_help[] =
   "                        one table (the type and redop columns tell them apart;\n"
   "                        the footer adds a line per pair)\n"
   "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall,\n"
-  "                        broadcast, reduce\n"
-  "  -r, --root N          the root rank of broadcast and reduce, 0..ranks-1\n"
-  "                        (default 0; the other collectives ignore it)\n"
+  "                        broadcast, reduce, gather, scatter\n"
+  "  -r, --root N          the root rank of broadcast, reduce, gather and scatter,\n"
+  "                        0..ranks-1 (default 0; the others ignore it)\n"
   "  -I, --inplace P       0: out of place (default); 1: in place (NCCL's in-place\n"
   "                        layouts); 2 or both: every size out of place, then in\n"
   "                        place, one line per size with a column group for each\n"
@@ -285,12 +287,14 @@ void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_ge
     g->count = g->send_elems = g->recv_elems = count;
     break;
   case BENCH_ALLGATHER:
+  case BENCH_GATHER:
     g->count = g->send_elems = base;
     g->recv_elems = base * nranks;
     g->send_inplace = base;
     g->blocks = nranks;
     break;
   case BENCH_REDUCESCATTER:
+  case BENCH_SCATTER:
     g->count = g->recv_elems = base;
     g->send_elems = base * nranks;
     g->recv_inplace = base;
@@ -307,8 +311,8 @@ void bench_geometry(bench_coll c, int64_t bytes, int esize, int nranks, bench_ge
 
 void bench_bw(bench_coll c, const bench_geom *g, int nranks, double sec, double *algbw, double *busbw) {
   double factor = c == BENCH_ALLREDUCE ? 2.0 * (nranks - 1) / nranks
-                  : bench_rooted(c)    ? 1.0
-                                       : (double)(nranks - 1) / nranks;
+                  : c == BENCH_BROADCAST || c == BENCH_REDUCE ? 1.0
+                                                               : (double)(nranks - 1) / nranks;
   *algbw = sec > 0 ? (double)g->bytes / 1.0e9 / sec : 0;
   *busbw = *algbw * factor;
 }
@@ -348,18 +352,19 @@ static int same(ip_dtype t, const void *got, const void *want, size_t i, size_t 
 /* What rank's receive buffer must hold in block b (bench_check's case),
  * one period of it: want[j] is element k*PERIOD + j of the block for
  * every k; tmp is scratch of the same size.  1 when the call must leave the buffer as it
- * was (reduce off the root: compared byte for byte), else 0. */
+ * was (reduce and gather off the root: compared byte for byte), else 0. */
 static int expected(const bench_opts *o, int nranks, int rank, int b, int64_t count, char *want, char *tmp) {
   bench_coll c = o->coll;
   ip_dtype t = o->dtype;
-  if (c == BENCH_REDUCE && rank != o->root) {
-    if (o->inplace == BENCH_IN_PLACE)
+  if ((c == BENCH_REDUCE || c == BENCH_GATHER) && rank != o->root) {
+    /* In place the rank's input is in the buffer: all of a reduce's, a gather's block rank. */
+    if (o->inplace == BENCH_IN_PLACE && (c == BENCH_REDUCE || b == rank))
       for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, o->op, rank, j));
     else
       memset(want, BENCH_POISON, (size_t)PERIOD * ip_dtype_size[t]);
     return 1;
   }
-  int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL ? (rank * count) % PERIOD : 0;
+  int64_t phase = c == BENCH_REDUCESCATTER || c == BENCH_ALLTOALL || c == BENCH_SCATTER ? (rank * count) % PERIOD : 0;
   if (bench_reduces(c)) {
     for (int q = 0; q < nranks; q++) {
       for (int64_t j = 0; j < PERIOD; j++)
@@ -368,7 +373,8 @@ static int expected(const bench_opts *o, int nranks, int rank, int b, int64_t co
     }
     if (o->op == IP_OP_AVG) ip_divide(t, want, PERIOD, nranks);
   } else {
-    int from = c == BENCH_BROADCAST ? o->root : b;   /* block b comes from rank b, a broadcast's from the root */
+    /* Block b comes from rank b; a broadcast's and a scatter's from the root. */
+    int from = c == BENCH_BROADCAST || c == BENCH_SCATTER ? o->root : b;
     for (int64_t j = 0; j < PERIOD; j++) ip_set(t, want, (size_t)j, input_value(c, o->op, from, (phase + j) % PERIOD));
   }
   return 0;

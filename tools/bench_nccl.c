@@ -27,6 +27,9 @@ struct bench_nccl {
   ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t); /* may be NULL */
   ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+  /* Gather and Scatter may be NULL (bench_nccl_lacks). */
+  ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   const char *(*GetErrorString)(ncclResult_t);
@@ -42,7 +45,8 @@ bench_nccl *bench_nccl_open(char *why, size_t len) {
   }
   bench_nccl *n = calloc(1, sizeof *n);
   n->dl = dl;
-  /* Required symbols; ncclAlltoAll (NCCL 2.28 and later) is optional. */
+  /* Required symbols; ncclAlltoAll, ncclGather and ncclScatter (NCCL 2.28
+   * and later) are optional. */
   struct { void **fn; const char *name; int required; } sym[] = {
     {(void **)&n->GetVersion, "ncclGetVersion", 1},
     {(void **)&n->GetUniqueId, "ncclGetUniqueId", 1},
@@ -59,6 +63,8 @@ bench_nccl *bench_nccl_open(char *why, size_t len) {
     {(void **)&n->AlltoAll, "ncclAlltoAll", 0},
     {(void **)&n->Broadcast, "ncclBroadcast", 1},
     {(void **)&n->Reduce, "ncclReduce", 1},
+    {(void **)&n->Gather, "ncclGather", 0},
+    {(void **)&n->Scatter, "ncclScatter", 0},
     {(void **)&n->Send, "ncclSend", 1},
     {(void **)&n->Recv, "ncclRecv", 1},
     {(void **)&n->GetErrorString, "ncclGetErrorString", 1},
@@ -87,6 +93,12 @@ void bench_nccl_close(bench_nccl *n) {
 }
 
 const char *bench_nccl_describe(const bench_nccl *n) { return n->desc; }
+
+const char *bench_nccl_lacks(const bench_nccl *n, bench_coll c) {
+  if (c == BENCH_GATHER && !n->Gather) return "ncclGather";
+  if (c == BENCH_SCATTER && !n->Scatter) return "ncclScatter";
+  return NULL;
+}
 
 static int fail(bench_nccl *n, ncclResult_t r, const char *what, char *err, size_t len) {
   if (r == ncclSuccess) return 0;
@@ -165,6 +177,14 @@ int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nloca
     case BENCH_REDUCE:
       what = "ncclReduce";
       r = n->Reduce(send[i], recv[i], count, dt, nccl_op(op), root, comm, streams[i]);
+      break;
+    case BENCH_GATHER:
+      what = "ncclGather";
+      r = n->Gather(send[i], recv[i], count, dt, root, comm, streams[i]);
+      break;
+    case BENCH_SCATTER:
+      what = "ncclScatter";
+      r = n->Scatter(send[i], recv[i], count, dt, root, comm, streams[i]);
       break;
     default:
       if (n->AlltoAll) {

@@ -18,6 +18,11 @@ void bench_nccl_close(bench_nccl *n);
 /* "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll". */
 const char *bench_nccl_describe(const bench_nccl *n);
 
+/* NULL when n has collective c, else the name of the function it lacks
+ * (ncclGather and ncclScatter came in NCCL 2.28; the others are required
+ * or, all-to-all, replaced by grouped sends and receives). */
+const char *bench_nccl_lacks(const bench_nccl *n, bench_coll c);
+
 /* Each returns 0, or -1 with "ncclX failed: <NCCL's error string>" in err. */
 int bench_nccl_unique_id(bench_nccl *n, char id[128], char *err, size_t len);
 int bench_nccl_init_all(bench_nccl *n, void **comms, int ndev, char *err, size_t len);
@@ -27,8 +32,8 @@ int bench_nccl_init_rank(bench_nccl *n, void **comm, int nranks, const char id[1
  * one NCCL group): comms[i] on streams[i] with send[i] and recv[i];
  * count per rank as in bench_geom; nranks is the communicator size
  * (used by the send/recv all-to-all of NCCL versions without
- * ncclAlltoAll); root is broadcast's and reduce's (the others ignore
- * it). */
+ * ncclAlltoAll); root is the rooted collectives' (the others ignore
+ * it).  c is one bench_nccl_lacks does not name. */
 int bench_nccl_launch(bench_nccl *n, bench_coll c, void *const *comms, int nlocal, int nranks, void *const *send,
                       void *const *recv, size_t count, ip_dtype t, ip_redop op, int root, cudaStream_t *streams,
                       char *err, size_t len);

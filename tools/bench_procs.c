@@ -162,12 +162,7 @@ int bench_run_procs(const bench_opts *o, bench_table *t) {
   x.nlocal = 1;
   x.timeout = (int)rt_param_int(RT_PARAM_TIMEOUT);
   x.barrier = child_barrier;
-  if (!o->no_nccl) {
-    x.nccl = bench_nccl_open(t->nccl_missing, sizeof t->nccl_missing);
-    if (x.nccl) snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(x.nccl));
-  } else {
-    snprintf(t->nccl_missing, sizeof t->nccl_missing, "--no-nccl");
-  }
+  x.nccl = bench_load_nccl(o, t);
   baton_unique_id bid;
   baton_result be = baton_get_unique_id(&bid);
   if (be) {

@@ -33,7 +33,7 @@ static void pointers(bench_ctx *x, const bench_geom *g, int i, char **send, char
 }
 
 /* One call of the collective on every local rank.  0, or -1 with err.
- * Broadcast and reduce get both buffers on every rank, as nccl-tests
+ * The rooted collectives get both buffers on every rank, as nccl-tests
  * gives them (the one a rank off the root does not use included). */
 static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
   void *send[BENCH_MAX_LOCAL], *recv[BENCH_MAX_LOCAL];
@@ -55,6 +55,8 @@ static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t 
     case BENCH_REDUCESCATTER: e = baton_reducescatter(send[i], recv[i], n, t, op, x->bc[i], x->streams[i]); break;
     case BENCH_BROADCAST: e = baton_broadcast(send[i], recv[i], n, t, root, x->bc[i], x->streams[i]); break;
     case BENCH_REDUCE: e = baton_reduce(send[i], recv[i], n, t, op, root, x->bc[i], x->streams[i]); break;
+    case BENCH_GATHER: e = baton_gather(send[i], recv[i], n, t, root, x->bc[i], x->streams[i]); break;
+    case BENCH_SCATTER: e = baton_scatter(send[i], recv[i], n, t, root, x->bc[i], x->streams[i]); break;
     default: e = baton_alltoall(send[i], recv[i], n, t, x->bc[i], x->streams[i]); break;
     }
     if (e) {
@@ -135,8 +137,8 @@ static int upload(bench_ctx *x, const bench_geom *g, int i) {
 }
 
 /* One call with known data, every output element compared with the
- * host's expectation (bench_check: off a reduce's root, the receive
- * buffer left as it was): its wrong elements added to res->wrong (which
+ * host's expectation (bench_check: off a reduce's or a gather's root,
+ * the receive buffer left as it was): its wrong elements added to res->wrong (which
  * starts at 0 when it was -1, not checked). */
 static void check_lib(bench_ctx *x, int lib, const bench_geom *g, bench_result *res) {
   size_t es = (size_t)ip_dtype_size[x->o->dtype];
@@ -388,13 +390,18 @@ void bench_ctx_free(bench_ctx *x) {
   x->host = NULL;
 }
 
-/* Loads NCCL unless --no-nccl; notes in t why it is not used. */
-static bench_nccl *load_nccl(const bench_opts *o, bench_table *t) {
+bench_nccl *bench_load_nccl(const bench_opts *o, bench_table *t) {
   if (o->no_nccl) {
     snprintf(t->nccl_missing, sizeof t->nccl_missing, "--no-nccl");
     return NULL;
   }
   bench_nccl *n = bench_nccl_open(t->nccl_missing, sizeof t->nccl_missing);
+  const char *lacks = n ? bench_nccl_lacks(n, o->coll) : NULL;
+  if (lacks) {
+    snprintf(t->nccl_missing, sizeof t->nccl_missing, "the loaded NCCL has no %s (it came in NCCL 2.28)", lacks);
+    bench_nccl_close(n);
+    return NULL;
+  }
   if (n) snprintf(t->nccl, sizeof t->nccl, "%s", bench_nccl_describe(n));
   return n;
 }
@@ -467,7 +474,7 @@ int bench_run(const bench_opts *o, bench_table *t) {
     snprintf(t->nccl_missing, sizeof t->nccl_missing, "%d ranks share %d GPU%s (--share)", n, used,
              used == 1 ? "" : "s");
   else
-    x.nccl = load_nccl(o, t);
+    x.nccl = bench_load_nccl(o, t);
   char err[300];
   int64_t sizes[BENCH_MAX_SIZES];
   int nsizes = bench_sizes(o, sizes, BENCH_MAX_SIZES), rc = 0;

@@ -43,6 +43,11 @@ void bench_ctx_free(bench_ctx *x);
  * libraries; fills row (this process's ranks only). */
 void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row);
 
+/* Loads NCCL unless --no-nccl or it lacks o's collective: NULL then,
+ * with the reason in t->nccl_missing, else the library described in
+ * t->nccl. */
+bench_nccl *bench_load_nccl(const bench_opts *o, bench_table *t);
+
 /* One process per GPU (fork): fills t; returns the exit status. */
 int bench_run_procs(const bench_opts *o, bench_table *t);
 
