@@ -12,6 +12,7 @@
  *   them unique ids through pipes, kills the last rank with SIGKILL, and
  *   relays each rank's TAP lines.  Skips when fewer than G GPUs exist. */
 #include <cuda_runtime_api.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,22 @@ static baton_result allreduce_once(baton_comm *c, float *buf, cudaStream_t st, f
   if (!e) e = ae;
   if (!e && cudaMemcpy(sum, buf + COUNT, sizeof *sum, cudaMemcpyDeviceToHost) != cudaSuccess) e = baton_cuda_error;
   return e;
+}
+
+/* Reads n bytes from fd, waiting at most `secs` in all; 0 on success (a
+ * rank that died early must not hang the parent, which keeps the pipe's
+ * write end for later ranks). */
+static int wait_bytes(int fd, int n, int secs) {
+  double end = now() + secs;
+  for (int got = 0; got < n;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int left = (int)((end - now()) * 1000);
+    if (left <= 0 || poll(&p, 1, left) != 1) return -1;
+    char b;
+    if (read(fd, &b, 1) != 1) return -1;
+    got++;
+  }
+  return 0;
 }
 
 /* Fills buf's first COUNT floats with ones. */
@@ -202,9 +219,7 @@ static void scenario(int bootstrap) {
   for (int r = 0; r < nranks; r++)
     if (ids[r] && write(ids[r], &id, sizeof id) != (ssize_t)sizeof id) ok(0, "handing rank %d its id", r);
   if (!bootstrap) {   /* every rank ready, a second of AllReduces, then the kill */
-    char b;
-    for (int r = 0; r < nranks; r++)
-      if (read(ready[0], &b, 1) != 1) break;
+    if (wait_bytes(ready[0], nranks, 120)) ok(0, "every rank made its communicator within 120 s");
     sleep(1);
   }
   kill(pid[nranks - 1], SIGKILL);
@@ -219,10 +234,7 @@ static void scenario(int bootstrap) {
   }
   /* the survivors done with the first communicator, then the replacement
    * and the second id for all (a root waits BATON_BOOTSTRAP_TIMEOUT only) */
-  for (int r = 0; r < nranks - 1; r++) {
-    char b;
-    if (read(ready[0], &b, 1) != 1) break;
-  }
+  if (wait_bytes(ready[0], nranks - 1, 120)) ok(0, "every survivor was done with its first communicator within 120 s");
   char rname[32];
   snprintf(rname, sizeof rname, "%s replacement", bootstrap ? "bootstrap" : "collective");
   pid[nranks] = spawn(nranks - 1, bootstrap, 1, &ids[nranks], ready[1], rname);
@@ -252,6 +264,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: gpu_kill --ranks N (2..64) --dir DIR [--gpus G (1..N)]\n");
     return 2;
   }
+  /* Enough GPUs?  Asked in a child: the parent stays free of CUDA, so that
+   * its forks are too. */
+  pid_t probe = fork();
+  if (probe == 0) {
+    int n = 0;
+    _exit(cudaGetDeviceCount(&n) == cudaSuccess && n >= ngpus ? 0 : 77);
+  }
+  int pst = 0;
+  waitpid(probe, &pst, 0);
+  if (!WIFEXITED(pst) || WEXITSTATUS(pst) != 0) {
+    printf("1..0 # SKIP fewer than %d GPUs\n", ngpus);
+    return 0;
+  }
+  signal(SIGPIPE, SIG_IGN);   /* a rank that died early: a failed write, reported */
   char num[16];
   snprintf(num, sizeof num, "%d", TIMEOUT_S);
   setenv("BATON_ALGO_DIR", dir, 1);
