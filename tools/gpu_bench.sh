@@ -13,7 +13,10 @@
 # one thread, and nccl-tests all_reduce on NCCL and on baton's libnccl.so.2; "share", for a machine of one GPU:
 # the test suite and the default set with 2, 4 and 8 ranks sharing GPU 0, baton alone, after
 # for n in 2 4 8; do tools/gpu_prep.sh ... $n build/algs/r$n; done).  DEADLINE (seconds, default 540) skips what
-# would start after it, so one pass ends inside a 10-minute call.
+# would start after it, so one pass ends inside a 10-minute call.  "rooted"
+# benches Broadcast, Reduce, Gather and Scatter of the default set against
+# NCCL from roots 1 (one process, in and out of place) and 0 (a process per
+# GPU, graphs).
 set -u
 deadline=${DEADLINE:-540}
 late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
@@ -145,6 +148,13 @@ if [[ $stages == *" launch "* ]]; then   # a group's launches: one host thread p
       grep -E "^ +[0-9]+ " $out/nt_ar_$lib.txt | awk '{print $1, $6, $10, $9}' | tr '\n' ';'; echo
     done
   fi
+fi
+if [[ $stages == *" rooted "* ]]; then   # Broadcast, Reduce, Gather, Scatter of the default set, roots 0 and 1
+  d=$a/default
+  for c in broadcast reduce gather scatter; do
+    dbench def_${c}_r1 $d -C $c -r 1 -b 8 -e 256M -f 8 -g 4 -I both -w 5 -n 20 -R 3
+    dbench def_${c}_r0_PG $d -C $c -r 0 -b 8 -e 16M -f 8 -g 4 -P -w 5 -n 20 -R 3 -G 5
+  done
 fi
 if [[ $stages == *" tune "* ]]; then   # the default set's AllReduce and ReduceScatter, and candidates
   d=$a/default
