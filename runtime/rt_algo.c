@@ -335,6 +335,20 @@ int rt_algos_find(const rt_algos *a, const char *name) {
   return -1;
 }
 
+/* Whether a call of `bytes` lies in p's size range (maxbytes 0: none). */
+static int in_range(const ir_prog *p, uint64_t bytes) {
+  return bytes >= p->minbytes && (!p->maxbytes || bytes <= p->maxbytes);
+}
+
+/* Whether p's chunks per block divide a count of `count` per block (no
+ * uneven remainder to handle). */
+static int chunks_divide(const ir_prog *p, int64_t count) {
+  int ib, ob;
+  ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+  int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
+  return k > 0 && count % k == 0;
+}
+
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log) {
   int pick = -1, best = -1, candidates = 0;
   for (int i = 0; i < a->n; i++) {
@@ -344,12 +358,9 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
     int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
     if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
-    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    if (!in_range(p, bytes)) continue;
     candidates++;
-    int ib, ob;
-    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
-    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
-    int divides = k > 0 && count % k == 0;
+    int divides = chunks_divide(p, count);
     int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
     /* First no copy, then a program written for the call's layout over a
      * rewrite (an out-of-place program beats an in-place one rewritten),
@@ -378,12 +389,9 @@ int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t b
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
     if (p->coll != coll || al->root != root || al->compute >= 0) continue;
-    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    if (!in_range(p, bytes)) continue;
     candidates++;
-    int ib, ob;
-    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
-    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
-    int divides = k > 0 && count % k == 0;
+    int divides = chunks_divide(p, count);
     if (divides > best) { pick = i; best = divides; }
   }
   if (log) {
@@ -418,12 +426,9 @@ int rt_algos_select_fused(const rt_algos *a, ir_coll coll, int compute, uint64_t
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
     if (p->coll != coll || al->compute != compute || (usable && !usable[i])) continue;
-    if (bytes < p->minbytes || (p->maxbytes && bytes > p->maxbytes)) continue;
+    if (!in_range(p, bytes)) continue;
     candidates++;
-    int ib, ob;
-    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
-    int per = ib > ob ? ib : ob, k = p->nchunksperloop / (per ? per : 1);
-    int divides = k > 0 && count % k == 0;
+    int divides = chunks_divide(p, count);
     if (divides > best) { pick = i; best = divides; }
   }
   if (log) {
