@@ -6,29 +6,12 @@
 #include "cc_lower.h"
 #include "cc_lua.h"
 #include "cc_trace.h"
+#include "dsl_test.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
 #include "tap.h"
 
-static char msg[4096];
-
-/* Traces `src` as "t.lua"; returns the result and leaves messages in msg. */
-static bt_result trace(const char *src, cc_trace **out) {
-  rt_diag *d = rt_diag_new(10);
-  cc_trace *t = NULL;
-  bt_result r = cc_trace_string(src, "t.lua", NULL, 0, &t, d);
-  snprintf(msg, sizeof msg, "%s", rt_diag_text(d));
-  rt_diag_free(d);
-  if (out) *out = t; else cc_trace_free(t);
-  return r;
-}
-
 #define AR2 "collective{kind='allreduce', ranks=2, chunks=2, inplace=true}\n"
-
-static void fails(const char *src, const char *expect, const char *what) {
-  ok(trace(src, NULL) == BT_ERR_INVALID, "%s is an error", what);
-  ok_contains(msg, expect, "%s: message names the line and the problem", what);
-}
 
 static void test_errors(void) {
   fails(AR2 "local a = chunk(0, 'input', 0)\nchunk(0, 'input', 0):reduce(chunk(1, 'input', 0))\na:copy(1, 'input', 0)\n",
@@ -122,21 +105,6 @@ static ir_prog *compiles_keep(const char *src, const char *what, int want_steps,
 
 static void compiles(const char *src, const char *what, int want_steps) {
   compiles_keep(src, what, want_steps, 0);
-}
-
-/* Traces `src`, which must pass, and expects lowering to fail with `expect`. */
-static void lower_fails(const char *src, const char *expect, const char *what) {
-  cc_trace *t = NULL;
-  ir_prog *p = NULL;
-  ok(trace(src, &t) == BT_OK, "%s traces: %s", what, msg);
-  if (!t) return;
-  rt_diag *d = rt_diag_new(10);
-  cc_lower_opts lo = {.fuse = 1};
-  ok(cc_lower(t, &lo, &p, d) == BT_ERR_INVALID, "%s is refused by the compiler", what);
-  ok_contains(rt_diag_text(d), expect, "%s: message names the line and the problem", what);
-  ir_prog_free(p);
-  cc_trace_free(t);
-  rt_diag_free(d);
 }
 
 /* tb of rank r has these peers and channel */
@@ -645,7 +613,6 @@ static void test_fused(void) {
               "t.lua:4: gemv with zerocopy: the chunks it computes on rank 0 must be sent once, whole, to one peer "
               "(into consecutive chunks there), and not read or kept on rank 0", "zerocopy of a chunk kept on its rank");
 }
-
 
 /* A 2-rank embedding-bag + AllToAll; `opts` are the bags' options. */
 #define EMB_DECL "collective{kind='alltoall', ranks=2, interleave='T*D'}\n" \
