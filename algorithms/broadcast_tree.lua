@@ -17,15 +17,8 @@ collective{ kind = "broadcast", name = "broadcast_tree", ranks = n, chunks = k, 
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0) }
 
--- r + 1, r + 2, r + 4, ... below r's lowest set bit (every power of two for rank 0), within n.
-local function children(r)
-  local kids, b = {}, 1
-  while r + b < n and (r == 0 or b < r & -r) do
-    kids[#kids + 1] = r + b
-    b = b * 2
-  end
-  return kids
-end
+local topo = require "baton.topo"
+local function children(r) return topo.binomial_children(r, n) end
 
 -- piece (at rank r) copied to every rank of r's subtree, the largest subtrees first.
 local function down(piece, r)

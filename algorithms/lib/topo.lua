@@ -70,6 +70,19 @@ function topo.is_pow2(n)
   return n >= 1 and n & (n - 1) == 0
 end
 
+-- The children of rank r in the binomial tree over n ranks rooted at 0,
+-- where a rank's parent is itself with its lowest set bit cleared:
+-- r + 1, r + 2, r + 4, ... below r's lowest set bit (every power of two
+-- for rank 0), within n, the smallest subtree first.
+function topo.binomial_children(r, n)
+  local kids, b = {}, 1
+  while r + b < n and (r == 0 or b < r & -r) do
+    kids[#kids + 1] = r + b
+    b = b * 2
+  end
+  return kids
+end
+
 function topo.ring_links(n)
   counts("topo.ring_links", n)
   return {links = ring_of(topo.range(n), {}), name = "ring of " .. n .. " ranks"}
