@@ -191,6 +191,7 @@ ir_prog *ir_prog_copy(const ir_prog *p, int shift) {
         ir_step *st = ir_step_add(tb);
         if (!st) goto fail;
         *st = at->steps[s];
+        if (st->peer >= 0) st->peer = (st->peer + shift) % n;
         if (st->prov && !(st->prov = ir_intern(q, st->prov))) goto fail;
       }
     }
@@ -242,6 +243,7 @@ ir_step *ir_step_add(ir_tb *tb) {
   memset(s, 0, sizeof *s);
   s->srcoff = s->dstoff = -1;
   s->depid = s->deps = -1;
+  s->peer = -1;
   for (int k = 0; k < IR_MAX_ARGS; k++) s->args[k] = -1;
   return s;
 }
@@ -280,12 +282,22 @@ int ir_prog_fused(const ir_prog *p) {
   return 0;
 }
 
+int ir_prog_direct(const ir_prog *p) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
+        if (ir_op_direct(p->gpus[r].tbs[t].steps[s].op)) return 1;
+  return 0;
+}
+
 int ir_prog_max_cnt(const ir_prog *p) {
   int most = 1;
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
-      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++)
-        if (p->gpus[r].tbs[t].steps[s].cnt > most) most = p->gpus[r].tbs[t].steps[s].cnt;
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        if (!(ir_op_flags[st->op] & (IR_F_SIG | IR_F_WAIT)) && st->cnt > most) most = st->cnt;   /* a wait's cnt counts signals */
+      }
   return most;
 }
 
@@ -326,8 +338,8 @@ unsigned ir_prog_spaces(const ir_prog *p) {
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int i = 0; i < p->gpus[r].tbs[t].nsteps; i++) {
         const ir_step *s = &p->gpus[r].tbs[t].steps[i];
-        if (ir_op_flags[s->op] & IR_F_SRC) m |= 1u << s->srcbuf;
-        if (ir_op_flags[s->op] & IR_F_DST) m |= 1u << s->dstbuf;
+        if (ir_op_flags[s->op] & (IR_F_SRC | IR_F_GET)) m |= 1u << s->srcbuf;
+        if (ir_op_flags[s->op] & (IR_F_DST | IR_F_PUT)) m |= 1u << s->dstbuf;
       }
   return m;
 }

@@ -17,7 +17,11 @@ extern "C" {
 #endif
 
 /* Opcode flags, see ir_op.def. */
-enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16, IR_F_COMP = 32 };
+enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16, IR_F_COMP = 32,
+       IR_F_PUT = 64, IR_F_GET = 128, IR_F_SIG = 256, IR_F_WAIT = 512 };
+/* The direct steps' flags: a step with any of them names a peer (ir_step.peer)
+ * and moves data or signals through no FIFO. */
+#define IR_F_DIRECT (IR_F_PUT | IR_F_GET | IR_F_SIG | IR_F_WAIT)
 
 typedef enum ir_op {
 #define X(id, xml, flags, args, doc) IR_OP_##id,
@@ -126,6 +130,8 @@ typedef struct ir_step {
    * patterns: a sender's pattern and its receiver's are independent.
    * ir_chunk_at (ir_geom.h) computes it; compute steps are consecutive. */
   int32_t srcrun, srcstride, dstrun, dststride;
+  int32_t peer;         /* direct steps (IR_F_DIRECT): the rank whose memory they address or which they
+                         * signal / wait for; -1 for every other step */
   int32_t depid;        /* tb index on the same rank this step waits for, -1 none */
   int32_t deps;         /* step index in that tb */
   int32_t line;         /* line in the XML file it was read from, 0 if none */
@@ -226,6 +232,13 @@ int ir_tb_compute(const ir_tb *tb);
  * holds nothing until compute steps write it. */
 int ir_prog_fused(const ir_prog *p);
 
+/* Whether opcode op is a direct step (put, get, getr, sig, wait). */
+static inline int ir_op_direct(int op) { return (ir_op_flags[op] & IR_F_DIRECT) != 0; }
+
+/* 1 when some step of p is a direct step: the runtime runs p on the direct
+ * executor, over windows, not FIFOs (docs/IR.md, "Direct steps"). */
+int ir_prog_direct(const ir_prog *p);
+
 /* Whether a step's source or destination is strided (a run given). */
 static inline int ir_step_strided(const ir_step *st) { return st->srcrun > 0 || st->dstrun > 0; }
 
@@ -241,7 +254,8 @@ int ir_prog_max_cnt(const ir_prog *p);
 long ir_prog_nsteps(const ir_prog *p);
 long ir_prog_ntbs(const ir_prog *p);
 
-/* Bit set (1 << ir_buf) of the buffers any step reads or writes. */
+/* Bit set (1 << ir_buf) of the buffers any step reads or writes, its own
+ * or (direct steps) a peer's. */
 unsigned ir_prog_spaces(const ir_prog *p);
 
 /* How a call runs program p: 1 when its "i" and "o" must alias one span

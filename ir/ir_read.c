@@ -223,14 +223,20 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   s->op = op == IR_OP_COUNT ? IR_OP_NOP : op;
   unsigned fl = op == IR_OP_COUNT ? 0 : ir_op_flags[op];
   int sb = buf_attr(rd, n, "srcbuf"), db = buf_attr(rd, n, "dstbuf");
-  if (sb == -1 && (fl & (IR_F_SRC | IR_F_COMP)))
+  unsigned needs_src = IR_F_SRC | IR_F_COMP | IR_F_GET, needs_dst = IR_F_DST | IR_F_PUT;
+  if (sb == -1 && (fl & needs_src))
     ERR(rd, n, "rank %d tb %d step %d: %s needs srcbuf", rank, tb->id, idx, ir_op_xml[op]);
-  if (db == -1 && (fl & IR_F_DST))
+  if (db == -1 && (fl & needs_dst))
     ERR(rd, n, "rank %d tb %d step %d: %s needs dstbuf", rank, tb->id, idx, ir_op_xml[op]);
   s->srcbuf = sb >= 0 ? sb : IR_BUF_INPUT;
   s->dstbuf = db >= 0 ? db : IR_BUF_OUTPUT;
-  s->srcoff = i32(rd, n, "srcoff", (fl & (IR_F_SRC | IR_F_COMP)) != 0, -1, -1, INT_MAX);
-  s->dstoff = i32(rd, n, "dstoff", (fl & IR_F_DST) != 0, -1, -1, INT_MAX);
+  s->srcoff = i32(rd, n, "srcoff", (fl & needs_src) != 0, -1, -1, INT_MAX);
+  s->dstoff = i32(rd, n, "dstoff", (fl & needs_dst) != 0, -1, -1, INT_MAX);
+  /* Direct steps name their peer; no other step has one. */
+  s->peer = i32(rd, n, "peer", (fl & IR_F_DIRECT) != 0, -1, -1, INT_MAX);
+  if (s->peer >= 0 && !(fl & IR_F_DIRECT))
+    ERR(rd, n, "rank %d tb %d step %d: peer= is for direct steps (put, get, getr, sig, wait), not %s", rank, tb->id,
+        idx, ir_op_xml[op]);
   s->cnt = i32(rd, n, "cnt", op != IR_OP_NOP && op != IR_OP_COUNT, 0, 0, INT_MAX);
   s->srcrun = i32(rd, n, "srcrun", 0, 0, 0, INT_MAX);
   s->srcstride = i32(rd, n, "srcstride", 0, 0, INT_MIN + 1, INT_MAX);

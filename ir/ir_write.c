@@ -56,6 +56,7 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
         fprintf(f, "      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"%d\" deps=\"%d\" hasdep=\"%d\"",
                 s, ir_op_xml[st->op], ir_buf_xml[st->srcbuf], st->srcoff, ir_buf_xml[st->dstbuf],
                 st->dstoff, st->cnt, st->depid, st->deps, st->hasdep);
+        if (st->peer >= 0) fprintf(f, " peer=\"%d\"", st->peer);
         if (st->srcrun > 0) fprintf(f, " srcrun=\"%d\" srcstride=\"%d\"", st->srcrun, st->srcstride);
         if (st->dstrun > 0) fprintf(f, " dstrun=\"%d\" dststride=\"%d\"", st->dstrun, st->dststride);
         if (ir_op_args[st->op][0]) {
@@ -107,11 +108,25 @@ void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *li
       n += snprintf(line + n, cap - n, " %s", p->operands[st->args[k]].name);
     n += snprintf(line + n, cap - n, " for %s", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride));
   }
+  if (fl & (IR_F_SIG | IR_F_WAIT)) {
+    if (fl & IR_F_SIG) snprintf(line + n, cap - n, " -> rank %d", st->peer);
+    else if (st->cnt > 1) snprintf(line + n, cap - n, " <- rank %d x%d", st->peer, st->cnt);
+    else snprintf(line + n, cap - n, " <- rank %d", st->peer);
+    return;
+  }
+  if (fl & IR_F_GET) {   /* rank:chunks, the peer's */
+    chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride);
+    chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride);
+    if (fl & IR_F_RED) snprintf(line + n, cap - n, " %s (op)= %d:%s", b, st->peer, a);
+    else snprintf(line + n, cap - n, " %d:%s -> %s", st->peer, a, b);
+    return;
+  }
   if (fl & IR_F_RECV) n += snprintf(line + n, cap - n, " recv(%d)", tb->recv);
   if (fl & IR_F_SRC) n += snprintf(line + n, cap - n, " %s%s",
                                     (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride));
   if (fl & IR_F_DST) n += snprintf(line + n, cap - n, " -> %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
   if (fl & IR_F_SEND) n += snprintf(line + n, cap - n, " -> send(%d)", tb->send);
+  if (fl & IR_F_PUT) n += snprintf(line + n, cap - n, " -> %d:%s", st->peer, chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
   if (st->op == IR_OP_SEND && st->dstoff >= 0)
     snprintf(line + n, cap - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
 }
@@ -159,12 +174,13 @@ void ir_explain(const ir_prog *p, FILE *f) {
 }
 
 void ir_ops_markdown(FILE *f) {
-  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce", "compute"};
+  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce", "compute", "peer's dst", "peer's src",
+                                     "signal", "wait"};
   fputs("| type | opcode | reads/writes | operands | semantics |\n|---|---|---|---|---|\n", f);
   for (int i = 0; i < IR_OP_COUNT; i++) {
     char fl[80] = "", args[64] = "";
     size_t n = 0, m = 0;
-    for (int b = 0; b < 6; b++)
+    for (int b = 0; b < 10; b++)
       if (ir_op_flags[i] & (1u << b))
         n += snprintf(fl + n, sizeof fl - n, "%s%s", n ? ", " : "", flag_names[b]);
     for (const char *a = ir_op_args[i]; *a; a++)
