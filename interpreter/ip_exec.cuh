@@ -153,22 +153,11 @@ __device__ __forceinline__ V load_elem(const char *p, int64_t avail) {
 }
 
 // Element-wise a (op) b over a unit V: one element, or a uint4 of packed
-// elements taken apart in registers (no pointer casts, which would put the
-// unit in local memory).
+// elements (ip_apply_u4).
 template <int DT, int OP, typename V>
 __device__ __forceinline__ V apply_unit(const V &a, const V &b) {
-  typedef typename ip_dev<DT>::type T;
-  if constexpr (sizeof(V) == 16 && sizeof(T) == 8) {
-    uint64_t x0 = (uint64_t)a.y << 32 | a.x, x1 = (uint64_t)a.w << 32 | a.z;
-    uint64_t y0 = (uint64_t)b.y << 32 | b.x, y1 = (uint64_t)b.w << 32 | b.z;
-    uint64_t r0 = ip_apply_word<OP, T>(x0, y0), r1 = ip_apply_word<OP, T>(x1, y1);
-    return make_uint4((uint32_t)r0, (uint32_t)(r0 >> 32), (uint32_t)r1, (uint32_t)(r1 >> 32));
-  } else if constexpr (sizeof(V) == 16) {
-    return make_uint4(ip_apply_word<OP, T>(a.x, b.x), ip_apply_word<OP, T>(a.y, b.y),
-                      ip_apply_word<OP, T>(a.z, b.z), ip_apply_word<OP, T>(a.w, b.w));
-  } else {
-    return ip_apply<OP>(a, b);
-  }
+  if constexpr (sizeof(V) == 16) return ip_apply_u4<DT, OP>(a, b);
+  else return ip_apply<OP>(a, b);
 }
 
 // What one step does to one chunk piece (bytes throughout):

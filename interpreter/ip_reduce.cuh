@@ -105,6 +105,23 @@ __device__ __forceinline__ W ip_apply_word(W x, W y) {
   }
 }
 
+// a (op) b element-wise over 16 bytes of packed elements of type DT,
+// taken apart in registers (no pointer casts, which would put the unit in
+// local memory).
+template <int DT, int OP>
+__device__ __forceinline__ uint4 ip_apply_u4(const uint4 &a, const uint4 &b) {
+  typedef typename ip_dev<DT>::type T;
+  if constexpr (sizeof(T) == 8) {
+    uint64_t x0 = (uint64_t)a.y << 32 | a.x, x1 = (uint64_t)a.w << 32 | a.z;
+    uint64_t y0 = (uint64_t)b.y << 32 | b.x, y1 = (uint64_t)b.w << 32 | b.z;
+    uint64_t r0 = ip_apply_word<OP, T>(x0, y0), r1 = ip_apply_word<OP, T>(x1, y1);
+    return make_uint4((uint32_t)r0, (uint32_t)(r0 >> 32), (uint32_t)r1, (uint32_t)(r1 >> 32));
+  } else {
+    return make_uint4(ip_apply_word<OP, T>(a.x, b.x), ip_apply_word<OP, T>(a.y, b.y),
+                      ip_apply_word<OP, T>(a.z, b.z), ip_apply_word<OP, T>(a.w, b.w));
+  }
+}
+
 // dst[i] = a[i] (op) b[i], grid-stride.  dst may alias a or b.
 template <int DT, int OP>
 __global__ void ip_reduce_kernel(void *dst, const void *a, const void *b, size_t n) {

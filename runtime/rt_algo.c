@@ -168,7 +168,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is a custom collective: runs by name only", path);
   }
   rt_algo al = {.prog = p, .maxcnt = 1, .copies = ir_prog_aliased(p, 0), .compute = -1,
-                .max_ctiles = (int64_t)1 << 40};
+                .max_ctiles = (int64_t)1 << 40, .direct = ir_prog_direct(p)};
   rt_diag_clear(d);
   int gemm = 0, gemm_x = -1, gemm_w = -1, mixed = 0, other = 0, gemm_inline = 0;
   for (int r = 0; r < p->ngpus; r++)
@@ -236,7 +236,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
            (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
   rt_diag_free(d);
   if (ir_coll_rooted(p->coll)) return add_roots(a, path);
-  return al.inplace_ok && al.copies ? add_direct(a, &al, path) : BT_OK;
+  return al.inplace_ok && al.copies && !al.direct ? add_direct(a, &al, path) : BT_OK;
 drop:
   ir_prog_free(p);
   rt_diag_free(d);
@@ -350,11 +350,17 @@ static int chunks_divide(const ir_prog *p, int64_t count) {
 }
 
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log) {
+  return rt_algos_select_by(a, coll, inplace, bytes, count, NULL, NULL, log);
+}
+
+int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count,
+                       int (*usable)(void *ctx, int i), void *ctx, int log) {
   int pick = -1, best = -1, candidates = 0;
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
     if (p->coll != coll || al->compute >= 0 || al->root_copy) continue;
+    if (usable && !usable(ctx, i)) continue;
     /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
     int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
     if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
@@ -362,10 +368,12 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
     candidates++;
     int divides = chunks_divide(p, count);
     int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
-    /* First no copy, then a program written for the call's layout over a
-     * rewrite (an out-of-place program beats an in-place one rewritten),
-     * then chunks that divide the count; ties go to the first loaded. */
-    int score = 4 * direct + 2 * !al->rewrite + divides;
+    /* First a direct program (the runtime's usable() said it runs this
+     * call), then no copy, then a program written for the call's layout
+     * over a rewrite (an out-of-place program beats an in-place one
+     * rewritten), then chunks that divide the count; ties go to the first
+     * loaded. */
+    int score = 8 * al->direct + 4 * direct + 2 * !al->rewrite + divides;
     if (score > best) { pick = i; best = score; }
   }
   int even = best & 1, copies = best >= 0 && !(best & 4);

@@ -30,6 +30,7 @@ typedef struct rt_algo {
   int inline_compute;     /* some rank computes in a thread block that also communicates */
   int bags;               /* some compute step is an embedding bag */
   int64_t max_ctiles;     /* tiles a chunk may be cut into: the least ip_sem_max_tiles of its waited-on compute steps */
+  int direct;             /* a direct program (ir_prog_direct): runs on the direct executor */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
@@ -62,6 +63,12 @@ int rt_algos_find(const rt_algos *a, const char *name);
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);
+
+/* The same among the algorithms i for which usable(ctx, i) is nonzero
+ * (NULL: all), a direct program usable for the call winning over the
+ * others (it does not depend on the copies the others' score weighs). */
+int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count,
+                       int (*usable)(void *ctx, int i), void *ctx, int log);
 
 /* The same for a rooted collective (broadcast, reduce) with root `root`:
  * every rank of a call must choose the same program, so the choice does

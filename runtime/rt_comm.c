@@ -90,6 +90,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
   bt_result res = rt_cuda(cudaSetDevice(dev), RT_SUB_RUNTIME, "cudaSetDevice");
   if (!res) res = ip_gpu_load();
+  if (!res) res = ip_direct_load();
   if (!res) res = rt_algos_load(&c->algos, nranks);
   if (!res && !(c->plans = calloc(rt_algos_count(c->algos) + 1, sizeof *c->plans))) res = BT_ERR_NOMEM;
   if (!res && !(c->lanes = calloc(rt_algos_count(c->algos) + 1, sizeof *c->lanes))) res = BT_ERR_NOMEM;
@@ -104,6 +105,11 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
                                 rt_comm_proto(c, rt_algos_get(c->algos, i)->prog));
     if (net_lanes > 0 && c->lanes[i] > net_lanes) c->lanes[i] = (int)net_lanes;
   }
+  /* The direct grid: every direct kernel of the communicator launches it. */
+  int dholds = 0;
+  if (!res) res = ip_direct_max_blocks(IP_GPU_MAX_THREADS, &dholds);
+  dholds /= c->share;
+  c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
   if (!res) res = rt_trace_open(&c->trace, rank, holds);
   if (res) {
     rt_algos_free(c->algos);
@@ -182,6 +188,7 @@ static bt_result comm_plans(baton_comm *c) {
   }
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+    if (rt_algos_get(c->algos, i)->direct) continue;   /* rt_direct_plans */
     bt_result e = rt_plan_build(&c->plans[i], p, c->rank, c->tps, nthreads, c->lanes[i], rt_comm_proto(c, p), c->share);
     if (e == BT_ERR_UNSUPPORTED) continue;   /* said why; the plan stays empty: not runnable here */
     CHECK(e);
@@ -196,7 +203,11 @@ static bt_result comm_plans(baton_comm *c) {
       rt_plan_free(&c->plans[i]);
     }
   }
-  return BT_OK;
+  return rt_direct_plans(c, nthreads);
+}
+
+int rt_comm_runnable(const baton_comm *c, int ai) {
+  return rt_plan_blocks(&c->plans[ai]) > 0 || (c->dplans && c->dplans[ai].ok);
 }
 
 /* Drops on this rank every plan that some rank could not build (runnable[r *
@@ -207,10 +218,11 @@ static void plans_agree(baton_comm *c, const unsigned char *runnable, int nranks
   for (int i = 0; i < n; i++)
     for (int r = 0; r < nranks; r++)
       if (!runnable[(size_t)r * n + i]) {
-        if (rt_plan_blocks(&c->plans[i])) {
+        if (rt_comm_runnable(c, i)) {
           LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s is not used: rank %d cannot run it", c->rank,
                    ir_prog_where(rt_algos_get(c->algos, i)->prog), r);
           rt_plan_free(&c->plans[i]);
+          if (c->dplans) c->dplans[i].ok = 0;
         }
         break;
       }
@@ -227,6 +239,7 @@ static void comm_free(baton_comm *c) {
   free(c->peers);
   if (c->scratch) cudaFree(c->scratch);
   if (c->dflags) cudaFree(c->dflags);
+  rt_direct_free(c);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);
@@ -308,12 +321,23 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     CHECK_GOTO(comm_connect(comms[i], records), res, out);
     CHECK_GOTO(comm_plans(comms[i]), res, out);
   }
+  if (!res && rt_direct_wanted(comms[0])) {   /* every rank's window, then each maps the others' */
+    rt_window_handle *h = calloc((size_t)ndev, sizeof *h);
+    if (!h) res = BT_ERR_NOMEM;
+    for (int i = 0; i < ndev && !res; i++)
+      if (!(res = rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice")))
+        res = rt_direct_window(comms[i], &h[i]);
+    for (int i = 0; i < ndev && !res; i++)
+      if (!(res = rt_cuda(cudaSetDevice(comms[i]->dev), RT_SUB_RUNTIME, "cudaSetDevice")))
+        res = rt_direct_connect(comms[i], h);
+    free(h);
+  }
   if (!res) {
     int n = rt_algos_count(comms[0]->algos);
     unsigned char *runnable = calloc((size_t)ndev * n + 1, 1);
     if (!runnable) res = BT_ERR_NOMEM;
     for (int r = 0; r < ndev && !res; r++)
-      for (int i = 0; i < n; i++) runnable[(size_t)r * n + i] = rt_plan_blocks(&comms[r]->plans[i]) > 0;
+      for (int i = 0; i < n; i++) runnable[(size_t)r * n + i] = rt_comm_runnable(comms[r], i);
     for (int r = 0; r < ndev && !res; r++) {
       cudaSetDevice(comms[r]->dev);
       plans_agree(comms[r], runnable, ndev);
@@ -368,6 +392,8 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   h = (h ^ (uint64_t)c->lane_tiles) * 1099511628211ull;
   h = (h ^ (uint64_t)c->force_simple) * 1099511628211ull;
   h = (h ^ (uint64_t)rt_param_int(RT_PARAM_NODE_RANKS)) * 1099511628211ull;   /* the groups: every rank alike */
+  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_WINDOW_MB)) * 1099511628211ull;    /* windows laid out alike */
+  h = (h ^ (uint64_t)c->grid) * 1099511628211ull;                              /* the direct grid: lanes alike */
   return h;
 }
 
@@ -407,7 +433,8 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
-               "BATON_EXEC_SLOTS, BATON_PROTO and BATON_NODE_RANKS", r, rank, rt_algos_count(c->algos));
+               "BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS and BATON_WINDOW_MB, on GPUs alike", r, rank,
+               rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;
     }
@@ -416,11 +443,20 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   CHECK_GOTO(rt_bootstrap_allgather(c->bs, records, rec), res, out);
   CHECK_GOTO(comm_connect(c, records), res, out);
   CHECK_GOTO(comm_plans(c), res, out);
+  if (rt_direct_wanted(c)) {   /* the windows, exchanged over the bootstrap */
+    rt_window_handle *h = calloc((size_t)nranks, sizeof *h);
+    if (!h) { res = BT_ERR_NOMEM; goto out; }
+    res = rt_direct_window(c, &h[rank]);
+    if (!res) res = rt_bootstrap_allgather(c->bs, h, sizeof *h);
+    if (!res) res = rt_direct_connect(c, h);
+    free(h);
+    CHECK_GOTO(res, res, out);
+  }
   {
     int n = rt_algos_count(c->algos);
     unsigned char *runnable = calloc((size_t)nranks * n + 1, 1);
     if (!runnable) { res = BT_ERR_NOMEM; goto out; }
-    for (int i = 0; i < n; i++) runnable[(size_t)rank * n + i] = rt_plan_blocks(&c->plans[i]) > 0;
+    for (int i = 0; i < n; i++) runnable[(size_t)rank * n + i] = rt_comm_runnable(c, i);
     res = n ? rt_bootstrap_allgather(c->bs, runnable, (size_t)n) : BT_OK;
     if (!res) plans_agree(c, runnable, nranks);
     free(runnable);
@@ -559,7 +595,19 @@ static baton_result call_check(baton_comm *c, const void *s, const void *r, int 
   return rt_comm_poll_error(c);
 }
 
+/* What rt_algos_select_by asks of each candidate: the call's facts. */
+typedef struct usable_ctx { baton_comm *c; int64_t count; int dtype, inplace, peer_io; } usable_ctx;
+static int usable(void *x, int i) {
+  usable_ctx *u = x;
+  if (!rt_algos_get(u->c->algos, i)->direct) return rt_plan_blocks(&u->c->plans[i]) > 0;
+  return rt_direct_usable(u->c, i, u->count, u->dtype, u->inplace, u->peer_io);
+}
+
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
+  return c ? rt_comm_choose_io(c, coll, s, r, count, dtype, rt_direct_peer_io(c)) : -1;
+}
+
+int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT) return -1;
   int es = ip_dtype_size[dtype], in_blocks, out_blocks;
   ir_geom_blocks(coll, c->nranks, &in_blocks, &out_blocks);
@@ -569,13 +617,12 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
   int64_t out_at = coll == IR_COLL_REDUCESCATTER ? (int64_t)c->rank * count : 0;
   int inplace = (const char *)s - in_at * es == (const char *)r - out_at * es;
   uint64_t bytes = (uint64_t)count * es * (in_blocks > out_blocks ? in_blocks : out_blocks);
-  int ai = rt_algos_select(c->algos, coll, inplace, bytes, (int64_t)count, 0);
+  usable_ctx u = {c, (int64_t)count, dtype, inplace, peer_io};
+  int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0);
   if (ai != c->last_choice[coll][inplace]) {   /* log each new choice once */
-    rt_algos_select(c->algos, coll, inplace, bytes, (int64_t)count, 1);
+    rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 1);
     c->last_choice[coll][inplace] = ai;
   }
-  /* A plan dropped at creation (too many blocks for this GPU; WARNed then). */
-  if (ai >= 0 && rt_plan_blocks(&c->plans[ai]) == 0) return -1;
   return ai;
 }
 
@@ -589,7 +636,7 @@ int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, i
     rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 1);
     c->last_choice[coll][0] = ai;
   }
-  if (ai >= 0 && rt_plan_blocks(&c->plans[ai]) == 0) return -1;
+  if (ai >= 0 && !rt_comm_runnable(c, ai)) return -1;
   return ai;
 }
 

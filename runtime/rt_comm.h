@@ -4,10 +4,13 @@
 #define RT_COMM_H
 
 #include "baton.h"
+#include "ip_direct.h"
 #include "ip_gpu.h"
 #include "rt_algo.h"
+#include "rt_direct.h"
 #include "rt_plan.h"
 #include "rt_trace.h"
+#include "rt_window.h"
 #include "tp.h"
 
 /* Host-mapped words every GPU of a process can see: the abort flag and
@@ -53,6 +56,12 @@ struct baton_comm {
   rt_trace *trace;            /* BATON_TRACE, else NULL */
   uint64_t *dflags;           /* device, peer-mapped: end flags of direct GEMM + AllToAll calls
                                  (IP_DIRECT_FLAG_WORDS(nranks); ip_gargs.dflag), NULL: none run direct */
+  /* Direct programs (rt_dcall.c): their plans (one per algorithm; ok 0:
+   * not a direct program, or not runnable here), the window they run on
+   * (NULL: none), and the blocks every direct kernel launches. */
+  rt_dplan *dplans;
+  rt_window *win;
+  int grid;
 };
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
@@ -96,6 +105,12 @@ typedef struct rt_launch {
   const char *where;
   const int *irtb;            /* the plan's: blocks to IR thread blocks (the timeline) */
   int direct_ok;              /* a fused AllToAll that may run direct (ip_gargs.direct; rt_group.c decides) */
+  /* A direct program's call (rt_dcall.c): its executor's arguments (not
+   * `a`), and what a group's end needs to give it its peers' buffers, or
+   * to choose again without them. */
+  int direct;
+  int ai, coll, op;
+  ip_dargs d;
 } rt_launch;
 
 /* Prepares algorithm `ai` of comm for a call: every check that can fail
@@ -128,9 +143,62 @@ void rt_group_fail(bt_result e);
  * selection both baton's collectives and the NCCL drop-in library use. */
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
 
+/* The same with `peer_io` said by the caller (rt_direct_group's second
+ * choice, without its peers' buffers). */
+int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
+
 /* The same for a rooted collective (broadcast, reduce) from `root`: the
  * choice depends on the count only, so every rank makes the same one. */
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype);
+
+/* Whether algorithm ai of c can run a call at all on this rank (its plan
+ * was built and kept: FIFO or direct). */
+int rt_comm_runnable(const baton_comm *c, int ai);
+
+/* ---- direct programs (rt_dcall.c) ---- */
+
+/* Builds c's plans of its direct programs (c->dplans) and picks its
+ * direct grid; a program the executor cannot run keeps an empty plan. */
+bt_result rt_direct_plans(baton_comm *c, int nthreads);
+
+/* Whether any loaded program of c is direct (the same on every rank). */
+int rt_direct_wanted(const baton_comm *c);
+
+/* The window of c (when rt_direct_wanted): allocated, with the handle its
+ * peers map it by; a rank that cannot have one publishes a zero handle
+ * (every rank then drops its direct plans at rt_direct_connect). */
+bt_result rt_direct_window(baton_comm *c, rt_window_handle *mine);
+
+/* Maps every rank's window given all handles; where that cannot be (a
+ * zero handle, another host, no peer access) c's direct plans are dropped
+ * (logged), which every rank decides alike.  Fails only on CUDA errors. */
+bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all);
+
+/* Whether direct algorithm ai runs a call of `count` elements of type
+ * dtype, in place or not, on c: its plan, room in the window, a layout it
+ * runs without a span outside the window, and, when it reaches its
+ * peers' buffers, `peer_io` (every rank's buffers known to the call). */
+int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io);
+
+/* Whether a call of c now would know every rank's buffers: inside a
+ * group, on a communicator of one process holding every rank (the
+ * group's end then gives each call its peers' buffers). */
+int rt_direct_peer_io(const baton_comm *c);
+
+/* Prepares direct algorithm ai for a call (rt_call_prep's twin). */
+bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                         cudaStream_t stream, rt_launch *L);
+
+/* Enqueues a prepared direct call: a copy of its input where its layout
+ * needs one, the executor, AVG's division. */
+bt_result rt_direct_launch(const rt_launch *L);
+
+/* A group's end (rt_group.c), before it launches: each direct call that
+ * reaches its peers' buffers gets every rank's; where the group lacks a
+ * rank's call it is prepared again without them (choose: how). */
+bt_result rt_direct_group(rt_launch *v, int n);
+
+void rt_direct_free(baton_comm *c);
 
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);

@@ -126,6 +126,9 @@ baton_result baton_group_end(void) {
   if (r) {
     if (grp.n) LOG_WARN(RT_SUB_RUNTIME, "a call of the group failed (%s): its other %d calls are not launched",
                         bt_result_str(r), grp.n);
+  } else if ((r = rt_direct_group(grp.v, grp.n))) {
+    LOG_WARN(RT_SUB_RUNTIME, "a direct call of the group cannot run (%s): its %d calls are not launched",
+             bt_result_str(r), grp.n);
   } else if (grp.n == 1) {
     direct_alltoall(grp.v, 1);
     r = launch_job(&grp.v[0]);

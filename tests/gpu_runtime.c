@@ -163,10 +163,19 @@ static void check_algorithms(int quick, rt_diag *d) {
     const ir_prog *p = al->prog;
     const char *name = p->name;
     if (al->compute >= 0 || al->root_copy) continue;   /* fused programs: tests/gpu_fused; other roots: check_rooted */
-    if (rt_plan_blocks(&comms[lo]->plans[ai]) == 0) {
+    if (!rt_comm_runnable(comms[lo], ai)) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
     }
+    /* A direct program that reaches its peers' buffers runs in a group of
+     * every rank's call, in one process. */
+    int peer_io = comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io;
+    if (peer_io && hi - lo < nranks) {
+      ok(1, "# SKIP %s: reaches its peers' buffers (one process only)", name);
+      continue;
+    }
+    int was = grouped;
+    grouped |= peer_io;
     ir_expect *ex = NULL;
     if (p->coll == IR_COLL_CUSTOM && (!p->expect || ir_expect_parse(p->expect, ir_prog_where(p), &ex, d))) {
       ok(1, "# SKIP %s: custom collective without an expectation", name);
@@ -191,6 +200,7 @@ static void check_algorithms(int quick, rt_diag *d) {
           }
     }
   report:
+    grouped = was;
     ok(fails == 0, "%s (%s): %d runs by name, all types and operators, counts 1..%lld, in/out of place", name,
        ir_prog_where(p), runs, (long long)counts[ncounts - 1]);
     ir_expect_free(ex);
@@ -519,7 +529,7 @@ static void check_rooted(void) {
     for (int root = 0; root < nranks; root++) {   /* its copies follow it: entry ai + root */
       int aj = ai + root;
       if (aj >= nall || rt_algos_get(comms[lo]->algos, aj)->prog->root != root ||
-          rt_plan_blocks(&comms[lo]->plans[aj]) == 0) { e = baton_internal_error; break; }
+          !rt_comm_runnable(comms[lo], aj)) { e = baton_internal_error; break; }
       for (int inplace = 0; inplace < 2 && !e; inplace++)
         for (int ci = 1; ci < 3 && !e; ci++, runs++)
           e = rooted_run(aj, al->prog->coll, root, counts[ci], inplace, h, &wrong, &untouched);

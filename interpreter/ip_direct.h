@@ -1,0 +1,148 @@
+/* ip_direct.h -- the direct executor: one kernel runs every direct program
+ * (docs/IR.md, "Direct steps") over windows, memory every rank of a
+ * communicator can load from and store into.
+ *
+ * The host turns one rank's thread blocks into a short list of executor
+ * operations (runtime/rt_direct.c) that travel in the kernel's parameters,
+ * so a block starts working without reading a plan from memory:
+ *
+ *   a run      consecutive data steps over the same chunks (put, get,
+ *              getr, cpy, re) applied to one value per 16-byte unit kept in
+ *              registers: its sources loaded at once, its stores in order
+ *              (a one-shot AllReduce's puts, copy and reductions are one
+ *              pass over the data);
+ *   signals    consecutive sig steps: a barrier, then a thread per signal
+ *              stores the peer's flag with release semantics;
+ *   waits      consecutive wait steps: a thread per wait polls its flag,
+ *              then a barrier.
+ *
+ * Every direct kernel of a communicator runs the same grid of `grid`
+ * blocks; each block keeps its own count of the calls it ran (seq), so all
+ * counts stay equal and every rank agrees on a call's number without
+ * talking: signals carry seq * (signals per call) + the signal's place, LL
+ * lines carry seq + 1, and LL landings alternate between two halves of
+ * the window with the call's parity.  Thread block t runs on blocks
+ * [t * lanes, (t + 1) * lanes); blocks past ntbs * lanes only count the
+ * call.  Unit u of a chunk (bytes 16u .. 16u + 15) belongs to thread u
+ * mod (lanes * threads) of its thread block on every rank, so a lane's
+ * signal covers exactly the units the peer's same lane reads. */
+#ifndef IP_DIRECT_H
+#define IP_DIRECT_H
+
+#include <stdint.h>
+
+#include "ip_gpu.h"
+#include "ir_geom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ranks a direct program spans at most: the kernel's parameters hold
+ * every rank's buffer and flag pointers. */
+#define IP_WIN_MAX_RANKS 16
+/* Channels of a direct program at most (its signal streams' flags). */
+#define IP_WIN_CHANS 4
+/* Thread blocks of a rank, executor operations, run links and signal
+ * entries of a rank's plan at most (they travel in the parameters). */
+#define IP_DIRECT_MAX_TBS 8
+#define IP_DIRECT_MAX_OPS 32
+#define IP_DIRECT_MAX_LINKS 64
+#define IP_DIRECT_MAX_SYNCS 64
+/* Sources one run loads per unit at most (its first and its
+ * reductions' operands): a longer chain of reductions is cut into runs. */
+#define IP_DIRECT_RUN_LOADS 6
+
+/* What an executor operation is. */
+enum { IP_D_RUN, IP_D_SIGS, IP_D_WAITS };
+
+/* A link of a run: what it does to the run's value V for each unit.
+ * LOAD (the run's first): V = the source; STORE: the local chunks = V;
+ * PUT: the peer's chunks = V; COMBINE: V = V (op) the source. */
+enum { IP_L_LOAD, IP_L_STORE, IP_L_PUT, IP_L_COMBINE };
+/* Where a link's chunks are: this rank's memory, the peer's, or (LL) a
+ * landing in this rank's scratch whose lines carry flags. */
+enum { IP_AT_LOCAL, IP_AT_PEER, IP_AT_LANDING };
+
+typedef struct ip_dlink {
+  uint8_t kind, at;       /* IP_L_*, IP_AT_* */
+  uint8_t buf;            /* ir_buf, in the memory `at` names */
+  uint8_t pad;
+  int16_t peer;           /* IP_AT_PEER: the rank */
+  int16_t step;           /* the IR step it came from (errors) */
+  int32_t off, run, stride;   /* its chunks: a pattern (ir_chunk_at) */
+} ip_dlink;
+
+/* A signal (IP_D_SIGS) or a wait (IP_D_WAITS) of a stream (this rank and
+ * `peer` on channel `chan`).  A signal stores seq * per_call + at into the
+ * peer's flag; a wait polls its own flag until it holds seq * per_call +
+ * at or more (at counts the stream's signals up to and including those
+ * the wait takes). */
+typedef struct ip_dsync {
+  int16_t peer, chan;
+  int16_t step, pad;
+  int32_t per_call, at;
+} ip_dsync;
+
+typedef struct ip_dop {
+  uint8_t kind;           /* IP_D_* */
+  uint8_t n;              /* links of a run, entries of a signal or wait group */
+  uint8_t npre, ncomb;    /* a run: links 1 .. npre store the first value (its LOAD), the ncomb after them reduce
+                             into it (at most IP_DIRECT_RUN_LOADS - 1), the rest store the result */
+  int16_t tb, pad;        /* the IR thread block (errors) */
+  int32_t cnt;            /* a run: chunks per link */
+  int32_t first;          /* its first link (ip_dargs.links) or entry (ip_dargs.syncs) */
+} ip_dop;
+
+typedef struct ip_dargs {
+  /* Where every rank's i, o and s are as this GPU reaches them (its own
+   * rank's included); i and o of a peer are NULL when the call does not
+   * know them (the program then touches no peer's i or o).  LL programs:
+   * s is the landing region's first half (the kernel adds `half` on odd
+   * calls). */
+  char *buf[IP_WIN_MAX_RANKS][IR_BUF_COUNT];
+  uint64_t *flags[IP_WIN_MAX_RANKS];   /* every rank's signal flags (rt_window.h lays them out) */
+  uint64_t *seq;                       /* this rank's call count per block (grid words) */
+  int64_t half;                        /* LL: bytes from one landing half to the other */
+  ir_geom geom;
+  int32_t rank, nranks, esize, dtype, op, proto;
+  int32_t grid, ntbs, lanes;           /* blocks launched; thread blocks; blocks per thread block */
+  int32_t nops, nlinks, nsyncs;
+  int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
+  volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
+  ip_gerr *err;
+  uint64_t *claim;                     /* device: 0 until one block of the call owns err */
+  uint64_t timeout_ns;                 /* 0: never */
+  ip_dop ops[IP_DIRECT_MAX_OPS];
+  ip_dlink links[IP_DIRECT_MAX_LINKS];
+  ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
+} ip_dargs;
+
+/* A flag's index in a rank's flag words: the stream from `sender` on
+ * channel `chan`, as lane `lane` of the thread blocks at its two ends
+ * sees it. */
+IR_HD int64_t ip_direct_flag(int lane, int chan, int sender, int nranks) {
+  return ((int64_t)lane * IP_WIN_CHANS + chan) * nranks + sender;
+}
+/* Flag words of a rank's window for a grid of `grid` blocks. */
+IR_HD int64_t ip_direct_flag_words(int grid, int nranks) {
+  return (int64_t)grid * IP_WIN_CHANS * nranks;
+}
+
+/* Launches the direct executor for one rank on `stream` with `nthreads`
+ * threads per block and a->grid blocks.  BT_ERR_CUDA when the launch
+ * fails (logged). */
+bt_result ip_direct_launch(const ip_dargs *a, int nthreads, void *stream);
+
+/* Loads every direct kernel on the current device (ip_gpu_load's reason). */
+bt_result ip_direct_load(void);
+
+/* Blocks of `nthreads` threads the current device holds at once running
+ * the direct kernel. */
+bt_result ip_direct_max_blocks(int nthreads, int *max_blocks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

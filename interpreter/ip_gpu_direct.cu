@@ -1,0 +1,322 @@
+// ip_gpu_direct.cu -- the direct executor's kernel (ip_direct.h): every
+// block walks its thread block's executor operations -- runs of data steps
+// over 16-byte units kept in registers, groups of signals, groups of waits
+// -- straight on the windows of every rank; no FIFO, no credit, no plan
+// read from memory (the operations are the kernel's parameters).  Like the
+// interpreter, one instance per (type, operator), so the reduction is
+// inlined.  Also the host's launch, load and occupancy calls.
+#include "ip_direct.h"
+
+#include <cuda_runtime.h>
+
+#include "ip_mem.cuh"
+#include "ip_reduce.cuh"
+#include "rt_cuda.h"
+#include "rt_log.h"
+
+// ---- waiting, with abort and timeout (as the interpreter's spin_more) ----
+
+// Per block: stop (every thread leaves at its next check) and when the
+// host's abort flag may next be read (it lives in host memory: reads cross
+// PCIe, so a block reads it at most once per DIRECT_ABORT_POLL_NS).
+__shared__ int d_stop;
+__shared__ unsigned long long d_next_poll;
+#define DIRECT_ABORT_POLL_NS 100000
+
+struct dspin {
+  uint64_t start;
+  uint32_t n;
+};
+
+// Called in a wait loop.  False when the wait must end: the block stops,
+// the host or another GPU aborted, or this wait timed out (the first block
+// to time out on the GPU records where and why, and raises the abort flag
+// for every block of every GPU of the communicator).
+static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int tb, int step, int what, int peer,
+                                               int chan) {
+  if (++s.n & 1023) return true;
+  if (atomicAdd(&d_stop, 0)) return false;
+  const uint64_t now = globaltimer();
+  if (s.start == 0) s.start = now;
+  const unsigned long long due = atomicAdd(&d_next_poll, 0ull);
+  if (now >= due && atomicCAS(&d_next_poll, due, now + DIRECT_ABORT_POLL_NS) == due && *a.abort) {
+    atomicExch(&d_stop, 1);
+    return false;
+  }
+  if (a.timeout_ns == 0 || now - s.start < a.timeout_ns) return true;
+  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
+    volatile ip_gerr *e = a.err;
+    e->rank = a.rank;
+    e->tb = tb;
+    e->step = step;
+    e->tile = (int64_t)(blockIdx.x % a.lanes);   // the lane
+    e->what = what;
+    e->peer = peer;
+    e->chan = chan;
+    e->depid = -1;
+    e->when = now;
+    __threadfence_system();
+    e->flag = 1;
+    __threadfence_system();
+  }
+  atomicExch(&d_stop, 1);
+  *a.abort = 1;
+  __threadfence_system();
+  return false;
+}
+
+// ---- 16-byte units ---------------------------------------------------------
+
+__device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
+
+// A unit's bytes one at a time: the tail of a region, or an unaligned one
+// (zero past valid).  Out of line: the common path keeps its registers.
+static __device__ __noinline__ uint4 load_bytes(const char *p, int64_t off, int64_t valid) {
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int k = 0; k < 16; k++)
+    if (off + k < valid) w[k >> 2] |= (uint32_t)(uint8_t)p[off + k] << (8 * (k & 3));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+static __device__ __noinline__ void store_bytes(char *p, int64_t off, int64_t valid, uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 16; k++)
+    if (off + k < valid) p[off + k] = (char)(w[k >> 2] >> (8 * (k & 3)));
+}
+
+// The unit at p + off of a region whose first `valid` bytes count: one
+// 16-byte load where it is whole and aligned (`peer`: another GPU's
+// memory, read past L1), else byte by byte.
+__device__ __forceinline__ uint4 load_unit(const char *p, int64_t off, int64_t valid, bool peer) {
+  if (off + 16 <= valid && aligned16(p)) return peer ? __ldcg((const uint4 *)(p + off)) : *(const uint4 *)(p + off);
+  if (off >= valid) return make_uint4(0, 0, 0, 0);
+  return load_bytes(p, off, valid);
+}
+
+// Stores the valid part of unit v at p + off.
+__device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, const uint4 &v) {
+  if (off + 16 <= valid && aligned16(p)) *(uint4 *)(p + off) = v;
+  else if (off < valid) store_bytes(p, off, valid, v);
+}
+
+// LL: unit u is two 16-byte lines at 32u, {8 data bytes as two words, the
+// flag after each}: a single store writes a line, so a reader that sees
+// the flag twice in it has its data.
+__device__ __forceinline__ void ll_put(char *p, int64_t u, const uint4 &v, uint32_t flag) {
+  uint4 *l = (uint4 *)(p + 32 * u);
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l), "r"(v.x), "r"(flag), "r"(v.y),
+               "r"(flag) : "memory");
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + 1), "r"(v.z), "r"(flag), "r"(v.w),
+               "r"(flag) : "memory");
+}
+// Loads unit u's two lines: the data into v, the four flag copies into f.
+__device__ __forceinline__ void ll_lines(const char *p, int64_t u, uint4 &v, uint4 &f) {
+  const uint4 *l = (const uint4 *)(p + 32 * u);
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(f.x), "=r"(v.y), "=r"(f.y) : "l"(l));
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.z), "=r"(f.z), "=r"(v.w), "=r"(f.w) : "l"(l + 1));
+}
+__device__ __forceinline__ bool ll_there(const uint4 &f, uint32_t flag) {
+  return f.x == flag && f.y == flag && f.z == flag && f.w == flag;
+}
+
+// ---- runs ---------------------------------------------------------------------
+
+// A run's links for the chunk at hand, in shared memory: where each one's
+// chunk starts and how many of its bytes count (landings: lines, whole).
+__shared__ char *d_ptr[IP_DIRECT_MAX_LINKS];
+__shared__ int64_t d_valid[IP_DIRECT_MAX_LINKS];
+
+// Fills d_ptr / d_valid for chunk j of every link of run op: thread k
+// takes link k.  Landings and an LL put's target start in their first
+// half; the caller adds the call's half.
+__device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, int j) {
+  const int k = threadIdx.x;
+  if (k >= op.n) return;
+  const ip_dlink &l = a.links[op.first + k];
+  const int r = l.at == IP_AT_PEER ? l.peer : a.rank;
+  const int64_t c = ir_chunk_at(l.off, l.run, l.stride, j);
+  const bool ll = a.proto == IR_PROTO_LL && l.buf == IR_BUF_SCRATCH;
+  const int64_t cb = a.geom.cap * a.esize;
+  d_ptr[k] = a.buf[r][l.buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, cb) : ir_geom_off(&a.geom, l.buf, c) * a.esize);
+  d_valid[k] = ll ? cb : ir_geom_len(&a.geom, l.buf, c) * a.esize;
+}
+
+// Runs one run (ip_direct.h) for this block's units: per unit, its loads
+// (the first link's source and every reduction's operand) at once -- LL
+// landings polled until their flags say this call -- then its stores and
+// reductions in program order.  Loads precede the unit's stores: the host
+// cuts runs where a store would feed a later load of the same run.  False
+// when a wait gave up (the thread then skips its other units but keeps to
+// the block's barriers).
+template <int DT, int OP>
+__device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  const int nc = op.ncomb, pre = op.npre;
+  const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
+  const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
+  const int64_t hoff = (seq & 1) ? a.half : 0;
+  const uint32_t flag = (uint32_t)(seq + 1);
+  bool ok = true;
+  for (int j = 0; j < op.cnt; j++) {
+    if (j) __syncthreads();   // every thread is done with the last chunk's table
+    link_table(a, op, j);
+    __syncthreads();
+    for (int64_t u = me; u < units; u += nt) {
+      const int64_t off = 16 * u;
+      uint4 v[IP_DIRECT_RUN_LOADS];
+      unsigned poll = 0;   // bit c: operand c is a landing still awaited
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
+        if (c > nc) break;
+        const int k = c == 0 ? 0 : pre + c;   // link 0, then the reductions' operands
+        const ip_dlink &l = a.links[op.first + k];
+        if (l.at == IP_AT_LANDING) {
+          poll |= 1u << c;
+          v[c] = make_uint4(0, 0, 0, 0);
+        } else {
+          v[c] = load_unit(d_ptr[k], off, d_valid[k], l.at == IP_AT_PEER);
+        }
+      }
+      if (poll) {
+        dspin sp = {0, 0};
+        for (;;) {
+          uint4 f[IP_DIRECT_RUN_LOADS];
+#pragma unroll
+          for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+            if (poll >> c & 1) ll_lines(d_ptr[c == 0 ? 0 : pre + c] + hoff, u, v[c], f[c]);
+#pragma unroll
+          for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+            if ((poll >> c & 1) && ll_there(f[c], flag)) poll &= ~(1u << c);
+          if (!poll) break;
+          const int c = __ffs(poll) - 1;
+          const ip_dlink &l = a.links[op.first + (c == 0 ? 0 : pre + c)];
+          if (!dspin_more(a, sp, op.tb, l.step, IP_WAIT_RECV, -1, 0)) break;
+        }
+        if (poll) {   // gave up: this thread does no more, but keeps to the block's barriers
+          ok = false;
+          break;
+        }
+      }
+      uint4 w = v[0];
+      for (int k = 1; k <= pre; k++) {   // stores of the first value
+        const ip_dlink &l = a.links[op.first + k];
+        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, w, flag);
+        else store_unit(d_ptr[k], off, d_valid[k], w);
+      }
+#pragma unroll
+      for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
+        if (c <= nc) w = ip_apply_u4<DT, OP>(w, v[c]);
+      for (int k = pre + nc + 1; k < op.n; k++) {   // stores of the reduced value
+        const ip_dlink &l = a.links[op.first + k];
+        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, w, flag);
+        else store_unit(d_ptr[k], off, d_valid[k], w);
+      }
+    }
+  }
+  return ok;
+}
+
+// ---- signals and waits ------------------------------------------------------
+
+// A group of signals: once every thread's earlier stores are done (the
+// barrier), thread i releases signal i into its peer's flag; a release at
+// system scope after the barrier makes the whole block's stores visible to
+// whoever acquires the flag.
+__device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  __syncthreads();
+  if ((int)threadIdx.x < op.n) {
+    const ip_dsync &s = a.syncs[op.first + threadIdx.x];
+    st_release_sys(a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks), seq * s.per_call + s.at);
+  }
+}
+
+// A group of waits: thread i acquires wait i's flag until it holds the
+// count the wait needs, then a barrier lets the whole block go on.  False
+// when a wait gave up.
+__device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  if ((int)threadIdx.x < op.n) {
+    const ip_dsync &s = a.syncs[op.first + threadIdx.x];
+    const uint64_t *f = a.flags[a.rank] + ip_direct_flag(lane, s.chan, s.peer, a.nranks);
+    const uint64_t need = seq * s.per_call + s.at;
+    dspin sp = {0, 0};
+    while (ld_acquire_sys(f) < need)
+      if (!dspin_more(a, sp, op.tb, s.step, IP_WAIT_RECV, s.peer, s.chan)) break;
+  }
+  __syncthreads();
+  return !d_stop;   // set before the barrier by a thread that gave up
+}
+
+// ---- the kernel --------------------------------------------------------------
+
+// Block b is lane b % lanes of thread block b / lanes; blocks past the
+// thread blocks' only count the call, so that every block's count stays
+// the call's number.
+template <int DT, int OP>
+__global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const __grid_constant__ ip_dargs a) {
+  const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
+  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
+  if (tb >= a.ntbs) {
+    if (threadIdx.x == 0) a.seq[b] = seq + 1;
+    return;
+  }
+  if (threadIdx.x == 0) {
+    d_stop = 0;
+    d_next_poll = 0;
+  }
+  __syncthreads();
+  for (int o = a.tb_first[tb]; o < a.tb_first[tb + 1]; o++) {
+    const ip_dop &op = a.ops[o];
+    bool ok = true;
+    if (op.kind == IP_D_RUN) ok = run<DT, OP>(a, op, seq, lane);
+    else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);
+    else ok = waits(a, op, seq, lane);
+    if (__syncthreads_or(!ok || d_stop)) break;   // every thread leaves together
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) a.seq[b] = seq + 1;
+}
+
+// The kernel of each (type, operator), as ip_gpu.cu's.
+#define DIRECT_OPS(DT) {(const void *)ip_direct_kernel<DT, IP_OP_SUM>, (const void *)ip_direct_kernel<DT, IP_OP_PROD>, \
+                        (const void *)ip_direct_kernel<DT, IP_OP_MAX>, (const void *)ip_direct_kernel<DT, IP_OP_MIN>}
+static const void *const kernels[IP_DTYPE_COUNT][4] = {
+#define X(id, name, ctype, size, kind) DIRECT_OPS(IP_##id),
+#include "ip_dtype.def"
+#undef X
+};
+
+static const void *kernel_of(int dtype, int op) {
+  int o = op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
+  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][o];
+}
+
+extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, void *stream) {
+  ip_dargs args = *a;
+  void *params[] = {&args};
+  return rt_cuda(cudaLaunchKernel(kernel_of(a->dtype, a->op), dim3(a->grid), dim3(nthreads), params, 0,
+                                  (cudaStream_t)stream), RT_SUB_EXEC, "direct executor launch");
+}
+
+extern "C" bt_result ip_direct_load(void) {
+  cudaFuncAttributes at;
+  for (int d = 0; d < IP_DTYPE_COUNT; d++)
+    for (int o = 0; o < 4; o++)
+      CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o]), RT_SUB_EXEC, "loading the direct executor"));
+  return BT_OK;
+}
+
+extern "C" bt_result ip_direct_max_blocks(int nthreads, int *max_blocks) {
+  int dev, sms, per, least = -1;
+  CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
+  CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
+  for (int d = 0; d < IP_DTYPE_COUNT; d++)
+    for (int o = 0; o < 4; o++) {
+      CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernels[d][o], nthreads, 0), RT_SUB_EXEC,
+                    "occupancy"));
+      if (least < 0 || per < least) least = per;
+    }
+  *max_blocks = sms * least;
+  return BT_OK;
+}

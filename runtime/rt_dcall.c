@@ -1,0 +1,240 @@
+/* rt_dcall.c -- direct programs in a communicator (docs/RUNTIME.md,
+ * "Direct programs"): their plans and the window at creation, and each
+ * call's arguments, launch, and peers' buffers. */
+#include "rt_comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_dtype.h"
+#include "ir_geom.h"
+#include "rt_cuda.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+int rt_direct_wanted(const baton_comm *c) {
+  for (int i = 0; i < rt_algos_count(c->algos); i++)
+    if (ir_prog_direct(rt_algos_get(c->algos, i)->prog)) return 1;
+  return 0;
+}
+
+bt_result rt_direct_plans(baton_comm *c, int nthreads) {
+  int n = rt_algos_count(c->algos);
+  if (!(c->dplans = calloc((size_t)n + 1, sizeof *c->dplans))) return BT_ERR_NOMEM;
+  for (int i = 0; i < n; i++) {
+    const ir_prog *p = rt_algos_get(c->algos, i)->prog;
+    if (!ir_prog_direct(p)) continue;
+    if (c->nodes > 1 || rt_comm_proto(c, p) != (int)p->proto) {
+      if (c->rank == 0)
+        LOG_WARN(RT_SUB_RUNTIME, "%s: a direct program runs on one node group in its own protocol (%s): not used",
+                 ir_prog_where(p), c->nodes > 1 ? "the communicator spans node groups" : "BATON_PROTO=Simple");
+      continue;
+    }
+    bt_result e = rt_dplan_build(&c->dplans[i], p, c->rank, nthreads);
+    if (e && e != BT_ERR_UNSUPPORTED) return e;
+  }
+  return BT_OK;
+}
+
+bt_result rt_direct_window(baton_comm *c, rt_window_handle *mine) {
+  memset(mine, 0, sizeof *mine);
+  int64_t mb = rt_param_int(RT_PARAM_WINDOW_MB);
+  if (mb <= 0 || c->nodes > 1) return BT_OK;
+  rt_window_layout l;
+  rt_window_plan(&l, c->nranks, c->grid, (size_t)mb << 20);
+  bt_result e = rt_window_alloc(&c->win, c->rank, &l, c->peers[c->rank].host, mine);
+  if (e == BT_ERR_CUDA) {   /* no room: this rank publishes none, so every rank does without */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no window of %lld MiB (BATON_WINDOW_MB): direct programs are not used", c->rank,
+             (long long)mb);
+    memset(mine, 0, sizeof *mine);
+    return BT_OK;
+  }
+  return e;
+}
+
+/* Drops c's direct plans and window. */
+static void drop_direct(baton_comm *c) {
+  for (int i = 0; c->dplans && i < rt_algos_count(c->algos); i++) c->dplans[i].ok = 0;
+  rt_window_free(c->win);
+  c->win = NULL;
+}
+
+bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all) {
+  int ok = c->win != NULL;
+  for (int r = 0; r < c->nranks && ok; r++) ok = all[r].base != 0;
+  bt_result e = ok ? rt_window_connect(c->win, all) : BT_ERR_UNSUPPORTED;
+  if (e && e != BT_ERR_UNSUPPORTED) return e;
+  if (e) {
+    if (c->rank == 0 && rt_param_int(RT_PARAM_WINDOW_MB) > 0)
+      LOG_INFO(RT_SUB_RUNTIME, "a rank has no window: direct programs are not used");
+    drop_direct(c);
+  }
+  return BT_OK;
+}
+
+void rt_direct_free(baton_comm *c) {
+  rt_window_free(c->win);
+  c->win = NULL;
+  free(c->dplans);
+  c->dplans = NULL;
+}
+
+int rt_direct_peer_io(const baton_comm *c) { return c->bs == NULL && rt_group_open(); }
+
+int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io) {
+  if (!c->win || !c->dplans || !c->dplans[ai].ok) return 0;
+  const rt_dplan *d = &c->dplans[ai];
+  const rt_algo *al = rt_algos_get(c->algos, ai);
+  const ir_prog *p = al->prog;
+  if ((d->peer_io && !peer_io) || !rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, ip_dtype_size[dtype]))
+    return 0;
+  if (inplace) return al->inplace_ok;
+  if (!al->outofplace_ok) return 0;
+  if (!al->copies) return 1;
+  /* An in-place program out of place runs on a copy of the input in the
+   * output, where the output is the whole span (no span outside the
+   * window for peers to reach). */
+  ir_geom g;
+  return !ir_geom_init(&g, p, c->rank, count, 1) && g.out_at == 0 && g.span <= g.elems[IR_BUF_OUTPUT];
+}
+
+bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                         cudaStream_t stream, rt_launch *L) {
+  const rt_algo *al = rt_algos_get(c->algos, ai);
+  const ir_prog *p = al->prog;
+  const rt_dplan *d = &c->dplans[ai];
+  const int es = ip_dtype_size[dtype];
+  if (d->peer_io && !rt_direct_peer_io(c)) {   /* by name (baton_run), or the NCCL drop-in's own choice */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches its peers' buffers: it runs only in a group that holds every rank's "
+             "call, on a communicator of one process (baton_comm_init_all)", c->rank, ir_prog_where(p));
+    return BT_ERR_UNSUPPORTED;
+  }
+  ir_geom g;
+  if (ir_geom_init(&g, p, c->rank, count, 1)) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: count %lld does not fit its geometry", c->rank, ir_prog_where(p),
+             (long long)count);
+    return BT_ERR_INVALID;
+  }
+  const int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
+  const int aliased = inplace || al->copies;
+  if (!aliased) ir_geom_init(&g, p, c->rank, count, 0);
+  memset(L, 0, sizeof *L);
+  L->c = c;
+  L->stream = stream;
+  L->sendbuf = sendbuf;
+  L->recvbuf = recvbuf;
+  L->nthreads = d->nthreads;
+  L->where = ir_prog_where(p);
+  L->direct = 1;
+  L->ai = ai;
+  L->coll = p->coll;
+  L->op = op;
+  L->copy_in = aliased && !inplace;
+  L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
+  ip_dargs *a = &L->d;
+  /* In place, or on a copy of the input placed in the output's span:
+   * the input is where the layout puts it in that span. */
+  a->buf[c->rank][IR_BUF_INPUT] = aliased ? (char *)recvbuf + (g.in_at - g.out_at) * es : (char *)sendbuf;
+  a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf;
+  const rt_window_layout *l = rt_window_layout_of(c->win);
+  for (int r = 0; r < c->nranks; r++) {
+    char *base = rt_window_base(c->win, r);
+    a->buf[r][IR_BUF_SCRATCH] = base + (p->proto == IR_PROTO_LL ? l->ll : l->simple);
+    a->flags[r] = (uint64_t *)(base + l->flags);
+  }
+  char *mine = rt_window_base(c->win, c->rank);
+  a->seq = (uint64_t *)(mine + l->seq);
+  a->claim = a->seq + l->grid;   /* the word after the counts */
+  a->half = (int64_t)l->ll_half;
+  a->geom = g;
+  a->rank = c->rank;
+  a->nranks = c->nranks;
+  a->esize = es;
+  a->dtype = dtype;
+  a->op = op;
+  a->proto = p->proto;
+  a->grid = c->grid;
+  a->ntbs = d->ntbs;
+  a->lanes = rt_dplan_lanes(d, c->grid, g.cap * es);
+  a->nops = d->nops;
+  a->nlinks = d->nlinks;
+  a->nsyncs = d->nsyncs;
+  memcpy(a->tb_first, d->tb_first, sizeof a->tb_first);
+  memcpy(a->ops, d->ops, (size_t)d->nops * sizeof *d->ops);
+  memcpy(a->links, d->links, (size_t)d->nlinks * sizeof *d->links);
+  memcpy(a->syncs, d->syncs, (size_t)d->nsyncs * sizeof *d->syncs);
+  a->abort = &c->shared->dev->abort;
+  a->err = &c->shared->dev->err[c->local];
+  a->timeout_ns = c->timeout_ns;
+  LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: direct, %d tbs x %d lanes of %d blocks x %d threads, %s%s",
+            c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
+            L->copy_in ? ", on a copy of the input" : "");
+  c->last = p->name ? p->name : L->where;
+  (void)stream;
+  return BT_OK;
+}
+
+bt_result rt_direct_launch(const rt_launch *L) {
+  const ip_dargs *a = &L->d;
+  if (L->copy_in)
+    CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
+                                  cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
+  CHECK(ip_direct_launch(a, L->nthreads, L->stream));
+  if (L->divide) CHECK(ip_gpu_divide(a->dtype, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
+  return BT_OK;
+}
+
+/* Prepares L again for a choice made without its peers' buffers (its
+ * group lacks some rank's call). */
+static bt_result choose_again(rt_launch *L) {
+  baton_comm *c = L->c;
+  int64_t count = L->d.geom.count;
+  int dtype = L->d.dtype;
+  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, 0);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, but its group lacks some rank's call, and no "
+             "other program fits the call: not run", c->rank, L->where);
+    return BT_ERR_UNSUPPORTED;
+  }
+  rt_launch M;
+  CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));
+  *L = M;
+  return BT_OK;
+}
+
+bt_result rt_direct_group(rt_launch *v, int n) {
+  unsigned char *done = calloc((size_t)n + 1, 1);
+  if (!done) return BT_ERR_NOMEM;
+  bt_result res = BT_OK;
+  for (int i = 0; i < n && !res; i++) {
+    rt_launch *L = &v[i];
+    if (done[i] || !L->direct || !L->c->dplans[L->ai].peer_io) continue;
+    /* The first call of each rank of L's communicator, of L's program and
+     * count, not yet given its peers: one set. */
+    rt_launch *by[IP_WIN_MAX_RANKS] = {0};
+    int at[IP_WIN_MAX_RANKS], have = 0, nr = L->c->nranks;
+    for (int j = i; j < n; j++) {
+      rt_launch *M = &v[j];
+      if (done[j] || !M->direct || M->c->shared != L->c->shared || M->ai != L->ai ||
+          M->d.geom.count != L->d.geom.count || by[M->c->rank])
+        continue;
+      by[M->c->rank] = M;
+      at[M->c->rank] = j;
+      have++;
+    }
+    for (int q = 0; q < nr; q++) {
+      if (!by[q]) continue;
+      done[at[q]] = 1;
+      if (have < nr) {
+        res = choose_again(by[q]);
+        continue;
+      }
+      for (int r = 0; r < nr; r++) {
+        by[q]->d.buf[r][IR_BUF_INPUT] = by[r]->d.buf[r][IR_BUF_INPUT];
+        by[q]->d.buf[r][IR_BUF_OUTPUT] = by[r]->d.buf[r][IR_BUF_OUTPUT];
+      }
+    }
+  }
+  free(done);
+  return res;
+}

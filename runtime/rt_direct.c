@@ -1,0 +1,306 @@
+/* rt_direct.c -- a direct program's thread blocks on one rank, turned into
+ * the direct executor's operations: runs, signal groups, wait groups. */
+#include "rt_direct.h"
+
+#include <string.h>
+
+#include "ir_geom.h"
+#include "rt_log.h"
+
+/* Where a run's value is, or where a link reads or writes: a rank's
+ * buffer and a pattern of `cnt` chunks (the run's). */
+typedef struct loc { int rank, buf; int32_t off, run, stride; } loc;
+
+static int loc_eq(loc a, loc b) {
+  return a.rank == b.rank && a.buf == b.buf && a.off == b.off && a.run == b.run && (!a.run || a.stride == b.stride);
+}
+
+/* Whether a and b (cnt chunks each) may share memory: one rank, and one
+ * buffer -- input and output counting as one, since an in-place call
+ * lays them over each other -- with overlapping extents, or any i/o pair. */
+static int loc_may_alias(loc a, loc b, int cnt) {
+  if (a.rank != b.rank) return 0;
+  int as = a.buf == IR_BUF_SCRATCH, bs = b.buf == IR_BUF_SCRATCH;
+  if (as != bs) return 0;
+  if (!as && a.buf != b.buf) return 1;
+  int64_t alo, ahi, blo, bhi;
+  ir_pattern_extent(a.off, a.run, a.stride, cnt, &alo, &ahi);
+  ir_pattern_extent(b.off, b.run, b.stride, cnt, &blo, &bhi);
+  return alo <= bhi && blo <= ahi;
+}
+
+/* The builder: the plan being filled and the run being built. */
+typedef struct builder {
+  rt_dplan *d;
+  const ir_prog *p;
+  int rank, ll, bad;
+  const char *why;
+  /* the open run: its op (-1 none), phase (0: storing the first value,
+   * 1: reducing into acc, 2: storing the result), the places the value is
+   * also in (clean copies), the chunk range being reduced into */
+  int op, phase, dirty;
+  loc locs[8];
+  int nlocs;
+  loc acc;
+  int tb;
+} builder;
+
+static loc src_loc(const builder *b, const ir_step *st) {
+  int r = (ir_op_flags[st->op] & IR_F_GET) ? st->peer : b->rank;
+  return (loc){r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride};
+}
+static loc dst_loc(const builder *b, const ir_step *st) {
+  int r = (ir_op_flags[st->op] & IR_F_PUT) ? st->peer : b->rank;
+  return (loc){r, st->dstbuf, st->dstoff, st->dstrun, st->dststride};
+}
+
+/* Appends a link of kind k at l to the open run (its op's n grows). */
+static void add_link(builder *b, int kind, loc l, int step) {
+  rt_dplan *d = b->d;
+  if (d->nlinks >= IP_DIRECT_MAX_LINKS) {
+    b->bad = 1;
+    b->why = "more run links than the executor holds";
+    return;
+  }
+  ip_dlink *k = &d->links[d->nlinks++];
+  memset(k, 0, sizeof *k);
+  k->kind = (uint8_t)kind;
+  k->buf = (uint8_t)l.buf;
+  k->peer = (int16_t)(l.rank == b->rank ? -1 : l.rank);
+  k->at = (uint8_t)(l.rank != b->rank ? IP_AT_PEER
+                    : b->ll && l.buf == IR_BUF_SCRATCH && (kind == IP_L_LOAD || kind == IP_L_COMBINE) ? IP_AT_LANDING
+                    : IP_AT_LOCAL);
+  k->step = (int16_t)step;
+  k->off = l.off;
+  k->run = l.run;
+  k->stride = l.stride;
+  d->ops[b->op].n++;
+}
+
+static int new_op(builder *b, int kind) {
+  rt_dplan *d = b->d;
+  if (d->nops >= IP_DIRECT_MAX_OPS) {
+    b->bad = 1;
+    b->why = "more operations than the executor holds";
+    return -1;
+  }
+  ip_dop *o = &d->ops[d->nops];
+  memset(o, 0, sizeof *o);
+  o->kind = (uint8_t)kind;
+  o->tb = (int16_t)b->tb;
+  o->first = kind == IP_D_RUN ? d->nlinks : d->nsyncs;
+  return d->nops++;
+}
+
+/* Ends the open run: a value reduced into acc and not yet stored is. */
+static void close_run(builder *b, int step) {
+  if (b->op < 0) return;
+  if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
+  b->op = -1;
+  b->dirty = 0;
+}
+
+/* Opens a run of cnt chunks whose value starts as l's. */
+static void open_run(builder *b, loc l, int cnt, int step) {
+  b->op = new_op(b, IP_D_RUN);
+  if (b->op < 0) return;
+  b->d->ops[b->op].cnt = cnt;
+  b->phase = 0;
+  b->dirty = 0;
+  b->nlocs = 0;
+  add_link(b, IP_L_LOAD, l, step);
+  if (l.rank == b->rank) b->locs[b->nlocs++] = l;
+}
+
+static int holds(const builder *b, loc l) {
+  for (int i = 0; i < b->nlocs; i++)
+    if (loc_eq(b->locs[i], l)) return 1;
+  return 0;
+}
+
+/* Whether an operand at l may be memory the open run stored before it
+ * (its loads come first, so it would read the old value). */
+static int stored_before(const builder *b, loc l) {
+  const ip_dop *o = &b->d->ops[b->op];
+  for (int k = 1; k < o->n; k++) {
+    const ip_dlink *x = &b->d->links[o->first + k];
+    if (x->kind != IP_L_STORE && x->kind != IP_L_PUT) continue;
+    loc s = {x->peer >= 0 ? x->peer : b->rank, x->buf, x->off, x->run, x->stride};
+    if (loc_may_alias(s, l, o->cnt)) return 1;
+  }
+  return 0;
+}
+
+/* A store of the run's value at l (cpy's destination, or a put's). */
+static void store(builder *b, int kind, loc l, int step) {
+  ip_dop *o = &b->d->ops[b->op];
+  if (b->phase == 1) {   /* the reduced value: its own place first */
+    add_link(b, IP_L_STORE, b->acc, step);
+    b->dirty = 0;
+    b->phase = 2;
+    b->locs[0] = b->acc;
+    b->nlocs = 1;
+  }
+  add_link(b, kind, l, step);
+  if (b->phase == 0) o->npre++;
+  if (kind == IP_L_STORE && b->nlocs < 8) b->locs[b->nlocs++] = l;
+}
+
+/* dst (op)= the operand at l, dst being where the value is. */
+static void combine(builder *b, loc dst, loc l, int step) {
+  ip_dop *o = &b->d->ops[b->op];
+  if (b->phase == 0) {   /* the first reduction: a store of dst before it is the result's */
+    const ip_dlink *last = o->n > 1 ? &b->d->links[o->first + o->n - 1] : NULL;
+    if (last && last->kind == IP_L_STORE && last->peer < 0 &&
+        loc_eq((loc){b->rank, last->buf, last->off, last->run, last->stride}, dst)) {
+      b->d->nlinks--;
+      o->n--;
+      o->npre--;
+    }
+    b->phase = 1;
+    b->acc = dst;
+    b->nlocs = 0;
+  }
+  add_link(b, IP_L_COMBINE, l, step);
+  o->ncomb++;
+  b->dirty = 1;
+}
+
+/* One data step (put, get, getr, cpy, re): joins the open run where the
+ * run's value is what it reads and the run's shape allows, else closes it
+ * and opens another. */
+static void data_step(builder *b, const ir_step *st, int s) {
+  const unsigned fl = ir_op_flags[st->op];
+  const int cnt = st->cnt;
+  const int reduces = (fl & IR_F_RED) != 0;
+  loc dst = dst_loc(b, st), src = src_loc(b, st);
+  if (b->ll && (fl & IR_F_DST) && st->dstbuf == IR_BUF_SCRATCH) {
+    b->bad = 1;
+    b->why = "an LL program writes its own scratch (only puts land there)";
+    return;
+  }
+  int joins = b->op >= 0 && b->d->ops[b->op].cnt == cnt;
+  if (joins && !reduces) {   /* cpy, put: from where the value is */
+    joins = st->op != IR_OP_GET && (b->phase == 1 ? loc_eq(src, b->acc) : holds(b, src));
+  } else if (joins) {        /* re, getr: into where the value is, an operand the run did not store */
+    const ip_dop *o = &b->d->ops[b->op];
+    joins = b->phase != 2 && (b->phase == 1 ? loc_eq(dst, b->acc) : holds(b, dst)) &&
+            o->ncomb + 1 < IP_DIRECT_RUN_LOADS && !stored_before(b, src);
+  }
+  if (!joins) {
+    close_run(b, s);
+    open_run(b, reduces ? dst : src, cnt, s);
+    if (b->bad) return;
+    if (st->op == IR_OP_GET) {
+      store(b, IP_L_STORE, dst, s);
+      return;
+    }
+  }
+  if (reduces) combine(b, dst, src, s);
+  else store(b, st->op == IR_OP_PUT ? IP_L_PUT : IP_L_STORE, dst, s);
+}
+
+/* The signals per call of the stream between this rank and peer on chan:
+ * sigs it sends (dir 0), or signals its waits take (dir 1). */
+static int per_call(const ir_gpu *g, int peer, int chan, int dir) {
+  int n = 0;
+  for (int t = 0; t < g->ntbs; t++) {
+    if (g->tbs[t].chan != chan) continue;
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      if (st->peer == peer && st->op == (dir ? IR_OP_WAIT : IR_OP_SIG)) n += dir ? st->cnt : 1;
+    }
+  }
+  return n;
+}
+
+/* A sig or wait: joins the open group of its kind, or opens one. */
+static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sent) {
+  const ir_gpu *g = &b->p->gpus[b->rank];
+  const ir_tb *tb = &g->tbs[b->tb];
+  int kind = st->op == IR_OP_SIG ? IP_D_SIGS : IP_D_WAITS;
+  close_run(b, s);
+  rt_dplan *d = b->d;
+  int last = d->nops - 1;
+  if (last < d->tb_first[b->tb] || d->ops[last].kind != kind) last = new_op(b, kind);
+  if (b->bad) return;
+  if (d->nsyncs >= IP_DIRECT_MAX_SYNCS) {
+    b->bad = 1;
+    b->why = "more signals and waits than the executor holds";
+    return;
+  }
+  int key = st->peer * IP_WIN_CHANS + tb->chan;
+  int at = kind == IP_D_SIGS ? ++sent[key] : (taken[key] += st->cnt);
+  d->syncs[d->nsyncs++] = (ip_dsync){(int16_t)st->peer, (int16_t)tb->chan, (int16_t)s, 0,
+                                     per_call(g, st->peer, tb->chan, kind == IP_D_WAITS), at};
+  d->ops[last].n++;
+}
+
+bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
+  memset(d, 0, sizeof *d);
+  const ir_gpu *g = &p->gpus[rank];
+  builder b = {.d = d, .p = p, .rank = rank, .ll = p->proto == IR_PROTO_LL, .op = -1};
+  int taken[IP_WIN_MAX_RANKS * IP_WIN_CHANS] = {0}, sent[IP_WIN_MAX_RANKS * IP_WIN_CHANS] = {0};
+  if (p->ngpus > IP_WIN_MAX_RANKS) b.why = "more ranks than the direct executor spans", b.bad = 1;
+  else if (g->ntbs > IP_DIRECT_MAX_TBS) b.why = "more thread blocks than the direct executor holds", b.bad = 1;
+  else if (p->interleave) b.why = "an interleaved output", b.bad = 1;
+  else if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL) b.why = "a protocol other than Simple or LL", b.bad = 1;
+  for (int r = 0; r < p->ngpus; r++) {
+    if (p->gpus[r].ntbs > d->most_tbs) d->most_tbs = p->gpus[r].ntbs;
+    if (p->gpus[r].s_chunks > d->s_chunks) d->s_chunks = p->gpus[r].s_chunks;
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        unsigned fl = ir_op_flags[st->op];
+        if (((fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH) || ((fl & IR_F_GET) && st->srcbuf != IR_BUF_SCRATCH))
+          d->peer_io = 1;
+      }
+  }
+  for (int t = 0; t < g->ntbs && !b.bad; t++) {
+    const ir_tb *tb = &g->tbs[t];
+    b.tb = t;
+    d->tb_first[t] = d->nops;
+    if (tb->chan >= IP_WIN_CHANS) {
+      b.bad = 1;
+      b.why = "a channel above the direct executor's";
+      break;
+    }
+    for (int s = 0; s < tb->nsteps && !b.bad; s++) {
+      const ir_step *st = &tb->steps[s];
+      if (st->depid >= 0) {
+        b.bad = 1;
+        b.why = "a dependency between thread blocks";
+      } else if (st->op == IR_OP_SIG || st->op == IR_OP_WAIT) {
+        sync_step(&b, st, s, taken, sent);
+      } else if (st->op != IR_OP_NOP) {
+        data_step(&b, st, s);
+      }
+    }
+    close_run(&b, tb->nsteps);
+  }
+  if (b.bad) {
+    LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: the direct executor cannot run it (%s): not used", ir_prog_where(p), rank,
+             b.why);
+    return BT_ERR_UNSUPPORTED;
+  }
+  d->ntbs = g->ntbs;
+  d->tb_first[g->ntbs] = d->nops;
+  d->nthreads = p->nthreads ? p->nthreads : nthreads;
+  d->ok = 1;
+  return BT_OK;
+}
+
+int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize) {
+  ir_geom g;
+  if (ir_geom_init(&g, p, 0, count, 0)) return 0;
+  int64_t chunk = g.cap * esize;
+  if (p->proto == IR_PROTO_LL) return d->s_chunks * ir_geom_wire(IR_PROTO_LL, chunk) <= (int64_t)l->ll_half;
+  return d->s_chunks * chunk <= (int64_t)l->simple_bytes;
+}
+
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes) {
+  int most = grid / (d->most_tbs > 0 ? d->most_tbs : 1);
+  int64_t units = (cap_bytes + 15) / 16, want = (units + d->nthreads - 1) / d->nthreads;
+  if (want > most) want = most;
+  return want < 1 ? 1 : (int)want;
+}

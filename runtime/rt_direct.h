@@ -1,0 +1,43 @@
+/* rt_direct.h -- direct programs (docs/IR.md, "Direct steps") on one rank:
+ * the direct executor's operations (interpreter/ip_direct.h), built from
+ * the IR once per communicator, and what a call adds to them. */
+#ifndef RT_DIRECT_H
+#define RT_DIRECT_H
+
+#include "ip_direct.h"
+#include "ir.h"
+#include "rt_window.h"
+
+typedef struct rt_dplan {
+  int ok;                 /* built: the direct executor runs the program on this rank */
+  int ntbs, nops, nlinks, nsyncs;
+  int tb_first[IP_DIRECT_MAX_TBS + 1];
+  ip_dop ops[IP_DIRECT_MAX_OPS];
+  ip_dlink links[IP_DIRECT_MAX_LINKS];
+  ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
+  int peer_io;            /* some rank's step reaches a peer's input or output: a call needs every rank's buffers */
+  int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
+  int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
+  int nthreads;
+} rt_dplan;
+
+/* Builds rank's operations for direct program p: each thread block's steps
+ * in order, consecutive data steps over the same chunks joined into runs
+ * (a value kept in registers), consecutive signals and waits into groups.
+ * nthreads: the IR's when it says, else this.  BT_ERR_UNSUPPORTED, said
+ * why at WARN, when the executor cannot run p (more ranks, thread blocks,
+ * channels or operations than ip_direct.h allows, a dependency between
+ * thread blocks, an interleaved output, an LL program writing its own
+ * scratch); d->ok stays 0 then. */
+bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
+
+/* Whether a call of `count` elements of `esize` bytes finds room for p's
+ * scratch in a window laid out as l (the same answer on every rank). */
+int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize);
+
+/* The lanes (blocks per thread block) a call gives each of d's thread
+ * blocks on a direct grid of `grid` blocks: enough for one 16-byte unit of
+ * a chunk of `cap_bytes` per thread, at most grid / d->most_tbs. */
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes);
+
+#endif

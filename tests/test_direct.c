@@ -1,0 +1,175 @@
+/* test_direct.c -- the direct executor's operations (runtime/rt_direct.c)
+ * built from hand-written direct programs, on the CPU: runs, signal and
+ * wait groups, the counts signals carry, where runs are cut, and the
+ * programs the executor refuses. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir_read.h"
+#include "rt_direct.h"
+#include "tap.h"
+
+/* A program text being written. */
+static char text[1 << 20];
+static size_t len;
+static void put(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(text + len, sizeof text - len, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof text - len) abort();   /* the test's programs fit */
+  len += (size_t)n;
+}
+static int nstep;
+static void step(const char *type, const char *sb, int so, const char *db, int dof, int cnt, int peer) {
+  put("      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"-1\" "
+      "deps=\"-1\" hasdep=\"0\"", nstep++, type, sb, so, db, dof, cnt);
+  if (peer >= 0) put(" peer=\"%d\"", peer);
+  put(" />\n");
+}
+static void begin(const char *proto, int n, int chunks, int inplace) {
+  len = 0;
+  put("<algo name=\"t\" proto=\"%s\" nchannels=\"1\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"allreduce\" "
+      "inplace=\"%d\" baton=\"1\">\n", proto, chunks, n, inplace);
+}
+static void rank_begin(int r, int chunks, int inplace, int s_chunks) {
+  nstep = 0;
+  put("  <gpu id=\"%d\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n    <tb id=\"0\" send=\"-1\" recv=\"-1\" "
+      "chan=\"0\">\n", r, chunks, inplace ? 0 : chunks, s_chunks);
+}
+static void rank_end(void) { put("    </tb>\n  </gpu>\n"); }
+static ir_prog *end(void) {
+  put("</algo>\n");
+  ir_prog *p = NULL;
+  return ir_read_memory(text, len, "t.xml", &p, NULL) ? NULL : p;
+}
+
+/* The LL one-shot: every rank puts its input into every peer's landing,
+ * then adds its landings to its own. */
+static ir_prog *oneshot(int n, int inplace) {
+  begin("LL", n, 1, inplace);
+  for (int r = 0; r < n; r++) {
+    rank_begin(r, 1, inplace, n - 1);
+    for (int q = 0; q < n; q++)
+      if (q != r) step("put", "i", 0, "s", ((r - q - 1) % n + n) % n, 1, q);
+    if (!inplace) step("cpy", "i", 0, "o", 0, 1, -1);
+    for (int k = 0; k < n - 1; k++) step("re", "s", k, inplace ? "i" : "o", 0, 1, -1);
+    rank_end();
+  }
+  return end();
+}
+
+/* The Simple two-shot on the ranks' own buffers: signals, waits, the
+ * reduction of chunk r by loads, its puts, signals and waits again. */
+static ir_prog *twoshot(int n) {
+  begin("Simple", n, n, 0);
+  for (int r = 0; r < n; r++) {
+    rank_begin(r, n, 0, 0);
+    for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    step("cpy", "i", r, "o", r, 1, -1);
+    for (int q = 0; q < n; q++) if (q != r) step("getr", "i", r, "o", r, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("put", "o", r, "o", r, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    rank_end();
+  }
+  return end();
+}
+
+static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
+  char got[80];
+  int n = 0;
+  for (int k = 0; k < o->n && n < 78; k++) {
+    const ip_dlink *l = &d->links[o->first + k];
+    got[n++] = "LSPC"[l->kind];
+    got[n++] = "lpa"[l->at];
+  }
+  got[n] = 0;
+  if (strcmp(got, want)) printf("#   links %s, expected %s\n", got, want);
+  return !strcmp(got, want);
+}
+
+int main(void) {
+  rt_dplan d;
+  /* One-shot LL, 4 ranks, out of place: one run, the input loaded once,
+   * put to three peers, the landings reduced, the sum stored. */
+  ir_prog *p = oneshot(4, 0);
+  ok(p && rt_dplan_build(&d, p, 1, 512) == BT_OK && d.ok, "LL one-shot: built");
+  ok(d.nops == 1 && d.ops[0].kind == IP_D_RUN && d.ops[0].npre == 3 && d.ops[0].ncomb == 3 &&
+     kinds_are(&d, &d.ops[0], "LlPpPpPpCaCaCaSl"), "LL one-shot: one run: load, 3 puts, 3 landings reduced, one store "
+     "(the copy into the output folded into the result's store)");
+  ok(!d.peer_io && d.s_chunks == 3 && d.most_tbs == 1, "LL one-shot: reaches no peer's i/o, 3 landing chunks");
+  int peers_ok = 1;
+  for (int k = 1; k <= 3; k++) peers_ok &= d.links[k].peer == (k <= 1 ? k - 1 : k) && d.links[k].buf == IR_BUF_SCRATCH;
+  ok(peers_ok, "LL one-shot: rank 1 puts to ranks 0, 2, 3, into their scratch");
+  ir_prog_free(p);
+  p = oneshot(4, 1);
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 1 && kinds_are(&d, &d.ops[0], "LlPpPpPpCaCaCaSl") &&
+     d.links[7].buf == IR_BUF_INPUT, "LL one-shot in place: the same run, the sum stored over the input");
+  ir_prog_free(p);
+  /* Eight ranks: seven landings, more than a run loads: cut, the second
+   * run starting from the stored partial sum. */
+  p = oneshot(8, 0);
+  bt_result built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && d.nops == 2 && d.ops[0].ncomb == IP_DIRECT_RUN_LOADS - 1 &&
+     d.ops[1].ncomb == 7 - (IP_DIRECT_RUN_LOADS - 1) && d.links[d.ops[1].first].kind == IP_L_LOAD &&
+     d.links[d.ops[1].first].buf == IR_BUF_OUTPUT, "LL one-shot, 8 ranks: two runs, the second from the partial sum "
+     "(%d ops)", d.nops);
+  ir_prog_free(p);
+  /* Two-shot, Simple, 4 ranks. */
+  p = twoshot(4);
+  ok(p && rt_dplan_build(&d, p, 2, 256) == BT_OK && d.nthreads == 256, "two-shot: built");
+  ok(d.nops == 5 && d.ops[0].kind == IP_D_SIGS && d.ops[1].kind == IP_D_WAITS && d.ops[2].kind == IP_D_RUN &&
+     d.ops[3].kind == IP_D_SIGS && d.ops[4].kind == IP_D_WAITS && d.ops[0].n == 3 && d.ops[4].n == 3,
+     "two-shot: signals, waits, one run, signals, waits");
+  ok(kinds_are(&d, &d.ops[2], "LlCpCpCpSlPpPpPp") && d.ops[2].npre == 0 && d.ops[2].ncomb == 3,
+     "two-shot: the run loads i[r], reduces three peers' i[r], stores o[r] and puts it to three peers");
+  const ip_dsync *s0 = &d.syncs[d.ops[0].first], *s3 = &d.syncs[d.ops[3].first], *w1 = &d.syncs[d.ops[1].first],
+                 *w4 = &d.syncs[d.ops[4].first];
+  ok(s0->per_call == 2 && s0->at == 1 && s3->at == 2 && w1->per_call == 2 && w1->at == 1 && w4->at == 2,
+     "two-shot: each stream carries 2 signals a call: the first group sends and waits for number 1, the second 2");
+  ok(d.peer_io, "two-shot: reaches its peers' inputs and outputs");
+  ir_prog_free(p);
+  /* Refused: a dependency between thread blocks, and more ranks than the
+   * executor's parameters hold. */
+  begin("Simple", 2, 1, 0);
+  for (int r = 0; r < 2; r++) {
+    nstep = 0;
+    put("  <gpu id=\"%d\" i_chunks=\"1\" o_chunks=\"1\" s_chunks=\"0\">\n    <tb id=\"0\" send=\"-1\" recv=\"-1\" "
+        "chan=\"0\">\n", r);
+    step("cpy", "i", 0, "o", 0, 1, -1);
+    put("    </tb>\n    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">\n");
+    nstep = 0;
+    put("      <step s=\"0\" type=\"nop\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"0\" depid=\"0\" "
+        "deps=\"0\" hasdep=\"0\" />\n");
+    put("      <step s=\"1\" type=\"sig\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" depid=\"-1\" "
+        "deps=\"-1\" hasdep=\"0\" peer=\"%d\" />\n", 1 - r);
+    put("      <step s=\"2\" type=\"wait\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" depid=\"-1\" "
+        "deps=\"-1\" hasdep=\"0\" peer=\"%d\" />\n", 1 - r);
+    rank_end();
+  }
+  p = end();
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_ERR_UNSUPPORTED && !d.ok, "a wait on another thread block is refused");
+  ir_prog_free(p);
+  p = oneshot(IP_WIN_MAX_RANKS + 1, 0);
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_ERR_UNSUPPORTED, "%d ranks are refused (the executor spans %d)",
+     IP_WIN_MAX_RANKS + 1, IP_WIN_MAX_RANKS);
+  ir_prog_free(p);
+  /* Room in the window and lanes. */
+  p = oneshot(4, 0);
+  rt_dplan_build(&d, p, 0, 512);
+  rt_window_layout l;
+  rt_window_plan(&l, 4, 128, (size_t)64 << 20);
+  ok(rt_dplan_fits(&d, p, &l, (1 << 20) / 4, 4) && !rt_dplan_fits(&d, p, &l, (2 << 20) / 4, 4),
+     "LL one-shot, 4 ranks, 64 MiB window (8 MiB landing halves): 1 MiB of f32 fits (3 x 2 MiB of lines), 2 MiB "
+     "does not");
+  ok(rt_dplan_lanes(&d, 128, 8) == 1 && rt_dplan_lanes(&d, 128, 32768) == 4 && rt_dplan_lanes(&d, 128, 1 << 30) == 128,
+     "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB");
+  ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
+     l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
+  ir_prog_free(p);
+  return tap_done();
+}
