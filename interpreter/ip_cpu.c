@@ -51,7 +51,8 @@ typedef struct tbx {
   unsigned char *cdone;    /* compute: [step * ntiles + tile] done */
   int *stream;             /* direct programs, per step: a sig's or wait's signal stream, else -1 */
   int64_t *need;           /* ... a wait's: the stream's signals per tile up to and with it */
-  int64_t land_c;          /* WAIT_LAND: the scratch chunk of this rank it waits for */
+  int64_t land_c;          /* WAIT_LAND: the scratch chunk of this rank it waits for ... */
+  struct tbx *land_next;   /* ... and the next tb waiting for that chunk */
 } tbx;
 
 /* A signal stream (rank from to rank to on a channel): signals sent, all
@@ -61,9 +62,14 @@ typedef struct sstream {
   tbx *waiter;
 } sstream;
 
-/* A scratch chunk of an LL direct program: the tiles its put has landed,
- * and the rank that puts it; tiles -1 when it is no landing. */
-typedef struct landx { int64_t tiles; int from; } landx;
+/* A scratch chunk of an LL direct program: the tiles its put has landed
+ * (-1 when it is no landing), the rank that puts it, and the tbs blocked
+ * until it lands their tile (a list through tbx.land_next). */
+typedef struct landx {
+  int64_t tiles;
+  int from;
+  tbx *waiting;
+} landx;
 
 struct exec {
   const ir_prog *p;
@@ -312,11 +318,16 @@ static void direct_done(exec *x, tbx *me, const ir_step *st, int s, int64_t t) {
     if (w && w->state == TB_BLOCKED && w->why == WAIT_SIG && signalled(x, w, w->step, w->tile)) wake(x, w);
   }
   if (!(fl & IR_F_PUT) || !x->land || st->dstbuf != IR_BUF_SCRATCH) return;
-  landx *l = x->land[st->peer];
-  for (int64_t j = 0; j < st->cnt; j++) l[ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j)].tiles = t + 1;
-  for (int u = 0; u < x->p->gpus[st->peer].ntbs; u++) {
-    tbx *w = &x->tbs[st->peer][u];
-    if (w->state == TB_BLOCKED && w->why == WAIT_LAND && l[w->land_c].tiles > w->tile) wake(x, w);
+  for (int64_t j = 0; j < st->cnt; j++) {
+    landx *l = &x->land[st->peer][ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j)];
+    l->tiles = t + 1;
+    tbx **at = &l->waiting;
+    while (*at) {   /* wake the waiters whose tile has landed, keep the others */
+      tbx *w = *at;
+      if (l->tiles <= w->tile) { at = &w->land_next; continue; }
+      *at = w->land_next;
+      wake(x, w);
+    }
   }
 }
 
@@ -342,6 +353,11 @@ static void advance(exec *x, tbx *me) {
       if (why != WAIT_NONE) {
         me->state = TB_BLOCKED;
         me->why = why;
+        if (why == WAIT_LAND) {   /* the put that lands the chunk wakes it */
+          landx *l = &x->land[me->r][me->land_c];
+          me->land_next = l->waiting;
+          l->waiting = me;
+        }
         return;
       }
       run_step(x, me, st, me->tile);
@@ -492,11 +508,11 @@ static bt_result direct_setup(exec *x) {
     for (int r = 0; r < p->ngpus; r++) {
       int64_t n = x->geom[r].chunks[IR_BUF_SCRATCH];
       if (!(x->land[r] = malloc((n + 1) * sizeof **x->land))) goto out;
-      for (int64_t c = 0; c < n; c++) x->land[r][c] = (landx){-1, -1};
+      for (int64_t c = 0; c < n; c++) x->land[r][c] = (landx){-1, -1, NULL};
     }
     CHECK_GOTO(ir_direct_landings(p, &lv, &nl), res, out);
     for (long i = 0; i < nl; i++)   /* in range: check_steps */
-      for (int64_t c = lv[i].lo; c < lv[i].hi; c++) x->land[lv[i].owner][c] = (landx){0, lv[i].r};
+      for (int64_t c = lv[i].lo; c < lv[i].hi; c++) x->land[lv[i].owner][c] = (landx){0, lv[i].r, NULL};
   }
   res = BT_OK;
 out:
