@@ -74,14 +74,19 @@ typedef struct ip_dlink {
 } ip_dlink;
 
 /* A signal (IP_D_SIGS) or a wait (IP_D_WAITS) of a stream (this rank and
- * `peer` on channel `chan`).  A signal stores seq * per_call + at into the
- * peer's flag; a wait polls its own flag until it holds seq * per_call +
- * at or more (at counts the stream's signals up to and including those
- * the wait takes). */
+ * `peer` on channel `chan`).  A signal stores IP_DIRECT_SIGNAL(seq, at)
+ * into the peer's flag; a wait polls its own flag until it holds
+ * IP_DIRECT_SIGNAL(seq, at) or more (at counts the stream's signals of the
+ * call up to and including this one, or those the wait takes).  The value
+ * grows with every call whatever the program, so a flag never holds a
+ * later call's count early, nor an earlier one's late (a count per
+ * program would: one with more signals a call leaves larger values). */
+#define IP_DIRECT_SIGNAL(seq, at) (((uint64_t)(seq) << 16) + (uint64_t)(at))
+#define IP_DIRECT_MAX_SIGNALS 65535   /* a stream's signals in one call at most */
 typedef struct ip_dsync {
   int16_t peer, chan;
   int16_t step, pad;
-  int32_t per_call, at;
+  int32_t at;
 } ip_dsync;
 
 typedef struct ip_dop {

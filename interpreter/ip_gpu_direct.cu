@@ -69,35 +69,55 @@ static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int 
 
 __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
 
-// A unit's bytes one at a time: the tail of a region, or an unaligned one
-// (zero past valid).  Out of line: the common path keeps its registers.
-static __device__ __noinline__ uint4 load_bytes(const char *p, int64_t off, int64_t valid) {
+// The valid bytes of a unit that is not one whole aligned 16-byte access
+// (a region's tail, or an unaligned region), in the widest words both the
+// address and the valid length allow (zero past valid).  Out of line: the
+// common path keeps its registers.
+static __device__ __noinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
   uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int k = 0; k < 16; k++)
-    if (off + k < valid) w[k >> 2] |= (uint32_t)(uint8_t)p[off + k] << (8 * (k & 3));
+  const int64_t n = valid - off < 16 ? valid - off : 16;
+  const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
+  if (g == 0) {
+    for (int k = 0; k < n; k += 8) {
+      const uint2 x = __ldcg((const uint2 *)(p + off + k));
+      w[k >> 2] = x.x;
+      w[(k >> 2) + 1] = x.y;
+    }
+  } else if ((g & 3) == 0) {
+    for (int k = 0; k < n; k += 4) w[k >> 2] = __ldcg((const unsigned *)(p + off + k));
+  } else {
+    for (int k = 0; k < n; k++) w[k >> 2] |= (uint32_t)(uint8_t)p[off + k] << (8 * (k & 3));
+  }
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
-static __device__ __noinline__ void store_bytes(char *p, int64_t off, int64_t valid, uint4 v) {
+static __device__ __noinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 16; k++)
-    if (off + k < valid) p[off + k] = (char)(w[k >> 2] >> (8 * (k & 3)));
+  const int64_t n = valid - off < 16 ? valid - off : 16;
+  const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
+  if (g == 0) {
+    for (int k = 0; k < n; k += 8) *(uint2 *)(p + off + k) = make_uint2(w[k >> 2], w[(k >> 2) + 1]);
+  } else if ((g & 3) == 0) {
+    for (int k = 0; k < n; k += 4) *(unsigned *)(p + off + k) = w[k >> 2];
+  } else {
+    for (int k = 0; k < n; k++) p[off + k] = (char)(w[k >> 2] >> (8 * (k & 3)));
+  }
 }
 
 // The unit at p + off of a region whose first `valid` bytes count: one
-// 16-byte load where it is whole and aligned (`peer`: another GPU's
-// memory, read past L1), else byte by byte.
-__device__ __forceinline__ uint4 load_unit(const char *p, int64_t off, int64_t valid, bool peer) {
-  if (off + 16 <= valid && aligned16(p)) return peer ? __ldcg((const uint4 *)(p + off)) : *(const uint4 *)(p + off);
+// 16-byte load where it is whole and aligned, else load_part.  Past L1
+// (ld.global.cg): what a peer stored, here or there, must not be read from
+// a line a former call left in this SM's L1, and nothing here is read
+// twice.
+__device__ __forceinline__ uint4 load_unit(const char *p, int64_t off, int64_t valid) {
+  if (off + 16 <= valid && aligned16(p)) return __ldcg((const uint4 *)(p + off));
   if (off >= valid) return make_uint4(0, 0, 0, 0);
-  return load_bytes(p, off, valid);
+  return load_part(p, off, valid);
 }
 
 // Stores the valid part of unit v at p + off.
 __device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, const uint4 &v) {
   if (off + 16 <= valid && aligned16(p)) *(uint4 *)(p + off) = v;
-  else if (off < valid) store_bytes(p, off, valid, v);
+  else if (off < valid) store_part(p, off, valid, v);
 }
 
 // LL: unit u is two 16-byte lines at 32u, {8 data bytes as two words, the
@@ -129,12 +149,10 @@ __device__ __forceinline__ bool ll_there(const uint4 &f, uint32_t flag) {
 __shared__ char *d_ptr[IP_DIRECT_MAX_LINKS];
 __shared__ int64_t d_valid[IP_DIRECT_MAX_LINKS];
 
-// Fills d_ptr / d_valid for chunk j of every link of run op: thread k
-// takes link k.  Landings and an LL put's target start in their first
-// half; the caller adds the call's half.
-__device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, int j) {
-  const int k = threadIdx.x;
-  if (k >= op.n) return;
+// Fills d_ptr[k] / d_valid[k] for chunk j of link k of run op (link_table:
+// every link, a thread each).  Landings and an LL put's target start in
+// their first half; the caller adds the call's half.
+__device__ __forceinline__ void link_one(const ip_dargs &a, const ip_dop &op, int j, int k) {
   const ip_dlink &l = a.links[op.first + k];
   const int r = l.at == IP_AT_PEER ? l.peer : a.rank;
   const int64_t c = ir_chunk_at(l.off, l.run, l.stride, j);
@@ -144,10 +162,49 @@ __device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, 
   d_valid[k] = ll ? cb : ir_geom_len(&a.geom, l.buf, c) * a.esize;
 }
 
+__device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, int j) {
+  for (int k = threadIdx.x; k < op.n; k += blockDim.x) link_one(a, op, j, k);
+}
+
+// Polls unit u of the landing at p (a run's first value) until its lines
+// carry `flag`; its data into v.  False when the wait gave up.
+__device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, const char *p, int64_t u, uint32_t flag,
+                                         uint4 &v) {
+  dspin sp = {0, 0};
+  for (;;) {
+    uint4 f;
+    ll_lines(p, u, v, f);
+    if (ll_there(f, flag)) return true;
+    if (!dspin_more(a, sp, op.tb, a.links[op.first].step, IP_WAIT_RECV, -1, 0)) return false;
+  }
+}
+
+// Polls unit u of the landings among run op's reductions' operands (bit c
+// of `want`: operand c) until their lines carry `flag`,
+// every line of every landing loaded before any is checked; their data
+// into v.  False when the wait gave up.
+__device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &op, unsigned want, uint4 *v, int pre,
+                                              int64_t u, int64_t hoff, uint32_t flag) {
+  dspin sp = {0, 0};
+  for (;;) {
+    uint4 f[IP_DIRECT_RUN_LOADS];
+#pragma unroll
+    for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+      if (want >> c & 1) ll_lines(d_ptr[pre + c] + hoff, u, v[c], f[c]);
+#pragma unroll
+    for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+      if ((want >> c & 1) && ll_there(f[c], flag)) want &= ~(1u << c);
+    if (!want) return true;
+    const int c = __ffs(want) - 1;
+    if (!dspin_more(a, sp, op.tb, a.links[op.first + pre + c].step, IP_WAIT_RECV, -1, 0)) return false;
+  }
+}
+
 // Runs one run (ip_direct.h) for this block's units: per unit, its loads
-// (the first link's source and every reduction's operand) at once -- LL
-// landings polled until their flags say this call -- then its stores and
-// reductions in program order.  Loads precede the unit's stores: the host
+// (the first link's source and every reduction's operand) at once, then
+// its stores and reductions in program order, LL landings polled where
+// they are first needed (after the first value's stores) until their
+// flags say this call.  Loads precede the unit's stores: the host
 // cuts runs where a store would feed a later load of the same run.  False
 // when a wait gave up (the thread then skips its other units but keeps to
 // the block's barriers).
@@ -166,44 +223,30 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
     for (int64_t u = me; u < units; u += nt) {
       const int64_t off = 16 * u;
       uint4 v[IP_DIRECT_RUN_LOADS];
-      unsigned poll = 0;   // bit c: operand c is a landing still awaited
+      unsigned land = 0;   // bit c: operand c is a landing, polled where it is first needed
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
         if (c > nc) break;
         const int k = c == 0 ? 0 : pre + c;   // link 0, then the reductions' operands
-        const ip_dlink &l = a.links[op.first + k];
-        if (l.at == IP_AT_LANDING) {
-          poll |= 1u << c;
-          v[c] = make_uint4(0, 0, 0, 0);
-        } else {
-          v[c] = load_unit(d_ptr[k], off, d_valid[k], l.at == IP_AT_PEER);
-        }
+        if (a.links[op.first + k].at == IP_AT_LANDING) land |= 1u << c;
+        else v[c] = load_unit(d_ptr[k], off, d_valid[k]);
       }
-      if (poll) {
-        dspin sp = {0, 0};
-        for (;;) {
-          uint4 f[IP_DIRECT_RUN_LOADS];
-#pragma unroll
-          for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
-            if (poll >> c & 1) ll_lines(d_ptr[c == 0 ? 0 : pre + c] + hoff, u, v[c], f[c]);
-#pragma unroll
-          for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
-            if ((poll >> c & 1) && ll_there(f[c], flag)) poll &= ~(1u << c);
-          if (!poll) break;
-          const int c = __ffs(poll) - 1;
-          const ip_dlink &l = a.links[op.first + (c == 0 ? 0 : pre + c)];
-          if (!dspin_more(a, sp, op.tb, l.step, IP_WAIT_RECV, -1, 0)) break;
-        }
-        if (poll) {   // gave up: this thread does no more, but keeps to the block's barriers
-          ok = false;
-          break;
-        }
+      // The first value's stores -- an LL one-shot's puts among them --
+      // go out before this rank waits for its own landings: the peers'
+      // puts wait for nothing either.
+      if ((land & 1) && !poll_one(a, op, d_ptr[0] + hoff, u, flag, v[0])) {
+        ok = false;
+        break;
       }
       uint4 w = v[0];
-      for (int k = 1; k <= pre; k++) {   // stores of the first value
+      for (int k = 1; k <= pre; k++) {
         const ip_dlink &l = a.links[op.first + k];
         if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, w, flag);
         else store_unit(d_ptr[k], off, d_valid[k], w);
+      }
+      if ((land & ~1u) && !poll_landings(a, op, land & ~1u, v, pre, u, hoff, flag)) {
+        ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
+        break;
       }
 #pragma unroll
       for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
@@ -221,14 +264,14 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 // ---- signals and waits ------------------------------------------------------
 
 // A group of signals: once every thread's earlier stores are done (the
-// barrier), thread i releases signal i into its peer's flag; a release at
-// system scope after the barrier makes the whole block's stores visible to
-// whoever acquires the flag.
+// barrier that ends every operation, ip_direct_kernel), thread i releases
+// signal i into its peer's flag; a release at system scope after a
+// barrier makes the whole block's stores visible to whoever acquires the
+// flag.
 __device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
-  __syncthreads();
-  if ((int)threadIdx.x < op.n) {
-    const ip_dsync &s = a.syncs[op.first + threadIdx.x];
-    st_release_sys(a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks), seq * s.per_call + s.at);
+  for (int i = threadIdx.x; i < op.n; i += blockDim.x) {
+    const ip_dsync &s = a.syncs[op.first + i];
+    st_release_sys(a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks), IP_DIRECT_SIGNAL(seq, s.at));
   }
 }
 
@@ -236,10 +279,10 @@ __device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uin
 // count the wait needs, then a barrier lets the whole block go on.  False
 // when a wait gave up.
 __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
-  if ((int)threadIdx.x < op.n) {
-    const ip_dsync &s = a.syncs[op.first + threadIdx.x];
+  for (int i = threadIdx.x; i < op.n; i += blockDim.x) {
+    const ip_dsync &s = a.syncs[op.first + i];
     const uint64_t *f = a.flags[a.rank] + ip_direct_flag(lane, s.chan, s.peer, a.nranks);
-    const uint64_t need = seq * s.per_call + s.at;
+    const uint64_t need = IP_DIRECT_SIGNAL(seq, s.at);
     dspin sp = {0, 0};
     while (ld_acquire_sys(f) < need)
       if (!dspin_more(a, sp, op.tb, s.step, IP_WAIT_RECV, s.peer, s.chan)) break;

@@ -200,24 +200,9 @@ static void data_step(builder *b, const ir_step *st, int s) {
   else store(b, st->op == IR_OP_PUT ? IP_L_PUT : IP_L_STORE, dst, s);
 }
 
-/* The signals per call of the stream between this rank and peer on chan:
- * sigs it sends (dir 0), or signals its waits take (dir 1). */
-static int per_call(const ir_gpu *g, int peer, int chan, int dir) {
-  int n = 0;
-  for (int t = 0; t < g->ntbs; t++) {
-    if (g->tbs[t].chan != chan) continue;
-    for (int s = 0; s < g->tbs[t].nsteps; s++) {
-      const ir_step *st = &g->tbs[t].steps[s];
-      if (st->peer == peer && st->op == (dir ? IR_OP_WAIT : IR_OP_SIG)) n += dir ? st->cnt : 1;
-    }
-  }
-  return n;
-}
-
 /* A sig or wait: joins the open group of its kind, or opens one. */
 static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sent) {
-  const ir_gpu *g = &b->p->gpus[b->rank];
-  const ir_tb *tb = &g->tbs[b->tb];
+  const ir_tb *tb = &b->p->gpus[b->rank].tbs[b->tb];
   int kind = st->op == IR_OP_SIG ? IP_D_SIGS : IP_D_WAITS;
   close_run(b, s);
   rt_dplan *d = b->d;
@@ -231,8 +216,12 @@ static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sen
   }
   int key = st->peer * IP_WIN_CHANS + tb->chan;
   int at = kind == IP_D_SIGS ? ++sent[key] : (taken[key] += st->cnt);
-  d->syncs[d->nsyncs++] = (ip_dsync){(int16_t)st->peer, (int16_t)tb->chan, (int16_t)s, 0,
-                                     per_call(g, st->peer, tb->chan, kind == IP_D_WAITS), at};
+  if (at > IP_DIRECT_MAX_SIGNALS) {
+    b->bad = 1;
+    b->why = "more signals of a stream in one call than a flag counts";
+    return;
+  }
+  d->syncs[d->nsyncs++] = (ip_dsync){(int16_t)st->peer, (int16_t)tb->chan, (int16_t)s, 0, at};
   d->ops[last].n++;
 }
 
