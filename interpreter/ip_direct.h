@@ -51,10 +51,15 @@ extern "C" {
 #define IP_DIRECT_MAX_SYNCS 64
 /* Sources one run loads per unit at most (its first and its
  * reductions' operands): a longer chain of reductions is cut into runs. */
-#define IP_DIRECT_RUN_LOADS 6
+#define IP_DIRECT_RUN_LOADS 4
+/* Segments of a copies operation at most (their loads at once). */
+#define IP_DIRECT_COPY_SEGS 4
 
-/* What an executor operation is. */
-enum { IP_D_RUN, IP_D_SIGS, IP_D_WAITS };
+/* What an executor operation is: a run; copies (independent copies, up to
+ * IP_DIRECT_COPY_SEGS of them, every one's load issued before any store:
+ * segment c is a LOAD, link 2c, and one STORE or PUT, link 2c + 1);
+ * signals; waits. */
+enum { IP_D_RUN, IP_D_COPIES, IP_D_SIGS, IP_D_WAITS };
 
 /* A link of a run: what it does to the run's value V for each unit.
  * LOAD (the run's first): V = the source; STORE: the local chunks = V;
@@ -94,7 +99,8 @@ typedef struct ip_dop {
   uint8_t n;              /* links of a run, entries of a signal or wait group */
   uint8_t npre, ncomb;    /* a run: links 1 .. npre store the first value (its LOAD), the ncomb after them reduce
                              into it (at most IP_DIRECT_RUN_LOADS - 1), the rest store the result */
-  int16_t tb, pad;        /* the IR thread block (errors) */
+  int16_t tb;             /* the IR thread block (errors) */
+  uint8_t nseg, pad;      /* copies: the segments */
   int32_t cnt;            /* a run: chunks per link */
   int32_t first;          /* its first link (ip_dargs.links) or entry (ip_dargs.syncs) */
 } ip_dop;
@@ -113,6 +119,7 @@ typedef struct ip_dargs {
   int32_t rank, nranks, esize, dtype, op, proto;
   int32_t grid, ntbs, lanes;           /* blocks launched; thread blocks; blocks per thread block */
   int32_t nops, nlinks, nsyncs;
+  int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
   int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
   volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
   ip_gerr *err;

@@ -120,23 +120,28 @@ __device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, 
   else if (off < valid) store_part(p, off, valid, v);
 }
 
-// LL: unit u is two 16-byte lines at 32u, {8 data bytes as two words, the
-// flag after each}: a single store writes a line, so a reader that sees
-// the flag twice in it has its data.
-__device__ __forceinline__ void ll_put(char *p, int64_t u, const uint4 &v, uint32_t flag) {
-  uint4 *l = (uint4 *)(p + 32 * u);
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l), "r"(v.x), "r"(flag), "r"(v.y),
+// LL: unit u of a chunk of `units` units is two 16-byte lines, {8 data
+// bytes as two words, the flag after each}: its first half at line u, its
+// second at line units + u, so that a warp's stores (and polls) of one
+// half cover consecutive lines, 512 bytes an instruction (two lines per
+// thread side by side made every instruction touch 32 separate 16-byte
+// pieces: measured at about 100 GB/s of lines out of a GPU).  A single
+// store writes a line, so a reader that sees the flag twice in it has its
+// data.  A landing is inside the window: its units fit 32 bits.
+__device__ __forceinline__ void ll_put(char *p, uint32_t u, uint32_t units, const uint4 &v, uint32_t flag) {
+  uint4 *l = (uint4 *)p;
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + u), "r"(v.x), "r"(flag), "r"(v.y),
                "r"(flag) : "memory");
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + 1), "r"(v.z), "r"(flag), "r"(v.w),
-               "r"(flag) : "memory");
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + units + u), "r"(v.z), "r"(flag),
+               "r"(v.w), "r"(flag) : "memory");
 }
 // Loads unit u's two lines: the data into v, the four flag copies into f.
-__device__ __forceinline__ void ll_lines(const char *p, int64_t u, uint4 &v, uint4 &f) {
-  const uint4 *l = (const uint4 *)(p + 32 * u);
+__device__ __forceinline__ void ll_lines(const char *p, uint32_t u, uint32_t units, uint4 &v, uint4 &f) {
+  const uint4 *l = (const uint4 *)p;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(f.x), "=r"(v.y), "=r"(f.y) : "l"(l));
+               : "=r"(v.x), "=r"(f.x), "=r"(v.y), "=r"(f.y) : "l"(l + u));
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.z), "=r"(f.z), "=r"(v.w), "=r"(f.w) : "l"(l + 1));
+               : "=r"(v.z), "=r"(f.z), "=r"(v.w), "=r"(f.w) : "l"(l + units + u));
 }
 __device__ __forceinline__ bool ll_there(const uint4 &f, uint32_t flag) {
   return f.x == flag && f.y == flag && f.z == flag && f.w == flag;
@@ -168,13 +173,14 @@ __device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, 
 
 // Polls unit u of the landing at p (a run's first value) until its lines
 // carry `flag`; its data into v.  False when the wait gave up.
-__device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, const char *p, int64_t u, uint32_t flag,
-                                         uint4 &v) {
+__device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, const char *p, int64_t u, int64_t units,
+                                         uint32_t flag, uint4 &v) {
   dspin sp = {0, 0};
   for (;;) {
     uint4 f;
-    ll_lines(p, u, v, f);
+    ll_lines(p, u, units, v, f);
     if (ll_there(f, flag)) return true;
+    if (a.poll_ns) __nanosleep(a.poll_ns);
     if (!dspin_more(a, sp, op.tb, a.links[op.first].step, IP_WAIT_RECV, -1, 0)) return false;
   }
 }
@@ -184,17 +190,18 @@ __device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, co
 // every line of every landing loaded before any is checked; their data
 // into v.  False when the wait gave up.
 __device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &op, unsigned want, uint4 *v, int pre,
-                                              int64_t u, int64_t hoff, uint32_t flag) {
+                                              int64_t u, int64_t units, int64_t hoff, uint32_t flag) {
   dspin sp = {0, 0};
   for (;;) {
     uint4 f[IP_DIRECT_RUN_LOADS];
 #pragma unroll
     for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
-      if (want >> c & 1) ll_lines(d_ptr[pre + c] + hoff, u, v[c], f[c]);
+      if (want >> c & 1) ll_lines(d_ptr[pre + c] + hoff, u, units, v[c], f[c]);
 #pragma unroll
     for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
       if ((want >> c & 1) && ll_there(f[c], flag)) want &= ~(1u << c);
     if (!want) return true;
+    if (a.poll_ns) __nanosleep(a.poll_ns);
     const int c = __ffs(want) - 1;
     if (!dspin_more(a, sp, op.tb, a.links[op.first + pre + c].step, IP_WAIT_RECV, -1, 0)) return false;
   }
@@ -216,10 +223,12 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
   bool ok = true;
+#pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
     if (j) __syncthreads();   // every thread is done with the last chunk's table
     link_table(a, op, j);
     __syncthreads();
+#pragma unroll 1
     for (int64_t u = me; u < units; u += nt) {
       const int64_t off = 16 * u;
       uint4 v[IP_DIRECT_RUN_LOADS];
@@ -234,17 +243,17 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
       // The first value's stores -- an LL one-shot's puts among them --
       // go out before this rank waits for its own landings: the peers'
       // puts wait for nothing either.
-      if ((land & 1) && !poll_one(a, op, d_ptr[0] + hoff, u, flag, v[0])) {
+      if ((land & 1) && !poll_one(a, op, d_ptr[0] + hoff, u, units, flag, v[0])) {
         ok = false;
         break;
       }
       uint4 w = v[0];
       for (int k = 1; k <= pre; k++) {
         const ip_dlink &l = a.links[op.first + k];
-        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, w, flag);
+        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, w, flag);
         else store_unit(d_ptr[k], off, d_valid[k], w);
       }
-      if ((land & ~1u) && !poll_landings(a, op, land & ~1u, v, pre, u, hoff, flag)) {
+      if ((land & ~1u) && !poll_landings(a, op, land & ~1u, v, pre, u, units, hoff, flag)) {
         ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
         break;
       }
@@ -253,8 +262,51 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
         if (c <= nc) w = ip_apply_u4<DT, OP>(w, v[c]);
       for (int k = pre + nc + 1; k < op.n; k++) {   // stores of the reduced value
         const ip_dlink &l = a.links[op.first + k];
-        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, w, flag);
+        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, w, flag);
         else store_unit(d_ptr[k], off, d_valid[k], w);
+      }
+    }
+  }
+  return ok;
+}
+
+// Runs a copies operation (ip_direct.h) for this block's units: per unit,
+// every segment's load at once, then each segment's store.  The host
+// joined only segments whose loads read nothing an earlier segment
+// stores.  False when a wait gave up (as run).
+__device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
+  const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
+  const int64_t hoff = (seq & 1) ? a.half : 0;
+  const uint32_t flag = (uint32_t)(seq + 1);
+  bool ok = true;
+#pragma unroll 1
+  for (int j = 0; j < op.cnt; j++) {
+    if (j) __syncthreads();
+    link_table(a, op, j);
+    __syncthreads();
+#pragma unroll 1
+    for (int64_t u = me; u < units; u += nt) {
+      const int64_t off = 16 * u;
+      uint4 v[IP_DIRECT_COPY_SEGS];
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
+        if (c < op.nseg && a.links[op.first + 2 * c].at != IP_AT_LANDING)
+          v[c] = load_unit(d_ptr[2 * c], off, d_valid[2 * c]);
+      // Landings (an LL program's last copies): their lines mostly there by
+      // now, polled one after the other.
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)
+        if (c < op.nseg && a.links[op.first + 2 * c].at == IP_AT_LANDING && ok &&
+            !poll_one(a, op, d_ptr[2 * c] + hoff, u, units, flag, v[c]))
+          ok = false;
+      if (!ok) break;   // gave up: this thread does no more, but keeps to the block's barriers
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
+        if (c >= op.nseg) break;
+        const ip_dlink &l = a.links[op.first + 2 * c + 1];
+        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[2 * c + 1] + hoff, u, units, v[c], flag);
+        else store_unit(d_ptr[2 * c + 1], off, d_valid[2 * c + 1], v[c]);
       }
     }
   }
@@ -313,6 +365,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     const ip_dop &op = a.ops[o];
     bool ok = true;
     if (op.kind == IP_D_RUN) ok = run<DT, OP>(a, op, seq, lane);
+    else if (op.kind == IP_D_COPIES) ok = copies(a, op, seq, lane);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);
     else ok = waits(a, op, seq, lane);
     if (__syncthreads_or(!ok || d_stop)) break;   // every thread leaves together

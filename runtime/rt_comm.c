@@ -394,6 +394,7 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   h = (h ^ (uint64_t)rt_param_int(RT_PARAM_NODE_RANKS)) * 1099511628211ull;   /* the groups: every rank alike */
   h = (h ^ (uint64_t)rt_param_int(RT_PARAM_WINDOW_MB)) * 1099511628211ull;    /* windows laid out alike */
   h = (h ^ (uint64_t)c->grid) * 1099511628211ull;                              /* the direct grid: lanes alike */
+  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_DIRECT_LANE_BYTES)) * 1099511628211ull;
   return h;
 }
 
@@ -433,7 +434,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
-               "BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS and BATON_WINDOW_MB, on GPUs alike", r, rank,
+               "BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB and BATON_DIRECT_LANE_BYTES, on GPUs alike", r, rank,
                rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;

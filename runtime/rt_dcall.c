@@ -155,7 +155,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, g.cap * es);
+  a->lanes = rt_dplan_lanes(d, c->grid, g.cap * es, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
+  a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->nops = d->nops;
   a->nlinks = d->nlinks;
   a->nsyncs = d->nsyncs;

@@ -92,12 +92,71 @@ static int new_op(builder *b, int kind) {
   return d->nops++;
 }
 
-/* Ends the open run: a value reduced into acc and not yet stored is. */
+static loc link_loc(const builder *b, const ip_dlink *x) {
+  return (loc){x->peer >= 0 ? x->peer : b->rank, x->buf, x->off, x->run, x->stride};
+}
+
+/* A run of one LOAD and its store of cnt chunks as cnt segments of one
+ * chunk each (a segment per chunk: their loads at once),
+ * when they fit a copies operation. */
+static void split_chunks(builder *b, ip_dop *o) {
+  rt_dplan *d = b->d;
+  int n = o->n, cnt = o->cnt;
+  if (cnt < 2 || cnt > IP_DIRECT_COPY_SEGS || d->nlinks - n + n * cnt > IP_DIRECT_MAX_LINKS) return;
+  ip_dlink one[IP_DIRECT_MAX_LINKS];
+  memcpy(one, &d->links[o->first], (size_t)n * sizeof *one);
+  d->nlinks = o->first;
+  for (int j = 0; j < cnt; j++)
+    for (int k = 0; k < n; k++) {
+      ip_dlink x = one[k];
+      x.off = (int32_t)ir_chunk_at(x.off, x.run, x.stride, j);
+      x.run = x.stride = 0;
+      d->links[d->nlinks++] = x;
+    }
+  o->kind = IP_D_COPIES;
+  o->nseg = (uint8_t)cnt;
+  o->n = (uint8_t)(n * cnt);
+  o->cnt = 1;
+}
+
+/* A run that only copies (a LOAD and one store) joins the copies operation
+ * before it when the two share their chunk count and the run's load reads
+ * nothing an earlier segment stores (loads go first); else it becomes one
+ * (so the next may join it).  The open run is the last operation. */
+static void join_copies(builder *b) {
+  rt_dplan *d = b->d;
+  ip_dop *o = &d->ops[b->op];
+  if (o->ncomb || o->n != 2) return;   /* a segment is one load and one store */
+  o->kind = IP_D_COPIES;
+  o->nseg = 1;
+  split_chunks(b, o);
+  if (b->op == 0 || b->op - 1 < d->tb_first[b->tb]) return;
+  ip_dop *p = &d->ops[b->op - 1];
+  if (p->kind != IP_D_COPIES || p->cnt != o->cnt || p->nseg + o->nseg > IP_DIRECT_COPY_SEGS || p->n + o->n > 255 ||
+      p->first + p->n != o->first)
+    return;
+  for (int k = 0; k < o->n; k++) {   /* every load of the run against every store before it */
+    const ip_dlink *l = &d->links[o->first + k];
+    if (l->kind != IP_L_LOAD) continue;
+    for (int i = 0; i < p->n; i++) {
+      const ip_dlink *x = &d->links[p->first + i];
+      if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt)) return;
+    }
+  }
+  p->n = (uint8_t)(p->n + o->n);
+  p->nseg = (uint8_t)(p->nseg + o->nseg);
+  d->nops--;
+  b->op = -1;
+}
+
+/* Ends the open run: a value reduced into acc and not yet stored is; a
+ * run that only copies joins the copies before it (join_copies). */
 static void close_run(builder *b, int step) {
   if (b->op < 0) return;
   if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
-  b->op = -1;
   b->dirty = 0;
+  if (!b->bad) join_copies(b);
+  b->op = -1;
 }
 
 /* Opens a run of cnt chunks whose value starts as l's. */
@@ -124,9 +183,7 @@ static int stored_before(const builder *b, loc l) {
   const ip_dop *o = &b->d->ops[b->op];
   for (int k = 1; k < o->n; k++) {
     const ip_dlink *x = &b->d->links[o->first + k];
-    if (x->kind != IP_L_STORE && x->kind != IP_L_PUT) continue;
-    loc s = {x->peer >= 0 ? x->peer : b->rank, x->buf, x->off, x->run, x->stride};
-    if (loc_may_alias(s, l, o->cnt)) return 1;
+    if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt)) return 1;
   }
   return 0;
 }
@@ -287,9 +344,10 @@ int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l
   return d->s_chunks * chunk <= (int64_t)l->simple_bytes;
 }
 
-int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes) {
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes) {
   int most = grid / (d->most_tbs > 0 ? d->most_tbs : 1);
-  int64_t units = (cap_bytes + 15) / 16, want = (units + d->nthreads - 1) / d->nthreads;
+  if (lane_bytes <= 0) lane_bytes = 16 * (int64_t)d->nthreads;
+  int64_t want = (cap_bytes + lane_bytes - 1) / lane_bytes;
   if (want > most) want = most;
   return want < 1 ? 1 : (int)want;
 }

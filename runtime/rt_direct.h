@@ -36,8 +36,9 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize);
 
 /* The lanes (blocks per thread block) a call gives each of d's thread
- * blocks on a direct grid of `grid` blocks: enough for one 16-byte unit of
- * a chunk of `cap_bytes` per thread, at most grid / d->most_tbs. */
-int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes);
+ * blocks on a direct grid of `grid` blocks: enough that a lane takes at
+ * most `lane_bytes` of a chunk of `cap_bytes` (0: a 16-byte unit per
+ * thread), at most grid / d->most_tbs. */
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes);
 
 #endif

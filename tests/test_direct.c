@@ -167,8 +167,9 @@ int main(void) {
   ok(rt_dplan_fits(&d, p, &l, (1 << 20) / 4, 4) && !rt_dplan_fits(&d, p, &l, (2 << 20) / 4, 4),
      "LL one-shot, 4 ranks, 64 MiB window (8 MiB landing halves): 1 MiB of f32 fits (3 x 2 MiB of lines), 2 MiB "
      "does not");
-  ok(rt_dplan_lanes(&d, 128, 8) == 1 && rt_dplan_lanes(&d, 128, 32768) == 4 && rt_dplan_lanes(&d, 128, 1 << 30) == 128,
-     "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB");
+  ok(rt_dplan_lanes(&d, 128, 8, 0) == 1 && rt_dplan_lanes(&d, 128, 32768, 0) == 4 &&
+     rt_dplan_lanes(&d, 128, 1 << 30, 0) == 128 && rt_dplan_lanes(&d, 128, 32768, 2048) == 16,
+     "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB; 16 for 32 KiB at 2 KiB a lane");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
   ir_prog_free(p);
