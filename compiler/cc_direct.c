@@ -316,93 +316,191 @@ static int drop_end_sigs(lower *w, const int *order, int live, const int *pos) {
   return 1;
 }
 
-int cc_direct_settle(lower *w, int **orderp, int live) {
-  int *order = *orderp, n = w->n, nr = w->t->nranks, res = -1, nkeys = 0;
-  int *pos = cc_malloc(((size_t)n + 1) * sizeof(int)), *fwd = cc_malloc(((size_t)n + 1) * sizeof(int));
-  int *idx = cc_malloc(((size_t)n + 1) * sizeof(int)), *prev = cc_malloc(((size_t)nr + 1) * sizeof(int));
-  int *total = NULL, *taken = NULL, *lastline = NULL;
-  int64_t *keys = NULL;
-  imap slot = {0};   /* (from, to) -> index of the stream */
-  if (!pos || !fwd || !idx || !prev) goto out;
-  for (int i = 0; i < n; i++) { pos[i] = -1; fwd[i] = i; }
-  for (int q = 0; q < live; q++) pos[order[q]] = q;
-  if (!drop_end_sigs(w, order, live, pos)) goto out;
-  /* adjacent sigs of a rank to one peer: the later carries both */
-  for (int r = 0; r < nr; r++) prev[r] = -1;
-  for (int q = 0; q < live; q++) {
-    ins *I = &w->v[order[q]];
+/* The state of cc_direct_settle: the streams (from, to) of the signals
+ * and, per instruction, its place in them. */
+typedef struct streams {
+  lower *w;
+  const int *order;
+  int live;
+  int *fwd;         /* a merged sig -> the sig that carries it */
+  int *idx;         /* a sig -> its number in its stream */
+  int *prev;        /* [rank]: scratch */
+  imap slot;        /* (from, to) -> index of the stream */
+  int nkeys;
+  int *total, *taken, *lastline;
+  int64_t *keys;    /* per stream: (to, from) as to * nranks + from */
+} streams;
+
+/* The sig that carries sig s. */
+static int carrier(const streams *z, int s) {
+  while (z->fwd[s] != s) s = z->fwd[s];
+  return s;
+}
+
+/* Adjacent sigs of a rank to one peer: the later carries them all. */
+static void merge_sigs(streams *z) {
+  lower *w = z->w;
+  for (int r = 0; r < w->t->nranks; r++) z->prev[r] = -1;
+  for (int q = 0; q < z->live; q++) {
+    ins *I = &w->v[z->order[q]];
     if (I->dead) continue;
-    int p = prev[I->rank];
+    int p = z->prev[I->rank];
     if (p >= 0 && I->op == IR_OP_SIG && w->v[p].op == IR_OP_SIG && w->v[p].peer == I->peer) {
       w->v[p].dead = 1;
-      fwd[p] = order[q];
+      z->fwd[p] = z->order[q];
     }
-    prev[I->rank] = order[q];
+    z->prev[I->rank] = z->order[q];
   }
-  /* each stream's sigs numbered in order */
-  for (int q = 0; q < live; q++) {
-    const ins *S = &w->v[order[q]];
+}
+
+/* Numbers every live sig in its stream and gives each wait (but those
+ * `gone`) cnt = the signals up to its sig's beyond those its rank has
+ * taken from that stream, or marks it dead when none (an earlier wait
+ * took them; so also a wait whose sig drop_untaken dropped).  0 when out
+ * of memory. */
+static int count_signals(streams *z, const unsigned char *gone) {
+  lower *w = z->w;
+  int nr = w->t->nranks;
+  for (int q = 0; q < z->live; q++) {
+    const ins *S = &w->v[z->order[q]];
     if (S->dead || S->op != IR_OP_SIG) continue;
     int64_t k = pair(w, S->rank, S->peer);
-    if (imap_get(&slot, k) < 0 && !imap_set(&slot, k, nkeys++)) goto out;
+    if (imap_get(&z->slot, k) >= 0) continue;
+    if (!imap_set(&z->slot, k, z->nkeys++)) return 0;
   }
-  total = cc_calloc((size_t)nkeys + 1, sizeof(int));
-  taken = cc_calloc((size_t)nkeys + 1, sizeof(int));
-  lastline = cc_calloc((size_t)nkeys + 1, sizeof(int));
-  keys = cc_malloc(((size_t)nkeys + 1) * sizeof(int64_t));
-  if (!total || !taken || !lastline || !keys) goto out;
-  for (int q = 0; q < live; q++) {
-    const ins *S = &w->v[order[q]];
+  cc_free(z->total); cc_free(z->taken); cc_free(z->lastline); cc_free(z->keys);
+  z->total = cc_calloc((size_t)z->nkeys + 1, sizeof(int));
+  z->taken = cc_calloc((size_t)z->nkeys + 1, sizeof(int));
+  z->lastline = cc_calloc((size_t)z->nkeys + 1, sizeof(int));
+  z->keys = cc_malloc(((size_t)z->nkeys + 1) * sizeof(int64_t));
+  if (!z->total || !z->taken || !z->lastline || !z->keys) return 0;
+  for (int k = 0; k < z->nkeys; k++) z->keys[k] = -1;
+  for (int q = 0; q < z->live; q++) {
+    const ins *S = &w->v[z->order[q]];
     if (S->dead || S->op != IR_OP_SIG) continue;
-    int k = imap_get(&slot, pair(w, S->rank, S->peer));
-    idx[order[q]] = total[k]++;
-    lastline[k] = S->line;
-    keys[k] = (int64_t)S->peer * nr + S->rank;   /* sorted by the waiting rank, then the signalling one */
+    int k = imap_get(&z->slot, pair(w, S->rank, S->peer));
+    z->idx[z->order[q]] = z->total[k]++;
+    z->lastline[k] = S->line;
+    z->keys[k] = (int64_t)S->peer * nr + S->rank;   /* sorted by the waiting rank, then the signalling one */
   }
-  /* each wait takes the signals up to its sig's, beyond those taken */
-  for (int q = 0; q < live; q++) {
-    ins *W = &w->v[order[q]];
-    if (W->dead || W->op != IR_OP_WAIT) continue;
-    int s = W->pred[0];
-    while (fwd[s] != s) s = fwd[s];
-    int k = imap_get(&slot, pair(w, W->peer, W->rank)), need = idx[s] + 1 - taken[k];
+  for (int q = 0; q < z->live; q++) {
+    ins *W = &w->v[z->order[q]];
+    if (W->op != IR_OP_WAIT || gone[z->order[q]]) continue;
+    int s = carrier(z, W->pred[0]), k = imap_get(&z->slot, pair(w, W->peer, W->rank));
+    W->dead = 0;
+    if (w->v[s].dead) { W->dead = 1; continue; }
+    int need = z->idx[s] + 1 - z->taken[k];
     if (need <= 0) { W->dead = 1; continue; }
     W->count = need;
-    taken[k] += need;
+    z->taken[k] += need;
   }
+  return 1;
+}
+
+/* The order of two waits for one peer: by their sigs' numbers, then ids. */
+static int later(const streams *z, int a, int b) {
+  int x = z->idx[carrier(z, z->w->v[a].pred[0])], y = z->idx[carrier(z, z->w->v[b].pred[0])];
+  return x != y ? x > y : a > b;
+}
+
+/* Marks gone (and dead) every wait each of whose steps also waits for a
+ * later sig of the same peer: that one orders them.  0 when out of memory. */
+static int drop_redundant_waits(streams *z, unsigned char *gone) {
+  lower *w = z->w;
+  int *succs = cc_calloc((size_t)w->n + 1, sizeof(int)), *beaten = cc_calloc((size_t)w->n + 1, sizeof(int));
+  if (!succs || !beaten) { cc_free(succs); cc_free(beaten); return 0; }
+  for (int q = 0; q < z->live; q++) {
+    const ins *B = &w->v[z->order[q]];
+    if (B->dead || B->op == IR_OP_WAIT) continue;
+    for (int k = 0; k < B->npred; k++) {
+      int a = B->pred[k];
+      if (w->v[a].op != IR_OP_WAIT) continue;
+      succs[a]++;
+      for (int j = 0; j < B->npred; j++) {
+        int c = B->pred[j];
+        if (c != a && w->v[c].op == IR_OP_WAIT && w->v[c].peer == w->v[a].peer && later(z, c, a)) { beaten[a]++; break; }
+      }
+    }
+  }
+  for (int q = 0; q < z->live; q++) {
+    int a = z->order[q];
+    if (w->v[a].op == IR_OP_WAIT && succs[a] && beaten[a] == succs[a]) { gone[a] = 1; w->v[a].dead = 1; }
+  }
+  cc_free(succs);
+  cc_free(beaten);
+  return 1;
+}
+
+/* Marks dead the start and data sigs no live wait is for: a wait that
+ * takes a later sig of the same stream orders everything after them, and
+ * carries the end rule too.  Returns how many, -1 when out of memory. */
+static int drop_untaken(streams *z) {
+  lower *w = z->w;
+  int n = 0;
+  unsigned char *taken = cc_calloc((size_t)w->n + 1, 1);
+  if (!taken) return -1;
+  for (int q = 0; q < z->live; q++) {
+    const ins *W = &w->v[z->order[q]];
+    if (!W->dead && W->op == IR_OP_WAIT) taken[carrier(z, W->pred[0])] = 1;
+  }
+  for (int q = 0; q < z->live; q++) {
+    ins *S = &w->v[z->order[q]];
+    if (!S->dead && S->op == IR_OP_SIG && S->role != CC_SIG_END && !taken[z->order[q]]) { S->dead = 1; n++; }
+  }
+  cc_free(taken);
+  return n;
+}
+
+int cc_direct_settle(lower *w, int **orderp, int live) {
+  int *order = *orderp, n = w->n, nr = w->t->nranks, res = -1;
+  int *pos = cc_malloc(((size_t)n + 1) * sizeof(int));
+  unsigned char *gone = cc_calloc((size_t)n + 1, 1);   /* waits drop_redundant_waits took away */
+  streams z = {w, order, live, cc_malloc(((size_t)n + 1) * sizeof(int)), cc_malloc(((size_t)n + 1) * sizeof(int)),
+               cc_malloc(((size_t)nr + 1) * sizeof(int)), {0}, 0, NULL, NULL, NULL, NULL};
+  if (!pos || !gone || !z.fwd || !z.idx || !z.prev) goto out;
+  for (int i = 0; i < n; i++) { pos[i] = -1; z.fwd[i] = i; }
+  for (int q = 0; q < live; q++) pos[order[q]] = q;
+  if (!drop_end_sigs(w, order, live, pos)) goto out;
+  merge_sigs(&z);
+  if (!count_signals(&z, gone) || !drop_redundant_waits(&z, gone)) goto out;
+  int dropped = drop_untaken(&z);
+  if (dropped < 0) goto out;
+  if (dropped) merge_sigs(&z);   /* fewer signals: merge and count again */
+  if (!count_signals(&z, gone)) goto out;
   /* the rebuilt order: the live steps, then every rank's final waits */
   int extra = 0;
-  for (int k = 0; k < nkeys; k++) extra += total[k] > taken[k];
+  for (int k = 0; k < z.nkeys; k++) extra += z.total[k] > z.taken[k];
   int *next = cc_malloc(((size_t)live + extra + 1) * sizeof(int)), m = 0;
   if (!next) goto out;
   for (int q = 0; q < live; q++) if (!w->v[order[q]].dead) next[m++] = order[q];
   cc_free(order);
   *orderp = order = next;
-  qsort(keys, nkeys, sizeof *keys, cmp_key);
-  for (int j = 0; j < nkeys; j++) {
-    int x = (int)(keys[j] / nr), y = (int)(keys[j] % nr), k = imap_get(&slot, pair(w, y, x));
-    if (total[k] == taken[k]) continue;
-    int f = make_wait(w, x, y, -1, lastline[k]);
+  qsort(z.keys, z.nkeys, sizeof *z.keys, cmp_key);
+  for (int j = 0; j < z.nkeys; j++) {
+    if (z.keys[j] < 0) continue;   /* a stream left with no sig */
+    int x = (int)(z.keys[j] / nr), y = (int)(z.keys[j] % nr), k = imap_get(&z.slot, pair(w, y, x));
+    if (z.total[k] == z.taken[k]) continue;
+    int f = make_wait(w, x, y, -1, z.lastline[k]);
     if (f < 0) goto out;
-    w->v[f].count = total[k] - taken[k];
+    w->v[f].count = z.total[k] - z.taken[k];
     order[m++] = f;
   }
   /* adjacent waits of a rank for one peer: the later takes both's signals */
-  for (int r = 0; r < nr; r++) prev[r] = -1;
+  for (int r = 0; r < nr; r++) z.prev[r] = -1;
   for (int q = 0; q < m; q++) {
     ins *I = &w->v[order[q]];
-    int p = prev[I->rank];
+    int p = z.prev[I->rank];
     if (p >= 0 && I->op == IR_OP_WAIT && w->v[p].op == IR_OP_WAIT && w->v[p].peer == I->peer) {
       I->count += w->v[p].count;
       w->v[p].dead = 1;
     }
-    prev[I->rank] = order[q];
+    z.prev[I->rank] = order[q];
   }
   res = 0;
   for (int q = 0; q < m; q++) if (!w->v[order[q]].dead) order[res++] = order[q];
 out:
-  imap_free(&slot);
-  cc_free(pos); cc_free(fwd); cc_free(idx); cc_free(prev);
-  cc_free(total); cc_free(taken); cc_free(lastline); cc_free(keys);
+  imap_free(&z.slot);
+  cc_free(pos); cc_free(gone); cc_free(z.fwd); cc_free(z.idx); cc_free(z.prev);
+  cc_free(z.total); cc_free(z.taken); cc_free(z.lastline); cc_free(z.keys);
   return res;
 }
