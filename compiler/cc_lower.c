@@ -958,7 +958,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     int need_pos[256], need_tb[256], nneed = 0;
     for (int k = 0; k < I->npred; k++) {
       ins *P = &w.v[I->pred[k]];
-      if (P->rank != I->rank || P->tb == I->tb) continue;
+      if (P->dead || P->rank != I->rank || P->tb == I->tb) continue;   /* dead: a direct program's wait that went */
       int anyorder = ir_tb_compute(&g->tbs[P->tb]), j;
       for (j = 0; j < nneed && (need_tb[j] != P->tb || (anyorder && need_pos[j] != P->pos)); j++) {}
       if (j == nneed) {
@@ -970,7 +970,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     /* a compute step another predecessor waits for already needs no wait */
     for (int k = 0; k < I->npred && nneed; k++) {
       ins *P = &w.v[I->pred[k]];
-      if (P->rank != I->rank || P->tb == I->tb || !ir_tb_compute(&g->tbs[P->tb])) continue;
+      if (P->dead || P->rank != I->rank || P->tb == I->tb || !ir_tb_compute(&g->tbs[P->tb])) continue;
       for (int q = 0; q < I->npred; q++)
         if (q != k && w.v[I->pred[q]].rank == I->rank && waits_for(&w, I->pred[q], I->pred[k], mark, ++stamp, stack)) {
           for (int j = 0; j < nneed; j++)
