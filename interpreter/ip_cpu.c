@@ -3,10 +3,14 @@
  * dependencies per tile, exact deadlock detection.
  * A compute thread block (ir_tb_compute) runs its steps one after the
  * other, each over every tile, and the steps waiting on it wait for every
- * tile of their tile's semaphore (ir_sync), as on the GPU. */
+ * tile of their tile's semaphore (ir_sync), as on the GPU.
+ * A direct program's put, get and getr reach the peer's buffers at once; a
+ * wait waits for its signal stream's count, and in LL a step that reads a
+ * landing waits until its put has landed the tile (docs/IR.md). */
 #include "ip_cpu.h"
 #include "ip_post.h"
 #include "ir_check.h"
+#include "ir_direct.h"
 #include "ir_geom.h"
 #include "rt_log.h"
 #include "rt_param.h"
@@ -28,7 +32,7 @@ typedef struct exec exec;
  * something only another thread block's step can give it, or finished. */
 enum { TB_RUNNABLE, TB_BLOCKED, TB_DONE };
 /* What a blocked thread block waits for. */
-enum { WAIT_NONE, WAIT_DEP, WAIT_MSG, WAIT_SLOT };
+enum { WAIT_NONE, WAIT_DEP, WAIT_MSG, WAIT_SLOT, WAIT_SIG, WAIT_LAND };
 
 typedef struct tbx {
   exec *x;
@@ -45,7 +49,27 @@ typedef struct tbx {
   unsigned char *tmp;      /* one message worth of elements */
   int compute;             /* a compute thread block: steps outer, tiles inner */
   unsigned char *cdone;    /* compute: [step * ntiles + tile] done */
+  int *stream;             /* direct programs, per step: a sig's or wait's signal stream, else -1 */
+  int64_t *need;           /* ... a wait's: the stream's signals per tile up to and with it */
+  int64_t land_c;          /* WAIT_LAND: the scratch chunk of this rank it waits for ... */
+  struct tbx *land_next;   /* ... and the next tb waiting for that chunk */
 } tbx;
+
+/* A signal stream (rank from to rank to on a channel): signals sent, all
+ * tiles; the signals one tile's waits take; the tb that holds them. */
+typedef struct sstream {
+  int64_t sent, per_tile;
+  tbx *waiter;
+} sstream;
+
+/* A scratch chunk of an LL direct program: the tiles its put has landed
+ * (-1 when it is no landing), the rank that puts it, and the tbs blocked
+ * until it lands their tile (a list through tbx.land_next). */
+typedef struct landx {
+  int64_t tiles;
+  int from;
+  tbx *waiting;
+} landx;
 
 struct exec {
   const ir_prog *p;
@@ -60,6 +84,9 @@ struct exec {
   int alive;               /* tbs not finished */
   int64_t steps, messages, bytes;
   ip_opnd (*opnd)[IR_MAX_OPERANDS];   /* fused programs: per rank, the operands */
+  sstream *streams;        /* direct programs: the signal streams */
+  int nstreams;
+  landx **land;            /* LL direct programs: [rank][scratch chunk]; NULL otherwise */
 };
 
 static void *buf_of(exec *x, int r, int b) {
@@ -95,9 +122,33 @@ static int group_done(const exec *x, const tbx *d, int s, int64_t t) {
   return 1;
 }
 
-/* What step st of me, for tile t, waits for (a WAIT_*), WAIT_NONE when it
- * can run now. */
-static int step_wait(const exec *x, const tbx *me, const ir_step *st, int64_t t) {
+/* In an LL direct program: the first landing chunk that step st of me
+ * reads locally (its source, a reduction's destination) and whose put has
+ * not landed tile t yet, or -1. */
+static int64_t unlanded(const exec *x, const tbx *me, const ir_step *st, int64_t t) {
+  unsigned fl = ir_op_flags[st->op];
+  for (int k = 0; k < 2; k++) {
+    if (!ir_side_reads_local(fl, k) || (k ? st->dstbuf : st->srcbuf) != IR_BUF_SCRATCH) continue;
+    for (int64_t j = 0; j < st->cnt; j++) {
+      int64_t c = k ? ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j)
+                    : ir_chunk_at(st->srcoff, st->srcrun, st->srcstride, j);
+      const landx *l = &x->land[me->r][c];
+      if (l->tiles >= 0 && l->tiles <= t) return c;
+    }
+  }
+  return -1;
+}
+
+/* Whether the wait at step s of me, for tile t, has all its signals: its
+ * stream's signals up to it in every tile before and in this one. */
+static int signalled(const exec *x, const tbx *me, int s, int64_t t) {
+  const sstream *k = &x->streams[me->stream[s]];
+  return k->sent >= t * k->per_tile + me->need[s];
+}
+
+/* What step st (step s) of me, for tile t, waits for (a WAIT_*),
+ * WAIT_NONE when it can run now; WAIT_LAND sets me->land_c. */
+static int step_wait(const exec *x, tbx *me, const ir_step *st, int s, int64_t t) {
   unsigned fl = ir_op_flags[st->op];
   if (st->depid >= 0) {
     const tbx *d = &x->tbs[me->r][st->depid];
@@ -106,6 +157,8 @@ static int step_wait(const exec *x, const tbx *me, const ir_step *st, int64_t t)
   }
   if ((fl & IR_F_RECV) && me->in->head == me->in->tail) return WAIT_MSG;
   if ((fl & IR_F_SEND) && me->out->head - me->out->tail >= x->nslots) return WAIT_SLOT;
+  if ((fl & IR_F_WAIT) && !signalled(x, me, s, t)) return WAIT_SIG;
+  if (x->land && (me->land_c = unlanded(x, me, st, t)) >= 0) return WAIT_LAND;
   return WAIT_NONE;
 }
 
@@ -125,6 +178,13 @@ static void stuck_line(const exec *x, const tbx *me, char *buf, size_t size) {
   else if (me->why == WAIT_SLOT)
     snprintf(buf, size, "waiting for a free slot to rank %d on channel %d (all %d full)", me->tb->send, me->tb->chan,
              x->nslots);
+  else if (me->why == WAIT_SIG) {
+    const sstream *k = &x->streams[me->stream[me->step]];
+    snprintf(buf, size, "waiting for signals of rank %d on channel %d (%lld of the stream's first %lld have come)",
+             st->peer, me->tb->chan, (long long)k->sent, (long long)(me->tile * k->per_tile + me->need[me->step]));
+  } else if (me->why == WAIT_LAND)
+    snprintf(buf, size, "waiting for rank %d's put to land tile %lld in s[%lld]", x->land[me->r][me->land_c].from,
+             (long long)me->tile, (long long)me->land_c);
   else
     snprintf(buf, size, "stopped");
 }
@@ -206,7 +266,21 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
     return;
   }
   switch (st->op) {
-  case IR_OP_NOP: return;
+  case IR_OP_NOP: case IR_OP_SIG: case IR_OP_WAIT: return;
+  case IR_OP_PUT:   /* into the peer's buffer, in the peer's geometry */
+    gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
+    scatter(x, st->peer, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, res);
+    return;
+  case IR_OP_GET:
+    gather(x, st->peer, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
+    break;
+  case IR_OP_GETR: {   /* as re, with the peer's chunks for src */
+    unsigned char *cur = me->tmp + n * x->esize;
+    gather(x, st->peer, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
+    gather(x, me->r, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, cur);
+    combine(x, op, res, cur, res, n);
+    break;
+  }
   case IR_OP_SEND: case IR_OP_COPY:
     gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
     break;
@@ -229,6 +303,34 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   if (fl & IR_F_DST) scatter(x, me->r, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, res);
 }
 
+/* A direct step of me completed tile t: a sig adds to its stream and wakes
+ * the stream's waiter once its wait has every signal; in LL, a put lands
+ * the tile in its peer's chunks and wakes the peer's thread blocks that
+ * wait for one of them and can now have it.  Only they can have been
+ * waiting for it, and only those that can go on are woken, so deadlock
+ * detection stays exact (changed()). */
+static void direct_done(exec *x, tbx *me, const ir_step *st, int s, int64_t t) {
+  unsigned fl = ir_op_flags[st->op];
+  if (fl & IR_F_SIG) {
+    sstream *k = &x->streams[me->stream[s]];
+    k->sent++;
+    tbx *w = k->waiter;
+    if (w && w->state == TB_BLOCKED && w->why == WAIT_SIG && signalled(x, w, w->step, w->tile)) wake(x, w);
+  }
+  if (!(fl & IR_F_PUT) || !x->land || st->dstbuf != IR_BUF_SCRATCH) return;
+  for (int64_t j = 0; j < st->cnt; j++) {
+    landx *l = &x->land[st->peer][ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j)];
+    l->tiles = t + 1;
+    tbx **at = &l->waiting;
+    while (*at) {   /* wake the waiters whose tile has landed, keep the others */
+      tbx *w = *at;
+      if (l->tiles <= w->tile) { at = &w->land_next; continue; }
+      *at = w->land_next;
+      wake(x, w);
+    }
+  }
+}
+
 /* Runs me until it finishes or must wait for another thread block.  A
  * compute thread block runs each step over every tile, in the order of its
  * steps (the program's tile order), and waits for nothing; any other runs
@@ -247,14 +349,20 @@ static void advance(exec *x, tbx *me) {
   } else {
     while (tb->nsteps > 0 && me->tile < x->ntiles) {
       const ir_step *st = &tb->steps[me->step];
-      int why = step_wait(x, me, st, me->tile);
+      int why = step_wait(x, me, st, me->step, me->tile);
       if (why != WAIT_NONE) {
         me->state = TB_BLOCKED;
         me->why = why;
+        if (why == WAIT_LAND) {   /* the put that lands the chunk wakes it */
+          landx *l = &x->land[me->r][me->land_c];
+          me->land_next = l->waiting;
+          l->waiting = me;
+        }
         return;
       }
       run_step(x, me, st, me->tile);
       unsigned fl = ir_op_flags[st->op];
+      if (fl & IR_F_DIRECT) direct_done(x, me, st, me->step, me->tile);
       if (fl & IR_F_RECV) me->in->tail++;
       if (fl & IR_F_SEND) {
         me->out->head++;
@@ -301,11 +409,16 @@ static void exec_free(exec *x) {
         free(b->tmp);
         free(b->cdone);
         free(b->dependents);
+        free(b->stream);
+        free(b->need);
       }
       free(x->tbs[r]);
     }
     if (x->scr) free(x->scr[r]);
+    if (x->land) free(x->land[r]);
   }
+  free(x->land);
+  free(x->streams);
   free(x->tbs);
   free(x->ready);
   free(x->scr);
@@ -355,6 +468,58 @@ static bt_result exec_sizes(exec *x, rt_diag *diag) {
       }
     }
   return BT_OK;
+}
+
+/* A direct program's state (ir_direct.h): each sig's and wait's signal
+ * stream, a wait's signals per tile up to and with it (its stream's waits
+ * in program order), each stream's waits per tile and the tb that holds
+ * them; in LL, which scratch chunks are landings and whose.  BT_ERR_NOMEM
+ * or BT_OK. */
+static bt_result direct_setup(exec *x) {
+  const ir_prog *p = x->p;
+  ir_sigstep *sg = NULL, *wt = NULL;
+  ir_landing *lv = NULL;
+  long ns = 0, nw = 0, nl = 0;
+  bt_result res = BT_ERR_NOMEM;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      tbx *b = &x->tbs[r][t];
+      b->stream = malloc((b->tb->nsteps + 1) * sizeof *b->stream);
+      b->need = calloc(b->tb->nsteps + 1, sizeof *b->need);
+      if (!b->stream || !b->need) goto out;
+      for (int s = 0; s < b->tb->nsteps; s++) b->stream[s] = -1;
+    }
+  CHECK_GOTO(ir_direct_streams(p, &sg, &ns, &wt, &nw), res, out);
+  if (!(x->streams = calloc(ns + nw + 1, sizeof *x->streams))) goto out;
+  for (long i = 0, j = 0; i < ns || j < nw; x->nstreams++) {   /* the sorted sigs and waits merged, stream by stream */
+    ir_sigstep key = j >= nw || (i < ns && ir_stream_cmp(&sg[i], &wt[j]) <= 0) ? sg[i] : wt[j];
+    sstream *k = &x->streams[x->nstreams];
+    for (; i < ns && !ir_stream_cmp(&sg[i], &key); i++) x->tbs[sg[i].r][sg[i].t].stream[sg[i].s] = x->nstreams;
+    for (; j < nw && !ir_stream_cmp(&wt[j], &key); j++) {
+      tbx *b = &x->tbs[wt[j].r][wt[j].t];
+      k->per_tile += wt[j].cnt;
+      b->stream[wt[j].s] = x->nstreams;
+      b->need[wt[j].s] = k->per_tile;
+      k->waiter = b;
+    }
+  }
+  if (p->proto == IR_PROTO_LL) {
+    if (!(x->land = calloc(p->ngpus, sizeof *x->land))) goto out;
+    for (int r = 0; r < p->ngpus; r++) {
+      int64_t n = x->geom[r].chunks[IR_BUF_SCRATCH];
+      if (!(x->land[r] = malloc((n + 1) * sizeof **x->land))) goto out;
+      for (int64_t c = 0; c < n; c++) x->land[r][c] = (landx){-1, -1, NULL};
+    }
+    CHECK_GOTO(ir_direct_landings(p, &lv, &nl), res, out);
+    for (long i = 0; i < nl; i++)   /* in range: check_steps */
+      for (int64_t c = lv[i].lo; c < lv[i].hi; c++) x->land[lv[i].owner][c] = (landx){0, lv[i].r, NULL};
+  }
+  res = BT_OK;
+out:
+  free(sg);
+  free(wt);
+  free(lv);
+  return res;
 }
 
 /* Builds the thread blocks' state and connections.  Each tb owns its outgoing
@@ -421,14 +586,15 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
       }
     }
   ir_peers_free(&pe);
+  if (!res && ir_prog_direct(p)) res = direct_setup(x);
   (void)diag;
   return res;
 }
 
-/* Whether chunks [off, off+cnt) of buffer b exist in geometry g; else an
- * error naming the step. */
+/* Whether chunks [off, off+cnt) of buffer b exist in geometry g (of rank
+ * owner: r, or a direct step's peer); else an error naming the step. */
 static int step_range(const ir_prog *p, const ir_geom *g, int r, int t, int s, const char *what, int b, int32_t off,
-                      int32_t run, int32_t stride, int32_t cnt, int inplace, rt_diag *diag) {
+                      int32_t run, int32_t stride, int32_t cnt, int inplace, int owner, rt_diag *diag) {
   static const char *const names[IR_BUF_COUNT] = {"input", "output", "scratch"};
   if (b >= IR_BUF_COUNT) {
     rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s buffer %d does not exist", ir_prog_where(p), r, t, s,
@@ -439,10 +605,12 @@ static int step_range(const ir_prog *p, const ir_geom *g, int r, int t, int s, c
   ir_pattern_extent(off, run, stride, cnt, &lo, &hi);
   int overlap = run > 0 && run < cnt && (stride > 0 ? stride : -(int64_t)stride) < run;
   if (!overlap && lo >= 0 && hi < g->chunks[b]) return 1;
-  rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s %s[%lld..%lld]%s, outside the %s's %d chunks on this rank in "
+  char whose[32] = "this rank";
+  if (owner != r) snprintf(whose, sizeof whose, "rank %d", owner);
+  rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %s %s[%lld..%lld]%s, outside the %s's %d chunks on %s in "
               "this run (%s); nothing was run", ir_prog_where(p), r, t, s, ir_op_xml[p->gpus[r].tbs[t].steps[s].op],
               what, ir_buf_xml[b], (long long)lo, (long long)hi, overlap ? " (overlapping runs)" : "", names[b],
-              g->chunks[b], inplace ? "in place" : "out of place");
+              g->chunks[b], whose, inplace ? "in place" : "out of place");
   return 0;
 }
 
@@ -484,7 +652,7 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
         }
         if (st->op == IR_OP_NOP) { bad += !ok; continue; }
         if (fl & IR_F_COMP) {
-          ok &= step_range(p, &geom[r], r, t, s, "computes", IR_BUF_INPUT, st->srcoff, 0, 0, st->cnt, inplace, diag);
+          ok &= step_range(p, &geom[r], r, t, s, "computes", IR_BUF_INPUT, st->srcoff, 0, 0, st->cnt, inplace, r, diag);
           for (int k = 0; k < IR_MAX_ARGS; k++)
             if (st->args[k] >= p->noperands || (st->args[k] < 0 && st->args[k] != -1)) {
               rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): operand %d does not exist (the program has %d)",
@@ -493,11 +661,26 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
             }
         } else if ((fl & IR_F_SRC) || st->op == IR_OP_SEND) {
           ok &= step_range(p, &geom[r], r, t, s, "reads", st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt,
-                           inplace, diag);
+                           inplace, r, diag);
         }
         if ((fl & IR_F_DST) || st->op == IR_OP_REDUCE)
           ok &= step_range(p, &geom[r], r, t, s, "writes", st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt,
-                           inplace, diag);
+                           inplace, r, diag);
+        if (fl & IR_F_DIRECT) {   /* the peer's chunks, in its geometry */
+          int q = st->peer;
+          if (q < 0 || q >= p->ngpus || q == r) {
+            rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): peer %d is not another rank", ir_prog_where(p), r, t, s,
+                        op, q);
+            bad++;
+            continue;
+          }
+          if (fl & IR_F_GET)
+            ok &= step_range(p, &geom[q], r, t, s, "reads", st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt,
+                             inplace, q, diag);
+          if (fl & IR_F_PUT)
+            ok &= step_range(p, &geom[q], r, t, s, "writes", st->dstbuf, st->dstoff, st->dstrun, st->dststride,
+                             st->cnt, inplace, q, diag);
+        }
         bad += !ok;
       }
     }

@@ -62,10 +62,12 @@ typedef struct ip_cpu_report {
  * thread block runs steps until one must wait, and a step that completes
  * makes runnable again only the thread blocks it can unblock (its
  * receiver, the sender whose slot it freed, the thread blocks that depend
- * on it); when no thread block is runnable and some have not finished, that
- * is a deadlock, exactly.  Messages, slots and dependencies behave as on
- * the GPU, and the result of a race-free program is the same in any order,
- * so one order is as good as any (docs/VERIFY.md).  A
+ * on it, a direct program's stream waiter and landing readers); when no
+ * thread block is runnable and some have not finished, that is a
+ * deadlock, exactly.  Messages, slots, dependencies, a direct program's
+ * signals and LL landings behave as on the GPU (puts and gets reach the
+ * peer's buffers at once), and the result of a race-free program is the
+ * same in any order, so one order is as good as any (docs/VERIFY.md).  A
  * fused program computes its input from operands filled with test data
  * (ip_operand_fill); its output is compared with the exact result within
  * ip_compute_tolerance, and a type its compute steps do not take is

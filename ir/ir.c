@@ -209,6 +209,22 @@ void ir_pattern_extent(int32_t off, int32_t run, int32_t stride, int32_t cnt, in
   *hi = off + (last > 0 ? last + (cnt - (runs - 1) * (int64_t)run) - 1 : run - 1);
 }
 
+int32_t ir_side_nruns(const ir_step *st, int dst) {
+  int32_t run = dst ? st->dstrun : st->srcrun;
+  return run > 0 && run < st->cnt ? (int32_t)(((int64_t)st->cnt + run - 1) / run) : 1;
+}
+
+void ir_side_run(const ir_step *st, int dst, int32_t i, int64_t *lo, int64_t *hi) {
+  int32_t run = dst ? st->dstrun : st->srcrun;
+  int64_t off = dst ? st->dstoff : st->srcoff, len = st->cnt;
+  if (run > 0 && run < st->cnt) {
+    off += i * (int64_t)(dst ? st->dststride : st->srcstride);
+    len = st->cnt - (int64_t)i * run < run ? st->cnt - (int64_t)i * run : run;
+  }
+  *lo = off;
+  *hi = off + len;
+}
+
 int ir_tb_next(const ir_tb *tb, int from, unsigned flags) {
   while (from < tb->nsteps && !(ir_op_flags[tb->steps[from].op] & flags)) from++;
   return from;

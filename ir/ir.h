@@ -246,6 +246,11 @@ static inline int ir_step_strided(const ir_step *st) { return st->srcrun > 0 || 
  * chunks addresses (ir_chunk_at). */
 void ir_pattern_extent(int32_t off, int32_t run, int32_t stride, int32_t cnt, int64_t *lo, int64_t *hi);
 
+/* The runs of chunks one side of step st addresses (dst 0: its source pattern, 1: its destination's): how
+ * many there are (1 unless strided), and run i as chunks [*lo, *hi) of that side's buffer. */
+int32_t ir_side_nruns(const ir_step *st, int dst);
+void ir_side_run(const ir_step *st, int dst, int32_t i, int64_t *lo, int64_t *hi);
+
 /* The largest cnt of any step of p, at least 1: a message of that many
  * chunks is what an executor's FIFO slot must hold. */
 int ir_prog_max_cnt(const ir_prog *p);

@@ -1,5 +1,7 @@
 /* ir_check.c -- static validation: every problem named by file, line, rank, tb and step. */
 #include "ir_check.h"
+#include "ir_check_int.h"
+#include "ir_direct.h"
 #include "ir_geom.h"
 #include "ir_graph.h"
 #include "rt_param.h"
@@ -10,25 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct checker {
-  const ir_prog *p;
-  rt_diag *diag;
-  int errors;
-} checker;
+typedef ir_checker checker;
 
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 /* Reports "FILE:LINE: rank R tb T step S: what" (rank, tb and step as far
  * as r, t, s >= 0 name them).  A program built in memory (no file: the
  * compiler's) has no XML line; where its step records the script line it
  * came from (prov, "ring.lua:12"), that leads instead: "ring.lua:12: rank
  * R tb T step S: what". */
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
+void ir_check_verr(checker *c, int r, int t, int s, const char *fmt, va_list ap) {
   char msg[900];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   const ir_prog *p = c->p;
   int line = p->line;
   const char *prov = NULL;
@@ -44,6 +37,14 @@ static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
   if (prov && *prov) rt_diag_add(c->diag, "%s: %s%s", prov, where, msg);
   else rt_diag_add(c->diag, "%s:%d: %s%s", ir_prog_where(p), line, where, msg);
   c->errors++;
+}
+
+static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ir_check_verr(c, r, t, s, fmt, ap);
+  va_end(ap);
 }
 
 /* The bounds of rt_param.def that everything after the checks relies on
@@ -160,8 +161,8 @@ static void check_tbs(checker *c, int r) {
   }
 }
 
-static void check_range(checker *c, int r, int t, int s, const char *what, int buf,
-                        int off, int cnt, int run, int stride, const ir_geom *g) {
+void ir_check_range(checker *c, int r, int t, int s, const char *what, int buf, int off, int cnt, int run,
+                    int stride, const ir_geom *g, int owner) {
   int n = g->chunks[buf];
   if (run > 0 && (stride == 0 || (stride > 0 ? stride : -(int64_t)stride) < run)) {
     err_step(c, r, t, s, "%s runs of %d chunks %d apart overlap: a stride must be at least the run (or at most minus it)",
@@ -170,9 +171,11 @@ static void check_range(checker *c, int r, int t, int s, const char *what, int b
   }
   int64_t lo, hi;
   ir_pattern_extent(off, run, stride, cnt, &lo, &hi);
+  char whose[32] = "this rank";
+  if (owner != r) snprintf(whose, sizeof whose, "rank %d", owner);
   if (off < 0 || lo < 0 || hi >= n)
-    err_step(c, r, t, s, "%s %s[%lld..%lld] is out of range: buffer %s has %d chunks on this rank",
-             what, ir_buf_xml[buf], (long long)lo, (long long)hi, ir_buf_xml[buf], n);
+    err_step(c, r, t, s, "%s %s[%lld..%lld] is out of range: buffer %s has %d chunks on %s",
+             what, ir_buf_xml[buf], (long long)lo, (long long)hi, ir_buf_xml[buf], n, whose);
 }
 
 /* Operand declarations: a matrix has rows and cols, a vector a length. */
@@ -385,22 +388,34 @@ static void check_compute_overlaps(checker *c, int r) {
  * broadcast leaves its input alone and a reduce writes neither buffer and
  * (out of place) never reads its output; partial results go to scratch.
  * (An in-place broadcast addresses one buffer, the output: reading it
- * before receiving is caught by verification, not here.) */
-static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
+ * before receiving is caught by verification, not here.)  rd and wr: the
+ * buffers of rank owner that step s reads and writes, or -1. */
+static void rooted_side(checker *c, int r, int t, int s, int owner, int rd, int wr) {
   const ir_prog *p = c->p;
   int unused = ir_coll_unused(p->coll);
-  if (unused < 0 || r == p->root || st->cnt < 1) return;
-  unsigned fl = ir_op_flags[st->op];
-  int rd = (fl & IR_F_SRC) ? st->srcbuf : -1, wr = (fl & IR_F_DST) ? st->dstbuf : -1;
+  if (unused < 0 || owner == p->root) return;
   const char *coll = ir_coll_name[p->coll];
+  char whose[32] = "its";   /* a direct step's remote side: the peer's buffers */
+  if (owner != r) snprintf(whose, sizeof whose, "rank %d's", owner);
   if (unused == IR_BUF_INPUT && !p->inplace && (rd == IR_BUF_INPUT || wr == IR_BUF_INPUT))
-    err_step(c, r, t, s, "%s its input, which a %s has only on the root (rank %d)",
-             rd == IR_BUF_INPUT ? "reads" : "writes", coll, p->root);
+    err_step(c, r, t, s, "%s %s input, which a %s has only on the root (rank %d)",
+             rd == IR_BUF_INPUT ? "reads" : "writes", whose, coll, p->root);
   if (unused == IR_BUF_OUTPUT && (wr == IR_BUF_INPUT || wr == IR_BUF_OUTPUT))
-    err_step(c, r, t, s, "writes its %s: off the root (rank %d) a %s has no output and leaves its input alone "
-             "(partial results go to scratch)", wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root, coll);
+    err_step(c, r, t, s, "writes %s %s: off the root (rank %d) a %s has no output and leaves its input alone "
+             "(partial results go to scratch)", whose, wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root,
+             coll);
   else if (unused == IR_BUF_OUTPUT && !p->inplace && rd == IR_BUF_OUTPUT)
-    err_step(c, r, t, s, "reads its output, which a %s has only on the root (rank %d)", coll, p->root);
+    err_step(c, r, t, s, "reads %s output, which a %s has only on the root (rank %d)", whose, coll, p->root);
+}
+
+/* The rules above for both sides of step st: its own buffers, and a
+ * direct step's peer's (a put's destination, a get's source). */
+static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
+  unsigned fl = ir_op_flags[st->op];
+  if (st->cnt < 1) return;
+  rooted_side(c, r, t, s, r, (fl & IR_F_SRC) ? st->srcbuf : -1, (fl & IR_F_DST) ? st->dstbuf : -1);
+  if ((fl & (IR_F_PUT | IR_F_GET)) && ir_peer_ok(c->p, r, st))
+    rooted_side(c, r, t, s, st->peer, (fl & IR_F_GET) ? st->srcbuf : -1, (fl & IR_F_PUT) ? st->dstbuf : -1);
 }
 
 static void check_steps(checker *c, int r) {
@@ -426,8 +441,10 @@ static void check_steps(checker *c, int r) {
         err_step(c, r, t, s, "%s sends, but the thread block has no send peer", op);
       if ((fl & IR_F_RECV) && tb->recv < 0)
         err_step(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
-      if (st->op != IR_OP_NOP && st->cnt < 1)
+      if (st->op != IR_OP_NOP && !(fl & (IR_F_SIG | IR_F_WAIT)) && st->cnt < 1)   /* signals: ir_direct.c */
         err_step(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
+      if (!(fl & IR_F_DIRECT) && st->peer >= 0)
+        err_step(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, sig, wait) name a peer", op, st->peer);
       /* A nop moves nothing, but executors size their FIFO slots by the
        * largest cnt: it may name no more chunks than a buffer holds. */
       if (st->op == IR_OP_NOP && st->cnt > geom.chunks[IR_BUF_INPUT] && st->cnt > geom.chunks[IR_BUF_OUTPUT] &&
@@ -435,17 +452,18 @@ static void check_steps(checker *c, int r) {
         err_step(c, r, t, s, "nop has cnt=%d, more chunks than any buffer of the rank holds", st->cnt);
       if (st->cnt >= 1) {
         if (fl & IR_F_SRC)
-          check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride, &geom);
+          ir_check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride, &geom, r);
         if (fl & IR_F_DST)
-          check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride, &geom);
+          ir_check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride, &geom,
+                         r);
       }
       if ((fl & IR_F_COMP) && ir_step_strided(st))
         err_step(c, r, t, s, "%s is strided (srcrun/dstrun): compute steps move consecutive chunks", op);
-      /* a send names its receiver's destination (pattern included) in its own */
-      if ((st->srcrun > 0 && !(fl & IR_F_SRC)) || (st->dstrun > 0 && !(fl & (IR_F_DST | IR_F_SEND))))
-        err_step(c, r, t, s, "%s has a %s pattern (%s) but no %s", op, st->srcrun > 0 && !(fl & IR_F_SRC) ?
-                 "source" : "destination", st->srcrun > 0 && !(fl & IR_F_SRC) ? "srcrun" : "dstrun",
-                 st->srcrun > 0 && !(fl & IR_F_SRC) ? "source" : "destination");
+      /* a send names its receiver's destination (pattern included) in its own, a put or get the peer's */
+      int nosrc = st->srcrun > 0 && !(fl & (IR_F_SRC | IR_F_GET));
+      if (nosrc || (st->dstrun > 0 && !(fl & (IR_F_DST | IR_F_SEND | IR_F_PUT))))
+        err_step(c, r, t, s, "%s has a %s pattern (%s) but no %s", op, nosrc ? "source" : "destination",
+                 nosrc ? "srcrun" : "dstrun", nosrc ? "source" : "destination");
       check_compute(c, r, t, s, &geom);
       check_rooted(c, r, t, s, st);
       if ((st->depid < 0) != (st->deps < 0)) {
@@ -617,7 +635,7 @@ static void run_prov(const ir_tb *tb, int a, int b, char *buf, size_t cap) {
  * are left out, and "... (K more runs of steps) back" says so. */
 static void describe_cycle(const ir_prog *p, const ir_graph *gr, const long *cyc, long m, const long *via,
                            char *path, size_t cap) {
-  static const char *const kind[] = {"order", "dependency", "message", "slot"};
+  static const char *const kind[] = {"order", "dependency", "message", "slot", "signal", "landing"};
   size_t len = 0;
   long left = 0;   /* runs that did not fit */
   path[0] = 0;
@@ -687,19 +705,26 @@ static long max_messages(const ir_prog *p) {
 }
 
 /* Deadlock freedom: no cycle through program order, dependencies and
- * messages; then, where some connection carries more than `slots`
- * messages per tile, none through slot edges either (ir_graph.h). */
+ * messages (and a direct program's signals and landings); then, where
+ * some connection carries more than `slots` messages per tile, none
+ * through slot edges either (ir_graph.h).  With no cycle, a direct
+ * program's ordering rules (ir_direct_order) over the same graph. */
 static void check_cycles(checker *c, const ir_peers *pe, int slots) {
   const ir_prog *p = c->p;
   char path[640];
   long at;
+  int direct = ir_prog_direct(p);
   for (int pass = 0; pass < 2; pass++) {
     int s = pass ? slots : 0;
     if (pass && (slots <= 0 || max_messages(p) <= slots)) return;
     ir_graph gr;
     if (ir_graph_build(p, pe, s, &gr)) return;
     int found = find_cycle(p, &gr, path, sizeof path, &at);
-    if (found > 0 && !pass)
+    if (found > 0 && !pass && direct)
+      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+               "dependency cycle through program order, dependencies, signals and landings (-[signal]-> : the wait "
+               "takes that sig; -[landing]-> : the step reads what that put lands): %s", path);
+    else if (found > 0 && !pass)
       err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
                "dependency cycle through program order, dependencies and messages: %s", path);
     else if (found > 0)
@@ -707,6 +732,7 @@ static void check_cycles(checker *c, const ir_peers *pe, int slots) {
                "deadlock with %d FIFO slot%s per connection: a cycle through program order, dependencies, messages and full slots "
                "(-[slot]-> : the send waits until that receive frees a slot): %s",
                slots, slots == 1 ? "" : "s", path);
+    if (!found && !pass && direct) ir_direct_order(c, &gr);
     ir_graph_free(&gr);
     if (found) return;
   }
@@ -722,6 +748,7 @@ bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag) {
   check_operands(&c);
   for (int r = 0; r < p->ngpus; r++) check_tbs(&c, r);
   for (int r = 0; r < p->ngpus; r++) check_steps(&c, r);
+  if (ir_prog_direct(p)) ir_direct_check(&c);
   if (c.errors) return BT_ERR_INVALID;
   ir_peers pe;
   if (ir_peers_build(p, &pe)) return BT_ERR_NOMEM;

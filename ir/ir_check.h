@@ -11,7 +11,13 @@
  * range, dependencies on existing signalling steps, send/recv pairing
  * (message counts, sizes and declared destinations) and deadlock freedom:
  * no cycle through program order, dependencies and messages, nor, with
- * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  Every
+ * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  A
+ * direct program (put, get, getr, sig, wait) is held to the rules of
+ * docs/IR.md, "Direct steps" (ir_direct.c): its peers, the peer's chunk
+ * ranges, Simple or LL and no FIFO or compute step, its signal streams, LL
+ * landings and the pair rule, no cycle through signals and landings
+ * either, and the end and start rules (vector clocks of every rank, skipped
+ * with an INFO log past IR_GRAPH_MAX_CLOCKS entries).  Every
  * problem is added to diag as "file:line: rank R tb T step S: what";
  * returns BT_ERR_INVALID when there is at least one.  A program over
  * BATON_MAX_RANKS, BATON_IR_MAX_TBS, BATON_IR_MAX_STEPS or BATON_MAX_CHUNKS
@@ -24,7 +30,12 @@ bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag);
 
 /* Finds data races: two steps of one rank, in different thread blocks,
  * touching a common chunk (at least one writing) with nothing ordering
- * them -- no chain of program order, dependencies and messages.  With
+ * them -- no chain of program order, dependencies and messages.  In a
+ * direct program a put's destination and a get's source are accesses to
+ * the peer's memory, so the two steps may be on any ranks (both are
+ * named), ordered also through signals and landings by the clocks of
+ * every rank's columns (the whole check is skipped with an INFO log where
+ * those would exceed 64 Mi entries).  With
  * `aliased` the program's i and o are one span (an in-place call, see
  * ir_prog_aliased).  Each race goes to diag with both steps; returns
  * BT_ERR_INVALID if there is one.  Needs ir_check to have passed.

@@ -14,7 +14,8 @@
  *     written, or reaches past the input (resp. output) buffer;
  *   - a write outside the output buffer (scratch use of the input);
  *   - an output chunk no step writes whose place holds the input (in place
- *     it already holds its value; out of place it would need the copy). */
+ *     it already holds its value; out of place it would need the copy);
+ *   - a direct program (its puts and gets reach other ranks' buffers). */
 #include "ir_dealias.h"
 
 #include <stdio.h>
@@ -192,6 +193,10 @@ bt_result ir_dealias(const ir_prog *p, ir_prog **out, char *why, size_t n) {
     return BT_ERR_UNSUPPORTED;
   }
   if (ir_prog_fused(p)) { snprintf(why, n, "it computes its input"); return BT_ERR_UNSUPPORTED; }
+  if (ir_prog_direct(p)) {   /* its steps address other ranks' buffers, which the rewrite does not follow */
+    snprintf(why, n, "direct programs are left as they are (their steps reach other ranks' buffers)");
+    return BT_ERR_UNSUPPORTED;
+  }
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
   ir_graph gr;

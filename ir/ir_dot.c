@@ -23,8 +23,9 @@ bt_result ir_write_dot(const ir_prog *p, FILE *f) {
   if (res) return res;
   fputs("digraph \"", f);
   dot_str(f, p->name && *p->name ? p->name : "baton");
-  fprintf(f, "\" {\n  label=\"%s on %d ranks: %ld thread blocks, %ld steps; blue: messages, dashed: dependencies\";\n",
-          ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p));
+  fprintf(f, "\" {\n  label=\"%s on %d ranks: %ld thread blocks, %ld steps; blue: messages, dashed: dependencies%s\";\n",
+          ir_coll_name[p->coll], p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p),
+          ir_prog_direct(p) ? ", red: signals, green dotted: landings" : "");
   fputs("  node [shape=box, fontname=\"monospace\", fontsize=10];\n", f);
   for (int r = 0; r < p->ngpus; r++) {
     fprintf(f, "  subgraph cluster_r%d {\n    label=\"rank %d\";\n", r, r);
@@ -50,7 +51,9 @@ bt_result ir_write_dot(const ir_prog *p, FILE *f) {
   for (long v = 0; v < g.n; v++)
     for (long e = g.succ_off[v]; e < g.succ_off[v + 1]; e++) {
       long w = g.succ[e];
-      static const char *const style[] = {"", " [style=dashed]", " [color=blue, penwidth=2, constraint=false]", ""};
+      static const char *const style[IR_EDGE_KINDS] = {
+          "", " [style=dashed]", " [color=blue, penwidth=2, constraint=false]", "",
+          " [color=red, penwidth=2, constraint=false]", " [color=darkgreen, style=dotted, penwidth=2, constraint=false]"};
       fprintf(f, "  r%dt%ds%d -> r%dt%ds%d%s;\n", g.node_r[v], g.node_t[v], g.node_s[v],
               g.node_r[w], g.node_t[w], g.node_s[w], style[g.kind[e]]);
     }

@@ -1,5 +1,6 @@
-/* ir_graph.c -- step graph in CSR form; topological order. */
+/* ir_graph.c -- step graph in CSR form; topological order; vector clocks. */
 #include "ir_graph.h"
+#include "ir_direct.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,106 @@ void ir_graph_free(ir_graph *g) {
   free(g->base);
   free(g->node_r); free(g->node_t); free(g->node_s);
   free(g->succ_off); free(g->succ); free(g->kind);
-  free(g->col); free(g->val); free(g->ncols);
+  free(g->col); free(g->val); free(g->ncols); free(g->colbase);
   memset(g, 0, sizeof *g);
 }
 
-/* Calls emit(v, w, kind) for every edge v -> w. */
-static void edges(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g,
+/* An edge of a direct program (a signal or a landing): from -> to. */
+typedef struct dedge { long from, to; int kind; } dedge;
+typedef struct dedges { dedge *v; long n, cap; } dedges;
+
+static int dedge_push(dedges *d, long from, long to, int kind) {
+  if (d->n == d->cap) {
+    long cap = d->cap ? 2 * d->cap : 256;
+    dedge *v = realloc(d->v, cap * sizeof *v);
+    if (!v) return -1;
+    d->v = v;
+    d->cap = cap;
+  }
+  d->v[d->n++] = (dedge){from, to, kind};
+  return 0;
+}
+
+static int dedge_cmp(const void *x, const void *y) {
+  const dedge *a = x, *b = y;
+  if (a->from != b->from) return a->from < b->from ? -1 : 1;
+  if (a->to != b->to) return a->to < b->to ? -1 : 1;
+  return a->kind - b->kind;
+}
+
+/* The signal edges of p into d: the k-th sig of each stream to the wait
+ * whose cnt signals hold the k-th (the streams' sigs and waits merged in
+ * one sorted pass).  A sig past the waits' signals has none (ir_check
+ * refuses such a stream). */
+static bt_result signal_edges(const ir_prog *p, const ir_graph *g, dedges *d) {
+  ir_sigstep *sg = NULL, *wt = NULL;
+  long ns = 0, nw = 0;
+  bt_result res = ir_direct_streams(p, &sg, &ns, &wt, &nw);
+  for (long i = 0, j = 0; !res && i < ns;) {
+    ir_sigstep key = sg[i];
+    while (j < nw && ir_stream_cmp(&wt[j], &key) < 0) j++;
+    long w = j, through = 0;   /* wait w takes the stream's signals below `through` */
+    if (w < nw && !ir_stream_cmp(&wt[w], &key)) through = wt[w].cnt;
+    for (long k = 0; i < ns && !ir_stream_cmp(&sg[i], &key); i++, k++) {
+      while (w < nw && !ir_stream_cmp(&wt[w], &key) && k >= through)
+        if (++w < nw && !ir_stream_cmp(&wt[w], &key)) through += wt[w].cnt;
+      if (w < nw && !ir_stream_cmp(&wt[w], &key) &&
+          dedge_push(d, g->base[sg[i].r][sg[i].t] + sg[i].s, g->base[wt[w].r][wt[w].t] + wt[w].s, IR_EDGE_SIG)) {
+        res = BT_ERR_NOMEM;
+        break;
+      }
+    }
+  }
+  free(sg);
+  free(wt);
+  return res;
+}
+
+/* The landing edges of an LL program into d: each put to every step of
+ * its peer with a local read of scratch (ir_side_reads_local) that
+ * overlaps the put's landing; found by binary search in the sorted
+ * landings, so the work is the steps' runs plus the edges. */
+static bt_result landing_edges(const ir_prog *p, const ir_graph *g, dedges *d) {
+  ir_landing *lv = NULL;
+  long nl = 0;
+  bt_result res = ir_direct_landings(p, &lv, &nl);
+  for (int r = 0; !res && r < p->ngpus; r++)
+    for (int t = 0; !res && t < p->gpus[r].ntbs; t++)
+      for (int s = 0; !res && s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        unsigned fl = ir_op_flags[st->op];
+        for (int k = 0; k < 2 && !res; k++) {
+          if (!ir_side_reads_local(fl, k) || (k ? st->dstbuf : st->srcbuf) != IR_BUF_SCRATCH || st->cnt < 1) continue;
+          for (int32_t i = 0; i < ir_side_nruns(st, k) && !res; i++) {
+            int64_t lo, hi;
+            ir_side_run(st, k, i, &lo, &hi);
+            for (long j = ir_landing_first(lv, nl, r, lo, hi); j < nl && lv[j].owner == r && lv[j].lo < hi; j++)
+              if (lv[j].hi > lo &&
+                  dedge_push(d, g->base[lv[j].r][lv[j].t] + lv[j].s, g->base[r][t] + s, IR_EDGE_LAND)) {
+                res = BT_ERR_NOMEM;
+                break;
+              }
+          }
+        }
+      }
+  free(lv);
+  return res;
+}
+
+/* A direct program's edges (signals; landings in LL), sorted, each once. */
+static bt_result direct_edges(const ir_prog *p, const ir_graph *g, dedges *d) {
+  CHECK(signal_edges(p, g, d));
+  if (p->proto == IR_PROTO_LL) CHECK(landing_edges(p, g, d));
+  if (d->n > 1) qsort(d->v, d->n, sizeof *d->v, dedge_cmp);
+  long m = 0;
+  for (long i = 0; i < d->n; i++)
+    if (!m || dedge_cmp(&d->v[m - 1], &d->v[i])) d->v[m++] = d->v[i];
+  d->n = m;
+  return BT_OK;
+}
+
+/* Calls emit(v, w, kind) for every edge v -> w; d: a direct program's. */
+static void edges(const ir_prog *p, const ir_peers *pe, int slots, const dedges *d, ir_graph *g,
                   void (*emit)(ir_graph *, long, long, int)) {
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
@@ -42,6 +137,7 @@ static void edges(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g,
         }
       }
     }
+  for (long i = 0; i < d->n; i++) emit(g, d->v[i].from, d->v[i].to, d->v[i].kind);
 }
 
 static void count_edge(ir_graph *g, long v, long w, int kind) { (void)w; (void)kind; g->succ_off[v + 1]++; }
@@ -51,6 +147,7 @@ static void fill_edge(ir_graph *g, long v, long w, int kind) {
 }
 
 bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, int slots, ir_graph *g) {
+  dedges d = {0};   /* a direct program's signal and landing edges */
   memset(g, 0, sizeof *g);
   g->ngpus = p->ngpus;
   g->base = calloc(p->ngpus, sizeof *g->base);
@@ -69,7 +166,9 @@ bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, int slots, ir_gra
   g->col = malloc((n + 1) * sizeof(int));
   g->val = malloc((n + 1) * sizeof(int));
   g->ncols = calloc(p->ngpus + 1, sizeof(int));
-  if (!g->node_r || !g->node_t || !g->node_s || !g->succ_off || !g->col || !g->val || !g->ncols) goto nomem;
+  g->colbase = calloc(p->ngpus + 1, sizeof(int));
+  if (!g->node_r || !g->node_t || !g->node_s || !g->succ_off || !g->col || !g->val || !g->ncols || !g->colbase)
+    goto nomem;
   for (int r = 0; r < p->ngpus; r++) {
     int extra = p->gpus[r].ntbs;   /* compute steps' own columns follow the tbs' */
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
@@ -82,17 +181,21 @@ bt_result ir_graph_build(const ir_prog *p, const ir_peers *pe, int slots, ir_gra
       }
     }
     g->ncols[r] = extra;
+    g->colbase[r + 1] = g->colbase[r] + extra;
   }
-  edges(p, pe, slots, g, count_edge);
+  if (ir_prog_direct(p) && direct_edges(p, g, &d)) goto nomem;
+  edges(p, pe, slots, &d, g, count_edge);
   for (long v = 0; v < n; v++) g->succ_off[v + 1] += g->succ_off[v];
   g->succ = malloc((g->succ_off[n] + 1) * sizeof(long));
   g->kind = malloc(g->succ_off[n] + 1);
   if (!g->succ || !g->kind) goto nomem;
-  edges(p, pe, slots, g, fill_edge);   /* advances succ_off[v] to the end of v's list */
+  edges(p, pe, slots, &d, g, fill_edge);   /* advances succ_off[v] to the end of v's list */
   for (long v = n; v > 0; v--) g->succ_off[v] = g->succ_off[v - 1];
   g->succ_off[0] = 0;
+  free(d.v);
   return BT_OK;
 nomem:
+  free(d.v);
   ir_graph_free(g);
   return BT_ERR_NOMEM;
 }
@@ -115,15 +218,17 @@ int ir_graph_topo(const ir_graph *g, long *order) {
   return tail == n;
 }
 
-/* vc[v][k] = the largest value of a node of rank r's column k that
- * happens before or at v, over the whole graph in topological order. */
+/* vc[v][k] = the largest value of a node of rank r's column k (every
+ * rank's: r = -1) that happens before or at v, over the whole graph in
+ * topological order. */
 void ir_graph_clocks(const ir_graph *g, const long *order, int r, int32_t *vc) {
-  int nt = g->ncols[r];
+  int nt = r < 0 ? g->colbase[g->ngpus] : g->ncols[r];
   memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
   for (long i = 0; i < g->n; i++) {
     long v = order[i];
     int32_t *mine = vc + (size_t)v * nt;
-    if (g->node_r[v] == r && mine[g->col[v]] < g->val[v]) mine[g->col[v]] = g->val[v];
+    int own = r < 0 ? g->colbase[g->node_r[v]] + g->col[v] : g->node_r[v] == r ? g->col[v] : -1;
+    if (own >= 0 && mine[own] < g->val[v]) mine[own] = g->val[v];
     for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
       int32_t *theirs = vc + (size_t)g->succ[e] * nt;
       for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];

@@ -1,5 +1,6 @@
 /* ir_race.c -- data-race check with vector clocks over the step graph. */
 #include "ir_check.h"
+#include "ir_direct.h"
 #include "ir_geom.h"
 #include "ir_graph.h"
 #include "rt_log.h"
@@ -13,27 +14,18 @@
  * aliased span, so allgather's i[0] and o[rank] coincide. */
 typedef struct access { int space; long lo, hi; int write; } access;
 
-/* The ranges of step st's source (dst 0) or destination (dst 1): one,
- * or one per run of a strided pattern (ir_step). */
-static long side_runs(const ir_step *st, int dst) {
-  int run = dst ? st->dstrun : st->srcrun;
-  return run > 0 && run < st->cnt ? (st->cnt + run - 1) / run : 1;
-}
-
-/* Range i of step st's source or destination (side_runs of them), in
- * chunk positions of its address space. */
+/* Range i of step st's source or destination (ir_side_nruns of them: one
+ * per run of a strided pattern), in chunk positions of the address space
+ * of the rank whose geometry g is (a direct step's remote side: its peer). */
 static access range_of(const ir_step *st, const ir_geom *g, int aliased, int dst, long i) {
-  int b = dst ? st->dstbuf : st->srcbuf, run = dst ? st->dstrun : st->srcrun;
-  long off = dst ? st->dstoff : st->srcoff, len = st->cnt;
-  if (run > 0 && run < st->cnt) {
-    off += i * (long)(dst ? st->dststride : st->srcstride);
-    len = st->cnt - i * run < run ? st->cnt - i * run : run;
-  }
-  access a = {b, off, off + len, dst};
+  int b = dst ? st->dstbuf : st->srcbuf;
+  int64_t off, end;
+  ir_side_run(st, dst, (int32_t)i, &off, &end);
+  access a = {b, off, end, dst};
   if (aliased && b != IR_BUF_SCRATCH) {
     a.space = 0;                    /* with count = k, elements are chunks */
     a.lo = ir_geom_span_off(g, b, off);
-    a.hi = a.lo + len;
+    a.hi = a.lo + (end - off);
   }
   return a;
 }
@@ -52,17 +44,18 @@ static const char *what(const ir_step *st, char *buf, size_t n, int write) {
 
 /* The race check's bounds: vector clocks of n steps x c columns, and
  * segment visits (each access walks the segments of its range, ir_check.h). */
-#define RACE_MAX_CLOCKS (64L << 20)
+#define RACE_MAX_CLOCKS IR_GRAPH_MAX_CLOCKS
 #define RACE_MAX_VISITS (64L << 20)
 /* Races, and reads of unproduced data, reported at most (each kind). */
 #define RACE_MAX_REPORTS 8
 
-/* One access of a step of the rank being checked: node v (tb t, step s),
- * a's index k among the step's accesses, the segments [sa, sb) it covers,
+/* One access to the memory of the rank being checked: node v (rank r --
+ * another one for a direct step's remote side -- tb t, step s), k the
+ * side (0 source, 1 destination), the segments [sa, sb) it covers,
  * whether it writes, and whether it must read produced data. */
 typedef struct acc {
   long v, sa, sb, topo;
-  int t, s, k, write, produce;
+  int r, t, s, k, write, produce;
   access a;
 } acc;
 
@@ -97,8 +90,9 @@ typedef struct rd { long acc; long next; } rd;
 typedef struct race_state {
   const ir_prog *p;
   const ir_graph *g;
-  const int32_t *vc;
-  int r, aliased, fused;
+  const int32_t *vc;       /* clocks of rank r's columns, or of every rank's (full) */
+  int r, aliased, fused, full;
+  const long *roff, *rnode;   /* a direct program: the nodes rnode[roff[q] .. roff[q+1]) reach rank q's memory */
   ir_geom geom;
   rt_diag *diag;
   int races, unproduced;
@@ -106,29 +100,42 @@ typedef struct race_state {
   acc *acc;
 } race_state;
 
-/* Reports that x and y race (a pair once, at most RACE_MAX_REPORTS). */
+/* Reports that x and y race (a pair once, at most RACE_MAX_REPORTS).  In
+ * a direct program the steps may be on other ranks than the memory's: both
+ * are named with their ranks. */
 static void report_race(race_state *st, const acc *x, const acc *y) {
-  if (x->t > y->t) { const acc *z = x; x = y; y = z; }   /* lower tb first */
+  if (x->r > y->r || (x->r == y->r && x->t > y->t)) { const acc *z = x; x = y; y = z; }   /* lower rank, tb first */
   for (int i = 0; i < st->races; i++)
     if (st->pairs[i][0] == x->v && st->pairs[i][1] == y->v) return;
   if (st->races >= RACE_MAX_REPORTS) return;
   st->pairs[st->races][0] = x->v;
   st->pairs[st->races][1] = y->v;
   st->races++;
-  const ir_gpu *gp = &st->p->gpus[st->r];
-  const ir_step *a = &gp->tbs[x->t].steps[x->s], *b = &gp->tbs[y->t].steps[y->s];
+  const ir_step *a = &st->p->gpus[x->r].tbs[x->t].steps[x->s], *b = &st->p->gpus[y->r].tbs[y->t].steps[y->s];
   char m1[64], m2[64];
-  rt_diag_add(st->diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
-              ir_prog_where(st->p), a->line, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
-              y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write),
-              st->aliased && x->a.space == 0 && (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf)
-                  ? " (the same memory in place)" : "");
+  const char *same = st->aliased && x->a.space == 0 &&
+                     (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf) ? " (the same memory in place)" : "";
+  if (st->rnode)
+    rt_diag_add(st->diag, "%s:%d: rank %d: data race in its memory: rank %d tb %d step %d (%s) %s while rank %d tb %d "
+                "step %d (%s) %s%s, and no dependency, signal or landing orders them", ir_prog_where(st->p), a->line,
+                st->r, x->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
+                ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
+  else
+    rt_diag_add(st->diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
+                ir_prog_where(st->p), a->line, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
+                y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
+}
+
+/* Whether node a happens before or at node v (a of rank r unless the
+ * clocks are every rank's). */
+static int before(const race_state *st, long a, long v) {
+  return st->full ? ir_graph_before_all(st->g, st->vc, a, v) : ir_graph_before(st->g, st->vc, a, v);
 }
 
 /* x (earlier in topological order) and y touch a common segment, one
  * writing: a race unless they are one tb or x happens before y. */
 static void pair(race_state *st, const acc *x, const acc *y) {
-  if (x->t == y->t || ir_graph_before(st->g, st->vc, x->v, y->v)) return;
+  if ((x->r == y->r && x->t == y->t) || before(st, x->v, y->v)) return;
   report_race(st, x, y);
 }
 
@@ -137,13 +144,14 @@ static void pair(race_state *st, const acc *x, const acc *y) {
 static void report_unproduced(race_state *st, const acc *x, long pos) {
   if (st->unproduced >= RACE_MAX_REPORTS) return;
   st->unproduced++;
-  const ir_step *s = &st->p->gpus[st->r].tbs[x->t].steps[x->s];
-  unsigned fl = ir_op_flags[s->op];
-  int b = x->k == 0 && (fl & IR_F_SRC) ? s->srcbuf : s->dstbuf;
+  const ir_step *s = &st->p->gpus[x->r].tbs[x->t].steps[x->s];
+  int b = x->k == 0 ? s->srcbuf : s->dstbuf;
   long c = pos - (st->aliased && b != IR_BUF_SCRATCH ? (b == IR_BUF_INPUT ? st->geom.in_at : st->geom.out_at) : 0);
-  rt_diag_add(st->diag, "%s:%d: rank %d tb %d step %d (%s): reads %s[%ld] before anything has produced it (no step "
-              "that writes it is ordered before this one%s)", ir_prog_where(st->p), s->line, st->r, x->t, x->s,
-              ir_op_xml[s->op], ir_buf_xml[b], c, st->fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
+  char whose[32] = "";   /* a direct step's read of its peer's memory */
+  if (x->r != st->r) snprintf(whose, sizeof whose, "rank %d's ", st->r);
+  rt_diag_add(st->diag, "%s:%d: rank %d tb %d step %d (%s): reads %s%s[%ld] before anything has produced it (no step "
+              "that writes it is ordered before this one%s)", ir_prog_where(st->p), s->line, x->r, x->t, x->s,
+              ir_op_xml[s->op], whose, ir_buf_xml[b], c, st->fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
               "holds nothing until a compute step writes it" : "");
 }
 
@@ -156,14 +164,49 @@ static void report_unproduced(race_state *st, const acc *x, long pos) {
  * segment are ordered unless a race is reported, so the last one stands
  * for all: linear in the segments the accesses cover, not quadratic in
  * the accesses.  Returns BT_ERR_NOMEM, or BT_OK (also when skipped). */
+/* The accesses of node `node` to the memory of rank st->r (its own
+ * rank's sides, or a direct step's remote side) into v[*m ..], *m
+ * advanced; with v NULL, *m grows by a bound on their number instead. */
+static void node_accesses(race_state *st, long node, const long *topo, acc *v, long *m) {
+  const ir_graph *g = st->g;
+  int sr = g->node_r[node], t = g->node_t[node], s = g->node_s[node];
+  const ir_step *x = &st->p->gpus[sr].tbs[t].steps[s];
+  unsigned fl = ir_op_flags[x->op];
+  for (int k = 0; k < 2; k++) {   /* k: 0 the source, 1 the destination */
+    if (ir_side_rank(x, sr, k) != st->r) continue;
+    if (!v) { *m += (k ? 2 : 1) * (long)ir_side_nruns(x, k); continue; }   /* a destination may add its read half */
+    int rmw = k && ir_side_reads_local(fl, 1);   /* a reduction's destination (re, getr): read, then written */
+    for (int32_t i = 0; i < ir_side_nruns(x, k); i++) {
+      access a = range_of(x, &st->geom, st->aliased, k, i);
+      if (a.hi <= a.lo) continue;
+      /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
+      int reads = !a.write || rmw;
+      int produce = reads && (st->fused || a.space == IR_BUF_SCRATCH);
+      if (a.write && produce) {   /* the read half of a reduce's destination, for the producer check */
+        access rdh = a;
+        rdh.write = 0;
+        v[(*m)++] = (acc){node, 0, 0, topo[node], sr, t, s, k, 0, 2, rdh};
+      }
+      v[(*m)++] = (acc){node, 0, 0, topo[node], sr, t, s, k, a.write, a.write ? 0 : produce, a};
+    }
+  }
+}
+
+/* node_accesses of every step that reaches rank st->r's memory: its own,
+ * and in a direct program the other ranks' that reach it (st->rnode). */
+static void rank_accesses(race_state *st, const long *topo, acc *v, long *m) {
+  const ir_gpu *gp = &st->p->gpus[st->r];
+  for (int t = 0; t < gp->ntbs; t++)
+    for (int s = 0; s < gp->tbs[t].nsteps; s++) node_accesses(st, st->g->base[st->r][t] + s, topo, v, m);
+  if (st->rnode)
+    for (long i = st->roff[st->r]; i < st->roff[st->r + 1]; i++) node_accesses(st, st->rnode[i], topo, v, m);
+}
+
 static bt_result check_rank(race_state *st, const long *topo) {
   const ir_prog *p = st->p;
-  const ir_gpu *gp = &p->gpus[st->r];
   if (ir_geom_chunks(&st->geom, p, st->r, st->aliased)) return BT_OK;
   long n = 0;
-  for (int t = 0; t < gp->ntbs; t++)
-    for (int s = 0; s < gp->tbs[t].nsteps; s++)   /* a destination may add its read half */
-      n += side_runs(&gp->tbs[t].steps[s], 0) + 2 * side_runs(&gp->tbs[t].steps[s], 1);
+  rank_accesses(st, topo, NULL, &n);
   if (n > RACE_MAX_VISITS) {
     LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (its steps make %ld ranges, over %ld)", ir_prog_where(p),
              st->r, n, RACE_MAX_VISITS);
@@ -176,29 +219,7 @@ static bt_result check_rank(race_state *st, const long *topo) {
   long npool = 0, cappool = 0, freel = -1, m = 0;
   bt_result res = BT_ERR_NOMEM;
   if (!v || !e) goto out;
-  for (int t = 0; t < gp->ntbs; t++)
-    for (int s = 0; s < gp->tbs[t].nsteps; s++) {
-      const ir_step *x = &gp->tbs[t].steps[s];
-      unsigned fl = ir_op_flags[x->op];
-      int has[2] = {(fl & IR_F_SRC) != 0, (fl & IR_F_DST) != 0}, both = has[0] && has[1];
-      long node = st->g->base[st->r][t] + s;
-      for (int k = 0; k < 2; k++) {   /* k: 0 the source, 1 the destination */
-        if (!has[k]) continue;
-        for (long i = 0; i < side_runs(x, k); i++) {
-          access a = range_of(x, &st->geom, st->aliased, k, i);
-          if (a.hi <= a.lo) continue;
-          /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
-          int reads = !a.write || ((fl & IR_F_RED) && !(fl & IR_F_RECV) && both);
-          int produce = reads && (st->fused || a.space == IR_BUF_SCRATCH);
-          if (a.write && produce) {   /* the read half of a reduce's destination, for the producer check */
-            access rdh = a;
-            rdh.write = 0;
-            v[m++] = (acc){node, 0, 0, topo[node], t, s, k, 0, 2, rdh};
-          }
-          v[m++] = (acc){node, 0, 0, topo[node], t, s, k, a.write, a.write ? 0 : produce, a};
-        }
-      }
-    }
+  rank_accesses(st, topo, v, &m);
   long ne = 0;
   for (long i = 0; i < m; i++) {
     e[ne++] = (pt){v[i].a.lo, v[i].a.space};
@@ -235,7 +256,7 @@ static bt_result check_rank(race_state *st, const long *topo) {
        * Writes of a segment are ordered (or a race is reported), so the
        * writes before the read are a prefix of them: the first decides. */
       if (x->produce && !missing &&
-          (first[j] < 0 || !ir_graph_before(st->g, st->vc, v[first[j]].v, x->v))) {
+          (first[j] < 0 || !before(st, v[first[j]].v, x->v))) {
         report_unproduced(st, x, e[j].pos);
         missing = 1;
       }
@@ -243,7 +264,8 @@ static bt_result check_rank(race_state *st, const long *topo) {
       if (!x->write) {
         if (w) pair(st, w, x);
         long h = head[j];
-        if (h >= 0 && v[pool[h].acc].t == x->t && st->g->col[v[pool[h].acc].v] == st->g->col[x->v]) {
+        if (h >= 0 && v[pool[h].acc].r == x->r && v[pool[h].acc].t == x->t &&
+            st->g->col[v[pool[h].acc].v] == st->g->col[x->v]) {
           pool[h].acc = i;     /* the same column: the later read stands for both */
           continue;
         }
@@ -283,6 +305,30 @@ out:
   return res;
 }
 
+/* A direct program's remote accesses by the rank they reach: the nodes
+ * of the steps whose remote side (a put's destination, a get's source)
+ * is in rank q's memory are rnode[roff[q] .. roff[q + 1]). */
+static bt_result remote_nodes(const ir_prog *p, const ir_graph *g, long **roff, long **rnode) {
+  *roff = calloc(p->ngpus + 2, sizeof **roff);
+  *rnode = NULL;
+  if (!*roff) return BT_ERR_NOMEM;
+  long *at = *roff + 1;   /* counts, then where each rank's nodes go */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int r = 0; r < p->ngpus; r++)
+      for (int t = 0; t < p->gpus[r].ntbs; t++)
+        for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+          const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+          if (!(ir_op_flags[st->op] & (IR_F_PUT | IR_F_GET)) || !ir_peer_ok(p, r, st)) continue;
+          if (pass) (*rnode)[at[st->peer]++] = g->base[r][t] + s;
+          else at[st->peer + 1]++;
+        }
+    if (pass) break;
+    for (int q = 0; q < p->ngpus; q++) at[q + 1] += at[q];   /* at[q]: where rank q's nodes begin */
+    if (!(*rnode = malloc((at[p->ngpus] + 1) * sizeof **rnode))) return BT_ERR_NOMEM;
+  }
+  return BT_OK;   /* at[q] = (*roff)[q + 1]: the end of rank q's nodes, the start of q + 1's */
+}
+
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
@@ -292,13 +338,26 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
   if (res) return res;
   long n = g.n, *order = malloc((n + 1) * sizeof(long)), *topo = malloc((n + 1) * sizeof(long));
   int32_t *vc = NULL;
+  long *roff = NULL, *rnode = NULL;
   size_t vccap = 0;
-  int sorted = 0;
-  race_state st = {.p = p, .g = &g, .aliased = aliased, .fused = ir_prog_fused(p), .diag = diag};
+  int sorted = 0, clocked = 0;
+  /* A direct program's steps reach other ranks' memory: its accesses are
+   * ordered by the clocks of every rank's columns, computed once. */
+  race_state st = {.p = p, .g = &g, .aliased = aliased, .fused = ir_prog_fused(p), .full = ir_prog_direct(p),
+                   .diag = diag};
   if (!order || !topo) { res = BT_ERR_NOMEM; goto out; }
+  if (st.full) {
+    if ((res = remote_nodes(p, &g, &roff, &rnode))) goto out;
+    st.roff = roff;
+    st.rnode = rnode;
+  }
   for (int r = 0; r < p->ngpus && st.races < RACE_MAX_REPORTS && st.unproduced < RACE_MAX_REPORTS; r++) {
-    int nt = g.ncols[r];
+    int nt = st.full ? g.colbase[p->ngpus] : g.ncols[r];
     if ((size_t)n * nt > (size_t)RACE_MAX_CLOCKS) {
+      if (st.full) {
+        LOG_INFO(RT_SUB_IR, "%s: race check skipped (%ld steps x %d thread blocks of all ranks)", ir_prog_where(p), n, nt);
+        break;
+      }
       LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);
       continue;
     }
@@ -313,14 +372,15 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
       vc = malloc((vccap + 1) * sizeof *vc);
       if (!vc) { res = BT_ERR_NOMEM; goto out; }
     }
-    ir_graph_clocks(&g, order, r, vc);
+    if (!clocked) ir_graph_clocks(&g, order, st.full ? -1 : r, vc);
+    clocked = st.full;
     st.vc = vc;
     st.r = r;
     if ((res = check_rank(&st, topo))) goto out;
   }
 out:
   ir_graph_free(&g);
-  free(order); free(topo); free(vc);
+  free(order); free(topo); free(vc); free(roff); free(rnode);
   if (res) return res;
   return st.races || st.unproduced ? BT_ERR_INVALID : BT_OK;
 }

@@ -21,7 +21,9 @@ void ir_explain(const ir_prog *p, FILE *f);
 
 /* The schedule as a Graphviz digraph: a cluster per rank holding a
  * cluster per thread block with its steps in order; message edges between
- * ranks (bold, blue), dependency edges dashed.  Needs ir_check to have
+ * ranks (bold, blue), dependency edges dashed; a direct program's signal
+ * edges (a sig to its wait) red and landing edges (an LL put to the steps
+ * that read its landing) dotted green.  Needs ir_check to have
  * passed (messages are paired as it pairs them).  ir/ir_dot.c. */
 bt_result ir_write_dot(const ir_prog *p, FILE *f);
 

@@ -296,6 +296,28 @@ sed 's/srcoff="0" dstbuf="o" dstoff="3" cnt="2" srcrun="1" srcstride="2" dstrun=
 check "a strided source past the buffer is invalid" 1 "rank 0 tb 0 step 0: source i[3..5] is out of range" "$baton" verify "$tmp/strided_oob.xml"
 sed 's/srcrun="1" srcstride="2" dstrun="1" dststride="2"/srcrun="2" srcstride="1" dstrun="1" dststride="2"/' "$root/tests/strided_2r.xml" > "$tmp/strided_ovl.xml"
 check "overlapping runs are invalid" 1 "source runs of 2 chunks 1 apart overlap" "$baton" verify "$tmp/strided_ovl.xml"
+# Direct programs (put, get, getr, sig, wait): verified, explained, drawn, and refused where they break a rule.
+d2="$root/tests/direct_2r.xml" dll="$root/tests/direct_ll_4r.xml"
+check "a Simple direct two-shot verifies (all types and ops, in place)" 0 "direct_2r.xml: ok  allreduce on 2 ranks, 2 tbs, 14 steps; 50 runs" \
+  "$baton" verify -d all -o all "$d2"
+check "... and out of place" 0 "direct_2r.xml: ok  allreduce on 2 ranks" "$baton" verify --outofplace --count 37 --tile 5 "$d2"
+check "an LL direct one-shot verifies (all types and ops)" 0 "direct_ll_4r.xml: ok  allreduce on 4 ranks, 4 tbs, 28 steps; 50 runs" \
+  "$baton" verify -d all -o all "$dll"
+check "explain shows a getr and a put with their peers' chunks" 0 "getr o[0] (op)= 1:i[0]" "$baton" explain "$d2"
+check "... and a put into a landing" 0 "put  i[0] -> 3:s[0]" "$baton" explain "$dll"
+check "explain --dot: signal edges in red, landing edges dotted green" 0 "4 signals, 12 landings" \
+  bash -c 'echo "$(grep -c "color=red" <("$0" explain --dot "$1")) signals, $(grep -c "color=darkgreen, style=dotted" <("$0" explain --dot "$2")) landings"' \
+  "$baton" "$d2" "$dll"
+sed 's/proto="LL"/proto="LL128"/' "$dll" > "$tmp/dll128.xml"
+check "a direct program in LL128 is refused" 1 "dll128.xml:1: proto=LL128, but rank 0 tb 0 step 0 is a put: direct programs are Simple or LL" \
+  "$baton" verify "$tmp/dll128.xml"
+sed 's/dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/' "$dll" > "$tmp/dll_twice.xml"
+check "two puts landing in one scratch chunk are refused" 1 \
+  "rank 2 tb 0 step 0: put lands in rank 0's s[0], as rank 1 tb 0 step 0's put does: a scratch chunk is the landing of one put" \
+  "$baton" verify "$tmp/dll_twice.xml"
+grep -v '<step s="6" type="wait" .* peer="0"' "$d2" > "$tmp/d2_short.xml"
+check "a signal stream whose waits take fewer signals than it carries is refused" 1 \
+  "rank 0 tb 0 step 0: 2 sigs to rank 1 on channel 0, but rank 1's waits for rank 0 on channel 0 take 1" "$baton" verify "$tmp/d2_short.xml"
 # baton bench: usage, the sweep without a GPU, and a clean failure where no GPU is (or no CUDA build).
 check "bench --help" 0 "usage: baton bench" "$baton" bench --help
 check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of place, 25 sizes" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run

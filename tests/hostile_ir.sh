@@ -95,6 +95,22 @@ check "2 thread blocks x 20,000 copies to one chunk: the race in 1.5 GB of addre
   "race.xml:4: rank 0: data race: tb 0 step 0 (cpy) writes o[0] while tb 1 step 0 (cpy) writes o[0]" \
   limited 1500000 "$baton" verify "$tmp/race.xml"
 
+# --- direct steps: peer= names another rank, only on put, get, getr, sig and wait ---
+d2="$root/tests/direct_2r.xml"
+peer() {  # peer SED_EXPR OUT: the first sig of direct_2r.xml edited, then verified
+  sed "$1" "$d2" > "$2" && "$baton" verify "$2"
+}
+check "a peer out of range" 1 "peer7.xml:4: rank 0 tb 0 step 0: sig: peer 7 is not another rank in [0, 2)" \
+  peer '0,/ peer="1"/s// peer="7"/' "$tmp/peer7.xml"
+check "a peer that is the step's own rank" 1 "rank 0 tb 0 step 0: sig: peer 0 is not another rank in [0, 2)" \
+  peer '0,/ peer="1"/s// peer="0"/' "$tmp/peer0.xml"
+check "a peer past 32 bits" 1 "peer=99999999999 is out of range [-1, 2147483647]" \
+  peer '0,/ peer="1"/s// peer="99999999999"/' "$tmp/peerbig.xml"
+check "a direct step without its peer" 1 "nopeer.xml:4: <step> lacks attribute peer" \
+  peer '0,/ peer="1"/s///' "$tmp/nopeer.xml"
+check "peer= on a local step" 1 "cpypeer.xml:6: rank 0 tb 0 step 2: peer= is for direct steps (put, get, getr, sig, wait), not cpy" \
+  peer 's|type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"|& peer="1"|' "$tmp/cpypeer.xml"
+
 # --- a custom collective whose expected chunk sits elsewhere in its block ---
 printf '<algo name="far" ngpus="1" coll="custom" nchunksperloop="8" expect="o[r][c]=i[r][c+7] if c==0">\n<gpu id="0" i_chunks="8" o_chunks="8">\n<tb id="0"><step s="0" type="cpy" srcbuf="i" srcoff="7" dstbuf="o" dstoff="0" cnt="1"/></tb>\n</gpu></algo>\n' > "$tmp/far.xml"
 check "an expected chunk with fewer valid elements than the output chunk (count 1, 8 chunks)" 0 "far.xml: ok  custom on 1 ranks" \

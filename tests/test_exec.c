@@ -1,8 +1,10 @@
 /* test_exec.c -- the CPU executor: results, tiling, uneven counts, deadlock
- * and slot-limit detection, wrong results, and the race check. */
+ * and slot-limit detection, wrong results, direct programs, and the race
+ * check. */
 #include <dirent.h>
 #include <limits.h>
 
+#include "direct_build.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
 #include "ir_geom.h"
@@ -402,6 +404,116 @@ static void test_moe(const char *path, rt_diag *d) {
   free(text);
 }
 
+/* Runs p over every type and operator, in and out of place, with tiles
+ * smaller than a chunk and with one tile per chunk, and as a sources run
+ * (every element's route); returns the failed runs, the first one's
+ * messages in d. */
+static int direct_runs(const ir_prog *p, rt_diag *d, int *runs) {
+  static const long tiles[] = {7, 64, 0};
+  int fails = 0;
+  char first[2048] = "";
+  for (int ip = 0; ip <= p->inplace; ip++)
+    for (int ti = 0; ti < 3; ti++)
+      for (int t = 0; t < IP_DTYPE_COUNT; t++)
+        for (int op = 0; op < IP_REDOP_COUNT; op++) {
+          if (ti != 1 && (t != IP_F32 || op != IP_OP_SUM)) continue;   /* every type and op at one tile size */
+          bt_result r = run(p, t, op, 1001, tiles[ti], 2, ip, d);
+          (*runs)++;
+          if (r && !fails++) snprintf(first, sizeof first, "%s %s %s tile %ld: %s", ip ? "in place" : "out of place",
+                                      ip_dtype_name[t], ip_redop_name[op], tiles[ti], rt_diag_text(d));
+        }
+  for (int ip = 0; ip <= p->inplace; ip++) {
+    ip_cpu_opts o = {.sources = 1, .count = 37, .tile = 5, .inplace = ip};
+    ip_cpu_report rep;
+    rt_diag_clear(d);
+    (*runs)++;
+    if (ip_cpu_verify(p, &o, &rep, d) && !fails++)
+      snprintf(first, sizeof first, "sources run %s: %s", ip ? "in place" : "out of place", rt_diag_text(d));
+  }
+  rt_diag_clear(d);
+  if (fails) rt_diag_add(d, "%s", first);
+  return fails;
+}
+
+/* Checks p as ir_check and the race check of both layouts do; "" when it
+ * passes, else the first messages. */
+static const char *direct_checks(const ir_prog *p, int inplace) {
+  static char buf[2048];
+  rt_diag *d = rt_diag_new(8);
+  if (!ir_check(p, d)) ir_check_races(p, inplace, d);
+  snprintf(buf, sizeof buf, "%s", rt_diag_text(d));
+  rt_diag_free(d);
+  return buf;
+}
+
+/* Direct programs (put, get, getr, sig, wait) run on the executor: the
+ * shapes the runtime makes, every type and operator, in and out of place,
+ * tiles smaller than a chunk, sources runs; a wait that never gets its
+ * signal is a deadlock naming the stream; an LL reader waits for its
+ * landing. */
+static void test_direct(rt_diag *d) {
+  struct { const char *what; ir_prog *p; } progs[] = {
+    {"Simple one-shot by get (barrier, getr from every peer, barrier), 2 ranks", oneshot_get(2, 1, 1, 1)},
+    {"Simple one-shot by get, 5 ranks", oneshot_get(5, 1, 1, 1)},
+    {"Simple two-shot (getr, then put to every peer), 2 ranks", twoshot(2)},
+    {"Simple two-shot, 4 ranks", twoshot(4)},
+    {"LL one-shot (put into landings, re), 2 ranks", oneshot_ll(2, 1)},
+    {"LL one-shot, 4 ranks, 3 chunks per step", oneshot_ll(4, 3)},
+    {"Simple allgather by put into scratch", allgather_put(0)},
+  };
+  for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+    ir_prog *p = progs[i].p;
+    const char *e = direct_checks(p, 1);
+    if (p->inplace) ok(!*e, "%s: valid, no race in place: %s", progs[i].what, e);
+    e = direct_checks(p, 0);
+    ok(!*e, "%s: valid, no race out of place: %s", progs[i].what, e);
+    int runs = 0, fails = direct_runs(p, d, &runs);
+    ok(!fails, "%s: %d runs right: %s", progs[i].what, runs, rt_diag_text(d));
+    ir_prog_free(p);
+  }
+  /* The one-shot by get reducing straight into its output races in place:
+   * peers still read the input that the reduction overwrites. */
+  ir_prog *p = oneshot_get(2, 0, 1, 1);
+  ok(!*direct_checks(p, 0), "one-shot by get into the output: no race out of place");
+  ok_contains(direct_checks(p, 1), "rank 0: data race in its memory: rank 0 tb 0 step 2 (cpy) writes o[0] while rank 1 "
+              "tb 0 step 3 (getr) reads i[0] (the same memory in place), and no dependency, signal or landing orders them",
+              "... and a race in place, naming both steps and their ranks");
+  ir_prog_free(p);
+  /* A copy out of scratch before the wait that orders it after the peer's put. */
+  p = allgather_put(1);
+  ok_contains(direct_checks(p, 0), "rank 0: data race in its memory: rank 0 tb 0 step 4 (cpy) reads s[0] while rank 1 tb "
+              "0 step 2 (put) writes s[0], and no dependency, signal or landing orders them",
+              "a put not ordered before its peer's read is a race");
+  rt_diag *e = rt_diag_new(8);
+  ir_check_races(p, 0, e);
+  ok_contains(rt_diag_text(e), "rank 0 tb 0 step 4 (cpy): reads s[0] before anything has produced it",
+              "... and a read of scratch nothing ordered before it wrote");
+  rt_diag_free(e);
+  ir_prog_free(p);
+  /* rank 1 leaves out its first sig to rank 0: rank 0's second wait never gets its signal */
+  p = oneshot_get(2, 1, 1, 1);
+  ir_tb *tb = &p->gpus[1].tbs[0];
+  memmove(&tb->steps[0], &tb->steps[1], (tb->nsteps - 1) * sizeof *tb->steps);
+  tb->nsteps--;
+  ok(ir_check(p, d) == BT_ERR_INVALID, "a stream one sig short is invalid");
+  ok(run(p, IP_F32, IP_OP_SUM, 100, 10, 2, 0, d) == BT_ERR_DEADLOCK, "... and the executor, given it anyway, deadlocks");
+  ok_contains(rt_diag_text(d), "rank 0 tb 0 step 5 (wait) tile 0: waiting for signals of rank 1 on channel 0 (1 of the "
+              "stream's first 2 have come)", "naming the wait, its tile and its stream: %s", rt_diag_text(d));
+  ir_prog_free(p);
+  /* LL: a rank that reads its landings before it puts waits for the peer's put forever (both do) */
+  p = oneshot_ll(2, 1);
+  for (int r = 0; r < 2; r++) {
+    ir_step *s = p->gpus[r].tbs[0].steps, put = s[0];
+    memmove(&s[0], &s[1], 2 * sizeof *s);
+    s[2] = put;
+  }
+  ok(ir_check(p, d) == BT_ERR_INVALID, "LL: reading the landing before putting is a cycle");
+  ok(run(p, IP_I32, IP_OP_SUM, 100, 0, 2, 1, d) == BT_ERR_DEADLOCK, "... and the executor deadlocks");
+  ok_contains(rt_diag_text(d), "rank 0 tb 0 step 1 (re) tile 0: waiting for rank 1's put to land tile 0 in s[0]",
+              "naming the landing and its put's rank: %s", rt_diag_text(d));
+  ir_prog_free(p);
+}
+
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_allreduce(d);
@@ -415,6 +527,7 @@ int main(int argc, char **argv) {
   test_fused(argc > 3 ? argv[3] : "tests/fused_2r.xml", d);
   test_embed(argc > 4 ? argv[4] : "tests/embed_2r.xml", d);
   test_moe(argc > 5 ? argv[5] : "tests/moe_2r.xml", d);
+  test_direct(d);
   rt_diag_free(d);
   return tap_done();
 }

@@ -1,7 +1,10 @@
-/* test_ir.c -- the IR library: opcode table, XML round trip, geometry, and
- * precise errors on broken variants of the MSCCL corpus. */
+/* test_ir.c -- the IR library: opcode table, XML round trip, geometry,
+ * precise errors on broken variants of the MSCCL corpus, and the rules of
+ * direct programs. */
+#include "direct_build.h"
 #include "ir.h"
 #include "ir_check.h"
+#include "ir_dealias.h"
 #include "ir_geom.h"
 #include "ir_read.h"
 #include "ir_write.h"
@@ -654,6 +657,198 @@ static void test_gemm(const char *path) {
   free(text);
 }
 
+/* Validates p (built in memory) and returns the messages, "" when valid;
+ * frees p. */
+static char *direct_errors(ir_prog *p) {
+  static char buf[8192];
+  rt_diag *d = rt_diag_new(20);
+  ir_check(p, d);
+  snprintf(buf, sizeof buf, "%s", rt_diag_text(d));
+  rt_diag_free(d);
+  ir_prog_free(p);
+  return buf;
+}
+
+/* Step s of rank r's tb t. */
+static ir_step *at(ir_prog *p, int r, int t, int s) { return &p->gpus[r].tbs[t].steps[s]; }
+
+/* Drops step s of rank r's tb t. */
+static void drop(ir_prog *p, int r, int t, int s) {
+  ir_tb *tb = &p->gpus[r].tbs[t];
+  memmove(&tb->steps[s], &tb->steps[s + 1], (tb->nsteps - s - 1) * sizeof *tb->steps);
+  tb->nsteps--;
+}
+
+/* Direct programs (put, get, getr, sig, wait): the runtime's shapes are
+ * valid, and each rule of docs/IR.md's "Direct steps" fails with its
+ * message on a program broken for it. */
+static void test_direct_rules(void) {
+  ok(!*direct_errors(oneshot_get(4, 1, 1, 1)), "a Simple one-shot AllReduce by get validates");
+  ok(!*direct_errors(twoshot(4)), "a Simple two-shot AllReduce (getr, put) validates");
+  ok(!*direct_errors(oneshot_ll(4, 2)), "an LL one-shot AllReduce (puts into landings, re) validates");
+  /* peers and counts */
+  ir_prog *p = twoshot(2);
+  at(p, 0, 0, 3)->peer = 5;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 3: getr: peer 5 is not another rank in [0, 2)", "a peer out of range");
+  p = twoshot(2);
+  at(p, 1, 0, 4)->peer = 1;
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 4: put: peer 1 is not another rank in [0, 2)", "a put to its own rank");
+  p = twoshot(2);
+  at(p, 0, 0, 0)->cnt = 2;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 0: sig has cnt=2; a sig is one signal (cnt=1)", "a sig of two");
+  p = twoshot(2);
+  at(p, 0, 0, 1)->cnt = 0;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 1: wait has cnt=0; it waits for at least one signal", "a wait for none");
+  p = twoshot(2);
+  at(p, 0, 0, 2)->peer = 1;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 2: cpy has peer=1; only direct steps (put, get, getr, sig, wait) name a "
+              "peer", "a peer on a local step");
+  /* the peer's side in the peer's geometry: rank 0 has two scratch chunks, rank 1 one */
+  p = oneshot_ll(2, 1);
+  p->gpus[0].s_chunks = 2;
+  at(p, 0, 0, 0)->dstoff = 1;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 0: destination s[1..1] is out of range: buffer s has 1 chunks on rank 1",
+              "a put's destination is checked in its peer's buffers");
+  p = oneshot_get(2, 1, 1, 1);
+  at(p, 1, 0, 3)->srcoff = 1;
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 3: source i[1..1] is out of range: buffer i has 1 chunks on rank 0",
+              "a get's source is checked in its peer's buffers");
+  p = oneshot_get(2, 1, 1, 1);
+  at(p, 0, 0, 3)->srcrun = 1;
+  at(p, 0, 0, 3)->srcstride = 1;
+  ok(!*direct_errors(p), "a getr's source may be strided (a pattern of the peer's chunks)");
+  /* what a direct program holds */
+  p = twoshot(2);
+  ir_tb *tb = ir_tb_add(&p->gpus[0], 1, -1, 0);
+  dstep(tb, IR_OP_SEND, -1, IR_BUF_INPUT, 0, IR_BUF_INPUT, 0, 1);
+  ok_contains(direct_errors(p), "rank 0 tb 1 step 0: s is a FIFO step, but rank 0 tb 0 step 0 is a sig: direct programs "
+              "have no FIFO steps (s, r, rcs, rrc, rrs, rrcs)", "a FIFO step in a direct program");
+  p = twoshot(2);
+  dstep(dtb(p, 1), IR_OP_GEMV, -1, IR_BUF_INPUT, 0, IR_BUF_INPUT, 0, 1);
+  ok_contains(direct_errors(p), "rank 1 tb 1 step 0: gemv is a compute step, but rank 0 tb 0 step 0 is a sig: direct "
+              "programs have no compute steps", "a compute step in a direct program");
+  p = twoshot(2);
+  p->proto = IR_PROTO_LL128;
+  ok_contains(direct_errors(p), "twoshot:0: proto=LL128, but rank 0 tb 0 step 0 is a sig: direct programs are Simple or LL",
+              "LL128");
+  /* signal streams */
+  p = twoshot(2);
+  dsig(dtb(p, 0), 1);
+  dwait(&p->gpus[1].tbs[0], 0, 1);
+  ok_contains(direct_errors(p), "rank 0 tb 1 step 0: sig to rank 1 on channel 0, but tb 0 signals rank 1 on channel 0 too: "
+              "the sigs of a stream (rank pair and channel) are in one thread block", "a stream's sigs in two tbs");
+  p = twoshot(2);
+  dsig(&p->gpus[1].tbs[0], 0);
+  dwait(dtb(p, 0), 1, 1);
+  ok_contains(direct_errors(p), "rank 0 tb 1 step 0: wait for rank 1 on channel 0, but tb 0 waits for rank 1 on channel 0 "
+              "too: the waits of a stream (rank pair and channel) are in one thread block", "a stream's waits in two tbs");
+  p = twoshot(2);
+  at(p, 1, 0, 6)->cnt = 2;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 0: 2 sigs to rank 1 on channel 0, but rank 1's waits for rank 0 on "
+              "channel 0 take 3: a stream's waits take as many signals as it carries", "more signals waited for than sent");
+  p = twoshot(2);
+  p->nchannels = 2;
+  dwait(ir_tb_add(&p->gpus[1], -1, -1, 1), 0, 1);
+  ok_contains(direct_errors(p), "rank 1 tb 1 step 0: waits for 1 signal of rank 0 on channel 1, but rank 0 sends none there",
+              "a wait on a stream with no sig");
+  /* LL: its opcodes, landings, the pair rule */
+  p = oneshot_ll(2, 1);
+  dstep(&p->gpus[0].tbs[0], IR_OP_GET, 1, IR_BUF_INPUT, 0, IR_BUF_OUTPUT, 0, 1);
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 3: get in a direct LL program: it has only put, cpy, re and nop steps "
+              "(get, getr, sig and wait are Simple's)", "a get in LL");
+  p = oneshot_ll(2, 1);
+  at(p, 0, 0, 0)->dstbuf = IR_BUF_OUTPUT;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 0: put into rank 1's o: in a direct LL program a put lands in its peer's "
+              "scratch (dstbuf s)", "an LL put into the peer's output");
+  p = oneshot_ll(3, 1);
+  at(p, 2, 0, 0)->dstoff = 0;   /* rank 2 lands in rank 0's s[0], where rank 1 lands */
+  ok_contains(direct_errors(p), "rank 2 tb 0 step 0: put lands in rank 0's s[0], as rank 1 tb 0 step 0's put does: a "
+              "scratch chunk is the landing of one put", "two puts landing in one chunk");
+  p = oneshot_ll(2, 1);
+  dstep(&p->gpus[1].tbs[0], IR_OP_COPY, -1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 0, 1);
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 3: cpy writes s[0], the landing of rank 0 tb 0 step 0's put: a landing is "
+              "written by its put alone", "a local write into a landing");
+  p = oneshot_ll(2, 1);
+  drop(p, 1, 0, 2);   /* rank 1 never reads what rank 0 lands in it */
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 0: puts to rank 0 but reads no landing rank 0 put to it: its call could "
+              "end before rank 0's has begun (the LL pair rule: a rank that puts to a peer reads a landing of that peer's)",
+              "the LL pair rule");
+  p = oneshot_ll(2, 1);
+  p->gpus[1].s_chunks = 2;   /* a second landing in rank 1 that it never reads */
+  dstep(&p->gpus[0].tbs[0], IR_OP_PUT, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 1, 1);
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 3: put writes rank 1's s[1] but happens before no step of rank 1: rank "
+              "1's call could end before it is done (the end rule: that rank reads the landing)",
+              "the end rule in LL: a landing nobody reads");
+  /* ordering: the end and start rules, cycles through signals and landings */
+  ok_contains(direct_errors(oneshot_get(2, 1, 1, 0)), "rank 0 tb 0 step 3: getr reads rank 1's i[0] but happens before no "
+              "step of rank 1: rank 1's call could end before it is done (the end rule: a sig after it that a wait of that "
+              "rank takes)", "the end rule: no barrier after the gets");
+  ok_contains(direct_errors(oneshot_get(2, 1, 0, 1)), "rank 0 tb 0 step 1: getr reads rank 1's i[0] but happens after no "
+              "step of rank 1: rank 1 may not have begun the call (the start rule: a wait before it for a sig of that rank)",
+              "the start rule: no barrier before the gets");
+  p = dprog("waits_first", IR_COLL_ALLREDUCE, 2, IR_PROTO_SIMPLE, 1, 1, 0);
+  for (int r = 0; r < 2; r++) {
+    tb = dtb(p, r);
+    dwait(tb, 1 - r, 1);
+    dsig(tb, 1 - r);
+  }
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 0: dependency cycle through program order, dependencies, signals and "
+              "landings (-[signal]-> : the wait takes that sig; -[landing]-> : the step reads what that put lands): "
+              "rank 0 tb 0 step 0..1 -[signal]-> rank 1 tb 0 step 0..1 -[signal]-> back",
+              "waits before sigs on both ranks: a cycle through signals");
+  p = oneshot_ll(2, 1);
+  for (int r = 0; r < 2; r++) {   /* reduce the landing before putting */
+    ir_step *s = p->gpus[r].tbs[0].steps, put = s[0];
+    memmove(&s[0], &s[1], 2 * sizeof *s);
+    s[2] = put;
+  }
+  ok_contains(direct_errors(p), "-[landing]->", "reading landings before putting on both ranks: a cycle through landings");
+  /* a rooted collective: the peer's buffers follow the root's rules */
+  p = dprog("bcast", IR_COLL_BROADCAST, 2, IR_PROTO_SIMPLE, 1, 0, 0);
+  for (int r = 0; r < 2; r++) {
+    p->gpus[r].i_chunks = p->gpus[r].o_chunks = 1;
+    tb = dtb(p, r);
+    dbarrier(p, tb, r);
+    if (r == 1) dstep(tb, IR_OP_GET, 0, IR_BUF_INPUT, 0, IR_BUF_OUTPUT, 0, 1);
+    else dstep(tb, IR_OP_GET, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 0, 1);
+    dbarrier(p, tb, r);
+  }
+  p->gpus[0].s_chunks = 1;
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 2: reads rank 1's input, which a broadcast has only on the root (rank 0)",
+              "a broadcast's root reading a peer's input");
+  /* the in-place rewrite leaves direct programs alone */
+  p = oneshot_ll(2, 1);
+  for (int r = 0; r < 2; r++) {   /* in place, on the input alone */
+    drop(p, r, 0, 1);
+    at(p, r, 0, 1)->dstbuf = IR_BUF_INPUT;
+  }
+  ir_prog *q = NULL;
+  char why[200];
+  ok(!*direct_errors(ir_prog_copy(p, 0)) && ir_dealias(p, &q, why, sizeof why) == BT_ERR_UNSUPPORTED && !q,
+     "ir_dealias refuses a direct program");
+  ok_contains(why, "direct programs are left as they are", "... saying why: %s", why);
+  ir_prog_free(p);
+}
+
+/* The direct fixtures: read, validated, written back the same. */
+static void test_direct_files(const char *const *paths, int n) {
+  for (int i = 0; i < n; i++) {
+    char *text = tap_slurp(paths[i]);
+    if (!text) { printf("Bail out! cannot read %s\n", paths[i]); exit(1); }
+    rt_diag *d = rt_diag_new(10);
+    ir_prog *p = NULL;
+    ok(!ir_read_memory(text, strlen(text), paths[i], &p, d) && !ir_check(p, d) && ir_prog_direct(p) &&
+       !ir_check_races(p, 1, d) && !ir_check_races(p, 0, d), "%s: a direct program loads, validates and has no race: %s",
+       paths[i], rt_diag_text(d));
+    char *a = p ? to_xml(p) : NULL;
+    ok(a && !strcmp(a, text), "%s: written back the same (peer= included)", paths[i]);
+    free(a);
+    free(text);
+    ir_prog_free(p);
+    rt_diag_free(d);
+  }
+}
+
 int main(int argc, char **argv) {
   corpus = argc > 1 ? argv[1] : "../shared/corpus/msccl";
   fused_file = argc > 2 ? argv[2] : "tests/fused_2r.xml";
@@ -676,5 +871,8 @@ int main(int argc, char **argv) {
   test_limits();
   test_race_scale();
   test_check_scale();
+  test_direct_rules();
+  const char *direct[] = {argc > 5 ? argv[5] : "tests/direct_2r.xml", argc > 6 ? argv[6] : "tests/direct_ll_4r.xml"};
+  test_direct_files(direct, 2);
   return tap_done();
 }
