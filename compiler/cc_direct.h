@@ -41,11 +41,15 @@ int cc_direct_sync(lower *w);
 
 /* After scheduling (order[0..live): the global order, every rank's steps
  * in one thread block): drops an end sig that a later sig to its peer
- * follows, merges adjacent sigs to one peer (the later stays), gives each
- * wait cnt = the signals it needs beyond those its rank has taken (a wait
- * they cover goes), merges adjacent waits for one peer, and appends, per
- * rank, a final wait for every peer's remaining signals.  Rebuilds *order
- * (reallocated) and returns the live count, -1 when out of memory. */
+ * follows, merges adjacent sigs to one peer (the later stays), drops a
+ * wait whose steps all wait for a later sig of the same peer and then a
+ * start or data sig no wait is left for, gives each wait cnt = the
+ * signals it needs beyond those its rank has taken (a wait they cover
+ * goes), appends, per rank, a final wait for every peer's remaining
+ * signals and merges adjacent waits for one peer.  Every drop keeps each
+ * order: a later sig of the same stream comes after everything the
+ * dropped one did.  Rebuilds *order (reallocated) and returns the live
+ * count, -1 when out of memory. */
 int cc_direct_settle(lower *w, int **order, int live);
 
 /* Frees what cc_direct_plan allocated. */
