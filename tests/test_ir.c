@@ -686,6 +686,10 @@ static void test_direct_rules(void) {
   ok(!*direct_errors(oneshot_get(4, 1, 1, 1)), "a Simple one-shot AllReduce by get validates");
   ok(!*direct_errors(twoshot(4)), "a Simple two-shot AllReduce (getr, put) validates");
   ok(!*direct_errors(oneshot_ll(4, 2)), "an LL one-shot AllReduce (puts into landings, re) validates");
+  ir_prog *base = twoshot(4), *moved = ir_prog_copy(base, 3);
+  ok(moved && moved->gpus[3].tbs[0].steps[0].peer == 0 && !*direct_errors(moved),
+     "relabelled by 3 ranks (ir_prog_copy), the two-shot's peers move along and it still validates");
+  ir_prog_free(base);
   /* peers and counts */
   ir_prog *p = twoshot(2);
   at(p, 0, 0, 3)->peer = 5;
