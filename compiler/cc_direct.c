@@ -294,13 +294,13 @@ static int cmp_key(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Marks dead the end sigs that a later sig to the same peer follows:
- * that sig carries the end rule too. */
+/* Marks dead the end sigs that a later data sig to the same peer
+ * follows: that sig carries the end rule too. */
 static int drop_end_sigs(lower *w, const int *order, int live, const int *pos) {
-  imap latest = {0};   /* (rank, peer) -> the latest position of a start or data sig */
+  imap latest = {0};   /* (rank, peer) -> the latest position of a data sig */
   for (int q = 0; q < live; q++) {
     const ins *S = &w->v[order[q]];
-    if (S->op == IR_OP_SIG && S->role != CC_SIG_END && !imap_set(&latest, pair(w, S->rank, S->peer), q)) {
+    if (S->op == IR_OP_SIG && S->role == CC_SIG_DATA && !imap_set(&latest, pair(w, S->rank, S->peer), q)) {
       imap_free(&latest);
       return 0;
     }
@@ -404,7 +404,9 @@ static int later(const streams *z, int a, int b) {
 }
 
 /* Marks gone (and dead) every wait each of whose steps also waits for a
- * later sig of the same peer: that one orders them.  0 when out of memory. */
+ * later data sig of the same peer: that one orders them (a start sig is
+ * no such order: drop_start_waits may take its wait away).  0 when out
+ * of memory. */
 static int drop_redundant_waits(streams *z, unsigned char *gone) {
   lower *w = z->w;
   int *succs = cc_calloc((size_t)w->n + 1, sizeof(int)), *beaten = cc_calloc((size_t)w->n + 1, sizeof(int));
@@ -418,7 +420,11 @@ static int drop_redundant_waits(streams *z, unsigned char *gone) {
       succs[a]++;
       for (int j = 0; j < B->npred; j++) {
         int c = B->pred[j];
-        if (c != a && w->v[c].op == IR_OP_WAIT && w->v[c].peer == w->v[a].peer && later(z, c, a)) { beaten[a]++; break; }
+        if (c != a && !gone[c] && w->v[c].op == IR_OP_WAIT && w->v[c].peer == w->v[a].peer &&
+            w->v[w->v[c].pred[0]].role != CC_SIG_START && later(z, c, a)) {
+          beaten[a]++;
+          break;
+        }
       }
     }
   }
@@ -431,17 +437,78 @@ static int drop_redundant_waits(streams *z, unsigned char *gone) {
   return 1;
 }
 
-/* Marks dead the start and data sigs no live wait is for: a wait that
- * takes a later sig of the same stream orders everything after them, and
- * carries the end rule too.  Returns how many, -1 when out of memory. */
-static int drop_untaken(streams *z) {
+/* The most bits drop_start_waits spends on what each step knows (64 MiB). */
+#define KNOWN_BUDGET (INT64_C(1) << 29)
+
+/* Marks gone (and dead) the start rule's waits that other orders make
+ * redundant: every step waiting on one already happens after some step of
+ * the rank it touches through data signals and program order alone (in a
+ * ring, a put into a chunk the next rank's getr read waits for that
+ * getr, which waited for the value its owner wrote).  What each step
+ * knows (the ranks with a step before it) is a bit set per step along the
+ * order, counting no start signal and no wait gone already, so it holds
+ * whichever start waits go; a wait an earlier one covers counts where it
+ * is (the earlier one, a data wait, takes a later signal of the stream;
+ * start sigs are the first of theirs).  Past KNOWN_BUDGET bits all stay.
+ * 0 when out of memory. */
+static int drop_start_waits(streams *z, const int *pos, unsigned char *gone) {
+  lower *w = z->w;
+  int nr = w->t->nranks;
+  int64_t words = (nr + 63) / 64;
+  if (words * 64 * z->live > KNOWN_BUDGET) return 1;
+  uint64_t *known = cc_calloc((size_t)(words * z->live) + 1, sizeof(uint64_t));
+  unsigned char *needed = cc_calloc((size_t)w->n + 1, 1);
+  if (!known || !needed) { cc_free(known); cc_free(needed); return 0; }
+  for (int r = 0; r < nr; r++) z->prev[r] = -1;
+  for (int q = 0; q < z->live; q++) {
+    const ins *I = &w->v[z->order[q]];
+    uint64_t *k = known + words * q;
+    k[I->rank / 64] |= UINT64_C(1) << (I->rank % 64);
+    if (z->prev[I->rank] >= 0)
+      for (int64_t j = 0; j < words; j++) k[j] |= known[words * z->prev[I->rank] + j];
+    z->prev[I->rank] = q;
+    for (int e = 0; e < I->npred && !gone[z->order[q]]; e++) {
+      const ins *P = &w->v[I->pred[e]];
+      if ((P->op == IR_OP_SIG && P->role == CC_SIG_START) || pos[I->pred[e]] < 0 || gone[I->pred[e]]) continue;
+      for (int64_t j = 0; j < words; j++) k[j] |= known[words * pos[I->pred[e]] + j];
+    }
+  }
+  for (int q = 0; q < z->live; q++) {   /* a start wait is needed by a step that knows its rank no other way */
+    const ins *B = &w->v[z->order[q]];
+    for (int e = 0; e < B->npred; e++) {
+      const ins *W = &w->v[B->pred[e]];
+      if (W->op == IR_OP_WAIT && w->v[W->pred[0]].role == CC_SIG_START &&
+          !(known[words * q + W->peer / 64] >> (W->peer % 64) & 1))
+        needed[B->pred[e]] = 1;
+    }
+  }
+  for (int q = 0; q < z->live; q++) {
+    int a = z->order[q];
+    const ins *W = &w->v[a];
+    if (W->op == IR_OP_WAIT && W->npred && w->v[W->pred[0]].role == CC_SIG_START && !needed[a]) {
+      gone[a] = 1;
+      w->v[a].dead = 1;
+    }
+  }
+  cc_free(known);
+  cc_free(needed);
+  return 1;
+}
+
+/* Marks dead the start and data sigs every wait of which is gone: each
+ * step that waited for a data sig waits for a later one of the same
+ * stream (drop_redundant_waits), which carries the end rule too; a start
+ * sig's steps know its rank otherwise (drop_start_waits).  A wait that an
+ * earlier one covers keeps its sig: the cover may be gone.  Returns how
+ * many, -1 when out of memory. */
+static int drop_untaken(streams *z, const unsigned char *gone) {
   lower *w = z->w;
   int n = 0;
   unsigned char *taken = cc_calloc((size_t)w->n + 1, 1);
   if (!taken) return -1;
   for (int q = 0; q < z->live; q++) {
     const ins *W = &w->v[z->order[q]];
-    if (!W->dead && W->op == IR_OP_WAIT) taken[carrier(z, W->pred[0])] = 1;
+    if (!gone[z->order[q]] && W->op == IR_OP_WAIT) taken[carrier(z, W->pred[0])] = 1;
   }
   for (int q = 0; q < z->live; q++) {
     ins *S = &w->v[z->order[q]];
@@ -454,7 +521,7 @@ static int drop_untaken(streams *z) {
 int cc_direct_settle(lower *w, int **orderp, int live) {
   int *order = *orderp, n = w->n, nr = w->t->nranks, res = -1;
   int *pos = cc_malloc(((size_t)n + 1) * sizeof(int));
-  unsigned char *gone = cc_calloc((size_t)n + 1, 1);   /* waits drop_redundant_waits took away */
+  unsigned char *gone = cc_calloc((size_t)n + 1, 1);   /* waits drop_redundant_waits and drop_start_waits took away */
   streams z = {w, order, live, cc_malloc(((size_t)n + 1) * sizeof(int)), cc_malloc(((size_t)n + 1) * sizeof(int)),
                cc_malloc(((size_t)nr + 1) * sizeof(int)), {0}, 0, NULL, NULL, NULL, NULL};
   if (!pos || !gone || !z.fwd || !z.idx || !z.prev) goto out;
@@ -462,8 +529,8 @@ int cc_direct_settle(lower *w, int **orderp, int live) {
   for (int q = 0; q < live; q++) pos[order[q]] = q;
   if (!drop_end_sigs(w, order, live, pos)) goto out;
   merge_sigs(&z);
-  if (!count_signals(&z, gone) || !drop_redundant_waits(&z, gone)) goto out;
-  int dropped = drop_untaken(&z);
+  if (!count_signals(&z, gone) || !drop_redundant_waits(&z, gone) || !drop_start_waits(&z, pos, gone)) goto out;
+  int dropped = drop_untaken(&z, gone);
   if (dropped < 0) goto out;
   if (dropped) merge_sigs(&z);   /* fewer signals: merge and count again */
   if (!count_signals(&z, gone)) goto out;

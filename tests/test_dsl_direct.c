@@ -195,6 +195,12 @@ static void test_orders(void) {
      "which rank 2 then writes); rank 0 only lets the others in and waits for them to be done");
   ok(p && shape_ok(p), "... streams balanced, one thread block a rank");
   ir_prog_free(p);
+  p = build("collective{kind='custom', ranks=2, chunks=2, inplace=false, expect='o[r][c]=i[r][c] if n<0', via='get'}\n"
+            "chunk(0, 'input', 0):copy(0, 'tmp', 0)\nchunk(0, 'tmp', 0):copy(1, 'output', 0)\n"
+            "chunk(1, 'output', 0):reduce(chunk(0, 'input', 1))\n", "a get of what the peer wrote, then a getr");
+  ok(p && steps_are(p, 0, "cpy sig:1 wait:1") && steps_are(p, 1, "wait:0 get:0 getr:0 sig:0"),
+     "... needs no start signal: the wait for the peer's copy already orders the getr after a step of the peer");
+  ir_prog_free(p);
 }
 
 /* LL: every put lands in the peer's scratch, each landing once; a copy
