@@ -14,29 +14,38 @@
 -- only step (the runtime then runs them in one block, as one step).
 -- placement="paired" gives a peer's send and receive one thread block (half
 -- as many thread blocks; the default "split" gives each its own).
+-- via="direct" (or "put", "get") lowers the copies and reductions between
+-- ranks to direct steps instead of FIFO messages (docs/DSL.md, "Direct
+-- lowering"): shot=1 with protocol=LL puts every rank's input into every
+-- peer's scratch, where the peer reduces it (the one-shot); shot=2 chain=1
+-- with protocol=Simple reduces each rank's chunk with getr from its peers'
+-- inputs and puts the sum into their outputs (the two-shot).
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
--- chain (0), agch (0), placement (split).
+-- chain (0), agch (0), placement (split), via (fifo).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
 local shot = param("shot", 2)
 local inplace = param("inplace", 1) ~= 0
 local chain = param("chain", 0) ~= 0
+local via = param("via", "fifo")
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
 -- In place, a one-shot chain cannot sum into the input: rank j's first
 -- receive-reduce would overwrite the chunk the ranks after it still have to
 -- receive.  It sums into scratch, and a local copy puts the sum back into
 -- the input once the rank's own sends have read it.
-collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop"),
+collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop")
+                   .. (via ~= "fifo" and "_" .. via or ""),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
-            threads = param("threads", 0), placement = param("placement", "split") }
+            threads = param("threads", 0), placement = param("placement", "split"), via = via }
 local out = inplace and "input" or "output"
 if shot == 1 and chain and inplace then
   -- On 2 ranks a rank's send and receive share thread block 0: the sum
   -- then goes straight into the input after the send in program order
   -- (the compiler drops the scratch and the copy).
-  local pin = n == 2 and { sendtb = 0, recvtb = 0 } or {}
+  -- (A direct program has one thread block per rank anyway.)
+  local pin = n == 2 and via == "fifo" and { sendtb = 0, recvtb = 0 } or {}
   local sums = allpairs.reduce(topo.range(n), "input", function() return 0 end,
                                { output = "scratch", chain = true, sendtb = pin.sendtb, recvtb = pin.recvtb })
   for j, ref in ipairs(sums) do ref:copy(j - 1, "input", 0, { sendtb = pin.sendtb }) end

@@ -4,14 +4,19 @@
 -- messages).  chain=0: the blocks land in scratch, then local reductions
 -- add them up; chain=1: each block is reduced into the output as it is
 -- received (no scratch, no local pass; the receives run one after another).
+-- via="direct" (or "put", "get") lowers the copies and reductions between
+-- ranks to direct steps instead of FIFO messages (docs/DSL.md, "Direct
+-- lowering"): chain=1 with protocol=Simple reduces with getr from the
+-- peers' inputs; chain=0 puts the blocks into the owner's scratch.
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1), threads (0: BATON_NTHREADS), chain (0).
+-- instances (1), threads (0: BATON_NTHREADS), chain (0), via (fifo).
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local chain = param("chain", 0) ~= 0
-collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or ""), ranks = n,
-            chunks = k, inplace = false, protocol = param("protocol", "LL"), instances = param("instances", 1),
-            threads = param("threads", 0) }
+local via = param("via", "fifo")
+collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or "") .. (via ~= "fifo" and "_" .. via or ""),
+            ranks = n, chunks = k, inplace = false, protocol = param("protocol", "LL"),
+            instances = param("instances", 1), threads = param("threads", 0), via = via }
 if chain then
   for q = 0, n - 1 do
     local acc = chunk(q, "input", q * k, k):copy(q, "output", 0)

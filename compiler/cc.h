@@ -22,6 +22,13 @@ enum { CC_ORDER_COMM, CC_ORDER_PROGRAM };
  * or a peer's send and receive on a channel in one (PAIRED). */
 enum { CC_PLACE_SPLIT, CC_PLACE_PAIRED };
 
+/* How a copy or reduce between two ranks is lowered (collective{}'s and an
+ * operation's via): FIFO messages (send + receive), or direct steps
+ * (compiler/cc_direct.c): the compiler's choice (DIRECT), puts by the
+ * source rank (PUT) or gets by the destination rank (GET).  A program is
+ * FIFO or direct, never both. */
+enum { CC_VIA_FIFO, CC_VIA_DIRECT, CC_VIA_PUT, CC_VIA_GET, CC_VIA_COUNT };
+
 /* The longest name a topology may have (for messages). */
 #define CC_MAX_TOPO_NAME 64
 
@@ -67,6 +74,7 @@ typedef struct cc_op {
   int count;
   cc_pat src_pat, dst_pat;  /* chunk j of each side: cc_pat_at(idx, pat, j) */
   int ch, sendtb, recvtb;   /* directives, -1 = compiler's choice */
+  int via;                  /* CC_VIA_*: the operation's own or, when it gives none, the collective's */
   int line;                 /* script line */
   int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */
   /* CC_COMPUTE: dst (the input chunks) = opcode cop of operands args */
@@ -100,6 +108,11 @@ typedef struct cc_trace {
   uint64_t minbytes, maxbytes;
   cc_topo topo;             /* the links copies and reductions may use */
   int placement;            /* CC_PLACE_* */
+  int via;                  /* CC_VIA_*: collective{}'s via, the default of every operation */
+  int via_line;             /* where the program became direct (collective{}'s line, or the first direct
+                             * operation's between ranks); 0 while it is not */
+  int fifo_line;            /* line of the first operation between ranks lowered to FIFO messages; 0 none */
+  int direct;               /* 1: the operations between ranks lower to direct steps (cc_via.h) */
   int declared;             /* collective{} was called */
   int nspaces;
   char space_name[CC_MAX_SPACES][32];

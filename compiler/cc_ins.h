@@ -1,5 +1,6 @@
 /* cc_ins.h -- the lowering passes' shared state: the instruction list and
- * the thread-block sets.  Internal to compiler/ (cc_lower.c, cc_place.c). */
+ * the thread-block sets.  Internal to compiler/ (cc_lower.c, cc_place.c,
+ * cc_direct.c). */
 #ifndef CC_INS_H
 #define CC_INS_H
 
@@ -20,6 +21,8 @@ typedef struct ins {
   int8_t args[IR_MAX_ARGS];     /* compute opcodes: operands */
   int sync, sync_param, zerocopy;
   cc_pat spat, dpat;            /* source and destination patterns (cc_pat; run 0: consecutive) */
+  int peer;                     /* direct steps (put, get, getr, sig, wait): the peer rank; -1 else */
+  int role;                     /* a sig's reason (cc_direct.h: CC_SIG_*); 0 else */
 } ins;
 
 /* A thread-block set: the connection endpoints (per rank and channel:
@@ -42,7 +45,23 @@ typedef struct lower {
   int errors;
   unsigned ticks;               /* calls of cc_late */
   int late;                     /* the deadline passed (reported once) */
+  /* direct programs (cc_direct.h) */
+  int landing_space;            /* the compiler's scratch space of landings, -1 none */
+  int *landing;                 /* [rank]: landing chunks handed out */
+  unsigned char *straight;      /* [trace op]: an LL copy that may put straight into its scratch destination */
 } lower;
+
+/* Appends an instruction (no predecessors, no patterns, peer -1) and
+ * returns its index, or -1 (out of memory, too many instructions, past
+ * the deadline; the error is counted in w).  May move w->v. */
+int cc_emit(lower *w, int rank, int op, int ss, int si, int ds, int di, int count, int send, int recv, int ch,
+            int fixtb, int inst, int line);
+
+/* Makes instruction p a predecessor of i (once).  0 when out of memory. */
+int cc_add_pred(ins *i, int p);
+
+/* Appends x to a growable int array; 0 when out of memory. */
+int cc_int_push(int **a, int *n, int *cap, int x);
 
 /* 1 when the compile's deadline (BATON_COMPILE_TIMEOUT) has passed, checked
  * every so many calls; the first time, the error is counted in w. */

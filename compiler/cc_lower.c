@@ -1,5 +1,6 @@
 /* cc_lower.c -- from chunk operations to scheduled thread-block programs. */
 #include "cc_lower.h"
+#include "cc_direct.h"
 #include "cc_ins.h"
 #include "cc_layout.h"
 #include "cc_ref.h"
@@ -10,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Appends x to a growable int array; 0 when out of memory. */
-static int int_push(int **a, int *n, int *cap, int x) {
+int cc_int_push(int **a, int *n, int *cap, int x) {
   if (*n == *cap) {
     int c = *cap ? 2 * *cap : 4;
     int *q = cc_realloc(*a, c * sizeof *q);
@@ -29,9 +29,9 @@ static int has_pred(const ins *i, int p) {
   return 0;
 }
 
-static int add_pred(ins *i, int p) {
+int cc_add_pred(ins *i, int p) {
   if (has_pred(i, p)) return 1;
-  return int_push(&i->pred, &i->npred, &i->cappred, p);
+  return cc_int_push(&i->pred, &i->npred, &i->cappred, p);
 }
 
 int cc_late(lower *w) {
@@ -47,8 +47,8 @@ int cc_late(lower *w) {
 /* The most instructions lowering makes (each becomes a step). */
 #define MAX_INS (INT_MAX / 8)
 
-static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, int count,
-                    int send, int recv, int ch, int fixtb, int inst, int line) {
+int cc_emit(lower *w, int rank, int op, int ss, int si, int ds, int di, int count, int send, int recv, int ch,
+            int fixtb, int inst, int line) {
   if (w->n >= MAX_INS) {
     if (!w->errors) cc_err(w, line, "the program would have more than %d steps", MAX_INS);
     return -1;
@@ -61,8 +61,9 @@ static int emit_ins(lower *w, int rank, int op, int ss, int si, int ds, int di, 
     w->v = v;
     w->cap = cap;
   }
-  w->v[w->n] = (ins){rank, op, ss, si, ds, di, count, send, recv, ch < 0 ? 0 : ch, fixtb, inst, line, -1, 0, NULL, 0, 0, -1, -1, 0,
-                     {-1, -1, -1}, 0, 0, 0, {0, 0}, {0, 0}};
+  w->v[w->n] = (ins){.rank = rank, .op = op, .sspace = ss, .sidx = si, .dspace = ds, .didx = di, .count = count,
+                     .send = send, .recv = recv, .ch = ch < 0 ? 0 : ch, .fixtb = fixtb, .inst = inst, .line = line,
+                     .msg_of = -1, .tb = -1, .pos = -1, .args = {-1, -1, -1, -1}, .peer = -1};
   return w->n++;
 }
 
@@ -88,18 +89,20 @@ static access_state *slot(deps *d, int rank, int space, int idx) {
   return &d->a[key][idx];
 }
 
-static int record(lower *w, deps *d, int id, int space, int idx, cc_pat pat, int count, int write) {
-  ins *i = &w->v[id];
+/* Records that instruction id reads (write 0) or writes the chunks of
+ * `rank` (its own, or a direct step's peer) at pattern pat from idx: it
+ * comes after their last writer and, a write, after their readers since. */
+static int record(lower *w, deps *d, int id, int rank, int space, int idx, cc_pat pat, int count, int write) {
   for (int c = 0; c < count; c++) {
-    access_state *s = slot(d, i->rank, space, cc_pat_at(idx, pat, c));
+    access_state *s = slot(d, rank, space, cc_pat_at(idx, pat, c));
     if (!s) return 0;
-    if (s->writer >= 0 && s->writer != id && !add_pred(&w->v[id], s->writer)) return 0;
+    if (s->writer >= 0 && s->writer != id && !cc_add_pred(&w->v[id], s->writer)) return 0;
     if (write) {
       for (int k = 0; k < s->nreaders; k++)
-        if (s->readers[k] != id && !add_pred(&w->v[id], s->readers[k])) return 0;
+        if (s->readers[k] != id && !cc_add_pred(&w->v[id], s->readers[k])) return 0;
       s->writer = id;
       s->nreaders = 0;
-    } else if (!int_push(&s->readers, &s->nreaders, &s->cap, id)) {
+    } else if (!cc_int_push(&s->readers, &s->nreaders, &s->cap, id)) {
       return 0;
     }
   }
@@ -120,12 +123,20 @@ static int may_overlap(int a, cc_pat ap, int acount, int b, cc_pat bp, int bcoun
   return a + alo <= b + bhi && b + blo <= a + ahi;
 }
 
-/* Reads come before writes so that a reduce's read of dst sees the old writer. */
+/* Reads come before writes so that a reduce's read of dst sees the old
+ * writer.  A direct step's remote side is recorded on its peer's chunks (a
+ * put writes them, a get or getr reads them), so its predecessors there
+ * are the peer's steps or other ranks' accesses to them. */
 static int track(lower *w, deps *d, int id) {
-  ins *i = &w->v[id];
-  if ((fl(i->op) & IR_F_SRC) && !record(w, d, id, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
-  if (i->op == IR_OP_REDUCE && !record(w, d, id, i->dspace, i->didx, i->dpat, i->count, 0)) return 0;
-  if ((fl(i->op) & IR_F_DST) && !record(w, d, id, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
+  const ins *i = &w->v[id];
+  unsigned f = fl(i->op);
+  if ((f & IR_F_SRC) && !record(w, d, id, i->rank, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
+  if ((f & IR_F_GET) && !record(w, d, id, i->peer, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
+  if ((i->op == IR_OP_REDUCE || i->op == IR_OP_GETR) &&
+      !record(w, d, id, i->rank, i->dspace, i->didx, i->dpat, i->count, 0))
+    return 0;
+  if ((f & IR_F_DST) && !record(w, d, id, i->rank, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
+  if ((f & IR_F_PUT) && !record(w, d, id, i->peer, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
   return 1;
 }
 
@@ -144,7 +155,7 @@ static int with_pats(lower *w, int id, cc_pat sp, cc_pat dp) {
 static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat dp, int n, int ch, int inst) {
   int a = o->src_rank, b = o->dst_rank;
   if (o->kind == CC_COMPUTE) {   /* a compute step: src names the input chunks it computes */
-    int c = emit_ins(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
+    int c = cc_emit(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
     if (c < 0) return 0;
     ins *C = &w->v[c];
     memcpy(C->args, o->args, sizeof C->args);
@@ -155,15 +166,15 @@ static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat d
   }
   if (a == b) {
     int fx = o->sendtb >= 0 ? o->sendtb : o->recvtb;
-    return with_pats(w, emit_ins(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
+    return with_pats(w, cc_emit(w, a, o->kind == CC_COPY ? IR_OP_COPY : IR_OP_REDUCE, o->src_space, si,
                                  o->dst_space, di, n, -1, -1, ch, fx, inst, o->line), sp, dp) >= 0;
   }
-  int s = with_pats(w, emit_ins(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst,
+  int s = with_pats(w, cc_emit(w, a, IR_OP_SEND, o->src_space, si, o->dst_space, di, n, b, -1, ch, o->sendtb, inst,
                                 o->line), sp, dp);
   int r = o->kind == CC_COPY
-    ? with_pats(w, emit_ins(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
+    ? with_pats(w, cc_emit(w, b, IR_OP_RECV, o->src_space, si, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
                             o->line), (cc_pat){0, 0}, dp)
-    : with_pats(w, emit_ins(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
+    : with_pats(w, cc_emit(w, b, IR_OP_RRC, o->dst_space, di, o->dst_space, di, n, -1, a, ch, o->recvtb, inst,
                             o->line), dp, dp);
   if (s < 0 || r < 0) return 0;
   w->v[r].msg_of = s;
@@ -172,7 +183,8 @@ static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat d
 
 /* Every operation, for every whole-program instance, on its pieces and
  * channel (cc_layout.h): one instruction per piece of IR chunks that are
- * one pattern at each end (cc_runs_next). */
+ * one pattern at each end (cc_runs_next); in a direct program, the
+ * direct steps of cc_direct_emit. */
 static int lower_ops(lower *w, const cc_layout *lay) {
   const cc_trace *t = w->t;
   for (int j = 0; j < lay->I; j++)
@@ -181,7 +193,8 @@ static int lower_ops(lower *w, const cc_layout *lay) {
       int ch = cc_runs_start(&it, t, lay, &t->ops[k], j), si, di, n;
       cc_pat sp, dp;
       while (cc_runs_next(&it, &si, &sp, &di, &dp, &n))
-        if (!emit_op(w, &t->ops[k], si, sp, di, dp, n, ch, j)) return 0;
+        if (!(t->direct ? cc_direct_emit(w, k, si, sp, di, dp, n) : emit_op(w, &t->ops[k], si, sp, di, dp, n, ch, j)))
+          return 0;
     }
   return 1;
 }
@@ -399,7 +412,7 @@ static int forward_copies(lower *w, const int *users) {
     R->pred[k] = R->pred[--R->npred];
     for (int q = 0; q < C->npred; q++) {
       int p = C->pred[q], had = R->npred;
-      if (!add_pred(R, p)) goto out;
+      if (!cc_add_pred(R, p)) goto out;
       if (R->npred == had) nsucc[p]--;        /* R already waited for p */
       else if (only[p] == c) only[p] = r;
     }
@@ -462,7 +475,7 @@ static int sink_copies(lower *w) {
     }
     if (!alone) continue;
     for (int k = 0; k < C->npred; k++)
-      if (C->pred[k] != r && !add_pred(&w->v[r], C->pred[k])) goto out;
+      if (C->pred[k] != r && !cc_add_pred(&w->v[r], C->pred[k])) goto out;
     ins *W = &w->v[r];
     W->dspace = C->dspace;
     W->didx = C->didx;
@@ -477,7 +490,7 @@ static int sink_copies(lower *w) {
       for (int k = 0; k < J->npred; k++)
         if (J->pred[k] == c) {
           J->pred[k] = J->pred[--J->npred];
-          if (j != r && !add_pred(J, r)) goto out;
+          if (j != r && !cc_add_pred(J, r)) goto out;
           break;
         }
     }
@@ -562,9 +575,12 @@ static void count_users(lower *w, int *users) {
 
 /* ---- scheduling ---- */
 
-/* Binary heap of instruction ids by (depth, id). */
+/* Binary heap of instruction ids by (depth, id); a ready sig first (a
+ * direct program signals as soon as what it signals is done). */
 typedef struct heap { int *a, n; const ins *v; } heap;
 static int before(const heap *h, int x, int y) {
+  int sx = h->v[x].op == IR_OP_SIG, sy = h->v[y].op == IR_OP_SIG;
+  if (sx != sy) return sx;
   return h->v[x].depth != h->v[y].depth ? h->v[x].depth < h->v[y].depth : x < y;
 }
 static void heap_push(heap *h, int x) {
@@ -828,7 +844,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   *out = NULL;
   cc_budget *prev = cc_mem_enter(t->mem);   /* lowering's memory counts against the compile's budget */
   size_t ir_charge = 0;
-  lower w = {t, diag, NULL, 0, 0, NULL, NULL, 0, 1, 0, 0, 0};
+  lower w = {.t = t, .diag = diag, .nch = 1, .landing_space = -1};
   deps d = {cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
             cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
   int *users = NULL, *order = NULL, *scr_base = NULL;
@@ -837,11 +853,14 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   cc_layout lay = {0};
   if (!d.a || !d.len) goto out;
   if (!cc_layout_plan(&w, &lay)) { res = w.errors ? BT_ERR_INVALID : BT_ERR_NOMEM; goto out; }
+  if (t->direct && !cc_direct_plan(&w)) goto out;
   if (!lower_ops(&w, &lay)) goto out;
   for (int i = 0; i < w.n; i++) {
-    if (w.v[i].msg_of >= 0 && !add_pred(&w.v[i], w.v[i].msg_of)) goto out;
+    if (w.v[i].msg_of >= 0 && !cc_add_pred(&w.v[i], w.v[i].msg_of)) goto out;
     if (!track(&w, &d, i)) goto out;
   }
+  if (t->direct && !cc_direct_sync(&w)) goto out;
+  if (w.errors) { res = BT_ERR_INVALID; goto out; }
   int maxch = 0;
   for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;
   w.nch = maxch + 1;
@@ -853,7 +872,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   count_users(&w, users);
   if (!fuse_compute(&w, users)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
-  if (!o || o->fuse) {
+  if ((!o || o->fuse) && !t->direct) {   /* fusion forms FIFO steps (rcs, rrcs, rrs) */
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
     if (!sink_copies(&w)) goto out;
@@ -869,9 +888,10 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   }
 
   /* Thread blocks: one per endpoint set that has instructions, plus a
-   * local one per channel for cpy/re. */
+   * local one per channel for cpy/re (a direct program: one per rank). */
   int live = 0;
   for (int i = 0; i < w.n; i++) live += !w.v[i].dead;
+  if (t->direct && (live = cc_direct_settle(&w, &order, live)) < 0) goto out;
   if (t->fused && !order_compute(&w, order, live)) goto out;
   /* the IR program (built by ir/, not counted there): a step and a wait per instruction */
   ir_charge = (size_t)live * 2 * (sizeof(ir_step) + 16);
@@ -905,6 +925,10 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   for (int r = 0; r < t->nranks; r++) {
     int at = 0;
     for (int s = CC_SPACE_FIRST_SCRATCH; s < t->nspaces; s++) { scr_base[r * CC_MAX_SPACES + s] = at; at += t->size[s][r] * PI; }
+    if (w.landing && w.landing_space >= 0) {   /* a direct program's landings, after the named buffers */
+      scr_base[r * CC_MAX_SPACES + w.landing_space] = at;
+      at += w.landing[r];
+    }
     ir_gpu *g = &p->gpus[r];
     g->s_chunks = at;
     /* in place, a buffer no step touches is written as 0 chunks, as msccl-tools does */
@@ -934,7 +958,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     int need_pos[256], need_tb[256], nneed = 0;
     for (int k = 0; k < I->npred; k++) {
       ins *P = &w.v[I->pred[k]];
-      if (P->rank != I->rank || P->tb == I->tb) continue;
+      if (P->dead || P->rank != I->rank || P->tb == I->tb) continue;   /* dead: a direct program's wait that went */
       int anyorder = ir_tb_compute(&g->tbs[P->tb]), j;
       for (j = 0; j < nneed && (need_tb[j] != P->tb || (anyorder && need_pos[j] != P->pos)); j++) {}
       if (j == nneed) {
@@ -946,7 +970,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     /* a compute step another predecessor waits for already needs no wait */
     for (int k = 0; k < I->npred && nneed; k++) {
       ins *P = &w.v[I->pred[k]];
-      if (P->rank != I->rank || P->tb == I->tb || !ir_tb_compute(&g->tbs[P->tb])) continue;
+      if (P->dead || P->rank != I->rank || P->tb == I->tb || !ir_tb_compute(&g->tbs[P->tb])) continue;
       for (int q = 0; q < I->npred; q++)
         if (q != k && w.v[I->pred[q]].rank == I->rank && waits_for(&w, I->pred[q], I->pred[k], mark, ++stamp, stack)) {
           for (int j = 0; j < nneed; j++)
@@ -979,16 +1003,24 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     st->op = (uint8_t)I->op;
     unsigned f = fl(I->op);
     int sb = buf_of(t, I->sspace), db = buf_of(t, I->dspace);
+    /* a get reads its peer's chunks, in the peer's scratch layout */
+    int srank = (f & IR_F_GET) ? I->peer : I->rank;
     st->srcbuf = sb;
-    st->srcoff = I->sidx + (sb == IR_BUF_SCRATCH ? scr_base[I->rank * CC_MAX_SPACES + I->sspace] : 0);
+    st->srcoff = I->sidx + (sb == IR_BUF_SCRATCH ? scr_base[srank * CC_MAX_SPACES + I->sspace] : 0);
     st->dstbuf = db;
-    /* a send names where the receiver puts the data (its own rank's scratch layout) */
-    int drank = I->op == IR_OP_SEND || I->op == IR_OP_GEMVS ? I->send : I->rank;
+    /* a send names where the receiver puts the data (its own rank's scratch layout), a put where it stores it */
+    int drank = I->op == IR_OP_SEND || I->op == IR_OP_GEMVS ? I->send : (f & IR_F_PUT) ? I->peer : I->rank;
     st->dstoff = I->didx + (db == IR_BUF_SCRATCH ? scr_base[drank * CC_MAX_SPACES + I->dspace] : 0);
-    if (!(f & (IR_F_SRC | IR_F_COMP)) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
+    if (!(f & (IR_F_SRC | IR_F_COMP | IR_F_GET)) && I->op != IR_OP_SEND) { st->srcbuf = db; st->srcoff = st->dstoff; }
     st->cnt = I->count;
-    if ((f & IR_F_SRC) && I->spat.run) { st->srcrun = I->spat.run; st->srcstride = I->spat.stride; }
-    if ((f & (IR_F_DST | IR_F_SEND)) && I->dpat.run) { st->dstrun = I->dpat.run; st->dststride = I->dpat.stride; }
+    if ((f & (IR_F_SRC | IR_F_GET)) && I->spat.run) { st->srcrun = I->spat.run; st->srcstride = I->spat.stride; }
+    if ((f & (IR_F_DST | IR_F_SEND | IR_F_PUT)) && I->dpat.run) { st->dstrun = I->dpat.run; st->dststride = I->dpat.stride; }
+    if (f & IR_F_DIRECT) st->peer = I->peer;
+    if (f & (IR_F_SIG | IR_F_WAIT)) {   /* no chunks: a sig is one signal, a wait's cnt the signals it takes */
+      st->srcbuf = IR_BUF_INPUT;
+      st->dstbuf = IR_BUF_OUTPUT;
+      st->srcoff = st->dstoff = -1;
+    }
     if (f & IR_F_COMP) {
       memcpy(st->args, I->args, sizeof st->args);
       st->sync = (uint8_t)I->sync;
@@ -1016,6 +1048,7 @@ out:
   cc_free(order);
   cc_free(scr_base);
   cc_free(lay.K);
+  cc_direct_free(&w);
   if (d.a) {
     for (int k = 0; k < t->nranks * CC_MAX_SPACES; k++) {
       for (int c = 0; c < d.len[k]; c++) cc_free(d.a[k][c].readers);

@@ -5,6 +5,7 @@
 #include "cc_lua.h"
 #include "cc_ref.h"
 #include "cc_topo.h"
+#include "cc_via.h"
 #include "ir_geom.h"
 #include "rt_param.h"
 
@@ -234,8 +235,10 @@ static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
   cc_op *o = &t->ops[t->nops];
   if (o->kind != CC_COMPUTE) canon(t, o->src_rank, &o->src_space, &o->src_idx);
   canon(t, o->dst_rank, &o->dst_space, &o->dst_idx);
-  t->ops[t->nops].frag = t->cur_frag;
-  t->ops[t->nops++].piece = t->cur_piece;
+  o->frag = t->cur_frag;
+  o->piece = t->cur_piece;
+  cc_via_op(L, t, o);
+  t->nops++;
 }
 
 
@@ -263,17 +266,21 @@ static void check_keys(lua_State *L, int at, const char *const *known, const cha
 }
 
 /* Reads the optional options table at index `at`: ch, sendtb, recvtb,
- * and with `pattern` (a copy's) the destination's run and stride into
- * op->dst_pat (cc_ref.h), for op->count chunks. */
+ * via (op->via, -1 when absent), and with `pattern` (a copy's) the
+ * destination's run and stride into op->dst_pat (cc_ref.h), for
+ * op->count chunks. */
 static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
-  op->ch = op->sendtb = op->recvtb = -1;
+  op->ch = op->sendtb = op->recvtb = op->via = -1;
   if (lua_isnoneornil(L, at)) return;
   luaL_checktype(L, at, LUA_TTABLE);
   static const char *const keys[] = {"ch", "sendtb", "recvtb"};
-  static const char *const known[] = {"ch", "sendtb", "recvtb", NULL};
-  static const char *const known_pat[] = {"ch", "sendtb", "recvtb", "run", "stride", NULL};
+  static const char *const known[] = {"ch", "sendtb", "recvtb", "via", NULL};
+  static const char *const known_pat[] = {"ch", "sendtb", "recvtb", "run", "stride", "via", NULL};
   check_keys(L, at, pattern ? known_pat : known, pattern ? "copy options" : "reduce options", "option");
   if (pattern) cc_pat_read(L, at, op->count, "copy", &op->dst_pat);
+  lua_getfield(L, at, "via");
+  op->via = cc_via_parse(L, -1);
+  lua_pop(L, 1);
   int *dst[] = {&op->ch, &op->sendtb, &op->recvtb};
   for (int i = 0; i < 3; i++) {
     lua_getfield(L, at, keys[i]);
@@ -412,7 +419,7 @@ static void custom_sizes(lua_State *L, const cc_trace *t, int64_t *in, int64_t *
 
 /* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
  *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=} or {links=}, expect=, vars=,
- *             input_chunks=, output_chunks=, tileorder=, interleave=, placement= } */
+ *             input_chunks=, output_chunks=, tileorder=, interleave=, placement=, via= } */
 static int l_collective(lua_State *L) {
   cc_trace *t = trace_of(L);
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -420,7 +427,7 @@ static int l_collective(lua_State *L) {
   t->decl_line = script_line(L);
   static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
                                        "name", "minbytes", "maxbytes", "topology", "expect", "vars", "tileorder",
-                                       "interleave", "input_chunks", "output_chunks", "placement", NULL};
+                                       "interleave", "input_chunks", "output_chunks", "placement", "via", NULL};
   check_keys(L, 1, fields, "collective{}", "field");
   lua_getfield(L, 1, "kind");
   const char *kind = luaL_optstring(L, -1, NULL);
@@ -474,6 +481,7 @@ static int l_collective(lua_State *L) {
     luaL_error(L, "placement='%s': expected \"split\" (a thread block per peer, direction and channel) or \"paired\" "
                "(a peer's send and receive on a channel share one)", place);
   t->placement = !strcmp(place, "paired") ? CC_PLACE_PAIRED : CC_PLACE_SPLIT;
+  cc_via_collective(L, t);
   lua_getfield(L, 1, "interleave");
   const char *il = luaL_optstring(L, -1, NULL);
   if (il && !ir_dim_expr_ok(il))
@@ -960,6 +968,7 @@ static int l_parallelize(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (n < 1 || n > 64) luaL_error(L, "parallelize: %I instances out of range [1, 64]", (lua_Integer)n);
+  cc_via_parallelize(L, t);
   if (t->cur_frag) luaL_error(L, "parallelize inside parallelize (started at %s:%d) is not supported",
                               t->script, t->frags[t->cur_frag - 1].line);
   if (t->nfrags == t->capfrags) {

@@ -141,7 +141,7 @@ check "an unknown collective{} field is an error naming it and the script line" 
   "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks" "$baton" compile -q "$tmp/typo.lua" -o "$tmp/typo.xml"
 printf 'collective{kind="allreduce", ranks=2}\nfor r = 0, 1 do chunk(r, "input", 0):copy((r + 1) %% 2, "scratch", 0, {chanel = 1}) end\n' > "$tmp/typo2.lua"
 check "an unknown copy option is an error naming it and the script line" 1 \
-  "typo2.lua:2: copy options: unknown option 'chanel' (it takes ch, sendtb, recvtb, run, stride)" \
+  "typo2.lua:2: copy options: unknown option 'chanel' (it takes ch, sendtb, recvtb, run, stride, via)" \
   "$baton" compile -q "$tmp/typo2.lua" -o "$tmp/typo2.xml"
 check "the built-in modules need no files" 0 "allreduce on 2 ranks" "$baton" compile "$tmp/s.lua" -o "$tmp/s.xml"
 # A compiled custom collective carries its postcondition (expect=) in the IR.
@@ -172,7 +172,7 @@ printf 'local function f() error("no position", 0) end\nf()\n' > "$tmp/lvl0.lua"
 check_exact "error(msg, 0) gets the script line" 1 "lvl0.lua:1: no position" \
   bash -c 'cd "$1" && "$0" compile -q lvl0.lua -o lvl0.xml' "$abs" "$tmp"
 check_exact "a DSL error is one line too" 1 \
-  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks, placement)" \
+  "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks, placement, via)" \
   bash -c 'cd "$1" && "$0" compile -q typo.lua -o typo.xml' "$abs" "$tmp"
 # Channel overflow: the script line that asked for the channel.
 printf 'collective{kind="custom", ranks=2, chunks=70, inplace=false, expect="o[r][c]=i[r-1][c] if r>=1"}\nfor c = 0, 69 do\n  chunk(0, "input", c):copy(1, "output", c, {ch = c})\nend\n' > "$tmp/ch.lua"

@@ -140,6 +140,50 @@ for r in 4 8; do
     fail "$t" "$msg"
   fi
 done
+# Direct programs (via): the all-pairs scripts and the direct AllToAll
+# with puts, gets and getrs instead of FIFO messages, in and out of place,
+# Simple and LL.
+for r in 2 3 4 8; do
+  case_ allreduce_allpairs.lua ranks=$r shot=1 protocol=LL via=direct
+  case_ allreduce_allpairs.lua ranks=$r shot=1 protocol=LL via=direct inplace=0
+  case_ allreduce_allpairs.lua ranks=$r shot=1 protocol=Simple via=get inplace=0
+  case_ allreduce_allpairs.lua ranks=$r shot=2 protocol=Simple chain=1 via=direct
+  case_ allreduce_allpairs.lua ranks=$r shot=2 protocol=Simple chain=1 via=direct inplace=0
+  case_ allreduce_allpairs.lua ranks=$r shot=2 protocol=Simple via=put inplace=0
+  case_ allreduce_allpairs.lua ranks=$r shot=2 protocol=LL via=direct inplace=0
+  case_ allgather_allpairs.lua ranks=$r protocol=Simple via=direct
+  case_ allgather_allpairs.lua ranks=$r protocol=LL via=direct inplace=0
+  case_ allgather_allpairs.lua ranks=$r protocol=Simple via=get inplace=0 chunks=2
+  case_ reducescatter_allpairs.lua ranks=$r protocol=Simple chain=1 via=direct
+  case_ reducescatter_allpairs.lua ranks=$r protocol=LL via=direct
+  case_ alltoall_direct.lua ranks=$r via=direct
+  case_ alltoall_direct.lua ranks=$r via=get chunks=2
+  case_ alltoall_direct.lua ranks=$r protocol=LL via=direct
+done
+# What they compile to: the 4-rank Simple two-shot out of place is, on
+# rank 0, a start sig to every peer, the local copy, a wait for each, the
+# getr chain, a put and an end sig per peer, the final waits; the LL
+# one-shot puts the input into every peer's scratch and reduces there,
+# with no signals.
+ops() { "$baton" explain "$out" | awk '/^rank 1 /{exit} $2 ~ /^(sig|wait|cpy|re|getr|get|put)$/ {printf "%s%s", sep, $2; sep=" "} END {print ""}'; }
+t="direct two-shot, 4 ranks out of place: rank 0's steps"
+want="sig sig sig cpy wait wait wait getr getr getr put sig put sig put sig wait wait wait"
+if compile allreduce_allpairs.lua ranks=4 shot=2 protocol=Simple chain=1 inplace=0 via=direct && [ "$(ops)" = "$want" ]; then
+  pass "$t"
+else
+  fail "$t" "${msg:-got '$(ops)'}"
+fi
+t="direct LL one-shot, 4 ranks in place: rank 0 puts to 3 peers' scratch and reduces 3 landings, no signals"
+if compile allreduce_allpairs.lua ranks=4 shot=1 protocol=LL via=direct && [ "$(ops)" = "put put put re re re" ] &&
+   [ "$(grep -c 'type="put" srcbuf="i" srcoff="0" dstbuf="s"' "$out")" = 12 ]; then
+  pass "$t"
+else
+  fail "$t" "${msg:-got '$(ops)'}"
+fi
+refuses allreduce_allpairs.lua "via='get': a direct LL program has no gets" via=get
+refuses allreduce_allpairs.lua "via='direct' with instances = 2" via=direct instances=2
+refuses allreduce_allpairs.lua "copy with ch=1 in a direct program" via=direct agch=1 shot=2
+refuses alltoall_direct.lua "via='direct' with placement = \"paired\"" via=direct placement=paired
 refuses allreduce_ring.lua "allreduce_ring.lua:9: threads=100 must be a multiple of 32 in [32, 512]" threads=100
 case_ allreduce_ring.lua ranks=4 instances=2 threads=256
 if compile allreduce_ring.lua ranks=4 threads=256 && grep -q '<algo [^>]*nthreads="256"' "$out"; then

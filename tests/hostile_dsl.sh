@@ -70,5 +70,14 @@ check "BATON_MAX_LINKS bounds a topology's link list" 1 30 \
   $'local l = {} for i = 1, 70000 do l[i] = {0, 1} end\ncollective{kind="allgather", ranks=2, topology={links=l}}'
 check "... and BATON_MAX_LINKS raises it" 1 30 "h$((n + 1)).lua:1: topology: 3 links, over the limit of 2 (BATON_MAX_LINKS raises it)" \
   'collective{kind="allgather", ranks=3, topology={links={{0, 1}, {1, 2}, {2, 0}}}}' BATON_MAX_LINKS=2
+# Direct programs: a 128-rank all-pairs AllReduce by getr and put (about
+# 100,000 steps, every order between ranks a sig and a wait) compiles and
+# verifies in bounded time; a script that mixes FIFO and direct operations
+# is refused at the line of the first one that disagrees.
+check "a 128-rank direct two-shot compiles in bounded time" 0 60 "" \
+  $'local allpairs = require "baton.allpairs"\nlocal topo = require "baton.topo"\ncollective{kind="allreduce", ranks=128, chunks=128, inplace=false, via="direct"}\nallpairs.reduce(topo.range(128), "input", 0, {output="output", chain=true})\nallpairs.all_gather(topo.range(128), "output", 0)'
+check "a FIFO copy in a direct program names its line" 1 5 \
+  "h$((n + 1)).lua:4: copy from rank 1 to rank 0 goes through FIFOs (via='fifo'), but the program is direct (via at h$((n + 1)).lua:3): a program is either FIFO or direct" \
+  $'collective{kind="allgather", ranks=2, chunks=1}\nchunk(0, "input", 0):copy(0, "output", 0)\nchunk(0, "input", 0):copy(1, "output", 0, {via="get"})\nchunk(1, "input", 0):copy(0, "output", 1, {via="fifo"})'
 echo "1..$n"
 [ $failed -eq 0 ]

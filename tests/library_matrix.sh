@@ -18,7 +18,8 @@
 # is not a power of two, more thread blocks than a GPU runs at once, ...)
 # is an expected refusal: its message is checked, and compiling it is a
 # failure.  One TAP line per case; a failing one prints the command that
-# reproduces it.
+# reproduces it.  The direct all-pairs programs (via=direct, put, get) run
+# once each, Simple and LL, in and out of place, at every rank count.
 # Usage: library_matrix.sh BATON ALGORITHMS_DIR [all|list]
 #   all: the whole cross product at both slot counts, the every-rank
 #        scripts at every rank count 2-64 in it (several minutes);
@@ -77,6 +78,23 @@ combos() {
   done
 }
 
+# Direct programs (via=direct, put, get): the all-pairs scripts and the
+# direct AllToAll, one instance and channel, Simple and LL (get: Simple
+# only), their own protocol and no FIFO slots to speak of.
+direct() {
+  local s
+  for s in "allreduce_allpairs.lua shot=1" "allreduce_allpairs.lua shot=2"; do
+    product "$s" ranks=$RANKS inplace=0,1 chain=0,1 via=direct,put protocol=Simple,LL slots=2
+    product "$s" ranks=$RANKS inplace=0,1 chain=0,1 via=get protocol=Simple slots=2
+  done
+  product allgather_allpairs.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=direct,put protocol=Simple,LL slots=2
+  product allgather_allpairs.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=get protocol=Simple slots=2
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 via=direct,put protocol=Simple,LL slots=2
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 via=get protocol=Simple slots=2
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=direct,put protocol=Simple,LL slots=2
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=get protocol=Simple slots=2
+}
+
 # The every-rank scripts at each rank count 2-64 that $RANKS leaves out,
 # with two slots: chunks 1-3, the instances and the protocol going round.
 every_rank() {
@@ -127,14 +145,16 @@ pinned() {
 
 # The message a case must be refused with, or nothing when it must compile.
 refusal() {  # refusal SCRIPT KEY=VALUE...
-  local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0 placement=split; shift
+  local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0 placement=split via=fifo; shift
   for kv in "$@"; do
     case $kv in
+      via=*) via=${kv#*=} ;;
       ranks=*) ranks=${kv#*=} ;; instances=*) inst=${kv#*=} ;; shot=*) shot=${kv#*=} ;;
       chain=*) chain=${kv#*=} ;; agch=*) agch=${kv#*=} ;; inplace=*) inplace=${kv#*=} ;;
       nodes=*) nodes=${kv#*=} ;; gpus=*) gpus=${kv#*=} ;; placement=*) placement=${kv#*=} ;;
     esac
   done
+  [ "$via" = fifo ] || return   # a direct program: one thread block a rank
   case $script in
     allreduce_rhd.lua)
       if [ $((ranks & (ranks - 1))) -ne 0 ]; then
@@ -194,8 +214,8 @@ run_case() {  # run_case NUMBER CASE...: one TAP line
   return 1
 }
 
-all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; }
-sample() { pinned; two_slots; eight_slots; every_rank; }
+all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; direct; }
+sample() { pinned; two_slots; eight_slots; direct; every_rank; }
 case $mode in
   all) WIDE=$(seq -s, 2 64); list() { all; } ;;
   list) sample; exit 0 ;;

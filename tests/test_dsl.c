@@ -947,7 +947,7 @@ static void test_strided(void) {
   fails(REV2 "chunk(0, 'input', 0, 2):copy(1, 'output', 0, {run = 1, stride = 4})\n",
         "t.lua:2: 2 chunks from output[0], {stride = 4} reach output[4], outside [0, 4)", "a copy's pattern past the buffer");
   fails(REV2 "chunk(0, 'input', 0, 2):reduce(chunk(1, 'input', 0, 2), {stride = 2})\n",
-        "t.lua:2: reduce options: unknown option 'stride' (it takes ch, sendtb, recvtb)", "a pattern on reduce");
+        "t.lua:2: reduce options: unknown option 'stride' (it takes ch, sendtb, recvtb, via)", "a pattern on reduce");
   fails(REV2 "chunk(0, 'input', 0, 2):copy(0, 'tmp', 0)\nchunk(0, 'tmp', 0, 2):copy(0, 'tmp', 1, {stride = -1})\n",
         "t.lua:3: copy of rank 0 tmp[0]: its chunk 0 is written before chunk 1 reads it", "overlapping source and destination");
   fails(REV2 "chunk(0, 'input', 0, 3):copy(0, 'tmp', 0)\nchunk(0, 'tmp', 0, 2):copy(0, 'tmp', 2, {stride = -1})\n",

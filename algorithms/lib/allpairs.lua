@@ -9,13 +9,13 @@
 -- index for every j makes every rank an owner: the one-shot AllReduce).
 -- opts: count (1), scratch (the scratch buffer's name, "scratch"), output
 -- (reduce: the buffer the sum goes to, at the same index; default `buffer`
--- itself, in place), chain (reduce: see below), ch, sendtb / recvtb (passed
--- on to copy() and reduce()).
+-- itself, in place), chain (reduce: see below), ch, sendtb / recvtb, via
+-- (passed on to copy() and reduce()).
 local allpairs = {}
 
 -- The options copy() and reduce() take, out of a phase's opts.
 local function step(opts)
-  return {ch = opts.ch, sendtb = opts.sendtb, recvtb = opts.recvtb}
+  return {ch = opts.ch, sendtb = opts.sendtb, recvtb = opts.recvtb, via = opts.via}
 end
 
 local function at(index, j, count)
