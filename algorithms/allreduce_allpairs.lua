@@ -20,8 +20,13 @@
 -- peer's scratch, where the peer reduces it (the one-shot); shot=2 chain=1
 -- with protocol=Simple reduces each rank's chunk with getr from its peers'
 -- inputs and puts the sum into their outputs (the two-shot).
+-- stage=1 (shot=2, direct) goes through scratch instead: every rank first
+-- copies its input into scratch, its peers reduce from there and put the
+-- sums into its scratch, and it copies them into its output, so no peer
+-- reaches its input or output (a call needs no peer's buffers: one process
+-- per GPU, unregistered buffers), at two local copies' cost.
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
--- chain (0), agch (0), placement (split), via (fifo).
+-- chain (0), agch (0), placement (split), via (fifo), stage (0).
 local allpairs = require "baton.allpairs"
 local topo = require "baton.topo"
 local n = param("ranks", 8)
@@ -29,13 +34,15 @@ local shot = param("shot", 2)
 local inplace = param("inplace", 1) ~= 0
 local chain = param("chain", 0) ~= 0
 local via = param("via", "fifo")
+local stage = param("stage", 0) ~= 0
 if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
+if stage and (shot ~= 2 or via == "fifo") then error("stage=1 is for the direct two-shot (shot=2, via=direct, put or get)") end
 -- In place, a one-shot chain cannot sum into the input: rank j's first
 -- receive-reduce would overwrite the chunk the ranks after it still have to
 -- receive.  It sums into scratch, and a local copy puts the sum back into
 -- the input once the rank's own sends have read it.
 collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop")
-                   .. (via ~= "fifo" and "_" .. via or ""),
+                   .. (via ~= "fifo" and "_" .. via or "") .. (stage and "_staged" or ""),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
             threads = param("threads", 0), placement = param("placement", "split"), via = via }
@@ -51,6 +58,14 @@ if shot == 1 and chain and inplace then
   for j, ref in ipairs(sums) do ref:copy(j - 1, "input", 0, { sendtb = pin.sendtb }) end
 elseif shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
+elseif stage then    -- rank r owns chunk r; peers reach only scratch
+  for r = 0, n - 1 do chunk(r, "input", 0, n):copy(r, "stage", 0) end
+  allpairs.reduce(topo.range(n), "stage", 0, { output = out, chain = true })
+  for j = 0, n - 1 do
+    for i = 0, n - 1 do
+      if i ~= j then chunk(j, out, j):copy(i, "gather", j):copy(i, out, j) end
+    end
+  end
 else                -- rank r owns chunk r
   allpairs.reduce(topo.range(n), "input", 0, { output = not inplace and out or nil, chain = chain })
   allpairs.all_gather(topo.range(n), out, 0, { ch = param("agch", 0) })

@@ -271,7 +271,8 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 }
 
 // Runs a copies operation (ip_direct.h) for this block's units: per unit,
-// every segment's load at once, then each segment's store.  The host
+// every segment's load at once (but landings), then each segment's store
+// in order, a landing polled first where its segment comes.  The host
 // joined only segments whose loads read nothing an earlier segment
 // stores.  False when a wait gave up (as run).
 __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
@@ -293,21 +294,21 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
         if (c < op.nseg && a.links[op.first + 2 * c].at != IP_AT_LANDING)
           v[c] = load_unit(d_ptr[2 * c], off, d_valid[2 * c]);
-      // Landings (an LL program's last copies): their lines mostly there by
-      // now, polled one after the other.
-#pragma unroll
-      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)
-        if (c < op.nseg && a.links[op.first + 2 * c].at == IP_AT_LANDING && ok &&
-            !poll_one(a, op, d_ptr[2 * c] + hoff, u, units, flag, v[c]))
-          ok = false;
-      if (!ok) break;   // gave up: this thread does no more, but keeps to the block's barriers
+      // In program order: a landing is polled where its segment comes, so
+      // a put of an earlier segment is out before it (the peers' puts may
+      // wait for nothing either; polling first deadlocked an LL AllToAll).
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
         if (c >= op.nseg) break;
+        if (a.links[op.first + 2 * c].at == IP_AT_LANDING && !poll_one(a, op, d_ptr[2 * c] + hoff, u, units, flag, v[c])) {
+          ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
+          break;
+        }
         const ip_dlink &l = a.links[op.first + 2 * c + 1];
         if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[2 * c + 1] + hoff, u, units, v[c], flag);
         else store_unit(d_ptr[2 * c + 1], off, d_valid[2 * c + 1], v[c]);
       }
+      if (!ok) break;
     }
   }
   return ok;
@@ -351,11 +352,11 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const __grid_constant__ ip_dargs a) {
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
-  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
-  if (tb >= a.ntbs) {
-    if (threadIdx.x == 0) a.seq[b] = seq + 1;
+  if (tb >= a.ntbs) {   // counts the call, waits for nothing (a reduction, no load)
+    if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.seq[b], 1ull);
     return;
   }
+  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;

@@ -16,13 +16,15 @@ static int loc_eq(loc a, loc b) {
 }
 
 /* Whether a and b (cnt chunks each) may share memory: one rank, and one
- * buffer -- input and output counting as one, since an in-place call
- * lays them over each other -- with overlapping extents, or any i/o pair. */
-static int loc_may_alias(loc a, loc b, int cnt) {
+ * buffer with overlapping extents; in an in-place program (`inplace`: a
+ * call lays its input and output over each other) any input/output pair
+ * too.  An out-of-place direct program never runs in place
+ * (rt_direct_usable). */
+static int loc_may_alias(loc a, loc b, int cnt, int inplace) {
   if (a.rank != b.rank) return 0;
   int as = a.buf == IR_BUF_SCRATCH, bs = b.buf == IR_BUF_SCRATCH;
   if (as != bs) return 0;
-  if (!as && a.buf != b.buf) return 1;
+  if (!as && a.buf != b.buf) return inplace;
   int64_t alo, ahi, blo, bhi;
   ir_pattern_extent(a.off, a.run, a.stride, cnt, &alo, &ahi);
   ir_pattern_extent(b.off, b.run, b.stride, cnt, &blo, &bhi);
@@ -43,6 +45,12 @@ typedef struct builder {
   int nlocs;
   loc acc;
   int tb;
+  /* Signals met while a run is open wait for its end (put, sig, put,
+   * sig ... becomes one run, then one group of signals: a signal after a
+   * later store of the same run still follows what it covers, and nothing
+   * in a run waits). */
+  ip_dsync pending[IP_DIRECT_MAX_SYNCS];
+  int npending;
 } builder;
 
 static loc src_loc(const builder *b, const ir_step *st) {
@@ -122,41 +130,73 @@ static void split_chunks(builder *b, ip_dop *o) {
 /* A run that only copies (a LOAD and one store) joins the copies operation
  * before it when the two share their chunk count and the run's load reads
  * nothing an earlier segment stores (loads go first); else it becomes one
- * (so the next may join it).  The open run is the last operation. */
-static void join_copies(builder *b) {
+ * (so the next may join it).  The open run is the last operation.  1 when
+ * it joined the one before. */
+static int join_copies(builder *b) {
   rt_dplan *d = b->d;
   ip_dop *o = &d->ops[b->op];
-  if (o->ncomb || o->n != 2) return;   /* a segment is one load and one store */
+  if (o->ncomb || o->n != 2) return 0;   /* a segment is one load and one store */
   o->kind = IP_D_COPIES;
   o->nseg = 1;
   split_chunks(b, o);
-  if (b->op == 0 || b->op - 1 < d->tb_first[b->tb]) return;
+  if (b->op == 0 || b->op - 1 < d->tb_first[b->tb]) return 0;
   ip_dop *p = &d->ops[b->op - 1];
   if (p->kind != IP_D_COPIES || p->cnt != o->cnt || p->nseg + o->nseg > IP_DIRECT_COPY_SEGS || p->n + o->n > 255 ||
       p->first + p->n != o->first)
-    return;
+    return 0;
   for (int k = 0; k < o->n; k++) {   /* every load of the run against every store before it */
     const ip_dlink *l = &d->links[o->first + k];
     if (l->kind != IP_L_LOAD) continue;
     for (int i = 0; i < p->n; i++) {
       const ip_dlink *x = &d->links[p->first + i];
-      if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt)) return;
+      if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt, b->p->inplace)) return 0;
     }
   }
   p->n = (uint8_t)(p->n + o->n);
   p->nseg = (uint8_t)(p->nseg + o->nseg);
   d->nops--;
   b->op = -1;
+  return 1;
+}
+
+static void add_sync(builder *b, int kind, ip_dsync e);
+
+/* The signals held back (builder.pending), as a group after the last
+ * operation. */
+static void flush_signals(builder *b) {
+  for (int i = 0; i < b->npending && !b->bad; i++) add_sync(b, IP_D_SIGS, b->pending[i]);
+  b->npending = 0;
+}
+
+/* Appends signal or wait entry e to a group of its kind: the last
+ * operation of the thread block when it is one, else a new one. */
+static void add_sync(builder *b, int kind, ip_dsync e) {
+  rt_dplan *d = b->d;
+  int last = d->nops - 1;
+  if (last < d->tb_first[b->tb] || d->ops[last].kind != kind) last = new_op(b, kind);
+  if (b->bad) return;
+  if (d->nsyncs >= IP_DIRECT_MAX_SYNCS) {
+    b->bad = 1;
+    b->why = "more signals and waits than the executor holds";
+    return;
+  }
+  d->syncs[d->nsyncs++] = e;
+  d->ops[last].n++;
 }
 
 /* Ends the open run: a value reduced into acc and not yet stored is; a
- * run that only copies joins the copies before it (join_copies). */
+ * run that only copies joins the copies before it (join_copies); the
+ * signals it held back follow it, unless it joined copies before it (the
+ * next copy may join them too: an AllToAll's puts, each followed by its
+ * signal, become one copies operation, then the signals). */
 static void close_run(builder *b, int step) {
   if (b->op < 0) return;
   if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
   b->dirty = 0;
-  if (!b->bad) join_copies(b);
+  int joined = !b->bad && join_copies(b);
   b->op = -1;
+  if (joined) return;
+  flush_signals(b);
 }
 
 /* Opens a run of cnt chunks whose value starts as l's. */
@@ -183,7 +223,8 @@ static int stored_before(const builder *b, loc l) {
   const ip_dop *o = &b->d->ops[b->op];
   for (int k = 1; k < o->n; k++) {
     const ip_dlink *x = &b->d->links[o->first + k];
-    if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt)) return 1;
+    if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt, b->p->inplace))
+      return 1;
   }
   return 0;
 }
@@ -257,29 +298,71 @@ static void data_step(builder *b, const ir_step *st, int s) {
   else store(b, st->op == IR_OP_PUT ? IP_L_PUT : IP_L_STORE, dst, s);
 }
 
-/* A sig or wait: joins the open group of its kind, or opens one. */
+/* Whether the open run only copies this rank's memory into this rank's
+ * memory (a LOAD and local STOREs, no reduction yet, no signal held
+ * back): a wait after it may run before it instead (a wait orders what
+ * comes after it, and a copy nothing of a peer's can race with is still
+ * in order after it), so that the copy joins what the wait was holding
+ * back (the out-of-place two-shot's copy of its input into its output,
+ * then the reductions into it: one pass, not two). */
+static int local_copy(const builder *b) {
+  if (b->op < 0 || b->npending) return 0;
+  const ip_dop *o = &b->d->ops[b->op];
+  if (o->kind != IP_D_RUN || o->ncomb || b->phase) return 0;
+  for (int k = 0; k < o->n; k++) {
+    const ip_dlink *x = &b->d->links[o->first + k];
+    if (x->at != IP_AT_LOCAL || (x->kind != IP_L_LOAD && x->kind != IP_L_STORE)) return 0;
+  }
+  return 1;
+}
+
+/* A sig or wait: joins the open group of its kind, or opens one; a sig
+ * met inside a run waits for the run's end (builder.pending), a wait ends
+ * the run but for a local copy (local_copy). */
 static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sent) {
   const ir_tb *tb = &b->p->gpus[b->rank].tbs[b->tb];
   int kind = st->op == IR_OP_SIG ? IP_D_SIGS : IP_D_WAITS;
-  close_run(b, s);
-  rt_dplan *d = b->d;
-  int last = d->nops - 1;
-  if (last < d->tb_first[b->tb] || d->ops[last].kind != kind) last = new_op(b, kind);
-  if (b->bad) return;
-  if (d->nsyncs >= IP_DIRECT_MAX_SYNCS) {
-    b->bad = 1;
-    b->why = "more signals and waits than the executor holds";
-    return;
-  }
   int key = st->peer * IP_WIN_CHANS + tb->chan;
   int at = kind == IP_D_SIGS ? ++sent[key] : (taken[key] += st->cnt);
-  if (at > IP_DIRECT_MAX_SIGNALS) {
+  if (at > IP_DIRECT_MAX_SIGNALS || b->npending >= IP_DIRECT_MAX_SYNCS) {
     b->bad = 1;
     b->why = "more signals of a stream in one call than a flag counts";
     return;
   }
-  d->syncs[d->nsyncs++] = (ip_dsync){(int16_t)st->peer, (int16_t)tb->chan, (int16_t)s, 0, at};
-  d->ops[last].n++;
+  ip_dsync e = {(int16_t)st->peer, (int16_t)tb->chan, (int16_t)s, 0, at};
+  if (kind == IP_D_SIGS && (b->op >= 0 || b->npending)) {
+    b->pending[b->npending++] = e;
+    return;
+  }
+  if (kind == IP_D_WAITS && local_copy(b)) {   /* the wait goes before the copy, which stays open */
+    rt_dplan *d = b->d;
+    int w = b->op - 1;
+    if (w < d->tb_first[b->tb] || d->ops[w].kind != IP_D_WAITS) {
+      if (d->nops >= IP_DIRECT_MAX_OPS) {
+        b->bad = 1;
+        b->why = "more operations than the executor holds";
+        return;
+      }
+      d->ops[b->op + 1] = d->ops[b->op];
+      d->nops++;
+      w = b->op++;
+      memset(&d->ops[w], 0, sizeof d->ops[w]);
+      d->ops[w].kind = IP_D_WAITS;
+      d->ops[w].tb = (int16_t)b->tb;
+      d->ops[w].first = d->nsyncs;
+    }
+    if (d->nsyncs >= IP_DIRECT_MAX_SYNCS || d->ops[w].first + d->ops[w].n != d->nsyncs) {
+      b->bad = 1;
+      b->why = "more signals and waits than the executor holds";
+      return;
+    }
+    d->syncs[d->nsyncs++] = e;
+    d->ops[w].n++;
+    return;
+  }
+  close_run(b, s);
+  flush_signals(b);
+  add_sync(b, kind, e);
 }
 
 bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
@@ -323,6 +406,7 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
       }
     }
     close_run(&b, tb->nsteps);
+    flush_signals(&b);
   }
   if (b.bad) {
     LOG_WARN(RT_SUB_RUNTIME, "%s: rank %d: the direct executor cannot run it (%s): not used", ir_prog_where(p), rank,

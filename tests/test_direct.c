@@ -114,10 +114,10 @@ int main(void) {
    * run starting from the stored partial sum. */
   p = oneshot(8, 0);
   bt_result built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
-  ok(built == BT_OK && d.nops == 2 && d.ops[0].ncomb == IP_DIRECT_RUN_LOADS - 1 &&
-     d.ops[1].ncomb == 7 - (IP_DIRECT_RUN_LOADS - 1) && d.links[d.ops[1].first].kind == IP_L_LOAD &&
-     d.links[d.ops[1].first].buf == IR_BUF_OUTPUT, "LL one-shot, 8 ranks: two runs, the second from the partial sum "
-     "(%d ops)", d.nops);
+  const int per = IP_DIRECT_RUN_LOADS - 1, runs = (7 + per - 1) / per;   /* reductions a run holds; runs for 7 */
+  ok(built == BT_OK && d.nops == runs && d.ops[0].ncomb == per && d.ops[runs - 1].ncomb == 7 - (runs - 1) * per &&
+     d.links[d.ops[1].first].kind == IP_L_LOAD && d.links[d.ops[1].first].buf == IR_BUF_OUTPUT,
+     "LL one-shot, 8 ranks: seven landings in runs of %d reductions, each later run from the partial sum", per);
   ir_prog_free(p);
   /* Two-shot, Simple, 4 ranks. */
   p = twoshot(4);
@@ -133,6 +133,35 @@ int main(void) {
      "two-shot: each stream carries 2 signals a call: the first group sends and waits for number 1, the second 2; "
      "a call's signals count above every earlier call's");
   ok(d.peer_io, "two-shot: reaches its peers' inputs and outputs");
+  ir_prog_free(p);
+  /* The compiler's two-shot puts and signals peer by peer (put, sig, put,
+   * sig, ...): one run, its signals after it in one group.  A staging copy
+   * of four chunks and three copies of one chunk each: two copies
+   * operations, every load of each at once. */
+  begin("Simple", 4, 4, 0);
+  for (int r = 0; r < 4; r++) {
+    rank_begin(r, 4, 0, 8);
+    step("cpy", "i", 0, "s", 0, 4, -1);
+    for (int q = 0; q < 4; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < 4; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    step("cpy", "s", r, "o", r, 1, -1);
+    for (int q = 0; q < 4; q++) if (q != r) step("getr", "s", r, "o", r, 1, q);
+    for (int q = 0; q < 4; q++)
+      if (q != r) {
+        step("put", "o", r, "s", 4 + r, 1, q);
+        step("sig", "i", -1, "o", -1, 1, q);
+      }
+    for (int q = 0; q < 4; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < 4; q++) if (q != r) step("cpy", "s", 4 + q, "o", q, 1, -1);
+    rank_end();
+  }
+  p = end();
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  char kinds[40] = "";
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
+  ok(built == BT_OK && !strcmp(kinds, "CSWRSWC") && d.ops[0].nseg == 4 && d.ops[0].cnt == 1 && d.ops[3].n == 8 &&
+     d.ops[4].n == 3 && d.ops[6].nseg == 3, "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
+     "reductions, store, 3 puts), its 3 signals after it, waits, 3 copies at once (%s)", kinds);
   ir_prog_free(p);
   /* Refused: a dependency between thread blocks, and more ranks than the
    * executor's parameters hold. */

@@ -81,6 +81,18 @@ compile allgather_rd allgather_rd.lua $r
 compile alltoall_bruck alltoall_bruck.lua $r
 compile alltoall_direct_paired alltoall_direct.lua $r placement=paired
 compile allreduce_allpairs2_paired allreduce_allpairs.lua $r shot=2 placement=paired
+compile allreduce_direct1 allreduce_allpairs.lua $r shot=1 via=direct
+compile allreduce_direct1_oop allreduce_allpairs.lua $r shot=1 inplace=0 via=direct
+compile allreduce_direct2 allreduce_allpairs.lua $r shot=2 chain=1 protocol=Simple via=direct
+compile allreduce_direct2_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple via=direct
+compile allreduce_direct2_staged allreduce_allpairs.lua $r shot=2 chain=1 protocol=Simple via=direct stage=1
+compile allreduce_direct2_staged_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple via=direct stage=1
+compile allreduce_direct2_put allreduce_allpairs.lua $r shot=2 chain=1 protocol=Simple via=put
+compile allgather_direct allgather_allpairs.lua $r via=direct protocol=Simple
+compile allgather_direct_ll allgather_allpairs.lua $r via=direct protocol=LL inplace=0
+compile reducescatter_direct reducescatter_allpairs.lua $r via=direct protocol=Simple chain=1
+compile alltoall_direct_put alltoall_direct.lua $r via=direct protocol=Simple
+compile alltoall_direct_put_ll alltoall_direct.lua $r via=direct protocol=LL
 compile broadcast_chain broadcast_chain.lua $r
 compile broadcast_tree_ll128 broadcast_tree.lua $r chunks=1 protocol=LL128
 compile reduce_chain reduce_chain.lua $r

@@ -87,6 +87,22 @@ static void default_set(set_ctx *c) {
   const char *two = c->ranks <= 2 ? "shot=2 inplace=0 chain=1 protocol=LL128"
                                   : "shot=2 inplace=0 chain=1 protocol=LL128 agch=1";
   const char *two_ip = c->ranks <= 2 ? "shot=2 chain=1 protocol=LL128" : "shot=2 chain=1 protocol=LL128 agch=1";
+  /* Direct programs (their steps reach the peers' windows; the runtime
+   * prefers one a call can use, else the FIFO programs below serve it):
+   * the LL one-shot for small messages; the two-shot on the ranks' own
+   * buffers, which needs every rank's call in one group of one process;
+   * the two-shot through scratch for the others (a process per GPU). */
+  if (c->ranks > 1 && c->ranks <= 16) {
+    entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 inplace=0 via=direct");
+    entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 via=direct");
+    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", 128 * K + 1, 0,
+          "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
+    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", 128 * K + 1, 0, "shot=2 chain=1 protocol=Simple via=direct");
+    entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", M + 1, 0,
+          "shot=2 inplace=0 chain=1 protocol=Simple via=direct stage=1");
+    entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", M + 1, 0,
+          "shot=2 chain=1 protocol=Simple via=direct stage=1");
+  }
   entry(c, "allreduce_1_allpairs1_chain_oop", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 inplace=0 chain=1");
   entry(c, "allreduce_1_allpairs1_chain", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 chain=1");
   entry(c, "allreduce_2_allpairs1_chain_oop_ll128", "allreduce_allpairs.lua", 64 * K + 1, one,
