@@ -18,7 +18,7 @@ struct ncclComm {
   baton_comm *baton;      /* NULL: every call goes to the real NCCL */
   int rank, nranks, dev;  /* known at creation (the real comm's when present) */
   int nonblocking;        /* created with config->blocking == 0: NCCL only */
-  ncclUniqueId id;        /* without NCCL: baton's id, for a deferred init */
+  ncclUniqueId id;        /* the id it was made with (baton's without NCCL); zero for a split */
   unsigned long long on_baton, on_nccl;   /* collective calls (those baton may run) run on each */
 };
 
@@ -84,9 +84,10 @@ ncclResult_t rt_nccl_group_to_nccl(void);
  * outermost ncclGroupEnd, after NCCL has made its own. */
 void rt_nccl_group_defer(struct ncclComm *c);
 
-/* Gives communicators their baton side (rt_nccl_comm.c): over the real
- * NCCL (rank 0's baton id broadcast) or, without NCCL, from the id they
- * were created with.  All n are created together (one thread each), as a
+/* Gives communicators their baton side (rt_nccl_comm.c): every rank of a
+ * communicator made here at once (as ncclCommInitAll does), the others
+ * over the real NCCL (rank 0's baton id broadcast) or, without NCCL, from
+ * the id they were created with.  All n are created together (one thread each), as a
  * group of ncclCommInitRank calls of one thread needs. */
 ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n);
 

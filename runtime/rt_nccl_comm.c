@@ -213,9 +213,71 @@ static ncclResult_t attach_alone(struct ncclComm **v, int k) {
   return r;
 }
 
+/* Communicators a group created whole in this process (every rank of
+ * one unique id, as nccl-tests does with a thread holding several GPUs):
+ * baton's side of each is made at once, as ncclCommInitAll makes it, so
+ * that the ranks share one process's state and a group of their calls can
+ * reach each other's buffers.  All ranks get baton or none (one
+ * baton_comm_init_all).  Marks them in done; the rest go over NCCL. */
+static void attach_whole(const rt_nccl_real *n, struct ncclComm **v, int k, char *done) {
+  static const ncclUniqueId zero;
+  for (int i = 0; i < k; i++) comm_learn(n, v[i]);
+  for (int i = 0; i < k; i++) {
+    struct ncclComm *c = v[i];
+    if (done[i] || c->nranks < 2 || !memcmp(&c->id, &zero, sizeof zero)) continue;
+    int nr = c->nranks, have = 0;
+    struct ncclComm **by = calloc((size_t)nr, sizeof *by);
+    int *devs = calloc((size_t)nr, sizeof *devs);
+    baton_comm **b = calloc((size_t)nr, sizeof *b);
+    for (int j = i; j < k && by && devs && b; j++) {
+      struct ncclComm *m = v[j];
+      if (done[j] || m->nranks != nr || memcmp(&m->id, &c->id, sizeof c->id) || m->rank < 0 || m->rank >= nr ||
+          by[m->rank])
+        continue;
+      by[m->rank] = m;
+      devs[m->rank] = m->dev;
+      have++;
+    }
+    if (have == nr) {
+      for (int j = i; j < k; j++)
+        for (int r = 0; r < nr; r++) done[j] |= v[j] == by[r];
+      int wanted = rt_nccl_baton_wanted(nr);
+      baton_result br = wanted ? baton_comm_init_all(b, nr, devs) : baton_unsupported;
+      if (!wanted)
+        LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks, all in this process: no baton algorithm for it: NCCL runs "
+                 "every call", nr);
+      else if (br)
+        LOG_WARN(RT_SUB_NCCL, "communicator of %d ranks, all in this process: baton could not create its side (%s): "
+                 "NCCL runs every call", nr, baton_result_string(br));
+      else
+        LOG_INFO(RT_SUB_NCCL, "communicator of %d ranks, all in this process: baton runs the calls its %d "
+                 "algorithms fit, NCCL the rest", nr, baton_comm_algorithm_count(b[0]));
+      for (int r = 0; r < nr && !br; r++) by[r]->baton = b[r];
+    }
+    free(by);
+    free(devs);
+    free(b);
+  }
+}
+
 ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n) {
   const rt_nccl_real *real = rt_nccl_real_get();
-  return real ? attach_over_nccl(real, v, n) : attach_alone(v, n);
+  if (!real) return attach_alone(v, n);
+  char *done = calloc((size_t)n, 1);
+  struct ncclComm **rest = calloc((size_t)n, sizeof *rest);
+  if (!done || !rest) {
+    free(done);
+    free(rest);
+    return rt_nccl_fail(ncclSystemError, "out of memory creating baton's side of %d communicators", n);
+  }
+  attach_whole(real, v, n, done);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (!done[i]) rest[k++] = v[i];
+  ncclResult_t r = k ? attach_over_nccl(real, rest, k) : ncclSuccess;
+  free(done);
+  free(rest);
+  return r;
 }
 
 /* After the real init (or none): baton's side now, or at the outermost
@@ -249,6 +311,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
   cudaGetDevice(&c->dev);
   rt_log_set_dev(c->dev);
   c->nonblocking = config_nonblocking(config);
+  memcpy(&c->id, &id, sizeof id);
   ncclResult_t r = ncclSuccess;
   if (n) {
     if (config && !n->CommInitRankConfig) r = rt_nccl_unavailable("ncclCommInitRankConfig");
@@ -272,7 +335,6 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
       return rt_nccl_fail(ncclInvalidUsage, "%s: a non-blocking communicator needs the real NCCL (%s)", call,
                           rt_nccl_real_why());
     }
-    memcpy(&c->id, &id, sizeof id);
   }
   *out = c;
   ncclResult_t f = comm_finish(c, r, call);

@@ -247,5 +247,28 @@ int main(int argc, char **argv) {
   ok(strstr(nccl_log(), "ncclCommInitAll(ndev=1)") && strstr(fake_baton_log(), "baton_comm_init_all(ndev=1)"),
      "ncclCommInitAll makes NCCL's and baton's communicators");
   ncclCommDestroy(all[0]);
+
+  /* Every rank of one id made in one group (nccl-tests' way): as by
+   * ncclCommInitAll, so that a group of their calls reaches each other's
+   * buffers; a group holding one rank of two goes over NCCL. */
+  ncclComm_t pair[2] = {NULL, NULL}, lone = NULL;
+  nccl_clear();
+  fake_baton_log_clear();
+  ncclGroupStart();
+  ncclCommInitRank(&pair[0], 2, id, 0);
+  ncclCommInitRank(&pair[1], 2, id, 1);
+  ok(ncclGroupEnd() == ncclSuccess && pair[0] && pair[1], "a group of ncclCommInitRank for ranks 0 and 1 of 2");
+  ok(!strcmp(fake_baton_log(), "baton_comm_init_all(ndev=2)\nbaton_comm_init_rank(nranks=2, id=00, rank=0)\n"
+             "baton_comm_init_rank(nranks=2, id=00, rank=1)\n") && !strstr(nccl_log(), "ncclBroadcast("),
+     "baton's side of both ranks is made at once by baton_comm_init_all, with no id broadcast over NCCL");
+  fake_baton_log_clear();
+  ncclGroupStart();
+  ncclCommInitRank(&lone, 2, id, 1);
+  ok(ncclGroupEnd() == ncclSuccess && lone, "a group of one ncclCommInitRank of 2 ranks");
+  ok(!strstr(fake_baton_log(), "baton_comm_init_all(") && strstr(nccl_log(), "ncclBroadcast("),
+     "goes over NCCL (the id broadcast)");
+  ncclCommDestroy(pair[0]);
+  ncclCommDestroy(pair[1]);
+  ncclCommDestroy(lone);
   return tap_done();
 }

@@ -91,16 +91,19 @@ static void default_set(set_ctx *c) {
    * prefers one a call can use, else the FIFO programs below serve it):
    * the LL one-shot for small messages; the two-shot on the ranks' own
    * buffers, which needs every rank's call in one group of one process;
-   * the two-shot through scratch for the others (a process per GPU). */
+   * the two-shot through scratch for the others (a process per GPU):
+   * measured on 4 x H200 it beats the FIFO programs from 512 KiB (14.9
+   * against 18.5 us), on 2 x H200 from 2 MiB. */
+  long long staged = c->ranks <= 2 ? M : 256 * K;
   if (c->ranks > 1 && c->ranks <= 16) {
     entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 inplace=0 via=direct");
     entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 via=direct");
     entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", 128 * K + 1, 0,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
     entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", 128 * K + 1, 0, "shot=2 chain=1 protocol=Simple via=direct");
-    entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", M + 1, 0,
+    entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", staged + 1, 0,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct stage=1");
-    entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", M + 1, 0,
+    entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, 0,
           "shot=2 chain=1 protocol=Simple via=direct stage=1");
   }
   entry(c, "allreduce_1_allpairs1_chain_oop", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 inplace=0 chain=1");
