@@ -1,5 +1,6 @@
 /* rt_comm.h -- the communicator's insides, shared by rt_comm.c (creation,
- * destruction, errors) and rt_call.c (running a collective). */
+ * destruction, errors, the collective calls), rt_fused.c (the fused
+ * calls), rt_call.c (running a call) and rt_dcall.c (direct calls). */
 #ifndef RT_COMM_H
 #define RT_COMM_H
 
@@ -202,5 +203,15 @@ void rt_direct_free(baton_comm *c);
 
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);
+
+/* What every collective call shares (rt_comm.c), for the fused calls
+ * (rt_fused.c): the checks of a call's communicator, buffers, type and
+ * operator (the error to give back); a call's error, which inside a group
+ * also fails the group; and preparing program ai for a call and launching
+ * it, or recording it in the calling thread's group. */
+baton_result rt_comm_call_check(baton_comm *c, const void *s, const void *r, int dtype, int op);
+baton_result rt_comm_call_failed(baton_result e);
+baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
+                                 const rt_operands *ops, cudaStream_t stream);
 
 #endif
