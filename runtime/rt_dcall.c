@@ -115,6 +115,12 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
              (long long)count);
     return BT_ERR_INVALID;
   }
+  if (!rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, es)) {   /* by name: the choice never takes it */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: count %lld of %d-byte elements needs more of the window than it has "
+             "(BATON_WINDOW_MB=%lld): not run", c->rank, ir_prog_where(p), (long long)count, es,
+             (long long)rt_param_int(RT_PARAM_WINDOW_MB));
+    return BT_ERR_UNSUPPORTED;
+  }
   const int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
   const int aliased = inplace || al->copies;
   if (!aliased) ir_geom_init(&g, p, c->rank, count, 0);
