@@ -225,8 +225,7 @@ static const void *const kernels[IP_DTYPE_COUNT][4] = {
 };
 
 static const void *kernel_of(int dtype, int op) {
-  int o = op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
-  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][o];
+  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)];
 }
 
 extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream) {

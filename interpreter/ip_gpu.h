@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "ip_dtype.h"
 #include "ip_gemm.h"
 #include "ir_geom.h"
 
@@ -213,6 +214,13 @@ typedef struct ip_gargs {
 #define IP_TRACE_EVENTS ((IP_TRACE_WORDS - 1) / 3)
 enum { IP_EV_ENTER, IP_EV_READY, IP_EV_WAITED, IP_EV_DONE, IP_EV_EXIT };
 #define IP_TRACE_TAG(ev, step, i) ((uint64_t)(ev) | (uint64_t)(uint32_t)(step) << 8 | (uint64_t)(i) << 40)
+
+/* Which of a type's four kernels runs operator op: SUM, PROD, MAX, MIN
+ * (AVG runs SUM; its division comes after).  The interpreter's and the
+ * direct executor's kernel tables are laid out so. */
+static inline int ip_kernel_slot(int op) {
+  return op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
+}
 
 /* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
  * `nthreads` threads per block (IP_GEMM_THREADS, whatever nthreads says,

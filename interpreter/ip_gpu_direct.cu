@@ -207,6 +207,15 @@ __device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &o
   }
 }
 
+// Writes unit u's value v through link k of the table: an LL put as its
+// two lines with this call's flag, in the landing half `hoff` names; any
+// other store as the unit's bytes.
+__device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dlink &l, int k, int64_t u, int64_t units,
+                                         int64_t hoff, uint32_t flag, const uint4 &v) {
+  if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, v, flag);
+  else store_unit(d_ptr[k], 16 * u, d_valid[k], v);
+}
+
 // Runs one run (ip_direct.h) for this block's units: per unit, its loads
 // (the first link's source and every reduction's operand) at once, then
 // its stores and reductions in program order, LL landings polled where
@@ -248,11 +257,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
         break;
       }
       uint4 w = v[0];
-      for (int k = 1; k <= pre; k++) {
-        const ip_dlink &l = a.links[op.first + k];
-        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, w, flag);
-        else store_unit(d_ptr[k], off, d_valid[k], w);
-      }
+      for (int k = 1; k <= pre; k++) put_unit(a, a.links[op.first + k], k, u, units, hoff, flag, w);
       if ((land & ~1u) && !poll_landings(a, op, land & ~1u, v, pre, u, units, hoff, flag)) {
         ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
         break;
@@ -260,11 +265,8 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 #pragma unroll
       for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
         if (c <= nc) w = ip_apply_u4<DT, OP>(w, v[c]);
-      for (int k = pre + nc + 1; k < op.n; k++) {   // stores of the reduced value
-        const ip_dlink &l = a.links[op.first + k];
-        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, w, flag);
-        else store_unit(d_ptr[k], off, d_valid[k], w);
-      }
+      for (int k = pre + nc + 1; k < op.n; k++)   // stores of the reduced value
+        put_unit(a, a.links[op.first + k], k, u, units, hoff, flag, w);
     }
   }
   return ok;
@@ -304,9 +306,7 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
           ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
           break;
         }
-        const ip_dlink &l = a.links[op.first + 2 * c + 1];
-        if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[2 * c + 1] + hoff, u, units, v[c], flag);
-        else store_unit(d_ptr[2 * c + 1], off, d_valid[2 * c + 1], v[c]);
+        put_unit(a, a.links[op.first + 2 * c + 1], 2 * c + 1, u, units, hoff, flag, v[c]);
       }
       if (!ok) break;
     }
@@ -385,8 +385,7 @@ static const void *const kernels[IP_DTYPE_COUNT][4] = {
 };
 
 static const void *kernel_of(int dtype, int op) {
-  int o = op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
-  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][o];
+  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)];
 }
 
 extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, void *stream) {

@@ -4,6 +4,7 @@
 #define RT_CUDA_H
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #include "rt_log.h"
 #include "rt_result.h"
@@ -15,5 +16,15 @@ static inline bt_result rt_cuda(cudaError_t e, unsigned sub, const char *what) {
   LOG_WARN(sub, "%s: %s", what, cudaGetErrorString(e));
   return BT_ERR_CUDA;
 }
+
+/* Maps a peer's device allocation for use from device `dev`.  Made in this
+ * process (same_process): its own address `base`, with peer access
+ * enabled when it is on another GPU (peer_dev); else opened from its CUDA
+ * IPC handle `ipc` (*opened = 1: close it with cudaIpcCloseMemHandle).
+ * BT_ERR_UNSUPPORTED, not logged (the caller says what it means), when
+ * `dev` cannot reach peer_dev; a CUDA failure is logged as "who: call".
+ * *out is NULL unless BT_OK. */
+bt_result rt_cuda_map_peer(const char *who, int dev, int same_process, int peer_dev, uint64_t base,
+                           const char ipc[64], char **out, int *opened);
 
 #endif

@@ -82,7 +82,8 @@ static void jobs_run(job *v, int n) {
  * baton's communicator with it; then an NCCL min-allreduce of "mine
  * exists" makes all ranks keep baton or all drop it, so that a call never
  * runs on baton on one rank and on NCCL on another.  A failure of baton's
- * side is logged and leaves the communicator to NCCL alone. */
+ * side is logged and leaves the communicator to NCCL alone.  v's rank,
+ * size and device are known (comm_learn). */
 static ncclResult_t attach_over_nccl(const rt_nccl_real *n, struct ncclComm **v, int k) {
   int cur = 0;
   cudaGetDevice(&cur);
@@ -97,7 +98,6 @@ static ncclResult_t attach_over_nccl(const rt_nccl_real *n, struct ncclComm **v,
   }
   for (int i = 0; i < k; i++) {
     struct ncclComm *c = v[i];
-    comm_learn(n, c);
     jobs[i].c = c;
     jobs[i].at = i;
     rt_log_set_dev(c->dev);
@@ -218,29 +218,29 @@ static ncclResult_t attach_alone(struct ncclComm **v, int k) {
  * baton's side of each is made at once, as ncclCommInitAll makes it, so
  * that the ranks share one process's state and a group of their calls can
  * reach each other's buffers.  All ranks get baton or none (one
- * baton_comm_init_all).  Marks them in done; the rest go over NCCL. */
-static void attach_whole(const rt_nccl_real *n, struct ncclComm **v, int k, char *done) {
+ * baton_comm_init_all).  Marks them in done; the rest go over NCCL.
+ * v's rank, size and device are known (comm_learn). */
+static void attach_whole(struct ncclComm **v, int k, char *done) {
   static const ncclUniqueId zero;
-  for (int i = 0; i < k; i++) comm_learn(n, v[i]);
   for (int i = 0; i < k; i++) {
     struct ncclComm *c = v[i];
     if (done[i] || c->nranks < 2 || !memcmp(&c->id, &zero, sizeof zero)) continue;
     int nr = c->nranks, have = 0;
     struct ncclComm **by = calloc((size_t)nr, sizeof *by);
-    int *devs = calloc((size_t)nr, sizeof *devs);
+    int *devs = calloc((size_t)nr, sizeof *devs), *at = calloc((size_t)nr, sizeof *at);
     baton_comm **b = calloc((size_t)nr, sizeof *b);
-    for (int j = i; j < k && by && devs && b; j++) {
+    for (int j = i; j < k && by && devs && at && b; j++) {
       struct ncclComm *m = v[j];
       if (done[j] || m->nranks != nr || memcmp(&m->id, &c->id, sizeof c->id) || m->rank < 0 || m->rank >= nr ||
           by[m->rank])
         continue;
       by[m->rank] = m;
       devs[m->rank] = m->dev;
+      at[m->rank] = j;
       have++;
     }
     if (have == nr) {
-      for (int j = i; j < k; j++)
-        for (int r = 0; r < nr; r++) done[j] |= v[j] == by[r];
+      for (int r = 0; r < nr; r++) done[at[r]] = 1;
       int wanted = rt_nccl_baton_wanted(nr);
       baton_result br = wanted ? baton_comm_init_all(b, nr, devs) : baton_unsupported;
       if (!wanted)
@@ -256,6 +256,7 @@ static void attach_whole(const rt_nccl_real *n, struct ncclComm **v, int k, char
     }
     free(by);
     free(devs);
+    free(at);
     free(b);
   }
 }
@@ -270,7 +271,8 @@ ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n) {
     free(rest);
     return rt_nccl_fail(ncclSystemError, "out of memory creating baton's side of %d communicators", n);
   }
-  attach_whole(real, v, n, done);
+  for (int i = 0; i < n; i++) comm_learn(real, v[i]);   /* rank, size and device, from NCCL's side */
+  attach_whole(v, n, done);
   int k = 0;
   for (int i = 0; i < n; i++)
     if (!done[i]) rest[k++] = v[i];

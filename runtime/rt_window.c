@@ -80,29 +80,12 @@ bt_result rt_window_connect(rt_window *w, const rt_window_handle *all) {
       LOG_WARN(RT_SUB_RUNTIME, "window: rank %d is on another host: direct programs need every rank on one", r);
       return BT_ERR_UNSUPPORTED;
     }
-    if (h->pid == w->pid) {
-      if (h->dev != w->dev) {
-        int can = 0;
-        CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, w->dev, h->dev), RT_SUB_RUNTIME, "window: cudaDeviceCanAccessPeer"));
-        if (!can) {
-          LOG_WARN(RT_SUB_RUNTIME, "window: GPU %d cannot reach GPU %d (rank %d): direct programs are not used",
-                   w->dev, h->dev, r);
-          return BT_ERR_UNSUPPORTED;
-        }
-        cudaError_t e = cudaDeviceEnablePeerAccess(h->dev, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "window: cudaDeviceEnablePeerAccess"));
-      }
-      w->peer[r] = (char *)(uintptr_t)h->base;
-    } else {
-      cudaIpcMemHandle_t m;
-      memcpy(&m, h->ipc, sizeof m);
-      void *p = NULL;
-      CHECK(rt_cuda(cudaIpcOpenMemHandle(&p, m, cudaIpcMemLazyEnablePeerAccess), RT_SUB_RUNTIME,
-                    "window: cudaIpcOpenMemHandle"));
-      w->peer[r] = p;
-      w->opened[r] = 1;
-    }
+    bt_result e = rt_cuda_map_peer("window", w->dev, h->pid == w->pid, h->dev, h->base, h->ipc, &w->peer[r],
+                                   &w->opened[r]);
+    if (e == BT_ERR_UNSUPPORTED)
+      LOG_WARN(RT_SUB_RUNTIME, "window: GPU %d cannot reach GPU %d (rank %d): direct programs are not used", w->dev,
+               h->dev, r);
+    CHECK(e);
   }
   return BT_OK;
 }

@@ -128,28 +128,12 @@ static bt_result p2p_connect(void *state, const unsigned char *blobs) {
       LOG_WARN(RT_SUB_RUNTIME, "p2p: rank %d is on another host; only one node is supported by the P2P transport", r);
       return BT_ERR_UNSUPPORTED;
     }
-    if (t->peers[r].pid == me && hr->dev == t->dev) {
-      t->peer[r] = (char *)(uintptr_t)hr->base;   /* ranks sharing a GPU (tests): its own memory */
-    } else if (t->peers[r].pid == me) {
-      int can = 0;
-      CHECK(rt_cuda(cudaDeviceCanAccessPeer(&can, t->dev, hr->dev), RT_SUB_RUNTIME, "p2p: cudaDeviceCanAccessPeer"));
-      if (!can) {
-        LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, hr->dev, r);
-        return BT_ERR_UNSUPPORTED;
-      }
-      cudaError_t e = cudaDeviceEnablePeerAccess(hr->dev, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-      else CHECK(rt_cuda(e, RT_SUB_RUNTIME, "p2p: cudaDeviceEnablePeerAccess"));
-      t->peer[r] = (char *)(uintptr_t)hr->base;
-    } else {
-      cudaIpcMemHandle_t m;
-      memcpy(&m, hr->ipc, sizeof m);
-      void *p = NULL;
-      CHECK(rt_cuda(cudaIpcOpenMemHandle(&p, m, cudaIpcMemLazyEnablePeerAccess),
-                    RT_SUB_RUNTIME, "p2p: cudaIpcOpenMemHandle"));
-      t->peer[r] = p;
-      t->opened[r] = 1;
-    }
+    /* ranks of one process sharing a GPU (tests): its own memory */
+    bt_result e = rt_cuda_map_peer("p2p", t->dev, t->peers[r].pid == me, hr->dev, hr->base, hr->ipc, &t->peer[r],
+                                   &t->opened[r]);
+    if (e == BT_ERR_UNSUPPORTED)
+      LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, hr->dev, r);
+    CHECK(e);
   }
   return BT_OK;
 }
