@@ -9,7 +9,9 @@
 #include <string.h>
 
 enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BIN };
-typedef struct node { int kind, op; long long v; int a, b; } node;
+/* Nodes are added after their operands, so a node's expression is the
+ * nodes lo..itself, in an order a stack evaluates (eval). */
+typedef struct node { int kind, op; long long v; int a, b, lo; } node;
 
 typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; } rule;
 
@@ -24,6 +26,7 @@ typedef struct parser {
   ir_expect *e;
   rt_diag *diag;
   int failed;
+  int depth;                /* parentheses and unary operators open now */
 } parser;
 
 static void fail(parser *ps, const char *what) {
@@ -57,13 +60,21 @@ static void expect(parser *ps, const char *tok) {
 
 static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
   ir_expect *e = ps->e;
+  if (ps->failed) return 0;
+  if (e->nnodes >= IR_EXPECT_MAX_TERMS) {
+    char m[80];
+    snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
+    fail(ps, m);
+    return 0;
+  }
   if (e->nnodes == e->capnodes) {
     int cap = e->capnodes ? 2 * e->capnodes : 32;
     node *n = realloc(e->nodes, cap * sizeof *n);
     if (!n) { fail(ps, "out of memory"); return 0; }
     e->nodes = n; e->capnodes = cap;
   }
-  e->nodes[e->nnodes] = (node){kind, op, v, a, b};
+  int lo = kind == N_BIN ? e->nodes[a].lo : kind == N_NEG || kind == N_NOT ? e->nodes[a].lo : e->nnodes;
+  e->nodes[e->nnodes] = (node){kind, op, v, a, b, lo};
   return e->nnodes++;
 }
 
@@ -89,11 +100,27 @@ static int parse_primary(parser *ps) {
     ps->p++;
     return add_node(ps, N_VAR, 0, v, 0, 0);
   }
-  if (accept(ps, "(")) { int x = parse_or(ps); expect(ps, ")"); return x; }
-  if (accept(ps, "-")) return add_node(ps, N_NEG, 0, 0, parse_primary(ps), 0);
-  if (accept(ps, "!")) return add_node(ps, N_NOT, 0, 0, parse_primary(ps), 0);
-  fail(ps, "expected a number, r, c, n, k or '('");
-  return 0;
+  int paren = accept(ps, "("), neg = !paren && accept(ps, "-"), not = !paren && !neg && accept(ps, "!");
+  if (!paren && !neg && !not) {
+    fail(ps, "expected a number, r, c, n, k or '('");
+    return 0;
+  }
+  if (++ps->depth > IR_EXPECT_MAX_DEPTH) {
+    char m[96];
+    snprintf(m, sizeof m, "parentheses and unary operators nested deeper than %d (IR_EXPECT_MAX_DEPTH)",
+             IR_EXPECT_MAX_DEPTH);
+    fail(ps, m);
+    return 0;
+  }
+  int x;
+  if (paren) {
+    x = parse_or(ps);
+    expect(ps, ")");
+  } else {
+    x = add_node(ps, neg ? N_NEG : N_NOT, 0, 0, parse_primary(ps), 0);
+  }
+  ps->depth--;
+  return x;
 }
 
 /* Binary levels from loosest to tightest; each lists its operators, the
@@ -151,7 +178,7 @@ static void parse_rule(parser *ps) {
 bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, rt_diag *diag) {
   ir_expect *e = calloc(1, sizeof *e);
   if (!e) return BT_ERR_NOMEM;
-  parser ps = {spec, spec, name, e, diag, 0};
+  parser ps = {spec, spec, name, e, diag, 0, 0};
   do parse_rule(&ps); while (!ps.failed && accept(&ps, ";"));
   skip(&ps);
   if (!ps.failed && *ps.p) fail(&ps, "unexpected text");
@@ -167,25 +194,17 @@ void ir_expect_free(ir_expect *e) {
   free(e);
 }
 
-/* Evaluates node i in 64-bit arithmetic: 1 with the value in *out, 0 on
- * a division by zero, -1 when a value would not fit 64 bits (the
- * expression comes from a file: no operation may overflow). */
-static int eval(const ir_expect *e, int i, const long long *env, long long *out) {
-  const node *n = &e->nodes[i];
-  long long a = 0, b = 0;
-  int k;
-  switch (n->kind) {
-  case N_NUM: *out = n->v; return 1;
-  case N_VAR: *out = env[n->v]; return 1;
-  case N_NEG:
-    if ((k = eval(e, n->a, env, &a)) <= 0) return k;
-    if (a == LLONG_MIN) return -1;
-    *out = -a;
-    return 1;
-  case N_NOT: if ((k = eval(e, n->a, env, &a)) <= 0) return k; *out = !a; return 1;
-  }
-  if ((k = eval(e, n->a, env, &a)) <= 0 || (k = eval(e, n->b, env, &b)) <= 0) return k;
-  switch (n->op) {
+/* The most values eval keeps at once: an operand waits on the stack only
+ * while the other side of its operator, nested deeper, is evaluated, so
+ * the nesting limit bounds it (each parenthesis opens at most one pending
+ * operand per precedence level). */
+enum { EVAL_STACK = (IR_EXPECT_MAX_DEPTH + 2) * (NLEVELS + 2) };
+
+/* One operator on its operands in 64-bit arithmetic: 1 with the value in
+ * *out, 0 on a division by zero, -1 when a value would not fit 64 bits
+ * (the expression comes from a file: no operation may overflow). */
+static int apply(int op, long long a, long long b, long long *out) {
+  switch (op) {
   case 0: *out = a || b; break;
   case 1: *out = a && b; break;
   case 2: *out = a == b; break;
@@ -197,12 +216,41 @@ static int eval(const ir_expect *e, int i, const long long *env, long long *out)
   case 8: if (__builtin_add_overflow(a, b, out)) return -1; break;
   case 9: if (__builtin_sub_overflow(a, b, out)) return -1; break;
   case 10: if (__builtin_mul_overflow(a, b, out)) return -1; break;
-  case 11: case 12:
+  default:
     if (!b) return 0;
     if (a == LLONG_MIN && b == -1) return -1;
-    *out = n->op == 11 ? a / b : a % b;
+    *out = op == 11 ? a / b : a % b;
     break;
   }
+  return 1;
+}
+
+/* Evaluates node i (apply's results), without recursion: its nodes lo..i
+ * in order on a value stack. */
+static int eval(const ir_expect *e, int i, const long long *env, long long *out) {
+  long long st[EVAL_STACK];
+  int sp = 0;
+  for (int j = e->nodes[i].lo; j <= i; j++) {
+    const node *n = &e->nodes[j];
+    int k;
+    switch (n->kind) {
+    case N_NUM:
+    case N_VAR:
+      if (sp == EVAL_STACK) return -1;   /* not reached within the parser's limits */
+      st[sp++] = n->kind == N_NUM ? n->v : env[n->v];
+      break;
+    case N_NEG:
+      if (st[sp - 1] == LLONG_MIN) return -1;
+      st[sp - 1] = -st[sp - 1];
+      break;
+    case N_NOT: st[sp - 1] = !st[sp - 1]; break;
+    default:
+      if ((k = apply(n->op, st[sp - 2], st[sp - 1], &st[sp - 2])) <= 0) return k;
+      sp--;
+      break;
+    }
+  }
+  *out = st[0];
   return 1;
 }
 

@@ -17,6 +17,13 @@
 
 typedef struct ir_expect ir_expect;
 
+/* Limits on a spec (it may come from any file): parentheses and unary
+ * operators nested at most IR_EXPECT_MAX_DEPTH deep, at most
+ * IR_EXPECT_MAX_TERMS numbers, variables and operators in all.  Beyond
+ * either the parse fails, naming the limit; evaluation never recurses. */
+#define IR_EXPECT_MAX_DEPTH 64
+#define IR_EXPECT_MAX_TERMS 65536
+
 /* Parses spec; errors name `name` and the column
  * ("--expect:12: expected ']' near 'x'" for name "--expect"). */
 bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, rt_diag *diag);

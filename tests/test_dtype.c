@@ -4,6 +4,9 @@
 #include "tap.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void test_half(void) {
   ok(ip_float_to_half(1.0f) == 0x3c00 && ip_half_to_float(0x3c00) == 1.0f, "f16 1.0");
@@ -58,6 +61,53 @@ static void test_reduce(void) {
   ok(ip_dtype_from_name("f8") == -1 && ip_redop_from_name("xor") == -1, "unknown names are refused");
 }
 
+/* A spec of `pre` + `reps` times `rep` + `mid` + `reps` times `close` + `post`. */
+static char *spec_of(const char *pre, const char *rep, const char *mid, const char *close, const char *post, int reps) {
+  size_t n = strlen(pre) + (strlen(rep) + strlen(close)) * (size_t)reps + strlen(mid) + strlen(post) + 1;
+  char *s = malloc(n), *p = s;
+  p += sprintf(p, "%s", pre);
+  for (int i = 0; i < reps; i++) p += sprintf(p, "%s", rep);
+  p += sprintf(p, "%s", mid);
+  for (int i = 0; i < reps; i++) p += sprintf(p, "%s", close);
+  sprintf(p, "%s", post);
+  return s;
+}
+
+/* Specs from a file are bounded: deep nesting and huge sums are refused
+ * by name (they overflowed the stack of the recursive parser and
+ * evaluator), and what fits evaluates without recursion. */
+static void test_expect_limits(rt_diag *d) {
+  ir_expect *e = NULL;
+  int sr, sc;
+  char *s = spec_of("o[r][c]=i[", "(", "r", ")", "][c]", 20000);
+  rt_diag_clear(d);
+  ok(ir_expect_parse(s, "expect", &e, d) == BT_ERR_INVALID && !e, "20,000 nested parentheses are refused");
+  ok_contains(rt_diag_text(d), "nested deeper than 64 (IR_EXPECT_MAX_DEPTH)", "naming the limit");
+  free(s);
+  s = spec_of("o[r][c]=i[", "-", "r", "", "][c]", 100000);
+  rt_diag_clear(d);
+  ok(ir_expect_parse(s, "expect", &e, d) == BT_ERR_INVALID, "100,000 unary minus signs are refused");
+  free(s);
+  s = spec_of("o[r][c]=i[r][c] if ", "!", "0", "", "", 100000);
+  ok(ir_expect_parse(s, "expect", &e, d) == BT_ERR_INVALID, "100,000 '!' are refused");
+  free(s);
+  s = spec_of("o[r][c]=i[r", "+0", "", "", "][c]", 200000);
+  rt_diag_clear(d);
+  ok(ir_expect_parse(s, "expect", &e, d) == BT_ERR_INVALID, "a flat sum of 200,000 terms is refused");
+  ok_contains(rt_diag_text(d), "more than 65536 terms (IR_EXPECT_MAX_TERMS)", "naming the limit");
+  free(s);
+  s = spec_of("o[r][c]=i[r", "+1-1", "", "", "][c]", 16000);   /* 64,001 terms: within the limit */
+  ok(!ir_expect_parse(s, "expect", &e, d) && ir_expect_eval(e, 3, 2, 4, 4, &sr, &sc, d) == 1 && sr == 3 && sc == 2,
+     "a flat sum of 64,001 terms evaluates (no recursion)");
+  ir_expect_free(e);
+  free(s);
+  s = spec_of("o[r][c]=i[", "(r+(1*(", "0", "-1)))", "][c]", 21);   /* 63 deep, right-nested */
+  ok(!ir_expect_parse(s, "expect", &e, d) && ir_expect_eval(e, 3, 2, 4, 4, &sr, &sc, d) == 1 && sr == 42 && sc == 2,
+     "63 nested parentheses evaluate (21 x (r + (1 * (x - 1))) around 0: 42 at r = 3)");
+  ir_expect_free(e);
+  free(s);
+}
+
 static void test_expect(void) {
   rt_diag *d = rt_diag_new(4);
   ir_expect *e = NULL;
@@ -80,6 +130,7 @@ static void test_expect(void) {
   rt_diag_clear(d);
   ok(ir_expect_parse("o[r][c]=i[x][c]", "--expect", &e, d) == BT_ERR_INVALID, "unknown variable is refused");
   ok_contains(rt_diag_text(d), "expected a number, r, c, n, k or '('", "with what is allowed");
+  test_expect_limits(d);
   rt_diag_free(d);
 }
 
