@@ -87,8 +87,14 @@ def version():
     return load().baton_version().decode()
 
 
+class _UniqueId(ctypes.Structure):
+    """baton_unique_id as baton.h declares it: a struct of 128 bytes, passed by value
+    (a ctypes array would go as a pointer)."""
+    _fields_ = [('bytes', ctypes.c_char * 128)]
+
+
 def _declare(lib):
-    P, I, Z, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char * 128
+    P, I, Z, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, _UniqueId
     lib.baton_comm_init_all.argtypes = [ctypes.POINTER(P), I, ctypes.POINTER(I)]
     lib.baton_get_unique_id.argtypes = [ctypes.POINTER(U)]
     lib.baton_comm_init_rank.argtypes = [ctypes.POINTER(P), I, U, I]
@@ -310,7 +316,7 @@ class Comm:
         torch.distributed.broadcast_object_list, a file, ...)."""
         lib = load()
         _reads_params('baton.Comm.unique_id')
-        uid = (ctypes.c_char * 128)()
+        uid = _UniqueId()
         _check('baton_get_unique_id', lib.baton_get_unique_id(ctypes.byref(uid)))
         return bytes(uid)
 
@@ -323,7 +329,7 @@ class Comm:
         _reads_params('baton.Comm.init_rank')
         h = ctypes.c_void_p()
         _check('baton_comm_init_rank',
-               lib.baton_comm_init_rank(ctypes.byref(h), nranks, (ctypes.c_char * 128).from_buffer_copy(uid), rank))
+               lib.baton_comm_init_rank(ctypes.byref(h), nranks, _UniqueId.from_buffer_copy(uid), rank))
         return Comm(h.value)
 
     def last_algorithm(self):
