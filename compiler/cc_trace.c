@@ -1260,17 +1260,34 @@ bt_result cc_trace_file(const char *path, const char *const *params, int nparams
     *out = NULL;
     return BT_ERR_INVALID;
   }
+  /* Read no further than the limit: the path may be a device or a pipe
+   * that never ends (/dev/zero). */
+  const size_t most = (size_t)rt_param_int(RT_PARAM_SCRIPT_MAX_MB) << 20;
   char *buf = NULL;
   size_t n = 0, cap = 0;
+  *out = NULL;
   for (;;) {
     if (n + 4096 + 1 > cap) {
       cap = 2 * cap + 8192;
+      if (cap > most + 4096 + 1) cap = most + 4096 + 1;
       char *b = realloc(buf, cap);
-      if (!b) { free(buf); fclose(f); return BT_ERR_NOMEM; }
+      if (!b) {
+        rt_diag_add(diag, "%s: out of memory reading the script (%zu bytes read)", path, n);
+        free(buf);
+        fclose(f);
+        return BT_ERR_NOMEM;
+      }
       buf = b;
     }
     size_t got = fread(buf + n, 1, 4096, f);
     n += got;
+    if (n > most) {
+      rt_diag_add(diag, "%s: the script is over the limit of %lld MiB (%s raises it)", path,
+                  (long long)rt_param_int(RT_PARAM_SCRIPT_MAX_MB), rt_param_name(RT_PARAM_SCRIPT_MAX_MB));
+      free(buf);
+      fclose(f);
+      return BT_ERR_INVALID;
+    }
     if (got < 4096) break;
   }
   fclose(f);

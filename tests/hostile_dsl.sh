@@ -79,5 +79,13 @@ check "a 128-rank direct two-shot compiles in bounded time" 0 60 "" \
 check "a FIFO copy in a direct program names its line" 1 5 \
   "h$((n + 1)).lua:4: copy from rank 1 to rank 0 goes through FIFOs (via='fifo'), but the program is direct (via at h$((n + 1)).lua:3): a program is either FIFO or direct" \
   $'collective{kind="allgather", ranks=2, chunks=1}\nchunk(0, "input", 0):copy(0, "output", 0)\nchunk(0, "input", 0):copy(1, "output", 0, {via="get"})\nchunk(1, "input", 0):copy(0, "output", 1, {via="fifo"})'
+# A script that never ends (/dev/zero): reading stops at BATON_SCRIPT_MAX_MB with a message (it read until the
+# OOM killer came, or exited 1 with no word under ulimit -v).
+n=$((n + 1))
+t0=$SECONDS
+out=$(BATON_SCRIPT_MAX_MB=4 timeout 60 "$baton" compile -q /dev/zero -o "$tmp/z.xml" 2>&1); st=$?
+if [ $st -eq 1 ] && [ $((SECONDS - t0)) -le 10 ] && grep -qF "/dev/zero: the script is over the limit of 4 MiB (BATON_SCRIPT_MAX_MB raises it)" <<<"$out"; then
+  echo "ok $n - compile /dev/zero stops at BATON_SCRIPT_MAX_MB"
+else echo "not ok $n - compile /dev/zero (status $st): $out" | head -3; failed=$((failed + 1)); fi
 echo "1..$n"
 [ $failed -eq 0 ]
