@@ -19,8 +19,9 @@ def child(libpath, n, rank, uid):
     lib = baton.load(libpath)
     comm = baton.Comm.init_rank(n, uid, rank)
     count, me = ctypes.c_int(), ctypes.c_int()
-    lib.baton_comm_count(ctypes.c_void_p(comm._h), ctypes.byref(count))
-    lib.baton_comm_user_rank(ctypes.c_void_p(comm._h), ctypes.byref(me))
+    lib.baton_comm_user_rank.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    lib.baton_comm_count(comm._h, ctypes.byref(count))
+    lib.baton_comm_user_rank(comm._h, ctypes.byref(me))
     print(f'count {count.value} rank {me.value}', flush=True)
     comm.destroy()
 
