@@ -603,8 +603,9 @@ static int usable(void *x, int i) {
   return rt_direct_usable(u->c, i, u->count, u->dtype, u->inplace, u->peer_io);
 }
 
-int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
-  return c ? rt_comm_choose_io(c, coll, s, r, count, dtype, rt_direct_peer_io(c)) : -1;
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                   cudaStream_t stream) {
+  return c ? rt_comm_choose_io(c, coll, s, r, count, dtype, rt_direct_peer_io(c, stream)) : -1;
 }
 
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
@@ -686,7 +687,7 @@ static baton_result collective(ir_coll coll, const void *s, void *r, size_t coun
   if (e) return rt_comm_call_failed(e);
   if (count == 0) return baton_success;
   if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
-  int ai = rt_comm_choose(c, coll, s, r, count, dtype);
+  int ai = rt_comm_choose(c, coll, s, r, count, dtype, stream);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "
              "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);

@@ -63,6 +63,7 @@ struct baton_comm {
   rt_dplan *dplans;
   rt_window *win;
   int grid;
+  struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls (rt_peerbuf.h) */
 };
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
@@ -111,6 +112,7 @@ typedef struct rt_launch {
    * to choose again without them. */
   int direct;
   int ai, coll, op;
+  int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
   ip_dargs d;
 } rt_launch;
 
@@ -139,10 +141,12 @@ int rt_group_open(void);
 void rt_group_fail(bt_result e);
 
 /* The algorithm a call of collective `coll` with these buffers, count and
- * type would run (NCCL's in-place layouts count as in place), or -1 when
- * none fits.  Runs nothing; logs each new choice at INFO once.  The one
- * selection both baton's collectives and the NCCL drop-in library use. */
-int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
+ * type would run on `stream` (NCCL's in-place layouts count as in place),
+ * or -1 when none fits.  Runs nothing; logs each new choice at INFO once.
+ * The one selection both baton's collectives and the NCCL drop-in library
+ * use. */
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                   cudaStream_t stream);
 
 /* The same with `peer_io` said by the caller (rt_direct_group's second
  * choice, without its peers' buffers). */
@@ -181,10 +185,13 @@ bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all);
  * peers' buffers, `peer_io` (every rank's buffers known to the call). */
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io);
 
-/* Whether a call of c now would know every rank's buffers: inside a
- * group, on a communicator of one process holding every rank (the
- * group's end then gives each call its peers' buffers). */
-int rt_direct_peer_io(const baton_comm *c);
+/* Whether a call of c on `stream` now would know every rank's buffers:
+ * inside a group, on a communicator of one process holding every rank
+ * (the group's end then gives each call its peers' buffers); or, on a
+ * communicator of a process per GPU, while the stream is being captured
+ * (every rank captures the same calls; rt_direct_prep exchanges the
+ * buffers then, BATON_PEER_MAPS). */
+int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
 
 /* Prepares direct algorithm ai for a call (rt_call_prep's twin). */
 bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,

@@ -11,6 +11,7 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
+#include "rt_peerbuf.h"
 
 int rt_direct_wanted(const baton_comm *c) {
   for (int i = 0; i < rt_algos_count(c->algos); i++)
@@ -73,13 +74,24 @@ bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all) {
 }
 
 void rt_direct_free(baton_comm *c) {
+  rt_peerbufs_free(c->pbufs);
+  c->pbufs = NULL;
   rt_window_free(c->win);
   c->win = NULL;
   free(c->dplans);
   c->dplans = NULL;
 }
 
-int rt_direct_peer_io(const baton_comm *c) { return c->bs == NULL && rt_group_open(); }
+int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
+  if (!c->bs) return rt_group_open();
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (!c->win || rt_param_int(RT_PARAM_PEER_MAPS) <= 0) return 0;
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return cs == cudaStreamCaptureStatusActive;
+}
 
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io) {
   if (!c->win || !c->dplans || !c->dplans[ai].ok) return 0;
@@ -98,15 +110,57 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
   return !ir_geom_init(&g, p, c->rank, count, 1) && g.out_at == 0 && g.span <= g.elems[IR_BUF_OUTPUT];
 }
 
+/* Prepares L again for a choice made without its peers' buffers (its
+ * group lacks some rank's call, or some rank's buffers cannot be mapped
+ * across processes). */
+static bt_result choose_again(rt_launch *L) {
+  baton_comm *c = L->c;
+  int64_t count = L->d.geom.count;
+  int dtype = L->d.dtype;
+  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, 0);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, which this call cannot have (its group lacks "
+             "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run", c->rank, L->where);
+    return BT_ERR_UNSUPPORTED;
+  }
+  rt_launch M;
+  CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));
+  *L = M;
+  return BT_OK;
+}
+
+/* A call on a communicator of a process per GPU that reaches its peers'
+ * buffers (captured: rt_direct_peer_io): every rank's, exchanged now;
+ * where some rank's cannot be mapped, L is prepared again without them
+ * (every rank alike). */
+static bt_result peers_across(rt_launch *L) {
+  baton_comm *c = L->c;
+  ip_dargs *a = &L->d;
+  char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
+  in[c->rank] = a->buf[c->rank][IR_BUF_INPUT];
+  out[c->rank] = a->buf[c->rank][IR_BUF_OUTPUT];
+  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS)};
+  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  if (e == BT_ERR_UNSUPPORTED) return choose_again(L);
+  CHECK(e);
+  for (int r = 0; r < c->nranks; r++) {
+    a->buf[r][IR_BUF_INPUT] = in[r];
+    a->buf[r][IR_BUF_OUTPUT] = out[r];
+  }
+  L->peers_known = 1;
+  return BT_OK;
+}
+
 bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                          cudaStream_t stream, rt_launch *L) {
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
-  if (d->peer_io && !rt_direct_peer_io(c)) {   /* by name (baton_run), or the NCCL drop-in's own choice */
+  if (d->peer_io && !rt_direct_peer_io(c, stream)) {   /* by name (baton_run), or the NCCL drop-in's own choice */
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches its peers' buffers: it runs only in a group that holds every rank's "
-             "call, on a communicator of one process (baton_comm_init_all)", c->rank, ir_prog_where(p));
+             "call, on a communicator of one process (baton_comm_init_all), or captured in a CUDA graph on every "
+             "rank", c->rank, ir_prog_where(p));
     return BT_ERR_UNSUPPORTED;
   }
   ir_geom g;
@@ -177,7 +231,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
             L->copy_in ? ", on a copy of the input" : "");
   c->last = p->name ? p->name : L->where;
-  (void)stream;
+  if (d->peer_io && c->bs) return peers_across(L);
   return BT_OK;
 }
 
@@ -191,31 +245,13 @@ bt_result rt_direct_launch(const rt_launch *L) {
   return BT_OK;
 }
 
-/* Prepares L again for a choice made without its peers' buffers (its
- * group lacks some rank's call). */
-static bt_result choose_again(rt_launch *L) {
-  baton_comm *c = L->c;
-  int64_t count = L->d.geom.count;
-  int dtype = L->d.dtype;
-  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, 0);
-  if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, but its group lacks some rank's call, and no "
-             "other program fits the call: not run", c->rank, L->where);
-    return BT_ERR_UNSUPPORTED;
-  }
-  rt_launch M;
-  CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));
-  *L = M;
-  return BT_OK;
-}
-
 bt_result rt_direct_group(rt_launch *v, int n) {
   unsigned char *done = calloc((size_t)n + 1, 1);
   if (!done) return BT_ERR_NOMEM;
   bt_result res = BT_OK;
   for (int i = 0; i < n && !res; i++) {
     rt_launch *L = &v[i];
-    if (done[i] || !L->direct || !L->c->dplans[L->ai].peer_io) continue;
+    if (done[i] || !L->direct || !L->c->dplans[L->ai].peer_io || L->peers_known) continue;
     /* The first call of each rank of L's communicator, of L's program and
      * count, not yet given its peers: one set. */
     rt_launch *by[IP_WIN_MAX_RANKS] = {0};

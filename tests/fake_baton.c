@@ -71,7 +71,8 @@ int baton_comm_algorithm_count(const baton_comm *c) { return 1; }
 const char *baton_comm_algorithm_name(const baton_comm *c, int i) { return i == 0 ? "fake_even" : NULL; }
 const char *baton_comm_last_algorithm(const baton_comm *c) { return c->last; }
 
-int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                   cudaStream_t stream) {
   return count % 2 == 0 ? 0 : -1;
 }
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {

@@ -28,6 +28,7 @@
 #include "ir_geom.h"
 #include "rt_comm.h"
 #include "rt_diag.h"
+#include "rt_peerbuf.h"
 #include "rt_pool.h"
 #include "tap.h"
 
@@ -318,6 +319,82 @@ static void check_graphs(int group) {
       free(h);
     }
   }
+}
+
+/* One rank of a process per GPU (lo): an allreduce of n floats (in place
+ * when inplace) on buffers from cudaMalloc, or from the stream-ordered
+ * pool (pool: CUDA IPC cannot export them), captured into a CUDA graph,
+ * then replayed 3 times with the output cleared in between.  1 when every
+ * replay is right; *algo says what the capture ran. */
+static int graph_case(int64_t n, int inplace, int pool, const char **algo) {
+  const int r = lo;
+  cudaStream_t st = streams[r];
+  float *in = NULL, *out = NULL, *h = malloc(n * sizeof *h);
+  int good = h != NULL;
+  good &= (pool ? cudaMallocAsync((void **)&out, n * 4, st) : cudaMalloc((void **)&out, n * 4)) == cudaSuccess;
+  if (!inplace) good &= (pool ? cudaMallocAsync((void **)&in, n * 4, st) : cudaMalloc((void **)&in, n * 4)) == 0;
+  if (inplace) in = out;
+  for (int64_t i = 0; good && i < n; i++) h[i] = (float)((i * 7 + r * 3) % 13);
+  if (good) good &= cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st) == cudaSuccess;
+  good &= cudaStreamSynchronize(st) == cudaSuccess;
+  /* The first call outside the capture reserves what the call needs. */
+  good &= good && baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], st) == baton_success;
+  good &= cudaStreamSynchronize(st) == cudaSuccess;
+  if (good && inplace) good &= cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st) == cudaSuccess;
+  cudaGraph_t gr = NULL;
+  cudaGraphExec_t ge = NULL;
+  good &= good && cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess;
+  good &= good && baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], st) == baton_success;
+  good &= cudaStreamEndCapture(st, &gr) == cudaSuccess && gr && cudaGraphInstantiate(&ge, gr, 0) == cudaSuccess;
+  *algo = baton_comm_last_algorithm(comms[r]);
+  for (int rep = 0; rep < 3 && good; rep++) {
+    if (inplace) cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st);
+    else cudaMemsetAsync(out, 0, n * 4, st);
+    good &= cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess;
+    float *o = malloc(n * sizeof *o);
+    good &= o && cudaMemcpy(o, out, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (int64_t i = 0; i < n && good; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += (float)((i * 7 + q * 3) % 13);
+      if (o[i] != want) {
+        diag("replay %d rank %d element %lld of %lld: %g, expected %g", rep, r, (long long)i, (long long)n, o[i], want);
+        good = 0;
+      }
+    }
+    free(o);
+  }
+  if (ge) cudaGraphExecDestroy(ge);
+  if (gr) cudaGraphDestroy(gr);
+  if (pool) {
+    cudaFreeAsync(out, st);
+    if (!inplace) cudaFreeAsync(in, st);
+    cudaStreamSynchronize(st);
+  } else {
+    cudaFree(out);
+    if (!inplace) cudaFree(in);
+  }
+  free(h);
+  return good;
+}
+
+/* A process per GPU: allreduces captured into CUDA graphs, each on new
+ * buffers (a direct program on the ranks' own buffers learns them at
+ * capture, BATON_PEER_MAPS), and on pool memory CUDA IPC cannot export
+ * (every rank then runs a program that copies through the window). */
+static void check_graphs_procs(void) {
+  static const int64_t ns[] = {65536 + 13, 262144 + 5, 2097152 + 3};
+  for (int k = 0; k < 3; k++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      const char *algo = NULL;
+      int good = graph_case(ns[k], inplace, 0, &algo);
+      ok(good, "rank %d: allreduce of %lld floats %s captured in a CUDA graph on new buffers, replayed 3 times (%s; "
+         "%d peers' allocations mapped)", lo, (long long)ns[k], inplace ? "in place" : "out of place", algo,
+         rt_peerbuf_count(comms[lo]->pbufs));
+    }
+  const char *algo = NULL;
+  int good = graph_case(262144 + 5, 0, 1, &algo);
+  ok(good, "rank %d: allreduce of %lld floats captured on stream-ordered pool memory (not exportable), replayed 3 "
+     "times (%s)", lo, (long long)262144 + 5, algo);
 }
 
 /* Groups, after check_choice(d, 1) ran every collective in them: one
@@ -720,6 +797,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       check_fifos();
       check_algorithms(quick, d);
       check_choice(d, 0);
+      check_graphs_procs();
       check_rooted();
       if (big) check_big(d);
       if (net) {

@@ -1,0 +1,42 @@
+/* rt_peerbuf.h -- every rank's buffers of one call on a communicator that
+ * spans processes: where each rank's input and output lie (the CUDA IPC
+ * handle of their allocation and the offset in it), exchanged over the
+ * bootstrap when a call is captured into a CUDA graph, and the peers'
+ * allocations mapped once each, kept until the communicator ends
+ * (docs/RUNTIME.md, "Direct programs"). */
+#ifndef RT_PEERBUF_H
+#define RT_PEERBUF_H
+
+#include <stdint.h>
+
+#include "rt_result.h"
+
+struct rt_bootstrap;
+typedef struct rt_peerbufs rt_peerbufs;
+
+/* A rank's side of the exchange. */
+typedef struct rt_peerbuf_self {
+  int rank, nranks, dev;
+  uint64_t host;              /* tp_peer's hash of this host */
+  int max_maps;               /* BATON_PEER_MAPS: peers' allocations kept mapped at most */
+} rt_peerbuf_self;
+
+/* Exchanges where every rank's call buffers lie and fills in[r], out[r]
+ * (r != rank) with rank r's input and output as this GPU reaches them;
+ * in[rank] and out[rank] are this rank's, given.  Collective over bs:
+ * every rank of the communicator calls it for the same call.  A peer's
+ * allocation is mapped the first time it is seen (through *pb, made on
+ * first use) and kept.  BT_ERR_UNSUPPORTED on every rank alike, logged at
+ * INFO, when some rank's buffer cannot be exported (not from cudaMalloc),
+ * mapped, or would pass max_maps; other errors are the bootstrap's or
+ * CUDA's.  Safe while the calling thread's stream is being captured. */
+bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const rt_peerbuf_self *me, char **in,
+                              char **out);
+
+/* Peers' allocations mapped now (for the log and tests). */
+int rt_peerbuf_count(const rt_peerbufs *pb);
+
+/* Closes every mapping; NULL is ignored. */
+void rt_peerbufs_free(rt_peerbufs *pb);
+
+#endif
