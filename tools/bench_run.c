@@ -312,9 +312,12 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row) {
   }
   sync_flags(x, &failed);
   if (x->o->graph)
-    for (int lib = 0; lib < BENCH_NLIBS; lib++)
+    for (int lib = 0; lib < BENCH_NLIBS; lib++) {
       if (!(failed & 1 << lib) && build_graphs(x, lib, &g, ge[lib], row->lib[lib].error, sizeof row->lib[0].error))
         failed |= 1 << lib;
+      else if (lib == BENCH_BATON && x->nlocal && baton_comm_last_algorithm(x->bc[0]))   /* what the graphs run */
+        snprintf(row->algorithm, sizeof row->algorithm, "%s", baton_comm_last_algorithm(x->bc[0]));
+    }
   sync_flags(x, &failed);
   int rounds = x->o->rounds < 64 ? x->o->rounds : 64;
   for (int k = 0; k < rounds; k++)
