@@ -42,10 +42,16 @@ bt_result ir_check_slots(const ir_prog *p, int slots, rt_diag *diag);
  * Time and memory are linear in the segments (runs of chunks no step's
  * range cuts) the steps' ranges cover, plus vector clocks of steps x
  * thread blocks; a rank where either is over 64 Mi is skipped with an
- * INFO log (within BATON_IR_MAX_STEPS, BATON_IR_MAX_TBS and BATON_MAX_CHUNKS
- * at their defaults, only programs of millions of steps get there).  Of
- * the races of one chunk, the first in the programs' order is named. */
+ * INFO log (a program of one rank with 4,096 thread blocks of 5 steps each
+ * gets there within the default BATON_IR_MAX_* limits): a caller that
+ * gives a verdict must say so (ir_check_races_of).  Of the races of one
+ * chunk, the first in the programs' order is named. */
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag);
+
+/* ir_check_races, with the number of ranks whose check was skipped for
+ * size in *unchecked (0: every rank checked; BT_OK then proves nothing
+ * for those ranks). */
+bt_result ir_check_races_of(const ir_prog *p, int aliased, int *unchecked, rt_diag *diag);
 
 /* For each (rank, tb), the tb on the peer rank at the other end of its
  * send / recv connection, or -1.  Arrays are indexed [rank][tb]; the

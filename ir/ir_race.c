@@ -96,6 +96,7 @@ typedef struct race_state {
   ir_geom geom;
   rt_diag *diag;
   int races, unproduced;
+  int skipped;             /* ranks not checked: over the limits */
   long pairs[RACE_MAX_REPORTS][2];     /* reported races (step nodes), not repeated */
   acc *acc;
 } race_state;
@@ -210,6 +211,7 @@ static bt_result check_rank(race_state *st, const long *topo) {
   if (n > RACE_MAX_VISITS) {
     LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (its steps make %ld ranges, over %ld)", ir_prog_where(p),
              st->r, n, RACE_MAX_VISITS);
+    st->skipped++;
     return BT_OK;
   }
   acc *v = malloc((n + 1) * sizeof *v);
@@ -238,6 +240,7 @@ static bt_result check_rank(race_state *st, const long *topo) {
   if (visits > RACE_MAX_VISITS) {
     LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (its steps' ranges cover %ld segments, over %ld)",
              ir_prog_where(p), st->r, visits, RACE_MAX_VISITS);
+    st->skipped++;
     res = BT_OK;
     goto out;
   }
@@ -330,6 +333,11 @@ static bt_result remote_nodes(const ir_prog *p, const ir_graph *g, long **roff, 
 }
 
 bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
+  return ir_check_races_of(p, aliased, NULL, diag);
+}
+
+bt_result ir_check_races_of(const ir_prog *p, int aliased, int *unchecked, rt_diag *diag) {
+  if (unchecked) *unchecked = 0;
   ir_peers pe;
   CHECK(ir_peers_build(p, &pe));
   ir_graph g;
@@ -356,9 +364,11 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
     if ((size_t)n * nt > (size_t)RACE_MAX_CLOCKS) {
       if (st.full) {
         LOG_INFO(RT_SUB_IR, "%s: race check skipped (%ld steps x %d thread blocks of all ranks)", ir_prog_where(p), n, nt);
+        st.skipped = p->ngpus - r;
         break;
       }
       LOG_INFO(RT_SUB_IR, "%s: race check of rank %d skipped (%ld steps x %d thread blocks)", ir_prog_where(p), r, n, nt);
+      st.skipped++;
       continue;
     }
     if (!sorted) {
@@ -381,6 +391,7 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag) {
 out:
   ir_graph_free(&g);
   free(order); free(topo); free(vc); free(roff); free(rnode);
+  if (unchecked) *unchecked = st.skipped;
   if (res) return res;
   return st.races || st.unproduced ? BT_ERR_INVALID : BT_OK;
 }

@@ -224,7 +224,11 @@ static bt_result load_one(rt_algos *a, const char *path) {
                path, first_line(d, why, sizeof why));
   }
   rt_diag_clear(d);
-  al.outofplace_ok = ir_check_races(p, al.copies, d) == BT_OK;
+  int unchecked = 0;
+  al.outofplace_ok = ir_check_races_of(p, al.copies, &unchecked, d) == BT_OK;
+  if (unchecked)
+    LOG_WARN(RT_SUB_RUNTIME, "algorithm %s: the race check was skipped on %d of %d ranks (the program is over its size "
+             "limit): loaded, but its race freedom is not proven", path, unchecked, p->ngpus);
   if (!al.outofplace_ok && !al.inplace_ok) {
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
     goto drop;

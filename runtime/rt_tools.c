@@ -203,8 +203,15 @@ baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
     set_err(err, errlen, "%s: invalid\n%s", ir_path, rt_diag_text(d));
     goto out;
   }
-  if ((r = ir_check_races(p, ir_prog_aliased(p, p->inplace), d))) {
+  int unchecked = 0;
+  if ((r = ir_check_races_of(p, ir_prog_aliased(p, p->inplace), &unchecked, d))) {
     set_err(err, errlen, "%s: unsafe\n%s", ir_path, rt_diag_text(d));
+    goto out;
+  }
+  if (unchecked) {
+    set_err(err, errlen, "%s: not verified: the race check was skipped on %d of %d ranks (the program is over the "
+            "check's size limit)", ir_path, unchecked, p->ngpus);
+    r = BT_ERR_UNSUPPORTED;
     goto out;
   }
   /* A gemm's rows and an interleaved output's rows are products of

@@ -21,6 +21,16 @@ limited() {  # limited KB COMMAND...: runs COMMAND with its address space bounde
   if [ $asan -eq 1 ]; then "$@"; else (ulimit -v "$kb"; exec "$@"); fi
 }
 
+# --- a race check skipped for size is a verdict of its own, never "ok" ---
+awk 'BEGIN { print "<algo name=\"wide\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"1\" coll=\"allgather\" inplace=\"0\">"
+  print "  <gpu id=\"0\" i_chunks=\"1\" o_chunks=\"1\" s_chunks=\"0\">"
+  for (t = 0; t < 4096; t++) { printf "    <tb id=\"%d\" send=\"-1\" recv=\"-1\" chan=\"0\">\n", t
+    for (s = 0; s < 5; s++) printf "      <step s=\"%d\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n", s
+    print "    </tb>" }
+  print "  </gpu>"; print "</algo>" }' > "$tmp/wide.xml"
+check "4,096 thread blocks racing on one chunk, past the race check's size: NOT VERIFIED, not ok" 1 \
+  "wide.xml: NOT VERIFIED: the race check was skipped on 1 of 1 ranks" "$baton" verify "$tmp/wide.xml"
+
 # --- option values: no overflow, no wrap, a reason ---
 for c in 4611686018427387904 9223372036854775807 99999999999999999999; do
   check "--count $c is refused with its range" 2 "bad --count '$c': must be 1..281474976710656" "$baton" verify --count "$c" "$ag"
