@@ -106,6 +106,9 @@ check "2 thread blocks x 20,000 copies to one chunk: the race in 1.5 GB of addre
   limited 1500000 "$baton" verify "$tmp/race.xml"
 
 # --- direct steps: peer= names another rank, only on put, get, getr, sig and wait ---
+check "a fused program's operands count against memory (--dim K=65536 --count 65536 grew to 16.5 GB)" 1 \
+  "fused_2r.xml: --count 65536: the buffers and operands of a 4-byte type would need 34363421696 bytes, over the" \
+  limited 2000000 "$baton" verify --dim K=65536 --count 65536 "$root/tests/fused_2r.xml"
 d2="$root/tests/direct_2r.xml"
 peer() {  # peer SED_EXPR OUT: the first sig of direct_2r.xml edited, then verified
   sed "$1" "$d2" > "$2" && "$baton" verify "$2"

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ip_compute.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
 #include "ir_geom.h"
@@ -184,8 +185,8 @@ static int64_t memory_limit(void) {
 
 /* A lower bound of the bytes the CPU executor allocates for p at `count`
  * elements of es bytes: every rank's user buffers, reference data, scratch
- * and FIFO slots (a fused program's operands are bounded by
- * ip_operand_shapes); saturates at INT64_MAX.  -1 with *bad_rank set when
+ * and FIFO slots, and a fused program's operands and exact reference
+ * values; saturates at INT64_MAX.  -1 with *bad_rank set when
  * a rank's geometry passes IR_GEOM_MAX_ELEMS. */
 static int64_t run_bytes(const ir_prog *p, const vopts *vo, int64_t count, int es, int inplace, int *bad_rank) {
   int aliased = ir_prog_aliased(p, inplace);
@@ -207,6 +208,14 @@ static int64_t run_bytes(const ir_prog *p, const vopts *vo, int64_t count, int e
       const ir_tb *tb = &p->gpus[r].tbs[t];
       bytes = sat_add(bytes, sat_mul(slot, 2 + (tb->send >= 0 ? nslots : 0)));
       if (ir_tb_compute(tb)) bytes = sat_add(bytes, sat_mul(tb->nsteps, ntiles));
+    }
+    int64_t shape[IR_MAX_OPERANDS][2];   /* a shape that cannot be bound is the run's to report */
+    if (ir_prog_fused(p) && !ip_operand_shapes(p, &g, &vo->dims, IP_CPU_DIM, shape, NULL)) {
+      for (int k = 0; k < p->noperands; k++) {   /* the operands' test data, as many as the shapes say */
+        int os = p->operands[k].kind == IR_OPND_INDEX ? ip_dtype_size[ip_operand_dtype(p, k, IP_F32)] : es;
+        bytes = sat_add(bytes, sat_mul(sat_mul(shape[k][0], shape[k][1]), os));
+      }
+      bytes = sat_add(bytes, sat_mul(g.elems[IR_BUF_INPUT], 2 * (int64_t)sizeof(double)));   /* exact values */
     }
   }
   return bytes;
@@ -240,8 +249,9 @@ static int sizes_fit(const char *path, const ir_prog *p, const vopts *vo, int es
   else snprintf(need, sizeof need, "%lld", (long long)bytes);
   if (lo > 0) snprintf(fits, sizeof fits, "use --count %lld or less%s", (long long)lo, es > 1 ? " (or a smaller --dtype)" : "");
   else snprintf(fits, sizeof fits, "no --count fits");
-  fprintf(stderr, "%s: --count %lld: the buffers of a %d-byte type would need %s bytes, over the %lld bytes of "
-          "memory this machine gives the process; %s\n", path, vo->count, es, need, (long long)mem, fits);
+  fprintf(stderr, "%s: --count %lld: the buffers%s of a %d-byte type would need %s bytes, over the %lld bytes of "
+          "memory this machine gives the process; %s\n", path, vo->count, ir_prog_fused(p) ? " and operands" : "", es,
+          need, (long long)mem, fits);
   return 0;
 }
 
