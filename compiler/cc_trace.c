@@ -265,6 +265,20 @@ static void check_keys(lua_State *L, int at, const char *const *known, const cha
   }
 }
 
+/* The value of field `key`, on top of the stack, as an integer: dflt when
+ * it is nil (an error when `required`); an error naming the field when it
+ * is not an integer (chunks=1.5). */
+static lua_Integer top_integer(lua_State *L, const char *key, lua_Integer dflt, int required) {
+  if (lua_isnil(L, -1)) {
+    if (required) luaL_error(L, "%s is required (an integer)", key);
+    return dflt;
+  }
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, -1, &isnum);
+  if (!isnum) luaL_error(L, "%s=%s is not an integer", key, luaL_tolstring(L, -1, NULL));
+  return v;
+}
+
 /* Reads the optional options table at index `at`: ch, sendtb, recvtb,
  * via (op->via, -1 when absent), and with `pattern` (a copy's) the
  * destination's run and stride into op->dst_pat (cc_ref.h), for
@@ -285,7 +299,7 @@ static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
   for (int i = 0; i < 3; i++) {
     lua_getfield(L, at, keys[i]);
     if (!lua_isnil(L, -1)) {
-      lua_Integer v = luaL_checkinteger(L, -1);
+      lua_Integer v = top_integer(L, keys[i], 0, 1);
       if (v < 0 || v > 1023) luaL_error(L, "option %s=%I out of range [0, 1023]", keys[i], (lua_Integer)v);
       *dst[i] = (int)v;
     }
@@ -409,7 +423,7 @@ static void custom_sizes(lua_State *L, const cc_trace *t, int64_t *in, int64_t *
       if (t->coll != IR_COLL_CUSTOM)
         luaL_error(L, "%s is only for kind = \"custom\" (a %s's buffer sizes follow from ranks and chunks)", keys[i],
                    ir_coll_name[t->coll]);
-      lua_Integer v = luaL_checkinteger(L, -1);
+      lua_Integer v = top_integer(L, keys[i], 0, 1);
       if (v < 1 || v > CC_MAX_INDEX) luaL_error(L, "%s=%I out of range [1, %d]", keys[i], v, CC_MAX_INDEX);
       *dst[i] = v;
     }
@@ -441,12 +455,12 @@ static int l_collective(lua_State *L) {
   t->coll = (ir_coll)c;
   read_expect(L, t, kind);
   lua_getfield(L, 1, "ranks");
-  lua_Integer ranks = luaL_checkinteger(L, -1), max_ranks = rt_param_int(RT_PARAM_MAX_RANKS);
+  lua_Integer ranks = top_integer(L, "ranks", 0, 1), max_ranks = rt_param_int(RT_PARAM_MAX_RANKS);
   if (ranks < 1 || ranks > max_ranks)
     luaL_error(L, "ranks=%I out of range [1, %I] (%s raises the limit)", (lua_Integer)ranks, (lua_Integer)max_ranks,
                rt_param_name(RT_PARAM_MAX_RANKS));
   lua_getfield(L, 1, "chunks");
-  lua_Integer k = luaL_optinteger(L, -1, 1);
+  lua_Integer k = top_integer(L, "chunks", 1, 0);
   if (k < 1 || k > 65536) luaL_error(L, "chunks=%I out of range [1, 65536]", (lua_Integer)k);
   t->nranks = (int)ranks;
   t->k = (int)k;
@@ -456,11 +470,11 @@ static int l_collective(lua_State *L) {
     luaL_error(L, "a %s is written out of place (inplace = false): the runtime runs in-place calls on a copy of the "
                "input", kind);
   lua_getfield(L, 1, "instances");
-  lua_Integer inst = luaL_optinteger(L, -1, 1);
+  lua_Integer inst = top_integer(L, "instances", 1, 0);
   if (inst < 1 || inst > 64) luaL_error(L, "instances=%I out of range [1, 64]", (lua_Integer)inst);
   t->instances = (int)inst;
   lua_getfield(L, 1, "threads");
-  lua_Integer thr = luaL_optinteger(L, -1, 0);
+  lua_Integer thr = top_integer(L, "threads", 0, 0);
   if (thr && (thr < 32 || thr > 512 || thr % 32))
     luaL_error(L, "threads=%I must be a multiple of 32 in [32, 512] (or 0: the runtime's default)", (lua_Integer)thr);
   t->nthreads = (int)thr;
@@ -492,9 +506,9 @@ static int l_collective(lua_State *L) {
   lua_getfield(L, 1, "name");
   snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
   lua_getfield(L, 1, "minbytes");
-  lua_Integer minb = luaL_optinteger(L, -1, 0);
+  lua_Integer minb = top_integer(L, "minbytes", 0, 0);
   lua_getfield(L, 1, "maxbytes");
-  lua_Integer maxb = luaL_optinteger(L, -1, 0);
+  lua_Integer maxb = top_integer(L, "maxbytes", 0, 0);
   if (minb < 0 || maxb < 0) luaL_error(L, "minbytes=%I, maxbytes=%I: sizes cannot be negative", (lua_Integer)minb, (lua_Integer)maxb);
   t->minbytes = (uint64_t)minb;
   t->maxbytes = (uint64_t)maxb;

@@ -159,6 +159,35 @@ bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d
   return res ? res : check_bags(p, g, shape, diag);
 }
 
+int ip_dims_names(const ir_prog *p, const char *name, char *list, size_t len) {
+  int found = 0;
+  size_t at = 0;
+  if (len) list[0] = 0;
+  /* every operand dimension but the input's, then the interleave's factors; each listed once */
+  for (int k = 0; k <= p->noperands; k++)
+    for (int j = 0; j < 2; j++) {
+      char one[IR_MAX_NAME];
+      const char *d = NULL;
+      if (k < p->noperands) {
+        d = p->operands[k].dim[j];
+      } else if (p->interleave && j == 0) {
+        for (const char *s = p->interleave;;) {   /* the interleave's factors, in order */
+          size_t n = strcspn(s, "*");
+          snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), s);
+          found |= !strcmp(one, name);
+          if (!strstr(list, one) && at + strlen(one) + 3 < len)
+            at += (size_t)snprintf(list + at, len - at, "%s%s", at ? ", " : "", one);
+          if (!s[n]) break;
+          s += n + 1;
+        }
+      }
+      if (!d || !strcmp(d, IR_DIM_INPUT)) continue;
+      found |= !strcmp(d, name);
+      if (!strstr(list, d) && at + strlen(d) + 3 < len) at += (size_t)snprintf(list + at, len - at, "%s%s", at ? ", " : "", d);
+    }
+  return found;
+}
+
 int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag) {
   if (!p->interleave) return 0;
   int64_t len = 1;

@@ -54,6 +54,11 @@ ip_dtype ip_operand_dtype(const ir_prog *p, int k, ip_dtype t);
 bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d, int64_t dflt,
                             int64_t shape[IR_MAX_OPERANDS][2], rt_diag *diag);
 
+/* Whether p has a dimension called `name` that a call binds (an operand's
+ * or the interleave's, not IR_DIM_INPUT); list gets every such name,
+ * ", "-separated (as much as len holds). */
+int ip_dims_names(const ir_prog *p, const char *name, char *list, size_t len);
+
 /* The length of an interleaved output's rows (ir_geom.seg) for p's
  * interleave expression: the product of its dimensions, bound in d or
  * else dflt when dflt > 0; 0 when p has no interleave; -1 with a message

@@ -242,6 +242,9 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   s->srcstride = i32(rd, n, "srcstride", 0, 0, INT_MIN + 1, INT_MAX);
   s->dstrun = i32(rd, n, "dstrun", 0, 0, 0, INT_MAX);
   s->dststride = i32(rd, n, "dststride", 0, 0, INT_MIN + 1, INT_MAX);
+  if ((s->srcstride && !s->srcrun) || (s->dststride && !s->dstrun))   /* it would be ignored */
+    ERR(rd, n, "rank %d tb %d step %d: %s without %s (a stride spaces runs of chunks)", rank, tb->id, idx,
+        s->srcstride && !s->srcrun ? "srcstride" : "dststride", s->srcstride && !s->srcrun ? "srcrun" : "dstrun");
   s->depid = i32(rd, n, "depid", 0, -1, -1, INT_MAX);
   s->deps = i32(rd, n, "deps", 0, -1, -1, INT_MAX);
   s->hasdep = (uint8_t)i32(rd, n, "hasdep", 0, 0, 0, 1);

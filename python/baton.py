@@ -146,6 +146,14 @@ def _tool(lib, name):
 _ERR_BYTES = 8192   # of the diagnostic baton_compile and baton_verify give back
 
 
+def _cpath(path, what):
+    """path as the C library takes it: bytes without a NUL (C would stop there: 'f.xml\\0junk' is not f.xml)."""
+    b = os.fsencode(path)
+    if b'\0' in b:
+        raise ValueError(f'baton: {what} {path!r} holds a NUL character')
+    return b
+
+
 def compile(script, out, **params):
     """Compiles the algorithm script (Lua, docs/DSL.md) with its parameters (ranks=4, ...: what param() reads
     in the script) into verified IR at `out`, as `baton compile SCRIPT --param K=V ... -o OUT`: traced,
@@ -156,9 +164,11 @@ def compile(script, out, **params):
     lib = load()
     fn = _tool(lib, 'baton_compile')
     items = [f'{k}={int(v) if isinstance(v, bool) else v}'.encode() for k, v in params.items()]
+    if any(b'\0' in i for i in items):
+        raise ValueError('baton: a compile parameter holds a NUL character')
     arr = (ctypes.c_char_p * max(len(items), 1))(*items)
     err = ctypes.create_string_buffer(_ERR_BYTES)
-    code = fn(os.fsencode(script), arr, len(items), os.fsencode(out), err, len(err))
+    code = fn(_cpath(script, 'script'), arr, len(items), _cpath(out, 'output path'), err, len(err))
     if code:
         raise BatonError('baton_compile', code, err.value.decode(errors='replace'))
     return out
@@ -175,7 +185,7 @@ def verify(path):
     fn = _tool(lib, 'baton_verify')
     err = ctypes.create_string_buffer(_ERR_BYTES)
     _reads_params('baton.verify')
-    code = fn(os.fsencode(path), err, len(err))
+    code = fn(_cpath(path, 'path'), err, len(err))
     if code:
         raise BatonError('baton_verify', code, err.value.decode(errors='replace'))
     return True

@@ -47,7 +47,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int parse_int(const char *s, int64_t *out) {
   char *end;
   errno = 0;
-  long long v = strtoll(s, &end, 0);
+  long long v = strtoll(s, &end, 10);   /* decimal only: "010" is ten, not octal eight */
   if (errno || end == s || *end) return 0;
   *out = v;
   return 1;
@@ -142,9 +142,12 @@ void rt_param_print(FILE *f) {
     char range[48] = "";
     if (params[i].type == T_INT)
       snprintf(range, sizeof range, "%lld..%lld", (long long)params[i].min, (long long)params[i].max);
+    char value[96];   /* a refused value shows beside the default used instead */
+    if (values[i].set < 0) snprintf(value, sizeof value, "%s (refused: '%.40s')", *values[i].s ? values[i].s : "\"\"",
+                                    getenv(params[i].env) ? getenv(params[i].env) : "");
+    else snprintf(value, sizeof value, "%s", *values[i].s ? values[i].s : "\"\"");
     fprintf(f, "%-20s %-4s %-8s %-10s %-18s %s\n", params[i].env,
             params[i].type == T_INT ? "int" : "str",
-            *params[i].def ? params[i].def : "\"\"",
-            *values[i].s ? values[i].s : "\"\"", range, params[i].doc);
+            *params[i].def ? params[i].def : "\"\"", value, range, params[i].doc);
   }
 }

@@ -40,9 +40,10 @@ check "bad --dim" 2 "bad --dim 'K=-5' (NAME=N, N in 1..2147483648" "$baton" veri
 check "an operand larger than baton takes" 1 "operand W of 4099 x 2147483648 elements is larger than baton takes" \
   "$baton" verify --dim K=2147483648 "$root/tests/fused_2r.xml"
 # AddressSanitizer reserves terabytes of address space: no ulimit -v under it.
-if grep -q __asan_init "$baton"; then n=$((n + 1)); echo "ok $n - a run that cannot allocate says so # SKIP ASan build"
+if grep -q __asan_init "$baton"; then n=$((n + 1)); echo "ok $n - operands that cannot be allocated are refused before the run # SKIP ASan build"
 else
-check "a run that cannot allocate says so" 1 "FAILED (out of memory) with f32 sum" \
+check "operands that cannot be allocated are refused before the run, with the count that fits" 1 \
+  "the buffers and operands of a 4-byte type would need 32800209108 bytes, over the 4096000000 bytes of memory this machine gives the process; use --count 510 or less" \
   bash -c 'ulimit -v 4000000 && exec "$0" verify --dim K=1000000 "$1"' "$baton" "$root/tests/fused_2r.xml"
 fi
 check "explain prints the listing" 0 "rank 3  (input 4 chunks" "$baton" explain "$corpus/allreduce_ring_4r_1c_1i_simple.xml"
@@ -52,6 +53,19 @@ check "params lists every parameter" 0 "BATON_EXEC_SLOTS" "$baton" params
 check "params shows a set value" 0 "BATON_EXEC_TILE      int  0        64" env BATON_EXEC_TILE=64 "$baton" params
 check "a malformed parameter is a WARN" 0 "BATON_EXEC_SLOTS=many is not an integer in 1..1024; using default 8" \
   env BATON_EXEC_SLOTS=many "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
+check "params shows a refused value beside the default used" 0 "BATON_EXEC_SLOTS     int  8        8 (refused: 'many')" \
+  env BATON_EXEC_SLOTS=many "$baton" params
+check "an integer parameter is decimal: 0600 is six hundred, not octal 384" 0 "BATON_NTHREADS=0600 is out of its range 32..512" \
+  env BATON_NTHREADS=0600 "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
+check "... and 08 is an integer" 0 "BATON_EXEC_SLOTS set by environment to 08" \
+  env BATON_DEBUG=INFO BATON_EXEC_SLOTS=08 "$baton" verify -q "$corpus/allgather_ring_4r_simple.xml"
+check "params takes no arguments" 2 "baton params: takes no arguments, got '--bogus'" "$baton" params --bogus
+check "ops takes no arguments" 2 "baton ops: takes no arguments, got 'junk'" "$baton" ops junk
+check "compile --param =5 names no key" 2 "--param wants KEY=VALUE, not '=5'" "$baton" compile x.lua --param =5
+check "--dim of a name the program lacks is refused" 1 "fused_2r.xml: --dim k: the program has no such dimension (its dimensions: K)" \
+  "$baton" verify --dim k=64 "$root/tests/fused_2r.xml"
+check "bench --fused -M with 17 sizes names the limit" 2 "baton bench: -M takes at most 16 values, got 17" \
+  "$baton" bench --fused gemv_allreduce -M 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
 check "NCCL_DEBUG=INFO sets baton's level when BATON_DEBUG is unset" 0 "BATON_EXEC_TILE set by environment to 16" \

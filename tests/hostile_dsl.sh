@@ -79,6 +79,9 @@ check "a 128-rank direct two-shot compiles in bounded time" 0 60 "" \
 check "a FIFO copy in a direct program names its line" 1 5 \
   "h$((n + 1)).lua:4: copy from rank 1 to rank 0 goes through FIFOs (via='fifo'), but the program is direct (via at h$((n + 1)).lua:3): a program is either FIFO or direct" \
   $'collective{kind="allgather", ranks=2, chunks=1}\nchunk(0, "input", 0):copy(0, "output", 0)\nchunk(0, "input", 0):copy(1, "output", 0, {via="get"})\nchunk(1, "input", 0):copy(0, "output", 1, {via="fifo"})'
+check "a field that is not an integer is named" 1 5 "h$((n + 1)).lua:1: chunks=1.5 is not an integer" \
+  'collective{kind="allreduce", ranks=2, chunks=1.5}'
+check "a missing ranks is named" 1 5 "h$((n + 1)).lua:1: ranks is required (an integer)" 'collective{kind="allreduce"}'
 # A script that never ends (/dev/zero): reading stops at BATON_SCRIPT_MAX_MB with a message (it read until the
 # OOM killer came, or exited 1 with no word under ulimit -v).
 n=$((n + 1))

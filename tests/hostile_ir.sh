@@ -113,6 +113,9 @@ d2="$root/tests/direct_2r.xml"
 peer() {  # peer SED_EXPR OUT: the first sig of direct_2r.xml edited, then verified
   sed "$1" "$d2" > "$2" && "$baton" verify "$2"
 }
+check "srcstride without srcrun is refused (it was ignored)" 1 \
+  "stride.xml:6: rank 0 tb 0 step 2: srcstride without srcrun (a stride spaces runs of chunks)" \
+  peer '6s/srcoff="0"/srcoff="0" srcstride="2"/' "$tmp/stride.xml"
 check "a peer out of range" 1 "peer7.xml:4: rank 0 tb 0 step 0: sig: peer 7 is not another rank in [0, 2)" \
   peer '0,/ peer="1"/s// peer="7"/' "$tmp/peer7.xml"
 check "a peer that is the step's own rank" 1 "rank 0 tb 0 step 0: sig: peer 0 is not another rank in [0, 2)" \

@@ -135,6 +135,10 @@ with open(wrong, 'w') as f:   # rank 0 receives its last chunk into another one
 e = raised(baton.BatonError, lambda: baton.verify(wrong))
 ok(step in text and e is not None and e.code == 5 and 'wrong.xml: WRONG RESULT' in str(e),
    f'verify of a program that computes the wrong sum fails: wrong result ({str(e).splitlines()[0] if e else None})')
+raises(ValueError, lambda: baton.verify(os.path.join(tmp, 'f.xml\0junk')), 'a path with a NUL is refused (C would '
+       'verify f.xml)', 'holds a NUL character')
+raises(ValueError, lambda: baton.compile('a.lua\0b', os.path.join(tmp, 'x.xml')), 'a script path with a NUL is refused',
+       'holds a NUL character')
 raises(baton.BatonError, lambda: baton.verify(os.path.join(tmp, 'none.xml')), 'verify of a missing file names it',
        'none.xml')
 moe = os.path.join(tmp, 'moe2.xml')

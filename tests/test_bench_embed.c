@@ -85,7 +85,7 @@ static void test_options(void) {
     {"--fused embedding_alltoall -B 2048,", "bad value '2048,' for -B"},
     {"--fused embedding_alltoall -B 1Q", "bad value '1Q' for -B"},
     {"--fused embedding_alltoall -B 4G", "bad value '4G' for -B"},
-    {"--fused embedding_alltoall -B 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "bad value"},
+    {"--fused embedding_alltoall -B 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "-B takes at most 16 values, got 17"},
     {"--fused embedding_alltoall -T x", "bad value 'x' for -T"},
     {"--fused embedding_alltoall -D -64", "bad value '-64' for -D"},
     {"--fused embedding_alltoall --bag 0", "bad value '0' for --bag"},

@@ -115,7 +115,7 @@ static void test_options(void) {
     {"--fused gemm_alltoall -T 4096,", "bad value '4096,' for -T"},
     {"--fused gemm_alltoall -T 1Q", "bad value '1Q' for -T"},
     {"--fused gemm_alltoall -T 1G", "bad value '1G' for -T"},
-    {"--fused gemm_alltoall -T 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "bad value"},
+    {"--fused gemm_alltoall -T 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "-T takes at most 16 values, got 17"},
     {"--fused gemm_alltoall -H x", "bad value 'x' for -H"},
     {"--fused gemm_alltoall -F -64", "bad value '-64' for -F"},
     {"--fused gemm_alltoall -F 64,,128", "bad value '64,,128' for -F"},

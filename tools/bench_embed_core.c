@@ -89,12 +89,11 @@ static int embed_flag(void *p, const char *a) {
 
 static int embed_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   bench_embed_opts *o = p;
-  (void)err;
-  if (!strcmp(name, "-B")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB);
-  else if (!strcmp(name, "-T")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT);
-  else if (!strcmp(name, "-D")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD);
-  else if (!strcmp(name, "--bag")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag);
-  else if (!strcmp(name, "--rows")) *bad = bench_parse_list(v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows);
+  if (!strcmp(name, "-B")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB, err);
+  else if (!strcmp(name, "-T")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT, err);
+  else if (!strcmp(name, "-D")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD, err);
+  else if (!strcmp(name, "--bag")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag, err);
+  else if (!strcmp(name, "--rows")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows, err);
   else if (!strcmp(name, "--skew")) *bad = parse_skew(v, o->skew, &o->nskew);
   else if (!strcmp(name, "--mode")) {
     *bad = strcmp(v, "sum") && strcmp(v, "mean");

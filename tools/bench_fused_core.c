@@ -47,9 +47,8 @@ int bench_fused_asked(int argc, char **argv) {
  * bench_mode_parse's value. */
 static int fused_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   bench_fused_opts *o = p;
-  (void)err;
-  if (!strcmp(name, "-M")) *bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM);
-  else if (!strcmp(name, "-K")) *bad = bench_parse_list(v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK);
+  if (!strcmp(name, "-M")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM, err);
+  else if (!strcmp(name, "-K")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK, err);
   else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
     int x;
     *bad = bench_parse_float_dtype(v, &x);

@@ -122,9 +122,9 @@ static int moe_flag(void *p, const char *a) {
 static int moe_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   moe_parse_state *s = p;
   bench_moe_opts *o = s->o;
-  if (!strcmp(name, "-T")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT); s->given_T = 1; }
-  else if (!strcmp(name, "-H")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH); s->given_H = 1; }
-  else if (!strcmp(name, "-F")) { *bad = bench_parse_list(v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF); s->given_F = 1; }
+  if (!strcmp(name, "-T")) { s->given_T = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT, err); }
+  else if (!strcmp(name, "-H")) { s->given_H = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH, err); }
+  else if (!strcmp(name, "-F")) { s->given_F = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF, err); }
   else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
     if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
       fprintf(err, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not "

@@ -82,6 +82,19 @@ int bench_parse_list(const char *s, const char *suffixes, int max, int64_t *list
   return *n ? 0 : -1;
 }
 
+int bench_list_value(const char *name, const char *v, const char *suffixes, int max, int64_t *list, int *n,
+                     FILE *err) {
+  if (!bench_parse_list(v, suffixes, max, list, n)) return 1;
+  int values = *v != 0;
+  for (const char *c = v; *c; c++) values += *c == ',';
+  if (values > max)
+    fprintf(err, "baton bench: %s takes at most %d values, got %d in '%s'\n", name, max, values, v);
+  else
+    fprintf(err, "baton bench: bad value '%s' for %s: comma-separated sizes in 1..2147483648, each with an optional "
+            "suffix, one of %s\n", v, name, suffixes);
+  return -1;
+}
+
 int bench_opt_value(int argc, char **argv, int *i, char *name, size_t len, const char **v, FILE *err) {
   const char *a = argv[*i], *eq = strchr(a, '=');
   int longform = eq && a[0] == '-' && a[1] == '-';

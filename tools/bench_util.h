@@ -46,6 +46,11 @@ int bench_parse_scaled(const char *s, const char *suffixes, int frac, int64_t *v
  * item, an unknown suffix, too many values, out of range). */
 int bench_parse_list(const char *s, const char *suffixes, int max, int64_t *list, int *n);
 
+/* Option `name`'s value v as bench_parse_list reads it: 1, or -1 after
+ * saying on err what is wrong (too many values, naming the limit, or one
+ * that is not a size in 1..2^31). */
+int bench_list_value(const char *name, const char *v, const char *suffixes, int max, int64_t *list, int *n, FILE *err);
+
 /* Option argv[*i] that takes a value: its name into name (len bytes; the
  * part before '=' of "--opt=value") and the value into *v ("--opt=value",
  * or the next argument: then *i moves on).  0, or -1 after "baton bench:

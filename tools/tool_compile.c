@@ -41,7 +41,8 @@ int tool_compile(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = tool_opt(argc, argv, &i, "--param"))) {
-      if (!strchr(v, '=') || nparams == 128) { fprintf(stderr, "baton compile: --param wants KEY=VALUE, not '%s'\n", v); return 2; }
+      if (nparams == 128) { fprintf(stderr, "baton compile: at most 128 --param\n"); return 2; }
+      if (!strchr(v, '=') || *v == '=') { fprintf(stderr, "baton compile: --param wants KEY=VALUE, not '%s'\n", v); return 2; }
       params[nparams++] = v;
     } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
       outpath = strcmp(v, "-") ? v : NULL;   /* -o -: standard output, as without -o */

@@ -277,6 +277,13 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
   const char *why;
   int slots = slots_for(p, vo, &why);
   int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
+  for (int k = 0; k < vo->dims.n; k++) {   /* a --dim the program never reads is a typo, not a no-op */
+    char names[256];
+    if (ip_dims_names(p, vo->dims.name[k], names, sizeof names)) continue;
+    fprintf(stderr, "%s: --dim %s: the program has no such dimension (%s%s)\n", path, vo->dims.name[k],
+            *names ? "its dimensions: " : "it binds none", names);
+    return 1;
+  }
   int unchecked = 0;
   if (ir_check_races_of(p, ir_prog_aliased(p, inplace), &unchecked, d)) {
     fprintf(stderr, "%s: %s\n%s", path, inplace ? "unsafe in place" : "unsafe", rt_diag_text(d));
@@ -540,6 +547,10 @@ int tool_ops(int argc, char **argv) {
     puts("usage: baton ops\n\nPrints the IR opcode table, generated from ir/ir_op.def, as Markdown.");
     return 0;
   }
+  if (argc > 1) {
+    fprintf(stderr, "baton ops: takes no arguments, got '%s' (usage: baton ops)\n", argv[1]);
+    return 2;
+  }
   ir_ops_markdown(stdout);
   return 0;
 }
@@ -548,6 +559,10 @@ int tool_params(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) {
     puts("usage: baton params\n\nPrints every environment parameter (runtime/rt_param.def):\nname, type, default, current value and meaning.");
     return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "baton params: takes no arguments, got '%s' (usage: baton params)\n", argv[1]);
+    return 2;
   }
   rt_param_print(stdout);
   return 0;
