@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -346,6 +347,12 @@ long ir_prog_ntbs(const ir_prog *p) {
 
 const char *ir_prog_where(const ir_prog *p) {
   return p->file ? p->file : (p->name && *p->name ? p->name : "<program>");
+}
+
+const char *ir_step_where(const ir_prog *p, const ir_step *s, char *buf, size_t n) {
+  if (!p->file && s->prov && *s->prov) snprintf(buf, n, "%s", s->prov);
+  else snprintf(buf, n, "%s:%d", ir_prog_where(p), (int)s->line);
+  return buf;
 }
 
 unsigned ir_prog_spaces(const ir_prog *p) {

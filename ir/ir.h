@@ -273,6 +273,10 @@ int ir_prog_aliased(const ir_prog *p, int inplace_call);
 
 /* The program's name for messages: its file or its name. */
 const char *ir_prog_where(const ir_prog *p);
+/* Where step s of p is, for a message: "file:line" of an IR file; for a
+ * program built in memory, the script line it came from ("t.lua:12", its
+ * provenance) when known, else "name:0".  Written into buf (n bytes). */
+const char *ir_step_where(const ir_prog *p, const ir_step *s, char *buf, size_t n);
 
 /* Whether s is a product of one to IR_MAX_DIM_FACTORS dimension names
  * ("K", "T*D"): each a letter or '_', then letters, digits or '_', shorter

@@ -113,17 +113,17 @@ static void report_race(race_state *st, const acc *x, const acc *y) {
   st->pairs[st->races][1] = y->v;
   st->races++;
   const ir_step *a = &st->p->gpus[x->r].tbs[x->t].steps[x->s], *b = &st->p->gpus[y->r].tbs[y->t].steps[y->s];
-  char m1[64], m2[64];
+  char m1[64], m2[64], at[160];
+  ir_step_where(st->p, a, at, sizeof at);
   const char *same = st->aliased && x->a.space == 0 &&
                      (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf) ? " (the same memory in place)" : "";
   if (st->rnode)
-    rt_diag_add(st->diag, "%s:%d: rank %d: data race in its memory: rank %d tb %d step %d (%s) %s while rank %d tb %d "
-                "step %d (%s) %s%s, and no dependency, signal or landing orders them", ir_prog_where(st->p), a->line,
-                st->r, x->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
+    rt_diag_add(st->diag, "%s: rank %d: data race in its memory: rank %d tb %d step %d (%s) %s while rank %d tb %d "
+                "step %d (%s) %s%s, and no dependency, signal or landing orders them", at, st->r, x->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
                 ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
   else
-    rt_diag_add(st->diag, "%s:%d: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
-                ir_prog_where(st->p), a->line, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
+    rt_diag_add(st->diag, "%s: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
+                at, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
                 y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
 }
 
@@ -148,10 +148,11 @@ static void report_unproduced(race_state *st, const acc *x, long pos) {
   const ir_step *s = &st->p->gpus[x->r].tbs[x->t].steps[x->s];
   int b = x->k == 0 ? s->srcbuf : s->dstbuf;
   long c = pos - (st->aliased && b != IR_BUF_SCRATCH ? (b == IR_BUF_INPUT ? st->geom.in_at : st->geom.out_at) : 0);
-  char whose[32] = "";   /* a direct step's read of its peer's memory */
+  char whose[32] = "", at[160];   /* a direct step's read of its peer's memory */
+  ir_step_where(st->p, s, at, sizeof at);
   if (x->r != st->r) snprintf(whose, sizeof whose, "rank %d's ", st->r);
-  rt_diag_add(st->diag, "%s:%d: rank %d tb %d step %d (%s): reads %s%s[%ld] before anything has produced it (no step "
-              "that writes it is ordered before this one%s)", ir_prog_where(st->p), s->line, x->r, x->t, x->s,
+  rt_diag_add(st->diag, "%s: rank %d tb %d step %d (%s): reads %s%s[%ld] before anything has produced it (no step "
+              "that writes it is ordered before this one%s)", at, x->r, x->t, x->s,
               ir_op_xml[s->op], whose, ir_buf_xml[b], c, st->fused && b != IR_BUF_SCRATCH ? "; a fused program's input "
               "holds nothing until a compute step writes it" : "");
 }

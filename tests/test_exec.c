@@ -154,6 +154,14 @@ static void test_outofplace(rt_diag *d) {
   ok(ir_check_races(p, 0, d) == BT_ERR_INVALID, "the race check refuses them");
   ok_contains(rt_diag_text(d), "rank 0: data race: tb 0 step 2 (cpy) writes o[0] while tb 1 step 0 (cpy) writes o[0]",
               "naming both steps");
+  /* A program built in memory (a compile's) names the script line a step came from, not "name:0". */
+  free(p->file);
+  p->file = NULL;
+  p->gpus[0].tbs[0].steps[2].prov = ir_intern(p, "t.lua:7");
+  rt_diag_clear(d);
+  ir_check_races(p, 0, d);
+  ok_contains(rt_diag_text(d), "t.lua:7: rank 0: data race: tb 0 step 2 (cpy)", "a compiled program's race names its "
+              "script line");
   ir_prog_free(p);
   p = ag2_with("1", "", "<tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\"><step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"0\" deps=\"2\"/></tb>", d);
   rt_diag_clear(d);
