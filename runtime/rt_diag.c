@@ -31,22 +31,37 @@ void rt_diag_free(rt_diag *d) {
   free(d);
 }
 
+/* A message longer than this is cut (a path of PATH_MAX bytes and its
+ * reason fit whole). */
+#define RT_DIAG_MAX_MSG 16384
+
 void rt_diag_add(rt_diag *d, const char *fmt, ...) {
   if (!d) return;
-  char msg[1024];
-  va_list ap;
+  char small[1024], *msg = small, *big = NULL;
+  va_list ap, aq;
   va_start(ap, fmt);
-  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_copy(aq, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
+  if (n >= (int)sizeof small) {   /* too long for the stack: whole, up to the limit, not cut at 1 KiB */
+    size_t want = n < RT_DIAG_MAX_MSG ? (size_t)n + 1 : RT_DIAG_MAX_MSG;
+    if ((big = malloc(want))) {
+      vsnprintf(big, want, fmt, aq);
+      msg = big;
+      n = (int)want - 1;
+    } else {
+      n = sizeof small - 1;
+    }
+  }
+  va_end(aq);
   if (n < 0) return;
-  if (n >= (int)sizeof msg) n = sizeof msg - 1;
   pthread_mutex_lock(&d->mu);
   d->count++;
   if (d->kept < d->max) {
     if (d->len + n + 2 > d->cap) {
       size_t cap = (d->cap ? d->cap * 2 : 256) + n + 2;
       char *t = realloc(d->text, cap);
-      if (!t) { pthread_mutex_unlock(&d->mu); return; }
+      if (!t) { pthread_mutex_unlock(&d->mu); free(big); return; }
       d->text = t;
       d->cap = cap;
     }
@@ -57,6 +72,7 @@ void rt_diag_add(rt_diag *d, const char *fmt, ...) {
     d->kept++;
   }
   pthread_mutex_unlock(&d->mu);
+  free(big);
 }
 
 int rt_diag_count(const rt_diag *d) { return d ? d->count : 0; }

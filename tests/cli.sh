@@ -66,6 +66,9 @@ check "--dim of a name the program lacks is refused" 1 "fused_2r.xml: --dim k: t
   "$baton" verify --dim k=64 "$root/tests/fused_2r.xml"
 check "bench --fused -M with 17 sizes names the limit" 2 "baton bench: -M takes at most 16 values, got 17" \
   "$baton" bench --fused gemv_allreduce -M 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+long="$tmp/$(printf 'd%.0s' $(seq 1200)).xml"
+check "a 1,200-character path keeps the reason at the end of its message" 1 ".xml: cannot open: File name too long" \
+  "$baton" verify "$long"
 check "INFO logs non-default parameters" 0 "BATON_EXEC_TILE set by environment to 16" \
   env BATON_DEBUG=INFO BATON_EXEC_TILE=16 "$baton" verify --tile 0 "$corpus/allgather_ring_4r_simple.xml"
 check "NCCL_DEBUG=INFO sets baton's level when BATON_DEBUG is unset" 0 "BATON_EXEC_TILE set by environment to 16" \
