@@ -216,6 +216,11 @@ int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_d
 static int gemv_type(ip_dtype t) { return t == IP_F32 || t == IP_F16 || t == IP_BF16; }
 
 int ip_compute_takes(const ir_prog *p, ip_dtype t) {
+  for (int k = 0; k < p->noperands; k++) {   /* a matrix or vector that names its type takes that one alone */
+    const ir_operand *o = &p->operands[k];
+    if (o->kind != IR_OPND_INDEX && o->dtype && strcmp(o->dtype, "call") && ip_dtype_from_name(o->dtype) != (int)t)
+      return 0;
+  }
   for (int r = 0; r < p->ngpus; r++)
     for (int b = 0; b < p->gpus[r].ntbs; b++)
       for (int s = 0; s < p->gpus[r].tbs[b].nsteps; s++) {
@@ -227,7 +232,10 @@ int ip_compute_takes(const ir_prog *p, ip_dtype t) {
 }
 
 const char *ip_compute_types(const ir_prog *p) {
-  return ip_compute_takes(p, IP_F32) ? ip_compute_takes(p, IP_I32) ? "every type" : "f32, f16, bf16" : "bf16";
+  if (ip_compute_takes(p, IP_I32)) return "every type";
+  if (ip_compute_takes(p, IP_F32)) return ip_compute_takes(p, IP_F16) ? "f32, f16, bf16" : "f32";
+  if (ip_compute_takes(p, IP_F16)) return "f16";
+  return ip_compute_takes(p, IP_BF16) ? "bf16" : "no type (its operands name different ones)";
 }
 
 static float elem(ip_dtype t, const void *p, int64_t i) {

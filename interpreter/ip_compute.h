@@ -67,7 +67,8 @@ int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_d
 
 /* Whether every compute step of p takes element type t (gemv, ebag: f32,
  * f16 and bf16; gemm: bf16; other types are refused by the runtime and
- * `baton verify`).
+ * `baton verify`), and every matrix or vector operand that names its type
+ * (dtype="bf16" rather than "call") names t.
  * Programs without compute steps take every type. */
 int ip_compute_takes(const ir_prog *p, ip_dtype t);
 

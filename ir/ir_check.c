@@ -189,9 +189,12 @@ static void check_operands(checker *c) {
       c->errors++;
     }
     int index = o->kind == IR_OPND_INDEX, integer = !strcmp(o->dtype, "i64") || !strcmp(o->dtype, "i32");
-    if (index != integer) {
+    int floating = !strcmp(o->dtype, "call") || !strcmp(o->dtype, "f32") || !strcmp(o->dtype, "f16") ||
+                   !strcmp(o->dtype, "bf16");
+    if (index ? !integer : !floating) {
       rt_diag_add(c->diag, "%s:%d: operand %s: a%s %s operand has dtype=\"%s\"; it takes %s", ir_prog_where(p), o->line,
-                  o->name, index ? "n" : "", ir_okind_name[o->kind], o->dtype, index ? "i64 or i32" : "\"call\" or a float type");
+                  o->name, index ? "n" : "", ir_okind_name[o->kind], o->dtype,
+                  index ? "i64 or i32" : "\"call\" (the call's type), f32, f16 or bf16");
       c->errors++;
     }
   }

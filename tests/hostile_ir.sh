@@ -113,6 +113,16 @@ d2="$root/tests/direct_2r.xml"
 peer() {  # peer SED_EXPR OUT: the first sig of direct_2r.xml edited, then verified
   sed "$1" "$d2" > "$2" && "$baton" verify "$2"
 }
+# operand types: a matrix or vector holds "call" (the call's type) or names a float type the call must have
+f2="$root/tests/fused_2r.xml"
+opnd() { sed "s/kind=\"vector\" dtype=\"call\"/kind=\"vector\" dtype=\"$1\"/" "$f2" > "$tmp/op_$1.xml" && shift && "$baton" verify "$@"; }
+check "an operand dtype=\"garbage\" is refused (it ran as f32)" 1 \
+  "op_garbage.xml:3: operand x: a vector operand has dtype=\"garbage\"; it takes \"call\" (the call's type), f32, f16 or bf16" \
+  opnd garbage "$tmp/op_garbage.xml"
+check "an operand dtype=\"u8\" is refused" 1 "a vector operand has dtype=\"u8\"" opnd u8 "$tmp/op_u8.xml"
+check "a bf16 vector runs as bf16" 0 "1 run (bf16 sum" opnd bf16 "$tmp/op_bf16.xml"
+check "... and an f32 run of it is refused" 1 "its compute steps do not take f32 (they take bf16)" \
+  opnd bf16 -d f32 "$tmp/op_bf16.xml"
 check "srcstride without srcrun is refused (it was ignored)" 1 \
   "stride.xml:6: rank 0 tb 0 step 2: srcstride without srcrun (a stride spaces runs of chunks)" \
   peer '6s/srcoff="0"/srcoff="0" srcstride="2"/' "$tmp/stride.xml"
