@@ -163,10 +163,8 @@ static void note(rt_bootstrap *bs, int peer, const char *text, size_t len) {
   if (!bs->notes && !(bs->notes = calloc(bs->nranks, sizeof *bs->notes))) return;
   if (bs->notes[peer]) return;
   if (len > BS_ERRMSG_MAX) len = BS_ERRMSG_MAX;
-  if ((bs->notes[peer] = malloc(len + 1))) {
-    memcpy(bs->notes[peer], text ? text : "", len);
-    bs->notes[peer][len] = 0;
-  }
+  if ((bs->notes[peer] = malloc(4 * len + 1)))   /* escaped: it goes into this rank's log and errors */
+    rt_log_escape(bs->notes[peer], 4 * len + 1, text ? text : "", len);
 }
 
 /* Fails o because peer q is gone: with q's own last words when it said

@@ -84,10 +84,11 @@ bt_result bs_join(rt_bootstrap *bs, const rt_sockaddr *root) {
   }
   uint32_t status = bs_get32(rep), len = bs_get32(rep + 4);
   if (status != BS_REPLY_OK) {
-    char text[BS_ERRMSG_MAX + 1] = "";
+    char text[BS_ERRMSG_MAX + 1] = "", safe[4 * BS_ERRMSG_MAX + 1];
     if (len > BS_ERRMSG_MAX) len = BS_ERRMSG_MAX;
     if (bs_read_all(fd, text, len, deadline, bs->wake[0]) == BS_IO_OK) text[len] = 0;
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: the root at %s refused: %s", bs->who, where, text);
+    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: the root at %s refused: %s", bs->who, where,
+             rt_log_escape(safe, sizeof safe, text, len));
     res = status == BS_REPLY_INVALID ? BT_ERR_INVALID : BT_ERR_SYSTEM;
     goto out;
   }

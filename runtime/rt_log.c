@@ -170,3 +170,24 @@ void rt_check_failed(const char *file, int line, const char *expr, bt_result r) 
   int n = backtrace(frames, 32);
   backtrace_symbols_fd(frames, n, fileno(sink));
 }
+
+char *rt_log_escape(char *dst, size_t n, const char *src, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  size_t at = 0;
+  if (!n) return dst;
+  for (size_t i = 0; i < len && src[i]; i++) {
+    unsigned char c = (unsigned char)src[i];
+    int plain = c >= 0x20 && c < 0x7f && c != '\\';
+    if (at + (plain ? 1 : 4) >= n) break;
+    if (plain) {
+      dst[at++] = (char)c;
+    } else {
+      dst[at++] = '\\';
+      dst[at++] = 'x';
+      dst[at++] = hex[c >> 4];
+      dst[at++] = hex[c & 15];
+    }
+  }
+  dst[at] = 0;
+  return dst;
+}

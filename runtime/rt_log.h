@@ -2,6 +2,8 @@
 #ifndef RT_LOG_H
 #define RT_LOG_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,12 @@ void rt_log_set_dev(int dev);
 /* Prints "host:pid:tid [dev] baton LEVEL SUB message" as one write. */
 void rt_log(rt_log_level lvl, unsigned sub, const char *file, int line,
             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Text a peer sent (a refusal, its last words), made safe to log: at most
+ * len bytes of src into dst (n bytes, 0-terminated), printable ASCII as it
+ * is and every other byte (a newline that would forge a log line, a
+ * terminal escape) as \xNN.  Returns dst. */
+char *rt_log_escape(char *dst, size_t n, const char *src, size_t len);
 
 #define LOG_AT(lvl, sub, ...) do {                                         \
     if (rt_log_enabled(lvl, sub)) rt_log(lvl, sub, __FILE__, __LINE__, __VA_ARGS__); \

@@ -379,6 +379,13 @@ static int hostile_rank(const rt_unique_id *id, const char *how) {
   } else if (!strcmp(how, "header")) {        /* bytes 4..7 not zero */
     bs_put32(h, 7); bs_put32(h + 4, 0xdeadbeef); bs_put64(h + 8, 8);
     send_all(fd, h, BS_HEADER_LEN);
+  } else if (!strcmp(how, "note")) {          /* last words that would forge a log line and color the terminal */
+    static const char words[] = "I failed\nhost:1:1 baton WARN forged line\x1b[31m";
+    bs_put32(h, BS_TAG_NOTE); bs_put32(h + 4, 0); bs_put64(h + 8, sizeof words - 1);
+    send_all(fd, h, BS_HEADER_LEN);
+    send_all(fd, words, sizeof words - 1);
+    close(fd);
+    fd = -1;
   } else if (!strcmp(how, "queue")) {         /* 12 x 512 KiB nobody asked for */
     static char body[512 << 10];
     for (int i = 0; i < 12; i++) {
@@ -388,7 +395,7 @@ static int hostile_rank(const rt_unique_id *id, const char *how) {
     }
   }
   sleep(3);
-  close(fd);
+  if (fd >= 0) close(fd);
   close(rfd);
   close(lfd);
   return 0;
@@ -401,6 +408,8 @@ static void test_hostile_messages(void) {
      "(BATON_BOOTSTRAP_MAX_MSG_MB raises it", "a 3 GiB message length"},
     {"header", "sent a malformed message header", "a malformed message header"},
     {"queue", "over the limit of 2 MiB (BATON_BOOTSTRAP_MAX_QUEUED_MB raises it)", "6 MiB of messages nobody asked for"},
+    {"note", "reporting: I failed\\x0ahost:1:1 baton WARN forged line\\x1b[31m", "last words with a newline and a "
+     "terminal escape (logged escaped)"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     proc root, r0, r1;
@@ -420,7 +429,8 @@ static void test_hostile_messages(void) {
     reap(&root, 1);
     ok(r0.code == RC_INIT && secs < 3, "%s from a peer that knows the magic: the rank fails at once (%.2f s), "
        "not at the timeout, and does not crash", cases[c].what, secs);
-    ok_contains(r0.log, "rank 1 (at ", "%s: the error names the peer's rank and address", cases[c].what);
+    ok_contains(r0.log, strcmp(cases[c].how, "note") ? "rank 1 (at " : "rank 1 closed its connection",
+                "%s: the error names the peer", cases[c].what);
     ok_contains(r0.log, cases[c].says, "%s: and the limit or the fault", cases[c].what);
     free(r0.log);
     free(r1.log);
