@@ -501,6 +501,29 @@ static void test_hostile(void) {
        cases[i].what, secs);
     hostile_down(&h);
   }
+  /* Pieces whose bytes add up to the message but do not cover it: the
+   * same piece twice, overlapping pieces; and a piece after a goodbye.
+   * (Counting bytes published a message with bytes never sent.) */
+  static const struct { const char *what; ns_hdr f[2]; } twice[] = {
+    {"the same piece twice (bytes 0..10 of 20, sent twice)",
+     {{NS_DATA, 0, 0, 10, 20, 0, 0, 0}, {NS_DATA, 0, 0, 10, 20, 0, 0, 0}}},
+    {"overlapping pieces (bytes 0..10 and 5..15 of 15)",
+     {{NS_DATA, 0, 0, 10, 15, 0, 0, 0}, {NS_DATA, 0, 5, 10, 15, 0, 0, 5}}},
+    {"a piece after its goodbye", {{NS_BYE, 0, 0, 0, 0, 0, 0, 0}, {NS_DATA, 0, 0, 10, 10, 0, 0, 0}}},
+  };
+  for (size_t i = 0; i < sizeof twice / sizeof *twice; i++) {
+    hostile h;
+    int strays = 0;
+    if (hostile_up(&h, &strays)) {
+      ok(0, "hostile: set-up for %s", twice[i].what);
+      continue;
+    }
+    for (int k = 0; k < 2; k++) send_frame(h.fd[0], &twice[i].f[k], junk, twice[i].f[k].len);
+    double secs = 0;
+    ok(broken_within(&h, &secs), "hostile: %s: rank 1 reports a remote error and stops its kernels (%.3f s)",
+       twice[i].what, secs);
+    hostile_down(&h);
+  }
   /* A well-formed message from a foreign sender, a goodbye, a close: the
    * bytes land, the head moves, and nothing is a fault. */
   hostile h;

@@ -158,7 +158,8 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
       c->slot_seq = malloc(n->nslots * sizeof *c->slot_seq);
       c->slot_got = calloc(n->nslots, sizeof *c->slot_got);
       c->slot_total = calloc(n->nslots, sizeof *c->slot_total);
-      if (!c->slot_seq || !c->slot_got || !c->slot_total) goto fail;
+      c->slot_cover = calloc(n->nslots, sizeof *c->slot_cover);
+      if (!c->slot_seq || !c->slot_got || !c->slot_total || !c->slot_cover) goto fail;
       for (int j = 0; j < n->nslots; j++) c->slot_seq[j] = NET_SLOT_FREE;
     }
     if (k->src == me) {
@@ -263,6 +264,7 @@ static void net_free(void *state) {
     free(n->r[i].slot_seq);
     free(n->r[i].slot_got);
     free(n->r[i].slot_total);
+    free(n->r[i].slot_cover);
   }
   for (int l = 0; n->links && l < n->nlinks; l++) {
     free(n->links[l].s);
@@ -299,6 +301,35 @@ static net_rconn *rconn_of(net *n, int link, const net_piece *p) {
   return n->links[link].r[p->conn];
 }
 
+/* Adds [lo, hi) to cv: NULL, or why it cannot be (bytes that landed
+ * before: a piece sent twice or overlapping another; too many gaps). */
+static const char *cover_add(net_cover *cv, uint32_t lo, uint32_t hi) {
+  if (lo == hi) return NULL;
+  int i = 0;
+  while (i < cv->n && cv->lo[i] < lo) i++;   /* the first range starting at or after lo */
+  if ((i > 0 && cv->hi[i - 1] > lo) || (i < cv->n && cv->lo[i] < hi))
+    return "bytes it had sent before (a piece repeated or overlapping another)";
+  int join_prev = i > 0 && cv->hi[i - 1] == lo, join_next = i < cv->n && cv->lo[i] == hi;
+  if (join_prev && join_next) {   /* it closes the gap between two ranges */
+    cv->hi[i - 1] = cv->hi[i];
+    memmove(cv->lo + i, cv->lo + i + 1, (size_t)(cv->n - i - 1) * sizeof *cv->lo);
+    memmove(cv->hi + i, cv->hi + i + 1, (size_t)(cv->n - i - 1) * sizeof *cv->hi);
+    cv->n--;
+  } else if (join_prev) {
+    cv->hi[i - 1] = hi;
+  } else if (join_next) {
+    cv->lo[i] = lo;
+  } else {
+    if (cv->n == NET_MAX_RANGES) return "a message in more separate pieces at once than a receiver tracks";
+    memmove(cv->lo + i + 1, cv->lo + i, (size_t)(cv->n - i) * sizeof *cv->lo);
+    memmove(cv->hi + i + 1, cv->hi + i, (size_t)(cv->n - i) * sizeof *cv->hi);
+    cv->lo[i] = lo;
+    cv->hi[i] = hi;
+    cv->n++;
+  }
+  return NULL;
+}
+
 /* Checks piece p against its slot (the message must be one the sender
  * could write: not yet complete, its slot freed by this GPU) and opens the
  * slot on the message's first piece.  Returns the connection or NULL. */
@@ -309,7 +340,8 @@ static net_rconn *admit(net *n, int link, const net_piece *p) {
   uint64_t tail = __atomic_load_n(c->tail, __ATOMIC_ACQUIRE);
   int slot = (int)(p->seq % (uint64_t)n->nslots);
   const char *bad = NULL;
-  if (p->seq < c->done || p->seq >= tail + (uint64_t)n->nslots) bad = "a message whose slot is not free";
+  if (n->links[link].bye) bad = "a piece after its goodbye";
+  else if (p->seq < c->done || p->seq >= tail + (uint64_t)n->nslots) bad = "a message whose slot is not free";
   else if (p->total > (uint64_t)n->slot_bytes) bad = "a message larger than a slot";
   else if ((uint64_t)p->off + p->len > p->total) bad = "bytes past the message's end";
   else if (c->slot_seq[slot] != NET_SLOT_FREE && (c->slot_seq[slot] != p->seq || c->slot_total[slot] != p->total))
@@ -324,6 +356,7 @@ static net_rconn *admit(net *n, int link, const net_piece *p) {
     c->slot_seq[slot] = p->seq;
     c->slot_got[slot] = 0;
     c->slot_total[slot] = p->total;
+    c->slot_cover[slot].n = 0;
   }
   return c;
 }
@@ -347,6 +380,12 @@ static int sink_landed(void *arg, int link, const net_piece *p) {
   net_rconn *c = admit(n, link, p);
   if (!c) return -1;
   int slot = (int)(p->seq % (uint64_t)n->nslots);
+  const char *bad = cover_add(&c->slot_cover[slot], p->off, p->off + p->len);   /* admit bounded off + len */
+  if (bad) {
+    LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent %s (connection %u, message %llu, bytes %u..%u)",
+             n->x.rank, n->links[link].peer, bad, p->conn, (unsigned long long)p->seq, p->off, p->off + p->len);
+    return -1;
+  }
   c->slot_got[slot] += p->len;
   if (c->slot_got[slot] > c->slot_total[slot]) {
     LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent %u bytes of a %u-byte message (connection %u, "

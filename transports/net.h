@@ -34,6 +34,12 @@ typedef struct net_sconn {     /* this rank sends on it */
   uint64_t credited;           /* messages the receiver has consumed */
 } net_sconn;
 
+/* The byte ranges of one slot's message that have landed, sorted and
+ * merged where they touch: an honest sender's pieces, spread over its
+ * sockets, leave a few gaps at most. */
+#define NET_MAX_RANGES 64
+typedef struct net_cover { int n; uint32_t lo[NET_MAX_RANGES], hi[NET_MAX_RANGES]; } net_cover;
+
 typedef struct net_rconn {     /* this rank receives on it */
   tp_key key;
   int link, idx;
@@ -44,6 +50,7 @@ typedef struct net_rconn {     /* this rank receives on it */
   uint64_t credit_sent;        /* tail value last sent back */
   uint64_t *slot_seq;          /* per slot: message in it, NET_SLOT_FREE */
   uint32_t *slot_got, *slot_total;
+  net_cover *slot_cover;       /* per slot: the byte ranges landed (a piece twice, or overlapping, is refused) */
 } net_rconn;
 
 #define NET_SLOT_FREE UINT64_MAX
