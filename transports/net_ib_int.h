@@ -168,7 +168,7 @@ typedef struct ib_link {
 } ib_link;
 
 typedef struct ib_mrc { uintptr_t lo, hi; struct ibv_mr *mr; int refs; uint64_t used; } ib_mrc;
-typedef struct ib_pend { int fd; size_t n; ib_hello in; } ib_pend;
+typedef struct ib_pend { int fd; size_t n; ib_hello in; int64_t since; } ib_pend;
 
 typedef struct ib_ctx {
   int rank, nranks, nqps, connected, aborted;

@@ -139,36 +139,45 @@ static int side_read(ib_ctx *c, int l) {
  * side connection; closes the listener once no link waits for its
  * connection; fails the links not up by the deadline.  Never blocks.
  * Returns the things that moved (failures are on the links). */
+/* Reads pending side connection i's hello: 1 when it is done with (given
+ * to its link, or closed: a stray, a peer gone, or -- `last`, or older
+ * than BATON_BOOTSTRAP_AUTH_MS -- one that has not said it), and removed
+ * from the pending list, which stays oldest first. */
+static int pend_read(ib_ctx *c, int i, int64_t now, int last) {
+  ib_pend *p = &c->pend[i];
+  ssize_t r = rt_socket_recv(p->fd, (char *)&p->in + p->n, sizeof p->in - p->n);
+  int whole = r > 0 && (p->n += (size_t)r) == sizeof p->in;
+  int stale = last || now - p->since >= rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
+  if (r >= 0 && !whole && !stale) return 0;
+  const char *bad = r < 0 ? "nothing before closing" : "no hello in time";
+  int l = whole ? hello_check(c, &p->in, -1, &bad) : -1;
+  if (l < 0) {
+    LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d: closed a side connection that sent %s", c->rank, bad);
+    close(p->fd);
+  } else {
+    c->links[l].fd = p->fd;
+    c->links[l].in = p->in;
+    c->links[l].in_n = sizeof p->in;
+    take_hello(c, l);
+  }
+  memmove(c->pend + i, c->pend + i + 1, sizeof c->pend[0] * (size_t)(c->npend - i - 1));
+  c->npend--;
+  return 1;
+}
+
 int net_ib_pump(ib_ctx *c) {
   int moved = 0, waiting = 0, n = 0;
+  int64_t now = rt_time_ns();
+  /* Hellos first (one that is there is never shed), then new connections:
+   * when the list is full the oldest goes, after a last read. */
+  for (int i = c->npend - 1; i >= 0; i--) moved += pend_read(c, i, now, 0);
   for (int i = 0; c->listen_fd >= 0 && i < IB_PENDING_MAX; i++) {
     int fd = -1;
     rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
     if (a == RT_ACCEPT_BROKEN) close_fd(&c->listen_fd);
     if (a != RT_ACCEPT_NEW) break;
-    if (c->npend == IB_PENDING_MAX) {   /* shed the oldest */
-      close(c->pend[0].fd);
-      memmove(c->pend, c->pend + 1, sizeof c->pend[0] * --c->npend);
-    }
-    c->pend[c->npend++] = (ib_pend){.fd = fd};
-    moved++;
-  }
-  for (int i = c->npend - 1; i >= 0; i--) {
-    ib_pend *p = &c->pend[i];
-    ssize_t r = rt_socket_recv(p->fd, (char *)&p->in + p->n, sizeof p->in - p->n);
-    if (r == 0 || (r > 0 && (p->n += (size_t)r) < sizeof p->in)) continue;
-    const char *bad = "nothing before closing";
-    int l = r > 0 ? hello_check(c, &p->in, -1, &bad) : -1;
-    if (l < 0) {
-      LOG_INFO(RT_SUB_RUNTIME, "verbs: rank %d: closed a side connection that sent %s", c->rank, bad);
-      close(p->fd);
-    } else {
-      c->links[l].fd = p->fd;
-      c->links[l].in = p->in;
-      c->links[l].in_n = sizeof p->in;
-      take_hello(c, l);
-    }
-    c->pend[i] = c->pend[--c->npend];
+    if (c->npend == IB_PENDING_MAX) pend_read(c, 0, now, 1);
+    c->pend[c->npend++] = (ib_pend){.fd = fd, .since = now};
     moved++;
   }
   for (int l = 0; l < c->nlinks; l++) {
@@ -186,7 +195,7 @@ int net_ib_pump(ib_ctx *c) {
     close_fd(&c->listen_fd);
     while (c->npend) close(c->pend[--c->npend].fd);
   }
-  int64_t now = rt_time_ns();
+  now = rt_time_ns();
   for (int l = 0; l < c->nlinks; l++) {
     ib_link *L = &c->links[l];
     if (L->state < L_UP && now > c->deadline)

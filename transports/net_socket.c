@@ -23,7 +23,7 @@
 #include "rt_param.h"
 #include "rt_socket.h"
 
-enum { QCAP = 256, PENDING_MAX = 64 };
+enum { QCAP = 256 };
 
 typedef struct qent { ns_hdr h; const char *src; uint32_t plen; } qent;   /* h in wire order */
 
@@ -88,8 +88,9 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   if (!res) {
     if (sa.sa.sa_family == AF_INET) sa.in4.sin_port = 0;
     else sa.in6.sin6_port = 0;
-    int backlog = c->nsocks * a->nranks + 16;
-    res = rt_socket_listen(&sa, backlog > 4096 ? 4096 : backlog, &c->listen_fd);
+    /* room for every peer's sockets beside a full set of strangers waiting to greet (accept_links) */
+    int64_t backlog = (int64_t)c->nsocks * a->nranks + rt_param_int(RT_PARAM_BOOTSTRAP_MAX_PENDING) + 16;
+    res = rt_socket_listen(&sa, backlog > 4096 ? 4096 : (int)backlog, &c->listen_fd);
   }
   if (res) {
     free(c);
@@ -155,69 +156,106 @@ static int check_hello(sctx *c, const ns_hello *h, int *which) {
   return l;
 }
 
-/* Accepts until every socket of every link to a lower rank is in. */
+/* Reads what pending connection x has sent of its greeting.  1: it was
+ * whole and right, and the socket joined its link; 0: not whole yet; -1:
+ * closed (a stray, or the peer gone). */
+static int read_hello(sctx *c, pend *x) {
+  ssize_t g = rt_socket_recv(x->fd, (char *)&x->h + x->got, sizeof(ns_hello) - x->got);
+  if (g >= 0 && (x->got += (size_t)g) < sizeof(ns_hello)) return 0;
+  int which = 0, l = -1;
+  if (g >= 0) {
+    ns_hello_wire(&x->h);
+    l = check_hello(c, &x->h, &which);
+  }
+  if (l < 0) {
+    close(x->fd);
+    return -1;
+  }
+  c->links[l].s[which].fd = x->fd;
+  set_nodelay(x->fd);
+  return 1;
+}
+
+/* The lower ranks whose sockets have not all arrived, for the timeout's
+ * message: "rank 0 (1 of 2 sockets), ...". */
+static void missing(const sctx *c, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int l = 0; l < c->nlinks && at + 48 < n; l++) {
+    int lack = 0;
+    if (c->links[l].peer < c->rank)
+      for (int k = 0; k < c->nsocks; k++) lack += c->links[l].s[k].fd < 0;
+    if (lack)
+      at += (size_t)snprintf(buf + at, n - at, "%srank %d (%d of %d sockets)", at ? ", " : "", c->links[l].peer,
+                             lack, c->nsocks);
+  }
+}
+
+/* Accepts until every socket of every link to a lower rank is in.  A
+ * flood cannot starve it by numbers: at most BATON_BOOTSTRAP_MAX_PENDING
+ * connections wait for their greeting at once, oldest first, each for
+ * BATON_BOOTSTRAP_AUTH_MS at most; when one more arrives the oldest is
+ * shed, after a last read of what it sent (a greeting that is there is
+ * taken). */
 static bt_result accept_links(sctx *c, int want) {
-  pend p[PENDING_MAX];
+  const int maxp = (int)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_PENDING);
+  const int64_t auth_ns = rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
+  pend *p = calloc((size_t)maxp + 1, sizeof *p);
+  struct pollfd *fds = calloc((size_t)maxp + 2, sizeof *fds);
   int np = 0, have = 0;
-  bt_result res = BT_OK;
-  while (have < want) {
-    struct pollfd fds[PENDING_MAX + 1];
+  bt_result res = p && fds ? BT_OK : BT_ERR_NOMEM;
+  while (!res && have < want) {
+    int64_t until = c->deadline;
     fds[0] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
-    for (int i = 0; i < np; i++) fds[1 + i] = (struct pollfd){.fd = p[i].fd, .events = POLLIN};
-    int r = rt_socket_poll(fds, 1 + np, c->deadline);
-    if (r == 0) {
+    for (int i = 0; i < np; i++) {
+      fds[1 + i] = (struct pollfd){.fd = p[i].fd, .events = POLLIN};
+      if (p[i].since + auth_ns < until) until = p[i].since + auth_ns;
+    }
+    if (rt_time_ns() >= c->deadline) {
+      char m[512];
+      missing(c, m, sizeof m);
       LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: %d of %d connections from lower ranks arrived before "
-               "BATON_NET_CONNECT_TIMEOUT", c->rank, have, want);
+               "BATON_NET_CONNECT_TIMEOUT; missing: %s", c->rank, have, want, m);
       res = BT_ERR_TIMEOUT;
       break;
     }
-    if (r < 0) { res = BT_ERR_SYSTEM; break; }
-    for (int i = np - 1; i >= 0; i--) {
-      if (!fds[1 + i].revents) continue;
-      ssize_t g = rt_socket_recv(p[i].fd, (char *)&p[i].h + p[i].got, sizeof(ns_hello) - p[i].got);
-      int done = 0, keep = 1;
-      if (g < 0) keep = 0;
-      else if ((p[i].got += (size_t)g) == sizeof(ns_hello)) done = 1;
-      if (done) {
-        ns_hello_wire(&p[i].h);
-        int which = 0, l = check_hello(c, &p[i].h, &which);
-        if (l >= 0) {
-          c->links[l].s[which].fd = p[i].fd;
-          set_nodelay(p[i].fd);
-          have++;
-        } else {
-          close(p[i].fd);
-        }
-        keep = 0;
-      } else if (!keep) {
+    if (rt_socket_poll(fds, 1 + np, until) < 0) {
+      res = BT_ERR_SYSTEM;
+      break;
+    }
+    int64_t now = rt_time_ns();
+    for (int i = np - 1; i >= 0; i--) {   /* from the back: a removal moves only those already seen */
+      int r = fds[1 + i].revents ? read_hello(c, &p[i]) : 0;
+      if (r == 0 && now - p[i].since < auth_ns) continue;
+      if (r == 0) {
+        LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: closed a connection that sent no greeting within "
+                 "BATON_BOOTSTRAP_AUTH_MS", c->rank);
         close(p[i].fd);
       }
-      if (!keep) p[i] = p[--np];
+      have += r == 1;
+      memmove(p + i, p + i + 1, (size_t)(np - i - 1) * sizeof *p);
+      np--;
     }
-    if (fds[0].revents) {
-      int fd = -1;
-      rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
-      if (a == RT_ACCEPT_NEW) {
-        if (np == PENDING_MAX) {   /* shed the oldest */
-          close(p[0].fd);
-          p[0] = p[--np];
-        }
-        p[np++] = (pend){fd, 0, {0}, rt_time_ns()};
-      } else if (a == RT_ACCEPT_SHORT) {   /* out of descriptors: free one, or wait a little */
-        if (np) {
-          close(p[0].fd);
-          p[0] = p[--np];
-        } else {
-          struct timespec ts = {0, 10000000};
-          nanosleep(&ts, NULL);
-        }
-      } else if (a == RT_ACCEPT_BROKEN) {
-        res = BT_ERR_SYSTEM;
-        break;
-      }
+    if (!fds[0].revents) continue;
+    int fd = -1;
+    rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
+    if (a == RT_ACCEPT_BROKEN) {
+      res = BT_ERR_SYSTEM;
+    } else if ((a == RT_ACCEPT_NEW && np == maxp) || (a == RT_ACCEPT_SHORT && np)) {
+      int r = read_hello(c, &p[0]);   /* shed the oldest, after a last read */
+      if (r == 0) close(p[0].fd);
+      have += r == 1;
+      memmove(p, p + 1, (size_t)(np - 1) * sizeof *p);
+      np--;
+    } else if (a == RT_ACCEPT_SHORT) {   /* out of descriptors, none to free: wait a little */
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
     }
+    if (a == RT_ACCEPT_NEW) p[np++] = (pend){fd, 0, {0}, now};
   }
   for (int i = 0; i < np; i++) close(p[i].fd);
+  free(p);
+  free(fds);
   return res;
 }
 
