@@ -114,6 +114,20 @@ static void default_set(set_ctx *c) {
   entry(c, "allreduce_3_allpairs2_chain_oop_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two);
   entry(c, "allreduce_3_allpairs2_chain_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two_ip);
   entry(c, "allreduce_4_ring", "allreduce_ring.lua", 8 * M + 1, 0, "instances=2 threads=256");
+  /* Direct AllGather, ReduceScatter and AllToAll (measured on 2 x H200
+   * under CUDA graphs, docs/PERFORMANCE.md): the LL ones put into the
+   * peers' landings (every mode; the window bounds their size), the
+   * Simple ones reach the ranks' own buffers (one process, or captured
+   * with a process per GPU; elsewhere the FIFO programs below serve). */
+  if (c->ranks > 1 && c->ranks <= 16) {
+    entry(c, "allgather_0_direct_ll_oop", "allgather_allpairs.lua", 0, 4 * M, "via=direct protocol=LL inplace=0");
+    entry(c, "allgather_0_direct_ll", "allgather_allpairs.lua", 0, 4 * M, "via=direct protocol=LL");
+    entry(c, "allgather_0_direct", "allgather_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple");
+    entry(c, "reducescatter_0_direct_ll", "reducescatter_allpairs.lua", 0, 4 * M, "via=direct protocol=LL chain=1");
+    entry(c, "reducescatter_0_direct", "reducescatter_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple chain=1");
+    entry(c, "alltoall_0_direct_ll", "alltoall_direct.lua", 0, M, "via=direct protocol=LL");
+    entry(c, "alltoall_0_direct", "alltoall_direct.lua", M + 1, 0, "via=direct protocol=Simple");
+  }
   entry(c, "allgather_1_allpairs_oop", "allgather_allpairs.lua", 0, M, "inplace=0");
   entry(c, "allgather_1_allpairs", "allgather_allpairs.lua", 0, M, "");
   entry(c, "allgather_2_allpairs_oop", "allgather_allpairs.lua", M + 1, 0, "inplace=0 protocol=Simple");
