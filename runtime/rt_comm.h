@@ -111,6 +111,7 @@ typedef struct rt_launch {
    * `a`), and what a group's end needs to give it its peers' buffers, or
    * to choose again without them. */
   int direct;
+  int stage_window;           /* an out-of-place LL program in place: its input copied into the window first */
   int ai, coll, op;
   int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
   ip_dargs d;

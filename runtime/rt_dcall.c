@@ -93,6 +93,16 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
   return cs == cudaStreamCaptureStatusActive;
 }
 
+/* Whether direct program p (plan d) can run a call in place although it is
+ * out of place: an LL program whose peers never read its input, on a copy
+ * of that input in this rank's Simple scratch (which LL programs leave
+ * alone), where the input fits. */
+static int window_stage(const baton_comm *c, const rt_dplan *d, const ir_prog *p, int64_t count, int es) {
+  ir_geom g;
+  return p->proto == IR_PROTO_LL && !p->inplace && !d->peer_io && !ir_geom_init(&g, p, c->rank, count, 0) &&
+         g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes;
+}
+
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io) {
   if (!c->win || !c->dplans || !c->dplans[ai].ok) return 0;
   const rt_dplan *d = &c->dplans[ai];
@@ -100,7 +110,7 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
   const ir_prog *p = al->prog;
   if ((d->peer_io && !peer_io) || !rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, ip_dtype_size[dtype]))
     return 0;
-  if (inplace) return al->inplace_ok;
+  if (inplace) return al->inplace_ok || window_stage(c, d, p, count, ip_dtype_size[dtype]);
   if (!al->outofplace_ok) return 0;
   if (!al->copies) return 1;
   /* An in-place program out of place runs on a copy of the input in the
@@ -176,7 +186,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
     return BT_ERR_UNSUPPORTED;
   }
   const int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
-  const int aliased = inplace || al->copies;
+  const int staged = inplace && !al->inplace_ok && window_stage(c, d, p, count, es);   /* on a copy in the window */
+  const int aliased = (inplace && !staged) || al->copies;
   if (!aliased) ir_geom_init(&g, p, c->rank, count, 0);
   memset(L, 0, sizeof *L);
   L->c = c;
@@ -190,13 +201,16 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->coll = p->coll;
   L->op = op;
   L->copy_in = aliased && !inplace;
+  L->stage_window = staged;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
   ip_dargs *a = &L->d;
   /* In place, or on a copy of the input placed in the output's span:
    * the input is where the layout puts it in that span. */
-  a->buf[c->rank][IR_BUF_INPUT] = aliased ? (char *)recvbuf + (g.in_at - g.out_at) * es : (char *)sendbuf;
-  a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf;
   const rt_window_layout *l = rt_window_layout_of(c->win);
+  a->buf[c->rank][IR_BUF_INPUT] = staged    ? rt_window_base(c->win, c->rank) + l->simple
+                                  : aliased ? (char *)recvbuf + (g.in_at - g.out_at) * es
+                                            : (char *)sendbuf;
+  a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf;
   for (int r = 0; r < c->nranks; r++) {
     char *base = rt_window_base(c->win, r);
     a->buf[r][IR_BUF_SCRATCH] = base + (p->proto == IR_PROTO_LL ? l->ll : l->simple);
@@ -229,7 +243,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->timeout_ns = c->timeout_ns;
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: direct, %d tbs x %d lanes of %d blocks x %d threads, %s%s",
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
-            L->copy_in ? ", on a copy of the input" : "");
+            L->copy_in ? ", on a copy of the input" : L->stage_window ? ", in place on a copy of the input in the window" : "");
   c->last = p->name ? p->name : L->where;
   if (d->peer_io && c->bs) return peers_across(L);
   return BT_OK;
@@ -237,7 +251,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
 
 bt_result rt_direct_launch(const rt_launch *L) {
   const ip_dargs *a = &L->d;
-  if (L->copy_in)
+  if (L->copy_in || L->stage_window)
     CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
   CHECK(ip_direct_launch(a, L->nthreads, L->stream));
