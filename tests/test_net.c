@@ -391,9 +391,9 @@ static void *connect_thread(void *arg) {
   return NULL;
 }
 
-/* Rank 1 real, rank 0 fake; returns 0 once rank 1 has accepted the fake's
- * sockets (after a stray with a wrong token and one sending garbage). */
-static int hostile_up(hostile *h, int *strays_closed) {
+/* Rank 1 real (its set made, not yet connected), rank 0's record a fake
+ * one; *real gets rank 1's address record (its token, its listener). */
+static int fake_pair(hostile *h, ns_addr *realp) {
   memset(h, 0, sizeof *h);
   h->keys[0] = (tp_key){0, 1, 0, 0, 0};
   h->keys[1] = (tp_key){1, 0, 0, 0, 0};
@@ -417,6 +417,15 @@ static int hostile_up(hostile *h, int *strays_closed) {
   rt_socket_pack(&lo, fake.addr);
   ns_addr_wire(&fake);
   memcpy(h->records + NET_BLOB_ADDR, &fake, sizeof fake);
+  *realp = real;
+  return 0;
+}
+
+/* Rank 1 real, rank 0 fake; returns 0 once rank 1 has accepted the fake's
+ * sockets (after a stray with a wrong token and one sending garbage). */
+static int hostile_up(hostile *h, int *strays_closed) {
+  ns_addr real;
+  if (fake_pair(h, &real)) return -1;
   pthread_t th;
   pthread_create(&th, NULL, connect_thread, h);
   rt_sockaddr to;
@@ -455,29 +464,8 @@ static int hostile_up(hostile *h, int *strays_closed) {
  * accepted the real sockets; the idle ones in idle[] (closed by the
  * caller). */
 static int flood_up(hostile *h, int before, int after, int late_us, int *idle, int *nidle) {
-  memset(h, 0, sizeof *h);
-  h->keys[0] = (tp_key){0, 1, 0, 0, 0};
-  h->keys[1] = (tp_key){1, 0, 0, 0, 0};
-  for (int r = 0; r < 2; r++) {
-    tp_peer_self(&peers[r], 0);
-    h->t[r] = (trank){.rank = r, .nranks = 2, .keys = h->keys, .nkeys = 2};
-  }
-  tp_peer_group(peers, 2, 1);
-  tp_ctx x = ctx_of(&h->t[1]);
-  if (tp_set_create(&h->t[1].set, &x, net_only, 1, h->keys, 2)) return -1;
-  memcpy(h->records + TP_BLOB_BYTES, tp_set_blob(h->t[1].set), TP_BLOB_BYTES);
   ns_addr real;
-  memcpy(&real, h->records + TP_BLOB_BYTES + NET_BLOB_ADDR, sizeof real);
-  ns_addr_wire(&real);
-  h->nsocks = real.nsocks;
-  uint32_t magic = NET_BLOB_MAGIC;
-  memcpy(h->records, &magic, 4);
-  ns_addr fake = {NS_ADDR_MAGIC, NS_VERSION, 0, real.nsocks, {1}, {0}};
-  rt_sockaddr lo;
-  rt_socket_parse("127.0.0.1:1", "test", &lo);
-  rt_socket_pack(&lo, fake.addr);
-  ns_addr_wire(&fake);
-  memcpy(h->records + NET_BLOB_ADDR, &fake, sizeof fake);
+  if (fake_pair(h, &real)) return -1;
   rt_sockaddr to;
   rt_socket_unpack(real.addr, &to);
   int64_t dl = rt_time_ns() + 5000000000ll;
