@@ -125,7 +125,10 @@ static void default_set(set_ctx *c) {
     entry(c, "allgather_0_direct", "allgather_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple");
     entry(c, "reducescatter_0_direct_ll", "reducescatter_allpairs.lua", 0, 4 * M, "via=direct protocol=LL chain=1");
     entry(c, "reducescatter_0_direct", "reducescatter_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple chain=1");
-    entry(c, "alltoall_0_direct_ll", "alltoall_direct.lua", 0, M, "via=direct protocol=LL");
+    /* LL to 4 MiB: above 1 MiB the program on buffers (loaded first) wins
+     * where it can run; LL serves in-place calls and eager calls of a
+     * process per GPU there. */
+    entry(c, "alltoall_0_direct_ll", "alltoall_direct.lua", 0, 4 * M, "via=direct protocol=LL");
     entry(c, "alltoall_0_direct", "alltoall_direct.lua", M + 1, 0, "via=direct protocol=Simple");
   }
   entry(c, "allgather_1_allpairs_oop", "allgather_allpairs.lua", 0, M, "inplace=0");
