@@ -94,12 +94,16 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
 }
 
 /* Whether direct program p (plan d) can run a call in place although it is
- * out of place: an LL program whose peers never read its input, on a copy
- * of that input in this rank's Simple scratch (which LL programs leave
- * alone), where the input fits. */
+ * out of place: on a copy of its input in this rank's Simple scratch, made
+ * on its stream before its kernel, where the program leaves that scratch
+ * alone (LL programs, or none of their own) and the input fits; its peers
+ * never read its input, and write its buffers only after it signalled
+ * (rt_dplan.stage_ok), so nothing reaches the caller's buffer before the
+ * copy has been taken. */
 static int window_stage(const baton_comm *c, const rt_dplan *d, const ir_prog *p, int64_t count, int es) {
   ir_geom g;
-  return p->proto == IR_PROTO_LL && !p->inplace && !d->peer_io && !ir_geom_init(&g, p, c->rank, count, 0) &&
+  return !p->inplace && d->stage_ok && (p->proto == IR_PROTO_LL || d->s_chunks == 0) &&
+         !ir_geom_init(&g, p, c->rank, count, 0) &&
          g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes;
 }
 

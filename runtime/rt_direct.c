@@ -374,16 +374,24 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
   else if (g->ntbs > IP_DIRECT_MAX_TBS) b.why = "more thread blocks than the direct executor holds", b.bad = 1;
   else if (p->interleave) b.why = "an interleaved output", b.bad = 1;
   else if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL) b.why = "a protocol other than Simple or LL", b.bad = 1;
+  d->stage_ok = p->ngpus <= IP_WIN_MAX_RANKS;
   for (int r = 0; r < p->ngpus; r++) {
     if (p->gpus[r].ntbs > d->most_tbs) d->most_tbs = p->gpus[r].ntbs;
     if (p->gpus[r].s_chunks > d->s_chunks) d->s_chunks = p->gpus[r].s_chunks;
-    for (int t = 0; t < p->gpus[r].ntbs; t++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++) {
+      unsigned char waited[IP_WIN_MAX_RANKS] = {0};   /* this thread block has waited on a signal from the rank */
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
         unsigned fl = ir_op_flags[st->op];
+        int q = st->peer >= 0 && st->peer < IP_WIN_MAX_RANKS ? st->peer : 0;
         if (((fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH) || ((fl & IR_F_GET) && st->srcbuf != IR_BUF_SCRATCH))
           d->peer_io = 1;
+        if (st->op == IR_OP_WAIT) waited[q] = 1;
+        if (((fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH && !waited[q]) ||
+            ((fl & IR_F_GET) && st->srcbuf == IR_BUF_INPUT))
+          d->stage_ok = 0;
       }
+    }
   }
   for (int t = 0; t < g->ntbs && !b.bad; t++) {
     const ir_tb *tb = &g->tbs[t];

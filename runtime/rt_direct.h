@@ -16,6 +16,9 @@ typedef struct rt_dplan {
   ip_dlink links[IP_DIRECT_MAX_LINKS];
   ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
   int peer_io;            /* some rank's step reaches a peer's input or output: a call needs every rank's buffers */
+  int stage_ok;           /* no rank reads a peer's input, and each writes a peer's input or output only after
+                             waiting on that peer's signal: a rank may run on a copy of its input made before
+                             its kernel (in place, rt_direct_usable) */
   int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
   int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
   int nthreads;
