@@ -159,43 +159,55 @@ bt_result ip_operand_shapes(const ir_prog *p, const ir_geom *g, const ip_dims *d
   return res ? res : check_bags(p, g, shape, diag);
 }
 
+/* The next factor of interleave expression "A*B*C" at *s into name (cut
+ * to IR_MAX_NAME - 1 bytes), *s advanced past it (NULL after the last);
+ * 0 when none is left. */
+static int next_factor(const char **s, char name[IR_MAX_NAME]) {
+  if (!*s) return 0;
+  size_t n = strcspn(*s, "*");
+  snprintf(name, IR_MAX_NAME, "%.*s", (int)(n < IR_MAX_NAME ? n : IR_MAX_NAME - 1), *s);
+  *s = (*s)[n] ? *s + n + 1 : NULL;
+  return 1;
+}
+
+/* Appends dimension name d to the ", "-separated list (at: its length, n
+ * bytes) unless it is there already or would not fit. */
+static void list_add(char *list, size_t n, size_t *at, const char *d) {
+  size_t len = strlen(d);
+  for (const char *t = list; *t;) {
+    size_t k = strcspn(t, ",");
+    if (k == len && !strncmp(t, d, k)) return;
+    t += k;
+    while (*t == ',' || *t == ' ') t++;
+  }
+  if (*at + len + 3 < n) *at += (size_t)snprintf(list + *at, n - *at, "%s%s", *at ? ", " : "", d);
+}
+
 int ip_dims_names(const ir_prog *p, const char *name, char *list, size_t len) {
   int found = 0;
   size_t at = 0;
-  if (len) list[0] = 0;
-  /* every operand dimension but the input's, then the interleave's factors; each listed once */
-  for (int k = 0; k <= p->noperands; k++)
+  char buf[1] = "", one[IR_MAX_NAME];
+  if (!len) list = buf, len = 1;
+  list[0] = 0;
+  for (int k = 0; k < p->noperands; k++)   /* every operand dimension but the input's */
     for (int j = 0; j < 2; j++) {
-      char one[IR_MAX_NAME];
-      const char *d = NULL;
-      if (k < p->noperands) {
-        d = p->operands[k].dim[j];
-      } else if (p->interleave && j == 0) {
-        for (const char *s = p->interleave;;) {   /* the interleave's factors, in order */
-          size_t n = strcspn(s, "*");
-          snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), s);
-          found |= !strcmp(one, name);
-          if (!strstr(list, one) && at + strlen(one) + 3 < len)
-            at += (size_t)snprintf(list + at, len - at, "%s%s", at ? ", " : "", one);
-          if (!s[n]) break;
-          s += n + 1;
-        }
-      }
+      const char *d = p->operands[k].dim[j];
       if (!d || !strcmp(d, IR_DIM_INPUT)) continue;
       found |= !strcmp(d, name);
-      if (!strstr(list, d) && at + strlen(d) + 3 < len) at += (size_t)snprintf(list + at, len - at, "%s%s", at ? ", " : "", d);
+      list_add(list, len, &at, d);
     }
+  for (const char *s = p->interleave; next_factor(&s, one);) {   /* then the interleave's factors */
+    found |= !strcmp(one, name);
+    list_add(list, len, &at, one);
+  }
   return found;
 }
 
 int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag) {
   if (!p->interleave) return 0;
   int64_t len = 1;
-  const char *s = p->interleave;
-  for (;;) {
-    size_t n = strcspn(s, "*");
-    char name[IR_MAX_NAME];
-    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), s);
+  char name[IR_MAX_NAME];
+  for (const char *s = p->interleave; next_factor(&s, name);) {
     int64_t v = dim_or(d, name, dflt);
     if (v < 0) {
       rt_diag_add(diag, "%s: the output's interleave %s needs dimension %s, which the call does not bind",
@@ -208,9 +220,8 @@ int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_d
       return -1;
     }
     len *= v;
-    if (!s[n]) return len;
-    s += n + 1;
   }
+  return len;
 }
 
 static int gemv_type(ip_dtype t) { return t == IP_F32 || t == IP_F16 || t == IP_BF16; }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "rt_cuda.h"
+
 _Static_assert(sizeof(ip_tmap) == sizeof(CUtensorMap) && _Alignof(ip_tmap) == _Alignof(CUtensorMap),
                "ip_tmap is the driver's CUtensorMap");
 
@@ -27,18 +29,7 @@ static encode_fn encode;
 
 /* Looks the driver entry point up once per process; encode stays NULL when
  * the driver lacks it (older than CUDA 12). */
-static void encode_lookup(void) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, IP_GEMM_DRIVER_API, cudaEnableDefault, &q) !=
-      cudaSuccess)
-    fn = NULL;
-#else
-  if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
-#endif
-  encode = q == cudaDriverEntryPointSuccess ? (encode_fn)fn : NULL;
-}
+static void encode_lookup(void) { encode = (encode_fn)rt_cuda_driver_fn("cuTensorMapEncodeTiled", IP_GEMM_DRIVER_API); }
 
 /* A 2-D bf16 tensor map: `inner` contiguous elements per row, `outer`
  * rows `ld` elements apart, boxes of box_inner x box_outer, 128-byte

@@ -73,7 +73,8 @@ static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
     if (!n) { fail(ps, "out of memory"); return 0; }
     e->nodes = n; e->capnodes = cap;
   }
-  int lo = kind == N_BIN ? e->nodes[a].lo : kind == N_NEG || kind == N_NOT ? e->nodes[a].lo : e->nnodes;
+  /* an operator's expression starts where its first operand's does */
+  int lo = kind == N_NUM || kind == N_VAR ? e->nnodes : e->nodes[a].lo;
   e->nodes[e->nnodes] = (node){kind, op, v, a, b, lo};
   return e->nnodes++;
 }

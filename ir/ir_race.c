@@ -119,12 +119,13 @@ static void report_race(race_state *st, const acc *x, const acc *y) {
                      (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf) ? " (the same memory in place)" : "";
   if (st->rnode)
     rt_diag_add(st->diag, "%s: rank %d: data race in its memory: rank %d tb %d step %d (%s) %s while rank %d tb %d "
-                "step %d (%s) %s%s, and no dependency, signal or landing orders them", at, st->r, x->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
+                "step %d (%s) %s%s, and no dependency, signal or landing orders them", at, st->r, x->r, x->t, x->s,
+                ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
                 ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
   else
-    rt_diag_add(st->diag, "%s: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no dependency or message orders them",
-                at, st->r, x->t, x->s, ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write),
-                y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
+    rt_diag_add(st->diag, "%s: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no "
+                "dependency or message orders them", at, st->r, x->t, x->s, ir_op_xml[a->op],
+                what(a, m1, sizeof m1, x->a.write), y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
 }
 
 /* Whether node a happens before or at node v (a of rank r unless the

@@ -17,6 +17,21 @@ static inline bt_result rt_cuda(cudaError_t e, unsigned sub, const char *what) {
   return BT_ERR_CUDA;
 }
 
+/* Driver API function `name`, with the signature of driver API `version`
+ * (12000: CUDA 12.0), found through the runtime's driver entry points (no
+ * -lcuda link); NULL when the driver lacks it. */
+static inline void *rt_cuda_driver_fn(const char *name, int version) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
+#else
+  (void)version;
+  if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
+#endif
+  return q == cudaDriverEntryPointSuccess ? fn : NULL;
+}
+
 /* Maps a peer's device allocation for use from device `dev`.  Made in this
  * process (same_process): its own address `base`, with peer access
  * enabled when it is on another GPU (peer_dev); else opened from its CUDA

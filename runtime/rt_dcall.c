@@ -134,7 +134,8 @@ static bt_result choose_again(rt_launch *L) {
   int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, 0);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, which this call cannot have (its group lacks "
-             "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run", c->rank, L->where);
+             "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run",
+             c->rank, L->where);
     return BT_ERR_UNSUPPORTED;
   }
   rt_launch M;
@@ -247,7 +248,9 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->timeout_ns = c->timeout_ns;
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: direct, %d tbs x %d lanes of %d blocks x %d threads, %s%s",
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
-            L->copy_in ? ", on a copy of the input" : L->stage_window ? ", in place on a copy of the input in the window" : "");
+            L->copy_in        ? ", on a copy of the input"
+            : L->stage_window ? ", in place on a copy of the input in the window"
+                              : "");
   c->last = p->name ? p->name : L->where;
   if (d->peer_io && c->bs) return peers_across(L);
   return BT_OK;

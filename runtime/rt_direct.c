@@ -18,8 +18,9 @@ static int loc_eq(loc a, loc b) {
 /* Whether a and b (cnt chunks each) may share memory: one rank, and one
  * buffer with overlapping extents; in an in-place program (`inplace`: a
  * call lays its input and output over each other) any input/output pair
- * too.  An out-of-place direct program never runs in place
- * (rt_direct_usable). */
+ * too.  An out-of-place direct program runs in place only on a copy of
+ * its input in the window (rt_direct_usable), so its input and output
+ * never overlap. */
 static int loc_may_alias(loc a, loc b, int cnt, int inplace) {
   if (a.rank != b.rank) return 0;
   int as = a.buf == IR_BUF_SCRATCH, bs = b.buf == IR_BUF_SCRATCH;

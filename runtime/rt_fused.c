@@ -51,11 +51,6 @@ static baton_result bind_operands(baton_comm *c, int ai, const baton_operand *op
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s", c->rank, where, io->name, u ? "NULL" : "not given");
       return baton_invalid_argument;
     }
-    if (io->kind != IR_OPND_INDEX && strcmp(io->dtype, "call") && strcmp(io->dtype, ip_dtype_name[dtype])) {
-      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: operand %s is %s, the call is %s", c->rank, where, io->name, io->dtype,
-               ip_dtype_name[dtype]);
-      return baton_invalid_argument;
-    }
     size_t got[2] = {u->rows, io->kind == IR_OPND_MATRIX ? u->cols : 1};
     for (int d = 0; d < (io->kind == IR_OPND_MATRIX ? 2 : 1); d++) {
       if (!strcmp(io->dim[d], IR_DIM_INPUT)) continue;

@@ -43,19 +43,8 @@ typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *bytes, CUdeviceptr p);
 static pthread_once_t range_once = PTHREAD_ONCE_INIT;
 static range_fn range;
 
-/* cuMemGetAddressRange through the runtime's driver entry points (no
- * -lcuda); NULL when the driver lacks it. */
-static void range_lookup(void) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess)
-    fn = NULL;
-#else
-  if (cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
-#endif
-  range = q == cudaDriverEntryPointSuccess ? (range_fn)fn : NULL;
-}
+/* cuMemGetAddressRange, once per process; NULL when the driver lacks it. */
+static void range_lookup(void) { range = (range_fn)rt_cuda_driver_fn("cuMemGetAddressRange", 12000); }
 
 /* Fills buffer b of rec for device pointer p of device dev: 0 when p is
  * not device memory of dev in an allocation CUDA IPC can export (why
@@ -143,8 +132,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
                me->rank, bad, bad == me->rank && why ? why : "cannot be mapped here");
     return BT_ERR_UNSUPPORTED;
   }
-  size_t nr = me->nranks > 0 ? (size_t)me->nranks : 1;
-  int32_t *mapped = calloc(nr, 2 * sizeof *mapped);
+  int32_t *mapped = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *mapped);
   if (!mapped) return BT_ERR_NOMEM;
   int here = 1;
   for (int r = 0; r < me->nranks && here; r++) {
@@ -156,10 +144,10 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
       out[r] = b + pb->recs[r].off[PB_OUT];
     }
   }
-  mapped[2 * me->rank] = here;   /* a mapping can fail on one rank only: agree */
-  bt_result res = rt_bootstrap_allgather(bs, mapped, 2 * sizeof *mapped);
+  mapped[me->rank] = here;   /* a mapping can fail on one rank only: agree */
+  bt_result res = rt_bootstrap_allgather(bs, mapped, sizeof *mapped);
   for (int r = 0; r < me->nranks && !res; r++)
-    if (!mapped[2 * r]) {
+    if (!mapped[r]) {
       if (me->rank == 0 || r == me->rank)
         LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d could not map its peers' buffers of a captured call: it copies "
                  "through the window", me->rank, r);

@@ -134,11 +134,6 @@ static int side_read(ib_ctx *c, int l) {
   return moved;
 }
 
-/* Takes connections off the listener, reads their hellos and gives each
- * to its link (its QPs to RTS, the answer queued); flushes and reads every
- * side connection; closes the listener once no link waits for its
- * connection; fails the links not up by the deadline.  Never blocks.
- * Returns the things that moved (failures are on the links). */
 /* Reads pending side connection i's hello: 1 when it is done with (given
  * to its link, or closed: a stray, a peer gone, or -- `last`, or older
  * than BATON_BOOTSTRAP_AUTH_MS -- one that has not said it), and removed
@@ -165,6 +160,13 @@ static int pend_read(ib_ctx *c, int i, int64_t now, int last) {
   return 1;
 }
 
+/* Reads the pending side connections' hellos and gives each whole one to
+ * its link (its QPs to RTS, the answer queued), then takes new connections
+ * off the listener (pend_read sheds the oldest when the list is full);
+ * flushes and reads every side connection; closes the listener once no
+ * link waits for its connection; fails the links not up by the deadline.
+ * Never blocks.  Returns the things that moved (failures are on the
+ * links). */
 int net_ib_pump(ib_ctx *c) {
   int moved = 0, waiting = 0, n = 0;
   int64_t now = rt_time_ns();

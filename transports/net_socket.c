@@ -176,6 +176,24 @@ static int read_hello(sctx *c, pend *x) {
   return 1;
 }
 
+/* Settles pending connection i of p[0 .. *np) (kept oldest first): reads
+ * its greeting; joins its link when it is whole and right, else closes it
+ * when it is a stray or gone, or -- `last` (shed), or older than auth_ns
+ * -- has not greeted; removes it from the list unless it still waits.
+ * 1 when it joined its link. */
+static int settle(sctx *c, pend *p, int *np, int i, int last, int64_t now, int64_t auth_ns) {
+  int r = read_hello(c, &p[i]);
+  if (r == 0 && !last && now - p[i].since < auth_ns) return 0;
+  if (r == 0) {
+    LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: closed a connection that sent no greeting (%s)", c->rank,
+             last ? "shed for a newer one" : "BATON_BOOTSTRAP_AUTH_MS passed");
+    close(p[i].fd);
+  }
+  memmove(p + i, p + i + 1, (size_t)(*np - i - 1) * sizeof *p);
+  --*np;
+  return r == 1;
+}
+
 /* The lower ranks whose sockets have not all arrived, for the timeout's
  * message: "rank 0 (1 of 2 sockets), ...". */
 static void missing(const sctx *c, char *buf, size_t n) {
@@ -224,29 +242,15 @@ static bt_result accept_links(sctx *c, int want) {
       break;
     }
     int64_t now = rt_time_ns();
-    for (int i = np - 1; i >= 0; i--) {   /* from the back: a removal moves only those already seen */
-      int r = fds[1 + i].revents ? read_hello(c, &p[i]) : 0;
-      if (r == 0 && now - p[i].since < auth_ns) continue;
-      if (r == 0) {
-        LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: closed a connection that sent no greeting within "
-                 "BATON_BOOTSTRAP_AUTH_MS", c->rank);
-        close(p[i].fd);
-      }
-      have += r == 1;
-      memmove(p + i, p + i + 1, (size_t)(np - i - 1) * sizeof *p);
-      np--;
-    }
+    for (int i = np - 1; i >= 0; i--)   /* from the back: a removal moves only those already seen */
+      if (fds[1 + i].revents || now - p[i].since >= auth_ns) have += settle(c, p, &np, i, 0, now, auth_ns);
     if (!fds[0].revents) continue;
     int fd = -1;
     rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
     if (a == RT_ACCEPT_BROKEN) {
       res = BT_ERR_SYSTEM;
     } else if ((a == RT_ACCEPT_NEW && np == maxp) || (a == RT_ACCEPT_SHORT && np)) {
-      int r = read_hello(c, &p[0]);   /* shed the oldest, after a last read */
-      if (r == 0) close(p[0].fd);
-      have += r == 1;
-      memmove(p, p + 1, (size_t)(np - 1) * sizeof *p);
-      np--;
+      have += settle(c, p, &np, 0, 1, now, auth_ns);   /* shed the oldest, after a last read */
     } else if (a == RT_ACCEPT_SHORT) {   /* out of descriptors, none to free: wait a little */
       struct timespec ts = {0, 10000000};
       nanosleep(&ts, NULL);
