@@ -88,6 +88,12 @@ typedef struct ip_dlink {
  * program would: one with more signals a call leaves larger values). */
 #define IP_DIRECT_SIGNAL(seq, at) (((uint64_t)(seq) << 16) + (uint64_t)(at))
 #define IP_DIRECT_MAX_SIGNALS 65535   /* a stream's signals in one call at most */
+/* A call descriptor (ip_dargs.key) and the slot rank `sender` keeps it in
+ * for call seq: two per sender, by parity (a sender runs at most one call
+ * ahead of a rank that reaches its buffers). */
+#define IP_DIRECT_DESC(seq, key) (((uint64_t)(uint32_t)(seq) << 32) | (uint64_t)(key))
+#define IP_DIRECT_DESC_SLOT(sender, seq) (2 * (int64_t)(sender) + (int64_t)((seq) & 1))
+
 typedef struct ip_dsync {
   int16_t peer, chan;
   int16_t step, pad;
@@ -120,6 +126,17 @@ typedef struct ip_dargs {
   int32_t grid, ntbs, lanes;           /* blocks launched; thread blocks; blocks per thread block */
   int32_t nops, nlinks, nsyncs;
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
+  /* A call on registered windows (docs/RUNTIME.md, "Registered
+   * buffers"): its descriptor, a hash of where its buffers are in their
+   * windows and what it runs, which every rank's call must share; 0 for
+   * any other call.  Before its first signal each block stores
+   * IP_DIRECT_DESC(seq, key) into its slot of every peer's descriptors
+   * (flags[peer] + desc_at + IP_DIRECT_DESC_SLOT); after each wait, the
+   * waiting thread compares the slot of the rank it waited for with its
+   * own and stops the call (IP_WAIT_BUFS) when they differ, before this
+   * block touches that rank's buffers (rt_dplan.guarded). */
+  uint32_t key;
+  int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
   int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
   volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
   ip_gerr *err;

@@ -28,22 +28,12 @@ struct dspin {
   uint32_t n;
 };
 
-// Called in a wait loop.  False when the wait must end: the block stops,
-// the host or another GPU aborted, or this wait timed out (the first block
-// to time out on the GPU records where and why, and raises the abort flag
-// for every block of every GPU of the communicator).
-static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int tb, int step, int what, int peer,
-                                               int chan) {
-  if (++s.n & 1023) return true;
-  if (atomicAdd(&d_stop, 0)) return false;
-  const uint64_t now = globaltimer();
-  if (s.start == 0) s.start = now;
-  const unsigned long long due = atomicAdd(&d_next_poll, 0ull);
-  if (now >= due && atomicCAS(&d_next_poll, due, now + DIRECT_ABORT_POLL_NS) == due && *a.abort) {
-    atomicExch(&d_stop, 1);
-    return false;
-  }
-  if (a.timeout_ns == 0 || now - s.start < a.timeout_ns) return true;
+// Stops the call on every GPU of the communicator: the first block to
+// stop on this GPU records where and why (tb, step, what, peer, chan;
+// `now` the GPU's timer), this block leaves at its next check, and the
+// abort flag stops every other block.
+static __device__ __noinline__ void dstop(const ip_dargs &a, int tb, int step, int what, int peer, int chan,
+                                          uint64_t now) {
   if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
     volatile ip_gerr *e = a.err;
     e->rank = a.rank;
@@ -62,6 +52,23 @@ static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int 
   atomicExch(&d_stop, 1);
   *a.abort = 1;
   __threadfence_system();
+}
+
+// Called in a wait loop.  False when the wait must end: the block stops,
+// the host or another GPU aborted, or this wait timed out (dstop).
+static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int tb, int step, int what, int peer,
+                                               int chan) {
+  if (++s.n & 1023) return true;
+  if (atomicAdd(&d_stop, 0)) return false;
+  const uint64_t now = globaltimer();
+  if (s.start == 0) s.start = now;
+  const unsigned long long due = atomicAdd(&d_next_poll, 0ull);
+  if (now >= due && atomicCAS(&d_next_poll, due, now + DIRECT_ABORT_POLL_NS) == due && *a.abort) {
+    atomicExch(&d_stop, 1);
+    return false;
+  }
+  if (a.timeout_ns == 0 || now - s.start < a.timeout_ns) return true;
+  dstop(a, tb, step, what, peer, chan, now);
   return false;
 }
 
@@ -337,8 +344,18 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
     const uint64_t *f = a.flags[a.rank] + ip_direct_flag(lane, s.chan, s.peer, a.nranks);
     const uint64_t need = IP_DIRECT_SIGNAL(seq, s.at);
     dspin sp = {0, 0};
+    bool got = true;
     while (ld_acquire_sys(f) < need)
-      if (!dspin_more(a, sp, op.tb, s.step, IP_WAIT_RECV, s.peer, s.chan)) break;
+      if (!dspin_more(a, sp, op.tb, s.step, IP_WAIT_RECV, s.peer, s.chan)) {
+        got = false;
+        break;
+      }
+    // Registered windows: the peer's call must be this one (its slot,
+    // stored before the signal just acquired).
+    if (got && a.key &&
+        *(volatile const uint64_t *)(a.flags[a.rank] + a.desc_at + IP_DIRECT_DESC_SLOT(s.peer, seq)) !=
+            IP_DIRECT_DESC(seq, a.key))
+      dstop(a, op.tb, s.step, IP_WAIT_BUFS, s.peer, s.chan, globaltimer());
   }
   __syncthreads();
   return !d_stop;   // set before the barrier by a thread that gave up
@@ -361,6 +378,11 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     d_stop = 0;
     d_next_poll = 0;
   }
+  // Registered windows: this call's descriptor into every peer's slot for
+  // this rank, before any signal (whose release after a barrier carries it).
+  if (a.key && threadIdx.x < a.nranks && threadIdx.x != a.rank)
+    *(volatile uint64_t *)(a.flags[threadIdx.x] + a.desc_at + IP_DIRECT_DESC_SLOT(a.rank, seq)) =
+        IP_DIRECT_DESC(seq, a.key);
   __syncthreads();
   for (int o = a.tb_first[tb]; o < a.tb_first[tb + 1]; o++) {
     const ip_dop &op = a.ops[o];

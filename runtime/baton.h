@@ -203,6 +203,28 @@ baton_result baton_gemm_alltoall(baton_comm *comm, const void *X, size_t ldx, co
 baton_result baton_run_fused(const char *name, const baton_operand *operands, int noperands, void *recvbuf,
                              size_t count, baton_dtype dtype, baton_redop op, baton_comm *comm, cudaStream_t stream);
 
+/* Registered windows (docs/RUNTIME.md, "Registered buffers").  On a
+ * communicator of a process per GPU, every rank calls baton_comm_register
+ * together, in the same order, with its own buffer of the same size: each
+ * rank then maps every peer's, once.  A later call whose buffers lie in
+ * windows, at the same offsets on every rank, runs a direct program on
+ * the ranks' own buffers: no copy through baton's window, nothing
+ * exchanged per call.  Every rank's call must use its windows alike (same
+ * windows, same offsets, or none): a call where ranks differ is stopped
+ * with baton_invalid_argument before a rank touches another's buffers.
+ * The buffer must be device memory of the communicator's GPU from
+ * cudaMalloc or baton_mem_alloc, inside one allocation, overlapping no
+ * other window; BATON_REG_WINDOWS windows at most.  On a communicator of
+ * one process the buffer is only checked (peer access already reaches
+ * it).  baton_comm_deregister is collective the same way; calls enqueued
+ * before it still run.  A window whose memory was freed is not used. */
+typedef struct baton_window baton_window;
+baton_result baton_comm_register(baton_comm *comm, void *buf, size_t bytes, baton_window **win);
+baton_result baton_comm_deregister(baton_comm *comm, baton_window *win);
+/* Device memory of the current GPU that windows can be made of. */
+baton_result baton_mem_alloc(void **ptr, size_t bytes);
+baton_result baton_mem_free(void *ptr);
+
 /* Groups (as NCCL's ncclGroupStart/End, per thread, nestable): the calls
  * made between start and the outermost end are checked and prepared when
  * made, and launched at the end, each GPU's in order and different GPUs

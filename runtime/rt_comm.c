@@ -12,6 +12,7 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
+#include "rt_register.h"
 
 _Static_assert((int)baton_timeout == (int)BT_ERR_TIMEOUT && (int)baton_aborted == (int)BT_ERR_ABORTED &&
                (int)baton_cuda_error == (int)BT_ERR_CUDA, "baton_result mirrors bt_result");
@@ -239,6 +240,7 @@ static void comm_free(baton_comm *c) {
   if (c->scratch) cudaFree(c->scratch);
   if (c->dflags) cudaFree(c->dflags);
   rt_direct_free(c);
+  rt_regs_free(c);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);
@@ -510,6 +512,12 @@ baton_result rt_comm_poll_error(baton_comm *c) {
              (long long)e->value, e->what == IP_BAD_INDEX ? "outside the table's rows" :
              "outside [the bag's first offset, the indices' length]");
     c->error = baton_invalid_argument;
+  } else if (e && e->what == IP_WAIT_BUFS) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d: rank %d's call is not this one on the same registered windows "
+             "(every rank passes buffers at the same offsets of the same windows, with the same count, type and "
+             "operator, or none passes windows): call stopped before it touched rank %d's buffers", e->rank, e->tb,
+             e->step, e->peer, e->peer);
+    c->error = baton_invalid_argument;
   } else if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
                                  "a compute thread block's tiles"};
@@ -605,7 +613,10 @@ static int usable(void *x, int i) {
 
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                    cudaStream_t stream) {
-  return c ? rt_comm_choose_io(c, coll, s, r, count, dtype, rt_direct_peer_io(c, stream)) : -1;
+  if (!c) return -1;
+  int peer_io = rt_direct_peer_io(c, stream);
+  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
+  return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io);
 }
 
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {

@@ -63,7 +63,10 @@ struct baton_comm {
   rt_dplan *dplans;
   rt_window *win;
   int grid;
-  struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls (rt_peerbuf.h) */
+  struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls and registered
+                                 windows (rt_peerbuf.h) */
+  struct baton_window *regs;  /* registered windows, newest first (rt_register.h) */
+  uint32_t reg_next;          /* registrations made so far: the next window's number */
 };
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
@@ -112,6 +115,8 @@ typedef struct rt_launch {
    * to choose again without them. */
   int direct;
   int stage_window;           /* an out-of-place LL program in place: its input copied into the window first */
+  int aliased;                /* its input lies where the layout puts it in the output's span (in place, or
+                                 copy_in), at an offset that may differ by rank */
   int ai, coll, op;
   int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
   ip_dargs d;
@@ -183,8 +188,20 @@ bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all);
 /* Whether direct algorithm ai runs a call of `count` elements of type
  * dtype, in place or not, on c: its plan, room in the window, a layout it
  * runs without a span outside the window, and, when it reaches its
- * peers' buffers, `peer_io` (every rank's buffers known to the call). */
+ * peers' buffers, `peer_io` (RT_PEERS_*: every rank's buffers known to
+ * the call, or registered windows and a plan that checks its peers'
+ * calls before it touches their buffers, rt_dplan.guarded). */
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io);
+
+/* What a call knows of its peers' buffers (rt_direct_usable's peer_io):
+ * nothing; every rank's (a group, or a capture); or, on registered
+ * windows, where they are if every rank's call is like this one. */
+enum { RT_PEERS_NONE, RT_PEERS_KNOWN, RT_PEERS_REGISTERED };
+
+/* Whether a call of collective coll with these buffers on c (a process
+ * per GPU) has its input and output in registered windows (NCCL's
+ * layouts: the larger buffer holds every rank's block). */
+int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
 
 /* Whether a call of c on `stream` now would know every rank's buffers:
  * inside a group, on a communicator of one process holding every rank

@@ -1,8 +1,10 @@
 /* rt_cuda.c -- mapping another rank's device memory into this process:
  * the one way the P2P transport's pools and the direct programs' windows
- * reach their peers. */
+ * reach their peers; and what allocation a pointer lies in. */
 #include "rt_cuda.h"
 
+#include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,4 +35,27 @@ bt_result rt_cuda_map_peer(const char *who, int dev, int same_process, int peer_
   *out = p;
   *opened = 1;
   return BT_OK;
+}
+
+typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *bytes, CUdeviceptr p);
+typedef CUresult (*attr_fn)(void *data, CUpointer_attribute attr, CUdeviceptr p);
+static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
+static range_fn range;
+static attr_fn attr;
+
+/* The driver calls, once per process; NULL where the driver lacks them. */
+static void alloc_lookup(void) {
+  range = (range_fn)rt_cuda_driver_fn("cuMemGetAddressRange", 12000);
+  attr = (attr_fn)rt_cuda_driver_fn("cuPointerGetAttribute", 12000);
+}
+
+int rt_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long long *id) {
+  pthread_once(&alloc_once, alloc_lookup);
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  if (!range || range(&b, &n, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) return 0;
+  if (id && (!attr || attr(id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)) return 0;
+  *base = (uint64_t)b;
+  *bytes = n;
+  return 1;
 }

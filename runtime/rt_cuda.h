@@ -42,4 +42,10 @@ static inline void *rt_cuda_driver_fn(const char *name, int version) {
 bt_result rt_cuda_map_peer(const char *who, int dev, int same_process, int peer_dev, uint64_t base,
                            const char ipc[64], char **out, int *opened);
 
+/* The allocation device pointer p lies in: its base, its bytes and CUDA's
+ * process-wide id of it (never reused after it is freed; id may be NULL).
+ * 0 when the driver cannot say (p is not device memory, or no such
+ * driver call). */
+int rt_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long long *id);
+
 #endif

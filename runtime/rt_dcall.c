@@ -12,6 +12,7 @@
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_peerbuf.h"
+#include "rt_register.h"
 
 int rt_direct_wanted(const baton_comm *c) {
   for (int i = 0; i < rt_algos_count(c->algos); i++)
@@ -93,6 +94,14 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
   return cs == cudaStreamCaptureStatusActive;
 }
 
+int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
+  if (!c->bs || !c->regs || !c->win || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);
+  size_t es = (size_t)ip_dtype_size[dtype];
+  return rt_reg_find(c, s, count * es * (size_t)ib) && rt_reg_find(c, r, count * es * (size_t)ob);
+}
+
 /* Whether direct program p (plan d) can run a call in place although it is
  * out of place: on a copy of its input in this rank's Simple scratch, made
  * on its stream before its kernel, where the program leaves that scratch
@@ -112,7 +121,8 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
   const rt_dplan *d = &c->dplans[ai];
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
-  if ((d->peer_io && !peer_io) || !rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, ip_dtype_size[dtype]))
+  if ((d->peer_io && (!peer_io || (peer_io == RT_PEERS_REGISTERED && !d->guarded))) ||
+      !rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, ip_dtype_size[dtype]))
     return 0;
   if (inplace) return al->inplace_ok || window_stage(c, d, p, count, ip_dtype_size[dtype]);
   if (!al->outofplace_ok) return 0;
@@ -154,14 +164,73 @@ static bt_result peers_across(rt_launch *L) {
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
   in[c->rank] = a->buf[c->rank][IR_BUF_INPUT];
   out[c->rank] = a->buf[c->rank][IR_BUF_OUTPUT];
-  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS)};
+  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
+                        "a captured call"};
   bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
-  if (e == BT_ERR_UNSUPPORTED) return choose_again(L);
+  if (e == BT_ERR_UNSUPPORTED) {
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
+    return choose_again(L);
+  }
   CHECK(e);
   for (int r = 0; r < c->nranks; r++) {
     a->buf[r][IR_BUF_INPUT] = in[r];
     a->buf[r][IR_BUF_OUTPUT] = out[r];
   }
+  L->peers_known = 1;
+  return BT_OK;
+}
+
+/* FNV-1a of n bytes at p, into h. */
+static uint32_t fnv(uint32_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 16777619u;
+  return h;
+}
+
+/* The registered window of c holding buffer p of `bytes`, alive; NULL
+ * (logged) when there is none or its memory was freed. */
+static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what) {
+  const baton_window *w = rt_reg_find(L->c, p, (size_t)bytes);
+  if (w && rt_reg_live(w)) return w;
+  LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its %s lies in a registered window whose memory was freed: the call runs "
+           "without it (its peers' calls stop with an error)", L->c->rank, L->where, what);
+  return NULL;
+}
+
+/* A call on a communicator of a process per GPU that reaches its peers'
+ * buffers, not captured, on registered windows: each peer's output at this
+ * rank's offset in the output's window, each peer's input at this rank's
+ * offset in the input's window or, where the layout puts the input in the
+ * output's span (in place), where that rank's layout puts it; and the
+ * call's descriptor (ip_dargs.key) of those offsets and what the call
+ * runs, which the kernel checks against each peer's before it touches
+ * that peer's buffers.  Where this rank's buffers are not in live
+ * windows, L is prepared again without its peers' buffers: every peer's
+ * kernel then stops the call. */
+static bt_result peers_registered(rt_launch *L) {
+  baton_comm *c = L->c;
+  ip_dargs *a = &L->d;
+  const ir_prog *p = rt_algos_get(c->algos, L->ai)->prog;
+  const baton_window *wo = live_window(L, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT] * a->esize, "output");
+  const baton_window *wi = L->aliased || L->stage_window ? NULL
+                           : live_window(L, L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize, "input");
+  if (!wo || (!wi && !L->aliased && !L->stage_window)) return choose_again(L);
+  uint64_t oo = (uint64_t)((const char *)L->recvbuf - wo->base), oi = wi ? (uint64_t)((const char *)L->sendbuf - wi->base) : 0;
+  for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank) continue;
+    a->buf[r][IR_BUF_OUTPUT] = wo->peer[r] + oo;
+    ir_geom g;
+    if (L->stage_window) a->buf[r][IR_BUF_INPUT] = NULL;   /* in its window: no peer reads it (rt_dplan.stage_ok) */
+    else if (!L->aliased) a->buf[r][IR_BUF_INPUT] = wi->peer[r] + oi;
+    else if (!ir_geom_init(&g, p, r, a->geom.count, 1))
+      a->buf[r][IR_BUF_INPUT] = a->buf[r][IR_BUF_OUTPUT] + (g.in_at - g.out_at) * a->esize;
+    else return BT_ERR_INTERNAL;   /* this rank's geometry was built: every rank's is */
+  }
+  uint64_t what[9] = {(uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->op,
+                      (uint64_t)L->stage_window, (uint64_t)L->aliased, wo->id, oo, wi ? ((uint64_t)wi->id << 48) ^ oi : 0};
+  uint32_t key = fnv(2166136261u, what, sizeof what);
+  const rt_window_layout *l = rt_window_layout_of(c->win);
+  a->key = key ? key : 1;
+  a->desc_at = (int32_t)((l->desc - l->flags) / sizeof(uint64_t));
   L->peers_known = 1;
   return BT_OK;
 }
@@ -172,10 +241,12 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const ir_prog *p = al->prog;
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
-  if (d->peer_io && !rt_direct_peer_io(c, stream)) {   /* by name (baton_run), or the NCCL drop-in's own choice */
+  const int known = rt_direct_peer_io(c, stream);
+  const int registered = !known && d->guarded && rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
+  if (d->peer_io && !known && !registered) {   /* by name (baton_run), or the NCCL drop-in's own choice */
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches its peers' buffers: it runs only in a group that holds every rank's "
-             "call, on a communicator of one process (baton_comm_init_all), or captured in a CUDA graph on every "
-             "rank", c->rank, ir_prog_where(p));
+             "call, on a communicator of one process (baton_comm_init_all), captured in a CUDA graph on every "
+             "rank, or on registered windows", c->rank, ir_prog_where(p));
     return BT_ERR_UNSUPPORTED;
   }
   ir_geom g;
@@ -207,6 +278,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->op = op;
   L->copy_in = aliased && !inplace;
   L->stage_window = staged;
+  L->aliased = aliased;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
   ip_dargs *a = &L->d;
   /* In place, or on a copy of the input placed in the output's span:
@@ -252,7 +324,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
             : L->stage_window ? ", in place on a copy of the input in the window"
                               : "");
   c->last = p->name ? p->name : L->where;
-  if (d->peer_io && c->bs) return peers_across(L);
+  if (d->peer_io && c->bs) return known ? peers_across(L) : peers_registered(L);
   return BT_OK;
 }
 

@@ -375,7 +375,7 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
   else if (g->ntbs > IP_DIRECT_MAX_TBS) b.why = "more thread blocks than the direct executor holds", b.bad = 1;
   else if (p->interleave) b.why = "an interleaved output", b.bad = 1;
   else if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL) b.why = "a protocol other than Simple or LL", b.bad = 1;
-  d->stage_ok = p->ngpus <= IP_WIN_MAX_RANKS;
+  d->stage_ok = d->guarded = p->ngpus <= IP_WIN_MAX_RANKS;
   for (int r = 0; r < p->ngpus; r++) {
     if (p->gpus[r].ntbs > d->most_tbs) d->most_tbs = p->gpus[r].ntbs;
     if (p->gpus[r].s_chunks > d->s_chunks) d->s_chunks = p->gpus[r].s_chunks;
@@ -385,12 +385,11 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
         unsigned fl = ir_op_flags[st->op];
         int q = st->peer >= 0 && st->peer < IP_WIN_MAX_RANKS ? st->peer : 0;
-        if (((fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH) || ((fl & IR_F_GET) && st->srcbuf != IR_BUF_SCRATCH))
-          d->peer_io = 1;
+        int put_io = (fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH;   /* reaches the peer's input or output */
+        int io = put_io || ((fl & IR_F_GET) && st->srcbuf != IR_BUF_SCRATCH);
         if (st->op == IR_OP_WAIT) waited[q] = 1;
-        if (((fl & IR_F_PUT) && st->dstbuf != IR_BUF_SCRATCH && !waited[q]) ||
-            ((fl & IR_F_GET) && st->srcbuf == IR_BUF_INPUT))
-          d->stage_ok = 0;
+        if (io) d->peer_io = 1, d->guarded &= waited[q];
+        if ((put_io && !waited[q]) || ((fl & IR_F_GET) && st->srcbuf == IR_BUF_INPUT)) d->stage_ok = 0;
       }
     }
   }

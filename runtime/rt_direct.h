@@ -19,6 +19,9 @@ typedef struct rt_dplan {
   int stage_ok;           /* no rank reads a peer's input, and each writes a peer's input or output only after
                              waiting on that peer's signal: a rank may run on a copy of its input made before
                              its kernel (in place, rt_direct_usable) */
+  int guarded;            /* each rank's thread block reaches a peer's input or output only after waiting on that
+                             peer's signal: a call on registered windows checks there that the peer runs the
+                             same call (ip_dargs.key) before it touches the peer's buffers */
   int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
   int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
   int nthreads;

@@ -589,20 +589,69 @@ ncclResult_t rt_nccl_CommDeregister(const ncclComm_t comm, void *handle) {
   return ncclSuccess;
 }
 
-/* NCCL's allocator where there is one (its buffers suit its transports),
- * else cudaMalloc. */
+/* Windows: baton's registration on a communicator with a baton side
+ * (every rank together, as NCCL's), so that calls on them run baton's
+ * direct programs on the ranks' own buffers; NCCL's without one.  Memory
+ * baton cannot map on every rank (not from cudaMalloc or ncclMemAlloc)
+ * still gets a window, which calls treat as unregistered: NCCL would
+ * take it, so a drop-in must. */
+static char no_window;   /* the handle of such a window */
+
+ncclResult_t rt_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowRegister");
+  if (r) return r;
+  if (!win) return rt_nccl_fail(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  if (!comm->baton) {
+    const rt_nccl_real *n = rt_nccl_real_get();
+    if (n && comm->real && n->CommWindowRegister) return n->CommWindowRegister(comm->real, buff, size, win, flags);
+    return rt_nccl_fail(ncclInvalidUsage, "ncclCommWindowRegister: this communicator has neither a baton side nor a "
+                        "real NCCL");
+  }
+  baton_window *w = NULL;
+  baton_result b = baton_comm_register(comm->baton, buff, size, &w);
+  if (b == baton_unsupported) {
+    LOG_INFO(RT_SUB_NCCL, "rank %d: ncclCommWindowRegister of %zu bytes: baton cannot map it on every rank; calls on "
+             "it copy through baton's own window", comm->rank, size);
+    *win = (ncclWindow_t)(void *)&no_window;
+    return ncclSuccess;
+  }
+  if (b) return rt_nccl_fail(rt_nccl_from_baton(b), "ncclCommWindowRegister of %zu bytes at %p: %s", size, buff,
+                             baton_result_string(b));
+  *win = (ncclWindow_t)(void *)w;
+  return ncclSuccess;
+}
+
+ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowDeregister");
+  if (r) return r;
+  if (!comm->baton) {
+    const rt_nccl_real *n = rt_nccl_real_get();
+    if (n && comm->real && n->CommWindowDeregister) return n->CommWindowDeregister(comm->real, win);
+    return rt_nccl_fail(ncclInvalidUsage, "ncclCommWindowDeregister: this communicator has neither a baton side nor "
+                        "a real NCCL");
+  }
+  if ((void *)win == (void *)&no_window) return ncclSuccess;
+  baton_result b = baton_comm_deregister(comm->baton, (baton_window *)(void *)win);
+  return b ? rt_nccl_fail(rt_nccl_from_baton(b), "ncclCommWindowDeregister(%p): %s", (void *)win,
+                          baton_result_string(b))
+           : ncclSuccess;
+}
+
+/* With baton on, baton's allocator (cudaMalloc: memory every rank can map
+ * for baton's windows; NCCL's own allocator makes memory CUDA IPC cannot
+ * export); with BATON_ENABLE=0, NCCL's where there is one. */
+static int nccl_allocates(void) { return !rt_param_int(RT_PARAM_ENABLE) && rt_nccl_real_get() && rt_nccl_real_get()->MemAlloc; }
+
 ncclResult_t rt_nccl_MemAlloc(void **ptr, size_t size) {
   if (!ptr) return rt_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-  const rt_nccl_real *n = rt_nccl_real_get();
-  if (n && n->MemAlloc) return n->MemAlloc(ptr, size);
-  cudaError_t e = cudaMalloc(ptr, size);
-  return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc of %zu bytes: %s", size, cudaGetErrorString(e))
+  if (nccl_allocates()) return rt_nccl_real_get()->MemAlloc(ptr, size);
+  baton_result b = baton_mem_alloc(ptr, size);
+  return b ? rt_nccl_fail(rt_nccl_from_baton(b), "ncclMemAlloc of %zu bytes: %s", size, baton_result_string(b))
            : ncclSuccess;
 }
 
 ncclResult_t rt_nccl_MemFree(void *ptr) {
-  const rt_nccl_real *n = rt_nccl_real_get();
-  if (n && n->MemFree) return n->MemFree(ptr);
-  cudaError_t e = cudaFree(ptr);
-  return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemFree(%p): %s", ptr, cudaGetErrorString(e)) : ncclSuccess;
+  if (nccl_allocates() && rt_nccl_real_get()->MemFree) return rt_nccl_real_get()->MemFree(ptr);
+  baton_result b = baton_mem_free(ptr);
+  return b ? rt_nccl_fail(rt_nccl_from_baton(b), "ncclMemFree(%p): %s", ptr, baton_result_string(b)) : ncclSuccess;
 }

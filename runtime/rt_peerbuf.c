@@ -3,9 +3,7 @@
  * peer allocation. */
 #include "rt_peerbuf.h"
 
-#include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,13 +37,6 @@ struct rt_peerbufs {
   int warned_full;
 };
 
-typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *bytes, CUdeviceptr p);
-static pthread_once_t range_once = PTHREAD_ONCE_INIT;
-static range_fn range;
-
-/* cuMemGetAddressRange, once per process; NULL when the driver lacks it. */
-static void range_lookup(void) { range = (range_fn)rt_cuda_driver_fn("cuMemGetAddressRange", 12000); }
-
 /* Fills buffer b of rec for device pointer p of device dev: 0 when p is
  * not device memory of dev in an allocation CUDA IPC can export (why
  * says). */
@@ -57,10 +48,9 @@ static int export_buf(pb_rec *rec, int b, const char *p, int dev, const char **w
     *why = "not device memory of this rank's GPU";
     return 0;
   }
-  pthread_once(&range_once, range_lookup);
-  CUdeviceptr base = 0;
+  uint64_t base = 0;
   size_t bytes = 0;
-  if (!range || range(&base, &bytes, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+  if (!rt_cuda_alloc_of(p, &base, &bytes, NULL)) {
     *why = "its allocation's range is unknown";
     return 0;
   }
@@ -71,7 +61,7 @@ static int export_buf(pb_rec *rec, int b, const char *p, int dev, const char **w
     return 0;
   }
   memcpy(rec->ipc[b], &h, sizeof h < sizeof rec->ipc[b] ? sizeof h : sizeof rec->ipc[b]);
-  rec->base[b] = (uint64_t)base;
+  rec->base[b] = base;
   rec->off[b] = (uint64_t)((uintptr_t)p - (uintptr_t)base);
   return 1;
 }
@@ -128,8 +118,8 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
     if (!pb->recs[r].ok || pb->recs[r].host != me->host) ok = 0, bad = r;
   if (!ok) {   /* every rank sees the same records: all give up alike */
     if (me->rank == 0 || bad == me->rank)
-      LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d's buffers of a captured call %s: it copies through the window",
-               me->rank, bad, bad == me->rank && why ? why : "cannot be mapped here");
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d's buffers of %s %s", me->rank, bad, me->what,
+               bad == me->rank && why ? why : "cannot be mapped here");
     return BT_ERR_UNSUPPORTED;
   }
   int32_t *mapped = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *mapped);
@@ -149,8 +139,8 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   for (int r = 0; r < me->nranks && !res; r++)
     if (!mapped[r]) {
       if (me->rank == 0 || r == me->rank)
-        LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d could not map its peers' buffers of a captured call: it copies "
-                 "through the window", me->rank, r);
+        LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d could not map its peers' buffers of %s", me->rank, r,
+                 me->what);
       res = BT_ERR_UNSUPPORTED;
     }
   free(mapped);
@@ -175,8 +165,8 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
   bt_result res = exchange(*pb, bs, me, in, out);
   cudaThreadExchangeStreamCaptureMode(&mode);
   if (!res)
-    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: a captured call's peers' buffers exchanged (%d allocations mapped)", me->rank,
-              (*pb)->n);
+    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: the peers' buffers of %s exchanged (%d allocations mapped)", me->rank,
+              me->what, (*pb)->n);
   return res;
 }
 

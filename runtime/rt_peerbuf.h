@@ -19,6 +19,7 @@ typedef struct rt_peerbuf_self {
   int rank, nranks, dev;
   uint64_t host;              /* tp_peer's hash of this host */
   int max_maps;               /* BATON_PEER_MAPS: peers' allocations kept mapped at most */
+  const char *what;           /* what the buffers are, for the log: "a captured call", "a registered window" */
 } rt_peerbuf_self;
 
 /* Exchanges where every rank's call buffers lie and fills in[r], out[r]

@@ -29,7 +29,8 @@ void rt_window_plan(rt_window_layout *l, int nranks, int grid, size_t bytes) {
   l->nranks = nranks;
   l->grid = grid;
   l->flags = 0;
-  l->seq = page((size_t)ip_direct_flag_words(grid, nranks) * sizeof(uint64_t));
+  l->desc = (size_t)ip_direct_flag_words(grid, nranks) * sizeof(uint64_t);
+  l->seq = page(l->desc + 2 * (size_t)nranks * sizeof(uint64_t));
   l->ll = page(l->seq + (size_t)(grid + 1) * sizeof(uint64_t));   /* the counts, then the error claim word */
   l->ll_half = page(bytes / 8);
   l->simple = l->ll + 2 * l->ll_half;

@@ -12,13 +12,14 @@
 #include "rt_result.h"
 
 /* Where the parts of a rank's window lie, the same on every rank:
- * the signal flags (ip_direct_flag_words of them), the call count of each
- * block of the direct grid and a word for the first error's claim, the LL
+ * the signal flags (ip_direct_flag_words of them), the call descriptors
+ * of calls on registered buffers (two words per rank: ip_dargs.key), the
+ * call count of each block of the direct grid and a word for the first error's claim, the LL
  * landings (two halves, alternating by call) and the scratch of Simple
  * programs. */
 typedef struct rt_window_layout {
   int nranks, grid;
-  size_t flags, seq;            /* offsets of the flag words and the call counts */
+  size_t flags, desc, seq;      /* offsets of the flag words, the call descriptors and the call counts */
   size_t ll, ll_half;           /* offset of the landing region, bytes of each half */
   size_t simple, simple_bytes;  /* offset and bytes of the Simple scratch */
   size_t bytes;                 /* the whole window */

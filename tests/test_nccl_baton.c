@@ -60,6 +60,11 @@ static int run_off(void) {
      strstr(nccl_log(), "ncclAllReduce(0x1000, 0x2000, 8,") && !*fake_baton_log(),
      "an AllReduce baton would run goes to NCCL");
   ok(logged("AllReduce: count 8") && logged("NCCL (baton is off (BATON_ENABLE=0))"), "and the INFO line says why");
+  void *mem = NULL;
+  ok(ncclMemAlloc(&mem, 256) == ncclSuccess && mem && ncclMemFree(mem) == ncclSuccess &&
+     strstr(nccl_log(), "ncclMemAlloc(size=256)") && strstr(nccl_log(), "ncclMemFree(") && !*fake_baton_log(),
+     "ncclMemAlloc and ncclMemFree are NCCL's");
+  nccl_clear();
   ncclCommDestroy(comm);
   ok(logged("WARN") && logged("communicator of 1 ranks destroyed: none of its 1 collective calls ran on baton, all on NCCL "
                                "(BATON_ENABLE=0)"),
@@ -147,6 +152,20 @@ int main(int argc, char **argv) {
   ok(ncclReduce(P(0x1000), NULL, 8, ncclFloat32, ncclSum, 0, comm, STREAM) == ncclInvalidArgument,
      "Reduce with a NULL recvbuff on the root: ncclInvalidArgument");
   expect("", "", "and neither runs anywhere");
+
+  /* Windows and memory: baton's. */
+  void *mem = NULL;
+  ncclWindow_t win = NULL;
+  ok(ncclMemAlloc(&mem, 4096) == ncclSuccess && mem, "ncclMemAlloc");
+  ok(ncclCommWindowRegister(comm, mem, 4096, &win, 0) == ncclSuccess && win, "ncclCommWindowRegister");
+  ok(ncclCommWindowRegister(comm, NULL, 4096, &win, 0) == ncclInvalidArgument,
+     "ncclCommWindowRegister of a buffer baton refuses: ncclInvalidArgument");
+  ok(ncclCommWindowDeregister(comm, win) == ncclSuccess, "ncclCommWindowDeregister");
+  ok(ncclMemFree(mem) == ncclSuccess, "ncclMemFree");
+  snprintf(want, sizeof want, "baton_mem_alloc(bytes=4096)\nbaton_comm_register(rank=0, buf=%p, bytes=4096)\n"
+           "baton_comm_register(rank=0, buf=(nil), bytes=4096)\nbaton_comm_deregister(rank=0)\nbaton_mem_free()\n",
+           mem);
+  expect("", want, "memory and windows are baton's (cudaMalloc memory every rank can map), NCCL sees none of it");
 
   /* Groups. */
   ncclGroupStart();

@@ -47,6 +47,7 @@ typedef struct bench_opts {
   int all_types;        /* -d all: every type, in ip_dtype's order (the help's list) */
   int all_ops;          /* -o all: every op (sum, prod, max, min, avg) where the collective reduces */
   int dry_run, no_nccl;
+  int reg;              /* --register: buffers registered with both libraries (baton's windows; ncclCommRegister) */
   const char *csv, *json;
 } bench_opts;
 

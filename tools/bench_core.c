@@ -94,6 +94,10 @@ static const char bench_help[] =
   "  --csv FILE            also write the table as CSV (tools/plot_bench.py plots it)\n"
   "  --json FILE           also write the table as JSON\n"
   "  --no-nccl             run baton alone\n"
+  "  --register            a process per GPU (-P): register the buffers with both\n"
+  "                        libraries first, as applications that reuse buffers do\n"
+  "                        (baton_comm_register: eager calls reach the peers' own\n"
+  "                        buffers; ncclCommRegister, as nccl-tests -R 1)\n"
   "  --share G             the -g ranks share G GPUs (rank r on GPU r % G), baton\n"
   "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
   "                        costs on machines with fewer GPUs, not NVLink's\n"
@@ -174,6 +178,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     if (!strcmp(a, "-P") || !strcmp(a, "--procs")) { o->procs = 1; continue; }
     if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
     if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
+    if (!strcmp(a, "--register")) { o->reg = 1; continue; }
 #define OPT(s, l) ((v = opt_value(argc, argv, &i, s, l, &missing)) != NULL || missing)
     if (OPT("-b", "--minbytes")) bad = !v || bench_parse_size(v, &o->minbytes);
     else if (OPT("-e", "--maxbytes")) bad = !v || bench_parse_size(v, &o->maxbytes);
@@ -240,6 +245,10 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     return 2;
   }
   if (o->ngpus && bench_root_check(o, o->ngpus, err)) return 2;
+  if (o->reg && !o->procs) {
+    fprintf(err, "baton bench: --register needs -P (one process drives every GPU's buffers already)\n");
+    return 2;
+  }
   if (o->inplace == BENCH_BOTH_PLACES && o->procs) {
     fprintf(err, "baton bench: -I both needs one process (not -P); with -P run -I 0, then -I 1\n");
     return 2;

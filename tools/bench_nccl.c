@@ -17,6 +17,8 @@ struct bench_nccl {
   ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *);
   ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
   ncclResult_t (*CommDestroy)(ncclComm_t);
+  ncclResult_t (*CommRegister)(const ncclComm_t, void *, size_t, void **);
+  ncclResult_t (*CommDeregister)(const ncclComm_t, void *);
   ncclResult_t (*CommAbort)(ncclComm_t);
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
   ncclResult_t (*GroupStart)(void);
@@ -68,6 +70,8 @@ bench_nccl *bench_nccl_open(char *why, size_t len) {
     {(void **)&n->Send, "ncclSend", 1},
     {(void **)&n->Recv, "ncclRecv", 1},
     {(void **)&n->GetErrorString, "ncclGetErrorString", 1},
+    {(void **)&n->CommRegister, "ncclCommRegister", 0},
+    {(void **)&n->CommDeregister, "ncclCommDeregister", 0},
   };
   for (size_t i = 0; i < sizeof sym / sizeof sym[0]; i++) {
     *sym[i].fn = dlsym(dl, sym[i].name);
@@ -220,3 +224,16 @@ int bench_nccl_async_error(bench_nccl *n, void *comm, char *err, size_t len) {
 void bench_nccl_abort(bench_nccl *n, void *comm) { n->CommAbort((ncclComm_t)comm); }
 
 void bench_nccl_destroy(bench_nccl *n, void *comm) { n->CommDestroy((ncclComm_t)comm); }
+
+int bench_nccl_register(bench_nccl *n, void *comm, void *buf, size_t bytes, void **handle, char *err, size_t len) {
+  *handle = NULL;
+  if (!n->CommRegister) {
+    snprintf(err, len, "this NCCL has no ncclCommRegister");
+    return -1;
+  }
+  return fail(n, n->CommRegister((ncclComm_t)comm, buf, bytes, handle), "ncclCommRegister", err, len);
+}
+
+void bench_nccl_deregister(bench_nccl *n, void *comm, void *handle) {
+  if (n->CommDeregister && handle) n->CommDeregister((ncclComm_t)comm, handle);
+}

@@ -43,4 +43,9 @@ int bench_nccl_async_error(bench_nccl *n, void *comm, char *err, size_t len);
 void bench_nccl_abort(bench_nccl *n, void *comm);
 void bench_nccl_destroy(bench_nccl *n, void *comm);
 
+/* ncclCommRegister of bytes at buf (*handle for bench_nccl_deregister);
+ * 0, or -1 with err (also when the library lacks it). */
+int bench_nccl_register(bench_nccl *n, void *comm, void *buf, size_t bytes, void **handle, char *err, size_t len);
+void bench_nccl_deregister(bench_nccl *n, void *comm, void *handle);
+
 #endif

@@ -74,6 +74,30 @@ static void child_fail(bench_ctx *x, const char *fmt, const char *what) {
   _exit(2);
 }
 
+/* --register: this rank's buffers registered with baton (every rank
+ * together: a collective) and with NCCL where it runs. */
+static void register_buffers(bench_ctx *x) {
+  char err[300];
+  size_t bytes[2] = {x->recv_bytes, x->send_bytes};
+  char *bufs[2] = {x->recvbuf[0], x->sendbuf[0]};
+  for (int b = 0; b < 2; b++) {
+    if (!bytes[b] || !bufs[b]) continue;
+    baton_result e = baton_comm_register(x->bc[0], bufs[b], bytes[b], &x->win[b]);
+    if (e) child_fail(x, "rank %d: baton_comm_register: %s", baton_result_string(e));
+    if (x->nc[0] && bench_nccl_register(x->nccl, x->nc[0], bufs[b], bytes[b], &x->nreg[b], err, sizeof err))
+      child_fail(x, "rank %d: %s", err);
+  }
+}
+
+static void deregister_buffers(bench_ctx *x) {
+  for (int b = 0; b < 2; b++) {
+    if (x->win[b]) baton_comm_deregister(x->bc[0], x->win[b]);
+    if (x->nc[0] && x->nreg[b]) bench_nccl_deregister(x->nccl, x->nc[0], x->nreg[b]);
+    x->win[b] = NULL;
+    x->nreg[b] = NULL;
+  }
+}
+
 static void child_main(const bench_opts *o, bench_ctx *x, baton_unique_id bid, const int64_t *sizes, int nsizes) {
   int r = x->lo, ngpu = 0;
   char err[300], id[128];
@@ -111,6 +135,7 @@ static void child_main(const bench_opts *o, bench_ctx *x, baton_unique_id bid, c
     x->nc[0] = NULL;
     snprintf(x->dead_why[BENCH_NCCL], sizeof x->dead_why[0], "NCCL not set up on every rank");
   }
+  if (o->reg) register_buffers(x);
   bench_combo c[BENCH_MAX_COMBOS];
   int nc = bench_combos(o, c);
   for (int k = 0; k < nc; k++) {   /* type outer, op inner, as nccl-tests */
@@ -123,6 +148,7 @@ static void child_main(const bench_opts *o, bench_ctx *x, baton_unique_id bid, c
     }
   }
   x->o = o;
+  if (o->reg) deregister_buffers(x);
   bench_ctx_free(x);
   fflush(stderr);
   _exit(0);

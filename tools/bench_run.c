@@ -369,6 +369,8 @@ int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, s
   for (int i = 0; i < x->nlocal; i++) {
     cudaSetDevice(x->devs[i]);
     cudaError_t e = cudaStreamCreateWithFlags(&x->streams[i], cudaStreamNonBlocking);
+    x->recv_bytes = rc + 16;
+    x->send_bytes = x->o->inplace != BENCH_IN_PLACE ? sc + 16 : 0;
     if (e == cudaSuccess) e = cudaMalloc((void **)&x->recvbuf[i], rc + 16);
     if (e == cudaSuccess && x->o->inplace != BENCH_IN_PLACE) e = cudaMalloc((void **)&x->sendbuf[i], sc + 16);
     if (e != cudaSuccess) {

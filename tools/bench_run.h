@@ -19,6 +19,9 @@ typedef struct bench_ctx {
   int devs[BENCH_MAX_LOCAL];
   cudaStream_t streams[BENCH_MAX_LOCAL];
   char *sendbuf[BENCH_MAX_LOCAL], *recvbuf[BENCH_MAX_LOCAL];
+  size_t send_bytes, recv_bytes;    /* each GPU's sendbuf and recvbuf */
+  baton_window *win[2];             /* --register (-P): baton's windows of recvbuf and sendbuf */
+  void *nreg[2];                    /* and NCCL's registrations of them */
   char *host;
   baton_comm *bc[BENCH_MAX_LOCAL];
   bench_nccl *nccl;                 /* NULL: NCCL not loaded */
