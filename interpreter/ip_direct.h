@@ -137,6 +137,11 @@ typedef struct ip_dargs {
    * block touches that rank's buffers (rt_dplan.guarded). */
   uint32_t key;
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
+  /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
+   * enter, ready (prologue done), each operation's end (waited for waits,
+   * done for the others; step: its first IR step, tile: the operation's
+   * index), exit. */
+  uint64_t *trace;
   int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
   volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
   ip_gerr *err;

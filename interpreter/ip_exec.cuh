@@ -651,12 +651,7 @@ __device__ __forceinline__ bool exec_chain(const ip_gargs &a, const ip_gtb &tb, 
 // Thread 0 records event ev of step s, tile index i, as the n-th of its
 // block's timeline (ip_gpu.h); the last place is kept for EXIT.
 __device__ __forceinline__ void trace_ev(const ip_gargs &a, int &n, int ev, int s, int64_t i) {
-  if (!a.trace || (n >= IP_TRACE_EVENTS - 1 && ev != IP_EV_EXIT)) return;
-  uint64_t *w = a.trace + (uint64_t)blockIdx.x * IP_TRACE_WORDS + 1 + 3 * n++;
-  w[0] = IP_TRACE_TAG(ev, s, i);
-  w[1] = ev == IP_EV_ENTER || ev == IP_EV_EXIT ? globaltimer() : 0;   // %globaltimer is slow to read
-  w[2] = clock64();
-  if (ev == IP_EV_EXIT) a.trace[(uint64_t)blockIdx.x * IP_TRACE_WORDS] = n;
+  ip_trace_ev(a.trace, n, ev, s, i);
 }
 
 __device__ __forceinline__ unsigned op_flags(int op) {

@@ -217,6 +217,22 @@ typedef struct ip_gargs {
 enum { IP_EV_ENTER, IP_EV_READY, IP_EV_WAITED, IP_EV_DONE, IP_EV_EXIT };
 #define IP_TRACE_TAG(ev, step, i) ((uint64_t)(ev) | (uint64_t)(uint32_t)(step) << 8 | (uint64_t)(i) << 40)
 
+#ifdef __CUDACC__
+/* Thread 0 of a block records event ev of step s, index i, as the n-th of
+ * its block's timeline at trace (NULL: nothing); the last place is kept
+ * for EXIT.  Both kernels' (the interpreter's and the direct executor's). */
+__device__ __forceinline__ void ip_trace_ev(uint64_t *trace, int &n, int ev, int s, int64_t i) {
+  if (!trace || (n >= IP_TRACE_EVENTS - 1 && ev != IP_EV_EXIT)) return;
+  uint64_t *w = trace + (uint64_t)blockIdx.x * IP_TRACE_WORDS + 1 + 3 * n++;
+  uint64_t t = 0;
+  if (ev == IP_EV_ENTER || ev == IP_EV_EXIT) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));   /* slow to read */
+  w[0] = IP_TRACE_TAG(ev, s, i);
+  w[1] = t;
+  w[2] = clock64();
+  if (ev == IP_EV_EXIT) trace[(uint64_t)blockIdx.x * IP_TRACE_WORDS] = n;
+}
+#endif
+
 /* Which of a type's four kernels runs operator op: SUM, PROD, MAX, MIN
  * (AVG runs SUM; its division comes after).  The interpreter's and the
  * direct executor's kernel tables are laid out so. */

@@ -373,6 +373,8 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.seq[b], 1ull);
     return;
   }
+  int tn = 0;   // thread 0: events traced
+  if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
   const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
   if (threadIdx.x == 0) {
     d_stop = 0;
@@ -384,6 +386,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     *(volatile uint64_t *)(a.flags[threadIdx.x] + a.desc_at + IP_DIRECT_DESC_SLOT(a.rank, seq)) =
         IP_DIRECT_DESC(seq, a.key);
   __syncthreads();
+  if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   for (int o = a.tb_first[tb]; o < a.tb_first[tb + 1]; o++) {
     const ip_dop &op = a.ops[o];
     bool ok = true;
@@ -391,10 +394,18 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     else if (op.kind == IP_D_COPIES) ok = copies(a, op, seq, lane);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);
     else ok = waits(a, op, seq, lane);
+    if (threadIdx.x == 0 && a.trace) {
+      const bool sync = op.kind == IP_D_SIGS || op.kind == IP_D_WAITS;
+      ip_trace_ev(a.trace, tn, op.kind == IP_D_WAITS ? IP_EV_WAITED : IP_EV_DONE,
+                  sync ? a.syncs[op.first].step : a.links[op.first].step, o);
+    }
     if (__syncthreads_or(!ok || d_stop)) break;   // every thread leaves together
   }
   __syncthreads();
-  if (threadIdx.x == 0) a.seq[b] = seq + 1;
+  if (threadIdx.x == 0) {
+    a.seq[b] = seq + 1;
+    ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
+  }
 }
 
 // The kernel of each (type, operator), as ip_gpu.cu's.

@@ -393,7 +393,7 @@ bt_result rt_call_launch(const rt_launch *L) {
   if (c->net) CHECK(wake_proxy(c, L->stream));
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
   if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));
-  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb);
+  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb, 0);
   if (L->temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the output out of the span"));

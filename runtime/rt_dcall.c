@@ -333,7 +333,14 @@ bt_result rt_direct_launch(const rt_launch *L) {
   if (L->copy_in || L->stage_window)
     CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
-  CHECK(ip_direct_launch(a, L->nthreads, L->stream));
+  if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
+    ip_dargs t = *a;
+    t.trace = rt_trace_buf(L->c->trace, a->grid);
+    if (t.trace) rt_trace_called(L->c->trace, L->where, a->ntbs * a->lanes, a->ntbs, a->lanes, 0, L->nthreads, NULL, 1);
+    CHECK(ip_direct_launch(&t, L->nthreads, L->stream));
+  } else {
+    CHECK(ip_direct_launch(a, L->nthreads, L->stream));
+  }
   if (L->divide) CHECK(ip_gpu_divide(a->dtype, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
 }

@@ -17,6 +17,7 @@ struct rt_trace {
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
   int blocks, ntbs, lanes, cwidth, nthreads;
+  int direct;                /* the direct executor's: block b is lane b % lanes of thread block b / lanes */
   const int *irtb;           /* per block of a lane, its IR thread block (the plan's; NULL: the same) */
   int warned;
 };
@@ -49,8 +50,9 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
 }
 
 void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
-                     const int *irtb) {
+                     const int *irtb, int direct) {
   if (!t) return;
+  t->direct = direct;
   t->irtb = irtb;
   t->algo = algo;
   t->blocks = blocks;
@@ -87,8 +89,8 @@ static void save(const rt_trace *t) {
     const uint64_t *w = h + (size_t)b * IP_TRACE_WORDS;
     uint64_t n = w[0] < IP_TRACE_EVENTS ? w[0] : IP_TRACE_EVENTS;
     /* a compute block's "lane" is its place among its compute tb's blocks */
-    int lane = b < comm ? b / t->ntbs : (b - comm) % t->cwidth;
-    int k = b < comm ? b % t->ntbs : t->ntbs + (b - comm) / t->cwidth;
+    int lane = t->direct ? b % t->lanes : b < comm ? b / t->ntbs : (b - comm) % t->cwidth;
+    int k = t->direct ? b / t->lanes : b < comm ? b % t->ntbs : t->ntbs + (b - comm) / t->cwidth;
     for (uint64_t e = 0; e < n; e++) {
       const uint64_t *ev = w + 1 + 3 * e;
       unsigned kind = (unsigned)(ev[0] & 0xff);

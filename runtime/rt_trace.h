@@ -22,11 +22,12 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 
 /* Notes what the last launch ran, for the file's rows; algo must outlive t
  * (the program's name does: programs go after the timeline).  Blocks are
- * lanes x ntbs communication blocks, then compute blocks, cwidth per
+ * lanes x ntbs communication blocks (the interpreter: lane-major; direct
+ * programs, `direct`: thread-block-major), then compute blocks, cwidth per
  * compute thread block; irtb names the IR thread block of each block of a
- * lane, then of each compute thread block. */
+ * lane, then of each compute thread block (NULL: its index). */
 void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
-                     const int *irtb);
+                     const int *irtb, int direct);
 
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
  * device is idle), then frees t.  Does nothing for NULL. */

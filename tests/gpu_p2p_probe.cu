@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ip_mem.cuh"
 
@@ -108,6 +109,109 @@ __global__ void __launch_bounds__(512) costs_kernel(uint64_t *local, uint64_t *p
     if (threadIdx.x == 0) out[item] = (clock64() - t0) / reps;
   }
   if (threadIdx.x == 0) out[9] = acc;   // keeps the loads
+}
+
+// The floor of a one-shot exchange between two GPUs, as a direct LL
+// program does it: thread 0 of block 0 stores one 16-byte LL line (two
+// data words, the call's flag after each) into the peer's landing (two
+// halves by the call's parity), polls its own landing until the peer's
+// line of this call is there, and counts the call (every other block and
+// thread leaves at once).  `pad` is carried only to see what a kernel's
+// parameter size costs (the direct executor's is about 3.5 KB).
+enum { OS_LOADS = 1, OS_CHAIN = 2 };   // oneshot_kernel's variants (MODE bits)
+template <int PAD>
+struct oneshot_args {
+  uint4 *mine, *theirs;
+  uint32_t *count;
+  const uint4 *in;             // OS_LOADS: a value loaded before the put ...
+  uint4 *out;                  // ... and the sum stored after the poll
+  int32_t tab[64];             // OS_CHAIN: the put's target found by two lookups in the parameters
+  uint4 *ptrs[8];
+  char pad[PAD];
+};
+template <int PAD, int MODE>
+__global__ void oneshot_kernel(const __grid_constant__ oneshot_args<PAD> a) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const uint32_t seq = *(volatile uint32_t *)a.count + 1;
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (MODE & OS_LOADS) v = __ldcg(a.in);
+  uint4 *to = a.theirs;
+  if (MODE & OS_CHAIN) to = a.ptrs[a.tab[a.tab[seq & 63] & 63] & 7];
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %2};" ::"l"(to + (seq & 1)), "r"(seq * 3u + v.x),
+               "r"(seq), "r"(seq * 5u + v.y) : "memory");
+  uint64_t t0 = 0;
+  uint32_t x, f, y, g;
+  for (int n = 0;; n++) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f), "=r"(y), "=r"(g)
+                 : "l"(a.mine + (seq & 1)) : "memory");
+    if (f == seq && g == seq) break;
+    if ((n & 1023) == 1023) {
+      if (!t0) t0 = globaltimer();
+      else if (globaltimer() - t0 > 2000000000ull) return;   // the peer never came: the caller sees it
+    }
+  }
+  if (MODE & OS_LOADS) *a.out = make_uint4(x + v.x, y + v.y, v.z, v.w);
+  *a.count = seq;
+}
+
+// Microseconds per one-shot of `blocks` x `threads`, 100 captured in a
+// CUDA graph on each GPU, both graphs launched together; -1 when a call
+// timed out.  land[g]: GPU g's landing (2 lines), count[g] its counter.
+template <int PAD, int MODE>
+static double oneshot_floor(int blocks, int threads, uint4 *const land[2], uint32_t *const count[2],
+                            uint4 *const io[2]) {
+  const int per = 100, reps = 20;
+  cudaStream_t s[2];
+  cudaGraphExec_t ge[2];
+  cudaEvent_t e0, e1;
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
+    oneshot_args<PAD> a;
+    memset(&a, 0, sizeof a);
+    a.mine = land[g];
+    a.theirs = land[1 - g];
+    a.count = count[g];
+    a.in = io[g];
+    a.out = io[g] + 1;
+    for (int k = 0; k < 8; k++) a.ptrs[k] = land[1 - g];
+    cudaGraph_t gr;
+    CK(cudaStreamBeginCapture(s[g], cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++) oneshot_kernel<PAD, MODE><<<blocks, threads, 0, s[g]>>>(a);
+    CK(cudaStreamEndCapture(s[g], &gr));
+    CK(cudaGraphInstantiate(&ge[g], gr, 0));
+    CK(cudaGraphDestroy(gr));
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int w = 0; w < 2; w++) {   // warm, then timed
+    CK(cudaSetDevice(0));
+    CK(cudaEventRecord(e0, s[0]));
+    for (int r = 0; r < reps; r++)
+      for (int g = 0; g < 2; g++) {
+        CK(cudaSetDevice(g));
+        CK(cudaGraphLaunch(ge[g], s[g]));
+      }
+    CK(cudaSetDevice(0));
+    CK(cudaEventRecord(e1, s[0]));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaSetDevice(1));
+    CK(cudaStreamSynchronize(s[1]));
+  }
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  uint32_t c[2];
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaMemcpy(&c[g], count[g], sizeof c[g], cudaMemcpyDeviceToHost));
+    CK(cudaGraphExecDestroy(ge[g]));
+    CK(cudaStreamDestroy(s[g]));
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return c[0] == c[1] && c[0] % (2 * reps * per) == 0 ? ms * 1e3 / (per * reps) : -1;
 }
 
 // Microseconds per empty kernel of `blocks` x `threads`, run back to back
@@ -242,6 +346,42 @@ int main(int argc, char **argv) {
     }
   snprintf(line, sizeof line, "launch floor measured: %.2f us per kernel at best", lo);
   ok(lo > 0 && lo < 1e6, line);
+
+  // The floor of a one-shot: its latency against the grid and the size
+  // of the kernel's parameters.
+  uint4 *land[2];
+  uint32_t *count[2];
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaMalloc(&land[g], 2 * sizeof(uint4)));
+    CK(cudaMemset(land[g], 0, 2 * sizeof(uint4)));
+    CK(cudaMalloc(&count[g], sizeof(uint32_t)));
+    CK(cudaMemset(count[g], 0, sizeof(uint32_t)));
+  }
+  uint4 *io[2];
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaMalloc(&io[g], 2 * sizeof(uint4)));
+    CK(cudaMemset(io[g], 0, 2 * sizeof(uint4)));
+  }
+  double one = 1e9;
+  int all_done = 1;
+  static const char *const mode_name[] = {"the exchange alone", "+ an input load and an output store",
+                                          "+ two chained lookups in the parameters", "+ both"};
+  for (int mode = 0; mode < 4; mode++)
+    for (int grid = 0; grid < 2; grid++) {
+      int blocks = grid ? 128 : 1, threads = 512;
+      double t = mode == 0   ? oneshot_floor<8, 0>(blocks, threads, land, count, io)
+                 : mode == 1 ? oneshot_floor<8, OS_LOADS>(blocks, threads, land, count, io)
+                 : mode == 2 ? oneshot_floor<3500, OS_CHAIN>(blocks, threads, land, count, io)
+                             : oneshot_floor<3500, OS_LOADS | OS_CHAIN>(blocks, threads, land, count, io);
+      all_done &= t > 0;
+      if (t > 0 && t < one) one = t;
+      printf("# one-shot exchange in a graph, %3d blocks x %3d threads, %s: %.2f us per call\n", blocks, threads,
+             mode_name[mode], t);
+    }
+  snprintf(line, sizeof line, "one-shot floor measured: %.2f us per call at best, every call completed", one);
+  ok(all_done, line);
 
   // What the interpreter's operations cost one thread (GPU 0, peer GPU 1).
   CK(cudaSetDevice(0));

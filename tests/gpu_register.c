@@ -9,7 +9,8 @@
  *   - a window whose memory was freed and allocated again: calls on the
  *     new memory are right;
  *   - ranks whose calls disagree (one on its windows, the others not):
- *     every rank gets an error in bounded time, none crashes.
+ *     every rank gets an error in bounded time, none crashes;
+ *   - BATON_TRACE: each rank's timeline of its last call, a direct one.
  * Usage: gpu_register --ranks N --dir DIR (DIR/default: the default set). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -257,13 +258,16 @@ int main(int argc, char **argv) {
   snprintf(algo, sizeof algo, "%s/default", dir);
   setenv("BATON_ALGO_DIR", algo, 1);
   setenv("BATON_TIMEOUT", "10", 0);
+  char tmpl[] = "/tmp/baton_gpu_register_XXXXXX";
+  if (!mkdtemp(tmpl)) return 1;
+  char trace[300];   /* each rank's timeline of its last call (a direct one); before baton reads its parameters */
+  snprintf(trace, sizeof trace, "%s/trace", tmpl);
+  setenv("BATON_TRACE", trace, 1);
   baton_unique_id id;
   if (baton_get_unique_id(&id)) {
     ok(0, "unique id created");
     return tap_done();
   }
-  char tmpl[] = "/tmp/baton_gpu_register_XXXXXX";
-  if (!mkdtemp(tmpl)) return 1;
   pid_t *pids = calloc((size_t)nranks, sizeof *pids);
   for (int r = 0; r < nranks; r++) {
     if ((pids[r] = fork()) != 0) continue;
@@ -301,6 +305,22 @@ int main(int argc, char **argv) {
     remove(path);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0 && points > 0, "rank %d process exited with %d after %d checks",
        r, WIFEXITED(status) ? WEXITSTATUS(status) : -1, points);
+  }
+  for (int r = 0; r < nranks && !skipped; r++) {
+    char path[400], line[512];
+    snprintf(path, sizeof path, "%s.%d.csv", trace, r);
+    FILE *f = fopen(path, "r");
+    int rows = 0, enter = 0, exits = 0, direct = 0, header = 0;
+    while (f && fgets(line, sizeof line, f)) {
+      if (!rows++) header = !strncmp(line, "rank,algo,threads,block,lane,tb,event,step,tile,ns,clk", 54);
+      direct += strstr(line, "direct") != NULL;
+      enter += strstr(line, ",enter,") != NULL;
+      exits += strstr(line, ",exit,") != NULL;
+    }
+    if (f) fclose(f);
+    remove(path);
+    ok(header && direct > 0 && enter > 0 && enter == exits, "rank %d: BATON_TRACE wrote the last (direct) call's "
+       "timeline: %d rows, %d blocks entered and left", r, rows - 1, enter);
   }
   rmdir(tmpl);
   free(pids);
