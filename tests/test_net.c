@@ -374,6 +374,78 @@ static void test_killed_peer(void) {
   for (int r = 0; r < N; r++) close(up[r][0]), close(up[r][1]), close(down[r][0]), close(down[r][1]);
 }
 
+/* Child process holding ranks lo and lo + 1 of n: records through the
+ * parent, set-up one rank after the other (as a process holding several
+ * GPUs does), then msgs messages on every connection.  0 when all arrived
+ * intact. */
+static int child_pair(int lo, int n, int to_parent, int from_parent, tp_key *keys, int nk, int64_t msgs) {
+  trank t[2];
+  for (int i = 0; i < n; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
+  tp_peer_group(peers, n, 1);
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char *all = calloc(n, rec);
+  for (int k = 0; k < 2; k++) {
+    t[k] = (trank){.rank = lo + k, .nranks = n, .keys = keys, .nkeys = nk};
+    tp_ctx x = ctx_of(&t[k]);
+    if (tp_set_create(&t[k].set, &x, net_only, 1, keys, nk)) return 10;
+    if (write(to_parent, tp_set_blob(t[k].set), rec) != (ssize_t)rec) return 11;
+  }
+  if (read_all(from_parent, all, n * rec)) return 11;
+  for (int k = 0; k < 2; k++)
+    if (tp_set_connect(t[k].set, all)) return 12;
+  int bad = run_all(t, 2, msgs);
+  for (int k = 0; k < 2; k++) tp_set_free(t[k].set);
+  free(all);
+  return bad ? 13 : 0;
+}
+
+/* Two processes of two ranks each, all four ranks in their own node
+ * groups: set-up (each process's ranks one after the other) and traffic.
+ * Waiting for acknowledgements there would deadlock: rank 0 waiting for
+ * rank 3's, rank 3 not yet set up behind rank 2, rank 2 accepting and
+ * waiting for rank 1, rank 1 behind rank 0. */
+static void test_process_pairs(void) {
+  enum { N = 4, P = 2 };
+  tp_key keys[64];
+  int nk = all_pairs(N, 1, keys);
+  int up[P][2], down[P][2];
+  pid_t pid[P];
+  for (int q = 0; q < P; q++) {
+    if (pipe(up[q]) || pipe(down[q])) { ok(0, "process pairs: pipes"); return; }
+    pid[q] = fork();
+    if (pid[q] == 0) {
+      tap_n = 0;
+      _exit(child_pair(2 * q, N, up[q][1], down[q][0], keys, nk, 50));
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    tp_peer p;
+    tp_peer_self(&p, 0);
+    p.pid = pid[r / 2];
+    for (int q = 0; q < P; q++) write(down[q][1], &p, sizeof p);
+  }
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char all[N * 1024];
+  int bad = 0;
+  for (int q = 0; q < P; q++) bad |= read_all(up[q][0], all + 2 * q * rec, 2 * rec);
+  for (int q = 0; q < P; q++) bad |= write(down[q][1], all, N * rec) != (ssize_t)(N * rec);
+  int64_t t0 = rt_time_ns();
+  int status[P] = {0}, left = P;
+  while (left && rt_time_ns() - t0 < 30000000000ll) {
+    for (int q = 0; q < P; q++)
+      if (pid[q] && waitpid(pid[q], &status[q], WNOHANG) == pid[q]) pid[q] = 0, left--;
+    usleep(10000);
+  }
+  for (int q = 0; q < P; q++)
+    if (pid[q]) kill(pid[q], SIGKILL), waitpid(pid[q], &status[q], 0);
+  ok(!bad && !left && WIFEXITED(status[0]) && !WEXITSTATUS(status[0]) && WIFEXITED(status[1]) &&
+         !WEXITSTATUS(status[1]),
+     "two processes of two ranks each connect and carry 50 messages per connection intact (%.2f s; exits %d %d)",
+     (rt_time_ns() - t0) / 1e9, WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1,
+     WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
+  for (int q = 0; q < P; q++) close(up[q][0]), close(up[q][1]), close(down[q][0]), close(down[q][1]);
+}
+
 /* ---- hostile peers: a fake rank 0 speaking the wire format to a real rank 1 ---- */
 
 typedef struct hostile {
@@ -411,7 +483,7 @@ static int fake_pair(hostile *h, ns_addr *realp) {
   h->nsocks = real.nsocks;
   uint32_t magic = NET_BLOB_MAGIC;
   memcpy(h->records, &magic, 4);
-  ns_addr fake = {NS_ADDR_MAGIC, NS_VERSION, 0, real.nsocks, {1}, {0}};
+  ns_addr fake = {NS_ADDR_MAGIC, NS_VERSION, 0, real.nsocks, {1}, {0}, 0};
   rt_sockaddr lo;
   rt_socket_parse("127.0.0.1:1", "test", &lo);
   rt_socket_pack(&lo, fake.addr);
@@ -436,7 +508,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
   for (int s = 0; s < 2; s++) {
     int fd;
     if (rt_socket_connect(&to, dl, -1, "test", &fd)) return -1;
-    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, 0, real.nsocks, {0}};
+    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, 0, real.nsocks, {0}, 0, 0};
     ns_hello_wire(&g);
     if (s == 1) memset(&g, 0x5a, sizeof g);
     struct iovec v = {&g, sizeof g};
@@ -448,7 +520,7 @@ static int hostile_up(hostile *h, int *strays_closed) {
   }
   for (int s = 0; s < real.nsocks; s++) {
     if (rt_socket_connect(&to, dl, -1, "test", &h->fd[s])) return -1;
-    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}};
+    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}, 0, 0};
     memcpy(g.token, real.token, sizeof g.token);
     ns_hello_wire(&g);
     struct iovec v = {&g, sizeof g};
@@ -481,7 +553,7 @@ static int flood_up(hostile *h, int before, int after, int late_us, int *idle, i
   struct timespec ts = {0, late_us * 1000L};
   nanosleep(&ts, NULL);
   for (int s = 0; s < real.nsocks; s++) {
-    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}};
+    ns_hello g = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, real.nsocks, {0}, 0, 0};
     memcpy(g.token, real.token, sizeof g.token);
     ns_hello_wire(&g);
     struct iovec v = {&g, sizeof g};
@@ -492,6 +564,85 @@ static int flood_up(hostile *h, int before, int after, int late_us, int *idle, i
 }
 
 static void hostile_down(hostile *h);
+
+typedef struct opener { tp_set *set; unsigned char *records; bt_result connected; } opener;
+static void *open_thread(void *arg) {
+  opener *o = arg;
+  o->connected = tp_set_connect(o->set, o->records);
+  return NULL;
+}
+
+/* Rank 0 real, rank 1 a fake of another process whose listener closes
+ * rank 0's first connection unread, as a listener shedding under a flood
+ * does, and acknowledges every greeting after: rank 0 must open that
+ * socket again and finish set-up.  (It did not retry: set-up "succeeded"
+ * with a closed socket, and the link failed at its first message.) */
+static void test_shed_retry(void) {
+  tp_key keys[2] = {{0, 1, 0, 0, 0}, {1, 0, 0, 0, 0}};
+  trank t[2];
+  for (int r = 0; r < 2; r++) {
+    tp_peer_self(&peers[r], 0);
+    t[r] = (trank){.rank = r, .nranks = 2, .keys = keys, .nkeys = 2};
+  }
+  tp_peer_group(peers, 2, 1);
+  tp_ctx x = ctx_of(&t[0]);
+  unsigned char records[2 * TP_BLOB_BYTES] = {0};
+  rt_sockaddr lo;
+  int lfd = -1;
+  int bad = rt_socket_parse("127.0.0.1:1", "test", &lo) != BT_OK;
+  lo.in4.sin_port = 0;   /* a free port */
+  if (bad || tp_set_create(&t[0].set, &x, net_only, 1, keys, 2) || rt_socket_listen(&lo, 16, &lfd)) {
+    ok(0, "shed and retried: set-up of the pair");
+    return;
+  }
+  memcpy(records, tp_set_blob(t[0].set), TP_BLOB_BYTES);
+  ns_addr real;
+  memcpy(&real, records + NET_BLOB_ADDR, sizeof real);
+  ns_addr_wire(&real);
+  uint32_t magic = NET_BLOB_MAGIC;
+  memcpy(records + TP_BLOB_BYTES, &magic, 4);
+  ns_addr fake = {NS_ADDR_MAGIC, NS_VERSION, 1, real.nsocks, {7}, {0}, real.proc ^ 1};   /* another process */
+  rt_socket_pack(&lo, fake.addr);   /* rt_socket_listen gave it the bound port */
+  ns_addr_wire(&fake);
+  memcpy(records + TP_BLOB_BYTES + NET_BLOB_ADDR, &fake, sizeof fake);
+  opener o = {t[0].set, records, BT_ERR_INTERNAL};
+  pthread_t th;
+  pthread_create(&th, NULL, open_thread, &o);
+  int64_t dl = rt_time_ns() + 10000000000ll;
+  int fds[16], nfd = 0, shed = 0, acked = 0, again = 0, seen[16] = {0};
+  while (acked < real.nsocks && rt_time_ns() < dl && nfd < 16) {
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    int fd = -1;
+    if (rt_socket_poll(&p, 1, dl) != 1 || rt_socket_accept(lfd, &fd, NULL) != RT_ACCEPT_NEW) continue;
+    if (!shed) {   /* the first: closed unread */
+      close(fd);
+      shed = 1;
+      continue;
+    }
+    ns_hello h;
+    size_t got = 0;
+    while (got < sizeof h && rt_socket_poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, dl) == 1) {
+      ssize_t n = rt_socket_recv(fd, (char *)&h + got, sizeof h - got);
+      if (n < 0) break;
+      got += (size_t)n;
+    }
+    ns_hello_wire(&h);
+    if (got == sizeof h && h.magic == NS_HELLO_MAGIC && h.to == 1 && h.ack == 1 && h.sock >= 0 && h.sock < 16) {
+      again += seen[h.sock]++ == 0 && h.sock == 0;
+      unsigned char a = NS_ACK;
+      struct iovec v = {&a, 1};
+      if (rt_socket_send(fd, &v, 1) == 1) acked++;
+    }
+    fds[nfd++] = fd;
+  }
+  pthread_join(th, NULL);
+  ok(o.connected == BT_OK && shed && acked == real.nsocks && again,
+     "a socket the peer's listener closed unread is opened again and acknowledged: set-up %s (%d sockets "
+     "acknowledged)", bt_result_str(o.connected), acked);
+  for (int i = 0; i < nfd; i++) close(fds[i]);
+  close(lfd);
+  tp_set_free(t[0].set);
+}
 
 /* Set-up under a flood of idle connections to the listener: 64 before the
  * real ones and 2 after them, their greetings 0.5 ms late, 20 times.
@@ -654,7 +805,9 @@ int main(int argc, char **argv) {
   test_pingpong();
   test_abort_spreads();
   test_killed_peer();
+  test_process_pairs();
   test_hostile();
   test_flood();
+  test_shed_retry();
   return tap_done();
 }

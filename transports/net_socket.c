@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -50,6 +51,7 @@ typedef struct slink {
 
 typedef struct sctx {
   int rank, nranks, nsocks;
+  uint64_t proc;                  /* this process's number (ns_addr.proc) */
   int64_t deadline;
   int listen_fd;
   unsigned char token[16];
@@ -62,6 +64,17 @@ typedef struct sctx {
 } sctx;
 
 static const char *sock_unavailable(void) { return NULL; }
+
+/* A random number for this process, the same for every rank in it: ranks
+ * of one process set up one after the other, so they must not wait for
+ * each other's acknowledgements (sock_connect). */
+static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
+static uint64_t proc_number;
+static void proc_pick(void) {
+  if (getrandom(&proc_number, sizeof proc_number, 0) != (ssize_t)sizeof proc_number)
+    proc_number = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)rt_time_ns();
+  if (!proc_number) proc_number = 1;
+}
 
 static void set_nodelay(int fd) {
   int one = 1;
@@ -77,6 +90,8 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   c->nsocks = a->nsocks < 1 ? 1 : a->nsocks;
   c->deadline = a->deadline_ns;
   c->listen_fd = -1;
+  pthread_once(&proc_once, proc_pick);
+  c->proc = proc_number;
   if (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token) {
     LOG_WARN(RT_SUB_RUNTIME, "network: getrandom: %s", strerror(errno));
     free(c);
@@ -96,7 +111,7 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
     free(c);
     return res;
   }
-  ns_addr b = {NS_ADDR_MAGIC, NS_VERSION, a->rank, c->nsocks, {0}, {0}};
+  ns_addr b = {NS_ADDR_MAGIC, NS_VERSION, a->rank, c->nsocks, {0}, {0}, c->proc};
   memcpy(b.token, c->token, sizeof b.token);
   rt_socket_pack(&sa, b.addr);
   ns_addr_wire(&b);
@@ -166,6 +181,12 @@ static int read_hello(sctx *c, pend *x) {
   if (g >= 0) {
     ns_hello_wire(&x->h);
     l = check_hello(c, &x->h, &which);
+  }
+  unsigned char ack = NS_ACK;
+  if (l >= 0 && x->h.ack && write_all(x->fd, &ack, 1, c->deadline)) {   /* a fresh socket takes one byte */
+    LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: cannot acknowledge rank %d's greeting: %s", c->rank, x->h.from,
+             strerror(errno));
+    l = -1;
   }
   if (l < 0) {
     close(x->fd);
@@ -263,6 +284,57 @@ static bt_result accept_links(sctx *c, int want) {
   return res;
 }
 
+/* Opens socket k of link L to the peer at sa and greets it (asking for
+ * an acknowledgement when ack). */
+static bt_result open_sock(sctx *c, slink *L, int k, const rt_sockaddr *sa, const ns_addr *b, int ack,
+                           const char *what) {
+  CHECK(rt_socket_connect(sa, c->deadline, -1, what, &L->s[k].fd));
+  set_nodelay(L->s[k].fd);
+  ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, c->rank, L->peer, k, c->nsocks, {0}, ack, 0};
+  memcpy(h.token, b->token, sizeof h.token);
+  ns_hello_wire(&h);
+  if (write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
+    LOG_WARN(RT_SUB_RUNTIME, "%s: cannot greet: %s", what, strerror(errno));
+    return BT_ERR_SYSTEM;
+  }
+  return BT_OK;
+}
+
+/* Waits for the acknowledgement of socket k of L; where the peer closed it
+ * unread instead (its listener shed it under a flood of strangers, or it
+ * was not listening yet), opens it again after a back-off (10 ms, doubling
+ * to 1 s) until BATON_NET_CONNECT_TIMEOUT. */
+static bt_result await_ack(sctx *c, slink *L, int k, const rt_sockaddr *sa, const ns_addr *b, const char *what) {
+  int64_t backoff = 10000000;
+  for (int tries = 1;; tries++) {
+    struct pollfd pf = {.fd = L->s[k].fd, .events = POLLIN};
+    int r = rt_socket_poll(&pf, 1, c->deadline);
+    unsigned char got = 0;
+    ssize_t n = r > 0 ? rt_socket_recv(L->s[k].fd, &got, 1) : 0;
+    if (n == 1 && got == NS_ACK) return BT_OK;
+    if (r == 0 || (n == 1 && got != NS_ACK)) {
+      LOG_WARN(RT_SUB_RUNTIME, "%s: socket %d %s (try %d)", what, k,
+               r == 0 ? "was not acknowledged before BATON_NET_CONNECT_TIMEOUT" : "got a wrong acknowledgement",
+               tries);
+      return r == 0 ? BT_ERR_TIMEOUT : BT_ERR_SYSTEM;
+    }
+    if (n == 0) continue;   /* a spurious wake-up */
+    close(L->s[k].fd);
+    L->s[k].fd = -1;
+    if (rt_time_ns() + backoff >= c->deadline) {
+      LOG_WARN(RT_SUB_RUNTIME, "%s: socket %d was closed unacknowledged %d times before BATON_NET_CONNECT_TIMEOUT",
+               what, k, tries);
+      return BT_ERR_TIMEOUT;
+    }
+    LOG_INFO(RT_SUB_RUNTIME, "%s: socket %d was closed unacknowledged (shed by a busy listener?): opening it again "
+             "in %lld ms", what, k, (long long)(backoff / 1000000));
+    struct timespec ts = {(time_t)(backoff / 1000000000), (long)(backoff % 1000000000)};
+    nanosleep(&ts, NULL);
+    backoff = backoff * 2 < 1000000000 ? backoff * 2 : 1000000000;
+    CHECK(open_sock(c, L, k, sa, b, 1, what));
+  }
+}
+
 static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, const unsigned char *addrs) {
   sctx *c = ctx;
   c->links = calloc(nlinks + 1, sizeof *c->links);
@@ -283,38 +355,46 @@ static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, c
   }
   c->pfd = calloc((size_t)nlinks * c->nsocks + 1, sizeof *c->pfd);
   if (!c->pfd) return BT_ERR_NOMEM;
-  /* To higher ranks: connect and greet (their listeners queue us). */
-  for (int l = 0; l < nlinks; l++) {
-    slink *L = &c->links[l];
-    if (L->peer < c->rank) continue;
-    ns_addr b;
-    memcpy(&b, addrs + (size_t)L->peer * NET_ADDR_BYTES, sizeof b);
-    ns_addr_wire(&b);
-    rt_sockaddr sa;
-    if (b.magic != NS_ADDR_MAGIC || b.version != NS_VERSION || b.rank != L->peer || rt_socket_unpack(b.addr, &sa)) {
-      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d's address is malformed (another baton version?)", c->rank,
-               L->peer);
-      return BT_ERR_INVALID;
-    }
-    if (b.nsocks != c->nsocks) {
-      LOG_WARN(RT_SUB_RUNTIME, "network: rank %d uses BATON_SOCKET_NSOCKS=%d, rank %d uses %d: set it alike",
-               L->peer, b.nsocks, c->rank, c->nsocks);
-      return BT_ERR_INVALID;
-    }
-    char what[64];
-    snprintf(what, sizeof what, "network: rank %d -> rank %d", c->rank, L->peer);
-    for (int k = 0; k < c->nsocks; k++) {
-      CHECK(rt_socket_connect(&sa, c->deadline, -1, what, &L->s[k].fd));
-      set_nodelay(L->s[k].fd);
-      ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, c->rank, L->peer, k, c->nsocks, {0}};
-      memcpy(h.token, b.token, sizeof h.token);
-      ns_hello_wire(&h);
-      if (write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
-        LOG_WARN(RT_SUB_RUNTIME, "%s: cannot greet: %s", what, strerror(errno));
-        return BT_ERR_SYSTEM;
-      }
-    }
+  /* To higher ranks: connect and greet (their listeners queue us); then,
+   * by a rank alone in its process, each socket acknowledged or opened
+   * again.  Every rank acknowledges once it accepts, after its own
+   * connections to higher ranks.  Ranks sharing a process set up one after
+   * another: one of them waiting for an acknowledgement would hold up the
+   * next, whose connections a higher rank may need before it accepts; so
+   * they wait for none (their listeners' backlogs take what arrives). */
+  int alone = 1;
+  for (int r = 0; r < c->nranks && alone; r++) {
+    ns_addr o;
+    memcpy(&o, addrs + (size_t)r * NET_ADDR_BYTES, sizeof o);
+    ns_addr_wire(&o);
+    if (r != c->rank && o.magic == NS_ADDR_MAGIC && o.proc == c->proc) alone = 0;
   }
+  for (int pass = 0; pass < 2; pass++)
+    for (int l = 0; l < nlinks; l++) {
+      slink *L = &c->links[l];
+      if (L->peer < c->rank) continue;
+      ns_addr b;
+      memcpy(&b, addrs + (size_t)L->peer * NET_ADDR_BYTES, sizeof b);
+      ns_addr_wire(&b);
+      rt_sockaddr sa;
+      if (b.magic != NS_ADDR_MAGIC || b.version != NS_VERSION || b.rank != L->peer ||
+          rt_socket_unpack(b.addr, &sa)) {
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d's address is malformed (another baton version?)",
+                 c->rank, L->peer);
+        return BT_ERR_INVALID;
+      }
+      if (b.nsocks != c->nsocks) {
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d uses BATON_SOCKET_NSOCKS=%d, rank %d uses %d: set it alike",
+                 L->peer, b.nsocks, c->rank, c->nsocks);
+        return BT_ERR_INVALID;
+      }
+      char what[64];
+      snprintf(what, sizeof what, "network: rank %d -> rank %d", c->rank, L->peer);
+      int ack = alone;
+      for (int k = 0; k < c->nsocks; k++)
+        if (pass == 0) CHECK(open_sock(c, L, k, &sa, &b, ack, what));
+        else if (ack) CHECK(await_ack(c, L, k, &sa, &b, what));
+    }
   /* From lower ranks: accept. */
   bt_result res = accept_links(c, want);
   close(c->listen_fd);

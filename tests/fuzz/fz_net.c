@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   int ok = !rt_socket_unpack(real.addr, &to);
   for (int s = 0; s < NSOCKS && ok; s++) {
     ok = !rt_socket_connect(&to, deadline, -1, "fz_net", &fd[s]);
-    ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, NSOCKS, {0}};
+    ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, 0, 1, s, NSOCKS, {0}, 0, 0};
     memcpy(h.token, real.token, sizeof h.token);
     ns_hello_wire(&h);
     size_t off = 0;
