@@ -138,6 +138,8 @@ baton_result baton_comm_register(baton_comm *c, void *buf, size_t bytes, baton_w
   w->base = buf;
   w->bytes = bytes;
   w->peer[c->rank] = buf;
+  int dev = -1;   /* the caller's current device, given back */
+  cudaGetDevice(&dev);
   cudaSetDevice(c->dev);
   int why = check_mine(c, w);
   bt_result e = BT_OK;
@@ -148,6 +150,7 @@ baton_result baton_comm_register(baton_comm *c, void *buf, size_t bytes, baton_w
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: baton_comm_register: the buffer of %zu bytes %s", c->rank, bytes, reg_why[why]);
     e = BT_ERR_INVALID;
   }
+  if (dev >= 0) cudaSetDevice(dev);
   if (e) {
     free(w);
     return (baton_result)e;
