@@ -252,7 +252,7 @@ static void conn_fault(rt_bootstrap *bs, conn *c, const char *fmt, ...) {
 
 /* Drops a pending connection (a stranger, a bad hello, too slow, evicted). */
 static void conn_drop(rt_bootstrap *bs, conn *c, const char *why) {
-  bs_listener_dropped(&bs->l, c->addr, why);
+  rt_listener_dropped(&bs->l, c->addr, why);
   conn_end(bs, c, 0);
 }
 
@@ -659,7 +659,7 @@ static bt_result progress(rt_bootstrap *bs, op *o) {
     int64_t wake = deadline;
     pks[n] = (pk){PK_WAKE, -1, NULL};
     p[n++] = (struct pollfd){.fd = bs->wake[0], .events = POLLIN};
-    if (bs_listener_pollable(&bs->l, now)) {
+    if (rt_listener_pollable(&bs->l, now)) {
       pks[n] = (pk){PK_LISTEN, -1, NULL};
       p[n++] = (struct pollfd){.fd = bs->l.fd, .events = POLLIN};
     } else if (bs->l.fd >= 0) {
@@ -694,7 +694,7 @@ static bt_result progress(rt_bootstrap *bs, op *o) {
       else if (pks[i].kind == PK_LISTEN) accept = 1;
     }
     if (res) break;
-    if (accept && bs_listener_accept(&bs->l, bs, add_conn, evict) < 0) {
+    if (accept && rt_listener_accept(&bs->l, bs, add_conn, evict) < 0) {
       res = fail(bs, BT_ERR_SYSTEM, "%s: this rank's listening socket failed", o->what);
       break;
     }
@@ -874,7 +874,7 @@ void rt_bootstrap_free(rt_bootstrap *bs) {
     free(m->data);
     free(m);
   }
-  bs_listener_close(&bs->l);
+  rt_listener_close(&bs->l);
   if (bs->wake[0] >= 0) close(bs->wake[0]);
   if (bs->wake[1] >= 0) close(bs->wake[1]);
   for (int p = 0; p < bs->nranks && bs->notes; p++) free(bs->notes[p]);
@@ -897,7 +897,7 @@ static rt_bootstrap *bs_new(int rank, int nranks, uint64_t magic) {
   bs->max_msg = (size_t)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_MSG_MB) << 20;
   bs->max_held = (size_t)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_QUEUED_MB) << 20;
   snprintf(bs->who, sizeof bs->who, "bootstrap rank %d/%d", rank, nranks);
-  bs_listener_init(&bs->l, -1, bs->who);
+  rt_listener_init(&bs->l, -1, bs->who, RT_SUB_BOOTSTRAP);
   bs->wake[0] = bs->wake[1] = -1;
   bs->addrs = calloc(nranks, sizeof *bs->addrs);
   bs->out = malloc(nranks * sizeof *bs->out);

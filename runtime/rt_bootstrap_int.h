@@ -3,6 +3,7 @@
 #define RT_BOOTSTRAP_INT_H
 
 #include "rt_bootstrap.h"
+#include "rt_listen.h"
 #include "rt_socket.h"
 
 #include <stdint.h>
@@ -37,8 +38,7 @@ enum {
   BS_HEADER_LEN = 16,
   BS_ERRMSG_MAX = 1024,
   BS_MAX_RANKS = 1 << 20,
-  BS_ACK = 0x5a,
-  BS_ACCEPT_BATCH = 16      /* connections accepted per wake-up, so that reads keep up */
+  BS_ACK = 0x5a
 };
 #define BS_TAG_NOTE 0xffffffffu
 enum { BS_REPLY_OK = 0, BS_REPLY_INVALID = 1, BS_REPLY_MISSING = 2 };
@@ -63,8 +63,6 @@ static inline uint64_t bs_get64(const unsigned char *p) {
 #define BS_RETRY_NS 10000000LL               /* a registration or hello shed unanswered is sent again
                                               * after this, doubling per try up to 32 times it */
 #define BS_RETRY_MAX_SHIFT 5
-#define BS_QUIET_NS 20000000LL               /* a listener out of descriptors is not polled for this long */
-#define BS_LOG_EVERY_NS 10000000000LL        /* dropped strangers are summed up in one line this often */
 
 /* When to send again after `tries` sends were shed (BS_RETRY_NS doubling). */
 static inline int64_t bs_retry_ns(int tries) {
@@ -91,44 +89,6 @@ typedef enum { BS_IO_OK, BS_IO_TIMEOUT, BS_IO_CLOSED, BS_IO_ABORTED } bs_io;
 bs_io bs_write_all(int fd, const void *buf, size_t n, int64_t deadline, int abort_fd);
 bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd);
 
-/* ---- a listener that survives floods (rt_bootstrap_listen.c) --------------
- * The owner (the root, or a rank) keeps its own list of pending (not yet
- * authenticated) connections; the listener takes new ones off the queue a
- * batch at a time, asks the owner to make room when the process is out of
- * descriptors, and logs dropped strangers without flooding the log. */
-typedef struct bs_listener {
-  int fd, reserve;          /* the listening socket; a spare descriptor (rt_socket_shed) */
-  int max_pending;          /* BATON_BOOTSTRAP_MAX_PENDING */
-  int64_t auth_ns;          /* BATON_BOOTSTRAP_AUTH_MS in ns */
-  int64_t quiet_until;      /* after a shortage: not polled before this (rt_time_ns) */
-  const char *who;          /* "bootstrap root 1.2.3.4:5", "bootstrap rank 2/8" */
-  unsigned long dropped;    /* strangers dropped since the last log line */
-  int logged;               /* lines logged about strangers */
-  int64_t next_log;
-} bs_listener;
-
-/* Callbacks of bs_listener_accept: add takes a new connection (returns -1
- * when it cannot: out of memory; the listener closes fd); evict closes the
- * owner's oldest pending connection (returns 0 when it has none). */
-typedef int (*bs_add_fn)(void *owner, int fd, const rt_sockaddr *peer);
-typedef int (*bs_evict_fn)(void *owner);
-
-/* Sets l up for the listening socket fd (-1: none, for the fuzz seams). */
-void bs_listener_init(bs_listener *l, int fd, const char *who);
-void bs_listener_close(bs_listener *l);
-
-/* Whether to poll l->fd now (it is quiet for a while after a shortage). */
-int bs_listener_pollable(const bs_listener *l, int64_t now);
-
-/* Accepts up to BS_ACCEPT_BATCH connections.  Returns -1 when the
- * listening socket is broken (logged), else 0. */
-int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn evict);
-
-/* Logs that a connection from addr was closed because of why (a stranger, a
- * malformed greeting, a timeout, eviction): the first few in full, then one
- * line every ten seconds with the count. */
-void bs_listener_dropped(bs_listener *l, const char *addr, const char *why);
-
 /* The earlier of two deadlines where -1 means none. */
 static inline int64_t bs_earlier(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
@@ -150,7 +110,7 @@ struct rt_bootstrap {
   size_t held;            /* bytes of unclaimed messages, and of bodies being read for the queue */
   char who[48];           /* "bootstrap rank R/N" */
   rt_sockaddr *addrs;     /* every rank's listen address */
-  bs_listener l;          /* this rank's listener */
+  rt_listener l;          /* this rank's listener */
   int wake[2];            /* rt_bootstrap_abort writes here */
   int aborted;            /* set atomically by rt_bootstrap_abort */
   int broken;             /* an operation failed: every later one fails */

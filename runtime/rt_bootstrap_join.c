@@ -54,7 +54,7 @@ bt_result bs_join(rt_bootstrap *bs, const rt_sockaddr *root) {
       int lfd;
       CHECK_GOTO(own_address(bs, fd, root, &me), res, out);
       CHECK_GOTO(rt_socket_listen(&me, BS_LISTEN_BACKLOG, &lfd), res, out);
-      bs_listener_init(&bs->l, lfd, bs->who);
+      rt_listener_init(&bs->l, lfd, bs->who, RT_SUB_BOOTSTRAP);
       LOG_TRACE(RT_SUB_BOOTSTRAP, "%s: listening at %s", bs->who, rt_socket_str(&me, s, sizeof s));
       bs_put64(reg, bs->magic);
       bs_put32(reg + 8, (uint32_t)bs->rank);

@@ -89,7 +89,7 @@ typedef struct pend {
 } pend;
 
 struct root {
-  bs_listener l;
+  rt_listener l;
   uint64_t magic;
   int64_t timeout_ns;
   char where[RT_SOCKADDR_STRLEN];
@@ -184,7 +184,7 @@ static void refuse(root *r, int i, int loud, const char *fmt, ...) {
   va_end(ap);
   pend *c = &r->pend[i];
   if (loud) LOG_WARN(RT_SUB_BOOTSTRAP, "%s: refused a registration from %s: %s", r->who, c->addr, msg);
-  else bs_listener_dropped(&r->l, c->addr, msg);
+  else rt_listener_dropped(&r->l, c->addr, msg);
   bs_put32(h, BS_REPLY_INVALID);
   bs_put32(h + 4, (uint32_t)strlen(msg));
   struct iovec v[2] = {{h, sizeof h}, {msg, strlen(msg)}};
@@ -263,7 +263,7 @@ static int serve_pending(root *r, int i) {
   for (;;) {
     ssize_t k = rt_socket_recv(c->fd, c->msg + c->got, sizeof c->msg - c->got);
     if (k < 0) {                           /* a stranger hung up: forget it */
-      bs_listener_dropped(&r->l, c->addr, "it hung up before registering");
+      rt_listener_dropped(&r->l, c->addr, "it hung up before registering");
       pend_remove(r, i);
       return 1;
     }
@@ -293,7 +293,7 @@ static void expire(root *r, int64_t now) {
     if (now - r->pend[i].since >= r->l.auth_ns) {
       snprintf(why, sizeof why, "no registration within %lld ms (BATON_BOOTSTRAP_AUTH_MS)",
                (long long)(r->l.auth_ns / 1000000));
-      bs_listener_dropped(&r->l, r->pend[i].addr, why);
+      rt_listener_dropped(&r->l, r->pend[i].addr, why);
       pend_remove(r, i);
     }
 }
@@ -311,7 +311,7 @@ static int evict(void *owner) {
     char why[160];
     snprintf(why, sizeof why, "the oldest of %d connections waiting to register, closed for a newer one "
              "(BATON_BOOTSTRAP_MAX_PENDING)", r->npend);
-    bs_listener_dropped(&r->l, r->pend[old].addr, why);
+    rt_listener_dropped(&r->l, r->pend[old].addr, why);
     pend_remove(r, old);
     return 1;
   }
@@ -391,7 +391,7 @@ static root *root_new(uint64_t magic, int listen_fd, const char *where) {
   r->deadline = -1;
   snprintf(r->where, sizeof r->where, "%s", where);
   snprintf(r->who, sizeof r->who, "bootstrap root %s", where);
-  bs_listener_init(&r->l, listen_fd, r->who);
+  rt_listener_init(&r->l, listen_fd, r->who, RT_SUB_BOOTSTRAP);
   return r;
 }
 
@@ -400,7 +400,7 @@ static void root_free(root *r) {
   for (int i = 0; i < r->npend; i++) close(r->pend[i].fd);
   for (int i = 0; i < r->nranks; i++)
     if (r->fd_of[i] >= 0) close(r->fd_of[i]);
-  bs_listener_close(&r->l);
+  rt_listener_close(&r->l);
   free(r->pend);
   free(r->table);
   free(r->fd_of);
@@ -429,7 +429,7 @@ static void *root_main(void *arg) {
       if (!np || !nr) { fail_all(r, "out of memory"); break; }
       cap = need;
     }
-    int n = 0, listening = bs_listener_pollable(&r->l, now);
+    int n = 0, listening = rt_listener_pollable(&r->l, now);
     if (listening) p[n++] = (struct pollfd){.fd = r->l.fd, .events = POLLIN};
     int first_pend = n;
     int64_t wake = r->deadline;
@@ -445,7 +445,7 @@ static void *root_main(void *arg) {
     if (k < 0) { snprintf(msg, sizeof msg, "poll failed: %s", strerror(errno)); fail_all(r, msg); break; }
     root_round(r, p + first_pend, first_rank - first_pend, p + first_rank, rank_of, n - first_rank);
     if (r->state) break;
-    if (listening && p[0].revents && bs_listener_accept(&r->l, r, add_pending, evict) < 0) {
+    if (listening && p[0].revents && rt_listener_accept(&r->l, r, add_pending, evict) < 0) {
       fail_all(r, "its listening socket failed");
       break;
     }

@@ -9,9 +9,11 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -412,4 +414,17 @@ ssize_t rt_socket_recv(int fd, void *buf, size_t n) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     return -1;
   }
+}
+
+static pthread_once_t number_once = PTHREAD_ONCE_INIT;
+static uint64_t number;
+static void number_pick(void) {
+  if (getrandom(&number, sizeof number, 0) != (ssize_t)sizeof number)
+    number = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)rt_time_ns();
+  if (!number) number = 1;
+}
+
+uint64_t rt_process_number(void) {
+  pthread_once(&number_once, number_pick);
+  return number;
 }

@@ -97,6 +97,11 @@ ssize_t rt_socket_recv(int fd, void *buf, size_t n);
  * passed (a negative deadline waits forever), -1 with errno on failure. */
 int rt_socket_poll(struct pollfd *fds, int nfds, int64_t deadline);
 
+/* A random number of this process, the same for every caller in it (not
+ * 0): ranks publish it so that peers can tell which of them share a
+ * process. */
+uint64_t rt_process_number(void);
+
 /* Fault injection for tests (SQLite's test-VFS idea): when max_io > 0 every
  * send and recv moves at most max_io bytes; when eagain_every > 0 every
  * eagain_every-th send or recv returns 0 (would block) without moving

@@ -394,6 +394,11 @@ static int child_pair(int lo, int n, int to_parent, int from_parent, tp_key *key
   for (int k = 0; k < 2; k++)
     if (tp_set_connect(t[k].set, all)) return 12;
   int bad = run_all(t, 2, msgs);
+  /* Every process done before any tears down (as a job finishes its
+   * collectives before destroying): a destroy is a fault for a peer still
+   * waiting on it. */
+  char c = 'd';
+  if (write(to_parent, &c, 1) != 1 || read_all(from_parent, &c, 1)) return 14;
   for (int k = 0; k < 2; k++) tp_set_free(t[k].set);
   free(all);
   return bad ? 13 : 0;
@@ -430,6 +435,12 @@ static void test_process_pairs(void) {
   for (int q = 0; q < P; q++) bad |= read_all(up[q][0], all + 2 * q * rec, 2 * rec);
   for (int q = 0; q < P; q++) bad |= write(down[q][1], all, N * rec) != (ssize_t)(N * rec);
   int64_t t0 = rt_time_ns();
+  for (int q = 0; q < P && !bad; q++) {   /* both done with their traffic, then both tear down */
+    struct pollfd pf = {.fd = up[q][0], .events = POLLIN};
+    char c;
+    bad |= rt_socket_poll(&pf, 1, t0 + 30000000000ll) != 1 || read_all(up[q][0], &c, 1);
+  }
+  for (int q = 0; q < P; q++) bad |= write(down[q][1], "g", 1) != 1;
   int status[P] = {0}, left = P;
   while (left && rt_time_ns() - t0 < 30000000000ll) {
     for (int q = 0; q < P; q++)

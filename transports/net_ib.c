@@ -141,13 +141,9 @@ static bt_result ib_open(const net_open_args *a, void **out, unsigned char addr[
   c->nqps = (int)rt_param_int(RT_PARAM_IB_QPS);
   if (c->nqps < 1 || c->nqps > IB_MAX_QPS) c->nqps = 1;
   bt_result res = open_device(c);
-  static uint64_t proc_nonce;   /* one per process: ranks with equal nonces share it */
-  uint64_t nonce = 0, zero = 0;
-  if (!res && (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token ||
-               getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce))
+  if (!res && getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token)
     res = ctx_warn(c, BT_ERR_SYSTEM, "getrandom: %s", strerror(errno));
-  if (!res) __atomic_compare_exchange_n(&proc_nonce, &zero, nonce | 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  c->nonce = __atomic_load_n(&proc_nonce, __ATOMIC_ACQUIRE);
+  c->nonce = rt_process_number();   /* ranks with equal numbers share a process */
   rt_sockaddr sa;
   char ifname[IF_NAMESIZE] = "", sbuf[RT_SOCKADDR_STRLEN];
   if (!res && ((res = rt_socket_pick_interface(rt_param_str(RT_PARAM_SOCKET_IFNAME), AF_UNSPEC, &sa, ifname)) ||

@@ -13,13 +13,13 @@
 
 #include <errno.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rt_listen.h"
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_socket.h"
@@ -65,17 +65,6 @@ typedef struct sctx {
 
 static const char *sock_unavailable(void) { return NULL; }
 
-/* A random number for this process, the same for every rank in it: ranks
- * of one process set up one after the other, so they must not wait for
- * each other's acknowledgements (sock_connect). */
-static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
-static uint64_t proc_number;
-static void proc_pick(void) {
-  if (getrandom(&proc_number, sizeof proc_number, 0) != (ssize_t)sizeof proc_number)
-    proc_number = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)rt_time_ns();
-  if (!proc_number) proc_number = 1;
-}
-
 static void set_nodelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -90,8 +79,7 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   c->nsocks = a->nsocks < 1 ? 1 : a->nsocks;
   c->deadline = a->deadline_ns;
   c->listen_fd = -1;
-  pthread_once(&proc_once, proc_pick);
-  c->proc = proc_number;
+  c->proc = rt_process_number();   /* ranks of one process set up one after the other (sock_connect) */
   if (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token) {
     LOG_WARN(RT_SUB_RUNTIME, "network: getrandom: %s", strerror(errno));
     free(c);
@@ -230,57 +218,81 @@ static void missing(const sctx *c, char *buf, size_t n) {
   }
 }
 
-/* Accepts until every socket of every link to a lower rank is in.  A
- * flood cannot starve it by numbers: at most BATON_BOOTSTRAP_MAX_PENDING
- * connections wait for their greeting at once, oldest first, each for
- * BATON_BOOTSTRAP_AUTH_MS at most; when one more arrives the oldest is
- * shed, after a last read of what it sent (a greeting that is there is
- * taken). */
+/* The pending connections of accept_links, oldest first, for the
+ * listener's callbacks. */
+typedef struct acceptor {
+  sctx *c;
+  pend *p;
+  int np, maxp, have;             /* have: sockets joined to their links */
+  int64_t auth_ns;
+} acceptor;
+
+/* rt_listener_accept's add: a new connection at the back; when the list
+ * is full, the oldest is shed first, after a last read of its greeting. */
+static int add_pending(void *owner, int fd, const rt_sockaddr *peer) {
+  acceptor *a = owner;
+  (void)peer;
+  int64_t now = rt_time_ns();
+  if (a->np == a->maxp) a->have += settle(a->c, a->p, &a->np, 0, 1, now, a->auth_ns);
+  a->p[a->np++] = (pend){fd, 0, {0}, now};
+  return 0;
+}
+
+/* rt_listener_accept's evict (out of descriptors): the oldest, as above. */
+static int evict_oldest(void *owner) {
+  acceptor *a = owner;
+  if (!a->np) return 0;
+  a->have += settle(a->c, a->p, &a->np, 0, 1, rt_time_ns(), a->auth_ns);
+  return 1;
+}
+
+/* Accepts until every socket of every link to a lower rank is in, on the
+ * listener the bootstrap uses too (rt_listen.h).  A flood cannot starve
+ * it by numbers: at most BATON_BOOTSTRAP_MAX_PENDING connections wait for
+ * their greeting at once, oldest first, each for BATON_BOOTSTRAP_AUTH_MS
+ * at most; when one more arrives the oldest is shed, after a last read of
+ * what it sent (a greeting that is there is taken).  Closes the listening
+ * socket. */
 static bt_result accept_links(sctx *c, int want) {
-  const int maxp = (int)rt_param_int(RT_PARAM_BOOTSTRAP_MAX_PENDING);
-  const int64_t auth_ns = rt_param_int(RT_PARAM_BOOTSTRAP_AUTH_MS) * 1000000;
-  pend *p = calloc((size_t)maxp + 1, sizeof *p);
-  struct pollfd *fds = calloc((size_t)maxp + 2, sizeof *fds);
-  int np = 0, have = 0;
-  bt_result res = p && fds ? BT_OK : BT_ERR_NOMEM;
-  while (!res && have < want) {
-    int64_t until = c->deadline;
-    fds[0] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
-    for (int i = 0; i < np; i++) {
-      fds[1 + i] = (struct pollfd){.fd = p[i].fd, .events = POLLIN};
-      if (p[i].since + auth_ns < until) until = p[i].since + auth_ns;
-    }
-    if (rt_time_ns() >= c->deadline) {
+  char who[64];
+  snprintf(who, sizeof who, "network: rank %d", c->rank);
+  rt_listener l;
+  rt_listener_init(&l, c->listen_fd, who, RT_SUB_RUNTIME);
+  c->listen_fd = -1;   /* the listener's now */
+  acceptor a = {c, calloc((size_t)l.max_pending + 1, sizeof(pend)), 0, l.max_pending, 0, l.auth_ns};
+  struct pollfd *fds = calloc((size_t)l.max_pending + 2, sizeof *fds);
+  bt_result res = a.p && fds ? BT_OK : BT_ERR_NOMEM;
+  while (!res && a.have < want) {
+    int64_t now = rt_time_ns(), until = c->deadline;
+    if (now >= c->deadline) {
       char m[512];
       missing(c, m, sizeof m);
       LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: %d of %d connections from lower ranks arrived before "
-               "BATON_NET_CONNECT_TIMEOUT; missing: %s", c->rank, have, want, m);
+               "BATON_NET_CONNECT_TIMEOUT; missing: %s", c->rank, a.have, want, m);
       res = BT_ERR_TIMEOUT;
       break;
     }
-    if (rt_socket_poll(fds, 1 + np, until) < 0) {
+    const int listening = rt_listener_pollable(&l, now), at = listening;   /* fds: the listener, then p */
+    if (listening) fds[0] = (struct pollfd){.fd = l.fd, .events = POLLIN};
+    else if (l.quiet_until < until) until = l.quiet_until;
+    for (int i = 0; i < a.np; i++) {
+      fds[at + i] = (struct pollfd){.fd = a.p[i].fd, .events = POLLIN};
+      if (a.p[i].since + a.auth_ns < until) until = a.p[i].since + a.auth_ns;
+    }
+    if (rt_socket_poll(fds, at + a.np, until) < 0) {
       res = BT_ERR_SYSTEM;
       break;
     }
-    int64_t now = rt_time_ns();
-    for (int i = np - 1; i >= 0; i--)   /* from the back: a removal moves only those already seen */
-      if (fds[1 + i].revents || now - p[i].since >= auth_ns) have += settle(c, p, &np, i, 0, now, auth_ns);
-    if (!fds[0].revents) continue;
-    int fd = -1;
-    rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
-    if (a == RT_ACCEPT_BROKEN) {
-      res = BT_ERR_SYSTEM;
-    } else if ((a == RT_ACCEPT_NEW && np == maxp) || (a == RT_ACCEPT_SHORT && np)) {
-      have += settle(c, p, &np, 0, 1, now, auth_ns);   /* shed the oldest, after a last read */
-    } else if (a == RT_ACCEPT_SHORT) {   /* out of descriptors, none to free: wait a little */
-      struct timespec ts = {0, 10000000};
-      nanosleep(&ts, NULL);
-    }
-    if (a == RT_ACCEPT_NEW) p[np++] = (pend){fd, 0, {0}, now};
+    now = rt_time_ns();
+    for (int i = a.np - 1; i >= 0; i--)   /* from the back: a removal moves only those already seen */
+      if (fds[at + i].revents || now - a.p[i].since >= a.auth_ns)
+        a.have += settle(c, a.p, &a.np, i, 0, now, a.auth_ns);
+    if (listening && fds[0].revents && rt_listener_accept(&l, &a, add_pending, evict_oldest) < 0) res = BT_ERR_SYSTEM;
   }
-  for (int i = 0; i < np; i++) close(p[i].fd);
-  free(p);
+  for (int i = 0; a.p && i < a.np; i++) close(a.p[i].fd);
+  free(a.p);
   free(fds);
+  rt_listener_close(&l);
   return res;
 }
 
@@ -396,10 +408,7 @@ static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, c
         else if (ack) CHECK(await_ack(c, L, k, &sa, &b, what));
     }
   /* From lower ranks: accept. */
-  bt_result res = accept_links(c, want);
-  close(c->listen_fd);
-  c->listen_fd = -1;
-  return res;
+  return accept_links(c, want);
 }
 
 /* A socket for the next piece on L with room in its queue, or NULL. */

@@ -1,12 +1,15 @@
-/* rt_bootstrap_listen.c -- a listener that survives floods, shared by the root and the ranks: accepting in batches, shedding when out of descriptors, logging dropped strangers without flooding the log. */
-#include "rt_bootstrap_int.h"
+/* rt_listen.c -- a listener that survives floods (rt_listen.h): accepting
+ * in batches, shedding when out of descriptors, logging dropped strangers
+ * without flooding the log. */
+#include "rt_listen.h"
+
 #include "rt_log.h"
 #include "rt_param.h"
 
 #include <string.h>
 #include <unistd.h>
 
-void bs_listener_init(bs_listener *l, int fd, const char *who) {
+void rt_listener_init(rt_listener *l, int fd, const char *who, unsigned sub) {
   memset(l, 0, sizeof *l);
   l->fd = fd;
   l->reserve = fd >= 0 ? rt_socket_reserve() : -1;
@@ -16,11 +19,12 @@ void bs_listener_init(bs_listener *l, int fd, const char *who) {
   if (l->auth_ns < 1000000) l->auth_ns = 1000000;
   l->quiet_until = -1;
   l->who = who;
+  l->sub = sub;
 }
 
-void bs_listener_close(bs_listener *l) {
+void rt_listener_close(rt_listener *l) {
   if (l->dropped && l->logged)
-    LOG_INFO(RT_SUB_BOOTSTRAP, "%s: dropped %lu more connections that did not prove they belong to the job",
+    LOG_INFO(l->sub, "%s: dropped %lu more connections that did not prove they belong to the job",
              l->who, l->dropped);
   if (l->fd >= 0) close(l->fd);
   if (l->reserve >= 0) close(l->reserve);
@@ -28,31 +32,31 @@ void bs_listener_close(bs_listener *l) {
   l->dropped = 0;
 }
 
-int bs_listener_pollable(const bs_listener *l, int64_t now) {
+int rt_listener_pollable(const rt_listener *l, int64_t now) {
   return l->fd >= 0 && (l->quiet_until < 0 || now >= l->quiet_until);
 }
 
-void bs_listener_dropped(bs_listener *l, const char *addr, const char *why) {
+void rt_listener_dropped(rt_listener *l, const char *addr, const char *why) {
   enum { FULL_LINES = 8 };
   int64_t now = rt_time_ns();
   if (l->logged < FULL_LINES) {
     l->logged++;
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed a connection from %s: %s%s", l->who, addr, why,
+    LOG_WARN(l->sub, "%s: closed a connection from %s: %s%s", l->who, addr, why,
              l->logged == FULL_LINES ? " (more such connections are counted, not logged one by one)" : "");
-    l->next_log = now + BS_LOG_EVERY_NS;
+    l->next_log = now + RT_LISTEN_LOG_EVERY_NS;
     return;
   }
   l->dropped++;
   if (now >= l->next_log) {
-    LOG_WARN(RT_SUB_BOOTSTRAP, "%s: closed %lu more connections that did not prove they belong to the "
+    LOG_WARN(l->sub, "%s: closed %lu more connections that did not prove they belong to the "
              "job (the last from %s: %s)", l->who, l->dropped, addr, why);
     l->dropped = 0;
-    l->next_log = now + BS_LOG_EVERY_NS;
+    l->next_log = now + RT_LISTEN_LOG_EVERY_NS;
   }
 }
 
-int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn evict) {
-  for (int i = 0; i < BS_ACCEPT_BATCH; i++) {
+int rt_listener_accept(rt_listener *l, void *owner, rt_listen_add_fn add, rt_listen_evict_fn evict) {
+  for (int i = 0; i < RT_LISTEN_BATCH; i++) {
     int fd;
     rt_sockaddr peer;
     rt_accept a = rt_socket_accept(l->fd, &fd, &peer);
@@ -64,7 +68,7 @@ int bs_listener_accept(bs_listener *l, void *owner, bs_add_fn add, bs_evict_fn e
        * with the spare descriptor and stay away from the listener a while
        * rather than spin on it. */
       if (evict(owner)) continue;
-      if (!rt_socket_shed(l->fd, &l->reserve)) l->quiet_until = rt_time_ns() + BS_QUIET_NS;
+      if (!rt_socket_shed(l->fd, &l->reserve)) l->quiet_until = rt_time_ns() + RT_LISTEN_QUIET_NS;
       return 0;
     }
     if (add(owner, fd, &peer)) close(fd);
