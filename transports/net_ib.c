@@ -135,7 +135,8 @@ static bt_result ib_open(const net_open_args *a, void **out, unsigned char addr[
   c->rank = a->rank;
   c->nranks = a->nranks;
   c->deadline = a->deadline_ns;
-  c->listen_fd = -1;
+  snprintf(c->who, sizeof c->who, "verbs: rank %d", c->rank);
+  rt_listener_init(&c->l, -1, c->who, RT_SUB_RUNTIME);
   c->pool = a->pool;
   c->pool_bytes = a->pool_bytes;
   c->nqps = (int)rt_param_int(RT_PARAM_IB_QPS);
@@ -146,9 +147,11 @@ static bt_result ib_open(const net_open_args *a, void **out, unsigned char addr[
   c->nonce = rt_process_number();   /* ranks with equal numbers share a process */
   rt_sockaddr sa;
   char ifname[IF_NAMESIZE] = "", sbuf[RT_SOCKADDR_STRLEN];
+  int lfd = -1;
   if (!res && ((res = rt_socket_pick_interface(rt_param_str(RT_PARAM_SOCKET_IFNAME), AF_UNSPEC, &sa, ifname)) ||
-               (res = rt_socket_listen(&sa, c->nranks + 16 > 4096 ? 4096 : c->nranks + 16, &c->listen_fd))))
+               (res = rt_socket_listen(&sa, c->nranks + 16 > 4096 ? 4096 : c->nranks + 16, &lfd))))
     ctx_warn(c, res, "no TCP listener for the queue-pair exchange (BATON_SOCKET_IFNAME)");
+  if (!res) rt_listener_init(&c->l, lfd, c->who, RT_SUB_RUNTIME);
   if (res) {
     ib_close(c);
     return res;
@@ -675,7 +678,7 @@ static int ib_pollfds(void *vctx, struct pollfd *fds, int max) {
   int n = 0;
   if (c->aborted) return 0;   /* nothing more will come */
   if (c->ch && n < max) fds[n++] = (struct pollfd){.fd = c->ch->fd, .events = POLLIN};
-  if (c->listen_fd >= 0 && n < max) fds[n++] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+  if (rt_listener_pollable(&c->l, rt_time_ns()) && n < max) fds[n++] = (struct pollfd){.fd = c->l.fd, .events = POLLIN};
   for (int i = 0; i < c->npend && n < max; i++) fds[n++] = (struct pollfd){.fd = c->pend[i].fd, .events = POLLIN};
   for (int l = 0; l < c->nlinks && n < max; l++) {
     const ib_link *L = &c->links[l];
@@ -723,7 +726,7 @@ static void ib_close(void *vctx) {
     }
   }
   ib_abort(c);
-  close_fd(&c->listen_fd);
+  rt_listener_close(&c->l);
   while (c->npend > 0) close(c->pend[--c->npend].fd);
   for (int l = 0; l < c->nlinks; l++) {
     ib_link *L = &c->links[l];

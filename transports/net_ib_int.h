@@ -11,6 +11,7 @@
 
 #include "net_ib.h"
 #include "rt_result.h"
+#include "rt_listen.h"
 #include "rt_socket.h"
 
 /* Every ibv_* function the backend calls (ibv_post_send, ibv_post_recv,
@@ -188,8 +189,11 @@ typedef struct ib_ctx {
   ib_rec *rings, *stage;
   ib_mrc mrc[IB_MRC];
   uint64_t clock, sent, received;
-  int listen_fd, npend, nlinks;
-  ib_pend pend[IB_PENDING_MAX];
+  rt_listener l;                  /* the side connections' listener (rt_listen.h, the bootstrap's) */
+  char who[48];
+  int npend, nlinks;
+  ib_pend pend[IB_PENDING_MAX];   /* their pending connections, oldest first */
+  int accepted;                   /* connections the listener took (net_ib_pump's progress) */
   ib_link *links;
   struct pollfd *pfd;
 } ib_ctx;

@@ -160,6 +160,26 @@ static int pend_read(ib_ctx *c, int i, int64_t now, int last) {
   return 1;
 }
 
+/* The listener's callbacks: a new connection at the back of the pending
+ * list (the oldest shed first, after a last read, when the list is full);
+ * the oldest given up when the process is out of descriptors. */
+static int add_pend(void *owner, int fd, const rt_sockaddr *peer) {
+  ib_ctx *c = owner;
+  (void)peer;
+  int64_t now = rt_time_ns();
+  int most = c->l.max_pending < IB_PENDING_MAX ? c->l.max_pending : IB_PENDING_MAX;
+  if (c->npend >= most) pend_read(c, 0, now, 1);
+  c->pend[c->npend++] = (ib_pend){.fd = fd, .since = now};
+  c->accepted++;
+  return 0;
+}
+static int evict_pend(void *owner) {
+  ib_ctx *c = owner;
+  if (!c->npend) return 0;
+  pend_read(c, 0, rt_time_ns(), 1);
+  return 1;
+}
+
 /* Reads the pending side connections' hellos and gives each whole one to
  * its link (its QPs to RTS, the answer queued), then takes new connections
  * off the listener (pend_read sheds the oldest when the list is full);
@@ -173,15 +193,10 @@ int net_ib_pump(ib_ctx *c) {
   /* Hellos first (one that is there is never shed), then new connections:
    * when the list is full the oldest goes, after a last read. */
   for (int i = c->npend - 1; i >= 0; i--) moved += pend_read(c, i, now, 0);
-  for (int i = 0; c->listen_fd >= 0 && i < IB_PENDING_MAX; i++) {
-    int fd = -1;
-    rt_accept a = rt_socket_accept(c->listen_fd, &fd, NULL);
-    if (a == RT_ACCEPT_BROKEN) close_fd(&c->listen_fd);
-    if (a != RT_ACCEPT_NEW) break;
-    if (c->npend == IB_PENDING_MAX) pend_read(c, 0, now, 1);
-    c->pend[c->npend++] = (ib_pend){.fd = fd, .since = now};
-    moved++;
-  }
+  const int before = c->accepted;
+  if (rt_listener_pollable(&c->l, now) && rt_listener_accept(&c->l, c, add_pend, evict_pend) < 0)
+    rt_listener_close(&c->l);   /* broken (logged): the links still waiting fail below */
+  moved += c->accepted - before;
   for (int l = 0; l < c->nlinks; l++) {
     ib_link *L = &c->links[l];
     waiting += L->state == L_WAIT_CONN;
@@ -193,8 +208,8 @@ int net_ib_pump(ib_ctx *c) {
         int m = side_read(c, l);
         moved += m > 0 ? m : 0;
       }
-  if (!waiting && c->listen_fd >= 0) {   /* every link is in: nobody else may knock */
-    close_fd(&c->listen_fd);
+  if (!waiting && c->l.fd >= 0) {   /* every link is in: nobody else may knock */
+    rt_listener_close(&c->l);
     while (c->npend) close(c->pend[--c->npend].fd);
   }
   now = rt_time_ns();
@@ -205,7 +220,7 @@ int net_ib_pump(ib_ctx *c) {
                        (long long)rt_param_int(RT_PARAM_NET_CONNECT_TIMEOUT), L->state == L_WAIT_CONN
                        ? "the peer never connected" : L->state == L_WAIT_HELLO ? "the peer never answered"
                        : "the peer never said it was ready");
-    if (L->state == L_WAIT_CONN && c->listen_fd < 0)
+    if (L->state == L_WAIT_CONN && c->l.fd < 0)
       net_ib_link_fail(c, L, "the listener for side connections broke before rank %d connected", L->peer);
   }
   return moved;
