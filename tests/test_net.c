@@ -457,6 +457,75 @@ static void test_process_pairs(void) {
   for (int q = 0; q < P; q++) close(up[q][0]), close(up[q][1]), close(down[q][0]), close(down[q][1]);
 }
 
+/* Child process of rank r of 2 for test_destroy_flush: rank 0 sends msgs
+ * messages to rank 1 and destroys its set the moment its GPU side has
+ * published the last; rank 1 starts receiving 300 ms after set-up.  0 when
+ * this rank's part went right (rank 1: every message arrived intact). */
+static int child_flush(int r, int to_parent, int from_parent, tp_key *keys, int nk, int64_t msgs) {
+  trank t = {.rank = r, .nranks = 2, .keys = keys, .nkeys = nk, .msgs = msgs};
+  for (int i = 0; i < 2; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
+  tp_peer_group(peers, 2, 1);
+  tp_ctx x = ctx_of(&t);
+  if (tp_set_create(&t.set, &x, net_only, 1, keys, nk)) return 10;
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char *all = calloc(2, rec);
+  if (write(to_parent, tp_set_blob(t.set), rec) != (ssize_t)rec || read_all(from_parent, all, 2 * rec)) return 11;
+  if (tp_set_connect(t.set, all)) return 12;
+  if (r == 1) usleep(300000);
+  engine(&t);
+  int good = !t.failures && t.done == (r == 1 ? msgs : 0) && !t.stopped_by_abort;
+  tp_set_free(t.set);
+  free(all);
+  return good ? 0 : 13;
+}
+
+/* A rank destroyed as soon as its last message is published (its kernel
+ * has ended; the network still owes the peer up to a FIFO's worth): the
+ * peer, in another process and late to receive, must get every message.
+ * (The proxy stopped at once: the last messages never left, and the peer
+ * saw the link end without them.) */
+static void test_destroy_flush(void) {
+  enum { N = 2 };
+  tp_key keys[1] = {{0, 1, 0, 0, 0}};
+  int nk = tp_keys_normalize(keys, 1);
+  int up[N][2], down[N][2];
+  pid_t pid[N];
+  for (int r = 0; r < N; r++) {
+    if (pipe(up[r]) || pipe(down[r])) { ok(0, "destroy flush: pipes"); return; }
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      tap_n = 0;
+      _exit(child_flush(r, up[r][1], down[r][0], keys, nk, 200));
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    tp_peer p;
+    tp_peer_self(&p, 0);
+    p.pid = pid[r];
+    for (int q = 0; q < N; q++) write(down[q][1], &p, sizeof p);
+  }
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char all[N * 1024];
+  int bad = 0;
+  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], all + r * rec, rec);
+  for (int r = 0; r < N; r++) bad |= write(down[r][1], all, N * rec) != (ssize_t)(N * rec);
+  int64_t t0 = rt_time_ns();
+  int status[N] = {0}, left = N;
+  while (left && rt_time_ns() - t0 < 30000000000ll) {
+    for (int r = 0; r < N; r++)
+      if (pid[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) pid[r] = 0, left--;
+    usleep(10000);
+  }
+  for (int r = 0; r < N; r++)
+    if (pid[r]) kill(pid[r], SIGKILL), waitpid(pid[r], &status[r], 0);
+  ok(!bad && !left && WIFEXITED(status[0]) && !WEXITSTATUS(status[0]) && WIFEXITED(status[1]) &&
+         !WEXITSTATUS(status[1]),
+     "a sender destroyed right after publishing its last message: the late receiver gets all 200 intact (%.2f s; "
+     "exits %d %d)", (rt_time_ns() - t0) / 1e9, WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1,
+     WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
+  for (int r = 0; r < N; r++) close(up[r][0]), close(up[r][1]), close(down[r][0]), close(down[r][1]);
+}
+
 /* ---- hostile peers: a fake rank 0 speaking the wire format to a real rank 1 ---- */
 
 typedef struct hostile {
@@ -817,6 +886,7 @@ int main(int argc, char **argv) {
   test_abort_spreads();
   test_killed_peer();
   test_process_pairs();
+  test_destroy_flush();
   test_hostile();
   test_flood();
   test_shed_retry();

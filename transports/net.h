@@ -22,6 +22,10 @@
 #include "net_backend.h"
 #include "tp.h"
 
+/* How long a proxy stopping in order keeps sending what its rank still
+ * owes its peers (net_proxy.c). */
+#define NET_FLUSH_NS 2000000000LL
+
 typedef struct net_sconn {     /* this rank sends on it */
   tp_key key;
   int link, idx;               /* its link and its index there */

@@ -106,6 +106,9 @@ typedef struct net_backend {
   /* Descriptors to sleep on when idle (readable: something arrived; for a
    * link with queued bytes, writable): fills at most max, returns how many. */
   int (*pollfds)(void *ctx, struct pollfd *fds, int max);
+  /* Whether pieces the backend took are still queued to go out (the proxy
+   * flushes them before it stops); NULL: the backend queues nothing. */
+  int (*pending)(void *ctx);
   /* Bytes moved so far each way (for `baton bench`). */
   void (*stats)(void *ctx, uint64_t *sent, uint64_t *received);
   /* Closes every link at once, without goodbye, so that each peer notices

@@ -117,6 +117,28 @@ static void nap(net *n, int64_t timeout_ns) {
   if (r > 0 && fds[0].revents) drain(n->wake_fd);
 }
 
+/* Whether the GPU has published messages the backend has not all taken. */
+static int unposted(net *n) {
+  for (int i = 0; i < n->ns; i++)
+    if (__atomic_load_n(n->s[i].head, __ATOMIC_ACQUIRE) > n->s[i].posted || n->s[i].next_off) return 1;
+  return 0;
+}
+
+/* Stopping in order (not broken, not aborted): what the GPU has published
+ * and what the backend has queued go out before the proxy leaves, for
+ * NET_FLUSH_NS at most.  A rank whose last kernel has ended may still owe
+ * its peers its last messages; destroyed at once, its peers saw the link
+ * end without them. */
+static void flush(net *n, const net_sink *sink) {
+  const int64_t until = rt_time_ns() + NET_FLUSH_NS;
+  while (rt_time_ns() < until && !(n->x.abort && *n->x.abort)) {
+    int moved = round_once(n, sink);
+    if (moved < 0) return;
+    if (!moved && !unposted(n) && !(n->be->pending && n->be->pending(n->bctx))) return;
+    if (!moved) nap(n, 100000);
+  }
+}
+
 static void *proxy_main(void *arg) {
   net *n = arg;
   net_sink sink = net_sink_ops;
@@ -151,6 +173,7 @@ static void *proxy_main(void *arg) {
       sleep = sleep * 2 > n->sleep_ns ? n->sleep_ns : sleep * 2;
     }
   }
+  if (!broken && !(n->x.abort && *n->x.abort)) flush(n, &sink);
   return NULL;
 }
 

@@ -522,7 +522,11 @@ static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
       if (s->rgot < sizeof(ns_hdr)) continue;
       ns_hdr *h = &s->rh;
       ns_hdr_wire(h);   /* to host order */
-      if (h->type == NS_DATA) {
+      if (h->type == NS_DATA && s->bye) {   /* after its own goodbye, a socket carries nothing */
+        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent a piece after its goodbye (connection %u, message "
+                 "%llu)", c->rank, L->peer, h->conn, (unsigned long long)h->seq);
+        return -1;
+      } else if (h->type == NS_DATA) {
         net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
         s->dst = sink->where(sink->arg, l, &p);
         if (!s->dst) return -1;
@@ -533,7 +537,12 @@ static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
         continue;
       } else if (h->type == NS_BYE) {
         s->bye = 1;
-        sink->bye(sink->arg, l);
+        /* The link's goodbye once every socket has said it: pieces travel
+         * on all of them, so one socket's goodbye can overtake another's
+         * last piece. */
+        int all = 1;
+        for (int k = 0; k < c->nsocks; k++) all &= c->links[l].s[k].bye;
+        if (all) sink->bye(sink->arg, l);
         s->rgot = 0;
         continue;
       } else {
@@ -608,6 +617,14 @@ static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
     }
   }
   return moved;
+}
+
+static int sock_pending(void *ctx) {
+  const sctx *c = ctx;
+  for (int l = 0; l < c->nlinks; l++)
+    for (int k = 0; k < c->nsocks; k++)
+      if (c->links[l].s[k].fd >= 0 && c->links[l].s[k].qn) return 1;
+  return 0;
 }
 
 static int sock_pollfds(void *ctx, struct pollfd *fds, int max) {
@@ -705,6 +722,7 @@ const net_backend net_socket_backend = {
   .credit = sock_credit,
   .progress = sock_progress,
   .pollfds = sock_pollfds,
+  .pending = sock_pending,
   .stats = sock_stats,
   .abort = sock_abort,
   .close = sock_close,
