@@ -298,26 +298,103 @@ static int read_all(int fd, void *p, size_t n) {
   return 0;
 }
 
-/* Child process of rank r: set-up with the parent relaying records,
- * traffic until the engine stops; exit 0 when it stopped because the
- * transport reported the lost peer (abort raised, remote error). */
-static int child(int r, int n, int to_parent, int from_parent, tp_key *keys, int nk) {
-  trank t = {.rank = r, .nranks = n, .keys = keys, .nkeys = nk, .msgs = -1};
-  for (int i = 0; i < n; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
-  tp_peer_group(peers, n, 1);
-  tp_ctx x = ctx_of(&t);
-  if (tp_set_create(&t.set, &x, net_only, 1, keys, nk)) return 10;
+/* Processes for the tests below: child q holds ranks [q * per, (q + 1) *
+ * per) of n and runs body; the parent relays every rank's peer record (its
+ * child's pid), then every rank's set record to every child. */
+enum { MAXP = 4 };
+typedef struct procs {
+  int n, per, nprocs;
+  int up[MAXP][2], down[MAXP][2];
+  pid_t pid[MAXP];
+  tp_key *keys;
+  int nk;
+  int64_t msgs;
+} procs;
+typedef int (*child_fn)(const procs *p, int q);
+
+/* Starts the children and relays; 0 when every record went through. */
+static int procs_start(procs *p, child_fn body) {
+  for (int q = 0; q < p->nprocs; q++) {
+    if (pipe(p->up[q]) || pipe(p->down[q])) return -1;
+    p->pid[q] = fork();
+    if (p->pid[q] == 0) {
+      tap_n = 0;
+      _exit(body(p, q));
+    }
+  }
+  for (int r = 0; r < p->n; r++) {
+    tp_peer me;
+    tp_peer_self(&me, 0);
+    me.pid = p->pid[r / p->per];
+    for (int q = 0; q < p->nprocs; q++) write(p->down[q][1], &me, sizeof me);
+  }
   size_t rec = tp_set_blob_bytes(1);
-  unsigned char *all = calloc(n, rec);
-  if (write(to_parent, tp_set_blob(t.set), rec) != (ssize_t)rec || read_all(from_parent, all, n * rec)) return 11;
-  if (tp_set_connect(t.set, all)) return 12;
+  unsigned char all[MAXR * 1024];
+  int bad = 0;
+  for (int q = 0; q < p->nprocs; q++) bad |= read_all(p->up[q][0], all + (size_t)q * p->per * rec, p->per * rec);
+  for (int q = 0; q < p->nprocs; q++) bad |= write(p->down[q][1], all, p->n * rec) != (ssize_t)(p->n * rec);
+  return bad ? -1 : 0;
+}
+
+/* Waits until t0 + ns for the children still counted in pid[] (0: not
+ * waited for), kills the rest; their statuses in status[].  Returns how
+ * many had to be killed. */
+static int procs_wait(procs *p, int64_t t0, int64_t ns, int *status) {
+  int left = 0;
+  for (int q = 0; q < p->nprocs; q++) left += p->pid[q] != 0;
+  while (left && rt_time_ns() - t0 < ns) {
+    for (int q = 0; q < p->nprocs; q++)
+      if (p->pid[q] && waitpid(p->pid[q], &status[q], WNOHANG) == p->pid[q]) p->pid[q] = 0, left--;
+    usleep(10000);
+  }
+  for (int q = 0; q < p->nprocs; q++)
+    if (p->pid[q]) kill(p->pid[q], SIGKILL), waitpid(p->pid[q], &status[q], 0);
+  return left;
+}
+
+static void procs_close(procs *p) {
+  for (int q = 0; q < p->nprocs; q++)
+    close(p->up[q][0]), close(p->up[q][1]), close(p->down[q][0]), close(p->down[q][1]);
+}
+
+static int exited_0(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+/* In child q: its ranks' sets made and connected one after the other (as
+ * a process holding several GPUs does), records through the parent.  0,
+ * or the child's exit status for what failed. */
+static int child_join(const procs *p, int q, trank *t) {
+  for (int i = 0; i < p->n; i++) read_all(p->down[q][0], &peers[i], sizeof peers[i]);
+  tp_peer_group(peers, p->n, 1);
+  size_t rec = tp_set_blob_bytes(1);
+  unsigned char *all = calloc(p->n, rec);
+  int res = all ? 0 : 11;
+  for (int k = 0; k < p->per && !res; k++) {
+    t[k] = (trank){.rank = q * p->per + k, .nranks = p->n, .keys = p->keys, .nkeys = p->nk, .msgs = p->msgs};
+    tp_ctx x = ctx_of(&t[k]);
+    if (tp_set_create(&t[k].set, &x, net_only, 1, p->keys, p->nk)) res = 10;
+    else if (write(p->up[q][1], tp_set_blob(t[k].set), rec) != (ssize_t)rec) res = 11;
+  }
+  if (!res && read_all(p->down[q][0], all, p->n * rec)) res = 11;
+  for (int k = 0; k < p->per && !res; k++)
+    if (tp_set_connect(t[k].set, all)) res = 12;
+  free(all);
+  return res;
+}
+
+/* A peer killed in the middle of traffic: each child's one rank runs
+ * until the engine stops; exit 0 when it stopped because the transport
+ * reported the lost peer (abort raised, remote error). */
+static int child_killed(const procs *p, int q) {
+  trank t;
+  int res = child_join(p, q, &t);
+  if (res) return res;
   char ready = 'r';
-  if (write(to_parent, &ready, 1) != 1) return 13;
+  if (write(p->up[q][1], &ready, 1) != 1) return 13;
   engine(&t);
   int64_t f0 = rt_time_ns();
   bt_result e = tp_set_error(t.set);
   tp_set_free(t.set);
-  free(all);
   if (!t.stopped_by_abort) return 14;
   if (e != BT_ERR_REMOTE) return 15;
   if (t.failures) return 16;
@@ -326,81 +403,35 @@ static int child(int r, int n, int to_parent, int from_parent, tp_key *keys, int
 }
 
 static void test_killed_peer(void) {
-  enum { N = 3 };
   tp_key keys[64];
-  int nk = all_pairs(N, 1, keys);
-  int up[N][2], down[N][2];
-  pid_t pid[N];
-  for (int r = 0; r < N; r++) {
-    if (pipe(up[r]) || pipe(down[r])) { ok(0, "killed peer: pipes"); return; }
-    pid[r] = fork();
-    if (pid[r] == 0) {
-      tap_n = 0;
-      _exit(child(r, N, up[r][1], down[r][0], keys, nk));
-    }
-  }
-  /* The parent relays: peers, then every record to every rank. */
-  for (int r = 0; r < N; r++) {
-    tp_peer p;
-    tp_peer_self(&p, 0);
-    p.pid = pid[r];
-    for (int q = 0; q < N; q++) write(down[q][1], &p, sizeof p);
-  }
-  size_t rec = tp_set_blob_bytes(1);
-  unsigned char all[N * 1024];
-  int bad = 0;
-  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], all + r * rec, rec);
-  for (int r = 0; r < N; r++) bad |= write(down[r][1], all, N * rec) != (ssize_t)(N * rec);
+  procs p = {.n = 3, .per = 1, .nprocs = 3, .keys = keys, .nk = all_pairs(3, 1, keys), .msgs = -1};
+  int bad = procs_start(&p, child_killed);
   char c;
-  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], &c, 1);
+  for (int q = 0; q < 3 && !bad; q++) bad |= read_all(p.up[q][0], &c, 1);
   ok(!bad, "killed peer: 3 processes connected");
   usleep(300000);   /* traffic flows */
   int64_t t0 = rt_time_ns();
-  kill(pid[2], SIGKILL);
-  int status[N] = {0}, left = 2;
-  waitpid(pid[2], NULL, 0);
-  while (left && rt_time_ns() - t0 < 15000000000ll) {
-    for (int r = 0; r < 2; r++)
-      if (pid[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) pid[r] = 0, left--;
-    usleep(10000);
-  }
-  double secs = (rt_time_ns() - t0) / 1e9;
-  for (int r = 0; r < 2; r++)
-    if (pid[r]) kill(pid[r], SIGKILL), waitpid(pid[r], &status[r], 0);
-  ok(left == 0 && WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0 && WIFEXITED(status[1]) &&
-         WEXITSTATUS(status[1]) == 0,
-     "killed peer: ranks 0 and 1 stop with a remote error and are destroyed cleanly (%.2f s; exits %d %d)", secs,
-     WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1, WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
-  for (int r = 0; r < N; r++) close(up[r][0]), close(up[r][1]), close(down[r][0]), close(down[r][1]);
+  kill(p.pid[2], SIGKILL);
+  waitpid(p.pid[2], NULL, 0);
+  p.pid[2] = 0;
+  int status[MAXP] = {0}, left = procs_wait(&p, t0, 15000000000ll, status);
+  ok(left == 0 && exited_0(status[0]) && exited_0(status[1]),
+     "killed peer: ranks 0 and 1 stop with a remote error and are destroyed cleanly (%.2f s; exits %d %d)",
+     (rt_time_ns() - t0) / 1e9, exit_code(status[0]), exit_code(status[1]));
+  procs_close(&p);
 }
 
-/* Child process holding ranks lo and lo + 1 of n: records through the
- * parent, set-up one rank after the other (as a process holding several
- * GPUs does), then msgs messages on every connection.  0 when all arrived
- * intact. */
-static int child_pair(int lo, int n, int to_parent, int from_parent, tp_key *keys, int nk, int64_t msgs) {
+/* Two ranks in a child: msgs messages on every connection, then, once
+ * every child is done with its traffic, tear-down (as a job finishes its
+ * collectives before destroying).  0 when all arrived intact. */
+static int child_pair(const procs *p, int q) {
   trank t[2];
-  for (int i = 0; i < n; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
-  tp_peer_group(peers, n, 1);
-  size_t rec = tp_set_blob_bytes(1);
-  unsigned char *all = calloc(n, rec);
-  for (int k = 0; k < 2; k++) {
-    t[k] = (trank){.rank = lo + k, .nranks = n, .keys = keys, .nkeys = nk};
-    tp_ctx x = ctx_of(&t[k]);
-    if (tp_set_create(&t[k].set, &x, net_only, 1, keys, nk)) return 10;
-    if (write(to_parent, tp_set_blob(t[k].set), rec) != (ssize_t)rec) return 11;
-  }
-  if (read_all(from_parent, all, n * rec)) return 11;
-  for (int k = 0; k < 2; k++)
-    if (tp_set_connect(t[k].set, all)) return 12;
-  int bad = run_all(t, 2, msgs);
-  /* Every process done before any tears down (as a job finishes its
-   * collectives before destroying): a destroy is a fault for a peer still
-   * waiting on it. */
+  int res = child_join(p, q, t);
+  if (res) return res;
+  int bad = run_all(t, 2, p->msgs);
   char c = 'd';
-  if (write(to_parent, &c, 1) != 1 || read_all(from_parent, &c, 1)) return 14;
+  if (write(p->up[q][1], &c, 1) != 1 || read_all(p->down[q][0], &c, 1)) return 14;
   for (int k = 0; k < 2; k++) tp_set_free(t[k].set);
-  free(all);
   return bad ? 13 : 0;
 }
 
@@ -410,72 +441,35 @@ static int child_pair(int lo, int n, int to_parent, int from_parent, tp_key *key
  * rank 3's, rank 3 not yet set up behind rank 2, rank 2 accepting and
  * waiting for rank 1, rank 1 behind rank 0. */
 static void test_process_pairs(void) {
-  enum { N = 4, P = 2 };
   tp_key keys[64];
-  int nk = all_pairs(N, 1, keys);
-  int up[P][2], down[P][2];
-  pid_t pid[P];
-  for (int q = 0; q < P; q++) {
-    if (pipe(up[q]) || pipe(down[q])) { ok(0, "process pairs: pipes"); return; }
-    pid[q] = fork();
-    if (pid[q] == 0) {
-      tap_n = 0;
-      _exit(child_pair(2 * q, N, up[q][1], down[q][0], keys, nk, 50));
-    }
-  }
-  for (int r = 0; r < N; r++) {
-    tp_peer p;
-    tp_peer_self(&p, 0);
-    p.pid = pid[r / 2];
-    for (int q = 0; q < P; q++) write(down[q][1], &p, sizeof p);
-  }
-  size_t rec = tp_set_blob_bytes(1);
-  unsigned char all[N * 1024];
-  int bad = 0;
-  for (int q = 0; q < P; q++) bad |= read_all(up[q][0], all + 2 * q * rec, 2 * rec);
-  for (int q = 0; q < P; q++) bad |= write(down[q][1], all, N * rec) != (ssize_t)(N * rec);
+  procs p = {.n = 4, .per = 2, .nprocs = 2, .keys = keys, .nk = all_pairs(4, 1, keys), .msgs = 50};
+  int bad = procs_start(&p, child_pair);
   int64_t t0 = rt_time_ns();
-  for (int q = 0; q < P && !bad; q++) {   /* both done with their traffic, then both tear down */
-    struct pollfd pf = {.fd = up[q][0], .events = POLLIN};
+  for (int q = 0; q < 2 && !bad; q++) {   /* both done with their traffic, then both tear down */
+    struct pollfd pf = {.fd = p.up[q][0], .events = POLLIN};
     char c;
-    bad |= rt_socket_poll(&pf, 1, t0 + 30000000000ll) != 1 || read_all(up[q][0], &c, 1);
+    bad |= rt_socket_poll(&pf, 1, t0 + 30000000000ll) != 1 || read_all(p.up[q][0], &c, 1);
   }
-  for (int q = 0; q < P; q++) bad |= write(down[q][1], "g", 1) != 1;
-  int status[P] = {0}, left = P;
-  while (left && rt_time_ns() - t0 < 30000000000ll) {
-    for (int q = 0; q < P; q++)
-      if (pid[q] && waitpid(pid[q], &status[q], WNOHANG) == pid[q]) pid[q] = 0, left--;
-    usleep(10000);
-  }
-  for (int q = 0; q < P; q++)
-    if (pid[q]) kill(pid[q], SIGKILL), waitpid(pid[q], &status[q], 0);
-  ok(!bad && !left && WIFEXITED(status[0]) && !WEXITSTATUS(status[0]) && WIFEXITED(status[1]) &&
-         !WEXITSTATUS(status[1]),
+  for (int q = 0; q < 2; q++) bad |= write(p.down[q][1], "g", 1) != 1;
+  int status[MAXP] = {0}, left = procs_wait(&p, t0, 30000000000ll, status);
+  ok(!bad && !left && exited_0(status[0]) && exited_0(status[1]),
      "two processes of two ranks each connect and carry 50 messages per connection intact (%.2f s; exits %d %d)",
-     (rt_time_ns() - t0) / 1e9, WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1,
-     WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
-  for (int q = 0; q < P; q++) close(up[q][0]), close(up[q][1]), close(down[q][0]), close(down[q][1]);
+     (rt_time_ns() - t0) / 1e9, exit_code(status[0]), exit_code(status[1]));
+  procs_close(&p);
 }
 
-/* Child process of rank r of 2 for test_destroy_flush: rank 0 sends msgs
- * messages to rank 1 and destroys its set the moment its GPU side has
- * published the last; rank 1 starts receiving 300 ms after set-up.  0 when
- * this rank's part went right (rank 1: every message arrived intact). */
-static int child_flush(int r, int to_parent, int from_parent, tp_key *keys, int nk, int64_t msgs) {
-  trank t = {.rank = r, .nranks = 2, .keys = keys, .nkeys = nk, .msgs = msgs};
-  for (int i = 0; i < 2; i++) read_all(from_parent, &peers[i], sizeof peers[i]);
-  tp_peer_group(peers, 2, 1);
-  tp_ctx x = ctx_of(&t);
-  if (tp_set_create(&t.set, &x, net_only, 1, keys, nk)) return 10;
-  size_t rec = tp_set_blob_bytes(1);
-  unsigned char *all = calloc(2, rec);
-  if (write(to_parent, tp_set_blob(t.set), rec) != (ssize_t)rec || read_all(from_parent, all, 2 * rec)) return 11;
-  if (tp_set_connect(t.set, all)) return 12;
-  if (r == 1) usleep(300000);
+/* Rank 0 sends to rank 1 and is destroyed the moment its GPU side has
+ * published the last message; rank 1 starts receiving 300 ms after
+ * set-up.  0 when this rank's part went right (rank 1: every message
+ * arrived intact). */
+static int child_flush(const procs *p, int q) {
+  trank t;
+  int res = child_join(p, q, &t);
+  if (res) return res;
+  if (q == 1) usleep(300000);
   engine(&t);
-  int good = !t.failures && t.done == (r == 1 ? msgs : 0) && !t.stopped_by_abort;
+  int good = !t.failures && t.done == (q == 1 ? p->msgs : 0) && !t.stopped_by_abort;
   tp_set_free(t.set);
-  free(all);
   return good ? 0 : 13;
 }
 
@@ -483,47 +477,17 @@ static int child_flush(int r, int to_parent, int from_parent, tp_key *keys, int 
  * has ended; the network still owes the peer up to a FIFO's worth): the
  * peer, in another process and late to receive, must get every message.
  * (The proxy stopped at once: the last messages never left, and the peer
- * saw the link end without them.) */
+ * waited for them until killed.) */
 static void test_destroy_flush(void) {
-  enum { N = 2 };
   tp_key keys[1] = {{0, 1, 0, 0, 0}};
-  int nk = tp_keys_normalize(keys, 1);
-  int up[N][2], down[N][2];
-  pid_t pid[N];
-  for (int r = 0; r < N; r++) {
-    if (pipe(up[r]) || pipe(down[r])) { ok(0, "destroy flush: pipes"); return; }
-    pid[r] = fork();
-    if (pid[r] == 0) {
-      tap_n = 0;
-      _exit(child_flush(r, up[r][1], down[r][0], keys, nk, 200));
-    }
-  }
-  for (int r = 0; r < N; r++) {
-    tp_peer p;
-    tp_peer_self(&p, 0);
-    p.pid = pid[r];
-    for (int q = 0; q < N; q++) write(down[q][1], &p, sizeof p);
-  }
-  size_t rec = tp_set_blob_bytes(1);
-  unsigned char all[N * 1024];
-  int bad = 0;
-  for (int r = 0; r < N; r++) bad |= read_all(up[r][0], all + r * rec, rec);
-  for (int r = 0; r < N; r++) bad |= write(down[r][1], all, N * rec) != (ssize_t)(N * rec);
+  procs p = {.n = 2, .per = 1, .nprocs = 2, .keys = keys, .nk = tp_keys_normalize(keys, 1), .msgs = 200};
+  int bad = procs_start(&p, child_flush);
   int64_t t0 = rt_time_ns();
-  int status[N] = {0}, left = N;
-  while (left && rt_time_ns() - t0 < 30000000000ll) {
-    for (int r = 0; r < N; r++)
-      if (pid[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) pid[r] = 0, left--;
-    usleep(10000);
-  }
-  for (int r = 0; r < N; r++)
-    if (pid[r]) kill(pid[r], SIGKILL), waitpid(pid[r], &status[r], 0);
-  ok(!bad && !left && WIFEXITED(status[0]) && !WEXITSTATUS(status[0]) && WIFEXITED(status[1]) &&
-         !WEXITSTATUS(status[1]),
+  int status[MAXP] = {0}, left = procs_wait(&p, t0, 30000000000ll, status);
+  ok(!bad && !left && exited_0(status[0]) && exited_0(status[1]),
      "a sender destroyed right after publishing its last message: the late receiver gets all 200 intact (%.2f s; "
-     "exits %d %d)", (rt_time_ns() - t0) / 1e9, WIFEXITED(status[0]) ? WEXITSTATUS(status[0]) : -1,
-     WIFEXITED(status[1]) ? WEXITSTATUS(status[1]) : -1);
-  for (int r = 0; r < N; r++) close(up[r][0]), close(up[r][1]), close(down[r][0]), close(down[r][1]);
+     "exits %d %d)", (rt_time_ns() - t0) / 1e9, exit_code(status[0]), exit_code(status[1]));
+  procs_close(&p);
 }
 
 /* ---- hostile peers: a fake rank 0 speaking the wire format to a real rank 1 ---- */
