@@ -379,23 +379,23 @@ baton_result baton_get_unique_id(baton_unique_id *id) {
 /* A fingerprint of the loaded algorithms and their connections: every
  * rank must load the same set, or their pools would not match. */
 static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = RT_HASH_START;
   const unsigned char *b = (const unsigned char *)keys;
-  for (size_t i = 0; i < nkeys * sizeof *keys; i++) h = (h ^ b[i]) * 1099511628211ull;
+  for (size_t i = 0; i < nkeys * sizeof *keys; i++) h = rt_hash(h, b[i]);
   for (int i = 0; i < rt_algos_count(c->algos); i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
-    h = (h ^ (uint64_t)ir_prog_nsteps(p)) * 1099511628211ull;
-    h = (h ^ (uint64_t)p->coll) * 1099511628211ull;
+    h = rt_hash(h, (uint64_t)ir_prog_nsteps(p));
+    h = rt_hash(h, (uint64_t)p->coll);
   }
-  h = (h ^ (uint64_t)c->slot_bytes) * 1099511628211ull;
-  h = (h ^ (uint64_t)c->nslots) * 1099511628211ull;
-  h = (h ^ (uint64_t)c->min_tile) * 1099511628211ull;     /* the tile: every rank must cut alike */
-  h = (h ^ (uint64_t)c->lane_tiles) * 1099511628211ull;
-  h = (h ^ (uint64_t)c->force_simple) * 1099511628211ull;
-  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_NODE_RANKS)) * 1099511628211ull;   /* the groups: every rank alike */
-  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_WINDOW_MB)) * 1099511628211ull;    /* windows laid out alike */
-  h = (h ^ (uint64_t)c->grid) * 1099511628211ull;                              /* the direct grid: lanes alike */
-  h = (h ^ (uint64_t)rt_param_int(RT_PARAM_DIRECT_LANE_BYTES)) * 1099511628211ull;
+  h = rt_hash(h, (uint64_t)c->slot_bytes);
+  h = rt_hash(h, (uint64_t)c->nslots);
+  h = rt_hash(h, (uint64_t)c->min_tile);     /* the tile: every rank must cut alike */
+  h = rt_hash(h, (uint64_t)c->lane_tiles);
+  h = rt_hash(h, (uint64_t)c->force_simple);
+  h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_NODE_RANKS));   /* the groups: every rank alike */
+  h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_WINDOW_MB));    /* windows laid out alike */
+  h = rt_hash(h, (uint64_t)c->grid);                              /* the direct grid: lanes alike */
+  h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
   return h;
 }
 

@@ -69,6 +69,12 @@ struct baton_comm {
   uint32_t reg_next;          /* registrations made so far: the next window's number */
 };
 
+/* FNV-1a's start, and one step of it over a word: the hashes every rank
+ * computes alike (the loaded algorithms' fingerprint, a direct call's
+ * descriptor). */
+#define RT_HASH_START 1469598103934665603ull
+static inline uint64_t rt_hash(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
 static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {
   return c->force_simple ? IR_PROTO_SIMPLE : (int)p->proto;

@@ -180,12 +180,6 @@ static bt_result peers_across(rt_launch *L) {
   return BT_OK;
 }
 
-/* FNV-1a of n bytes at p, into h. */
-static uint32_t fnv(uint32_t h, const void *p, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 16777619u;
-  return h;
-}
-
 /* The registered window of c holding buffer p of `bytes`, alive; NULL
  * (logged) when there is none or its memory was freed. */
 static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what) {
@@ -227,7 +221,9 @@ static bt_result peers_registered(rt_launch *L) {
   }
   uint64_t what[9] = {(uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->op,
                       (uint64_t)L->stage_window, (uint64_t)L->aliased, wo->id, oo, wi ? ((uint64_t)wi->id << 48) ^ oi : 0};
-  uint32_t key = fnv(2166136261u, what, sizeof what);
+  uint64_t h = RT_HASH_START;
+  for (int i = 0; i < 9; i++) h = rt_hash(h, what[i]);
+  uint32_t key = (uint32_t)(h ^ h >> 32);
   const rt_window_layout *l = rt_window_layout_of(c->win);
   a->key = key ? key : 1;
   a->desc_at = (int32_t)((l->desc - l->flags) / sizeof(uint64_t));
