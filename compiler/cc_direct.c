@@ -518,8 +518,83 @@ static int drop_untaken(streams *z, const unsigned char *gone) {
   return n;
 }
 
+/* Moves each wait of order[0..live) down to just before the first step
+ * that needs it (the schedule runs by depth, which puts every wait of a
+ * pipeline ahead of its first put: a rank forwarding pieces would wait for
+ * all of them before sending one).  The order stays topological: a wait
+ * still follows what it followed and precedes what needs it, so each
+ * rank's sequence stays a run of one global order (deadlock-free) and
+ * each stream's waits keep their order.  0 when out of memory. */
+/* Whether data step F would join the run of data step P on its rank in
+ * the executor (runtime/rt_direct.c): the same count, and F takes the
+ * value P leaves (a reduction into, or a copy or put from, a chunk of this
+ * rank that P read or wrote).  An approximation that errs towards yes. */
+static int joins_run(const ins *P, const ins *F) {
+  const unsigned data = IR_F_SRC | IR_F_DST;
+  if (!(fl(P->op) & data) || !(fl(F->op) & data) || (fl(P->op) | fl(F->op)) & (IR_F_SEND | IR_F_RECV | IR_F_COMP) ||
+      P->count != F->count)
+    return 0;
+  int fs = (fl(F->op) & IR_F_RED) || F->op == IR_OP_GET ? F->dspace : F->sspace;
+  int fi = (fl(F->op) & IR_F_RED) || F->op == IR_OP_GET ? F->didx : F->sidx;
+  int p_src_local = !(fl(P->op) & IR_F_GET), p_dst_local = !(fl(P->op) & IR_F_PUT);
+  return (p_src_local && P->sspace == fs && P->sidx == fi) || (p_dst_local && P->dspace == fs && P->didx == fi);
+}
+
+static int sink_waits(lower *w, int *order, int live) {
+  int n = w->n, *first = cc_malloc(((size_t)n + 1) * sizeof(int)), *out = cc_malloc(((size_t)live + 1) * sizeof(int));
+  int *head = cc_malloc(((size_t)live + 1) * sizeof(int)), *next = cc_malloc(((size_t)n + 1) * sizeof(int));
+  if (!first || !out || !head || !next) { cc_free(first); cc_free(out); cc_free(head); cc_free(next); return 0; }
+  for (int i = 0; i < n; i++) first[i] = -1;
+  for (int q = 0; q < live; q++) {
+    const ins *B = &w->v[order[q]];
+    for (int k = 0; k < B->npred; k++)
+      if (w->v[B->pred[k]].op == IR_OP_WAIT && first[B->pred[k]] < 0) first[B->pred[k]] = q;
+  }
+  /* Only a wait of a pipeline moves: one that sits ahead of a step an
+   * earlier wait for the same peer holds back (a rank forwarding pieces
+   * from one peer).  Waits for different peers stay together (the
+   * executor takes them at once and the steps after them in one pass), as
+   * does a wait whose stream's earlier waits are all served already.  It
+   * never moves into a run: it goes before the run's first step (a
+   * one-pass reduction of several chunks stays one pass). */
+  int nr = w->t->nranks, *maxf = cc_malloc(((size_t)nr * nr + 1) * sizeof(int));
+  if (!maxf) { cc_free(first); cc_free(out); cc_free(head); cc_free(next); return 0; }
+  for (int i = 0; i < nr * nr; i++) maxf[i] = -1;
+  for (int q = 0; q < live; q++) {
+    int a = order[q];
+    if (w->v[a].op != IR_OP_WAIT || first[a] <= q) continue;
+    int *mf = &maxf[w->v[a].rank * nr + w->v[a].peer], pipelined = *mf > q, f = first[a];
+    if (f > *mf) *mf = f;
+    if (!pipelined) { first[a] = -1; continue; }
+    for (int p = f - 1; p > q; p--) {
+      const ins *P = &w->v[order[p]];
+      if (P->rank != w->v[a].rank || P->op == IR_OP_WAIT) continue;
+      if (!joins_run(P, &w->v[order[f]])) break;
+      f = p;
+    }
+    first[a] = f;
+  }
+  cc_free(maxf);
+  /* per target position, the waits moved there, in their order */
+  for (int q = 0; q < live; q++) head[q] = -1;
+  int m = 0;
+  for (int q = live - 1; q >= 0; q--) {   /* backwards, so each list comes out in order */
+    int a = order[q];
+    if (w->v[a].op == IR_OP_WAIT && first[a] > q) { next[a] = head[first[a]]; head[first[a]] = a; }
+  }
+  for (int q = 0; q < live; q++) {
+    for (int a = head[q]; a >= 0; a = next[a]) out[m++] = a;
+    int a = order[q];
+    if (!(w->v[a].op == IR_OP_WAIT && first[a] > q)) out[m++] = a;
+  }
+  memcpy(order, out, (size_t)live * sizeof(int));
+  cc_free(first); cc_free(out); cc_free(head); cc_free(next);
+  return m == live;
+}
+
 int cc_direct_settle(lower *w, int **orderp, int live) {
   int *order = *orderp, n = w->n, nr = w->t->nranks, res = -1;
+  if (!sink_waits(w, order, live)) return -1;
   int *pos = cc_malloc(((size_t)n + 1) * sizeof(int));
   unsigned char *gone = cc_calloc((size_t)n + 1, 1);   /* waits drop_redundant_waits and drop_start_waits took away */
   streams z = {w, order, live, cc_malloc(((size_t)n + 1) * sizeof(int)), cc_malloc(((size_t)n + 1) * sizeof(int)),
