@@ -187,17 +187,29 @@ static void add_sync(builder *b, int kind, ip_dsync e) {
 
 /* Ends the open run: a value reduced into acc and not yet stored is; a
  * run that only copies joins the copies before it (join_copies); the
- * signals it held back follow it, unless it joined copies before it (the
- * next copy may join them too: an AllToAll's puts, each followed by its
- * signal, become one copies operation, then the signals). */
+ * signals it held back follow it, unless it is a copies operation (the
+ * next copy may join it: an AllToAll's puts or a two-shot's, each followed
+ * by its signal, become one copies operation, every load at once, then
+ * the signals; data_step sends them first where the next run would delay
+ * them). */
 static void close_run(builder *b, int step) {
   if (b->op < 0) return;
   if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
   b->dirty = 0;
   int joined = !b->bad && join_copies(b);
+  int copies = !joined && !b->bad && b->d->ops[b->op].kind == IP_D_COPIES;
   b->op = -1;
-  if (joined) return;
+  if (joined || copies) return;
   flush_signals(b);
+}
+
+/* Whether a signal held back goes to `rank`: a store there must not join
+ * the copies before it, or that signal would wait for it too (a chain's
+ * pieces to one peer keep their pipeline). */
+static int pending_to(const builder *b, int rank) {
+  for (int i = 0; i < b->npending; i++)
+    if (b->pending[i].peer == rank) return 1;
+  return 0;
 }
 
 /* Opens a run of cnt chunks whose value starts as l's. */
@@ -288,6 +300,8 @@ static void data_step(builder *b, const ir_step *st, int s) {
   }
   if (!joins) {
     close_run(b, s);
+    /* signals held back go first unless a copy to another peer follows */
+    if (b->npending && (reduces || st->op == IR_OP_GET || pending_to(b, dst.rank))) flush_signals(b);
     open_run(b, reduces ? dst : src, cnt, s);
     if (b->bad) return;
     if (st->op == IR_OP_GET) {

@@ -163,6 +163,49 @@ int main(void) {
      d.ops[4].n == 3 && d.ops[6].nseg == 3, "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
      "reductions, store, 3 puts), its 3 signals after it, waits, 3 copies at once (%s)", kinds);
   ir_prog_free(p);
+  /* The in-place two-shot through scratch: rank 0 puts a chunk to each
+   * peer's scratch, a signal after each: one copies operation (the three
+   * links busy at once), then the three signals.  A chain's pieces to one
+   * peer keep their signals between them (the peer forwards each as it
+   * lands). */
+  begin("Simple", 4, 4, 0);
+  for (int r = 0; r < 4; r++) {
+    rank_begin(r, 4, 0, 3);
+    for (int q = 0; q < 4; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < 4; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    for (int q = 0, k = 0; q < 4; q++)
+      if (q != r) {
+        step("put", "i", q, "s", k++, 1, q);
+        step("sig", "i", -1, "o", -1, 1, q);
+      }
+    for (int q = 0; q < 4; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    rank_end();
+  }
+  p = end();
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  memset(kinds, 0, sizeof kinds);
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
+  ok(built == BT_OK && !strcmp(kinds, "SWCSW") && d.ops[2].nseg == 3 && d.ops[3].n == 3,
+     "puts to three peers, a signal after each: one copies operation of 3 segments, then the 3 signals (%s)", kinds);
+  ir_prog_free(p);
+  begin("Simple", 2, 4, 0);
+  for (int r = 0; r < 2; r++) {
+    rank_begin(r, 4, 0, 0);
+    step(r ? "sig" : "wait", "i", -1, "o", -1, 1, 1 - r);
+    for (int c = 0; c < 4 && r == 0; c++) {
+      step("put", "i", c, "i", c, 1, 1);
+      step("sig", "i", -1, "o", -1, 1, 1);
+    }
+    if (r) step("wait", "i", -1, "o", -1, 4, 0);
+    rank_end();
+  }
+  p = end();
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  memset(kinds, 0, sizeof kinds);
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
+  ok(built == BT_OK && !strcmp(kinds, "WCSCSCSCS"), "four pieces to one peer: each its copy, then its signal (%s)",
+     kinds);
+  ir_prog_free(p);
   /* Refused: a dependency between thread blocks, and more ranks than the
    * executor's parameters hold. */
   begin("Simple", 2, 1, 0);
