@@ -9,13 +9,15 @@
 -- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
 -- Parameters: ranks (8), chunks (4: pieces, the pipeline depth), inplace
 -- (false: NCCL's in-place call, one buffer, as PyTorch makes it), protocol
--- (Simple), instances (1), threads (0: BATON_NTHREADS).
+-- (Simple), instances (1), threads (0: BATON_NTHREADS), via (fifo: "direct",
+-- "put" or "get" lower the copies to direct steps, docs/DSL.md).
 local n = param("ranks", 8)
 local k = param("chunks", 4)
 local inplace = param("inplace", false)
-collective{ kind = "broadcast", name = "broadcast_tree", ranks = n, chunks = k, inplace = inplace,
+local via = param("via", "fifo")
+collective{ kind = "broadcast", name = "broadcast_tree" .. (via ~= "fifo" and "_" .. via or ""), ranks = n, chunks = k, inplace = inplace,
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
-            threads = param("threads", 0) }
+            threads = param("threads", 0), via = via }
 
 local topo = require "baton.topo"
 local function children(r) return topo.binomial_children(r, n) end

@@ -395,23 +395,24 @@ int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t by
   return pick;
 }
 
-int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count, int log) {
+int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count,
+                           int (*usable)(void *ctx, int i), void *ctx, int log) {
   int pick = -1, best = -1, candidates = 0;
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
     if (p->coll != coll || al->root != root || al->compute >= 0) continue;
-    if (!in_range(p, bytes)) continue;
+    if (!in_range(p, bytes) || (al->direct && (!usable || !usable(ctx, i)))) continue;
     candidates++;
-    int divides = chunks_divide(p, count);
-    if (divides > best) { pick = i; best = divides; }
+    int score = 2 * al->direct + chunks_divide(p, count);
+    if (score > best) { pick = i; best = score; }
   }
   if (log) {
     if (pick >= 0)
       LOG_INFO(RT_SUB_RUNTIME, "%s from root %d of %llu bytes: running %s (%s; %d candidate%s%s)", ir_coll_name[coll],
                root, (unsigned long long)bytes, a->v[pick].prog->name ? a->v[pick].prog->name : "?",
                ir_prog_where(a->v[pick].prog), candidates, candidates == 1 ? "" : "s",
-               best ? "" : ", count not a multiple of its chunks: remainder handled");
+               best & 1 ? "" : ", count not a multiple of its chunks: remainder handled");
     else
       LOG_INFO(RT_SUB_RUNTIME, "%s from root %d of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
                root, (unsigned long long)bytes, a->n);

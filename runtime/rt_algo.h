@@ -72,11 +72,15 @@ int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t by
 
 /* The same for a rooted collective (broadcast, reduce) with root `root`:
  * every rank of a call must choose the same program, so the choice does
- * not depend on the caller's buffers (only the root has a layout to speak
- * of; rt_call runs any rooted program in place or out of place there):
- * `bytes` in its size range, then chunks that divide the count, then the
- * first loaded. */
-int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count, int log);
+ * not depend on the caller's layout (only the root has one to speak of;
+ * rt_call runs any rooted program in place or out of place there):
+ * `bytes` in its size range, a direct program for which usable(ctx, i) is
+ * nonzero (NULL: none is) first, then chunks that divide the count, then
+ * the first loaded.  Whether a direct program is usable depends on what
+ * every rank shares: the call captured in a graph, one process, or
+ * registered windows. */
+int rt_algos_select_rooted(const rt_algos *a, ir_coll coll, int root, uint64_t bytes, int64_t count,
+                           int (*usable)(void *ctx, int i), void *ctx, int log);
 
 /* The algorithms a user sees (baton_comm_algorithm_*): those loaded,
  * without the relabelled copies of rooted programs; the index of the i-th

@@ -638,14 +638,21 @@ int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r,
   return ai;
 }
 
-int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                          int dtype, cudaStream_t stream) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
   uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
-  int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 0);
+  /* Off the root the one buffer is both (rt_call runs it in place). */
+  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_INPUT) s = r;
+  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_OUTPUT) r = s;
+  int peer_io = rt_direct_peer_io(c, stream);
+  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
+  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io};
+  int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 0);
   if (ai != c->last_choice[coll][0]) {   /* log each new choice once */
-    rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, 1);
+    rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 1);
     c->last_choice[coll][0] = ai;
   }
   if (ai >= 0 && !rt_comm_runnable(c, ai)) return -1;
@@ -671,10 +678,20 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
     return rt_comm_call_failed(baton_invalid_argument);
   }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return rt_comm_call_failed(baton_cuda_error);
-  rt_launch L;
-  bt_result e = rt_call_prep(c, ai, s, r, (int64_t)count, dtype, op, ops, stream, &L);
-  if (e) return rt_comm_call_failed((baton_result)e);
-  return (baton_result)rt_group_submit(&L);
+  /* A direct AllReduce larger than the window runs on consecutive slices
+   * (every rank slices alike: the count, program and window decide). */
+  int64_t slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count, dtype) : 0;
+  if (slice <= 0 || slice >= (int64_t)count) slice = (int64_t)count;
+  const size_t es = (size_t)ip_dtype_size[dtype];
+  for (int64_t at = 0; at < (int64_t)count; at += slice) {
+    int64_t n = (int64_t)count - at < slice ? (int64_t)count - at : slice;
+    rt_launch L;
+    bt_result e = rt_call_prep(c, ai, (const char *)s + (size_t)at * es, (char *)r + (size_t)at * es, n, dtype, op, ops,
+                               stream, &L);
+    if (!e) e = rt_group_submit(&L);
+    if (e) return rt_comm_call_failed((baton_result)e);
+  }
+  return baton_success;
 }
 
 /* A collective of one rank: its output is its input, whatever the
@@ -739,7 +756,7 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
   if (e) return rt_comm_call_failed(e);
   if (count == 0) return baton_success;
   if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);   /* one block */
-  int ai = rt_comm_choose_rooted(c, coll, root, count, dtype);
+  int ai = rt_comm_choose_rooted(c, coll, root, s, r, count, dtype, stream);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements from root %d on %d ranks (BATON_DEBUG=INFO "
              "says why): not run", c->rank, ir_coll_name[coll], count, root, c->nranks);

@@ -165,8 +165,12 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
 
 /* The same for a rooted collective (broadcast, reduce) from `root`: the
- * choice depends on the count only, so every rank makes the same one. */
-int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype);
+ * choice depends on the count, and for a direct program on what every
+ * rank of the call shares (captured in a graph, one process, registered
+ * windows), so every rank makes the same one.  Off the root the buffer
+ * the collective does not use may be NULL: the other stands for it. */
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                          int dtype, cudaStream_t stream);
 
 /* Whether algorithm ai of c can run a call at all on this rank (its plan
  * was built and kept: FIFO or direct). */
@@ -192,12 +196,23 @@ bt_result rt_direct_window(baton_comm *c, rt_window_handle *mine);
 bt_result rt_direct_connect(baton_comm *c, const rt_window_handle *all);
 
 /* Whether direct algorithm ai runs a call of `count` elements of type
- * dtype, in place or not, on c: its plan, room in the window, a layout it
+ * dtype, in place or not, on c: its plan, room in the window (for each
+ * slice, rt_direct_slice), a layout it
  * runs without a span outside the window, and, when it reaches its
  * peers' buffers, `peer_io` (RT_PEERS_*: every rank's buffers known to
  * the call, or registered windows and a plan that checks its peers'
  * calls before it touches their buffers, rt_dplan.guarded). */
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io);
+
+/* The count of each slice in which direct algorithm ai runs a call of
+ * `count` elements of type dtype: count itself where it fits the window;
+ * for an AllReduce on the peers' own buffers (element-wise: its slices are
+ * AllReduces of their own), the most that fits, a multiple of
+ * RT_DIRECT_SLICE_UNIT elements a chunk, so that a message larger than the
+ * window runs as consecutive calls on slices of it (rt_comm_call_submit);
+ * 0 when no slice fits. */
+#define RT_DIRECT_SLICE_UNIT 1024
+int64_t rt_direct_slice(const baton_comm *c, int ai, int64_t count, int dtype);
 
 /* What a call knows of its peers' buffers (rt_direct_usable's peer_io):
  * nothing; every rank's (a group, or a capture); or, on registered

@@ -116,14 +116,33 @@ static int window_stage(const baton_comm *c, const rt_dplan *d, const ir_prog *p
          g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes;
 }
 
+int64_t rt_direct_slice(const baton_comm *c, int ai, int64_t count, int dtype) {
+  if (!c->win || !c->dplans || !c->dplans[ai].ok || count <= 0 || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
+  const rt_dplan *d = &c->dplans[ai];
+  const ir_prog *p = rt_algos_get(c->algos, ai)->prog;
+  const rt_window_layout *l = rt_window_layout_of(c->win);
+  const int es = ip_dtype_size[dtype];
+  if (rt_dplan_fits(d, p, l, count, es)) return count;
+  if (p->coll != IR_COLL_ALLREDUCE || !d->peer_io) return 0;
+  ir_geom g;
+  if (ir_geom_init(&g, p, c->rank, 1, 0)) return 0;
+  const int64_t unit = (int64_t)g.k * RT_DIRECT_SLICE_UNIT;
+  int64_t lo = 0, hi = count / unit;   /* the most units that fit: fits(lo units), !fits(hi + 1) */
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (rt_dplan_fits(d, p, l, mid * unit, es)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo * unit;
+}
+
 int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int inplace, int peer_io) {
   if (!c->win || !c->dplans || !c->dplans[ai].ok) return 0;
   const rt_dplan *d = &c->dplans[ai];
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
-  if ((d->peer_io && (!peer_io || (peer_io == RT_PEERS_REGISTERED && !d->guarded))) ||
-      !rt_dplan_fits(d, p, rt_window_layout_of(c->win), count, ip_dtype_size[dtype]))
-    return 0;
+  if (d->peer_io && (!peer_io || (peer_io == RT_PEERS_REGISTERED && !d->guarded))) return 0;
+  if ((count = rt_direct_slice(c, ai, count, dtype)) <= 0) return 0;   /* each slice's checks below */
   if (inplace) return al->inplace_ok || window_stage(c, d, p, count, ip_dtype_size[dtype]);
   if (!al->outofplace_ok) return 0;
   if (!al->copies) return 1;
@@ -237,6 +256,11 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const ir_prog *p = al->prog;
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
+  /* Off a rooted collective's root the one buffer given is both: in place. */
+  if (ir_coll_rooted(p->coll) && c->rank != p->root) {
+    if (ir_coll_unused(p->coll) == IR_BUF_INPUT) sendbuf = recvbuf;
+    else recvbuf = (void *)sendbuf;
+  }
   const int known = rt_direct_peer_io(c, stream);
   const int registered = !known && d->guarded && rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
   if (d->peer_io && !known && !registered) {   /* by name (baton_run), or the NCCL drop-in's own choice */

@@ -84,7 +84,7 @@ static const char *baton_refuses(const call *c, const char **algo) {
   if (t < 0) return "a type baton does not run";
   if ((int)c->op < 0 || (int)c->op >= (int)ncclNumOps) return "a custom operator";
   ir_coll coll = kind_coll[c->kind];
-  int ai = rooted(c->kind) ? rt_comm_choose_rooted(c->comm->baton, coll, c->root, c->count, t)
+  int ai = rooted(c->kind) ? rt_comm_choose_rooted(c->comm->baton, coll, c->root, c->s, c->r, c->count, t, c->stream)
                            : rt_comm_choose(c->comm->baton, coll, c->s, c->r, c->count, t, c->stream);
   if (ai < 0) return "no baton algorithm fits";
   *algo = baton_comm_algorithm_name(c->comm->baton, ai);

@@ -75,6 +75,9 @@ for r in 2 4 8 16; do
   case_ reduce_chain.lua ranks=$r inplace=1
   case_ gather_direct.lua ranks=$r
   case_ scatter_direct.lua ranks=$r chunks=2
+  case_ broadcast_direct.lua ranks=$r chunks=2
+  case_ broadcast_direct.lua ranks=$r inplace=1 via=direct
+  case_ broadcast_chain.lua ranks=$r inplace=1 chunks=4 via=direct
 done
 # The trees and recursive doubling on rank counts that are not powers of
 # two (the extra ranks of recursive doubling, the shifted second tree).
@@ -241,7 +244,7 @@ rooted() {  # rooted SCRIPT RANKS AWK: no step of a rank but 0 matches AWK
   fi
 }
 for r in 2 5 8 13; do
-  for s in broadcast_chain broadcast_tree; do
+  for s in broadcast_chain broadcast_tree broadcast_direct; do
     rooted $s $r '$2 ~ /^(s|rrc|rrs|rrcs|cpy|re)$/ && $3 == "i"' "read their input"
   done
   for s in reduce_chain reduce_tree gather_direct; do

@@ -98,7 +98,8 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
                    cudaStream_t stream) {
   return count % 2 == 0 ? 0 : -1;
 }
-int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, size_t count, int dtype) {
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                          int dtype, cudaStream_t stream) {
   return count % 2 == 0 ? 0 : -1;
 }
 

@@ -220,6 +220,38 @@ static void check_algorithms(int quick, rt_diag *d) {
 /* The automatic choice: every collective that has an algorithm, the
  * ranks' calls one after the other or in one group (launched at once from
  * the launch threads). */
+/* A direct AllReduce larger than what its scratch holds in the window runs
+ * on consecutive slices (rt_direct_slice, rt_comm_call_submit): each such
+ * program by name, in and out of place, on two slices and a remainder.
+ * Small windows (BATON_WINDOW_MB) make the counts small; with the default
+ * window the quick suite leaves it out. */
+static void check_sliced(int quick, rt_diag *d) {
+  const int64_t huge = INT64_C(1) << 40, limit = quick ? INT64_C(4) << 20 : INT64_C(48) << 20;
+  int nalg = rt_algos_count(comms[lo]->algos);
+  for (int ai = 0; ai < nalg; ai++) {
+    const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
+    const rt_dplan *dp = comms[lo]->dplans ? &comms[lo]->dplans[ai] : NULL;
+    if (!dp || !dp->ok || !dp->peer_io || al->prog->coll != IR_COLL_ALLREDUCE || al->compute >= 0) continue;
+    int64_t most = rt_direct_slice(comms[lo], ai, huge, IP_F32), n = 2 * most + 1007;
+    if (most <= 0 || most >= huge) continue;
+    if (n > limit || hi - lo < nranks) {
+      ok(1, "# SKIP %s in slices of %lld: %s", al->prog->name, (long long)most,
+         n > limit ? "too large for this suite (a smaller BATON_WINDOW_MB makes it smaller)" : "one process only");
+      continue;
+    }
+    int fails = 0, runs = 0;
+    rt_diag_clear(d);
+    for (int inplace = 0; inplace < 2; inplace++) {
+      if (inplace ? !al->inplace_ok : !al->outofplace_ok) continue;
+      runs++;
+      fails += run_case(ai, IP_F32, IP_OP_SUM, n, inplace, NULL, 1, d) != BT_OK;
+    }
+    ok(runs && !fails, "%s on %lld elements, more than its scratch holds: 3 slices of at most %lld, %d of %d "
+       "placements right", al->prog->name, (long long)n, (long long)most, runs - fails, runs);
+    if (fails) diag("%s", rt_diag_text(d));
+  }
+}
+
 static void check_choice(rt_diag *d, int group) {
   const int64_t n1 = group ? 65536 : 4096, n2 = group ? 999 : 1001;
   const int dt2 = group ? IP_BF16 : IP_I32;
@@ -609,6 +641,14 @@ static void check_rooted(void) {
   for (int ai = 0; ai < nall; ai++) {
     const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
     if (al->root_copy || !ir_coll_rooted(al->prog->coll)) continue;
+    if (!rt_comm_runnable(comms[lo], ai)) {
+      ok(1, "# SKIP %s relabelled: does not run on this communicator", al->prog->name);
+      continue;
+    }
+    if (comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io && hi - lo < nranks) {
+      ok(1, "# SKIP %s relabelled: reaches its peers' buffers (one process only)", al->prog->name);
+      continue;
+    }
     int64_t wrong = 0, untouched = 0, runs = 0;
     baton_result e = baton_success;
     for (int root = 0; root < nranks; root++) {   /* its copies follow it: entry ai + root */
@@ -630,7 +670,7 @@ static void check_rooted(void) {
       int ib, ob;
       ir_geom_blocks((ir_coll)coll, nranks, &ib, &ob);
       if (rt_algos_select_rooted(comms[lo]->algos, (ir_coll)coll, 0, (uint64_t)count * 4 * (ib > ob ? ib : ob), count,
-                                 0) < 0)
+                                 NULL, NULL, 0) < 0)
         continue;
       baton_result e = baton_success;
       for (int root = 0; root < nranks && !e; root++)
@@ -648,7 +688,9 @@ static void check_dead_peer(void) {
   /* A dead peer: the last rank never calls.  The others must stop with a
    * timeout error instead of hanging. */
   {
-    int ai = rt_algos_select(comms[0]->algos, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0);
+    /* the program the entry point would run without its peers' buffers:
+     * one this communicator can run (a direct one spans one node group) */
+    int ai = rt_comm_choose_io(comms[0], IR_COLL_ALLREDUCE, din[0].p, dout[0].p, 1024, baton_f32, 0);
     if (ai >= 0) {
       if (shared) baton_group_start();
       for (int r = 0; r + 1 < nranks; r++)
@@ -890,6 +932,7 @@ int main(int argc, char **argv) {
   check_groups();
   check_graphs(1);
   check_inplace_alltoall();
+  check_sliced(quick, d);
   check_rooted();
   if (big) check_big(d);
   if (net) {

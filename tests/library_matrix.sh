@@ -70,12 +70,18 @@ combos() {
   for s in broadcast_chain broadcast_tree reduce_chain reduce_tree; do
     product "$s.lua" ranks=$RANKS chunks=1,3 inplace=1 instances=1,2
   done
-  # The direct gather and scatter: the root has a thread block per peer and
-  # instance, so 32 and 64 ranks take one instance (more is refused: 108 a rank).
+  # The direct gather, scatter and broadcast: the root has a thread block
+  # per peer and instance, so 32 and 64 ranks take one instance (more is
+  # refused: 108 a rank).
   for s in gather_direct scatter_direct; do
     product "$s.lua" ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
     product "$s.lua" ranks=32,64 chunks=1,2,3 instances=1
   done
+  # (the two-shot's other ranks send to n - 2 peers and receive from n - 1)
+  product broadcast_direct.lua ranks=2,3,4,5,8 shot=1,2 chunks=1,2,3 inplace=0,1 instances=1,2,3,4
+  product broadcast_direct.lua ranks=16 shot=1,2 chunks=1,2,3 inplace=0,1 instances=1,2,3
+  product broadcast_direct.lua ranks=32 shot=1,2 chunks=1,2 inplace=0,1 instances=1
+  product broadcast_direct.lua ranks=64 shot=1 chunks=1,2 inplace=0,1 instances=1
 }
 
 # Direct programs (via=direct, put, get): the all-pairs scripts and the
@@ -93,6 +99,9 @@ direct() {
   product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 via=get protocol=Simple slots=2
   product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=direct,put protocol=Simple,LL slots=2
   product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=get protocol=Simple slots=2
+  product broadcast_direct.lua ranks=$RANKS shot=1,2 chunks=1,2 inplace=0,1 via=direct,put,get protocol=Simple slots=2
+  product broadcast_chain.lua ranks=$RANKS chunks=1,4 inplace=0,1 via=direct,put,get protocol=Simple slots=2
+  product broadcast_tree.lua ranks=$RANKS chunks=1,4 inplace=1 via=direct,put protocol=Simple slots=2
 }
 
 # The every-rank scripts at each rank count 2-64 that $RANKS leaves out,

@@ -94,6 +94,8 @@ compile reducescatter_direct reducescatter_allpairs.lua $r via=direct protocol=S
 compile alltoall_direct_put alltoall_direct.lua $r via=direct protocol=Simple
 compile alltoall_direct_put_ll alltoall_direct.lua $r via=direct protocol=LL
 compile broadcast_chain broadcast_chain.lua $r
+compile broadcast_direct_put broadcast_direct.lua $r inplace=1 via=direct
+compile broadcast_chain_put broadcast_chain.lua $r inplace=1 chunks=8 via=direct
 compile broadcast_tree_ll128 broadcast_tree.lua $r chunks=1 protocol=LL128
 compile reduce_chain reduce_chain.lua $r
 compile reduce_tree_ll reduce_tree.lua $r protocol=LL

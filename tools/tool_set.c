@@ -93,14 +93,23 @@ static void default_set(set_ctx *c) {
    * buffers, which needs every rank's call in one group of one process;
    * the two-shot through scratch for the others (a process per GPU):
    * measured on 4 x H200 it beats the FIFO programs from 512 KiB (14.9
-   * against 18.5 us), on 2 x H200 from 2 MiB. */
+   * against 18.5 us), on 2 x H200 from 2 MiB.  Above 16 MiB the two-shot
+   * whose reduce-scatter stores into the owners' scratch (puts: 159.6
+   * against 169.3 us at 32 MiB on 4 x H200, 585 against 640 at 128 MiB)
+   * beats the one that loads from the peers' inputs (gets); a message
+   * whose scratch does not fit the window runs on slices that do (the
+   * runtime's rt_direct_slice). */
   long long staged = c->ranks <= 2 ? M : 256 * K;
   if (c->ranks > 1 && c->ranks <= 16) {
     entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 inplace=0 via=direct");
     entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 via=direct");
-    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", 128 * K + 1, 0,
+    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", 128 * K + 1, 16 * M,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
-    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", 128 * K + 1, 0, "shot=2 chain=1 protocol=Simple via=direct");
+    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", 128 * K + 1, 16 * M,
+          "shot=2 chain=1 protocol=Simple via=direct");
+    entry(c, "allreduce_0_direct3_put_oop", "allreduce_allpairs.lua", 16 * M + 1, 0,
+          "shot=2 inplace=0 chain=1 protocol=Simple via=put");
+    entry(c, "allreduce_0_direct3_put", "allreduce_allpairs.lua", 16 * M + 1, 0, "shot=2 chain=1 protocol=Simple via=put");
     entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", staged + 1, 0,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct stage=1");
     entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, 0,
@@ -153,8 +162,17 @@ static void default_set(set_ctx *c) {
    * place, as PyTorch calls them (an out-of-place call copies its input
    * into the output on the root first). */
   if (c->ranks > 1) {
-    entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
-    entry(c, "broadcast_2_chain", "broadcast_chain.lua", 256 * K + 1, 0, "inplace=1");
+    /* Direct Broadcast (the ranks' own buffers: one process, captured, or
+     * registered windows): the root's stores straight into every peer to
+     * 256 KiB, the chain's pipelined stores from 4 MiB; the LL128 tree
+     * between (measured on 4 x H200 under CUDA graphs, docs/PERFORMANCE.md:
+     * none of them beats NCCL but at 16-64 KiB, where they tie). */
+    if (c->ranks <= 16) {
+      entry(c, "broadcast_0_direct", "broadcast_direct.lua", 0, 256 * K, "inplace=1 via=direct");
+      entry(c, "broadcast_0_direct_chain", "broadcast_chain.lua", 4 * M + 1, 0, "inplace=1 chunks=8 via=direct");
+    }
+    entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 4 * M, "inplace=1 chunks=1 protocol=LL128");
+    entry(c, "broadcast_2_chain", "broadcast_chain.lua", 4 * M + 1, 0, "inplace=1");
     entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
     entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "inplace=1");
     entry(c, "gather_direct", "gather_direct.lua", 0, 0, "");

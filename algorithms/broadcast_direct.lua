@@ -1,0 +1,42 @@
+-- Direct Broadcast from rank 0, in one or two hops.
+-- shot=1: the root sends its buffer straight to every other rank, n - 1
+-- messages leaving it at once: one hop of latency, the root's link
+-- carrying the data n - 1 times (small messages).
+-- shot=2: the buffer goes in n - 1 pieces, piece p from the root to rank p
+-- only, which passes it on to every rank but the root: two hops, the
+-- root's link carrying the data once and every other rank's (n - 2) /
+-- (n - 1) times (large messages; the chain has n - 1 hops).  Each piece
+-- goes in `chunks` parts, so that the second hop of one overlaps the
+-- first of the next.
+-- With via="direct" the ranks store into the peers' outputs (docs/DSL.md,
+-- "Direct lowering").
+-- Other roots: the runtime relabels the ranks (rank p runs rank p - root).
+-- Parameters: ranks (8), shot (1), chunks (1: parts of each piece),
+-- inplace (false: NCCL's in-place call, one buffer, as PyTorch makes it),
+-- protocol (Simple), instances (1), threads (0: BATON_NTHREADS), via (fifo:
+-- "direct", "put" or "get" lower the copies to direct steps).
+local n = param("ranks", 8)
+local shot = param("shot", 1)
+local k = param("chunks", 1)
+local inplace = param("inplace", false)
+local via = param("via", "fifo")
+if shot ~= 1 and shot ~= 2 then error("shot must be 1 or 2, not " .. tostring(shot)) end
+local pieces = (shot == 2 and n > 2) and n - 1 or 1
+collective{ kind = "broadcast", name = "broadcast_direct" .. (pieces > 1 and "2" or "") .. (via ~= "fifo" and "_" .. via or ""),
+            ranks = n, chunks = k * pieces, inplace = inplace, protocol = param("protocol", "Simple"),
+            instances = param("instances", 1), threads = param("threads", 0), via = via }
+for j = 0, k - 1 do
+  for p = 1, pieces do
+    local at = (p - 1) * k + j
+    local part = chunk(0, "input", at)
+    if not inplace then part:copy(0, "output", at) end   -- in place it is there already
+    if pieces == 1 then
+      for r = 1, n - 1 do part:copy(r, "output", at) end
+    else
+      local mine = part:copy(p, "output", at)
+      for r = 1, n - 1 do
+        if r ~= p then mine:copy(r, "output", at) end
+      end
+    end
+  end
+end
