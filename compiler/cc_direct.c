@@ -518,13 +518,6 @@ static int drop_untaken(streams *z, const unsigned char *gone) {
   return n;
 }
 
-/* Moves each wait of order[0..live) down to just before the first step
- * that needs it (the schedule runs by depth, which puts every wait of a
- * pipeline ahead of its first put: a rank forwarding pieces would wait for
- * all of them before sending one).  The order stays topological: a wait
- * still follows what it followed and precedes what needs it, so each
- * rank's sequence stays a run of one global order (deadlock-free) and
- * each stream's waits keep their order.  0 when out of memory. */
 /* Whether data step F would join the run of data step P on its rank in
  * the executor (runtime/rt_direct.c): the same count, and F takes the
  * value P leaves (a reduction into, or a copy or put from, a chunk of this
@@ -540,10 +533,19 @@ static int joins_run(const ins *P, const ins *F) {
   return (p_src_local && P->sspace == fs && P->sidx == fi) || (p_dst_local && P->dspace == fs && P->didx == fi);
 }
 
+/* Moves a wait of order[0..live) down to just before the first step
+ * that needs it (the schedule runs by depth, which puts every wait of a
+ * pipeline ahead of its first put: a rank forwarding pieces would wait for
+ * all of them before sending one).  The order stays topological: a wait
+ * still follows what it followed and precedes what needs it, so each
+ * rank's sequence stays a run of one global order (deadlock-free) and
+ * each stream's waits keep their order.  0 when out of memory. */
 static int sink_waits(lower *w, int *order, int live) {
-  int n = w->n, *first = cc_malloc(((size_t)n + 1) * sizeof(int)), *out = cc_malloc(((size_t)live + 1) * sizeof(int));
+  int n = w->n, nr = w->t->nranks, m = 0;
+  int *first = cc_malloc(((size_t)n + 1) * sizeof(int)), *out = cc_malloc(((size_t)live + 1) * sizeof(int));
   int *head = cc_malloc(((size_t)live + 1) * sizeof(int)), *next = cc_malloc(((size_t)n + 1) * sizeof(int));
-  if (!first || !out || !head || !next) { cc_free(first); cc_free(out); cc_free(head); cc_free(next); return 0; }
+  int *maxf = cc_malloc(((size_t)nr * nr + 1) * sizeof(int));   /* per (rank, peer): the latest first use so far */
+  if (!first || !out || !head || !next || !maxf) goto done;
   for (int i = 0; i < n; i++) first[i] = -1;
   for (int q = 0; q < live; q++) {
     const ins *B = &w->v[order[q]];
@@ -557,8 +559,6 @@ static int sink_waits(lower *w, int *order, int live) {
    * does a wait whose stream's earlier waits are all served already.  It
    * never moves into a run: it goes before the run's first step (a
    * one-pass reduction of several chunks stays one pass). */
-  int nr = w->t->nranks, *maxf = cc_malloc(((size_t)nr * nr + 1) * sizeof(int));
-  if (!maxf) { cc_free(first); cc_free(out); cc_free(head); cc_free(next); return 0; }
   for (int i = 0; i < nr * nr; i++) maxf[i] = -1;
   for (int q = 0; q < live; q++) {
     int a = order[q];
@@ -574,10 +574,8 @@ static int sink_waits(lower *w, int *order, int live) {
     }
     first[a] = f;
   }
-  cc_free(maxf);
   /* per target position, the waits moved there, in their order */
   for (int q = 0; q < live; q++) head[q] = -1;
-  int m = 0;
   for (int q = live - 1; q >= 0; q--) {   /* backwards, so each list comes out in order */
     int a = order[q];
     if (w->v[a].op == IR_OP_WAIT && first[a] > q) { next[a] = head[first[a]]; head[first[a]] = a; }
@@ -588,7 +586,8 @@ static int sink_waits(lower *w, int *order, int live) {
     if (!(w->v[a].op == IR_OP_WAIT && first[a] > q)) out[m++] = a;
   }
   memcpy(order, out, (size_t)live * sizeof(int));
-  cc_free(first); cc_free(out); cc_free(head); cc_free(next);
+done:
+  cc_free(first); cc_free(out); cc_free(head); cc_free(next); cc_free(maxf);
   return m == live;
 }
 

@@ -186,8 +186,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
    * (ir_check): it runs on the one, in its own layout, with no copy. */
   int off_root = ir_coll_rooted(p->coll) && c->rank != p->root;
   if (off_root) {
-    if (ir_coll_unused(p->coll) == IR_BUF_INPUT) sendbuf = recvbuf;
-    else recvbuf = (void *)sendbuf;
+    rt_rooted_bufs(p->coll, c->rank, p->root, &sendbuf, &recvbuf);
     inplace = 1;
   }
   /* The root of a gather or scatter (out-of-place programs): its

@@ -644,9 +644,7 @@ int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, 
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
   uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
-  /* Off the root the one buffer is both (rt_call runs it in place). */
-  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_INPUT) s = r;
-  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_OUTPUT) r = s;
+  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);   /* off the root the one buffer is both */
   int peer_io = rt_direct_peer_io(c, stream);
   if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
   usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io};
@@ -750,8 +748,7 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
              ir_coll_name[coll], root, c->nranks - 1);
     return rt_comm_call_failed(baton_invalid_argument);
   }
-  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_INPUT) s = r;
-  if (c->rank != root && ir_coll_unused(coll) == IR_BUF_OUTPUT) r = (void *)s;
+  rt_rooted_bufs(coll, c->rank, root, &s, &r);
   baton_result e = rt_comm_call_check(c, s, r, dtype, op);
   if (e) return rt_comm_call_failed(e);
   if (count == 0) return baton_success;

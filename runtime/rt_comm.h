@@ -164,6 +164,15 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
  * choice, without its peers' buffers). */
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
 
+/* Off the root of a rooted collective (rank != root) the caller gives one
+ * buffer, the other may be NULL (NCCL's contract): the one given stands
+ * for both in *s and *r.  Nothing elsewhere. */
+static inline void rt_rooted_bufs(ir_coll coll, int rank, int root, const void **s, void **r) {
+  if (!ir_coll_rooted(coll) || rank == root) return;
+  if (ir_coll_unused(coll) == IR_BUF_INPUT) *s = *r;
+  else if (ir_coll_unused(coll) == IR_BUF_OUTPUT) *r = (void *)*s;
+}
+
 /* The same for a rooted collective (broadcast, reduce) from `root`: the
  * choice depends on the count, and for a direct program on what every
  * rank of the call shares (captured in a graph, one process, registered

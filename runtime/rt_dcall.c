@@ -256,11 +256,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const ir_prog *p = al->prog;
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
-  /* Off a rooted collective's root the one buffer given is both: in place. */
-  if (ir_coll_rooted(p->coll) && c->rank != p->root) {
-    if (ir_coll_unused(p->coll) == IR_BUF_INPUT) sendbuf = recvbuf;
-    else recvbuf = (void *)sendbuf;
-  }
+  rt_rooted_bufs(p->coll, c->rank, p->root, &sendbuf, &recvbuf);   /* off the root: in place on the one buffer */
   const int known = rt_direct_peer_io(c, stream);
   const int registered = !known && d->guarded && rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
   if (d->peer_io && !known && !registered) {   /* by name (baton_run), or the NCCL drop-in's own choice */
