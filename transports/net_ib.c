@@ -687,6 +687,23 @@ static int ib_pollfds(void *vctx, struct pollfd *fds, int max) {
   return n;
 }
 
+/* Whether a live link still holds work of the proxy's: a message's last
+ * piece waiting for its earlier pieces' completions, send work requests
+ * the device has not completed, or credits owed (the proxy flushes them
+ * before it stops: a rank destroyed right after its last message). */
+static int ib_pending(void *vctx) {
+  const ib_ctx *c = vctx;
+  if (c->aborted) return 0;
+  for (int l = 0; l < c->nlinks; l++) {
+    const ib_link *L = &c->links[l];
+    if (L->state != L_UP) continue;
+    if (L->held || L->ndirty) return 1;
+    for (int k = 0; k < c->nqps; k++)
+      if (L->qp[k].sq_head != L->qp[k].sq_tail) return 1;
+  }
+  return 0;
+}
+
 static void ib_stats(void *vctx, uint64_t *sent, uint64_t *received) {
   ib_ctx *c = vctx;
   *sent = __atomic_load_n(&c->sent, __ATOMIC_RELAXED);
@@ -763,6 +780,7 @@ const net_backend net_ib_backend = {
   .credit = ib_credit,
   .progress = ib_progress,
   .pollfds = ib_pollfds,
+  .pending = ib_pending,
   .stats = ib_stats,
   .abort = ib_abort,
   .close = ib_close,
