@@ -8,18 +8,29 @@
 -- ranks to direct steps instead of FIFO messages (docs/DSL.md, "Direct
 -- lowering"): chain=1 with protocol=Simple reduces with getr from the
 -- peers' inputs; chain=0 puts the blocks into the owner's scratch.
+-- inplace=1 builds the in-place program (NCCL's layout: rank q's output is
+-- block q of its input): the sum is reduced into that block, which no
+-- peer reads, with no copy.
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
--- instances (1), threads (0: BATON_NTHREADS), chain (0), via (fifo).
+-- instances (1), threads (0: BATON_NTHREADS), chain (0), via (fifo),
+-- inplace (0).
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local chain = param("chain", 0) ~= 0
 local via = param("via", "fifo")
-collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or "") .. (via ~= "fifo" and "_" .. via or ""),
-            ranks = n, chunks = k, inplace = false, protocol = param("protocol", "LL"),
+local inplace = param("inplace", 0) ~= 0
+collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or "") .. (inplace and "_ip" or "") ..
+            (via ~= "fifo" and "_" .. via or ""),
+            ranks = n, chunks = k, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1), threads = param("threads", 0), via = via }
+-- rank q's own block, where its sum goes
+local function own(q)
+  if inplace then return chunk(q, "input", q * k, k) end
+  return chunk(q, "input", q * k, k):copy(q, "output", 0)
+end
 if chain then
   for q = 0, n - 1 do
-    local acc = chunk(q, "input", q * k, k):copy(q, "output", 0)
+    local acc = own(q)
     for m = 1, n - 1 do acc = acc:reduce(chunk((q + m) % n, "input", q * k, k)) end
   end
   return
@@ -30,7 +41,7 @@ for r = 0, n - 1 do
   end
 end
 for q = 0, n - 1 do
-  local acc = chunk(q, "input", q * k, k):copy(q, "output", 0)
+  local acc = own(q)
   for r = 0, n - 1 do
     if r ~= q then acc = acc:reduce(chunk(q, "scratch", r * k, k)) end
   end

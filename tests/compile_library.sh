@@ -65,6 +65,8 @@ for r in 2 4 8 16; do
   case_ allreduce_allpairs.lua ranks=$r shot=2 chain=1
   case_ allreduce_allpairs.lua ranks=$r shot=2 inplace=0 chain=1
   case_ reducescatter_allpairs.lua ranks=$r chain=1
+  case_ reducescatter_allpairs.lua ranks=$r chain=1 inplace=1
+  case_ reducescatter_allpairs.lua ranks=$r inplace=1 via=direct protocol=Simple chain=1
   case_ allreduce_tree.lua ranks=$r
   case_ allgather_rd.lua ranks=$r
   case_ broadcast_chain.lua ranks=$r

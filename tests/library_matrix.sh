@@ -60,7 +60,7 @@ combos() {
   # compile in well under a second with instances too.
   product alltoall_bruck.lua ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
   product alltoall_bruck.lua ranks=32,64 chunks=1,2,3 instances=1,4
-  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2,3 chain=0,1 instances=1,2,3,4
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2,3 chain=0,1 inplace=0,1 instances=1,2,3,4
   product allreduce_hier.lua shape=$SHAPES instances=1,2,3,4
   product allreduce_altring.lua shape=$SHAPES channels=1,2,3,4 instances=1,2,3,4
   product alltoall_twostep.lua shape=$SHAPES chunks=1,2,3 instances=1,2,3,4
@@ -95,8 +95,8 @@ direct() {
   done
   product allgather_allpairs.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=direct,put protocol=Simple,LL slots=2
   product allgather_allpairs.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=get protocol=Simple slots=2
-  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 via=direct,put protocol=Simple,LL slots=2
-  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 via=get protocol=Simple slots=2
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 inplace=0,1 via=direct,put protocol=Simple,LL slots=2
+  product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 inplace=0,1 via=get protocol=Simple slots=2
   product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=direct,put protocol=Simple,LL slots=2
   product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=get protocol=Simple slots=2
   product broadcast_direct.lua ranks=$RANKS shot=1,2 chunks=1,2 inplace=0,1 via=direct,put,get protocol=Simple slots=2
