@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -847,8 +848,60 @@ static void fake_verbs_report(const char *so) {
      (unsigned long long)st[3], (unsigned long long)st[2]);
 }
 
+/* BATON_TRACE (set before any parameter is read): each rank's proxy writes
+ * its timeline; the bytes its rounds sent and received add up to what the
+ * transport counted. */
+static void test_trace(const char *dir) {
+  char prefix[900];
+  snprintf(prefix, sizeof prefix, "%s/net", dir);
+  if (mkdir(dir, 0700) && errno != EEXIST) {
+    ok(0, "traced: cannot make %s: %s", dir, strerror(errno));
+    return;
+  }
+  setenv("BATON_TRACE", prefix, 1);
+  tp_key keys[8];
+  int nk = all_pairs(2, 1, keys);
+  trank t[2];
+  if (setup(t, 2, keys, nk)) {
+    ok(0, "traced: set-up");
+    return;
+  }
+  int bad = run_all(t, 2, 100);
+  uint64_t want[2][2];
+  for (int r = 0; r < 2; r++) tp_set_stats(t[r].set, &want[r][0], &want[r][1]);
+  for (int r = 0; r < 2; r++) tp_set_free(t[r].set);
+  for (int r = 0; r < 2; r++) {
+    char path[1000], line[512];
+    snprintf(path, sizeof path, "%s.%d.net.csv", prefix, r);
+    FILE *f = fopen(path, "r");
+    uint64_t got[2] = {0, 0};
+    int rounds = 0, rows = 0, header = f && fgets(line, sizeof line, f) && !strncmp(line, "rank,event,at_ns", 16);
+    while (f && fgets(line, sizeof line, f)) {
+      char ev[16];
+      long long at, dur;
+      int rk, posted, credits, progress, nrounds, timeout;
+      unsigned long long s, rc;
+      if (sscanf(line, "%d,%15[a-z],%lld,%lld,%d,%d,%d,%d,%d,%llu,%llu", &rk, ev, &at, &dur, &posted, &credits,
+                 &progress, &nrounds, &timeout, &s, &rc) != 11 || rk != r || at < 0 || dur < 0)
+        break;
+      rows++;
+      rounds += !strcmp(ev, "round");
+      got[0] += s;
+      got[1] += rc;
+    }
+    if (f) fclose(f);
+    ok(!bad && header && rounds > 0 && got[0] == want[r][0] && got[1] == want[r][1],
+       "BATON_TRACE: rank %d's proxy timeline (%d events, %d rounds that moved) adds up to the %llu bytes it sent "
+       "and %llu it received", r, rows, rounds, (unsigned long long)want[r][0], (unsigned long long)want[r][1]);
+  }
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
+  if (argc > 2 && !strcmp(argv[1], "trace")) {
+    test_trace(argv[2]);
+    return tap_done();
+  }
   if (argc > 2 && !strcmp(argv[1], "ibfake")) {
     net_ib_set_library(argv[2]);
     test_traffic(4, 2, 300, "verbs (simulated)");

@@ -28,6 +28,15 @@ check "rank 0's block: setup, the step's wait and work, its end" \
 check "rank 1's block starts 2 us after rank 0's" \
   "^rank 1 block +0 \(tb 0, lane 0\): start +2\.00 setup +0\.25 \| 0:1 wait 0\.50 work 1\.00 \| end +4\.00"
 check "per rank: first and last start, last end" "^rank 1: first start 2\.00, last start 2\.00, last end 4\.00"
+# A network proxy's timeline beside them (PREFIX.RANK.net.csv): a round of
+# 10 us that sent 1 MB in 4 pieces, 7 idle rounds over 5 us, a 20 us nap.
+printf '%s\n' rank,event,at_ns,dur_ns,posted,credits,progress,rounds,timeout_us,sent,received \
+  0,round,0,10000,4,0,2,0,0,1000000,0 0,idle,10000,5000,0,0,0,7,0,0,0 0,nap,15000,20000,0,0,0,0,100,0,0 \
+  > "$tmp/t.0.net.csv"
+out=$(python3 "$py" "$tmp/t" 2>&1)
+check "the kernels' blocks still read beside a proxy's timeline" "^rank 0: first start 0\.00, last start 0\.00, last end 10\.00"
+check "the proxy: its busy rounds, spins, naps and the rate over the busy time" \
+  "^net rank 0: 35\.0 us traced; 1 rounds moved something \(10\.0 us, 4 pieces posted\); 7 idle rounds \(5\.0 us\); 1 naps \(20\.0 us\); sent 1\.000 MB, received 0\.000 MB, 100\.00 GB/s over the busy rounds"
 out=$(python3 "$py" "$tmp/none" 2>&1); rc=$?
 n=$((n + 1))
 if [ $rc -ne 0 ] && grep -q "no rows" <<<"$out"; then echo "ok $n - no files: an error that says so"

@@ -8,6 +8,11 @@ the first block of any rank to start:
   wait/work per step (tile index:step): waiting for data, slots or
           dependencies; then the work up to the release
   end     when it left
+and, from the network proxies' timelines (PREFIX.RANK.net.csv, written
+where ranks talk over the network transport: transports/net_trace.c), per
+rank where its proxy's time went: rounds that moved something (posting
+pieces, credits, the backend's progress), idle rounds (spinning), naps;
+the payload moved and its rate over the busy rounds.
     usage: trace_summary.py PREFIX [--steps N]   (N: steps shown per block, default 8)
 """
 import csv
@@ -22,12 +27,40 @@ def main():
     prefix, shown = args[0], 8
     if "--steps" in args:
         shown = int(args[args.index("--steps") + 1])
-    rows = []
+    rows, net = [], []
     for path in sorted(glob.glob(prefix + ".*.csv")):
         with open(path) as f:
-            rows += list(csv.DictReader(f))
-    if not rows:
+            (net if path.endswith(".net.csv") else rows).extend(csv.DictReader(f))
+    if not rows and not net:
         sys.exit(f"trace_summary.py: no rows in {prefix}.*.csv")
+    if rows:
+        kernels(rows, shown)
+    if net:
+        proxies(net)
+
+
+def proxies(net):
+    """Per rank: the proxy's rounds, spins and naps, and what moved."""
+    print("# network proxies: times in us over each rank's timeline")
+    for rank in sorted({int(r["rank"]) for r in net}):
+        evs = [r for r in net if int(r["rank"]) == rank]
+        span = max(int(r["at_ns"]) + int(r["dur_ns"]) for r in evs) / 1000.0
+        kind = lambda k: [r for r in evs if r["event"] == k]
+        busy = sum(int(r["dur_ns"]) for r in kind("round")) / 1000.0
+        spin = sum(int(r["dur_ns"]) for r in kind("idle")) / 1000.0
+        nap = sum(int(r["dur_ns"]) for r in kind("nap")) / 1000.0
+        sent = sum(int(r["sent"]) for r in evs)
+        got = sum(int(r["received"]) for r in evs)
+        posted = sum(int(r["posted"]) for r in kind("round"))
+        rate = (sent + got) / (busy * 1000.0) if busy > 0 else 0.0
+        print(f"net rank {rank}: {span:.1f} us traced; {len(kind('round'))} rounds moved something ({busy:.1f} us, "
+              f"{posted} pieces posted); {sum(int(r['rounds']) for r in kind('idle'))} idle rounds ({spin:.1f} us); "
+              f"{len(kind('nap'))} naps ({nap:.1f} us); sent {sent / 1e6:.3f} MB, received {got / 1e6:.3f} MB, "
+              f"{rate:.2f} GB/s over the busy rounds")
+
+
+def kernels(rows, shown):
+    """Per rank and CUDA block: the interpreter's last call."""
     blocks = {}
     for r in rows:
         blocks.setdefault((int(r["rank"]), int(r["block"])), []).append(r)

@@ -122,6 +122,7 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
   n->piece = rt_param_int(RT_PARAM_NET_PIECE);
   n->spin_ns = rt_param_int(RT_PARAM_NET_SPIN_US) * 1000;
   n->sleep_ns = rt_param_int(RT_PARAM_NET_SLEEP_US) * 1000;
+  n->trace = net_trace_new(x->rank);
   bt_result res = BT_ERR_NOMEM;
   n->keys = malloc((nkeys + 1) * sizeof *keys);
   if (!n->keys) goto fail;
@@ -259,6 +260,7 @@ static void net_free(void *state) {
   net *n = state;
   if (!n) return;
   net_proxy_stop(n);
+  net_trace_finish(n->trace);
   if (n->bctx) n->be->close(n->bctx);
   for (int i = 0; n->r && i < n->nr; i++) {
     free(n->r[i].slot_seq);

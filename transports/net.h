@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "net_backend.h"
+#include "net_trace.h"
 #include "tp.h"
 
 /* How long a proxy stopping in order keeps sending what its rank still
@@ -96,6 +97,7 @@ typedef struct net {
   int err;                     /* atomic: a bt_result, set once by the proxy */
   int64_t spin_ns, sleep_ns;
   uint64_t moved_bytes[2];     /* sent, received: payload */
+  net_trace *trace;            /* the proxy's timeline (BATON_TRACE), or NULL */
 } net;
 
 /* The sink the proxy hands the backend (net.c). */

@@ -81,24 +81,29 @@ static int post_credit(net *n, net_rconn *c) {
   return 1;
 }
 
-/* One round: sends, credits, the backend's progress.  Returns what moved,
- * or -1 on a fault. */
+/* One round: sends, credits, the backend's progress (recorded in the
+ * timeline, BATON_TRACE).  Returns what moved, or -1 on a fault. */
 static int round_once(net *n, const net_sink *sink) {
-  int moved = 0;
+  net_round r = {0};
+  const int64_t t0 = n->trace ? rt_time_ns() : 0;
+  const uint64_t sent = __atomic_load_n(&n->moved_bytes[0], __ATOMIC_RELAXED);
+  const uint64_t received = __atomic_load_n(&n->moved_bytes[1], __ATOMIC_RELAXED);
   for (int i = 0; i < n->ns; i++) {
     int m = post_sends(n, &n->s[i]);
     if (m < 0) return -1;
-    moved += m;
+    r.posted += m;
   }
   for (int i = 0; i < n->nr; i++) {
     int m = post_credit(n, &n->r[i]);
     if (m < 0) return -1;
-    moved += m;
+    r.credits += m;
   }
   int failed = -1;
-  int m = n->be->progress(n->bctx, sink, &failed);
-  if (m < 0) return -1;
-  return moved + m;
+  if ((r.progress = n->be->progress(n->bctx, sink, &failed)) < 0) return -1;
+  if (n->trace)
+    net_trace_round(n->trace, t0, rt_time_ns(), &r, __atomic_load_n(&n->moved_bytes[0], __ATOMIC_RELAXED) - sent,
+                    __atomic_load_n(&n->moved_bytes[1], __ATOMIC_RELAXED) - received);
+  return r.posted + r.credits + r.progress;
 }
 
 static void drain(int fd) {
@@ -113,8 +118,10 @@ static void nap(net *n, int64_t timeout_ns) {
   fds[0] = (struct pollfd){.fd = n->wake_fd, .events = POLLIN};
   int nfds = 1 + n->be->pollfds(n->bctx, fds + 1, 63);
   struct timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
+  const int64_t t0 = n->trace ? rt_time_ns() : 0;
   int r = ppoll(fds, nfds, &ts, NULL);   /* EINTR: one short nap less */
   if (r > 0 && fds[0].revents) drain(n->wake_fd);
+  if (n->trace) net_trace_nap(n->trace, t0, rt_time_ns(), timeout_ns);
 }
 
 /* Whether the GPU has published messages the backend has not all taken. */
