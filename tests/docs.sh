@@ -33,6 +33,11 @@
 # folders (.device/, $OUT) or issue numbers, and outside docs/PERFORMANCE.md
 # (the measurement history) no numbered runs ("the fourteenth run").
 set -u
+# Both arguments, or nothing: an empty SOURCE_ROOT would copy / below.
+if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -f "$2/README.md" ]; then
+  echo "usage: tests/docs.sh BATON SOURCE_ROOT (an executable baton and the folder holding README.md)" >&2
+  exit 2
+fi
 baton=$(realpath "$1") src=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
