@@ -290,13 +290,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     _exit(tap_done());
   }
-  int skipped = 0;
-  for (int r = 0; r < nranks; r++) {
-    char path[300], label[64];
-    snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
-    snprintf(label, sizeof label, "rank %d (process %d)", r, (int)pids[r]);
-    skipped |= tap_collect(pids[r], path, label);
-  }
+  int skipped = tap_collect_ranks(pids, nranks, tmpl);
   for (int r = 0; r < nranks && !skipped; r++) {
     char path[400], line[512];
     snprintf(path, sizeof path, "%s.%d.csv", trace, r);

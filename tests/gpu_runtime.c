@@ -854,13 +854,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       _exit(tap_done());
     }
   }
-  int skipped = 0;
-  for (int r = 0; r < nranks; r++) {
-    char path[300], label[64];
-    snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
-    snprintf(label, sizeof label, "rank %d (process %d)", r, (int)pids[r]);
-    skipped |= tap_collect(pids[r], path, label);
-  }
+  int skipped = tap_collect_ranks(pids, nranks, tmpl);
   rmdir(tmpl);
   free(pids);
   if (skipped && tap_n == 0) {

@@ -79,6 +79,19 @@ __attribute__((unused)) static int tap_collect(pid_t pid, const char *path, cons
   return 0;
 }
 
+/* tap_collect for ranks 0..n-1, one process each (pids[r]), each of which
+ * left its TAP output in dir/rankR.  Returns 1 when any of them skipped. */
+__attribute__((unused)) static int tap_collect_ranks(const pid_t *pids, int n, const char *dir) {
+  int skipped = 0;
+  for (int r = 0; r < n; r++) {
+    char path[300], label[64];
+    snprintf(path, sizeof path, "%s/rank%d", dir, r);
+    snprintf(label, sizeof label, "rank %d (process %d)", r, (int)pids[r]);
+    skipped |= tap_collect(pids[r], path, label);
+  }
+  return skipped;
+}
+
 /* Reads a whole file; NULL when missing. */
 __attribute__((unused)) static char *tap_slurp(const char *path) {
   FILE *f = fopen(path, "rb");
