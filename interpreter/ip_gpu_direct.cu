@@ -10,67 +10,10 @@
 #include <cuda_runtime.h>
 
 #include "ip_mem.cuh"
+#include "ip_spin.cuh"
 #include "ip_reduce.cuh"
 #include "rt_cuda.h"
 #include "rt_log.h"
-
-// ---- waiting, with abort and timeout (as the interpreter's spin_more) ----
-
-// Per block: stop (every thread leaves at its next check) and when the
-// host's abort flag may next be read (it lives in host memory: reads cross
-// PCIe, so a block reads it at most once per DIRECT_ABORT_POLL_NS).
-__shared__ int d_stop;
-__shared__ unsigned long long d_next_poll;
-#define DIRECT_ABORT_POLL_NS 100000
-
-struct dspin {
-  uint64_t start;
-  uint32_t n;
-};
-
-// Stops the call on every GPU of the communicator: the first block to
-// stop on this GPU records where and why (tb, step, what, peer, chan;
-// `now` the GPU's timer), this block leaves at its next check, and the
-// abort flag stops every other block.
-static __device__ __noinline__ void dstop(const ip_dargs &a, int tb, int step, int what, int peer, int chan,
-                                          uint64_t now) {
-  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
-    volatile ip_gerr *e = a.err;
-    e->rank = a.rank;
-    e->tb = tb;
-    e->step = step;
-    e->tile = (int64_t)(blockIdx.x % a.lanes);   // the lane
-    e->what = what;
-    e->peer = peer;
-    e->chan = chan;
-    e->depid = -1;
-    e->when = now;
-    __threadfence_system();
-    e->flag = 1;
-    __threadfence_system();
-  }
-  atomicExch(&d_stop, 1);
-  *a.abort = 1;
-  __threadfence_system();
-}
-
-// Called in a wait loop.  False when the wait must end: the block stops,
-// the host or another GPU aborted, or this wait timed out (dstop).
-static __device__ __noinline__ bool dspin_more(const ip_dargs &a, dspin &s, int tb, int step, int what, int peer,
-                                               int chan) {
-  if (++s.n & 1023) return true;
-  if (atomicAdd(&d_stop, 0)) return false;
-  const uint64_t now = globaltimer();
-  if (s.start == 0) s.start = now;
-  const unsigned long long due = atomicAdd(&d_next_poll, 0ull);
-  if (now >= due && atomicCAS(&d_next_poll, due, now + DIRECT_ABORT_POLL_NS) == due && *a.abort) {
-    atomicExch(&d_stop, 1);
-    return false;
-  }
-  if (a.timeout_ns == 0 || now - s.start < a.timeout_ns) return true;
-  dstop(a, tb, step, what, peer, chan, now);
-  return false;
-}
 
 // ---- 16-byte units ---------------------------------------------------------
 
@@ -127,33 +70,6 @@ __device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, 
   else if (off < valid) store_part(p, off, valid, v);
 }
 
-// LL: unit u of a chunk of `units` units is two 16-byte lines, {8 data
-// bytes as two words, the flag after each}: its first half at line u, its
-// second at line units + u, so that a warp's stores (and polls) of one
-// half cover consecutive lines, 512 bytes an instruction (two lines per
-// thread side by side made every instruction touch 32 separate 16-byte
-// pieces: measured at about 100 GB/s of lines out of a GPU).  A single
-// store writes a line, so a reader that sees the flag twice in it has its
-// data.  A landing is inside the window: its units fit 32 bits.
-__device__ __forceinline__ void ll_put(char *p, uint32_t u, uint32_t units, const uint4 &v, uint32_t flag) {
-  uint4 *l = (uint4 *)p;
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + u), "r"(v.x), "r"(flag), "r"(v.y),
-               "r"(flag) : "memory");
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l + units + u), "r"(v.z), "r"(flag),
-               "r"(v.w), "r"(flag) : "memory");
-}
-// Loads unit u's two lines: the data into v, the four flag copies into f.
-__device__ __forceinline__ void ll_lines(const char *p, uint32_t u, uint32_t units, uint4 &v, uint4 &f) {
-  const uint4 *l = (const uint4 *)p;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(f.x), "=r"(v.y), "=r"(f.y) : "l"(l + u));
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.z), "=r"(f.z), "=r"(v.w), "=r"(f.w) : "l"(l + units + u));
-}
-__device__ __forceinline__ bool ll_there(const uint4 &f, uint32_t flag) {
-  return f.x == flag && f.y == flag && f.z == flag && f.w == flag;
-}
-
 // ---- runs ---------------------------------------------------------------------
 
 // A run's links for the chunk at hand, in shared memory: where each one's
@@ -188,7 +104,7 @@ __device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, co
     ll_lines(p, u, units, v, f);
     if (ll_there(f, flag)) return true;
     if (a.poll_ns) __nanosleep(a.poll_ns);
-    if (!dspin_more(a, sp, op.tb, a.links[op.first].step, IP_WAIT_RECV, -1, 0)) return false;
+    if (!dspin_more(a, sp, op.tb, a.links[op.first].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
   }
 }
 
@@ -210,7 +126,7 @@ __device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &o
     if (!want) return true;
     if (a.poll_ns) __nanosleep(a.poll_ns);
     const int c = __ffs(want) - 1;
-    if (!dspin_more(a, sp, op.tb, a.links[op.first + pre + c].step, IP_WAIT_RECV, -1, 0)) return false;
+    if (!dspin_more(a, sp, op.tb, a.links[op.first + pre + c].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
   }
 }
 
@@ -346,7 +262,7 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
     dspin sp = {0, 0};
     bool got = true;
     while (ld_acquire_sys(f) < need)
-      if (!dspin_more(a, sp, op.tb, s.step, IP_WAIT_RECV, s.peer, s.chan)) {
+      if (!dspin_more(a, sp, op.tb, s.step, blockIdx.x % a.lanes, IP_WAIT_RECV, s.peer, s.chan)) {
         got = false;
         break;
       }
@@ -355,7 +271,7 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
     if (got && a.key &&
         *(volatile const uint64_t *)(a.flags[a.rank] + a.desc_at + IP_DIRECT_DESC_SLOT(s.peer, seq)) !=
             IP_DIRECT_DESC(seq, a.key))
-      dstop(a, op.tb, s.step, IP_WAIT_BUFS, s.peer, s.chan, globaltimer());
+      dstop(a, op.tb, s.step, blockIdx.x % a.lanes, IP_WAIT_BUFS, s.peer, s.chan, globaltimer());
   }
   __syncthreads();
   return !d_stop;   // set before the barrier by a thread that gave up

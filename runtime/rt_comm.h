@@ -1,11 +1,13 @@
 /* rt_comm.h -- the communicator's insides, shared by rt_comm.c (creation,
  * destruction, errors, the collective calls), rt_fused.c (the fused
- * calls), rt_call.c (running a call) and rt_dcall.c (direct calls). */
+ * calls), rt_call.c (running a call), rt_dcall.c (direct calls) and
+ * rt_fdirect.c (direct fused calls). */
 #ifndef RT_COMM_H
 #define RT_COMM_H
 
 #include "baton.h"
 #include "ip_direct.h"
+#include "ip_fdirect.h"
 #include "ip_gpu.h"
 #include "rt_algo.h"
 #include "rt_direct.h"
@@ -63,6 +65,8 @@ struct baton_comm {
   rt_dplan *dplans;
   rt_window *win;
   int grid;
+  int fgrid[IP_FDIRECT_FORMS];  /* the blocks each form of the direct GEMV + AllReduce launches (rt_fdirect.c), 0 until
+                                   its first call */
   struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls and registered
                                  windows (rt_peerbuf.h) */
   struct baton_window *regs;  /* registered windows, newest first (rt_register.h) */
@@ -126,6 +130,10 @@ typedef struct rt_launch {
   int ai, coll, op;
   int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
   ip_dargs d;
+  /* A direct fused call (rt_fdirect.c): its kernel's arguments, blocks
+   * and unroll. */
+  int fdirect, fgrid, funroll;
+  ip_fargs f;
 } rt_launch;
 
 /* Prepares algorithm `ai` of comm for a call: every check that can fail
@@ -191,7 +199,9 @@ int rt_comm_runnable(const baton_comm *c, int ai);
  * direct grid; a program the executor cannot run keeps an empty plan. */
 bt_result rt_direct_plans(baton_comm *c, int nthreads);
 
-/* Whether any loaded program of c is direct (the same on every rank). */
+/* Whether c needs a window (the same on every rank): a loaded program is
+ * direct, or computes a GEMV that the direct one-shot kernel may run in
+ * its stead (BATON_FUSED_DIRECT). */
 int rt_direct_wanted(const baton_comm *c);
 
 /* The window of c (when rt_direct_wanted): allocated, with the handle its
@@ -255,6 +265,17 @@ bt_result rt_direct_launch(const rt_launch *L);
 bt_result rt_direct_group(rt_launch *v, int n);
 
 void rt_direct_free(baton_comm *c);
+
+/* ---- direct fused calls (rt_fdirect.c) ---- */
+
+/* GEMV + AllReduce by the direct one-shot kernel (ip_fdirect.h), launched
+ * or recorded in the calling thread's group: y = the sum over ranks of
+ * W x.  Arguments are checked by the caller.  BT_ERR_UNSUPPORTED, saying
+ * nothing, where the kernel does not run the call (BATON_FUSED_DIRECT=0,
+ * no window, a type it does not compute, more rows than the fused
+ * landings hold): the caller runs a fused program instead. */
+bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
+                          cudaStream_t stream);
 
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);

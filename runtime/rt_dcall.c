@@ -15,8 +15,10 @@
 #include "rt_register.h"
 
 int rt_direct_wanted(const baton_comm *c) {
+  const int fused = rt_param_int(RT_PARAM_FUSED_DIRECT) != 0;
   for (int i = 0; i < rt_algos_count(c->algos); i++)
-    if (ir_prog_direct(rt_algos_get(c->algos, i)->prog)) return 1;
+    if (ir_prog_direct(rt_algos_get(c->algos, i)->prog) || (fused && rt_algos_get(c->algos, i)->compute == IR_OP_GEMV))
+      return 1;
   return 0;
 }
 

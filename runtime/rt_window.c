@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ip_direct.h"
+#include "ip_fdirect.h"
 #include "rt_cuda.h"
 #include "rt_log.h"
 
@@ -35,7 +36,10 @@ void rt_window_plan(rt_window_layout *l, int nranks, int grid, size_t bytes) {
   l->ll_half = page(bytes / 8);
   l->simple = l->ll + 2 * l->ll_half;
   l->simple_bytes = page(bytes - bytes / 4);
-  l->bytes = l->simple + l->simple_bytes;
+  l->fseq = page(l->simple + l->simple_bytes);
+  l->fused = page(l->fseq + IP_FDIRECT_SEQ_WORDS * sizeof(uint64_t));   /* the counts, then the claim word */
+  l->fused_half = page(bytes / 32);
+  l->bytes = l->fused + 2 * IP_FDIRECT_FORMS * l->fused_half;
 }
 
 bt_result rt_window_alloc(rt_window **out, int rank, const rt_window_layout *l, uint64_t host, rt_window_handle *mine) {
@@ -67,8 +71,9 @@ bt_result rt_window_alloc(rt_window **out, int rank, const rt_window_layout *l, 
   mine->pid = w->pid;
   mine->dev = w->dev;
   w->peer[rank] = w->base;
-  LOG_INFO(RT_SUB_RUNTIME, "window: rank %d dev %d: %.1f MiB (landings 2 x %.1f MiB, scratch %.1f MiB, %d blocks)",
-           rank, w->dev, l->bytes / 1048576.0, l->ll_half / 1048576.0, l->simple_bytes / 1048576.0, l->grid);
+  LOG_INFO(RT_SUB_RUNTIME, "window: rank %d dev %d: %.1f MiB (landings 2 x %.1f MiB, scratch %.1f MiB, fused landings "
+           "2 x %.1f MiB, %d blocks)", rank, w->dev, l->bytes / 1048576.0, l->ll_half / 1048576.0,
+           l->simple_bytes / 1048576.0, l->fused_half / 1048576.0, l->grid);
   *out = w;
   return BT_OK;
 }

@@ -15,19 +15,23 @@
  * the signal flags (ip_direct_flag_words of them), the call descriptors
  * of calls on registered buffers (two words per rank: ip_dargs.key), the
  * call count of each block of the direct grid and a word for the first error's claim, the LL
- * landings (two halves, alternating by call) and the scratch of Simple
- * programs. */
+ * landings (two halves, alternating by call), the scratch of Simple
+ * programs, and the direct fused kernels' part (ip_fdirect.h): their call
+ * counts, then their landings (two halves per form, ip_fdirect.h). */
 typedef struct rt_window_layout {
   int nranks, grid;
   size_t flags, desc, seq;      /* offsets of the flag words, the call descriptors and the call counts */
   size_t ll, ll_half;           /* offset of the landing region, bytes of each half */
   size_t simple, simple_bytes;  /* offset and bytes of the Simple scratch */
+  size_t fseq;                  /* offset of the direct fused kernels' call counts (IP_FDIRECT_SEQ_WORDS words) */
+  size_t fused, fused_half;     /* offset of their landings (two halves per form), bytes of each half */
   size_t bytes;                 /* the whole window */
 } rt_window_layout;
 
 /* Lays out a window of about `bytes` bytes (the flags and counts on top)
  * for nranks ranks and a direct grid of `grid` blocks: a quarter of it the
- * two landing halves, the rest Simple scratch. */
+ * two landing halves, the rest Simple scratch; on top of that, the fused
+ * landings, two halves of a 32nd each per form of the kernel. */
 void rt_window_plan(rt_window_layout *l, int nranks, int grid, size_t bytes);
 
 /* What a rank publishes so that its peers can map its window. */

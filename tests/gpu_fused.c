@@ -21,6 +21,7 @@
 #include "baton.h"
 #include "ip_compute.h"
 #include "rt_comm.h"
+#include "rt_param.h"
 #include "gpu_ranks.h"
 #include "tap.h"
 
@@ -166,6 +167,48 @@ static void check_programs(const shape *shapes, int nshapes) {
   }
 }
 
+/* The direct one-shot kernel (BATON_FUSED_DIRECT=1, the default): every
+ * type over the shapes with a dense W, the calls one after another with
+ * changing shapes (the landing's halves alternate, nothing is reset
+ * between calls), each checked, and every rank's y the same bits
+ * (tensor-parallel replicas must not drift apart). */
+static void check_direct(const shape *shapes, int nshapes, const char *what) {
+  if (!comms[0]->win || !rt_param_int(RT_PARAM_FUSED_DIRECT)) {
+    ok(1, "# SKIP the direct GEMV + AllReduce (%s): no window, or BATON_FUSED_DIRECT=0", what);
+    return;
+  }
+  long fails = 0;
+  int runs = 0;
+  char why[300] = "";
+  for (int di = 0; di < 3 && !fails; di++)
+    for (int si = 0; si < nshapes && !fails; si++) {
+      const shape *sh = &shapes[si];
+      if (sh->ld != sh->K ||   /* baton_gemv_allreduce takes a dense W; rows past the fused landings run a program */
+          ip_fgemv_half_bytes((int64_t)sh->M, nranks, ip_dtype_size[dtypes[di]]) >
+              (int64_t)rt_window_layout_of(comms[0]->win)->fused_half)
+        continue;
+      bufs *b = bufs_new(dtypes[di], sh);
+      if (!b) { fails = 1; snprintf(why, sizeof why, "out of memory"); break; }
+      baton_result e = call(NULL, dtypes[di], sh, b);
+      const char *ran = baton_comm_last_algorithm(comms[0]);
+      if (e) { fails = 1; snprintf(why, sizeof why, "%s", baton_result_string(e)); }
+      else if (!ran || strcmp(ran, "gemv_allreduce_oneshot_direct")) {
+        fails = 1;
+        snprintf(why, sizeof why, "ran %s, not the direct kernel", ran ? ran : "nothing");
+      } else fails = check(dtypes[di], sh, b, why, sizeof why);
+      for (int r = 1; r < nranks && !fails; r++)
+        if (memcmp(b[r].hy, b[0].hy, sh->M * ip_dtype_size[dtypes[di]])) {
+          fails = 1;
+          snprintf(why, sizeof why, "rank %d's y differs from rank 0's", r);
+        }
+      if (fails) diag("%s M=%zu K=%zu x+%zu: %s", ip_dtype_name[dtypes[di]], sh->M, sh->K, sh->x_off, why);
+      runs++;
+      bufs_free(b);
+    }
+  ok(fails == 0, "the direct one-shot GEMV + AllReduce, %s: %d calls (f32/f16/bf16), shapes changing between calls, "
+     "every element of every rank within tolerance and the same bits on every rank", what, runs);
+}
+
 /* The automatic choice, by the size of y. */
 static void check_choice(void) {
   const shape s[] = {{1000, 300, 300, 0}, {40000, 96, 96, 0}};
@@ -272,6 +315,8 @@ int main(int argc, char **argv) {
   const shape large[] = {{8192, 4096, 4096, 0}, {32768, 2048, 2048, 0}, {65536, 7168, 7168, 0}};
   check_programs(small, sizeof small / sizeof small[0]);
   if (o.big) check_programs(large, sizeof large / sizeof large[0]);
+  check_direct(small, sizeof small / sizeof small[0], "small and odd shapes");
+  if (o.big) check_direct(large, sizeof large / sizeof large[0], "decode shapes");
   check_choice();
   check_graph();
   check_refused();

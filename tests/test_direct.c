@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir_read.h"
+#include "ip_fdirect.h"
 #include "rt_direct.h"
 #include "tap.h"
 
@@ -244,6 +245,17 @@ int main(void) {
      "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB; 16 for 32 KiB at 2 KiB a lane");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
+  ok(l.fseq >= l.simple + l.simple_bytes && l.fused >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 && l.fused % 4096 == 0 &&
+     l.fused_half == (size_t)2 << 20 && l.bytes == l.fused + 2 * IP_FDIRECT_FORMS * l.fused_half,
+     "window layout: the direct GEMV + AllReduce's counts (a word per block and form, the claim word), then two 2 MiB "
+     "landing halves per form, past the scratch");
+  ok(ip_fgemv_half_bytes(65536, 4, 2) <= (int64_t)l.fused_half && ip_fgemv_half_bytes(65536, 4, 4) <= (int64_t)l.fused_half &&
+     ip_fgemv_half_bytes(65536, 8, 4) > (int64_t)l.fused_half && ip_fgemv_half_bytes(131072, 4, 2) <= (int64_t)l.fused_half &&
+     ip_fgemv_half_bytes(131073, 4, 2) > (int64_t)l.fused_half,
+     "64 MiB window, 4 ranks: the direct GEMV + AllReduce takes y of up to 131072 bf16 or 65536 f32 rows (16-byte lines "
+     "of 8 bytes of y per rank); 65536 f32 rows on 8 ranks run a fused program");
+  ok(ip_fgemv_half_bytes(1, 4, 2) == 4 * 16 && ip_fgemv_half_bytes(5, 2, 2) == 2 * 2 * 16,
+     "a partial line still takes a whole line: 1 bf16 row, 4 ranks, 64 bytes; 5 rows, 2 ranks, 2 lines each");
   ir_prog_free(p);
   return tap_done();
 }

@@ -1,0 +1,93 @@
+/* rt_fdirect.c -- direct fused calls: GEMV + AllReduce by the one-shot
+ * kernel over the communicator's window (ip_fdirect.h, docs/FUSED.md). */
+#include <string.h>
+
+#include "ip_compute.h"
+#include "ip_dtype.h"
+#include "rt_comm.h"
+#include "rt_cuda.h"
+#include "rt_log.h"
+#include "rt_param.h"
+
+/* The name calls report (baton_comm_last_algorithm, the bench's column). */
+static const char fgemv_name[] = "gemv_allreduce_oneshot_direct";
+
+/* The blocks form f (0: unroll 1 or 2; 1: unroll 4) launches, found at
+ * its first use. */
+static bt_result grid_of(baton_comm *c, int f, int unroll, int *grid) {
+  if (!c->fgrid[f]) CHECK(ip_fgemv_grid(unroll, c->share, &c->fgrid[f]));
+  *grid = c->fgrid[f];
+  return BT_OK;
+}
+
+/* Loads in flight per thread and row for M rows: BATON_FGEMV_UNROLL (1,
+ * 2 or 4: rt_param checked it), else 4 up to IP_FDIRECT_UNROLL4_ROWS
+ * rows (the tasks take one round of that form's grid, one block per SM:
+ * its loads all in flight at once), 2 beyond (twice the blocks, one's
+ * barriers under the other's loads).  The same on every rank, whatever
+ * its GPU: every rank must run the same form. */
+static int unroll_of(int64_t M) {
+  const char *u = rt_param_str(RT_PARAM_FGEMV_UNROLL);
+  if (u && *u) return u[0] - '0';
+  return M <= IP_FDIRECT_UNROLL4_ROWS ? 4 : 2;
+}
+
+bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
+                          cudaStream_t stream) {
+  if (!rt_param_int(RT_PARAM_FUSED_DIRECT) || !c->win || c->nranks > IP_WIN_MAX_RANKS || !ip_fgemv_takes(dtype) ||
+      M > (size_t)IP_MAX_DIM || K > (size_t)IP_MAX_DIM)
+    return BT_ERR_UNSUPPORTED;
+  const rt_window_layout *l = rt_window_layout_of(c->win);
+  const int es = ip_dtype_size[dtype];
+  if (ip_fgemv_half_bytes((int64_t)M, c->nranks, es) > (int64_t)l->fused_half) {
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: GEMV + AllReduce of %zu rows needs %lld bytes of fused landing, the window has "
+             "%zu (BATON_WINDOW_MB): a fused program runs it", c->rank, M,
+             (long long)ip_fgemv_half_bytes((int64_t)M, c->nranks, es), l->fused_half);
+    return BT_ERR_UNSUPPORTED;
+  }
+  /* Ranks sharing a GPU: each kernel waits for the others', which only a
+   * group launches together (as rt_comm_call_submit says). */
+  if (c->share > 1 && !rt_group_open()) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d shares GPU %d with %d other ranks: make its calls inside baton_group_start/end",
+             c->rank, c->dev, c->share - 1);
+    return BT_ERR_INVALID;
+  }
+  CHECK(rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
+  const int unroll = unroll_of((int64_t)M), form = unroll == 4;
+  int grid;
+  CHECK(grid_of(c, form, unroll, &grid));
+  rt_launch L;
+  memset(&L, 0, sizeof L);
+  L.c = c;
+  L.stream = stream;
+  L.recvbuf = y;
+  L.where = fgemv_name;
+  L.fdirect = 1;
+  L.fgrid = grid;
+  L.funroll = unroll;
+  ip_fargs *a = &L.f;
+  char *mine = rt_window_base(c->win, c->rank);
+  for (int r = 0; r < c->nranks; r++) a->land[r] = rt_window_base(c->win, r) + l->fused + 2 * form * l->fused_half;
+  a->seq = (uint64_t *)(mine + l->fseq) + form * IP_FDIRECT_MAX_GRID;
+  a->claim = (uint64_t *)(mine + l->fseq) + IP_FDIRECT_FORMS * IP_FDIRECT_MAX_GRID;   /* after every form's counts */
+  a->half = (int64_t)l->fused_half;
+  a->W = W;
+  a->x = x;
+  a->y = y;
+  a->M = (int64_t)M;
+  a->K = (int64_t)K;
+  a->ld = (int64_t)K;
+  a->rank = c->rank;
+  a->nranks = c->nranks;
+  a->dtype = dtype;
+  a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
+  a->abort = &c->shared->dev->abort;
+  a->err = &c->shared->dev->err[c->local];
+  a->timeout_ns = c->timeout_ns;
+  if (c->last != fgemv_name)
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: GEMV + AllReduce of %zu x %zu %s: the direct one-shot kernel, %d blocks, %zu tasks "
+             "of %d rows, unroll %d", c->rank, M, K, ip_dtype_name[dtype], L.fgrid,
+             (M + IP_FDIRECT_TASK_ROWS - 1) / IP_FDIRECT_TASK_ROWS, IP_FDIRECT_TASK_ROWS, unroll);
+  c->last = fgemv_name;
+  return rt_group_submit(&L);
+}
