@@ -282,6 +282,7 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
   L->recvbuf = recvbuf;
   L->nthreads = pl->nthreads;
   L->where = where;
+  L->ai = ai;
   L->irtb = pl->irtb;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) && !off_root ? p->ngpus : 0;
   int blocks = rt_plan_blocks(pl);   /* CUDA blocks of the plan: its words hold a generation and a progress each */
@@ -393,7 +394,9 @@ bt_result rt_call_launch(const rt_launch *L) {
   if (c->net) CHECK(wake_proxy(c, L->stream));
   CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
   if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));
-  if (a.trace) rt_trace_called(c->trace, L->where, blocks, a.ntbs, a.lanes, a.cwidth, L->nthreads, L->irtb, 0);
+  if (a.trace)
+    rt_trace_called(c->trace, L->where, rt_algos_get(c->algos, L->ai)->prog, blocks, a.ntbs, a.lanes, a.cwidth,
+                    L->nthreads, L->irtb, 0);
   if (L->temp_span)
     CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.buf[IR_BUF_OUTPUT], g->elems[IR_BUF_OUTPUT] * es,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the output out of the span"));

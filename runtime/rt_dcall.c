@@ -354,7 +354,9 @@ bt_result rt_direct_launch(const rt_launch *L) {
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
     ip_dargs t = *a;
     t.trace = rt_trace_buf(L->c->trace, a->grid);
-    if (t.trace) rt_trace_called(L->c->trace, L->where, a->ntbs * a->lanes, a->ntbs, a->lanes, 0, L->nthreads, NULL, 1);
+    if (t.trace)
+      rt_trace_called(L->c->trace, L->where, rt_algos_get(L->c->algos, L->ai)->prog, a->ntbs * a->lanes, a->ntbs,
+                      a->lanes, 0, L->nthreads, NULL, 1);
     CHECK(ip_direct_launch(&t, L->nthreads, L->stream));
   } else {
     CHECK(ip_direct_launch(a, L->nthreads, L->stream));

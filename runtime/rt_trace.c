@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ip_gpu.h"
+#include "ir.h"
 #include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
@@ -16,6 +17,7 @@ struct rt_trace {
   int rank, cap;             /* cap: CUDA blocks the buffer holds */
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
+  const ir_prog *prog;       /* its program (NULL: none): names the steps */
   int blocks, ntbs, lanes, cwidth, nthreads;
   int direct;                /* the direct executor's: block b is lane b % lanes of thread block b / lanes */
   const int *irtb;           /* per block of a lane, its IR thread block (the plan's; NULL: the same) */
@@ -49,9 +51,10 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks) {
   return NULL;
 }
 
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
-                     const int *irtb, int direct) {
+void rt_trace_called(rt_trace *t, const char *algo, const ir_prog *prog, int blocks, int ntbs, int lanes,
+                     int cwidth, int nthreads, const int *irtb, int direct) {
   if (!t) return;
+  t->prog = prog;
   t->direct = direct;
   t->irtb = irtb;
   t->algo = algo;
@@ -63,6 +66,33 @@ void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int la
 }
 
 static const char *const ev_name[] = {"enter", "ready", "waited", "done", "exit"};
+
+/* Step `step` of IR thread block `tb` of this rank's part of the program,
+ * or NULL when there is none (no program, or out of range). */
+static const ir_step *step_of(const rt_trace *t, int tb, unsigned step) {
+  const ir_prog *p = t->prog;
+  for (int g = 0; p && g < p->ngpus; g++) {
+    const ir_gpu *u = &p->gpus[g];
+    if (u->id != t->rank) continue;
+    return tb >= 0 && tb < u->ntbs && step < (unsigned)u->tbs[tb].nsteps ? &u->tbs[tb].steps[step] : NULL;
+  }
+  return NULL;
+}
+
+/* Writes field s as CSV (quoted when it holds a comma, a quote or a
+ * line break, its quotes doubled). */
+static void csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\n\r")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
 
 /* One row per event: absolute times, so that the files of all ranks of a
  * machine line up (their GPUs' timers start from the same host clock). */
@@ -83,7 +113,7 @@ static void save(const rt_trace *t) {
     free(h);
     return;
   }
-  fprintf(f, "rank,algo,threads,block,lane,tb,event,step,tile,ns,clk\n");
+  fprintf(f, "rank,algo,threads,block,lane,tb,event,step,tile,ns,clk,op,where\n");
   int comm = t->ntbs * t->lanes;
   for (int b = 0; b < t->blocks; b++) {
     const uint64_t *w = h + (size_t)b * IP_TRACE_WORDS;
@@ -94,9 +124,19 @@ static void save(const rt_trace *t) {
     for (uint64_t e = 0; e < n; e++) {
       const uint64_t *ev = w + 1 + 3 * e;
       unsigned kind = (unsigned)(ev[0] & 0xff);
-      fprintf(f, "%d,%s,%d,%d,%d,%d,%s,%u,%llu,%llu,%llu\n", t->rank, t->algo, t->nthreads, b, lane,
-              t->irtb ? t->irtb[k] : k, kind < 5 ? ev_name[kind] : "?", (unsigned)(ev[0] >> 8 & 0xffffffffu),
-              (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
+      const int tb = t->irtb ? t->irtb[k] : k;
+      const unsigned step = (unsigned)(ev[0] >> 8 & 0xffffffffu);
+      /* waits and ends name their step: opcode, and the script line (else the XML line) */
+      const ir_step *st = kind == IP_EV_WAITED || kind == IP_EV_DONE ? step_of(t, tb, step) : NULL;
+      char where[64] = "";
+      if (st && !st->prov && st->line > 0) snprintf(where, sizeof where, "xml:%d", (int)st->line);
+      fprintf(f, "%d,", t->rank);
+      csv_field(f, t->algo ? t->algo : "");
+      fprintf(f, ",%d,%d,%d,%d,%s,%u,%llu,%llu,%llu,%s,", t->nthreads, b, lane, tb, kind < 5 ? ev_name[kind] : "?", step,
+              (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2],
+              st && st->op < IR_OP_COUNT ? ir_op_xml[st->op] : "");
+      csv_field(f, st && st->prov ? st->prov : where);
+      fputc('\n', f);
     }
   }
   fclose(f);

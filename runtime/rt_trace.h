@@ -9,6 +9,8 @@
 
 #include "rt_result.h"
 
+struct ir_prog;
+
 typedef struct rt_trace rt_trace;
 
 /* *t = a timeline of `blocks` CUDA blocks on the current device for
@@ -20,14 +22,16 @@ bt_result rt_trace_open(rt_trace **t, int rank, int blocks);
  * (logged once). */
 uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 
-/* Notes what the last launch ran, for the file's rows; algo must outlive t
- * (the program's name does: programs go after the timeline).  Blocks are
+/* Notes what the last launch ran, for the file's rows; algo and prog must
+ * outlive t (programs go after the timeline); prog (NULL: none) names each
+ * step's opcode and where it came from (the script line, else the XML
+ * line).  Blocks are
  * lanes x ntbs communication blocks (the interpreter: lane-major; direct
  * programs, `direct`: thread-block-major), then compute blocks, cwidth per
  * compute thread block; irtb names the IR thread block of each block of a
  * lane, then of each compute thread block (NULL: its index). */
-void rt_trace_called(rt_trace *t, const char *algo, int blocks, int ntbs, int lanes, int cwidth, int nthreads,
-                     const int *irtb, int direct);
+void rt_trace_called(rt_trace *t, const char *algo, const struct ir_prog *prog, int blocks, int ntbs, int lanes,
+                     int cwidth, int nthreads, const int *irtb, int direct);
 
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
  * device is idle), then frees t.  Does nothing for NULL. */

@@ -6,9 +6,11 @@
  * rank is compared with y = sum over ranks of W_r x_r computed in double
  * on the host, within ip_compute_tolerance.
  *
- * Usage: gpu_fused --ranks N --dir DIR [--gpus G] [--big] [--net]
+ * Usage: gpu_fused --ranks N --dir DIR [--gpus G] [--big] [--net] [--procs]
  *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
- *   GPU when G < N: their correctness, not their speed).  TAP output;
+ *   GPU when G < N: their correctness, not their speed); --procs: a
+ *   process per rank (each makes every rank's operands on the host, the
+ *   same random draws in the same order, and checks its own y).  TAP output;
  *   skips when fewer than G GPUs are present.  --net: checks that the
  *   ranks' connections use the network transport (run with
  *   BATON_NODE_RANKS set) and that bytes crossed it. */
@@ -49,31 +51,40 @@ static void fill(int dt, void *p, size_t n) {
   for (size_t i = 0; i < n; i++) ip_set((ip_dtype)dt, p, i, frand());
 }
 
+static int mine(int r) { return r >= rank_lo && r < rank_hi; }
+
 static void bufs_free(bufs *b) {
   for (int r = 0; r < nranks; r++) {
     free(b[r].hW); free(b[r].hx); free(b[r].hy);
+    if (!mine(r)) continue;
     cudaSetDevice(dev_of(r));
     cudaFree(b[r].dW); cudaFree(b[r].dx); cudaFree(b[r].dy);
   }
   free(b);
 }
 
-/* Random W and x on every rank, y poisoned (NaN). */
+/* Random W and x on every rank, y poisoned (NaN); on the device for the
+ * ranks this process drives. */
 static bufs *bufs_new(int dt, const shape *s) {
   int es = ip_dtype_size[dt];
   bufs *b = calloc(nranks, sizeof *b);
   for (int r = 0; b && r < nranks; r++) {
     size_t nw = s->M * s->ld, nx = s->K + s->x_off;
     b[r].hW = malloc(nw * es + 1); b[r].hx = malloc(nx * es + 1); b[r].hy = malloc(s->M * es + 1);
-    cudaSetDevice(dev_of(r));
-    if (!b[r].hW || !b[r].hx || !b[r].hy || cudaMalloc((void **)&b[r].dW, nw * es + 16) ||
-        cudaMalloc((void **)&b[r].dx, nx * es + 16) || cudaMalloc((void **)&b[r].dy, s->M * es + 16)) {
+    if (!b[r].hW || !b[r].hx || !b[r].hy) {
       bufs_free(b);
       return NULL;
     }
     fill(dt, b[r].hW, nw);
     fill(dt, b[r].hx, nx);
     for (size_t i = 0; i < s->M; i++) ip_set((ip_dtype)dt, b[r].hy, i, NAN);
+    if (!mine(r)) continue;
+    cudaSetDevice(dev_of(r));
+    if (cudaMalloc((void **)&b[r].dW, nw * es + 16) || cudaMalloc((void **)&b[r].dx, nx * es + 16) ||
+        cudaMalloc((void **)&b[r].dy, s->M * es + 16)) {
+      bufs_free(b);
+      return NULL;
+    }
     cudaMemcpy(b[r].dW, b[r].hW, nw * es, cudaMemcpyHostToDevice);
     cudaMemcpy(b[r].dx, b[r].hx, nx * es, cudaMemcpyHostToDevice);
     cudaMemcpy(b[r].dy, b[r].hy, s->M * es, cudaMemcpyHostToDevice);
@@ -81,8 +92,8 @@ static bufs *bufs_new(int dt, const shape *s) {
   return b;
 }
 
-/* Elements of any rank's y that differ from the reference by more than the
- * tolerance; the first is described in why. */
+/* Elements of y on the ranks this process drives that differ from the
+ * reference by more than the tolerance; the first is described in why. */
 static long check(int dt, const shape *s, bufs *b, char *why, size_t len) {
   int es = ip_dtype_size[dt];
   double *want = calloc(s->M + 1, sizeof(double)), *mag = calloc(s->M + 1, sizeof(double));
@@ -96,7 +107,7 @@ static long check(int dt, const shape *s, bufs *b, char *why, size_t len) {
     ip_compute_exact(IR_OP_GEMV, (ip_dtype)dt, args, 0, (int64_t)s->M, v, m);
     for (size_t i = 0; i < s->M; i++) { want[i] += v[i]; mag[i] += m[i]; }
   }
-  for (int r = 0; r < nranks; r++) {
+  for (int r = rank_lo; r < rank_hi; r++) {
     cudaSetDevice(dev_of(r));
     cudaMemcpy(b[r].hy, b[r].dy, s->M * es, cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < s->M; i++) {
@@ -117,7 +128,7 @@ out:
 static baton_result call(const char *name, int dt, const shape *s, bufs *b) {
   int es = ip_dtype_size[dt];
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++) {
+  for (int r = rank_lo; r < rank_hi && !e; r++) {
     const char *x = b[r].dx + s->x_off * es;
     if (name) {
       const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
@@ -140,12 +151,12 @@ static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
 
 /* Every fused program by name over every type and shape. */
 static void check_programs(const shape *shapes, int nshapes) {
-  int nalg = rt_algos_count(comms[0]->algos);
+  int nalg = rt_algos_count(comms[rank_lo]->algos);
   for (int ai = 0; ai < nalg; ai++) {
-    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+    const rt_algo *al = rt_algos_get(comms[rank_lo]->algos, ai);
     const char *name = ir_prog_where(al->prog);   /* the file: names may repeat */
     if (RT_COMPUTE_OP(al->compute) != IR_OP_GEMV) continue;   /* gemv programs; tests/gpu_embed the others */
-    if (rt_plan_blocks(&comms[0]->plans[ai]) == 0) {
+    if (rt_plan_blocks(&comms[rank_lo]->plans[ai]) == 0) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
     }
@@ -173,7 +184,7 @@ static void check_programs(const shape *shapes, int nshapes) {
  * between calls), each checked, and every rank's y the same bits
  * (tensor-parallel replicas must not drift apart). */
 static void check_direct(const shape *shapes, int nshapes, const char *what) {
-  if (!comms[0]->win || !rt_param_int(RT_PARAM_FUSED_DIRECT)) {
+  if (!comms[rank_lo]->win || !rt_param_int(RT_PARAM_FUSED_DIRECT)) {
     ok(1, "# SKIP the direct GEMV + AllReduce (%s): no window, or BATON_FUSED_DIRECT=0", what);
     return;
   }
@@ -185,19 +196,19 @@ static void check_direct(const shape *shapes, int nshapes, const char *what) {
       const shape *sh = &shapes[si];
       if (sh->ld != sh->K ||   /* baton_gemv_allreduce takes a dense W; rows past the fused landings run a program */
           ip_fgemv_half_bytes((int64_t)sh->M, nranks, ip_dtype_size[dtypes[di]]) >
-              (int64_t)rt_window_layout_of(comms[0]->win)->fused_half)
+              (int64_t)rt_window_layout_of(comms[rank_lo]->win)->fused_half)
         continue;
       bufs *b = bufs_new(dtypes[di], sh);
       if (!b) { fails = 1; snprintf(why, sizeof why, "out of memory"); break; }
       baton_result e = call(NULL, dtypes[di], sh, b);
-      const char *ran = baton_comm_last_algorithm(comms[0]);
+      const char *ran = baton_comm_last_algorithm(comms[rank_lo]);
       if (e) { fails = 1; snprintf(why, sizeof why, "%s", baton_result_string(e)); }
       else if (!ran || strcmp(ran, "gemv_allreduce_oneshot_direct")) {
         fails = 1;
         snprintf(why, sizeof why, "ran %s, not the direct kernel", ran ? ran : "nothing");
       } else fails = check(dtypes[di], sh, b, why, sizeof why);
-      for (int r = 1; r < nranks && !fails; r++)
-        if (memcmp(b[r].hy, b[0].hy, sh->M * ip_dtype_size[dtypes[di]])) {
+      for (int r = rank_lo + 1; r < rank_hi && !fails; r++)   /* one process: every rank's y */
+        if (memcmp(b[r].hy, b[rank_lo].hy, sh->M * ip_dtype_size[dtypes[di]])) {
           fails = 1;
           snprintf(why, sizeof why, "rank %d's y differs from rank 0's", r);
         }
@@ -218,7 +229,7 @@ static void check_choice(void) {
     baton_result e = b ? call(NULL, IP_BF16, &s[k], b) : baton_out_of_memory;
     long bad = e ? -1 : check(IP_BF16, &s[k], b, why, sizeof why);
     ok(bad == 0, "baton_gemv_allreduce bf16 M=%zu K=%zu runs %s: %s", s[k].M, s[k].K,
-       baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?", e ? baton_result_string(e) : why);
+       baton_comm_last_algorithm(comms[rank_lo]) ? baton_comm_last_algorithm(comms[rank_lo]) : "?", e ? baton_result_string(e) : why);
     if (b) bufs_free(b);
   }
 }
@@ -230,7 +241,7 @@ typedef struct graph_call { const shape *s; bufs *b; } graph_call;
 static baton_result issue_gemv(void *arg) {
   const graph_call *c = arg;
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++)
+  for (int r = rank_lo; r < rank_hi && !e; r++)
     e = baton_gemv_allreduce(comms[r], c->b[r].dW, c->b[r].dx, c->b[r].dy, c->s->M, c->s->K, baton_f16, streams[r]);
   baton_result g = baton_group_end();
   return e ? e : g;
@@ -250,6 +261,7 @@ static void check_graph(void) {
     for (int r = 0; r < nranks; r++) {   /* new operands, same buffers */
       fill(IP_F16, b[r].hx, s.K);
       for (size_t i = 0; i < s.M; i++) ip_set(IP_F16, b[r].hy, i, NAN);
+      if (!mine(r)) continue;
       cudaSetDevice(dev_of(r));
       cudaMemcpy(b[r].dx, b[r].hx, s.K * 2, cudaMemcpyHostToDevice);
       cudaMemcpy(b[r].dy, b[r].hy, s.M * 2, cudaMemcpyHostToDevice);
@@ -270,25 +282,25 @@ static void check_refused(void) {
   bufs *b = bufs_new(IP_F32, &s);
   if (!b) { ok(0, "refusals: buffers"); return; }
   baton_group_start();
-  baton_result e = baton_gemv_allreduce(comms[0], b[0].dW, b[0].dx, b[0].dy, s.M, s.K, baton_i32, streams[0]);
+  baton_result e = baton_gemv_allreduce(comms[rank_lo], b[rank_lo].dW, b[rank_lo].dx, b[rank_lo].dy, s.M, s.K, baton_i32, streams[rank_lo]);
   baton_group_end();
   ok(e == baton_invalid_argument, "a type gemv does not take (i32) is refused: %s", baton_result_string(e));
   baton_group_start();
-  e = baton_gemv_allreduce(comms[0], NULL, b[0].dx, b[0].dy, s.M, s.K, baton_f32, streams[0]);
+  e = baton_gemv_allreduce(comms[rank_lo], NULL, b[rank_lo].dx, b[rank_lo].dy, s.M, s.K, baton_f32, streams[rank_lo]);
   baton_group_end();
   ok(e == baton_invalid_argument, "a NULL matrix is refused: %s", baton_result_string(e));
-  int nalg = rt_algos_count(comms[0]->algos);
+  int nalg = rt_algos_count(comms[rank_lo]->algos);
   for (int ai = 0; ai < nalg; ai++) {
-    if (RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) != IR_OP_GEMV || rt_plan_blocks(&comms[0]->plans[ai]) == 0)
+    if (RT_COMPUTE_OP(rt_algos_get(comms[rank_lo]->algos, ai)->compute) != IR_OP_GEMV || rt_plan_blocks(&comms[rank_lo]->plans[ai]) == 0)
       continue;
-    const char *name = ir_prog_where(rt_algos_get(comms[0]->algos, ai)->prog);
-    baton_operand ops[2] = {{"W", b[0].dW, s.M, s.K, 0}, {"x", b[0].dx, s.K + 1, 1, 0}};
+    const char *name = ir_prog_where(rt_algos_get(comms[rank_lo]->algos, ai)->prog);
+    baton_operand ops[2] = {{"W", b[rank_lo].dW, s.M, s.K, 0}, {"x", b[rank_lo].dx, s.K + 1, 1, 0}};
     baton_group_start();
-    e = baton_run_fused(name, ops, 2, b[0].dy, s.M, baton_f32, baton_sum, comms[0], streams[0]);
+    e = baton_run_fused(name, ops, 2, b[rank_lo].dy, s.M, baton_f32, baton_sum, comms[rank_lo], streams[rank_lo]);
     baton_group_end();
     ok(e == baton_invalid_argument, "an x of K+1 elements for a W of K columns is refused: %s", baton_result_string(e));
     baton_group_start();
-    e = baton_run(name, b[0].dy, b[0].dy, s.M, baton_f32, baton_sum, comms[0], streams[0]);
+    e = baton_run(name, b[rank_lo].dy, b[rank_lo].dy, s.M, baton_f32, baton_sum, comms[rank_lo], streams[rank_lo]);
     baton_group_end();
     ok(e == baton_invalid_argument, "a fused program run as a plain collective is refused: %s", baton_result_string(e));
     break;
@@ -300,38 +312,46 @@ static void check_refused(void) {
   bufs_free(b);
 }
 
-int main(int argc, char **argv) {
-  gpu_ranks_opts o;
-  int done;
-  int rc = gpu_ranks_start(argc, argv, "gpu_fused", 1, &o, &done);
-  if (done) return rc;
+/* Every check, on the ranks this process drives. */
+static void fused_checks(const gpu_ranks_opts *o) {
   int fused = 0;
-  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) fused += rt_algos_get(comms[0]->algos, ai)->compute >= 0;
-  ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, o.dir);
+  for (int ai = 0; ai < rt_algos_count(comms[rank_lo]->algos); ai++)
+    fused += rt_algos_get(comms[rank_lo]->algos, ai)->compute >= 0;
+  ok(fused > 0, "%d fused programs loaded for %d ranks from %s", fused, nranks, o->dir);
   /* One row; odd sizes (scalar tails, partial tiles); a padded row
    * stride; x not 16-byte aligned (no 16-byte loads); decode shapes. */
   const shape small[] = {{1, 1, 1, 0}, {5, 3, 3, 0}, {4099, 67, 67, 0}, {3000, 1000, 1032, 0}, {2049, 515, 515, 1},
                          {8192, 2048, 2048, 0}, {12289, 1031, 1031, 0}};
   const shape large[] = {{8192, 4096, 4096, 0}, {32768, 2048, 2048, 0}, {65536, 7168, 7168, 0}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_direct(small, sizeof small / sizeof small[0], "small and odd shapes");
-  if (o.big) check_direct(large, sizeof large / sizeof large[0], "decode shapes");
+  if (o->big) check_direct(large, sizeof large / sizeof large[0], "decode shapes");
   check_choice();
   check_graph();
   check_refused();
-  if (o.net) {
+  if (o->net) {
     uint64_t sent = 0, rcvd = 0;
     int all = 1;
-    for (int r = 0; r < nranks; r++) {
+    for (int r = rank_lo; r < rank_hi; r++) {
       uint64_t a = 0, b = 0;
       all &= comms[r]->net && comms[r]->nodes > 1;
       baton_comm_net_bytes(comms[r], &a, &b);
       sent += a;
       rcvd += b;
     }
-    ok(all && sent > 0 && sent == rcvd, "%d node groups: the fused programs' messages crossed the network transport "
-       "(%.1f MB)", comms[0]->nodes, sent / 1e6);
+    ok(all && sent > 0 && (o->procs || sent == rcvd), "%d node groups: the fused programs' messages crossed the "
+       "network transport (%.1f MB)", comms[rank_lo]->nodes, sent / 1e6);
   }
+}
+
+int main(int argc, char **argv) {
+  gpu_ranks_opts o;
+  int done;
+  if (gpu_ranks_args(argc, argv, "gpu_fused", 1, &o)) return 2;
+  if (o.procs) return gpu_ranks_procs(&o, fused_checks);
+  int rc = gpu_ranks_start(argc, argv, "gpu_fused", 1, &o, &done);
+  if (done) return rc;
+  fused_checks(&o);
   return gpu_ranks_end();
 }

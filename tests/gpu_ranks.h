@@ -1,13 +1,16 @@
 /* gpu_ranks.h -- what the fused-operator GPU tests (gpu_fused, gpu_embed,
  * gpu_moe) share: the command line (--ranks N --dir DIR [--gpus G]
- * [--big] [--net]), N ranks over G GPUs driven by one process (rank r on
- * GPU r % G), a stream per rank, waiting for every rank, and the end.
- * Header-only: each test is one translation unit. */
+ * [--big] [--net] [--procs]), N ranks over G GPUs (rank r on GPU r % G)
+ * driven by one process or, with --procs, by a process each
+ * (gpu_ranks_procs), a stream per rank, waiting for the ranks, and the
+ * end.  Header-only: each test is one translation unit. */
 #ifndef GPU_RANKS_H
 #define GPU_RANKS_H
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,30 +21,48 @@
 static int nranks, ngpus;
 static baton_comm **comms;
 static cudaStream_t *streams;
+/* The ranks this process drives: [rank_lo, rank_hi); every one, but in a
+ * process of gpu_ranks_procs its own.  comms and streams hold only those. */
+static int rank_lo, rank_hi;
 
 static int dev_of(int r) { return r % ngpus; }
 
 typedef struct gpu_ranks_opts {
   const char *dir;
-  int big, net;
+  int big, net, procs;
 } gpu_ranks_opts;
 
-/* Parses the command line and brings the ranks up: 0 to go on; else the
- * test's exit status (2: usage; 0 after a TAP skip when fewer than G GPUs
- * are present, or after the failed init was reported). */
-static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o, int *done) {
+/* Reads the command line into o, nranks and ngpus: 0, or 2 after the
+ * usage was printed. */
+static int gpu_ranks_args(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o) {
   memset(o, 0, sizeof *o);
-  *done = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) o->dir = argv[++i];
     else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--big")) o->big = 1;
+    else if (!strcmp(argv[i], "--procs")) o->procs = 1;
     else if (net_ok && !strcmp(argv[i], "--net")) o->net = 1;
   }
   if (ngpus == 0) ngpus = nranks;
   if (nranks < 1 || !o->dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: %s --ranks N --dir DIR [--gpus G (1..N)] [--big]%s\n", name, net_ok ? " [--net]" : "");
+    fprintf(stderr, "usage: %s --ranks N --dir DIR [--gpus G (1..N)] [--big] [--procs]%s\n", name,
+            net_ok ? " [--net]" : "");
+    return 2;
+  }
+  setenv("BATON_ALGO_DIR", o->dir, 1);
+  setenv("BATON_TIMEOUT", "10", 0);
+  return 0;
+}
+
+/* Parses the command line and brings the ranks up: 0 to go on; else the
+ * test's exit status (2: usage; 0 after a TAP skip when fewer than G GPUs
+ * are present, or after the failed init was reported). */
+static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o, int *done) {
+  *done = 1;
+  if (gpu_ranks_args(argc, argv, name, net_ok, o)) return 2;
+  if (o->procs) {   /* the test runs gpu_ranks_procs itself where it takes --procs */
+    fprintf(stderr, "%s: --procs is not supported here\n", name);
     return 2;
   }
   int ngpu = 0;
@@ -49,8 +70,8 @@ static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, 
     printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
     return 0;
   }
-  setenv("BATON_ALGO_DIR", o->dir, 1);
-  setenv("BATON_TIMEOUT", "10", 0);
+  rank_lo = 0;
+  rank_hi = nranks;
   comms = calloc(nranks, sizeof *comms);
   streams = calloc(nranks, sizeof *streams);
   int *devs = calloc(nranks, sizeof *devs);
@@ -67,11 +88,60 @@ static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, 
   return 0;
 }
 
+/* A process per rank (the command line's --procs, already read into o):
+ * the parent, which touches no CUDA (a forked CUDA context is unusable),
+ * makes the unique id and forks rank r's process, which brings up its
+ * communicator (baton_comm_init_rank) and stream, runs checks(o), frees
+ * them and leaves its TAP lines in a file that the parent renumbers
+ * (tap_collect_ranks).  Returns the test's exit status. */
+__attribute__((unused)) static int gpu_ranks_procs(const gpu_ranks_opts *o, void (*checks)(const gpu_ranks_opts *o)) {
+  baton_unique_id id;
+  baton_result e = baton_get_unique_id(&id);
+  if (e) {
+    ok(0, "unique id created: %s", baton_result_string(e));
+    return tap_done();
+  }
+  char tmpl[] = "/tmp/baton_gpu_ranks_XXXXXX";
+  if (!mkdtemp(tmpl)) return 1;
+  pid_t *pids = calloc(nranks, sizeof *pids);
+  for (int r = 0; r < nranks && pids; r++) {
+    pids[r] = fork();
+    if (pids[r] != 0) continue;
+    char path[300];
+    snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
+    if (!freopen(path, "w", stdout)) _exit(3);
+    int ngpu = 0;
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) _exit(77);
+    rank_lo = r;
+    rank_hi = r + 1;
+    comms = calloc(nranks, sizeof *comms);
+    streams = calloc(nranks, sizeof *streams);
+    cudaSetDevice(dev_of(r));
+    e = baton_comm_init_rank(&comms[r], nranks, id, r);
+    ok(e == baton_success, "init_rank %d of %d: %s", r, nranks, baton_result_string(e));
+    if (e) _exit(tap_done());
+    cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+    checks(o);
+    cudaStreamDestroy(streams[r]);
+    baton_comm_destroy(comms[r]);
+    fflush(stdout);
+    _exit(tap_done());
+  }
+  int skipped = pids ? tap_collect_ranks(pids, nranks, tmpl) : 1;
+  rmdir(tmpl);
+  free(pids);
+  if (skipped && tap_n == 0) {
+    printf("1..0 # SKIP needs %d GPUs\n", ngpus);
+    return 0;
+  }
+  return tap_done();
+}
+
 /* Waits for every rank's stream; the first error (the stream's, or the
  * communicator's asynchronous one). */
 static baton_result sync_all(void) {
   baton_result res = baton_success;
-  for (int r = 0; r < nranks; r++) {
+  for (int r = rank_lo; r < rank_hi; r++) {
     cudaSetDevice(dev_of(r));
     if (cudaStreamSynchronize(streams[r]) != cudaSuccess && !res) res = baton_cuda_error;
     baton_result ae = baton_success;
@@ -108,12 +178,12 @@ static baton_result gpu_graphs_capture(gpu_graphs *G, baton_result (*issue)(void
   G->g = calloc(nranks, sizeof *G->g);
   G->x = calloc(nranks, sizeof *G->x);
   int okc = G->g && G->x;
-  for (int r = 0; r < nranks && okc; r++) {
+  for (int r = rank_lo; r < rank_hi && okc; r++) {
     cudaSetDevice(dev_of(r));
     okc = cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeRelaxed) == cudaSuccess;
   }
   baton_result e = okc ? issue(arg) : baton_cuda_error;
-  for (int r = 0; r < nranks && G->g; r++) {
+  for (int r = rank_lo; r < rank_hi && G->g; r++) {
     cudaSetDevice(dev_of(r));
     if (cudaStreamEndCapture(streams[r], &G->g[r]) || cudaGraphInstantiate(&G->x[r], G->g[r], 0)) okc = 0;
   }
@@ -122,7 +192,7 @@ static baton_result gpu_graphs_capture(gpu_graphs *G, baton_result (*issue)(void
 
 /* Launches every rank's graph and waits (sync_all). */
 static baton_result gpu_graphs_replay(const gpu_graphs *G) {
-  for (int r = 0; r < nranks; r++) {
+  for (int r = rank_lo; r < rank_hi; r++) {
     cudaSetDevice(dev_of(r));
     if (cudaGraphLaunch(G->x[r], streams[r])) return baton_cuda_error;
   }
@@ -130,7 +200,7 @@ static baton_result gpu_graphs_replay(const gpu_graphs *G) {
 }
 
 static void gpu_graphs_free(gpu_graphs *G) {
-  for (int r = 0; r < nranks && G->g; r++) {
+  for (int r = rank_lo; r < rank_hi && G->g; r++) {
     cudaSetDevice(dev_of(r));
     if (G->x && G->x[r]) cudaGraphExecDestroy(G->x[r]);
     if (G->g[r]) cudaGraphDestroy(G->g[r]);

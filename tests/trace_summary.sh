@@ -37,6 +37,34 @@ out=$(python3 "$py" "$tmp/t" 2>&1)
 check "the kernels' blocks still read beside a proxy's timeline" "^rank 0: first start 0\.00, last start 0\.00, last end 10\.00"
 check "the proxy: its busy rounds, spins, naps and the rate over the busy time" \
   "^net rank 0: 35\.0 us traced; 1 rounds moved something \(10\.0 us, 4 pieces posted\); 7 idle rounds \(5\.0 us\); 1 naps \(20\.0 us\); sent 1\.000 MB, received 0\.000 MB, 100\.00 GB/s over the busy rounds"
+# The runtime's files now name each step (op, where: quoted when it holds a
+# comma); --chrome writes every timeline as Chrome-trace JSON.
+hdr2=$hdr,op,where
+printf '%s\n' $hdr2 0,demo,512,0,0,0,enter,0,0,1000,10000,, 0,demo,512,0,0,0,ready,0,0,0,12000,, \
+  '0,demo,512,0,0,0,waited,0,0,0,14000,re,"a,b.lua:3"' '0,demo,512,0,0,0,done,0,0,0,20000,re,"a,b.lua:3"' \
+  0,demo,512,0,0,0,exit,0,0,11000,30000,, > "$tmp/t.0.csv"
+out=$(python3 "$py" "$tmp/t" --chrome "$tmp/t.json" 2>&1)
+check "named steps read as before" "^rank 0 block +0 \(tb 0, lane 0\): start +0\.00 setup +1\.00 \| 0:0 wait 1\.00 work 3\.00 \| end +10\.00"
+check "--chrome says where it wrote" "^# Chrome trace written to .*t\.json"
+out=$(python3 - "$tmp/t.json" <<'PY' 2>&1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+def one(pid, name):
+    m = [e for e in x if e["pid"] == pid and e["name"] == name]
+    return "%s %.2f+%.2f" % (name, m[0]["ts"], m[0]["dur"]) if len(m) == 1 else "%s: %d spans" % (name, len(m))
+print(one(0, "setup")); print(one(0, "wait: re a,b.lua:3")); print(one(0, "re a,b.lua:3"))
+print(one(1, "wait: step 1")); print(one(1, "step 1"))
+print("names", sorted(e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"))
+print("net", one(1000000, "nap"))
+PY
+)
+check "rank 0's setup, 0 to 1 us" "^setup 0\.00\+1\.00$"
+check "its step's wait, named by opcode and script line, 1 to 2 us" "^wait: re a,b\.lua:3 1\.00\+1\.00$"
+check "its step's work, 2 to 5 us" "^re a,b\.lua:3 2\.00\+3\.00$"
+check "a file without names: the step by its index, rank 1 ready at 2.25 us" "^wait: step 1 2\.25\+0\.50$"
+check "a process per rank, and the proxy's on its own clock" "^names \['net rank 0 \(own clock\)', 'rank 0: demo', 'rank 1: demo'\]"
+check "the proxy's nap, 15 us for 20" "^net nap 15\.00\+20\.00$"
 out=$(python3 "$py" "$tmp/none" 2>&1); rc=$?
 n=$((n + 1))
 if [ $rc -ne 0 ] && grep -q "no rows" <<<"$out"; then echo "ok $n - no files: an error that says so"

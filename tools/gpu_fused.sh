@@ -13,6 +13,8 @@
 #   cp build/tools/baton build/tests/gpu_fused build/tests/gpu_embed build/tests/gpu_moe .device/
 #   cp build/libbaton.so.0.1.0 .device/libbaton.so     # tools/torch_moe.py (stage moe) loads it
 # Then there, carrying .device:  bash tools/gpu_fused.sh
+# The test stage also runs gpu_fused on every GPU, in one process and with
+# a process per GPU (--procs), where there are two GPUs or more.
 # STAGES picks parts (default "test gemv fused share embed moe"); TYPES the
 # GEMV's element types (default "bf16 f32"); M and K its shape lists
 # (defaults: the tensor-parallel decode shapes of docs/PERFORMANCE.md).
@@ -51,6 +53,16 @@ if [[ $stages == *" test "* ]]; then
       echo "== $test, $n ranks on GPU 0: exit $?, $(grep -c '^ok' $out/${test}_$n.txt) ok, $(grep -c '^not ok' $out/${test}_$n.txt) not ok"
       grep '^not ok' -A3 $out/${test}_$n.txt | head -12
     done
+  done
+  # GEMV + AllReduce on every GPU, one process, then a process per GPU
+  # (the direct one-shot kernel through the windows both ways).
+  for mode in "" --procs; do
+    [ "$ngpu" -ge 2 ] || break
+    name=gpu_fused_${ngpu}gpus${mode:+_procs}
+    late $name && continue
+    timeout 240 $bin/gpu_fused --ranks $ngpu --dir $algs/f$ngpu/fused $mode > $out/$name.txt 2>&1
+    echo "== gpu_fused, $ngpu ranks on $ngpu GPUs ${mode:-(one process)}: exit $?, $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
+    grep '^not ok' -A3 $out/$name.txt | head -12
   done
 fi
 for t in $types; do

@@ -13,10 +13,16 @@ where ranks talk over the network transport: transports/net_trace.c), per
 rank where its proxy's time went: rounds that moved something (posting
 pieces, credits, the backend's progress), idle rounds (spinning), naps;
 the payload moved and its rate over the busy rounds.
-    usage: trace_summary.py PREFIX [--steps N]   (N: steps shown per block, default 8)
+--chrome FILE also writes every timeline as one Chrome-trace JSON file
+(open it in https://ui.perfetto.dev or chrome://tracing): a process per
+rank, a thread per CUDA block, each step's wait and work as spans named
+by its opcode and where it came from (script line, else XML line); the
+proxies as processes "net rank R", on their own clocks.
+    usage: trace_summary.py PREFIX [--steps N] [--chrome FILE]   (N: steps shown per block, default 8)
 """
 import csv
 import glob
+import json
 import sys
 
 
@@ -24,9 +30,13 @@ def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
         sys.exit(__doc__)
-    prefix, shown = args[0], 8
+    prefix, shown, chrome = args[0], 8, None
     if "--steps" in args:
         shown = int(args[args.index("--steps") + 1])
+    if "--chrome" in args:
+        if args.index("--chrome") + 1 >= len(args):
+            sys.exit("trace_summary.py: --chrome needs a file name")
+        chrome = args[args.index("--chrome") + 1]
     rows, net = [], []
     for path in sorted(glob.glob(prefix + ".*.csv")):
         with open(path) as f:
@@ -37,6 +47,10 @@ def main():
         kernels(rows, shown)
     if net:
         proxies(net)
+    if chrome:
+        with open(chrome, "w") as f:
+            json.dump(chrome_trace(rows, net), f)
+        print(f"# Chrome trace written to {chrome}")
 
 
 def proxies(net):
@@ -59,13 +73,14 @@ def proxies(net):
               f"{rate:.2f} GB/s over the busy rounds")
 
 
-def kernels(rows, shown):
-    """Per rank and CUDA block: the interpreter's last call."""
+def to_ns(rows):
+    """Groups the rows by (rank, block) and gives every event a time in ns:
+    events between ENTER and EXIT carry SM cycles only, converted with the
+    rank's cycles per ns (the median over its blocks' ENTER..EXIT spans).
+    Returns the groups and the rates."""
     blocks = {}
     for r in rows:
         blocks.setdefault((int(r["rank"]), int(r["block"])), []).append(r)
-    # Events between ENTER and EXIT carry SM cycles only: convert them with
-    # the rank's cycles per ns, measured over its blocks' ENTER..EXIT spans.
     rates = {}
     for (rank, _), evs in blocks.items():
         ends = [e for e in evs if e["event"] in ("enter", "exit")]
@@ -80,6 +95,59 @@ def kernels(rows, shown):
         for e in evs:
             if e["event"] not in ("enter", "exit"):
                 e["ns"] = str(int(int(enter["ns"]) + (int(e["clk"]) - int(enter["clk"])) / rate.get(rank, 1.0)))
+    return blocks, rate
+
+
+def step_name(e):
+    """A step's name: its opcode and where it came from, else its index."""
+    op, where = e.get("op") or "", e.get("where") or ""
+    return (op + (" " + where if where else "")) if op else f"step {e['step']}"
+
+
+def chrome_trace(rows, net):
+    """Every timeline as Chrome-trace events (times in us)."""
+    out = []
+    if rows:
+        blocks, _ = to_ns(rows)
+        t0 = min(int(r["ns"]) for r in rows)
+        us = lambda e: (int(e["ns"]) - t0) / 1000.0
+        span = lambda name, cat, pid, tid, a, b, args: out.append(
+            {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": a, "dur": max(b - a, 0.0), "args": args})
+        for rank in sorted({k[0] for k in blocks}):
+            out.append({"name": "process_name", "ph": "M", "pid": rank,
+                        "args": {"name": f"rank {rank}: {rows[0]['algo']}"}})
+        for (rank, b), evs in sorted(blocks.items()):
+            out.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": b,
+                        "args": {"name": f"block {b} (tb {evs[0]['tb']}, lane {evs[0]['lane']})"}})
+            out.append({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": b, "args": {"sort_index": b}})
+            byev = {}
+            for e in evs:
+                byev.setdefault(e["event"], []).append(e)
+            start = us(byev["enter"][0]) if "enter" in byev else us(evs[0])
+            prev = us(byev["ready"][0]) if "ready" in byev else start
+            span("setup", "setup", rank, b, start, prev, {})
+            waited = {(e["tile"], e["step"]): e for e in byev.get("waited", [])}
+            for e in byev.get("done", []):
+                w = waited.get((e["tile"], e["step"]))
+                at = us(w) if w else prev
+                args = {"tile": int(e["tile"]), "step": int(e["step"]), "tb": int(e["tb"])}
+                if at > prev:
+                    span("wait: " + step_name(e), "wait", rank, b, prev, at, args)
+                span(step_name(e), "work", rank, b, at, us(e), args)
+                prev = us(e)
+    for rank in sorted({int(r["rank"]) for r in net}):
+        pid = 1000000 + rank
+        out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"net rank {rank} (own clock)"}})
+        for r in (r for r in net if int(r["rank"]) == rank):
+            out.append({"name": r["event"], "cat": "net", "ph": "X", "pid": pid, "tid": 0,
+                        "ts": int(r["at_ns"]) / 1000.0, "dur": int(r["dur_ns"]) / 1000.0,
+                        "args": {k: int(r[k]) for k in ("posted", "credits", "progress", "rounds", "sent", "received")}})
+    return {"traceEvents": out, "displayTimeUnit": "ns"}
+
+
+def kernels(rows, shown):
+    """Per rank and CUDA block: the interpreter's last call."""
+    blocks, rate = to_ns(rows)
     t0 = min(int(r["ns"]) for r in rows)
     us = lambda r: (int(r["ns"]) - t0) / 1000.0
     print(f"# {rows[0]['algo']}, {rows[0]['threads']} threads; times in us from the first start "
