@@ -68,7 +68,16 @@ typedef struct ip_fargs {
   ip_gerr *err;
   uint64_t *claim;                /* device: 0 until one block of the call owns err */
   uint64_t timeout_ns;            /* 0: never */
+  /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
+   * enter, ready, the end of each task's compute and stores (step
+   * IP_FSTEP_TASK, tile: the task), the end of the sums (IP_FSTEP_SUM),
+   * exit. */
+  uint64_t *trace;
 } ip_fargs;
+
+/* The kernel's steps as its timeline names them (ip_fgemv_step_names). */
+enum { IP_FSTEP_TASK, IP_FSTEP_SUM, IP_FSTEP_COUNT };
+extern const char *const ip_fgemv_step_names[IP_FSTEP_COUNT];
 
 /* Bytes of one landing half that GEMV + AllReduce of M rows of esize-byte
  * elements on nranks ranks needs: a slot per rank of 16-byte lines, each

@@ -46,9 +46,12 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_
   // task's GEMV (its flag is needed for the first stores): its latency
   // hides behind the matrix's loads.
   const uint64_t count = threadIdx.x == 0 ? *(volatile uint64_t *)(a.seq + blockIdx.x) : 0;
+  int tn = 0;   // thread 0: events traced
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;
+    ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
+    ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   }
   const int64_t lines = (a.M * ES + 7) / 8;                 // a rank's slot
   const int64_t tasks = (a.M + IP_FDIRECT_TASK_ROWS - 1) / IP_FDIRECT_TASK_ROWS;
@@ -74,9 +77,13 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_
       }
     }
     __syncthreads();                                         // part is rewritten by the next task
+    if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_DONE, IP_FSTEP_TASK, t);
   }
   if (blockIdx.x >= tasks) {   // no task: this block only counts the call
-    if (threadIdx.x == 0) a.seq[blockIdx.x] = count + 1;
+    if (threadIdx.x == 0) {
+      a.seq[blockIdx.x] = count + 1;
+      ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
+    }
     return;
   }
   // Sum every rank's lines of the same rows, in rank order.
@@ -112,13 +119,20 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) a.seq[blockIdx.x] = seq;
+  if (threadIdx.x == 0) {
+    a.seq[blockIdx.x] = seq;
+    ip_trace_ev(a.trace, tn, IP_EV_DONE, IP_FSTEP_SUM, 0);
+    ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
+  }
 }
 
 // The kernel of each type and unroll (loads in flight per thread and row).
 #define FGEMV_U(DT) {(const void *)ip_fgemv_kernel<DT, 1>, (const void *)ip_fgemv_kernel<DT, 2>, \
                      (const void *)ip_fgemv_kernel<DT, 4>}
 static const void *const kernels[3][3] = {FGEMV_U(IP_F32), FGEMV_U(IP_F16), FGEMV_U(IP_BF16)};
+
+extern "C" const char *const ip_fgemv_step_names[IP_FSTEP_COUNT] = {"gemv rows, stored everywhere",
+                                                                   "sum of every rank's rows"};
 
 static const void *kernel_of(int dtype, int unroll) {
   const int u = unroll == 1 ? 0 : unroll == 2 ? 1 : unroll == 4 ? 2 : -1;

@@ -363,7 +363,7 @@ static bt_result rotate_blocks(const rt_launch *L, void *dst, const void *src, i
  * division.  The current device must be the communicator's. */
 bt_result rt_call_launch(const rt_launch *L) {
   if (L->direct) return rt_direct_launch(L);
-  if (L->fdirect) return ip_fgemv_launch(&L->f, L->fgrid, L->funroll, L->stream);
+  if (L->fdirect) return rt_fgemv_launch(L);
   baton_comm *c = L->c;
   ip_gargs a = L->a;
   const ir_geom *g = &a.geom;

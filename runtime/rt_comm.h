@@ -277,6 +277,10 @@ void rt_direct_free(baton_comm *c);
 bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
                           cudaStream_t stream);
 
+/* Enqueues a call prepared by rt_fgemv_direct on its stream, with its
+ * timeline under BATON_TRACE. */
+bt_result rt_fgemv_launch(const rt_launch *L);
+
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);
 

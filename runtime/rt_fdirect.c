@@ -91,3 +91,14 @@ bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, 
   c->last = fgemv_name;
   return rt_group_submit(&L);
 }
+
+bt_result rt_fgemv_launch(const rt_launch *L) {
+  if (!L->c->trace) return ip_fgemv_launch(&L->f, L->fgrid, L->funroll, L->stream);
+  ip_fargs a = L->f;   /* the working blocks' timeline */
+  a.trace = rt_trace_buf(L->c->trace, L->fgrid);
+  if (a.trace) {
+    rt_trace_called(L->c->trace, L->where, NULL, L->fgrid, 1, L->fgrid, 0, IP_FDIRECT_THREADS, NULL, 1);
+    rt_trace_steps(L->c->trace, ip_fgemv_step_names, IP_FSTEP_COUNT);
+  }
+  return ip_fgemv_launch(&a, L->fgrid, L->funroll, L->stream);
+}

@@ -18,6 +18,8 @@ struct rt_trace {
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
   const ir_prog *prog;       /* its program (NULL: none): names the steps */
+  const char *const *steps;  /* else, its steps' names (nsteps of them; NULL: none) */
+  int nsteps;
   int blocks, ntbs, lanes, cwidth, nthreads;
   int direct;                /* the direct executor's: block b is lane b % lanes of thread block b / lanes */
   const int *irtb;           /* per block of a lane, its IR thread block (the plan's; NULL: the same) */
@@ -55,6 +57,8 @@ void rt_trace_called(rt_trace *t, const char *algo, const ir_prog *prog, int blo
                      int cwidth, int nthreads, const int *irtb, int direct) {
   if (!t) return;
   t->prog = prog;
+  t->steps = NULL;
+  t->nsteps = 0;
   t->direct = direct;
   t->irtb = irtb;
   t->algo = algo;
@@ -63,6 +67,12 @@ void rt_trace_called(rt_trace *t, const char *algo, const ir_prog *prog, int blo
   t->lanes = lanes;
   t->cwidth = cwidth;
   t->nthreads = nthreads;
+}
+
+void rt_trace_steps(rt_trace *t, const char *const *steps, int n) {
+  if (!t) return;
+  t->steps = steps;
+  t->nsteps = n;
 }
 
 static const char *const ev_name[] = {"enter", "ready", "waited", "done", "exit"};
@@ -132,9 +142,12 @@ static void save(const rt_trace *t) {
       if (st && !st->prov && st->line > 0) snprintf(where, sizeof where, "xml:%d", (int)st->line);
       fprintf(f, "%d,", t->rank);
       csv_field(f, t->algo ? t->algo : "");
-      fprintf(f, ",%d,%d,%d,%d,%s,%u,%llu,%llu,%llu,%s,", t->nthreads, b, lane, tb, kind < 5 ? ev_name[kind] : "?", step,
-              (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2],
-              st && st->op < IR_OP_COUNT ? ir_op_xml[st->op] : "");
+      const char *named = (kind == IP_EV_WAITED || kind == IP_EV_DONE) && !t->prog && step < (unsigned)t->nsteps
+                              ? t->steps[step] : NULL;   /* a launch without a program: its own names */
+      fprintf(f, ",%d,%d,%d,%d,%s,%u,%llu,%llu,%llu,", t->nthreads, b, lane, tb, kind < 5 ? ev_name[kind] : "?", step,
+              (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
+      csv_field(f, named ? named : st && st->op < IR_OP_COUNT ? ir_op_xml[st->op] : "");
+      fputc(',', f);
       csv_field(f, st && st->prov ? st->prov : where);
       fputc('\n', f);
     }

@@ -33,6 +33,10 @@ uint64_t *rt_trace_buf(rt_trace *t, int blocks);
 void rt_trace_called(rt_trace *t, const char *algo, const struct ir_prog *prog, int blocks, int ntbs, int lanes,
                      int cwidth, int nthreads, const int *irtb, int direct);
 
+/* For a launch that ran no program (rt_trace_called with prog NULL): the
+ * names of its steps, steps[0 .. n), which must outlive t. */
+void rt_trace_steps(rt_trace *t, const char *const *steps, int n);
+
 /* Writes the last call's timeline to BATON_TRACE.<rank>.csv (after the
  * device is idle), then frees t.  Does nothing for NULL. */
 void rt_trace_close(rt_trace *t);
