@@ -4,7 +4,8 @@
 # Usage: tests/docs.sh BATON SOURCE_ROOT
 #
 # Reads README.md and docs/*.md (docs/NCCL.md and docs/PERFORMANCE.md
-# aside: the drop-in's and the GPU measurements' commands need GPUs) and
+# aside: the drop-in's and the GPU measurements' commands need GPUs; the
+# history in docs/performance/ is not run either) and
 # takes every fenced code block by its info string, the word(s) after the
 # opening ```:
 #
@@ -30,7 +31,7 @@
 #
 # A failing block is reported as FILE:LINE (the line of its opening fence)
 # with its output.  Last, the user docs must not name private scratch
-# folders (.device/, $OUT) or issue numbers, and outside docs/PERFORMANCE.md
+# folders (.device/, $OUT) or issue numbers, and outside docs/performance/
 # (the measurement history) no numbered runs ("the fourteenth run").
 set -u
 # Both arguments, or nothing: an empty SOURCE_ROOT would copy / below.
@@ -160,14 +161,17 @@ words() {  # words DESCRIPTION ERE EXCEPT FILES...: a TAP line; the matching lin
 }
 rel=()
 for f in "${docs[@]}"; do rel+=("${f#"$src"/}"); done
-[ -f "$src/docs/PERFORMANCE.md" ] && perf=(docs/PERFORMANCE.md) || perf=()
+perf=()   # the measurements: the current page and its history
+for f in "$src"/docs/PERFORMANCE.md "$src"/docs/performance/*.md; do [ -f "$f" ] && perf+=("${f#"$src"/}"); done
 words "no private scratch folders (.device/, \$OUT) in the user docs" '\.device/|\$OUT\b' '^$' "${rel[@]}" "${perf[@]}"
 # (log lines such as "barrier #1" are baton's own messages, not issues)
 words "no issue numbers in the user docs" '\b[Ii]ssue('"'"'s\b|[ -]?#?[0-9])|(^|[ (])#[0-9]+\b' '(barrier|allgather) #[0-9]' \
   "${rel[@]}" "${perf[@]}"
-words "no numbered runs outside docs/PERFORMANCE.md" \
-  '\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth) (GPU )?run\b' \
-  '^$' "${rel[@]}"
+ordinals=first,second,third,fourth,fifth,sixth,seventh,eighth,ninth,tenth,eleventh,twelfth,thirteenth,fourteenth
+ordinals+=,fifteenth,sixteenth,seventeenth,eighteenth,nineteenth,twentieth,twenty-first,twenty-second
+ordinals+=,twenty-third,twenty-fourth,twenty-fifth,twenty-sixth,twenty-seventh,twenty-eighth,twenty-ninth,thirtieth
+words "no numbered runs outside the measurement history (docs/performance/)" \
+  "\\b(${ordinals//,/|}) (GPU )?run\\b" '^$' -i "${rel[@]}" ${perf[0]:+docs/PERFORMANCE.md}
 
 echo "1..$n"
 [ "$failed" -eq 0 ]
