@@ -1,6 +1,6 @@
 /* cc_ins.h -- the lowering passes' shared state: the instruction list and
  * the thread-block sets.  Internal to compiler/ (cc_lower.c, cc_place.c,
- * cc_direct.c). */
+ * cc_direct.c, cc_sched.c). */
 #ifndef CC_INS_H
 #define CC_INS_H
 
@@ -96,7 +96,7 @@ int cc_sets_join(lower *w, int a, int b);
  * have given one of them another peer, and then they stay apart).  Any
  * grouping is deadlock-free: a thread block runs its steps in the
  * schedule's global order, a run of the whole program on CC_LOWER_SLOTS
- * slots in which every wait points backwards (cc_lower.c, sched), so the
+ * slots in which every wait points backwards (cc_sched.c), so the
  * program order a shared thread block adds points backwards too. */
 void cc_pair_peers(lower *w);
 
@@ -114,5 +114,12 @@ int cc_place_fixed(lower *w, int instances, int max_tbs);
  * a pinned index that leaves a gap, more than max_tbs per rank.  Returns 0
  * when out of memory. */
 int cc_number_tbs(lower *w, const int *order, int live, int instances, int max_tbs, ir_prog *p);
+
+/* Orders the live instructions of w into one global order (cc_sched.c): a
+ * run of the whole program on FIFOs of `slots` slots per connection, by
+ * depth; fills order[] and *slots_run (the fewest slots the order is a run
+ * on, at most `slots` unless the run had to go on with more) and returns
+ * the count, 0 on error (reported in w). */
+int cc_schedule(lower *w, int *order, int slots, int *slots_run);
 
 #endif

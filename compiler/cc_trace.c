@@ -1,9 +1,8 @@
 /* cc_trace.c -- the Lua DSL: collective{}, chunk(), ref:copy(), ref:reduce(),
- * param(); traces operations and checks the postcondition symbolically. */
-#include "cc_trace.h"
+ * param(); traces operations and checks the postcondition symbolically
+ * (collective{}: cc_collective.c; the compute calls: cc_compute.c). */
+#include "cc_trace_int.h"
 #include "cc_frag.h"
-#include "cc_lua.h"
-#include "cc_ref.h"
 #include "cc_topo.h"
 #include "cc_via.h"
 #include "ir_geom.h"
@@ -17,19 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REF_MT "baton.ref"
-#define OPND_MT "baton.operand"
-
-typedef struct ref {
-  int rank, space, idx, count;
-  cc_pat pat;               /* chunk j is cc_pat_at(idx, pat, j) */
-  int versions[];           /* version of each chunk when the ref was made */
-} ref;
-
 /* Chunk j of r. */
 static int at(const ref *r, int j) { return cc_pat_at(r->idx, r->pat, j); }
 
-static cc_trace *trace_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+cc_trace *cc_dsl_trace_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
 /* ---- symbolic values ---- */
 
@@ -44,7 +34,7 @@ static int val_reserve(cc_val *v, int n) {
   return 1;
 }
 
-static int val_set(cc_val *dst, const cc_val *src) {
+int cc_dsl_val_set(cc_val *dst, const cc_val *src) {
   if (!val_reserve(dst, src->n)) return 0;
   memcpy(dst->terms, src->terms, src->n * sizeof *src->terms);
   dst->n = src->n;
@@ -89,14 +79,14 @@ static void canon(const cc_trace *t, int rank, int *space, int *idx) {
 }
 
 /* A version number for a write. */
-static int next_version(lua_State *L, cc_trace *t) {
+int cc_dsl_next_version(lua_State *L, cc_trace *t) {
   if (t->clock >= INT_MAX / 4)
     luaL_error(L, "the script writes more than %d chunks in all (each write of each chunk counts)", INT_MAX / 4);
   return ++t->clock;
 }
 
 /* The location (rank, space, idx), which check_range accepted. */
-static cc_loc *loc(lua_State *L, cc_trace *t, int rank, int space, int idx) {
+cc_loc *cc_dsl_loc(lua_State *L, cc_trace *t, int rank, int space, int idx) {
   canon(t, rank, &space, &idx);
   if (idx >= t->cap[space][rank]) {
     int cap = idx + 1 > 2 * t->cap[space][rank] ? idx + 1 : 2 * t->cap[space][rank];
@@ -153,7 +143,7 @@ static int space_arg(lua_State *L, cc_trace *t, const char *b) {
 
 /* Checks a (rank, buffer, index, count) range in 64 bits, before any of
  * it becomes an int; raises a Lua error. */
-static void check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, lua_Integer idx, lua_Integer count) {
+void cc_dsl_check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, lua_Integer idx, lua_Integer count) {
   if (rank < 0 || rank >= t->nranks) luaL_error(L, "rank %I out of range [0, %d)", (lua_Integer)rank, t->nranks);
   if (count < 1 || count > CC_MAX_INDEX)
     luaL_error(L, "count %I out of range [1, %d]", (lua_Integer)count, CC_MAX_INDEX);
@@ -170,14 +160,14 @@ static void check_range(lua_State *L, cc_trace *t, lua_Integer rank, int space, 
 /* The line of the user's script that made the current call: the innermost
  * frame of a file chunk, so that operations made inside a baton.* module
  * are attributed to the script line that called the module. */
-static int script_line(lua_State *L) { return cc_lua_line(L); }
+int cc_dsl_script_line(lua_State *L) { return cc_lua_line(L); }
 
 /* Checks the chunks of pattern p from (rank, buffer, idx), `count` of
  * them, as check_range does a range: every one inside the buffer. */
 static void check_pattern(lua_State *L, cc_trace *t, lua_Integer rank, int space, lua_Integer idx, lua_Integer count,
                           cc_pat p) {
-  if (!p.run) { check_range(L, t, rank, space, idx, count); return; }
-  check_range(L, t, rank, space, idx, 1);
+  if (!p.run) { cc_dsl_check_range(L, t, rank, space, idx, count); return; }
+  cc_dsl_check_range(L, t, rank, space, idx, 1);
   if (count < 1 || count > CC_MAX_INDEX)
     luaL_error(L, "count %I out of range [1, %d]", (lua_Integer)count, CC_MAX_INDEX);
   int64_t lo, hi;
@@ -192,10 +182,10 @@ static void check_pattern(lua_State *L, cc_trace *t, lua_Integer rank, int space
   }
 }
 
-static ref *push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count, cc_pat p) {
+ref *cc_dsl_push_ref(lua_State *L, cc_trace *t, int rank, int space, int idx, int count, cc_pat p) {
   ref *r = lua_newuserdatauv(L, sizeof(ref) + (size_t)count * sizeof(int), 0);
   r->rank = rank; r->space = space; r->idx = idx; r->count = count; r->pat = p;
-  for (int i = 0; i < count; i++) r->versions[i] = loc(L, t, rank, space, at(r, i))->version;
+  for (int i = 0; i < count; i++) r->versions[i] = cc_dsl_loc(L, t, rank, space, at(r, i))->version;
   luaL_setmetatable(L, REF_MT);
   return r;
 }
@@ -210,7 +200,7 @@ static void check_mixed(lua_State *L, cc_trace *t, const cc_loc *l, int rank, in
 
 static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *what) {
   for (int i = 0; i < r->count; i++) {
-    cc_loc *l = loc(L, t, r->rank, r->space, at(r, i));
+    cc_loc *l = cc_dsl_loc(L, t, r->rank, r->space, at(r, i));
     if (l->version != r->versions[i])
       luaL_error(L, "stale reference: %s rank %d %s[%d] was written again after this reference was made; use the reference that write returned",
                  what, r->rank, space_name(t, r->space), at(r, i));
@@ -222,7 +212,7 @@ static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *wha
  * buffer (input and output) become one, so that lowering and the IR see
  * one name for one memory.  A compute step's source stays the input chunks
  * whose rows it computes. */
-static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
+void cc_dsl_add_op(lua_State *L, cc_trace *t, const cc_op *op) {
   if (t->nops == t->capops) {
     if (t->capops >= INT_MAX / 4) luaL_error(L, "the script makes more than %d chunk operations", INT_MAX / 4);
     int cap = t->capops ? 2 * t->capops : 64;
@@ -245,7 +235,7 @@ static void add_op(lua_State *L, cc_trace *t, const cc_op *op) {
 /* Raises "WHAT: unknown KIND 'KEY' (it takes a, b, ...)" for the first
  * key of the table at `at` that is not in the NULL-terminated `known` (a
  * misspelt field would otherwise be ignored and its default used). */
-static void check_keys(lua_State *L, int at, const char *const *known, const char *what, const char *kind) {
+void cc_dsl_check_keys(lua_State *L, int at, const char *const *known, const char *what, const char *kind) {
   at = lua_absindex(L, at);
   lua_pushnil(L);
   while (lua_next(L, at)) {
@@ -268,7 +258,7 @@ static void check_keys(lua_State *L, int at, const char *const *known, const cha
 /* The value of field `key`, on top of the stack, as an integer: dflt when
  * it is nil (an error when `required`); an error naming the field when it
  * is not an integer (chunks=1.5). */
-static lua_Integer top_integer(lua_State *L, const char *key, lua_Integer dflt, int required) {
+lua_Integer cc_dsl_top_integer(lua_State *L, const char *key, lua_Integer dflt, int required) {
   if (lua_isnil(L, -1)) {
     if (required) luaL_error(L, "%s is required (an integer)", key);
     return dflt;
@@ -290,7 +280,7 @@ static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
   static const char *const keys[] = {"ch", "sendtb", "recvtb"};
   static const char *const known[] = {"ch", "sendtb", "recvtb", "via", NULL};
   static const char *const known_pat[] = {"ch", "sendtb", "recvtb", "run", "stride", "via", NULL};
-  check_keys(L, at, pattern ? known_pat : known, pattern ? "copy options" : "reduce options", "option");
+  cc_dsl_check_keys(L, at, pattern ? known_pat : known, pattern ? "copy options" : "reduce options", "option");
   if (pattern) cc_pat_read(L, at, op->count, "copy", &op->dst_pat);
   lua_getfield(L, at, "via");
   op->via = cc_via_parse(L, -1);
@@ -299,7 +289,7 @@ static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
   for (int i = 0; i < 3; i++) {
     lua_getfield(L, at, keys[i]);
     if (!lua_isnil(L, -1)) {
-      lua_Integer v = top_integer(L, keys[i], 0, 1);
+      lua_Integer v = cc_dsl_top_integer(L, keys[i], 0, 1);
       if (v < 0 || v > 1023) luaL_error(L, "option %s=%I out of range [0, 1023]", keys[i], (lua_Integer)v);
       *dst[i] = (int)v;
     }
@@ -307,8 +297,8 @@ static void read_opts(lua_State *L, int at, cc_op *op, int pattern) {
   }
 }
 
-static cc_trace *declared(lua_State *L) {
-  cc_trace *t = trace_of(L);
+cc_trace *cc_dsl_declared(lua_State *L) {
+  cc_trace *t = cc_dsl_trace_of(L);
   cc_lua_check_time(L);
   cc_lua_line(L);
   if (!t->declared) luaL_error(L, "call collective{...} before using chunks");
@@ -317,251 +307,11 @@ static cc_trace *declared(lua_State *L) {
 
 /* ---- the DSL ---- */
 
-/* The names an expect may use beyond r, c, n, k: collective{}'s vars,
- * a table of integers (a script's parameters, say).  The text written to
- * the IR has each such name replaced by its value in parentheses, so the
- * IR needs nothing else.  Returns the expanded text (to free); errors at
- * the collective's line for a name that is not bound, a bad table or a
- * text past CC_MAX_EXPECT. */
-#define CC_MAX_EXPECT 4096
-static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", NULL};   /* ir_expect.h's */
-static char *expand_expect(lua_State *L, const char *expect) {
-  int vars = lua_getfield(L, 1, "vars") == LUA_TTABLE ? lua_gettop(L) : 0;
-  if (!vars && !lua_isnil(L, -1)) luaL_error(L, "vars must be a table of integers {name = value, ...}");
-  if (vars) {
-    lua_pushnil(L);
-    while (lua_next(L, vars)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-      int isint = lua_isinteger(L, -1);
-      if (!k || !isint)
-        luaL_error(L, "vars: every entry must be name = integer (%s = %s)", k ? k : luaL_typename(L, -2),
-                   luaL_typename(L, -1));
-      size_t len = strlen(k);
-      int ok = len > 0 && len < 32 && (isalpha((unsigned char)k[0]) || k[0] == '_');
-      for (size_t i = 1; ok && i < len; i++) ok = isalnum((unsigned char)k[i]) || k[i] == '_';
-      for (int i = 0; ok && expect_words[i]; i++) ok = strcmp(k, expect_words[i]) != 0;
-      if (!ok)
-        luaL_error(L, "vars: '%s' is not a name expect can use (a letter or _, then letters, digits or _, shorter than "
-                   "32, and not r, c, n, k, i, o or if)", k);
-      lua_pop(L, 1);
-    }
-  }
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (const char *p = expect; *p;) {
-    if (!(isalpha((unsigned char)*p) || *p == '_')) { luaL_addchar(&b, *p++); continue; }
-    const char *e = p;
-    while (isalnum((unsigned char)*e) || *e == '_') e++;
-    char name[64];
-    snprintf(name, sizeof name, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
-    lua_Integer v;
-    if (vars && lua_getfield(L, vars, name) == LUA_TNUMBER && (v = lua_tointeger(L, -1), 1)) {
-      lua_pop(L, 1);
-      char num[32];
-      snprintf(num, sizeof num, "(%lld)", (long long)v);
-      luaL_addstring(&b, num);
-    } else {
-      if (vars) lua_pop(L, 1);
-      int found = 0;
-      for (int i = 0; expect_words[i] && !found; i++) found = !strcmp(name, expect_words[i]);
-      if (!found)
-        luaL_error(L, "expect names '%s', which is none of r, c, n, k, i, o, if: a value goes in vars = { %s = ... }", name, name);
-      luaL_addlstring(&b, p, (size_t)(e - p));
-    }
-    p = e;
-  }
-  luaL_pushresult(&b);
-  size_t len;
-  const char *text = lua_tolstring(L, -1, &len);
-  if (len > CC_MAX_EXPECT)
-    luaL_error(L, "expect is %d characters with its vars in place, over the limit of %d", (int)len, CC_MAX_EXPECT);
-  char *out = strdup(text);
-  if (!out) cc_lua_nomem(L);
-  lua_pop(L, vars ? 2 : 1);
-  return out;
-}
-
-/* Reads collective{}'s expect: required for custom collectives (and parsed
- * here, so that a malformed one is reported at the collective's line),
- * refused for the others. */
-static void read_expect(lua_State *L, cc_trace *t, const char *kind) {
-  lua_getfield(L, 1, "expect");
-  const char *expect = luaL_optstring(L, -1, NULL);
-  if (t->coll != IR_COLL_CUSTOM) {
-    if (expect) luaL_error(L, "expect is only for kind = \"custom\" (the %s postcondition is built in)", kind);
-    lua_getfield(L, 1, "vars");
-    if (!lua_isnil(L, -1)) luaL_error(L, "vars is only for kind = \"custom\" (names its expect uses)");
-    lua_pop(L, 1);
-    return;
-  }
-  if (!expect)
-    luaL_error(L, "a custom collective needs expect = \"o[r][c]=i[...][...] [if ...]\", its postcondition (docs/VERIFY.md)");
-  t->expect = expand_expect(L, expect);
-  rt_diag *d = rt_diag_new(1);
-  if (!d) cc_lua_nomem(L);
-  if (ir_expect_parse(t->expect, "expect", &t->rules, d)) {
-    lua_pushstring(L, rt_diag_text(d));
-    rt_diag_free(d);
-    if (strcmp(expect, t->expect))
-      luaL_error(L, "bad expect \"%s\" (\"%s\" with vars in place): %s", expect, t->expect,
-                 luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
-    luaL_error(L, "bad expect \"%s\": %s", expect, luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
-  }
-  rt_diag_free(d);
-}
-
-/* A custom collective's input_chunks and output_chunks (each rank's
- * buffers, in chunks of count / chunks elements): `chunks` unless given;
- * 1..CC_MAX_INDEX, checked with the total below.  Refused for the others,
- * whose sizes the collective fixes. */
-static void custom_sizes(lua_State *L, const cc_trace *t, int64_t *in, int64_t *out) {
-  static const char *const keys[] = {"input_chunks", "output_chunks"};
-  int64_t *dst[] = {in, out};
-  for (int i = 0; i < 2; i++) {
-    lua_getfield(L, 1, keys[i]);
-    if (!lua_isnil(L, -1)) {
-      if (t->coll != IR_COLL_CUSTOM)
-        luaL_error(L, "%s is only for kind = \"custom\" (a %s's buffer sizes follow from ranks and chunks)", keys[i],
-                   ir_coll_name[t->coll]);
-      lua_Integer v = top_integer(L, keys[i], 0, 1);
-      if (v < 1 || v > CC_MAX_INDEX) luaL_error(L, "%s=%I out of range [1, %d]", keys[i], v, CC_MAX_INDEX);
-      *dst[i] = v;
-    }
-    lua_pop(L, 1);
-  }
-}
-
-/* collective{ kind=, ranks=, chunks=, inplace=, protocol=, instances=, threads=,
- *             name=, minbytes=, maxbytes=, topology={nodes=, gpus=} or {links=}, expect=, vars=,
- *             input_chunks=, output_chunks=, tileorder=, interleave=, placement=, via= } */
-static int l_collective(lua_State *L) {
-  cc_trace *t = trace_of(L);
-  luaL_checktype(L, 1, LUA_TTABLE);
-  if (t->declared) luaL_error(L, "collective{} called twice");
-  t->decl_line = script_line(L);
-  static const char *const fields[] = {"kind", "ranks", "chunks", "inplace", "protocol", "instances", "threads",
-                                       "name", "minbytes", "maxbytes", "topology", "expect", "vars", "tileorder",
-                                       "interleave", "input_chunks", "output_chunks", "placement", "via", NULL};
-  check_keys(L, 1, fields, "collective{}", "field");
-  lua_getfield(L, 1, "kind");
-  const char *kind = luaL_optstring(L, -1, NULL);
-  if (!kind)
-    luaL_error(L, "collective{} needs kind = allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
-               "gather, scatter or custom");
-  int c = ir_coll_from_name(kind);
-  if (c < 0)
-    luaL_error(L, "unknown collective kind '%s' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
-               "gather, scatter or custom)", kind);
-  t->coll = (ir_coll)c;
-  read_expect(L, t, kind);
-  lua_getfield(L, 1, "ranks");
-  lua_Integer ranks = top_integer(L, "ranks", 0, 1), max_ranks = rt_param_int(RT_PARAM_MAX_RANKS);
-  if (ranks < 1 || ranks > max_ranks)
-    luaL_error(L, "ranks=%I out of range [1, %I] (%s raises the limit)", (lua_Integer)ranks, (lua_Integer)max_ranks,
-               rt_param_name(RT_PARAM_MAX_RANKS));
-  lua_getfield(L, 1, "chunks");
-  lua_Integer k = top_integer(L, "chunks", 1, 0);
-  if (k < 1 || k > 65536) luaL_error(L, "chunks=%I out of range [1, 65536]", (lua_Integer)k);
-  t->nranks = (int)ranks;
-  t->k = (int)k;
-  lua_getfield(L, 1, "inplace");
-  t->inplace = lua_toboolean(L, -1);
-  if (t->inplace && (t->coll == IR_COLL_GATHER || t->coll == IR_COLL_SCATTER))
-    luaL_error(L, "a %s is written out of place (inplace = false): the runtime runs in-place calls on a copy of the "
-               "input", kind);
-  lua_getfield(L, 1, "instances");
-  lua_Integer inst = top_integer(L, "instances", 1, 0);
-  if (inst < 1 || inst > 64) luaL_error(L, "instances=%I out of range [1, 64]", (lua_Integer)inst);
-  t->instances = (int)inst;
-  lua_getfield(L, 1, "threads");
-  lua_Integer thr = top_integer(L, "threads", 0, 0);
-  if (thr && (thr < 32 || thr > 512 || thr % 32))
-    luaL_error(L, "threads=%I must be a multiple of 32 in [32, 512] (or 0: the runtime's default)", (lua_Integer)thr);
-  t->nthreads = (int)thr;
-  lua_getfield(L, 1, "protocol");
-  const char *proto = luaL_optstring(L, -1, "Simple");
-  int pr = ir_proto_from_name(proto);
-  if (pr < 0) luaL_error(L, "unknown protocol '%s' (Simple, LL or LL128)", proto);
-  t->proto = (ir_proto)pr;
-  lua_getfield(L, 1, "tileorder");
-  const char *order = luaL_optstring(L, -1, "comm");
-  if (strcmp(order, "comm") && strcmp(order, "program"))
-    luaL_error(L, "tileorder='%s': expected \"comm\" (compute the chunks that leave the GPU first) or \"program\" (the "
-               "script's order)", order);
-  t->tileorder = !strcmp(order, "program") ? CC_ORDER_PROGRAM : CC_ORDER_COMM;
-  lua_getfield(L, 1, "placement");
-  const char *place = luaL_optstring(L, -1, "split");
-  if (strcmp(place, "split") && strcmp(place, "paired"))
-    luaL_error(L, "placement='%s': expected \"split\" (a thread block per peer, direction and channel) or \"paired\" "
-               "(a peer's send and receive on a channel share one)", place);
-  t->placement = !strcmp(place, "paired") ? CC_PLACE_PAIRED : CC_PLACE_SPLIT;
-  cc_via_collective(L, t);
-  lua_getfield(L, 1, "interleave");
-  const char *il = luaL_optstring(L, -1, NULL);
-  if (il && !ir_dim_expr_ok(il))
-    luaL_error(L, "interleave='%s': expected a product of dimension names the call binds, such as \"T*D\"", il);
-  if (il && ((t->coll != IR_COLL_ALLTOALL && t->coll != IR_COLL_ALLGATHER) || t->inplace))
-    luaL_error(L, "interleave is for out-of-place alltoall and allgather collectives (an output block per rank)");
-  snprintf(t->interleave, sizeof t->interleave, "%s", il ? il : "");
-  lua_getfield(L, 1, "name");
-  snprintf(t->name, sizeof t->name, "%s", luaL_optstring(L, -1, kind));
-  lua_getfield(L, 1, "minbytes");
-  lua_Integer minb = top_integer(L, "minbytes", 0, 0);
-  lua_getfield(L, 1, "maxbytes");
-  lua_Integer maxb = top_integer(L, "maxbytes", 0, 0);
-  if (minb < 0 || maxb < 0) luaL_error(L, "minbytes=%I, maxbytes=%I: sizes cannot be negative", (lua_Integer)minb, (lua_Integer)maxb);
-  t->minbytes = (uint64_t)minb;
-  t->maxbytes = (uint64_t)maxb;
-  lua_getfield(L, 1, "topology");
-  if (lua_istable(L, -1)) {
-    static const char *const topo[] = {"nodes", "gpus", "links", "name", NULL};
-    check_keys(L, -1, topo, "collective{} topology", "field");
-  }
-  cc_topo_read(L, &t->topo, t->nranks, -1);
-  int ib, ob;
-  ir_geom_blocks(t->coll, t->nranks, &ib, &ob);
-  /* the buffers' size: bounded before anything is allocated for them */
-  int64_t in = (int64_t)ib * t->k, out = (int64_t)ob * t->k;
-  custom_sizes(L, t, &in, &out);
-  int64_t all = t->nranks * (in + out);
-  int64_t most = rt_param_int(RT_PARAM_MAX_CHUNKS);
-  if (most > CC_MAX_TOTAL) most = CC_MAX_TOTAL;
-  if (all > most)
-    luaL_error(L, "ranks=%d x chunks=%d: %s has %I chunks in all ranks' input and output, over the limit of %I "
-               "(%s raises it)", t->nranks, t->k, kind, (lua_Integer)all, (lua_Integer)most, rt_param_name(RT_PARAM_MAX_CHUNKS));
-  if (in > CC_MAX_INDEX || out > CC_MAX_INDEX)
-    luaL_error(L, "ranks=%d x chunks=%d: a rank's %s would have %I chunks, more than the %d a buffer may have",
-               t->nranks, t->k, in > out ? "input" : "output", (lua_Integer)(in > out ? in : out), CC_MAX_INDEX);
-  t->fixed_size[CC_SPACE_INPUT] = (int)in;
-  t->fixed_size[CC_SPACE_OUTPUT] = (int)out;
-  t->fixed_chunks = all;
-  t->scratch_rank = cc_calloc(t->nranks, sizeof(int));
-  if (!t->scratch_rank) cc_lua_nomem(L);
-  for (int s = 0; s < 2; s++) {
-    t->size[s] = cc_calloc(t->nranks, sizeof(int));
-    t->cap[s] = cc_calloc(t->nranks, sizeof(int));
-    t->loc[s] = cc_calloc(t->nranks, sizeof(cc_loc *));
-    if (!t->size[s] || !t->cap[s] || !t->loc[s]) cc_lua_nomem(L);
-  }
-  t->declared = 1;
-  /* Inputs hold their own (rank, index). */
-  for (int r = 0; r < t->nranks; r++) {
-    cc_lua_check_time(L);
-    for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
-      cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
-      uint64_t term = (uint64_t)r << 32 | (uint32_t)i;
-      cc_val v = {1, 1, &term};
-      if (!val_set(&l->val, &v)) cc_lua_nomem(L);
-      l->version = next_version(L, t);
-    }
-  }
-  return 0;
-}
 
 /* chunk(rank, buffer, index [, count [, pattern]]): pattern {stride = S}
  * or {run = M, stride = S} (cc_ref.h); index is the first chunk. */
 static int l_chunk(lua_State *L) {
-  cc_trace *t = declared(L);
+  cc_trace *t = cc_dsl_declared(L);
   lua_Integer rank64 = luaL_checkinteger(L, 1);
   const char *b = luaL_checkstring(L, 2);
   lua_Integer idx64 = luaL_checkinteger(L, 3), count64 = luaL_optinteger(L, 4, 1);
@@ -569,7 +319,7 @@ static int l_chunk(lua_State *L) {
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
     static const char *const known[] = {"run", "stride", NULL};
-    check_keys(L, 5, known, "chunk", "pattern key");
+    cc_dsl_check_keys(L, 5, known, "chunk", "pattern key");
     if (count64 >= 1 && count64 <= CC_MAX_INDEX) cc_pat_read(L, 5, (int)count64, "chunk", &p);
   }
   int space = space_arg(L, t, b);
@@ -577,7 +327,7 @@ static int l_chunk(lua_State *L) {
   int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
   for (int i = 0; i < count; i++) {
     int c = cc_pat_at(idx, p, i);
-    cc_loc *l = loc(L, t, rank, space, c);
+    cc_loc *l = cc_dsl_loc(L, t, rank, space, c);
     check_mixed(L, t, l, rank, space, c);
     if (!l->val.n && t->fused && space == CC_SPACE_INPUT)
       luaL_error(L, "rank %d input[%d] is not computed yet: a fused program's input holds nothing until a compute "
@@ -585,250 +335,7 @@ static int l_chunk(lua_State *L) {
     if (!l->val.n)
       luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, c);
   }
-  push_ref(L, t, rank, space, idx, count, p);
-  return 1;
-}
-
-/* ---- compute: operands and compute steps ---- */
-
-/* A dimension of an operand: "input" or a name the call binds. */
-static void check_dim(lua_State *L, const char *what, const char *v) {
-  size_t n = strlen(v);
-  int ok = n > 0 && n < IR_MAX_NAME && (isalpha((unsigned char)v[0]) || v[0] == '_');
-  for (size_t i = 1; ok && i < n; i++) ok = isalnum((unsigned char)v[i]) || v[i] == '_';
-  if (!ok)
-    luaL_error(L, "%s '%s' is not a dimension: \"%s\" (one per element of the input) or a name the call binds, "
-               "such as \"K\" (a letter, then letters, digits or _)", what, v, IR_DIM_INPUT);
-}
-
-/* Declares an operand: the program becomes fused (its input is computed).
- * Pushes the operand's handle. */
-static int declare(lua_State *L, int kind, const char *name, const char *d0, const char *d1, const char *dtype) {
-  cc_trace *t = declared(L);
-  if (t->nops)
-    luaL_error(L, "%s(\"%s\") comes after chunk operations: declare the operands first (a fused program's input "
-               "holds nothing until a compute step writes it)", ir_okind_name[kind], name);
-  check_dim(L, "name", name);
-  for (int k = 0; k < t->noperands; k++)
-    if (!strcmp(t->opnd[k].name, name))
-      luaL_error(L, "operand %s is declared twice (first at %s:%d)", name, t->script, t->opnd[k].line);
-  if (t->noperands == IR_MAX_OPERANDS) luaL_error(L, "a program has at most %d operands", IR_MAX_OPERANDS);
-  check_dim(L, kind == IR_OPND_MATRIX ? "rows" : "length", d0);
-  if (d1) check_dim(L, "cols", d1);
-  cc_opnd *o = &t->opnd[t->noperands];
-  snprintf(o->name, sizeof o->name, "%s", name);
-  snprintf(o->dim[0], sizeof o->dim[0], "%s", d0);
-  snprintf(o->dim[1], sizeof o->dim[1], "%s", d1 ? d1 : "");
-  o->kind = kind;
-  snprintf(o->dtype, sizeof o->dtype, "%s", dtype);
-  o->line = script_line(L);
-  if (!t->fused) {   /* the input is computed from now on */
-    t->fused = 1;
-    for (int r = 0; r < t->nranks; r++)
-      for (int i = 0; i < t->fixed_size[CC_SPACE_INPUT]; i++) {
-        cc_loc *l = loc(L, t, r, CC_SPACE_INPUT, i);
-        l->val.n = 0;
-        l->version = next_version(L, t);
-      }
-  }
-  int *h = lua_newuserdatauv(L, sizeof(int), 0);
-  *h = t->noperands++;
-  luaL_setmetatable(L, OPND_MT);
-  return 1;
-}
-
-/* matrix(name, rows, cols): an operand matrix, row-major. */
-static int l_matrix(lua_State *L) {
-  return declare(L, IR_OPND_MATRIX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), luaL_checkstring(L, 3), "call");
-}
-
-/* vector(name, length) */
-static int l_vector(lua_State *L) {
-  return declare(L, IR_OPND_VECTOR, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL, "call");
-}
-
-/* index(name, length [, dtype]): a vector of integers, "i64" (the
- * default) or "i32". */
-static int l_index(lua_State *L) {
-  const char *dt = luaL_optstring(L, 3, "i64");
-  if (strcmp(dt, "i64") && strcmp(dt, "i32")) luaL_error(L, "index: dtype '%s' is not i64 or i32", dt);
-  return declare(L, IR_OPND_INDEX, luaL_checkstring(L, 1), luaL_checkstring(L, 2), NULL, dt);
-}
-
-static int operand_of(lua_State *L, int at, int kind, const char *fn, const char *what) {
-  cc_trace *t = trace_of(L);
-  int *h = luaL_testudata(L, at, OPND_MT);
-  if (!h) luaL_error(L, "%s: %s must be a%s %s declared with %s()", fn, what, kind == IR_OPND_INDEX ? "n" : "",
-                     ir_okind_name[kind], ir_okind_name[kind]);
-  if (t->opnd[*h].kind != kind)
-    luaL_error(L, "%s: %s, %s, is a%s %s; it must be a%s %s", fn, what, t->opnd[*h].name,
-               t->opnd[*h].kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[t->opnd[*h].kind],
-               kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[kind]);
-  return *h;
-}
-
-static int operand_arg(lua_State *L, int at, int kind, const char *fn) {
-  char what[24];
-  snprintf(what, sizeof what, "argument %d", at);
-  return operand_of(L, at, kind, fn, what);
-}
-
-/* The compute options: sync = "tile" | "group:G" | "stride:S", zerocopy,
- * into = "input" | "output" (where the computed chunks are stored);
- * with bag set (embedding_bag), mode = "sum" | "mean" and weights = a
- * vector, which set op->cop and op->args[3]. */
-static void compute_opts(lua_State *L, int at, cc_op *op, int bag) {
-  op->sync = IR_SYNC_TILE;
-  if (lua_isnoneornil(L, at)) return;
-  luaL_checktype(L, at, LUA_TTABLE);
-  lua_pushnil(L);
-  while (lua_next(L, at)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    if (!strcmp(k, "sync")) {
-      const char *v = luaL_checkstring(L, -1);
-      int n = 0;
-      long long par = 0;
-      if (!strcmp(v, "tile")) op->sync = IR_SYNC_TILE;
-      else if (sscanf(v, "group:%lld%n", &par, &n) == 1 && !v[n]) op->sync = IR_SYNC_GROUP;
-      else if (sscanf(v, "stride:%lld%n", &par, &n) == 1 && !v[n]) op->sync = IR_SYNC_STRIDE;
-      else luaL_error(L, "sync='%s': expected \"tile\", \"group:G\" or \"stride:S\"", v);
-      if (op->sync != IR_SYNC_TILE && (par < 1 || par > IR_MAX_SYNC_PARAM))
-        luaL_error(L, "sync='%s': the number is out of range [1, %d]", v, IR_MAX_SYNC_PARAM);
-      op->sync_param = (int)par;
-    } else if (!strcmp(k, "into")) {
-      const char *v = luaL_checkstring(L, -1);
-      if (strcmp(v, "output") && strcmp(v, "input"))
-        luaL_error(L, "into='%s': expected \"input\" (the default) or \"output\" (the chunks of the same indices)", v);
-      op->into_output = !strcmp(v, "output");
-    } else if (!strcmp(k, "zerocopy")) {
-      op->zerocopy = lua_toboolean(L, -1);
-      if (op->zerocopy && bag) luaL_error(L, "zerocopy is for gemv; an embedding bag's chunks are stored, then sent");
-    } else if (bag && !strcmp(k, "mode")) {
-      const char *v = luaL_checkstring(L, -1);
-      if (!strcmp(v, "sum")) op->cop = IR_OP_EBAG;
-      else if (!strcmp(v, "mean")) op->cop = IR_OP_EBAGM;
-      else luaL_error(L, "mode='%s': expected \"sum\" or \"mean\"", v);
-    } else if (bag && !strcmp(k, "weights")) {
-      lua_pushvalue(L, -1);
-      op->args[3] = (int8_t)operand_of(L, lua_gettop(L), IR_OPND_VECTOR, "embedding_bag", "weights");
-      lua_pop(L, 1);
-    } else {
-      luaL_error(L, "unknown compute option '%s' (%s)", k, bag ? "mode, weights, sync, into" : "sync, zerocopy, into");
-    }
-    lua_pop(L, 1);
-  }
-}
-
-/* Rank `rank` computes its input chunks [idx, idx+count) with op (its cop
- * and args set): marks them computed, records the step and pushes a
- * reference to them. */
-static int compute_into(lua_State *L, cc_trace *t, cc_op *op, lua_Integer rank64, lua_Integer idx64,
-                        lua_Integer count64) {
-  const int dst = op->into_output ? CC_SPACE_OUTPUT : CC_SPACE_INPUT;
-  check_range(L, t, rank64, CC_SPACE_INPUT, idx64, count64);
-  check_range(L, t, rank64, dst, idx64, count64);
-  int rank = (int)rank64, idx = (int)idx64, count = (int)count64;
-  if (op->into_output && op->zerocopy) luaL_error(L, "into='output' and zerocopy: a chunk goes one place");
-  if (op->into_output && t->interleave[0] && t->nranks > 1)
-    luaL_error(L, "into='output' with interleave='%s': the output's rows are apart; compute into the input and copy or "
-               "send the chunks there", t->interleave);
-  op->kind = CC_COMPUTE;
-  op->src_rank = op->dst_rank = rank;
-  op->src_space = CC_SPACE_INPUT;
-  op->dst_space = dst;
-  op->src_idx = op->dst_idx = idx;
-  op->count = count;
-  op->ch = op->sendtb = op->recvtb = -1;
-  for (int i = 0; i < count; i++) {
-    cc_loc *l = loc(L, t, rank, dst, idx + i);
-    if (l->val.n && !op->into_output)
-      luaL_error(L, "rank %d input[%d] is computed twice (first at %s:%d); compute each input chunk once and copy it",
-                 rank, idx + i, t->script, l->line);
-    uint64_t term = (uint64_t)rank << 32 | (uint32_t)(idx + i);
-    cc_val v = {1, 1, &term};
-    if (!val_set(&l->val, &v)) cc_lua_nomem(L);
-    l->version = next_version(L, t);
-    l->mixed = 0;
-    l->line = op->line;
-  }
-  add_op(L, t, op);
-  push_ref(L, t, rank, dst, idx, count, (cc_pat){0, 0});
-  return 1;
-}
-
-/* gemv(A, x, rank, index [, count [, opts]]): rank computes its input
- * chunks [index, index+count): element e is row e of A times x.  Returns
- * a reference to them. */
-static int l_gemv(lua_State *L) {
-  cc_trace *t = declared(L);
-  int a = operand_arg(L, 1, IR_OPND_MATRIX, "gemv"), x = operand_arg(L, 2, IR_OPND_VECTOR, "gemv");
-  const cc_opnd *A = &t->opnd[a], *X = &t->opnd[x];
-  if (strcmp(A->dim[0], IR_DIM_INPUT))
-    luaL_error(L, "gemv: matrix %s has rows '%s'; it needs rows \"%s\" (a row per element it computes)", A->name,
-               A->dim[0], IR_DIM_INPUT);
-  if (strcmp(A->dim[1], X->dim[0]))
-    luaL_error(L, "gemv: matrix %s has cols '%s' but vector %s has length '%s'", A->name, A->dim[1], X->name, X->dim[0]);
-  cc_op op = {.line = script_line(L), .cop = IR_OP_GEMV, .args = {(int8_t)a, (int8_t)x, -1, -1}};
-  compute_opts(L, 6, &op, 0);
-  return compute_into(L, t, &op, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4), luaL_optinteger(L, 5, 1));
-}
-
-/* gemm(X, W, rank, index [, count [, opts]]): rank computes its input
- * chunks [index, index+count) of Y = X W (X [tokens, F], W [F, H]):
- * element e is row e div H of X times column e mod H of W.  opts: sync.
- * Returns a reference to the chunks. */
-static int l_gemm(lua_State *L) {
-  cc_trace *t = declared(L);
-  int x = operand_of(L, 1, IR_OPND_MATRIX, "gemm", "X (argument 1)");
-  int w = operand_of(L, 2, IR_OPND_MATRIX, "gemm", "W (argument 2)");
-  const cc_opnd *X = &t->opnd[x], *W = &t->opnd[w];
-  if (strcmp(X->dim[1], W->dim[0]))
-    luaL_error(L, "gemm: X %s has cols '%s' but W %s has rows '%s' (X [tokens, F] times W [F, H])", X->name, X->dim[1],
-               W->name, W->dim[0]);
-  if (!strcmp(X->dim[0], IR_DIM_INPUT) || !strcmp(X->dim[1], IR_DIM_INPUT) || !strcmp(W->dim[1], IR_DIM_INPUT))
-    luaL_error(L, "gemm: X [%s x %s] and W [%s x %s] have dimensions of their own, not \"%s\" (the input is tokens x "
-               "H)", X->dim[0], X->dim[1], W->dim[0], W->dim[1], IR_DIM_INPUT);
-  cc_op op = {.line = script_line(L), .cop = IR_OP_GEMM, .args = {(int8_t)x, (int8_t)w, -1, -1}};
-  compute_opts(L, 6, &op, 0);
-  if (op.zerocopy) luaL_error(L, "zerocopy is for gemv; a gemm's tiles are stored, then sent");
-  return compute_into(L, t, &op, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4), luaL_optinteger(L, 5, 1));
-}
-
-/* embedding_bag(E, indices, offsets, rank, index [, count [, opts]]):
- * rank computes its input chunks [index, index+count) by pooling rows of
- * table E: element e is column e mod D of bag e div D (D: E's columns),
- * bag b the rows indices[offsets[b] .. offsets[b+1]-1].  opts: mode
- * ("sum", the default, or "mean"), weights (a vector, one per index; sum
- * only), sync.  Returns a reference to the chunks. */
-static int l_embedding_bag(lua_State *L) {
-  cc_trace *t = declared(L);
-  int e = operand_of(L, 1, IR_OPND_MATRIX, "embedding_bag", "the table (argument 1)");
-  int ix = operand_of(L, 2, IR_OPND_INDEX, "embedding_bag", "the indices (argument 2)");
-  int of = operand_of(L, 3, IR_OPND_INDEX, "embedding_bag", "the offsets (argument 3)");
-  const cc_opnd *E = &t->opnd[e], *IX = &t->opnd[ix], *OF = &t->opnd[of];
-  if (!strcmp(E->dim[0], IR_DIM_INPUT) || !strcmp(E->dim[1], IR_DIM_INPUT))
-    luaL_error(L, "embedding_bag: table %s is [%s x %s]; a table's rows and columns are dimensions of its own, not "
-               "\"%s\"", E->name, E->dim[0], E->dim[1], IR_DIM_INPUT);
-  if (!strcmp(IX->dim[0], OF->dim[0]))
-    luaL_error(L, "embedding_bag: indices %s and offsets %s have the same length '%s'; offsets has one per bag, plus "
-               "one", IX->name, OF->name, IX->dim[0]);
-  cc_op op = {.line = script_line(L), .cop = IR_OP_EBAG, .args = {(int8_t)e, (int8_t)ix, (int8_t)of, -1}};
-  compute_opts(L, 7, &op, 1);
-  if (op.args[3] >= 0) {
-    const cc_opnd *W = &t->opnd[op.args[3]];
-    if (op.cop == IR_OP_EBAGM) luaL_error(L, "embedding_bag: weights are for mode \"sum\" (as in PyTorch)");
-    if (strcmp(W->dim[0], IX->dim[0]))
-      luaL_error(L, "embedding_bag: weights %s have length '%s' but indices %s have '%s' (a weight per index)",
-                 W->name, W->dim[0], IX->name, IX->dim[0]);
-  }
-  return compute_into(L, t, &op, luaL_checkinteger(L, 4), luaL_checkinteger(L, 5), luaL_optinteger(L, 6, 1));
-}
-
-static int l_opnd_tostring(lua_State *L) {
-  cc_trace *t = trace_of(L);
-  const cc_opnd *o = &t->opnd[*(int *)luaL_checkudata(L, 1, OPND_MT)];
-  if (o->kind == IR_OPND_MATRIX) lua_pushfstring(L, "matrix %s [%s x %s]", o->name, o->dim[0], o->dim[1]);
-  else lua_pushfstring(L, "%s %s [%s]", ir_okind_name[o->kind], o->name, o->dim[0]);
+  cc_dsl_push_ref(L, t, rank, space, idx, count, p);
   return 1;
 }
 
@@ -867,7 +374,7 @@ static void check_rooted_write(lua_State *L, const cc_trace *t, const char *what
 static void check_rooted_read(lua_State *L, cc_trace *t, const char *what, const ref *src) {
   if (ir_coll_unused(t->coll) != IR_BUF_INPUT) return;
   for (int i = 0; i < src->count; i++) {
-    const cc_loc *l = loc(L, t, src->rank, src->space, at(src, i));
+    const cc_loc *l = cc_dsl_loc(L, t, src->rank, src->space, at(src, i));
     for (int j = 0; j < l->val.n; j++)
       if (l->val.terms[j] >> 32)
         luaL_error(L, "%s rank %d %s[%d] reads input[%d] of rank %d, which a %s has only on the root (rank 0)",
@@ -901,13 +408,13 @@ static void check_overlap(lua_State *L, cc_trace *t, const char *what, int rank,
 /* ref:copy(rank, buffer, index [, opts]): opts ch, sendtb, recvtb, and
  * the destination's pattern run, stride (cc_ref.h). */
 static int l_copy(lua_State *L) {
-  cc_trace *t = declared(L);
+  cc_trace *t = cc_dsl_declared(L);
   ref *src = luaL_checkudata(L, 1, REF_MT);
   lua_Integer rank64 = luaL_checkinteger(L, 2);
   const char *b = luaL_checkstring(L, 3);
   lua_Integer idx64 = luaL_checkinteger(L, 4);
   cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
-              .src_pat = src->pat, .count = src->count, .line = script_line(L)};
+              .src_pat = src->pat, .count = src->count, .line = cc_dsl_script_line(L)};
   read_opts(L, 5, &op, 1);
   int space = space_arg(L, t, b);
   check_pattern(L, t, rank64, space, idx64, src->count, op.dst_pat);
@@ -926,26 +433,26 @@ static int l_copy(lua_State *L) {
   check_rooted_write(L, t, "copy to", rank, space, idx);
   check_rooted_read(L, t, "copy of", src);
   for (int i = 0; i < src->count; i++) {
-    cc_loc *d = loc(L, t, rank, space, cc_pat_at(idx, dp, i)), *s = loc(L, t, src->rank, src->space, at(src, i));
-    if (!val_set(&d->val, &s->val)) cc_lua_nomem(L);
-    d->version = next_version(L, t);
+    cc_loc *d = cc_dsl_loc(L, t, rank, space, cc_pat_at(idx, dp, i)), *s = cc_dsl_loc(L, t, src->rank, src->space, at(src, i));
+    if (!cc_dsl_val_set(&d->val, &s->val)) cc_lua_nomem(L);
+    d->version = cc_dsl_next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
-  add_op(L, t, &op);
-  push_ref(L, t, rank, space, idx, src->count, dp);
+  cc_dsl_add_op(L, t, &op);
+  cc_dsl_push_ref(L, t, rank, space, idx, src->count, dp);
   return 1;
 }
 
 /* ref:reduce(other [, opts]): ref = ref (op) other, at ref's place; chunk
  * j of ref with chunk j of other, whatever their patterns. */
 static int l_reduce(lua_State *L) {
-  cc_trace *t = declared(L);
+  cc_trace *t = cc_dsl_declared(L);
   ref *dst = luaL_checkudata(L, 1, REF_MT);
   ref *src = luaL_checkudata(L, 2, REF_MT);
   cc_op op = {.kind = CC_REDUCE, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
               .src_pat = src->pat, .dst_rank = dst->rank, .dst_space = dst->space, .dst_idx = dst->idx,
-              .dst_pat = dst->pat, .count = dst->count, .line = script_line(L)};
+              .dst_pat = dst->pat, .count = dst->count, .line = cc_dsl_script_line(L)};
   read_opts(L, 3, &op, 0);
   if (src->count != dst->count)
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
@@ -962,14 +469,14 @@ static int l_reduce(lua_State *L) {
   check_rooted_read(L, t, "reduce of", src);
   check_rooted_read(L, t, "reduce into", dst);
   for (int i = 0; i < dst->count; i++) {
-    cc_loc *d = loc(L, t, dst->rank, dst->space, at(dst, i)), *s = loc(L, t, src->rank, src->space, at(src, i));
+    cc_loc *d = cc_dsl_loc(L, t, dst->rank, dst->space, at(dst, i)), *s = cc_dsl_loc(L, t, src->rank, src->space, at(src, i));
     if (!val_merge(&d->val, &s->val)) cc_lua_nomem(L);
-    d->version = next_version(L, t);
+    d->version = cc_dsl_next_version(L, t);
     d->mixed = 0;
     d->line = op.line;
   }
-  add_op(L, t, &op);
-  push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count, dst->pat);
+  cc_dsl_add_op(L, t, &op);
+  cc_dsl_push_ref(L, t, dst->rank, dst->space, dst->idx, dst->count, dst->pat);
   return 1;
 }
 
@@ -978,7 +485,7 @@ static int l_reduce(lua_State *L) {
  * and run on their own channels (cc_lower.c).  Afterwards a chunk holds
  * what the instances left there, if they agree; else it is mixed. */
 static int l_parallelize(lua_State *L) {
-  cc_trace *t = declared(L);
+  cc_trace *t = cc_dsl_declared(L);
   lua_Integer n = luaL_checkinteger(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (n < 1 || n > 64) luaL_error(L, "parallelize: %I instances out of range [1, 64]", (lua_Integer)n);
@@ -993,9 +500,9 @@ static int l_parallelize(lua_State *L) {
     t->frags = f;
     t->capfrags = cap;
   }
-  int line = script_line(L);
+  int line = cc_dsl_script_line(L);
   t->frags[t->nfrags++] = (cc_frag){(int)n, line};
-  if (t->clock >= INT_MAX / 4) next_version(L, t);   /* the error: snapshots renumber chunks */
+  if (t->clock >= INT_MAX / 4) cc_dsl_next_version(L, t);   /* the error: snapshots renumber chunks */
   if (!cc_frag_begin(t)) cc_lua_nomem(L);
   t->cur_frag = t->nfrags;
   for (int i = 0; i < n; i++) {
@@ -1004,17 +511,17 @@ static int l_parallelize(lua_State *L) {
     lua_pushinteger(L, i);
     lua_call(L, 1, 0);
     cc_lua_check_time(L);
-    if (t->clock >= INT_MAX / 4) next_version(L, t);
+    if (t->clock >= INT_MAX / 4) cc_dsl_next_version(L, t);
     if (!cc_frag_next(t, i == 0, line)) cc_lua_nomem(L);
   }
   t->cur_frag = t->cur_piece = 0;
-  if (t->clock >= INT_MAX / 4) next_version(L, t);
+  if (t->clock >= INT_MAX / 4) cc_dsl_next_version(L, t);
   if (!cc_frag_end(t)) cc_lua_nomem(L);
   return 0;
 }
 
 static int l_ref_index(lua_State *L) {
-  cc_trace *t = trace_of(L);
+  cc_trace *t = cc_dsl_trace_of(L);
   ref *r = luaL_checkudata(L, 1, REF_MT);
   const char *k = luaL_checkstring(L, 2);
   if (!strcmp(k, "rank")) lua_pushinteger(L, r->rank);
@@ -1028,7 +535,7 @@ static int l_ref_index(lua_State *L) {
 }
 
 static int l_ref_tostring(lua_State *L) {
-  cc_trace *t = trace_of(L);
+  cc_trace *t = cc_dsl_trace_of(L);
   ref *r = luaL_checkudata(L, 1, REF_MT);
   char pat[64];
   cc_pat_format(r->pat, pat, sizeof pat);
@@ -1066,7 +573,7 @@ static int l_param(lua_State *L) {
 
 /* Symbolic postcondition, run in protected mode after the script. */
 static int l_finish(lua_State *L) {
-  cc_trace *t = trace_of(L);
+  cc_trace *t = cc_dsl_trace_of(L);
   if (!t->declared) luaL_error(L, "%s: the script never called collective{...}", t->script);
   int custom = t->coll == IR_COLL_CUSTOM;
   char got[256], want[256], what[300];
@@ -1091,7 +598,7 @@ static int l_finish(lua_State *L) {
         for (int q = 0; q < t->nranks; q++) ev.terms[q] = (uint64_t)q << 32 | (uint32_t)si;
         ev.n = ev.cap = t->nranks;
       }
-      cc_loc *l = loc(L, t, r, CC_SPACE_OUTPUT, c);
+      cc_loc *l = cc_dsl_loc(L, t, r, CC_SPACE_OUTPUT, c);
       if (l->mixed) {
         lua_pushfstring(L, "%s: postcondition of %s fails: rank %d output[%d] holds different values in the instances of parallelize at %s:%d",
                         t->script, ir_coll_name[t->coll], r, c, t->script, l->mixed);
@@ -1136,13 +643,13 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   lua_pushliteral(L, "baton.operand");
   lua_setfield(L, -2, "__metatable");
   lua_pushlightuserdata(L, t);
-  lua_pushcclosure(L, l_opnd_tostring, 1);
+  lua_pushcclosure(L, cc_dsl_opnd_tostring, 1);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"collective", l_collective}, {"chunk", l_chunk}, {"param", l_param},
-                                 {"parallelize", l_parallelize}, {"matrix", l_matrix}, {"vector", l_vector},
-                                 {"gemv", l_gemv}, {"index", l_index},
-                                 {"embedding_bag", l_embedding_bag}, {"gemm", l_gemm}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"collective", cc_dsl_collective}, {"chunk", l_chunk}, {"param", l_param},
+                                 {"parallelize", l_parallelize}, {"matrix", cc_dsl_matrix}, {"vector", cc_dsl_vector},
+                                 {"gemv", cc_dsl_gemv}, {"index", cc_dsl_index},
+                                 {"embedding_bag", cc_dsl_embedding_bag}, {"gemm", cc_dsl_gemm}, {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);
