@@ -1,5 +1,6 @@
 /* cc_compile.c -- the compile pipeline: trace, lower, validate, verify on the CPU. */
 #include "cc_compile.h"
+#include "rt_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,12 +15,6 @@
 #include "ir_geom.h"
 #include "ir_write.h"
 #include "rt_param.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct run {
   const ir_prog *p;
@@ -152,16 +147,16 @@ static bt_result run_cpu(const ir_prog *p, rt_diag *d, long *checked) {
 }
 
 bt_result cc_verify(const ir_prog *p, const char *script, cc_compile_report *rep, rt_diag *diag) {
-  double t0 = now();
+  double t0 = rt_time_s();
   rep->stage = CC_STAGE_CHECK;
   bt_result res = ir_check(p, diag);
-  double t1 = now();
+  double t1 = rt_time_s();
   int unchecked = 0;
   if (!res) res = ir_check_races_of(p, ir_prog_aliased(p, p->inplace), &unchecked, diag);
   if (!res && unchecked)
     LOG_WARN(RT_SUB_COMPILER, "%s: the race check was skipped on %d of %d ranks (the program is over its size "
              "limit): the program is written, but its race freedom is not proven", script, unchecked, p->ngpus);
-  double t2 = now();
+  double t2 = rt_time_s();
   rep->check_s = t1 - t0;
   rep->races_s = t2 - t1;
   if (res) {
@@ -171,7 +166,7 @@ bt_result cc_verify(const ir_prog *p, const char *script, cc_compile_report *rep
   }
   rep->stage = CC_STAGE_VERIFY;
   res = run_cpu(p, diag, &rep->checked);
-  rep->runs_s = now() - t2;
+  rep->runs_s = rt_time_s() - t2;
   if (res) {
     snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails on the CPU executor; nothing written",
              script);
@@ -194,10 +189,10 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
   cc_trace *t = NULL;
   ir_prog *p = NULL;
   bt_result res;
-  double t0 = now();
+  double t0 = rt_time_s();
   rep->stage = CC_STAGE_TRACE;
   if ((res = cc_trace_file(script, params, nparams, &t, diag))) goto out;
-  double t1 = now();
+  double t1 = rt_time_s();
   rep->trace_s = t1 - t0;
   rep->stage = CC_STAGE_LOWER;
   if ((res = cc_lower(t, &lo, &p, diag))) goto out;
@@ -206,7 +201,7 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
     p->minbytes = o->minbytes;
     p->maxbytes = o->maxbytes;
   }
-  double t2 = now();
+  double t2 = rt_time_s();
   rep->lower_s = t2 - t1;
   if (o->explain) ir_explain(p, o->explain);
   if ((res = cc_verify(p, script, rep, diag))) goto out;

@@ -1,5 +1,6 @@
 /* cc_mem.c -- the compiler's budget: counted allocations and a deadline. */
 #include "cc_mem.h"
+#include "rt_time.h"
 #include "rt_param.h"
 
 #include <malloc.h>
@@ -11,13 +12,6 @@
 
 static __thread cc_budget *cur;   /* this thread's budget (cc_mem_enter); NULL: none */
 
-/* CLOCK_MONOTONIC in seconds. */
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 cc_budget *cc_budget_new(void) {
   cc_budget *b = calloc(1, sizeof *b);
   if (!b) return NULL;
@@ -25,7 +19,7 @@ cc_budget *cc_budget_new(void) {
   /* mb MiB; past half of size_t's range (mb << 20 could wrap), that half */
   b->max = mb >= (int64_t)(SIZE_MAX >> 21) ? SIZE_MAX / 2 : (size_t)mb << 20;
   b->timeout_s = (int)rt_param_int(RT_PARAM_COMPILE_TIMEOUT);
-  b->deadline = mono() + b->timeout_s;
+  b->deadline = rt_time_s() + b->timeout_s;
   return b;
 }
 
@@ -89,7 +83,7 @@ void cc_free(void *p) {
   free(p);
 }
 
-int cc_budget_late(const cc_budget *b) { return b && mono() > b->deadline; }
+int cc_budget_late(const cc_budget *b) { return b && rt_time_s() > b->deadline; }
 
 const char *cc_budget_mem_msg(const cc_budget *b, char *buf, size_t n) {
   snprintf(buf, n, "memory limit reached: the script and the compiler's structures for it need more than %zu MiB "

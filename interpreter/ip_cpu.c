@@ -8,6 +8,7 @@
  * wait waits for its signal stream's count, and in LL a step that reads a
  * landing waits until its put has landed the tile (docs/IR.md). */
 #include "ip_cpu.h"
+#include "rt_time.h"
 #include "ip_post.h"
 #include "ir_check.h"
 #include "ir_direct.h"
@@ -688,12 +689,6 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
   return bad ? BT_ERR_INVALID : BT_OK;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* One run of p with options o (already checked by ip_cpu_verify); a
  * sources run tracks ranks src_base .. src_base + 64 * src_words - 1. */
 static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, int src_words, int src_base,
@@ -755,9 +750,9 @@ static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, i
     goto out;
   }
 
-  double t0 = now();
+  double t0 = rt_time_s();
   run_all(&x);
-  rep->seconds += now() - t0;
+  rep->seconds += rt_time_s() - t0;
   rep->threads = (int)ir_prog_ntbs(p);
   rep->ntiles = x.ntiles;
   rep->steps += x.steps;

@@ -611,12 +611,27 @@ static int usable(void *x, int i) {
   return rt_direct_usable(u->c, i, u->count, u->dtype, u->inplace, u->peer_io);
 }
 
+/* Whether a call on s and r reaches its peers' buffers (rt_direct_usable's
+ * peer_io): captured, or on registered windows, or not. */
+static int peer_io_of(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                      cudaStream_t stream) {
+  int peer_io = rt_direct_peer_io(c, stream);
+  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
+  return peer_io;
+}
+
+/* Whether choice ai is new for the slot that keeps the last one (then
+ * kept): each new choice is logged once. */
+static int new_choice(int *last, int ai) {
+  if (ai == *last) return 0;
+  *last = ai;
+  return 1;
+}
+
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                    cudaStream_t stream) {
   if (!c) return -1;
-  int peer_io = rt_direct_peer_io(c, stream);
-  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
-  return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io);
+  return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io_of(c, coll, s, r, count, dtype, stream));
 }
 
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
@@ -631,10 +646,8 @@ int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r,
   uint64_t bytes = (uint64_t)count * es * (in_blocks > out_blocks ? in_blocks : out_blocks);
   usable_ctx u = {c, (int64_t)count, dtype, inplace, peer_io};
   int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0);
-  if (ai != c->last_choice[coll][inplace]) {   /* log each new choice once */
+  if (new_choice(&c->last_choice[coll][inplace], ai))
     rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 1);
-    c->last_choice[coll][inplace] = ai;
-  }
   return ai;
 }
 
@@ -645,14 +658,10 @@ int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, 
   ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
   uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
   rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);   /* off the root the one buffer is both */
-  int peer_io = rt_direct_peer_io(c, stream);
-  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
-  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io};
+  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io_of(c, coll, s, r, count, dtype, stream)};
   int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 0);
-  if (ai != c->last_choice[coll][0]) {   /* log each new choice once */
+  if (new_choice(&c->last_choice[coll][0], ai))
     rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 1);
-    c->last_choice[coll][0] = ai;
-  }
   if (ai >= 0 && !rt_comm_runnable(c, ai)) return -1;
   return ai;
 }

@@ -3,6 +3,7 @@
  * GPUs go out in parallel. */
 #define _GNU_SOURCE
 #include "rt_pool.h"
+#include "rt_time.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -43,12 +44,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static void run_key(rt_pool_job *jobs, int n, int key) {
   for (int i = 0; i < n; i++)
     if (jobs[i].key == key) jobs[i].res = jobs[i].fn(jobs[i].arg);
@@ -63,9 +58,9 @@ static void *worker_main(void *p) {
   for (;;) {
     /* Spin for the next batch (back-to-back calls come within
      * microseconds), then sleep until one is posted. */
-    uint64_t t0 = now_ns(), limit = (uint64_t)w->spin_us * 1000u;
+    uint64_t t0 = (uint64_t)rt_time_ns(), limit = (uint64_t)w->spin_us * 1000u;
     for (unsigned spins = 0; atomic_load_explicit(&w->posted, memory_order_acquire) == seen; spins++) {
-      if ((spins & 255) == 255 && now_ns() - t0 >= limit) {
+      if ((spins & 255) == 255 && (uint64_t)rt_time_ns() - t0 >= limit) {
         pthread_mutex_lock(&w->mu);
         atomic_store(&w->sleeping, 1);
         while (atomic_load(&w->posted) == seen) pthread_cond_wait(&w->cv, &w->mu);

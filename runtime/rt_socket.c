@@ -17,11 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t rt_time_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static socklen_t addr_len(const rt_sockaddr *a) {
   return a->sa.sa_family == AF_INET6 ? sizeof a->in6 : sizeof a->in4;

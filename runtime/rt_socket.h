@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "rt_time.h"
+
 /* One socket address, IPv4 or IPv6. */
 typedef union rt_sockaddr {
   struct sockaddr sa;
@@ -24,9 +26,6 @@ enum {
   RT_SOCKADDR_WIRE = 32,    /* bytes of an address in the wire format */
   RT_SOCKADDR_STRLEN = 96   /* enough for "[v6%scope]:port" */
 };
-
-/* Monotonic clock in nanoseconds, for deadlines. */
-int64_t rt_time_ns(void);
 
 /* Writes "1.2.3.4:5" or "[fe80::1%eth0]:5" into buf and returns buf. */
 const char *rt_socket_str(const rt_sockaddr *a, char *buf, size_t n);

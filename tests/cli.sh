@@ -3,22 +3,20 @@
 # Usage: cli.sh BATON CORPUS_DIR SOURCE_ROOT   (TAP output)
 set -u
 baton=$1 corpus=$2 root=$3
-n=0 failed=0
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...
   local what=$1 want=$2 text=$3; shift 3
-  n=$((n + 1))
   out=$("$@" 2>&1); st=$?
-  if [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what"
-  else echo "not ok $n - $what (status $st, wanted $want and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+  local pass=0; [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out" && pass=1
+  verdict $pass "$what" "status $st, wanted $want and '$text'" "$out"
 }
 # check_exact DESCRIPTION WANT_STATUS WANT_OUTPUT COMMAND...: standard output and error together are exactly WANT_OUTPUT.
 check_exact() {
   local what=$1 want=$2 text=$3; shift 3
-  n=$((n + 1))
   out=$("$@" 2>&1); st=$?
-  if [ $st -eq "$want" ] && [ "$out" = "$text" ]; then echo "ok $n - $what"
-  else echo "not ok $n - $what (status $st, wanted $want and exactly '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+  local pass=0; [ $st -eq "$want" ] && [ "$out" = "$text" ] && pass=1
+  verdict $pass "$what" "status $st, wanted $want and exactly '$text'" "$out"
 }
 check "baton --help lists commands" 0 "verify   validate IR files" "$baton" --help
 check "baton --help: -d and -o take all" 0 "-d, --dtype T   f32, f64, f16, bf16, i32, u32, i64, u64, i8, u8, or (verify) all" "$baton" --help
@@ -359,5 +357,4 @@ for mode in "" "-P"; do
   if [ $st -eq 2 ] && grep -qE "baton bench: (rank 0: )?no GPU|needs a CUDA build" <<<"$out"; then echo "ok $n - bench $mode without a GPU: a clear error, status 2"
   else echo "not ok $n - bench $mode without a GPU (status $st)"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
 done
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_end

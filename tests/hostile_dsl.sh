@@ -5,18 +5,19 @@
 # Usage: hostile_dsl.sh BATON   (TAP output)
 set -u
 baton=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-n=0 failed=0
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # check DESCRIPTION WANT_STATUS MAX_SECONDS WANT_TEXT SCRIPT_TEXT [ENV=VALUE...]
 check() {
   local what=$1 want=$2 secs=$3 text=$4 src=$5; shift 5
-  n=$((n + 1))
-  printf '%s\n' "$src" > "$tmp/h$n.lua"
+  local k=$((n + 1))   # the script's name follows the check's number (h1.lua: the first)
+  printf '%s\n' "$src" > "$tmp/h$k.lua"
   local t0=$SECONDS
-  out=$(cd "$tmp" && env "$@" timeout 120 "$baton" compile -q "h$n.lua" -o "$tmp/h$n.xml" 2>&1); st=$?
-  local took=$((SECONDS - t0))
-  if [ $st -eq "$want" ] && [ $took -le "$secs" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what (${took}s)"
-  else echo "not ok $n - $what (status $st in ${took}s, wanted $want within ${secs}s and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+  out=$(cd "$tmp" && env "$@" timeout 120 "$baton" compile -q "h$k.lua" -o "$tmp/h$k.xml" 2>&1); st=$?
+  local took=$((SECONDS - t0)) pass=0
+  [ $st -eq "$want" ] && [ $took -le "$secs" ] && grep -qF -- "$text" <<<"$out" && pass=1
+  [ $pass -eq 1 ] && what="$what (${took}s)"
+  verdict $pass "$what" "status $st in ${took}s, wanted $want within ${secs}s and '$text'" "$out"
 }
 check "a collective too large for memory is refused at collective{}" 1 5 \
   "h1.lua:1: ranks=4096 x chunks=65536: allreduce has 536870912 chunks in all ranks' input and output, over the limit of 1048576 (BATON_MAX_CHUNKS raises it)" \
@@ -90,5 +91,4 @@ out=$(BATON_SCRIPT_MAX_MB=4 timeout 60 "$baton" compile -q /dev/zero -o "$tmp/z.
 if [ $st -eq 1 ] && [ $((SECONDS - t0)) -le 10 ] && grep -qF "/dev/zero: the script is over the limit of 4 MiB (BATON_SCRIPT_MAX_MB raises it)" <<<"$out"; then
   echo "ok $n - compile /dev/zero stops at BATON_SCRIPT_MAX_MB"
 else echo "not ok $n - compile /dev/zero (status $st): $out" | head -3; failed=$((failed + 1)); fi
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_end

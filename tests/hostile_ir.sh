@@ -3,18 +3,18 @@
 # Usage: hostile_ir.sh BATON CORPUS_DIR SOURCE_ROOT   (TAP output)
 set -u
 baton=$1 corpus=$2 root=$3
-n=0 failed=0
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ag="$corpus/allgather_ring_4r_simple.xml"
 # A sanitizer build reserves terabytes of address space: no ulimit -v there.
 asan=0; grep -qa __asan_init "$baton" && asan=1
 check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...   (at most 120 s)
   local what=$1 want=$2 text=$3; shift 3
-  n=$((n + 1))
   local t0=$SECONDS
   if declare -F "$1" >/dev/null; then out=$("$@" 2>&1); else out=$(timeout 120 "$@" 2>&1); fi; st=$?
-  if [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out"; then echo "ok $n - $what ($((SECONDS - t0)) s)"
-  else echo "not ok $n - $what (status $st, wanted $want and '$text')"; echo "$out" | sed 's/^/#   /' | head; failed=$((failed + 1)); fi
+  local pass=0; [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out" && pass=1
+  [ $pass -eq 1 ] && what="$what ($((SECONDS - t0)) s)"
+  verdict $pass "$what" "status $st, wanted $want and '$text'" "$out"
 }
 limited() {  # limited KB COMMAND...: runs COMMAND with its address space bounded (not under ASan)
   local kb=$1; shift
@@ -149,5 +149,4 @@ check "an expect value past 64 bits" 1 "expect: rule 1 overflows (a value past 6
   "$baton" verify --outofplace --expect 'o[r][c]=i[r][c*9223372036854775807*4]' "$a2n"
 check "an expect rank past 32 bits" 1 "expect: rule 1 overflows" \
   "$baton" verify --outofplace --expect 'o[r][c]=i[4294967296][c]' "$a2n"
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_end

@@ -5,12 +5,11 @@
 # Usage: trace_summary.sh TRACE_SUMMARY_PY   (TAP output)
 set -u
 py=$1
-n=0 failed=0
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 check() {  # check NAME PATTERN: the summary has a line matching PATTERN
-  n=$((n + 1))
-  if grep -qE -- "$2" <<<"$out"; then echo "ok $n - $1"
-  else echo "not ok $n - $1"; echo "#   no line matches: $2"; sed 's/^/#   /' <<<"$out"; failed=$((failed + 1)); fi
+  local pass=0; grep -qE -- "$2" <<<"$out" && pass=1
+  verdict $pass "$1" "no line matches: $2" "$out"
 }
 hdr=rank,algo,threads,block,lane,tb,event,step,tile,ns,clk
 # Rank 0: 2 cycles/ns; ready 1 us after enter, step 0 waits 1 us, works 3 us; 10 us in all.
@@ -69,5 +68,4 @@ out=$(python3 "$py" "$tmp/none" 2>&1); rc=$?
 n=$((n + 1))
 if [ $rc -ne 0 ] && grep -q "no rows" <<<"$out"; then echo "ok $n - no files: an error that says so"
 else echo "not ok $n - no files: an error that says so (rc $rc: $out)"; failed=$((failed + 1)); fi
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_end

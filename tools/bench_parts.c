@@ -7,12 +7,7 @@
 #include <time.h>
 
 #include "bench_parts.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "rt_time.h"
 
 int bench_cuda_ok(cudaError_t e, const char *what, char *err, size_t len) {
   if (e == cudaSuccess) return 1;
@@ -67,7 +62,7 @@ double bench_parts_time_one(const bench_parts *p, int what, const cudaGraphExec_
     if (p->ops->launch(p->ctx, what, w, err, len)) return -1;
   if (p->ops->wait(p->ctx, err, len)) return -1;
   int n = p->iters;
-  double t0 = now();
+  double t0 = rt_time_s();
   if (p->graph) {
     cudaStream_t st[BENCH_PARTS_MAXS];
     int devs[BENCH_PARTS_MAXS], ns = streams_of(p, what, st, devs);
@@ -82,7 +77,7 @@ double bench_parts_time_one(const bench_parts *p, int what, const cudaGraphExec_
       if (p->ops->launch(p->ctx, what, it, err, len)) return -1;
   }
   if (p->ops->wait(p->ctx, err, len)) return -1;
-  return (now() - t0) / n;
+  return (rt_time_s() - t0) / n;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -8,15 +8,10 @@
 #include <time.h>
 
 #include "baton.h"
+#include "rt_time.h"
 #include "bench_nccl.h"
 #include "bench_run.h"
 #include "rt_param.h"
-
-double bench_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The send and receive pointers of local rank i for geometry g: in place
  * as nccl-tests lays it out (both inside the receive buffer). */
@@ -91,7 +86,7 @@ static void kill_lib(bench_ctx *x, int lib, const char *why) {
  * streams and the library's asynchronous error, and gives up after
  * 2 x BATON_TIMEOUT + 5 seconds (BATON_TIMEOUT 0: never). */
 static int wait_lib(bench_ctx *x, int lib, char *err, size_t len) {
-  double t0 = bench_now(), limit = x->timeout > 0 ? 2.0 * x->timeout + 5 : 0;
+  double t0 = rt_time_s(), limit = x->timeout > 0 ? 2.0 * x->timeout + 5 : 0;
   for (;;) {
     int busy = 0;
     for (int i = 0; i < x->nlocal; i++) {
@@ -109,7 +104,7 @@ static int wait_lib(bench_ctx *x, int lib, char *err, size_t len) {
       }
     }
     if (!busy) return 0;
-    if (limit > 0 && bench_now() - t0 > limit) {
+    if (limit > 0 && rt_time_s() - t0 > limit) {
       snprintf(err, len, "calls not finished after %.0f s (2 x BATON_TIMEOUT + 5)", limit);
       goto failed;
     }
@@ -246,7 +241,7 @@ static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphEx
     if (launch(x, lib, g, err, len)) return -1;
   if (wait_lib(x, lib, err, len)) return -1;
   double net0 = lib == BENCH_BATON ? net_sent(x) : 0;
-  double t0 = bench_now();
+  double t0 = rt_time_s();
   if (x->o->graph) {
     for (int k = 0; k < x->o->graph; k++)
       for (int i = 0; i < x->nlocal; i++)
@@ -259,9 +254,9 @@ static double time_block(bench_ctx *x, int lib, const bench_geom *g, cudaGraphEx
     for (int it = 0; it < n; it++)
       if (launch(x, lib, g, err, len)) return -1;
   }
-  *host = (bench_now() - t0) / n;
+  *host = (rt_time_s() - t0) / n;
   if (wait_lib(x, lib, err, len)) return -1;
-  double t = (bench_now() - t0) / n;
+  double t = (rt_time_s() - t0) / n;
   if (lib == BENCH_BATON && x->nlocal) *net = (net_sent(x) - net0) / n / x->nlocal;
   return t;
 }

@@ -35,8 +35,6 @@ typedef struct bench_ctx {
   int up, down;                     /* pipes to and from the parent */
 } bench_ctx;
 
-double bench_now(void);
-
 /* Allocates streams, device buffers for the largest of sizes and the
  * host buffer; 0, or -1 with err. */
 int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, size_t len);
