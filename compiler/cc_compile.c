@@ -161,7 +161,9 @@ bt_result cc_verify(const ir_prog *p, const char *script, cc_compile_report *rep
   rep->races_s = t2 - t1;
   if (res) {
     snprintf(rep->what, sizeof rep->what, "%s: the compiled program fails validation (deadlock freedom with %d "
-             "FIFO slots included); nothing written", script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS));
+             "FIFO slots included); nothing written (the line below is the script line of the failing step; unless the "
+             "script fixes thread blocks or channels there, or BATON_EXEC_SLOTS is small, this is a defect of baton's "
+             "compiler: --no-fuse compiles without fusion)", script, (int)rt_param_int(RT_PARAM_EXEC_SLOTS));
     return res;
   }
   rep->stage = CC_STAGE_VERIFY;

@@ -302,8 +302,8 @@ static int order_compute(lower *w, int *order, int live) {
 /* Fuses a receive R with the send S that forwards exactly what R wrote,
  * when S's only dependency is R and R's thread block can also own S's
  * connection.  rrc + s becomes rrs when S is the only reader of the value
- * and the value does not survive (users[R] == 1).  Returns 0 when out of
- * memory. */
+ * and the value does not survive (users[R] == 1); name_messages then
+ * names its messages.  Returns 0 when out of memory. */
 static int fuse(lower *w, const int *users) {
   /* successors of each send, to redirect them in O(edges) */
   int n = w->n, ok = 0;
@@ -330,6 +330,7 @@ static int fuse(lower *w, const int *users) {
     if (!cc_sets_join(w, cc_endpoint_of(w, R, 1), cc_endpoint_of(w, S, 0))) continue;  /* one of each per tb */
     R->op = R->op == IR_OP_RECV ? IR_OP_RCS : (users[rid] == 1 ? IR_OP_RRS : IR_OP_RRCS);
     R->send = S->send;
+
     S->dead = 1;
     /* whoever waited for S now waits for R; S's message is now R's */
     if (recv_of[s] >= 0) w->v[recv_of[s]].msg_of = rid;
@@ -342,6 +343,28 @@ static int fuse(lower *w, const int *users) {
 out:
   cc_free(off); cc_free(succ); cc_free(fill); cc_free(recv_of);
   return ok;
+}
+
+/* A send (s) or an rrs names, in its destination, where the message lands
+ * at its receiver; an rrs writes nothing of its own, so the messages of a
+ * chain of rrs steps all carry the name of where the chain ends (docs/IR.md,
+ * the message rule).  Fusion made rrs steps of receives that wrote a buffer
+ * of their own (a scratch chunk the script reuses, say): walks back from
+ * every receive that writes its destination and gives each send and rrs of
+ * its chain that destination. */
+static void name_messages(lower *w) {
+  for (int z = 0; z < w->n; z++) {
+    const ins *Z = &w->v[z];
+    if (Z->dead || Z->msg_of < 0 || !(fl(Z->op) & IR_F_DST)) continue;
+    for (int p = Z->msg_of, hops = 0; p >= 0 && hops <= w->n; hops++) {
+      ins *P = &w->v[p];
+      if (P->op != IR_OP_SEND && P->op != IR_OP_RRS) break;   /* an rcs or rrcs names its own destination */
+      P->dspace = Z->dspace;
+      P->didx = Z->didx;
+      P->dpat = Z->dpat;
+      p = P->op == IR_OP_RRS ? P->msg_of : -1;
+    }
+  }
 }
 
 /* Whether instruction `from` waits for `to`, directly or through others
@@ -617,6 +640,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     if (!sink_copies(&w)) goto out;
     copy_after_receive(&w);
     if (!fuse(&w, users)) goto out;
+    name_messages(&w);
   }
   if (t->placement == CC_PLACE_PAIRED) cc_pair_peers(&w);
   order = cc_malloc((w.n + 1) * sizeof(int));
