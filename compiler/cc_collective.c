@@ -20,8 +20,7 @@
  * the IR has each such name replaced by its value in parentheses, so the
  * IR needs nothing else.  Returns the expanded text (to free); errors at
  * the collective's line for a name that is not bound, a bad table or a
- * text past CC_MAX_EXPECT. */
-#define CC_MAX_EXPECT 4096
+ * text past BATON_EXPECT_MAX_BYTES. */
 static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", NULL};   /* ir_expect.h's */
 static char *expand_expect(lua_State *L, const char *expect) {
   int vars = lua_getfield(L, 1, "vars") == LUA_TTABLE ? lua_gettop(L) : 0;
@@ -71,8 +70,10 @@ static char *expand_expect(lua_State *L, const char *expect) {
   luaL_pushresult(&b);
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
-  if (len > CC_MAX_EXPECT)
-    luaL_error(L, "expect is %d characters with its vars in place, over the limit of %d", (int)len, CC_MAX_EXPECT);
+  const int64_t most = rt_param_int(RT_PARAM_EXPECT_MAX_BYTES);
+  if ((int64_t)len > most)
+    luaL_error(L, "expect is %I characters with its vars in place, over the limit of %I (BATON_EXPECT_MAX_BYTES "
+               "raises it)", (lua_Integer)len, (lua_Integer)most);
   char *out = strdup(text);
   if (!out) cc_lua_nomem(L);
   lua_pop(L, vars ? 2 : 1);

@@ -576,9 +576,14 @@ static int l_finish(lua_State *L) {
   cc_trace *t = cc_dsl_trace_of(L);
   if (!t->declared) luaL_error(L, "%s: the script never called collective{...}", t->script);
   int custom = t->coll == IR_COLL_CUSTOM;
-  char got[256], want[256], what[300];
-  if (custom) snprintf(what, sizeof what, "%s:%d: postcondition of the custom collective (expect \"%s\")",
-                       t->script, t->decl_line, t->expect);
+  char got[256], want[256], what[400];
+  if (custom) {   /* the expect as written, shortened with what was left out */
+    size_t len = strlen(t->expect), shown = len <= 160 ? len : 120;
+    char rest[64] = "";
+    if (shown < len) snprintf(rest, sizeof rest, "... (%zu more characters)", len - shown);
+    snprintf(what, sizeof what, "%s:%d: postcondition of the custom collective (expect \"%.*s%s\")", t->script,
+             t->decl_line, (int)shown, t->expect, rest);
+  }
   else snprintf(what, sizeof what, "%s: postcondition of %s", t->script, ir_coll_name[t->coll]);
   for (int r = 0; r < t->nranks; r++)
     for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT]; c++) {

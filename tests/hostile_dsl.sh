@@ -83,6 +83,14 @@ check "a FIFO copy in a direct program names its line" 1 5 \
 check "a field that is not an integer is named" 1 5 "h$((n + 1)).lua:1: chunks=1.5 is not an integer" \
   'collective{kind="allreduce", ranks=2, chunks=1.5}'
 check "a missing ranks is named" 1 5 "h$((n + 1)).lua:1: ranks is required (an integer)" 'collective{kind="allreduce"}'
+check "BATON_EXPECT_MAX_BYTES bounds the postcondition" 1 5 \
+  "h$((n + 1)).lua:1: expect is 302 characters with its vars in place, over the limit of 300 (BATON_EXPECT_MAX_BYTES raises it)" \
+  "collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[*][c]$(printf '%*s' 287 '')'}" BATON_EXPECT_MAX_BYTES=300
+check "a long postcondition that fails is shown shortened, saying how much is left out" 1 5 \
+  "h$((n + 1)).lua:1: postcondition of the custom collective (expect \"o[r][c]=i[*][c]" \
+  "collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[*][c]$(printf '%*s' 500 '')'}
+for r = 0, 1 do chunk(r, 'input', 0):copy(0, 'output', 0) end"
+verdict "$(grep -qF '... (395 more characters)")' <<<"$out" && echo 1 || echo 0)" "... the text ends with '... (395 more characters)'" "shortened wrongly" "$out"
 # A script that never ends (/dev/zero): reading stops at BATON_SCRIPT_MAX_MB with a message (it read until the
 # OOM killer came, or exited 1 with no word under ulimit -v).
 n=$((n + 1))
