@@ -134,7 +134,42 @@ static int find_space(cc_trace *t, const char *name, int create) {
 }
 
 /* The buffer named b, created when new; raises the error. */
+/* Edits (insert, delete, change, swap of neighbours) from a to b, up to
+ * 3; 3 past that. */
+static int edits(const char *a, const char *b) {
+  int na = (int)strlen(a), nb = (int)strlen(b);
+  if (na > 24 || nb > 24 || abs(na - nb) > 2) return 3;
+  int d[26][26];
+  for (int i = 0; i <= na; i++) d[i][0] = i;
+  for (int j = 0; j <= nb; j++) d[0][j] = j;
+  for (int i = 1; i <= na; i++)
+    for (int j = 1; j <= nb; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v) v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
+    }
+  return d[na][nb] < 3 ? d[na][nb] : 3;
+}
+
+/* The buffer named b: input, output, or a scratch buffer (a new name makes
+ * one), but a name one or two typos away from "input", "output" or
+ * "scratch" (and not one of them with a number or _suffix) is an error at
+ * its line: it would make a scratch buffer the script never meant, and the
+ * collective's output would stay unwritten. */
 static int space_arg(lua_State *L, cc_trace *t, const char *b) {
+  static const char *const known[] = {"input", "output", "scratch"};
+  int near = -1, best = 3;
+  for (int k = 0; k < 3 && strlen(b) >= 4 && find_space(t, b, 0) < 0; k++) {
+    size_t m = strlen(known[k]);
+    if (!strncmp(b, known[k], m) && (isdigit((unsigned char)b[m]) || b[m] == '_')) continue;   /* scratch2, output_a */
+    int e = edits(b, known[k]);
+    if (e < best) best = e, near = k;
+  }
+  if (near >= 0 && best > 0)
+    luaL_error(L, "'%s' is not a buffer: did you mean '%s'? (input, output, scratch; a name of its own makes a "
+               "scratch buffer, but not one a typo away from these)", b, known[near]);
   int space = find_space(t, b, 1);
   if (space == -2) cc_lua_nomem(L);
   if (space < 0) luaL_error(L, "too many buffers (or name too long): '%s'", b);

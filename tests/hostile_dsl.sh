@@ -91,6 +91,10 @@ check "a long postcondition that fails is shown shortened, saying how much is le
   "collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[*][c]$(printf '%*s' 500 '')'}
 for r = 0, 1 do chunk(r, 'input', 0):copy(0, 'output', 0) end"
 verdict "$(grep -qF '... (395 more characters)")' <<<"$out" && echo 1 || echo 0)" "... the text ends with '... (395 more characters)'" "shortened wrongly" "$out"
+check "a buffer name a typo away from output is an error at its line" 1 5 \
+  "h$((n + 1)).lua:2: 'ouput' is not a buffer: did you mean 'output'?" \
+  "collective{kind='allgather', ranks=2, chunks=1}
+for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', 0):copy(q, 'ouput', r) end end"
 # A script that never ends (/dev/zero): reading stops at BATON_SCRIPT_MAX_MB with a message (it read until the
 # OOM killer came, or exited 1 with no word under ulimit -v).
 n=$((n + 1))
