@@ -1,6 +1,7 @@
 /* cc_ins.h -- the lowering passes' shared state: the instruction list and
- * the thread-block sets.  Internal to compiler/ (cc_lower.c, cc_place.c,
- * cc_direct.c, cc_sched.c). */
+ * the thread-block sets.  Internal to compiler/ (the list's functions in
+ * cc_ins.c; cc_lower.c, cc_place.c, cc_direct.c, cc_layout.c, cc_sched.c
+ * use it). */
 #ifndef CC_INS_H
 #define CC_INS_H
 
@@ -59,6 +60,9 @@ int cc_emit(lower *w, int rank, int op, int ss, int si, int ds, int di, int coun
 
 /* Makes instruction p a predecessor of i (once).  0 when out of memory. */
 int cc_add_pred(ins *i, int p);
+
+/* Whether p is already one of i's predecessors. */
+int cc_has_pred(const ins *i, int p);
 
 /* Appends x to a growable int array; 0 when out of memory. */
 int cc_int_push(int **a, int *n, int *cap, int x);

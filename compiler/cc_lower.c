@@ -11,62 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cc_int_push(int **a, int *n, int *cap, int x) {
-  if (*n == *cap) {
-    int c = *cap ? 2 * *cap : 4;
-    int *q = cc_realloc(*a, c * sizeof *q);
-    if (!q) return 0;
-    *a = q;
-    *cap = c;
-  }
-  (*a)[(*n)++] = x;
-  return 1;
-}
-
-static int has_pred(const ins *i, int p) {
-  for (int k = 0; k < i->npred; k++)
-    if (i->pred[k] == p) return 1;
-  return 0;
-}
-
-int cc_add_pred(ins *i, int p) {
-  if (has_pred(i, p)) return 1;
-  return cc_int_push(&i->pred, &i->npred, &i->cappred, p);
-}
-
-int cc_late(lower *w) {
-  if (w->late) return 1;
-  if (++w->ticks & 1023) return 0;
-  if (!cc_budget_late(w->t->mem)) return 0;
-  char m[300];
-  cc_err(w, w->t->decl_line, "%s (while lowering)", cc_budget_time_msg(w->t->mem, m, sizeof m));
-  w->late = 1;
-  return 1;
-}
-
-/* The most instructions lowering makes (each becomes a step). */
-#define MAX_INS (INT_MAX / 8)
-
-int cc_emit(lower *w, int rank, int op, int ss, int si, int ds, int di, int count, int send, int recv, int ch,
-            int fixtb, int inst, int line) {
-  if (w->n >= MAX_INS) {
-    if (!w->errors) cc_err(w, line, "the program would have more than %d steps", MAX_INS);
-    return -1;
-  }
-  if (cc_late(w)) return -1;
-  if (w->n == w->cap) {
-    int cap = w->cap ? 2 * w->cap : 256;
-    ins *v = cc_realloc(w->v, (size_t)cap * sizeof *v);
-    if (!v) return -1;
-    w->v = v;
-    w->cap = cap;
-  }
-  w->v[w->n] = (ins){.rank = rank, .op = op, .sspace = ss, .sidx = si, .dspace = ds, .didx = di, .count = count,
-                     .send = send, .recv = recv, .ch = ch < 0 ? 0 : ch, .fixtb = fixtb, .inst = inst, .line = line,
-                     .msg_of = -1, .tb = -1, .pos = -1, .args = {-1, -1, -1, -1}, .peer = -1};
-  return w->n++;
-}
-
 /* ---- data dependencies: per rank and location, last writer and readers ---- */
 
 typedef struct access_state { int writer; int *readers; int nreaders, cap; } access_state;
@@ -417,7 +361,7 @@ static int forward_copies(lower *w, const int *users) {
     int r = -1;
     if (nsucc[c] == 1) r = takes_copy(C, &w->v[only[c]]) ? only[c] : -1;
     for (int j = 0; j < n && r < 0 && nsucc[c] > 1; j++)
-      if (takes_copy(C, &w->v[j]) && has_pred(&w->v[j], c)) r = j;
+      if (takes_copy(C, &w->v[j]) && cc_has_pred(&w->v[j], c)) r = j;
     if (r < 0) continue;
     ins *R = &w->v[r];
     int others = 1;   /* every other successor waits for R */
@@ -484,7 +428,7 @@ static int sink_copies(lower *w) {
     int alone = 1, home = cc_find(w->parent, cc_home(w, R));
     for (int j = 0; j < n && alone; j++) {   /* C alone reads R's value */
       const ins *J = &w->v[j];
-      if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
+      if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
       if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
            may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
           (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
@@ -551,7 +495,7 @@ static void copy_after_receive(lower *w) {
     int alone = 1;   /* no other step reads R's value */
     for (int j = 0; j < w->n && alone; j++) {
       const ins *J = &w->v[j];
-      if (J->dead || j == c || !has_pred(J, r) || J->msg_of == r) continue;
+      if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
       if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
            may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
           (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&

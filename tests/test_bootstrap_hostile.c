@@ -384,6 +384,13 @@ static int hostile_rank(const rt_unique_id *id, const char *how) {
     bs_put32(h, BS_TAG_NOTE); bs_put32(h + 4, 0); bs_put64(h + 8, sizeof words - 1);
     send_all(fd, h, BS_HEADER_LEN);
     send_all(fd, words, sizeof words - 1);
+    /* Closing with the rank's messages unread would reset the connection
+     * and could drop the words before the rank reads them: end the writes,
+     * then read until the rank hangs up (it does at once) or 2 s pass. */
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    struct pollfd pf = {fd, POLLIN, 0};
+    while (poll(&pf, 1, 2000) > 0 && read(fd, sink, sizeof sink) > 0) {}
     close(fd);
     fd = -1;
   } else if (!strcmp(how, "queue")) {         /* 12 x 512 KiB nobody asked for */
