@@ -11,6 +11,9 @@
 #include "rt_param.h"
 #include "rt_socket.h"
 
+/* What the proxy hands the backend: where pieces land (below). */
+static const net_sink sink_ops;
+
 /* Words (head, tail, count) sit this far apart so that the GPU and the
  * proxy never share a cache line with another connection's word. */
 #define WORD 128
@@ -123,6 +126,8 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
   n->spin_ns = rt_param_int(RT_PARAM_NET_SPIN_US) * 1000;
   n->sleep_ns = rt_param_int(RT_PARAM_NET_SLEEP_US) * 1000;
   n->trace = net_trace_new(x->rank);
+  n->sink = sink_ops;
+  n->sink.arg = n;
   bt_result res = BT_ERR_NOMEM;
   n->keys = malloc((nkeys + 1) * sizeof *keys);
   if (!n->keys) goto fail;
@@ -433,4 +438,4 @@ static void sink_bye(void *arg, int link) {
   if (link >= 0 && link < n->nlinks) n->links[link].bye = 1;
 }
 
-const net_sink net_sink_ops = {NULL, sink_where, sink_landed, sink_credit, sink_bye};
+static const net_sink sink_ops = {NULL, sink_where, sink_landed, sink_credit, sink_bye};

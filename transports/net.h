@@ -98,10 +98,8 @@ typedef struct net {
   int64_t spin_ns, sleep_ns;
   uint64_t moved_bytes[2];     /* sent, received: payload */
   net_trace *trace;            /* the proxy's timeline (BATON_TRACE), or NULL */
+  net_sink sink;               /* what the proxy hands the backend: where pieces land (net.c's, set at setup) */
 } net;
-
-/* The sink the proxy hands the backend (net.c). */
-extern const net_sink net_sink_ops;
 
 /* Starts / stops the proxy thread of n (net_proxy.c). */
 bt_result net_proxy_start(net *n);

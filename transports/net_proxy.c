@@ -148,8 +148,7 @@ static void flush(net *n, const net_sink *sink) {
 
 static void *proxy_main(void *arg) {
   net *n = arg;
-  net_sink sink = net_sink_ops;
-  sink.arg = n;
+  const net_sink sink = n->sink;
   int64_t last = rt_time_ns(), sleep = 10000;
   int broken = 0;
   while (!__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE)) {

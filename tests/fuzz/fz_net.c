@@ -39,7 +39,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
  * lands, so that a stream of messages finds its slots free). */
 static int landed_then_consume(void *arg, int link, const net_piece *p) {
   net *nt = arg;
-  int r = net_sink_ops.landed(arg, link, p);
+  int r = nt->sink.landed(arg, link, p);   /* the transport's own */
   for (int i = 0; i < nt->nr; i++) {
     net_rconn *c = &nt->r[i];
     if (*c->head != c->done) abort();   /* published exactly what is complete */
@@ -95,8 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     size_t len[NSOCKS], off[NSOCKS] = {0, 0};
     int done[NSOCKS] = {0, 0};
     for (int s = 0; s < NSOCKS; s++) len[s] = fz_next_piece(&d, &n, s == NSOCKS - 1, &piece[s]);
-    net_sink sink = net_sink_ops;
-    sink.arg = nt;
+    net_sink sink = nt->sink;
     sink.landed = landed_then_consume;
     int idle = 0;
     for (int round = 0; round < 4096 && idle < 3; round++) {
