@@ -221,9 +221,11 @@ int bench_print_footer(FILE *f, const bench_table *t);
 int bench_write_csv(const char *path, const bench_table *t);
 int bench_write_json(const char *path, const bench_table *t);
 
-/* The GPU part (tools/bench_run.c, CUDA builds only): runs the sweep and
- * fills t; returns the exit status (0 all good, 1 wrong or failed, 2 no
- * GPUs / setup failed). */
+/* The GPU part (CUDA builds only): runs the sweep and fills t; returns
+ * the exit status (0 all good, 1 wrong or failed, 2 no GPUs / setup
+ * failed).  bench_run (tools/bench_run.c): one process driving every GPU;
+ * bench_run_procs (tools/bench_procs.c): a process per GPU (-P). */
 int bench_run(const bench_opts *o, bench_table *t);
+int bench_run_procs(const bench_opts *o, bench_table *t);
 
 #endif

@@ -449,7 +449,6 @@ static void run_combos(bench_ctx *x, const int64_t *sizes, int nsizes, bench_tab
 
 /* One process driving GPUs 0..g-1 (nccl-tests' -g). */
 int bench_run(const bench_opts *o, bench_table *t) {
-  if (o->procs) return bench_run_procs(o, t);
   int ngpu = 0;
   cudaError_t ce = cudaGetDeviceCount(&ngpu);
   if (ce != cudaSuccess || ngpu == 0) {

@@ -49,7 +49,5 @@ void bench_run_size(bench_ctx *x, int64_t bytes, bench_row *row);
  * t->nccl. */
 bench_nccl *bench_load_nccl(const bench_opts *o, bench_table *t);
 
-/* One process per GPU (fork): fills t; returns the exit status. */
-int bench_run_procs(const bench_opts *o, bench_table *t);
 
 #endif

@@ -163,7 +163,7 @@ int tool_bench(int argc, char **argv) {
 #ifdef BATON_HAVE_CUDA
   bench_table t;
   memset(&t, 0, sizeof t);
-  rc = bench_run(&o, &t);
+  rc = o.procs ? bench_run_procs(&o, &t) : bench_run(&o, &t);   /* a process per GPU (-P), or one process */
   if (rc != 2) {
     rc |= bench_print_footer(stdout, &t);
     if (o.csv && bench_write_csv(o.csv, &t)) {
