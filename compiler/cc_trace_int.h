@@ -1,7 +1,9 @@
 /* cc_trace_int.h -- what the DSL's files share inside the compiler
- * (cc_trace.c: chunks, copies, reductions, the trace; cc_collective.c:
- * collective{}; cc_compute.c: operands and compute steps): the chunk
- * reference and the helpers they all call.  Not for other stages. */
+ * (cc_trace.c: chunks, copies, reductions, the trace and its helpers;
+ * cc_collective.c: collective{}; cc_compute.c: operands and compute
+ * steps; cc_script.c: running a script with them): the chunk reference,
+ * the helpers and the DSL's functions.  Calls go from cc_script.c to the
+ * others and from those to cc_trace.c only.  Not for other stages. */
 #ifndef CC_TRACE_INT_H
 #define CC_TRACE_INT_H
 
@@ -57,6 +59,16 @@ void cc_dsl_check_keys(lua_State *L, int at, const char *const *known, const cha
  * it is nil (an error when `required`); an error naming the field when it
  * is not an integer. */
 lua_Integer cc_dsl_top_integer(lua_State *L, const char *key, lua_Integer dflt, int required);
+
+/* The DSL's own functions (cc_trace.c), which cc_script.c registers:
+ * chunk(), a reference's index and tostring, param(), parallelize(), and
+ * the postcondition check run after the script. */
+int cc_dsl_chunk(lua_State *L);
+int cc_dsl_ref_index(lua_State *L);
+int cc_dsl_ref_tostring(lua_State *L);
+int cc_dsl_param(lua_State *L);
+int cc_dsl_parallelize(lua_State *L);
+int cc_dsl_finish(lua_State *L);
 
 /* collective{...} (cc_collective.c): declares the collective and reads
  * its postcondition. */
