@@ -1,4 +1,4 @@
-/* ir_check_int.h -- what the validator's files (ir_check.c, ir_direct.c) share; not the library's interface. */
+/* ir_check_int.h -- what the validator's files (ir_check.c, ir_check_err.c, ir_direct.c) share; not the library's interface. */
 #ifndef IR_CHECK_INT_H
 #define IR_CHECK_INT_H
 
