@@ -14,14 +14,6 @@
 
 typedef ir_checker checker;
 
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  ir_check_verr(c, r, t, s, fmt, ap);
-  va_end(ap);
-}
-
 /* The bounds of rt_param.def that everything after the checks relies on
  * (the reader enforces them too; programs built in memory come here):
  * ranks, thread blocks per rank, steps per thread block, chunks.  Returns
@@ -32,27 +24,27 @@ static int check_limits(checker *c) {
   int64_t steps = rt_param_int(RT_PARAM_IR_MAX_STEPS), chunks = rt_param_int(RT_PARAM_MAX_CHUNKS);
   int bad = 0;
   if (p->ngpus < 1 || p->ngpus > ranks) {
-    err_step(c, -1, -1, -1, "ngpus=%d is out of range: 1 to the limit of %lld ranks (%s raises it)", p->ngpus,
+    ir_check_err(c, -1, -1, -1, "ngpus=%d is out of range: 1 to the limit of %lld ranks (%s raises it)", p->ngpus,
              (long long)ranks, rt_param_name(RT_PARAM_MAX_RANKS));
     return 1;
   }
   for (int r = 0; r < p->ngpus && !bad; r++) {
     const ir_gpu *g = &p->gpus[r];
     if (g->ntbs > tbs) {
-      err_step(c, r, -1, -1, "%d thread blocks, over the limit of %lld per rank (%s raises it)", g->ntbs,
+      ir_check_err(c, r, -1, -1, "%d thread blocks, over the limit of %lld per rank (%s raises it)", g->ntbs,
                (long long)tbs, rt_param_name(RT_PARAM_IR_MAX_TBS));
       bad = 1;
     }
     for (int t = 0; t < g->ntbs && !bad; t++)
       if (g->tbs[t].nsteps > steps) {
-        err_step(c, r, t, -1, "%d steps, over the limit of %lld per thread block (%s raises it)", g->tbs[t].nsteps,
+        ir_check_err(c, r, t, -1, "%d steps, over the limit of %lld per thread block (%s raises it)", g->tbs[t].nsteps,
                  (long long)steps, rt_param_name(RT_PARAM_IR_MAX_STEPS));
         bad = 1;
       }
   }
   int64_t n = ir_geom_total_chunks(p);
   if (n > chunks) {
-    err_step(c, -1, -1, -1, "the buffers of the %d ranks have %lld chunks together (i, o and s), over the limit of "
+    ir_check_err(c, -1, -1, -1, "the buffers of the %d ranks have %lld chunks together (i, o and s), over the limit of "
              "%lld (%s raises it)", p->ngpus, (long long)n, (long long)chunks, rt_param_name(RT_PARAM_MAX_CHUNKS));
     bad = 1;
   }
@@ -65,16 +57,16 @@ static void check_header(checker *c) {
   ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
   int per = ib > ob ? ib : ob;
   if (p->nchunksperloop % per)
-    err_step(c, -1, -1, -1, "nchunksperloop=%d is not a multiple of %d, the number of blocks of a %s over %d ranks",
+    ir_check_err(c, -1, -1, -1, "nchunksperloop=%d is not a multiple of %d, the number of blocks of a %s over %d ranks",
              p->nchunksperloop, per, ir_coll_name[p->coll], p->ngpus);
   if (p->maxbytes && p->minbytes > p->maxbytes)
-    err_step(c, -1, -1, -1, "minBytes=%llu is larger than maxBytes=%llu",
+    ir_check_err(c, -1, -1, -1, "minBytes=%llu is larger than maxBytes=%llu",
              (unsigned long long)p->minbytes, (unsigned long long)p->maxbytes);
   if (p->inplace && (p->coll == IR_COLL_GATHER || p->coll == IR_COLL_SCATTER))
-    err_step(c, -1, -1, -1, "a %s program is out of place (the runtime runs in-place calls on a copy of the input)",
+    ir_check_err(c, -1, -1, -1, "a %s program is out of place (the runtime runs in-place calls on a copy of the input)",
              ir_coll_name[p->coll]);
   if (p->interleave && ((p->coll != IR_COLL_ALLTOALL && p->coll != IR_COLL_ALLGATHER) || p->inplace))
-    err_step(c, -1, -1, -1, "interleave=\"%s\" is for out-of-place alltoall and allgather programs (an output of a "
+    ir_check_err(c, -1, -1, -1, "interleave=\"%s\" is for out-of-place alltoall and allgather programs (an output of a "
              "block per rank), not an %s %s", p->interleave, p->inplace ? "in-place" : "out-of-place",
              ir_coll_name[p->coll]);
 }
@@ -113,23 +105,23 @@ static void check_tbs(checker *c, int r) {
   for (int t = 0; t < g->ntbs; t++) {
     const ir_tb *tb = &g->tbs[t];
     if (tb->send < -1 || tb->send >= p->ngpus || tb->send == r)
-      err_step(c, r, t, -1, "send peer %d is not another rank in [0, %d)", tb->send, p->ngpus);
+      ir_check_err(c, r, t, -1, "send peer %d is not another rank in [0, %d)", tb->send, p->ngpus);
     if (tb->recv < -1 || tb->recv >= p->ngpus || tb->recv == r)
-      err_step(c, r, t, -1, "recv peer %d is not another rank in [0, %d)", tb->recv, p->ngpus);
+      ir_check_err(c, r, t, -1, "recv peer %d is not another rank in [0, %d)", tb->recv, p->ngpus);
     if (tb->chan >= p->nchannels)
-      err_step(c, r, t, -1, "channel %d is out of range: the algo has nchannels=%d", tb->chan, p->nchannels);
+      ir_check_err(c, r, t, -1, "channel %d is out of range: the algo has nchannels=%d", tb->chan, p->nchannels);
   }
   for (int send = 1; send >= 0; send--) {
     int n;
     conn_key *k = conn_keys(g, send, &n);
-    if (!k) { err_step(c, r, -1, -1, "out of memory"); return; }
+    if (!k) { ir_check_err(c, r, -1, -1, "out of memory"); return; }
     for (int i = 1, first = 0; i < n; i++) {
       if (k[i].peer != k[first].peer || k[i].chan != k[first].chan) { first = i; continue; }
       if (send)
-        err_step(c, r, k[i].t, -1, "connection to rank %d on channel %d is already used for sending by tb %d",
+        ir_check_err(c, r, k[i].t, -1, "connection to rank %d on channel %d is already used for sending by tb %d",
                  k[i].peer, k[i].chan, k[first].t);
       else
-        err_step(c, r, k[i].t, -1, "connection from rank %d on channel %d is already used for receiving by tb %d",
+        ir_check_err(c, r, k[i].t, -1, "connection from rank %d on channel %d is already used for receiving by tb %d",
                  k[i].peer, k[i].chan, k[first].t);
     }
     free(k);
@@ -169,10 +161,10 @@ static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
     const ir_operand *a = &p->operands[st->args[0]], *x = &p->operands[st->args[1]];
     if (!a->dim[0] || !a->dim[1] || !x->dim[0]) return;   /* check_operands */
     if (strcmp(a->dim[0], IR_DIM_INPUT))
-      err_step(c, r, t, s, "%s: matrix %s has rows=\"%s\"; it needs rows=\"%s\", a row per element it computes",
+      ir_check_err(c, r, t, s, "%s: matrix %s has rows=\"%s\"; it needs rows=\"%s\", a row per element it computes",
                ir_op_xml[st->op], a->name, a->dim[0], IR_DIM_INPUT);
     if (strcmp(a->dim[1], x->dim[0]))
-      err_step(c, r, t, s, "%s: matrix %s has cols=\"%s\" but vector %s has len=\"%s\"; they must be the same dimension",
+      ir_check_err(c, r, t, s, "%s: matrix %s has cols=\"%s\" but vector %s has len=\"%s\"; they must be the same dimension",
                ir_op_xml[st->op], a->name, a->dim[1], x->name, x->dim[0]);
     break;
   }
@@ -180,10 +172,10 @@ static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
     const ir_operand *x = &p->operands[st->args[0]], *w = &p->operands[st->args[1]];
     if (!x->dim[0] || !x->dim[1] || !w->dim[0] || !w->dim[1]) return;   /* check_operands */
     if (strcmp(x->dim[1], w->dim[0]))
-      err_step(c, r, t, s, "gemm: matrix %s has cols=\"%s\" but matrix %s has rows=\"%s\"; they must be the same "
+      ir_check_err(c, r, t, s, "gemm: matrix %s has cols=\"%s\" but matrix %s has rows=\"%s\"; they must be the same "
                "dimension (F)", x->name, x->dim[1], w->name, w->dim[0]);
     if (!strcmp(x->dim[0], IR_DIM_INPUT) || !strcmp(w->dim[1], IR_DIM_INPUT) || !strcmp(x->dim[1], IR_DIM_INPUT))
-      err_step(c, r, t, s, "gemm: X [tokens, F] and W [F, H] have dimensions of their own, not \"%s\" (the input is "
+      ir_check_err(c, r, t, s, "gemm: X [tokens, F] and W [F, H] have dimensions of their own, not \"%s\" (the input is "
                "tokens x H)", IR_DIM_INPUT);
     break;
   }
@@ -193,13 +185,13 @@ static void check_shapes(checker *c, int r, int t, int s, const ir_step *st) {
     const ir_operand *w = st->args[3] >= 0 ? &p->operands[st->args[3]] : NULL;
     if (!e->dim[0] || !e->dim[1] || !ix->dim[0] || !of->dim[0] || (w && !w->dim[0])) return;   /* check_operands */
     if (!strcmp(e->dim[0], IR_DIM_INPUT) || !strcmp(e->dim[1], IR_DIM_INPUT))
-      err_step(c, r, t, s, "%s: table %s is [rows x D] of its own dimensions, not \"%s\"", ir_op_xml[st->op], e->name,
+      ir_check_err(c, r, t, s, "%s: table %s is [rows x D] of its own dimensions, not \"%s\"", ir_op_xml[st->op], e->name,
                IR_DIM_INPUT);
     if (!strcmp(ix->dim[0], of->dim[0]))
-      err_step(c, r, t, s, "%s: indices %s and offsets %s have the same length %s; the offsets are one per bag, plus one",
+      ir_check_err(c, r, t, s, "%s: indices %s and offsets %s have the same length %s; the offsets are one per bag, plus one",
                ir_op_xml[st->op], ix->name, of->name, ix->dim[0]);
     if (w && strcmp(w->dim[0], ix->dim[0]))
-      err_step(c, r, t, s, "%s: weights %s have len=\"%s\" but indices %s have len=\"%s\" (a weight per index)",
+      ir_check_err(c, r, t, s, "%s: weights %s have len=\"%s\" but indices %s have len=\"%s\" (a weight per index)",
                ir_op_xml[st->op], w->name, w->dim[0], ix->name, ix->dim[0]);
     break;
   }
@@ -215,33 +207,33 @@ static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) 
   const ir_step *st = &tb->steps[s];
   const char *op = ir_op_xml[st->op], *want = ir_op_args[st->op];
   if (!(ir_op_flags[st->op] & IR_F_COMP)) {
-    if (st->sync != IR_SYNC_TILE) err_step(c, r, t, s, "%s is not a compute step: it has no sync", op);
+    if (st->sync != IR_SYNC_TILE) ir_check_err(c, r, t, s, "%s is not a compute step: it has no sync", op);
     return;
   }
   if (st->srcbuf != IR_BUF_INPUT)
-    err_step(c, r, t, s, "%s computes input chunks: srcbuf must be i (the elements whose values it computes), not %s",
+    ir_check_err(c, r, t, s, "%s computes input chunks: srcbuf must be i (the elements whose values it computes), not %s",
              op, ir_buf_xml[st->srcbuf]);
   else if (st->cnt >= 1 && (st->srcoff < 0 || (long)st->srcoff + st->cnt > geom->chunks[IR_BUF_INPUT]))
-    err_step(c, r, t, s, "%s computes i[%d..%d], out of range: the input has %d chunks on this rank", op, st->srcoff,
+    ir_check_err(c, r, t, s, "%s computes i[%d..%d], out of range: the input has %d chunks on this rank", op, st->srcoff,
              st->srcoff + st->cnt - 1, geom->chunks[IR_BUF_INPUT]);
   int bad = 0, least, most = ir_op_nargs(st->op, &least);
   for (int k = 0; k < IR_MAX_ARGS; k++) {
     int a = st->args[k];
     if (k >= most) {
-      if (a >= 0) { err_step(c, r, t, s, "%s takes %d operands, not more", op, most); bad = 1; }
+      if (a >= 0) { ir_check_err(c, r, t, s, "%s takes %d operands, not more", op, most); bad = 1; }
       break;
     }
     if (a < 0 && k >= least) {   /* an optional operand left out: none after it */
       for (int j = k + 1; j < IR_MAX_ARGS; j++)
-        if (st->args[j] >= 0) { err_step(c, r, t, s, "%s: operand %d is given after a missing one", op, j + 1); bad = 1; }
+        if (st->args[j] >= 0) { ir_check_err(c, r, t, s, "%s: operand %d is given after a missing one", op, j + 1); bad = 1; }
       break;
     }
     char kind = (char)toupper((unsigned char)want[k]);
     if (a < 0 || a >= p->noperands) {
-      err_step(c, r, t, s, "%s: operand %d is missing (it takes %s)", op, k + 1, want);
+      ir_check_err(c, r, t, s, "%s: operand %d is missing (it takes %s)", op, k + 1, want);
       bad = 1;
     } else if (ir_okind_letter[p->operands[a].kind] != kind) {
-      err_step(c, r, t, s, "%s: operand %d, %s, is a%s %s; it must be a%s %s", op, k + 1, p->operands[a].name,
+      ir_check_err(c, r, t, s, "%s: operand %d, %s, is a%s %s; it must be a%s %s", op, k + 1, p->operands[a].name,
                p->operands[a].kind == IR_OPND_INDEX ? "n" : "", ir_okind_name[p->operands[a].kind],
                kind == 'I' ? "n" : "", kind == 'M' ? "matrix" : kind == 'V' ? "vector" : "index");
       bad = 1;
@@ -249,10 +241,10 @@ static void check_compute(checker *c, int r, int t, int s, const ir_geom *geom) 
   }
   if (!bad) check_shapes(c, r, t, s, st);
   if (p->interleave && p->ngpus > 1 && st->dstbuf == IR_BUF_OUTPUT)
-    err_step(c, r, t, s, "%s stores into the interleaved output (interleave=\"%s\"), whose rows are apart: compute into "
+    ir_check_err(c, r, t, s, "%s stores into the interleaved output (interleave=\"%s\"), whose rows are apart: compute into "
              "the input and copy or send the chunks there", op, p->interleave);
   if (!ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
-    err_step(c, r, t, s, "sync=\"%s:%d\" is for steps of compute thread blocks (no peers, only compute steps, no "
+    ir_check_err(c, r, t, s, "sync=\"%s:%d\" is for steps of compute thread blocks (no peers, only compute steps, no "
              "waits); here the step runs in its thread block's order", ir_sync_name[st->sync], st->sync_param);
 }
 
@@ -299,13 +291,13 @@ static void two_writers(checker *c, int r, const span *a, const span *b) {
   char range[48];
   if (st->cnt > 1) snprintf(range, sizeof range, "%s[%d..%d]", ir_buf_xml[st->dstbuf], st->dstoff, st->dstoff + st->cnt - 1);
   else snprintf(range, sizeof range, "%s[%d]", ir_buf_xml[st->dstbuf], st->dstoff);
-  err_step(c, r, a->t, a->s, "%s writes %s, as step %d of this compute thread block does: its steps run in any order, "
+  ir_check_err(c, r, a->t, a->s, "%s writes %s, as step %d of this compute thread block does: its steps run in any order, "
            "so they must write different chunks", ir_op_xml[st->op], range, b->s);
 }
 
 static void two_values(checker *c, int r, const span *a, const span *b) {
   const ir_step *st = &c->p->gpus[r].tbs[a->t].steps[a->s];
-  err_step(c, r, a->t, a->s, "%s computes input chunks that tb %d step %d computes too, from other operands or by "
+  ir_check_err(c, r, a->t, a->s, "%s computes input chunks that tb %d step %d computes too, from other operands or by "
            "another computation: an input chunk has one value", ir_op_xml[st->op], b->t, b->s);
 }
 
@@ -319,7 +311,7 @@ static void check_compute_overlaps(checker *c, int r) {
   long n = 0;
   for (int t = 0; t < g->ntbs; t++) n += g->tbs[t].nsteps;
   span *v = malloc(((size_t)n + 1) * sizeof *v);
-  if (!v) { err_step(c, r, -1, -1, "out of memory"); return; }
+  if (!v) { ir_check_err(c, r, -1, -1, "out of memory"); return; }
   for (int t = 0; t < g->ntbs; t++) {
     const ir_tb *tb = &g->tbs[t];
     if (!ir_tb_compute(tb)) continue;
@@ -359,14 +351,14 @@ static void rooted_side(checker *c, int r, int t, int s, int owner, int rd, int 
   char whose[32] = "its";   /* a direct step's remote side: the peer's buffers */
   if (owner != r) snprintf(whose, sizeof whose, "rank %d's", owner);
   if (unused == IR_BUF_INPUT && !p->inplace && (rd == IR_BUF_INPUT || wr == IR_BUF_INPUT))
-    err_step(c, r, t, s, "%s %s input, which a %s has only on the root (rank %d)",
+    ir_check_err(c, r, t, s, "%s %s input, which a %s has only on the root (rank %d)",
              rd == IR_BUF_INPUT ? "reads" : "writes", whose, coll, p->root);
   if (unused == IR_BUF_OUTPUT && (wr == IR_BUF_INPUT || wr == IR_BUF_OUTPUT))
-    err_step(c, r, t, s, "writes %s %s: off the root (rank %d) a %s has no output and leaves its input alone "
+    ir_check_err(c, r, t, s, "writes %s %s: off the root (rank %d) a %s has no output and leaves its input alone "
              "(partial results go to scratch)", whose, wr == IR_BUF_INPUT && !p->inplace ? "input" : "output", p->root,
              coll);
   else if (unused == IR_BUF_OUTPUT && !p->inplace && rd == IR_BUF_OUTPUT)
-    err_step(c, r, t, s, "reads %s output, which a %s has only on the root (rank %d)", whose, coll, p->root);
+    ir_check_err(c, r, t, s, "reads %s output, which a %s has only on the root (rank %d)", whose, coll, p->root);
 }
 
 /* The rules above for both sides of step st: its own buffers, and a
@@ -386,10 +378,10 @@ static void check_steps(checker *c, int r) {
   if (ir_geom_init(&geom, p, r, 1, p->inplace)) return;  /* reported by check_header */
   if (p->coll != IR_COLL_CUSTOM) {
     if (g->i_chunks > geom.chunks[IR_BUF_INPUT])
-      err_step(c, r, -1, -1, "i_chunks=%d but a %s's input holds %d chunks", g->i_chunks,
+      ir_check_err(c, r, -1, -1, "i_chunks=%d but a %s's input holds %d chunks", g->i_chunks,
                ir_coll_name[p->coll], geom.chunks[IR_BUF_INPUT]);
     if (g->o_chunks > geom.chunks[IR_BUF_OUTPUT])
-      err_step(c, r, -1, -1, "o_chunks=%d but a %s's output holds %d chunks", g->o_chunks,
+      ir_check_err(c, r, -1, -1, "o_chunks=%d but a %s's output holds %d chunks", g->o_chunks,
                ir_coll_name[p->coll], geom.chunks[IR_BUF_OUTPUT]);
   }
   for (int t = 0; t < g->ntbs; t++) {
@@ -399,18 +391,18 @@ static void check_steps(checker *c, int r) {
       unsigned fl = ir_op_flags[st->op];
       const char *op = ir_op_xml[st->op];
       if ((fl & IR_F_SEND) && tb->send < 0)
-        err_step(c, r, t, s, "%s sends, but the thread block has no send peer", op);
+        ir_check_err(c, r, t, s, "%s sends, but the thread block has no send peer", op);
       if ((fl & IR_F_RECV) && tb->recv < 0)
-        err_step(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
+        ir_check_err(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
       if (st->op != IR_OP_NOP && !(fl & (IR_F_SIG | IR_F_WAIT)) && st->cnt < 1)   /* signals: ir_direct.c */
-        err_step(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
+        ir_check_err(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
       if (!(fl & IR_F_DIRECT) && st->peer >= 0)
-        err_step(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, sig, wait) name a peer", op, st->peer);
+        ir_check_err(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, sig, wait) name a peer", op, st->peer);
       /* A nop moves nothing, but executors size their FIFO slots by the
        * largest cnt: it may name no more chunks than a buffer holds. */
       if (st->op == IR_OP_NOP && st->cnt > geom.chunks[IR_BUF_INPUT] && st->cnt > geom.chunks[IR_BUF_OUTPUT] &&
           st->cnt > geom.chunks[IR_BUF_SCRATCH])
-        err_step(c, r, t, s, "nop has cnt=%d, more chunks than any buffer of the rank holds", st->cnt);
+        ir_check_err(c, r, t, s, "nop has cnt=%d, more chunks than any buffer of the rank holds", st->cnt);
       if (st->cnt >= 1) {
         if (fl & IR_F_SRC)
           ir_check_range(c, r, t, s, "source", st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride, &geom, r);
@@ -419,28 +411,28 @@ static void check_steps(checker *c, int r) {
                          r);
       }
       if ((fl & IR_F_COMP) && ir_step_strided(st))
-        err_step(c, r, t, s, "%s is strided (srcrun/dstrun): compute steps move consecutive chunks", op);
+        ir_check_err(c, r, t, s, "%s is strided (srcrun/dstrun): compute steps move consecutive chunks", op);
       /* a send names its receiver's destination (pattern included) in its own, a put or get the peer's */
       int nosrc = st->srcrun > 0 && !(fl & (IR_F_SRC | IR_F_GET));
       if (nosrc || (st->dstrun > 0 && !(fl & (IR_F_DST | IR_F_SEND | IR_F_PUT))))
-        err_step(c, r, t, s, "%s has a %s pattern (%s) but no %s", op, nosrc ? "source" : "destination",
+        ir_check_err(c, r, t, s, "%s has a %s pattern (%s) but no %s", op, nosrc ? "source" : "destination",
                  nosrc ? "srcrun" : "dstrun", nosrc ? "source" : "destination");
       check_compute(c, r, t, s, &geom);
       check_rooted(c, r, t, s, st);
       if ((st->depid < 0) != (st->deps < 0)) {
-        err_step(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
+        ir_check_err(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
       } else if (st->depid >= 0) {
         if (st->depid >= g->ntbs)
-          err_step(c, r, t, s, "depends on tb %d, which does not exist (rank %d has %d thread blocks)",
+          ir_check_err(c, r, t, s, "depends on tb %d, which does not exist (rank %d has %d thread blocks)",
                    st->depid, r, g->ntbs);
         else if (st->depid == t)
-          err_step(c, r, t, s, "depends on its own thread block (step %d); steps of one tb already run in order",
+          ir_check_err(c, r, t, s, "depends on its own thread block (step %d); steps of one tb already run in order",
                    st->deps);
         else if (st->deps >= g->tbs[st->depid].nsteps)
-          err_step(c, r, t, s, "depends on tb %d step %d, which does not exist (tb %d has %d steps)",
+          ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not exist (tb %d has %d steps)",
                    st->depid, st->deps, st->depid, g->tbs[st->depid].nsteps);
         else if (!g->tbs[st->depid].steps[st->deps].hasdep)
-          err_step(c, r, t, s, "depends on tb %d step %d, which does not signal (hasdep=0)",
+          ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not signal (hasdep=0)",
                    st->depid, st->deps);
       }
     }
@@ -526,14 +518,14 @@ static void check_pairing(checker *c, const ir_peers *pe) {
         int nrecv = 0;
         for (int s = 0; s < tb->nsteps; s++) nrecv += (ir_op_flags[tb->steps[s].op] & IR_F_RECV) != 0;
         if (nrecv)
-          err_step(c, r, t, -1, "receives from rank %d on channel %d, but no thread block of rank %d sends to rank %d on channel %d",
+          ir_check_err(c, r, t, -1, "receives from rank %d on channel %d, but no thread block of rank %d sends to rank %d on channel %d",
                    tb->recv, tb->chan, tb->recv, r, tb->chan);
       }
       if (tb->send < 0) continue;
       int q = tb->send, u = pe->send_tb[r][t];
       if (u < 0) {
         if (nsend)
-          err_step(c, r, t, -1, "sends to rank %d on channel %d, but no thread block of rank %d receives from rank %d on channel %d",
+          ir_check_err(c, r, t, -1, "sends to rank %d on channel %d, but no thread block of rank %d receives from rank %d on channel %d",
                    q, tb->chan, q, r, tb->chan);
         continue;
       }
@@ -545,12 +537,12 @@ static void check_pairing(checker *c, const ir_peers *pe) {
         if (a >= tb->nsteps || b >= rt->nsteps) break;
         const ir_step *ss = &tb->steps[a], *rs = &rt->steps[b];
         if (ss->cnt != rs->cnt)
-          err_step(c, r, t, a, "message %d to rank %d channel %d has cnt=%d, but rank %d tb %d step %d receives it with cnt=%d",
+          ir_check_err(c, r, t, a, "message %d to rank %d channel %d has cnt=%d, but rank %d tb %d step %d receives it with cnt=%d",
                    m, q, tb->chan, ss->cnt, q, u, b, rs->cnt);
         else if (!(ir_op_flags[ss->op] & IR_F_DST) && ss->dstoff >= 0 && rs->dstoff >= 0 &&
                  (ss->dstbuf != rs->dstbuf || ss->dstoff != rs->dstoff || ss->dstrun != rs->dstrun ||
                   (ss->dstrun > 0 && ss->dststride != rs->dststride)))
-          err_step(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d]%s, but rank %d tb %d step %d (%s) puts it in %s[%d]%s: sends and receives are out of order",
+          ir_check_err(c, r, t, a, "message %d to rank %d channel %d is meant for %s[%d]%s, but rank %d tb %d step %d (%s) puts it in %s[%d]%s: sends and receives are out of order",
                    m, q, tb->chan, ir_buf_xml[ss->dstbuf], ss->dstoff, ss->dstrun > 0 ? " (strided)" : "", q, u, b,
                    ir_op_xml[rs->op], ir_buf_xml[rs->dstbuf], rs->dstoff, rs->dstrun > 0 ? " (strided)" : "");
       }
@@ -558,7 +550,7 @@ static void check_pairing(checker *c, const ir_peers *pe) {
       for (int s = 0; s < tb->nsteps; s++) ns += (ir_op_flags[tb->steps[s].op] & IR_F_SEND) != 0;
       for (int s = 0; s < rt->nsteps; s++) nr += (ir_op_flags[rt->steps[s].op] & IR_F_RECV) != 0;
       if (ns != nr)
-        err_step(c, r, t, -1, "sends %d messages to rank %d on channel %d, but rank %d tb %d receives %d",
+        ir_check_err(c, r, t, -1, "sends %d messages to rank %d on channel %d, but rank %d tb %d receives %d",
                  ns, q, tb->chan, q, u, nr);
     }
   }
@@ -682,14 +674,14 @@ static void check_cycles(checker *c, const ir_peers *pe, int slots) {
     if (ir_graph_build(p, pe, s, &gr)) return;
     int found = find_cycle(p, &gr, path, sizeof path, &at);
     if (found > 0 && !pass && direct)
-      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+      ir_check_err(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
                "dependency cycle through program order, dependencies, signals and landings (-[signal]-> : the wait "
                "takes that sig; -[landing]-> : the step reads what that put lands): %s", path);
     else if (found > 0 && !pass)
-      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+      ir_check_err(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
                "dependency cycle through program order, dependencies and messages: %s", path);
     else if (found > 0)
-      err_step(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
+      ir_check_err(c, gr.node_r[at], gr.node_t[at], gr.node_s[at],
                "deadlock with %d FIFO slot%s per connection: a cycle through program order, dependencies, messages and full slots "
                "(-[slot]-> : the send waits until that receive frees a slot): %s",
                slots, slots == 1 ? "" : "s", path);

@@ -33,8 +33,7 @@ void ir_check_verr(checker *c, int r, int t, int s, const char *fmt, va_list ap)
   c->errors++;
 }
 
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void err_step(checker *c, int r, int t, int s, const char *fmt, ...) {
+void ir_check_err(ir_checker *c, int r, int t, int s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   ir_check_verr(c, r, t, s, fmt, ap);
@@ -45,7 +44,7 @@ void ir_check_range(checker *c, int r, int t, int s, const char *what, int buf, 
                     int stride, const ir_geom *g, int owner) {
   int n = g->chunks[buf];
   if (run > 0 && (stride == 0 || (stride > 0 ? stride : -(int64_t)stride) < run)) {
-    err_step(c, r, t, s, "%s runs of %d chunks %d apart overlap: a stride must be at least the run (or at most minus it)",
+    ir_check_err(c, r, t, s, "%s runs of %d chunks %d apart overlap: a stride must be at least the run (or at most minus it)",
              what, run, stride);
     return;
   }
@@ -54,6 +53,6 @@ void ir_check_range(checker *c, int r, int t, int s, const char *what, int buf, 
   char whose[32] = "this rank";
   if (owner != r) snprintf(whose, sizeof whose, "rank %d", owner);
   if (off < 0 || lo < 0 || hi >= n)
-    err_step(c, r, t, s, "%s %s[%lld..%lld] is out of range: buffer %s has %d chunks on %s",
+    ir_check_err(c, r, t, s, "%s %s[%lld..%lld] is out of range: buffer %s has %d chunks on %s",
              what, ir_buf_xml[buf], (long long)lo, (long long)hi, ir_buf_xml[buf], n, whose);
 }

@@ -19,6 +19,9 @@ typedef struct ir_checker {
  * program built in memory leads with its step's script line instead) and counts it. */
 void ir_check_verr(ir_checker *c, int r, int t, int s, const char *fmt, va_list ap);
 
+/* The same with its arguments. */
+void ir_check_err(ir_checker *c, int r, int t, int s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Reports a chunk range of step s (`what`: "source", "destination") that leaves buffer buf in geometry g, or
  * a strided one whose runs overlap.  owner: the rank whose buffer it is, named in the message when it is not
  * r (a direct step's peer). */

@@ -10,14 +10,6 @@
 
 /* ---- validation ---- */
 
-static void err_step(ir_checker *c, int r, int t, int s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void err_step(ir_checker *c, int r, int t, int s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  ir_check_verr(c, r, t, s, fmt, ap);
-  va_end(ap);
-}
-
 /* "s[2]" or "s[2..3]": chunks [lo, hi) of buffer b. */
 static const char *chunk_text(char *buf, size_t n, int b, int64_t lo, int64_t hi) {
   if (hi - lo <= 1) snprintf(buf, n, "%s[%lld]", ir_buf_xml[b], (long long)lo);
@@ -50,14 +42,14 @@ static int check_peers(ir_checker *c, const ir_geom *geom) {
         const char *op = ir_op_xml[st->op];
         if (!(fl & IR_F_DIRECT)) continue;
         if (!ir_peer_ok(p, r, st)) {
-          err_step(c, r, t, s, "%s: peer %d is not another rank in [0, %d)", op, st->peer, p->ngpus);
+          ir_check_err(c, r, t, s, "%s: peer %d is not another rank in [0, %d)", op, st->peer, p->ngpus);
           bad = 1;
           continue;
         }
         if ((fl & IR_F_SIG) && st->cnt != 1)
-          err_step(c, r, t, s, "sig has cnt=%d; a sig is one signal (cnt=1)", st->cnt);
+          ir_check_err(c, r, t, s, "sig has cnt=%d; a sig is one signal (cnt=1)", st->cnt);
         if ((fl & IR_F_WAIT) && st->cnt < 1)
-          err_step(c, r, t, s, "wait has cnt=%d; it waits for at least one signal", st->cnt);
+          ir_check_err(c, r, t, s, "wait has cnt=%d; it waits for at least one signal", st->cnt);
         if (st->cnt < 1) continue;   /* a put's or get's: check_steps */
         if (fl & IR_F_PUT)
           ir_check_range(c, r, t, s, "destination", st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride,
@@ -83,7 +75,7 @@ static void check_kind(ir_checker *c) {
   if (dr < 0) return;
   const char *first = ir_op_xml[p->gpus[dr].tbs[dt].steps[ds].op];
   if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL)
-    err_step(c, -1, -1, -1, "proto=%s, but rank %d tb %d step %d is a %s: direct programs are Simple or LL",
+    ir_check_err(c, -1, -1, -1, "proto=%s, but rank %d tb %d step %d is a %s: direct programs are Simple or LL",
              ir_proto_name[p->proto], dr, dt, ds, first);
   int ll = p->proto == IR_PROTO_LL;
   for (int r = 0; r < p->ngpus; r++)
@@ -95,17 +87,17 @@ static void check_kind(ir_checker *c) {
         const char *op = ir_op_xml[st->op];
         if (fl & (IR_F_SEND | IR_F_RECV | IR_F_COMP)) {
           int fifo = (fl & (IR_F_SEND | IR_F_RECV)) != 0;
-          err_step(c, r, t, s, "%s is a %s step, but rank %d tb %d step %d is a %s: direct programs have no %s", op,
+          ir_check_err(c, r, t, s, "%s is a %s step, but rank %d tb %d step %d is a %s: direct programs have no %s", op,
                    fifo ? "FIFO" : "compute", dr, dt, ds, first,
                    fifo ? "FIFO steps (s, r, rcs, rrc, rrs, rrcs)" : "compute steps");
           break;
         }
         if (!ll) continue;
         if (st->op != IR_OP_PUT && st->op != IR_OP_COPY && st->op != IR_OP_REDUCE && st->op != IR_OP_NOP)
-          err_step(c, r, t, s, "%s in a direct LL program: it has only put, cpy, re and nop steps (get, getr, sig "
+          ir_check_err(c, r, t, s, "%s in a direct LL program: it has only put, cpy, re and nop steps (get, getr, sig "
                    "and wait are Simple's)", op);
         else if (st->op == IR_OP_PUT && st->dstbuf != IR_BUF_SCRATCH && ir_peer_ok(p, r, st))
-          err_step(c, r, t, s, "put into rank %d's %s: in a direct LL program a put lands in its peer's scratch "
+          ir_check_err(c, r, t, s, "put into rank %d's %s: in a direct LL program a put lands in its peer's scratch "
                    "(dstbuf s)", st->peer, ir_buf_xml[st->dstbuf]);
       }
     }
@@ -119,11 +111,11 @@ static void one_tb(ir_checker *c, const ir_sigstep *v, long n, int sig) {
     if (v[i].t == v[first].t || told) continue;
     told = 1;
     if (sig)
-      err_step(c, v[i].r, v[i].t, v[i].s, "sig to rank %d on channel %d, but tb %d signals rank %d on channel %d "
+      ir_check_err(c, v[i].r, v[i].t, v[i].s, "sig to rank %d on channel %d, but tb %d signals rank %d on channel %d "
                "too: the sigs of a stream (rank pair and channel) are in one thread block", v[i].to, v[i].chan,
                v[first].t, v[i].to, v[i].chan);
     else
-      err_step(c, v[i].r, v[i].t, v[i].s, "wait for rank %d on channel %d, but tb %d waits for rank %d on channel "
+      ir_check_err(c, v[i].r, v[i].t, v[i].s, "wait for rank %d on channel %d, but tb %d waits for rank %d on channel "
                "%d too: the waits of a stream (rank pair and channel) are in one thread block", v[i].from, v[i].chan,
                v[first].t, v[i].from, v[i].chan);
   }
@@ -136,7 +128,7 @@ static void check_streams(ir_checker *c) {
   ir_sigstep *sg = NULL, *wt = NULL;
   long ns = 0, nw = 0;
   if (ir_direct_streams(c->p, &sg, &ns, &wt, &nw)) {
-    err_step(c, -1, -1, -1, "out of memory");
+    ir_check_err(c, -1, -1, -1, "out of memory");
     goto out;
   }
   one_tb(c, sg, ns, 1);
@@ -148,11 +140,11 @@ static void check_streams(ir_checker *c) {
     for (; j < nw && !ir_stream_cmp(&wt[j], &key); j++) take += wt[j].cnt;
     if (nsig == take) continue;
     if (nsig)
-      err_step(c, sg[a].r, sg[a].t, sg[a].s, "%ld sig%s to rank %d on channel %d, but rank %d's waits for rank %d on "
+      ir_check_err(c, sg[a].r, sg[a].t, sg[a].s, "%ld sig%s to rank %d on channel %d, but rank %d's waits for rank %d on "
                "channel %d take %ld: a stream's waits take as many signals as it carries", nsig, nsig == 1 ? "" : "s",
                key.to, key.chan, key.to, key.from, key.chan, take);
     else
-      err_step(c, wt[b].r, wt[b].t, wt[b].s, "waits for %ld signal%s of rank %d on channel %d, but rank %d sends none "
+      ir_check_err(c, wt[b].r, wt[b].t, wt[b].s, "waits for %ld signal%s of rank %d on channel %d, but rank %d sends none "
                "there", take, take == 1 ? "" : "s", key.from, key.chan, key.from);
   }
 out:
@@ -208,7 +200,7 @@ static void check_landing_overlaps(ir_checker *c, const ir_landing *lv, long nl)
     if (i == 0 || lv[i].owner != lv[i - 1].owner) far = -1;
     const ir_landing *x = &lv[i], *f = far >= 0 ? &lv[far] : NULL;
     if (f && f->hi > x->lo && (f->r != x->r || f->t != x->t || f->s != x->s))
-      err_step(c, x->r, x->t, x->s, "put lands in rank %d's %s, as rank %d tb %d step %d's put does: a scratch "
+      ir_check_err(c, x->r, x->t, x->s, "put lands in rank %d's %s, as rank %d tb %d step %d's put does: a scratch "
                "chunk is the landing of one put", x->owner, chunk_text(a, sizeof a, IR_BUF_SCRATCH, x->lo,
                x->hi < f->hi ? x->hi : f->hi), f->r, f->t, f->s);
     if (!f || x->hi > f->hi) far = i;
@@ -223,7 +215,7 @@ static void check_landing_overlaps(ir_checker *c, const ir_landing *lv, long nl)
           ir_side_run(st, 1, i, &lo, &hi);
           long j = ir_landing_first(lv, nl, r, lo, hi);
           if (j == nl) continue;
-          err_step(c, r, t, s, "%s writes %s, the landing of rank %d tb %d step %d's put: a landing is written by its "
+          ir_check_err(c, r, t, s, "%s writes %s, the landing of rank %d tb %d step %d's put: a landing is written by its "
                    "put alone", ir_op_xml[st->op], chunk_text(a, sizeof a, IR_BUF_SCRATCH, lv[j].lo > lo ? lv[j].lo : lo,
                    lv[j].hi < hi ? lv[j].hi : hi), lv[j].r, lv[j].t, lv[j].s);
           break;
@@ -262,13 +254,13 @@ static void check_pairs(ir_checker *c, const ir_landing *lv, long nl) {
   for (long i = 0; i < put.n; i++) {
     const rpair *x = &put.v[i];
     if ((i && x->a == put.v[i - 1].a && x->b == put.v[i - 1].b) || rpair_has(rd.v, rd.n, x->a, x->b)) continue;
-    err_step(c, x->a, x->t, x->s, "puts to rank %d but reads no landing rank %d put to it: its call could end before "
+    ir_check_err(c, x->a, x->t, x->s, "puts to rank %d but reads no landing rank %d put to it: its call could end before "
              "rank %d's has begun (the LL pair rule: a rank that puts to a peer reads a landing of that peer's)", x->b,
              x->b, x->b);
   }
   goto out;
 nomem:
-  err_step(c, -1, -1, -1, "out of memory");
+  ir_check_err(c, -1, -1, -1, "out of memory");
 out:
   free(rd.v);
   free(put.v);
@@ -277,7 +269,7 @@ out:
 void ir_direct_check(ir_checker *c) {
   const ir_prog *p = c->p;
   ir_geom *geom = calloc(p->ngpus, sizeof *geom);
-  if (!geom) { err_step(c, -1, -1, -1, "out of memory"); return; }
+  if (!geom) { ir_check_err(c, -1, -1, -1, "out of memory"); return; }
   for (int r = 0; r < p->ngpus; r++)
     if (ir_geom_init(&geom[r], p, r, 1, p->inplace)) { free(geom); return; }   /* check_header reports it */
   int bad = check_peers(c, geom);
@@ -289,7 +281,7 @@ void ir_direct_check(ir_checker *c) {
   ir_landing *lv = NULL;
   long nl = 0;
   if (ir_direct_landings(p, &lv, &nl)) {
-    err_step(c, -1, -1, -1, "out of memory");
+    ir_check_err(c, -1, -1, -1, "out of memory");
   } else {
     check_landing_overlaps(c, lv, nl);
     check_pairs(c, lv, nl);
@@ -314,7 +306,7 @@ void ir_direct_order(ir_checker *c, const ir_graph *g) {
   }
   long *order = malloc((n + 1) * sizeof *order);
   int32_t *vc = malloc(((size_t)n * nc + 1) * sizeof *vc);
-  if (!order || !vc) { err_step(c, -1, -1, -1, "out of memory"); goto out; }
+  if (!order || !vc) { ir_check_err(c, -1, -1, -1, "out of memory"); goto out; }
   if (!ir_graph_topo(g, order)) goto out;   /* a cycle: reported already */
   ir_graph_clocks(g, order, -1, vc);
   int simple = p->proto == IR_PROTO_SIMPLE;
@@ -332,11 +324,11 @@ void ir_direct_order(ir_checker *c, const ir_graph *g) {
         char a[64];
         side_text(a, sizeof a, st, put);
         if (!ends)
-          err_step(c, r, t, s, "%s %s rank %d's %s but happens before no step of rank %d: rank %d's call could end "
+          ir_check_err(c, r, t, s, "%s %s rank %d's %s but happens before no step of rank %d: rank %d's call could end "
                    "before it is done (the end rule: %s)", ir_op_xml[st->op], put ? "writes" : "reads", q, a, q, q,
                    simple ? "a sig after it that a wait of that rank takes" : "that rank reads the landing");
         if (simple && !starts)
-          err_step(c, r, t, s, "%s %s rank %d's %s but happens after no step of rank %d: rank %d may not have begun "
+          ir_check_err(c, r, t, s, "%s %s rank %d's %s but happens after no step of rank %d: rank %d may not have begun "
                    "the call (the start rule: a wait before it for a sig of that rank)", ir_op_xml[st->op],
                    put ? "writes" : "reads", q, a, q, q);
       }
