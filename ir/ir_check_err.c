@@ -2,6 +2,7 @@
  * an error with its file, line, rank, thread block and step, and a chunk
  * range that leaves its buffer. */
 #include "ir_check_int.h"
+#include "rt_diag.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ typedef ir_checker checker;
  * R tb T step S: what". */
 void ir_check_verr(checker *c, int r, int t, int s, const char *fmt, va_list ap) {
   char msg[900];
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  rt_cut_note(msg, sizeof msg, vsnprintf(msg, sizeof msg, fmt, ap));
   const ir_prog *p = c->p;
   int line = p->line;
   const char *prov = NULL;

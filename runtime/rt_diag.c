@@ -35,6 +35,15 @@ void rt_diag_free(rt_diag *d) {
  * reason fit whole). */
 #define RT_DIAG_MAX_MSG 16384
 
+int rt_cut_note(char *buf, size_t cap, int full) {
+  int len = (int)strnlen(buf, cap ? cap - 1 : 0);
+  if (full <= len || cap < 64) return len;
+  int keep = (int)cap - 1 - 40;                       /* room for the note */
+  for (int k = keep; k > keep - 32 && k > 0; k--)     /* at a word, when one is near */
+    if (buf[k - 1] == ' ') { keep = k - 1; break; }
+  return keep + snprintf(buf + keep, cap - (size_t)keep, "... (%d more characters)", full - keep);
+}
+
 void rt_diag_add(rt_diag *d, const char *fmt, ...) {
   if (!d) return;
   char small[1024], *msg = small, *big = NULL;
@@ -44,13 +53,14 @@ void rt_diag_add(rt_diag *d, const char *fmt, ...) {
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   if (n >= (int)sizeof small) {   /* too long for the stack: whole, up to the limit, not cut at 1 KiB */
+    const int full = n;
     size_t want = n < RT_DIAG_MAX_MSG ? (size_t)n + 1 : RT_DIAG_MAX_MSG;
     if ((big = malloc(want))) {
       vsnprintf(big, want, fmt, aq);
       msg = big;
-      n = (int)want - 1;
+      n = rt_cut_note(big, want, full);
     } else {
-      n = sizeof small - 1;
+      n = rt_cut_note(small, sizeof small, full);
     }
   }
   va_end(aq);

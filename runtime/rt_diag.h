@@ -2,6 +2,8 @@
 #ifndef RT_DIAG_H
 #define RT_DIAG_H
 
+#include <stddef.h>
+
 typedef struct rt_diag rt_diag;
 
 /* A diag keeps at most `max` messages and counts the rest. */
@@ -20,5 +22,11 @@ const char *rt_diag_text(rt_diag *d);
 
 /* Drops every message. */
 void rt_diag_clear(rt_diag *d);
+
+/* For a message of `full` characters that vsnprintf cut into buf (cap
+ * bytes): ends what buf holds at a word, with "... (N more characters)",
+ * so that a cut message says so.  Returns the length buf then has; buf as
+ * it is (its length) when nothing was cut. */
+int rt_cut_note(char *buf, size_t cap, int full);
 
 #endif
