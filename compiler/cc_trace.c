@@ -366,11 +366,6 @@ int cc_dsl_chunk(lua_State *L) {
     int c = cc_pat_at(idx, p, i);
     cc_loc *l = cc_dsl_loc(L, t, rank, space, c);
     check_mixed(L, t, l, rank, space, c);
-    if (!l->val.n && t->fused && space == CC_SPACE_INPUT)
-      luaL_error(L, "rank %d input[%d] is not computed yet: a fused program's input holds nothing until a compute "
-                 "step (gemv) writes it", rank, c);
-    if (!l->val.n)
-      luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", rank, b, c);
   }
   cc_dsl_push_ref(L, t, rank, space, idx, count, p);
   return 1;
@@ -442,6 +437,22 @@ static void check_overlap(lua_State *L, cc_trace *t, const char *what, int rank,
   }
 }
 
+/* A reference's chunks are read (a copy's source, both sides of a
+ * reduce): each must hold a value.  chunk() itself reads nothing, so a
+ * helper may take references up front; the error comes at the read, at
+ * its line. */
+static void check_written(lua_State *L, cc_trace *t, const ref *r) {
+  for (int i = 0; i < r->count; i++) {
+    const cc_loc *l = cc_dsl_loc(L, t, r->rank, r->space, at(r, i));
+    if (l->val.n) continue;
+    if (t->fused && r->space == CC_SPACE_INPUT)
+      luaL_error(L, "rank %d input[%d] is not computed yet: a fused program's input holds nothing until a compute "
+                 "step (gemv) writes it", r->rank, at(r, i));
+    luaL_error(L, "reading an uninitialized chunk: rank %d %s[%d] was never written", r->rank,
+               space_name(t, r->space), at(r, i));
+  }
+}
+
 /* ref:copy(rank, buffer, index [, opts]): opts ch, sendtb, recvtb, and
  * the destination's pattern run, stride (cc_ref.h). */
 static int l_copy(lua_State *L) {
@@ -461,6 +472,7 @@ static int l_copy(lua_State *L) {
   op.dst_idx = idx;
   op.dst_space = space;
   check_fresh(L, t, src, "copy of");
+  check_written(L, t, src);
   char topo[CC_MAX_TOPO_NAME + 64];
   if (!cc_topo_linked(&t->topo, src->rank, rank))
     luaL_error(L, "copy from rank %d to rank %d: the topology (%s) does not link them", src->rank, rank,
@@ -495,6 +507,8 @@ static int l_reduce(lua_State *L) {
     luaL_error(L, "reducing references of different counts (%d and %d)", dst->count, src->count);
   check_fresh(L, t, dst, "reduce into");
   check_fresh(L, t, src, "reduce of");
+  check_written(L, t, dst);
+  check_written(L, t, src);
   char topo[CC_MAX_TOPO_NAME + 64];
   if (!cc_topo_linked(&t->topo, src->rank, dst->rank))
     luaL_error(L, "reduce from rank %d into rank %d: the topology (%s) does not link them", src->rank, dst->rank,

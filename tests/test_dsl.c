@@ -16,8 +16,8 @@
 static void test_errors(void) {
   fails(AR2 "local a = chunk(0, 'input', 0)\nchunk(0, 'input', 0):reduce(chunk(1, 'input', 0))\na:copy(1, 'input', 0)\n",
         "t.lua:4: stale reference: copy of rank 0 input[0] was written again", "stale reference");
-  fails(AR2 "chunk(0, 'scratch', 0)\n", "t.lua:2: reading an uninitialized chunk: rank 0 scratch[0] was never written",
-        "uninitialized read");
+  fails(AR2 "local s = chunk(0, 'scratch', 0)\ns:copy(1, 'scratch', 0)\n",
+        "t.lua:3: reading an uninitialized chunk: rank 0 scratch[0] was never written", "uninitialized read");
   fails(AR2 "chunk(0, 'input', 1, 2)\n", "t.lua:2: input[1..2] out of range: input has 2 chunks per rank", "index out of range");
   fails(AR2 "chunk(2, 'input', 0)\n", "t.lua:2: rank 2 out of range [0, 2)", "rank out of range");
   fails(AR2 "chunk(0, 'input', 0, 2):reduce(chunk(1, 'input', 0))\n",
@@ -349,6 +349,10 @@ static void test_custom(void) {
 static void test_lowering(void) {
   compiles(AR2 "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
                "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n", "2-rank allreduce", 6);
+  compiles(AR2 "local later = chunk(0, 'scratch', 0)   -- taken up front, never read: no error\n"
+               "chunk(1,'input',0):reduce(chunk(0,'input',0)) chunk(0,'input',1):reduce(chunk(1,'input',1))\n"
+               "chunk(1,'input',0):copy(0,'input',0) chunk(0,'input',1):copy(1,'input',1)\n",
+           "a reference to a chunk never written that nothing reads", 6);
   compiles("collective{kind='allgather', ranks=3, chunks=1}\n"
            "for r = 0, 2 do for q = 0, 2 do chunk(r, 'input', 0):copy(q, 'output', r) end end\n",
            "direct allgather with local copies", 15);
@@ -581,7 +585,7 @@ static void test_fused(void) {
         "t.lua:4: gemv: matrix W has cols 'K' but vector x has length 'N'", "mismatched shapes");
   fails(AR2 FUSED "gemv(W, x, 0, 0)\ngemv(W, x, 0, 0)\n", "t.lua:5: rank 0 input[0] is computed twice (first at t.lua:4)",
         "a chunk computed twice");
-  fails(AR2 FUSED "chunk(0, 'input', 1)\n",
+  fails(AR2 FUSED "chunk(0, 'input', 1):copy(1, 'scratch', 0)\n",
         "t.lua:4: rank 0 input[1] is not computed yet: a fused program's input holds nothing until a compute step",
         "a read before the compute");
   fails(AR2 FUSED "gemv(W, x, 0, 0, 1, {sync = 'row'})\n",
