@@ -12,8 +12,8 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 
-// Converts four elements of type DT packed in two words (f32: two) to
-// float, and back; E is the elements a line holds (8 bytes / size).
+// Adds the elements of type DT that a line's two data words hold (four;
+// f32: two) into acc, as float; E is that count (8 bytes / size).
 template <int DT> struct fline {
   static constexpr int E = DT == IP_F32 ? 2 : 4;
   static __device__ __forceinline__ void add(uint2 d, float *acc) {
@@ -28,17 +28,13 @@ template <int DT> struct fline {
   }
 };
 
-// Rows a warp loads at once (ip_gemv's R), and the blocks per SM the
-// kernel is compiled to fit (its registers): tuning, fixed at build.
-#ifndef IP_FDIRECT_WARP_ROWS
-#define IP_FDIRECT_WARP_ROWS 4
-#endif
-#ifndef IP_FDIRECT_MIN_BLOCKS
-#define IP_FDIRECT_MIN_BLOCKS 1
-#endif
-
+// A warp loads one row group at a time (ip_gemv's R): a task is one row
+// group per warp.  The bounds name one block per SM at least: ptxas then
+// gives the loads the registers they want (109-162, the build measured in
+// docs/PERFORMANCE.md; without the second argument it caps them at 80 and
+// spills some).
 template <int DT, int U>
-__global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_fgemv_kernel(const ip_fargs a) {
+__global__ void __launch_bounds__(IP_FDIRECT_THREADS, 1) ip_fgemv_kernel(const ip_fargs a) {
   constexpr int ES = DT == IP_F32 ? 4 : 2;
   __shared__ __align__(16) char part[IP_FDIRECT_TASK_ROWS * ES + 16];
   __shared__ uint64_t s_seq;
@@ -60,7 +56,7 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_
   for (int64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
     const int64_t c0 = t * IP_FDIRECT_TASK_ROWS;
     const int n = (int)(a.M - c0 < IP_FDIRECT_TASK_ROWS ? a.M - c0 : IP_FDIRECT_TASK_ROWS);
-    ip_gemv<DT, IP_FDIRECT_WARP_ROWS, U>(a.W, a.ld, a.K, a.x, c0, n, part);   // ends with a barrier
+    ip_gemv<DT, IP_FDIRECT_ROW_GROUP, U>(a.W, a.ld, a.K, a.x, c0, n, part);   // ends with a barrier
     const int bytes = n * ES, nl = (bytes + 7) / 8;
     for (int i = bytes + (int)threadIdx.x; i < nl * 8; i += blockDim.x) part[i] = 0;   // the last line's tail
     if (threadIdx.x == 0 && t == blockIdx.x) s_seq = count + 1;
@@ -68,7 +64,7 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, IP_FDIRECT_MIN_BLOCKS) ip_
     seq = s_seq;
     const uint32_t flag = (uint32_t)seq;
     const int64_t hoff = (seq & 1) ? a.half : 0;
-    const int64_t l0 = c0 * ES / 8;                          // task_rows is whole groups: a multiple of 8 bytes
+    const int64_t l0 = c0 * ES / 8;                          // whole row groups: a multiple of 8 bytes
     for (int i = threadIdx.x; i < nl; i += blockDim.x) {
       const uint2 d = *(const uint2 *)(part + 8 * i);
       for (int k = 0; k < a.nranks; k++) {

@@ -136,14 +136,15 @@ static void save(const rt_trace *t) {
       unsigned kind = (unsigned)(ev[0] & 0xff);
       const int tb = t->irtb ? t->irtb[k] : k;
       const unsigned step = (unsigned)(ev[0] >> 8 & 0xffffffffu);
-      /* waits and ends name their step: opcode, and the script line (else the XML line) */
-      const ir_step *st = kind == IP_EV_WAITED || kind == IP_EV_DONE ? step_of(t, tb, step) : NULL;
+      /* waits and ends name their step: opcode, and the script line (else the XML line); a launch
+       * without a program, by its own names */
+      const int stepped = kind == IP_EV_WAITED || kind == IP_EV_DONE;
+      const ir_step *st = stepped ? step_of(t, tb, step) : NULL;
+      const char *named = stepped && !t->prog && step < (unsigned)t->nsteps ? t->steps[step] : NULL;
       char where[64] = "";
       if (st && !st->prov && st->line > 0) snprintf(where, sizeof where, "xml:%d", (int)st->line);
       fprintf(f, "%d,", t->rank);
       csv_field(f, t->algo ? t->algo : "");
-      const char *named = (kind == IP_EV_WAITED || kind == IP_EV_DONE) && !t->prog && step < (unsigned)t->nsteps
-                              ? t->steps[step] : NULL;   /* a launch without a program: its own names */
       fprintf(f, ",%d,%d,%d,%d,%s,%u,%llu,%llu,%llu,", t->nthreads, b, lane, tb, kind < 5 ? ev_name[kind] : "?", step,
               (unsigned long long)(ev[0] >> 40), (unsigned long long)ev[1], (unsigned long long)ev[2]);
       csv_field(f, named ? named : st && st->op < IR_OP_COUNT ? ir_op_xml[st->op] : "");

@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
   int done;
   if (gpu_ranks_args(argc, argv, "gpu_fused", 1, &o)) return 2;
   if (o.procs) return gpu_ranks_procs(&o, fused_checks);
-  int rc = gpu_ranks_start(argc, argv, "gpu_fused", 1, &o, &done);
+  int rc = gpu_ranks_up(&done);
   if (done) return rc;
   fused_checks(&o);
   return gpu_ranks_end();

@@ -55,16 +55,12 @@ static int gpu_ranks_args(int argc, char **argv, const char *name, int net_ok, g
   return 0;
 }
 
-/* Parses the command line and brings the ranks up: 0 to go on; else the
- * test's exit status (2: usage; 0 after a TAP skip when fewer than G GPUs
- * are present, or after the failed init was reported). */
-static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o, int *done) {
+/* Brings every rank up in this process (the command line read by
+ * gpu_ranks_args): 0 to go on; else the test's exit status (0 after a TAP
+ * skip when fewer than G GPUs are present, or after the failed init was
+ * reported). */
+static int gpu_ranks_up(int *done) {
   *done = 1;
-  if (gpu_ranks_args(argc, argv, name, net_ok, o)) return 2;
-  if (o->procs) {   /* the test runs gpu_ranks_procs itself where it takes --procs */
-    fprintf(stderr, "%s: --procs is not supported here\n", name);
-    return 2;
-  }
   int ngpu = 0;
   if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < ngpus) {
     printf("1..0 # SKIP needs %d GPUs, found %d\n", ngpus, ngpu);
@@ -86,6 +82,21 @@ static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok, 
   }
   *done = 0;
   return 0;
+}
+
+/* Parses the command line and brings the ranks up in this process
+ * (gpu_ranks_up; a test that takes --procs reads the line itself and runs
+ * gpu_ranks_procs or gpu_ranks_up): 0 to go on; else the test's exit
+ * status (2: usage). */
+__attribute__((unused)) static int gpu_ranks_start(int argc, char **argv, const char *name, int net_ok,
+                                                   gpu_ranks_opts *o, int *done) {
+  *done = 1;
+  if (gpu_ranks_args(argc, argv, name, net_ok, o)) return 2;
+  if (o->procs) {
+    fprintf(stderr, "%s: --procs is not supported here\n", name);
+    return 2;
+  }
+  return gpu_ranks_up(done);
 }
 
 /* A process per rank (the command line's --procs, already read into o):

@@ -15,7 +15,7 @@ import sys
 from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trace_summary import step_name, to_ns   # noqa: E402
+from trace_summary import block_steps, step_name, to_ns   # noqa: E402
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
@@ -30,22 +30,14 @@ def spans(rows, per_rank):
     for rank in sorted({k[0] for k in blocks}):
         for b in sorted(k[1] for k in blocks if k[0] == rank)[:per_rank]:
             evs = blocks[(rank, b)]
-            byev = {}
-            for e in evs:
-                byev.setdefault(e["event"], []).append(e)
-            start = us(byev["enter"][0]) if "enter" in byev else us(evs[0])
-            prev = us(byev["ready"][0]) if "ready" in byev else start
-            bars = [(start, prev, "setup", "setup")]
-            waited = {(e["tile"], e["step"]): e for e in byev.get("waited", [])}
-            for e in byev.get("done", []):
-                w = waited.get((e["tile"], e["step"]))
-                at = us(w) if w else prev
-                if at > prev:
-                    bars.append((prev, at, step_name(e), "wait"))
-                bars.append((at, us(e), step_name(e), "work"))
-                prev = us(e)
-            if "exit" in byev:
-                bars.append((prev, us(byev["exit"][-1]), "end", "setup"))
+            start, ready, end, steps = block_steps(evs, us, us(evs[0]))
+            bars = [(start, ready, "setup", "setup")]
+            for e, since, at, to in steps:
+                if at > since:
+                    bars.append((since, at, step_name(e), "wait"))
+                bars.append((at, to, step_name(e), "work"))
+            if end is not None:
+                bars.append((steps[-1][3] if steps else ready, end, "end", "setup"))
             out.append(((rank, b, f"rank {rank} block {b}"), bars))
     return out
 

@@ -98,6 +98,27 @@ def to_ns(rows):
     return blocks, rate
 
 
+def block_steps(evs, us, missing):
+    """One block's timeline from its events, times in us: (start, ready,
+    end, steps), start being `missing` when the block has no enter event
+    (ready: start when it has no ready event; end: None without exit), and
+    each step (done event, since, at, to): it waited from `since` (the
+    previous step's end, or ready) to `at`, then worked until `to`."""
+    byev = {}
+    for e in evs:
+        byev.setdefault(e["event"], []).append(e)
+    start = us(byev["enter"][0]) if "enter" in byev else missing
+    ready = us(byev["ready"][0]) if "ready" in byev else start
+    end = us(byev["exit"][-1]) if "exit" in byev else None
+    waited = {(e["tile"], e["step"]): us(e) for e in byev.get("waited", [])}
+    steps, prev = [], ready
+    for e in byev.get("done", []):
+        at = waited.get((e["tile"], e["step"]), prev)
+        steps.append((e, prev, at, us(e)))
+        prev = us(e)
+    return start, ready, end, steps
+
+
 def step_name(e):
     """A step's name: its opcode and where it came from, else its index."""
     op, where = e.get("op") or "", e.get("where") or ""
@@ -120,21 +141,13 @@ def chrome_trace(rows, net):
             out.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": b,
                         "args": {"name": f"block {b} (tb {evs[0]['tb']}, lane {evs[0]['lane']})"}})
             out.append({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": b, "args": {"sort_index": b}})
-            byev = {}
-            for e in evs:
-                byev.setdefault(e["event"], []).append(e)
-            start = us(byev["enter"][0]) if "enter" in byev else us(evs[0])
-            prev = us(byev["ready"][0]) if "ready" in byev else start
-            span("setup", "setup", rank, b, start, prev, {})
-            waited = {(e["tile"], e["step"]): e for e in byev.get("waited", [])}
-            for e in byev.get("done", []):
-                w = waited.get((e["tile"], e["step"]))
-                at = us(w) if w else prev
+            start, ready, _, steps = block_steps(evs, us, us(evs[0]))
+            span("setup", "setup", rank, b, start, ready, {})
+            for e, since, at, to in steps:
                 args = {"tile": int(e["tile"]), "step": int(e["step"]), "tb": int(e["tb"])}
-                if at > prev:
-                    span("wait: " + step_name(e), "wait", rank, b, prev, at, args)
-                span(step_name(e), "work", rank, b, at, us(e), args)
-                prev = us(e)
+                if at > since:
+                    span("wait: " + step_name(e), "wait", rank, b, since, at, args)
+                span(step_name(e), "work", rank, b, at, to, args)
     for rank in sorted({int(r["rank"]) for r in net}):
         pid = 1000000 + rank
         out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"net rank {rank} (own clock)"}})
@@ -153,21 +166,10 @@ def kernels(rows, shown):
     print(f"# {rows[0]['algo']}, {rows[0]['threads']} threads; times in us from the first start "
           f"(SM cycles per ns: " + ", ".join(f"rank {k} {v:.2f}" for k, v in sorted(rate.items())) + ")")
     for (rank, b), evs in sorted(blocks.items()):
-        byev = {}
-        for e in evs:
-            byev.setdefault(e["event"], []).append(e)
-        start = us(byev["enter"][0]) if "enter" in byev else float("nan")
-        ready = us(byev["ready"][0]) if "ready" in byev else start
-        end = us(byev["exit"][-1]) if "exit" in byev else float("nan")
+        start, ready, end, steps = block_steps(evs, us, float("nan"))
+        end = float("nan") if end is None else end
         line = f"rank {rank} block {b:3d} (tb {evs[0]['tb']}, lane {evs[0]['lane']}): start {start:7.2f} setup {ready - start:5.2f}"
-        prev = ready
-        waited = {(e["tile"], e["step"]): us(e) for e in byev.get("waited", [])}
-        parts = []
-        for e in byev.get("done", []):
-            k = (e["tile"], e["step"])
-            w = waited.get(k, prev)
-            parts.append(f"{k[0]}:{k[1]} wait {w - prev:.2f} work {us(e) - w:.2f}")
-            prev = us(e)
+        parts = [f"{e['tile']}:{e['step']} wait {at - since:.2f} work {to - at:.2f}" for e, since, at, to in steps]
         more = len(parts) - shown
         line += " | " + "; ".join(parts[:shown]) + (f"; ... {more} more" if more > 0 else "")
         line += f" | end {end:7.2f}"
