@@ -329,6 +329,29 @@ bt_result rt_algos_load(rt_algos **out, int nranks) {
 }
 
 int rt_algos_count(const rt_algos *a) { return a ? a->n : 0; }
+
+bt_result rt_algos_set_nodes(rt_algos *a, const int *node, int nranks) {
+  int *seen = calloc((size_t)nranks + 1, sizeof *seen);   /* stamped with rank + 1 */
+  if (!seen) return BT_ERR_NOMEM;
+  for (int i = 0; i < a->n; i++) {
+    const ir_prog *p = a->v[i].prog;
+    int most = 0;
+    for (int r = 0; r < p->ngpus && p->ngpus == nranks; r++) {
+      int n = 0;
+      for (int t = 0; t < p->gpus[r].ntbs; t++) {
+        int q = p->gpus[r].tbs[t].send;
+        if (q < 0 || q >= nranks || node[q] == node[r] || seen[q] == r + 1) continue;
+        seen[q] = r + 1;
+        n++;
+      }
+      if (n > most) most = n;
+    }
+    a->v[i].net_peers = most;
+    memset(seen, 0, (size_t)nranks * sizeof *seen);
+  }
+  free(seen);
+  return BT_OK;
+}
 const rt_algo *rt_algos_get(const rt_algos *a, int i) { return &a->v[i]; }
 
 int rt_algos_find(const rt_algos *a, const char *name) {
@@ -373,11 +396,14 @@ int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t by
     int divides = chunks_divide(p, count);
     int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
     /* First a direct program (the runtime's usable() said it runs this
-     * call), then no copy, then a program written for the call's layout
-     * over a rewrite (an out-of-place program beats an in-place one
-     * rewritten), then chunks that divide the count; ties go to the first
-     * loaded. */
-    int score = 8 * al->direct + 4 * direct + 2 * !al->rewrite + divides;
+     * call), then, across node groups, the fewest network peers per rank
+     * (each costs the proxies their own messages: a ring beats all-pairs
+     * where both cover the size), then no copy, then a program written
+     * for the call's layout over a rewrite (an out-of-place program beats
+     * an in-place one rewritten), then chunks that divide the count; ties
+     * go to the first loaded. */
+    int fewer = 15 - (al->net_peers < 15 ? al->net_peers : 15);
+    int score = 128 * al->direct + 8 * fewer + 4 * direct + 2 * !al->rewrite + divides;
     if (score > best) { pick = i; best = score; }
   }
   int even = best & 1, copies = best >= 0 && !(best & 4);

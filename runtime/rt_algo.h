@@ -31,6 +31,8 @@ typedef struct rt_algo {
   int bags;               /* some compute step is an embedding bag */
   int64_t max_ctiles;     /* tiles a chunk may be cut into: the least ip_sem_max_tiles of its waited-on compute steps */
   int direct;             /* a direct program (ir_prog_direct): runs on the direct executor */
+  int net_peers;          /* with several node groups: the most ranks of other groups one rank sends to
+                             (rt_algos_set_nodes); 0 with one group */
 } rt_algo;
 
 /* Loads every file named by BATON_ALGO_FILES, BATON_ALGO_DIR and
@@ -40,6 +42,12 @@ typedef struct rt_algo {
  * of the three is set, the installed default set for `nranks` ranks
  * (rt_algos_default_dir), if there is one. */
 bt_result rt_algos_load(rt_algos **out, int nranks);
+
+/* Sets every algorithm's net_peers (rt_algo) from the node group of each
+ * of the nranks ranks (node[r]); the runtime does once the groups are
+ * known.  The count is the same on every rank, so every rank chooses
+ * alike. */
+bt_result rt_algos_set_nodes(rt_algos *a, const int *node, int nranks);
 
 /* The installed default set's folder for `nranks` ranks
  * (PREFIX/share/baton/default/N, made by `baton set N` at install) into buf,

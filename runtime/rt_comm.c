@@ -69,7 +69,9 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->last_choice_fused = -2;
   c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   if (c->nslots < 1) c->nslots = 1;
-  c->slot_bytes = rt_param_int(RT_PARAM_SLOT_BYTES) / 128 * 128;   /* whole LL128 lines */
+  /* Whole LL128 lines; across node groups, slots of their own size: a
+   * message costs the proxies system calls and a wake-up each. */
+  c->slot_bytes = rt_param_int(nodes > 1 ? RT_PARAM_NET_SLOT_BYTES : RT_PARAM_SLOT_BYTES) / 128 * 128;
   if (c->slot_bytes < 128) c->slot_bytes = 128;
   c->min_tile = rt_param_int(RT_PARAM_MIN_TILE) / 16 * 16;
   if (c->min_tile < 16) c->min_tile = 16;
@@ -110,7 +112,15 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   if (!res) res = ip_direct_max_blocks(IP_GPU_MAX_THREADS, &dholds);
   dholds /= c->share;
   c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
-  if (!res) res = rt_trace_open(&c->trace, rank, holds);
+  /* The timeline holds the largest launch: an interpreter grid, or the
+   * direct GEMV + AllReduce's (up to two blocks per SM). */
+  int tblocks = holds;
+  for (int u = 1; !res && *rt_param_str(RT_PARAM_TRACE) && u <= 4; u *= 2) {
+    int g = 0;
+    res = ip_fgemv_grid(u, c->share, &g);
+    if (g > tblocks) tblocks = g;
+  }
+  if (!res) res = rt_trace_open(&c->trace, rank, tblocks);
   if (res) {
     rt_algos_free(c->algos);
     free(c->plans);
@@ -153,11 +163,23 @@ static bt_result comm_transports(baton_comm *c, int ipc, const tp_key *keys, int
   return tp_set_create(&c->tps, &x, transports, NTRANSPORTS, keys, nkeys);
 }
 
+/* With several node groups, each algorithm's network peers (rt_algo's
+ * net_peers: the choice prefers fewer). */
+static bt_result comm_net_peers(baton_comm *c) {
+  if (c->nodes < 2) return BT_OK;
+  int *node = malloc((size_t)c->nranks * sizeof *node);
+  if (!node) return BT_ERR_NOMEM;
+  for (int r = 0; r < c->nranks; r++) node[r] = c->peers[r].node;
+  bt_result res = rt_algos_set_nodes(c->algos, node, c->nranks);
+  free(node);
+  return res;
+}
+
 /* The second pass, given every rank's record: connects, then builds the plans. */
 static bt_result comm_connect(baton_comm *c, const unsigned char *records) {
   CHECK(tp_set_connect(c->tps, records));
   c->net = tp_set_uses(c->tps, tp_net_ops.name);
-  return BT_OK;
+  return comm_net_peers(c);
 }
 
 /* Every rank's host, process and device, in node groups (BATON_NODE_RANKS). */
@@ -434,8 +456,8 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   for (int r = 0; r < nranks; r++)
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
-               "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES "
-               "BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB and BATON_DIRECT_LANE_BYTES, on GPUs alike", r, rank,
+               "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES, "
+               "BATON_NET_SLOT_BYTES, BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB and BATON_DIRECT_LANE_BYTES, on GPUs alike", r, rank,
                rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;

@@ -123,6 +123,26 @@ int main(int argc, char **argv) {
   ok(i == -1, "none when the GPU cannot hold the one that fits (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
 
+  /* Across node groups the fewest network peers come first: with every
+   * rank its own group, the ring's rewrite (one peer) beats the one-shot
+   * written out of place (three); with one group, the order above. */
+  snprintf(files, sizeof files, "%s/b_oop.xml:%s/c_ring.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0) : -2;
+  ok(i == 0, "one node group: the one-shot written out of place (%s)", lr == BT_OK ? picked(a, i) : "?");
+  int apart[4] = {0, 1, 2, 3}, paired[4] = {0, 0, 1, 1};
+  bt_result nr = lr == BT_OK ? rt_algos_set_nodes(a, apart, 4) : BT_ERR_INVALID;
+  ok(nr == BT_OK && rt_algos_get(a, 0)->net_peers == 3 && rt_algos_get(a, 1)->net_peers == 1,
+     "four groups: the one-shot sends to 3 ranks of other groups, the ring to 1 (%d, %d)",
+     nr == BT_OK ? rt_algos_get(a, 0)->net_peers : -1, nr == BT_OK ? rt_algos_get(a, 1)->net_peers : -1);
+  i = nr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 4096, 1024, 0) : -2;
+  ok(i == 2, "four groups: an out-of-place call takes the ring's rewrite (%s)", nr == BT_OK ? picked(a, i) : "?");
+  nr = lr == BT_OK ? rt_algos_set_nodes(a, paired, 4) : BT_ERR_INVALID;
+  ok(nr == BT_OK && rt_algos_get(a, 0)->net_peers == 2 && rt_algos_get(a, 1)->net_peers == 1,
+     "two groups of two: 2 and 1 (%d, %d)", nr == BT_OK ? rt_algos_get(a, 0)->net_peers : -1,
+     nr == BT_OK ? rt_algos_get(a, 1)->net_peers : -1);
+  if (lr == BT_OK) rt_algos_free(a);
+
   /* GEMM + AllToAll: the library's program loads as a gemm program; one
    * whose gemm steps multiply two different W is refused (the GPU runs a
    * rank's gemm steps as one GEMM). */

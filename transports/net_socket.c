@@ -1,15 +1,16 @@
-/* net_socket.c -- the TCP backend of the network transport: several
- * sockets per link, frames of a fixed header and a payload, non-blocking
- * both ways.
+/* net_socket.c -- the TCP backend of the network transport: its set-up
+ * and tear-down, and its table (the data path is net_socket_io.c).
  *
- * Frames: DATA (a piece: its header, then len bytes), CREDIT (conn,
- * value), BYE (the sender is closing in order).  Pieces go to the link's
- * sockets in turn; credits always on socket 0, so that they arrive in the
- * order sent.  Integers travel little-endian (net_socket.h).  Set-up: each rank listens; the lower rank of a pair opens the
- * link's sockets and proves with the peer's token (from the bootstrap)
- * that it belongs to the job; the higher one accepts, checks, and closes
- * anything else. */
-#include "net_socket.h"
+ * Several sockets per link, frames of a fixed header and a payload,
+ * non-blocking both ways.  Frames: DATA (a piece: its header, then len
+ * bytes), CREDIT (conn, value), BYE (the sender is closing in order).
+ * Pieces go to the link's sockets in turn; credits always on socket 0, so
+ * that they arrive in the order sent.  Integers travel little-endian
+ * (net_socket.h).  Set-up: each rank listens; the lower rank of a pair
+ * opens the link's sockets and proves with the peer's token (from the
+ * bootstrap) that it belongs to the job; the higher one accepts, checks,
+ * and closes anything else. */
+#include "net_socket_int.h"
 
 #include <errno.h>
 #include <netinet/tcp.h>
@@ -23,45 +24,6 @@
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_socket.h"
-
-enum { QCAP = 256 };
-
-typedef struct qent { ns_hdr h; const char *src; uint32_t plen; } qent;   /* h in wire order */
-
-typedef struct sock {
-  int fd;
-  int bye;                        /* BYE received on it */
-  int eof;                        /* closing: the peer has closed it (drain) */
-  qent q[QCAP];                   /* frames to send; q[qhead] is partly sent */
-  int qhead, qn;
-  size_t qsent;                   /* bytes of q[qhead] sent (header, then payload) */
-  ns_hdr rh;                         /* the frame coming in */
-  size_t rgot;                    /* bytes of rh so far */
-  char *dst;                      /* payload: where the rest goes */
-  uint32_t left;
-} sock;
-
-typedef struct slink {
-  int peer, nsend, nrecv;
-  sock *s;                        /* nsocks */
-  int rr;                         /* next socket for a piece */
-  uint64_t *credit;               /* per receive connection: the value owed */
-  unsigned char *dirty;
-} slink;
-
-typedef struct sctx {
-  int rank, nranks, nsocks;
-  uint64_t proc;                  /* this process's number (ns_addr.proc) */
-  int64_t deadline;
-  int listen_fd;
-  unsigned char token[16];
-  slink *links;
-  int nlinks;
-  int aborted;
-  uint64_t sent, received;
-  struct pollfd *pfd;             /* one per socket, for progress */
-  int npfd;
-} sctx;
 
 static const char *sock_unavailable(void) { return NULL; }
 
@@ -79,6 +41,8 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   c->nsocks = a->nsocks < 1 ? 1 : a->nsocks;
   c->deadline = a->deadline_ns;
   c->listen_fd = -1;
+  c->ntx = (int)rt_param_int(RT_PARAM_SOCKET_THREADS);
+  c->spin_ns = rt_param_int(RT_PARAM_NET_SPIN_US) * 1000;
   c->proc = rt_process_number();   /* ranks of one process set up one after the other (sock_connect) */
   if (getrandom(c->token, sizeof c->token, 0) != (ssize_t)sizeof c->token) {
     LOG_WARN(RT_SUB_RUNTIME, "network: getrandom: %s", strerror(errno));
@@ -106,14 +70,14 @@ static bt_result sock_open(const net_open_args *a, void **out, unsigned char add
   memset(addr, 0, NET_ADDR_BYTES);
   memcpy(addr, &b, sizeof b);
   char s[RT_SOCKADDR_STRLEN];
-  LOG_INFO(RT_SUB_RUNTIME, "network: rank %d listens on %s (%s), %d sockets per link", a->rank,
-           rt_socket_str(&sa, s, sizeof s), ifname, c->nsocks);
+  LOG_INFO(RT_SUB_RUNTIME, "network: rank %d listens on %s (%s), %d sockets per link, %d sender threads", a->rank,
+           rt_socket_str(&sa, s, sizeof s), ifname, c->nsocks, c->ntx);
   *out = c;
   return BT_OK;
 }
 
 /* Writes all n bytes to a non-blocking socket before the deadline. */
-static int write_all(int fd, const void *p, size_t n, int64_t deadline) {
+int ns_write_all(int fd, const void *p, size_t n, int64_t deadline) {
   size_t done = 0;
   while (done < n) {
     struct iovec v = {(char *)p + done, n - done};
@@ -171,7 +135,7 @@ static int read_hello(sctx *c, pend *x) {
     l = check_hello(c, &x->h, &which);
   }
   unsigned char ack = NS_ACK;
-  if (l >= 0 && x->h.ack && write_all(x->fd, &ack, 1, c->deadline)) {   /* a fresh socket takes one byte */
+  if (l >= 0 && x->h.ack && ns_write_all(x->fd, &ack, 1, c->deadline)) {   /* a fresh socket takes one byte */
     LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: cannot acknowledge rank %d's greeting: %s", c->rank, x->h.from,
              strerror(errno));
     l = -1;
@@ -305,7 +269,7 @@ static bt_result open_sock(sctx *c, slink *L, int k, const rt_sockaddr *sa, cons
   ns_hello h = {NS_HELLO_MAGIC, NS_VERSION, c->rank, L->peer, k, c->nsocks, {0}, ack, 0};
   memcpy(h.token, b->token, sizeof h.token);
   ns_hello_wire(&h);
-  if (write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
+  if (ns_write_all(L->s[k].fd, &h, sizeof h, c->deadline)) {
     LOG_WARN(RT_SUB_RUNTIME, "%s: cannot greet: %s", what, strerror(errno));
     return BT_ERR_SYSTEM;
   }
@@ -407,253 +371,23 @@ static bt_result sock_connect(void *ctx, const net_link_req *reqs, int nlinks, c
         if (pass == 0) CHECK(open_sock(c, L, k, &sa, &b, ack, what));
         else if (ack) CHECK(await_ack(c, L, k, &sa, &b, what));
     }
-  /* From lower ranks: accept. */
-  return accept_links(c, want);
+  /* From lower ranks: accept; then the sender threads. */
+  CHECK(accept_links(c, want));
+  return ns_tx_start(c);
 }
 
-/* A socket for the next piece on L with room in its queue, or NULL. */
-static sock *pick(const sctx *c, slink *L) {
-  for (int i = 0; i < c->nsocks; i++) {
-    sock *s = &L->s[(L->rr + i) % c->nsocks];
-    if (s->fd >= 0 && s->qn < QCAP) {
-      L->rr = (L->rr + i + 1) % c->nsocks;
-      return s;
-    }
-  }
-  return NULL;
-}
-
-static void enqueue(sock *s, const ns_hdr *h, const char *src) {
-  qent *e = &s->q[(s->qhead + s->qn++) % QCAP];
-  e->h = *h;
-  e->plen = h->type == NS_DATA ? h->len : 0;
-  ns_hdr_wire(&e->h);
-  e->src = src;
-}
-
-static int sock_post(void *ctx, int link, const net_piece *p) {
-  sctx *c = ctx;
-  if (c->aborted || link < 0 || link >= c->nlinks) return -1;
-  sock *s = pick(c, &c->links[link]);
-  if (!s) return c->links[link].s[0].fd < 0 ? -1 : 1;
-  ns_hdr h = {NS_DATA, p->conn, p->off, p->len, p->total, 0, p->seq, p->remote_off};
-  enqueue(s, &h, p->src);
-  return 0;
-}
-
-static int sock_credit(void *ctx, int link, int conn, uint64_t value) {
-  sctx *c = ctx;
-  if (c->aborted || link < 0 || link >= c->nlinks || conn < 0 || conn >= c->links[link].nrecv) return -1;
-  c->links[link].credit[conn] = value;
-  c->links[link].dirty[conn] = 1;
-  return 0;
-}
-
-/* Sends what socket s has queued until it would block.  -1: broken. */
-static int tx(sctx *c, sock *s, int *moved) {
-  while (s->qn) {
-    qent *e = &s->q[s->qhead];
-    size_t plen = e->plen;
-    struct iovec v[2];
-    int nv = 0;
-    if (s->qsent < sizeof(ns_hdr)) v[nv++] = (struct iovec){(char *)&e->h + s->qsent, sizeof(ns_hdr) - s->qsent};
-    size_t pdone = s->qsent > sizeof(ns_hdr) ? s->qsent - sizeof(ns_hdr) : 0;
-    if (plen > pdone) v[nv++] = (struct iovec){(char *)e->src + pdone, plen - pdone};
-    ssize_t w = rt_socket_send(s->fd, v, nv);
-    if (w < 0) return -1;
-    if (w == 0) return 0;
-    s->qsent += (size_t)w;
-    (*moved)++;
-    if (s->qsent == sizeof(ns_hdr) + plen) {
-      c->sent += plen;
-      s->qsent = 0;
-      s->qhead = (s->qhead + 1) % QCAP;
-      s->qn--;
-    }
-  }
-  return 0;
-}
-
-/* Whether every frame queued on s is a credit. */
-static int only_credits(const sock *s) {
-  for (int i = 0; i < s->qn; i++)
-    if (s->q[(s->qhead + i) % QCAP].h.type != NS_CREDIT) return 0;
-  return 1;
-}
-
-static const char *frame_name(uint32_t t) {
-  return t == NS_DATA ? "data" : t == NS_CREDIT ? "credit" : t == NS_BYE ? "goodbye" : "unknown";
-}
-
-/* Takes what socket s of link l has received, frame by frame, until it
- * would block.  -1: broken or refused (logged). */
-static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
-  slink *L = &c->links[l];
-  for (int rounds = 0; rounds < 64; rounds++) {
-    ssize_t g;
-    if (s->rgot < sizeof(ns_hdr)) {
-      g = rt_socket_recv(s->fd, (char *)&s->rh + s->rgot, sizeof(ns_hdr) - s->rgot);
-    } else {
-      g = rt_socket_recv(s->fd, s->dst, s->left);
-    }
-    if (g == 0) return 0;
-    if (g < 0) {
-      int e = errno;
-      if (s->bye && s->rgot == 0) {   /* the peer said goodbye: its close is no fault */
-        close(s->fd);
-        s->fd = -1;
-        return 0;
-      }
-      if (s->rgot >= sizeof(ns_hdr) && s->rh.type == NS_DATA)
-        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: the connection from rank %d broke in the middle of a message "
-                 "(%u of %u bytes of its piece at %u of message %llu on connection %u): %s", c->rank, L->peer,
-                 s->rh.len - s->left, s->rh.len, s->rh.off, (unsigned long long)s->rh.seq, s->rh.conn,
-                 e == ECONNRESET ? "closed by the peer (has its process exited?)" : strerror(e));
-      else
-        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: the connection from rank %d %s%s: %s", c->rank, L->peer,
-                 s->rgot ? "broke in the middle of a frame header" : "was lost",
-                 s->rgot ? "" : " without a goodbye", e == ECONNRESET ? "closed by the peer (has its process exited?)"
-                                                                      : strerror(e));
-      return -1;
-    }
-    (*moved)++;
-    if (s->rgot < sizeof(ns_hdr)) {
-      s->rgot += (size_t)g;
-      if (s->rgot < sizeof(ns_hdr)) continue;
-      ns_hdr *h = &s->rh;
-      ns_hdr_wire(h);   /* to host order */
-      if (h->type == NS_DATA && s->bye) {   /* after its own goodbye, a socket carries nothing */
-        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent a piece after its goodbye (connection %u, message "
-                 "%llu)", c->rank, L->peer, h->conn, (unsigned long long)h->seq);
-        return -1;
-      } else if (h->type == NS_DATA) {
-        net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
-        s->dst = sink->where(sink->arg, l, &p);
-        if (!s->dst) return -1;
-        s->left = h->len;
-      } else if (h->type == NS_CREDIT) {
-        if (sink->credit(sink->arg, l, (int)h->conn, h->seq)) return -1;
-        s->rgot = 0;
-        continue;
-      } else if (h->type == NS_BYE) {
-        s->bye = 1;
-        /* The link's goodbye once every socket has said it: pieces travel
-         * on all of them, so one socket's goodbye can overtake another's
-         * last piece. */
-        int all = 1;
-        for (int k = 0; k < c->nsocks; k++) all &= c->links[l].s[k].bye;
-        if (all) sink->bye(sink->arg, l);
-        s->rgot = 0;
-        continue;
-      } else {
-        LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d sent a frame of %s type %u", c->rank, L->peer,
-                 frame_name(h->type), h->type);
-        return -1;
-      }
-    } else {
-      s->dst += g;
-      s->left -= (uint32_t)g;
-    }
-    if (s->left == 0) {   /* the piece is in */
-      ns_hdr *h = &s->rh;
-      net_piece p = {h->conn, h->off, h->len, h->total, h->seq, h->remote_off, NULL, 0};
-      c->received += h->len;
-      s->rgot = 0;
-      if (sink->landed(sink->arg, l, &p)) return -1;
-    }
-  }
-  return 0;
-}
-
-static int sock_progress(void *ctx, const net_sink *sink, int *failed) {
-  sctx *c = ctx;
-  if (c->aborted) return -1;
-  int moved = 0, n = 0;
-  for (int l = 0; l < c->nlinks; l++) {
-    slink *L = &c->links[l];
-    /* Owed credits go out on socket 0, in order. */
-    sock *s0 = &L->s[0];
-    for (int i = 0; i < L->nrecv && s0->fd >= 0 && !s0->bye; i++) {   /* a peer that said goodbye sends no more */
-      if (!L->dirty[i] || s0->qn == QCAP) continue;
-      ns_hdr h = {NS_CREDIT, (uint32_t)i, 0, 0, 0, 0, L->credit[i], 0};
-      enqueue(s0, &h, NULL);
-      L->dirty[i] = 0;
-    }
-    for (int k = 0; k < c->nsocks; k++)
-      if (L->s[k].fd >= 0) c->pfd[n++] = (struct pollfd){.fd = L->s[k].fd, .events = POLLIN};
-  }
-  if (n && poll(c->pfd, n, 0) < 0 && errno != EINTR) return -1;
-  n = 0;
-  for (int l = 0; l < c->nlinks; l++) {
-    slink *L = &c->links[l];
-    for (int k = 0; k < c->nsocks; k++) {
-      sock *s = &L->s[k];
-      if (s->fd < 0) continue;
-      short ev = c->pfd[n++].revents;
-      /* What came in first: a goodbye there makes a failed send below the
-       * orderly end it is. */
-      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved) < 0) {
-        *failed = l;
-        return -1;
-      }
-      if (s->fd < 0) continue;   /* closed after a goodbye */
-      if (s->qn && tx(c, s, &moved) < 0) {
-        if (s->bye && only_credits(s)) {   /* credits for a peer that has left: moot */
-          close(s->fd);
-          s->fd = -1;
-          s->qn = 0;
-          continue;
-        }
-        if (!s->bye)
-          LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: cannot send to rank %d: %s", c->rank, L->peer,
-                   errno == EPIPE || errno == ECONNRESET ? "the connection was closed (has its process exited?)"
-                                                         : strerror(errno));
-        else
-          LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d has destroyed its communicator, and this rank still "
-                   "sends to it", c->rank, L->peer);
-        *failed = l;
-        return -1;
-      }
-    }
-  }
-  return moved;
-}
-
-static int sock_pending(void *ctx) {
-  const sctx *c = ctx;
-  for (int l = 0; l < c->nlinks; l++)
-    for (int k = 0; k < c->nsocks; k++)
-      if (c->links[l].s[k].fd >= 0 && c->links[l].s[k].qn) return 1;
-  return 0;
-}
-
-static int sock_pollfds(void *ctx, struct pollfd *fds, int max) {
-  sctx *c = ctx;
-  int n = 0;
-  for (int l = 0; l < c->nlinks; l++)
-    for (int k = 0; k < c->nsocks && n < max; k++) {
-      sock *s = &c->links[l].s[k];
-      if (s->fd >= 0) fds[n++] = (struct pollfd){.fd = s->fd, .events = POLLIN | (s->qn ? POLLOUT : 0)};
-    }
-  return n;
-}
-
-static void sock_stats(void *ctx, uint64_t *sent, uint64_t *received) {
-  sctx *c = ctx;
-  *sent = c->sent;
-  *received = c->received;
-}
-
+/* Shuts every socket both ways (the peers see their links end) and
+ * marks them gone; the sender threads stop at the flag.  The descriptors
+ * close in sock_close, once nothing uses them. */
 static void sock_abort(void *ctx) {
   sctx *c = ctx;
-  c->aborted = 1;
+  __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
   for (int l = 0; l < c->nlinks; l++)
     for (int k = 0; k < c->nsocks; k++) {
       sock *s = &c->links[l].s[k];
       if (s->fd < 0) continue;
       shutdown(s->fd, SHUT_RDWR);
-      close(s->fd);
-      s->fd = -1;
+      __atomic_store_n(&s->gone, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -688,20 +422,24 @@ static void drain(sctx *c) {
 static void sock_close(void *ctx) {
   sctx *c = ctx;
   if (!c) return;
+  ns_tx_stop(c);   /* from here the sockets are this thread's alone */
   /* Goodbye on every socket, so the peer takes the close for what it is;
    * a peer already gone costs at most a second in all. */
   int64_t deadline = rt_time_ns() + 1000000000;
   for (int l = 0; l < c->nlinks && !c->aborted; l++)
     for (int k = 0; k < c->nsocks; k++) {
       sock *s = &c->links[l].s[k];
-      if (s->fd < 0 || s->qn) continue;   /* a frame half sent: a goodbye now would garble it */
+      if (!ns_live(s) || ns_queued(s)) continue;   /* a frame half sent: a goodbye now would garble it */
       ns_hdr h = {NS_BYE, 0, 0, 0, 0, 0, 0, 0};
       ns_hdr_wire(&h);
-      if (write_all(s->fd, &h, sizeof h, deadline)) break;
+      if (ns_write_all(s->fd, &h, sizeof h, deadline)) break;
       shutdown(s->fd, SHUT_WR);   /* the goodbye, then the end of what this side sends */
     }
   drain(c);
   sock_abort(c);
+  for (int l = 0; l < c->nlinks; l++)
+    for (int k = 0; k < c->nsocks; k++)
+      if (c->links[l].s[k].fd >= 0) close(c->links[l].s[k].fd);
   if (c->listen_fd >= 0) close(c->listen_fd);
   for (int l = 0; l < c->nlinks; l++) {
     free(c->links[l].s);
@@ -718,12 +456,12 @@ const net_backend net_socket_backend = {
   .unavailable = sock_unavailable,
   .open = sock_open,
   .connect = sock_connect,
-  .post = sock_post,
-  .credit = sock_credit,
-  .progress = sock_progress,
-  .pollfds = sock_pollfds,
-  .pending = sock_pending,
-  .stats = sock_stats,
+  .post = ns_post,
+  .credit = ns_credit,
+  .progress = ns_progress,
+  .pollfds = ns_pollfds,
+  .pending = ns_pending,
+  .stats = ns_stats,
   .abort = sock_abort,
   .close = sock_close,
 };
