@@ -38,15 +38,36 @@ static void CUDART_CB kick_host(void *tps) { tp_set_kick(tps); }
 
 /* A network connection's proxy sleeps when idle: a launch wakes it.  In a
  * stream being captured the wake-up becomes a host node of the graph, run
- * as each replay reaches the kernel. */
-static bt_result wake_proxy(baton_comm *c, cudaStream_t stream) {
+ * as each replay reaches the kernel, on a branch of its own (forked here,
+ * joined by wake_join after the kernel): in line, the kernel would wait
+ * for the host function each replay (a round trip to the host per call).
+ * *forked says whether wake_join has a branch to join. */
+static bt_result wake_proxy(baton_comm *c, cudaStream_t stream, int *forked) {
+  *forked = 0;
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   CHECK(rt_cuda(cudaStreamIsCapturing(stream, &cs), RT_SUB_RUNTIME, "cudaStreamIsCapturing"));
   if (cs == cudaStreamCaptureStatusNone) {
     tp_set_kick(c->tps);
     return BT_OK;
   }
-  return rt_cuda(cudaLaunchHostFunc(stream, kick_host, c->tps), RT_SUB_RUNTIME, "capturing the proxy's wake-up");
+  if (!c->kick_stream) {
+    CHECK(rt_cuda(cudaStreamCreateWithFlags(&c->kick_stream, cudaStreamNonBlocking), RT_SUB_RUNTIME,
+                  "creating the proxy's wake-up stream"));
+    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_fork, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
+    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_join, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
+  }
+  CHECK(rt_cuda(cudaEventRecord(c->kick_fork, stream), RT_SUB_RUNTIME, "capturing the proxy's wake-up (fork)"));
+  CHECK(rt_cuda(cudaStreamWaitEvent(c->kick_stream, c->kick_fork, 0), RT_SUB_RUNTIME,
+                "capturing the proxy's wake-up (fork)"));
+  CHECK(rt_cuda(cudaLaunchHostFunc(c->kick_stream, kick_host, c->tps), RT_SUB_RUNTIME, "capturing the proxy's wake-up"));
+  *forked = 1;
+  return BT_OK;
+}
+
+/* Joins the wake-up's branch back into the captured stream (after the kernel). */
+static bt_result wake_join(baton_comm *c, cudaStream_t stream) {
+  CHECK(rt_cuda(cudaEventRecord(c->kick_join, c->kick_stream), RT_SUB_RUNTIME, "capturing the proxy's wake-up (join)"));
+  return rt_cuda(cudaStreamWaitEvent(stream, c->kick_join, 0), RT_SUB_RUNTIME, "capturing the proxy's wake-up (join)");
 }
 
 /* The call's geometry; a count whose buffers would exceed what baton
@@ -391,8 +412,11 @@ bt_result rt_call_launch(const rt_launch *L) {
   }
   if (L->rot_out) a.buf[IR_BUF_OUTPUT] = rot;   /* gather: rotated into place after the run */
   a.trace = rt_trace_buf(c->trace, blocks);
-  if (c->net) CHECK(wake_proxy(c, L->stream));
-  CHECK(ip_gpu_launch(&a, L->nthreads, L->stream));
+  int forked = 0;
+  if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
+  bt_result launched = ip_gpu_launch(&a, L->nthreads, L->stream);
+  if (forked) CHECK(wake_join(c, L->stream));   /* even after a failed launch: a capture must not end with a branch open */
+  CHECK(launched);
   if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));
   if (a.trace)
     rt_trace_called(c->trace, L->where, rt_algos_get(c->algos, L->ai)->prog, blocks, a.ntbs, a.lanes, a.cwidth,

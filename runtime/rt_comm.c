@@ -261,6 +261,9 @@ static void comm_free(baton_comm *c) {
   free(c->peers);
   if (c->scratch) cudaFree(c->scratch);
   if (c->dflags) cudaFree(c->dflags);
+  if (c->kick_stream) cudaStreamDestroy(c->kick_stream);
+  if (c->kick_fork) cudaEventDestroy(c->kick_fork);
+  if (c->kick_join) cudaEventDestroy(c->kick_join);
   rt_direct_free(c);
   rt_regs_free(c);
   rt_algos_free(c->algos);

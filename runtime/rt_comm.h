@@ -42,6 +42,8 @@ struct baton_comm {
   int nodes;                  /* node groups of the communicator */
   tp_set *tps;                /* the transports of this rank's connections */
   int net;                    /* some connection of this rank uses the network (its proxy is kicked at launch) */
+  cudaStream_t kick_stream;   /* captured launches: the branch of the graph that wakes the proxy (rt_call.c), */
+  cudaEvent_t kick_fork, kick_join;   /* made at the first capture */
   rt_hostref *shared;
   int nslots;
   int64_t slot_bytes;
