@@ -226,6 +226,17 @@ static bt_result load_one(rt_algos *a, const char *path) {
   rt_diag_clear(d);
   int unchecked = 0;
   al.outofplace_ok = ir_check_races_of(p, al.copies, &unchecked, d) == BT_OK;
+  /* A direct program runs an out-of-place call on a copy of the input in
+   * the output, where the in-place layout puts it: only where the input
+   * fits there (not a ReduceScatter's, n blocks around a 1-block output). */
+  int ib, ob;
+  ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+  if (al.direct && al.copies && ib > ob && al.outofplace_ok) {
+    al.outofplace_ok = 0;
+    if (al.inplace_ok)
+      LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: in-place calls only (a direct %s runs out of place on a copy of the "
+               "input in the output, which holds 1 of its %d blocks)", path, ir_coll_name[p->coll], ib);
+  }
   if (unchecked)
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s: the race check was skipped on %d of %d ranks (the program is over its size "
              "limit): loaded, but its race freedom is not proven", path, unchecked, p->ngpus);

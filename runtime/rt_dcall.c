@@ -282,6 +282,11 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
   const int staged = inplace && !al->inplace_ok && window_stage(c, d, p, count, es);   /* on a copy in the window */
   const int aliased = (inplace && !staged) || al->copies;
+  if (aliased && !inplace && !al->outofplace_ok) {   /* by name: its input would not fit the output (rt_algo.c) */
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s runs in place only: an out-of-place call would need a copy of its input "
+             "larger than the output", c->rank, ir_prog_where(p));
+    return BT_ERR_UNSUPPORTED;
+  }
   if (!aliased) ir_geom_init(&g, p, c->rank, count, 0);
   memset(L, 0, sizeof *L);
   L->c = c;

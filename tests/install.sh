@@ -34,7 +34,7 @@ check "the algorithm scripts and their standard modules installed" \
   test -f "$root/share/baton/algorithms/allreduce_ring.lua" -a -f "$root/share/baton/algorithms/lib/ring.lua"
 for r in 2 4 8; do
   check "default set for $r ranks installed (AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter, fused)" \
-    bash -c "ls '$root/share/baton/default/$r' | grep -c '_${r}r.xml' | grep -qx 47"
+    bash -c "ls '$root/share/baton/default/$r' | grep -c '_${r}r.xml' | grep -qx 48"
 done
 
 # A C program built and linked only through pkg-config.

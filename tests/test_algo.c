@@ -123,6 +123,20 @@ int main(int argc, char **argv) {
   ok(i == -1, "none when the GPU cannot hold the one that fits (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
 
+  /* A direct in-place ReduceScatter runs in place only: out of place its
+   * input (4 blocks) would be copied around a 1-block output. */
+  bad = compile(argv[1], argv[2], "l_rs_ip", "reducescatter_allpairs.lua",
+                "--param via=direct --param protocol=Simple --param chain=1 --param inplace=1");
+  snprintf(files, sizeof files, "%s/l_rs_ip.xml", dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  ok(!bad && lr == BT_OK && rt_algos_count(a) == 1 && rt_algos_get(a, 0)->direct && rt_algos_get(a, 0)->inplace_ok &&
+     !rt_algos_get(a, 0)->outofplace_ok, "the direct in-place ReduceScatter loads for in-place calls only");
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_REDUCESCATTER, 0, 16384, 1024, 0) : -2;
+  ok(i == -1, "an out-of-place ReduceScatter does not take it (got %d)", i);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_REDUCESCATTER, 1, 16384, 1024, 0) : -2;
+  ok(i == 0, "an in-place one does (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
+
   /* Across node groups the fewest network peers come first: with every
    * rank its own group, the ring's rewrite (one peer) beats the one-shot
    * written out of place (three); with one group, the order above. */
