@@ -10,6 +10,7 @@ ag="$corpus/allgather_ring_4r_simple.xml"
 asan=0; grep -qa __asan_init "$baton" && asan=1
 check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT COMMAND...   (at most 120 s)
   local what=$1 want=$2 text=$3; shift 3
+  if corpus_lacks "$@"; then skip "$what" "needs the MSCCL corpus, missing at $corpus (README, Tests)"; return; fi
   local t0=$SECONDS
   if declare -F "$1" >/dev/null; then out=$("$@" 2>&1); else out=$(timeout 120 "$@" 2>&1); fi; st=$?
   local pass=0; [ $st -eq "$want" ] && grep -qF -- "$text" <<<"$out" && pass=1

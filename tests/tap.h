@@ -37,6 +37,18 @@ static void tap_ok(int pass, const char *file, int line, const char *fmt, ...) {
     if (!c_) printf("#   expected to find: %s\n#   in: %s\n", n_, h_ ? h_ : "(null)"); \
   } while (0)
 
+/* tap_skip(fmt, ...): one test point skipped, saying why (what it needs
+ * that is not here). */
+__attribute__((unused, format(printf, 1, 2))) static void tap_skip(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("ok %d - # SKIP ", ++tap_n);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+}
+
 static int tap_done(void) {
   printf("1..%d\n", tap_n);
   return tap_failed ? 1 : 0;

@@ -20,3 +20,30 @@ tap_end() {
   echo "1..$n"
   [ "$failed" -eq 0 ]
 }
+
+# skip DESCRIPTION WHY: one test point skipped, saying why.
+skip() {
+  n=$((n + 1))
+  echo "ok $n - $1 # SKIP $2"
+}
+
+# The MSCCL corpus (README, Tests): suites that read it set $corpus before
+# sourcing this file.  Where it is missing, a check that needs it skips.
+corpus_derived=()
+# corpus_lacks ARG...: true when the corpus is missing and an argument
+# needs it (names a file in it, or one `derive` made from one).
+corpus_lacks() {
+  [ -n "${corpus:-}" ] && [ ! -d "$corpus" ] || return 1
+  local a f
+  for a in "$@"; do
+    case $a in *"$corpus"/*) return 0 ;; esac
+    for f in "${corpus_derived[@]}"; do [ "$a" = "$f" ] && return 0; done
+  done
+  return 1
+}
+# derive OUT COMMAND...: OUT is COMMAND's output, made from a corpus file.
+derive() {
+  local out=$1; shift
+  corpus_derived+=("$out")
+  "$@" > "$out" 2>/dev/null || rm -f "$out"
+}
