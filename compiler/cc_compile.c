@@ -44,39 +44,11 @@ static void value_runs(const ir_prog *p, run *runs, ip_dims *dims) {
   if (!ip_compute_takes(p, IP_I32)) runs[1].o.dtype = IP_F16;
   for (int i = 0; i < N; i++)   /* a program that takes one float type (gemm: bf16) runs in it */
     if (!ip_compute_takes(p, runs[i].o.dtype)) runs[i].o.dtype = IP_BF16;
-  /* A gemm's output rows are W's columns: 3 of them (and 5 for F), and
-   * counts of whole rows. */
-  for (int r = 0; r < p->ngpus; r++)
-    for (int b = 0; b < p->gpus[r].ntbs; b++)
-      for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++) {
-        const ir_step *st = &p->gpus[r].tbs[b].steps[k];
-        if (st->op != IR_OP_GEMM || ip_dims_get(dims, p->operands[st->args[1]].dim[1]) > 0) continue;
-        ip_dims_set(dims, p->operands[st->args[1]].dim[1], 3);
-        ip_dims_set(dims, p->operands[st->args[0]].dim[1], 5);
-        for (int i = 0; i < N; i++) {
-          runs[i].o.count = (runs[i].o.count + 2) / 3 * 3;
-          runs[i].o.dims = dims;
-        }
-      }
-  /* An interleaved output's rows are a product of dimensions: 3 each, and
-   * counts of whole rows per chunk. */
-  if (p->interleave) {
-    int64_t seg = 1;
-    for (const char *f = p->interleave; *f;) {
-      size_t n = strcspn(f, "*");
-      char name[IR_MAX_NAME];
-      snprintf(name, sizeof name, "%.*s", (int)n, f);
-      ip_dims_set(dims, name, 3);
-      seg *= 3;
-      f += n + (f[n] == '*');
-    }
-    int ib, ob;
-    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
-    int64_t row = seg * (p->nchunksperloop / (ib > ob ? ib : ob));   /* whole rows in every chunk */
-    for (int i = 0; i < N; i++) {
-      runs[i].o.count = (runs[i].o.count + row - 1) / row * row;
-      runs[i].o.dims = dims;
-    }
+  /* Unbound dimensions small (a gemm's W columns 3, X's 5, the
+   * interleave's 3 each) and counts of whole output rows. */
+  for (int i = 0; i < N; i++) {
+    runs[i].o.count = ip_dims_fit(p, dims, runs[i].o.count);
+    runs[i].o.dims = dims;
   }
 }
 

@@ -110,9 +110,10 @@ static bt_result check_bags(const ir_prog *p, const ir_geom *g, int64_t shape[IR
         if (st->op == IR_OP_GEMM) {   /* the input is X's rows times W's columns */
           int64_t rows = shape[st->args[0]][0], H = shape[st->args[1]][1];
           if (rows * H != g->elems[IR_BUF_INPUT]) {
-            rt_diag_add(diag, "%s: gemm: X has %lld rows and W %lld columns, but the input holds %lld elements (rows "
-                        "x columns)", ir_prog_where(p), (long long)rows, (long long)H,
-                        (long long)g->elems[IR_BUF_INPUT]);
+            rt_diag_add(diag, "%s: gemm: X has %lld rows (%s) and W %lld columns (%s), but the input holds %lld "
+                        "elements; it must hold rows x columns (bind those dimensions, or choose the count, to match)",
+                        ir_prog_where(p), (long long)rows, p->operands[st->args[0]].dim[0], (long long)H,
+                        p->operands[st->args[1]].dim[1], (long long)g->elems[IR_BUF_INPUT]);
             return BT_ERR_INVALID;
           }
           continue;
@@ -222,6 +223,32 @@ int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_d
     len *= v;
   }
   return len;
+}
+
+static int64_t round_up_to(int64_t v, int64_t m) { return m > 1 ? (v + m - 1) / m * m : v; }
+
+int64_t ip_dims_fit(const ir_prog *p, ip_dims *d, int64_t count) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++) {
+        const ir_step *st = &p->gpus[r].tbs[b].steps[k];
+        if (st->op != IR_OP_GEMM) continue;
+        const char *wcols = p->operands[st->args[1]].dim[1], *xcols = p->operands[st->args[0]].dim[1];
+        if (ip_dims_get(d, wcols) < 1) ip_dims_set(d, wcols, 3);
+        if (ip_dims_get(d, xcols) < 1) ip_dims_set(d, xcols, 5);
+        count = round_up_to(count, ip_dims_get(d, wcols));   /* the output's rows are W's columns */
+      }
+  if (p->interleave) {
+    char name[IR_MAX_NAME];
+    for (const char *s = p->interleave; next_factor(&s, name);)
+      if (ip_dims_get(d, name) < 1) ip_dims_set(d, name, 3);
+    int64_t seg = ip_interleave_len(p, d, 0, NULL);
+    int ib, ob;
+    ir_geom_blocks(p->coll, p->ngpus, &ib, &ob);
+    int per = p->nchunksperloop / (ib > ob ? ib : ob);
+    if (seg > 0 && per > 0 && seg <= IP_MAX_DIM / per) count = round_up_to(count, seg * per);   /* whole rows in every chunk */
+  }
+  return count;
 }
 
 static int gemv_type(ip_dtype t) { return t == IP_F32 || t == IP_F16 || t == IP_BF16; }

@@ -65,6 +65,15 @@ int ip_dims_names(const ir_prog *p, const char *name, char *list, size_t len);
  * when a dimension is unbound or the product is over IP_MAX_DIM. */
 int64_t ip_interleave_len(const ir_prog *p, const ip_dims *d, int64_t dflt, rt_diag *diag);
 
+/* A count and dimensions a run of p can take, for tools that run a
+ * program with no call to size it (baton compile's checks, baton
+ * verify): binds what d leaves unbound that p needs to small values (a
+ * gemm's W columns 3 and X columns 5, each dimension of the interleave 3)
+ * and returns count rounded up to whole output rows (a multiple of W's
+ * columns, or of the interleave's row per chunk).  count itself for any
+ * other program. */
+int64_t ip_dims_fit(const ir_prog *p, ip_dims *d, int64_t count);
+
 /* Whether every compute step of p takes element type t (gemv, ebag: f32,
  * f16 and bf16; gemm: bf16; other types are refused by the runtime and
  * `baton verify`), and every matrix or vector operand that names its type

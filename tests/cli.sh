@@ -264,6 +264,12 @@ check_exact "BATON_DEBUG=NONE silences them" 0 "" env BATON_DEBUG=NONE BATON_PRO
 check "set: a rank count that is not one" 2 "bad RANKS 'abc'" "$baton" set abc -o "$tmp/set"
 check "set: too many ranks" 2 "bad RANKS '5000': must be 1..4096" "$baton" set 5000 -o "$tmp/set"
 check "set: 2 ranks, one program per collective and size range" 0 "48 programs for 2 ranks" "$baton" set 2 -o "$tmp/set2"
+check "verify passes every program of the set, fused ones at dimensions and a count that fit them" 0 "" \
+  bash -c 'exec "$0" verify -q "$1"/*.xml' "$baton" "$tmp/set2"
+check "verify of a fused program says the dimensions it chose" 0 "count 4101, H=3, F=5, out-of-place" \
+  "$baton" verify "$tmp/set2/moe_combine_2r.xml"
+check "a count that does not fit a gemm says what would" 1 "it must hold rows x columns (bind those dimensions, or choose the count, to match)" \
+  "$baton" verify --count 4099 "$tmp/set2/moe_combine_2r.xml"
 check "compile records the FIFO slots the schedule needs" 0 ' slots="2"' "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o -
 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o - | sed 's/ slots="[0-9]*"/ slots="0"/' > "$tmp/slots0.xml"
 check "a slots attribute out of range is an error at file:line" 1 'slots0.xml:1: slots=0 is out of range [1, 1024]' "$baton" verify "$tmp/slots0.xml"

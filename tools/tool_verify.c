@@ -136,6 +136,7 @@ typedef struct vopts {
   int dtype_given;      /* --dtype was given; else f32, or bf16 for a program that takes only that */
   int ops[IP_REDOP_COUNT], nops;
   long long count, tile;
+  int count_given;      /* --count was given; else 4099, or for a fused or interleaved program one that fits it */
   int slots;            /* --slots; 0: the program's own (slots_for) */
   int root, all_roots;  /* --root R / --root all (rooted collectives); 0: as written */
   int root_given;
@@ -293,15 +294,18 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
     fprintf(stderr, "%s: the program is for %d ranks, not %d\n", path, p->ngpus, vo->ranks);
     return 1;
   }
+  vopts own = *vo;   /* the default type: f32, unless the program's compute steps take only bf16 (gemm) */
+  if (!vo->dtype_given && !ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) own.dtypes[0] = IP_BF16;
+  /* A fused or interleaved program without --count: dimensions --dim left
+   * unbound small and a count of whole output rows, as compile checks it. */
+  if (!vo->count_given && (ir_prog_fused(p) || p->interleave)) own.count = ip_dims_fit(p, &own.dims, own.count);
+  vo = &own;
   int es = 1;   /* the largest type asked for sizes the buffers */
   for (int a = 0; a < vo->ndtypes; a++)
     if (ip_dtype_size[vo->dtypes[a]] > es) es = ip_dtype_size[vo->dtypes[a]];
   if (!sizes_fit(path, p, vo, es, inplace)) return 1;
   int reduces = ir_coll_reduces(p->coll);
   int nops = reduces ? vo->nops : 1;
-  vopts own = *vo;   /* the default type: f32, unless the program's compute steps take only bf16 (gemm) */
-  if (!vo->dtype_given && !ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) own.dtypes[0] = IP_BF16;
-  vo = &own;
   ip_cpu_report tot = {0};
   int runs = 0;
   rc = 0;
@@ -344,13 +348,16 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
   if (!rc && !vo->quiet) {
     char root[32] = "";
     if (ir_coll_rooted(p->coll)) snprintf(root, sizeof root, " rooted at %d", p->root);
-    printf("%s: ok  %s%s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld, %s), "
+    char dims[160] = "";   /* the dimensions the run bound (--dim, or chosen to fit) */
+    for (int k = 0, at = 0; k < vo->dims.n && at < (int)sizeof dims; k++)
+      at += snprintf(dims + at, sizeof dims - (size_t)at, ", %s=%lld", vo->dims.name[k], (long long)vo->dims.value[k]);
+    printf("%s: ok  %s%s on %d ranks, %ld tbs, %ld steps; %d run%s (%s%s%s, count %lld%s, %s), "
            "%lld tiles, %lld messages, %lld elements checked, %.3f s\n",
            path, ir_coll_name[p->coll], root, p->ngpus, ir_prog_ntbs(p), ir_prog_nsteps(p), runs,
            runs == 1 ? "" : "s", vo->ndtypes == 1 ? ip_dtype_name[vo->dtypes[0]]
                                  : ntypes == IP_DTYPE_COUNT ? "all types" : "the types it takes",
            !reduces ? "" : " ", !reduces ? "" : nops == 1 ? ip_redop_name[vo->ops[0]] : "all ops",
-           vo->count, inplace ? "in-place" : "out-of-place", (long long)tot.ntiles,
+           vo->count, dims, inplace ? "in-place" : "out-of-place", (long long)tot.ntiles,
            (long long)tot.messages, (long long)tot.checked, tot.seconds);
   }
   return rc;
@@ -428,6 +435,7 @@ int tool_verify(int argc, char **argv) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
       if (!tool_size("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
+      vo.count_given = 1;
     } else if ((v = tool_opt(argc, argv, &i, "--tile"))) {
       if (!tool_size("verify", "--tile", v, 0, IR_GEOM_MAX_ELEMS, &vo.tile)) return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--slots"))) {
