@@ -17,7 +17,8 @@
 -- so that a chunk may be cut into 8 times more tiles than semaphores --
 -- tiles never cross an output row), tileorder ("comm"), threads (0),
 -- minbytes / maxbytes (sizes of one rank's output slice from each rank,
--- B/n*T*D elements, that the runtime picks it for).
+-- B/n*T*D elements, that the runtime picks it for), placement ("split";
+-- "paired": a thread block per peer).
 local n = param("ranks", 4)
 local k = param("chunks", 1)
 local mode = param("mode", "sum")
@@ -27,7 +28,7 @@ if weighted and mode ~= "sum" then error("weighted=1 is for mode=sum (as in PyTo
 collective{ kind = "alltoall", ranks = n, chunks = k, inplace = false, interleave = "T*D",
             name = "embedding_alltoall_" .. mode .. (weighted and "_w" or "") .. (k > 1 and "_c" .. k or ""),
             protocol = param("protocol", "Simple"), threads = param("threads", 0),
-            tileorder = param("tileorder", "comm"),
+            tileorder = param("tileorder", "comm"), placement = param("placement", "split"),
             minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0) }
 local E = matrix("E", "R", "D")
 local I = index("I", "L")

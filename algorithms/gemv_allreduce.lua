@@ -17,7 +17,8 @@
 -- all-pairs only, each remote slice is computed by the thread block that
 -- sends it, straight into the peer's memory), tileorder ("comm": the slices
 -- that leave the GPU first; "program"), threads (0), instances (1),
--- minbytes / maxbytes (the sizes of y the runtime picks it for).
+-- minbytes / maxbytes (the sizes of y the runtime picks it for), placement
+-- ("split"; "paired": a thread block per peer).
 local allpairs = require "baton.allpairs"
 local ring = require "baton.ring"
 local topo = require "baton.topo"
@@ -30,7 +31,7 @@ if zerocopy and form ~= "allpairs" then error("zerocopy=1 is for form=allpairs (
 collective{ kind = "allreduce", name = "gemv_allreduce_" .. form .. (k > 1 and "_c" .. k or "") .. (zerocopy and "_zc" or ""),
             ranks = n,
             chunks = n * k, inplace = true, protocol = param("protocol", "LL"), instances = param("instances", 1),
-            threads = param("threads", 0), tileorder = param("tileorder", "comm"),
+            threads = param("threads", 0), tileorder = param("tileorder", "comm"), placement = param("placement", "split"),
             minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0) }
 local W = matrix("W", "input", "K")   -- a row per element of y, K columns
 local x = vector("x", "K")

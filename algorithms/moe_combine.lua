@@ -10,13 +10,14 @@
 -- On GPUs the steps run as one GEMM on tensor cores (docs/FUSED.md).
 -- Parameters: ranks (4), chunks (1: slices per source rank), protocol
 -- (Simple), sync ("tile"), tileorder ("comm"), threads (0), minbytes /
--- maxbytes.
+-- maxbytes, placement ("split"; "paired": a thread block per peer).
 local n = param("ranks", 4)
 local k = param("chunks", 1)
 collective{ kind = "alltoall", ranks = n, chunks = k, inplace = false,
             name = "moe_combine" .. (k > 1 and "_c" .. k or ""),
             protocol = param("protocol", "Simple"), threads = param("threads", 0),
-            tileorder = param("tileorder", "comm"), minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0) }
+            tileorder = param("tileorder", "comm"), minbytes = param("minbytes", 0), maxbytes = param("maxbytes", 0),
+            placement = param("placement", "split") }
 local X = matrix("X", "T", "F")   -- the tokens routed here, grouped by owner; T is the input's rows
 local W = matrix("W", "F", "H")   -- the expert's weight
 local sync = param("sync", "tile")

@@ -13,7 +13,7 @@
 -- peer reads, with no copy.
 -- Parameters: ranks (8), chunks (1: pieces per block), protocol (LL),
 -- instances (1), threads (0: BATON_NTHREADS), chain (0), via (fifo),
--- inplace (0).
+-- inplace (0), placement ("split"; "paired": a thread block per peer).
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local chain = param("chain", 0) ~= 0
@@ -22,7 +22,8 @@ local inplace = param("inplace", 0) ~= 0
 collective{ kind = "reducescatter", name = "reducescatter_allpairs" .. (chain and "_chain" or "") .. (inplace and "_ip" or "") ..
             (via ~= "fifo" and "_" .. via or ""),
             ranks = n, chunks = k, inplace = inplace, protocol = param("protocol", "LL"),
-            instances = param("instances", 1), threads = param("threads", 0), via = via }
+            instances = param("instances", 1), threads = param("threads", 0), via = via,
+            placement = param("placement", "split") }
 -- rank q's own block, where its sum goes
 local function own(q)
   if inplace then return chunk(q, "input", q * k, k) end

@@ -572,7 +572,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   w.nch = maxch + 1;
   users = cc_malloc((w.n + 1) * sizeof(int));
   if (!users || !cc_sets_init(&w)) goto out;
-  int max_tbs = o && o->max_tbs ? o->max_tbs : 108;
+  int max_tbs = o && o->max_tbs ? o->max_tbs : CC_MAX_TBS;
   if (!cc_place_fixed(&w, t->instances, max_tbs)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   count_users(&w, users);

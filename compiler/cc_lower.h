@@ -13,9 +13,14 @@
  * is safe there only where slots_needed (below) says 1. */
 #define CC_LOWER_SLOTS 2
 
+/* Thread blocks one rank's program may have by default: the runtime runs
+ * each in a CUDA block, all resident at once, one per SM on the GPU with
+ * the fewest SMs baton targets (an A100's 108). */
+#define CC_MAX_TBS 108
+
 typedef struct cc_lower_opts {
   int fuse;          /* 1: form rcs, rrcs, rrs (default) */
-  int max_tbs;       /* thread blocks per rank the GPU can co-schedule; 0: 108 */
+  int max_tbs;       /* thread blocks per rank the GPU can co-schedule; 0: CC_MAX_TBS */
   int *slots_needed; /* non-NULL: set to the fewest FIFO slots per connection the
                       * schedule is a run on, so deadlock-free with: 1 or
                       * CC_LOWER_SLOTS, more where the scheduler finds no order

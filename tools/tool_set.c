@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cc_lower.h"
 #include "tool.h"
 
 static const char set_help[] =
@@ -33,6 +34,8 @@ enum { SET_MAX_ARGS = 32, SET_PATH = PATH_MAX };
 
 typedef struct set_ctx {
   int ranks, quiet, failed, written;
+  const char *missing;   /* collectives the set has no program for at this rank count (said at the end) */
+  int fused_missing;     /* 1: the fused AllToAlls (embedding bags, GEMM) have none; 2: GEMV + AllReduce */
   const char *algs, *out;
 } set_ctx;
 
@@ -76,9 +79,37 @@ static void entry(set_ctx *c, const char *name, const char *script, long long lo
   if (!c->quiet) printf("%s  %s %s, bytes %s\n", out, script, params, sizes);
 }
 
+/* How an all-pairs program whose ranks each talk to every peer on `chans`
+ * channels, plus `extra` thread blocks (one for local copies and
+ * reductions, one for compute steps), fits a rank's CUDA blocks
+ * (CC_MAX_TBS): "" with a thread block per peer and direction,
+ * " placement=paired" with one per peer, NULL where neither fits. */
+static const char *allpairs_fit(const set_ctx *c, int chans, int extra) {
+  long long peers = (long long)(c->ranks - 1) * chans;
+  if (2 * peers + extra <= CC_MAX_TBS) return "";
+  if (peers + extra <= CC_MAX_TBS) return " placement=paired";
+  return NULL;
+}
+
+/* entry() for an all-pairs program: with the placement that fits
+ * (allpairs_fit), or none.  1 when one was written. */
+static int entry_allpairs(set_ctx *c, const char *name, const char *script, long long lo, long long hi,
+                          const char *params, int chans, int extra) {
+  const char *fit = allpairs_fit(c, chans, extra);
+  if (!fit) return 0;
+  char p[256];
+  snprintf(p, sizeof p, "%s%s", params, fit);
+  int before = c->written;
+  entry(c, name, script, lo, hi, p);
+  return c->written > before;
+}
+
 /* The set.  The size ranges are the crossovers measured on H200s over
  * NVLink (docs/PERFORMANCE.md); every range has an out-of-place program
- * (no copy of the input) and an in-place one where they differ. */
+ * (no copy of the input) and an in-place one where they differ.  Where
+ * the ranks are too many for an all-pairs program's thread blocks, even
+ * paired (allpairs_fit), the ring, the tree or Bruck's AllToAll serve its
+ * sizes. */
 static void default_set(set_ctx *c) {
   const long long K = 1024, M = 1024 * 1024;
   /* One-shot AllReduce moves (n-1)x the data: on 2 ranks that is little,
@@ -115,14 +146,25 @@ static void default_set(set_ctx *c) {
     entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, 0,
           "shot=2 chain=1 protocol=Simple via=direct stage=1");
   }
-  entry(c, "allreduce_1_allpairs1_chain_oop", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 inplace=0 chain=1");
-  entry(c, "allreduce_1_allpairs1_chain", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 chain=1");
-  entry(c, "allreduce_2_allpairs1_chain_oop_ll128", "allreduce_allpairs.lua", 64 * K + 1, one,
-        "shot=1 inplace=0 chain=1 protocol=LL128");
-  entry(c, "allreduce_2_allpairs1_chain_ll128", "allreduce_allpairs.lua", 64 * K + 1, one, "shot=1 chain=1 protocol=LL128");
-  entry(c, "allreduce_3_allpairs2_chain_oop_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two);
-  entry(c, "allreduce_3_allpairs2_chain_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two_ip);
-  entry(c, "allreduce_4_ring", "allreduce_ring.lua", 8 * M + 1, 0, "instances=2 threads=256");
+  /* The FIFO AllReduce: all-pairs to 8 MiB (the two-shot on one channel
+   * where two do not fit), the ring above; where no all-pairs fits, the
+   * tree to 8 MiB, and past 256 ranks (the ring's program grows as the
+   * square of the ranks, over the compiler's memory limit at 512) at
+   * every size. */
+  int two_ch = c->ranks > 2 && allpairs_fit(c, 2, 1) ? 2 : 1;
+  if (two_ch == 1) two = "shot=2 inplace=0 chain=1 protocol=LL128", two_ip = "shot=2 chain=1 protocol=LL128";
+  int ap = entry_allpairs(c, "allreduce_1_allpairs1_chain_oop", "allreduce_allpairs.lua", 0, 64 * K,
+                          "shot=1 inplace=0 chain=1", 1, 1);
+  entry_allpairs(c, "allreduce_1_allpairs1_chain", "allreduce_allpairs.lua", 0, 64 * K, "shot=1 chain=1", 1, 1);
+  entry_allpairs(c, "allreduce_2_allpairs1_chain_oop_ll128", "allreduce_allpairs.lua", 64 * K + 1, one,
+                 "shot=1 inplace=0 chain=1 protocol=LL128", 1, 1);
+  entry_allpairs(c, "allreduce_2_allpairs1_chain_ll128", "allreduce_allpairs.lua", 64 * K + 1, one,
+                 "shot=1 chain=1 protocol=LL128", 1, 1);
+  entry_allpairs(c, "allreduce_3_allpairs2_chain_oop_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two, two_ch, 1);
+  entry_allpairs(c, "allreduce_3_allpairs2_chain_ll128", "allreduce_allpairs.lua", one + 1, 8 * M, two_ip, two_ch, 1);
+  int ring = c->ranks <= 256;
+  if (!ap) entry(c, "allreduce_4_tree", "allreduce_tree.lua", 0, ring ? 8 * M : 0, "");
+  if (ring) entry(c, "allreduce_4_ring", "allreduce_ring.lua", 8 * M + 1, 0, "instances=2 threads=256");
   /* Direct AllGather, ReduceScatter and AllToAll (measured on 2 x H200
    * under CUDA graphs, docs/PERFORMANCE.md): the LL ones put into the
    * peers' landings (every mode; the window bounds their size), the
@@ -144,21 +186,25 @@ static void default_set(set_ctx *c) {
     entry(c, "alltoall_0_direct_ll", "alltoall_direct.lua", 0, 4 * M, "via=direct protocol=LL");
     entry(c, "alltoall_0_direct", "alltoall_direct.lua", M + 1, 0, "via=direct protocol=Simple");
   }
-  entry(c, "allgather_1_allpairs_oop", "allgather_allpairs.lua", 0, M, "inplace=0");
-  entry(c, "allgather_1_allpairs", "allgather_allpairs.lua", 0, M, "");
-  entry(c, "allgather_2_allpairs_oop", "allgather_allpairs.lua", M + 1, 0, "inplace=0 protocol=Simple");
-  entry(c, "allgather_3_ring", "allgather_ring.lua", M + 1, 0, "");
-  entry(c, "reducescatter_1_allpairs_chain", "reducescatter_allpairs.lua", 0, 128 * K, "chain=1");
-  entry(c, "reducescatter_2_allpairs_chain_ll128", "reducescatter_allpairs.lua", 128 * K + 1, 4 * M,
-        "chain=1 protocol=LL128");
+  /* All-pairs, else the ring (AllGather, ReduceScatter) and Bruck's
+   * AllToAll at every size. */
+  ap = entry_allpairs(c, "allgather_1_allpairs_oop", "allgather_allpairs.lua", 0, M, "inplace=0", 1, 1);
+  entry_allpairs(c, "allgather_1_allpairs", "allgather_allpairs.lua", 0, M, "", 1, 1);
+  entry_allpairs(c, "allgather_2_allpairs_oop", "allgather_allpairs.lua", M + 1, 0, "inplace=0 protocol=Simple", 1, 1);
+  entry(c, "allgather_3_ring", "allgather_ring.lua", ap ? M + 1 : 0, 0, "");
+  ap = entry_allpairs(c, "reducescatter_1_allpairs_chain", "reducescatter_allpairs.lua", 0, 128 * K, "chain=1", 1, 1);
+  entry_allpairs(c, "reducescatter_2_allpairs_chain_ll128", "reducescatter_allpairs.lua", 128 * K + 1, 4 * M,
+                 "chain=1 protocol=LL128", 1, 1);
   /* On one rank the out-of-place ring writes no output (nothing to reduce):
    * the in-place ring below, with the input copied, serves every size. */
   if (c->ranks > 1)
-    entry(c, "reducescatter_3_ring_oop", "reducescatter_ring.lua", 4 * M + 1, 0, "inplace=0 instances=2");
+    entry(c, "reducescatter_3_ring_oop", "reducescatter_ring.lua", ap ? 4 * M + 1 : 0, 0,
+          ring ? "inplace=0 instances=2" : "inplace=0");
   entry(c, "reducescatter_4_ring", "reducescatter_ring.lua", 0, 0, "");
-  entry(c, "alltoall_1_direct_ll", "alltoall_direct.lua", 0, 64 * K, "protocol=LL");
-  entry(c, "alltoall_2_direct_ll128", "alltoall_direct.lua", 64 * K + 1, 4 * M, "protocol=LL128");
-  entry(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "");
+  ap = entry_allpairs(c, "alltoall_1_direct_ll", "alltoall_direct.lua", 0, 64 * K, "protocol=LL", 1, 1);
+  entry_allpairs(c, "alltoall_2_direct_ll128", "alltoall_direct.lua", 64 * K + 1, 4 * M, "protocol=LL128", 1, 1);
+  entry_allpairs(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "", 1, 1);
+  if (!ap) entry(c, "alltoall_4_bruck", "alltoall_bruck.lua", 0, 0, "");
   /* Rooted: the tree's log2(n) hops for small messages, the chain's one
    * pass over each link for large ones.  Not yet measured across GPUs: the
    * crossover is the design's, not a measurement's.  Every rank must pick
@@ -179,15 +225,24 @@ static void default_set(set_ctx *c) {
     entry(c, "broadcast_2_chain", "broadcast_chain.lua", 4 * M + 1, 0, "inplace=1");
     entry(c, "reduce_1_tree", "reduce_tree.lua", 0, 256 * K, "inplace=1 chunks=1 protocol=LL128");
     entry(c, "reduce_2_chain", "reduce_chain.lua", 256 * K + 1, 0, "inplace=1");
-    entry(c, "gather_direct", "gather_direct.lua", 0, 0, "");
-    entry(c, "scatter_direct", "scatter_direct.lua", 0, 0, "");
+    /* The root receives from (sends to) every other rank: a thread block
+     * per peer, one way. */
+    if (c->ranks <= CC_MAX_TBS) {   /* peers and a block for the root's own copy */
+      entry(c, "gather_direct", "gather_direct.lua", 0, 0, "");
+      entry(c, "scatter_direct", "scatter_direct.lua", 0, 0, "");
+    } else {
+      c->missing = "Gather and Scatter (the direct programs' root needs a thread block per peer)";
+    }
   }
-  entry(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "");
-  entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", M + 1, 0, "form=ring protocol=LL128");
-  entry(c, "embedding_alltoall_sum", "embedding_alltoall.lua", 0, 0, "");
-  entry(c, "embedding_alltoall_mean", "embedding_alltoall.lua", 0, 0, "mode=mean");
-  entry(c, "embedding_alltoall_w", "embedding_alltoall.lua", 0, 0, "weighted=1");
-  entry(c, "moe_combine", "moe_combine.lua", 0, 0, "");
+  ap = entry_allpairs(c, "gemv_allreduce_1_allpairs", "gemv_allreduce.lua", 0, M, "", 2, 2);
+  if (ring) entry(c, "gemv_allreduce_2_ring", "gemv_allreduce.lua", ap ? M + 1 : 0, 0, "form=ring protocol=LL128");
+  else c->fused_missing |= 2;
+  /* The fused AllToAlls: all-pairs only. */
+  int emb = entry_allpairs(c, "embedding_alltoall_sum", "embedding_alltoall.lua", 0, 0, "", 1, 2);
+  entry_allpairs(c, "embedding_alltoall_mean", "embedding_alltoall.lua", 0, 0, "mode=mean", 1, 2);
+  entry_allpairs(c, "embedding_alltoall_w", "embedding_alltoall.lua", 0, 0, "weighted=1", 1, 2);
+  int moe = entry_allpairs(c, "moe_combine", "moe_combine.lua", 0, 0, "", 1, 2);
+  if (!emb || !moe) c->fused_missing |= 1;
 }
 
 static int is_dir(const char *p) {
@@ -268,5 +323,15 @@ int tool_set(int argc, char **argv) {
   if (!c.quiet || c.failed)
     fprintf(stderr, "baton set: %d programs for %d ranks in %s%s\n", c.written, c.ranks, c.out,
             c.failed ? ", some failed (above)" : "");
+  /* What no program of the set serves at this count, said always: a call
+   * of it fails with "no loaded algorithm fits". */
+  if (c.missing)
+    fprintf(stderr, "baton set: no %s at %d ranks\n", c.missing, c.ranks);
+  if (c.fused_missing & 1)
+    fprintf(stderr, "baton set: no embedding bags + AllToAll or GEMM + AllToAll at %d ranks (all-pairs only, and "
+                    "their thread blocks do not fit)\n", c.ranks);
+  if (c.fused_missing & 2)
+    fprintf(stderr, "baton set: no GEMV + AllReduce at %d ranks (its ring grows as the square of the ranks, over "
+                    "the compiler's memory limit past 256)\n", c.ranks);
   return c.failed ? 1 : 0;
 }
