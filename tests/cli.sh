@@ -220,6 +220,12 @@ ag="$corpus/allgather_ring_4r_simple.xml"
 check_exact "--expect with a built-in collective is refused" 2 \
   "$ag: --expect is for custom collectives; allgather has its own postcondition (verify it without --expect)" \
   "$baton" verify --expect 'o[r][c]=i[r][c]' "$ag"
+check "in a batch, --expect goes to the custom collective and a built-in one keeps its own" 0 \
+  "allgather: its own postcondition (--expect is for the batch's custom collectives)" \
+  "$baton" verify --outofplace --expect 'o[r][c]=i[r-1][c] if r>=1' "$corpus/alltonext_fwd_2n.xml" "$ag"
+check "a batch ends with one line naming the files that failed, and exits by the worst" 1 \
+  "baton verify: 2 files: 1 passed, 1 failed (alltonext_fwd_2n.xml)" \
+  "$baton" verify -q "$ag" "$corpus/alltonext_fwd_2n.xml"
 check_exact "--inplace with --outofplace is refused" 2 \
   "baton verify: --inplace and --outofplace exclude each other; give one (or neither: the program's own placement)" \
   "$baton" verify --inplace --outofplace "$ag"
