@@ -64,8 +64,8 @@ check "ops takes no arguments" 2 "baton ops: takes no arguments, got 'junk'" "$b
 check "compile --param =5 names no key" 2 "--param wants KEY=VALUE, not '=5'" "$baton" compile x.lua --param =5
 check "--dim of a name the program lacks is refused" 1 "fused_2r.xml: --dim k: the program has no such dimension (its dimensions: K)" \
   "$baton" verify --dim k=64 "$root/tests/fused_2r.xml"
-check "bench --fused -M with 17 sizes names the limit" 2 "baton bench: -M takes at most 16 values, got 17" \
-  "$baton" bench --fused gemv_allreduce -M 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+check "bench --fused --rows with 17 sizes names the limit" 2 "baton bench: --rows takes at most 16 values, got 17" \
+  "$baton" bench --fused gemv_allreduce --rows 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
 long="$tmp/$(printf 'd%.0s' $(seq 1200)).xml"
 check "a 1,200-character path keeps the reason at the end of its message" 1 ".xml: cannot open: File name too long" \
   "$baton" verify "$long"
@@ -363,15 +363,15 @@ check "bench --dry-run: nccl-tests' sweep" 0 "allreduce on 8 ranks, f32, out of 
 check "bench --dry-run: the largest size" 0 "   134217728     33554432" "$baton" bench -b 8 -e 128M -f 2 -g 8 --dry-run
 check "bench --dry-run needs -g" 2 "--dry-run needs -g N" "$baton" bench --dry-run
 check "bench --dry-run: a broadcast names its root" 0 "broadcast on 4 ranks, root 3, f32, out of place, 3 sizes" \
-  "$baton" bench -C broadcast -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
+  "$baton" bench --collective broadcast -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench --dry-run: a broadcast's count is bytes / type size, busbw factor 1" 0 \
-  "        4096         1024         1024         1024         1.0000" "$baton" bench -C broadcast -g 4 -b 1K -e 4K -f 2 --dry-run
+  "        4096         1024         1024         1024         1.0000" "$baton" bench --collective broadcast -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench --dry-run: a gather names its root" 0 "gather on 4 ranks, root 3, f32, out of place, 3 sizes" \
-  "$baton" bench -C gather -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
+  "$baton" bench --collective gather -r 3 -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench --dry-run: a gather's count is a rank's block, busbw factor (n-1)/n" 0 \
-  "        4096          256          256         1024         0.7500" "$baton" bench -C gather -g 4 -b 1K -e 4K -f 2 --dry-run
+  "        4096          256          256         1024         0.7500" "$baton" bench --collective gather -g 4 -b 1K -e 4K -f 2 --dry-run
 check "bench: a root past the ranks" 2 "-r 4 is not a rank: the root is one of 0..3 (4 ranks)" \
-  "$baton" bench -C reduce -r 4 -g 4 --dry-run
+  "$baton" bench --collective reduce -r 4 -g 4 --dry-run
 check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob
 for mode in "" "-P"; do
   n=$((n + 1))

@@ -51,8 +51,8 @@ check "--tile -1" 2 "bad --tile '-1': must be 0..281474976710656" "$baton" verif
 check "--tile past int64" 2 "bad --tile '99999999999999999999'" "$baton" verify --tile 99999999999999999999 "$ag"
 check "--ranks abc" 2 "bad --ranks 'abc': not an integer" "$baton" verify --ranks abc "$ag"
 check "--ranks 0" 2 "bad --ranks '0': must be 1..4096" "$baton" verify --ranks 0 "$ag"
-check "bench --fused -M past int64 with a unit: no shift overflow" 2 "bad value '9999999999999999999G' for -M" \
-  "$baton" bench --fused gemv_allreduce -M 9999999999999999999G -g 1 --dry-run
+check "bench --fused --rows past int64 with a unit: no shift overflow" 2 "bad value '9999999999999999999G' for --rows" \
+  "$baton" bench --fused gemv_allreduce --rows 9999999999999999999G -g 1 --dry-run
 check "a sane run still passes" 0 "ok  allgather on 4 ranks" "$baton" verify --count 1000 --slots 1024 --tile 7 "$ag"
 
 # --- limits of an IR file, each naming its parameter ---

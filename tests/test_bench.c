@@ -33,7 +33,7 @@ static void test_options(void) {
   ok(parse(&o, "", err, sizeof err) == 0 && o.minbytes == 32 << 20 && o.maxbytes == 32 << 20 && o.iters == 20 &&
          o.check == 1 && o.dtype == IP_F32 && o.op == IP_OP_SUM && o.coll == BENCH_ALLREDUCE && !o.inplace,
      "defaults: -b 32M -e 32M, 20 iterations, check on, f32 sum allreduce out of place");
-  ok(parse(&o, "-b 8 -e 128M -f 2 -g 8 -w 3 -n 7 -G 2 -c 0 -o max -d bf16 -C alltoall -I 1 -R 5 --csv a.csv --json "
+  ok(parse(&o, "-b 8 -e 128M -f 2 -g 8 -w 3 -n 7 -G 2 -c 0 -o max -d bf16 --collective alltoall --inplace 1 --rounds 5 --csv a.csv --json "
                "b.json -P", err, sizeof err) == 0 &&
          o.minbytes == 8 && o.maxbytes == 128 << 20 && o.stepfactor == 2 && o.ngpus == 8 && o.warmup == 3 &&
          o.iters == 7 && o.graph == 2 && o.check == 0 && o.op == IP_OP_MAX && o.dtype == IP_BF16 &&
@@ -53,59 +53,71 @@ static void test_options(void) {
     {"-e", "-e needs a value"},
     {"-c -1", "bad value '-1' for -c"},
     {"-c many", "bad value 'many' for -c"},
-    {"-I 3", "bad value '3' for -I"},
-    {"-I all", "bad value 'all' for -I"},
-    {"-I both -P -g 2", "-I both needs one process (not -P)"},
+    {"--inplace 3", "bad value '3' for --inplace"},
+    {"--inplace all", "bad value 'all' for --inplace"},
+    {"--inplace both -P -g 2", "--inplace both needs one process (not -P)"},
     {"-d f8", "bad value 'f8' for -d"},
-    {"-C gatherv", "bad value 'gatherv' for -C"},
-    {"-C scatter -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
+    {"--collective gatherv", "bad value 'gatherv' for --collective"},
+    /* nccl-tests' letters keep nccl-tests' meaning (they were baton's
+     * collective, rounds and in-place once): what baton cannot do is
+     * refused, saying where baton's own options went */
+    {"-C allgather", "-C is nccl-tests' report_cputime, 0 or 1; the collective is --collective"},
+    {"-C 1", "-C 1 is nccl-tests' CPU-time report, which baton bench does not do"},
+    {"-I 1", "-I 1 is nccl-tests' per-iteration timing, which baton bench does not do"},
+    {"-I both", "-I is nccl-tests' per_iter_timing; in place is --inplace"},
+    {"-R 3", "-R is nccl-tests' local_register, 0-2; rounds are --rounds"},
+    {"--collective scatter -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
     {"-b 1 -e 1G -i 1", "more than 1024 sizes"},
     {"-f 2 -i 4", "not both"},
-    {"-R 65", "bad value '65' for -R"},
+    {"--rounds 65", "bad value '65' for --rounds"},
     {"--share 2", "--share 2 needs -g N"},
     {"-g 2 --share 4", "--share 4 needs -g N with N >= 4"},
     {"-g 4 --share 2 -P", "one process (not -P)"},
-    {"-C reduce -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
-    {"-C broadcast -P -g 2 --root=2", "-r 2 is not a rank: the root is one of 0..1 (2 ranks)"},
-    {"-C broadcast -g 8 --share 2 -r 8", "-r 8 is not a rank"},
-    {"-C broadcast -r -1", "bad value '-1' for -r"},
-    {"-C reduce -r root", "bad value 'root' for -r"},
-    {"-C reduce -r", "-r needs a value"},
+    {"--collective reduce -r 4 -g 4", "-r 4 is not a rank: the root is one of 0..3 (4 ranks)"},
+    {"--collective broadcast -P -g 2 --root=2", "-r 2 is not a rank: the root is one of 0..1 (2 ranks)"},
+    {"--collective broadcast -g 8 --share 2 -r 8", "-r 8 is not a rank"},
+    {"--collective broadcast -r -1", "bad value '-1' for -r"},
+    {"--collective reduce -r root", "bad value 'root' for -r"},
+    {"--collective reduce -r", "-r needs a value"},
   };
+  ok(parse(&o, "-P -R 1", err, sizeof err) == 0 && o.reg && parse(&o, "-P -R 2", err, sizeof err) == 0 && o.reg &&
+         parse(&o, "-P -R 0", err, sizeof err) == 0 && !o.reg && parse(&o, "-P --register", err, sizeof err) == 0 &&
+         o.reg && parse(&o, "-C 0 -I 0", err, sizeof err) == 0,
+     "-R 1 and -R 2 register (as --register), -R 0 does not; -C 0 and -I 0 are taken");
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
     int rc = parse(&o, bad[i].args, err, sizeof err);
     err[strcspn(err, "\n")] = 0;
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
-  ok(parse(&o, "-C broadcast -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_BROADCAST && o.root == 3 && !err[0] &&
+  ok(parse(&o, "--collective broadcast -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_BROADCAST && o.root == 3 && !err[0] &&
          parse(&o, "--collective=reduce --root=1 -g 2 -P", err, sizeof err) == 0 && o.coll == BENCH_REDUCE &&
-         o.root == 1 && parse(&o, "-C reduce -r2", err, sizeof err) == 0 && o.root == 2 &&
-         parse(&o, "-C broadcast", err, sizeof err) == 0 && o.root == 0,
-     "-C broadcast / reduce, -r N, --root=N, -r2; the root defaults to 0");
-  ok(parse(&o, "-C gather -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_GATHER && o.root == 3 && !err[0] &&
+         o.root == 1 && parse(&o, "--collective reduce -r2", err, sizeof err) == 0 && o.root == 2 &&
+         parse(&o, "--collective broadcast", err, sizeof err) == 0 && o.root == 0,
+     "--collective broadcast / reduce, -r N, --root=N, -r2; the root defaults to 0");
+  ok(parse(&o, "--collective gather -r 3 -g 4", err, sizeof err) == 0 && o.coll == BENCH_GATHER && o.root == 3 && !err[0] &&
          parse(&o, "--collective=scatter --root=1 -g 2 -P", err, sizeof err) == 0 && o.coll == BENCH_SCATTER &&
          o.root == 1 && !err[0],
-     "-C gather, -C scatter: rooted, -r N without a note");
-  parse(&o, "-C reduce -r 5", err, sizeof err);
+     "--collective gather, --collective scatter: rooted, -r N without a note");
+  parse(&o, "--collective reduce -r 5", err, sizeof err);
   bench_test_io rio;
   bench_test_open(&rio, err, sizeof err, NULL, 0);
   int r5 = bench_root_check(&o, 5, rio.err), r6 = bench_root_check(&o, 6, rio.err);
   bench_test_close(&rio, 1);
   ok(r5 == 2 && r6 == 0 && strstr(err, "baton bench: -r 5 is not a rank: the root is one of 0..4 (5 ranks)"),
      "without -g the root is checked against the ranks the run finds: 5 ranks refuse -r 5, 6 take it: %s", err);
-  ok(parse(&o, "-C allgather -r 9 -g 4", err, sizeof err) == 0 && strstr(err, "note: allgather has no root: -r is ignored") &&
+  ok(parse(&o, "--collective allgather -r 9 -g 4", err, sizeof err) == 0 && strstr(err, "note: allgather has no root: -r is ignored") &&
          parse(&o, "-g 4", err, sizeof err) == 0 && !err[0],
      "-r on a collective without a root: ignored, with a note (none without -r)");
   bench_opts_default(&o);
   o.root = 7;
   ok(bench_root_check(&o, 4, stderr) == 0, "allreduce with root 7 on 4 ranks: no root to check");
-  ok(parse(&o, "-I both", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
-         parse(&o, "-I 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
+  ok(parse(&o, "--inplace both", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
+         parse(&o, "--inplace 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
          parse(&o, "--inplace=both -g 2", err, sizeof err) == 0 && o.inplace == BENCH_BOTH_PLACES &&
-         parse(&o, "-I 1", err, sizeof err) == 0 && o.inplace == BENCH_IN_PLACE &&
-         parse(&o, "-I0", err, sizeof err) == 0 && o.inplace == BENCH_OUT_OF_PLACE,
-     "-I both, -I 2, --inplace=both: both placements; -I 1 in place, -I0 out of place");
+         parse(&o, "--inplace 1", err, sizeof err) == 0 && o.inplace == BENCH_IN_PLACE &&
+         parse(&o, "--inplace=0", err, sizeof err) == 0 && o.inplace == BENCH_OUT_OF_PLACE,
+     "--inplace both, --inplace 2, --inplace=both: both placements; --inplace 1 in place, --inplace=0 out of place");
   ok(parse(&o, "-c 5", err, sizeof err) == 0 && o.check == 5 && parse(&o, "--check=0", err, sizeof err) == 0 &&
          o.check == 0 && parse(&o, "-c1", err, sizeof err) == 0 && o.check == 1,
      "-c N: nccl-tests' check count (5, 0: none, 1)");
@@ -116,7 +128,7 @@ static void test_options(void) {
   int hrc = bench_parse(&o, 2, hargv, io.out, io.err);
   bench_test_close(&io, 0);
   ok(hrc == 1 && strstr(help, "-c, --check N") && strstr(help, "2 or both: every size out of place, then in"),
-     "--help names -c N and -I both");
+     "--help names -c N and --inplace both");
   ok(strstr(help, "allreduce (default), allgather, reducescatter, alltoall,\n"
                    "                        broadcast, reduce, gather, scatter\n") &&
          strstr(help, "-r, --root N          the root rank of broadcast, reduce, gather and scatter,\n"),
@@ -169,26 +181,26 @@ static void test_combos(void) {
          o.dtype == IP_F16 && bench_combos(&o, c) == 5 && parse(&o, "-o all -o max", err, sizeof err) == 0 &&
          !o.all_ops && o.op == IP_OP_MAX && bench_combos(&o, c) == 1,
      "the last -d / -o wins: --datatype=all -d half is f16 alone, -o all -o max is max alone");
-  ok(parse(&o, "-C allgather -o all -d all", err, sizeof err) == 0 && bench_combos(&o, c) == IP_DTYPE_COUNT &&
+  ok(parse(&o, "--collective allgather -o all -d all", err, sizeof err) == 0 && bench_combos(&o, c) == IP_DTYPE_COUNT &&
          strstr(err, "note: allgather takes no reduction op: -o all runs it once (redop none)"),
      "allgather -o all: runs each type once, and says so");
-  ok(parse(&o, "-C reducescatter -o all", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5,
+  ok(parse(&o, "--collective reducescatter -o all", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5,
      "reducescatter -o all: every op, no note");
-  ok(parse(&o, "-C reduce -o all -r 1", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5 &&
+  ok(parse(&o, "--collective reduce -o all -r 1", err, sizeof err) == 0 && !err[0] && bench_combos(&o, c) == 5 &&
          c[4].op == IP_OP_AVG, "reduce -o all: every op, no note");
-  ok(parse(&o, "-C broadcast -o all", err, sizeof err) == 0 && bench_combos(&o, c) == 1 &&
+  ok(parse(&o, "--collective broadcast -o all", err, sizeof err) == 0 && bench_combos(&o, c) == 1 &&
          strstr(err, "note: broadcast takes no reduction op: -o all runs it once (redop none)"),
      "broadcast -o all: runs once, and says so");
   ok(parse(&o, "-P -g 2 -d all -o all", err, sizeof err) == 0 && o.procs &&
-         parse(&o, "-g 4 --share 1 -d all -o all -I both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
+         parse(&o, "-g 4 --share 1 -d all -o all --inplace both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
          o.inplace == BENCH_BOTH_PLACES && o.graph == 2 && o.no_nccl,
-     "-d all -o all with -P, and with --share, -I both, -G, --no-nccl");
+     "-d all -o all with -P, and with --share, --inplace both, -G, --no-nccl");
   static const struct { const char *args, *msg; } bad[] = {
     {"-d every", "bad value 'every' for -d"},
     {"-o All", "bad value 'All' for -o"},
     {"-d all,f16", "bad value 'all,f16' for -d"},
     {"-o", "-o needs a value"},
-    {"-d all -o all -I both -P -g 2", "-I both needs one process (not -P)"},
+    {"-d all -o all --inplace both -P -g 2", "--inplace both needs one process (not -P)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = parse(&o, bad[i].args, err, sizeof err);
@@ -196,7 +208,7 @@ static void test_combos(void) {
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
   /* Opts of one combination; the table's room: sizes x placements x pairs. */
-  parse(&o, "-b 1K -e 32K -f 32 -d all -o all -I both", err, sizeof err);
+  parse(&o, "-b 1K -e 32K -f 32 -d all -o all --inplace both", err, sizeof err);
   bench_combos(&o, c);
   bench_opts one = bench_opts_combo(&o, &c[7]);
   bench_table t;
@@ -204,7 +216,7 @@ static void test_combos(void) {
   ok(one.dtype == IP_F64 && one.op == IP_OP_MAX && one.all_types && t.maxrows == 2 * 2 * 50 && t.all_types &&
          t.all_ops, "bench_opts_combo: f64 max; a table of 2 sizes x 2 placements x 50 pairs has room for 200 rows");
   bench_table_free(&t);
-  parse(&o, "-C alltoall -d all -o all", err, sizeof err);
+  parse(&o, "--collective alltoall -d all -o all", err, sizeof err);
   bench_table_init(&t, &o, 4);
   ok(t.maxrows == 10 && t.all_types && !t.all_ops, "alltoall -d all -o all: a row per type");
   bench_table_free(&t);
@@ -582,14 +594,14 @@ static void test_output(const char *plot) {
   bench_table_free(&t);
 }
 
-/* -I both: a fixed table of two sizes, each out of place and in place,
+/* --inplace both: a fixed table of two sizes, each out of place and in place,
  * through the text printers (one line per size, a column group per
  * placement), CSV (a row per size and placement), JSON, plot_bench.py and
  * bench_table.py. */
 static void test_output_both(const char *plot) {
   bench_opts o;
   char err[400];
-  ok(parse(&o, "-b 1K -e 32K -f 32 -I both", err, sizeof err) == 0, "-I both parses");
+  ok(parse(&o, "-b 1K -e 32K -f 32 --inplace both", err, sizeof err) == 0, "--inplace both parses");
   bench_table t;
   bench_table_init(&t, &o, 8);
   snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
@@ -640,12 +652,12 @@ static void test_output_both(const char *plot) {
                     "# Host time per call   : nccl 6.00 us baton 4.00 us (enqueue only, mean over sizes and placements)\n"
                     "# Wrong elements       : nccl 2  baton 0  FAILED\n",
               "text: the footer per placement, then over both");
-  ok(st == 1, "-I both: wrong elements in place make the exit status 1");
+  ok(st == 1, "--inplace both: wrong elements in place make the exit status 1");
   scratch out;
   if (!scratch_make(&out, "both")) return;
   const char *csv = out.csv, *json = out.json, *svg = out.svg, *md = out.md;
   char cmd[1200], table[400];
-  ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "-I both: CSV and JSON written");
+  ok(bench_write_csv(csv, &t) == 0 && bench_write_json(json, &t) == 0, "--inplace both: CSV and JSON written");
   char *c = bench_test_slurp(csv);
   ok(c && count_of(c, "\nallreduce,8,f32,sum,") == 4, "CSV: four rows, one per size and placement");
   ok_contains(c, "\nallreduce,8,f32,sum,0,1024,256,20.000,0.0512,0.0896,0,10.000,0.1024,0.1792,0,2.0000,"
@@ -704,7 +716,7 @@ static bench_row *add_row(bench_table *t, int64_t bytes, ip_dtype ty, ip_redop o
 static void test_output_rooted(void) {
   bench_opts o;
   char err[400], text[4096];
-  ok(parse(&o, "-C broadcast -r 2 -g 4 -b 1K -e 1K", err, sizeof err) == 0, "-C broadcast -r 2 parses");
+  ok(parse(&o, "--collective broadcast -r 2 -g 4 -b 1K -e 1K", err, sizeof err) == 0, "--collective broadcast -r 2 parses");
   bench_table t;
   bench_table_init(&t, &o, 4);
   snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
@@ -729,7 +741,7 @@ static void test_output_rooted(void) {
            out.json);
   ok(system(cmd) == 0, "JSON: \"root\": 2, \"redop\": \"none\"");
   bench_table_free(&t);
-  parse(&o, "-C reduce -r 1 -o max -g 4 -b 1K -e 1K", err, sizeof err);
+  parse(&o, "--collective reduce -r 1 -o max -g 4 -b 1K -e 1K", err, sizeof err);
   bench_table_init(&t, &o, 4);
   f = fmemopen(text, sizeof text, "w");
   bench_print_header(f, &t);
@@ -737,7 +749,7 @@ static void test_output_rooted(void) {
   ok_contains(text, "# baton bench: reduce, root 1, 4 ranks (one process), f32 max, out of place,",
               "text: a reduce's title names its root and op");
   bench_table_free(&t);
-  parse(&o, "-C gather -r 3 -g 4 -b 1K -e 1K", err, sizeof err);
+  parse(&o, "--collective gather -r 3 -g 4 -b 1K -e 1K", err, sizeof err);
   bench_table_init(&t, &o, 4);
   snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2)");
   bench_row *gr = add_row(&t, 1024, IP_F32, IP_OP_SUM, 0, 20, 10);
@@ -752,7 +764,7 @@ static void test_output_rooted(void) {
   ok_contains(text, "        1024           64   f32   none       20.00    0.05    0.04       0       10.00    0.10    0.08"
                     "       0    2.00  gather_direct\n", "text: a gather's busbw = algbw * 3/4");
   bench_table_free(&t);
-  parse(&o, "-C allgather -r 1 -g 4", err, sizeof err);
+  parse(&o, "--collective allgather -r 1 -g 4", err, sizeof err);
   bench_table_init(&t, &o, 4);
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d[\"root\"] is None else 1)' %s",
@@ -769,7 +781,7 @@ static void test_output_rooted(void) {
 /* -d all -o all: a fixed table of three (type, op) pairs of two sizes
  * each, through the text printers (the type and redop columns per line,
  * a footer line per pair), CSV, JSON, plot_bench.py (one pair drawn: the
- * first, or the one named) and bench_table.py; then -I both with two
+ * first, or the one named) and bench_table.py; then --inplace both with two
  * pairs. */
 static void test_output_combos(const char *plot) {
   bench_opts o;
@@ -852,8 +864,8 @@ static void test_output_combos(const char *plot) {
   scratch_remove(&out);
   bench_table_free(&t);
 
-  /* -I both with -o all: a line per size and pair, a footer line per pair over both placements. */
-  ok(parse(&o, "-b 1K -e 1K -o all -I both", err, sizeof err) == 0, "-o all -I both parses");
+  /* --inplace both with -o all: a line per size and pair, a footer line per pair over both placements. */
+  ok(parse(&o, "-b 1K -e 1K -o all --inplace both", err, sizeof err) == 0, "-o all --inplace both parses");
   bench_table_init(&t, &o, 8);
   add_row(&t, 1024, IP_F32, IP_OP_MIN, 0, 20, 10);
   add_row(&t, 1024, IP_F32, IP_OP_MIN, 1, 20, 20);
@@ -897,15 +909,15 @@ static void test_fused(const char *plot) {
   ok(fparse(&o, "--fused gemv_allreduce", err, sizeof err) == 0 && o.dtype == IP_BF16 && o.nM == 4 && o.nK == 3 &&
      o.M[3] == 65536 && o.K[2] == 7168 && o.c.iters == 20 && o.c.check == 1,
      "defaults: bf16, M 8192..65536, K 2048, 4096, 7168");
-  ok(fparse(&o, "--fused=gemv_allreduce -g 4 -d f32 -M 8K,12289 -K 2048 -G 10 -n 50 -R 5 --csv a.csv", err,
+  ok(fparse(&o, "--fused=gemv_allreduce -g 4 -d f32 --rows 8K,12289 --cols 2048 -G 10 -n 50 --rounds 5 --csv a.csv", err,
             sizeof err) == 0 && o.c.ngpus == 4 && o.dtype == IP_F32 && o.nM == 2 && o.M[0] == 8192 && o.M[1] == 12289 &&
      o.nK == 1 && o.c.graph == 10 && o.c.iters == 50 && o.c.rounds == 5 && o.c.csv && !strcmp(o.c.csv, "a.csv"),
      "options: ranks, type, shape lists with suffixes, graph, iterations, rounds, CSV");
   ok(fparse(&o, "--fused allreduce", err, sizeof err) == 2, "an unknown fused operator is refused");
   ok_contains(err, "--fused takes gemv_allreduce", "and named");
   ok(fparse(&o, "--fused gemv_allreduce -d i32", err, sizeof err) == 2, "a type the GEMV does not take is refused");
-  ok(fparse(&o, "--fused gemv_allreduce -M 8192,", err, sizeof err) == 2 &&
-     fparse(&o, "--fused gemv_allreduce -K 0", err, sizeof err) == 2, "malformed and empty shape lists are refused");
+  ok(fparse(&o, "--fused gemv_allreduce --rows 8192,", err, sizeof err) == 2 &&
+     fparse(&o, "--fused gemv_allreduce --cols 0", err, sizeof err) == 2, "malformed and empty shape lists are refused");
   ok(fparse(&o, "--fused gemv_allreduce --share 2", err, sizeof err) == 2, "--share needs -g");
   ok(fparse(&o, "--fused gemv_allreduce -b 8", err, sizeof err) == 2, "a collective option is refused in fused mode");
   ok_contains(err, "unknown option '-b' for --fused", "and named");

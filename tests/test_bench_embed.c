@@ -31,7 +31,7 @@ static void test_operator(void) {
   ok(bench_test_operator("--fused embedding_alltoall -g 2", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL &&
      bench_test_operator("-g 2 --fused=embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
      "--fused embedding_alltoall and --fused=embedding_alltoall name the embedding operator");
-  ok(bench_test_operator("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
+  ok(bench_test_operator("--fused gemv_allreduce --rows 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
      "--fused gemv_allreduce still names the GEMV operator");
   ok(bench_test_operator("--fused embedding -g 2", err, sizeof err) == 0, "an unknown fused operator is refused");
   ok_contains(err, "baton bench: --fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
@@ -48,9 +48,9 @@ static void test_options(void) {
      o.nbag == 1 && o.bag[0] == 50 && o.nrows == 0 && o.nskew == 1 && o.skew[0] == 0 && !o.mean && !o.weighted &&
      o.c.ngpus == 0 && o.c.share == 0 && o.c.warmup == 5 && o.c.iters == 20 && o.c.graph == 0 && o.c.rounds == 3 &&
      o.c.check == 1 && !o.c.no_nccl && !o.c.csv && !o.c.json,
-     "defaults: f32, sum, B 2048, T 16,64, D 64,128, bag 50, rows by size, uniform; -w 5 -n 20 -G 0 -R 3 -c 1");
-  ok(eparse(&o, "--fused embedding_alltoall -g 4 --share 2 -d bf16 -B 1K,4096 -T 16,64,256 -D 64 --bag 30,70 "
-             "--rows 1000,2K --skew uniform,zipf --mode mean -w 2 -n 7 -G 3 -R 5 -c 0 --csv a.csv --json b.json "
+     "defaults: f32, sum, B 2048, T 16,64, D 64,128, bag 50, rows by size, uniform; -w 5 -n 20 -G 0 --rounds 3 -c 1");
+  ok(eparse(&o, "--fused embedding_alltoall -g 4 --share 2 -d bf16 --batch 1K,4096 --tables 16,64,256 --dim 64 --bag 30,70 "
+             "--rows 1000,2K --skew uniform,zipf --mode mean -w 2 -n 7 -G 3 --rounds 5 -c 0 --csv a.csv --json b.json "
              "--no-nccl", err, sizeof err, NULL, 0) == 0 &&
      o.c.ngpus == 4 && o.c.share == 2 && o.dtype == IP_BF16 && o.nB == 2 && o.B[0] == 1024 && o.B[1] == 4096 &&
      o.nT == 3 && o.T[2] == 256 && o.nD == 1 && o.D[0] == 64 && o.nbag == 2 && o.bag[1] == 70 && o.nrows == 2 &&
@@ -78,16 +78,16 @@ static void test_options(void) {
     {"--fused gemv_allreduce2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused "
                                 "operator measured), not 'gemv_allreduce2'"},
     {"-g 2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall"},
-    {"--fused embedding_alltoall -B", "baton bench: -B needs a value"},
+    {"--fused embedding_alltoall --batch", "baton bench: --batch needs a value"},
     {"--fused embedding_alltoall -d i32", "baton bench: bad value 'i32' for -d"},
     {"--fused embedding_alltoall -d f64", "bad value 'f64' for -d"},
-    {"--fused embedding_alltoall -B 0", "bad value '0' for -B"},
-    {"--fused embedding_alltoall -B 2048,", "bad value '2048,' for -B"},
-    {"--fused embedding_alltoall -B 1Q", "bad value '1Q' for -B"},
-    {"--fused embedding_alltoall -B 4G", "bad value '4G' for -B"},
-    {"--fused embedding_alltoall -B 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "-B takes at most 16 values, got 17"},
-    {"--fused embedding_alltoall -T x", "bad value 'x' for -T"},
-    {"--fused embedding_alltoall -D -64", "bad value '-64' for -D"},
+    {"--fused embedding_alltoall --batch 0", "bad value '0' for --batch"},
+    {"--fused embedding_alltoall --batch 2048,", "bad value '2048,' for --batch"},
+    {"--fused embedding_alltoall --batch 1Q", "bad value '1Q' for --batch"},
+    {"--fused embedding_alltoall --batch 4G", "bad value '4G' for --batch"},
+    {"--fused embedding_alltoall --batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "--batch takes at most 16 values, got 17"},
+    {"--fused embedding_alltoall --tables x", "bad value 'x' for --tables"},
+    {"--fused embedding_alltoall --dim -64", "bad value '-64' for --dim"},
     {"--fused embedding_alltoall --bag 0", "bad value '0' for --bag"},
     {"--fused embedding_alltoall --rows 3,,4", "bad value '3,,4' for --rows"},
     {"--fused embedding_alltoall --skew normal", "bad value 'normal' for --skew"},
@@ -99,17 +99,18 @@ static void test_options(void) {
     {"--fused embedding_alltoall -n 0", "bad value '0' for -n"},
     {"--fused embedding_alltoall -w -1", "bad value '-1' for -w"},
     {"--fused embedding_alltoall -G x", "bad value 'x' for -G"},
-    {"--fused embedding_alltoall -R 65", "bad value '65' for -R"},
+    {"--fused embedding_alltoall --rounds 65", "bad value '65' for --rounds"},
     {"--fused embedding_alltoall -c 2", "bad value '2' for -c"},
-    {"--fused embedding_alltoall -M 8192", "baton bench: unknown option '-M' for --fused embedding_alltoall "
+    {"--fused embedding_alltoall --cols 8192", "baton bench: unknown option '--cols' for --fused embedding_alltoall "
                                            "(baton bench --fused embedding_alltoall --help lists them)"},
+    {"--fused embedding_alltoall -B 2048", "unknown option '-B' for --fused embedding_alltoall"},
     {"--fused embedding_alltoall -b 8", "unknown option '-b' for --fused embedding_alltoall"},
     {"--fused embedding_alltoall --share 2", "baton bench: --share 2 needs -g N with N >= 2"},
     {"--fused embedding_alltoall -g 2 --share 4", "--share 4 needs -g N with N >= 4"},
     {"--fused embedding_alltoall --weighted --mode mean", "baton bench: --weighted pools by sum (as PyTorch's "
                                                           "embedding_bag): not with --mode mean"},
-    {"--fused embedding_alltoall -g 3", "baton bench: -B 2048 is not a multiple of the 3 ranks"},
-    {"--fused embedding_alltoall -g 4 -B 4096,1026", "-B 1026 is not a multiple of the 4 ranks"},
+    {"--fused embedding_alltoall -g 3", "baton bench: --batch 2048 is not a multiple of the 3 ranks"},
+    {"--fused embedding_alltoall -g 4 --batch 4096,1026", "--batch 1026 is not a multiple of the 4 ranks"},
     {"--fused embedding_alltoall --csv=", "baton bench: --csv and --json need a file name"},
     {"--fused embedding_alltoall --json=", "--csv and --json need a file name"},
   };
@@ -117,7 +118,7 @@ static void test_options(void) {
     rc = eparse(&o, bad[i].args, err, sizeof err, NULL, 0);
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
-  ok(eparse(&o, "--fused embedding_alltoall -g 3 -B 3072 --share 3", err, sizeof err, NULL, 0) == 0,
+  ok(eparse(&o, "--fused embedding_alltoall -g 3 --batch 3072 --share 3", err, sizeof err, NULL, 0) == 0,
      "a batch that is a multiple of the ranks is taken, and --share G with G = N");
 }
 
@@ -272,9 +273,9 @@ static void test_cli(const char *baton) {
   ok(rc == 2, "baton bench --fused alltoall exits 2");
   ok_contains(out, "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall (the fused operator measured), "
               "not 'alltoall'", "and lists the three operators");
-  rc = run_baton(baton, "--fused embedding_alltoall -g 2 -T 0", out, sizeof out);
+  rc = run_baton(baton, "--fused embedding_alltoall -g 2 --tables 0", out, sizeof out);
   ok(rc == 2, "a bad option exits 2 before any GPU is touched");
-  ok_contains(out, "bad value '0' for -T", "and names the value");
+  ok_contains(out, "bad value '0' for --tables", "and names the value");
   rc = run_baton(baton, "--fused embedding_alltoall -g 2 --weighted --mode mean", out, sizeof out);
   ok(rc == 2, "--weighted --mode mean exits 2");
 }

@@ -41,7 +41,7 @@ static void test_operator(void) {
      "--fused gemm_alltoall and --fused=gemm_alltoall name the GEMM + AllToAll operator (3)");
   ok(BENCH_FUSED_GEMM_ALLTOALL == 3 && BENCH_FUSED_GEMV_ALLREDUCE == 1 && BENCH_FUSED_EMBEDDING_ALLTOALL == 2,
      "the operators' numbers");
-  ok(bench_test_operator("--fused gemv_allreduce -M 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
+  ok(bench_test_operator("--fused gemv_allreduce --rows 8192", err, sizeof err) == BENCH_FUSED_GEMV_ALLREDUCE,
      "--fused gemv_allreduce names the GEMV operator");
   ok(bench_test_operator("--fused embedding_alltoall", err, sizeof err) == BENCH_FUSED_EMBEDDING_ALLTOALL,
      "--fused embedding_alltoall names the embedding operator");
@@ -61,9 +61,9 @@ static void test_options(void) {
      o.nH == 1 && o.H[0] == 8192 && o.nF == 1 && o.F[0] == 4096 && !o.grid && o.c.ngpus == 0 && o.c.share == 0 &&
      o.c.warmup == 5 && o.c.iters == 20 && o.c.graph == 0 && o.c.rounds == 3 && o.c.check == 1 &&
      !o.c.no_nccl && !o.c.csv && !o.c.json && o.fill == 0,
-     "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 -R 3 -c 1; no --fill");
-  ok(mparse(&o, "--fused gemm_alltoall -g 4 --share 2 -d bf16 -T 1K,8192 -H 4096,8K -F 1024,14336 -w 2 -n 7 -G 3 "
-             "-R 5 -c 0 --csv a.csv --json b.json --no-nccl", err, sizeof err, NULL, 0) == 0 &&
+     "defaults: T 4096, H 8192, F 4096; every GPU; -w 5 -n 20 -G 0 --rounds 3 -c 1; no --fill");
+  ok(mparse(&o, "--fused gemm_alltoall -g 4 --share 2 -d bf16 --tokens 1K,8192 --out_cols 4096,8K --in_cols 1024,14336 -w 2 -n 7 -G 3 "
+             "--rounds 5 -c 0 --csv a.csv --json b.json --no-nccl", err, sizeof err, NULL, 0) == 0 &&
      o.c.ngpus == 4 && o.c.share == 2 && o.nT == 2 && o.T[0] == 1024 && o.T[1] == 8192 && o.nH == 2 &&
      o.H[0] == 4096 && o.H[1] == 8192 && o.nF == 2 && o.F[0] == 1024 && o.F[1] == 14336 && o.c.warmup == 2 &&
      o.c.iters == 7 && o.c.graph == 3 && o.c.rounds == 5 && o.c.check == 0 && !strcmp(o.c.csv, "a.csv") &&
@@ -72,7 +72,7 @@ static void test_options(void) {
              "--rounds 1 --check 1 --share=8 --csv=c.csv", err, sizeof err, NULL, 0) == 0 &&
      o.c.ngpus == 8 && o.c.share == 8 && o.c.warmup == 1 && o.c.iters == 9 && o.c.graph == 2 && o.c.rounds == 1 &&
      o.c.check == 1 && !strcmp(o.c.csv, "c.csv"), "long forms, --opt=value, bfloat16");
-  ok(mparse(&o, "--fused gemm_alltoall -T 1M -H 64 -F 128", err, sizeof err, NULL, 0) == 0 && o.T[0] == 1048576 &&
+  ok(mparse(&o, "--fused gemm_alltoall --tokens 1M --out_cols 64 --in_cols 128", err, sizeof err, NULL, 0) == 0 && o.T[0] == 1048576 &&
      o.H[0] == 64 && o.F[0] == 128, "M suffix; H and F of one tile");
   ok(mparse(&o, "--fused gemm_alltoall --fill 0.5", err, sizeof err, NULL, 0) == 0 && o.fill == 0.5 &&
      mparse(&o, "--fused gemm_alltoall --fill=1", err, sizeof err, NULL, 0) == 0 && o.fill == 1 &&
@@ -83,7 +83,7 @@ static void test_options(void) {
      same_list(o.T, o.nT, gT, 4) && same_list(o.H, o.nH, gH, 2) && same_list(o.F, o.nF, gF, 4),
      "--grid: T 1024..8192 x H 4096,8192 x F 1024,2048,4096,14336 (32 shapes)");
   static const int64_t one[] = {2048}, two[] = {1024, 4096};
-  ok(mparse(&o, "--fused gemm_alltoall -T 2048 --grid -F 1024,4096", err, sizeof err, NULL, 0) == 0 &&
+  ok(mparse(&o, "--fused gemm_alltoall --tokens 2048 --grid --in_cols 1024,4096", err, sizeof err, NULL, 0) == 0 &&
      same_list(o.T, o.nT, one, 1) && same_list(o.H, o.nH, gH, 2) && same_list(o.F, o.nF, two, 2),
      "--grid fills only the lists not given, before or after it");
   ok(mparse(&o, "--fused gemm_alltoall -g 8 --grid", err, sizeof err, NULL, 0) == 0,
@@ -106,39 +106,40 @@ static void test_options(void) {
                                "fused operator measured), not 'gemm_alltoall2'"},
     {"-g 2", "--fused takes gemv_allreduce, embedding_alltoall or gemm_alltoall"},
     {"--fused embedding_alltoall", "not 'embedding_alltoall'"},
-    {"--fused gemm_alltoall -T", "baton bench: -T needs a value"},
+    {"--fused gemm_alltoall --tokens", "baton bench: --tokens needs a value"},
     {"--fused gemm_alltoall -d f32", "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's "
                                      "type), not 'f32'"},
     {"--fused gemm_alltoall -d f16", "takes -d bf16 only (the GEMM tile engine's type), not 'f16'"},
     {"--fused gemm_alltoall --datatype=i32", "takes -d bf16 only (the GEMM tile engine's type), not 'i32'"},
-    {"--fused gemm_alltoall -T 0", "baton bench: bad value '0' for -T"},
-    {"--fused gemm_alltoall -T 4096,", "bad value '4096,' for -T"},
-    {"--fused gemm_alltoall -T 1Q", "bad value '1Q' for -T"},
-    {"--fused gemm_alltoall -T 1G", "bad value '1G' for -T"},
-    {"--fused gemm_alltoall -T 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "-T takes at most 16 values, got 17"},
-    {"--fused gemm_alltoall -H x", "bad value 'x' for -H"},
-    {"--fused gemm_alltoall -F -64", "bad value '-64' for -F"},
-    {"--fused gemm_alltoall -F 64,,128", "bad value '64,,128' for -F"},
+    {"--fused gemm_alltoall --tokens 0", "baton bench: bad value '0' for --tokens"},
+    {"--fused gemm_alltoall --tokens 4096,", "bad value '4096,' for --tokens"},
+    {"--fused gemm_alltoall --tokens 1Q", "bad value '1Q' for --tokens"},
+    {"--fused gemm_alltoall --tokens 1G", "bad value '1G' for --tokens"},
+    {"--fused gemm_alltoall --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "--tokens takes at most 16 values, got 17"},
+    {"--fused gemm_alltoall --out_cols x", "bad value 'x' for --out_cols"},
+    {"--fused gemm_alltoall --in_cols -64", "bad value '-64' for --in_cols"},
+    {"--fused gemm_alltoall --in_cols 64,,128", "bad value '64,,128' for --in_cols"},
     {"--fused gemm_alltoall -g 0", "bad value '0' for -g"},
     {"--fused gemm_alltoall -g 65", "bad value '65' for -g"},
     {"--fused gemm_alltoall --share 0", "bad value '0' for --share"},
     {"--fused gemm_alltoall -n 0", "bad value '0' for -n"},
     {"--fused gemm_alltoall -w -1", "bad value '-1' for -w"},
     {"--fused gemm_alltoall -G x", "bad value 'x' for -G"},
-    {"--fused gemm_alltoall -R 65", "bad value '65' for -R"},
+    {"--fused gemm_alltoall --rounds 65", "bad value '65' for --rounds"},
     {"--fused gemm_alltoall -c 2", "bad value '2' for -c"},
-    {"--fused gemm_alltoall -M 8192", "baton bench: unknown option '-M' for --fused gemm_alltoall (baton bench "
+    {"--fused gemm_alltoall --rows 8192", "baton bench: unknown option '--rows' for --fused gemm_alltoall (baton bench "
                                       "--fused gemm_alltoall --help lists them)"},
-    {"--fused gemm_alltoall -B 8", "unknown option '-B' for --fused gemm_alltoall"},
+    {"--fused gemm_alltoall --batch 8", "unknown option '--batch' for --fused gemm_alltoall"},
+    {"--fused gemm_alltoall -T 4096", "unknown option '-T' for --fused gemm_alltoall"},
     {"--fused gemm_alltoall --share 2", "baton bench: --share 2 needs -g N with N >= 2"},
     {"--fused gemm_alltoall -g 2 --share 4", "--share 4 needs -g N with N >= 4"},
-    {"--fused gemm_alltoall -g 3", "baton bench: -T 4096 is not a multiple of the 3 ranks"},
-    {"--fused gemm_alltoall -g 4 -T 4096,1026", "-T 1026 is not a multiple of the 4 ranks"},
-    {"--fused gemm_alltoall -g 3 --grid", "-T 1024 is not a multiple of the 3 ranks"},
-    {"--fused gemm_alltoall -H 100", "baton bench: -H 100 is not a multiple of 64 (the GPU GEMM tile engine takes "
+    {"--fused gemm_alltoall -g 3", "baton bench: --tokens 4096 is not a multiple of the 3 ranks"},
+    {"--fused gemm_alltoall -g 4 --tokens 4096,1026", "--tokens 1026 is not a multiple of the 4 ranks"},
+    {"--fused gemm_alltoall -g 3 --grid", "--tokens 1024 is not a multiple of the 3 ranks"},
+    {"--fused gemm_alltoall --out_cols 100", "baton bench: --out_cols 100 is not a multiple of 64 (the GPU GEMM tile engine takes "
                                      "only those)"},
-    {"--fused gemm_alltoall -H 8192,4160,4100", "-H 4100 is not a multiple of 64"},
-    {"--fused gemm_alltoall -F 1000", "baton bench: -F 1000 is not a multiple of 64"},
+    {"--fused gemm_alltoall --out_cols 8192,4160,4100", "--out_cols 4100 is not a multiple of 64"},
+    {"--fused gemm_alltoall --in_cols 1000", "baton bench: --in_cols 1000 is not a multiple of 64"},
     {"--fused gemm_alltoall --fill 0", "baton bench: --fill 0 is outside (0, 1] (the share of each block's rows "
                                        "that are tokens on average)"},
     {"--fused gemm_alltoall --fill 1.5", "--fill 1.5 is outside (0, 1]"},
@@ -159,7 +160,7 @@ static void test_options(void) {
     rc = mparse(&o, bad[i].args, err, sizeof err, NULL, 0);
     ok(rc == 2 && strstr(err, bad[i].msg), "'%s' is refused: %s", bad[i].args, err);
   }
-  ok(mparse(&o, "--fused gemm_alltoall -g 3 -T 3072 --share 3", err, sizeof err, NULL, 0) == 0,
+  ok(mparse(&o, "--fused gemm_alltoall -g 3 --tokens 3072 --share 3", err, sizeof err, NULL, 0) == 0,
      "tokens that are a multiple of the ranks are taken, and --share G with G = N");
 }
 
@@ -372,12 +373,12 @@ static void test_cli(const char *baton) {
   ok(rc == 2, "-d f32 exits 2 before any GPU is touched");
   ok_contains(out, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not 'f32'",
               "and says bf16 only");
-  rc = run_baton(baton, "--fused gemm_alltoall -H 100", out, sizeof out);
-  ok(rc == 2, "-H 100 exits 2");
-  ok_contains(out, "baton bench: -H 100 is not a multiple of 64", "and names the value");
-  rc = run_baton(baton, "--fused gemm_alltoall -g 3 -T 4096", out, sizeof out);
-  ok(rc == 2, "-T 4096 with -g 3 exits 2");
-  ok_contains(out, "baton bench: -T 4096 is not a multiple of the 3 ranks", "and names the value and the ranks");
+  rc = run_baton(baton, "--fused gemm_alltoall --out_cols 100", out, sizeof out);
+  ok(rc == 2, "--out_cols 100 exits 2");
+  ok_contains(out, "baton bench: --out_cols 100 is not a multiple of 64", "and names the value");
+  rc = run_baton(baton, "--fused gemm_alltoall -g 3 --tokens 4096", out, sizeof out);
+  ok(rc == 2, "--tokens 4096 with -g 3 exits 2");
+  ok_contains(out, "baton bench: --tokens 4096 is not a multiple of the 3 ranks", "and names the value and the ranks");
   rc = run_baton(baton, "--fused gemm_alltoall --fill 1.5", out, sizeof out);
   ok(rc == 2, "--fill 1.5 exits 2 before any GPU is touched");
   ok_contains(out, "baton bench: --fill 1.5 is outside (0, 1]", "and names the value");

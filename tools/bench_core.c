@@ -69,8 +69,11 @@ static const char bench_help[] =
   "  -n, --iters N         timed calls per block (default 20)\n"
   "  -G, --cudagraph N     capture the n calls in a CUDA graph per GPU and launch\n"
   "                        it N times (time = wall / (n*N)); 0: no graph (default)\n"
-  "  -R, --rounds N        interleaved NCCL/baton rounds per size; the median time\n"
-  "                        is reported (default 3, at most 64)\n"
+  "  -R, --local_register N  0: no registration (default); 1 or 2: a process per\n"
+  "                        GPU (-P) registers the buffers with both libraries\n"
+  "                        first, as applications that reuse buffers do\n"
+  "                        (baton_comm_register: eager calls reach the peers' own\n"
+  "                        buffers; NCCL: ncclCommRegister, for 2 as for 1)\n"
   "  -c, --check N         check count: before timing, each size runs N calls on\n"
   "                        known data per library, every output element compared\n"
   "                        (#wrong sums them); 0: no check (default 1)\n"
@@ -83,21 +86,25 @@ static const char bench_help[] =
   "                        the sweep, type outer, op inner (nccl-tests' order), in\n"
   "                        one table (the type and redop columns tell them apart;\n"
   "                        the footer adds a line per pair)\n"
-  "  -C, --collective C    allreduce (default), allgather, reducescatter, alltoall,\n"
-  "                        broadcast, reduce, gather, scatter\n"
   "  -r, --root N          the root rank of broadcast, reduce, gather and scatter,\n"
   "                        0..ranks-1 (default 0; the others ignore it)\n"
-  "  -I, --inplace P       0: out of place (default); 1: in place (NCCL's in-place\n"
+  "  -C, --report_cputime N, -I, --per_iter_timing N: 0 only (baton bench reports\n"
+  "                        wall-clock times per block; the CSV has each call's host\n"
+  "                        time)\n"
+  "\n"
+  "baton's own options:\n"
+  "  --collective C        allreduce (default), allgather, reducescatter, alltoall,\n"
+  "                        broadcast, reduce, gather, scatter\n"
+  "  --inplace P           0: out of place (default); 1: in place (NCCL's in-place\n"
   "                        layouts); 2 or both: every size out of place, then in\n"
   "                        place, one line per size with a column group for each\n"
   "                        (one process: not with -P)\n"
+  "  --rounds N            interleaved NCCL/baton rounds per size; the median time\n"
+  "                        is reported (default 3, at most 64)\n"
   "  --csv FILE            also write the table as CSV (tools/plot_bench.py plots it)\n"
   "  --json FILE           also write the table as JSON\n"
   "  --no-nccl             run baton alone\n"
-  "  --register            a process per GPU (-P): register the buffers with both\n"
-  "                        libraries first, as applications that reuse buffers do\n"
-  "                        (baton_comm_register: eager calls reach the peers' own\n"
-  "                        buffers; ncclCommRegister, as nccl-tests -R 1)\n"
+  "  --register            the same as -R 1\n"
   "  --share G             the -g ranks share G GPUs (rank r on GPU r % G), baton\n"
   "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
   "                        costs on machines with fewer GPUs, not NVLink's\n"
@@ -136,7 +143,7 @@ static int parse_int(const char *s, int lo, int *out) {
   return bench_parse_int(s, lo, 1000000000, out);
 }
 
-/* -I's value: 0, 1, 2 or "both" (2) into *inplace: 0, or -1. */
+/* --inplace's value: 0, 1, 2 or "both" (2) into *inplace: 0, or -1. */
 static int parse_place(const char *s, int *inplace) {
   if (!strcmp(s, "both")) s = "2";
   return bench_parse_int(s, BENCH_OUT_OF_PLACE, BENCH_BOTH_PLACES, inplace);
@@ -194,9 +201,24 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     else if (OPT("-w", "--warmup_iters")) bad = !v || parse_int(v, 0, &o->warmup);
     else if (OPT("-n", "--iters")) bad = !v || parse_int(v, 1, &o->iters);
     else if (OPT("-G", "--cudagraph")) bad = !v || parse_int(v, 0, &o->graph);
-    else if (OPT("-R", "--rounds")) bad = !v || parse_int(v, 1, &o->rounds) || o->rounds > 64;
-    else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check);
-    else if (OPT("-I", "--inplace")) bad = !v || parse_place(v, &o->inplace);
+    else if (OPT("", "--rounds")) bad = !v || parse_int(v, 1, &o->rounds) || o->rounds > 64;
+    else if (OPT("-R", "--local_register")) {
+      int r = 0;
+      bad = !v || parse_int(v, 0, &r) || r > 2;
+      o->reg = r > 0;
+    } else if (OPT("-c", "--check")) bad = !v || parse_int(v, 0, &o->check);
+    else if (OPT("", "--inplace")) bad = !v || parse_place(v, &o->inplace);
+    else if (OPT("-C", "--report_cputime") || OPT("-I", "--per_iter_timing")) {
+      int x = 0;
+      bad = !v || parse_int(v, 0, &x);
+      if (!bad && x) {
+        fprintf(err, "baton bench: %s %s is nccl-tests' %s, which baton bench does not do (it reports wall-clock "
+                "times per block; the CSV has each call's host time)%s\n", a, v,
+                a[1] == 'C' || strstr(a, "cputime") ? "CPU-time report" : "per-iteration timing",
+                a[1] == 'C' ? "; the collective is --collective" : a[1] == 'I' ? "; in place is --inplace" : "");
+        return 2;
+      }
+    }
     else if (OPT("-o", "--op")) {
       int x = !v ? -1 : !strcmp(v, "all") ? (int)o->op : ip_redop_from_name(v);
       bad = x < 0;
@@ -211,7 +233,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
         o->dtype = (ip_dtype)x;
         o->all_types = !strcmp(v, "all");
       }
-    } else if (OPT("-C", "--collective")) {
+    } else if (OPT("", "--collective")) {
       bad = 1;
       for (int c = 0; v && c < BENCH_COLL_COUNT; c++)
         if (!strcmp(v, bench_coll_name[c])) { o->coll = (bench_coll)c; bad = 0; }
@@ -226,7 +248,15 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     }
 #undef OPT
     if (missing) { fprintf(err, "baton bench: %s needs a value\n", a); return 2; }
-    if (bad) { fprintf(err, "baton bench: bad value '%s' for %s\n", v, a); return 2; }
+    if (bad) {
+      /* nccl-tests' letters that baton spelled otherwise before: say where its own went */
+      const char *hint = !strncmp(a, "-C", 2) ? " (-C is nccl-tests' report_cputime, 0 or 1; the collective is --collective)"
+                         : !strncmp(a, "-R", 2) ? " (-R is nccl-tests' local_register, 0-2; rounds are --rounds)"
+                         : !strncmp(a, "-I", 2) ? " (-I is nccl-tests' per_iter_timing; in place is --inplace)"
+                                                : "";
+      fprintf(err, "baton bench: bad value '%s' for %s%s\n", v ? v : "", a, hint);
+      return 2;
+    }
   }
   if (got_f && got_i && o->stepfactor > 1) {
     fprintf(err, "baton bench: give -f (multiply) or -i (add), not both\n");
@@ -246,11 +276,11 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
   }
   if (o->ngpus && bench_root_check(o, o->ngpus, err)) return 2;
   if (o->reg && !o->procs) {
-    fprintf(err, "baton bench: --register needs -P (one process drives every GPU's buffers already)\n");
+    fprintf(err, "baton bench: -R (--register) needs -P (one process drives every GPU's buffers already)\n");
     return 2;
   }
   if (o->inplace == BENCH_BOTH_PLACES && o->procs) {
-    fprintf(err, "baton bench: -I both needs one process (not -P); with -P run -I 0, then -I 1\n");
+    fprintf(err, "baton bench: --inplace both needs one process (not -P); with -P run --inplace 0, then --inplace 1\n");
     return 2;
   }
   if (o->all_types) o->dtype = (ip_dtype)0;   /* the first combination's, until the run moves on */

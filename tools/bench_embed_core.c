@@ -29,9 +29,9 @@ static const char embed_help[] =
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
   "                        one rank per GPU, so only baton and the pooling alone run\n"
   "  -d, --datatype T      f32 (default), f16, bf16\n"
-  "  -B LIST               global batch sizes, multiples of the ranks (default 2048)\n"
-  "  -T LIST               tables per rank (default 16,64)\n"
-  "  -D LIST               embedding dimensions (default 64,128)\n"
+  "  --batch LIST          global batch sizes, multiples of the ranks (default 2048)\n"
+  "  --tables LIST         tables per rank (default 16,64)\n"
+  "  --dim LIST            embedding dimensions (default 64,128)\n"
   "  --bag LIST            mean bag sizes: each bag's size uniform in [0, 2*bag]\n"
   "                        (default 50)\n"
   "  --rows LIST           rows per table (default min(100000, what keeps the T\n"
@@ -40,8 +40,8 @@ static const char embed_help[] =
   "                        among a table's first rows); e.g. --skew uniform,zipf\n"
   "  --mode sum|mean       pooling (default sum)\n"
   "  --weighted            a weight per index (with --mode sum)\n"
-  "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
-  "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
+  "  -w, -n, -G, -c, --rounds   warmup, iterations, CUDA graph launches, check,\n"
+  "                        rounds: as for collectives (defaults 5, 20, 0, 1, 3)\n"
   "  --csv FILE, --json FILE   also write the table (tools/plot_embed.py plots the CSV)\n"
   "  --no-nccl             no NCCL: only baton and the pooling alone run\n"
   "\n"
@@ -78,7 +78,7 @@ int64_t bench_embed_default_rows(int64_t T, int64_t D, int es) {
   return rows < 1 ? 1 : (int64_t)rows;
 }
 
-/* bench_embed_parse's own flag (--weighted) and options (-B, -T, -D,
+/* bench_embed_parse's own flag (--weighted) and options (--batch, --tables, --dim,
  * --bag, --rows, --skew, --mode, -d) into o, as bench_mode_parse's. */
 static int embed_flag(void *p, const char *a) {
   bench_embed_opts *o = p;
@@ -89,9 +89,9 @@ static int embed_flag(void *p, const char *a) {
 
 static int embed_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   bench_embed_opts *o = p;
-  if (!strcmp(name, "-B")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB, err);
-  else if (!strcmp(name, "-T")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT, err);
-  else if (!strcmp(name, "-D")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD, err);
+  if (!strcmp(name, "--batch")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->B, &o->nB, err);
+  else if (!strcmp(name, "--tables")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->T, &o->nT, err);
+  else if (!strcmp(name, "--dim")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->D, &o->nD, err);
   else if (!strcmp(name, "--bag")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->bag, &o->nbag, err);
   else if (!strcmp(name, "--rows")) return bench_list_value(name, v, "KM", BENCH_EMBED_MAX_DIMS, o->rows, &o->nrows, err);
   else if (!strcmp(name, "--skew")) *bad = parse_skew(v, o->skew, &o->nskew);
@@ -130,7 +130,7 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
   }
   for (int i = 0; o->c.ngpus && i < o->nB; i++)
     if (o->B[i] % o->c.ngpus) {
-      fprintf(err, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], o->c.ngpus);
+      fprintf(err, "baton bench: --batch %lld is not a multiple of the %d ranks\n", (long long)o->B[i], o->c.ngpus);
       return 2;
     }
   return bench_check_outputs(&o->c, err);

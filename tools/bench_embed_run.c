@@ -520,7 +520,7 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
   }
   for (int i = 0; i < o->nB; i++)
     if (o->B[i] % x->k.nranks) {
-      fprintf(stderr, "baton bench: -B %lld is not a multiple of the %d ranks\n", (long long)o->B[i], x->k.nranks);
+      fprintf(stderr, "baton bench: --batch %lld is not a multiple of the %d ranks\n", (long long)o->B[i], x->k.nranks);
       free(x);
       return 2;
     }

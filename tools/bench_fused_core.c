@@ -22,12 +22,12 @@ static const char fused_help[] =
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
   "                        one rank per GPU, so the baseline is cuBLAS alone\n"
   "  -d, --datatype T      bf16 (default), f16, f32\n"
-  "  -M LIST               rows of W and elements of y, comma-separated, K/M/G\n"
+  "  --rows LIST           M: rows of W and elements of y, comma-separated, K/M/G\n"
   "                        suffixes (default 8192,16384,32768,65536)\n"
-  "  -K LIST               each rank's columns of W (K / tensor-parallel ranks)\n"
+  "  --cols LIST           K: each rank's columns of W (K / tensor-parallel ranks)\n"
   "                        (default 2048,4096,7168)\n"
-  "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
-  "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
+  "  -w, -n, -G, -c, --rounds   warmup, iterations, CUDA graph launches, check,\n"
+  "                        rounds: as for collectives (defaults 5, 20, 0, 1, 3)\n"
   "  --csv FILE, --json FILE   also write the table (tools/plot_fused.py plots it)\n"
   "  --no-nccl             no NCCL: the baseline is cuBLAS alone\n"
   "\n"
@@ -43,12 +43,12 @@ int bench_fused_asked(int argc, char **argv) {
   return 0;
 }
 
-/* bench_fused_parse's own options (-M, -K, -d) into o, as
+/* bench_fused_parse's own options (--rows, --cols, -d) into o, as
  * bench_mode_parse's value. */
 static int fused_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   bench_fused_opts *o = p;
-  if (!strcmp(name, "-M")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM, err);
-  else if (!strcmp(name, "-K")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK, err);
+  if (!strcmp(name, "--rows")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->M, &o->nM, err);
+  else if (!strcmp(name, "--cols")) return bench_list_value(name, v, "KMG", BENCH_FUSED_MAX_DIMS, o->K, &o->nK, err);
   else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
     int x;
     *bad = bench_parse_float_dtype(v, &x);

@@ -32,16 +32,16 @@ static const char moe_help[] =
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
   "                        one rank per GPU, so only gemm, own gemm and baton run\n"
   "  -d, --datatype T      bf16 only (the default: the GEMM tile engine's type)\n"
-  "  -T LIST               tokens per rank, multiples of the ranks (default 4096)\n"
-  "  -H LIST               the experts' output columns, multiples of 64\n"
+  "  --tokens LIST         T: tokens per rank, multiples of the ranks (default 4096)\n"
+  "  --out_cols LIST       H: the experts' output columns, multiples of 64\n"
   "                        (default 8192)\n"
-  "  -F LIST               the experts' input columns, multiples of 64\n"
+  "  --in_cols LIST        F: the experts' input columns, multiples of 64\n"
   "                        (default 4096)\n"
   "  --grid                the MoE grid (tools/torch_moe.py's): T 1024,2048,\n"
   "                        4096,8192, H 4096,8192, F 1024,2048,4096,14336, for\n"
-  "                        each of -T, -H, -F not given\n"
-  "  -w, -n, -G, -R, -c    warmup, iterations, CUDA graph launches, rounds, check:\n"
-  "                        as for collectives (defaults 5, 20, 0, 3, 1)\n"
+  "                        each of --tokens, --out_cols, --in_cols not given\n"
+  "  -w, -n, -G, -c, --rounds   warmup, iterations, CUDA graph launches, check,\n"
+  "                        rounds: as for collectives (defaults 5, 20, 0, 1, 3)\n"
   "  --csv FILE, --json FILE   also write the table\n"
   "  --no-nccl             no NCCL: only gemm, own gemm and baton run\n"
   "  --fill F              an uneven combine, F in (0, 1]: every rank passes baton\n"
@@ -104,7 +104,7 @@ static int parse_fill(const char *v, double *fill, FILE *err) {
   return 0;
 }
 
-/* bench_moe_parse's own flag (--grid) and options (-T, -H, -F, -d, --fill), as
+/* bench_moe_parse's own flag (--grid) and options (--tokens, --out_cols, --in_cols, -d, --fill), as
  * bench_mode_parse's flag and value.  The given_* note which lists were
  * given: --grid fills the others. */
 typedef struct moe_parse_state {
@@ -122,9 +122,9 @@ static int moe_flag(void *p, const char *a) {
 static int moe_value(void *p, const char *name, const char *v, int *bad, FILE *err) {
   moe_parse_state *s = p;
   bench_moe_opts *o = s->o;
-  if (!strcmp(name, "-T")) { s->given_T = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT, err); }
-  else if (!strcmp(name, "-H")) { s->given_H = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH, err); }
-  else if (!strcmp(name, "-F")) { s->given_F = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF, err); }
+  if (!strcmp(name, "--tokens")) { s->given_T = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->T, &o->nT, err); }
+  else if (!strcmp(name, "--out_cols")) { s->given_H = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->H, &o->nH, err); }
+  else if (!strcmp(name, "--in_cols")) { s->given_F = 1; return bench_list_value(name, v, "KM", BENCH_MOE_MAX_DIMS, o->F, &o->nF, err); }
   else if (!strcmp(name, "-d") || !strcmp(name, "--datatype")) {
     if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
       fprintf(err, "baton bench: --fused gemm_alltoall takes -d bf16 only (the GEMM tile engine's type), not "
@@ -154,10 +154,10 @@ int bench_moe_parse(bench_moe_opts *o, int argc, char **argv, FILE *out, FILE *e
   }
   for (int i = 0; o->c.ngpus && i < o->nT; i++)
     if (o->T[i] % o->c.ngpus) {
-      fprintf(err, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], o->c.ngpus);
+      fprintf(err, "baton bench: --tokens %lld is not a multiple of the %d ranks\n", (long long)o->T[i], o->c.ngpus);
       return 2;
     }
-  if (tile_multiples("-H", o->H, o->nH, err) || tile_multiples("-F", o->F, o->nF, err)) return 2;
+  if (tile_multiples("--out_cols", o->H, o->nH, err) || tile_multiples("--in_cols", o->F, o->nF, err)) return 2;
   return bench_check_outputs(&o->c, err);
 }
 

@@ -561,7 +561,7 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
   }
   for (int i = 0; i < o->nT; i++)
     if (o->T[i] % x->k.nranks) {
-      fprintf(stderr, "baton bench: -T %lld is not a multiple of the %d ranks\n", (long long)o->T[i], x->k.nranks);
+      fprintf(stderr, "baton bench: --tokens %lld is not a multiple of the %d ranks\n", (long long)o->T[i], x->k.nranks);
       free(x);
       return 2;
     }

@@ -1,5 +1,5 @@
 /* bench_out.c -- `baton bench` results: the text table (nccl-tests'
- * columns, both libraries side by side; with -I both, both placements
+ * columns, both libraries side by side; with --inplace both, both placements
  * too; with -d all / -o all, each (type, op) combination's rows), CSV and
  * JSON. */
 #include <math.h>
@@ -87,14 +87,14 @@ static void row_bw(const bench_table *t, const bench_row *r, int lib, double *al
   bench_bw(t->coll, &g, t->nranks, r->lib[lib].time_us * 1e-6, algbw, busbw);
 }
 
-/* With -I both: "  --- label ---" filling width columns. */
+/* With --inplace both: "  --- label ---" filling width columns. */
 static void group_title(FILE *f, const char *label, int width) {
   int len = (int)strlen(label) + 2, left = (width - 2 - len) / 2, right = width - 2 - len - left;
   fprintf(f, "  %.*s %s %.*s", left, "------------------------------", label, right, "------------------------------");
 }
 
 /* The column names and units lines: one group per library (-I 0 or 1),
- * or one group per placement (-I both). */
+ * or one group per placement (--inplace both). */
 static void column_heads(FILE *f, const bench_table *t) {
   if (t->inplace != BENCH_BOTH_PLACES) {
     fprintf(f, "# %10s %12s %5s %6s  %10s %7s %7s %7s  %10s %7s %7s %7s  %6s  %s\n", "size", "count", "type", "redop",
@@ -185,7 +185,7 @@ static void time_busbw(FILE *f, const bench_table *t, const bench_row *r, int li
   }
 }
 
-/* One placement's column group of a -I both line: "  nccl time busbw
+/* One placement's column group of an --inplace both line: "  nccl time busbw
  * baton time busbw N/b ratio". */
 static void pair_group(FILE *f, const bench_table *t, const bench_row *r) {
   char wrong[BENCH_NLIBS][24], both[50];

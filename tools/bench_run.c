@@ -407,7 +407,7 @@ bench_nccl *bench_load_nccl(const bench_opts *o, bench_table *t) {
 }
 
 /* The sweep of one combination in one process (x->o its options): each
- * size's row(s) appended to t and printed as it finishes.  -I both: out
+ * size's row(s) appended to t and printed as it finishes.  --inplace both: out
  * of place, then in place, per size (x->o points at one of two copies of
  * the options at a time, for the buffers' layout, and back at the
  * caller's after). */

@@ -2,7 +2,7 @@
 """bench_table.py -- a `baton bench --csv` file as the Markdown table
 docs/PERFORMANCE.md uses (size, NCCL time and busbw, baton time and busbw,
 ratio, wrong counts, host time per call when the CSV has it).  A CSV of
-`baton bench -I both` gets a placement column after the size, one of
+`baton bench --inplace both` gets a placement column after the size, one of
 `-d all` / `-o all` (several type/redop pairs) a type/redop column first.
 
   tools/bench_table.py ar.csv [more.csv ...]"""

@@ -127,7 +127,7 @@ static int common_value(bench_common_opts *c, const char *name, const char *v, i
   else if (!strcmp(name, "-w") || !strcmp(name, "--warmup_iters")) *bad = bench_parse_int(v, 0, 100000, &c->warmup);
   else if (!strcmp(name, "-n") || !strcmp(name, "--iters")) *bad = bench_parse_int(v, 1, 100000, &c->iters);
   else if (!strcmp(name, "-G") || !strcmp(name, "--cudagraph")) *bad = bench_parse_int(v, 0, 100000, &c->graph);
-  else if (!strcmp(name, "-R") || !strcmp(name, "--rounds")) *bad = bench_parse_int(v, 1, 64, &c->rounds);
+  else if (!strcmp(name, "--rounds")) *bad = bench_parse_int(v, 1, 64, &c->rounds);
   else if (!strcmp(name, "-c") || !strcmp(name, "--check")) *bad = bench_parse_int(v, 0, 1, &c->check);
   else if (!strcmp(name, "--csv")) c->csv = v;
   else if (!strcmp(name, "--json")) c->json = v;

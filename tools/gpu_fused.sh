@@ -66,19 +66,19 @@ if [[ $stages == *" test "* ]]; then
   done
 fi
 for t in $types; do
-  [[ $stages == *" gemv "* ]] && fbench gemv_$t gemv_allreduce 1 -g 1 -d $t -M $M -K $K -w 3 -n 20 -G 5 -R 3
+  [[ $stages == *" gemv "* ]] && fbench gemv_$t gemv_allreduce 1 -g 1 -d $t --rows $M --cols $K -w 3 -n 20 -G 5 --rounds 3
   [[ $stages == *" fused "* ]] && [ "$ngpu" -ge 2 ] &&
-    fbench fused_${t}_$ngpu gemv_allreduce $ngpu -g $ngpu -d $t -M $M -K $K -w 3 -n 20 -G 5 -R 3
+    fbench fused_${t}_$ngpu gemv_allreduce $ngpu -g $ngpu -d $t --rows $M --cols $K -w 3 -n 20 -G 5 --rounds 3
   [[ $stages == *" share "* ]] &&
-    fbench share4_$t gemv_allreduce 4 -g 4 --share 1 -d $t -M 8192,65536 -K 2048,7168 -w 3 -n 20 -G 5 -R 3
+    fbench share4_$t gemv_allreduce 4 -g 4 --share 1 -d $t --rows 8192,65536 --cols 2048,7168 -w 3 -n 20 -G 5 --rounds 3
 done
 # Embedding bags + AllToAll: every GPU against pooling + NCCL AllToAll +
 # shuffle (the grid of 2048 samples), else 4 ranks sharing GPU 0.
 if [[ $stages == *" embed "* ]]; then
   if [ "$ngpu" -ge 2 ]; then
-    for t in f32 bf16; do fbench embed_${t}_$ngpu embedding_alltoall $ngpu -g $ngpu -d $t -B 2048 -T 16,64,256 -D 64,128,256 -G 5 -R 3; done
+    for t in f32 bf16; do fbench embed_${t}_$ngpu embedding_alltoall $ngpu -g $ngpu -d $t --batch 2048 --tables 16,64,256 --dim 64,128,256 -G 5 --rounds 3; done
   else
-    fbench embed_share4 embedding_alltoall 4 -g 4 --share 1 -B 2048 -T 16,64 -D 64,128 -G 5 -R 3
+    fbench embed_share4 embedding_alltoall 4 -g 4 --share 1 --batch 2048 --tables 16,64 --dim 64,128 -G 5 --rounds 3
   fi
 fi
 # GEMM + AllToAll: every GPU against cuBLAS + NCCL and baton's own GEMM +
@@ -86,7 +86,7 @@ fi
 # (one process per GPU: the FIFO exchange); else 4 ranks sharing GPU 0.
 if [[ $stages == *" moe "* ]]; then
   if [ "$ngpu" -ge 2 ]; then
-    fbench moe_$ngpu gemm_alltoall $ngpu -g $ngpu --grid -G 5 -R 3
+    fbench moe_$ngpu gemm_alltoall $ngpu -g $ngpu --grid -G 5 --rounds 3
     if ! late moe_torch_$ngpu && python3 -c 'import torch' 2>/dev/null; then
       echo "=== moe_torch_$ngpu: tools/torch_moe.py --ranks $ngpu"
       BATON_ALGO_DIR=$algs/f$ngpu/fused timeout 400 python3 tools/torch_moe.py --ranks $ngpu --lib $bin/libbaton.so \
@@ -94,6 +94,6 @@ if [[ $stages == *" moe "* ]]; then
       echo "rc $?"; tail -34 $out/moe_torch_$ngpu.txt
     fi
   else
-    fbench moe_share4 gemm_alltoall 4 -g 4 --share 1 -T 1024,4096 -H 4096,8192 -F 1024,14336 -G 5 -R 3
+    fbench moe_share4 gemm_alltoall 4 -g 4 --share 1 --tokens 1024,4096 --out_cols 4096,8192 --in_cols 1024,14336 -G 5 --rounds 3
   fi
 fi

@@ -27,7 +27,7 @@ one() {  # one NAME COLL FILE [VAR=VALUE...]: baton bench of one program over th
   local name=$1 coll=$2 file=$3; shift 3
   [ -f "$a/$file" ] || { echo "-- $name: no $a/$file"; return; }
   env BATON_NODE_RANKS="${NODE_RANKS:-1}" BATON_ALGO_FILES="$a/$file" "$@" timeout 150 "$b" bench "${mode[@]}" \
-    -C "$coll" -b 64K -e 64M -f 4 -w 2 -n 10 -R 3 --csv "$out/net_$name.csv" > "$out/net_$name.txt" 2>&1
+    -C "$coll" -b 64K -e 64M -f 4 -w 2 -n 10 --rounds 3 --csv "$out/net_$name.csv" > "$out/net_$name.txt" 2>&1
   echo "== $name ($file $*): exit $?"
   grep -E '^ +[0-9]|over the network|error' "$out/net_$name.txt" | cut -c1-150
 }
