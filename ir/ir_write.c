@@ -82,10 +82,7 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
 
 bt_result ir_write_file(const ir_prog *p, const char *path) {
   FILE *f = fopen(path, "w");
-  if (!f) {
-    LOG_WARN(RT_SUB_IR, "cannot open %s for writing: %s", path, strerror(errno));
-    return BT_ERR_SYSTEM;
-  }
+  if (!f) return BT_ERR_SYSTEM;   /* errno says why; the caller says where */
   bt_result r = ir_write(p, f);
   if (fclose(f) && r == BT_OK) r = BT_ERR_SYSTEM;
   return r;

@@ -11,6 +11,9 @@
  * maxBytes, nthreads, per-step "prov") are written only when set, so a
  * program that uses none of them is a plain MSCCL file. */
 bt_result ir_write(const ir_prog *p, FILE *f);
+/* Writes p to the file at path (created or truncated); BT_ERR_SYSTEM with
+ * errno set when it cannot be opened or written (nothing logged: the
+ * caller names the path). */
 bt_result ir_write_file(const ir_prog *p, const char *path);
 
 /* One step as text, e.g. "rrs  recv(3) + i[4] -> send(1)". */

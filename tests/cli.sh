@@ -31,7 +31,16 @@ check "unknown op" 2 "unknown op 'xor'" "$baton" verify --op xor x.xml
 check "bad count" 2 "bad --count '0'" "$baton" verify --count 0 x.xml
 check "option without value" 2 "--expect needs a value" "$baton" verify x.xml --expect
 check "bad --expect" 2 "--expect:3: expected 'r' near 'end of text'" "$baton" verify --expect 'o[' x.xml
-check "missing file" 1 "nope.xml: cannot open" "$baton" verify nope.xml
+check_exact "a missing file is missing, not invalid" 1 "nope.xml: cannot open: No such file or directory" "$baton" verify nope.xml
+check "baton help CMD is CMD --help" 0 "usage: baton compile SCRIPT.lua" "$baton" help compile
+check "baton help of an unknown command" 2 "baton: unknown command 'frob'" "$baton" help frob
+check "a one-letter option takes its value attached (-oFILE), as getopt does" 0 "" \
+  bash -c '"$0" compile -q "$1/algorithms/allreduce_ring.lua" -o"$2/attached.xml" && test -s "$2/attached.xml"' "$baton" "$root" "$tmp"
+check_exact "a --param given twice is refused" 2 "baton compile: --param ranks is given twice (ranks=4, then ranks=8)" \
+  "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 --param ranks=8
+check_exact "an output path that cannot be written says why, in the command's words" 1 \
+  "baton compile: cannot write $tmp/no/dir/x.xml: No such file or directory" \
+  "$baton" compile -q "$root/algorithms/allreduce_ring.lua" -o "$tmp/no/dir/x.xml"
 check "wrong rank count" 1 "is for 4 ranks, not 8" "$baton" verify --ranks 8 "$corpus/allgather_ring_4r_simple.xml"
 check "custom without --expect" 1 "needs --expect" "$baton" verify "$corpus/alltonext_fwd_2n.xml" --outofplace
 derive "$tmp/bad.xml" sed 's/type="rrcs"/type="rrx"/' "$corpus/allreduce_ring_4r_1c_1i_simple.xml"

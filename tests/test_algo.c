@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
   /* Only out-of-place programs: an in-place call runs one on a copy of
    * its input (the in-place AllToAll), but an in-place program, when
    * there is one, wins. */
-  bad = compile(argv[1], argv[2], "f_a2a", "alltoall_direct.lua", "--param ranks=4");
+  bad = compile(argv[1], argv[2], "f_a2a", "alltoall_direct.lua", "");
   snprintf(files, sizeof files, "%s/f_a2a.xml", dir);
   lr = rt_algos_load_files(&a, 4, files, NULL);
   i = !bad && lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 1, 4096, 256, 0) : -2;

@@ -32,6 +32,16 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   if (argc < 2) { usage(stderr); return 2; }
+  if (!strcmp(argv[1], "help") && argc > 2) {   /* baton help CMD: CMD --help */
+    for (int i = 0; i < NCMDS; i++)
+      if (!strcmp(argv[2], cmds[i].name)) {
+        char *args[] = {argv[2], "--help", NULL};
+        return cmds[i].fn(2, args);
+      }
+    fprintf(stderr, "baton: unknown command '%s'\n", argv[2]);
+    usage(stderr);
+    return 2;
+  }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout);
     return 0;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_ranks.h"
 #include "bench_run.h"
 #include "rt_param.h"
 
@@ -101,8 +102,7 @@ static void deregister_buffers(bench_ctx *x) {
 static void child_main(const bench_opts *o, bench_ctx *x, baton_unique_id bid, const int64_t *sizes, int nsizes) {
   int r = x->lo, ngpu = 0;
   char err[300], id[128];
-  cudaError_t ce = cudaGetDeviceCount(&ngpu);
-  if (ce != cudaSuccess) child_fail(x, "rank %d: no GPU: %s", cudaGetErrorString(ce));
+  if (bench_gpus(&ngpu)) _exit(2);   /* said why */
   if (ngpu <= r) child_fail(x, "rank %d: %s", "this machine has fewer GPUs than -g asks for");
   cudaSetDevice(r);
   /* NCCL's unique id is made here, not in the parent: ncclGetUniqueId

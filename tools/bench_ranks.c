@@ -11,12 +11,21 @@
 
 #define MAXTHREADS 32   /* host threads checking */
 
+int bench_gpus(int *ngpu) {
+  *ngpu = 0;
+  cudaError_t ce = cudaGetDeviceCount(ngpu);
+  if (ce == cudaSuccess && *ngpu > 0) return 0;
+  const char *why = ce == cudaErrorInsufficientDriver ? "no NVIDIA driver here, or one older than this CUDA runtime"
+                    : ce == cudaErrorNoDevice || ce == cudaSuccess ? "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)"
+                                                                  : "the CUDA runtime cannot start";
+  fprintf(stderr, "baton bench: no GPU to run on: %s (CUDA: %s)\n", why,
+          ce == cudaSuccess ? "0 devices" : cudaGetErrorString(ce));
+  return 2;
+}
+
 int bench_ranks_size(bench_ranks *k, const bench_common_opts *c) {
   int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    fprintf(stderr, "baton bench: no GPU\n");
-    return 2;
-  }
+  if (bench_gpus(&ngpu)) return 2;
   k->nranks = c->ngpus ? c->ngpus : ngpu;
   k->ngpus = c->share ? c->share : k->nranks;
   if (k->ngpus > ngpu || k->nranks > BENCH_RANKS_MAX) {

@@ -25,6 +25,11 @@ typedef struct bench_ranks {
   void *nc[BENCH_RANKS_MAX];
 } bench_ranks;
 
+/* The GPUs this process sees into *ngpu: 0, or 2 after "baton bench: no
+ * GPU to run on" and why in baton's words (no driver, one too old, none
+ * visible), the CUDA runtime's own message after it. */
+int bench_gpus(int *ngpu);
+
 /* k's ranks from c (zeroed k): -g N or every GPU, on --share G GPUs or
  * one each.  0, or 2 after "baton bench: no GPU" or "baton bench: N
  * ranks on G GPUs asked, P present" on stderr. */

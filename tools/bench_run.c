@@ -10,6 +10,7 @@
 #include "baton.h"
 #include "rt_time.h"
 #include "bench_nccl.h"
+#include "bench_ranks.h"
 #include "bench_run.h"
 #include "rt_param.h"
 
@@ -450,11 +451,7 @@ static void run_combos(bench_ctx *x, const int64_t *sizes, int nsizes, bench_tab
 /* One process driving GPUs 0..g-1 (nccl-tests' -g). */
 int bench_run(const bench_opts *o, bench_table *t) {
   int ngpu = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ngpu);
-  if (ce != cudaSuccess || ngpu == 0) {
-    fprintf(stderr, "baton bench: no GPU: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
-    return 2;
-  }
+  if (bench_gpus(&ngpu)) return 2;
   int n = o->ngpus ? o->ngpus : ngpu, used = o->share ? o->share : n;
   if (used > ngpu || n > BENCH_MAX_LOCAL) {
     fprintf(stderr, "baton bench: %d ranks on %d GPUs, but this machine has %d GPUs (and bench drives at most %d "

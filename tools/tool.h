@@ -19,7 +19,8 @@ int tool_bench(int argc, char **argv);
 int tool_set(int argc, char **argv);
 
 /* Shared option parsing: returns the value of "--name V" or "--name=V" at
- * argv[*i] (advancing *i), or NULL when argv[*i] is not that option. */
+ * argv[*i] (advancing *i), and for a one-letter name also "-nV", or NULL
+ * when argv[*i] is not that option. */
 const char *tool_opt(int argc, char **argv, int *i, const char *name);
 
 /* Parses v, the value of option `opt` of command `cmd`, as a decimal

@@ -1,4 +1,5 @@
 /* tool_compile.c -- `baton compile`: Lua script -> verified XML IR. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,12 @@ int tool_compile(int argc, char **argv) {
     if ((v = tool_opt(argc, argv, &i, "--param"))) {
       if (nparams == 128) { fprintf(stderr, "baton compile: at most 128 --param\n"); return 2; }
       if (!strchr(v, '=') || *v == '=') { fprintf(stderr, "baton compile: --param wants KEY=VALUE, not '%s'\n", v); return 2; }
+      size_t klen = (size_t)(strchr(v, '=') - v);
+      for (int k = 0; k < nparams; k++)
+        if (!strncmp(params[k], v, klen) && params[k][klen] == '=') {
+          fprintf(stderr, "baton compile: --param %.*s is given twice (%s, then %s)\n", (int)klen, v, params[k], v);
+          return 2;
+        }
       params[nparams++] = v;
     } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
       outpath = strcmp(v, "-") ? v : NULL;   /* -o -: standard output, as without -o */
@@ -90,8 +97,10 @@ int tool_compile(int argc, char **argv) {
     fprintf(stderr, "%s", rt_diag_text(d));
     goto out;
   }
+  errno = 0;
   if (outpath ? ir_write_file(p, outpath) : ir_write(p, stdout)) {
-    fprintf(stderr, "baton compile: cannot write %s\n", outpath ? outpath : "standard output");
+    fprintf(stderr, "baton compile: cannot write %s%s%s\n", outpath ? outpath : "standard output", errno ? ": " : "",
+            errno ? strerror(errno) : "");
     goto out;
   }
   if (dotpath) {

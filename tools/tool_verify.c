@@ -22,7 +22,7 @@ const char *tool_opt(int argc, char **argv, int *i, const char *name) {
   size_t n = strlen(name);
   if (strncmp(argv[*i], name, n)) return NULL;
   if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != 0) return NULL;
+  if (argv[*i][n] != 0) return n == 2 && name[1] != '-' ? argv[*i] + 2 : NULL;   /* "-oOUT" as getopt takes it */
   if (*i + 1 >= argc) {
     fprintf(stderr, "baton: %s needs a value\n", name);
     exit(2);
@@ -372,6 +372,10 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   int rc = 1;
   const char *why = "";
   int slots = 0;
+  if (access(path, R_OK)) {   /* not there: no file to call invalid */
+    fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
+    goto out;
+  }
   if (ir_read_file(path, &p, d) || ir_check_slots(p, slots = slots_for(p, vo, &why), d)) {
     fprintf(stderr, "%s: invalid\n%s", path, rt_diag_text(d));
     goto out;
