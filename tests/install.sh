@@ -23,8 +23,8 @@ root=$t/root$prefix
 lib=$root/$libdir
 case $libdir in /*) lib=$t/root$libdir ;; esac
 
-check "bin/baton, include/baton.h, libbaton.so, baton.pc, LICENSE installed" \
-  test -x "$root/bin/baton" -a -f "$root/include/baton.h" -a -e "$lib/libbaton.so" -a -f "$lib/pkgconfig/baton.pc" \
+check "bin/baton, bin/baton-bench, include/baton.h, libbaton.so, baton.pc, LICENSE installed" \
+  test -x "$root/bin/baton" -a -x "$root/bin/baton-bench" -a -f "$root/include/baton.h" -a -e "$lib/libbaton.so" -a -f "$lib/pkgconfig/baton.pc" \
        -a -f "$root/share/doc/baton/LICENSE"
 check "libnccl.so.2 only in a private folder (lib/baton), never beside libbaton" \
   bash -c "test -f '$lib/baton/libnccl.so.2' && ! ls '$lib'/libnccl* 2>/dev/null"
@@ -62,6 +62,8 @@ check "installed 'baton set 4' compiles the default set from the installed scrip
            && cmp -s <(sed 's/prov=\"[^\"]*\"//' '$t/set4/allreduce_4_ring_4r.xml') <(sed 's/prov=\"[^\"]*\"//' '$root/share/baton/default/4/allreduce_4_ring_4r.xml')"
 check "installed baton verifies the installed default set's collectives" \
   bash -c "'$root/bin/baton' verify -q '$root'/share/baton/default/4/{allreduce,allgather,reducescatter,alltoall}_*.xml"
+check "installed baton runs a bench through the installed baton-bench (here: no GPU, said in baton's words)" \
+  bash -c "'$root/bin/baton' bench -g 1 -b 1K -e 1K 2>&1 | grep -q 'baton bench: no GPU to run on\\|^ *1024 '"
 check "installed baton compiles a user's script that uses the standard modules" \
   "$root/bin/baton" compile -q "$root/share/baton/algorithms/allreduce_allpairs.lua" --param ranks=4 -o "$t/ar.xml"
 

@@ -2,7 +2,8 @@
 # setup.sh -- installs what baton needs (Debian packages), builds it, and runs
 # the main job or the test suite.
 #
-#   tools/setup.sh demo   build, then compile the 8-rank ring AllReduce from
+#   tools/setup.sh demo   build the baton command (no GPU code), then compile
+#                         the 8-rank ring AllReduce from
 #                         algorithms/allreduce_ring.lua and verify it on the
 #                         CPU executor over every type and operator
 #   tools/setup.sh test   build, then run every test suite, then the checked
@@ -43,7 +44,9 @@ if [ "$cmd" != check ]; then
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dcuda="${BATON_CUDA:-auto}" >/dev/null
   fi
-  ninja -C "$build" >/dev/null
+  # The demo needs the baton command only, which has no GPU code: seconds,
+  # where the GPU kernels take minutes (a later build or test builds them).
+  if [ "$cmd" = demo ]; then ninja -C "$build" tools/baton >/dev/null; else ninja -C "$build" >/dev/null; fi
 fi
 
 # The checked build (CPU only): every sanitizer report aborts its test.

@@ -11,6 +11,35 @@
 #include "bench_moe.h"
 #include "tool.h"
 
+#ifndef BATON_HAVE_CUDA
+#include <limits.h>
+#include <unistd.h>
+
+/* A run, from the baton command (built without the GPU runtime): execs
+ * baton-bench beside this executable with the same arguments; returns
+ * only when it cannot (2, said why). */
+static int bench_exec(int argc, char **argv) {
+  char exe[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 16);
+  char *slash = len > 0 ? (exe[len] = 0, strrchr(exe, '/')) : NULL;
+  if (slash) {
+    strcpy(slash + 1, "baton-bench");
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (args) {
+      args[0] = exe;
+      for (int i = 1; i < argc; i++) args[i] = argv[i];
+      execv(exe, args);
+      if (errno != ENOENT) fprintf(stderr, "baton bench: cannot run %s: %s\n", exe, strerror(errno));
+      free(args);
+      if (errno != ENOENT) return 2;
+    }
+  }
+  fprintf(stderr, "baton bench: no baton-bench beside this baton: it is built with CUDA only (this build has no "
+                  "nvcc); --dry-run and --help work anywhere\n");
+  return 2;
+}
+#endif
+
 /* One type's sweep for --dry-run: its title (the root of a rooted
  * collective, the ops it runs where -o all asks for several), then a line
  * per size. */
@@ -142,8 +171,7 @@ static int fused(const fused_mode *m, int argc, char **argv) {
   return rc;
 #else
   free(o);
-  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc)\n");
-  return 2;
+  return bench_exec(argc, argv);
 #endif
 }
 
@@ -178,8 +206,6 @@ int tool_bench(int argc, char **argv) {
   bench_table_free(&t);
   return rc;
 #else
-  fprintf(stderr, "baton bench: baton bench needs a CUDA build (this baton was built without nvcc); "
-                  "--dry-run works anywhere\n");
-  return 2;
+  return bench_exec(argc, argv);
 #endif
 }
