@@ -24,12 +24,15 @@ The library: baton.load(path) before anything else, else libbaton.so from
 beside this file's folder's build/ (a source checkout), else the one
 installed with this module (PREFIX/lib), else the system's.
 """
-import collections
-import ctypes
-import ctypes.util
-import glob
-import os
-import struct
+import collections as _collections
+import ctypes as _ctypes
+import ctypes.util as _ctypes_util
+import glob as _glob
+import os as _os
+import struct as _struct
+
+__all__ = ['BatonError', 'NcclLibrary', 'load', 'version', 'compile', 'verify', 'set_algorithms', 'nccl_library', 'Comm', 'group',
+           'gemv_allreduce', 'embedding_alltoall', 'gemm_alltoall']
 
 _DTYPES = {'torch.float32': 0, 'torch.float16': 2, 'torch.bfloat16': 3}   # baton_f32, baton_f16, baton_bf16
 _RESULTS = ['success', 'invalid argument', 'out of memory', 'system error', 'deadlock', 'wrong result',
@@ -59,19 +62,19 @@ def load(path=None):
     global _lib
     if _lib is not None and path is None:
         return _lib
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = _os.path.dirname(_os.path.abspath(__file__))
     # An installed module lives in PREFIX/share/baton/python; its library in PREFIX/lib or PREFIX/lib/<triplet>.
-    prefix = os.path.normpath(os.path.join(here, '..', '..', '..'))
-    installed = sorted(glob.glob(os.path.join(prefix, 'lib', 'libbaton.so.0')) +
-                       glob.glob(os.path.join(prefix, 'lib*', '*', 'libbaton.so.0')))
-    candidates = [path] if path else [os.path.join(here, '..', 'build', 'libbaton.so')] + installed + [
-        ctypes.util.find_library('baton')]
+    prefix = _os.path.normpath(_os.path.join(here, '..', '..', '..'))
+    installed = sorted(_glob.glob(_os.path.join(prefix, 'lib', 'libbaton.so.0')) +
+                       _glob.glob(_os.path.join(prefix, 'lib*', '*', 'libbaton.so.0')))
+    candidates = [path] if path else [_os.path.join(here, '..', 'build', 'libbaton.so')] + installed + [
+        _ctypes_util.find_library('baton')]
     errors = []
     for c in candidates:
         if not c:
             continue
         try:
-            lib = ctypes.CDLL(c)
+            lib = _ctypes.CDLL(c)
         except OSError as e:
             errors.append(f'{c}: {e}')
             continue
@@ -87,36 +90,36 @@ def version():
     return load().baton_version().decode()
 
 
-class _UniqueId(ctypes.Structure):
+class _UniqueId(_ctypes.Structure):
     """baton_unique_id as baton.h declares it: a struct of 128 bytes, passed by value
     (a ctypes array would go as a pointer)."""
-    _fields_ = [('bytes', ctypes.c_char * 128)]
+    _fields_ = [('bytes', _ctypes.c_char * 128)]
 
 
 def _declare(lib):
-    P, I, Z, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, _UniqueId
-    lib.baton_comm_init_all.argtypes = [ctypes.POINTER(P), I, ctypes.POINTER(I)]
-    lib.baton_get_unique_id.argtypes = [ctypes.POINTER(U)]
-    lib.baton_comm_init_rank.argtypes = [ctypes.POINTER(P), I, U, I]
+    P, I, Z, U = _ctypes.c_void_p, _ctypes.c_int, _ctypes.c_size_t, _UniqueId
+    lib.baton_comm_init_all.argtypes = [_ctypes.POINTER(P), I, _ctypes.POINTER(I)]
+    lib.baton_get_unique_id.argtypes = [_ctypes.POINTER(U)]
+    lib.baton_comm_init_rank.argtypes = [_ctypes.POINTER(P), I, U, I]
     lib.baton_comm_destroy.argtypes = [P]
     lib.baton_gemv_allreduce.argtypes = [P, P, P, P, Z, Z, I, P]
     lib.baton_embedding_alltoall.argtypes = [P, P, Z, Z, Z, P, Z, P, P, Z, Z, I, P, I, P]
     lib.baton_gemm_alltoall.argtypes = [P, P, Z, P, Z, P, P, Z, Z, Z, I, P]
     lib.baton_version.argtypes = []
-    lib.baton_version.restype = ctypes.c_char_p
+    lib.baton_version.restype = _ctypes.c_char_p
     lib.baton_comm_last_algorithm.argtypes = [P]
-    lib.baton_comm_last_algorithm.restype = ctypes.c_char_p
-    lib.baton_comm_count.argtypes = [P, ctypes.POINTER(I)]
+    lib.baton_comm_last_algorithm.restype = _ctypes.c_char_p
+    lib.baton_comm_count.argtypes = [P, _ctypes.POINTER(I)]
     lib.baton_comm_count.restype = I
     lib.baton_comm_algorithm_count.argtypes = [P]
     lib.baton_comm_algorithm_count.restype = I
     lib.baton_comm_algorithm_name.argtypes = [P, I]
-    lib.baton_comm_algorithm_name.restype = ctypes.c_char_p
-    S = ctypes.c_char_p
+    lib.baton_comm_algorithm_name.restype = _ctypes.c_char_p
+    S = _ctypes.c_char_p
     if hasattr(lib, 'baton_compile'):   # a library older than these two has neither
-        lib.baton_compile.argtypes = [S, ctypes.POINTER(S), I, S, ctypes.c_char_p, Z]
+        lib.baton_compile.argtypes = [S, _ctypes.POINTER(S), I, S, _ctypes.c_char_p, Z]
         lib.baton_compile.restype = I
-        lib.baton_verify.argtypes = [S, ctypes.c_char_p, Z]
+        lib.baton_verify.argtypes = [S, _ctypes.c_char_p, Z]
         lib.baton_verify.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
               lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_gemm_alltoall, lib.baton_group_start,
@@ -148,7 +151,7 @@ _ERR_BYTES = 8192   # of the diagnostic baton_compile and baton_verify give back
 
 def _cpath(path, what):
     """path as the C library takes it: bytes without a NUL (C would stop there: 'f.xml\\0junk' is not f.xml)."""
-    b = os.fsencode(path)
+    b = _os.fsencode(path)
     if b'\0' in b:
         raise ValueError(f'baton: {what} {path!r} holds a NUL character')
     return b
@@ -166,8 +169,8 @@ def compile(script, out, **params):
     items = [f'{k}={int(v) if isinstance(v, bool) else v}'.encode() for k, v in params.items()]
     if any(b'\0' in i for i in items):
         raise ValueError('baton: a compile parameter holds a NUL character')
-    arr = (ctypes.c_char_p * max(len(items), 1))(*items)
-    err = ctypes.create_string_buffer(_ERR_BYTES)
+    arr = (_ctypes.c_char_p * max(len(items), 1))(*items)
+    err = _ctypes.create_string_buffer(_ERR_BYTES)
     code = fn(_cpath(script, 'script'), arr, len(items), _cpath(out, 'output path'), err, len(err))
     if code:
         raise BatonError('baton_compile', code, err.value.decode(errors='replace'))
@@ -183,7 +186,7 @@ def verify(path):
     libbaton's environment parameters (see set_algorithms)."""
     lib = load()
     fn = _tool(lib, 'baton_verify')
-    err = ctypes.create_string_buffer(_ERR_BYTES)
+    err = _ctypes.create_string_buffer(_ERR_BYTES)
     _reads_params('baton.verify')
     code = fn(_cpath(path, 'path'), err, len(err))
     if code:
@@ -193,7 +196,7 @@ def verify(path):
 
 def set_algorithms(dir=None, files=None):
     """Names the IR programs communicators load: a folder whose *.xml files are loaded (BATON_ALGO_DIR) and/or
-    files (BATON_ALGO_FILES: a path or a list of paths), set in os.environ; a variable whose argument is None
+    files (BATON_ALGO_FILES: a path or a list of paths), set in _os.environ; a variable whose argument is None
     is removed, so that exactly what is named here loads (MSCCL_XML_FILES is left as it is).  libbaton reads
     its environment parameters once per process, at the first call that needs one: set_algorithms must come
     before this module's first verify, Comm or group call, and raises RuntimeError after one.  (Calls made to
@@ -207,29 +210,29 @@ def set_algorithms(dir=None, files=None):
                            f'once; call set_algorithms before it, or set the variables before starting Python')
     env = {}
     if dir is not None:
-        if not os.path.isdir(dir):
+        if not _os.path.isdir(dir):
             raise NotADirectoryError(f'baton: set_algorithms: {dir} is not a folder')
-        env['BATON_ALGO_DIR'] = os.path.abspath(dir)
+        env['BATON_ALGO_DIR'] = _os.path.abspath(dir)
     if files is not None:
-        files = [files] if isinstance(files, (str, bytes, os.PathLike)) else list(files)
+        files = [files] if isinstance(files, (str, bytes, _os.PathLike)) else list(files)
         paths = []
         for f in files:
-            f = os.fsdecode(f)
-            if not os.path.isfile(f):
+            f = _os.fsdecode(f)
+            if not _os.path.isfile(f):
                 raise FileNotFoundError(f'baton: set_algorithms: {f} is not a file')
-            if ':' in os.path.abspath(f):
+            if ':' in _os.path.abspath(f):
                 raise ValueError(f'baton: set_algorithms: {f}: BATON_ALGO_FILES is colon-separated, so a path '
                                  'cannot hold a colon')
-            paths.append(os.path.abspath(f))
+            paths.append(_os.path.abspath(f))
         env['BATON_ALGO_FILES'] = ':'.join(paths)
     for var in ('BATON_ALGO_DIR', 'BATON_ALGO_FILES'):
         if var in env:
-            os.environ[var] = env[var]
+            _os.environ[var] = env[var]
         else:
-            os.environ.pop(var, None)
+            _os.environ.pop(var, None)
 
 
-NcclLibrary = collections.namedtuple('NcclLibrary', 'path is_baton')
+NcclLibrary = _collections.namedtuple('NcclLibrary', 'path is_baton')
 NcclLibrary.__doc__ = ('A libnccl.so* mapped into this process: its path, and whether it is baton\'s drop-in '
                        '(True), another NCCL (False) or cannot be read to tell (None).')
 # A string of baton's parameter table, in the read-only data of baton's libnccl.so.2 and of no real NCCL.
@@ -242,15 +245,15 @@ def _elf_rodata(f):
     h = f.read(64)
     if len(h) < 64 or h[:4] != b'\x7fELF' or h[4] != 2 or h[5] != 1:   # 64-bit little-endian only
         return None
-    shoff, = struct.unpack_from('<Q', h, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from('<HHH', h, 0x3A)
+    shoff, = _struct.unpack_from('<Q', h, 0x28)
+    shentsize, shnum, shstrndx = _struct.unpack_from('<HHH', h, 0x3A)
     if shentsize < 64 or not 0 < shnum < 65536 or shstrndx >= shnum:
         return None
     f.seek(shoff)
     table = f.read(shentsize * shnum)
     if len(table) < shentsize * shnum:
         return None
-    sections = [struct.unpack_from('<IIQQQQ', table, i * shentsize) for i in range(shnum)]
+    sections = [_struct.unpack_from('<IIQQQQ', table, i * shentsize) for i in range(shnum)]
     _, _, _, _, stroff, strsize = sections[shstrndx]
     f.seek(stroff)
     names = f.read(min(strsize, 1 << 20))
@@ -266,7 +269,7 @@ def _has_marker(path):
     try:
         with open(path, 'rb') as f:
             span = _elf_rodata(f)
-            start, left = span if span else (0, os.fstat(f.fileno()).st_size)
+            start, left = span if span else (0, _os.fstat(f.fileno()).st_size)
             f.seek(start)
             tail, step = b'', 1 << 22
             while left > 0:
@@ -297,7 +300,7 @@ def nccl_library():
             path = fields[5].rstrip('\n')
             if path.endswith(' (deleted)'):
                 path = path[:-len(' (deleted)')]
-            if os.path.basename(path).startswith('libnccl.so') and path not in seen:
+            if _os.path.basename(path).startswith('libnccl.so') and path not in seen:
                 seen.append(path)
     return [NcclLibrary(p, _has_marker(p)) for p in seen]
 
@@ -306,7 +309,7 @@ class Comm:
     """A baton communicator: one rank of a group of GPUs."""
 
     def __init__(self, handle):
-        self._h = ctypes.c_void_p(handle)
+        self._h = _ctypes.c_void_p(handle)
 
     @staticmethod
     def init_all(devices):
@@ -315,8 +318,8 @@ class Comm:
         lib = load()
         _reads_params('baton.Comm.init_all')
         n = len(devices)
-        out = (ctypes.c_void_p * n)()
-        devs = (ctypes.c_int * n)(*devices)
+        out = (_ctypes.c_void_p * n)()
+        devs = (_ctypes.c_int * n)(*devices)
         _check('baton_comm_init_all', lib.baton_comm_init_all(out, n, devs))
         return [Comm(out[i]) for i in range(n)]
 
@@ -327,7 +330,7 @@ class Comm:
         lib = load()
         _reads_params('baton.Comm.unique_id')
         uid = _UniqueId()
-        _check('baton_get_unique_id', lib.baton_get_unique_id(ctypes.byref(uid)))
+        _check('baton_get_unique_id', lib.baton_get_unique_id(_ctypes.byref(uid)))
         return bytes(uid)
 
     @staticmethod
@@ -337,9 +340,9 @@ class Comm:
         if len(uid) != 128:
             raise ValueError('baton: a unique id is 128 bytes (Comm.unique_id())')
         _reads_params('baton.Comm.init_rank')
-        h = ctypes.c_void_p()
+        h = _ctypes.c_void_p()
         _check('baton_comm_init_rank',
-               lib.baton_comm_init_rank(ctypes.byref(h), nranks, _UniqueId.from_buffer_copy(uid), rank))
+               lib.baton_comm_init_rank(_ctypes.byref(h), nranks, _UniqueId.from_buffer_copy(uid), rank))
         return Comm(h.value)
 
     def last_algorithm(self):
@@ -408,7 +411,7 @@ def gemv_allreduce(W, x, y=None, comm=None, stream=None):
     elif hasattr(stream, 'cuda_stream'):
         stream = stream.cuda_stream
     _check('baton_gemv_allreduce', load().baton_gemv_allreduce(comm._h, W.data_ptr(), x.data_ptr(), y.data_ptr(),
-                                                               M, K, dt, ctypes.c_void_p(stream)))
+                                                               M, K, dt, _ctypes.c_void_p(stream)))
     return y
 
 
@@ -444,8 +447,8 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
     dt = _dtype(table, 'table')
     if weights is not None and (_dtype(weights, 'weights') != dt or tuple(weights.shape) != tuple(indices.shape)):
         raise ValueError('baton: weights must be one per index, of the table\'s type')
-    n = ctypes.c_int()
-    _check('baton_comm_count', load().baton_comm_count(comm._h, ctypes.byref(n)))
+    n = _ctypes.c_int()
+    _check('baton_comm_count', load().baton_comm_count(comm._h, _ctypes.byref(n)))
     if batch % n.value:
         raise ValueError(f'baton: batch {batch} is not a multiple of the {n.value} ranks')
     shape = (batch // n.value, n.value * tables * D)
@@ -456,7 +459,7 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
     _check('baton_embedding_alltoall', load().baton_embedding_alltoall(
         comm._h, table.data_ptr(), rows, D, table.stride(0), indices.data_ptr(), indices.shape[0],
         offsets.data_ptr(), weights.data_ptr() if weights is not None else None, batch, tables,
-        0 if mode == 'sum' else 4, out.data_ptr(), dt, ctypes.c_void_p(_stream_of(stream, table))))
+        0 if mode == 'sum' else 4, out.data_ptr(), dt, _ctypes.c_void_p(_stream_of(stream, table))))
     return out
 
 
@@ -485,8 +488,8 @@ def gemm_alltoall(X, W, out=None, comm=None, stream=None, counts=None):
                                or counts.stride(0) != 1):
         raise ValueError(f'baton: counts must be a 1-D contiguous int32 CUDA tensor, one entry per rank '
                          f'(got {tuple(counts.shape)}, {counts.dtype})')
-    n = ctypes.c_int()
-    _check('baton_comm_count', load().baton_comm_count(comm._h, ctypes.byref(n)))
+    n = _ctypes.c_int()
+    _check('baton_comm_count', load().baton_comm_count(comm._h, _ctypes.byref(n)))
     if tokens % n.value:
         raise ValueError(f'baton: tokens {tokens} is not a multiple of the {n.value} ranks')
     if counts is not None and counts.shape[0] != n.value:
@@ -498,5 +501,5 @@ def gemm_alltoall(X, W, out=None, comm=None, stream=None, counts=None):
     _check('baton_gemm_alltoall', load().baton_gemm_alltoall(
         comm._h, X.data_ptr(), X.stride(0), W.data_ptr(), W.stride(0),
         counts.data_ptr() if counts is not None else None, out.data_ptr(), tokens, F, H,
-        _DTYPES['torch.bfloat16'], ctypes.c_void_p(_stream_of(stream, X))))
+        _DTYPES['torch.bfloat16'], _ctypes.c_void_p(_stream_of(stream, X))))
     return out

@@ -28,6 +28,8 @@ check "bin/baton, bin/baton-bench, include/baton.h, libbaton.so, baton.pc, LICEN
        -a -f "$root/share/doc/baton/LICENSE"
 check "libnccl.so.2 only in a private folder (lib/baton), never beside libbaton" \
   bash -c "test -f '$lib/baton/libnccl.so.2' && ! ls '$lib'/libnccl* 2>/dev/null"
+check "libbaton.so's API carries its version node (BATON_0.1)" \
+  bash -c "readelf --dyn-syms -W '$lib/libbaton.so' | awk '\$8 ~ /^baton_/ {n++; if (\$8 !~ /@@BATON_0\\.1\$/) bad=1} END {exit bad || !n}'"
 check "libbaton.so exports the baton_* API only" \
   bash -c "nm -D --defined-only '$lib/libbaton.so' | awk '\$2 ~ /^[TDBRW]\$/ && \$3 !~ /^baton_/ {print; bad=1} END {exit bad}'"
 check "the algorithm scripts and their standard modules installed" \
@@ -62,6 +64,8 @@ check "installed 'baton set 4' compiles the default set from the installed scrip
            && cmp -s <(sed 's/prov=\"[^\"]*\"//' '$t/set4/allreduce_4_ring_4r.xml') <(sed 's/prov=\"[^\"]*\"//' '$root/share/baton/default/4/allreduce_4_ring_4r.xml')"
 check "installed baton verifies the installed default set's collectives" \
   bash -c "'$root/bin/baton' verify -q '$root'/share/baton/default/4/{allreduce,allgather,reducescatter,alltoall}_*.xml"
+check "the docs are installed without the measurements' data files and plots" \
+  bash -c "test -f '$root/share/doc/baton/docs/PERFORMANCE.md' -a ! -e '$root/share/doc/baton/docs/bench'"
 check "installed baton runs a bench through the installed baton-bench (here: no GPU, said in baton's words)" \
   bash -c "'$root/bin/baton' bench -g 1 -b 1K -e 1K 2>&1 | grep -q 'baton bench: no GPU to run on\\|^ *1024 '"
 check "installed baton compiles a user's script that uses the standard modules" \

@@ -25,6 +25,9 @@ class T:   # the part of a torch.Tensor the module uses
     def data_ptr(self): return 4096
     def new_empty(self, shape): return T(shape, self.dtype)
 
+public = sorted(n for n in vars(baton) if not n.startswith('_'))
+ok(public == sorted(baton.__all__) and not {'ctypes', 'os', 'glob', 'struct', 'collections'} & set(public),
+   'the module exports its API only (__all__; no ctypes, os or glob): %s' % ', '.join(public))
 lib = baton.load(sys.argv[2])
 ok(lib is not None and hasattr(lib, 'baton_gemv_allreduce'), 'libbaton.so loads and has baton_gemv_allreduce')
 c = baton.Comm(None)
