@@ -12,6 +12,7 @@ and, with no GPU and no PyTorch, the compiler and the CPU verifier:
     baton.set_algorithms(dir='algs')                   # what communicators load (before any other call)
     baton.compile('algorithms/allreduce_ring.lua', 'algs/ring4.xml', ranks=4)   # script -> verified IR
     baton.verify('algs/ring4.xml')                     # True, or BatonError naming the file and the problem
+    baton.verify('a2n.xml', expect='o[r][c]=i[r-1][c] if r>=1', inplace=False)   # a custom collective's rule
     baton.nccl_library()                               # is the libnccl.so.2 in this process baton's?
 
 Tensors are CUDA tensors of float32, float16 or bfloat16 (anything with
@@ -96,6 +97,11 @@ class _UniqueId(_ctypes.Structure):
     _fields_ = [('bytes', _ctypes.c_char * 128)]
 
 
+class _VerifyOpts(_ctypes.Structure):
+    """baton.h's baton_verify_opts."""
+    _fields_ = [('expect', _ctypes.c_char_p), ('placement', _ctypes.c_int), ('count', _ctypes.c_longlong)]
+
+
 def _declare(lib):
     P, I, Z, U = _ctypes.c_void_p, _ctypes.c_int, _ctypes.c_size_t, _UniqueId
     lib.baton_comm_init_all.argtypes = [_ctypes.POINTER(P), I, _ctypes.POINTER(I)]
@@ -121,6 +127,9 @@ def _declare(lib):
         lib.baton_compile.restype = I
         lib.baton_verify.argtypes = [S, _ctypes.c_char_p, Z]
         lib.baton_verify.restype = I
+    if hasattr(lib, 'baton_verify_with'):
+        lib.baton_verify_with.argtypes = [S, _ctypes.POINTER(_VerifyOpts), _ctypes.c_char_p, Z]
+        lib.baton_verify_with.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
               lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_gemm_alltoall, lib.baton_group_start,
               lib.baton_group_end):
@@ -177,18 +186,27 @@ def compile(script, out, **params):
     return out
 
 
-def verify(path):
+def verify(path, expect=None, inplace=None, count=None):
     """Validates the IR file at path (its XML, the program's rules, races, deadlock freedom) and runs it for all
-    ranks on the CPU executor against its collective's postcondition (f32 sum, 4099 elements per block: the
-    run of `baton verify FILE`).  Returns True, or raises BatonError whose message names the file and the
-    problem; a fused program with gemm steps or an interleaved output is refused (code 6, unsupported: its
-    dimensions must be chosen, `baton verify --dim`; compile ran it before writing it).  The first call reads
-    libbaton's environment parameters (see set_algorithms)."""
+    ranks on the CPU executor against its collective's postcondition (f32 sum, 4099 elements per block; a fused
+    program at dimensions and a count that fit it: the run of `baton verify FILE`).  expect: a custom
+    collective's postcondition (`baton verify --expect`), e.g. 'o[r][c]=i[r-1][c] if r>=1'; inplace: True or
+    False to run it in or out of place (None: the program's own); count: elements per block.  Returns True, or
+    raises BatonError whose message names the file and the problem.  The first call reads libbaton's
+    environment parameters (see set_algorithms)."""
     lib = load()
-    fn = _tool(lib, 'baton_verify')
     err = _ctypes.create_string_buffer(_ERR_BYTES)
     _reads_params('baton.verify')
-    code = fn(_cpath(path, 'path'), err, len(err))
+    if expect is None and inplace is None and count is None:
+        code = _tool(lib, 'baton_verify')(_cpath(path, 'path'), err, len(err))
+    else:
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+            raise ValueError('baton.verify: count must be a positive integer, not %r' % (count,))
+        if inplace not in (None, True, False):
+            raise ValueError('baton.verify: inplace must be True, False or None, not %r' % (inplace,))
+        opts = _VerifyOpts(_cpath(expect, 'expect') if expect is not None else None,
+                           0 if inplace is None else 1 if inplace else 2, count or 0)
+        code = _tool(lib, 'baton_verify_with')(_cpath(path, 'path'), _ctypes.byref(opts), err, len(err))
     if code:
         raise BatonError('baton_verify', code, err.value.decode(errors='replace'))
     return True

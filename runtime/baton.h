@@ -261,19 +261,33 @@ baton_result baton_compile(const char *script, const char *const *params, int np
                            char *err, size_t errlen);
 
 /* Validates the IR file at ir_path (its XML, deadlock freedom with
- * BATON_EXEC_SLOTS FIFO slots, races for the program's own placement)
- * and runs it for all ranks on the CPU executor, checking its
- * collective's postcondition: f32 sum (bf16 for a program whose compute
- * steps take only that), 4099 elements per block in 128-element tiles,
- * unbound dimensions of a fused program at the verifier's default -- the
- * run of `baton verify FILE`.  baton_invalid_argument for a file that is
- * not a valid program, baton_wrong_result or baton_deadlock for a run
- * that fails, baton_unsupported for a fused program with gemm steps or
- * an interleaved output (its dimensions and count must be chosen to fit:
- * `baton verify --dim NAME=N --count N`).  In this process: its first call reads baton's environment
- * parameters, which the library reads once (set BATON_ALGO_DIR and the
- * others before it). */
+ * BATON_EXEC_SLOTS FIFO slots, races for the placement it runs in) and
+ * runs it for all ranks on the CPU executor, checking its collective's
+ * postcondition: f32 sum (bf16 for a program whose compute steps take
+ * only that), 4099 elements per block in 128-element tiles (a fused or
+ * interleaved program: unbound dimensions small and a count of whole
+ * output rows, as baton compile checks it) -- the run of `baton verify
+ * FILE`.  baton_invalid_argument for a file that is not a valid program
+ * (or options that do not fit it), baton_wrong_result or baton_deadlock
+ * for a run that fails.  In this process: its first call reads baton's
+ * environment parameters, which the library reads once (set
+ * BATON_ALGO_DIR and the others before it). */
 baton_result baton_verify(const char *ir_path, char *err, size_t errlen);
+
+/* What baton_verify_with changes of that run (zero: as baton_verify).
+ * expect: a custom collective's postcondition in `baton verify
+ * --expect`'s language (refused for a built-in collective, which has its
+ * own); placement: 0 the program's own, 1 in place, 2 out of place;
+ * count: elements per block (0: as above). */
+typedef struct baton_verify_opts {
+  const char *expect;
+  int placement;
+  long long count;
+} baton_verify_opts;
+
+/* baton_verify with options o (NULL: none), as `baton verify --expect
+ * SPEC --inplace|--outofplace --count N FILE`. */
+baton_result baton_verify_with(const char *ir_path, const baton_verify_opts *o, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

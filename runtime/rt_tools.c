@@ -14,8 +14,11 @@
 #include <unistd.h>
 
 #include "baton.h"
+#include "ip_compute.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
+#include "ir_geom.h"
+#include "ir_expect.h"
 #include "ir_read.h"
 
 extern char **environ;
@@ -171,20 +174,22 @@ baton_result baton_compile(const char *script, const char *const *params, int np
   return baton_invalid_argument;
 }
 
-/* Whether any step of p is a gemm. */
-static int has_gemm(const ir_prog *p) {
-  for (int r = 0; r < p->ngpus; r++)
-    for (int b = 0; b < p->gpus[r].ntbs; b++)
-      for (int k = 0; k < p->gpus[r].tbs[b].nsteps; k++)
-        if (p->gpus[r].tbs[b].steps[k].op == IR_OP_GEMM) return 1;
-  return 0;
+baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
+  return baton_verify_with(ir_path, NULL, err, errlen);
 }
 
-/* baton.h: baton verify's checks and its default CPU run, on one file. */
-baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
+/* baton.h: baton verify's checks and its CPU run, on one file, with o. */
+baton_result baton_verify_with(const char *ir_path, const baton_verify_opts *o, char *err, size_t errlen) {
+  static const baton_verify_opts none = {0};
+  if (!o) o = &none;
   if (err && errlen) *err = 0;
   if (!ir_path) {
     set_err(err, errlen, "baton_verify: ir_path is NULL");
+    return baton_invalid_argument;
+  }
+  if (o->placement < 0 || o->placement > 2 || o->count < 0 || o->count > IR_GEOM_MAX_ELEMS) {
+    set_err(err, errlen, "baton_verify: placement %d (0 the program's own, 1 in place, 2 out of place) or count %lld "
+            "(0..%lld) out of range", o->placement, o->count, (long long)IR_GEOM_MAX_ELEMS);
     return baton_invalid_argument;
   }
   if (is_dir(ir_path)) {
@@ -197,14 +202,26 @@ baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
     return baton_out_of_memory;
   }
   ir_prog *p = NULL;
+  ir_expect *ex = NULL;
   bt_result r = ir_read_file(ir_path, &p, d);
   if (!r) r = ir_check(p, d);
   if (r) {
     set_err(err, errlen, "%s: invalid\n%s", ir_path, rt_diag_text(d));
     goto out;
   }
+  if (o->expect && p->coll != IR_COLL_CUSTOM) {
+    set_err(err, errlen, "%s: expect is for custom collectives; %s has its own postcondition", ir_path,
+            ir_coll_name[p->coll]);
+    r = BT_ERR_INVALID;
+    goto out;
+  }
+  if (o->expect && (r = ir_expect_parse(o->expect, "expect", &ex, d))) {
+    set_err(err, errlen, "baton_verify: %s", rt_diag_text(d));
+    goto out;
+  }
+  const int inplace = o->placement == 1 ? 1 : o->placement == 2 ? 0 : p->inplace;
   int unchecked = 0;
-  if ((r = ir_check_races_of(p, ir_prog_aliased(p, p->inplace), &unchecked, d))) {
+  if ((r = ir_check_races_of(p, ir_prog_aliased(p, inplace), &unchecked, d))) {
     set_err(err, errlen, "%s: unsafe\n%s", ir_path, rt_diag_text(d));
     goto out;
   }
@@ -214,30 +231,23 @@ baton_result baton_verify(const char *ir_path, char *err, size_t errlen) {
     r = BT_ERR_UNSUPPORTED;
     goto out;
   }
-  /* A gemm's rows and an interleaved output's rows are products of
-   * dimensions that the count must divide into: those runs need
-   * dimensions and a count chosen for the program (baton compile's runs,
-   * or baton verify --dim --count). */
-  const char *needs = p->interleave ? "an interleaved output" : has_gemm(p) ? "gemm steps" : NULL;
-  if (needs) {
-    set_err(err, errlen, "%s: a fused program with %s: baton_verify runs no such program (its dimensions and count "
-            "must be chosen to fit: baton verify --dim NAME=N --count N; baton compile ran it before writing it)",
-            ir_path, needs);
-    r = BT_ERR_UNSUPPORTED;
-    goto out;
-  }
   /* baton verify's default run: f32 sum, or bf16 for a program whose
-   * compute steps take only that. */
+   * compute steps take only that; a fused or interleaved program at
+   * dimensions and a count that fit it (ip_dims_fit) unless the count is
+   * given. */
   ip_dims dims = {0};
-  ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 4099, .tile = 128, .inplace = -1, .dims = &dims};
-  if (!ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) o.dtype = IP_BF16;
+  ip_cpu_opts c = {.dtype = IP_F32, .op = IP_OP_SUM, .count = o->count ? o->count : 4099, .tile = 128,
+                   .inplace = o->placement == 1 ? 1 : o->placement == 2 ? 0 : -1, .dims = &dims, .expect = ex};
+  if (!ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) c.dtype = IP_BF16;
+  if (!o->count && (ir_prog_fused(p) || p->interleave)) c.count = ip_dims_fit(p, &dims, c.count);
   ip_cpu_report rep;
-  if ((r = ip_cpu_verify(p, &o, &rep, d))) {
+  if ((r = ip_cpu_verify(p, &c, &rep, d))) {
     const char *what = r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG RESULT" : bt_result_str(r);
-    set_err(err, errlen, "%s: %s with %s %s count=%lld\n%s", ir_path, what, ip_dtype_name[o.dtype],
-            ip_redop_name[o.op], (long long)o.count, rt_diag_text(d));
+    set_err(err, errlen, "%s: %s with %s %s count=%lld\n%s", ir_path, what, ip_dtype_name[c.dtype],
+            ip_redop_name[c.op], (long long)c.count, rt_diag_text(d));
   }
 out:
+  ir_expect_free(ex);
   ir_prog_free(p);
   rt_diag_free(d);
   return (baton_result)r;

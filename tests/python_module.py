@@ -145,9 +145,20 @@ raises(ValueError, lambda: baton.compile('a.lua\0b', os.path.join(tmp, 'x.xml'))
 raises(baton.BatonError, lambda: baton.verify(os.path.join(tmp, 'none.xml')), 'verify of a missing file names it',
        'none.xml')
 moe = os.path.join(tmp, 'moe2.xml')
-e = raised(Exception, lambda: baton.verify(baton.compile(os.path.join(algs, 'moe_combine.lua'), moe, ranks=2)))
-ok(isinstance(e, baton.BatonError) and e.code == 6 and 'gemm steps' in str(e),
-   f'verify of a fused program with gemm steps is refused: unsupported ({str(e).splitlines()[0] if e else None})')
+e = raised(Exception, lambda: ok(baton.verify(baton.compile(os.path.join(algs, 'moe_combine.lua'), moe, ranks=2)),
+                                 'verify of a fused program with gemm steps runs it at dimensions that fit'))
+if e: ok(False, f'verify of the GEMM + AllToAll program: {type(e).__name__}: {e}')
+# A custom collective, with the options baton verify takes: AllToNext on 2 ranks, its postcondition given.
+a2n = baton.compile(os.path.join(algs, 'alltonext.lua'), os.path.join(tmp, 'a2n.xml'), nodes=2, gpus=1)
+rule = 'o[r][c]=i[r-1][c] if r>=1'
+e = raised(Exception, lambda: ok(baton.verify(a2n, expect=rule, inplace=False, count=1000),
+                                 'verify(expect=..., inplace=False, count=...) of a custom collective'))
+if e: ok(False, f'verify of AllToNext with its rule: {type(e).__name__}: {e}')
+e = raised(baton.BatonError, lambda: baton.verify(a2n, expect='o[r][c]=i[r][c] if r>=1', inplace=False))
+ok(e is not None and e.code == 5, f'a wrong rule is a wrong result ({str(e).splitlines()[0] if e else None})')
+raises(baton.BatonError, lambda: baton.verify(ring, expect=rule), 'expect with a built-in collective is refused',
+       'own postcondition')
+raises(ValueError, lambda: baton.verify(ring, count=0), 'count 0 is refused', 'positive integer')
 raises(RuntimeError, lambda: baton.set_algorithms(dir=tmp), 'set_algorithms after verify (parameters read) is '
        'refused', 'too late')
 ok(baton.Comm(None).algorithms() == [], 'Comm.algorithms() of no communicator is []')
