@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BIN };
+enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BNOT, N_BIN, N_JF, N_JMP, N_END };
 /* Nodes are added after their operands, so a node's expression is the
- * nodes lo..itself, in an order a stack evaluates (eval). */
+ * nodes lo..itself, in an order a stack evaluates (eval).  A conditional
+ * `x ? y : z` is x's nodes, N_JF (pops x; when 0 goes on at z's first
+ * node, v), y's nodes, N_JMP (goes on at N_END, v), z's nodes, N_END
+ * (the whole expression's root): only the branch taken is evaluated. */
 typedef struct node { int kind, op; long long v; int a, b, lo; } node;
 
 typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; } rule;
@@ -44,8 +47,10 @@ static int accept(parser *ps, const char *tok) {
   skip(ps);
   size_t n = strlen(tok);
   if (strncmp(ps->p, tok, n)) return 0;
-  /* "if" must not be the start of a longer word */
+  /* "if" must not be the start of a longer word, nor "<" of "<<", "|" of
+   * "||", "&" of "&&" (operators of other levels) */
   if (isalpha((unsigned char)tok[0]) && isalnum((unsigned char)ps->p[n])) return 0;
+  if (n == 1 && strchr("<>|&", tok[0]) && ps->p[1] == tok[0]) return 0;
   ps->p += n;
   return 1;
 }
@@ -74,7 +79,7 @@ static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
     e->nodes = n; e->capnodes = cap;
   }
   /* an operator's expression starts where its first operand's does */
-  int lo = kind == N_NUM || kind == N_VAR ? e->nnodes : e->nodes[a].lo;
+  int lo = kind == N_NUM || kind == N_VAR || kind == N_JF || kind == N_JMP ? e->nnodes : e->nodes[a].lo;
   e->nodes[e->nnodes] = (node){kind, op, v, a, b, lo};
   return e->nnodes++;
 }
@@ -101,8 +106,9 @@ static int parse_primary(parser *ps) {
     ps->p++;
     return add_node(ps, N_VAR, 0, v, 0, 0);
   }
-  int paren = accept(ps, "("), neg = !paren && accept(ps, "-"), not = !paren && !neg && accept(ps, "!");
-  if (!paren && !neg && !not) {
+  int paren = accept(ps, "("), neg = !paren && accept(ps, "-"), not = !paren && !neg && accept(ps, "!"),
+      bnot = !paren && !neg && !not && accept(ps, "~");
+  if (!paren && !neg && !not && !bnot) {
     fail(ps, "expected a number, r, c, n, k or '('");
     return 0;
   }
@@ -118,19 +124,21 @@ static int parse_primary(parser *ps) {
     x = parse_or(ps);
     expect(ps, ")");
   } else {
-    x = add_node(ps, neg ? N_NEG : N_NOT, 0, 0, parse_primary(ps), 0);
+    x = add_node(ps, neg ? N_NEG : not ? N_NOT : N_BNOT, 0, 0, parse_primary(ps), 0);
   }
   ps->depth--;
   return x;
 }
 
-/* Binary levels from loosest to tightest; each lists its operators, the
- * longer spellings first so that "<=" is not read as "<". */
+/* Binary levels from loosest to tightest, as C's; each lists its
+ * operators, the longer spellings first so that "<=" is not read as "<". */
 static const char *const levels[][7] = {
-  {"||"}, {"&&"}, {"==", "!=", "<=", ">=", "<", ">"}, {"+", "-"}, {"*", "/", "%"},
+  {"||"}, {"&&"}, {"|"}, {"^"}, {"&"}, {"==", "!="}, {"<=", ">=", "<", ">"}, {"<<", ">>"}, {"+", "-"},
+  {"*", "/", "%"},
 };
 enum { NLEVELS = sizeof levels / sizeof levels[0] };
-static const char *const all_ops[] = {"||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%"};
+static const char *const all_ops[] = {"||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%",
+                                      "|", "^", "&", "<<", ">>"};
 
 static int op_index(const char *tok) {
   for (int i = 0; i < (int)(sizeof all_ops / sizeof all_ops[0]); i++)
@@ -155,7 +163,29 @@ static int parse_level(parser *ps, int lvl) {
   }
 }
 
-static int parse_or(parser *ps) { return parse_level(ps, 0); }
+/* cond ? a : b (right-associative, below ||), nested as parentheses are. */
+static int parse_or(parser *ps) {
+  int x = parse_level(ps, 0);
+  if (ps->failed || !accept(ps, "?")) return x;
+  if (++ps->depth > IR_EXPECT_MAX_DEPTH) {
+    char m[96];
+    snprintf(m, sizeof m, "conditionals and parentheses nested deeper than %d (IR_EXPECT_MAX_DEPTH)", IR_EXPECT_MAX_DEPTH);
+    fail(ps, m);
+    return 0;
+  }
+  int jf = add_node(ps, N_JF, 0, 0, 0, 0);
+  parse_or(ps);
+  expect(ps, ":");
+  int jmp = add_node(ps, N_JMP, 0, 0, 0, 0);
+  if (ps->failed) return 0;
+  ps->e->nodes[jf].v = ps->e->nnodes;   /* the false branch starts here */
+  parse_or(ps);
+  int end = add_node(ps, N_END, 0, 0, x, 0);   /* lo: the condition's first node */
+  if (ps->failed) return 0;
+  ps->e->nodes[jmp].v = end;
+  ps->depth--;
+  return end;
+}
 
 static void parse_rule(parser *ps) {
   rule ru = {0, 0, -1, 0};
@@ -217,7 +247,19 @@ static int apply(int op, long long a, long long b, long long *out) {
   case 8: if (__builtin_add_overflow(a, b, out)) return -1; break;
   case 9: if (__builtin_sub_overflow(a, b, out)) return -1; break;
   case 10: if (__builtin_mul_overflow(a, b, out)) return -1; break;
-  default:
+  case 13: *out = a | b; break;
+  case 14: *out = a ^ b; break;
+  case 15: *out = a & b; break;
+  case 16:   /* a shift past the value's 63 bits, or of a negative count, does not fit */
+    if (b < 0 || b > 62 || a > (LLONG_MAX >> b) || a < (LLONG_MIN >> b)) return -1;
+    *out = (long long)((unsigned long long)a << b);
+    break;
+  case 17:
+    if (b < 0 || b > 63) return -1;
+    *out = a < 0 ? ~(~a >> b) : a >> b;   /* arithmetic, whatever the compiler's choice */
+    break;
+  case 11:
+  case 12:
     if (!b) return 0;
     if (a == LLONG_MIN && b == -1) return -1;
     *out = op == 11 ? a / b : a % b;
@@ -245,6 +287,12 @@ static int eval(const ir_expect *e, int i, const long long *env, long long *out)
       st[sp - 1] = -st[sp - 1];
       break;
     case N_NOT: st[sp - 1] = !st[sp - 1]; break;
+    case N_BNOT: st[sp - 1] = ~st[sp - 1]; break;
+    case N_JF:
+      if (!st[--sp]) j = (int)n->v - 1;
+      break;
+    case N_JMP: j = (int)n->v - 1; break;
+    case N_END: break;
     default:
       if ((k = apply(n->op, st[sp - 2], st[sp - 1], &st[sp - 2])) <= 0) return k;
       sp--;

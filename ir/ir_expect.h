@@ -7,8 +7,11 @@
  * Output chunk c of rank r must hold input chunk (rank, chunk) given by the
  * first rule whose condition holds; "i[*][x]" means the reduction of chunk
  * x over all ranks.  Expressions are integer C expressions over r, c, n
- * (ranks) and k (chunks per block) with + - * / % == != < <= > >= && || !
- * and parentheses.  Example (AllToNext): "o[r][c]=i[r-1][c] if r>=1". */
+ * (ranks) and k (chunks per block) with C's operators and precedence:
+ * ?: || && | ^ & == != < <= > >= << >> + - * / % and unary - ! ~, and
+ * parentheses; a conditional evaluates only the branch it takes.
+ * Example (AllToNext): "o[r][c]=i[r-1][c] if r>=1"; a recursive-doubling
+ * partner: "o[r][c]=i[r^1][c]". */
 #ifndef IR_EXPECT_H
 #define IR_EXPECT_H
 

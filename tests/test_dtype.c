@@ -134,9 +134,49 @@ static void test_expect(void) {
   rt_diag_free(d);
 }
 
+/* C's bit operators, shifts and conditionals, with C's precedence; the
+ * branch not taken is not evaluated. */
+static void test_expect_bits(void) {
+  rt_diag *d = rt_diag_new(4);
+  static const struct { const char *spec; int r, c, rank, chunk; const char *what; } t[] = {
+    {"o[r][c]=i[r^1][c]", 2, 0, 3, 0, "a recursive-doubling partner r^1"},
+    {"o[r][c]=i[(r&1)?r-1:r+1][c]", 3, 0, 2, 0, "a conditional: odd ranks from below"},
+    {"o[r][c]=i[(r&1)?r-1:r+1][c]", 2, 0, 3, 0, "... even ranks from above"},
+    {"o[r][c]=i[r][c<<1|1]", 0, 2, 0, 5, "shift, then or"},
+    {"o[r][c]=i[r][c>>1]", 0, 5, 0, 2, "a right shift"},
+    {"o[r][c]=i[~r&3][c]", 1, 0, 2, 0, "complement, and"},
+    {"o[r][c]=i[r][1|2^3&1]", 0, 0, 0, 3, "& before ^ before |, as in C"},
+    {"o[r][c]=i[r==0 ? 0 : n/r][c]", 0, 0, 0, 0, "the branch not taken divides by zero and is not evaluated"},
+    {"o[r][c]=i[r<1 ? 0 : r<2 ? 1 : 2][c]", 1, 0, 1, 0, "conditionals nest to the right"},
+    {"o[r][c]=i[r<1 ? 0 : r<2 ? 1 : 2][c]", 5, 0, 2, 0, "... their last branch"},
+    {"o[r][c]=i[r][c] if r&1 && c||0", 1, 1, 1, 1, "& binds tighter than &&, and || stays ||"},
+    {"o[r][c]=i[r<<2>>1][c]", 3, 0, 6, 0, "shifts associate left"},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    ir_expect *e = NULL;
+    int sr = -9, sc = -9;
+    int pr = ir_expect_parse(t[i].spec, "expect", &e, d);
+    int ev = pr ? -9 : ir_expect_eval(e, t[i].r, t[i].c, 8, 8, &sr, &sc, d);
+    ok(!pr && ev == 1 && sr == t[i].rank && sc == t[i].chunk, "%s: %s at r=%d c=%d is i[%d][%d] (got %d: %d, %d) %s",
+       t[i].what, t[i].spec, t[i].r, t[i].c, t[i].rank, t[i].chunk, ev, sr, sc, pr ? rt_diag_text(d) : "");
+    ir_expect_free(e);
+    rt_diag_clear(d);
+  }
+  ir_expect *e = NULL;
+  int sr, sc;
+  ok(!ir_expect_parse("o[r][c]=i[r][1<<c]", "expect", &e, d) && ir_expect_eval(e, 0, 70, 8, 8, &sr, &sc, d) == -1,
+     "a shift past 63 bits does not fit: an error, not a value");
+  ir_expect_free(e);
+  rt_diag_clear(d);
+  ok(ir_expect_parse("o[r][c]=i[r ? 1][c]", "expect", &e, d) == BT_ERR_INVALID &&
+         strstr(rt_diag_text(d), "expected ':'"), "a conditional without its ':' is refused: %s", rt_diag_text(d));
+  rt_diag_free(d);
+}
+
 int main(void) {
   test_half();
   test_reduce();
   test_expect();
+  test_expect_bits();
   return tap_done();
 }
