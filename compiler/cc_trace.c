@@ -665,10 +665,15 @@ int cc_dsl_finish(lua_State *L) {
       if (!same) {
         val_describe(&l->val, got, sizeof got);
         val_describe(&ev, want, sizeof want);
-        char where[300] = "";
+        char where[300] = "", by[160] = "";
         if (l->line) snprintf(where, sizeof where, " (last written at %s:%d)", t->script, l->line);
+        int rule = -1, rr, rc, len;
+        if (custom && ir_expect_eval_rule(t->rules, r, c, t->nranks, t->k, &rr, &rc, &rule, NULL) == 1) {
+          const char *text = ir_expect_rule_text(t->rules, rule, &len);   /* the rule that said so */
+          snprintf(by, sizeof by, " by rule %d (%.*s%s)", rule + 1, len > 100 ? 100 : len, text, len > 100 ? "..." : "");
+        }
         if (sr < 0) cc_free(ev.terms);
-        lua_pushfstring(L, "%s fails: rank %d output[%d] holds %s; expected %s%s", what, r, c, got, want, where);
+        lua_pushfstring(L, "%s fails: rank %d output[%d] holds %s; expected %s%s%s", what, r, c, got, want, by, where);
         return lua_error(L);
       }
       if (sr < 0) cc_free(ev.terms);

@@ -294,12 +294,22 @@ void post_free(post_bufs *b, const ir_prog *p) {
 /* Where output chunk c of rank r must come from: *src_rank (-1 = reduced
  * over all ranks) and *src_chunk.  Returns 0 when nothing is required. */
 static int source_of(const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g, int r, int c,
-                     int inplace, int *src_rank, int *src_chunk, rt_diag *diag) {
+                     int inplace, int *src_rank, int *src_chunk, int *rule, rt_diag *diag) {
   int k = g->k, n = p->ngpus;
+  *rule = -1;
   if (p->coll != IR_COLL_CUSTOM) return ir_coll_source(p->coll, p->root, n, k, r, c, src_rank, src_chunk);
-  int got = ir_expect_eval(o->expect, r, c, n, k, src_rank, src_chunk, diag);
+  int got = ir_expect_eval_rule(o->expect, r, c, n, k, src_rank, src_chunk, rule, diag);
   if (got == 0 && inplace) { *src_rank = r; *src_chunk = c; return 1; }  /* left alone */
   return got;
+}
+
+/* For a custom collective's mismatch: ", by rule N: TEXT" (long rules
+ * cut with "..."), the rule that chose the expected source; "" else. */
+static void rule_said(const ip_cpu_opts *o, int rule, char *by, size_t n) {
+  if (rule < 0) return;
+  int len;
+  const char *t = ir_expect_rule_text(o->expect, rule, &len);
+  snprintf(by, n, ", by rule %d: %.*s%s", rule + 1, len > 100 ? 100 : len, t, len > 100 ? "..." : "");
 }
 
 static int same(ip_dtype t, double want, double got) {
@@ -383,8 +393,8 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
     const ir_geom *gr = &g[r];
     unsigned char *out = b->inplace_call ? b->prog_out[r] : b->user_out[r];
     for (int c = 0; c < gr->chunks[IR_BUF_OUTPUT]; c++) {
-      int sr, sc;
-      int got = source_of(p, o, gr, r, c, inplace, &sr, &sc, diag);
+      int sr, sc, rule;
+      int got = source_of(p, o, gr, r, c, inplace, &sr, &sc, &rule, diag);
       if (got < 0) { res = BT_ERR_INVALID; goto out; }
       if (!got) continue;
       int exists = sr >= -1 && sr < n && sc >= 0;   /* a reduction's chunk on every rank */
@@ -423,8 +433,10 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
           char is[160], should[160];
           src_describe(b, p, gr, (const uint64_t *)at_out, is, sizeof is);
           src_describe(b, p, gr, (const uint64_t *)(want + e * es), should, sizeof should);
-          rt_diag_add(diag, "%s: rank %d output chunk %d element %lld holds %s, expected %s", file, r, c, (long long)e,
-                      is, should);
+          char by[160] = "";
+          rule_said(o, rule, by, sizeof by);
+          rt_diag_add(diag, "%s: rank %d output chunk %d element %lld holds %s, expected %s%s", file, r, c, (long long)e,
+                      is, should, by);
           bad++;
           break;
         }
@@ -436,11 +448,12 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
         } else if (same(o->dtype, w, v)) {
           continue;
         }
-        char from[64];
+        char from[64], by[160] = "";
         if (sr < 0) snprintf(from, sizeof from, "the %s of input chunk %d over all ranks", ip_redop_name[o->op], sc);
         else snprintf(from, sizeof from, "input chunk %d of rank %d", sc, sr);
-        rt_diag_add(diag, "%s: rank %d output chunk %d element %lld is %g, expected %g (%s)",
-                    file, r, c, (long long)e, v, w, from);
+        rule_said(o, rule, by, sizeof by);
+        rt_diag_add(diag, "%s: rank %d output chunk %d element %lld is %g, expected %g (%s%s)",
+                    file, r, c, (long long)e, v, w, from, by);
         bad++;
         break;
       }

@@ -16,11 +16,12 @@ enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BNOT, N_BIN, N_JF, N_JMP, N_END };
  * (the whole expression's root): only the branch taken is evaluated. */
 typedef struct node { int kind, op; long long v; int a, b, lo; } node;
 
-typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; } rule;
+typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; int at, len; } rule;   /* at, len: its text */
 
 struct ir_expect {
   node *nodes; int nnodes, capnodes;
   rule *rules; int nrules;
+  char *text;                 /* the spec, for rule_text */
 };
 
 typedef struct parser {
@@ -188,7 +189,8 @@ static int parse_or(parser *ps) {
 }
 
 static void parse_rule(parser *ps) {
-  rule ru = {0, 0, -1, 0};
+  skip(ps);
+  rule ru = {0, 0, -1, 0, (int)(ps->p - ps->s), 0};
   expect(ps, "o"); expect(ps, "["); expect(ps, "r"); expect(ps, "]");
   expect(ps, "["); expect(ps, "c"); expect(ps, "]"); expect(ps, "=");
   expect(ps, "i"); expect(ps, "[");
@@ -199,6 +201,7 @@ static void parse_rule(parser *ps) {
   expect(ps, "]");
   if (accept(ps, "if")) ru.cond = parse_or(ps);
   if (ps->failed) return;
+  ru.len = (int)(ps->p - ps->s) - ru.at;
   ir_expect *e = ps->e;
   rule *r = realloc(e->rules, (e->nrules + 1) * sizeof *r);
   if (!r) { fail(ps, "out of memory"); return; }
@@ -213,6 +216,7 @@ bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, r
   do parse_rule(&ps); while (!ps.failed && accept(&ps, ";"));
   skip(&ps);
   if (!ps.failed && *ps.p) fail(&ps, "unexpected text");
+  if (!ps.failed && !(e->text = strdup(spec))) fail(&ps, "out of memory");
   if (ps.failed) { ir_expect_free(e); *out = NULL; return BT_ERR_INVALID; }
   *out = e;
   return BT_OK;
@@ -222,6 +226,7 @@ void ir_expect_free(ir_expect *e) {
   if (!e) return;
   free(e->nodes);
   free(e->rules);
+  free(e->text);
   free(e);
 }
 
@@ -305,7 +310,22 @@ static int eval(const ir_expect *e, int i, const long long *env, long long *out)
 
 int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk,
                    rt_diag *diag) {
+  return ir_expect_eval_rule(e, r, c, n, k, rank, chunk, NULL, diag);
+}
+
+const char *ir_expect_rule_text(const ir_expect *e, int i, int *len) {
+  if (!e || i < 0 || i >= e->nrules) {
+    *len = 0;
+    return "";
+  }
+  *len = e->rules[i].len;
+  return e->text + e->rules[i].at;
+}
+
+int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk, int *which,
+                        rt_diag *diag) {
   long long env[4] = {r, c, n, k}, v;
+  if (which) *which = -1;
   for (int i = 0; i < e->nrules; i++) {
     const rule *ru = &e->rules[i];
     int ok;
@@ -322,6 +342,7 @@ int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, in
     if ((ok = eval(e, ru->src_chunk, env, &v)) <= 0) goto bad;
     if (v < INT_MIN || v > INT_MAX) { ok = -1; goto bad; }
     *chunk = (int)v;
+    if (which) *which = i;
     return 1;
   bad:
     rt_diag_add(diag, "expect: rule %d %s at rank %d chunk %d", i + 1,

@@ -37,5 +37,11 @@ void ir_expect_free(ir_expect *e);
  * when none does, -1 on an evaluation error (added to diag). */
 int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk,
                    rt_diag *diag);
+/* ir_expect_eval that also says which rule applied (*which: its index,
+ * from 0; -1 when none did). */
+int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk, int *which,
+                        rt_diag *diag);
+/* Rule i's text as written (*len bytes at the pointer, not terminated). */
+const char *ir_expect_rule_text(const ir_expect *e, int i, int *len);
 
 #endif

@@ -235,6 +235,11 @@ check "in a batch, --expect goes to the custom collective and a built-in one kee
 check "a batch ends with one line naming the files that failed, and exits by the worst" 1 \
   "baton verify: 2 files: 1 passed, 1 failed (alltonext_fwd_2n.xml)" \
   "$baton" verify -q "$ag" "$corpus/alltonext_fwd_2n.xml"
+printf 'collective{ kind = "custom", ranks = 2, chunks = 1, inplace = false, expect = "o[r][c]=i[1][c]" }\nchunk(1, "input", 0):copy(1, "output", 0)\nchunk(1, "input", 0):copy(0, "output", 0)\n' > "$tmp/from1.lua"
+"$baton" compile -q "$tmp/from1.lua" -o "$tmp/from1.xml"
+check "a wrong result of a custom collective names the rule that applied" 1 \
+  "expected 3 (input chunk 0 of rank 0, by rule 2: o[r][c]=i[0][c] if r==0)" \
+  "$baton" verify --expect 'o[r][c]=i[1][c] if r==1; o[r][c]=i[0][c] if r==0' "$tmp/from1.xml"
 check_exact "--inplace with --outofplace is refused" 2 \
   "baton verify: --inplace and --outofplace exclude each other; give one (or neither: the program's own placement)" \
   "$baton" verify --inplace --outofplace "$ag"

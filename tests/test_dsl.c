@@ -298,11 +298,17 @@ static void test_custom(void) {
            "Reduce to rank 0 (a custom collective with a reduction)", 0);
   fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy((r + 2) % 4, 'output', 0) end\n",
         "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r-1][c] if r>=1\") fails: "
-        "rank 1 output[0] holds nothing (never written); expected input[0] of rank 0", "a wrong custom program");
+        "rank 1 output[0] holds nothing (never written); expected input[0] of rank 0 by rule 1 (o[r][c]=i[r-1][c] if r>=1)",
+        "a wrong custom program: the rule that applied named");
   fails(NEXT4 "for r = 0, 2 do chunk(r, 'input', 0, 2):copy(r + 1, 'output', 0) end\n"
         "chunk(0, 'input', 1):copy(3, 'output', 1)\n",
-        "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 (last written at t.lua:3)",
+        "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 by rule 1 (o[r][c]=i[r-1][c] "
+        "if r>=1) (last written at t.lua:3)",
         "a custom program that overwrites a result");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r][c] if r==1; "
+        "o[r][c]=i[0][c] if r==0'}\nchunk(1, 'input', 0):copy(1, 'output', 0)\nchunk(1, 'input', 0):copy(0, 'output', 0)\n",
+        "rank 0 output[0] holds input[0] of rank 1; expected input[0] of rank 0 by rule 2 (o[r][c]=i[0][c] if r==0)",
+        "of two rules, the one that applied is named");
   fails("collective{kind='custom', ranks=2, chunks=1, inplace=true, expect='o[r][c]=i[1-r][c] if r==0'}\n"
         "local t = chunk(1, 'input', 0):copy(0, 'tmp', 0)\nchunk(0, 'input', 0):copy(1, 'input', 0)\nt:copy(0, 'input', 0)\n",
         "rank 1 output[0] holds input[0] of rank 0; expected input[0] of rank 1 (last written at t.lua:3)",
