@@ -435,6 +435,41 @@ static int positioned(lua_State *L, const char *msg) {
   return 0;
 }
 
+/* The script's frames a message's line was reached through: where the
+ * error is inside a function of the script, " (called from S:10, S:14)"
+ * is pushed after msg (at most CALLERS of them, the outermost last), so
+ * that a helper's line comes with the lines that called it. */
+enum { CALLERS = 8 };
+static void called_from(lua_State *L, const char *msg) {
+  sandbox *sb = sandbox_of(L);
+  lua_Debug ar;
+  int lines[CALLERS + 1], n = 0, more = 0, first = 1;
+  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.source[0] != '@' || strcmp(ar.source + 1, sb->name) || ar.currentline <= 0)
+      continue;
+    if (first) { first = 0; continue; }   /* the line the message names */
+    if (n < CALLERS) lines[n++] = ar.currentline;
+    else more++;
+  }
+  if (!n) return;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, msg);
+  luaL_addstring(&b, " (called from ");
+  for (int i = 0; i < n; i++) {
+    char one[300];
+    snprintf(one, sizeof one, "%s%s:%d", i ? ", " : "", sb->name, lines[i]);
+    luaL_addstring(&b, one);
+  }
+  if (more) {
+    char rest[64];
+    snprintf(rest, sizeof rest, " and %d more", more);
+    luaL_addstring(&b, rest);
+  }
+  luaL_addstring(&b, ")");
+  luaL_pushresult(&b);
+}
+
 /* Whether Lua errors carry their traceback (cc_lua_set_traceback). */
 static _Atomic int with_traceback;
 
@@ -455,6 +490,7 @@ static int on_error(lua_State *L) {
     msg = line > 0 ? lua_pushfstring(L, "%s:%d: %s", sb->name, line, msg) : lua_pushfstring(L, "%s: %s", sb->name, msg);
   }
   if (with_traceback) luaL_traceback(L, L, msg, 1);
+  else if (!sb->stopped) called_from(L, msg);
   return 1;
 }
 

@@ -198,7 +198,14 @@ printf 'collective{kind="allreduce", ranks=2, chunks=1}\nerror({})\n' > "$tmp/ob
 check_exact "an error object that is not a string gets the line" 1 "obj.lua:2: error object is a table value" \
   bash -c 'cd "$1" && "$0" compile -q obj.lua -o obj.xml' "$abs" "$tmp"
 printf 'local function f() error("no position", 0) end\nf()\n' > "$tmp/lvl0.lua"
-check_exact "error(msg, 0) gets the script line" 1 "lvl0.lua:1: no position" \
+printf 'collective{ kind = "allreduce", ranks = 2, chunks = 1, inplace = true }\nlocal function send(a, b)\n  chunk(a, "input", 0):copy(b, "ouput", 0)\nend\nlocal function both()\n  send(0, 1)\nend\nboth()\n' > "$tmp/helper.lua"
+check "an error in a helper names the helper's line, then its callers' (a traceback of the script's frames)" 1 \
+  "helper.lua:3: 'ouput' is not a buffer: did you mean 'output'?" \
+  bash -c 'cd "$1" && "$0" compile -q helper.lua -o helper.xml' "$abs" "$tmp"
+check "... ending with the lines that called it" 1 "(called from helper.lua:6, helper.lua:8)" \
+  bash -c 'cd "$1" && "$0" compile -q helper.lua -o helper.xml' "$abs" "$tmp"
+check_exact "error(msg, 0) gets the script line, and the lines that called its function" 1 \
+  "lvl0.lua:1: no position (called from lvl0.lua:2)" \
   bash -c 'cd "$1" && "$0" compile -q lvl0.lua -o lvl0.xml' "$abs" "$tmp"
 check_exact "a DSL error is one line too" 1 \
   "typo.lua:1: collective{}: unknown field 'protocl' (it takes kind, ranks, chunks, inplace, protocol, instances, threads, name, minbytes, maxbytes, topology, expect, vars, tileorder, interleave, input_chunks, output_chunks, placement, via)" \
