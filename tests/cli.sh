@@ -33,6 +33,11 @@ check "option without value" 2 "--expect needs a value" "$baton" verify x.xml --
 check "bad --expect" 2 "--expect:3: expected 'r' near 'end of text'" "$baton" verify --expect 'o[' x.xml
 check_exact "a missing file is missing, not invalid" 1 "nope.xml: cannot open: No such file or directory" "$baton" verify nope.xml
 check "baton help CMD is CMD --help" 0 "usage: baton compile SCRIPT.lua" "$baton" help compile
+check_exact "explain -q prints nothing for a valid file (a check)" 0 "" \
+  "$baton" explain -q "$root/algorithms/ir/allreduce_ring_8r.xml"
+check_exact "explain of a missing file says it cannot open it" 1 "nope.xml: cannot open: No such file or directory" \
+  "$baton" explain -q nope.xml
+check "set -v adds each program's compile summary" 0 "verified on the CPU" "$baton" set 1 -v -o "$tmp/setv"
 check "baton help of an unknown command" 2 "baton: unknown command 'frob'" "$baton" help frob
 check "a one-letter option takes its value attached (-oFILE), as getopt does" 0 "" \
   bash -c '"$0" compile -q "$1/algorithms/allreduce_ring.lua" -o"$2/attached.xml" && test -s "$2/attached.xml"' "$baton" "$root" "$tmp"

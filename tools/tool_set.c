@@ -12,7 +12,7 @@
 #include "tool.h"
 
 static const char set_help[] =
-  "usage: baton set RANKS [-o DIR] [--algorithms DIR] [-q]\n"
+  "usage: baton set RANKS [-o DIR] [--algorithms DIR] [-q | -v]\n"
   "\n"
   "Compiles baton's default algorithm set for RANKS ranks into DIR (default\n"
   "./baton-RANKS): for each collective (AllReduce, AllGather, ReduceScatter,\n"
@@ -27,13 +27,14 @@ static const char set_help[] =
   "  -o DIR            where the IR files go (created if missing)\n"
   "  --algorithms DIR  the Lua algorithm scripts (default: the installed\n"
   "                    ones, else the source tree baton was built from)\n"
-  "  -q, --quiet       no line per program\n";
+  "  -q, --quiet       no line per program\n"
+  "  -v, --verbose     also each program's compile summary (steps, checks, times)\n";
 
 /* Room for one program's compile command line. */
 enum { SET_MAX_ARGS = 32, SET_PATH = PATH_MAX };
 
 typedef struct set_ctx {
-  int ranks, quiet, failed, written;
+  int ranks, quiet, verbose, failed, written;
   const char *missing;   /* collectives the set has no program for at this rank count (said at the end) */
   int fused_missing;     /* 1: the fused AllToAlls (embedding bags, GEMM) have none; 2: GEMV + AllReduce */
   const char *algs, *out;
@@ -56,7 +57,7 @@ static void entry(set_ctx *c, const char *name, const char *script, long long lo
   snprintf(rbuf, sizeof rbuf, "ranks=%d", c->ranks);
   snprintf(pbuf, sizeof pbuf, "%s", params);
   argv[argc++] = "compile";
-  argv[argc++] = "-q";
+  if (!c->verbose) argv[argc++] = "-q";
   argv[argc++] = path;
   argv[argc++] = "--param";
   argv[argc++] = rbuf;
@@ -297,6 +298,8 @@ int tool_set(int argc, char **argv) {
       c.algs = v;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
       c.quiet = 1;
+    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+      c.verbose = 1;
     } else if (argv[i][0] == '-' || ranks) {
       fprintf(stderr, "baton set: unexpected '%s'\n%s", argv[i], set_help);
       return 2;

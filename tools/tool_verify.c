@@ -527,7 +527,7 @@ int tool_verify(int argc, char **argv) {
 }
 
 static const char explain_help[] =
-  "usage: baton explain [--dot] FILE.xml [...]\n"
+  "usage: baton explain [--dot] [-q] FILE.xml [...]\n"
   "\n"
   "Prints each program as a readable listing: per rank, per thread block, one\n"
   "line per step with its operands, peers, dependencies (wait tbT.S), whether\n"
@@ -537,16 +537,18 @@ static const char explain_help[] =
   "  --dot   print a Graphviz digraph instead (valid programs only): a cluster\n"
   "          per rank and thread block with its steps in order, message edges\n"
   "          between ranks in blue, dependency edges dashed.  Render it with\n"
-  "          'dot -Tsvg'.\n";
+  "          'dot -Tsvg'.\n"
+  "  -q, --quiet   no listing: only the problems of invalid files (a check)\n";
 
 int tool_explain(int argc, char **argv) {
   if (tool_wants_help(argc, argv) || argc < 2) {
     fputs(explain_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  int failed = 0, dot = 0, nfiles = 0;
+  int failed = 0, dot = 0, quiet = 0, nfiles = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dot")) { dot = 1; continue; }
+    if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) { quiet = 1; continue; }
     if (argv[i][0] == '-') { fprintf(stderr, "baton explain: unknown option '%s'\n", argv[i]); return 2; }
     nfiles++;
   }
@@ -555,10 +557,13 @@ int tool_explain(int argc, char **argv) {
     if (argv[i][0] == '-') continue;
     rt_diag *d = rt_diag_new(40);
     ir_prog *p = NULL;
-    if (ir_read_file(argv[i], &p, d)) {
+    if (access(argv[i], R_OK)) {   /* not there: no file to call invalid */
+      fprintf(stderr, "%s: cannot open: %s\n", argv[i], strerror(errno));
+      failed++;
+    } else if (ir_read_file(argv[i], &p, d)) {
       fprintf(stderr, "%s: invalid\n%s", argv[i], rt_diag_text(d));
       failed++;
-    } else if (dot) {
+    } else if (dot && !quiet) {
       if (ir_check(p, d)) {
         fprintf(stderr, "%s: invalid (no graph for an invalid program)\n%s", argv[i], rt_diag_text(d));
         failed++;
@@ -566,7 +571,7 @@ int tool_explain(int argc, char **argv) {
         failed++;
       }
     } else {
-      ir_explain(p, stdout);
+      if (!quiet) ir_explain(p, stdout);
       if (ir_check(p, d)) {
         fprintf(stderr, "%s: invalid\n%s", argv[i], rt_diag_text(d));
         failed++;
