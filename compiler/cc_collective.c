@@ -21,7 +21,7 @@
  * IR needs nothing else.  Returns the expanded text (to free); errors at
  * the collective's line for a name that is not bound, a bad table or a
  * text past BATON_EXPECT_MAX_BYTES. */
-static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", NULL};   /* ir_expect.h's */
+static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", "q", NULL};   /* ir_expect.h's */
 static char *expand_expect(lua_State *L, const char *expect) {
   int vars = lua_getfield(L, 1, "vars") == LUA_TTABLE ? lua_gettop(L) : 0;
   if (!vars && !lua_isnil(L, -1)) luaL_error(L, "vars must be a table of integers {name = value, ...}");
@@ -62,7 +62,7 @@ static char *expand_expect(lua_State *L, const char *expect) {
       int found = 0;
       for (int i = 0; expect_words[i] && !found; i++) found = !strcmp(name, expect_words[i]);
       if (!found)
-        luaL_error(L, "expect names '%s', which is none of r, c, n, k, i, o, if: a value goes in vars = { %s = ... }", name, name);
+        luaL_error(L, "expect names '%s', which is none of r, c, n, k, i, o, if (and q in i[* if ...]): a value goes in vars = { %s = ... }", name, name);
       luaL_addlstring(&b, p, (size_t)(e - p));
     }
     p = e;

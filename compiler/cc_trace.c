@@ -639,7 +639,7 @@ int cc_dsl_finish(lua_State *L) {
   for (int r = 0; r < t->nranks; r++)
     for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT]; c++) {
       if (!(c & 1023)) cc_lua_check_time(L);
-      int sr, si, has = cc_expected(t, r, c, &sr, &si);
+      int sr, si, rule = -1, has = cc_expected(t, r, c, &sr, &si, &rule);
       if (has < 0) luaL_error(L, "%s divides by zero at rank %d output[%d]", what, r, c);
       if (!has) continue;
       if (sr < -1 || sr >= t->nranks || si < 0 || si >= t->fixed_size[CC_SPACE_INPUT])
@@ -651,8 +651,21 @@ int cc_dsl_finish(lua_State *L) {
       else {
         ev.terms = cc_malloc((size_t)t->nranks * sizeof(uint64_t));
         if (!ev.terms) cc_lua_nomem(L);
-        for (int q = 0; q < t->nranks; q++) ev.terms[q] = (uint64_t)q << 32 | (uint32_t)si;
-        ev.n = ev.cap = t->nranks;
+        ev.n = 0;
+        for (int q = 0; q < t->nranks; q++) {   /* every rank, or those i[* if COND] sums */
+          int in = custom ? ir_expect_sums(t->rules, rule, q, r, c, t->nranks, t->k) : 1;
+          if (in < 0) {
+            cc_free(ev.terms);
+            luaL_error(L, "%s: rule %d overflows or divides by zero choosing the ranks it sums at rank %d output[%d]",
+                       what, rule + 1, r, c);
+          }
+          if (in) ev.terms[ev.n++] = (uint64_t)q << 32 | (uint32_t)si;
+        }
+        ev.cap = t->nranks;
+        if (!ev.n) {
+          cc_free(ev.terms);
+          luaL_error(L, "%s: rule %d sums no rank for rank %d output[%d]", what, rule + 1, r, c);
+        }
       }
       cc_loc *l = cc_dsl_loc(L, t, r, CC_SPACE_OUTPUT, c);
       if (l->mixed) {
@@ -681,10 +694,11 @@ int cc_dsl_finish(lua_State *L) {
   return 0;
 }
 
-int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx) {
+int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx, int *rule) {
   int k = t->k;
+  *rule = -1;
   if (t->coll != IR_COLL_CUSTOM) return ir_coll_source(t->coll, 0, t->nranks, k, r, c, rank, idx);
-  int has = ir_expect_eval(t->rules, r, c, t->nranks, k, rank, idx, NULL);
+  int has = ir_expect_eval_rule(t->rules, r, c, t->nranks, k, rank, idx, rule, NULL);
   if (has == 0 && t->inplace) { *rank = r; *idx = c; return 1; }   /* must keep its value */
   return has;
 }

@@ -20,9 +20,11 @@ bt_result cc_trace_string(const char *src, const char *name, const char *const *
 void cc_trace_free(cc_trace *t);
 
 /* Expected content of output chunk c of rank r: *rank = -1 for a
- * reduction over all ranks of input *idx.  Returns 1, or 0 when a custom
+ * reduction of input *idx over all ranks (or, for a custom collective's
+ * rule *rule with a subset, those ir_expect_sums names; *rule -1 for a
+ * built-in collective).  Returns 1, or 0 when a custom
  * collective's expectation says nothing about the chunk, -1 when it cannot
  * be evaluated there (division by zero). */
-int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx);
+int cc_expected(const cc_trace *t, int r, int c, int *rank, int *idx, int *rule);
 
 #endif

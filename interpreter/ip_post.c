@@ -411,18 +411,38 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
        * elements than the output chunk: the rest reads as zero. */
       int64_t lin = ir_geom_len(gr, IR_BUF_INPUT, sc);
       if (lin > len) lin = len;
-      if (sr < 0 && !red_tried) { red = reduce_all(b, p, o, g); red_tried = 1; }
+      /* A sum over some ranks only (i[* if COND]): which ones. */
+      int partial = 0, members = n;
+      for (int q = 0; sr < 0 && rule >= 0 && q < n; q++) {
+        int in = ir_expect_sums(o->expect, rule, q, r, c, n, gr->k);
+        if (in < 0) {
+          rt_diag_add(diag, "%s: expect: rule %d overflows or divides by zero choosing the ranks it sums (rank %d "
+                      "chunk %d, q = %d)", file, rule + 1, r, c, q);
+          res = BT_ERR_INVALID;
+          goto out;
+        }
+        if (!in) partial = 1, members--;
+      }
+      if (partial && !members) {
+        rt_diag_add(diag, "%s: expect: rule %d sums no rank for rank %d output chunk %d", file, rule + 1, r, c);
+        res = BT_ERR_INVALID;
+        goto out;
+      }
+      if (sr < 0 && !partial && !red_tried) { red = reduce_all(b, p, o, g); red_tried = 1; }
       if (sr >= 0) {
         memcpy(want, b->ref_in[sr] + at * es, lin * es);
-      } else if (red) {
+      } else if (red && !partial) {
         memcpy(want, red + at * es, lin * es);
       } else {
-        memcpy(want, b->ref_in[0] + at * es, lin * es);
-        for (int q = 1; q < n; q++) {
-          if (o->sources) post_src_reduce(b->src_words, want, want, b->ref_in[q] + at * es, lin);
+        int first = 1;
+        for (int q = 0; q < n; q++) {
+          if (partial && ir_expect_sums(o->expect, rule, q, r, c, n, gr->k) != 1) continue;
+          if (first) memcpy(want, b->ref_in[q] + at * es, lin * es);
+          else if (o->sources) post_src_reduce(b->src_words, want, want, b->ref_in[q] + at * es, lin);
           else ip_reduce(o->dtype, o->op, want, want, b->ref_in[q] + at * es, lin);
+          first = 0;
         }
-        if (!o->sources && o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, n);
+        if (!o->sources && o->op == IP_OP_AVG) ip_divide(o->dtype, want, lin, members);
       }
       memset(want + lin * es, 0, (len - lin) * es);   /* zero in every type, EMPTY for records */
       *checked += len;
@@ -449,7 +469,9 @@ bt_result post_check(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const
           continue;
         }
         char from[64], by[160] = "";
-        if (sr < 0) snprintf(from, sizeof from, "the %s of input chunk %d over all ranks", ip_redop_name[o->op], sc);
+        if (sr < 0)
+          snprintf(from, sizeof from, "the %s of input chunk %d over %s", ip_redop_name[o->op], sc,
+                   partial ? "the ranks the rule sums" : "all ranks");
         else snprintf(from, sizeof from, "input chunk %d of rank %d", sc, sr);
         rule_said(o, rule, by, sizeof by);
         rt_diag_add(diag, "%s: rank %d output chunk %d element %lld is %g, expected %g (%s%s)",

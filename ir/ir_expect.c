@@ -16,7 +16,9 @@ enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BNOT, N_BIN, N_JF, N_JMP, N_END };
  * (the whole expression's root): only the branch taken is evaluated. */
 typedef struct node { int kind, op; long long v; int a, b, lo; } node;
 
-typedef struct rule { int src_rank, src_chunk, cond; int all_ranks; int at, len; } rule;   /* at, len: its text */
+/* all_ranks: i[*] (a reduction); subset: its "if" over q, the rank
+ * summed (-1: every rank); at, len: the rule's text. */
+typedef struct rule { int src_rank, src_chunk, cond; int all_ranks, subset; int at, len; } rule;
 
 struct ir_expect {
   node *nodes; int nnodes, capnodes;
@@ -31,6 +33,7 @@ typedef struct parser {
   rt_diag *diag;
   int failed;
   int depth;                /* parentheses and unary operators open now */
+  int allow_q;              /* inside i[* if ...]: q, the rank summed, may be named */
 } parser;
 
 static void fail(parser *ps, const char *what) {
@@ -101,9 +104,13 @@ static int parse_primary(parser *ps) {
     ps->p = end;
     return add_node(ps, N_NUM, 0, v, 0, 0);
   }
-  static const char vars[] = "rcnk";
+  static const char vars[] = "rcnkq";
   if (*ps->p && strchr(vars, *ps->p) && !isalnum((unsigned char)ps->p[1])) {
     int v = (int)(strchr(vars, *ps->p) - vars);
+    if (v == 4 && !ps->allow_q) {
+      fail(ps, "q (the rank a subset sums) is for i[* if COND] only");
+      return 0;
+    }
     ps->p++;
     return add_node(ps, N_VAR, 0, v, 0, 0);
   }
@@ -190,12 +197,20 @@ static int parse_or(parser *ps) {
 
 static void parse_rule(parser *ps) {
   skip(ps);
-  rule ru = {0, 0, -1, 0, (int)(ps->p - ps->s), 0};
+  rule ru = {0, 0, -1, 0, -1, (int)(ps->p - ps->s), 0};
   expect(ps, "o"); expect(ps, "["); expect(ps, "r"); expect(ps, "]");
   expect(ps, "["); expect(ps, "c"); expect(ps, "]"); expect(ps, "=");
   expect(ps, "i"); expect(ps, "[");
-  if (accept(ps, "*")) ru.all_ranks = 1;
-  else ru.src_rank = parse_or(ps);
+  if (accept(ps, "*")) {
+    ru.all_ranks = 1;
+    if (accept(ps, "if")) {   /* a sum over the ranks q for which COND holds */
+      ps->allow_q = 1;
+      ru.subset = parse_or(ps);
+      ps->allow_q = 0;
+    }
+  } else {
+    ru.src_rank = parse_or(ps);
+  }
   expect(ps, "]"); expect(ps, "[");
   ru.src_chunk = parse_or(ps);
   expect(ps, "]");
@@ -212,7 +227,7 @@ static void parse_rule(parser *ps) {
 bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, rt_diag *diag) {
   ir_expect *e = calloc(1, sizeof *e);
   if (!e) return BT_ERR_NOMEM;
-  parser ps = {spec, spec, name, e, diag, 0, 0};
+  parser ps = {spec, spec, name, e, diag, 0, 0, 0};
   do parse_rule(&ps); while (!ps.failed && accept(&ps, ";"));
   skip(&ps);
   if (!ps.failed && *ps.p) fail(&ps, "unexpected text");
@@ -322,9 +337,16 @@ const char *ir_expect_rule_text(const ir_expect *e, int i, int *len) {
   return e->text + e->rules[i].at;
 }
 
+int ir_expect_sums(const ir_expect *e, int rule, int q, int r, int c, int n, int k) {
+  if (!e || rule < 0 || rule >= e->nrules || e->rules[rule].subset < 0) return 1;
+  long long env[5] = {r, c, n, k, q}, v;
+  int ok = eval(e, e->rules[rule].subset, env, &v);
+  return ok <= 0 ? -1 : v != 0;
+}
+
 int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk, int *which,
                         rt_diag *diag) {
-  long long env[4] = {r, c, n, k}, v;
+  long long env[5] = {r, c, n, k, -1}, v;
   if (which) *which = -1;
   for (int i = 0; i < e->nrules; i++) {
     const rule *ru = &e->rules[i];

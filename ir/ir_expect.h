@@ -2,11 +2,12 @@
  * `expect` attribute of the IR, `baton verify --expect`, the DSL's collective{expect=}).
  *
  *   spec := rule { ";" rule }
- *   rule := "o[r][c]" "=" ("i[" expr "][" expr "]" | "i[*][" expr "]") [ "if" expr ]
+ *   rule := "o[r][c]" "=" ("i[" expr "][" expr "]" | "i[*" [ "if" expr ] "][" expr "]") [ "if" expr ]
  *
  * Output chunk c of rank r must hold input chunk (rank, chunk) given by the
  * first rule whose condition holds; "i[*][x]" means the reduction of chunk
- * x over all ranks.  Expressions are integer C expressions over r, c, n
+ * x over all ranks, "i[* if COND][x]" over the ranks q for which COND holds
+ * (COND may name q; a node-local sum: "i[* if q/4==r/4][c]").  Expressions are integer C expressions over r, c, n
  * (ranks) and k (chunks per block) with C's operators and precedence:
  * ?: || && | ^ & == != < <= > >= << >> + - * / % and unary - ! ~, and
  * parentheses; a conditional evaluates only the branch it takes.
@@ -41,6 +42,10 @@ int ir_expect_eval(const ir_expect *e, int r, int c, int n, int k, int *rank, in
  * from 0; -1 when none did). */
 int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *rank, int *chunk, int *which,
                         rt_diag *diag);
+/* Whether rank q is summed by rule `rule` (a reduction) for output chunk
+ * c of rank r: 1 or 0 (1 for a rule over every rank), -1 on an
+ * evaluation error. */
+int ir_expect_sums(const ir_expect *e, int rule, int q, int r, int c, int n, int k);
 /* Rule i's text as written (*len bytes at the pointer, not terminated). */
 const char *ir_expect_rule_text(const ir_expect *e, int i, int *len);
 

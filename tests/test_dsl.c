@@ -305,6 +305,21 @@ static void test_custom(void) {
         "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 by rule 1 (o[r][c]=i[r-1][c] "
         "if r>=1) (last written at t.lua:3)",
         "a custom program that overwrites a result");
+  /* A sum over some ranks: a node-local AllReduce of 2 nodes of 2. */
+  compiles("collective{kind='custom', ranks=4, chunks=1, inplace=false, expect='o[r][c]=i[* if q/2==r/2][c]'}\n"
+           "for nd = 0, 1 do\n  local a, b = 2 * nd, 2 * nd + 1\n"
+           "  local s = chunk(a, 'input', 0):copy(b, 'tmp', 0):reduce(chunk(b, 'input', 0))\n"
+           "  s:copy(b, 'output', 0)\n  s:copy(a, 'output', 0)\nend\n",
+           "a node-local AllReduce, its expectation a sum over the ranks of a node (i[* if q/2==r/2])", 0);
+  fails("collective{kind='custom', ranks=4, chunks=1, inplace=false, expect='o[r][c]=i[* if q/2!=r/2][c]'}\n"
+        "for nd = 0, 1 do\n  local a, b = 2 * nd, 2 * nd + 1\n"
+        "  local s = chunk(a, 'input', 0):copy(b, 'tmp', 0):reduce(chunk(b, 'input', 0))\n"
+        "  s:copy(b, 'output', 0)\n  s:copy(a, 'output', 0)\nend\n",
+        "rank 0 output[0] holds input[0] of ranks 0,1; expected input[0] of ranks 2,3 by rule 1",
+        "a sum over the wrong ranks is named, with the ranks");
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[q][c]'}\n"
+        "chunk(0, 'input', 0):copy(0, 'output', 0)\n",
+        "q (the rank a subset sums) is for i[* if COND] only", "q outside a subset is refused");
   fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r][c] if r==1; "
         "o[r][c]=i[0][c] if r==0'}\nchunk(1, 'input', 0):copy(1, 'output', 0)\nchunk(1, 'input', 0):copy(0, 'output', 0)\n",
         "rank 0 output[0] holds input[0] of rank 1; expected input[0] of rank 0 by rule 2 (o[r][c]=i[0][c] if r==0)",
@@ -338,7 +353,7 @@ static void test_custom(void) {
      "the IR's expect has the vars' values in place: %s", p && p->expect ? p->expect : "(none)");
   ir_prog_free(p);
   fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r-shift][c]'}\n",
-        "t.lua:1: expect names 'shift', which is none of r, c, n, k, i, o, if: a value goes in vars = { shift = ... }",
+        "t.lua:1: expect names 'shift', which is none of r, c, n, k, i, o, if (and q in i[* if ...]): a value goes in vars = { shift = ... }",
         "an unbound name in expect");
   fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r][c]', vars={n=2}}\n",
         "t.lua:1: vars: 'n' is not a name expect can use", "vars may not rebind r, c, n, k");

@@ -163,7 +163,17 @@ static void test_expect_bits(void) {
     rt_diag_clear(d);
   }
   ir_expect *e = NULL;
-  int sr, sc;
+  int sr, sc, which;
+  ok(!ir_expect_parse("o[r][c]=i[r][c] if c>9; o[r][c]=i[* if q/4==r/4][c]", "expect", &e, d) &&
+         ir_expect_eval_rule(e, 5, 1, 8, 2, &sr, &sc, &which, d) == 1 && sr == -1 && sc == 1 && which == 1 &&
+         ir_expect_sums(e, 1, 4, 5, 1, 8, 2) == 1 && ir_expect_sums(e, 1, 7, 5, 1, 8, 2) == 1 &&
+         ir_expect_sums(e, 1, 3, 5, 1, 8, 2) == 0 && ir_expect_sums(e, 0, 3, 5, 1, 8, 2) == 1,
+     "i[* if q/4==r/4]: a node-local sum of rank 5 takes ranks 4..7, not 3");
+  ir_expect_free(e);
+  rt_diag_clear(d);
+  ok(ir_expect_parse("o[r][c]=i[q][c]", "expect", &e, d) == BT_ERR_INVALID &&
+         strstr(rt_diag_text(d), "q (the rank a subset sums) is for i[* if COND] only"), "q elsewhere is refused");
+  rt_diag_clear(d);
   ok(!ir_expect_parse("o[r][c]=i[r][1<<c]", "expect", &e, d) && ir_expect_eval(e, 0, 70, 8, 8, &sr, &sc, d) == -1,
      "a shift past 63 bits does not fit: an error, not a value");
   ir_expect_free(e);
