@@ -3,7 +3,9 @@
 #include "cc_layout.h"
 #include "ir_expect.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 static int gcd(int a, int b) { while (b) { int r = a % b; a = b; b = r; } return a; }
 
@@ -37,6 +39,71 @@ static void too_many_channels(lower *w, const cc_layout *lay) {
   cc_err(w, line, "%sthe program needs %d channels%s%s%s%s, more than the %d a program may have (a fixed limit: "
          "use fewer channels%s)", asked, lay->C * lay->I, *how || *inst ? " (" : "", how, inst, *how || *inst ? ")" : "",
          CC_MAX_CHANNELS, lay->I > 1 || f >= 0 ? ", instances or parallelize pieces" : "");
+}
+
+/* Appends s[0..n) to out (at *at, cap bytes) with the variables c and k,
+ * as whole words, in traced units: (c/M), (k/M) (M 0: as it is).  0 when
+ * it does not fit. */
+static int put_traced(char *out, size_t cap, size_t *at, const char *s, size_t n, int M) {
+  for (size_t i = 0; i < n;) {
+    size_t w = 0;
+    while (i + w < n && (isalnum((unsigned char)s[i + w]) || s[i + w] == '_')) w++;
+    char buf[32];
+    const char *piece = s + i;
+    size_t len = w ? w : 1;
+    if (M && w == 1 && (s[i] == 'c' || s[i] == 'k')) {
+      snprintf(buf, sizeof buf, "(%c/%d)", s[i], M);
+      piece = buf;
+      len = strlen(buf);
+    }
+    if (*at + len >= cap) return 0;
+    memcpy(out + *at, piece, len);
+    *at += len;
+    i += w ? w : 1;
+  }
+  out[*at] = 0;
+  return 1;
+}
+
+char *cc_layout_expect(const cc_layout *lay, const char *expect) {
+  const int M = lay->P * lay->I;
+  size_t cap = strlen(expect) * 4 + 64;
+  char *out = cc_malloc(cap);
+  if (!out) return NULL;
+  if (lay->blocked || M == 1) {   /* the traced chunks are the IR's, or keep their meaning */
+    memcpy(out, expect, strlen(expect) + 1);
+    return out;
+  }
+  size_t at = 0;
+  out[0] = 0;
+  for (const char *r = expect; *r;) {   /* rule by rule: o[r][c]=i[R][X] [if COND] */
+    const char *end = strchr(r, ';');
+    if (!end) end = r + strlen(r);
+    const char *i0 = strstr(r, "i["), *i1 = i0 && i0 < end ? strchr(i0 + 2, ']') : NULL;
+    const char *x0 = i1 ? strchr(i1, '[') : NULL, *x1 = x0 ? strchr(x0 + 1, ']') : NULL;
+    char tail[48];
+    snprintf(tail, sizeof tail, ")*%d+c%%%d", M, M);
+    /* the head as written; the rank (or the subset's condition); the chunk, widened; the condition */
+    int okp = i1 && x0 && x1 && x1 < end && put_traced(out, cap, &at, r, (size_t)(i0 + 2 - r), 0) &&
+              put_traced(out, cap, &at, i0 + 2, (size_t)(x0 + 1 - (i0 + 2)), M) && at + 1 < cap;
+    if (okp) {
+      out[at++] = '(';
+      okp = put_traced(out, cap, &at, x0 + 1, (size_t)(x1 - (x0 + 1)), M) &&
+            put_traced(out, cap, &at, tail, strlen(tail), 0) && put_traced(out, cap, &at, x1, (size_t)(end - x1), M);
+    }
+    if (!okp) {   /* not the shape the parser accepted: leave the text (the checks will say) */
+      memcpy(out, expect, strlen(expect) + 1);
+      return out;
+    }
+    if (*end == ';') {
+      if (at + 2 >= cap) { memcpy(out, expect, strlen(expect) + 1); return out; }
+      out[at++] = ';';
+      out[at] = 0;
+      end++;
+    }
+    r = end;
+  }
+  return out;
 }
 
 int cc_layout_chunk(const cc_trace *t, const cc_layout *lay, int space, int rank, int idx, int x, int j) {

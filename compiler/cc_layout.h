@@ -45,6 +45,14 @@ typedef struct cc_layout {
  * an error (counted in w: too many pieces or channels) or out of memory. */
 int cc_layout_plan(lower *w, cc_layout *lay);
 
+/* A custom collective's expect (written in the script's chunks) in the IR's
+ * chunks under lay, as a new string (cc_malloc'd; NULL out of memory):
+ * the same text where lay keeps its meaning (blocked, or one piece and one
+ * instance); under the interleaved layout, IR chunk C being piece-instance
+ * C % M of traced chunk C / M (M = P x I), each rule's c and k become
+ * (c/M) and (k/M) and its source chunk X becomes (X)*M+c%M. */
+char *cc_layout_expect(const cc_layout *lay, const char *expect);
+
 /* IR chunk of piece x of traced chunk idx of `space` on `rank`, in
  * whole-program instance j. */
 int cc_layout_chunk(const cc_trace *t, const cc_layout *lay, int space, int rank, int idx, int x, int j);

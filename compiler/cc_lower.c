@@ -611,7 +611,12 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   p->version = IR_SCHEMA_VERSION;
   p->minbytes = t->minbytes;
   p->maxbytes = t->maxbytes;
-  if (t->expect && !(p->expect = ir_intern(p, t->expect))) goto out;
+  if (t->expect) {   /* in the IR's chunks, which the CPU run and baton verify check */
+    char *ex = cc_layout_expect(&lay, t->expect);
+    p->expect = ex ? ir_intern(p, ex) : NULL;
+    cc_free(ex);
+    if (!p->expect) goto out;
+  }
   if (t->interleave[0] && !(p->interleave = ir_intern(p, t->interleave))) goto out;
   for (int k = 0; k < t->noperands; k++) {
     const cc_opnd *c = &t->opnd[k];

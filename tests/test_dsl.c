@@ -305,6 +305,15 @@ static void test_custom(void) {
         "fails: rank 3 output[1] holds input[1] of rank 0; expected input[1] of rank 2 by rule 1 (o[r][c]=i[r-1][c] "
         "if r>=1) (last written at t.lua:3)",
         "a custom program that overwrites a result");
+  /* instances = 2 with an expect that the blocked layout does not keep
+   * (it names k and c % k): written into the IR's chunks, it verifies. */
+  compiles("collective{kind='custom', ranks=2, chunks=2, inplace=false, instances=2, expect='o[r][c]=i[1-r][k-1-c]'}\n"
+           "chunk(0, 'input', 1, 2, {stride = -1}):copy(1, 'output', 0)\n"
+           "chunk(1, 'input', 1, 2, {stride = -1}):copy(0, 'output', 0)\n",
+           "a reversing exchange in two instances: its expect in the IR's chunks", 0);
+  compiles("collective{kind='custom', ranks=2, chunks=2, inplace=false, instances=2, expect='o[r][c]=i[1-r][c%2]'}\n"
+           "chunk(0, 'input', 0, 2):copy(1, 'output', 0)\nchunk(1, 'input', 0, 2):copy(0, 'output', 0)\n",
+           "an expect naming c % 2 in two instances", 0);
   /* A sum over some ranks: a node-local AllReduce of 2 nodes of 2. */
   compiles("collective{kind='custom', ranks=4, chunks=1, inplace=false, expect='o[r][c]=i[* if q/2==r/2][c]'}\n"
            "for nd = 0, 1 do\n  local a, b = 2 * nd, 2 * nd + 1\n"
