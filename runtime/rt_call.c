@@ -50,12 +50,7 @@ static bt_result wake_proxy(baton_comm *c, cudaStream_t stream, int *forked) {
     tp_set_kick(c->tps);
     return BT_OK;
   }
-  if (!c->kick_stream) {
-    CHECK(rt_cuda(cudaStreamCreateWithFlags(&c->kick_stream, cudaStreamNonBlocking), RT_SUB_RUNTIME,
-                  "creating the proxy's wake-up stream"));
-    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_fork, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
-    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_join, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
-  }
+  if (!c->kick_stream) return BT_ERR_INTERNAL;   /* made with the communicator's network connections (rt_comm.c) */
   CHECK(rt_cuda(cudaEventRecord(c->kick_fork, stream), RT_SUB_RUNTIME, "capturing the proxy's wake-up (fork)"));
   CHECK(rt_cuda(cudaStreamWaitEvent(c->kick_stream, c->kick_fork, 0), RT_SUB_RUNTIME,
                 "capturing the proxy's wake-up (fork)"));

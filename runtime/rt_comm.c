@@ -179,6 +179,12 @@ static bt_result comm_net_peers(baton_comm *c) {
 static bt_result comm_connect(baton_comm *c, const unsigned char *records) {
   CHECK(tp_set_connect(c->tps, records));
   c->net = tp_set_uses(c->tps, tp_net_ops.name);
+  if (c->net) {   /* what a captured call wakes the proxy with (rt_call.c): made here, never during a capture */
+    CHECK(rt_cuda(cudaStreamCreateWithFlags(&c->kick_stream, cudaStreamNonBlocking), RT_SUB_RUNTIME,
+                  "creating the proxy's wake-up stream"));
+    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_fork, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
+    CHECK(rt_cuda(cudaEventCreateWithFlags(&c->kick_join, cudaEventDisableTiming), RT_SUB_RUNTIME, "cudaEventCreate"));
+  }
   return comm_net_peers(c);
 }
 

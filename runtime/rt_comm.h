@@ -43,7 +43,7 @@ struct baton_comm {
   tp_set *tps;                /* the transports of this rank's connections */
   int net;                    /* some connection of this rank uses the network (its proxy is kicked at launch) */
   cudaStream_t kick_stream;   /* captured launches: the branch of the graph that wakes the proxy (rt_call.c), */
-  cudaEvent_t kick_fork, kick_join;   /* made at the first capture */
+  cudaEvent_t kick_fork, kick_join;   /* made with the network connections (no CUDA object is made during a capture) */
   rt_hostref *shared;
   int nslots;
   int64_t slot_bytes;
