@@ -29,9 +29,12 @@ static int bench_exec(int argc, char **argv) {
       args[0] = exe;
       for (int i = 1; i < argc; i++) args[i] = argv[i];
       execv(exe, args);
-      if (errno != ENOENT) fprintf(stderr, "baton bench: cannot run %s: %s\n", exe, strerror(errno));
+      int e = errno;   /* execv returned: why, read once (fprintf and free may change errno) */
       free(args);
-      if (errno != ENOENT) return 2;
+      if (e != ENOENT) {
+        fprintf(stderr, "baton bench: cannot run %s: %s\n", exe, strerror(e));
+        return 2;
+      }
     }
   }
   fprintf(stderr, "baton bench: no baton-bench beside this baton: it is built with CUDA only (this build has no "
