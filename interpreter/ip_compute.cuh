@@ -27,10 +27,14 @@
 #define IP_GEMV_UNROLL 1
 #endif
 
-// A matrix element is read once: no room in L1 for it.
+// A matrix element is read once: no room in L1 for it.  Volatile keeps
+// these loads in the order written, so the loads a loop writes before any
+// use all leave before the first use waits (without it ptxas may move
+// each load down next to its use to save registers: measured on H200, up
+// to twice the time of a GEMV whose rows are few).
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
@@ -76,6 +80,52 @@ __device__ __forceinline__ void ip_unpack16(const uint4 &v, float *f) {
   }
 }
 
+// Adds to this lane's acc[r] the products of row r of A (at base + r * rs
+// bytes; rows from nr on repeat row nr - 1) with x over the 16-byte pieces
+// v, v + 32, ... below vend.  U pieces of each row are loaded before any is
+// used; the pieces left over, fewer than U, go U / 2 at a time, and so on,
+// so that a short row costs one round trip, not one per piece.
+template <int DT, int R, int U>
+__device__ __forceinline__ void ip_gemv_span(const char *base, int64_t rs, const char *x, int nr, int64_t v,
+                                             int64_t vend, float *acc) {
+  constexpr int VE = DT == IP_F32 ? 4 : 8;
+#pragma unroll 1
+  for (; v + 32 * (U - 1) < vend; v += 32 * U) {
+    uint4 xv[U], wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      xv[u] = __ldg((const uint4 *)x + v + 32 * u);
+#pragma unroll
+      for (int r = 0; r < R; r++) wv[u][r] = ld_stream16(base + (r < nr ? r : nr - 1) * rs + (v + 32 * u) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float xf[VE], wf[VE];
+      ip_unpack16<DT>(xv[u], xf);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        ip_unpack16<DT>(wv[u][r], wf);
+#pragma unroll
+        for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+      }
+    }
+  }
+  if constexpr (U > 1) ip_gemv_span<DT, R, U / 2>(base, rs, x, nr, v, vend, acc);
+}
+
+// Adds to this lane's acc[r] row r's elements past the whole 16-byte
+// pieces (from element k0 on; every element without 16-byte access).
+template <int DT, int R>
+__device__ __forceinline__ void ip_gemv_rest(const char *base, int64_t rs, const char *x, int nr, int64_t k0,
+                                             int64_t K, int lane, float *acc) {
+  constexpr int ES = DT == IP_F32 ? 4 : 2;
+  for (int64_t k = k0 + lane; k < K; k += 32) {
+    const float xk = ip_tof<DT>(x + k * ES);
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = fmaf(ip_tof<DT>(base + (r < nr ? r : nr - 1) * rs + k * ES), xk, acc[r]);
+  }
+}
+
 // out[0 .. n) = rows row0 .. row0+n-1 of A (row stride ld elements, K
 // columns) times x, in the type DT, by every thread of the block; n >= 1;
 // out is shared or global memory.  Warps take IP_GEMV_ROWS rows at a
@@ -110,44 +160,8 @@ __device__ __forceinline__ void ip_gemv(const char *A, int64_t ld, int64_t K, co
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.f;
-        int v = (int)vlo + lane;
-#pragma unroll 1
-        for (; v + 32 * (U - 1) < (int)vhi; v += 32 * U) {   // U pieces of each row a thread, all loaded first
-          uint4 xv[U], wv[U][R];
-#pragma unroll
-          for (int u = 0; u < U; u++) {
-            xv[u] = __ldg((const uint4 *)x + v + 32 * u);
-#pragma unroll
-            for (int r = 0; r < R; r++) wv[u][r] = ld_stream16(base + (r < nr ? r : nr - 1) * rs + (int64_t)(v + 32 * u) * 16);
-          }
-#pragma unroll
-          for (int u = 0; u < U; u++) {
-            float xf[VE], wf[VE];
-            ip_unpack16<DT>(xv[u], xf);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-              ip_unpack16<DT>(wv[u][r], wf);
-#pragma unroll
-              for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
-            }
-          }
-        }
-        for (; v < (int)vhi; v += 32) {   // the last pieces, fewer than U
-          float xf[VE], wf[VE];
-          ip_unpack16<DT>(__ldg((const uint4 *)x + v), xf);
-#pragma unroll
-          for (int r = 0; r < R; r++) {
-            ip_unpack16<DT>(ld_stream16(base + (r < nr ? r : nr - 1) * rs + (int64_t)v * 16), wf);
-#pragma unroll
-            for (int e = 0; e < VE; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
-          }
-        }
-        if (part == ks - 1)   // the elements past the whole pieces (all of them without 16-byte access)
-          for (int64_t k = nv * VE + lane; k < K; k += 32) {
-            const float xk = ip_tof<DT>(x + k * ES);
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] = fmaf(ip_tof<DT>(base + (r < nr ? r : nr - 1) * rs + k * ES), xk, acc[r]);
-          }
+        ip_gemv_span<DT, R, U>(base, rs, x, nr, vlo + lane, vhi, acc);
+        if (part == ks - 1) ip_gemv_rest<DT, R>(base, rs, x, nr, nv * VE, K, lane, acc);
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll

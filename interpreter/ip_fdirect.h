@@ -3,14 +3,14 @@
  * and no program.  The first is GEMV + AllReduce in one shot
  * (docs/FUSED.md, "The direct one-shot kernel"):
  *
- *   every rank computes y_r = W_r x_r in tasks of IP_FDIRECT_TASK_ROWS
- *   rows, a row group of IP_FDIRECT_ROW_GROUP rows per warp, the blocks
- *   taking tasks in turn (a block without one only counts the call); as
- *   soon as a block has a task's rows it stores them, as LL lines
- *   carrying the call's flag, into its slot of the fused landing of every
- *   rank (its own included); then it polls the same rows of every rank's
- *   slot in its own landing and writes their sum, added in rank order in
- *   f32 (so every rank's y is the same bits), into y.
+ *   every rank computes y_r = W_r x_r in row groups of
+ *   IP_FDIRECT_ROW_GROUP rows, a warp each, spread over every block of
+ *   the grid; as soon as a warp has a group's rows it stores them, as LL
+ *   lines carrying the call's flag, into its slot of the fused landing of
+ *   every rank (its own included); after its last group it polls the same
+ *   rows of every rank's slot in its own landing and writes their sum,
+ *   added in rank order in f32 (so every rank's y is the same bits), into
+ *   y.  With one rank the rows go straight into y.
  *
  * Nothing is reset between calls, and graph replays are safe: every
  * block of a rank's fixed grid counts the calls it ran (a word per block
@@ -32,22 +32,23 @@
 extern "C" {
 #endif
 
-/* Threads per block, and blocks per SM at most (the GEMV needs enough
- * loads in flight; more blocks only cut the rows finer). */
+/* Threads per block, and blocks per SM at most (the grid is every block
+ * that fits at once, so that every warp's polls may wait for the other
+ * ranks' stores). */
 #define IP_FDIRECT_THREADS 256
-#define IP_FDIRECT_BLOCKS_PER_SM 4
-/* A block's tasks are made of whole groups of this many rows: a group is
- * one LL line's 8 data bytes in bf16 or f16, two lines in f32, so no line
- * holds two tasks' rows. */
+#define IP_FDIRECT_BLOCKS_PER_SM 8
+/* Rows a warp takes at once: one LL line's 8 data bytes in bf16 or f16,
+ * two lines in f32, so no line holds two warps' rows. */
 #define IP_FDIRECT_ROW_GROUP 4
-/* Rows of a task: one row group per warp (measured on H200: fewer, larger
- * tasks beat more blocks with a share of a task each, at every size). */
-#define IP_FDIRECT_TASK_ROWS (IP_FDIRECT_ROW_GROUP * IP_FDIRECT_THREADS / 32)
-/* The most rows the runtime runs with unroll 4 (by default; 2 above):
- * measured on H200, 4 wins while the tasks take one round of its grid. */
-#define IP_FDIRECT_UNROLL4_ROWS 4096
+/* The most rows the runtime runs with unroll 8 (by default; 2 above).
+ * Unroll 4 and 8 are built for one block per SM (all of a warp's loads in
+ * flight: ptxas, given fewer registers, issues each load just before its
+ * use), 1 and 2 for four.  Measured on H200 (docs/PERFORMANCE.md): 8
+ * wins while the one-block grid's warps have one row group each
+ * (132 SMs x 8 warps x 4 rows), 2 beyond. */
+#define IP_FDIRECT_UNROLL8_ROWS 4096
 /* Blocks of the kernel at most.  A communicator runs it in up to two
- * forms (unroll 4 on one grid, 1 or 2 on another), each with its own call
+ * forms (unroll 4 or 8 on one grid, 1 or 2 on another), each with its own call
  * counts and landings, so that each keeps its grid and its halves
  * alternate whatever the other does; the window holds, per form, a count
  * per block, then one error claim word. */
@@ -69,9 +70,9 @@ typedef struct ip_fargs {
   uint64_t *claim;                /* device: 0 until one block of the call owns err */
   uint64_t timeout_ns;            /* 0: never */
   /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
-   * enter, ready, the end of each task's compute and stores (step
-   * IP_FSTEP_TASK, tile: the task), the end of the sums (IP_FSTEP_SUM),
-   * exit. */
+   * enter, ready, the end of its warps' compute and stores (step
+   * IP_FSTEP_TASK, tile: its first row group, -1 without one), the end
+   * of the sums (IP_FSTEP_SUM), exit. */
   uint64_t *trace;
 } ip_fargs;
 
@@ -98,7 +99,7 @@ bt_result ip_fgemv_grid(int unroll, int share, int *grid);
 
 /* Launches GEMV + AllReduce for one rank on `stream`: `grid` blocks
  * (ip_fgemv_grid's) of IP_FDIRECT_THREADS, `unroll` 16-byte loads in
- * flight per thread and row (1, 2 or 4).  BT_ERR_CUDA when the launch fails
+ * flight per thread and row (1, 2, 4 or 8).  BT_ERR_CUDA when the launch fails
  * (logged); BT_ERR_INVALID for a type or unroll it has no kernel of. */
 bt_result ip_fgemv_launch(const ip_fargs *a, int grid, int unroll, void *stream);
 

@@ -1,8 +1,9 @@
 // ip_gpu_fdirect.cu -- the direct fused kernels (ip_fdirect.h): GEMV +
-// AllReduce in one shot over the window.  A block computes its rows with
-// the interpreter's GEMV (ip_compute.cuh), stores them as LL lines into
-// every rank's landing, then sums every rank's lines of those rows.  One
-// instance per element type.  Also the host's launch and grid calls.
+// AllReduce in one shot over the window.  A warp computes its row groups
+// with the interpreter's GEMV loads (ip_compute.cuh), stores each as LL
+// lines into every rank's landing, then sums every rank's lines of those
+// rows.  One instance per element type and unroll.  Also the host's launch
+// and grid calls.
 #include "ip_fdirect.h"
 
 #include <cuda_runtime.h>
@@ -28,20 +29,42 @@ template <int DT> struct fline {
   }
 };
 
-// A warp loads one row group at a time (ip_gemv's R): a task is one row
-// group per warp.  The bounds name one block per SM at least: ptxas then
-// gives the loads the registers they want (109-162, the build measured in
-// docs/PERFORMANCE.md; without the second argument it caps them at 80 and
-// spills some).
+// Packs a row group's R sums (every lane holds them) into the words of its
+// LL lines in the type DT: word w of the group's 8 * LPG data bytes.
+template <int DT, int R>
+__device__ __forceinline__ uint32_t fpack(const float *acc, int w) {
+  if constexpr (DT == IP_F32) {
+    return __float_as_uint(acc[w]);
+  } else {
+    uint16_t h[2];
+    ip_fromf<DT>((char *)&h[0], acc[2 * w]);
+    ip_fromf<DT>((char *)&h[1], acc[2 * w + 1]);
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+  }
+}
+
+// Work is split into row groups of R = IP_FDIRECT_ROW_GROUP rows, a warp
+// each: a group's R results fill LPG whole LL lines (one in f16 and bf16,
+// two in f32), so a warp stores its group's lines without waiting for any
+// other warp, and no barrier stands between one group's loads and the
+// next.  Group g goes to block g % grid, so that every block, hence every
+// SM, gets a share however few groups there are.  A warp first computes
+// and stores all its groups (lane k < nranks * LPG storing one line for
+// rank rank+1+k's landing: peers first, every store of a group in flight
+// at once), then polls and sums the same groups' lines of every rank.
+// The parameters stay in the constant bank (__grid_constant__: the waits
+// take their address; a plain parameter would be copied to local memory,
+// every field then read from there: measured 1.5-2x the time).  The bounds
+// give unroll 4 and 8 a block per SM and every register they want, 1 and
+// 2 four blocks (ip_fdirect.h, IP_FDIRECT_UNROLL8_ROWS).
 template <int DT, int U>
-__global__ void __launch_bounds__(IP_FDIRECT_THREADS, 1) ip_fgemv_kernel(const ip_fargs a) {
-  constexpr int ES = DT == IP_F32 ? 4 : 2;
-  __shared__ __align__(16) char part[IP_FDIRECT_TASK_ROWS * ES + 16];
-  __shared__ uint64_t s_seq;
-  // The call count is loaded now and waited for only after the first
-  // task's GEMV (its flag is needed for the first stores): its latency
-  // hides behind the matrix's loads.
-  const uint64_t count = threadIdx.x == 0 ? *(volatile uint64_t *)(a.seq + blockIdx.x) : 0;
+__global__ void __launch_bounds__(IP_FDIRECT_THREADS, U >= 4 ? 1 : 4) ip_fgemv_kernel(const __grid_constant__ ip_fargs a) {
+  constexpr int ES = DT == IP_F32 ? 4 : 2, VE = 16 / ES, R = IP_FDIRECT_ROW_GROUP, LPG = R * ES / 8;
+  constexpr int WPB = IP_FDIRECT_THREADS / 32;
+  const int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The block's call count, waited for only at the first store: its
+  // latency hides behind the matrix's loads.
+  const uint64_t count = *(volatile uint64_t *)(a.seq + blockIdx.x);
   int tn = 0;   // thread 0: events traced
   if (threadIdx.x == 0) {
     d_stop = 0;
@@ -49,71 +72,89 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, 1) ip_fgemv_kernel(const i
     ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
     ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   }
-  const int64_t lines = (a.M * ES + 7) / 8;                 // a rank's slot
-  const int64_t tasks = (a.M + IP_FDIRECT_TASK_ROWS - 1) / IP_FDIRECT_TASK_ROWS;
-  uint64_t seq = 0;
-  // Compute task by task, and store each into every rank's slot.
-  for (int64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
-    const int64_t c0 = t * IP_FDIRECT_TASK_ROWS;
-    const int n = (int)(a.M - c0 < IP_FDIRECT_TASK_ROWS ? a.M - c0 : IP_FDIRECT_TASK_ROWS);
-    ip_gemv<DT, IP_FDIRECT_ROW_GROUP, U>(a.W, a.ld, a.K, a.x, c0, n, part);   // ends with a barrier
-    const int bytes = n * ES, nl = (bytes + 7) / 8;
-    for (int i = bytes + (int)threadIdx.x; i < nl * 8; i += blockDim.x) part[i] = 0;   // the last line's tail
-    if (threadIdx.x == 0 && t == blockIdx.x) s_seq = count + 1;
-    __syncthreads();
-    seq = s_seq;
-    const uint32_t flag = (uint32_t)seq;
-    const int64_t hoff = (seq & 1) ? a.half : 0;
-    const int64_t l0 = c0 * ES / 8;                          // whole row groups: a multiple of 8 bytes
-    for (int i = threadIdx.x; i < nl; i += blockDim.x) {
-      const uint2 d = *(const uint2 *)(part + 8 * i);
-      for (int k = 0; k < a.nranks; k++) {
-        const int p = a.rank + 1 + k < a.nranks ? a.rank + 1 + k : a.rank + 1 + k - a.nranks;   // peers first
-        ll_line_put((uint4 *)(a.land[p] + hoff) + (int64_t)a.rank * lines + l0 + i, d.x, d.y, flag);
-      }
-    }
-    __syncthreads();                                         // part is rewritten by the next task
-    if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_DONE, IP_FSTEP_TASK, t);
-  }
-  if (blockIdx.x >= tasks) {   // no task: this block only counts the call
-    if (threadIdx.x == 0) {
-      a.seq[blockIdx.x] = count + 1;
-      ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
-    }
-    return;
-  }
-  // Sum every rank's lines of the same rows, in rank order.
+  __syncthreads();   // d_stop is set before any wait reads it
+  const int64_t groups = (a.M + R - 1) / R, lines = (a.M * ES + 7) / 8, rs = a.ld * ES;
+  const int64_t nv = ((((uintptr_t)a.W | (uintptr_t)a.x) & 15) == 0 && (rs & 15) == 0) ? a.K / VE : 0;
+  const int64_t g0 = blockIdx.x + (int64_t)wid * gridDim.x, gstep = (int64_t)gridDim.x * WPB;
+  const uint64_t seq = count + 1;
   const uint32_t flag = (uint32_t)seq;
   const int64_t hoff = (seq & 1) ? a.half : 0;
-  const uint4 *mine = (const uint4 *)(a.land[a.rank] + hoff);
-  bool live = true;
-  for (int64_t t = blockIdx.x; t < tasks && live; t += gridDim.x) {
-    const int64_t r1 = (t + 1) * IP_FDIRECT_TASK_ROWS < a.M ? (t + 1) * IP_FDIRECT_TASK_ROWS : a.M;
-    const int64_t lb = t * IP_FDIRECT_TASK_ROWS * ES / 8, le = (r1 * ES + 7) / 8;
-    for (int64_t L = lb + threadIdx.x; L < le && live; L += blockDim.x) {
-      float acc[fline<DT>::E];
+  for (int64_t g = g0; g < groups; g += gstep) {
+    const int64_t r0 = g * R;
+    const int nr = a.M - r0 < R ? (int)(a.M - r0) : R;
+    const char *base = a.W + r0 * rs;
+    float acc[R];
 #pragma unroll
-      for (int e = 0; e < fline<DT>::E; e++) acc[e] = 0.f;
-      for (int s = 0; s < a.nranks && live; s++) {
-        uint2 d, f;
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    ip_gemv_span<DT, R, U>(base, rs, a.x, nr, lane, nv, acc);
+    ip_gemv_rest<DT, R>(base, rs, a.x, nr, nv * VE, a.K, lane, acc);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+      for (int off = 16; off; off >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (a.nranks == 1) {   // nothing to add: the rows are y's
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          if (r < nr) ip_fromf<DT>(a.y + (r0 + r) * ES, acc[r]);
+      continue;
+    }
+    const int h = lane & (LPG - 1);   // the group's line this lane stores (a rank's slot ends with y's last row)
+    if (lane < a.nranks * LPG && r0 + h * fline<DT>::E < a.M) {
+      const int k = lane / LPG;
+      const int p = a.rank + 1 + k < a.nranks ? a.rank + 1 + k : a.rank + 1 + k - a.nranks;
+      uint32_t w0 = 0, w1 = 0;
+#pragma unroll
+      for (int j = 0; j < LPG; j++)   // constant indices: acc stays in registers
+        if (h == j) {
+          w0 = fpack<DT, R>(acc, 2 * j);
+          w1 = fpack<DT, R>(acc, 2 * j + 1);
+        }
+      ll_line_put((uint4 *)(a.land[p] + hoff) + (int64_t)a.rank * lines + g * LPG + h, w0, w1, flag);
+    }
+  }
+  if (a.trace) {
+    __syncthreads();
+    if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_DONE, IP_FSTEP_TASK, g0 < groups ? g0 : -1);
+  }
+  // Sum every rank's lines of the same groups, in rank order: lane
+  // s * LPG + h polls line h of rank s's copy, lane h adds them up.
+  const uint4 *mine = (const uint4 *)(a.land[a.rank] + hoff);
+  if (a.nranks > 1)
+    for (int64_t g = g0; g < groups; g += gstep) {
+      bool ok = true;
+      uint2 d = make_uint2(0, 0), f;
+      const int h = lane & (LPG - 1);
+      if (lane < a.nranks * LPG && g * R + h * fline<DT>::E < a.M) {
+        const int s = lane / LPG;
         dspin sp = {0, 0};
         for (;;) {
-          ll_line_get(mine + (int64_t)s * lines + L, d, f);
+          ll_line_get(mine + (int64_t)s * lines + g * LPG + h, d, f);
           if (f.x == flag && f.y == flag) break;
           if (a.poll_ns) __nanosleep(a.poll_ns);
-          if (!dspin_more(a, sp, (int)blockIdx.x, -1, L * 8 / ES, IP_WAIT_RECV, s, 0)) {
-            live = false;   // stopped: y is left as it is
+          if (!dspin_more(a, sp, (int)blockIdx.x, -1, g * R, IP_WAIT_RECV, s, 0)) {
+            ok = false;   // stopped: y is left as it is
             break;
           }
         }
-        fline<DT>::add(d, acc);
       }
-      const int64_t e0 = L * 8 / ES;                         // the line's first row
+      if (!__all_sync(0xffffffffu, ok)) break;
+      float sum[fline<DT>::E];
 #pragma unroll
-      for (int e = 0; e < fline<DT>::E; e++)
-        if (live && e0 + e < a.M) ip_fromf<DT>(a.y + (e0 + e) * ES, acc[e]);
+      for (int e = 0; e < fline<DT>::E; e++) sum[e] = 0.f;
+      for (int s = 0; s < a.nranks; s++) {
+        uint2 v;
+        v.x = __shfl_sync(0xffffffffu, d.x, s * LPG + h);
+        v.y = __shfl_sync(0xffffffffu, d.y, s * LPG + h);
+        fline<DT>::add(v, sum);
+      }
+      if (lane < LPG) {
+        const int64_t e0 = g * R + lane * fline<DT>::E;   // the line's first row
+#pragma unroll
+        for (int e = 0; e < fline<DT>::E; e++)
+          if (e0 + e < a.M) ip_fromf<DT>(a.y + (e0 + e) * ES, sum[e]);
+      }
     }
-  }
   __syncthreads();
   if (threadIdx.x == 0) {
     a.seq[blockIdx.x] = seq;
@@ -124,14 +165,14 @@ __global__ void __launch_bounds__(IP_FDIRECT_THREADS, 1) ip_fgemv_kernel(const i
 
 // The kernel of each type and unroll (loads in flight per thread and row).
 #define FGEMV_U(DT) {(const void *)ip_fgemv_kernel<DT, 1>, (const void *)ip_fgemv_kernel<DT, 2>, \
-                     (const void *)ip_fgemv_kernel<DT, 4>}
-static const void *const kernels[3][3] = {FGEMV_U(IP_F32), FGEMV_U(IP_F16), FGEMV_U(IP_BF16)};
+                     (const void *)ip_fgemv_kernel<DT, 4>, (const void *)ip_fgemv_kernel<DT, 8>}
+static const void *const kernels[3][4] = {FGEMV_U(IP_F32), FGEMV_U(IP_F16), FGEMV_U(IP_BF16)};
 
 extern "C" const char *const ip_fgemv_step_names[IP_FSTEP_COUNT] = {"gemv rows, stored everywhere",
                                                                    "sum of every rank's rows"};
 
 static const void *kernel_of(int dtype, int unroll) {
-  const int u = unroll == 1 ? 0 : unroll == 2 ? 1 : unroll == 4 ? 2 : -1;
+  const int u = unroll == 1 ? 0 : unroll == 2 ? 1 : unroll == 4 ? 2 : unroll == 8 ? 3 : -1;
   const int t = dtype == IP_F32 ? 0 : dtype == IP_F16 ? 1 : dtype == IP_BF16 ? 2 : -1;
   return u < 0 || t < 0 ? NULL : kernels[t][u];
 }

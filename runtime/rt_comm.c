@@ -113,9 +113,9 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   dholds /= c->share;
   c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
   /* The timeline holds the largest launch: an interpreter grid, or the
-   * direct GEMV + AllReduce's (up to two blocks per SM). */
+   * direct GEMV + AllReduce's (up to IP_FDIRECT_BLOCKS_PER_SM per SM). */
   int tblocks = holds;
-  for (int u = 1; !res && *rt_param_str(RT_PARAM_TRACE) && u <= 4; u *= 2) {
+  for (int u = 1; !res && *rt_param_str(RT_PARAM_TRACE) && u <= 8; u *= 2) {
     int g = 0;
     res = ip_fgemv_grid(u, c->share, &g);
     if (g > tblocks) tblocks = g;

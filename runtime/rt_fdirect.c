@@ -12,7 +12,7 @@
 /* The name calls report (baton_comm_last_algorithm, the bench's column). */
 static const char fgemv_name[] = "gemv_allreduce_oneshot_direct";
 
-/* The blocks form f (0: unroll 1 or 2; 1: unroll 4) launches, found at
+/* The blocks form f (0: unroll 1 or 2; 1: unroll 4 or 8) launches, found at
  * its first use. */
 static bt_result grid_of(baton_comm *c, int f, int unroll, int *grid) {
   if (!c->fgrid[f]) CHECK(ip_fgemv_grid(unroll, c->share, &c->fgrid[f]));
@@ -21,15 +21,15 @@ static bt_result grid_of(baton_comm *c, int f, int unroll, int *grid) {
 }
 
 /* Loads in flight per thread and row for M rows: BATON_FGEMV_UNROLL (1,
- * 2 or 4: rt_param checked it), else 4 up to IP_FDIRECT_UNROLL4_ROWS
- * rows (the tasks take one round of that form's grid, one block per SM:
- * its loads all in flight at once), 2 beyond (twice the blocks, one's
- * barriers under the other's loads).  The same on every rank, whatever
- * its GPU: every rank must run the same form. */
+ * 2, 4 or 8: rt_param checked it), else 8 up to IP_FDIRECT_UNROLL8_ROWS
+ * rows (few row groups: each warp of the one-block-per-SM grid has at
+ * most one, all its loads in flight at once), 2 beyond (four blocks per
+ * SM, one warp's shuffles under another's loads).  The same on every
+ * rank, whatever its GPU: every rank must run the same form. */
 static int unroll_of(int64_t M) {
   const char *u = rt_param_str(RT_PARAM_FGEMV_UNROLL);
   if (u && *u) return u[0] - '0';
-  return M <= IP_FDIRECT_UNROLL4_ROWS ? 4 : 2;
+  return M <= IP_FDIRECT_UNROLL8_ROWS ? 8 : 2;
 }
 
 bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
@@ -53,7 +53,7 @@ bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, 
     return BT_ERR_INVALID;
   }
   CHECK(rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
-  const int unroll = unroll_of((int64_t)M), form = unroll == 4;
+  const int unroll = unroll_of((int64_t)M), form = unroll >= 4;
   int grid;
   CHECK(grid_of(c, form, unroll, &grid));
   rt_launch L;
@@ -85,9 +85,9 @@ bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, 
   a->err = &c->shared->dev->err[c->local];
   a->timeout_ns = c->timeout_ns;
   if (c->last != fgemv_name)
-    LOG_INFO(RT_SUB_RUNTIME, "rank %d: GEMV + AllReduce of %zu x %zu %s: the direct one-shot kernel, %d blocks, %zu tasks "
-             "of %d rows, unroll %d", c->rank, M, K, ip_dtype_name[dtype], L.fgrid,
-             (M + IP_FDIRECT_TASK_ROWS - 1) / IP_FDIRECT_TASK_ROWS, IP_FDIRECT_TASK_ROWS, unroll);
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: GEMV + AllReduce of %zu x %zu %s: the direct one-shot kernel, %d blocks of %d warps, "
+             "%zu row groups of %d rows, unroll %d", c->rank, M, K, ip_dtype_name[dtype], L.fgrid,
+             IP_FDIRECT_THREADS / 32, (M + IP_FDIRECT_ROW_GROUP - 1) / IP_FDIRECT_ROW_GROUP, IP_FDIRECT_ROW_GROUP, unroll);
   c->last = fgemv_name;
   return rt_group_submit(&L);
 }

@@ -35,7 +35,7 @@ static const struct {
   const char *by_default;   /* what the default (empty) does */
 } choices[] = {
   {RT_PARAM_PROTO, "Simple", "each program runs its own protocol"},
-  {RT_PARAM_FGEMV_UNROLL, "1, 2, 4", "chosen by the shape"},
+  {RT_PARAM_FGEMV_UNROLL, "1, 2, 4, 8", "chosen by the shape"},
 };
 enum { NCHOICES = sizeof choices / sizeof choices[0] };
 

@@ -289,7 +289,7 @@ check "a log file that cannot be opened is a WARN" 0 "BATON_DEBUG_FILE=$tmp/no/l
 check "an unknown BATON_PROTO is a WARN" 0 "BATON_PROTO=LL9 is not one of: Simple, or empty; using default (empty: each program runs its own protocol)" \
   env BATON_PROTO=LL9 "$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=2 -o "$tmp/proto.xml"
 check_exact "BATON_PROTO=simple is no mistake" 0 "" env BATON_PROTO=simple "$baton" verify -q "$ag"
-check "BATON_FGEMV_UNROLL takes 1, 2 or 4" 0 "(refused: '3')" env BATON_FGEMV_UNROLL=3 "$baton" params
+check "BATON_FGEMV_UNROLL takes 1, 2, 4 or 8" 0 "(refused: '3')" env BATON_FGEMV_UNROLL=3 "$baton" params
 check "BATON_FGEMV_UNROLL=4 is taken" 0 "BATON_FGEMV_UNROLL   str  \"\"       4 " env BATON_FGEMV_UNROLL=4 "$baton" params
 check_exact "BATON_DEBUG=NONE silences them" 0 "" env BATON_DEBUG=NONE BATON_PROTO=LL9 BATON_DEBUG_SUBSYS=FOO BATON_EXEC_SLOTS=0 "$baton" verify -q "$ag"
 # baton set: the rank count is checked; the slots a compiled program needs are recorded and bounded.
