@@ -4,7 +4,7 @@
 // destination chunk or shared memory in the call's type; the interpreter
 // then stores them (or sends them) as it does any step's values.  Also the semaphores that
 // steps waiting on a compute thread block's tiles count and test.
-// Included by ip_gpu.cu (one translation unit).
+// Included by the kernels' translation units (ip_gpu_kernel.cuh, ip_gpu_fdirect.cu).
 #ifndef IP_COMPUTE_CUH
 #define IP_COMPUTE_CUH
 

@@ -1,9 +1,9 @@
 // ip_exec.cuh -- the interpreter's communicating thread blocks, device
 // side: the block that walks its thread block's steps tile by tile
 // (ip_comm_block), over ip_proto.cuh's waits, element loops, protocols and
-// receive chains.  Included by the kernels' translation units (ip_gpu.cu:
-// every type and op; ip_gpu_gemm.cu: programs with gemm steps), each of
-// which adds its compute blocks.
+// receive chains.  Included by the kernels' translation units
+// (ip_gpu_kernel.cuh: every type and op; ip_gpu_gemm.cu: programs with
+// gemm steps), each of which adds its compute blocks.
 #ifndef IP_EXEC_CUH
 #define IP_EXEC_CUH
 

@@ -161,7 +161,7 @@ typedef struct ip_gargs {
                                       lanes' tbs' in steps), CUDA blocks each */
   int32_t cbag;                    /* some compute step is an embedding bag (the compute blocks' code with it) */
   uint64_t *bagctr;                /* device, zero between calls: [0] compute blocks done, [1 + s] the bags
-                                      taken of the compute thread block's step s (one compute tb: ip_gpu.cu) */
+                                      taken of the compute thread block's step s (one compute tb: ip_gpu_kernel.cuh) */
   uint64_t *sems;                  /* device: the semaphore words */
   int32_t stage_bytes;             /* dynamic shared memory after the steps for computed values */
   const char *opnd[IR_MAX_OPERANDS];   /* operands: device pointers */
@@ -239,6 +239,11 @@ __device__ __forceinline__ void ip_trace_ev(uint64_t *trace, int &n, int ev, int
 static inline int ip_kernel_slot(int op) {
   return op == IP_OP_PROD ? 1 : op == IP_OP_MAX ? 2 : op == IP_OP_MIN ? 3 : 0;
 }
+
+/* A type's kernel table (ip_gpu_type.cu): the four of ip_kernel_slot,
+ * then AVG's division. */
+#define IP_GPU_DIVIDE 4
+#define IP_GPU_TYPE_KERNELS 5
 
 /* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
  * `nthreads` threads per block (IP_GEMM_THREADS, whatever nthreads says,

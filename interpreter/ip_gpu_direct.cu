@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   }
 }
 
-// The kernel of each (type, operator), as ip_gpu.cu's.
+// The kernel of each (type, operator), as the interpreter's (ip_gpu_type.cu).
 #define DIRECT_OPS(DT) {(const void *)ip_direct_kernel<DT, IP_OP_SUM>, (const void *)ip_direct_kernel<DT, IP_OP_PROD>, \
                         (const void *)ip_direct_kernel<DT, IP_OP_MAX>, (const void *)ip_direct_kernel<DT, IP_OP_MIN>}
 static const void *const kernels[IP_DTYPE_COUNT][4] = {

@@ -1,0 +1,214 @@
+// ip_gpu_kernel.cuh -- the GPU interpreter kernel: one CUDA block per IR
+// thread block walks its steps for every tile (ip_exec.cuh); a switch over
+// opcodes moves and combines data through FIFO slots.  The algorithm is
+// the IR; the kernel is a template over the reduction primitive (type,
+// op), so that the primitive is inlined into the copy loops (a run-time
+// switch to forty out-of-line variants cost a register save and restore
+// per call, more local-memory traffic than the data itself).  Included by
+// ip_gpu_type.cu only, which the build compiles once per element type.
+#ifndef IP_GPU_KERNEL_CUH
+#define IP_GPU_KERNEL_CUH
+
+#include "ip_exec.cuh"
+
+// Where a direct call's (ip_gargs.direct) values of input chunk c go,
+// from its element x0 on: chunk j of block q to rank q's output chunk
+// (rank, j).
+__device__ __forceinline__ ip_place direct_place(const ip_gargs &a, int64_t c, int64_t x0) {
+  const int64_t k = a.geom.k, q = c / k;
+  return {a.dout[q], (int64_t)a.rank * k + (c - q * k), x0};
+}
+
+// A piece of a direct call (ip_gargs.direct; embedding bags only, the
+// runtime sees to it): elements [from, from + n) of tile t of input chunk
+// c, computed straight into the owner's output (direct_place).  Ends with
+// a barrier.
+template <int DT, bool BAG>
+__device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t,
+                                             int64_t from, int64_t n) {
+  if constexpr (BAG) {
+    const int64_t at = t * a.tile + from;
+    int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
+    valid = valid < 0 ? 0 : valid > n ? n : valid;
+    if (valid > 0) {
+      const ip_place pl = direct_place(a, c, at);
+      ip_ebag<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, nullptr, &pl);
+      return;
+    }
+  }
+  __syncthreads();
+}
+
+// All of step st's chunk (one: whole_share) by this block together with
+// every other block of the one compute thread block, the bags taken from
+// the step's counter ctr: into the destination chunk, or in a direct call
+// straight into the owner's output.  Ends with a barrier.
+template <int DT, bool BAG>
+__device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, unsigned long long *ctr) {
+  if constexpr (BAG) {
+    const int64_t c = st.srcoff, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c);
+    const int64_t row0 = ir_geom_off(&a.geom, IR_BUF_INPUT, c);
+    if (valid > 0) {
+      if (a.direct) {
+        const ip_place pl = direct_place(a, c, 0);
+        ip_ebag<DT>(a, st, row0, (int)valid, nullptr, &pl, ctr);
+      } else {
+        int64_t dv;
+        char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, a.geom.cap, &dv);
+        ip_ebag<DT>(a, st, row0, (int)valid, dst, nullptr, ctr);
+      }
+      return;
+    }
+  }
+  __syncthreads();
+}
+
+// Whether a compute block may take its share of step st's rows as one
+// piece instead of tile by tile: an embedding-bag step of one chunk that
+// nobody waits on tile by tile (no semaphore, or a direct call) and whose
+// destination is contiguous (not an output interleaved among ranks, unless
+// direct places every bag itself).  Fewer pieces, fewer barriers: a piece
+// of a few bags per warp waits at its barrier for its longest bag.
+__device__ __forceinline__ bool whole_share(const ip_gargs &a, const ip_gstep &st) {
+  if ((st.op != IR_OP_EBAG && st.op != IR_OP_EBAGM) || st.cnt != 1) return false;
+  if (a.direct) return true;
+  return st.sem == IP_SEM_NONE && (st.dstbuf != IR_BUF_OUTPUT || a.geom.seg <= 0 || a.geom.oblocks <= 1);
+}
+
+// A CUDA block of a compute thread block (ip_gpu.h): its equal share of
+// the row space, computed piece by piece (a piece within one chunk's
+// tile) straight into the destination chunk, no stage between; the rows
+// of each tile it finishes counted in that tile's semaphore when some
+// step waits on the step.  Start: one round trip brings the tb's steps to
+// shared memory (a row of the plan, zero past its last step: nothing has
+// cnt 0) and thread 0's generation.  One division finds where the share
+// starts in its first tile; pieces then move on by addition.  Not inlined
+// into the kernel: its registers are its own.
+template <int DT, bool BAG>
+__device__ __noinline__ void compute_block(const ip_gargs &a) {
+  extern __shared__ ip_gstep sm_steps[];
+  const int cb = blockIdx.x - a.ntbs * a.lanes, ct = cb / a.cwidth, w = cb % a.cwidth;
+  const ip_gstep *steps = a.steps + (int64_t)(a.ntbs + ct) * a.step_stride;
+  int tn = 0;
+  uint64_t gen = 0;   // thread 0's: only it counts in semaphores
+  if (threadIdx.x == 0) {
+    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
+    gen = a.gen[blockIdx.x] + 1;
+  }
+  if (a.smem_steps) {
+    copy_words(sm_steps, steps, a.smem_steps * (int)(sizeof(ip_gstep) / 4));
+    steps = sm_steps;
+  }
+  // A direct call stores nothing before every rank's call has started.
+  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) return;
+  if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
+  int nsteps = 0;
+  while (nsteps < a.step_stride && steps[nsteps].cnt > 0) nsteps++;
+  const int64_t cap = a.geom.cap, es = a.esize;
+  int64_t total = 0;
+  for (int s = 0; s < nsteps; s++) total += steps[s].cnt * cap;
+  const int64_t lo = total * w / a.cwidth, hi = total * (w + 1) / a.cwidth;
+  int64_t base = 0;   // the row space's start of step s
+  bool shared_bags = false;   // some step's bags came from a counter every block shares
+  for (int s = 0; s < nsteps; base += steps[s].cnt * cap, s++) {
+    const ip_gstep st = steps[s];
+    if (BAG && a.bagctr && a.ncomp == 1 && cap < (1 << 30) && whole_share(a, st)) {
+      // Every block takes the step's bags from one counter: the GPU's
+      // warps balance over them, where equal shares of rows left each
+      // block waiting for its slowest warp.
+      shared_bags = true;
+      bag_step<DT, BAG>(a, st, (unsigned long long *)&a.bagctr[1 + s]);
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
+      continue;
+    }
+    if (base >= hi || base + st.cnt * cap <= lo) continue;
+    if (BAG && whole_share(a, st)) {   // the share's rows of this step as one piece: no barrier per tile
+      const int64_t s0 = (lo > base ? lo : base) - base, s1 = (hi < base + cap ? hi : base + cap) - base;
+      for (int64_t x = s0; x < s1; x += 1 << 30) {
+        const int64_t n = s1 - x < (1 << 30) ? s1 - x : 1 << 30;
+        if (a.direct) {
+          direct_piece<DT, BAG>(a, st, st.srcoff, 0, x, n);
+        } else {
+          int64_t dv;
+          char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, cap, &dv) + x * es;
+          int64_t keep = dv / es - x;
+          keep = keep < 0 ? 0 : keep > n ? n : keep;
+          compute_piece<DT, BAG>(a, st, st.srcoff, 0, x, keep, dst);
+        }
+      }
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
+      continue;
+    }
+    for (int64_t t = 0; t < a.ntiles; t++) {
+      const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
+      if (ue <= lo || us >= hi) continue;
+      const int64_t x0 = us > lo ? us : lo, end = ue < hi ? ue : hi;
+      int j = (int)((x0 - us) / len);   // pieces: chunk j of the step, rows [from, from + n) of its tile
+      int64_t from = x0 - us - j * len;
+      for (int64_t x = x0; x < end;) {
+        int64_t n = len - from < end - x ? len - from : end - x;
+        if (n > (1 << 30)) n = 1 << 30;
+        if (a.direct) {
+          // Ends with a barrier, which also orders every thread's stores before direct_end.
+          direct_piece<DT, BAG>(a, st, st.srcoff + j, t, from, n);
+        } else {
+          int64_t dv;
+          char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
+          int64_t keep = dv / es - from;   // rows the destination holds
+          keep = keep < 0 ? 0 : keep > n ? n : keep;
+          // Ends with a barrier, which also orders every thread's stores before the count.
+          compute_piece<DT, BAG>(a, st, st.srcoff + j, t, from, keep, dst);
+        }
+        x += n;
+        from += n;
+        if (from == len) {
+          from = 0;
+          j++;
+        }
+      }
+      if (st.sem != IP_SEM_NONE && !a.direct && threadIdx.x == 0) sem_post(a, st.sem, t, (uint64_t)(end - x0), gen);
+      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
+    }
+  }
+  if (shared_bags) {   // the last block done sets the counters back for the next call
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&a.bagctr[0], 1ull) == (unsigned long long)(a.cwidth - 1))
+      for (int k = 0; k <= nsteps; k++) a.bagctr[k] = 0;
+  }
+  if (a.direct) {
+    __syncthreads();   // a block with no piece has met no barrier since its last stores: none
+    if (threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
+  }
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+}
+
+
+// The kernel: a compute thread block's blocks compute (gemv, embedding
+// bags), every other block communicates.
+template <int DT, int OP>
+__global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __grid_constant__ ip_gargs a) {
+  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a compute thread block's block
+    if (a.cbag) compute_block<DT, true>(a);   // with embedding bags
+    else compute_block<DT, false>(a);
+    return;
+  }
+  ip_comm_block<DT, OP, true>(a);
+}
+
+template <int DT>
+__global__ void ip_divide_kernel(void *p, int64_t n, int divisor) {
+  typedef typename ip_dev<DT>::type T;
+  T *x = (T *)p;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    if constexpr (DT == IP_F16) x[i] = __float2half_rn((float)((double)__half2float(x[i]) / divisor));
+    else if constexpr (DT == IP_BF16) x[i] = __float2bfloat16_rn((float)((double)__bfloat162float(x[i]) / divisor));
+    else if constexpr (DT == IP_F32) x[i] = (float)((double)x[i] / divisor);
+    else if constexpr (DT == IP_F64) x[i] = x[i] / divisor;
+    else if constexpr (DT == IP_U64) {
+      double v = trunc((double)x[i] / divisor);   // as ip_get/ip_set: through double
+      x[i] = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
+    } else x[i] = (T)(int64_t)trunc((double)x[i] / divisor);
+  }
+}
+
+#endif
