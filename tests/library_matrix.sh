@@ -20,12 +20,17 @@
 # failure.  One TAP line per case; a failing one prints the command that
 # reproduces it.  The direct all-pairs programs (via=direct, put, get) run
 # once each, Simple and LL, in and out of place, at every rank count.
-# Usage: library_matrix.sh BATON ALGORITHMS_DIR [all|list]
+# Usage: library_matrix.sh BATON ALGORITHMS_DIR [quick|sample|all|list|list-sample]
+#   quick (the default; test 'library_matrix', suite verify): pairwise
+#        samples of the sample below (about 50 s on 2 cores);
+#   sample (test 'library_matrix_full', suite matrix): every two-slot
+#        combination, the eight-slot sample, every direct case and every
+#        every-rank case (about 2.5 minutes);
 #   all: the whole cross product at both slot counts, the every-rank
 #        scripts at every rank count 2-64 in it (several minutes);
-#   list: print the cases the suite runs, one a line.
+#   list, list-sample: print the cases quick or sample runs, one a line.
 set -u
-baton=$1 algs=$2 mode=${3:-sample}
+baton=$1 algs=$2 mode=${3:-quick}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 RANKS=2,3,4,5,8,16,32,64
@@ -125,23 +130,27 @@ two_slots() {
   combos | awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
 }
 
-# With eight (the default): a pairwise sample over every protocol: the
-# cases in a fixed pseudo-random order (a hash of the line), each kept when
-# it holds a value or a pair of values of its script no kept case holds yet.
-eight_slots() {
-  local p
-  for p in "${PROTOCOLS[@]}"; do combos | sed "s/\$/ protocol=$p slots=8/"; done |
-    awk 'BEGIN { for (i = 32; i < 127; i++) ord[sprintf("%c", i)] = i }
-         { h = 7; for (i = 1; i <= length($0); i++) h = (h * 31 + ord[substr($0, i, 1)]) % 2147483647
-           print h "\t" $0 }' | sort -s -t"$(printf '\t')" -k1,1n | cut -f2- |
+# A pairwise sample of the cases on standard input: in a fixed
+# pseudo-random order (a hash of the line), each kept when it holds a value
+# or a pair of values of its script no kept case holds yet.
+pairwise() {
+  awk 'BEGIN { for (i = 32; i < 127; i++) ord[sprintf("%c", i)] = i }
+       { h = 7; for (i = 1; i <= length($0); i++) h = (h * 31 + ord[substr($0, i, 1)]) % 2147483647
+         print h "\t" $0 }' | sort -s -t"$(printf '\t')" -k1,1n | cut -f2- |
     awk '{ new = 0
-           for (i = 2; i < NF; i++) {
+           for (i = 2; i <= NF; i++) {
              if (!(($1, $i) in cov)) new = 1
-             for (j = i + 1; j < NF; j++) if (!(($1, $i, $j) in cov)) new = 1
+             for (j = i + 1; j <= NF; j++) if (!(($1, $i, $j) in cov)) new = 1
            }
            if (!new) next
-           for (i = 2; i < NF; i++) { cov[$1, $i] = 1; for (j = i + 1; j < NF; j++) cov[$1, $i, $j] = 1 }
+           for (i = 2; i <= NF; i++) { cov[$1, $i] = 1; for (j = i + 1; j <= NF; j++) cov[$1, $i, $j] = 1 }
            print }'
+}
+
+# With eight (the default): a pairwise sample over every protocol.
+eight_slots() {
+  local p
+  for p in "${PROTOCOLS[@]}"; do combos | sed "s/\$/ protocol=$p slots=8/"; done | pairwise
 }
 
 # The shapes of the hierarchical AllReduce that deadlocked before the
@@ -225,10 +234,16 @@ run_case() {  # run_case NUMBER CASE...: one TAP line
 
 all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; direct; }
 sample() { pinned; two_slots; eight_slots; direct; every_rank; }
+# The quick form: the pinned shapes, a pairwise sample of the two-slot
+# cases, of the eight-slot ones and of the direct ones, and every fourth
+# every-rank case.
+quick() { pinned; two_slots | pairwise; eight_slots; direct | pairwise; every_rank | awk 'NR % 4 == 1'; }
 case $mode in
   all) WIDE=$(seq -s, 2 64); list() { all; } ;;
-  list) sample; exit 0 ;;
-  *) list() { sample; } ;;
+  list) quick; exit 0 ;;
+  list-sample) sample; exit 0 ;;
+  sample) list() { sample; } ;;
+  *) list() { quick; } ;;
 esac
 n=0 failed=0 start=$SECONDS
 while read -r -a c; do

@@ -96,7 +96,7 @@ test|check)
   [ "$cmd" = check ] && log=$build-check/test-output.txt
   mkdir -p "$(dirname "$log")"
   : >"$log"
-  [ "$cmd" = test ] && run_tests "$build"
+  [ "$cmd" = test ] && run_tests "$build" --no-suite matrix
   if [ "$cmd" = check ] || [ "${BATON_CHECK:-1}" != 0 ]; then
     check_build
     run_tests "$build-check" --suite unit --suite golden --suite fuzz
