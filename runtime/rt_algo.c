@@ -20,6 +20,7 @@
 
 struct rt_algos {
   int nranks;
+  int net;                /* rt_algos_set_nodes found ranks of other groups that some program sends to */
   int n, cap;
   rt_algo *v;
   char **seen;            /* paths already tried */
@@ -342,6 +343,7 @@ bt_result rt_algos_load(rt_algos **out, int nranks) {
 int rt_algos_count(const rt_algos *a) { return a ? a->n : 0; }
 
 bt_result rt_algos_set_nodes(rt_algos *a, const int *node, int nranks) {
+  a->net = 0;
   int *seen = calloc((size_t)nranks + 1, sizeof *seen);   /* stamped with rank + 1 */
   if (!seen) return BT_ERR_NOMEM;
   for (int i = 0; i < a->n; i++) {
@@ -358,6 +360,7 @@ bt_result rt_algos_set_nodes(rt_algos *a, const int *node, int nranks) {
       if (n > most) most = n;
     }
     a->v[i].net_peers = most;
+    a->net |= most > 0;
     memset(seen, 0, (size_t)nranks * sizeof *seen);
   }
   free(seen);
@@ -391,25 +394,46 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
   return rt_algos_select_by(a, coll, inplace, bytes, count, NULL, NULL, log);
 }
 
+/* Whether al may run a collective call of `coll` (in place or not) at
+ * all, whatever its size; *staged: in place on a copy of the input. */
+static int eligible(const rt_algo *al, ir_coll coll, int inplace, int (*usable)(void *ctx, int i), void *ctx, int i,
+                    int *staged) {
+  if (al->prog->coll != coll || al->compute >= 0 || al->root_copy) return 0;
+  if (usable && !usable(ctx, i)) return 0;
+  /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
+  *staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
+  return inplace ? al->inplace_ok || *staged : al->outofplace_ok;
+}
+
 int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count,
                        int (*usable)(void *ctx, int i), void *ctx, int log) {
-  int pick = -1, best = -1, candidates = 0;
+  int pick = -1, best = -1, candidates = 0, staged;
+  /* Across node groups, from BATON_NET_FEWER_BYTES on, a program below
+   * its own size range runs too when its ranks send to fewer ranks of
+   * other groups than every program covering the size (the ranges were
+   * set over NVLink; over the network each peer costs the proxies their
+   * own messages). */
+  int covering = -1;   /* the fewest network peers among the programs covering the size */
+  const int64_t fewer_bytes = rt_param_int(RT_PARAM_NET_FEWER_BYTES);
+  const int net = a->net && fewer_bytes > 0 && bytes >= (uint64_t)fewer_bytes;
+  for (int i = 0; net && i < a->n; i++)
+    if (eligible(&a->v[i], coll, inplace, usable, ctx, i, &staged) && in_range(a->v[i].prog, bytes) &&
+        (covering < 0 || a->v[i].net_peers < covering))
+      covering = a->v[i].net_peers;
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
-    if (p->coll != coll || al->compute >= 0 || al->root_copy) continue;
-    if (usable && !usable(ctx, i)) continue;
-    /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
-    int staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
-    if (inplace ? !al->inplace_ok && !staged : !al->outofplace_ok) continue;
-    if (!in_range(p, bytes)) continue;
+    if (!eligible(al, coll, inplace, usable, ctx, i, &staged)) continue;
+    int below = net && bytes < p->minbytes && (!p->maxbytes || bytes <= p->maxbytes) &&
+                (covering < 0 || al->net_peers < covering);
+    if (!in_range(p, bytes) && !below) continue;
     candidates++;
     int divides = chunks_divide(p, count);
     int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
     /* First a direct program (the runtime's usable() said it runs this
      * call), then, across node groups, the fewest network peers per rank
      * (each costs the proxies their own messages: a ring beats all-pairs
-     * where both cover the size), then no copy, then a program written
+     * where both run), then no copy, then a program written
      * for the call's layout over a rewrite (an out-of-place program beats
      * an in-place one rewritten), then chunks that divide the count; ties
      * go to the first loaded. */

@@ -65,9 +65,12 @@ int rt_algos_find(const rt_algos *a, const char *name);
 
 /* Chooses an algorithm for a call (never a fused program): same collective, in-place or not (an
  * in-place call may also take an out-of-place program, which then runs on
- * a copy of the input), `bytes` in its size range; among those, first one
- * that runs the call without copying the input (rt_algo.copies), then one
- * whose chunks divide the count evenly, then the first loaded.  -1 when none fits.  The
+ * a copy of the input), `bytes` in its size range (across node groups,
+ * from BATON_NET_FEWER_BYTES on, also below it for a program whose ranks
+ * send to fewer ranks of other groups than every program covering the
+ * size); among those, across node groups first the fewest such peers,
+ * then one that runs the call without copying the input (rt_algo.copies),
+ * then one whose chunks divide the count evenly, then the first loaded.  -1 when none fits.  The
  * choice and the reasons for it are logged at INFO (rank 0 only when
  * `log` is 0). */
 int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count, int log);

@@ -157,6 +157,28 @@ int main(int argc, char **argv) {
      nr == BT_OK ? rt_algos_get(a, 1)->net_peers : -1);
   if (lr == BT_OK) rt_algos_free(a);
 
+  /* Across node groups a program with fewer network peers also runs below
+   * its size range from BATON_NET_FEWER_BYTES (1 MiB) on: the one-shot
+   * covers up to 8 MiB, the ring from 8 MiB + 1 (as a default set's
+   * NVLink ranges have it). */
+  snprintf(cmd, sizeof cmd, "sed 's/<algo /<algo maxBytes=\"8388608\" /' %s/b_oop.xml > %s/m_oop.xml && "
+           "sed 's/<algo /<algo minBytes=\"8388609\" /' %s/c_ring.xml > %s/m_ring.xml", dir, dir, dir, dir);
+  bad = system(cmd);
+  snprintf(files, sizeof files, "%s/m_oop.xml:%s/m_ring.xml", dir, dir);
+  lr = bad ? BT_ERR_INVALID : rt_algos_load_files(&a, 4, files, NULL);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 2 << 20, 1 << 19, 0) : -2;
+  ok(i == 0, "one node group, 2 MiB: the one-shot, whose range covers it (%s)", lr == BT_OK ? picked(a, i) : "?");
+  nr = lr == BT_OK ? rt_algos_set_nodes(a, apart, 4) : BT_ERR_INVALID;
+  i = nr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 2 << 20, 1 << 19, 0) : -2;
+  ok(i >= 0 && strstr(rt_algos_get(a, i)->prog->file, "m_ring"), "four groups, 2 MiB: the ring, below its range (%s)",
+     nr == BT_OK ? picked(a, i) : "?");
+  i = nr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 512 << 10, 1 << 17, 0) : -2;
+  ok(i == 0, "four groups, 512 KiB (under BATON_NET_FEWER_BYTES): the one-shot (%s)", nr == BT_OK ? picked(a, i) : "?");
+  i = nr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 0, 16 << 20, 1 << 22, 0) : -2;
+  ok(i >= 0 && strstr(rt_algos_get(a, i)->prog->file, "m_ring"), "four groups, 16 MiB: the ring, in its range (%s)",
+     nr == BT_OK ? picked(a, i) : "?");
+  if (lr == BT_OK) rt_algos_free(a);
+
   /* GEMM + AllToAll: the library's program loads as a gemm program; one
    * whose gemm steps multiply two different W is refused (the GPU runs a
    * rank's gemm steps as one GEMM). */
