@@ -113,12 +113,28 @@ static void init(void) {
   /* whatever subsystems the filter lets through: it may be the mistake */
   for (int i = 0; i < nconfig_warnings && level >= RT_LOG_WARN; i++)
     rt_log(RT_LOG_WARN, RT_SUB_TOOL, __FILE__, __LINE__, "%s", config_warning[i]);
+  /* then every parameter the environment set, and every value refused */
+  for (int i = 0; i < RT_PARAM_COUNT; i++) {
+    char why[200];
+    const int src = rt_param_source((rt_param_id)i, why, sizeof why);
+    const char *env = rt_param_name((rt_param_id)i);
+    if (src > 0 && level >= RT_LOG_INFO && (subsys & RT_SUB_TOOL))
+      rt_log(RT_LOG_INFO, RT_SUB_TOOL, __FILE__, __LINE__, "%s set by environment to %s", env, getenv(env));
+    else if (src < 0 && level >= RT_LOG_WARN && (subsys & RT_SUB_TOOL))
+      rt_log(RT_LOG_WARN, RT_SUB_TOOL, __FILE__, __LINE__, "%s=%s %s", env, getenv(env) ? getenv(env) : "", why);
+  }
 }
 
 int rt_log_enabled(rt_log_level lvl, unsigned sub) {
   pthread_once(&once, init);
   return lvl <= level && (sub & subsys);
 }
+
+/* The logger starts, and reports the parameter table, at the first read of
+ * a parameter (rt_param_on_first_read) if nothing logged before; the hook
+ * is set when the library loads (it reads no environment then). */
+static void start(void) { pthread_once(&once, init); }
+__attribute__((constructor)) static void hook(void) { rt_param_on_first_read(start); }
 
 void rt_log_set_dev(int dev) { log_dev = dev; }
 

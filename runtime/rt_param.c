@@ -1,9 +1,11 @@
-/* rt_param.c -- reads the environment parameter table once. */
+/* rt_param.c -- reads the environment parameter table once.  It logs
+ * nothing: the logger, configured from the table, reports what was set
+ * and what was refused when it starts (rt_param_source). */
 #include "rt_param.h"
-#include "rt_log.h"
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,31 +94,34 @@ static void load(void) {
   }
 }
 
-/* Logging is configured from the table, so non-default values are reported
- * only after both are ready; rt_log calls this lazily too. */
 static void ensure(void) { pthread_once(&once, load); }
 
-static pthread_once_t reported = PTHREAD_ONCE_INIT;
-static void report(void) {
-  rt_log_enabled(RT_LOG_WARN, RT_SUB_TOOL);   /* starts the logger: its own parameters' warnings come first */
-  for (int i = 0; i < RT_PARAM_COUNT; i++) {
-    if (values[i].set > 0)
-      LOG_INFO(RT_SUB_TOOL, "%s set by environment to %s", params[i].env, values[i].s);
-    else if (values[i].set < 0 && values[i].bad == V_WORD) {
-      const char *words = "", *by_default = "";
-      for (int c = 0; c < NCHOICES; c++)
-        if (choices[c].id == (rt_param_id)i) { words = choices[c].words; by_default = choices[c].by_default; }
-      LOG_WARN(RT_SUB_TOOL, "%s=%s is not one of: %s, or empty; using default (empty: %s)", params[i].env,
-               getenv(params[i].env), words, by_default);
-    } else if (values[i].set < 0)
-      LOG_WARN(RT_SUB_TOOL, "%s=%s is %s %lld..%lld; using default %s", params[i].env, getenv(params[i].env),
-               values[i].bad == V_RANGE ? "out of its range" : "not an integer in", (long long)params[i].min,
-               (long long)params[i].max, params[i].def);
+int rt_param_source(rt_param_id id, char *why, size_t n) {
+  ensure();
+  if (n) why[0] = 0;
+  const int i = id;
+  if (values[i].set >= 0) return values[i].set;
+  if (values[i].bad == V_WORD) {
+    const char *words = "", *by_default = "";
+    for (int c = 0; c < NCHOICES; c++)
+      if (choices[c].id == id) { words = choices[c].words; by_default = choices[c].by_default; }
+    snprintf(why, n, "is not one of: %s, or empty; using default (empty: %s)", words, by_default);
+  } else {
+    snprintf(why, n, "is %s %lld..%lld; using default %s", values[i].bad == V_RANGE ? "out of its range" : "not an integer in",
+             (long long)params[i].min, (long long)params[i].max, params[i].def);
   }
+  return -1;
 }
 
-/* Parameters the logger reads while it starts: reading them must not log
- * (the report of non-default values would wait for the logger). */
+/* The first read of a parameter that does not configure logging starts
+ * the logger (its hook), which reports the table; the logger's own reads
+ * while it starts must not call it back. */
+static void (*first_read)(void);
+static pthread_once_t first_once = PTHREAD_ONCE_INIT;
+static void call_first_read(void) { if (first_read) first_read(); }
+
+void rt_param_on_first_read(void (*fn)(void)) { first_read = fn; }
+
 static int configures_logging(rt_param_id id) {
   return id == RT_PARAM_DEBUG || id == RT_PARAM_NCCL_DEBUG || id == RT_PARAM_DEBUG_SUBSYS ||
          id == RT_PARAM_DEBUG_FILE;
@@ -124,13 +129,13 @@ static int configures_logging(rt_param_id id) {
 
 int64_t rt_param_int(rt_param_id id) {
   ensure();
-  if (!configures_logging(id)) pthread_once(&reported, report);
+  if (!configures_logging(id)) pthread_once(&first_once, call_first_read);
   return values[id].i;
 }
 
 const char *rt_param_str(rt_param_id id) {
   ensure();
-  if (!configures_logging(id)) pthread_once(&reported, report);
+  if (!configures_logging(id)) pthread_once(&first_once, call_first_read);
   return values[id].s;
 }
 

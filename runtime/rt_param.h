@@ -18,10 +18,21 @@ typedef enum rt_param_id {
 /* Value of an integer / string parameter.  The environment is read on
  * first use of any parameter; a value that is not an integer, or out of
  * the parameter's range, or (BATON_PROTO) not one of the words the
- * parameter takes, is logged as a WARN naming the parameter, the value
- * and the default, and replaced by the default. */
+ * parameter takes, is replaced by the default (the logger WARNs of it
+ * when it starts: rt_param_source). */
 int64_t rt_param_int(rt_param_id id);
 const char *rt_param_str(rt_param_id id);
+
+/* fn runs once, at the first read of a parameter that does not configure
+ * logging: the logger registers itself (rt_log.c) so that what the
+ * environment set or got refused is reported however a process starts,
+ * without this table depending on the logger. */
+void rt_param_on_first_read(void (*fn)(void));
+
+/* How parameter id got its value: 0 its default, 1 the environment, -1
+ * the environment's value was refused and the default used, why (n bytes)
+ * then saying so ("is out of its range 1..16; using default 2"). */
+int rt_param_source(rt_param_id id, char *why, size_t n);
 
 /* The environment variable's name ("BATON_IR_MAX_MB"), for errors that
  * name the parameter raising a limit. */
