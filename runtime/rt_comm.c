@@ -12,7 +12,7 @@
 #include "rt_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
-#include "rt_register.h"
+#include "rt_regset.h"
 
 _Static_assert((int)baton_timeout == (int)BT_ERR_TIMEOUT && (int)baton_aborted == (int)BT_ERR_ABORTED &&
                (int)baton_cuda_error == (int)BT_ERR_CUDA, "baton_result mirrors bt_result");
@@ -271,7 +271,7 @@ static void comm_free(baton_comm *c) {
   if (c->kick_fork) cudaEventDestroy(c->kick_fork);
   if (c->kick_join) cudaEventDestroy(c->kick_join);
   rt_direct_free(c);
-  rt_regs_free(c);
+  rt_regs_free(&c->regs);
   rt_algos_free(c->algos);
   shared_unref(c->shared);
   if (c->bs) rt_bootstrap_free(c->bs);

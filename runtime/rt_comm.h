@@ -71,7 +71,7 @@ struct baton_comm {
                                    its first call */
   struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls and registered
                                  windows (rt_peerbuf.h) */
-  struct baton_window *regs;  /* registered windows, newest first (rt_register.h) */
+  struct baton_window *regs;  /* registered windows, newest first (rt_regset.h) */
   uint32_t reg_next;          /* registrations made so far: the next window's number */
 };
 

@@ -12,7 +12,7 @@
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_peerbuf.h"
-#include "rt_register.h"
+#include "rt_regset.h"
 
 int rt_direct_wanted(const baton_comm *c) {
   const int fused = rt_param_int(RT_PARAM_FUSED_DIRECT) != 0;
@@ -101,7 +101,7 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);
   size_t es = (size_t)ip_dtype_size[dtype];
-  return rt_reg_find(c, s, count * es * (size_t)ib) && rt_reg_find(c, r, count * es * (size_t)ob);
+  return rt_reg_find(c->regs, s, count * es * (size_t)ib) && rt_reg_find(c->regs, r, count * es * (size_t)ob);
 }
 
 /* Whether direct program p (plan d) can run a call in place although it is
@@ -204,7 +204,7 @@ static bt_result peers_across(rt_launch *L) {
 /* The registered window of c holding buffer p of `bytes`, alive; NULL
  * (logged) when there is none or its memory was freed. */
 static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what) {
-  const baton_window *w = rt_reg_find(L->c, p, (size_t)bytes);
+  const baton_window *w = rt_reg_find(L->c->regs, p, (size_t)bytes);
   if (w && rt_reg_live(w)) return w;
   LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its %s lies in a registered window whose memory was freed: the call runs "
            "without it (its peers' calls stop with an error)", L->c->rank, L->where, what);

@@ -1,7 +1,8 @@
-/* rt_register.c -- registered windows (rt_register.h): each rank's checks
- * of its buffer, the ranks' agreement and the mapping of every peer's
- * buffer, the lookup a call makes; and baton_mem_alloc/free. */
-#include "rt_register.h"
+/* rt_register.c -- registering windows (baton_comm_register; the list and
+ * its lookup in rt_regset.h): each rank's checks of its buffer, the ranks'
+ * agreement and the mapping of every peer's buffer; and
+ * baton_mem_alloc/free. */
+#include "rt_regset.h"
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -31,28 +32,6 @@ static int reg_count(const baton_comm *c) {
   int n = 0;
   for (const baton_window *w = c->regs; w; w = w->next) n++;
   return n;
-}
-
-const baton_window *rt_reg_find(const baton_comm *c, const void *p, size_t bytes) {
-  const char *q = p;
-  for (const baton_window *w = c->regs; w; w = w->next)
-    if (q >= w->base && bytes <= w->bytes && (size_t)(q - w->base) <= w->bytes - bytes) return w;
-  return NULL;
-}
-
-int rt_reg_live(const baton_window *w) {
-  uint64_t base;
-  size_t bytes;
-  unsigned long long id = 0;
-  return rt_cuda_alloc_of(w->base, &base, &bytes, &id) && id == w->alloc;
-}
-
-void rt_regs_free(baton_comm *c) {
-  while (c->regs) {
-    baton_window *w = c->regs;
-    c->regs = w->next;
-    free(w);
-  }
 }
 
 /* This rank's checks of buf: REG_OK with w->alloc filled, else why not. */

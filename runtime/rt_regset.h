@@ -1,10 +1,10 @@
-/* rt_register.h -- registered windows: a buffer every rank of a
- * communicator registers together (baton_comm_register), which every peer
- * maps once, so that calls on such buffers run direct programs on the
- * ranks' own buffers without a copy and without exchanging anything per
- * call (docs/RUNTIME.md, "Registered buffers"). */
-#ifndef RT_REGISTER_H
-#define RT_REGISTER_H
+/* rt_regset.h -- a communicator's registered windows as a list: the
+ * window record, the lookup a call makes and the check that its memory is
+ * still the allocation registered.  Registering itself, collective over
+ * the communicator, is rt_register.c (baton_comm_register,
+ * docs/RUNTIME.md, "Registered buffers"). */
+#ifndef RT_REGSET_H
+#define RT_REGSET_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,15 +25,16 @@ struct baton_window {
   struct baton_window *next;
 };
 
-/* The window of c holding [p, p + bytes), or NULL. */
-const baton_window *rt_reg_find(const baton_comm *c, const void *p, size_t bytes);
+/* The window of the list holding [p, p + bytes), or NULL. */
+const baton_window *rt_reg_find(const baton_window *list, const void *p, size_t bytes);
 
 /* Whether w's memory is still the allocation it was registered in (not
  * freed, or freed and allocated again): a CUDA query of a few hundred
  * nanoseconds. */
 int rt_reg_live(const baton_window *w);
 
-/* Drops every window of c (at its destruction). */
-void rt_regs_free(baton_comm *c);
+/* Frees every window of *list (a communicator's, at its destruction) and
+ * empties it. */
+void rt_regs_free(baton_window **list);
 
 #endif
