@@ -4,6 +4,7 @@
 #include "ir_direct.h"
 #include "ir_geom.h"
 #include "ir_graph.h"
+#include "ir_peers.h"
 #include "rt_param.h"
 
 #include <stdarg.h>
@@ -71,31 +72,6 @@ static void check_header(checker *c) {
              ir_coll_name[p->coll]);
 }
 
-/* A connection end of a thread block: (peer, channel), the tb's index. */
-typedef struct conn_key { int peer, chan, t; } conn_key;
-
-static int conn_cmp(const void *x, const void *y) {
-  const conn_key *a = x, *b = y;
-  if (a->peer != b->peer) return a->peer < b->peer ? -1 : 1;
-  if (a->chan != b->chan) return a->chan < b->chan ? -1 : 1;
-  return (a->t > b->t) - (a->t < b->t);
-}
-
-/* The connection ends of rank r's tbs in one direction (send or recv
- * peers >= 0), sorted by (peer, channel, tb); *n of them.  NULL when out
- * of memory. */
-static conn_key *conn_keys(const ir_gpu *g, int send, int *n) {
-  conn_key *k = malloc(((size_t)g->ntbs + 1) * sizeof *k);
-  *n = 0;
-  if (!k) return NULL;
-  for (int t = 0; t < g->ntbs; t++) {
-    int peer = send ? g->tbs[t].send : g->tbs[t].recv;
-    if (peer >= 0) k[(*n)++] = (conn_key){peer, g->tbs[t].chan, t};
-  }
-  if (*n) qsort(k, *n, sizeof *k, conn_cmp);
-  return k;
-}
-
 /* Peers, channels and one tb per (peer, channel) and direction: the
  * second and later tbs of a connection are named with the first (sorted
  * connection ends, not a comparison of every two tbs). */
@@ -113,7 +89,7 @@ static void check_tbs(checker *c, int r) {
   }
   for (int send = 1; send >= 0; send--) {
     int n;
-    conn_key *k = conn_keys(g, send, &n);
+    ir_conn_end *k = ir_conn_ends(g, send, &n);
     if (!k) { ir_check_err(c, r, -1, -1, "out of memory"); return; }
     for (int i = 1, first = 0; i < n; i++) {
       if (k[i].peer != k[first].peer || k[i].chan != k[first].chan) { first = i; continue; }
@@ -394,7 +370,7 @@ static void check_steps(checker *c, int r) {
         ir_check_err(c, r, t, s, "%s sends, but the thread block has no send peer", op);
       if ((fl & IR_F_RECV) && tb->recv < 0)
         ir_check_err(c, r, t, s, "%s receives, but the thread block has no recv peer", op);
-      if (st->op != IR_OP_NOP && !(fl & (IR_F_SIG | IR_F_WAIT)) && st->cnt < 1)   /* signals: ir_direct.c */
+      if (st->op != IR_OP_NOP && !(fl & (IR_F_SIG | IR_F_WAIT)) && st->cnt < 1)   /* signals: ir_check_direct.c */
         ir_check_err(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
       if (!(fl & IR_F_DIRECT) && st->peer >= 0)
         ir_check_err(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, sig, wait) name a peer", op, st->peer);
@@ -442,63 +418,6 @@ static void check_steps(checker *c, int r) {
 
 /* ---- connections ---- */
 
-/* The first tb (lowest index) among the n sorted ends k with (peer, chan),
- * or -1: a binary search. */
-static int find_tb(const conn_key *k, int n, int peer, int chan) {
-  int lo = 0, hi = n;
-  conn_key want = {peer, chan, -1};
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (conn_cmp(&k[mid], &want) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < n && k[lo].peer == peer && k[lo].chan == chan ? k[lo].t : -1;
-}
-
-void ir_peers_free(ir_peers *pe) {
-  for (int r = 0; r < pe->n; r++) {
-    if (pe->send_tb) free(pe->send_tb[r]);
-    if (pe->recv_tb) free(pe->recv_tb[r]);
-  }
-  free(pe->send_tb);
-  free(pe->recv_tb);
-  memset(pe, 0, sizeof *pe);
-}
-
-bt_result ir_peers_build(const ir_prog *p, ir_peers *pe) {
-  pe->n = p->ngpus;
-  pe->send_tb = calloc(p->ngpus, sizeof *pe->send_tb);
-  pe->recv_tb = calloc(p->ngpus, sizeof *pe->recv_tb);
-  /* each rank's connection ends, sorted: [rank] sends and receives */
-  conn_key **sk = calloc(p->ngpus + 1, sizeof *sk), **rk = calloc(p->ngpus + 1, sizeof *rk);
-  int *ns = calloc(p->ngpus + 1, sizeof *ns), *nr = calloc(p->ngpus + 1, sizeof *nr);
-  bt_result res = BT_ERR_NOMEM;
-  if (!pe->send_tb || !pe->recv_tb || !sk || !rk || !ns || !nr) goto out;
-  for (int r = 0; r < p->ngpus; r++)
-    if (!(sk[r] = conn_keys(&p->gpus[r], 1, &ns[r])) || !(rk[r] = conn_keys(&p->gpus[r], 0, &nr[r]))) goto out;
-  for (int r = 0; r < p->ngpus; r++) {
-    const ir_gpu *g = &p->gpus[r];
-    pe->send_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
-    pe->recv_tb[r] = malloc((g->ntbs + 1) * sizeof(int));
-    if (!pe->send_tb[r] || !pe->recv_tb[r]) goto out;
-    for (int t = 0; t < g->ntbs; t++) {
-      const ir_tb *tb = &g->tbs[t];
-      int ok_s = tb->send >= 0 && tb->send < p->ngpus, ok_r = tb->recv >= 0 && tb->recv < p->ngpus;
-      /* the first tb of the peer that receives from r (sends to r) on the channel */
-      pe->send_tb[r][t] = ok_s ? find_tb(rk[tb->send], nr[tb->send], r, tb->chan) : -1;
-      pe->recv_tb[r][t] = ok_r ? find_tb(sk[tb->recv], ns[tb->recv], r, tb->chan) : -1;
-    }
-  }
-  res = BT_OK;
-out:
-  for (int r = 0; r < p->ngpus; r++) {
-    if (sk) free(sk[r]);
-    if (rk) free(rk[r]);
-  }
-  free(sk); free(rk); free(ns); free(nr);
-  if (res) ir_peers_free(pe);
-  return res;
-}
 
 /* The k-th message a tb sends (or receives) is its k-th step with the SEND
  * (RECV) flag; those must pair one to one, with equal sizes.  A sending

@@ -3,6 +3,7 @@
 #define IR_CHECK_H
 
 #include "ir.h"
+#include "ir_peers.h"
 #include "rt_diag.h"
 
 /* Checks everything that can be checked without running the program:
@@ -13,7 +14,7 @@
  * no cycle through program order, dependencies and messages, nor, with
  * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  A
  * direct program (put, get, getr, sig, wait) is held to the rules of
- * docs/IR.md, "Direct steps" (ir_direct.c): its peers, the peer's chunk
+ * docs/IR.md, "Direct steps" (ir_check_direct.c): its peers, the peer's chunk
  * ranges, Simple or LL and no FIFO or compute step, its signal streams, LL
  * landings and the pair rule, no cycle through signals and landings
  * either, and the end and start rules (vector clocks of every rank, skipped
@@ -53,16 +54,5 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag);
  * for those ranks). */
 bt_result ir_check_races_of(const ir_prog *p, int aliased, int *unchecked, rt_diag *diag);
 
-/* For each (rank, tb), the tb on the peer rank at the other end of its
- * send / recv connection, or -1.  Arrays are indexed [rank][tb]; the
- * caller frees them with ir_peers_free.  Requires ir_check to have passed
- * the connection rules. */
-typedef struct ir_peers {
-  int **send_tb;   /* tb on rank tb.send that receives from this tb */
-  int **recv_tb;   /* tb on rank tb.recv that sends to this tb */
-  int n;
-} ir_peers;
-bt_result ir_peers_build(const ir_prog *p, ir_peers *out);
-void ir_peers_free(ir_peers *pe);
 
 #endif

@@ -1,4 +1,4 @@
-/* ir_check_int.h -- what the validator's files (ir_check.c, ir_check_err.c, ir_direct.c) share; not the library's interface. */
+/* ir_check_int.h -- what the validator's files (ir_check.c, ir_check_err.c, ir_check_direct.c) share; not the library's interface. */
 #ifndef IR_CHECK_INT_H
 #define IR_CHECK_INT_H
 
@@ -28,12 +28,12 @@ void ir_check_err(ir_checker *c, int r, int t, int s, const char *fmt, ...) __at
 void ir_check_range(ir_checker *c, int r, int t, int s, const char *what, int buf, int off, int cnt, int run,
                     int stride, const ir_geom *g, int owner);
 
-/* ir_direct.c: the rules of direct programs that need no step graph -- peers, counts, the peer's chunk
+/* ir_check_direct.c: the rules of direct programs that need no step graph -- peers, counts, the peer's chunk
  * ranges, what a direct program may hold, signal streams, LL landings and the LL pair rule.  Called for a
  * direct program (ir_prog_direct) after the per-rank checks. */
 void ir_direct_check(ir_checker *c);
 
-/* ir_direct.c: the ordering rules of direct programs (the end rule; Simple: the start rule) over g, the
+/* ir_check_direct.c: the ordering rules of direct programs (the end rule; Simple: the start rule) over g, the
  * program's step graph, which has no cycle.  Skipped with an INFO log when the vector clocks of every rank
  * would exceed IR_GRAPH_MAX_CLOCKS entries. */
 void ir_direct_order(ir_checker *c, const ir_graph *g);

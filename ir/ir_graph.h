@@ -9,7 +9,7 @@
 #define IR_GRAPH_H
 
 #include "ir.h"
-#include "ir_check.h"
+#include "ir_peers.h"
 
 /* Edge kinds. */
 enum { IR_EDGE_ORDER, IR_EDGE_DEP, IR_EDGE_MSG, IR_EDGE_SLOT, IR_EDGE_SIG, IR_EDGE_LAND, IR_EDGE_KINDS };
