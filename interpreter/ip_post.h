@@ -2,7 +2,7 @@
 #ifndef IP_POST_H
 #define IP_POST_H
 
-#include "ip_cpu.h"
+#include "ip_cpu_opts.h"
 #include "ir_geom.h"
 
 /* The buffers of one verification run.  prog_in/prog_out are what the
