@@ -28,10 +28,10 @@
 #endif
 
 // A matrix element is read once: no room in L1 for it.  Volatile keeps
-// these loads in the order written, so the loads a loop writes before any
-// use all leave before the first use waits (without it ptxas may move
-// each load down next to its use to save registers: measured on H200, up
-// to twice the time of a GEMV whose rows are few).
+// these loads in the order written in the PTX; whether ptxas then issues
+// all of a loop's loads before the first use depends on the registers the
+// kernel's bounds allow it (ip_gpu_fdirect.cu: with few, it issued each
+// load just before its use, whatever the PTX order).
 __device__ __forceinline__ uint4 ld_stream16(const void *p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -54,7 +54,8 @@ __device__ __forceinline__ uint32_t fpack(const float *acc, int w) {
 // at once), then polls and sums the same groups' lines of every rank.
 // The parameters stay in the constant bank (__grid_constant__: the waits
 // take their address; a plain parameter would be copied to local memory,
-// every field then read from there: measured 1.5-2x the time).  The bounds
+// every field then read from there: measured on H200, up to 1.5x the
+// time at the smallest shapes).  The bounds
 // give unroll 4 and 8 a block per SM and every register they want, 1 and
 // 2 four blocks (ip_fdirect.h, IP_FDIRECT_UNROLL8_ROWS).
 template <int DT, int U>
