@@ -8,7 +8,7 @@ one process per GPU, make each rank's communicator with baton.Comm.init_rank.
 
     BATON_ALGO_DIR=DIR python3 examples/embedding_alltoall.py --ranks 4 --gpus 1 --B 2048 --T 16 --D 128
 
-DIR holds the fused programs compiled for that many ranks (tools/gpu_prep.sh
+DIR holds the fused programs compiled for that many ranks (tools/measure/gpu_prep.sh
 puts them in OUT/default/).  Prints the program baton ran, the largest error
 against PyTorch (F.embedding_bag per rank, then the exchange and the layout
 done with tensor copies) and the times of both, per call.

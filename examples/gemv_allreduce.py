@@ -7,7 +7,7 @@ and the unique id sent by torch.distributed instead of Comm.init_all.
 
     BATON_ALGO_DIR=DIR python3 examples/gemv_allreduce.py --ranks 4 --gpus 1 --M 8192 --K 2048
 
-DIR holds the fused programs compiled for that many ranks (tools/gpu_prep.sh
+DIR holds the fused programs compiled for that many ranks (tools/measure/gpu_prep.sh
 puts them in OUT/default/ and OUT/fused/).  Prints the program baton ran,
 the largest error against a float64 reference and the times of the fused
 call and of PyTorch's W @ x followed by the sum, per call.

@@ -14,7 +14,7 @@ one process per GPU, make each rank's communicator with baton.Comm.init_rank.
 
 DIR holds the programs compiled for that many ranks (baton compile
 algorithms/moe_combine.lua --param ranks=N -o DIR/moe_combine_Nr.xml, or
-tools/gpu_prep.sh's default set).  Prints the program baton ran, the largest
+tools/measure/gpu_prep.sh's default set).  Prints the program baton ran, the largest
 error against PyTorch (torch.matmul per rank, then the exchange with tensor
 copies) on the rows that are tokens, and the times of both, per call.
 """

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 
 _Static_assert(sizeof(ip_tmap) == sizeof(CUtensorMap) && _Alignof(ip_tmap) == _Alignof(CUtensorMap),
                "ip_tmap is the driver's CUtensorMap");

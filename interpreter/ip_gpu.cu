@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "ip_gpu.h"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 
 // Each type's kernels (ip_gpu_type.cu): the interpreter's for SUM, PROD,

@@ -12,7 +12,7 @@
 #include "ip_mem.cuh"
 #include "ip_spin.cuh"
 #include "ip_reduce.cuh"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 
 // ---- 16-byte units ---------------------------------------------------------

@@ -10,7 +10,7 @@
 
 #include "ip_compute.cuh"
 #include "ip_spin.cuh"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 
 // Adds the elements of type DT that a line's two data words hold (four;

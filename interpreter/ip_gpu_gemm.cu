@@ -14,7 +14,7 @@
 
 #include <cuda_runtime.h>
 
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 
 // What the epilogue needs of a launch, in shared memory: the consumer
 // warpgroups run the mainloop with 128 accumulators live in their

@@ -40,7 +40,7 @@ _RESULTS = ['success', 'invalid argument', 'out of memory', 'system error', 'dea
             'unsupported', 'CUDA error', 'internal error', 'timeout', 'aborted', 'remote peer lost']
 _lib = None
 # Set before the first call that makes libbaton read its environment parameters (BATON_ALGO_DIR and the
-# others: once per process, runtime/rt_param.c); set_algorithms is refused after it.
+# others: once per process, runtime/base/rt_param.c); set_algorithms is refused after it.
 _params_read = None
 
 

@@ -9,7 +9,7 @@
 #include "ip_dtype.h"
 #include "ir_geom.h"
 #include "rt_bootstrap.h"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_regset.h"

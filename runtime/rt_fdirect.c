@@ -5,7 +5,7 @@
 #include "ip_compute.h"
 #include "ip_dtype.h"
 #include "rt_comm.h"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 #include "rt_param.h"
 

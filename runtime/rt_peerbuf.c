@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "rt_bootstrap.h"
-#include "rt_cuda.h"
+#include "tp_cuda.h"
 #include "rt_log.h"
 
 enum { PB_IN, PB_OUT, PB_BUFS };
@@ -50,7 +50,7 @@ static int export_buf(pb_rec *rec, int b, const char *p, int dev, const char **w
   }
   uint64_t base = 0;
   size_t bytes = 0;
-  if (!rt_cuda_alloc_of(p, &base, &bytes, NULL)) {
+  if (!tp_cuda_alloc_of(p, &base, &bytes, NULL)) {
     *why = "its allocation's range is unknown";
     return 0;
   }
@@ -92,7 +92,7 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, cha
   }
   pb_map *m = &pb->maps[pb->n];
   memset(m, 0, sizeof *m);
-  if (rt_cuda_map_peer("peer buffer", me->dev, same_process, x->dev, x->base[b], x->ipc[b], &m->at, &m->opened))
+  if (tp_cuda_map_peer("peer buffer", me->dev, same_process, x->dev, x->base[b], x->ipc[b], &m->at, &m->opened))
     return 0;
   m->peer = r;
   memcpy(m->ipc, x->ipc[b], 64);

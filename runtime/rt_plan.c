@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "rt_chain.h"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 #include "rt_param.h"
 

@@ -10,7 +10,7 @@
 
 #include "rt_bootstrap.h"
 #include "rt_comm.h"
-#include "rt_cuda.h"
+#include "tp_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_peerbuf.h"
@@ -44,7 +44,7 @@ static int check_mine(const baton_comm *c, baton_window *w) {
   }
   uint64_t base = 0;
   size_t bytes = 0;
-  if (!rt_cuda_alloc_of(w->base, &base, &bytes, &w->alloc)) return REG_UNKNOWN;
+  if (!tp_cuda_alloc_of(w->base, &base, &bytes, &w->alloc)) return REG_UNKNOWN;
   uint64_t at_ = (uint64_t)(uintptr_t)w->base - base;
   if (at_ > bytes || w->bytes > bytes - at_) return REG_PAST_END;
   for (const baton_window *o = c->regs; o; o = o->next)

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "rt_cuda.h"
+#include "tp_cuda.h"
 
 const baton_window *rt_reg_find(const baton_window *list, const void *p, size_t bytes) {
   const char *q = p;
@@ -17,7 +17,7 @@ int rt_reg_live(const baton_window *w) {
   uint64_t base;
   size_t bytes;
   unsigned long long id = 0;
-  return rt_cuda_alloc_of(w->base, &base, &bytes, &id) && id == w->alloc;
+  return tp_cuda_alloc_of(w->base, &base, &bytes, &id) && id == w->alloc;
 }
 
 void rt_regs_free(baton_window **list) {

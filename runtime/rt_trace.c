@@ -9,7 +9,7 @@
 
 #include "ip_gpu.h"
 #include "ir.h"
-#include "rt_cuda.h"
+#include "rt_cudart.h"
 #include "rt_log.h"
 #include "rt_param.h"
 

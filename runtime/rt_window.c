@@ -9,7 +9,7 @@
 
 #include "ip_direct.h"
 #include "ip_fdirect.h"
-#include "rt_cuda.h"
+#include "tp_cuda.h"
 #include "rt_log.h"
 
 struct rt_window {
@@ -86,7 +86,7 @@ bt_result rt_window_connect(rt_window *w, const rt_window_handle *all) {
       LOG_WARN(RT_SUB_RUNTIME, "window: rank %d is on another host: direct programs need every rank on one", r);
       return BT_ERR_UNSUPPORTED;
     }
-    bt_result e = rt_cuda_map_peer("window", w->dev, h->pid == w->pid, h->dev, h->base, h->ipc, &w->peer[r],
+    bt_result e = tp_cuda_map_peer("window", w->dev, h->pid == w->pid, h->dev, h->base, h->ipc, &w->peer[r],
                                    &w->opened[r]);
     if (e == BT_ERR_UNSUPPORTED)
       LOG_WARN(RT_SUB_RUNTIME, "window: GPU %d cannot reach GPU %d (rank %d): direct programs are not used", w->dev,

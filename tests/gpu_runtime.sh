@@ -5,7 +5,7 @@
 set -u
 baton=$1 runner=$2 algs=$3 corpus=$4 ranks=$5; shift 5
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-if ! msg=$("$(dirname "$0")/../tools/gpu_prep.sh" "$baton" "$algs" "$corpus" "$ranks" "$tmp" 2>&1); then
+if ! msg=$("$(dirname "$0")/../tools/measure/gpu_prep.sh" "$baton" "$algs" "$corpus" "$ranks" "$tmp" 2>&1); then
   echo "1..1"; echo "not ok 1 - compiling the library for $ranks ranks"; echo "$msg" | sed 's/^/#   /'; exit 1
 fi
 "$runner" --ranks "$ranks" --dir "$tmp" "$@"

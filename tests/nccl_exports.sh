@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nccl_exports.sh -- what baton's libnccl.so.2 exports: its soname, exactly
-# ncclX and pncclX for every row of runtime/rt_nccl.def, every host function
+# ncclX and pncclX for every row of runtime/nccl/rt_nccl.def, every host function
 # nccl.h declares, and every function PyTorch's ProcessGroupNCCL and
 # nccl-tests call.  TAP output.
 # Usage: nccl_exports.sh LIBNCCL_SO RT_NCCL_DEF NCCL_H

@@ -2,7 +2,7 @@
 # nccl_recipe.sh -- the drop-in recipe of docs/NCCL.md, as a user runs it,
 # on the GPUs this machine has (one rank per GPU): make the algorithm set
 # for N ranks, preload baton's libnccl.so.2 in front of PyTorch's NCCL,
-# run tools/torch_check.py (torch.distributed collectives checked against
+# run tools/measure/torch_check.py (torch.distributed collectives checked against
 # the host), and read the end-of-run summary line; then the same with
 # BATON_ENABLE=0, which must run everything on NCCL and say so.
 # Usage: nccl_recipe.sh BATON LIBNCCL_SO_2 TORCH_CHECK_PY.  Skips (a TAP plan of 0)

@@ -2,7 +2,7 @@
  * nccl-tests' geometry and bandwidth formulas, the check data against a
  * naive reference, the text/CSV/JSON output of a fixed table (one
  * placement, both, several type/op combinations) and the SVG that
- * tools/plot_bench.py draws from it.
+ * tools/measure/plot_bench.py draws from it.
  * Usage: test_bench PLOT_BENCH_PY   (TAP output) */
 #define _GNU_SOURCE
 #include <math.h>

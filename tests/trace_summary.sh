@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# unit suite: tools/trace_summary.py on a hand-made BATON_TRACE timeline
+# unit suite: tools/measure/trace_summary.py on a hand-made BATON_TRACE timeline
 # (two ranks, one block each) whose times are known: cycles convert at the
 # rank's rate (ENTER..EXIT), starts are relative to the first block.
-# Also tools/plot_trace.py, which sits beside it, on the same timelines.
+# Also tools/measure/plot_trace.py, which sits beside it, on the same timelines.
 # Usage: trace_summary.sh TRACE_SUMMARY_PY   (TAP output)
 set -u
 py=$1
@@ -65,7 +65,7 @@ check "its step's work, 2 to 5 us" "^re a,b\.lua:3 2\.00\+3\.00$"
 check "a file without names: the step by its index, rank 1 ready at 2.25 us" "^wait: step 1 2\.25\+0\.50$"
 check "a process per rank, and the proxy's on its own clock" "^names \['net rank 0 \(own clock\)', 'rank 0: demo', 'rank 1: demo'\]"
 check "the proxy's nap, 15 us for 20" "^net nap 15\.00\+20\.00$"
-# tools/plot_trace.py beside it: the same timelines as an SVG picture.
+# tools/measure/plot_trace.py beside it: the same timelines as an SVG picture.
 out=$(python3 "$(dirname "$py")/plot_trace.py" "$tmp/t" "$tmp/t.svg" 2>&1 && cat "$tmp/t.svg")
 check "plot_trace.py: a row per rank and block" '>rank 1 block 0</text>'
 check "plot_trace.py: rank 0's step as a bar named by opcode and line, 2 to 5 us" '<title>work: re a,b\.lua:3 2\.00-5\.00 us</title>'

@@ -1,5 +1,5 @@
 /* tool_bench.c -- `baton bench`: NCCL against baton, nccl-tests style
- * (tools/bench*.c; docs/PERFORMANCE.md, "Measuring: baton bench"). */
+ * (tools/bench/bench*.c; docs/PERFORMANCE.md, "Measuring: baton bench"). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,16 +125,16 @@ static int moe_run(const void *o, void *t) { return bench_moe_run(o, t); }
 #endif
 
 /* --fused gemv_allreduce: the fused GEMV + AllReduce against cuBLAS's
- * GEMV and NCCL's AllReduce (tools/bench_fused*.c). */
+ * GEMV and NCCL's AllReduce (tools/bench/bench_fused*.c). */
 static const fused_mode mode_gemv = {sizeof(bench_fused_opts), sizeof(bench_fused_table), fz_parse, fz_run,
   fz_footer, fz_write_csv, fz_write_json, fz_rows};
 /* --fused embedding_alltoall: the fused embedding bags + AllToAll against
- * pooling, NCCL AllToAll and shuffle in a row (tools/bench_embed*.c). */
+ * pooling, NCCL AllToAll and shuffle in a row (tools/bench/bench_embed*.c). */
 static const fused_mode mode_embed = {sizeof(bench_embed_opts), sizeof(bench_embed_table), em_parse, em_run,
   em_footer, em_write_csv, em_write_json, em_rows};
 /* --fused gemm_alltoall: the fused expert GEMM + AllToAll against cuBLAS's
  * GEMM and NCCL's AllToAll in a row, and baton's own GEMM unfused
- * (tools/bench_moe*.c). */
+ * (tools/bench/bench_moe*.c). */
 static const fused_mode mode_moe = {sizeof(bench_moe_opts), sizeof(bench_moe_table), moe_parse, moe_run,
   moe_footer, moe_write_csv, moe_write_json, moe_rows};
 

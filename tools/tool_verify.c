@@ -598,7 +598,7 @@ int tool_ops(int argc, char **argv) {
 
 int tool_params(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) {
-    puts("usage: baton params\n\nPrints every environment parameter (runtime/rt_param.def):\nname, type, default, current value and meaning.");
+    puts("usage: baton params\n\nPrints every environment parameter (runtime/base/rt_param.def):\nname, type, default, current value and meaning.");
     return 0;
   }
   if (argc > 1) {

@@ -1,7 +1,7 @@
 /* net_trace.h -- the network proxy's timeline: with BATON_TRACE=PREFIX
  * each rank's proxy keeps its last NET_TRACE_EVENTS events (rounds that
  * moved something, runs of idle rounds, naps) and writes them to
- * PREFIX.RANK.net.csv when the transport is freed; tools/trace_summary.py
+ * PREFIX.RANK.net.csv when the transport is freed; tools/measure/trace_summary.py
  * reads them (where a large message's time goes: posting, the backend's
  * progress, spinning, sleeping). */
 #ifndef NET_TRACE_H

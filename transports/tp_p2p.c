@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rt_cuda.h"
+#include "tp_cuda.h"
 #include "rt_log.h"
 
 /* Words (head, tail, counts) sit 128 bytes apart so that a remote writer
@@ -129,7 +129,7 @@ static bt_result p2p_connect(void *state, const unsigned char *blobs) {
       return BT_ERR_UNSUPPORTED;
     }
     /* ranks of one process sharing a GPU (tests): its own memory */
-    bt_result e = rt_cuda_map_peer("p2p", t->dev, t->peers[r].pid == me, hr->dev, hr->base, hr->ipc, &t->peer[r],
+    bt_result e = tp_cuda_map_peer("p2p", t->dev, t->peers[r].pid == me, hr->dev, hr->base, hr->ipc, &t->peer[r],
                                    &t->opened[r]);
     if (e == BT_ERR_UNSUPPORTED)
       LOG_WARN(RT_SUB_RUNTIME, "p2p: device %d cannot access device %d (rank %d) directly", t->dev, hr->dev, r);

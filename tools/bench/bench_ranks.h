@@ -1,0 +1,91 @@
+/* bench_ranks.h -- the ranks of a fused bench that one process drives
+ * (tools/bench/bench_{embed,moe,fused}_run.c): their GPUs and streams, NCCL
+ * when it runs, baton's n-rank communicator and a one-rank communicator
+ * per rank (the operator's opcode alone; embedding_alltoall and
+ * gemm_alltoall), waiting for them all and tearing them down; and the
+ * host-side check's row sampling and thread pool.  CUDA builds only. */
+#ifndef BENCH_RANKS_H
+#define BENCH_RANKS_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "baton.h"
+#include "bench_nccl.h"
+#include "bench_util.h"
+
+#define BENCH_RANKS_MAX 64
+
+typedef struct bench_ranks {
+  int nranks, ngpus, devs[BENCH_RANKS_MAX];   /* rank r on GPU devs[r] = r % ngpus */
+  cudaStream_t st[BENCH_RANKS_MAX];           /* a non-blocking stream per rank */
+  baton_comm *bc[BENCH_RANKS_MAX];            /* the n-rank communicator: the fused operator */
+  baton_comm *pc[BENCH_RANKS_MAX];            /* one one-rank communicator per rank: the opcode alone */
+  bench_nccl *nccl;                           /* NULL: NCCL does not run (no baseline) */
+  void *nc[BENCH_RANKS_MAX];
+} bench_ranks;
+
+/* The GPUs this process sees into *ngpu: 0, or 2 after "baton bench: no
+ * GPU to run on" and why in baton's words (no driver, one too old, none
+ * visible), the CUDA runtime's own message after it. */
+int bench_gpus(int *ngpu);
+
+/* k's ranks from c (zeroed k): -g N or every GPU, on --share G GPUs or
+ * one each.  0, or 2 after "baton bench: no GPU" or "baton bench: N
+ * ranks on G GPUs asked, P present" on stderr. */
+int bench_ranks_size(bench_ranks *k, const bench_common_opts *c);
+
+/* Rank r's stream, on its GPU (made current).  0, or -1 after "baton
+ * bench: rank R: cudaStreamCreate: ..." on stderr (k->st[r] NULL). */
+int bench_ranks_stream(bench_ranks *k, int r);
+
+/* NCCL over every rank unless c says --no-nccl or --share: when it
+ * cannot be loaded or initialized, "# NCCL not used: <why>" on stderr
+ * and k->nccl NULL; else its description into desc (len bytes). */
+void bench_ranks_nccl(bench_ranks *k, const bench_common_opts *c, char *desc, size_t len);
+
+/* baton's n-rank communicator, then a one-rank one per rank.  0, or -1
+ * after "baton bench: baton_comm_init_all of N ranks: ..." or "baton
+ * bench: <own>: baton_comm_init_all of rank R's one-rank communicator:
+ * ..." on stderr (what failed left NULL). */
+int bench_ranks_comms(bench_ranks *k, const char *own);
+
+/* Every rank's stream done, then per rank the asynchronous errors of
+ * baton's n-rank communicator ("baton rank R: ..."), its one-rank one
+ * ("<own>: rank R's one-rank communicator: ...") and NCCL's
+ * (bench_parts_ops.wait).  0, or -1 with err. */
+int bench_ranks_wait(const bench_ranks *k, const char *own, char *err, size_t len);
+
+/* Rank r's communicators destroyed (baton's two, NCCL's); the stream is
+ * the caller's to destroy, after whatever else the rank holds. */
+void bench_ranks_free_comms(bench_ranks *k, int r);
+
+/* NCCL closed (after every rank's bench_ranks_free_comms). */
+void bench_ranks_close(bench_ranks *k);
+
+/* The stream rank r's opcode alone (its one-rank communicator) runs on:
+ * its own; with ranks sharing GPUs (share), its GPU's first rank's, so
+ * that the one-rank communicators' kernels (each sized for the whole
+ * GPU) run one after the other. */
+cudaStream_t bench_ranks_own_stream(const bench_ranks *k, int share, int r);
+
+/* The streams a part runs on, into st and devs (bench_parts_ops.streams):
+ * every rank's; for the opcode alone (own) with ranks sharing GPUs
+ * (share), each GPU's first rank's.  Their number. */
+int bench_ranks_streams(const bench_ranks *k, int own, int share, cudaStream_t *st, int *devs);
+
+/* The algorithm baton's n-rank communicator ran last into dst (len
+ * bytes); dst untouched when none. */
+void bench_ranks_algorithm(const bench_ranks *k, char *dst, size_t len);
+
+/* k indices spread over [0, n) into samp: the first, the last, one in
+ * each of k equal ranges between (all n when n <= k), the same on every
+ * run.  Their number. */
+int bench_spread(int64_t n, int k, int64_t *samp);
+
+/* fn(arg) on as many host threads as there are processors (at most 32,
+ * at most `tasks`, at least 1), joined; on this thread when none starts.
+ * fn takes its tasks from arg itself. */
+void bench_pool(void *(*fn)(void *), void *arg, int64_t tasks);
+
+#endif

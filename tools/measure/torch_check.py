@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""torch_check.py -- torch.distributed (NCCL backend) collectives checked
+against values computed on the host, one process per GPU.  Run it with
+baton's libnccl.so.2 in front of NCCL to prove the drop-in (docs/NCCL.md):
+
+  LD_PRELOAD=build/runtime/libnccl.so.2 BATON_ALGO_DIR=ALGS BATON_DEBUG=INFO \\
+      python3 tools/measure/torch_check.py --ranks 4
+
+Each check prints `ok N - what` or `not ok N - what`; the exit status is 1
+when any check failed.  Sizes cover small and large messages and counts
+that do not divide by the rank count where the collective allows it."""
+import argparse
+import os
+import sys
+
+
+def worker(rank, n, port, sizes, q):
+    import torch
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(n))
+    torch.cuda.set_device(rank)
+    dev = torch.device("cuda", rank)
+    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=dev)
+    results = []
+
+    def check(what, got, want):
+        good = torch.equal(got.cpu(), want.cpu())
+        if not good:
+            bad = (got.cpu() != want.cpu()).nonzero()
+            what += f" (first wrong index {bad[0].tolist()}: got {got.cpu().flatten()[0].item()})"
+        results.append((good, f"rank {rank}: {what}"))
+
+    for count in sizes:
+        # all_reduce, sum, int32 (exact) and float32 with integer values (exact too).
+        for dt in (torch.int32, torch.float32):
+            x = (torch.arange(count, device=dev, dtype=torch.int64) % 97 + rank).to(dt)
+            want = sum((torch.arange(count, dtype=torch.int64) % 97 + r) for r in range(n)).to(dt)
+            dist.all_reduce(x)
+            check(f"all_reduce sum {dt} count {count}", x, want)
+        # all_gather_into_tensor.
+        x = torch.full((count,), rank + 1, device=dev, dtype=torch.float32)
+        out = torch.empty(count * n, device=dev, dtype=torch.float32)
+        dist.all_gather_into_tensor(out, x)
+        want = torch.cat([torch.full((count,), r + 1, dtype=torch.float32) for r in range(n)])
+        check(f"all_gather_into_tensor count {count}", out, want)
+        # reduce_scatter_tensor, sum.
+        x = torch.arange(count * n, device=dev, dtype=torch.float32) % 13 + rank
+        out = torch.empty(count, device=dev, dtype=torch.float32)
+        dist.reduce_scatter_tensor(out, x)
+        full = sum(torch.arange(count * n, dtype=torch.float32) % 13 + r for r in range(n))
+        check(f"reduce_scatter_tensor count {count}", out, full[rank * count:(rank + 1) * count])
+        # all_to_all_single, equal splits.
+        x = torch.arange(count * n, device=dev, dtype=torch.float32) + 1000 * rank
+        out = torch.empty(count * n, device=dev, dtype=torch.float32)
+        dist.all_to_all_single(out, x)
+        want = torch.cat([torch.arange(rank * count, (rank + 1) * count, dtype=torch.float32) + 1000 * r
+                          for r in range(n)])
+        check(f"all_to_all_single count {count}", out, want)
+    torch.cuda.synchronize()
+    dist.destroy_process_group()
+    q.put(results)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--port", type=int, default=29533)
+    ap.add_argument("--sizes", default="1,1000,65536,1048577,16777216",
+                    help="element counts per rank, comma-separated")
+    a = ap.parse_args()
+    import torch.multiprocessing as mp
+    sizes = [int(s) for s in a.sizes.split(",")]
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, a.ranks, a.port, sizes, q)) for r in range(a.ranks)]
+    for p in procs:
+        p.start()
+    results = []
+    for _ in procs:
+        try:
+            results += q.get(timeout=600)
+        except Exception as e:  # a rank died or hung: say so, do not wait forever
+            results.append((False, f"a rank did not report: {e!r}"))
+            break
+    for p in procs:
+        p.join(timeout=60)
+        if p.exitcode != 0:
+            results.append((False, f"process {p.pid} exited with {p.exitcode}"))
+    for i, (good, what) in enumerate(results, 1):
+        print(f"{'ok' if good else 'not ok'} {i} - {what}")
+    failed = sum(1 for g, _ in results if not g)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+/* tp_cuda.h -- mapping a peer's device memory and finding the allocation
+ * a pointer lies in (the one CUDA error conversion is rt_cudart.h's). */
+#ifndef TP_CUDA_H
+#define TP_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_cudart.h"
+
+/* Maps a peer's device allocation for use from device `dev`.  Made in this
+ * process (same_process): its own address `base`, with peer access
+ * enabled when it is on another GPU (peer_dev); else opened from its CUDA
+ * IPC handle `ipc` (*opened = 1: close it with cudaIpcCloseMemHandle).
+ * BT_ERR_UNSUPPORTED, not logged (the caller says what it means), when
+ * `dev` cannot reach peer_dev; a CUDA failure is logged as "who: call".
+ * *out is NULL unless BT_OK. */
+bt_result tp_cuda_map_peer(const char *who, int dev, int same_process, int peer_dev, uint64_t base,
+                           const char ipc[64], char **out, int *opened);
+
+/* The allocation device pointer p lies in: its base, its bytes and CUDA's
+ * process-wide id of it (never reused after it is freed; id may be NULL).
+ * 0 when the driver cannot say (p is not device memory, or no such
+ * driver call). */
+int tp_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long long *id);
+
+#endif
