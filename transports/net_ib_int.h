@@ -204,12 +204,20 @@ static inline void close_fd(int *fd) {
   *fd = -1;
 }
 
-/* net_ib.c.  Marks L failed, logging why ("verbs: rank 3 -> rank 5
+/* net_ib_qp.c.  Marks L failed, logging why ("verbs: rank 3 -> rank 5
  * (mlx5_0:1): ...") unless it already was, and closes its side connection
  * so that the peer learns at once; progress() reports it.  Returns -1. */
 int net_ib_link_fail(ib_ctx *c, ib_link *L, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* net_ib.c.  Takes QP k of L to RTR (towards the peer's QP qpn, PSN psn)
+/* net_ib_qp.c.  Creates QP k of link l, takes it to INIT and posts its
+ * receives; a failure fails the link (BT_ERR_NOMEM unlogged). */
+bt_result net_ib_qp_create(ib_ctx *c, int l, int k);
+
+/* net_ib_qp.c.  Posts one receive on q, the backend's QP number g (l *
+ * nqps + k, in the work request's id); ibv_post_recv's result. */
+int net_ib_post_recv(ib_qp *q, int g);
+
+/* net_ib_qp.c.  Takes QP k of L to RTR (towards the peer's QP qpn, PSN psn)
  * and RTS; BATON_IB_SL, _TC, _TIMEOUT and _RETRY_CNT apply.  0, or -1 (L
  * failed). */
 int net_ib_qp_ready(ib_ctx *c, ib_link *L, int k, uint32_t qpn, uint32_t psn);

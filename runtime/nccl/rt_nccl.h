@@ -1,7 +1,8 @@
 /* rt_nccl.h -- the insides of baton's libnccl.so.2 (docs/NCCL.md), shared
  * by rt_nccl_api.c (the exported functions), rt_nccl_load.c (the real
+ * NCCL), rt_nccl_group.c (a thread's group, forwarding a call to the real
  * NCCL), rt_nccl_comm.c (communicators) and rt_nccl_coll.c (collectives
- * and groups). */
+ * and the group calls). */
 #ifndef RT_NCCL_H
 #define RT_NCCL_H
 
@@ -74,7 +75,56 @@ const char *rt_nccl_last_error(void);
 void rt_nccl_clear_error(void);
 ncclResult_t rt_nccl_from_baton(baton_result r);
 
-/* Groups (rt_nccl_coll.c).  Inside a group, a call that must go to NCCL
+/* The collectives this library may run on baton (rooted from Broadcast on). */
+typedef enum {
+  RT_NCCL_ALLREDUCE, RT_NCCL_ALLGATHER, RT_NCCL_REDUCESCATTER, RT_NCCL_ALLTOALL, RT_NCCL_BROADCAST, RT_NCCL_REDUCE,
+  RT_NCCL_GATHER, RT_NCCL_SCATTER
+} rt_nccl_kind;
+extern const char *const rt_nccl_kind_name[];   /* "AllReduce", ... */
+static inline int rt_nccl_rooted(rt_nccl_kind k) { return k >= RT_NCCL_BROADCAST; }
+
+/* One call of a collective baton may run, as the application made it. */
+typedef struct rt_nccl_call {
+  rt_nccl_kind kind;
+  const void *s;
+  void *r;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  struct ncclComm *comm;
+  cudaStream_t stream;
+  int root;                 /* the rooted kinds */
+} rt_nccl_call;
+
+/* The group state of one thread (NCCL's groups are per thread too). */
+typedef struct rt_nccl_group {
+  int depth;                /* nesting of ncclGroupStart */
+  int to_nccl;              /* handed to NCCL: its ncclGroupStart was called */
+  ncclResult_t error;       /* the first error inside the group */
+  rt_nccl_call *calls;      /* recorded for baton, in order */
+  int ncalls, cap;
+  struct ncclComm **defer;  /* created inside: baton's side at the end */
+  int ndefer, capdefer;
+} rt_nccl_group;
+
+/* Groups (rt_nccl_group.c): this thread's state, read and changed by the
+ * group calls of rt_nccl_coll.c; emptied (its lists freed) by reset. */
+rt_nccl_group *rt_nccl_group_get(void);
+void rt_nccl_group_reset(void);
+
+/* Appends c to this thread's group's calls for baton; ncclSystemError
+ * (said, naming `name`) when out of memory. */
+ncclResult_t rt_nccl_group_record(const rt_nccl_call *c, const char *name);
+
+/* The NCCL-style description of a call for the log. */
+void rt_nccl_describe(const rt_nccl_call *c, char *buf, size_t n);
+
+/* Runs c on the real NCCL, logging `why` at INFO; ncclInvalidUsage (said)
+ * when there is no real NCCL, the loaded one lacks the call, or the
+ * communicator has no real side. */
+ncclResult_t rt_nccl_forward(const rt_nccl_call *c, const char *why);
+
+/* Inside a group, a call that must go to NCCL
  * first hands the group to NCCL: ncclGroupStart, then the calls recorded
  * so far, in order.  Returns the first error of that. */
 int rt_nccl_in_group(void);
