@@ -1,4 +1,5 @@
-/* rt_call.c -- one collective call: geometry, buffers, tile size, launch. */
+/* rt_call.c -- one call of a FIFO program: geometry, buffers, tile size,
+ * launch (rt_dispatch.c chooses and prepares calls of every kind). */
 #include "rt_comm.h"
 
 #include <stdlib.h>
@@ -172,9 +173,8 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
   return BT_ERR_INVALID;
 }
 
-bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
-  if (c->dplans && c->dplans[ai].ok && !ops) return rt_direct_prep(c, ai, sendbuf, recvbuf, count, dtype, op, stream, L);
   const rt_algo *al = rt_algos_get(c->algos, ai);
   const ir_prog *p = al->prog;
   rt_plan *pl = &c->plans[ai];
@@ -377,9 +377,7 @@ static bt_result rotate_blocks(const rt_launch *L, void *dst, const void *src, i
 /* The call's work on its stream: the input's copy when the program runs on
  * one, the interpreter, the output's copy out of a temporary span, AVG's
  * division.  The current device must be the communicator's. */
-bt_result rt_call_launch(const rt_launch *L) {
-  if (L->direct) return rt_direct_launch(L);
-  if (L->fdirect) return rt_fgemv_launch(L);
+bt_result rt_fifo_launch(const rt_launch *L) {
   baton_comm *c = L->c;
   ip_gargs a = L->a;
   const ir_geom *g = &a.geom;

@@ -1,7 +1,10 @@
-/* rt_comm.h -- the communicator's insides, shared by rt_comm.c (creation,
- * destruction, errors, the collective calls), rt_fused.c (the fused
- * calls), rt_call.c (running a call), rt_dcall.c (direct calls) and
- * rt_fdirect.c (direct fused calls). */
+/* rt_comm.h -- the communicator's insides, shared by the runtime's files,
+ * lowest first: rt_group.c (the calling thread's group), rt_call.c (a FIFO
+ * program's call), rt_dcall.c (direct programs: their set-up and calls),
+ * rt_fdirect.c (the direct fused GEMV), rt_comm.c (creation, destruction,
+ * errors), rt_dispatch.c (choosing, preparing and launching a call of any
+ * kind), rt_coll.c (the collective calls, a group's end) and rt_fused.c
+ * (the fused calls). */
 #ifndef RT_COMM_H
 #define RT_COMM_H
 
@@ -121,7 +124,8 @@ typedef struct rt_launch {
   int divide;                 /* AVG: divide the output by this, else 0 */
   const char *where;
   const int *irtb;            /* the plan's: blocks to IR thread blocks (the timeline) */
-  int direct_ok;              /* a fused AllToAll that may run direct (ip_gargs.direct; rt_group.c decides) */
+  int direct_ok;              /* a fused AllToAll that may run direct (ip_gargs.direct; decided at the
+                                 group's end, rt_coll.c) */
   /* A direct program's call (rt_dcall.c): its executor's arguments (not
    * `a`), and what a group's end needs to give it its peers' buffers, or
    * to choose again without them. */
@@ -131,6 +135,7 @@ typedef struct rt_launch {
                                  copy_in), at an offset that may differ by rank */
   int ai, coll, op;
   int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
+  int again;                  /* rt_direct_prep: it cannot have its peers' buffers; choose again (rt_call_again) */
   ip_dargs d;
   /* A direct fused call (rt_fdirect.c): its kernel's arguments, blocks
    * and unroll. */
@@ -138,22 +143,39 @@ typedef struct rt_launch {
   ip_fargs f;
 } rt_launch;
 
+/* ---- calls, whatever program runs them (rt_dispatch.c) ---- */
+
 /* Prepares algorithm `ai` of comm for a call: every check that can fail
  * before the GPU is touched, the scratch reserved, L filled.  Arguments
  * are checked by the caller; the current device must be the comm's.  A
  * fused program takes its operands (ops, else NULL) and no sendbuf: an
  * in-place one computes its input where NCCL's in-place layout puts it in
- * recvbuf, an out-of-place one into the scratch. */
+ * recvbuf, an out-of-place one into the scratch.  A direct program that
+ * cannot have its peers' buffers is replaced by rt_call_again's choice. */
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L);
+
+/* Prepares the direct call L again with a program chosen without its
+ * peers' buffers (its group lacks some rank's call, or some rank's
+ * buffers cannot be mapped across processes); BT_ERR_UNSUPPORTED (said)
+ * when none fits. */
+bt_result rt_call_again(rt_launch *L);
 
 /* Enqueues a prepared call on its stream; the current device must be the
  * comm's.  Any thread may launch it. */
 bt_result rt_call_launch(const rt_launch *L);
 
 /* Launches L now, or records it when the calling thread is inside
- * baton_group_start/end (rt_group.c). */
+ * baton_group_start/end. */
 bt_result rt_group_submit(const rt_launch *L);
+
+/* A FIFO program's call (rt_call.c): rt_call_prep's and rt_call_launch's
+ * work for those. */
+bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                       const rt_operands *ops, cudaStream_t stream, rt_launch *L);
+bt_result rt_fifo_launch(const rt_launch *L);
+
+/* ---- the calling thread's group (rt_group.c; its end is rt_coll.c's) ---- */
 
 /* Whether the calling thread is inside baton_group_start/end. */
 int rt_group_open(void);
@@ -161,6 +183,16 @@ int rt_group_open(void);
 /* Marks the calling thread's open group as failed with e (its end then
  * launches nothing and returns e); nothing when no group is open. */
 void rt_group_fail(bt_result e);
+
+/* Records L in the open group (copied); the group's failure, if any. */
+bt_result rt_group_record(const rt_launch *L);
+
+/* Leaves one level of the group: -1 when none is open, 0 when an outer
+ * level stays open, 1 when this was the outermost end: then *v and *n are
+ * its recorded calls and *err its first failure, kept until
+ * rt_group_reset. */
+int rt_group_leave(rt_launch **v, int *n, bt_result *err);
+void rt_group_reset(void);
 
 /* The algorithm a call of collective `coll` with these buffers, count and
  * type would run on `stream` (NCCL's in-place layouts count as in place),
@@ -170,8 +202,8 @@ void rt_group_fail(bt_result e);
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                    cudaStream_t stream);
 
-/* The same with `peer_io` said by the caller (rt_direct_group's second
- * choice, without its peers' buffers). */
+/* The same with `peer_io` said by the caller (rt_call_again's choice,
+ * without its peers' buffers). */
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
 
 /* Off the root of a rooted collective (rank != root) the caller gives one
@@ -253,7 +285,8 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
  * buffers then, BATON_PEER_MAPS). */
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
 
-/* Prepares direct algorithm ai for a call (rt_call_prep's twin). */
+/* Prepares direct algorithm ai for a call (rt_call_prep's work for those);
+ * L->again set when it cannot have its peers' buffers. */
 bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                          cudaStream_t stream, rt_launch *L);
 
@@ -261,32 +294,27 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
  * needs one, the executor, AVG's division. */
 bt_result rt_direct_launch(const rt_launch *L);
 
-/* A group's end (rt_group.c), before it launches: each direct call that
- * reaches its peers' buffers gets every rank's; where the group lacks a
- * rank's call it is prepared again without them (choose: how). */
-bt_result rt_direct_group(rt_launch *v, int n);
-
 void rt_direct_free(baton_comm *c);
 
 /* ---- direct fused calls (rt_fdirect.c) ---- */
 
-/* GEMV + AllReduce by the direct one-shot kernel (ip_fdirect.h), launched
- * or recorded in the calling thread's group: y = the sum over ranks of
- * W x.  Arguments are checked by the caller.  BT_ERR_UNSUPPORTED, saying
+/* Prepares GEMV + AllReduce by the direct one-shot kernel (ip_fdirect.h)
+ * in L: y = the sum over ranks of W x.  Arguments are checked by the
+ * caller.  BT_ERR_UNSUPPORTED, saying
  * nothing, where the kernel does not run the call (BATON_FUSED_DIRECT=0,
  * no window, a type it does not compute, more rows than the fused
  * landings hold): the caller runs a fused program instead. */
-bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
-                          cudaStream_t stream);
+bt_result rt_fgemv_prep(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
+                        cudaStream_t stream, rt_launch *L);
 
-/* Enqueues a call prepared by rt_fgemv_direct on its stream, with its
+/* Enqueues a call prepared by rt_fgemv_prep on its stream, with its
  * timeline under BATON_TRACE. */
 bt_result rt_fgemv_launch(const rt_launch *L);
 
 /* Reads the shared error words: logs and returns the first kernel error. */
 baton_result rt_comm_poll_error(baton_comm *c);
 
-/* What every collective call shares (rt_comm.c), for the fused calls
+/* What every collective call shares (rt_coll.c), for the fused calls
  * (rt_fused.c): the checks of a call's communicator, buffers, type and
  * operator (the error to give back); a call's error, which inside a group
  * also fails the group; and preparing program ai for a call and launching

@@ -155,26 +155,6 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
   return !ir_geom_init(&g, p, c->rank, count, 1) && g.out_at == 0 && g.span <= g.elems[IR_BUF_OUTPUT];
 }
 
-/* Prepares L again for a choice made without its peers' buffers (its
- * group lacks some rank's call, or some rank's buffers cannot be mapped
- * across processes). */
-static bt_result choose_again(rt_launch *L) {
-  baton_comm *c = L->c;
-  int64_t count = L->d.geom.count;
-  int dtype = L->d.dtype;
-  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, 0);
-  if (ai < 0) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, which this call cannot have (its group lacks "
-             "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run",
-             c->rank, L->where);
-    return BT_ERR_UNSUPPORTED;
-  }
-  rt_launch M;
-  CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));
-  *L = M;
-  return BT_OK;
-}
-
 /* A call on a communicator of a process per GPU that reaches its peers'
  * buffers (captured: rt_direct_peer_io): every rank's, exchanged now;
  * where some rank's cannot be mapped, L is prepared again without them
@@ -190,7 +170,8 @@ static bt_result peers_across(rt_launch *L) {
   bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
   if (e == BT_ERR_UNSUPPORTED) {
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
-    return choose_again(L);
+    L->again = 1;
+    return BT_OK;
   }
   CHECK(e);
   for (int r = 0; r < c->nranks; r++) {
@@ -228,7 +209,10 @@ static bt_result peers_registered(rt_launch *L) {
   const baton_window *wo = live_window(L, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT] * a->esize, "output");
   const baton_window *wi = L->aliased || L->stage_window ? NULL
                            : live_window(L, L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize, "input");
-  if (!wo || (!wi && !L->aliased && !L->stage_window)) return choose_again(L);
+  if (!wo || (!wi && !L->aliased && !L->stage_window)) {
+    L->again = 1;
+    return BT_OK;
+  }
   uint64_t oo = (uint64_t)((const char *)L->recvbuf - wo->base), oi = wi ? (uint64_t)((const char *)L->sendbuf - wi->base) : 0;
   for (int r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
@@ -368,41 +352,4 @@ bt_result rt_direct_launch(const rt_launch *L) {
   }
   if (L->divide) CHECK(ip_gpu_divide(a->dtype, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
-}
-
-bt_result rt_direct_group(rt_launch *v, int n) {
-  unsigned char *done = calloc((size_t)n + 1, 1);
-  if (!done) return BT_ERR_NOMEM;
-  bt_result res = BT_OK;
-  for (int i = 0; i < n && !res; i++) {
-    rt_launch *L = &v[i];
-    if (done[i] || !L->direct || !L->c->dplans[L->ai].peer_io || L->peers_known) continue;
-    /* The first call of each rank of L's communicator, of L's program and
-     * count, not yet given its peers: one set. */
-    rt_launch *by[IP_WIN_MAX_RANKS] = {0};
-    int at[IP_WIN_MAX_RANKS], have = 0, nr = L->c->nranks;
-    for (int j = i; j < n; j++) {
-      rt_launch *M = &v[j];
-      if (done[j] || !M->direct || M->c->shared != L->c->shared || M->ai != L->ai ||
-          M->d.geom.count != L->d.geom.count || by[M->c->rank])
-        continue;
-      by[M->c->rank] = M;
-      at[M->c->rank] = j;
-      have++;
-    }
-    for (int q = 0; q < nr; q++) {
-      if (!by[q]) continue;
-      done[at[q]] = 1;
-      if (have < nr) {
-        res = choose_again(by[q]);
-        continue;
-      }
-      for (int r = 0; r < nr; r++) {
-        by[q]->d.buf[r][IR_BUF_INPUT] = by[r]->d.buf[r][IR_BUF_INPUT];
-        by[q]->d.buf[r][IR_BUF_OUTPUT] = by[r]->d.buf[r][IR_BUF_OUTPUT];
-      }
-    }
-  }
-  free(done);
-  return res;
 }

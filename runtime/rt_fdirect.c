@@ -32,8 +32,8 @@ static int unroll_of(int64_t M) {
   return M <= IP_FDIRECT_UNROLL8_ROWS ? 8 : 2;
 }
 
-bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
-                          cudaStream_t stream) {
+bt_result rt_fgemv_prep(baton_comm *c, const void *W, const void *x, void *y, size_t M, size_t K, int dtype,
+                        cudaStream_t stream, rt_launch *L) {
   if (!rt_param_int(RT_PARAM_FUSED_DIRECT) || !c->win || c->nranks > IP_WIN_MAX_RANKS || !ip_fgemv_takes(dtype) ||
       M > (size_t)IP_MAX_DIM || K > (size_t)IP_MAX_DIM)
     return BT_ERR_UNSUPPORTED;
@@ -56,16 +56,15 @@ bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, 
   const int unroll = unroll_of((int64_t)M), form = unroll >= 4;
   int grid;
   CHECK(grid_of(c, form, unroll, &grid));
-  rt_launch L;
-  memset(&L, 0, sizeof L);
-  L.c = c;
-  L.stream = stream;
-  L.recvbuf = y;
-  L.where = fgemv_name;
-  L.fdirect = 1;
-  L.fgrid = grid;
-  L.funroll = unroll;
-  ip_fargs *a = &L.f;
+  memset(L, 0, sizeof *L);
+  L->c = c;
+  L->stream = stream;
+  L->recvbuf = y;
+  L->where = fgemv_name;
+  L->fdirect = 1;
+  L->fgrid = grid;
+  L->funroll = unroll;
+  ip_fargs *a = &L->f;
   char *mine = rt_window_base(c->win, c->rank);
   for (int r = 0; r < c->nranks; r++) a->land[r] = rt_window_base(c->win, r) + l->fused + 2 * form * l->fused_half;
   a->seq = (uint64_t *)(mine + l->fseq) + form * IP_FDIRECT_MAX_GRID;
@@ -86,10 +85,10 @@ bt_result rt_fgemv_direct(baton_comm *c, const void *W, const void *x, void *y, 
   a->timeout_ns = c->timeout_ns;
   if (c->last != fgemv_name)
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: GEMV + AllReduce of %zu x %zu %s: the direct one-shot kernel, %d blocks of %d warps, "
-             "%zu row groups of %d rows, unroll %d", c->rank, M, K, ip_dtype_name[dtype], L.fgrid,
+             "%zu row groups of %d rows, unroll %d", c->rank, M, K, ip_dtype_name[dtype], L->fgrid,
              IP_FDIRECT_THREADS / 32, (M + IP_FDIRECT_ROW_GROUP - 1) / IP_FDIRECT_ROW_GROUP, IP_FDIRECT_ROW_GROUP, unroll);
   c->last = fgemv_name;
-  return rt_group_submit(&L);
+  return BT_OK;
 }
 
 bt_result rt_fgemv_launch(const rt_launch *L) {

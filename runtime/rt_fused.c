@@ -174,7 +174,9 @@ baton_result baton_gemv_allreduce(baton_comm *c, const void *W, const void *x, v
     return rt_comm_call_failed(baton_invalid_argument);
   }
   /* The direct one-shot kernel where it runs the call, else a program. */
-  bt_result d = rt_fgemv_direct(c, W, x, y, M, K_local, t, stream);
+  rt_launch L;
+  bt_result d = rt_fgemv_prep(c, W, x, y, M, K_local, t, stream, &L);
+  if (d == BT_OK) d = rt_group_submit(&L);
   if (d != BT_ERR_UNSUPPORTED) return d ? rt_comm_call_failed((baton_result)d) : baton_success;
   int ai;
   e = choose_fused(c, IR_COLL_ALLREDUCE, IR_OP_GEMV, (uint64_t)M * ip_dtype_size[t], (int64_t)M, "GEMV + AllReduce",

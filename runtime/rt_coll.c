@@ -1,0 +1,298 @@
+/* rt_coll.c -- the calls of baton.h: the collectives, a program run by
+ * name, the checks and errors every call shares (rt_fused.c's calls use
+ * them too), and the end of a group: its calls given their peers'
+ * buffers, then launched, those of different GPUs in parallel, one host
+ * thread per GPU (rt_pool.c). */
+#include "rt_comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_dtype.h"
+#include "ir_geom.h"
+#include "rt_cudart.h"
+#include "rt_log.h"
+#include "rt_param.h"
+#include "rt_pool.h"
+
+/* Checks what every call shares; returns the error to give back. */
+baton_result rt_comm_call_check(baton_comm *c, const void *s, const void *r, int dtype, int op) {
+  if (!c) return baton_invalid_argument;
+  if (!s || !r) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: NULL buffer", c->rank);
+    return baton_invalid_argument;
+  }
+  if (dtype < 0 || dtype >= IP_DTYPE_COUNT || op < 0 || op >= IP_REDOP_COUNT) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: unknown type %d or operator %d", c->rank, dtype, op);
+    return baton_invalid_argument;
+  }
+  return rt_comm_poll_error(c);
+}
+
+/* A call's error; inside a group it also fails the group (rt_group.c). */
+baton_result rt_comm_call_failed(baton_result e) {
+  rt_group_fail((bt_result)e);
+  return e;
+}
+
+/* Prepares algorithm ai for the call and launches it, or records it in
+ * the calling thread's group. */
+baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
+                                 const rt_operands *ops, cudaStream_t stream) {
+  /* Ranks sharing a GPU: a kernel launched alone waits for the others',
+   * and their set-up (a scratch cudaFree waits for the whole GPU) would
+   * wait for it: only a group prepares every call before launching any. */
+  if (c->share > 1 && !rt_group_open()) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d shares GPU %d with %d other ranks: make its calls inside "
+             "baton_group_start/end", c->rank, c->dev, c->share - 1);
+    return rt_comm_call_failed(baton_invalid_argument);
+  }
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return rt_comm_call_failed(baton_cuda_error);
+  /* A direct AllReduce larger than the window runs on consecutive slices
+   * (every rank slices alike: the count, program and window decide). */
+  int64_t slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count, dtype) : 0;
+  if (slice <= 0 || slice >= (int64_t)count) slice = (int64_t)count;
+  const size_t es = (size_t)ip_dtype_size[dtype];
+  for (int64_t at = 0; at < (int64_t)count; at += slice) {
+    int64_t n = (int64_t)count - at < slice ? (int64_t)count - at : slice;
+    rt_launch L;
+    bt_result e = rt_call_prep(c, ai, (const char *)s + (size_t)at * es, (char *)r + (size_t)at * es, n, dtype, op, ops,
+                               stream, &L);
+    if (!e) e = rt_group_submit(&L);
+    if (e) return rt_comm_call_failed((baton_result)e);
+  }
+  return baton_success;
+}
+
+/* A collective of one rank: its output is its input, whatever the
+ * collective and operator (an average over one rank is the value): no
+ * kernel, one copy on the stream when out of place. */
+static baton_result one_rank(baton_comm *c, const void *s, void *r, size_t bytes, cudaStream_t stream) {
+  if (s == r) {
+    c->last = "one rank: in place, nothing to do";
+    return baton_success;
+  }
+  c->last = "one rank: a copy";
+  if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice") ||
+      rt_cuda(cudaMemcpyAsync(r, s, bytes, cudaMemcpyDeviceToDevice, stream), RT_SUB_RUNTIME, "cudaMemcpyAsync"))
+    return rt_comm_call_failed(baton_cuda_error);
+  return baton_success;
+}
+
+static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
+                               cudaStream_t stream) {
+  baton_result e = rt_comm_call_check(c, s, r, dtype, op);
+  if (e) return rt_comm_call_failed(e);
+  if (count == 0) return baton_success;
+  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
+  int ai = rt_comm_choose(c, coll, s, r, count, dtype, stream);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "
+             "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);
+    return rt_comm_call_failed(baton_unsupported);
+  }
+  return rt_comm_call_submit(c, ai, s, r, count, dtype, op, NULL, stream);
+}
+
+baton_result baton_allreduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
+                             cudaStream_t stream) {
+  return collective(IR_COLL_ALLREDUCE, s, r, count, t, op, c, stream);
+}
+baton_result baton_allgather(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
+  return collective(IR_COLL_ALLGATHER, s, r, count, t, baton_sum, c, stream);
+}
+baton_result baton_reducescatter(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
+                                 cudaStream_t stream) {
+  return collective(IR_COLL_REDUCESCATTER, s, r, count, t, op, c, stream);
+}
+baton_result baton_alltoall(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
+  return collective(IR_COLL_ALLTOALL, s, r, count, t, baton_sum, c, stream);
+}
+
+/* Broadcast and reduce: `root` names the rank whose input (broadcast) or
+ * output (reduce) counts; the buffer a rank does not use may be NULL
+ * there (NCCL's contract), and the other is given for both. */
+static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, int root,
+                           baton_comm *c, cudaStream_t stream) {
+  if (!c) return rt_comm_call_failed(baton_invalid_argument);
+  if (root < 0 || root >= c->nranks) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s with root %d, but the communicator has ranks 0..%d", c->rank,
+             ir_coll_name[coll], root, c->nranks - 1);
+    return rt_comm_call_failed(baton_invalid_argument);
+  }
+  rt_rooted_bufs(coll, c->rank, root, &s, &r);
+  baton_result e = rt_comm_call_check(c, s, r, dtype, op);
+  if (e) return rt_comm_call_failed(e);
+  if (count == 0) return baton_success;
+  if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);   /* one block */
+  int ai = rt_comm_choose_rooted(c, coll, root, s, r, count, dtype, stream);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements from root %d on %d ranks (BATON_DEBUG=INFO "
+             "says why): not run", c->rank, ir_coll_name[coll], count, root, c->nranks);
+    return rt_comm_call_failed(baton_unsupported);
+  }
+  return rt_comm_call_submit(c, ai, s, r, count, dtype, op, NULL, stream);
+}
+
+baton_result baton_broadcast(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                             cudaStream_t stream) {
+  return rooted(IR_COLL_BROADCAST, s, r, count, t, baton_sum, root, c, stream);
+}
+baton_result baton_reduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, int root, baton_comm *c,
+                          cudaStream_t stream) {
+  return rooted(IR_COLL_REDUCE, s, r, count, t, op, root, c, stream);
+}
+
+baton_result baton_gather(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                          cudaStream_t stream) {
+  return rooted(IR_COLL_GATHER, s, r, count, t, baton_sum, root, c, stream);
+}
+baton_result baton_scatter(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
+                           cudaStream_t stream) {
+  return rooted(IR_COLL_SCATTER, s, r, count, t, baton_sum, root, c, stream);
+}
+
+baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,
+                       baton_comm *c, cudaStream_t stream) {
+  baton_result e = rt_comm_call_check(c, s, r, t, op);
+  if (e) return rt_comm_call_failed(e);
+  if (!name) return rt_comm_call_failed(baton_invalid_argument);
+  int ai = rt_algos_find(c->algos, name);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded algorithm is called %s", c->rank, name);
+    return rt_comm_call_failed(baton_invalid_argument);
+  }
+  if (count == 0) return baton_success;
+  LOG_INFO(RT_SUB_RUNTIME, "rank %d: running %s by name, count %zu", c->rank, name, count);
+  return rt_comm_call_submit(c, ai, s, r, count, t, op, NULL, stream);
+}
+
+/* A group's end, before it launches: each direct call that reaches its
+ * peers' buffers gets every rank's; where the group lacks a rank's call
+ * it is prepared again without them (rt_call_again). */
+static bt_result direct_peers(rt_launch *v, int n) {
+  unsigned char *done = calloc((size_t)n + 1, 1);
+  if (!done) return BT_ERR_NOMEM;
+  bt_result res = BT_OK;
+  for (int i = 0; i < n && !res; i++) {
+    rt_launch *L = &v[i];
+    if (done[i] || !L->direct || !L->c->dplans[L->ai].peer_io || L->peers_known) continue;
+    /* The first call of each rank of L's communicator, of L's program and
+     * count, not yet given its peers: one set. */
+    rt_launch *by[IP_WIN_MAX_RANKS] = {0};
+    int at[IP_WIN_MAX_RANKS], have = 0, nr = L->c->nranks;
+    for (int j = i; j < n; j++) {
+      rt_launch *M = &v[j];
+      if (done[j] || !M->direct || M->c->shared != L->c->shared || M->ai != L->ai ||
+          M->d.geom.count != L->d.geom.count || by[M->c->rank])
+        continue;
+      by[M->c->rank] = M;
+      at[M->c->rank] = j;
+      have++;
+    }
+    for (int q = 0; q < nr; q++) {
+      if (!by[q]) continue;
+      done[at[q]] = 1;
+      if (have < nr) {
+        res = rt_call_again(by[q]);
+        continue;
+      }
+      for (int r = 0; r < nr; r++) {
+        by[q]->d.buf[r][IR_BUF_INPUT] = by[r]->d.buf[r][IR_BUF_INPUT];
+        by[q]->d.buf[r][IR_BUF_OUTPUT] = by[r]->d.buf[r][IR_BUF_OUTPUT];
+      }
+    }
+  }
+  free(done);
+  return res;
+}
+
+/* Direct AllToAll (ip_gargs.direct): where the group holds one fused
+ * call that may run direct (rt_launch.direct_ok: a GEMM's or embedding
+ * bags') for every rank of communicators made together in this process
+ * (that have end flags: rt_comm.c's direct_setup), of one kind and size,
+ * and no other such call of theirs, each of those calls learns every
+ * rank's output and end flags: its values then go straight to their
+ * owners, and every block of its launch computes.  Any other mix keeps
+ * the FIFO exchange.  Every rank's call is in this group, so every rank
+ * decides alike. */
+static void direct_alltoall(rt_launch *v, int n) {
+  for (int i = 0; i < n; i++) {
+    const rt_launch *L = &v[i];
+    const baton_comm *c = L->c;
+    if (!L->direct_ok || L->a.direct || !c->dflags || c->nranks > IP_DIRECT_MAX) continue;
+    rt_launch *by[IP_DIRECT_MAX] = {0};
+    int ok = 1;
+    for (int j = 0; j < n && ok; j++) {
+      rt_launch *M = &v[j];
+      if (!M->direct_ok || M->c->shared != c->shared) continue;
+      ok = !by[M->c->rank] && !M->a.direct && M->a.geom.count == L->a.geom.count && M->a.cgemm == L->a.cgemm &&
+           M->a.cbag == L->a.cbag && M->a.gemm.n == L->a.gemm.n;
+      by[M->c->rank] = M;
+    }
+    for (int q = 0; q < c->nranks && ok; q++) ok = by[q] != NULL;
+    if (!ok) continue;   /* (a later call of the same set finds the same mix) */
+    for (int q = 0; q < c->nranks; q++) {
+      ip_gargs *a = &by[q]->a;
+      /* Nothing moves through FIFOs: every block of the launch computes,
+       * as the one compute thread block, whose steps and entry follow the
+       * communicating ones'. */
+      a->cwidth = ip_gpu_blocks(a);
+      a->steps += (int64_t)a->ntbs * a->step_stride;
+      a->tbs += (int64_t)a->ntbs * a->lanes;
+      by[q]->irtb += a->ntbs;   /* the timeline names every block by the compute tb */
+      a->ncomp = 1;
+      a->ntbs = 0;
+      a->direct = 1;
+      a->dnranks = c->nranks;
+      for (int p = 0; p < c->nranks; p++) {
+        a->dout[p] = by[p]->recvbuf;
+        a->dflag[p] = by[p]->c->dflags;
+      }
+    }
+  }
+}
+
+static bt_result launch_job(void *arg) {
+  const rt_launch *L = arg;
+  CHECK(rt_cuda(cudaSetDevice(L->c->dev), RT_SUB_RUNTIME, "cudaSetDevice"));
+  return rt_call_launch(L);
+}
+
+/* The outermost end launches the recorded calls: each GPU's in the order
+ * they were made, the GPUs at once (BATON_LAUNCH_THREADS).  When a call
+ * of the group failed, nothing is launched: ranks that ran without the
+ * others would wait for them until BATON_TIMEOUT. */
+baton_result baton_group_end(void) {
+  rt_launch *v;
+  int n;
+  bt_result r;
+  int left = rt_group_leave(&v, &n, &r);
+  if (left < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "baton_group_end without baton_group_start");
+    return baton_invalid_argument;
+  }
+  if (left == 0) return baton_success;
+  if (r) {
+    if (n) LOG_WARN(RT_SUB_RUNTIME, "a call of the group failed (%s): its other %d calls are not launched",
+                    bt_result_str(r), n);
+  } else if ((r = direct_peers(v, n))) {
+    LOG_WARN(RT_SUB_RUNTIME, "a direct call of the group cannot run (%s): its %d calls are not launched",
+             bt_result_str(r), n);
+  } else if (n == 1) {
+    direct_alltoall(v, 1);
+    r = launch_job(&v[0]);
+  } else if (n > 1) {
+    rt_pool_job stack[16], *jobs = n <= 16 ? stack : malloc((size_t)n * sizeof *jobs);
+    if (!jobs) {
+      r = BT_ERR_NOMEM;
+    } else {
+      direct_alltoall(v, n);
+      for (int i = 0; i < n; i++) jobs[i] = (rt_pool_job){.key = v[i].c->dev, .fn = launch_job, .arg = &v[i]};
+      r = rt_pool_run(jobs, n, rt_param_int(RT_PARAM_LAUNCH_THREADS) != 0, (int)rt_param_int(RT_PARAM_LAUNCH_SPIN_US));
+      if (jobs != stack) free(jobs);
+    }
+  }
+  rt_group_reset();
+  return (baton_result)r;
+}

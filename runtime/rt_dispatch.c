@@ -1,0 +1,105 @@
+/* rt_dispatch.c -- a call from its choice to its launch, whatever kind of
+ * program runs it: which program (rt_comm_choose*), preparing it (a FIFO
+ * program by rt_call.c, a direct one by rt_dcall.c, chosen again without
+ * its peers' buffers where it cannot have them) and launching it, now or
+ * at its group's end (rt_group.c records it; rt_coll.c ends the group). */
+#include "rt_comm.h"
+
+#include "ip_dtype.h"
+#include "ir_geom.h"
+#include "rt_log.h"
+
+/* What rt_algos_select_by asks of each candidate: the call's facts. */
+typedef struct usable_ctx { baton_comm *c; int64_t count; int dtype, inplace, peer_io; } usable_ctx;
+static int usable(void *x, int i) {
+  usable_ctx *u = x;
+  if (!rt_algos_get(u->c->algos, i)->direct) return rt_plan_blocks(&u->c->plans[i]) > 0;
+  return rt_direct_usable(u->c, i, u->count, u->dtype, u->inplace, u->peer_io);
+}
+
+/* Whether a call on s and r reaches its peers' buffers (rt_direct_usable's
+ * peer_io): captured, or on registered windows, or not. */
+static int peer_io_of(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                      cudaStream_t stream) {
+  int peer_io = rt_direct_peer_io(c, stream);
+  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
+  return peer_io;
+}
+
+/* Whether choice ai is new for the slot that keeps the last one (then
+ * kept): each new choice is logged once. */
+static int new_choice(int *last, int ai) {
+  if (ai == *last) return 0;
+  *last = ai;
+  return 1;
+}
+
+int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
+                   cudaStream_t stream) {
+  if (!c) return -1;
+  return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io_of(c, coll, s, r, count, dtype, stream));
+}
+
+int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
+  if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT) return -1;
+  int es = ip_dtype_size[dtype], in_blocks, out_blocks;
+  ir_geom_blocks(coll, c->nranks, &in_blocks, &out_blocks);
+  /* In place as NCCL lays it out: allgather's input is block `rank` of the
+   * output, reducescatter's output is block `rank` of the input. */
+  int64_t in_at = coll == IR_COLL_ALLGATHER ? (int64_t)c->rank * count : 0;
+  int64_t out_at = coll == IR_COLL_REDUCESCATTER ? (int64_t)c->rank * count : 0;
+  int inplace = (const char *)s - in_at * es == (const char *)r - out_at * es;
+  uint64_t bytes = (uint64_t)count * es * (in_blocks > out_blocks ? in_blocks : out_blocks);
+  usable_ctx u = {c, (int64_t)count, dtype, inplace, peer_io};
+  int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0);
+  if (new_choice(&c->last_choice[coll][inplace], ai))
+    rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 1);
+  return ai;
+}
+
+int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                          int dtype, cudaStream_t stream) {
+  if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
+  uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
+  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);   /* off the root the one buffer is both */
+  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io_of(c, coll, s, r, count, dtype, stream)};
+  int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 0);
+  if (new_choice(&c->last_choice[coll][0], ai))
+    rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 1);
+  if (ai >= 0 && !rt_comm_runnable(c, ai)) return -1;
+  return ai;
+}
+
+bt_result rt_call_again(rt_launch *L) {
+  baton_comm *c = L->c;
+  int64_t count = L->d.geom.count;
+  int dtype = L->d.dtype;
+  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, RT_PEERS_NONE);
+  if (ai < 0) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, which this call cannot have (its group lacks "
+             "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run",
+             c->rank, L->where);
+    return BT_ERR_UNSUPPORTED;
+  }
+  rt_launch M;
+  CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));
+  *L = M;
+  return BT_OK;
+}
+
+bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
+                       const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
+  if (!c->dplans || !c->dplans[ai].ok || ops) return rt_fifo_prep(c, ai, sendbuf, recvbuf, count, dtype, op, ops, stream, L);
+  CHECK(rt_direct_prep(c, ai, sendbuf, recvbuf, count, dtype, op, stream, L));
+  return L->again ? rt_call_again(L) : BT_OK;
+}
+
+bt_result rt_call_launch(const rt_launch *L) {
+  if (L->direct) return rt_direct_launch(L);
+  if (L->fdirect) return rt_fgemv_launch(L);
+  return rt_fifo_launch(L);
+}
+
+bt_result rt_group_submit(const rt_launch *L) { return rt_group_open() ? rt_group_record(L) : rt_call_launch(L); }
