@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "baton.h"
+#include "gpu_opts.h"
 #include "tap.h"
 
 #define COUNT (1 << 16)    /* f32 elements of each call */
@@ -263,18 +264,11 @@ static int run_child(void (*fault)(int), int timeout_s, const char *name) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 2 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_faults --ranks N --dir DIR [--gpus G (1..N)]\n");
-    return 2;
-  }
-  setenv("BATON_ALGO_DIR", dir, 1);
+  gpu_opts o;
+  if (gpu_opts_read(argc, argv, "gpu_faults", GPU_OPT_GPUS, 2, 4096, &o)) return 2;
+  nranks = o.nranks;
+  ngpus = o.ngpus;
+  setenv("BATON_ALGO_DIR", o.dir, 1);
   comms = calloc(nranks, sizeof *comms);
   streams = calloc(nranks, sizeof *streams);
   din = calloc(nranks, sizeof *din);

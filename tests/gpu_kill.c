@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "baton.h"
+#include "gpu_opts.h"
 #include "tap.h"
 
 enum { COUNT = 1 << 16, TIMEOUT_S = 4, MARGIN_S = 6 };
@@ -253,17 +254,11 @@ static void scenario(int bootstrap) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 2 || nranks > 64 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_kill --ranks N (2..64) --dir DIR [--gpus G (1..N)]\n");
-    return 2;
-  }
+  gpu_opts o;
+  if (gpu_opts_read(argc, argv, "gpu_kill", GPU_OPT_GPUS, 2, 64, &o)) return 2;
+  nranks = o.nranks;
+  ngpus = o.ngpus;
+  const char *dir = o.dir;
   /* Enough GPUs?  Asked in a child: the parent stays free of CUDA, so that
    * its forks are too. */
   pid_t probe = fork();

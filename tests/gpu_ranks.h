@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "baton.h"
+#include "gpu_opts.h"
 #include "tap.h"
 
 static int nranks, ngpus;
@@ -27,29 +28,16 @@ static int rank_lo, rank_hi;
 
 static int dev_of(int r) { return r % ngpus; }
 
-typedef struct gpu_ranks_opts {
-  const char *dir;
-  int big, net, procs;
-} gpu_ranks_opts;
+typedef gpu_opts gpu_ranks_opts;
 
 /* Reads the command line into o, nranks and ngpus: 0, or 2 after the
  * usage was printed. */
 static int gpu_ranks_args(int argc, char **argv, const char *name, int net_ok, gpu_ranks_opts *o) {
-  memset(o, 0, sizeof *o);
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) o->dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) o->big = 1;
-    else if (!strcmp(argv[i], "--procs")) o->procs = 1;
-    else if (net_ok && !strcmp(argv[i], "--net")) o->net = 1;
-  }
-  if (ngpus == 0) ngpus = nranks;
-  if (nranks < 1 || !o->dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: %s --ranks N --dir DIR [--gpus G (1..N)] [--big] [--procs]%s\n", name,
-            net_ok ? " [--net]" : "");
+  if (gpu_opts_read(argc, argv, name, GPU_OPT_GPUS | GPU_OPT_BIG | GPU_OPT_PROCS | (net_ok ? GPU_OPT_NET : 0), 1,
+                    4096, o))
     return 2;
-  }
+  nranks = o->nranks;
+  ngpus = o->ngpus;
   setenv("BATON_ALGO_DIR", o->dir, 1);
   setenv("BATON_TIMEOUT", "10", 0);
   return 0;

@@ -22,6 +22,7 @@
 
 #include "baton.h"
 #include "rt_comm.h"
+#include "gpu_opts.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
@@ -245,17 +246,11 @@ static void check_disagree(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-  }
-  if (nranks < 2 || !dir) {
-    fprintf(stderr, "usage: gpu_register --ranks N (2 or more) --dir DIR\n");
-    return 2;
-  }
+  gpu_opts o;
+  if (gpu_opts_read(argc, argv, "gpu_register", 0, 2, 4096, &o)) return 2;
+  nranks = o.nranks;
   char algo[4096];
-  snprintf(algo, sizeof algo, "%s/default", dir);
+  snprintf(algo, sizeof algo, "%s/default", o.dir);
   setenv("BATON_ALGO_DIR", algo, 1);
   setenv("BATON_TIMEOUT", "10", 0);
   char tmpl[] = "/tmp/baton_gpu_register_XXXXXX";

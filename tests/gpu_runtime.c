@@ -30,6 +30,7 @@
 #include "rt_diag.h"
 #include "rt_peerbuf.h"
 #include "rt_pool.h"
+#include "gpu_opts.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
@@ -865,24 +866,16 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
-  int big = 0, quick = 0, procs = 0, net = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) ngpus = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-    else if (!strcmp(argv[i], "--quick")) quick = 1;
-    else if (!strcmp(argv[i], "--procs")) procs = 1;
-    else if (!strcmp(argv[i], "--net")) net = 1;
-  }
-  if (ngpus == 0) ngpus = nranks;
-  shared = ngpus < nranks;
-  if (nranks < 2 || !dir || ngpus < 1 || ngpus > nranks) {
-    fprintf(stderr, "usage: gpu_runtime --ranks N --dir DIR [--gpus G (1..N)] [--procs] [--big] [--quick] [--net]\n");
+  gpu_opts o;
+  if (gpu_opts_read(argc, argv, "gpu_runtime", GPU_OPT_GPUS | GPU_OPT_BIG | GPU_OPT_QUICK | GPU_OPT_PROCS | GPU_OPT_NET,
+                    2, 4096, &o))
     return 2;
-  }
-  setenv("BATON_ALGO_DIR", dir, 1);
+  nranks = o.nranks;
+  ngpus = o.ngpus;
+  shared = ngpus < nranks;
+  int big = o.big, quick = o.quick, procs = o.procs, net = o.net;
+  const char *dir = o.dir;
+  setenv("BATON_ALGO_DIR", o.dir, 1);
   setenv("BATON_TIMEOUT", "5", 0);
   comms = calloc(nranks, sizeof *comms);
   streams = calloc(nranks, sizeof *streams);

@@ -84,7 +84,7 @@ void bs_root_wait(uint64_t magic, int64_t deadline);
 /* Outcome of a blocking transfer on a non-blocking socket. */
 typedef enum { BS_IO_OK, BS_IO_TIMEOUT, BS_IO_CLOSED, BS_IO_ABORTED } bs_io;
 
-/* Moves exactly n bytes before the deadline, or until abort_fd (may be -1)
+/* rt_bootstrap_io.c.  Moves exactly n bytes before the deadline, or until abort_fd (may be -1)
  * becomes readable.  BS_IO_CLOSED leaves errno set. */
 bs_io bs_write_all(int fd, const void *buf, size_t n, int64_t deadline, int abort_fd);
 bs_io bs_read_all(int fd, void *buf, size_t n, int64_t deadline, int abort_fd);
