@@ -922,9 +922,9 @@ static void test_fused(const char *plot) {
   ok(fparse(&o, "--fused gemv_allreduce -b 8", err, sizeof err) == 2, "a collective option is refused in fused mode");
   ok_contains(err, "unknown option '-b' for --fused", "and named");
 
-  bench_fused_table t = {.dtype = IP_BF16, .nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3};
-  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9");
-  snprintf(t.cublas, sizeof t.cublas, "cuBLAS 13.0.2");
+  bench_fused_table t = {.dtype = IP_BF16, .info = {.nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3}};
+  snprintf(t.info.nccl, sizeof t.info.nccl, "NCCL 2.28.9");
+  snprintf(t.info.cublas, sizeof t.info.cublas, "cuBLAS 13.0.2");
   bench_fused_row rows[2] = {
     {.M = 8192, .K = 2048, .gemv_us = 10, .ar_us = 20, .base_us = 30, .baton_us = 25, .wrong_base = 0,
      .wrong_baton = 0, .checked = 256},

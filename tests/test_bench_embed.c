@@ -164,9 +164,9 @@ static void test_derived(void) {
 
 static void test_output(void) {
   make_rows();
-  bench_embed_table t = {.dtype = IP_F32, .nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3};
-  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll");
-  snprintf(t.device, sizeof t.device, "NVIDIA H200");
+  bench_embed_table t = {.dtype = IP_F32, .info = {.nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3}};
+  snprintf(t.info.nccl, sizeof t.info.nccl, "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll");
+  snprintf(t.info.device, sizeof t.info.device, "NVIDIA H200");
   t.rows = rows;
   t.nrows = 2;
   static char text[16384];
@@ -190,7 +190,7 @@ static void test_output(void) {
   ok_contains(text, "# FAILED: a shape failed or had wrong elements", "text: the failure said");
   ok(st == 1, "a failed shape makes the exit status 1");
 
-  bench_embed_table s = {.dtype = IP_BF16, .nranks = 8, .share = 1, .iters = 20, .warmup = 5, .rounds = 1, .mean = 1};
+  bench_embed_table s = {.dtype = IP_BF16, .mean = 1, .info = {.nranks = 8, .share = 1, .iters = 20, .warmup = 5, .rounds = 1}};
   bench_embed_row one = rows[0];
   one.a2a_us = one.shuf_us = one.base_us = -1;
   s.rows = &one;
@@ -207,7 +207,7 @@ static void test_output(void) {
   ok_contains(text, "# average pooling-alone time / baton time over 1 shapes: 0.833\n# all shapes checked and right\n",
               "share: the average over the pooling alone, all right");
   ok(st == 0, "all right: exit status 0");
-  s.share = 0;
+  s.info.share = 0;
   s.weighted = 1;
   s.mean = 0;
   f = fmemopen(text, sizeof text, "w");

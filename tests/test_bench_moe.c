@@ -208,10 +208,10 @@ static void test_derived(void) {
 
 static void test_output(void) {
   make_rows();
-  bench_moe_table t = {.nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3};
-  snprintf(t.nccl, sizeof t.nccl, "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll");
-  snprintf(t.cublas, sizeof t.cublas, "cuBLAS 13.0.2 (libcublas.so.13), cublasGemmEx");
-  snprintf(t.device, sizeof t.device, "NVIDIA H200");
+  bench_moe_table t = {.info = {.nranks = 4, .iters = 20, .warmup = 5, .graph = 10, .rounds = 3}};
+  snprintf(t.info.nccl, sizeof t.info.nccl, "NCCL 2.28.9 (libnccl.so.2), all-to-all by ncclAlltoAll");
+  snprintf(t.info.cublas, sizeof t.info.cublas, "cuBLAS 13.0.2 (libcublas.so.13), cublasGemmEx");
+  snprintf(t.info.device, sizeof t.info.device, "NVIDIA H200");
   t.rows = rows;
   t.nrows = 2;
   static char text[16384];
@@ -249,7 +249,7 @@ static void test_output(void) {
   ok_contains(text, "# FAILED: a shape failed or had wrong elements", "text: the failure said");
   ok(st == 1, "a failed shape makes the exit status 1");
 
-  bench_moe_table s = {.nranks = 8, .share = 1, .iters = 20, .warmup = 5, .rounds = 1};
+  bench_moe_table s = {.info = {.nranks = 8, .share = 1, .iters = 20, .warmup = 5, .rounds = 1}};
   bench_moe_row one = rows[0];
   one.a2a_us = one.base_us = one.own_a2a_us = -1;
   s.rows = &one;
@@ -269,7 +269,7 @@ static void test_output(void) {
               "# average cuBLAS GEMM time / own GEMM time over 1 shapes: 0.909\n# all shapes checked and right\n",
               "share: the averages against the GEMM alone, all right");
   ok(st == 0, "all right: exit status 0");
-  s.share = 0;
+  s.info.share = 0;
   f = fmemopen(text, sizeof text, "w");
   bench_moe_print_header(f, &s);
   fclose(f);

@@ -58,9 +58,8 @@ typedef struct bench_embed_row {
 
 typedef struct bench_embed_table {
   ip_dtype dtype;
-  int nranks, share, iters, warmup, graph, rounds, mean, weighted;
-  char nccl[200];       /* the AllToAll that ran ("" when none: no baseline) */
-  char device[128];
+  bench_run_info info;  /* info.nccl: the AllToAll that ran ("" when none: no baseline) */
+  int mean, weighted;
   bench_embed_row *rows;
   int nrows;
 } bench_embed_table;

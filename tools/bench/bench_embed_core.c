@@ -160,19 +160,19 @@ static const char *mode_name(const bench_embed_table *t) {
 
 void bench_embed_print_header(FILE *f, const bench_embed_table *t) {
   fprintf(f, "# baton bench --fused embedding_alltoall: %d rank%s on %s, %s, %s, %d iterations after %d warmup%s, "
-          "median of %d round%s\n", t->nranks, t->nranks == 1 ? "" : "s",
-          t->share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], mode_name(t), t->iters, t->warmup,
-          t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
-  if (t->device[0]) fprintf(f, "# device: %s\n", t->device);
+          "median of %d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s",
+          t->info.share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], mode_name(t), t->info.iters, t->info.warmup,
+          t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
+  if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
   fprintf(f, "# pooling alone: baton_embedding_alltoall on a one-rank communicator per rank, out [B, T*D]\n");
-  if (t->nccl[0]) {
-    fprintf(f, "# alltoall: %s, of the pooled [B, T*D]\n", t->nccl);
+  if (t->info.nccl[0]) {
+    fprintf(f, "# alltoall: %s, of the pooled [B, T*D]\n", t->info.nccl);
     fprintf(f, "# shuffle: [n][B/n][T*D] into [B/n][n*T*D] (tools/bench/bench_shuffle.cu)\n");
     fprintf(f, "# baseline: pooling, then alltoall, then shuffle, on one stream per rank\n");
-  } else if (t->share) {
+  } else if (t->info.share) {
     fprintf(f, "# alltoall, shuffle, baseline: NOT MEASURED: the ranks share %d GPU%s, where NCCL cannot run (one rank "
-            "per GPU); baton and the pooling alone only ('wrong base' is the pooling alone's)\n", t->share,
-            t->share == 1 ? "" : "s");
+            "per GPU); baton and the pooling alone only ('wrong base' is the pooling alone's)\n", t->info.share,
+            t->info.share == 1 ? "" : "s");
   } else {
     fprintf(f, "# alltoall, shuffle, baseline: NOT MEASURED (no NCCL): baton and the pooling alone only ('wrong "
             "base' is the pooling alone's)\n");
@@ -221,10 +221,10 @@ int bench_embed_print_footer(FILE *f, const bench_embed_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_embed_row *r = &t->rows[i];
     bad |= r->error[0] || r->wrong_base > 0 || r->wrong_baton > 0 || r->baton_us < 0;
-    double q = t->nccl[0] ? bench_embed_speedup(r) : bench_embed_vs_pool(r);
+    double q = t->info.nccl[0] ? bench_embed_speedup(r) : bench_embed_vs_pool(r);
     if (q > 0) { sum += q; n++; }
   }
-  bench_print_average(f, t->nccl[0] ? "baseline time / baton time" : "pooling-alone time / baton time", n, sum);
+  bench_print_average(f, t->info.nccl[0] ? "baseline time / baton time" : "pooling-alone time / baton time", n, sum);
   return bench_print_verdict(f, bad);
 }
 
@@ -238,7 +238,7 @@ int bench_embed_write_csv(const char *path, const bench_embed_table *t) {
     const bench_embed_row *r = &t->rows[i];
     fprintf(f, "embedding_alltoall,%s,%s,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%s,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,"
             "%.4f,%.4f,%.4f,%lld,%lld,%lld,%s\n", ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted,
-            t->nranks, t->share, (long long)r->B, (long long)r->T, (long long)r->D, (long long)r->bag,
+            t->info.nranks, t->info.share, (long long)r->B, (long long)r->T, (long long)r->D, (long long)r->bag,
             (long long)r->rows, r->skew ? "zipf" : "uniform", (long long)r->lookups, r->pool_us, r->a2a_us, r->shuf_us,
             r->base_us, r->baton_us, bench_embed_tbps(r, t->dtype, r->pool_us),
             bench_embed_tbps(r, t->dtype, r->baton_us), bench_embed_speedup(r), bench_embed_overlap(r),
@@ -251,13 +251,9 @@ int bench_embed_write_csv(const char *path, const bench_embed_table *t) {
 int bench_embed_write_json(const char *path, const bench_embed_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "{\"fused\": \"embedding_alltoall\", \"dtype\": \"%s\", \"mode\": \"%s\", \"weighted\": %d, \"ranks\": %d, "
-          "\"share\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ",
-          ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted, t->nranks, t->share, t->iters, t->warmup,
-          t->graph, t->rounds);
-  bench_json_str(f, t->device);
-  fputs(", \"alltoall\": ", f);
-  bench_json_str(f, t->nccl);
+  fprintf(f, "{\"fused\": \"embedding_alltoall\", \"dtype\": \"%s\", \"mode\": \"%s\", \"weighted\": %d",
+          ip_dtype_name[t->dtype], t->mean ? "mean" : "sum", t->weighted);
+  bench_json_info(f, &t->info, NULL, "alltoall");
   fputs(", \"rows\": [", f);
   for (int i = 0; i < t->nrows; i++) {
     const bench_embed_row *r = &t->rows[i];

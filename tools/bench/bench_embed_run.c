@@ -304,18 +304,9 @@ typedef struct chk {
   ectx *x;
   int nsamp, have_b, have_t;     /* have_b: the baseline's output (or the pooling alone's) is checked */
   int64_t samp[SAMPLED];
-  int64_t next, bad_b, bad_t;
-  int fail;
-  pthread_mutex_t mu;
-  char why[240];
+  int64_t bad_b, bad_t;
+  bench_tasks tasks;
 } chk;
-
-static void chk_fail(chk *c, const char *what) {
-  pthread_mutex_lock(&c->mu);
-  if (!c->fail) snprintf(c->why, sizeof c->why, "%s", what);
-  c->fail = 1;
-  pthread_mutex_unlock(&c->mu);
-}
 
 static void *chk_worker(void *arg) {
   chk *c = arg;
@@ -326,10 +317,10 @@ static void *chk_worker(void *arg) {
   char *hb = malloc(rowb), *ht = malloc(rowb), *mE = NULL;
   int64_t *mI = NULL, *mO = malloc((size_t)(T + 1) * sizeof(int64_t));
   double *val = malloc((size_t)TD * sizeof(double)), *mag = malloc((size_t)TD * sizeof(double));
-  if (!hb || !ht || !mO || !val || !mag) { chk_fail(c, "out of host memory for the check"); goto out; }
+  if (!hb || !ht || !mO || !val || !mag) { bench_tasks_fail(&c->tasks, "out of host memory for the check"); goto out; }
   for (;;) {
-    int64_t task = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
-    if (task >= (int64_t)n * c->nsamp || __atomic_load_n(&c->fail, __ATOMIC_RELAXED)) break;
+    int64_t task = bench_tasks_take(&c->tasks);
+    if (task < 0) break;
     int q = (int)(task / c->nsamp);
     int64_t srow = c->samp[task % c->nsamp], g = q * per + srow;
     /* the row from the baseline's output (or, without one, from every
@@ -346,7 +337,7 @@ static void *chk_worker(void *arg) {
     if (e) {
       char m[200];
       snprintf(m, sizeof m, "output download: %s", cudaGetErrorString(e));
-      chk_fail(c, m);
+      bench_tasks_fail(&c->tasks, m);
       break;
     }
     for (int p = 0; p < n; p++) {
@@ -357,7 +348,7 @@ static void *chk_worker(void *arg) {
         free(mI);
         mE = malloc(cap * (size_t)D * es);
         mI = malloc(cap * sizeof(int64_t));
-        if (!mE || !mI) { chk_fail(c, "out of host memory for the check"); goto out; }
+        if (!mE || !mI) { bench_tasks_fail(&c->tasks, "out of host memory for the check"); goto out; }
       }
       for (int64_t k = 0; k < Ls; k++) {   /* row idx of rank p's tables: D elements from the pattern, wrapping */
         int64_t idx = x->hI[p][lo + k];
@@ -405,14 +396,9 @@ static int check(ectx *x, int have_b, int have_t, bench_embed_row *row, char *er
   c.have_b = have_b;
   c.have_t = have_t;
   c.nsamp = bench_spread(x->B / x->k.nranks, SAMPLED, c.samp);
-  pthread_mutex_init(&c.mu, NULL);
   int64_t tasks = (int64_t)x->k.nranks * c.nsamp;
-  bench_pool(chk_worker, &c, tasks);
-  pthread_mutex_destroy(&c.mu);
-  if (c.fail) {
-    snprintf(err, len, "check: %.200s", c.why);
-    return -1;
-  }
+  int failed = bench_tasks_run(&c.tasks, tasks, chk_worker, &c, err, len);
+  if (failed) return -1;
   row->wrong_base = have_b ? c.bad_b : -1;
   row->wrong_baton = have_t ? c.bad_t : -1;
   row->checked = tasks * x->k.nranks * x->T * x->D;
@@ -525,22 +511,11 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
       return 2;
     }
   t->dtype = o->dtype;
-  t->nranks = x->k.nranks;
-  t->share = o->c.share;
-  t->iters = o->c.iters;
-  t->warmup = o->c.warmup;
-  t->graph = o->c.graph;
-  t->rounds = o->c.rounds;
   t->mean = o->mean;
   t->weighted = o->weighted;
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
   int rc = 2;
-  for (int r = 0; r < x->k.nranks; r++)
-    if (bench_ranks_stream(&x->k, r)) goto out;
-  bench_ranks_nccl(&x->k, &o->c, t->nccl, sizeof t->nccl);
+  if (bench_ranks_open(&x->k, &o->c, &t->info, NULL, NULL, "the pooling alone")) goto out;
   x->base = x->k.nccl != NULL;
-  if (bench_ranks_comms(&x->k, "the pooling alone")) goto out;
   if (!has_embedding(x->k.pc[0]))
     fprintf(stderr, "# warning: the one-rank communicators loaded no embedding program: put one in BATON_ALGO_DIR "
             "(baton compile algorithms/embedding_alltoall.lua --param ranks=1%s -o DIR/embedding_alltoall_1r.xml)\n",
@@ -568,14 +543,7 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
             }
   rc = 0;
 out:
-  for (int r = 0; r < x->k.nranks; r++) {
-    bench_ranks_free_comms(&x->k, r);
-    if (x->k.st[r]) {
-      cudaSetDevice(x->k.devs[r]);
-      cudaStreamDestroy(x->k.st[r]);
-    }
-  }
-  bench_ranks_close(&x->k);
+  bench_ranks_shut(&x->k, NULL, NULL);
   free(x->pattern);
   free(x);
   return rc;

@@ -44,9 +44,7 @@ typedef struct bench_fused_row {
 
 typedef struct bench_fused_table {
   ip_dtype dtype;
-  int nranks, share, iters, warmup, graph, rounds;
-  char nccl[200], cublas[200];   /* what ran ("" when not) */
-  char device[128];
+  bench_run_info info;  /* the GEMV (info.cublas) and AllReduce (info.nccl) that ran */
   bench_fused_row *rows;
   int nrows;
 } bench_fused_table;

@@ -89,12 +89,12 @@ double bench_fused_tbps(const bench_fused_row *r, ip_dtype t, double us) {
 
 void bench_fused_print_header(FILE *f, const bench_fused_table *t) {
   fprintf(f, "# baton bench --fused gemv_allreduce: %d rank%s on %s, %s, %d iterations after %d warmup%s, median of "
-          "%d round%s\n", t->nranks, t->nranks == 1 ? "" : "s",
-          t->share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], t->iters, t->warmup,
-          t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
-  if (t->device[0]) fprintf(f, "# device: %s\n", t->device);
-  fprintf(f, "# gemv: %s\n", t->cublas[0] ? t->cublas : "NOT USED");
-  fprintf(f, "# allreduce: %s\n", t->nccl[0] ? t->nccl : "NOT USED (baseline = the GEMV alone)");
+          "%d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s",
+          t->info.share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], t->info.iters, t->info.warmup,
+          t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
+  if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
+  fprintf(f, "# gemv: %s\n", t->info.cublas[0] ? t->info.cublas : "NOT USED");
+  fprintf(f, "# allreduce: %s\n", t->info.nccl[0] ? t->info.nccl : "NOT USED (baseline = the GEMV alone)");
   fprintf(f, "# %7s %6s  %9s %6s  %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s  %s\n", "M", "K", "gemv", "TB/s", "allreduce",
           "baseline", "baton", "TB/s", "speedup", "overlap", "vs gemv", "wrong", "wrong", "baton algorithm");
   fprintf(f, "# %7s %6s  %9s %6s  %9s  %9s  %9s %6s  %7s %7s %7s  %6s %6s\n", "", "", "(us)", "", "(us)", "(us)", "(us)",
@@ -133,10 +133,10 @@ int bench_fused_print_footer(FILE *f, const bench_fused_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_fused_row *r = &t->rows[i];
     bad |= r->error[0] || r->wrong_base > 0 || r->wrong_baton > 0 || r->baton_us < 0;
-    double q = t->nranks == 1 ? bench_fused_vs_cublas(r) : bench_fused_speedup(r);
+    double q = t->info.nranks == 1 ? bench_fused_vs_cublas(r) : bench_fused_speedup(r);
     if (q > 0) { sum += q; n++; }
   }
-  bench_print_average(f, t->nranks == 1 ? "cuBLAS time / baton time" : "baseline time / baton time", n, sum);
+  bench_print_average(f, t->info.nranks == 1 ? "cuBLAS time / baton time" : "baseline time / baton time", n, sum);
   return bench_print_verdict(f, bad);
 }
 
@@ -148,7 +148,7 @@ int bench_fused_write_csv(const char *path, const bench_fused_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_fused_row *r = &t->rows[i];
     fprintf(f, "gemv_allreduce,%s,%d,%d,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld,%s\n",
-            ip_dtype_name[t->dtype], t->nranks, t->share, (long long)r->M, (long long)r->K, r->gemv_us, r->ar_us,
+            ip_dtype_name[t->dtype], t->info.nranks, t->info.share, (long long)r->M, (long long)r->K, r->gemv_us, r->ar_us,
             r->base_us, r->baton_us, bench_fused_tbps(r, t->dtype, r->gemv_us), bench_fused_tbps(r, t->dtype, r->baton_us),
             bench_fused_speedup(r), bench_fused_overlap(r), bench_fused_vs_cublas(r), (long long)r->wrong_base,
             (long long)r->wrong_baton, (long long)r->checked, r->algorithm[0] ? r->algorithm : "-");
@@ -159,14 +159,8 @@ int bench_fused_write_csv(const char *path, const bench_fused_table *t) {
 int bench_fused_write_json(const char *path, const bench_fused_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "{\"fused\": \"gemv_allreduce\", \"dtype\": \"%s\", \"ranks\": %d, \"share\": %d, \"iters\": %d, "
-          "\"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ", ip_dtype_name[t->dtype], t->nranks, t->share,
-          t->iters, t->warmup, t->graph, t->rounds);
-  bench_json_str(f, t->device);
-  fputs(", \"gemv\": ", f);
-  bench_json_str(f, t->cublas);
-  fputs(", \"allreduce\": ", f);
-  bench_json_str(f, t->nccl);
+  fprintf(f, "{\"fused\": \"gemv_allreduce\", \"dtype\": \"%s\"", ip_dtype_name[t->dtype]);
+  bench_json_info(f, &t->info, "gemv", "allreduce");
   fputs(", \"rows\": [", f);
   for (int i = 0; i < t->nrows; i++) {
     const bench_fused_row *r = &t->rows[i];

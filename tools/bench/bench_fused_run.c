@@ -153,20 +153,11 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
   return 0;
 }
 
-/* Every rank's stream done, and baton's asynchronous errors
+/* Every rank's stream done, and the communicators' asynchronous errors
  * (bench_parts_ops.wait).  0, or -1 with err. */
 static int wait_all(void *ctx, char *err, size_t len) {
-  fctx *x = ctx;
-  for (int r = 0; r < x->k.nranks; r++) {
-    cudaSetDevice(x->k.devs[r]);
-    if (!bench_cuda_ok(cudaStreamSynchronize(x->k.st[r]), "stream", err, len)) return -1;
-    baton_result ae = baton_success;
-    if (x->k.bc[r] && !baton_comm_get_async_error(x->k.bc[r], &ae) && ae) {
-      snprintf(err, len, "baton rank %d: %s", r, baton_result_string(ae));
-      return -1;
-    }
-  }
-  return 0;
+  const fctx *x = ctx;
+  return bench_ranks_wait(&x->k, "GEMV", err, len);
 }
 
 /* Every part runs on every rank's stream (bench_parts_ops.streams). */
@@ -268,40 +259,9 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     return 2;
   }
   t->dtype = o->dtype;
-  t->nranks = x->k.nranks;
-  t->share = o->c.share;
-  t->iters = o->c.iters;
-  t->warmup = o->c.warmup;
-  t->graph = o->c.graph;
-  t->rounds = o->c.rounds;
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
-  char why[300];
   int rc = 2;
-  if (!(x->cb = bench_cublas_open(why, sizeof why))) {
-    fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
-    goto out;
-  }
-  for (int r = 0; r < x->k.nranks; r++) {
-    cudaSetDevice(x->k.devs[r]);
-    cudaError_t se = cudaStreamCreateWithFlags(&x->k.st[r], cudaStreamNonBlocking);
-    if (se != cudaSuccess) {
-      x->k.st[r] = NULL;
-      snprintf(why, sizeof why, "cudaStreamCreate: %s", cudaGetErrorString(se));
-    }
-    if (se != cudaSuccess || !(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
-      fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
-      goto out;
-    }
-  }
-  snprintf(t->cublas, sizeof t->cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
-  bench_ranks_nccl(&x->k, &o->c, t->nccl, sizeof t->nccl);
-  baton_result be = baton_comm_init_all(x->k.bc, x->k.nranks, x->k.devs);
-  if (be) {
-    fprintf(stderr, "baton bench: baton_comm_init_all: %s\n", baton_result_string(be));
-    memset(x->k.bc, 0, sizeof x->k.bc);
-    goto out;
-  }
+  if (bench_ranks_open(&x->k, &o->c, &t->info, &x->cb, x->ch, NULL)) goto out;
+  snprintf(t->info.cublas, sizeof t->info.cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
   if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[o->dtype]))) goto out;
   for (int i = 0; i < PATTERN; i++) ip_set(o->dtype, x->pattern, (size_t)i, frand());
   t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows);
@@ -315,13 +275,7 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     }
   rc = 0;
 out:
-  for (int r = 0; r < x->k.nranks; r++) {
-    bench_ranks_free_comms(&x->k, r);
-    if (x->cb && x->ch[r]) bench_cublas_handle_free(x->cb, x->ch[r]);
-    if (x->k.st[r]) cudaStreamDestroy(x->k.st[r]);
-  }
-  bench_ranks_close(&x->k);
-  bench_cublas_close(x->cb);
+  bench_ranks_shut(&x->k, x->cb, x->ch);
   free(x->pattern);
   free(x);
   return rc;

@@ -59,11 +59,9 @@ typedef struct bench_moe_row {
 } bench_moe_row;
 
 typedef struct bench_moe_table {
-  int nranks, share, iters, warmup, graph, rounds;
+  bench_run_info info;  /* the GEMM (info.cublas) and AllToAll (info.nccl: "" when none, no baseline, no
+                           own+a2a) that ran */
   double fill;          /* --fill (0: none) */
-  char nccl[200];       /* the AllToAll that ran ("" when none: no baseline, no own+a2a) */
-  char cublas[200];     /* the GEMM that ran */
-  char device[128];
   bench_moe_row *rows;
   int nrows;
 } bench_moe_table;

@@ -183,28 +183,28 @@ double bench_moe_tflops(const bench_moe_row *r, double us) {
 
 void bench_moe_print_header(FILE *f, const bench_moe_table *t) {
   fprintf(f, "# baton bench --fused gemm_alltoall: %d rank%s on %s, bf16, %d iterations after %d warmup%s, median "
-          "of %d round%s\n", t->nranks, t->nranks == 1 ? "" : "s", t->share ? "shared GPUs" : "one GPU each",
-          t->iters, t->warmup, t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
-  if (t->device[0]) fprintf(f, "# device: %s\n", t->device);
-  if (t->cublas[0])
-    fprintf(f, "# gemm: %s, Y [T, H] = X [T, F] W [F, H] per rank, f32 accumulation\n", t->cublas);
+          "of %d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s", t->info.share ? "shared GPUs" : "one GPU each",
+          t->info.iters, t->info.warmup, t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
+  if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
+  if (t->info.cublas[0])
+    fprintf(f, "# gemm: %s, Y [T, H] = X [T, F] W [F, H] per rank, f32 accumulation\n", t->info.cublas);
   else
     fprintf(f, "# gemm: NOT USED (no cuBLAS)\n");
   fprintf(f, "# own gemm: baton_gemm_alltoall on a one-rank communicator per rank (the GEMM opcode alone)%s\n",
-          t->share ? ", one GPU's ranks in turn on one stream" : "");
-  if (t->nccl[0]) {
-    fprintf(f, "# alltoall: %s, of Y (T/n*H elements to each peer)\n", t->nccl);
+          t->info.share ? ", one GPU's ranks in turn on one stream" : "");
+  if (t->info.nccl[0]) {
+    fprintf(f, "# alltoall: %s, of Y (T/n*H elements to each peer)\n", t->info.nccl);
     fprintf(f, "# baseline: gemm, then alltoall, on one stream per rank\n");
     fprintf(f, "# own+a2a: own gemm, then alltoall, on one stream per rank\n");
-  } else if (t->share) {
+  } else if (t->info.share) {
     fprintf(f, "# alltoall, baseline, own+a2a: NOT MEASURED: the ranks share %d GPU%s, where NCCL cannot run (one "
             "rank per GPU); gemm, own gemm and baton only ('wrong base' and 'wrong own' are the GEMMs alone's)\n",
-            t->share, t->share == 1 ? "" : "s");
+            t->info.share, t->info.share == 1 ? "" : "s");
   } else {
     fprintf(f, "# alltoall, baseline, own+a2a: NOT MEASURED (no NCCL): gemm, own gemm and baton only ('wrong base' "
             "and 'wrong own' are the GEMMs alone's)\n");
   }
-  fprintf(f, "# baton: baton_gemm_alltoall on the %d-rank communicator\n", t->nranks);
+  fprintf(f, "# baton: baton_gemm_alltoall on the %d-rank communicator\n", t->info.nranks);
   if (t->fill > 0)
     fprintf(f, "# uneven: --fill %g: block q of a rank's X holds counts[q] tokens, drawn per rank uniformly in "
             "[%g, %g] * T/n and capped at T/n, the rest padding; baton skips the padding, gemm, alltoall and own gemm "
@@ -261,12 +261,12 @@ int bench_moe_print_footer(FILE *f, const bench_moe_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_moe_row *r = &t->rows[i];
     bad |= r->error[0] || r->wrong_base > 0 || r->wrong_own > 0 || r->wrong_baton > 0 || r->baton_us < 0;
-    double q = t->nccl[0] ? bench_moe_speedup(r) : bench_time_ratio(r->gemm_us, r->baton_us);
+    double q = t->info.nccl[0] ? bench_moe_speedup(r) : bench_time_ratio(r->gemm_us, r->baton_us);
     if (q > 0) { sum += q; n++; }
     double e = bench_moe_own_vs_cublas(r);
     if (e > 0) { sum_own += e; nown++; }
   }
-  bench_print_average(f, t->nccl[0] ? "baseline time / baton time" : "cuBLAS GEMM time / baton time", n, sum);
+  bench_print_average(f, t->info.nccl[0] ? "baseline time / baton time" : "cuBLAS GEMM time / baton time", n, sum);
   bench_print_average(f, "cuBLAS GEMM time / own GEMM time", nown, sum_own);
   return bench_print_verdict(f, bad);
 }
@@ -280,7 +280,7 @@ int bench_moe_write_csv(const char *path, const bench_moe_table *t) {
   for (int i = 0; i < t->nrows; i++) {
     const bench_moe_row *r = &t->rows[i];
     fprintf(f, "gemm_alltoall,bf16,%d,%d,%g,%lld,%lld,%lld,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,"
-            "%.4f,%.4f,%.4f,%lld,%lld,%lld,%lld,%s\n", t->nranks, t->share, t->fill, (long long)r->T, (long long)r->H,
+            "%.4f,%.4f,%.4f,%lld,%lld,%lld,%lld,%s\n", t->info.nranks, t->info.share, t->fill, (long long)r->T, (long long)r->H,
             (long long)r->F, r->tokens, r->gemm_us, r->a2a_us, r->base_us, r->own_us, r->own_a2a_us, r->baton_us,
             bench_moe_tflops(r, r->gemm_us), bench_moe_tflops(r, r->own_us), bench_moe_tflops(r, r->baton_us),
             bench_moe_speedup(r), bench_moe_vs_own_a2a(r), bench_moe_overlap(r), bench_moe_own_vs_cublas(r),
@@ -293,14 +293,8 @@ int bench_moe_write_csv(const char *path, const bench_moe_table *t) {
 int bench_moe_write_json(const char *path, const bench_moe_table *t) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "{\"fused\": \"gemm_alltoall\", \"dtype\": \"bf16\", \"ranks\": %d, \"share\": %d, \"iters\": %d, "
-          "\"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ", t->nranks, t->share, t->iters, t->warmup,
-          t->graph, t->rounds);
-  bench_json_str(f, t->device);
-  fputs(", \"gemm\": ", f);
-  bench_json_str(f, t->cublas);
-  fputs(", \"alltoall\": ", f);
-  bench_json_str(f, t->nccl);
+  fputs("{\"fused\": \"gemm_alltoall\", \"dtype\": \"bf16\"", f);
+  bench_json_info(f, &t->info, "gemm", "alltoall");
   if (t->fill > 0) fprintf(f, ", \"fill\": %g", t->fill);
   else fputs(", \"fill\": null", f);
   fputs(", \"rows\": [", f);

@@ -8,7 +8,6 @@
  * calls get each rank's token counts; the rest takes the padded X whole. */
 #include <cuda_runtime_api.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -301,18 +300,9 @@ typedef struct chk {
   int nrows, ncols;              /* nrows: the most rows a rank has checked */
   int nr[MAXR];                  /* rank q's rows checked: rows[q * nrows ..] */
   int64_t *rows, cols[SAMPLED_COLS];
-  int64_t next, bad_b, bad_o, bad_t;
-  int fail;
-  pthread_mutex_t mu;
-  char why[240];
+  int64_t bad_b, bad_o, bad_t;
+  bench_tasks tasks;
 } chk;
-
-static void chk_fail(chk *c, const char *what) {
-  pthread_mutex_lock(&c->mu);
-  if (!c->fail) snprintf(c->why, sizeof c->why, "%s", what);
-  c->fail = 1;
-  pthread_mutex_unlock(&c->mu);
-}
 
 /* Row xrow of expert e's X_e W_e at the sampled columns, exactly (val)
  * with the sum of the terms' magnitudes (mag), from the pattern. */
@@ -363,10 +353,10 @@ static void *chk_worker(void *arg) {
   uint16_t *hb = malloc(rowb), *ho = malloc(rowb), *ht = malloc(rowb);
   double *ve = malloc(SAMPLED_COLS * sizeof(double)), *me = malloc(SAMPLED_COLS * sizeof(double));
   double *vl = malloc(SAMPLED_COLS * sizeof(double)), *ml = malloc(SAMPLED_COLS * sizeof(double));
-  if (!hb || !ho || !ht || !ve || !me || !vl || !ml) { chk_fail(c, "out of host memory for the check"); goto out; }
+  if (!hb || !ho || !ht || !ve || !me || !vl || !ml) { bench_tasks_fail(&c->tasks, "out of host memory for the check"); goto out; }
   for (;;) {
-    int64_t task = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
-    if (task >= (int64_t)n * c->nrows || __atomic_load_n(&c->fail, __ATOMIC_RELAXED)) break;
+    int64_t task = bench_tasks_take(&c->tasks);
+    if (task < 0) break;
     int q = (int)(task / c->nrows);
     if (task % c->nrows >= c->nr[q]) continue;
     int64_t row = c->rows[task], p = row / per, i = row % per;
@@ -380,7 +370,7 @@ static void *chk_worker(void *arg) {
     if (e) {
       char m[200];
       snprintf(m, sizeof m, "output download: %s", cudaGetErrorString(e));
-      chk_fail(c, m);
+      bench_tasks_fail(&c->tasks, m);
       break;
     }
     exact_row(c, (int)p, q * per + i, ve, me);   /* out's row: expert p's row of rank q's tokens */
@@ -430,15 +420,10 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
     }
   free(blk);
   c.ncols = bench_spread(x->H, SAMPLED_COLS, c.cols);
-  pthread_mutex_init(&c.mu, NULL);
   int64_t tasks = (int64_t)n * c.nrows;
-  bench_pool(chk_worker, &c, tasks);
-  pthread_mutex_destroy(&c.mu);
+  int failed = bench_tasks_run(&c.tasks, tasks, chk_worker, &c, err, len);
   free(c.rows);
-  if (c.fail) {
-    snprintf(err, len, "check: %.200s", c.why);
-    return -1;
-  }
+  if (failed) return -1;
   row->wrong_base = have_b ? c.bad_b : -1;
   row->wrong_own = have_o ? c.bad_o : -1;
   row->wrong_baton = have_t ? c.bad_t : -1;
@@ -524,22 +509,8 @@ static int has_gemm(const baton_comm *c) {
  * BATON_ALGO_DIR lacks gemm programs.  0, or -1 after the reason on
  * stderr. */
 static int setup(mctx *x, bench_moe_table *t) {
-  char why[300];
-  if (!(x->cb = bench_cublas_open(why, sizeof why))) {
-    fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
-    return -1;
-  }
-  for (int r = 0; r < x->k.nranks; r++) {
-    if (bench_ranks_stream(&x->k, r)) return -1;
-    if (!(x->ch[r] = bench_cublas_handle(x->cb, why, sizeof why))) {
-      fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
-      return -1;
-    }
-  }
-  snprintf(t->cublas, sizeof t->cublas, "%s", bench_cublas_describe(x->cb));
-  bench_ranks_nccl(&x->k, &x->o->c, t->nccl, sizeof t->nccl);
+  if (bench_ranks_open(&x->k, &x->o->c, &t->info, &x->cb, x->ch, "own gemm")) return -1;
   x->base = x->k.nccl != NULL;
-  if (bench_ranks_comms(&x->k, "own gemm")) return -1;
   if (!has_gemm(x->k.pc[0]))
     fprintf(stderr, "# warning: the one-rank communicators loaded no gemm program: put one in BATON_ALGO_DIR "
             "(baton compile algorithms/moe_combine.lua --param ranks=1 -o DIR/moe_combine_1r.xml)\n");
@@ -565,15 +536,7 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
       free(x);
       return 2;
     }
-  t->nranks = x->k.nranks;
-  t->share = o->c.share;
-  t->iters = o->c.iters;
-  t->warmup = o->c.warmup;
-  t->graph = o->c.graph;
-  t->rounds = o->c.rounds;
   t->fill = o->fill;
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(t->device, sizeof t->device, "%.120s", prop.name);
   int rc = 2;
   if (setup(x, t)) goto out;
   x->pattern = malloc((size_t)PATTERN * sizeof *x->pattern);
@@ -596,14 +559,7 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
       }
   rc = 0;
 out:
-  for (int r = 0; r < x->k.nranks; r++) {
-    bench_ranks_free_comms(&x->k, r);
-    cudaSetDevice(x->k.devs[r]);
-    if (x->cb && x->ch[r]) bench_cublas_handle_free(x->cb, x->ch[r]);
-    if (x->k.st[r]) cudaStreamDestroy(x->k.st[r]);
-  }
-  bench_ranks_close(&x->k);
-  bench_cublas_close(x->cb);
+  bench_ranks_shut(&x->k, x->cb, x->ch);
   free(x->pattern);
   free(x->pd);
   free(x);

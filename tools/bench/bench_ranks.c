@@ -1,6 +1,6 @@
-/* bench_ranks.c -- the ranks of `baton bench --fused embedding_alltoall`
- * and gemm_alltoall (streams, NCCL, baton's communicators, waiting,
- * teardown) and their check's sampling and thread pool. */
+/* bench_ranks.c -- the ranks of every `baton bench --fused` mode (streams,
+ * cuBLAS, NCCL, baton's communicators, waiting, teardown) and their
+ * check's sampling and thread pool. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +69,7 @@ int bench_ranks_comms(bench_ranks *k, const char *own) {
     memset(k->bc, 0, sizeof k->bc);
     return -1;
   }
-  for (int r = 0; r < k->nranks; r++) {
+  for (int r = 0; r < k->nranks && own; r++) {
     be = baton_comm_init_all(&k->pc[r], 1, &k->devs[r]);
     if (be) {
       fprintf(stderr, "baton bench: %s: baton_comm_init_all of rank %d's one-rank communicator: %s\n", own, r,
@@ -109,6 +109,40 @@ void bench_ranks_free_comms(bench_ranks *k, int r) {
 
 void bench_ranks_close(bench_ranks *k) {
   if (k->nccl) bench_nccl_close(k->nccl);
+}
+
+int bench_ranks_open(bench_ranks *k, const bench_common_opts *c, bench_run_info *info, bench_cublas **cb, void **ch,
+                     const char *own) {
+  *info = (bench_run_info){.nranks = k->nranks, .share = c->share, .iters = c->iters, .warmup = c->warmup,
+                           .graph = c->graph, .rounds = c->rounds};
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(info->device, sizeof info->device, "%.120s", prop.name);
+  char why[300];
+  if (cb && !(*cb = bench_cublas_open(why, sizeof why))) {
+    fprintf(stderr, "baton bench: the baseline needs cuBLAS: %s\n", why);
+    return -1;
+  }
+  for (int r = 0; r < k->nranks; r++) {
+    if (bench_ranks_stream(k, r)) return -1;
+    if (cb && !(ch[r] = bench_cublas_handle(*cb, why, sizeof why))) {
+      fprintf(stderr, "baton bench: rank %d: %s\n", r, why);
+      return -1;
+    }
+  }
+  if (cb) snprintf(info->cublas, sizeof info->cublas, "%s", bench_cublas_describe(*cb));
+  bench_ranks_nccl(k, c, info->nccl, sizeof info->nccl);
+  return bench_ranks_comms(k, own);
+}
+
+void bench_ranks_shut(bench_ranks *k, bench_cublas *cb, void **ch) {
+  for (int r = 0; r < k->nranks; r++) {
+    bench_ranks_free_comms(k, r);
+    cudaSetDevice(k->devs[r]);
+    if (cb && ch && ch[r]) bench_cublas_handle_free(cb, ch[r]);
+    if (k->st[r]) cudaStreamDestroy(k->st[r]);
+  }
+  bench_ranks_close(k);
+  if (cb) bench_cublas_close(cb);
 }
 
 cudaStream_t bench_ranks_own_stream(const bench_ranks *k, int share, int r) {
@@ -152,4 +186,29 @@ void bench_pool(void *(*fn)(void *), void *arg, int64_t tasks) {
     if (pthread_create(&th[started], NULL, fn, arg) == 0) started++;
   if (!started) fn(arg);
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+}
+
+int64_t bench_tasks_take(bench_tasks *t) {
+  int64_t i = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED);
+  return i >= t->count || __atomic_load_n(&t->fail, __ATOMIC_RELAXED) ? -1 : i;
+}
+
+void bench_tasks_fail(bench_tasks *t, const char *what) {
+  pthread_mutex_lock(&t->mu);
+  if (!t->fail) snprintf(t->why, sizeof t->why, "%s", what);
+  __atomic_store_n(&t->fail, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&t->mu);
+}
+
+int bench_tasks_run(bench_tasks *t, int64_t count, void *(*fn)(void *), void *arg, char *err, size_t len) {
+  t->next = 0;
+  t->count = count;
+  t->fail = 0;
+  t->why[0] = 0;
+  pthread_mutex_init(&t->mu, NULL);
+  bench_pool(fn, arg, count);
+  pthread_mutex_destroy(&t->mu);
+  if (!t->fail) return 0;
+  snprintf(err, len, "check: %.200s", t->why);
+  return -1;
 }

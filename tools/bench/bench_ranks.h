@@ -1,5 +1,5 @@
 /* bench_ranks.h -- the ranks of a fused bench that one process drives
- * (tools/bench/bench_{embed,moe,fused}_run.c): their GPUs and streams, NCCL
+ * (tools/bench/bench_{embed,moe,fused}_run.c): their GPUs and streams, cuBLAS, NCCL
  * when it runs, baton's n-rank communicator and a one-rank communicator
  * per rank (the operator's opcode alone; embedding_alltoall and
  * gemm_alltoall), waiting for them all and tearing them down; and the
@@ -8,9 +8,11 @@
 #define BENCH_RANKS_H
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "baton.h"
+#include "bench_cublas.h"
 #include "bench_nccl.h"
 #include "bench_util.h"
 
@@ -44,7 +46,21 @@ int bench_ranks_stream(bench_ranks *k, int r);
  * and k->nccl NULL; else its description into desc (len bytes). */
 void bench_ranks_nccl(bench_ranks *k, const bench_common_opts *c, char *desc, size_t len);
 
-/* baton's n-rank communicator, then a one-rank one per rank.  0, or -1
+/* What a fused mode runs on, opened for c: info's ranks, options and GPU
+ * name; every rank's stream; when cb is not NULL, cuBLAS (*cb) with a
+ * handle per rank (ch[r]) and info->cublas its description; NCCL
+ * (bench_ranks_nccl, info->nccl); baton's communicators
+ * (bench_ranks_comms).  0, or -1 after the reason on stderr (what was
+ * opened is bench_ranks_shut's to close). */
+int bench_ranks_open(bench_ranks *k, const bench_common_opts *c, bench_run_info *info, bench_cublas **cb, void **ch,
+                     const char *own);
+
+/* Everything bench_ranks_open opened, closed: per rank its communicators,
+ * cuBLAS handle (ch may be NULL) and stream; then NCCL and cuBLAS. */
+void bench_ranks_shut(bench_ranks *k, bench_cublas *cb, void **ch);
+
+/* baton's n-rank communicator, then, when own is not NULL, a one-rank one
+ * per rank (`own` names the opcode alone in errors).  0, or -1
  * after "baton bench: baton_comm_init_all of N ranks: ..." or "baton
  * bench: <own>: baton_comm_init_all of rank R's one-rank communicator:
  * ..." on stderr (what failed left NULL). */
@@ -82,6 +98,28 @@ void bench_ranks_algorithm(const bench_ranks *k, char *dst, size_t len);
  * each of k equal ranges between (all n when n <= k), the same on every
  * run.  Their number. */
 int bench_spread(int64_t n, int k, int64_t *samp);
+
+/* What the host threads of a check share: the next of its tasks and the
+ * first failure. */
+typedef struct bench_tasks {
+  int64_t next, count;
+  int fail;
+  pthread_mutex_t mu;
+  char why[240];
+} bench_tasks;
+
+/* The index of the next task to check, or -1 when none is left or a
+ * thread failed. */
+int64_t bench_tasks_take(bench_tasks *t);
+
+/* Records why the check failed (the first reason is kept); every thread
+ * stops at its next take. */
+void bench_tasks_fail(bench_tasks *t, const char *what);
+
+/* Runs fn(arg) on the host threads of bench_pool over `count` tasks of t
+ * (fn takes them with bench_tasks_take).  0, or -1 with "check: <why>" in
+ * err. */
+int bench_tasks_run(bench_tasks *t, int64_t count, void *(*fn)(void *), void *arg, char *err, size_t len);
 
 /* fn(arg) on as many host threads as there are processors (at most 32,
  * at most `tasks`, at least 1), joined; on this thread when none starts.

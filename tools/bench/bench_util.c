@@ -195,6 +195,18 @@ void bench_json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+void bench_json_info(FILE *f, const bench_run_info *info, const char *compute_key, const char *coll_key) {
+  fprintf(f, ", \"ranks\": %d, \"share\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ",
+          info->nranks, info->share, info->iters, info->warmup, info->graph, info->rounds);
+  bench_json_str(f, info->device);
+  if (compute_key) {
+    fprintf(f, ", \"%s\": ", compute_key);
+    bench_json_str(f, info->cublas);
+  }
+  fprintf(f, ", \"%s\": ", coll_key);
+  bench_json_str(f, info->nccl);
+}
+
 double bench_time_ratio(double a, double b) {
   return a > 0 && b > 0 ? a / b : -1;
 }

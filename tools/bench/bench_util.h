@@ -72,6 +72,21 @@ typedef struct bench_common_opts {
   const char *csv, *json;   /* --csv FILE, --json FILE (NULL: not asked) */
 } bench_common_opts;
 
+/* What every fused operator's table says of its run: the ranks, the
+ * timing options, the GPU, and the baseline's two parts that ran ("" when
+ * not: its collective from NCCL, its compute from cuBLAS). */
+typedef struct bench_run_info {
+  int nranks, share, iters, warmup, graph, rounds;
+  char nccl[200], cublas[200];
+  char device[128];
+} bench_run_info;
+
+/* info's JSON members after an opening brace: "ranks", "share", "iters",
+ * "warmup", "graph", "rounds", "device", then the baseline's parts under
+ * compute_key (when not NULL) and coll_key; each with a comma before it
+ * but the first. */
+void bench_json_info(FILE *f, const bench_run_info *info, const char *compute_key, const char *coll_key);
+
 /* One operator's own part of the parse, for bench_parse_fused; o is the
  * operator's options (bench_*_opts). */
 typedef struct bench_mode_parse {
