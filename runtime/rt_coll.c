@@ -39,10 +39,10 @@ baton_result rt_comm_call_failed(baton_result e) {
  * the calling thread's group. */
 baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
                                  const rt_operands *ops, cudaStream_t stream) {
-  /* Ranks sharing a GPU: a kernel launched alone waits for the others',
+  /* Ranks of one process sharing a GPU: a kernel launched alone waits for the others',
    * and their set-up (a scratch cudaFree waits for the whole GPU) would
    * wait for it: only a group prepares every call before launching any. */
-  if (c->share > 1 && !rt_group_open()) {
+  if (!c->bs && c->share > 1 && !rt_group_open()) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d shares GPU %d with %d other ranks: make its calls inside "
              "baton_group_start/end", c->rank, c->dev, c->share - 1);
     return rt_comm_call_failed(baton_invalid_argument);

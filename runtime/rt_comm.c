@@ -53,8 +53,9 @@ static void shared_unref(rt_hostref *h) {
 }
 
 /* A communicator's own state: parameters and algorithms, no connections.
- * `share` ranks of this process run on dev (1 but in tests): each gets
- * that share of the GPU's resident blocks.  With several node groups
+ * `share` ranks run on dev (those of this process, or with a process
+ * per rank those of every process on the GPU, under MPS): each gets that
+ * share of the GPU's resident blocks.  With several node groups
  * every program runs as Simple: the network carries Simple messages only
  * (a proxy learns of a message from its head word; LL and LL128 lines
  * carry their own flags and have none). */
@@ -409,6 +410,37 @@ baton_result baton_get_unique_id(baton_unique_id *id) {
 
 /* A fingerprint of the loaded algorithms and their connections: every
  * rank must load the same set, or their pools would not match. */
+/* A hash of device dev's UUID, the same in every process that sees the
+ * GPU whatever its number there; 0 when CUDA cannot say. */
+static uint64_t gpu_hash(int dev) {
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof prop.uuid.bytes; i++) h = (h ^ (unsigned char)prop.uuid.bytes[i]) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+/* The most ranks, of any processes, that run on one GPU of the
+ * communicator: processes sharing a GPU (under MPS) divide its resident
+ * blocks as the ranks of one process do, so that every rank's kernel can
+ * run beside the others'.  The same on every rank (the grids and lanes it
+ * sizes must agree), whichever GPU a rank is on. */
+static int gpu_share(const tp_peer *peers, int nranks, int rank) {
+  int most = 1;
+  for (int q = 0; q < nranks; q++) {
+    int on = 0;
+    for (int r = 0; r < nranks && peers[q].gpu; r++) on += peers[r].gpu == peers[q].gpu && peers[r].host == peers[q].host;
+    if (on > most) most = on;
+  }
+  if (most > 1 && rank == 0)
+    LOG_INFO(RT_SUB_RUNTIME, "up to %d ranks of this communicator run on one GPU: each gets that share of its "
+             "GPU's blocks", most);
+  return most;
+}
+
 static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) {
   uint64_t h = RT_HASH_START;
   const unsigned char *b = (const unsigned char *)keys;
@@ -448,9 +480,10 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
   /* Where every rank runs first: the node groups decide the protocol. */
   CHECK_GOTO(rt_bootstrap_init(&bs, (const rt_unique_id *)&id, rank, nranks), res, out);
   tp_peer_self(&peers[rank], dev);
+  peers[rank].gpu = gpu_hash(dev);
   CHECK_GOTO(rt_bootstrap_allgather(bs, peers, sizeof *peers), res, out);
   int nodes = comm_groups(peers, nranks);
-  res = comm_new(&c, rank, nranks, dev, 1, nodes);
+  res = comm_new(&c, rank, nranks, dev, gpu_share(peers, nranks, rank), nodes);
   if (!res) {
     c->bs = bs;
     bs = NULL;

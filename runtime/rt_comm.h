@@ -37,7 +37,8 @@ typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
 struct baton_comm {
   int rank, nranks, dev;
   int local;                  /* this rank's error record in shared->host->err */
-  int share;                  /* ranks of this process on dev (1 but in tests): each gets that share of its blocks */
+  int share;                  /* ranks on dev (of this process; with a process per rank, of every process on
+                                 the GPU, under MPS): each gets that share of its blocks */
   rt_algos *algos;
   int *lanes;                 /* per algorithm (rt_plan_lanes) */
   rt_plan *plans;             /* one per algorithm; ntbs 0: not runnable here */

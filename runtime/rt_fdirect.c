@@ -47,7 +47,7 @@ bt_result rt_fgemv_prep(baton_comm *c, const void *W, const void *x, void *y, si
   }
   /* Ranks sharing a GPU: each kernel waits for the others', which only a
    * group launches together (as rt_comm_call_submit says). */
-  if (c->share > 1 && !rt_group_open()) {
+  if (!c->bs && c->share > 1 && !rt_group_open()) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d shares GPU %d with %d other ranks: make its calls inside baton_group_start/end",
              c->rank, c->dev, c->share - 1);
     return BT_ERR_INVALID;

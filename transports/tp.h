@@ -50,6 +50,7 @@ tp_place tp_keys_place(const tp_key *keys, int n, const tp_key *k);
 /* Where a rank runs.  node is filled by tp_peer_group. */
 typedef struct tp_peer {
   uint64_t host;         /* hash of the host name */
+  uint64_t gpu;          /* hash of the GPU's UUID (0: unknown), filled by the runtime: which ranks share a GPU */
   int32_t pid, dev;
   int32_t node;          /* node group */
   int32_t pad;
