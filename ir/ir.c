@@ -307,6 +307,17 @@ int ir_prog_direct(const ir_prog *p) {
   return 0;
 }
 
+int ir_prog_needs_baton(const ir_prog *p) {
+  if (p->noperands > 0 || p->interleave) return 1;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        if (ir_step_strided(st) || (ir_op_flags[st->op] & (IR_F_COMP | IR_F_DIRECT))) return 1;
+      }
+  return 0;
+}
+
 int ir_prog_max_cnt(const ir_prog *p) {
   int most = 1;
   for (int r = 0; r < p->ngpus; r++)

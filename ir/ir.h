@@ -239,6 +239,16 @@ static inline int ir_op_direct(int op) { return (ir_op_flags[op] & IR_F_DIRECT) 
  * executor, over windows, not FIFOs (docs/IR.md, "Direct steps"). */
 int ir_prog_direct(const ir_prog *p);
 
+/* 1 when MSCCL would load p and run another schedule than baton does: a
+ * step MSCCL does not know (compute, direct) or a pattern it would ignore
+ * (strided steps, operands, an interleaved output).  ir_write marks such
+ * a program's protocol "baton-Simple" (-LL, -LL128), which MSCCL's
+ * loaders refuse. */
+int ir_prog_needs_baton(const ir_prog *p);
+
+/* The prefix of a protocol that only baton loads ("baton-Simple"). */
+#define IR_PROTO_BATON_PREFIX "baton-"
+
 /* Whether a step's source or destination is strided (a run given). */
 static inline int ir_step_strided(const ir_step *st) { return st->srcrun > 0 || st->dstrun > 0; }
 

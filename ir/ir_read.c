@@ -357,8 +357,13 @@ static void read_algo(reader *rd, xmlNode *n) {
   if (!p) { ERR(rd, n, "out of memory"); goto out; }
   rd->prog = p;
   p->line = (int32_t)xmlGetLineNo(n);
-  int pr = proto ? ir_proto_from_name(proto) : IR_PROTO_SIMPLE;
-  if (pr < 0) ERR(rd, n, "unknown protocol proto=\"%s\" (expected Simple, LL or LL128)", proto);
+  /* "baton-Simple": a program only baton runs as written (ir_prog_needs_baton). */
+  const char *pname = proto && !strncmp(proto, IR_PROTO_BATON_PREFIX, strlen(IR_PROTO_BATON_PREFIX))
+                      ? proto + strlen(IR_PROTO_BATON_PREFIX) : proto;
+  int pr = pname ? ir_proto_from_name(pname) : IR_PROTO_SIMPLE;
+  if (pr < 0)
+    ERR(rd, n, "unknown protocol proto=\"%s\" (expected Simple, LL or LL128, or baton-Simple, baton-LL or baton-LL128)",
+        proto);
   p->proto = pr < 0 ? IR_PROTO_SIMPLE : (ir_proto)pr;
   p->nchannels = i32(rd, n, "nchannels", 0, 1, 1, 1 << 16);
   p->nchunksperloop = i32(rd, n, "nchunksperloop", 1, 1, 1, INT_MAX);

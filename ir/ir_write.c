@@ -25,8 +25,8 @@ static void put_attr(FILE *f, const char *name, const char *v) {
 bt_result ir_write(const ir_prog *p, FILE *f) {
   fputs("<algo", f);
   put_attr(f, "name", p->name ? p->name : "");
-  fprintf(f, " proto=\"%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\" inplace=\"%d\"",
-          ir_proto_name[p->proto], p->nchannels, p->nchunksperloop, p->ngpus,
+  fprintf(f, " proto=\"%s%s\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\" inplace=\"%d\"",
+          ir_prog_needs_baton(p) ? IR_PROTO_BATON_PREFIX : "", ir_proto_name[p->proto], p->nchannels, p->nchunksperloop, p->ngpus,
           ir_coll_name[p->coll], p->inplace);
   if (p->outofplace >= 0) fprintf(f, " outofplace=\"%d\"", p->outofplace);
   if (p->slots > 0) fprintf(f, " slots=\"%d\"", p->slots);

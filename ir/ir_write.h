@@ -9,7 +9,9 @@
 /* Writes p as XML.  Attributes MSCCL knows come first and in MSCCL's
  * order; baton's extensions (the "baton" schema version, minBytes and
  * maxBytes, nthreads, per-step "prov") are written only when set, so a
- * program that uses none of them is a plain MSCCL file. */
+ * program that uses none of them is a plain MSCCL file.  A program MSCCL
+ * would run otherwise than baton (ir_prog_needs_baton) has its protocol
+ * written "baton-Simple" (-LL, -LL128): MSCCL refuses to load it. */
 bt_result ir_write(const ir_prog *p, FILE *f);
 /* Writes p to the file at path (created or truncated); BT_ERR_SYSTEM with
  * errno set when it cannot be opened or written (nothing logged: the

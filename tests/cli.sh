@@ -373,7 +373,7 @@ check "... and a put into a landing" 0 "put  i[0] -> 3:s[0]" "$baton" explain "$
 check "explain --dot: signal edges in red, landing edges dotted green" 0 "4 signals, 12 landings" \
   bash -c 'echo "$(grep -c "color=red" <("$0" explain --dot "$1")) signals, $(grep -c "color=darkgreen, style=dotted" <("$0" explain --dot "$2")) landings"' \
   "$baton" "$d2" "$dll"
-sed 's/proto="LL"/proto="LL128"/' "$dll" > "$tmp/dll128.xml"
+sed 's/proto="baton-LL"/proto="baton-LL128"/' "$dll" > "$tmp/dll128.xml"
 check "a direct program in LL128 is refused" 1 "dll128.xml:1: proto=LL128, but rank 0 tb 0 step 0 is a put: direct programs are Simple or LL" \
   "$baton" verify "$tmp/dll128.xml"
 sed 's/dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/' "$dll" > "$tmp/dll_twice.xml"

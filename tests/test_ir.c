@@ -95,8 +95,8 @@ static void test_roundtrip(const char *name) {
   ok(!ir_read_memory(a, strlen(a), "written", &q, d) && !ir_check(q, d), "%s: written XML loads again", name);
   char *b = to_xml(q);
   ok(!strcmp(a, b), "%s: write(read(write(x))) == write(x)", name);
-  ok(p->version == 0 && !strstr(a, "baton=") && !strstr(a, "prov="),
-     "%s: a file using no extension is written as plain MSCCL", name);
+  ok(p->version == 0 && !strstr(a, "baton=") && !strstr(a, "prov=") && !strstr(a, "proto=\"baton-"),
+     "%s: a file using no extension is written as plain MSCCL (its protocol's own name)", name);
   ok(ir_prog_nsteps(p) == ir_prog_nsteps(q) && p->ngpus == q->ngpus && p->coll == q->coll &&
      p->inplace == q->inplace && p->proto == q->proto, "%s: header and step count survive", name);
   free(a); free(b); free(text);
@@ -128,8 +128,34 @@ static void test_extensions(void) {
   char *a = to_xml(p);
   ok_contains(a, "prov=\"ag.lua:3\"", "provenance is written");
   ok_contains(a, "minBytes=\"1024\" maxBytes=\"65536\" nthreads=\"256\" baton=\"1\"", "extensions are written");
+  ok(!ir_prog_needs_baton(p) && strstr(a, " proto=\"LL\" "), "extensions MSCCL runs alike keep the protocol's name");
   free(a);
   ir_prog_free(p);
+  /* A strided step: MSCCL would ignore the pattern, so the protocol is
+   * written "baton-LL", which MSCCL's loaders refuse, and read back as LL. */
+  const char *mark = " prov=\"ag.lua:3\"", *at = strstr(x, mark), *run = " srcrun=\"1\" srcstride=\"1\"";
+  char *y = malloc(strlen(x) + strlen(run) + 1);
+  sprintf(y, "%.*s%s%s", (int)(at - x), x, run, at);
+  p = NULL;
+  ok(!ir_read_memory(y, strlen(y), "strided.xml", &p, d) && p && ir_prog_needs_baton(p), "a strided step needs baton: %s",
+     rt_diag_text(d));
+  a = p ? to_xml(p) : NULL;
+  ok(a && strstr(a, " proto=\"baton-LL\" "), "a program MSCCL would run otherwise is marked proto=\"baton-LL\"");
+  ir_prog *q = NULL;
+  ok(a && !ir_read_memory(a, strlen(a), "marked.xml", &q, d) && q && q->proto == IR_PROTO_LL,
+     "baton-LL reads back as LL");
+  free(a);
+  ir_prog_free(p);
+  ir_prog_free(q);
+  char *z = strdup(x);
+  memcpy(strstr(z, "proto=\"LL\""), "proto=\"Lx\"", 10);
+  p = NULL;
+  rt_diag_clear(d);
+  ok(ir_read_memory(z, strlen(z), "bad.xml", &p, d) && strstr(rt_diag_text(d), "baton-Simple, baton-LL or baton-LL128"),
+     "an unknown protocol names both forms: %s", rt_diag_text(d));
+  ir_prog_free(p);
+  free(y);
+  free(z);
   rt_diag_free(d);
 }
 
