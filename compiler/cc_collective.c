@@ -16,12 +16,33 @@
 #include <string.h>
 
 /* The names an expect may use beyond r, c, n, k: collective{}'s vars,
- * a table of integers (a script's parameters, say).  The text written to
- * the IR has each such name replaced by its value in parentheses, so the
- * IR needs nothing else.  Returns the expanded text (to free); errors at
+ * a table of integers (a script's parameters, say) or of lists of
+ * integers (per-rank sizes, indexed as size[r]).  The text written to the
+ * IR has each such name replaced by its value in parentheses, a list by
+ * "{3,1,2}", so the IR needs nothing else.  Returns the expanded text (to free); errors at
  * the collective's line for a name that is not bound, a bad table or a
  * text past BATON_EXPECT_MAX_BYTES. */
 static const char *const expect_words[] = {"r", "c", "n", "k", "i", "o", "if", "q", NULL};   /* ir_expect.h's */
+/* Whether the table on top of the stack is a list of integers (vars'
+ * entry `name`): a sequence 1..n of n >= 1 integers and nothing else;
+ * otherwise an error naming the entry. */
+static int list_ok(lua_State *L, const char *name) {
+  lua_Integer len = (lua_Integer)lua_rawlen(L, -1), n = 0;
+  if (len < 1) luaL_error(L, "vars: %s is an empty table: a list needs at least one integer", name ? name : "?");
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    n++;
+    int key_ok = lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len;
+    if (!key_ok || !lua_isinteger(L, -1))
+      luaL_error(L, "vars: %s must be a list of integers {3, 1, 2, ...}, but holds %s", name ? name : "?",
+                 !key_ok ? "a named field" : lua_type(L, -1) == LUA_TNUMBER ? "a number that is not an integer"
+                                                                            : luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  if (n != len) luaL_error(L, "vars: %s must be a list of integers without holes", name ? name : "?");
+  return 1;
+}
+
 static char *expand_expect(lua_State *L, const char *expect) {
   int vars = lua_getfield(L, 1, "vars") == LUA_TTABLE ? lua_gettop(L) : 0;
   if (!vars && !lua_isnil(L, -1)) luaL_error(L, "vars must be a table of integers {name = value, ...}");
@@ -29,10 +50,10 @@ static char *expand_expect(lua_State *L, const char *expect) {
     lua_pushnil(L);
     while (lua_next(L, vars)) {
       const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-      int isint = lua_isinteger(L, -1);
+      int isint = lua_isinteger(L, -1) || (lua_istable(L, -1) && list_ok(L, k));
       if (!k || !isint)
-        luaL_error(L, "vars: every entry must be name = integer (%s = %s)", k ? k : luaL_typename(L, -2),
-                   luaL_typename(L, -1));
+        luaL_error(L, "vars: every entry must be name = integer or name = {integer, ...} (%s = %s)",
+                   k ? k : luaL_typename(L, -2), luaL_typename(L, -1));
       size_t len = strlen(k);
       int ok = len > 0 && len < 32 && (isalpha((unsigned char)k[0]) || k[0] == '_');
       for (size_t i = 1; ok && i < len; i++) ok = isalnum((unsigned char)k[i]) || k[i] == '_';
@@ -52,11 +73,24 @@ static char *expand_expect(lua_State *L, const char *expect) {
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
     lua_Integer v;
-    if (vars && lua_getfield(L, vars, name) == LUA_TNUMBER && (v = lua_tointeger(L, -1), 1)) {
+    int kind = vars ? lua_getfield(L, vars, name) : LUA_TNIL;
+    if (kind == LUA_TNUMBER && (v = lua_tointeger(L, -1), 1)) {
       lua_pop(L, 1);
       char num[32];
       snprintf(num, sizeof num, "(%lld)", (long long)v);
       luaL_addstring(&b, num);
+    } else if (kind == LUA_TTABLE) {   /* a list: "{3,1,2}", indexed in the text that follows */
+      lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+      luaL_addchar(&b, '{');
+      for (lua_Integer i = 1; i <= len; i++) {
+        char num[32];
+        lua_rawgeti(L, -1, i);
+        snprintf(num, sizeof num, "%s%lld", i > 1 ? "," : "", (long long)lua_tointeger(L, -1));
+        lua_pop(L, 1);
+        luaL_addstring(&b, num);
+      }
+      luaL_addchar(&b, '}');
+      lua_pop(L, 1);
     } else {
       if (vars) lua_pop(L, 1);
       int found = 0;

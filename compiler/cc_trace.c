@@ -640,7 +640,14 @@ int cc_dsl_finish(lua_State *L) {
     for (int c = 0; c < t->fixed_size[CC_SPACE_OUTPUT]; c++) {
       if (!(c & 1023)) cc_lua_check_time(L);
       int sr, si, rule = -1, has = cc_expected(t, r, c, &sr, &si, &rule);
-      if (has < 0) luaL_error(L, "%s divides by zero at rank %d output[%d]", what, r, c);
+      if (has < 0) {   /* the evaluation's own words: "expect: rule 1 divides by zero at rank 0 chunk 0" */
+        rt_diag *d = rt_diag_new(1);
+        int rk, ix;
+        if (d) ir_expect_eval(t->rules, r, c, t->nranks, t->k, &rk, &ix, d);
+        lua_pushstring(L, d ? rt_diag_text(d) : "cannot be evaluated");
+        rt_diag_free(d);
+        luaL_error(L, "%s: %s", what, luaL_gsub(L, lua_tostring(L, -1), "\n", ""));
+      }
       if (!has) continue;
       if (sr < -1 || sr >= t->nranks || si < 0 || si >= t->fixed_size[CC_SPACE_INPUT])
         luaL_error(L, "%s says rank %d output[%d] holds input[%d] of rank %d, which does not exist (ranks 0..%d, input[0..%d])",

@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BNOT, N_BIN, N_JF, N_JMP, N_END };
+enum { N_NUM, N_VAR, N_NEG, N_NOT, N_BNOT, N_BIN, N_JF, N_JMP, N_END, N_PICK };
 /* Nodes are added after their operands, so a node's expression is the
  * nodes lo..itself, in an order a stack evaluates (eval).  A conditional
  * `x ? y : z` is x's nodes, N_JF (pops x; when 0 goes on at z's first
  * node, v), y's nodes, N_JMP (goes on at N_END, v), z's nodes, N_END
- * (the whole expression's root): only the branch taken is evaluated. */
+ * (the whole expression's root): only the branch taken is evaluated.
+ * A list `{3,1,2}[x]` is x's nodes, then N_PICK (pops x, pushes value x
+ * of the list: b values from vals[v]). */
 typedef struct node { int kind, op; long long v; int a, b, lo; } node;
 
 /* all_ranks: i[*] (a reduction); subset: its "if" over q, the rank
@@ -22,6 +24,7 @@ typedef struct rule { int src_rank, src_chunk, cond; int all_ranks, subset; int 
 
 struct ir_expect {
   node *nodes; int nnodes, capnodes;
+  long long *vals; int nvals, capvals;   /* the lists' values, one after another */
   rule *rules; int nrules;
   char *text;                 /* the spec, for rule_text */
 };
@@ -70,7 +73,7 @@ static void expect(parser *ps, const char *tok) {
 static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
   ir_expect *e = ps->e;
   if (ps->failed) return 0;
-  if (e->nnodes >= IR_EXPECT_MAX_TERMS) {
+  if (e->nnodes + e->nvals >= IR_EXPECT_MAX_TERMS) {
     char m[80];
     snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
     fail(ps, m);
@@ -90,6 +93,48 @@ static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
 
 static int parse_or(parser *ps);
 
+/* After '{': integers (each may have a '-') separated by ',', '}', then
+ * "[" the index "]". */
+static int parse_list(parser *ps) {
+  ir_expect *e = ps->e;
+  int at = e->nvals;
+  do {
+    skip(ps);
+    char *end;
+    errno = 0;
+    long long v = strtoll(ps->p, &end, 10);
+    if (end == ps->p || errno == ERANGE) {
+      fail(ps, errno == ERANGE ? "a number past 64 bits" : "a list holds integers only");
+      return 0;
+    }
+    ps->p = end;
+    if (e->nnodes + e->nvals >= IR_EXPECT_MAX_TERMS) {
+      char m[80];
+      snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
+      fail(ps, m);
+      return 0;
+    }
+    if (e->nvals == e->capvals) {
+      int cap = e->capvals ? 2 * e->capvals : 32;
+      long long *n = realloc(e->vals, cap * sizeof *n);
+      if (!n) { fail(ps, "out of memory"); return 0; }
+      e->vals = n; e->capvals = cap;
+    }
+    e->vals[e->nvals++] = v;
+  } while (accept(ps, ","));
+  expect(ps, "}");
+  expect(ps, "[");
+  if (ps->failed) return 0;
+  if (++ps->depth > IR_EXPECT_MAX_DEPTH) {
+    fail(ps, "lists and parentheses nested too deep (IR_EXPECT_MAX_DEPTH)");
+    return 0;
+  }
+  int x = parse_or(ps);
+  ps->depth--;
+  expect(ps, "]");
+  return add_node(ps, N_PICK, 0, at, x, e->nvals - at);
+}
+
 static int parse_primary(parser *ps) {
   skip(ps);
   if (ps->failed) return 0;
@@ -104,6 +149,7 @@ static int parse_primary(parser *ps) {
     ps->p = end;
     return add_node(ps, N_NUM, 0, v, 0, 0);
   }
+  if (accept(ps, "{")) return parse_list(ps);
   static const char vars[] = "rcnkq";
   if (*ps->p && strchr(vars, *ps->p) && !isalnum((unsigned char)ps->p[1])) {
     int v = (int)(strchr(vars, *ps->p) - vars);
@@ -117,7 +163,7 @@ static int parse_primary(parser *ps) {
   int paren = accept(ps, "("), neg = !paren && accept(ps, "-"), not = !paren && !neg && accept(ps, "!"),
       bnot = !paren && !neg && !not && accept(ps, "~");
   if (!paren && !neg && !not && !bnot) {
-    fail(ps, "expected a number, r, c, n, k or '('");
+    fail(ps, "expected a number, r, c, n, k, '(' or a list '{'");
     return 0;
   }
   if (++ps->depth > IR_EXPECT_MAX_DEPTH) {
@@ -240,6 +286,7 @@ bt_result ir_expect_parse(const char *spec, const char *name, ir_expect **out, r
 void ir_expect_free(ir_expect *e) {
   if (!e) return;
   free(e->nodes);
+  free(e->vals);
   free(e->rules);
   free(e->text);
   free(e);
@@ -288,8 +335,8 @@ static int apply(int op, long long a, long long b, long long *out) {
   return 1;
 }
 
-/* Evaluates node i (apply's results), without recursion: its nodes lo..i
- * in order on a value stack. */
+/* Evaluates node i (apply's results, or -2 for a list indexed outside
+ * it), without recursion: its nodes lo..i in order on a value stack. */
 static int eval(const ir_expect *e, int i, const long long *env, long long *out) {
   long long st[EVAL_STACK];
   int sp = 0;
@@ -313,6 +360,10 @@ static int eval(const ir_expect *e, int i, const long long *env, long long *out)
       break;
     case N_JMP: j = (int)n->v - 1; break;
     case N_END: break;
+    case N_PICK:
+      if (st[sp - 1] < 0 || st[sp - 1] >= n->b) return -2;
+      st[sp - 1] = e->vals[n->v + st[sp - 1]];
+      break;
     default:
       if ((k = apply(n->op, st[sp - 2], st[sp - 1], &st[sp - 2])) <= 0) return k;
       sp--;
@@ -359,6 +410,7 @@ int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *ran
     else {
       if ((ok = eval(e, ru->src_rank, env, &v)) <= 0) goto bad;
       if (v < INT_MIN || v > INT_MAX) { ok = -1; goto bad; }
+      if (v < 0) { ok = -3; goto bad; }   /* -1 would read as i[*], a sum over every rank */
       *rank = (int)v;
     }
     if ((ok = eval(e, ru->src_chunk, env, &v)) <= 0) goto bad;
@@ -367,8 +419,13 @@ int ir_expect_eval_rule(const ir_expect *e, int r, int c, int n, int k, int *ran
     if (which) *which = i;
     return 1;
   bad:
-    rt_diag_add(diag, "expect: rule %d %s at rank %d chunk %d", i + 1,
-                ok == 0 ? "divides by zero" : "overflows (a value past 64 bits, or a rank or chunk past 32)", r, c);
+    if (ok == -3)
+      rt_diag_add(diag, "expect: rule %d names rank %lld, which does not exist, at rank %d chunk %d (a sum over "
+                  "every rank is i[*])", i + 1, v, r, c);
+    else
+      rt_diag_add(diag, "expect: rule %d %s at rank %d chunk %d", i + 1,
+                  ok == 0 ? "divides by zero" : ok == -2 ? "indexes a list outside its values"
+                  : "overflows (a value past 64 bits, or a rank or chunk past 32)", r, c);
     return -1;
   }
   return 0;

@@ -10,7 +10,9 @@
  * (COND may name q; a node-local sum: "i[* if q/4==r/4][c]").  Expressions are integer C expressions over r, c, n
  * (ranks) and k (chunks per block) with C's operators and precedence:
  * ?: || && | ^ & == != < <= > >= << >> + - * / % and unary - ! ~, and
- * parentheses; a conditional evaluates only the branch it takes.
+ * parentheses; a conditional evaluates only the branch it takes.  A list
+ * of integers indexed by an expression, "{3,1,2,4}[r]", is value r of the
+ * list (an index outside it is an evaluation error): per-rank sizes.
  * Example (AllToNext): "o[r][c]=i[r-1][c] if r>=1"; a recursive-doubling
  * partner: "o[r][c]=i[r^1][c]". */
 #ifndef IR_EXPECT_H
@@ -23,7 +25,7 @@ typedef struct ir_expect ir_expect;
 
 /* Limits on a spec (it may come from any file): parentheses and unary
  * operators nested at most IR_EXPECT_MAX_DEPTH deep, at most
- * IR_EXPECT_MAX_TERMS numbers, variables and operators in all.  Beyond
+ * IR_EXPECT_MAX_TERMS numbers, variables, operators and list values in all.  Beyond
  * either the parse fails, naming the limit; evaluation never recurses. */
 #define IR_EXPECT_MAX_DEPTH 64
 #define IR_EXPECT_MAX_TERMS 65536

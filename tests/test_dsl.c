@@ -13,6 +13,15 @@
 
 #define AR2 "collective{kind='allreduce', ranks=2, chunks=2, inplace=true}\n"
 
+/* s with the first `from` replaced by `to` (malloc'd). */
+static char *str_replace(const char *s, const char *from, const char *to) {
+  const char *at = strstr(s, from);
+  size_t n = strlen(s) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  snprintf(out, n, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+  return out;
+}
+
 static void test_errors(void) {
   fails(AR2 "local a = chunk(0, 'input', 0)\nchunk(0, 'input', 0):reduce(chunk(1, 'input', 0))\na:copy(1, 'input', 0)\n",
         "t.lua:4: stale reference: copy of rank 0 input[0] was written again", "stale reference");
@@ -347,7 +356,7 @@ static void test_custom(void) {
         "t.lua:1: postcondition of the custom collective (expect \"o[r][c]=i[r+1][c]\") says rank 1 output[0] holds input[0] of rank 2, which does not exist",
         "an expectation naming a rank that does not exist");
   fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[r/c][c]'}\n",
-        "divides by zero at rank 0 output[0]", "an expectation that divides by zero");
+        "\"): expect: rule 1 divides by zero at rank 0 chunk 0", "an expectation that divides by zero");
   /* Gather: output and input sizes differ; vars put script values in the expectation, no string building. */
   compiles("local n, k, root = 4, 2, 1\n"
            "collective{kind='custom', ranks=n, chunks=k, inplace=false, output_chunks=n*k,\n"
@@ -367,7 +376,34 @@ static void test_custom(void) {
   fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r][c]', vars={n=2}}\n",
         "t.lua:1: vars: 'n' is not a name expect can use", "vars may not rebind r, c, n, k");
   fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r][c]', vars={s=1.5}}\n",
-        "t.lua:1: vars: every entry must be name = integer (s = number)", "vars hold integers");
+        "t.lua:1: vars: every entry must be name = integer or name = {integer, ...} (s = number)", "vars hold integers");
+  /* A list in vars: per-rank sizes.  An AllToAllv as a custom collective,
+   * rank p sending size[q] chunks from off[q] of its input to block p of
+   * rank q's output; the IR's expect holds the lists in place. */
+  const char *a2av = "local n = 4\nlocal size, off, at = {}, {}, 0\n"
+                     "for q = 1, n do size[q] = (q - 1) % 3 + 1; off[q] = at; at = at + size[q] end\n"
+                     "collective{kind='custom', ranks=n, chunks=at, output_chunks=n*3, inplace=false,\n"
+                     "  expect='o[r][c]=i[c/size[r]][off[r]+c%size[r]] if c<n*size[r]', vars={size=size, off=off}}\n"
+                     "for p = 0, n - 1 do for q = 0, n - 1 do\n"
+                     "  chunk(p, 'input', off[q + 1], size[q + 1]):copy(q, 'output', p * SLOT) end end\n";
+  char *good = str_replace(a2av, "SLOT", "size[q + 1]"), *bad = str_replace(a2av, "SLOT", "(size[q + 1] % 2)");
+  p = compiles_keep(good, "an AllToAllv of per-rank sizes {1,2,3,1}: vars lists in its expect", 0, 1);
+  ok(p && p->expect && !strcmp(p->expect, "o[r][c]=i[c/{1,2,3,1}[r]][{0,1,3,6}[r]+c%{1,2,3,1}[r]] if c<n*{1,2,3,1}[r]"),
+     "the IR's expect holds the lists: %s", p && p->expect ? p->expect : "(none)");
+  ir_prog_free(p);
+  fails(bad, "expected input[", "an AllToAllv with a block at the wrong offset fails its postcondition");
+  free(good);
+  free(bad);
+  fails("collective{kind='custom', ranks=2, chunks=1, inplace=false, expect='o[r][c]=i[s[r+1]][c]', vars={s={1,0}}}\n"
+        "chunk(0, 'input', 0):copy(0, 'output', 0)\nchunk(0, 'input', 0):copy(1, 'output', 0)\n",
+        "indexes a list outside its values at rank 1", "a list indexed past its end is named, with the rank");
+  fails("collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[s[r]][c]', vars={s={1, 0.5}}}\n",
+        "t.lua:1: vars: s must be a list of integers {3, 1, 2, ...}, but holds a number that is not an integer",
+        "a list of vars holds integers");
+  fails("collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[s[r]][c]', vars={s={}}}\n",
+        "t.lua:1: vars: s is an empty table", "an empty list is refused");
+  fails("collective{kind='custom', ranks=2, chunks=1, expect='o[r][c]=i[s][c]', vars={s={1,0}}}\n",
+        "expected '['", "a list must be indexed");
   fails("collective{kind='allreduce', ranks=4, vars={s=1}}\n",
         "t.lua:1: vars is only for kind = \"custom\"", "vars on a built-in collective");
   fails("collective{kind='allgather', ranks=4, output_chunks=2}\n",

@@ -129,7 +129,33 @@ static void test_expect(void) {
   ok_contains(rt_diag_text(d), "--expect:14: expected ']' near '[c]'", "with the column and what follows");
   rt_diag_clear(d);
   ok(ir_expect_parse("o[r][c]=i[x][c]", "--expect", &e, d) == BT_ERR_INVALID, "unknown variable is refused");
-  ok_contains(rt_diag_text(d), "expected a number, r, c, n, k or '('", "with what is allowed");
+  ok_contains(rt_diag_text(d), "expected a number, r, c, n, k, '(' or a list '{'", "with what is allowed");
+  rt_diag_clear(d);
+  /* Lists: per-rank values, indexed from 0; outside them an error. */
+  ok(!ir_expect_parse("o[r][c]=i[{3,0,2}[r]][c+{0,5}[c%2]]", "--expect", &e, d), "lists parse: %s", rt_diag_text(d));
+  ok(ir_expect_eval(e, 1, 1, 3, 6, &sr, &sc, d) == 1 && sr == 0 && sc == 6, "a list's value by the index");
+  ok(ir_expect_eval(e, 3, 0, 4, 6, &sr, &sc, d) == -1, "an index past the list is an error");
+  ok_contains(rt_diag_text(d), "rule 1 indexes a list outside its values at rank 3 chunk 0", "naming the rule and where");
+  ir_expect_free(e);
+  rt_diag_clear(d);
+  ok(ir_expect_parse("o[r][c]=i[{1,r}[0]][c]", "--expect", &e, d) == BT_ERR_INVALID, "a list holds integers only");
+  ok_contains(rt_diag_text(d), "a list holds integers only", "said so");
+  rt_diag_clear(d);
+  /* A computed rank of -1 is no rank (it once read as i[*], a sum over
+   * every rank, so a program computing the sum passed). */
+  ok(!ir_expect_parse("o[r][c]=i[r-1][c]", "--expect", &e, d), "r-1 parses");
+  ok(ir_expect_eval(e, 0, 0, 2, 1, &sr, &sc, d) == -1, "rank -1 at r = 0 is an error, not a sum over every rank");
+  ok_contains(rt_diag_text(d), "rule 1 names rank -1, which does not exist, at rank 0 chunk 0 (a sum over every rank is "
+              "i[*])", "naming the rule and where");
+  ir_expect_free(e);
+  rt_diag_clear(d);
+  char *big = malloc(8 * 70000 + 64);
+  int at = sprintf(big, "o[r][c]=i[{");
+  for (int i = 0; i < 70000; i++) at += sprintf(big + at, "%s%d", i ? "," : "", i);
+  sprintf(big + at, "}[r]][c]");
+  ok(ir_expect_parse(big, "--expect", &e, d) == BT_ERR_INVALID, "a list past IR_EXPECT_MAX_TERMS is refused");
+  ok_contains(rt_diag_text(d), "more than 65536 terms (IR_EXPECT_MAX_TERMS)", "naming the limit");
+  free(big);
   test_expect_limits(d);
   rt_diag_free(d);
 }
