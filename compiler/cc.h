@@ -77,6 +77,8 @@ typedef struct cc_op {
   int via;                  /* CC_VIA_*: the operation's own or, when it gives none, the collective's */
   int line;                 /* script line */
   int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */
+  int round;                /* round() calls before it: on each rank, a round's operations start after the
+                             * earlier round's operations of that rank (cc_round.c) */
   /* CC_COMPUTE: dst (the input chunks) = opcode cop of operands args */
   int cop;                  /* ir_op */
   int8_t args[IR_MAX_ARGS];
@@ -126,6 +128,7 @@ typedef struct cc_trace {
   cc_frag *frags;           /* parallelize calls, in order */
   int nfrags, capfrags;
   int cur_frag, cur_piece;  /* fragment being traced (1-based; 0 none) and its instance */
+  int round, round_line;    /* round() calls so far, and the line of the last */
   struct cc_snap *snap0, *snapr;  /* parallelize: state before the fragment, merged result */
   char *expect;             /* custom collectives: the postcondition's text, or NULL */
   char interleave[IR_MAX_NAME * IR_MAX_DIM_FACTORS];   /* the output's interleaved layout ("T*D"), or "" */
@@ -145,6 +148,8 @@ typedef struct cc_trace {
  * below it): times the pieces and instances of lowering (at most 512) an
  * IR chunk index still fits in an int. */
 #define CC_MAX_INDEX (1 << 21)
+/* Most round() calls a script may make. */
+#define CC_MAX_ROUNDS (1 << 20)
 /* The most chunks of all buffers together the tracer takes, whatever
  * BATON_MAX_CHUNKS says: version numbers stay far inside an int. */
 #define CC_MAX_TOTAL (INT64_C(1) << 28)

@@ -24,6 +24,7 @@ typedef struct ins {
   cc_pat spat, dpat;            /* source and destination patterns (cc_pat; run 0: consecutive) */
   int peer;                     /* direct steps (put, get, getr, sig, wait): the peer rank; -1 else */
   int role;                     /* a sig's reason (cc_direct.h: CC_SIG_*); 0 else */
+  int round;                    /* its operation's round (cc_op.round) */
 } ins;
 
 /* A thread-block set: the connection endpoints (per rank and channel:
@@ -51,6 +52,11 @@ typedef struct lower {
   int *landing;                 /* [rank]: landing chunks handed out */
   unsigned char *straight;      /* [trace op]: an LL copy that may put straight into its scratch destination */
 } lower;
+
+/* Orders the rounds (cc_round.c): on each rank, every instruction of a
+ * round gets as predecessors the instructions of the rank's latest
+ * earlier round that has any.  0 when out of memory. */
+int cc_order_rounds(lower *w);
 
 /* Appends an instruction (no predecessors, no patterns, peer -1) and
  * returns its index, or -1 (out of memory, too many instructions, past

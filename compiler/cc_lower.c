@@ -136,9 +136,11 @@ static int lower_ops(lower *w, const cc_layout *lay) {
       cc_runs it;
       int ch = cc_runs_start(&it, t, lay, &t->ops[k], j), si, di, n;
       cc_pat sp, dp;
+      int first = w->n;
       while (cc_runs_next(&it, &si, &sp, &di, &dp, &n))
         if (!(t->direct ? cc_direct_emit(w, k, si, sp, di, dp, n) : emit_op(w, &t->ops[k], si, sp, di, dp, n, ch, j)))
           return 0;
+      for (int i = first; i < w->n; i++) w->v[i].round = t->ops[k].round;
     }
   return 1;
 }
@@ -566,6 +568,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     if (!track(&w, &d, i)) goto out;
   }
   if (t->direct && !cc_direct_sync(&w)) goto out;
+  if (t->round && !cc_order_rounds(&w)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   int maxch = 0;
   for (int i = 0; i < w.n; i++) if (w.v[i].ch > maxch) maxch = w.v[i].ch;

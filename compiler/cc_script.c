@@ -33,7 +33,8 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
   static const luaL_Reg fns[] = {{"collective", cc_dsl_collective}, {"chunk", cc_dsl_chunk}, {"param", cc_dsl_param},
                                  {"parallelize", cc_dsl_parallelize}, {"matrix", cc_dsl_matrix}, {"vector", cc_dsl_vector},
                                  {"gemv", cc_dsl_gemv}, {"index", cc_dsl_index},
-                                 {"embedding_bag", cc_dsl_embedding_bag}, {"gemm", cc_dsl_gemm}, {NULL, NULL}};
+                                 {"embedding_bag", cc_dsl_embedding_bag}, {"gemm", cc_dsl_gemm}, {"round", cc_dsl_round},
+                                 {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);
     lua_pushcclosure(L, f->func, 1);

@@ -264,6 +264,7 @@ void cc_dsl_add_op(lua_State *L, cc_trace *t, const cc_op *op) {
   canon(t, o->dst_rank, &o->dst_space, &o->dst_idx);
   o->frag = t->cur_frag;
   o->piece = t->cur_piece;
+  o->round = t->round;
   cc_via_op(L, t, o);
   t->nops++;
 }
@@ -591,6 +592,22 @@ int cc_dsl_ref_tostring(lua_State *L) {
   char pat[64];
   cc_pat_format(r->pat, pat, sizeof pat);
   lua_pushfstring(L, "chunk(%d, %s, %d, %d%s)", r->rank, space_name(t, r->space), r->idx, r->count, pat);
+  return 1;
+}
+
+/* round(): the operations traced after it form the next round.  On each
+ * rank, every operation of a round starts after every operation of the
+ * rank's previous round (a round that has operations there) has done its
+ * part; within a round the scheduler orders what does not depend, as
+ * everywhere.  Returns the new round's number (the first is 0). */
+int cc_dsl_round(lua_State *L) {
+  cc_trace *t = lua_touserdata(L, lua_upvalueindex(1));
+  if (lua_gettop(L) > 0) luaL_error(L, "round() takes no arguments");
+  if (t->cur_frag) luaL_error(L, "round() inside parallelize: its instances run side by side, not in rounds");
+  if (t->round >= CC_MAX_ROUNDS) luaL_error(L, "more than %d rounds", CC_MAX_ROUNDS);
+  t->round++;
+  t->round_line = cc_dsl_script_line(L);
+  lua_pushinteger(L, t->round);
   return 1;
 }
 

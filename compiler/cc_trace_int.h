@@ -67,6 +67,7 @@ int cc_dsl_chunk(lua_State *L);
 int cc_dsl_ref_index(lua_State *L);
 int cc_dsl_ref_tostring(lua_State *L);
 int cc_dsl_param(lua_State *L);
+int cc_dsl_round(lua_State *L);
 int cc_dsl_parallelize(lua_State *L);
 int cc_dsl_finish(lua_State *L);
 

@@ -49,6 +49,7 @@ for r in 2 4 8 16; do
   case_ reducescatter_ring.lua ranks=$r
   case_ reducescatter_ring.lua ranks=$r inplace=0
   case_ alltoall_direct.lua ranks=$r
+  case_ alltoall_pairwise.lua ranks=$r
   case_ alltoall_bruck.lua ranks=$r
   case_ allreduce_allpairs.lua ranks=$r shot=1
   case_ allreduce_allpairs.lua ranks=$r shot=2

@@ -22,7 +22,7 @@
 # once each, Simple and LL, in and out of place, at every rank count.
 # Usage: library_matrix.sh BATON ALGORITHMS_DIR [quick|sample|all|list|list-sample]
 #   quick (the default; test 'library_matrix', suite verify): pairwise
-#        samples of the sample below (63-69 s on 2 cores);
+#        samples of the sample below (48-69 s on 2 cores);
 #   sample (test 'library_matrix_full', suite matrix): every two-slot
 #        combination, the eight-slot sample, every direct case and every
 #        every-rank case (about 2.5 minutes);
@@ -61,6 +61,7 @@ combos() {
   product allreduce_allpairs.lua ranks=$RANKS shot=2 inplace=0,1 chain=0,1 agch=0,1 instances=1,2,3,4 placement=split,paired
   product allgather_allpairs.lua ranks=$RANKS chunks=1,2,3 inplace=0,1 instances=1,2,3,4
   product alltoall_direct.lua ranks=$RANKS chunks=1,2,3 instances=1,2,3,4 placement=split,paired
+  product alltoall_pairwise.lua ranks=$RANKS chunks=1,2 peers=1,2 placement=split,paired
   # Bruck's strided messages stay one step per instance: 32 and 64 ranks
   # compile in well under a second with instances too.
   product alltoall_bruck.lua ranks=2,3,4,5,8,16 chunks=1,2,3 instances=1,2,3,4
@@ -195,7 +196,7 @@ refusal() {  # refusal SCRIPT KEY=VALUE...
   local peers=$((2 * (ranks - 1))) per=0 chained=$chain
   if [ "$placement" = paired ]; then peers=$((ranks - 1)) chained=0; fi
   case $script in
-    alltoall_direct.lua) per=$((peers + 1)) ;;
+    alltoall_direct.lua | alltoall_pairwise.lua) per=$((peers + 1)) ;;
     allgather_allpairs.lua) per=$((peers + (inplace == 0))) ;;
     reducescatter_allpairs.lua) per=$((peers + (chain == 0))) ;;
     allreduce_allpairs.lua)

@@ -1,7 +1,7 @@
 /* test_dsl_place.c -- the DSL's placement = "paired" (a peer's send and
- * receive in one thread block) and topologies given as link lists (the
+ * receive in one thread block), topologies given as link lists (the
  * helpers of baton.topo, the check of every copy and reduce, malformed
- * lists). */
+ * lists) and rounds (round()). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,9 +216,61 @@ static void test_links(void) {
         "a named nodes x gpus topology");
 }
 
+/* Whether thread block `want` of rank r waits, directly or through the
+ * thread blocks it waits on, for a step of thread block `on`. */
+static int waits_on(const ir_prog *p, int r, int want, int on, int depth) {
+  const ir_tb *b = &p->gpus[r].tbs[want];
+  for (int s = 0; s < b->nsteps && depth < 64; s++) {
+    int d = b->steps[s].depid;
+    if (d == on || (d >= 0 && waits_on(p, r, d, on, depth + 1))) return 1;
+  }
+  return 0;
+}
+
+/* The thread block of rank r that sends to (or receives from, recv) peer q. */
+static int tb_to(const ir_prog *p, int r, int q, int recv) {
+  for (int t = 0; t < p->gpus[r].ntbs; t++)
+    if ((recv ? p->gpus[r].tbs[t].recv : p->gpus[r].tbs[t].send) == q) return t;
+  return -1;
+}
+
+/* round(): a pairwise-exchange AllToAll talks to one peer at a time. */
+static void test_rounds(void) {
+  const char *body = "local n = 8\ncollective{kind='alltoall', ranks=n, chunks=1}\nfor k = 1, n - 1 do\n  ROUND\n"
+                     "  for r = 0, n - 1 do chunk(r, 'input', r ~ k):copy(r ~ k, 'output', r) end\nend\n"
+                     "for r = 0, n - 1 do chunk(r, 'input', r):copy(r, 'output', r) end\n";
+  char with[1024], without[1024];
+  const char *at = strstr(body, "ROUND");
+  snprintf(with, sizeof with, "%.*s%s%s", (int)(at - body), body, "if k > 1 then round() end", at + 5);
+  snprintf(without, sizeof without, "%.*s%s", (int)(at - body), body, at + 5);
+  ir_prog *p = build(with, "a pairwise-exchange AllToAll in rounds (round k: r with r xor k)");
+  ir_prog *q = build(without, "the same exchanges without rounds");
+  if (p && q) {
+    int ordered = 1, free_ = 1;
+    for (int r = 0; r < 8; r++)
+      for (int k = 2; k < 8; k++) {   /* round k's send waits for round k-1's receive; without rounds nothing waits */
+        ordered &= waits_on(p, r, tb_to(p, r, r ^ k, 0), tb_to(p, r, r ^ (k - 1), 1), 0);
+        free_ &= !waits_on(q, r, tb_to(q, r, r ^ k, 0), tb_to(q, r, r ^ (k - 1), 1), 0);
+      }
+    ok(ordered, "every rank sends to its round-k peer only after receiving from its round-(k-1) peer");
+    ok(free_, "without round() the exchanges do not wait for one another");
+  }
+  ir_prog_free(p);
+  ir_prog_free(q);
+  cc_trace *t = NULL;
+  ok(trace("collective{kind='alltoall', ranks=2, chunks=1}\nround(1)\n", &t) != BT_OK &&
+     strstr(msg, "t.lua:2: round() takes no arguments"), "round() with an argument is refused at its line: %s", msg);
+  cc_trace_free(t);
+  t = NULL;
+  ok(trace("collective{kind='alltoall', ranks=2, chunks=1}\nparallelize(2, function() round() end)\n", &t) != BT_OK &&
+     strstr(msg, "round() inside parallelize"), "round() inside parallelize is refused: %s", msg);
+  cc_trace_free(t);
+}
+
 int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "256", 1);
   test_paired();
   test_links();
+  test_rounds();
   return tap_done();
 }
