@@ -77,6 +77,8 @@ typedef struct cc_op {
   int via;                  /* CC_VIA_*: the operation's own or, when it gives none, the collective's */
   int line;                 /* script line */
   int frag, piece;          /* parallelize fragment (1-based; 0 outside any) and its instance */
+  int from;                 /* the script lines that called the function it was made in (cc_trace.froms), -1:
+                             * made at the script's top level */
   int round;                /* round() calls before it: on each rank, a round's operations start after the
                              * earlier round's operations of that rank (cc_round.c) */
   /* CC_COMPUTE: dst (the input chunks) = opcode cop of operands args */
@@ -129,6 +131,8 @@ typedef struct cc_trace {
   int nfrags, capfrags;
   int cur_frag, cur_piece;  /* fragment being traced (1-based; 0 none) and its instance */
   int round, round_line;    /* round() calls so far, and the line of the last */
+  char **froms;             /* distinct caller lists of operations, "t.lua:6, t.lua:8" (cc_op.from) */
+  int nfroms, capfroms;
   struct cc_snap *snap0, *snapr;  /* parallelize: state before the fragment, merged result */
   char *expect;             /* custom collectives: the postcondition's text, or NULL */
   char interleave[IR_MAX_NAME * IR_MAX_DIM_FACTORS];   /* the output's interleaved layout ("T*D"), or "" */

@@ -58,6 +58,6 @@ int cc_emit(lower *w, int rank, int op, int ss, int si, int ds, int di, int coun
   }
   w->v[w->n] = (ins){.rank = rank, .op = op, .sspace = ss, .sidx = si, .dspace = ds, .didx = di, .count = count,
                      .send = send, .recv = recv, .ch = ch < 0 ? 0 : ch, .fixtb = fixtb, .inst = inst, .line = line,
-                     .msg_of = -1, .tb = -1, .pos = -1, .args = {-1, -1, -1, -1}, .peer = -1};
+                     .msg_of = -1, .tb = -1, .pos = -1, .args = {-1, -1, -1, -1}, .peer = -1, .from = -1};
   return w->n++;
 }

@@ -25,6 +25,7 @@ typedef struct ins {
   int peer;                     /* direct steps (put, get, getr, sig, wait): the peer rank; -1 else */
   int role;                     /* a sig's reason (cc_direct.h: CC_SIG_*); 0 else */
   int round;                    /* its operation's round (cc_op.round) */
+  int from;                     /* its operation's callers (cc_op.from; -1 none) */
 } ins;
 
 /* A thread-block set: the connection endpoints (per rank and channel:

@@ -140,7 +140,10 @@ static int lower_ops(lower *w, const cc_layout *lay) {
       while (cc_runs_next(&it, &si, &sp, &di, &dp, &n))
         if (!(t->direct ? cc_direct_emit(w, k, si, sp, di, dp, n) : emit_op(w, &t->ops[k], si, sp, di, dp, n, ch, j)))
           return 0;
-      for (int i = first; i < w->n; i++) w->v[i].round = t->ops[k].round;
+      for (int i = first; i < w->n; i++) {
+        w->v[i].round = t->ops[k].round;
+        w->v[i].from = t->ops[k].from;
+      }
     }
   return 1;
 }
@@ -700,7 +703,8 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
         need_tb[m] = need_tb[j];
         need_pos[m++] = need_pos[j];
       }
-    snprintf(prov, sizeof prov, "%s:%d", t->script, I->line);
+    if (I->from >= 0) snprintf(prov, sizeof prov, "%s:%d (called from %s)", t->script, I->line, t->froms[I->from]);
+    else snprintf(prov, sizeof prov, "%s:%d", t->script, I->line);
     for (int j = 0; j < m; j++) {
       ir_step *st;
       if (j < m - 1) {

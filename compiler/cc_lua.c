@@ -440,17 +440,25 @@ static int positioned(lua_State *L, const char *msg) {
  * is pushed after msg (at most CALLERS of them, the outermost last), so
  * that a helper's line comes with the lines that called it. */
 enum { CALLERS = 8 };
-static void called_from(lua_State *L, const char *msg) {
+
+int cc_lua_callers(lua_State *L, int *lines, int max, int *more) {
   sandbox *sb = sandbox_of(L);
   lua_Debug ar;
-  int lines[CALLERS + 1], n = 0, more = 0, first = 1;
+  int n = 0, first = 1;
+  *more = 0;
   for (int level = 0; lua_getstack(L, level, &ar); level++) {
     if (!lua_getinfo(L, "Sl", &ar) || ar.source[0] != '@' || strcmp(ar.source + 1, sb->name) || ar.currentline <= 0)
       continue;
-    if (first) { first = 0; continue; }   /* the line the message names */
-    if (n < CALLERS) lines[n++] = ar.currentline;
-    else more++;
+    if (first) { first = 0; continue; }   /* the innermost: the line itself */
+    if (n < max) lines[n++] = ar.currentline;
+    else (*more)++;
   }
+  return n;
+}
+
+static void called_from(lua_State *L, const char *msg) {
+  sandbox *sb = sandbox_of(L);
+  int lines[CALLERS], more, n = cc_lua_callers(L, lines, CALLERS, &more);
   if (!n) return;
   luaL_Buffer b;
   luaL_buffinit(L, &b);

@@ -245,6 +245,57 @@ static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *wha
   }
 }
 
+/* The script lines that called the function an operation is being made
+ * in, as an index into t->froms (each distinct list once: a Lua table in
+ * the registry finds it); -1 at the script's top level. */
+enum { FROM_LINES = 8 };
+static int op_from(lua_State *L, cc_trace *t) {
+  int lines[FROM_LINES], more, n = cc_lua_callers(L, lines, FROM_LINES, &more);
+  if (!n) return -1;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; i < n; i++) {
+    char one[300];
+    snprintf(one, sizeof one, "%s%s:%d", i ? ", " : "", t->script, lines[i]);
+    luaL_addstring(&b, one);
+  }
+  if (more) {
+    char rest[48];
+    snprintf(rest, sizeof rest, " and %d more", more);
+    luaL_addstring(&b, rest);
+  }
+  luaL_pushresult(&b);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "baton.froms") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "baton.froms");
+  }
+  lua_pushvalue(L, -2);
+  int known = lua_rawget(L, -2) == LUA_TNUMBER, at = known ? (int)lua_tointeger(L, -1) : t->nfroms;
+  lua_pop(L, 1);
+  if (!known) {
+    if (t->nfroms == t->capfroms) {
+      int cap = t->capfroms ? 2 * t->capfroms : 16;
+      char **v = cc_realloc(t->froms, (size_t)cap * sizeof *v);
+      if (!v) cc_lua_nomem(L);
+      t->froms = v;
+      t->capfroms = cap;
+    }
+    size_t len;
+    const char *s = lua_tolstring(L, -2, &len);
+    char *copy = cc_malloc(len + 1);
+    if (!copy) cc_lua_nomem(L);
+    memcpy(copy, s, len + 1);
+    t->froms[t->nfroms++] = copy;
+    lua_pushvalue(L, -2);
+    lua_pushinteger(L, at);
+    lua_rawset(L, -3);
+  }
+  lua_pop(L, 2);
+  return at;
+}
+
 /* Records op.  Its locations are canonical: in place, the two names of one
  * buffer (input and output) become one, so that lowering and the IR see
  * one name for one memory.  A compute step's source stays the input chunks
@@ -265,6 +316,7 @@ void cc_dsl_add_op(lua_State *L, cc_trace *t, const cc_op *op) {
   o->frag = t->cur_frag;
   o->piece = t->cur_piece;
   o->round = t->round;
+  o->from = op_from(L, t);
   cc_via_op(L, t, o);
   t->nops++;
 }
@@ -743,6 +795,8 @@ void cc_trace_free(cc_trace *t) {
   cc_free(t->scratch_rank);
   cc_topo_free(&t->topo);
   cc_free(t->ops);
+  for (int i = 0; i < t->nfroms; i++) cc_free(t->froms[i]);
+  cc_free(t->froms);
   cc_frag_free(t);
   cc_free(t->frags);
   free(t->expect);

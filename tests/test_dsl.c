@@ -377,6 +377,24 @@ static void test_custom(void) {
         "t.lua:1: vars: 'n' is not a name expect can use", "vars may not rebind r, c, n, k");
   fails("collective{kind='custom', ranks=4, chunks=1, expect='o[r][c]=i[r][c]', vars={s=1.5}}\n",
         "t.lua:1: vars: every entry must be name = integer or name = {integer, ...} (s = number)", "vars hold integers");
+  /* prov names the lines that called the helper an operation was made in
+   * (as the errors do), and only those. */
+  p = compiles_keep("collective{kind='allgather', ranks=2, chunks=1}\nlocal function send(a, b)\n"
+                    "  chunk(a, 'input', 0):copy(b, 'output', a)\nend\nlocal function both(a, b) send(a, b); send(b, a) end\n"
+                    "both(0, 1)\nfor r = 0, 1 do chunk(r, 'input', 0):copy(r, 'output', r) end\n",
+                    "an allgather made in a helper called from a helper", 0, 1);
+  int helper = 0, top = 0, other = 0;
+  for (int r = 0; p && r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int st = 0; st < p->gpus[r].tbs[b].nsteps; st++) {
+        const char *pv = p->gpus[r].tbs[b].steps[st].prov;
+        if (pv && !strcmp(pv, "t.lua:3 (called from t.lua:5, t.lua:6)")) helper++;
+        else if (pv && !strcmp(pv, "t.lua:7")) top++;
+        else other++;
+      }
+  ok(helper == 4 && top == 2 && other == 0, "prov names the helper's line and its callers (%d steps), top-level lines "
+     "alone (%d), nothing else (%d)", helper, top, other);
+  ir_prog_free(p);
   /* A list in vars: per-rank sizes.  An AllToAllv as a custom collective,
    * rank p sending size[q] chunks from off[q] of its input to block p of
    * rank q's output; the IR's expect holds the lists in place. */
