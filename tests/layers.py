@@ -3,7 +3,7 @@
 Usage: python3 tests/layers.py SOURCE_ROOT LIBRARY.a...
 
 - Every folder holding C or CUDA sources is a row of ARCHITECTURE.md's
-  folder table, and a file includes only from its own folder or from a
+  folder table, every row a folder of the tree, and a file includes only from its own folder or from a
   folder of an earlier row (the rows are the floors, lowest first; tests/
   may include anything).
 - No two object files of the libraries given call into each other, however
@@ -132,6 +132,8 @@ def main():
     missing = [d for d in folders if d not in rank]
     tap.ok(rows and not missing, f'ARCHITECTURE.md has a row for every source folder ({len(rows)} rows)' +
            (f'; missing: {", ".join(missing)}' if missing else ''))
+    gone = [d for d in rows if not os.path.isdir(os.path.join(root, d))]
+    tap.ok(not gone, 'every folder of the table exists' + (f'; not in the tree: {", ".join(gone)}' if gone else ''))
     upward = [f'{f} includes {h} from {to}/' for here, to, f, h in include_edges(root, files)
               if here not in FREE and here in rank and to in rank and rank[to] > rank[here]]
     tap.ok(not upward, 'every include goes to the same floor or a lower one' +
