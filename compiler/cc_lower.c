@@ -475,6 +475,85 @@ out:
   return ok;
 }
 
+/* Folds a scratch round trip back into one receive-reduce: a receive R
+ * into a scratch value S that a local reduce D (X = X (op) S) alone reads
+ * becomes R: X = X (op) message (rrc), and D goes.  The exchange of two
+ * partners (each sends its old X and adds the other's) must receive into
+ * scratch to be correct; this gives it the one step a receive-reduce is.
+ * R now writes X, so it waits for what D waited for (the readers of X's
+ * old value: the send of it among them), and whoever waited for D waits
+ * for R.  Only for an exchange (D waits for the send of X's old value to
+ * R's partner) and where that adds no wait but the exchange's own: every
+ * other step D waited for is one R waits for already (a scratch reused
+ * round after round), so that receives which ran side by side (the
+ * all-pairs programs', into a scratch chunk each) stay so.  Not where the
+ * script placed D's thread block.  Returns 0 when out of memory. */
+static int fold_reduces(lower *w) {
+  int n = w->n, ok = 0, stamp = 0;
+  int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
+  if (!mark || !stack) goto out;
+  for (int d = 0; d < n; d++) {
+    ins *D = &w->v[d];
+    if (D->op != IR_OP_REDUCE || D->dead || D->fixtb >= 0 || D->sspace < CC_SPACE_FIRST_SCRATCH) continue;
+    int r = -1;
+    for (int k = 0; k < D->npred && r < 0; k++) {
+      const ins *P = &w->v[D->pred[k]];
+      if (!P->dead && P->op == IR_OP_RECV && P->rank == D->rank && P->dspace == D->sspace && P->didx == D->sidx &&
+          P->count == D->count && same_pat(P->dpat, D->spat) && P->fixtb < 0 && P->ch == D->ch)
+        r = D->pred[k];
+    }
+    if (r < 0) continue;
+    const ins *R = &w->v[r];
+    int alone = 1;   /* D alone reads R's value */
+    for (int j = 0; j < n && alone; j++) {
+      const ins *J = &w->v[j];
+      if (J->dead || j == d || !cc_has_pred(J, r) || J->msg_of == r) continue;
+      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
+           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
+          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
+           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
+        alone = 0;
+    }
+    int exchange = 0;   /* D waits for the send of X's old value to R's partner: an exchange */
+    for (int k = 0; k < D->npred && alone; k++) {   /* no new wait but that send */
+      int p = D->pred[k];
+      const ins *P = &w->v[p];
+      int partner = P->op == IR_OP_SEND && P->send == R->recv && P->sspace == D->dspace &&
+                    may_overlap(P->sidx, P->spat, P->count, D->didx, D->dpat, D->count);
+      exchange |= partner;
+      alone = p == r || partner || waits_for(w, r, p, mark, ++stamp, stack);
+    }
+    if (!alone || !exchange) continue;
+    for (int k = 0; k < D->npred; k++)
+      if (D->pred[k] != r && !cc_add_pred(&w->v[r], D->pred[k])) goto out;
+    ins *V = &w->v[r];
+    V->op = IR_OP_RRC;
+    V->sspace = V->dspace = D->dspace;
+    V->sidx = V->didx = D->didx;
+    V->spat = V->dpat = D->dpat;
+    if (V->msg_of >= 0) {   /* the send names where its message lands */
+      w->v[V->msg_of].dspace = D->dspace;
+      w->v[V->msg_of].didx = D->didx;
+      w->v[V->msg_of].dpat = D->dpat;
+    }
+    for (int j = 0; j < n; j++) {   /* whoever waited for D waits for R */
+      ins *J = &w->v[j];
+      for (int k = 0; k < J->npred; k++)
+        if (J->pred[k] == d) {
+          J->pred[k] = J->pred[--J->npred];
+          if (j != r && !cc_add_pred(J, r)) goto out;
+          break;
+        }
+    }
+    D->dead = 1;
+  }
+  ok = 1;
+out:
+  cc_free(mark);
+  cc_free(stack);
+  return ok;
+}
+
 /* Places a local copy C in the thread block of the receive R whose value
  * it copies, when C is that value's only reader: C runs after R in
  * program order instead of waiting on R's block across blocks (the
@@ -585,6 +664,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (!fuse_compute(&w, users)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if ((!o || o->fuse) && !t->direct) {   /* fusion forms FIFO steps (rcs, rrcs, rrs) */
+    if (!fold_reduces(&w)) goto out;
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
     if (!sink_copies(&w)) goto out;

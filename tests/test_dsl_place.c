@@ -1,7 +1,8 @@
 /* test_dsl_place.c -- the DSL's placement = "paired" (a peer's send and
  * receive in one thread block), topologies given as link lists (the
  * helpers of baton.topo, the check of every copy and reduce, malformed
- * lists) and rounds (round()). */
+ * lists), rounds (round()) and an exchange through scratch folded into
+ * receive-reduces. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,8 +268,31 @@ static void test_rounds(void) {
   cc_trace_free(t);
 }
 
+/* An exchange through scratch (each partner sends its old value, receives
+ * the other's into scratch, then adds it) folds back into receive-reduces:
+ * recursive doubling on 8 ranks is 4 steps a rank (a send, then rrcs/rrc),
+ * not a receive, a nop and a local reduce per round. */
+static void test_exchange_fold(void) {
+  ir_prog *p = build("collective{kind='allreduce', ranks=8, chunks=1, inplace=true}\nfor k = 0, 2 do\n"
+                     "  local d = 1 << k\n  for r = 0, 7 do chunk(r, 'input', 0):copy(r ~ d, 'tmp', 0) end\n"
+                     "  for r = 0, 7 do chunk(r, 'input', 0):reduce(chunk(r, 'tmp', 0)) end\nend\n",
+                     "recursive doubling through a scratch chunk reused every round");
+  int steps = 0, local = 0;
+  for (int r = 0; p && r < p->ngpus; r++)
+    for (int b = 0; b < p->gpus[r].ntbs; b++)
+      for (int st = 0; st < p->gpus[r].tbs[b].nsteps; st++) {
+        int op = p->gpus[r].tbs[b].steps[st].op;
+        steps++;
+        local += op == IR_OP_REDUCE || op == IR_OP_RECV || op == IR_OP_NOP;
+      }
+  ok(p && steps == 32 && local == 0, "its rounds fold into receive-reduces: %d steps, %d receives into scratch, "
+     "local reduces or nops (56 thread blocks and 112 steps before)", steps, local);
+  ir_prog_free(p);
+}
+
 int main(void) {
   setenv("BATON_COMPILE_MAX_MB", "256", 1);
+  test_exchange_fold();
   test_paired();
   test_links();
   test_rounds();
