@@ -405,6 +405,22 @@ out:
   return ok;
 }
 
+/* Whether instruction c alone reads the value instruction r writes (no
+ * other step after r reads r's destination; r's own message aside). */
+static int reads_alone(const lower *w, int r, int c) {
+  const ins *R = &w->v[r];
+  for (int j = 0; j < w->n; j++) {
+    const ins *J = &w->v[j];
+    if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
+    if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
+         may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
+        (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
+         may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
+      return 0;
+  }
+  return 1;
+}
+
 /* Sinks a local copy C (S -> Y) of a scratch value S into the
  * receive-reduce R that wrote S, when C is the value's only reader and
  * everything else C waits for (the readers of Y's old value) runs in R's
@@ -430,16 +446,7 @@ static int sink_copies(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = 1, home = cc_find(w->parent, cc_home(w, R));
-    for (int j = 0; j < n && alone; j++) {   /* C alone reads R's value */
-      const ins *J = &w->v[j];
-      if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
-      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
-           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
-          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
-           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
-        alone = 0;
-    }
+    int alone = reads_alone(w, r, c), home = cc_find(w->parent, cc_home(w, R));
     for (int k = 0; k < C->npred && alone; k++) {   /* C's other waits: in R's tb, and not after R */
       int p = C->pred[k];
       if (p == r || waits_for(w, r, p, mark, ++stamp, stack)) continue;
@@ -504,16 +511,7 @@ static int fold_reduces(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = 1;   /* D alone reads R's value */
-    for (int j = 0; j < n && alone; j++) {
-      const ins *J = &w->v[j];
-      if (J->dead || j == d || !cc_has_pred(J, r) || J->msg_of == r) continue;
-      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
-           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
-          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
-           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
-        alone = 0;
-    }
+    int alone = reads_alone(w, r, d);
     int exchange = 0;   /* D waits for the send of X's old value to R's partner: an exchange */
     for (int k = 0; k < D->npred && alone; k++) {   /* no new wait but that send */
       int p = D->pred[k];
@@ -575,18 +573,7 @@ static void copy_after_receive(lower *w) {
         r = C->pred[k];
     }
     if (r < 0) continue;
-    const ins *R = &w->v[r];
-    int alone = 1;   /* no other step reads R's value */
-    for (int j = 0; j < w->n && alone; j++) {
-      const ins *J = &w->v[j];
-      if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
-      if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
-           may_overlap(J->sidx, J->spat, J->count, R->didx, R->dpat, R->count)) ||
-          (J->op == IR_OP_REDUCE && J->dspace == R->dspace &&
-           may_overlap(J->didx, J->dpat, J->count, R->didx, R->dpat, R->count)))
-        alone = 0;
-    }
-    if (alone) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, R, 1));
+    if (reads_alone(w, r, c)) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, &w->v[r], 1));
   }
 }
 

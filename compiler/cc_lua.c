@@ -441,7 +441,9 @@ static int positioned(lua_State *L, const char *msg) {
  * that a helper's line comes with the lines that called it. */
 enum { CALLERS = 8 };
 
-int cc_lua_callers(lua_State *L, int *lines, int max, int *more) {
+/* The lines cc_lua_push_callers pushes: at most max into lines, *more
+ * those left out; their number. */
+static int callers(lua_State *L, int *lines, int max, int *more) {
   sandbox *sb = sandbox_of(L);
   lua_Debug ar;
   int n = 0, first = 1;
@@ -456,14 +458,12 @@ int cc_lua_callers(lua_State *L, int *lines, int max, int *more) {
   return n;
 }
 
-static void called_from(lua_State *L, const char *msg) {
+int cc_lua_push_callers(lua_State *L) {
   sandbox *sb = sandbox_of(L);
-  int lines[CALLERS], more, n = cc_lua_callers(L, lines, CALLERS, &more);
-  if (!n) return;
+  int lines[CALLERS], more, n = callers(L, lines, CALLERS, &more);
+  if (!n) return 0;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  luaL_addstring(&b, msg);
-  luaL_addstring(&b, " (called from ");
   for (int i = 0; i < n; i++) {
     char one[300];
     snprintf(one, sizeof one, "%s%s:%d", i ? ", " : "", sb->name, lines[i]);
@@ -474,8 +474,14 @@ static void called_from(lua_State *L, const char *msg) {
     snprintf(rest, sizeof rest, " and %d more", more);
     luaL_addstring(&b, rest);
   }
-  luaL_addstring(&b, ")");
   luaL_pushresult(&b);
+  return 1;
+}
+
+static void called_from(lua_State *L, const char *msg) {
+  if (!cc_lua_push_callers(L)) return;
+  lua_pushfstring(L, "%s (called from %s)", msg, lua_tostring(L, -1));
+  lua_remove(L, -2);
 }
 
 /* Whether Lua errors carry their traceback (cc_lua_set_traceback). */

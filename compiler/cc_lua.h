@@ -49,10 +49,11 @@ void cc_lua_set_traceback(int on);
 int cc_lua_line(lua_State *L);
 
 /* The script's lines that called the function the current call is made
- * in (the frames of the script below the innermost, innermost first), at
- * most max into lines; *more gets how many were left out.  Their number:
- * 0 for a call made at the script's top level. */
-int cc_lua_callers(lua_State *L, int *lines, int max, int *more);
+ * in (the frames of the script below the innermost, innermost first):
+ * pushes them as "t.lua:6, t.lua:8" (at most 8, then " and N more") and
+ * returns 1; pushes nothing and returns 0 for a call made at the script's
+ * top level. */
+int cc_lua_push_callers(lua_State *L);
 
 /* Stops the script: raises "script:LINE: msg" that pcall cannot catch. */
 int cc_lua_stop(lua_State *L, const char *msg);

@@ -248,23 +248,8 @@ static void check_fresh(lua_State *L, cc_trace *t, const ref *r, const char *wha
 /* The script lines that called the function an operation is being made
  * in, as an index into t->froms (each distinct list once: a Lua table in
  * the registry finds it); -1 at the script's top level. */
-enum { FROM_LINES = 8 };
 static int op_from(lua_State *L, cc_trace *t) {
-  int lines[FROM_LINES], more, n = cc_lua_callers(L, lines, FROM_LINES, &more);
-  if (!n) return -1;
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 0; i < n; i++) {
-    char one[300];
-    snprintf(one, sizeof one, "%s%s:%d", i ? ", " : "", t->script, lines[i]);
-    luaL_addstring(&b, one);
-  }
-  if (more) {
-    char rest[48];
-    snprintf(rest, sizeof rest, " and %d more", more);
-    luaL_addstring(&b, rest);
-  }
-  luaL_pushresult(&b);
+  if (!cc_lua_push_callers(L)) return -1;
   if (lua_getfield(L, LUA_REGISTRYINDEX, "baton.froms") != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);

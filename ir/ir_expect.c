@@ -70,15 +70,20 @@ static void expect(parser *ps, const char *tok) {
   }
 }
 
+/* Whether the spec has room for one more term (IR_EXPECT_MAX_TERMS
+ * numbers, variables, operators and list values); else fails. */
+static int room(parser *ps) {
+  if (ps->e->nnodes + ps->e->nvals < IR_EXPECT_MAX_TERMS) return 1;
+  char m[80];
+  snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
+  fail(ps, m);
+  return 0;
+}
+
 static int add_node(parser *ps, int kind, int op, long long v, int a, int b) {
   ir_expect *e = ps->e;
   if (ps->failed) return 0;
-  if (e->nnodes + e->nvals >= IR_EXPECT_MAX_TERMS) {
-    char m[80];
-    snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
-    fail(ps, m);
-    return 0;
-  }
+  if (!room(ps)) return 0;
   if (e->nnodes == e->capnodes) {
     int cap = e->capnodes ? 2 * e->capnodes : 32;
     node *n = realloc(e->nodes, cap * sizeof *n);
@@ -108,12 +113,7 @@ static int parse_list(parser *ps) {
       return 0;
     }
     ps->p = end;
-    if (e->nnodes + e->nvals >= IR_EXPECT_MAX_TERMS) {
-      char m[80];
-      snprintf(m, sizeof m, "more than %d terms (IR_EXPECT_MAX_TERMS)", IR_EXPECT_MAX_TERMS);
-      fail(ps, m);
-      return 0;
-    }
+    if (!room(ps)) return 0;
     if (e->nvals == e->capvals) {
       int cap = e->capvals ? 2 * e->capvals : 32;
       long long *n = realloc(e->vals, cap * sizeof *n);
