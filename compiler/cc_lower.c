@@ -421,6 +421,36 @@ static int reads_alone(const lower *w, int r, int c) {
   return 1;
 }
 
+/* Instruction r takes over the write of instruction c, which goes: r
+ * waits for what c waited for, writes c's destination (the send of r's
+ * message names it), and whoever waited for c waits for r.  0 when out of
+ * memory. */
+static int take_over(lower *w, int r, int c) {
+  const ins *C = &w->v[c];
+  for (int k = 0; k < C->npred; k++)
+    if (C->pred[k] != r && !cc_add_pred(&w->v[r], C->pred[k])) return 0;
+  ins *R = &w->v[r];
+  R->dspace = C->dspace;
+  R->didx = C->didx;
+  R->dpat = C->dpat;
+  if (R->msg_of >= 0) {   /* the send names where its message lands */
+    w->v[R->msg_of].dspace = C->dspace;
+    w->v[R->msg_of].didx = C->didx;
+    w->v[R->msg_of].dpat = C->dpat;
+  }
+  for (int j = 0; j < w->n; j++) {   /* whoever waited for c waits for r */
+    ins *J = &w->v[j];
+    for (int k = 0; k < J->npred; k++)
+      if (J->pred[k] == c) {
+        J->pred[k] = J->pred[--J->npred];
+        if (j != r && !cc_add_pred(J, r)) return 0;
+        break;
+      }
+  }
+  w->v[c].dead = 1;
+  return 1;
+}
+
 /* Sinks a local copy C (S -> Y) of a scratch value S into the
  * receive-reduce R that wrote S, when C is the value's only reader and
  * everything else C waits for (the readers of Y's old value) runs in R's
@@ -453,27 +483,7 @@ static int sink_copies(lower *w) {
       if (cc_find(w->parent, cc_home(w, &w->v[p])) != home || waits_for(w, p, r, mark, ++stamp, stack)) alone = 0;
     }
     if (!alone) continue;
-    for (int k = 0; k < C->npred; k++)
-      if (C->pred[k] != r && !cc_add_pred(&w->v[r], C->pred[k])) goto out;
-    ins *W = &w->v[r];
-    W->dspace = C->dspace;
-    W->didx = C->didx;
-    W->dpat = C->dpat;
-    if (W->msg_of >= 0) {   /* the send names where its message lands */
-      w->v[W->msg_of].dspace = C->dspace;
-      w->v[W->msg_of].didx = C->didx;
-      w->v[W->msg_of].dpat = C->dpat;
-    }
-    for (int j = 0; j < n; j++) {   /* whoever waited for C waits for R */
-      ins *J = &w->v[j];
-      for (int k = 0; k < J->npred; k++)
-        if (J->pred[k] == c) {
-          J->pred[k] = J->pred[--J->npred];
-          if (j != r && !cc_add_pred(J, r)) goto out;
-          break;
-        }
-    }
-    C->dead = 1;
+    if (!take_over(w, r, c)) goto out;
   }
   ok = 1;
 out:
@@ -522,28 +532,12 @@ static int fold_reduces(lower *w) {
       alone = p == r || partner || waits_for(w, r, p, mark, ++stamp, stack);
     }
     if (!alone || !exchange) continue;
-    for (int k = 0; k < D->npred; k++)
-      if (D->pred[k] != r && !cc_add_pred(&w->v[r], D->pred[k])) goto out;
     ins *V = &w->v[r];
-    V->op = IR_OP_RRC;
-    V->sspace = V->dspace = D->dspace;
-    V->sidx = V->didx = D->didx;
-    V->spat = V->dpat = D->dpat;
-    if (V->msg_of >= 0) {   /* the send names where its message lands */
-      w->v[V->msg_of].dspace = D->dspace;
-      w->v[V->msg_of].didx = D->didx;
-      w->v[V->msg_of].dpat = D->dpat;
-    }
-    for (int j = 0; j < n; j++) {   /* whoever waited for D waits for R */
-      ins *J = &w->v[j];
-      for (int k = 0; k < J->npred; k++)
-        if (J->pred[k] == d) {
-          J->pred[k] = J->pred[--J->npred];
-          if (j != r && !cc_add_pred(J, r)) goto out;
-          break;
-        }
-    }
-    D->dead = 1;
+    V->op = IR_OP_RRC;   /* X = X (op) message */
+    V->sspace = D->dspace;
+    V->sidx = D->didx;
+    V->spat = D->dpat;
+    if (!take_over(w, r, d)) goto out;
   }
   ok = 1;
 out:
