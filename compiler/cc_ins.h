@@ -56,7 +56,10 @@ typedef struct lower {
 
 /* Orders the rounds (cc_round.c): on each rank, every instruction of a
  * round gets as predecessors the instructions of the rank's latest
- * earlier round that has any.  0 when out of memory. */
+ * earlier round that has any.  0 when out of memory; past
+ * CC_MAX_ROUND_WAITS waits in all, or past the deadline, an error counted
+ * in w. */
+#define CC_MAX_ROUND_WAITS (1 << 24)
 int cc_order_rounds(lower *w);
 
 /* Appends an instruction (no predecessors, no patterns, peer -1) and

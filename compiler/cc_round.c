@@ -2,21 +2,25 @@
  * instructions come after the rank's previous round's. */
 #include "cc_ins.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Instructions are grouped per (rank, round) by a counting sort, then each
  * group gets every instruction of the rank's latest earlier non-empty
  * group as predecessors: a send of round k+1 waits for its rank's round k
- * receives, so a pairwise exchange talks to one peer at a time. */
+ * receives, so a pairwise exchange talks to one peer at a time.  Each
+ * instruction's predecessors are marked first, so that adding one costs
+ * nothing more than the push (no search of the list).  The waits added in
+ * all are bounded by CC_MAX_ROUND_WAITS (an error at the line of the first
+ * operation past it); the deadline is checked as lowering checks it. */
 int cc_order_rounds(lower *w) {
   const int nr = w->t->nranks, R = w->t->round + 1;
-  int64_t groups = (int64_t)nr * R;
+  int64_t groups = (int64_t)nr * R, waits = 0;
   int *start = cc_calloc((size_t)groups + 1, sizeof *start), *at = cc_malloc(((size_t)w->n + 1) * sizeof *at);
-  int ok = start && at;
+  int *fill = cc_malloc(((size_t)groups + 1) * sizeof *fill), *mark = cc_calloc((size_t)w->n + 1, sizeof *mark);
+  int ok = start && at && fill && mark, stamp = 0;
   for (int i = 0; ok && i < w->n; i++) start[(int64_t)w->v[i].rank * R + w->v[i].round + 1]++;
   for (int64_t g = 0; ok && g < groups; g++) start[g + 1] += start[g];
-  int *fill = ok ? cc_malloc(((size_t)groups + 1) * sizeof *fill) : NULL;
-  ok = ok && fill;
   for (int64_t g = 0; ok && g <= groups; g++) fill[g] = start[g];
   for (int i = 0; ok && i < w->n; i++) at[fill[(int64_t)w->v[i].rank * R + w->v[i].round]++] = i;
   for (int r = 0; ok && r < nr; r++) {
@@ -24,13 +28,28 @@ int cc_order_rounds(lower *w) {
     for (int k = 0; ok && k < R; k++) {
       int64_t g = (int64_t)r * R + k;
       if (start[g] == start[g + 1]) continue;
-      for (int a = start[g]; ok && prev >= 0 && a < start[g + 1]; a++)
-        for (int b = start[prev]; ok && b < start[prev + 1]; b++) ok = cc_add_pred(&w->v[at[a]], at[b]);
+      for (int a = start[g]; ok && prev >= 0 && a < start[g + 1]; a++) {
+        ins *I = &w->v[at[a]];
+        if (cc_late(w)) { ok = -1; break; }
+        waits += start[prev + 1] - start[prev];
+        if (waits > CC_MAX_ROUND_WAITS) {
+          cc_err(w, I->line, "the operations of this round wait for those of the rank's previous round: more than %d "
+                 "waits between rounds in all (CC_MAX_ROUND_WAITS; put fewer operations of a rank in a round)",
+                 CC_MAX_ROUND_WAITS);
+          ok = -1;
+          break;
+        }
+        ++stamp;
+        for (int q = 0; q < I->npred; q++) mark[I->pred[q]] = stamp;
+        for (int b = start[prev]; ok > 0 && b < start[prev + 1]; b++)
+          if (mark[at[b]] != stamp) ok = cc_int_push(&I->pred, &I->npred, &I->cappred, at[b]);
+      }
       prev = g;
     }
   }
   cc_free(start);
   cc_free(at);
   cc_free(fill);
+  cc_free(mark);
   return ok;
 }

@@ -95,6 +95,13 @@ check "a buffer name a typo away from output is an error at its line" 1 5 \
   "h$((n + 1)).lua:2: 'ouput' is not a buffer: did you mean 'output'?" \
   "collective{kind='allgather', ranks=2, chunks=1}
 for r = 0, 1 do for q = 0, 1 do chunk(r, 'input', 0):copy(q, 'ouput', r) end end"
+check "rounds that would wait on too much are refused in bounded time" 1 10 \
+  "h$((n + 1)).lua:4: the operations of this round wait for those of the rank's previous round: more than 16777216 waits between rounds in all (CC_MAX_ROUND_WAITS" \
+  "collective{kind='custom', ranks=2, chunks=8192, inplace=false, expect='o[r][c]=i[r][c]'}
+for c = 0, 8191 do chunk(0, 'input', c):copy(0, 'tmp', c) end
+round()
+for c = 0, 8191 do chunk(0, 'tmp', c):copy(0, 'output', c) end
+for c = 0, 8191 do chunk(1, 'input', c):copy(1, 'output', c) end"
 # A script that never ends (/dev/zero): reading stops at BATON_SCRIPT_MAX_MB with a message (it read until the
 # OOM killer came, or exited 1 with no word under ulimit -v).
 n=$((n + 1))
