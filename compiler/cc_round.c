@@ -18,30 +18,30 @@ int cc_order_rounds(lower *w) {
   int64_t groups = (int64_t)nr * R, waits = 0;
   int *start = cc_calloc((size_t)groups + 1, sizeof *start), *at = cc_malloc(((size_t)w->n + 1) * sizeof *at);
   int *fill = cc_malloc(((size_t)groups + 1) * sizeof *fill), *mark = cc_calloc((size_t)w->n + 1, sizeof *mark);
-  int ok = start && at && fill && mark, stamp = 0;
+  int ok = start && at && fill && mark, stop = 0, stamp = 0;   /* ok 0: out of memory; stop: an error was said */
   for (int i = 0; ok && i < w->n; i++) start[(int64_t)w->v[i].rank * R + w->v[i].round + 1]++;
   for (int64_t g = 0; ok && g < groups; g++) start[g + 1] += start[g];
   for (int64_t g = 0; ok && g <= groups; g++) fill[g] = start[g];
   for (int i = 0; ok && i < w->n; i++) at[fill[(int64_t)w->v[i].rank * R + w->v[i].round]++] = i;
-  for (int r = 0; ok && r < nr; r++) {
+  for (int r = 0; ok && !stop && r < nr; r++) {
     int64_t prev = -1;   /* the rank's latest non-empty group */
-    for (int k = 0; ok && k < R; k++) {
+    for (int k = 0; ok && !stop && k < R; k++) {
       int64_t g = (int64_t)r * R + k;
       if (start[g] == start[g + 1]) continue;
-      for (int a = start[g]; ok && prev >= 0 && a < start[g + 1]; a++) {
+      for (int a = start[g]; ok && !stop && prev >= 0 && a < start[g + 1]; a++) {
         ins *I = &w->v[at[a]];
-        if (cc_late(w)) { ok = -1; break; }
         waits += start[prev + 1] - start[prev];
-        if (waits > CC_MAX_ROUND_WAITS) {
+        if (waits > CC_MAX_ROUND_WAITS)
           cc_err(w, I->line, "the operations of this round wait for those of the rank's previous round: more than %d "
                  "waits between rounds in all (CC_MAX_ROUND_WAITS; put fewer operations of a rank in a round)",
                  CC_MAX_ROUND_WAITS);
-          ok = -1;
+        if (waits > CC_MAX_ROUND_WAITS || cc_late(w)) {   /* cc_late says so itself */
+          stop = 1;
           break;
         }
         ++stamp;
         for (int q = 0; q < I->npred; q++) mark[I->pred[q]] = stamp;
-        for (int b = start[prev]; ok > 0 && b < start[prev + 1]; b++)
+        for (int b = start[prev]; ok && b < start[prev + 1]; b++)
           if (mark[at[b]] != stamp) ok = cc_int_push(&I->pred, &I->npred, &I->cappred, at[b]);
       }
       prev = g;
