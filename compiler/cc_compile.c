@@ -175,6 +175,14 @@ bt_result cc_compile_file(const char *script, const char *const *params, int npa
     p->minbytes = o->minbytes;
     p->maxbytes = o->maxbytes;
   }
+  if (ir_prog_multideps(p)) {
+    /* A program MSCCL could run keeps MSCCL's one dependency a step (nops
+     * wait for the rest); one that is baton's anyway waits for them at once. */
+    ir_prog *q = ir_deps_split(p);
+    if (!q) { res = BT_ERR_NOMEM; goto out; }
+    if (ir_prog_needs_baton(q)) ir_prog_free(q);
+    else { ir_prog_free(p); p = q; }
+  }
   double t2 = rt_time_s();
   rep->lower_s = t2 - t1;
   if (o->explain) ir_explain(p, o->explain);

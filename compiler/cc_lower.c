@@ -1,5 +1,6 @@
 /* cc_lower.c -- from chunk operations to scheduled thread-block programs. */
 #include "cc_lower.h"
+#include "cc_waits.h"
 #include "cc_direct.h"
 #include "cc_ins.h"
 #include "cc_layout.h"
@@ -314,6 +315,15 @@ static void name_messages(lower *w) {
       p = P->op == IR_OP_RRS ? P->msg_of : -1;
     }
   }
+}
+
+/* Makes step st wait for need[0..n) (n <= IR_MAX_DEPS). */
+static void set_deps(ir_step *st, const cc_need *need, int n) {
+  if (n < 1) return;
+  st->depid = need[0].tb;
+  st->deps = need[0].pos;
+  st->nxdeps = n - 1;
+  for (int k = 1; k < n; k++) st->xdep[k - 1] = (ir_dep){need[k].tb, need[k].pos};
 }
 
 /* Whether instruction `from` waits for `to`, directly or through others
@@ -721,30 +731,29 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   /* Steps in global order; waits only where program order does not imply them. */
   int maxtb = 0;
   for (int r = 0; r < t->nranks; r++) if (p->gpus[r].ntbs > maxtb) maxtb = p->gpus[r].ntbs;
-  int *waited = cc_malloc((size_t)(maxtb + 1) * (maxtb + 1) * t->nranks * sizeof(int));
+  cc_waits *clocks = cc_waits_new(t->nranks, maxtb, w.n);
   int *mark = cc_calloc(w.n + 1, sizeof(int)), *stack = cc_malloc((w.n + 1) * sizeof(int)), stamp = 0;
-  if (!waited || !mark || !stack) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
-  for (size_t z = 0; z < (size_t)(maxtb + 1) * (maxtb + 1) * t->nranks; z++) waited[z] = -1;
+  if (!clocks || !mark || !stack) { cc_waits_free(clocks); cc_free(mark); cc_free(stack); goto out; }
   char prov[600];
   for (int q = 0; q < live; q++) {
-    if (cc_late(&w)) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
+    if (cc_late(&w)) { cc_waits_free(clocks); cc_free(mark); cc_free(stack); goto out; }
     int id = order[q];
     ins *I = &w.v[id];
     ir_gpu *g = &p->gpus[I->rank];
     ir_tb *tb = &g->tbs[I->tb];
     /* the latest predecessor in each other tb of this rank; in a compute
      * tb, whose steps run in any order, every one */
-    int need_pos[256], need_tb[256], nneed = 0;
+    cc_need need[256];
+    int nneed = 0;
     for (int k = 0; k < I->npred; k++) {
       ins *P = &w.v[I->pred[k]];
       if (P->dead || P->rank != I->rank || P->tb == I->tb) continue;   /* dead: a direct program's wait that went */
       int anyorder = ir_tb_compute(&g->tbs[P->tb]), j;
-      for (j = 0; j < nneed && (need_tb[j] != P->tb || (anyorder && need_pos[j] != P->pos)); j++) {}
+      for (j = 0; j < nneed && (need[j].tb != P->tb || (anyorder && need[j].pos != P->pos)); j++) {}
       if (j == nneed) {
         if (nneed == 256) { cc_err(&w, I->line, "a step waits on more than 256 others"); break; }
-        need_tb[nneed] = P->tb;
-        need_pos[nneed++] = P->pos;
-      } else if (P->pos > need_pos[j]) need_pos[j] = P->pos;
+        need[nneed++] = (cc_need){P->tb, P->pos, I->pred[k]};
+      } else if (P->pos > need[j].pos) need[j] = (cc_need){P->tb, P->pos, I->pred[k]};
     }
     /* a compute step another predecessor waits for already needs no wait */
     for (int k = 0; k < I->npred && nneed; k++) {
@@ -753,33 +762,26 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
       for (int q = 0; q < I->npred; q++)
         if (q != k && w.v[I->pred[q]].rank == I->rank && waits_for(&w, I->pred[q], I->pred[k], mark, ++stamp, stack)) {
           for (int j = 0; j < nneed; j++)
-            if (need_tb[j] == P->tb && need_pos[j] == P->pos) { need_tb[j] = need_tb[--nneed]; need_pos[j] = need_pos[nneed]; }
+            if (need[j].tb == P->tb && need[j].pos == P->pos) need[j] = need[--nneed];
           break;
         }
     }
-    int *wt = waited + ((size_t)I->rank * (maxtb + 1) + I->tb) * (maxtb + 1);
-    int m = 0;
-    for (int j = 0; j < nneed; j++)
-      if (ir_tb_compute(&g->tbs[need_tb[j]]) || wt[need_tb[j]] < need_pos[j]) {
-        need_tb[m] = need_tb[j];
-        need_pos[m++] = need_pos[j];
-      }
+    /* the step carries its last IR_MAX_DEPS dependencies; nops before it
+     * carry the others, IR_MAX_DEPS each */
+    int m = cc_waits_pick(clocks, g, I->rank, I->tb, need, nneed);
     if (I->from >= 0) snprintf(prov, sizeof prov, "%s:%d (called from %s)", t->script, I->line, t->froms[I->from]);
     else snprintf(prov, sizeof prov, "%s:%d", t->script, I->line);
-    for (int j = 0; j < m; j++) {
-      ir_step *st;
-      if (j < m - 1) {
-        st = ir_step_add(tb);
-        if (!st) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
-        st->op = IR_OP_NOP; st->srcbuf = IR_BUF_INPUT; st->dstbuf = IR_BUF_OUTPUT; st->cnt = 0;
-        st->prov = ir_intern(p, prov);
-      }
-      wt[need_tb[j]] = need_pos[j];
-      g->tbs[need_tb[j]].steps[need_pos[j]].hasdep = 1;
-      if (j < m - 1) { st->depid = need_tb[j]; st->deps = need_pos[j]; }
+    for (int j = 0; j < m; j++) g->tbs[need[j].tb].steps[need[j].pos].hasdep = 1;
+    int nnops = m > IR_MAX_DEPS ? (m - 1) / IR_MAX_DEPS : 0, j0 = 0;
+    for (int k = 0; k < nnops; k++, j0 += IR_MAX_DEPS) {
+      ir_step *st = ir_step_add(tb);
+      if (!st) { cc_waits_free(clocks); cc_free(mark); cc_free(stack); goto out; }
+      st->op = IR_OP_NOP; st->srcbuf = IR_BUF_INPUT; st->dstbuf = IR_BUF_OUTPUT; st->cnt = 0;
+      st->prov = ir_intern(p, prov);
+      set_deps(st, need + j0, IR_MAX_DEPS);
     }
     ir_step *st = ir_step_add(tb);
-    if (!st) { cc_free(waited); cc_free(mark); cc_free(stack); goto out; }
+    if (!st) { cc_waits_free(clocks); cc_free(mark); cc_free(stack); goto out; }
     st->op = (uint8_t)I->op;
     unsigned f = fl(I->op);
     int sb = buf_of(t, I->sspace), db = buf_of(t, I->dspace);
@@ -806,11 +808,12 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
       st->sync = (uint8_t)I->sync;
       st->sync_param = I->sync_param;
     }
-    if (m) { st->depid = need_tb[m - 1]; st->deps = need_pos[m - 1]; }
+    set_deps(st, need + j0, m - j0);
     st->prov = ir_intern(p, prov);
     I->pos = tb->nsteps - 1;
+    cc_waits_ran(clocks, I->rank, I->tb, I->pos, id);
   }
-  cc_free(waited);
+  cc_waits_free(clocks);
   cc_free(mark);
   cc_free(stack);
   res = BT_OK;

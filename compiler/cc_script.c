@@ -34,6 +34,7 @@ static void register_dsl(lua_State *L, cc_trace *t, const char *const *params, i
                                  {"parallelize", cc_dsl_parallelize}, {"matrix", cc_dsl_matrix}, {"vector", cc_dsl_vector},
                                  {"gemv", cc_dsl_gemv}, {"index", cc_dsl_index},
                                  {"embedding_bag", cc_dsl_embedding_bag}, {"gemm", cc_dsl_gemm}, {"round", cc_dsl_round},
+                                 {"exchange", cc_dsl_exchange},
                                  {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushlightuserdata(L, t);

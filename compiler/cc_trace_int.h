@@ -68,6 +68,8 @@ int cc_dsl_ref_index(lua_State *L);
 int cc_dsl_ref_tostring(lua_State *L);
 int cc_dsl_param(lua_State *L);
 int cc_dsl_round(lua_State *L);
+/* exchange(a, b [, opts]) (cc_exchange.c): both become a (op) b. */
+int cc_dsl_exchange(lua_State *L);
 int cc_dsl_parallelize(lua_State *L);
 int cc_dsl_finish(lua_State *L);
 

@@ -147,15 +147,22 @@ static int signalled(const exec *x, const tbx *me, int s, int64_t t) {
   return k->sent >= t * k->per_tile + me->need[s];
 }
 
+/* The first dependency of step st of me that tile t has not met (its
+ * index, ir_step_dep), or -1 when all are met. */
+static int unmet_dep(const exec *x, const tbx *me, const ir_step *st, int64_t t) {
+  for (int k = 0; k < ir_step_ndeps(st); k++) {
+    ir_dep e = ir_step_dep(st, k);
+    const tbx *d = &x->tbs[me->r][e.tb];
+    if (d->compute ? !group_done(x, d, e.step, t) : d->done < t * d->tb->nsteps + e.step + 1) return k;
+  }
+  return -1;
+}
+
 /* What step st (step s) of me, for tile t, waits for (a WAIT_*),
  * WAIT_NONE when it can run now; WAIT_LAND sets me->land_c. */
 static int step_wait(const exec *x, tbx *me, const ir_step *st, int s, int64_t t) {
   unsigned fl = ir_op_flags[st->op];
-  if (st->depid >= 0) {
-    const tbx *d = &x->tbs[me->r][st->depid];
-    int64_t need = t * d->tb->nsteps + st->deps + 1;
-    if (d->compute ? !group_done(x, d, st->deps, t) : d->done < need) return WAIT_DEP;
-  }
+  if (unmet_dep(x, me, st, t) >= 0) return WAIT_DEP;
   if ((fl & IR_F_RECV) && me->in->head == me->in->tail) return WAIT_MSG;
   if ((fl & IR_F_SEND) && me->out->head - me->out->tail >= x->nslots) return WAIT_SLOT;
   if ((fl & IR_F_WAIT) && !signalled(x, me, s, t)) return WAIT_SIG;
@@ -172,8 +179,11 @@ static void stuck_line(const exec *x, const tbx *me, char *buf, size_t size) {
   if (n < 0 || (size_t)n >= size) return;
   buf += n;
   size -= (size_t)n;
-  if (me->why == WAIT_DEP)
-    snprintf(buf, size, "waiting for tb %d step %d (tile %lld) to signal", st->depid, st->deps, (long long)me->tile);
+  if (me->why == WAIT_DEP) {
+    int k = unmet_dep(x, me, st, me->tile);
+    ir_dep d = ir_step_dep(st, k < 0 ? 0 : k);
+    snprintf(buf, size, "waiting for tb %d step %d (tile %lld) to signal", d.tb, d.step, (long long)me->tile);
+  }
   else if (me->why == WAIT_MSG)
     snprintf(buf, size, "waiting for a message from rank %d on channel %d", me->tb->recv, me->tb->chan);
   else if (me->why == WAIT_SLOT)
@@ -572,19 +582,19 @@ static bt_result exec_setup(exec *x, rt_diag *diag) {
   for (int r = 0; r < p->ngpus && !res; r++)
     for (int u = 0; u < p->gpus[r].ntbs && !res; u++) {
       const ir_tb *tb = &p->gpus[r].tbs[u];
-      for (int s = 0; s < tb->nsteps; s++) {
-        int d = tb->steps[s].depid;
-        if (d < 0 || d >= p->gpus[r].ntbs) continue;
-        tbx *b = &x->tbs[r][d];
-        if (b->ndependents && b->dependents[b->ndependents - 1] == &x->tbs[r][u]) continue;
-        int k;
-        for (k = 0; k < b->ndependents && b->dependents[k] != &x->tbs[r][u]; k++) {}
-        if (k < b->ndependents) continue;
-        tbx **nd = realloc(b->dependents, (b->ndependents + 1) * sizeof *nd);
-        if (!nd) { res = BT_ERR_NOMEM; break; }
-        b->dependents = nd;
-        b->dependents[b->ndependents++] = &x->tbs[r][u];
-      }
+      for (int s = 0; s < tb->nsteps && !res; s++)
+        for (int e = 0; e < ir_step_ndeps(&tb->steps[s]) && !res; e++) {
+          int d = ir_step_dep(&tb->steps[s], e).tb;
+          if (d < 0 || d >= p->gpus[r].ntbs) continue;
+          tbx *b = &x->tbs[r][d];
+          int k;
+          for (k = b->ndependents - 1; k >= 0 && b->dependents[k] != &x->tbs[r][u]; k--) {}
+          if (k >= 0) continue;
+          tbx **nd = realloc(b->dependents, (b->ndependents + 1) * sizeof *nd);
+          if (!nd) { res = BT_ERR_NOMEM; break; }
+          b->dependents = nd;
+          b->dependents[b->ndependents++] = &x->tbs[r][u];
+        }
     }
   ir_peers_free(&pe);
   if (!res && ir_prog_direct(p)) res = direct_setup(x);
@@ -640,10 +650,19 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
           bad++;
           continue;
         }
-        if (st->depid >= 0 && (st->depid >= gp->ntbs || st->deps < 0 || st->deps >= gp->tbs[st->depid].nsteps)) {
-          rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): waits for tb %d step %d, which does not exist",
-                      ir_prog_where(p), r, t, s, op, st->depid, st->deps);
-          ok = 0;
+        if (st->nxdeps < 0 || st->nxdeps > IR_MAX_DEPS - 1) {
+          rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %d dependencies", ir_prog_where(p), r, t, s, op,
+                      ir_step_ndeps(st));
+          bad++;
+          continue;
+        }
+        for (int k = 0; k < ir_step_ndeps(st); k++) {
+          ir_dep d = ir_step_dep(st, k);
+          if (d.tb < 0 || d.tb >= gp->ntbs || d.step < 0 || d.step >= gp->tbs[d.tb].nsteps) {
+            rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): waits for tb %d step %d, which does not exist",
+                        ir_prog_where(p), r, t, s, op, d.tb, d.step);
+            ok = 0;
+          }
         }
         if (((fl & IR_F_RECV) && tb->recv < 0) || ((fl & IR_F_SEND) && (tb->send < 0 || tb->send >= p->ngpus)) ||
             ((fl & IR_F_RECV) && tb->recv >= p->ngpus)) {

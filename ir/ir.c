@@ -313,7 +313,8 @@ int ir_prog_needs_baton(const ir_prog *p) {
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
-        if (ir_step_strided(st) || (ir_op_flags[st->op] & (IR_F_COMP | IR_F_DIRECT))) return 1;
+        if (ir_step_strided(st) || ir_step_ndeps(st) > 1 || (ir_op_flags[st->op] & (IR_F_COMP | IR_F_DIRECT)))
+          return 1;
       }
   return 0;
 }

@@ -114,6 +114,14 @@ extern const char *const ir_sync_name[IR_SYNC_COUNT];   /* "tile", "group", "str
  * Files without it are plain MSCCL files (version 0). */
 #define IR_SCHEMA_VERSION 1
 
+/* Dependencies one step carries (baton): MSCCL's one (depid, deps) and
+ * up to IR_MAX_DEPS - 1 more in ir_step.xdep, so a step that waits for
+ * several thread blocks needs no chain of nop steps.  A step with more
+ * than one is written with xdeps="tb:step ..." and marks its file as
+ * baton's (ir_prog_needs_baton); ir_deps_split turns it back into nops. */
+#define IR_MAX_DEPS 8
+typedef struct ir_dep { int32_t tb, step; } ir_dep;
+
 typedef struct ir_step {
   uint8_t op;           /* ir_op */
   uint8_t srcbuf;       /* ir_buf */
@@ -134,6 +142,8 @@ typedef struct ir_step {
                          * signal / wait for; -1 for every other step */
   int32_t depid;        /* tb index on the same rank this step waits for, -1 none */
   int32_t deps;         /* step index in that tb */
+  int32_t nxdeps;       /* further dependencies, xdep[0 .. nxdeps-1]; 0 unless depid >= 0 */
+  ir_dep xdep[IR_MAX_DEPS - 1];
   int32_t line;         /* line in the XML file it was read from, 0 if none */
   const char *prov;     /* provenance "script.lua:12", or NULL */
   int8_t args[IR_MAX_ARGS];  /* compute opcodes: operand indices (ir_prog.operands), -1 unused */
@@ -199,6 +209,24 @@ void ir_prog_free(ir_prog *p);
  * NULL when out of memory or shift is out of range. */
 ir_prog *ir_prog_copy(const ir_prog *p, int shift);
 
+/* The dependencies of step s: how many (0 when depid is -1), and the k-th
+ * (0: depid/deps, then xdep). */
+static inline int ir_step_ndeps(const ir_step *s) { return s->depid >= 0 ? 1 + s->nxdeps : 0; }
+static inline ir_dep ir_step_dep(const ir_step *s, int k) {
+  return k ? s->xdep[k - 1] : (ir_dep){s->depid, s->deps};
+}
+
+/* Whether any step of p carries more than one dependency. */
+int ir_prog_multideps(const ir_prog *p);
+
+/* A copy of p in which no step carries more than one dependency: a step
+ * with k of them is preceded by k-1 nop steps that wait for the first
+ * k-1, and every dependency on a step moves with it.  Every rank does
+ * what it did in the same order; this is the form executors that take
+ * one dependency per step run (MSCCL's, and baton's GPU plan).  NULL when
+ * out of memory. */
+ir_prog *ir_deps_split(const ir_prog *p);
+
 /* Appends a thread block / step and returns it (NULL when out of memory). */
 ir_tb *ir_tb_add(ir_gpu *g, int send, int recv, int chan);
 ir_step *ir_step_add(ir_tb *tb);
@@ -241,7 +269,8 @@ int ir_prog_direct(const ir_prog *p);
 
 /* 1 when MSCCL would load p and run another schedule than baton does: a
  * step MSCCL does not know (compute, direct) or a pattern it would ignore
- * (strided steps, operands, an interleaved output).  ir_write marks such
+ * (strided steps, operands, an interleaved output, a step's dependencies
+ * past the first).  ir_write marks such
  * a program's protocol "baton-Simple" (-LL, -LL128), which MSCCL's
  * loaders refuse. */
 int ir_prog_needs_baton(const ir_prog *p);

@@ -337,6 +337,20 @@ static void rooted_side(checker *c, int r, int t, int s, int owner, int rd, int 
     ir_check_err(c, r, t, s, "reads %s output, which a %s has only on the root (rank %d)", whose, coll, p->root);
 }
 
+/* Dependency d of step s of tb t, rank r (g): an existing step of
+ * another tb of the rank, which signals. */
+static void check_dep(ir_checker *c, const ir_gpu *g, int r, int t, int s, ir_dep d) {
+  if (d.tb < 0 || d.tb >= g->ntbs)
+    ir_check_err(c, r, t, s, "depends on tb %d, which does not exist (rank %d has %d thread blocks)", d.tb, r, g->ntbs);
+  else if (d.tb == t)
+    ir_check_err(c, r, t, s, "depends on its own thread block (step %d); steps of one tb already run in order", d.step);
+  else if (d.step < 0 || d.step >= g->tbs[d.tb].nsteps)
+    ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not exist (tb %d has %d steps)", d.tb, d.step, d.tb,
+                 g->tbs[d.tb].nsteps);
+  else if (!g->tbs[d.tb].steps[d.step].hasdep)
+    ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not signal (hasdep=0)", d.tb, d.step);
+}
+
 /* The rules above for both sides of step st: its own buffers, and a
  * direct step's peer's (a put's destination, a get's source). */
 static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
@@ -395,22 +409,13 @@ static void check_steps(checker *c, int r) {
                  nosrc ? "srcrun" : "dstrun", nosrc ? "source" : "destination");
       check_compute(c, r, t, s, &geom);
       check_rooted(c, r, t, s, st);
-      if ((st->depid < 0) != (st->deps < 0)) {
+      if ((st->depid < 0) != (st->deps < 0))
         ir_check_err(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
-      } else if (st->depid >= 0) {
-        if (st->depid >= g->ntbs)
-          ir_check_err(c, r, t, s, "depends on tb %d, which does not exist (rank %d has %d thread blocks)",
-                   st->depid, r, g->ntbs);
-        else if (st->depid == t)
-          ir_check_err(c, r, t, s, "depends on its own thread block (step %d); steps of one tb already run in order",
-                   st->deps);
-        else if (st->deps >= g->tbs[st->depid].nsteps)
-          ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not exist (tb %d has %d steps)",
-                   st->depid, st->deps, st->depid, g->tbs[st->depid].nsteps);
-        else if (!g->tbs[st->depid].steps[st->deps].hasdep)
-          ir_check_err(c, r, t, s, "depends on tb %d step %d, which does not signal (hasdep=0)",
-                   st->depid, st->deps);
-      }
+      else if (st->nxdeps < 0 || st->nxdeps > IR_MAX_DEPS - 1 || (st->nxdeps && st->depid < 0))
+        ir_check_err(c, r, t, s, "%d dependencies after depid=%d (at most %d, and only after a first)", st->nxdeps,
+                     st->depid, IR_MAX_DEPS - 1);
+      else
+        for (int k = 0; k < ir_step_ndeps(st); k++) check_dep(c, g, r, t, s, ir_step_dep(st, k));
     }
   }
   check_compute_overlaps(c, r);

@@ -123,9 +123,11 @@ static void edges(const ir_prog *p, const ir_peers *pe, int slots, const dedges 
         long v = g->base[r][t] + s;
         const ir_step *st = &tb->steps[s];
         if (ordered && s + 1 < tb->nsteps) emit(g, v, v + 1, IR_EDGE_ORDER);
-        if (st->depid >= 0 && st->depid < p->gpus[r].ntbs && st->deps >= 0 &&
-            st->deps < p->gpus[r].tbs[st->depid].nsteps)
-          emit(g, g->base[r][st->depid] + st->deps, v, IR_EDGE_DEP);
+        for (int k = 0; k < ir_step_ndeps(st); k++) {
+          ir_dep d = ir_step_dep(st, k);
+          if (d.tb >= 0 && d.tb < p->gpus[r].ntbs && d.step >= 0 && d.step < p->gpus[r].tbs[d.tb].nsteps)
+            emit(g, g->base[r][d.tb] + d.step, v, IR_EDGE_DEP);
+        }
         if (rt && (ir_op_flags[st->op] & IR_F_SEND)) {
           b = ir_tb_next(rt, b, IR_F_RECV);
           if (b < rt->nsteps) emit(g, v, g->base[tb->send][u] + b++, IR_EDGE_MSG);

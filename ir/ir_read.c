@@ -202,6 +202,42 @@ static void read_sync(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int 
   xmlFree(v);
 }
 
+/* xdeps="tb:step tb:step ..." (baton): the step's dependencies after
+ * depid/deps, at most IR_MAX_DEPS - 1. */
+static void read_xdeps(reader *rd, xmlNode *n, ir_step *s, int rank, int tb, int idx) {
+  char *v = attr(n, "xdeps");
+  if (!v) return;
+  const char *c = v;
+  while (*c) {
+    while (*c == ' ') c++;
+    if (!*c) break;
+    char *end;
+    errno = 0;
+    long a = strtol(c, &end, 10), b = -1;
+    int ok = !errno && end != c && *end == ':' && a >= 0 && a <= INT_MAX;
+    if (ok) {
+      c = end + 1;
+      b = strtol(c, &end, 10);
+      ok = !errno && end != c && (*end == ' ' || !*end) && b >= 0 && b <= INT_MAX;
+    }
+    if (!ok) {
+      ERR(rd, n, "rank %d tb %d step %d: xdeps=\"%s\" is not a list of tb:step pairs (non-negative integers)", rank,
+          tb, idx, v);
+      break;
+    }
+    if (s->nxdeps == IR_MAX_DEPS - 1) {
+      ERR(rd, n, "rank %d tb %d step %d: xdeps names more than %d dependencies (a step has at most %d; a nop step "
+          "before it can wait for more)", rank, tb, idx, IR_MAX_DEPS - 1, IR_MAX_DEPS);
+      break;
+    }
+    s->xdep[s->nxdeps++] = (ir_dep){(int32_t)a, (int32_t)b};
+    c = end;
+  }
+  if (s->nxdeps && s->depid < 0)
+    ERR(rd, n, "rank %d tb %d step %d: xdeps without depid/deps (the first dependency goes there)", rank, tb, idx);
+  xmlFree(v);
+}
+
 static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   ir_step *s = ir_step_add(tb);
   if (!s) { ERR(rd, n, "out of memory"); return; }
@@ -248,6 +284,7 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   s->depid = i32(rd, n, "depid", 0, -1, -1, INT_MAX);
   s->deps = i32(rd, n, "deps", 0, -1, -1, INT_MAX);
   s->hasdep = (uint8_t)i32(rd, n, "hasdep", 0, 0, 0, 1);
+  read_xdeps(rd, n, s, rank, tb->id, idx);
   if (op != IR_OP_COUNT) {
     read_args(rd, n, s, rank, tb->id, idx);
     read_sync(rd, n, s, rank, tb->id, idx);

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "rt_log.h"
@@ -56,6 +57,11 @@ bt_result ir_write(const ir_prog *p, FILE *f) {
         fprintf(f, "      <step s=\"%d\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" depid=\"%d\" deps=\"%d\" hasdep=\"%d\"",
                 s, ir_op_xml[st->op], ir_buf_xml[st->srcbuf], st->srcoff, ir_buf_xml[st->dstbuf],
                 st->dstoff, st->cnt, st->depid, st->deps, st->hasdep);
+        if (st->nxdeps > 0 && st->depid >= 0) {
+          fputs(" xdeps=\"", f);
+          for (int k = 0; k < st->nxdeps; k++) fprintf(f, "%s%d:%d", k ? " " : "", st->xdep[k].tb, st->xdep[k].step);
+          fputc('"', f);
+        }
         if (st->peer >= 0) fprintf(f, " peer=\"%d\"", st->peer);
         if (st->srcrun > 0) fprintf(f, " srcrun=\"%d\" srcstride=\"%d\"", st->srcrun, st->srcstride);
         if (st->dstrun > 0) fprintf(f, " dstrun=\"%d\" dststride=\"%d\"", st->dstrun, st->dststride);
@@ -128,6 +134,16 @@ void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *li
     snprintf(line + n, cap - n, " as %s", chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride));
 }
 
+/* Appends to b (size n, *m used), cutting what does not fit. */
+static void add(char *b, size_t n, size_t *m, const char *fmt, ...) {
+  if (*m + 1 >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(b + *m, n - *m, fmt, ap);
+  va_end(ap);
+  if (k > 0) *m = *m + (size_t)k < n ? *m + (size_t)k : n - 1;
+}
+
 void ir_explain(const ir_prog *p, FILE *f) {
   fprintf(f, "algo %s: %s over %d ranks, %s, proto %s, %d channel%s, %d chunks per loop\n",
           p->name && *p->name ? p->name : "(unnamed)", ir_coll_name[p->coll], p->ngpus,
@@ -156,13 +172,16 @@ void ir_explain(const ir_prog *p, FILE *f) {
         char text[140], line[160];
         ir_step_text(p, tb, st, text, sizeof text);
         snprintf(line, sizeof line, "    %3d  %s", s, text);
-        char extra[160] = "";
-        int m = 0;
-        if (st->depid >= 0) m += snprintf(extra + m, sizeof extra - m, " wait tb%d.%d", st->depid, st->deps);
-        if (st->hasdep) m += snprintf(extra + m, sizeof extra - m, " signal");
+        char extra[640] = "";
+        size_t m = 0;
+        for (int k = 0; k < ir_step_ndeps(st); k++) {
+          ir_dep d = ir_step_dep(st, k);
+          add(extra, sizeof extra, &m, k ? ",tb%d.%d" : " wait tb%d.%d", d.tb, d.step);
+        }
+        if (st->hasdep) add(extra, sizeof extra, &m, " signal");
         if (st->hasdep && ir_tb_compute(tb) && st->sync != IR_SYNC_TILE)
-          m += snprintf(extra + m, sizeof extra - m, " (%s:%d)", ir_sync_name[st->sync], st->sync_param);
-        if (st->prov) m += snprintf(extra + m, sizeof extra - m, "  ; %s", st->prov);
+          add(extra, sizeof extra, &m, " (%s:%d)", ir_sync_name[st->sync], st->sync_param);
+        if (st->prov) add(extra, sizeof extra, &m, "  ; %s", st->prov);
         if (m) fprintf(f, "%-56s%s\n", line, extra);
         else fprintf(f, "%s\n", line);
       }

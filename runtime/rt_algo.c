@@ -154,6 +154,12 @@ static bt_result load_one(rt_algos *a, const char *path) {
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s rejected: %s", path, first_line(d, why, sizeof why));
     goto drop;
   }
+  if (ir_prog_multideps(p)) {   /* the GPU plan takes one dependency a step: nops wait for the rest */
+    ir_prog *q = ir_deps_split(p);
+    if (!q) { ir_prog_free(p); rt_diag_free(d); return BT_ERR_NOMEM; }
+    ir_prog_free(p);
+    p = q;
+  }
   if (p->ngpus != a->nranks) {
     LOG_INFO(RT_SUB_RUNTIME, "algorithm %s is for %d ranks, this communicator has %d: not used", path, p->ngpus,
              a->nranks);

@@ -104,7 +104,7 @@ check "the compiled alternating rings verify (all types, uneven count, 2 slots)"
   "$baton" verify --dtype all --count 37 --tile 3 --slots 2 "$tmp/alt.xml"
 # Instances keep an instance's share of a multi-chunk message in one step:
 # Bruck's rounds send 4 blocks per rank, so 2 instances make 2 x 24 sends.
-check "compile Bruck with 2 instances (8 ranks)" 0 "alltoall on 8 ranks, 112 thread blocks, 404 steps" \
+check "compile Bruck with 2 instances (8 ranks)" 0 "alltoall on 8 ranks, 112 thread blocks, 268 steps" \
   "$baton" compile "$root/algorithms/alltoall_bruck.lua" --param ranks=8 --param instances=2 -o "$tmp/bruck2.xml"
 check_exact "... each instance sends each round's 4 blocks as one message (48 sends)" 0 "48" \
   grep -c 'type="s" .*cnt="4"' "$tmp/bruck2.xml"
@@ -113,8 +113,15 @@ check_exact "... each instance sends each round's 4 blocks as one message (48 se
 # work buffer, and it has fewer steps than the packing version's 208.
 check_exact "... the sends of rounds 1 and 2 carry the receiver's pattern (32 sends)" 0 "32" \
   grep -c 'type="s" [^>]*dstrun=' "$tmp/bruck2.xml"
-check "compile Bruck (8 ranks): 153 steps, strided" 0 "alltoall on 8 ranks, 56 thread blocks, 153 steps" \
+check "compile Bruck (8 ranks): 85 steps, strided" 0 "alltoall on 8 ranks, 56 thread blocks, 85 steps" \
   "$baton" compile "$root/algorithms/alltoall_bruck.lua" --param ranks=8 -o "$tmp/bruck1.xml"
+# A step that waits for several thread blocks carries them all (xdeps),
+# and no wait is written that another implies: no chain of nop steps (68
+# of its 153 steps were nops with one wait each), 3 steps with two waits.
+check_exact "... no nop steps" 1 "0" grep -c 'type="nop"' "$tmp/bruck1.xml"
+check_exact "... steps that wait for several thread blocks at once" 0 "3" grep -c ' xdeps="' "$tmp/bruck1.xml"
+check "... and MSCCL's loaders refuse the file (baton's protocol name)" 0 'proto="baton-Simple"' \
+  grep -o 'proto="[^"]*"' "$tmp/bruck1.xml"
 check_exact "... its strided steps (srcrun or dstrun): rounds, and the reversed copies out" 0 "48" \
   grep -c 'srcrun=\|dstrun=' "$tmp/bruck1.xml"
 check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \

@@ -70,6 +70,7 @@ for r in 2 4 8 16; do
   case_ reducescatter_allpairs.lua ranks=$r inplace=1 via=direct protocol=Simple chain=1
   case_ allreduce_tree.lua ranks=$r
   case_ allgather_rd.lua ranks=$r
+  case_ allreduce_rd.lua ranks=$r
   case_ broadcast_chain.lua ranks=$r
   case_ broadcast_tree.lua ranks=$r
   case_ reduce_chain.lua ranks=$r
@@ -87,9 +88,11 @@ done
 for r in 3 5 6 7 12; do
   case_ allreduce_tree.lua ranks=$r
   case_ allgather_rd.lua ranks=$r
+  case_ allreduce_rd.lua ranks=$r
   case_ broadcast_tree.lua ranks=$r
   case_ reduce_tree.lua ranks=$r
 done
+case_ allreduce_rd.lua ranks=6 chunks=3 instances=2 protocol=LL
 case_ allreduce_tree.lua ranks=8 chunks=1
 case_ allreduce_tree.lua ranks=5 chunks=3 instances=2 protocol=LL
 case_ allgather_rd.lua ranks=6 chunks=2 instances=2
@@ -262,6 +265,15 @@ t="allgather_rd 8 ranks: rank r sends one message to each of r xor 1, 2, 4"
 want=$(for r in 0 1 2 3 4 5 6 7; do printf '%s\n' "$r $((r ^ 1))" "$r $((r ^ 2))" "$r $((r ^ 4))"; done | sort)
 if compile allgather_rd.lua ranks=8 && [ "$(senders | sort)" = "$want" ] &&
    [ "$(step_list | awk '$2 ~ /^(s|rcs|rrs|rrcs)$/' | wc -l)" = 24 ]; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
+# exchange() folds into receive-reduces: recursive doubling AllReduce on 8
+# ranks is one send and then receive-reduces (rrcs, the last rrc), 4 a rank.
+t="allreduce_rd 8 ranks: rank r trades with r xor 1, 2, 4 only, 4 steps a rank, no local reduce"
+if compile allreduce_rd.lua ranks=8 && [ "$(senders | sort)" = "$want" ] &&
+   [ "$(step_list | wc -l)" = 32 ] && [ "$(step_list | awk '$2 ~ /^(re|r|nop)$/' | wc -l)" = 0 ]; then
   pass "$t"
 else
   fail "$t" "$msg"

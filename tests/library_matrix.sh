@@ -37,7 +37,7 @@ RANKS=2,3,4,5,8,16,32,64
 # The rank counts the every-rank scripts take in the cross product: $RANKS
 # in the sample (every_rank() adds the others), 2-64 with `all`.
 WIDE=$RANKS
-EVERY_RANK="allreduce_tree.lua allgather_rd.lua broadcast_chain.lua broadcast_tree.lua reduce_chain.lua reduce_tree.lua"
+EVERY_RANK="allreduce_tree.lua allgather_rd.lua allreduce_rd.lua broadcast_chain.lua broadcast_tree.lua reduce_chain.lua reduce_tree.lua"
 SHAPES=1x4,2x2,2x3,2x4,2x5,2x8,3x2,3x3,3x4,4x2,4x4,4x8,8x4,8x8
 PROTOCOLS=(Simple LL LL128)
 

@@ -460,6 +460,18 @@ static void test_lowering(void) {
       rrs += p->gpus[1].tbs[t].steps[k].op == IR_OP_RRS && p->gpus[1].tbs[t].steps[k].dstbuf == IR_BUF_OUTPUT;
   ok(rrs == 1, "rank 1 receives, reduces and sends in one rrs step whose destination is rank 2's output (%d)", rrs);
   ir_prog_free(p);
+  /* Rabenseifner's Reduce: a ring reduce-scatter that leaves the root's
+   * partial sum in its output (fusion once refused it on 3+ ranks) */
+  for (int n = 3; n <= 5; n++) {
+    char src[800], what[80];
+    snprintf(src, sizeof src, "local n = %d\ncollective{kind='reduce', ranks=n, chunks=n, inplace=false}\n"
+             "for c = 0, n - 1 do\n  local acc = chunk((c + 1) %% n, 'input', c)\n  for k = 2, n do\n"
+             "    local r = (c + k) %% n\n"
+             "    acc = acc:copy(r, r == 0 and 'output' or 'work', c):reduce(chunk(r, 'input', c))\n  end\n"
+             "  if c ~= 0 then acc:copy(0, 'output', c) end\nend\n", n);
+    snprintf(what, sizeof what, "Rabenseifner's Reduce on %d ranks (ring reduce-scatter, gather to the root)", n);
+    compiles(src, what, 0);
+  }
 }
 
 /* Alternating rings: instance 0 runs the ring forward, instance 1 backward. */

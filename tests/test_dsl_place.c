@@ -221,10 +221,11 @@ static void test_links(void) {
  * thread blocks it waits on, for a step of thread block `on`. */
 static int waits_on(const ir_prog *p, int r, int want, int on, int depth) {
   const ir_tb *b = &p->gpus[r].tbs[want];
-  for (int s = 0; s < b->nsteps && depth < 64; s++) {
-    int d = b->steps[s].depid;
-    if (d == on || (d >= 0 && waits_on(p, r, d, on, depth + 1))) return 1;
-  }
+  for (int s = 0; s < b->nsteps && depth < 64; s++)
+    for (int k = 0; k < ir_step_ndeps(&b->steps[s]); k++) {
+      int d = ir_step_dep(&b->steps[s], k).tb;
+      if (d == on || waits_on(p, r, d, on, depth + 1)) return 1;
+    }
   return 0;
 }
 
@@ -287,7 +288,24 @@ static void test_exchange_fold(void) {
       }
   ok(p && steps == 32 && local == 0, "its rounds fold into receive-reduces: %d steps, %d receives into scratch, "
      "local reduces or nops (56 thread blocks and 112 steps before)", steps, local);
+  /* the same with exchange(): the same program */
+  ir_prog *q = build("collective{kind='allreduce', ranks=8, chunks=1, inplace=true}\nfor k = 0, 2 do\n"
+                     "  local d = 1 << k\n  for r = 0, 7 do\n    if r < r ~ d then\n"
+                     "      local a, b = exchange(chunk(r, 'input', 0), chunk(r ~ d, 'input', 0), {ch = 0})\n"
+                     "      assert(a.rank == r and b.rank == r ~ d and a.buffer == 'input')\n    end\n  end\nend\n",
+                     "recursive doubling with exchange()");
+  ok(p && q && ir_prog_nsteps(q) == ir_prog_nsteps(p) && ir_prog_ntbs(q) == ir_prog_ntbs(p),
+     "exchange() compiles to what the written-out exchange does (%ld steps)", q ? ir_prog_nsteps(q) : -1L);
   ir_prog_free(p);
+  ir_prog_free(q);
+  fails("collective{kind='allreduce', ranks=2, chunks=1}\nexchange(chunk(0, 'input', 0), chunk(0, 'input', 0))\n",
+        "t.lua:2: exchange between rank 0 and itself", "exchange() of one rank with itself");
+  fails("collective{kind='allreduce', ranks=2, chunks=2}\nexchange(chunk(0, 'input', 0, 2), chunk(1, 'input', 0))\n",
+        "t.lua:2: exchange of references of different counts (2 and 1)", "exchange() of different counts");
+  fails("collective{kind='allreduce', ranks=2, chunks=1}\nexchange(chunk(0, 'input', 0), chunk(1, 'input', 0), "
+        "{chan = 1})\n", "t.lua:2: exchange: unknown option 'chan'", "exchange() with an unknown option");
+  fails("collective{kind='allreduce', ranks=2, chunks=1}\nexchange(chunk(0, 'input', 0), 3)\n",
+        "t.lua:2:", "exchange() of a number");
 }
 
 int main(void) {

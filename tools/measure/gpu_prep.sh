@@ -79,6 +79,9 @@ compile allreduce_tree allreduce_tree.lua $r
 compile allreduce_tree_ll128 allreduce_tree.lua $r protocol=LL128 chunks=2
 compile allgather_rd allgather_rd.lua $r
 compile alltoall_bruck alltoall_bruck.lua $r
+compile alltoall_bruck_ll alltoall_bruck.lua $r protocol=LL chunks=2
+compile allreduce_rd allreduce_rd.lua $r
+compile allreduce_rd_ll allreduce_rd.lua $r protocol=LL
 compile alltoall_direct_paired alltoall_direct.lua $r placement=paired
 compile allreduce_allpairs2_paired allreduce_allpairs.lua $r shot=2 placement=paired
 compile allreduce_direct1 allreduce_allpairs.lua $r shot=1 via=direct
