@@ -52,9 +52,22 @@ static void value_runs(const ir_prog *p, run *runs, ip_dims *dims) {
   }
 }
 
-/* Element-steps (steps x chunk capacity) the tiled run on values may take:
- * the capacity shrinks as programs grow, from 512 down to 3. */
+/* Element-steps (chunks the steps move x chunk capacity) the tiled run on
+ * values may take: the capacity shrinks as programs grow, from 512 down
+ * to 3. */
 #define VALUE_RUN_BUDGET (INT64_C(1) << 18)
+
+/* The chunks p's steps move, each step at least one (a nop, a signal). */
+static int64_t chunk_steps(const ir_prog *p) {
+  int64_t n = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        n += (ir_op_flags[st->op] & (IR_F_SIG | IR_F_WAIT)) || st->cnt < 1 ? 1 : st->cnt;
+      }
+  return n;
+}
 
 /* The three runs of any other program.  The routes of its elements do
  * not depend on their values (no step looks at one), nor on the count or
@@ -67,8 +80,8 @@ static void value_runs(const ir_prog *p, run *runs, ip_dims *dims) {
  *   1. for an in-place program whose out-of-place call keeps i and o apart
  *      (ir_prog_aliased), a sources run of that call; otherwise i32 max at 7
  *      elements in 1-element tiles (more chunks than elements: empty ones);
- *   2. f32 sum at an uneven count (each chunk's capacity C = 2^18 / steps,
- *      3..512, and the last chunk of a block one short) in tiles of
+ *   2. f32 sum at an uneven count (each chunk's capacity C = 2^18 / the
+ *      chunks the steps move, 3..512, and the last chunk of a block one short) in tiles of
  *      ceil(C / 4): several tiles and short tails on values, a few
  *      element-steps however large the program. */
 static void route_runs(const ir_prog *p, run *runs) {
@@ -80,7 +93,7 @@ static void route_runs(const ir_prog *p, run *runs) {
     runs[1].o = (ip_cpu_opts){.sources = 1, .count = k, .tile = 1, .inplace = 0};
   else
     runs[1].o = (ip_cpu_opts){.dtype = IP_I32, .op = IP_OP_MAX, .count = 7, .tile = 1, .inplace = -1};
-  long steps = ir_prog_nsteps(p);
+  int64_t steps = chunk_steps(p);
   int64_t cap = VALUE_RUN_BUDGET / (steps > 0 ? steps : 1);
   cap = cap < 3 ? 3 : cap > 512 ? 512 : cap;
   runs[2].o = (ip_cpu_opts){.dtype = IP_F32, .op = IP_OP_SUM, .count = cap * k - 1, .tile = (cap + 3) / 4,

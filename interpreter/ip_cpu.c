@@ -650,7 +650,7 @@ static bt_result check_steps(const ir_prog *p, const ir_geom *geom, int inplace,
           bad++;
           continue;
         }
-        if (st->nxdeps < 0 || st->nxdeps > IR_MAX_DEPS - 1) {
+        if (st->nxdeps > IR_MAX_DEPS - 1) {
           rt_diag_add(diag, "%s: rank %d tb %d step %d (%s): %d dependencies", ir_prog_where(p), r, t, s, op,
                       ir_step_ndeps(st));
           bad++;

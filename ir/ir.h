@@ -119,7 +119,7 @@ extern const char *const ir_sync_name[IR_SYNC_COUNT];   /* "tile", "group", "str
  * several thread blocks needs no chain of nop steps.  A step with more
  * than one is written with xdeps="tb:step ..." and marks its file as
  * baton's (ir_prog_needs_baton); ir_deps_split turns it back into nops. */
-#define IR_MAX_DEPS 8
+#define IR_MAX_DEPS 4
 typedef struct ir_dep { int32_t tb, step; } ir_dep;
 
 typedef struct ir_step {
@@ -127,6 +127,7 @@ typedef struct ir_step {
   uint8_t srcbuf;       /* ir_buf */
   uint8_t dstbuf;       /* ir_buf */
   uint8_t hasdep;       /* 1: other steps depend on this one (it signals) */
+  uint8_t nxdeps;       /* further dependencies, xdep[0 .. nxdeps-1]; 0 unless depid >= 0 */
   int32_t srcoff;       /* first chunk, -1 when unused */
   int32_t dstoff;
   int32_t cnt;          /* number of chunks */
@@ -142,7 +143,6 @@ typedef struct ir_step {
                          * signal / wait for; -1 for every other step */
   int32_t depid;        /* tb index on the same rank this step waits for, -1 none */
   int32_t deps;         /* step index in that tb */
-  int32_t nxdeps;       /* further dependencies, xdep[0 .. nxdeps-1]; 0 unless depid >= 0 */
   ir_dep xdep[IR_MAX_DEPS - 1];
   int32_t line;         /* line in the XML file it was read from, 0 if none */
   const char *prov;     /* provenance "script.lua:12", or NULL */

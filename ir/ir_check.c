@@ -411,7 +411,7 @@ static void check_steps(checker *c, int r) {
       check_rooted(c, r, t, s, st);
       if ((st->depid < 0) != (st->deps < 0))
         ir_check_err(c, r, t, s, "depid=%d and deps=%d: both or neither must be -1", st->depid, st->deps);
-      else if (st->nxdeps < 0 || st->nxdeps > IR_MAX_DEPS - 1 || (st->nxdeps && st->depid < 0))
+      else if (st->nxdeps > IR_MAX_DEPS - 1 || (st->nxdeps && st->depid < 0))
         ir_check_err(c, r, t, s, "%d dependencies after depid=%d (at most %d, and only after a first)", st->nxdeps,
                      st->depid, IR_MAX_DEPS - 1);
       else

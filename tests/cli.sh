@@ -28,6 +28,9 @@ check "unknown command" 2 "unknown command 'frob'" "$baton" frob
 for c in verify explain ops params; do check "$c --help" 0 "usage: baton $c" "$baton" $c --help; done
 check "unknown dtype" 2 "unknown dtype 'f8'" "$baton" verify --dtype f8 x.xml
 check "unknown op" 2 "unknown op 'xor'" "$baton" verify --op xor x.xml
+check "verify -o is refused: -o is an output file in baton's commands" 2 "the reduction operator is --op" \
+  "$baton" verify -o sum x.xml
+check "... -oall too" 2 "the reduction operator is --op" "$baton" verify -oall x.xml
 check "bad count" 2 "bad --count '0'" "$baton" verify --count 0 x.xml
 check "option without value" 2 "--expect needs a value" "$baton" verify x.xml --expect
 check "bad --expect" 2 "--expect:3: expected 'r' near 'end of text'" "$baton" verify --expect 'o[' x.xml
@@ -270,8 +273,8 @@ check "a count too large for memory names the --count that fits" 1 "the buffers 
 check "... and says which option to change" 1 "; use --count " "$baton" verify --dtype f64 --count 64G "$ag"
 check "verify takes at most 256 files" 2 "baton verify: at most 256 files at a time" "$baton" verify $(for i in $(seq 257); do echo "$ag"; done)
 # One option vocabulary: -d/-o with all, K/M/G on counts.
-check "verify -d all -o all --count 4K --tile 1k" 0 "50 runs (all types all ops, count 4096, in-place)" \
-  "$baton" verify -d all -o all --count 4K --tile 1k "$corpus/allreduce_1step_4r_ll.xml"
+check "verify -d all --op all --count 4K --tile 1k" 0 "50 runs (all types all ops, count 4096, in-place)" \
+  "$baton" verify -d all --op all --count 4K --tile 1k "$corpus/allreduce_1step_4r_ll.xml"
 check "--count with an unknown suffix" 2 "bad --count '3T': not an integer (suffixes K, M, G allowed)" "$baton" verify --count 3T "$ag"
 check "--count whose suffix overflows" 2 "bad --count '99999999999G': must be 1..281474976710656" "$baton" verify --count 99999999999G "$ag"
 check "--slots takes a suffix (1K is 1024)" 0 "allgather_ring_4r_simple.xml: ok  allgather on 4 ranks" "$baton" verify --slots 1K "$ag"
@@ -351,7 +354,7 @@ for s in alltoall_direct allreduce_allpairs; do
     "$baton" compile "$root/algorithms/$s.lua" --param ranks=8 -o "$tmp/$s.split.xml"
   check "$s paired: 64" 0 "on 8 ranks, 64 thread blocks" \
     "$baton" compile "$root/algorithms/$s.lua" --param ranks=8 --param placement=paired -o "$tmp/$s.paired.xml"
-  check "... and it verifies over every type and operator" 0 "ok  " "$baton" verify -d all -o all "$tmp/$s.paired.xml"
+  check "... and it verifies over every type and operator" 0 "ok  " "$baton" verify -d all --op all "$tmp/$s.paired.xml"
   check "$s at 64 ranks, split, is refused" 1 "rank 0 needs 127 thread blocks, more than the 108" \
     "$baton" compile -q "$root/algorithms/$s.lua" --param ranks=64 -o "$tmp/$s.64.xml"
   check "... paired, it compiles: 64 thread blocks per rank" 0 "on 64 ranks, 4096 thread blocks" \
@@ -371,10 +374,10 @@ check "overlapping runs are invalid" 1 "source runs of 2 chunks 1 apart overlap"
 # Direct programs (put, get, getr, sig, wait): verified, explained, drawn, and refused where they break a rule.
 d2="$root/tests/direct_2r.xml" dll="$root/tests/direct_ll_4r.xml"
 check "a Simple direct two-shot verifies (all types and ops, in place)" 0 "direct_2r.xml: ok  allreduce on 2 ranks, 2 tbs, 14 steps; 50 runs" \
-  "$baton" verify -d all -o all "$d2"
+  "$baton" verify -d all --op all "$d2"
 check "... and out of place" 0 "direct_2r.xml: ok  allreduce on 2 ranks" "$baton" verify --outofplace --count 37 --tile 5 "$d2"
 check "an LL direct one-shot verifies (all types and ops)" 0 "direct_ll_4r.xml: ok  allreduce on 4 ranks, 4 tbs, 28 steps; 50 runs" \
-  "$baton" verify -d all -o all "$dll"
+  "$baton" verify -d all --op all "$dll"
 check "explain shows a getr and a put with their peers' chunks" 0 "getr o[0] (op)= 1:i[0]" "$baton" explain "$d2"
 check "... and a put into a landing" 0 "put  i[0] -> 3:s[0]" "$baton" explain "$dll"
 check "explain --dot: signal edges in red, landing edges dotted green" 0 "4 signals, 12 landings" \

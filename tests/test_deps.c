@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
   static const struct { const char *val, *expect, *what; } bad[] = {
       {"1:x", "is not a list of tb:step pairs", "a malformed pair"},
       {"-1:0", "is not a list of tb:step pairs", "a negative thread block"},
-      {"1:0 2:0 3:0 4:0 5:0 6:0 7:0 8:0", "names more than 7 dependencies", "more than IR_MAX_DEPS"},
+      {"1:0 2:0 3:0 4:0", "names more than 3 dependencies", "more than IR_MAX_DEPS"},
       {"99:0", "depends on tb 99, which does not exist", "a thread block that does not exist"},
       {"1:999", "which does not exist (tb 1 has", "a step that does not exist"},
   };

@@ -20,8 +20,9 @@ static void usage(FILE *f) {
   for (int i = 0; i < NCMDS; i++) fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].doc);
   fprintf(f, "\noptions shared by the commands that take them:\n"
              "  -d, --dtype T   f32, f64, f16, bf16, i32, u32, i64, u64, i8, u8, or (verify) all\n"
-             "  -o, --op OP     sum, prod, max, min, avg, or (verify) all; compile's -o is its output\n"
-             "                  file; bench's -d (--datatype) and -o take one type and one op\n"
+             "  -o FILE|DIR     where compile and set write (and nothing else: verify's operator\n"
+             "                  is --op; bench keeps nccl-tests' letters, -o its operator)\n"
+             "  --op OP         sum, prod, max, min, avg, or (verify) all\n"
              "  sizes, counts   K, M, G suffixes, x1024, x1024^2, x1024^3 (64K is 65536): every\n"
              "                  number of verify (--count, --tile, --dim NAME=N, --slots, --ranks),\n"
              "                  compile's --sizes, bench's -b, -e, -i\n"

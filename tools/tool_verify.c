@@ -101,7 +101,7 @@ static const char verify_help[] =
   "options:\n"
   "  --ranks N        fail unless the program is for N ranks\n"
   "  -d, --dtype T    f32 (default), f64, f16, bf16, i32, u32, i64, u64, i8, u8, or all\n"
-  "  -o, --op OP      sum (default), prod, max, min, avg, or all\n"
+  "  --op OP          sum (default), prod, max, min, avg, or all\n"
   "  --count N        elements per block (default 4099: uneven on purpose)\n"
   "  --tile N         elements per tile (default 128; 0 = BATON_EXEC_TILE or one tile per chunk)\n"
   "  --slots N        FIFO slots per connection (default: the slots=\"N\" the compiler\n"
@@ -444,8 +444,12 @@ int tool_verify(int argc, char **argv) {
     } else if ((v = tool_opt(argc, argv, &i, "--dtype")) || (v = tool_opt(argc, argv, &i, "-d"))) {
       if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
       vo.dtype_given = 1;
-    } else if ((v = tool_opt(argc, argv, &i, "--op")) || (v = tool_opt(argc, argv, &i, "-o"))) {
+    } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
+    } else if (!strncmp(argv[i], "-o", 2)) {   /* -o is an output file in baton's commands; verify writes none */
+      fprintf(stderr, "baton verify: -o names an output file in baton's commands, and verify writes none; the "
+              "reduction operator is --op (baton bench keeps nccl-tests' -o)\n");
+      return 2;
     } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
       if (!tool_size("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
       vo.count_given = 1;
