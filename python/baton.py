@@ -23,12 +23,14 @@ fused program from those it loaded (BATON_ALGO_DIR, docs/FUSED.md).
 
 The library: baton.load(path) before anything else, else libbaton.so from
 beside this file's folder's build/ (a source checkout), else the one
-installed with this module (PREFIX/lib), else the system's.
+installed with this module (meson install writes its folder in here), else
+the one the loader finds (LD_LIBRARY_PATH, the system's).  A build without
+CUDA has a libbaton.so too: compile and verify work, communicators answer
+BatonError (unsupported).
 """
 import collections as _collections
 import ctypes as _ctypes
 import ctypes.util as _ctypes_util
-import glob as _glob
 import os as _os
 import struct as _struct
 
@@ -58,18 +60,20 @@ class BatonError(RuntimeError):
         super().__init__(f'{call}: {what}' + (f': {detail}' if detail else ''))
 
 
+# The folder `meson install` put libbaton.so in: the installed copy of this
+# file has it written here; a source checkout's keeps the placeholder.
+_INSTALLED_LIBDIR = '@BATON_LIBDIR@'
+
+
 def load(path=None):
     """Loads baton's C library (libbaton.so) from path, or finds it; returns the ctypes library."""
     global _lib
     if _lib is not None and path is None:
         return _lib
     here = _os.path.dirname(_os.path.abspath(__file__))
-    # An installed module lives in PREFIX/share/baton/python; its library in PREFIX/lib or PREFIX/lib/<triplet>.
-    prefix = _os.path.normpath(_os.path.join(here, '..', '..', '..'))
-    installed = sorted(_glob.glob(_os.path.join(prefix, 'lib', 'libbaton.so.0')) +
-                       _glob.glob(_os.path.join(prefix, 'lib*', '*', 'libbaton.so.0')))
+    installed = [] if _INSTALLED_LIBDIR.startswith('@') else [_os.path.join(_INSTALLED_LIBDIR, 'libbaton.so.0')]
     candidates = [path] if path else [_os.path.join(here, '..', 'build', 'libbaton.so')] + installed + [
-        _ctypes_util.find_library('baton')]
+        'libbaton.so.0', _ctypes_util.find_library('baton')]
     errors = []
     for c in candidates:
         if not c:

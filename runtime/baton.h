@@ -10,7 +10,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+/* The CUDA runtime's stream type; without the CUDA headers (a CPU-only
+ * build, where compile and verify work) the same type, declared here. */
+#if defined(__has_include)
+#if __has_include(<cuda_runtime_api.h>)
 #include <cuda_runtime_api.h>
+#define BATON_HAVE_CUDA_HEADERS 1
+#endif
+#endif
+#ifndef BATON_HAVE_CUDA_HEADERS
+typedef struct CUstream_st *cudaStream_t;
+#endif
 
 #ifdef __cplusplus
 extern "C" {

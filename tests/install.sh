@@ -71,9 +71,14 @@ check "installed baton runs a bench through the installed baton-bench (here: no 
 check "installed baton compiles a user's script that uses the standard modules" \
   "$root/bin/baton" compile -q "$root/share/baton/algorithms/allreduce_allpairs.lua" --param ranks=4 -o "$t/ar.xml"
 
-check "the Python module is installed and finds the installed libbaton.so" \
-  bash -c "cd '$t' && PYTHONPATH='$root/share/baton/python' LD_LIBRARY_PATH='$lib' python3 -c 'import baton, os; l = baton.load(); print(baton.version()); assert os.path.realpath(l._name).startswith(\"$t\"), l._name'"
+py=$(meson introspect "$build" --installed | python3 -c "import json, sys; print(*[v for k, v in json.load(sys.stdin).items() if k.endswith('/baton.py')])")
+pydir=$t/root$(dirname "$py")
+check "the Python module is installed where Python looks under the prefix ($py), not in share/" \
+  bash -c "test -f '$pydir/baton.py' && case '$py' in '$prefix'/lib*/python3*) ;; *) exit 1 ;; esac && ! test -e '$root/share/baton/python'"
+check "it is told where the library is installed" grep -q "^_INSTALLED_LIBDIR = '$prefix/$libdir'" "$pydir/baton.py"
+check "the installed Python module finds the installed libbaton.so (here staged: through LD_LIBRARY_PATH)" \
+  bash -c "cd '$t' && PYTHONPATH='$pydir' LD_LIBRARY_PATH='$lib' python3 -c 'import baton, os; l = baton.load(); print(baton.version()); assert os.path.realpath(l._name).startswith(\"$t\"), l._name'"
 check "the installed Python module compiles and verifies with the installed baton" \
-  bash -c "cd '$t' && PYTHONPATH='$root/share/baton/python' LD_LIBRARY_PATH='$lib' python3 -c 'import baton; p = baton.compile(\"$root/share/baton/algorithms/allgather_ring.lua\", \"ag4.xml\", ranks=4); assert baton.verify(p)'"
+  bash -c "cd '$t' && PYTHONPATH='$pydir' LD_LIBRARY_PATH='$lib' python3 -c 'import baton; p = baton.compile(\"$root/share/baton/algorithms/allgather_ring.lua\", \"ag4.xml\", ranks=4); assert baton.verify(p)'"
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# install_cpu.sh -- a build without CUDA, as on a machine with no toolkit,
+# configured, built and installed into a scratch prefix, then used as a
+# user would: libbaton.so and baton.h without the CUDA headers (compile
+# and verify from C; a communicator refused in baton's words) and the
+# Python module where that Python looks for modules, which finds the
+# installed library by itself.
+# Usage: install_cpu.sh SOURCE_DIR
+set -u
+src=$1
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+n=0 fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+check() { local what=$1; shift; if "$@" >"$t/out" 2>&1; then ok "$what"; else bad "$what"; sed 's/^/# /' "$t/out" | head -20; fi; }
+
+prefix=$t/prefix
+if ! { meson setup "$t/b" "$src" -Dcuda=disabled --prefix="$prefix" && meson install -C "$t/b" --quiet; } >"$t/build.log" 2>&1; then
+  echo "1..1"; echo "not ok 1 - configure, build and install without CUDA"; sed 's/^/# /' "$t/build.log" | tail -20; exit 1
+fi
+where() {  # where NAME: the installed path of the build's file NAME
+  meson introspect "$t/b" --installed | python3 -c "import json, sys; print(*[v for k, v in json.load(sys.stdin).items() if k.endswith('/$1')])"
+}
+lib=$(dirname "$(where libbaton.so.0.1.0)")
+py=$(where baton.py)
+
+check "libbaton.so is installed without CUDA, exporting the baton_* API only" \
+  bash -c "test -e '$lib/libbaton.so' && nm -D --defined-only '$lib/libbaton.so' | awk '\$2 ~ /^[TDBRW]\$/ && \$3 !~ /^baton_/ {bad=1} \$3 ~ /^baton_verify@@BATON_0\\.1/ {v=1} END {exit bad || !v}'"
+check "and no CUDA runtime is linked into it" bash -c "! ldd '$lib/libbaton.so' | grep -q cudart"
+
+cat >"$t/app.c" <<'C'
+#include <baton.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  char err[4096];
+  baton_comm *comm = NULL;
+  int dev = 0;
+  if (baton_verify(argv[1], err, sizeof err) != baton_success) { printf("verify: %s\n", err); return 1; }
+  if (baton_compile(argv[2], NULL, 0, argv[3], err, sizeof err) != baton_success) { printf("compile: %s\n", err); return 1; }
+  if (baton_comm_init_all(&comm, 1, &dev) != baton_unsupported) return 2;
+  if (baton_comm_destroy(NULL) != baton_invalid_argument) return 3;
+  printf("%s: %s\n", baton_version(), baton_result_string(baton_unsupported));
+  return argc == 4 ? 0 : 4;
+}
+C
+flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs baton)
+check "a C program builds with baton.h and no CUDA headers, through pkg-config ($flags)" \
+  bash -c "cc -Wall -Werror -o '$t/app' '$t/app.c' $flags"
+ring=$prefix/share/baton/default/4/allreduce_4_ring_4r.xml
+check "it verifies an installed program and compiles a script (the installed baton, as a child); a communicator is unsupported" \
+  bash -c "LD_LIBRARY_PATH='$lib' '$t/app' '$ring' '$prefix/share/baton/algorithms/allgather_ring.lua' '$t/ag.xml' 2>'$t/warn' | grep -q 'unsupported' && test -s '$t/ag.xml'"
+check "... and says why once, in baton's words" grep -q "built without CUDA" "$t/warn"
+
+check "the Python module is installed where the Python that built it looks under the prefix ($py)" \
+  bash -c "test -f '$py' && case '$py' in '$prefix'/lib*/python3*) ;; *) exit 1 ;; esac"
+check "it imports with that folder on the path and finds the installed libbaton.so by itself (no LD_LIBRARY_PATH)" \
+  bash -c "cd '$t' && env -u LD_LIBRARY_PATH PYTHONPATH='$(dirname "$py")' python3 -c 'import baton, os; l = baton.load(); assert os.path.realpath(l._name).startswith(\"$lib\"), l._name; print(baton.version())'"
+check "it compiles and verifies with the installed baton; a communicator raises BatonError (unsupported)" \
+  bash -c "cd '$t' && PYTHONPATH='$(dirname "$py")' python3 -c '
+import baton
+p = baton.compile(\"$prefix/share/baton/algorithms/allgather_ring.lua\", \"ag4.xml\", ranks=4)
+assert baton.verify(p)
+try:
+    baton.Comm.init_all([0])
+    raise SystemExit(\"a communicator without CUDA\")
+except baton.BatonError as e:
+    assert e.code == 6, e
+'"
+echo "1..$n"
+[ $fails -eq 0 ]
