@@ -125,6 +125,22 @@ check_exact "... no nop steps" 1 "0" grep -c 'type="nop"' "$tmp/bruck1.xml"
 check_exact "... steps that wait for several thread blocks at once" 0 "3" grep -c ' xdeps="' "$tmp/bruck1.xml"
 check "... and MSCCL's loaders refuse the file (baton's protocol name)" 0 'proto="baton-Simple"' \
   grep -o 'proto="[^"]*"' "$tmp/bruck1.xml"
+# verify --as-run: the program as a communicator loads and calls it.
+check "verify --as-run: a step's further dependencies become nop steps, as the runtime loads it" 0 \
+  "as run: 3 nop steps carry the dependencies past each step's first" "$baton" verify --as-run "$tmp/bruck1.xml"
+check "... and that form passes with the runtime's FIFO slots" 0 "bruck1.xml: ok  alltoall on 8 ranks, 56 tbs, 88 steps" \
+  "$baton" verify --as-run "$tmp/bruck1.xml"
+check "... an in-place program runs in place and out of place" 0 "in-place), 17 tiles" \
+  "$baton" verify --as-run "$root/tests/exchange_2r.xml"
+check "... and out of place too" 0 "out-of-place), 17 tiles" "$baton" verify --as-run "$root/tests/exchange_2r.xml"
+"$baton" compile -q "$root/algorithms/broadcast_tree.lua" --param ranks=4 -o "$tmp/bt4.xml"
+check "... a rooted program runs for every root" 0 "ok  broadcast rooted at 3 on 4 ranks" "$baton" verify --as-run "$tmp/bt4.xml"
+sed 's/slots="[0-9]*"/slots="4"/' "$tmp/bruck1.xml" > "$tmp/slots4.xml"
+check "... a program proven for more slots than BATON_EXEC_SLOTS is refused, as the runtime refuses it" 1 \
+  "slots4.xml: not run: it is proven deadlock-free with 4 FIFO slots per connection (slots=\"4\"), and BATON_EXEC_SLOTS is 2: a communicator does not load it" \
+  env BATON_EXEC_SLOTS=2 "$baton" verify --as-run "$tmp/slots4.xml"
+check "... --as-run with --root is a usage error" 2 "--as-run runs a rooted program for every root" \
+  "$baton" verify --as-run --root 1 "$tmp/bt4.xml"
 check_exact "... its strided steps (srcrun or dstrun): rounds, and the reversed copies out" 0 "48" \
   grep -c 'srcrun=\|dstrun=' "$tmp/bruck1.xml"
 check "a program that deadlocks with 1 FIFO slot is refused before running" 1 \

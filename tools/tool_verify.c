@@ -122,6 +122,11 @@ static const char verify_help[] =
   "                   'o[r][c]=i[r-1][c] if r>=1' (rules separated by ';', i[*][x]\n"
   "                   is the reduction over all ranks; unnamed in-place chunks must\n"
   "                   keep their value); refused for a built-in collective\n"
+  "  --as-run         the program as a communicator loads and calls it: the runtime's\n"
+  "                   rewrites of the IR applied (dependencies past a step's first as\n"
+  "                   nop steps), BATON_EXEC_SLOTS slots (a program proven for more is\n"
+  "                   refused, as the runtime refuses it), every root of a rooted one,\n"
+  "                   in place and out of place (unless --inplace/--outofplace)\n"
   "  -q, --quiet      print only failures\n"
   "  -v, --verbose    also say, per file, how many FIFO slots it runs with and why\n"
   "\n"
@@ -145,6 +150,7 @@ typedef struct vopts {
   const char *expect;
   ip_dims dims;
   int batch;            /* several files: --expect applies to the custom ones, a summary line ends */
+  int as_run;           /* --as-run: the program as a communicator runs it (as_run()) */
 } vopts;
 
 /* --slots: BATON_EXEC_SLOTS's range. */
@@ -156,6 +162,7 @@ typedef struct vopts {
  * the slots its compiler recorded, else BATON_EXEC_SLOTS.  *why says which. */
 static int slots_for(const ir_prog *p, const vopts *vo, const char **why) {
   if (vo->slots > 0) { *why = "--slots"; return vo->slots; }
+  if (vo->as_run) { *why = "--as-run: BATON_EXEC_SLOTS, the runtime's"; return (int)rt_param_int(RT_PARAM_EXEC_SLOTS); }
   if (p->slots > 0) { *why = "the program's slots attribute: the fewest its schedule is proven deadlock-free with"; return p->slots; }
   *why = "BATON_EXEC_SLOTS: the program records no slots attribute";
   return (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
@@ -366,6 +373,68 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
   return rc;
 }
 
+/* --as-run: verifies p as a communicator loads and calls it.  The
+ * runtime's IR-to-IR rewrites are applied (a step's dependencies past the
+ * first become nop steps, ir_deps_split), it runs with the runtime's FIFO
+ * slots (BATON_EXEC_SLOTS; a program proven for more is refused, as the
+ * runtime refuses it), a rooted program for every root (relabelled), an
+ * in-place program in place and out of place (the runtime copies the
+ * input first) unless --inplace or --outofplace says which.  The plan's
+ * own rewrites (receive chains folded into one block, fused chains, nop
+ * runs waited for at once, lanes, the LL and LL128 encodings) are not IR:
+ * the GPU suites test them (docs/VERIFY.md).  0 when every run passes. */
+static int as_run(const char *path, ir_prog **pp, const vopts *vo, const ir_expect *ex, rt_diag *d) {
+  ir_prog *p = *pp;
+  int runtime_slots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS), nops = 0;
+  if (p->slots > runtime_slots && vo->slots <= 0) {
+    fprintf(stderr, "%s: not run: it is proven deadlock-free with %d FIFO slots per connection (slots=\"%d\"), and "
+            "BATON_EXEC_SLOTS is %d: a communicator does not load it\n", path, p->slots, p->slots, runtime_slots);
+    return 1;
+  }
+  if (ir_prog_multideps(p)) {
+    ir_prog *q = ir_deps_split(p);
+    if (!q) { fprintf(stderr, "%s: out of memory\n", path); return 1; }
+    nops = (int)(ir_prog_nsteps(q) - ir_prog_nsteps(p));
+    rt_diag_clear(d);
+    const char *why;
+    if (ir_check_slots(q, slots_for(q, vo, &why), d)) {
+      fprintf(stderr, "%s: invalid as run (one dependency a step)\n%s", path, rt_diag_text(d));
+      ir_prog_free(q);
+      return 1;
+    }
+    ir_prog_free(p);
+    *pp = p = q;
+  }
+  if (!vo->quiet)
+    printf("%s: as run: %s, %d FIFO slot%s per connection%s%s\n", path,
+           nops ? "one dependency a step" : "as written", (int)(vo->slots > 0 ? vo->slots : runtime_slots),
+           (vo->slots > 0 ? vo->slots : runtime_slots) == 1 ? "" : "s",
+           ir_coll_rooted(p->coll) ? ", every root" : "",
+           vo->inplace >= 0 ? "" : p->inplace ? ", in place and out of place" : ", out of place");
+  if (nops && !vo->quiet) printf("%s: as run: %d nop steps carry the dependencies past each step's first\n", path, nops);
+  vopts own = *vo;
+  own.as_run = 0;
+  own.slots = vo->slots > 0 ? vo->slots : runtime_slots;
+  int rc = 0;
+  for (int place = 0; place < 2 && !rc; place++) {
+    if (vo->inplace >= 0 ? place > 0 : (place == 0 && !p->inplace)) continue;
+    if (vo->inplace < 0) own.inplace = place == 0 ? 1 : 0;
+    for (int root = 0; root < (ir_coll_rooted(p->coll) ? p->ngpus : 1) && !rc; root++) {
+      ir_prog *q = root ? ir_prog_copy(p, root) : p;
+      if (!q) { fprintf(stderr, "%s: out of memory\n", path); return 1; }
+      rt_diag_clear(d);
+      if (q != p && ir_check_slots(q, own.slots, d)) {
+        fprintf(stderr, "%s: invalid rooted at %d\n%s", path, root, rt_diag_text(d));
+        rc = 1;
+      } else {
+        rc = verify_prog(path, q, &own, ex, d);
+      }
+      if (q != p) ir_prog_free(q);
+    }
+  }
+  return rc;
+}
+
 static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   rt_diag *d = rt_diag_new(40);
   ir_prog *p = NULL;
@@ -401,6 +470,10 @@ static int verify_one(const char *path, const vopts *vo, const ir_expect *ex) {
   if (vo->root_given && !vo->all_roots && vo->root >= p->ngpus) {
     fprintf(stderr, "%s: --root %d, but the program has ranks 0..%d\n", path, vo->root, p->ngpus - 1);
     rc = 2;
+    goto out;
+  }
+  if (vo->as_run) {
+    rc = as_run(path, &p, vo, ex, d);
     goto out;
   }
   /* Another root runs the program relabelled, as the runtime does. */
@@ -479,6 +552,8 @@ int tool_verify(int argc, char **argv) {
         return 2;
       }
       vo.inplace = want;
+    } else if (!strcmp(argv[i], "--as-run")) {
+      vo.as_run = 1;
     } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
       vo.verbose = 1;
     } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
@@ -494,6 +569,10 @@ int tool_verify(int argc, char **argv) {
     }
   }
   if (!nfiles) { fputs(verify_help, stderr); return 2; }
+  if (vo.as_run && vo.root_given) {
+    fprintf(stderr, "baton verify: --as-run runs a rooted program for every root, as the runtime may; leave --root out\n");
+    return 2;
+  }
   for (int i = 0; i < nfiles; i++)
     if (tool_is_dir("verify", files[i], "an IR file")) return 2;
   ir_expect *ex = NULL;
