@@ -342,6 +342,30 @@ static void direct_done(exec *x, tbx *me, const ir_step *st, int s, int64_t t) {
   }
 }
 
+/* Tells o->on_step that step s of me ran for tile t (before the counts
+ * of its connections and streams move on). */
+static void report(exec *x, const tbx *me, const ir_step *st, int s, int64_t t) {
+  if (!x->o->on_step) return;
+  unsigned fl = ir_op_flags[st->op];
+  ip_cpu_event e = {me->r, me->t, s, t, -1, -1, -1, -1, -1, -1, -1, -1};
+  if ((fl & IR_F_RECV) && me->recv_peer) {
+    e.from_r = me->recv_peer->r;
+    e.from_t = me->recv_peer->t;
+    e.rmsg = me->in->tail;
+  }
+  if ((fl & IR_F_SEND) && me->send_peer) {
+    e.to_r = me->send_peer->r;
+    e.to_t = me->send_peer->t;
+    e.smsg = me->out->head;
+  }
+  if ((fl & (IR_F_SIG | IR_F_WAIT)) && me->stream && me->stream[s] >= 0) {
+    const sstream *k = &x->streams[me->stream[s]];
+    e.stream = me->stream[s];
+    e.sig = (fl & IR_F_SIG) ? k->sent : t * k->per_tile + me->need[s];
+  }
+  x->o->on_step(x->o->on_step_ctx, &e);
+}
+
 /* Runs me until it finishes or must wait for another thread block.  A
  * compute thread block runs each step over every tile, in the order of its
  * steps (the program's tile order), and waits for nothing; any other runs
@@ -352,6 +376,7 @@ static void advance(exec *x, tbx *me) {
     for (; me->step < tb->nsteps; me->step++, me->tile = 0)
       for (; me->tile < x->ntiles; me->tile++) {
         run_step(x, me, &tb->steps[me->step], me->tile);
+        report(x, me, &tb->steps[me->step], me->step, me->tile);
         me->cdone[(int64_t)me->step * x->ntiles + me->tile] = 1;
         me->done++;
         x->steps++;
@@ -372,6 +397,7 @@ static void advance(exec *x, tbx *me) {
         return;
       }
       run_step(x, me, st, me->tile);
+      report(x, me, st, me->step, me->tile);
       unsigned fl = ir_op_flags[st->op];
       if (fl & IR_F_DIRECT) direct_done(x, me, st, me->step, me->tile);
       if (fl & IR_F_RECV) me->in->tail++;

@@ -10,6 +10,19 @@
 #include "ip_dtype.h"
 #include "ir_expect.h"
 
+/* A step the executor completed, for a run that reports them (baton sim):
+ * what it needed from other thread blocks, so that a caller can time it. */
+typedef struct ip_cpu_event {
+  int r, t, s;            /* rank, thread block, step */
+  int64_t tile;
+  int from_r, from_t;     /* a receive: the thread block that sent the message, else -1 */
+  int64_t rmsg;           /* ... the message's index on that connection (0, 1, ...) */
+  int to_r, to_t;         /* a send: the thread block that receives it, else -1 */
+  int64_t smsg;           /* ... the index of the message it posts */
+  int stream;             /* a sig or wait (direct programs): its signal stream, else -1 */
+  int64_t sig;            /* a sig: its index in the stream; a wait: how many of the stream's signals it took */
+} ip_cpu_event;
+
 typedef struct ip_cpu_opts {
   ip_dtype dtype;
   ip_redop op;
@@ -22,6 +35,12 @@ typedef struct ip_cpu_opts {
   int sources;            /* 1: a sources run (below); dtype and op are then ignored */
   int src_words;          /* a sources run's rank sets: 64-bit words, 1..IP_CPU_SRC_WORDS; 0: as many as the
                            * ranks need, up to IP_CPU_SRC_WORDS */
+  /* NULL, or called for every step the run completes, once per tile, in
+   * the executor's order: after the events of everything the step waited
+   * for (its dependencies, the message it takes, the receive that freed
+   * its slot, the signals it waits for) */
+  void (*on_step)(void *ctx, const ip_cpu_event *e);
+  void *on_step_ctx;
 } ip_cpu_opts;
 
 /* A sources run carries, instead of a value, where every element came

@@ -425,6 +425,24 @@ check "bench --dry-run: a gather's count is a rank's block, busbw factor (n-1)/n
 check "bench: a root past the ranks" 2 "-r 4 is not a rank: the root is one of 0..3 (4 ranks)" \
   "$baton" bench --collective reduce -r 4 -g 4 --dry-run
 check "bench: a bad option" 2 "unknown option '--frob'" "$baton" bench --frob
+# baton sim: usage, the SPEC's refusals at their line, a run, and SIMULATION.md's table of keys.
+check "sim --help" 0 "usage: baton sim PROGRAM.xml --system SPEC" "$baton" sim --help
+check "sim without --system is a usage error" 2 "usage: baton sim" "$baton" sim "$root/tests/exchange_2r.xml"
+printf 'gpus 4\nnvlink.bw_gbs -3\n' > "$tmp/bad.spec"
+check "sim: a SPEC value out of range is refused at its line" 1 "bad.spec:2: nvlink.bw_gbs -3 is out of range" \
+  "$baton" sim "$root/tests/exchange_2r.xml" --system "$tmp/bad.spec"
+check "sim: a system with fewer GPUs than the program's ranks" 1 "2 ranks, but the system (one) has 1 nodes x 1 GPUs" \
+  bash -c "printf 'name one\ngpus 1\n' > '$tmp/one.spec' && '$baton' sim '$root/tests/exchange_2r.xml' --system '$tmp/one.spec'"
+check "sim: a run prints the predicted time per size" 0 "        1024 " \
+  "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K,1M
+check "sim --trace writes a Chrome-trace timeline" 0 '{"traceEvents":[' \
+  bash -c "'$baton' sim '$root/tests/exchange_2r.xml' --system default --sizes 1M --trace '$tmp/t.json' -q >/dev/null && head -c 16 '$tmp/t.json'"
+check "sim: bad sizes" 2 "baton sim: bad --sizes" "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K:x
+n=$((n + 1))
+if "$baton" sim --fields > "$tmp/fields.md" && grep -qF -f "$tmp/fields.md" "$root/docs/SIMULATION.md" &&
+   [ "$(grep -cFx -f "$tmp/fields.md" "$root/docs/SIMULATION.md")" = "$(wc -l < "$tmp/fields.md")" ]; then
+  echo "ok $n - docs/SIMULATION.md holds every SPEC key as baton sim --fields prints it"
+else echo "not ok $n - docs/SIMULATION.md's SPEC table is not baton sim --fields'"; failed=$((failed + 1)); fi
 for mode in "" "-P"; do
   n=$((n + 1))
   out=$(CUDA_VISIBLE_DEVICES="" "$baton" bench $mode -g 2 -b 8 -e 64 2>&1); st=$?

@@ -12,6 +12,7 @@ static const tool_cmd cmds[] = {
   {"ops",     tool_ops,     "print the IR opcode table (Markdown)"},
   {"params",  tool_params,  "print every environment parameter with its default and current value"},
   {"bench",   tool_bench,   "time a collective with NCCL and with baton side by side (nccl-tests style)"},
+  {"sim",     tool_sim,     "predict a program's time on a described system (event-driven, by the CPU executor)"},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 

@@ -17,6 +17,7 @@ int tool_ops(int argc, char **argv);
 int tool_params(int argc, char **argv);
 int tool_bench(int argc, char **argv);
 int tool_set(int argc, char **argv);
+int tool_sim(int argc, char **argv);
 
 /* Shared option parsing: returns the value of "--name V" or "--name=V" at
  * argv[*i] (advancing *i), and for a one-letter name also "-nV", or NULL

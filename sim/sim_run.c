@@ -1,0 +1,531 @@
+/* sim_run.c -- timing a program's steps on a described system, event by
+ * event as the CPU executor completes them. */
+#include "sim_run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip_cpu.h"
+#include "ir_geom.h"
+
+const char *const sim_bound_name[SIM_BY_COUNT] = {"start", "its thread block", "a dependency", "a message",
+                                                   "a free slot", "a signal", "a busy port"};
+
+typedef struct stream_times { double *t; int64_t *ev; int64_t n, cap; } stream_times;
+
+/* A port's reservations: disjoint intervals [s, e), sorted, touching ones
+ * merged.  Steps are timed in the executor's order, not in time order, so
+ * a transfer takes the earliest gap long enough from its start on, which
+ * may lie before transfers timed earlier. */
+typedef struct port { double *s, *e; int n, cap; double busy; } port;
+
+typedef struct sim {
+  const ir_prog *p;
+  const sim_spec *s;
+  const sim_opts *o;
+  int n, lanes, nslots, esize, nodes, gpus, nics;
+  int direct;              /* a direct program: one kernel whose every block works on each step, whole chunks */
+  int *tb0;                /* per rank: its first thread block's index among all */
+  int64_t *ev0;            /* per thread block (all ranks): its first event's id */
+  unsigned char *compute;  /* per thread block: ir_tb_compute */
+  int64_t *last;           /* per thread block: a compute tb's last event (its steps run one after another) */
+  int64_t ntiles, tile, cap;   /* real tiles per chunk, elements per tile and per chunk */
+  double *fin, *begin;     /* per event: finish, and start once its waits were over */
+  int64_t *pred;           /* per event: the event that bound its start, or -1 */
+  unsigned char *by;       /* per event: a sim_bound */
+  double *arrive, *taken;  /* per sending tb and slot: when message k arrived, when its receiver finished it */
+  int64_t *arrive_ev, *taken_ev;
+  port *ports;
+  int nport;
+  stream_times *streams;
+  int nstreams;
+  double tmax;
+  int64_t last_ev, events, messages, trace_events;
+  double moved;
+  int failed;
+  rt_diag *diag;
+} sim;
+
+static int64_t ev_id(const sim *m, int r, int t, int s, int64_t tile) {
+  return m->ev0[m->tb0[r] + t] + (int64_t)s * m->ntiles + tile;
+}
+
+/* Elements of chunk-tile `tile` in the real call (the last is short). */
+static int64_t tile_len(const sim *m, int64_t tile) {
+  int64_t left = m->cap - tile * m->tile;
+  return left < 0 ? 0 : left > m->tile ? m->tile : left;
+}
+
+/* Raises *start to t when t is later, noting why. */
+static void bound(double *start, int64_t *pred, int *by, double t, int64_t ev, int why) {
+  if (t > *start) { *start = t; *pred = ev; *by = why; }
+}
+
+/* The ports of a transfer from rank a to rank b, its bandwidth (GB/s),
+ * latency and the network's per-message cost. */
+static void route(const sim *m, int a, int b, int *pa, int *pb, double *bw, double *lat, double *extra) {
+  int na = a / m->gpus, nb = b / m->gpus;
+  if (na == nb) {
+    *pa = a;
+    *pb = m->n + b;
+    *bw = m->s->v[SIM_NVLINK_BW];
+    *lat = m->s->v[SIM_NVLINK_LAT];
+    *extra = 0;
+    return;
+  }
+  int ka = a % m->gpus % m->nics, kb = b % m->gpus % m->nics;
+  *pa = 2 * m->n + na * m->nics + ka;
+  *pb = 2 * m->n + m->nodes * m->nics + nb * m->nics + kb;
+  *bw = m->s->v[SIM_NET_BW] / (ka != kb ? m->s->v[SIM_NET_OVERSUB] : 1);
+  *lat = m->s->v[SIM_NET_LAT];
+  *extra = m->s->v[SIM_NET_STEP];
+}
+
+/* The first index of p's intervals that ends after t. */
+static int first_after(const port *p, double t) {
+  int lo = 0, hi = p->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (p->e[mid] <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The earliest time from t on when p is free for len. */
+static double gap(const port *p, double t, double len) {
+  for (int i = first_after(p, t); i < p->n && p->s[i] < t + len; i++)
+    if (p->e[i] > t) t = p->e[i];
+  return t;
+}
+
+/* Reserves [t, t + len) on p (free: gap() said so); 0 when out of memory. */
+static int reserve(port *p, double t, double len) {
+  p->busy += len;
+  int i = first_after(p, t);
+  int left = i > 0 && p->e[i - 1] >= t, right = i < p->n && p->s[i] <= t + len;
+  if (left && right) {   /* fills the hole between two */
+    p->e[i - 1] = p->e[i];
+    memmove(p->s + i, p->s + i + 1, (size_t)(p->n - i - 1) * sizeof *p->s);
+    memmove(p->e + i, p->e + i + 1, (size_t)(p->n - i - 1) * sizeof *p->e);
+    p->n--;
+    return 1;
+  }
+  if (left) { p->e[i - 1] = t + len; return 1; }
+  if (right) { p->s[i] = t; return 1; }
+  if (p->n == p->cap) {
+    int c = p->cap ? 2 * p->cap : 16;
+    double *ns = realloc(p->s, (size_t)c * sizeof *ns);
+    if (ns) p->s = ns;
+    double *ne = ns ? realloc(p->e, (size_t)c * sizeof *ne) : NULL;
+    if (!ns || !ne) return 0;
+    p->e = ne;
+    p->cap = c;
+  }
+  memmove(p->s + i + 1, p->s + i, (size_t)(p->n - i) * sizeof *p->s);
+  memmove(p->e + i + 1, p->e + i, (size_t)(p->n - i) * sizeof *p->e);
+  p->s[i] = t;
+  p->e[i] = t + len;
+  p->n++;
+  return 1;
+}
+
+/* Moves `bytes` from rank a to rank b from time t: both ports busy for
+ * bytes / bandwidth in their first common gap, the lane no faster than
+ * its blocks.  *end: the sender is done; returns when the data has
+ * arrived.  *waited: the ports delayed it. */
+static double transfer(sim *m, int a, int b, double bytes, double eff, double t, double *end, int *waited) {
+  int pa, pb;
+  double bw, lat, extra;
+  route(m, a, b, &pa, &pb, &bw, &lat, &extra);
+  double blocks = m->direct ? m->s->v[SIM_BLOCKS] : 1;
+  double occ = bytes / (bw * 1e3 * eff), lane = bytes / (m->s->v[SIM_BLOCK_BW] * blocks * 1e3 * eff);
+  double go = t;
+  for (;;) {   /* the first time both ports are free */
+    double g1 = gap(&m->ports[pa], go, occ), g2 = gap(&m->ports[pb], g1, occ);
+    if (g2 == g1) { go = g1; break; }
+    go = g2;
+  }
+  *waited = go > t;
+  if (occ > 0 && (!reserve(&m->ports[pa], go, occ) || !reserve(&m->ports[pb], go, occ))) m->failed = 1;
+  m->moved += bytes;
+  *end = go + (occ > lane ? occ : lane);
+  return *end + lat + extra;
+}
+
+static stream_times *stream_at(sim *m, int k) {
+  if (k >= m->nstreams) {
+    int n = k + 1 > 2 * m->nstreams ? k + 1 : 2 * m->nstreams;
+    stream_times *ns = realloc(m->streams, (size_t)n * sizeof *ns);
+    if (!ns) return NULL;
+    memset(ns + m->nstreams, 0, (size_t)(n - m->nstreams) * sizeof *ns);
+    m->streams = ns;
+    m->nstreams = n;
+  }
+  return &m->streams[k];
+}
+
+/* A signal of stream k arrives at time t (event ev).  A wait needs a
+ * count of its stream's signals, whichever tiles sent them (lanes send
+ * them in any order): the arrivals are kept sorted, and a wait for N
+ * signals takes the N-th earliest of those timed so far. */
+static int sig_arrives(sim *m, int k, double t, int64_t ev) {
+  stream_times *st = stream_at(m, k);
+  if (!st) return 0;
+  if (st->n == st->cap) {
+    int64_t c = st->cap ? 2 * st->cap : 16;
+    double *nt = realloc(st->t, (size_t)c * sizeof *nt);
+    if (nt) st->t = nt;
+    int64_t *ne = nt ? realloc(st->ev, (size_t)c * sizeof *ne) : NULL;
+    if (!nt || !ne) return 0;
+    st->ev = ne;
+    st->cap = c;
+  }
+  int64_t i = st->n;
+  while (i > 0 && st->t[i - 1] > t) { st->t[i] = st->t[i - 1]; st->ev[i] = st->ev[i - 1]; i--; }
+  st->t[i] = t;
+  st->ev[i] = ev;
+  st->n++;
+  return 1;
+}
+
+/* A compute step's time for `elems` output elements. */
+static double compute_us(const sim *m, int op, int64_t elems) {
+  int64_t k = 4096;
+  for (int i = 0; m->o->dims && i < m->o->dims->n; i++)
+    if (!strcmp(m->o->dims->name[i], "K") || !strcmp(m->o->dims->name[i], "F")) k = m->o->dims->value[i];
+  double bytes = (double)elems * m->esize;
+  if (op == IR_OP_GEMM) return 2.0 * (double)elems * (double)k / (m->s->v[SIM_GEMM_TFLOPS] * 1e6);
+  if (op == IR_OP_EBAG || op == IR_OP_EBAGM) return bytes / (m->s->v[SIM_EMBED_BW] * 1e3);
+  return bytes * (double)k / (m->s->v[SIM_GEMV_BW] * 1e3);
+}
+
+static void trace_event(sim *m, const ip_cpu_event *e, const ir_step *st, double start, double fin) {
+  if (!m->o->trace) return;
+  if (m->trace_events++ >= SIM_MAX_TRACE_EVENTS) return;
+  fprintf(m->o->trace, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
+          "\"args\":{\"step\":%d,\"tile\":%lld}}", m->trace_events > 1 ? ",\n" : "", ir_op_xml[st->op], e->r,
+          e->t * m->lanes + (int)(e->tile % m->lanes), start, fin - start, e->s, (long long)e->tile);
+}
+
+/* How far back step s of a direct program's thread block looks for the
+ * step it follows: the direct executor issues up to 4 puts to different
+ * peers (each with its signal after it) as one operation, and reads up to
+ * 4 peers' chunks (get, getr) in one pass, so such a step starts with the
+ * first of its run. */
+static int joined(const ir_tb *tb, int s) {
+  int op = tb->steps[s].op, back = 1;
+  if (op != IR_OP_PUT && op != IR_OP_GET && op != IR_OP_GETR) return 1;
+  for (int n = 0; s - back >= 0 && n < 3; back++) {
+    int prev = tb->steps[s - back].op;
+    if (op == IR_OP_PUT ? prev != IR_OP_PUT && prev != IR_OP_SIG : prev != IR_OP_GET && prev != IR_OP_GETR) break;
+    n += prev != IR_OP_SIG;
+  }
+  return back;
+}
+
+static void on_step(void *ctx, const ip_cpu_event *e) {
+  sim *m = ctx;
+  if (m->failed) return;
+  const ir_prog *p = m->p;
+  int gt = m->tb0[e->r] + e->t;
+  const ir_tb *tb = &p->gpus[e->r].tbs[e->t];
+  const ir_step *st = &tb->steps[e->s];
+  unsigned fl = ir_op_flags[st->op];
+  int64_t id = ev_id(m, e->r, e->t, e->s, e->tile);
+  double start = 0;
+  int64_t pred = -1;
+  int by = SIM_BY_START;
+  if (m->compute[gt]) {   /* its steps run one after another, each over every tile */
+    if (m->last[gt] >= 0) bound(&start, &pred, &by, m->fin[m->last[gt]], m->last[gt], SIM_BY_ORDER);
+    m->last[gt] = id;
+  } else {                /* tile t runs on lane t mod lanes, after that lane's previous step */
+    int back = 1;
+    if (m->direct) back = joined(tb, e->s);
+    int64_t prev = e->s >= back ? id - back * m->ntiles
+                   : e->s > 0 ? -1
+                   : e->tile >= m->lanes ? ev_id(m, e->r, e->t, tb->nsteps - 1, e->tile - m->lanes) : -1;
+    if (prev >= 0) bound(&start, &pred, &by, m->fin[prev], prev, SIM_BY_ORDER);
+  }
+  for (int k = 0; k < ir_step_ndeps(st); k++) {
+    ir_dep d = ir_step_dep(st, k);
+    int dg = m->tb0[e->r] + d.tb;
+    if (m->compute[dg]) {   /* every tile of this tile's semaphore */
+      const ir_step *cs = &p->gpus[e->r].tbs[d.tb].steps[d.step];
+      int64_t first, count, stride;
+      ir_sync_span(cs->sync, cs->sync_param, e->tile, m->ntiles, &first, &count, &stride);
+      for (int64_t j = 0; j < count; j++) {
+        int64_t de = ev_id(m, e->r, d.tb, d.step, first + j * stride);
+        bound(&start, &pred, &by, m->fin[de], de, SIM_BY_DEP);
+      }
+    } else {
+      int64_t de = ev_id(m, e->r, d.tb, d.step, e->tile);
+      bound(&start, &pred, &by, m->fin[de], de, SIM_BY_DEP);
+    }
+  }
+  if (e->from_r >= 0) {
+    int64_t at = (int64_t)(m->tb0[e->from_r] + e->from_t) * m->nslots + e->rmsg % m->nslots;
+    bound(&start, &pred, &by, m->arrive[at], m->arrive_ev[at], SIM_BY_MSG);
+  }
+  if (e->to_r >= 0 && e->smsg >= m->nslots) {
+    int64_t at = (int64_t)gt * m->nslots + e->smsg % m->nslots;
+    bound(&start, &pred, &by, m->taken[at], m->taken_ev[at], SIM_BY_SLOT);
+  }
+  if ((fl & IR_F_WAIT) && e->stream >= 0 && e->sig > 0) {
+    stream_times *k = stream_at(m, e->stream);
+    if (!k) { m->failed = 1; return; }
+    if (k->n >= e->sig) bound(&start, &pred, &by, k->t[e->sig - 1], k->ev[e->sig - 1], SIM_BY_SIG);
+  }
+  /* its own time: the protocol's fixed cost, then what it moves */
+  const sim_spec *s = m->s;
+  int proto = p->proto;
+  double eff = proto == IR_PROTO_LL ? s->v[SIM_LL_EFF] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_EFF] : s->v[SIM_SIMPLE_EFF];
+  double fixed = (fl & IR_F_DIRECT) ? s->v[SIM_DIRECT_STEP]
+                 : proto == IR_PROTO_LL ? s->v[SIM_LL_STEP] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_STEP] : s->v[SIM_SIMPLE_STEP];
+  if (st->op == IR_OP_NOP) fixed = 0;
+  int64_t elems = (fl & (IR_F_SIG | IR_F_WAIT)) ? 0 : (int64_t)st->cnt * tile_len(m, e->tile);
+  double bytes = (double)elems * m->esize, hbm = s->v[SIM_HBM_BW] * 1e3;
+  double t = start + fixed, fin = t, arrival = 0;
+  int waited = 0;
+  if (fl & IR_F_COMP) {   /* gemvs computes straight into its send's slot */
+    fin = t + compute_us(m, st->op, elems);
+    if (fl & IR_F_SEND) {
+      double end;
+      arrival = transfer(m, e->r, tb->send, bytes, eff, fin, &end, &waited);
+      fin = end;
+      m->messages++;
+    }
+  } else if (fl & (IR_F_GET)) {   /* get, getr: the peer's chunks come here, added in the same pass */
+    double end;
+    fin = transfer(m, st->peer, e->r, bytes, eff * s->v[SIM_GET_EFF], t, &end, &waited);
+  } else if (fl & IR_F_PUT) {
+    double end;
+    transfer(m, e->r, st->peer, bytes, eff, t, &end, &waited);
+    fin = end;
+  } else if (fl & IR_F_SIG) {
+    int pa, pb;
+    double bw, lat, extra;
+    route(m, e->r, st->peer, &pa, &pb, &bw, &lat, &extra);
+    if (e->stream >= 0 && !sig_arrives(m, e->stream, t + lat + extra, id)) { m->failed = 1; return; }
+  } else {
+    if (fl & IR_F_RECV) fin += bytes / hbm * ((fl & IR_F_RED) ? 3 : 1);   /* out of the slot, into place */
+    else if (st->op == IR_OP_COPY) fin += 2 * bytes / hbm;
+    else if (st->op == IR_OP_REDUCE) fin += 3 * bytes / hbm;
+    if (fl & IR_F_SEND) {
+      double end;
+      arrival = transfer(m, e->r, tb->send, bytes, eff, fin, &end, &waited);
+      fin = end;
+      m->messages++;
+    }
+  }
+  if (waited) by = SIM_BY_PORT;
+  if (e->to_r >= 0) {
+    int64_t at = (int64_t)gt * m->nslots + e->smsg % m->nslots;
+    m->arrive[at] = arrival;
+    m->arrive_ev[at] = id;
+  }
+  if (e->from_r >= 0) {   /* its slot is free once it has taken the message */
+    int64_t at = (int64_t)(m->tb0[e->from_r] + e->from_t) * m->nslots + e->rmsg % m->nslots;
+    m->taken[at] = fin;
+    m->taken_ev[at] = id;
+  }
+  m->fin[id] = fin;
+  m->begin[id] = start;
+  m->pred[id] = pred;
+  m->by[id] = (unsigned char)by;
+  m->events++;
+  if (fin >= m->tmax) { m->tmax = fin; m->last_ev = id; }
+  trace_event(m, e, st, start, fin);
+}
+
+/* Frees what sim_setup allocated. */
+static void sim_free(sim *m) {
+  free(m->tb0); free(m->ev0); free(m->compute); free(m->last);
+  free(m->fin); free(m->begin); free(m->pred); free(m->by);
+  free(m->arrive); free(m->taken); free(m->arrive_ev); free(m->taken_ev);
+  for (int k = 0; m->ports && k < m->nport; k++) { free(m->ports[k].s); free(m->ports[k].e); }
+  free(m->ports);
+  for (int k = 0; k < m->nstreams; k++) { free(m->streams[k].t); free(m->streams[k].ev); }
+  free(m->streams);
+}
+
+/* Sizes the run: the call's elements per block for o->bytes, the real
+ * tile (a slot of the program's protocol holds one tile of its largest
+ * step's chunks) and the tiles per chunk; the events and their arrays.
+ * *count: the executor's count, one element per real tile. */
+static bt_result sim_setup(sim *m, int64_t *count) {
+  const ir_prog *p = m->p;
+  const sim_spec *s = m->s;
+  m->n = p->ngpus;
+  m->gpus = (int)s->v[SIM_GPUS];
+  m->nodes = (int)s->v[SIM_NODES];
+  m->nics = (int)s->v[SIM_NICS];
+  m->direct = ir_prog_direct(p);
+  int most = 1;   /* lanes: the SPEC's, or as the runtime picks them */
+  for (int r = 0; r < p->ngpus; r++) if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
+  m->lanes = s->v[SIM_LANES] > 0 ? (int)s->v[SIM_LANES] : (int)s->v[SIM_BLOCKS] / most;
+  if (m->lanes > 64 && s->v[SIM_LANES] <= 0) m->lanes = 64;
+  if (m->lanes < 1 || m->direct) m->lanes = 1;
+  if (m->n > m->nodes * m->gpus) {
+    rt_diag_add(m->diag, "%s: %d ranks, but the system (%s) has %d nodes x %d GPUs", ir_prog_where(p), m->n, s->name,
+                m->nodes, m->gpus);
+    return BT_ERR_INVALID;
+  }
+  m->esize = ip_dtype_size[m->o->dtype];
+  int aliased = ir_prog_aliased(p, m->o->inplace < 0 ? p->inplace : m->o->inplace);
+  ir_geom g1;
+  if (ir_geom_init(&g1, p, 0, 1, aliased)) {
+    rt_diag_add(m->diag, "%s: its chunks do not fit its collective (run baton verify)", ir_prog_where(p));
+    return BT_ERR_INVALID;
+  }
+  int64_t per = g1.elems[IR_BUF_INPUT] > g1.elems[IR_BUF_OUTPUT] ? g1.elems[IR_BUF_INPUT] : g1.elems[IR_BUF_OUTPUT];
+  if (per < 1) per = 1;
+  int64_t real = (int64_t)(m->o->bytes / (uint64_t)m->esize / (uint64_t)per);
+  if (real < 1) real = 1;
+  ir_geom g;
+  if (ir_geom_init(&g, p, 0, real, aliased)) {
+    rt_diag_add(m->diag, "%s: %llu bytes are more than baton addresses for this program", ir_prog_where(p),
+                (unsigned long long)m->o->bytes);
+    return BT_ERR_INVALID;
+  }
+  double kb = p->proto == IR_PROTO_LL ? s->v[SIM_LL_TILE] : p->proto == IR_PROTO_LL128 ? s->v[SIM_LL128_TILE]
+                                                                                      : s->v[SIM_SIMPLE_TILE];
+  int64_t slot = (int64_t)(kb * 1024) / m->esize / ir_prog_max_cnt(p);
+  m->tile = slot < 1 ? 1 : slot;
+  /* as the runtime: smaller tiles, down to min_tile_kb, so that every lane has one */
+  int64_t share = (g.cap + m->lanes - 1) / m->lanes, least = (int64_t)(s->v[SIM_MIN_TILE] * 1024) / m->esize;
+  if (share < m->tile) m->tile = share > least ? share : least < m->tile ? least : m->tile;
+  if (m->direct) m->tile = g.cap;   /* the direct executor: each operation over whole chunks, every block on it */
+  if (m->tile < 1) m->tile = 1;
+  m->cap = g.cap;
+  *count = (real + m->tile - 1) / m->tile;
+  ir_geom ge;
+  if (ir_geom_init(&ge, p, 0, *count, aliased)) return BT_ERR_INVALID;
+  m->ntiles = ge.cap > 0 ? ge.cap : 1;
+  /* ports: NVLink out and in per rank, network out and in per node and port */
+  m->nport = 2 * m->n + 2 * m->nodes * m->nics;
+  int ntb = (int)ir_prog_ntbs(p);
+  m->tb0 = calloc((size_t)m->n + 1, sizeof *m->tb0);
+  m->ev0 = calloc((size_t)ntb + 1, sizeof *m->ev0);
+  m->compute = calloc((size_t)ntb + 1, 1);
+  m->last = malloc(((size_t)ntb + 1) * sizeof *m->last);
+  m->ports = calloc((size_t)m->nport, sizeof *m->ports);
+  if (!m->tb0 || !m->ev0 || !m->compute || !m->last || !m->ports) return BT_ERR_NOMEM;
+  int64_t nev = 0;
+  for (int r = 0, k = 0; r < m->n; r++) {
+    m->tb0[r] = k;
+    for (int t = 0; t < p->gpus[r].ntbs; t++, k++) {
+      m->ev0[k] = nev;
+      m->compute[k] = (unsigned char)ir_tb_compute(&p->gpus[r].tbs[t]);
+      m->last[k] = -1;
+      nev += (int64_t)p->gpus[r].tbs[t].nsteps * m->ntiles;
+      if (nev > SIM_MAX_EVENTS) {
+        rt_diag_add(m->diag, "%s at %llu bytes: more than %lld step-tiles to time (SIM_MAX_EVENTS; %lld tiles of %lld "
+                    "elements per chunk): a larger tile (the SPEC's tile_kb) makes fewer", ir_prog_where(p),
+                    (unsigned long long)m->o->bytes, (long long)SIM_MAX_EVENTS, (long long)m->ntiles,
+                    (long long)m->tile);
+        return BT_ERR_INVALID;
+      }
+    }
+  }
+  m->nslots = (int)s->v[SIM_SLOTS] * m->lanes;
+  size_t ns = (size_t)ntb * (size_t)m->nslots + 1;
+  m->fin = calloc((size_t)nev + 1, sizeof *m->fin);
+  m->begin = calloc((size_t)nev + 1, sizeof *m->begin);
+  m->pred = malloc(((size_t)nev + 1) * sizeof *m->pred);
+  m->by = calloc((size_t)nev + 1, 1);
+  m->arrive = calloc(ns, sizeof *m->arrive);
+  m->taken = calloc(ns, sizeof *m->taken);
+  m->arrive_ev = malloc(ns * sizeof *m->arrive_ev);
+  m->taken_ev = malloc(ns * sizeof *m->taken_ev);
+  if (!m->fin || !m->begin || !m->pred || !m->by || !m->arrive || !m->taken || !m->arrive_ev || !m->taken_ev)
+    return BT_ERR_NOMEM;
+  for (size_t i = 0; i < ns; i++) m->arrive_ev[i] = m->taken_ev[i] = -1;
+  m->last_ev = -1;
+  return BT_OK;
+}
+
+/* Names port k for the report. */
+static void port_name(const sim *m, int k, char *out, size_t n) {
+  if (k < m->n) snprintf(out, n, "rank %d NVLink out", k);
+  else if (k < 2 * m->n) snprintf(out, n, "rank %d NVLink in", k - m->n);
+  else {
+    int j = k - 2 * m->n, in = j >= m->nodes * m->nics;
+    if (in) j -= m->nodes * m->nics;
+    snprintf(out, n, "node %d port %d %s", j / m->nics, j % m->nics, in ? "in" : "out");
+  }
+}
+
+/* The critical path from the last step back, and the busiest ports. */
+static void summarize(sim *m, sim_report *rep) {
+  const ir_prog *p = m->p;
+  for (int64_t id = m->last_ev, hops = 0; id >= 0 && hops <= m->events; hops++) {
+    rep->path_steps++;
+    rep->path_by[m->by[id]]++;
+    rep->path_busy_us += m->fin[id] - m->begin[id];
+    id = m->pred[id];
+  }
+  if (m->last_ev >= 0) {   /* which step is last */
+    int r = 0, t = 0;
+    while (r + 1 < m->n && m->ev0[m->tb0[r + 1]] <= m->last_ev) r++;
+    while (t + 1 < p->gpus[r].ntbs && m->ev0[m->tb0[r] + t + 1] <= m->last_ev) t++;
+    int64_t off = m->last_ev - m->ev0[m->tb0[r] + t];
+    int s = (int)(off / m->ntiles);
+    snprintf(rep->path_end, sizeof rep->path_end, "rank %d tb %d step %d (%s) tile %lld", r, t, s,
+             ir_op_xml[p->gpus[r].tbs[t].steps[s].op], (long long)(off % m->ntiles));
+  }
+  for (int k = 0; k < m->nport; k++) {
+    if (m->ports[k].busy <= 0) continue;
+    int at = rep->nports < SIM_TOP_PORTS ? rep->nports++ : SIM_TOP_PORTS - 1;
+    if (at == SIM_TOP_PORTS - 1 && rep->nports == SIM_TOP_PORTS && rep->ports[at].busy_us >= m->ports[k].busy) continue;
+    port_name(m, k, rep->ports[at].name, sizeof rep->ports[at].name);
+    rep->ports[at].busy_us = m->ports[k].busy;
+    for (int j = at; j > 0 && rep->ports[j].busy_us > rep->ports[j - 1].busy_us; j--) {
+      sim_port_use x = rep->ports[j];
+      rep->ports[j] = rep->ports[j - 1];
+      rep->ports[j - 1] = x;
+    }
+  }
+  for (int j = 0; j < rep->nports; j++) rep->ports[j].util = rep->time_us > 0 ? rep->ports[j].busy_us / rep->time_us : 0;
+}
+
+bt_result sim_run(const ir_prog *p, const sim_spec *s, const sim_opts *o, sim_report *rep, rt_diag *diag) {
+  memset(rep, 0, sizeof *rep);
+  sim m;
+  memset(&m, 0, sizeof m);
+  m.p = p;
+  m.s = s;
+  m.o = o;
+  m.diag = diag;
+  int64_t count = 1;
+  bt_result r = sim_setup(&m, &count);
+  if (r == BT_ERR_NOMEM) rt_diag_add(diag, "%s: out of memory for the simulation's events", ir_prog_where(p));
+  if (!r) {
+    if (o->trace) fputs("{\"traceEvents\":[\n", o->trace);
+    ip_cpu_opts eo = {.dtype = o->dtype, .op = IP_OP_SUM, .count = count, .tile = 1, .slots = m.nslots,
+                      .inplace = o->inplace, .dims = o->dims, .on_step = on_step, .on_step_ctx = &m};
+    ip_cpu_report er;
+    r = ip_cpu_verify(p, &eo, &er, diag);
+    if (!r && m.failed) {
+      rt_diag_add(diag, "%s: out of memory for the simulation's signals and port reservations", ir_prog_where(p));
+      r = BT_ERR_NOMEM;
+    }
+    if (o->trace) {
+      if (m.trace_events > SIM_MAX_TRACE_EVENTS)
+        fprintf(o->trace, ",\n{\"name\":\"(%lld more steps not shown: SIM_MAX_TRACE_EVENTS)\",\"ph\":\"i\",\"pid\":0,"
+                "\"tid\":0,\"ts\":0,\"s\":\"g\"}", (long long)(m.trace_events - SIM_MAX_TRACE_EVENTS));
+      fputs("\n]}\n", o->trace);
+    }
+    if (!r) {
+      rep->time_us = s->v[SIM_LAUNCH] + s->v[SIM_CALL] + m.tmax;
+      rep->events = m.events;
+      rep->tiles = m.ntiles;
+      rep->messages = m.messages;
+      rep->bytes_moved = m.moved;
+      summarize(&m, rep);
+    }
+  }
+  sim_free(&m);
+  return r;
+}

@@ -1,0 +1,160 @@
+/* test_sim.c -- `baton sim` on tiny systems with known answers: one link
+ * and one message, a pipeline of tiles, a chain of n hops, the network;
+ * the SPEC reader's refusals, each at its line.
+ * Usage: test_sim ALGORITHMS_DIR */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cc_compile.h"
+#include "sim_run.h"
+#include "tap.h"
+
+static const char *algs;
+
+static ir_prog *compile(const char *script, const char *const *params, int n) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", algs, script);
+  rt_diag *d = rt_diag_new(10);
+  ir_prog *p = NULL;
+  if (cc_compile_file(path, params, n, NULL, &p, NULL, d)) printf("# %s: %s\n", script, rt_diag_text(d));
+  rt_diag_free(d);
+  return p;
+}
+
+/* A system whose only costs are the ones a test names: no launch, no
+ * step costs, memory and blocks as fast as allowed. */
+static void bare(sim_spec *s) {
+  sim_spec_defaults(s);
+  s->v[SIM_LAUNCH] = s->v[SIM_SIMPLE_STEP] = s->v[SIM_LL_STEP] = s->v[SIM_LL128_STEP] = s->v[SIM_DIRECT_STEP] = 0;
+  s->v[SIM_HBM_BW] = 1e6;
+  s->v[SIM_BLOCK_BW] = 1e5;
+  s->v[SIM_NVLINK_BW] = 100;
+  s->v[SIM_NVLINK_LAT] = 2;
+  s->v[SIM_LANES] = 1;
+  s->v[SIM_MIN_TILE] = 1024;   /* tiles of a whole slot */
+  s->v[SIM_GPUS] = 8;
+}
+
+static double run(const ir_prog *p, const sim_spec *s, uint64_t bytes, sim_report *rep) {
+  sim_opts o = {.bytes = bytes, .dtype = IP_F32, .inplace = -1};
+  rt_diag *d = rt_diag_new(10);
+  bt_result r = sim_run(p, s, &o, rep, d);
+  if (r) printf("# sim_run: %s\n", rt_diag_text(d));
+  rt_diag_free(d);
+  return r ? -1 : rep->time_us;
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
+
+static void spec_errors(void) {
+  static const struct { const char *text, *expect, *what; } bad[] = {
+      {"gpus 4\nfrobs 3\n", "s.spec:2: unknown key 'frobs'", "an unknown key"},
+      {"nvlink.bw_gbs -1\n", "s.spec:1: nvlink.bw_gbs -1 is out of range", "a negative bandwidth"},
+      {"\n\ngpus 4\ngpus 8\n", "s.spec:4: gpus is given twice", "a repeated key"},
+      {"net.latency_us fast\n", "s.spec:1: net.latency_us: 'fast' is not a number", "a value that is not a number"},
+      {"gpus 2.5\n", "s.spec:1: gpus 2.5 is not a whole number", "a count that is not whole"},
+      {"lanes\n", "s.spec:1: lanes has no value", "a key without a value"},
+      {"nodes 5000\n", "s.spec:1: nodes 5000 is out of range [1, 4096]", "more nodes than a system may have"},
+      {"gpus \x01\n", "s.spec:1: a byte 0x01 that is not text", "a control byte"},
+      {"slots nan\n", "is not a number", "nan"},
+      {"gpus 1e400\n", "is not a number", "an overflowing number"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sim_spec s;
+    rt_diag *d = rt_diag_new(10);
+    ok(sim_spec_read_memory(bad[i].text, strlen(bad[i].text), "s.spec", &s, d) == BT_ERR_INVALID,
+       "SPEC: %s is refused", bad[i].what);
+    ok_contains(rt_diag_text(d), bad[i].expect, "... with its place and the problem");
+    rt_diag_free(d);
+  }
+  char big[SIM_SPEC_MAX_LINE + 20];
+  memset(big, ' ', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  memcpy(big, "gpus 4", 6);
+  sim_spec s;
+  rt_diag *d = rt_diag_new(10);
+  ok(sim_spec_read_memory(big, strlen(big), "s.spec", &s, d) == BT_ERR_INVALID &&
+     strstr(rt_diag_text(d), "s.spec:1: a line is"), "SPEC: a line over SIM_SPEC_MAX_LINE is refused");
+  rt_diag_free(d);
+  const char *good = "# a machine\nname test box\ngpus 4   # per node\nnvlink.bw_gbs 400\n\n";
+  d = rt_diag_new(10);
+  ok(sim_spec_read_memory(good, strlen(good), "s.spec", &s, d) == BT_OK && s.v[SIM_GPUS] == 4 &&
+     s.v[SIM_NVLINK_BW] == 400 && s.v[SIM_NODES] == 1 && !strcmp(s.name, "test box"),
+     "SPEC: comments, blanks, a name and defaults for what is not given: %s", rt_diag_text(d));
+  rt_diag_free(d);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { printf("Bail out! usage: test_sim ALGORITHMS_DIR\n"); return 1; }
+  algs = argv[1];
+  spec_errors();
+  sim_spec s;
+  sim_report rep;
+  bare(&s);
+
+  /* one link, one message: rank 0 sends B bytes to rank 1, which writes them */
+  const char *two[] = {"ranks=2"};
+  ir_prog *bd = compile("broadcast_direct.lua", two, 1);
+  double B = 65536, hbm = 1e9;
+  double want = 2 + B / 1e5 + B / hbm;   /* latency + B / 100 GB/s + the receive's write */
+  double got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "one link, one message of 64 KiB: latency + bytes / bandwidth (%.6f us, want %.6f)", got, want);
+  ok(rep.tiles == 1 && rep.messages == 1, "... one tile, one message (%lld, %lld)", (long long)rep.tiles,
+     (long long)rep.messages);
+  s.v[SIM_LAUNCH] = 0.7;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want + 0.7), "... and the launch on top (%.6f us)", got);
+  s.v[SIM_LAUNCH] = 0;
+
+  /* a pipeline: 8 tiles of 16 KiB down one link, back to back */
+  s.v[SIM_SIMPLE_TILE] = 16;
+  B = 8 * 16384;
+  want = 8 * 16384 / 1e5 + 2 + 16384 / hbm;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "8 tiles pipelined on one link: 8 x tile / bandwidth + one latency (%.6f us, want %.6f)", got,
+     want);
+  ok(rep.tiles == 8 && rep.messages == 8, "... in 8 messages (%lld tiles)", (long long)rep.tiles);
+  s.v[SIM_SIMPLE_TILE] = 128;
+
+  /* a chain of n hops: each rank receives the whole buffer and sends it on */
+  for (int n = 3; n <= 6; n += 3) {
+    char rk[32];
+    snprintf(rk, sizeof rk, "ranks=%d", n);
+    const char *pp[] = {rk, "chunks=1"};
+    ir_prog *ch = compile("broadcast_chain.lua", pp, 2);
+    B = 32768;
+    want = (n - 1) * (2 + B / 1e5 + B / hbm);
+    got = ch ? run(ch, &s, (uint64_t)B, &rep) : -1;
+    ok(near(got, want), "a chain of %d hops: (n - 1) x (latency + bytes / bandwidth) (%.6f us, want %.6f)", n - 1, got,
+       want);
+    ok(rep.path_steps == n && rep.path_by[SIM_BY_MSG] == n - 1,
+       "... its critical path is every hop, each bound by its message (%d steps, %d by messages)", rep.path_steps,
+       rep.path_by[SIM_BY_MSG]);
+    ir_prog_free(ch);
+  }
+
+  /* across the network: 2 nodes of 1 GPU */
+  s.v[SIM_GPUS] = 1;
+  s.v[SIM_NODES] = 2;
+  s.v[SIM_NET_BW] = 25;
+  s.v[SIM_NET_LAT] = 5;
+  s.v[SIM_NET_STEP] = 3;
+  B = 65536;
+  want = 5 + 3 + B / 25e3 + B / hbm;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "one message across the network: latency + the proxies' cost + bytes / bandwidth (%.6f us, "
+     "want %.6f)", got, want);
+  ok(rep.nports > 0 && strstr(rep.ports[0].name, "port 0"), "... and the busiest port is a network port (%s)",
+     rep.nports ? rep.ports[0].name : "none");
+
+  /* a system too small for the program */
+  s.v[SIM_NODES] = 1;
+  sim_opts o = {.bytes = 1024, .dtype = IP_F32, .inplace = -1};
+  rt_diag *d = rt_diag_new(10);
+  ok(bd && sim_run(bd, &s, &o, &rep, d) == BT_ERR_INVALID && strstr(rt_diag_text(d), "2 ranks, but the system"),
+     "a program of more ranks than the system has GPUs is refused: %s", rt_diag_text(d));
+  rt_diag_free(d);
+  ir_prog_free(bd);
+  return tap_done();
+}

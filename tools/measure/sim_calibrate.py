@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""sim_calibrate.py -- `baton sim`'s predictions against a measured bench.
+
+Usage: tools/measure/sim_calibrate.py [--csv OUT] BATON SPEC PROGRAM_DIR CSV [CSV...]
+
+Each CSV is a `baton bench --csv` file (docs/PERFORMANCE.md).  For every
+row the program the measured call ran (its `algorithm` column, an IR name)
+is looked up in PROGRAM_DIR and simulated at the row's size, type and
+placement on the system SPEC describes.  Prints a Markdown table, measured
+against predicted, and how many rows meet the target (within 15% where the
+measured time is above 20 us, within 3 us below).  --csv OUT writes the
+rows as CSV too (collective, program, bytes, measured_us, predicted_us),
+for tools/measure/plot_ratio.py.
+"""
+import collections
+import csv
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def names(folder):
+    """IR name -> [(minBytes, maxBytes or None, file)]: a name may have a program per size range."""
+    found = collections.defaultdict(list)
+    for f in sorted(glob.glob(os.path.join(folder, '*.xml'))):
+        with open(f, encoding='utf-8', errors='replace') as h:
+            head = re.search(r'<algo[^>]*>', h.read(4096))
+        if not head:
+            continue
+        attr = dict(re.findall(r'(\w+)="([^"]*)"', head.group(0)))
+        found[attr.get('name', '')].append((int(attr.get('minBytes', 0)), int(attr['maxBytes']) if 'maxBytes' in attr
+                                            and int(attr['maxBytes']) else None, f))
+    return found
+
+
+def pick(progs, name, size):
+    """The program of that name whose size range holds size (the runtime's choice among them)."""
+    for lo, hi, f in progs.get(name, []):
+        if size >= lo and (hi is None or size <= hi):
+            return f
+    return None
+
+
+def simulate(baton, spec, prog, sizes, dtype, inplace):
+    """size -> predicted microseconds."""
+    with tempfile.NamedTemporaryFile(suffix='.csv') as out:
+        cmd = [baton, 'sim', prog, '--system', spec, '--sizes', ','.join(str(s) for s in sizes), '-d', dtype, '-q',
+               '--csv', out.name, '--inplace' if inplace else '--outofplace']
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            sys.stderr.write(f'{prog}: {r.stderr.strip()}\n')
+            return {}
+        return {int(row['bytes']): float(row['time_us']) for row in csv.DictReader(open(out.name))}
+
+
+def main(argv):
+    out = None
+    if len(argv) > 2 and argv[1] == '--csv':
+        out = csv.writer(open(argv[2], 'w', newline=''))
+        out.writerow(['collective', 'program', 'bytes', 'measured_us', 'predicted_us'])
+        argv = argv[:1] + argv[3:]
+    if len(argv) < 5:
+        sys.stderr.write(__doc__)
+        return 2
+    baton, spec, folder, files = argv[1], argv[2], argv[3], argv[4:]
+    progs = names(folder)
+    rows = [r for f in files for r in csv.DictReader(open(f))]
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups[(r['algorithm'], r['type'], r['inplace'] == '1')].append(r)
+    print('| collective | algorithm | bytes | measured us | predicted us | predicted / measured | target |')
+    print('|---|---|---:|---:|---:|---:|---|')
+    met = total = 0
+    for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
+        byprog = collections.defaultdict(list)
+        for r in rs:
+            f = pick(progs, alg, int(r['size']))
+            if f:
+                byprog[f].append(r)
+            else:
+                sys.stderr.write(f"{alg} at {r['size']} bytes: no such program in {folder}\n")
+        pred = {}
+        for f, frs in byprog.items():
+            for size, t in simulate(baton, spec, f, sorted({int(r['size']) for r in frs}), dtype, inplace).items():
+                pred[(f, size)] = t
+        for f, frs in sorted(byprog.items()):
+            for r in sorted(frs, key=lambda r: int(r['size'])):
+                size, meas = int(r['size']), float(r['baton_time_us'])
+                if (f, size) not in pred or meas <= 0:
+                    continue
+                p = pred[(f, size)]
+                ok = abs(p - meas) <= (0.15 * meas if meas > 20 else 3)
+                met += ok
+                total += 1
+                print(f"| {r['collective']} | {os.path.basename(f)} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | "
+                      f"{'yes' if ok else 'no'} |")
+                if out:
+                    out.writerow([r['collective'], os.path.basename(f), size, f'{meas:.3f}', f'{p:.3f}'])
+    print(f'\n{met} of {total} rows meet the target.')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))

@@ -1,0 +1,158 @@
+/* tool_sim.c -- `baton sim`: a program timed on a described system. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir_check.h"
+#include "ir_read.h"
+#include "sim_run.h"
+#include "tool.h"
+
+static const char sim_help[] =
+  "usage: baton sim PROGRAM.xml --system SPEC [options]\n"
+  "       baton sim --fields        the SPEC file's keys, defaults and ranges (Markdown)\n"
+  "\n"
+  "Predicts how long one call of the program takes on the system SPEC\n"
+  "describes (docs/SIMULATION.md): the CPU executor runs it, every tile,\n"
+  "and each step it completes is timed by the SPEC's links, ports, latencies\n"
+  "and protocol costs.  Prints, per size, the predicted time, the bandwidth\n"
+  "(bytes / time), the critical path (its steps, what bound them) and the\n"
+  "busiest port.\n"
+  "\n"
+  "options:\n"
+  "  --system SPEC    the system (\"key value\" lines; 'default' for the defaults)\n"
+  "  --sizes LIST     call sizes in bytes of the larger buffer: comma-separated, each\n"
+  "                   SIZE or FIRST:LAST[:FACTOR] (default factor 4); K, M, G suffixes\n"
+  "                   (default 8:512M:8)\n"
+  "  -d, --dtype T    element type (default f32)\n"
+  "  --inplace, --outofplace   the call's placement (default: the program's own)\n"
+  "  --trace FILE     the last size's timeline, Chrome-trace JSON (Perfetto, chrome://tracing)\n"
+  "  --csv FILE       the table as CSV\n"
+  "  -q, --quiet      the table only\n";
+
+/* Sizes a --sizes list may name at most. */
+#define MAX_SIZES 256
+
+static int parse_sizes(const char *v, long long *out, int *n) {
+  char buf[1024];
+  if (strlen(v) >= sizeof buf) { fprintf(stderr, "baton sim: --sizes is too long\n"); return 0; }
+  snprintf(buf, sizeof buf, "%s", v);
+  *n = 0;
+  for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *c1 = strchr(item, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c1) *c1 = 0;
+    if (c2) *c2 = 0;
+    long long a, b = 0, f = 4;
+    if (!tool_size("sim", "--sizes", item, 1, (long long)1 << 50, &a) ||
+        (c1 && !tool_size("sim", "--sizes", c1 + 1, a, (long long)1 << 50, &b)) ||
+        (c2 && !tool_int("sim", "--sizes factor", c2 + 1, 2, 1024, &f)))
+      return 0;
+    for (long long x = a; x <= (c1 ? b : a); x *= f) {
+      if (*n == MAX_SIZES) { fprintf(stderr, "baton sim: --sizes names more than %d sizes\n", MAX_SIZES); return 0; }
+      out[(*n)++] = x;
+      if (x > ((long long)1 << 50) / f) break;
+    }
+  }
+  if (!*n) { fprintf(stderr, "baton sim: --sizes names no size\n"); return 0; }
+  return 1;
+}
+
+/* The bound that stopped most of the critical path's steps. */
+static const char *main_bound(const sim_report *r) {
+  int best = SIM_BY_ORDER;
+  for (int k = 0; k < SIM_BY_COUNT; k++)
+    if (r->path_by[k] > r->path_by[best]) best = k;
+  return sim_bound_name[best];
+}
+
+int tool_sim(int argc, char **argv) {
+  if (tool_wants_help(argc, argv)) { fputs(sim_help, stdout); return 0; }
+  const char *file = NULL, *system = NULL, *trace = NULL, *csv = NULL;
+  long long sizes[MAX_SIZES];
+  int nsizes = 0, quiet = 0, inplace = -1;
+  ip_dtype dtype = IP_F32;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--fields")) { sim_spec_markdown(stdout); return 0; }
+    if ((v = tool_opt(argc, argv, &i, "--system"))) system = v;
+    else if ((v = tool_opt(argc, argv, &i, "--sizes"))) { if (!parse_sizes(v, sizes, &nsizes)) return 2; }
+    else if ((v = tool_opt(argc, argv, &i, "--dtype")) || (v = tool_opt(argc, argv, &i, "-d"))) {
+      int t = ip_dtype_from_name(v);
+      if (t < 0) { fprintf(stderr, "baton sim: unknown dtype '%s'\n", v); return 2; }
+      dtype = (ip_dtype)t;
+    } else if ((v = tool_opt(argc, argv, &i, "--trace"))) trace = v;
+    else if ((v = tool_opt(argc, argv, &i, "--csv"))) csv = v;
+    else if (!strcmp(argv[i], "--inplace")) inplace = 1;
+    else if (!strcmp(argv[i], "--outofplace")) inplace = 0;
+    else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
+    else if (argv[i][0] == '-') { fprintf(stderr, "baton sim: unknown option '%s'\n", argv[i]); return 2; }
+    else if (file) { fprintf(stderr, "baton sim: one program at a time ('%s' is a second)\n", argv[i]); return 2; }
+    else file = argv[i];
+  }
+  if (!file || !system) { fputs(sim_help, stderr); return 2; }
+  if (!nsizes && !parse_sizes("8:512M:8", sizes, &nsizes)) return 2;
+  if (tool_is_dir("sim", file, "an IR file")) return 2;
+  rt_diag *d = rt_diag_new(20);
+  sim_spec spec;
+  ir_prog *p = NULL;
+  int rc = 1;
+  FILE *tf = NULL, *cf = NULL;
+  if (strcmp(system, "default") ? sim_spec_read_file(system, &spec, d) : (sim_spec_defaults(&spec), BT_OK)) {
+    fprintf(stderr, "baton sim: invalid system description\n%s", rt_diag_text(d));
+    goto out;
+  }
+  if (ir_read_file(file, &p, d) || ir_check(p, d)) {
+    fprintf(stderr, "%s: invalid\n%s", file, rt_diag_text(d));
+    goto out;
+  }
+  if ((csv && !(cf = fopen(csv, "w"))) || (trace && !(tf = fopen(trace, "w")))) {
+    fprintf(stderr, "baton sim: cannot write %s: %s\n", cf || !csv ? trace : csv, strerror(errno));
+    goto out;
+  }
+  if (!quiet)
+    printf("# baton sim: %s (%s, %d ranks, %s) on %s (%g nodes x %g GPUs), %s\n", file, ir_coll_name[p->coll],
+           p->ngpus, ir_proto_name[p->proto], spec.name, spec.v[SIM_NODES], spec.v[SIM_GPUS], ip_dtype_name[dtype]);
+  printf("%14s %12s %11s %7s %6s %10s  %-18s %s\n", "bytes", "time_us", "algbw_GB/s", "tiles", "path", "busy_us",
+         "path bound by", "busiest port (busy)");
+  if (cf) fputs("bytes,time_us,algbw_gbs,tiles,path_steps,path_busy_us,bound_by,busiest_port,port_util\n", cf);
+  sim_report last;
+  memset(&last, 0, sizeof last);
+  for (int k = 0; k < nsizes; k++) {
+    sim_opts o = {.bytes = (uint64_t)sizes[k], .dtype = dtype, .inplace = inplace,
+                  .trace = k == nsizes - 1 ? tf : NULL};
+    sim_report rep;
+    rt_diag_clear(d);
+    if (sim_run(p, &spec, &o, &rep, d)) {
+      fprintf(stderr, "%s at %lld bytes:\n%s", file, sizes[k], rt_diag_text(d));
+      goto out;
+    }
+    char port[80] = "-";
+    if (rep.nports) snprintf(port, sizeof port, "%s (%.0f%%)", rep.ports[0].name, 100 * rep.ports[0].util);
+    printf("%14lld %12.2f %11.2f %7lld %6d %10.2f  %-18s %s\n", sizes[k], rep.time_us,
+           rep.time_us > 0 ? (double)sizes[k] / (rep.time_us * 1e3) : 0, (long long)rep.tiles, rep.path_steps,
+           rep.path_busy_us, main_bound(&rep), port);
+    if (cf)
+      fprintf(cf, "%lld,%.4f,%.4f,%lld,%d,%.4f,%s,%s,%.4f\n", sizes[k], rep.time_us,
+              rep.time_us > 0 ? (double)sizes[k] / (rep.time_us * 1e3) : 0, (long long)rep.tiles, rep.path_steps,
+              rep.path_busy_us, main_bound(&rep), rep.nports ? rep.ports[0].name : "", rep.nports ? rep.ports[0].util : 0);
+    last = rep;
+  }
+  if (!quiet) {   /* the last size in more detail */
+    printf("# at %lld bytes: the critical path ends at %s; of its %d steps,", sizes[nsizes - 1], last.path_end,
+           last.path_steps);
+    for (int b = 0, first = 1; b < SIM_BY_COUNT; b++)
+      if (last.path_by[b]) { printf("%s %d waited for %s", first ? "" : ",", last.path_by[b], sim_bound_name[b]); first = 0; }
+    printf("; they ran %.2f of its %.2f us\n# ports:", last.path_busy_us, last.time_us);
+    for (int j = 0; j < last.nports; j++)
+      printf("%s %s %.0f%%", j ? "," : "", last.ports[j].name, 100 * last.ports[j].util);
+    printf("\n");
+  }
+  rc = 0;
+out:
+  if (tf) fclose(tf);
+  if (cf) fclose(cf);
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return rc;
+}
