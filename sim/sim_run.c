@@ -365,7 +365,10 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   int most = 1;   /* lanes: the SPEC's, or as the runtime picks them */
   for (int r = 0; r < p->ngpus; r++) if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
   m->lanes = s->v[SIM_LANES] > 0 ? (int)s->v[SIM_LANES] : (int)s->v[SIM_BLOCKS] / most;
+  int spans = m->n > m->gpus;   /* the ranks span several nodes: the runtime's network settings */
   if (m->lanes > 64 && s->v[SIM_LANES] <= 0) m->lanes = 64;
+  if (spans && s->v[SIM_LANES] <= 0 && s->v[SIM_NET_LANES] > 0 && m->lanes > s->v[SIM_NET_LANES])
+    m->lanes = (int)s->v[SIM_NET_LANES];
   if (m->lanes < 1 || m->direct) m->lanes = 1;
   if (m->n > m->nodes * m->gpus) {
     rt_diag_add(m->diag, "%s: %d ranks, but the system (%s) has %d nodes x %d GPUs", ir_prog_where(p), m->n, s->name,
@@ -390,7 +393,7 @@ static bt_result sim_setup(sim *m, int64_t *count) {
     return BT_ERR_INVALID;
   }
   double kb = p->proto == IR_PROTO_LL ? s->v[SIM_LL_TILE] : p->proto == IR_PROTO_LL128 ? s->v[SIM_LL128_TILE]
-                                                                                      : s->v[SIM_SIMPLE_TILE];
+            : spans ? s->v[SIM_NET_SLOT] : s->v[SIM_SIMPLE_TILE];
   int64_t slot = (int64_t)(kb * 1024) / m->esize / ir_prog_max_cnt(p);
   m->tile = slot < 1 ? 1 : slot;
   /* as the runtime: smaller tiles, down to min_tile_kb, so that every lane has one */

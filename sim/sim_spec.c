@@ -18,7 +18,7 @@ static const struct field {
 
 /* The fields whose values are counts: integers. */
 static int integral(int f) {
-  return f == SIM_NODES || f == SIM_GPUS || f == SIM_NICS || f == SIM_LANES || f == SIM_SLOTS || f == SIM_BLOCKS;
+  return f == SIM_NODES || f == SIM_GPUS || f == SIM_NICS || f == SIM_LANES || f == SIM_SLOTS || f == SIM_BLOCKS || f == SIM_NET_LANES;
 }
 
 void sim_spec_defaults(sim_spec *s) {
