@@ -13,12 +13,13 @@ const char *const sim_bound_name[SIM_BY_COUNT] = {"start", "its thread block", "
                                                    "a free slot", "a signal", "a busy port"};
 
 typedef struct stream_times { double *t; int64_t *ev; int64_t n, cap; } stream_times;
+_Static_assert(sizeof(double) == sizeof(int64_t), "a stream's two arrays grow as one size");
 
 /* A port's reservations: disjoint intervals [s, e), sorted, touching ones
  * merged.  Steps are timed in the executor's order, not in time order, so
  * a transfer takes the earliest gap long enough from its start on, which
  * may lie before transfers timed earlier. */
-typedef struct port { double *s, *e; int n, cap; double busy; } port;
+typedef struct port { double *s, *e; int64_t n, cap; double busy; } port;
 
 typedef struct sim {
   const ir_prog *p;
@@ -82,11 +83,27 @@ static void route(const sim *m, int a, int b, int *pa, int *pb, double *bw, doub
   *extra = m->s->v[SIM_NET_STEP];
 }
 
+/* Makes room for n elements of `size` bytes in each of the k arrays at
+ * arrs (one capacity, *cap, for all of them), doubling; 0 when out of
+ * memory (the arrays are as they were, or some larger). */
+static int grow(void **arrs[], int k, size_t size, int64_t *cap, int64_t n) {
+  if (n <= *cap) return 1;
+  int64_t c = *cap ? 2 * *cap : 16;
+  if (c < n) c = n;
+  for (int i = 0; i < k; i++) {
+    void *a = realloc(*arrs[i], (size_t)c * size);
+    if (!a) return 0;
+    *arrs[i] = a;
+  }
+  *cap = c;
+  return 1;
+}
+
 /* The first index of p's intervals that ends after t. */
-static int first_after(const port *p, double t) {
-  int lo = 0, hi = p->n;
+static int64_t first_after(const port *p, double t) {
+  int64_t lo = 0, hi = p->n;
   while (lo < hi) {
-    int mid = (lo + hi) / 2;
+    int64_t mid = (lo + hi) / 2;
     if (p->e[mid] <= t) lo = mid + 1;
     else hi = mid;
   }
@@ -95,7 +112,7 @@ static int first_after(const port *p, double t) {
 
 /* The earliest time from t on when p is free for len. */
 static double gap(const port *p, double t, double len) {
-  for (int i = first_after(p, t); i < p->n && p->s[i] < t + len; i++)
+  for (int64_t i = first_after(p, t); i < p->n && p->s[i] < t + len; i++)
     if (p->e[i] > t) t = p->e[i];
   return t;
 }
@@ -103,7 +120,7 @@ static double gap(const port *p, double t, double len) {
 /* Reserves [t, t + len) on p (free: gap() said so); 0 when out of memory. */
 static int reserve(port *p, double t, double len) {
   p->busy += len;
-  int i = first_after(p, t);
+  int64_t i = first_after(p, t);
   int left = i > 0 && p->e[i - 1] >= t, right = i < p->n && p->s[i] <= t + len;
   if (left && right) {   /* fills the hole between two */
     p->e[i - 1] = p->e[i];
@@ -114,15 +131,8 @@ static int reserve(port *p, double t, double len) {
   }
   if (left) { p->e[i - 1] = t + len; return 1; }
   if (right) { p->s[i] = t; return 1; }
-  if (p->n == p->cap) {
-    int c = p->cap ? 2 * p->cap : 16;
-    double *ns = realloc(p->s, (size_t)c * sizeof *ns);
-    if (ns) p->s = ns;
-    double *ne = ns ? realloc(p->e, (size_t)c * sizeof *ne) : NULL;
-    if (!ns || !ne) return 0;
-    p->e = ne;
-    p->cap = c;
-  }
+  void **arrs[] = {(void **)&p->s, (void **)&p->e};
+  if (!grow(arrs, 2, sizeof(double), &p->cap, p->n + 1)) return 0;
   memmove(p->s + i + 1, p->s + i, (size_t)(p->n - i) * sizeof *p->s);
   memmove(p->e + i + 1, p->e + i, (size_t)(p->n - i) * sizeof *p->e);
   p->s[i] = t;
@@ -173,15 +183,8 @@ static stream_times *stream_at(sim *m, int k) {
 static int sig_arrives(sim *m, int k, double t, int64_t ev) {
   stream_times *st = stream_at(m, k);
   if (!st) return 0;
-  if (st->n == st->cap) {
-    int64_t c = st->cap ? 2 * st->cap : 16;
-    double *nt = realloc(st->t, (size_t)c * sizeof *nt);
-    if (nt) st->t = nt;
-    int64_t *ne = nt ? realloc(st->ev, (size_t)c * sizeof *ne) : NULL;
-    if (!nt || !ne) return 0;
-    st->ev = ne;
-    st->cap = c;
-  }
+  void **arrs[] = {(void **)&st->t, (void **)&st->ev};   /* double and int64_t: one size */
+  if (!grow(arrs, 2, sizeof(double), &st->cap, st->n + 1)) return 0;
   int64_t i = st->n;
   while (i > 0 && st->t[i - 1] > t) { st->t[i] = st->t[i - 1]; st->ev[i] = st->ev[i - 1]; i--; }
   st->t[i] = t;

@@ -8,12 +8,11 @@
 # Usage: install_cpu.sh SOURCE_DIR
 set -u
 src=$1
+. "$(dirname "$0")/tap.sh"
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { local what=$1; shift; if "$@" >"$t/out" 2>&1; then ok "$what"; else bad "$what"; sed 's/^/# /' "$t/out" | head -20; fi; }
+# check WHAT COMMAND...: a test point, passing when COMMAND does.
+check() { local what=$1 out; shift; out=$("$@" 2>&1); verdict $(($? == 0)) "$what" "status $?" "$out"; }
 
 prefix=$t/prefix
 if ! { meson setup "$t/b" "$src" -Dcuda=disabled --prefix="$prefix" && meson install -C "$t/b" --quiet; } >"$t/build.log" 2>&1; then
@@ -67,5 +66,4 @@ try:
 except baton.BatonError as e:
     assert e.code == 6, e
 '"
-echo "1..$n"
-[ $fails -eq 0 ]
+tap_end
