@@ -437,6 +437,12 @@ check "sim: a run prints the predicted time per size" 0 "        1024 " \
   "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K,1M
 check "sim --trace writes a Chrome-trace timeline" 0 '{"traceEvents":[' \
   bash -c "'$baton' sim '$root/tests/exchange_2r.xml' --system default --sizes 1M --trace '$tmp/t.json' -q >/dev/null && head -c 16 '$tmp/t.json'"
+"$baton" compile -q "$root/algorithms/allreduce_ring.lua" --param ranks=4 -o "$tmp/ar_ring4.xml"
+"$baton" compile -q "$root/algorithms/allreduce_allpairs.lua" --param ranks=4 --param shot=1 -o "$tmp/ar_one4.xml"
+check "sim A B: two programs side by side, the fastest per size" 0 "# from 2097152 bytes A is the fastest (B before)" \
+  "$baton" sim "$tmp/ar_ring4.xml" "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 8:64M:4
+check "sim A B of two collectives is refused" 2 "compare programs of one collective and rank count" \
+  "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
 check "sim: bad sizes" 2 "baton sim: bad --sizes" "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K:x
 n=$((n + 1))
 if "$baton" sim --fields > "$tmp/fields.md" && grep -qF -f "$tmp/fields.md" "$root/docs/SIMULATION.md" &&

@@ -11,6 +11,7 @@
 
 static const char sim_help[] =
   "usage: baton sim PROGRAM.xml --system SPEC [options]\n"
+  "       baton sim A.xml B.xml ... --system SPEC [options]   compare programs of one collective\n"
   "       baton sim --fields        the SPEC file's keys, defaults and ranges (Markdown)\n"
   "\n"
   "Predicts how long one call of the program takes on the system SPEC\n"
@@ -18,7 +19,9 @@ static const char sim_help[] =
   "and each step it completes is timed by the SPEC's links, ports, latencies\n"
   "and protocol costs.  Prints, per size, the predicted time, the bandwidth\n"
   "(bytes / time), the critical path (its steps, what bound them) and the\n"
-  "busiest port.\n"
+  "busiest port.  Given several programs of the same collective and rank\n"
+  "count, prints each one's time per size, the fastest, and the sizes where\n"
+  "the fastest changes (the crossovers a set's size ranges follow).\n"
   "\n"
   "options:\n"
   "  --system SPEC    the system (\"key value\" lines; 'default' for the defaults)\n"
@@ -31,8 +34,9 @@ static const char sim_help[] =
   "  --csv FILE       the table as CSV\n"
   "  -q, --quiet      the table only\n";
 
-/* Sizes a --sizes list may name at most. */
+/* Sizes a --sizes list may name at most, programs one comparison takes. */
 #define MAX_SIZES 256
+#define MAX_PROGS 16
 
 static int parse_sizes(const char *v, long long *out, int *n) {
   char buf[1024];
@@ -66,9 +70,83 @@ static const char *main_bound(const sim_report *r) {
   return sim_bound_name[best];
 }
 
+/* Reads the system named `system` ("default": the defaults) into *s;
+ * 0 when it cannot (said). */
+static int read_system(const char *system, sim_spec *s, rt_diag *d) {
+  if (!strcmp(system, "default")) { sim_spec_defaults(s); return 1; }
+  if (!sim_spec_read_file(system, s, d)) return 1;
+  fprintf(stderr, "baton sim: invalid system description\n%s", rt_diag_text(d));
+  return 0;
+}
+
+/* Several programs of one collective and rank count, timed side by side:
+ * each one's time per size, the fastest, and where the fastest changes. */
+static int compare(const char *const *files, int n, const char *system, const long long *sizes, int nsizes,
+                   ip_dtype dtype, int inplace, const char *csv) {
+  rt_diag *d = rt_diag_new(20);
+  ir_prog *p[MAX_PROGS] = {0};
+  double t[MAX_PROGS];
+  sim_spec spec;
+  FILE *cf = NULL;
+  int rc = 1, prev = -1;
+  if (!read_system(system, &spec, d)) goto out;
+  for (int k = 0; k < n; k++) {
+    if (tool_is_dir("sim", files[k], "an IR file")) { rc = 2; goto out; }
+    rt_diag_clear(d);
+    if (ir_read_file(files[k], &p[k], d) || ir_check(p[k], d)) {
+      fprintf(stderr, "%s: invalid\n%s", files[k], rt_diag_text(d));
+      goto out;
+    }
+    if (k && (p[k]->coll != p[0]->coll || p[k]->ngpus != p[0]->ngpus)) {
+      fprintf(stderr, "baton sim: %s is a %s on %d ranks, %s a %s on %d: compare programs of one collective and "
+              "rank count\n", files[k], ir_coll_name[p[k]->coll], p[k]->ngpus, files[0], ir_coll_name[p[0]->coll],
+              p[0]->ngpus);
+      rc = 2;
+      goto out;
+    }
+  }
+  if (csv && !(cf = fopen(csv, "w"))) {
+    fprintf(stderr, "baton sim: cannot write %s: %s\n", csv, strerror(errno));
+    goto out;
+  }
+  printf("%14s", "bytes");
+  for (int k = 0; k < n; k++) printf("  %c %12s", 'A' + k, "us");
+  printf("  fastest\n");
+  for (int k = 0; k < n; k++) printf("# %c: %s\n", 'A' + k, files[k]);
+  if (cf) fputs("bytes,program,time_us,fastest\n", cf);
+  for (int i = 0; i < nsizes; i++) {
+    int best = 0;
+    for (int k = 0; k < n; k++) {
+      sim_opts o = {.bytes = (uint64_t)sizes[i], .dtype = dtype, .inplace = inplace};
+      sim_report rep;
+      rt_diag_clear(d);
+      if (sim_run(p[k], &spec, &o, &rep, d)) {
+        fprintf(stderr, "%s at %lld bytes:\n%s", files[k], sizes[i], rt_diag_text(d));
+        goto out;
+      }
+      t[k] = rep.time_us;
+      if (t[k] < t[best]) best = k;
+    }
+    printf("%14lld", sizes[i]);
+    for (int k = 0; k < n; k++) printf("  %c %12.2f", 'A' + k, t[k]);
+    printf("  %c\n", 'A' + best);
+    for (int k = 0; cf && k < n; k++) fprintf(cf, "%lld,%s,%.4f,%d\n", sizes[i], files[k], t[k], k == best);
+    if (prev >= 0 && best != prev)
+      printf("# from %lld bytes %c is the fastest (%c before)\n", sizes[i], 'A' + best, 'A' + prev);
+    prev = best;
+  }
+  rc = 0;
+out:
+  if (cf) fclose(cf);
+  for (int k = 0; k < n; k++) ir_prog_free(p[k]);
+  rt_diag_free(d);
+  return rc;
+}
+
 int tool_sim(int argc, char **argv) {
   if (tool_wants_help(argc, argv)) { fputs(sim_help, stdout); return 0; }
-  const char *file = NULL, *system = NULL, *trace = NULL, *csv = NULL;
+  const char *files[MAX_PROGS], *file = NULL, *system = NULL, *trace = NULL, *csv = NULL;
+  int nprogs = 0;
   long long sizes[MAX_SIZES];
   int nsizes = 0, quiet = 0, inplace = -1;
   ip_dtype dtype = IP_F32;
@@ -87,10 +165,12 @@ int tool_sim(int argc, char **argv) {
     else if (!strcmp(argv[i], "--outofplace")) inplace = 0;
     else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
     else if (argv[i][0] == '-') { fprintf(stderr, "baton sim: unknown option '%s'\n", argv[i]); return 2; }
-    else if (file) { fprintf(stderr, "baton sim: one program at a time ('%s' is a second)\n", argv[i]); return 2; }
-    else file = argv[i];
+    else if (nprogs == MAX_PROGS) { fprintf(stderr, "baton sim: at most %d programs at a time\n", MAX_PROGS); return 2; }
+    else files[nprogs++] = argv[i];
   }
-  if (!file || !system) { fputs(sim_help, stderr); return 2; }
+  if (!nprogs || !system) { fputs(sim_help, stderr); return 2; }
+  if (nprogs > 1) return compare(files, nprogs, system, sizes, nsizes, dtype, inplace, csv);
+  file = files[0];
   if (!nsizes && !parse_sizes("8:512M:8", sizes, &nsizes)) return 2;
   if (tool_is_dir("sim", file, "an IR file")) return 2;
   rt_diag *d = rt_diag_new(20);
@@ -98,10 +178,7 @@ int tool_sim(int argc, char **argv) {
   ir_prog *p = NULL;
   int rc = 1;
   FILE *tf = NULL, *cf = NULL;
-  if (strcmp(system, "default") ? sim_spec_read_file(system, &spec, d) : (sim_spec_defaults(&spec), BT_OK)) {
-    fprintf(stderr, "baton sim: invalid system description\n%s", rt_diag_text(d));
-    goto out;
-  }
+  if (!read_system(system, &spec, d)) goto out;
   if (ir_read_file(file, &p, d) || ir_check(p, d)) {
     fprintf(stderr, "%s: invalid\n%s", file, rt_diag_text(d));
     goto out;
