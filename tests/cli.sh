@@ -28,6 +28,12 @@ check "unknown command" 2 "unknown command 'frob'" "$baton" frob
 for c in verify explain ops params; do check "$c --help" 0 "usage: baton $c" "$baton" $c --help; done
 check "unknown dtype" 2 "unknown dtype 'f8'" "$baton" verify --dtype f8 x.xml
 check "unknown op" 2 "unknown op 'xor'" "$baton" verify --op xor x.xml
+check "options: getopt_long's forms (--count=5, a unique start --cou, -qv together)" 0 "" \
+  "$baton" verify -qv --cou 5 --tile=1 "$root/tests/exchange_2r.xml"
+check "options: -- before a file whose name starts with -" 0 "ok  allgather on 2 ranks" \
+  bash -c "cp '$root/tests/exchange_2r.xml' '$tmp/-x.xml' && b=\$(realpath '$baton') && cd '$tmp' && \"\$b\" verify -- -x.xml"
+check "options: a missing value in the command's words" 2 "baton compile: -o needs a value" "$baton" compile x.lua -o
+check "options: an unknown letter in a bundle" 2 "baton verify: unknown option '-x'" "$baton" verify -qx a.xml
 check "verify -o is refused: -o is an output file in baton's commands" 2 "the reduction operator is --op" \
   "$baton" verify -o sum x.xml
 check "... -oall too" 2 "the reduction operator is --op" "$baton" verify -oall x.xml

@@ -28,7 +28,10 @@ static void usage(FILE *f) {
              "                  number of verify (--count, --tile, --dim NAME=N, --slots, --ranks),\n"
              "                  compile's --sizes, bench's -b, -e, -i\n"
              "  -q, --quiet     less output; compile -v (--verbose): a script error's Lua traceback;\n"
-             "                  verify -v: the FIFO slots each file runs with, and why\n");
+             "                  verify -v: the FIFO slots each file runs with, and why\n"
+             "  options are read by getopt_long: -oFILE or -o FILE, --opt=V or --opt V, a long\n"
+             "  option by any unique start (--cou), short ones together (-qv), -- before a\n"
+             "  file whose name starts with -\n");
   fprintf(f, "\n'baton COMMAND --help' describes a command.\n");
 }
 

@@ -2,6 +2,8 @@
 #ifndef TOOL_H
 #define TOOL_H
 
+#include <getopt.h>
+
 /* Each subcommand takes argv with argv[0] = its own name and returns the
  * process exit code: 0 success, 1 the check failed, 2 bad usage. */
 typedef struct tool_cmd {
@@ -19,10 +21,20 @@ int tool_bench(int argc, char **argv);
 int tool_set(int argc, char **argv);
 int tool_sim(int argc, char **argv);
 
-/* Shared option parsing: returns the value of "--name V" or "--name=V" at
- * argv[*i] (advancing *i), and for a one-letter name also "-nV", or NULL
- * when argv[*i] is not that option. */
-const char *tool_opt(int argc, char **argv, int *i, const char *name);
+/* Command lines are read with getopt_long (tool_opt.c): call
+ * tool_getopt_reset() first, then tool_getopt() until it returns -1;
+ * operands are then argv[optind .. argc-1] (GNU getopt moves them to the
+ * end).  tool_getopt returns what getopt_long returns, except that an
+ * unknown option or one without its value is said in the command's words
+ * ("baton verify: unknown option '--frob'", "baton compile: -o needs a
+ * value") and returns '?'.  `shorts` as getopt's, without a leading ':'. */
+void tool_getopt_reset(void);
+int tool_getopt(const char *cmd, int argc, char **argv, const char *shorts, const struct option *longs);
+
+/* Parses v as a decimal integer with an optional binary suffix (K, M, G,
+ * either case; none when suffixed is 0) into *out: 1, or 0 not an integer
+ * (with that suffix rule), -1 past the 64-bit range. */
+int tool_parse_count(const char *v, int suffixed, long long *out);
 
 /* Parses v, the value of option `opt` of command `cmd`, as a decimal
  * integer in [lo, hi] into *out.  Otherwise prints why to stderr ("baton

@@ -39,9 +39,16 @@ int tool_compile(int argc, char **argv) {
   int nparams = 0, quiet = 0, explain = 0, sized = 0, verbose = 0;
   int64_t minb = 0, maxb = 0;
   int fuse = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if ((v = tool_opt(argc, argv, &i, "--param"))) {
+  enum { O_PARAM = 256, O_DOT, O_SIZES, O_NOFUSE, O_EXPLAIN };
+  static const struct option longs[] = {
+    {"param", required_argument, NULL, O_PARAM}, {"dot", required_argument, NULL, O_DOT},
+    {"sizes", required_argument, NULL, O_SIZES}, {"no-fuse", no_argument, NULL, O_NOFUSE},
+    {"explain", no_argument, NULL, O_EXPLAIN}, {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'}, {NULL, 0, NULL, 0}};
+  tool_getopt_reset();
+  for (int c; (c = tool_getopt("compile", argc, argv, "o:qv", longs)) != -1;) {
+    const char *v = optarg;
+    if (c == O_PARAM) {
       if (nparams == 128) { fprintf(stderr, "baton compile: at most 128 --param\n"); return 2; }
       if (!strchr(v, '=') || *v == '=') { fprintf(stderr, "baton compile: --param wants KEY=VALUE, not '%s'\n", v); return 2; }
       size_t klen = (size_t)(strchr(v, '=') - v);
@@ -51,11 +58,11 @@ int tool_compile(int argc, char **argv) {
           return 2;
         }
       params[nparams++] = v;
-    } else if ((v = tool_opt(argc, argv, &i, "-o"))) {
+    } else if (c == 'o') {
       outpath = strcmp(v, "-") ? v : NULL;   /* -o -: standard output, as without -o */
-    } else if ((v = tool_opt(argc, argv, &i, "--dot"))) {
+    } else if (c == O_DOT) {
       dotpath = v;
-    } else if ((v = tool_opt(argc, argv, &i, "--sizes"))) {
+    } else if (c == O_SIZES) {
       const char *colon = strchr(v, ':');
       char lo[64] = "";
       if (colon && (size_t)(colon - v) < sizeof lo) memcpy(lo, v, colon - v);
@@ -65,23 +72,22 @@ int tool_compile(int argc, char **argv) {
         return 2;
       }
       sized = 1;
-    } else if (!strcmp(argv[i], "--no-fuse")) {
+    } else if (c == O_NOFUSE) {
       fuse = 0;
-    } else if (!strcmp(argv[i], "--explain")) {
+    } else if (c == O_EXPLAIN) {
       explain = 1;
-    } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+    } else if (c == 'q') {
       quiet = 1;
-    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+    } else if (c == 'v') {
       verbose = 1;
-    } else if (argv[i][0] == '-') {
-      fprintf(stderr, "baton compile: unknown option '%s'\n", argv[i]);
-      return 2;
-    } else if (script) {
-      fprintf(stderr, "baton compile: one script at a time ('%s' and '%s')\n", script, argv[i]);
-      return 2;
     } else {
-      script = argv[i];
+      return 2;
     }
+  }
+  if (optind < argc) script = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "baton compile: one script at a time ('%s' and '%s')\n", script, argv[optind + 1]);
+    return 2;
   }
   if (!script) { fputs(compile_help, stderr); return 2; }
   if (tool_is_dir("compile", script, "a Lua script")) return 2;

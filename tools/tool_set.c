@@ -290,22 +290,22 @@ int tool_set(int argc, char **argv) {
   set_ctx c = {0};
   const char *ranks = NULL;
   char outbuf[64], algbuf[SET_PATH];
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if ((v = tool_opt(argc, argv, &i, "-o"))) {
-      c.out = v;
-    } else if ((v = tool_opt(argc, argv, &i, "--algorithms"))) {
-      c.algs = v;
-    } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
-      c.quiet = 1;
-    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
-      c.verbose = 1;
-    } else if (argv[i][0] == '-' || ranks) {
-      fprintf(stderr, "baton set: unexpected '%s'\n%s", argv[i], set_help);
-      return 2;
-    } else {
-      ranks = argv[i];
-    }
+  enum { O_ALGS = 256 };
+  static const struct option longs[] = {
+    {"algorithms", required_argument, NULL, O_ALGS}, {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'}, {NULL, 0, NULL, 0}};
+  tool_getopt_reset();
+  for (int o; (o = tool_getopt("set", argc, argv, "o:qv", longs)) != -1;) {
+    if (o == 'o') c.out = optarg;
+    else if (o == O_ALGS) c.algs = optarg;
+    else if (o == 'q') c.quiet = 1;
+    else if (o == 'v') c.verbose = 1;
+    else return 2;
+  }
+  if (optind < argc) ranks = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "baton set: unexpected '%s'\n%s", argv[optind + 1], set_help);
+    return 2;
   }
   long long n;
   if (!ranks) { fputs(set_help, stderr); return 2; }

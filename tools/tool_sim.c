@@ -150,23 +150,33 @@ int tool_sim(int argc, char **argv) {
   long long sizes[MAX_SIZES];
   int nsizes = 0, quiet = 0, inplace = -1;
   ip_dtype dtype = IP_F32;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--fields")) { sim_spec_markdown(stdout); return 0; }
-    if ((v = tool_opt(argc, argv, &i, "--system"))) system = v;
-    else if ((v = tool_opt(argc, argv, &i, "--sizes"))) { if (!parse_sizes(v, sizes, &nsizes)) return 2; }
-    else if ((v = tool_opt(argc, argv, &i, "--dtype")) || (v = tool_opt(argc, argv, &i, "-d"))) {
+  enum { O_FIELDS = 256, O_SYSTEM, O_SIZES, O_TRACE, O_CSV, O_INPLACE, O_OUTOFPLACE };
+  static const struct option longs[] = {
+    {"fields", no_argument, NULL, O_FIELDS}, {"system", required_argument, NULL, O_SYSTEM},
+    {"sizes", required_argument, NULL, O_SIZES}, {"dtype", required_argument, NULL, 'd'},
+    {"trace", required_argument, NULL, O_TRACE}, {"csv", required_argument, NULL, O_CSV},
+    {"inplace", no_argument, NULL, O_INPLACE}, {"outofplace", no_argument, NULL, O_OUTOFPLACE},
+    {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
+  tool_getopt_reset();
+  for (int c; (c = tool_getopt("sim", argc, argv, "d:q", longs)) != -1;) {
+    const char *v = optarg;
+    if (c == O_FIELDS) { sim_spec_markdown(stdout); return 0; }
+    if (c == O_SYSTEM) system = v;
+    else if (c == O_SIZES) { if (!parse_sizes(v, sizes, &nsizes)) return 2; }
+    else if (c == 'd') {
       int t = ip_dtype_from_name(v);
       if (t < 0) { fprintf(stderr, "baton sim: unknown dtype '%s'\n", v); return 2; }
       dtype = (ip_dtype)t;
-    } else if ((v = tool_opt(argc, argv, &i, "--trace"))) trace = v;
-    else if ((v = tool_opt(argc, argv, &i, "--csv"))) csv = v;
-    else if (!strcmp(argv[i], "--inplace")) inplace = 1;
-    else if (!strcmp(argv[i], "--outofplace")) inplace = 0;
-    else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
-    else if (argv[i][0] == '-') { fprintf(stderr, "baton sim: unknown option '%s'\n", argv[i]); return 2; }
-    else if (nprogs == MAX_PROGS) { fprintf(stderr, "baton sim: at most %d programs at a time\n", MAX_PROGS); return 2; }
-    else files[nprogs++] = argv[i];
+    } else if (c == O_TRACE) trace = v;
+    else if (c == O_CSV) csv = v;
+    else if (c == O_INPLACE) inplace = 1;
+    else if (c == O_OUTOFPLACE) inplace = 0;
+    else if (c == 'q') quiet = 1;
+    else return 2;
+  }
+  for (int i = optind; i < argc; i++) {
+    if (nprogs == MAX_PROGS) { fprintf(stderr, "baton sim: at most %d programs at a time\n", MAX_PROGS); return 2; }
+    files[nprogs++] = argv[i];
   }
   if (!nprogs || !system) { fputs(sim_help, stderr); return 2; }
   if (nprogs > 1) return compare(files, nprogs, system, sizes, nsizes, dtype, inplace, csv);

@@ -18,78 +18,6 @@
 #include "rt_param.h"
 #include "tool.h"
 
-const char *tool_opt(int argc, char **argv, int *i, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n)) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != 0) return n == 2 && name[1] != '-' ? argv[*i] + 2 : NULL;   /* "-oOUT" as getopt takes it */
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "baton: %s needs a value\n", name);
-    exit(2);
-  }
-  return argv[++*i];
-}
-
-/* Parses v as a decimal integer with an optional binary suffix (K, M, G,
- * either case; none when suffixed is 0) into *out: 1, or 0 not an integer
- * (with that suffix rule), -1 past the 64-bit range. */
-static int parse_count(const char *v, int suffixed, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (end == v || (errno && errno != ERANGE)) return 0;
-  int shift = 0;
-  if (suffixed && *end) {
-    const char *units = "KMG", *u = strchr(units, toupper((unsigned char)end[0]));
-    if (!u || end[1]) return 0;
-    shift = 10 * (int)(u - units + 1);
-  } else if (*end) {
-    return 0;
-  }
-  if (errno == ERANGE) return -1;
-  if (shift && (x > (LLONG_MAX >> shift) || x < (LLONG_MIN >> shift))) return -1;
-  *out = shift ? (long long)((unsigned long long)x << shift) : x;
-  return 1;
-}
-
-/* tool_int and tool_size: v into *out within [lo, hi], or a message. */
-static int range_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, int suffixed,
-                     long long *out) {
-  long long x = 0;
-  int r = parse_count(v, suffixed, &x);
-  if (!r) {
-    fprintf(stderr, "baton %s: bad %s '%s': not an integer%s\n", cmd, opt, v, suffixed ? " (suffixes K, M, G allowed)" : "");
-    return 0;
-  }
-  if (r < 0 || x < lo || x > hi) {
-    fprintf(stderr, "baton %s: bad %s '%s': must be %lld..%lld\n", cmd, opt, v, lo, hi);
-    return 0;
-  }
-  *out = x;
-  return 1;
-}
-
-int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
-  return range_int(cmd, opt, v, lo, hi, 0, out);
-}
-
-int tool_size(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
-  return range_int(cmd, opt, v, lo, hi, 1, out);
-}
-
-int tool_is_dir(const char *cmd, const char *path, const char *want) {
-  struct stat st;
-  if (stat(path, &st) || !S_ISDIR(st.st_mode)) return 0;
-  fprintf(stderr, "baton %s: %s is a directory, not %s\n", cmd, path, want);
-  return 1;
-}
-
-int tool_wants_help(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
-  return 0;
-}
-
 static const char verify_help[] =
   "usage: baton verify [options] FILE.xml [...]\n"
   "\n"
@@ -174,7 +102,7 @@ static int parse_dim(ip_dims *dims, const char *v) {
   const char *eq = strchr(v, '=');
   long long x;
   char spec[IR_MAX_NAME + 32];
-  if (!eq || (size_t)(eq - v) >= IR_MAX_NAME || parse_count(eq + 1, 1, &x) != 1) return 0;
+  if (!eq || (size_t)(eq - v) >= IR_MAX_NAME || tool_parse_count(eq + 1, 1, &x) != 1) return 0;
   snprintf(spec, sizeof spec, "%.*s=%lld", (int)(eq - v), v, x);
   return ip_dims_parse(dims, spec) == 0;
 }
@@ -508,65 +436,76 @@ int tool_verify(int argc, char **argv) {
   vo.ops[0] = IP_OP_SUM;
   const char *files[MAX_FILES];
   int nfiles = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
+  enum { O_RANKS = 256, O_OP, O_COUNT, O_TILE, O_SLOTS, O_EXPECT, O_ROOT, O_DIM, O_INPLACE, O_OUTOFPLACE, O_ASRUN };
+  static const struct option longs[] = {
+    {"ranks", required_argument, NULL, O_RANKS}, {"dtype", required_argument, NULL, 'd'},
+    {"op", required_argument, NULL, O_OP}, {"count", required_argument, NULL, O_COUNT},
+    {"tile", required_argument, NULL, O_TILE}, {"slots", required_argument, NULL, O_SLOTS},
+    {"expect", required_argument, NULL, O_EXPECT}, {"root", required_argument, NULL, O_ROOT},
+    {"dim", required_argument, NULL, O_DIM}, {"inplace", no_argument, NULL, O_INPLACE},
+    {"outofplace", no_argument, NULL, O_OUTOFPLACE}, {"as-run", no_argument, NULL, O_ASRUN},
+    {"verbose", no_argument, NULL, 'v'}, {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
+  tool_getopt_reset();
+  for (int c; (c = tool_getopt("verify", argc, argv, "d:o:vq", longs)) != -1;) {
+    const char *v = optarg;
     long long x;
-    if ((v = tool_opt(argc, argv, &i, "--ranks"))) {
+    if (c == O_RANKS) {
       if (!tool_size("verify", "--ranks", v, 1, rt_param_int(RT_PARAM_MAX_RANKS), &x)) return 2;
       vo.ranks = (int)x;
-    } else if ((v = tool_opt(argc, argv, &i, "--dtype")) || (v = tool_opt(argc, argv, &i, "-d"))) {
+    } else if (c == 'd') {
       if (!parse_list(v, IP_DTYPE_COUNT, ip_dtype_from_name, vo.dtypes, &vo.ndtypes, "dtype")) return 2;
       vo.dtype_given = 1;
-    } else if ((v = tool_opt(argc, argv, &i, "--op"))) {
+    } else if (c == O_OP) {
       if (!parse_list(v, IP_REDOP_COUNT, ip_redop_from_name, vo.ops, &vo.nops, "op")) return 2;
-    } else if (!strncmp(argv[i], "-o", 2)) {   /* -o is an output file in baton's commands; verify writes none */
+    } else if (c == 'o') {   /* -o is an output file in baton's commands; verify writes none */
       fprintf(stderr, "baton verify: -o names an output file in baton's commands, and verify writes none; the "
               "reduction operator is --op (baton bench keeps nccl-tests' -o)\n");
       return 2;
-    } else if ((v = tool_opt(argc, argv, &i, "--count"))) {
+    } else if (c == O_COUNT) {
       if (!tool_size("verify", "--count", v, 1, IR_GEOM_MAX_ELEMS, &vo.count)) return 2;
       vo.count_given = 1;
-    } else if ((v = tool_opt(argc, argv, &i, "--tile"))) {
+    } else if (c == O_TILE) {
       if (!tool_size("verify", "--tile", v, 0, IR_GEOM_MAX_ELEMS, &vo.tile)) return 2;
-    } else if ((v = tool_opt(argc, argv, &i, "--slots"))) {
+    } else if (c == O_SLOTS) {
       if (!tool_size("verify", "--slots", v, 1, VERIFY_MAX_SLOTS, &x)) return 2;
       vo.slots = (int)x;
-    } else if ((v = tool_opt(argc, argv, &i, "--expect"))) {
+    } else if (c == O_EXPECT) {
       vo.expect = v;
-    } else if ((v = tool_opt(argc, argv, &i, "--root"))) {
+    } else if (c == O_ROOT) {
       vo.root_given = 1;
       if (!strcmp(v, "all")) vo.all_roots = 1;
       else if (!tool_size("verify", "--root", v, 0, rt_param_int(RT_PARAM_MAX_RANKS) - 1, &x)) return 2;
       else vo.root = (int)x;
-    } else if ((v = tool_opt(argc, argv, &i, "--dim"))) {
+    } else if (c == O_DIM) {
       if (!parse_dim(&vo.dims, v)) {
         fprintf(stderr, "baton verify: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", v, (long long)IP_MAX_DIM,
                 IP_MAX_DIMS);
         return 2;
       }
-    } else if (!strcmp(argv[i], "--inplace") || !strcmp(argv[i], "--outofplace")) {
-      int want = !strcmp(argv[i], "--inplace");
+    } else if (c == O_INPLACE || c == O_OUTOFPLACE) {
+      int want = c == O_INPLACE;
       if (vo.inplace >= 0 && vo.inplace != want) {
         fprintf(stderr, "baton verify: --inplace and --outofplace exclude each other; give one (or neither: the "
                 "program's own placement)\n");
         return 2;
       }
       vo.inplace = want;
-    } else if (!strcmp(argv[i], "--as-run")) {
+    } else if (c == O_ASRUN) {
       vo.as_run = 1;
-    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+    } else if (c == 'v') {
       vo.verbose = 1;
-    } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+    } else if (c == 'q') {
       vo.quiet = 1;
-    } else if (argv[i][0] == '-') {
-      fprintf(stderr, "baton verify: unknown option '%s'\n", argv[i]);
+    } else {
       return 2;
-    } else if (nfiles == MAX_FILES) {
+    }
+  }
+  for (int i = optind; i < argc; i++) {
+    if (nfiles == MAX_FILES) {
       fprintf(stderr, "baton verify: at most %d files at a time ('%s' is one more)\n", MAX_FILES, argv[i]);
       return 2;
-    } else {
-      files[nfiles++] = argv[i];
     }
+    files[nfiles++] = argv[i];
   }
   if (!nfiles) { fputs(verify_help, stderr); return 2; }
   if (vo.as_run && vo.root_given) {
@@ -628,16 +567,18 @@ int tool_explain(int argc, char **argv) {
     fputs(explain_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  int failed = 0, dot = 0, quiet = 0, nfiles = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dot")) { dot = 1; continue; }
-    if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) { quiet = 1; continue; }
-    if (argv[i][0] == '-') { fprintf(stderr, "baton explain: unknown option '%s'\n", argv[i]); return 2; }
-    nfiles++;
+  int failed = 0, dot = 0, quiet = 0;
+  enum { O_DOT = 256 };
+  static const struct option longs[] = {
+    {"dot", no_argument, NULL, O_DOT}, {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
+  tool_getopt_reset();
+  for (int c; (c = tool_getopt("explain", argc, argv, "q", longs)) != -1;) {
+    if (c == O_DOT) dot = 1;
+    else if (c == 'q') quiet = 1;
+    else return 2;
   }
-  if (!nfiles) { fputs(explain_help, stderr); return 2; }
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-') continue;
+  if (optind >= argc) { fputs(explain_help, stderr); return 2; }
+  for (int i = optind; i < argc; i++) {
     rt_diag *d = rt_diag_new(40);
     ir_prog *p = NULL;
     if (access(argv[i], R_OK)) {   /* not there: no file to call invalid */
