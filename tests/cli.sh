@@ -449,6 +449,17 @@ check "sim A B: two programs side by side, the fastest per size" 0 "# from 20971
   "$baton" sim "$tmp/ar_ring4.xml" "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 8:64M:4
 check "sim A B of two collectives is refused" 2 "compare programs of one collective and rank count" \
   "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
+# baton set --system: the ranges follow the simulated crossovers, without gaps, and the set verifies.
+check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..67108863 (was 524289..8388608)" \
+  "$baton" set 4 --system "$root/sim/systems/h200x4.spec" -o "$tmp/tuned4"
+check "... the tuned set verifies" 0 "" "$baton" verify -q "$tmp/tuned4"/allreduce_*.xml "$tmp/tuned4"/reduce*.xml
+n=$((n + 1))
+gaps=$(for f in "$tmp"/tuned4/allreduce_[1-4]_*.xml; do a=$(grep -o '<algo[^>]*>' "$f"); lo=$(grep -o 'minBytes="[0-9]*"' <<<"$a" | tr -dc 0-9); hi=$(grep -o 'maxBytes="[0-9]*"' <<<"$a" | tr -dc 0-9)
+  echo "${lo:-0} ${hi:-0}"; done | sort -n -u | awk 'NR > 1 && $1 != prev + 1 {bad = 1} {prev = $2} END {print bad ? "gap" : "none"}')
+if [ "$gaps" = none ]; then echo "ok $n - ... the FIFO AllReduce's ranges follow one another, from 0 with no gap"
+else echo "not ok $n - the tuned FIFO AllReduce's ranges leave a gap"; failed=$((failed + 1)); fi
+check "set --system with a bad description compiles nothing" 2 "bad.spec:2: nvlink.bw_gbs -3 is out of range" \
+  "$baton" set 4 --system "$tmp/bad.spec" -q -o "$tmp/none4"
 check "sim: bad sizes" 2 "baton sim: bad --sizes" "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K:x
 n=$((n + 1))
 if "$baton" sim --fields > "$tmp/fields.md" && grep -qF -f "$tmp/fields.md" "$root/docs/SIMULATION.md" &&

@@ -21,6 +21,11 @@ int tool_bench(int argc, char **argv);
 int tool_set(int argc, char **argv);
 int tool_sim(int argc, char **argv);
 
+/* baton set --system (tool_tune.c): the set in dir, its size ranges moved
+ * to the crossovers simulated on spec.  0, or 1 (said). */
+struct sim_spec;
+int tool_set_tune(const char *dir, const struct sim_spec *spec, int quiet);
+
 /* Command lines are read with getopt_long (tool_opt.c): call
  * tool_getopt_reset() first, then tool_getopt() until it returns -1;
  * operands are then argv[optind .. argc-1] (GNU getopt moves them to the

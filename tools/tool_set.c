@@ -9,10 +9,11 @@
 #include <unistd.h>
 
 #include "cc_lower.h"
+#include "sim_spec.h"
 #include "tool.h"
 
 static const char set_help[] =
-  "usage: baton set RANKS [-o DIR] [--algorithms DIR] [-q | -v]\n"
+  "usage: baton set RANKS [-o DIR] [--algorithms DIR] [--system SPEC] [-q | -v]\n"
   "\n"
   "Compiles baton's default algorithm set for RANKS ranks into DIR (default\n"
   "./baton-RANKS): for each collective (AllReduce, AllGather, ReduceScatter,\n"
@@ -27,6 +28,10 @@ static const char set_help[] =
   "  -o DIR            where the IR files go (created if missing)\n"
   "  --algorithms DIR  the Lua algorithm scripts (default: the installed\n"
   "                    ones, else the source tree baton was built from)\n"
+  "  --system SPEC     then move each run of consecutive size ranges (one\n"
+  "                    collective, FIFO or direct) to the crossovers `baton sim`\n"
+  "                    predicts on that system (docs/SIMULATION.md); a program never\n"
+  "                    predicted faster than the one before it is left out\n"
   "  -q, --quiet       no line per program\n"
   "  -v, --verbose     also each program's compile summary (steps, checks, times)\n";
 
@@ -290,14 +295,17 @@ int tool_set(int argc, char **argv) {
   set_ctx c = {0};
   const char *ranks = NULL;
   char outbuf[64], algbuf[SET_PATH];
-  enum { O_ALGS = 256 };
+  enum { O_ALGS = 256, O_SYSTEM };
+  const char *system = NULL;
   static const struct option longs[] = {
-    {"algorithms", required_argument, NULL, O_ALGS}, {"quiet", no_argument, NULL, 'q'},
+    {"algorithms", required_argument, NULL, O_ALGS}, {"system", required_argument, NULL, O_SYSTEM},
+    {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'}, {NULL, 0, NULL, 0}};
   tool_getopt_reset();
   for (int o; (o = tool_getopt("set", argc, argv, "o:qv", longs)) != -1;) {
     if (o == 'o') c.out = optarg;
     else if (o == O_ALGS) c.algs = optarg;
+    else if (o == O_SYSTEM) system = optarg;
     else if (o == 'q') c.quiet = 1;
     else if (o == 'v') c.verbose = 1;
     else return 2;
@@ -321,8 +329,17 @@ int tool_set(int argc, char **argv) {
     return 2;
   }
   if (!is_dir(c.algs)) { fprintf(stderr, "baton set: --algorithms %s is not a folder\n", c.algs); return 2; }
+  sim_spec spec;
+  if (system) {   /* read first: a bad description costs no compile */
+    rt_diag *d = rt_diag_new(20);
+    int bad = strcmp(system, "default") ? sim_spec_read_file(system, &spec, d) != BT_OK : (sim_spec_defaults(&spec), 0);
+    if (bad) fprintf(stderr, "baton set: invalid system description\n%s", rt_diag_text(d));
+    rt_diag_free(d);
+    if (bad) return 2;
+  }
   if (make_dirs(c.out)) { fprintf(stderr, "baton set: cannot create %s: %s\n", c.out, strerror(errno)); return 1; }
   default_set(&c);
+  if (system && !c.failed && tool_set_tune(c.out, &spec, c.quiet)) c.failed++;
   if (!c.quiet || c.failed)
     fprintf(stderr, "baton set: %d programs for %d ranks in %s%s\n", c.written, c.ranks, c.out,
             c.failed ? ", some failed (above)" : "");
