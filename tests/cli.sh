@@ -460,6 +460,16 @@ if [ "$gaps" = none ]; then echo "ok $n - ... the FIFO AllReduce's ranges follow
 else echo "not ok $n - the tuned FIFO AllReduce's ranges leave a gap"; failed=$((failed + 1)); fi
 check "set --system with a bad description compiles nothing" 2 "bad.spec:2: nvlink.bw_gbs -3 is out of range" \
   "$baton" set 4 --system "$tmp/bad.spec" -q -o "$tmp/none4"
+# baton compile --tune: a variant per run of sizes, each with its range, all verified.
+check "compile --tune: the fastest variant for each run of sizes, with its range" 0 "protocol=Simple instances=1 channels=1, bytes 16777216.." \
+  "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 --tune "$root/sim/systems/h200x4.spec" -o "$tmp/tuned_ring"
+check "... its programs verify" 0 "" "$baton" verify -q "$tmp/tuned_ring"/*.xml
+check_exact "... the first from 0, the last without a bound" 0 "1 1" \
+  bash -c "echo \$(grep -L minBytes '$tmp'/tuned_ring/*_0_4r.xml | wc -l) \$(ls '$tmp'/tuned_ring/*.xml | sort -t_ -k3 -n | tail -1 | xargs grep -L maxBytes | wc -l)"
+check "compile --tune needs -o for its folder" 2 "--tune writes several programs: -o names their folder" \
+  "$baton" compile "$root/algorithms/allreduce_ring.lua" --tune default
+check "compile --tune on a system too small says so" 1 "8 ranks, but the system (h200x4) has 1 nodes x 4 GPUs" \
+  "$baton" compile "$root/algorithms/allgather_ring.lua" --param ranks=8 --tune "$root/sim/systems/h200x4.spec" -o "$tmp/t8"
 check "sim: bad sizes" 2 "baton sim: bad --sizes" "$baton" sim "$root/tests/exchange_2r.xml" --system default --sizes 1K:x
 n=$((n + 1))
 if "$baton" sim --fields > "$tmp/fields.md" && grep -qF -f "$tmp/fields.md" "$root/docs/SIMULATION.md" &&

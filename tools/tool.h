@@ -26,6 +26,13 @@ int tool_sim(int argc, char **argv);
 struct sim_spec;
 int tool_set_tune(const char *dir, const struct sim_spec *spec, int quiet);
 
+/* baton compile --tune (tool_tune.c): every variant of the script's
+ * protocol, instances and channels (those it reads and the command line
+ * leaves open) compiled and simulated on spec; each run of sizes with one
+ * fastest variant written into outdir with its size range.  0, or 1. */
+int tool_compile_tune(const char *script, const char *const *params, int nparams, const struct sim_spec *spec,
+                      const char *outdir, int quiet);
+
 /* Command lines are read with getopt_long (tool_opt.c): call
  * tool_getopt_reset() first, then tool_getopt() until it returns -1;
  * operands are then argv[optind .. argc-1] (GNU getopt moves them to the

@@ -3,11 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bench.h"
 #include "cc_compile.h"
 #include "cc_lua.h"
 #include "ir_write.h"
+#include "sim_spec.h"
 #include "tool.h"
 
 static const char compile_help[] =
@@ -28,6 +30,11 @@ static const char compile_help[] =
   "  --sizes MIN:MAX  the message sizes (bytes of the larger buffer, suffix K, M,\n"
   "                   G; either side may be empty) the runtime picks this program\n"
   "                   for, instead of the script's minbytes/maxbytes\n"
+  "  --tune SPEC      compile every variant of protocol, instances and channels\n"
+  "                   (those the script reads and no --param fixes), time each with\n"
+  "                   `baton sim` on the system SPEC, and write the fastest for each\n"
+  "                   run of sizes, with its size range, into the folder -o names\n"
+  "                   (docs/SIMULATION.md)\n"
   "  -q, --quiet      no summary line\n"
   "  -v, --verbose    a Lua error in the script prints the Lua traceback after\n"
   "                   its one 'script:line: message' line\n";
@@ -39,11 +46,13 @@ int tool_compile(int argc, char **argv) {
   int nparams = 0, quiet = 0, explain = 0, sized = 0, verbose = 0;
   int64_t minb = 0, maxb = 0;
   int fuse = 1;
-  enum { O_PARAM = 256, O_DOT, O_SIZES, O_NOFUSE, O_EXPLAIN };
+  enum { O_PARAM = 256, O_DOT, O_SIZES, O_NOFUSE, O_EXPLAIN, O_TUNE };
+  const char *tune = NULL;
   static const struct option longs[] = {
     {"param", required_argument, NULL, O_PARAM}, {"dot", required_argument, NULL, O_DOT},
     {"sizes", required_argument, NULL, O_SIZES}, {"no-fuse", no_argument, NULL, O_NOFUSE},
-    {"explain", no_argument, NULL, O_EXPLAIN}, {"quiet", no_argument, NULL, 'q'},
+    {"explain", no_argument, NULL, O_EXPLAIN}, {"tune", required_argument, NULL, O_TUNE},
+    {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'}, {NULL, 0, NULL, 0}};
   tool_getopt_reset();
   for (int c; (c = tool_getopt("compile", argc, argv, "o:qv", longs)) != -1;) {
@@ -76,6 +85,8 @@ int tool_compile(int argc, char **argv) {
       fuse = 0;
     } else if (c == O_EXPLAIN) {
       explain = 1;
+    } else if (c == O_TUNE) {
+      tune = v;
     } else if (c == 'q') {
       quiet = 1;
     } else if (c == 'v') {
@@ -91,6 +102,25 @@ int tool_compile(int argc, char **argv) {
   }
   if (!script) { fputs(compile_help, stderr); return 2; }
   if (tool_is_dir("compile", script, "a Lua script")) return 2;
+  if (tune) {
+    if (!outpath) { fprintf(stderr, "baton compile: --tune writes several programs: -o names their folder\n"); return 2; }
+    if (sized || dotpath || explain || !fuse) {
+      fprintf(stderr, "baton compile: --tune picks the size ranges itself, and takes no --sizes, --dot, --explain "
+              "or --no-fuse\n");
+      return 2;
+    }
+    sim_spec spec;
+    rt_diag *d = rt_diag_new(20);
+    int bad = strcmp(tune, "default") ? sim_spec_read_file(tune, &spec, d) != BT_OK : (sim_spec_defaults(&spec), 0);
+    if (bad) fprintf(stderr, "baton compile: invalid system description\n%s", rt_diag_text(d));
+    rt_diag_free(d);
+    if (bad) return 2;
+    if (mkdir(outpath, 0777) && errno != EEXIST) {
+      fprintf(stderr, "baton compile: cannot create %s: %s\n", outpath, strerror(errno));
+      return 1;
+    }
+    return tool_compile_tune(script, params, nparams, &spec, outpath, quiet);
+  }
   cc_lua_set_traceback(verbose);
   rt_diag *d = rt_diag_new(20);
   ir_prog *p = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cc_compile.h"
 #include "ir_check.h"
 #include "ir_read.h"
 #include "ir_write.h"
@@ -165,5 +166,134 @@ out:
   for (int i = 0; f && i < nf; i++) ir_prog_free(f[i].p);
   free(f);
   free(st);
+  return rc;
+}
+
+/* --- baton compile --tune --- */
+
+/* The variants compile --tune tries: each key with each of its values,
+ * where the script reads the key (a key it never reads is left out). */
+static const struct { const char *key; const char *vals[3]; } knobs[] = {
+  {"protocol", {"Simple", "LL", "LL128"}},
+  {"instances", {"1", "2", "4"}},
+  {"channels", {"1", "2", NULL}},
+};
+enum { NKNOBS = 3, TUNE_MAX_VARIANTS = 27 };
+
+typedef struct variant { char desc[96]; ir_prog *p; double t[TUNE_SIZES]; } variant;
+
+/* Whether the script reads parameter key (a compile with it set to v is
+ * not refused as "never read"). */
+static int reads(const char *script, const char *const *params, int nparams, const char *kv) {
+  const char *all[130];
+  for (int i = 0; i < nparams; i++) all[i] = params[i];
+  all[nparams] = kv;
+  rt_diag *d = rt_diag_new(8);
+  ir_prog *p = NULL;
+  bt_result r = cc_compile_file(script, all, nparams + 1, NULL, &p, NULL, d);
+  int never = r && strstr(rt_diag_text(d), "is never read");
+  ir_prog_free(p);
+  rt_diag_free(d);
+  return !never;
+}
+
+/* The variant that runs size k: the previous size's while it is within 2%
+ * of the fastest (near-ties do not cut a range), else the first within 2%
+ * (the variants go from fewer instances and channels to more). */
+static int pick(const variant *v, int nv, int k, int prev) {
+  int best = 0;
+  for (int i = 1; i < nv; i++) if (v[i].t[k] < v[best].t[k]) best = i;
+  double near = v[best].t[k] * 1.02;
+  if (prev >= 0 && v[prev].t[k] <= near) return prev;
+  for (int i = 0; i < nv; i++) if (v[i].t[k] <= near) return i;
+  return best;
+}
+
+int tool_compile_tune(const char *script, const char *const *params, int nparams, const struct sim_spec *spec,
+                      const char *outdir, int quiet) {
+  variant *v = calloc(TUNE_MAX_VARIANTS, sizeof *v);
+  int nv = 0, rc = 1, read[NKNOBS];
+  if (!v) return 1;
+  for (int k = 0; k < NKNOBS; k++) {
+    char kv[64];
+    snprintf(kv, sizeof kv, "%s=%s", knobs[k].key, knobs[k].vals[0]);
+    int given = 0;
+    for (int i = 0; i < nparams; i++) given |= !strncmp(params[i], knobs[k].key, strlen(knobs[k].key)) &&
+                                                params[i][strlen(knobs[k].key)] == '=';
+    read[k] = !given && reads(script, params, nparams, kv);   /* a --param the user gave stays as given */
+  }
+  /* every combination of the knobs the script reads */
+  int idx[NKNOBS] = {0};
+  for (;;) {
+    const char *all[130];
+    char kvs[NKNOBS][64];
+    int n = 0;
+    for (int i = 0; i < nparams; i++) all[n++] = params[i];
+    char *desc = v[nv].desc;
+    desc[0] = 0;
+    for (int k = 0; k < NKNOBS; k++) {
+      if (!read[k]) continue;
+      snprintf(kvs[k], sizeof kvs[k], "%s=%s", knobs[k].key, knobs[k].vals[idx[k]]);
+      all[n++] = kvs[k];
+      snprintf(desc + strlen(desc), sizeof v[nv].desc - strlen(desc), "%s%s", *desc ? " " : "", kvs[k]);
+    }
+    rt_diag *d = rt_diag_new(8);
+    if (!cc_compile_file(script, all, n, NULL, &v[nv].p, NULL, d)) nv++;   /* one that does not compile is no variant */
+    else if (!quiet) fprintf(stderr, "baton compile --tune: %s does not compile (%s)\n", desc, rt_diag_text(d));
+    rt_diag_free(d);
+    int k = 0;   /* the next combination */
+    for (; k < NKNOBS; k++) {
+      if (!read[k]) continue;
+      if (++idx[k] < 3 && knobs[k].vals[idx[k]]) break;
+      idx[k] = 0;
+    }
+    if (k == NKNOBS || nv == TUNE_MAX_VARIANTS) break;
+  }
+  if (!nv) { fprintf(stderr, "baton compile --tune: no variant of %s compiles\n", script); goto out; }
+  for (int i = 0; i < nv; i++) {
+    int timed = 0;
+    rt_diag *d = rt_diag_new(8), *later = rt_diag_new(8);
+    for (int k = 0; k < TUNE_SIZES; k++) {
+      sim_opts o = {.bytes = grid(k), .dtype = IP_F32, .inplace = -1};
+      sim_report rep;
+      if (k) rt_diag_clear(later);
+      bt_result r = sim_run(v[i].p, spec, &o, &rep, k ? later : d);   /* the first size's reason is kept */
+      v[i].t[k] = r ? 1e300 : rep.time_us;   /* a size it cannot time (SIM_MAX_EVENTS) it does not win */
+      timed += !r;
+    }
+    if (!timed) {   /* the system cannot run it at all: the reason is the same for every variant */
+      fprintf(stderr, "baton compile --tune: %s cannot be simulated on %s:\n%s", script, spec->name, rt_diag_text(d));
+      rt_diag_free(d);
+      rt_diag_free(later);
+      goto out;
+    }
+    rt_diag_free(d);
+    rt_diag_free(later);
+  }
+  /* segments of sizes with one winner, each written with its range */
+  const char *base = strrchr(script, '/');
+  base = base ? base + 1 : script;
+  char stem[128];
+  snprintf(stem, sizeof stem, "%.*s", (int)(strlen(base) > 4 && !strcmp(base + strlen(base) - 4, ".lua") ? strlen(base) - 4 : strlen(base)), base);
+  int seg = 0, win[TUNE_SIZES];
+  for (int k = 0; k < TUNE_SIZES; k++) win[k] = pick(v, nv, k, k ? win[k - 1] : -1);
+  for (int k = 0; k < TUNE_SIZES;) {
+    int w = win[k], e = k + 1;
+    while (e < TUNE_SIZES && win[e] == w) e++;
+    ir_prog *p = v[w].p;
+    p->minbytes = k ? grid(k) : 0;
+    p->maxbytes = e < TUNE_SIZES ? grid(e) - 1 : 0;
+    char path[PATH_MAX], r[64];
+    snprintf(path, sizeof path, "%s/%s_%d_%dr.xml", outdir, stem, seg++, p->ngpus);
+    if (ir_write_file(p, path)) { fprintf(stderr, "baton compile --tune: cannot write %s\n", path); goto out; }
+    range_text(p->minbytes, p->maxbytes, r, sizeof r);
+    if (!quiet) printf("%s: %s, bytes %s (%.2f us at %llu bytes)\n", path, *v[w].desc ? v[w].desc : "as written", r,
+                       v[w].t[k], (unsigned long long)grid(k));
+    k = e;
+  }
+  rc = 0;
+out:
+  for (int i = 0; i < nv; i++) ir_prog_free(v[i].p);
+  free(v);
   return rc;
 }
