@@ -458,6 +458,8 @@ gaps=$(for f in "$tmp"/tuned4/allreduce_[1-4]_*.xml; do a=$(grep -o '<algo[^>]*>
   echo "${lo:-0} ${hi:-0}"; done | sort -n -u | awk 'NR > 1 && $1 != prev + 1 {bad = 1} {prev = $2} END {print bad ? "gap" : "none"}')
 if [ "$gaps" = none ]; then echo "ok $n - ... the FIFO AllReduce's ranges follow one another, from 0 with no gap"
 else echo "not ok $n - the tuned FIFO AllReduce's ranges leave a gap"; failed=$((failed + 1)); fi
+check "set --system with more ranks than the system has GPUs compiles nothing" 2 "8 ranks, but the system (h200x4) has 1 nodes x 4 GPUs" \
+  "$baton" set 8 --system "$root/sim/systems/h200x4.spec" -q -o "$tmp/none8"
 check "set --system with a bad description compiles nothing" 2 "bad.spec:2: nvlink.bw_gbs -3 is out of range" \
   "$baton" set 4 --system "$tmp/bad.spec" -q -o "$tmp/none4"
 # baton compile --tune: a variant per run of sizes, each with its range, all verified.

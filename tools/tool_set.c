@@ -336,6 +336,11 @@ int tool_set(int argc, char **argv) {
     if (bad) fprintf(stderr, "baton set: invalid system description\n%s", rt_diag_text(d));
     rt_diag_free(d);
     if (bad) return 2;
+    if (c.ranks > spec.v[SIM_NODES] * spec.v[SIM_GPUS]) {
+      fprintf(stderr, "baton set: %d ranks, but the system (%s) has %g nodes x %g GPUs\n", c.ranks, spec.name,
+              spec.v[SIM_NODES], spec.v[SIM_GPUS]);
+      return 2;
+    }
   }
   if (make_dirs(c.out)) { fprintf(stderr, "baton set: cannot create %s: %s\n", c.out, strerror(errno)); return 1; }
   default_set(&c);
