@@ -150,6 +150,12 @@ bt_result sim_spec_read_file(const char *path, sim_spec *s, rt_diag *diag) {
   return r;
 }
 
+bt_result sim_spec_load(const char *what, sim_spec *s, rt_diag *diag) {
+  if (strcmp(what, "default")) return sim_spec_read_file(what, s, diag);
+  sim_spec_defaults(s);
+  return BT_OK;
+}
+
 void sim_spec_write(const sim_spec *s, FILE *f) {
   fprintf(f, "name %s\n", s->name);
   for (int k = 0; k < SIM_FIELD_COUNT; k++) fprintf(f, "%-20s %-10g # %s\n", fields[k].key, s->v[k], fields[k].doc);

@@ -41,6 +41,9 @@ bt_result sim_spec_read_memory(const char *text, size_t len, const char *name, s
 /* The same from a file, read no further than SIM_SPEC_MAX_BYTES. */
 bt_result sim_spec_read_file(const char *path, sim_spec *s, rt_diag *diag);
 
+/* The system `what` names: "default" (the defaults), else a SPEC file. */
+bt_result sim_spec_load(const char *what, sim_spec *s, rt_diag *diag);
+
 /* Writes s as a SPEC file (every field, with its doc as a comment). */
 void sim_spec_write(const sim_spec *s, FILE *f);
 

@@ -24,6 +24,10 @@ int tool_sim(int argc, char **argv);
 /* baton set --system (tool_tune.c): the set in dir, its size ranges moved
  * to the crossovers simulated on spec.  0, or 1 (said). */
 struct sim_spec;
+/* The system `what` names ("default", or a SPEC file: sim_spec_load) into
+ * *s; 0 when it cannot be read, said as "baton CMD: invalid system
+ * description" and each bad line. */
+int tool_system(const char *cmd, const char *what, struct sim_spec *s);
 int tool_set_tune(const char *dir, const struct sim_spec *spec, int quiet);
 
 /* baton compile --tune (tool_tune.c): every variant of the script's

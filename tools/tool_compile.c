@@ -110,11 +110,7 @@ int tool_compile(int argc, char **argv) {
       return 2;
     }
     sim_spec spec;
-    rt_diag *d = rt_diag_new(20);
-    int bad = strcmp(tune, "default") ? sim_spec_read_file(tune, &spec, d) != BT_OK : (sim_spec_defaults(&spec), 0);
-    if (bad) fprintf(stderr, "baton compile: invalid system description\n%s", rt_diag_text(d));
-    rt_diag_free(d);
-    if (bad) return 2;
+    if (!tool_system("compile", tune, &spec)) return 2;
     if (mkdir(outpath, 0777) && errno != EEXIST) {
       fprintf(stderr, "baton compile: cannot create %s: %s\n", outpath, strerror(errno));
       return 1;

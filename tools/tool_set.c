@@ -331,11 +331,7 @@ int tool_set(int argc, char **argv) {
   if (!is_dir(c.algs)) { fprintf(stderr, "baton set: --algorithms %s is not a folder\n", c.algs); return 2; }
   sim_spec spec;
   if (system) {   /* read first: a bad description costs no compile */
-    rt_diag *d = rt_diag_new(20);
-    int bad = strcmp(system, "default") ? sim_spec_read_file(system, &spec, d) != BT_OK : (sim_spec_defaults(&spec), 0);
-    if (bad) fprintf(stderr, "baton set: invalid system description\n%s", rt_diag_text(d));
-    rt_diag_free(d);
-    if (bad) return 2;
+    if (!tool_system("set", system, &spec)) return 2;
     if (c.ranks > spec.v[SIM_NODES] * spec.v[SIM_GPUS]) {
       fprintf(stderr, "baton set: %d ranks, but the system (%s) has %g nodes x %g GPUs\n", c.ranks, spec.name,
               spec.v[SIM_NODES], spec.v[SIM_GPUS]);

@@ -70,13 +70,12 @@ static const char *main_bound(const sim_report *r) {
   return sim_bound_name[best];
 }
 
-/* Reads the system named `system` ("default": the defaults) into *s;
- * 0 when it cannot (said). */
-static int read_system(const char *system, sim_spec *s, rt_diag *d) {
-  if (!strcmp(system, "default")) { sim_spec_defaults(s); return 1; }
-  if (!sim_spec_read_file(system, s, d)) return 1;
-  fprintf(stderr, "baton sim: invalid system description\n%s", rt_diag_text(d));
-  return 0;
+int tool_system(const char *cmd, const char *what, struct sim_spec *s) {
+  rt_diag *d = rt_diag_new(20);
+  int ok = sim_spec_load(what, s, d) == BT_OK;
+  if (!ok) fprintf(stderr, "baton %s: invalid system description\n%s", cmd, rt_diag_text(d));
+  rt_diag_free(d);
+  return ok;
 }
 
 /* Several programs of one collective and rank count, timed side by side:
@@ -89,7 +88,7 @@ static int compare(const char *const *files, int n, const char *system, const lo
   sim_spec spec;
   FILE *cf = NULL;
   int rc = 1, prev = -1;
-  if (!read_system(system, &spec, d)) goto out;
+  if (!tool_system("sim", system, &spec)) goto out;
   for (int k = 0; k < n; k++) {
     if (tool_is_dir("sim", files[k], "an IR file")) { rc = 2; goto out; }
     rt_diag_clear(d);
@@ -188,7 +187,7 @@ int tool_sim(int argc, char **argv) {
   ir_prog *p = NULL;
   int rc = 1;
   FILE *tf = NULL, *cf = NULL;
-  if (!read_system(system, &spec, d)) goto out;
+  if (!tool_system("sim", system, &spec)) goto out;
   if (ir_read_file(file, &p, d) || ir_check(p, d)) {
     fprintf(stderr, "%s: invalid\n%s", file, rt_diag_text(d));
     goto out;
