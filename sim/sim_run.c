@@ -228,6 +228,18 @@ static int joined(const ir_tb *tb, int s) {
   return back;
 }
 
+/* Whether step s of a direct program's thread block runs inside the
+ * executor operation of the step before it: signals after signals or
+ * after the puts they follow, waits after waits, and the later members of
+ * a joined run of puts or of peer reads (joined) -- one barrier and flag
+ * pass for all of them. */
+static int shares_op(const ir_tb *tb, int s) {
+  int op = tb->steps[s].op, prev = tb->steps[s - 1].op;
+  if (op == IR_OP_SIG) return prev == IR_OP_SIG || prev == IR_OP_PUT;
+  if (op == IR_OP_WAIT) return prev == IR_OP_WAIT;
+  return joined(tb, s) > 1;
+}
+
 static void on_step(void *ctx, const ip_cpu_event *e) {
   sim *m = ctx;
   if (m->failed) return;
@@ -287,6 +299,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   double fixed = (fl & IR_F_DIRECT) ? s->v[SIM_DIRECT_STEP]
                  : proto == IR_PROTO_LL ? s->v[SIM_LL_STEP] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_STEP] : s->v[SIM_SIMPLE_STEP];
   if (st->op == IR_OP_NOP) fixed = 0;
+  if (m->direct && e->s > 0 && shares_op(tb, e->s)) fixed = 0;   /* one executor operation: one fixed cost */
   int64_t elems = (fl & (IR_F_SIG | IR_F_WAIT)) ? 0 : (int64_t)st->cnt * tile_len(m, e->tile);
   double bytes = (double)elems * m->esize, hbm = s->v[SIM_HBM_BW] * 1e3;
   double t = start + fixed, fin = t, arrival = 0;
