@@ -2,7 +2,6 @@
  * event as the CPU executor completes them. */
 #include "sim_run.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -87,9 +87,13 @@ int tool_set_tune(const char *dir, const sim_spec *spec, int quiet) {
   int nf = 0, ns = 0, rc = 1;
   DIR *dp = opendir(dir);
   if (!f || !st || !dp) { fprintf(stderr, "baton set: cannot read %s\n", dir); goto out; }
-  for (struct dirent *e; (e = readdir(dp)) && nf < TUNE_FILES;) {
+  for (struct dirent *e; (e = readdir(dp));) {
     size_t len = strlen(e->d_name);
     if (len < 5 || strcmp(e->d_name + len - 4, ".xml")) continue;
+    if (nf == TUNE_FILES) {   /* a set is a few dozen programs: refuse rather than tune part of it */
+      fprintf(stderr, "baton set: %s holds more than %d programs; --system tunes at most that many\n", dir, TUNE_FILES);
+      goto out;
+    }
     snprintf(f[nf].path, sizeof f[nf].path, "%s/%s", dir, e->d_name);
     rt_diag *d = rt_diag_new(8);
     if (ir_read_file(f[nf].path, &f[nf].p, d) || ir_check(f[nf].p, d)) {
