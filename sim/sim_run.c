@@ -449,6 +449,12 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   }
   m->nslots = (int)s->v[SIM_SLOTS] * m->lanes;
   size_t ns = (size_t)ntb * (size_t)m->nslots + 1;
+  if (ns > (size_t)SIM_MAX_EVENTS) {   /* each slot of each connection keeps two times */
+    rt_diag_add(m->diag, "%s: %d thread blocks x %d FIFO slots (slots x lanes) are more than the %lld a simulation "
+                "keeps (SIM_MAX_EVENTS): fewer slots or lanes in the system description", ir_prog_where(p), ntb,
+                m->nslots, (long long)SIM_MAX_EVENTS);
+    return BT_ERR_INVALID;
+  }
   m->fin = calloc((size_t)nev + 1, sizeof *m->fin);
   m->begin = calloc((size_t)nev + 1, sizeof *m->begin);
   m->pred = malloc(((size_t)nev + 1) * sizeof *m->pred);

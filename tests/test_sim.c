@@ -148,6 +148,23 @@ int main(int argc, char **argv) {
   ok(rep.nports > 0 && strstr(rep.ports[0].name, "port 0"), "... and the busiest port is a network port (%s)",
      rep.nports ? rep.ports[0].name : "none");
 
+  /* FIFO slots past the bound a simulation keeps: refused, not allocated */
+  s.v[SIM_SLOTS] = 1024;
+  s.v[SIM_LANES] = 128;
+  const char *many[] = {"ranks=32"};
+  ir_prog *a2a = compile("alltoall_direct.lua", many, 1);
+  rt_diag *dd = rt_diag_new(10);
+  sim_opts so = {.bytes = 1024, .dtype = IP_F32, .inplace = -1};
+  s.v[SIM_NODES] = 8;
+  s.v[SIM_GPUS] = 8;
+  ok(a2a && sim_run(a2a, &s, &so, &rep, dd) == BT_ERR_INVALID && strstr(rt_diag_text(dd), "FIFO slots (slots x lanes)"),
+     "more FIFO slots than SIM_MAX_EVENTS is refused before allocating: %s", rt_diag_text(dd));
+  rt_diag_free(dd);
+  ir_prog_free(a2a);
+  s.v[SIM_SLOTS] = 8;
+  s.v[SIM_LANES] = 1;
+  s.v[SIM_GPUS] = 1;
+
   /* a system too small for the program */
   s.v[SIM_NODES] = 1;
   sim_opts o = {.bytes = 1024, .dtype = IP_F32, .inplace = -1};
