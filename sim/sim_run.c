@@ -26,6 +26,7 @@ typedef struct sim {
   const sim_opts *o;
   int n, lanes, nslots, esize, nodes, gpus, nics;
   int direct;              /* a direct program: one kernel whose every block works on each step, whole chunks */
+  double lane_gbs;         /* what one lane moves a second: a direct program's every block, else one block */
   int *tb0;                /* per rank: its first thread block's index among all */
   int64_t *ev0;            /* per thread block (all ranks): its first event's id */
   unsigned char *compute;  /* per thread block: ir_tb_compute */
@@ -142,24 +143,27 @@ static int reserve(port *p, double t, double len) {
 
 /* Moves `bytes` from rank a to rank b from time t: both ports busy for
  * bytes / bandwidth in their first common gap, the lane no faster than
- * its blocks.  *end: the sender is done; returns when the data has
- * arrived.  *waited: the ports delayed it. */
+ * its blocks.  A lane slower than the ports sends from t to t + its own
+ * time, the ports' share anywhere in that window (many lanes share a
+ * port at once): only a gap later than the window delays it.  *end: the
+ * sender is done; returns when the data has arrived.  *waited: the ports
+ * delayed it. */
 static double transfer(sim *m, int a, int b, double bytes, double eff, double t, double *end, int *waited) {
   int pa, pb;
   double bw, lat, extra;
   route(m, a, b, &pa, &pb, &bw, &lat, &extra);
-  double blocks = m->direct ? m->s->v[SIM_BLOCKS] : 1;
-  double occ = bytes / (bw * 1e3 * eff), lane = bytes / (m->s->v[SIM_BLOCK_BW] * blocks * 1e3 * eff);
+  double occ = bytes / (bw * 1e3 * eff), lane = bytes / (m->lane_gbs * 1e3 * eff);
   double go = t;
   for (;;) {   /* the first time both ports are free */
     double g1 = gap(&m->ports[pa], go, occ), g2 = gap(&m->ports[pb], g1, occ);
     if (g2 == g1) { go = g1; break; }
     go = g2;
   }
-  *waited = go > t;
+  double own = occ > lane ? occ : lane;   /* its time with nothing in its way */
+  *waited = go + occ > t + own;
   if (occ > 0 && (!reserve(&m->ports[pa], go, occ) || !reserve(&m->ports[pb], go, occ))) m->failed = 1;
   m->moved += bytes;
-  *end = go + (occ > lane ? occ : lane);
+  *end = *waited ? go + occ : t + own;
   return *end + lat + extra;
 }
 
@@ -203,6 +207,23 @@ static double compute_us(const sim *m, int op, int64_t elems) {
   return bytes * (double)k / (m->s->v[SIM_GEMV_BW] * 1e3);
 }
 
+/* A data step's own time on its lane, a send's port apart: what it writes
+ * locally at hbm.bw_gbs (a receive out of its slot into place, three
+ * passes for a receive-reduce; a cpy two, a re three) and, in a FIFO
+ * program, no less than one pass over its bytes (as the protocol carries
+ * them, eff) at its lane's pace (lane_gbs): a lane receives, reduces,
+ * writes and sends a tile in one pass.  A direct program's cpy and re use
+ * every block of the GPU: its HBM time alone. */
+static double fifo_pass(const sim *m, int op, unsigned fl, double bytes, double eff) {
+  double hbm = m->s->v[SIM_HBM_BW] * 1e3, local = 0;
+  if (fl & IR_F_RECV) local = bytes / hbm * ((fl & IR_F_RED) ? 3 : 1);
+  else if (op == IR_OP_COPY) local = 2 * bytes / hbm;
+  else if (op == IR_OP_REDUCE) local = 3 * bytes / hbm;
+  if (m->direct) return local;
+  double pass = bytes / (m->lane_gbs * 1e3 * eff);
+  return pass > local ? pass : local;
+}
+
 static void trace_event(sim *m, const ip_cpu_event *e, const ir_step *st, double start, double fin) {
   if (!m->o->trace) return;
   if (m->trace_events++ >= SIM_MAX_TRACE_EVENTS) return;
@@ -229,14 +250,31 @@ static int joined(const ir_tb *tb, int s) {
 
 /* Whether step s of a direct program's thread block runs inside the
  * executor operation of the step before it: signals after signals or
- * after the puts they follow, waits after waits, and the later members of
- * a joined run of puts or of peer reads (joined) -- one barrier and flag
- * pass for all of them. */
+ * after the puts they follow, waits after waits, a cpy or re right after
+ * a data step (the executor's run: the same pass over the data), and the
+ * later members of a joined run of puts or of peer reads (joined) -- one
+ * barrier and flag pass for all of them. */
 static int shares_op(const ir_tb *tb, int s) {
   int op = tb->steps[s].op, prev = tb->steps[s - 1].op;
   if (op == IR_OP_SIG) return prev == IR_OP_SIG || prev == IR_OP_PUT;
   if (op == IR_OP_WAIT) return prev == IR_OP_WAIT;
+  if (op == IR_OP_COPY || op == IR_OP_REDUCE)
+    return prev == IR_OP_PUT || prev == IR_OP_GET || prev == IR_OP_GETR || prev == IR_OP_COPY || prev == IR_OP_REDUCE;
   return joined(tb, s) > 1;
+}
+
+/* Whether step s of a direct program's thread block is a cpy that the
+ * executor runs in the pass of a later data step: a local copy followed
+ * by waits and then a put, get, getr, cpy or re (the executor moves the
+ * waits before the copy, which then joins that step's run or copies: one
+ * pass over the data, rt_direct.c).  Its time is that step's. */
+static int copy_deferred(const ir_tb *tb, int s) {
+  if (tb->steps[s].op != IR_OP_COPY || s + 1 >= tb->nsteps || tb->steps[s + 1].op != IR_OP_WAIT) return 0;
+  int k = s + 1;
+  while (k < tb->nsteps && tb->steps[k].op == IR_OP_WAIT) k++;
+  if (k >= tb->nsteps) return 0;
+  int op = tb->steps[k].op;
+  return op == IR_OP_PUT || op == IR_OP_GET || op == IR_OP_GETR || op == IR_OP_COPY || op == IR_OP_REDUCE;
 }
 
 static void on_step(void *ctx, const ip_cpu_event *e) {
@@ -295,12 +333,14 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   const sim_spec *s = m->s;
   int proto = p->proto;
   double eff = proto == IR_PROTO_LL ? s->v[SIM_LL_EFF] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_EFF] : s->v[SIM_SIMPLE_EFF];
-  double fixed = (fl & IR_F_DIRECT) ? s->v[SIM_DIRECT_STEP]
+  double fixed = (fl & IR_F_DIRECT) || m->direct ? s->v[SIM_DIRECT_STEP]   /* a direct program: executor operations */
                  : proto == IR_PROTO_LL ? s->v[SIM_LL_STEP] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_STEP] : s->v[SIM_SIMPLE_STEP];
   if (st->op == IR_OP_NOP) fixed = 0;
   if (m->direct && e->s > 0 && shares_op(tb, e->s)) fixed = 0;   /* one executor operation: one fixed cost */
+  int deferred = m->direct && copy_deferred(tb, e->s);
+  if (deferred) fixed = 0;
   int64_t elems = (fl & (IR_F_SIG | IR_F_WAIT)) ? 0 : (int64_t)st->cnt * tile_len(m, e->tile);
-  double bytes = (double)elems * m->esize, hbm = s->v[SIM_HBM_BW] * 1e3;
+  double bytes = (double)elems * m->esize;
   double t = start + fixed, fin = t, arrival = 0;
   int waited = 0;
   if (fl & IR_F_COMP) {   /* gemvs computes straight into its send's slot */
@@ -324,13 +364,11 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
     route(m, e->r, st->peer, &pa, &pb, &bw, &lat, &extra);
     if (e->stream >= 0 && !sig_arrives(m, e->stream, t + lat + extra, id)) { m->failed = 1; return; }
   } else {
-    if (fl & IR_F_RECV) fin += bytes / hbm * ((fl & IR_F_RED) ? 3 : 1);   /* out of the slot, into place */
-    else if (st->op == IR_OP_COPY) fin += 2 * bytes / hbm;
-    else if (st->op == IR_OP_REDUCE) fin += 3 * bytes / hbm;
-    if (fl & IR_F_SEND) {
+    if (!deferred) fin += fifo_pass(m, st->op, fl, bytes, eff);
+    if (fl & IR_F_SEND) {   /* the same pass: what it reads goes out as it is read */
       double end;
-      arrival = transfer(m, e->r, tb->send, bytes, eff, fin, &end, &waited);
-      fin = end;
+      arrival = transfer(m, e->r, tb->send, bytes, eff, t, &end, &waited);
+      if (end > fin) fin = end;
       m->messages++;
     }
   }
@@ -377,6 +415,8 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   m->nodes = (int)s->v[SIM_NODES];
   m->nics = (int)s->v[SIM_NICS];
   m->direct = ir_prog_direct(p);
+  m->lane_gbs = m->direct ? s->v[SIM_BLOCKS] * s->v[SIM_BLOCK_BW]
+                : p->proto == IR_PROTO_SIMPLE && s->v[SIM_SIMPLE_LANE] > 0 ? s->v[SIM_SIMPLE_LANE] : s->v[SIM_BLOCK_BW];
   int most = 1;   /* lanes: the SPEC's, or as the runtime picks them */
   for (int r = 0; r < p->ngpus; r++) if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
   m->lanes = s->v[SIM_LANES] > 0 ? (int)s->v[SIM_LANES] : (int)s->v[SIM_BLOCKS] / most;

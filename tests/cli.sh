@@ -463,7 +463,7 @@ check "set --system with more ranks than the system has GPUs compiles nothing" 2
 check "set --system with a bad description compiles nothing" 2 "bad.spec:2: nvlink.bw_gbs -3 is out of range" \
   "$baton" set 4 --system "$tmp/bad.spec" -q -o "$tmp/none4"
 # baton compile --tune: a variant per run of sizes, each with its range, all verified.
-check "compile --tune: the fastest variant for each run of sizes, with its range" 0 "protocol=Simple instances=1 channels=1, bytes 16777216.." \
+check "compile --tune: the fastest variant for each run of sizes, with its range" 0 "protocol=LL128 instances=1 channels=1, bytes 8388608.." \
   "$baton" compile "$root/algorithms/allreduce_ring.lua" --param ranks=4 --tune "$root/sim/systems/h200x4.spec" -o "$tmp/tuned_ring"
 check "... its programs verify" 0 "" "$baton" verify -q "$tmp/tuned_ring"/*.xml
 check_exact "... the first from 0, the last without a bound" 0 "1 1" \

@@ -1,6 +1,7 @@
 /* test_sim.c -- `baton sim` on tiny systems with known answers: one link
- * and one message, a pipeline of tiles, a chain of n hops, the network;
- * the SPEC reader's refusals, each at its line.
+ * and one message, a pipeline of tiles, a chain of n hops, the network, a
+ * FIFO lane's pace, a direct program's executor operations; the SPEC
+ * reader's refusals, each at its line.
  * Usage: test_sim ALGORITHMS_DIR */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@ static void bare(sim_spec *s) {
   sim_spec_defaults(s);
   s->v[SIM_LAUNCH] = s->v[SIM_SIMPLE_STEP] = s->v[SIM_LL_STEP] = s->v[SIM_LL128_STEP] = s->v[SIM_DIRECT_STEP] = 0;
   s->v[SIM_HBM_BW] = 1e6;
-  s->v[SIM_BLOCK_BW] = 1e5;
+  s->v[SIM_BLOCK_BW] = 1e6;   /* a lane's pass over what it receives: the receive's write, no longer */
   s->v[SIM_NVLINK_BW] = 100;
   s->v[SIM_NVLINK_LAT] = 2;
   s->v[SIM_LANES] = 1;
@@ -117,22 +118,66 @@ int main(int argc, char **argv) {
   ok(rep.tiles == 8 && rep.messages == 8, "... in 8 messages (%lld tiles)", (long long)rep.tiles);
   s.v[SIM_SIMPLE_TILE] = 128;
 
-  /* a chain of n hops: each rank receives the whole buffer and sends it on */
+  /* a chain of n hops: each rank receives the whole buffer and sends it on
+   * in the same pass (its write of it beside the send); the last writes it */
   for (int n = 3; n <= 6; n += 3) {
     char rk[32];
     snprintf(rk, sizeof rk, "ranks=%d", n);
     const char *pp[] = {rk, "chunks=1"};
     ir_prog *ch = compile("broadcast_chain.lua", pp, 2);
     B = 32768;
-    want = (n - 1) * (2 + B / 1e5 + B / hbm);
+    want = (n - 1) * (2 + B / 1e5) + B / hbm;
     got = ch ? run(ch, &s, (uint64_t)B, &rep) : -1;
-    ok(near(got, want), "a chain of %d hops: (n - 1) x (latency + bytes / bandwidth) (%.6f us, want %.6f)", n - 1, got,
-       want);
+    ok(near(got, want), "a chain of %d hops: (n - 1) x (latency + bytes / bandwidth) + the last write (%.6f us, want "
+       "%.6f)", n - 1, got, want);
     ok(rep.path_steps == n && rep.path_by[SIM_BY_MSG] == n - 1,
        "... its critical path is every hop, each bound by its message (%d steps, %d by messages)", rep.path_steps,
        rep.path_by[SIM_BY_MSG]);
     ir_prog_free(ch);
   }
+
+  /* a Simple lane's pace (simple.lane_gbs): slower than the link, it bounds
+   * the sender's pass and the receiver's alike */
+  s.v[SIM_SIMPLE_LANE] = 10;
+  B = 65536;
+  want = 2 + 2 * B / 1e4;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "a lane of 10 GB/s on a link of 100: latency + the send's and the receive's passes at the "
+     "lane's pace (%.6f us, want %.6f)", got, want);
+  /* four lanes at that pace share the link at once: the port's share of
+   * each tile fits in its lane's window, nothing waits for the port */
+  s.v[SIM_LANES] = 4;
+  s.v[SIM_SIMPLE_TILE] = 16;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  want = 2 + 2 * 16384 / 1e4;
+  ok(near(got, want) && rep.tiles == 4, "4 lanes, a tile each, on one link: one tile's two passes and a latency, "
+     "the port shared (%.6f us, want %.6f, %lld tiles)", got, want, (long long)rep.tiles);
+  s.v[SIM_LANES] = 1;
+  s.v[SIM_SIMPLE_TILE] = 128;
+  s.v[SIM_SIMPLE_LANE] = 0;
+
+  /* a direct program's copy before its waits: in the pass of the put after
+   * them (the executor moves the waits first), no time of its own */
+  const char *a2[] = {"ranks=2", "via=direct", "protocol=Simple"};
+  ir_prog *da = compile("alltoall_direct.lua", a2, 3);
+  s.v[SIM_HBM_BW] = 100;   /* a copy that would show */
+  want = 2 + (B / 2) / 1e5 + 2;   /* the peer's ready signal, the put of half, its signal */
+  got = da ? run(da, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "a direct AllToAll's local copy runs in its put's pass: signal, put, signal (%.6f us, want "
+     "%.6f)", got, want);
+  s.v[SIM_HBM_BW] = 1e6;
+  ir_prog_free(da);
+  /* the LL one-shot's put, copy and reduction: one executor operation, one
+   * direct.step_us (and no LL step cost: that is the FIFO protocol's) */
+  const char *o2[] = {"ranks=2", "shot=1", "inplace=0", "via=direct"};
+  ir_prog *os = compile("allreduce_allpairs.lua", o2, 4);
+  double base = os ? run(os, &s, 1024, &rep) : -1;
+  s.v[SIM_DIRECT_STEP] = s.v[SIM_LL_STEP] = 1;
+  got = os ? run(os, &s, 1024, &rep) : -1;
+  ok(os && near(got - base, 1), "a one-shot's put, copy and reduction pay direct.step_us once (%.6f us more, want 1)",
+     got - base);
+  s.v[SIM_DIRECT_STEP] = s.v[SIM_LL_STEP] = 0;
+  ir_prog_free(os);
 
   /* across the network: 2 nodes of 1 GPU */
   s.v[SIM_GPUS] = 1;

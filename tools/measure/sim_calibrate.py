@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sim_calibrate.py -- `baton sim`'s predictions against a measured bench.
 
-Usage: tools/measure/sim_calibrate.py [--csv OUT] BATON SPEC PROGRAM_DIR CSV [CSV...]
+Usage: tools/measure/sim_calibrate.py [--csv OUT] [--only fifo|direct] BATON SPEC PROGRAM_DIR CSV [CSV...]
 
 Each CSV is a `baton bench --csv` file (docs/PERFORMANCE.md).  For every
 row the program the measured call ran (its `algorithm` column, an IR name)
@@ -10,7 +10,14 @@ placement on the system SPEC describes.  Prints a Markdown table, measured
 against predicted, and how many rows meet the target (within 15% where the
 measured time is above 20 us, within 3 us below).  --csv OUT writes the
 rows as CSV too (collective, program, bytes, measured_us, predicted_us),
-for tools/measure/plot_ratio.py.
+for tools/measure/plot_ratio.py.  --only keeps the rows of FIFO programs
+(or of direct ones).
+
+Among the programs of a name, the one whose size range holds the row's
+size is taken (the runtime's choice); where none does (a CSV of a set
+whose ranges have moved since), the one of that name nearest in range,
+said on stderr.  NAME_oop, the runtime's out-of-place rewrite of an
+in-place program NAME, is NAME simulated out of place (the same steps).
 """
 import collections
 import csv
@@ -23,7 +30,7 @@ import tempfile
 
 
 def names(folder):
-    """IR name -> [(minBytes, maxBytes or None, file)]: a name may have a program per size range."""
+    """IR name -> [(minBytes, maxBytes or None, file, direct)]: a name may have a program per size range."""
     found = collections.defaultdict(list)
     for f in sorted(glob.glob(os.path.join(folder, '*.xml'))):
         with open(f, encoding='utf-8', errors='replace') as h:
@@ -32,16 +39,24 @@ def names(folder):
             continue
         attr = dict(re.findall(r'(\w+)="([^"]*)"', head.group(0)))
         found[attr.get('name', '')].append((int(attr.get('minBytes', 0)), int(attr['maxBytes']) if 'maxBytes' in attr
-                                            and int(attr['maxBytes']) else None, f))
+                                            and int(attr['maxBytes']) else None, f,
+                                            attr.get('proto', '').startswith('baton-')))
     return found
 
 
 def pick(progs, name, size):
-    """The program of that name whose size range holds size (the runtime's choice among them)."""
-    for lo, hi, f in progs.get(name, []):
+    """(file, direct, in its range) of the program of that name whose size range holds size (the runtime's
+    choice among them), else of the one nearest in range; None when there is none of that name."""
+    if name not in progs and name.endswith('_oop'):
+        name = name[:-4]   # the runtime's rewrite: the same steps, run out of place
+    cands = progs.get(name, [])
+    for lo, hi, f, direct in cands:
         if size >= lo and (hi is None or size <= hi):
-            return f
-    return None
+            return f, direct, True
+    if not cands:
+        return None
+    lo, hi, f, direct = min(cands, key=lambda c: c[0] - size if size < c[0] else size - c[1])
+    return f, direct, False
 
 
 def simulate(baton, spec, prog, sizes, dtype, inplace):
@@ -57,10 +72,16 @@ def simulate(baton, spec, prog, sizes, dtype, inplace):
 
 
 def main(argv):
-    out = None
-    if len(argv) > 2 and argv[1] == '--csv':
-        out = csv.writer(open(argv[2], 'w', newline=''))
-        out.writerow(['collective', 'program', 'bytes', 'measured_us', 'predicted_us'])
+    out = only = None
+    while len(argv) > 2 and argv[1] in ('--csv', '--only'):
+        if argv[1] == '--csv':
+            out = csv.writer(open(argv[2], 'w', newline=''))
+            out.writerow(['collective', 'program', 'bytes', 'measured_us', 'predicted_us'])
+        elif argv[2] in ('fifo', 'direct'):
+            only = argv[2]
+        else:
+            sys.stderr.write(f'--only {argv[2]}: fifo or direct\n')
+            return 2
         argv = argv[:1] + argv[3:]
     if len(argv) < 5:
         sys.stderr.write(__doc__)
@@ -77,11 +98,17 @@ def main(argv):
     for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
         byprog = collections.defaultdict(list)
         for r in rs:
-            f = pick(progs, alg, int(r['size']))
-            if f:
-                byprog[f].append(r)
-            else:
+            got = pick(progs, alg, int(r['size']))
+            if not got:
                 sys.stderr.write(f"{alg} at {r['size']} bytes: no such program in {folder}\n")
+                continue
+            f, direct, held = got
+            if only and direct != (only == 'direct'):
+                continue
+            if not held:
+                sys.stderr.write(f"{alg} at {r['size']} bytes: outside the size range of {os.path.basename(f)}, "
+                                 f"simulated with it\n")
+            byprog[f].append(r)
         pred = {}
         for f, frs in byprog.items():
             for size, t in simulate(baton, spec, f, sorted({int(r['size']) for r in frs}), dtype, inplace).items():
