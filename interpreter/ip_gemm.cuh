@@ -3,7 +3,9 @@
 // every block runs IP_GEMM_THREADS threads.  On sm_90a: a warp-specialized
 // mainloop (one TMA producer warpgroup, two wgmma consumer warpgroups, a
 // ring of IP_GEMM_STAGES shared-memory stages under full/empty mbarriers,
-// 128-byte swizzle, setmaxnreg).  On any other target: an mma.sync +
+// 128-byte swizzle, setmaxnreg) and an epilogue that overlaps the next
+// unit's mainloop: the consumers hand their outputs over in shared memory
+// and the producer warpgroup's three other warps store them.  On any other target: an mma.sync +
 // cp.async fallback with the same interface and results.
 //
 // Interface (ip_gemm.h describes the problem, ip_gemm_prepare fills it):
@@ -29,7 +31,9 @@
 //   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane);
 //       called by the 32 threads of one warp per unit (lane 0 .. 31: the
 //       epilogue may spread its work, such as counting the tile in
-//       several semaphores, over them), after every thread of the block
+//       several semaphores, over them; on sm_90a that warp, like the
+//       ones calling row_ptr, runs with IP_GEMM_REGS_PRODUCER registers,
+//       so both must stay small), after every thread of the block
 //       has stored that tile's rows x cols outputs (rows = min(128, m -
 //       m0), cols = min(256, n - n0)).
 //   __device__ bool skip(int64_t m0) const;
@@ -52,7 +56,8 @@
 //
 // Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
 // and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 2
-// in between.  On return every thread has left the engine and the whole
+// in between.  On return
+// every thread has left the engine and the whole
 // IP_GEMM_SMEM is free; registers are back to IP_GEMM_REGS_ENTRY.
 #ifndef IP_GEMM_CUH
 #define IP_GEMM_CUH
@@ -70,8 +75,8 @@
 #define IP_GEMM_SM90A 0
 #endif
 
-// Named barriers the engine uses (the epilogue of consumer warpgroup 0,
-// of consumer warpgroup 1, and both together).
+// Named barriers the engine uses on sm_90a: the store warps', then each
+// consumer warpgroup's.
 #define IP_GEMM_BAR_FIRST 1
 
 // Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
@@ -155,16 +160,16 @@ constexpr int kSwzAtomBytes = 8 * kSwzRowBytes;                  // 1024: 8 rows
 constexpr int kBoxBytes = IP_GEMM_SWZ_COLS * IP_GEMM_TILE_K * 2; // one 64 x 64 W box: 8 KiB
 constexpr int kBoxesN = IP_GEMM_TILE_N / IP_GEMM_SWZ_COLS;       // 4 W boxes per stage
 constexpr int kAcc = IP_GEMM_TILE_N / 2;                         // f32 accumulators per thread (64 x 256 / 128)
-constexpr int kChunks = IP_GEMM_TILE_N / IP_GEMM_EPI_COLS;       // epilogue column chunks
-constexpr int kStoreThreadsPerRow = IP_GEMM_EPI_COLS * 2 / 16;   // 16-byte pieces of a chunk row: 8
-constexpr int kStoreRowsPerPass = kWarpgroup / kStoreThreadsPerRow;
-constexpr int kStorePasses = kRowsPerConsumer / kStoreRowsPerPass;
+constexpr int kStoreWarps = kWarpgroup / 32 - 1;                 // the producer warpgroup's warps 1-3 store outputs
+constexpr int kPiece = 8;                                        // outputs in 16 bytes
+static_assert(IP_GEMM_TILE_N == 32 * kPiece, "a store warp's 32 lanes cover one tile row in 16-byte pieces");
+static_assert(IP_GEMM_STG_LD % kPiece == 0, "staging rows stay 16-byte aligned");
 static_assert(IP_GEMM_TILE_K == IP_GEMM_SWZ_COLS, "an A row is one 128-byte swizzled row");
 static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer and two consumer warpgroups");
 static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
                   IP_GEMM_REGS_ENTRY * IP_GEMM_THREADS,
               "setmaxnreg must not ask for more registers than the block holds");
-static_assert(IP_GEMM_BAR_BYTES >= 2 * IP_GEMM_STAGES * 8, "mbarrier space");
+static_assert(IP_GEMM_BAR_BYTES >= (2 * IP_GEMM_STAGES + 2 * kConsumers) * 8, "mbarrier space");
 
 // wgmma shared-memory descriptor fields (PTX "matrix descriptor"):
 // start address, leading and stride byte offsets, all >> 4; bits 62-63 =
@@ -277,12 +282,21 @@ __device__ __forceinline__ void regs_shrink() {
 }
 
 // Shared-memory addresses of one call (ring aligned to IP_GEMM_ALIGN).
+// Consumer c's staging buffer: its 64 rows of the unit, bf16, rows
+// IP_GEMM_STG_LD apart.  staged[c] completes when its 128 threads have
+// written it (they arrive); freed[c] when the store warps have read it
+// (one arrival).
 struct layout {
   uint32_t ring;  // stage s at ring + s * IP_GEMM_STAGE_BYTES: A tile, then kBoxesN W boxes
-  char *epi;      // consumer c's staging buffer at epi + c * IP_GEMM_EPI_BYTES
-  uint32_t bars;  // full[s] at bars + 8 s, empty[s] at bars + 8 (IP_GEMM_STAGES + s)
+  char *stg;      // consumer c's staging buffer at stg + c * IP_GEMM_STG_BYTES
+  uint32_t bars;  // full[s], empty[s], staged[c], freed[c], 8 bytes each
   __device__ uint32_t full(int s) const { return bars + 8 * s; }
   __device__ uint32_t empty(int s) const { return bars + 8 * (IP_GEMM_STAGES + s); }
+  __device__ uint32_t staged(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + c); }
+  __device__ uint32_t freed(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + kConsumers + c); }
+  __device__ __nv_bfloat16 *stg_row(int c, int r) const {
+    return (__nv_bfloat16 *)(stg + c * IP_GEMM_STG_BYTES) + r * IP_GEMM_STG_LD;
+  }
 };
 
 // The producer: one thread.  For every k-block of every unit not skipped, waits for
@@ -319,57 +333,102 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
   }
 }
 
-// Consumer warpgroup c's epilogue for one unit: its 64 x 256 accumulators
-// to bf16, through its staging buffer one 64-column chunk at a time
-// (fragments in, 16-byte rows out), then one thread of the block reports
-// the unit done.  t: thread index inside the warpgroup.
-template <class Epi>
-__device__ __forceinline__ void epilogue(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
-                                         int64_t m0, int64_t n0, Epi &epi) {
-  const int w = t / 32, l = t % 32;
-  const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
-  const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
-  __nv_bfloat16 *stg = (__nv_bfloat16 *)(L.epi + c * IP_GEMM_EPI_BYTES);
-  // The rows this thread stores: the same in every chunk.
-  const int piece = t % kStoreThreadsPerRow;
-  __nv_bfloat16 *dst[kStorePasses];
+// Stores rows r0, r0 + step, ... < rows of the staged unit at (m0, n0),
+// the 16-byte piece `lane` of each (pieces past cols are not stored),
+// kDepth rows' loads in flight before their stores (the store warps,
+// with IP_GEMM_REGS_PRODUCER registers, take 1: the interpreter's row_ptr
+// spilled them at 2).
+template <int kDepth, class Epi>
+__device__ __forceinline__ void store_rows(const layout &L, int r0, int step, int rows, int cols, int lane,
+                                           int64_t m0, int64_t n0, Epi &epi) {
+  if (lane * kPiece >= cols) return;
+  for (int r = r0; r < rows; r += kDepth * step) {
+    uint4 v[kDepth];
 #pragma unroll
-  for (int p = 0; p < kStorePasses; p++) {
-    const int r = c * kRowsPerConsumer + t / kStoreThreadsPerRow + p * kStoreRowsPerPass;
-    dst[p] = r < rows ? epi.row_ptr(m0 + r) + n0 + piece * 8 : nullptr;
+    for (int i = 0; i < kDepth; i++) {
+      const int q = r + i * step;
+      if (q < rows) v[i] = *(const uint4 *)(L.stg_row(q / kRowsPerConsumer, q % kRowsPerConsumer) + lane * kPiece);
+    }
+#pragma unroll
+    for (int i = 0; i < kDepth; i++) {
+      const int q = r + i * step;
+      if (q < rows) ipg::store16(epi.row_ptr(m0 + q) + n0 + lane * kPiece, v[i]);
+    }
   }
+}
+
+__device__ __forceinline__ int unit_rows(const ip_gemm_args &g, int64_t m0) {
+  return g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
+}
+__device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0) {
+  return g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+}
+
+// Consumer warpgroup c's half of a unit's epilogue: once the store warps
+// have read the previous unit out of its staging buffer, its 64 x 256
+// accumulators go in as bf16, and each thread arrives on staged[c]
+// (release: its writes are seen by whoever waits for the phase).  The
+// consumer is then free for the next unit's mainloop.  The block's last
+// unit has no mainloop to hide its stores behind, so there the
+// warpgroup stores its own rows before it arrives.  t: thread index
+// inside the warpgroup; fphase: freed[c]'s parity, flipped per unit.
+template <class Epi>
+__device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
+                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, Epi &epi) {
+  const int w = t / 32, l = t % 32;
+  mbar_wait(L.freed(c), fphase ^ 1);
+  fphase ^= 1;
   // wgmma's accumulator layout: thread (w, l) holds, for each 8-column
   // group j, rows 16 w + l / 4 and + 8, columns 8 j + 2 (l % 4) and + 1.
-  const int fr = 16 * w + l / 4, fc = 2 * (l % 4);
+  __nv_bfloat16 *r0 = L.stg_row(c, 16 * w + l / 4) + 2 * (l % 4), *r8 = r0 + 8 * IP_GEMM_STG_LD;
 #pragma unroll
-  for (int ch = 0; ch < kChunks; ch++) {
-    if (ch * IP_GEMM_EPI_COLS >= cols) break;  // the same for every thread
-#pragma unroll
-    for (int jj = 0; jj < IP_GEMM_EPI_COLS / 8; jj++) {
-      const int j = ch * (IP_GEMM_EPI_COLS / 8) + jj;
-      *(uint32_t *)&stg[fr * IP_GEMM_EPI_LD + 8 * jj + fc] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
-      *(uint32_t *)&stg[(fr + 8) * IP_GEMM_EPI_LD + 8 * jj + fc] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
-    }
-    ipg::bar_named(IP_GEMM_BAR_FIRST + c, kWarpgroup);
-#pragma unroll
-    for (int p = 0; p < kStorePasses; p++) {
-      const int r = t / kStoreThreadsPerRow + p * kStoreRowsPerPass;
-      const uint4 v = *(const uint4 *)&stg[r * IP_GEMM_EPI_LD + piece * 8];
-      if (dst[p]) ipg::store16(dst[p] + ch * IP_GEMM_EPI_COLS, v);
-    }
-    ipg::bar_named(IP_GEMM_BAR_FIRST + c, kWarpgroup);  // the buffer is free for the next chunk
+  for (int j = 0; j < kAcc / 4; j++) {
+    *(uint32_t *)&r0[8 * j] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
+    *(uint32_t *)&r8[8 * j] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
   }
-  ipg::bar_named(IP_GEMM_BAR_FIRST + kConsumers, kConsumers * kWarpgroup);
-  if (c == 0 && t < 32) {
-    __threadfence();
-    epi.done(m0, n0, rows, cols, t);
+  if (last) {
+    ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);
+    const int first = c * kRowsPerConsumer, left = unit_rows(g, m0) - first;
+    const int end = first + (left < kRowsPerConsumer ? left : kRowsPerConsumer);
+    store_rows<4>(L, first + w, kWarpgroup / 32, end, unit_cols(g, n0), l, m0, n0, epi);
+  }
+  mbar_arrive(L.staged(c));
+}
+
+// The store warps (the producer warpgroup's warps 1-3; s: 0 .. 95): for
+// every unit not skipped, wait until both consumers have staged it, store
+// it one row per warp at a time (the 32 lanes' 16-byte pieces make the
+// row's 512 bytes: coalesced, local or peer memory alike; the block's
+// last unit the consumers store), give the buffers back, and report the
+// unit done from the first store warp.  This overlaps the stores with
+// the consumers' next mainloop.
+template <class Epi>
+__device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+                                      int s, Epi &epi) {
+  const int warp = s / 32, lane = s % 32;
+  uint32_t sphase = 0;
+  for (int64_t u = unit0; u < g.units; u += unit_step) {
+    int64_t m0, n0;
+    ip_gemm_unit_coords(g, u, &m0, &n0);
+    if (epi.skip(m0)) continue;   // the consumers report it
+    const int rows = unit_rows(g, m0), cols = unit_cols(g, n0);
+    for (int c = 0; c < kConsumers; c++) mbar_wait(L.staged(c), sphase);
+    sphase ^= 1;
+    if (u + unit_step < g.units) store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, epi);
+    ipg::bar_named(IP_GEMM_BAR_FIRST, kStoreWarps * 32);   // every row is stored and the buffers read
+    if (s == 0)
+      for (int c = 0; c < kConsumers; c++) mbar_arrive(L.freed(c));
+    if (warp == 0) {
+      __threadfence();
+      epi.done(m0, n0, rows, cols, lane);
+    }
   }
 }
 
 // Consumer warpgroup c: for every unit, wgmma over the k-blocks as the
 // stages fill (one commit group per stage; a stage is given back once the
-// group after it has been issued and its own has completed), then the
-// epilogue.
+// group after it has been issued and its own has completed), then its
+// half of the unit into the staging buffer.
 template <class Epi>
 __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
                                         int c, int t, Epi &epi) {
@@ -380,13 +439,12 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
   const uint64_t da = make_desc(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
   const uint64_t db = make_desc(L.ring + IP_GEMM_A_BYTES, kDescB);
   int stage = 0;
-  uint32_t phase = 0;
+  uint32_t phase = 0, fphase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
-    if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by the warp epilogue() would use
-      if (c == 0 && t < 32) epi.done(m0, n0, g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M,
-                                     g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N, t);
+    if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by one warp
+      if (c == 0 && t < 32) epi.done(m0, n0, unit_rows(g, m0), unit_cols(g, n0), t);
       continue;
     }
     int prev = 0;
@@ -413,7 +471,7 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     wg_wait<0>();
     acc_fence(d);
     if (lane == 0) mbar_arrive(L.empty(prev));
-    epilogue(g, L, d, c, t, m0, n0, epi);
+    hand_over(g, L, d, c, t, fphase, u + unit_step >= g.units, m0, n0, epi);
   }
 }
 
@@ -425,12 +483,16 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   const uint32_t pad = (IP_GEMM_ALIGN - (s0 & (IP_GEMM_ALIGN - 1))) & (IP_GEMM_ALIGN - 1);
   layout L;
   L.ring = s0 + pad;
-  L.epi = smem + pad + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES;
-  L.bars = L.ring + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + kConsumers * IP_GEMM_EPI_BYTES;
+  L.stg = smem + pad + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES;
+  L.bars = L.ring + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + kConsumers * IP_GEMM_STG_BYTES;
   if (tid == 0) {
     for (int s = 0; s < IP_GEMM_STAGES; s++) {
       mbar_init(L.full(s), 1);  // the producer's arrive; TMA's bytes complete the phase
       mbar_init(L.empty(s), kConsumerWarps);
+    }
+    for (int c = 0; c < kConsumers; c++) {
+      mbar_init(L.staged(c), kWarpgroup);
+      mbar_init(L.freed(c), 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -441,6 +503,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
     if (tid == 0) produce(g, L, unit0, unit_step, epi);
+    else if (tid >= 32) store(g, L, unit0, unit_step, tid - 32, epi);
     __syncwarp();
     regs_grow<IP_GEMM_REGS_ENTRY>();
   } else {
@@ -450,10 +513,16 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   }
   __syncthreads();  // every wait and arrive is over
   if (tid == 0)
+  {
     for (int s = 0; s < IP_GEMM_STAGES; s++) {
       mbar_inval(L.full(s));
       mbar_inval(L.empty(s));
     }
+    for (int c = 0; c < kConsumers; c++) {
+      mbar_inval(L.staged(c));
+      mbar_inval(L.freed(c));
+    }
+  }
   __syncthreads();
 }
 

@@ -22,24 +22,26 @@ extern "C" {
 #define IP_GEMM_TILE_K 64
 #define IP_GEMM_SWZ_COLS 64 /* bf16 columns in one 128-byte swizzled row: a TMA box's width */
 #define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
-#define IP_GEMM_STAGES 4    /* shared-memory ring depth (k-blocks in flight) */
+#define IP_GEMM_STAGES 3    /* shared-memory ring depth (k-blocks in flight): 3 leaves room for the staging */
 #define IP_GEMM_BAND_GROUP 4 /* tile rows per band (ip_gemm_unit_coords): measured 2-8 alike, 1 slow on big W */
 
 /* Shared memory, sm_90a: the ring (A tile then B tile per stage), one
- * epilogue staging buffer per consumer warpgroup (64 rows of 64 outputs,
- * rows padded by 8 elements so that fragment stores avoid bank
- * conflicts), the ring's mbarriers, and slack to align the ring to the
- * 1024 bytes that 128-byte swizzling repeats over. */
+ * staging buffer per consumer warpgroup holding its 64 rows of a unit's
+ * outputs in bf16 (rows padded by 8 elements so that fragment stores
+ * avoid bank conflicts; 528-byte rows keep 16-byte alignment), the
+ * mbarriers, and slack to align the ring to the 1024 bytes that 128-byte
+ * swizzling repeats over.  The staging lets a consumer hand its outputs
+ * over and go on with the next unit while the producer warpgroup's other
+ * warps store them (ip_gemm.cuh). */
 #define IP_GEMM_A_BYTES (IP_GEMM_TILE_M * IP_GEMM_TILE_K * 2)
 #define IP_GEMM_B_BYTES (IP_GEMM_TILE_K * IP_GEMM_TILE_N * 2)
 #define IP_GEMM_STAGE_BYTES (IP_GEMM_A_BYTES + IP_GEMM_B_BYTES)
-#define IP_GEMM_EPI_COLS 64
-#define IP_GEMM_EPI_LD (IP_GEMM_EPI_COLS + 8)
-#define IP_GEMM_EPI_BYTES (64 * IP_GEMM_EPI_LD * 2)
-#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES 8-byte mbarriers, rounded up */
+#define IP_GEMM_STG_LD (IP_GEMM_TILE_N + 8)
+#define IP_GEMM_STG_BYTES (64 * IP_GEMM_STG_LD * 2)
+#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES + 4 8-byte mbarriers, rounded up */
 #define IP_GEMM_ALIGN 1024
 #define IP_GEMM_SMEM \
-  (IP_GEMM_ALIGN + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + 2 * IP_GEMM_EPI_BYTES + IP_GEMM_BAR_BYTES)
+  (IP_GEMM_ALIGN + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + 2 * IP_GEMM_STG_BYTES + IP_GEMM_BAR_BYTES)
 /* The fallback (any other target): 3 stages of a 128 x 32 A tile and a
  * 32 x 128 B tile, rows padded by 8 elements for ldmatrix. */
 #define IP_GEMM_FB_STAGES 3

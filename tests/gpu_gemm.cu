@@ -9,7 +9,7 @@
 //
 // Build (repository root; no GPU needed to build):
 //   mkdir -p .device/gemm
-//   nvcc -O3 -std=c++17 -lineinfo -gencode arch=compute_90a,code=sm_90a -I interpreter \
+//   nvcc -O3 -std=c++17 -lineinfo -gencode arch=compute_90a,code=sm_90a -I interpreter -I runtime/base \
 //     tests/gpu_gemm.cu interpreter/ip_gemm_host.c -lcublas -o .device/gemm/gpu_gemm
 // The fallback instead of wgmma: -gencode arch=compute_80,code=sm_80 (or
 // arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
