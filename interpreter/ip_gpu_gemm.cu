@@ -21,18 +21,10 @@
 // registers, so the epilogue holds no state of its own (values kept in
 // registers across the mainloop cost the GEMM a third more instructions,
 // spilled, on a one-wave shape).
-// n / d for 0 <= n < 2^31 by a multiply and a shift (a 32-bit division
-// is some twenty dependent instructions; the epilogue makes several per
-// row): d's magic number and shift, made once per block (fastdiv_make).
-struct fastdiv {
-  uint32_t m, s;
-};
-__device__ __forceinline__ fastdiv fastdiv_make(uint32_t d) {
-  uint32_t s = 0;
-  while ((1ull << s) < d) s++;
-  return {(uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1), s};
-}
-__device__ __forceinline__ int32_t fastdiv_div(int32_t n, fastdiv f) {
+// n / d for 0 <= n < 2^31 (a 32-bit division is some twenty dependent
+// instructions; the epilogue makes several per row), with d's magic
+// number and shift from the host (ip_fastdiv_make, ip_gpu.h).
+__device__ __forceinline__ int32_t fastdiv_div(int32_t n, ip_fastdiv f) {
   return (int32_t)((__umulhi((uint32_t)n, f.m) + (uint32_t)n) >> f.s);
 }
 
@@ -46,12 +38,12 @@ struct gemm_state {
   int32_t grow0, grows, gtrows, gchunk0;
   int32_t posts;     // some chunk's semaphores are waited on
   int32_t aligned;   // tiles cut the rows every gtrows from row 0 (grows is a multiple of gtrows)
-  fastdiv by_rows, by_trows;   // / grows, / gtrows
+  ip_fastdiv by_rows, by_trows;   // / grows, / gtrows
   // Padding rows (ip_gargs.gcount): X's rows in blocks of brows, block
   // vblock0 + i worth computing up to row valid[i]; nvalid 0: every row.
   int32_t valid[IP_GEMM_MAX_CHUNKS];
   int32_t nvalid, vblock0, brows;
-  fastdiv by_brows;
+  ip_fastdiv by_brows;
 };
 __shared__ gemm_state ip_gs;
 
@@ -168,7 +160,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.nvalid = nv;
     g.vblock0 = vb0;
     g.brows = a.gbrows > 0 ? a.gbrows : 1;
-    g.by_brows = fastdiv_make((uint32_t)g.brows);
+    g.by_brows = a.gdiv_brows;
     g.gm = (int32_t)a.gemm.m;
     trace_ev(a, tn, IP_EV_ENTER, 0, 0);
     g.posts = waited;
@@ -181,8 +173,8 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.gtrows = a.gtrows;
     g.gchunk0 = a.gchunk0;
     g.aligned = a.grows % a.gtrows == 0;
-    g.by_rows = fastdiv_make((uint32_t)a.grows);
-    g.by_trows = fastdiv_make((uint32_t)a.gtrows);
+    g.by_rows = a.gdiv_rows;
+    g.by_trows = a.gdiv_trows;
   }
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e;

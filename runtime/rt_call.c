@@ -164,6 +164,9 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
     a->gmap = pl->gmap;
     a->gcount = ops->gcount;
     a->gbrows = (int32_t)(g->count / H);
+    a->gdiv_rows = ip_fastdiv_make((uint32_t)a->grows);
+    a->gdiv_trows = ip_fastdiv_make((uint32_t)a->gtrows);
+    a->gdiv_brows = ip_fastdiv_make((uint32_t)(a->gbrows > 0 ? a->gbrows : 1));
     a->gemm.band0 = ((int64_t)(pl->gfirst - pl->gchunk0) * rows / IP_GEMM_TILE_M) % a->gemm.tiles_m;
     return BT_OK;
   }

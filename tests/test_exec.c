@@ -6,6 +6,7 @@
 
 #include "direct_build.h"
 #include "ip_cpu.h"
+#include "ip_gpu.h"
 #include "ir_check.h"
 #include "ir_geom.h"
 #include "ir_read.h"
@@ -46,6 +47,35 @@ static bt_result run(const ir_prog *p, ip_dtype t, ip_redop op, long count, long
   ip_cpu_report rep;
   rt_diag_clear(d);
   return ip_cpu_verify(p, &o, &rep, d);
+}
+
+/* The gemm kernel's division by a multiply and a shift (ip_fastdiv_make,
+ * made on the host): exact for every divisor and dividend it is given,
+ * 0 <= n < 2^31, including the ends and the neighbours of powers of two. */
+static void test_fastdiv(void) {
+  uint32_t ds[64 + 3 * 31];
+  int nd = 0, bad = 0;
+  for (uint32_t d = 1; d <= 64; d++) ds[nd++] = d;
+  for (int b = 1; b < 31; b++) {
+    ds[nd++] = (1u << b) - 1;
+    ds[nd++] = (1u << b) + 1;
+    ds[nd++] = 3u << (b - 1);
+  }
+  ds[nd++] = 2147483647u;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < nd && !bad; i++) {
+    const ip_fastdiv f = ip_fastdiv_make(ds[i]);
+    for (int k = 0; k < 4000 && !bad; k++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const uint32_t n = k < 4 ? (uint32_t[]){0, 1, ds[i] - 1, 2147483647u}[k] : (uint32_t)(x & 0x7fffffffu);
+      const uint32_t q = (uint32_t)((((uint64_t)n * f.m >> 32) + n) >> f.s);
+      if (q != n / ds[i]) {
+        printf("# %u / %u: %u, not %u\n", n, ds[i], q, n / ds[i]);
+        bad = 1;
+      }
+    }
+  }
+  ok(!bad, "ip_fastdiv_make: n / d by a multiply and a shift, %d divisors x 4000 dividends", nd);
 }
 
 static void test_allreduce(rt_diag *d) {
@@ -524,6 +554,7 @@ static void test_direct(rt_diag *d) {
 
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
+  test_fastdiv();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);
