@@ -175,8 +175,9 @@ def compile(script, out, **params):
     in the script) into verified IR at `out`, as `baton compile SCRIPT --param K=V ... -o OUT`: traced,
     lowered, validated (races and deadlock included) and run on the CPU executor before it is written.
     Returns out.  Raises BatonError whose message holds the diagnostic ("script.lua:LINE: message" for an
-    error in the script).  Runs the compiler installed with the library (the baton program) as a child
-    process, so it does not fix this process's environment parameters (set_algorithms may still follow)."""
+    error in the script).  Compiles in this process through the compiler library installed beside libbaton
+    (libbaton_compile, over the system's shared Lua), else through the baton program as a child process;
+    either way it does not fix the runtime's environment parameters (set_algorithms may still follow)."""
     lib = load()
     fn = _tool(lib, 'baton_compile')
     items = [f'{k}={int(v) if isinstance(v, bool) else v}'.encode() for k, v in params.items()]

@@ -261,12 +261,16 @@ const char *baton_comm_last_algorithm(const baton_comm *comm);
  * script), lowers, fuses and schedules it, validates the result (races
  * and deadlock with BATON_EXEC_SLOTS FIFO slots included), runs it on the
  * CPU executor three times and only then writes the IR to out_path.  It
- * runs the baton program of this library's installation (PREFIX/bin/baton)
- * or build tree (tools/baton beside libbaton.so) as a child process with
- * this process's environment: libbaton holds no Lua.  baton_invalid_argument
+ * compiles in this process through libbaton_compile.so.0, the compiler
+ * installed beside libbaton.so, which links the system's shared Lua
+ * (liblua5.4.so.0; libbaton itself holds no Lua); that library reads
+ * baton's environment parameters at its first compile.  Where it does not
+ * load, it runs the baton program of this library's installation
+ * (PREFIX/bin/baton) or build tree (tools/baton beside libbaton.so) as a
+ * child process with this process's environment.  baton_invalid_argument
  * for a script or program that is wrong, baton_wrong_result or
- * baton_deadlock for a CPU run that fails, baton_system_error when the
- * baton program cannot be found or run, or out_path cannot be written. */
+ * baton_deadlock for a CPU run that fails, baton_system_error when no
+ * compiler loads or runs, or out_path cannot be written. */
 baton_result baton_compile(const char *script, const char *const *params, int nparams, const char *out_path,
                            char *err, size_t errlen);
 

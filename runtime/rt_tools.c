@@ -1,9 +1,11 @@
-/* rt_tools.c -- baton_compile (the baton program's compiler, run as a child) and baton_verify (in process). */
+/* rt_tools.c -- baton_compile (in process through libbaton_compile, else the baton program run as a child) and
+ * baton_verify (in process). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "baton.h"
+#include "cc_entry.h"
 #include "ip_compute.h"
 #include "ip_cpu.h"
 #include "ir_check.h"
@@ -44,6 +47,33 @@ static int is_dir(const char *path) {
   return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
 
+/* The folder libbaton.so was loaded from, into dir (PATH_MAX bytes);
+ * 0 when it is unknown. */
+static int lib_dir(char *dir) {
+  Dl_info info;
+  char lib[PATH_MAX];
+  if (!dladdr((void *)lib_dir, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) return 0;
+  snprintf(dir, PATH_MAX, "%s", lib);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  return 1;
+}
+
+/* The compiler in process: libbaton_compile.so.0 beside libbaton.so,
+ * loaded once (with the system's shared Lua it needs), its entry looked
+ * up by version node; NULL where either does not load (the GPU machines
+ * carry no Lua), and baton_compile runs the baton program instead. */
+static cc_entry_fn inproc;
+static pthread_once_t inproc_once = PTHREAD_ONCE_INIT;
+static void inproc_load(void) {
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  if (!lib_dir(dir) || snprintf(path, sizeof path, "%s/libbaton_compile.so.0", dir) >= (int)sizeof path) return;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  inproc = (cc_entry_fn)dlvsym(h, CC_ENTRY_NAME, CC_ENTRY_VERSION);
+  if (!inproc) dlclose(h);
+}
+
 /* Where the compiler is: the baton program of this library's build tree
  * (DIR/tools/baton beside DIR/libbaton.so) or installation
  * (PREFIX/bin/baton for PREFIX/lib/ or PREFIX/lib/<triplet>/libbaton.so).
@@ -51,20 +81,20 @@ static int is_dir(const char *path) {
  * in out when there is none. */
 static int find_compiler(char *out, size_t n) {
   static const char *const rel[] = {"tools/baton", "../bin/baton", "../../bin/baton"};
-  Dl_info info;
-  char lib[PATH_MAX], dir[PATH_MAX], looked[3 * PATH_MAX] = "";
-  if (!dladdr((void *)find_compiler, &info) || !info.dli_fname || !realpath(info.dli_fname, lib)) {
+  char dir[PATH_MAX], looked[3 * PATH_MAX] = "";
+  if (!lib_dir(dir)) {
     snprintf(out, n, "the path of libbaton.so is unknown");
     return 0;
   }
-  snprintf(dir, sizeof dir, "%s", lib);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
   for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    snprintf(out, n, "%s/%s", dir, rel[i]);
-    if (!access(out, X_OK)) return 1;
+    char cand[PATH_MAX + 32];
+    snprintf(cand, sizeof cand, "%s/%s", dir, rel[i]);
+    if (!access(cand, X_OK)) {
+      snprintf(out, n, "%s", cand);
+      return 1;
+    }
     size_t k = strlen(looked);
-    snprintf(looked + k, sizeof looked - k, "%s%s", k ? ", " : "", out);
+    snprintf(looked + k, sizeof looked - k, "%s%s", k ? ", " : "", cand);
   }
   snprintf(out, n, "%s", looked);
   return 0;
@@ -111,10 +141,11 @@ static bt_result run_capture(char *const argv[], char *text, size_t n, int *stat
   return BT_OK;
 }
 
-/* baton.h: `baton compile -q SCRIPT --param ... -o OUT` of this library's
- * build or installation, in a child process (libbaton holds no Lua: the
- * system's static Lua is not position-independent); its messages are
- * the compile pipeline's (compiler/cc_compile.c). */
+/* baton.h: `baton compile -q SCRIPT --param ... -o OUT`: in process through
+ * libbaton_compile where it loads, else the baton program of this
+ * library's build or installation in a child process (libbaton itself
+ * holds no Lua); the messages are the compile pipeline's either way
+ * (compiler/cc_compile.c). */
 baton_result baton_compile(const char *script, const char *const *params, int nparams, const char *out_path,
                            char *err, size_t errlen) {
   if (err && errlen) *err = 0;
@@ -132,9 +163,20 @@ baton_result baton_compile(const char *script, const char *const *params, int np
     set_err(err, errlen, "baton_compile: %s is a directory, not a Lua script", script);
     return baton_invalid_argument;
   }
+  pthread_once(&inproc_once, inproc_load);
+  if (inproc) {
+    switch ((bt_result)inproc(script, params, nparams, out_path, err, errlen)) {
+    case BT_OK: return baton_success;
+    case BT_ERR_MISMATCH: return baton_wrong_result;
+    case BT_ERR_DEADLOCK: return baton_deadlock;
+    case BT_ERR_SYSTEM: case BT_ERR_NOMEM: return baton_system_error;
+    default: return baton_invalid_argument;
+    }
+  }
   char tool[3 * PATH_MAX + 16];
   if (!find_compiler(tool, sizeof tool)) {
-    set_err(err, errlen, "baton_compile: the baton program is not beside libbaton.so (looked for %s)", tool);
+    set_err(err, errlen, "baton_compile: neither libbaton_compile.so.0 (with the system's liblua5.4) loads nor is "
+            "the baton program beside libbaton.so (looked for %s)", tool);
     return baton_system_error;
   }
   /* A script or output named "-..." would read as an option: "./-...". */

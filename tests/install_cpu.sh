@@ -47,9 +47,25 @@ flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs baton)
 check "a C program builds with baton.h and no CUDA headers, through pkg-config ($flags)" \
   bash -c "cc -Wall -Werror -o '$t/app' '$t/app.c' $flags"
 ring=$prefix/share/baton/default/4/allreduce_4_ring_4r.xml
-check "it verifies an installed program and compiles a script (the installed baton, as a child); a communicator is unsupported" \
+check "it verifies an installed program and compiles a script; a communicator is unsupported" \
   bash -c "LD_LIBRARY_PATH='$lib' '$t/app' '$ring' '$prefix/share/baton/algorithms/allgather_ring.lua' '$t/ag.xml' 2>'$t/warn' | grep -q 'unsupported' && test -s '$t/ag.xml'"
 check "... and says why once, in baton's words" grep -q "built without CUDA" "$t/warn"
+
+# The compiler in process: libbaton_compile beside libbaton, over the
+# system's shared Lua; the baton program only where it does not load.
+check "libbaton_compile.so is installed beside it, exporting its one versioned entry, over the shared liblua5.4" \
+  bash -c "nm -D --defined-only '$lib/libbaton_compile.so.0' | awk '\$2 ~ /^[TDBRW]\$/ {n++; if (\$3 != \"cc_entry_compile@@BATON_COMPILE_0.1\") bad=1} END {exit bad || n != 1}' && ldd '$lib/libbaton_compile.so.0' | grep -q 'liblua5\.4\.so'"
+bin=$prefix/bin/baton
+mv "$bin" "$bin.away"
+check "with the baton program gone, baton_compile compiles in process" \
+  bash -c "rm -f '$t/ag2.xml'; LD_LIBRARY_PATH='$lib' '$t/app' '$ring' '$prefix/share/baton/algorithms/allgather_ring.lua' '$t/ag2.xml' 2>/dev/null | grep -q 'unsupported' && cmp -s '$t/ag.xml' '$t/ag2.xml'"
+mv "$lib/libbaton_compile.so.0" "$lib/libbaton_compile.so.0.away"
+check "with neither, it says so: no compiler loads and none is beside libbaton.so" \
+  bash -c "LD_LIBRARY_PATH='$lib' '$t/app' '$ring' '$prefix/share/baton/algorithms/allgather_ring.lua' '$t/ag3.xml' 2>/dev/null | grep -q 'compile: baton_compile: neither libbaton_compile.so.0' && ! test -e '$t/ag3.xml'"
+mv "$lib/libbaton_compile.so.0.away" "$lib/libbaton_compile.so.0"
+check "with the library gone and the baton program back, it runs the program" \
+  bash -c "mv '$lib/libbaton_compile.so.0' '$t/lc' && mv '$bin.away' '$bin' && LD_LIBRARY_PATH='$lib' '$t/app' '$ring' '$prefix/share/baton/algorithms/allgather_ring.lua' '$t/ag4.xml' 2>/dev/null | grep -q unsupported; rc=\$?; mv '$t/lc' '$lib/libbaton_compile.so.0'; test \$rc = 0 && cmp -s '$t/ag.xml' '$t/ag4.xml'"
+test -e "$bin" || mv "$bin.away" "$bin"
 
 check "the Python module is installed where the Python that built it looks under the prefix ($py)" \
   bash -c "test -f '$py' && case '$py' in '$prefix'/lib*/python3*) ;; *) exit 1 ;; esac"
