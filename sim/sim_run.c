@@ -7,6 +7,7 @@
 
 #include "ip_cpu.h"
 #include "ir_geom.h"
+#include "sim_fused.h"
 
 const char *const sim_bound_name[SIM_BY_COUNT] = {"start", "its thread block", "a dependency", "a message",
                                                    "a free slot", "a signal", "a busy port"};
@@ -26,6 +27,7 @@ typedef struct sim {
   const sim_opts *o;
   int n, lanes, nslots, esize, nodes, gpus, nics;
   int direct;              /* a direct program: one kernel whose every block works on each step, whole chunks */
+  int proto;               /* the protocol it runs: its own, or Simple where the ranks span several nodes */
   double lane_gbs;         /* what one lane moves a second: a direct program's every block, else one block */
   int *tb0;                /* per rank: its first thread block's index among all */
   int64_t *ev0;            /* per thread block (all ranks): its first event's id */
@@ -38,6 +40,7 @@ typedef struct sim {
   double *arrive, *taken;  /* per sending tb and slot: when message k arrived, when its receiver finished it */
   int64_t *arrive_ev, *taken_ev;
   port *ports;
+  sim_fused fused;         /* a fused program's dimensions: the timed call's and the executor's */
   int nport;
   stream_times *streams;
   int nstreams;
@@ -64,15 +67,16 @@ static void bound(double *start, int64_t *pred, int *by, double t, int64_t ev, i
 }
 
 /* The ports of a transfer from rank a to rank b, its bandwidth (GB/s),
- * latency and the network's per-message cost. */
-static void route(const sim *m, int a, int b, int *pa, int *pb, double *bw, double *lat, double *extra) {
+ * latency, the network's per-message delay (extra) and the time a
+ * message holds its ports beside its bytes (busy). */
+static void route(const sim *m, int a, int b, int *pa, int *pb, double *bw, double *lat, double *extra, double *busy) {
   int na = a / m->gpus, nb = b / m->gpus;
   if (na == nb) {
     *pa = a;
     *pb = m->n + b;
     *bw = m->s->v[SIM_NVLINK_BW];
     *lat = m->s->v[SIM_NVLINK_LAT];
-    *extra = 0;
+    *extra = *busy = 0;
     return;
   }
   int ka = a % m->gpus % m->nics, kb = b % m->gpus % m->nics;
@@ -81,6 +85,7 @@ static void route(const sim *m, int a, int b, int *pa, int *pb, double *bw, doub
   *bw = m->s->v[SIM_NET_BW] / (ka != kb ? m->s->v[SIM_NET_OVERSUB] : 1);
   *lat = m->s->v[SIM_NET_LAT];
   *extra = m->s->v[SIM_NET_STEP];
+  *busy = m->s->v[SIM_NET_MSG];
 }
 
 /* Makes room for n elements of `size` bytes in each of the k arrays at
@@ -142,7 +147,8 @@ static int reserve(port *p, double t, double len) {
 }
 
 /* Moves `bytes` from rank a to rank b from time t: both ports busy for
- * bytes / bandwidth in their first common gap, the lane no faster than
+ * bytes / bandwidth (and, across the network, the proxies' time per
+ * message, net.msg_us) in their first common gap, the lane no faster than
  * its blocks.  A lane slower than the ports sends from t to t + its own
  * time, the ports' share anywhere in that window (many lanes share a
  * port at once): only a gap later than the window delays it.  *end: the
@@ -150,9 +156,9 @@ static int reserve(port *p, double t, double len) {
  * delayed it. */
 static double transfer(sim *m, int a, int b, double bytes, double eff, double t, double *end, int *waited) {
   int pa, pb;
-  double bw, lat, extra;
-  route(m, a, b, &pa, &pb, &bw, &lat, &extra);
-  double occ = bytes / (bw * 1e3 * eff), lane = bytes / (m->lane_gbs * 1e3 * eff);
+  double bw, lat, extra, busy;
+  route(m, a, b, &pa, &pb, &bw, &lat, &extra, &busy);
+  double occ = busy + bytes / (bw * 1e3 * eff), lane = bytes / (m->lane_gbs * 1e3 * eff);
   double go = t;
   for (;;) {   /* the first time both ports are free */
     double g1 = gap(&m->ports[pa], go, occ), g2 = gap(&m->ports[pb], g1, occ);
@@ -194,17 +200,6 @@ static int sig_arrives(sim *m, int k, double t, int64_t ev) {
   st->ev[i] = ev;
   st->n++;
   return 1;
-}
-
-/* A compute step's time for `elems` output elements. */
-static double compute_us(const sim *m, int op, int64_t elems) {
-  int64_t k = 4096;
-  for (int i = 0; m->o->dims && i < m->o->dims->n; i++)
-    if (!strcmp(m->o->dims->name[i], "K") || !strcmp(m->o->dims->name[i], "F")) k = m->o->dims->value[i];
-  double bytes = (double)elems * m->esize;
-  if (op == IR_OP_GEMM) return 2.0 * (double)elems * (double)k / (m->s->v[SIM_GEMM_TFLOPS] * 1e6);
-  if (op == IR_OP_EBAG || op == IR_OP_EBAGM) return bytes / (m->s->v[SIM_EMBED_BW] * 1e3);
-  return bytes * (double)k / (m->s->v[SIM_GEMV_BW] * 1e3);
 }
 
 /* A data step's own time on its lane, a send's port apart: what it writes
@@ -331,7 +326,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   }
   /* its own time: the protocol's fixed cost, then what it moves */
   const sim_spec *s = m->s;
-  int proto = p->proto;
+  int proto = m->proto;
   double eff = proto == IR_PROTO_LL ? s->v[SIM_LL_EFF] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_EFF] : s->v[SIM_SIMPLE_EFF];
   double fixed = (fl & IR_F_DIRECT) || m->direct ? s->v[SIM_DIRECT_STEP]   /* a direct program: executor operations */
                  : proto == IR_PROTO_LL ? s->v[SIM_LL_STEP] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_STEP] : s->v[SIM_SIMPLE_STEP];
@@ -344,7 +339,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   double t = start + fixed, fin = t, arrival = 0;
   int waited = 0;
   if (fl & IR_F_COMP) {   /* gemvs computes straight into its send's slot */
-    fin = t + compute_us(m, st->op, elems);
+    fin = t + sim_fused_compute_us(&m->fused, s, st, elems, m->esize);
     if (fl & IR_F_SEND) {
       double end;
       arrival = transfer(m, e->r, tb->send, bytes, eff, fin, &end, &waited);
@@ -360,8 +355,8 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
     fin = end;
   } else if (fl & IR_F_SIG) {
     int pa, pb;
-    double bw, lat, extra;
-    route(m, e->r, st->peer, &pa, &pb, &bw, &lat, &extra);
+    double bw, lat, extra, busy;
+    route(m, e->r, st->peer, &pa, &pb, &bw, &lat, &extra, &busy);
     if (e->stream >= 0 && !sig_arrives(m, e->stream, t + lat + extra, id)) { m->failed = 1; return; }
   } else {
     if (!deferred) fin += fifo_pass(m, st->op, fl, bytes, eff);
@@ -415,12 +410,13 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   m->nodes = (int)s->v[SIM_NODES];
   m->nics = (int)s->v[SIM_NICS];
   m->direct = ir_prog_direct(p);
+  int spans = m->n > m->gpus;   /* the ranks span several nodes: the runtime's network settings */
+  m->proto = spans ? IR_PROTO_SIMPLE : (int)p->proto;   /* LL and LL128 flags have no head word a proxy sees */
   m->lane_gbs = m->direct ? s->v[SIM_BLOCKS] * s->v[SIM_BLOCK_BW]
-                : p->proto == IR_PROTO_SIMPLE && s->v[SIM_SIMPLE_LANE] > 0 ? s->v[SIM_SIMPLE_LANE] : s->v[SIM_BLOCK_BW];
+                : m->proto == IR_PROTO_SIMPLE && s->v[SIM_SIMPLE_LANE] > 0 ? s->v[SIM_SIMPLE_LANE] : s->v[SIM_BLOCK_BW];
   int most = 1;   /* lanes: the SPEC's, or as the runtime picks them */
   for (int r = 0; r < p->ngpus; r++) if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
   m->lanes = s->v[SIM_LANES] > 0 ? (int)s->v[SIM_LANES] : (int)s->v[SIM_BLOCKS] / most;
-  int spans = m->n > m->gpus;   /* the ranks span several nodes: the runtime's network settings */
   if (m->lanes > 64 && s->v[SIM_LANES] <= 0) m->lanes = 64;
   if (spans && s->v[SIM_LANES] <= 0 && s->v[SIM_NET_LANES] > 0 && m->lanes > s->v[SIM_NET_LANES])
     m->lanes = (int)s->v[SIM_NET_LANES];
@@ -447,13 +443,22 @@ static bt_result sim_setup(sim *m, int64_t *count) {
                 (unsigned long long)m->o->bytes);
     return BT_ERR_INVALID;
   }
-  double kb = p->proto == IR_PROTO_LL ? s->v[SIM_LL_TILE] : p->proto == IR_PROTO_LL128 ? s->v[SIM_LL128_TILE]
+  if (sim_fused_setup(&m->fused, p, &g, m->o->dims, m->esize, m->o->bytes, m->diag)) return BT_ERR_INVALID;
+  double kb = m->proto == IR_PROTO_LL ? s->v[SIM_LL_TILE] : m->proto == IR_PROTO_LL128 ? s->v[SIM_LL128_TILE]
             : spans ? s->v[SIM_NET_SLOT] : s->v[SIM_SIMPLE_TILE];
   int64_t slot = (int64_t)(kb * 1024) / m->esize / ir_prog_max_cnt(p);
   m->tile = slot < 1 ? 1 : slot;
   /* as the runtime: smaller tiles, down to min_tile_kb, so that every lane has one */
   int64_t share = (g.cap + m->lanes - 1) / m->lanes, least = (int64_t)(s->v[SIM_MIN_TILE] * 1024) / m->esize;
   if (share < m->tile) m->tile = share > least ? share : least < m->tile ? least : m->tile;
+  int64_t rows = sim_fused_tile(&g, m->tile, m->esize, m->proto == IR_PROTO_SIMPLE);   /* an interleaved output */
+  if (rows < 1) {
+    rt_diag_add(m->diag, "%s at %llu bytes: no tile of at most %lld elements keeps to the output's rows of %lld "
+                "(interleave %s)", ir_prog_where(p), (unsigned long long)m->o->bytes, (long long)m->tile,
+                (long long)g.seg, p->interleave);
+    return BT_ERR_INVALID;
+  }
+  m->tile = rows;
   if (m->direct) m->tile = g.cap;   /* the direct executor: each operation over whole chunks, every block on it */
   if (m->tile < 1) m->tile = 1;
   m->cap = g.cap;
@@ -568,7 +573,7 @@ bt_result sim_run(const ir_prog *p, const sim_spec *s, const sim_opts *o, sim_re
   if (!r) {
     if (o->trace) fputs("{\"traceEvents\":[\n", o->trace);
     ip_cpu_opts eo = {.dtype = o->dtype, .op = IP_OP_SUM, .count = count, .tile = 1, .slots = m.nslots,
-                      .inplace = o->inplace, .dims = o->dims, .on_step = on_step, .on_step_ctx = &m};
+                      .inplace = o->inplace, .dims = &m.fused.exec, .on_step = on_step, .on_step_ctx = &m};
     ip_cpu_report er;
     r = ip_cpu_verify(p, &eo, &er, diag);
     if (!r && m.failed) {

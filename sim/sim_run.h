@@ -26,7 +26,7 @@
 typedef struct sim_opts {
   uint64_t bytes;          /* the call's size: bytes of the larger of a rank's input and output */
   ip_dtype dtype;
-  const ip_dims *dims;     /* a fused program's dimensions; K (or F) also sizes its compute steps */
+  const ip_dims *dims;     /* a fused program's dimensions (baton sim --dim): its compute steps and rows */
   int inplace;             /* 1, 0, or -1: the program's own */
   FILE *trace;             /* a Chrome-trace / Perfetto timeline of the call, or NULL */
 } sim_opts;

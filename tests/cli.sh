@@ -449,6 +449,20 @@ check "sim A B: two programs side by side, the fastest per size" 0 "# from 20971
   "$baton" sim "$tmp/ar_ring4.xml" "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 8:64M:4
 check "sim A B of two collectives is refused" 2 "compare programs of one collective and rank count" \
   "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
+check "sim across nodes: an LL program runs as Simple, as the runtime runs it" 0 "LL run as Simple across nodes" \
+  "$baton" sim "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4_sockets.spec" --sizes 1K
+# baton sim --dim: a fused program at chosen dimensions, and what it refuses.
+"$baton" compile -q "$root/algorithms/moe_combine.lua" --param ranks=4 -o "$tmp/moe4.xml"
+check "sim --dim: a malformed one" 2 "baton sim: bad --dim 'H=4x' (NAME=N, N in 1..2147483648, at most 8)" \
+  "$baton" sim "$tmp/moe4.xml" --system default --dim H=4x
+check "sim --dim: one the program does not have" 1 "moe4.xml: --dim Q: the program has no such dimension (its dimensions: T, F, H)" \
+  "$baton" sim "$tmp/moe4.xml" --system default --dim Q=2
+check "sim: a gemm's dimensions not given" 1 "dimension F is not bound: a gemm's multiply-adds per output element are the columns of X; give it with --dim F=N" \
+  "$baton" sim "$tmp/moe4.xml" --system default --sizes 1M --dim H=4096
+check "sim --dim: a size that is not whole rows" 1 "1000 bytes: a rank's input of 500 elements is not whole rows of H = 4096" \
+  "$baton" sim "$tmp/moe4.xml" --system default --sizes 1000 --dim H=4096 --dim F=2048
+check "sim --dim: the MoE combine at H=4096, F=2048 (bf16, the type its gemm takes)" 0 "), bf16, H=4096, F=2048" \
+  "$baton" sim "$tmp/moe4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 1M:16M --dim H=4096 --dim F=2048
 # baton set --system: the ranges follow the simulated crossovers, without gaps, and the set verifies.
 check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..67108863 (was 524289..8388608)" \
   "$baton" set 4 --system "$root/sim/systems/h200x4.spec" -o "$tmp/tuned4"

@@ -1,7 +1,8 @@
 /* test_sim.c -- `baton sim` on tiny systems with known answers: one link
- * and one message, a pipeline of tiles, a chain of n hops, the network, a
- * FIFO lane's pace, a direct program's executor operations; the SPEC
- * reader's refusals, each at its line.
+ * and one message, a pipeline of tiles, a chain of n hops, the network
+ * (the proxies' time per message, every program as Simple), a FIFO lane's
+ * pace, a direct program's executor operations; the SPEC reader's
+ * refusals, each at its line.
  * Usage: test_sim ALGORITHMS_DIR */
 #include <math.h>
 #include <stdio.h>
@@ -188,10 +189,46 @@ int main(int argc, char **argv) {
   B = 65536;
   want = 5 + 3 + B / 25e3 + B / hbm;
   got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
-  ok(near(got, want), "one message across the network: latency + the proxies' cost + bytes / bandwidth (%.6f us, "
+  ok(near(got, want), "one message across the network: latency + net.step_us + bytes / bandwidth (%.6f us, "
      "want %.6f)", got, want);
   ok(rep.nports > 0 && strstr(rep.ports[0].name, "port 0"), "... and the busiest port is a network port (%s)",
      rep.nports ? rep.ports[0].name : "none");
+  /* the proxies' busy time per message (net.msg_us) holds the ports: one
+   * message pays it once; two leaving one rank pay it one after another */
+  s.v[SIM_NET_MSG] = 10;
+  want = 5 + 3 + 10 + B / 25e3 + B / hbm;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "one message with net.msg_us 10: latency + delay + the proxies' 10 us + bytes / bandwidth "
+     "(%.6f us, want %.6f)", got, want);
+  const char *three[] = {"ranks=3"};
+  ir_prog *b3 = compile("broadcast_direct.lua", three, 1);
+  s.v[SIM_NODES] = 3;
+  want = 2 * (10 + B / 25e3) + 5 + 3 + B / hbm;
+  got = b3 ? run(b3, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "two messages out of one node's port: the second waits for the first's bytes and proxy time "
+     "(%.6f us, want %.6f)", got, want);
+  ok(rep.path_by[SIM_BY_PORT] == 1, "... and its critical path says a busy port held it (%d steps)",
+     rep.path_by[SIM_BY_PORT]);
+  s.v[SIM_NET_MSG] = 0;
+  /* across nodes every program runs as Simple (the runtime's rule: LL and
+   * LL128 flags have no head word a proxy could watch) */
+  const char *ll[] = {"ranks=3", "protocol=LL"};
+  ir_prog *b3ll = compile("broadcast_direct.lua", ll, 2);
+  double simple = b3 ? run(b3, &s, (uint64_t)B, &rep) : -1;
+  s.v[SIM_LL_STEP] = 1;   /* what LL would pay, were it run as LL */
+  got = b3ll ? run(b3ll, &s, (uint64_t)B, &rep) : -1;
+  ok(b3ll && b3ll->proto == IR_PROTO_LL && near(got, simple), "an LL program across nodes is timed as Simple: no "
+     "flag bytes, no LL step cost (%.6f us, Simple %.6f)", got, simple);
+  s.v[SIM_NODES] = 1;
+  s.v[SIM_GPUS] = 8;
+  double inside = b3ll ? run(b3ll, &s, (uint64_t)B, &rep) : -1;
+  ok(inside > 0 && !near(inside, b3 ? run(b3, &s, (uint64_t)B, &rep) : -1), "... and inside a node as LL (%.6f us)",
+     inside);
+  s.v[SIM_LL_STEP] = 0;
+  s.v[SIM_NODES] = 2;
+  s.v[SIM_GPUS] = 1;
+  ir_prog_free(b3);
+  ir_prog_free(b3ll);
 
   /* FIFO slots past the bound a simulation keeps: refused, not allocated */
   s.v[SIM_SLOTS] = 1024;

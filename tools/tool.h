@@ -63,6 +63,19 @@ int tool_int(const char *cmd, const char *opt, const char *v, long long lo, long
  * range applies to the value with its suffix. */
 int tool_size(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
 
+/* --dim NAME=N of command `cmd` (N with an optional K, M or G suffix)
+ * into dims: 1, or 0 when malformed, out of range or one dimension too
+ * many, said as "baton CMD: bad --dim 'V' (NAME=N, ...)". */
+struct ip_dims;
+int tool_dim(const char *cmd, struct ip_dims *dims, const char *v);
+
+/* Whether program p (read from path) has every dimension dims binds (a
+ * --dim it never reads is a typo, not a no-op); else prints "PATH: --dim
+ * NAME: the program has no such dimension (its dimensions: ...)" and
+ * returns 0. */
+struct ir_prog;
+int tool_dims_known(const char *path, const struct ir_prog *p, const struct ip_dims *dims);
+
 /* When path is a directory, prints "baton CMD: PATH is a directory, not
  * WANT" (WANT: "a Lua script", "an IR file") to stderr and returns 1;
  * else 0 (a path that does not exist is left to the reader's error). */

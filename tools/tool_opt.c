@@ -1,6 +1,7 @@
 /* tool_opt.c -- what the subcommands share to read their command lines:
  * getopt_long with errors in the command's own words, numbers with
- * suffixes, folders refused where a file is wanted. */
+ * suffixes, a fused program's --dim, folders refused where a file is
+ * wanted. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ip_compute.h"
 #include "tool.h"
 
 int tool_getopt(const char *cmd, int argc, char **argv, const char *shorts, const struct option *longs) {
@@ -86,3 +88,27 @@ int tool_wants_help(int argc, char **argv) {
   return 0;
 }
 
+
+int tool_dim(const char *cmd, struct ip_dims *dims, const char *v) {
+  const char *eq = strchr(v, '=');
+  long long x;
+  char spec[IR_MAX_NAME + 32];
+  if (eq && (size_t)(eq - v) < IR_MAX_NAME && tool_parse_count(eq + 1, 1, &x) == 1) {
+    snprintf(spec, sizeof spec, "%.*s=%lld", (int)(eq - v), v, x);
+    if (ip_dims_parse(dims, spec) == 0) return 1;
+  }
+  fprintf(stderr, "baton %s: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", cmd, v, (long long)IP_MAX_DIM,
+          IP_MAX_DIMS);
+  return 0;
+}
+
+int tool_dims_known(const char *path, const struct ir_prog *p, const struct ip_dims *dims) {
+  for (int k = 0; k < dims->n; k++) {
+    char names[256];
+    if (ip_dims_names(p, dims->name[k], names, sizeof names)) continue;
+    fprintf(stderr, "%s: --dim %s: the program has no such dimension (%s%s)\n", path, dims->name[k],
+            *names ? "its dimensions: " : "it binds none", names);
+    return 0;
+  }
+  return 1;
+}

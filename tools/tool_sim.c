@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ip_compute.h"
 #include "ir_check.h"
 #include "ir_read.h"
 #include "sim_run.h"
@@ -28,7 +29,11 @@ static const char sim_help[] =
   "  --sizes LIST     call sizes in bytes of the larger buffer: comma-separated, each\n"
   "                   SIZE or FIRST:LAST[:FACTOR] (default factor 4); K, M, G suffixes\n"
   "                   (default 8:512M:8)\n"
-  "  -d, --dtype T    element type (default f32)\n"
+  "  -d, --dtype T    element type (default f32; bf16 for a program whose compute steps\n"
+  "                   take only that)\n"
+  "  --dim NAME=N     a fused program's dimension (repeatable): a GEMM's W and X\n"
+  "                   columns, an embedding table's columns, an interleaved output's\n"
+  "                   factors must be given; a GEMV's K is 4096 unless given\n"
   "  --inplace, --outofplace   the call's placement (default: the program's own)\n"
   "  --trace FILE     the last size's timeline, Chrome-trace JSON (Perfetto, chrome://tracing)\n"
   "  --csv FILE       the table as CSV\n"
@@ -78,10 +83,16 @@ int tool_system(const char *cmd, const char *what, struct sim_spec *s) {
   return ok;
 }
 
+/* The element type a run of p takes when -d gives none: f32, or bf16 for
+ * a program whose compute steps take only that (a GEMM's), as verify. */
+static int default_dtype(const ir_prog *p) {
+  return !ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16) ? IP_BF16 : IP_F32;
+}
+
 /* Several programs of one collective and rank count, timed side by side:
  * each one's time per size, the fastest, and where the fastest changes. */
 static int compare(const char *const *files, int n, const char *system, const long long *sizes, int nsizes,
-                   ip_dtype dtype, int inplace, const char *csv) {
+                   int dtype, int inplace, const ip_dims *dims, const char *csv) {
   rt_diag *d = rt_diag_new(20);
   ir_prog *p[MAX_PROGS] = {0};
   double t[MAX_PROGS];
@@ -96,6 +107,7 @@ static int compare(const char *const *files, int n, const char *system, const lo
       fprintf(stderr, "%s: invalid\n%s", files[k], rt_diag_text(d));
       goto out;
     }
+    if (!tool_dims_known(files[k], p[k], dims)) goto out;
     if (k && (p[k]->coll != p[0]->coll || p[k]->ngpus != p[0]->ngpus)) {
       fprintf(stderr, "baton sim: %s is a %s on %d ranks, %s a %s on %d: compare programs of one collective and "
               "rank count\n", files[k], ir_coll_name[p[k]->coll], p[k]->ngpus, files[0], ir_coll_name[p[0]->coll],
@@ -104,6 +116,7 @@ static int compare(const char *const *files, int n, const char *system, const lo
       goto out;
     }
   }
+  if (dtype < 0) dtype = default_dtype(p[0]);
   if (csv && !(cf = fopen(csv, "w"))) {
     fprintf(stderr, "baton sim: cannot write %s: %s\n", csv, strerror(errno));
     goto out;
@@ -116,7 +129,7 @@ static int compare(const char *const *files, int n, const char *system, const lo
   for (int i = 0; i < nsizes; i++) {
     int best = 0;
     for (int k = 0; k < n; k++) {
-      sim_opts o = {.bytes = (uint64_t)sizes[i], .dtype = dtype, .inplace = inplace};
+      sim_opts o = {.bytes = (uint64_t)sizes[i], .dtype = (ip_dtype)dtype, .inplace = inplace, .dims = dims};
       sim_report rep;
       rt_diag_clear(d);
       if (sim_run(p[k], &spec, &o, &rep, d)) {
@@ -147,15 +160,15 @@ int tool_sim(int argc, char **argv) {
   const char *files[MAX_PROGS], *file = NULL, *system = NULL, *trace = NULL, *csv = NULL;
   int nprogs = 0;
   long long sizes[MAX_SIZES];
-  int nsizes = 0, quiet = 0, inplace = -1;
-  ip_dtype dtype = IP_F32;
-  enum { O_FIELDS = 256, O_SYSTEM, O_SIZES, O_TRACE, O_CSV, O_INPLACE, O_OUTOFPLACE };
+  int nsizes = 0, quiet = 0, inplace = -1, dtype = -1;   /* -1: default_dtype */
+  ip_dims dims = {0};
+  enum { O_FIELDS = 256, O_SYSTEM, O_SIZES, O_TRACE, O_CSV, O_INPLACE, O_OUTOFPLACE, O_DIM };
   static const struct option longs[] = {
     {"fields", no_argument, NULL, O_FIELDS}, {"system", required_argument, NULL, O_SYSTEM},
     {"sizes", required_argument, NULL, O_SIZES}, {"dtype", required_argument, NULL, 'd'},
     {"trace", required_argument, NULL, O_TRACE}, {"csv", required_argument, NULL, O_CSV},
     {"inplace", no_argument, NULL, O_INPLACE}, {"outofplace", no_argument, NULL, O_OUTOFPLACE},
-    {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
+    {"dim", required_argument, NULL, O_DIM}, {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
   tool_getopt_reset();
   for (int c; (c = tool_getopt("sim", argc, argv, "d:q", longs)) != -1;) {
     const char *v = optarg;
@@ -165,8 +178,9 @@ int tool_sim(int argc, char **argv) {
     else if (c == 'd') {
       int t = ip_dtype_from_name(v);
       if (t < 0) { fprintf(stderr, "baton sim: unknown dtype '%s'\n", v); return 2; }
-      dtype = (ip_dtype)t;
-    } else if (c == O_TRACE) trace = v;
+      dtype = t;
+    } else if (c == O_DIM) { if (!tool_dim("sim", &dims, v)) return 2; }
+    else if (c == O_TRACE) trace = v;
     else if (c == O_CSV) csv = v;
     else if (c == O_INPLACE) inplace = 1;
     else if (c == O_OUTOFPLACE) inplace = 0;
@@ -178,9 +192,9 @@ int tool_sim(int argc, char **argv) {
     files[nprogs++] = argv[i];
   }
   if (!nprogs || !system) { fputs(sim_help, stderr); return 2; }
-  if (nprogs > 1) return compare(files, nprogs, system, sizes, nsizes, dtype, inplace, csv);
-  file = files[0];
   if (!nsizes && !parse_sizes("8:512M:8", sizes, &nsizes)) return 2;
+  if (nprogs > 1) return compare(files, nprogs, system, sizes, nsizes, dtype, inplace, &dims, csv);
+  file = files[0];
   if (tool_is_dir("sim", file, "an IR file")) return 2;
   rt_diag *d = rt_diag_new(20);
   sim_spec spec;
@@ -192,20 +206,28 @@ int tool_sim(int argc, char **argv) {
     fprintf(stderr, "%s: invalid\n%s", file, rt_diag_text(d));
     goto out;
   }
+  if (!tool_dims_known(file, p, &dims)) goto out;
+  if (dtype < 0) dtype = default_dtype(p);
   if ((csv && !(cf = fopen(csv, "w"))) || (trace && !(tf = fopen(trace, "w")))) {
     fprintf(stderr, "baton sim: cannot write %s: %s\n", cf || !csv ? trace : csv, strerror(errno));
     goto out;
   }
-  if (!quiet)
-    printf("# baton sim: %s (%s, %d ranks, %s) on %s (%g nodes x %g GPUs), %s\n", file, ir_coll_name[p->coll],
-           p->ngpus, ir_proto_name[p->proto], spec.name, spec.v[SIM_NODES], spec.v[SIM_GPUS], ip_dtype_name[dtype]);
+  if (!quiet) {
+    char bound[160] = "";   /* the dimensions --dim bound */
+    for (int k = 0, at = 0; k < dims.n && at < (int)sizeof bound; k++)
+      at += snprintf(bound + at, sizeof bound - (size_t)at, ", %s=%lld", dims.name[k], (long long)dims.value[k]);
+    int simple = p->ngpus > spec.v[SIM_GPUS] && p->proto != IR_PROTO_SIMPLE;   /* across nodes: the runtime's rule */
+    printf("# baton sim: %s (%s, %d ranks, %s%s) on %s (%g nodes x %g GPUs), %s%s\n", file, ir_coll_name[p->coll],
+           p->ngpus, ir_proto_name[p->proto], simple ? " run as Simple across nodes" : "", spec.name,
+           spec.v[SIM_NODES], spec.v[SIM_GPUS], ip_dtype_name[dtype], bound);
+  }
   printf("%14s %12s %11s %7s %6s %10s  %-18s %s\n", "bytes", "time_us", "algbw_GB/s", "tiles", "path", "busy_us",
          "path bound by", "busiest port (busy)");
   if (cf) fputs("bytes,time_us,algbw_gbs,tiles,path_steps,path_busy_us,bound_by,busiest_port,port_util\n", cf);
   sim_report last;
   memset(&last, 0, sizeof last);
   for (int k = 0; k < nsizes; k++) {
-    sim_opts o = {.bytes = (uint64_t)sizes[k], .dtype = dtype, .inplace = inplace,
+    sim_opts o = {.bytes = (uint64_t)sizes[k], .dtype = (ip_dtype)dtype, .inplace = inplace, .dims = &dims,
                   .trace = k == nsizes - 1 ? tf : NULL};
     sim_report rep;
     rt_diag_clear(d);

@@ -96,17 +96,6 @@ static int slots_for(const ir_prog *p, const vopts *vo, const char **why) {
   return (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
 }
 
-/* --dim NAME=N, N with an optional K, M or G suffix, into dims: 1, or 0
- * when malformed, out of range or one dimension too many. */
-static int parse_dim(ip_dims *dims, const char *v) {
-  const char *eq = strchr(v, '=');
-  long long x;
-  char spec[IR_MAX_NAME + 32];
-  if (!eq || (size_t)(eq - v) >= IR_MAX_NAME || tool_parse_count(eq + 1, 1, &x) != 1) return 0;
-  snprintf(spec, sizeof spec, "%.*s=%lld", (int)(eq - v), v, x);
-  return ip_dims_parse(dims, spec) == 0;
-}
-
 /* Saturating arithmetic for the size estimate (non-negative operands). */
 static int64_t sat_add(int64_t a, int64_t b) { int64_t x; return __builtin_add_overflow(a, b, &x) ? INT64_MAX : x; }
 static int64_t sat_mul(int64_t a, int64_t b) { int64_t x; return __builtin_mul_overflow(a, b, &x) ? INT64_MAX : x; }
@@ -216,13 +205,7 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
   const char *why;
   int slots = slots_for(p, vo, &why);
   int inplace = vo->inplace < 0 ? p->inplace : vo->inplace;
-  for (int k = 0; k < vo->dims.n; k++) {   /* a --dim the program never reads is a typo, not a no-op */
-    char names[256];
-    if (ip_dims_names(p, vo->dims.name[k], names, sizeof names)) continue;
-    fprintf(stderr, "%s: --dim %s: the program has no such dimension (%s%s)\n", path, vo->dims.name[k],
-            *names ? "its dimensions: " : "it binds none", names);
-    return 1;
-  }
+  if (!tool_dims_known(path, p, &vo->dims)) return 1;   /* a --dim the program never reads is a typo */
   int unchecked = 0;
   if (ir_check_races_of(p, ir_prog_aliased(p, inplace), &unchecked, d)) {
     fprintf(stderr, "%s: %s\n%s", path, inplace ? "unsafe in place" : "unsafe", rt_diag_text(d));
@@ -477,11 +460,7 @@ int tool_verify(int argc, char **argv) {
       else if (!tool_size("verify", "--root", v, 0, rt_param_int(RT_PARAM_MAX_RANKS) - 1, &x)) return 2;
       else vo.root = (int)x;
     } else if (c == O_DIM) {
-      if (!parse_dim(&vo.dims, v)) {
-        fprintf(stderr, "baton verify: bad --dim '%s' (NAME=N, N in 1..%lld, at most %d)\n", v, (long long)IP_MAX_DIM,
-                IP_MAX_DIMS);
-        return 2;
-      }
+      if (!tool_dim("verify", &vo.dims, v)) return 2;
     } else if (c == O_INPLACE || c == O_OUTOFPLACE) {
       int want = c == O_INPLACE;
       if (vo.inplace >= 0 && vo.inplace != want) {
