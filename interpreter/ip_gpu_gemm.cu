@@ -133,6 +133,11 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   int tn = 0;
   gemm_state &g = ip_gs;
   int waited = 0;   // some chunk this thread filled in is waited on
+  uint64_t gen = 0;   // thread 0's, read now: its load overlaps the others' below
+  if (threadIdx.x == 0) {
+    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
+    gen = a.gen[blockIdx.x] + 1;
+  }
   for (int i = threadIdx.x; i < a.gchunks; i += blockDim.x) {
     if (a.direct) {   // input chunk c, chunk j of block q: rank q's output, block `rank`, chunk j
       const int32_t c = a.gchunk0 + i, k = a.gbrows / a.grows, q = c / k, j = c - q * k;
@@ -154,7 +159,10 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.valid[i] = v < 0 ? 0 : v > a.gbrows ? a.gbrows : v;
   }
   // A direct call stores nothing before every rank's call has started.
-  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) return;
+  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) {
+    if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
+    return;
+  }
   waited = __syncthreads_or(waited);
   if (threadIdx.x == 0) {
     g.nvalid = nv;
@@ -162,11 +170,10 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.brows = a.gbrows > 0 ? a.gbrows : 1;
     g.by_brows = a.gdiv_brows;
     g.gm = (int32_t)a.gemm.m;
-    trace_ev(a, tn, IP_EV_ENTER, 0, 0);
     g.posts = waited;
     g.sems = a.sems;
-    g.gen = a.gen[blockIdx.x] + 1;
-    a.gen[blockIdx.x] = g.gen;
+    g.gen = gen;
+    a.gen[blockIdx.x] = gen;
     g.H = a.gemm.n;
     g.grow0 = a.grow0;
     g.grows = a.grows;
@@ -176,6 +183,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.by_rows = a.gdiv_rows;
     g.by_trows = a.gdiv_trows;
   }
+  if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_READY, 0, 0);
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
