@@ -7,7 +7,8 @@
 #                         algorithms/allreduce_ring.lua and verify it on the
 #                         CPU executor over every type and operator
 #   tools/setup.sh test   build, then run every test suite, then the checked
-#                         build's (below); the last line is
+#                         build's (below); the last two lines are where the
+#                         time went ("setup: build N s, ...") and
 #                         "N passed, N failed, N skipped"
 #   tools/setup.sh check  only the checked build: clang with AddressSanitizer
 #                         and UndefinedBehaviorSanitizer (any report fails),
@@ -40,6 +41,11 @@ if [ -n "$need" ]; then
 fi
 
 export PATH="$PATH:/usr/local/cuda/bin"
+# Where a test run's time goes, one line before the totals: "setup: build
+# 270 s, tests 190 s, ..." (phase names and whole seconds).
+times=""
+phase() { times="$times${times:+, }$1 $((SECONDS - t0)) s"; t0=$SECONDS; }
+t0=$SECONDS
 if [ "$cmd" != check ]; then
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dcuda="${BATON_CUDA:-auto}" >/dev/null
@@ -47,6 +53,7 @@ if [ "$cmd" != check ]; then
   # The demo needs the baton command only, which has no GPU code: seconds,
   # where the GPU kernels take minutes (a later build or test builds them).
   if [ "$cmd" = demo ]; then ninja -C "$build" tools/baton >/dev/null; else ninja -C "$build" >/dev/null; fi
+  phase build
 fi
 
 # The checked build (CPU only): every sanitizer report aborts its test.
@@ -96,11 +103,14 @@ test|check)
   [ "$cmd" = check ] && log=$build-check/test-output.txt
   mkdir -p "$(dirname "$log")"
   : >"$log"
-  [ "$cmd" = test ] && run_tests "$build" --no-suite matrix
+  if [ "$cmd" = test ]; then run_tests "$build" --no-suite matrix; phase tests; fi
   if [ "$cmd" = check ] || [ "${BATON_CHECK:-1}" != 0 ]; then
     check_build
+    phase "checked build"
     run_tests "$build-check" --suite unit --suite golden --suite fuzz
+    phase "checked tests"
   fi
+  echo "setup: $times"
   echo "$passed passed, $failed failed, $skipped skipped"
   [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
   ;;
