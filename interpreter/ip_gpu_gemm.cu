@@ -66,6 +66,9 @@ struct gemm_epi {
     }
     return true;
   }
+  // Only semaphores that some step waits on need the fence before done()
+  // (a direct call's end fences for the whole block: direct_end).
+  __device__ bool publishes() const { return ip_gs.posts != 0; }
   __device__ static int32_t unit_rows(int64_t m0) {
     const int32_t left = ip_gs.gm - (int32_t)m0;
     return left < IP_GEMM_TILE_M ? left : IP_GEMM_TILE_M;

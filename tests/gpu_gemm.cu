@@ -131,6 +131,7 @@ struct plain_epi {
   unsigned *early;       // tiles whose data done() did not see
   __device__ bf16 *row_ptr(int64_t r) { return y + r * ldy; }
   __device__ bool skip(int64_t) const { return false; }   // every row is computed (gpu_moe skips padding)
+  __device__ bool publishes() const { return check != 0; }   // done() reads the tile back: keep the fence
   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane) {
     if (!check || lane != 0) return;   // every lane is called: each unit counted once
     const int64_t u = m0 / IP_GEMM_TILE_M * tiles_n + n0 / IP_GEMM_TILE_N;
