@@ -5,8 +5,9 @@
 // ring of IP_GEMM_STAGES shared-memory stages under full/empty mbarriers,
 // 128-byte swizzle, setmaxnreg) and an epilogue that overlaps the next
 // unit's mainloop: the consumers hand their outputs over in shared memory
-// and the producer warpgroup's three other warps store them.  On any other target: an mma.sync +
-// cp.async fallback with the same interface and results.
+// and the producer warpgroup's three other warps store them.  On any
+// other target: an mma.sync + cp.async fallback with the same interface
+// and results.
 //
 // Interface (ip_gemm.h describes the problem, ip_gemm_prepare fills it):
 //
@@ -63,8 +64,7 @@
 //
 // Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
 // and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 2
-// in between.  On return
-// every thread has left the engine and the whole
+// in between.  On return every thread has left the engine and the whole
 // IP_GEMM_SMEM is free; registers are back to IP_GEMM_REGS_ENTRY.
 #ifndef IP_GEMM_CUH
 #define IP_GEMM_CUH
@@ -519,8 +519,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
     regs_shrink<IP_GEMM_REGS_ENTRY>();
   }
   __syncthreads();  // every wait and arrive is over
-  if (tid == 0)
-  {
+  if (tid == 0) {
     for (int s = 0; s < IP_GEMM_STAGES; s++) {
       mbar_inval(L.full(s));
       mbar_inval(L.empty(s));

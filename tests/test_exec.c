@@ -76,6 +76,8 @@ static void test_fastdiv(void) {
     }
   }
   ok(!bad, "ip_fastdiv_make: n / d by a multiply and a shift, %d divisors x 4000 dividends", nd);
+  const ip_fastdiv z = ip_fastdiv_make(0);   /* never a division by zero: taken as 1 */
+  ok(((((uint64_t)12345 * z.m >> 32) + 12345) >> z.s) == 12345 && z.s == 0, "ip_fastdiv_make(0) divides by 1");
 }
 
 static void test_allreduce(rt_diag *d) {
