@@ -149,6 +149,15 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *(uint32_t *)&h;
 }
 
+// The rows and columns of the unit whose tile starts at (m0, n0): the
+// tile's, clipped to m and n.
+__device__ __forceinline__ int unit_rows(const ip_gemm_args &g, int64_t m0) {
+  return g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
+}
+__device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0) {
+  return g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+}
+
 }  // namespace ipg
 
 #if IP_GEMM_SM90A
@@ -364,13 +373,6 @@ __device__ __forceinline__ void store_rows(const layout &L, int r0, int step, in
   }
 }
 
-__device__ __forceinline__ int unit_rows(const ip_gemm_args &g, int64_t m0) {
-  return g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
-}
-__device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0) {
-  return g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
-}
-
 // Consumer warpgroup c's half of a unit's epilogue: once the store warps
 // have read the previous unit out of its staging buffer, its 64 x 256
 // accumulators go in as bf16, and each thread arrives on staged[c]
@@ -395,9 +397,9 @@ __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L
   }
   if (last) {
     ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);
-    const int first = c * kRowsPerConsumer, left = unit_rows(g, m0) - first;
+    const int first = c * kRowsPerConsumer, left = ipg::unit_rows(g, m0) - first;
     const int end = first + (left < kRowsPerConsumer ? left : kRowsPerConsumer);
-    store_rows<4>(L, first + w, kWarpgroup / 32, end, unit_cols(g, n0), l, m0, n0, epi);
+    store_rows<4>(L, first + w, kWarpgroup / 32, end, ipg::unit_cols(g, n0), l, m0, n0, epi);
   }
   mbar_arrive(L.staged(c));
 }
@@ -418,7 +420,7 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, in
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
     if (epi.skip(m0)) continue;   // the consumers report it
-    const int rows = unit_rows(g, m0), cols = unit_cols(g, n0);
+    const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
     for (int c = 0; c < kConsumers; c++) mbar_wait(L.staged(c), sphase);
     sphase ^= 1;
     if (u + unit_step < g.units) store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, epi);
@@ -451,7 +453,7 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     int64_t m0, n0;
     ip_gemm_unit_coords(g, u, &m0, &n0);
     if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by one warp
-      if (c == 0 && t < 32) epi.done(m0, n0, unit_rows(g, m0), unit_cols(g, n0), t);
+      if (c == 0 && t < 32) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0), t);
       continue;
     }
     int prev = 0;
@@ -684,8 +686,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
     }
     if (!skip) __syncthreads();  // every store of the unit precedes done (the same for every thread)
     if (threadIdx.x < 32) {
-      const int rows = g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
-      const int cols = g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+      const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
       if (epi.publishes()) __threadfence();
       epi.done(m0, n0, rows, cols, threadIdx.x);
     }

@@ -249,12 +249,17 @@ static int joined(const ir_tb *tb, int s) {
  * a data step (the executor's run: the same pass over the data), and the
  * later members of a joined run of puts or of peer reads (joined) -- one
  * barrier and flag pass for all of them. */
+/* Whether op moves a chunk's data in the direct executor (a put, get,
+ * getr, cpy or re): the operations a run of them shares one pass over. */
+static int moves_data(int op) {
+  return op == IR_OP_PUT || op == IR_OP_GET || op == IR_OP_GETR || op == IR_OP_COPY || op == IR_OP_REDUCE;
+}
+
 static int shares_op(const ir_tb *tb, int s) {
   int op = tb->steps[s].op, prev = tb->steps[s - 1].op;
   if (op == IR_OP_SIG) return prev == IR_OP_SIG || prev == IR_OP_PUT;
   if (op == IR_OP_WAIT) return prev == IR_OP_WAIT;
-  if (op == IR_OP_COPY || op == IR_OP_REDUCE)
-    return prev == IR_OP_PUT || prev == IR_OP_GET || prev == IR_OP_GETR || prev == IR_OP_COPY || prev == IR_OP_REDUCE;
+  if (op == IR_OP_COPY || op == IR_OP_REDUCE) return moves_data(prev);
   return joined(tb, s) > 1;
 }
 
@@ -268,8 +273,7 @@ static int copy_deferred(const ir_tb *tb, int s) {
   int k = s + 1;
   while (k < tb->nsteps && tb->steps[k].op == IR_OP_WAIT) k++;
   if (k >= tb->nsteps) return 0;
-  int op = tb->steps[k].op;
-  return op == IR_OP_PUT || op == IR_OP_GET || op == IR_OP_GETR || op == IR_OP_COPY || op == IR_OP_REDUCE;
+  return moves_data(tb->steps[k].op);
 }
 
 static void on_step(void *ctx, const ip_cpu_event *e) {
