@@ -199,8 +199,13 @@ typedef struct ip_gargs {
    * row counts): X's rows come in blocks of gbrows, and only the first
    * gcount[b] rows of block b are worth computing (the rest is padding:
    * a tile row wholly in padding is skipped).  A count outside [0,
-   * gbrows] is clamped and reported (IP_BAD_COUNT). */
-  int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows, gbrows;
+   * gbrows] is clamped and reported (IP_BAD_COUNT).  gposts: some
+   * computed chunk's semaphores are waited on.  gbase (NULL: not so):
+   * every computed chunk's destination lies end to end with the next, so
+   * row m goes to gbase + m * H elements (the kernel then needs no chunk's
+   * destination to store). */
+  int32_t cgemm, gchunk0, gchunks, grow0, grows, gtrows, gbrows, gposts;
+  char *gbase;
   ip_fastdiv gdiv_rows, gdiv_trows, gdiv_brows;   /* / grows, / gtrows, / max(gbrows, 1) (ip_fastdiv_make) */
   const int32_t *gmap;                 /* device */
   const int32_t *gcount;               /* device */
@@ -218,6 +223,13 @@ typedef struct ip_gargs {
   char *dout[IP_DIRECT_MAX];
   uint64_t *dflag[IP_DIRECT_MAX];
 } ip_gargs;
+
+/* Where input chunk c's rows go in a direct call (ip_gargs.direct): chunk
+ * j of block q goes to rank q's output, block `rank`, chunk j. */
+IR_HD char *ip_gemm_direct_dst(const ip_gargs *a, int32_t c) {
+  const int32_t k = a->gbrows / a->grows, q = c / k, j = c - q * k;
+  return a->dout[q] + ((int64_t)a->rank * a->gbrows + (int64_t)j * a->grows) * a->gemm.n * 2;
+}
 
 /* A gemm chunk's destination in ip_gargs.gmap: buffer and chunk. */
 #define IP_GMAP_DST(buf, chunk) ((int32_t)((uint32_t)(buf) << 24 | (uint32_t)(chunk)))

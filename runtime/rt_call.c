@@ -162,6 +162,7 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
     a->grows = (int32_t)rows;
     a->gtrows = (int32_t)(a->tile / H);
     a->gmap = pl->gmap;
+    a->gposts = pl->gposts;
     a->gcount = ops->gcount;
     a->gbrows = (int32_t)(g->count / H);
     a->gdiv_rows = ip_fastdiv_make((uint32_t)a->grows);
@@ -377,6 +378,18 @@ static bt_result rotate_blocks(const rt_launch *L, void *dst, const void *src, i
   return BT_OK;
 }
 
+/* Where row 0 of launch a's GEMM goes when the chunks it computes lie end
+ * to end in one buffer (ip_gargs.gbase), for plan pl; else NULL.  They
+ * do when the plan sends them to consecutive chunks of one buffer and
+ * those share a block or the blocks have no gap (count = k * cap). */
+static char *gemm_base(const rt_plan *pl, const ip_gargs *a) {
+  const ir_geom *g = &a->geom;
+  const int b = pl->gdbuf;
+  if (b < 0 || !a->buf[b]) return NULL;
+  if (b != IR_BUF_SCRATCH && pl->gdchunk0 % g->k + pl->gchunks > g->k && g->count != g->k * g->cap) return NULL;
+  return a->buf[b] + ir_geom_off(g, b, pl->gdchunk0) * a->esize;
+}
+
 /* The call's work on its stream: the input's copy when the program runs on
  * one, the interpreter, the output's copy out of a temporary span, AVG's
  * division.  The current device must be the communicator's. */
@@ -408,6 +421,7 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   }
   if (L->rot_out) a.buf[IR_BUF_OUTPUT] = rot;   /* gather: rotated into place after the run */
   a.trace = rt_trace_buf(c->trace, blocks);
+  if (a.cgemm) a.gbase = gemm_base(&c->plans[L->ai], &a);
   int forked = 0;
   if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
   bt_result launched = ip_gpu_launch(&a, L->nthreads, L->stream);

@@ -249,6 +249,10 @@ static void direct_alltoall(rt_launch *v, int n) {
         a->dout[p] = by[p]->recvbuf;
         a->dflag[p] = by[p]->c->dflags;
       }
+      /* A GEMM's rows lie end to end when its chunks all go to one rank. */
+      const int32_t k = a->cgemm && a->grows > 0 ? a->gbrows / a->grows : 0;
+      a->gposts = 0;
+      a->gbase = k > 0 && a->gchunk0 / k == (a->gchunk0 + a->gchunks - 1) / k ? ip_gemm_direct_dst(a, a->gchunk0) : NULL;
     }
   }
 }

@@ -151,6 +151,13 @@ static bt_result plan_gemm(rt_plan *pl, const ir_prog *p, int rank, const int *f
                "computed: the GPU runs gemm steps over a run of chunks", ir_prog_where(p), rank, c0 + i);
       res = BT_ERR_UNSUPPORTED;
     }
+  pl->gposts = 0;
+  pl->gdbuf = n > 0 ? IP_GMAP_BUF(m[1]) : -1;
+  pl->gdchunk0 = n > 0 ? IP_GMAP_CHUNK(m[1]) : 0;
+  for (int i = 0; i < n && !res; i++) {
+    pl->gposts |= m[2 * i] != IP_SEM_NONE;
+    if (IP_GMAP_BUF(m[2 * i + 1]) != pl->gdbuf || IP_GMAP_CHUNK(m[2 * i + 1]) != pl->gdchunk0 + i) pl->gdbuf = -1;
+  }
   if (!res) res = rt_cuda(cudaMalloc((void **)&pl->gmap, 2 * (size_t)n * sizeof *m), RT_SUB_RUNTIME, "plan: gemm map");
   if (!res)
     res = rt_cuda(cudaMemcpy(pl->gmap, m, 2 * (size_t)n * sizeof *m, cudaMemcpyHostToDevice), RT_SUB_RUNTIME,

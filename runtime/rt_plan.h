@@ -29,6 +29,9 @@ typedef struct rt_plan {
   int gx, gw, gfirst;     /* the operands X and W; the chunk the first gemm step computes first (the GEMM's
                              walk starts there: rt_call) */
   int32_t *gmap;          /* device */
+  int gposts;             /* some computed chunk's semaphores are waited on */
+  int gdbuf, gdchunk0;    /* the buffer every computed chunk goes to, chunk gchunk0 + i to its chunk gdchunk0 + i; gdbuf
+                             -1: not so (whether they then lie end to end depends on the call: rt_call) */
 } rt_plan;
 
 /* CUDA blocks of a launch of the plan: every lane's, then every compute
