@@ -33,6 +33,7 @@ typedef struct sim {
   int64_t *ev0;            /* per thread block (all ranks): its first event's id */
   unsigned char *compute;  /* per thread block: ir_tb_compute */
   int64_t *last;           /* per thread block: a compute tb's last event (its steps run one after another) */
+  unsigned char *gemm_on;  /* per rank: its GEMM has begun (the gemm kernel runs one GEMM over every gemm step) */
   int64_t ntiles, tile, cap;   /* real tiles per chunk, elements per tile and per chunk */
   double *fin, *begin;     /* per event: finish, and start once its waits were over */
   int64_t *pred;           /* per event: the event that bound its start, or -1 */
@@ -335,6 +336,10 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   double fixed = (fl & IR_F_DIRECT) || m->direct ? s->v[SIM_DIRECT_STEP]   /* a direct program: executor operations */
                  : proto == IR_PROTO_LL ? s->v[SIM_LL_STEP] : proto == IR_PROTO_LL128 ? s->v[SIM_LL128_STEP] : s->v[SIM_SIMPLE_STEP];
   if (st->op == IR_OP_NOP) fixed = 0;
+  if (st->op == IR_OP_GEMM && m->compute[gt]) {   /* one GEMM a rank and call: its cost once, then tile after tile */
+    fixed = m->gemm_on[e->r] ? 0 : s->v[SIM_GEMM_US];
+    m->gemm_on[e->r] = 1;
+  }
   if (m->direct && e->s > 0 && shares_op(tb, e->s)) fixed = 0;   /* one executor operation: one fixed cost */
   int deferred = m->direct && copy_deferred(tb, e->s);
   if (deferred) fixed = 0;
@@ -393,7 +398,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
 
 /* Frees what sim_setup allocated. */
 static void sim_free(sim *m) {
-  free(m->tb0); free(m->ev0); free(m->compute); free(m->last);
+  free(m->tb0); free(m->ev0); free(m->compute); free(m->last); free(m->gemm_on);
   free(m->fin); free(m->begin); free(m->pred); free(m->by);
   free(m->arrive); free(m->taken); free(m->arrive_ev); free(m->taken_ev);
   for (int k = 0; m->ports && k < m->nport; k++) { free(m->ports[k].s); free(m->ports[k].e); }
@@ -477,8 +482,9 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   m->ev0 = calloc((size_t)ntb + 1, sizeof *m->ev0);
   m->compute = calloc((size_t)ntb + 1, 1);
   m->last = malloc(((size_t)ntb + 1) * sizeof *m->last);
+  m->gemm_on = calloc((size_t)m->n + 1, 1);
   m->ports = calloc((size_t)m->nport, sizeof *m->ports);
-  if (!m->tb0 || !m->ev0 || !m->compute || !m->last || !m->ports) return BT_ERR_NOMEM;
+  if (!m->tb0 || !m->ev0 || !m->compute || !m->last || !m->gemm_on || !m->ports) return BT_ERR_NOMEM;
   int64_t nev = 0;
   for (int r = 0, k = 0; r < m->n; r++) {
     m->tb0[r] = k;

@@ -463,6 +463,12 @@ check "sim --dim: a size that is not whole rows" 1 "1000 bytes: a rank's input o
   "$baton" sim "$tmp/moe4.xml" --system default --sizes 1000 --dim H=4096 --dim F=2048
 check "sim --dim: the MoE combine at H=4096, F=2048 (bf16, the type its gemm takes)" 0 "), bf16, H=4096, F=2048" \
   "$baton" sim "$tmp/moe4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 1M:16M --dim H=4096 --dim F=2048
+# A rank's GEMM costs compute.gemm_us once and then its multiply-adds: 3 + 2 x 128 x 256 x 64 / 10^6 us at
+# 1 TFLOPS, its 16 tiles paying no Simple step (100 us each here).
+"$baton" compile -q "$root/algorithms/moe_combine.lua" --param ranks=1 -o "$tmp/moe1.xml"
+printf 'name g\ngpus 1\nlaunch_us 0\ncall_us 0\nsimple.step_us 100\ncompute.gemm_us 3\ncompute.gemm_tflops 1\n' > "$tmp/gemm.spec"
+check "sim: one rank's GEMM, its fixed cost once and its multiply-adds (7.19 us)" 0 "         65536         7.19 " \
+  "$baton" sim "$tmp/moe1.xml" --system "$tmp/gemm.spec" --sizes 65536 --dim H=256 --dim F=64 -q
 # baton set --system: the ranges follow the simulated crossovers, without gaps, and the set verifies.
 check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..67108863 (was 524289..8388608)" \
   "$baton" set 4 --system "$root/sim/systems/h200x4.spec" -o "$tmp/tuned4"
