@@ -64,8 +64,13 @@
 //
 // Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
 // and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 2
-// in between.  On return every thread has left the engine and the whole
-// IP_GEMM_SMEM is free; registers are back to IP_GEMM_REGS_ENTRY.
+// in between.  On return every thread has left the engine (its stores are
+// issued, in program order before whatever the caller stores next) and
+// registers are back to IP_GEMM_REGS_ENTRY.  On sm_90a IP_GEMM_SMEM still
+// holds the engine's mbarriers: the block ends after the engine, as every
+// kernel that runs it does, or it invalidates them (mbarrier.inval)
+// before using that memory again (doing so for every call cost a
+// one-unit call 0.35 us on an H200).
 #ifndef IP_GEMM_CUH
 #define IP_GEMM_CUH
 
@@ -89,6 +94,13 @@
 // Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
 __device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
 
+// n / d for 0 <= n < 2^31, d's magic number and shift from the host
+// (ip_fastdiv_make, ip_gemm.h): five instructions, where a 32-bit division
+// is some twenty dependent ones and a 64-bit one a routine.
+__device__ __forceinline__ int32_t ip_fastdiv_div(int32_t n, ip_fastdiv f) {
+  return (int32_t)((__umulhi((uint32_t)n, f.m) + (uint32_t)n) >> f.s);
+}
+
 // Unit u's output tile: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
 // n0 + IP_GEMM_TILE_N - 1 (clipped to m, n).  Row-band-major: all N tiles
 // of one band of rows, then the next band, where a band is g.band_group
@@ -100,9 +112,28 @@ __device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
 // in flight (1.02-1.04x there, the same elsewhere).  ip_gemm_prepare sets
 // IP_GEMM_BAND_GROUP.  The walk starts at tile row g.band0 and wraps
 // around.  The one place that maps units to tiles: reorder bands here.
+// In 32-bit arithmetic with the host's divisors where the units allow
+// (g.fast32): every thread that walks the units runs this per unit, the
+// producer before its first load (64-bit divisions there took 0.38 us of
+// a one-unit call on an H200).
 __device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64_t u, int64_t *m0, int64_t *n0) {
   int64_t band, col;
-  if (g.band_group <= 1) {
+  if (g.fast32) {
+    const int32_t v = (int32_t)u, tn = (int32_t)g.tiles_n, bg = (int32_t)g.band_group;
+    int32_t b, c;
+    if (bg <= 1) {
+      b = ip_fastdiv_div(v, g.div_tiles_n);
+      c = v - b * tn;
+    } else {
+      const int32_t grp = ip_fastdiv_div(v, g.div_group), r = v - grp * bg * tn;
+      const int32_t left = (int32_t)g.tiles_m - grp * bg;
+      const int32_t bands = left < bg ? left : bg;
+      c = ip_fastdiv_div(r, left < bg ? g.div_last : g.div_band);
+      b = grp * bg + (r - c * bands);
+    }
+    band = b;
+    col = c;
+  } else if (g.band_group <= 1) {
     band = u / g.tiles_n;
     col = u - band * g.tiles_n;
   } else {
@@ -212,9 +243,6 @@ constexpr uint64_t kStepB = (kWgmmaK * kSwzRowBytes) >> 4;
 // ---- mbarriers ----
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_inval(uint32_t bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
@@ -520,18 +548,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
     consume(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
     regs_shrink<IP_GEMM_REGS_ENTRY>();
   }
-  __syncthreads();  // every wait and arrive is over
-  if (tid == 0) {
-    for (int s = 0; s < IP_GEMM_STAGES; s++) {
-      mbar_inval(L.full(s));
-      mbar_inval(L.empty(s));
-    }
-    for (int c = 0; c < kConsumers; c++) {
-      mbar_inval(L.staged(c));
-      mbar_inval(L.freed(c));
-    }
-  }
-  __syncthreads();
+  __syncthreads();  // every wait and arrive is over, every store issued
 }
 
 }  // namespace ipg90

@@ -78,6 +78,26 @@ enum ip_gemm_err {
   IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
 };
 
+/* n / d for 0 <= n < 2^31 by a multiply and a shift: n / d = (umulhi(n,
+ * m) + n) >> s (ip_fastdiv_div, ip_gemm.cuh).  The engine walks its units
+ * and the gemm kernel's epilogue divides rows by chunk, tile and block
+ * heights with it.  ip_fastdiv_make (d < 2^31; a d below 1 is taken as 1,
+ * never a division by zero) runs on the host, where a launch is prepared:
+ * on the GPU its 64-bit division is a long routine one thread would run
+ * before the first load. */
+typedef struct ip_fastdiv {
+  uint32_t m, s;
+} ip_fastdiv;
+static inline ip_fastdiv ip_fastdiv_make(uint32_t d) {
+  ip_fastdiv f;
+  uint32_t s = 0;
+  if (d < 1) d = 1;
+  while ((1ull << s) < d) s++;
+  f.m = (uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1);
+  f.s = s;
+  return f;
+}
+
 /* A TMA tensor map: the driver's CUtensorMap (cuda.h; ip_gemm_host.c
  * checks that the two agree), held opaque so that C code that includes
  * this header needs no CUDA header. */
@@ -108,6 +128,13 @@ typedef struct ip_gemm_args {
   int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare: IP_GEMM_BAND_GROUP */
   int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
                          tiles_m; prepare: 0): a caller whose rows leave for other GPUs computes those first */
+  /* The unit order's divisors (ip_gemm_set_band_group makes them): by
+   * tiles_n, by band_group * tiles_n, by band_group, by the last band's
+   * tile rows (tiles_m mod band_group); fast32: units < 2^31, so that the
+   * engine walks its units in 32-bit arithmetic with them (else in 64-bit
+   * divisions, a few hundred cycles each). */
+  ip_fastdiv div_tiles_n, div_group, div_band, div_last;
+  int32_t fast32;
 } ip_gemm_args;
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
@@ -118,6 +145,12 @@ typedef struct ip_gemm_args {
  * the limit; *g is then unusable.  Thread-safe after the first call. */
 int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, int64_t ldw, int64_t m, int64_t n,
                     int64_t k, const char **why);
+
+/* Sets g's unit order to bands of band_group tile rows (1 or more; below
+ * 1 is taken as 1) and the divisors that walk it.  ip_gemm_prepare calls
+ * it with IP_GEMM_BAND_GROUP; a caller that wants another order calls it
+ * after. */
+void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group);
 
 /* Dynamic shared memory a block needs to run the engine on a device of
  * compute capability major.minor: IP_GEMM_SMEM on 9.x (whichever path the

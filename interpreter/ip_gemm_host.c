@@ -89,9 +89,22 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->tiles_n = (n + IP_GEMM_TILE_N - 1) / IP_GEMM_TILE_N;
   g->units = g->tiles_m * g->tiles_n;
   g->k_blocks = k / IP_GEMM_TILE_K;
-  g->band_group = IP_GEMM_BAND_GROUP;
   g->band0 = 0;
+  ip_gemm_set_band_group(g, IP_GEMM_BAND_GROUP);
   return IP_GEMM_OK;
+}
+
+void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
+  if (band_group < 1) band_group = 1;
+  if (band_group > g->tiles_m && g->tiles_m > 0) band_group = g->tiles_m;
+  g->band_group = band_group;
+  /* 32-bit only where every quotient and product below 2^31 stays exact */
+  g->fast32 = g->units < INT32_MAX && band_group * g->tiles_n < INT32_MAX;
+  if (!g->fast32) return;
+  g->div_tiles_n = ip_fastdiv_make((uint32_t)g->tiles_n);
+  g->div_group = ip_fastdiv_make((uint32_t)(band_group * g->tiles_n));
+  g->div_band = ip_fastdiv_make((uint32_t)band_group);
+  g->div_last = ip_fastdiv_make((uint32_t)(g->tiles_m % band_group));
 }
 
 /* Hopper: IP_GEMM_SMEM; other GPUs run the fallback. */

@@ -117,25 +117,6 @@ enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_
  * call count, blocks done, start flags. */
 #define IP_DIRECT_FLAG_WORDS(n) (2 * (n) + 2)
 
-/* n / d for 0 <= n < 2^31 by a multiply and a shift, as the gemm kernel's
- * epilogue divides rows by chunk, tile and block heights, several times a
- * row: n / d = (umulhi(n, m) + n) >> s.  ip_fastdiv_make (d < 2^31; a d
- * below 1 is taken as 1, never a division by zero) runs on the host,
- * where a launch is prepared: on the GPU its 64-bit division is a long
- * routine one thread would run before the first load. */
-typedef struct ip_fastdiv {
-  uint32_t m, s;
-} ip_fastdiv;
-static inline ip_fastdiv ip_fastdiv_make(uint32_t d) {
-  ip_fastdiv f;
-  uint32_t s = 0;
-  if (d < 1) d = 1;
-  while ((1ull << s) < d) s++;
-  f.m = (uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1);
-  f.s = s;
-  return f;
-}
-
 /* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
  * nothing is aborted: the step skipped it): an index outside its table's
  * rows, an offset outside [previous offset, indices' length], a GEMM's

@@ -21,12 +21,6 @@
 // registers, so the epilogue holds no state of its own (values kept in
 // registers across the mainloop cost the GEMM a third more instructions,
 // spilled, on a one-wave shape).
-// n / d for 0 <= n < 2^31 (a 32-bit division is some twenty dependent
-// instructions; the epilogue makes several per row), with d's magic
-// number and shift from the host (ip_fastdiv_make, ip_gpu.h).
-__device__ __forceinline__ int32_t fastdiv_div(int32_t n, ip_fastdiv f) {
-  return (int32_t)((__umulhi((uint32_t)n, f.m) + (uint32_t)n) >> f.s);
-}
 
 struct gemm_state {
   __nv_bfloat16 *dst[IP_GEMM_MAX_CHUNKS];   // where input chunk gchunk0 + i goes
@@ -63,7 +57,7 @@ struct gemm_epi {
     if (!uneven || !g.nvalid) return false;
     const int32_t first = g.grow0 + (int32_t)m0;
     const int32_t last = first + unit_rows(m0) - 1;
-    for (int32_t b = fastdiv_div(first, g.by_brows), e = fastdiv_div(last, g.by_brows); b <= e; b++) {
+    for (int32_t b = ip_fastdiv_div(first, g.by_brows), e = ip_fastdiv_div(last, g.by_brows); b <= e; b++) {
       const int32_t lo = b * g.brows, from = first > lo ? first - lo : 0;
       if (from < g.valid[b - g.vblock0]) return false;
     }
@@ -80,14 +74,14 @@ struct gemm_epi {
   __device__ __nv_bfloat16 *row_ptr(int64_t row) const {
     if (base) return base + row * H;
     const gemm_state &g = ip_gs;
-    const int32_t r = g.grow0 + (int32_t)row, c = fastdiv_div(r, g.by_rows);
+    const int32_t r = g.grow0 + (int32_t)row, c = ip_fastdiv_div(r, g.by_rows);
     return g.dst[c - g.gchunk0] + (int64_t)(r - c * g.grows) * g.H;
   }
 
   // Counts cols elements per row of rows r .. e - 1 (one tile of one
   // chunk) in that tile's semaphore of the chunk's step.
   __device__ static void post(const gemm_state &g, int32_t r, int32_t e, int cols) {
-    const int32_t c = fastdiv_div(r, g.by_rows), t = fastdiv_div(r - c * g.grows, g.by_trows);
+    const int32_t c = ip_fastdiv_div(r, g.by_rows), t = ip_fastdiv_div(r - c * g.grows, g.by_trows);
     const int32_t sem = g.sem[c - g.gchunk0];
     if (sem == IP_SEM_NONE) return;
     const int kind = ip_sem_kind(sem), p = ip_sem_param(sem);
@@ -105,7 +99,7 @@ struct gemm_epi {
     if (!posts) return;
     const int32_t first = g.grow0 + (int32_t)m0, end = first + rows;
     if (g.aligned) {
-      const int32_t t0 = fastdiv_div(first, g.by_trows);
+      const int32_t t0 = ip_fastdiv_div(first, g.by_trows);
       for (int32_t j = lane;; j += 32) {
         const int32_t r = (t0 + j) * g.gtrows, s = r > first ? r : first, e = r + g.gtrows < end ? r + g.gtrows : end;
         if (s >= end) break;
@@ -113,8 +107,8 @@ struct gemm_epi {
       }
       return;
     }
-    int32_t r = first, c = fastdiv_div(r, g.by_rows), x = r - c * g.grows;
-    int32_t t = fastdiv_div(x, g.by_trows);
+    int32_t r = first, c = ip_fastdiv_div(r, g.by_rows), x = r - c * g.grows;
+    int32_t t = ip_fastdiv_div(x, g.by_trows);
     for (int j = 0; r < end; j++) {
       int32_t n = (t + 1) * g.gtrows < g.grows ? (t + 1) * g.gtrows - x : g.grows - x;
       if (n > end - r) n = end - r;

@@ -256,7 +256,7 @@ static int setup(problem &p, const shape &s) {
   CK(cudaGetLastError());
   const char *why;
   const int rc = ip_gemm_prepare(&p.g, p.xa + s.xoff, p.ldx, p.wa, p.ldw, s.m, s.n, s.k, &why);
-  if (s.group || g_group) p.g.band_group = s.group ? s.group : g_group;
+  if (s.group || g_group) ip_gemm_set_band_group(&p.g, s.group ? s.group : g_group);
   return rc;
 }
 
