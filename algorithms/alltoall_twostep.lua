@@ -6,13 +6,14 @@
 -- into their place in (n2, g2)'s output: each pair of rail peers exchanges
 -- one aggregated message instead of gpus.
 -- Parameters: nodes (2), gpus (4), chunks (1: pieces per block), protocol
--- (Simple), instances (1).
+-- (Simple), instances (1), placement ("split": a thread block per peer and
+-- direction; "paired": a peer's send and receive in one, half as many).
 local nodes, gpus = param("nodes", 2), param("gpus", 4)
 local k = param("chunks", 1)
 local n = nodes * gpus
 collective{ kind = "alltoall", name = "alltoall_twostep", ranks = n, chunks = k, inplace = false,
             protocol = param("protocol", "Simple"), instances = param("instances", 1),
-            topology = { nodes = nodes, gpus = gpus } }
+            placement = param("placement", "split"), topology = { nodes = nodes, gpus = gpus } }
 -- Scratch of GPU (n1, g2): for each other node n2 (in order, skipping n1),
 -- gpus blocks, by source GPU g1.
 local function slot(n1, n2) return (n2 < n1 and n2 or n2 - 1) * gpus * k end

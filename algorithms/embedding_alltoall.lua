@@ -18,7 +18,10 @@
 -- tiles never cross an output row), tileorder ("comm"), threads (0),
 -- minbytes / maxbytes (sizes of one rank's output slice from each rank,
 -- B/n*T*D elements, that the runtime picks it for), placement ("split";
--- "paired": a thread block per peer).
+-- "paired": a thread block per peer), order ("rank": every rank pools
+-- rank 0's samples first, then rank 1's, ...; "rotated": rank r pools rank
+-- r+1's first, ..., its own last, so that the ranks' slices for one
+-- destination are not all ready at once).
 local n = param("ranks", 4)
 local k = param("chunks", 1)
 local mode = param("mode", "sum")
@@ -35,12 +38,15 @@ local I = index("I", "L")
 local O = index("O", "NO")
 local w = weighted and vector("w", "L") or nil
 local sync = param("sync", "group:8")
+local order = param("order", "rank")
+if order ~= "rank" and order ~= "rotated" then error("order must be rank or rotated, not " .. tostring(order)) end
 if n == 1 then   -- one rank: the pooling alone, stored straight into the output
   embedding_bag(E, I, O, 0, 0, k, { mode = mode, weights = w, sync = sync, into = "output" })
   return
 end
 for r = 0, n - 1 do
-  for q = 0, n - 1 do   -- rank q's samples: input chunks q*k .. q*k+k-1
+  for i = 0, n - 1 do   -- rank q's samples: input chunks q*k .. q*k+k-1
+    local q = order == "rotated" and (r + 1 + i) % n or i
     embedding_bag(E, I, O, r, q * k, k, { mode = mode, weights = w, sync = sync })
   end
 end

@@ -215,8 +215,23 @@ case_ allreduce_altring.lua nodes=2 gpus=4 channels=1 protocol=LL
 case_ allreduce_hier.lua nodes=2 gpus=2 instances=2
 case_ alltoall_twostep.lua nodes=2 gpus=2 chunks=2
 case_ alltoall_twostep.lua nodes=3 gpus=2
+case_ alltoall_twostep.lua nodes=2 gpus=4 placement=paired
+if compile alltoall_twostep.lua nodes=2 gpus=4 && a=$(grep -c '<tb id=' "$out") &&
+   compile alltoall_twostep.lua nodes=2 gpus=4 placement=paired && b=$(grep -c '<tb id=' "$out") && [ $((5 * b)) -le $((3 * a)) ]; then
+  pass "twostep 2x4 placement=paired: a peer's two directions in one thread block ($a -> $b thread blocks)"
+else fail "twostep 2x4 placement=paired: a peer's two directions in one thread block" "${a:-?} -> ${b:-?}: $msg"; fi
 case_ alltonext.lua nodes=3 gpus=4 instances=2
 refuses allreduce_altring.lua "alternating rings over an odd number of nodes need 3 or more GPUs per node, not 2" nodes=3 gpus=2
+
+# The fused embedding bags' pooling order (the compiler puts a rank's own slice last either way):
+# rank 1 pools rank 0's samples first in rank order, rank 2's when rotated.
+first_ebag() { awk -F'"' '/<gpu id="1"/ { g = 1 } g && /type="ebag"/ { for (i = 1; i < NF; i++) if ($i ~ /srcoff=$/) { print $(i + 1); exit } }' "$out"; }
+if compile embedding_alltoall.lua ranks=4 && [ "$(first_ebag)" = 0 ] &&
+   compile embedding_alltoall.lua ranks=4 order=rotated && [ "$(first_ebag)" = 2 ] &&
+   msg=$("$baton" verify -q --dim D=64 --dim T=4 "$out" 2>&1); then
+  pass "embedding_alltoall order=rotated: rank 1 pools rank 2's samples first, and it verifies"
+else fail "embedding_alltoall order=rotated: rank 1 pools rank 2's samples first" "$msg"; fi
+refuses embedding_alltoall.lua "order must be rank or rotated, not bad" ranks=4 order=bad
 
 # What the multi-node scripts promise about their traffic (4 x 4):
 # alternating rings: the cross-node hops of the channels together use every rail.
