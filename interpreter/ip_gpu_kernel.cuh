@@ -19,20 +19,35 @@ __device__ __forceinline__ ip_place direct_place(const ip_gargs &a, int64_t c, i
   return {a.dout[q], (int64_t)a.rank * k + (c - q * k), x0};
 }
 
-// A piece of a direct call (ip_gargs.direct; embedding bags only, the
-// runtime sees to it): elements [from, from + n) of tile t of input chunk
-// c, computed straight into the owner's output (direct_place).  Ends with
-// a barrier.
+// A piece: elements [from, from + n) of tile t of input chunk c of step
+// st, computed into out, where the destination holds keep <= n of them
+// (rows past the input's are zeros); or, with out NULL (a direct call:
+// embedding bags only, the runtime sees to it), straight into the owner's
+// output (direct_place).  Ends with a barrier.  The block's one call of
+// the step's computation: each inlined copy of the bag and GEMV loops
+// cost ptxas some 15 s per element type.
 template <int DT, bool BAG>
-__device__ __forceinline__ void direct_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t,
-                                             int64_t from, int64_t n) {
-  if constexpr (BAG) {
-    const int64_t at = t * a.tile + from;
-    int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
-    valid = valid < 0 ? 0 : valid > n ? n : valid;
-    if (valid > 0) {
-      const ip_place pl = direct_place(a, c, at);
-      ip_ebag<DT>(a, st, ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at, (int)valid, nullptr, &pl);
+__device__ __forceinline__ void block_piece(const ip_gargs &a, const ip_gstep &st, int64_t c, int64_t t,
+                                            int64_t from, int64_t n, int64_t keep, char *out) {
+  const int64_t at = t * a.tile + from;
+  int64_t valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c) - at;
+  if (out) {
+    n = keep;
+    for (int64_t b = (valid < 0 ? 0 : valid) * a.esize + threadIdx.x; b < n * a.esize; b += blockDim.x) out[b] = 0;
+  }
+  valid = valid < 0 ? 0 : valid > n ? n : valid;
+  if (valid > 0) {
+    const int64_t row0 = ir_geom_off(&a.geom, IR_BUF_INPUT, c) + at;
+    if constexpr (BAG) {
+      if (!out || st.op == IR_OP_EBAG || st.op == IR_OP_EBAGM) {
+        ip_place pl{};
+        if (!out) pl = direct_place(a, c, at);
+        ip_ebag<DT>(a, st, row0, (int)valid, out, out ? nullptr : &pl);
+        return;
+      }
+    }
+    if (out) {
+      ip_compute_rows<DT, false>(a, st, row0, (int)valid, out);   // the GEMV
       return;
     }
   }
@@ -49,14 +64,15 @@ __device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, 
     const int64_t c = st.srcoff, valid = ir_geom_len(&a.geom, IR_BUF_INPUT, c);
     const int64_t row0 = ir_geom_off(&a.geom, IR_BUF_INPUT, c);
     if (valid > 0) {
+      ip_place pl{};
+      char *dst = nullptr;
       if (a.direct) {
-        const ip_place pl = direct_place(a, c, 0);
-        ip_ebag<DT>(a, st, row0, (int)valid, nullptr, &pl, ctr);
+        pl = direct_place(a, c, 0);
       } else {
         int64_t dv;
-        char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, a.geom.cap, &dv);
-        ip_ebag<DT>(a, st, row0, (int)valid, dst, nullptr, ctr);
+        dst = tile_at(a, st.dstbuf, st.dstoff, 0, a.geom.cap, &dv);
       }
+      ip_ebag<DT>(a, st, row0, (int)valid, dst, a.direct ? &pl : nullptr, ctr);
       return;
     }
   }
@@ -122,25 +138,12 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       continue;
     }
     if (base >= hi || base + st.cnt * cap <= lo) continue;
-    if (BAG && whole_share(a, st)) {   // the share's rows of this step as one piece: no barrier per tile
-      const int64_t s0 = (lo > base ? lo : base) - base, s1 = (hi < base + cap ? hi : base + cap) - base;
-      for (int64_t x = s0; x < s1; x += 1 << 30) {
-        const int64_t n = s1 - x < (1 << 30) ? s1 - x : 1 << 30;
-        if (a.direct) {
-          direct_piece<DT, BAG>(a, st, st.srcoff, 0, x, n);
-        } else {
-          int64_t dv;
-          char *dst = tile_at(a, st.dstbuf, st.dstoff, 0, cap, &dv) + x * es;
-          int64_t keep = dv / es - x;
-          keep = keep < 0 ? 0 : keep > n ? n : keep;
-          compute_piece<DT, BAG>(a, st, st.srcoff, 0, x, keep, dst);
-        }
-      }
-      if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
-      continue;
-    }
-    for (int64_t t = 0; t < a.ntiles; t++) {
-      const int64_t len = tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
+    // A whole share (whole_share: one chunk) is one tile of cap rows: no
+    // barrier per tile.
+    const bool whole = BAG && whole_share(a, st);
+    const int64_t ntiles = whole ? 1 : a.ntiles;
+    for (int64_t t = 0; t < ntiles; t++) {
+      const int64_t len = whole ? cap : tile_len(a, t), us = base + st.cnt * t * a.tile, ue = us + st.cnt * len;   // tile t's rows
       if (ue <= lo || us >= hi) continue;
       const int64_t x0 = us > lo ? us : lo, end = ue < hi ? ue : hi;
       int j = (int)((x0 - us) / len);   // pieces: chunk j of the step, rows [from, from + n) of its tile
@@ -148,17 +151,17 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       for (int64_t x = x0; x < end;) {
         int64_t n = len - from < end - x ? len - from : end - x;
         if (n > (1 << 30)) n = 1 << 30;
-        if (a.direct) {
-          // Ends with a barrier, which also orders every thread's stores before direct_end.
-          direct_piece<DT, BAG>(a, st, st.srcoff + j, t, from, n);
-        } else {
+        // Ends with a barrier, which also orders every thread's stores
+        // before the count (or, in a direct call, before direct_end).
+        char *dst = nullptr;
+        int64_t keep = n;
+        if (!a.direct) {
           int64_t dv;
-          char *dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
-          int64_t keep = dv / es - from;   // rows the destination holds
+          dst = tile_at(a, st.dstbuf, st.dstoff + j, t, len, &dv) + from * es;
+          keep = dv / es - from;   // rows the destination holds
           keep = keep < 0 ? 0 : keep > n ? n : keep;
-          // Ends with a barrier, which also orders every thread's stores before the count.
-          compute_piece<DT, BAG>(a, st, st.srcoff + j, t, from, keep, dst);
         }
+        block_piece<DT, BAG>(a, st, st.srcoff + j, t, from, n, keep, dst);
         x += n;
         from += n;
         if (from == len) {
