@@ -415,11 +415,47 @@ out:
   return ok;
 }
 
+/* Who waits for whom, the other way round: succ.v[p] lists the
+ * instructions that had p among their predecessors when they were listed.
+ * An entry may be stale (a reader checks cc_has_pred) or repeat; none is
+ * missing, as long as whoever adds a wait between building and the last
+ * use lists it (take_over does).  Scanning every instruction for the
+ * successors of each candidate made fusing a 64-rank all-pairs program
+ * take seconds. */
+typedef struct {
+  int **v, *n, *cap;
+  int size;
+} succs;
+
+static void succs_free(succs *s) {
+  for (int i = 0; s->v && i < s->size; i++) cc_free(s->v[i]);
+  cc_free(s->v);
+  cc_free(s->n);
+  cc_free(s->cap);
+  *s = (succs){0};
+}
+
+/* Lists j as a successor of p.  0 when out of memory. */
+static int succs_add(succs *s, int p, int j) { return cc_int_push(&s->v[p], &s->n[p], &s->cap[p], j); }
+
+/* The successors of every instruction of w as its predecessors now stand.
+ * 0 when out of memory (s then holds nothing). */
+static int succs_build(const lower *w, succs *s) {
+  *s = (succs){.v = cc_calloc(w->n + 1, sizeof(int *)), .n = cc_calloc(w->n + 1, sizeof(int)),
+               .cap = cc_calloc(w->n + 1, sizeof(int)), .size = w->n};
+  if (!s->v || !s->n || !s->cap) { succs_free(s); return 0; }
+  for (int j = 0; j < w->n; j++)
+    for (int k = 0; k < w->v[j].npred; k++)
+      if (!succs_add(s, w->v[j].pred[k], j)) { succs_free(s); return 0; }
+  return 1;
+}
+
 /* Whether instruction c alone reads the value instruction r writes (no
  * other step after r reads r's destination; r's own message aside). */
-static int reads_alone(const lower *w, int r, int c) {
+static int reads_alone(const lower *w, const succs *s, int r, int c) {
   const ins *R = &w->v[r];
-  for (int j = 0; j < w->n; j++) {
+  for (int q = 0; q < s->n[r]; q++) {
+    const int j = s->v[r][q];
     const ins *J = &w->v[j];
     if (J->dead || j == c || !cc_has_pred(J, r) || J->msg_of == r) continue;
     if (((fl(J->op) & IR_F_SRC) && J->sspace == R->dspace &&
@@ -431,14 +467,22 @@ static int reads_alone(const lower *w, int r, int c) {
   return 1;
 }
 
+/* Makes p a predecessor of instruction i (once), listed in s.  0 when out
+ * of memory. */
+static int add_pred_listed(lower *w, succs *s, int i, int p) {
+  const int had = w->v[i].npred;
+  if (!cc_add_pred(&w->v[i], p)) return 0;
+  return w->v[i].npred == had || succs_add(s, p, i);
+}
+
 /* Instruction r takes over the write of instruction c, which goes: r
  * waits for what c waited for, writes c's destination (the send of r's
- * message names it), and whoever waited for c waits for r.  0 when out of
- * memory. */
-static int take_over(lower *w, int r, int c) {
+ * message names it), and whoever waited for c waits for r; s lists the
+ * new waits.  0 when out of memory. */
+static int take_over(lower *w, succs *s, int r, int c) {
   const ins *C = &w->v[c];
   for (int k = 0; k < C->npred; k++)
-    if (C->pred[k] != r && !cc_add_pred(&w->v[r], C->pred[k])) return 0;
+    if (C->pred[k] != r && !add_pred_listed(w, s, r, C->pred[k])) return 0;
   ins *R = &w->v[r];
   R->dspace = C->dspace;
   R->didx = C->didx;
@@ -448,12 +492,13 @@ static int take_over(lower *w, int r, int c) {
     w->v[R->msg_of].didx = C->didx;
     w->v[R->msg_of].dpat = C->dpat;
   }
-  for (int j = 0; j < w->n; j++) {   /* whoever waited for c waits for r */
+  for (int q = 0; q < s->n[c]; q++) {   /* whoever waited for c waits for r */
+    const int j = s->v[c][q];
     ins *J = &w->v[j];
     for (int k = 0; k < J->npred; k++)
       if (J->pred[k] == c) {
         J->pred[k] = J->pred[--J->npred];
-        if (j != r && !cc_add_pred(J, r)) return 0;
+        if (j != r && !add_pred_listed(w, s, j, r)) return 0;
         break;
       }
   }
@@ -473,7 +518,8 @@ static int take_over(lower *w, int r, int c) {
 static int sink_copies(lower *w) {
   int n = w->n, ok = 0, stamp = 0;
   int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
-  if (!mark || !stack) goto out;
+  succs succ = {0};
+  if (!mark || !stack || !succs_build(w, &succ)) goto out;
   for (int c = 0; c < n; c++) {
     ins *C = &w->v[c];
     if (C->op != IR_OP_COPY || C->dead || C->sspace < CC_SPACE_FIRST_SCRATCH) continue;
@@ -486,17 +532,18 @@ static int sink_copies(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = reads_alone(w, r, c), home = cc_find(w->parent, cc_home(w, R));
+    int alone = reads_alone(w, &succ, r, c), home = cc_find(w->parent, cc_home(w, R));
     for (int k = 0; k < C->npred && alone; k++) {   /* C's other waits: in R's tb, and not after R */
       int p = C->pred[k];
       if (p == r || waits_for(w, r, p, mark, ++stamp, stack)) continue;
       if (cc_find(w->parent, cc_home(w, &w->v[p])) != home || waits_for(w, p, r, mark, ++stamp, stack)) alone = 0;
     }
     if (!alone) continue;
-    if (!take_over(w, r, c)) goto out;
+    if (!take_over(w, &succ, r, c)) goto out;
   }
   ok = 1;
 out:
+  succs_free(&succ);
   cc_free(mark);
   cc_free(stack);
   return ok;
@@ -518,7 +565,8 @@ out:
 static int fold_reduces(lower *w) {
   int n = w->n, ok = 0, stamp = 0;
   int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
-  if (!mark || !stack) goto out;
+  succs succ = {0};
+  if (!mark || !stack || !succs_build(w, &succ)) goto out;
   for (int d = 0; d < n; d++) {
     ins *D = &w->v[d];
     if (D->op != IR_OP_REDUCE || D->dead || D->fixtb >= 0 || D->sspace < CC_SPACE_FIRST_SCRATCH) continue;
@@ -531,7 +579,7 @@ static int fold_reduces(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = reads_alone(w, r, d);
+    int alone = reads_alone(w, &succ, r, d);
     int exchange = 0;   /* D waits for the send of X's old value to R's partner: an exchange */
     for (int k = 0; k < D->npred && alone; k++) {   /* no new wait but that send */
       int p = D->pred[k];
@@ -547,10 +595,11 @@ static int fold_reduces(lower *w) {
     V->sspace = D->dspace;
     V->sidx = D->didx;
     V->spat = D->dpat;
-    if (!take_over(w, r, d)) goto out;
+    if (!take_over(w, &succ, r, d)) goto out;
   }
   ok = 1;
 out:
+  succs_free(&succ);
   cc_free(mark);
   cc_free(stack);
   return ok;
@@ -563,8 +612,11 @@ out:
  * the runtime then folds the chain's last block, copy and all, into the
  * chain's first: rt_chain).  Joins the sets of C's local endpoint and R's
  * receive endpoint, so the rank's other local steps on that channel go
- * there too; nothing is joined where a tb could not own both. */
-static void copy_after_receive(lower *w) {
+ * there too; nothing is joined where a tb could not own both.  0 when
+ * out of memory. */
+static int copy_after_receive(lower *w) {
+  succs succ;
+  if (!succs_build(w, &succ)) return 0;
   for (int c = 0; c < w->n; c++) {
     const ins *C = &w->v[c];
     if (C->op != IR_OP_COPY || C->dead || C->fixtb >= 0) continue;
@@ -577,8 +629,10 @@ static void copy_after_receive(lower *w) {
         r = C->pred[k];
     }
     if (r < 0) continue;
-    if (reads_alone(w, r, c)) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, &w->v[r], 1));
+    if (reads_alone(w, &succ, r, c)) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, &w->v[r], 1));
   }
+  succs_free(&succ);
+  return 1;
 }
 
 /* users[R] = instructions that read the value R writes, plus 1 when the
@@ -659,7 +713,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
     if (!sink_copies(&w)) goto out;
-    copy_after_receive(&w);
+    if (!copy_after_receive(&w)) goto out;
     if (!fuse(&w, users)) goto out;
     name_messages(&w);
   }
