@@ -15,7 +15,13 @@ trap 'rm -rf "$t"' EXIT
 check() { local what=$1 out; shift; out=$("$@" 2>&1); verdict $(($? == 0)) "$what" "status $?" "$out"; }
 
 prefix=$t/prefix
-if ! { meson setup "$t/b" "$src" -Dcuda=disabled --prefix="$prefix" && meson install -C "$t/b" --quiet; } >"$t/build.log" 2>&1; then
+# Only what is installed is built (the tests' programs took 9 of 14 s).
+installed() {
+  meson introspect "$t/b" --targets |
+    python3 -c "import json, sys; print(*[f[len(sys.argv[1]) + 1:] for x in json.load(sys.stdin) if x['installed'] for f in x['filename']])" "$t/b"
+}
+if ! { meson setup "$t/b" "$src" -Dcuda=disabled --prefix="$prefix" && ninja -C "$t/b" $(installed) &&
+       meson install -C "$t/b" --no-rebuild --quiet; } >"$t/build.log" 2>&1; then
   echo "1..1"; echo "not ok 1 - configure, build and install without CUDA"; sed 's/^/# /' "$t/build.log" | tail -20; exit 1
 fi
 where() {  # where NAME: the installed path of the build's file NAME
