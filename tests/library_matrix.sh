@@ -22,10 +22,10 @@
 # once each, Simple and LL, in and out of place, at every rank count.
 # Usage: library_matrix.sh BATON ALGORITHMS_DIR [quick|sample|all|list|list-sample]
 #   quick (the default; test 'library_matrix', suite verify): pairwise
-#        samples of the sample below (48-69 s on 2 cores);
+#        samples of the sample below (about 50 s on 2 cores);
 #   sample (test 'library_matrix_full', suite matrix): every two-slot
 #        combination, the eight-slot sample, every direct case and every
-#        every-rank case (about 2.5 minutes);
+#        every-rank case (about 2 minutes on 2 cores);
 #   all: the whole cross product at both slot counts, the every-rank
 #        scripts at every rank count 2-64 in it (several minutes);
 #   list, list-sample: print the cases quick or sample runs, one a line.
