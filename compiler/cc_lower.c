@@ -515,11 +515,10 @@ static int take_over(lower *w, succs *s, int r, int c) {
  * those waits are in other thread blocks, R waiting for them cost more
  * than the copy: docs/PERFORMANCE.md, seventh run.)  Returns 0 when out
  * of memory. */
-static int sink_copies(lower *w) {
+static int sink_copies(lower *w, succs *succ) {
   int n = w->n, ok = 0, stamp = 0;
   int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
-  succs succ = {0};
-  if (!mark || !stack || !succs_build(w, &succ)) goto out;
+  if (!mark || !stack) goto out;
   for (int c = 0; c < n; c++) {
     ins *C = &w->v[c];
     if (C->op != IR_OP_COPY || C->dead || C->sspace < CC_SPACE_FIRST_SCRATCH) continue;
@@ -532,18 +531,17 @@ static int sink_copies(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = reads_alone(w, &succ, r, c), home = cc_find(w->parent, cc_home(w, R));
+    int alone = reads_alone(w, succ, r, c), home = cc_find(w->parent, cc_home(w, R));
     for (int k = 0; k < C->npred && alone; k++) {   /* C's other waits: in R's tb, and not after R */
       int p = C->pred[k];
       if (p == r || waits_for(w, r, p, mark, ++stamp, stack)) continue;
       if (cc_find(w->parent, cc_home(w, &w->v[p])) != home || waits_for(w, p, r, mark, ++stamp, stack)) alone = 0;
     }
     if (!alone) continue;
-    if (!take_over(w, &succ, r, c)) goto out;
+    if (!take_over(w, succ, r, c)) goto out;
   }
   ok = 1;
 out:
-  succs_free(&succ);
   cc_free(mark);
   cc_free(stack);
   return ok;
@@ -562,11 +560,10 @@ out:
  * round after round), so that receives which ran side by side (the
  * all-pairs programs', into a scratch chunk each) stay so.  Not where the
  * script placed D's thread block.  Returns 0 when out of memory. */
-static int fold_reduces(lower *w) {
+static int fold_reduces(lower *w, succs *succ) {
   int n = w->n, ok = 0, stamp = 0;
   int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
-  succs succ = {0};
-  if (!mark || !stack || !succs_build(w, &succ)) goto out;
+  if (!mark || !stack) goto out;
   for (int d = 0; d < n; d++) {
     ins *D = &w->v[d];
     if (D->op != IR_OP_REDUCE || D->dead || D->fixtb >= 0 || D->sspace < CC_SPACE_FIRST_SCRATCH) continue;
@@ -579,7 +576,7 @@ static int fold_reduces(lower *w) {
     }
     if (r < 0) continue;
     const ins *R = &w->v[r];
-    int alone = reads_alone(w, &succ, r, d);
+    int alone = reads_alone(w, succ, r, d);
     int exchange = 0;   /* D waits for the send of X's old value to R's partner: an exchange */
     for (int k = 0; k < D->npred && alone; k++) {   /* no new wait but that send */
       int p = D->pred[k];
@@ -595,11 +592,10 @@ static int fold_reduces(lower *w) {
     V->sspace = D->dspace;
     V->sidx = D->didx;
     V->spat = D->dpat;
-    if (!take_over(w, &succ, r, d)) goto out;
+    if (!take_over(w, succ, r, d)) goto out;
   }
   ok = 1;
 out:
-  succs_free(&succ);
   cc_free(mark);
   cc_free(stack);
   return ok;
@@ -612,11 +608,8 @@ out:
  * the runtime then folds the chain's last block, copy and all, into the
  * chain's first: rt_chain).  Joins the sets of C's local endpoint and R's
  * receive endpoint, so the rank's other local steps on that channel go
- * there too; nothing is joined where a tb could not own both.  0 when
- * out of memory. */
-static int copy_after_receive(lower *w) {
-  succs succ;
-  if (!succs_build(w, &succ)) return 0;
+ * there too; nothing is joined where a tb could not own both. */
+static void copy_after_receive(lower *w, const succs *succ) {
   for (int c = 0; c < w->n; c++) {
     const ins *C = &w->v[c];
     if (C->op != IR_OP_COPY || C->dead || C->fixtb >= 0) continue;
@@ -629,10 +622,8 @@ static int copy_after_receive(lower *w) {
         r = C->pred[k];
     }
     if (r < 0) continue;
-    if (reads_alone(w, &succ, r, c)) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, &w->v[r], 1));
+    if (reads_alone(w, succ, r, c)) cc_sets_join(w, cc_home(w, C), cc_endpoint_of(w, &w->v[r], 1));
   }
-  succs_free(&succ);
-  return 1;
 }
 
 /* users[R] = instructions that read the value R writes, plus 1 when the
@@ -683,6 +674,7 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   deps d = {cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(access_state *)),
             cc_calloc((size_t)t->nranks * CC_MAX_SPACES, sizeof(int))};
   int *users = NULL, *order = NULL, *scr_base = NULL;
+  succs succ = {0};   /* who waits for each step (fusing passes) */
   ir_prog *p = NULL;
   bt_result res = BT_ERR_NOMEM;
   cc_layout lay = {0};
@@ -709,11 +701,16 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (!fuse_compute(&w, users)) goto out;
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if ((!o || o->fuse) && !t->direct) {   /* fusion forms FIFO steps (rcs, rrcs, rrs) */
-    if (!fold_reduces(&w)) goto out;
+    /* The passes that ask for a value's readers share one successor
+     * index; forward_copies moves waits it does not list, so it is made
+     * again after that. */
+    if (!succs_build(&w, &succ) || !fold_reduces(&w, &succ)) goto out;
     count_users(&w, users);
     if (!forward_copies(&w, users)) goto out;
-    if (!sink_copies(&w)) goto out;
-    if (!copy_after_receive(&w)) goto out;
+    succs_free(&succ);
+    if (!succs_build(&w, &succ) || !sink_copies(&w, &succ)) goto out;
+    copy_after_receive(&w, &succ);
+    succs_free(&succ);
     if (!fuse(&w, users)) goto out;
     name_messages(&w);
   }
@@ -877,6 +874,7 @@ out:
     cc_err(&w, t->decl_line, "%s (while lowering)", cc_budget_mem_msg(t->mem, m, sizeof m));
   }
   if (w.errors) res = BT_ERR_INVALID;
+  succs_free(&succ);
   for (int i = 0; i < w.n; i++) cc_free(w.v[i].pred);
   cc_free(w.v);
   cc_free(w.parent);
