@@ -141,6 +141,30 @@ static int direct_ok(const ir_prog *p, const rt_plan *pl, const rt_algo *al, con
   return 1;
 }
 
+void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *flags) {
+  ip_gargs *a = &L->a;
+  const int n = L->c->nranks;
+  /* Nothing moves through FIFOs: every block of the launch computes, as
+   * the one compute thread block, whose steps and entry follow the
+   * communicating ones'. */
+  a->cwidth = ip_gpu_blocks(a);
+  a->steps += (int64_t)a->ntbs * a->step_stride;
+  a->tbs += (int64_t)a->ntbs * a->lanes;
+  L->irtb += a->ntbs;   /* the timeline names every block by the compute tb */
+  a->ncomp = 1;
+  a->ntbs = 0;
+  a->direct = 1;
+  a->dnranks = n;
+  for (int p = 0; p < n; p++) {
+    a->dout[p] = outs[p];
+    a->dflag[p] = flags[p];
+  }
+  /* A GEMM's rows lie end to end when its chunks all go to one rank. */
+  const int32_t k = a->cgemm && a->grows > 0 ? a->gbrows / a->grows : 0;
+  a->gposts = 0;
+  a->gbase = k > 0 && a->gchunk0 / k == (a->gchunk0 + a->gchunks - 1) / k ? ip_gemm_direct_dst(a, a->gchunk0) : NULL;
+}
+
 /* The GEMM of a call: rows of X from the first chunk computed to the last,
  * walked from the chunk the program computes first (the other ranks'
  * rows, in the library's programs). */
@@ -421,7 +445,7 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   }
   if (L->rot_out) a.buf[IR_BUF_OUTPUT] = rot;   /* gather: rotated into place after the run */
   a.trace = rt_trace_buf(c->trace, blocks);
-  if (a.cgemm) a.gbase = gemm_base(&c->plans[L->ai], &a);
+  if (a.cgemm && !a.direct) a.gbase = gemm_base(&c->plans[L->ai], &a);   /* a direct call's is its owners' */
   int forked = 0;
   if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
   bt_result launched = ip_gpu_launch(&a, L->nthreads, L->stream);

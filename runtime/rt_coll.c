@@ -232,28 +232,13 @@ static void direct_alltoall(rt_launch *v, int n) {
     }
     for (int q = 0; q < c->nranks && ok; q++) ok = by[q] != NULL;
     if (!ok) continue;   /* (a later call of the same set finds the same mix) */
-    for (int q = 0; q < c->nranks; q++) {
-      ip_gargs *a = &by[q]->a;
-      /* Nothing moves through FIFOs: every block of the launch computes,
-       * as the one compute thread block, whose steps and entry follow the
-       * communicating ones'. */
-      a->cwidth = ip_gpu_blocks(a);
-      a->steps += (int64_t)a->ntbs * a->step_stride;
-      a->tbs += (int64_t)a->ntbs * a->lanes;
-      by[q]->irtb += a->ntbs;   /* the timeline names every block by the compute tb */
-      a->ncomp = 1;
-      a->ntbs = 0;
-      a->direct = 1;
-      a->dnranks = c->nranks;
-      for (int p = 0; p < c->nranks; p++) {
-        a->dout[p] = by[p]->recvbuf;
-        a->dflag[p] = by[p]->c->dflags;
-      }
-      /* A GEMM's rows lie end to end when its chunks all go to one rank. */
-      const int32_t k = a->cgemm && a->grows > 0 ? a->gbrows / a->grows : 0;
-      a->gposts = 0;
-      a->gbase = k > 0 && a->gchunk0 / k == (a->gchunk0 + a->gchunks - 1) / k ? ip_gemm_direct_dst(a, a->gchunk0) : NULL;
+    char *outs[IP_DIRECT_MAX];
+    uint64_t *flags[IP_DIRECT_MAX];
+    for (int p = 0; p < c->nranks; p++) {
+      outs[p] = by[p]->recvbuf;
+      flags[p] = by[p]->c->dflags;
     }
+    for (int q = 0; q < c->nranks; q++) rt_call_direct_alltoall(by[q], outs, flags);
   }
 }
 

@@ -176,6 +176,14 @@ bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L);
 bt_result rt_fifo_launch(const rt_launch *L);
 
+/* Makes the fused AllToAll call L (rt_launch.direct_ok, not yet direct)
+ * direct (ip_gargs.direct): outs[r] is rank r's output as this GPU
+ * reaches it, flags[r] rank r's direct flags (IP_DIRECT_FLAG_WORDS of
+ * them), for every rank of L's communicator; every block of its launch
+ * then computes, and nothing moves through FIFOs.  Every rank's call
+ * must be made direct alike (the kernels meet on the flags). */
+void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *flags);
+
 /* ---- the calling thread's group (rt_group.c; its end is rt_coll.c's) ---- */
 
 /* Whether the calling thread is inside baton_group_start/end. */
@@ -236,7 +244,8 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads);
 
 /* Whether c needs a window (the same on every rank): a loaded program is
  * direct, or computes a GEMV that the direct one-shot kernel may run in
- * its stead (BATON_FUSED_DIRECT). */
+ * its stead (BATON_FUSED_DIRECT), or, with a process per GPU, is a fused
+ * AllToAll that may run direct (its flags lie in the window). */
 int rt_direct_wanted(const baton_comm *c);
 
 /* The window of c (when rt_direct_wanted): allocated, with the handle its
@@ -285,6 +294,15 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
  * (every rank captures the same calls; rt_direct_prep exchanges the
  * buffers then, BATON_PEER_MAPS). */
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
+
+/* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a
+ * communicator of a process per GPU, captured on `stream`: every rank's
+ * output exchanged (rt_peerbuf.h), then L made direct with its peers'
+ * outputs and the flags in their windows (rt_call_direct_alltoall).
+ * Where it is not captured, or some rank's output cannot be mapped (every
+ * rank alike), L keeps the FIFO exchange.  Errors are the bootstrap's or
+ * CUDA's. */
+bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream);
 
 /* Prepares direct algorithm ai for a call (rt_call_prep's work for those);
  * L->again set when it cannot have its peers' buffers. */

@@ -16,9 +16,12 @@
 
 int rt_direct_wanted(const baton_comm *c) {
   const int fused = rt_param_int(RT_PARAM_FUSED_DIRECT) != 0;
-  for (int i = 0; i < rt_algos_count(c->algos); i++)
-    if (ir_prog_direct(rt_algos_get(c->algos, i)->prog) || (fused && rt_algos_get(c->algos, i)->compute == IR_OP_GEMV))
-      return 1;
+  for (int i = 0; i < rt_algos_count(c->algos); i++) {
+    const rt_algo *al = rt_algos_get(c->algos, i);
+    if (ir_prog_direct(al->prog) || (fused && al->compute == IR_OP_GEMV)) return 1;
+    /* A fused AllToAll of a process per GPU keeps its flags there. */
+    if (fused && c->bs && al->compute >= 0 && al->prog->coll == IR_COLL_ALLTOALL) return 1;
+  }
   return 0;
 }
 
@@ -179,6 +182,26 @@ static bt_result peers_across(rt_launch *L) {
     a->buf[r][IR_BUF_OUTPUT] = out[r];
   }
   L->peers_known = 1;
+  return BT_OK;
+}
+
+bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
+  baton_comm *c = L->c;
+  if (!L->direct_ok || !c->bs || c->nranks > IP_DIRECT_MAX || !rt_direct_peer_io(c, stream)) return BT_OK;
+  char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
+  in[c->rank] = out[c->rank] = (char *)L->recvbuf;
+  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
+                        "a captured fused call"};
+  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  if (e == BT_ERR_UNSUPPORTED) {
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
+    return BT_OK;
+  }
+  CHECK(e);
+  uint64_t *flags[IP_WIN_MAX_RANKS];
+  const size_t at = rt_window_layout_of(c->win)->a2a;
+  for (int r = 0; r < c->nranks; r++) flags[r] = (uint64_t *)(rt_window_base(c->win, r) + at);
+  rt_call_direct_alltoall(L, out, flags);
   return BT_OK;
 }
 

@@ -91,7 +91,11 @@ bt_result rt_call_again(rt_launch *L) {
 
 bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf, int64_t count, int dtype, int op,
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L) {
-  if (!c->dplans || !c->dplans[ai].ok || ops) return rt_fifo_prep(c, ai, sendbuf, recvbuf, count, dtype, op, ops, stream, L);
+  if (ops) {   /* a fused call: a FIFO program's, made direct where every rank's output is known */
+    CHECK(rt_fifo_prep(c, ai, sendbuf, recvbuf, count, dtype, op, ops, stream, L));
+    return rt_direct_fused_across(L, stream);
+  }
+  if (!c->dplans || !c->dplans[ai].ok) return rt_fifo_prep(c, ai, sendbuf, recvbuf, count, dtype, op, ops, stream, L);
   CHECK(rt_direct_prep(c, ai, sendbuf, recvbuf, count, dtype, op, stream, L));
   return L->again ? rt_call_again(L) : BT_OK;
 }

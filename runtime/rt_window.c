@@ -9,6 +9,7 @@
 
 #include "ip_direct.h"
 #include "ip_fdirect.h"
+#include "ip_gpu.h"
 #include "tp_cuda.h"
 #include "rt_log.h"
 
@@ -37,7 +38,8 @@ void rt_window_plan(rt_window_layout *l, int nranks, int grid, size_t bytes) {
   l->simple = l->ll + 2 * l->ll_half;
   l->simple_bytes = page(bytes - bytes / 4);
   l->fseq = page(l->simple + l->simple_bytes);
-  l->fused = page(l->fseq + IP_FDIRECT_SEQ_WORDS * sizeof(uint64_t));   /* the counts, then the claim word */
+  l->a2a = page(l->fseq + IP_FDIRECT_SEQ_WORDS * sizeof(uint64_t));   /* the counts, then the claim word */
+  l->fused = page(l->a2a + IP_DIRECT_FLAG_WORDS((size_t)nranks) * sizeof(uint64_t));
   l->fused_half = page(bytes / 32);
   l->bytes = l->fused + 2 * IP_FDIRECT_FORMS * l->fused_half;
 }

@@ -16,14 +16,16 @@
  * of calls on registered buffers (two words per rank: ip_dargs.key), the
  * call count of each block of the direct grid and a word for the first error's claim, the LL
  * landings (two halves, alternating by call), the scratch of Simple
- * programs, and the direct fused kernels' part (ip_fdirect.h): their call
- * counts, then their landings (two halves per form, ip_fdirect.h). */
+ * programs, and the direct fused kernels' part: the GEMV's call counts
+ * (ip_fdirect.h), the fused AllToAlls' flags (ip_gargs.dflag), then the
+ * GEMV's landings (two halves per form, ip_fdirect.h). */
 typedef struct rt_window_layout {
   int nranks, grid;
   size_t flags, desc, seq;      /* offsets of the flag words, the call descriptors and the call counts */
   size_t ll, ll_half;           /* offset of the landing region, bytes of each half */
   size_t simple, simple_bytes;  /* offset and bytes of the Simple scratch */
   size_t fseq;                  /* offset of the direct fused kernels' call counts (IP_FDIRECT_SEQ_WORDS words) */
+  size_t a2a;                   /* offset of the direct fused AllToAlls' flags (IP_DIRECT_FLAG_WORDS(nranks) words) */
   size_t fused, fused_half;     /* offset of their landings (two halves per form), bytes of each half */
   size_t bytes;                 /* the whole window */
 } rt_window_layout;

@@ -8,10 +8,13 @@
  * rank's output [B/n, n*T*D] is compared with the pooling computed in
  * double on the host from each rank's tables, within ip_compute_tolerance.
  *
- * Usage: gpu_embed --ranks N --dir DIR [--gpus G] [--big]
+ * Usage: gpu_embed --ranks N --dir DIR [--gpus G] [--big] [--procs]
  *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
- *   GPU when G < N: their correctness, not their speed).  TAP output;
- *   skips when fewer than G GPUs are present. */
+ *   GPU when G < N: their correctness, not their speed); --procs: a
+ *   process per rank, each making every rank's tables and bags from the
+ *   same random draws and checking its own output; its captured calls
+ *   go straight into the peers' outputs.  TAP output; skips when fewer
+ *   than G GPUs are present. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #include "baton.h"
 #include "ip_compute.h"
 #include "rt_comm.h"
+#include "rt_peerbuf.h"
 #include "gpu_ranks.h"
 #include "tap.h"
 
@@ -42,6 +46,12 @@ typedef struct bufs {
   int64_t *dI, *dO;
 } bufs;
 
+static int mine(int r) { return r >= rank_lo && r < rank_hi; }
+static int procs(void) { return rank_hi - rank_lo < nranks; }
+/* Where rank r's device buffers live: its GPU, or with a process per
+ * rank this process's (every rank's operands are made here). */
+static int bdev(int r) { return procs() ? dev_of(rank_lo) : dev_of(r); }
+
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 static double frand(void) { return (double)(next() >> 11) / 4503599627370496.0 - 1.0; }   /* [-1, 1) */
@@ -50,7 +60,7 @@ static void bufs_free(bufs *b) {
   if (!b) return;
   for (int r = 0; r < nranks; r++) {
     free(b[r].hE); free(b[r].hw); free(b[r].hout); free(b[r].hI); free(b[r].hO);
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     cudaFree(b[r].dE); cudaFree(b[r].dw); cudaFree(b[r].dout); cudaFree(b[r].dI); cudaFree(b[r].dO);
   }
   free(b);
@@ -77,7 +87,7 @@ static bufs *bufs_new(int dt, const shape *s) {
     b[r].hE = malloc(nE * es + 1);
     b[r].hw = malloc(b[r].L * es + 1);
     b[r].hout = malloc(no * es + 1);
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     if (!b[r].hI || !b[r].hE || !b[r].hw || !b[r].hout || cudaMalloc((void **)&b[r].dE, nE * es + 16) ||
         cudaMalloc((void **)&b[r].dw, b[r].L * es + 16) || cudaMalloc((void **)&b[r].dout, no * es + 16) ||
         cudaMalloc((void **)&b[r].dI, b[r].L * sizeof(int64_t)) || cudaMalloc((void **)&b[r].dO, (nbags + 1) * sizeof(int64_t))) {
@@ -103,8 +113,8 @@ static bufs *bufs_new(int dt, const shape *s) {
   return b;
 }
 
-/* Elements of any rank's output that differ from the reference by more
- * than the tolerance; the first is described in why.  Rank q's output
+/* Elements of the outputs of this process's ranks that differ from the
+ * reference by more than the tolerance; the first is described in why.  Rank q's output
  * row s holds, for every rank r in order, the T*D values that rank r
  * pooled for sample q*B/n + s. */
 static long check(int dt, const shape *s, bufs *b, int mean, int weighted, char *why, size_t len) {
@@ -120,8 +130,8 @@ static long check(int dt, const shape *s, bufs *b, int mean, int weighted, char 
                                  {b[r].hO, (int64_t)nbags + 1, 1, 1, IP_I64},
                                  {weighted ? b[r].hw : NULL, (int64_t)b[r].L, 1, 1, -1}};
     ip_compute_exact(mean ? IR_OP_EBAGM : IR_OP_EBAG, (ip_dtype)dt, args, 0, (int64_t)(nbags * s->D), val, mag);
-    for (int q = 0; q < nranks; q++) {
-      cudaSetDevice(dev_of(q));
+    for (int q = rank_lo; q < rank_hi; q++) {
+      cudaSetDevice(bdev(q));
       if (r == 0) cudaMemcpy(b[q].hout, b[q].dout, out_elems(s) * es, cudaMemcpyDeviceToHost);
       for (size_t smp = 0; smp < per && bad < 1000; smp++)
         for (size_t e = 0; e < TD; e++) {
@@ -158,7 +168,7 @@ static const ir_step *bag_step(const ir_prog *p) {
  * automatic choice (name NULL). */
 static baton_result call(const char *name, int dt, const shape *s, bufs *b, int mean, int weighted) {
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++) {
+  for (int r = rank_lo; r < rank_hi && !e; r++) {
     if (name) {
       const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
       const ir_step *st = bag_step(p);
@@ -185,13 +195,13 @@ static const int dtypes[] = {IP_F32, IP_F16, IP_BF16};
 
 /* Every embedding program by name over every type and shape. */
 static void check_programs(const shape *shapes, int nshapes) {
-  int nalg = rt_algos_count(comms[0]->algos);
+  int nalg = rt_algos_count(comms[rank_lo]->algos);
   for (int ai = 0; ai < nalg; ai++) {
-    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+    const rt_algo *al = rt_algos_get(comms[rank_lo]->algos, ai);
     int op = RT_COMPUTE_OP(al->compute);
     if (al->compute < 0 || (op != IR_OP_EBAG && op != IR_OP_EBAGM)) continue;
     const char *name = ir_prog_where(al->prog);
-    if (rt_plan_blocks(&comms[0]->plans[ai]) == 0) {
+    if (rt_plan_blocks(&comms[rank_lo]->plans[ai]) == 0) {
       ok(1, "# SKIP %s: does not fit this GPU", name);
       continue;
     }
@@ -225,7 +235,7 @@ static void check_choice(void) {
     baton_result e = b ? call(NULL, IP_BF16, &s, b, m == 1, m == 2) : baton_out_of_memory;
     long bad = e ? -1 : check(IP_BF16, &s, b, m == 1, m == 2, why, sizeof why);
     ok(bad == 0, "baton_embedding_alltoall bf16 %s runs %s: %s", m == 0 ? "sum" : m == 1 ? "mean" : "weighted sum",
-       baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?",
+       baton_comm_last_algorithm(comms[rank_lo]) ? baton_comm_last_algorithm(comms[rank_lo]) : "?",
        e ? baton_result_string(e) : why);
     bufs_free(b);
   }
@@ -238,7 +248,7 @@ static baton_result issue_embed(void *arg) {
   const graph_call *c = arg;
   const shape *s = c->s;
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++)
+  for (int r = rank_lo; r < rank_hi && !e; r++)
     e = baton_embedding_alltoall(comms[r], c->b[r].dE, s->T * s->rows, s->D, s->ld, c->b[r].dI, c->b[r].L, c->b[r].dO,
                                  NULL, s->B, s->T, baton_sum, c->b[r].dout, baton_f32, streams[r]);
   baton_result g = baton_group_end();
@@ -259,7 +269,7 @@ static void check_graph(void) {
     for (int r = 0; r < nranks; r++) {   /* a new table, same bags and buffers */
       size_t nE = s.T * s.rows * s.ld;
       for (size_t i = 0; i < nE; i++) ip_set(IP_F32, b[r].hE, i, frand());
-      cudaSetDevice(dev_of(r));
+      cudaSetDevice(bdev(r));
       cudaMemcpy(b[r].dE, b[r].hE, nE * 4, cudaMemcpyHostToDevice);
       cudaMemset(b[r].dout, 0xff, out_elems(&s) * 4);   /* NaN */
       cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
@@ -270,6 +280,9 @@ static void check_graph(void) {
   }
   ok(!e && bad == 0, "a captured baton_embedding_alltoall replays right on new tables twice: %s",
      e ? baton_result_string(e) : why);
+  if (procs())   /* learned at capture: its pooled rows went straight into the peers' outputs */
+    ok(rt_peerbuf_count(comms[rank_lo]->pbufs) >= nranks - 1, "rank %d's captured call mapped its %d peers' outputs "
+       "(%d mapped)", rank_lo, nranks - 1, rt_peerbuf_count(comms[rank_lo]->pbufs));
   gpu_graphs_free(&G);
   bufs_free(b);
 }
@@ -284,7 +297,7 @@ static void check_order(void) {
   bufs *b = bufs_new(IP_F32, &s);
   if (!b) { ok(0, "order: buffers"); return; }
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++) {
+  for (int r = rank_lo; r < rank_hi && !e; r++) {
     cudaSetDevice(dev_of(r));
     if (r > 0 && gpu_hold_and_poison(r, b[r].dout, out_elems(&s) * 4)) e = baton_cuda_error;
     if (!e)
@@ -308,23 +321,24 @@ static void check_refused(void) {
   bufs *b = bufs_new(IP_F32, &s);
   if (!b) { ok(0, "refusals: buffers"); return; }
   baton_result e;
+  const int q = rank_lo;   /* refused before anything is launched: this process's first rank alone */
   if (nranks > 1) {
     baton_group_start();
-    e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, NULL, s.B + 1, s.T,
-                                 baton_sum, b[0].dout, baton_f32, streams[0]);
+    e = baton_embedding_alltoall(comms[q], b[q].dE, s.T * s.rows, s.D, 0, b[q].dI, b[q].L, b[q].dO, NULL, s.B + 1, s.T,
+                                 baton_sum, b[q].dout, baton_f32, streams[q]);
     baton_group_end();
     ok(e == baton_invalid_argument, "a batch that is not a multiple of the ranks is refused: %s", baton_result_string(e));
   } else {
     ok(1, "# SKIP one rank: every batch is a multiple");
   }
   baton_group_start();
-  e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, b[0].dw, s.B, s.T,
-                               baton_avg, b[0].dout, baton_f32, streams[0]);
+  e = baton_embedding_alltoall(comms[q], b[q].dE, s.T * s.rows, s.D, 0, b[q].dI, b[q].L, b[q].dO, b[q].dw, s.B, s.T,
+                               baton_avg, b[q].dout, baton_f32, streams[q]);
   baton_group_end();
   ok(e == baton_invalid_argument, "weights with mean pooling are refused: %s", baton_result_string(e));
   baton_group_start();
-  e = baton_embedding_alltoall(comms[0], b[0].dE, s.T * s.rows, s.D, 0, b[0].dI, b[0].L, b[0].dO, NULL, s.B, s.T,
-                               baton_sum, b[0].dout, baton_i32, streams[0]);
+  e = baton_embedding_alltoall(comms[q], b[q].dE, s.T * s.rows, s.D, 0, b[q].dI, b[q].L, b[q].dO, NULL, s.B, s.T,
+                               baton_sum, b[q].dout, baton_i32, streams[q]);
   baton_group_end();
   ok(e == baton_invalid_argument, "a type the pooling does not take (i32) is refused: %s", baton_result_string(e));
   char why[300] = "";
@@ -333,25 +347,24 @@ static void check_refused(void) {
      e ? baton_result_string(e) : why);
   /* An index past the table on rank 0. */
   int64_t badi = (int64_t)(s.T * s.rows) + 7;
-  cudaSetDevice(dev_of(0));
+  cudaSetDevice(bdev(0));
   cudaMemcpy(b[0].dI, &badi, sizeof badi, cudaMemcpyHostToDevice);
   e = call(NULL, IP_F32, &s, b, 0, 0);
-  ok(e == baton_invalid_argument, "an index outside the table is reported (the call's error: %s)",
-     baton_result_string(e));
+  if (mine(0))
+    ok(e == baton_invalid_argument, "an index outside the table is reported (the call's error: %s)",
+       baton_result_string(e));
+  else   /* rank 0's index, in rank 0's process */
+    ok(e == baton_success, "rank %d's indices are right: its call runs (%s)", rank_lo, baton_result_string(e));
   bufs_free(b);
 }
 
-int main(int argc, char **argv) {
-  gpu_ranks_opts o;
-  int done;
-  int rc = gpu_ranks_start(argc, argv, "gpu_embed", 0, &o, &done);
-  if (done) return rc;
+static void embed_checks(const gpu_ranks_opts *o) {
   int n = 0;
-  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) {
-    int op = RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute);
+  for (int ai = 0; ai < rt_algos_count(comms[rank_lo]->algos); ai++) {
+    int op = RT_COMPUTE_OP(rt_algos_get(comms[rank_lo]->algos, ai)->compute);
     n += op == IR_OP_EBAG || op == IR_OP_EBAGM;
   }
-  ok(n > 0, "%d embedding programs loaded for %d ranks from %s", n, nranks, o.dir);
+  ok(n > 0, "%d embedding programs loaded for %d ranks from %s", n, nranks, o->dir);
   size_t R = (size_t)nranks;
   /* Odd widths (column by column), one table, empty bags only, padded
    * rows, the 16-byte paths at 64/128/256 columns, skewed indices. */
@@ -360,10 +373,20 @@ int main(int argc, char **argv) {
                          {R * 32, 8, 128, 1000, 128, 30, 1}, {R * 8, 2, 256, 200, 256, 9, 0}};
   const shape large[] = {{R * 256, 64, 128, 20000, 128, 50, 1}, {R * 512, 16, 256, 100000, 256, 40, 0}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
   check_order();
   check_refused();
+}
+
+int main(int argc, char **argv) {
+  gpu_ranks_opts o;
+  int done;
+  if (gpu_ranks_args(argc, argv, "gpu_embed", 0, &o)) return 2;
+  if (o.procs) return gpu_ranks_procs(&o, embed_checks);
+  int rc = gpu_ranks_up(&done);
+  if (done) return rc;
+  embed_checks(&o);
   return gpu_ranks_end();
 }

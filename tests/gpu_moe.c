@@ -9,10 +9,13 @@
  * within one bf16 rounding; the output is poisoned (NaN) before each call
  * so that a row nobody wrote fails.
  *
- * Usage: gpu_moe --ranks N --dir DIR [--gpus G] [--big]
+ * Usage: gpu_moe --ranks N --dir DIR [--gpus G] [--big] [--procs]
  *   DIR holds the fused IR files; rank r runs on GPU r % G (ranks share a
- *   GPU when G < N: their correctness, not their speed).  TAP output;
- *   skips when fewer than G GPUs are present. */
+ *   GPU when G < N: their correctness, not their speed); --procs: a
+ *   process per rank, each making every rank's X and W from the same
+ *   random draws (on its own GPU, for the reference) and checking its own
+ *   output; its captured calls go straight into the peers' outputs.  TAP
+ *   output; skips when fewer than G GPUs are present. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -22,12 +25,19 @@
 
 #include "baton.h"
 #include "rt_comm.h"
+#include "rt_peerbuf.h"
 #include "gpu_ranks.h"
 #include "tap.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
 static cublasHandle_t *blas;   /* per rank: the reference's */
+
+static int mine(int r) { return r >= rank_lo && r < rank_hi; }
+static int procs(void) { return rank_hi - rank_lo < nranks; }
+/* Where rank r's buffers and reference live: its GPU, or with a process
+ * per rank this process's (every rank's operands are made here). */
+static int bdev(int r) { return procs() ? dev_of(rank_lo) : dev_of(r); }
 
 /* One shape: T tokens on every rank (T / n from each rank), X [T, F]
  * rows ldx apart, W [F, H] rows ldw apart. */
@@ -70,7 +80,7 @@ static void fill(uint16_t *d, size_t n) {
 static void bufs_free(bufs *b) {
   if (!b) return;
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     cudaFree(b[r].dX); cudaFree(b[r].dW); cudaFree(b[r].dout); cudaFree(b[r].dref); cudaFree(b[r].dcnt);
     free(b[r].hout); free(b[r].href);
   }
@@ -81,7 +91,7 @@ static bufs *bufs_new(const shape *s) {
   bufs *b = calloc(nranks, sizeof *b);
   if (!b) return NULL;
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     if (cudaMalloc((void **)&b[r].dX, s->T * s->ldx * 2) || cudaMalloc((void **)&b[r].dW, s->F * s->ldw * 2) ||
         cudaMalloc((void **)&b[r].dout, s->T * s->H * 2) || cudaMalloc((void **)&b[r].dref, s->T * s->H * 2) ||
         cudaMalloc((void **)&b[r].dcnt, 64 * sizeof(int32_t)) ||
@@ -101,7 +111,7 @@ static bufs *bufs_new(const shape *s) {
 static int reference(const shape *s, bufs *b) {
   const float one = 1.f, zero = 0.f;
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     if (cublasGemmEx(blas[r], CUBLAS_OP_N, CUBLAS_OP_N, (int)s->H, (int)s->T, (int)s->F, &one, b[r].dW, CUDA_R_16BF,
                      (int)s->ldw, b[r].dX, CUDA_R_16BF, (int)s->ldx, &zero, b[r].dref, CUDA_R_16BF, (int)s->H,
                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
@@ -112,8 +122,9 @@ static int reference(const shape *s, bufs *b) {
 }
 
 /* Rank q's output block r (rows q*T/n .. of Y_r) against cuBLAS, its
- * first hcnt[q] rows of rank r's counts in an uneven call: bad elements,
- * the first described in why; then the outputs are poisoned again. */
+ * first hcnt[q] rows of rank r's counts in an uneven call, for every rank
+ * q of this process: bad elements, the first described in why; then the
+ * outputs are poisoned again. */
 static long check(const shape *s, bufs *b, char *why, size_t len) {
   if (reference(s, b)) {
     snprintf(why, len, "cuBLAS reference failed");
@@ -121,8 +132,8 @@ static long check(const shape *s, bufs *b, char *why, size_t len) {
   }
   long bad = 0;
   size_t per = s->T / nranks;
-  for (int q = 0; q < nranks; q++) {
-    cudaSetDevice(dev_of(q));
+  for (int q = rank_lo; q < rank_hi; q++) {
+    cudaSetDevice(bdev(q));
     cudaMemcpy(b[q].hout, b[q].dout, s->T * s->H * 2, cudaMemcpyDeviceToHost);
     cudaMemset(b[q].dout, 0xff, s->T * s->H * 2);
     cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream, which the ranks' streams do not wait for */
@@ -155,7 +166,7 @@ static const ir_step *gemm_step(const ir_prog *p) {
  * (name NULL). */
 static baton_result call(const char *name, const shape *s, bufs *b) {
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++) {
+  for (int r = rank_lo; r < rank_hi && !e; r++) {
     if (name) {
       const ir_prog *p = rt_algos_get(comms[r]->algos, rt_algos_find(comms[r]->algos, name))->prog;
       const ir_step *st = gemm_step(p);
@@ -172,8 +183,8 @@ static baton_result call(const char *name, const shape *s, bufs *b) {
 }
 
 static void check_programs(const shape *shapes, int nshapes) {
-  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++) {
-    const rt_algo *al = rt_algos_get(comms[0]->algos, ai);
+  for (int ai = 0; ai < rt_algos_count(comms[rank_lo]->algos); ai++) {
+    const rt_algo *al = rt_algos_get(comms[rank_lo]->algos, ai);
     if (RT_COMPUTE_OP(al->compute) != IR_OP_GEMM) continue;
     const char *name = al->prog->name;
     for (int k = 0; k < nshapes; k++) {
@@ -196,7 +207,8 @@ static void check_choice(void) {
   baton_result e = b ? call(NULL, &s, b) : baton_out_of_memory;
   long bad = e ? -1 : check(&s, b, why, sizeof why);
   ok(bad == 0, "baton_gemm_alltoall runs %s: %s",
-     baton_comm_last_algorithm(comms[0]) ? baton_comm_last_algorithm(comms[0]) : "?", e ? baton_result_string(e) : why);
+     baton_comm_last_algorithm(comms[rank_lo]) ? baton_comm_last_algorithm(comms[rank_lo]) : "?",
+     e ? baton_result_string(e) : why);
   bufs_free(b);
 }
 
@@ -206,7 +218,7 @@ static baton_result issue_moe(void *arg) {
   const graph_call *c = arg;
   const shape *s = c->s;
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++)
+  for (int r = rank_lo; r < rank_hi && !e; r++)
     e = baton_gemm_alltoall(comms[r], c->b[r].dX, s->ldx, c->b[r].dW, s->ldw, c->b[r].uneven ? c->b[r].dcnt : NULL,
                             c->b[r].dout, s->T, s->F, s->H, baton_bf16, streams[r]);
   baton_result g = baton_group_end();
@@ -226,7 +238,7 @@ static void check_graph(void) {
   char why[300] = "";
   for (int round = 0; round < 2 && !e; round++) {
     for (int r = 0; r < nranks; r++) {
-      cudaSetDevice(dev_of(r));
+      cudaSetDevice(bdev(r));
       fill(b[r].dX, s.T * s.ldx);
       fill(b[r].dW, s.F * s.ldw);
       cudaMemset(b[r].dout, 0xff, s.T * s.H * 2);
@@ -238,12 +250,52 @@ static void check_graph(void) {
   }
   ok(!e && bad == 0, "a captured baton_gemm_alltoall replays right on new X and W twice: %s",
      e ? baton_result_string(e) : why);
+  if (procs())   /* learned at capture: its rows went straight into the peers' outputs */
+    ok(rt_peerbuf_count(comms[rank_lo]->pbufs) >= nranks - 1, "rank %d's captured call mapped its %d peers' outputs "
+       "(%d mapped)", rank_lo, nranks - 1, rt_peerbuf_count(comms[rank_lo]->pbufs));
   gpu_graphs_free(&G);
   bufs_free(b);
 }
 
-/* Calls the runtime must refuse, each on rank 0 alone (refused before
- * anything is launched); then a call that runs. */
+/* The ranks' calls of *arg with every rank but 0 holding its stream 30 ms
+ * and poisoning its output first, to be captured (check_order's work in a
+ * graph). */
+static baton_result issue_held(void *arg) {
+  const graph_call *c = arg;
+  const shape *s = c->s;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    cudaSetDevice(dev_of(r));
+    if (r > 0 && gpu_hold_and_poison(r, c->b[r].dout, s->T * s->H * 2)) return baton_cuda_error;
+  }
+  return issue_moe(arg);
+}
+
+/* check_order's question for a captured call (with a process per rank,
+ * the one that stores into its peers' outputs across processes): the
+ * graph holds every rank but 0 for 30 ms and poisons its output before
+ * the call; replayed twice, no row may arrive before the poison. */
+static void check_graph_order(void) {
+  const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
+  bufs *b = bufs_new(&s);
+  if (!b) { ok(0, "graph order: buffers"); return; }
+  baton_result e = call(NULL, &s, b);
+  char why[300] = "";
+  long bad = e ? -1 : check(&s, b, why, sizeof why);
+  graph_call gc = {&s, b};
+  gpu_graphs G = {0};
+  if (!e && !bad) e = gpu_graphs_capture(&G, issue_held, &gc);
+  for (int round = 0; round < 2 && !e && !bad; round++) {
+    e = gpu_graphs_replay(&G);
+    bad = e ? -1 : check(&s, b, why, sizeof why);
+  }
+  ok(!e && bad == 0, "captured: rows reach a peer's output only after the work captured before the call on its "
+     "stream, two replays: %s", e ? baton_result_string(e) : why);
+  gpu_graphs_free(&G);
+  bufs_free(b);
+}
+
+/* Calls the runtime must refuse, each on this process's first rank alone
+ * (refused before anything is launched); then a call that runs. */
 static void check_refused(void) {
   const shape s = {(size_t)nranks * 128, 128, 256, 128, 256};
   bufs *b = bufs_new(&s);
@@ -257,8 +309,9 @@ static void check_refused(void) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     if (k == 1 && nranks == 1) { ok(1, "# SKIP one rank: every token count is a multiple"); continue; }
     baton_group_start();
-    baton_result e = baton_gemm_alltoall(comms[0], b[0].dX, 0, b[0].dW, 0, NULL, b[0].dout, bad[k].T, bad[k].F,
-                                         bad[k].H, bad[k].t, streams[0]);
+    const int q = rank_lo;
+    baton_result e = baton_gemm_alltoall(comms[q], b[q].dX, 0, b[q].dW, 0, NULL, b[q].dout, bad[k].T, bad[k].F,
+                                         bad[k].H, bad[k].t, streams[q]);
     baton_group_end();
     ok(e == baton_invalid_argument || e == baton_unsupported, "%s is refused: %s", bad[k].what,
        baton_result_string(e));
@@ -280,7 +333,7 @@ static void check_order(void) {
   bufs *b = bufs_new(&s);
   if (!b) { ok(0, "order: buffers"); return; }
   baton_result e = baton_group_start();
-  for (int r = 0; r < nranks && !e; r++) {
+  for (int r = rank_lo; r < rank_hi && !e; r++) {
     cudaSetDevice(dev_of(r));
     if (r > 0 && gpu_hold_and_poison(r, b[r].dout, s.T * s.H * 2)) e = baton_cuda_error;
     if (!e)
@@ -301,7 +354,7 @@ static void set_counts(bufs *b, int32_t (*cnt)(int r, int q, int32_t cap), int32
   for (int r = 0; r < nranks; r++) {
     b[r].uneven = 1;
     for (int q = 0; q < nranks; q++) b[r].hcnt[q] = cnt(r, q, cap);
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     cudaMemcpy(b[r].dcnt, b[r].hcnt, (size_t)nranks * sizeof(int32_t), cudaMemcpyHostToDevice);
   }
 }
@@ -340,8 +393,8 @@ static void check_uneven(void) {
   set_counts(b, cnt_none_own, 256);
   e = call(NULL, &whole, b);
   long touched = 0;
-  for (int r = 0; r < nranks && !e; r++) {   /* rank r's own block, before check() poisons it again */
-    cudaSetDevice(dev_of(r));
+  for (int r = rank_lo; r < rank_hi && !e; r++) {   /* rank r's own block, before check() poisons it again */
+    cudaSetDevice(bdev(r));
     cudaMemcpy(b[r].hout, b[r].dout, whole.T * whole.H * 2, cudaMemcpyDeviceToHost);
     for (size_t i = (size_t)r * 256 * whole.H; i < ((size_t)r + 1) * 256 * whole.H; i++) touched += b[r].hout[i] != 0xffff;
   }
@@ -363,25 +416,24 @@ static void check_uneven(void) {
 
   set_counts(b, cnt_over, 256);
   e = call(NULL, &whole, b);
-  ok(e == baton_invalid_argument, "a count past the block's rows is reported (the call's error: %s)",
-     baton_result_string(e));
+  if (mine(0))
+    ok(e == baton_invalid_argument, "a count past the block's rows is reported (the call's error: %s)",
+       baton_result_string(e));
+  else   /* rank 0's count, in rank 0's process */
+    ok(e == baton_success, "rank %d's counts are right: its call runs (%s)", rank_lo, baton_result_string(e));
   bufs_free(b);
 }
 
-int main(int argc, char **argv) {
-  gpu_ranks_opts o;
-  int done;
-  int rc = gpu_ranks_start(argc, argv, "gpu_moe", 0, &o, &done);
-  if (done) return rc;
+static void moe_checks(const gpu_ranks_opts *o) {
   blas = calloc(nranks, sizeof *blas);
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     cublasCreate(&blas[r]);
   }
   int n = 0;
-  for (int ai = 0; ai < rt_algos_count(comms[0]->algos); ai++)
-    n += RT_COMPUTE_OP(rt_algos_get(comms[0]->algos, ai)->compute) == IR_OP_GEMM;
-  ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, o.dir);
+  for (int ai = 0; ai < rt_algos_count(comms[rank_lo]->algos); ai++)
+    n += RT_COMPUTE_OP(rt_algos_get(comms[rank_lo]->algos, ai)->compute) == IR_OP_GEMM;
+  ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, o->dir);
   size_t R = (size_t)nranks;
   /* One tile; partial tiles in M and N (tokens per rank 200, H 320); W
    * wider than one N tile; padded rows; several k-blocks. */
@@ -389,16 +441,27 @@ int main(int argc, char **argv) {
                          {R * 64, 192, 512, 192, 512},  {R * 384, 256, 768, 264, 768}};
   const shape large[] = {{R * 1024, 1024, 4096, 1024, 4096}, {R * 512, 4096, 8192, 4096, 8192}};
   check_programs(small, sizeof small / sizeof small[0]);
-  if (o.big) check_programs(large, sizeof large / sizeof large[0]);
+  if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph();
+  check_graph_order();
   check_order();
   check_refused();
   check_uneven();
   for (int r = 0; r < nranks; r++) {
-    cudaSetDevice(dev_of(r));
+    cudaSetDevice(bdev(r));
     cublasDestroy(blas[r]);
   }
   free(blas);
+}
+
+int main(int argc, char **argv) {
+  gpu_ranks_opts o;
+  int done;
+  if (gpu_ranks_args(argc, argv, "gpu_moe", 0, &o)) return 2;
+  if (o.procs) return gpu_ranks_procs(&o, moe_checks);
+  int rc = gpu_ranks_up(&done);
+  if (done) return rc;
+  moe_checks(&o);
   return gpu_ranks_end();
 }

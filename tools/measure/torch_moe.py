@@ -15,8 +15,13 @@ against torch.matmul, both replayed from CUDA graphs.  --share N runs N
 ranks on one GPU in one process against the N GEMMs in turn (NCCL
 refuses ranks that share a GPU): what the exchange costs baton there.
 
-    BATON_ALGO_DIR=DIR python3 tools/measure/torch_moe.py [--ranks N | --share N] [--quick | --shapes 'T,H,F;...']
-                                                  [--fill F] [--csv FILE] [--lib PATH]
+    BATON_ALGO_DIR=DIR python3 tools/measure/torch_moe.py [--ranks N [--graph] | --share N]
+                                                  [--quick | --shapes 'T,H,F;...'] [--fill F] [--csv FILE] [--lib PATH]
+
+--graph times the N ranks' calls (baseline and baton alike) as replays of
+CUDA graphs, as serving engines run them; without it they are eager.  A
+captured baton call learns its peers' outputs at capture and stores its
+rows straight into them; an eager one exchanges through FIFOs.
 
 --fill F makes the combine uneven (baton.gemm_alltoall's counts=): block q
 of X holds about F of its rows as rank q's tokens, the rest padding, which
@@ -153,20 +158,21 @@ def worker(rank, n, args, uid, port):
                             for q in range(n))
         except Exception as e:   # a shape baton refuses: reported, the others go on
             err, wrong = str(e).replace(',', ';')[:120], -1
+        graph = n == 1 or args.graph
         if n > 1:
             dist.barrier()
-        t = {'gemm': timed(torch, gemm, reps, n == 1)}
+        t = {'gemm': timed(torch, gemm, reps, graph)}
         if cnt is not None:
-            t['tokens'] = timed(torch, tokens_only, reps, n == 1)
+            t['tokens'] = timed(torch, tokens_only, reps, graph)
         if n > 1:
             dist.barrier()
-            t['a2a'] = timed(torch, a2a, reps, False)
+            t['a2a'] = timed(torch, a2a, reps, graph)
             dist.barrier()
-            t['base'] = timed(torch, baseline, reps, False)
+            t['base'] = timed(torch, baseline, reps, graph)
         if not err:
             if n > 1:
                 dist.barrier()
-            t['baton'] = timed(torch, fused, reps, n == 1)
+            t['baton'] = timed(torch, fused, reps, graph)
         if n > 1:   # the slowest rank's times
             v = torch.tensor([t.get(k, -1.0) for k in ('gemm', 'a2a', 'base', 'baton')], device='cuda',
                              dtype=torch.float64)
@@ -283,6 +289,7 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--lib', default=None)
     ap.add_argument('--share', type=int, default=0, help='N ranks sharing GPU 0 in one process (no NCCL)')
+    ap.add_argument('--graph', action='store_true', help='with --ranks N: time replays of CUDA graphs (else eager)')
     ap.add_argument('--fill', type=float, default=0.0,
                     help='uneven combine: each block holds about this share of its rows as tokens (counts=), '
                          'the rest padding; the baseline multiplies the padded X whole (a capacity-factor MoE), '
@@ -304,7 +311,7 @@ def main():
     baton.load(args.lib)
     uid = baton.Comm.unique_id()
     print(f'# {n} ranks: GEMM (torch.matmul) then NCCL all_to_all_single against baton.gemm_alltoall; us, the '
-          f'slowest rank')
+          f'slowest rank; {"CUDA graphs" if args.graph else "eager"}')
     mp.spawn(worker, args=(n, args, uid, 29500 + int(time.time()) % 1000), nprocs=n, join=True)
 
 
