@@ -35,6 +35,7 @@ OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
 import argparse, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python'))
+from torch_util import close, rank_up, slowest, timed  # noqa: E402
 
 TOKENS = [1024, 2048, 4096, 8192]
 HS = [4096, 8192]
@@ -49,58 +50,8 @@ def shapes(quick, only=None):
     return [(t, h, f) for t in TOKENS for h in HS for f in FS]
 
 
-def timed(torch, fn, reps, graph):
-    """Mean microseconds of fn over reps calls, the best of 3 rounds (replays of a captured graph when graph)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    run = fn
-    if graph:
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr, capture_error_mode='relaxed'):   # baton's group may launch from a pool thread
-            fn()
-        run = gr.replay
-    best = None
-    for _ in range(3):
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(reps):
-            run()
-        e1.record()
-        e1.synchronize()
-        us = e0.elapsed_time(e1) * 1000.0 / reps
-        best = us if best is None else min(best, us)
-    return best
-
-
-def close(torch, a, b):
-    """Elements of a off b by more than one bf16 rounding."""
-    a, b = a.float(), b.float()
-    tol = torch.maximum(a.abs(), b.abs()) / 128.0 + 1e-2
-    return int(((a - b).abs() > tol).sum().item())
-
-
 def worker(rank, n, args, uid, port):
-    import torch
-    import torch.distributed as dist
-    import baton
-    torch.cuda.set_device(rank)
-    baton.load(args.lib)
-    if n > 1:
-        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
-        os.environ['MASTER_PORT'] = str(port)
-        try:
-            dist.init_process_group('nccl', rank=rank, world_size=n, device_id=torch.device('cuda', rank))
-        except TypeError:   # a PyTorch without device_id
-            dist.init_process_group('nccl', rank=rank, world_size=n)
-        comm = baton.Comm.init_rank(n, uid, rank)
-    else:
-        comm = baton.Comm.init_all([0])[0]
+    torch, dist, baton, comm = rank_up(rank, n, args.lib, uid, port)
     g = torch.Generator(device='cuda').manual_seed(1234 + rank)
     rows = []
     for T, H, F in shapes(args.quick, args.shapes):
@@ -174,13 +125,7 @@ def worker(rank, n, args, uid, port):
                 dist.barrier()
             t['baton'] = timed(torch, fused, reps, graph)
         if n > 1:   # the slowest rank's times
-            v = torch.tensor([t.get(k, -1.0) for k in ('gemm', 'a2a', 'base', 'baton')], device='cuda',
-                             dtype=torch.float64)
-            dist.all_reduce(v, op=dist.ReduceOp.MAX)
-            w = torch.tensor([wrong], device='cuda')
-            dist.all_reduce(w, op=dist.ReduceOp.MAX)
-            t = dict(zip(('gemm', 'a2a', 'base', 'baton'), v.tolist()))
-            wrong = int(w.item())
+            t, wrong = slowest(torch, dist, n, {k: t.get(k, -1.0) for k in ('gemm', 'a2a', 'base', 'baton')}, wrong)
         rows.append((T, H, F, t, wrong, err))
         if rank == 0:
             print_row(n, T, H, F, t, wrong, err)
