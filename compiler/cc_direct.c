@@ -47,6 +47,9 @@ static unsigned fl(int op) { return ir_op_flags[op]; }
 /* Whether instruction i accesses its peer's chunks. */
 static int remote(const ins *i) { return (fl(i->op) & (IR_F_PUT | IR_F_GET)) != 0; }
 
+/* The pair (from, to) of a signal stream as a map key. */
+static int64_t pair(const lower *w, int from, int to) { return (int64_t)from * w->t->nranks + to; }
+
 /* ---- plan and emission ---- */
 
 int cc_direct_plan(lower *w) {
@@ -242,41 +245,45 @@ out:
 
 /* LL: the only orders between ranks are puts before the steps that read
  * their landings (the LL flags keep them); and a rank that puts to a peer
- * reads a put of that peer, so that its call ends only after the peer's
- * has started (docs/IR.md, "Direct steps"). */
-static int ll_check(lower *w) {
-  int nr = w->t->nranks;
-  for (int b = 0; b < w->n; b++) {
+ * must end its call only after the peer's has started (docs/IR.md, "Direct
+ * steps"): where the peer puts nothing back, it signals the rank at its
+ * start (a sig of the end rule's role, which nothing drops), and
+ * cc_direct_settle gives the rank the final wait that takes it. */
+static int ll_sync(lower *w) {
+  int n0 = w->n, ok = 0;
+  for (int b = 0; b < n0; b++) {
     const ins *B = &w->v[b];
     for (int k = 0; k < B->npred; k++) {
       const ins *A = &w->v[B->pred[k]];
       if (A->rank == B->rank || (A->op == IR_OP_PUT && A->peer == B->rank)) continue;
       cc_err(w, B->line, "rank %d's step waits for rank %d's, an order between ranks that a direct LL program cannot "
              "keep (only a put before the reads of its landing); this is a bug in the compiler", B->rank, A->rank);
-      return 1;
-    }
-  }
-  imap puts = {0};
-  for (int b = 0; b < w->n; b++)
-    if (w->v[b].op == IR_OP_PUT && imap_get(&puts, (int64_t)w->v[b].rank * nr + w->v[b].peer) < 0 &&
-        !imap_set(&puts, (int64_t)w->v[b].rank * nr + w->v[b].peer, b)) {
-      imap_free(&puts);
       return 0;
     }
-  for (int b = 0; b < w->n; b++) {
-    const ins *B = &w->v[b];
-    if (B->op != IR_OP_PUT || imap_get(&puts, (int64_t)B->peer * nr + B->rank) >= 0) continue;
-    cc_err(w, B->line, "rank %d puts to rank %d (protocol LL, direct), but rank %d puts nothing to rank %d: in a direct "
-           "LL program a rank that puts to a peer must also read a put of that peer, so that its call ends only after "
-           "the peer's has started; use protocol Simple, or move data both ways", B->rank, B->peer, B->peer, B->rank);
-    break;
   }
+  imap puts = {0}, token = {0};
+  for (int b = 0; b < n0; b++)
+    if (w->v[b].op == IR_OP_PUT && !w->v[b].dead && imap_get(&puts, pair(w, w->v[b].rank, w->v[b].peer)) < 0 &&
+        !imap_set(&puts, pair(w, w->v[b].rank, w->v[b].peer), b))
+      goto out;
+  for (int b = 0; b < n0; b++) {
+    const ins *B = &w->v[b];
+    if (B->op != IR_OP_PUT || B->dead || imap_get(&puts, pair(w, B->peer, B->rank)) >= 0 ||
+        imap_get(&token, pair(w, B->peer, B->rank)) >= 0)
+      continue;
+    int x = B->rank, y = B->peer, line = B->line;   /* (B may move: make_sig grows w->v) */
+    int s = make_sig(w, y, x, -1, CC_SIG_END, line);
+    if (s < 0 || !imap_set(&token, pair(w, y, x), s)) goto out;
+  }
+  ok = 1;
+out:
   imap_free(&puts);
-  return 1;
+  imap_free(&token);
+  return ok;
 }
 
 int cc_direct_sync(lower *w) {
-  if (w->t->proto != IR_PROTO_SIMPLE) return ll_check(w);
+  if (w->t->proto != IR_PROTO_SIMPLE) return ll_sync(w);
   int n0 = w->n;
   imap waits = {0};
   int ok = data_edges(w, n0, &waits) && start_rule(w, n0) && end_rule(w, n0);
@@ -286,8 +293,6 @@ int cc_direct_sync(lower *w) {
 
 /* ---- after scheduling: signal counts ---- */
 
-/* The pair (from, to) of a signal stream as a map key. */
-static int64_t pair(const lower *w, int from, int to) { return (int64_t)from * w->t->nranks + to; }
 
 static int cmp_key(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -63,8 +63,8 @@ static int check_peers(ir_checker *c, const ir_geom *geom) {
 
 /* What a direct program holds: no FIFO step and no compute step (one
  * report per thread block, naming a direct step of the program), the
- * Simple or LL protocol, and in LL only put, cpy, re and nop, each put
- * into its peer's scratch. */
+ * Simple or LL protocol, and in LL only put, cpy, re, nop, sig and wait,
+ * each put into its peer's scratch. */
 static void check_kind(ir_checker *c) {
   const ir_prog *p = c->p;
   int dr = -1, dt = -1, ds = -1;   /* the first direct step */
@@ -93,9 +93,9 @@ static void check_kind(ir_checker *c) {
           break;
         }
         if (!ll) continue;
-        if (st->op != IR_OP_PUT && st->op != IR_OP_COPY && st->op != IR_OP_REDUCE && st->op != IR_OP_NOP)
-          ir_check_err(c, r, t, s, "%s in a direct LL program: it has only put, cpy, re and nop steps (get, getr, sig "
-                   "and wait are Simple's)", op);
+        if (st->op == IR_OP_GET || st->op == IR_OP_GETR)
+          ir_check_err(c, r, t, s, "%s in a direct LL program: it has only put, cpy, re, nop, sig and wait steps (get "
+                   "and getr are Simple's)", op);
         else if (st->op == IR_OP_PUT && st->dstbuf != IR_BUF_SCRATCH && ir_peer_ok(p, r, st))
           ir_check_err(c, r, t, s, "put into rank %d's %s: in a direct LL program a put lands in its peer's scratch "
                    "(dstbuf s)", st->peer, ir_buf_xml[st->dstbuf]);
@@ -224,10 +224,11 @@ static void check_landing_overlaps(ir_checker *c, const ir_landing *lv, long nl)
 }
 
 /* The LL pair rule: a rank that puts to q reads (ir_side_reads_local) a
- * landing q put to it, so that its call ends only after q's has begun.
- * The (reader, putter) pairs of every read run's landings, sorted, then a
- * binary search for each (rank, peer) a put makes; the first put of a
- * pair that has none is named. */
+ * landing q put to it, or waits for a signal of q's, so that its call ends
+ * only after q's has begun.  The (reader, putter) pairs of every read
+ * run's landings and the (waiter, signaller) pairs of every wait, sorted,
+ * then a binary search for each (rank, peer) a put makes; the first put
+ * of a pair that has none is named. */
 static void check_pairs(ir_checker *c, const ir_landing *lv, long nl) {
   const ir_prog *p = c->p;
   rpairs rd = {0}, put = {0};
@@ -237,6 +238,7 @@ static void check_pairs(ir_checker *c, const ir_landing *lv, long nl) {
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
         unsigned fl = ir_op_flags[st->op];
         if ((fl & IR_F_PUT) && ir_peer_ok(p, r, st) && rpair_push(&put, (rpair){r, st->peer, t, s})) goto nomem;
+        if (st->op == IR_OP_WAIT && ir_peer_ok(p, r, st) && rpair_push(&rd, (rpair){r, st->peer, t, s})) goto nomem;
         for (int k = 0; k < 2; k++) {
           if (!ir_side_reads_local(fl, k) || (k ? st->dstbuf : st->srcbuf) != IR_BUF_SCRATCH || st->cnt < 1) continue;
           for (int32_t i = 0; i < ir_side_nruns(st, k); i++) {
@@ -254,9 +256,9 @@ static void check_pairs(ir_checker *c, const ir_landing *lv, long nl) {
   for (long i = 0; i < put.n; i++) {
     const rpair *x = &put.v[i];
     if ((i && x->a == put.v[i - 1].a && x->b == put.v[i - 1].b) || rpair_has(rd.v, rd.n, x->a, x->b)) continue;
-    ir_check_err(c, x->a, x->t, x->s, "puts to rank %d but reads no landing rank %d put to it: its call could end before "
-             "rank %d's has begun (the LL pair rule: a rank that puts to a peer reads a landing of that peer's)", x->b,
-             x->b, x->b);
+    ir_check_err(c, x->a, x->t, x->s, "puts to rank %d but reads no landing rank %d put to it and waits for no signal of "
+             "it: its call could end before rank %d's has begun (the LL pair rule: a rank that puts to a peer reads a "
+             "landing of that peer's or waits for its signal)", x->b, x->b, x->b);
   }
   goto out;
 nomem:

@@ -108,6 +108,10 @@ direct() {
   product broadcast_direct.lua ranks=$RANKS shot=1,2 chunks=1,2 inplace=0,1 via=direct,put,get protocol=Simple slots=2
   product broadcast_chain.lua ranks=$RANKS chunks=1,4 inplace=0,1 via=direct,put,get protocol=Simple slots=2
   product broadcast_tree.lua ranks=$RANKS chunks=1,4 inplace=1 via=direct,put protocol=Simple slots=2
+  # LL one way: each receiving rank signals its sender at its start
+  product broadcast_direct.lua ranks=$RANKS shot=1,2 chunks=1,2 inplace=0,1 via=direct,put protocol=LL slots=2
+  product broadcast_chain.lua ranks=$RANKS chunks=1,4 inplace=0,1 via=direct,put protocol=LL slots=2
+  product broadcast_tree.lua ranks=$RANKS chunks=1,4 inplace=1 via=direct,put protocol=LL slots=2
 }
 
 # The every-rank scripts at each rank count 2-64 that $RANKS leaves out,

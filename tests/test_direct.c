@@ -80,6 +80,26 @@ static ir_prog *twoshot(int n) {
   return end();
 }
 
+/* LL one way, as the compiler lowers a direct LL broadcast: rank 0 puts
+ * its input into every peer's landing and ends waiting for each peer's
+ * signal; each peer signals rank 0 at its start and copies its landing
+ * into place (in place). */
+static ir_prog *broadcast_ll(int n) {
+  begin("LL", n, 1, 1);
+  for (int r = 0; r < n; r++) {
+    rank_begin(r, 1, 1, r ? 1 : 0);
+    if (r == 0) {
+      for (int q = 1; q < n; q++) step("put", "i", 0, "s", 0, 1, q);
+      for (int q = 1; q < n; q++) step("wait", "i", -1, "o", -1, 1, q);
+    } else {
+      step("sig", "i", -1, "o", -1, 1, 0);
+      step("cpy", "s", 0, "i", 0, 1, -1);
+    }
+    rank_end();
+  }
+  return end();
+}
+
 static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   char got[80];
   int n = 0;
@@ -95,6 +115,7 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
 
 int main(void) {
   rt_dplan d;
+  bt_result built;
   /* One-shot LL, 4 ranks, out of place: one run, the input loaded once,
    * put to three peers, the landings reduced, the sum stored. */
   ir_prog *p = oneshot(4, 0);
@@ -114,11 +135,23 @@ int main(void) {
   /* Eight ranks: seven landings, more than a run loads: cut, the second
    * run starting from the stored partial sum. */
   p = oneshot(8, 0);
-  bt_result built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   const int per = IP_DIRECT_RUN_LOADS - 1, runs = (7 + per - 1) / per;   /* reductions a run holds; runs for 7 */
   ok(built == BT_OK && d.nops == runs && d.ops[0].ncomb == per && d.ops[runs - 1].ncomb == 7 - (runs - 1) * per &&
      d.links[d.ops[1].first].kind == IP_L_LOAD && d.links[d.ops[1].first].buf == IR_BUF_OUTPUT,
      "LL one-shot, 8 ranks: seven landings in runs of %d reductions, each later run from the partial sum", per);
+  ir_prog_free(p);
+  /* LL one way with its signals (a broadcast): the root's puts in one
+   * run, then its waits; a peer's signal before its copy. */
+  p = broadcast_ll(4);
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 2 && d.ops[0].kind == IP_D_RUN &&
+     kinds_are(&d, &d.ops[0], "LlPpPpPp") && d.ops[1].kind == IP_D_WAITS && d.ops[1].n == 3,
+     "LL broadcast, the root: one run (a load, three puts), then three waits");
+  built = p ? rt_dplan_build(&d, p, 2, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && d.nops == 2 && d.ops[0].kind == IP_D_SIGS && d.ops[0].n == 1 && d.ops[1].kind != IP_D_SIGS &&
+     d.ops[1].kind != IP_D_WAITS && d.s_chunks == 1, "LL broadcast, a peer: its signal, then the copy of its landing "
+     "(built %d, %d ops, kinds %d %d, %d signals, %d landing chunks)", built, d.nops, d.nops ? d.ops[0].kind : -1,
+     d.nops > 1 ? d.ops[1].kind : -1, d.nops ? d.ops[0].n : -1, (int)d.s_chunks);
   ir_prog_free(p);
   /* Two-shot, Simple, 4 ranks. */
   p = twoshot(4);

@@ -802,8 +802,8 @@ static void test_direct_rules(void) {
   /* LL: its opcodes, landings, the pair rule */
   p = oneshot_ll(2, 1);
   dstep(&p->gpus[0].tbs[0], IR_OP_GET, 1, IR_BUF_INPUT, 0, IR_BUF_OUTPUT, 0, 1);
-  ok_contains(direct_errors(p), "rank 0 tb 0 step 3: get in a direct LL program: it has only put, cpy, re and nop steps "
-              "(get, getr, sig and wait are Simple's)", "a get in LL");
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 3: get in a direct LL program: it has only put, cpy, re, nop, sig and "
+              "wait steps (get and getr are Simple's)", "a get in LL");
   p = oneshot_ll(2, 1);
   at(p, 0, 0, 0)->dstbuf = IR_BUF_OUTPUT;
   ok_contains(direct_errors(p), "rank 0 tb 0 step 0: put into rank 1's o: in a direct LL program a put lands in its peer's "
@@ -818,9 +818,26 @@ static void test_direct_rules(void) {
               "written by its put alone", "a local write into a landing");
   p = oneshot_ll(2, 1);
   drop(p, 1, 0, 2);   /* rank 1 never reads what rank 0 lands in it */
-  ok_contains(direct_errors(p), "rank 1 tb 0 step 0: puts to rank 0 but reads no landing rank 0 put to it: its call could "
-              "end before rank 0's has begun (the LL pair rule: a rank that puts to a peer reads a landing of that peer's)",
-              "the LL pair rule");
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 0: puts to rank 0 but reads no landing rank 0 put to it and waits for "
+              "no signal of it: its call could end before rank 0's has begun (the LL pair rule: a rank that puts to a peer "
+              "reads a landing of that peer's or waits for its signal)", "the LL pair rule");
+  /* One way: rank 0 puts into rank 1's landing, which rank 1 copies out. */
+  for (int signalled = 0; signalled < 2; signalled++) {
+    p = dprog("one_way_ll", IR_COLL_ALLREDUCE, 2, IR_PROTO_LL, 1, 1, 1);
+    ir_tb *t0 = dtb(p, 0), *t1 = dtb(p, 1);
+    dstep(t0, IR_OP_PUT, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 0, 1);
+    if (signalled) {   /* rank 1 signals at its start; rank 0 ends waiting for it */
+      dsig(t1, 0);
+      dwait(t0, 1, 1);
+    }
+    dstep(t1, IR_OP_COPY, -1, IR_BUF_SCRATCH, 0, IR_BUF_INPUT, 0, 1);
+    char *e = direct_errors(p);
+    if (signalled)
+      ok(!*e, "an LL put one way whose rank waits for the peer's signal keeps the pair rule: %s", *e ? e : "valid");
+    else
+      ok_contains(e, "rank 0 tb 0 step 0: puts to rank 1 but reads no landing rank 1 put to it and waits for no signal",
+                  "... without the signal it breaks it");
+  }
   p = oneshot_ll(2, 1);
   p->gpus[1].s_chunks = 2;   /* a second landing in rank 1 that it never reads */
   dstep(&p->gpus[0].tbs[0], IR_OP_PUT, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 1, 1);

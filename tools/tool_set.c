@@ -137,12 +137,16 @@ static void default_set(set_ctx *c) {
    * whose scratch does not fit the window runs on slices that do (the
    * runtime's rt_direct_slice). */
   long long staged = c->ranks <= 2 ? M : 256 * K;
+  /* The LL one-shot against the two-shot on the ranks' buffers, 2 x H200
+   * under graphs: 7.6 against 9.3 us at 512 KiB, 10.4 against 10.9 at 1
+   * MiB, 17.4 against 13.6 at 2 MiB. */
+  long long ll1 = c->ranks <= 2 ? M : 128 * K;
   if (c->ranks > 1 && c->ranks <= 16) {
-    entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 inplace=0 via=direct");
-    entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, 128 * K, "shot=1 via=direct");
-    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", 128 * K + 1, 16 * M,
+    entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, ll1, "shot=1 inplace=0 via=direct");
+    entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, ll1, "shot=1 via=direct");
+    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
-    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", 128 * K + 1, 16 * M,
+    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
           "shot=2 chain=1 protocol=Simple via=direct");
     entry(c, "allreduce_0_direct3_put_oop", "allreduce_allpairs.lua", 16 * M + 1, 0,
           "shot=2 inplace=0 chain=1 protocol=Simple via=put");
@@ -181,6 +185,11 @@ static void default_set(set_ctx *c) {
     entry(c, "allgather_0_direct_ll", "allgather_allpairs.lua", 0, 4 * M, "via=direct protocol=LL");
     entry(c, "allgather_0_direct", "allgather_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple");
     entry(c, "reducescatter_0_direct_ll", "reducescatter_allpairs.lua", 0, 4 * M, "via=direct protocol=LL chain=1");
+    /* In place without a copy of the input (the sum lands in the rank's
+     * own block of it): the out-of-place one on a copy took 6.2-6.9 us at
+     * 1-64 KiB on 2 x H200, NCCL 5.3-6.1. */
+    entry(c, "reducescatter_0_direct_ll_ip", "reducescatter_allpairs.lua", 0, M,
+          "via=direct protocol=LL chain=1 inplace=1");
     entry(c, "reducescatter_0_direct", "reducescatter_allpairs.lua", 4 * M + 1, 0, "via=direct protocol=Simple chain=1");
     /* In place on the ranks' own buffers: 1.04-1.76 x NCCL from 1 MiB on
      * 4 x H200, where the FIFO ring ran 0.81-0.85 x at 16-256 MiB. */
@@ -218,13 +227,20 @@ static void default_set(set_ctx *c) {
    * place, as PyTorch calls them (an out-of-place call copies its input
    * into the output on the root first). */
   if (c->ranks > 1) {
-    /* Direct Broadcast (the ranks' own buffers: one process, captured, or
-     * registered windows): the root's stores straight into every peer to
-     * 256 KiB, the chain's pipelined stores from 4 MiB; the LL128 tree
-     * between (measured on 4 x H200 under CUDA graphs, docs/PERFORMANCE.md:
-     * none of them beats NCCL but at 16-64 KiB, where they tie). */
+    /* Direct Broadcast: the root's LL stores into every peer's landing
+     * (windows only: every mode) to 256 KiB, to 1 MiB on 2 ranks (2 x
+     * H200 under graphs: 4.8-5.4 us at 1-256 KiB against NCCL's 4.9-6.4,
+     * 9.8 against 11.3 at 1 MiB, where the root's stores straight into
+     * its peers' outputs take 7.0-7.8 us); on 2 ranks those stores to 4
+     * MiB (18.9 against 24.5 us there; they need the ranks' own buffers:
+     * one process, captured, or registered windows), and the chain's
+     * pipelined stores from 4 MiB; the LL128 tree between, and where the
+     * direct programs cannot run (4 x H200: none of them beat NCCL but at
+     * 16-64 KiB). */
     if (c->ranks <= 16) {
-      entry(c, "broadcast_0_direct", "broadcast_direct.lua", 0, 256 * K, "inplace=1 via=direct");
+      long long ll = c->ranks <= 2 ? M : 256 * K;
+      entry(c, "broadcast_0_direct_ll", "broadcast_direct.lua", 0, ll, "inplace=1 via=direct protocol=LL");
+      if (c->ranks <= 2) entry(c, "broadcast_0_direct", "broadcast_direct.lua", ll + 1, 4 * M, "inplace=1 via=direct");
       entry(c, "broadcast_0_direct_chain", "broadcast_chain.lua", 4 * M + 1, 0, "inplace=1 chunks=8 via=direct");
     }
     entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 4 * M, "inplace=1 chunks=1 protocol=LL128");
