@@ -114,8 +114,8 @@ enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_
 /* The most ranks a direct GEMM + AllToAll spans (ip_gargs.dout). */
 #define IP_DIRECT_MAX 16
 /* Words of a rank's flags for direct calls (ip_gargs.dflag): end flags,
- * call count, blocks done, start flags. */
-#define IP_DIRECT_FLAG_WORDS(n) (2 * (n) + 2)
+ * call count, blocks done, start flags, the peers' call descriptors. */
+#define IP_DIRECT_FLAG_WORDS(n) (3 * (n) + 2)
 
 /* Bad operand data a compute step met (ip_gerr.what; no wait gave up and
  * nothing is aborted: the step skipped it): an index outside its table's
@@ -199,8 +199,11 @@ typedef struct ip_gargs {
    * flags: rank q's dflag[q][p] is the last call rank p finished writing
    * to it, dflag[q][dnranks] q's calls, dflag[q][dnranks + 1] its compute
    * blocks done in this call, dflag[q][dnranks + 2 + p] the last call
-   * rank p started (device memory of q, peer-mapped). */
+   * rank p started, dflag[q][2 * dnranks + 2 + p] rank p's call
+   * descriptor (device memory of q, peer-mapped).  dkey: on registered
+   * windows the call's descriptor (ip_proto.cuh's direct_start), else 0. */
   int32_t direct, dnranks;
+  uint32_t dkey;
   char *dout[IP_DIRECT_MAX];
   uint64_t *dflag[IP_DIRECT_MAX];
 } ip_gargs;

@@ -34,6 +34,36 @@ __shared__ int ip_stop;
 __shared__ uint64_t ip_next_poll;
 #define IP_ABORT_POLL_NS 100000
 
+// Stops the call: records why (the first block of the GPU to stop owns
+// the record, a device-memory claim: atomics on host-mapped memory are not
+// supported everywhere; the flag goes last, after a fence, so the host
+// never sees half a record), stops this block and raises the abort flag
+// for everybody.  Inlined into its callers: called out of line from
+// spin_more it cost the interpreter kernel 32 bytes more spill stores.
+static __device__ __forceinline__ void stop_call(const ip_gargs &a, int step, int64_t tile, int what, int peer,
+                                                 int depid, uint64_t now) {
+  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
+    const int comm = a.ntbs * a.lanes, b = (int)blockIdx.x;   // a compute block: its tb's entry
+    const ip_gtb &tb = a.tbs[b < comm ? b : comm + (b - comm) / (a.cwidth > 0 ? a.cwidth : 1)];
+    volatile ip_gerr *e = a.err;
+    e->rank = a.rank;
+    e->tb = tb.irtb;               // the tile says which lane
+    e->step = step;
+    e->tile = tile;
+    e->what = what;
+    e->peer = peer;
+    e->chan = tb.chan;
+    e->depid = depid >= 0 ? a.tbs[depid].irtb : depid;
+    e->when = now;
+    __threadfence_system();
+    e->flag = 1;
+    __threadfence_system();
+  }
+  atomicExch(&ip_stop, 1);
+  *a.abort = 1;
+  __threadfence_system();
+}
+
 // Called in a wait loop by a waiting thread.  Returns false when the wait
 // must end: the block stops, another block or the host aborted, or this
 // wait timed out (then it records why and raises the abort flag for
@@ -60,29 +90,7 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
    * that wait on peers time to report first: they name the cause. */
   uint64_t limit = what == IP_WAIT_DEP ? a.timeout_ns + a.timeout_ns / 2 : a.timeout_ns;
   if (now - s.start < limit) return true;
-  /* One block of the GPU owns the record (a device-memory claim: atomics
-   * on host-mapped memory are not supported everywhere); the flag goes
-   * last, after a fence, so the host never sees half a record. */
-  if (atomicCAS((unsigned long long *)a.claim, 0ull, 1ull) == 0ull && *(volatile int32_t *)&a.err->flag == 0) {
-    const int comm = a.ntbs * a.lanes, b = (int)blockIdx.x;   // a compute block: its tb's entry
-    const ip_gtb &tb = a.tbs[b < comm ? b : comm + (b - comm) / (a.cwidth > 0 ? a.cwidth : 1)];
-    volatile ip_gerr *e = a.err;
-    e->rank = a.rank;
-    e->tb = tb.irtb;               // the tile says which lane
-    e->step = step;
-    e->tile = tile;
-    e->what = what;
-    e->peer = peer;
-    e->chan = tb.chan;
-    e->depid = depid >= 0 ? a.tbs[depid].irtb : depid;
-    e->when = now;
-    __threadfence_system();
-    e->flag = 1;
-    __threadfence_system();
-  }
-  atomicExch(&ip_stop, 1);
-  *a.abort = 1;
-  __threadfence_system();
+  stop_call(a, step, tile, what, peer, depid, now);
   return false;
 }
 
@@ -93,14 +101,21 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
 // the work queued before it on its stream is done, so no value is stored
 // into an output that earlier work on its owner's stream may still read.
 // The call's number: the calls this rank finished, plus one (the last
-// block of the previous call counted it before that kernel ended).  false
-// when a wait gave up (BATON_TIMEOUT, abort): the block stores nothing.
+// block of the previous call counted it before that kernel ended).  On
+// registered windows (dkey) the call's descriptor goes to every peer
+// before the start flag (whose release carries it), and a peer whose
+// descriptor differs stops the call before anything reaches its output
+// (IP_WAIT_BUFS).  false when a wait gave up (BATON_TIMEOUT, abort) or a
+// descriptor differed: the block stores nothing.
 static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
   const int n = a.dnranks;
   uint64_t *mine = a.dflag[a.rank];
-  const uint64_t call = *(volatile uint64_t *)&mine[n] + 1;
-  for (int q = 0; q < n; q++)
-    if (q != a.rank) st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
+  const uint64_t call = *(volatile uint64_t *)&mine[n] + 1, desc = call << 32 | a.dkey;
+  for (int q = 0; q < n; q++) {
+    if (q == a.rank) continue;
+    if (a.dkey) *(volatile uint64_t *)&a.dflag[q][2 * n + 2 + a.rank] = desc;
+    st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
+  }
   ip_stop = 0;
   ip_next_poll = 0;
   for (int q = 0; q < n; q++) {
@@ -108,6 +123,10 @@ static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
     spin sp = {};
     while (ld_acquire_sys(&mine[n + 2 + q]) < call)
       if (!spin_more(a, sp, -1, 0, IP_WAIT_RECV, q, -1)) return false;
+    if (a.dkey && *(volatile uint64_t *)&mine[2 * n + 2 + q] != desc) {
+      stop_call(a, -1, 0, IP_WAIT_BUFS, q, -1, globaltimer());
+      return false;
+    }
   }
   return true;
 }

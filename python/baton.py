@@ -125,6 +125,8 @@ def _declare(lib):
     lib.baton_comm_algorithm_count.restype = I
     lib.baton_comm_algorithm_name.argtypes = [P, I]
     lib.baton_comm_algorithm_name.restype = _ctypes.c_char_p
+    lib.baton_comm_register.argtypes = [P, P, Z, _ctypes.POINTER(P)]
+    lib.baton_comm_deregister.argtypes = [P, P]
     S = _ctypes.c_char_p
     if hasattr(lib, 'baton_compile'):   # a library older than these two has neither
         lib.baton_compile.argtypes = [S, _ctypes.POINTER(S), I, S, _ctypes.c_char_p, Z]
@@ -136,7 +138,7 @@ def _declare(lib):
         lib.baton_verify_with.restype = I
     for f in (lib.baton_comm_init_all, lib.baton_get_unique_id, lib.baton_comm_init_rank, lib.baton_comm_destroy,
               lib.baton_gemv_allreduce, lib.baton_embedding_alltoall, lib.baton_gemm_alltoall, lib.baton_group_start,
-              lib.baton_group_end):
+              lib.baton_group_end, lib.baton_comm_register, lib.baton_comm_deregister):
         f.restype = I
 
 
@@ -378,6 +380,25 @@ class Comm:
         lib = load()
         names = (lib.baton_comm_algorithm_name(self._h, i) for i in range(lib.baton_comm_algorithm_count(self._h)))
         return [n.decode() for n in names if n]
+
+    def register(self, tensor):
+        """Registers a CUDA tensor's memory with this communicator as a window (collective: every rank calls it,
+        in the same order, with a contiguous tensor of the same size).  Calls whose buffers lie in windows reach
+        their peers' buffers directly, eager ones too: with a process per GPU, a fused AllToAll whose output is
+        in a window stores its rows straight into the peers' outputs (every rank passing its output at the same
+        offset of the same window).  Returns the window, for deregister."""
+        if not getattr(tensor, 'is_cuda', False):
+            raise ValueError('baton: register takes a CUDA tensor (memory the peers can map)')
+        if not tensor.is_contiguous():
+            raise ValueError('baton: register takes a contiguous tensor')
+        w = _ctypes.c_void_p()
+        nbytes = tensor.numel() * tensor.element_size()
+        _check('baton_comm_register', load().baton_comm_register(self._h, tensor.data_ptr(), nbytes, _ctypes.byref(w)))
+        return w.value
+
+    def deregister(self, window):
+        """Ends a window (collective, as register); calls already enqueued keep their mappings."""
+        _check('baton_comm_deregister', load().baton_comm_deregister(self._h, window))
 
     def destroy(self):
         if self._h:

@@ -296,12 +296,14 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
 
 /* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a
- * communicator of a process per GPU, captured on `stream`: every rank's
- * output exchanged (rt_peerbuf.h), then L made direct with its peers'
- * outputs and the flags in their windows (rt_call_direct_alltoall).
- * Where it is not captured, or some rank's output cannot be mapped (every
- * rank alike), L keeps the FIFO exchange.  Errors are the bootstrap's or
- * CUDA's. */
+ * communicator of a process per GPU: captured on `stream`, every rank's
+ * output exchanged (rt_peerbuf.h); eager, its output in a registered
+ * window, every rank's at the same offset of that window, the call's
+ * descriptor checked against each peer's in the kernel (ip_gargs.dkey).
+ * Then L is made direct with its peers' outputs and the flags in their
+ * windows (rt_call_direct_alltoall).  Eager on an unregistered output, or
+ * captured where some rank's output cannot be mapped (every rank alike),
+ * L keeps the FIFO exchange.  Errors are the bootstrap's or CUDA's. */
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream);
 
 /* Prepares direct algorithm ai for a call (rt_call_prep's work for those);

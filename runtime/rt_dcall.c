@@ -185,23 +185,56 @@ static bt_result peers_across(rt_launch *L) {
   return BT_OK;
 }
 
+/* The registered window of c holding buffer p of `bytes`, alive; NULL
+ * (logged) when there is none or its memory was freed. */
+static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what);
+
+/* A fused AllToAll call L on registered windows, not captured: every
+ * rank's output at this rank's offset in the output's window, and the
+ * call's descriptor (ip_gargs.dkey) of that window, offset and what the
+ * call runs, which every block compares with each peer's before it
+ * stores anything.  0 (L keeps the FIFO exchange) when L's output lies in
+ * no live window. */
+static uint32_t fused_registered(rt_launch *L, char **out) {
+  baton_comm *c = L->c;
+  const ip_gargs *a = &L->a;
+  const int64_t bytes = a->geom.elems[IR_BUF_OUTPUT] * a->esize;
+  if (!rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) return 0;
+  const baton_window *wo = live_window(L, L->recvbuf, bytes, "output");
+  if (!wo) return 0;
+  const uint64_t off = (uint64_t)((const char *)L->recvbuf - wo->base);
+  for (int r = 0; r < c->nranks; r++) out[r] = r == c->rank ? (char *)L->recvbuf : wo->peer[r] + off;
+  uint64_t what[8] = {wo->id, off, (uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->cgemm,
+                      (uint64_t)a->cbag, (uint64_t)a->gemm.n};
+  uint64_t h = RT_HASH_START;
+  for (int i = 0; i < 8; i++) h = rt_hash(h, what[i]);
+  const uint32_t key = (uint32_t)(h ^ h >> 32);
+  return key ? key : 1;
+}
+
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
   baton_comm *c = L->c;
-  if (!L->direct_ok || !c->bs || c->nranks > IP_DIRECT_MAX || !rt_direct_peer_io(c, stream)) return BT_OK;
+  if (!L->direct_ok || !c->bs || !c->win || c->nranks > IP_DIRECT_MAX) return BT_OK;
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
-  in[c->rank] = out[c->rank] = (char *)L->recvbuf;
-  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        "a captured fused call"};
-  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
-  if (e == BT_ERR_UNSUPPORTED) {
-    LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
+  uint32_t key = 0;
+  if (rt_direct_peer_io(c, stream)) {   /* captured: every rank's output exchanged now */
+    in[c->rank] = out[c->rank] = (char *)L->recvbuf;
+    rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
+                          "a captured fused call"};
+    bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+    if (e == BT_ERR_UNSUPPORTED) {
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
+      return BT_OK;
+    }
+    CHECK(e);
+  } else if (!c->regs || !(key = fused_registered(L, out))) {   /* eager, its output in no window */
     return BT_OK;
   }
-  CHECK(e);
   uint64_t *flags[IP_WIN_MAX_RANKS];
   const size_t at = rt_window_layout_of(c->win)->a2a;
   for (int r = 0; r < c->nranks; r++) flags[r] = (uint64_t *)(rt_window_base(c->win, r) + at);
   rt_call_direct_alltoall(L, out, flags);
+  L->a.dkey = key;
   return BT_OK;
 }
 

@@ -345,6 +345,10 @@ static void check_refused(void) {
   e = call(NULL, IP_F32, &s, b, 0, 0);
   ok(!e && check(IP_F32, &s, b, 0, 0, why, sizeof why) == 0, "after the refusals a call still runs right: %s",
      e ? baton_result_string(e) : why);
+  if (procs()) {   /* its sticky error would stop check_registered's calls, which come last */
+    bufs_free(b);
+    return;
+  }
   /* An index past the table on rank 0. */
   int64_t badi = (int64_t)(s.T * s.rows) + 7;
   cudaSetDevice(bdev(0));
@@ -356,6 +360,50 @@ static void check_refused(void) {
   else   /* rank 0's index, in rank 0's process */
     ok(e == baton_success, "rank %d's indices are right: its call runs (%s)", rank_lo, baton_result_string(e));
   bufs_free(b);
+}
+
+/* A process per rank, eager calls on registered outputs: every rank's
+ * output at the same offset of a window twice its size, the pooled rows
+ * stored straight into the peers' outputs.  Then (last: it leaves the
+ * communicator failed) rank 1's output at another offset: every rank
+ * must stop its call before anything reaches an output. */
+static void check_registered(void) {
+  const shape s = {(size_t)nranks * 64, 4, 128, 300, 128, 20, 0};
+  const int r = rank_lo;
+  const size_t bytes = out_elems(&s) * 4;
+  bufs *b = bufs_new(IP_F32, &s);
+  char *mem = NULL;
+  baton_window *w = NULL;
+  cudaSetDevice(dev_of(r));
+  baton_result e = b ? baton_mem_alloc((void **)&mem, 2 * bytes) : baton_out_of_memory;
+  if (!e) e = baton_comm_register(comms[r], mem, 2 * bytes, &w);
+  ok(!e, "rank %d: a window of %zu bytes for the outputs registered: %s", r, 2 * bytes, baton_result_string(e));
+  if (e) { bufs_free(b); return; }
+  char *own = b[r].dout;
+  char why[300] = "";
+  for (int skew = 0; skew < 2; skew++) {
+    b[r].dout = mem + (skew && r == 1 ? bytes : 0);
+    cudaMemset(b[r].dout, 0xff, bytes);
+    cudaDeviceSynchronize();
+    e = call(NULL, IP_F32, &s, b, 0, 0);
+    if (!skew) {
+      long bad = e ? -1 : check(IP_F32, &s, b, 0, 0, why, sizeof why);
+      ok(bad == 0, "rank %d: an eager call on registered outputs stores straight into the peers': %s", r,
+         e ? baton_result_string(e) : why[0] ? why : "every element within tolerance");
+      continue;
+    }
+    long touched = 0;
+    uint32_t *h = malloc(bytes);
+    cudaMemcpy(h, b[r].dout, bytes, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; h && i < bytes / 4; i++) touched += h[i] != 0xffffffffu;
+    free(h);
+    ok(e == baton_invalid_argument && touched == 0, "rank %d: outputs at different offsets of their windows: the call "
+       "stops before any pooled row lands (%s, %ld elements of the output written)", r, baton_result_string(e),
+       touched);
+  }
+  b[r].dout = own;
+  bufs_free(b);
+  baton_mem_free(mem);   /* the communicator, failed now, keeps its mapping until it is destroyed */
 }
 
 static void embed_checks(const gpu_ranks_opts *o) {
@@ -378,6 +426,7 @@ static void embed_checks(const gpu_ranks_opts *o) {
   check_graph();
   check_order();
   check_refused();
+  if (procs()) check_registered();   /* last: it leaves the communicator failed */
 }
 
 int main(int argc, char **argv) {

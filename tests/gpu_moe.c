@@ -414,6 +414,10 @@ static void check_uneven(void) {
   ok(bad == 0, "a captured uneven call replays right on new counts: %s", e ? baton_result_string(e) : why);
   gpu_graphs_free(&G);
 
+  if (procs()) {   /* its sticky error would stop check_registered's calls, which come last */
+    bufs_free(b);
+    return;
+  }
   set_counts(b, cnt_over, 256);
   e = call(NULL, &whole, b);
   if (mine(0))
@@ -422,6 +426,50 @@ static void check_uneven(void) {
   else   /* rank 0's count, in rank 0's process */
     ok(e == baton_success, "rank %d's counts are right: its call runs (%s)", rank_lo, baton_result_string(e));
   bufs_free(b);
+}
+
+/* A process per rank, eager calls on registered outputs: every rank's
+ * output at the same offset of a window twice its size, its rows stored
+ * straight into the peers' outputs (the call checks in the kernel that
+ * every rank's descriptor -- window, offset, count, program -- is its
+ * own).  Then (last: it leaves the communicator failed) rank 1's output
+ * at another offset: every rank must stop its call before anything
+ * reaches an output (the FIFO exchange, which needs no window, would
+ * have run it right). */
+static void check_registered(void) {
+  const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
+  const int r = rank_lo;
+  const size_t bytes = s.T * s.H * 2;
+  bufs *b = bufs_new(&s);
+  char *mem = NULL;
+  baton_window *w = NULL;
+  cudaSetDevice(dev_of(r));
+  baton_result e = b ? baton_mem_alloc((void **)&mem, 2 * bytes) : baton_out_of_memory;
+  if (!e) e = baton_comm_register(comms[r], mem, 2 * bytes, &w);
+  ok(!e, "rank %d: a window of %zu bytes for the outputs registered: %s", r, 2 * bytes, baton_result_string(e));
+  if (e) { bufs_free(b); return; }
+  uint16_t *own = b[r].dout;
+  char why[300] = "";
+  for (int skew = 0; skew < 2; skew++) {
+    b[r].dout = (uint16_t *)(mem + (skew && r == 1 ? bytes : 0));
+    cudaMemset(b[r].dout, 0xff, bytes);
+    cudaDeviceSynchronize();
+    e = call(NULL, &s, b);
+    if (!skew) {
+      long bad = e ? -1 : check(&s, b, why, sizeof why);
+      ok(bad == 0, "rank %d: an eager call on registered outputs stores straight into the peers': %s", r,
+         e ? baton_result_string(e) : why);
+      continue;
+    }
+    long touched = 0;
+    cudaMemcpy(b[r].hout, b[r].dout, bytes, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < s.T * s.H; i++) touched += b[r].hout[i] != 0xffff;
+    ok(e == baton_invalid_argument && touched == 0, "rank %d: outputs at different offsets of their windows: the call "
+       "stops before any row lands (%s, %ld elements of the output written)", r, baton_result_string(e), touched);
+  }
+  b[r].dout = own;
+  bufs_free(b);
+  baton_mem_free(mem);   /* the communicator, failed now, keeps its mapping until it is destroyed */
 }
 
 static void moe_checks(const gpu_ranks_opts *o) {
@@ -448,6 +496,7 @@ static void moe_checks(const gpu_ranks_opts *o) {
   check_order();
   check_refused();
   check_uneven();
+  if (procs()) check_registered();   /* last: it leaves the communicator failed */
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(bdev(r));
     cublasDestroy(blas[r]);

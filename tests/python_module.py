@@ -76,6 +76,10 @@ raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2,), 'to
        'host counts are refused', 'int32 CUDA tensor')
 raises(ValueError, lambda: baton.gemm_alltoall(X, Wm, comm=c, counts=T((2, 1), 'torch.int32')),
        '2-D counts are refused', '1-D contiguous')
+raises(ValueError, lambda: c.register(T((64,), cuda=False)), 'registering host memory is refused', 'CUDA tensor')
+class Strided(T):
+    def is_contiguous(self): return False
+raises(ValueError, lambda: c.register(Strided((8, 4))), 'registering a strided tensor is refused', 'contiguous')
 # The compiler, the verifier and the algorithm set: no GPU needed.
 def raised(kind, fn):
     try:

@@ -21,7 +21,9 @@ refuses ranks that share a GPU): what the exchange costs baton there.
 --graph times the N ranks' calls (baseline and baton alike) as replays of
 CUDA graphs, as serving engines run them; without it they are eager.  A
 captured baton call learns its peers' outputs at capture and stores its
-rows straight into them; an eager one exchanges through FIFOs.
+rows straight into them; an eager one exchanges through FIFOs, unless
+--register registers every rank's output with baton first (then it too
+stores straight into them).
 
 --fill F makes the combine uneven (baton.gemm_alltoall's counts=): block q
 of X holds about F of its rows as rank q's tokens, the rest padding, which
@@ -82,6 +84,8 @@ def worker(rank, n, args, uid, port):
             Xv = torch.cat([X[q * per:q * per + int(cnt[q])] for q in range(n)])   # the tokens alone, end to end
             Yv = torch.empty(Xv.shape[0], H, device='cuda', dtype=torch.bfloat16)
 
+        win = comm.register(out) if args.register and n > 1 else None   # every rank, in order
+
         def fused():
             baton.gemm_alltoall(X, W, out=out, comm=comm, counts=counts)
 
@@ -133,6 +137,8 @@ def worker(rank, n, args, uid, port):
                 fill = float(cnt.sum()) / T
                 print(f'{"":20s}uneven: {fill:.2f} of the rows are tokens; torch.matmul over the tokens alone '
                       f'{t["tokens"]:9.1f} us (rank 0)', flush=True)
+        if win is not None:
+            comm.deregister(win)
         del X, W, Y, base, out
         torch.cuda.empty_cache()
     if rank == 0 and args.csv:
@@ -235,6 +241,8 @@ def main():
     ap.add_argument('--lib', default=None)
     ap.add_argument('--share', type=int, default=0, help='N ranks sharing GPU 0 in one process (no NCCL)')
     ap.add_argument('--graph', action='store_true', help='with --ranks N: time replays of CUDA graphs (else eager)')
+    ap.add_argument('--register', action='store_true',
+                    help="with --ranks N: register each rank's output with baton (eager calls then run direct)")
     ap.add_argument('--fill', type=float, default=0.0,
                     help='uneven combine: each block holds about this share of its rows as tokens (counts=), '
                          'the rest padding; the baseline multiplies the padded X whole (a capacity-factor MoE), '
