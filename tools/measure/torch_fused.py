@@ -18,8 +18,11 @@ stream) and baton: the slowest rank's mean per call, the best of 3 rounds.
 baton's result is checked against the baseline's on every shape (within
 one bf16 rounding; f32 and f16 within the same relative bound).
 
-    BATON_ALGO_DIR=DIR python3 tools/measure/torch_fused.py --op gemv|embed --ranks N [--graph]
+    BATON_ALGO_DIR=DIR python3 tools/measure/torch_fused.py --op gemv|embed --ranks N [--graph] [--register]
         [--dtype bf16|f16|f32] [--quick | --shapes 'M,K;...' | 'B,T,D;...'] [--csv FILE] [--lib PATH]
+
+--register (embed) registers each rank's output with baton first, so that
+eager calls too store straight into the peers' outputs.
 
 DIR holds the fused programs for N ranks (tools/measure/gpu_prep.sh --fused
 ... N OUT: OUT/fused).  NCCL_NVLS_ENABLE=0 is set.
@@ -45,7 +48,7 @@ def shapes(args):
     return EMBED_QUICK if args.quick else EMBED
 
 
-def gemv_case(torch, dist, baton, comm, n, shape, dt, g):
+def gemv_case(torch, dist, baton, comm, n, shape, dt, g, register=False):
     """The parts, baseline and baton of one GEMV + AllReduce shape, the check of baton's y, and the calls a graph
     holds.  W cycles through copies that pass 4x the L2 together (as a decode step's layers do), each part's
     calls in turn on the next copy."""
@@ -93,7 +96,7 @@ def gemv_case(torch, dist, baton, comm, n, shape, dt, g):
     return parts, check, nw * -(-10 // nw)
 
 
-def embed_case(torch, dist, baton, comm, n, shape, dt, g):
+def embed_case(torch, dist, baton, comm, n, shape, dt, g, register=False):
     """The parts, baseline and baton of one embedding bags + AllToAll shape, and the check of baton's out."""
     import torch.nn.functional as F
     B, T, D = shape
@@ -130,6 +133,8 @@ def embed_case(torch, dist, baton, comm, n, shape, dt, g):
         else:
             ob.copy_(pooled.view(per, T * D))
 
+    win = comm.register(ot) if register and n > 1 else None   # every rank, in order
+
     def fused():
         baton.embedding_alltoall(table, indices, offsets, B, T, out=ot, comm=comm)
 
@@ -142,6 +147,7 @@ def embed_case(torch, dist, baton, comm, n, shape, dt, g):
         baseline()
         torch.cuda.synchronize()
         return close(torch, ot, ob)
+    parts['end'] = (lambda: comm.deregister(win)) if win is not None else None
     return parts, check, 10
 
 
@@ -156,7 +162,7 @@ def worker(rank, n, args, uid, port):
         err, wrong = '', -1
         t = {}
         try:
-            parts, check, inner = case(torch, dist, baton, comm, n, shape, dt, g)
+            parts, check, inner = case(torch, dist, baton, comm, n, shape, dt, g, args.register)
             wrong = check()
             for k in (first, 'coll', 'base', 'baton'):
                 if k not in parts:
@@ -164,6 +170,8 @@ def worker(rank, n, args, uid, port):
                 if n > 1:
                     dist.barrier()
                 t[k] = timed(torch, parts[k], args.reps, args.graph or n == 1, inner)
+            if parts.get('end'):
+                parts['end']()
         except Exception as e:   # a shape baton refuses, or memory: reported, the others go on
             err = str(e).replace(',', ';').replace('\n', ' ')[:120]
         keys = (first, 'coll', 'base', 'baton')
@@ -199,6 +207,8 @@ def main():
     ap.add_argument('--op', choices=('gemv', 'embed'), required=True)
     ap.add_argument('--ranks', type=int, default=1)
     ap.add_argument('--graph', action='store_true', help='time replays of CUDA graphs (else eager calls)')
+    ap.add_argument('--register', action='store_true',
+                    help="embed: register each rank's output with baton (eager calls then run direct)")
     ap.add_argument('--dtype', choices=('bf16', 'f16', 'f32'), default=None,
                     help='element type (default bf16 for gemv, f32 for embed)')
     ap.add_argument('--quick', action='store_true')
