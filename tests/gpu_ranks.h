@@ -136,6 +136,22 @@ __attribute__((unused)) static int gpu_ranks_procs(const gpu_ranks_opts *o, void
   return tap_done();
 }
 
+/* A window of `bytes` of device memory (baton_mem_alloc) on this process's
+ * first rank's GPU, registered with its communicator (collective: every
+ * rank calls it), reported as a TAP line; NULL when either failed (what
+ * was allocated freed).  The memory is the caller's to free. */
+__attribute__((unused)) static char *gpu_ranks_window(size_t bytes) {
+  const int r = rank_lo;
+  char *mem = NULL;
+  baton_window *w = NULL;
+  cudaSetDevice(dev_of(r));
+  baton_result e = baton_mem_alloc((void **)&mem, bytes);
+  if (!e) e = baton_comm_register(comms[r], mem, bytes, &w);
+  ok(!e, "rank %d: a window of %zu bytes registered: %s", r, bytes, baton_result_string(e));
+  if (e && mem) baton_mem_free(mem);
+  return e ? NULL : mem;
+}
+
 /* Waits for every rank's stream; the first error (the stream's, or the
  * communicator's asynchronous one). */
 static baton_result sync_all(void) {

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import torch
 import torch.nn.functional as F
 import baton
+from torch_util import timed
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--quick', action='store_true')
@@ -40,32 +41,6 @@ def bags(B, T, rows, bag, skew, g):
         u = u ** 4
     r = (u * rows).long().clamp_(max=rows - 1)
     return (r + table_of * rows).to(dev), offsets.to(dev)
-
-
-def graph_time(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    gr = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(gr):
-        fn()
-    gr.replay()
-    torch.cuda.synchronize()
-    best = None
-    for _ in range(3):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(reps):
-            gr.replay()
-        e1.record()
-        e1.synchronize()
-        t = e0.elapsed_time(e1) / reps * 1e3
-        best = t if best is None else min(best, t)
-    return best
 
 
 shapes = []
@@ -105,8 +80,8 @@ for dt_name, dt in (('f32', torch.float32), ('bf16', torch.bfloat16)):
                 ref[0] = F.embedding_bag(I, E, O, mode=mode, per_sample_weights=w, include_last_offset=True)
             def baton_call():
                 baton.embedding_alltoall(E, I, O, B, T, weights=w, mode=mode, out=out, comm=comm)
-            t_torch = graph_time(torch_call, a.reps)
-            t_baton = graph_time(baton_call, a.reps)
+            t_torch = timed(torch, torch_call, a.reps, True)
+            t_baton = timed(torch, baton_call, a.reps, True)
             out.fill_(float('nan'))   # a call after the replays must still compute every bag
             baton_call()
             torch.cuda.synchronize()
