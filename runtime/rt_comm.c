@@ -577,10 +577,12 @@ baton_result rt_comm_poll_error(baton_comm *c) {
              "outside [the bag's first offset, the indices' length]");
     c->error = baton_invalid_argument;
   } else if (e && e->what == IP_WAIT_BUFS) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d step %d: rank %d's call is not this one on the same registered windows "
+    char at[32] = " at its start";   /* a fused call checks before its first store */
+    if (e->step >= 0) snprintf(at, sizeof at, " step %d", e->step);
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d%s: rank %d's call is not this one on the same registered windows "
              "(every rank passes buffers at the same offsets of the same windows, with the same count, type and "
              "operator, or none passes windows): call stopped before it touched rank %d's buffers", e->rank, e->tb,
-             e->step, e->peer, e->peer);
+             at, e->peer, e->peer);
     c->error = baton_invalid_argument;
   } else if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
