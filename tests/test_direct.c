@@ -278,10 +278,12 @@ int main(void) {
      "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB; 16 for 32 KiB at 2 KiB a lane");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
-  ok(l.fseq >= l.simple + l.simple_bytes && l.fused >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 && l.fused % 4096 == 0 &&
+  ok(l.fseq >= l.simple + l.simple_bytes && l.a2a >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 &&
+     l.fused >= l.a2a + IP_DIRECT_FLAG_WORDS(4) * 8 && l.a2a % 4096 == 0 && l.fused % 4096 == 0 &&
      l.fused_half == (size_t)2 << 20 && l.bytes == l.fused + 2 * IP_FDIRECT_FORMS * l.fused_half,
-     "window layout: the direct GEMV + AllReduce's counts (a word per block and form, the claim word), then two 2 MiB "
-     "landing halves per form, past the scratch");
+     "window layout: the direct GEMV + AllReduce's counts (a word per block and form, the claim word), the fused "
+     "AllToAlls' flags (%d words for 4 ranks), then two 2 MiB landing halves per form, past the scratch",
+     IP_DIRECT_FLAG_WORDS(4));
   ok(ip_fgemv_half_bytes(65536, 4, 2) <= (int64_t)l.fused_half && ip_fgemv_half_bytes(65536, 4, 4) <= (int64_t)l.fused_half &&
      ip_fgemv_half_bytes(65536, 8, 4) > (int64_t)l.fused_half && ip_fgemv_half_bytes(131072, 4, 2) <= (int64_t)l.fused_half &&
      ip_fgemv_half_bytes(131073, 4, 2) > (int64_t)l.fused_half,
