@@ -452,6 +452,9 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   if (forked) CHECK(wake_join(c, L->stream));   /* even after a failed launch: a capture must not end with a branch open */
   CHECK(launched);
   if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));
+  if (L->fused_stage)   /* a direct fused AllToAll's peers stored into this rank's window */
+    CHECK(rt_cuda(cudaMemcpyAsync(L->recvbuf, a.dout[a.rank], (size_t)L->fused_stage, cudaMemcpyDeviceToDevice,
+                                  L->stream), RT_SUB_RUNTIME, "copying the output out of the window"));
   if (a.trace)
     rt_trace_called(c->trace, L->where, rt_algos_get(c->algos, L->ai)->prog, blocks, a.ntbs, a.lanes, a.cwidth,
                     L->nthreads, L->irtb, 0);

@@ -127,6 +127,9 @@ typedef struct rt_launch {
   const int *irtb;            /* the plan's: blocks to IR thread blocks (the timeline) */
   int direct_ok;              /* a fused AllToAll that may run direct (ip_gargs.direct; decided at the
                                  group's end, rt_coll.c) */
+  int64_t fused_stage;        /* a direct fused AllToAll whose peers store into this rank's window (its
+                                 Simple scratch): the bytes copied from there into recvbuf after the
+                                 kernel, else 0 (rt_dcall.c) */
   /* A direct program's call (rt_dcall.c): its executor's arguments (not
    * `a`), and what a group's end needs to give it its peers' buffers, or
    * to choose again without them. */
@@ -298,12 +301,15 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
 /* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a
  * communicator of a process per GPU: captured on `stream`, every rank's
  * output exchanged (rt_peerbuf.h); eager, its output in a registered
- * window, every rank's at the same offset of that window, the call's
- * descriptor checked against each peer's in the kernel (ip_gargs.dkey).
- * Then L is made direct with its peers' outputs and the flags in their
- * windows (rt_call_direct_alltoall).  Eager on an unregistered output, or
- * captured where some rank's output cannot be mapped (every rank alike),
- * L keeps the FIFO exchange.  Errors are the bootstrap's or CUDA's. */
+ * window, every rank's at the same offset of that window; eager on an
+ * unregistered output that fits the window's Simple scratch, every rank's
+ * scratch standing in for its output (copied out after the kernel:
+ * rt_launch.fused_stage).  The eager ones' descriptor is checked against
+ * each peer's in the kernel (ip_gargs.dkey).  Then L is made direct with
+ * those outputs and the flags in the windows (rt_call_direct_alltoall).
+ * Otherwise (a larger output, or captured where some rank's output cannot
+ * be mapped: every rank alike) L keeps the FIFO exchange.  Errors are the
+ * bootstrap's or CUDA's. */
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream);
 
 /* Prepares direct algorithm ai for a call (rt_call_prep's work for those);

@@ -189,27 +189,41 @@ static bt_result peers_across(rt_launch *L) {
  * (logged) when there is none or its memory was freed. */
 static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what);
 
-/* A fused AllToAll call L on registered windows, not captured: every
- * rank's output at this rank's offset in the output's window, and the
- * call's descriptor (ip_gargs.dkey) of that window, offset and what the
- * call runs, which every block compares with each peer's before it
- * stores anything.  0 (L keeps the FIFO exchange) when L's output lies in
- * no live window. */
-static uint32_t fused_registered(rt_launch *L, char **out) {
-  baton_comm *c = L->c;
+/* An eager fused AllToAll call's descriptor (ip_gargs.dkey): what it
+ * runs, and where every rank's output lies -- window `win` (a registered
+ * window's number, or RT_FUSED_STAGED: the communicator's own windows) at
+ * offset `off`.  Never 0. */
+#define RT_FUSED_STAGED UINT64_MAX
+static uint32_t fused_key(const rt_launch *L, uint64_t win, uint64_t off) {
   const ip_gargs *a = &L->a;
-  const int64_t bytes = a->geom.elems[IR_BUF_OUTPUT] * a->esize;
-  if (!rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) return 0;
-  const baton_window *wo = live_window(L, L->recvbuf, bytes, "output");
-  if (!wo) return 0;
-  const uint64_t off = (uint64_t)((const char *)L->recvbuf - wo->base);
-  for (int r = 0; r < c->nranks; r++) out[r] = r == c->rank ? (char *)L->recvbuf : wo->peer[r] + off;
-  uint64_t what[8] = {wo->id, off, (uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->cgemm,
+  uint64_t what[8] = {win, off, (uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->cgemm,
                       (uint64_t)a->cbag, (uint64_t)a->gemm.n};
   uint64_t h = RT_HASH_START;
   for (int i = 0; i < 8; i++) h = rt_hash(h, what[i]);
   const uint32_t key = (uint32_t)(h ^ h >> 32);
   return key ? key : 1;
+}
+
+/* An eager fused AllToAll call L of `bytes` of output: on registered
+ * windows (L's output in one, alive), every rank's output at this rank's
+ * offset in it; else, where the output fits the window's Simple scratch,
+ * every rank's scratch, which stands in for its output (L->fused_stage:
+ * copied out after the kernel).  The call's descriptor, or 0 (L keeps the
+ * FIFO exchange). */
+static uint32_t fused_eager(rt_launch *L, int64_t bytes, char **out) {
+  baton_comm *c = L->c;
+  if (c->regs && rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) {
+    const baton_window *wo = live_window(L, L->recvbuf, bytes, "output");
+    if (!wo) return 0;
+    const uint64_t off = (uint64_t)((const char *)L->recvbuf - wo->base);
+    for (int r = 0; r < c->nranks; r++) out[r] = r == c->rank ? (char *)L->recvbuf : wo->peer[r] + off;
+    return fused_key(L, wo->id, off);
+  }
+  const rt_window_layout *l = rt_window_layout_of(c->win);
+  if (bytes > (int64_t)l->simple_bytes) return 0;
+  for (int r = 0; r < c->nranks; r++) out[r] = rt_window_base(c->win, r) + l->simple;
+  L->fused_stage = bytes;
+  return fused_key(L, RT_FUSED_STAGED, 0);
 }
 
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
@@ -227,7 +241,7 @@ bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
       return BT_OK;
     }
     CHECK(e);
-  } else if (!c->regs || !(key = fused_registered(L, out))) {   /* eager, its output in no window */
+  } else if (!(key = fused_eager(L, L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize, out))) {   /* eager */
     return BT_OK;
   }
   uint64_t *flags[IP_WIN_MAX_RANKS];
