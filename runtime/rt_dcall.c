@@ -187,7 +187,13 @@ static bt_result peers_across(rt_launch *L) {
 
 /* The registered window of c holding buffer p of `bytes`, alive; NULL
  * (logged) when there is none or its memory was freed. */
-static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what);
+static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what) {
+  const baton_window *w = rt_reg_find(L->c->regs, p, (size_t)bytes);
+  if (w && rt_reg_live(w)) return w;
+  LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its %s lies in a registered window whose memory was freed: the call runs "
+           "without it (its peers' calls stop with an error)", L->c->rank, L->where, what);
+  return NULL;
+}
 
 /* An eager fused AllToAll call's descriptor (ip_gargs.dkey): what it
  * runs, and where every rank's output lies -- window `win` (a registered
@@ -250,16 +256,6 @@ bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
   rt_call_direct_alltoall(L, out, flags);
   L->a.dkey = key;
   return BT_OK;
-}
-
-/* The registered window of c holding buffer p of `bytes`, alive; NULL
- * (logged) when there is none or its memory was freed. */
-static const baton_window *live_window(const rt_launch *L, const void *p, int64_t bytes, const char *what) {
-  const baton_window *w = rt_reg_find(L->c->regs, p, (size_t)bytes);
-  if (w && rt_reg_live(w)) return w;
-  LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: its %s lies in a registered window whose memory was freed: the call runs "
-           "without it (its peers' calls stop with an error)", L->c->rank, L->where, what);
-  return NULL;
 }
 
 /* A call on a communicator of a process per GPU that reaches its peers'
