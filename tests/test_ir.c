@@ -838,6 +838,13 @@ static void test_direct_rules(void) {
       ok_contains(e, "rank 0 tb 0 step 0: puts to rank 1 but reads no landing rank 1 put to it and waits for no signal",
                   "... without the signal it breaks it");
   }
+  /* LL keeps the signal streams' rules: a wait no sig feeds. */
+  p = dprog("one_way_ll", IR_COLL_ALLREDUCE, 2, IR_PROTO_LL, 1, 1, 1);
+  dstep(dtb(p, 0), IR_OP_PUT, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 0, 1);
+  dwait(&p->gpus[0].tbs[0], 1, 1);
+  dstep(dtb(p, 1), IR_OP_COPY, -1, IR_BUF_SCRATCH, 0, IR_BUF_INPUT, 0, 1);
+  ok_contains(direct_errors(p), "waits for 1 signal of rank 1 on channel 0, but rank 1 sends none there",
+              "in LL, a wait for a signal nobody sends");
   p = oneshot_ll(2, 1);
   p->gpus[1].s_chunks = 2;   /* a second landing in rank 1 that it never reads */
   dstep(&p->gpus[0].tbs[0], IR_OP_PUT, 1, IR_BUF_INPUT, 0, IR_BUF_SCRATCH, 1, 1);
