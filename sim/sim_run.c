@@ -341,6 +341,11 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
     m->gemm_on[e->r] = 1;
   }
   if (m->direct && e->s > 0 && shares_op(tb, e->s)) fixed = 0;   /* one executor operation: one fixed cost */
+  /* A direct LL program's signals (a receiver's at its start, taken at
+   * its sender's end: data one way) travel beside its data, whose link
+   * latency the call's constant holds: no fixed cost, no latency. */
+  const int ll_sync = m->direct && proto == IR_PROTO_LL && (fl & (IR_F_SIG | IR_F_WAIT));
+  if (ll_sync) fixed = 0;
   int deferred = m->direct && copy_deferred(tb, e->s);
   if (deferred) fixed = 0;
   int64_t elems = (fl & (IR_F_SIG | IR_F_WAIT)) ? 0 : (int64_t)st->cnt * tile_len(m, e->tile);
@@ -366,7 +371,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
     int pa, pb;
     double bw, lat, extra, busy;
     route(m, e->r, st->peer, &pa, &pb, &bw, &lat, &extra, &busy);
-    if (e->stream >= 0 && !sig_arrives(m, e->stream, t + lat + extra, id)) { m->failed = 1; return; }
+    if (e->stream >= 0 && !sig_arrives(m, e->stream, ll_sync ? t : t + lat + extra, id)) { m->failed = 1; return; }
   } else {
     if (!deferred) fin += fifo_pass(m, st->op, fl, bytes, eff);
     if (fl & IR_F_SEND) {   /* the same pass: what it reads goes out as it is read */

@@ -179,6 +179,18 @@ int main(int argc, char **argv) {
      got - base);
   s.v[SIM_DIRECT_STEP] = s.v[SIM_LL_STEP] = 0;
   ir_prog_free(os);
+  /* an LL Broadcast (data one way): the peer's signal and the root's
+   * wait for it cost what its put and copy cost, no more (no step of
+   * their own, no latency: they travel beside the data) */
+  const char *b2[] = {"ranks=2", "inplace=1", "via=direct", "protocol=LL"};
+  ir_prog *bl = compile("broadcast_direct.lua", b2, 4);
+  s.v[SIM_DIRECT_STEP] = 1;
+  want = 1 + 2 * 1024 / 1e5;   /* one direct step, then the put's LL lines (twice the data) */
+  got = bl ? run(bl, &s, 1024, &rep) : -1;
+  ok(bl && near(got, want), "an LL Broadcast on 2 ranks takes its put's time: the peer's signal and the root's wait "
+     "for it add nothing (%.6f us, want %.6f)", got, want);
+  s.v[SIM_DIRECT_STEP] = 0;
+  ir_prog_free(bl);
 
   /* across the network: 2 nodes of 1 GPU */
   s.v[SIM_GPUS] = 1;
