@@ -15,7 +15,9 @@
 # Then there, carrying .device:  bash tools/measure/gpu_fused.sh
 # The test stage also runs gpu_fused on every GPU, in one process and with
 # a process per GPU (--procs), where there are two GPUs or more.
-# STAGES picks parts (default "test gemv fused share embed moe"); TYPES the
+# STAGES picks parts (default "test gemv fused share embed moe"; "procs":
+# a process per GPU through PyTorch, eager and graphs, and the examples
+# under torchrun); TYPES the
 # GEMV's element types (default "bf16 f32"); M and K its shape lists
 # (defaults: the tensor-parallel decode shapes of docs/PERFORMANCE.md).
 # Writes NAME.txt / NAME.csv under $OUT; DEADLINE (seconds, default 540)
@@ -97,3 +99,32 @@ if [[ $stages == *" moe "* ]]; then
     fbench moe_share4 gemm_alltoall 4 -g 4 --share 1 --tokens 1024,4096 --out_cols 4096,8192 --in_cols 1024,14336 -G 5 --rounds 3
   fi
 fi
+# A process per GPU through PyTorch (two or more GPUs): every operator in
+# CUDA graphs and eagerly, the eager fused AllToAlls also on registered
+# outputs, and the examples under torchrun.
+if [[ $stages == *" procs "* ]] && [ "$ngpu" -ge 2 ] && python3 -c 'import torch' 2>/dev/null; then
+  tp() {  # tp NAME TIMEOUT SCRIPT ARGS...: a PyTorch run, a process per GPU
+    local name=$1 to=$2; shift 2
+    late $name && return
+    echo "=== $name: $*"
+    BATON_ALGO_DIR=$algs/f$ngpu/fused timeout $to python3 "$@" --lib $bin/libbaton.so --csv $out/$name.csv \
+      > $out/$name.txt 2>&1
+    echo "rc $?"; grep -v "^\s*$" $out/$name.txt | tail -6
+  }
+  tp torch_gemv_graph_$ngpu 200 tools/measure/torch_fused.py --op gemv --ranks $ngpu --graph
+  tp torch_embed_graph_$ngpu 200 tools/measure/torch_fused.py --op embed --ranks $ngpu --graph
+  tp torch_embed_eager_$ngpu 200 tools/measure/torch_fused.py --op embed --ranks $ngpu
+  tp torch_embed_reg_$ngpu 200 tools/measure/torch_fused.py --op embed --ranks $ngpu --register
+  tp torch_moe_graph_$ngpu 300 tools/measure/torch_moe.py --ranks $ngpu --graph
+  tp torch_moe_eager_$ngpu 300 tools/measure/torch_moe.py --ranks $ngpu --quick
+  tp torch_moe_reg_$ngpu 300 tools/measure/torch_moe.py --ranks $ngpu --quick --register
+  for ex in gemv_allreduce embedding_alltoall moe_combine; do
+    for g in "" --graph; do
+      late example_$ex && break
+      BATON_ALGO_DIR=$algs/f$ngpu/fused timeout 120 torchrun --nproc-per-node $ngpu examples/$ex.py $g \
+        --lib $bin/libbaton.so > $out/example_${ex}${g:+_graph}.txt 2>&1
+      echo "== torchrun examples/$ex.py $g: exit $?"; grep -v "^\s*$" $out/example_${ex}${g:+_graph}.txt | tail -2
+    done
+  done
+fi
+
