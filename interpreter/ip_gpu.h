@@ -200,8 +200,9 @@ typedef struct ip_gargs {
    * to it, dflag[q][dnranks] q's calls, dflag[q][dnranks + 1] its compute
    * blocks done in this call, dflag[q][dnranks + 2 + p] the last call
    * rank p started, dflag[q][2 * dnranks + 2 + p] rank p's call
-   * descriptor (device memory of q, peer-mapped).  dkey: on registered
-   * windows the call's descriptor (ip_proto.cuh's direct_start), else 0. */
+   * descriptor (device memory of q, peer-mapped).  dkey: an eager call's
+   * descriptor (its outputs in registered windows, or in the windows'
+   * scratch: ip_proto.cuh's direct_start checks it), else 0. */
   int32_t direct, dnranks;
   uint32_t dkey;
   char *dout[IP_DIRECT_MAX];

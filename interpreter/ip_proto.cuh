@@ -101,12 +101,13 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
 // the work queued before it on its stream is done, so no value is stored
 // into an output that earlier work on its owner's stream may still read.
 // The call's number: the calls this rank finished, plus one (the last
-// block of the previous call counted it before that kernel ended).  On
-// registered windows (dkey) the call's descriptor goes to every peer
-// before the start flag (whose release carries it), and a peer whose
-// descriptor differs stops the call before anything reaches its output
-// (IP_WAIT_BUFS).  false when a wait gave up (BATON_TIMEOUT, abort) or a
-// descriptor differed: the block stores nothing.
+// block of the previous call counted it before that kernel ended).  For
+// an eager call (dkey: on registered windows, or through the windows'
+// scratch) the call's descriptor goes to every peer before the start flag
+// (whose release carries it), and a peer whose descriptor differs stops
+// the call before anything reaches its output (IP_WAIT_BUFS).  false when
+// a wait gave up (BATON_TIMEOUT, abort) or a descriptor differed: the
+// block stores nothing.
 static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
   const int n = a.dnranks;
   uint64_t *mine = a.dflag[a.rank];
