@@ -351,70 +351,6 @@ static int takes_copy(const ins *C, const ins *J) {
          same_pat(J->spat, C->dpat) && same_pat(J->dpat, C->dpat);
 }
 
-/* Forwards a local copy C (X -> Y) into the receive-reduce R that reads Y
- * and overwrites it, when R is C's only successor or every other successor
- * waits for R anyway: R reads X instead and C goes (out = in (op) msg in
- * one step, not a copy and then a reduction of the copy).  Sound because
- * every later writer of X depends on C (a write waits for earlier
- * readers), hence on R once R takes C's place, so R still reads the value C
- * would have copied.  The other successors are such writers (the one-shot
- * chain in place copies the sum back into X): they wait for R instead of
- * C.  Returns 0 when out of memory. */
-static int forward_copies(lower *w, const int *users) {
-  int n = w->n, ok = 0, stamp = 0;
-  int *nsucc = cc_calloc(n + 1, sizeof(int)), *only = cc_malloc((n + 1) * sizeof(int));
-  int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
-  if (!nsucc || !only || !mark || !stack) goto out;
-  for (int j = 0; j < n; j++)
-    for (int k = 0; k < w->v[j].npred; k++) { nsucc[w->v[j].pred[k]]++; only[w->v[j].pred[k]] = j; }
-  for (int c = 0; c < n; c++) {
-    ins *C = &w->v[c];
-    /* With one successor, R must be the only reader of Y's copy; with
-     * several, every other one waits for R, which overwrites Y whole, so
-     * none of them reads the copy. */
-    if (C->op != IR_OP_COPY || C->dead || nsucc[c] < 1 || (nsucc[c] == 1 && users[c] != 1)) continue;
-    int r = -1;
-    if (nsucc[c] == 1) r = takes_copy(C, &w->v[only[c]]) ? only[c] : -1;
-    for (int j = 0; j < n && r < 0 && nsucc[c] > 1; j++)
-      if (takes_copy(C, &w->v[j]) && cc_has_pred(&w->v[j], c)) r = j;
-    if (r < 0) continue;
-    ins *R = &w->v[r];
-    int others = 1;   /* every other successor waits for R */
-    for (int j = 0; j < n && others && nsucc[c] > 1; j++) {
-      const ins *J = &w->v[j];
-      for (int k = 0; k < J->npred; k++)
-        if (J->pred[k] == c && j != r && !waits_for(w, j, r, mark, ++stamp, stack)) others = 0;
-    }
-    if (!others) continue;
-    R->sspace = C->sspace;
-    R->sidx = C->sidx;
-    R->spat = C->spat;
-    int k = 0;
-    while (R->pred[k] != c) k++;
-    R->pred[k] = R->pred[--R->npred];
-    for (int q = 0; q < C->npred; q++) {
-      int p = C->pred[q], had = R->npred;
-      if (!cc_add_pred(R, p)) goto out;
-      if (R->npred == had) nsucc[p]--;        /* R already waited for p */
-      else if (only[p] == c) only[p] = r;
-    }
-    /* The others drop their edge to C: they wait for R already. */
-    for (int j = 0; j < n && nsucc[c] > 1; j++) {
-      ins *J = &w->v[j];
-      for (int q = 0; q < J->npred; q++)
-        if (J->pred[q] == c && j != r) J->pred[q--] = J->pred[--J->npred];
-    }
-    C->dead = 1;
-  }
-  ok = 1;
-out:
-  cc_free(nsucc);
-  cc_free(only);
-  cc_free(mark);
-  cc_free(stack);
-  return ok;
-}
-
 /* Who waits for whom, the other way round: succ.v[p] lists the
  * instructions that had p among their predecessors when they were listed.
  * An entry may be stale (a reader checks cc_has_pred) or repeat; none is
@@ -450,6 +386,80 @@ static int succs_build(const lower *w, succs *s) {
   return 1;
 }
 
+/* Makes p a predecessor of instruction i (once), listed in s.  0 when out
+ * of memory. */
+static int add_pred_listed(lower *w, succs *s, int i, int p) {
+  const int had = w->v[i].npred;
+  if (!cc_add_pred(&w->v[i], p)) return 0;
+  return w->v[i].npred == had || succs_add(s, p, i);
+}
+
+/* Forwards a local copy C (X -> Y) into the receive-reduce R that reads Y
+ * and overwrites it, when R is C's only successor or every other successor
+ * waits for R anyway: R reads X instead and C goes (out = in (op) msg in
+ * one step, not a copy and then a reduction of the copy).  Sound because
+ * every later writer of X depends on C (a write waits for earlier
+ * readers), hence on R once R takes C's place, so R still reads the value C
+ * would have copied.  The other successors are such writers (the one-shot
+ * chain in place copies the sum back into X): they wait for R instead of
+ * C.  succ lists the waits it adds.  Returns 0 when out of memory. */
+static int forward_copies(lower *w, succs *succ, const int *users) {
+  int n = w->n, ok = 0, stamp = 0;
+  int *nsucc = cc_calloc(n + 1, sizeof(int)), *only = cc_malloc((n + 1) * sizeof(int));
+  int *mark = cc_calloc(n + 1, sizeof(int)), *stack = cc_malloc((n + 1) * sizeof(int));
+  if (!nsucc || !only || !mark || !stack) goto out;
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < w->v[j].npred; k++) { nsucc[w->v[j].pred[k]]++; only[w->v[j].pred[k]] = j; }
+  for (int c = 0; c < n; c++) {
+    ins *C = &w->v[c];
+    /* With one successor, R must be the only reader of Y's copy; with
+     * several, every other one waits for R, which overwrites Y whole, so
+     * none of them reads the copy. */
+    if (C->op != IR_OP_COPY || C->dead || nsucc[c] < 1 || (nsucc[c] == 1 && users[c] != 1)) continue;
+    int r = -1;
+    if (nsucc[c] == 1) r = takes_copy(C, &w->v[only[c]]) ? only[c] : -1;
+    for (int q = 0; q < succ->n[c] && nsucc[c] > 1; q++) {   /* the first such successor */
+      const int j = succ->v[c][q];
+      if ((r < 0 || j < r) && takes_copy(C, &w->v[j]) && cc_has_pred(&w->v[j], c)) r = j;
+    }
+    if (r < 0) continue;
+    ins *R = &w->v[r];
+    int others = 1;   /* every other successor waits for R */
+    for (int q = 0; q < succ->n[c] && others && nsucc[c] > 1; q++) {
+      const int j = succ->v[c][q];
+      if (j != r && cc_has_pred(&w->v[j], c) && !waits_for(w, j, r, mark, ++stamp, stack)) others = 0;
+    }
+    if (!others) continue;
+    R->sspace = C->sspace;
+    R->sidx = C->sidx;
+    R->spat = C->spat;
+    int k = 0;
+    while (R->pred[k] != c) k++;
+    R->pred[k] = R->pred[--R->npred];
+    for (int q = 0; q < C->npred; q++) {
+      int p = C->pred[q], had = R->npred;
+      if (!add_pred_listed(w, succ, r, p)) goto out;
+      if (R->npred == had) nsucc[p]--;        /* R already waited for p */
+      else if (only[p] == c) only[p] = r;
+    }
+    /* The others drop their edge to C: they wait for R already. */
+    for (int q = 0; q < succ->n[c] && nsucc[c] > 1; q++) {
+      const int j = succ->v[c][q];
+      ins *J = &w->v[j];
+      for (int e = 0; e < J->npred && j != r; e++)
+        if (J->pred[e] == c) J->pred[e--] = J->pred[--J->npred];
+    }
+    C->dead = 1;
+  }
+  ok = 1;
+out:
+  cc_free(nsucc);
+  cc_free(only);
+  cc_free(mark);
+  cc_free(stack);
+  return ok;
+}
+
 /* Whether instruction c alone reads the value instruction r writes (no
  * other step after r reads r's destination; r's own message aside). */
 static int reads_alone(const lower *w, const succs *s, int r, int c) {
@@ -465,14 +475,6 @@ static int reads_alone(const lower *w, const succs *s, int r, int c) {
       return 0;
   }
   return 1;
-}
-
-/* Makes p a predecessor of instruction i (once), listed in s.  0 when out
- * of memory. */
-static int add_pred_listed(lower *w, succs *s, int i, int p) {
-  const int had = w->v[i].npred;
-  if (!cc_add_pred(&w->v[i], p)) return 0;
-  return w->v[i].npred == had || succs_add(s, p, i);
 }
 
 /* Instruction r takes over the write of instruction c, which goes: r
@@ -702,13 +704,10 @@ bt_result cc_lower(const cc_trace *t, const cc_lower_opts *o, ir_prog **out, rt_
   if (w.errors) { res = BT_ERR_INVALID; goto out; }
   if ((!o || o->fuse) && !t->direct) {   /* fusion forms FIFO steps (rcs, rrcs, rrs) */
     /* The passes that ask for a value's readers share one successor
-     * index; forward_copies moves waits it does not list, so it is made
-     * again after that. */
+     * index, each listing the waits it adds. */
     if (!succs_build(&w, &succ) || !fold_reduces(&w, &succ)) goto out;
     count_users(&w, users);
-    if (!forward_copies(&w, users)) goto out;
-    succs_free(&succ);
-    if (!succs_build(&w, &succ) || !sink_copies(&w, &succ)) goto out;
+    if (!forward_copies(&w, &succ, users) || !sink_copies(&w, &succ)) goto out;
     copy_after_receive(&w, &succ);
     succs_free(&succ);
     if (!fuse(&w, users)) goto out;

@@ -220,20 +220,43 @@ int ir_graph_topo(const ir_graph *g, long *order) {
   return tail == n;
 }
 
+/* to[u] = max(to[u], from[u]) for u < nt: four columns at a time in
+ * vector registers (the joins are nearly all of a race check's time). */
+typedef int32_t clock4 __attribute__((vector_size(16)));
+static void clocks_join(int32_t *restrict to, const int32_t *restrict from, int nt) {
+  int u = 0;
+  for (; u + 4 <= nt; u += 4) {
+    clock4 a, b;
+    memcpy(&a, to + u, sizeof a);
+    memcpy(&b, from + u, sizeof b);
+    clock4 less = a < b;
+    a = (a & ~less) | (b & less);
+    memcpy(to + u, &a, sizeof a);
+  }
+  for (; u < nt; u++)
+    if (to[u] < from[u]) to[u] = from[u];
+}
+
 /* vc[v][k] = the largest value of a node of rank r's column k (every
  * rank's: r = -1) that happens before or at v, over the whole graph in
- * topological order. */
+ * topological order.  A node no node of those columns happens before has
+ * only zeros, and passes nothing on: such nodes are skipped (with one
+ * rank's columns, the nodes of other ranks before its first message
+ * reaches them). */
 void ir_graph_clocks(const ir_graph *g, const long *order, int r, int32_t *vc) {
   int nt = r < 0 ? g->colbase[g->ngpus] : g->ncols[r];
   memset(vc, 0, (size_t)g->n * nt * sizeof *vc);
+  unsigned char *reached = calloc(g->n + 1, 1);   /* without it, every node is joined */
   for (long i = 0; i < g->n; i++) {
     long v = order[i];
     int32_t *mine = vc + (size_t)v * nt;
     int own = r < 0 ? g->colbase[g->node_r[v]] + g->col[v] : g->node_r[v] == r ? g->col[v] : -1;
     if (own >= 0 && mine[own] < g->val[v]) mine[own] = g->val[v];
+    if (reached && own < 0 && !reached[v]) continue;
     for (long e = g->succ_off[v]; e < g->succ_off[v + 1]; e++) {
-      int32_t *theirs = vc + (size_t)g->succ[e] * nt;
-      for (int u = 0; u < nt; u++) if (theirs[u] < mine[u]) theirs[u] = mine[u];
+      clocks_join(vc + (size_t)g->succ[e] * nt, mine, nt);
+      if (reached) reached[g->succ[e]] = 1;
     }
   }
+  free(reached);
 }
