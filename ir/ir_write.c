@@ -8,17 +8,18 @@
 
 #include "rt_log.h"
 
-/* Escapes the few characters XML needs escaped in attribute values. */
+/* Escapes the few characters XML needs escaped in attribute values; the
+ * runs between them go out whole (a character at a time was a tenth of
+ * writing a large program). */
 static void put_attr(FILE *f, const char *name, const char *v) {
   fprintf(f, " %s=\"", name);
-  for (; *v; v++) {
-    switch (*v) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    default: fputc(*v, f);
-    }
+  for (;;) {
+    size_t run = strcspn(v, "&<>\"");
+    fwrite(v, 1, run, f);
+    v += run;
+    if (!*v) break;
+    fputs(*v == '&' ? "&amp;" : *v == '<' ? "&lt;" : *v == '>' ? "&gt;" : "&quot;", f);
+    v++;
   }
   fputc('"', f);
 }
