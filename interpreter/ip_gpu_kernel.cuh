@@ -187,12 +187,29 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
 
 
 // The kernel: a compute thread block's blocks compute (gemv, embedding
-// bags), every other block communicates.
+// bags), every other block communicates.  Compute blocks run in the sum
+// kernel only (avg runs it too): the runtime refuses a program with
+// compute steps under any other operator (rt_fifo_prep), so each type's
+// compute blocks are compiled once, not once per operator (ptxas spent
+// half of a float type's build on the other three copies).  Were such a
+// call launched all the same, its compute blocks stop it at once rather
+// than leave the others waiting for tiles that never come.  Out of line,
+// as compute_block is: without a call there, ptxas gave the other
+// operators' communicating code more spills, and their FIFO ring ran
+// 8-33 % slower (2 ranks sharing an H200).
+static __device__ __noinline__ void refuse_compute(const ip_gargs &a) {
+  if (threadIdx.x == 0) stop_call(a, -1, 0, IP_WAIT_ABORT, -1, -1, globaltimer());
+}
+
 template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_gpu_kernel(const __grid_constant__ ip_gargs a) {
   if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a compute thread block's block
-    if (a.cbag) compute_block<DT, true>(a);   // with embedding bags
-    else compute_block<DT, false>(a);
+    if constexpr (OP == IP_OP_SUM) {
+      if (a.cbag) compute_block<DT, true>(a);   // with embedding bags
+      else compute_block<DT, false>(a);
+    } else {
+      refuse_compute(a);
+    }
     return;
   }
   ip_comm_block<DT, OP, true>(a);

@@ -209,7 +209,8 @@ baton_result baton_gemm_alltoall(baton_comm *comm, const void *X, size_t ldx, co
 /* Runs the loaded fused program called `name` with its operands on
  * recvbuf (`count` elements per block, as baton_run): an in-place program
  * computes its input in recvbuf (NCCL's in-place layout), an
- * out-of-place one in baton's scratch. */
+ * out-of-place one in baton's scratch.  op: baton_sum or baton_avg (the
+ * others are refused with baton_invalid_argument). */
 baton_result baton_run_fused(const char *name, const baton_operand *operands, int noperands, void *recvbuf,
                              size_t count, baton_dtype dtype, baton_redop op, baton_comm *comm, cudaStream_t stream);
 

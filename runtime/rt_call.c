@@ -220,6 +220,13 @@ bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
              ops ? "computes nothing: run it as a collective" : "computes its input: run it with its operands (baton_run_fused)");
     return BT_ERR_INVALID;
   }
+  /* The interpreter computes in its sum kernel only (ip_gpu_kernel.cuh);
+   * avg is a sum and a division. */
+  if (ops && op != IP_OP_SUM && op != IP_OP_AVG) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s computes its input: it reduces (if at all) by sum or avg, not %s", c->rank,
+             where, ip_redop_name[op]);
+    return BT_ERR_INVALID;
+  }
   /* In place when the buffers sit where NCCL's in-place layout puts them. */
   ir_geom g;
   CHECK(call_geom(c, p, count, 1, &g));

@@ -299,6 +299,14 @@ static void check_refused(void) {
     e = baton_run_fused(name, ops, 2, b[rank_lo].dy, s.M, baton_f32, baton_sum, comms[rank_lo], streams[rank_lo]);
     baton_group_end();
     ok(e == baton_invalid_argument, "an x of K+1 elements for a W of K columns is refused: %s", baton_result_string(e));
+    baton_operand fit[2] = {{"W", b[rank_lo].dW, s.M, s.K, 0}, {"x", b[rank_lo].dx, s.K, 1, 0}};
+    for (int op = baton_prod; op <= baton_min; op++) {   /* only the sum kernel computes */
+      baton_group_start();
+      e = baton_run_fused(name, fit, 2, b[rank_lo].dy, s.M, baton_f32, (baton_redop)op, comms[rank_lo], streams[rank_lo]);
+      baton_group_end();
+      ok(e == baton_invalid_argument, "a fused program run with %s is refused: %s", ip_redop_name[op],
+         baton_result_string(e));
+    }
     baton_group_start();
     e = baton_run(name, b[rank_lo].dy, b[rank_lo].dy, s.M, baton_f32, baton_sum, comms[rank_lo], streams[rank_lo]);
     baton_group_end();
