@@ -62,15 +62,16 @@ t0=$SECONDS
 # leave of the CPU (their single long compiles, the tests that wait on
 # timeouts), and they lose nothing to it (an idle-class task gives way as
 # soon as another wants the core).  The checked tests wait for it.
-# In a session of its own, so that an early exit stops all of it.
+# In a process group of its own (set -m), so that an early exit stops all
+# of it; not a session of its own, which would be a scheduling group of its
+# own too (autogroups), with half the CPU whatever its class.
 bg_check=""
 if [ "$cmd" = test ] && [ "${BATON_CHECK:-1}" != 0 ]; then
   bg_log=$(mktemp)
-  export -f check_build
-  export build
-  setsid bash -c 'set -eu; chrt --idle -p 0 $$ >/dev/null 2>&1 || renice -n 19 -p $$ >/dev/null; check_build' \
-    >"$bg_log" 2>&1 &
+  set -m
+  (chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null; check_build) >"$bg_log" 2>&1 &
   bg_check=$!
+  set +m
   trap 'kill -- -"$bg_check" 2>/dev/null || true' EXIT
 fi
 if [ "$cmd" != check ]; then
