@@ -166,8 +166,10 @@ pinned() {
   product allreduce_hier.lua shape=8x4,8x8 instances=2,3,4 protocol=LL128 slots=8
 }
 
-# The message a case must be refused with, or nothing when it must compile.
+# Sets want to the message a case must be refused with, or to nothing when
+# it must compile (no subshell: it runs once per case).
 refusal() {  # refusal SCRIPT KEY=VALUE...
+  want=""
   local script=$1 kv ranks=0 inst=1 shot=0 chain=0 agch=0 inplace=1 nodes=0 gpus=0 placement=split via=fifo; shift
   for kv in "$@"; do
     case $kv in
@@ -181,11 +183,11 @@ refusal() {  # refusal SCRIPT KEY=VALUE...
   case $script in
     allreduce_rhd.lua)
       if [ $((ranks & (ranks - 1))) -ne 0 ]; then
-        echo "recursive halving-doubling needs a power-of-two number of ranks, not $ranks"; fi
+        want="recursive halving-doubling needs a power-of-two number of ranks, not $ranks"; fi
       return ;;
     allreduce_altring.lua)
       if [ $((nodes % 2)) = 1 ] && [ "$nodes" -gt 1 ] && [ "$gpus" = 2 ]; then
-        echo "alternating rings over an odd number of nodes need 3 or more GPUs per node, not 2"; fi
+        want="alternating rings over an odd number of nodes need 3 or more GPUs per node, not 2"; fi
       return ;;
   esac
   # The all-pairs scripts' thread blocks per rank, as the compiler makes
@@ -209,7 +211,7 @@ refusal() {  # refusal SCRIPT KEY=VALUE...
       else per=$((peers + 1 - 2 * chained)); fi ;;
   esac
   if [ $((per * inst)) -gt 108 ]; then
-    echo "rank 0 needs $((per * inst)) thread blocks, more than the 108 a GPU runs at once"; fi
+    want="rank 0 needs $((per * inst)) thread blocks, more than the 108 a GPU runs at once"; fi
 }
 
 run_case() {  # run_case NUMBER CASE...: one TAP line
@@ -221,9 +223,9 @@ run_case() {  # run_case NUMBER CASE...: one TAP line
       *) p+=("$kv") ;;
     esac
   done
-  local args=() want msg rc
+  local args=() msg rc
   for kv in "${p[@]}"; do args+=(--param "$kv"); done
-  want=$(refusal "$script" "${p[@]}")
+  refusal "$script" "${p[@]}"
   local name="${script%.lua} ${p[*]} slots=$slots"
   local repro="BATON_EXEC_SLOTS=$slots $baton compile $algs/$script ${args[*]} -o /tmp/out.xml"
   msg=$(BATON_EXEC_SLOTS=$slots "$baton" compile -q "$algs/$script" "${args[@]}" -o "$tmp/out.xml" 2>&1); rc=$?

@@ -13,7 +13,7 @@
 #   tools/setup.sh check  only the checked build: clang with AddressSanitizer
 #                         and UndefinedBehaviorSanitizer (any report fails),
 #                         the CPU suites, then each fuzz target for
-#                         BATON_FUZZ_SECONDS (default 20; 10 in `test`)
+#                         BATON_FUZZ_SECONDS (default 20; 5 in `test`)
 #                         from its seeds
 #   tools/setup.sh build  install and build only
 #
@@ -88,7 +88,7 @@ fi
 # appended to $log; adds its Meson summary to the totals.
 passed=0 failed=0 skipped=0 status=0
 fuzz_secs=20
-[ "$cmd" = test ] && fuzz_secs=10   # the checked build's part of the whole run
+[ "$cmd" = test ] && fuzz_secs=5   # the checked build's part of the whole run: its seeds and a short search
 run_tests() {
   local dir=$1 out
   shift
