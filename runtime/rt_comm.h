@@ -60,6 +60,8 @@ struct baton_comm {
   const char *last;           /* the algorithm the last call ran */
   int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
   int last_choice_fused;      /* the last GEMV + AllReduce program chosen, -2 none yet */
+  int last_fused_via;         /* how the last fused AllToAll call of a process per GPU reached its peers:
+                                 RT_FUSED_VIA_* (rt_direct_fused_across) */
   baton_result error;         /* sticky: the first asynchronous error seen */
   struct rt_bootstrap *bs;    /* one process per GPU only */
   rt_trace *trace;            /* BATON_TRACE, else NULL */
@@ -83,6 +85,11 @@ struct baton_comm {
  * computes alike (the loaded algorithms' fingerprint, a direct call's
  * descriptor). */
 #define RT_HASH_START 1469598103934665603ull
+/* baton_comm.last_fused_via: through FIFOs; straight into the peers'
+ * outputs (learned at capture); through the windows (registered outputs,
+ * or the window's scratch and a copy out). */
+enum { RT_FUSED_VIA_FIFO, RT_FUSED_VIA_OUTPUTS, RT_FUSED_VIA_WINDOWS };
+
 static inline uint64_t rt_hash(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */

@@ -234,22 +234,34 @@ static uint32_t fused_eager(rt_launch *L, int64_t bytes, char **out) {
 
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
   baton_comm *c = L->c;
+  if (c->bs) c->last_fused_via = RT_FUSED_VIA_FIFO;
   if (!L->direct_ok || !c->bs || !c->win || c->nranks > IP_DIRECT_MAX) return BT_OK;
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
+  const int64_t bytes = L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize;
   uint32_t key = 0;
+  int via = RT_FUSED_VIA_WINDOWS;
   if (rt_direct_peer_io(c, stream)) {   /* captured: every rank's output exchanged now */
     in[c->rank] = out[c->rank] = (char *)L->recvbuf;
     rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
                           "a captured fused call"};
     bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+    /* Some rank's output cannot be exported (stream-ordered pool memory,
+     * cuMem, the map limit): every rank alike goes through the windows,
+     * as an eager call does, the copy out captured with the kernel. */
     if (e == BT_ERR_UNSUPPORTED) {
-      LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
-      return BT_OK;
+      if (!(key = fused_eager(L, bytes, out))) {
+        LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
+        return BT_OK;
+      }
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call stores through the windows", c->rank, L->where);
+    } else {
+      CHECK(e);
+      via = RT_FUSED_VIA_OUTPUTS;
     }
-    CHECK(e);
-  } else if (!(key = fused_eager(L, L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize, out))) {   /* eager */
+  } else if (!(key = fused_eager(L, bytes, out))) {   /* eager */
     return BT_OK;
   }
+  c->last_fused_via = via;
   uint64_t *flags[IP_WIN_MAX_RANKS];
   const size_t at = rt_window_layout_of(c->win)->a2a;
   for (int r = 0; r < c->nranks; r++) flags[r] = (uint64_t *)(rt_window_base(c->win, r) + at);

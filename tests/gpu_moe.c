@@ -228,11 +228,24 @@ static baton_result issue_moe(void *arg) {
   return e ? e : g;
 }
 
-/* A captured call, replayed on new X and W: nothing is set up per call. */
-static void check_graph(void) {
+/* A captured call, replayed on new X and W: nothing is set up per call.
+ * pool: the outputs come from the stream-ordered pool (cudaMallocAsync),
+ * which CUDA IPC cannot export: with a process per rank the captured call
+ * then stores through the windows, not into the peers' outputs. */
+static void check_graph(int pool) {
   const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
   bufs *b = bufs_new(&s);
   if (!b) { ok(0, "graph: buffers"); return; }
+  for (int r = 0; r < nranks && pool; r++) {
+    cudaSetDevice(bdev(r));
+    cudaFree(b[r].dout);
+    b[r].dout = NULL;
+    if (cudaMallocAsync((void **)&b[r].dout, s.T * s.H * 2, streams[r]) || cudaStreamSynchronize(streams[r])) {
+      ok(0, "graph: pool buffers");
+      bufs_free(b);
+      return;
+    }
+  }
   baton_result e = call(NULL, &s, b);   /* once outside the capture: the scratch is reserved */
   graph_call gc = {&s, b};
   gpu_graphs G = {0};
@@ -251,11 +264,15 @@ static void check_graph(void) {
     bad = e ? -1 : check(&s, b, why, sizeof why);
     if (bad) break;
   }
-  ok(!e && bad == 0, "a captured baton_gemm_alltoall replays right on new X and W twice: %s",
-     e ? baton_result_string(e) : why);
-  if (procs() && direct())   /* learned at capture: its rows went straight into the peers' outputs */
-    ok(rt_peerbuf_count(comms[rank_lo]->pbufs) >= nranks - 1, "rank %d's captured call mapped its %d peers' outputs "
-       "(%d mapped)", rank_lo, nranks - 1, rt_peerbuf_count(comms[rank_lo]->pbufs));
+  ok(!e && bad == 0, "a captured baton_gemm_alltoall%s replays right on new X and W twice: %s",
+     pool ? " on pool outputs" : "", e ? baton_result_string(e) : why);
+  if (procs() && direct() && !pool)   /* learned at capture: its rows went straight into the peers' outputs */
+    ok(rt_peerbuf_count(comms[rank_lo]->pbufs) >= nranks - 1 && comms[rank_lo]->last_fused_via == RT_FUSED_VIA_OUTPUTS,
+       "rank %d's captured call mapped its %d peers' outputs (%d mapped) and stored into them", rank_lo, nranks - 1,
+       rt_peerbuf_count(comms[rank_lo]->pbufs));
+  if (procs() && direct() && pool)
+    ok(comms[rank_lo]->last_fused_via == RT_FUSED_VIA_WINDOWS, "rank %d's captured call on pool outputs stored "
+       "through the windows (%d: 0 FIFOs, 1 the outputs, 2 the windows)", rank_lo, comms[rank_lo]->last_fused_via);
   gpu_graphs_free(&G);
   bufs_free(b);
 }
@@ -494,7 +511,8 @@ static void moe_checks(const gpu_ranks_opts *o) {
   check_programs(small, sizeof small / sizeof small[0]);
   if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
-  check_graph();
+  check_graph(0);
+  check_graph(1);
   check_graph_order();
   check_order();
   check_refused();
