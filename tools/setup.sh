@@ -43,25 +43,26 @@ fi
 
 export PATH="$PATH:/usr/local/cuda/bin"
 # The checked build (CPU only): every sanitizer report aborts its test.
-check_build() {
+check_setup() {
   local dir=$build-check
   if [ ! -f "$dir/build.ninja" ]; then
     CC=clang meson setup "$dir" -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
       "-Dc_args=-fno-sanitize-recover=all -fsanitize=fuzzer-no-link" >/dev/null
   fi
-  ninja -C "$dir" >/dev/null
 }
+check_build() { check_setup && ninja -C "$build-check" >/dev/null; }
 
 # Where a test run's time goes, one line before the totals: "setup: build
 # 270 s, tests 190 s, ..." (phase names and whole seconds).
 times=""
 phase() { times="$times${times:+, }$1 $((SECONDS - t0)) s"; t0=$SECONDS; }
 t0=$SECONDS
-# `test` makes the checked build (below) in the background from the start,
-# at the idle scheduling class: it takes only what the build and the tests
-# leave of the CPU (their single long compiles, the tests that wait on
-# timeouts), and they lose nothing to it (an idle-class task gives way as
-# soon as another wants the core).  The checked tests wait for it.
+# `test` makes the checked build (below) in the background from the start:
+# its configure beside the plain build's (each takes one core), then its
+# compiles at the idle scheduling class, which take only what the build and
+# the tests leave of the CPU (their single long compiles, the tests that
+# wait on timeouts); they lose nothing to it (an idle-class task gives way
+# as soon as another wants the core).  The checked tests wait for it.
 # In a process group of its own (set -m), so that an early exit stops all
 # of it; not a session of its own, which would be a scheduling group of its
 # own too (autogroups), with half the CPU whatever its class.
@@ -69,7 +70,8 @@ bg_check=""
 if [ "$cmd" = test ] && [ "${BATON_CHECK:-1}" != 0 ]; then
   bg_log=$(mktemp)
   set -m
-  (chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null; check_build) >"$bg_log" 2>&1 &
+  (check_setup; chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null
+   ninja -C "$build-check" >/dev/null) >"$bg_log" 2>&1 &
   bg_check=$!
   set +m
   trap 'kill -- -"$bg_check" 2>/dev/null || true' EXIT
