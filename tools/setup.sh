@@ -86,19 +86,20 @@ if [ "$cmd" != check ]; then
   phase build
 fi
 
-# Runs meson test in build folder $1 with the remaining arguments, output
-# appended to $log; adds its Meson summary to the totals.
+# meson_test OUT DIR ARGS...: meson test in build folder DIR with ARGS,
+# its output into OUT, its status as meson's.
 passed=0 failed=0 skipped=0 status=0
 fuzz_secs=20
 [ "$cmd" = test ] && fuzz_secs=5   # the checked build's part of the whole run: its seeds and a short search
-run_tests() {
-  local dir=$1 out
-  shift
-  out=$(mktemp)
-  set +e
-  BATON_FUZZ_SECONDS=${BATON_FUZZ_SECONDS:-$fuzz_secs} meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "$@" >"$out" 2>&1
-  local rc=$?
-  set -e
+meson_test() {
+  local out=$1 dir=$2
+  shift 2
+  BATON_FUZZ_SECONDS=${BATON_FUZZ_SECONDS:-$fuzz_secs} meson test -C "$dir" --no-rebuild --print-errorlogs "$@" >"$out" 2>&1
+}
+# tally OUT DIR RC: appends OUT (a meson_test's, status RC) to $log, prints
+# its failures and adds its Meson summary to the totals.
+tally() {
+  local out=$1 dir=$2 rc=$3
   cat "$out" >>"$log"
   sed -n '/^Summary of Failures/,$p;/^ *[0-9]*\/[0-9]* /p' "$out" | grep -v '^$' | sort -u -k1,1n | grep -v '^Summary' |
     sed "s|^|[$dir] |" || true
@@ -110,8 +111,16 @@ run_tests() {
   failed=$(( failed + ${fail:-0} + ${xpass:-0} + ${tout:-0} ))
   skipped=$(( skipped + ${skip:-0} ))
   if [ -z "$ok" ]; then cat "$out"; failed=$(( failed + 1 )); fi
-  [ $rc -eq 0 ] || status=1
+  [ "$rc" -eq 0 ] || status=1
   rm -f "$out"
+}
+# run_tests DIR ARGS...: meson test on two cores, tallied.
+run_tests() {
+  local dir=$1 out rc=0
+  shift
+  out=$(mktemp)
+  meson_test "$out" "$dir" --num-processes 2 "$@" || rc=$?
+  tally "$out" "$dir" "$rc"
 }
 
 case $cmd in
@@ -134,7 +143,15 @@ test|check)
       check_build
     fi
     phase "checked build"
-    run_tests "$build-check" --suite unit --suite golden --suite fuzz
+    # The fuzz targets, one at a time, beside the other suites (their own
+    # log files): those start with the tests that run alone (loopback
+    # floods, timing), which leave the other core to the fuzzers.
+    fuzz_out=$(mktemp) fuzz_rc=0
+    meson_test "$fuzz_out" "$build-check" --num-processes 1 --suite fuzz --logbase fuzzlog &
+    fuzz_pid=$!
+    run_tests "$build-check" --suite unit --suite golden
+    wait "$fuzz_pid" || fuzz_rc=$?
+    tally "$fuzz_out" "$build-check" "$fuzz_rc"
     phase "checked tests"
   fi
   echo "setup: $times"
