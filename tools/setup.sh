@@ -9,7 +9,9 @@
 #   tools/setup.sh test   build, then run every test suite, then the checked
 #                         build's (below); the last two lines are where the
 #                         time went ("setup: build N s, ...") and
-#                         "N passed, N failed, N skipped"
+#                         "N passed, N failed, N skipped", after what the
+#                         suites skipped and why ("setup: N test points
+#                         skipped: needs the MSCCL corpus, ...")
 #   tools/setup.sh check  only the checked build: clang with AddressSanitizer
 #                         and UndefinedBehaviorSanitizer (any report fails),
 #                         the CPU suites, then each fuzz target for
@@ -154,6 +156,22 @@ test|check)
     tally "$fuzz_out" "$build-check" "$fuzz_rc"
     phase "checked tests"
   fi
+  # What the suites skipped inside tests that ran, and why (the nocorpus
+  # suite's are on purpose: it runs tests without the corpus).
+  python3 - "$build/meson-logs/testlog.json" "$build-check/meson-logs/testlog.json" <<'PY' || true
+import collections, json, re, sys
+why = collections.Counter()
+for path in sys.argv[1:]:
+    try:
+        rows = [json.loads(line) for line in open(path)]
+    except OSError:
+        continue
+    for row in rows:
+        if ":nocorpus /" not in row["name"] and row.get("result") != "SKIP":
+            why.update(re.findall(r"# SKIP (.*)", row.get("stdout") or ""))
+for reason, n in why.most_common(8):
+    print(f"setup: {n} test points skipped: {reason}")
+PY
   echo "setup: $times"
   echo "$passed passed, $failed failed, $skipped skipped"
   [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
