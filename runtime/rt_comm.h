@@ -314,8 +314,9 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
  * rt_launch.fused_stage).  The eager ones' descriptor is checked against
  * each peer's in the kernel (ip_gargs.dkey).  Then L is made direct with
  * those outputs and the flags in the windows (rt_call_direct_alltoall).
- * Otherwise (a larger output, or captured where some rank's output cannot
- * be mapped: every rank alike) L keeps the FIFO exchange.  Errors are the
+ * Captured where some rank's output cannot be mapped (every rank alike),
+ * it goes the eager way, the copy out captured too.  Otherwise (a larger
+ * unregistered output) L keeps the FIFO exchange.  Errors are the
  * bootstrap's or CUDA's. */
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream);
 
