@@ -152,6 +152,22 @@ __attribute__((unused)) static char *gpu_ranks_window(size_t bytes) {
   return e ? NULL : mem;
 }
 
+/* The elements of `esize` bytes among the `bytes` of device memory at p
+ * that are no longer all 0xff bytes (what cudaMemset(p, 0xff, bytes) left):
+ * how many a refused call wrote; -1 when they cannot be read. */
+__attribute__((unused)) static long gpu_written(const void *p, size_t bytes, size_t esize) {
+  unsigned char *h = malloc(bytes ? bytes : 1);
+  if (!h || cudaMemcpy(h, p, bytes, cudaMemcpyDeviceToHost)) { free(h); return -1; }
+  long n = 0;
+  for (size_t i = 0; i + esize <= bytes; i += esize) {
+    size_t k = 0;
+    while (k < esize && h[i + k] == 0xff) k++;
+    n += k < esize;
+  }
+  free(h);
+  return n;
+}
+
 /* Waits for every rank's stream; the first error (the stream's, or the
  * communicator's asynchronous one). */
 static baton_result sync_all(void) {
