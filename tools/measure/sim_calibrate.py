@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sim_calibrate.py -- `baton sim`'s predictions against a measured bench.
 
-Usage: tools/measure/sim_calibrate.py [--csv OUT] [--only fifo|direct] BATON SPEC PROGRAM_DIR CSV [CSV...]
+Usage: tools/measure/sim_calibrate.py [--csv OUT] [--only fifo|direct] [--summary] BATON SPEC PROGRAM_DIR CSV [CSV...]
 
 Each CSV is a `baton bench --csv` file (docs/PERFORMANCE.md).  For every
 row the program the measured call ran (its `algorithm` column, an IR name)
@@ -11,7 +11,10 @@ against predicted, and how many rows meet the target (within 15% where the
 measured time is above 20 us, within 3 us below).  --csv OUT writes the
 rows as CSV too (collective, program, bytes, measured_us, predicted_us),
 for tools/measure/plot_ratio.py.  --only keeps the rows of FIFO programs
-(or of direct ones).
+(or of direct ones).  --summary prints, after the rows, a line per
+(collective, program): its rows, how many meet the target, predicted /
+measured above 20 us and predicted - measured below.  Exit status 0
+when at least one row was simulated, 2 on bad usage or when none was.
 
 Among the programs of a name, the one whose size range holds the row's
 size is taken (the runtime's choice); where none does (a CSV of a set
@@ -73,7 +76,12 @@ def simulate(baton, spec, prog, sizes, dtype, inplace):
 
 def main(argv):
     out = only = None
-    while len(argv) > 2 and argv[1] in ('--csv', '--only'):
+    summary = False
+    while len(argv) > 1 and argv[1] == '--summary' or len(argv) > 2 and argv[1] in ('--csv', '--only'):
+        if argv[1] == '--summary':
+            summary = True
+            argv = argv[:1] + argv[2:]
+            continue
         if argv[1] == '--csv':
             out = csv.writer(open(argv[2], 'w', newline=''))
             out.writerow(['collective', 'program', 'bytes', 'measured_us', 'predicted_us'])
@@ -95,6 +103,7 @@ def main(argv):
     print('| collective | algorithm | bytes | measured us | predicted us | predicted / measured | target |')
     print('|---|---|---:|---:|---:|---:|---|')
     met = total = 0
+    per = collections.defaultdict(list)   # (collective, program) -> [(measured, predicted)]
     for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
         byprog = collections.defaultdict(list)
         for r in rs:
@@ -122,12 +131,36 @@ def main(argv):
                 ok = abs(p - meas) <= (0.15 * meas if meas > 20 else 3)
                 met += ok
                 total += 1
+                per[(r['collective'], os.path.basename(f))].append((meas, p))
                 print(f"| {r['collective']} | {os.path.basename(f)} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | "
                       f"{'yes' if ok else 'no'} |")
                 if out:
                     out.writerow([r['collective'], os.path.basename(f), size, f'{meas:.3f}', f'{p:.3f}'])
     print(f'\n{met} of {total} rows meet the target.')
-    return 0
+    if summary:
+        print_summary(per)
+    return 0 if total else 2
+
+
+def span(values, fmt):
+    """'a .. b' of the values (one value alone), '' for none."""
+    if not values:
+        return ''
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f'{fmt.format(lo)} .. {fmt.format(hi)}'
+
+
+def print_summary(per):
+    """A line per (collective, program): rows, rows meeting the target, predicted / measured above 20 us, predicted -
+    measured (us) below."""
+    print('\n| collective | program | rows | meet the target | above 20 us: predicted / measured '
+          '| below: predicted - measured, us |')
+    print('|---|---|---:|---:|---|---|')
+    for (coll, prog), pairs in sorted(per.items()):
+        ok = sum(abs(p - m) <= (0.15 * m if m > 20 else 3) for m, p in pairs)
+        above = [p / m for m, p in pairs if m > 20]
+        below = [p - m for m, p in pairs if m <= 20]
+        print(f'| {coll} | {prog} | {len(pairs)} | {ok} | {span(above, "{:.2f}")} | {span(below, "{:+.1f}")} |')
 
 
 if __name__ == '__main__':
