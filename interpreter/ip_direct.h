@@ -3,8 +3,10 @@
  * communicator can load from and store into.
  *
  * The host turns one rank's thread blocks into a short list of executor
- * operations (runtime/rt_direct.c) that travel in the kernel's parameters,
- * so a block starts working without reading a plan from memory:
+ * operations (runtime/rt_direct.c), kept in device memory once per program
+ * (ip_dtab); every block copies them into shared memory at its start, one
+ * load per thread, beside its call count, so that what it looks up there
+ * afterwards costs no round trip:
  *
  *   a run      consecutive data steps over the same chunks (put, get,
  *              getr, cpy, re) applied to one value per 16-byte unit kept in
@@ -44,7 +46,8 @@ extern "C" {
 /* Channels of a direct program at most (its signal streams' flags). */
 #define IP_WIN_CHANS 4
 /* Thread blocks of a rank, executor operations, run links and signal
- * entries of a rank's plan at most (they travel in the parameters). */
+ * entries of a rank's plan at most (ip_dtab: its size is shared memory
+ * every block of the kernel takes). */
 #define IP_DIRECT_MAX_TBS 8
 #define IP_DIRECT_MAX_OPS 32
 #define IP_DIRECT_MAX_LINKS 64
@@ -108,8 +111,21 @@ typedef struct ip_dop {
   int16_t tb;             /* the IR thread block (errors) */
   uint8_t nseg, pad;      /* copies: the segments */
   int32_t cnt;            /* a run: chunks per link */
-  int32_t first;          /* its first link (ip_dargs.links) or entry (ip_dargs.syncs) */
+  int32_t first;          /* its first link (ip_dtab.links) or entry (ip_dtab.syncs) */
 } ip_dop;
+
+/* One rank's plan of a direct program, as the kernel reads it: built once
+ * (rt_dplan), copied to device memory when the communicator is made, and
+ * into each block's shared memory at its start.  A multiple of 16 bytes
+ * (IP_DTAB_UNITS loads of 16). */
+typedef struct ip_dtab {
+  int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
+  int32_t pad[3];
+  ip_dop ops[IP_DIRECT_MAX_OPS];
+  ip_dlink links[IP_DIRECT_MAX_LINKS];
+  ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
+} ip_dtab;
+#define IP_DTAB_UNITS ((int)(sizeof(ip_dtab) / 16))
 
 typedef struct ip_dargs {
   /* Where every rank's i, o and s are as this GPU reaches them (its own
@@ -124,7 +140,6 @@ typedef struct ip_dargs {
   ir_geom geom;
   int32_t rank, nranks, esize, dtype, op, proto;
   int32_t grid, ntbs, lanes;           /* blocks launched; thread blocks; blocks per thread block */
-  int32_t nops, nlinks, nsyncs;
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
   /* A call on registered windows (docs/RUNTIME.md, "Registered
    * buffers"): its descriptor, a hash of where its buffers are in their
@@ -142,15 +157,38 @@ typedef struct ip_dargs {
    * done for the others; step: its first IR step, tile: the operation's
    * index), exit. */
   uint64_t *trace;
-  int32_t tb_first[IP_DIRECT_MAX_TBS + 1];   /* thread block t's operations: [tb_first[t], tb_first[t + 1]) */
+  const ip_dtab *tab;                  /* this rank's plan of the program, in device memory */
   volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
   ip_gerr *err;
   uint64_t *claim;                     /* device: 0 until one block of the call owns err */
   uint64_t timeout_ns;                 /* 0: never */
-  ip_dop ops[IP_DIRECT_MAX_OPS];
-  ip_dlink links[IP_DIRECT_MAX_LINKS];
-  ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
+  /* Where chunk 0 of each link of a one-chunk operation is (ip_dlink_at;
+   * LL landings and targets: their first half), filled by the host when
+   * lean is 1: such an operation reads them here, with no table of its
+   * own to build; an operation of several chunks, or lean 0, works them
+   * out.  first[t]: link 0 of thread block t's first operation where that
+   * is a one-chunk run or copies whose first value is a load (not a
+   * landing): each thread loads its unit of it before the block's first
+   * barrier; NULL: none. */
+  int32_t lean;
+  char *lptr[IP_DIRECT_MAX_LINKS];
+  int64_t lvalid[IP_DIRECT_MAX_LINKS];
+  const char *first[IP_DIRECT_MAX_TBS];
+  int64_t first_valid[IP_DIRECT_MAX_TBS];
 } ip_dargs;
+
+/* Where chunk j of link l is for the call a describes: *ptr, and how many
+ * of its bytes count, *valid (an LL landing or put target: the first
+ * half's lines, every one).  The kernel's link table and the host's lean
+ * links (ip_dargs.lptr) both take it from here. */
+IR_HD void ip_dlink_at(const ip_dargs *a, const ip_dlink *l, int64_t j, char **ptr, int64_t *valid) {
+  const int r = l->at == IP_AT_PEER ? l->peer : a->rank;
+  const int64_t c = ir_chunk_at(l->off, l->run, l->stride, j);
+  const int ll = a->proto == IR_PROTO_LL && l->buf == IR_BUF_SCRATCH;
+  const int64_t cb = a->geom.cap * a->esize;
+  *ptr = a->buf[r][l->buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, cb) : ir_geom_off(&a->geom, l->buf, c) * a->esize);
+  *valid = ll ? cb : ir_geom_len(&a->geom, l->buf, c) * a->esize;
+}
 
 /* A flag's index in a rank's flag words: the stream from `sender` on
  * channel `chan`, as lane `lane` of the thread blocks at its two ends

@@ -21,9 +21,10 @@ __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p 
 
 // The valid bytes of a unit that is not one whole aligned 16-byte access
 // (a region's tail, or an unaligned region), in the widest words both the
-// address and the valid length allow (zero past valid).  Out of line: the
-// common path keeps its registers.
-static __device__ __noinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
+// address and the valid length allow (zero past valid).  Inline: out of
+// line, an 8-byte f32 AllReduce (a tail, no whole unit) took 0.4 us more
+// than a 32-byte one on 2 x H200, inline 0.15 us more; no spill either way.
+static __device__ __forceinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
   uint32_t w[4] = {0, 0, 0, 0};
   const int64_t n = valid - off < 16 ? valid - off : 16;
   const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
@@ -40,7 +41,7 @@ static __device__ __noinline__ uint4 load_part(const char *p, int64_t off, int64
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
-static __device__ __noinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
+static __device__ __forceinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   const int64_t n = valid - off < 16 ? valid - off : 16;
   const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
@@ -70,6 +71,16 @@ __device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, 
   else if (off < valid) store_part(p, off, valid, v);
 }
 
+// ---- the plan ---------------------------------------------------------------
+
+// This rank's plan of the program (ip_dtab), copied from device memory at
+// the block's start: every operation, link and signal entry is then a
+// shared-memory load away, where a lookup in the kernel's parameters
+// would wait for the constant cache to fetch the line from L2, one lookup
+// after another (the operation, then its link, then the link's buffer).
+__shared__ uint4 d_tabw[IP_DTAB_UNITS];
+__device__ __forceinline__ const ip_dtab &dtab() { return *reinterpret_cast<const ip_dtab *>(d_tabw); }
+
 // ---- runs ---------------------------------------------------------------------
 
 // A run's links for the chunk at hand, in shared memory: where each one's
@@ -81,17 +92,35 @@ __shared__ int64_t d_valid[IP_DIRECT_MAX_LINKS];
 // every link, a thread each).  Landings and an LL put's target start in
 // their first half; the caller adds the call's half.
 __device__ __forceinline__ void link_one(const ip_dargs &a, const ip_dop &op, int j, int k) {
-  const ip_dlink &l = a.links[op.first + k];
-  const int r = l.at == IP_AT_PEER ? l.peer : a.rank;
-  const int64_t c = ir_chunk_at(l.off, l.run, l.stride, j);
-  const bool ll = a.proto == IR_PROTO_LL && l.buf == IR_BUF_SCRATCH;
-  const int64_t cb = a.geom.cap * a.esize;
-  d_ptr[k] = a.buf[r][l.buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, cb) : ir_geom_off(&a.geom, l.buf, c) * a.esize);
-  d_valid[k] = ll ? cb : ir_geom_len(&a.geom, l.buf, c) * a.esize;
+  char *p;
+  int64_t v;
+  ip_dlink_at(&a, &dtab().links[op.first + k], j, &p, &v);
+  d_ptr[k] = p;
+  d_valid[k] = v;
 }
 
 __device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, int j) {
   for (int k = threadIdx.x; k < op.n; k += blockDim.x) link_one(a, op, j, k);
+}
+
+// Whether op reads its links from the host's (ip_dargs.lptr: a one-chunk
+// operation of a lean call) rather than from a table of its own.
+__device__ __forceinline__ bool lean_op(const ip_dargs &a, const ip_dop &op) { return a.lean && op.cnt == 1; }
+// Where link k of op's chunk at hand starts, and its bytes that count.
+__device__ __forceinline__ char *lk_ptr(const ip_dargs &a, const ip_dop &op, bool lean, int k) {
+  return lean ? a.lptr[op.first + k] : d_ptr[k];
+}
+__device__ __forceinline__ int64_t lk_valid(const ip_dargs &a, const ip_dop &op, bool lean, int k) {
+  return lean ? a.lvalid[op.first + k] : d_valid[k];
+}
+// Builds op's link table for chunk j, unless it reads the host's: every
+// thread done with the last chunk's table first, every entry written
+// before any is read.
+__device__ __forceinline__ void chunk_links(const ip_dargs &a, const ip_dop &op, bool lean, int j) {
+  if (lean) return;
+  if (j) __syncthreads();
+  link_table(a, op, j);
+  __syncthreads();
 }
 
 // Polls unit u of the landing at p (a run's first value) until its lines
@@ -104,7 +133,7 @@ __device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, co
     ll_lines(p, u, units, v, f);
     if (ll_there(f, flag)) return true;
     if (a.poll_ns) __nanosleep(a.poll_ns);
-    if (!dspin_more(a, sp, op.tb, a.links[op.first].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
+    if (!dspin_more(a, sp, op.tb, dtab().links[op.first].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
   }
 }
 
@@ -112,31 +141,33 @@ __device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, co
 // of `want`: operand c) until their lines carry `flag`,
 // every line of every landing loaded before any is checked; their data
 // into v.  False when the wait gave up.
-__device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &op, unsigned want, uint4 *v, int pre,
-                                              int64_t u, int64_t units, int64_t hoff, uint32_t flag) {
+__device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &op, bool lean, unsigned want, uint4 *v,
+                                              int pre, int64_t u, int64_t units, int64_t hoff, uint32_t flag) {
   dspin sp = {0, 0};
   for (;;) {
     uint4 f[IP_DIRECT_RUN_LOADS];
 #pragma unroll
     for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
-      if (want >> c & 1) ll_lines(d_ptr[pre + c] + hoff, u, units, v[c], f[c]);
+      if (want >> c & 1) ll_lines(lk_ptr(a, op, lean, pre + c) + hoff, u, units, v[c], f[c]);
 #pragma unroll
     for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
       if ((want >> c & 1) && ll_there(f[c], flag)) want &= ~(1u << c);
     if (!want) return true;
     if (a.poll_ns) __nanosleep(a.poll_ns);
     const int c = __ffs(want) - 1;
-    if (!dspin_more(a, sp, op.tb, a.links[op.first + pre + c].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
+    if (!dspin_more(a, sp, op.tb, dtab().links[op.first + pre + c].step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0)) return false;
   }
 }
 
-// Writes unit u's value v through link k of the table: an LL put as its
-// two lines with this call's flag, in the landing half `hoff` names; any
+// Writes unit u's value v through link k of op: an LL put as its two
+// lines with this call's flag, in the landing half `hoff` names; any
 // other store as the unit's bytes.
-__device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dlink &l, int k, int64_t u, int64_t units,
-                                         int64_t hoff, uint32_t flag, const uint4 &v) {
-  if (l.kind == IP_L_PUT && a.proto == IR_PROTO_LL) ll_put(d_ptr[k] + hoff, u, units, v, flag);
-  else store_unit(d_ptr[k], 16 * u, d_valid[k], v);
+__device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bool lean, int k, int64_t u,
+                                         int64_t units, int64_t hoff, uint32_t flag, const uint4 &v) {
+  if (dtab().links[op.first + k].kind == IP_L_PUT && a.proto == IR_PROTO_LL)
+    ll_put(lk_ptr(a, op, lean, k) + hoff, u, units, v, flag);
+  else
+    store_unit(lk_ptr(a, op, lean, k), 16 * u, lk_valid(a, op, lean, k), v);
 }
 
 // Runs one run (ip_direct.h) for this block's units: per unit, its loads
@@ -146,20 +177,20 @@ __device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dlink &l, i
 // flags say this call.  Loads precede the unit's stores: the host
 // cuts runs where a store would feed a later load of the same run.  False
 // when a wait gave up (the thread then skips its other units but keeps to
-// the block's barriers).
+// the block's barriers).  first: this thread's unit `me` of link 0,
+// loaded already (the block's first operation: ip_dargs.first), or NULL.
 template <int DT, int OP>
-__device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+__device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, const uint4 *first) {
   const int nc = op.ncomb, pre = op.npre;
   const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
+  const bool lean = lean_op(a, op);
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
-    if (j) __syncthreads();   // every thread is done with the last chunk's table
-    link_table(a, op, j);
-    __syncthreads();
+    chunk_links(a, op, lean, j);
 #pragma unroll 1
     for (int64_t u = me; u < units; u += nt) {
       const int64_t off = 16 * u;
@@ -169,19 +200,20 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
       for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
         if (c > nc) break;
         const int k = c == 0 ? 0 : pre + c;   // link 0, then the reductions' operands
-        if (a.links[op.first + k].at == IP_AT_LANDING) land |= 1u << c;
-        else v[c] = load_unit(d_ptr[k], off, d_valid[k]);
+        if (dtab().links[op.first + k].at == IP_AT_LANDING) land |= 1u << c;
+        else if (c == 0 && first && u == me) v[c] = *first;
+        else v[c] = load_unit(lk_ptr(a, op, lean, k), off, lk_valid(a, op, lean, k));
       }
       // The first value's stores -- an LL one-shot's puts among them --
       // go out before this rank waits for its own landings: the peers'
       // puts wait for nothing either.
-      if ((land & 1) && !poll_one(a, op, d_ptr[0] + hoff, u, units, flag, v[0])) {
+      if ((land & 1) && !poll_one(a, op, lk_ptr(a, op, lean, 0) + hoff, u, units, flag, v[0])) {
         ok = false;
         break;
       }
       uint4 w = v[0];
-      for (int k = 1; k <= pre; k++) put_unit(a, a.links[op.first + k], k, u, units, hoff, flag, w);
-      if ((land & ~1u) && !poll_landings(a, op, land & ~1u, v, pre, u, units, hoff, flag)) {
+      for (int k = 1; k <= pre; k++) put_unit(a, op, lean, k, u, units, hoff, flag, w);
+      if ((land & ~1u) && !poll_landings(a, op, lean, land & ~1u, v, pre, u, units, hoff, flag)) {
         ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
         break;
       }
@@ -189,7 +221,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
       for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
         if (c <= nc) w = ip_apply_u4<DT, OP>(w, v[c]);
       for (int k = pre + nc + 1; k < op.n; k++)   // stores of the reduced value
-        put_unit(a, a.links[op.first + k], k, u, units, hoff, flag, w);
+        put_unit(a, op, lean, k, u, units, hoff, flag, w);
     }
   }
   return ok;
@@ -199,37 +231,40 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 // every segment's load at once (but landings), then each segment's store
 // in order, a landing polled first where its segment comes.  The host
 // joined only segments whose loads read nothing an earlier segment
-// stores.  False when a wait gave up (as run).
-__device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+// stores.  False when a wait gave up (as run).  first: as run's, of
+// segment 0's load.
+__device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane,
+                                       const uint4 *first) {
   const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
+  const bool lean = lean_op(a, op);
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
-    if (j) __syncthreads();
-    link_table(a, op, j);
-    __syncthreads();
+    chunk_links(a, op, lean, j);
 #pragma unroll 1
     for (int64_t u = me; u < units; u += nt) {
       const int64_t off = 16 * u;
       uint4 v[IP_DIRECT_COPY_SEGS];
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
-        if (c < op.nseg && a.links[op.first + 2 * c].at != IP_AT_LANDING)
-          v[c] = load_unit(d_ptr[2 * c], off, d_valid[2 * c]);
+        if (c < op.nseg && dtab().links[op.first + 2 * c].at != IP_AT_LANDING)
+          v[c] = c == 0 && first && u == me ? *first
+                                            : load_unit(lk_ptr(a, op, lean, 2 * c), off, lk_valid(a, op, lean, 2 * c));
       // In program order: a landing is polled where its segment comes, so
       // a put of an earlier segment is out before it (the peers' puts may
       // wait for nothing either; polling first deadlocked an LL AllToAll).
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
         if (c >= op.nseg) break;
-        if (a.links[op.first + 2 * c].at == IP_AT_LANDING && !poll_one(a, op, d_ptr[2 * c] + hoff, u, units, flag, v[c])) {
+        if (dtab().links[op.first + 2 * c].at == IP_AT_LANDING &&
+            !poll_one(a, op, lk_ptr(a, op, lean, 2 * c) + hoff, u, units, flag, v[c])) {
           ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
           break;
         }
-        put_unit(a, a.links[op.first + 2 * c + 1], 2 * c + 1, u, units, hoff, flag, v[c]);
+        put_unit(a, op, lean, 2 * c + 1, u, units, hoff, flag, v[c]);
       }
       if (!ok) break;
     }
@@ -246,7 +281,7 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
 // flag.
 __device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
   for (int i = threadIdx.x; i < op.n; i += blockDim.x) {
-    const ip_dsync &s = a.syncs[op.first + i];
+    const ip_dsync &s = dtab().syncs[op.first + i];
     st_release_sys(a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks), IP_DIRECT_SIGNAL(seq, s.at));
   }
 }
@@ -256,7 +291,7 @@ __device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uin
 // when a wait gave up.
 __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
   for (int i = threadIdx.x; i < op.n; i += blockDim.x) {
-    const ip_dsync &s = a.syncs[op.first + i];
+    const ip_dsync &s = dtab().syncs[op.first + i];
     const uint64_t *f = a.flags[a.rank] + ip_direct_flag(lane, s.chan, s.peer, a.nranks);
     const uint64_t need = IP_DIRECT_SIGNAL(seq, s.at);
     dspin sp = {0, 0};
@@ -291,7 +326,13 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   }
   int tn = 0;   // thread 0: events traced
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
+  // Every load the block's start needs at once: the call count, the plan,
+  // and this thread's unit of the first operation's first value.
   const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
+  for (int i = threadIdx.x; i < IP_DTAB_UNITS; i += blockDim.x) d_tabw[i] = __ldg((const uint4 *)a.tab + i);
+  const char *first = a.lean ? a.first[tb] : nullptr;
+  uint4 v0 = make_uint4(0, 0, 0, 0);
+  if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;
@@ -303,19 +344,23 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
         IP_DIRECT_DESC(seq, a.key);
   __syncthreads();
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
-  for (int o = a.tb_first[tb]; o < a.tb_first[tb + 1]; o++) {
-    const ip_dop &op = a.ops[o];
+  const int o0 = dtab().tb_first[tb], end = dtab().tb_first[tb + 1];
+  for (int o = o0; o < end; o++) {
+    const ip_dop &op = dtab().ops[o];
+    const uint4 *pre = o == o0 && first ? &v0 : nullptr;
     bool ok = true;
-    if (op.kind == IP_D_RUN) ok = run<DT, OP>(a, op, seq, lane);
-    else if (op.kind == IP_D_COPIES) ok = copies(a, op, seq, lane);
+    if (op.kind == IP_D_RUN) ok = run<DT, OP>(a, op, seq, lane, pre);
+    else if (op.kind == IP_D_COPIES) ok = copies(a, op, seq, lane, pre);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);
     else ok = waits(a, op, seq, lane);
     if (threadIdx.x == 0 && a.trace) {
       const bool sync = op.kind == IP_D_SIGS || op.kind == IP_D_WAITS;
       ip_trace_ev(a.trace, tn, op.kind == IP_D_WAITS ? IP_EV_WAITED : IP_EV_DONE,
-                  sync ? a.syncs[op.first].step : a.links[op.first].step, o);
+                  sync ? dtab().syncs[op.first].step : dtab().links[op.first].step, o);
     }
-    if (__syncthreads_or(!ok || d_stop)) break;   // every thread leaves together
+    // Every thread leaves together; after the last operation, the barrier
+    // below is the one.
+    if (o + 1 < end && __syncthreads_or(!ok || d_stop)) break;
   }
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -68,9 +68,12 @@ struct baton_comm {
   uint64_t *dflags;           /* device, peer-mapped: end flags of direct GEMM + AllToAll calls
                                  (IP_DIRECT_FLAG_WORDS(nranks); ip_gargs.dflag), NULL: none run direct */
   /* Direct programs (rt_dcall.c): their plans (one per algorithm; ok 0:
-   * not a direct program, or not runnable here), the window they run on
-   * (NULL: none), and the blocks every direct kernel launches. */
+   * not a direct program, or not runnable here), the plans' tables in
+   * device memory (one ip_dtab per algorithm, NULL: no direct program),
+   * the window they run on (NULL: none), and the blocks every direct
+   * kernel launches. */
   rt_dplan *dplans;
+  ip_dtab *dtabs;
   rt_window *win;
   int grid;
   int fgrid[IP_FDIRECT_FORMS];  /* the blocks each form of the direct GEMV + AllReduce launches (rt_fdirect.c), 0 until
@@ -248,8 +251,9 @@ int rt_comm_runnable(const baton_comm *c, int ai);
 
 /* ---- direct programs (rt_dcall.c) ---- */
 
-/* Builds c's plans of its direct programs (c->dplans) and picks its
- * direct grid; a program the executor cannot run keeps an empty plan. */
+/* Builds c's plans of its direct programs (c->dplans) and copies their
+ * tables to the current device (c->dtabs); a program the executor cannot
+ * run keeps an empty plan. */
 bt_result rt_direct_plans(baton_comm *c, int nthreads);
 
 /* Whether c needs a window (the same on every rank): a loaded program is

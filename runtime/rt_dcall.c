@@ -25,6 +25,33 @@ int rt_direct_wanted(const baton_comm *c) {
   return 0;
 }
 
+/* Copies every built plan's table to device memory (c->dtabs, a slot per
+ * algorithm), where each call's kernel finds its own (ip_dargs.tab); none
+ * when no plan was built.  Where the device has no room, the plans are
+ * dropped (said at WARN): the FIFO programs serve. */
+static bt_result upload_tables(baton_comm *c) {
+  int n = rt_algos_count(c->algos), any = 0;
+  for (int i = 0; i < n; i++) any |= c->dplans[i].ok;
+  if (!any) return BT_OK;
+  ip_dtab *host = calloc((size_t)n, sizeof *host);
+  if (!host) return BT_ERR_NOMEM;
+  for (int i = 0; i < n; i++)
+    if (c->dplans[i].ok) host[i] = c->dplans[i].tab;
+  bt_result e = rt_cuda(cudaMalloc((void **)&c->dtabs, (size_t)n * sizeof *host), RT_SUB_RUNTIME,
+                        "device memory for the direct programs' tables");
+  if (!e)
+    e = rt_cuda(cudaMemcpy(c->dtabs, host, (size_t)n * sizeof *host, cudaMemcpyHostToDevice), RT_SUB_RUNTIME,
+                "copying the direct programs' tables");
+  free(host);
+  if (e) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: direct programs are not used", c->rank);
+    for (int i = 0; i < n; i++) c->dplans[i].ok = 0;
+    if (c->dtabs) cudaFree(c->dtabs);
+    c->dtabs = NULL;
+  }
+  return BT_OK;
+}
+
 bt_result rt_direct_plans(baton_comm *c, int nthreads) {
   int n = rt_algos_count(c->algos);
   if (!(c->dplans = calloc((size_t)n + 1, sizeof *c->dplans))) return BT_ERR_NOMEM;
@@ -40,7 +67,7 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads) {
     bt_result e = rt_dplan_build(&c->dplans[i], p, c->rank, nthreads);
     if (e && e != BT_ERR_UNSUPPORTED) return e;
   }
-  return BT_OK;
+  return upload_tables(c);
 }
 
 bt_result rt_direct_window(baton_comm *c, rt_window_handle *mine) {
@@ -86,6 +113,8 @@ void rt_direct_free(baton_comm *c) {
   c->win = NULL;
   free(c->dplans);
   c->dplans = NULL;
+  if (c->dtabs) cudaFree(c->dtabs);
+  c->dtabs = NULL;
 }
 
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
@@ -393,13 +422,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->ntbs = d->ntbs;
   a->lanes = rt_dplan_lanes(d, c->grid, g.cap * es, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
-  a->nops = d->nops;
-  a->nlinks = d->nlinks;
-  a->nsyncs = d->nsyncs;
-  memcpy(a->tb_first, d->tb_first, sizeof a->tb_first);
-  memcpy(a->ops, d->ops, (size_t)d->nops * sizeof *d->ops);
-  memcpy(a->links, d->links, (size_t)d->nlinks * sizeof *d->links);
-  memcpy(a->syncs, d->syncs, (size_t)d->nsyncs * sizeof *d->syncs);
+  a->tab = c->dtabs + ai;
   a->abort = &c->shared->dev->abort;
   a->err = &c->shared->dev->err[c->local];
   a->timeout_ns = c->timeout_ns;
@@ -413,21 +436,42 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   return BT_OK;
 }
 
+/* Fills a's lean links (ip_dargs.lptr): chunk 0 of every link of each of
+ * plan d's one-chunk operations, where the kernel would find it, now that
+ * every buffer of the call is known; and each thread block's first load
+ * (ip_dargs.first). */
+static void lean_links(ip_dargs *a, const rt_dplan *d) {
+  for (int o = 0; o < d->nops; o++) {
+    const ip_dop *op = &d->tab.ops[o];
+    if ((op->kind != IP_D_RUN && op->kind != IP_D_COPIES) || op->cnt != 1) continue;
+    for (int k = 0; k < op->n; k++) ip_dlink_at(a, &d->tab.links[op->first + k], 0, &a->lptr[op->first + k],
+                                                &a->lvalid[op->first + k]);
+  }
+  for (int t = 0; t < d->ntbs; t++) {
+    const int o = d->tab.tb_first[t];
+    const ip_dop *op = &d->tab.ops[o];
+    const int load = o < d->tab.tb_first[t + 1] && (op->kind == IP_D_RUN || op->kind == IP_D_COPIES) &&
+                     op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING;
+    a->first[t] = load ? a->lptr[op->first] : NULL;
+    a->first_valid[t] = load ? a->lvalid[op->first] : 0;
+  }
+  a->lean = 1;
+}
+
 bt_result rt_direct_launch(const rt_launch *L) {
   const ip_dargs *a = &L->d;
   if (L->copy_in || L->stage_window)
     CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
+  ip_dargs t = *a;   /* every buffer known now: the lean links, and the timeline */
+  lean_links(&t, &L->c->dplans[L->ai]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
-    ip_dargs t = *a;
     t.trace = rt_trace_buf(L->c->trace, a->grid);
     if (t.trace)
       rt_trace_called(L->c->trace, L->where, rt_algos_get(L->c->algos, L->ai)->prog, a->ntbs * a->lanes, a->ntbs,
                       a->lanes, 0, L->nthreads, NULL, 1);
-    CHECK(ip_direct_launch(&t, L->nthreads, L->stream));
-  } else {
-    CHECK(ip_direct_launch(a, L->nthreads, L->stream));
   }
+  CHECK(ip_direct_launch(&t, L->nthreads, L->stream));
   if (L->divide) CHECK(ip_gpu_divide(a->dtype, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
 }

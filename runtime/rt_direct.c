@@ -7,6 +7,8 @@
 #include "ir_geom.h"
 #include "rt_log.h"
 
+_Static_assert(sizeof(ip_dtab) % 16 == 0, "ip_dtab is copied in 16-byte units");
+
 /* Where a run's value is, or where a link reads or writes: a rank's
  * buffer and a pattern of `cnt` chunks (the run's). */
 typedef struct loc { int rank, buf; int32_t off, run, stride; } loc;
@@ -71,7 +73,7 @@ static void add_link(builder *b, int kind, loc l, int step) {
     b->why = "more run links than the executor holds";
     return;
   }
-  ip_dlink *k = &d->links[d->nlinks++];
+  ip_dlink *k = &d->tab.links[d->nlinks++];
   memset(k, 0, sizeof *k);
   k->kind = (uint8_t)kind;
   k->buf = (uint8_t)l.buf;
@@ -83,7 +85,7 @@ static void add_link(builder *b, int kind, loc l, int step) {
   k->off = l.off;
   k->run = l.run;
   k->stride = l.stride;
-  d->ops[b->op].n++;
+  d->tab.ops[b->op].n++;
 }
 
 static int new_op(builder *b, int kind) {
@@ -93,7 +95,7 @@ static int new_op(builder *b, int kind) {
     b->why = "more operations than the executor holds";
     return -1;
   }
-  ip_dop *o = &d->ops[d->nops];
+  ip_dop *o = &d->tab.ops[d->nops];
   memset(o, 0, sizeof *o);
   o->kind = (uint8_t)kind;
   o->tb = (int16_t)b->tb;
@@ -113,14 +115,14 @@ static void split_chunks(builder *b, ip_dop *o) {
   int n = o->n, cnt = o->cnt;
   if (cnt < 2 || cnt > IP_DIRECT_COPY_SEGS || d->nlinks - n + n * cnt > IP_DIRECT_MAX_LINKS) return;
   ip_dlink one[IP_DIRECT_MAX_LINKS];
-  memcpy(one, &d->links[o->first], (size_t)n * sizeof *one);
+  memcpy(one, &d->tab.links[o->first], (size_t)n * sizeof *one);
   d->nlinks = o->first;
   for (int j = 0; j < cnt; j++)
     for (int k = 0; k < n; k++) {
       ip_dlink x = one[k];
       x.off = (int32_t)ir_chunk_at(x.off, x.run, x.stride, j);
       x.run = x.stride = 0;
-      d->links[d->nlinks++] = x;
+      d->tab.links[d->nlinks++] = x;
     }
   o->kind = IP_D_COPIES;
   o->nseg = (uint8_t)cnt;
@@ -135,21 +137,21 @@ static void split_chunks(builder *b, ip_dop *o) {
  * it joined the one before. */
 static int join_copies(builder *b) {
   rt_dplan *d = b->d;
-  ip_dop *o = &d->ops[b->op];
+  ip_dop *o = &d->tab.ops[b->op];
   if (o->ncomb || o->n != 2) return 0;   /* a segment is one load and one store */
   o->kind = IP_D_COPIES;
   o->nseg = 1;
   split_chunks(b, o);
-  if (b->op == 0 || b->op - 1 < d->tb_first[b->tb]) return 0;
-  ip_dop *p = &d->ops[b->op - 1];
+  if (b->op == 0 || b->op - 1 < d->tab.tb_first[b->tb]) return 0;
+  ip_dop *p = &d->tab.ops[b->op - 1];
   if (p->kind != IP_D_COPIES || p->cnt != o->cnt || p->nseg + o->nseg > IP_DIRECT_COPY_SEGS || p->n + o->n > 255 ||
       p->first + p->n != o->first)
     return 0;
   for (int k = 0; k < o->n; k++) {   /* every load of the run against every store before it */
-    const ip_dlink *l = &d->links[o->first + k];
+    const ip_dlink *l = &d->tab.links[o->first + k];
     if (l->kind != IP_L_LOAD) continue;
     for (int i = 0; i < p->n; i++) {
-      const ip_dlink *x = &d->links[p->first + i];
+      const ip_dlink *x = &d->tab.links[p->first + i];
       if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt, b->p->inplace)) return 0;
     }
   }
@@ -174,15 +176,15 @@ static void flush_signals(builder *b) {
 static void add_sync(builder *b, int kind, ip_dsync e) {
   rt_dplan *d = b->d;
   int last = d->nops - 1;
-  if (last < d->tb_first[b->tb] || d->ops[last].kind != kind) last = new_op(b, kind);
+  if (last < d->tab.tb_first[b->tb] || d->tab.ops[last].kind != kind) last = new_op(b, kind);
   if (b->bad) return;
   if (d->nsyncs >= IP_DIRECT_MAX_SYNCS) {
     b->bad = 1;
     b->why = "more signals and waits than the executor holds";
     return;
   }
-  d->syncs[d->nsyncs++] = e;
-  d->ops[last].n++;
+  d->tab.syncs[d->nsyncs++] = e;
+  d->tab.ops[last].n++;
 }
 
 /* Ends the open run: a value reduced into acc and not yet stored is; a
@@ -197,7 +199,7 @@ static void close_run(builder *b, int step) {
   if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
   b->dirty = 0;
   int joined = !b->bad && join_copies(b);
-  int copies = !joined && !b->bad && b->d->ops[b->op].kind == IP_D_COPIES;
+  int copies = !joined && !b->bad && b->d->tab.ops[b->op].kind == IP_D_COPIES;
   b->op = -1;
   if (joined || copies) return;
   flush_signals(b);
@@ -216,7 +218,7 @@ static int pending_to(const builder *b, int rank) {
 static void open_run(builder *b, loc l, int cnt, int step) {
   b->op = new_op(b, IP_D_RUN);
   if (b->op < 0) return;
-  b->d->ops[b->op].cnt = cnt;
+  b->d->tab.ops[b->op].cnt = cnt;
   b->phase = 0;
   b->dirty = 0;
   b->nlocs = 0;
@@ -233,9 +235,9 @@ static int holds(const builder *b, loc l) {
 /* Whether an operand at l may be memory the open run stored before it
  * (its loads come first, so it would read the old value). */
 static int stored_before(const builder *b, loc l) {
-  const ip_dop *o = &b->d->ops[b->op];
+  const ip_dop *o = &b->d->tab.ops[b->op];
   for (int k = 1; k < o->n; k++) {
-    const ip_dlink *x = &b->d->links[o->first + k];
+    const ip_dlink *x = &b->d->tab.links[o->first + k];
     if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt, b->p->inplace))
       return 1;
   }
@@ -244,7 +246,7 @@ static int stored_before(const builder *b, loc l) {
 
 /* A store of the run's value at l (cpy's destination, or a put's). */
 static void store(builder *b, int kind, loc l, int step) {
-  ip_dop *o = &b->d->ops[b->op];
+  ip_dop *o = &b->d->tab.ops[b->op];
   if (b->phase == 1) {   /* the reduced value: its own place first */
     add_link(b, IP_L_STORE, b->acc, step);
     b->dirty = 0;
@@ -259,9 +261,9 @@ static void store(builder *b, int kind, loc l, int step) {
 
 /* dst (op)= the operand at l, dst being where the value is. */
 static void combine(builder *b, loc dst, loc l, int step) {
-  ip_dop *o = &b->d->ops[b->op];
+  ip_dop *o = &b->d->tab.ops[b->op];
   if (b->phase == 0) {   /* the first reduction: a store of dst before it is the result's */
-    const ip_dlink *last = o->n > 1 ? &b->d->links[o->first + o->n - 1] : NULL;
+    const ip_dlink *last = o->n > 1 ? &b->d->tab.links[o->first + o->n - 1] : NULL;
     if (last && last->kind == IP_L_STORE && last->peer < 0 &&
         loc_eq((loc){b->rank, last->buf, last->off, last->run, last->stride}, dst)) {
       b->d->nlinks--;
@@ -290,11 +292,11 @@ static void data_step(builder *b, const ir_step *st, int s) {
     b->why = "an LL program writes its own scratch (only puts land there)";
     return;
   }
-  int joins = b->op >= 0 && b->d->ops[b->op].cnt == cnt;
+  int joins = b->op >= 0 && b->d->tab.ops[b->op].cnt == cnt;
   if (joins && !reduces) {   /* cpy, put: from where the value is */
     joins = st->op != IR_OP_GET && (b->phase == 1 ? loc_eq(src, b->acc) : holds(b, src));
   } else if (joins) {        /* re, getr: into where the value is, an operand the run did not store */
-    const ip_dop *o = &b->d->ops[b->op];
+    const ip_dop *o = &b->d->tab.ops[b->op];
     joins = b->phase != 2 && (b->phase == 1 ? loc_eq(dst, b->acc) : holds(b, dst)) &&
             o->ncomb + 1 < IP_DIRECT_RUN_LOADS && !stored_before(b, src);
   }
@@ -322,10 +324,10 @@ static void data_step(builder *b, const ir_step *st, int s) {
  * then the reductions into it: one pass, not two). */
 static int local_copy(const builder *b) {
   if (b->op < 0 || b->npending) return 0;
-  const ip_dop *o = &b->d->ops[b->op];
+  const ip_dop *o = &b->d->tab.ops[b->op];
   if (o->kind != IP_D_RUN || o->ncomb || b->phase) return 0;
   for (int k = 0; k < o->n; k++) {
-    const ip_dlink *x = &b->d->links[o->first + k];
+    const ip_dlink *x = &b->d->tab.links[o->first + k];
     if (x->at != IP_AT_LOCAL || (x->kind != IP_L_LOAD && x->kind != IP_L_STORE)) return 0;
   }
   return 1;
@@ -352,27 +354,27 @@ static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sen
   if (kind == IP_D_WAITS && local_copy(b)) {   /* the wait goes before the copy, which stays open */
     rt_dplan *d = b->d;
     int w = b->op - 1;
-    if (w < d->tb_first[b->tb] || d->ops[w].kind != IP_D_WAITS) {
+    if (w < d->tab.tb_first[b->tb] || d->tab.ops[w].kind != IP_D_WAITS) {
       if (d->nops >= IP_DIRECT_MAX_OPS) {
         b->bad = 1;
         b->why = "more operations than the executor holds";
         return;
       }
-      d->ops[b->op + 1] = d->ops[b->op];
+      d->tab.ops[b->op + 1] = d->tab.ops[b->op];
       d->nops++;
       w = b->op++;
-      memset(&d->ops[w], 0, sizeof d->ops[w]);
-      d->ops[w].kind = IP_D_WAITS;
-      d->ops[w].tb = (int16_t)b->tb;
-      d->ops[w].first = d->nsyncs;
+      memset(&d->tab.ops[w], 0, sizeof d->tab.ops[w]);
+      d->tab.ops[w].kind = IP_D_WAITS;
+      d->tab.ops[w].tb = (int16_t)b->tb;
+      d->tab.ops[w].first = d->nsyncs;
     }
-    if (d->nsyncs >= IP_DIRECT_MAX_SYNCS || d->ops[w].first + d->ops[w].n != d->nsyncs) {
+    if (d->nsyncs >= IP_DIRECT_MAX_SYNCS || d->tab.ops[w].first + d->tab.ops[w].n != d->nsyncs) {
       b->bad = 1;
       b->why = "more signals and waits than the executor holds";
       return;
     }
-    d->syncs[d->nsyncs++] = e;
-    d->ops[w].n++;
+    d->tab.syncs[d->nsyncs++] = e;
+    d->tab.ops[w].n++;
     return;
   }
   close_run(b, s);
@@ -410,7 +412,7 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
   for (int t = 0; t < g->ntbs && !b.bad; t++) {
     const ir_tb *tb = &g->tbs[t];
     b.tb = t;
-    d->tb_first[t] = d->nops;
+    d->tab.tb_first[t] = d->nops;
     if (tb->chan >= IP_WIN_CHANS) {
       b.bad = 1;
       b.why = "a channel above the direct executor's";
@@ -436,7 +438,7 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
     return BT_ERR_UNSUPPORTED;
   }
   d->ntbs = g->ntbs;
-  d->tb_first[g->ntbs] = d->nops;
+  d->tab.tb_first[g->ntbs] = d->nops;
   d->nthreads = p->nthreads ? p->nthreads : nthreads;
   d->ok = 1;
   return BT_OK;

@@ -11,10 +11,7 @@
 typedef struct rt_dplan {
   int ok;                 /* built: the direct executor runs the program on this rank */
   int ntbs, nops, nlinks, nsyncs;
-  int tb_first[IP_DIRECT_MAX_TBS + 1];
-  ip_dop ops[IP_DIRECT_MAX_OPS];
-  ip_dlink links[IP_DIRECT_MAX_LINKS];
-  ip_dsync syncs[IP_DIRECT_MAX_SYNCS];
+  ip_dtab tab;            /* the operations, their links and signal entries, as the kernel reads them */
   int peer_io;            /* some rank's step reaches a peer's input or output: a call needs every rank's buffers */
   int stage_ok;           /* no rank reads a peer's input, and each writes a peer's input or output only after
                              waiting on that peer's signal: a rank may run on a copy of its input made before

@@ -104,7 +104,7 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   char got[80];
   int n = 0;
   for (int k = 0; k < o->n && n < 78; k++) {
-    const ip_dlink *l = &d->links[o->first + k];
+    const ip_dlink *l = &d->tab.links[o->first + k];
     got[n++] = "LSPC"[l->kind];
     got[n++] = "lpa"[l->at];
   }
@@ -120,49 +120,49 @@ int main(void) {
    * put to three peers, the landings reduced, the sum stored. */
   ir_prog *p = oneshot(4, 0);
   ok(p && rt_dplan_build(&d, p, 1, 512) == BT_OK && d.ok, "LL one-shot: built");
-  ok(d.nops == 1 && d.ops[0].kind == IP_D_RUN && d.ops[0].npre == 3 && d.ops[0].ncomb == 3 &&
-     kinds_are(&d, &d.ops[0], "LlPpPpPpCaCaCaSl"), "LL one-shot: one run: load, 3 puts, 3 landings reduced, one store "
+  ok(d.nops == 1 && d.tab.ops[0].kind == IP_D_RUN && d.tab.ops[0].npre == 3 && d.tab.ops[0].ncomb == 3 &&
+     kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl"), "LL one-shot: one run: load, 3 puts, 3 landings reduced, one store "
      "(the copy into the output folded into the result's store)");
   ok(!d.peer_io && d.s_chunks == 3 && d.most_tbs == 1, "LL one-shot: reaches no peer's i/o, 3 landing chunks");
   int peers_ok = 1;
-  for (int k = 1; k <= 3; k++) peers_ok &= d.links[k].peer == (k <= 1 ? k - 1 : k) && d.links[k].buf == IR_BUF_SCRATCH;
+  for (int k = 1; k <= 3; k++) peers_ok &= d.tab.links[k].peer == (k <= 1 ? k - 1 : k) && d.tab.links[k].buf == IR_BUF_SCRATCH;
   ok(peers_ok, "LL one-shot: rank 1 puts to ranks 0, 2, 3, into their scratch");
   ir_prog_free(p);
   p = oneshot(4, 1);
-  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 1 && kinds_are(&d, &d.ops[0], "LlPpPpPpCaCaCaSl") &&
-     d.links[7].buf == IR_BUF_INPUT, "LL one-shot in place: the same run, the sum stored over the input");
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 1 && kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") &&
+     d.tab.links[7].buf == IR_BUF_INPUT, "LL one-shot in place: the same run, the sum stored over the input");
   ir_prog_free(p);
   /* Eight ranks: seven landings, more than a run loads: cut, the second
    * run starting from the stored partial sum. */
   p = oneshot(8, 0);
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   const int per = IP_DIRECT_RUN_LOADS - 1, runs = (7 + per - 1) / per;   /* reductions a run holds; runs for 7 */
-  ok(built == BT_OK && d.nops == runs && d.ops[0].ncomb == per && d.ops[runs - 1].ncomb == 7 - (runs - 1) * per &&
-     d.links[d.ops[1].first].kind == IP_L_LOAD && d.links[d.ops[1].first].buf == IR_BUF_OUTPUT,
+  ok(built == BT_OK && d.nops == runs && d.tab.ops[0].ncomb == per && d.tab.ops[runs - 1].ncomb == 7 - (runs - 1) * per &&
+     d.tab.links[d.tab.ops[1].first].kind == IP_L_LOAD && d.tab.links[d.tab.ops[1].first].buf == IR_BUF_OUTPUT,
      "LL one-shot, 8 ranks: seven landings in runs of %d reductions, each later run from the partial sum", per);
   ir_prog_free(p);
   /* LL one way with its signals (a broadcast): the root's puts in one
    * run, then its waits; a peer's signal before its copy. */
   p = broadcast_ll(4);
-  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 2 && d.ops[0].kind == IP_D_RUN &&
-     kinds_are(&d, &d.ops[0], "LlPpPpPp") && d.ops[1].kind == IP_D_WAITS && d.ops[1].n == 3,
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_RUN &&
+     kinds_are(&d, &d.tab.ops[0], "LlPpPpPp") && d.tab.ops[1].kind == IP_D_WAITS && d.tab.ops[1].n == 3,
      "LL broadcast, the root: one run (a load, three puts), then three waits");
   built = p ? rt_dplan_build(&d, p, 2, 512) : BT_ERR_INVALID;
-  ok(built == BT_OK && d.nops == 2 && d.ops[0].kind == IP_D_SIGS && d.ops[0].n == 1 && d.ops[1].kind != IP_D_SIGS &&
-     d.ops[1].kind != IP_D_WAITS && d.s_chunks == 1, "LL broadcast, a peer: its signal, then the copy of its landing "
-     "(built %d, %d ops, kinds %d %d, %d signals, %d landing chunks)", built, d.nops, d.nops ? d.ops[0].kind : -1,
-     d.nops > 1 ? d.ops[1].kind : -1, d.nops ? d.ops[0].n : -1, (int)d.s_chunks);
+  ok(built == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_SIGS && d.tab.ops[0].n == 1 && d.tab.ops[1].kind != IP_D_SIGS &&
+     d.tab.ops[1].kind != IP_D_WAITS && d.s_chunks == 1, "LL broadcast, a peer: its signal, then the copy of its landing "
+     "(built %d, %d ops, kinds %d %d, %d signals, %d landing chunks)", built, d.nops, d.nops ? d.tab.ops[0].kind : -1,
+     d.nops > 1 ? d.tab.ops[1].kind : -1, d.nops ? d.tab.ops[0].n : -1, (int)d.s_chunks);
   ir_prog_free(p);
   /* Two-shot, Simple, 4 ranks. */
   p = twoshot(4);
   ok(p && rt_dplan_build(&d, p, 2, 256) == BT_OK && d.nthreads == 256, "two-shot: built");
-  ok(d.nops == 5 && d.ops[0].kind == IP_D_SIGS && d.ops[1].kind == IP_D_WAITS && d.ops[2].kind == IP_D_RUN &&
-     d.ops[3].kind == IP_D_SIGS && d.ops[4].kind == IP_D_WAITS && d.ops[0].n == 3 && d.ops[4].n == 3,
+  ok(d.nops == 5 && d.tab.ops[0].kind == IP_D_SIGS && d.tab.ops[1].kind == IP_D_WAITS && d.tab.ops[2].kind == IP_D_RUN &&
+     d.tab.ops[3].kind == IP_D_SIGS && d.tab.ops[4].kind == IP_D_WAITS && d.tab.ops[0].n == 3 && d.tab.ops[4].n == 3,
      "two-shot: signals, waits, one run, signals, waits");
-  ok(kinds_are(&d, &d.ops[2], "LlCpCpCpSlPpPpPp") && d.ops[2].npre == 0 && d.ops[2].ncomb == 3,
+  ok(kinds_are(&d, &d.tab.ops[2], "LlCpCpCpSlPpPpPp") && d.tab.ops[2].npre == 0 && d.tab.ops[2].ncomb == 3,
      "two-shot: the run loads i[r], reduces three peers' i[r], stores o[r] and puts it to three peers");
-  const ip_dsync *s0 = &d.syncs[d.ops[0].first], *s3 = &d.syncs[d.ops[3].first], *w1 = &d.syncs[d.ops[1].first],
-                 *w4 = &d.syncs[d.ops[4].first];
+  const ip_dsync *s0 = &d.tab.syncs[d.tab.ops[0].first], *s3 = &d.tab.syncs[d.tab.ops[3].first], *w1 = &d.tab.syncs[d.tab.ops[1].first],
+                 *w4 = &d.tab.syncs[d.tab.ops[4].first];
   ok(s0->at == 1 && s3->at == 2 && w1->at == 1 && w4->at == 2 && IP_DIRECT_SIGNAL(1, 1) > IP_DIRECT_SIGNAL(0, 64),
      "two-shot: each stream carries 2 signals a call: the first group sends and waits for number 1, the second 2; "
      "a call's signals count above every earlier call's");
@@ -192,9 +192,9 @@ int main(void) {
   p = end();
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   char kinds[40] = "";
-  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
-  ok(built == BT_OK && !strcmp(kinds, "CSWRSWC") && d.ops[0].nseg == 4 && d.ops[0].cnt == 1 && d.ops[3].n == 8 &&
-     d.ops[4].n == 3 && d.ops[6].nseg == 3, "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
+  ok(built == BT_OK && !strcmp(kinds, "CSWRSWC") && d.tab.ops[0].nseg == 4 && d.tab.ops[0].cnt == 1 && d.tab.ops[3].n == 8 &&
+     d.tab.ops[4].n == 3 && d.tab.ops[6].nseg == 3, "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
      "reductions, store, 3 puts), its 3 signals after it, waits, 3 copies at once (%s)", kinds);
   ir_prog_free(p);
   /* The in-place two-shot through scratch: rank 0 puts a chunk to each
@@ -218,8 +218,8 @@ int main(void) {
   p = end();
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   memset(kinds, 0, sizeof kinds);
-  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
-  ok(built == BT_OK && !strcmp(kinds, "SWCSW") && d.ops[2].nseg == 3 && d.ops[3].n == 3,
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
+  ok(built == BT_OK && !strcmp(kinds, "SWCSW") && d.tab.ops[2].nseg == 3 && d.tab.ops[3].n == 3,
      "puts to three peers, a signal after each: one copies operation of 3 segments, then the 3 signals (%s)", kinds);
   ir_prog_free(p);
   begin("Simple", 2, 4, 0);
@@ -236,7 +236,7 @@ int main(void) {
   p = end();
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   memset(kinds, 0, sizeof kinds);
-  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.ops[i].kind];
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
   ok(built == BT_OK && !strcmp(kinds, "WCSCSCSCS"), "four pieces to one peer: each its copy, then its signal (%s)",
      kinds);
   ir_prog_free(p);
