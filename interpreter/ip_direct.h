@@ -128,18 +128,19 @@ typedef struct ip_dtab {
 #define IP_DTAB_UNITS ((int)(sizeof(ip_dtab) / 16))
 
 typedef struct ip_dargs {
-  /* Where every rank's i, o and s are as this GPU reaches them (its own
-   * rank's included); i and o of a peer are NULL when the call does not
-   * know them (the program then touches no peer's i or o).  LL programs:
-   * s is the landing region's first half (the kernel adds `half` on odd
-   * calls). */
-  char *buf[IP_WIN_MAX_RANKS][IR_BUF_COUNT];
-  uint64_t *flags[IP_WIN_MAX_RANKS];   /* every rank's signal flags (rt_window.h lays them out) */
+  /* What a block reads first, together in the parameters' first lines
+   * (each line the constant cache fetches costs the block a wait). */
   uint64_t *seq;                       /* this rank's call count per block (grid words) */
+  const ip_dtab *tab;                  /* this rank's plan of the program, in device memory */
+  /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
+   * enter, ready (prologue done), each operation's end (waited for waits,
+   * done for the others; step: its first IR step, tile: the operation's
+   * index), exit. */
+  uint64_t *trace;
   int64_t half;                        /* LL: bytes from one landing half to the other */
-  ir_geom geom;
-  int32_t rank, nranks, esize, dtype, op, proto;
-  int32_t grid, ntbs, lanes;           /* blocks launched; thread blocks; blocks per thread block */
+  int64_t cb;                          /* bytes of a chunk (geom.cap elements) */
+  int32_t rank, nranks, esize, proto;
+  int32_t ntbs, lanes;                 /* thread blocks; blocks per thread block */
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
   /* A call on registered windows (docs/RUNTIME.md, "Registered
    * buffers"): its descriptor, a hash of where its buffers are in their
@@ -152,16 +153,6 @@ typedef struct ip_dargs {
    * block touches that rank's buffers (rt_dplan.guarded). */
   uint32_t key;
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
-  /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
-   * enter, ready (prologue done), each operation's end (waited for waits,
-   * done for the others; step: its first IR step, tile: the operation's
-   * index), exit. */
-  uint64_t *trace;
-  const ip_dtab *tab;                  /* this rank's plan of the program, in device memory */
-  volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
-  ip_gerr *err;
-  uint64_t *claim;                     /* device: 0 until one block of the call owns err */
-  uint64_t timeout_ns;                 /* 0: never */
   /* Where chunk 0 of each link of a one-chunk operation is (ip_dlink_at;
    * LL landings and targets: their first half), filled by the host when
    * lean is 1: such an operation reads them here, with no table of its
@@ -171,10 +162,23 @@ typedef struct ip_dargs {
    * landing): each thread loads its unit of it before the block's first
    * barrier; NULL: none. */
   int32_t lean;
-  char *lptr[IP_DIRECT_MAX_LINKS];
-  int64_t lvalid[IP_DIRECT_MAX_LINKS];
   const char *first[IP_DIRECT_MAX_TBS];
   int64_t first_valid[IP_DIRECT_MAX_TBS];
+  char *lptr[IP_DIRECT_MAX_LINKS];
+  int64_t lvalid[IP_DIRECT_MAX_LINKS];
+  /* Where every rank's i, o and s are as this GPU reaches them (its own
+   * rank's included); i and o of a peer are NULL when the call does not
+   * know them (the program then touches no peer's i or o).  LL programs:
+   * s is the landing region's first half (the kernel adds `half` on odd
+   * calls). */
+  char *buf[IP_WIN_MAX_RANKS][IR_BUF_COUNT];
+  uint64_t *flags[IP_WIN_MAX_RANKS];   /* every rank's signal flags (rt_window.h lays them out) */
+  ir_geom geom;
+  int32_t dtype, op, grid;             /* grid: blocks launched */
+  volatile int32_t *abort;             /* host-mapped, as ip_gargs's */
+  ip_gerr *err;
+  uint64_t *claim;                     /* device: 0 until one block of the call owns err */
+  uint64_t timeout_ns;                 /* 0: never */
 } ip_dargs;
 
 /* Where chunk j of link l is for the call a describes: *ptr, and how many

@@ -182,7 +182,7 @@ __device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bo
 template <int DT, int OP>
 __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, const uint4 *first) {
   const int nc = op.ncomb, pre = op.npre;
-  const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
+  const int64_t cb = a.cb, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
@@ -235,7 +235,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 // segment 0's load.
 __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane,
                                        const uint4 *first) {
-  const int64_t cb = a.geom.cap * a.esize, units = (cb + 15) / 16;
+  const int64_t cb = a.cb, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
@@ -358,11 +358,12 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
       ip_trace_ev(a.trace, tn, op.kind == IP_D_WAITS ? IP_EV_WAITED : IP_EV_DONE,
                   sync ? dtab().syncs[op.first].step : dtab().links[op.first].step, o);
     }
-    // Every thread leaves together; after the last operation, the barrier
-    // below is the one.
+    // Every thread leaves together (after the last operation there is
+    // nothing to leave).
     if (o + 1 < end && __syncthreads_or(!ok || d_stop)) break;
   }
-  __syncthreads();
+  // The next call's count: no thread reads this one's after the first
+  // barrier, and the next kernel starts after every block of this one ends.
   if (threadIdx.x == 0) {
     a.seq[b] = seq + 1;
     ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);

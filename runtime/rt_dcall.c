@@ -412,6 +412,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->claim = a->seq + l->grid;   /* the word after the counts */
   a->half = (int64_t)l->ll_half;
   a->geom = g;
+  a->cb = g.cap * es;
   a->rank = c->rank;
   a->nranks = c->nranks;
   a->esize = es;
