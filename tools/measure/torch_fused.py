@@ -25,12 +25,12 @@ one bf16 rounding; f32 and f16 within the same relative bound).
 eager calls too store straight into the peers' outputs.
 
 DIR holds the fused programs for N ranks (tools/measure/gpu_prep.sh --fused
-... N OUT: OUT/fused).  NCCL_NVLS_ENABLE=0 is set.
+... N OUT: OUT/fused).  NCCL_NVLS_ENABLE=0 is set (and NCCL_GRAPH_REGISTER=0 with expandable segments: torch_util.nccl_env).
 """
 import argparse, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python'))
-from torch_util import close, rank_up, slowest, timed  # noqa: E402
+from torch_util import close, nccl_env, rank_up, slowest, timed  # noqa: E402
 
 GEMV = [(m, k) for m in (4096, 8192, 16384, 32768, 65536) for k in (1024, 2048, 4096, 7168)]
 GEMV_QUICK = [(4096, 1024), (8192, 2048), (65536, 7168)]
@@ -221,7 +221,7 @@ def main():
         args.dtype = 'bf16' if args.op == 'gemv' else 'f32'
     if args.ranks < 1:
         ap.error('--ranks is at least 1')
-    os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
+    nccl_env()
     n = args.ranks
     import baton
     baton.load(args.lib)

@@ -32,12 +32,12 @@ capacity-factor MoE does), and torch.matmul over the tokens alone (the
 dropless ideal) is timed beside it.
 
 DIR holds the programs for N ranks (tools/measure/gpu_prep.sh --fused ... N OUT:
-OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set).
+OUT/fused).  N processes, one GPU each (NCCL_NVLS_ENABLE=0 is set, and NCCL_GRAPH_REGISTER=0 with expandable segments: torch_util.nccl_env).
 """
 import argparse, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python'))
-from torch_util import close, rank_up, slowest, timed  # noqa: E402
+from torch_util import close, nccl_env, rank_up, slowest, timed  # noqa: E402
 
 TOKENS = [1024, 2048, 4096, 8192]
 HS = [4096, 8192]
@@ -251,7 +251,7 @@ def main():
     n = args.ranks
     if not 0.0 <= args.fill <= 1.0:
         ap.error('--fill is a share of the rows, in (0, 1]')
-    os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
+    nccl_env()
     if args.share:
         shared(args)
         return

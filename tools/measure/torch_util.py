@@ -3,6 +3,18 @@ torch_fused.py): timing a call eagerly or as replays of a CUDA graph, the
 comparison within one bf16 rounding, and a rank's process set-up (NCCL's
 process group and baton's communicator)."""
 import os
+import re
+
+
+def nccl_env():
+    """NCCL's settings for every measurement here: multicast off; and with PyTorch's expandable segments, no
+    registration of captured collectives' buffers (NCCL_GRAPH_REGISTER=0): NCCL registers each as one allocation,
+    which expandable segments are not, and its captured AllToAll then never finished (docs/PERFORMANCE.md).  Both
+    only where the environment does not say."""
+    os.environ.setdefault('NCCL_NVLS_ENABLE', '0')
+    alloc = os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + os.environ.get('PYTORCH_ALLOC_CONF', '')
+    if re.search(r'expandable_segments:\s*true', alloc, re.I):
+        os.environ.setdefault('NCCL_GRAPH_REGISTER', '0')
 
 
 def timed(torch, fn, reps, graph, inner=1):
