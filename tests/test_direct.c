@@ -113,6 +113,38 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   return !strcmp(got, want);
 }
 
+/* Checks ip_dlink_at on rank 1's plan d of oneshot(4, 0), for 1,001 f32
+ * elements on made-up buffers: every link of its run against what the
+ * program text says (rank 1 puts into landing slot (1 - q - 1) mod 4 of
+ * rank q, and reduces its own slots 0, 1, 2). */
+static int links_at(const ir_prog *p, const rt_dplan *d) {
+  static ip_dargs a;
+  memset(&a, 0, sizeof a);
+  if (ir_geom_init(&a.geom, p, 1, 1001, 0)) return 0;
+  for (int r = 0; r < 4; r++)
+    for (int b = 0; b < IR_BUF_COUNT; b++) a.buf[r][b] = (char *)(uintptr_t)(((uint64_t)r + 1) << 32 | (uint64_t)b << 24);
+  a.rank = 1;
+  a.nranks = 4;
+  a.esize = 4;
+  a.proto = IR_PROTO_LL;
+  const int64_t bytes = 1001 * 4, wire = 2 * 4016;   /* LL: 8 data bytes a 16-byte line */
+  const ip_dop *op = &d->tab.ops[0];
+  int good = op->n == 8;
+  for (int k = 0; k < op->n && good; k++) {
+    char *ptr;
+    int64_t valid;
+    const ip_dlink *l = &d->tab.links[op->first + k];
+    ip_dlink_at(&a, l, 0, &ptr, &valid);
+    char *want = k == 0 ? a.buf[1][IR_BUF_INPUT]
+                 : k <= 3 ? a.buf[l->peer][IR_BUF_SCRATCH] + ((1 - l->peer - 1) % 4 + 4) % 4 * wire
+                 : k <= 6 ? a.buf[1][IR_BUF_SCRATCH] + (k - 4) * wire
+                          : a.buf[1][IR_BUF_OUTPUT];
+    good = ptr == want && valid == bytes;
+    if (!good) printf("#   link %d: at %p (wanted %p), %lld bytes\n", k, (void *)ptr, (void *)want, (long long)valid);
+  }
+  return good;
+}
+
 int main(void) {
   rt_dplan d;
   bt_result built;
@@ -127,6 +159,9 @@ int main(void) {
   int peers_ok = 1;
   for (int k = 1; k <= 3; k++) peers_ok &= d.tab.links[k].peer == (k <= 1 ? k - 1 : k) && d.tab.links[k].buf == IR_BUF_SCRATCH;
   ok(peers_ok, "LL one-shot: rank 1 puts to ranks 0, 2, 3, into their scratch");
+  ok(links_at(p, &d), "LL one-shot: where each link's chunk is (ip_dlink_at, the host's lean links and the kernel's "
+     "table alike): the input and the output whole, each put in its slot of the peer's landing, each landing of this "
+     "rank in its slot, LL lines twice the payload rounded to 16 bytes");
   ir_prog_free(p);
   p = oneshot(4, 1);
   ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 1 && kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") &&
