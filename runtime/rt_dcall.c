@@ -27,8 +27,10 @@ int rt_direct_wanted(const baton_comm *c) {
 
 /* Copies every built plan's table to device memory (c->dtabs, a slot per
  * algorithm), where each call's kernel finds its own (ip_dargs.tab); none
- * when no plan was built.  Where the device has no room, the plans are
- * dropped (said at WARN): the FIFO programs serve. */
+ * when no plan was built.  BT_ERR_CUDA (logged) when the device has no
+ * room for them: the communicator is not made, as when its FIFOs find
+ * none (dropping the plans on this rank alone would leave its peers
+ * running direct programs it does not). */
 static bt_result upload_tables(baton_comm *c) {
   int n = rt_algos_count(c->algos), any = 0;
   for (int i = 0; i < n; i++) any |= c->dplans[i].ok;
@@ -43,13 +45,7 @@ static bt_result upload_tables(baton_comm *c) {
     e = rt_cuda(cudaMemcpy(c->dtabs, host, (size_t)n * sizeof *host, cudaMemcpyHostToDevice), RT_SUB_RUNTIME,
                 "copying the direct programs' tables");
   free(host);
-  if (e) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: direct programs are not used", c->rank);
-    for (int i = 0; i < n; i++) c->dplans[i].ok = 0;
-    if (c->dtabs) cudaFree(c->dtabs);
-    c->dtabs = NULL;
-  }
-  return BT_OK;
+  return e;   /* c->dtabs, if made, goes with the communicator (rt_direct_free) */
 }
 
 bt_result rt_direct_plans(baton_comm *c, int nthreads) {
