@@ -16,7 +16,8 @@
 # would start after it, so one pass ends inside a 10-minute call.  "rooted"
 # benches Broadcast, Reduce, Gather and Scatter of the default set against
 # NCCL from roots 1 (one process, in and out of place) and 0 (a process per
-# GPU, graphs).
+# GPU, graphs).  "sim" checks baton sim against this machine
+# (tools/measure/sim_check.sh -g 4 and -g 2, into $OUT/sim4 and $OUT/sim2).
 set -u
 deadline=${DEADLINE:-540}
 late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
@@ -184,6 +185,13 @@ if [[ $stages == *" two "* ]]; then
   bench r2_ag_ring allgather_ring_2r.xml --collective allgather -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 --rounds 3
   bench r2_a2a_direct alltoall_direct_2r.xml --collective alltoall -b 1K -e 256M -f 16 -g 2 -w 3 -n 10 --rounds 3
   a=$algs/r4
+fi
+if [[ $stages == *" sim "* ]]; then   # baton sim's calibration on this machine, 4 GPUs and 2
+  for n in 4 2; do
+    late sim$n && continue
+    bash tools/measure/sim_check.sh -g $n $out/sim$n > $out/sim$n.txt 2>&1
+    echo "== sim_check -g $n exit $?"; grep -E "^# probe|rows meet" $out/sim$n.txt
+  done
 fi
 if [[ $stages == *" procs "* ]]; then
   bench ar_allpairs1_P allreduce_allpairs1_4r.xml --collective allreduce -b 8 -e 1M -f 8 -g 4 -P -w 5 -n 50 --rounds 3

@@ -10,7 +10,7 @@
 #
 # Usage: tools/measure/sim_check.sh [-g GPUS] [--system SPEC] [--quick] [--family direct|fifo] [OUTDIR]
 #   -g GPUS        ranks, one per GPU (default: every GPU nvidia-smi lists)
-#   --system SPEC  the system to predict on (default sim/systems/h200xGPUS.spec)
+#   --system SPEC  the system to predict on (default on H200s: sim/systems/h200xGPUS.spec)
 #   --quick        every 16x in size instead of every 4x, one round
 #   --family F     only the direct programs or only the FIFO ones (default both)
 #   OUTDIR         where the CSVs, the table and the plot go (default $OUT, else ./sim_check)
@@ -39,7 +39,13 @@ if [ ! -x "$baton" ]; then echo "sim_check.sh: no baton binary at $baton (build 
 if [ -z "$gpus" ]; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
 case $gpus in '' | *[!0-9]*) echo "sim_check.sh: -g $gpus: a number of GPUs" >&2; exit 2 ;; esac
 if [ "$gpus" -lt 2 ]; then echo "sim_check.sh: needs 2 or more GPUs (found $gpus)" >&2; exit 2; fi
-spec=${spec:-sim/systems/h200x$gpus.spec}
+if [ -z "$spec" ]; then   # the lent machine's own description, by its GPUs' name
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case $name in
+    *H200*) spec=sim/systems/h200x$gpus.spec ;;
+    *) echo "sim_check.sh: no system description for ${name:-these GPUs} here: give one with --system" >&2; exit 2 ;;
+  esac
+fi
 if [ ! -r "$spec" ]; then echo "sim_check.sh: $spec: no such system (give one with --system)" >&2; exit 2; fi
 mkdir -p "$dir" || exit 2
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}
