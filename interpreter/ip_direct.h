@@ -138,7 +138,7 @@ typedef struct ip_dargs {
    * index), exit. */
   uint64_t *trace;
   int64_t half;                        /* LL: bytes from one landing half to the other */
-  int64_t cb;                          /* bytes of a chunk (geom.cap elements) */
+  int64_t cb;                          /* bytes of a chunk: geom.cap * esize, worked out once by the host */
   int32_t rank, nranks, esize, proto;
   int32_t ntbs, lanes;                 /* thread blocks; blocks per thread block */
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
@@ -154,14 +154,13 @@ typedef struct ip_dargs {
   uint32_t key;
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
   /* Where chunk 0 of each link of a one-chunk operation is (ip_dlink_at;
-   * LL landings and targets: their first half), filled by the host when
-   * lean is 1: such an operation reads them here, with no table of its
-   * own to build; an operation of several chunks, or lean 0, works them
-   * out.  first[t]: link 0 of thread block t's first operation where that
-   * is a one-chunk run or copies whose first value is a load (not a
-   * landing): each thread loads its unit of it before the block's first
-   * barrier; NULL: none. */
-  int32_t lean;
+   * LL landings and targets: their first half), filled by the host at
+   * every launch: such an operation reads them here, with no table of its
+   * own to build; an operation of several chunks works them out.
+   * first[t]: link 0 of thread block t's first operation where that is a
+   * one-chunk run or copies whose first value is a load (not a landing):
+   * each thread loads its unit of it before the block's first barrier;
+   * NULL: none. */
   const char *first[IP_DIRECT_MAX_TBS];
   int64_t first_valid[IP_DIRECT_MAX_TBS];
   char *lptr[IP_DIRECT_MAX_LINKS];
@@ -189,9 +188,8 @@ IR_HD void ip_dlink_at(const ip_dargs *a, const ip_dlink *l, int64_t j, char **p
   const int r = l->at == IP_AT_PEER ? l->peer : a->rank;
   const int64_t c = ir_chunk_at(l->off, l->run, l->stride, j);
   const int ll = a->proto == IR_PROTO_LL && l->buf == IR_BUF_SCRATCH;
-  const int64_t cb = a->geom.cap * a->esize;
-  *ptr = a->buf[r][l->buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, cb) : ir_geom_off(&a->geom, l->buf, c) * a->esize);
-  *valid = ll ? cb : ir_geom_len(&a->geom, l->buf, c) * a->esize;
+  *ptr = a->buf[r][l->buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, a->cb) : ir_geom_off(&a->geom, l->buf, c) * a->esize);
+  *valid = ll ? a->cb : ir_geom_len(&a->geom, l->buf, c) * a->esize;
 }
 
 /* A flag's index in a rank's flag words: the stream from `sender` on

@@ -104,8 +104,8 @@ __device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, 
 }
 
 // Whether op reads its links from the host's (ip_dargs.lptr: a one-chunk
-// operation of a lean call) rather than from a table of its own.
-__device__ __forceinline__ bool lean_op(const ip_dargs &a, const ip_dop &op) { return a.lean && op.cnt == 1; }
+// operation) rather than from a table of its own.
+__device__ __forceinline__ bool lean_op(const ip_dop &op) { return op.cnt == 1; }
 // Where link k of op's chunk at hand starts, and its bytes that count.
 __device__ __forceinline__ char *lk_ptr(const ip_dargs &a, const ip_dop &op, bool lean, int k) {
   return lean ? a.lptr[op.first + k] : d_ptr[k];
@@ -186,7 +186,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
-  const bool lean = lean_op(a, op);
+  const bool lean = lean_op(op);
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
@@ -239,7 +239,7 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
-  const bool lean = lean_op(a, op);
+  const bool lean = lean_op(op);
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   // and this thread's unit of the first operation's first value.
   const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
   for (int i = threadIdx.x; i < IP_DTAB_UNITS; i += blockDim.x) d_tabw[i] = __ldg((const uint4 *)a.tab + i);
-  const char *first = a.lean ? a.first[tb] : nullptr;
+  const char *first = a.first[tb];
   uint4 v0 = make_uint4(0, 0, 0, 0);
   if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
   if (threadIdx.x == 0) {

@@ -417,7 +417,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, g.cap * es, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
+  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->tab = c->dtabs + ai;
   a->abort = &c->shared->dev->abort;
@@ -452,7 +452,6 @@ static void lean_links(ip_dargs *a, const rt_dplan *d) {
     a->first[t] = load ? a->lptr[op->first] : NULL;
     a->first_valid[t] = load ? a->lvalid[op->first] : 0;
   }
-  a->lean = 1;
 }
 
 bt_result rt_direct_launch(const rt_launch *L) {

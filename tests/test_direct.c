@@ -126,6 +126,7 @@ static int links_at(const ir_prog *p, const rt_dplan *d) {
   a.rank = 1;
   a.nranks = 4;
   a.esize = 4;
+  a.cb = a.geom.cap * 4;
   a.proto = IR_PROTO_LL;
   const int64_t bytes = 1001 * 4, wire = 2 * 4016;   /* LL: 8 data bytes a 16-byte line */
   const ip_dop *op = &d->tab.ops[0];
