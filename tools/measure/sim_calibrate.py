@@ -62,6 +62,11 @@ def pick(progs, name, size):
     return f, direct, False
 
 
+def meets(measured, predicted):
+    """The target: within 15% where the measured time is above 20 us, within 3 us below."""
+    return abs(predicted - measured) <= (0.15 * measured if measured > 20 else 3)
+
+
 def simulate(baton, spec, prog, sizes, dtype, inplace):
     """size -> predicted microseconds."""
     with tempfile.NamedTemporaryFile(suffix='.csv') as out:
@@ -128,7 +133,7 @@ def main(argv):
                 if (f, size) not in pred or meas <= 0:
                     continue
                 p = pred[(f, size)]
-                ok = abs(p - meas) <= (0.15 * meas if meas > 20 else 3)
+                ok = meets(meas, p)
                 met += ok
                 total += 1
                 per[(r['collective'], os.path.basename(f))].append((meas, p))
@@ -157,7 +162,7 @@ def print_summary(per):
           '| below: predicted - measured, us |')
     print('|---|---|---:|---:|---|---|')
     for (coll, prog), pairs in sorted(per.items()):
-        ok = sum(abs(p - m) <= (0.15 * m if m > 20 else 3) for m, p in pairs)
+        ok = sum(meets(m, p) for m, p in pairs)
         above = [p / m for m, p in pairs if m > 20]
         below = [p - m for m, p in pairs if m <= 20]
         print(f'| {coll} | {prog} | {len(pairs)} | {ok} | {span(above, "{:.2f}")} | {span(below, "{:+.1f}")} |')
