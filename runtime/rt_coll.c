@@ -14,6 +14,7 @@
 #include "rt_log.h"
 #include "rt_param.h"
 #include "rt_pool.h"
+#include "tp_cuda.h"
 
 /* Checks what every call shares; returns the error to give back. */
 baton_result rt_comm_call_check(baton_comm *c, const void *s, const void *r, int dtype, int op) {
@@ -167,9 +168,38 @@ baton_result baton_run(const char *name, const void *s, void *r, size_t count, b
   return rt_comm_call_submit(c, ai, s, r, count, t, op, NULL, stream);
 }
 
+/* Whether the GPU of every rank's call in by[0..nr) may reach every other
+ * rank's buffers (bufs: per rank, at most two): not so for memory from a
+ * stream-ordered pool or cuMem that was not granted to the other GPUs
+ * (tp_cuda_reach_all), which peer access does not cover. */
+static int reach_all(rt_launch *const *by, char *const (*bufs)[2], int nr) {
+  int devs[IP_WIN_MAX_RANKS];
+  for (int r = 0; r < nr; r++) devs[r] = by[r]->c->dev;
+  for (int r = 0; r < nr; r++)
+    for (int b = 0; b < 2; b++)
+      if ((b == 0 || bufs[r][1] != bufs[r][0]) && !tp_cuda_reach_all(bufs[r][b], devs, nr)) {
+        LOG_INFO(RT_SUB_RUNTIME, "rank %d: its %s is memory the other ranks' GPUs may not reach (a pool or cuMem "
+                 "allocation without their access): the call does not run direct", r, b ? "output" : "input");
+        return 0;
+      }
+  return 1;
+}
+
+/* Direct calls by[0..nr) of every rank: whether each reaches the others'
+ * buffers. */
+static int peers_reach(rt_launch *const *by, int nr) {
+  char *bufs[IP_WIN_MAX_RANKS][2];
+  for (int r = 0; r < nr; r++) {
+    bufs[r][0] = by[r]->d.buf[r][IR_BUF_INPUT];
+    bufs[r][1] = by[r]->d.buf[r][IR_BUF_OUTPUT];
+  }
+  return reach_all(by, (char *const (*)[2])bufs, nr);
+}
+
 /* A group's end, before it launches: each direct call that reaches its
- * peers' buffers gets every rank's; where the group lacks a rank's call
- * it is prepared again without them (rt_call_again). */
+ * peers' buffers gets every rank's; where the group lacks a rank's call,
+ * or some rank's buffers cannot be reached by the others' GPUs, it is
+ * prepared again without them (rt_call_again). */
 static bt_result direct_peers(rt_launch *v, int n) {
   unsigned char *done = calloc((size_t)n + 1, 1);
   if (!done) return BT_ERR_NOMEM;
@@ -190,10 +220,11 @@ static bt_result direct_peers(rt_launch *v, int n) {
       at[M->c->rank] = j;
       have++;
     }
+    const int reach = have == nr && peers_reach(by, nr);
     for (int q = 0; q < nr; q++) {
       if (!by[q]) continue;
       done[at[q]] = 1;
-      if (have < nr) {
+      if (!reach) {
         res = rt_call_again(by[q]);
         continue;
       }
@@ -232,12 +263,13 @@ static void direct_alltoall(rt_launch *v, int n) {
     }
     for (int q = 0; q < c->nranks && ok; q++) ok = by[q] != NULL;
     if (!ok) continue;   /* (a later call of the same set finds the same mix) */
-    char *outs[IP_DIRECT_MAX];
+    char *outs[IP_DIRECT_MAX], *bufs[IP_DIRECT_MAX][2];
     uint64_t *flags[IP_DIRECT_MAX];
     for (int p = 0; p < c->nranks; p++) {
-      outs[p] = by[p]->recvbuf;
+      outs[p] = bufs[p][0] = bufs[p][1] = by[p]->recvbuf;
       flags[p] = by[p]->c->dflags;
     }
+    if (!reach_all(by, (char *const (*)[2])bufs, c->nranks)) continue;
     for (int q = 0; q < c->nranks; q++) rt_call_direct_alltoall(by[q], outs, flags);
   }
 }

@@ -432,6 +432,62 @@ static void check_graphs_procs(void) {
      "times (%s)", lo, (long long)262144 + 5, algo);
 }
 
+/* Lets every other rank's GPU read and write GPU r's default pool (grant),
+ * or not. */
+static int pool_grant(int r, int grant) {
+  cudaMemPool_t pool;
+  int bad = cudaDeviceGetDefaultMemPool(&pool, dev_of(r)) != cudaSuccess;
+  for (int q = 0; q < nranks && !bad; q++) {
+    struct cudaMemAccessDesc a = {.location = {.type = cudaMemLocationTypeDevice, .id = dev_of(q)},
+                                  .flags = grant ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone};
+    bad = dev_of(q) != dev_of(r) && cudaMemPoolSetAccess(pool, &a, 1) != cudaSuccess;
+  }
+  return -bad;
+}
+
+/* One process: grouped AllGathers past 4 MiB (a direct program reaching
+ * the peers' buffers serves there) on each GPU's stream-ordered pool,
+ * which peer access does not open to other GPUs: no such program may run
+ * (it would fault) unless the pools grant every GPU access.  Right either
+ * way, in and out of place. */
+static void check_pool(void) {
+  const int64_t n = (1 << 20) + 3, on = n * nranks;   /* each buffer: the output, then an input outside it */
+  float *h = malloc((size_t)(on + n) * sizeof *h), **buf = calloc(nranks, sizeof *buf);
+  for (int grant = 0; grant < 2 && h && buf; grant++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      int good = 1;
+      for (int r = 0; r < nranks; r++) {
+        cudaSetDevice(dev_of(r));
+        for (int64_t i = 0; i < on + n; i++) h[i] = (float)((i * 5 + r) % 11);
+        good &= pool_grant(r, grant) == 0 && !cudaMallocAsync((void **)&buf[r], (on + n) * 4, streams[r]) &&
+                !cudaMemcpyAsync(buf[r], h, (on + n) * 4, cudaMemcpyHostToDevice, streams[r]);
+      }
+      baton_result e = baton_group_start();   /* in place: rank r's input is its block of the output */
+      for (int r = 0; r < nranks && good && !e; r++)
+        e = baton_allgather(buf[r] + (inplace ? r * n : on), buf[r], n, baton_f32, comms[r], streams[r]);
+      baton_result g = baton_group_end();
+      const char *algo = baton_comm_last_algorithm(comms[0]);
+      const int ai = algo ? rt_algos_find(comms[0]->algos, algo) : -1;
+      const int reach = ai >= 0 && comms[0]->dplans && comms[0]->dplans[ai].ok && comms[0]->dplans[ai].peer_io;
+      good &= !e && !g && (grant || !reach);
+      for (int r = 0; r < nranks; r++) {
+        cudaSetDevice(dev_of(r));
+        good &= !cudaStreamSynchronize(streams[r]) && !cudaMemcpy(h, buf[r], on * 4, cudaMemcpyDeviceToHost);
+        for (int64_t i = 0; i < on && good; i++)   /* block q = i / n: rank q's input */
+          good = h[i] == (float)((((inplace ? i / n * n : on) + i % n) * 5 + i / n) % 11);
+        if (!good && !e && !g) diag("rank %d: an element is wrong", r);
+        cudaFreeAsync(buf[r], streams[r]);
+        cudaStreamSynchronize(streams[r]);
+        pool_grant(r, 0);
+      }
+      ok(good, "allgather of %lld floats %s on pool memory %s the other GPUs: %s by %s (%s the peers' buffers)",
+         (long long)n, inplace ? "in place" : "out of place", grant ? "granted" : "closed to", e || g ? "fails" : "ran",
+         algo ? algo : "?", reach ? "reaching" : "not reaching");
+    }
+  free(h);
+  free(buf);
+}
+
 /* Groups, after check_choice(d, 1) ran every collective in them: one
  * launch thread per GPU but the caller's, and a group with a bad call,
  * which must launch nothing (launched, the other ranks would wait for the
@@ -921,6 +977,7 @@ int main(int argc, char **argv) {
   check_groups();
   check_graphs(1);
   check_inplace_alltoall();
+  check_pool();
   check_sliced(quick, d);
   check_rooted();
   if (big) check_big(d);

@@ -39,14 +39,57 @@ bt_result tp_cuda_map_peer(const char *who, int dev, int same_process, int peer_
 
 typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *bytes, CUdeviceptr p);
 typedef CUresult (*attr_fn)(void *data, CUpointer_attribute attr, CUdeviceptr p);
+typedef CUresult (*attrs_fn)(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p);
+typedef CUresult (*pool_access_fn)(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *where);
+typedef CUresult (*vmm_access_fn)(unsigned long long *flags, const CUmemLocation *where, CUdeviceptr p);
 static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
 static range_fn range;
 static attr_fn attr;
+static attrs_fn attrs;
+static pool_access_fn pool_access;
+static vmm_access_fn vmm_access;
 
 /* The driver calls, once per process; NULL where the driver lacks them. */
 static void alloc_lookup(void) {
   range = (range_fn)rt_cuda_driver_fn("cuMemGetAddressRange", 12000);
   attr = (attr_fn)rt_cuda_driver_fn("cuPointerGetAttribute", 12000);
+  attrs = (attrs_fn)rt_cuda_driver_fn("cuPointerGetAttributes", 12000);
+  pool_access = (pool_access_fn)rt_cuda_driver_fn("cuMemPoolGetAccess", 12000);
+  vmm_access = (vmm_access_fn)rt_cuda_driver_fn("cuMemGetAccess", 12000);
+}
+
+/* Whether GPU dev may load and store p, an allocation of another GPU
+ * that is neither cudaMalloc's nor managed: granted by its pool or its
+ * cuMem mapping. */
+static int granted(const void *p, CUmemoryPool pool, int dev) {
+  CUmemLocation at = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+  if (pool) {
+    CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return pool_access && pool_access(&f, pool, &at) == CUDA_SUCCESS && f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  unsigned long long f = 0;
+  return vmm_access && vmm_access(&f, &at, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+         f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+int tp_cuda_reach_all(const void *p, const int *devs, int n) {
+  pthread_once(&alloc_once, alloc_lookup);
+  if (!p || !attrs) return 1;
+  unsigned type = 0, managed = 0, legacy = 0;
+  int ord = -1;
+  CUmemoryPool pool = NULL;
+  CUpointer_attribute what[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+  void *data[] = {&type, &managed, &ord, &legacy, &pool};
+  if (attrs(5, what, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+    cudaGetLastError();
+    return 1;   /* not the driver's to say (host memory it does not know): the call's own checks decide */
+  }
+  if (type != CU_MEMORYTYPE_DEVICE || managed || legacy) return 1;
+  for (int i = 0; i < n; i++)
+    if (devs[i] != ord && !granted(p, pool, devs[i])) return 0;
+  return 1;
 }
 
 int tp_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long long *id) {

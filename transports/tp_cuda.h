@@ -24,4 +24,13 @@ bt_result tp_cuda_map_peer(const char *who, int dev, int same_process, int peer_
  * driver call). */
 int tp_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long long *id);
 
+/* Whether every GPU of devs[0..n) may load from and store to device
+ * pointer p of this process: memory of that GPU, cudaMalloc memory of
+ * another (peer access, which communicators enable, reaches it), managed
+ * memory; a stream-ordered pool's (cudaMallocAsync) or a cuMem mapping's
+ * only where its owner granted that GPU access (cudaMemPoolSetAccess,
+ * cuMemSetAccess), which peer access does not.  1 where the driver
+ * cannot say. */
+int tp_cuda_reach_all(const void *p, const int *devs, int n);
+
 #endif
