@@ -72,7 +72,7 @@ struct baton_comm {
    * device memory (one ip_dtab per algorithm, NULL: no direct program),
    * the window they run on (NULL: none), and the blocks every direct
    * kernel launches. */
-  rt_dplan *dplans;
+  rt_dplan *dplans;           /* per algorithm i, and at n + i its root-copy variant (rt_dplan_build_root_copy) */
   ip_dtab *dtabs;
   rt_window *win;
   int grid;
@@ -145,6 +145,9 @@ typedef struct rt_launch {
    * to choose again without them. */
   int direct;
   int stage_window;           /* an out-of-place LL program in place: its input copied into the window first */
+  int root_copy;              /* the root of a rooted in-place program out of place that only puts from its input
+                                 (rt_dplan.root_src): it runs on the caller's input, and its plan's root-copy
+                                 variant stores each piece into the output as it puts it (no copy before) */
   int aliased;                /* its input lies where the layout puts it in the output's span (in place, or
                                  copy_in), at an offset that may differ by rank */
   int ai, coll, op;

@@ -32,7 +32,7 @@ int rt_direct_wanted(const baton_comm *c) {
  * none (dropping the plans on this rank alone would leave its peers
  * running direct programs it does not). */
 static bt_result upload_tables(baton_comm *c) {
-  int n = rt_algos_count(c->algos), any = 0;
+  int n = 2 * rt_algos_count(c->algos), any = 0;   /* every plan and its root-copy variant */
   for (int i = 0; i < n; i++) any |= c->dplans[i].ok;
   if (!any) return BT_OK;
   ip_dtab *host = calloc((size_t)n, sizeof *host);
@@ -50,7 +50,7 @@ static bt_result upload_tables(baton_comm *c) {
 
 bt_result rt_direct_plans(baton_comm *c, int nthreads) {
   int n = rt_algos_count(c->algos);
-  if (!(c->dplans = calloc((size_t)n + 1, sizeof *c->dplans))) return BT_ERR_NOMEM;
+  if (!(c->dplans = calloc(2 * (size_t)n + 1, sizeof *c->dplans))) return BT_ERR_NOMEM;
   for (int i = 0; i < n; i++) {
     const ir_prog *p = rt_algos_get(c->algos, i)->prog;
     if (!ir_prog_direct(p)) continue;
@@ -62,6 +62,9 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads) {
     }
     bt_result e = rt_dplan_build(&c->dplans[i], p, c->rank, nthreads);
     if (e && e != BT_ERR_UNSUPPORTED) return e;
+    if (c->dplans[i].ok && c->dplans[i].root_src && c->rank == p->root &&
+        (e = rt_dplan_build_root_copy(&c->dplans[n + i], p, c->rank, nthreads)) && e != BT_ERR_UNSUPPORTED)
+      return e;
   }
   return upload_tables(c);
 }
@@ -84,7 +87,7 @@ bt_result rt_direct_window(baton_comm *c, rt_window_handle *mine) {
 
 /* Drops c's direct plans and window. */
 static void drop_direct(baton_comm *c) {
-  for (int i = 0; c->dplans && i < rt_algos_count(c->algos); i++) c->dplans[i].ok = 0;
+  for (int i = 0; c->dplans && i < 2 * rt_algos_count(c->algos); i++) c->dplans[i].ok = 0;
   rt_window_free(c->win);
   c->win = NULL;
 }
@@ -257,34 +260,53 @@ static uint32_t fused_eager(rt_launch *L, int64_t bytes, char **out) {
   return fused_key(L, RT_FUSED_STAGED, 0);
 }
 
+/* Every rank's output of fused call L, exchanged over the bootstrap now
+ * (rt_peerbuf_exchange: collective, every rank alike): 1 with out[] set,
+ * 0 where some rank's output cannot be exported or mapped (logged). */
+static int outputs_across(rt_launch *L, const char *what, char **out, bt_result *res) {
+  baton_comm *c = L->c;
+  char *in[IP_WIN_MAX_RANKS];
+  in[c->rank] = out[c->rank] = (char *)L->recvbuf;
+  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
+                        what};
+  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  *res = e == BT_ERR_UNSUPPORTED ? BT_OK : e;
+  return !e;
+}
+
 bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
   baton_comm *c = L->c;
   if (c->bs) c->last_fused_via = RT_FUSED_VIA_FIFO;
   if (!L->direct_ok || !c->bs || !c->win || c->nranks > IP_DIRECT_MAX) return BT_OK;
-  char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
+  char *out[IP_WIN_MAX_RANKS];
   const int64_t bytes = L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize;
   uint32_t key = 0;
   int via = RT_FUSED_VIA_WINDOWS;
+  bt_result res = BT_OK;
   if (rt_direct_peer_io(c, stream)) {   /* captured: every rank's output exchanged now */
-    in[c->rank] = out[c->rank] = (char *)L->recvbuf;
-    rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                          "a captured fused call"};
-    bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
     /* Some rank's output cannot be exported (stream-ordered pool memory,
      * cuMem, the map limit): every rank alike goes through the windows,
      * as an eager call does, the copy out captured with the kernel. */
-    if (e == BT_ERR_UNSUPPORTED) {
+    if (outputs_across(L, "a captured fused call", out, &res)) {
+      via = RT_FUSED_VIA_OUTPUTS;
+    } else {
+      CHECK(res);
       if (!(key = fused_eager(L, bytes, out))) {
         LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call exchanges through FIFOs", c->rank, L->where);
         return BT_OK;
       }
       LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: a captured fused call stores through the windows", c->rank, L->where);
-    } else {
-      CHECK(e);
-      via = RT_FUSED_VIA_OUTPUTS;
     }
   } else if (!(key = fused_eager(L, bytes, out))) {   /* eager */
-    return BT_OK;
+    /* An unregistered output larger than the window's scratch: every
+     * rank's exchanged for this call, as a captured call's are (the
+     * mappings kept by allocation), where each can be mapped; the FIFO
+     * exchange where not.  Every rank takes the same way: the output's
+     * size and registration are the same on all. */
+    if ((c->regs && rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) ||
+        !outputs_across(L, "an eager fused call larger than the window's scratch", out, &res))
+      return res;
+    via = RT_FUSED_VIA_OUTPUTS;
   }
   c->last_fused_via = via;
   uint64_t *flags[IP_WIN_MAX_RANKS];
@@ -387,6 +409,11 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->coll = p->coll;
   L->op = op;
   L->copy_in = aliased && !inplace;
+  /* The root that only puts from its input runs on the caller's, its plan's
+   * root-copy variant filling its output on the way (no copy first). */
+  const int nalg = rt_algos_count(c->algos);
+  L->root_copy = L->copy_in && c->dplans[nalg + ai].ok;
+  if (L->root_copy) L->copy_in = 0;
   L->stage_window = staged;
   L->aliased = aliased;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
@@ -394,10 +421,12 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   /* In place, or on a copy of the input placed in the output's span:
    * the input is where the layout puts it in that span. */
   const rt_window_layout *l = rt_window_layout_of(c->win);
-  a->buf[c->rank][IR_BUF_INPUT] = staged    ? rt_window_base(c->win, c->rank) + l->simple
-                                  : aliased ? (char *)recvbuf + (g.in_at - g.out_at) * es
-                                            : (char *)sendbuf;
-  a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf;
+  a->buf[c->rank][IR_BUF_INPUT] = staged                        ? rt_window_base(c->win, c->rank) + l->simple
+                                  : aliased && !L->root_copy ? (char *)recvbuf + (g.in_at - g.out_at) * es
+                                                             : (char *)sendbuf;
+  /* The root-copy variant stores the input's chunks at the input's offsets
+   * into the output, which the layout puts at in_at in the span. */
+  a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf + (L->root_copy ? (g.in_at - g.out_at) * es : 0);
   for (int r = 0; r < c->nranks; r++) {
     char *base = rt_window_base(c->win, r);
     a->buf[r][IR_BUF_SCRATCH] = base + (p->proto == IR_PROTO_LL ? l->ll : l->simple);
@@ -419,7 +448,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->ntbs = d->ntbs;
   a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
-  a->tab = c->dtabs + ai;
+  a->tab = c->dtabs + (L->root_copy ? nalg : 0) + ai;
   a->abort = &c->shared->dev->abort;
   a->err = &c->shared->dev->err[c->local];
   a->timeout_ns = c->timeout_ns;
@@ -427,6 +456,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
             L->copy_in        ? ", on a copy of the input"
             : L->stage_window ? ", in place on a copy of the input in the window"
+            : L->root_copy    ? ", storing the root's input into its output on the way"
                               : "");
   c->last = p->name ? p->name : L->where;
   if (d->peer_io && c->bs) return known ? peers_across(L) : peers_registered(L);
@@ -460,7 +490,7 @@ bt_result rt_direct_launch(const rt_launch *L) {
     CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
                                   cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
   ip_dargs t = *a;   /* every buffer known now: the lean links, and the timeline */
-  lean_links(&t, &L->c->dplans[L->ai]);
+  lean_links(&t, &L->c->dplans[(L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
     t.trace = rt_trace_buf(L->c->trace, a->grid);
     if (t.trace)

@@ -39,6 +39,9 @@ typedef struct builder {
   rt_dplan *d;
   const ir_prog *p;
   int rank, ll, bad;
+  int root_copy;          /* the root-copy variant: each run of the input's value also stores it into the output */
+  int inplace;            /* the input and output may overlap: an in-place program, but for its root-copy
+                             variant (the caller's input and output are apart) */
   const char *why;
   /* the open run: its op (-1 none), phase (0: storing the first value,
    * 1: reducing into acc, 2: storing the result), the places the value is
@@ -152,7 +155,7 @@ static int join_copies(builder *b) {
     if (l->kind != IP_L_LOAD) continue;
     for (int i = 0; i < p->n; i++) {
       const ip_dlink *x = &d->tab.links[p->first + i];
-      if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt, b->p->inplace)) return 0;
+      if (x->kind != IP_L_LOAD && loc_may_alias(link_loc(b, x), link_loc(b, l), o->cnt, b->inplace)) return 0;
     }
   }
   p->n = (uint8_t)(p->n + o->n);
@@ -163,6 +166,8 @@ static int join_copies(builder *b) {
 }
 
 static void add_sync(builder *b, int kind, ip_dsync e);
+static void open_run(builder *b, loc l, int cnt, int step);
+static void store(builder *b, int kind, loc l, int step);
 
 /* The signals held back (builder.pending), as a group after the last
  * operation. */
@@ -198,9 +203,31 @@ static void close_run(builder *b, int step) {
   if (b->op < 0) return;
   if (b->dirty) add_link(b, IP_L_STORE, b->acc, step);
   b->dirty = 0;
+  /* The root-copy variant: a run that puts the input's value (unreduced)
+   * stores it into the output too -- in the run where it has several
+   * stores already, else as a copies segment of its own beside the put's
+   * (a segment holds one store). */
+  const ip_dop *o = &b->d->tab.ops[b->op];
+  const ip_dlink *first = &b->d->tab.links[o->first];
+  int copy = b->root_copy && !b->bad && !o->ncomb && first->at == IP_AT_LOCAL && first->buf == IR_BUF_INPUT;
+  loc from = copy ? link_loc(b, first) : (loc){0};
+  loc out = from;
+  out.buf = IR_BUF_OUTPUT;
+  const int cnt = o->cnt;
+  if (copy && o->n > 2) {
+    store(b, IP_L_STORE, out, step);
+    copy = 0;
+  }
   int joined = !b->bad && join_copies(b);
   int copies = !joined && !b->bad && b->d->tab.ops[b->op].kind == IP_D_COPIES;
   b->op = -1;
+  if (copy) {
+    open_run(b, from, cnt, step);
+    if (!b->bad) store(b, IP_L_STORE, out, step);
+    joined = !b->bad && join_copies(b);
+    copies = !joined && !b->bad && b->d->tab.ops[b->op].kind == IP_D_COPIES;
+    b->op = -1;
+  }
   if (joined || copies) return;
   flush_signals(b);
 }
@@ -238,7 +265,7 @@ static int stored_before(const builder *b, loc l) {
   const ip_dop *o = &b->d->tab.ops[b->op];
   for (int k = 1; k < o->n; k++) {
     const ip_dlink *x = &b->d->tab.links[o->first + k];
-    if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt, b->p->inplace))
+    if ((x->kind == IP_L_STORE || x->kind == IP_L_PUT) && loc_may_alias(link_loc(b, x), l, o->cnt, b->inplace))
       return 1;
   }
   return 0;
@@ -382,7 +409,19 @@ static void sync_step(builder *b, const ir_step *st, int s, int *taken, int *sen
   add_sync(b, kind, e);
 }
 
-bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
+/* Whether step st of rank r leaves the root of rooted program p alone but
+ * for the root's own puts from its input (rt_dplan.root_src): the root's
+ * steps put from its input or only signal and wait; no other rank's step
+ * reaches the root's buffers. */
+static int root_reads_only(const ir_prog *p, int r, const ir_step *st) {
+  const unsigned fl = ir_op_flags[st->op];
+  if (st->op == IR_OP_NOP || st->op == IR_OP_SIG || st->op == IR_OP_WAIT) return 1;
+  if (r == p->root) return (fl & IR_F_PUT) && !(fl & IR_F_GET) && st->srcbuf == IR_BUF_INPUT;
+  return !((fl & (IR_F_PUT | IR_F_GET)) && st->peer == p->root);
+}
+
+/* rt_dplan_build, and with root_copy its root-copy variant. */
+static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, int root_copy) {
   memset(d, 0, sizeof *d);
   const ir_gpu *g = &p->gpus[rank];
   builder b = {.d = d, .p = p, .rank = rank, .ll = p->proto == IR_PROTO_LL, .op = -1};
@@ -392,6 +431,7 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
   else if (p->interleave) b.why = "an interleaved output", b.bad = 1;
   else if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL) b.why = "a protocol other than Simple or LL", b.bad = 1;
   d->stage_ok = d->guarded = p->ngpus <= IP_WIN_MAX_RANKS;
+  d->root_src = ir_coll_rooted(p->coll) && p->root >= 0 && p->root < p->ngpus;
   for (int r = 0; r < p->ngpus; r++) {
     if (p->gpus[r].ntbs > d->most_tbs) d->most_tbs = p->gpus[r].ntbs;
     if (p->gpus[r].s_chunks > d->s_chunks) d->s_chunks = p->gpus[r].s_chunks;
@@ -406,9 +446,16 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
         if (st->op == IR_OP_WAIT) waited[q] = 1;
         if (io) d->peer_io = 1, d->guarded &= waited[q];
         if ((put_io && !waited[q]) || ((fl & IR_F_GET) && st->srcbuf == IR_BUF_INPUT)) d->stage_ok = 0;
+        if (!root_reads_only(p, r, st)) d->root_src = 0;
       }
     }
   }
+  if (root_copy && (!d->root_src || rank != p->root)) {
+    memset(d, 0, sizeof *d);
+    return BT_ERR_UNSUPPORTED;   /* not the root of such a program: no variant (not an error to say) */
+  }
+  b.root_copy = root_copy;
+  b.inplace = p->inplace && !root_copy;
   for (int t = 0; t < g->ntbs && !b.bad; t++) {
     const ir_tb *tb = &g->tbs[t];
     b.tb = t;
@@ -442,6 +489,14 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
   d->nthreads = p->nthreads ? p->nthreads : nthreads;
   d->ok = 1;
   return BT_OK;
+}
+
+bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
+  return build(d, p, rank, nthreads, 0);
+}
+
+bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
+  return build(d, p, rank, nthreads, 1);
 }
 
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize) {

@@ -19,6 +19,9 @@ typedef struct rt_dplan {
   int guarded;            /* each rank's thread block reaches a peer's input or output only after waiting on that
                              peer's signal: a call on registered windows checks there that the peer runs the
                              same call (ip_dargs.key) before it touches the peer's buffers */
+  int root_src;           /* a rooted collective whose root only puts from its own input, which no other rank
+                             reaches: the root of an out-of-place call may run on the caller's input with the
+                             root-copy variant (rt_dplan_build_root_copy), no copy before the kernel */
   int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
   int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
   int nthreads;
@@ -33,6 +36,15 @@ typedef struct rt_dplan {
  * thread blocks, an interleaved output, an LL program writing its own
  * scratch); d->ok stays 0 then. */
 bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
+
+/* The root-copy variant of rank's plan of p: the same operations, and
+ * wherever a run puts the rank's input, that value stored into the same
+ * chunks of its output as well (in the run, or as a copies segment beside
+ * the put's), so that an out-of-place call of an in-place rooted program
+ * reads the caller's input once and fills the root's output on the way.
+ * BT_ERR_UNSUPPORTED (not logged) unless p is rooted at `rank` and
+ * d->root_src would hold; else as rt_dplan_build. */
+bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's
  * scratch in a window laid out as l (the same answer on every rank). */

@@ -27,6 +27,7 @@
 #include "rt_comm.h"
 #include "rt_param.h"
 #include "rt_peerbuf.h"
+#include "rt_window.h"
 #include "gpu_ranks.h"
 #include "tap.h"
 
@@ -452,6 +453,28 @@ static void check_uneven(void) {
   bufs_free(b);
 }
 
+/* An eager call whose output (unregistered, from cudaMalloc) is larger
+ * than the window's Simple scratch: with a process per rank its rows go
+ * straight into the peers' outputs, exchanged for the call (they went
+ * through FIFOs before); right in every mode. */
+static void check_beyond_scratch(void) {
+  const rt_window_layout *l = comms[rank_lo]->win ? rt_window_layout_of(comms[rank_lo]->win) : NULL;
+  const size_t H = 4096, R = (size_t)nranks, over = (l ? l->simple_bytes : (size_t)48 << 20) + 1;
+  const size_t rows = (over + H * 2 - 1) / (H * 2);
+  const shape s = {(rows + R - 1) / R * R, 64, H, 64, H};
+  char why[300] = "";
+  bufs *b = bufs_new(&s);
+  baton_result e = b ? call(NULL, &s, b) : baton_out_of_memory;
+  long bad = e ? -1 : check(&s, b, why, sizeof why);
+  ok(bad == 0, "an eager call of %zu MiB of output (past the window's scratch) runs %s: %s", s.T * s.H * 2 >> 20,
+     baton_comm_last_algorithm(comms[rank_lo]) ? baton_comm_last_algorithm(comms[rank_lo]) : "?",
+     e ? baton_result_string(e) : why);
+  if (procs() && direct())
+    ok(comms[rank_lo]->last_fused_via == RT_FUSED_VIA_OUTPUTS, "rank %d's eager call past the scratch stored straight "
+       "into its peers' outputs (%d: 0 FIFOs, 1 the outputs, 2 the windows)", rank_lo, comms[rank_lo]->last_fused_via);
+  bufs_free(b);
+}
+
 /* A process per rank, eager calls on registered outputs: every rank's
  * output at the same offset of a window twice its size, its rows stored
  * straight into the peers' outputs (the call checks in the kernel that
@@ -514,7 +537,8 @@ static void moe_checks(const gpu_ranks_opts *o) {
   check_graph_order();
   check_order();
   check_refused();
-  check_uneven();
+  check_beyond_scratch();
+  check_uneven();   /* its count past the bounds leaves the communicator's error set */
   if (procs() && direct()) check_registered();   /* last: it leaves the communicator failed */
   for (int r = 0; r < nranks; r++) {
     cudaSetDevice(bdev(r));

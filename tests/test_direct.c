@@ -30,10 +30,12 @@ static void step(const char *type, const char *sb, int so, const char *db, int d
   if (peer >= 0) put(" peer=\"%d\"", peer);
   put(" />\n");
 }
+static const char *coll = "allreduce";   /* the next program's collective */
 static void begin(const char *proto, int n, int chunks, int inplace) {
   len = 0;
-  put("<algo name=\"t\" proto=\"%s\" nchannels=\"1\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"allreduce\" "
-      "inplace=\"%d\" baton=\"1\">\n", proto, chunks, n, inplace);
+  put("<algo name=\"t\" proto=\"%s\" nchannels=\"1\" nchunksperloop=\"%d\" ngpus=\"%d\" coll=\"%s\" "
+      "inplace=\"%d\" baton=\"1\">\n", proto, chunks, n, coll, inplace);
+  coll = "allreduce";
 }
 static void rank_begin(int r, int chunks, int inplace, int s_chunks) {
   nstep = 0;
@@ -80,11 +82,33 @@ static ir_prog *twoshot(int n) {
   return end();
 }
 
+/* Broadcast by gets, Simple, in place: each peer signals the root, then
+ * waits for its signal and loads the root's input (the root's buffer is
+ * reached by its peers). */
+static ir_prog *broadcast_get(int n) {
+  coll = "broadcast";
+  begin("Simple", n, 1, 1);
+  for (int r = 0; r < n; r++) {
+    rank_begin(r, 1, 1, 0);
+    if (r == 0) {
+      for (int q = 1; q < n; q++) step("sig", "i", -1, "o", -1, 1, q);
+      for (int q = 1; q < n; q++) step("wait", "i", -1, "o", -1, 1, q);
+    } else {
+      step("wait", "i", -1, "o", -1, 1, 0);
+      step("get", "i", 0, "i", 0, 1, 0);
+      step("sig", "i", -1, "o", -1, 1, 0);
+    }
+    rank_end();
+  }
+  return end();
+}
+
 /* LL one way, as the compiler lowers a direct LL broadcast: rank 0 puts
  * its input into every peer's landing and ends waiting for each peer's
  * signal; each peer signals rank 0 at its start and copies its landing
  * into place (in place). */
 static ir_prog *broadcast_ll(int n) {
+  coll = "broadcast";
   begin("LL", n, 1, 1);
   for (int r = 0; r < n; r++) {
     rank_begin(r, 1, 1, r ? 1 : 0);
@@ -183,11 +207,39 @@ int main(void) {
   ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_RUN &&
      kinds_are(&d, &d.tab.ops[0], "LlPpPpPp") && d.tab.ops[1].kind == IP_D_WAITS && d.tab.ops[1].n == 3,
      "LL broadcast, the root: one run (a load, three puts), then three waits");
+  ok(d.root_src, "LL broadcast: the root only puts from its input and no peer reaches it (an out-of-place call's "
+     "copy into the root's output may run beside the kernel)");
   built = p ? rt_dplan_build(&d, p, 2, 512) : BT_ERR_INVALID;
   ok(built == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_SIGS && d.tab.ops[0].n == 1 && d.tab.ops[1].kind != IP_D_SIGS &&
      d.tab.ops[1].kind != IP_D_WAITS && d.s_chunks == 1, "LL broadcast, a peer: its signal, then the copy of its landing "
      "(built %d, %d ops, kinds %d %d, %d signals, %d landing chunks)", built, d.nops, d.nops ? d.tab.ops[0].kind : -1,
      d.nops > 1 ? d.tab.ops[1].kind : -1, d.nops ? d.tab.ops[0].n : -1, (int)d.s_chunks);
+  ir_prog_free(p);
+  /* Its root-copy variant (an out-of-place call on the caller's input):
+   * the run's value also stored into the same chunk of the output. */
+  p = broadcast_ll(4);
+  built = p ? rt_dplan_build_root_copy(&d, p, 0, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && d.ok && d.nops == 2 && kinds_are(&d, &d.tab.ops[0], "LlPpPpPpSl") &&
+     d.tab.links[d.tab.ops[0].first + 4].buf == IR_BUF_OUTPUT && d.tab.links[d.tab.ops[0].first + 4].off == 0 &&
+     d.tab.ops[1].kind == IP_D_WAITS, "LL broadcast's root-copy variant, the root: one run, its load put to three "
+     "peers and stored into o[0], then the waits");
+  ok(rt_dplan_build_root_copy(&d, p, 2, 512) == BT_ERR_UNSUPPORTED && !d.ok, "no root-copy variant off the root");
+  ir_prog_free(p);
+  p = broadcast_ll(2);
+  built = p ? rt_dplan_build_root_copy(&d, p, 0, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_COPIES && d.tab.ops[0].nseg == 2 &&
+     kinds_are(&d, &d.tab.ops[0], "LlPpLlSl") && d.tab.links[d.tab.ops[0].first + 3].buf == IR_BUF_OUTPUT,
+     "LL broadcast on 2 ranks, root-copy variant: one put is a copies segment, the copy into the output a second "
+     "segment beside it (a segment holds one store)");
+  ir_prog_free(p);
+  p = broadcast_get(4);
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && !d.root_src, "a broadcast whose peers get from the root's input: the root's copy into its "
+     "output must come before the kernel (built %d, root_src %d)", built, d.root_src);
+  ok(rt_dplan_build_root_copy(&d, p, 0, 512) == BT_ERR_UNSUPPORTED, "... and it has no root-copy variant");
+  ir_prog_free(p);
+  p = oneshot(4, 0);
+  ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && !d.root_src, "an AllReduce has no root");
   ir_prog_free(p);
   /* Two-shot, Simple, 4 ranks. */
   p = twoshot(4);
