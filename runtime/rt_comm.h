@@ -144,7 +144,8 @@ typedef struct rt_launch {
    * `a`), and what a group's end needs to give it its peers' buffers, or
    * to choose again without them. */
   int direct;
-  int stage_window;           /* an out-of-place LL program in place: its input copied into the window first */
+  int stage_window;           /* an out-of-place program in place: its input copied aside first (rt_dcall.c) */
+  int64_t stage_temp;         /* ... into memory of the stream's pool, this many bytes, not the window */
   int root_copy;              /* the root of a rooted in-place program out of place that only puts from its input
                                  (rt_dplan.root_src): it runs on the caller's input, and its plan's root-copy
                                  variant stores each piece into the output as it puts it (no copy before) */

@@ -136,17 +136,23 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
 }
 
 /* Whether direct program p (plan d) can run a call in place although it is
- * out of place: on a copy of its input in this rank's Simple scratch, made
- * on its stream before its kernel, where the program leaves that scratch
- * alone (LL programs, or none of their own) and the input fits; its peers
- * never read its input, and write its buffers only after it signalled
- * (rt_dplan.stage_ok), so nothing reaches the caller's buffer before the
- * copy has been taken. */
+ * out of place: on a copy of its input made on its stream before its
+ * kernel, where its peers never read its input and write its buffers only
+ * after it signalled (rt_dplan.stage_ok), so nothing reaches the caller's
+ * buffer before the copy has been taken.  The copy goes into this rank's
+ * Simple scratch where the program leaves that alone (LL programs, or none
+ * of their own) and the input fits (1); else, for an AllToAll (whose
+ * in-place call no program serves without a copy: every block is both
+ * sent and overwritten; the other collectives have in-place programs,
+ * which should win), into memory of the stream's pool for the call (2:
+ * rt_launch.stage_temp); 0 where it cannot run so. */
 static int window_stage(const baton_comm *c, const rt_dplan *d, const ir_prog *p, int64_t count, int es) {
   ir_geom g;
-  return !p->inplace && d->stage_ok && (p->proto == IR_PROTO_LL || d->s_chunks == 0) &&
-         !ir_geom_init(&g, p, c->rank, count, 0) &&
-         g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes;
+  if (p->inplace || !d->stage_ok || ir_geom_init(&g, p, c->rank, count, 0)) return 0;
+  if ((p->proto == IR_PROTO_LL || d->s_chunks == 0) &&
+      g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes)
+    return 1;
+  return p->coll == IR_COLL_ALLTOALL ? 2 : 0;
 }
 
 int64_t rt_direct_slice(const baton_comm *c, int ai, int64_t count, int dtype) {
@@ -194,8 +200,10 @@ static bt_result peers_across(rt_launch *L) {
   baton_comm *c = L->c;
   ip_dargs *a = &L->d;
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
-  in[c->rank] = a->buf[c->rank][IR_BUF_INPUT];
   out[c->rank] = a->buf[c->rank][IR_BUF_OUTPUT];
+  /* An input copied aside at launch (stage_temp) is no peer's to read
+   * (rt_dplan.stage_ok): the output stands in for it in the exchange. */
+  in[c->rank] = L->stage_temp ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
   rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
                         "a captured call"};
   bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
@@ -206,6 +214,7 @@ static bt_result peers_across(rt_launch *L) {
   }
   CHECK(e);
   for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank) continue;
     a->buf[r][IR_BUF_INPUT] = in[r];
     a->buf[r][IR_BUF_OUTPUT] = out[r];
   }
@@ -389,7 +398,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
     return BT_ERR_UNSUPPORTED;
   }
   const int inplace = (const char *)sendbuf - g.in_at * es == (const char *)recvbuf - g.out_at * es;
-  const int staged = inplace && !al->inplace_ok && window_stage(c, d, p, count, es);   /* on a copy in the window */
+  const int staged = inplace && !al->inplace_ok ? window_stage(c, d, p, count, es) : 0;   /* on a copy of the input */
   const int aliased = (inplace && !staged) || al->copies;
   if (aliased && !inplace && !al->outofplace_ok) {   /* by name: its input would not fit the output (rt_algo.c) */
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s runs in place only: an out-of-place call would need a copy of its input "
@@ -402,7 +411,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->stream = stream;
   L->sendbuf = sendbuf;
   L->recvbuf = recvbuf;
-  L->nthreads = d->nthreads;
+  L->nthreads = rt_dplan_threads(d, p, c->grid, g.cap * es, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
   L->where = ir_prog_where(p);
   L->direct = 1;
   L->ai = ai;
@@ -414,14 +423,16 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const int nalg = rt_algos_count(c->algos);
   L->root_copy = L->copy_in && c->dplans[nalg + ai].ok;
   if (L->root_copy) L->copy_in = 0;
-  L->stage_window = staged;
+  L->stage_window = staged != 0;
+  L->stage_temp = staged == 2 ? g.elems[IR_BUF_INPUT] * es : 0;
   L->aliased = aliased;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
   ip_dargs *a = &L->d;
   /* In place, or on a copy of the input placed in the output's span:
    * the input is where the layout puts it in that span. */
   const rt_window_layout *l = rt_window_layout_of(c->win);
-  a->buf[c->rank][IR_BUF_INPUT] = staged                        ? rt_window_base(c->win, c->rank) + l->simple
+  a->buf[c->rank][IR_BUF_INPUT] = staged == 2                   ? NULL   /* the pool's, at launch */
+                                  : staged                      ? rt_window_base(c->win, c->rank) + l->simple
                                   : aliased && !L->root_copy ? (char *)recvbuf + (g.in_at - g.out_at) * es
                                                              : (char *)sendbuf;
   /* The root-copy variant stores the input's chunks at the input's offsets
@@ -446,7 +457,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
+  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->tab = c->dtabs + (L->root_copy ? nalg : 0) + ai;
   a->abort = &c->shared->dev->abort;
@@ -455,6 +466,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: direct, %d tbs x %d lanes of %d blocks x %d threads, %s%s",
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
             L->copy_in        ? ", on a copy of the input"
+            : L->stage_temp   ? ", in place on a copy of the input in the stream's pool"
             : L->stage_window ? ", in place on a copy of the input in the window"
             : L->root_copy    ? ", storing the root's input into its output on the way"
                               : "");
@@ -484,20 +496,36 @@ static void lean_links(ip_dargs *a, const rt_dplan *d) {
   }
 }
 
-bt_result rt_direct_launch(const rt_launch *L) {
-  const ip_dargs *a = &L->d;
+/* The kernel of direct call L with arguments t, and what goes before and
+ * after it on its stream: the copy of its input into place, AVG's
+ * division. */
+static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
+  const int64_t in_bytes = t->geom.elems[IR_BUF_INPUT] * t->esize;
   if (L->copy_in || L->stage_window)
-    CHECK(rt_cuda(cudaMemcpyAsync(a->buf[a->rank][IR_BUF_INPUT], L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize,
-                                  cudaMemcpyDeviceToDevice, L->stream), RT_SUB_RUNTIME, "copying the input into place"));
-  ip_dargs t = *a;   /* every buffer known now: the lean links, and the timeline */
-  lean_links(&t, &L->c->dplans[(L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai]);
+    CHECK(rt_cuda(cudaMemcpyAsync(t->buf[t->rank][IR_BUF_INPUT], L->sendbuf, in_bytes, cudaMemcpyDeviceToDevice,
+                                  L->stream), RT_SUB_RUNTIME, "copying the input into place"));
+  lean_links(t, &L->c->dplans[(L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
-    t.trace = rt_trace_buf(L->c->trace, a->grid);
-    if (t.trace)
-      rt_trace_called(L->c->trace, L->where, rt_algos_get(L->c->algos, L->ai)->prog, a->ntbs * a->lanes, a->ntbs,
-                      a->lanes, 0, L->nthreads, NULL, 1);
+    t->trace = rt_trace_buf(L->c->trace, t->grid);
+    if (t->trace)
+      rt_trace_called(L->c->trace, L->where, rt_algos_get(L->c->algos, L->ai)->prog, t->ntbs * t->lanes, t->ntbs,
+                      t->lanes, 0, L->nthreads, NULL, 1);
   }
-  CHECK(ip_direct_launch(&t, L->nthreads, L->stream));
-  if (L->divide) CHECK(ip_gpu_divide(a->dtype, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
+  CHECK(ip_direct_launch(t, L->nthreads, L->stream));
+  if (L->divide) CHECK(ip_gpu_divide(t->dtype, L->recvbuf, t->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
+}
+
+bt_result rt_direct_launch(const rt_launch *L) {
+  ip_dargs t = L->d;   /* every buffer known now: the lean links, and the timeline */
+  if (!L->stage_temp) return launch_kernel(L, &t);
+  /* An in-place call's input copied aside into memory of the stream's pool
+   * (a CUDA graph's own memory when captured), freed after the kernel. */
+  char *tmp = NULL;
+  CHECK(rt_cuda(cudaMallocAsync((void **)&tmp, (size_t)L->stage_temp, L->stream), RT_SUB_RUNTIME,
+                "memory for the copy of an in-place call's input"));
+  t.buf[t.rank][IR_BUF_INPUT] = tmp;
+  bt_result e = launch_kernel(L, &t);
+  bt_result f = rt_cuda(cudaFreeAsync(tmp, L->stream), RT_SUB_RUNTIME, "freeing the copy of an in-place call's input");
+  return e ? e : f;
 }

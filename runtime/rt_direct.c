@@ -507,10 +507,16 @@ int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l
   return d->s_chunks * chunk <= (int64_t)l->simple_bytes;
 }
 
-int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes) {
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes, int nthreads) {
   int most = grid / (d->most_tbs > 0 ? d->most_tbs : 1);
-  if (lane_bytes <= 0) lane_bytes = 16 * (int64_t)d->nthreads;
+  if (lane_bytes <= 0) lane_bytes = 16 * (int64_t)nthreads;
   int64_t want = (cap_bytes + lane_bytes - 1) / lane_bytes;
   if (want > most) want = most;
   return want < 1 ? 1 : (int)want;
+}
+
+int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_bytes, int small) {
+  if (p->proto != IR_PROTO_LL || p->nthreads || small <= 0 || small >= d->nthreads) return d->nthreads;
+  const int64_t most = grid / (d->most_tbs > 0 ? d->most_tbs : 1), lane = 16 * (int64_t)small;
+  return (cap_bytes + lane - 1) / lane <= most ? small : d->nthreads;
 }

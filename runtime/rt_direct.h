@@ -53,7 +53,14 @@ int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l
 /* The lanes (blocks per thread block) a call gives each of d's thread
  * blocks on a direct grid of `grid` blocks: enough that a lane takes at
  * most `lane_bytes` of a chunk of `cap_bytes` (0: a 16-byte unit per
- * thread), at most grid / d->most_tbs. */
-int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes);
+ * thread of `nthreads`), at most grid / d->most_tbs. */
+int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes, int nthreads);
+
+/* The threads per block of a call of p (plan d) whose chunks have
+ * `cap_bytes`: d->nthreads, but for an LL program whose IR does not fix
+ * them `small` (BATON_DIRECT_LL_THREADS) where the chunk at a 16-byte unit
+ * a thread of `small` still fits the grid's lanes -- a small call then
+ * spreads over more blocks; a larger one keeps every thread. */
+int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_bytes, int small);
 
 #endif

@@ -30,6 +30,7 @@
 #include "rt_diag.h"
 #include "rt_peerbuf.h"
 #include "rt_pool.h"
+#include "rt_window.h"
 #include "gpu_opts.h"
 #include "tap.h"
 
@@ -554,9 +555,11 @@ static void check_big(rt_diag *d) {
 static uint32_t a2a_val(int r, int q, int64_t i) { return (uint32_t)r * 1000003u + (uint32_t)q * 10007u + (uint32_t)i; }
 
 static void check_inplace_alltoall(void) {
-  static const int64_t counts[] = {1, 1000, 70000, 300000};
-  for (int k = 0; k < 4; k++) {
+  const rt_window_layout *l = comms[0]->win ? rt_window_layout_of(comms[0]->win) : NULL;   /* past it: a copy aside */
+  const int64_t counts[] = {1, 1000, 70000, 300000, l ? (int64_t)(l->simple_bytes / 4 / nranks) + 1001 : 0};
+  for (int k = 0; k < 5; k++) {
     int64_t count = counts[k];
+    if (!count) continue;
     size_t bytes = (size_t)count * nranks * 4;
     if (rt_algos_select(comms[0]->algos, IR_COLL_ALLTOALL, 1, bytes, count, 0) < 0) continue;
     uint32_t *h = malloc(bytes);
@@ -571,10 +574,8 @@ static void check_inplace_alltoall(void) {
     }
     baton_result e = baton_success;
     baton_group_start();
-    for (int r = 0; r < nranks && !bad; r++) {
-      baton_result x = baton_alltoall(dout[r].p, dout[r].p, count, baton_i32, comms[r], streams[r]);
-      if (x) e = x;
-    }
+    for (int r = 0; r < nranks && !bad && !e; r++)
+      e = baton_alltoall(dout[r].p, dout[r].p, count, baton_i32, comms[r], streams[r]);
     baton_result ge = baton_group_end();
     int64_t wrong = 0;
     for (int r = 0; r < nranks && !bad; r++) {

@@ -361,9 +361,13 @@ int main(void) {
   ok(rt_dplan_fits(&d, p, &l, (1 << 20) / 4, 4) && !rt_dplan_fits(&d, p, &l, (2 << 20) / 4, 4),
      "LL one-shot, 4 ranks, 64 MiB window (8 MiB landing halves): 1 MiB of f32 fits (3 x 2 MiB of lines), 2 MiB "
      "does not");
-  ok(rt_dplan_lanes(&d, 128, 8, 0) == 1 && rt_dplan_lanes(&d, 128, 32768, 0) == 4 &&
-     rt_dplan_lanes(&d, 128, 1 << 30, 0) == 128 && rt_dplan_lanes(&d, 128, 32768, 2048) == 16,
+  ok(rt_dplan_lanes(&d, 128, 8, 0, 512) == 1 && rt_dplan_lanes(&d, 128, 32768, 0, 512) == 4 &&
+     rt_dplan_lanes(&d, 128, 1 << 30, 0, 512) == 128 && rt_dplan_lanes(&d, 128, 32768, 2048, 512) == 16,
      "lanes: one for 8 bytes, 4 for 32 KiB (a unit a thread), all 128 for 1 GiB; 16 for 32 KiB at 2 KiB a lane");
+  ok(rt_dplan_threads(&d, p, 128, 8, 256) == 256 && rt_dplan_threads(&d, p, 128, 512 << 10, 256) == 256 &&
+     rt_dplan_threads(&d, p, 128, (512 << 10) + 16, 256) == 512 && rt_dplan_threads(&d, p, 128, 8, 0) == 512,
+     "an LL call's threads: 256 while its chunk fits 128 lanes of 256 units (512 KiB), else the plan's 512; "
+     "BATON_DIRECT_LL_THREADS=0: always the plan's");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
   ok(l.fseq >= l.simple + l.simple_bytes && l.a2a >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 &&
