@@ -201,9 +201,10 @@ static bt_result peers_across(rt_launch *L) {
   ip_dargs *a = &L->d;
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
   out[c->rank] = a->buf[c->rank][IR_BUF_OUTPUT];
-  /* An input copied aside at launch (stage_temp) is no peer's to read
-   * (rt_dplan.stage_ok): the output stands in for it in the exchange. */
-  in[c->rank] = L->stage_temp ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
+  /* An input no peer reads -- copied aside at launch (stage_temp,
+   * rt_dplan.stage_ok), or a root's that only it reads (root_copy,
+   * rt_dplan.root_src) -- is not exchanged: the output stands in for it. */
+  in[c->rank] = L->stage_temp || L->root_copy ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
   rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
                         "a captured call"};
   bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
@@ -428,13 +429,15 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->aliased = aliased;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
   ip_dargs *a = &L->d;
-  /* In place, or on a copy of the input placed in the output's span:
-   * the input is where the layout puts it in that span. */
+  /* This rank's input: the caller's; in place, or copied into the
+   * output's span, where the layout puts it in that span; copied into the
+   * window's scratch; or copied into the stream's pool at launch. */
   const rt_window_layout *l = rt_window_layout_of(c->win);
-  a->buf[c->rank][IR_BUF_INPUT] = staged == 2                   ? NULL   /* the pool's, at launch */
-                                  : staged                      ? rt_window_base(c->win, c->rank) + l->simple
-                                  : aliased && !L->root_copy ? (char *)recvbuf + (g.in_at - g.out_at) * es
-                                                             : (char *)sendbuf;
+  char *in = (char *)sendbuf;
+  if (staged == 2) in = NULL;   /* memory of the stream's pool, taken at launch */
+  else if (staged) in = rt_window_base(c->win, c->rank) + l->simple;
+  else if (aliased && !L->root_copy) in = (char *)recvbuf + (g.in_at - g.out_at) * es;
+  a->buf[c->rank][IR_BUF_INPUT] = in;
   /* The root-copy variant stores the input's chunks at the input's offsets
    * into the output, which the layout puts at in_at in the span. */
   a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf + (L->root_copy ? (g.in_at - g.out_at) * es : 0);
