@@ -169,31 +169,33 @@ baton_result baton_run(const char *name, const void *s, void *r, size_t count, b
 }
 
 /* Whether the GPU of every rank's call in by[0..nr) may reach every other
- * rank's buffers (bufs: per rank, at most two): not so for memory from a
- * stream-ordered pool or cuMem that was not granted to the other GPUs
- * (tp_cuda_reach_all), which peer access does not cover. */
-static int reach_all(rt_launch *const *by, char *const (*bufs)[2], int nr) {
+ * rank's output outs[r] and input ins[r] (ins NULL: none): not so for
+ * memory from a stream-ordered pool or cuMem that was not granted to the
+ * other GPUs (tp_cuda_reach_all), which peer access does not cover. */
+static int reach_all(rt_launch *const *by, int nr, char *const *ins, char *const *outs) {
   int devs[IP_WIN_MAX_RANKS];
   for (int r = 0; r < nr; r++) devs[r] = by[r]->c->dev;
-  for (int r = 0; r < nr; r++)
-    for (int b = 0; b < 2; b++)
-      if ((b == 0 || bufs[r][1] != bufs[r][0]) && !tp_cuda_reach_all(bufs[r][b], devs, nr)) {
-        LOG_INFO(RT_SUB_RUNTIME, "rank %d: its %s is memory the other ranks' GPUs may not reach (a pool or cuMem "
-                 "allocation without their access): the call does not run direct", r, b ? "output" : "input");
-        return 0;
-      }
+  for (int r = 0; r < nr; r++) {
+    const char *bad = !tp_cuda_reach_all(outs[r], devs, nr) ? "output"
+                      : ins && ins[r] != outs[r] && !tp_cuda_reach_all(ins[r], devs, nr) ? "input" : NULL;
+    if (bad) {
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: its %s is memory the other ranks' GPUs may not reach (a pool or cuMem "
+               "allocation without their access): the call does not run direct", r, bad);
+      return 0;
+    }
+  }
   return 1;
 }
 
 /* Direct calls by[0..nr) of every rank: whether each reaches the others'
  * buffers. */
 static int peers_reach(rt_launch *const *by, int nr) {
-  char *bufs[IP_WIN_MAX_RANKS][2];
+  char *ins[IP_WIN_MAX_RANKS], *outs[IP_WIN_MAX_RANKS];
   for (int r = 0; r < nr; r++) {
-    bufs[r][0] = by[r]->d.buf[r][IR_BUF_INPUT];
-    bufs[r][1] = by[r]->d.buf[r][IR_BUF_OUTPUT];
+    ins[r] = by[r]->d.buf[r][IR_BUF_INPUT];
+    outs[r] = by[r]->d.buf[r][IR_BUF_OUTPUT];
   }
-  return reach_all(by, (char *const (*)[2])bufs, nr);
+  return reach_all(by, nr, ins, outs);
 }
 
 /* A group's end, before it launches: each direct call that reaches its
@@ -263,13 +265,13 @@ static void direct_alltoall(rt_launch *v, int n) {
     }
     for (int q = 0; q < c->nranks && ok; q++) ok = by[q] != NULL;
     if (!ok) continue;   /* (a later call of the same set finds the same mix) */
-    char *outs[IP_DIRECT_MAX], *bufs[IP_DIRECT_MAX][2];
+    char *outs[IP_DIRECT_MAX];
     uint64_t *flags[IP_DIRECT_MAX];
     for (int p = 0; p < c->nranks; p++) {
-      outs[p] = bufs[p][0] = bufs[p][1] = by[p]->recvbuf;
+      outs[p] = by[p]->recvbuf;
       flags[p] = by[p]->c->dflags;
     }
-    if (!reach_all(by, (char *const (*)[2])bufs, c->nranks)) continue;
+    if (!reach_all(by, c->nranks, NULL, outs)) continue;
     for (int q = 0; q < c->nranks; q++) rt_call_direct_alltoall(by[q], outs, flags);
   }
 }

@@ -116,6 +116,12 @@ void rt_direct_free(baton_comm *c) {
   c->dtabs = NULL;
 }
 
+bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out) {
+  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
+                        what};
+  return rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+}
+
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
   if (!c->bs) return rt_group_open();
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -205,9 +211,7 @@ static bt_result peers_across(rt_launch *L) {
    * rt_dplan.stage_ok), or a root's that only it reads (root_copy,
    * rt_dplan.root_src) -- is not exchanged: the output stands in for it. */
   in[c->rank] = L->stage_temp || L->root_copy ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
-  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        "a captured call"};
-  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  bt_result e = rt_direct_exchange(c, "a captured call", in, out);
   if (e == BT_ERR_UNSUPPORTED) {
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
     L->again = 1;
@@ -270,6 +274,10 @@ static uint32_t fused_eager(rt_launch *L, int64_t bytes, char **out) {
   return fused_key(L, RT_FUSED_STAGED, 0);
 }
 
+/* The index of direct call L's plan in c->dplans and c->dtabs: its
+ * program's, or that plan's root-copy variant (rt_launch.root_copy). */
+static int plan_of(const rt_launch *L) { return (L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai; }
+
 /* Every rank's output of fused call L, exchanged over the bootstrap now
  * (rt_peerbuf_exchange: collective, every rank alike): 1 with out[] set,
  * 0 where some rank's output cannot be exported or mapped (logged). */
@@ -277,9 +285,7 @@ static int outputs_across(rt_launch *L, const char *what, char **out, bt_result 
   baton_comm *c = L->c;
   char *in[IP_WIN_MAX_RANKS];
   in[c->rank] = out[c->rank] = (char *)L->recvbuf;
-  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        what};
-  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  bt_result e = rt_direct_exchange(c, what, in, out);
   *res = e == BT_ERR_UNSUPPORTED ? BT_OK : e;
   return !e;
 }
@@ -421,8 +427,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->copy_in = aliased && !inplace;
   /* The root that only puts from its input runs on the caller's, its plan's
    * root-copy variant filling its output on the way (no copy first). */
-  const int nalg = rt_algos_count(c->algos);
-  L->root_copy = L->copy_in && c->dplans[nalg + ai].ok;
+  L->root_copy = L->copy_in && c->dplans[rt_algos_count(c->algos) + ai].ok;
   if (L->root_copy) L->copy_in = 0;
   L->stage_window = staged != 0;
   L->stage_temp = staged == 2 ? g.elems[IR_BUF_INPUT] * es : 0;
@@ -462,7 +467,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->ntbs = d->ntbs;
   a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
-  a->tab = c->dtabs + (L->root_copy ? nalg : 0) + ai;
+  a->tab = c->dtabs + plan_of(L);
   a->abort = &c->shared->dev->abort;
   a->err = &c->shared->dev->err[c->local];
   a->timeout_ns = c->timeout_ns;
@@ -507,7 +512,7 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
   if (L->copy_in || L->stage_window)
     CHECK(rt_cuda(cudaMemcpyAsync(t->buf[t->rank][IR_BUF_INPUT], L->sendbuf, in_bytes, cudaMemcpyDeviceToDevice,
                                   L->stream), RT_SUB_RUNTIME, "copying the input into place"));
-  lean_links(t, &L->c->dplans[(L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai]);
+  lean_links(t, &L->c->dplans[plan_of(L)]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
     t->trace = rt_trace_buf(L->c->trace, t->grid);
     if (t->trace)

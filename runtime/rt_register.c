@@ -13,7 +13,6 @@
 #include "tp_cuda.h"
 #include "rt_log.h"
 #include "rt_param.h"
-#include "rt_peerbuf.h"
 
 /* Why a rank cannot register its buffer (what it publishes; 0: it can). */
 enum { REG_OK, REG_NOT_DEVICE, REG_UNKNOWN, REG_PAST_END, REG_OVERLAP, REG_FULL, REG_WHY_COUNT };
@@ -85,9 +84,7 @@ static bt_result agree(baton_comm *c, int why, size_t bytes) {
 static bt_result map_peers(baton_comm *c, baton_window *w) {
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
   in[c->rank] = out[c->rank] = w->base;
-  rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        "a registered window"};
-  bt_result e = rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
+  bt_result e = rt_direct_exchange(c, "a registered window", in, out);
   if (e == BT_ERR_UNSUPPORTED) {
     if (c->rank == 0)
       LOG_WARN(RT_SUB_RUNTIME, "baton_comm_register: a rank's buffer cannot be mapped by its peers (not from "

@@ -82,10 +82,8 @@ int tp_cuda_reach_all(const void *p, const int *devs, int n) {
                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
                                 CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
   void *data[] = {&type, &managed, &ord, &legacy, &pool};
-  if (attrs(5, what, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
-    cudaGetLastError();
-    return 1;   /* not the driver's to say (host memory it does not know): the call's own checks decide */
-  }
+  if (attrs(5, what, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+    return 1;   /* not the driver's to say: the call's own checks decide */
   if (type != CU_MEMORYTYPE_DEVICE || managed || legacy) return 1;
   for (int i = 0; i < n; i++)
     if (devs[i] != ord && !granted(p, pool, devs[i])) return 0;
