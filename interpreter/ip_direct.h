@@ -142,6 +142,11 @@ typedef struct ip_dargs {
   int32_t rank, nranks, esize, proto;
   int32_t ntbs, lanes;                 /* thread blocks; blocks per thread block */
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
+  /* Launched after the kernel before it on the stream may still run
+   * (ip_direct_launch's `pdl`; BATON_DIRECT_PDL): 1 lets the next
+   * kernel start its blocks as soon as this one's first loads are done (a
+   * short call), 0 when each block ends. */
+  int32_t release_early;
   /* A call on registered windows (docs/RUNTIME.md, "Registered
    * buffers"): its descriptor, a hash of where its buffers are in their
    * windows and what it runs, which every rank's call must share; 0 for
@@ -204,9 +209,15 @@ IR_HD int64_t ip_direct_flag_words(int grid, int nranks) {
 }
 
 /* Launches the direct executor for one rank on `stream` with `nthreads`
- * threads per block and a->grid blocks.  BT_ERR_CUDA when the launch
- * fails (logged). */
-bt_result ip_direct_launch(const ip_dargs *a, int nthreads, void *stream);
+ * threads per block and a->grid blocks; `pdl`: as a programmatic
+ * dependent launch (the GPU may start its blocks while the kernel before
+ * it on the stream ends; each waits for that kernel before touching
+ * anything it wrote).  BT_ERR_CUDA when the launch fails (logged). */
+bt_result ip_direct_launch(const ip_dargs *a, int nthreads, int pdl, void *stream);
+
+/* Whether the current device takes programmatic dependent launches
+ * (compute capability 9.0 and up), into *ok. */
+bt_result ip_direct_pdl_ok(int *ok);
 
 /* Loads every direct kernel on the current device (ip_gpu_load's reason). */
 bt_result ip_direct_load(void);

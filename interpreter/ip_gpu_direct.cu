@@ -320,23 +320,29 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 template <int DT, int OP>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const __grid_constant__ ip_dargs a) {
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
-  if (tb >= a.ntbs) {   // counts the call, waits for nothing (a reduction, no load)
+  if (tb >= a.ntbs) {   // counts the call, waits for nothing else (a reduction, no load)
+    pdl_wait();         // the kernel before counted its call
     if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.seq[b], 1ull);
     return;
   }
-  int tn = 0;   // thread 0: events traced
-  if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
-  // Every load the block's start needs at once: the call count, the plan,
-  // and this thread's unit of the first operation's first value.
-  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
+  // The plan, written when the communicator was made, loads while the
+  // kernel before this one may still run (a programmatic launch); the
+  // call count and the caller's data only after it has ended.
   for (int i = threadIdx.x; i < IP_DTAB_UNITS; i += blockDim.x) d_tabw[i] = __ldg((const uint4 *)a.tab + i);
-  const char *first = a.first[tb];
-  uint4 v0 = make_uint4(0, 0, 0, 0);
-  if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;
   }
+  pdl_wait();
+  int tn = 0;   // thread 0: events traced (after the wait: the kernel before may trace into the same buffer)
+  if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
+  // Every load the block's start needs at once: the call count and this
+  // thread's unit of the first operation's first value.
+  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
+  const char *first = a.first[tb];
+  uint4 v0 = make_uint4(0, 0, 0, 0);
+  if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
+  if (a.release_early) pdl_release();
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
   if (a.key && threadIdx.x < a.nranks && threadIdx.x != a.rank)
@@ -363,7 +369,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     if (o + 1 < end && __syncthreads_or(!ok || d_stop)) break;
   }
   // The next call's count: no thread reads this one's after the first
-  // barrier, and the next kernel starts after every block of this one ends.
+  // barrier, and the next kernel reads it only after every block of this
+  // one has ended (its pdl_wait, or the stream's order).
+  if (!a.release_early) pdl_release();
   if (threadIdx.x == 0) {
     a.seq[b] = seq + 1;
     ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
@@ -383,11 +391,28 @@ static const void *kernel_of(int dtype, int op) {
   return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)];
 }
 
-extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, void *stream) {
+extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, int pdl, void *stream) {
   ip_dargs args = *a;
   void *params[] = {&args};
-  return rt_cuda(cudaLaunchKernel(kernel_of(a->dtype, a->op), dim3(a->grid), dim3(nthreads), params, 0,
-                                  (cudaStream_t)stream), RT_SUB_EXEC, "direct executor launch");
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(a->grid);
+  cfg.blockDim = dim3(nthreads);
+  cfg.stream = (cudaStream_t)stream;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return rt_cuda(cudaLaunchKernelExC(&cfg, kernel_of(a->dtype, a->op), params), RT_SUB_EXEC, "direct executor launch");
+}
+
+extern "C" bt_result ip_direct_pdl_ok(int *ok) {
+  int dev, major;
+  CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
+  CHECK(rt_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), RT_SUB_EXEC,
+                "compute capability"));
+  *ok = major >= 9;
+  return BT_OK;
 }
 
 extern "C" bt_result ip_direct_load(void) {

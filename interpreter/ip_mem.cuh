@@ -28,6 +28,22 @@ __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p) {
 __device__ __forceinline__ void st_release_gpu(uint64_t *p, uint64_t v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// Programmatic dependent launch (sm_90 on; a no-op where the kernel was
+// not launched so, and on older GPUs).  pdl_wait: until the kernel before
+// this one on its stream has ended and its stores are visible -- nothing
+// that kernel writes (inputs, call counts) may be read before it.
+// pdl_release: this block lets the next kernel on the stream, if it was
+// launched so, start its blocks now (they wait in their pdl_wait).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ uint64_t globaltimer() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

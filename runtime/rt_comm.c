@@ -113,6 +113,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   if (!res) res = ip_direct_max_blocks(IP_GPU_MAX_THREADS, &dholds);
   dholds /= c->share;
   c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
+  if (!res && rt_param_int(RT_PARAM_DIRECT_PDL)) res = ip_direct_pdl_ok(&c->pdl);
   /* The timeline holds the largest launch: an interpreter grid, or the
    * direct GEMV + AllReduce's (up to IP_FDIRECT_BLOCKS_PER_SM per SM). */
   int tblocks = holds;

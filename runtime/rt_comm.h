@@ -76,6 +76,7 @@ struct baton_comm {
   ip_dtab *dtabs;
   rt_window *win;
   int grid;
+  int pdl;                    /* direct kernels launch as programmatic dependents (BATON_DIRECT_PDL, sm_90 on) */
   int fgrid[IP_FDIRECT_FORMS];  /* the blocks each form of the direct GEMV + AllReduce launches (rt_fdirect.c), 0 until
                                    its first call */
   struct rt_peerbufs *pbufs;  /* a process per GPU: peers' allocations mapped for captured calls and registered

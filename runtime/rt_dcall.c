@@ -145,20 +145,12 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
  * out of place: on a copy of its input made on its stream before its
  * kernel, where its peers never read its input and write its buffers only
  * after it signalled (rt_dplan.stage_ok), so nothing reaches the caller's
- * buffer before the copy has been taken.  The copy goes into this rank's
- * Simple scratch where the program leaves that alone (LL programs, or none
- * of their own) and the input fits (1); else, for an AllToAll (whose
- * in-place call no program serves without a copy: every block is both
- * sent and overwritten; the other collectives have in-place programs,
- * which should win), into memory of the stream's pool for the call (2:
- * rt_launch.stage_temp); 0 where it cannot run so. */
+ * buffer before the copy has been taken; where the copy goes
+ * (rt_dplan_stage: 1 the window's scratch, 2 the stream's pool as
+ * rt_launch.stage_temp), 0 where it cannot run so. */
 static int window_stage(const baton_comm *c, const rt_dplan *d, const ir_prog *p, int64_t count, int es) {
-  ir_geom g;
-  if (p->inplace || !d->stage_ok || ir_geom_init(&g, p, c->rank, count, 0)) return 0;
-  if ((p->proto == IR_PROTO_LL || d->s_chunks == 0) &&
-      g.elems[IR_BUF_INPUT] * es <= (int64_t)rt_window_layout_of(c->win)->simple_bytes)
-    return 1;
-  return p->coll == IR_COLL_ALLTOALL ? 2 : 0;
+  return rt_dplan_stage(d, p, c->rank, count, es, (int64_t)rt_window_layout_of(c->win)->simple_bytes,
+                        rt_param_int(RT_PARAM_STAGE_POOL_MB) << 20);
 }
 
 int64_t rt_direct_slice(const baton_comm *c, int ai, int64_t count, int dtype) {
@@ -519,7 +511,15 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
       rt_trace_called(L->c->trace, L->where, rt_algos_get(L->c->algos, L->ai)->prog, t->ntbs * t->lanes, t->ntbs,
                       t->lanes, 0, L->nthreads, NULL, 1);
   }
-  CHECK(ip_direct_launch(t, L->nthreads, L->stream));
+  /* A programmatic launch only where the kernel follows the caller's work
+   * directly: after this call's own copy it would wait for the copy anyway.
+   * A short call lets the next kernel's blocks in at its start: they wait
+   * on SMs this one leaves free, for a few microseconds at most.  Not where
+   * ranks share the GPU: waiting blocks of one rank's next call could keep
+   * another rank's call, which this one waits for, off the SMs. */
+  const int pdl = L->c->pdl && !L->copy_in && !L->stage_window;
+  t->release_early = L->c->pdl && L->c->share == 1 && t->proto == IR_PROTO_LL && L->nthreads <= 256;
+  CHECK(ip_direct_launch(t, L->nthreads, pdl, L->stream));
   if (L->divide) CHECK(ip_gpu_divide(t->dtype, L->recvbuf, t->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
 }

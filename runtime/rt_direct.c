@@ -520,3 +520,12 @@ int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_
   const int64_t most = grid / (d->most_tbs > 0 ? d->most_tbs : 1), lane = 16 * (int64_t)small;
   return (cap_bytes + lane - 1) / lane <= most ? small : d->nthreads;
 }
+
+int rt_dplan_stage(const rt_dplan *d, const ir_prog *p, int rank, int64_t count, int esize, int64_t scratch_bytes,
+                   int64_t pool_bytes) {
+  ir_geom g;
+  if (!d->ok || p->inplace || !d->stage_ok || ir_geom_init(&g, p, rank, count, 0)) return 0;
+  const int64_t in_bytes = g.elems[IR_BUF_INPUT] * esize;
+  if ((p->proto == IR_PROTO_LL || d->s_chunks == 0) && in_bytes <= scratch_bytes) return 1;
+  return p->coll == IR_COLL_ALLTOALL && in_bytes <= pool_bytes ? 2 : 0;
+}

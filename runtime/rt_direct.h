@@ -50,6 +50,18 @@ bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int 
  * scratch in a window laid out as l (the same answer on every rank). */
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize);
 
+/* Where rank's in-place call of `count` elements of `esize` bytes of p, an
+ * out-of-place direct program (plan d), gets the copy of its input it
+ * runs on, when d->stage_ok says a copy made before the kernel is safe:
+ * 1, the window's Simple scratch (`scratch_bytes`), where p is LL or
+ * keeps no scratch of its own and the input fits; 2, memory of the
+ * stream's pool, for an AllToAll (no program serves its in-place call
+ * without a copy) whose input is at most `pool_bytes`
+ * (BATON_STAGE_POOL_MB); 0 where it cannot run so (the call takes
+ * another program).  The same answer on every rank of a call. */
+int rt_dplan_stage(const rt_dplan *d, const ir_prog *p, int rank, int64_t count, int esize, int64_t scratch_bytes,
+                   int64_t pool_bytes);
+
 /* The lanes (blocks per thread block) a call gives each of d's thread
  * blocks on a direct grid of `grid` blocks: enough that a lane takes at
  * most `lane_bytes` of a chunk of `cap_bytes` (0: a 16-byte unit per

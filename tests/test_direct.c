@@ -124,6 +124,53 @@ static ir_prog *broadcast_ll(int n) {
   return end();
 }
 
+/* AllToAll, Simple, out of place, on the ranks' own buffers: each rank
+ * signals every peer and waits for it, puts its block q into rank q's
+ * output, copies its own block, then signals and waits again. */
+static ir_prog *alltoall_put(int n) {
+  coll = "alltoall";
+  begin("Simple", n, n, 0);
+  for (int r = 0; r < n; r++) {
+    rank_begin(r, n, 0, 0);
+    for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("put", "i", q, "o", r, 1, q);
+    step("cpy", "i", r, "o", r, 1, -1);
+    for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
+    for (int q = 0; q < n; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    rank_end();
+  }
+  return end();
+}
+
+/* Where an in-place call of out-of-place direct programs gets the copy of
+ * its input (rt_dplan_stage). */
+static void check_stage(void) {
+  rt_dplan d;
+  ir_prog *p = alltoall_put(2);
+  const int64_t mib = (int64_t)1 << 20, scratch = 48 * mib, pool = 1024 * mib;
+  ir_geom g;
+  int built = p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.ok && d.stage_ok && !ir_geom_init(&g, p, 0, 1, 0);
+  ok(built && d.peer_io && d.s_chunks == 0, "direct AllToAll by puts after waits: built, may run on a copy of its input");
+  const int64_t per = built ? g.elems[IR_BUF_INPUT] * 4 : 1;   /* input bytes per f32 of count */
+  ok(built && rt_dplan_stage(&d, p, 0, 2 * mib / per, 4, scratch, pool) == 1 &&
+     rt_dplan_stage(&d, p, 0, scratch / per, 4, scratch, pool) == 1,
+     "in-place AllToAll of up to the window's 48 MiB scratch: the input copied into the scratch");
+  ok(built && rt_dplan_stage(&d, p, 0, 64 * mib / per, 4, scratch, pool) == 2 &&
+     rt_dplan_stage(&d, p, 0, pool / per, 4, scratch, pool) == 2,
+     "past the scratch, up to BATON_STAGE_POOL_MB (1 GiB): into memory of the stream's pool");
+  ok(built && rt_dplan_stage(&d, p, 0, 2 * pool / per, 4, scratch, pool) == 0 &&
+     rt_dplan_stage(&d, p, 0, 64 * mib / per, 4, scratch, 0) == 0 &&
+     rt_dplan_stage(&d, p, 0, 2 * mib / per, 4, scratch, 0) == 1,
+     "past BATON_STAGE_POOL_MB, or with 0, no copy into the pool: another program (the scratch still serves)");
+  ir_prog_free(p);
+  p = twoshot(2);
+  built = p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.ok;
+  ok(built && !d.stage_ok && rt_dplan_stage(&d, p, 0, 1024, 4, scratch, pool) == 0,
+     "a two-shot that loads its peers' inputs never runs on a copy");
+  ir_prog_free(p);
+}
+
 static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   char got[80];
   int n = 0;
@@ -384,5 +431,6 @@ int main(void) {
   ok(ip_fgemv_half_bytes(1, 4, 2) == 4 * 16 && ip_fgemv_half_bytes(5, 2, 2) == 2 * 2 * 16,
      "a partial line still takes a whole line: 1 bf16 row, 4 ranks, 64 bytes; 5 rows, 2 ranks, 2 lines each");
   ir_prog_free(p);
+  check_stage();
   return tap_done();
 }

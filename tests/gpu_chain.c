@@ -1,0 +1,164 @@
+/* gpu_chain.c -- calls back to back on one stream, each reading what the
+ * one before it wrote: AllReduces out of place and in place, with a copy
+ * between two of them, eagerly and captured in a CUDA graph, at sizes from
+ * one LL line to the two-shot's.  A direct kernel may start while the
+ * kernel before it on the stream ends (docs/RUNTIME.md, "Direct programs":
+ * BATON_DIRECT_PDL); any read of the caller's data, or of the call count,
+ * before that kernel has ended shows here as a wrong element.
+ * Usage: gpu_chain --ranks N --dir DIR [--procs] (DIR/default, else DIR: the
+ * default set). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu_ranks.h"
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+/* Rank r's input element i: small integers, so every sum below is exact. */
+static float val(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
+
+/* Each rank's three buffers of one size. */
+typedef struct chain_bufs {
+  float *a[64], *b[64], *c[64];
+} chain_bufs;
+
+/* The chain on every rank this process drives, in one group per step:
+ *   b = AR(a); b = AR(b) in place; c = copy of b; a = AR(c); b = AR(a)
+ * Element i of b then holds S_i * n^3 (S_i: the sum of the ranks' inputs). */
+#define CHAIN_POW 3
+static baton_result chain(const chain_bufs *B, int64_t n) {
+  baton_result e = baton_success;
+  for (int step = 0; step < 5 && !e; step++) {
+    if (step == 2) {   /* the copy: the next call's input written by a copy, not a kernel */
+      for (int r = rank_lo; r < rank_hi && !e; r++) {
+        cudaSetDevice(dev_of(r));
+        if (cudaMemcpyAsync(B->c[r], B->b[r], (size_t)n * 4, cudaMemcpyDeviceToDevice, streams[r]))
+          e = baton_cuda_error;
+      }
+      continue;
+    }
+    baton_group_start();
+    for (int r = rank_lo; r < rank_hi; r++) {
+      float *in = step == 0 ? B->a[r] : step == 1 ? B->b[r] : step == 3 ? B->c[r] : B->a[r];
+      float *out = step == 3 ? B->a[r] : B->b[r];
+      baton_result f = baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], streams[r]);
+      if (f && !e) e = f;
+    }
+    baton_result f = baton_group_end();
+    if (f && !e) e = f;
+  }
+  return e;
+}
+
+/* Every rank's input into a, the other buffers poisoned (NaN). */
+static int fill(const chain_bufs *B, int64_t n, float *h) {
+  int good = 1;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    for (int64_t i = 0; i < n; i++) h[i] = val(r, i);
+    cudaSetDevice(dev_of(r));
+    good &= cudaMemcpy(B->a[r], h, (size_t)n * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+    good &= cudaMemset(B->b[r], 0xff, (size_t)n * 4) == cudaSuccess;
+    good &= cudaMemset(B->c[r], 0xff, (size_t)n * 4) == cudaSuccess;
+  }
+  return good;
+}
+
+/* Wrong elements of b over the ranks this process drives (-1: unreadable). */
+static int64_t wrong_of(const chain_bufs *B, int64_t n, float *h, const char *how) {
+  float scale = 1;
+  for (int k = 0; k < CHAIN_POW; k++) scale *= (float)nranks;
+  int64_t wrong = 0;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaMemcpy(h, B->b[r], (size_t)n * 4, cudaMemcpyDeviceToHost)) return -1;
+    for (int64_t i = 0; i < n; i++) {
+      float s = 0;
+      for (int q = 0; q < nranks; q++) s += val(q, i);
+      if (h[i] != s * scale && wrong++ < 3)
+        diag("%s, rank %d, %lld floats: element %lld is %g, expected %g", how, r, (long long)n, (long long)i, h[i],
+             s * scale);
+    }
+  }
+  return wrong;
+}
+
+static baton_result chain_issue(void *arg) {
+  const void *const *p = arg;
+  return chain((const chain_bufs *)p[0], *(const int64_t *)p[1]);
+}
+
+static void chain_checks(const gpu_ranks_opts *o) {
+  (void)o;
+  static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3};
+  for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    const int64_t n = sizes[s];
+    chain_bufs B;
+    memset(&B, 0, sizeof B);
+    float *h = malloc((size_t)n * 4);
+    int good = h != NULL;
+    for (int r = rank_lo; r < rank_hi && good; r++) {
+      cudaSetDevice(dev_of(r));
+      good &= cudaMalloc((void **)&B.a[r], (size_t)n * 4) == cudaSuccess;
+      good &= cudaMalloc((void **)&B.b[r], (size_t)n * 4) == cudaSuccess;
+      good &= cudaMalloc((void **)&B.c[r], (size_t)n * 4) == cudaSuccess;
+    }
+    /* Eagerly, twice (the second on the first's call counts and landings). */
+    for (int rep = 0; rep < 2 && good; rep++) {
+      good &= fill(&B, n, h);
+      baton_result e = good ? chain(&B, n) : baton_cuda_error;
+      if (!e) e = sync_all();
+      const int64_t wrong = e ? -1 : wrong_of(&B, n, h, "eager");
+      ok(!e && wrong == 0, "rank %d: %d dependent AllReduces of %lld floats and a copy, back to back on one stream "
+         "(eager, round %d): %s, %lld wrong (%s)", rank_lo, 4, (long long)n, rep + 1, baton_result_string(e),
+         (long long)wrong, baton_comm_last_algorithm(comms[rank_lo]));
+      good &= !e && wrong == 0;
+    }
+    /* Captured in a graph, replayed twice on fresh inputs. */
+    if (good) {
+      gpu_graphs G;
+      const void *arg[2] = {&B, &n};
+      baton_result e = gpu_graphs_capture(&G, chain_issue, arg);
+      if (e) ok(0, "rank %d: chain of %lld floats captured in a CUDA graph: %s", rank_lo, (long long)n,
+                baton_result_string(e));
+      for (int rep = 0; rep < 2 && !e; rep++) {
+        int64_t wrong = -1;
+        if (!fill(&B, n, h)) e = baton_cuda_error;
+        if (!e) e = gpu_graphs_replay(&G);
+        if (!e) wrong = wrong_of(&B, n, h, "graph");
+        ok(!e && wrong == 0, "rank %d: the same chain of %lld floats captured in a CUDA graph, replay %d: %s, %lld "
+           "wrong", rank_lo, (long long)n, rep + 1, baton_result_string(e), (long long)wrong);
+        if (wrong) break;
+      }
+      gpu_graphs_free(&G);
+    }
+    for (int r = rank_lo; r < rank_hi; r++) {
+      cudaSetDevice(dev_of(r));
+      cudaFree(B.a[r]);
+      cudaFree(B.b[r]);
+      cudaFree(B.c[r]);
+    }
+    free(h);
+  }
+}
+
+int main(int argc, char **argv) {
+  gpu_ranks_opts o;
+  int done;
+  if (gpu_ranks_args(argc, argv, "gpu_chain", 0, &o)) return 2;
+  if (nranks > 64) {
+    fprintf(stderr, "gpu_chain: at most 64 ranks\n");
+    return 2;
+  }
+  /* The default set: DIR/default where gpu_prep.sh made it, else DIR. */
+  char algo[4096];
+  snprintf(algo, sizeof algo, "%s/default", o.dir);
+  setenv("BATON_ALGO_DIR", access(algo, R_OK) == 0 ? algo : o.dir, 1);
+  if (o.procs) return gpu_ranks_procs(&o, chain_checks);
+  int rc = gpu_ranks_up(&done);
+  if (done) return rc;
+  chain_checks(&o);
+  return gpu_ranks_end();
+}
