@@ -53,15 +53,19 @@ static baton_result chain(const chain_bufs *B, int64_t n) {
   return e;
 }
 
-/* Every rank's input into a, the other buffers poisoned (NaN). */
+/* Every rank's input into a, the other buffers poisoned (NaN), on the
+ * rank's stream and waited for: the streams do not wait for the legacy
+ * default stream, where cudaMemset and a pageable cudaMemcpy may still be
+ * under way when they return. */
 static int fill(const chain_bufs *B, int64_t n, float *h) {
   int good = 1;
   for (int r = rank_lo; r < rank_hi; r++) {
     for (int64_t i = 0; i < n; i++) h[i] = val(r, i);
     cudaSetDevice(dev_of(r));
-    good &= cudaMemcpy(B->a[r], h, (size_t)n * 4, cudaMemcpyHostToDevice) == cudaSuccess;
-    good &= cudaMemset(B->b[r], 0xff, (size_t)n * 4) == cudaSuccess;
-    good &= cudaMemset(B->c[r], 0xff, (size_t)n * 4) == cudaSuccess;
+    good &= cudaMemcpyAsync(B->a[r], h, (size_t)n * 4, cudaMemcpyHostToDevice, streams[r]) == cudaSuccess;
+    good &= cudaMemsetAsync(B->b[r], 0xff, (size_t)n * 4, streams[r]) == cudaSuccess;
+    good &= cudaMemsetAsync(B->c[r], 0xff, (size_t)n * 4, streams[r]) == cudaSuccess;
+    good &= cudaStreamSynchronize(streams[r]) == cudaSuccess;
   }
   return good;
 }

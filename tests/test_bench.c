@@ -195,6 +195,9 @@ static void test_combos(void) {
          parse(&o, "-g 4 --share 1 -d all -o all --inplace both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
          o.inplace == BENCH_BOTH_PLACES && o.graph == 2 && o.no_nccl,
      "-d all -o all with -P, and with --share, --inplace both, -G, --no-nccl");
+  ok(parse(&o, "-g 2 -G 5", err, sizeof err) == 0 && !o.between && parse(&o, "-g 2 -G 5 --between", err, sizeof err) == 0 &&
+         o.between && o.graph == 5,
+     "--between: a kernel between two calls, off unless asked for");
   static const struct { const char *args, *msg; } bad[] = {
     {"-d every", "bad value 'every' for -d"},
     {"-o All", "bad value 'All' for -o"},

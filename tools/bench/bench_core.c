@@ -104,6 +104,9 @@ static const char bench_help[] =
   "  --csv FILE            also write the table as CSV (tools/measure/plot_bench.py plots it)\n"
   "  --json FILE           also write the table as JSON\n"
   "  --no-nccl             run baton alone\n"
+  "  --between             after every call of either library, a one-block kernel\n"
+  "                        on each rank's stream, as a model's graph has between\n"
+  "                        two collectives (its time counts on both sides)\n"
   "  --register            the same as -R 1\n"
   "  --share G             the -g ranks share G GPUs (rank r on GPU r % G), baton\n"
   "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
@@ -185,6 +188,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     if (!strcmp(a, "-P") || !strcmp(a, "--procs")) { o->procs = 1; continue; }
     if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
     if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
+    if (!strcmp(a, "--between")) { o->between = 1; continue; }
     if (!strcmp(a, "--register")) { o->reg = 1; continue; }
 #define OPT(s, l) ((v = opt_value(argc, argv, &i, s, l, &missing)) != NULL || missing)
     if (OPT("-b", "--minbytes")) bad = !v || bench_parse_size(v, &o->minbytes);

@@ -31,7 +31,7 @@ static void pointers(bench_ctx *x, const bench_geom *g, int i, char **send, char
 /* One call of the collective on every local rank.  0, or -1 with err.
  * The rooted collectives get both buffers on every rank, as nccl-tests
  * gives them (the one a rank off the root does not use included). */
-static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
+static int launch_call(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
   void *send[BENCH_MAX_LOCAL], *recv[BENCH_MAX_LOCAL];
   for (int i = 0; i < x->nlocal; i++) pointers(x, g, i, (char **)&send[i], (char **)&recv[i]);
   if (lib == BENCH_NCCL)
@@ -66,6 +66,21 @@ static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t 
   if (e) {
     snprintf(err, len, "baton_%s: launching the group failed: %s", bench_coll_name[x->o->coll], baton_result_string(e));
     return -1;
+  }
+  return 0;
+}
+
+/* One call of library lib on every local rank, and with --between the
+ * one-block kernel after it on each rank's stream. */
+static int launch(bench_ctx *x, int lib, const bench_geom *g, char *err, size_t len) {
+  if (launch_call(x, lib, g, err, len)) return -1;
+  for (int i = 0; i < x->nlocal && x->o->between; i++) {
+    cudaSetDevice(x->devs[i]);
+    cudaError_t e = bench_tick(x->streams[i]);
+    if (e != cudaSuccess) {
+      snprintf(err, len, "the kernel between two calls on rank %d: %s", x->lo + i, cudaGetErrorString(e));
+      return -1;
+    }
   }
   return 0;
 }

@@ -11,6 +11,13 @@
 
 #define BENCH_MAX_LOCAL 64
 
+/* Queues the one-block kernel `--between` puts after every call on
+ * `stream` (tools/bench/bench_tick.cu): the launch's error. */
+#ifdef __cplusplus
+extern "C"
+#endif
+cudaError_t bench_tick(cudaStream_t stream);
+
 /* What one process drives: local ranks lo..lo+nlocal-1 of nranks; the
  * arrays are indexed by local rank. */
 typedef struct bench_ctx {

@@ -4,7 +4,10 @@ training code calls it: one process per GPU, NCCL backend, bf16 sum in
 place, eager and captured in a CUDA graph (a graph of `iters` calls,
 replayed); and, as the anchor a PyTorch user would pick instead, PyTorch's
 own symmetric-memory one-shot and two-shot AllReduce in the same processes
-(multicast off).  Run it as is (PyTorch's NCCL), then with baton's
+(multicast off).  With --between, also each of those captured with a small
+elementwise kernel between two calls (modes ending in _between), as a
+model's graph has one: a collective then follows another library's
+kernel, not its own.  Run it as is (PyTorch's NCCL), then with baton's
 libnccl.so.2 in front (docs/NCCL.md) to compare:
 
   python3 tools/measure/torch_bench.py --ranks 4 --csv nccl.csv
@@ -18,7 +21,7 @@ import os
 import sys
 
 
-def worker(rank, n, port, sizes, iters, rounds, symm, q):
+def worker(rank, n, port, sizes, iters, rounds, symm, between, q):
     import torch
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(n))
@@ -61,6 +64,14 @@ def worker(rank, n, port, sizes, iters, rounds, symm, q):
         return times[len(times) // 2]
 
     group = dist.group.WORLD
+    gap = torch.zeros(256, device=dev, dtype=torch.float32)   # the kernel between two calls touches only this
+
+    def then_gap(fn):
+        def g():
+            fn()
+            gap.add_(1.0)
+        return g
+
     for nbytes in sizes:
         count = max(1, nbytes // 2)
         base = (torch.arange(count, device=dev, dtype=torch.int64) % 13).to(torch.bfloat16)
@@ -72,6 +83,8 @@ def worker(rank, n, port, sizes, iters, rounds, symm, q):
         for mode in ("eager", "graph"):
             us = timed(lambda: dist.all_reduce(y), mode == "graph")
             out.append((mode, count * 2, us, good))
+        if between:
+            out.append(("graph_between", count * 2, timed(then_gap(lambda: dist.all_reduce(y)), True), good))
         if symm:
             try:
                 import torch.distributed._symmetric_memory as symm_mem
@@ -87,6 +100,11 @@ def worker(rank, n, port, sizes, iters, rounds, symm, q):
                 us2 = timed(lambda: torch.ops.symm_mem.two_shot_all_reduce_(t, "sum", group.group_name), True)
                 out.append(("symm_one_shot_graph", count * 2, us1, ok1))
                 out.append(("symm_two_shot_graph", count * 2, us2, ok2))
+                if between:
+                    us1 = timed(then_gap(lambda: torch.ops.symm_mem.one_shot_all_reduce(t, "sum", group.group_name)), True)
+                    us2 = timed(then_gap(lambda: torch.ops.symm_mem.two_shot_all_reduce_(t, "sum", group.group_name)), True)
+                    out.append(("symm_one_shot_graph_between", count * 2, us1, ok1))
+                    out.append(("symm_two_shot_graph_between", count * 2, us2, ok2))
             except Exception as e:   # an older PyTorch, or a size it refuses
                 if rank == 0:
                     print(f"# symmetric memory at {count * 2} bytes: {type(e).__name__}: {e}", file=sys.stderr)
@@ -103,6 +121,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-symm", action="store_true", help="leave out PyTorch's symmetric-memory AllReduce")
+    ap.add_argument("--between", action="store_true",
+                    help="also time each graph with a small elementwise kernel between two calls")
     ap.add_argument("--csv")
     a = ap.parse_args()
     mult = {"K": 1024, "M": 1024 * 1024}
@@ -113,7 +133,7 @@ def main():
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = 29500 + os.getpid() % 1000
-    procs = [ctx.Process(target=worker, args=(r, a.ranks, port, sizes, a.iters, a.rounds, not a.no_symm, q))
+    procs = [ctx.Process(target=worker, args=(r, a.ranks, port, sizes, a.iters, a.rounds, not a.no_symm, a.between, q))
              for r in range(a.ranks)]
     for p in procs:
         p.start()
