@@ -602,7 +602,8 @@ bt_result sim_run(const ir_prog *p, const sim_spec *s, const sim_opts *o, sim_re
       fputs("\n]}\n", o->trace);
     }
     if (!r) {
-      rep->time_us = s->v[SIM_LAUNCH] + s->v[SIM_CALL] + m.tmax;
+      const double fixed = s->v[SIM_LAUNCH] + s->v[SIM_CALL] - (m.direct ? s->v[SIM_DIRECT_PDL] : 0);
+      rep->time_us = (fixed > 0 ? fixed : 0) + m.tmax;
       rep->events = m.events;
       rep->tiles = m.ntiles;
       rep->messages = m.messages;

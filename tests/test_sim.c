@@ -178,6 +178,25 @@ int main(int argc, char **argv) {
   ok(os && near(got - base, 1), "a one-shot's put, copy and reduction pay direct.step_us once (%.6f us more, want 1)",
      got - base);
   s.v[SIM_DIRECT_STEP] = s.v[SIM_LL_STEP] = 0;
+  /* direct.pdl_us: a direct call's launch and fixed cost, less what its
+   * programmatic launch saves, never below nothing; FIFO calls keep theirs */
+  s.v[SIM_LAUNCH] = 0.7;
+  s.v[SIM_CALL] = 4;
+  double full = os ? run(os, &s, 1024, &rep) : -1;
+  s.v[SIM_DIRECT_PDL] = 0.85;
+  got = os ? run(os, &s, 1024, &rep) : -1;
+  s.v[SIM_DIRECT_PDL] = 10;
+  double floor0 = os ? run(os, &s, 1024, &rep) : -1;
+  const char *f2[] = {"ranks=2", "shot=1", "inplace=0"};
+  ir_prog *fo = compile("allreduce_allpairs.lua", f2, 3);
+  double fifo = fo ? run(fo, &s, 1024, &rep) : -1;
+  s.v[SIM_DIRECT_PDL] = 0;
+  double fifo0 = fo ? run(fo, &s, 1024, &rep) : -1;
+  ok(os && fo && near(full - got, 0.85) && near(floor0, base) && near(fifo, fifo0),
+     "direct.pdl_us 0.85: a direct one-shot 0.85 us shorter (%.6f against %.6f), at most launch_us + call_us shorter "
+     "(%.6f, without them %.6f); a FIFO one-shot as before (%.6f, %.6f)", got, full, floor0, base, fifo, fifo0);
+  s.v[SIM_LAUNCH] = s.v[SIM_CALL] = 0;
+  ir_prog_free(fo);
   ir_prog_free(os);
   /* an LL Broadcast (data one way): the peer's signal and the root's
    * wait for it cost what its put and copy cost, no more (no step of
