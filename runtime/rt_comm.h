@@ -72,7 +72,8 @@ struct baton_comm {
    * device memory (one ip_dtab per algorithm, NULL: no direct program),
    * the window they run on (NULL: none), and the blocks every direct
    * kernel launches. */
-  rt_dplan *dplans;           /* per algorithm i, and at n + i its root-copy variant (rt_dplan_build_root_copy) */
+  rt_dplan *dplans;           /* per algorithm i, and at n + i its variant: root copy for a rooted program
+                                 (rt_dplan_build_root_copy), staged for an AllToAll (rt_dplan_build_staged) */
   ip_dtab *dtabs;
   rt_window *win;
   int grid;
@@ -147,6 +148,8 @@ typedef struct rt_launch {
   int direct;
   int stage_window;           /* an out-of-place program in place: its input copied aside first (rt_dcall.c) */
   int64_t stage_temp;         /* ... into memory of the stream's pool, this many bytes, not the window */
+  int staged_variant;         /* stage_window with the plan's staged variant: the copy leaves out the input
+                                 chunks of rt_dplan.skip_in (the rank's own blocks, already in place) */
   int root_copy;              /* the root of a rooted in-place program out of place that only puts from its input
                                  (rt_dplan.root_src): it runs on the caller's input, and its plan's root-copy
                                  variant stores each piece into the output as it puts it (no copy before) */

@@ -32,7 +32,7 @@ int rt_direct_wanted(const baton_comm *c) {
  * none (dropping the plans on this rank alone would leave its peers
  * running direct programs it does not). */
 static bt_result upload_tables(baton_comm *c) {
-  int n = 2 * rt_algos_count(c->algos), any = 0;   /* every plan and its root-copy variant */
+  int n = 2 * rt_algos_count(c->algos), any = 0;   /* every plan and its variant */
   for (int i = 0; i < n; i++) any |= c->dplans[i].ok;
   if (!any) return BT_OK;
   ip_dtab *host = calloc((size_t)n, sizeof *host);
@@ -64,6 +64,9 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads) {
     if (e && e != BT_ERR_UNSUPPORTED) return e;
     if (c->dplans[i].ok && c->dplans[i].root_src && c->rank == p->root &&
         (e = rt_dplan_build_root_copy(&c->dplans[n + i], p, c->rank, nthreads)) && e != BT_ERR_UNSUPPORTED)
+      return e;
+    if (c->dplans[i].ok && c->dplans[i].stage_ok && p->coll == IR_COLL_ALLTOALL && !p->inplace &&
+        (e = rt_dplan_build_staged(&c->dplans[n + i], p, c->rank, nthreads)) && e != BT_ERR_UNSUPPORTED)
       return e;
   }
   return upload_tables(c);
@@ -267,8 +270,10 @@ static uint32_t fused_eager(rt_launch *L, int64_t bytes, char **out) {
 }
 
 /* The index of direct call L's plan in c->dplans and c->dtabs: its
- * program's, or that plan's root-copy variant (rt_launch.root_copy). */
-static int plan_of(const rt_launch *L) { return (L->root_copy ? rt_algos_count(L->c->algos) : 0) + L->ai; }
+ * program's, or that plan's variant (rt_launch.root_copy, staged_variant). */
+static int plan_of(const rt_launch *L) {
+  return (L->root_copy || L->staged_variant ? rt_algos_count(L->c->algos) : 0) + L->ai;
+}
 
 /* Every rank's output of fused call L, exchanged over the bootstrap now
  * (rt_peerbuf_exchange: collective, every rank alike): 1 with out[] set,
@@ -423,6 +428,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   if (L->root_copy) L->copy_in = 0;
   L->stage_window = staged != 0;
   L->stage_temp = staged == 2 ? g.elems[IR_BUF_INPUT] * es : 0;
+  L->staged_variant = L->stage_window && c->dplans[rt_algos_count(c->algos) + ai].ok;
   L->aliased = aliased;
   L->divide = op == IP_OP_AVG && ir_coll_reduces(p->coll) ? p->ngpus : 0;
   ip_dargs *a = &L->d;
@@ -466,7 +472,9 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s count %lld: direct, %d tbs x %d lanes of %d blocks x %d threads, %s%s",
             c->rank, L->where, (long long)count, d->ntbs, a->lanes, c->grid, L->nthreads, ir_proto_name[p->proto],
             L->copy_in        ? ", on a copy of the input"
-            : L->stage_temp   ? ", in place on a copy of the input in the stream's pool"
+            : L->stage_temp   ? (L->staged_variant ? ", in place on a copy of the other ranks' blocks in the stream's pool"
+                                                   : ", in place on a copy of the input in the stream's pool")
+            : L->staged_variant ? ", in place on a copy of the other ranks' blocks in the window"
             : L->stage_window ? ", in place on a copy of the input in the window"
             : L->root_copy    ? ", storing the root's input into its output on the way"
                               : "");
@@ -496,14 +504,40 @@ static void lean_links(ip_dargs *a, const rt_dplan *d) {
   }
 }
 
+/* Copies call L's input into place (t's input) before its kernel: all of
+ * it, or with the staged variant only the chunks its plan reads (runs of
+ * consecutive chunks, one copy each). */
+static bt_result copy_input(const rt_launch *L, const ip_dargs *t) {
+  const int64_t es = t->esize;
+  char *dst = t->buf[t->rank][IR_BUF_INPUT];
+  const char *src = L->sendbuf;
+  if (!L->staged_variant)
+    return rt_cuda(cudaMemcpyAsync(dst, src, (size_t)(t->geom.elems[IR_BUF_INPUT] * es), cudaMemcpyDeviceToDevice,
+                                   L->stream), RT_SUB_RUNTIME, "copying the input into place");
+  const uint64_t skip = L->c->dplans[plan_of(L)].skip_in;
+  int64_t lo = 0, hi = 0;   /* the run of chunks being gathered: bytes [lo, hi) */
+  for (int c = 0; c <= t->geom.chunks[IR_BUF_INPUT]; c++) {
+    const int last = c == t->geom.chunks[IR_BUF_INPUT];
+    const int64_t off = last ? 0 : ir_geom_off(&t->geom, IR_BUF_INPUT, c) * es;
+    const int64_t len = last || (c < 64 && (skip >> c & 1)) ? 0 : ir_geom_len(&t->geom, IR_BUF_INPUT, c) * es;
+    if (len > 0 && hi > lo && off == hi) {
+      hi += len;
+      continue;
+    }
+    if (hi > lo)
+      CHECK(rt_cuda(cudaMemcpyAsync(dst + lo, src + lo, (size_t)(hi - lo), cudaMemcpyDeviceToDevice, L->stream),
+                    RT_SUB_RUNTIME, "copying the input into place"));
+    lo = off;
+    hi = off + len;
+  }
+  return BT_OK;
+}
+
 /* The kernel of direct call L with arguments t, and what goes before and
  * after it on its stream: the copy of its input into place, AVG's
  * division. */
 static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
-  const int64_t in_bytes = t->geom.elems[IR_BUF_INPUT] * t->esize;
-  if (L->copy_in || L->stage_window)
-    CHECK(rt_cuda(cudaMemcpyAsync(t->buf[t->rank][IR_BUF_INPUT], L->sendbuf, in_bytes, cudaMemcpyDeviceToDevice,
-                                  L->stream), RT_SUB_RUNTIME, "copying the input into place"));
+  if (L->copy_in || L->stage_window) CHECK(copy_input(L, t));
   lean_links(t, &L->c->dplans[plan_of(L)]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
     t->trace = rt_trace_buf(L->c->trace, t->grid);

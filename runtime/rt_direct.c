@@ -40,6 +40,7 @@ typedef struct builder {
   const ir_prog *p;
   int rank, ll, bad;
   int root_copy;          /* the root-copy variant: each run of the input's value also stores it into the output */
+  int staged;             /* the staged variant: an AllToAll's copies of its own blocks left out (rt_dplan.skip_in) */
   int inplace;            /* the input and output may overlap: an in-place program, but for its root-copy
                              variant (the caller's input and output are apart) */
   const char *why;
@@ -420,8 +421,69 @@ static int root_reads_only(const ir_prog *p, int r, const ir_step *st) {
   return !((fl & (IR_F_PUT | IR_F_GET)) && st->peer == p->root);
 }
 
-/* rt_dplan_build, and with root_copy its root-copy variant. */
-static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, int root_copy) {
+/* Whether step st of an AllToAll copies input chunks into the same chunks
+ * of the output on its own rank: with one buffer for both (an in-place
+ * call; an AllToAll lays its input and output out alike) an identity. */
+static int self_copy(const ir_prog *p, const ir_step *st) {
+  return p->coll == IR_COLL_ALLTOALL && st->op == IR_OP_COPY && st->srcbuf == IR_BUF_INPUT &&
+         st->dstbuf == IR_BUF_OUTPUT && st->srcoff == st->dstoff && st->srcrun == st->dstrun &&
+         (st->srcrun <= 0 || st->srcstride == st->dststride);
+}
+
+/* Sets in *bits each of this rank's input chunks that step st reads (its
+ * source, or the destination a reduction reads); *over when one lies past
+ * the 64 a mask holds. */
+static void reads_input(const ir_step *st, uint64_t *bits, int *over) {
+  const unsigned fl = ir_op_flags[st->op];
+  for (int side = 0; side < 2; side++) {
+    const int src = side == 0;
+    if (src ? (st->srcbuf != IR_BUF_INPUT || (fl & IR_F_GET) || st->srcoff < 0)
+            : (st->dstbuf != IR_BUF_INPUT || !(fl & IR_F_RED) || (fl & IR_F_PUT) || st->dstoff < 0))
+      continue;
+    for (int64_t j = 0; j < st->cnt; j++) {
+      int64_t c = src ? ir_chunk_at(st->srcoff, st->srcrun, st->srcstride, j)
+                      : ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j);
+      if (c < 0 || c >= 64) *over = 1;
+      else *bits |= 1ull << c;
+    }
+  }
+}
+
+/* Sets in *bits each chunk of `rank`'s output that step st of rank r
+ * writes (a local store of rank's own, or a put into it). */
+static void writes_output(const ir_step *st, int r, int rank, uint64_t *bits, int *over) {
+  const unsigned fl = ir_op_flags[st->op];
+  if (st->dstbuf != IR_BUF_OUTPUT || !(fl & (IR_F_DST | IR_F_PUT)) || st->dstoff < 0 ||
+      ((fl & IR_F_PUT) ? st->peer : r) != rank)
+    return;
+  for (int64_t j = 0; j < st->cnt; j++) {
+    int64_t c = ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j);
+    if (c < 0 || c >= 64) *over = 1;
+    else *bits |= 1ull << c;
+  }
+}
+
+/* The staged variant's rt_dplan.skip_in for rank's steps of p: the input
+ * chunks only its own-block copies read, whose output chunks nothing else
+ * writes (the copy is the last word on them, so leaving it out leaves the
+ * input's value there); 0 when none, or past 64 chunks. */
+static uint64_t self_only(const ir_prog *p, int rank) {
+  uint64_t self = 0, other = 0, written = 0;
+  int over = 0;
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        const int mine = r == rank && self_copy(p, st);
+        if (r == rank) reads_input(st, mine ? &self : &other, &over);
+        if (!mine) writes_output(st, r, rank, &written, &over);
+      }
+  return over ? 0 : self & ~other & ~written;
+}
+
+/* rt_dplan_build; with variant 1 its root-copy variant, 2 its staged one. */
+static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, int variant) {
+  const int root_copy = variant == 1;
   memset(d, 0, sizeof *d);
   const ir_gpu *g = &p->gpus[rank];
   builder b = {.d = d, .p = p, .rank = rank, .ll = p->proto == IR_PROTO_LL, .op = -1};
@@ -454,7 +516,12 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, in
     memset(d, 0, sizeof *d);
     return BT_ERR_UNSUPPORTED;   /* not the root of such a program: no variant (not an error to say) */
   }
+  if (variant == 2 && (p->coll != IR_COLL_ALLTOALL || p->inplace || !d->stage_ok || !(d->skip_in = self_only(p, rank)))) {
+    memset(d, 0, sizeof *d);
+    return BT_ERR_UNSUPPORTED;   /* no copy of its own to leave out: no variant */
+  }
   b.root_copy = root_copy;
+  b.staged = variant == 2;
   b.inplace = p->inplace && !root_copy;
   for (int t = 0; t < g->ntbs && !b.bad; t++) {
     const ir_tb *tb = &g->tbs[t];
@@ -472,6 +539,8 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, in
         b.why = "a dependency between thread blocks";
       } else if (st->op == IR_OP_SIG || st->op == IR_OP_WAIT) {
         sync_step(&b, st, s, taken, sent);
+      } else if (b.staged && self_copy(p, st)) {
+        /* left out: in place, those chunks are already where they go */
       } else if (st->op != IR_OP_NOP) {
         data_step(&b, st, s);
       }
@@ -497,6 +566,10 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) 
 
 bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
   return build(d, p, rank, nthreads, 1);
+}
+
+bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
+  return build(d, p, rank, nthreads, 2);
 }
 
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize) {

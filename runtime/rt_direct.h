@@ -22,6 +22,8 @@ typedef struct rt_dplan {
   int root_src;           /* a rooted collective whose root only puts from its own input, which no other rank
                              reaches: the root of an out-of-place call may run on the caller's input with the
                              root-copy variant (rt_dplan_build_root_copy), no copy before the kernel */
+  uint64_t skip_in;       /* the staged variant (rt_dplan_build_staged): bit c, input chunk c is read by no
+                             operation, so the copy of the input taken before the kernel may leave it out */
   int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
   int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
   int nthreads;
@@ -45,6 +47,17 @@ bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
  * BT_ERR_UNSUPPORTED (not logged) unless p is rooted at `rank` and
  * d->root_src would hold; else as rt_dplan_build. */
 bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
+
+/* The staged variant of rank's plan of p, for an in-place call run on a
+ * copy of its input in memory of the stream's pool (rt_dplan_stage 2): the
+ * same operations without the copies of the rank's own input chunks into
+ * the same chunks of its output, which in place are already there; their
+ * chunks in d->skip_in, so that the copy taken before the kernel leaves
+ * them out too (on n ranks it copies n - 1 blocks of n).
+ * BT_ERR_UNSUPPORTED (not logged) unless p is an out-of-place AllToAll
+ * that may run on a copy (stage_ok) with such a copy, on chunks 0..63;
+ * else as rt_dplan_build. */
+bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's
  * scratch in a window laid out as l (the same answer on every rank). */

@@ -127,13 +127,14 @@ static ir_prog *broadcast_ll(int n) {
 /* AllToAll, Simple, out of place, on the ranks' own buffers: each rank
  * signals every peer and waits for it, puts its block q into rank q's
  * output, copies its own block, then signals and waits again. */
-static ir_prog *alltoall_put(int n) {
+static ir_prog *alltoall_put_stray(int n, int stray) {
   coll = "alltoall";
   begin("Simple", n, n, 0);
   for (int r = 0; r < n; r++) {
     rank_begin(r, n, 0, 0);
     for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
     for (int q = 0; q < n; q++) if (q != r) step("wait", "i", -1, "o", -1, 1, q);
+    if (stray && r == 1) step("put", "i", 0, "o", 0, 1, 0);   /* into rank 0's own block, before its copy */
     for (int q = 0; q < n; q++) if (q != r) step("put", "i", q, "o", r, 1, q);
     step("cpy", "i", r, "o", r, 1, -1);
     for (int q = 0; q < n; q++) if (q != r) step("sig", "i", -1, "o", -1, 1, q);
@@ -142,6 +143,7 @@ static ir_prog *alltoall_put(int n) {
   }
   return end();
 }
+static ir_prog *alltoall_put(int n) { return alltoall_put_stray(n, 0); }
 
 /* Where an in-place call of out-of-place direct programs gets the copy of
  * its input (rt_dplan_stage). */
@@ -163,11 +165,30 @@ static void check_stage(void) {
      rt_dplan_stage(&d, p, 0, 64 * mib / per, 4, scratch, 0) == 0 &&
      rt_dplan_stage(&d, p, 0, 2 * mib / per, 4, scratch, 0) == 1,
      "past BATON_STAGE_POOL_MB, or with 0, no copy into the pool: another program (the scratch still serves)");
+  /* The staged variant: the own block's copy left out, and from the copy. */
+  for (int r = 0; r < 3; r++) {
+    rt_dplan v;
+    ir_prog *p3 = alltoall_put(3);
+    int good = p3 && rt_dplan_build(&d, p3, r, 512) == BT_OK && rt_dplan_build_staged(&v, p3, r, 512) == BT_OK;
+    int stores = 0, vstores = 0;
+    for (int k = 0; good && k < d.nlinks; k++) stores += d.tab.links[k].kind != IP_L_LOAD;
+    for (int k = 0; good && k < v.nlinks; k++) vstores += v.tab.links[k].kind != IP_L_LOAD;
+    ok(good && v.ok && v.skip_in == 1ull << r && d.skip_in == 0 && vstores == stores - 1 && v.stage_ok && v.peer_io,
+       "3-rank AllToAll, rank %d: the staged variant leaves out the copy of block %d (%d stores against %d) and the "
+       "copy before the kernel skips it (skip_in %#llx)", r, r, vstores, stores, (unsigned long long)v.skip_in);
+    ir_prog_free(p3);
+  }
+  rt_dplan v;
+  ok(rt_dplan_build_staged(&v, p, 0, 512) == BT_OK && v.skip_in == 1, "2 ranks: block 0 left out on rank 0");
   ir_prog_free(p);
+  p = alltoall_put_stray(2, 1);
+  ok(p && rt_dplan_build_staged(&v, p, 0, 512) == BT_ERR_UNSUPPORTED && rt_dplan_build_staged(&v, p, 1, 512) == BT_OK &&
+     v.skip_in == 2, "a block another rank also writes keeps its copy (rank 0: no variant); rank 1's is left out");
   p = twoshot(2);
   built = p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.ok;
-  ok(built && !d.stage_ok && rt_dplan_stage(&d, p, 0, 1024, 4, scratch, pool) == 0,
-     "a two-shot that loads its peers' inputs never runs on a copy");
+  ok(built && !d.stage_ok && rt_dplan_stage(&d, p, 0, 1024, 4, scratch, pool) == 0 &&
+     rt_dplan_build_staged(&v, p, 0, 512) == BT_ERR_UNSUPPORTED && !v.ok,
+     "a two-shot that loads its peers' inputs never runs on a copy (no staged variant)");
   ir_prog_free(p);
 }
 
