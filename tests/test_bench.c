@@ -198,6 +198,10 @@ static void test_combos(void) {
   ok(parse(&o, "-g 2 -G 5", err, sizeof err) == 0 && !o.between && parse(&o, "-g 2 -G 5 --between", err, sizeof err) == 0 &&
          o.between && o.graph == 5,
      "--between: a kernel between two calls, off unless asked for");
+  ok(parse(&o, "-g 2 --nccl-mem", err, sizeof err) == 0 && o.nccl_mem &&
+         parse(&o, "-g 2 --nccl-mem --no-nccl", err, sizeof err) == 2 &&
+         strstr(err, "--nccl-mem allocates with NCCL: not with --no-nccl or --share"),
+     "--nccl-mem: NCCL's ncclMemAlloc for the buffers; refused without NCCL");
   static const struct { const char *args, *msg; } bad[] = {
     {"-d every", "bad value 'every' for -d"},
     {"-o All", "bad value 'All' for -o"},

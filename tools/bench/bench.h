@@ -38,6 +38,7 @@ typedef struct bench_opts {
   int warmup, iters;    /* -w, -n */
   int graph;            /* -G: CUDA-graph launches of the n captured iterations; 0 = no graph */
   int between;          /* --between: a one-block kernel on each rank's stream after every call (both libraries) */
+  int nccl_mem;         /* --nccl-mem: the buffers from the loaded NCCL's ncclMemAlloc, as nccl-tests' */
   int rounds;           /* -R: interleaved rounds per size; the median is kept */
   int check;            /* -c N: check count; each size is checked N times per library (0: never) */
   int inplace;          /* -I: BENCH_OUT_OF_PLACE, BENCH_IN_PLACE or BENCH_BOTH_PLACES */
@@ -177,7 +178,7 @@ typedef struct bench_table {
   ip_redop op;
   int all_types, all_ops; /* -d all, -o all (all_ops only where the collective reduces) */
   int inplace;          /* -I's value: with BENCH_BOTH_PLACES each size has two rows, out of place then in place */
-  int nranks, procs, iters, warmup, graph, rounds, between;
+  int nranks, procs, iters, warmup, graph, rounds, between, nccl_mem;
   char nccl[200];       /* "NCCL 2.28.9 (libnccl.so.2)"; empty when NCCL is not used */
   char nccl_missing[300]; /* why NCCL is not used */
   bench_row *rows;

@@ -107,6 +107,8 @@ static const char bench_help[] =
   "  --between             after every call of either library, a one-block kernel\n"
   "                        on each rank's stream, as a model's graph has between\n"
   "                        two collectives (its time counts on both sides)\n"
+  "  --nccl-mem            the buffers from NCCL's ncclMemAlloc, as nccl-tests\n"
+  "                        allocates them (default cudaMalloc); needs NCCL\n"
   "  --register            the same as -R 1\n"
   "  --share G             the -g ranks share G GPUs (rank r on GPU r % G), baton\n"
   "                        alone (NCCL takes one rank per GPU): the interpreter's\n"
@@ -189,6 +191,7 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
     if (!strcmp(a, "--no-nccl")) { o->no_nccl = 1; continue; }
     if (!strcmp(a, "--between")) { o->between = 1; continue; }
+    if (!strcmp(a, "--nccl-mem")) { o->nccl_mem = 1; continue; }
     if (!strcmp(a, "--register")) { o->reg = 1; continue; }
 #define OPT(s, l) ((v = opt_value(argc, argv, &i, s, l, &missing)) != NULL || missing)
     if (OPT("-b", "--minbytes")) bad = !v || bench_parse_size(v, &o->minbytes);
@@ -279,6 +282,10 @@ int bench_parse(bench_opts *o, int argc, char **argv, FILE *out, FILE *err) {
     return 2;
   }
   if (o->ngpus && bench_root_check(o, o->ngpus, err)) return 2;
+  if (o->nccl_mem && (o->no_nccl || o->share)) {
+    fprintf(err, "baton bench: --nccl-mem allocates with NCCL: not with --no-nccl or --share\n");
+    return 2;
+  }
   if (o->reg && !o->procs) {
     fprintf(err, "baton bench: -R (--register) needs -P (one process drives every GPU's buffers already)\n");
     return 2;

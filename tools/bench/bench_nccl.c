@@ -19,6 +19,8 @@ struct bench_nccl {
   ncclResult_t (*CommDestroy)(ncclComm_t);
   ncclResult_t (*CommRegister)(const ncclComm_t, void *, size_t, void **);
   ncclResult_t (*CommDeregister)(const ncclComm_t, void *);
+  ncclResult_t (*MemAlloc)(void **, size_t);   /* may be NULL (NCCL before 2.19) */
+  ncclResult_t (*MemFree)(void *);
   ncclResult_t (*CommAbort)(ncclComm_t);
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
   ncclResult_t (*GroupStart)(void);
@@ -72,6 +74,8 @@ bench_nccl *bench_nccl_open(char *why, size_t len) {
     {(void **)&n->GetErrorString, "ncclGetErrorString", 1},
     {(void **)&n->CommRegister, "ncclCommRegister", 0},
     {(void **)&n->CommDeregister, "ncclCommDeregister", 0},
+    {(void **)&n->MemAlloc, "ncclMemAlloc", 0},
+    {(void **)&n->MemFree, "ncclMemFree", 0},
   };
   for (size_t i = 0; i < sizeof sym / sizeof sym[0]; i++) {
     *sym[i].fn = dlsym(dl, sym[i].name);
@@ -236,4 +240,22 @@ int bench_nccl_register(bench_nccl *n, void *comm, void *buf, size_t bytes, void
 
 void bench_nccl_deregister(bench_nccl *n, void *comm, void *handle) {
   if (n->CommDeregister && handle) n->CommDeregister((ncclComm_t)comm, handle);
+}
+
+int bench_nccl_mem_alloc(bench_nccl *n, void **p, size_t bytes, char *err, size_t len) {
+  if (!n->MemAlloc || !n->MemFree) {
+    snprintf(err, len, "the loaded NCCL has no ncclMemAlloc (it came in NCCL 2.19)");
+    return -1;
+  }
+  ncclResult_t r = n->MemAlloc(p, bytes);
+  if (r != ncclSuccess) {
+    snprintf(err, len, "ncclMemAlloc of %zu bytes: %s", bytes, n->GetErrorString(r));
+    *p = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void bench_nccl_mem_free(bench_nccl *n, void *p) {
+  if (p && n && n->MemFree) n->MemFree(p);
 }

@@ -48,4 +48,10 @@ void bench_nccl_destroy(bench_nccl *n, void *comm);
 int bench_nccl_register(bench_nccl *n, void *comm, void *buf, size_t bytes, void **handle, char *err, size_t len);
 void bench_nccl_deregister(bench_nccl *n, void *comm, void *handle);
 
+/* ncclMemAlloc of bytes on the current GPU into *p (what nccl-tests
+ * allocates its buffers with): 0, or -1 with err (also when the library
+ * lacks it).  bench_nccl_mem_free gives it back. */
+int bench_nccl_mem_alloc(bench_nccl *n, void **p, size_t bytes, char *err, size_t len);
+void bench_nccl_mem_free(bench_nccl *n, void *p);
+
 #endif

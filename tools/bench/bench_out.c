@@ -23,6 +23,7 @@ void bench_table_init(bench_table *t, const bench_opts *o, int nranks) {
   t->warmup = o->warmup;
   t->graph = o->graph;
   t->between = o->between;
+  t->nccl_mem = o->nccl_mem;
   t->rounds = o->rounds;
   int64_t sizes[BENCH_MAX_SIZES];
   bench_combo c[BENCH_MAX_COMBOS];
@@ -135,6 +136,8 @@ void bench_print_header(FILE *f, const bench_table *t) {
           bench_place_name(t->inplace), t->iters, t->warmup,
           t->graph ? ", in a CUDA graph" : "", t->rounds, t->rounds == 1 ? "" : "s");
   if (t->graph) fprintf(f, "# CUDA graphs: the %d iterations captured per GPU and launched %d times\n", t->iters, t->graph);
+  if (t->nccl_mem)
+    fprintf(f, "# buffers: from NCCL's ncclMemAlloc, as nccl-tests allocates them (cuMem, every GPU granted access)\n");
   if (t->between)
     fprintf(f, "# between two calls: a one-block kernel on each rank's stream (its time in both columns)\n");
   if (t->nccl[0]) fprintf(f, "# nccl: %s\n", t->nccl);

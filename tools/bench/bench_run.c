@@ -382,6 +382,17 @@ int bench_ctx_alloc(bench_ctx *x, const int64_t *sizes, int nsizes, char *err, s
     cudaError_t e = cudaStreamCreateWithFlags(&x->streams[i], cudaStreamNonBlocking);
     x->recv_bytes = rc + 16;
     x->send_bytes = x->o->inplace != BENCH_IN_PLACE ? sc + 16 : 0;
+    if (e == cudaSuccess && x->o->nccl_mem) {   /* as nccl-tests allocates them */
+      if (!x->nccl) {
+        snprintf(err, len, "--nccl-mem: NCCL is not loaded");
+        return -1;
+      }
+      if (bench_nccl_mem_alloc(x->nccl, (void **)&x->recvbuf[i], rc + 16, err, len) ||
+          (x->o->inplace != BENCH_IN_PLACE &&
+           bench_nccl_mem_alloc(x->nccl, (void **)&x->sendbuf[i], sc + 16, err, len)))
+        return -1;
+      continue;
+    }
     if (e == cudaSuccess) e = cudaMalloc((void **)&x->recvbuf[i], rc + 16);
     if (e == cudaSuccess && x->o->inplace != BENCH_IN_PLACE) e = cudaMalloc((void **)&x->sendbuf[i], sc + 16);
     if (e != cudaSuccess) {
@@ -398,8 +409,13 @@ void bench_ctx_free(bench_ctx *x) {
     if (x->streams[i]) cudaStreamSynchronize(x->streams[i]);
     if (x->nc[i]) bench_nccl_destroy(x->nccl, x->nc[i]);
     if (x->bc[i]) baton_comm_destroy(x->bc[i]);
-    if (x->sendbuf[i]) cudaFree(x->sendbuf[i]);
-    if (x->recvbuf[i]) cudaFree(x->recvbuf[i]);
+    if (x->o->nccl_mem) {
+      bench_nccl_mem_free(x->nccl, x->sendbuf[i]);
+      bench_nccl_mem_free(x->nccl, x->recvbuf[i]);
+    } else {
+      if (x->sendbuf[i]) cudaFree(x->sendbuf[i]);
+      if (x->recvbuf[i]) cudaFree(x->recvbuf[i]);
+    }
     if (x->streams[i]) cudaStreamDestroy(x->streams[i]);
   }
   free(x->host);
