@@ -195,9 +195,8 @@ static void test_combos(void) {
          parse(&o, "-g 4 --share 1 -d all -o all --inplace both -G 2 --no-nccl", err, sizeof err) == 0 && o.share == 1 &&
          o.inplace == BENCH_BOTH_PLACES && o.graph == 2 && o.no_nccl,
      "-d all -o all with -P, and with --share, --inplace both, -G, --no-nccl");
-  ok(parse(&o, "-g 2 -G 5", err, sizeof err) == 0 && !o.between && parse(&o, "-g 2 -G 5 --between", err, sizeof err) == 0 &&
-         o.between && o.graph == 5,
-     "--between: a kernel between two calls, off unless asked for");
+  ok(!parse(&o, "-g 2 -G 5", err, sizeof err) && !o.between && !parse(&o, "-g 2 -G 5 --between", err, sizeof err) &&
+     o.between && o.graph == 5, "--between: a kernel between two calls, off unless asked for");
   ok(parse(&o, "-g 2 --nccl-mem", err, sizeof err) == 0 && o.nccl_mem &&
          parse(&o, "-g 2 --nccl-mem --no-nccl", err, sizeof err) == 2 &&
          strstr(err, "--nccl-mem allocates with NCCL: not with --no-nccl or --share"),
