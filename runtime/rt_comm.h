@@ -318,10 +318,12 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
 
 /* rt_peerbuf_exchange for c (a process per GPU): every rank's in and out
- * of one call, `what` naming them for the log; collective over c's
+ * of one call (this rank's reaching in_bytes and out_bytes from their
+ * pointers), `what` naming them for the log; collective over c's
  * bootstrap, BT_ERR_UNSUPPORTED on every rank alike where some rank's
  * cannot be exported or mapped. */
-bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out);
+bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out, int64_t in_bytes,
+                             int64_t out_bytes);
 
 /* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a
  * communicator of a process per GPU: captured on `stream`, every rank's

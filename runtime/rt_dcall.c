@@ -119,9 +119,10 @@ void rt_direct_free(baton_comm *c) {
   c->dtabs = NULL;
 }
 
-bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out) {
+bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out, int64_t in_bytes,
+                             int64_t out_bytes) {
   rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        what};
+                        what, in_bytes, out_bytes};
   return rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
 }
 
@@ -206,7 +207,10 @@ static bt_result peers_across(rt_launch *L) {
    * rt_dplan.stage_ok), or a root's that only it reads (root_copy,
    * rt_dplan.root_src) -- is not exchanged: the output stands in for it. */
   in[c->rank] = L->stage_temp || L->root_copy ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
-  bt_result e = rt_direct_exchange(c, "a captured call", in, out);
+  const int64_t es = a->esize;
+  bt_result e = rt_direct_exchange(c, "a captured call", in, out,
+                                   (L->stage_temp || L->root_copy ? a->geom.elems[IR_BUF_OUTPUT] : a->geom.elems[IR_BUF_INPUT]) * es,
+                                   a->geom.elems[IR_BUF_OUTPUT] * es);
   if (e == BT_ERR_UNSUPPORTED) {
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
     L->again = 1;
@@ -282,7 +286,8 @@ static int outputs_across(rt_launch *L, const char *what, char **out, bt_result 
   baton_comm *c = L->c;
   char *in[IP_WIN_MAX_RANKS];
   in[c->rank] = out[c->rank] = (char *)L->recvbuf;
-  bt_result e = rt_direct_exchange(c, what, in, out);
+  const int64_t bytes = L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize;
+  bt_result e = rt_direct_exchange(c, what, in, out, bytes, bytes);
   *res = e == BT_ERR_UNSUPPORTED ? BT_OK : e;
   return !e;
 }

@@ -1,9 +1,10 @@
 /* rt_peerbuf.h -- every rank's buffers of one call on a communicator that
- * spans processes: where each rank's input and output lie (the CUDA IPC
- * handle of their allocation and the offset in it), exchanged over the
- * bootstrap when a call is captured into a CUDA graph, and the peers'
- * allocations mapped once each, kept until the communicator ends
- * (docs/RUNTIME.md, "Direct programs"). */
+ * spans processes: where each rank's input and output lie (their
+ * allocation -- its CUDA IPC handle, or for a cuMem allocation its file
+ * descriptor, passed over a Unix socket (rt_fdpass.h) -- and the offset in
+ * it), exchanged over the bootstrap when a call is captured into a CUDA
+ * graph, and the peers' allocations mapped once each, kept until the
+ * communicator ends (docs/RUNTIME.md, "Direct programs"). */
 #ifndef RT_PEERBUF_H
 #define RT_PEERBUF_H
 
@@ -20,6 +21,7 @@ typedef struct rt_peerbuf_self {
   uint64_t host;              /* tp_peer's hash of this host */
   int max_maps;               /* BATON_PEER_MAPS: peers' allocations kept mapped at most */
   const char *what;           /* what the buffers are, for the log: "a captured call", "a registered window" */
+  int64_t in_bytes, out_bytes;  /* the bytes of this rank's input and output the call reaches from their pointers */
 } rt_peerbuf_self;
 
 /* Exchanges where every rank's call buffers lie and fills in[r], out[r]
@@ -28,9 +30,11 @@ typedef struct rt_peerbuf_self {
  * every rank of the communicator calls it for the same call.  A peer's
  * allocation is mapped the first time it is seen (through *pb, made on
  * first use) and kept.  BT_ERR_UNSUPPORTED on every rank alike, logged at
- * INFO, when some rank's buffer cannot be exported (not from cudaMalloc),
- * mapped, or would pass max_maps; other errors are the bootstrap's or
- * CUDA's.  Safe while the calling thread's stream is being captured. */
+ * INFO, when some rank's buffer cannot be exported (neither cudaMalloc's
+ * nor a cuMem allocation made with file descriptors among its handle
+ * types, or running past its cuMem allocation), mapped, or would pass
+ * max_maps; other errors are the bootstrap's or CUDA's.  Safe while the
+ * calling thread's stream is being captured. */
 bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const rt_peerbuf_self *me, char **in,
                               char **out);
 

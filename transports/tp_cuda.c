@@ -100,3 +100,85 @@ int tp_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long
   *bytes = n;
   return 1;
 }
+
+typedef CUresult (*retain_fn)(CUmemGenericAllocationHandle *h, void *addr);
+typedef CUresult (*export_fn)(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                              unsigned long long flags);
+typedef CUresult (*import_fn)(CUmemGenericAllocationHandle *h, void *os, CUmemAllocationHandleType type);
+typedef CUresult (*reserve_fn)(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);
+typedef CUresult (*map_fn)(CUdeviceptr p, size_t size, size_t off, CUmemGenericAllocationHandle h,
+                           unsigned long long flags);
+typedef CUresult (*access_fn)(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count);
+typedef CUresult (*range_op_fn)(CUdeviceptr p, size_t size);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle h);
+static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
+static struct {
+  retain_fn retain;
+  export_fn export_;
+  import_fn import_;
+  reserve_fn reserve;
+  map_fn map;
+  access_fn access;
+  range_op_fn unmap, addr_free;
+  release_fn release;
+} vmm;
+
+static void vmm_lookup(void) {
+  vmm.retain = (retain_fn)rt_cuda_driver_fn("cuMemRetainAllocationHandle", 11000);
+  vmm.export_ = (export_fn)rt_cuda_driver_fn("cuMemExportToShareableHandle", 10020);
+  vmm.import_ = (import_fn)rt_cuda_driver_fn("cuMemImportFromShareableHandle", 10020);
+  vmm.reserve = (reserve_fn)rt_cuda_driver_fn("cuMemAddressReserve", 10020);
+  vmm.map = (map_fn)rt_cuda_driver_fn("cuMemMap", 10020);
+  vmm.access = (access_fn)rt_cuda_driver_fn("cuMemSetAccess", 10020);
+  vmm.unmap = (range_op_fn)rt_cuda_driver_fn("cuMemUnmap", 10020);
+  vmm.addr_free = (range_op_fn)rt_cuda_driver_fn("cuMemAddressFree", 10020);
+  vmm.release = (release_fn)rt_cuda_driver_fn("cuMemRelease", 10020);
+}
+
+static int vmm_ready(void) {
+  pthread_once(&vmm_once, vmm_lookup);
+  return vmm.retain && vmm.export_ && vmm.import_ && vmm.reserve && vmm.map && vmm.access && vmm.unmap &&
+         vmm.addr_free && vmm.release;
+}
+
+int tp_cuda_vmm_export(uint64_t base, int *fd) {
+  *fd = -1;
+  CUmemGenericAllocationHandle h;
+  if (!vmm_ready() || vmm.retain(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS) return 0;
+  int f = -1;
+  CUresult r = vmm.export_(&f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  vmm.release(h);   /* the retain's reference; the allocation stays mapped */
+  if (r != CUDA_SUCCESS || f < 0) return 0;
+  *fd = f;
+  return 1;
+}
+
+bt_result tp_cuda_vmm_import(int fd, size_t bytes, int dev, char **at, unsigned long long *handle) {
+  *at = NULL;
+  *handle = 0;
+  if (!vmm_ready() || bytes == 0) return BT_ERR_UNSUPPORTED;
+  CUmemGenericAllocationHandle h;
+  if (vmm.import_(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+    return BT_ERR_UNSUPPORTED;
+  CUdeviceptr p = 0;
+  CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                       .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  int reserved = vmm.reserve(&p, bytes, 0, 0, 0) == CUDA_SUCCESS;
+  int mapped = reserved && vmm.map(p, bytes, 0, h, 0) == CUDA_SUCCESS;
+  if (!mapped || vmm.access(p, bytes, &d, 1) != CUDA_SUCCESS) {
+    if (mapped) vmm.unmap(p, bytes);
+    if (reserved) vmm.addr_free(p, bytes);
+    vmm.release(h);
+    return BT_ERR_UNSUPPORTED;
+  }
+  *at = (char *)(uintptr_t)p;
+  *handle = (unsigned long long)h;
+  return BT_OK;
+}
+
+void tp_cuda_vmm_unmap(char *at, size_t bytes, unsigned long long handle) {
+  if (!at || !vmm_ready()) return;
+  vmm.unmap((CUdeviceptr)(uintptr_t)at, bytes);
+  vmm.addr_free((CUdeviceptr)(uintptr_t)at, bytes);
+  vmm.release((CUmemGenericAllocationHandle)handle);
+}

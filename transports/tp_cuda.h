@@ -33,4 +33,19 @@ int tp_cuda_alloc_of(const void *p, uint64_t *base, size_t *bytes, unsigned long
  * cannot say. */
 int tp_cuda_reach_all(const void *p, const int *devs, int n);
 
+/* A cuMem allocation (cuMemCreate, mapped with cuMemMap: ncclMemAlloc's,
+ * baton_mem_alloc's, PyTorch's expandable segments) shared with another
+ * process of this host.  tp_cuda_vmm_export: the file descriptor of the
+ * allocation mapped at `base` (the caller closes it), 1; 0 where it is not
+ * such an allocation or was made without POSIX file descriptors among its
+ * handle types. */
+int tp_cuda_vmm_export(uint64_t base, int *fd);
+
+/* Maps `bytes` of the allocation behind fd (tp_cuda_vmm_export's in
+ * another process; fd stays open) at a new address of this process, read
+ * and write for GPU dev: *at and *handle, for tp_cuda_vmm_unmap.
+ * BT_ERR_UNSUPPORTED (not logged) where the driver cannot. */
+bt_result tp_cuda_vmm_import(int fd, size_t bytes, int dev, char **at, unsigned long long *handle);
+void tp_cuda_vmm_unmap(char *at, size_t bytes, unsigned long long handle);
+
 #endif
