@@ -4,9 +4,14 @@
  * one LL line to the two-shot's.  A direct kernel may start while the
  * kernel before it on the stream ends (docs/RUNTIME.md, "Direct programs":
  * BATON_DIRECT_PDL); any read of the caller's data, or of the call count,
- * before that kernel has ended shows here as a wrong element.
+ * before that kernel has ended shows here as a wrong element.  Last, the
+ * largest size again on cuMem allocations (as ncclMemAlloc makes them):
+ * captured, a direct program runs on the ranks' own buffers, with a
+ * process per GPU too (the allocations go between the processes as file
+ * descriptors).
  * Usage: gpu_chain --ranks N --dir DIR [--procs] (DIR/default, else DIR: the
  * default set). */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +19,67 @@
 #include <unistd.h>
 
 #include "gpu_ranks.h"
+#include "rt_cudart.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
 /* Rank r's input element i: small integers, so every sum below is exact. */
 static float val(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
 
-/* Each rank's three buffers of one size. */
+/* Each rank's three buffers of one size; with vmm, cuMem allocations of
+ * size[r] bytes each (handles in h). */
 typedef struct chain_bufs {
   float *a[64], *b[64], *c[64];
+  int vmm;
+  size_t size[64];
+  CUmemGenericAllocationHandle h[64][3];
 } chain_bufs;
+
+typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*range_fn)(CUdeviceptr, size_t);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+
+/* A cuMem allocation of at least `bytes` on GPU dev, exportable as a POSIX
+ * file descriptor and open to every GPU (ncclMemAlloc's kind): NULL where
+ * the driver cannot; *size and *h for vmm_free. */
+static void *vmm_alloc(int dev, size_t bytes, size_t *size, CUmemGenericAllocationHandle *h) {
+  gran_fn gran = (gran_fn)rt_cuda_driver_fn("cuMemGetAllocationGranularity", 10020);
+  create_fn create = (create_fn)rt_cuda_driver_fn("cuMemCreate", 10020);
+  reserve_fn reserve = (reserve_fn)rt_cuda_driver_fn("cuMemAddressReserve", 10020);
+  map_fn map = (map_fn)rt_cuda_driver_fn("cuMemMap", 10020);
+  access_fn access = (access_fn)rt_cuda_driver_fn("cuMemSetAccess", 10020);
+  if (!gran || !create || !reserve || !map || !access) return NULL;
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+  size_t g = 0;
+  if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) || !g) return NULL;
+  *size = (bytes + g - 1) / g * g;
+  CUdeviceptr p = 0;
+  if (create(h, *size, &prop, 0) || reserve(&p, *size, g, 0, 0) || map(p, *size, 0, *h, 0)) return NULL;
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  for (int d = 0; d < n; d++) {
+    CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (access(p, *size, &a, 1)) return NULL;
+  }
+  return (void *)(uintptr_t)p;
+}
+
+static void vmm_free(void *p, size_t size, CUmemGenericAllocationHandle h) {
+  range_fn unmap = (range_fn)rt_cuda_driver_fn("cuMemUnmap", 10020);
+  range_fn addr_free = (range_fn)rt_cuda_driver_fn("cuMemAddressFree", 10020);
+  release_fn release = (release_fn)rt_cuda_driver_fn("cuMemRelease", 10020);
+  if (!p || !unmap || !addr_free || !release) return;
+  unmap((CUdeviceptr)(uintptr_t)p, size);
+  addr_free((CUdeviceptr)(uintptr_t)p, size);
+  release(h);
+}
 
 /* The chain on every rank this process drives, in one group per step:
  *   b = AR(a); b = AR(b) in place; c = copy of b; a = AR(c); b = AR(a)
@@ -96,15 +152,24 @@ static baton_result chain_issue(void *arg) {
 
 static void chain_checks(const gpu_ranks_opts *o) {
   (void)o;
-  static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3};
-  for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+  static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3, 2097152 + 3};
+  const unsigned nsizes = sizeof sizes / sizeof *sizes;
+  for (unsigned s = 0; s < nsizes; s++) {
     const int64_t n = sizes[s];
     chain_bufs B;
     memset(&B, 0, sizeof B);
+    B.vmm = s == nsizes - 1;   /* the last: cuMem allocations */
     float *h = malloc((size_t)n * 4);
     int good = h != NULL;
     for (int r = rank_lo; r < rank_hi && good; r++) {
       cudaSetDevice(dev_of(r));
+      if (B.vmm) {
+        good &= (B.a[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][0])) != NULL;
+        good &= good && (B.b[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][1])) != NULL;
+        good &= good && (B.c[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][2])) != NULL;
+        if (!good) ok(0, "rank %d: cuMem allocations of %lld floats", r, (long long)n);
+        continue;
+      }
       good &= cudaMalloc((void **)&B.a[r], (size_t)n * 4) == cudaSuccess;
       good &= cudaMalloc((void **)&B.b[r], (size_t)n * 4) == cudaSuccess;
       good &= cudaMalloc((void **)&B.c[r], (size_t)n * 4) == cudaSuccess;
@@ -127,6 +192,10 @@ static void chain_checks(const gpu_ranks_opts *o) {
       baton_result e = gpu_graphs_capture(&G, chain_issue, arg);
       if (e) ok(0, "rank %d: chain of %lld floats captured in a CUDA graph: %s", rank_lo, (long long)n,
                 baton_result_string(e));
+      const char *algo = baton_comm_last_algorithm(comms[rank_lo]);
+      if (B.vmm && !e)
+        ok(algo && strstr(algo, "direct") && !strstr(algo, "staged"), "rank %d: captured on cuMem allocations, the "
+           "calls ran a direct program on the ranks' own buffers (%s)", rank_lo, algo ? algo : "?");
       for (int rep = 0; rep < 2 && !e; rep++) {
         int64_t wrong = -1;
         if (!fill(&B, n, h)) e = baton_cuda_error;
@@ -140,6 +209,12 @@ static void chain_checks(const gpu_ranks_opts *o) {
     }
     for (int r = rank_lo; r < rank_hi; r++) {
       cudaSetDevice(dev_of(r));
+      if (B.vmm) {
+        vmm_free(B.a[r], B.size[r], B.h[r][0]);
+        vmm_free(B.b[r], B.size[r], B.h[r][1]);
+        vmm_free(B.c[r], B.size[r], B.h[r][2]);
+        continue;
+      }
       cudaFree(B.a[r]);
       cudaFree(B.b[r]);
       cudaFree(B.c[r]);
