@@ -82,11 +82,15 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   }
   cudaGetLastError();
   /* A cuMem allocation: its descriptor, the buffer inside it. */
-  if (!pb->fp || rec->off[b] + (uint64_t)(len > 0 ? len : 0) > (uint64_t)size ||
-      !tp_cuda_vmm_export(base, &pb->myfd[b])) {
+  if (!pb->fp || !tp_cuda_vmm_export(base, &pb->myfd[b])) {
     *why = "its allocation can be exported neither by CUDA IPC (not from cudaMalloc) nor as a cuMem file "
-           "descriptor (or the buffer runs past it)";
+           "descriptor";
     return 0;
+  }
+  if (rec->off[b] + (uint64_t)(len > 0 ? len : 0) > (uint64_t)size) {
+    *why = "it runs past its cuMem allocation (several allocations mapped side by side, as PyTorch's expandable "
+           "segments map them)";
+    return 0;   /* the descriptor goes with the exchange's other ones */
   }
   rec->kind[b] = PB_VMM;
   rec->size[b] = (uint64_t)size;
