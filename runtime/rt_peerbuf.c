@@ -53,9 +53,10 @@ struct rt_peerbufs {
   int *fds;                   /* nranks * RT_FDPASS_MAX: the peers' received ones */
 };
 
-/* Fills buffer b of rec for device pointer p of device dev, `bytes` of it
- * reached: 0 when p is not device memory of dev in an allocation CUDA IPC
- * or a cuMem file descriptor can export (why says). */
+/* Fills buffer b of rec for device pointer p of device dev, of which the
+ * call reaches `len` bytes: 1; 0 when p is not device memory of dev in an
+ * allocation CUDA IPC can export, or in one cuMem allocation whose file
+ * descriptor can be (then in pb->myfd[b], for pass_fds), which why says. */
 static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_t len, int dev,
                       const char **why) {
   struct cudaPointerAttributes at;
