@@ -2,12 +2,15 @@
  * (runtime/bootstrap/rt_fdpass.c): ranks 1 and 2 each pass a pipe to rank
  * 0, which reads through it what they wrote; a process claiming rank 1's
  * place first is dropped (its credentials are not rank 1's), as are a
- * wrong tag and a wrong count; a rank that never sends ends the wait in
- * time, with nothing left open. */
+ * wrong tag and a wrong count, and a connection that sends nothing; a rank that never sends ends the wait in time, with
+ * nothing left open. */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +39,21 @@ static void child(int rank, uint64_t tag, int n, const char *text, int delay_ms)
   _exit(e ? 1 : 0);
 }
 
+/* A child that connects to rank 0's listener (its name as rt_fdpass.c
+ * makes it) first and then stays silent for 2 s: the listener's read of it
+ * times out (after 1 s) and the wait goes on. */
+static void silent(void) {
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "baton-fd-%016llx-%d", (unsigned long long)key, 0);
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)))
+    _exit(2);
+  sleep(2);
+  _exit(0);
+}
+
 static int read_all(int fd, char *buf, size_t len) {
   ssize_t r = read(fd, buf, len - 1);
   buf[r > 0 ? r : 0] = 0;
@@ -47,6 +65,9 @@ int main(void) {
   ok(rt_fdpass_open(&fp, key, 0) == BT_OK && fp, "rank 0 listens");
   rt_fdpass *again = NULL;
   ok(rt_fdpass_open(&again, key, 0) != BT_OK && !again, "a second listener on the same name is refused");
+  pid_t quiet = fork();
+  if (quiet == 0) silent();
+  usleep(20000);   /* it connects first */
   pid_t impostor = fork();
   if (impostor == 0) child(1, 7, 1, "impostor", 0);   /* rank 1's name and tag, another process */
   pid_t wrongtag = fork();
@@ -67,8 +88,8 @@ int main(void) {
     read_all(fds[2 * RT_FDPASS_MAX], b, sizeof b);
   }
   ok(got && !strcmp(a, "from rank 1") && !strcmp(b, "from rank 2"),
-     "rank 0 got rank 1's pipe and rank 2's two, and read through them (\"%s\", \"%s\"); the impostor's and the "
-     "wrong tag's were dropped", a, b);
+     "rank 0 got rank 1's pipe and rank 2's two, and read through them (\"%s\", \"%s\"); the impostor's, the "
+     "wrong tag's and a silent connection were dropped", a, b);
   for (int i = 0; i < 3 * RT_FDPASS_MAX; i++)
     if (fds[i] >= 0) close(fds[i]);
   int st, codes = 0;
@@ -77,6 +98,7 @@ int main(void) {
   waitpid(r2, &st, 0);
   codes += WIFEXITED(st) && WEXITSTATUS(st) == 0;
   waitpid(impostor, &st, 0);
+  waitpid(quiet, &st, 0);
   waitpid(wrongtag, &st, 0);
   ok(codes == 2, "both ranks' sends succeeded");
   /* Nobody sends: the wait ends at its limit. */

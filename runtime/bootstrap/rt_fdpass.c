@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "rt_log.h"
+#include "rt_socket.h"
+#include "rt_time.h"
 
 struct rt_fdpass {
   int fd;          /* the listener */
@@ -36,12 +38,6 @@ static socklen_t address(struct sockaddr_un *a, uint64_t key, int rank) {
   a->sun_family = AF_UNIX;
   int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "baton-fd-%016llx-%d", (unsigned long long)key, rank);
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
-static int64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 bt_result rt_fdpass_open(rt_fdpass **fp, uint64_t key, int rank) {
@@ -72,7 +68,7 @@ bt_result rt_fdpass_send(rt_fdpass *fp, uint64_t peer_key, int peer, uint64_t ta
   if (n < 1 || n > RT_FDPASS_MAX) return BT_ERR_INVALID;
   struct sockaddr_un a;
   socklen_t len = address(&a, peer_key, peer);
-  const int64_t end = now_ms() + timeout_ms;
+  const int64_t end = rt_time_ns() + (int64_t)timeout_ms * 1000000;
   int s = -1;
   for (;;) {   /* the peer's listener may not be up yet */
     s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -81,7 +77,7 @@ bt_result rt_fdpass_send(rt_fdpass *fp, uint64_t peer_key, int peer, uint64_t ta
     int e = errno;
     close(s);
     s = -1;
-    if ((e != ECONNREFUSED && e != ENOENT && e != EAGAIN) || now_ms() >= end) {
+    if ((e != ECONNREFUSED && e != ENOENT && e != EAGAIN) || rt_time_ns() >= end) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: cannot reach rank %d's listener for file descriptors (%s)", fp->rank, peer,
                e == ECONNREFUSED || e == ENOENT ? "not there in time" : strerror(e));
       return e == ECONNREFUSED || e == ENOENT ? BT_ERR_TIMEOUT : BT_ERR_SYSTEM;
@@ -126,6 +122,7 @@ static int read_one(int s, fp_hdr *h, int *got, int *ngot) {
   struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   *ngot = 0;
   ssize_t r = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+  if (r < 0) return 0;   /* nothing came (the connection's read timed out): no control data to look at */
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -143,12 +140,11 @@ bt_result rt_fdpass_recv(rt_fdpass *fp, int nranks, const int *want, const pid_t
   }
   char *done = calloc(nranks > 0 ? (size_t)nranks : 1, 1);
   if (!done) return BT_ERR_NOMEM;
-  const int64_t end = now_ms() + timeout_ms;
+  const int64_t end = rt_time_ns() + (int64_t)timeout_ms * 1000000;
   bt_result res = BT_OK;
   while (left > 0) {
-    int64_t wait = end - now_ms();
     struct pollfd p = {fp->fd, POLLIN, 0};
-    if (wait <= 0 || poll(&p, 1, (int)wait) <= 0) {
+    if (rt_socket_poll(&p, 1, end) <= 0) {
       res = BT_ERR_TIMEOUT;
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %d peers' file descriptors did not come in time", fp->rank, left);
       break;
