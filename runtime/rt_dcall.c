@@ -62,12 +62,12 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads) {
     }
     bt_result e = rt_dplan_build(&c->dplans[i], p, c->rank, nthreads);
     if (e && e != BT_ERR_UNSUPPORTED) return e;
-    if (c->dplans[i].ok && c->dplans[i].root_src && c->rank == p->root &&
-        (e = rt_dplan_build_root_copy(&c->dplans[n + i], p, c->rank, nthreads)) && e != BT_ERR_UNSUPPORTED)
-      return e;
-    if (c->dplans[i].ok && c->dplans[i].stage_ok && p->coll == IR_COLL_ALLTOALL && !p->inplace &&
-        (e = rt_dplan_build_staged(&c->dplans[n + i], p, c->rank, nthreads)) && e != BT_ERR_UNSUPPORTED)
-      return e;
+    /* Its variant, where it has one (each builder refuses, unsaid, a
+     * program it does not apply to: root copy for a rooted one's root,
+     * staged for an AllToAll). */
+    if (c->dplans[i].ok && (e = rt_dplan_build_root_copy(&c->dplans[n + i], p, c->rank, nthreads)) == BT_ERR_UNSUPPORTED)
+      e = rt_dplan_build_staged(&c->dplans[n + i], p, c->rank, nthreads);
+    if (e && e != BT_ERR_UNSUPPORTED) return e;
   }
   return upload_tables(c);
 }
@@ -206,11 +206,11 @@ static bt_result peers_across(rt_launch *L) {
   /* An input no peer reads -- copied aside at launch (stage_temp,
    * rt_dplan.stage_ok), or a root's that only it reads (root_copy,
    * rt_dplan.root_src) -- is not exchanged: the output stands in for it. */
-  in[c->rank] = L->stage_temp || L->root_copy ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
-  const int64_t es = a->esize;
+  const int in_is_out = L->stage_temp || L->root_copy;
+  in[c->rank] = in_is_out ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
+  const int64_t out_bytes = a->geom.elems[IR_BUF_OUTPUT] * a->esize;
   bt_result e = rt_direct_exchange(c, "a captured call", in, out,
-                                   (L->stage_temp || L->root_copy ? a->geom.elems[IR_BUF_OUTPUT] : a->geom.elems[IR_BUF_INPUT]) * es,
-                                   a->geom.elems[IR_BUF_OUTPUT] * es);
+                                   in_is_out ? out_bytes : a->geom.elems[IR_BUF_INPUT] * a->esize, out_bytes);
   if (e == BT_ERR_UNSUPPORTED) {
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
     L->again = 1;

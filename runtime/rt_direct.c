@@ -430,37 +430,34 @@ static int self_copy(const ir_prog *p, const ir_step *st) {
          (st->srcrun <= 0 || st->srcstride == st->dststride);
 }
 
+/* Sets in *bits the cnt chunks of the pattern (off, run, stride) (a step's
+ * source or destination, ir_chunk_at); *over when one lies past the 64 a
+ * mask holds. */
+static void mark_chunks(int32_t off, int32_t run, int32_t stride, int32_t cnt, uint64_t *bits, int *over) {
+  for (int64_t j = 0; j < cnt; j++) {
+    const int64_t c = ir_chunk_at(off, run, stride, j);
+    if (c < 0 || c >= 64) *over = 1;
+    else *bits |= 1ull << c;
+  }
+}
+
 /* Sets in *bits each of this rank's input chunks that step st reads (its
- * source, or the destination a reduction reads); *over when one lies past
- * the 64 a mask holds. */
+ * source, or the destination a reduction reads). */
 static void reads_input(const ir_step *st, uint64_t *bits, int *over) {
   const unsigned fl = ir_op_flags[st->op];
-  for (int side = 0; side < 2; side++) {
-    const int src = side == 0;
-    if (src ? (st->srcbuf != IR_BUF_INPUT || (fl & IR_F_GET) || st->srcoff < 0)
-            : (st->dstbuf != IR_BUF_INPUT || !(fl & IR_F_RED) || (fl & IR_F_PUT) || st->dstoff < 0))
-      continue;
-    for (int64_t j = 0; j < st->cnt; j++) {
-      int64_t c = src ? ir_chunk_at(st->srcoff, st->srcrun, st->srcstride, j)
-                      : ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j);
-      if (c < 0 || c >= 64) *over = 1;
-      else *bits |= 1ull << c;
-    }
-  }
+  if (st->srcbuf == IR_BUF_INPUT && !(fl & IR_F_GET) && st->srcoff >= 0)
+    mark_chunks(st->srcoff, st->srcrun, st->srcstride, st->cnt, bits, over);
+  if (st->dstbuf == IR_BUF_INPUT && (fl & IR_F_RED) && !(fl & IR_F_PUT) && st->dstoff >= 0)
+    mark_chunks(st->dstoff, st->dstrun, st->dststride, st->cnt, bits, over);
 }
 
 /* Sets in *bits each chunk of `rank`'s output that step st of rank r
  * writes (a local store of rank's own, or a put into it). */
 static void writes_output(const ir_step *st, int r, int rank, uint64_t *bits, int *over) {
   const unsigned fl = ir_op_flags[st->op];
-  if (st->dstbuf != IR_BUF_OUTPUT || !(fl & (IR_F_DST | IR_F_PUT)) || st->dstoff < 0 ||
-      ((fl & IR_F_PUT) ? st->peer : r) != rank)
-    return;
-  for (int64_t j = 0; j < st->cnt; j++) {
-    int64_t c = ir_chunk_at(st->dstoff, st->dstrun, st->dststride, j);
-    if (c < 0 || c >= 64) *over = 1;
-    else *bits |= 1ull << c;
-  }
+  if (st->dstbuf == IR_BUF_OUTPUT && (fl & (IR_F_DST | IR_F_PUT)) && st->dstoff >= 0 &&
+      ((fl & IR_F_PUT) ? st->peer : r) == rank)
+    mark_chunks(st->dstoff, st->dstrun, st->dststride, st->cnt, bits, over);
 }
 
 /* The staged variant's rt_dplan.skip_in for rank's steps of p: the input
@@ -481,9 +478,12 @@ static uint64_t self_only(const ir_prog *p, int rank) {
   return over ? 0 : self & ~other & ~written;
 }
 
-/* rt_dplan_build; with variant 1 its root-copy variant, 2 its staged one. */
-static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, int variant) {
-  const int root_copy = variant == 1;
+/* Which plan build makes: the program's, or one of its variants. */
+typedef enum { PLAN_AS_WRITTEN, PLAN_ROOT_COPY, PLAN_STAGED } plan_variant;
+
+/* rt_dplan_build, rt_dplan_build_root_copy or rt_dplan_build_staged. */
+static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, plan_variant variant) {
+  const int root_copy = variant == PLAN_ROOT_COPY;
   memset(d, 0, sizeof *d);
   const ir_gpu *g = &p->gpus[rank];
   builder b = {.d = d, .p = p, .rank = rank, .ll = p->proto == IR_PROTO_LL, .op = -1};
@@ -516,12 +516,13 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, in
     memset(d, 0, sizeof *d);
     return BT_ERR_UNSUPPORTED;   /* not the root of such a program: no variant (not an error to say) */
   }
-  if (variant == 2 && (p->coll != IR_COLL_ALLTOALL || p->inplace || !d->stage_ok || !(d->skip_in = self_only(p, rank)))) {
+  if (variant == PLAN_STAGED &&
+      (p->coll != IR_COLL_ALLTOALL || p->inplace || !d->stage_ok || !(d->skip_in = self_only(p, rank)))) {
     memset(d, 0, sizeof *d);
     return BT_ERR_UNSUPPORTED;   /* no copy of its own to leave out: no variant */
   }
   b.root_copy = root_copy;
-  b.staged = variant == 2;
+  b.staged = variant == PLAN_STAGED;
   b.inplace = p->inplace && !root_copy;
   for (int t = 0; t < g->ntbs && !b.bad; t++) {
     const ir_tb *tb = &g->tbs[t];
@@ -561,15 +562,15 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, in
 }
 
 bt_result rt_dplan_build(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
-  return build(d, p, rank, nthreads, 0);
+  return build(d, p, rank, nthreads, PLAN_AS_WRITTEN);
 }
 
 bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
-  return build(d, p, rank, nthreads, 1);
+  return build(d, p, rank, nthreads, PLAN_ROOT_COPY);
 }
 
 bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nthreads) {
-  return build(d, p, rank, nthreads, 2);
+  return build(d, p, rank, nthreads, PLAN_STAGED);
 }
 
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize) {

@@ -8,11 +8,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rt_bootstrap.h"
 #include "rt_fdpass.h"
+#include "rt_socket.h"
 #include "tp_cuda.h"
 #include "rt_log.h"
 
@@ -142,11 +142,11 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, int
   return 1;
 }
 
-/* The cuMem descriptors of this call (pb->myfd, which it closes) to every
- * peer, and every peer's into pb->fds, where any rank shares a buffer so
- * (every rank sees the same records, so all take part or none).  A
- * failure leaves nothing open here; the caller's agreement on what was
- * mapped makes every rank give up alike. */
+/* The cuMem descriptors of this call (pb->myfd; rt_peerbuf_exchange closes
+ * them) to every peer, and every peer's into pb->fds, where any rank
+ * shares a buffer so (every rank sees the same records, so all take part
+ * or none).  A failure leaves nothing received open; the caller's
+ * agreement on what was mapped makes every rank give up alike. */
 static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   int any = 0, n = 0, mine[PB_BUFS];
   int *want = calloc((size_t)me->nranks, sizeof *want);
@@ -166,8 +166,6 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
     want[me->rank] = 0;
     if (!res) res = rt_fdpass_recv(pb->fp, me->nranks, want, pids, tag, pb->fds, PB_FD_TIMEOUT_MS);
   }
-  for (int b = 0; b < PB_BUFS; b++)
-    if (pb->myfd[b] >= 0) close(pb->myfd[b]), pb->myfd[b] = -1;
   free(want);
   free(pids);
   return res;
@@ -239,11 +237,10 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
     for (int i = 0; i < me->nranks * RT_FDPASS_MAX; i++) p->fds[i] = -1;
     p->myfd[PB_IN] = p->myfd[PB_OUT] = -1;
     /* The listener for cuMem descriptors, under a key of this process's
-     * own (its peers learn it from the records); without one, cuMem
-     * buffers are not shared (every rank then gives up alike). */
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    p->fdkey = ((uint64_t)getpid() << 32) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 20) ^ (uintptr_t)p;
+     * own (its random number, apart for each communicator of it; its peers
+     * learn the key from the records); without one, cuMem buffers are not
+     * shared (every rank then gives up alike). */
+    p->fdkey = rt_process_number() ^ (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
     if (rt_fdpass_open(&p->fp, p->fdkey, me->rank)) p->fp = NULL;
     *pb = p;
   }
@@ -253,7 +250,7 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
   cudaThreadExchangeStreamCaptureMode(&mode);
   bt_result res = exchange(*pb, bs, me, in, out);
   cudaThreadExchangeStreamCaptureMode(&mode);
-  for (int b = 0; b < PB_BUFS; b++)   /* exported, but the exchange stopped before passing them */
+  for (int b = 0; b < PB_BUFS; b++)   /* this call's exported descriptors: passed on, or not needed */
     if ((*pb)->myfd[b] >= 0) close((*pb)->myfd[b]), (*pb)->myfd[b] = -1;
   if (!res)
     LOG_TRACE(RT_SUB_RUNTIME, "rank %d: the peers' buffers of %s exchanged (%d allocations mapped)", me->rank,
