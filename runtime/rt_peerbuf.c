@@ -1,7 +1,7 @@
 /* rt_peerbuf.c -- every rank's buffers of one call across processes:
- * exported by CUDA IPC or, for cuMem allocations, as file descriptors
- * passed over a Unix socket; exchanged over the bootstrap, mapped once
- * per peer allocation. */
+ * exported by CUDA IPC or, for cuMem allocations (one, or several mapped
+ * side by side), as file descriptors passed over a Unix socket; exchanged
+ * over the bootstrap, mapped once per peer allocation. */
 #include "rt_peerbuf.h"
 
 #include <cuda_runtime_api.h>
@@ -19,44 +19,98 @@
 enum { PB_IN, PB_OUT, PB_BUFS };
 enum { PB_IPC, PB_VMM };      /* how a buffer's allocation is shared */
 #define PB_FD_TIMEOUT_MS 10000 /* the descriptors' passing, right after an allgather every rank took part in */
+#define PB_PIECES_MAX 32       /* cuMem allocations side by side one buffer may span (PyTorch's expandable
+                                * segments map 20 MiB ones: 640 MiB) */
+_Static_assert(PB_BUFS * PB_PIECES_MAX <= RT_FDPASS_MAX, "one message carries a call's descriptors");
+
+/* One cuMem allocation of a buffer, in its owner's process: where it is
+ * mapped, its bytes, and its identity (CU_POINTER_ATTRIBUTE_BUFFER_ID:
+ * never reused, so a freed and remade allocation is a new one). */
+typedef struct pb_piece {
+  uint64_t base, size, id;
+} pb_piece;
 
 /* What a rank publishes of one call: per buffer, how its allocation is
- * shared (its IPC handle; for a cuMem one its identity, the descriptor
- * going over the Unix socket), its base (in its own process), its bytes
- * (cuMem) and the buffer's offset there; where its descriptors' listener
- * is (fdkey). */
+ * shared (its IPC handle; for cuMem the allocations it spans, their
+ * descriptors going over the Unix socket in that order), its base (in its
+ * own process; cuMem: the first allocation's) and the buffer's offset
+ * there; where its descriptors' listener is (fdkey). */
 typedef struct pb_rec {
   char ipc[PB_BUFS][64];
-  uint64_t base[PB_BUFS], off[PB_BUFS], size[PB_BUFS];
-  int32_t kind[PB_BUFS];
+  uint64_t base[PB_BUFS], off[PB_BUFS];
+  int32_t kind[PB_BUFS], pieces[PB_BUFS];
+  pb_piece piece[PB_BUFS][PB_PIECES_MAX];
   uint64_t host, fdkey;
   int32_t pid, dev, ok, pad;
 } pb_rec;
 
-/* A peer's allocation mapped into this process. */
+/* A peer's allocation mapped into this process: by CUDA IPC, or its cuMem
+ * allocations side by side (pieces, mapped from at, with their handles). */
 typedef struct pb_map {
-  int peer, opened, vmm;
+  int peer, opened, vmm, pieces;
   char ipc[64];
   char *at;                   /* its base as this process reaches it */
-  size_t bytes;               /* vmm: what is mapped, and its handle */
-  unsigned long long handle;
+  pb_piece *piece;            /* vmm: the peer's allocations, and this process's handles of them */
+  unsigned long long *handle;
 } pb_map;
 
 struct rt_peerbufs {
   int n, cap;
+  int allocs;                 /* peers' allocations the maps hold (against max_maps) */
   pb_map *maps;
   pb_rec *recs;               /* nranks: the exchange's buffer */
   int warned_full;
   rt_fdpass *fp;              /* this process's listener for cuMem descriptors, and its key */
   uint64_t fdkey, tag;        /* tag: exchanges that passed descriptors (the same count on every rank) */
-  int myfd[PB_BUFS];          /* this call's exported descriptors (-1: none) */
+  int myfd[PB_BUFS][PB_PIECES_MAX];  /* this call's exported descriptors (-1: none) */
   int *fds;                   /* nranks * RT_FDPASS_MAX: the peers' received ones */
 };
 
+/* Buffer b of rec as the cuMem allocations side by side that hold its
+ * `len` bytes from p, the first one (base, size, id) holding p: each one's
+ * identity into rec, its descriptor into pb->myfd[b].  1; 0 with why
+ * where one cannot be exported, or the buffer runs past them into
+ * memory that is not another allocation of this GPU, or spans more than
+ * PB_PIECES_MAX. */
+static int export_vmm(rt_peerbufs *pb, pb_rec *rec, int b, pb_piece at, const char *p, int64_t len, int dev,
+                      const char **why) {
+  const uint64_t end = (uint64_t)(uintptr_t)p + (uint64_t)(len > 0 ? len : 0);
+  for (int k = 0;; k++) {
+    if (k == PB_PIECES_MAX) {
+      *why = "it spans more cuMem allocations than one buffer may (32)";
+      return 0;
+    }
+    if (!tp_cuda_vmm_export(at.base, &pb->myfd[b][k])) {
+      *why = k ? "it runs past its cuMem allocation into one that cannot be exported as a file descriptor"
+               : "its allocation can be exported neither by CUDA IPC (not from cudaMalloc) nor as a cuMem file "
+                 "descriptor";
+      return 0;   /* the descriptors go with the exchange's other ones */
+    }
+    rec->piece[b][k] = at;
+    rec->pieces[b] = k + 1;
+    if (at.base + at.size >= end) break;
+    const char *next = (const char *)(uintptr_t)(at.base + at.size);
+    struct cudaPointerAttributes pa;
+    memset(&pa, 0, sizeof pa);
+    size_t size = 0;
+    unsigned long long id = 0;
+    if (cudaPointerGetAttributes(&pa, next) != cudaSuccess || pa.type != cudaMemoryTypeDevice || pa.device != dev ||
+        !tp_cuda_alloc_of(next, &at.base, &size, &id) || at.base != (uint64_t)(uintptr_t)next) {
+      cudaGetLastError();
+      *why = "it runs past its cuMem allocation into memory that is not another allocation of this GPU";
+      return 0;
+    }
+    at.size = (uint64_t)size;
+    at.id = (uint64_t)id;
+  }
+  rec->kind[b] = PB_VMM;
+  return 1;
+}
+
 /* Fills buffer b of rec for device pointer p of device dev, of which the
  * call reaches `len` bytes: 1; 0 when p is not device memory of dev in an
- * allocation CUDA IPC can export, or in one cuMem allocation whose file
- * descriptor can be (then in pb->myfd[b], for pass_fds), which why says. */
+ * allocation CUDA IPC can export, or in cuMem allocations (export_vmm)
+ * whose file descriptors can be, which why says. */
 static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_t len, int dev,
                       const char **why) {
   struct cudaPointerAttributes at;
@@ -68,7 +122,7 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   }
   uint64_t base = 0;
   size_t size = 0;
-  unsigned long long id = 0;   /* never reused: a cuMem allocation freed and made again is a new one */
+  unsigned long long id = 0;
   if (!tp_cuda_alloc_of(p, &base, &size, &id)) {
     *why = "its allocation's range is unknown";
     return 0;
@@ -82,40 +136,65 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
     return 1;
   }
   cudaGetLastError();
-  /* A cuMem allocation: its descriptor, the buffer inside it. */
-  if (!pb->fp || !tp_cuda_vmm_export(base, &pb->myfd[b])) {
-    *why = "its allocation can be exported neither by CUDA IPC (not from cudaMalloc) nor as a cuMem file "
-           "descriptor";
+  if (!pb->fp) {
+    *why = "its allocation is not from cudaMalloc, and this process has no listener for cuMem file descriptors";
     return 0;
   }
-  if (rec->off[b] + (uint64_t)(len > 0 ? len : 0) > (uint64_t)size) {
-    *why = "it runs past its cuMem allocation (several allocations mapped side by side, as PyTorch's expandable "
-           "segments map them)";
-    return 0;   /* the descriptor goes with the exchange's other ones */
+  return export_vmm(pb, rec, b, (pb_piece){base, (uint64_t)size, (uint64_t)id}, p, len, dev, why);
+}
+
+/* Where map m holds the k allocations want[] side by side (the same
+ * identities at the same bases in their owner's process): its address of
+ * want[0]; NULL where it does not. */
+static char *vmm_holds(const pb_map *m, const pb_piece *want, int k) {
+  for (int j = 0; j + k <= m->pieces; j++) {
+    int i = 0;
+    while (i < k && m->piece[j + i].id == want[i].id && m->piece[j + i].base == want[i].base) i++;
+    if (i == k) return m->at + (want[0].base - m->piece[0].base);
   }
-  rec->kind[b] = PB_VMM;
-  rec->size[b] = (uint64_t)size;
-  const uint64_t who[4] = {(uint64_t)getpid(), base, (uint64_t)size, id};
-  memcpy(rec->ipc[b], who, sizeof who);
+  return NULL;
+}
+
+/* Maps rank r's cuMem allocations of buffer b (x->piece[b]) from their
+ * descriptors fds[] into m.  0 when they cannot be. */
+static int map_vmm(pb_map *m, const pb_rec *x, int b, const int *fds, int dev) {
+  const int k = x->pieces[b];
+  size_t bytes[PB_PIECES_MAX];
+  for (int i = 0; i < k; i++)
+    if (fds[i] < 0 || (bytes[i] = (size_t)x->piece[b][i].size) != x->piece[b][i].size) return 0;
+  m->piece = malloc((size_t)k * sizeof *m->piece);
+  m->handle = malloc((size_t)k * sizeof *m->handle);
+  if (!m->piece || !m->handle || tp_cuda_vmm_import(fds, bytes, k, dev, &m->at, m->handle)) {
+    free(m->piece);
+    free(m->handle);
+    return 0;
+  }
+  memcpy(m->piece, x->piece[b], (size_t)k * sizeof *m->piece);
+  m->pieces = k;
+  m->vmm = 1;
   return 1;
 }
 
 /* Rank r's allocation of buffer b as this process reaches it: a mapping
- * kept from an earlier call, else a new one (a cuMem one from fd, the
- * descriptor r passed for it).  0 when it cannot be. */
-static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, int fd, char **at) {
+ * kept from an earlier call, else a new one (a cuMem one from fds, the
+ * descriptors r passed for it).  0 when it cannot be. */
+static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, const int *fds, char **at) {
   const pb_rec *x = &pb->recs[r];
+  const int vmm = x->kind[b] == PB_VMM, want = vmm ? x->pieces[b] : 1;
   int same_process = x->host == me->host && x->pid == (int32_t)getpid();
-  for (int i = 0; i < pb->n; i++)
-    if (pb->maps[i].peer == r && !memcmp(pb->maps[i].ipc, x->ipc[b], 64) &&
-        (pb->maps[i].opened || pb->maps[i].vmm || (uint64_t)(uintptr_t)pb->maps[i].at == x->base[b])) {
-      *at = pb->maps[i].at;
+  for (int i = 0; i < pb->n; i++) {
+    const pb_map *m = &pb->maps[i];
+    if (m->peer != r || m->vmm != vmm) continue;
+    if (vmm && (*at = vmm_holds(m, x->piece[b], want))) return 1;
+    if (!vmm && !memcmp(m->ipc, x->ipc[b], 64) && (m->opened || (uint64_t)(uintptr_t)m->at == x->base[b])) {
+      *at = m->at;
       return 1;
     }
-  if (pb->n >= me->max_maps) {
+  }
+  if (pb->allocs + want > me->max_maps) {
     if (!pb->warned_full++)
       LOG_INFO(RT_SUB_RUNTIME, "rank %d: %d peers' allocations are mapped already (BATON_PEER_MAPS): calls on new "
-               "ones copy through the window", me->rank, pb->n);
+               "ones copy through the window", me->rank, pb->allocs);
     return 0;
   }
   if (pb->n == pb->cap) {
@@ -127,10 +206,8 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, int
   }
   pb_map *m = &pb->maps[pb->n];
   memset(m, 0, sizeof *m);
-  if (x->kind[b] == PB_VMM) {
-    if (same_process || fd < 0 || tp_cuda_vmm_import(fd, (size_t)x->size[b], me->dev, &m->at, &m->handle)) return 0;
-    m->vmm = 1;
-    m->bytes = (size_t)x->size[b];
+  if (vmm) {
+    if (same_process || !map_vmm(m, x, b, fds, me->dev)) return 0;
   } else if (tp_cuda_map_peer("peer buffer", me->dev, same_process, x->dev, x->base[b], x->ipc[b], &m->at,
                               &m->opened)) {
     return 0;
@@ -138,6 +215,7 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, int
   m->peer = r;
   memcpy(m->ipc, x->ipc[b], 64);
   pb->n++;
+  pb->allocs += want;
   *at = m->at;
   return 1;
 }
@@ -148,17 +226,18 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, int
  * or none).  A failure leaves nothing received open; the caller's
  * agreement on what was mapped makes every rank give up alike. */
 static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
-  int any = 0, n = 0, mine[PB_BUFS];
+  int any = 0, n = 0, mine[RT_FDPASS_MAX];
   int *want = calloc((size_t)me->nranks, sizeof *want);
   pid_t *pids = calloc((size_t)me->nranks, sizeof *pids);
   bt_result res = want && pids ? BT_OK : BT_ERR_NOMEM;
   for (int r = 0; r < me->nranks && !res; r++) {
     pids[r] = pb->recs[r].pid;
-    for (int b = 0; b < PB_BUFS; b++) want[r] += pb->recs[r].kind[b] == PB_VMM;
+    for (int b = 0; b < PB_BUFS; b++) want[r] += pb->recs[r].kind[b] == PB_VMM ? pb->recs[r].pieces[b] : 0;
     any |= want[r] > 0;
   }
-  for (int b = 0; b < PB_BUFS; b++)
-    if (pb->myfd[b] >= 0) mine[n++] = pb->myfd[b];
+  for (int b = 0; b < PB_BUFS; b++)   /* the input's, then the output's, in order */
+    for (int k = 0; k < PB_PIECES_MAX; k++)
+      if (pb->myfd[b][k] >= 0) mine[n++] = pb->myfd[b][k];
   if (!res && any) {
     const uint64_t tag = ++pb->tag;
     for (int r = 0; r < me->nranks && !res && n; r++)
@@ -200,9 +279,8 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
     if (r == me->rank) continue;
     char *a = NULL, *b = NULL;
     const int *fd = &pb->fds[r * RT_FDPASS_MAX];
-    const int fin = pb->recs[r].kind[PB_IN] == PB_VMM ? fd[0] : -1;
-    const int fout = pb->recs[r].kind[PB_OUT] == PB_VMM ? fd[pb->recs[r].kind[PB_IN] == PB_VMM] : -1;
-    here = map_buf(pb, me, r, PB_IN, fin, &a) && map_buf(pb, me, r, PB_OUT, fout, &b);
+    const int nin = pb->recs[r].kind[PB_IN] == PB_VMM ? pb->recs[r].pieces[PB_IN] : 0;
+    here = map_buf(pb, me, r, PB_IN, fd, &a) && map_buf(pb, me, r, PB_OUT, fd + nin, &b);
     if (here) {
       in[r] = a + pb->recs[r].off[PB_IN];
       out[r] = b + pb->recs[r].off[PB_OUT];
@@ -235,7 +313,8 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
       return BT_ERR_NOMEM;
     }
     for (int i = 0; i < me->nranks * RT_FDPASS_MAX; i++) p->fds[i] = -1;
-    p->myfd[PB_IN] = p->myfd[PB_OUT] = -1;
+    for (int b = 0; b < PB_BUFS; b++)
+      for (int k = 0; k < PB_PIECES_MAX; k++) p->myfd[b][k] = -1;
     /* The listener for cuMem descriptors, under a key of this process's
      * own (its random number, apart for each communicator of it; its peers
      * learn the key from the records); without one, cuMem buffers are not
@@ -251,20 +330,28 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
   bt_result res = exchange(*pb, bs, me, in, out);
   cudaThreadExchangeStreamCaptureMode(&mode);
   for (int b = 0; b < PB_BUFS; b++)   /* this call's exported descriptors: passed on, or not needed */
-    if ((*pb)->myfd[b] >= 0) close((*pb)->myfd[b]), (*pb)->myfd[b] = -1;
+    for (int k = 0; k < PB_PIECES_MAX; k++)
+      if ((*pb)->myfd[b][k] >= 0) close((*pb)->myfd[b][k]), (*pb)->myfd[b][k] = -1;
   if (!res)
     LOG_TRACE(RT_SUB_RUNTIME, "rank %d: the peers' buffers of %s exchanged (%d allocations mapped)", me->rank,
               me->what, (*pb)->n);
   return res;
 }
 
-int rt_peerbuf_count(const rt_peerbufs *pb) { return pb ? pb->n : 0; }
+int rt_peerbuf_count(const rt_peerbufs *pb) { return pb ? pb->allocs : 0; }
 
 void rt_peerbufs_free(rt_peerbufs *pb) {
   if (!pb) return;
   for (int i = 0; i < pb->n; i++)
-    if (pb->maps[i].vmm) tp_cuda_vmm_unmap(pb->maps[i].at, pb->maps[i].bytes, pb->maps[i].handle);
-    else if (pb->maps[i].opened) cudaIpcCloseMemHandle(pb->maps[i].at);
+    if (pb->maps[i].vmm) {
+      size_t bytes[PB_PIECES_MAX];
+      for (int k = 0; k < pb->maps[i].pieces; k++) bytes[k] = (size_t)pb->maps[i].piece[k].size;
+      tp_cuda_vmm_unmap(pb->maps[i].at, bytes, pb->maps[i].pieces, pb->maps[i].handle);
+      free(pb->maps[i].piece);
+      free(pb->maps[i].handle);
+    } else if (pb->maps[i].opened) {
+      cudaIpcCloseMemHandle(pb->maps[i].at);
+    }
   rt_fdpass_close(pb->fp);
   free(pb->maps);
   free(pb->recs);

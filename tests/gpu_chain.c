@@ -5,10 +5,11 @@
  * kernel before it on the stream ends (docs/RUNTIME.md, "Direct programs":
  * BATON_DIRECT_PDL); any read of the caller's data, or of the call count,
  * before that kernel has ended shows here as a wrong element.  Last, the
- * largest size again on cuMem allocations (as ncclMemAlloc makes them):
- * captured, a direct program runs on the ranks' own buffers, with a
- * process per GPU too (the allocations go between the processes as file
- * descriptors).
+ * largest size again on cuMem allocations (as ncclMemAlloc makes them),
+ * then on buffers each made of three cuMem allocations mapped side by
+ * side (as PyTorch's expandable segments make them): captured, a direct
+ * program runs on the ranks' own buffers, with a process per GPU too (the
+ * allocations go between the processes as file descriptors).
  * Usage: gpu_chain --ranks N --dir DIR [--procs] (DIR/default, else DIR: the
  * default set). */
 #include <cuda.h>
@@ -26,13 +27,14 @@
 /* Rank r's input element i: small integers, so every sum below is exact. */
 static float val(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
 
-/* Each rank's three buffers of one size; with vmm, cuMem allocations of
- * size[r] bytes each (handles in h). */
+/* Each rank's three buffers of one size; with vmm, each made of vmm cuMem
+ * allocations side by side, of size[r] bytes in all (handles in h). */
+#define CHAIN_PIECES 3
 typedef struct chain_bufs {
   float *a[64], *b[64], *c[64];
   int vmm;
   size_t size[64];
-  CUmemGenericAllocationHandle h[64][3];
+  CUmemGenericAllocationHandle h[64][3][CHAIN_PIECES];
 } chain_bufs;
 
 typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
@@ -43,10 +45,11 @@ typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size
 typedef CUresult (*range_fn)(CUdeviceptr, size_t);
 typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
 
-/* A cuMem allocation of at least `bytes` on GPU dev, exportable as a POSIX
- * file descriptor and open to every GPU (ncclMemAlloc's kind): NULL where
- * the driver cannot; *size and *h for vmm_free. */
-static void *vmm_alloc(int dev, size_t bytes, size_t *size, CUmemGenericAllocationHandle *h) {
+/* At least `bytes` on GPU dev as `pieces` cuMem allocations of one size
+ * mapped side by side, each exportable as a POSIX file descriptor, open
+ * to every GPU (ncclMemAlloc's kind with one piece): NULL where the driver
+ * cannot; *size (all pieces) and h[] for vmm_free. */
+static void *vmm_alloc(int dev, size_t bytes, int pieces, size_t *size, CUmemGenericAllocationHandle *h) {
   gran_fn gran = (gran_fn)rt_cuda_driver_fn("cuMemGetAllocationGranularity", 10020);
   create_fn create = (create_fn)rt_cuda_driver_fn("cuMemCreate", 10020);
   reserve_fn reserve = (reserve_fn)rt_cuda_driver_fn("cuMemAddressReserve", 10020);
@@ -58,9 +61,12 @@ static void *vmm_alloc(int dev, size_t bytes, size_t *size, CUmemGenericAllocati
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
   size_t g = 0;
   if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) || !g) return NULL;
-  *size = (bytes + g - 1) / g * g;
+  const size_t piece = (bytes + (size_t)pieces * g - 1) / ((size_t)pieces * g) * g;
+  *size = piece * (size_t)pieces;
   CUdeviceptr p = 0;
-  if (create(h, *size, &prop, 0) || reserve(&p, *size, g, 0, 0) || map(p, *size, 0, *h, 0)) return NULL;
+  if (reserve(&p, *size, g, 0, 0)) return NULL;
+  for (int i = 0; i < pieces; i++)
+    if (create(&h[i], piece, &prop, 0) || map(p + (size_t)i * piece, piece, 0, h[i], 0)) return NULL;
   int n = 0;
   cudaGetDeviceCount(&n);
   for (int d = 0; d < n; d++) {
@@ -71,14 +77,15 @@ static void *vmm_alloc(int dev, size_t bytes, size_t *size, CUmemGenericAllocati
   return (void *)(uintptr_t)p;
 }
 
-static void vmm_free(void *p, size_t size, CUmemGenericAllocationHandle h) {
+static void vmm_free(void *p, size_t size, int pieces, const CUmemGenericAllocationHandle *h) {
   range_fn unmap = (range_fn)rt_cuda_driver_fn("cuMemUnmap", 10020);
   range_fn addr_free = (range_fn)rt_cuda_driver_fn("cuMemAddressFree", 10020);
   release_fn release = (release_fn)rt_cuda_driver_fn("cuMemRelease", 10020);
   if (!p || !unmap || !addr_free || !release) return;
-  unmap((CUdeviceptr)(uintptr_t)p, size);
+  const size_t piece = size / (size_t)pieces;
+  for (int i = 0; i < pieces; i++) unmap((CUdeviceptr)(uintptr_t)p + (size_t)i * piece, piece);
   addr_free((CUdeviceptr)(uintptr_t)p, size);
-  release(h);
+  for (int i = 0; i < pieces; i++) release(h[i]);
 }
 
 /* The chain on every rank this process drives, in one group per step:
@@ -152,22 +159,23 @@ static baton_result chain_issue(void *arg) {
 
 static void chain_checks(const gpu_ranks_opts *o) {
   (void)o;
-  static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3, 2097152 + 3};
+  static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3, 2097152 + 3, 2097152 + 3};
+  static const int pieces[] = {0, 0, 0, 0, 0, 1, CHAIN_PIECES};   /* cuMem allocations a buffer spans (0: cudaMalloc) */
   const unsigned nsizes = sizeof sizes / sizeof *sizes;
   for (unsigned s = 0; s < nsizes; s++) {
     const int64_t n = sizes[s];
     chain_bufs B;
     memset(&B, 0, sizeof B);
-    B.vmm = s == nsizes - 1;   /* the last: cuMem allocations */
+    B.vmm = pieces[s];
     float *h = malloc((size_t)n * 4);
     int good = h != NULL;
     for (int r = rank_lo; r < rank_hi && good; r++) {
       cudaSetDevice(dev_of(r));
       if (B.vmm) {
-        good &= (B.a[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][0])) != NULL;
-        good &= good && (B.b[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][1])) != NULL;
-        good &= good && (B.c[r] = vmm_alloc(dev_of(r), (size_t)n * 4, &B.size[r], &B.h[r][2])) != NULL;
-        if (!good) ok(0, "rank %d: cuMem allocations of %lld floats", r, (long long)n);
+        good &= (B.a[r] = vmm_alloc(dev_of(r), (size_t)n * 4, B.vmm, &B.size[r], B.h[r][0])) != NULL;
+        good &= good && (B.b[r] = vmm_alloc(dev_of(r), (size_t)n * 4, B.vmm, &B.size[r], B.h[r][1])) != NULL;
+        good &= good && (B.c[r] = vmm_alloc(dev_of(r), (size_t)n * 4, B.vmm, &B.size[r], B.h[r][2])) != NULL;
+        if (!good) ok(0, "rank %d: cuMem buffers (%d allocations each) of %lld floats", r, B.vmm, (long long)n);
         continue;
       }
       good &= cudaMalloc((void **)&B.a[r], (size_t)n * 4) == cudaSuccess;
@@ -194,8 +202,9 @@ static void chain_checks(const gpu_ranks_opts *o) {
                 baton_result_string(e));
       const char *algo = baton_comm_last_algorithm(comms[rank_lo]);
       if (B.vmm && !e)
-        ok(algo && strstr(algo, "direct") && !strstr(algo, "staged"), "rank %d: captured on cuMem allocations, the "
-           "calls ran a direct program on the ranks' own buffers (%s)", rank_lo, algo ? algo : "?");
+        ok(algo && strstr(algo, "direct") && !strstr(algo, "staged"), "rank %d: captured on buffers of %d cuMem "
+           "allocation%s, the calls ran a direct program on the ranks' own buffers (%s)", rank_lo, B.vmm,
+           B.vmm > 1 ? "s side by side" : "", algo ? algo : "?");
       for (int rep = 0; rep < 2 && !e; rep++) {
         int64_t wrong = -1;
         if (!fill(&B, n, h)) e = baton_cuda_error;
@@ -210,9 +219,9 @@ static void chain_checks(const gpu_ranks_opts *o) {
     for (int r = rank_lo; r < rank_hi; r++) {
       cudaSetDevice(dev_of(r));
       if (B.vmm) {
-        vmm_free(B.a[r], B.size[r], B.h[r][0]);
-        vmm_free(B.b[r], B.size[r], B.h[r][1]);
-        vmm_free(B.c[r], B.size[r], B.h[r][2]);
+        vmm_free(B.a[r], B.size[r], B.vmm, B.h[r][0]);
+        vmm_free(B.b[r], B.size[r], B.vmm, B.h[r][1]);
+        vmm_free(B.c[r], B.size[r], B.vmm, B.h[r][2]);
         continue;
       }
       cudaFree(B.a[r]);

@@ -75,21 +75,21 @@ int main(void) {
   pid_t r1 = fork();
   if (r1 == 0) child(1, 7, 1, "from rank 1", 100);
   pid_t r2 = fork();
-  if (r2 == 0) child(2, 7, 2, "from rank 2", 150);
+  if (r2 == 0) child(2, 7, RT_FDPASS_MAX, "from rank 2", 150);   /* a full message */
   /* The impostor and the wrong tag hold ranks 1's and 2's names first;
    * the real ranks take them after, and send after them. */
   pid_t pids[3] = {getpid(), r1, r2};
-  int want[3] = {0, 1, 2}, fds[3 * RT_FDPASS_MAX];
+  int want[3] = {0, 1, RT_FDPASS_MAX}, fds[3 * RT_FDPASS_MAX];
   bt_result e = rt_fdpass_recv(fp, 3, want, pids, 7, fds, 10000);
   char a[64] = "", b[64] = "";
-  int got = e == BT_OK && fds[RT_FDPASS_MAX] >= 0 && fds[2 * RT_FDPASS_MAX] >= 0 && fds[2 * RT_FDPASS_MAX + 1] >= 0;
+  int got = e == BT_OK && fds[RT_FDPASS_MAX] >= 0 && fds[2 * RT_FDPASS_MAX] >= 0 && fds[3 * RT_FDPASS_MAX - 1] >= 0;
   if (got) {
     read_all(fds[RT_FDPASS_MAX], a, sizeof a);
     read_all(fds[2 * RT_FDPASS_MAX], b, sizeof b);
   }
   ok(got && !strcmp(a, "from rank 1") && !strcmp(b, "from rank 2"),
-     "rank 0 got rank 1's pipe and rank 2's two, and read through them (\"%s\", \"%s\"); the impostor's, the "
-     "wrong tag's and a silent connection were dropped", a, b);
+     "rank 0 got rank 1's pipe and rank 2's %d, and read through them (\"%s\", \"%s\"); the impostor's, the "
+     "wrong tag's and a silent connection were dropped", RT_FDPASS_MAX, a, b);
   for (int i = 0; i < 3 * RT_FDPASS_MAX; i++)
     if (fds[i] >= 0) close(fds[i]);
   int st, codes = 0;

@@ -153,32 +153,53 @@ int tp_cuda_vmm_export(uint64_t base, int *fd) {
   return 1;
 }
 
-bt_result tp_cuda_vmm_import(int fd, size_t bytes, int dev, char **at, unsigned long long *handle) {
+/* Undoes the first `mapped` maps and `imported` imports of an import of
+ * k pieces at p (reserved: `total` bytes there; 0: none). */
+static void vmm_undo(CUdeviceptr p, size_t total, const size_t *bytes, int mapped, int imported,
+                     const unsigned long long *handles) {
+  size_t off = 0;
+  for (int i = 0; i < mapped; i++) vmm.unmap(p + off, bytes[i]), off += bytes[i];
+  if (total) vmm.addr_free(p, total);
+  for (int i = 0; i < imported; i++) vmm.release((CUmemGenericAllocationHandle)handles[i]);
+}
+
+bt_result tp_cuda_vmm_import(const int *fds, const size_t *bytes, int k, int dev, char **at,
+                             unsigned long long *handles) {
   *at = NULL;
-  *handle = 0;
-  if (!vmm_ready() || bytes == 0) return BT_ERR_UNSUPPORTED;
-  CUmemGenericAllocationHandle h;
-  if (vmm.import_(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
-    return BT_ERR_UNSUPPORTED;
+  size_t total = 0;
+  for (int i = 0; i < k; i++) {
+    if (bytes[i] == 0 || total + bytes[i] < total) return BT_ERR_UNSUPPORTED;
+    total += bytes[i];
+  }
+  if (!vmm_ready() || k < 1) return BT_ERR_UNSUPPORTED;
+  int imported = 0, mapped = 0;
+  for (; imported < k; imported++) {
+    CUmemGenericAllocationHandle h;
+    if (vmm.import_(&h, (void *)(uintptr_t)fds[imported], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+      break;
+    handles[imported] = (unsigned long long)h;
+  }
   CUdeviceptr p = 0;
+  if (imported < k || vmm.reserve(&p, total, 0, 0, 0) != CUDA_SUCCESS) {
+    vmm_undo(0, 0, bytes, 0, imported, handles);
+    return BT_ERR_UNSUPPORTED;
+  }
+  size_t off = 0;
+  for (; mapped < k; off += bytes[mapped], mapped++)
+    if (vmm.map(p + off, bytes[mapped], 0, (CUmemGenericAllocationHandle)handles[mapped], 0) != CUDA_SUCCESS) break;
   CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                        .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  int reserved = vmm.reserve(&p, bytes, 0, 0, 0) == CUDA_SUCCESS;
-  int mapped = reserved && vmm.map(p, bytes, 0, h, 0) == CUDA_SUCCESS;
-  if (!mapped || vmm.access(p, bytes, &d, 1) != CUDA_SUCCESS) {
-    if (mapped) vmm.unmap(p, bytes);
-    if (reserved) vmm.addr_free(p, bytes);
-    vmm.release(h);
+  if (mapped < k || vmm.access(p, total, &d, 1) != CUDA_SUCCESS) {
+    vmm_undo(p, total, bytes, mapped, k, handles);
     return BT_ERR_UNSUPPORTED;
   }
   *at = (char *)(uintptr_t)p;
-  *handle = (unsigned long long)h;
   return BT_OK;
 }
 
-void tp_cuda_vmm_unmap(char *at, size_t bytes, unsigned long long handle) {
+void tp_cuda_vmm_unmap(char *at, const size_t *bytes, int k, const unsigned long long *handles) {
   if (!at || !vmm_ready()) return;
-  vmm.unmap((CUdeviceptr)(uintptr_t)at, bytes);
-  vmm.addr_free((CUdeviceptr)(uintptr_t)at, bytes);
-  vmm.release((CUmemGenericAllocationHandle)handle);
+  size_t total = 0;
+  for (int i = 0; i < k; i++) total += bytes[i];
+  vmm_undo((CUdeviceptr)(uintptr_t)at, total, bytes, k, k, handles);
 }

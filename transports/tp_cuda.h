@@ -41,11 +41,13 @@ int tp_cuda_reach_all(const void *p, const int *devs, int n);
  * handle types. */
 int tp_cuda_vmm_export(uint64_t base, int *fd);
 
-/* Maps `bytes` of the allocation behind fd (tp_cuda_vmm_export's in
- * another process; fd stays open) at a new address of this process, read
- * and write for GPU dev: *at and *handle, for tp_cuda_vmm_unmap.
- * BT_ERR_UNSUPPORTED (not logged) where the driver cannot. */
-bt_result tp_cuda_vmm_import(int fd, size_t bytes, int dev, char **at, unsigned long long *handle);
-void tp_cuda_vmm_unmap(char *at, size_t bytes, unsigned long long handle);
+/* Maps the k allocations behind fds[] (tp_cuda_vmm_export's in another
+ * process, bytes[i] each; the descriptors stay open) side by side at a new
+ * address of this process, in that order, read and write for GPU dev: *at
+ * and handles[0..k-1], for tp_cuda_vmm_unmap.  BT_ERR_UNSUPPORTED (not
+ * logged) where the driver cannot; nothing stays mapped then. */
+bt_result tp_cuda_vmm_import(const int *fds, const size_t *bytes, int k, int dev, char **at,
+                             unsigned long long *handles);
+void tp_cuda_vmm_unmap(char *at, const size_t *bytes, int k, const unsigned long long *handles);
 
 #endif

@@ -14,7 +14,7 @@
 #include "rt_result.h"
 
 /* Descriptors one message carries at most. */
-#define RT_FDPASS_MAX 8
+#define RT_FDPASS_MAX 64
 
 typedef struct rt_fdpass rt_fdpass;
 
