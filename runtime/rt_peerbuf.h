@@ -1,7 +1,7 @@
 /* rt_peerbuf.h -- every rank's buffers of one call on a communicator that
  * spans processes: where each rank's input and output lie (their
- * allocation -- its CUDA IPC handle, or for a cuMem allocation its file
- * descriptor, passed over a Unix socket (rt_fdpass.h) -- and the offset in
+ * allocation -- its CUDA IPC handle, or for cuMem allocations their file
+ * descriptors, passed over a Unix socket (rt_fdpass.h) -- and the offset in
  * it), exchanged over the bootstrap when a call is captured into a CUDA
  * graph, and the peers' allocations mapped once each, kept until the
  * communicator ends (docs/RUNTIME.md, "Direct programs"). */
@@ -31,14 +31,16 @@ typedef struct rt_peerbuf_self {
  * allocation is mapped the first time it is seen (through *pb, made on
  * first use) and kept.  BT_ERR_UNSUPPORTED on every rank alike, logged at
  * INFO, when some rank's buffer cannot be exported (neither cudaMalloc's
- * nor a cuMem allocation made with file descriptors among its handle
- * types, or running past its cuMem allocation), mapped, or would pass
- * max_maps; other errors are the bootstrap's or CUDA's.  Safe while the
+ * nor in cuMem allocations made with file descriptors among their handle
+ * types -- up to 32 mapped side by side, as PyTorch's expandable segments
+ * map them), mapped, or would pass max_maps (counted in allocations);
+ * other errors are the bootstrap's or CUDA's.  Safe while the
  * calling thread's stream is being captured. */
 bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const rt_peerbuf_self *me, char **in,
                               char **out);
 
-/* Peers' allocations mapped now (for the log and tests). */
+/* Peers' allocations mapped now (each cuMem one a mapping spans counts;
+ * for the log and tests). */
 int rt_peerbuf_count(const rt_peerbufs *pb);
 
 /* Closes every mapping; NULL is ignored. */
