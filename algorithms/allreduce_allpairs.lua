@@ -19,7 +19,10 @@
 -- lowering"): shot=1 with protocol=LL puts every rank's input into every
 -- peer's scratch, where the peer reduces it (the one-shot); shot=2 chain=1
 -- with protocol=Simple reduces each rank's chunk with getr from its peers'
--- inputs and puts the sum into their outputs (the two-shot).
+-- inputs and puts the sum into their outputs (the two-shot).  protocol=LL128
+-- puts into the same landings as LL, in 128-byte lines of 120 data bytes
+-- and a flag instead of 16-byte lines of 8 (the name ends in _ll128); with
+-- shot=2 the owners' sums go back through landings too.
 -- stage=1 (shot=2, direct) goes through scratch instead: every rank first
 -- copies its input into scratch, its peers reduce from there and put the
 -- sums into its scratch, and it copies them into its output, so no peer
@@ -42,7 +45,8 @@ if stage and (shot ~= 2 or via == "fifo") then error("stage=1 is for the direct 
 -- receive.  It sums into scratch, and a local copy puts the sum back into
 -- the input once the rank's own sends have read it.
 collective{ kind = "allreduce", name = "allreduce_allpairs_" .. shot .. "shot" .. (chain and "_chain" or "") .. (inplace and "" or "_oop")
-                   .. (via ~= "fifo" and "_" .. via or "") .. (stage and "_staged" or ""),
+                   .. (via ~= "fifo" and "_" .. via or "") .. (stage and "_staged" or "")
+            .. (via ~= "fifo" and param("protocol", "LL") == "LL128" and "_ll128" or ""),
             ranks = n, chunks = shot == 1 and 1 or n, inplace = inplace, protocol = param("protocol", "LL"),
             instances = param("instances", 1),
             threads = param("threads", 0), placement = param("placement", "split"), via = via }

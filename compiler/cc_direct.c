@@ -57,7 +57,7 @@ int cc_direct_plan(lower *w) {
   w->landing_space = t->nspaces < CC_MAX_SPACES ? t->nspaces : -1;
   w->landing = cc_calloc((size_t)t->nranks + 1, sizeof(int));
   if (!w->landing) return 0;
-  if (t->proto != IR_PROTO_LL) return 1;
+  if (!ir_proto_landed(t->proto)) return 1;
   /* LL: how often each scratch chunk is written and read, all ranks */
   w->straight = cc_calloc((size_t)t->nops + 1, 1);
   int64_t *base = cc_malloc(((size_t)t->nranks * CC_MAX_SPACES + 1) * sizeof(int64_t)), all = 0;

@@ -39,12 +39,9 @@ static const char *op_name(const cc_op *o) {
 /* Refuses what the whole program has and a direct one does not support
  * yet; `what` says where via made it direct ("via='put'"). */
 static void check_program(lua_State *L, const cc_trace *t, int via, const char *what) {
-  if (t->proto == IR_PROTO_LL128)
-    luaL_error(L, "%s: direct programs are Simple or LL; protocol LL128 (at %s:%d) has no direct form yet", what,
-               t->script, t->decl_line);
-  if (via == CC_VIA_GET && t->proto == IR_PROTO_LL)
-    luaL_error(L, "%s: a direct LL program has no gets (an LL put lands in the peer's scratch with its flags); use "
-               "\"put\" or \"direct\", or protocol Simple", what);
+  if (via == CC_VIA_GET && ir_proto_landed(t->proto))
+    luaL_error(L, "%s: a direct %s program has no gets (its puts land in the peer's scratch with their flags); use "
+               "\"put\" or \"direct\", or protocol Simple", what, ir_proto_name[t->proto]);
   if (t->instances > 1)
     luaL_error(L, "%s with instances = %d (at %s:%d): " ONE_TB "; instances are not supported yet", what,
                t->instances, t->script, t->decl_line);

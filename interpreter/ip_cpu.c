@@ -540,7 +540,7 @@ static bt_result direct_setup(exec *x) {
       k->waiter = b;
     }
   }
-  if (p->proto == IR_PROTO_LL) {
+  if (ir_proto_landed(p->proto)) {
     if (!(x->land = calloc(p->ngpus, sizeof *x->land))) goto out;
     for (int r = 0; r < p->ngpus; r++) {
       int64_t n = x->geom[r].chunks[IR_BUF_SCRATCH];

@@ -192,8 +192,8 @@ typedef struct ip_dargs {
 IR_HD void ip_dlink_at(const ip_dargs *a, const ip_dlink *l, int64_t j, char **ptr, int64_t *valid) {
   const int r = l->at == IP_AT_PEER ? l->peer : a->rank;
   const int64_t c = ir_chunk_at(l->off, l->run, l->stride, j);
-  const int ll = a->proto == IR_PROTO_LL && l->buf == IR_BUF_SCRATCH;
-  *ptr = a->buf[r][l->buf] + (ll ? c * ir_geom_wire(IR_PROTO_LL, a->cb) : ir_geom_off(&a->geom, l->buf, c) * a->esize);
+  const int ll = ir_proto_landed(a->proto) && l->buf == IR_BUF_SCRATCH;
+  *ptr = a->buf[r][l->buf] + (ll ? c * ir_geom_wire(a->proto, a->cb) : ir_geom_off(&a->geom, l->buf, c) * a->esize);
   *valid = ll ? a->cb : ir_geom_len(&a->geom, l->buf, c) * a->esize;
 }
 

@@ -272,6 +272,202 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
   return ok;
 }
 
+// ---- LL128 ------------------------------------------------------------------
+//
+// An LL128 program's landings are 128-byte lines: line l holds bytes 120 l
+// .. 120 l + 119 of its chunk and, in its last word, the call's flag (seq
+// + 1).  Eight threads of a warp move a line with one 16-byte access each,
+// in one instruction, so that it travels and is read whole (the property
+// the interpreter's LL128 rests on, ip_proto.cuh): slot `part` 0..6 holds
+// 16 data bytes, part 7 holds 8 and the flag.  Every data operation of such
+// a program walks slots, not units: warp w of a thread block's lanes takes
+// lines 4w .. 4w + 3, then 4 (w + warps) .., on every rank alike, so that
+// every link of an operation is read and written at the same bytes by the
+// same thread.  The loops are the same for the 32 threads of a warp (the
+// polls vote).
+
+struct slot {
+  int64_t l, off;   // its line, and its first data byte in the chunk
+  int part, n;      // its place in the line, and its data bytes (16; 8 for part 7)
+  bool live;        // l is one of the chunk's lines
+};
+
+// The slot's bytes of a chunk at p of which `valid` bytes count (zero past them).
+__device__ __forceinline__ uint4 slot_load(const char *p, const slot &s, int64_t valid) {
+  const int64_t v = valid < s.off + s.n ? valid : s.off + s.n;
+  if (!s.live || s.off >= v) return make_uint4(0, 0, 0, 0);
+  if (s.off + 16 <= v && aligned16(p + s.off)) return __ldcg((const uint4 *)(p + s.off));
+  return load_part(p, s.off, v);
+}
+
+// Writes the slot's value x through link k of op: into a peer's landing
+// (a put) as its part of the line with this call's flag, in the landing
+// half `hoff` names; any other store as its bytes that count.  Every
+// thread of the warp calls it: a line's eight parts must leave in one
+// instruction, so the warp meets first (a part held back by a branch
+// before would travel on its own, and a reader could see the flag with
+// old data).
+__device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, const slot &s,
+                                         int64_t hoff, uint64_t flag, const uint4 &x) {
+  if (dtab().links[op.first + k].kind == IP_L_PUT) {
+    __syncwarp();
+    if (s.live)
+      st_volatile_v2((uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part,
+                     (uint64_t)x.y << 32 | x.x, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z);
+    return;
+  }
+  if (!s.live) return;
+  const int64_t valid = lk_valid(a, op, lean, k), v = valid < s.off + s.n ? valid : s.off + s.n;
+  char *p = lk_ptr(a, op, lean, k);
+  if (s.off + 16 <= v && aligned16(p + s.off)) *(uint4 *)(p + s.off) = x;
+  else if (s.off < v) store_part(p, s.off, v, x);
+}
+
+// Loads this thread's part of the line of each landing among `want`
+// (bit c: the one at at[c], its half added) into v[c].
+__device__ __forceinline__ void slot_lines(unsigned want, const char *const *at, uint4 *v, const slot &s) {
+  __syncwarp();
+#pragma unroll
+  for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+    if ((want >> c & 1) && s.live) {
+      uint64_t x, y;
+      ld_volatile_v2((const uint64_t *)(at[c] + 128 * s.l) + 2 * s.part, &x, &y);
+      v[c] = make_uint4((uint32_t)x, (uint32_t)(x >> 32), (uint32_t)y, (uint32_t)(y >> 32));
+    }
+}
+
+// Polls the lines of each landing among `want` until every live line of
+// the warp holds `flag` in each, then loads them once more: their data
+// into v[c].  A line is written whole, but a load that meets a write on
+// its way may return the new flag beside old data; once the flag is
+// there, the write has landed, and the second load reads it all (as
+// NCCL's LL128 does; polling with one load per line, the GPU suite saw
+// such a line on 2 x H200).  False, for the whole warp, when the wait gave
+// up (step: for the error).  The warp meets before each round of loads,
+// so that a line's eight parts are read in one instruction (see slot_out).
+__device__ __forceinline__ bool slot_poll(const ip_dargs &a, const ip_dop &op, int step, unsigned want,
+                                          const char *const *at, uint4 *v, const slot &s, uint64_t flag) {
+  const unsigned full = 0xffffffffu, all = want;
+  dspin sp = {0, 0};
+  for (;;) {
+    slot_lines(want, at, v, s);
+#pragma unroll
+    for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)   // want stays the same for the whole warp
+      if ((want >> c & 1) &&
+          __all_sync(full, !s.live || s.part != 7 || ((uint64_t)v[c].w << 32 | v[c].z) == flag))
+        want &= ~(1u << c);
+    if (!want) {
+      slot_lines(all, at, v, s);
+      return true;
+    }
+    if (a.poll_ns) __nanosleep(a.poll_ns);
+    int give_up = 0;
+    if ((threadIdx.x & 31) == 0) give_up = !dspin_more(a, sp, op.tb, step, blockIdx.x % a.lanes, IP_WAIT_RECV, -1, 0);
+    if (__shfl_sync(full, give_up, 0)) return false;
+  }
+}
+
+// This thread's slot of the warp's lines from l0.
+__device__ __forceinline__ void slot_at(slot &s, int64_t l0, int64_t lines) {
+  s.part = threadIdx.x & 7;
+  s.n = s.part == 7 ? 8 : 16;
+  s.l = l0 + ((threadIdx.x & 31) >> 3);
+  s.live = s.l < lines;
+  s.off = 120 * s.l + 16 * s.part;
+}
+
+// The walk of one warp over a chunk's lines (run128, copies128): its
+// first group, its stride, and the chunk's lines.
+struct slot_walk {
+  int64_t first, stride, lines;
+};
+__device__ __forceinline__ slot_walk walk_of(const ip_dargs &a, int lane) {
+  const int64_t wpb = blockDim.x >> 5;
+  return {4 * ((int64_t)lane * wpb + (threadIdx.x >> 5)), 4 * (int64_t)a.lanes * wpb, (a.cb + 119) / 120};
+}
+
+// run (above) for an LL128 program: per slot instead of per unit.  (A
+// first pass putting every line before any poll, as a one-shot might
+// want, measured slower on 2 x H200: 10.4 against 10.0 us at 1.5 MB.)
+template <int DT, int OP>
+__device__ __forceinline__ bool run128(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  const int nc = op.ncomb, pre = op.npre;
+  const slot_walk wk = walk_of(a, lane);
+  const int64_t hoff = (seq & 1) ? a.half : 0;
+  const uint64_t flag = seq + 1;
+  const bool lean = lean_op(op);
+  const int step = dtab().links[op.first].step;
+  bool ok = true;
+#pragma unroll 1
+  for (int j = 0; j < op.cnt; j++) {
+    chunk_links(a, op, lean, j);
+    const char *at[IP_DIRECT_RUN_LOADS];
+    int64_t valid[IP_DIRECT_RUN_LOADS];
+    unsigned land = 0;   // bit c: operand c is a landing, polled where it is first needed
+#pragma unroll
+    for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
+      const int k = c == 0 ? 0 : pre + c;
+      at[c] = c <= nc ? lk_ptr(a, op, lean, k) : nullptr;
+      valid[c] = c <= nc ? lk_valid(a, op, lean, k) : 0;
+      if (c <= nc && dtab().links[op.first + k].at == IP_AT_LANDING) land |= 1u << c, at[c] += hoff;
+    }
+#pragma unroll 1
+    for (int64_t l0 = wk.first; ok && l0 < wk.lines; l0 += wk.stride) {
+      slot s;
+      slot_at(s, l0, wk.lines);
+      uint4 v[IP_DIRECT_RUN_LOADS];
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+        if (c <= nc && !(land >> c & 1)) v[c] = slot_load(at[c], s, valid[c]);
+      // As run: the first value's stores (puts among them) before this
+      // rank waits for its own landings.
+      if ((land & 1) && !(ok = slot_poll(a, op, step, 1u, at, v, s, flag))) break;
+      uint4 x = v[0];
+      for (int k = 1; k <= pre; k++) slot_out(a, op, lean, k, s, hoff, flag, x);
+      if ((land & ~1u) && !(ok = slot_poll(a, op, step, land & ~1u, at, v, s, flag))) break;
+#pragma unroll
+      for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
+        if (c <= nc) x = ip_apply_u4<DT, OP>(x, v[c]);   // part 7: its flag words reduced too, never stored
+      for (int k = pre + nc + 1; k < op.n; k++) slot_out(a, op, lean, k, s, hoff, flag, x);
+    }
+  }
+  return ok;
+}
+
+// copies (above) for an LL128 program: per slot instead of per unit.
+__device__ __forceinline__ bool copies128(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane) {
+  const slot_walk wk = walk_of(a, lane);
+  const int64_t hoff = (seq & 1) ? a.half : 0;
+  const uint64_t flag = seq + 1;
+  const bool lean = lean_op(op);
+  bool ok = true;
+#pragma unroll 1
+  for (int j = 0; j < op.cnt; j++) {
+    chunk_links(a, op, lean, j);
+#pragma unroll 1
+    for (int64_t l0 = wk.first; ok && l0 < wk.lines; l0 += wk.stride) {
+      slot s;
+      slot_at(s, l0, wk.lines);
+      uint4 v[IP_DIRECT_COPY_SEGS];
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
+        if (c < op.nseg && dtab().links[op.first + 2 * c].at != IP_AT_LANDING)
+          v[c] = slot_load(lk_ptr(a, op, lean, 2 * c), s, lk_valid(a, op, lean, 2 * c));
+#pragma unroll
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
+        if (c >= op.nseg) break;
+        const ip_dlink &ld = dtab().links[op.first + 2 * c];
+        if (ld.at == IP_AT_LANDING) {
+          const char *at[1] = {lk_ptr(a, op, lean, 2 * c) + hoff};
+          if (!(ok = slot_poll(a, op, ld.step, 1u, at, &v[c], s, flag))) break;
+        }
+        slot_out(a, op, lean, 2 * c + 1, s, hoff, flag, v[c]);
+      }
+    }
+  }
+  return ok;
+}
+
 // ---- signals and waits ------------------------------------------------------
 
 // A group of signals: once every thread's earlier stores are done (the
@@ -355,8 +551,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     const ip_dop &op = dtab().ops[o];
     const uint4 *pre = o == o0 && first ? &v0 : nullptr;
     bool ok = true;
-    if (op.kind == IP_D_RUN) ok = run<DT, OP>(a, op, seq, lane, pre);
-    else if (op.kind == IP_D_COPIES) ok = copies(a, op, seq, lane, pre);
+    const bool ll128 = a.proto == IR_PROTO_LL128;   // its data operations walk slots (no first unit: lean_links)
+    if (op.kind == IP_D_RUN) ok = ll128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP>(a, op, seq, lane, pre);
+    else if (op.kind == IP_D_COPIES) ok = ll128 ? copies128(a, op, seq, lane) : copies(a, op, seq, lane, pre);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);
     else ok = waits(a, op, seq, lane);
     if (threadIdx.x == 0 && a.trace) {

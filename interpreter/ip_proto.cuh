@@ -415,7 +415,10 @@ __device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool
 // instruction, so the line travels and is read whole (NVLink delivers a
 // warp's 128-byte store as one write, the property NCCL's LL128 rests
 // on); thread 7 of the eight holds 8 data bytes and the flag.  A warp
-// re-reads its four lines until every flag is there.
+// re-reads its four lines until every flag is there, then reads them once
+// more: a load that meets the write on its way may return the new flag
+// beside old data, and once the flag is there the whole line has landed
+// (NCCL's LL128 reads its lines again so too).
 
 template <int DT, int OP>
 __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, bool red, uint64_t rflag,
@@ -446,11 +449,14 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
         if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, peer, -1);
         if (__shfl_sync(full, give_up, 0)) return false;
       }
+      if (live) ld_volatile_v2(w, &m0, &m1);   // the lines once more, now whole (see above)
     }
-    if (!live) continue;
-    v0 = finish_word<DT, OP>(p, red, off, v0, m0);
-    if (part < 7) v1 = finish_word<DT, OP>(p, red, off + 8, v1, m1);   // part 7's m1 is the flag
-    if (p.out) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
+    if (live) {
+      v0 = finish_word<DT, OP>(p, red, off, v0, m0);
+      if (part < 7) v1 = finish_word<DT, OP>(p, red, off + 8, v1, m1);   // part 7's m1 is the flag
+    }
+    __syncwarp();   // a line's eight parts leave in one instruction: the warp meets after its branches
+    if (live && p.out) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
   }
   return true;
 }
@@ -527,9 +533,10 @@ __device__ __forceinline__ bool ll_chain(const ip_gargs &a, const chain &c, int 
 
 // LL128: a warp's lines of every message, LL128_CHAIN_UNROLL groups of
 // four, are loaded in one round; a message whose flags the whole warp has
-// seen in every group is not loaded again (its data came with those flags,
-// in the same instructions).  The round trips, not the bytes, bound a
-// chain's reduction: the groups keep more lines in flight per warp.
+// seen in every group is not polled again, and once all have been seen
+// every message's lines are loaded once more, whole (ll128_piece).  The
+// round trips, not the bytes, bound a chain's reduction: the groups keep
+// more lines in flight per warp.
 #define LL128_CHAIN_UNROLL 2
 template <int DT, int OP>
 __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, int step, int64_t tile) {
@@ -549,8 +556,10 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
       if (l < lines) {
         v0[g] = load8<ES>(c.src + off, c.srcvalid - off);
         if (part < 7) v1[g] = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
-        if (c.out) st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
       }
+      __syncwarp();   // as ll128_piece: the line's parts in one store
+      if (l < lines && c.out)
+        st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
     }
     unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
     for (;;) {
@@ -576,6 +585,13 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
       if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, chain_peer(c, need), -1);
       if (__shfl_sync(full, give_up, 0)) return false;
     }
+#pragma unroll
+    for (int k = 0; k < IP_GPU_FUSE; k++)
+#pragma unroll
+      for (int g = 0; g < U; g++) {
+        const int64_t l = l0 + 4 * g + (lane >> 3);
+        if (k < n && l < lines) ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k][g], &m1[k][g]);
+      }
 #pragma unroll
     for (int g = 0; g < U; g++) {
       const int64_t l = l0 + 4 * g + (lane >> 3), off = l * 120 + 16 * part;

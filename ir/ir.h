@@ -70,8 +70,19 @@ int ir_coll_reduces(ir_coll c);
  * around the call: this is the program's own postcondition. */
 int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk);
 
+/* A function the host and the GPU both call (ir_geom.h's, ip_direct.h's). */
+#ifdef __CUDACC__
+#define IR_HD __host__ __device__ __forceinline__
+#else
+#define IR_HD static inline
+#endif
+
 typedef enum ir_proto { IR_PROTO_SIMPLE, IR_PROTO_LL, IR_PROTO_LL128, IR_PROTO_COUNT } ir_proto;
 extern const char *const ir_proto_name[IR_PROTO_COUNT];
+/* Whether a direct program of protocol `proto` puts into landings in its
+ * peers' scratch whose lines carry the call's flag (LL, LL128: the same
+ * rules, another line format), rather than signalling (Simple). */
+IR_HD int ir_proto_landed(int proto) { return proto == IR_PROTO_LL || proto == IR_PROTO_LL128; }
 
 /* Operand buffers of fused programs (baton): named buffers beyond i, o and
  * s that compute steps read, bound by name when the program is called.

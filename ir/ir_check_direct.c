@@ -63,8 +63,8 @@ static int check_peers(ir_checker *c, const ir_geom *geom) {
 
 /* What a direct program holds: no FIFO step and no compute step (one
  * report per thread block, naming a direct step of the program), the
- * Simple or LL protocol, and in LL only put, cpy, re, nop, sig and wait,
- * each put into its peer's scratch. */
+ * Simple, LL or LL128 protocol, and in LL and LL128 only put, cpy, re,
+ * nop, sig and wait, each put into its peer's scratch. */
 static void check_kind(ir_checker *c) {
   const ir_prog *p = c->p;
   int dr = -1, dt = -1, ds = -1;   /* the first direct step */
@@ -73,11 +73,8 @@ static void check_kind(ir_checker *c) {
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps && dr < 0; s++)
         if (ir_op_direct(p->gpus[r].tbs[t].steps[s].op)) { dr = r; dt = t; ds = s; }
   if (dr < 0) return;
-  const char *first = ir_op_xml[p->gpus[dr].tbs[dt].steps[ds].op];
-  if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL)
-    ir_check_err(c, -1, -1, -1, "proto=%s, but rank %d tb %d step %d is a %s: direct programs are Simple or LL",
-             ir_proto_name[p->proto], dr, dt, ds, first);
-  int ll = p->proto == IR_PROTO_LL;
+  const char *first = ir_op_xml[p->gpus[dr].tbs[dt].steps[ds].op], *proto = ir_proto_name[p->proto];
+  int ll = ir_proto_landed(p->proto);
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++) {
       const ir_tb *tb = &p->gpus[r].tbs[t];
@@ -94,11 +91,11 @@ static void check_kind(ir_checker *c) {
         }
         if (!ll) continue;
         if (st->op == IR_OP_GET || st->op == IR_OP_GETR)
-          ir_check_err(c, r, t, s, "%s in a direct LL program: it has only put, cpy, re, nop, sig and wait steps (get "
-                   "and getr are Simple's)", op);
+          ir_check_err(c, r, t, s, "%s in a direct %s program: it has only put, cpy, re, nop, sig and wait steps (get "
+                   "and getr are Simple's)", op, proto);
         else if (st->op == IR_OP_PUT && st->dstbuf != IR_BUF_SCRATCH && ir_peer_ok(p, r, st))
-          ir_check_err(c, r, t, s, "put into rank %d's %s: in a direct LL program a put lands in its peer's scratch "
-                   "(dstbuf s)", st->peer, ir_buf_xml[st->dstbuf]);
+          ir_check_err(c, r, t, s, "put into rank %d's %s: in a direct %s program a put lands in its peer's scratch "
+                   "(dstbuf s)", st->peer, ir_buf_xml[st->dstbuf], proto);
       }
     }
 }
@@ -279,7 +276,7 @@ void ir_direct_check(ir_checker *c) {
   if (bad) return;
   check_kind(c);
   check_streams(c);
-  if (p->proto != IR_PROTO_LL) return;
+  if (!ir_proto_landed(p->proto)) return;
   ir_landing *lv = NULL;
   long nl = 0;
   if (ir_direct_landings(p, &lv, &nl)) {

@@ -17,12 +17,6 @@
 
 #include "ir.h"
 
-#ifdef __CUDACC__
-#define IR_HD __host__ __device__ __forceinline__
-#else
-#define IR_HD static inline
-#endif
-
 typedef struct ir_geom {
   int64_t count;          /* elements per block */
   int64_t cap;            /* C: chunk capacity in elements */

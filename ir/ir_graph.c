@@ -99,7 +99,7 @@ static bt_result landing_edges(const ir_prog *p, const ir_graph *g, dedges *d) {
 /* A direct program's edges (signals; landings in LL), sorted, each once. */
 static bt_result direct_edges(const ir_prog *p, const ir_graph *g, dedges *d) {
   CHECK(signal_edges(p, g, d));
-  if (p->proto == IR_PROTO_LL) CHECK(landing_edges(p, g, d));
+  if (ir_proto_landed(p->proto)) CHECK(landing_edges(p, g, d));
   if (d->n > 1) qsort(d->v, d->n, sizeof *d->v, dedge_cmp);
   long m = 0;
   for (long i = 0; i < d->n; i++)

@@ -420,7 +420,10 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->stream = stream;
   L->sendbuf = sendbuf;
   L->recvbuf = recvbuf;
-  L->nthreads = rt_dplan_threads(d, p, c->grid, g.cap * es, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
+  /* A thread takes 16 bytes of a chunk at a time: of its data, or in
+   * LL128 of its lines (120 data bytes a line of eight threads). */
+  const int64_t per_threads = p->proto == IR_PROTO_LL128 ? ir_geom_wire(IR_PROTO_LL128, g.cap * es) : g.cap * es;
+  L->nthreads = rt_dplan_threads(d, p, c->grid, per_threads, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
   L->where = ir_prog_where(p);
   L->direct = 1;
   L->ai = ai;
@@ -451,7 +454,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->buf[c->rank][IR_BUF_OUTPUT] = (char *)recvbuf + (L->root_copy ? (g.in_at - g.out_at) * es : 0);
   for (int r = 0; r < c->nranks; r++) {
     char *base = rt_window_base(c->win, r);
-    a->buf[r][IR_BUF_SCRATCH] = base + (p->proto == IR_PROTO_LL ? l->ll : l->simple);
+    a->buf[r][IR_BUF_SCRATCH] = base + (ir_proto_landed(p->proto) ? l->ll : l->simple);
     a->flags[r] = (uint64_t *)(base + l->flags);
   }
   char *mine = rt_window_base(c->win, c->rank);
@@ -468,7 +471,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
+  a->lanes = rt_dplan_lanes(d, c->grid, p->proto == IR_PROTO_LL128 ? ir_geom_wire(IR_PROTO_LL128, a->cb) : a->cb,
+                            rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->tab = c->dtabs + plan_of(L);
   a->abort = &c->shared->dev->abort;
@@ -503,7 +507,7 @@ static void lean_links(ip_dargs *a, const rt_dplan *d) {
     const int o = d->tab.tb_first[t];
     const ip_dop *op = &d->tab.ops[o];
     const int load = o < d->tab.tb_first[t + 1] && (op->kind == IP_D_RUN || op->kind == IP_D_COPIES) &&
-                     op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING;
+                     op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING && a->proto != IR_PROTO_LL128;
     a->first[t] = load ? a->lptr[op->first] : NULL;
     a->first_valid[t] = load ? a->lvalid[op->first] : 0;
   }

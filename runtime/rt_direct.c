@@ -317,7 +317,7 @@ static void data_step(builder *b, const ir_step *st, int s) {
   loc dst = dst_loc(b, st), src = src_loc(b, st);
   if (b->ll && (fl & IR_F_DST) && st->dstbuf == IR_BUF_SCRATCH) {
     b->bad = 1;
-    b->why = "an LL program writes its own scratch (only puts land there)";
+    b->why = "an LL or LL128 program writes its own scratch (only puts land there)";
     return;
   }
   int joins = b->op >= 0 && b->d->tab.ops[b->op].cnt == cnt;
@@ -486,12 +486,11 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
   const int root_copy = variant == PLAN_ROOT_COPY;
   memset(d, 0, sizeof *d);
   const ir_gpu *g = &p->gpus[rank];
-  builder b = {.d = d, .p = p, .rank = rank, .ll = p->proto == IR_PROTO_LL, .op = -1};
+  builder b = {.d = d, .p = p, .rank = rank, .ll = ir_proto_landed(p->proto), .op = -1};
   int taken[IP_WIN_MAX_RANKS * IP_WIN_CHANS] = {0}, sent[IP_WIN_MAX_RANKS * IP_WIN_CHANS] = {0};
   if (p->ngpus > IP_WIN_MAX_RANKS) b.why = "more ranks than the direct executor spans", b.bad = 1;
   else if (g->ntbs > IP_DIRECT_MAX_TBS) b.why = "more thread blocks than the direct executor holds", b.bad = 1;
   else if (p->interleave) b.why = "an interleaved output", b.bad = 1;
-  else if (p->proto != IR_PROTO_SIMPLE && p->proto != IR_PROTO_LL) b.why = "a protocol other than Simple or LL", b.bad = 1;
   d->stage_ok = d->guarded = p->ngpus <= IP_WIN_MAX_RANKS;
   d->root_src = ir_coll_rooted(p->coll) && p->root >= 0 && p->root < p->ngpus;
   for (int r = 0; r < p->ngpus; r++) {
@@ -577,7 +576,7 @@ int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l
   ir_geom g;
   if (ir_geom_init(&g, p, 0, count, 0)) return 0;
   int64_t chunk = g.cap * esize;
-  if (p->proto == IR_PROTO_LL) return d->s_chunks * ir_geom_wire(IR_PROTO_LL, chunk) <= (int64_t)l->ll_half;
+  if (ir_proto_landed(p->proto)) return d->s_chunks * ir_geom_wire(p->proto, chunk) <= (int64_t)l->ll_half;
   return d->s_chunks * chunk <= (int64_t)l->simple_bytes;
 }
 
@@ -590,7 +589,7 @@ int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_
 }
 
 int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_bytes, int small) {
-  if (p->proto != IR_PROTO_LL || p->nthreads || small <= 0 || small >= d->nthreads) return d->nthreads;
+  if (!ir_proto_landed(p->proto) || p->nthreads || small <= 0 || small >= d->nthreads) return d->nthreads;
   const int64_t most = grid / (d->most_tbs > 0 ? d->most_tbs : 1), lane = 16 * (int64_t)small;
   return (cap_bytes + lane - 1) / lane <= most ? small : d->nthreads;
 }
@@ -600,6 +599,6 @@ int rt_dplan_stage(const rt_dplan *d, const ir_prog *p, int rank, int64_t count,
   ir_geom g;
   if (!d->ok || p->inplace || !d->stage_ok || ir_geom_init(&g, p, rank, count, 0)) return 0;
   const int64_t in_bytes = g.elems[IR_BUF_INPUT] * esize;
-  if ((p->proto == IR_PROTO_LL || d->s_chunks == 0) && in_bytes <= scratch_bytes) return 1;
+  if ((ir_proto_landed(p->proto) || d->s_chunks == 0) && in_bytes <= scratch_bytes) return 1;
   return p->coll == IR_COLL_ALLTOALL && in_bytes <= pool_bytes ? 2 : 0;
 }

@@ -344,7 +344,7 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
   /* A direct LL program's signals (a receiver's at its start, taken at
    * its sender's end: data one way) travel beside its data, whose link
    * latency the call's constant holds: no fixed cost, no latency. */
-  const int ll_sync = m->direct && proto == IR_PROTO_LL && (fl & (IR_F_SIG | IR_F_WAIT));
+  const int ll_sync = m->direct && ir_proto_landed(proto) && (fl & (IR_F_SIG | IR_F_WAIT));
   if (ll_sync) fixed = 0;
   int deferred = m->direct && copy_deferred(tb, e->s);
   if (deferred) fixed = 0;

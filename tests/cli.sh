@@ -333,7 +333,7 @@ check_exact "BATON_DEBUG=NONE silences them" 0 "" env BATON_DEBUG=NONE BATON_PRO
 # baton set: the rank count is checked; the slots a compiled program needs are recorded and bounded.
 check "set: a rank count that is not one" 2 "bad RANKS 'abc'" "$baton" set abc -o "$tmp/set"
 check "set: too many ranks" 2 "bad RANKS '5000': must be 1..4096" "$baton" set 5000 -o "$tmp/set"
-check "set: 2 ranks, one program per collective and size range" 0 "50 programs for 2 ranks" "$baton" set 2 -o "$tmp/set2"
+check "set: 2 ranks, one program per collective and size range" 0 "52 programs for 2 ranks" "$baton" set 2 -o "$tmp/set2"
 # The sets of 60 and 120 ranks run the code of the smaller ones, at 50 s of
 # the sanitizer build's 100: a run that repeats the plain one
 # (BATON_TEST_REPEAT=1: the sanitizer build's, the one without the corpus)
@@ -421,8 +421,11 @@ check "explain --dot: signal edges in red, landing edges dotted green" 0 "4 sign
   bash -c 'echo "$(grep -c "color=red" <("$0" explain --dot "$1")) signals, $(grep -c "color=darkgreen, style=dotted" <("$0" explain --dot "$2")) landings"' \
   "$baton" "$d2" "$dll"
 sed 's/proto="baton-LL"/proto="baton-LL128"/' "$dll" > "$tmp/dll128.xml"
-check "a direct program in LL128 is refused" 1 "dll128.xml:1: proto=LL128, but rank 0 tb 0 step 0 is a put: direct programs are Simple or LL" \
-  "$baton" verify "$tmp/dll128.xml"
+check "the same program in LL128 verifies (all types and ops)" 0 "dll128.xml: ok  allreduce on 4 ranks, 4 tbs, 28 steps; 50 runs" \
+  "$baton" verify -d all --op all "$tmp/dll128.xml"
+sed 's/type="put" srcbuf="i" srcoff="0" dstbuf="s"/type="put" srcbuf="i" srcoff="0" dstbuf="o"/' "$tmp/dll128.xml" > "$tmp/dll128_o.xml"
+check "... and a put past its peer's scratch is refused there as in LL" 1 "in a direct LL128 program a put lands in its peer's scratch" \
+  "$baton" verify "$tmp/dll128_o.xml"
 sed 's/dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" peer="0"/' "$dll" > "$tmp/dll_twice.xml"
 check "two puts landing in one scratch chunk are refused" 1 \
   "rank 2 tb 0 step 0: put lands in rank 0's s[0], as rank 1 tb 0 step 0's put does: a scratch chunk is the landing of one put" \

@@ -209,7 +209,7 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
  * elements on made-up buffers: every link of its run against what the
  * program text says (rank 1 puts into landing slot (1 - q - 1) mod 4 of
  * rank q, and reduces its own slots 0, 1, 2). */
-static int links_at(const ir_prog *p, const rt_dplan *d) {
+static int links_at(const ir_prog *p, const rt_dplan *d, int proto) {
   static ip_dargs a;
   memset(&a, 0, sizeof a);
   if (ir_geom_init(&a.geom, p, 1, 1001, 0)) return 0;
@@ -219,8 +219,9 @@ static int links_at(const ir_prog *p, const rt_dplan *d) {
   a.nranks = 4;
   a.esize = 4;
   a.cb = a.geom.cap * 4;
-  a.proto = IR_PROTO_LL;
-  const int64_t bytes = 1001 * 4, wire = 2 * 4016;   /* LL: 8 data bytes a 16-byte line */
+  a.proto = proto;
+  /* LL: 8 data bytes a 16-byte line; LL128: 120 a 128-byte line */
+  const int64_t bytes = 1001 * 4, wire = proto == IR_PROTO_LL ? 2 * 4016 : (4016 + 119) / 120 * 128;
   const ip_dop *op = &d->tab.ops[0];
   int good = op->n == 8;
   for (int k = 0; k < op->n && good; k++) {
@@ -252,9 +253,13 @@ int main(void) {
   int peers_ok = 1;
   for (int k = 1; k <= 3; k++) peers_ok &= d.tab.links[k].peer == (k <= 1 ? k - 1 : k) && d.tab.links[k].buf == IR_BUF_SCRATCH;
   ok(peers_ok, "LL one-shot: rank 1 puts to ranks 0, 2, 3, into their scratch");
-  ok(links_at(p, &d), "LL one-shot: where each link's chunk is (ip_dlink_at, the host's lean links and the kernel's "
+  ok(links_at(p, &d, IR_PROTO_LL), "LL one-shot: where each link's chunk is (ip_dlink_at, the host's lean links and the kernel's "
      "table alike): the input and the output whole, each put in its slot of the peer's landing, each landing of this "
      "rank in its slot, LL lines twice the payload rounded to 16 bytes");
+  p->proto = IR_PROTO_LL128;
+  ok(rt_dplan_build(&d, p, 1, 512) == BT_OK && d.ok && d.nops == 1 &&
+     kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") && links_at(p, &d, IR_PROTO_LL128),
+     "LL128 one-shot: the same plan, its landings 128-byte lines of 120 payload bytes");
   ir_prog_free(p);
   p = oneshot(4, 1);
   ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 1 && kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") &&

@@ -248,6 +248,16 @@ static void test_landings(void) {
   ok(p && steps_are(p, 0, "put:1 cpy re cpy") && p->gpus[0].s_chunks == 2,
      "... goes through a landing (scratch written by the rank itself is no landing)");
   ir_prog_free(p);
+  /* LL128: the same landings, another line format */
+  p = build("local n = 4\ncollective{kind='allreduce', ranks=n, chunks=1, inplace=true, protocol='LL128', via='direct'}\n"
+            "for r = 0, n - 1 do for q = 0, n - 1 do\n"
+            "  if q ~= r then chunk(r, 'input', 0):copy(q, 'scratch', r) end\nend end\n"
+            "for q = 0, n - 1 do for r = 0, n - 1 do\n"
+            "  if r ~= q then chunk(q, 'input', 0):reduce(chunk(q, 'scratch', r)) end\nend end\n",
+            "the LL128 one-shot");
+  ok(p && p->proto == IR_PROTO_LL128 && steps_are(p, 0, "put:1 put:2 put:3 re re re") && p->gpus[0].s_chunks == 4 &&
+     shape_ok(p), "... lowers as LL does (puts into landings, no signals) and validates");
+  ir_prog_free(p);
 }
 
 /* Strided references keep their patterns on both sides of a put or get. */
@@ -332,15 +342,12 @@ static void test_errors(void) {
   fails(AR2 "chunk(0, 'input', 0):copy(1, 'tmp', 0, {via='get'})\nchunk(1, 'input', 0):reduce(chunk(0, 'input', 0), {via='fifo'})\n",
         "t.lua:3: reduce from rank 0 into rank 1 goes through FIFOs (via='fifo'), but the program is direct (via at "
         "t.lua:2)", "a FIFO reduce after a direct copy");
-  fails(AG2 ", via='direct', protocol='LL128'}\n",
-        "t.lua:1: via='direct': direct programs are Simple or LL; protocol LL128 (at t.lua:1) has no direct form yet",
-        "LL128 with via");
-  fails(AG2 ", protocol='LL128'}\n" COPY01 ", {via='put'})\n",
-        "t.lua:2: copy from rank 0 to rank 1, via='put': direct programs are Simple or LL; protocol LL128 (at t.lua:1) "
-        "has no direct form yet", "LL128 with via on a copy");
+  fails(AG2 ", via='get', protocol='LL128'}\n",
+        "t.lua:1: via='get': a direct LL128 program has no gets (its puts land in the peer's scratch with their "
+        "flags); use \"put\" or \"direct\", or protocol Simple", "get in LL128");
   fails(AG2 ", via='get', protocol='LL'}\n",
-        "t.lua:1: via='get': a direct LL program has no gets (an LL put lands in the peer's scratch with its flags); use "
-        "\"put\" or \"direct\", or protocol Simple", "get in LL");
+        "t.lua:1: via='get': a direct LL program has no gets (its puts land in the peer's scratch with their flags); "
+        "use \"put\" or \"direct\", or protocol Simple", "get in LL");
   fails(AG2 ", via='put', protocol='LL'}\n" COPY01 ", {via='get'})\n",
         "t.lua:2: copy from rank 0 to rank 1, via='get': a direct LL program has no gets", "a get option in LL");
   fails(AG2 ", via='direct', instances=2}\n",

@@ -759,8 +759,8 @@ static void test_direct_rules(void) {
               "programs have no compute steps", "a compute step in a direct program");
   p = twoshot(2);
   p->proto = IR_PROTO_LL128;
-  ok_contains(direct_errors(p), "twoshot:0: proto=LL128, but rank 0 tb 0 step 0 is a sig: direct programs are Simple or LL",
-              "LL128");
+  ok_contains(direct_errors(p), "rank 1 tb 0 step 3: getr in a direct LL128 program: it has only put, cpy, re, nop, sig "
+              "and wait steps (get and getr are Simple's)", "LL128: the LL rules");
   /* signal streams */
   p = twoshot(2);
   dsig(dtb(p, 0), 1);

@@ -139,11 +139,21 @@ static void default_set(set_ctx *c) {
   long long staged = c->ranks <= 2 ? M : 256 * K;
   /* The LL one-shot against the two-shot on the ranks' buffers, 2 x H200
    * under graphs: 7.6 against 9.3 us at 512 KiB, 10.4 against 10.9 at 1
-   * MiB, 17.4 against 13.6 at 2 MiB. */
-  long long ll1 = c->ranks <= 2 ? M : 128 * K;
+   * MiB, 17.4 against 13.6 at 2 MiB.  On 2 ranks the LL128 one-shot (120
+   * data bytes a 128-byte line, not 8 a 16-byte one) takes 128 KiB-1 MiB:
+   * 5.1 and 6.1 us at 256 and 512 KiB against the LL one-shot's 5.2 and
+   * 6.7, a tie at 1 MiB (9.8 against 9.9, since it reads each line again
+   * after its flags, as NCCL's LL128 does); LL stays ahead to 128 KiB (4.6
+   * against 4.8).  More ranks: not measured. */
+  long long ll1 = c->ranks <= 2 ? M : 128 * K, ll = c->ranks <= 2 ? 128 * K : ll1;
   if (c->ranks > 1 && c->ranks <= 16) {
-    entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, ll1, "shot=1 inplace=0 via=direct");
-    entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, ll1, "shot=1 via=direct");
+    entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, ll, "shot=1 inplace=0 via=direct");
+    entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, ll, "shot=1 via=direct");
+    if (ll < ll1) {
+      entry(c, "allreduce_0_direct1_ll128_oop", "allreduce_allpairs.lua", ll + 1, ll1,
+            "shot=1 inplace=0 via=direct protocol=LL128");
+      entry(c, "allreduce_0_direct1_ll128", "allreduce_allpairs.lua", ll + 1, ll1, "shot=1 via=direct protocol=LL128");
+    }
     entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
     entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
