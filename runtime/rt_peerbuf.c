@@ -143,6 +143,26 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   return export_vmm(pb, rec, b, (pb_piece){base, (uint64_t)size, (uint64_t)id}, p, len, dev, why);
 }
 
+/* Whether rank x's record describes what export_buf makes: each cuMem
+ * buffer 1..PB_PIECES_MAX allocations of some bytes each, side by side,
+ * the buffer's offset inside them (a record is another process's word;
+ * one that is not so is refused like a buffer that cannot be exported). */
+static int rec_sane(const pb_rec *x) {
+  for (int b = 0; b < PB_BUFS; b++) {
+    if (x->kind[b] != PB_VMM) continue;
+    const int k = x->pieces[b];
+    if (k < 1 || k > PB_PIECES_MAX || x->piece[b][0].base != x->base[b]) return 0;
+    uint64_t span = 0;
+    for (int i = 0; i < k; i++) {
+      const pb_piece *q = &x->piece[b][i];
+      if (q->size == 0 || q->base != x->base[b] + span || span + q->size < span) return 0;
+      span += q->size;
+    }
+    if (x->off[b] >= span) return 0;
+  }
+  return 1;
+}
+
 /* Where map m holds the k allocations want[] side by side (the same
  * identities at the same bases in their owner's process): its address of
  * want[0]; NULL where it does not. */
@@ -265,7 +285,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   CHECK(rt_bootstrap_allgather(bs, pb->recs, sizeof *pb->recs));
   int ok = 1, bad = -1;
   for (int r = 0; r < me->nranks && ok; r++)
-    if (!pb->recs[r].ok || pb->recs[r].host != me->host) ok = 0, bad = r;
+    if (!pb->recs[r].ok || pb->recs[r].host != me->host || !rec_sane(&pb->recs[r])) ok = 0, bad = r;
   if (!ok) {   /* every rank sees the same records: all give up alike */
     if (me->rank == 0 || bad == me->rank)
       LOG_INFO(RT_SUB_RUNTIME, "rank %d: rank %d's buffers of %s %s", me->rank, bad, me->what,
