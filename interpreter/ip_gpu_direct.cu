@@ -54,20 +54,21 @@ static __device__ __forceinline__ void store_part(char *p, int64_t off, int64_t 
   }
 }
 
-// The unit at p + off of a region whose first `valid` bytes count: one
-// 16-byte load where it is whole and aligned, else load_part.  Past L1
+// The 16 bytes at p + off of a region whose first `valid` bytes count (a
+// unit, off a multiple of 16; or an LL128 slot, off a multiple of 8): one
+// 16-byte load where they are whole and aligned, else load_part.  Past L1
 // (ld.global.cg): what a peer stored, here or there, must not be read from
 // a line a former call left in this SM's L1, and nothing here is read
 // twice.
 __device__ __forceinline__ uint4 load_unit(const char *p, int64_t off, int64_t valid) {
-  if (off + 16 <= valid && aligned16(p)) return __ldcg((const uint4 *)(p + off));
+  if (off + 16 <= valid && aligned16(p + off)) return __ldcg((const uint4 *)(p + off));
   if (off >= valid) return make_uint4(0, 0, 0, 0);
   return load_part(p, off, valid);
 }
 
-// Stores the valid part of unit v at p + off.
+// Stores the valid part of the 16 bytes v at p + off (as load_unit).
 __device__ __forceinline__ void store_unit(char *p, int64_t off, int64_t valid, const uint4 &v) {
-  if (off + 16 <= valid && aligned16(p)) *(uint4 *)(p + off) = v;
+  if (off + 16 <= valid && aligned16(p + off)) *(uint4 *)(p + off) = v;
   else if (off < valid) store_part(p, off, valid, v);
 }
 
@@ -292,12 +293,15 @@ struct slot {
   bool live;        // l is one of the chunk's lines
 };
 
+// How many of a chunk's bytes count for slot s, where `valid` of them do:
+// none past its own n.
+__device__ __forceinline__ int64_t slot_valid(const slot &s, int64_t valid) {
+  return valid < s.off + s.n ? valid : s.off + s.n;
+}
+
 // The slot's bytes of a chunk at p of which `valid` bytes count (zero past them).
 __device__ __forceinline__ uint4 slot_load(const char *p, const slot &s, int64_t valid) {
-  const int64_t v = valid < s.off + s.n ? valid : s.off + s.n;
-  if (!s.live || s.off >= v) return make_uint4(0, 0, 0, 0);
-  if (s.off + 16 <= v && aligned16(p + s.off)) return __ldcg((const uint4 *)(p + s.off));
-  return load_part(p, s.off, v);
+  return s.live ? load_unit(p, s.off, slot_valid(s, valid)) : make_uint4(0, 0, 0, 0);
 }
 
 // Writes the slot's value x through link k of op: into a peer's landing
@@ -316,11 +320,7 @@ __device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bo
                      (uint64_t)x.y << 32 | x.x, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z);
     return;
   }
-  if (!s.live) return;
-  const int64_t valid = lk_valid(a, op, lean, k), v = valid < s.off + s.n ? valid : s.off + s.n;
-  char *p = lk_ptr(a, op, lean, k);
-  if (s.off + 16 <= v && aligned16(p + s.off)) *(uint4 *)(p + s.off) = x;
-  else if (s.off < v) store_part(p, s.off, v, x);
+  if (s.live) store_unit(lk_ptr(a, op, lean, k), s.off, slot_valid(s, lk_valid(a, op, lean, k)), x);
 }
 
 // Loads this thread's part of the line of each landing among `want`
@@ -547,11 +547,11 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   __syncthreads();
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   const int o0 = dtab().tb_first[tb], end = dtab().tb_first[tb + 1];
+  const bool ll128 = a.proto == IR_PROTO_LL128;   // its data operations walk slots (no first unit: lean_links)
   for (int o = o0; o < end; o++) {
     const ip_dop &op = dtab().ops[o];
     const uint4 *pre = o == o0 && first ? &v0 : nullptr;
     bool ok = true;
-    const bool ll128 = a.proto == IR_PROTO_LL128;   // its data operations walk slots (no first unit: lean_links)
     if (op.kind == IP_D_RUN) ok = ll128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP>(a, op, seq, lane, pre);
     else if (op.kind == IP_D_COPIES) ok = ll128 ? copies128(a, op, seq, lane) : copies(a, op, seq, lane, pre);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane);

@@ -561,16 +561,20 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
       if (l < lines && c.out)
         st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
     }
-    unsigned need = (1u << n) - 1;   // warp-uniform: messages not yet seen whole
+    // Warp-uniform: messages whose flags are not all seen yet, and those
+    // this round loads (every one once more after the last flag).
+    const unsigned all = (1u << n) - 1;
+    unsigned need = all, load = all;
     for (;;) {
 #pragma unroll
       for (int k = 0; k < IP_GPU_FUSE; k++)
 #pragma unroll
         for (int g = 0; g < U; g++) {
           const int64_t l = l0 + 4 * g + (lane >> 3);
-          if ((need >> k & 1) && l < lines)
+          if ((load >> k & 1) && l < lines)
             ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k][g], &m1[k][g]);
         }
+      if (!need) break;   // that round read every line whole
 #pragma unroll
       for (int k = 0; k < IP_GPU_FUSE; k++) {
         if (!(need >> k & 1)) continue;
@@ -580,18 +584,12 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
           there &= l0 + 4 * g + (lane >> 3) >= lines || part != 7 || m1[k][g] == c.flag[k];
         if (__all_sync(full, there)) need &= ~(1u << k);
       }
-      if (!need) break;
+      load = need ? need : all;
+      if (!need) continue;
       int give_up = 0;
       if (lane == 0) give_up = !spin_more(a, sp, step, tile, IP_WAIT_RECV, chain_peer(c, need), -1);
       if (__shfl_sync(full, give_up, 0)) return false;
     }
-#pragma unroll
-    for (int k = 0; k < IP_GPU_FUSE; k++)
-#pragma unroll
-      for (int g = 0; g < U; g++) {
-        const int64_t l = l0 + 4 * g + (lane >> 3);
-        if (k < n && l < lines) ld_volatile_v2((const uint64_t *)(c.msg[k] + l * 128) + 2 * part, &m0[k][g], &m1[k][g]);
-      }
 #pragma unroll
     for (int g = 0; g < U; g++) {
       const int64_t l = l0 + 4 * g + (lane >> 3), off = l * 120 + 16 * part;

@@ -420,10 +420,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->stream = stream;
   L->sendbuf = sendbuf;
   L->recvbuf = recvbuf;
-  /* A thread takes 16 bytes of a chunk at a time: of its data, or in
-   * LL128 of its lines (120 data bytes a line of eight threads). */
-  const int64_t per_threads = p->proto == IR_PROTO_LL128 ? ir_geom_wire(IR_PROTO_LL128, g.cap * es) : g.cap * es;
-  L->nthreads = rt_dplan_threads(d, p, c->grid, per_threads, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
+  L->nthreads = rt_dplan_threads(d, p, c->grid, g.cap * es, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
   L->where = ir_prog_where(p);
   L->direct = 1;
   L->ai = ai;
@@ -471,8 +468,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, p->proto == IR_PROTO_LL128 ? ir_geom_wire(IR_PROTO_LL128, a->cb) : a->cb,
-                            rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
+  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->tab = c->dtabs + plan_of(L);
   a->abort = &c->shared->dev->abort;

@@ -556,6 +556,7 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
   d->ntbs = g->ntbs;
   d->tab.tb_first[g->ntbs] = d->nops;
   d->nthreads = p->nthreads ? p->nthreads : nthreads;
+  d->ll128 = p->proto == IR_PROTO_LL128;
   d->ok = 1;
   return BT_OK;
 }
@@ -580,8 +581,14 @@ int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l
   return d->s_chunks * chunk <= (int64_t)l->simple_bytes;
 }
 
+/* The bytes of a chunk of cap_bytes that d's threads take 16 at a time. */
+static int64_t thread_bytes(const rt_dplan *d, int64_t cap_bytes) {
+  return d->ll128 ? ir_geom_wire(IR_PROTO_LL128, cap_bytes) : cap_bytes;
+}
+
 int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes, int nthreads) {
   int most = grid / (d->most_tbs > 0 ? d->most_tbs : 1);
+  cap_bytes = thread_bytes(d, cap_bytes);
   if (lane_bytes <= 0) lane_bytes = 16 * (int64_t)nthreads;
   int64_t want = (cap_bytes + lane_bytes - 1) / lane_bytes;
   if (want > most) want = most;
@@ -591,7 +598,7 @@ int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_
 int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_bytes, int small) {
   if (!ir_proto_landed(p->proto) || p->nthreads || small <= 0 || small >= d->nthreads) return d->nthreads;
   const int64_t most = grid / (d->most_tbs > 0 ? d->most_tbs : 1), lane = 16 * (int64_t)small;
-  return (cap_bytes + lane - 1) / lane <= most ? small : d->nthreads;
+  return (thread_bytes(d, cap_bytes) + lane - 1) / lane <= most ? small : d->nthreads;
 }
 
 int rt_dplan_stage(const rt_dplan *d, const ir_prog *p, int rank, int64_t count, int esize, int64_t scratch_bytes,

@@ -27,6 +27,8 @@ typedef struct rt_dplan {
   int most_tbs;           /* the most thread blocks of any rank (every rank gives each the same lanes) */
   int64_t s_chunks;       /* the most scratch chunks of any rank (what a call needs of the window) */
   int nthreads;
+  int ll128;              /* LL128: a thread takes 16 bytes of a chunk's lines (120 data bytes a line of eight
+                             threads), not of its data */
 } rt_dplan;
 
 /* Builds rank's operations for direct program p: each thread block's steps
@@ -78,14 +80,16 @@ int rt_dplan_stage(const rt_dplan *d, const ir_prog *p, int rank, int64_t count,
 /* The lanes (blocks per thread block) a call gives each of d's thread
  * blocks on a direct grid of `grid` blocks: enough that a lane takes at
  * most `lane_bytes` of a chunk of `cap_bytes` (0: a 16-byte unit per
- * thread of `nthreads`), at most grid / d->most_tbs. */
+ * thread of `nthreads`; LL128: of the chunk's lines), at most grid /
+ * d->most_tbs. */
 int rt_dplan_lanes(const rt_dplan *d, int grid, int64_t cap_bytes, int64_t lane_bytes, int nthreads);
 
 /* The threads per block of a call of p (plan d) whose chunks have
  * `cap_bytes`: d->nthreads, but for an LL program whose IR does not fix
  * them `small` (BATON_DIRECT_LL_THREADS) where the chunk at a 16-byte unit
- * a thread of `small` still fits the grid's lanes -- a small call then
- * spreads over more blocks; a larger one keeps every thread. */
+ * a thread of `small` (LL128: of its lines) still fits the grid's lanes --
+ * a small call then spreads over more blocks; a larger one keeps every
+ * thread. */
 int rt_dplan_threads(const rt_dplan *d, const ir_prog *p, int grid, int64_t cap_bytes, int small);
 
 #endif

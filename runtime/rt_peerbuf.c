@@ -180,8 +180,10 @@ static char *vmm_holds(const pb_map *m, const pb_piece *want, int k) {
 static int map_vmm(pb_map *m, const pb_rec *x, int b, const int *fds, int dev) {
   const int k = x->pieces[b];
   size_t bytes[PB_PIECES_MAX];
-  for (int i = 0; i < k; i++)
-    if (fds[i] < 0 || (bytes[i] = (size_t)x->piece[b][i].size) != x->piece[b][i].size) return 0;
+  for (int i = 0; i < k; i++) {
+    if (fds[i] < 0) return 0;
+    bytes[i] = (size_t)x->piece[b][i].size;
+  }
   m->piece = malloc((size_t)k * sizeof *m->piece);
   m->handle = malloc((size_t)k * sizeof *m->handle);
   if (!m->piece || !m->handle || tp_cuda_vmm_import(fds, bytes, k, dev, &m->at, m->handle)) {

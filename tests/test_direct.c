@@ -441,6 +441,12 @@ int main(void) {
      rt_dplan_threads(&d, p, 128, (512 << 10) + 16, 256) == 512 && rt_dplan_threads(&d, p, 128, 8, 0) == 512,
      "an LL call's threads: 256 while its chunk fits 128 lanes of 256 units (512 KiB), else the plan's 512; "
      "BATON_DIRECT_LL_THREADS=0: always the plan's");
+  p->proto = IR_PROTO_LL128;
+  rt_dplan_build(&d, p, 0, 512);
+  ok(d.ll128 && rt_dplan_lanes(&d, 128, 32768, 0, 512) == 5 && rt_dplan_threads(&d, p, 128, 480 << 10, 256) == 256 &&
+     rt_dplan_threads(&d, p, 128, 512 << 10, 256) == 512,
+     "LL128: lanes and threads by the chunk's 128-byte lines (32 KiB: 274 lines, 5 lanes of 512 threads; 480 KiB "
+     "fits 128 lanes of 256 threads, 512 KiB does not)");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
   ok(l.fseq >= l.simple + l.simple_bytes && l.a2a >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 &&
