@@ -104,7 +104,8 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
 // block of the previous call counted it before that kernel ended).  For
 // an eager call (dkey: on registered windows, or through the windows'
 // scratch) the call's descriptor goes to every peer before the start flag
-// (whose release carries it), and a peer whose descriptor differs stops
+// (whose release carries it; without one the flag is a plain store, as
+// the block has stored nothing a peer reads), and a peer whose descriptor differs stops
 // the call before anything reaches its output (IP_WAIT_BUFS).  false when
 // a wait gave up (BATON_TIMEOUT, abort) or a descriptor differed: the
 // block stores nothing.
@@ -114,8 +115,12 @@ static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
   const uint64_t call = *(volatile uint64_t *)&mine[n] + 1, desc = call << 32 | a.dkey;
   for (int q = 0; q < n; q++) {
     if (q == a.rank) continue;
-    if (a.dkey) *(volatile uint64_t *)&a.dflag[q][2 * n + 2 + a.rank] = desc;
-    st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
+    if (a.dkey) {
+      *(volatile uint64_t *)&a.dflag[q][2 * n + 2 + a.rank] = desc;
+      st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
+    } else {
+      st_relaxed_sys(&a.dflag[q][n + 2 + a.rank], call);   // nothing of this call's to release (ip_gpu_direct.cu's signals)
+    }
   }
   ip_stop = 0;
   ip_next_poll = 0;
