@@ -27,7 +27,9 @@
 -- copies its input into scratch, its peers reduce from there and put the
 -- sums into its scratch, and it copies them into its output, so no peer
 -- reaches its input or output (a call needs no peer's buffers: one process
--- per GPU, unregistered buffers), at two local copies' cost.
+-- per GPU, unregistered buffers), at two local copies' cost.  With
+-- via="put" the peers put their pieces of its chunk into its scratch
+-- instead, and it reduces them there: one local copy (the sums it gets).
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
 -- chain (0), agch (0), placement (split), via (fifo), stage (0).
 local allpairs = require "baton.allpairs"
@@ -63,8 +65,14 @@ if shot == 1 and chain and inplace then
 elseif shot == 1 then   -- everyone owns chunk 0
   allpairs.reduce(topo.range(n), "input", function() return 0 end, { output = not inplace and out or nil, chain = chain })
 elseif stage then    -- rank r owns chunk r; peers reach only scratch
-  for r = 0, n - 1 do chunk(r, "input", 0, n):copy(r, "stage", 0) end
-  allpairs.reduce(topo.range(n), "stage", 0, { output = out, chain = true })
+  -- Puts land the peers' pieces in the owner's scratch themselves: no
+  -- copy of the input first (gets need one to read from).
+  local from = "input"
+  if via ~= "put" then
+    for r = 0, n - 1 do chunk(r, "input", 0, n):copy(r, "stage", 0) end
+    from = "stage"
+  end
+  allpairs.reduce(topo.range(n), from, 0, { output = from ~= out and out or nil, chain = true })
   for j = 0, n - 1 do
     for i = 0, n - 1 do
       if i ~= j then chunk(j, out, j):copy(i, "gather", j):copy(i, out, j) end
