@@ -229,6 +229,18 @@ static bt_result load_one(rt_algos *a, const char *path) {
     if (!al.inplace_ok)
       LOG_WARN(RT_SUB_RUNTIME, "algorithm %s is declared in-place but races in place (%s): out-of-place calls only",
                path, first_line(d, why, sizeof why));
+  } else if (p->coll == IR_COLL_ALLTOALL && ir_check_races(p, 1, d) == BT_OK) {
+    /* An out-of-place AllToAll whose input and output may be one buffer
+     * (no block is written before every read of what it overwrites, on
+     * this rank or any other) runs in-place calls as it is, with no copy
+     * of the input first: the LL one, whose peers put into landings and
+     * which reads each of its blocks before it copies the peer's over it.
+     * AllToAll only: its in-place layout puts input and output at one
+     * address, so the call's two pointers are the span the check proved;
+     * AllGather and ReduceScatter programs so run gave wrong results (2 x
+     * H200), their input placed as no in-place program places it. */
+    al.inplace_ok = 1;
+    LOG_INFO(RT_SUB_RUNTIME, "algorithm %s: out of place, and race-free in place: runs in-place calls too", path);
   }
   rt_diag_clear(d);
   int unchecked = 0;

@@ -97,6 +97,21 @@ int main(int argc, char **argv) {
   i = !bad && lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 1, 4096, 256, 0) : -2;
   ok(i == 0 && !rt_algos_get(a, 0)->inplace_ok, "an in-place AllToAll takes the out-of-place direct program (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
+  /* An out-of-place program that is race-free in NCCL's in-place layout
+   * runs in-place calls as it is: the direct LL AllToAll (its peers put
+   * into landings; it reads each block before it copies the peer's over
+   * it), loaded after the direct Simple one, which puts straight into
+   * blocks its peers still read and so runs them on a copy. */
+  bad = compile(argv[1], argv[2], "f_a2a_simple", "alltoall_direct.lua", "--param via=direct --param protocol=Simple") |
+        compile(argv[1], argv[2], "f_a2a_ll", "alltoall_direct.lua", "--param via=direct --param protocol=LL");
+  snprintf(files, sizeof files, "%s/f_a2a_simple.xml:%s/f_a2a_ll.xml", dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  i = !bad && lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 1, 4096, 256, 0) : -2;
+  ok(i == 1 && !rt_algos_get(a, 0)->inplace_ok && rt_algos_get(a, 1)->inplace_ok && rt_algos_get(a, 1)->outofplace_ok,
+     "an in-place AllToAll takes the LL direct program, race-free in place, with no copy (got %d)", i);
+  i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 0, 4096, 256, 0) : -2;
+  ok(i == 0, "an out-of-place one the first loaded (got %d)", i);
+  if (lr == BT_OK) rt_algos_free(a);
   snprintf(files, sizeof files, "%s/b_oop.xml:%s/a_inplace.xml", dir, dir);
   lr = rt_algos_load_files(&a, 4, files, NULL);
   i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0) : -2;

@@ -202,6 +202,10 @@ static void default_set(set_ctx *c) {
     entry(c, "allgather_0_direct_ll_oop", "allgather_allpairs.lua", 0, 4 * M, "via=direct protocol=LL inplace=0");
     entry(c, "allgather_0_direct_ll", "allgather_allpairs.lua", 0, 4 * M, "via=direct protocol=LL");
     entry(c, "allgather_0_direct", "allgather_allpairs.lua", simple + 1, 0, "via=direct protocol=Simple");
+    /* Out of place its own block's copy inside the kernel, not a copy
+     * before it ("buf" sorts before "ll": loaded first). */
+    entry(c, "allgather_0_direct_buf_oop", "allgather_allpairs.lua", simple + 1, 0,
+          "via=direct protocol=Simple inplace=0");
     entry(c, "reducescatter_0_direct_ll", "reducescatter_allpairs.lua", 0, 4 * M, "via=direct protocol=LL chain=1");
     /* In place without a copy of the input (the sum lands in the rank's
      * own block of it): the out-of-place one on a copy took 6.2-6.9 us at
