@@ -6,14 +6,31 @@
 -- "put" or "get": direct steps instead of FIFO messages, docs/DSL.md,
 -- "Direct lowering": Simple puts or gets the blocks straight into the
 -- outputs, LL puts them into the receiver's scratch, whence it copies them).
+-- inplace=1 (direct): input and output are one buffer; every block goes
+-- into the receiver's scratch ("land"), and the receiver copies it into
+-- place once its own block for that peer has gone: no copy of the whole
+-- input first, and no rank reaches another's buffer.
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local via = param("via", "fifo")
-collective{ kind = "alltoall", name = "alltoall_direct" .. (via ~= "fifo" and "_" .. via or ""), ranks = n, chunks = k,
-            inplace = false, protocol = param("protocol", "Simple"), instances = param("instances", 1),
+local inplace = param("inplace", 0) ~= 0
+if inplace and via == "fifo" then error("inplace=1 is for the direct AllToAll (via=direct, put or get)") end
+collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or "") .. (via ~= "fifo" and "_" .. via or ""),
+            ranks = n, chunks = k,
+            inplace = inplace, protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0), placement = param("placement", "split"), via = via }
+-- Rank q lands rank r's block at slot(r, q): n - 1 blocks of scratch.
+local function slot(r, q) return (r < q and r or r - 1) * k end
+-- (The script runs in order, as the ranks would in one program: in place,
+-- every block is put before any lands over an input block still to go.)
 for r = 0, n - 1 do
   for q = 0, n - 1 do
-    chunk(r, "input", q * k, k):copy(q, "output", r * k)
+    if not inplace then chunk(r, "input", q * k, k):copy(q, "output", r * k)
+    elseif q ~= r then chunk(r, "input", q * k, k):copy(q, "land", slot(r, q)) end
+  end
+end
+for q = 0, inplace and n - 1 or -1 do
+  for r = 0, n - 1 do
+    if r ~= q then chunk(q, "land", slot(r, q), k):copy(q, "output", r * k) end
   end
 end

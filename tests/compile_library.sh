@@ -171,6 +171,8 @@ for r in 2 3 4 8; do
   case_ alltoall_direct.lua ranks=$r via=direct
   case_ alltoall_direct.lua ranks=$r via=get chunks=2
   case_ alltoall_direct.lua ranks=$r protocol=LL via=direct
+  case_ alltoall_direct.lua ranks=$r via=direct inplace=1
+  case_ alltoall_direct.lua ranks=$r protocol=LL via=direct inplace=1
 done
 # What they compile to: the 4-rank Simple two-shot out of place is, on
 # rank 0, a start sig to every peer, the local copy, a wait for each, the
@@ -192,6 +194,15 @@ if compile allreduce_allpairs.lua ranks=4 shot=1 protocol=LL via=direct && [ "$(
 else
   fail "$t" "${msg:-got '$(ops)'}"
 fi
+t="direct AllToAll in place, 4 ranks: rank 0 puts its blocks into the peers' scratch, then copies theirs into place"
+want="sig sig sig wait wait wait put sig put sig put sig wait wait wait cpy cpy cpy"
+if compile alltoall_direct.lua ranks=4 via=direct inplace=1 && [ "$(ops)" = "$want" ] &&
+   [ "$(grep -c 'type="put" srcbuf="i" srcoff="[0-9]*" dstbuf="s"' "$out")" = 12 ]; then
+  pass "$t"
+else
+  fail "$t" "${msg:-got '$(ops)'}"
+fi
+refuses alltoall_direct.lua "inplace=1 is for the direct AllToAll (via=direct, put or get)" inplace=1
 refuses allreduce_allpairs.lua "via='get': a direct LL program has no gets" via=get
 refuses allreduce_allpairs.lua "via='direct' with instances = 2" via=direct instances=2
 refuses allreduce_allpairs.lua "copy with ch=1 in a direct program" via=direct agch=1 shot=2

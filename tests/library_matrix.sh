@@ -103,8 +103,8 @@ direct() {
   product allgather_allpairs.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=get protocol=Simple slots=2
   product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 inplace=0,1 via=direct,put protocol=Simple,LL slots=2
   product reducescatter_allpairs.lua ranks=$RANKS chunks=1,2 chain=0,1 inplace=0,1 via=get protocol=Simple slots=2
-  product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=direct,put protocol=Simple,LL slots=2
-  product alltoall_direct.lua ranks=$RANKS chunks=1,2 via=get protocol=Simple slots=2
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=direct,put protocol=Simple,LL slots=2
+  product alltoall_direct.lua ranks=$RANKS chunks=1,2 inplace=0,1 via=get protocol=Simple slots=2
   product broadcast_direct.lua ranks=$RANKS shot=1,2 chunks=1,2 inplace=0,1 via=direct,put,get protocol=Simple slots=2
   product broadcast_chain.lua ranks=$RANKS chunks=1,4 inplace=0,1 via=direct,put,get protocol=Simple slots=2
   product broadcast_tree.lua ranks=$RANKS chunks=1,4 inplace=1 via=direct,put protocol=Simple slots=2
