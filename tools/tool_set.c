@@ -144,8 +144,17 @@ static void default_set(set_ctx *c) {
    * 5.1 and 6.1 us at 256 and 512 KiB against the LL one-shot's 5.2 and
    * 6.7, a tie at 1 MiB (9.8 against 9.9, since it reads each line again
    * after its flags, as NCCL's LL128 does); LL stays ahead to 128 KiB (4.6
-   * against 4.8).  More ranks: not measured. */
-  long long ll1 = c->ranks <= 2 ? M : 128 * K, ll = c->ranks <= 2 ? 128 * K : ll1;
+   * against 4.8).  More ranks: not measured.  The LL128 one-shot moves
+   * the message in one pass of the grid's 128 blocks of 512 threads, 16
+   * bytes of line each, up to 960 KiB (120 data bytes a 128-byte line);
+   * above, a second pass: 10.1-10.4 us at 1 MiB where the two-shot took
+   * 9.4-9.6 (7.1 against 8.7-8.9 at 768 KiB), so the two-shot takes over
+   * there, and the LL128 one-shot serves the rest of 1 MiB only for calls
+   * that cannot reach the peers' buffers ("direct4": loaded after the
+   * two-shots), where the two-shot through scratch is slower (14.6 us at
+   * 1 MiB eager with a process per GPU, the LL128 one-shot 11.2). */
+  const long long pass128 = 960 * K;
+  long long ll1 = c->ranks <= 2 ? pass128 : 128 * K, ll = c->ranks <= 2 ? 128 * K : ll1;
   if (c->ranks > 1 && c->ranks <= 16) {
     entry(c, "allreduce_0_direct1_oop", "allreduce_allpairs.lua", 0, ll, "shot=1 inplace=0 via=direct");
     entry(c, "allreduce_0_direct1", "allreduce_allpairs.lua", 0, ll, "shot=1 via=direct");
@@ -169,6 +178,11 @@ static void default_set(set_ctx *c) {
           "shot=2 inplace=0 chain=1 protocol=Simple via=put stage=1");
     entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, 0,
           "shot=2 chain=1 protocol=Simple via=put stage=1");
+    if (c->ranks <= 2 && ll1 < staged) {
+      entry(c, "allreduce_0_direct4_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, staged,
+            "shot=1 inplace=0 via=direct protocol=LL128");
+      entry(c, "allreduce_0_direct4_ll128", "allreduce_allpairs.lua", ll1 + 1, staged, "shot=1 via=direct protocol=LL128");
+    }
   }
   /* The FIFO AllReduce: all-pairs to 8 MiB (the two-shot on one channel
    * where two do not fit), the ring above; where no all-pairs fits, the
