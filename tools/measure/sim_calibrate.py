@@ -35,6 +35,9 @@ import sys
 import tempfile
 
 
+OUT_OF_PLACE = set()   # program files written out of place (names() fills it)
+
+
 def names(folder):
     """IR name -> [(minBytes, maxBytes or None, file, direct)]: a name may have a program per size range."""
     found = collections.defaultdict(list)
@@ -50,9 +53,6 @@ def names(folder):
         if attr.get('inplace') == '0':
             OUT_OF_PLACE.add(f)
     return found
-
-
-OUT_OF_PLACE = set()   # program files written out of place
 
 
 def pick(progs, name, size):
