@@ -112,6 +112,29 @@ int main(int argc, char **argv) {
   i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLTOALL, 0, 4096, 256, 0) : -2;
   ok(i == 0, "an out-of-place one the first loaded (got %d)", i);
   if (lr == BT_OK) rt_algos_free(a);
+  /* The default set's three direct AllToAlls, its order and ranges: the
+   * Simple one on the ranks' buffers from 1 MiB, the in-place one through
+   * scratch from 2 MiB, LL to 4 MiB.  In place, LL to 2 MiB (no copy),
+   * then the in-place one; out of place, the Simple one from 1 MiB (the
+   * in-place program would need a copy). */
+  bad = compile(argv[1], argv[2], "f_a2a_0", "alltoall_direct.lua", "--param via=direct --sizes 1048577:") |
+        compile(argv[1], argv[2], "f_a2a_1ip", "alltoall_direct.lua", "--param via=direct --param inplace=1 --sizes 2097153:") |
+        compile(argv[1], argv[2], "f_a2a_2ll", "alltoall_direct.lua", "--param via=direct --param protocol=LL --sizes :4194304");
+  snprintf(files, sizeof files, "%s/f_a2a_0.xml:%s/f_a2a_1ip.xml:%s/f_a2a_2ll.xml", dir, dir, dir);
+  lr = rt_algos_load_files(&a, 4, files, NULL);
+  ok(!bad && lr == BT_OK && rt_algos_count(a) == 3 && rt_algos_get(a, 1)->inplace_ok,
+     "the Simple, in-place and LL direct AllToAlls load (the in-place one runs in-place calls)");
+  int sel[4] = {-2, -2, -2, -2};
+  if (lr == BT_OK) {
+    sel[0] = rt_algos_select(a, IR_COLL_ALLTOALL, 1, 2 << 20, 1 << 17, 0);
+    sel[1] = rt_algos_select(a, IR_COLL_ALLTOALL, 1, 4 << 20, 1 << 18, 0);
+    sel[2] = rt_algos_select(a, IR_COLL_ALLTOALL, 0, 4 << 20, 1 << 18, 0);
+    sel[3] = rt_algos_select(a, IR_COLL_ALLTOALL, 1, 64 << 20, 1 << 22, 0);
+  }
+  ok(sel[0] == 2 && sel[1] == 1 && sel[2] == 0 && sel[3] == 1,
+     "in place: LL at 2 MiB, the in-place one at 4 and 64 MiB; out of place at 4 MiB the Simple one (got %d %d %d %d)",
+     sel[0], sel[1], sel[2], sel[3]);
+  if (lr == BT_OK) rt_algos_free(a);
   snprintf(files, sizeof files, "%s/b_oop.xml:%s/a_inplace.xml", dir, dir);
   lr = rt_algos_load_files(&a, 4, files, NULL);
   i = lr == BT_OK ? rt_algos_select(a, IR_COLL_ALLREDUCE, 1, 4096, 1024, 0) : -2;
