@@ -30,6 +30,8 @@
 -- per GPU, unregistered buffers), at two local copies' cost.  With
 -- via="put" the peers put their pieces of its chunk into its scratch
 -- instead, and it reduces them there: one local copy (the sums it gets).
+-- Its scratch: n - 1 pieces landed and n - 1 sums gathered, 2(n-1)/n of
+-- the message (the message itself on 2 ranks).
 -- Parameters: ranks (8), shot (2), protocol (LL), instances (1), inplace (1), threads (0: BATON_NTHREADS),
 -- chain (0), agch (0), placement (split), via (fifo), stage (0).
 local allpairs = require "baton.allpairs"
@@ -75,7 +77,8 @@ elseif stage then    -- rank r owns chunk r; peers reach only scratch
   allpairs.reduce(topo.range(n), from, 0, { output = from ~= out and out or nil, chain = true })
   for j = 0, n - 1 do
     for i = 0, n - 1 do
-      if i ~= j then chunk(j, out, j):copy(i, "gather", j):copy(i, out, j) end
+      -- rank i gathers rank j's sum at slot j, or j - 1 past its own
+      if i ~= j then chunk(j, out, j):copy(i, "gather", j < i and j or j - 1):copy(i, out, j) end
     end
   end
 else                -- rank r owns chunk r

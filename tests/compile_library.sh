@@ -194,6 +194,17 @@ if compile allreduce_allpairs.lua ranks=4 shot=1 protocol=LL via=direct && [ "$(
 else
   fail "$t" "${msg:-got '$(ops)'}"
 fi
+# The two-shot through scratch (a process per GPU, unregistered buffers):
+# n - 1 landed pieces and n - 1 gathered sums on every rank, no slot unused.
+for r in 2 4 8; do
+  t="direct two-shot through scratch, $r ranks: $((2 * (r - 1))) scratch chunks on every rank"
+  if compile allreduce_allpairs.lua ranks=$r shot=2 chain=1 protocol=Simple via=put stage=1 &&
+     [ "$(grep -o 's_chunks="[0-9]*"' "$out" | sort -u)" = "s_chunks=\"$((2 * (r - 1)))\"" ]; then
+    pass "$t"
+  else
+    fail "$t" "${msg:-got $(grep -o 's_chunks="[0-9]*"' "$out" | sort -u | tr '\n' ' ')}"
+  fi
+done
 t="direct AllToAll in place, 4 ranks: rank 0 puts its blocks into the peers' scratch, then copies theirs into place"
 want="sig sig sig wait wait wait put sig put sig put sig wait wait wait cpy cpy cpy"
 if compile alltoall_direct.lua ranks=4 via=direct inplace=1 && [ "$(ops)" = "$want" ] &&
