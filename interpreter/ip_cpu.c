@@ -752,7 +752,7 @@ static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, i
   if (x.nslots < 1) x.nslots = 1;
   x.geom = calloc(p->ngpus, sizeof *x.geom);
   if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
-  int aliased = ir_prog_aliased(p, inplace);
+  int aliased = ip_cpu_aliased(p, inplace);
   for (int r = 0; r < p->ngpus; r++) {
     bt_result g = ir_geom_init(&x.geom[r], p, r, o->count, aliased);
     if (g == BT_ERR_UNSUPPORTED)
@@ -826,11 +826,27 @@ out:
   return res;
 }
 
+int ip_cpu_aliased(const ir_prog *p, int inplace_call) {
+  return inplace_call || ir_prog_aliased(p, 0);
+}
+
+/* Whether an in-place call may run out-of-place program p: an AllToAll
+ * whose input and output may be one buffer (ir_check_races with them
+ * aliased), as the runtime decides when it loads one (rt_algo.c). */
+static int oop_runs_inplace(const ir_prog *p) {
+  if (p->coll != IR_COLL_ALLTOALL) return 0;
+  rt_diag *quiet = rt_diag_new(1);
+  int ok = quiet && ir_check_races(p, 1, quiet) == BT_OK;
+  rt_diag_free(quiet);
+  return ok;
+}
+
 bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
   memset(rep, 0, sizeof *rep);
   int inplace = o->inplace < 0 ? p->inplace : o->inplace;
-  if (inplace && !p->inplace) {
-    rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place", ir_prog_where(p));
+  if (inplace && !p->inplace && !oop_runs_inplace(p)) {
+    rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place%s", ir_prog_where(p),
+                p->coll == IR_COLL_ALLTOALL ? " (it races with its input and output one buffer)" : "");
     return BT_ERR_INVALID;
   }
   if (o->count < 1) {

@@ -214,6 +214,25 @@ else
   fail "$t" "${msg:-got '$(ops)'}"
 fi
 refuses alltoall_direct.lua "inplace=1 is for the direct AllToAll (via=direct, put or get)" inplace=1
+# An out-of-place AllToAll that is race-free with its input and output one
+# buffer runs in-place calls as it is (the runtime's rule), and the CPU
+# executor checks such a run; one that races is refused, saying so.
+t="the direct LL AllToAll out of place runs in place on the CPU executor, every type"
+if compile alltoall_direct.lua ranks=4 via=direct protocol=LL &&
+   msg=$("$baton" verify -q --inplace --dtype all --op sum "$out" 2>&1); then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
+t="the direct Simple AllToAll out of place is refused in place: it races"
+if compile alltoall_direct.lua ranks=4 via=direct && msg=$("$baton" verify --inplace "$out" 2>&1); then
+  fail "$t" "verified: $msg"
+else
+  case "$msg" in
+    *"it cannot run in place (it races with its input and output one buffer)"*) pass "$t" ;;
+    *) fail "$t" "$msg" ;;
+  esac
+fi
 refuses allreduce_allpairs.lua "via='get': a direct LL program has no gets" via=get
 refuses allreduce_allpairs.lua "via='direct' with instances = 2" via=direct instances=2
 refuses allreduce_allpairs.lua "copy with ch=1 in a direct program" via=direct agch=1 shot=2
