@@ -830,21 +830,10 @@ int ip_cpu_aliased(const ir_prog *p, int inplace_call) {
   return inplace_call || ir_prog_aliased(p, 0);
 }
 
-/* Whether an in-place call may run out-of-place program p: an AllToAll
- * whose input and output may be one buffer (ir_check_races with them
- * aliased), as the runtime decides when it loads one (rt_algo.c). */
-static int oop_runs_inplace(const ir_prog *p) {
-  if (p->coll != IR_COLL_ALLTOALL) return 0;
-  rt_diag *quiet = rt_diag_new(1);
-  int ok = quiet && ir_check_races(p, 1, quiet) == BT_OK;
-  rt_diag_free(quiet);
-  return ok;
-}
-
 bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
   memset(rep, 0, sizeof *rep);
   int inplace = o->inplace < 0 ? p->inplace : o->inplace;
-  if (inplace && !p->inplace && !oop_runs_inplace(p)) {
+  if (inplace && !ir_prog_inplace_as_is(p)) {
     rt_diag_add(diag, "%s: the program is out-of-place; it cannot run in place%s", ir_prog_where(p),
                 p->coll == IR_COLL_ALLTOALL ? " (it races with its input and output one buffer)" : "");
     return BT_ERR_INVALID;

@@ -54,5 +54,14 @@ bt_result ir_check_races(const ir_prog *p, int aliased, rt_diag *diag);
  * for those ranks). */
 bt_result ir_check_races_of(const ir_prog *p, int aliased, int *unchecked, rt_diag *diag);
 
+/* Whether an in-place call may run p as it is, its input and output one
+ * span: an in-place program, or an out-of-place AllToAll that
+ * ir_check_races_of proves race-free so on every rank (no block written
+ * before every read of what it overwrites).  The runtime runs such a
+ * program's in-place calls with no copy of the input (rt_algo.c), and the
+ * CPU executor and baton verify run them so.  Needs ir_check to have
+ * passed. */
+int ir_prog_inplace_as_is(const ir_prog *p);
+
 
 #endif

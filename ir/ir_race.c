@@ -397,3 +397,13 @@ out:
   if (res) return res;
   return st.races || st.unproduced ? BT_ERR_INVALID : BT_OK;
 }
+
+int ir_prog_inplace_as_is(const ir_prog *p) {
+  if (p->inplace) return 1;
+  if (p->coll != IR_COLL_ALLTOALL) return 0;
+  rt_diag *quiet = rt_diag_new(1);
+  int unchecked = 0;
+  int ok = quiet && ir_check_races_of(p, 1, &unchecked, quiet) == BT_OK && !unchecked;
+  rt_diag_free(quiet);
+  return ok;
+}

@@ -229,7 +229,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
     if (!al.inplace_ok)
       LOG_WARN(RT_SUB_RUNTIME, "algorithm %s is declared in-place but races in place (%s): out-of-place calls only",
                path, first_line(d, why, sizeof why));
-  } else if (p->coll == IR_COLL_ALLTOALL && ir_check_races(p, 1, d) == BT_OK) {
+  } else if (ir_prog_inplace_as_is(p)) {
     /* An out-of-place AllToAll whose input and output may be one buffer
      * (no block is written before every read of what it overwrites, on
      * this rank or any other) runs in-place calls as it is, with no copy

@@ -224,6 +224,13 @@ if compile alltoall_direct.lua ranks=4 via=direct protocol=LL &&
 else
   fail "$t" "$msg"
 fi
+t="--as-run runs the direct LL AllToAll in place and out of place, as the runtime does"
+if compile alltoall_direct.lua ranks=4 via=direct protocol=LL && msg=$("$baton" verify --as-run "$out" 2>&1) &&
+   [ "$(grep -c ': ok ' <<< "$msg")" = 2 ] && grep -q "in place and out of place" <<< "$msg"; then
+  pass "$t"
+else
+  fail "$t" "$msg"
+fi
 t="the direct Simple AllToAll out of place is refused in place: it races"
 if compile alltoall_direct.lua ranks=4 via=direct && msg=$("$baton" verify --inplace "$out" 2>&1); then
   fail "$t" "verified: $msg"

@@ -290,7 +290,9 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
  * slots (BATON_EXEC_SLOTS; a program proven for more is refused, as the
  * runtime refuses it), a rooted program for every root (relabelled), an
  * in-place program in place and out of place (the runtime copies the
- * input first) unless --inplace or --outofplace says which.  The plan's
+ * input first), an out-of-place one in place too where the runtime runs
+ * it so as it is (ir_prog_inplace_as_is), unless --inplace or
+ * --outofplace says which.  The plan's
  * own rewrites (receive chains folded into one block, fused chains, nop
  * runs waited for at once, lanes, the LL and LL128 encodings) are not IR:
  * the GPU suites test them (docs/VERIFY.md).  0 when every run passes. */
@@ -316,19 +318,20 @@ static int as_run(const char *path, ir_prog **pp, const vopts *vo, const ir_expe
     ir_prog_free(p);
     *pp = p = q;
   }
+  const int in_place = ir_prog_inplace_as_is(p);   /* an out-of-place AllToAll race-free so too */
   if (!vo->quiet)
     printf("%s: as run: %s, %d FIFO slot%s per connection%s%s\n", path,
            nops ? "one dependency a step" : "as written", (int)(vo->slots > 0 ? vo->slots : runtime_slots),
            (vo->slots > 0 ? vo->slots : runtime_slots) == 1 ? "" : "s",
            ir_coll_rooted(p->coll) ? ", every root" : "",
-           vo->inplace >= 0 ? "" : p->inplace ? ", in place and out of place" : ", out of place");
+           vo->inplace >= 0 ? "" : in_place ? ", in place and out of place" : ", out of place");
   if (nops && !vo->quiet) printf("%s: as run: %d nop steps carry the dependencies past each step's first\n", path, nops);
   vopts own = *vo;
   own.as_run = 0;
   own.slots = vo->slots > 0 ? vo->slots : runtime_slots;
   int rc = 0;
   for (int place = 0; place < 2 && !rc; place++) {
-    if (vo->inplace >= 0 ? place > 0 : (place == 0 && !p->inplace)) continue;
+    if (vo->inplace >= 0 ? place > 0 : (place == 0 && !in_place)) continue;
     if (vo->inplace < 0) own.inplace = place == 0 ? 1 : 0;
     for (int root = 0; root < (ir_coll_rooted(p->coll) ? p->ngpus : 1) && !rc; root++) {
       ir_prog *q = root ? ir_prog_copy(p, root) : p;
