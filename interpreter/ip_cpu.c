@@ -752,7 +752,7 @@ static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, i
   if (x.nslots < 1) x.nslots = 1;
   x.geom = calloc(p->ngpus, sizeof *x.geom);
   if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
-  int aliased = ip_cpu_aliased(p, inplace);
+  int aliased = post_aliased(p, inplace);
   for (int r = 0; r < p->ngpus; r++) {
     bt_result g = ir_geom_init(&x.geom[r], p, r, o->count, aliased);
     if (g == BT_ERR_UNSUPPORTED)
@@ -826,9 +826,7 @@ out:
   return res;
 }
 
-int ip_cpu_aliased(const ir_prog *p, int inplace_call) {
-  return inplace_call || ir_prog_aliased(p, 0);
-}
+int ip_cpu_aliased(const ir_prog *p, int inplace_call) { return post_aliased(p, inplace_call); }
 
 bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag) {
   memset(rep, 0, sizeof *rep);

@@ -1,7 +1,6 @@
 /* ip_post.c -- fills test data and checks results element by element. */
 #include "ip_post.h"
 #include "ip_compute.h"
-#include "ip_cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -208,10 +207,14 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
   return BT_OK;
 }
 
+int post_aliased(const ir_prog *p, int inplace_call) {
+  return inplace_call || ir_prog_aliased(p, 0);
+}
+
 bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, rt_diag *diag) {
   int n = p->ngpus, es = post_esize(b, o);
-  int aliased = ip_cpu_aliased(p, inplace);
+  int aliased = post_aliased(p, inplace);
   b->inplace_call = inplace;
   b->fused = ir_prog_fused(p);
   b->user_in = ptrs(n); b->user_out = ptrs(n); b->ref_in = ptrs(n); b->span = ptrs(n);
