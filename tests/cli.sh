@@ -469,6 +469,10 @@ check "sim A B of two collectives is refused" 2 "compare programs of one collect
   "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
 check "sim across nodes: an LL program runs as Simple, as the runtime runs it" 0 "LL run as Simple across nodes" \
   "$baton" sim "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4_sockets.spec" --sizes 1K
+for spec in "$root"/sim/systems/*.spec; do   # every system shipped reads, and runs a 2-rank program
+  check "sim: $(basename "$spec") reads and runs" 0 "        1024 " \
+    "$baton" sim "$root/tests/exchange_2r.xml" --system "$spec" --sizes 1K
+done
 # baton sim --dim: a fused program at chosen dimensions, and what it refuses.
 "$baton" compile -q "$root/algorithms/moe_combine.lua" --param ranks=4 -o "$tmp/moe4.xml"
 check "sim --dim: a malformed one" 2 "baton sim: bad --dim 'H=4x' (NAME=N, N in 1..2147483648, at most 8)" \
