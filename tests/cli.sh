@@ -469,6 +469,9 @@ check "sim A B of two collectives is refused" 2 "compare programs of one collect
   "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
 check "sim across nodes: an LL program runs as Simple, as the runtime runs it" 0 "LL run as Simple across nodes" \
   "$baton" sim "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4_sockets.spec" --sizes 1K
+for sh in "$root"/tools/measure/*.sh; do   # the GPU machines' scripts at least parse here
+  check "tools/measure/$(basename "$sh") parses" 0 "" bash -n "$sh"
+done
 for spec in "$root"/sim/systems/*.spec; do   # every system shipped reads, and runs a 2-rank program
   check "sim: $(basename "$spec") reads and runs" 0 "        1024 " \
     "$baton" sim "$root/tests/exchange_2r.xml" --system "$spec" --sizes 1K
