@@ -29,8 +29,10 @@ for r = 0, n - 1 do
     elseif q ~= r then chunk(r, "input", q * k, k):copy(q, "land", slot(r, q)) end
   end
 end
-for q = 0, inplace and n - 1 or -1 do
-  for r = 0, n - 1 do
-    if r ~= q then chunk(q, "land", slot(r, q), k):copy(q, "output", r * k) end
+if inplace then
+  for q = 0, n - 1 do
+    for r = 0, n - 1 do
+      if r ~= q then chunk(q, "land", slot(r, q), k):copy(q, "output", r * k) end
+    end
   end
 end

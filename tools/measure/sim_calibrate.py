@@ -35,11 +35,9 @@ import sys
 import tempfile
 
 
-OUT_OF_PLACE = set()   # program files written out of place (names() fills it)
-
-
 def names(folder):
-    """IR name -> [(minBytes, maxBytes or None, file, direct)]: a name may have a program per size range."""
+    """IR name -> [(minBytes, maxBytes or None, file, direct, out of place)]: a name may have a program per size
+    range."""
     found = collections.defaultdict(list)
     for f in sorted(glob.glob(os.path.join(folder, '*.xml'))):
         with open(f, encoding='utf-8', errors='replace') as h:
@@ -49,25 +47,23 @@ def names(folder):
         attr = dict(re.findall(r'(\w+)="([^"]*)"', head.group(0)))
         found[attr.get('name', '')].append((int(attr.get('minBytes', 0)), int(attr['maxBytes']) if 'maxBytes' in attr
                                             and int(attr['maxBytes']) else None, f,
-                                            attr.get('proto', '').startswith('baton-')))
-        if attr.get('inplace') == '0':
-            OUT_OF_PLACE.add(f)
+                                            attr.get('proto', '').startswith('baton-'), attr.get('inplace') == '0'))
     return found
 
 
 def pick(progs, name, size):
-    """(file, direct, in its range) of the program of that name whose size range holds size (the runtime's
+    """(file, direct, out of place, in its range) of the program of that name whose size range holds size (the runtime's
     choice among them), else of the one nearest in range; None when there is none of that name."""
     if name not in progs and name.endswith('_oop'):
         name = name[:-4]   # the runtime's rewrite: the same steps, run out of place
     cands = progs.get(name, [])
-    for lo, hi, f, direct in cands:
+    for lo, hi, f, direct, oop in cands:
         if size >= lo and (hi is None or size <= hi):
-            return f, direct, True
+            return f, direct, oop, True
     if not cands:
         return None
-    lo, hi, f, direct = min(cands, key=lambda c: c[0] - size if size < c[0] else size - c[1])
-    return f, direct, False
+    lo, hi, f, direct, oop = min(cands, key=lambda c: c[0] - size if size < c[0] else size - c[1])
+    return f, direct, oop, False
 
 
 def meets(measured, predicted):
@@ -119,12 +115,14 @@ def main(argv):
     per = collections.defaultdict(list)   # (collective, program) -> [(measured, predicted)]
     for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
         byprog = collections.defaultdict(list)
+        oop_of = {}   # file -> written out of place
         for r in rs:
             got = pick(progs, alg, int(r['size']))
             if not got:
                 sys.stderr.write(f"{alg} at {r['size']} bytes: no such program in {folder}\n")
                 continue
-            f, direct, held = got
+            f, direct, oop, held = got
+            oop_of[f] = oop
             if only and direct != (only == 'direct'):
                 continue
             if not held:
@@ -136,7 +134,7 @@ def main(argv):
             # An out-of-place program in an in-place row: the runtime ran it
             # as it is (an AllToAll race-free in place) or on a copy of the
             # input made before it (which the model leaves out): its steps.
-            as_is = inplace and f in OUT_OF_PLACE
+            as_is = inplace and oop_of[f]
             if as_is:
                 sys.stderr.write(f'{os.path.basename(f)}: in-place rows of an out-of-place program, simulated out of '
                                  f'place (a copy of the input before it, where the runtime made one, is not in the model)\n')
