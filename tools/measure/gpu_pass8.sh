@@ -28,6 +28,7 @@
 # Writes NAME.txt (and NAME.csv for a benchmark) under $OUT.
 set -u
 n=${GPUS:-8}
+case $n in '' | *[!0-9]* | 0 | 1) echo "gpu_pass8.sh: GPUS=$n: a number of GPUs, 2 or more" >&2; exit 2 ;; esac
 deadline=${DEADLINE:-540}
 out=${OUT:-/tmp}
 algs=${ALGS:-build/algs}
