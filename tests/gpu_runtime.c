@@ -4,16 +4,13 @@
  * algorithm, uneven counts, in and out of place, and the timeout path.
  *
  * Usage: gpu_runtime --ranks N --dir DIR [--gpus G] [--procs] [--big] [--quick] [--net]
- *   DIR holds IR files (those for other rank counts are skipped by the
- *   runtime).  --procs: one process per GPU (fork, unique id, TCP
- *   bootstrap, CUDA IPC) instead of one process driving every GPU.
- *   --gpus G: rank r runs on GPU r % G, so N ranks share G < N GPUs (their
- *   correctness, not their speed).  With --procs that needs the kernels of
- *   several processes to run at once on one GPU (the MPS daemon), and few
- *   enough blocks per rank for all of them to be resident (BATON_LANES).
- *   --net: checks that every rank has connections over the network
- *   transport (run with BATON_NODE_RANKS set), and that bytes crossed it.
- *   TAP output; skips when fewer than N (or G) GPUs are present. */
+ *   DIR holds IR files (those for other rank counts are skipped by the runtime).  --procs: one process per GPU
+ *   (fork, unique id, TCP bootstrap, CUDA IPC) instead of one process driving every GPU.  --gpus G: rank r runs on
+ *   GPU r % G, so N ranks share G < N GPUs (their correctness, not their speed).  With --procs that needs the
+ *   kernels of several processes to run at once on one GPU (the MPS daemon), and few enough blocks per rank for all
+ *   of them to be resident (BATON_LANES).  --net: checks that every rank has connections over the network transport
+ *   (run with BATON_NODE_RANKS set), and that bytes crossed it.  TAP output; skips when fewer than N (or G) GPUs are
+ *   present. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -233,17 +230,17 @@ static void check_sliced(int quick, rt_diag *d) {
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
     const rt_dplan *dp = comms[lo]->dplans ? &comms[lo]->dplans[ai] : NULL;
-    if (!dp || !dp->ok || !dp->peer_io || al->prog->coll != IR_COLL_ALLREDUCE || al->compute >= 0) continue;
+    if (!dp || !dp->ok || al->prog->coll != IR_COLL_ALLREDUCE || al->compute >= 0) continue;
     int64_t most = rt_direct_slice(comms[lo], ai, huge, IP_F32), n = 2 * most + 1007;
     if (most <= 0 || most >= huge) continue;
-    if (n > limit || hi - lo < nranks) {
+    if (n > limit || (dp->peer_io && hi - lo < nranks)) {
       ok(1, "# SKIP %s in slices of %lld: %s", al->prog->name, (long long)most,
          n > limit ? "too large for this suite (a smaller BATON_WINDOW_MB makes it smaller)" : "one process only");
       continue;
     }
     int fails = 0, runs = 0, was = grouped;
     rt_diag_clear(d);
-    grouped = 1;   /* the ranks' calls in one group: each learns its peers' buffers */
+    grouped = dp->peer_io || was;   /* the ranks' calls in one group: each learns its peers' buffers */
     for (int inplace = 0; inplace < 2; inplace++) {
       if (inplace ? !al->inplace_ok : !al->outofplace_ok) continue;
       runs++;
@@ -901,6 +898,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       check_choice(d, 0);
       check_graphs_procs();
       check_rooted();
+      check_sliced(quick, d);
       if (big) check_big(d);
       if (net) {
         uint64_t sent = 0, rcvd = 0;

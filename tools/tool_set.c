@@ -173,10 +173,17 @@ static void default_set(set_ctx *c) {
     /* Through scratch, the peers put their pieces into the owner's
      * scratch (no copy of the input first): eager, a process per GPU, bf16
      * in place on 2 x H200, 61.5 against 77.7 us at 16 MiB where the
-     * first copy made it (NCCL 75.1), 36.0 against 43.6 at 8 MiB. */
-    entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", staged + 1, 0,
+     * first copy made it (NCCL 75.1), 36.0 against 43.6 at 8 MiB.  Where
+     * its scratch does not fit the window it runs on slices that do: on 2
+     * ranks (48 MiB slices) 231 against the FIFO ring's 250 us at 64 MiB,
+     * 456 against 464 at 128 MiB, 912 against 849-869 at 256 MiB, so it
+     * stops at 128 MiB there; on more ranks, sliced calls are not
+     * measured: it stops at 32 MiB, what 4 ranks' scratch (1.5 x the
+     * message) fits of the default window unsliced. */
+    const long long staged_top = c->ranks <= 2 ? 128 * M : 32 * M;
+    entry(c, "allreduce_0_direct3_staged_oop", "allreduce_allpairs.lua", staged + 1, staged_top,
           "shot=2 inplace=0 chain=1 protocol=Simple via=put stage=1");
-    entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, 0,
+    entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, staged_top,
           "shot=2 chain=1 protocol=Simple via=put stage=1");
     if (c->ranks <= 2 && ll1 < staged) {
       entry(c, "allreduce_0_direct4_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, staged,
