@@ -56,6 +56,31 @@ def worker(rank, n, port, sizes, q):
         want = torch.cat([torch.arange(rank * count, (rank + 1) * count, dtype=torch.float32) + 1000 * r
                           for r in range(n)])
         check(f"all_to_all_single count {count}", out, want)
+        # all_reduce captured in a CUDA graph between PyTorch's own kernels
+        # (its process group joins its stream to the caller's by events):
+        # each call reads what the kernel before it wrote, and the kernel
+        # after it reads its sum, on every replay.
+        base = (torch.arange(count, device=dev, dtype=torch.int64) % 31 + rank).to(torch.float32)
+        y = torch.empty_like(base)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):   # the buffers' first use outside capture
+            y.copy_(base)
+            dist.all_reduce(y)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            y.copy_(base)
+            dist.all_reduce(y)
+            y.mul_(2)
+            dist.all_reduce(y)
+            y.add_(1)
+        want = 2 * n * sum((torch.arange(count, dtype=torch.int64) % 31 + r) for r in range(n)).to(torch.float32) + 1
+        for replay in range(3):
+            y.zero_()
+            g.replay()
+            torch.cuda.synchronize()
+            check(f"all_reduce captured between other kernels, count {count}, replay {replay}", y, want)
     torch.cuda.synchronize()
     dist.destroy_process_group()
     q.put(results)
