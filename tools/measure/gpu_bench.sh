@@ -20,8 +20,8 @@
 # (tools/measure/sim_check.sh -g 4 and -g 2, into $OUT/sim4 and $OUT/sim2).
 set -u
 deadline=${DEADLINE:-540}
-late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
 out=${OUT:-/tmp}
+. "$(dirname "$0")/gpu_lib.sh"
 algs=${ALGS:-build/algs}   # where tools/measure/gpu_prep.sh put the rN folders
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}   # a hang costs 20 s, not 60
 b=./build/tools/baton
@@ -29,20 +29,14 @@ a=$algs/r4
 stages=" ${STAGES:-probe check bench sweep procs} "
 nvidia-smi -L | head -4
 check() {  # check NAME ARGS...: the GPU test suite, quick sizes
-  local name=$1; shift
-  late $name && return
-  local start=$SECONDS
-  timeout 200 ./build/tests/gpu_runtime "$@" --quick > $out/$name.txt 2>&1
-  echo "== $name exit $? in $((SECONDS - start)) s: $(grep -c '^ok' $out/$name.txt) ok, $(grep -c '^not ok' $out/$name.txt) not ok"
-  grep '^not ok' -A3 $out/$name.txt | head -20
+  local name=$1
+  shift
+  gpu_test "$name" 200 ./build/tests/gpu_runtime "$@" --quick
 }
 run_bench() {  # run_bench NAME VAR=VALUE ARGS...: baton bench ARGS with the algorithms VAR names
-  local name=$1 algos=$2; shift 2
-  late $name && return
-  echo "=== $name: $algos baton bench $*"
-  env "$algos" timeout 150 $b bench "$@" --csv $out/$name.csv > $out/$name.txt 2>&1
-  echo "rc $?"
-  grep -v "^#\s*$" $out/$name.txt | grep -v "^# nccl:\|^# baton bench:\|(B)" | tail -18
+  local name=$1 algos=$2
+  shift 2
+  gpu_bench "$name" 150 env "$algos" $b bench "$@"
 }
 dbench() { local name=$1 dir=$2; shift 2; run_bench $name BATON_ALGO_DIR=$dir "$@"; }     # every program of DIR
 bench() { local name=$1 file=$2; shift 2; run_bench $name BATON_ALGO_FILES=$a/$file "$@"; }  # one file of $a

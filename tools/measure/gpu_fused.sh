@@ -24,8 +24,8 @@
 # skips what would start after it.
 set -u
 deadline=${DEADLINE:-540}
-late() { if (( SECONDS > deadline )); then echo "-- skipped $1: past DEADLINE ${deadline} s"; return 0; fi; return 1; }
 out=${OUT:-/tmp}
+. "$(dirname "$0")/gpu_lib.sh"
 bin=${BIN:-.device}
 algs=${ALGS:-.device/algs}
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}

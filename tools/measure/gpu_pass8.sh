@@ -36,23 +36,12 @@ set_dir=$algs/r$n/default fused_dir=$algs/f$n/fused
 b=./build/tools/baton
 stages=" ${STAGES:-suite} "
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}
-late() { if ((SECONDS > deadline)); then echo "-- skipped $1: past DEADLINE $deadline s"; return 0; fi; return 1; }
-t() {  # t NAME LIMIT COMMAND...: a test binary, its ok and not-ok lines counted
-  local name=$1 lim=$2; shift 2
-  late "$name" && return
-  local start=$SECONDS
-  timeout "$lim" "$@" > "$out/$name.txt" 2>&1
-  echo "== $name rc $? in $((SECONDS - start)) s: $(grep -c '^ok' "$out/$name.txt") ok, $(grep -c '^not ok' "$out/$name.txt") not ok"
-  grep '^not ok' -A4 "$out/$name.txt" | head -16
-}
-bn() {  # bn NAME LIMIT ARGS...: baton bench ARGS, NCCL beside it, into NAME.csv
-  local name=$1 lim=$2; shift 2
-  late "$name" && return
-  local start=$SECONDS
-  timeout "$lim" $b bench "$@" --csv "$out/$name.csv" > "$out/$name.txt" 2>&1
-  echo "== $name rc $? in $((SECONDS - start)) s"
-  grep -v '^#' "$out/$name.txt" | awk '{print $1, $5, $9, $NF}' | head -24
-  grep 'Wrong elements' "$out/$name.txt"
+. "$(dirname "$0")/gpu_lib.sh"
+t() { gpu_test "$@"; }   # t NAME LIMIT COMMAND...
+bn() {                   # bn NAME LIMIT ARGS...: baton bench ARGS, NCCL beside it, into NAME.csv
+  local name=$1 lim=$2
+  shift 2
+  gpu_bench "$name" "$lim" $b bench "$@"
 }
 nvidia-smi -L | head -"$n"
 if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt "$n" ]; then echo "gpu_pass8.sh: fewer than $n GPUs here"; exit 2; fi
