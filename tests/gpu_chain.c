@@ -9,7 +9,12 @@
  * then on buffers each made of three cuMem allocations mapped side by
  * side (as PyTorch's expandable segments make them): captured, a direct
  * program runs on the ranks' own buffers, with a process per GPU too (the
- * allocations go between the processes as file descriptors).
+ * allocations go between the processes as file descriptors).  And the
+ * chain captured with every call on a side stream joined to the rank's by
+ * events, as PyTorch's process group runs its collectives: the direct
+ * kernels then depend on the kernels before them through programmatic
+ * edges the runtime makes (docs/RUNTIME.md), and still read only what
+ * those kernels finished writing.
  * Usage: gpu_chain --ranks N --dir DIR [--procs] (DIR/default, else DIR: the
  * default set). */
 #include <cuda.h>
@@ -92,6 +97,17 @@ static void vmm_free(void *p, size_t size, int pieces, const CUmemGenericAllocat
  *   b = AR(a); b = AR(b) in place; c = copy of b; a = AR(c); b = AR(a)
  * Element i of b then holds S_i * n^3 (S_i: the sum of the ranks' inputs). */
 #define CHAIN_POW 3
+
+/* With side[r] set, each call of the chain runs on it, joined to the
+ * rank's stream by events before and after (PyTorch's pattern). */
+static cudaStream_t side[64];
+static cudaEvent_t joins[64][2];
+
+/* Stream `to` of rank r waits for what stream `from` has issued (event k). */
+static int join(int r, int k, cudaStream_t from, cudaStream_t to) {
+  return cudaEventRecord(joins[r][k], from) == cudaSuccess && cudaStreamWaitEvent(to, joins[r][k], 0) == cudaSuccess;
+}
+
 static baton_result chain(const chain_bufs *B, int64_t n) {
   baton_result e = baton_success;
   for (int step = 0; step < 5 && !e; step++) {
@@ -103,15 +119,19 @@ static baton_result chain(const chain_bufs *B, int64_t n) {
       }
       continue;
     }
+    for (int r = rank_lo; r < rank_hi && side[r] && !e; r++)
+      if (cudaSetDevice(dev_of(r)) || !join(r, 0, streams[r], side[r])) e = baton_cuda_error;
     baton_group_start();
     for (int r = rank_lo; r < rank_hi; r++) {
       float *in = step == 0 ? B->a[r] : step == 1 ? B->b[r] : step == 3 ? B->c[r] : B->a[r];
       float *out = step == 3 ? B->a[r] : B->b[r];
-      baton_result f = baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], streams[r]);
+      baton_result f = baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], side[r] ? side[r] : streams[r]);
       if (f && !e) e = f;
     }
     baton_result f = baton_group_end();
     if (f && !e) e = f;
+    for (int r = rank_lo; r < rank_hi && side[r] && !e; r++)
+      if (cudaSetDevice(dev_of(r)) || !join(r, 1, side[r], streams[r])) e = baton_cuda_error;
   }
   return e;
 }
@@ -155,6 +175,64 @@ static int64_t wrong_of(const chain_bufs *B, int64_t n, float *h, const char *ho
 static baton_result chain_issue(void *arg) {
   const void *const *p = arg;
   return chain((const chain_bufs *)p[0], *(const int64_t *)p[1]);
+}
+
+/* Edges of graph g of dependency type programmatic (-1: unreadable). */
+static int programmatic_edges(cudaGraph_t g) {
+  size_t m = 0;
+  if (cudaGraphGetEdges(g, NULL, NULL, NULL, &m)) return -1;
+  cudaGraphNode_t *from = calloc(m + 1, sizeof *from), *to = calloc(m + 1, sizeof *to);
+  cudaGraphEdgeData *d = calloc(m + 1, sizeof *d);
+  int k = -1;
+  if (from && to && d && !cudaGraphGetEdges(g, from, to, d, &m)) {
+    k = 0;
+    for (size_t i = 0; i < m; i++) k += d[i].type == cudaGraphDependencyTypeProgrammatic;
+  }
+  free(from);
+  free(to);
+  free(d);
+  return k;
+}
+
+/* The chain of n floats captured with every call on a side stream joined
+ * by events, replayed twice on fresh inputs; where direct kernels launch
+ * programmatically (compute capability 9.0 and up, BATON_DIRECT_PDL not
+ * 0), the graph holds programmatic edges. */
+static void chain_side(chain_bufs *B, int64_t n, float *h) {
+  int good = 1, major = 0;
+  for (int r = rank_lo; r < rank_hi && good; r++) {
+    good &= cudaSetDevice(dev_of(r)) == cudaSuccess && cudaStreamCreateWithFlags(&side[r], cudaStreamNonBlocking) == 0;
+    good &= cudaEventCreateWithFlags(&joins[r][0], cudaEventDisableTiming) == cudaSuccess;
+    good &= cudaEventCreateWithFlags(&joins[r][1], cudaEventDisableTiming) == cudaSuccess;
+  }
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev_of(rank_lo));
+  const char *pdl = getenv("BATON_DIRECT_PDL");
+  const int want = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+  gpu_graphs G = {NULL, NULL};
+  const void *arg[2] = {B, &n};
+  baton_result e = good ? gpu_graphs_capture(&G, chain_issue, arg) : baton_cuda_error;
+  const int k = e ? -1 : programmatic_edges(G.g[rank_lo]);
+  ok(!e && (want ? k > 0 : k >= 0), "rank %d: the chain of %lld floats captured with each call on a side stream "
+     "joined by events: %s, %d programmatic edges (%s)", rank_lo, (long long)n, baton_result_string(e), k,
+     want ? "the direct kernels' own" : "none wanted: no programmatic launch here");
+  for (int rep = 0; rep < 2 && !e; rep++) {
+    int64_t wrong = -1;
+    if (!fill(B, n, h)) e = baton_cuda_error;
+    if (!e) e = gpu_graphs_replay(&G);
+    if (!e) wrong = wrong_of(B, n, h, "graph, side streams");
+    ok(!e && wrong == 0, "rank %d: the same, replay %d: %s, %lld wrong", rank_lo, rep + 1, baton_result_string(e),
+       (long long)wrong);
+    if (wrong) break;
+  }
+  if (G.g) gpu_graphs_free(&G);
+  for (int r = rank_lo; r < rank_hi; r++) {
+    cudaSetDevice(dev_of(r));
+    if (side[r]) cudaStreamDestroy(side[r]);
+    if (joins[r][0]) cudaEventDestroy(joins[r][0]);
+    if (joins[r][1]) cudaEventDestroy(joins[r][1]);
+    side[r] = NULL;
+    joins[r][0] = joins[r][1] = NULL;
+  }
 }
 
 static void chain_checks(const gpu_ranks_opts *o) {
@@ -216,6 +294,7 @@ static void chain_checks(const gpu_ranks_opts *o) {
       }
       gpu_graphs_free(&G);
     }
+    if (good && !B.vmm && (s == 1 || s == 4)) chain_side(&B, n, h);   /* an LL call's size, and the two-shot's */
     for (int r = rank_lo; r < rank_hi; r++) {
       cudaSetDevice(dev_of(r));
       if (B.vmm) {
