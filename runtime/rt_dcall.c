@@ -548,7 +548,9 @@ static bt_result copy_input(const rt_launch *L, const ip_dargs *t) {
  * kernels to end (pdl_wait) before it reads or signals anything, as it
  * does after a kernel launched before it on its own stream.  Anything
  * else (a copy, an event, no capture, a CUDA error) leaves them as they
- * are. */
+ * are.  Called for communicators of a process per GPU only, whose
+ * captures join streams of its one GPU (a graph joined across GPUs could
+ * hand it another GPU's kernel, which no edge of this kind may follow). */
 #define CAPTURE_DEPS_MAX 8
 static void capture_programmatic(cudaStream_t s) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -609,7 +611,7 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
    * another rank's call, which this one waits for, off the SMs. */
   const int pdl = L->c->pdl && !L->copy_in && !L->stage_window;
   t->release_early = L->c->pdl && L->c->share == 1 && t->proto == IR_PROTO_LL && L->nthreads <= 256;
-  if (pdl) capture_programmatic(L->stream);
+  if (pdl && L->c->bs) capture_programmatic(L->stream);
   CHECK(ip_direct_launch(t, L->nthreads, pdl, L->stream));
   if (L->divide) CHECK(ip_gpu_divide(t->dtype, L->recvbuf, t->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;

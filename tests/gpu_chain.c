@@ -195,10 +195,11 @@ static int programmatic_edges(cudaGraph_t g) {
 }
 
 /* The chain of n floats captured with every call on a side stream joined
- * by events, replayed twice on fresh inputs; where direct kernels launch
- * programmatically (compute capability 9.0 and up, BATON_DIRECT_PDL not
- * 0), the graph holds programmatic edges. */
-static void chain_side(chain_bufs *B, int64_t n, float *h) {
+ * by events, replayed twice on fresh inputs; with a process per GPU
+ * (`procs`) where direct kernels launch programmatically (compute
+ * capability 9.0 and up, BATON_DIRECT_PDL not 0), the graph holds
+ * programmatic edges. */
+static void chain_side(chain_bufs *B, int64_t n, float *h, int procs) {
   int good = 1, major = 0;
   for (int r = rank_lo; r < rank_hi && good; r++) {
     good &= cudaSetDevice(dev_of(r)) == cudaSuccess && cudaStreamCreateWithFlags(&side[r], cudaStreamNonBlocking) == 0;
@@ -207,14 +208,14 @@ static void chain_side(chain_bufs *B, int64_t n, float *h) {
   }
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev_of(rank_lo));
   const char *pdl = getenv("BATON_DIRECT_PDL");
-  const int want = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+  const int want = procs && major >= 9 && !(pdl && !strcmp(pdl, "0"));
   gpu_graphs G = {NULL, NULL};
   const void *arg[2] = {B, &n};
   baton_result e = good ? gpu_graphs_capture(&G, chain_issue, arg) : baton_cuda_error;
   const int k = e ? -1 : programmatic_edges(G.g[rank_lo]);
   ok(!e && (want ? k > 0 : k >= 0), "rank %d: the chain of %lld floats captured with each call on a side stream "
      "joined by events: %s, %d programmatic edges (%s)", rank_lo, (long long)n, baton_result_string(e), k,
-     want ? "the direct kernels' own" : "none wanted: no programmatic launch here");
+     want ? "the direct kernels' own" : "none wanted: one process, or no programmatic launch here");
   for (int rep = 0; rep < 2 && !e; rep++) {
     int64_t wrong = -1;
     if (!fill(B, n, h)) e = baton_cuda_error;
@@ -236,7 +237,6 @@ static void chain_side(chain_bufs *B, int64_t n, float *h) {
 }
 
 static void chain_checks(const gpu_ranks_opts *o) {
-  (void)o;
   static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3, 2097152 + 3, 2097152 + 3};
   static const int pieces[] = {0, 0, 0, 0, 0, 1, CHAIN_PIECES};   /* cuMem allocations a buffer spans (0: cudaMalloc) */
   const unsigned nsizes = sizeof sizes / sizeof *sizes;
@@ -294,7 +294,7 @@ static void chain_checks(const gpu_ranks_opts *o) {
       }
       gpu_graphs_free(&G);
     }
-    if (good && !B.vmm && (s == 1 || s == 4)) chain_side(&B, n, h);   /* an LL call's size, and the two-shot's */
+    if (good && !B.vmm && (s == 1 || s == 4)) chain_side(&B, n, h, o->procs);   /* an LL call's size, and the two-shot's */
     for (int r = rank_lo; r < rank_hi; r++) {
       cudaSetDevice(dev_of(r));
       if (B.vmm) {
