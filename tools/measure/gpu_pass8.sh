@@ -14,6 +14,7 @@
 #           against their baselines
 #   dropin  nccl-tests all_reduce ... alltoall with -G 5, on NCCL and through
 #           baton's libnccl.so.2 (NCCL_TESTS=DIR of the *_perf binaries);
+#           tools/measure/torch_check.py through baton's, and
 #           tools/measure/torch_bench.py --ranks N on each (PyTorch there)
 #   net     two node groups of N/2 (BATON_NODE_RANKS) over loopback sockets,
 #           NCCL on its socket transport beside it (P2P and shared memory
@@ -96,6 +97,7 @@ if [[ $stages == *" dropin "* ]]; then
     grep -E 'Out of bounds|Avg bus' "$out/nt_${c}_nccl.txt" "$out/nt_${c}_baton.txt"
   done
   if python3 -c 'import torch' 2>/dev/null && ! late torch; then
+    t torch_check 200 env LD_PRELOAD="$PWD/build/libnccl.so.2" python3 tools/measure/torch_check.py --ranks "$n"
     timeout 150 python3 tools/measure/torch_bench.py --ranks "$n" --between --csv "$out/torch_nccl.csv" > "$out/torch_nccl.txt" 2>&1
     echo "== torch_nccl rc $?"
     LD_PRELOAD=$PWD/build/libnccl.so.2 timeout 150 python3 tools/measure/torch_bench.py --ranks "$n" --between \
