@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "gpu_ranks.h"
+#include "rt_comm.h"
 #include "rt_cudart.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
@@ -196,19 +197,17 @@ static int programmatic_edges(cudaGraph_t g) {
 
 /* The chain of n floats captured with every call on a side stream joined
  * by events, replayed twice on fresh inputs; with a process per GPU
- * (`procs`) where direct kernels launch programmatically (compute
- * capability 9.0 and up, BATON_DIRECT_PDL not 0), the graph holds
- * programmatic edges. */
+ * (`procs`) where direct kernels launch programmatically (the
+ * communicator's pdl: compute capability 9.0 and up, BATON_DIRECT_PDL),
+ * the graph holds programmatic edges. */
 static void chain_side(chain_bufs *B, int64_t n, float *h, int procs) {
-  int good = 1, major = 0;
+  int good = 1;
   for (int r = rank_lo; r < rank_hi && good; r++) {
     good &= cudaSetDevice(dev_of(r)) == cudaSuccess && cudaStreamCreateWithFlags(&side[r], cudaStreamNonBlocking) == 0;
     good &= cudaEventCreateWithFlags(&joins[r][0], cudaEventDisableTiming) == cudaSuccess;
     good &= cudaEventCreateWithFlags(&joins[r][1], cudaEventDisableTiming) == cudaSuccess;
   }
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev_of(rank_lo));
-  const char *pdl = getenv("BATON_DIRECT_PDL");
-  const int want = procs && major >= 9 && !(pdl && !strcmp(pdl, "0"));
+  const int want = procs && comms[rank_lo]->pdl;
   gpu_graphs G = {NULL, NULL};
   const void *arg[2] = {B, &n};
   baton_result e = good ? gpu_graphs_capture(&G, chain_issue, arg) : baton_cuda_error;
