@@ -38,8 +38,7 @@ b=./build/tools/baton
 stages=" ${STAGES:-suite} "
 export NCCL_NVLS_ENABLE=0 BATON_TIMEOUT=${BATON_TIMEOUT:-20}
 . "$(dirname "$0")/gpu_lib.sh"
-t() { gpu_test "$@"; }   # t NAME LIMIT COMMAND...
-bn() {                   # bn NAME LIMIT ARGS...: baton bench ARGS, NCCL beside it, into NAME.csv
+bn() {  # bn NAME LIMIT ARGS...: baton bench ARGS, NCCL beside it, into NAME.csv
   local name=$1 lim=$2
   shift 2
   gpu_bench "$name" "$lim" $b bench "$@"
@@ -48,12 +47,12 @@ nvidia-smi -L | head -"$n"
 if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt "$n" ]; then echo "gpu_pass8.sh: fewer than $n GPUs here"; exit 2; fi
 
 if [[ $stages == *" suite "* ]]; then
-  t big 200 ./build/tests/gpu_runtime --big --ranks "$n" --dir "$set_dir"
-  t big_procs 200 ./build/tests/gpu_runtime --big --ranks "$n" --dir "$set_dir" --procs
-  t chain 60 ./build/tests/gpu_chain --ranks "$n" --dir "$set_dir"
-  t chain_procs 60 ./build/tests/gpu_chain --ranks "$n" --dir "$set_dir" --procs
-  t kill 60 ./build/tests/gpu_kill --ranks "$n" --dir "$set_dir"
-  t faults 60 ./build/tests/gpu_faults --ranks "$n" --dir "$set_dir"
+  gpu_test big 200 ./build/tests/gpu_runtime --big --ranks "$n" --dir "$set_dir"
+  gpu_test big_procs 200 ./build/tests/gpu_runtime --big --ranks "$n" --dir "$set_dir" --procs
+  gpu_test chain 60 ./build/tests/gpu_chain --ranks "$n" --dir "$set_dir"
+  gpu_test chain_procs 60 ./build/tests/gpu_chain --ranks "$n" --dir "$set_dir" --procs
+  gpu_test kill 60 ./build/tests/gpu_kill --ranks "$n" --dir "$set_dir"
+  gpu_test faults 60 ./build/tests/gpu_faults --ranks "$n" --dir "$set_dir"
 fi
 
 if [[ $stages == *" coll "* ]]; then
@@ -71,10 +70,10 @@ if [[ $stages == *" coll "* ]]; then
 fi
 
 if [[ $stages == *" fused "* ]]; then
-  t fused 100 ./build/tests/gpu_fused --ranks "$n" --dir "$fused_dir"
-  t embed 100 ./build/tests/gpu_embed --ranks "$n" --dir "$fused_dir"
-  t moe 100 ./build/tests/gpu_moe --ranks "$n" --dir "$fused_dir"
-  t moe_procs 100 ./build/tests/gpu_moe --ranks "$n" --dir "$fused_dir" --procs
+  gpu_test fused 100 ./build/tests/gpu_fused --ranks "$n" --dir "$fused_dir"
+  gpu_test embed 100 ./build/tests/gpu_embed --ranks "$n" --dir "$fused_dir"
+  gpu_test moe 100 ./build/tests/gpu_moe --ranks "$n" --dir "$fused_dir"
+  gpu_test moe_procs 100 ./build/tests/gpu_moe --ranks "$n" --dir "$fused_dir" --procs
   both=$out/f1$n; mkdir -p "$both"   # baton's own GEMM baseline runs the one-rank programs
   cp "$algs"/f1/fused/*.xml "$fused_dir"/*.xml "$both"/ 2>/dev/null
   BATON_ALGO_DIR=$fused_dir bn gemv 120 --fused gemv_allreduce -g "$n" -d bf16 --rows 4096,8192,16384,32768,65536 \
@@ -97,7 +96,7 @@ if [[ $stages == *" dropin "* ]]; then
     grep -E 'Out of bounds|Avg bus' "$out/nt_${c}_nccl.txt" "$out/nt_${c}_baton.txt"
   done
   if python3 -c 'import torch' 2>/dev/null && ! late torch; then
-    t torch_check 200 env LD_PRELOAD="$PWD/build/libnccl.so.2" python3 tools/measure/torch_check.py --ranks "$n"
+    gpu_test torch_check 200 env LD_PRELOAD="$PWD/build/libnccl.so.2" python3 tools/measure/torch_check.py --ranks "$n"
     timeout 150 python3 tools/measure/torch_bench.py --ranks "$n" --between --csv "$out/torch_nccl.csv" > "$out/torch_nccl.txt" 2>&1
     echo "== torch_nccl rc $?"
     LD_PRELOAD=$PWD/build/libnccl.so.2 timeout 150 python3 tools/measure/torch_bench.py --ranks "$n" --between \
