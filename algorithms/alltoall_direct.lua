@@ -10,12 +10,18 @@
 -- into the receiver's scratch ("land"), and the receiver copies it into
 -- place once its own block for that peer has gone: no copy of the whole
 -- input first, and no rank reaches another's buffer.
+-- swap=1 (with inplace=1, protocol Simple): each pair of ranks trades its
+-- two blocks in place instead, no scratch: the lower rank swaps the first
+-- half of the chunks, the higher one the rest.
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local via = param("via", "fifo")
 local inplace = param("inplace", 0) ~= 0
+local swap = param("swap", 0) ~= 0
 if inplace and via == "fifo" then error("inplace=1 is for the direct AllToAll (via=direct, put or get)") end
-collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or "") .. (via ~= "fifo" and "_" .. via or ""),
+if swap and not inplace then error("swap=1 is for the in-place AllToAll (inplace=1)") end
+collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or "") .. (swap and "_swap" or "") ..
+                                      (via ~= "fifo" and "_" .. via or ""),
             ranks = n, chunks = k,
             inplace = inplace, protocol = param("protocol", "Simple"), instances = param("instances", 1),
             threads = param("threads", 0), placement = param("placement", "split"), via = via }
@@ -23,6 +29,16 @@ collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or
 local function slot(r, q) return (r < q and r or r - 1) * k end
 -- (The script runs in order, as the ranks would in one program: in place,
 -- every block is put before any lands over an input block still to go.)
+if swap then
+  local h = (k + 1) // 2
+  for r = 0, n - 1 do
+    for q = r + 1, n - 1 do   -- r's block q is q's, q's block r is r's
+      chunk(r, "input", q * k, h):swap(q, "input", r * k)
+      if k > h then chunk(q, "input", r * k + h, k - h):swap(r, "input", q * k + h) end
+    end
+  end
+  return
+end
 for r = 0, n - 1 do
   for q = 0, n - 1 do
     if not inplace then chunk(r, "input", q * k, k):copy(q, "output", r * k)

@@ -10,7 +10,10 @@
 #include "rt_diag.h"
 
 enum { CC_SPACE_INPUT, CC_SPACE_OUTPUT, CC_SPACE_FIRST_SCRATCH, CC_MAX_SPACES = 16 };
-enum { CC_COPY, CC_REDUCE, CC_COMPUTE };
+/* What an operation does: dst = src; dst = dst (op) src; dst = a compute
+ * opcode's result; src and dst exchanged (two ranks' chunks, a direct
+ * program's xchg). */
+enum { CC_COPY, CC_REDUCE, CC_COMPUTE, CC_SWAP };
 
 /* The order a compute thread block takes its steps in (collective's
  * tileorder): chunks that leave the GPU first, local ones last (COMM); or
@@ -66,7 +69,7 @@ static inline int cc_pat_at(int idx, cc_pat p, int j) {
   return p.run ? idx + (j / p.run) * p.stride + j % p.run : idx + j;
 }
 
-/* One traced chunk operation: dst = src (copy) or dst = dst (op) src (reduce). */
+/* One traced chunk operation: dst = src (copy), dst = dst (op) src (reduce), or src and dst exchanged (swap). */
 typedef struct cc_op {
   int kind;
   int src_rank, src_space, src_idx;

@@ -1,5 +1,6 @@
-/* cc_direct.c -- lowering of direct programs: puts, gets and getrs for the
- * operations between ranks, LL landings, and the signals of Simple ones. */
+/* cc_direct.c -- lowering of direct programs: puts, gets, getrs and xchgs
+ * for the operations between ranks, LL landings, and the signals of Simple
+ * ones. */
 #include "cc_direct.h"
 
 #include <stdlib.h>
@@ -137,6 +138,7 @@ int cc_direct_emit(lower *w, int k, int si, cc_pat sp, int di, cc_pat dp, int n)
   const cc_pat flat = {0, 0};
   int a = o->src_rank, b = o->dst_rank, line = o->line, copy = o->kind == CC_COPY;
   int ss = o->src_space, ds = o->dst_space;
+  if (o->kind == CC_SWAP) return step(w, a, IR_OP_XCHG, ss, si, sp, ds, di, dp, n, b, line) >= 0;   /* Simple (l_swap) */
   if (a == b) return step(w, a, copy ? IR_OP_COPY : IR_OP_REDUCE, ss, si, sp, ds, di, dp, n, -1, line) >= 0;
   if (w->t->proto == IR_PROTO_SIMPLE) {
     if (copy && o->via == CC_VIA_GET) return step(w, b, IR_OP_GET, ss, si, sp, ds, di, dp, n, a, line) >= 0;
@@ -529,7 +531,8 @@ static int drop_untaken(streams *z, const unsigned char *gone) {
  * rank that P read or wrote).  An approximation that errs towards yes. */
 static int joins_run(const ins *P, const ins *F) {
   const unsigned data = IR_F_SRC | IR_F_DST;
-  if (!(fl(P->op) & data) || !(fl(F->op) & data) || (fl(P->op) | fl(F->op)) & (IR_F_SEND | IR_F_RECV | IR_F_COMP) ||
+  if (!(fl(P->op) & data) || !(fl(F->op) & data) ||
+      (fl(P->op) | fl(F->op)) & (IR_F_SEND | IR_F_RECV | IR_F_COMP | IR_F_SWAP) ||   /* an xchg runs alone */
       P->count != F->count)
     return 0;
   int fs = (fl(F->op) & IR_F_RED) || F->op == IR_OP_GET ? F->dspace : F->sspace;

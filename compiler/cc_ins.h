@@ -22,7 +22,7 @@ typedef struct ins {
   int8_t args[IR_MAX_ARGS];     /* compute opcodes: operands */
   int sync, sync_param, zerocopy;
   cc_pat spat, dpat;            /* source and destination patterns (cc_pat; run 0: consecutive) */
-  int peer;                     /* direct steps (put, get, getr, sig, wait): the peer rank; -1 else */
+  int peer;                     /* direct steps (put, get, getr, xchg, sig, wait): the peer rank; -1 else */
   int role;                     /* a sig's reason (cc_direct.h: CC_SIG_*); 0 else */
   int round;                    /* its operation's round (cc_op.round) */
   int from;                     /* its operation's callers (cc_op.from; -1 none) */

@@ -70,18 +70,21 @@ static int may_overlap(int a, cc_pat ap, int acount, int b, cc_pat bp, int bcoun
 
 /* Reads come before writes so that a reduce's read of dst sees the old
  * writer.  A direct step's remote side is recorded on its peer's chunks (a
- * put writes them, a get or getr reads them), so its predecessors there
- * are the peer's steps or other ranks' accesses to them. */
+ * put writes them, a get or getr reads them, an xchg both), so its
+ * predecessors there are the peer's steps or other ranks' accesses to
+ * them.  An xchg reads both sides, then writes both. */
 static int track(lower *w, deps *d, int id) {
   const ins *i = &w->v[id];
   unsigned f = fl(i->op);
   if ((f & IR_F_SRC) && !record(w, d, id, i->rank, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
   if ((f & IR_F_GET) && !record(w, d, id, i->peer, i->sspace, i->sidx, i->spat, i->count, 0)) return 0;
+  if ((f & IR_F_SWAP) && !record(w, d, id, i->peer, i->dspace, i->didx, i->dpat, i->count, 0)) return 0;
   if ((i->op == IR_OP_REDUCE || i->op == IR_OP_GETR) &&
       !record(w, d, id, i->rank, i->dspace, i->didx, i->dpat, i->count, 0))
     return 0;
   if ((f & IR_F_DST) && !record(w, d, id, i->rank, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
   if ((f & IR_F_PUT) && !record(w, d, id, i->peer, i->dspace, i->didx, i->dpat, i->count, 1)) return 0;
+  if ((f & IR_F_SWAP) && !record(w, d, id, i->rank, i->sspace, i->sidx, i->spat, i->count, 1)) return 0;
   return 1;
 }
 
@@ -99,6 +102,10 @@ static int with_pats(lower *w, int id, cc_pat sp, cc_pat dp) {
  * dp from di (n chunks); a send names its receiver's destination. */
 static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat dp, int n, int ch, int inst) {
   int a = o->src_rank, b = o->dst_rank;
+  if (o->kind == CC_SWAP) {   /* l_swap refuses FIFO programs */
+    cc_err(w, o->line, "swap in a FIFO program: swap is a direct step");
+    return 0;
+  }
   if (o->kind == CC_COMPUTE) {   /* a compute step: src names the input chunks it computes */
     int c = cc_emit(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
     if (c < 0) return 0;

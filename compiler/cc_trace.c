@@ -569,6 +569,64 @@ static int l_reduce(lua_State *L) {
   return 1;
 }
 
+/* ref:swap(rank, buffer, index): ref's chunks and as many consecutive
+ * chunks of another rank's buffer from index trade places, both read
+ * before either is written: one direct step (xchg) of ref's rank, so the
+ * program must be direct and Simple.  Returns references to both, ref's
+ * side first. */
+static int l_swap(lua_State *L) {
+  cc_trace *t = cc_dsl_declared(L);
+  ref *mine = luaL_checkudata(L, 1, REF_MT);
+  lua_Integer rank64 = luaL_checkinteger(L, 2);
+  const char *b = luaL_checkstring(L, 3);
+  lua_Integer idx64 = luaL_checkinteger(L, 4);
+  if (!lua_isnoneornil(L, 5)) luaL_error(L, "swap takes no options: swap(rank, buffer, index)");
+  int space = space_arg(L, t, b);
+  const cc_pat flat = {0, 0};
+  check_pattern(L, t, rank64, space, idx64, mine->count, flat);
+  int rank = (int)rank64, idx = (int)idx64, n = mine->count;
+  if (rank == mine->rank)
+    luaL_error(L, "swap of rank %d's chunks with its own: swap trades chunks with another rank", rank);
+  if (t->via == CC_VIA_FIFO)
+    luaL_error(L, "swap between ranks %d and %d in a FIFO program: swap is a direct step; declare via = \"direct\" "
+               "in collective{} (at %s:%d)", mine->rank, rank, t->script, t->decl_line);
+  if (ir_proto_landed(t->proto))
+    luaL_error(L, "swap between ranks %d and %d in a direct %s program: swap loads the peer's chunks, which only "
+               "protocol Simple does", mine->rank, rank, ir_proto_name[t->proto]);
+  ref *theirs = cc_dsl_push_ref(L, t, rank, space, idx, n, flat);   /* kept on the stack while it is used */
+  cc_op op = {.kind = CC_SWAP, .src_rank = mine->rank, .src_space = mine->space, .src_idx = mine->idx,
+              .src_pat = mine->pat, .dst_rank = rank, .dst_space = space, .dst_idx = idx, .count = n,
+              .ch = -1, .sendtb = -1, .recvtb = -1, .via = -1, .line = cc_dsl_script_line(L)};
+  check_fresh(L, t, mine, "swap of");
+  check_fresh(L, t, theirs, "swap with");
+  check_written(L, t, mine);
+  check_written(L, t, theirs);
+  char topo[CC_MAX_TOPO_NAME + 64];
+  if (!cc_topo_linked(&t->topo, mine->rank, rank))
+    luaL_error(L, "swap between ranks %d and %d: the topology (%s) does not link them", mine->rank, rank,
+               cc_topo_describe(&t->topo, topo, sizeof topo));
+  check_input_write(L, t, "swap of", mine->rank, mine->space, mine->idx, n, mine->pat);
+  check_input_write(L, t, "swap with", rank, space, idx, n, flat);
+  check_rooted_write(L, t, "swap of", mine->rank, mine->space, mine->idx);
+  check_rooted_write(L, t, "swap with", rank, space, idx);
+  check_rooted_read(L, t, "swap of", mine);
+  check_rooted_read(L, t, "swap with", theirs);
+  for (int i = 0; i < n; i++) {
+    cc_loc *x = cc_dsl_loc(L, t, mine->rank, mine->space, at(mine, i)), *y = cc_dsl_loc(L, t, rank, space, idx + i);
+    cc_val v = x->val;
+    x->val = y->val;
+    y->val = v;
+    x->version = cc_dsl_next_version(L, t);
+    y->version = cc_dsl_next_version(L, t);
+    x->mixed = y->mixed = 0;
+    x->line = y->line = op.line;
+  }
+  cc_dsl_add_op(L, t, &op);
+  cc_dsl_push_ref(L, t, mine->rank, mine->space, mine->idx, n, mine->pat);
+  cc_dsl_push_ref(L, t, rank, space, idx, n, flat);
+  return 2;
+}
+
 /* parallelize(n, fn): calls fn(i) for i = 0..n-1, each from the state
  * before the call; instance i's operations act on piece i of every chunk
  * and run on their own channels (cc_lower.c).  Afterwards a chunk holds
@@ -619,6 +677,7 @@ int cc_dsl_ref_index(lua_State *L) {
   else if (!strcmp(k, "buffer")) lua_pushstring(L, space_name(t, r->space));
   else if (!strcmp(k, "copy")) { lua_pushvalue(L, lua_upvalueindex(1)); lua_pushcclosure(L, l_copy, 1); }
   else if (!strcmp(k, "reduce")) { lua_pushvalue(L, lua_upvalueindex(1)); lua_pushcclosure(L, l_reduce, 1); }
+  else if (!strcmp(k, "swap")) { lua_pushvalue(L, lua_upvalueindex(1)); lua_pushcclosure(L, l_swap, 1); }
   else lua_pushnil(L);
   return 1;
 }

@@ -31,6 +31,7 @@ static int leaning(const cc_trace *t) { return t->direct || (t->via != CC_VIA_FI
 static const char *op_name(const cc_op *o) {
   if (o->kind == CC_COPY) return "copy";
   if (o->kind == CC_REDUCE) return "reduce";
+  if (o->kind == CC_SWAP) return "swap";
   if (o->cop == IR_OP_GEMV) return "gemv";
   if (o->cop == IR_OP_GEMM) return "gemm";
   return "embedding_bag";
@@ -85,7 +86,7 @@ void cc_via_op(lua_State *L, cc_trace *t, cc_op *o) {
   if (remote) {
     char what[96];
     snprintf(what, sizeof what, "%s from rank %d %s rank %d", op_name(o), o->src_rank,
-             o->kind == CC_COPY ? "to" : "into", o->dst_rank);
+             o->kind == CC_COPY ? "to" : o->kind == CC_SWAP ? "with" : "into", o->dst_rank);
     if (o->via == CC_VIA_FIFO) {
       if (t->direct)
         luaL_error(L, "%s goes through FIFOs (via='fifo'), but the program is direct (via at %s:%d): a program is "

@@ -285,6 +285,14 @@ static void run_step(exec *x, tbx *me, const ir_step *st, int64_t t) {
   case IR_OP_GET:
     gather(x, st->peer, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
     break;
+  case IR_OP_XCHG: {   /* both sides loaded, then each stored where the other was */
+    unsigned char *theirs = me->tmp + n * x->esize;
+    gather(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);
+    gather(x, st->peer, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, theirs);
+    scatter(x, st->peer, st->dstbuf, st->dstoff, st->dstrun, st->dststride, st->cnt, t, len, res);
+    scatter(x, me->r, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, theirs);
+    return;
+  }
   case IR_OP_GETR: {   /* as re, with the peer's chunks for src */
     unsigned char *cur = me->tmp + n * x->esize;
     gather(x, st->peer, st->srcbuf, st->srcoff, st->srcrun, st->srcstride, st->cnt, t, len, res);

@@ -18,10 +18,12 @@ extern "C" {
 
 /* Opcode flags, see ir_op.def. */
 enum { IR_F_SRC = 1, IR_F_DST = 2, IR_F_RECV = 4, IR_F_SEND = 8, IR_F_RED = 16, IR_F_COMP = 32,
-       IR_F_PUT = 64, IR_F_GET = 128, IR_F_SIG = 256, IR_F_WAIT = 512 };
+       IR_F_PUT = 64, IR_F_GET = 128, IR_F_SIG = 256, IR_F_WAIT = 512, IR_F_SWAP = 1024 };
 /* The direct steps' flags: a step with any of them names a peer (ir_step.peer)
  * and moves data or signals through no FIFO. */
 #define IR_F_DIRECT (IR_F_PUT | IR_F_GET | IR_F_SIG | IR_F_WAIT)
+/* How many IR_F_* bits there are. */
+#define IR_F_BITS 11
 
 typedef enum ir_op {
 #define X(id, xml, flags, args, doc) IR_OP_##id,
@@ -271,7 +273,7 @@ int ir_tb_compute(const ir_tb *tb);
  * holds nothing until compute steps write it. */
 int ir_prog_fused(const ir_prog *p);
 
-/* Whether opcode op is a direct step (put, get, getr, sig, wait). */
+/* Whether opcode op is a direct step (put, get, getr, xchg, sig, wait). */
 static inline int ir_op_direct(int op) { return (ir_op_flags[op] & IR_F_DIRECT) != 0; }
 
 /* 1 when some step of p is a direct step: the runtime runs p on the direct

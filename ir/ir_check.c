@@ -356,9 +356,11 @@ static void check_dep(ir_checker *c, const ir_gpu *g, int r, int t, int s, ir_de
 static void check_rooted(checker *c, int r, int t, int s, const ir_step *st) {
   unsigned fl = ir_op_flags[st->op];
   if (st->cnt < 1) return;
-  rooted_side(c, r, t, s, r, (fl & IR_F_SRC) ? st->srcbuf : -1, (fl & IR_F_DST) ? st->dstbuf : -1);
+  const int swap = (fl & IR_F_SWAP) != 0;   /* xchg: each side read and written */
+  rooted_side(c, r, t, s, r, (fl & IR_F_SRC) ? st->srcbuf : -1, (fl & IR_F_DST) ? st->dstbuf : swap ? st->srcbuf : -1);
   if ((fl & (IR_F_PUT | IR_F_GET)) && ir_peer_ok(c->p, r, st))
-    rooted_side(c, r, t, s, st->peer, (fl & IR_F_GET) ? st->srcbuf : -1, (fl & IR_F_PUT) ? st->dstbuf : -1);
+    rooted_side(c, r, t, s, st->peer, (fl & IR_F_GET) ? st->srcbuf : swap ? st->dstbuf : -1,
+                (fl & IR_F_PUT) ? st->dstbuf : -1);
 }
 
 static void check_steps(checker *c, int r) {
@@ -387,7 +389,7 @@ static void check_steps(checker *c, int r) {
       if (st->op != IR_OP_NOP && !(fl & (IR_F_SIG | IR_F_WAIT)) && st->cnt < 1)   /* signals: ir_check_direct.c */
         ir_check_err(c, r, t, s, "%s has cnt=%d; it must move at least one chunk", op, st->cnt);
       if (!(fl & IR_F_DIRECT) && st->peer >= 0)
-        ir_check_err(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, sig, wait) name a peer", op, st->peer);
+        ir_check_err(c, r, t, s, "%s has peer=%d; only direct steps (put, get, getr, xchg, sig, wait) name a peer", op, st->peer);
       /* A nop moves nothing, but executors size their FIFO slots by the
        * largest cnt: it may name no more chunks than a buffer holds. */
       if (st->op == IR_OP_NOP && st->cnt > geom.chunks[IR_BUF_INPUT] && st->cnt > geom.chunks[IR_BUF_OUTPUT] &&

@@ -13,7 +13,7 @@
  * (message counts, sizes and declared destinations) and deadlock freedom:
  * no cycle through program order, dependencies and messages, nor, with
  * BATON_EXEC_SLOTS FIFO slots per connection, through full slots.  A
- * direct program (put, get, getr, sig, wait) is held to the rules of
+ * direct program (put, get, getr, xchg, sig, wait) is held to the rules of
  * docs/IR.md, "Direct steps" (ir_check_direct.c): its peers, the peer's chunk
  * ranges, Simple or LL and no FIFO or compute step, its signal streams, LL
  * landings and the pair rule, no cycle through signals and landings

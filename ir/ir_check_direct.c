@@ -1,4 +1,4 @@
-/* ir_check_direct.c -- the validator's rules for direct programs (put, get, getr, sig, wait); their
+/* ir_check_direct.c -- the validator's rules for direct programs (put, get, getr, xchg, sig, wait); their
  * streams and landings: ir_direct.c. */
 #include "ir_direct.h"
 #include "ir_check_int.h"
@@ -90,9 +90,9 @@ static void check_kind(ir_checker *c) {
           break;
         }
         if (!ll) continue;
-        if (st->op == IR_OP_GET || st->op == IR_OP_GETR)
-          ir_check_err(c, r, t, s, "%s in a direct %s program: it has only put, cpy, re, nop, sig and wait steps (get "
-                   "and getr are Simple's)", op, proto);
+        if (st->op == IR_OP_GET || st->op == IR_OP_GETR || st->op == IR_OP_XCHG)
+          ir_check_err(c, r, t, s, "%s in a direct %s program: it has only put, cpy, re, nop, sig and wait steps (get, "
+                   "getr and xchg are Simple's)", op, proto);
         else if (st->op == IR_OP_PUT && st->dstbuf != IR_BUF_SCRATCH && ir_peer_ok(p, r, st))
           ir_check_err(c, r, t, s, "put into rank %d's %s: in a direct %s program a put lands in its peer's scratch "
                    "(dstbuf s)", st->peer, ir_buf_xml[st->dstbuf], proto);
@@ -290,7 +290,7 @@ void ir_direct_check(ir_checker *c) {
 
 /* ---- ordering rules ---- */
 
-/* The end rule (a put, get or getr happens before some step of the rank it
+/* The end rule (a put, get, getr or xchg happens before some step of the rank it
  * touches: the last step of one of its thread blocks) and, in Simple, the
  * start rule (it happens after some step of that rank: one of the rank's
  * columns in its clock is set), from the vector clocks of every rank. */
@@ -316,6 +316,7 @@ void ir_direct_order(ir_checker *c, const ir_graph *g) {
         unsigned fl = ir_op_flags[st->op];
         if (!(fl & (IR_F_PUT | IR_F_GET)) || !ir_peer_ok(p, r, st)) continue;
         int q = st->peer, put = (fl & IR_F_PUT) != 0, ends = 0, starts = 0;
+        const char *verb = (fl & IR_F_SWAP) ? "exchanges with" : put ? "writes" : "reads";
         long v = g->base[r][t] + s;
         for (int u = 0; u < p->gpus[q].ntbs && !ends; u++)
           if (p->gpus[q].tbs[u].nsteps > 0) ends = ir_graph_before_all(g, vc, v, g->base[q][u] + p->gpus[q].tbs[u].nsteps - 1);
@@ -324,12 +325,12 @@ void ir_direct_order(ir_checker *c, const ir_graph *g) {
         side_text(a, sizeof a, st, put);
         if (!ends)
           ir_check_err(c, r, t, s, "%s %s rank %d's %s but happens before no step of rank %d: rank %d's call could end "
-                   "before it is done (the end rule: %s)", ir_op_xml[st->op], put ? "writes" : "reads", q, a, q, q,
+                   "before it is done (the end rule: %s)", ir_op_xml[st->op], verb, q, a, q, q,
                    simple ? "a sig after it that a wait of that rank takes" : "that rank reads the landing");
         if (simple && !starts)
           ir_check_err(c, r, t, s, "%s %s rank %d's %s but happens after no step of rank %d: rank %d may not have begun "
-                   "the call (the start rule: a wait before it for a sig of that rank)", ir_op_xml[st->op],
-                   put ? "writes" : "reads", q, a, q, q);
+                   "the call (the start rule: a wait before it for a sig of that rank)", ir_op_xml[st->op], verb, q, a,
+                   q, q);
       }
 out:
   free(order);

@@ -1,4 +1,4 @@
-/* ir_direct.h -- direct programs (put, get, getr, sig, wait): their signal streams and LL landings, shared by
+/* ir_direct.h -- direct programs (put, get, getr, xchg, sig, wait): their signal streams and LL landings, shared by
  * the validator, the step graph, the race check and the CPU executor (docs/IR.md, "Direct steps"). */
 #ifndef IR_DIRECT_H
 #define IR_DIRECT_H
@@ -12,6 +12,12 @@
  * ...; a receive that reduces writes its destination without reading it). */
 static inline int ir_side_reads_local(unsigned fl, int k) {
   return k ? (fl & IR_F_DST) && (fl & IR_F_RED) && !(fl & IR_F_RECV) : (fl & IR_F_SRC) != 0;
+}
+
+/* Whether side k of a step with opcode flags fl is read, then written: a reduction's destination (re, getr,
+ * rrc, rrcs write it from what they read of it, or from a message), either side of an exchange (xchg). */
+static inline int ir_side_rmw(unsigned fl, int k) {
+  return (fl & IR_F_SWAP) || (k && ir_side_reads_local(fl, 1));
 }
 
 /* The rank whose memory side k of step st of rank r addresses: the peer's for a put's destination and a

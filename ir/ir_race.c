@@ -30,10 +30,11 @@ static access range_of(const ir_step *st, const ir_geom *g, int aliased, int dst
   return a;
 }
 
-/* "reads i[2..3]" / "writes o[1]": st's source or destination, in buf. */
-static const char *what(const ir_step *st, char *buf, size_t n, int write) {
-  int b = write ? st->dstbuf : st->srcbuf, off = write ? st->dstoff : st->srcoff;
-  int run = write ? st->dstrun : st->srcrun, stride = write ? st->dststride : st->srcstride;
+/* "reads i[2..3]" / "writes o[1]": side k of st (0 its source, 1 its
+ * destination), in buf. */
+static const char *what(const ir_step *st, char *buf, size_t n, int k, int write) {
+  int b = k ? st->dstbuf : st->srcbuf, off = k ? st->dstoff : st->srcoff;
+  int run = k ? st->dstrun : st->srcrun, stride = k ? st->dststride : st->srcstride;
   const char *verb = write ? "writes" : "reads";
   if (run > 0 && run < st->cnt)
     snprintf(buf, n, "%s %s[%d..%d %+d x%d]", verb, ir_buf_xml[b], off, off + run - 1, stride, (st->cnt + run - 1) / run);
@@ -116,16 +117,16 @@ static void report_race(race_state *st, const acc *x, const acc *y) {
   char m1[64], m2[64], at[160];
   ir_step_where(st->p, a, at, sizeof at);
   const char *same = st->aliased && x->a.space == 0 &&
-                     (x->a.write ? a->dstbuf : a->srcbuf) != (y->a.write ? b->dstbuf : b->srcbuf) ? " (the same memory in place)" : "";
+                     (x->k ? a->dstbuf : a->srcbuf) != (y->k ? b->dstbuf : b->srcbuf) ? " (the same memory in place)" : "";
   if (st->rnode)
     rt_diag_add(st->diag, "%s: rank %d: data race in its memory: rank %d tb %d step %d (%s) %s while rank %d tb %d "
                 "step %d (%s) %s%s, and no dependency, signal or landing orders them", at, st->r, x->r, x->t, x->s,
-                ir_op_xml[a->op], what(a, m1, sizeof m1, x->a.write), y->r, y->t, y->s,
-                ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
+                ir_op_xml[a->op], what(a, m1, sizeof m1, x->k, x->a.write), y->r, y->t, y->s,
+                ir_op_xml[b->op], what(b, m2, sizeof m2, y->k, y->a.write), same);
   else
     rt_diag_add(st->diag, "%s: rank %d: data race: tb %d step %d (%s) %s while tb %d step %d (%s) %s%s, and no "
                 "dependency or message orders them", at, st->r, x->t, x->s, ir_op_xml[a->op],
-                what(a, m1, sizeof m1, x->a.write), y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->a.write), same);
+                what(a, m1, sizeof m1, x->k, x->a.write), y->t, y->s, ir_op_xml[b->op], what(b, m2, sizeof m2, y->k, y->a.write), same);
 }
 
 /* Whether node a happens before or at node v (a of rank r unless the
@@ -177,12 +178,13 @@ static void node_accesses(race_state *st, long node, const long *topo, acc *v, l
   unsigned fl = ir_op_flags[x->op];
   for (int k = 0; k < 2; k++) {   /* k: 0 the source, 1 the destination */
     if (ir_side_rank(x, sr, k) != st->r) continue;
-    if (!v) { *m += (k ? 2 : 1) * (long)ir_side_nruns(x, k); continue; }   /* a destination may add its read half */
-    int rmw = k && ir_side_reads_local(fl, 1);   /* a reduction's destination (re, getr): read, then written */
+    if (!v) { *m += 2 * (long)ir_side_nruns(x, k); continue; }   /* a written side may add its read half */
+    int rmw = ir_side_rmw(fl, k);   /* a reduction's destination (re, getr), either side of an xchg: read, then written */
     for (int32_t i = 0; i < ir_side_nruns(x, k); i++) {
       access a = range_of(x, &st->geom, st->aliased, k, i);
+      a.write |= rmw;   /* an xchg's source is written too */
       if (a.hi <= a.lo) continue;
-      /* reads that need a producer: sources, and a reduce's destination (it reads it too) */
+      /* reads that need a producer: sources, and a read-then-written side (it reads it too) */
       int reads = !a.write || rmw;
       int produce = reads && (st->fused || a.space == IR_BUF_SCRATCH);
       if (a.write && produce) {   /* the read half of a reduce's destination, for the producer check */

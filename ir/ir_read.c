@@ -271,7 +271,7 @@ static void read_step(reader *rd, xmlNode *n, ir_tb *tb, int rank) {
   /* Direct steps name their peer; no other step has one. */
   s->peer = i32(rd, n, "peer", (fl & IR_F_DIRECT) != 0, -1, -1, INT_MAX);
   if (s->peer >= 0 && op != IR_OP_COUNT && !(fl & IR_F_DIRECT))   /* an unknown opcode has its error */
-    ERR(rd, n, "rank %d tb %d step %d: peer= is for direct steps (put, get, getr, sig, wait), not %s", rank, tb->id,
+    ERR(rd, n, "rank %d tb %d step %d: peer= is for direct steps (put, get, getr, xchg, sig, wait), not %s", rank, tb->id,
         idx, ir_op_xml[op]);
   s->cnt = i32(rd, n, "cnt", op != IR_OP_NOP && op != IR_OP_COUNT, 0, 0, INT_MAX);
   s->srcrun = i32(rd, n, "srcrun", 0, 0, 0, INT_MAX);

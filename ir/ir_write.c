@@ -125,6 +125,12 @@ void ir_step_text(const ir_prog *p, const ir_tb *tb, const ir_step *st, char *li
     else snprintf(line + n, cap - n, " %d:%s -> %s", st->peer, a, b);
     return;
   }
+  if (fl & IR_F_SWAP) {   /* both ways: the local chunks and the peer's */
+    chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride);
+    chunks(b, sizeof b, st->dstbuf, st->dstoff, st->cnt, st->dstrun, st->dststride);
+    snprintf(line + n, cap - n, " %s <-> %d:%s", a, st->peer, b);
+    return;
+  }
   if (fl & IR_F_RECV) n += snprintf(line + n, cap - n, " recv(%d)", tb->recv);
   if (fl & IR_F_SRC) n += snprintf(line + n, cap - n, " %s%s",
                                     (fl & IR_F_RECV) ? "+ " : "", chunks(a, sizeof a, st->srcbuf, st->srcoff, st->cnt, st->srcrun, st->srcstride));
@@ -191,13 +197,13 @@ void ir_explain(const ir_prog *p, FILE *f) {
 }
 
 void ir_ops_markdown(FILE *f) {
-  static const char *flag_names[] = {"src", "dst", "recv", "send", "reduce", "compute", "peer's dst", "peer's src",
-                                     "signal", "wait"};
+  static const char *flag_names[IR_F_BITS] = {"src", "dst", "recv", "send", "reduce", "compute", "peer's dst",
+                                              "peer's src", "signal", "wait", "exchange"};
   fputs("| type | opcode | reads/writes | operands | semantics |\n|---|---|---|---|---|\n", f);
   for (int i = 0; i < IR_OP_COUNT; i++) {
     char fl[80] = "", args[64] = "";
     size_t n = 0, m = 0;
-    for (int b = 0; b < 10; b++)
+    for (int b = 0; b < IR_F_BITS; b++)
       if (ir_op_flags[i] & (1u << b))
         n += snprintf(fl + n, sizeof fl - n, "%s%s", n ? ", " : "", flag_names[b]);
     for (const char *a = ir_op_args[i]; *a; a++)

@@ -343,6 +343,44 @@ static void data_step(builder *b, const ir_step *st, int s) {
   else store(b, st->op == IR_OP_PUT ? IP_L_PUT : IP_L_STORE, dst, s);
 }
 
+/* An xchg: a copies operation of its own, every segment's load first (the
+ * local chunks' value, put into the peer's chunks; the peer's value,
+ * stored into the local chunks), so each side reads the other's old
+ * value.  Of up to IP_DIRECT_COPY_SEGS / 2 chunks, a pair of segments per
+ * chunk: a thread then has that many of the peer's loads in flight at
+ * once (a remote load's round trip, not the link, bounds one at a time).
+ * Signals held back go before it. */
+static void xchg_step(builder *b, const ir_step *st, int s) {
+  if (b->ll) {
+    b->bad = 1;
+    b->why = "an xchg in an LL or LL128 program";
+    return;
+  }
+  close_run(b, s);
+  flush_signals(b);
+  const loc mine = src_loc(b, st), theirs = dst_loc(b, st);
+  const int split = st->cnt > 1 && 2 * st->cnt <= IP_DIRECT_COPY_SEGS;
+  b->op = new_op(b, IP_D_RUN);   /* a run's first link: the links below */
+  if (b->op < 0) return;
+  ip_dop *o = &b->d->tab.ops[b->op];
+  o->cnt = split ? 1 : st->cnt;
+  o->nseg = (uint8_t)(split ? 2 * st->cnt : 2);
+  for (int j = 0; j < (split ? st->cnt : 1); j++) {
+    loc a = mine, t = theirs;   /* chunk j alone, or the whole patterns */
+    if (split) {
+      a.off = (int32_t)ir_chunk_at(mine.off, mine.run, mine.stride, j);
+      t.off = (int32_t)ir_chunk_at(theirs.off, theirs.run, theirs.stride, j);
+      a.run = a.stride = t.run = t.stride = 0;
+    }
+    add_link(b, IP_L_LOAD, a, s);
+    add_link(b, IP_L_PUT, t, s);
+    add_link(b, IP_L_LOAD, t, s);
+    add_link(b, IP_L_STORE, a, s);
+  }
+  o->kind = IP_D_COPIES;
+  b->op = -1;
+}
+
 /* Whether the open run only copies this rank's memory into this rank's
  * memory (a LOAD and local STOREs, no reduction yet, no signal held
  * back): a wait after it may run before it instead (a wait orders what
@@ -539,6 +577,8 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
         b.why = "a dependency between thread blocks";
       } else if (st->op == IR_OP_SIG || st->op == IR_OP_WAIT) {
         sync_step(&b, st, s, taken, sent);
+      } else if (st->op == IR_OP_XCHG) {
+        xchg_step(&b, st, s);
       } else if (b.staged && self_copy(p, st)) {
         /* left out: in place, those chunks are already where they go */
       } else if (st->op != IR_OP_NOP) {

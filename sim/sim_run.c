@@ -251,9 +251,10 @@ static int joined(const ir_tb *tb, int s) {
  * later members of a joined run of puts or of peer reads (joined) -- one
  * barrier and flag pass for all of them. */
 /* Whether op moves a chunk's data in the direct executor (a put, get,
- * getr, cpy or re): the operations a run of them shares one pass over. */
+ * getr, xchg, cpy or re): the operations a run of them shares one pass over. */
 static int moves_data(int op) {
-  return op == IR_OP_PUT || op == IR_OP_GET || op == IR_OP_GETR || op == IR_OP_COPY || op == IR_OP_REDUCE;
+  return op == IR_OP_PUT || op == IR_OP_GET || op == IR_OP_GETR || op == IR_OP_XCHG || op == IR_OP_COPY ||
+         op == IR_OP_REDUCE;
 }
 
 static int shares_op(const ir_tb *tb, int s) {
@@ -360,6 +361,13 @@ static void on_step(void *ctx, const ip_cpu_event *e) {
       fin = end;
       m->messages++;
     }
+  } else if (fl & IR_F_SWAP) {   /* xchg: the peer's chunks come here as this rank's go there, in one pass */
+    double out_end, in_end;
+    int wout = 0, win = 0;
+    transfer(m, e->r, st->peer, bytes, eff, t, &out_end, &wout);
+    double in = transfer(m, st->peer, e->r, bytes, eff * s->v[SIM_GET_EFF], t, &in_end, &win);
+    fin = out_end > in ? out_end : in;
+    waited = wout || win;
   } else if (fl & (IR_F_GET)) {   /* get, getr: the peer's chunks come here, added in the same pass */
     double end;
     fin = transfer(m, st->peer, e->r, bytes, eff * s->v[SIM_GET_EFF], t, &end, &waited);

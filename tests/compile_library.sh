@@ -154,7 +154,7 @@ for r in 4 8; do
 done
 # Direct programs (via): the all-pairs scripts and the direct AllToAll
 # with puts, gets and getrs instead of FIFO messages, in and out of place,
-# Simple and LL.
+# Simple and LL; the in-place AllToAll by xchg.
 for r in 2 3 4 8; do
   case_ allreduce_allpairs.lua ranks=$r shot=1 protocol=LL via=direct
   case_ allreduce_allpairs.lua ranks=$r shot=1 protocol=LL via=direct inplace=0
@@ -173,6 +173,8 @@ for r in 2 3 4 8; do
   case_ alltoall_direct.lua ranks=$r protocol=LL via=direct
   case_ alltoall_direct.lua ranks=$r via=direct inplace=1
   case_ alltoall_direct.lua ranks=$r protocol=LL via=direct inplace=1
+  case_ alltoall_direct.lua ranks=$r via=direct inplace=1 swap=1
+  case_ alltoall_direct.lua ranks=$r via=direct inplace=1 swap=1 chunks=3
 done
 # What they compile to: the 4-rank Simple two-shot out of place is, on
 # rank 0, a start sig to every peer, the local copy, a wait for each, the

@@ -135,7 +135,7 @@ check "a peer past 32 bits" 1 "peer=99999999999 is out of range [-1, 2147483647]
   peer '0,/ peer="1"/s// peer="99999999999"/' "$tmp/peerbig.xml"
 check "a direct step without its peer" 1 "nopeer.xml:4: <step> lacks attribute peer" \
   peer '0,/ peer="1"/s///' "$tmp/nopeer.xml"
-check "peer= on a local step" 1 "cpypeer.xml:6: rank 0 tb 0 step 2: peer= is for direct steps (put, get, getr, sig, wait), not cpy" \
+check "peer= on a local step" 1 "cpypeer.xml:6: rank 0 tb 0 step 2: peer= is for direct steps (put, get, getr, xchg, sig, wait), not cpy" \
   peer 's|type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"|& peer="1"|' "$tmp/cpypeer.xml"
 
 # --- a custom collective whose expected chunk sits elsewhere in its block ---

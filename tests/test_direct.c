@@ -401,6 +401,50 @@ int main(void) {
   ok(built == BT_OK && !strcmp(kinds, "WCSCSCSCS"), "four pieces to one peer: each its copy, then its signal (%s)",
      kinds);
   ir_prog_free(p);
+  /* An in-place AllToAll by xchg: one copies operation of two segments
+   * (the local chunk put into the peer's, the peer's stored into the
+   * local one), both loads first, after the start wait; its signal after. */
+  coll = "alltoall";
+  begin("Simple", 2, 2, 1);
+  for (int r = 0; r < 2; r++) {
+    rank_begin(r, 2, 1, 0);
+    if (r == 0) {
+      step("wait", "i", -1, "o", -1, 1, 1);
+      step("xchg", "i", 1, "i", 0, 1, 1);
+      step("sig", "i", -1, "o", -1, 1, 1);
+    } else {
+      step("sig", "i", -1, "o", -1, 1, 0);
+      step("wait", "i", -1, "o", -1, 1, 0);
+    }
+    rank_end();
+  }
+  p = end();
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  memset(kinds, 0, sizeof kinds);
+  for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
+  const ip_dlink *xl = d.nops > 1 ? &d.tab.links[d.tab.ops[1].first] : NULL;
+  ok(built == BT_OK && !strcmp(kinds, "WCS") && d.tab.ops[1].nseg == 2 && kinds_are(&d, &d.tab.ops[1], "LlPpLpSl") &&
+     xl[0].off == 1 && xl[1].off == 0 && xl[1].peer == 1 && xl[2].off == 0 && xl[3].off == 1 && d.peer_io,
+     "xchg: a wait, one copies operation (load i[1], put it to rank 1's i[0], load that, store it in i[1]), its "
+     "signal (%s)", kinds);
+  ir_prog_free(p);
+  coll = "alltoall";   /* two chunks: a pair of segments each, two of the peer's loads at once */
+  begin("Simple", 2, 4, 1);
+  for (int r = 0; r < 2; r++) {
+    rank_begin(r, 4, 1, 0);
+    step(r ? "sig" : "wait", "i", -1, "o", -1, 1, 1 - r);
+    if (r == 0) step("xchg", "i", 2, "i", 0, 2, 1);
+    step(r ? "wait" : "sig", "i", -1, "o", -1, 1, 1 - r);
+    rank_end();
+  }
+  p = end();
+  built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
+  xl = built == BT_OK && d.nops > 1 ? &d.tab.links[d.tab.ops[1].first] : NULL;
+  ok(xl && d.tab.ops[1].kind == IP_D_COPIES && d.tab.ops[1].nseg == 4 && d.tab.ops[1].cnt == 1 &&
+     kinds_are(&d, &d.tab.ops[1], "LlPpLpSlLlPpLpSl") && xl[0].off == 2 && xl[1].off == 0 && xl[4].off == 3 &&
+     xl[5].off == 1 && xl[6].off == 1 && xl[7].off == 3,
+     "xchg of 2 chunks: 4 segments of one chunk each (i[2] with rank 1's i[0], i[3] with its i[1]), all 4 loads first");
+  ir_prog_free(p);
   /* Refused: a dependency between thread blocks, and more ranks than the
    * executor's parameters hold. */
   begin("Simple", 2, 1, 0);

@@ -1,5 +1,5 @@
-/* test_dsl_direct.c -- the direct lowering (via = "direct", "put", "get"):
- * the steps, peers and signals small scripts become, the start and end
+/* test_dsl_direct.c -- the direct lowering (via = "direct", "put", "get";
+ * swap): the steps, peers and signals small scripts become, the start and end
  * rules, LL landings, every refusal with its script line, and that
  * via = "fifo" changes nothing. */
 #include <stdlib.h>
@@ -385,6 +385,72 @@ static void test_errors(void) {
         "a compute step");
 }
 
+#define A2A_SWAP(N, K) \
+  "local n, k = " #N ", " #K "\n" \
+  "collective{kind='alltoall', ranks=n, chunks=k, inplace=true, via='direct'}\n" \
+  "local h = (k + 1) // 2\n" \
+  "for r = 0, n - 1 do for q = r + 1, n - 1 do\n" \
+  "  chunk(r, 'input', q * k, h):swap(q, 'input', r * k)\n" \
+  "  if k > h then chunk(q, 'input', r * k + h, k - h):swap(r, 'input', q * k + h) end\n" \
+  "end end\n"
+
+/* swap: an in-place AllToAll whose pairs of blocks trade places is one
+ * xchg per pair and half, between the start rule's and the end rule's
+ * signals, no scratch; the refusals at their lines. */
+static void test_swap(void) {
+  ir_prog *p = build(A2A_SWAP(2, 1), "the 2-rank in-place AllToAll by swap");
+  ok(p && steps_are(p, 0, "wait:1 xchg:1 sig:1") && steps_are(p, 1, "sig:0 wait:0"),
+     "... is rank 0's xchg between rank 1's start sig and its own end sig; rank 1 moves nothing");
+  const ir_tb *tb = tb0(p, 0);
+  ok(tb && tb->steps[1].srcbuf == IR_BUF_INPUT && tb->steps[1].srcoff == 1 && tb->steps[1].dstbuf == IR_BUF_INPUT &&
+     tb->steps[1].dstoff == 0 && tb->steps[1].cnt == 1 && p->gpus[0].s_chunks == 0,
+     "... the xchg trades rank 0's i[1] with rank 1's i[0], and no scratch");
+  char line[128];
+  if (tb) ir_step_text(p, tb, &tb->steps[1], line, sizeof line);
+  ok(tb && strstr(line, "xchg i[1] <-> 1:i[0]"), "... explained as 'xchg i[1] <-> 1:i[0]': %s", tb ? line : "");
+  char *x = xml(p);
+  ok(x && strstr(x, "type=\"xchg\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\""),
+     "... written as an xchg step");
+  free(x);
+  ir_prog_free(p);
+  p = build(A2A_SWAP(2, 2), "the 2-rank swap with two chunks a block");
+  ok(p && count(p, 0, IR_OP_XCHG) == 1 && count(p, 1, IR_OP_XCHG) == 1 && shape_ok(p),
+     "... each rank swaps half of the pair's chunks");
+  ir_prog_free(p);
+  for (int n = 3; n <= 5; n++) {
+    char src[1024], what[64];
+    snprintf(src, sizeof src, "local n, k = %d, 3\n%s", n, strchr(A2A_SWAP(2, 3), '\n') + 1);
+    snprintf(what, sizeof what, "the %d-rank swap with three chunks a block", n);
+    p = build(src, what);
+    int good = p && shape_ok(p);
+    for (int r = 0; p && r < n; r++) good &= count(p, r, IR_OP_XCHG) == n - 1 && count(p, r, IR_OP_PUT) == 0;
+    ok(good, "... every rank runs one xchg per peer (its half of each pair) and no put");
+    ir_prog_free(p);
+  }
+  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true}\nchunk(0, 'input', 1):swap(1, 'input', 0)\n",
+        "t.lua:2: swap between ranks 0 and 1 in a FIFO program: swap is a direct step; declare via = \"direct\" in "
+        "collective{} (at t.lua:1)", "swap in a FIFO program");
+  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true, via='direct', protocol='LL'}\n"
+        "chunk(0, 'input', 1):swap(1, 'input', 0)\n",
+        "t.lua:2: swap between ranks 0 and 1 in a direct LL program: swap loads the peer's chunks, which only protocol "
+        "Simple does", "swap in LL");
+  fails("collective{kind='alltoall', ranks=2, chunks=2, inplace=true, via='direct'}\n"
+        "chunk(0, 'input', 0):swap(0, 'input', 1)\n",
+        "t.lua:2: swap of rank 0's chunks with its own: swap trades chunks with another rank", "a swap within a rank");
+  fails("collective{kind='alltoall', ranks=2, chunks=1, via='direct'}\nchunk(0, 'input', 1):swap(1, 'input', 0)\n",
+        "t.lua:2: swap of rank 0 input[1] writes the input buffer of an out-of-place collective",
+        "a swap of an out-of-place input");
+  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true, via='direct'}\n"
+        "local c = chunk(0, 'input', 1)\nc:swap(1, 'input', 0)\nc:swap(1, 'input', 1)\n",
+        "t.lua:4: stale reference: swap of rank 0 input[1] was written again", "a stale reference after a swap");
+  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true, via='direct'}\n"
+        "chunk(0, 'input', 1):swap(1, 'input', 0, {ch=1})\n",
+        "t.lua:2: swap takes no options: swap(rank, buffer, index)", "swap options");
+  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true, via='direct'}\n"
+        "chunk(0, 'input', 0, 2):swap(1, 'input', 1)\n",
+        "t.lua:2: input[1..2] out of range: input has 2 chunks per rank", "a swap past the peer's buffer");
+}
+
 int main(void) {
   test_twoshot();
   test_start_rule();
@@ -394,5 +460,6 @@ int main(void) {
   test_fifo_unchanged();
   test_rooted();
   test_errors();
+  test_swap();
   return tap_done();
 }

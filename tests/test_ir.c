@@ -705,7 +705,7 @@ static void drop(ir_prog *p, int r, int t, int s) {
   tb->nsteps--;
 }
 
-/* Direct programs (put, get, getr, sig, wait): the runtime's shapes are
+/* Direct programs (put, get, getr, xchg, sig, wait): the runtime's shapes are
  * valid, and each rule of docs/IR.md's "Direct steps" fails with its
  * message on a program broken for it. */
 static void test_direct_rules(void) {
@@ -731,7 +731,7 @@ static void test_direct_rules(void) {
   ok_contains(direct_errors(p), "rank 0 tb 0 step 1: wait has cnt=0; it waits for at least one signal", "a wait for none");
   p = twoshot(2);
   at(p, 0, 0, 2)->peer = 1;
-  ok_contains(direct_errors(p), "rank 0 tb 0 step 2: cpy has peer=1; only direct steps (put, get, getr, sig, wait) name a "
+  ok_contains(direct_errors(p), "rank 0 tb 0 step 2: cpy has peer=1; only direct steps (put, get, getr, xchg, sig, wait) name a "
               "peer", "a peer on a local step");
   /* the peer's side in the peer's geometry: rank 0 has two scratch chunks, rank 1 one */
   p = oneshot_ll(2, 1);
@@ -760,7 +760,7 @@ static void test_direct_rules(void) {
   p = twoshot(2);
   p->proto = IR_PROTO_LL128;
   ok_contains(direct_errors(p), "rank 1 tb 0 step 3: getr in a direct LL128 program: it has only put, cpy, re, nop, sig "
-              "and wait steps (get and getr are Simple's)", "LL128: the LL rules");
+              "and wait steps (get, getr and xchg are Simple's)", "LL128: the LL rules");
   /* signal streams */
   p = twoshot(2);
   dsig(dtb(p, 0), 1);
@@ -785,7 +785,7 @@ static void test_direct_rules(void) {
   p = oneshot_ll(2, 1);
   dstep(&p->gpus[0].tbs[0], IR_OP_GET, 1, IR_BUF_INPUT, 0, IR_BUF_OUTPUT, 0, 1);
   ok_contains(direct_errors(p), "rank 0 tb 0 step 3: get in a direct LL program: it has only put, cpy, re, nop, sig and "
-              "wait steps (get and getr are Simple's)", "a get in LL");
+              "wait steps (get, getr and xchg are Simple's)", "a get in LL");
   p = oneshot_ll(2, 1);
   at(p, 0, 0, 0)->dstbuf = IR_BUF_OUTPUT;
   ok_contains(direct_errors(p), "rank 0 tb 0 step 0: put into rank 1's o: in a direct LL program a put lands in its peer's "
@@ -884,6 +884,49 @@ static void test_direct_rules(void) {
   ir_prog_free(p);
 }
 
+/* An in-place AllToAll of 2 ranks by xchg: rank 0 trades its i[1] with
+ * rank 1's i[0] between rank 1's start sig and its own end sig; with
+ * `race` 1, rank 1 also writes its i[0] meanwhile, with 2 it reads rank
+ * 0's i[1]. */
+static ir_prog *swap2(ir_proto proto, int starts, int race) {
+  ir_prog *p = dprog("swap", IR_COLL_ALLTOALL, 2, proto, 2, 1, 0);
+  for (int r = 0; r < 2; r++) p->gpus[r].i_chunks = p->gpus[r].o_chunks = 2;
+  ir_tb *a = dtb(p, 0), *b = dtb(p, 1);
+  if (starts) dwait(a, 1, 1);
+  dstep(a, IR_OP_XCHG, 1, IR_BUF_INPUT, 1, IR_BUF_INPUT, 0, 1);
+  dsig(a, 1);
+  if (starts) dsig(b, 0);
+  if (race == 1) dstep(b, IR_OP_COPY, -1, IR_BUF_INPUT, 1, IR_BUF_INPUT, 0, 1);
+  if (race == 2) dstep(b, IR_OP_GET, 0, IR_BUF_INPUT, 1, IR_BUF_INPUT, 1, 1);
+  dwait(b, 0, 1);
+  return p;
+}
+
+/* xchg: valid between the start and end rules' signals; refused without
+ * the start rule, in LL, and where a step of the peer races with it. */
+static void test_xchg_rules(void) {
+  ok(!*direct_errors(swap2(IR_PROTO_SIMPLE, 1, 0)), "an in-place AllToAll by xchg validates");
+  ok_contains(direct_errors(swap2(IR_PROTO_SIMPLE, 0, 0)), "rank 0 tb 0 step 0: xchg exchanges with rank 1's i[0] but "
+              "happens after no step of rank 1: rank 1 may not have begun the call (the start rule",
+              "an xchg before the peer's start signal: the start rule");
+  ok_contains(direct_errors(swap2(IR_PROTO_LL, 1, 0)), "rank 0 tb 0 step 1: xchg in a direct LL program: it has only put, "
+              "cpy, re, nop, sig and wait steps (get, getr and xchg are Simple's)", "an xchg in LL");
+  ir_prog *p = swap2(IR_PROTO_SIMPLE, 1, 1);
+  rt_diag *d = rt_diag_new(20);
+  ok(ir_check(p, d) == BT_OK && ir_check_races(p, 1, d) == BT_ERR_INVALID, "a peer's write during the xchg races");
+  ok_contains(rt_diag_text(d), "rank 1: data race in its memory: rank 0 tb 0 step 1 (xchg) writes i[0] while rank 1 tb 0 "
+              "step 1 (cpy) writes i[0]", "... named in the peer's memory: %s", rt_diag_text(d));
+  rt_diag_free(d);
+  ir_prog_free(p);
+  p = swap2(IR_PROTO_SIMPLE, 1, 2);
+  d = rt_diag_new(20);
+  ok(ir_check_races(p, 1, d) == BT_ERR_INVALID, "a peer's read of the xchg's own side races");
+  ok_contains(rt_diag_text(d), "rank 0: data race in its memory: rank 0 tb 0 step 1 (xchg) writes i[1] while rank 1 tb 0 "
+              "step 1 (get) reads i[1]", "... as a write of it: %s", rt_diag_text(d));
+  rt_diag_free(d);
+  ir_prog_free(p);
+}
+
 /* The direct fixtures: read, validated, written back the same. */
 static void test_direct_files(const char *const *paths, int n) {
   for (int i = 0; i < n; i++) {
@@ -926,6 +969,7 @@ int main(int argc, char **argv) {
   test_race_scale();
   test_check_scale();
   test_direct_rules();
+  test_xchg_rules();
   const char *direct[] = {argc > 5 ? argv[5] : "tests/direct_2r.xml", argc > 6 ? argv[6] : "tests/direct_ll_4r.xml"};
   test_direct_files(direct, 2);
   return tap_done();

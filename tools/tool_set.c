@@ -250,6 +250,12 @@ static void default_set(set_ctx *c) {
      * H200, each alone: 9.8 us at 2 MiB like LL's, 13.0 at 4 MiB (LL 16.9),
      * 20.0 at 8 MiB (30.8). */
     entry(c, "alltoall_0_direct_ip", "alltoall_direct.lua", 2 * M + 1, 0, "via=direct protocol=Simple inplace=1");
+    /* In place where the peers' buffers are reachable (one process, or
+     * registered windows): each pair trades its two blocks (xchg), no
+     * scratch and no copy ("inplace_swap" sorts before "ip" and "ll":
+     * loaded first). */
+    entry(c, "alltoall_0_direct_inplace_swap", "alltoall_direct.lua", 2 * M + 1, 0,
+          "via=direct protocol=Simple inplace=1 swap=1 chunks=4");
   }
   /* All-pairs, else the ring (AllGather, ReduceScatter) and Bruck's
    * AllToAll at every size. */
