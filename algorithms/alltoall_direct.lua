@@ -30,11 +30,15 @@ local function slot(r, q) return (r < q and r or r - 1) * k end
 -- (The script runs in order, as the ranks would in one program: in place,
 -- every block is put before any lands over an input block still to go.)
 if swap then
-  local h = (k + 1) // 2
-  for r = 0, n - 1 do
-    for q = r + 1, n - 1 do   -- r's block q is q's, q's block r is r's
-      chunk(r, "input", q * k, h):swap(q, "input", r * k)
-      if k > h then chunk(q, "input", r * k + h, k - h):swap(r, "input", q * k + h) end
+  -- Round t: rank r takes its share of the pair {r, q}, q = r xor t (a
+  -- power of 2 ranks: the two of a pair work on it together) or r + t:
+  -- no rank's memory serves more than one other rank at a time.
+  local h, pow2 = (k + 1) // 2, n & (n - 1) == 0
+  for t = 1, n - 1 do
+    for r = 0, n - 1 do
+      local q = pow2 and r ~ t or (r + t) % n   -- r's block q is q's, q's block r is r's
+      if r < q then chunk(r, "input", q * k, h):swap(q, "input", r * k)
+      elseif k > h then chunk(r, "input", q * k + h, k - h):swap(q, "input", r * k + h) end
     end
   end
   return

@@ -473,21 +473,14 @@ __device__ __forceinline__ bool copies128(const ip_dargs &a, const ip_dop &op, u
 // ---- signals and waits ------------------------------------------------------
 
 // A group of signals: once every thread's earlier stores are done (the
-// barrier that ends every operation, ip_direct_kernel), thread i releases
-// signal i into its peer's flag; a release at system scope after a
-// barrier makes the whole block's stores visible to whoever acquires the
-// flag.  `bare`: the block has stored nothing this call (the group opens
-// its thread block, and no call descriptor went out), so there is nothing
-// to release -- what the kernels before stored is in this GPU's memory,
-// where the peer's loads find it -- and a plain store does: the release's
-// system-scope fence cost 1.1-2.3 us, all 128 blocks of a 2 MiB two-shot
-// fencing at once (2 x H200).
+// barrier that ends every operation, ip_direct_kernel), thread i signals
+// signal i into its peer's flag (st_signal_sys).  `bare`: the block has
+// stored nothing this call (the group opens its thread block, and no call
+// descriptor went out): a plain store.
 __device__ __forceinline__ void signals(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, bool bare) {
   for (int i = threadIdx.x; i < op.n; i += blockDim.x) {
     const ip_dsync &s = dtab().syncs[op.first + i];
-    uint64_t *f = a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks);
-    if (bare) st_relaxed_sys(f, IP_DIRECT_SIGNAL(seq, s.at));
-    else st_release_sys(f, IP_DIRECT_SIGNAL(seq, s.at));
+    st_signal_sys(a.flags[s.peer] + ip_direct_flag(lane, s.chan, a.rank, a.nranks), IP_DIRECT_SIGNAL(seq, s.at), bare);
   }
 }
 

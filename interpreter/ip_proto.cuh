@@ -115,12 +115,8 @@ static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
   const uint64_t call = *(volatile uint64_t *)&mine[n] + 1, desc = call << 32 | a.dkey;
   for (int q = 0; q < n; q++) {
     if (q == a.rank) continue;
-    if (a.dkey) {
-      *(volatile uint64_t *)&a.dflag[q][2 * n + 2 + a.rank] = desc;
-      st_release_sys(&a.dflag[q][n + 2 + a.rank], call);
-    } else {
-      st_relaxed_sys(&a.dflag[q][n + 2 + a.rank], call);   // nothing of this call's to release (ip_gpu_direct.cu's signals)
-    }
+    if (a.dkey) *(volatile uint64_t *)&a.dflag[q][2 * n + 2 + a.rank] = desc;
+    st_signal_sys(&a.dflag[q][n + 2 + a.rank], call, !a.dkey);   // bare but for the descriptor
   }
   ip_stop = 0;
   ip_next_poll = 0;
