@@ -491,14 +491,23 @@ static void check_written(lua_State *L, cc_trace *t, const ref *r) {
   }
 }
 
+/* The arguments ref:op(rank, buffer, index ...) of copy and swap: the
+ * reference, and the place it names on another (or the same) rank. */
+static ref *ref_and_place(lua_State *L, lua_Integer *rank, const char **buf, lua_Integer *idx) {
+  ref *r = luaL_checkudata(L, 1, REF_MT);
+  *rank = luaL_checkinteger(L, 2);
+  *buf = luaL_checkstring(L, 3);
+  *idx = luaL_checkinteger(L, 4);
+  return r;
+}
+
 /* ref:copy(rank, buffer, index [, opts]): opts ch, sendtb, recvtb, and
  * the destination's pattern run, stride (cc_ref.h). */
 static int l_copy(lua_State *L) {
   cc_trace *t = cc_dsl_declared(L);
-  ref *src = luaL_checkudata(L, 1, REF_MT);
-  lua_Integer rank64 = luaL_checkinteger(L, 2);
-  const char *b = luaL_checkstring(L, 3);
-  lua_Integer idx64 = luaL_checkinteger(L, 4);
+  lua_Integer rank64, idx64;
+  const char *b;
+  ref *src = ref_and_place(L, &rank64, &b, &idx64);
   cc_op op = {.kind = CC_COPY, .src_rank = src->rank, .src_space = src->space, .src_idx = src->idx,
               .src_pat = src->pat, .count = src->count, .line = cc_dsl_script_line(L)};
   read_opts(L, 5, &op, 1);
@@ -576,10 +585,9 @@ static int l_reduce(lua_State *L) {
  * side first. */
 static int l_swap(lua_State *L) {
   cc_trace *t = cc_dsl_declared(L);
-  ref *mine = luaL_checkudata(L, 1, REF_MT);
-  lua_Integer rank64 = luaL_checkinteger(L, 2);
-  const char *b = luaL_checkstring(L, 3);
-  lua_Integer idx64 = luaL_checkinteger(L, 4);
+  lua_Integer rank64, idx64;
+  const char *b;
+  ref *mine = ref_and_place(L, &rank64, &b, &idx64);
   if (!lua_isnoneornil(L, 5)) luaL_error(L, "swap takes no options: swap(rank, buffer, index)");
   int space = space_arg(L, t, b);
   const cc_pat flat = {0, 0};
