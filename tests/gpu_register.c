@@ -140,6 +140,23 @@ static void check_calls(void) {
   for (int64_t i = 0; i < n; i++) wrong += h[i] != want(AR, n, i);
   ok(!e && !wrong, "rank %d: AllReduce of %lld floats in place on a window: %lld wrong (%s)", rank, (long long)n,
      (long long)wrong, baton_comm_last_algorithm(comm));
+  /* In-place AllToAll on a window: each pair of ranks trades its blocks
+   * where they are (xchg), block q of rank r ending as block r of rank q
+   * (a count its 4 chunks a block divide: for others the program through
+   * scratch, whose one chunk divides any, is chosen first). */
+  n = sizes[2] + 1;
+  wrong = 0;
+  for (int q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < n; i++) h[q * n + i] = (float)(rank * 1000 + q * 100 + i % 97);
+  cudaMemcpy(out, h, (size_t)(n * nranks) * 4, cudaMemcpyHostToDevice);
+  int swapped = reaches_peers(A2A, out, out, n);
+  e = baton_alltoall(out, out, n, baton_f32, comm, st);
+  cudaStreamSynchronize(st);
+  cudaMemcpy(h, out, (size_t)(n * nranks) * 4, cudaMemcpyDeviceToHost);
+  for (int q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < n; i++) wrong += h[q * n + i] != (float)(q * 1000 + rank * 100 + i % 97);
+  ok(!e && !wrong && swapped, "rank %d: AllToAll of %lld floats a block in place on a window: %lld wrong (%s%s)", rank,
+     (long long)n, (long long)wrong, baton_comm_last_algorithm(comm), swapped ? ", on the peers' own buffers" : "");
   ok(direct > 0, "rank %d: %d of the calls ran a direct program on the peers' own buffers", rank, direct);
   ok(!baton_comm_deregister(comm, wa) && !baton_comm_deregister(comm, wb), "rank %d: both deregistered", rank);
   ok(!reaches_peers(AR, in, out, sizes[2]), "rank %d: after deregistration, no call reaches the peers' buffers",
