@@ -32,6 +32,41 @@ awk 'BEGIN { print "<algo name=\"wide\" proto=\"Simple\" nchannels=\"1\" nchunks
 check "4,096 thread blocks racing on one chunk, past the race check's size: NOT VERIFIED, not ok" 1 \
   "wide.xml: NOT VERIFIED: the race check was skipped on 1 of 1 ranks" "$baton" verify "$tmp/wide.xml"
 
+# --- the routes are checked exactly, whatever the count ---
+# With 9 input values, block b of rank a and block a of rank b hold the same
+# values when the count is 4 modulo 9 (4099, verify's default): value runs
+# alone passed an AllToAll that moved no block, and one whose xchg traded
+# the inputs of an out-of-place call.
+a2a() {  # a2a FILE STEPS_OF_RANK_0 STEPS_OF_RANK_1: a 2-rank out-of-place AllToAll of one thread block a rank
+  { echo '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="alltoall" inplace="0" baton="1">'
+    for r in 0 1; do
+      echo "  <gpu id=\"$r\" i_chunks=\"2\" o_chunks=\"2\" s_chunks=\"0\"><tb id=\"0\" send=\"-1\" recv=\"-1\" chan=\"0\">"
+      local k=0; while read -r ty sb so db do pe; do
+        [ -n "$ty" ] || continue
+        printf '    <step s="%d" type="%s" srcbuf="%s" srcoff="%s" dstbuf="%s" dstoff="%s" cnt="1" depid="-1" deps="-1" hasdep="0"%s />\n' \
+          $k "$ty" "$sb" "$so" "$db" "$do" "$([ "$pe" != - ] && echo " peer=\"$pe\"")"
+        k=$((k + 1))
+      done <<<"$([ $r = 0 ] && echo "$2" || echo "$3")"
+      echo "  </tb></gpu>"
+    done
+    echo '</algo>'; } > "$1"
+}
+a2a "$tmp/noop.xml" "cpy i 0 o 0 -
+cpy i 1 o 1 -" "cpy i 0 o 0 -
+cpy i 1 o 1 -"
+check "an AllToAll that moves no block: WRONG ROUTE at the default count" 1 \
+  "noop.xml: WRONG ROUTE with every element's origin traced (count=1)" "$baton" verify "$tmp/noop.xml"
+a2a "$tmp/swapin.xml" "wait i -1 o -1 1
+xchg i 1 i 0 1
+cpy i 1 o 1 -
+cpy i 0 o 0 -
+sig i -1 o -1 1" "sig i -1 o -1 0
+wait i -1 o -1 0
+cpy i 0 o 0 -
+cpy i 1 o 1 -"
+check "an out-of-place AllToAll whose xchg trades the callers' inputs: refused, the inputs named" 1 \
+  "swapin.xml: rank 0 input chunk 1 was overwritten by an out-of-place run" "$baton" verify "$tmp/swapin.xml"
+
 # --- option values: no overflow, no wrap, a reason ---
 for c in 4611686018427387904 9223372036854775807 99999999999999999999; do
   check "--count $c is refused with its range" 2 "bad --count '$c': must be 1..281474976710656" "$baton" verify --count "$c" "$ag"
