@@ -41,6 +41,16 @@ typedef struct ip_cpu_report {
  * that do not fit the program.  Never hangs. */
 bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *rep, rt_diag *diag);
 
+/* ip_cpu_verify's route check: a sources run (ip_cpu_opts.sources) of one
+ * element a chunk in `like`'s placement, slots, expectation and
+ * dimensions, which traces every element to the rank and place it came
+ * from.  The routes depend on neither the values, the count nor the tiles,
+ * so this proves them exactly, where a value run can miss a misrouted
+ * chunk whose values happen to match (the inputs take 9 values).  For a
+ * program that is not fused nor interleaved (BT_ERR_INVALID otherwise);
+ * the result as ip_cpu_verify's. */
+bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag);
+
 /* Whether a call's input and output are one span: every in-place call
  * (an in-place program's, or an out-of-place AllToAll's that is race-free
  * so, which the runtime runs in place as it is: ip_cpu_verify runs it so

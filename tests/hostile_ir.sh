@@ -55,7 +55,7 @@ a2a "$tmp/noop.xml" "cpy i 0 o 0 -
 cpy i 1 o 1 -" "cpy i 0 o 0 -
 cpy i 1 o 1 -"
 check "an AllToAll that moves no block: WRONG ROUTE at the default count" 1 \
-  "noop.xml: WRONG ROUTE with every element's origin traced (count=1)" "$baton" verify "$tmp/noop.xml"
+  "noop.xml: WRONG ROUTE with every element's origin traced" "$baton" verify "$tmp/noop.xml"
 a2a "$tmp/swapin.xml" "wait i -1 o -1 1
 xchg i 1 i 0 1
 cpy i 1 o 1 -

@@ -142,6 +142,16 @@ with open(wrong, 'w') as f:   # rank 0 receives its last chunk into another one
 e = raised(baton.BatonError, lambda: baton.verify(wrong))
 ok(step in text and e is not None and e.code == 5 and 'wrong.xml: WRONG RESULT' in str(e),
    f'verify of a program that computes the wrong sum fails: wrong result ({str(e).splitlines()[0] if e else None})')
+noop = os.path.join(tmp, 'noop.xml')   # an AllToAll that moves no block: each rank copies its input to its output
+with open(noop, 'w') as f:
+    f.write('<algo name="noop" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="alltoall" inplace="0">\n' +
+            ''.join(f'<gpu id="{r}" i_chunks="2" o_chunks="2" s_chunks="0"><tb id="0" send="-1" recv="-1" chan="0">'
+                    '<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="2" depid="-1" deps="-1" '
+                    'hasdep="0" /></tb></gpu>\n' for r in range(2)) + '</algo>\n')
+e = raised(baton.BatonError, lambda: baton.verify(noop))
+ok(e is not None and e.code == 5 and 'noop.xml: WRONG ROUTE' in str(e),
+   'verify of an AllToAll that moves no block fails, at the default count where its values alone would match: wrong '
+   f'route ({str(e).splitlines()[0] if e else None})')
 raises(ValueError, lambda: baton.verify(os.path.join(tmp, 'f.xml\0junk')), 'a path with a NUL is refused (C would '
        'verify f.xml)', 'holds a NUL character')
 raises(ValueError, lambda: baton.compile('a.lua\0b', os.path.join(tmp, 'x.xml')), 'a script path with a NUL is refused',

@@ -197,26 +197,18 @@ static int parse_list(const char *v, int all, int (*from)(const char *), int *ou
   return 1;
 }
 
-/* The routes, exactly: a sources run (every element a record of the rank
- * and place it came from) with one element a chunk, as compile's first
- * run; the routes do not depend on the values, the count or the tiles.
- * Value runs alone can pass a misrouted program: their inputs take 9
- * values, and an AllToAll's block b of rank a and block a of rank b hold
- * the same ones when the count is 4 modulo 9 (4099, the default), so a
- * program that moved no block passed.  0 when it passes, 1 when it fails
- * (the reason printed). */
+/* The routes, exactly (ip_cpu_verify_routes): value runs alone passed an
+ * AllToAll that moved no block at the default count (its block b of rank
+ * a and block a of rank b hold the same values when the count is 4 modulo
+ * 9).  0 when it passes, 1 when it fails (the reason printed). */
 static int route_run(const char *path, const ir_prog *p, const vopts *vo, const ir_expect *ex, int slots, rt_diag *d) {
-  ir_geom g;
-  int64_t k = ir_geom_init(&g, p, 0, 1, 0) ? 1 : g.k;
-  ip_cpu_opts o = {.sources = 1, .count = k < 1 ? 1 : k, .tile = 1, .inplace = vo->inplace, .slots = slots,
-                   .expect = ex, .dims = &vo->dims};
+  ip_cpu_opts like = {.inplace = vo->inplace, .slots = slots, .expect = ex, .dims = &vo->dims};
   ip_cpu_report rep;
   rt_diag_clear(d);
-  bt_result r = ip_cpu_verify(p, &o, &rep, d);
+  bt_result r = ip_cpu_verify_routes(p, &like, &rep, d);
   if (!r) return 0;
-  fprintf(stderr, "%s: %s with every element's origin traced (count=%lld)\n%s", path,
-          r == BT_ERR_MISMATCH ? "WRONG ROUTE" : r == BT_ERR_DEADLOCK ? "DEADLOCK" : "FAILED", (long long)o.count,
-          rt_diag_text(d));
+  fprintf(stderr, "%s: %s with every element's origin traced\n%s", path,
+          r == BT_ERR_MISMATCH ? "WRONG ROUTE" : r == BT_ERR_DEADLOCK ? "DEADLOCK" : "FAILED", rt_diag_text(d));
   return 1;
 }
 
