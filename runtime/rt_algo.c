@@ -67,7 +67,8 @@ static int append(rt_algos *a, const rt_algo *al) {
 /* For an in-place program that would run out-of-place calls on a copy of
  * the input: its rewrite that reads the input where it is (ir_dealias),
  * kept beside it as an out-of-place-only algorithm named NAME_oop when it
- * passes the checks and runs right on the CPU.  Selection prefers it for
+ * passes the checks and runs right on the CPU (values, and every route
+ * exactly).  Selection prefers it for
  * out-of-place calls over a copy, and a program written out of place over
  * it (rt_algos_select).  Only memory errors fail. */
 static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
@@ -83,7 +84,8 @@ static bt_result add_direct(rt_algos *a, const rt_algo *al, const char *path) {
   if (!d) { ir_prog_free(q); return BT_ERR_NOMEM; }
   ip_cpu_opts o = {.dtype = IP_F32, .op = IP_OP_SUM, .count = 1001, .inplace = 0, .tile = 64, .slots = 2};
   ip_cpu_report rep;
-  if (ir_check(q, d) || ir_check_races(q, 0, d) || ip_cpu_verify(q, &o, &rep, d)) {
+  if (ir_check(q, d) || ir_check_races(q, 0, d) || ip_cpu_verify(q, &o, &rep, d) ||
+      ip_cpu_verify_routes(q, &o, &rep, d)) {
     /* A bug of the rewrite, not of the file: say so and keep the copy. */
     LOG_WARN(RT_SUB_RUNTIME, "algorithm %s: its out-of-place rewrite fails its checks, not used: %s", path,
              rt_diag_text(d));
