@@ -595,7 +595,7 @@ static int l_swap(lua_State *L) {
   int rank = (int)rank64, idx = (int)idx64, n = mine->count;
   if (rank == mine->rank)
     luaL_error(L, "swap of rank %d's chunks with its own: swap trades chunks with another rank", rank);
-  if (t->via == CC_VIA_FIFO)
+  if (t->via == CC_VIA_FIFO && !t->direct)   /* neither the collective nor an operation before made it direct */
     luaL_error(L, "swap between ranks %d and %d in a FIFO program: swap is a direct step; declare via = \"direct\" "
                "in collective{} (at %s:%d)", mine->rank, rank, t->script, t->decl_line);
   if (ir_proto_landed(t->proto))
@@ -604,7 +604,7 @@ static int l_swap(lua_State *L) {
   ref *theirs = cc_dsl_push_ref(L, t, rank, space, idx, n, flat);   /* kept on the stack while it is used */
   cc_op op = {.kind = CC_SWAP, .src_rank = mine->rank, .src_space = mine->space, .src_idx = mine->idx,
               .src_pat = mine->pat, .dst_rank = rank, .dst_space = space, .dst_idx = idx, .count = n,
-              .ch = -1, .sendtb = -1, .recvtb = -1, .via = -1, .line = cc_dsl_script_line(L)};
+              .ch = -1, .sendtb = -1, .recvtb = -1, .via = CC_VIA_DIRECT, .line = cc_dsl_script_line(L)};
   check_fresh(L, t, mine, "swap of");
   check_fresh(L, t, theirs, "swap with");
   check_written(L, t, mine);

@@ -427,6 +427,11 @@ static void test_swap(void) {
     ok(good, "... every rank runs one xchg per peer (its half of each pair) and no put");
     ir_prog_free(p);
   }
+  p = build("collective{kind='alltoall', ranks=2, chunks=2, inplace=true}\n"
+            "chunk(1, 'input', 0, 2):copy(0, 'scratch', 0, {via='put'})\n"
+            "chunk(0, 'input', 2, 2):swap(1, 'input', 0)\n", "a swap in a program an operation's via made direct");
+  ok(p && count(p, 1, IR_OP_PUT) == 1 && count(p, 0, IR_OP_XCHG) == 1, "... is a put, then the xchg");
+  ir_prog_free(p);
   fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true}\nchunk(0, 'input', 1):swap(1, 'input', 0)\n",
         "t.lua:2: swap between ranks 0 and 1 in a FIFO program: swap is a direct step; declare via = \"direct\" in "
         "collective{} (at t.lua:1)", "swap in a FIFO program");
