@@ -46,9 +46,10 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
  * dimensions, which traces every element to the rank and place it came
  * from.  The routes depend on neither the values, the count nor the tiles,
  * so this proves them exactly, where a value run can miss a misrouted
- * chunk whose values happen to match (the inputs take 9 values).  For a
- * program that is not fused nor interleaved (BT_ERR_INVALID otherwise);
- * the result as ip_cpu_verify's. */
+ * chunk whose values happen to match (the inputs take 9 values).  A
+ * fused or interleaved program runs nothing here (BT_OK): it computes its
+ * input, which a sources run cannot carry, from varied operands whose
+ * values its value runs follow.  The result as ip_cpu_verify's. */
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag);
 
 /* Whether a call's input and output are one span: every in-place call

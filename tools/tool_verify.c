@@ -275,7 +275,7 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
       tot.checked += rep.checked;
       tot.seconds += rep.seconds;
     }
-  if (!rc && !ir_prog_fused(p) && !p->interleave && route_run(path, p, vo, ex, slots, d)) rc = 1;
+  if (!rc && route_run(path, p, vo, ex, slots, d)) rc = 1;
   if (!rc && unchecked) {   /* runs that pass prove no race freedom: never "ok" */
     fprintf(stderr, "%s: NOT VERIFIED: the race check was skipped on %d of %d ranks (steps x thread blocks, or the "
             "chunk ranges of their steps, over the check's limit of 64 Mi); %d run%s passed\n",
