@@ -10,17 +10,29 @@
 -- into the receiver's scratch ("land"), and the receiver copies it into
 -- place once its own block for that peer has gone: no copy of the whole
 -- input first, and no rank reaches another's buffer.
--- swap=1 (with inplace=1, protocol Simple): each pair of ranks trades its
--- two blocks in place instead, no scratch: the lower rank swaps the first
--- half of the chunks, the higher one the rest.
+-- land=1 (direct, out of place): every block goes into the receiver's
+-- scratch as in place, and the receiver copies it into its output: no
+-- peer reaches another rank's buffers, so it runs where only the windows
+-- are reachable (eager calls with a process per GPU).
+-- swap=1 (with inplace=1): each pair of ranks trades its two blocks in
+-- place instead, no scratch: the lower rank swaps the first half of the
+-- chunks, the higher one the rest.  Direct, one xchg step each (protocol
+-- Simple); through FIFOs (via="fifo", any protocol), each rank sends its
+-- block and receives the peer's over it, piece by piece.
 local n = param("ranks", 8)
 local k = param("chunks", 1)
 local via = param("via", "fifo")
 local inplace = param("inplace", 0) ~= 0
 local swap = param("swap", 0) ~= 0
-if inplace and via == "fifo" then error("inplace=1 is for the direct AllToAll (via=direct, put or get)") end
+if inplace and via == "fifo" and not swap then
+  error("inplace=1 through FIFOs needs swap=1 (the blocks through scratch are direct: via=direct, put or get)")
+end
 if swap and not inplace then error("swap=1 is for the in-place AllToAll (inplace=1)") end
-collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or "") .. (swap and "_swap" or "") ..
+local land = (inplace and not swap) or param("land", 0) ~= 0
+if land and via == "fifo" then error("land=1 is for the direct AllToAll (via=direct or put): it puts into scratch") end
+if land and swap then error("land=1 and swap=1: the blocks go either through scratch or straight to their place") end
+collective{ kind = "alltoall", name = "alltoall_direct" .. (inplace and "_ip" or land and "_land" or "") ..
+                                      (swap and "_swap" or "") ..
                                       (via ~= "fifo" and "_" .. via or ""),
             ranks = n, chunks = k,
             inplace = inplace, protocol = param("protocol", "Simple"), instances = param("instances", 1),
@@ -45,11 +57,11 @@ if swap then
 end
 for r = 0, n - 1 do
   for q = 0, n - 1 do
-    if not inplace then chunk(r, "input", q * k, k):copy(q, "output", r * k)
-    elseif q ~= r then chunk(r, "input", q * k, k):copy(q, "land", slot(r, q)) end
+    if q ~= r and land then chunk(r, "input", q * k, k):copy(q, "land", slot(r, q))
+    elseif not inplace then chunk(r, "input", q * k, k):copy(q, "output", r * k) end
   end
 end
-if inplace then
+if land then
   for q = 0, n - 1 do
     for r = 0, n - 1 do
       if r ~= q then chunk(q, "land", slot(r, q), k):copy(q, "output", r * k) end

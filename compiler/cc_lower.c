@@ -98,14 +98,28 @@ static int with_pats(lower *w, int id, cc_pat sp, cc_pat dp) {
   return id;
 }
 
+/* A FIFO swap of rank a's chunks (sa, ai, ap) with rank b's (sb, bi, bp),
+ * n of them on channel ch: both sends, then both receives, so that
+ * track() orders each rank's receive after its own send of what it
+ * overwrites (and no send reads what a receive wrote). */
+static int emit_swap(lower *w, int a, int sa, int ai, cc_pat ap, int b, int sb, int bi, cc_pat bp, int n, int ch,
+                     int inst, int line) {
+  int sab = with_pats(w, cc_emit(w, a, IR_OP_SEND, sa, ai, sb, bi, n, b, -1, ch, -1, inst, line), ap, bp);
+  int sba = with_pats(w, cc_emit(w, b, IR_OP_SEND, sb, bi, sa, ai, n, a, -1, ch, -1, inst, line), bp, ap);
+  int rab = with_pats(w, cc_emit(w, b, IR_OP_RECV, sa, ai, sb, bi, n, -1, a, ch, -1, inst, line), (cc_pat){0, 0}, bp);
+  int rba = with_pats(w, cc_emit(w, a, IR_OP_RECV, sb, bi, sa, ai, n, -1, b, ch, -1, inst, line), (cc_pat){0, 0}, ap);
+  if (sab < 0 || sba < 0 || rab < 0 || rba < 0) return 0;
+  w->v[rab].msg_of = sab;
+  w->v[rba].msg_of = sba;
+  return 1;
+}
+
 /* Emits the instructions of operation o on IR chunks pattern sp from si /
  * dp from di (n chunks); a send names its receiver's destination. */
 static int emit_op(lower *w, const cc_op *o, int si, cc_pat sp, int di, cc_pat dp, int n, int ch, int inst) {
   int a = o->src_rank, b = o->dst_rank;
-  if (o->kind == CC_SWAP) {   /* l_swap refuses FIFO programs */
-    cc_err(w, o->line, "swap in a FIFO program: swap is a direct step");
-    return 0;
-  }
+  if (o->kind == CC_SWAP)
+    return emit_swap(w, a, o->src_space, si, sp, b, o->dst_space, di, dp, n, ch, inst, o->line);
   if (o->kind == CC_COMPUTE) {   /* a compute step: src names the input chunks it computes */
     int c = cc_emit(w, a, o->cop, CC_SPACE_INPUT, si, o->dst_space, di, n, -1, -1, ch, -1, inst, o->line);
     if (c < 0) return 0;

@@ -580,8 +580,9 @@ static int l_reduce(lua_State *L) {
 
 /* ref:swap(rank, buffer, index): ref's chunks and as many consecutive
  * chunks of another rank's buffer from index trade places, both read
- * before either is written: one direct step (xchg) of ref's rank, so the
- * program must be direct and Simple.  Returns references to both, ref's
+ * before either is written.  In a direct program one step (xchg) of
+ * ref's rank, Simple only; in a FIFO program a send each way, each
+ * rank's receive after its own send.  Returns references to both, ref's
  * side first. */
 static int l_swap(lua_State *L) {
   cc_trace *t = cc_dsl_declared(L);
@@ -595,16 +596,15 @@ static int l_swap(lua_State *L) {
   int rank = (int)rank64, idx = (int)idx64, n = mine->count;
   if (rank == mine->rank)
     luaL_error(L, "swap of rank %d's chunks with its own: swap trades chunks with another rank", rank);
-  if (t->via == CC_VIA_FIFO && !t->direct)   /* neither the collective nor an operation before made it direct */
-    luaL_error(L, "swap between ranks %d and %d in a FIFO program: swap is a direct step; declare via = \"direct\" "
-               "in collective{} (at %s:%d)", mine->rank, rank, t->script, t->decl_line);
-  if (ir_proto_landed(t->proto))
+  /* FIFO unless the collective or an operation before made it direct */
+  const int fifo = t->via == CC_VIA_FIFO && !t->direct;
+  if (!fifo && ir_proto_landed(t->proto))
     luaL_error(L, "swap between ranks %d and %d in a direct %s program: swap loads the peer's chunks, which only "
                "protocol Simple does", mine->rank, rank, ir_proto_name[t->proto]);
   ref *theirs = cc_dsl_push_ref(L, t, rank, space, idx, n, flat);   /* kept on the stack while it is used */
   cc_op op = {.kind = CC_SWAP, .src_rank = mine->rank, .src_space = mine->space, .src_idx = mine->idx,
               .src_pat = mine->pat, .dst_rank = rank, .dst_space = space, .dst_idx = idx, .count = n,
-              .ch = -1, .sendtb = -1, .recvtb = -1, .via = CC_VIA_DIRECT, .line = cc_dsl_script_line(L)};
+              .ch = -1, .sendtb = -1, .recvtb = -1, .via = fifo ? CC_VIA_FIFO : CC_VIA_DIRECT, .line = cc_dsl_script_line(L)};
   check_fresh(L, t, mine, "swap of");
   check_fresh(L, t, theirs, "swap with");
   check_written(L, t, mine);

@@ -175,6 +175,9 @@ for r in 2 3 4 8; do
   case_ alltoall_direct.lua ranks=$r protocol=LL via=direct inplace=1
   case_ alltoall_direct.lua ranks=$r via=direct inplace=1 swap=1
   case_ alltoall_direct.lua ranks=$r via=direct inplace=1 swap=1 chunks=3
+  case_ alltoall_direct.lua ranks=$r inplace=1 swap=1 chunks=3
+  case_ alltoall_direct.lua ranks=$r via=direct land=1 chunks=2
+  case_ alltoall_direct.lua ranks=$r inplace=1 swap=1 protocol=LL
 done
 # What they compile to: the 4-rank Simple two-shot out of place is, on
 # rank 0, a start sig to every peer, the local copy, a wait for each, the
@@ -215,7 +218,8 @@ if compile alltoall_direct.lua ranks=4 via=direct inplace=1 && [ "$(ops)" = "$wa
 else
   fail "$t" "${msg:-got '$(ops)'}"
 fi
-refuses alltoall_direct.lua "inplace=1 is for the direct AllToAll (via=direct, put or get)" inplace=1
+refuses alltoall_direct.lua "inplace=1 through FIFOs needs swap=1 (the blocks through scratch are direct: via=direct, put or get)" inplace=1
+refuses alltoall_direct.lua "land=1 is for the direct AllToAll (via=direct or put): it puts into scratch" land=1
 # An out-of-place AllToAll that is race-free with its input and output one
 # buffer runs in-place calls as it is (the runtime's rule), and the CPU
 # executor checks such a run; one that races is refused, saying so.

@@ -29,24 +29,21 @@
 #include "rt_pool.h"
 #include "rt_window.h"
 #include "gpu_opts.h"
+#include "gpu_runtime.h"
 #include "tap.h"
 
-#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
-
-typedef struct dbuf { char *p; size_t cap; } dbuf;
-
-static int nranks;
+int nranks;
 static int ngpus;               /* rank r runs on GPU r % ngpus */
 static int shared;              /* ngpus < nranks: calls must be grouped */
-static int lo, hi;              /* the ranks this process drives */
-static baton_comm **comms;
-static cudaStream_t *streams;
-static dbuf *din, *dout;
+int lo, hi;
+baton_comm **comms;
+cudaStream_t *streams;
+dbuf *din, *dout;
 static int grouped;              /* run_case makes its calls in one baton group */
 
-static int dev_of(int r) { return r % ngpus; }
+int dev_of(int r) { return r % ngpus; }
 
-static int reserve(dbuf *b, int r, size_t bytes) {
+int reserve(dbuf *b, int r, size_t bytes) {
   if (bytes <= b->cap) return 0;
   cudaSetDevice(dev_of(r));
   if (b->p) cudaFree(b->p);
@@ -546,21 +543,23 @@ static void check_big(rt_diag *d) {
   }
 }
 
-/* In-place AllToAll: the library's AllToAll programs are all out of
- * place; the runtime runs one on a copy of the input (rt_call.c).  Block q
- * of rank r's buffer must end up holding block r of rank q's. */
+/* In-place AllToAll (the ranks this process drives): block q of rank r's
+ * buffer ends up holding block r of rank q's; in one process by a direct
+ * program where the size picks one, and where a FIFO program runs, with
+ * no copy of the input if one in place covers the size. */
 static uint32_t a2a_val(int r, int q, int64_t i) { return (uint32_t)r * 1000003u + (uint32_t)q * 10007u + (uint32_t)i; }
+static int fifo_inplace(void *as, int i) { return !rt_algos_get(as, i)->direct && rt_algos_get(as, i)->inplace_ok; }
 
 static void check_inplace_alltoall(void) {
-  const rt_window_layout *l = comms[0]->win ? rt_window_layout_of(comms[0]->win) : NULL;   /* past it: a copy aside */
+  const rt_window_layout *l = comms[lo]->win ? rt_window_layout_of(comms[lo]->win) : NULL;   /* past it: a copy aside */
   const int64_t counts[] = {1, 1000, 70000, 300000, l ? (int64_t)(l->simple_bytes / 4 / nranks) + 1001 : 0};
   for (int k = 0; k < 5 && counts[k]; k++) {
     const int64_t count = counts[k], bytes = count * nranks * 4;
-    const int sel = rt_algos_select(comms[0]->algos, IR_COLL_ALLTOALL, 1, bytes, count, 0);
+    const int sel = rt_algos_select(comms[lo]->algos, IR_COLL_ALLTOALL, 1, bytes, count, 0);
     if (sel < 0) continue;
     uint32_t *h = malloc(bytes);
     int bad = !h;
-    for (int r = 0; r < nranks && !bad; r++) {
+    for (int r = lo; r < hi && !bad; r++) {
       if (reserve(&dout[r], r, bytes)) { bad = 1; break; }
       for (int q = 0; q < nranks; q++)
         for (int64_t i = 0; i < count; i++) h[q * count + i] = a2a_val(r, q, i);
@@ -569,126 +568,32 @@ static void check_inplace_alltoall(void) {
       cudaStreamSynchronize(streams[r]);
     }
     baton_result e = baton_group_start();
-    for (int r = 0; r < nranks && !bad && !e; r++)
+    for (int r = lo; r < hi && !bad && !e; r++)
       e = baton_alltoall(dout[r].p, dout[r].p, count, baton_i32, comms[r], streams[r]);
     baton_result ge = baton_group_end();
     int64_t wrong = 0;
-    for (int r = 0; r < nranks && !bad; r++) {
+    for (int r = lo; r < hi && !bad; r++) {
       cudaSetDevice(dev_of(r));
       bad |= cudaMemcpyAsync(h, dout[r].p, bytes, cudaMemcpyDefault, streams[r]) || cudaStreamSynchronize(streams[r]);
       for (int q = 0; q < nranks; q++)
         for (int64_t i = 0; i < count; i++) wrong += h[q * count + i] != a2a_val(q, r, i);
     }
-    const char *algo = baton_comm_last_algorithm(comms[0]);
-    const int ai = algo ? rt_algos_find(comms[0]->algos, algo) : -1;
-    const int direct = !comms[0]->dplans || !comms[0]->dplans[sel].ok || (ai >= 0 && comms[0]->dplans[ai].ok);
-    ok(!bad && !e && !ge && !wrong && direct, "in-place AllToAll, %lld elements a block: %s (a direct program where "
-       "the size picks one), %lld wrong", (long long)count, algo ? algo : "?", (long long)wrong);
+    rt_algos *as = comms[lo]->algos;
+    const int ai = comms[lo]->last_choice[IR_COLL_ALLTOALL][1], procs = hi - lo == 1 && nranks > 1;
+    const rt_algo *al = ai >= 0 ? rt_algos_get(as, ai) : NULL;
+    const int fifo_ip = rt_algos_select_by(as, IR_COLL_ALLTOALL, 1, bytes, count, fifo_inplace, as, 0) >= 0;
+    const int good = al && (procs || !comms[lo]->dplans || !comms[lo]->dplans[sel].ok || al->direct) &&
+                     (al->direct || al->inplace_ok || !fifo_ip);
+    ok(!bad && !e && !ge && !wrong && good, "in-place AllToAll, %lld elements a block: %s (direct where the size "
+       "picks it, else in place where a FIFO program is), %lld wrong", (long long)count,
+       al ? ir_prog_where(al->prog) : "?", (long long)wrong);
     free(h);
   }
 }
 
-/* Broadcast and reduce from every root, in place and out of place, with
- * NULL for the buffer a rank off the root does not use (NCCL's
- * contract): every output right, and off the root a reduce's buffer
- * untouched.  The ranks this process drives check their own buffers. */
-static float rooted_in(int r, int64_t i) { return (float)((i * 7 + r * 3) % 13); }
-
-/* One call on every rank: algorithm entry `ai` (a program or one of its
- * relabelled copies, rooted at its p->root), or with ai < 0 the entry
- * point's own choice from `root`, of count elements a block.  In place is
- * NCCL's layout (broadcast, reduce: one buffer; gather: the root's
- * sendbuf is its block of recvbuf; scatter: the root's recvbuf is its
- * block of sendbuf).  Input element i of rank r is rooted_in(r, i); the
- * buffers NCCL does not use off the root are NULL.  Adds wrong elements
- * (and those of a buffer that must stay untouched, off a reduce's root) to
- * *wrong (*untouched); returns the first error. */
-static baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inplace, float *h, int64_t *wrong,
-                               int64_t *untouched) {
-  const float sentinel = -1.0f;
-  int ib, ob;
-  ir_geom_blocks(coll, nranks, &ib, &ob);
-  int64_t ni = ib * count, no = ob * count;
-  size_t big = (size_t)(ni > no ? ni : no) * 4;
-  baton_result e = baton_success;
-  /* where each rank's buffers are: in place, one allocation (dout) holds both */
-  int64_t in_at = 0, out_at = 0;
-  if (inplace && coll == IR_COLL_GATHER) in_at = (int64_t)root * count;
-  if (inplace && coll == IR_COLL_SCATTER) out_at = (int64_t)root * count;
-  for (int r = lo; r < hi; r++) {
-    if (reserve(&din[r], r, big) || reserve(&dout[r], r, big)) return baton_cuda_error;
-    cudaSetDevice(dev_of(r));
-    for (int64_t i = 0; i < no; i++) h[i] = sentinel;
-    cudaMemcpyAsync(dout[r].p, h, (size_t)no * 4, cudaMemcpyHostToDevice, streams[r]);
-    for (int64_t i = 0; i < ni; i++) h[i] = rooted_in(r, i);
-    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
-    cudaMemcpyAsync(one ? dout[r].p + in_at * 4 : din[r].p, h, (size_t)ni * 4, cudaMemcpyHostToDevice, streams[r]);
-    cudaStreamSynchronize(streams[r]);
-  }
-  baton_group_start();
-  for (int r = lo; r < hi; r++) {
-    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
-    const void *s = one ? dout[r].p + in_at * 4 : din[r].p;
-    void *o = dout[r].p + (one ? out_at * 4 : 0);
-    if (ir_coll_unused(coll) == IR_BUF_INPUT && r != root) s = NULL;
-    if (ir_coll_unused(coll) == IR_BUF_OUTPUT && r != root) o = NULL;
-    baton_result x;
-    if (ai >= 0) {   /* this very entry, as call_submit runs one */
-      rt_launch L;
-      cudaSetDevice(dev_of(r));
-      bt_result b = rt_call_prep(comms[r], ai, s, o, count, baton_f32, baton_sum, NULL, streams[r], &L);
-      x = (baton_result)(b ? b : rt_group_submit(&L));
-    } else if (coll == IR_COLL_BROADCAST) {
-      x = baton_broadcast(s, o, count, baton_f32, root, comms[r], streams[r]);
-    } else if (coll == IR_COLL_REDUCE) {
-      x = baton_reduce(s, o, count, baton_f32, baton_sum, root, comms[r], streams[r]);
-    } else if (coll == IR_COLL_GATHER) {
-      x = baton_gather(s, o, count, baton_f32, root, comms[r], streams[r]);
-    } else {
-      x = baton_scatter(s, o, count, baton_f32, root, comms[r], streams[r]);
-    }
-    if (x) e = x;
-  }
-  baton_result ge = baton_group_end();
-  if (ge) e = ge;
-  for (int r = lo; r < hi; r++) {
-    cudaSetDevice(dev_of(r));
-    cudaMemcpyAsync(h, dout[r].p, big, cudaMemcpyDeviceToHost, streams[r]);   /* in place: both buffers */
-    if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return baton_cuda_error;
-    int one = inplace && (r == root || (coll != IR_COLL_GATHER && coll != IR_COLL_SCATTER));
-    const float *out = h + (one ? out_at : 0);
-    int64_t nout = coll == IR_COLL_SCATTER ? count : no;
-    if (ir_coll_unused(coll) == IR_BUF_OUTPUT && r != root) {
-      /* off the root of a reduce (its one buffer in place) or gather: left alone */
-      for (int64_t i = 0; i < nout; i++) {
-        float want = coll == IR_COLL_REDUCE && inplace ? rooted_in(r, i) : sentinel;
-        *untouched += out[i] != want;
-        *wrong += out[i] != want;
-      }
-      continue;
-    }
-    int64_t bad = 0, first = -1;
-    float got0 = 0, want0 = 0;
-    for (int64_t i = 0; i < nout; i++) {
-      float want;
-      if (coll == IR_COLL_BROADCAST) want = rooted_in(root, i);
-      else if (coll == IR_COLL_GATHER) want = rooted_in((int)(i / count), i % count);
-      else if (coll == IR_COLL_SCATTER) want = rooted_in(root, (int64_t)r * count + i);
-      else {
-        want = 0;
-        for (int q = 0; q < nranks; q++) want += rooted_in(q, i);
-      }
-      if (out[i] != want && !bad++) { first = i; got0 = out[i]; want0 = want; }
-    }
-    if (bad)
-      diag("%s root %d %s count %lld: rank %d has %lld wrong, the first at %lld: %g, expected %g", ir_coll_name[coll],
-           root, inplace ? "in place" : "out of place", (long long)count, r, (long long)bad, (long long)first,
-           got0, want0);
-    *wrong += bad;
-  }
-  return e;
-}
-
+/* Broadcast, reduce, gather and scatter from every root, in place and
+ * out of place: every rooted program by its entry (its relabelled copies
+ * too), then the entry points' own choice. */
 static void check_rooted(void) {
   static const int64_t counts[] = {1, 4099, 300001};
   float *h = malloc((size_t)counts[2] * nranks * 4);
@@ -740,6 +645,7 @@ static void check_rooted(void) {
     }
   free(h);
 }
+
 
 static void check_dead_peer(void) {
   /* A dead peer: the last rank never calls.  The others must stop with a
@@ -897,6 +803,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       check_algorithms(quick, d);
       check_choice(d, 0);
       check_graphs_procs();
+      check_inplace_alltoall();
       check_rooted();
       check_sliced(quick, d);
       if (big) check_big(d);

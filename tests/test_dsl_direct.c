@@ -394,6 +394,55 @@ static void test_errors(void) {
   "  if k > h then chunk(q, 'input', r * k + h, k - h):swap(r, 'input', q * k + h) end\n" \
   "end end\n"
 
+/* Whether rank r's receive from its peer waits for its own send to that
+ * peer of the same chunks (what it overwrites), and both carry cnt chunks. */
+static int recv_after_send(const ir_prog *p, int r, int peer, int cnt) {
+  const ir_gpu *g = &p->gpus[r];
+  for (int t = 0; t < g->ntbs; t++)
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *R = &g->tbs[t].steps[s];
+      if (R->op != IR_OP_RECV || g->tbs[t].recv != peer || R->cnt != cnt || R->depid < 0) continue;
+      const ir_tb *B = &g->tbs[R->depid];
+      const ir_step *S = R->deps < B->nsteps ? &B->steps[R->deps] : NULL;
+      if (S && S->op == IR_OP_SEND && B->send == peer && S->srcbuf == R->dstbuf && S->srcoff == R->dstoff &&
+          S->cnt == cnt)
+        return 1;
+    }
+  return 0;
+}
+
+/* swap in a FIFO program: a send each way, each rank's receive after its
+ * own send of the chunks it overwrites; any protocol; such a program
+ * stays FIFO (a later direct operation is refused). */
+static void test_fifo_swap(void) {
+  const char *two = "collective{kind='alltoall', ranks=2, chunks=1, inplace=true}\n"
+                    "chunk(0, 'input', 1):swap(1, 'input', 0)\n";
+  ir_prog *p = build(two, "a swap in a FIFO program");
+  ok(p && count(p, 0, IR_OP_SEND) == 1 && count(p, 0, IR_OP_RECV) == 1 && count(p, 1, IR_OP_SEND) == 1 &&
+     count(p, 1, IR_OP_RECV) == 1 && count(p, 0, IR_OP_XCHG) == 0 && p->gpus[0].s_chunks == 0,
+     "... is a send and a receive on each rank, no xchg and no scratch");
+  ok(p && recv_after_send(p, 0, 1, 1) && recv_after_send(p, 1, 0, 1),
+     "... each rank receives over its chunk only after sending it");
+  ir_prog_free(p);
+  for (int n = 2; n <= 4; n++) {
+    char src[1024], what[64];
+    snprintf(src, sizeof src, "local n, k = %d, 4\ncollective{kind='alltoall', ranks=n, chunks=k, inplace=true, "
+             "protocol='LL128'}\n%s", n, strchr(strchr(A2A_SWAP(2, 4), '\n') + 1, '\n') + 1);
+    snprintf(what, sizeof what, "the %d-rank FIFO swap, LL128, four chunks a block", n);
+    p = build(src, what);
+    int good = p != NULL;
+    for (int r = 0; p && r < n; r++)
+      for (int q = 0; q < n; q++)
+        if (q != r) good &= recv_after_send(p, r, q, 2);
+    ok(good, "... every rank receives each half block from each peer after sending its own");
+    ir_prog_free(p);
+  }
+  fails("collective{kind='alltoall', ranks=2, chunks=2, inplace=true}\n"
+        "chunk(0, 'input', 1):swap(1, 'input', 0)\nchunk(1, 'input', 1):copy(0, 'scratch', 0, {via='put'})\n",
+        "t.lua:3: copy from rank 1 to rank 0 is direct (via='put'), but the operation between ranks at t.lua:2 goes "
+        "through FIFOs (via='fifo'): a program is either FIFO or direct", "a direct copy after a FIFO swap");
+}
+
 /* swap: an in-place AllToAll whose pairs of blocks trade places is one
  * xchg per pair and half, between the start rule's and the end rule's
  * signals, no scratch; the refusals at their lines. */
@@ -432,9 +481,7 @@ static void test_swap(void) {
             "chunk(0, 'input', 2, 2):swap(1, 'input', 0)\n", "a swap in a program an operation's via made direct");
   ok(p && count(p, 1, IR_OP_PUT) == 1 && count(p, 0, IR_OP_XCHG) == 1, "... is a put, then the xchg");
   ir_prog_free(p);
-  fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true}\nchunk(0, 'input', 1):swap(1, 'input', 0)\n",
-        "t.lua:2: swap between ranks 0 and 1 in a FIFO program: swap is a direct step; declare via = \"direct\" in "
-        "collective{} (at t.lua:1)", "swap in a FIFO program");
+  test_fifo_swap();
   fails("collective{kind='alltoall', ranks=2, chunks=1, inplace=true, via='direct', protocol='LL'}\n"
         "chunk(0, 'input', 1):swap(1, 'input', 0)\n",
         "t.lua:2: swap between ranks 0 and 1 in a direct LL program: swap loads the peer's chunks, which only protocol "

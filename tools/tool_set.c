@@ -250,6 +250,11 @@ static void default_set(set_ctx *c) {
      * H200, each alone: 9.8 us at 2 MiB like LL's, 13.0 at 4 MiB (LL 16.9),
      * 20.0 at 8 MiB (30.8). */
     entry(c, "alltoall_0_direct_ip", "alltoall_direct.lua", 2 * M + 1, 0, "via=direct protocol=Simple inplace=1");
+    /* Out of place the same way, for calls that reach only the windows
+     * (eager with a process per GPU): the program above, with the rank's
+     * own block copied; where the peers' outputs are reachable the puts
+     * straight into them win ("direct_2r" sorts before "direct_land"). */
+    entry(c, "alltoall_0_direct_land", "alltoall_direct.lua", 2 * M + 1, 0, "via=direct protocol=Simple land=1");
     /* In place where the peers' buffers are reachable (one process, or
      * registered windows): each pair trades its two blocks (xchg), no
      * scratch and no copy ("inplace_swap" sorts before "ip" and "ll":
@@ -281,6 +286,11 @@ static void default_set(set_ctx *c) {
   ap = entry_allpairs(c, "alltoall_1_direct_ll", "alltoall_direct.lua", 0, 64 * K, "protocol=LL", 1, 1);
   entry_allpairs(c, "alltoall_2_direct_ll128", "alltoall_direct.lua", 64 * K + 1, 4 * M, "protocol=LL128", 1, 1);
   entry_allpairs(c, "alltoall_3_direct", "alltoall_direct.lua", 4 * M + 1, 0, "", 1, 1);
+  /* In place where no direct program runs (eager calls with a process
+   * per GPU past the window): each pair of ranks trades its blocks
+   * through FIFOs, every receive after the send of what it overwrites,
+   * instead of the program above on a copy of the input. */
+  entry_allpairs(c, "alltoall_3_direct_swap", "alltoall_direct.lua", 4 * M + 1, 0, "inplace=1 swap=1", 1, 1);
   if (!ap) entry(c, "alltoall_4_bruck", "alltoall_bruck.lua", 0, 0, "");
   /* Rooted: the tree's log2(n) hops for small messages, the chain's one
    * pass over each link for large ones.  Not yet measured across GPUs: the

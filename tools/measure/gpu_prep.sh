@@ -73,6 +73,8 @@ compile reducescatter_allpairs_chain_ll128 reducescatter_allpairs.lua $r chain=1
 compile alltoall_direct alltoall_direct.lua $r
 compile alltoall_direct_ll alltoall_direct.lua $r protocol=LL
 compile alltoall_direct_ll128 alltoall_direct.lua $r protocol=LL128
+compile alltoall_swap alltoall_direct.lua $r inplace=1 swap=1
+compile alltoall_swap_ll128 alltoall_direct.lua $r inplace=1 swap=1 protocol=LL128 chunks=2
 compile allgather_ring_ll allgather_ring.lua $r protocol=LL
 compile reducescatter_ring_ll reducescatter_ring.lua $r protocol=LL
 compile allreduce_tree allreduce_tree.lua $r
@@ -96,6 +98,7 @@ compile allgather_direct_ll allgather_allpairs.lua $r via=direct protocol=LL inp
 compile reducescatter_direct reducescatter_allpairs.lua $r via=direct protocol=Simple chain=1
 compile alltoall_direct_put alltoall_direct.lua $r via=direct protocol=Simple
 compile alltoall_direct_put_ll alltoall_direct.lua $r via=direct protocol=LL
+compile alltoall_direct_land alltoall_direct.lua $r via=direct protocol=Simple land=1
 compile broadcast_chain broadcast_chain.lua $r
 compile broadcast_direct_put broadcast_direct.lua $r inplace=1 via=direct
 compile broadcast_chain_put broadcast_chain.lua $r inplace=1 chunks=8 via=direct

@@ -1,0 +1,43 @@
+/* gpu_runtime.h -- what gpu_runtime.c's checks share with those in files
+ * of their own (gpu_rooted.c): the ranks this process drives, their
+ * communicators, streams and device buffers. */
+#ifndef GPU_RUNTIME_H
+#define GPU_RUNTIME_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "baton.h"
+#include "ir.h"
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+typedef struct dbuf { char *p; size_t cap; } dbuf;
+
+extern int nranks;
+extern int lo, hi;               /* the ranks this process drives */
+extern baton_comm **comms;
+extern cudaStream_t *streams;
+extern dbuf *din, *dout;
+
+/* The GPU of rank r. */
+int dev_of(int r);
+
+/* Makes b (rank r's) hold at least bytes; 0, or -1 when cudaMalloc fails. */
+int reserve(dbuf *b, int r, size_t bytes);
+
+/* Input element i of rank r in the rooted runs. */
+float rooted_in(int r, int64_t i);
+
+/* One rooted call on every rank this process drives (gpu_rooted.c): by
+ * algorithm entry ai (a program or a relabelled copy rooted at its root),
+ * or with ai < 0 the entry point's own choice from root, count elements a
+ * block, in place as NCCL lays it out or not; adds the wrong elements
+ * (those of a buffer that must stay untouched to *untouched as well) to
+ * *wrong; h is host memory for the largest buffer.  The first error. */
+baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inplace, float *h, int64_t *wrong,
+                        int64_t *untouched);
+
+#endif
