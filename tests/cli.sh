@@ -497,7 +497,7 @@ printf 'name g\ngpus 1\nlaunch_us 0\ncall_us 0\nsimple.step_us 100\ncompute.gemm
 check "sim: one rank's GEMM, its fixed cost once and its multiply-adds (7.19 us)" 0 "         65536         7.19 " \
   "$baton" sim "$tmp/moe1.xml" --system "$tmp/gemm.spec" --sizes 65536 --dim H=256 --dim F=64 -q
 # baton set --system: the ranges follow the simulated crossovers, without gaps, and the set verifies.
-check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..67108863 (was 524289..8388608)" \
+check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..134217727 (was 524289..8388608)" \
   "$baton" set 4 --system "$root/sim/systems/h200x4.spec" -o "$tmp/tuned4"
 check "... the tuned set verifies" 0 "" "$baton" verify -q "$tmp/tuned4"/allreduce_*.xml "$tmp/tuned4"/reduce*.xml
 n=$((n + 1))
