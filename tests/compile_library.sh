@@ -177,6 +177,8 @@ for r in 2 3 4 8; do
   case_ alltoall_direct.lua ranks=$r via=direct inplace=1 swap=1 chunks=3
   case_ alltoall_direct.lua ranks=$r inplace=1 swap=1 chunks=3
   case_ alltoall_direct.lua ranks=$r via=direct land=1 chunks=2
+  case_ broadcast_direct.lua ranks=$r via=direct land=1 chunks=2
+  case_ broadcast_direct.lua ranks=$r via=direct land=1 inplace=1
   case_ alltoall_direct.lua ranks=$r inplace=1 swap=1 protocol=LL
 done
 # What they compile to: the 4-rank Simple two-shot out of place is, on
@@ -220,6 +222,7 @@ else
 fi
 refuses alltoall_direct.lua "inplace=1 through FIFOs needs swap=1 (the blocks through scratch are direct: via=direct, put or get)" inplace=1
 refuses alltoall_direct.lua "land=1 is for the direct AllToAll (via=direct or put): it puts into scratch" land=1
+refuses broadcast_direct.lua "land=1 is for the direct one-hop Broadcast (shot=1, via=direct or put)" land=1 via=direct shot=2
 # An out-of-place AllToAll that is race-free with its input and output one
 # buffer runs in-place calls as it is (the runtime's rule), and the CPU
 # executor checks such a run; one that races is refused, saying so.

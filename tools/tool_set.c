@@ -313,6 +313,18 @@ static void default_set(set_ctx *c) {
       long long ll = c->ranks <= 2 ? M : 256 * K;
       entry(c, "broadcast_0_direct_ll", "broadcast_direct.lua", 0, ll, "inplace=1 via=direct protocol=LL");
       if (c->ranks <= 2) entry(c, "broadcast_0_direct", "broadcast_direct.lua", ll + 1, 4 * M, "inplace=1 via=direct");
+      /* On 2 ranks, where the peer's buffer is out of reach (eager with a
+       * process per GPU), the root's stores into the peer's scratch, which
+       * it copies out, as far as the scratch holds (2 x H200, eager: 1.21
+       * x NCCL at 4 MiB, 0.98-1.02 x at 16-32 MiB with 4 chunks, where
+       * the LL128 tree and the FIFO chain ran 0.72-0.96 x).  Loaded after
+       * the programs on the buffers ("direct_2r", "direct_chain"), which
+       * win where they run. */
+      if (c->ranks <= 2) {
+        entry(c, "broadcast_0_direct_land", "broadcast_direct.lua", ll + 1, 8 * M, "inplace=1 via=direct land=1");
+        entry(c, "broadcast_0_direct_land4", "broadcast_direct.lua", 8 * M + 1, 0,
+              "inplace=1 via=direct land=1 chunks=4");
+      }
       entry(c, "broadcast_0_direct_chain", "broadcast_chain.lua", 4 * M + 1, 0, "inplace=1 chunks=8 via=direct");
     }
     entry(c, "broadcast_1_tree", "broadcast_tree.lua", 0, 4 * M, "inplace=1 chunks=1 protocol=LL128");

@@ -101,6 +101,7 @@ compile alltoall_direct_put_ll alltoall_direct.lua $r via=direct protocol=LL
 compile alltoall_direct_land alltoall_direct.lua $r via=direct protocol=Simple land=1
 compile broadcast_chain broadcast_chain.lua $r
 compile broadcast_direct_put broadcast_direct.lua $r inplace=1 via=direct
+compile broadcast_direct_land broadcast_direct.lua $r inplace=1 via=direct land=1 chunks=2
 compile broadcast_chain_put broadcast_chain.lua $r inplace=1 chunks=8 via=direct
 compile broadcast_tree_ll128 broadcast_tree.lua $r chunks=1 protocol=LL128
 compile reduce_chain reduce_chain.lua $r
