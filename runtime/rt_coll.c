@@ -81,12 +81,12 @@ static baton_result one_rank(baton_comm *c, const void *s, void *r, size_t bytes
 }
 
 static baton_result collective(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, baton_comm *c,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, int ai) {
   baton_result e = rt_comm_call_check(c, s, r, dtype, op);
   if (e) return rt_comm_call_failed(e);
   if (count == 0) return baton_success;
   if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);
-  int ai = rt_comm_choose(c, coll, s, r, count, dtype, stream);
+  if (ai < 0) ai = rt_comm_choose(c, coll, s, r, count, dtype, stream);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements on %d ranks (BATON_DEBUG=INFO says "
              "why): not run", c->rank, ir_coll_name[coll], count, c->nranks);
@@ -97,24 +97,24 @@ static baton_result collective(ir_coll coll, const void *s, void *r, size_t coun
 
 baton_result baton_allreduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
                              cudaStream_t stream) {
-  return collective(IR_COLL_ALLREDUCE, s, r, count, t, op, c, stream);
+  return collective(IR_COLL_ALLREDUCE, s, r, count, t, op, c, stream, -1);
 }
 baton_result baton_allgather(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
-  return collective(IR_COLL_ALLGATHER, s, r, count, t, baton_sum, c, stream);
+  return collective(IR_COLL_ALLGATHER, s, r, count, t, baton_sum, c, stream, -1);
 }
 baton_result baton_reducescatter(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, baton_comm *c,
                                  cudaStream_t stream) {
-  return collective(IR_COLL_REDUCESCATTER, s, r, count, t, op, c, stream);
+  return collective(IR_COLL_REDUCESCATTER, s, r, count, t, op, c, stream, -1);
 }
 baton_result baton_alltoall(const void *s, void *r, size_t count, baton_dtype t, baton_comm *c, cudaStream_t stream) {
-  return collective(IR_COLL_ALLTOALL, s, r, count, t, baton_sum, c, stream);
+  return collective(IR_COLL_ALLTOALL, s, r, count, t, baton_sum, c, stream, -1);
 }
 
 /* Broadcast and reduce: `root` names the rank whose input (broadcast) or
  * output (reduce) counts; the buffer a rank does not use may be NULL
  * there (NCCL's contract), and the other is given for both. */
 static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, int dtype, int op, int root,
-                           baton_comm *c, cudaStream_t stream) {
+                           baton_comm *c, cudaStream_t stream, int ai) {
   if (!c) return rt_comm_call_failed(baton_invalid_argument);
   if (root < 0 || root >= c->nranks) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s with root %d, but the communicator has ranks 0..%d", c->rank,
@@ -126,7 +126,7 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
   if (e) return rt_comm_call_failed(e);
   if (count == 0) return baton_success;
   if (c->nranks == 1) return one_rank(c, s, r, count * (size_t)ip_dtype_size[dtype], stream);   /* one block */
-  int ai = rt_comm_choose_rooted(c, coll, root, s, r, count, dtype, stream);
+  if (ai < 0) ai = rt_comm_choose_rooted(c, coll, root, s, r, count, dtype, stream);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no algorithm for %s of %zu elements from root %d on %d ranks (BATON_DEBUG=INFO "
              "says why): not run", c->rank, ir_coll_name[coll], count, root, c->nranks);
@@ -135,22 +135,28 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
   return rt_comm_call_submit(c, ai, s, r, count, dtype, op, NULL, stream);
 }
 
+baton_result rt_comm_collective(baton_comm *c, ir_coll coll, int root, int ai, const void *s, void *r, size_t count,
+                                int dtype, int op, cudaStream_t stream) {
+  if (ir_coll_rooted(coll)) return rooted(coll, s, r, count, dtype, op, root, c, stream, ai);
+  return collective(coll, s, r, count, dtype, op, c, stream, ai);
+}
+
 baton_result baton_broadcast(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
                              cudaStream_t stream) {
-  return rooted(IR_COLL_BROADCAST, s, r, count, t, baton_sum, root, c, stream);
+  return rooted(IR_COLL_BROADCAST, s, r, count, t, baton_sum, root, c, stream, -1);
 }
 baton_result baton_reduce(const void *s, void *r, size_t count, baton_dtype t, baton_redop op, int root, baton_comm *c,
                           cudaStream_t stream) {
-  return rooted(IR_COLL_REDUCE, s, r, count, t, op, root, c, stream);
+  return rooted(IR_COLL_REDUCE, s, r, count, t, op, root, c, stream, -1);
 }
 
 baton_result baton_gather(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
                           cudaStream_t stream) {
-  return rooted(IR_COLL_GATHER, s, r, count, t, baton_sum, root, c, stream);
+  return rooted(IR_COLL_GATHER, s, r, count, t, baton_sum, root, c, stream, -1);
 }
 baton_result baton_scatter(const void *s, void *r, size_t count, baton_dtype t, int root, baton_comm *c,
                            cudaStream_t stream) {
-  return rooted(IR_COLL_SCATTER, s, r, count, t, baton_sum, root, c, stream);
+  return rooted(IR_COLL_SCATTER, s, r, count, t, baton_sum, root, c, stream, -1);
 }
 
 baton_result baton_run(const char *name, const void *s, void *r, size_t count, baton_dtype t, baton_redop op,

@@ -380,4 +380,14 @@ baton_result rt_comm_call_failed(baton_result e);
 baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, size_t count, int dtype, int op,
                                  const rt_operands *ops, cudaStream_t stream);
 
+/* One collective call as baton_allreduce and the others make it (their
+ * checks, nothing for a count of 0, a copy on one rank), by algorithm ai
+ * when the caller has chosen it (rt_comm_choose, or rt_comm_choose_rooted
+ * for a rooted coll, with the same arguments and nothing opened or
+ * captured since), else (ai < 0) by the runtime's choice.  root counts
+ * for rooted collectives only; op for the reducing ones (baton_sum for the
+ * others). */
+baton_result rt_comm_collective(baton_comm *c, ir_coll coll, int root, int ai, const void *s, void *r, size_t count,
+                                int dtype, int op, cudaStream_t stream);
+
 #endif

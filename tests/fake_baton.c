@@ -130,6 +130,26 @@ FAKE_COLL(gather, (const void *s, void *r, size_t n, baton_dtype t, int root, ba
 FAKE_COLL(scatter, (const void *s, void *r, size_t n, baton_dtype t, int root, baton_comm *c, cudaStream_t st),
           "%p, %p, %zu, type=%d, root=%d, rank=%d, stream=%p", s, r, n, (int)t, root, c->rank, (void *)st)
 
+/* The runtime's entry for a chosen program: the public call it stands
+ * for (logged as that), counting the calls that came with a choice. */
+static int chosen_calls;
+int fake_baton_chosen(void) { return chosen_calls; }
+baton_result rt_comm_collective(baton_comm *c, ir_coll coll, int root, int ai, const void *s, void *r, size_t n,
+                                int t, int op, cudaStream_t st) {
+  chosen_calls += ai >= 0;
+  switch (coll) {
+  case IR_COLL_ALLREDUCE: return baton_allreduce(s, r, n, t, op, c, st);
+  case IR_COLL_ALLGATHER: return baton_allgather(s, r, n, t, c, st);
+  case IR_COLL_REDUCESCATTER: return baton_reducescatter(s, r, n, t, op, c, st);
+  case IR_COLL_ALLTOALL: return baton_alltoall(s, r, n, t, c, st);
+  case IR_COLL_BROADCAST: return baton_broadcast(s, r, n, t, root, c, st);
+  case IR_COLL_REDUCE: return baton_reduce(s, r, n, t, op, root, c, st);
+  case IR_COLL_GATHER: return baton_gather(s, r, n, t, root, c, st);
+  case IR_COLL_SCATTER: return baton_scatter(s, r, n, t, root, c, st);
+  default: return baton_unsupported;
+  }
+}
+
 /* CUDA: one device 0, host memory as device memory. */
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }

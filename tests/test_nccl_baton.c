@@ -20,6 +20,7 @@ const char *fake_baton_log(void);
 void fake_baton_log_clear(void);
 void fake_baton_set_async_error(baton_result r);
 void fake_baton_set_group_error(baton_result r);
+int fake_baton_chosen(void);
 static const char *(*nccl_log)(void);
 static void (*nccl_clear)(void);
 
@@ -139,6 +140,8 @@ int main(int argc, char **argv) {
          "baton_gather(0x1000, 0x2000, 2, type=0, root=0, rank=0, stream=0x5000)\n"
          "baton_scatter(0x1000, 0x2000, 2, type=0, root=0, rank=0, stream=0x5000)\n",
          "Broadcast, Bcast (in place), Reduce, Gather and Scatter run on baton with their root");
+  ok(fake_baton_chosen() == 9, "each of those 9 calls runs the program chosen when it was checked (no second "
+     "choice): %d", fake_baton_chosen());
   ok(ncclScatter(NULL, P(0x2000), 2, ncclFloat32, 0, comm, STREAM) == ncclInvalidArgument,
      "Scatter with a NULL sendbuff on the root: ncclInvalidArgument");
   expect("", "", "and it runs nowhere");
@@ -178,6 +181,8 @@ int main(int argc, char **argv) {
          "baton_allgather(0x3000, 0x4000, 2, type=0, rank=0, stream=0x5000)\n"
          "baton_group_end()\n",
          "a group baton can run whole runs on baton at ncclGroupEnd, in order, in one baton group (launched together)");
+  ok(fake_baton_chosen() == 9, "a group's calls are chosen again at its end, inside baton's group (where the peers' "
+     "buffers may be known)");
 
   /* A launch that fails at the end of baton's group fails ncclGroupEnd. */
   fake_baton_set_group_error(baton_cuda_error);

@@ -36,9 +36,9 @@ static int baton_type(ncclDataType_t t) {
   }
 }
 
-/* Why baton cannot run the call, or NULL when it can (then *algo names
- * the algorithm it would choose). */
-static const char *baton_refuses(const rt_nccl_call *c, const char **algo) {
+/* Why baton cannot run the call, or NULL when it can (then *ai is the
+ * algorithm it would choose and *algo its name). */
+static const char *baton_refuses(const rt_nccl_call *c, int *ai_out, const char **algo) {
   if (!c->comm->baton) return rt_param_int(RT_PARAM_ENABLE) ? "no baton communicator" : "baton is off (BATON_ENABLE=0)";
   int t = baton_type(c->type);
   if (t < 0) return "a type baton does not run";
@@ -47,25 +47,20 @@ static const char *baton_refuses(const rt_nccl_call *c, const char **algo) {
   int ai = rt_nccl_rooted(c->kind) ? rt_comm_choose_rooted(c->comm->baton, coll, c->root, c->s, c->r, c->count, t, c->stream)
                            : rt_comm_choose(c->comm->baton, coll, c->s, c->r, c->count, t, c->stream);
   if (ai < 0) return "no baton algorithm fits";
+  *ai_out = ai;
   *algo = baton_comm_algorithm_name(c->comm->baton, ai);
   return NULL;
 }
 
-static ncclResult_t run_baton(const rt_nccl_call *c) {
+/* Runs the call on baton: by algorithm ai where baton_refuses just chose
+ * it for this very call, else (ai < 0: a call recorded in a group, run at
+ * its end) by the runtime's choice then. */
+static ncclResult_t run_baton(const rt_nccl_call *c, int ai) {
   baton_comm *b = c->comm->baton;
-  baton_dtype t = (baton_dtype)baton_type(c->type);
-  baton_redop op = (baton_redop)c->op;
-  baton_result r = baton_unsupported;
-  switch (c->kind) {
-  case RT_NCCL_ALLREDUCE: r = baton_allreduce(c->s, c->r, c->count, t, op, b, c->stream); break;
-  case RT_NCCL_ALLGATHER: r = baton_allgather(c->s, c->r, c->count, t, b, c->stream); break;
-  case RT_NCCL_REDUCESCATTER: r = baton_reducescatter(c->s, c->r, c->count, t, op, b, c->stream); break;
-  case RT_NCCL_ALLTOALL: r = baton_alltoall(c->s, c->r, c->count, t, b, c->stream); break;
-  case RT_NCCL_BROADCAST: r = baton_broadcast(c->s, c->r, c->count, t, c->root, b, c->stream); break;
-  case RT_NCCL_REDUCE: r = baton_reduce(c->s, c->r, c->count, t, op, c->root, b, c->stream); break;
-  case RT_NCCL_GATHER: r = baton_gather(c->s, c->r, c->count, t, c->root, b, c->stream); break;
-  case RT_NCCL_SCATTER: r = baton_scatter(c->s, c->r, c->count, t, c->root, b, c->stream); break;
-  }
+  const ir_coll coll = kind_coll[c->kind];
+  const int reduces = coll == IR_COLL_ALLREDUCE || coll == IR_COLL_REDUCESCATTER || coll == IR_COLL_REDUCE;
+  baton_result r = rt_comm_collective(b, coll, c->root, ai, c->s, c->r, c->count, baton_type(c->type),
+                                      reduces ? (int)c->op : baton_sum, c->stream);
   /* The description costs a microsecond: only for a line that is written. */
   char d[320];
   if (r || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) rt_nccl_describe(c, d, sizeof d);
@@ -95,9 +90,11 @@ static ncclResult_t dispatch(const rt_nccl_call *c) {
   if (rt_nccl_rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
     return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, c->comm->rank,
                         c->root, c->comm->nranks - 1);
-  const char *algo = NULL, *no = baton_refuses(c, &algo);
+  const char *algo = NULL;
+  int ai = -1;
+  const char *no = baton_refuses(c, &ai, &algo);
   const rt_nccl_group *g = rt_nccl_group_get();
-  if (g->depth == 0) return no ? rt_nccl_forward(c, no) : run_baton(c);
+  if (g->depth == 0) return no ? rt_nccl_forward(c, no) : run_baton(c, ai);
   if (g->to_nccl) return rt_nccl_forward(c, no ? no : "its group went to NCCL");
   if (no) {
     if ((r = rt_nccl_group_to_nccl())) return r;
@@ -189,7 +186,7 @@ ncclResult_t rt_nccl_GroupEnd(void) {
     /* In a group of baton's own: checked one by one, launched together
      * (on several GPUs at once). */
     baton_group_start();
-    for (int i = 0; i < g->ncalls && r == ncclSuccess; i++) r = run_baton(&g->calls[i]);
+    for (int i = 0; i < g->ncalls && r == ncclSuccess; i++) r = run_baton(&g->calls[i], -1);
     baton_result be = baton_group_end();
     if (be && r == ncclSuccess)
       r = rt_nccl_fail(rt_nccl_from_baton(be), "group of %d calls: baton's launch failed: %s", g->ncalls,
