@@ -760,7 +760,7 @@ static bt_result run_once(const ir_prog *p, const ip_cpu_opts *o, int inplace, i
   if (x.nslots < 1) x.nslots = 1;
   x.geom = calloc(p->ngpus, sizeof *x.geom);
   if (!x.geom) { res = BT_ERR_NOMEM; goto out; }
-  int aliased = post_aliased(p, inplace);
+  int aliased = ir_prog_aliased(p, inplace);
   for (int r = 0; r < p->ngpus; r++) {
     bt_result g = ir_geom_init(&x.geom[r], p, r, o->count, aliased);
     if (g == BT_ERR_UNSUPPORTED)
@@ -834,7 +834,6 @@ out:
   return res;
 }
 
-int ip_cpu_aliased(const ir_prog *p, int inplace_call) { return post_aliased(p, inplace_call); }
 
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag) {
   if (ir_prog_fused(p) || p->interleave) {   /* computed values from varied operands: their value runs trace them */

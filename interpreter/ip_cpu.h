@@ -52,11 +52,4 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
  * values its value runs follow.  The result as ip_cpu_verify's. */
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag);
 
-/* Whether a call's input and output are one span: every in-place call
- * (an in-place program's, or an out-of-place AllToAll's that is race-free
- * so, which the runtime runs in place as it is: ip_cpu_verify runs it so
- * too), and an out-of-place call of an in-place program that addresses
- * only one of them (ir_prog_aliased). */
-int ip_cpu_aliased(const ir_prog *p, int inplace_call);
-
 #endif

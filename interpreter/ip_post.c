@@ -207,14 +207,10 @@ static bt_result fused_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *
   return BT_OK;
 }
 
-int post_aliased(const ir_prog *p, int inplace_call) {
-  return inplace_call || ir_prog_aliased(p, 0);
-}
-
 bt_result post_setup(post_bufs *b, const ir_prog *p, const ip_cpu_opts *o, const ir_geom *g,
                      int inplace, rt_diag *diag) {
   int n = p->ngpus, es = post_esize(b, o);
-  int aliased = post_aliased(p, inplace);
+  int aliased = ir_prog_aliased(p, inplace);
   b->inplace_call = inplace;
   b->fused = ir_prog_fused(p);
   b->user_in = ptrs(n); b->user_out = ptrs(n); b->ref_in = ptrs(n); b->span = ptrs(n);

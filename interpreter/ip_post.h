@@ -40,10 +40,6 @@ int post_src_words(const ir_prog *p, int want, int *passes);
  * ip_cpu_opts.sources); dst may be a or b. */
 void post_src_reduce(int words, void *dst, const void *a, const void *b, size_t n);
 
-/* ip_cpu_aliased (ip_cpu.h): whether a call's input and output are one
- * span. */
-int post_aliased(const ir_prog *p, int inplace_call);
-
 /* Allocates and fills every rank's buffers with a pattern that keeps
  * sums, products, minima and maxima exact in every type.  For a fused
  * program: the operands with test data, the input with NaN (computed

@@ -380,8 +380,8 @@ unsigned ir_prog_spaces(const ir_prog *p) {
 }
 
 int ir_prog_aliased(const ir_prog *p, int inplace_call) {
-  if (!p->inplace) return 0;
   if (inplace_call) return 1;
+  if (!p->inplace) return 0;
   unsigned both = (1u << IR_BUF_INPUT) | (1u << IR_BUF_OUTPUT);
   return (ir_prog_spaces(p) & both) != both;
 }

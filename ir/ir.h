@@ -315,12 +315,14 @@ long ir_prog_ntbs(const ir_prog *p);
  * or (direct steps) a peer's. */
 unsigned ir_prog_spaces(const ir_prog *p);
 
-/* How a call runs program p: 1 when its "i" and "o" must alias one span
- * (NCCL's in-place layout).  An in-place call needs an in-place program.
- * An out-of-place call of an in-place program that addresses only one of
- * i and o runs on a copy of the input placed in that span (as NCCL does
- * for in-place-only algorithms); a program that addresses both keeps them
- * apart. */
+/* How a call runs program p: 1 when its "i" and "o" alias one span
+ * (NCCL's in-place layout).  Every in-place call does: an in-place
+ * program's, or an out-of-place program's that is race-free so (the
+ * runtime runs such an AllToAll in place as it is; the race check and the
+ * CPU executor then treat its buffers as one).  An out-of-place call of
+ * an in-place program that addresses only one of i and o runs on a copy
+ * of the input placed in that span (as NCCL does for in-place-only
+ * algorithms); a program that addresses both keeps them apart. */
 int ir_prog_aliased(const ir_prog *p, int inplace_call);
 
 /* The program's name for messages: its file or its name. */

@@ -260,7 +260,11 @@ bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot run %s", c->rank, where, inplace ? "in place" : "out of place");
     return BT_ERR_INVALID;
   }
-  int aliased = off_root ? p->inplace : stage ? 0 : inplace ? ir_prog_aliased(p, 1) : al->copies;   /* cached: no scan of the steps per call */
+  /* An in-place call of an out-of-place program (an AllToAll race-free so)
+   * keeps its two buffers apart here: its in-place layout puts both at the
+   * call's one address.  al->copies is ir_prog_aliased(p, 0), cached: no
+   * scan of the steps per call. */
+  int aliased = off_root ? p->inplace : stage ? 0 : inplace ? p->inplace != 0 : al->copies;
   if (ops) { stage = 0; aliased = p->inplace; }
   CHECK(call_geom(c, p, count, aliased, &g));
   if (p->interleave && (!ops || ir_geom_interleave(&g, ops->seg))) {

@@ -449,7 +449,7 @@ static bt_result sim_setup(sim *m, int64_t *count) {
     return BT_ERR_INVALID;
   }
   m->esize = ip_dtype_size[m->o->dtype];
-  int aliased = ip_cpu_aliased(p, m->o->inplace < 0 ? p->inplace : m->o->inplace);
+  int aliased = ir_prog_aliased(p, m->o->inplace < 0 ? p->inplace : m->o->inplace);
   ir_geom g1;
   if (ir_geom_init(&g1, p, 0, 1, aliased)) {
     rt_diag_add(m->diag, "%s: its chunks do not fit its collective (run baton verify)", ir_prog_where(p));
