@@ -39,7 +39,7 @@ else
 fi
 cat "$t"/on.*.log > "$t/on.log" 2>/dev/null
 sum=$(grep -h 'destroyed: [0-9]* collective calls ran on baton' "$t/on.log" | head -1)
-nb=$(echo "$sum" | sed -n 's/.*destroyed: \([0-9]*\) AllReduce.*/\1/p')
+nb=$(echo "$sum" | sed -n 's/.*destroyed: \([0-9]*\) collective calls.*/\1/p')
 if [ -n "$nb" ] && [ "$nb" -gt 0 ]; then ok "the end-of-run summary: ${sum#*NCCL }"; else
   bad "no summary line with calls on baton"; grep -h 'WARN\|destroyed' "$t/on.log" | head -5 | sed 's/^/# /'; fi
 if grep -q "baton runs the calls its [0-9]* algorithms fit" "$t/on.log"; then ok "the creation line says baton is on"; else
