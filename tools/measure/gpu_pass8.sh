@@ -9,6 +9,9 @@
 #           a process per GPU: AllReduce 8 B-1 GiB, AllGather,
 #           ReduceScatter, AllToAll, Broadcast 1 KiB-256 MiB; AllReduce
 #           eager too (one process, and a process per GPU in place)
+#   eager   eager calls with a process per GPU on unregistered buffers (the
+#           windows' scratch, then the FIFO programs past it): AllGather,
+#           ReduceScatter, AllToAll (both placements) and Broadcast 1 MiB-512 MiB
 #   fused   the fused suites (gpu_fused, gpu_embed, gpu_moe, both ways), and
 #           GEMV + AllReduce, GEMM + AllToAll and embedding bags + AllToAll
 #           against their baselines
@@ -66,6 +69,14 @@ if [[ $stages == *" coll "* ]]; then
   done
   bn ar_eager 60 --collective allreduce -b 8 -e 256M -f 8 "${common[@]}"
   bn ar_PI_eager 60 --collective allreduce -b 8 -e 256M -f 8 -P --inplace 1 -d bf16 "${common[@]}"
+  unset BATON_ALGO_DIR
+fi
+
+if [[ $stages == *" eager "* ]]; then
+  export BATON_ALGO_DIR=$set_dir
+  common=(-g "$n" -w 5 -n 20 --rounds 3 -P -b 1M -e 512M -f 4)
+  for c in allgather reducescatter alltoall broadcast; do bn ${c}_P 90 --collective $c "${common[@]}"; done
+  bn alltoall_PI 90 --collective alltoall --inplace 1 "${common[@]}"
   unset BATON_ALGO_DIR
 fi
 
