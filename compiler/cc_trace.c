@@ -604,7 +604,8 @@ static int l_swap(lua_State *L) {
   ref *theirs = cc_dsl_push_ref(L, t, rank, space, idx, n, flat);   /* kept on the stack while it is used */
   cc_op op = {.kind = CC_SWAP, .src_rank = mine->rank, .src_space = mine->space, .src_idx = mine->idx,
               .src_pat = mine->pat, .dst_rank = rank, .dst_space = space, .dst_idx = idx, .count = n,
-              .ch = -1, .sendtb = -1, .recvtb = -1, .via = fifo ? CC_VIA_FIFO : CC_VIA_DIRECT, .line = cc_dsl_script_line(L)};
+              .ch = -1, .sendtb = -1, .recvtb = -1, .via = fifo ? CC_VIA_FIFO : CC_VIA_DIRECT,
+              .line = cc_dsl_script_line(L)};
   check_fresh(L, t, mine, "swap of");
   check_fresh(L, t, theirs, "swap with");
   check_written(L, t, mine);

@@ -834,7 +834,6 @@ out:
   return res;
 }
 
-
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag) {
   if (ir_prog_fused(p) || p->interleave) {   /* computed values from varied operands: their value runs trace them */
     memset(rep, 0, sizeof *rep);
