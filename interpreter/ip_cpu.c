@@ -834,6 +834,13 @@ out:
   return res;
 }
 
+const char *ip_cpu_verdict(bt_result r, int routes, char *buf, size_t n) {
+  if (r == BT_ERR_DEADLOCK) snprintf(buf, n, "DEADLOCK");
+  else if (r == BT_ERR_MISMATCH) snprintf(buf, n, "%s", routes ? "WRONG ROUTE" : "WRONG RESULT");
+  else snprintf(buf, n, "FAILED (%s)", bt_result_str(r));
+  return buf;
+}
+
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag) {
   if (ir_prog_fused(p) || p->interleave) {   /* computed values from varied operands: their value runs trace them */
     memset(rep, 0, sizeof *rep);

@@ -3,6 +3,7 @@
 #ifndef IP_CPU_H
 #define IP_CPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ip_cpu_opts.h"
@@ -51,5 +52,10 @@ bt_result ip_cpu_verify(const ir_prog *p, const ip_cpu_opts *o, ip_cpu_report *r
  * input, which a sources run cannot carry, from varied operands whose
  * values its value runs follow.  The result as ip_cpu_verify's. */
 bt_result ip_cpu_verify_routes(const ir_prog *p, const ip_cpu_opts *like, ip_cpu_report *rep, rt_diag *diag);
+
+/* What a failed verification run is called where a verifier reports it
+ * (baton verify, baton_verify): DEADLOCK, WRONG RESULT (WRONG ROUTE for a
+ * route check), or FAILED with its cause (out of memory, ...), in buf. */
+const char *ip_cpu_verdict(bt_result r, int routes, char *buf, size_t n);
 
 #endif

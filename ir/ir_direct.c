@@ -66,7 +66,8 @@ static int landing_cmp(const void *x, const void *y) {
 
 /* Whether step st of rank r is a put into its peer's scratch (a landing in an LL program). */
 static int lands(const ir_prog *p, int r, const ir_step *st) {
-  return (ir_op_flags[st->op] & IR_F_PUT) && !(ir_op_flags[st->op] & IR_F_SWAP) && st->dstbuf == IR_BUF_SCRATCH && st->cnt >= 1 && ir_peer_ok(p, r, st);
+  const unsigned fl = ir_op_flags[st->op];
+  return (fl & IR_F_PUT) && !(fl & IR_F_SWAP) && st->dstbuf == IR_BUF_SCRATCH && st->cnt >= 1 && ir_peer_ok(p, r, st);
 }
 
 bt_result ir_direct_landings(const ir_prog *p, ir_landing **out, long *n) {

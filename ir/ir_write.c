@@ -196,6 +196,8 @@ void ir_explain(const ir_prog *p, FILE *f) {
   }
 }
 
+_Static_assert(1u << (IR_F_BITS - 1) == IR_F_SWAP, "IR_F_BITS counts the IR_F_* flags, IR_F_SWAP the last");
+
 void ir_ops_markdown(FILE *f) {
   static const char *flag_names[IR_F_BITS] = {"src", "dst", "recv", "send", "reduce", "compute", "peer's dst",
                                               "peer's src", "signal", "wait", "exchange"};

@@ -137,6 +137,7 @@ static baton_result rooted(ir_coll coll, const void *s, void *r, size_t count, i
 
 baton_result rt_comm_collective(baton_comm *c, ir_coll coll, int root, int ai, const void *s, void *r, size_t count,
                                 int dtype, int op, cudaStream_t stream) {
+  if (!ir_coll_reduces(coll)) op = baton_sum;   /* as baton_allgather and the others pass it */
   if (ir_coll_rooted(coll)) return rooted(coll, s, r, count, dtype, op, root, c, stream, ai);
   return collective(coll, s, r, count, dtype, op, c, stream, ai);
 }

@@ -385,8 +385,7 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
  * when the caller has chosen it (rt_comm_choose, or rt_comm_choose_rooted
  * for a rooted coll, with the same arguments and nothing opened or
  * captured since), else (ai < 0) by the runtime's choice.  root counts
- * for rooted collectives only; op for the reducing ones (baton_sum for the
- * others). */
+ * for rooted collectives only, op for the reducing ones only. */
 baton_result rt_comm_collective(baton_comm *c, ir_coll coll, int root, int ai, const void *s, void *r, size_t count,
                                 int dtype, int op, cudaStream_t stream);
 

@@ -283,14 +283,14 @@ baton_result baton_verify_with(const char *ir_path, const baton_verify_opts *o, 
   if (!ip_compute_takes(p, IP_F32) && ip_compute_takes(p, IP_BF16)) c.dtype = IP_BF16;
   if (!o->count && (ir_prog_fused(p) || p->interleave)) c.count = ip_dims_fit(p, &dims, c.count);
   ip_cpu_report rep;
+  char what[64];
   if ((r = ip_cpu_verify(p, &c, &rep, d))) {
-    const char *what = r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG RESULT" : bt_result_str(r);
-    set_err(err, errlen, "%s: %s with %s %s count=%lld\n%s", ir_path, what, ip_dtype_name[c.dtype],
-            ip_redop_name[c.op], (long long)c.count, rt_diag_text(d));
+    set_err(err, errlen, "%s: %s with %s %s count=%lld\n%s", ir_path, ip_cpu_verdict(r, 0, what, sizeof what),
+            ip_dtype_name[c.dtype], ip_redop_name[c.op], (long long)c.count, rt_diag_text(d));
   } else if ((r = ip_cpu_verify_routes(p, &c, &rep, d))) {
     /* the routes exactly, as baton verify checks them (values can miss a misrouted chunk) */
-    const char *what = r == BT_ERR_DEADLOCK ? "DEADLOCK" : r == BT_ERR_MISMATCH ? "WRONG ROUTE" : bt_result_str(r);
-    set_err(err, errlen, "%s: %s with every element's origin traced\n%s", ir_path, what, rt_diag_text(d));
+    set_err(err, errlen, "%s: %s with every element's origin traced\n%s", ir_path,
+            ip_cpu_verdict(r, 1, what, sizeof what), rt_diag_text(d));
   }
 out:
   ir_expect_free(ex);

@@ -207,8 +207,9 @@ static int route_run(const char *path, const ir_prog *p, const vopts *vo, const 
   rt_diag_clear(d);
   bt_result r = ip_cpu_verify_routes(p, &like, &rep, d);
   if (!r) return 0;
-  fprintf(stderr, "%s: %s with every element's origin traced\n%s", path,
-          r == BT_ERR_MISMATCH ? "WRONG ROUTE" : r == BT_ERR_DEADLOCK ? "DEADLOCK" : "FAILED", rt_diag_text(d));
+  char what[64];
+  fprintf(stderr, "%s: %s with every element's origin traced\n%s", path, ip_cpu_verdict(r, 1, what, sizeof what),
+          rt_diag_text(d));
   return 1;
 }
 
@@ -257,13 +258,9 @@ static int verify_prog(const char *path, const ir_prog *p, const vopts *vo, cons
       ip_cpu_report rep;
       bt_result r = ip_cpu_verify(p, &o, &rep, d);
       if (r) {
-        char what[64];   /* a failure other than the run's own names its cause (out of memory, ...) */
-        if (r == BT_ERR_DEADLOCK || r == BT_ERR_MISMATCH)
-          snprintf(what, sizeof what, "%s", r == BT_ERR_DEADLOCK ? "DEADLOCK" : "WRONG RESULT");
-        else
-          snprintf(what, sizeof what, "FAILED (%s)", bt_result_str(r));
-        fprintf(stderr, "%s: %s with %s %s count=%lld\n%s", path, what, ip_dtype_name[o.dtype], ip_redop_name[o.op],
-                (long long)o.count, rt_diag_text(d));
+        char what[64];
+        fprintf(stderr, "%s: %s with %s %s count=%lld\n%s", path, ip_cpu_verdict(r, 0, what, sizeof what),
+                ip_dtype_name[o.dtype], ip_redop_name[o.op], (long long)o.count, rt_diag_text(d));
         rc = 1;
         break;
       }

@@ -57,10 +57,8 @@ static const char *baton_refuses(const rt_nccl_call *c, int *ai_out, const char 
  * its end) by the runtime's choice then. */
 static ncclResult_t run_baton(const rt_nccl_call *c, int ai) {
   baton_comm *b = c->comm->baton;
-  const ir_coll coll = kind_coll[c->kind];
-  const int reduces = coll == IR_COLL_ALLREDUCE || coll == IR_COLL_REDUCESCATTER || coll == IR_COLL_REDUCE;
-  baton_result r = rt_comm_collective(b, coll, c->root, ai, c->s, c->r, c->count, baton_type(c->type),
-                                      reduces ? (int)c->op : baton_sum, c->stream);
+  baton_result r = rt_comm_collective(b, kind_coll[c->kind], c->root, ai, c->s, c->r, c->count, baton_type(c->type),
+                                      (int)c->op, c->stream);
   /* The description costs a microsecond: only for a line that is written. */
   char d[320];
   if (r || rt_log_enabled(RT_LOG_INFO, RT_SUB_NCCL)) rt_nccl_describe(c, d, sizeof d);
