@@ -73,6 +73,9 @@ int ir_coll_unused(ir_coll c) {
 int ir_coll_reduces(ir_coll c) {
   return c == IR_COLL_ALLREDUCE || c == IR_COLL_REDUCESCATTER || c == IR_COLL_REDUCE;
 }
+int ir_coll_elementwise(ir_coll c) {
+  return c == IR_COLL_ALLREDUCE || c == IR_COLL_BROADCAST || c == IR_COLL_REDUCE;
+}
 
 int ir_coll_source(ir_coll c, int root, int n, int k, int r, int chunk, int *src_rank, int *src_chunk) {
   switch (c) {

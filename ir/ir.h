@@ -61,6 +61,10 @@ int ir_coll_rooted(ir_coll c);
 int ir_coll_unused(ir_coll c);
 /* Collectives that reduce (an operator applies; avg divides the result). */
 int ir_coll_reduces(ir_coll c);
+/* Element-wise collectives (allreduce, broadcast, reduce): element i of
+ * every output comes from element i of the inputs alone, so a call on a
+ * contiguous range of the buffers is a call of its own. */
+int ir_coll_elementwise(ir_coll c);
 
 /* The postcondition of built-in collective c over n ranks, k chunks per
  * block, rooted at `root`: where output chunk `chunk` of rank r comes

@@ -49,16 +49,18 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
     return rt_comm_call_failed(baton_invalid_argument);
   }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return rt_comm_call_failed(baton_cuda_error);
-  /* A direct AllReduce larger than the window runs on consecutive slices
-   * (every rank slices alike: the count, program and window decide). */
+  /* A direct element-wise call (AllReduce, Broadcast) larger than the
+   * window runs on consecutive slices (every rank slices alike: the count,
+   * program and window decide). */
   int64_t slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count, dtype) : 0;
   if (slice <= 0 || slice >= (int64_t)count) slice = (int64_t)count;
   const size_t es = (size_t)ip_dtype_size[dtype];
   for (int64_t at = 0; at < (int64_t)count; at += slice) {
     int64_t n = (int64_t)count - at < slice ? (int64_t)count - at : slice;
     rt_launch L;
-    bt_result e = rt_call_prep(c, ai, (const char *)s + (size_t)at * es, (char *)r + (size_t)at * es, n, dtype, op, ops,
-                               stream, &L);
+    /* (a buffer NCCL's contract lets a rooted call leave NULL stays NULL) */
+    bt_result e = rt_call_prep(c, ai, s ? (const char *)s + (size_t)at * es : NULL, r ? (char *)r + (size_t)at * es : NULL,
+                               n, dtype, op, ops, stream, &L);
     if (!e) e = rt_group_submit(&L);
     if (e) return rt_comm_call_failed((baton_result)e);
   }

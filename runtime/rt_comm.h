@@ -291,9 +291,10 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
 
 /* The count of each slice in which direct algorithm ai runs a call of
  * `count` elements of type dtype: count itself where it fits the window;
- * for an AllReduce on the peers' buffers or through the Simple scratch
- * (element-wise: its slices are AllReduces of their own; not one through
- * LL landings, which its size range bounds), the most that fits, a multiple of
+ * for an element-wise collective (an AllReduce, Broadcast or Reduce: its
+ * slices are calls of their own, ir_coll_elementwise) on the peers'
+ * buffers or through the Simple scratch (not one through LL landings,
+ * which its size range bounds), the most that fits, a multiple of
  * RT_DIRECT_SLICE_UNIT elements a chunk, so that a message larger than the
  * window runs as consecutive calls on slices of it (rt_comm_call_submit);
  * 0 when no slice fits. */

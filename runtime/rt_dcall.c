@@ -164,7 +164,7 @@ int64_t rt_direct_slice(const baton_comm *c, int ai, int64_t count, int dtype) {
   const rt_window_layout *l = rt_window_layout_of(c->win);
   const int es = ip_dtype_size[dtype];
   if (rt_dplan_fits(d, p, l, count, es)) return count;
-  if (p->coll != IR_COLL_ALLREDUCE || (!d->peer_io && p->proto != IR_PROTO_SIMPLE)) return 0;   /* landings: its range */
+  if (!ir_coll_elementwise(p->coll) || (!d->peer_io && p->proto != IR_PROTO_SIMPLE)) return 0;   /* landings: its range */
   ir_geom g;
   if (ir_geom_init(&g, p, c->rank, 1, 0)) return 0;
   const int64_t unit = (int64_t)g.k * RT_DIRECT_SLICE_UNIT;

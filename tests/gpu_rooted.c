@@ -44,11 +44,8 @@ baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inpla
     if (ir_coll_unused(coll) == IR_BUF_INPUT && r != root) s = NULL;
     if (ir_coll_unused(coll) == IR_BUF_OUTPUT && r != root) o = NULL;
     baton_result x;
-    if (ai >= 0) {   /* this very entry, as call_submit runs one */
-      rt_launch L;
-      cudaSetDevice(dev_of(r));
-      bt_result b = rt_call_prep(comms[r], ai, s, o, count, baton_f32, baton_sum, NULL, streams[r], &L);
-      x = (baton_result)(b ? b : rt_group_submit(&L));
+    if (ai >= 0) {   /* this very entry, as the entry points run one (in slices past its window) */
+      x = rt_comm_call_submit(comms[r], ai, s, o, (size_t)count, baton_f32, baton_sum, NULL, streams[r]);
     } else if (coll == IR_COLL_BROADCAST) {
       x = baton_broadcast(s, o, count, baton_f32, root, comms[r], streams[r]);
     } else if (coll == IR_COLL_REDUCE) {

@@ -213,11 +213,8 @@ static void check_algorithms(int quick, rt_diag *d) {
   }
 }
 
-/* The automatic choice: every collective that has an algorithm, the
- * ranks' calls one after the other or in one group (launched at once from
- * the launch threads). */
-/* A direct AllReduce larger than what its scratch holds in the window runs
- * on consecutive slices (rt_direct_slice, rt_comm_call_submit): each such
+/* A direct AllReduce or Broadcast larger than what its scratch holds in
+ * the window runs on consecutive slices (rt_direct_slice, rt_comm_call_submit): each such
  * program by name, in and out of place, on two slices and a remainder.
  * Small windows (BATON_WINDOW_MB) make the counts small; with the default
  * window the quick suite leaves it out. */
@@ -227,7 +224,8 @@ static void check_sliced(int quick, rt_diag *d) {
   for (int ai = 0; ai < nalg; ai++) {
     const rt_algo *al = rt_algos_get(comms[lo]->algos, ai);
     const rt_dplan *dp = comms[lo]->dplans ? &comms[lo]->dplans[ai] : NULL;
-    if (!dp || !dp->ok || al->prog->coll != IR_COLL_ALLREDUCE || al->compute >= 0) continue;
+    if (!dp || !dp->ok || !ir_coll_elementwise(al->prog->coll) || al->compute >= 0 || al->root_copy) continue;
+    const int rooted = ir_coll_rooted(al->prog->coll);
     int64_t most = rt_direct_slice(comms[lo], ai, huge, IP_F32), n = 2 * most + 1007;
     if (most <= 0 || most >= huge) continue;
     if (n > limit || (dp->peer_io && hi - lo < nranks)) {
@@ -239,6 +237,21 @@ static void check_sliced(int quick, rt_diag *d) {
     rt_diag_clear(d);
     grouped = dp->peer_io || was;   /* the ranks' calls in one group: each learns its peers' buffers */
     for (int inplace = 0; inplace < 2; inplace++) {
+      if (rooted) {   /* from every root: its relabelled copies follow it (check_rooted) */
+        float *h = malloc((size_t)n * 4);   /* one block a rank: element-wise */
+        for (int root = 0; root < nranks && h; root++, runs++) {
+          int64_t wrong = 0, untouched = 0;
+          if (ai + root >= nalg || rt_algos_get(comms[lo]->algos, ai + root)->prog->root != root) {
+            fails++;
+            continue;
+          }
+          baton_result e = rooted_run(ai + root, al->prog->coll, root, n, inplace, h, &wrong, &untouched);
+          fails += e || wrong;
+        }
+        fails += !h;
+        free(h);
+        continue;
+      }
       if (inplace ? !al->inplace_ok : !al->outofplace_ok) continue;
       runs++;
       fails += run_case(ai, IP_F32, IP_OP_SUM, n, inplace, NULL, 1, d) != BT_OK;
@@ -250,6 +263,9 @@ static void check_sliced(int quick, rt_diag *d) {
   }
 }
 
+/* The automatic choice: every collective that has an algorithm, the
+ * ranks' calls one after the other or in one group (launched at once from
+ * the launch threads). */
 static void check_choice(rt_diag *d, int group) {
   const int64_t n1 = group ? 65536 : 4096, n2 = group ? 999 : 1001;
   const int dt2 = group ? IP_BF16 : IP_I32;

@@ -315,9 +315,10 @@ static void default_set(set_ctx *c) {
       if (c->ranks <= 2) entry(c, "broadcast_0_direct", "broadcast_direct.lua", ll + 1, 4 * M, "inplace=1 via=direct");
       /* On 2 ranks, where the peer's buffer is out of reach (eager with a
        * process per GPU), the root's stores into the peer's scratch, which
-       * it copies out, as far as the scratch holds (2 x H200, eager: 1.21
-       * x NCCL at 4 MiB, 0.98-1.02 x at 16-32 MiB with 4 chunks, where
-       * the LL128 tree and the FIFO chain ran 0.72-0.96 x).  Loaded after
+       * it copies out, past the scratch on slices of it (2 x H200, eager:
+       * 1.21 x NCCL at 4 MiB, 0.98-1.02 x at 16-32 MiB with 4 chunks, 0.88-0.94
+       * x sliced at 64-512 MiB, where the LL128 tree and the FIFO chain ran
+       * 0.72-0.96 x and 0.83-0.87 x).  Loaded after
        * the programs on the buffers ("direct_2r", "direct_chain"), which
        * win where they run. */
       if (c->ranks <= 2) {
