@@ -29,6 +29,7 @@ typedef struct sim {
   int direct;              /* a direct program: one kernel whose every block works on each step, whole chunks */
   int proto;               /* the protocol it runs: its own, or Simple where the ranks span several nodes */
   double lane_gbs;         /* what one lane moves a second: a direct program's every block, else one block */
+  double recv_gbs;         /* ... on a FIFO step that receives and sends nothing */
   int *tb0;                /* per rank: its first thread block's index among all */
   int64_t *ev0;            /* per thread block (all ranks): its first event's id */
   unsigned char *compute;  /* per thread block: ir_tb_compute */
@@ -216,7 +217,8 @@ static double fifo_pass(const sim *m, int op, unsigned fl, double bytes, double 
   else if (op == IR_OP_COPY) local = 2 * bytes / hbm;
   else if (op == IR_OP_REDUCE) local = 3 * bytes / hbm;
   if (m->direct) return local;
-  double pass = bytes / (m->lane_gbs * 1e3 * eff);
+  double rate = (fl & IR_F_RECV) && !(fl & (IR_F_SEND | IR_F_RED)) ? m->recv_gbs : m->lane_gbs;
+  double pass = bytes / (rate * 1e3 * eff);
   return pass > local ? pass : local;
 }
 
@@ -436,6 +438,7 @@ static bt_result sim_setup(sim *m, int64_t *count) {
   m->proto = spans ? IR_PROTO_SIMPLE : (int)p->proto;   /* LL and LL128 flags have no head word a proxy sees */
   m->lane_gbs = m->direct ? s->v[SIM_BLOCKS] * s->v[SIM_BLOCK_BW]
                 : m->proto == IR_PROTO_SIMPLE && s->v[SIM_SIMPLE_LANE] > 0 ? s->v[SIM_SIMPLE_LANE] : s->v[SIM_BLOCK_BW];
+  m->recv_gbs = !m->direct && m->proto == IR_PROTO_SIMPLE && s->v[SIM_SIMPLE_RECV] > 0 ? s->v[SIM_SIMPLE_RECV] : m->lane_gbs;
   int most = 1;   /* lanes: the SPEC's, or as the runtime picks them */
   for (int r = 0; r < p->ngpus; r++) if (p->gpus[r].ntbs > most) most = p->gpus[r].ntbs;
   m->lanes = s->v[SIM_LANES] > 0 ? (int)s->v[SIM_LANES] : (int)s->v[SIM_BLOCKS] / most;

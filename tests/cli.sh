@@ -471,6 +471,16 @@ check "sim A B of two collectives is refused" 2 "compare programs of one collect
   "$baton" sim "$tmp/ar_ring4.xml" "$root/tests/exchange_2r.xml" --system default
 check "sim across nodes: an LL program runs as Simple, as the runtime runs it" 0 "LL run as Simple across nodes" \
   "$baton" sim "$tmp/ar_one4.xml" --system "$root/sim/systems/h200x4_sockets.spec" --sizes 1K
+# An earlier comparison predicted again on another SPEC: the ring's 4 MiB row, measured 10% over what h200x4.spec says.
+mkdir -p "$tmp/again" && cp "$tmp/ar_ring4.xml" "$tmp/again/"
+ring4=$("$baton" sim "$tmp/ar_ring4.xml" --system "$root/sim/systems/h200x4.spec" --sizes 4M -q | awk 'NR == 2 {print $2}')
+printf 'collective,program,bytes,measured_us,predicted_us\nallreduce,ar_ring4.xml,4194304,%s,0\n' \
+  "$(awk -v t="$ring4" 'BEGIN {printf "%.3f", t * 1.1}')" > "$tmp/again.csv"
+check "sim_calibrate.py predicts an earlier comparison's rows again" 0 "1 of 1 rows meet the target" \
+  python3 "$root/tools/measure/sim_calibrate.py" "$baton" "$root/sim/systems/h200x4.spec" "$tmp/again" "$tmp/again.csv"
+check "... and on a SPEC that moves them, says they miss" 0 "0 of 1 rows meet the target" \
+  bash -c "sed 's/^nvlink.bw_gbs .*/nvlink.bw_gbs 36/' '$root/sim/systems/h200x4.spec' > '$tmp/slow.spec' &&
+    python3 '$root/tools/measure/sim_calibrate.py' '$baton' '$tmp/slow.spec' '$tmp/again' '$tmp/again.csv'"
 for sh in "$root"/tools/measure/*.sh; do   # the GPU machines' scripts at least parse here
   check "tools/measure/$(basename "$sh") parses" 0 "" bash -n "$sh"
 done
@@ -497,7 +507,7 @@ printf 'name g\ngpus 1\nlaunch_us 0\ncall_us 0\nsimple.step_us 100\ncompute.gemm
 check "sim: one rank's GEMM, its fixed cost once and its multiply-adds (7.19 us)" 0 "         65536         7.19 " \
   "$baton" sim "$tmp/moe1.xml" --system "$tmp/gemm.spec" --sizes 65536 --dim H=256 --dim F=64 -q
 # baton set --system: the ranges follow the simulated crossovers, without gaps, and the set verifies.
-check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..134217727 (was 524289..8388608)" \
+check "set --system: ranges moved to the simulated crossovers" 0 "allreduce_3_allpairs2_chain_oop_ll128_4r.xml: bytes 1048576..16777215 (was 524289..8388608)" \
   "$baton" set 4 --system "$root/sim/systems/h200x4.spec" -o "$tmp/tuned4"
 check "... the tuned set verifies" 0 "" "$baton" verify -q "$tmp/tuned4"/allreduce_*.xml "$tmp/tuned4"/reduce*.xml
 n=$((n + 1))

@@ -145,6 +145,14 @@ int main(int argc, char **argv) {
   got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
   ok(near(got, want), "a lane of 10 GB/s on a link of 100: latency + the send's and the receive's passes at the "
      "lane's pace (%.6f us, want %.6f)", got, want);
+  /* a receive that sends nothing (its slot copied into place) at a pace
+   * of its own (simple.recv_gbs) */
+  s.v[SIM_SIMPLE_RECV] = 40;
+  want = 2 + B / 1e4 + B / 4e4;
+  got = bd ? run(bd, &s, (uint64_t)B, &rep) : -1;
+  ok(near(got, want), "a receive at 40 GB/s after a send at 10: latency + the send's pass + the receive's at its own "
+     "pace (%.6f us, want %.6f)", got, want);
+  s.v[SIM_SIMPLE_RECV] = 0;
   /* four lanes at that pace share the link at once: the port's share of
    * each tile fits in its lane's window, nothing waits for the port */
   s.v[SIM_LANES] = 4;

@@ -16,6 +16,11 @@ for tools/measure/plot_ratio.py.  --only keeps the rows of FIFO programs
 measured above 20 us and predicted - measured below.  Exit status 0
 when at least one row was simulated, 2 on bad usage or when none was.
 
+A CSV that --csv wrote before (collective, program, bytes, measured_us)
+is taken as it stands: each row's program, a file of PROGRAM_DIR, is
+simulated at its size in f32 and in the program's own placement, so that
+an earlier comparison can be predicted again on another SPEC.
+
 Among the programs of a name, the one whose size range holds the row's
 size is taken (the runtime's choice); where none does (a CSV of a set
 whose ranges have moved since), the one of that name nearest in range,
@@ -75,7 +80,7 @@ def simulate(baton, spec, prog, sizes, dtype, inplace):
     """size -> predicted microseconds."""
     with tempfile.NamedTemporaryFile(suffix='.csv') as out:
         cmd = [baton, 'sim', prog, '--system', spec, '--sizes', ','.join(str(s) for s in sizes), '-d', dtype, '-q',
-               '--csv', out.name, '--inplace' if inplace else '--outofplace']
+               '--csv', out.name] + ([] if inplace is None else ['--inplace' if inplace else '--outofplace'])
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             sys.stderr.write(f'{prog}: {r.stderr.strip()}\n')
@@ -106,6 +111,8 @@ def main(argv):
     baton, spec, folder, files = argv[1], argv[2], argv[3], argv[4:]
     progs = names(folder)
     rows = [r for f in files for r in csv.DictReader(open(f))]
+    again = [r for r in rows if 'measured_us' in r]   # an earlier comparison's rows
+    rows = [r for r in rows if 'measured_us' not in r]
     groups = collections.defaultdict(list)
     for r in rows:
         groups[(r['algorithm'], r['type'], r['inplace'] == '1')].append(r)
@@ -113,6 +120,24 @@ def main(argv):
     print('|---|---|---:|---:|---:|---:|---|')
     met = total = 0
     per = collections.defaultdict(list)   # (collective, program) -> [(measured, predicted)]
+    byfile = collections.defaultdict(list)
+    for r in again:
+        byfile[os.path.join(folder, r['program'])].append(r)
+    for f, frs in sorted(byfile.items()):
+        pred = simulate(baton, spec, f, sorted({int(r['bytes']) for r in frs}), 'f32', None)
+        for r in sorted(frs, key=lambda r: int(r['bytes'])):
+            size, meas = int(r['bytes']), float(r['measured_us'])
+            if size not in pred or meas <= 0:
+                continue
+            p = pred[size]
+            ok = meets(meas, p)
+            met += ok
+            total += 1
+            per[(r['collective'], r['program'])].append((meas, p))
+            print(f"| {r['collective']} | {r['program']} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | "
+                  f"{'yes' if ok else 'no'} |")
+            if out:
+                out.writerow([r['collective'], r['program'], size, f'{meas:.3f}', f'{p:.3f}'])
     for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
         byprog = collections.defaultdict(list)
         oop_of = {}   # file -> written out of place
