@@ -163,9 +163,29 @@ static void default_set(set_ctx *c) {
             "shot=1 inplace=0 via=direct protocol=LL128");
       entry(c, "allreduce_0_direct1_ll128", "allreduce_allpairs.lua", ll + 1, ll1, "shot=1 via=direct protocol=LL128");
     }
-    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
+    /* On 2 ranks the LL128 two-shot (each rank puts its peer's half into
+     * the peer's landing; the owner sums it and puts the sum back into a
+     * landing: no opening signal, no peer's buffer, every mode) takes the
+     * LL128 one-shot's second pass to its own, 1.875 MiB (2 x H200 under
+     * graphs, bf16: 8.8 us at 1 MiB against the Simple two-shot's 9.6 and
+     * the one-shot's 10.1; 10.2 against 12.0 and 10.7 at 1.875 MiB; 13.2
+     * against 12.3 at 2 MiB).  For calls without their peers' buffers
+     * (eager with a process per GPU) it runs on where the two-shot through
+     * scratch would ("direct3_ll128", loaded after the two-shots on the
+     * buffers and before the one through scratch), as far as its landings
+     * hold. */
+    const long long t128 = c->ranks <= 2 ? 1920 * K : ll1;
+    if (t128 > ll1) {
+      entry(c, "allreduce_0_direct1t_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, t128,
+            "shot=2 inplace=0 via=direct protocol=LL128");
+      entry(c, "allreduce_0_direct1t_ll128", "allreduce_allpairs.lua", ll1 + 1, t128, "shot=2 via=direct protocol=LL128");
+      entry(c, "allreduce_0_direct3_ll128_oop", "allreduce_allpairs.lua", t128 + 1, 8 * M,
+            "shot=2 inplace=0 via=direct protocol=LL128");
+      entry(c, "allreduce_0_direct3_ll128", "allreduce_allpairs.lua", t128 + 1, 8 * M, "shot=2 via=direct protocol=LL128");
+    }
+    entry(c, "allreduce_0_direct2_oop", "allreduce_allpairs.lua", t128 + 1, 16 * M,
           "shot=2 inplace=0 chain=1 protocol=Simple via=direct");
-    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", ll1 + 1, 16 * M,
+    entry(c, "allreduce_0_direct2", "allreduce_allpairs.lua", t128 + 1, 16 * M,
           "shot=2 chain=1 protocol=Simple via=direct");
     entry(c, "allreduce_0_direct3_put_oop", "allreduce_allpairs.lua", 16 * M + 1, 0,
           "shot=2 inplace=0 chain=1 protocol=Simple via=put");
@@ -185,7 +205,7 @@ static void default_set(set_ctx *c) {
           "shot=2 inplace=0 chain=1 protocol=Simple via=put stage=1");
     entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, staged_top,
           "shot=2 chain=1 protocol=Simple via=put stage=1");
-    if (c->ranks <= 2 && ll1 < staged) {
+    if (t128 == ll1 && c->ranks <= 2 && ll1 < staged) {
       entry(c, "allreduce_0_direct4_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, staged,
             "shot=1 inplace=0 via=direct protocol=LL128");
       entry(c, "allreduce_0_direct4_ll128", "allreduce_allpairs.lua", ll1 + 1, staged, "shot=1 via=direct protocol=LL128");

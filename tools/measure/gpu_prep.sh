@@ -93,6 +93,10 @@ compile allreduce_direct2_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1
 compile allreduce_direct2_staged allreduce_allpairs.lua $r shot=2 chain=1 protocol=Simple via=direct stage=1
 compile allreduce_direct2_staged_oop allreduce_allpairs.lua $r shot=2 inplace=0 chain=1 protocol=Simple via=direct stage=1
 compile allreduce_direct2_put allreduce_allpairs.lua $r shot=2 chain=1 protocol=Simple via=put
+compile allreduce_direct1_ll128 allreduce_allpairs.lua $r shot=1 via=direct protocol=LL128
+compile allreduce_direct1_ll128_oop allreduce_allpairs.lua $r shot=1 inplace=0 via=direct protocol=LL128
+compile allreduce_direct2_ll128 allreduce_allpairs.lua $r shot=2 via=direct protocol=LL128
+compile allreduce_direct2_ll128_oop allreduce_allpairs.lua $r shot=2 inplace=0 via=direct protocol=LL128
 compile allgather_direct allgather_allpairs.lua $r via=direct protocol=Simple
 compile allgather_direct_ll allgather_allpairs.lua $r via=direct protocol=LL inplace=0
 compile reducescatter_direct reducescatter_allpairs.lua $r via=direct protocol=Simple chain=1
