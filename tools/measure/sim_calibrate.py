@@ -118,8 +118,15 @@ def main(argv):
         groups[(r['algorithm'], r['type'], r['inplace'] == '1')].append(r)
     print('| collective | algorithm | bytes | measured us | predicted us | predicted / measured | target |')
     print('|---|---|---:|---:|---:|---:|---|')
-    met = total = 0
     per = collections.defaultdict(list)   # (collective, program) -> [(measured, predicted)]
+
+    def row(coll, prog, size, meas, p):
+        """One compared row: printed, kept for the summary, written to --csv."""
+        per[(coll, prog)].append((meas, p))
+        print(f"| {coll} | {prog} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | {'yes' if meets(meas, p) else 'no'} |")
+        if out:
+            out.writerow([coll, prog, size, f'{meas:.3f}', f'{p:.3f}'])
+
     byfile = collections.defaultdict(list)
     for r in again:
         byfile[os.path.join(folder, r['program'])].append(r)
@@ -127,17 +134,8 @@ def main(argv):
         pred = simulate(baton, spec, f, sorted({int(r['bytes']) for r in frs}), 'f32', None)
         for r in sorted(frs, key=lambda r: int(r['bytes'])):
             size, meas = int(r['bytes']), float(r['measured_us'])
-            if size not in pred or meas <= 0:
-                continue
-            p = pred[size]
-            ok = meets(meas, p)
-            met += ok
-            total += 1
-            per[(r['collective'], r['program'])].append((meas, p))
-            print(f"| {r['collective']} | {r['program']} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | "
-                  f"{'yes' if ok else 'no'} |")
-            if out:
-                out.writerow([r['collective'], r['program'], size, f'{meas:.3f}', f'{p:.3f}'])
+            if size in pred and meas > 0:
+                row(r['collective'], r['program'], size, meas, pred[size])
     for (alg, dtype, inplace), rs in sorted(groups.items(), key=lambda g: (g[1][0]['collective'], g[0][0])):
         byprog = collections.defaultdict(list)
         oop_of = {}   # file -> written out of place
@@ -169,17 +167,10 @@ def main(argv):
         for f, frs in sorted(byprog.items()):
             for r in sorted(frs, key=lambda r: int(r['size'])):
                 size, meas = int(r['size']), float(r['baton_time_us'])
-                if (f, size) not in pred or meas <= 0:
-                    continue
-                p = pred[(f, size)]
-                ok = meets(meas, p)
-                met += ok
-                total += 1
-                per[(r['collective'], os.path.basename(f))].append((meas, p))
-                print(f"| {r['collective']} | {os.path.basename(f)} | {size} | {meas:.2f} | {p:.2f} | {p / meas:.2f} | "
-                      f"{'yes' if ok else 'no'} |")
-                if out:
-                    out.writerow([r['collective'], os.path.basename(f), size, f'{meas:.3f}', f'{p:.3f}'])
+                if (f, size) in pred and meas > 0:
+                    row(r['collective'], os.path.basename(f), size, meas, pred[(f, size)])
+    pairs = [mp for v in per.values() for mp in v]
+    met, total = sum(meets(m, p) for m, p in pairs), len(pairs)
     print(f'\n{met} of {total} rows meet the target.')
     if summary:
         print_summary(per)
