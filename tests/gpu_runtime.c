@@ -213,6 +213,13 @@ static void check_algorithms(int quick, rt_diag *d) {
   }
 }
 
+/* The entry of rooted program ai relabelled for `root`: its copies follow
+ * it, entry ai + root; -1 when that entry is not the copy for that root. */
+static int root_entry(int ai, int root) {
+  const int aj = ai + root;
+  return aj < rt_algos_count(comms[lo]->algos) && rt_algos_get(comms[lo]->algos, aj)->prog->root == root ? aj : -1;
+}
+
 /* A direct AllReduce or Broadcast larger than what its scratch holds in
  * the window runs on consecutive slices (rt_direct_slice, rt_comm_call_submit): each such
  * program by name, in and out of place, on two slices and a remainder.
@@ -241,11 +248,12 @@ static void check_sliced(int quick, rt_diag *d) {
         float *h = malloc((size_t)n * 4);   /* one block a rank: element-wise */
         for (int root = 0; root < nranks && h; root++, runs++) {
           int64_t wrong = 0, untouched = 0;
-          if (ai + root >= nalg || rt_algos_get(comms[lo]->algos, ai + root)->prog->root != root) {
+          const int aj = root_entry(ai, root);
+          if (aj < 0) {
             fails++;
             continue;
           }
-          baton_result e = rooted_run(ai + root, al->prog->coll, root, n, inplace, h, &wrong, &untouched);
+          baton_result e = rooted_run(aj, al->prog->coll, root, n, inplace, h, &wrong, &untouched);
           fails += e || wrong;
         }
         fails += !h;
@@ -629,10 +637,9 @@ static void check_rooted(void) {
     }
     int64_t wrong = 0, untouched = 0, runs = 0;
     baton_result e = baton_success;
-    for (int root = 0; root < nranks; root++) {   /* its copies follow it: entry ai + root */
-      int aj = ai + root;
-      if (aj >= nall || rt_algos_get(comms[lo]->algos, aj)->prog->root != root ||
-          !rt_comm_runnable(comms[lo], aj)) { e = baton_internal_error; break; }
+    for (int root = 0; root < nranks; root++) {
+      int aj = root_entry(ai, root);
+      if (aj < 0 || !rt_comm_runnable(comms[lo], aj)) { e = baton_internal_error; break; }
       for (int inplace = 0; inplace < 2 && !e; inplace++)
         for (int ci = 1; ci < 3 && !e; ci++, runs++)
           e = rooted_run(aj, al->prog->coll, root, counts[ci], inplace, h, &wrong, &untouched);

@@ -148,11 +148,8 @@ static void default_set(set_ctx *c) {
    * the message in one pass of the grid's 128 blocks of 512 threads, 16
    * bytes of line each, up to 960 KiB (120 data bytes a 128-byte line);
    * above, a second pass: 10.1-10.4 us at 1 MiB where the two-shot took
-   * 9.4-9.6 (7.1 against 8.7-8.9 at 768 KiB), so the two-shot takes over
-   * there, and the LL128 one-shot serves the rest of 1 MiB only for calls
-   * that cannot reach the peers' buffers ("direct4": loaded after the
-   * two-shots), where the two-shot through scratch is slower (14.6 us at
-   * 1 MiB eager with a process per GPU, the LL128 one-shot 11.2). */
+   * 9.4-9.6 (7.1 against 8.7-8.9 at 768 KiB), so a two-shot takes over
+   * there (the LL128 two-shot on 2 ranks, below, for every call). */
   const long long pass128 = 960 * K;
   long long ll1 = c->ranks <= 2 ? pass128 : 128 * K, ll = c->ranks <= 2 ? 128 * K : ll1;
   if (c->ranks > 1 && c->ranks <= 16) {
@@ -175,7 +172,7 @@ static void default_set(set_ctx *c) {
      * buffers and before the one through scratch), as far as its landings
      * hold. */
     const long long t128 = c->ranks <= 2 ? 1920 * K : ll1;
-    if (t128 > ll1) {
+    if (c->ranks <= 2) {
       entry(c, "allreduce_0_direct1t_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, t128,
             "shot=2 inplace=0 via=direct protocol=LL128");
       entry(c, "allreduce_0_direct1t_ll128", "allreduce_allpairs.lua", ll1 + 1, t128, "shot=2 via=direct protocol=LL128");
@@ -205,11 +202,6 @@ static void default_set(set_ctx *c) {
           "shot=2 inplace=0 chain=1 protocol=Simple via=put stage=1");
     entry(c, "allreduce_0_direct3_staged", "allreduce_allpairs.lua", staged + 1, staged_top,
           "shot=2 chain=1 protocol=Simple via=put stage=1");
-    if (t128 == ll1 && c->ranks <= 2 && ll1 < staged) {
-      entry(c, "allreduce_0_direct4_ll128_oop", "allreduce_allpairs.lua", ll1 + 1, staged,
-            "shot=1 inplace=0 via=direct protocol=LL128");
-      entry(c, "allreduce_0_direct4_ll128", "allreduce_allpairs.lua", ll1 + 1, staged, "shot=1 via=direct protocol=LL128");
-    }
   }
   /* The FIFO AllReduce: all-pairs to 8 MiB (the two-shot on one channel
    * where two do not fit), the ring above; where no all-pairs fits, the
