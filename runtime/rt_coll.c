@@ -52,15 +52,25 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
   /* A direct element-wise call (AllReduce, Broadcast) larger than the
    * window runs on consecutive slices (every rank slices alike: the count,
    * program and window decide). */
-  int64_t slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count, dtype) : 0;
-  if (slice <= 0 || slice >= (int64_t)count) slice = (int64_t)count;
   const size_t es = (size_t)ip_dtype_size[dtype];
-  for (int64_t at = 0; at < (int64_t)count; at += slice) {
+  int64_t slice = 0;
+  for (int64_t at = 0, again = 1; at < (int64_t)count; at += slice) {
+    if (again) {   /* the program's slices, or (chosen again) the rest in the new one's */
+      slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count - at, dtype) : 0;
+      if (slice <= 0 || slice >= (int64_t)count - at) slice = (int64_t)count - at;
+      again = 0;
+    }
     int64_t n = (int64_t)count - at < slice ? (int64_t)count - at : slice;
     rt_launch L;
     /* (a buffer NCCL's contract lets a rooted call leave NULL stays NULL) */
     bt_result e = rt_call_prep(c, ai, s ? (const char *)s + (size_t)at * es : NULL, r ? (char *)r + (size_t)at * es : NULL,
                                n, dtype, op, ops, stream, &L);
+    if (!e && L.resubmit) {   /* without its peers' buffers, a program that runs in slices: from here on */
+      ai = L.resubmit - 1;
+      again = 1;
+      slice = 0;
+      continue;
+    }
     if (!e) e = rt_group_submit(&L);
     if (e) return rt_comm_call_failed((baton_result)e);
   }
@@ -237,6 +247,12 @@ static bt_result direct_peers(rt_launch *v, int n) {
       done[at[q]] = 1;
       if (!reach) {
         res = rt_call_again(by[q]);
+        if (!res && by[q]->resubmit) {   /* a group's calls are prepared already: no slices now */
+          LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s cannot have its peers' buffers, and the program that runs without "
+                   "them needs slices of the window for this count: not run (make the call outside a group, or "
+                   "on buffers every GPU reaches)", by[q]->c->rank, by[q]->where);
+          res = BT_ERR_UNSUPPORTED;
+        }
         continue;
       }
       for (int r = 0; r < nr; r++) {

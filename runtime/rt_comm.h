@@ -158,6 +158,8 @@ typedef struct rt_launch {
   int ai, coll, op;
   int peers_known;            /* d holds every rank's buffers already (exchanged at capture: rt_peerbuf.h) */
   int again;                  /* rt_direct_prep: it cannot have its peers' buffers; choose again (rt_call_again) */
+  int resubmit;               /* rt_call_again: the program chosen instead (its index + 1) runs the call in
+                                 slices, which its caller prepares one by one (rt_comm_call_submit); L unset */
   ip_dargs d;
   /* A direct fused call (rt_fdirect.c): its kernel's arguments, blocks
    * and unroll. */
@@ -179,8 +181,10 @@ bt_result rt_call_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
 
 /* Prepares the direct call L again with a program chosen without its
  * peers' buffers (its group lacks some rank's call, or some rank's
- * buffers cannot be mapped across processes); BT_ERR_UNSUPPORTED (said)
- * when none fits. */
+ * buffers cannot be mapped across processes), from the same root for a
+ * rooted collective; where that program runs the count in slices of the
+ * window, only L->resubmit is set (every rank alike: the choice and the
+ * window are the same on all).  BT_ERR_UNSUPPORTED (said) when none fits. */
 bt_result rt_call_again(rt_launch *L);
 
 /* Enqueues a prepared call on its stream; the current device must be the
@@ -253,6 +257,10 @@ static inline void rt_rooted_bufs(ir_coll coll, int rank, int root, const void *
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
                           int dtype, cudaStream_t stream);
 
+/* The same with `peer_io` said by the caller (rt_call_again's choice). */
+int rt_comm_choose_rooted_io(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                             int dtype, int peer_io);
+
 /* Whether algorithm ai of c can run a call at all on this rank (its plan
  * was built and kept: FIFO or direct). */
 int rt_comm_runnable(const baton_comm *c, int ai);
@@ -318,6 +326,19 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
  * (every rank captures the same calls; rt_direct_prep exchanges the
  * buffers then, BATON_PEER_MAPS). */
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
+
+/* Whether eager calls on c (a process per GPU, not captured, their
+ * buffers not in registered windows) may exchange every rank's buffers
+ * for themselves, as a captured call does (BATON_EAGER_EXCHANGE_MB is
+ * not 0): a direct program on the ranks' buffers that such a call runs
+ * then does (rt_direct_prep). */
+int rt_direct_eager_exchanges(const baton_comm *c);
+
+/* Whether the choice for such an eager call of collective coll, `count`
+ * elements of type dtype, counts on that exchange: its larger buffer
+ * holds BATON_EAGER_EXCHANGE_MB per other rank or more.  The same on every
+ * rank (the count and type are). */
+int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, int dtype);
 
 /* rt_peerbuf_exchange for c (a process per GPU): every rank's in and out
  * of one call (this rank's reaching in_bytes and out_bytes from their

@@ -137,6 +137,19 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
   return cs == cudaStreamCaptureStatusActive;
 }
 
+int rt_direct_eager_exchanges(const baton_comm *c) {
+  return c->bs && c->win && rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB) > 0 && rt_param_int(RT_PARAM_PEER_MAPS) > 0;
+}
+
+int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, int dtype) {
+  if (!rt_direct_eager_exchanges(c) || c->nranks < 2 || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
+  const int64_t mb = rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB);
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);
+  const uint64_t bytes = (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
+  return bytes >= ((uint64_t)mb << 20) * (uint64_t)(c->nranks - 1);   /* the host's share grows with the peers */
+}
+
 int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
   if (!c->bs || !c->regs || !c->win || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
   int ib, ob;
@@ -195,10 +208,11 @@ int rt_direct_usable(const baton_comm *c, int ai, int64_t count, int dtype, int 
 }
 
 /* A call on a communicator of a process per GPU that reaches its peers'
- * buffers (captured: rt_direct_peer_io): every rank's, exchanged now;
- * where some rank's cannot be mapped, L is prepared again without them
- * (every rank alike). */
-static bt_result peers_across(rt_launch *L) {
+ * buffers (captured: rt_direct_peer_io; or eager, rt_direct_eager_exchanges):
+ * every rank's, exchanged now; where some rank's cannot be mapped, L is
+ * prepared again without them (every rank alike).  `what` names the call
+ * for the log. */
+static bt_result peers_across(rt_launch *L, const char *what) {
   baton_comm *c = L->c;
   ip_dargs *a = &L->d;
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
@@ -209,10 +223,10 @@ static bt_result peers_across(rt_launch *L) {
   const int in_is_out = L->stage_temp || L->root_copy;
   in[c->rank] = in_is_out ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
   const int64_t out_bytes = a->geom.elems[IR_BUF_OUTPUT] * a->esize;
-  bt_result e = rt_direct_exchange(c, "a captured call", in, out,
+  bt_result e = rt_direct_exchange(c, what, in, out,
                                    in_is_out ? out_bytes : a->geom.elems[IR_BUF_INPUT] * a->esize, out_bytes);
   if (e == BT_ERR_UNSUPPORTED) {
-    LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured call copies through the window", c->rank);
+    LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s runs without its peers' buffers", c->rank, what);
     L->again = 1;
     return BT_OK;
   }
@@ -386,12 +400,18 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
   rt_rooted_bufs(p->coll, c->rank, p->root, &sendbuf, &recvbuf);   /* off the root: in place on the one buffer */
-  const int known = rt_direct_peer_io(c, stream);
-  const int registered = !known && d->guarded && rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
+  const int on_windows = rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
+  /* Every rank's buffers exchanged for this call: captured, or eager off
+   * registered windows where such calls exchange (a slice of a call the
+   * choice gave this program for its size, or the program by name). */
+  const int captured = rt_direct_peer_io(c, stream);
+  const int known = captured || (d->peer_io && !on_windows && rt_direct_eager_exchanges(c));
+  const int registered = !known && d->guarded && on_windows;
   if (d->peer_io && !known && !registered) {   /* by name (baton_run), or the NCCL drop-in's own choice */
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches its peers' buffers: it runs only in a group that holds every rank's "
              "call, on a communicator of one process (baton_comm_init_all), captured in a CUDA graph on every "
-             "rank, or on registered windows", c->rank, ir_prog_where(p));
+             "rank, on registered windows, or with a process per GPU where eager calls exchange their buffers "
+             "(BATON_EAGER_EXCHANGE_MB)", c->rank, ir_prog_where(p));
     return BT_ERR_UNSUPPORTED;
   }
   ir_geom g;
@@ -484,7 +504,9 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
             : L->root_copy    ? ", storing the root's input into its output on the way"
                               : "");
   c->last = p->name ? p->name : L->where;
-  if (d->peer_io && c->bs) return known ? peers_across(L) : peers_registered(L);
+  if (d->peer_io && c->bs)
+    return known ? peers_across(L, captured ? "a captured call" : "an eager call (BATON_EAGER_EXCHANGE_MB)")
+                 : peers_registered(L);
   return BT_OK;
 }
 

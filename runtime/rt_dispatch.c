@@ -18,12 +18,13 @@ static int usable(void *x, int i) {
 }
 
 /* Whether a call on s and r reaches its peers' buffers (rt_direct_usable's
- * peer_io): captured, or on registered windows, or not. */
+ * peer_io): captured, or on registered windows, or large enough to
+ * exchange them for itself, or not (as rt_direct_prep decides). */
 static int peer_io_of(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                       cudaStream_t stream) {
-  int peer_io = rt_direct_peer_io(c, stream);
-  if (!peer_io && rt_direct_registered(c, coll, s, r, count, dtype)) peer_io = RT_PEERS_REGISTERED;
-  return peer_io;
+  if (rt_direct_peer_io(c, stream)) return RT_PEERS_KNOWN;
+  if (rt_direct_registered(c, coll, s, r, count, dtype)) return RT_PEERS_REGISTERED;
+  return rt_direct_eager_exchange(c, coll, count, dtype) ? RT_PEERS_KNOWN : RT_PEERS_NONE;
 }
 
 /* Whether choice ai is new for the slot that keeps the last one (then
@@ -59,12 +60,19 @@ int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r,
 
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
                           int dtype, cudaStream_t stream) {
+  if (!c || root < 0 || root >= c->nranks) return -1;
+  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);   /* off the root the one buffer is both */
+  return rt_comm_choose_rooted_io(c, coll, root, s, r, count, dtype, peer_io_of(c, coll, s, r, count, dtype, stream));
+}
+
+int rt_comm_choose_rooted_io(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
+                             int dtype, int peer_io) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
   uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
-  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);   /* off the root the one buffer is both */
-  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io_of(c, coll, s, r, count, dtype, stream)};
+  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);
+  usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io};
   int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 0);
   if (new_choice(&c->last_choice[coll][0], ai))
     rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 1);
@@ -76,12 +84,20 @@ bt_result rt_call_again(rt_launch *L) {
   baton_comm *c = L->c;
   int64_t count = L->d.geom.count;
   int dtype = L->d.dtype;
-  int ai = rt_comm_choose_io(c, (ir_coll)L->coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, RT_PEERS_NONE);
+  const ir_coll coll = (ir_coll)L->coll;
+  int ai = ir_coll_rooted(coll) ? rt_comm_choose_rooted_io(c, coll, rt_algos_get(c->algos, L->ai)->root, L->sendbuf,
+                                                           L->recvbuf, (size_t)count, dtype, RT_PEERS_NONE)
+                                : rt_comm_choose_io(c, coll, L->sendbuf, L->recvbuf, (size_t)count, dtype, RT_PEERS_NONE);
   if (ai < 0) {
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s reaches every rank's buffers, which this call cannot have (its group lacks "
              "some rank's call, or a rank's buffers cannot be mapped), and no other program fits the call: not run",
              c->rank, L->where);
     return BT_ERR_UNSUPPORTED;
+  }
+  const int64_t slice = c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, count, dtype) : count;
+  if (slice > 0 && slice < count) {
+    L->resubmit = ai + 1;
+    return BT_OK;
   }
   rt_launch M;
   CHECK(rt_call_prep(c, ai, L->sendbuf, L->recvbuf, count, dtype, L->op, NULL, L->stream, &M));

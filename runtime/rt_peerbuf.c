@@ -54,6 +54,18 @@ typedef struct pb_map {
   unsigned long long *handle;
 } pb_map;
 
+/* An allocation of some rank that a successful exchange carried: every
+ * other rank has it mapped since (mappings are kept).  CUDA IPC ones by
+ * their handle, cuMem ones by their identity. */
+typedef struct pb_seen {
+  int32_t rank, vmm;
+  uint64_t id;
+  char ipc[64];
+} pb_seen;
+#define PB_SEEN_MAX 1024      /* seen allocations remembered, made at once (past it, calls on new ones
+                               * exchange in full) */
+#define PB_OWN_MAX 16         /* this rank's CUDA IPC handles remembered by allocation */
+
 struct rt_peerbufs {
   int n, cap;
   int allocs;                 /* peers' allocations the maps hold (against max_maps) */
@@ -64,7 +76,36 @@ struct rt_peerbufs {
   uint64_t fdkey, tag;        /* tag: exchanges that passed descriptors (the same count on every rank) */
   int myfd[PB_BUFS][PB_PIECES_MAX];  /* this call's exported descriptors (-1: none) */
   int *fds;                   /* nranks * RT_FDPASS_MAX: the peers' received ones */
+  /* What successful exchanges carried: the same list on every rank (each
+   * adds every record of such an exchange, in order, to the same bound),
+   * so that every rank decides alike that a call needs no new mapping. */
+  pb_seen *seen;              /* PB_SEEN_MAX */
+  int nseen;
+  struct { unsigned long long id; char ipc[64]; } own[PB_OWN_MAX];   /* a ring of this rank's handles */
+  int nown;
 };
+
+/* Whether seen holds rank r's allocation (vmm: identity id; else handle ipc). */
+static int seen_has(const rt_peerbufs *pb, int r, int vmm, uint64_t id, const char *ipc) {
+  for (int i = pb->nseen - 1; i >= 0; i--) {
+    const pb_seen *x = &pb->seen[i];
+    if (x->rank == r && x->vmm == vmm && (vmm ? x->id == id : !memcmp(x->ipc, ipc, sizeof x->ipc))) return 1;
+  }
+  return 0;
+}
+
+/* Adds rank r's allocation to seen where it is new and there is room
+ * (room made with pb: every rank's list grows alike). */
+static void seen_add(rt_peerbufs *pb, int r, int vmm, uint64_t id, const char *ipc) {
+  if (seen_has(pb, r, vmm, id, ipc) || pb->nseen == PB_SEEN_MAX) return;
+  pb_seen *x = &pb->seen[pb->nseen++];
+  memset(x, 0, sizeof *x);
+  x->rank = r;
+  x->vmm = vmm;
+  x->id = id;
+  if (!vmm) memcpy(x->ipc, ipc, sizeof x->ipc);
+}
+
 
 /* Buffer b of rec as the cuMem allocations side by side that hold its
  * `len` bytes from p, the first one (base, size, id) holding p: each one's
@@ -129,10 +170,21 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   }
   rec->base[b] = base;
   rec->off[b] = (uint64_t)((uintptr_t)p - (uintptr_t)base);
+  for (int i = 0; i < PB_OWN_MAX && id; i++)   /* its handle, made for an earlier call */
+    if (pb->own[i].id == id) {
+      memcpy(rec->ipc[b], pb->own[i].ipc, sizeof rec->ipc[b]);
+      rec->kind[b] = PB_IPC;
+      return 1;
+    }
   cudaIpcMemHandle_t h;
   if (cudaIpcGetMemHandle(&h, (void *)(uintptr_t)base) == cudaSuccess) {
     memcpy(rec->ipc[b], &h, sizeof h < sizeof rec->ipc[b] ? sizeof h : sizeof rec->ipc[b]);
     rec->kind[b] = PB_IPC;
+    if (id) {
+      const int i = pb->nown++ % PB_OWN_MAX;
+      pb->own[i].id = id;
+      memcpy(pb->own[i].ipc, rec->ipc[b], sizeof pb->own[i].ipc);
+    }
     return 1;
   }
   cudaGetLastError();
@@ -272,7 +324,26 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   return res;
 }
 
-/* The exchange proper (rt_peerbuf_exchange, under relaxed capture). */
+/* Whether every allocation of every record of this exchange is seen
+ * (add 0), or adds them all (add 1). */
+static int recs_seen(rt_peerbufs *pb, int nranks, int add) {
+  for (int r = 0; r < nranks; r++)
+    for (int b = 0; b < PB_BUFS; b++) {
+      const pb_rec *x = &pb->recs[r];
+      const int vmm = x->kind[b] == PB_VMM;
+      for (int k = 0; k < (vmm ? x->pieces[b] : 1); k++) {
+        const uint64_t id = vmm ? x->piece[b][k].id : 0;
+        if (add) seen_add(pb, r, vmm, id, x->ipc[b]);
+        else if (!seen_has(pb, r, vmm, id, x->ipc[b])) return 0;
+      }
+    }
+  return 1;
+}
+
+/* The exchange proper (rt_peerbuf_exchange, under relaxed capture).  Where
+ * every record names allocations an earlier exchange carried, every rank
+ * has its peers' mapped already: no descriptors pass and no agreement is
+ * needed (one allgather, where new allocations take two). */
 static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_peerbuf_self *me, char **in,
                           char **out) {
   pb_rec *mine = &pb->recs[me->rank];
@@ -294,9 +365,10 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
                bad == me->rank && why ? why : "cannot be mapped here");
     return BT_ERR_UNSUPPORTED;
   }
+  const int fresh = !recs_seen(pb, me->nranks, 0);   /* the same on every rank */
   int32_t *mapped = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *mapped);
   if (!mapped) return BT_ERR_NOMEM;
-  int here = pass_fds(pb, me) == BT_OK;
+  int here = !fresh || pass_fds(pb, me) == BT_OK;
   for (int r = 0; r < me->nranks && here; r++) {
     if (r == me->rank) continue;
     char *a = NULL, *b = NULL;
@@ -310,6 +382,12 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   }
   for (int i = 0; i < me->nranks * RT_FDPASS_MAX; i++)   /* a mapping holds its own reference */
     if (pb->fds[i] >= 0) close(pb->fds[i]), pb->fds[i] = -1;
+  if (!fresh) {   /* mappings are kept: each was found */
+    free(mapped);
+    if (here) return BT_OK;
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: a peer's allocation an earlier exchange mapped is no longer mapped", me->rank);
+    return BT_ERR_INTERNAL;
+  }
   mapped[me->rank] = here;   /* a mapping can fail on one rank only: agree */
   bt_result res = rt_bootstrap_allgather(bs, mapped, sizeof *mapped);
   for (int r = 0; r < me->nranks && !res; r++)
@@ -320,6 +398,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
       res = BT_ERR_UNSUPPORTED;
     }
   free(mapped);
+  if (!res) recs_seen(pb, me->nranks, 1);
   return res;
 }
 
@@ -329,8 +408,9 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
     rt_peerbufs *p = calloc(1, sizeof *p);
     if (p) p->recs = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *p->recs);
     if (p) p->fds = malloc((me->nranks > 0 ? (size_t)me->nranks : 1) * RT_FDPASS_MAX * sizeof *p->fds);
-    if (!p || !p->recs || !p->fds) {
-      if (p) free(p->recs);
+    if (p) p->seen = malloc(PB_SEEN_MAX * sizeof *p->seen);
+    if (!p || !p->recs || !p->fds || !p->seen) {
+      if (p) free(p->recs), free(p->fds), free(p->seen);
       free(p);
       return BT_ERR_NOMEM;
     }
@@ -378,5 +458,6 @@ void rt_peerbufs_free(rt_peerbufs *pb) {
   free(pb->maps);
   free(pb->recs);
   free(pb->fds);
+  free(pb->seen);
   free(pb);
 }

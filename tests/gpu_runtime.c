@@ -25,6 +25,7 @@
 #include "ir_geom.h"
 #include "rt_comm.h"
 #include "rt_diag.h"
+#include "rt_param.h"
 #include "rt_peerbuf.h"
 #include "rt_pool.h"
 #include "rt_window.h"
@@ -149,6 +150,11 @@ out:
 
 static int reduces(ir_coll c) { return c == IR_COLL_ALLREDUCE || c == IR_COLL_REDUCESCATTER; }
 
+/* Whether a program on its peers' buffers runs eagerly here: in one
+ * process holding every rank (its calls in one group), or with a process
+ * per GPU where eager calls exchange their buffers (BATON_EAGER_EXCHANGE_MB). */
+static int peers_reachable(void) { return hi - lo == nranks || rt_direct_eager_exchanges(comms[lo]); }
+
 /* Every loaded algorithm by name over every type, operator, count and
  * layout it supports. */
 static void check_algorithms(int quick, rt_diag *d) {
@@ -167,8 +173,8 @@ static void check_algorithms(int quick, rt_diag *d) {
     /* A direct program that reaches its peers' buffers runs in a group of
      * every rank's call, in one process. */
     int peer_io = comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io;
-    if (peer_io && hi - lo < nranks) {
-      ok(1, "# SKIP %s: reaches its peers' buffers (one process only)", name);
+    if (peer_io && !peers_reachable()) {
+      ok(1, "# SKIP %s: reaches its peers' buffers (one process, or BATON_EAGER_EXCHANGE_MB)", name);
       continue;
     }
     int was = grouped;
@@ -235,9 +241,10 @@ static void check_sliced(int quick, rt_diag *d) {
     const int rooted = ir_coll_rooted(al->prog->coll);
     int64_t most = rt_direct_slice(comms[lo], ai, huge, IP_F32), n = 2 * most + 1007;
     if (most <= 0 || most >= huge) continue;
-    if (n > limit || (dp->peer_io && hi - lo < nranks)) {
+    if (n > limit || (dp->peer_io && !peers_reachable())) {
       ok(1, "# SKIP %s in slices of %lld: %s", al->prog->name, (long long)most,
-         n > limit ? "too large for this suite (a smaller BATON_WINDOW_MB makes it smaller)" : "one process only");
+         n > limit ? "too large for this suite (a smaller BATON_WINDOW_MB makes it smaller)"
+                   : "one process, or BATON_EAGER_EXCHANGE_MB");
       continue;
     }
     int fails = 0, runs = 0, was = grouped;
@@ -375,65 +382,16 @@ static void check_graphs(int group) {
   }
 }
 
-/* One rank of a process per GPU (lo): an allreduce of n floats (in place
- * when inplace) on buffers from cudaMalloc, or from the stream-ordered
- * pool (pool: CUDA IPC cannot export them), captured into a CUDA graph,
- * then replayed 3 times with the output cleared in between.  1 when every
- * replay is right; *algo says what the capture ran. */
-static int graph_case(int64_t n, int inplace, int pool, const char **algo) {
-  const int r = lo;
-  cudaStream_t st = streams[r];
-  float *in = NULL, *out = NULL, *h = malloc(n * sizeof *h);
-  int good = h != NULL;
-  good &= (pool ? cudaMallocAsync((void **)&out, n * 4, st) : cudaMalloc((void **)&out, n * 4)) == cudaSuccess;
-  if (!inplace) good &= (pool ? cudaMallocAsync((void **)&in, n * 4, st) : cudaMalloc((void **)&in, n * 4)) == 0;
-  if (inplace) in = out;
-  for (int64_t i = 0; good && i < n; i++) h[i] = (float)((i * 7 + r * 3) % 13);
-  if (good) good &= cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st) == cudaSuccess;
-  good &= cudaStreamSynchronize(st) == cudaSuccess;
-  /* The first call outside the capture reserves what the call needs. */
-  good &= good && baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], st) == baton_success;
-  good &= cudaStreamSynchronize(st) == cudaSuccess;
-  if (good && inplace) good &= cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st) == cudaSuccess;
-  cudaGraph_t gr = NULL;
-  cudaGraphExec_t ge = NULL;
-  good &= good && cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess;
-  good &= good && baton_allreduce(in, out, n, baton_f32, baton_sum, comms[r], st) == baton_success;
-  good &= cudaStreamEndCapture(st, &gr) == cudaSuccess && gr && cudaGraphInstantiate(&ge, gr, 0) == cudaSuccess;
-  *algo = baton_comm_last_algorithm(comms[r]);
-  for (int rep = 0; rep < 3 && good; rep++) {
-    if (inplace) cudaMemcpyAsync(in, h, n * 4, cudaMemcpyHostToDevice, st);
-    else cudaMemsetAsync(out, 0, n * 4, st);
-    good &= cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess;
-    float *o = malloc(n * sizeof *o);
-    good &= o && cudaMemcpy(o, out, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
-    for (int64_t i = 0; i < n && good; i++) {
-      float want = 0;
-      for (int q = 0; q < nranks; q++) want += (float)((i * 7 + q * 3) % 13);
-      if (o[i] != want) {
-        diag("replay %d rank %d element %lld of %lld: %g, expected %g", rep, r, (long long)i, (long long)n, o[i], want);
-        good = 0;
-      }
-    }
-    free(o);
-  }
-  if (ge) cudaGraphExecDestroy(ge);
-  if (gr) cudaGraphDestroy(gr);
-  if (pool) {
-    cudaFreeAsync(out, st);
-    if (!inplace) cudaFreeAsync(in, st);
-    cudaStreamSynchronize(st);
-  } else {
-    cudaFree(out);
-    if (!inplace) cudaFree(in);
-  }
-  free(h);
-  return good;
+/* Whether the program named algo (what a call ran) reaches its peers'
+ * buffers. */
+static int reaches(const char *algo) {
+  const int ai = algo ? rt_algos_find(comms[lo]->algos, algo) : -1;
+  return ai >= 0 && comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io;
 }
 
 /* A process per GPU: allreduces captured into CUDA graphs, each on new
  * buffers (a direct program on the ranks' own buffers learns them at
- * capture, BATON_PEER_MAPS), and on pool memory CUDA IPC cannot export
+ * capture, BATON_PEER_MAPS), and on managed memory no handle exports
  * (every rank then runs a program that copies through the window). */
 static void check_graphs_procs(void) {
   static const int64_t ns[] = {65536 + 13, 262144 + 5, 2097152 + 3};
@@ -446,9 +404,39 @@ static void check_graphs_procs(void) {
          rt_peerbuf_count(comms[lo]->pbufs));
     }
   const char *algo = NULL;
-  int good = graph_case(262144 + 5, 0, 1, &algo);
-  ok(good, "rank %d: allreduce of %lld floats captured on stream-ordered pool memory (not exportable), replayed 3 "
-     "times (%s)", lo, (long long)262144 + 5, algo);
+  int good = graph_case(2097152 + 3, 0, 1, &algo);
+  ok(good && !reaches(algo), "rank %d: allreduce of %lld floats captured on managed memory (no handle exports it), "
+     "replayed 3 times (%s, without its peers' buffers)", lo, (long long)2097152 + 3, algo);
+}
+
+/* A process per GPU: eager calls from BATON_EAGER_EXCHANGE_MB exchange
+ * every rank's buffers for themselves, so the set's programs on the
+ * ranks' own buffers run them (each on new buffers: mapped anew); on
+ * managed memory no handle exports, every rank runs one without them. */
+static void check_eager_procs(void) {
+  const int64_t mb = rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB);
+  if (mb <= 0 || mb * (nranks - 1) > 256 || !rt_direct_eager_exchanges(comms[lo])) {
+    ok(1, "# SKIP eager calls exchanging their buffers: BATON_EAGER_EXCHANGE_MB is %lld (1-%d runs them)",
+       (long long)mb, 256 / (nranks - 1));
+    return;
+  }
+  const int64_t at = mb * (nranks - 1);   /* MiB; at least 32, where the sets run programs on the buffers */
+  const int64_t n = ((at > 32 ? at : 32) << 20) / 4 + 5;
+  for (int k = 0; k < 4; k++) {
+    const int root = k < 2 ? -1 : nranks - 1, inplace = k & 1;
+    const char *algo = NULL;
+    const int before = rt_peerbuf_count(comms[lo]->pbufs);
+    const int good = eager_case(n, inplace, 0, root, &algo);
+    ok(good && reaches(algo) && rt_peerbuf_count(comms[lo]->pbufs) > before,
+       "rank %d: eager %s of %lld floats %s on new buffers: %s, on its peers' buffers (%d peers' allocations mapped)",
+       lo, root < 0 ? "allreduce" : "broadcast from the last rank", (long long)n, inplace ? "in place" : "out of place",
+       algo ? algo : "?", rt_peerbuf_count(comms[lo]->pbufs));
+  }
+  const char *algo = NULL;
+  const int good = eager_case(n, 0, 1, -1, &algo);
+  ok(good && !reaches(algo), "rank %d: eager allreduce of %lld floats on managed memory (no handle exports it): %s, "
+     "without its peers' buffers (%d peers' allocations mapped)", lo, (long long)n, algo ? algo : "?",
+     rt_peerbuf_count(comms[lo]->pbufs));
 }
 
 /* Lets every other rank's GPU read and write GPU r's default pool (grant),
@@ -485,8 +473,7 @@ static void check_pool(void) {
         e = baton_allgather(buf[r] + (inplace ? r * n : on), buf[r], n, baton_f32, comms[r], streams[r]);
       baton_result g = baton_group_end();
       const char *algo = baton_comm_last_algorithm(comms[0]);
-      const int ai = algo ? rt_algos_find(comms[0]->algos, algo) : -1;
-      const int reach = ai >= 0 && comms[0]->dplans && comms[0]->dplans[ai].ok && comms[0]->dplans[ai].peer_io;
+      const int reach = reaches(algo);
       const int barred = reach && !grant && ngpus > 1;   /* ranks on one GPU reach each other's pools */
       good &= !e && !g && !barred;
       for (int r = 0; r < nranks; r++) {
@@ -631,8 +618,9 @@ static void check_rooted(void) {
       ok(1, "# SKIP %s relabelled: does not run on this communicator", al->prog->name);
       continue;
     }
-    if (comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io && hi - lo < nranks) {
-      ok(1, "# SKIP %s relabelled: reaches its peers' buffers (one process only)", al->prog->name);
+    if (comms[lo]->dplans && comms[lo]->dplans[ai].ok && comms[lo]->dplans[ai].peer_io && !peers_reachable()) {
+      ok(1, "# SKIP %s relabelled: reaches its peers' buffers (one process, or BATON_EAGER_EXCHANGE_MB)",
+         al->prog->name);
       continue;
     }
     int64_t wrong = 0, untouched = 0, runs = 0;
@@ -826,6 +814,7 @@ static int run_procs(int quick, int big, int net, rt_diag *d) {
       check_algorithms(quick, d);
       check_choice(d, 0);
       check_graphs_procs();
+      check_eager_procs();
       check_inplace_alltoall();
       check_rooted();
       check_sliced(quick, d);

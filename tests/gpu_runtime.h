@@ -1,5 +1,5 @@
 /* gpu_runtime.h -- what gpu_runtime.c's checks share with those in files
- * of their own (gpu_rooted.c): the ranks this process drives, their
+ * of their own (gpu_rooted.c, gpu_procs.c): the ranks this process drives, their
  * communicators, streams and device buffers. */
 #ifndef GPU_RUNTIME_H
 #define GPU_RUNTIME_H
@@ -39,5 +39,17 @@ float rooted_in(int r, int64_t i);
  * *wrong; h is host memory for the largest buffer.  The first error. */
 baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inplace, float *h, int64_t *wrong,
                         int64_t *untouched);
+
+/* One rank of a process per GPU (lo), gpu_procs.c: an allreduce of n
+ * floats (in place when inplace) on new buffers from cudaMalloc, or from
+ * cudaMallocManaged (managed: no handle exports them), captured
+ * into a CUDA graph, then replayed 3 times with the output cleared in
+ * between.  1 when every replay is right; *algo says what the capture ran. */
+int graph_case(int64_t n, int inplace, int managed, const char **algo);
+
+/* The same rank: one eager AllReduce (root < 0) or Broadcast from `root`
+ * of n floats on such new buffers, checked: 1 when right; the program that
+ * ran into *algo. */
+int eager_case(int64_t n, int inplace, int managed, int root, const char **algo);
 
 #endif
