@@ -9,9 +9,12 @@
 #           a process per GPU: AllReduce 8 B-1 GiB, AllGather,
 #           ReduceScatter, AllToAll, Broadcast 1 KiB-256 MiB; AllReduce
 #           eager too (one process, and a process per GPU in place)
-#   eager   eager calls with a process per GPU on unregistered buffers (the
-#           windows' scratch, then the FIFO programs past it): AllGather,
-#           ReduceScatter, AllToAll (both placements) and Broadcast 1 MiB-512 MiB
+#   eager   eager calls with a process per GPU on unregistered buffers:
+#           AllReduce (bf16), AllGather, ReduceScatter, AllToAll (both
+#           placements) and Broadcast 1 MiB-512 MiB, as the defaults run them
+#           (from BATON_EAGER_EXCHANGE_MB a peer the ranks exchange their
+#           buffers), then with the exchange off (_x0: the windows' scratch,
+#           then the FIFO programs past it)
 #   fused   the fused suites (gpu_fused, gpu_embed, gpu_moe, both ways), and
 #           GEMV + AllReduce, GEMM + AllToAll and embedding bags + AllToAll
 #           against their baselines
@@ -75,8 +78,14 @@ fi
 if [[ $stages == *" eager "* ]]; then
   export BATON_ALGO_DIR=$set_dir
   common=(-g "$n" -w 5 -n 20 --rounds 3 -P -b 1M -e 512M -f 4)
-  for c in allgather reducescatter alltoall broadcast; do bn ${c}_P 90 --collective $c "${common[@]}"; done
-  bn alltoall_PI 90 --collective alltoall --inplace 1 "${common[@]}"
+  for x in "" 0; do
+    if [ -n "$x" ]; then export BATON_EAGER_EXCHANGE_MB=$x; fi
+    for c in allreduce allgather reducescatter alltoall broadcast; do
+      bn ${c}_P${x:+_x$x} 90 --collective $c -d bf16 "${common[@]}"
+    done
+    bn alltoall_PI${x:+_x$x} 90 --collective alltoall --inplace 1 "${common[@]}"
+  done
+  unset BATON_EAGER_EXCHANGE_MB
   unset BATON_ALGO_DIR
 fi
 
