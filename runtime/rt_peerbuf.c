@@ -12,6 +12,8 @@
 
 #include "rt_bootstrap.h"
 #include "rt_fdpass.h"
+#include "rt_param.h"
+#include "rt_shmbox.h"
 #include "rt_socket.h"
 #include "tp_cuda.h"
 #include "rt_log.h"
@@ -81,6 +83,7 @@ struct rt_peerbufs {
    * so that every rank decides alike that a call needs no new mapping. */
   pb_seen *seen;              /* PB_SEEN_MAX */
   int nseen;
+  rt_shmbox *box;             /* the ranks' allgathers through shared memory (NULL: the bootstrap's) */
   struct { unsigned long long id; char ipc[64]; } own[PB_OWN_MAX];   /* a ring of this rank's handles */
   int nown;
 };
@@ -340,6 +343,12 @@ static int recs_seen(rt_peerbufs *pb, int nranks, int add) {
   return 1;
 }
 
+/* An allgather of the exchange: through the ranks' shared-memory mailbox
+ * where they have one, else the bootstrap's. */
+static bt_result gather(rt_peerbufs *pb, struct rt_bootstrap *bs, void *data, size_t bytes) {
+  return pb->box ? rt_shmbox_allgather(pb->box, data, bytes) : rt_bootstrap_allgather(bs, data, bytes);
+}
+
 /* The exchange proper (rt_peerbuf_exchange, under relaxed capture).  Where
  * every record names allocations an earlier exchange carried, every rank
  * has its peers' mapped already: no descriptors pass and no agreement is
@@ -355,7 +364,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   mine->fdkey = pb->fdkey;
   mine->ok = export_buf(pb, mine, PB_IN, in[me->rank], me->in_bytes, me->dev, &why) &&
              export_buf(pb, mine, PB_OUT, out[me->rank], me->out_bytes, me->dev, &why);
-  CHECK(rt_bootstrap_allgather(bs, pb->recs, sizeof *pb->recs));
+  CHECK(gather(pb, bs, pb->recs, sizeof *pb->recs));
   int ok = 1, bad = -1;
   for (int r = 0; r < me->nranks && ok; r++)
     if (!pb->recs[r].ok || pb->recs[r].host != me->host || !rec_sane(&pb->recs[r])) ok = 0, bad = r;
@@ -389,7 +398,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
     return BT_ERR_INTERNAL;
   }
   mapped[me->rank] = here;   /* a mapping can fail on one rank only: agree */
-  bt_result res = rt_bootstrap_allgather(bs, mapped, sizeof *mapped);
+  bt_result res = gather(pb, bs, mapped, sizeof *mapped);
   for (int r = 0; r < me->nranks && !res; r++)
     if (!mapped[r]) {
       if (me->rank == 0 || r == me->rank)
@@ -423,6 +432,14 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
      * shared (every rank then gives up alike). */
     p->fdkey = rt_process_number() ^ (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
     if (rt_fdpass_open(&p->fp, p->fdkey, me->rank)) p->fp = NULL;
+    /* The ranks of one host exchange through shared memory from now on
+     * (every rank alike: its making is collective and agreed). */
+    bt_result e = rt_shmbox_open(&p->box, bs, me->rank, me->nranks, sizeof *p->recs,
+                                 rt_param_int(RT_PARAM_BOOTSTRAP_TIMEOUT) * INT64_C(1000000000));
+    if (e && e != BT_ERR_UNSUPPORTED) {
+      rt_peerbufs_free(p);
+      return e;
+    }
     *pb = p;
   }
   /* Mapping is not a stream operation; a capture in the global mode
@@ -455,6 +472,7 @@ void rt_peerbufs_free(rt_peerbufs *pb) {
       cudaIpcCloseMemHandle(pb->maps[i].at);
     }
   rt_fdpass_close(pb->fp);
+  rt_shmbox_close(pb->box);
   free(pb->maps);
   free(pb->recs);
   free(pb->fds);

@@ -1,10 +1,12 @@
 /* test_bootstrap.c -- the TCP bootstrap, with N forked processes on localhost: data, deaths, timeouts, bad ids. */
 #include "rt_bootstrap.h"
+#include "rt_shmbox.h"
 #include "rt_socket.h"
 #include "tap.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <glob.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -225,6 +227,55 @@ static void test_dead_rank(void) {
     if (!good || !named) show_logs(&r, 4);
     free_result(&r, 4);
   }
+}
+
+/* The shared-memory mailbox: 2000 allgathers of records of 1-1000 bytes,
+ * every byte checked, then one record too large.  arg: a rank that kills
+ * itself (SIGKILL) before its 100th, or -1. */
+static int box_rank(int rank, int n, const rt_unique_id *id, void *arg) {
+  const int victim = *(const int *)arg;
+  rt_bootstrap *bs;
+  if (rt_bootstrap_init(&bs, id, rank, n) != BT_OK) return RC_INIT;
+  rt_shmbox *box = NULL;
+  int rc = rt_shmbox_open(&box, bs, rank, n, 1000, INT64_C(3000000000)) ? RC_INIT : RC_OK;
+  unsigned char *d = malloc(1000 * (size_t)n);
+  for (int i = 0; i < 2000 && rc == RC_OK && d; i++) {
+    if (rank == victim && i == 100) kill(getpid(), SIGKILL);
+    size_t per = 1 + (size_t)i * 37 % 1000;
+    fill(d + per * rank, rank, per, i);
+    if (rt_shmbox_allgather(box, d, per) != BT_OK) rc = RC_OP;
+    for (int k = 0; k < n && rc == RC_OK; k++)
+      if (!check(d + per * k, k, per, i, "mailbox")) rc = RC_DATA;
+  }
+  if (rc == RC_OK && rt_shmbox_allgather(box, d, 1001) != BT_ERR_INVALID) rc = RC_DATA;
+  free(d);
+  rt_shmbox_close(box);
+  rt_bootstrap_free(bs);
+  return rc;
+}
+
+static void test_shmbox(void) {
+  int victim = -1;
+  result r;
+  run_ranks(4, box_rank, &victim, NULL, &r);
+  glob_t g;
+  int left = glob("/dev/shm/baton-box-*", 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  if (left) globfree(&g);
+  ok(all_exit(&r, 4, RC_OK) && !left, "4 ranks: 2000 allgathers through the shared-memory mailbox, every byte right, "
+     "a record too large refused, nothing left in /dev/shm (%d) (%.2f s)", left, r.secs);
+  free_result(&r, 4);
+  victim = 2;
+  run_ranks(4, box_rank, &victim, NULL, &r);
+  int good = r.code[2] == 128 + SIGKILL, named = 0;
+  for (int i = 0; i < 4; i++)
+    if (i != 2) {
+      good &= r.code[i] == RC_OP;
+      named |= strstr(r.log[i], "rank 2's process") != NULL;
+    }
+  ok(good && named && r.secs < 2, "a rank killed between mailbox allgathers: every other rank's fails at once, "
+     "naming it (%.2f s; the wait's own limit 3 s)", r.secs);
+  if (!good || !named) show_logs(&r, 4);
+  free_result(&r, 4);
 }
 
 /* Rank 1 never joins: the root reports it; nobody hangs. */
@@ -482,6 +533,7 @@ int main(void) {
   alarm(110);
   test_full();
   test_dead_rank();
+  test_shmbox();
   test_absent_rank();
   test_bad_ids();
   test_comm_id();
