@@ -195,6 +195,19 @@ static void test_full(void) {
   free_result(&r, 4);
 }
 
+/* Whether rank `victim` of n died by SIGKILL and every other failed its
+ * operation (RC_OP), one of them logging `says`; the logs shown if not. */
+static int killed_named(const result *r, int n, int victim, const char *says) {
+  int good = r->code[victim] == 128 + SIGKILL, named = 0;
+  for (int i = 0; i < n; i++)
+    if (i != victim) {
+      good &= r->code[i] == RC_OP;
+      named |= strstr(r->log[i], says) != NULL;
+    }
+  if (!good || !named) show_logs(r, n);
+  return good && named;
+}
+
 /* arg {victim, rounds}: the victim kills itself (SIGKILL, no clean-up)
  * after `rounds` allgathers; the others run allgathers until one fails. */
 static int dies_rank(int rank, int n, const rt_unique_id *id, void *arg) {
@@ -216,15 +229,9 @@ static void test_dead_rank(void) {
     int a[2] = {2, rounds};
     result r;
     run_ranks(4, dies_rank, a, NULL, &r);
-    int good = r.code[2] == 128 + SIGKILL, named = 0;
-    for (int i = 0; i < 4; i++)
-      if (i != 2) {
-        good &= r.code[i] == RC_OP;
-        named |= strstr(r.log[i], "rank 2 closed its connection") != NULL;
-      }
-    ok(good && named && r.secs < 4, "a rank killed after %d allgathers makes every other rank's allgather "
+    int good = killed_named(&r, 4, 2, "rank 2 closed its connection");
+    ok(good && r.secs < 4, "a rank killed after %d allgathers makes every other rank's allgather "
        "fail within the timeout (%.2f s of 4), naming the dead rank", rounds, r.secs);
-    if (!good || !named) show_logs(&r, 4);
     free_result(&r, 4);
   }
 }
@@ -266,15 +273,9 @@ static void test_shmbox(void) {
   free_result(&r, 4);
   victim = 2;
   run_ranks(4, box_rank, &victim, NULL, &r);
-  int good = r.code[2] == 128 + SIGKILL, named = 0;
-  for (int i = 0; i < 4; i++)
-    if (i != 2) {
-      good &= r.code[i] == RC_OP;
-      named |= strstr(r.log[i], "rank 2's process") != NULL;
-    }
-  ok(good && named && r.secs < 2, "a rank killed between mailbox allgathers: every other rank's fails at once, "
+  int good = killed_named(&r, 4, 2, "rank 2's process");
+  ok(good && r.secs < 2, "a rank killed between mailbox allgathers: every other rank's fails at once, "
      "naming it (%.2f s; the wait's own limit 3 s)", r.secs);
-  if (!good || !named) show_logs(&r, 4);
   free_result(&r, 4);
 }
 
