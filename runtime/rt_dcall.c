@@ -147,7 +147,7 @@ int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, in
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);
   const uint64_t bytes = (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
-  return bytes >= ((uint64_t)mb << 20) * (uint64_t)(c->nranks - 1);   /* the host's share grows with the peers */
+  return bytes >= ((uint64_t)mb << 20) * (uint64_t)(c->nranks - 1);   /* measured on 2 ranks; scaled, to be safe */
 }
 
 int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
