@@ -31,7 +31,7 @@ struct rt_shmbox {
   size_t bytes, stride;             /* a record's most bytes; a slot's (BOX_HEAD + bytes, rounded) */
   size_t size;
   char *at;                         /* the mapping: slot (rank, parity) at (2 * rank + parity) * stride */
-  int32_t *pid;                     /* each rank's process */
+  int32_t *pid;                     /* each rank's process, where it shares this one's PID namespace (else 0) */
   uint64_t calls;                   /* allgathers made */
   int64_t timeout_ns;
 };
@@ -40,7 +40,14 @@ struct rt_shmbox {
 typedef struct box_rec {
   char name[48];
   int32_t pid, ok;
+  uint64_t pidns;             /* its PID namespace (0: unknown): another's pid means nothing here */
 } box_rec;
+
+/* This process's PID namespace, as /proc names it; 0 where it cannot say. */
+static uint64_t pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino ^ (uint64_t)st.st_dev << 32 : 0;
+}
 
 static char *slot(const rt_shmbox *b, int r, uint64_t call) {
   return b->at + (2 * (size_t)r + (call & 1)) * b->stride;
@@ -76,6 +83,7 @@ bt_result rt_shmbox_open(rt_shmbox **box, struct rt_bootstrap *bs, int rank, int
     b->size = 2 * (size_t)nranks * b->stride;
     b->timeout_ns = timeout_ns;
     recs[rank].pid = (int32_t)getpid();
+    recs[rank].pidns = pid_namespace();
     if (rank == 0) {
       snprintf(recs[0].name, sizeof recs[0].name, "/baton-box-%d-%016llx", (int)getpid(),
                (unsigned long long)rt_process_number() ^ (unsigned long long)(uintptr_t)b);
@@ -98,7 +106,7 @@ bt_result rt_shmbox_open(rt_shmbox **box, struct rt_bootstrap *bs, int rank, int
   }
   for (int r = 0; r < nranks && !res; r++) {
     if (!oks[r]) res = BT_ERR_UNSUPPORTED;
-    b->pid[r] = recs[r].pid;
+    b->pid[r] = recs[r].pidns && recs[r].pidns == recs[rank].pidns ? recs[r].pid : 0;
   }
   free(recs);
   free(oks);
@@ -144,7 +152,7 @@ static bt_result await(const rt_shmbox *b, int q, uint64_t k) {
                b->rank, (now - start) * 1e-9, q, (unsigned long long)k);
       return BT_ERR_TIMEOUT;
     }
-    if (now >= alive_at) {
+    if (b->pid[q] > 0 && now >= alive_at) {
       alive_at = now + BOX_ALIVE_NS;
       if (gone(b->pid[q])) {
         LOG_WARN(RT_SUB_BOOTSTRAP, "rank %d: rank %d's process %d is gone (waiting in the shared-memory mailbox)",

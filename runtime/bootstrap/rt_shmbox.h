@@ -31,7 +31,8 @@ bt_result rt_shmbox_open(rt_shmbox **box, struct rt_bootstrap *bs, int rank, int
  * in.  Collective: every rank calls it as often, in the same order.
  * BT_ERR_TIMEOUT when a peer has not put its record in within the
  * mailbox's timeout, BT_ERR_REMOTE as soon as a peer's process is gone
- * (either says which rank); BT_ERR_INVALID for a record too large. */
+ * (asked of peers in this process's PID namespace; either says which
+ * rank); BT_ERR_INVALID for a record too large. */
 bt_result rt_shmbox_allgather(rt_shmbox *box, void *data, size_t bytes);
 
 /* Unmaps the mailbox; NULL is ignored. */
