@@ -49,6 +49,7 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
     return rt_comm_call_failed(baton_invalid_argument);
   }
   if (rt_cuda(cudaSetDevice(c->dev), RT_SUB_RUNTIME, "cudaSetDevice")) return rt_comm_call_failed(baton_cuda_error);
+  c->calls++;
   /* A direct element-wise call (AllReduce, Broadcast) larger than the
    * window runs on consecutive slices (every rank slices alike: the count,
    * program and window decide). */

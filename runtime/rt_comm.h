@@ -58,6 +58,8 @@ struct baton_comm {
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;
   const char *last;           /* the algorithm the last call ran */
+  uint64_t calls;             /* calls submitted (rt_comm_call_submit): the same count on every rank, which
+                                 each exchange of buffers checks (rt_peerbuf_self.key) */
   int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
   int last_choice_fused;      /* the last GEMV + AllReduce program chosen, -2 none yet */
   int last_fused_via;         /* how the last fused AllToAll call of a process per GPU reached its peers:
@@ -342,11 +344,16 @@ int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, in
 
 /* rt_peerbuf_exchange for c (a process per GPU): every rank's in and out
  * of one call (this rank's reaching in_bytes and out_bytes from their
- * pointers), `what` naming them for the log; collective over c's
- * bootstrap, BT_ERR_UNSUPPORTED on every rank alike where some rank's
- * cannot be exported or mapped. */
-bt_result rt_direct_exchange(baton_comm *c, const char *what, char **in, char **out, int64_t in_bytes,
+ * pointers), `what` naming them for the log, `key` what the call is (the
+ * same on every rank for the same call); collective over c's bootstrap,
+ * BT_ERR_UNSUPPORTED on every rank alike where some rank's cannot be
+ * exported or mapped, BT_ERR_INVALID where the ranks' keys differ. */
+bt_result rt_direct_exchange(baton_comm *c, const char *what, uint64_t key, char **in, char **out, int64_t in_bytes,
                              int64_t out_bytes);
+
+/* The key of call L's exchange: the communicator's call count, its
+ * program, count and type. */
+uint64_t rt_call_key(const rt_launch *L, int64_t count, int dtype);
 
 /* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a
  * communicator of a process per GPU: captured on `stream`, every rank's

@@ -42,7 +42,7 @@ typedef struct pb_rec {
   uint64_t base[PB_BUFS], off[PB_BUFS];
   int32_t kind[PB_BUFS], pieces[PB_BUFS];
   pb_piece piece[PB_BUFS][PB_PIECES_MAX];
-  uint64_t host, fdkey;
+  uint64_t host, fdkey, key;
   int32_t pid, dev, ok, pad;
 } pb_rec;
 
@@ -362,9 +362,16 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   mine->pid = (int32_t)getpid();
   mine->dev = me->dev;
   mine->fdkey = pb->fdkey;
+  mine->key = me->key;
   mine->ok = export_buf(pb, mine, PB_IN, in[me->rank], me->in_bytes, me->dev, &why) &&
              export_buf(pb, mine, PB_OUT, out[me->rank], me->out_bytes, me->dev, &why);
   CHECK(gather(pb, bs, pb->recs, sizeof *pb->recs));
+  for (int r = 0; r < me->nranks; r++)   /* every rank sees the same records: all refuse alike */
+    if (pb->recs[r].key != pb->recs[0].key) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: rank %d's call is not rank 0's (a call made on some ranks only, in "
+               "another order, or with its buffers registered on some ranks only): not run", me->rank, me->what, r);
+      return BT_ERR_INVALID;
+    }
   int ok = 1, bad = -1;
   for (int r = 0; r < me->nranks && ok; r++)
     if (!pb->recs[r].ok || pb->recs[r].host != me->host || !rec_sane(&pb->recs[r])) ok = 0, bad = r;

@@ -22,6 +22,7 @@ typedef struct rt_peerbuf_self {
   int max_maps;               /* BATON_PEER_MAPS: peers' allocations kept mapped at most */
   const char *what;           /* what the buffers are, for the log: "a captured call", "a registered window" */
   int64_t in_bytes, out_bytes;  /* the bytes of this rank's input and output the call reaches from their pointers */
+  uint64_t key;               /* what the call is: every rank's must be the same (else BT_ERR_INVALID) */
 } rt_peerbuf_self;
 
 /* Exchanges where every rank's call buffers lie and fills in[r], out[r]
@@ -34,7 +35,10 @@ typedef struct rt_peerbuf_self {
  * nor in cuMem allocations made with file descriptors among their handle
  * types -- up to 32 mapped side by side, as PyTorch's expandable segments
  * map them), mapped, or would pass max_maps (counted in allocations);
- * other errors are the bootstrap's or CUDA's.  Safe while the
+ * BT_ERR_INVALID on every rank alike, said, where the ranks' keys differ
+ * (their calls are not the same one: made on some ranks only, in another
+ * order, or with buffers registered on some ranks only); other errors are
+ * the bootstrap's or CUDA's.  Safe while the
  * calling thread's stream is being captured. */
 bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const rt_peerbuf_self *me, char **in,
                               char **out);

@@ -100,3 +100,15 @@ int eager_case(int64_t n, int inplace, int managed, int root, const char **algo)
   free(h);
   return good;
 }
+
+baton_result eager_differs(int64_t n) {
+  float *in = NULL, *out = NULL;
+  const int64_t m = n + 1024 * lo;   /* each rank a count of its own */
+  baton_result e = baton_internal_error;
+  if (alloc(&in, m, 0) && alloc(&out, m, 0)) {
+    e = baton_allreduce(in, out, m, baton_f32, baton_sum, comms[lo], streams[lo]);
+    cudaStreamSynchronize(streams[lo]);
+  }
+  release(in, out);
+  return e;
+}

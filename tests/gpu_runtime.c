@@ -432,6 +432,14 @@ static void check_eager_procs(void) {
        lo, root < 0 ? "allreduce" : "broadcast from the last rank", (long long)n, inplace ? "in place" : "out of place",
        algo ? algo : "?", rt_peerbuf_count(comms[lo]->pbufs));
   }
+  /* Calls the ranks do not agree on: every rank is told, before a kernel. */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  baton_result e = eager_differs(n);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ok(e == baton_invalid_argument && secs < 5, "rank %d: eager allreduces whose count differs by rank: %s in %.2f s "
+     "(the exchange compares the calls)", lo, baton_result_string(e), secs);
   const char *algo = NULL;
   const int good = eager_case(n, 0, 1, -1, &algo);
   ok(good && !reaches(algo), "rank %d: eager allreduce of %lld floats on managed memory (no handle exports it): %s, "

@@ -52,4 +52,8 @@ int graph_case(int64_t n, int inplace, int managed, const char **algo);
  * ran into *algo. */
 int eager_case(int64_t n, int inplace, int managed, int root, const char **algo);
 
+/* The same rank: an eager AllReduce of n + 1024 * rank floats, each rank
+ * a count of its own (a call the ranks do not agree on): its result. */
+baton_result eager_differs(int64_t n);
+
 #endif
