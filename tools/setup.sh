@@ -68,12 +68,15 @@ t0=$SECONDS
 # In a process group of its own (set -m), so that an early exit stops all
 # of it; not a session of its own, which would be a scheduling group of its
 # own too (autogroups), with half the CPU whatever its class.
+# Its status goes to a file as well: bash may already have reaped a job
+# started under `set -m` and forgotten it when `wait` asks ("not a child
+# of this shell"), which failed a run whose checked build had passed.
 bg_check=""
 if [ "$cmd" = test ] && [ "${BATON_CHECK:-1}" != 0 ]; then
-  bg_log=$(mktemp)
+  bg_log=$(mktemp) bg_rc=$(mktemp)
   set -m
   (check_setup; chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null
-   ninja -C "$build-check" >/dev/null) >"$bg_log" 2>&1 &
+   ninja -C "$build-check" >/dev/null; echo $? >"$bg_rc") >"$bg_log" 2>&1 &
   bg_check=$!
   set +m
   trap 'kill -- -"$bg_check" 2>/dev/null || true' EXIT
@@ -139,8 +142,12 @@ test|check)
   if [ "$cmd" = test ]; then run_tests "$build" --no-suite matrix; phase tests; fi
   if [ "$cmd" = check ] || [ "${BATON_CHECK:-1}" != 0 ]; then
     if [ -n "$bg_check" ]; then
-      if ! wait "$bg_check"; then cat "$bg_log"; rm -f "$bg_log"; echo "setup: the checked build failed" >&2; exit 1; fi
-      rm -f "$bg_log"
+      wait "$bg_check" 2>/dev/null || true
+      while [ ! -s "$bg_rc" ] && kill -0 "$bg_check" 2>/dev/null; do sleep 1; done
+      if [ "$(cat "$bg_rc")" != 0 ]; then
+        cat "$bg_log"; rm -f "$bg_log" "$bg_rc"; echo "setup: the checked build failed" >&2; exit 1
+      fi
+      rm -f "$bg_log" "$bg_rc"
     else
       check_build
     fi
