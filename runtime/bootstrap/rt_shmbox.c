@@ -91,6 +91,7 @@ bt_result rt_shmbox_open(rt_shmbox **box, struct rt_bootstrap *bs, int rank, int
       recs[0].ok = b->at != NULL;
     }
     res = rt_bootstrap_allgather(bs, recs, sizeof *recs);
+    if (res && rank == 0 && b->at) shm_unlink(recs[0].name);   /* no rank will map it */
   }
   if (!res && rank != 0 && recs[0].ok) {
     recs[0].name[sizeof recs[0].name - 1] = '\0';
