@@ -237,17 +237,19 @@ static void test_dead_rank(void) {
 }
 
 /* The shared-memory mailbox: 2000 allgathers of records of 1-1000 bytes,
- * every byte checked, then one record too large.  arg: a rank that kills
- * itself (SIGKILL) before its 100th, or -1. */
+ * every byte checked, then one record too large.  arg {victim, when}: a
+ * rank that kills itself (SIGKILL) before allgather `when` (-1: before
+ * the mailbox is made), or victim -1. */
 static int box_rank(int rank, int n, const rt_unique_id *id, void *arg) {
-  const int victim = *(const int *)arg;
+  const int victim = ((const int *)arg)[0], when = ((const int *)arg)[1];
   rt_bootstrap *bs;
   if (rt_bootstrap_init(&bs, id, rank, n) != BT_OK) return RC_INIT;
+  if (rank == victim && when < 0) kill(getpid(), SIGKILL);
   rt_shmbox *box = NULL;
   int rc = rt_shmbox_open(&box, bs, rank, n, 1000, INT64_C(3000000000)) ? RC_INIT : RC_OK;
   unsigned char *d = malloc(1000 * (size_t)n);
   for (int i = 0; i < 2000 && rc == RC_OK && d; i++) {
-    if (rank == victim && i == 100) kill(getpid(), SIGKILL);
+    if (rank == victim && i == when) kill(getpid(), SIGKILL);
     size_t per = 1 + (size_t)i * 37 % 1000;
     fill(d + per * rank, rank, per, i);
     if (rt_shmbox_allgather(box, d, per) != BT_OK) rc = RC_OP;
@@ -261,21 +263,37 @@ static int box_rank(int rank, int n, const rt_unique_id *id, void *arg) {
   return rc;
 }
 
-static void test_shmbox(void) {
-  int victim = -1;
-  result r;
-  run_ranks(4, box_rank, &victim, NULL, &r);
+/* Mailboxes this host's /dev/shm still holds. */
+static int boxes_left(void) {
   glob_t g;
   int left = glob("/dev/shm/baton-box-*", 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
   if (left) globfree(&g);
+  return left;
+}
+
+static void test_shmbox(void) {
+  int arg[2] = {-1, 0};
+  const int before = boxes_left();   /* another job's, or one a crash left: not this test's */
+  result r;
+  run_ranks(4, box_rank, arg, NULL, &r);
+  int left = boxes_left() - before;
   ok(all_exit(&r, 4, RC_OK) && !left, "4 ranks: 2000 allgathers through the shared-memory mailbox, every byte right, "
      "a record too large refused, nothing left in /dev/shm (%d) (%.2f s)", left, r.secs);
   free_result(&r, 4);
-  victim = 2;
-  run_ranks(4, box_rank, &victim, NULL, &r);
+  arg[0] = 2, arg[1] = 100;
+  run_ranks(4, box_rank, arg, NULL, &r);
   int good = killed_named(&r, 4, 2, "rank 2's process");
   ok(good && r.secs < 2, "a rank killed between mailbox allgathers: every other rank's fails at once, "
      "naming it (%.2f s; the wait's own limit 3 s)", r.secs);
+  free_result(&r, 4);
+  arg[1] = -1;   /* before the mailbox is made: rank 0 has made it, nobody maps it */
+  run_ranks(4, box_rank, arg, NULL, &r);
+  good = r.code[2] == 128 + SIGKILL;
+  for (int i = 0; i < 4; i++) good &= i == 2 || r.code[i] == RC_INIT;
+  left = boxes_left() - before;
+  ok(good && !left && r.secs < 4, "a rank killed before the mailbox is made: every other rank's making fails, "
+     "nothing left in /dev/shm (%d) (%.2f s)", left, r.secs);
+  if (!good) show_logs(&r, 4);
   free_result(&r, 4);
 }
 
