@@ -55,7 +55,8 @@ baton_result rt_comm_call_submit(baton_comm *c, int ai, const void *s, void *r, 
    * program and window decide). */
   const size_t es = (size_t)ip_dtype_size[dtype];
   int64_t slice = 0;
-  for (int64_t at = 0, again = 1; at < (int64_t)count; at += slice) {
+  int again = 1;
+  for (int64_t at = 0; at < (int64_t)count; at += slice) {
     if (again) {   /* the program's slices, or (chosen again) the rest in the new one's */
       slice = !ops && c->dplans && c->dplans[ai].ok ? rt_direct_slice(c, ai, (int64_t)count - at, dtype) : 0;
       if (slice <= 0 || slice >= (int64_t)count - at) slice = (int64_t)count - at;

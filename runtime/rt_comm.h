@@ -238,6 +238,11 @@ void rt_group_reset(void);
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                    cudaStream_t stream);
 
+/* The bytes of the larger buffer of a call of collective coll, `count`
+ * elements of type dtype (valid) a block, on c: what size ranges and
+ * thresholds compare, as nccl-tests counts a size. */
+uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype);
+
 /* The same with `peer_io` said by the caller (rt_call_again's choice,
  * without its peers' buffers). */
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
@@ -259,7 +264,8 @@ static inline void rt_rooted_bufs(ir_coll coll, int rank, int root, const void *
 int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
                           int dtype, cudaStream_t stream);
 
-/* The same with `peer_io` said by the caller (rt_call_again's choice). */
+/* The same with `peer_io` said by the caller (rt_call_again's choice),
+ * s and r as rt_rooted_bufs leaves them. */
 int rt_comm_choose_rooted_io(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
                              int dtype, int peer_io);
 

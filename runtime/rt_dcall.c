@@ -151,10 +151,8 @@ int rt_direct_eager_exchanges(const baton_comm *c) {
 int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, int dtype) {
   if (!rt_direct_eager_exchanges(c) || c->nranks < 2 || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
   const int64_t mb = rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB);
-  int ib, ob;
-  ir_geom_blocks(coll, c->nranks, &ib, &ob);
-  const uint64_t bytes = (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
-  return bytes >= ((uint64_t)mb << 20) * (uint64_t)(c->nranks - 1);   /* measured on 2 ranks; scaled, to be safe */
+  /* measured on 2 ranks; scaled with the peers, to be safe */
+  return rt_call_bytes(c, coll, count, dtype) >= ((uint64_t)mb << 20) * (uint64_t)(c->nranks - 1);
 }
 
 int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
@@ -407,7 +405,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   const rt_dplan *d = &c->dplans[ai];
   const int es = ip_dtype_size[dtype];
   rt_rooted_bufs(p->coll, c->rank, p->root, &sendbuf, &recvbuf);   /* off the root: in place on the one buffer */
-  const int on_windows = rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
+  const int on_windows = (d->peer_io || d->guarded) &&
+                         rt_direct_registered(c, p->coll, sendbuf, recvbuf, (size_t)count, dtype);
   /* Every rank's buffers exchanged for this call: captured, or eager off
    * registered windows where such calls exchange (a slice of a call the
    * choice gave this program for its size, or the program by name). */

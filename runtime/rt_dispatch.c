@@ -41,16 +41,21 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
   return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io_of(c, coll, s, r, count, dtype, stream));
 }
 
+uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype) {
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);
+  return (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
+}
+
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT) return -1;
-  int es = ip_dtype_size[dtype], in_blocks, out_blocks;
-  ir_geom_blocks(coll, c->nranks, &in_blocks, &out_blocks);
+  int es = ip_dtype_size[dtype];
   /* In place as NCCL lays it out: allgather's input is block `rank` of the
    * output, reducescatter's output is block `rank` of the input. */
   int64_t in_at = coll == IR_COLL_ALLGATHER ? (int64_t)c->rank * count : 0;
   int64_t out_at = coll == IR_COLL_REDUCESCATTER ? (int64_t)c->rank * count : 0;
   int inplace = (const char *)s - in_at * es == (const char *)r - out_at * es;
-  uint64_t bytes = (uint64_t)count * es * (in_blocks > out_blocks ? in_blocks : out_blocks);
+  uint64_t bytes = rt_call_bytes(c, coll, count, dtype);
   usable_ctx u = {c, (int64_t)count, dtype, inplace, peer_io};
   int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0);
   if (new_choice(&c->last_choice[coll][inplace], ai))
@@ -68,10 +73,7 @@ int rt_comm_choose_rooted(baton_comm *c, ir_coll coll, int root, const void *s, 
 int rt_comm_choose_rooted_io(baton_comm *c, ir_coll coll, int root, const void *s, const void *r, size_t count,
                              int dtype, int peer_io) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT || root < 0 || root >= c->nranks) return -1;
-  int ib, ob;
-  ir_geom_blocks(coll, c->nranks, &ib, &ob);   /* the size of the larger buffer, as for every collective */
-  uint64_t bytes = (uint64_t)count * ip_dtype_size[dtype] * (ib > ob ? ib : ob);
-  rt_rooted_bufs(coll, c->rank, root, &s, (void **)&r);
+  uint64_t bytes = rt_call_bytes(c, coll, count, dtype);   /* the larger buffer's, as for every collective */
   usable_ctx u = {c, (int64_t)count, dtype, c->rank != root || s == r, peer_io};
   int ai = rt_algos_select_rooted(c->algos, coll, root, bytes, (int64_t)count, usable, &u, 0);
   if (new_choice(&c->last_choice[coll][0], ai))
