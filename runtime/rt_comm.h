@@ -238,11 +238,6 @@ void rt_group_reset(void);
 int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype,
                    cudaStream_t stream);
 
-/* The bytes of the larger buffer of a call of collective coll, `count`
- * elements of type dtype (valid) a block, on c: what size ranges and
- * thresholds compare, as nccl-tests counts a size. */
-uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype);
-
 /* The same with `peer_io` said by the caller (rt_call_again's choice,
  * without its peers' buffers). */
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io);
@@ -334,6 +329,11 @@ int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const
  * (every rank captures the same calls; rt_direct_prep exchanges the
  * buffers then, BATON_PEER_MAPS). */
 int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream);
+
+/* The bytes of the larger buffer of a call of collective coll, `count`
+ * elements of type dtype (valid) a block, on c: what size ranges and
+ * thresholds compare, as nccl-tests counts a size. */
+uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype);
 
 /* Whether eager calls on c (a process per GPU, not captured, their
  * buffers not in registered windows) may exchange every rank's buffers

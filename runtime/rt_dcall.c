@@ -144,6 +144,12 @@ uint64_t rt_call_key(const rt_launch *L, int64_t count, int dtype) {
   return h;
 }
 
+uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype) {
+  int ib, ob;
+  ir_geom_blocks(coll, c->nranks, &ib, &ob);
+  return (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
+}
+
 int rt_direct_eager_exchanges(const baton_comm *c) {
   return c->bs && c->win && rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB) > 0 && rt_param_int(RT_PARAM_PEER_MAPS) > 0;
 }

@@ -41,12 +41,6 @@ int rt_comm_choose(baton_comm *c, ir_coll coll, const void *s, const void *r, si
   return rt_comm_choose_io(c, coll, s, r, count, dtype, peer_io_of(c, coll, s, r, count, dtype, stream));
 }
 
-uint64_t rt_call_bytes(const baton_comm *c, ir_coll coll, size_t count, int dtype) {
-  int ib, ob;
-  ir_geom_blocks(coll, c->nranks, &ib, &ob);
-  return (uint64_t)count * (uint64_t)ip_dtype_size[dtype] * (uint64_t)(ib > ob ? ib : ob);
-}
-
 int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype, int peer_io) {
   if (!c || dtype < 0 || dtype >= IP_DTYPE_COUNT) return -1;
   int es = ip_dtype_size[dtype];
