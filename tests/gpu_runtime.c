@@ -440,11 +440,14 @@ static void check_eager_procs(void) {
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
   ok(e == baton_invalid_argument && secs < 5, "rank %d: eager allreduces whose count differs by rank: %s in %.2f s "
      "(the exchange compares the calls)", lo, baton_result_string(e), secs);
-  const char *algo = NULL;
-  const int good = eager_case(n, 0, 1, -1, &algo);
-  ok(good && !reaches(algo), "rank %d: eager allreduce of %lld floats on managed memory (no handle exports it): %s, "
-     "without its peers' buffers (%d peers' allocations mapped)", lo, (long long)n, algo ? algo : "?",
-     rt_peerbuf_count(comms[lo]->pbufs));
+  for (int k = 0; k < 2; k++) {   /* an allreduce, then a broadcast from the last rank (its root kept) */
+    const int root = k ? nranks - 1 : -1;
+    const char *algo = NULL;
+    const int good = eager_case(n, 0, 1, root, &algo);
+    ok(good && !reaches(algo), "rank %d: eager %s of %lld floats on managed memory (no handle exports it): %s, "
+       "without its peers' buffers (%d peers' allocations mapped)", lo, root < 0 ? "allreduce" : "broadcast from the "
+       "last rank", (long long)n, algo ? algo : "?", rt_peerbuf_count(comms[lo]->pbufs));
+  }
 }
 
 /* Lets every other rank's GPU read and write GPU r's default pool (grant),
