@@ -24,6 +24,8 @@ enum { PB_IPC, PB_VMM };      /* how a buffer's allocation is shared */
 #define PB_PIECES_MAX 32       /* cuMem allocations side by side one buffer may span (PyTorch's expandable
                                 * segments map 20 MiB ones: 640 MiB) */
 _Static_assert(PB_BUFS * PB_PIECES_MAX <= RT_FDPASS_MAX, "one message carries a call's descriptors");
+#define PB_GONE_MAX 16         /* freed allocations one record names (more wait for the next exchange) */
+#define PB_CHECK_EACH 2        /* own exported allocations checked per exchange (all when the call brings a new one) */
 
 /* One cuMem allocation of a buffer, in its owner's process: where it is
  * mapped, its bytes, and its identity (CU_POINTER_ATTRIBUTE_BUFFER_ID:
@@ -39,17 +41,19 @@ typedef struct pb_piece {
  * there; where its descriptors' listener is (fdkey). */
 typedef struct pb_rec {
   char ipc[PB_BUFS][64];
-  uint64_t base[PB_BUFS], off[PB_BUFS];
+  uint64_t base[PB_BUFS], off[PB_BUFS], id[PB_BUFS];  /* id: a CUDA IPC allocation's (0: unknown) */
   int32_t kind[PB_BUFS], pieces[PB_BUFS];
   pb_piece piece[PB_BUFS][PB_PIECES_MAX];
   uint64_t host, fdkey, key;
-  int32_t pid, dev, ok, pad;
+  uint64_t gone[PB_GONE_MAX]; /* the ids of this rank's allocations, once exchanged, it has found freed */
+  int32_t pid, dev, ok, ngone;
 } pb_rec;
 
 /* A peer's allocation mapped into this process: by CUDA IPC, or its cuMem
  * allocations side by side (pieces, mapped from at, with their handles). */
 typedef struct pb_map {
   int peer, opened, vmm, pieces;
+  uint64_t id;                /* CUDA IPC: the allocation's id in its owner's process (0: unknown) */
   char ipc[64];
   char *at;                   /* its base as this process reaches it */
   pb_piece *piece;            /* vmm: the peer's allocations, and this process's handles of them */
@@ -67,6 +71,12 @@ typedef struct pb_seen {
 #define PB_SEEN_MAX 1024      /* seen allocations remembered, made at once (past it, calls on new ones
                                * exchange in full) */
 #define PB_OWN_MAX 16         /* this rank's CUDA IPC handles remembered by allocation */
+
+/* An allocation of this rank that a successful exchange carried (its peers
+ * have it mapped since): where it lies and its id, to find it freed. */
+typedef struct pb_lent {
+  uint64_t base, id;
+} pb_lent;
 
 struct rt_peerbufs {
   int n, cap;
@@ -86,6 +96,13 @@ struct rt_peerbufs {
   rt_shmbox *box;             /* the ranks' allgathers through shared memory (NULL: the bootstrap's) */
   struct { unsigned long long id; char ipc[64]; } own[PB_OWN_MAX];   /* a ring of this rank's handles */
   int nown;
+  /* This rank's allocations its peers have mapped (PB_SEEN_MAX at most),
+   * looked at PB_CHECK_EACH an exchange from `next`; the ids of those
+   * found freed and not yet named in a record. */
+  pb_lent *lent;
+  int nlent, next;
+  uint64_t *freed;            /* PB_SEEN_MAX */
+  int nfreed;
 };
 
 /* Whether seen holds rank r's allocation (vmm: identity id; else handle ipc). */
@@ -173,6 +190,7 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   }
   rec->base[b] = base;
   rec->off[b] = (uint64_t)((uintptr_t)p - (uintptr_t)base);
+  rec->id[b] = (uint64_t)id;
   for (int i = 0; i < PB_OWN_MAX && id; i++)   /* its handle, made for an earlier call */
     if (pb->own[i].id == id) {
       memcpy(rec->ipc[b], pb->own[i].ipc, sizeof rec->ipc[b]);
@@ -215,7 +233,7 @@ static int rec_sane(const pb_rec *x) {
     }
     if (x->off[b] >= span) return 0;
   }
-  return 1;
+  return x->ngone >= 0 && x->ngone <= PB_GONE_MAX;
 }
 
 /* Where map m holds the k allocations want[] side by side (the same
@@ -290,6 +308,7 @@ static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, con
     return 0;
   }
   m->peer = r;
+  m->id = vmm ? 0 : x->id[b];
   memcpy(m->ipc, x->ipc[b], 64);
   pb->n++;
   pb->allocs += want;
@@ -327,20 +346,115 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   return res;
 }
 
-/* Whether every allocation of every record of this exchange is seen
- * (add 0), or adds them all (add 1). */
+/* Whether every allocation of rank r's record x is seen (add 0), or adds
+ * them all (add 1). */
+static int rec_seen(rt_peerbufs *pb, int r, const pb_rec *x, int add) {
+  for (int b = 0; b < PB_BUFS; b++) {
+    const int vmm = x->kind[b] == PB_VMM;
+    for (int k = 0; k < (vmm ? x->pieces[b] : 1); k++) {
+      const uint64_t id = vmm ? x->piece[b][k].id : 0;
+      if (add) seen_add(pb, r, vmm, id, x->ipc[b]);
+      else if (!seen_has(pb, r, vmm, id, x->ipc[b])) return 0;
+    }
+  }
+  return 1;
+}
+
+/* rec_seen over every record of this exchange. */
 static int recs_seen(rt_peerbufs *pb, int nranks, int add) {
   for (int r = 0; r < nranks; r++)
-    for (int b = 0; b < PB_BUFS; b++) {
-      const pb_rec *x = &pb->recs[r];
-      const int vmm = x->kind[b] == PB_VMM;
-      for (int k = 0; k < (vmm ? x->pieces[b] : 1); k++) {
-        const uint64_t id = vmm ? x->piece[b][k].id : 0;
-        if (add) seen_add(pb, r, vmm, id, x->ipc[b]);
-        else if (!seen_has(pb, r, vmm, id, x->ipc[b])) return 0;
-      }
-    }
+    if (!rec_seen(pb, r, &pb->recs[r], add) && !add) return 0;
   return 1;
+}
+
+/* Adds this rank's allocations of its record x to those its peers have
+ * mapped (pb->lent), once each, where there is room. */
+static void lend(rt_peerbufs *pb, const pb_rec *x) {
+  for (int b = 0; b < PB_BUFS; b++) {
+    const int vmm = x->kind[b] == PB_VMM;
+    for (int k = 0; k < (vmm ? x->pieces[b] : 1); k++) {
+      const pb_lent l = vmm ? (pb_lent){x->piece[b][k].base, x->piece[b][k].id} : (pb_lent){x->base[b], x->id[b]};
+      int i = 0;
+      while (i < pb->nlent && pb->lent[i].id != l.id) i++;
+      if (l.id && i == pb->nlent && pb->nlent < PB_SEEN_MAX) pb->lent[pb->nlent++] = l;
+    }
+  }
+}
+
+/* Names in this rank's record x (x->gone) allocations of it that its peers
+ * have mapped and that it has freed since (the driver no longer knows
+ * them at their base, or knows another there): it looks at every one
+ * where `all` (a call that brings a new allocation, as one does after
+ * memory is handed back and taken again), else at PB_CHECK_EACH of them
+ * from where the last look ended.  What does not fit the record waits in
+ * pb->freed for the next exchange. */
+static void find_freed(rt_peerbufs *pb, pb_rec *x, int all) {
+  const int looks = all || pb->nlent < PB_CHECK_EACH ? pb->nlent : PB_CHECK_EACH;
+  if (all) pb->next = 0;
+  for (int k = 0; k < looks; k++) {
+    if (pb->next >= pb->nlent) pb->next = 0;
+    pb_lent *l = &pb->lent[pb->next];
+    uint64_t base = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    if (tp_cuda_alloc_of((const void *)(uintptr_t)l->base, &base, &size, &id) && base == l->base && id == l->id) {
+      pb->next++;
+      continue;
+    }
+    if (pb->nfreed < PB_SEEN_MAX) pb->freed[pb->nfreed++] = l->id;
+    *l = pb->lent[--pb->nlent];   /* the last one takes its place, looked at next */
+  }
+  x->ngone = pb->nfreed < PB_GONE_MAX ? pb->nfreed : PB_GONE_MAX;
+  pb->nfreed -= x->ngone;
+  memcpy(x->gone, pb->freed + pb->nfreed, (size_t)x->ngone * sizeof *x->gone);
+}
+
+/* Unmaps map i (closes this process's reference to its peer's memory) and
+ * removes it from pb. */
+static void unmap_at(rt_peerbufs *pb, int i) {
+  pb_map *m = &pb->maps[i];
+  if (m->vmm) {
+    size_t bytes[PB_PIECES_MAX];
+    for (int k = 0; k < m->pieces; k++) bytes[k] = (size_t)m->piece[k].size;
+    tp_cuda_vmm_unmap(m->at, bytes, m->pieces, m->handle);
+    free(m->piece);
+    free(m->handle);
+  } else if (m->opened) {
+    cudaIpcCloseMemHandle(m->at);
+    cudaGetLastError();
+  }
+  pb->allocs -= m->vmm ? m->pieces : 1;
+  pb->maps[i] = pb->maps[--pb->n];
+}
+
+/* Whether map m holds allocation `id` of its peer. */
+static int map_holds_id(const pb_map *m, uint64_t id) {
+  if (!m->vmm) return m->id == id;
+  for (int k = 0; k < m->pieces; k++)
+    if (m->piece[k].id == id) return 1;
+  return 0;
+}
+
+/* What the records of this exchange say their ranks freed: every rank
+ * forgets every allocation it has seen of such a rank (the next call on
+ * any of them exchanges in full: a mapping unmapped below may have held
+ * some that live on), every rank alike, for all see the same records; and
+ * each unmaps its mappings of the freed ones, so that the memory goes back
+ * to its GPU. */
+static void drop_freed(rt_peerbufs *pb, const rt_peerbuf_self *me) {
+  for (int r = 0; r < me->nranks; r++) {
+    const pb_rec *x = &pb->recs[r];
+    if (x->ngone <= 0 || x->ngone > PB_GONE_MAX) continue;
+    int kept = 0, closed = 0;
+    for (int i = 0; i < pb->nseen; i++)
+      if (pb->seen[i].rank != r) pb->seen[kept++] = pb->seen[i];
+    pb->nseen = kept;
+    for (int g = 0; g < x->ngone && r != me->rank; g++)
+      for (int i = pb->n - 1; i >= 0; i--)
+        if (pb->maps[i].peer == r && map_holds_id(&pb->maps[i], x->gone[g])) unmap_at(pb, i), closed++;
+    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: rank %d freed %d allocations its peers had mapped (%d mappings closed here)",
+              me->rank, r, x->ngone, closed);
+  }
 }
 
 /* An allgather of the exchange: through the ranks' shared-memory mailbox
@@ -365,7 +479,9 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   mine->key = me->key;
   mine->ok = export_buf(pb, mine, PB_IN, in[me->rank], me->in_bytes, me->dev, &why) &&
              export_buf(pb, mine, PB_OUT, out[me->rank], me->out_bytes, me->dev, &why);
+  find_freed(pb, mine, mine->ok && !rec_seen(pb, me->rank, mine, 0));
   CHECK(gather(pb, bs, pb->recs, sizeof *pb->recs));
+  drop_freed(pb, me);
   for (int r = 0; r < me->nranks; r++)   /* every rank sees the same records: all refuse alike */
     if (pb->recs[r].key != pb->recs[0].key) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: rank %d's call is not rank 0's (a call made on some ranks only, in "
@@ -414,7 +530,10 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
       res = BT_ERR_UNSUPPORTED;
     }
   free(mapped);
-  if (!res) recs_seen(pb, me->nranks, 1);
+  if (!res) {
+    recs_seen(pb, me->nranks, 1);
+    lend(pb, mine);
+  }
   return res;
 }
 
@@ -425,8 +544,10 @@ bt_result rt_peerbuf_exchange(rt_peerbufs **pb, struct rt_bootstrap *bs, const r
     if (p) p->recs = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *p->recs);
     if (p) p->fds = malloc((me->nranks > 0 ? (size_t)me->nranks : 1) * RT_FDPASS_MAX * sizeof *p->fds);
     if (p) p->seen = malloc(PB_SEEN_MAX * sizeof *p->seen);
-    if (!p || !p->recs || !p->fds || !p->seen) {
-      if (p) free(p->recs), free(p->fds), free(p->seen);
+    if (p) p->lent = malloc(PB_SEEN_MAX * sizeof *p->lent);
+    if (p) p->freed = malloc(PB_SEEN_MAX * sizeof *p->freed);
+    if (!p || !p->recs || !p->fds || !p->seen || !p->lent || !p->freed) {
+      if (p) free(p->recs), free(p->fds), free(p->seen), free(p->lent), free(p->freed);
       free(p);
       return BT_ERR_NOMEM;
     }
@@ -468,21 +589,14 @@ int rt_peerbuf_count(const rt_peerbufs *pb) { return pb ? pb->allocs : 0; }
 
 void rt_peerbufs_free(rt_peerbufs *pb) {
   if (!pb) return;
-  for (int i = 0; i < pb->n; i++)
-    if (pb->maps[i].vmm) {
-      size_t bytes[PB_PIECES_MAX];
-      for (int k = 0; k < pb->maps[i].pieces; k++) bytes[k] = (size_t)pb->maps[i].piece[k].size;
-      tp_cuda_vmm_unmap(pb->maps[i].at, bytes, pb->maps[i].pieces, pb->maps[i].handle);
-      free(pb->maps[i].piece);
-      free(pb->maps[i].handle);
-    } else if (pb->maps[i].opened) {
-      cudaIpcCloseMemHandle(pb->maps[i].at);
-    }
+  while (pb->n) unmap_at(pb, pb->n - 1);
   rt_fdpass_close(pb->fp);
   rt_shmbox_close(pb->box);
   free(pb->maps);
   free(pb->recs);
   free(pb->fds);
   free(pb->seen);
+  free(pb->lent);
+  free(pb->freed);
   free(pb);
 }

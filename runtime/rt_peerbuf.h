@@ -3,8 +3,9 @@
  * allocation -- its CUDA IPC handle, or for cuMem allocations their file
  * descriptors, passed over a Unix socket (rt_fdpass.h) -- and the offset in
  * it), exchanged over the bootstrap when a call is captured into a CUDA
- * graph, and the peers' allocations mapped once each, kept until the
- * communicator ends (docs/RUNTIME.md, "Direct programs"). */
+ * graph, and the peers' allocations mapped once each, kept until their
+ * owner frees them (the exchange after learns it) or the communicator
+ * ends (docs/RUNTIME.md, "Direct programs"). */
 #ifndef RT_PEERBUF_H
 #define RT_PEERBUF_H
 
@@ -30,7 +31,10 @@ typedef struct rt_peerbuf_self {
  * in[rank] and out[rank] are this rank's, given.  Collective over bs:
  * every rank of the communicator calls it for the same call.  A peer's
  * allocation is mapped the first time it is seen (through *pb, made on
- * first use) and kept.  BT_ERR_UNSUPPORTED on every rank alike, logged at
+ * first use) and kept until an exchange learns that its owner freed it
+ * (each rank looks at a few of its own allocations its peers map every
+ * exchange, at all of them where the call brings a new one): every rank
+ * then unmaps it.  BT_ERR_UNSUPPORTED on every rank alike, logged at
  * INFO, when some rank's buffer cannot be exported (neither cudaMalloc's
  * nor in cuMem allocations made with file descriptors among their handle
  * types -- up to 32 mapped side by side, as PyTorch's expandable segments

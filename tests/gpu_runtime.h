@@ -42,10 +42,11 @@ baton_result rooted_run(int ai, ir_coll coll, int root, int64_t count, int inpla
 
 /* One rank of a process per GPU (lo), gpu_procs.c: an allreduce of n
  * floats (in place when inplace) on new buffers from cudaMalloc, or from
- * cudaMallocManaged (managed: no handle exports them), captured
- * into a CUDA graph, then replayed 3 times with the output cleared in
- * between.  1 when every replay is right; *algo says what the capture ran. */
-int graph_case(int64_t n, int inplace, int managed, const char **algo);
+ * cudaMallocManaged (managed: no handle exports them), called eagerly
+ * first where `first`, captured into a CUDA graph, then replayed 3 times
+ * with the output cleared in between.  1 when every replay is right;
+ * *algo says what the capture ran. */
+int graph_case(int64_t n, int inplace, int managed, int first, const char **algo);
 
 /* The same rank: one eager AllReduce (root < 0) or Broadcast from `root`
  * of n floats on such new buffers, checked: 1 when right; the program that
@@ -55,5 +56,15 @@ int eager_case(int64_t n, int inplace, int managed, int root, const char **algo)
 /* The same rank: an eager AllReduce of n + 1024 * rank floats, each rank
  * a count of its own (a call the ranks do not agree on): its result. */
 baton_result eager_differs(int64_t n);
+
+/* The same rank: an eager in-place AllReduce of n floats (enough to
+ * exchange its buffers) at the start of a new allocation of `big` bytes,
+ * which is then freed; then a graph_case of 2097155 floats out of place
+ * on new buffers with no eager call first (one of that count must have
+ * run on the communicator), whose capture is the next exchange.  1 when both ran right; the GPU's free memory
+ * lost across it all (a peer's mapping can hold what a rank frees) into
+ * *lost_mib, the peers' allocations mapped after the AllReduce and at
+ * the end into *maps_then and *maps_now, what the capture ran into *algo. */
+int freed_case(int64_t n, size_t big, double *lost_mib, int *maps_then, int *maps_now, const char **algo);
 
 #endif

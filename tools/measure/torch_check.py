@@ -81,6 +81,27 @@ def worker(rank, n, port, sizes, q):
             g.replay()
             torch.cuda.synchronize()
             check(f"all_reduce captured between other kernels, count {count}, replay {replay}", y, want)
+    # Memory handed back to the GPU after a large eager call ran on it
+    # (baton's ranks map each other's buffers for such calls): back once
+    # the next such call has run, on every rank.
+    torch.cuda.synchronize()
+    dist.barrier()
+    torch.cuda.empty_cache()
+    free0 = torch.cuda.mem_get_info()[0]
+    dist.barrier()
+    x = torch.ones(1 << 29, device=dev)          # 2 GiB
+    dist.all_reduce(x[:1 << 24])                  # 64 MiB of it
+    torch.cuda.synchronize()
+    del x
+    torch.cuda.empty_cache()
+    y = torch.ones(1 << 24, device=dev)          # a new allocation: the next such call
+    dist.all_reduce(y)
+    check("all_reduce on a new tensor after a freed one", y[:4], torch.full((4,), float(n)))
+    torch.cuda.synchronize()
+    dist.barrier()
+    lost = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
+    results.append((lost < 512, f"rank {rank}: a 2 GiB tensor freed (empty_cache) after an eager all_reduce on it: "
+                                f"{lost:.0f} MiB of the GPU's memory not back after the next call (64 MiB in use)"))
     torch.cuda.synchronize()
     dist.destroy_process_group()
     q.put(results)
