@@ -5,8 +5,10 @@ and CUDA block (the first --blocks of each rank, 16 by default), time in
 us from the first block of any rank to start; each block's setup, and
 each step's wait (pale) and work (solid) as bars, a colour per step name
 (its opcode and script line, or the kernel's own names), with a legend.
+--own-clocks times each rank from its own first block's start instead:
+every GPU keeps a clock of its own, and theirs can be tens of us apart.
 Python's standard library only; the clock conversion is trace_summary.py's.
-    usage: plot_trace.py PREFIX OUT.svg [--blocks N] [--title TEXT]
+    usage: plot_trace.py PREFIX OUT.svg [--blocks N] [--title TEXT] [--own-clocks]
 """
 import csv
 import glob
@@ -21,13 +23,14 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#17becf"]
 
 
-def spans(rows, per_rank):
-    """(rank, block, label) rows and their (start us, end us, name, kind) bars."""
+def spans(rows, per_rank, own_clocks=False):
+    """(rank, block, label) rows and their (start us, end us, name, kind) bars,
+    from the first start of any rank, or (own_clocks) of the bar's rank."""
     blocks, _ = to_ns(rows)
-    t0 = min(int(r["ns"]) for r in rows)
-    us = lambda e: (int(e["ns"]) - t0) / 1000.0
     out = []
     for rank in sorted({k[0] for k in blocks}):
+        t0 = min(int(r["ns"]) for r in rows if own_clocks is False or int(r["rank"]) == rank)
+        us = lambda e, t0=t0: (int(e["ns"]) - t0) / 1000.0
         for b in sorted(k[1] for k in blocks if k[0] == rank)[:per_rank]:
             evs = blocks[(rank, b)]
             start, ready, end, steps = block_steps(evs, us, us(evs[0]))
@@ -56,7 +59,8 @@ def main():
                 rows.extend(csv.DictReader(f))
     if not rows:
         sys.exit(f"plot_trace.py: no rows in {prefix}.*.csv")
-    tracks = spans(rows, per_rank)
+    own = "--own-clocks" in args
+    tracks = spans(rows, per_rank, own)
     end = max([b[1] for _, bars in tracks for b in bars] + [1e-3])
     names = []
     for _, bars in tracks:
@@ -70,7 +74,8 @@ def main():
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{height}" '
            f'font-family="sans-serif" font-size="10">',
            f'<text x="{left}" y="16" font-size="13">{escape(title or rows[0]["algo"])}: the last call\'s timeline, '
-           f'{len({t[0][0] for t in tracks})} ranks</text>']
+           f'{len({t[0][0] for t in tracks})} ranks'
+           f'{", each from its own start" if own else ""}</text>']
     for i, (key, bars) in enumerate(tracks):
         y = top + i * row
         out.append(f'<text x="{left - 6}" y="{y + 10}" text-anchor="end">{escape(key[2])}</text>')
