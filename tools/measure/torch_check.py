@@ -14,7 +14,10 @@ import os
 import sys
 
 
-def worker(rank, n, port, sizes, q):
+def worker(rank, n, port, sizes, q, dump_after=0):
+    if dump_after > 0:   # a rank still running then prints where it is, and ends
+        import faulthandler
+        faulthandler.dump_traceback_later(dump_after, exit=True)
     import torch
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(n))
@@ -103,8 +106,12 @@ def worker(rank, n, port, sizes, q):
     results.append((lost < 512, f"rank {rank}: a 2 GiB tensor freed (empty_cache) after an eager all_reduce on it: "
                                 f"{lost:.0f} MiB of the GPU's memory not back after the next call (64 MiB in use)"))
     torch.cuda.synchronize()
+    q.put(results)   # reported before the teardown, which NCCL's can hang in (below)
+    # NCCL 2.28 alone hung in destroy_process_group (2 x H200) while the
+    # last captured graph was alive: it goes first.
+    del g
+    torch.cuda.synchronize()
     dist.destroy_process_group()
-    q.put(results)
 
 
 def main():
@@ -113,12 +120,14 @@ def main():
     ap.add_argument("--port", type=int, default=29533)
     ap.add_argument("--sizes", default="1,1000,65536,1048577,16777216",
                     help="element counts per rank, comma-separated")
+    ap.add_argument("--dump-after", type=int, default=0,
+                    help="seconds after which a rank still running prints its Python stack and ends (0: never)")
     a = ap.parse_args()
     import torch.multiprocessing as mp
     sizes = [int(s) for s in a.sizes.split(",")]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, a.ranks, a.port, sizes, q)) for r in range(a.ranks)]
+    procs = [ctx.Process(target=worker, args=(r, a.ranks, a.port, sizes, q, a.dump_after)) for r in range(a.ranks)]
     for p in procs:
         p.start()
     results = []
@@ -130,7 +139,11 @@ def main():
             break
     for p in procs:
         p.join(timeout=60)
-        if p.exitcode != 0:
+        if p.is_alive():   # hung in its teardown: ended here, and said
+            p.kill()
+            p.join()
+            results.append((False, f"process {p.pid} had not ended 60 s after reporting (killed)"))
+        elif p.exitcode != 0:
             results.append((False, f"process {p.pid} exited with {p.exitcode}"))
     for i, (good, what) in enumerate(results, 1):
         print(f"{'ok' if good else 'not ok'} {i} - {what}")
