@@ -53,6 +53,7 @@ typedef struct pb_rec {
  * allocations side by side (pieces, mapped from at, with their handles). */
 typedef struct pb_map {
   int peer, opened, vmm, pieces;
+  int live;                   /* vmm: pieces its owner has not freed (a freed one's id becomes 0) */
   uint64_t id;                /* CUDA IPC: the allocation's id in its owner's process (0: unknown) */
   char ipc[64];
   char *at;                   /* its base as this process reaches it */
@@ -242,7 +243,7 @@ static int rec_sane(const pb_rec *x) {
 static char *vmm_holds(const pb_map *m, const pb_piece *want, int k) {
   for (int j = 0; j + k <= m->pieces; j++) {
     int i = 0;
-    while (i < k && m->piece[j + i].id == want[i].id && m->piece[j + i].base == want[i].base) i++;
+    while (i < k && want[i].id && m->piece[j + i].id == want[i].id && m->piece[j + i].base == want[i].base) i++;
     if (i == k) return m->at + (want[0].base - m->piece[0].base);
   }
   return NULL;
@@ -265,7 +266,7 @@ static int map_vmm(pb_map *m, const pb_rec *x, int b, const int *fds, int dev) {
     return 0;
   }
   memcpy(m->piece, x->piece[b], (size_t)k * sizeof *m->piece);
-  m->pieces = k;
+  m->pieces = m->live = k;
   m->vmm = 1;
   return 1;
 }
@@ -427,20 +428,34 @@ static void unmap_at(rt_peerbufs *pb, int i) {
   pb->maps[i] = pb->maps[--pb->n];
 }
 
-/* Whether map m holds allocation `id` of its peer. */
-static int map_holds_id(const pb_map *m, uint64_t id) {
-  if (!m->vmm) return m->id == id;
+/* Map i of pb, of a peer that freed its allocation `id`: unmapped where
+ * it holds that allocation alone (CUDA IPC), or where every cuMem piece
+ * it maps side by side is freed now; else the piece is only marked freed,
+ * and its memory stays held with the live ones beside it, which a graph
+ * captured on them may still use.  1 where map i is gone. */
+static int drop_from(rt_peerbufs *pb, int i, uint64_t id) {
+  pb_map *m = &pb->maps[i];
+  if (!id) return 0;
+  if (!m->vmm) {
+    if (m->id != id) return 0;
+    unmap_at(pb, i);
+    return 1;
+  }
   for (int k = 0; k < m->pieces; k++)
-    if (m->piece[k].id == id) return 1;
+    if (m->piece[k].id == id) {
+      m->piece[k].id = 0;
+      if (--m->live > 0) return 0;
+      unmap_at(pb, i);
+      return 1;
+    }
   return 0;
 }
 
 /* What the records of this exchange say their ranks freed: every rank
  * forgets every allocation it has seen of such a rank (the next call on
- * any of them exchanges in full: a mapping unmapped below may have held
- * some that live on), every rank alike, for all see the same records; and
- * each unmaps its mappings of the freed ones, so that the memory goes back
- * to its GPU. */
+ * any of them exchanges in full, and maps again what it must), every rank
+ * alike, for all see the same records; and each unmaps its mappings of the
+ * freed ones (drop_from), so that the memory goes back to its GPU. */
 static void drop_freed(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   for (int r = 0; r < me->nranks; r++) {
     const pb_rec *x = &pb->recs[r];
@@ -451,7 +466,7 @@ static void drop_freed(rt_peerbufs *pb, const rt_peerbuf_self *me) {
     pb->nseen = kept;
     for (int g = 0; g < x->ngone && r != me->rank; g++)
       for (int i = pb->n - 1; i >= 0; i--)
-        if (pb->maps[i].peer == r && map_holds_id(&pb->maps[i], x->gone[g])) unmap_at(pb, i), closed++;
+        if (pb->maps[i].peer == r) closed += drop_from(pb, i, x->gone[g]);
     LOG_TRACE(RT_SUB_RUNTIME, "rank %d: rank %d freed %d allocations its peers had mapped (%d mappings closed here)",
               me->rank, r, x->ngone, closed);
   }
