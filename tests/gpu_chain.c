@@ -14,7 +14,10 @@
  * events, as PyTorch's process group runs its collectives: the direct
  * kernels then depend on the kernels before them through programmatic
  * edges the runtime makes (docs/RUNTIME.md), and still read only what
- * those kernels finished writing.
+ * those kernels finished writing.  With a process per GPU, last, a graph
+ * on the second of two cuMem allocations that the peers map side by side
+ * must replay right after the first is freed, and the range must be
+ * unmapped once both are (freed_piece).
  * Usage: gpu_chain --ranks N --dir DIR [--procs] (DIR/default, else DIR: the
  * default set). */
 #include <cuda.h>
@@ -27,6 +30,7 @@
 #include "gpu_ranks.h"
 #include "rt_comm.h"
 #include "rt_cudart.h"
+#include "rt_peerbuf.h"
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
@@ -235,6 +239,108 @@ static void chain_side(chain_bufs *B, int64_t n, float *h, int procs) {
   }
 }
 
+/* One in-place AllReduce per rank of this process (an issue for
+ * gpu_graphs_capture): at p[0][r], p[1] floats. */
+static baton_result ar_issue(void *arg) {
+  float *const *at = ((float *const *const *)arg)[0];
+  const int64_t n = *((const int64_t *const *)arg)[1];
+  baton_result e = baton_group_start();
+  for (int r = rank_lo; r < rank_hi && !e; r++)
+    e = baton_allreduce(at[r], at[r], (size_t)n, baton_f32, baton_sum, comms[r], streams[r]);
+  baton_result g = baton_group_end();
+  return e ? e : g;
+}
+
+/* The ranks' in-place AllReduce of n floats at at[] captured (G), or
+ * replayed on fresh inputs and checked; 0 wrong elements, -1 when
+ * something failed. */
+static int64_t ar_graph(gpu_graphs *G, float **at, int64_t n, float *h, int capture) {
+  const void *arg[2] = {at, &n};
+  if (capture) return gpu_graphs_capture(G, ar_issue, arg) ? -1 : 0;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    for (int64_t i = 0; i < n; i++) h[i] = val(r, i);
+    cudaSetDevice(dev_of(r));
+    if (cudaMemcpy(at[r], h, (size_t)n * 4, cudaMemcpyHostToDevice)) return -1;
+  }
+  if (gpu_graphs_replay(G)) return -1;
+  int64_t wrong = 0;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    cudaSetDevice(dev_of(r));
+    if (cudaMemcpy(h, at[r], (size_t)n * 4, cudaMemcpyDeviceToHost)) return -1;
+    for (int64_t i = 0; i < n; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += val(q, i);
+      wrong += h[i] != want;
+    }
+  }
+  return wrong;
+}
+
+/* A process per GPU: a buffer across two cuMem allocations side by side
+ * (A) captured, then one inside the second alone (B) captured, its peers
+ * reaching it through their mapping of both; the first allocation freed,
+ * and an exchange after (a capture on new memory) learns it.  B's graph
+ * must still replay right (the peers keep the range while a piece of it
+ * lives), and once the second allocation is freed too, the next exchange
+ * must unmap the range (fewer peers' allocations mapped). */
+static void freed_piece(int64_t n, float *h) {
+  const int r = rank_lo;
+  size_t size = 0, piece = 0;
+  CUmemGenericAllocationHandle hd[2];
+  range_fn unmap = (range_fn)rt_cuda_driver_fn("cuMemUnmap", 10020);
+  range_fn addr_free = (range_fn)rt_cuda_driver_fn("cuMemAddressFree", 10020);
+  release_fn release = (release_fn)rt_cuda_driver_fn("cuMemRelease", 10020);
+  cudaSetDevice(dev_of(r));
+  char *x = vmm_alloc(dev_of(r), 2 * (size_t)n * 4, 2, &size, hd);
+  float *y = NULL, *z = NULL;
+  gpu_graphs GA = {0}, GB = {0}, GY = {0}, GZ = {0};
+  float *at[64];
+  int64_t wa = -1, wb = -1, wb2 = -1;
+  int then = 0, mid = 0, now = 0, good = x && unmap && addr_free && release;
+  piece = size / 2;
+  if (good) {   /* A: n floats across the two allocations' border */
+    at[r] = (float *)(x + piece - ((size_t)n * 2 & ~(size_t)15));
+    good = !ar_graph(&GA, at, n, h, 1) && (wa = ar_graph(&GA, at, n, h, 0)) == 0;
+  }
+  if (good) {   /* B: n floats in the second alone */
+    at[r] = (float *)(x + piece);
+    good = !ar_graph(&GB, at, n, h, 1) && (wb = ar_graph(&GB, at, n, h, 0)) == 0;
+  }
+  gpu_graphs_free(&GA);
+  then = rt_peerbuf_count(comms[r]->pbufs);
+  if (good) {   /* the first allocation freed; the next exchange learns it */
+    unmap((CUdeviceptr)(uintptr_t)x, piece);
+    release(hd[0]);
+    good = cudaMalloc((void **)&y, (size_t)n * 4) == cudaSuccess;
+    at[r] = y;
+    good = good && !ar_graph(&GY, at, n, h, 1);
+    mid = rt_peerbuf_count(comms[r]->pbufs);
+    at[r] = (float *)(x + piece);
+    good = good && (wb2 = ar_graph(&GB, at, n, h, 0)) == 0;
+  }
+  ok(good && wa == 0 && wb == 0 && wb2 == 0, "rank %d: a graph on the second of two cuMem allocations a peer maps "
+     "side by side replays right after the first is freed (%lld, %lld, %lld wrong; %d, %d peers' allocations mapped)",
+     r, (long long)wa, (long long)wb, (long long)wb2, then, mid);
+  gpu_graphs_free(&GB);
+  if (good) {   /* the second freed too: the next exchange unmaps the range */
+    unmap((CUdeviceptr)(uintptr_t)x + piece, piece);
+    addr_free((CUdeviceptr)(uintptr_t)x, size);
+    release(hd[1]);
+    x = NULL;
+    good = cudaMalloc((void **)&z, (size_t)n * 4) == cudaSuccess;
+    at[r] = z;
+    good = good && !ar_graph(&GZ, at, n, h, 1);
+    now = rt_peerbuf_count(comms[r]->pbufs);
+  }
+  ok(good && now < mid + (nranks - 1), "rank %d: both freed: the peers' range unmapped at the next exchange (%d "
+     "peers' allocations mapped before it, %d after, which mapped %d new)", r, mid, now, nranks - 1);
+  gpu_graphs_free(&GY);
+  gpu_graphs_free(&GZ);
+  if (x) vmm_free(x, size, 2, hd);
+  cudaFree(y);
+  cudaFree(z);
+}
+
 static void chain_checks(const gpu_ranks_opts *o) {
   static const int64_t sizes[] = {2, 4096 + 3, 65536, 262144 + 5, 2097152 + 3, 2097152 + 3, 2097152 + 3};
   static const int pieces[] = {0, 0, 0, 0, 0, 1, CHAIN_PIECES};   /* cuMem allocations a buffer spans (0: cudaMalloc) */
@@ -306,6 +412,13 @@ static void chain_checks(const gpu_ranks_opts *o) {
       cudaFree(B.b[r]);
       cudaFree(B.c[r]);
     }
+    free(h);
+  }
+  if (o->procs) {
+    const int64_t n = 2097152 + 3;   /* a size the chains ran: the captures need nothing reserved first */
+    float *h = malloc((size_t)n * 4);
+    if (h) freed_piece(n, h);
+    else ok(0, "rank %d: host memory", rank_lo);
     free(h);
   }
 }
