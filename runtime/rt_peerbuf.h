@@ -34,7 +34,8 @@ typedef struct rt_peerbuf_self {
  * first use) and kept until an exchange learns that its owner freed it
  * (each rank looks at a few of its own allocations its peers map every
  * exchange, at all of them where the call brings a new one): every rank
- * then unmaps it.  BT_ERR_UNSUPPORTED on every rank alike, logged at
+ * then unmaps it (cuMem allocations mapped side by side: once all of the
+ * range is freed).  BT_ERR_UNSUPPORTED on every rank alike, logged at
  * INFO, when some rank's buffer cannot be exported (neither cudaMalloc's
  * nor in cuMem allocations made with file descriptors among their handle
  * types -- up to 32 mapped side by side, as PyTorch's expandable segments

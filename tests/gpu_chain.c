@@ -239,14 +239,16 @@ static void chain_side(chain_bufs *B, int64_t n, float *h, int procs) {
   }
 }
 
+/* The ranks' in-place AllReduce of n floats at at[rank]. */
+typedef struct ar_call { float **at; int64_t n; } ar_call;
+
 /* One in-place AllReduce per rank of this process (an issue for
- * gpu_graphs_capture): at p[0][r], p[1] floats. */
+ * gpu_graphs_capture; arg: an ar_call). */
 static baton_result ar_issue(void *arg) {
-  float *const *at = ((float *const *const *)arg)[0];
-  const int64_t n = *((const int64_t *const *)arg)[1];
+  const ar_call *a = arg;
   baton_result e = baton_group_start();
   for (int r = rank_lo; r < rank_hi && !e; r++)
-    e = baton_allreduce(at[r], at[r], (size_t)n, baton_f32, baton_sum, comms[r], streams[r]);
+    e = baton_allreduce(a->at[r], a->at[r], (size_t)a->n, baton_f32, baton_sum, comms[r], streams[r]);
   baton_result g = baton_group_end();
   return e ? e : g;
 }
@@ -255,8 +257,8 @@ static baton_result ar_issue(void *arg) {
  * replayed on fresh inputs and checked; 0 wrong elements, -1 when
  * something failed. */
 static int64_t ar_graph(gpu_graphs *G, float **at, int64_t n, float *h, int capture) {
-  const void *arg[2] = {at, &n};
-  if (capture) return gpu_graphs_capture(G, ar_issue, arg) ? -1 : 0;
+  ar_call a = {at, n};
+  if (capture) return gpu_graphs_capture(G, ar_issue, &a) ? -1 : 0;
   for (int r = rank_lo; r < rank_hi; r++) {
     for (int64_t i = 0; i < n; i++) h[i] = val(r, i);
     cudaSetDevice(dev_of(r));
