@@ -1,5 +1,6 @@
 /* test_bench_moe.c -- `baton bench --fused gemm_alltoall` without a GPU:
- * the operator dispatch of all three fused operators, every option and
+ * the operator dispatch of all three fused operators and which take -P
+ * (a process per rank), every option and
  * error message, the defaults and --grid, the derived columns of known
  * rows, the text, CSV and JSON outputs; then, given the baton program,
  * its --help and refusals end to end.
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_fused.h"
 #include "bench_moe.h"
 #include "bench_test.h"
 #include "tap.h"
@@ -32,6 +34,36 @@ static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
   for (int i = 0; i < n; i++)
     if (got[i] != want[i]) return 0;
   return 1;
+}
+
+/* -P: gemv_allreduce runs with a process per rank (it needs -g N and no
+ * --share); the others refuse it by name. */
+static void test_procs(void) {
+  char err[400];
+  bench_fused_opts f;
+  bench_moe_opts m;
+  char *argv[64];
+  bench_test_io io;
+  const char *lines[] = {"--fused gemv_allreduce -g 2 --procs -G 5", "--fused gemv_allreduce -P",
+                         "--fused gemv_allreduce -g 4 --share 2 -P"};
+  int rc[3];
+  for (int i = 0; i < 3; i++) {
+    int argc = bench_test_split(lines[i], argv);
+    bench_test_open(&io, err, sizeof err, NULL, 0);
+    rc[i] = bench_fused_parse(&f, argc, argv, io.out, io.err);
+    bench_test_close(&io, 1);
+    if (i == 0) ok(rc[0] == 0 && f.c.procs == 1 && f.c.ngpus == 2 && f.c.graph == 5, "-P / --procs: a process per rank");
+  }
+  ok(rc[1] == 2 && rc[2] == 2 && strstr(err, "-P needs -g N") && strstr(err, "no --share"),
+     "gemv_allreduce: -P without -g N, or with --share, is refused");
+  bench_fused_table t = {.dtype = IP_BF16, .info = {.nranks = 2, .procs = 1, .iters = 20, .warmup = 5, .rounds = 3}};
+  char text[1000];
+  FILE *hf = fmemopen(text, sizeof text, "w");
+  bench_fused_print_header(hf, &t);
+  fclose(hf);
+  ok_contains(text, "2 ranks on one GPU and process each", "gemv_allreduce -P: the table says a process ran each rank");
+  ok(mparse(&m, "--fused gemm_alltoall -g 2 -P", err, sizeof err, NULL, 0) == 2 &&
+     strstr(err, "-P is not available for --fused gemm_alltoall"), "-P is refused where the mode runs in one process");
 }
 
 static void test_operator(void) {
@@ -392,6 +424,7 @@ static void test_cli(const char *baton) {
 
 int main(int argc, char **argv) {
   test_operator();
+  test_procs();
   test_options();
   test_derived();
   test_output();

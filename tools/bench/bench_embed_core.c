@@ -121,7 +121,7 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
   o->nbag = 1;
   o->nskew = 1;
   static const bench_mode_parse mode = {"embedding_alltoall", embed_help, "--fused embedding_alltoall", embed_flag,
-                                        embed_value};
+                                        embed_value, 0};
   int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
   if (rc) return rc;
   if (o->weighted && o->mean) {

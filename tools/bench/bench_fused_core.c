@@ -20,7 +20,9 @@ static const char fused_help[] =
   "options:\n"
   "  -g, --ngpus N         ranks, one GPU each (default: every GPU)\n"
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
-  "                        one rank per GPU, so the baseline is cuBLAS alone\n"
+  "                        one rank per GPU, so the baseline is cuBLAS alone\n"  "  -P, --procs           one forked process per rank (needs -g N), as torchrun runs\n"
+  "                        them; each part is timed on every rank from a common start\n"
+  "                        and the slowest rank's time is shown\n"
   "  -d, --datatype T      bf16 (default), f16, f32\n"
   "  --rows LIST           M: rows of W and elements of y, comma-separated, K/M/G\n"
   "                        suffixes (default 8192,16384,32768,65536)\n"
@@ -65,7 +67,7 @@ int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FIL
   memcpy(o->K, Ks, sizeof Ks);
   o->nM = 4;
   o->nK = 3;
-  static const bench_mode_parse mode = {"gemv_allreduce", fused_help, "--fused", NULL, fused_value};
+  static const bench_mode_parse mode = {"gemv_allreduce", fused_help, "--fused", NULL, fused_value, 1};
   int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
   if (rc) return rc;
   return bench_check_outputs(&o->c, err);
@@ -90,7 +92,8 @@ double bench_fused_tbps(const bench_fused_row *r, ip_dtype t, double us) {
 void bench_fused_print_header(FILE *f, const bench_fused_table *t) {
   fprintf(f, "# baton bench --fused gemv_allreduce: %d rank%s on %s, %s, %d iterations after %d warmup%s, median of "
           "%d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s",
-          t->info.share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], t->info.iters, t->info.warmup,
+          t->info.share ? "shared GPUs" : t->info.procs ? "one GPU and process each" : "one GPU each",
+          ip_dtype_name[t->dtype], t->info.iters, t->info.warmup,
           t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
   if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
   fprintf(f, "# gemv: %s\n", t->info.cublas[0] ? t->info.cublas : "NOT USED");

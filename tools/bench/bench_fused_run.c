@@ -1,14 +1,18 @@
 /* bench_fused_run.c -- the GPU part of `baton bench --fused gemv_allreduce`:
  * cuBLAS's GEMV, NCCL's AllReduce, both in a row (the baseline) and
  * baton_gemv_allreduce, on the same inputs and streams, checked and timed
- * alike, interleaved per shape.  One process drives every rank. */
+ * alike, interleaved per shape.  One process drives every rank, or (-P)
+ * every rank has a forked process of its own (bench_fork.h), the ranks
+ * in step at each part's timing. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "baton.h"
 #include "bench_cublas.h"
+#include "bench_fork.h"
 #include "bench_fused.h"
 #include "bench_nccl.h"
 #include "bench_parts.h"
@@ -26,20 +30,31 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMV", "NCCL AllReduce", "b
 
 typedef struct fctx {
   const bench_fused_opts *o;
-  bench_ranks k;                 /* the ranks (no one-rank communicators: pc unused) */
+  bench_ranks k;                 /* this process's ranks (no one-rank communicators: pc unused) */
+  int world, lo;                 /* all ranks; k's first (-P: k holds rank lo alone) */
+  bench_fork *fork;              /* -P: the link to the parent; NULL in one process */
   bench_cublas *cb;
   void *ch[MAXR];
   /* this shape */
   int64_t M, K;
   int nbuf;
   char *W[MAXR][MAXBUF], *x[MAXR], *yb[MAXR], *yt[MAXR];
-  void *pattern, *hx[MAXR], *hy;
+  void *pattern, *hx[MAXR], *hy;   /* hx: every rank's x (the check sums them all) */
 } fctx;
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static double frand(void) {
-  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-  return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+_Static_assert(sizeof(bench_fused_row) <= BENCH_FORK_MSG_MAX, "a row fits one message");
+_Static_assert(sizeof(bench_run_info) <= BENCH_FORK_MSG_MAX, "the run's description fits one message");
+
+/* A value in [-1, 1) from xorshift state *s (nonzero). */
+static double frand(uint64_t *s) {
+  *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+  return (double)(*s >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* The generator's start for rank r's x at shape (M, K): the same in every
+ * process, so that each can check the sum over all ranks. */
+static uint64_t x_seed(int r, int64_t M, int64_t K) {
+  return 0x2545F4914F6CDD1Dull ^ (uint64_t)(r + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)M << 24 ^ (uint64_t)K;
 }
 
 static void free_shape(fctx *x) {
@@ -49,8 +64,10 @@ static void free_shape(fctx *x) {
     if (x->x[r]) cudaFree(x->x[r]);
     if (x->yb[r]) cudaFree(x->yb[r]);
     if (x->yt[r]) cudaFree(x->yt[r]);
-    free(x->hx[r]);
-    x->hx[r] = NULL;
+  }
+  for (int q = 0; q < x->world; q++) {
+    free(x->hx[q]);
+    x->hx[q] = NULL;
   }
   memset(x->W, 0, sizeof x->W);
   memset(x->x, 0, sizeof x->x);
@@ -63,9 +80,10 @@ static void free_shape(fctx *x) {
 /* Element e of rank r's W: the pattern, shifted per rank. */
 static int64_t w_index(int r, int64_t e) { return (e + (int64_t)r * 7919) % PATTERN; }
 
-/* Buffers of shape (M, K): W tiled from the pattern, nbuf copies per rank
- * (enough to pass 4x the L2 where memory allows), x random, y's.  0, or -1
- * with err. */
+/* Buffers of shape (M, K): W tiled from the pattern, nbuf copies per local
+ * rank (enough to pass 4x the L2 where memory allows), every rank's x on
+ * the host (random), the local ranks' on their GPUs, y's.  0, or -1 with
+ * err. */
 static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
   int es = ip_dtype_size[x->o->dtype];
   size_t wbytes = (size_t)M * K * es, chunk = (size_t)PATTERN * es;
@@ -87,19 +105,23 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
     snprintf(err, len, "W of %zu bytes does not fit the GPU's %zu free bytes (x %d ranks)", wbytes, freeb, per_gpu);
     return -1;
   }
+  for (int q = 0; q < x->world; q++) {
+    if (!(x->hx[q] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
+    uint64_t s = x_seed(q, M, K);
+    for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[q], (size_t)k, frand(&s));
+  }
   for (int r = 0; r < x->k.nranks; r++) {
     cudaSetDevice(x->k.devs[r]);
-    if (!(x->hx[r] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
-    for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[r], (size_t)k, frand());
     if (!bench_cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->yb[r], (size_t)M * es + 16), "y", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->yt[r], (size_t)M * es + 16), "y", err, len) ||
-        !bench_cuda_ok(cudaMemcpy(x->x[r], x->hx[r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err, len))
+        !bench_cuda_ok(cudaMemcpy(x->x[r], x->hx[x->lo + r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err,
+                       len))
       return -1;
     for (int b = 0; b < x->nbuf; b++)
       if (!bench_cuda_ok(cudaMalloc((void **)&x->W[r][b], wbytes + 16), "W", err, len)) return -1;
-    /* W = the pattern from index r * 7919 on, repeated */
-    size_t off = (size_t)w_index(r, 0) * es, done = 0;
+    /* W = the pattern from index rank * 7919 on, repeated */
+    size_t off = (size_t)w_index(x->lo + r, 0) * es, done = 0;
     while (done < wbytes) {
       size_t from = done == 0 ? off : 0, n = chunk - from;
       if (n > wbytes - done) n = wbytes - done;
@@ -132,7 +154,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
   if ((what == WHAT_AR || what == WHAT_BASE) && x->k.nccl) {
     void *send[MAXR], *recv[MAXR];
     for (int r = 0; r < x->k.nranks; r++) send[r] = recv[r] = x->yb[r];
-    if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->k.nranks, send, recv, (size_t)x->M,
+    if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->world, send, recv, (size_t)x->M,
                           x->o->dtype, IP_OP_SUM, 0, x->k.st, err, len))
       return -1;
   }
@@ -142,7 +164,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       baton_result e = baton_gemv_allreduce(x->k.bc[r], x->W[r][b], x->x[r], x->yt[r], (size_t)x->M, (size_t)x->K,
                                             (baton_dtype)x->o->dtype, x->k.st[r]);
       if (e) {
-        snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", r, baton_result_string(e));
+        snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", x->lo + r, baton_result_string(e));
         baton_group_end();
         return -1;
       }
@@ -179,9 +201,9 @@ static int64_t sample_row(int64_t M, int i) {
   return (int64_t)((uint64_t)(i * 2654435761u) % (uint64_t)M);
 }
 
-/* Wrong elements of y (every rank's, sampled rows) against the exact sum
- * over the ranks, or with `own` (a baseline without AllReduce) each
- * rank's own product. */
+/* Wrong elements of y (every local rank's, sampled rows) against the
+ * exact sum over all ranks, or with `own` (a baseline without AllReduce)
+ * each rank's own product. */
 static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, size_t len) {
   int es = ip_dtype_size[x->o->dtype];
   int64_t bad = 0;
@@ -190,7 +212,8 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
     int64_t row = sample_row(x->M, i);
     for (int r = 0; r < x->k.nranks; r++) {
       double want = 0, mag = 0;
-      for (int q = own ? r : 0; q < (own ? r + 1 : x->k.nranks); q++)
+      int me = x->lo + r;
+      for (int q = own ? me : 0; q < (own ? me + 1 : x->world); q++)
         for (int64_t k = 0; k < x->K; k++) {
           double t = ip_get(x->o->dtype, x->pattern, (size_t)w_index(q, row * x->K + k)) *
                      ip_get(x->o->dtype, x->hx[q], (size_t)k);
@@ -202,15 +225,24 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
         return -1;
       double got = ip_get(x->o->dtype, x->hy, 0);
       (*checked)++;
-      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->k.nranks, x->K, mag))) {
+      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->world, x->K, mag))) {
         if (!bad) fprintf(stderr, "# M=%lld K=%lld rank %d y[%lld] = %g, expected %g\n", (long long)x->M,
-                          (long long)x->K, r, (long long)row, got, want);
+                          (long long)x->K, me, (long long)row, got, want);
         bad++;
       }
     }
   }
   return bad;
 }
+
+/* The parts dead on any rank (bench_parts_ops.sync): with a process per
+ * rank, after every rank got here; else dead itself. */
+static unsigned sync_dead(void *ctx, unsigned dead) {
+  const fctx *x = ctx;
+  return x->fork ? (unsigned)bench_fork_barrier(x->fork, (int)dead) : dead;
+}
+
+enum { SHAPE_FAILED = 1u << NWHAT };   /* sync_dead's bit: some rank could not set the shape up */
 
 static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   memset(row, 0, sizeof *row);
@@ -220,8 +252,10 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   row->wrong_base = row->wrong_baton = -1;
   char err[240] = "";
   unsigned dead = x->k.nccl ? 0 : 1 << WHAT_AR;   /* bit per WHAT: failed, not run again for this shape */
-  if (alloc_shape(x, M, K, err, sizeof err)) {
-    snprintf(row->error, sizeof row->error, "%s", err);
+  int failed = alloc_shape(x, M, K, err, sizeof err);
+  if (failed) snprintf(row->error, sizeof row->error, "%s", err);
+  if (sync_dead(x, failed ? SHAPE_FAILED : 0) & SHAPE_FAILED) {
+    if (!failed) snprintf(row->error, sizeof row->error, "failed on another rank");
     free_shape(x);
     return;
   }
@@ -238,7 +272,7 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
     row->checked = chk;
   }
   bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
-  static const bench_parts_ops ops = {launch, wait_all, part_streams};
+  static const bench_parts_ops ops = {launch, wait_all, part_streams, sync_dead};
   double us[NWHAT];
   dead = bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->gemv_us = us[WHAT_GEMV];
@@ -249,7 +283,161 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   free_shape(x);
 }
 
+/* x's pattern (PATTERN random elements, the same in every process).  0,
+ * or -1 when out of memory. */
+static int make_pattern(fctx *x) {
+  if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[x->o->dtype]))) return -1;
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (int i = 0; i < PATTERN; i++) ip_set(x->o->dtype, x->pattern, (size_t)i, frand(&s));
+  return 0;
+}
+
+/* ---- -P: a process per rank ---- */
+
+typedef struct procs_run {
+  const bench_fused_opts *o;
+  bench_fused_table *t;
+  bench_nccl *nccl;          /* loaded in the parent (no CUDA), used by the children */
+  baton_unique_id bid;
+  int got;                   /* results folded so far: the run's description, then the shapes */
+} procs_run;
+
+/* Rank r's process: its GPU, stream, cuBLAS, NCCL and baton communicators;
+ * its description, then each shape's row, to the parent. */
+static void procs_child(void *arg, bench_fork *f, int r) {
+  const procs_run *p = arg;
+  const bench_fused_opts *o = p->o;
+  static fctx fx;
+  fctx *x = &fx;
+  x->o = o;
+  x->fork = f;
+  x->world = o->c.ngpus;
+  x->lo = r;
+  int ngpu = 0;
+  char why[300], id[128];
+  if (bench_gpus(&ngpu)) _exit(2);   /* said why */
+  if (ngpu <= r) bench_fork_fail(f, "this machine has fewer GPUs than -g asks for");
+  x->k.nranks = x->k.ngpus = 1;
+  x->k.devs[0] = r;
+  cudaSetDevice(r);
+  if (!(x->cb = bench_cublas_open(why, sizeof why))) {
+    char text[340];
+    snprintf(text, sizeof text, "the baseline needs cuBLAS: %s", why);
+    bench_fork_fail(f, text);
+  }
+  if (bench_ranks_stream(&x->k, 0)) bench_fork_fail(f, "cannot create its stream");
+  if (!(x->ch[0] = bench_cublas_handle(x->cb, why, sizeof why))) bench_fork_fail(f, why);
+  x->k.nccl = p->nccl;
+  int have_id = bench_fork_nccl_id(f, x->k.nccl, id);
+  baton_result be = baton_comm_init_rank(&x->k.bc[0], x->world, p->bid, r);
+  if (be) {
+    snprintf(why, sizeof why, "baton_comm_init_rank: %s", baton_result_string(be));
+    bench_fork_fail(f, why);
+  }
+  int no_nccl = !have_id || bench_nccl_init_rank(x->k.nccl, &x->k.nc[0], x->world, id, r, why, sizeof why);
+  if (no_nccl && have_id) fprintf(stderr, "# rank %d: %s\n", r, why);
+  if (bench_fork_barrier(f, no_nccl)) {   /* NCCL runs only where every rank has it */
+    if (x->k.nc[0]) bench_nccl_abort(x->k.nccl, x->k.nc[0]);
+    x->k.nc[0] = NULL;
+    x->k.nccl = NULL;
+  }
+  bench_run_info info = {.nranks = x->world, .procs = 1, .iters = o->c.iters, .warmup = o->c.warmup, .graph = o->c.graph,
+                         .rounds = o->c.rounds};
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, r) == cudaSuccess) snprintf(info.device, sizeof info.device, "%.120s", prop.name);
+  snprintf(info.cublas, sizeof info.cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
+  if (x->k.nccl) snprintf(info.nccl, sizeof info.nccl, "%.190s", bench_nccl_describe(x->k.nccl));
+  bench_fork_result(f, &info, sizeof info);
+  if (make_pattern(x)) bench_fork_fail(f, "out of host memory for the pattern");
+  for (int i = 0; i < o->nM; i++)
+    for (int j = 0; j < o->nK; j++) {
+      bench_fused_row row;
+      run_shape(x, o->M[i], o->K[j], &row);
+      bench_fork_result(f, &row, sizeof row);
+    }
+  x->k.nccl = p->nccl;   /* bench_ranks_shut closes it in this process alone */
+  bench_ranks_shut(&x->k, x->cb, x->ch);
+  free(x->pattern);
+  fflush(stderr);
+  _exit(0);
+}
+
+static void procs_id(void *arg, int have, const char *why) {
+  const procs_run *p = arg;
+  if (!have && p->nccl) fprintf(stderr, "# NCCL not used: %s\n", why);
+}
+
+/* Folds rank r's row into all: the slowest rank's time per part, the
+ * sums of wrong and checked elements, the first error. */
+static void fold_row(bench_fused_row *all, const bench_fused_row *one, int r) {
+  if (r == 0) {
+    *all = *one;
+    if (one->error[0]) snprintf(all->error, sizeof all->error, "rank 0: %.200s", one->error);
+    return;
+  }
+  double *a[] = {&all->gemv_us, &all->ar_us, &all->base_us, &all->baton_us};
+  const double b[] = {one->gemv_us, one->ar_us, one->base_us, one->baton_us};
+  for (int i = 0; i < 4; i++)
+    if (*a[i] >= 0 && (b[i] < 0 || b[i] > *a[i])) *a[i] = b[i];
+  int64_t *wa[] = {&all->wrong_base, &all->wrong_baton};
+  const int64_t wb[] = {one->wrong_base, one->wrong_baton};
+  for (int i = 0; i < 2; i++)
+    if (wb[i] >= 0) *wa[i] = *wa[i] < 0 ? wb[i] : *wa[i] + wb[i];
+  all->checked += one->checked;
+  if (!all->error[0] && one->error[0]) snprintf(all->error, sizeof all->error, "rank %d: %.200s", r, one->error);
+}
+
+/* A result from every rank: first their descriptions (rank 0's is the
+ * table's; the header printed), then a row per shape (folded, printed). */
+static int procs_result(void *arg, char *const *msg, const int *len, int n) {
+  procs_run *p = arg;
+  bench_fused_table *t = p->t;
+  int info = p->got++ == 0;
+  for (int r = 0; r < n; r++)
+    if (len[r] != (int)(info ? sizeof(bench_run_info) : sizeof(bench_fused_row))) return -1;
+  if (info) {
+    memcpy(&t->info, msg[0], sizeof t->info);
+    bench_fused_print_header(stdout, t);
+    return 0;
+  }
+  bench_fused_row *row = &t->rows[t->nrows], one;
+  for (int r = 0; r < n; r++) {
+    memcpy(&one, msg[r], sizeof one);
+    fold_row(row, &one, r);
+  }
+  bench_fused_print_row(stdout, t, row);
+  t->nrows++;
+  return 0;
+}
+
+/* bench_fused_run with -P: a forked process per rank (bench_fork_run). */
+static int run_procs(const bench_fused_opts *o, bench_fused_table *t) {
+  static procs_run p;
+  memset(&p, 0, sizeof p);
+  p.o = o;
+  p.t = t;
+  t->dtype = o->dtype;
+  if (o->c.ngpus > MAXR) {
+    fprintf(stderr, "baton bench: -P runs at most %d ranks of a fused operator\n", MAXR);
+    return 2;
+  }
+  if (!(t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows))) return 2;
+  char why[300];
+  if (!o->c.no_nccl && !(p.nccl = bench_nccl_open(why, sizeof why))) fprintf(stderr, "# NCCL not used: %s\n", why);
+  baton_result be = baton_get_unique_id(&p.bid);
+  if (be) {
+    fprintf(stderr, "baton bench: baton_get_unique_id failed: %s\n", baton_result_string(be));
+    if (p.nccl) bench_nccl_close(p.nccl);
+    return 2;
+  }
+  bench_fork_ops ops = {procs_child, procs_id, NULL, procs_result, 1 + o->nM * o->nK};
+  int rc = bench_fork_run(o->c.ngpus, &ops, &p);
+  if (p.nccl) bench_nccl_close(p.nccl);
+  return rc;
+}
+
 int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
+  if (o->c.procs) return run_procs(o, t);
   memset(t, 0, sizeof *t);
   fctx *x = calloc(1, sizeof *x);
   if (!x) return 2;
@@ -258,12 +446,12 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     free(x);
     return 2;
   }
+  x->world = x->k.nranks;
   t->dtype = o->dtype;
   int rc = 2;
   if (bench_ranks_open(&x->k, &o->c, &t->info, &x->cb, x->ch, NULL)) goto out;
   snprintf(t->info.cublas, sizeof t->info.cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
-  if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[o->dtype]))) goto out;
-  for (int i = 0; i < PATTERN; i++) ip_set(o->dtype, x->pattern, (size_t)i, frand());
+  if (make_pattern(x)) goto out;
   t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows);
   if (!t->rows) goto out;
   bench_fused_print_header(stdout, t);

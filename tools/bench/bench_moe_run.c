@@ -483,7 +483,7 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
       check(x, ran[first[0]], ran[first[1]], ran[WHAT_BATON], row, err, sizeof err))
     snprintf(row->error, sizeof row->error, "%s", err);
   bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
-  static const bench_parts_ops ops = {launch, wait_all, part_streams};
+  static const bench_parts_ops ops = {launch, wait_all, part_streams, NULL};
   double us[NWHAT];
   bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->gemm_us = us[WHAT_GEMM];

@@ -91,6 +91,7 @@ void bench_parts_measure(bench_parts *p, double *us, char *error, size_t len) {
   char err[240] = "";
   cudaGraphExec_t ge[BENCH_PARTS_MAX][BENCH_PARTS_MAXS];
   memset(ge, 0, sizeof ge);
+  if (p->ops->sync) p->dead = p->ops->sync(p->ctx, p->dead);
   if (p->graph)
     for (int what = 0; what < nparts; what++)
       if (!(p->dead & 1u << what) && capture(p, what, ge[what], err, sizeof err)) {
@@ -100,6 +101,7 @@ void bench_parts_measure(bench_parts *p, double *us, char *error, size_t len) {
   double t[BENCH_PARTS_MAX][BENCH_PARTS_MAX_ROUNDS];
   for (int k = 0; k < rounds; k++)
     for (int what = 0; what < nparts; what++) {
+      if (p->ops->sync) p->dead = p->ops->sync(p->ctx, p->dead);
       if (p->dead & 1u << what) continue;
       t[what][k] = bench_parts_time_one(p, what, ge[what], err, sizeof err);
       if (t[what][k] < 0) {

@@ -30,11 +30,16 @@
  *  - streams fills st[] and devs[] (the device each stream belongs to,
  *    at most BENCH_PARTS_MAXS) with the streams part `what` launches on,
  *    and returns their number: these are captured and get the graph
- *    launches. */
+ *    launches.
+ *  - sync (NULL in one process) waits until every rank's process calls
+ *    it and returns the OR of their `dead` bits: the ranks capture and
+ *    time each part from a common start and drop a part that failed on
+ *    any of them. */
 typedef struct bench_parts_ops {
   int (*launch)(void *ctx, int what, int it, char *err, size_t len);
   int (*wait)(void *ctx, char *err, size_t len);
   int (*streams)(void *ctx, int what, cudaStream_t *st, int *devs);
+  unsigned (*sync)(void *ctx, unsigned dead);
 } bench_parts_ops;
 
 /* One shape's measurement.  dead: a bit per part that failed or cannot
@@ -50,7 +55,9 @@ typedef struct bench_parts {
   unsigned dead;
 } bench_parts;
 
-/* Measures every part not dead: with graph > 0, first captures `iters`
+/* Measures every part not dead (with ops->sync, dead on any rank, asked
+ * before the captures and before each part is timed): with graph > 0,
+ * first captures `iters`
  * calls of each part on each of its streams into a graph per stream
  * (every capture of a part ended before any of its graphs is
  * instantiated); then `rounds` rounds, each timing every part in turn

@@ -39,7 +39,7 @@ typedef struct bench_ctx {
   /* One process per GPU: exchanges flags with every rank and returns
    * their OR; NULL in one process. */
   int (*barrier)(struct bench_ctx *x, int flags);
-  int up, down;                     /* pipes to and from the parent */
+  struct bench_fork *fork;          /* -P: the link to the parent (bench_fork.h) */
 } bench_ctx;
 
 /* Allocates streams, device buffers for the largest of sizes and the

@@ -146,6 +146,14 @@ int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, 
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(m->help, out); return 1; }
     if (!strcmp(a, "--no-nccl")) { c->no_nccl = 1; continue; }
+    if (!strcmp(a, "-P") || !strcmp(a, "--procs")) {
+      if (!m->procs) {
+        fprintf(err, "baton bench: -P is not available for --fused %s: it runs in one process\n", m->op);
+        return 2;
+      }
+      c->procs = 1;
+      continue;
+    }
     if (m->flag && m->flag(o, a)) continue;
     if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
     /* every other option takes a value */
@@ -168,6 +176,11 @@ int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, 
   }
   if (c->share && (!c->ngpus || c->share > c->ngpus)) {
     fprintf(err, "baton bench: --share %d needs -g N with N >= %d\n", c->share, c->share);
+    return 2;
+  }
+  if (c->procs && (!c->ngpus || c->share)) {
+    fprintf(err, "baton bench: -P needs -g N (the number of ranks: the parent touches no GPU before it forks) and "
+            "no --share\n");
     return 2;
   }
   return 0;
@@ -196,8 +209,9 @@ void bench_json_str(FILE *f, const char *s) {
 }
 
 void bench_json_info(FILE *f, const bench_run_info *info, const char *compute_key, const char *coll_key) {
-  fprintf(f, ", \"ranks\": %d, \"share\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, \"rounds\": %d, \"device\": ",
-          info->nranks, info->share, info->iters, info->warmup, info->graph, info->rounds);
+  fprintf(f, ", \"ranks\": %d, \"share\": %d, \"procs\": %d, \"iters\": %d, \"warmup\": %d, \"graph\": %d, "
+          "\"rounds\": %d, \"device\": ", info->nranks, info->share, info->procs, info->iters, info->warmup, info->graph,
+          info->rounds);
   bench_json_str(f, info->device);
   if (compute_key) {
     fprintf(f, ", \"%s\": ", compute_key);

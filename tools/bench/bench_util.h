@@ -69,6 +69,7 @@ typedef struct bench_common_opts {
   int share;            /* --share G: the ranks on G GPUs (0: one GPU each) */
   int warmup, iters, graph, rounds, check;   /* -w, -n, -G, -R, -c: as for collectives */
   int no_nccl;          /* --no-nccl */
+  int procs;            /* -P: a forked process per rank (modes that take it) */
   const char *csv, *json;   /* --csv FILE, --json FILE (NULL: not asked) */
 } bench_common_opts;
 
@@ -77,12 +78,13 @@ typedef struct bench_common_opts {
  * not: its collective from NCCL, its compute from cuBLAS). */
 typedef struct bench_run_info {
   int nranks, share, iters, warmup, graph, rounds;
+  int procs;            /* -P: a process per rank */
   char nccl[200], cublas[200];
   char device[128];
 } bench_run_info;
 
-/* info's JSON members after an opening brace: "ranks", "share", "iters",
- * "warmup", "graph", "rounds", "device", then the baseline's parts under
+/* info's JSON members after an opening brace: "ranks", "share", "procs",
+ * "iters", "warmup", "graph", "rounds", "device", then the baseline's parts under
  * compute_key (when not NULL) and coll_key; each with a comma before it
  * but the first. */
 void bench_json_info(FILE *f, const bench_run_info *info, const char *compute_key, const char *coll_key);
@@ -100,15 +102,17 @@ typedef struct bench_mode_parse {
    * to nonzero when v is bad, else v noted in o), 0 when not one, -1
    * after its own refusal on err. */
   int (*value)(void *o, const char *name, const char *v, int *bad, FILE *err);
+  int procs;            /* 1: the mode runs with a process per rank (-P) */
 } bench_mode_parse;
 
 /* Parses `baton bench --fused OP [options]` (argv[0] is "bench"): sets
  * c's defaults (-w 5 -n 20 -G 0 -R 3 -c 1; c zeroed by the caller, o's
- * defaults set), then each option: -h/--help, --no-nccl, m's flags,
+ * defaults set), then each option: -h/--help, --no-nccl, -P/--procs (where
+ * m->procs), m's flags,
  * --fused, -g/--ngpus, --share, -w/--warmup_iters, -n/--iters,
  * -G/--cudagraph, -R/--rounds, -c/--check, --csv, --json, else m's
- * values; then refuses an OP other than m->op and a --share without -g N
- * with N >= G.  0; 1 after --help (m->help on out); 2 after "baton bench:
+ * values; then refuses an OP other than m->op, a --share without -g N
+ * with N >= G, and -P without -g N or with --share.  0; 1 after --help (m->help on out); 2 after "baton bench:
  * <what>" on err. */
 int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, int argc, char **argv, FILE *out,
                       FILE *err);
