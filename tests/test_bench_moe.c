@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_embed.h"
 #include "bench_fused.h"
 #include "bench_moe.h"
 #include "bench_test.h"
@@ -36,12 +37,13 @@ static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
   return 1;
 }
 
-/* -P: gemv_allreduce runs with a process per rank (it needs -g N and no
- * --share); the others refuse it by name. */
+/* -P: gemv_allreduce and gemm_alltoall run with a process per rank (it
+ * needs -g N and no --share); embedding_alltoall refuses it by name. */
 static void test_procs(void) {
   char err[400];
   bench_fused_opts f;
   bench_moe_opts m;
+  bench_embed_opts e;
   char *argv[64];
   bench_test_io io;
   const char *lines[] = {"--fused gemv_allreduce -g 2 --procs -G 5", "--fused gemv_allreduce -P",
@@ -62,8 +64,13 @@ static void test_procs(void) {
   bench_fused_print_header(hf, &t);
   fclose(hf);
   ok_contains(text, "2 ranks on one GPU and process each", "gemv_allreduce -P: the table says a process ran each rank");
-  ok(mparse(&m, "--fused gemm_alltoall -g 2 -P", err, sizeof err, NULL, 0) == 2 &&
-     strstr(err, "-P is not available for --fused gemm_alltoall"), "-P is refused where the mode runs in one process");
+  ok(mparse(&m, "--fused gemm_alltoall -g 2 -P --tokens 2048", err, sizeof err, NULL, 0) == 0 && m.c.procs == 1,
+     "gemm_alltoall takes -P");
+  bench_test_open(&io, err, sizeof err, NULL, 0);
+  int argc = bench_test_split("--fused embedding_alltoall -g 2 -P", argv);
+  ok(bench_embed_parse(&e, argc, argv, io.out, io.err) == 2, "embedding_alltoall refuses -P");
+  bench_test_close(&io, 1);
+  ok_contains(err, "-P is not available for --fused embedding_alltoall", "and says why");
 }
 
 static void test_operator(void) {

@@ -12,7 +12,6 @@
 
 #include "baton.h"
 #include "bench_cublas.h"
-#include "bench_fork.h"
 #include "bench_fused.h"
 #include "bench_nccl.h"
 #include "bench_parts.h"
@@ -292,148 +291,71 @@ static int make_pattern(fctx *x) {
   return 0;
 }
 
-/* ---- -P: a process per rank ---- */
+/* ---- -P: a process per rank (bench_ranks_procs) ---- */
 
-typedef struct procs_run {
+typedef struct procs_arg {
   const bench_fused_opts *o;
   bench_fused_table *t;
-  bench_nccl *nccl;          /* loaded in the parent (no CUDA), used by the children */
-  baton_unique_id bid;
-  int got;                   /* results folded so far: the run's description, then the shapes */
-} procs_run;
+} procs_arg;
 
-/* Rank r's process: its GPU, stream, cuBLAS, NCCL and baton communicators;
- * its description, then each shape's row, to the parent. */
-static void procs_child(void *arg, bench_fork *f, int r) {
-  const procs_run *p = arg;
-  const bench_fused_opts *o = p->o;
+/* Rank c->rank's shapes, in its process: a row each to the parent. */
+static void procs_run(void *arg, const bench_child *c) {
+  const procs_arg *p = arg;
   static fctx fx;
   fctx *x = &fx;
-  x->o = o;
-  x->fork = f;
-  x->world = o->c.ngpus;
-  x->lo = r;
-  int ngpu = 0;
-  char why[300], id[128];
-  if (bench_gpus(&ngpu)) _exit(2);   /* said why */
-  if (ngpu <= r) bench_fork_fail(f, "this machine has fewer GPUs than -g asks for");
-  x->k.nranks = x->k.ngpus = 1;
-  x->k.devs[0] = r;
-  cudaSetDevice(r);
-  if (!(x->cb = bench_cublas_open(why, sizeof why))) {
-    char text[340];
-    snprintf(text, sizeof text, "the baseline needs cuBLAS: %s", why);
-    bench_fork_fail(f, text);
-  }
-  if (bench_ranks_stream(&x->k, 0)) bench_fork_fail(f, "cannot create its stream");
-  if (!(x->ch[0] = bench_cublas_handle(x->cb, why, sizeof why))) bench_fork_fail(f, why);
-  x->k.nccl = p->nccl;
-  int have_id = bench_fork_nccl_id(f, x->k.nccl, id);
-  baton_result be = baton_comm_init_rank(&x->k.bc[0], x->world, p->bid, r);
-  if (be) {
-    snprintf(why, sizeof why, "baton_comm_init_rank: %s", baton_result_string(be));
-    bench_fork_fail(f, why);
-  }
-  int no_nccl = !have_id || bench_nccl_init_rank(x->k.nccl, &x->k.nc[0], x->world, id, r, why, sizeof why);
-  if (no_nccl && have_id) fprintf(stderr, "# rank %d: %s\n", r, why);
-  if (bench_fork_barrier(f, no_nccl)) {   /* NCCL runs only where every rank has it */
-    if (x->k.nc[0]) bench_nccl_abort(x->k.nccl, x->k.nc[0]);
-    x->k.nc[0] = NULL;
-    x->k.nccl = NULL;
-  }
-  bench_run_info info = {.nranks = x->world, .procs = 1, .iters = o->c.iters, .warmup = o->c.warmup, .graph = o->c.graph,
-                         .rounds = o->c.rounds};
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, r) == cudaSuccess) snprintf(info.device, sizeof info.device, "%.120s", prop.name);
-  snprintf(info.cublas, sizeof info.cublas, "%.180s with n = 1", bench_cublas_describe(x->cb));
-  if (x->k.nccl) snprintf(info.nccl, sizeof info.nccl, "%.190s", bench_nccl_describe(x->k.nccl));
-  bench_fork_result(f, &info, sizeof info);
-  if (make_pattern(x)) bench_fork_fail(f, "out of host memory for the pattern");
-  for (int i = 0; i < o->nM; i++)
-    for (int j = 0; j < o->nK; j++) {
+  x->o = p->o;
+  x->k = *c->k;
+  x->cb = c->cb;
+  x->ch[0] = c->ch[0];
+  x->fork = c->fork;
+  x->world = c->world;
+  x->lo = c->rank;
+  if (make_pattern(x)) bench_fork_fail(c->fork, "out of host memory for the pattern");
+  for (int i = 0; i < p->o->nM; i++)
+    for (int j = 0; j < p->o->nK; j++) {
       bench_fused_row row;
-      run_shape(x, o->M[i], o->K[j], &row);
-      bench_fork_result(f, &row, sizeof row);
+      run_shape(x, p->o->M[i], p->o->K[j], &row);
+      bench_fork_result(c->fork, &row, sizeof row);
     }
-  x->k.nccl = p->nccl;   /* bench_ranks_shut closes it in this process alone */
-  bench_ranks_shut(&x->k, x->cb, x->ch);
   free(x->pattern);
-  fflush(stderr);
-  _exit(0);
 }
 
-static void procs_id(void *arg, int have, const char *why) {
-  const procs_run *p = arg;
-  if (!have && p->nccl) fprintf(stderr, "# NCCL not used: %s\n", why);
+static void procs_header(void *arg, const bench_run_info *info) {
+  procs_arg *p = arg;
+  p->t->info = *info;
+  bench_fused_print_header(stdout, p->t);
 }
 
-/* Folds rank r's row into all: the slowest rank's time per part, the
- * sums of wrong and checked elements, the first error. */
-static void fold_row(bench_fused_row *all, const bench_fused_row *one, int r) {
-  if (r == 0) {
-    *all = *one;
-    if (one->error[0]) snprintf(all->error, sizeof all->error, "rank 0: %.200s", one->error);
-    return;
+/* Every rank's row of a shape, folded (the slowest rank's time per part,
+ * the sums of wrong and checked elements, the first error) and printed. */
+static void procs_rows(void *arg, char *const *one, int n) {
+  procs_arg *p = arg;
+  bench_fused_row *all = &p->t->rows[p->t->nrows++], o;
+  memcpy(all, one[0], sizeof o);
+  bench_fold_error(all->error, sizeof all->error, NULL, 0);
+  for (int r = 1; r < n; r++) {
+    memcpy(&o, one[r], sizeof o);
+    bench_fold_time(&all->gemv_us, o.gemv_us);
+    bench_fold_time(&all->ar_us, o.ar_us);
+    bench_fold_time(&all->base_us, o.base_us);
+    bench_fold_time(&all->baton_us, o.baton_us);
+    bench_fold_wrong(&all->wrong_base, o.wrong_base);
+    bench_fold_wrong(&all->wrong_baton, o.wrong_baton);
+    all->checked += o.checked;
+    bench_fold_error(all->error, sizeof all->error, o.error, r);
   }
-  double *a[] = {&all->gemv_us, &all->ar_us, &all->base_us, &all->baton_us};
-  const double b[] = {one->gemv_us, one->ar_us, one->base_us, one->baton_us};
-  for (int i = 0; i < 4; i++)
-    if (*a[i] >= 0 && (b[i] < 0 || b[i] > *a[i])) *a[i] = b[i];
-  int64_t *wa[] = {&all->wrong_base, &all->wrong_baton};
-  const int64_t wb[] = {one->wrong_base, one->wrong_baton};
-  for (int i = 0; i < 2; i++)
-    if (wb[i] >= 0) *wa[i] = *wa[i] < 0 ? wb[i] : *wa[i] + wb[i];
-  all->checked += one->checked;
-  if (!all->error[0] && one->error[0]) snprintf(all->error, sizeof all->error, "rank %d: %.200s", r, one->error);
+  bench_fused_print_row(stdout, p->t, all);
 }
 
-/* A result from every rank: first their descriptions (rank 0's is the
- * table's; the header printed), then a row per shape (folded, printed). */
-static int procs_result(void *arg, char *const *msg, const int *len, int n) {
-  procs_run *p = arg;
-  bench_fused_table *t = p->t;
-  int info = p->got++ == 0;
-  for (int r = 0; r < n; r++)
-    if (len[r] != (int)(info ? sizeof(bench_run_info) : sizeof(bench_fused_row))) return -1;
-  if (info) {
-    memcpy(&t->info, msg[0], sizeof t->info);
-    bench_fused_print_header(stdout, t);
-    return 0;
-  }
-  bench_fused_row *row = &t->rows[t->nrows], one;
-  for (int r = 0; r < n; r++) {
-    memcpy(&one, msg[r], sizeof one);
-    fold_row(row, &one, r);
-  }
-  bench_fused_print_row(stdout, t, row);
-  t->nrows++;
-  return 0;
-}
-
-/* bench_fused_run with -P: a forked process per rank (bench_fork_run). */
+/* bench_fused_run with -P. */
 static int run_procs(const bench_fused_opts *o, bench_fused_table *t) {
-  static procs_run p;
-  memset(&p, 0, sizeof p);
-  p.o = o;
-  p.t = t;
   t->dtype = o->dtype;
-  if (o->c.ngpus > MAXR) {
-    fprintf(stderr, "baton bench: -P runs at most %d ranks of a fused operator\n", MAXR);
-    return 2;
-  }
   if (!(t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows))) return 2;
-  char why[300];
-  if (!o->c.no_nccl && !(p.nccl = bench_nccl_open(why, sizeof why))) fprintf(stderr, "# NCCL not used: %s\n", why);
-  baton_result be = baton_get_unique_id(&p.bid);
-  if (be) {
-    fprintf(stderr, "baton bench: baton_get_unique_id failed: %s\n", baton_result_string(be));
-    if (p.nccl) bench_nccl_close(p.nccl);
-    return 2;
-  }
-  bench_fork_ops ops = {procs_child, procs_id, NULL, procs_result, 1 + o->nM * o->nK};
-  int rc = bench_fork_run(o->c.ngpus, &ops, &p);
-  if (p.nccl) bench_nccl_close(p.nccl);
-  return rc;
+  static procs_arg p;
+  p = (procs_arg){o, t};
+  const bench_procs_mode m = {NULL, " with n = 1", procs_run, sizeof(bench_fused_row), o->nM * o->nK, procs_header,
+                              procs_rows};
+  return bench_ranks_procs(&o->c, &m, &p);
 }
 
 int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {

@@ -31,6 +31,9 @@ static const char moe_help[] =
   "  -g, --ngpus N         ranks, one GPU each (default: every GPU)\n"
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
   "                        one rank per GPU, so only gemm, own gemm and baton run\n"
+  "  -P, --procs           one forked process per rank (needs -g N), as torchrun runs\n"
+  "                        them; each part is timed on every rank from a common start\n"
+  "                        and the slowest rank's time is shown\n"
   "  -d, --datatype T      bf16 only (the default: the GEMM tile engine's type)\n"
   "  --tokens LIST         T: tokens per rank, multiples of the ranks (default 4096)\n"
   "  --out_cols LIST       H: the experts' output columns, multiples of 64\n"
@@ -143,7 +146,7 @@ int bench_moe_parse(bench_moe_opts *o, int argc, char **argv, FILE *out, FILE *e
   set_list(o->T, &o->nT, def_T, 1);
   set_list(o->H, &o->nH, def_H, 1);
   set_list(o->F, &o->nF, def_F, 1);
-  static const bench_mode_parse mode = {"gemm_alltoall", moe_help, "--fused gemm_alltoall", moe_flag, moe_value, 0};
+  static const bench_mode_parse mode = {"gemm_alltoall", moe_help, "--fused gemm_alltoall", moe_flag, moe_value, 1};
   moe_parse_state s = {o, 0, 0, 0};
   int rc = bench_parse_fused(&o->c, &s, &mode, argc, argv, out, err);
   if (rc) return rc;
@@ -183,7 +186,7 @@ double bench_moe_tflops(const bench_moe_row *r, double us) {
 
 void bench_moe_print_header(FILE *f, const bench_moe_table *t) {
   fprintf(f, "# baton bench --fused gemm_alltoall: %d rank%s on %s, bf16, %d iterations after %d warmup%s, median "
-          "of %d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s", t->info.share ? "shared GPUs" : "one GPU each",
+          "of %d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s", t->info.share ? "shared GPUs" : t->info.procs ? "one GPU and process each" : "one GPU each",
           t->info.iters, t->info.warmup, t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
   if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
   if (t->info.cublas[0])

@@ -30,7 +30,9 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMM", "NCCL AllToAll", "ba
 
 typedef struct mctx {
   const bench_moe_opts *o;
-  bench_ranks k;                 /* the ranks; pc: baton's own GEMM */
+  bench_ranks k;                 /* this process's ranks; pc: baton's own GEMM */
+  int world, lo;                 /* all ranks; k's first (-P: k holds rank lo alone) */
+  bench_fork *fork;              /* -P: the link to the parent; NULL in one process */
   int base;                      /* NCCL is there: alltoall, baseline and own+a2a run */
   bench_cublas *cb;
   void *ch[MAXR];                /* a cuBLAS handle per rank */
@@ -44,11 +46,14 @@ typedef struct mctx {
   char *Yo[MAXR];                /* baton's own GEMM's Y */
   char *recvo[MAXR];             /* own+a2a's output: Yo after the AllToAll */
   char *out[MAXR];               /* baton's out [T, H] */
-  /* --fill: cnt[r][q] tokens in block q of X_r (T/n each without it);
-   * dcnt[r]: cnt[r] in rank r's device memory (NULL without --fill) */
+  /* --fill: cnt[r][q] tokens in block q of X_r (T/n each without it), r
+   * and q of all ranks; dcnt[r]: the local rank r's row of cnt in its
+   * device memory (NULL without --fill) */
   int32_t cnt[MAXR][MAXR];
   int32_t *dcnt[MAXR];
 } mctx;
+
+_Static_assert(sizeof(bench_moe_row) <= BENCH_FORK_MSG_MAX, "a row fits one message");
 
 /* xorshift64; frand in [-1, 1). */
 static double frand(uint64_t *s) {
@@ -84,7 +89,7 @@ static void free_shape(mctx *x) {
  * T/n each without --fill.  The share of X's rows that are tokens, mean
  * over ranks. */
 static double draw_counts(mctx *x) {
-  int n = x->k.nranks;
+  int n = x->world;
   int64_t per = x->T / n, sum = 0;
   double f = x->o->fill;
   int64_t lo = (int64_t)(per * f * 0.5), hi = (int64_t)(per * f * 1.5);
@@ -140,9 +145,9 @@ static int tile(const mctx *x, char *dst, size_t n, int64_t off, uint16_t *rot, 
 static int alloc_shape(mctx *x, char *err, size_t len) {
   int per_gpu = x->o->c.share ? (x->k.nranks + x->o->c.share - 1) / x->o->c.share : 1;
   size_t freeb = (size_t)-1, totb = 0;
-  for (int g = 0; g < x->k.ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {   /* devs[g] is GPU g in one process, the rank's GPU with -P */
     size_t f = 0;
-    cudaSetDevice(g);
+    cudaSetDevice(x->k.devs[g]);
     if (!bench_cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
     if (f < freeb) freeb = f;
   }
@@ -166,12 +171,12 @@ static int alloc_shape(mctx *x, char *err, size_t len) {
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recv[r], out + 16), "the baseline's output", err, len)) ||
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recvo[r], out + 16), "own+a2a's output", err, len)))
       goto out;
-    if (tile(x, x->X[r], nX, x_off(r), rot, "X upload", err, len) ||
-        tile(x, x->W[r], nW, w_off(r), rot, "W upload", err, len))
+    if (tile(x, x->X[r], nX, x_off(x->lo + r), rot, "X upload", err, len) ||
+        tile(x, x->W[r], nW, w_off(x->lo + r), rot, "W upload", err, len))
       goto out;
     if (x->o->fill > 0 &&
         (!bench_cuda_ok(cudaMalloc((void **)&x->dcnt[r], sizeof x->cnt[r]), "the token counts", err, len) ||
-         !bench_cuda_ok(cudaMemcpy(x->dcnt[r], x->cnt[r], (size_t)x->k.nranks * sizeof x->cnt[r][0],
+         !bench_cuda_ok(cudaMemcpy(x->dcnt[r], x->cnt[x->lo + r], (size_t)x->world * sizeof x->cnt[0][0],
                                    cudaMemcpyHostToDevice), "the token counts' upload", err, len)))
       goto out;
   }
@@ -193,7 +198,7 @@ static int poison(mctx *x, char *err, size_t len) {
       if (b[k] && !bench_cuda_ok(cudaMemset(b[k], 0xff, out), "poison", err, len)) return -1;
   }
   for (int g = 0; g < x->k.ngpus; g++) {
-    cudaSetDevice(g);
+    cudaSetDevice(x->k.devs[g]);
     if (!bench_cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
   }
   return 0;
@@ -227,10 +232,10 @@ static int baton_calls(mctx *x, int one_rank, int own, char *err, size_t len) {
                                          own ? own_stream(x, r) : x->k.st[r]);
     if (e) {
       if (one_rank)
-        snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", r,
+        snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", x->lo + r,
                  baton_result_string(e), hint(e));
       else
-        snprintf(err, len, "baton_gemm_alltoall on rank %d: %s%s", r, baton_result_string(e), hint(e));
+        snprintf(err, len, "baton_gemm_alltoall on rank %d: %s%s", x->lo + r, baton_result_string(e), hint(e));
       baton_group_end();
       return -1;
     }
@@ -248,8 +253,8 @@ static int alltoall(mctx *x, char **from, char **to, char *err, size_t len) {
     send[r] = from[r];
     recv[r] = to[r];
   }
-  return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->k.nranks, send, recv,
-                           (size_t)(x->T / x->k.nranks * x->H), IP_BF16, IP_OP_SUM, 0, x->k.st, err, len);
+  return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->world, send, recv,
+                           (size_t)(x->T / x->world * x->H), IP_BF16, IP_OP_SUM, 0, x->k.st, err, len);
 }
 
 /* One call of `what` on every rank (bench_parts_ops.launch; `it` is not
@@ -263,7 +268,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       cudaSetDevice(x->k.devs[r]);
       if (bench_cublas_gemm(x->cb, x->ch[r], x->T, x->H, x->F, x->X[r], x->F, x->W[r], x->H, x->Y[r], x->H, x->k.st[r],
                             why, sizeof why)) {
-        snprintf(err, len, "cuBLAS GEMM on rank %d: %s", r, why);
+        snprintf(err, len, "cuBLAS GEMM on rank %d: %s", x->lo + r, why);
         return -1;
       }
     }
@@ -293,12 +298,13 @@ static int wait_all(void *ctx, char *err, size_t len) {
  * block p's tokens on rank q alone, rows < cnt[p][q], the last of them
  * among them; the other outputs take the padded X whole and are checked on
  * the same rows); the columns: SAMPLED_COLS spread with the first and
- * last.  Host threads take (rank, row) pairs in turn. */
+ * last.  Host threads take (rank, row) pairs in turn, over this process's
+ * ranks. */
 typedef struct chk {
   mctx *x;
   int have_b, have_o, have_t;    /* the outputs checked: the baseline's (or the GEMM alone's), own's, baton's */
   int nrows, ncols;              /* nrows: the most rows a rank has checked */
-  int nr[MAXR];                  /* rank q's rows checked: rows[q * nrows ..] */
+  int nr[MAXR];                  /* local rank l's rows checked: rows[l * nrows ..] */
   int64_t *rows, cols[SAMPLED_COLS];
   int64_t bad_b, bad_o, bad_t;
   bench_tasks tasks;
@@ -347,8 +353,7 @@ static void compare(chk *c, const uint16_t *got, const double *val, const double
 static void *chk_worker(void *arg) {
   chk *c = arg;
   mctx *x = c->x;
-  int n = x->k.nranks;
-  int64_t per = x->T / n;
+  int64_t per = x->T / x->world;
   size_t rowb = (size_t)x->H * 2;
   uint16_t *hb = malloc(rowb), *ho = malloc(rowb), *ht = malloc(rowb);
   double *ve = malloc(SAMPLED_COLS * sizeof(double)), *me = malloc(SAMPLED_COLS * sizeof(double));
@@ -357,14 +362,14 @@ static void *chk_worker(void *arg) {
   for (;;) {
     int64_t task = bench_tasks_take(&c->tasks);
     if (task < 0) break;
-    int q = (int)(task / c->nrows);
-    if (task % c->nrows >= c->nr[q]) continue;
+    int l = (int)(task / c->nrows), q = x->lo + l;
+    if (task % c->nrows >= c->nr[l]) continue;
     int64_t row = c->rows[task], p = row / per, i = row % per;
     /* the row of each output checked: exchanged (out-shaped) with NCCL,
      * else the GEMMs' own Y */
-    char *bsrc = x->base ? x->recv[q] : x->Y[q], *osrc = x->base ? x->recvo[q] : x->Yo[q];
-    cudaError_t e = cudaSetDevice(x->k.devs[q]);
-    if (!e && c->have_t) e = cudaMemcpy(ht, x->out[q] + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
+    char *bsrc = x->base ? x->recv[l] : x->Y[l], *osrc = x->base ? x->recvo[l] : x->Yo[l];
+    cudaError_t e = cudaSetDevice(x->k.devs[l]);
+    if (!e && c->have_t) e = cudaMemcpy(ht, x->out[l] + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
     if (!e && c->have_b) e = cudaMemcpy(hb, bsrc + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
     if (!e && c->have_o) e = cudaMemcpy(ho, osrc + (size_t)row * rowb, rowb, cudaMemcpyDeviceToHost);
     if (e) {
@@ -400,11 +405,11 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   c.have_b = have_b;
   c.have_o = have_o;
   c.have_t = have_t;
-  int n = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
+  int n = x->world, nl = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
   if (k < 2) k = 2;
   int64_t per = x->T / n, *blk = malloc((size_t)k * sizeof *blk);
   c.nrows = n * k;
-  c.rows = malloc((size_t)n * c.nrows * sizeof *c.rows);
+  c.rows = malloc((size_t)nl * c.nrows * sizeof *c.rows);
   if (!blk || !c.rows) {
     free(blk);
     free(c.rows);
@@ -412,15 +417,15 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
     return -1;
   }
   int64_t nchecked = 0;
-  for (int q = 0; q < n; q++)
-    for (int p = 0; p < n; p++) {
+  for (int l = 0; l < nl; l++)
+    for (int p = 0, q = x->lo + l; p < n; p++) {
       int nb = x->cnt[p][q] > 0 ? bench_spread(x->cnt[p][q], k, blk) : 0;   /* block p's tokens on rank q */
-      for (int i = 0; i < nb; i++) c.rows[(int64_t)q * c.nrows + c.nr[q]++] = p * per + blk[i];
+      for (int i = 0; i < nb; i++) c.rows[(int64_t)l * c.nrows + c.nr[l]++] = p * per + blk[i];
       nchecked += nb;
     }
   free(blk);
   c.ncols = bench_spread(x->H, SAMPLED_COLS, c.cols);
-  int64_t tasks = (int64_t)n * c.nrows;
+  int64_t tasks = (int64_t)nl * c.nrows;
   int failed = bench_tasks_run(&c.tasks, tasks, chk_worker, &c, err, len);
   free(c.rows);
   if (failed) return -1;
@@ -444,6 +449,15 @@ static unsigned dead_after(int what, const char *err) {
   return d;
 }
 
+/* The parts dead on any rank (bench_parts_ops.sync): with a process per
+ * rank, after every rank got here; else dead itself. */
+static unsigned sync_dead(void *ctx, unsigned dead) {
+  const mctx *x = ctx;
+  return x->fork ? (unsigned)bench_fork_barrier(x->fork, (int)dead) : dead;
+}
+
+enum { SHAPE_FAILED = 1u << NWHAT };   /* sync_dead's bit: some rank could not set the shape up */
+
 static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *row) {
   memset(row, 0, sizeof *row);
   row->T = x->T = T;
@@ -455,14 +469,16 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
   char err[240] = "";
   /* bit per WHAT: failed or not set up, not run (again) for this shape */
   unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_BASE | 1u << WHAT_OWN_A2A;
-  if (T % x->k.nranks || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
+  if (T % x->world || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
     snprintf(row->error, sizeof row->error, "T=%lld is not a multiple of the %d ranks, or H=%lld or F=%lld not of %d",
-             (long long)T, x->k.nranks, (long long)H, (long long)F, BENCH_MOE_TILE);
+             (long long)T, x->world, (long long)H, (long long)F, BENCH_MOE_TILE);
     return;
   }
   row->tokens = draw_counts(x);
-  if (alloc_shape(x, err, sizeof err) || poison(x, err, sizeof err)) {
-    snprintf(row->error, sizeof row->error, "%s", err);
+  int failed = alloc_shape(x, err, sizeof err) || poison(x, err, sizeof err);
+  if (failed) snprintf(row->error, sizeof row->error, "%s", err);
+  if (sync_dead(x, failed ? SHAPE_FAILED : 0) & SHAPE_FAILED) {
+    if (!failed) snprintf(row->error, sizeof row->error, "failed on another rank");
     free_shape(x);
     return;
   }
@@ -483,7 +499,7 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
       check(x, ran[first[0]], ran[first[1]], ran[WHAT_BATON], row, err, sizeof err))
     snprintf(row->error, sizeof row->error, "%s", err);
   bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
-  static const bench_parts_ops ops = {launch, wait_all, part_streams, NULL};
+  static const bench_parts_ops ops = {launch, wait_all, part_streams, sync_dead};
   double us[NWHAT];
   bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->gemm_us = us[WHAT_GEMM];
@@ -521,32 +537,110 @@ static int setup(mctx *x, bench_moe_table *t) {
   return 0;
 }
 
-int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
-  memset(t, 0, sizeof *t);
-  mctx *x = calloc(1, sizeof *x);
-  if (!x) return 2;
-  x->o = o;
-  if (bench_ranks_size(&x->k, &o->c)) {
-    free(x);
-    return 2;
-  }
-  for (int i = 0; i < o->nT; i++)
-    if (o->T[i] % x->k.nranks) {
-      fprintf(stderr, "baton bench: --tokens %lld is not a multiple of the %d ranks\n", (long long)o->T[i], x->k.nranks);
-      free(x);
-      return 2;
-    }
-  t->fill = o->fill;
-  int rc = 2;
-  if (setup(x, t)) goto out;
+/* x's pattern, in bf16 and in double (the same in every process).  0, or
+ * -1 when out of memory. */
+static int make_pattern(mctx *x) {
   x->pattern = malloc((size_t)PATTERN * sizeof *x->pattern);
   x->pd = malloc((size_t)PATTERN * sizeof *x->pd);
-  if (!x->pattern || !x->pd) goto out;
+  if (!x->pattern || !x->pd) return -1;
   uint64_t s = 0x2545F4914F6CDD1Dull;
   for (int i = 0; i < PATTERN; i++) {
     ip_set(IP_BF16, x->pattern, (size_t)i, frand(&s));
     x->pd[i] = ip_get(IP_BF16, x->pattern, (size_t)i);
   }
+  return 0;
+}
+
+/* ---- -P: a process per rank (bench_ranks_procs) ---- */
+
+typedef struct procs_arg {
+  const bench_moe_opts *o;
+  bench_moe_table *t;
+} procs_arg;
+
+/* Rank c->rank's shapes, in its process: a row each to the parent. */
+static void procs_run(void *arg, const bench_child *c) {
+  const procs_arg *p = arg;
+  const bench_moe_opts *o = p->o;
+  static mctx mx;
+  mctx *x = &mx;
+  x->o = o;
+  x->k = *c->k;
+  x->cb = c->cb;
+  x->ch[0] = c->ch[0];
+  x->fork = c->fork;
+  x->world = c->world;
+  x->lo = c->rank;
+  x->base = x->k.nccl != NULL;
+  if (make_pattern(x)) bench_fork_fail(c->fork, "out of host memory for the pattern");
+  for (int it = 0; it < o->nT; it++)
+    for (int ih = 0; ih < o->nH; ih++)
+      for (int jf = 0; jf < o->nF; jf++) {
+        bench_moe_row row;
+        run_shape(x, o->T[it], o->H[ih], o->F[jf], &row);
+        bench_fork_result(c->fork, &row, sizeof row);
+      }
+  free(x->pattern);
+  free(x->pd);
+}
+
+static void procs_header(void *arg, const bench_run_info *info) {
+  procs_arg *p = arg;
+  p->t->info = *info;
+  bench_moe_print_header(stdout, p->t);
+}
+
+/* Every rank's row of a shape, folded (the slowest rank's time per part,
+ * the sums of wrong and checked elements, the first error) and printed. */
+static void procs_rows(void *arg, char *const *one, int n) {
+  procs_arg *p = arg;
+  bench_moe_row *all = &p->t->rows[p->t->nrows++], o;
+  memcpy(all, one[0], sizeof o);
+  bench_fold_error(all->error, sizeof all->error, NULL, 0);
+  for (int r = 1; r < n; r++) {
+    memcpy(&o, one[r], sizeof o);
+    double *a[] = {&all->gemm_us, &all->a2a_us, &all->base_us, &all->own_us, &all->own_a2a_us, &all->baton_us};
+    const double b[] = {o.gemm_us, o.a2a_us, o.base_us, o.own_us, o.own_a2a_us, o.baton_us};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) bench_fold_time(a[i], b[i]);
+    bench_fold_wrong(&all->wrong_base, o.wrong_base);
+    bench_fold_wrong(&all->wrong_own, o.wrong_own);
+    bench_fold_wrong(&all->wrong_baton, o.wrong_baton);
+    all->checked += o.checked;
+    bench_fold_error(all->error, sizeof all->error, o.error, r);
+  }
+  bench_moe_print_row(stdout, p->t, all);
+}
+
+int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
+  memset(t, 0, sizeof *t);
+  int world = o->c.ngpus;
+  mctx *x = calloc(1, sizeof *x);
+  if (!x) return 2;
+  x->o = o;
+  if (!o->c.procs && bench_ranks_size(&x->k, &o->c)) {
+    free(x);
+    return 2;
+  }
+  if (!o->c.procs) world = x->k.nranks;
+  x->world = world;
+  for (int i = 0; i < o->nT; i++)
+    if (o->T[i] % world) {
+      fprintf(stderr, "baton bench: --tokens %lld is not a multiple of the %d ranks\n", (long long)o->T[i], world);
+      free(x);
+      return 2;
+    }
+  t->fill = o->fill;
+  int rc = 2;
+  if (o->c.procs) {
+    free(x);
+    if (!(t->rows = calloc((size_t)o->nT * o->nH * o->nF + 1, sizeof *t->rows))) return 2;
+    static procs_arg p;
+    p = (procs_arg){o, t};
+    const bench_procs_mode m = {"own gemm", "", procs_run, sizeof(bench_moe_row), o->nT * o->nH * o->nF,
+                                procs_header, procs_rows};
+    return bench_ranks_procs(&o->c, &m, &p);
+  }
+  if (setup(x, t) || make_pattern(x)) goto out;
   t->rows = calloc((size_t)o->nT * o->nH * o->nF + 1, sizeof *t->rows);
   if (!t->rows) goto out;
   bench_moe_print_header(stdout, t);

@@ -13,6 +13,7 @@
 
 #include "baton.h"
 #include "bench_cublas.h"
+#include "bench_fork.h"
 #include "bench_nccl.h"
 #include "bench_util.h"
 
@@ -93,6 +94,58 @@ int bench_ranks_streams(const bench_ranks *k, int own, int share, cudaStream_t *
 /* The algorithm baton's n-rank communicator ran last into dst (len
  * bytes); dst untouched when none. */
 void bench_ranks_algorithm(const bench_ranks *k, char *dst, size_t len);
+
+/* ---- -P: a fused mode with a forked process per rank
+ * (tools/bench/bench_ranks_procs.c) ---- */
+
+/* What a child of bench_ranks_procs has when its mode takes over: its
+ * one rank in k (k->nranks 1, the stream, baton's communicator of all
+ * ranks, NCCL's when it runs on every rank, the one-rank communicator
+ * when the mode names `own`), cuBLAS, the link to the parent. */
+typedef struct bench_child {
+  bench_ranks *k;
+  bench_cublas *cb;
+  void **ch;                   /* cuBLAS handle of the rank: ch[0] */
+  bench_fork *fork;
+  int world, rank;             /* all ranks; this process's */
+} bench_child;
+
+/* A fused mode's part of -P. */
+typedef struct bench_procs_mode {
+  const char *own;             /* bench_ranks_comms's own: the one-rank communicator's name, NULL: none */
+  const char *compute;         /* what the description says of cuBLAS after its version (" with n = 1"), "" */
+  /* Rank c->rank's shapes, in its child: each shape's row (row_size
+   * bytes) sent with bench_fork_result, in the same order on every rank.
+   * Then returns (the rest is closed for it). */
+  void (*run)(void *arg, const bench_child *c);
+  size_t row_size;             /* at most BENCH_FORK_MSG_MAX */
+  int nrows;                   /* rows each rank sends */
+  /* In the parent: info arrived (rank 0's, the run described) */
+  void (*header)(void *arg, const bench_run_info *info);
+  /* In the parent: the rows of every rank for one shape (one[r] of rank
+   * r): folded and printed by the mode. */
+  void (*rows)(void *arg, char *const *one, int n);
+} bench_procs_mode;
+
+/* Runs mode m with a forked process per rank (c->ngpus of them, one GPU
+ * each): in each child, rank r's GPU, stream, cuBLAS, NCCL (loaded by the
+ * parent, c->no_nccl: none) and baton's communicators; its description
+ * of the run (bench_run_info, with procs set) to the parent; m->run; all
+ * closed.  The exit status as bench_fork_run's. */
+int bench_ranks_procs(const bench_common_opts *c, const bench_procs_mode *m, void *arg);
+
+/* Folds another rank's time (us, -1: not measured) into *all: it stays
+ * only where every rank has one, the slowest rank's. */
+void bench_fold_time(double *all, double one);
+
+/* The error of a folded row (len bytes): with one NULL, rank 0's own,
+ * "rank 0: " put before it when not empty; else rank r's one, "rank r:
+ * <one>", where all is still empty. */
+void bench_fold_error(char *all, size_t len, const char *one, int r);
+
+/* Folds another rank's count of wrong elements (-1: not checked) into
+ * *all: the sum of those checked. */
+void bench_fold_wrong(int64_t *all, int64_t one);
 
 /* k indices spread over [0, n) into samp: the first, the last, one in
  * each of k equal ranges between (all n when n <= k), the same on every
