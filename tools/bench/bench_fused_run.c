@@ -6,6 +6,7 @@
  * in step at each part's timing. */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,8 +31,7 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMV", "NCCL AllReduce", "b
 typedef struct fctx {
   const bench_fused_opts *o;
   bench_ranks k;                 /* this process's ranks (no one-rank communicators: pc unused) */
-  int world, lo;                 /* all ranks; k's first (-P: k holds rank lo alone) */
-  bench_fork *fork;              /* -P: the link to the parent; NULL in one process */
+  bench_fused_table *t;          /* -P, in the parent: the table the ranks' rows are folded into */
   bench_cublas *cb;
   void *ch[MAXR];
   /* this shape */
@@ -64,7 +64,7 @@ static void free_shape(fctx *x) {
     if (x->yb[r]) cudaFree(x->yb[r]);
     if (x->yt[r]) cudaFree(x->yt[r]);
   }
-  for (int q = 0; q < x->world; q++) {
+  for (int q = 0; q < x->k.world; q++) {
     free(x->hx[q]);
     x->hx[q] = NULL;
   }
@@ -104,7 +104,7 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
     snprintf(err, len, "W of %zu bytes does not fit the GPU's %zu free bytes (x %d ranks)", wbytes, freeb, per_gpu);
     return -1;
   }
-  for (int q = 0; q < x->world; q++) {
+  for (int q = 0; q < x->k.world; q++) {
     if (!(x->hx[q] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
     uint64_t s = x_seed(q, M, K);
     for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[q], (size_t)k, frand(&s));
@@ -114,13 +114,13 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
     if (!bench_cuda_ok(cudaMalloc((void **)&x->x[r], (size_t)K * es + 16), "x", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->yb[r], (size_t)M * es + 16), "y", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->yt[r], (size_t)M * es + 16), "y", err, len) ||
-        !bench_cuda_ok(cudaMemcpy(x->x[r], x->hx[x->lo + r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err,
+        !bench_cuda_ok(cudaMemcpy(x->x[r], x->hx[x->k.lo + r], (size_t)K * es, cudaMemcpyHostToDevice), "x upload", err,
                        len))
       return -1;
     for (int b = 0; b < x->nbuf; b++)
       if (!bench_cuda_ok(cudaMalloc((void **)&x->W[r][b], wbytes + 16), "W", err, len)) return -1;
     /* W = the pattern from index rank * 7919 on, repeated */
-    size_t off = (size_t)w_index(x->lo + r, 0) * es, done = 0;
+    size_t off = (size_t)w_index(x->k.lo + r, 0) * es, done = 0;
     while (done < wbytes) {
       size_t from = done == 0 ? off : 0, n = chunk - from;
       if (n > wbytes - done) n = wbytes - done;
@@ -153,7 +153,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
   if ((what == WHAT_AR || what == WHAT_BASE) && x->k.nccl) {
     void *send[MAXR], *recv[MAXR];
     for (int r = 0; r < x->k.nranks; r++) send[r] = recv[r] = x->yb[r];
-    if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->world, send, recv, (size_t)x->M,
+    if (bench_nccl_launch(x->k.nccl, BENCH_ALLREDUCE, x->k.nc, x->k.nranks, x->k.world, send, recv, (size_t)x->M,
                           x->o->dtype, IP_OP_SUM, 0, x->k.st, err, len))
       return -1;
   }
@@ -163,7 +163,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       baton_result e = baton_gemv_allreduce(x->k.bc[r], x->W[r][b], x->x[r], x->yt[r], (size_t)x->M, (size_t)x->K,
                                             (baton_dtype)x->o->dtype, x->k.st[r]);
       if (e) {
-        snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", x->lo + r, baton_result_string(e));
+        snprintf(err, len, "baton_gemv_allreduce on rank %d: %s", x->k.lo + r, baton_result_string(e));
         baton_group_end();
         return -1;
       }
@@ -211,8 +211,8 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
     int64_t row = sample_row(x->M, i);
     for (int r = 0; r < x->k.nranks; r++) {
       double want = 0, mag = 0;
-      int me = x->lo + r;
-      for (int q = own ? me : 0; q < (own ? me + 1 : x->world); q++)
+      int me = x->k.lo + r;
+      for (int q = own ? me : 0; q < (own ? me + 1 : x->k.world); q++)
         for (int64_t k = 0; k < x->K; k++) {
           double t = ip_get(x->o->dtype, x->pattern, (size_t)w_index(q, row * x->K + k)) *
                      ip_get(x->o->dtype, x->hx[q], (size_t)k);
@@ -224,7 +224,7 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
         return -1;
       double got = ip_get(x->o->dtype, x->hy, 0);
       (*checked)++;
-      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->world, x->K, mag))) {
+      if (!(fabs(got - want) <= ip_compute_tolerance(x->o->dtype, x->k.world, x->K, mag))) {
         if (!bad) fprintf(stderr, "# M=%lld K=%lld rank %d y[%lld] = %g, expected %g\n", (long long)x->M,
                           (long long)x->K, me, (long long)row, got, want);
         bad++;
@@ -238,7 +238,7 @@ static int64_t check_y(fctx *x, char **y, int own, int64_t *checked, char *err, 
  * rank, after every rank got here; else dead itself. */
 static unsigned sync_dead(void *ctx, unsigned dead) {
   const fctx *x = ctx;
-  return x->fork ? (unsigned)bench_fork_barrier(x->fork, (int)dead) : dead;
+  return x->k.fork ? (unsigned)bench_fork_barrier(x->k.fork, (int)dead) : dead;
 }
 
 enum { SHAPE_FAILED = 1u << NWHAT };   /* sync_dead's bit: some rank could not set the shape up */
@@ -293,68 +293,57 @@ static int make_pattern(fctx *x) {
 
 /* ---- -P: a process per rank (bench_ranks_procs) ---- */
 
-typedef struct procs_arg {
-  const bench_fused_opts *o;
-  bench_fused_table *t;
-} procs_arg;
+/* Another rank's row into all: the slowest rank's time per part, the sums
+ * of wrong and checked elements. */
+static void procs_fold(void *all, const void *one) {
+  bench_fused_row *a = all, o;
+  memcpy(&o, one, sizeof o);
+  bench_fold_time(&a->gemv_us, o.gemv_us);
+  bench_fold_time(&a->ar_us, o.ar_us);
+  bench_fold_time(&a->base_us, o.base_us);
+  bench_fold_time(&a->baton_us, o.baton_us);
+  bench_fold_wrong(&a->wrong_base, o.wrong_base);
+  bench_fold_wrong(&a->wrong_baton, o.wrong_baton);
+  a->checked += o.checked;
+}
 
-/* Rank c->rank's shapes, in its process: a row each to the parent. */
+/* Rank c->rank's shapes, in its process (x: as the parent set it, o
+ * alone): a row each to the parent. */
 static void procs_run(void *arg, const bench_child *c) {
-  const procs_arg *p = arg;
-  static fctx fx;
-  fctx *x = &fx;
-  x->o = p->o;
+  fctx *x = arg;
+  const bench_fused_opts *o = x->o;
   x->k = *c->k;
   x->cb = c->cb;
   x->ch[0] = c->ch[0];
-  x->fork = c->fork;
-  x->world = c->world;
-  x->lo = c->rank;
-  if (make_pattern(x)) bench_fork_fail(c->fork, "out of host memory for the pattern");
-  for (int i = 0; i < p->o->nM; i++)
-    for (int j = 0; j < p->o->nK; j++) {
+  if (make_pattern(x)) bench_fork_fail(x->k.fork, "out of host memory for the pattern");
+  for (int i = 0; i < o->nM; i++)
+    for (int j = 0; j < o->nK; j++) {
       bench_fused_row row;
-      run_shape(x, p->o->M[i], p->o->K[j], &row);
-      bench_fork_result(c->fork, &row, sizeof row);
+      run_shape(x, o->M[i], o->K[j], &row);
+      bench_fork_result(x->k.fork, &row, sizeof row);
     }
   free(x->pattern);
 }
 
-static void procs_header(void *arg, const bench_run_info *info) {
-  procs_arg *p = arg;
-  p->t->info = *info;
-  bench_fused_print_header(stdout, p->t);
+static void procs_header(void *arg) {
+  bench_fused_print_header(stdout, ((fctx *)arg)->t);
 }
 
-/* Every rank's row of a shape, folded (the slowest rank's time per part,
- * the sums of wrong and checked elements, the first error) and printed. */
-static void procs_rows(void *arg, char *const *one, int n) {
-  procs_arg *p = arg;
-  bench_fused_row *all = &p->t->rows[p->t->nrows++], o;
-  memcpy(all, one[0], sizeof o);
-  bench_fold_error(all->error, sizeof all->error, NULL, 0);
-  for (int r = 1; r < n; r++) {
-    memcpy(&o, one[r], sizeof o);
-    bench_fold_time(&all->gemv_us, o.gemv_us);
-    bench_fold_time(&all->ar_us, o.ar_us);
-    bench_fold_time(&all->base_us, o.base_us);
-    bench_fold_time(&all->baton_us, o.baton_us);
-    bench_fold_wrong(&all->wrong_base, o.wrong_base);
-    bench_fold_wrong(&all->wrong_baton, o.wrong_baton);
-    all->checked += o.checked;
-    bench_fold_error(all->error, sizeof all->error, o.error, r);
-  }
-  bench_fused_print_row(stdout, p->t, all);
+static void procs_print(void *arg, const void *row) {
+  bench_fused_print_row(stdout, ((fctx *)arg)->t, row);
 }
 
 /* bench_fused_run with -P. */
 static int run_procs(const bench_fused_opts *o, bench_fused_table *t) {
   t->dtype = o->dtype;
   if (!(t->rows = calloc((size_t)o->nM * o->nK + 1, sizeof *t->rows))) return 2;
-  static procs_arg p;
-  p = (procs_arg){o, t};
-  const bench_procs_mode m = {NULL, " with n = 1", procs_run, sizeof(bench_fused_row), o->nM * o->nK, procs_header,
-                              procs_rows};
+  static fctx p;
+  memset(&p, 0, sizeof p);
+  p.o = o;
+  p.t = t;
+  const bench_procs_mode m = {NULL, " with n = 1", procs_run, sizeof(bench_fused_row), o->nM * o->nK, &t->info, procs_header,
+                              t->rows, &t->nrows, procs_fold, procs_print, offsetof(bench_fused_row, error),
+                              sizeof(((bench_fused_row *)0)->error)};
   return bench_ranks_procs(&o->c, &m, &p);
 }
 
@@ -368,7 +357,6 @@ int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
     free(x);
     return 2;
   }
-  x->world = x->k.nranks;
   t->dtype = o->dtype;
   int rc = 2;
   if (bench_ranks_open(&x->k, &o->c, &t->info, &x->cb, x->ch, NULL)) goto out;

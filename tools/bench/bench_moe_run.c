@@ -8,6 +8,7 @@
  * calls get each rank's token counts; the rest takes the padded X whole. */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,6 @@ static const char *const what_name[NWHAT] = {"cuBLAS GEMM", "NCCL AllToAll", "ba
 typedef struct mctx {
   const bench_moe_opts *o;
   bench_ranks k;                 /* this process's ranks; pc: baton's own GEMM */
-  int world, lo;                 /* all ranks; k's first (-P: k holds rank lo alone) */
-  bench_fork *fork;              /* -P: the link to the parent; NULL in one process */
   int base;                      /* NCCL is there: alltoall, baseline and own+a2a run */
   bench_cublas *cb;
   void *ch[MAXR];                /* a cuBLAS handle per rank */
@@ -89,7 +88,7 @@ static void free_shape(mctx *x) {
  * T/n each without --fill.  The share of X's rows that are tokens, mean
  * over ranks. */
 static double draw_counts(mctx *x) {
-  int n = x->world;
+  int n = x->k.world;
   int64_t per = x->T / n, sum = 0;
   double f = x->o->fill;
   int64_t lo = (int64_t)(per * f * 0.5), hi = (int64_t)(per * f * 1.5);
@@ -171,12 +170,12 @@ static int alloc_shape(mctx *x, char *err, size_t len) {
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recv[r], out + 16), "the baseline's output", err, len)) ||
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recvo[r], out + 16), "own+a2a's output", err, len)))
       goto out;
-    if (tile(x, x->X[r], nX, x_off(x->lo + r), rot, "X upload", err, len) ||
-        tile(x, x->W[r], nW, w_off(x->lo + r), rot, "W upload", err, len))
+    if (tile(x, x->X[r], nX, x_off(x->k.lo + r), rot, "X upload", err, len) ||
+        tile(x, x->W[r], nW, w_off(x->k.lo + r), rot, "W upload", err, len))
       goto out;
     if (x->o->fill > 0 &&
         (!bench_cuda_ok(cudaMalloc((void **)&x->dcnt[r], sizeof x->cnt[r]), "the token counts", err, len) ||
-         !bench_cuda_ok(cudaMemcpy(x->dcnt[r], x->cnt[x->lo + r], (size_t)x->world * sizeof x->cnt[0][0],
+         !bench_cuda_ok(cudaMemcpy(x->dcnt[r], x->cnt[x->k.lo + r], (size_t)x->k.world * sizeof x->cnt[0][0],
                                    cudaMemcpyHostToDevice), "the token counts' upload", err, len)))
       goto out;
   }
@@ -232,10 +231,10 @@ static int baton_calls(mctx *x, int one_rank, int own, char *err, size_t len) {
                                          own ? own_stream(x, r) : x->k.st[r]);
     if (e) {
       if (one_rank)
-        snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", x->lo + r,
+        snprintf(err, len, "own gemm: baton_gemm_alltoall on rank %d's one-rank communicator: %s%s", x->k.lo + r,
                  baton_result_string(e), hint(e));
       else
-        snprintf(err, len, "baton_gemm_alltoall on rank %d: %s%s", x->lo + r, baton_result_string(e), hint(e));
+        snprintf(err, len, "baton_gemm_alltoall on rank %d: %s%s", x->k.lo + r, baton_result_string(e), hint(e));
       baton_group_end();
       return -1;
     }
@@ -253,8 +252,8 @@ static int alltoall(mctx *x, char **from, char **to, char *err, size_t len) {
     send[r] = from[r];
     recv[r] = to[r];
   }
-  return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->world, send, recv,
-                           (size_t)(x->T / x->world * x->H), IP_BF16, IP_OP_SUM, 0, x->k.st, err, len);
+  return bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, x->k.nranks, x->k.world, send, recv,
+                           (size_t)(x->T / x->k.world * x->H), IP_BF16, IP_OP_SUM, 0, x->k.st, err, len);
 }
 
 /* One call of `what` on every rank (bench_parts_ops.launch; `it` is not
@@ -268,7 +267,7 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       cudaSetDevice(x->k.devs[r]);
       if (bench_cublas_gemm(x->cb, x->ch[r], x->T, x->H, x->F, x->X[r], x->F, x->W[r], x->H, x->Y[r], x->H, x->k.st[r],
                             why, sizeof why)) {
-        snprintf(err, len, "cuBLAS GEMM on rank %d: %s", x->lo + r, why);
+        snprintf(err, len, "cuBLAS GEMM on rank %d: %s", x->k.lo + r, why);
         return -1;
       }
     }
@@ -353,7 +352,7 @@ static void compare(chk *c, const uint16_t *got, const double *val, const double
 static void *chk_worker(void *arg) {
   chk *c = arg;
   mctx *x = c->x;
-  int64_t per = x->T / x->world;
+  int64_t per = x->T / x->k.world;
   size_t rowb = (size_t)x->H * 2;
   uint16_t *hb = malloc(rowb), *ho = malloc(rowb), *ht = malloc(rowb);
   double *ve = malloc(SAMPLED_COLS * sizeof(double)), *me = malloc(SAMPLED_COLS * sizeof(double));
@@ -362,7 +361,7 @@ static void *chk_worker(void *arg) {
   for (;;) {
     int64_t task = bench_tasks_take(&c->tasks);
     if (task < 0) break;
-    int l = (int)(task / c->nrows), q = x->lo + l;
+    int l = (int)(task / c->nrows), q = x->k.lo + l;
     if (task % c->nrows >= c->nr[l]) continue;
     int64_t row = c->rows[task], p = row / per, i = row % per;
     /* the row of each output checked: exchanged (out-shaped) with NCCL,
@@ -405,7 +404,7 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   c.have_b = have_b;
   c.have_o = have_o;
   c.have_t = have_t;
-  int n = x->world, nl = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
+  int n = x->k.world, nl = x->k.nranks, k = (ROWS_PER_RANK + n - 1) / n;   /* rows a block */
   if (k < 2) k = 2;
   int64_t per = x->T / n, *blk = malloc((size_t)k * sizeof *blk);
   c.nrows = n * k;
@@ -418,7 +417,7 @@ static int check(mctx *x, int have_b, int have_o, int have_t, bench_moe_row *row
   }
   int64_t nchecked = 0;
   for (int l = 0; l < nl; l++)
-    for (int p = 0, q = x->lo + l; p < n; p++) {
+    for (int p = 0, q = x->k.lo + l; p < n; p++) {
       int nb = x->cnt[p][q] > 0 ? bench_spread(x->cnt[p][q], k, blk) : 0;   /* block p's tokens on rank q */
       for (int i = 0; i < nb; i++) c.rows[(int64_t)l * c.nrows + c.nr[l]++] = p * per + blk[i];
       nchecked += nb;
@@ -453,7 +452,7 @@ static unsigned dead_after(int what, const char *err) {
  * rank, after every rank got here; else dead itself. */
 static unsigned sync_dead(void *ctx, unsigned dead) {
   const mctx *x = ctx;
-  return x->fork ? (unsigned)bench_fork_barrier(x->fork, (int)dead) : dead;
+  return x->k.fork ? (unsigned)bench_fork_barrier(x->k.fork, (int)dead) : dead;
 }
 
 enum { SHAPE_FAILED = 1u << NWHAT };   /* sync_dead's bit: some rank could not set the shape up */
@@ -469,9 +468,9 @@ static void run_shape(mctx *x, int64_t T, int64_t H, int64_t F, bench_moe_row *r
   char err[240] = "";
   /* bit per WHAT: failed or not set up, not run (again) for this shape */
   unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_BASE | 1u << WHAT_OWN_A2A;
-  if (T % x->world || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
+  if (T % x->k.world || H % BENCH_MOE_TILE || F % BENCH_MOE_TILE) {
     snprintf(row->error, sizeof row->error, "T=%lld is not a multiple of the %d ranks, or H=%lld or F=%lld not of %d",
-             (long long)T, x->world, (long long)H, (long long)F, BENCH_MOE_TILE);
+             (long long)T, x->k.world, (long long)H, (long long)F, BENCH_MOE_TILE);
     return;
   }
   row->tokens = draw_counts(x);
@@ -568,47 +567,39 @@ static void procs_run(void *arg, const bench_child *c) {
   x->k = *c->k;
   x->cb = c->cb;
   x->ch[0] = c->ch[0];
-  x->fork = c->fork;
-  x->world = c->world;
-  x->lo = c->rank;
   x->base = x->k.nccl != NULL;
-  if (make_pattern(x)) bench_fork_fail(c->fork, "out of host memory for the pattern");
+  if (make_pattern(x)) bench_fork_fail(x->k.fork, "out of host memory for the pattern");
   for (int it = 0; it < o->nT; it++)
     for (int ih = 0; ih < o->nH; ih++)
       for (int jf = 0; jf < o->nF; jf++) {
         bench_moe_row row;
         run_shape(x, o->T[it], o->H[ih], o->F[jf], &row);
-        bench_fork_result(c->fork, &row, sizeof row);
+        bench_fork_result(x->k.fork, &row, sizeof row);
       }
   free(x->pattern);
   free(x->pd);
 }
 
-static void procs_header(void *arg, const bench_run_info *info) {
-  procs_arg *p = arg;
-  p->t->info = *info;
-  bench_moe_print_header(stdout, p->t);
+static void procs_header(void *arg) {
+  bench_moe_print_header(stdout, ((procs_arg *)arg)->t);
 }
 
-/* Every rank's row of a shape, folded (the slowest rank's time per part,
- * the sums of wrong and checked elements, the first error) and printed. */
-static void procs_rows(void *arg, char *const *one, int n) {
-  procs_arg *p = arg;
-  bench_moe_row *all = &p->t->rows[p->t->nrows++], o;
-  memcpy(all, one[0], sizeof o);
-  bench_fold_error(all->error, sizeof all->error, NULL, 0);
-  for (int r = 1; r < n; r++) {
-    memcpy(&o, one[r], sizeof o);
-    double *a[] = {&all->gemm_us, &all->a2a_us, &all->base_us, &all->own_us, &all->own_a2a_us, &all->baton_us};
-    const double b[] = {o.gemm_us, o.a2a_us, o.base_us, o.own_us, o.own_a2a_us, o.baton_us};
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) bench_fold_time(a[i], b[i]);
-    bench_fold_wrong(&all->wrong_base, o.wrong_base);
-    bench_fold_wrong(&all->wrong_own, o.wrong_own);
-    bench_fold_wrong(&all->wrong_baton, o.wrong_baton);
-    all->checked += o.checked;
-    bench_fold_error(all->error, sizeof all->error, o.error, r);
-  }
-  bench_moe_print_row(stdout, p->t, all);
+/* Another rank's row into all: the slowest rank's time per part, the sums
+ * of wrong and checked elements. */
+static void procs_fold(void *all, const void *one) {
+  bench_moe_row *a = all, o;
+  memcpy(&o, one, sizeof o);
+  double *at[] = {&a->gemm_us, &a->a2a_us, &a->base_us, &a->own_us, &a->own_a2a_us, &a->baton_us};
+  const double ot[] = {o.gemm_us, o.a2a_us, o.base_us, o.own_us, o.own_a2a_us, o.baton_us};
+  for (size_t i = 0; i < sizeof ot / sizeof ot[0]; i++) bench_fold_time(at[i], ot[i]);
+  bench_fold_wrong(&a->wrong_base, o.wrong_base);
+  bench_fold_wrong(&a->wrong_own, o.wrong_own);
+  bench_fold_wrong(&a->wrong_baton, o.wrong_baton);
+  a->checked += o.checked;
+}
+
+static void procs_print(void *arg, const void *row) {
+  bench_moe_print_row(stdout, ((procs_arg *)arg)->t, row);
 }
 
 int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
@@ -622,7 +613,6 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
     return 2;
   }
   if (!o->c.procs) world = x->k.nranks;
-  x->world = world;
   for (int i = 0; i < o->nT; i++)
     if (o->T[i] % world) {
       fprintf(stderr, "baton bench: --tokens %lld is not a multiple of the %d ranks\n", (long long)o->T[i], world);
@@ -637,7 +627,8 @@ int bench_moe_run(const bench_moe_opts *o, bench_moe_table *t) {
     static procs_arg p;
     p = (procs_arg){o, t};
     const bench_procs_mode m = {"own gemm", "", procs_run, sizeof(bench_moe_row), o->nT * o->nH * o->nF,
-                                procs_header, procs_rows};
+                                &t->info, procs_header, t->rows, &t->nrows, procs_fold, procs_print, offsetof(bench_moe_row, error),
+                                sizeof(((bench_moe_row *)0)->error)};
     return bench_ranks_procs(&o->c, &m, &p);
   }
   if (setup(x, t) || make_pattern(x)) goto out;

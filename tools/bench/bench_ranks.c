@@ -33,6 +33,7 @@ int bench_ranks_size(bench_ranks *k, const bench_common_opts *c) {
     return 2;
   }
   for (int r = 0; r < k->nranks; r++) k->devs[r] = r % k->ngpus;
+  k->world = k->nranks;
   return 0;
 }
 

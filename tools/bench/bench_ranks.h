@@ -21,6 +21,8 @@
 
 typedef struct bench_ranks {
   int nranks, ngpus, devs[BENCH_RANKS_MAX];   /* rank r on GPU devs[r] = r % ngpus */
+  int world, lo;                              /* all ranks, and this process's first (-P: its only one) */
+  bench_fork *fork;                           /* -P: the link to the parent; NULL in one process */
   cudaStream_t st[BENCH_RANKS_MAX];           /* a non-blocking stream per rank */
   baton_comm *bc[BENCH_RANKS_MAX];            /* the n-rank communicator: the fused operator */
   baton_comm *pc[BENCH_RANKS_MAX];            /* one one-rank communicator per rank: the opcode alone */
@@ -34,7 +36,7 @@ typedef struct bench_ranks {
 int bench_gpus(int *ngpu);
 
 /* k's ranks from c (zeroed k): -g N or every GPU, on --share G GPUs or
- * one each.  0, or 2 after "baton bench: no GPU" or "baton bench: N
+ * one each (world: all of them, lo 0).  0, or 2 after "baton bench: no GPU" or "baton bench: N
  * ranks on G GPUs asked, P present" on stderr. */
 int bench_ranks_size(bench_ranks *k, const bench_common_opts *c);
 
@@ -99,15 +101,14 @@ void bench_ranks_algorithm(const bench_ranks *k, char *dst, size_t len);
  * (tools/bench/bench_ranks_procs.c) ---- */
 
 /* What a child of bench_ranks_procs has when its mode takes over: its
- * one rank in k (k->nranks 1, the stream, baton's communicator of all
- * ranks, NCCL's when it runs on every rank, the one-rank communicator
- * when the mode names `own`), cuBLAS, the link to the parent. */
+ * one rank in k (k->nranks 1, k->lo the rank, k->world all, k->fork the
+ * link to the parent, the stream, baton's communicator of all ranks,
+ * NCCL's when it runs on every rank, the one-rank communicator when the
+ * mode names `own`), cuBLAS and the rank's handle ch[0]. */
 typedef struct bench_child {
   bench_ranks *k;
   bench_cublas *cb;
-  void **ch;                   /* cuBLAS handle of the rank: ch[0] */
-  bench_fork *fork;
-  int world, rank;             /* all ranks; this process's */
+  void **ch;
 } bench_child;
 
 /* A fused mode's part of -P. */
@@ -119,12 +120,20 @@ typedef struct bench_procs_mode {
    * Then returns (the rest is closed for it). */
   void (*run)(void *arg, const bench_child *c);
   size_t row_size;             /* at most BENCH_FORK_MSG_MAX */
-  int nrows;                   /* rows each rank sends */
-  /* In the parent: info arrived (rank 0's, the run described) */
-  void (*header)(void *arg, const bench_run_info *info);
-  /* In the parent: the rows of every rank for one shape (one[r] of rank
-   * r): folded and printed by the mode. */
-  void (*rows)(void *arg, char *const *one, int n);
+  int nshapes;                 /* rows each rank sends */
+  /* In the parent: the table's description (rank 0's, with procs set)
+   * into *info, then header(arg) prints the table's header; each shape's
+   * row into rows[*nrows] (row_size bytes; *nrows counts them): rank 0's,
+   * "rank 0: " put before its error, then every other rank's folded into
+   * it by fold (bench_fold_time, bench_fold_wrong; its error by
+   * bench_fold_error here); then print(arg, row) prints it. */
+  bench_run_info *info;
+  void (*header)(void *arg);
+  void *rows;
+  int *nrows;
+  void (*fold)(void *all, const void *one);
+  void (*print)(void *arg, const void *row);
+  size_t error_at, error_len;  /* the row's error text: offsetof, sizeof */
 } bench_procs_mode;
 
 /* Runs mode m with a forked process per rank (c->ngpus of them, one GPU

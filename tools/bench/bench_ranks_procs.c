@@ -29,6 +29,9 @@ static void child_open(const procs_run *p, bench_fork *f, int r, bench_ranks *k,
   if (ngpu <= r) bench_fork_fail(f, "this machine has fewer GPUs than -g asks for");
   k->nranks = k->ngpus = 1;
   k->devs[0] = r;
+  k->world = world;
+  k->lo = r;
+  k->fork = f;
   cudaSetDevice(r);
   if (!(*cb = bench_cublas_open(why, sizeof why))) {
     snprintf(text, sizeof text, "the baseline needs cuBLAS: %s", why);
@@ -70,7 +73,7 @@ static void child(void *arg, bench_fork *f, int r) {
   snprintf(info.cublas, sizeof info.cublas, "%.150s%s", bench_cublas_describe(cb), p->m->compute);
   if (k.nccl) snprintf(info.nccl, sizeof info.nccl, "%.190s", bench_nccl_describe(k.nccl));
   bench_fork_result(f, &info, sizeof info);
-  bench_child bc = {&k, cb, ch, f, c->ngpus, r};
+  bench_child bc = {&k, cb, ch};
   p->m->run(p->arg, &bc);
   k.nccl = p->nccl;   /* bench_ranks_shut closes it, in this process alone */
   bench_ranks_shut(&k, cb, ch);
@@ -91,11 +94,17 @@ static int on_result(void *arg, char *const *msg, const int *len, int n) {
   for (int r = 0; r < n; r++)
     if (len[r] != (int)(info ? sizeof(bench_run_info) : p->m->row_size)) return -1;
   if (info) {
-    bench_run_info i;
-    memcpy(&i, msg[0], sizeof i);
-    p->m->header(p->arg, &i);
+    memcpy(p->m->info, msg[0], sizeof *p->m->info);
+    p->m->header(p->arg);
   } else {
-    p->m->rows(p->arg, msg, n);
+    char *all = (char *)p->m->rows + (size_t)(*p->m->nrows)++ * p->m->row_size, *err = all + p->m->error_at;
+    memcpy(all, msg[0], p->m->row_size);
+    bench_fold_error(err, p->m->error_len, NULL, 0);
+    for (int r = 1; r < n; r++) {
+      p->m->fold(all, msg[r]);
+      bench_fold_error(err, p->m->error_len, msg[r] + p->m->error_at, r);
+    }
+    p->m->print(p->arg, all);
   }
   return 0;
 }
@@ -119,7 +128,7 @@ int bench_ranks_procs(const bench_common_opts *c, const bench_procs_mode *m, voi
     if (p.nccl) bench_nccl_close(p.nccl);
     return 2;
   }
-  bench_fork_ops ops = {child, on_id, NULL, on_result, 1 + m->nrows};
+  bench_fork_ops ops = {child, on_id, NULL, on_result, 1 + m->nshapes};
   int rc = bench_fork_run(c->ngpus, &ops, &p);
   if (p.nccl) bench_nccl_close(p.nccl);
   return rc;
