@@ -1,6 +1,6 @@
 /* bench_fork.h -- one forked process per rank for `baton bench -P` (the
- * collectives, tools/bench/bench_procs.c, and `--fused gemv_allreduce`,
- * tools/bench/bench_fused_procs.c).  The parent touches no CUDA (a CUDA
+ * collectives, tools/bench/bench_procs.c, and the fused modes that take
+ * it, tools/bench/bench_ranks_procs.c).  The parent touches no CUDA (a CUDA
  * context does not survive fork); it hands rank 0's NCCL unique id to
  * the others, keeps the ranks in step with barriers over pipes, and
  * gathers one result message per rank at a time.  The messages:

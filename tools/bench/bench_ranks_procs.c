@@ -59,6 +59,9 @@ static void child_open(const procs_run *p, bench_fork *f, int r, bench_ranks *k,
   }
 }
 
+/* Rank r's process (bench_fork_ops.child): set up, its description of
+ * the run to the parent, the mode's shapes, everything closed; never
+ * returns. */
 static void child(void *arg, bench_fork *f, int r) {
   const procs_run *p = arg;
   static bench_ranks k;
