@@ -1,6 +1,7 @@
 /* test_bench_fork.c -- the process layer of `baton bench -P`
  * (tools/bench/bench_fork.c) without a GPU or NCCL: barriers carry the OR
- * of every rank's flags, results come folded a step at a time, and a run
+ * of every rank's flags or the least of their values, results come folded
+ * a step at a time, and a run
  * stops at once, with the rank and its reason, when one rank fails during
  * setup while the others wait for it, when a rank's process ends early,
  * or when the ranks fall out of step. */
@@ -45,6 +46,7 @@ static void child(void *arg, bench_fork *f, int r) {
     sleep(30);
   }
   int all = bench_fork_barrier(f, 1 << r | have << 8);
+  if (bench_fork_min(f, 100 - 10 * r) != 80) _exit(6);   /* the least of 100, 90 and 80, on every rank */
   for (int step = 0; step < 2; step++) {
     if (s->kind == OUT_OF_STEP && r == 1) bench_fork_barrier(f, 0);
     res m = {r, all, step};
@@ -105,7 +107,7 @@ int main(void) {
   double secs;
   char text[2000];
   int rc = run(&s, NORMAL, &secs, text, sizeof text);
-  ok(rc == 0 && s.results == 2 && s.bad_results == 0, "3 ranks: two results each, folded step by step (rc %d)", rc);
+  ok(rc == 0 && s.results == 2 && s.bad_results == 0, "3 ranks: the least of their values, two results each, folded step by step (rc %d)", rc);
   ok(s.started_flags == 7, "the first barrier hands every rank the OR of their flags (%#x)", s.started_flags);
   ok(s.id_calls == 1 && !s.id_have && strstr(s.id_why, "NCCL not loaded"),
      "without NCCL, rank 0 says so and every rank goes on without an id");

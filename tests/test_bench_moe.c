@@ -37,8 +37,8 @@ static int same_list(const int64_t *got, int n, const int64_t *want, int wn) {
   return 1;
 }
 
-/* -P: gemv_allreduce and gemm_alltoall run with a process per rank (it
- * needs -g N and no --share); embedding_alltoall refuses it by name. */
+/* -P: every fused mode runs with a process per rank (it needs -g N and
+ * no --share). */
 static void test_procs(void) {
   char err[400];
   bench_fused_opts f;
@@ -67,10 +67,14 @@ static void test_procs(void) {
   ok(mparse(&m, "--fused gemm_alltoall -g 2 -P --tokens 2048", err, sizeof err, NULL, 0) == 0 && m.c.procs == 1,
      "gemm_alltoall takes -P");
   bench_test_open(&io, err, sizeof err, NULL, 0);
-  int argc = bench_test_split("--fused embedding_alltoall -g 2 -P", argv);
-  ok(bench_embed_parse(&e, argc, argv, io.out, io.err) == 2, "embedding_alltoall refuses -P");
+  int argc = bench_test_split("--fused embedding_alltoall -g 2 -P --batch 2048", argv);
+  ok(bench_embed_parse(&e, argc, argv, io.out, io.err) == 0 && e.c.procs == 1, "embedding_alltoall takes -P");
   bench_test_close(&io, 1);
-  ok_contains(err, "-P is not available for --fused embedding_alltoall", "and says why");
+  bench_test_open(&io, err, sizeof err, NULL, 0);
+  argc = bench_test_split("--fused embedding_alltoall -P", argv);
+  ok(bench_embed_parse(&e, argc, argv, io.out, io.err) == 2, "and refuses it without -g N");
+  bench_test_close(&io, 1);
+  ok_contains(err, "-P needs -g N", "saying why");
 }
 
 static void test_operator(void) {

@@ -28,6 +28,9 @@ static const char embed_help[] =
   "  -g, --ngpus N         ranks, one GPU each (default: every GPU)\n"
   "  --share G             the ranks share G GPUs (rank r on GPU r % G): NCCL takes\n"
   "                        one rank per GPU, so only baton and the pooling alone run\n"
+  "  -P, --procs           one forked process per rank (needs -g N), as torchrun runs\n"
+  "                        them; each part is timed on every rank from a common start\n"
+  "                        and the slowest rank's time is shown\n"
   "  -d, --datatype T      f32 (default), f16, bf16\n"
   "  --batch LIST          global batch sizes, multiples of the ranks (default 2048)\n"
   "  --tables LIST         tables per rank (default 16,64)\n"
@@ -121,7 +124,7 @@ int bench_embed_parse(bench_embed_opts *o, int argc, char **argv, FILE *out, FIL
   o->nbag = 1;
   o->nskew = 1;
   static const bench_mode_parse mode = {"embedding_alltoall", embed_help, "--fused embedding_alltoall", embed_flag,
-                                        embed_value, 0};
+                                        embed_value};
   int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
   if (rc) return rc;
   if (o->weighted && o->mean) {
@@ -161,7 +164,8 @@ static const char *mode_name(const bench_embed_table *t) {
 void bench_embed_print_header(FILE *f, const bench_embed_table *t) {
   fprintf(f, "# baton bench --fused embedding_alltoall: %d rank%s on %s, %s, %s, %d iterations after %d warmup%s, "
           "median of %d round%s\n", t->info.nranks, t->info.nranks == 1 ? "" : "s",
-          t->info.share ? "shared GPUs" : "one GPU each", ip_dtype_name[t->dtype], mode_name(t), t->info.iters, t->info.warmup,
+          t->info.share ? "shared GPUs" : t->info.procs ? "one GPU and process each" : "one GPU each",
+          ip_dtype_name[t->dtype], mode_name(t), t->info.iters, t->info.warmup,
           t->info.graph ? ", in a CUDA graph" : "", t->info.rounds, t->info.rounds == 1 ? "" : "s");
   if (t->info.device[0]) fprintf(f, "# device: %s\n", t->info.device);
   fprintf(f, "# pooling alone: baton_embedding_alltoall on a one-rank communicator per rank, out [B, T*D]\n");

@@ -4,10 +4,12 @@
  * shuffle alone (tools/bench/bench_shuffle.cu), the three in a row on one
  * stream (the baseline) and baton_embedding_alltoall, on the same inputs
  * and streams, checked and timed alike, interleaved per shape.  One
- * process drives every rank. */
+ * process drives every rank, or (-P) every rank has a forked process of
+ * its own (bench_ranks_procs). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,22 +25,27 @@
 #define SAMPLED 64                /* output rows checked per rank */
 
 enum { WHAT_POOL, WHAT_A2A, WHAT_SHUF, WHAT_BASE, WHAT_BATON, NWHAT };
+
+_Static_assert(sizeof(bench_embed_row) <= BENCH_FORK_MSG_MAX, "a row fits one message");
 static const char *const what_name[NWHAT] = {"pooling alone", "NCCL AllToAll", "shuffle", "baseline", "baton"};
 
 typedef struct ectx {
   const bench_embed_opts *o;
-  bench_ranks k;                 /* the ranks; pc: the pooling alone */
+  bench_ranks k;                 /* this process's ranks; pc: the pooling alone */
+  bench_embed_table *t;          /* -P, in the parent: the table the ranks' rows are folded into */
   int es;
   int base;                      /* the baseline runs (NCCL is there) */
   void *pattern;                 /* PATTERN elements of the type */
   /* this shape */
   int64_t B, T, D, rows, bag;
   int skew;
+  /* every rank's bags on the host (indexed by rank; the check needs them
+   * all), this process's ranks' buffers on their GPUs (by local rank) */
   int64_t L[MAXR];               /* indices of rank r */
-  char *E[MAXR], *w[MAXR], *pooled[MAXR], *recv[MAXR], *outb[MAXR], *outt[MAXR];
-  int64_t *I[MAXR], *O[MAXR];
   int64_t *hI[MAXR], *hO[MAXR];
   void *hw[MAXR];
+  char *E[MAXR], *w[MAXR], *pooled[MAXR], *recv[MAXR], *outb[MAXR], *outt[MAXR];
+  int64_t *I[MAXR], *O[MAXR];
 } ectx;
 
 /* xorshift64; frand in [-1, 1), urand in [0, 1). */
@@ -59,9 +66,11 @@ static void free_shape(ectx *x) {
     void *d[] = {x->E[r], x->w[r], x->pooled[r], x->recv[r], x->outb[r], x->outt[r], x->I[r], x->O[r]};
     for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
       if (d[k]) cudaFree(d[k]);
-    free(x->hI[r]);
-    free(x->hO[r]);
-    free(x->hw[r]);
+  }
+  for (int q = 0; q < x->k.world; q++) {
+    free(x->hI[q]);
+    free(x->hO[q]);
+    free(x->hw[q]);
   }
   memset(x->E, 0, sizeof x->E);
   memset(x->w, 0, sizeof x->w);
@@ -132,9 +141,9 @@ static double other_bytes(const ectx *x, double L) {
 static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   int es = x->es, per_gpu = x->o->c.share ? (x->k.nranks + x->o->c.share - 1) / x->o->c.share : 1;
   size_t freeb = (size_t)-1, totb = 0;
-  for (int g = 0; g < x->k.ngpus; g++) {
+  for (int g = 0; g < x->k.ngpus; g++) {   /* devs[g] is GPU g in one process, the rank's GPU with -P */
     size_t f = 0;
-    cudaSetDevice(g);
+    cudaSetDevice(x->k.devs[g]);
     if (!bench_cuda_ok(cudaMemGetInfo(&f, &totb), "cudaMemGetInfo", err, len)) return -1;
     if (f < freeb) freeb = f;
   }
@@ -146,6 +155,7 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
     x->rows = bench_embed_default_rows(x->T, x->D, es);
     double fit = (budget - other_bytes(x, expect_L)) / row_bytes;
     if (fit < (double)x->rows) x->rows = fit < 1 ? 1 : (int64_t)fit;
+    if (x->k.fork) x->rows = bench_fork_min(x->k.fork, x->rows);   /* the same tables on every rank */
   }
   if ((double)x->rows * row_bytes + other_bytes(x, expect_L) > budget) {
     snprintf(err, len, "%.0f MiB a rank (tables of %lld rows, bags, outputs, scratch) do not fit the %.0f MiB free "
@@ -153,16 +163,16 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
              (long long)x->rows, (double)freeb / 1048576.0, per_gpu);
     return -1;
   }
-  /* the bags, every rank at once */
+  /* every rank's bags, at once */
   gen_job jobs[MAXR];
   pthread_t th[MAXR];
   int started[MAXR] = {0}, fail = 0;
-  for (int r = 0; r < x->k.nranks; r++) {
+  for (int r = 0; r < x->k.world; r++) {
     jobs[r] = (gen_job){x, r, 0};
     started[r] = pthread_create(&th[r], NULL, gen_rank, &jobs[r]) == 0;
     if (!started[r]) gen_rank(&jobs[r]);
   }
-  for (int r = 0; r < x->k.nranks; r++) {
+  for (int r = 0; r < x->k.world; r++) {
     if (started[r]) pthread_join(th[r], NULL);
     fail |= jobs[r].fail;
   }
@@ -173,7 +183,8 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
   if (!rot) { snprintf(err, len, "out of host memory"); return -1; }
   int rc = -1;
   for (int r = 0; r < x->k.nranks; r++) {
-    size_t L = x->L[r] ? (size_t)x->L[r] : 1;
+    const int q = x->k.lo + r;   /* the rank */
+    size_t L = x->L[q] ? (size_t)x->L[q] : 1;
     cudaSetDevice(x->k.devs[r]);
     if (!bench_cuda_ok(cudaMalloc((void **)&x->E[r], nE * es + 16), "tables", err, len) ||
         !bench_cuda_ok(cudaMalloc((void **)&x->I[r], L * 8), "indices", err, len) ||
@@ -184,15 +195,15 @@ static int alloc_shape(ectx *x, int64_t rows_asked, char *err, size_t len) {
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->recv[r], out + 16), "AllToAll's output", err, len)) ||
         (x->base && !bench_cuda_ok(cudaMalloc((void **)&x->outb[r], out + 16), "the baseline's output", err, len)))
       goto out;
-    if (!bench_cuda_ok(cudaMemcpy(x->I[r], x->hI[r], L * 8, cudaMemcpyHostToDevice), "indices upload", err, len) ||
-        !bench_cuda_ok(cudaMemcpy(x->O[r], x->hO[r], (nbags + 1) * 8, cudaMemcpyHostToDevice), "offsets upload", err,
+    if (!bench_cuda_ok(cudaMemcpy(x->I[r], x->hI[q], L * 8, cudaMemcpyHostToDevice), "indices upload", err, len) ||
+        !bench_cuda_ok(cudaMemcpy(x->O[r], x->hO[q], (nbags + 1) * 8, cudaMemcpyHostToDevice), "offsets upload", err,
                        len) ||
         (x->o->weighted &&
-         !bench_cuda_ok(cudaMemcpy(x->w[r], x->hw[r], L * es, cudaMemcpyHostToDevice), "weights upload", err, len)))
+         !bench_cuda_ok(cudaMemcpy(x->w[r], x->hw[q], L * es, cudaMemcpyHostToDevice), "weights upload", err, len)))
       goto out;
-    /* the tables: the pattern from rank r's offset on, then doubled in
+    /* the tables: the pattern from rank q's offset on, then doubled in
      * place (every copy starts at a multiple of PATTERN elements) */
-    int64_t off = tab_off(r);
+    int64_t off = tab_off(q);
     for (size_t i = 0; i < chunk; i++)
       memcpy(rot + i * es, (char *)x->pattern + (size_t)((off + (int64_t)i) % PATTERN) * es, es);
     if (!bench_cuda_ok(cudaMemcpy(x->E[r], rot, chunk * es, cudaMemcpyHostToDevice), "tables upload", err, len))
@@ -230,18 +241,19 @@ static const char *hint(baton_result e) {
 static int launch(void *ctx, int what, int it, char *err, size_t len) {
   ectx *x = ctx;
   (void)it;
-  int n = x->k.nranks;
+  int n = x->k.nranks, world = x->k.world;
   baton_redop mode = x->o->mean ? baton_avg : baton_sum;
   if (what == WHAT_POOL || what == WHAT_BASE) {
     baton_group_start();
     for (int r = 0; r < n; r++) {
       cudaSetDevice(x->k.devs[r]);
+      const int64_t L = x->L[x->k.lo + r];
       baton_result e = baton_embedding_alltoall(x->k.pc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
-                                                x->I[r], x->L[r] ? (size_t)x->L[r] : 1, x->O[r],
+                                                x->I[r], L ? (size_t)L : 1, x->O[r],
                                                 x->o->weighted ? x->w[r] : NULL, (size_t)x->B, (size_t)x->T, mode,
                                                 x->pooled[r], (baton_dtype)x->o->dtype, pool_stream(x, r));
       if (e) {
-        snprintf(err, len, "pooling: baton_embedding_alltoall on rank %d's one-rank communicator: %s%s", r,
+        snprintf(err, len, "pooling: baton_embedding_alltoall on rank %d's one-rank communicator: %s%s", x->k.lo + r,
                  baton_result_string(e), hint(e));
         baton_group_end();
         return -1;
@@ -256,26 +268,30 @@ static int launch(void *ctx, int what, int it, char *err, size_t len) {
       send[r] = x->pooled[r];
       recv[r] = x->recv[r];
     }
-    if (bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, n, n, send, recv, (size_t)(x->B / n * x->T * x->D),
+    if (bench_nccl_launch(x->k.nccl, BENCH_ALLTOALL, x->k.nc, n, world, send, recv, (size_t)(x->B / world * x->T * x->D),
                           x->o->dtype, IP_OP_SUM, 0, x->k.st, err, len))
       return -1;
   }
   if (what == WHAT_SHUF || what == WHAT_BASE)
     for (int r = 0; r < n; r++) {
       cudaSetDevice(x->k.devs[r]);
-      int e = bench_embed_shuffle(x->recv[r], x->outb[r], n, x->B / n, x->T * x->D * x->es, x->k.st[r]);
-      if (e) { snprintf(err, len, "shuffle on rank %d: %s", r, cudaGetErrorString((cudaError_t)e)); return -1; }
+      int e = bench_embed_shuffle(x->recv[r], x->outb[r], world, x->B / world, x->T * x->D * x->es, x->k.st[r]);
+      if (e) {
+        snprintf(err, len, "shuffle on rank %d: %s", x->k.lo + r, cudaGetErrorString((cudaError_t)e));
+        return -1;
+      }
     }
   if (what == WHAT_BATON) {
     baton_group_start();
     for (int r = 0; r < n; r++) {
       cudaSetDevice(x->k.devs[r]);
+      const int64_t L = x->L[x->k.lo + r];
       baton_result e = baton_embedding_alltoall(x->k.bc[r], x->E[r], (size_t)(x->T * x->rows), (size_t)x->D, 0,
-                                                x->I[r], x->L[r] ? (size_t)x->L[r] : 1, x->O[r],
+                                                x->I[r], L ? (size_t)L : 1, x->O[r],
                                                 x->o->weighted ? x->w[r] : NULL, (size_t)x->B, (size_t)x->T, mode,
                                                 x->outt[r], (baton_dtype)x->o->dtype, x->k.st[r]);
       if (e) {
-        snprintf(err, len, "baton_embedding_alltoall on rank %d: %s%s", r, baton_result_string(e), hint(e));
+        snprintf(err, len, "baton_embedding_alltoall on rank %d: %s%s", x->k.lo + r, baton_result_string(e), hint(e));
         baton_group_end();
         return -1;
       }
@@ -311,7 +327,7 @@ typedef struct chk {
 static void *chk_worker(void *arg) {
   chk *c = arg;
   ectx *x = c->x;
-  int n = x->k.nranks, es = x->es;
+  int n = x->k.world, lo = x->k.lo, nl = x->k.nranks, es = x->es;
   int64_t T = x->T, D = x->D, TD = T * D, per = x->B / n;
   size_t rowb = (size_t)(n * TD) * es, cap = 0;
   char *hb = malloc(rowb), *ht = malloc(rowb), *mE = NULL;
@@ -321,17 +337,17 @@ static void *chk_worker(void *arg) {
   for (;;) {
     int64_t task = bench_tasks_take(&c->tasks);
     if (task < 0) break;
-    int q = (int)(task / c->nsamp);
+    int l = (int)(task / c->nsamp), q = lo + l;
     int64_t srow = c->samp[task % c->nsamp], g = q * per + srow;
-    /* the row from the baseline's output (or, without one, from every
-     * rank's pooled [B, T*D]) and from baton's */
-    cudaSetDevice(x->k.devs[q]);
+    /* the row from the baseline's output (or, without one, from the
+     * pooled [B, T*D] of every rank this process holds) and from baton's */
+    cudaSetDevice(x->k.devs[l]);
     cudaError_t e = cudaSuccess;
-    if (c->have_t) e = cudaMemcpy(ht, x->outt[q] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
-    if (c->have_b && x->base && !e) e = cudaMemcpy(hb, x->outb[q] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
-    for (int p = 0; c->have_b && !x->base && !e && p < n; p++) {
-      cudaSetDevice(x->k.devs[p]);
-      e = cudaMemcpy(hb + (size_t)(p * TD) * es, x->pooled[p] + (size_t)(g * TD) * es, (size_t)TD * es,
+    if (c->have_t) e = cudaMemcpy(ht, x->outt[l] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
+    if (c->have_b && x->base && !e) e = cudaMemcpy(hb, x->outb[l] + (size_t)srow * rowb, rowb, cudaMemcpyDeviceToHost);
+    for (int pl = 0; c->have_b && !x->base && !e && pl < nl; pl++) {
+      cudaSetDevice(x->k.devs[pl]);
+      e = cudaMemcpy(hb + (size_t)((lo + pl) * TD) * es, x->pooled[pl] + (size_t)(g * TD) * es, (size_t)TD * es,
                      cudaMemcpyDeviceToHost);
     }
     if (e) {
@@ -365,10 +381,11 @@ static void *chk_worker(void *arg) {
                                    {mO, T + 1, 1, 1, IP_I64},
                                    {x->o->weighted ? (char *)x->hw[p] + (size_t)lo * es : NULL, Ls, 1, 1, -1}};
       ip_compute_exact(x->o->mean ? IR_OP_EBAGM : IR_OP_EBAG, x->o->dtype, args, 0, TD, val, mag);
+      const int b_here = x->base || (p >= lo && p < lo + nl);   /* the pooling alone's values of rank p are here */
       for (int64_t i = 0; i < TD; i++) {
         double want = val[i], tol = ip_compute_tolerance(x->o->dtype, 1, mO[i / D + 1] - mO[i / D], mag[i]);
         for (int k = 0; k < 2; k++) {
-          if (!(k ? c->have_t : c->have_b)) continue;
+          if (!(k ? c->have_t : c->have_b && b_here)) continue;
           double got = ip_get(x->o->dtype, k ? ht : hb, (size_t)(p * TD + i));
           if (fabs(got - want) <= tol) continue;   /* NaN fails */
           int64_t first = __atomic_fetch_add(k ? &c->bad_t : &c->bad_b, 1, __ATOMIC_RELAXED);
@@ -395,13 +412,13 @@ static int check(ectx *x, int have_b, int have_t, bench_embed_row *row, char *er
   c.x = x;
   c.have_b = have_b;
   c.have_t = have_t;
-  c.nsamp = bench_spread(x->B / x->k.nranks, SAMPLED, c.samp);
+  c.nsamp = bench_spread(x->B / x->k.world, SAMPLED, c.samp);
   int64_t tasks = (int64_t)x->k.nranks * c.nsamp;
   int failed = bench_tasks_run(&c.tasks, tasks, chk_worker, &c, err, len);
   if (failed) return -1;
   row->wrong_base = have_b ? c.bad_b : -1;
   row->wrong_baton = have_t ? c.bad_t : -1;
-  row->checked = tasks * x->k.nranks * x->T * x->D;
+  row->checked = tasks * x->k.world * x->T * x->D;
   return 0;
 }
 
@@ -419,11 +436,20 @@ static int poison(ectx *x, char *err, size_t len) {
    * up must be done before the first call reads it (a pooling run that
    * began early read tables still being filled). */
   for (int g = 0; g < x->k.ngpus; g++) {
-    cudaSetDevice(g);
+    cudaSetDevice(x->k.devs[g]);
     if (!bench_cuda_ok(cudaDeviceSynchronize(), "setting the shape up", err, len)) return -1;
   }
   return 0;
 }
+
+/* The parts dead on any rank (bench_parts_ops.sync): with a process per
+ * rank, after every rank got here; else dead itself. */
+static unsigned sync_dead(void *ctx, unsigned dead) {
+  const ectx *x = ctx;
+  return x->k.fork ? (unsigned)bench_fork_barrier(x->k.fork, (int)dead) : dead;
+}
+
+enum { SHAPE_FAILED = 1u << NWHAT };   /* sync_dead's bit: some rank could not set the shape up */
 
 static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int64_t rows, int skew,
                       bench_embed_row *row) {
@@ -439,20 +465,21 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
   char err[240] = "";
   /* bit per WHAT: failed or not set up, not run (again) for this shape */
   unsigned dead = x->base ? 0 : 1u << WHAT_A2A | 1u << WHAT_SHUF | 1u << WHAT_BASE;
-  if (B % x->k.nranks) {
-    snprintf(row->error, sizeof row->error, "B=%lld is not a multiple of the %d ranks", (long long)B, x->k.nranks);
+  if (B % x->k.world) {
+    snprintf(row->error, sizeof row->error, "B=%lld is not a multiple of the %d ranks", (long long)B, x->k.world);
     return;
   }
-  if (alloc_shape(x, rows, err, sizeof err) || poison(x, err, sizeof err)) {
-    snprintf(row->error, sizeof row->error, "%s", err);
-    row->rows = x->rows;
+  int failed = alloc_shape(x, rows, err, sizeof err) || poison(x, err, sizeof err);
+  if (failed) snprintf(row->error, sizeof row->error, "%s", err);
+  row->rows = x->rows;
+  if (sync_dead(x, failed ? SHAPE_FAILED : 0) & SHAPE_FAILED) {
+    if (!failed) snprintf(row->error, sizeof row->error, "failed on another rank");
     free_shape(x);
     return;
   }
-  row->rows = x->rows;
   int64_t sum = 0;
-  for (int r = 0; r < x->k.nranks; r++) sum += x->L[r];
-  row->lookups = sum / x->k.nranks;
+  for (int r = 0; r < x->k.world; r++) sum += x->L[r];
+  row->lookups = sum / x->k.world;
   /* once each, checked: the baseline (or the pooling alone), then baton */
   int ran[NWHAT] = {0};
   int first[2] = {x->base ? WHAT_BASE : WHAT_POOL, WHAT_BATON};
@@ -474,7 +501,7 @@ static void run_shape(ectx *x, int64_t B, int64_t T, int64_t D, int64_t bag, int
       check(x, ran[first[0]], ran[WHAT_BATON], row, err, sizeof err))
     snprintf(row->error, sizeof row->error, "%s", err);
   bench_ranks_algorithm(&x->k, row->algorithm, sizeof row->algorithm);
-  static const bench_parts_ops ops = {launch, wait_all, part_streams, NULL};
+  static const bench_parts_ops ops = {launch, wait_all, part_streams, sync_dead};
   double us[NWHAT];
   bench_parts_measure_opts(&ops, x, NWHAT, what_name, &x->o->c, dead, us, row->error, sizeof row->error);
   row->pool_us = us[WHAT_POOL];
@@ -494,26 +521,108 @@ static int has_embedding(const baton_comm *c) {
   return 0;
 }
 
+/* x's pattern (PATTERN elements of the type, the same in every process).
+ * 0, or -1 when out of memory. */
+static int make_pattern(ectx *x) {
+  if (!(x->pattern = malloc((size_t)PATTERN * x->es))) return -1;
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (int i = 0; i < PATTERN; i++) ip_set(x->o->dtype, x->pattern, (size_t)i, frand(&s));
+  return 0;
+}
+
+/* Every shape of o in order: run_shape's row each, to `done` (printed,
+ * or sent to the parent). */
+static void each_shape(ectx *x, void (*done)(ectx *x, bench_embed_row *row)) {
+  const bench_embed_opts *o = x->o;
+  int nrowsopt = o->nrows ? o->nrows : 1;
+  for (int ib = 0; ib < o->nB; ib++)
+    for (int it = 0; it < o->nT; it++)
+      for (int id = 0; id < o->nD; id++)
+        for (int ig = 0; ig < o->nbag; ig++)
+          for (int ir = 0; ir < nrowsopt; ir++)
+            for (int is = 0; is < o->nskew; is++) {
+              bench_embed_row one, *row = x->t ? &x->t->rows[x->t->nrows++] : &one;
+              run_shape(x, o->B[ib], o->T[it], o->D[id], o->bag[ig], o->nrows ? o->rows[ir] : 0, o->skew[is], row);
+              done(x, row);
+            }
+}
+
+/* ---- -P: a process per rank (bench_ranks_procs) ---- */
+
+/* Another rank's row into all: the slowest rank's time per part, the sums
+ * of wrong and checked elements (rows and lookups are every rank's). */
+static void procs_fold(void *all, const void *one) {
+  bench_embed_row *a = all, o;
+  memcpy(&o, one, sizeof o);
+  double *at[] = {&a->pool_us, &a->a2a_us, &a->shuf_us, &a->base_us, &a->baton_us};
+  const double ot[] = {o.pool_us, o.a2a_us, o.shuf_us, o.base_us, o.baton_us};
+  for (size_t i = 0; i < sizeof ot / sizeof ot[0]; i++) bench_fold_time(at[i], ot[i]);
+  bench_fold_wrong(&a->wrong_base, o.wrong_base);
+  bench_fold_wrong(&a->wrong_baton, o.wrong_baton);
+  a->checked += o.checked;
+}
+
+static void procs_send(ectx *x, bench_embed_row *row) {
+  bench_fork_result(x->k.fork, row, sizeof *row);
+}
+
+/* Rank c->rank's shapes, in its process (x: as the parent set it, o
+ * alone): a row each to the parent. */
+static void procs_run(void *arg, const bench_child *c) {
+  ectx *x = arg;
+  x->k = *c->k;
+  x->t = NULL;
+  x->base = x->k.nccl != NULL;
+  if (make_pattern(x)) bench_fork_fail(x->k.fork, "out of host memory for the pattern");
+  each_shape(x, procs_send);
+  free(x->pattern);
+}
+
+static void procs_header(void *arg) {
+  bench_embed_print_header(stdout, ((ectx *)arg)->t);
+}
+
+static void procs_print(void *arg, const void *row) {
+  bench_embed_print_row(stdout, ((ectx *)arg)->t, row);
+}
+
+static void print_row(ectx *x, bench_embed_row *row) {
+  bench_embed_print_row(stdout, x->t, row);
+}
+
 int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
   memset(t, 0, sizeof *t);
+  t->dtype = o->dtype;
+  t->mean = o->mean;
+  t->weighted = o->weighted;
+  int nrowsopt = o->nrows ? o->nrows : 1;
+  size_t nshapes = (size_t)o->nB * o->nT * o->nD * o->nbag * nrowsopt * o->nskew;
   ectx *x = calloc(1, sizeof *x);
   if (!x) return 2;
   x->o = o;
   x->es = ip_dtype_size[o->dtype];
-  if (bench_ranks_size(&x->k, &o->c)) {
+  if (!o->c.procs && bench_ranks_size(&x->k, &o->c)) {
     free(x);
     return 2;
   }
+  int world = o->c.procs ? o->c.ngpus : x->k.nranks, rc = 2;
   for (int i = 0; i < o->nB; i++)
-    if (o->B[i] % x->k.nranks) {
-      fprintf(stderr, "baton bench: --batch %lld is not a multiple of the %d ranks\n", (long long)o->B[i], x->k.nranks);
+    if (o->B[i] % world) {
+      fprintf(stderr, "baton bench: --batch %lld is not a multiple of the %d ranks\n", (long long)o->B[i], world);
       free(x);
       return 2;
     }
-  t->dtype = o->dtype;
-  t->mean = o->mean;
-  t->weighted = o->weighted;
-  int rc = 2;
+  if (!(t->rows = calloc(nshapes + 1, sizeof *t->rows))) goto out;
+  x->t = t;
+  if (o->c.procs) {
+    static ectx p;
+    p = *x;
+    const bench_procs_mode m = {"the pooling alone", NULL, procs_run, sizeof(bench_embed_row), (int)nshapes,
+                                &t->info, procs_header, t->rows, &t->nrows, procs_fold, procs_print,
+                                offsetof(bench_embed_row, error), sizeof(((bench_embed_row *)0)->error)};
+    free(x);
+    return bench_ranks_procs(&o->c, &m, &p);
+  }
   if (bench_ranks_open(&x->k, &o->c, &t->info, NULL, NULL, "the pooling alone")) goto out;
   x->base = x->k.nccl != NULL;
   if (!has_embedding(x->k.pc[0]))
@@ -523,24 +632,9 @@ int bench_embed_run(const bench_embed_opts *o, bench_embed_table *t) {
   if (x->k.nranks > 1 && !has_embedding(x->k.bc[0]))
     fprintf(stderr, "# warning: the %d-rank communicator loaded no embedding program: put one in BATON_ALGO_DIR "
             "(tools/measure/gpu_prep.sh ... %d OUT: OUT/default)\n", x->k.nranks, x->k.nranks);
-  if (!(x->pattern = malloc((size_t)PATTERN * x->es))) goto out;
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (int i = 0; i < PATTERN; i++) ip_set(o->dtype, x->pattern, (size_t)i, frand(&s));
-  int nrowsopt = o->nrows ? o->nrows : 1;
-  size_t nshapes = (size_t)o->nB * o->nT * o->nD * o->nbag * nrowsopt * o->nskew;
-  t->rows = calloc(nshapes + 1, sizeof *t->rows);
-  if (!t->rows) goto out;
+  if (make_pattern(x)) goto out;
   bench_embed_print_header(stdout, t);
-  for (int ib = 0; ib < o->nB; ib++)
-    for (int it = 0; it < o->nT; it++)
-      for (int id = 0; id < o->nD; id++)
-        for (int ig = 0; ig < o->nbag; ig++)
-          for (int ir = 0; ir < nrowsopt; ir++)
-            for (int is = 0; is < o->nskew; is++) {
-              bench_embed_row *row = &t->rows[t->nrows++];
-              run_shape(x, o->B[ib], o->T[it], o->D[id], o->bag[ig], o->nrows ? o->rows[ir] : 0, o->skew[is], row);
-              bench_embed_print_row(stdout, t, row);
-            }
+  each_shape(x, print_row);
   rc = 0;
 out:
   bench_ranks_shut(&x->k, NULL, NULL);

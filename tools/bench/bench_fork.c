@@ -61,6 +61,16 @@ int bench_fork_barrier(bench_fork *f, int flags) {
   return h.flags;
 }
 
+int64_t bench_fork_min(bench_fork *f, int64_t v) {
+  msg_hdr h;
+  char buf[BENCH_FORK_MSG_MAX];
+  int64_t least;
+  if (send_msg(f->up, 'M', 0, &v, sizeof v) || recv_msg(f->down, &h, buf) || h.type != 'G' || h.len != sizeof least)
+    _exit(3);
+  memcpy(&least, buf, sizeof least);
+  return least;
+}
+
 void bench_fork_result(bench_fork *f, const void *msg, int len) {
   if (len < 0 || len > BENCH_FORK_MSG_MAX || send_msg(f->up, 'R', 0, msg, len)) _exit(3);
 }
@@ -172,17 +182,28 @@ static int hand_out_id(parent *p, const bench_fork_ops *ops, void *arg) {
   return 0;
 }
 
-/* One message from every rank, then: all barriers, answered; all
- * results, handed to ops->result.  1 after a result, 0 after a barrier,
+/* One message from every rank, then: all barriers, answered (with the
+ * OR of their flags, or the least of their values); all results, handed
+ * to ops->result.  1 after a result, 0 after a barrier,
  * -1 after why (a rank ended or failed, the ranks out of step). */
 static int serve_one(parent *p, const bench_fork_ops *ops, void *arg) {
-  int n = p->n, nb = 0, nr = 0, all = 0;
+  int n = p->n, nb = 0, nm = 0, nr = 0, all = 0;
+  int64_t least = INT64_MAX, v;
   memset(p->want, WANT_NEXT, (size_t)n);
   if (gather(n, p->up, p->want, p->type, p->msg, p->len, p->flags)) return -1;
   for (int r = 0; r < n; r++) {
     nb += p->type[r] == 'B';
     nr += p->type[r] == 'R';
     all |= p->flags[r];
+    if (p->type[r] == 'M' && p->len[r] == (int)sizeof v) {
+      nm++;
+      memcpy(&v, p->msg[r], sizeof v);
+      if (v < least) least = v;
+    }
+  }
+  if (nm == n) {
+    for (int r = 0; r < n; r++) send_msg(p->down[r][1], 'G', 0, &least, sizeof least);
+    return 0;
   }
   if (nb == n) {
     for (int r = 0; r < n; r++) send_msg(p->down[r][1], 'G', all, NULL, 0);

@@ -8,7 +8,9 @@
  *   child 0 -> parent:  'I' NCCL unique id (flags 1) or why not (flags 0),
  *                       forwarded to the other children
  *   child -> parent:    'B' flags (a barrier; the reply 'G' carries the OR
- *                       of every rank's flags), 'R' a result (at most
+ *                       of every rank's flags), 'M' a 64-bit value (a
+ *                       barrier; the reply 'G' carries the least of them),
+ *                       'R' a result (at most
  *                       BENCH_FORK_MSG_MAX bytes), 'E' a setup error (text),
  *                       then the child exits
  *
@@ -52,6 +54,9 @@ int bench_fork_run(int n, const bench_fork_ops *ops, void *arg);
 
 /* The OR of every rank's flags, after every rank passed its barrier. */
 int bench_fork_barrier(bench_fork *f, int flags);
+
+/* The least of every rank's v, after every rank passed this barrier. */
+int64_t bench_fork_min(bench_fork *f, int64_t v);
 
 /* Sends len bytes (at most BENCH_FORK_MSG_MAX) as this rank's next result. */
 void bench_fork_result(bench_fork *f, const void *msg, int len);

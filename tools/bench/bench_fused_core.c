@@ -67,7 +67,7 @@ int bench_fused_parse(bench_fused_opts *o, int argc, char **argv, FILE *out, FIL
   memcpy(o->K, Ks, sizeof Ks);
   o->nM = 4;
   o->nK = 3;
-  static const bench_mode_parse mode = {"gemv_allreduce", fused_help, "--fused", NULL, fused_value, 1};
+  static const bench_mode_parse mode = {"gemv_allreduce", fused_help, "--fused", NULL, fused_value};
   int rc = bench_parse_fused(&o->c, o, &mode, argc, argv, out, err);
   if (rc) return rc;
   return bench_check_outputs(&o->c, err);

@@ -146,7 +146,7 @@ int bench_moe_parse(bench_moe_opts *o, int argc, char **argv, FILE *out, FILE *e
   set_list(o->T, &o->nT, def_T, 1);
   set_list(o->H, &o->nH, def_H, 1);
   set_list(o->F, &o->nF, def_F, 1);
-  static const bench_mode_parse mode = {"gemm_alltoall", moe_help, "--fused gemm_alltoall", moe_flag, moe_value, 1};
+  static const bench_mode_parse mode = {"gemm_alltoall", moe_help, "--fused gemm_alltoall", moe_flag, moe_value};
   moe_parse_state s = {o, 0, 0, 0};
   int rc = bench_parse_fused(&o->c, &s, &mode, argc, argv, out, err);
   if (rc) return rc;

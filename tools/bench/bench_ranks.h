@@ -114,7 +114,8 @@ typedef struct bench_child {
 /* A fused mode's part of -P. */
 typedef struct bench_procs_mode {
   const char *own;             /* bench_ranks_comms's own: the one-rank communicator's name, NULL: none */
-  const char *compute;         /* what the description says of cuBLAS after its version (" with n = 1"), "" */
+  const char *compute;         /* what the description says of cuBLAS after its version (" with n = 1", "");
+                                  NULL: the mode needs no cuBLAS (cb NULL in its child) */
   /* Rank c->rank's shapes, in its child: each shape's row (row_size
    * bytes) sent with bench_fork_result, in the same order on every rank.
    * Then returns (the rest is closed for it). */

@@ -20,7 +20,7 @@ typedef struct procs_run {
 } procs_run;
 
 /* Rank r's set-up, or its error to the parent (bench_fork_fail): its GPU,
- * cuBLAS and handle, stream, NCCL's id, baton's communicators, NCCL's
+ * cuBLAS and handle (where the mode has a compute baseline), stream, NCCL's id, baton's communicators, NCCL's
  * (dropped on every rank unless every rank has it). */
 static void child_open(const procs_run *p, bench_fork *f, int r, bench_ranks *k, bench_cublas **cb, void **ch) {
   int ngpu = 0, world = p->c->ngpus;
@@ -33,12 +33,12 @@ static void child_open(const procs_run *p, bench_fork *f, int r, bench_ranks *k,
   k->lo = r;
   k->fork = f;
   cudaSetDevice(r);
-  if (!(*cb = bench_cublas_open(why, sizeof why))) {
+  if (p->m->compute && !(*cb = bench_cublas_open(why, sizeof why))) {
     snprintf(text, sizeof text, "the baseline needs cuBLAS: %s", why);
     bench_fork_fail(f, text);
   }
   if (bench_ranks_stream(k, 0)) bench_fork_fail(f, "cannot create its stream");
-  if (!(ch[0] = bench_cublas_handle(*cb, why, sizeof why))) bench_fork_fail(f, why);
+  if (*cb && !(ch[0] = bench_cublas_handle(*cb, why, sizeof why))) bench_fork_fail(f, why);
   k->nccl = p->nccl;
   int have_id = bench_fork_nccl_id(f, k->nccl, id);
   baton_result be = baton_comm_init_rank(&k->bc[0], world, p->bid, r);
@@ -73,7 +73,7 @@ static void child(void *arg, bench_fork *f, int r) {
                          .rounds = c->rounds};
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, r) == cudaSuccess) snprintf(info.device, sizeof info.device, "%.120s", prop.name);
-  snprintf(info.cublas, sizeof info.cublas, "%.150s%s", bench_cublas_describe(cb), p->m->compute);
+  if (cb) snprintf(info.cublas, sizeof info.cublas, "%.150s%s", bench_cublas_describe(cb), p->m->compute);
   if (k.nccl) snprintf(info.nccl, sizeof info.nccl, "%.190s", bench_nccl_describe(k.nccl));
   bench_fork_result(f, &info, sizeof info);
   bench_child bc = {&k, cb, ch};

@@ -146,14 +146,7 @@ int bench_parse_fused(bench_common_opts *c, void *o, const bench_mode_parse *m, 
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(m->help, out); return 1; }
     if (!strcmp(a, "--no-nccl")) { c->no_nccl = 1; continue; }
-    if (!strcmp(a, "-P") || !strcmp(a, "--procs")) {
-      if (!m->procs) {
-        fprintf(err, "baton bench: -P is not available for --fused %s: it runs in one process\n", m->op);
-        return 2;
-      }
-      c->procs = 1;
-      continue;
-    }
+    if (!strcmp(a, "-P") || !strcmp(a, "--procs")) { c->procs = 1; continue; }
     if (m->flag && m->flag(o, a)) continue;
     if (!strncmp(a, "--fused=", 8)) { op = a + 8; continue; }
     /* every other option takes a value */

@@ -102,13 +102,12 @@ typedef struct bench_mode_parse {
    * to nonzero when v is bad, else v noted in o), 0 when not one, -1
    * after its own refusal on err. */
   int (*value)(void *o, const char *name, const char *v, int *bad, FILE *err);
-  int procs;            /* 1: the mode runs with a process per rank (-P) */
 } bench_mode_parse;
 
 /* Parses `baton bench --fused OP [options]` (argv[0] is "bench"): sets
  * c's defaults (-w 5 -n 20 -G 0 -R 3 -c 1; c zeroed by the caller, o's
- * defaults set), then each option: -h/--help, --no-nccl, -P/--procs (where
- * m->procs), m's flags,
+ * defaults set), then each option: -h/--help, --no-nccl, -P/--procs, m's
+ * flags,
  * --fused, -g/--ngpus, --share, -w/--warmup_iters, -n/--iters,
  * -G/--cudagraph, -R/--rounds, -c/--check, --csv, --json, else m's
  * values; then refuses an OP other than m->op, a --share without -g N
