@@ -366,7 +366,11 @@ struct ip_place {
 // block's own in shared memory, or with gctr one that every block taking
 // part shares (zero at the start of the call; the caller sets it back);
 // whole aligned bags go by 16-byte loads, cut ones column by column.
-// Ends with a barrier.
+// Ends with a barrier, but with gctr: each warp leaves when the counter
+// runs out, and the caller puts a barrier before anything that needs the
+// block's stores done (a warp then starts the next step's bags while the
+// others finish their last, where a barrier left it idle for up to a
+// bag's time each step).
 template <int DT>
 __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, int64_t row0, int n, char *out,
                                         const ip_place *pl = nullptr, unsigned long long *gctr = nullptr) {
@@ -387,8 +391,10 @@ __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, i
     const bool vec = (g.D % VE) == 0 && V <= 128 && ((uintptr_t)g.E & 15) == 0 && ((g.ld * ES) & 15) == 0;
     int P = 1;
     while (P < V && P < 32) P <<= 1;
-    if (threadIdx.x == 0) next_bag = b0;
-    __syncthreads();
+    if (!gctr) {
+      if (threadIdx.x == 0) next_bag = b0;
+      __syncthreads();
+    }
     const int lane = threadIdx.x & 31;
     for (;;) {
       int64_t b = 0;
@@ -406,7 +412,7 @@ __device__ __forceinline__ void ip_ebag(const ip_gargs &a, const ip_gstep &st, i
         ip_bag_cols<DT>(a, g, b, c0, c1, dst);
       }
     }
-    __syncthreads();
+    if (!gctr) __syncthreads();
   }
 }
 

@@ -57,7 +57,9 @@ __device__ __forceinline__ void block_piece(const ip_gargs &a, const ip_gstep &s
 // All of step st's chunk (one: whole_share) by this block together with
 // every other block of the one compute thread block, the bags taken from
 // the step's counter ctr: into the destination chunk, or in a direct call
-// straight into the owner's output.  Ends with a barrier.
+// straight into the owner's output.  No barrier at its end: each warp
+// goes on as the counter runs out (ip_ebag with a shared counter); the
+// caller puts one before whatever needs this block's stores done.
 template <int DT, bool BAG>
 __device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, unsigned long long *ctr) {
   if constexpr (BAG) {
@@ -73,10 +75,8 @@ __device__ __forceinline__ void bag_step(const ip_gargs &a, const ip_gstep &st, 
         dst = tile_at(a, st.dstbuf, st.dstoff, 0, a.geom.cap, &dv);
       }
       ip_ebag<DT>(a, st, row0, (int)valid, dst, a.direct ? &pl : nullptr, ctr);
-      return;
     }
   }
-  __syncthreads();
 }
 
 // Whether a compute block may take its share of step st's rows as one
@@ -126,18 +126,24 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
   const int64_t lo = total * w / a.cwidth, hi = total * (w + 1) / a.cwidth;
   int64_t base = 0;   // the row space's start of step s
   bool shared_bags = false;   // some step's bags came from a counter every block shares
+  bool unsynced = false;      // the last such step's warps may still run: a barrier before any other step's piece
   for (int s = 0; s < nsteps; base += steps[s].cnt * cap, s++) {
     const ip_gstep st = steps[s];
     if (BAG && a.bagctr && a.ncomp == 1 && cap < (1 << 30) && whole_share(a, st)) {
       // Every block takes the step's bags from one counter: the GPU's
       // warps balance over them, where equal shares of rows left each
-      // block waiting for its slowest warp.
-      shared_bags = true;
+      // block waiting for its slowest warp; and a warp that finds the
+      // counter run out goes straight on to the next step's.
+      shared_bags = unsynced = true;
       bag_step<DT, BAG>(a, st, (unsigned long long *)&a.bagctr[1 + s]);
       if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, 0);
       continue;
     }
     if (base >= hi || base + st.cnt * cap <= lo) continue;
+    if (unsynced) {
+      __syncthreads();
+      unsynced = false;
+    }
     // A whole share (whole_share: one chunk) is one tile of cap rows: no
     // barrier per tile.
     const bool whole = BAG && whole_share(a, st);
@@ -173,7 +179,7 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
       if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_DONE, s, t);
     }
   }
-  if (shared_bags) {   // the last block done sets the counters back for the next call
+  if (shared_bags) {   // every warp done; the last block done sets the counters back for the next call
     __syncthreads();
     if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&a.bagctr[0], 1ull) == (unsigned long long)(a.cwidth - 1))
       for (int k = 0; k <= nsteps; k++) a.bagctr[k] = 0;
