@@ -122,7 +122,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
     res = ip_fgemv_grid(u, c->share, &g);
     if (g > tblocks) tblocks = g;
   }
-  if (!res) res = rt_trace_open(&c->trace, rank, tblocks);
+  if (!res) res = rt_trace_open(&c->trace, rank, nranks, tblocks);
   if (res) {
     rt_algos_free(c->algos);
     free(c->plans);

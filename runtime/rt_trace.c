@@ -3,6 +3,7 @@
  * layout), saved as CSV when the communicator goes. */
 #include "rt_trace.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include "rt_param.h"
 
 struct rt_trace {
-  int rank, cap;             /* cap: CUDA blocks the buffer holds */
+  int rank, nranks, cap;     /* cap: CUDA blocks the buffer holds */
   uint64_t *dev;             /* cap * IP_TRACE_WORDS words */
   const char *algo;          /* the last launch (the program's name: lives as long as the communicator) */
   const ir_prog *prog;       /* its program (NULL: none): names the steps */
@@ -26,7 +27,7 @@ struct rt_trace {
   int warned;
 };
 
-bt_result rt_trace_open(rt_trace **out, int rank, int blocks) {
+bt_result rt_trace_open(rt_trace **out, int rank, int nranks, int blocks) {
   *out = NULL;
   if (!*rt_param_str(RT_PARAM_TRACE) || blocks < 1) return BT_OK;
   rt_trace *t = calloc(1, sizeof *t);
@@ -39,6 +40,7 @@ bt_result rt_trace_open(rt_trace **out, int rank, int blocks) {
     return BT_ERR_CUDA;
   }
   t->rank = rank;
+  t->nranks = nranks;
   t->cap = blocks;
   *out = t;
   return BT_OK;
@@ -104,6 +106,24 @@ static void csv_field(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* Whether this process wrote path before (another communicator of the
+ * same rank and size): the paths' hashes, up to TRACE_FILES_SEEN of them
+ * (past that, no more are looked at). */
+#define TRACE_FILES_SEEN 256
+static int written_before(const char *path) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t seen[TRACE_FILES_SEEN];
+  static int nseen;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = path; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  int found = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nseen && !found; i++) found = seen[i] == h;
+  if (!found && nseen < TRACE_FILES_SEEN) seen[nseen++] = h;
+  pthread_mutex_unlock(&mu);
+  return found;
+}
+
 /* One row per event: absolute times, so that the files of all ranks of a
  * machine line up (their GPUs' timers start from the same host clock). */
 static void save(const rt_trace *t) {
@@ -116,7 +136,15 @@ static void save(const rt_trace *t) {
     return;
   }
   char path[4096];
-  snprintf(path, sizeof path, "%s.%d.csv", rt_param_str(RT_PARAM_TRACE), t->rank);
+  if (rt_param_trace_file(path, sizeof path, t->nranks, t->rank, ".csv")) {
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_TRACE: the file name for rank %d is longer than %zu bytes: not written", t->rank,
+             sizeof path);
+    free(h);
+    return;
+  }
+  if (written_before(path))
+    LOG_WARN(RT_SUB_RUNTIME, "BATON_TRACE: %s is written again by another communicator of this process (the last "
+             "one destroyed is kept); put %%n in BATON_TRACE to name the files by the communicator's ranks", path);
   FILE *f = fopen(path, "w");
   if (!f) {
     LOG_WARN(RT_SUB_RUNTIME, "BATON_TRACE: cannot write %s", path);

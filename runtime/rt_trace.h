@@ -14,8 +14,9 @@ struct ir_prog;
 typedef struct rt_trace rt_trace;
 
 /* *t = a timeline of `blocks` CUDA blocks on the current device for
- * `rank`, or NULL when BATON_TRACE is empty. */
-bt_result rt_trace_open(rt_trace **t, int rank, int blocks);
+ * `rank` of a communicator of nranks ranks (its file's name:
+ * rt_param_trace_file), or NULL when BATON_TRACE is empty. */
+bt_result rt_trace_open(rt_trace **t, int rank, int nranks, int blocks);
 
 /* The buffer a launch of `blocks` CUDA blocks writes (ip_gargs.trace), or
  * NULL when tracing is off or the launch has more blocks than the buffer

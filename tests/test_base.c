@@ -1,13 +1,24 @@
 /* test_base.c -- the base layer every stage uses (runtime/rt_base): a
- * message list that says when it cut a message, and the monotonic clock. */
+ * message list that says when it cut a message, the monotonic clock, and
+ * the names BATON_TRACE gives its files. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_diag.h"
+#include "rt_param.h"
 #include "rt_time.h"
 #include "tap.h"
 
 int main(void) {
+  setenv("BATON_TRACE", "/tmp/call.%n.x%n", 1);   /* before any parameter is read */
+  char path[64];
+  ok(rt_param_trace_file(path, sizeof path, 2, 1, ".csv") == 0 && !strcmp(path, "/tmp/call.2.x2.1.csv"),
+     "BATON_TRACE's %%n is the communicator's ranks, then .RANK and the suffix: %s", path);
+  ok(rt_param_trace_file(path, sizeof path, 16, 3, ".net.csv") == 0 && !strcmp(path, "/tmp/call.16.x16.3.net.csv"),
+     "the network proxy's file alike: %s", path);
+  ok(rt_param_trace_file(path, 20, 2, 1, ".csv") == -1 && path[0] == 0 &&
+     rt_param_trace_file(path, 17, 2, 1, ".csv") == -1,
+     "a name that does not fit is refused, not cut");
   rt_diag *d = rt_diag_new(4);
   char *word = malloc(20001);
   for (int i = 0; i < 20000; i++) word[i] = i % 6 == 5 ? ' ' : 'a' + i % 6;

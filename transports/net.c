@@ -125,7 +125,7 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
   n->piece = rt_param_int(RT_PARAM_NET_PIECE);
   n->spin_ns = rt_param_int(RT_PARAM_NET_SPIN_US) * 1000;
   n->sleep_ns = rt_param_int(RT_PARAM_NET_SLEEP_US) * 1000;
-  n->trace = net_trace_new(x->rank);
+  n->trace = net_trace_new(x->rank, x->nranks);
   n->sink = sink_ops;
   n->sink.arg = n;
   bt_result res = BT_ERR_NOMEM;

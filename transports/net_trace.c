@@ -19,7 +19,7 @@ typedef struct net_event {
 } net_event;
 
 struct net_trace {
-  int rank;
+  int rank, nranks;
   int64_t start;               /* the first event's time */
   uint64_t n;                  /* events recorded in all (the ring keeps the last NET_TRACE_EVENTS) */
   int64_t idle_from, idle_to;  /* the open run of idle rounds, when idle_rounds > 0 */
@@ -27,7 +27,7 @@ struct net_trace {
   net_event ev[];
 };
 
-net_trace *net_trace_new(int rank) {
+net_trace *net_trace_new(int rank, int nranks) {
   if (!*rt_param_str(RT_PARAM_TRACE)) return NULL;
   net_trace *t = calloc(1, sizeof *t + (size_t)NET_TRACE_EVENTS * sizeof(net_event));
   if (!t) {
@@ -35,6 +35,7 @@ net_trace *net_trace_new(int rank) {
     return NULL;
   }
   t->rank = rank;
+  t->nranks = nranks;
   t->start = -1;
   return t;
 }
@@ -83,7 +84,12 @@ void net_trace_finish(net_trace *t) {
     return;
   }
   char path[1200];
-  snprintf(path, sizeof path, "%s.%d.net.csv", rt_param_str(RT_PARAM_TRACE), t->rank);
+  if (rt_param_trace_file(path, sizeof path, t->nranks, t->rank, ".net.csv")) {
+    LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: BATON_TRACE: the file name is longer than %zu bytes: not written",
+             t->rank, sizeof path);
+    free(t);
+    return;
+  }
   FILE *f = fopen(path, "w");
   if (!f) {
     LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: BATON_TRACE: cannot write %s", t->rank, path);

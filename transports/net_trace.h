@@ -23,9 +23,10 @@ typedef struct net_round {
 
 typedef struct net_trace net_trace;
 
-/* A timeline for `rank`'s proxy, or NULL when BATON_TRACE is empty (or
- * memory is short: logged; the transport runs untraced). */
-net_trace *net_trace_new(int rank);
+/* A timeline for `rank`'s proxy (of a communicator of nranks ranks: its
+ * file's name, rt_param_trace_file), or NULL when BATON_TRACE is empty
+ * (or memory is short: logged; the transport runs untraced). */
+net_trace *net_trace_new(int rank, int nranks);
 
 /* Records a round from t0 to t1 (ns) that moved something, with the
  * payload bytes sent and received meanwhile; a round that moved nothing

@@ -157,3 +157,28 @@ void rt_param_print(FILE *f) {
             *params[i].def ? params[i].def : "\"\"", value, range, params[i].doc);
   }
 }
+
+int rt_param_trace_file(char *dst, size_t len, int nranks, int rank, const char *suffix) {
+  const char *p = rt_param_str(RT_PARAM_TRACE);
+  size_t at = 0;
+  char num[24];
+  for (; *p; p++) {
+    const char *add = p;
+    size_t n = 1;
+    if (p[0] == '%' && p[1] == 'n') {
+      snprintf(num, sizeof num, "%d", nranks);
+      add = num;
+      n = strlen(num);
+      p++;
+    }
+    if (at + n >= len) goto too_long;
+    memcpy(dst + at, add, n);
+    at += n;
+  }
+  int k = snprintf(dst + at, len - at, ".%d%s", rank, suffix);
+  if (k < 0 || (size_t)k >= len - at) goto too_long;
+  return 0;
+too_long:
+  if (len) dst[0] = 0;
+  return -1;
+}

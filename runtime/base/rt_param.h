@@ -38,6 +38,13 @@ int rt_param_source(rt_param_id id, char *why, size_t n);
  * name the parameter raising a limit. */
 const char *rt_param_name(rt_param_id id);
 
+/* Where BATON_TRACE puts rank `rank`'s file of a communicator of nranks
+ * ranks, into dst (len bytes): its value with every "%n" replaced by
+ * nranks, then ".RANK" and suffix (".csv", ".net.csv").  0, or -1 when
+ * it does not fit (dst then holds "").  An empty BATON_TRACE gives
+ * ".RANK<suffix>": callers look at it first. */
+int rt_param_trace_file(char *dst, size_t len, int nranks, int rank, const char *suffix);
+
 /* Prints the table (name, type, default, current value, doc) to f. */
 void rt_param_print(FILE *f);
 
