@@ -17,7 +17,7 @@
 #           then the FIFO programs past it)
 #   fused   the fused suites (gpu_fused, gpu_embed, gpu_moe, both ways), and
 #           GEMV + AllReduce, GEMM + AllToAll and embedding bags + AllToAll
-#           against their baselines
+#           against their baselines, in one process and with -P
 #   dropin  nccl-tests all_reduce ... alltoall with -G 5, on NCCL and through
 #           baton's libnccl.so.2 (NCCL_TESTS=DIR of the *_perf binaries);
 #           tools/measure/torch_check.py through baton's, and
@@ -96,11 +96,15 @@ if [[ $stages == *" fused "* ]]; then
   gpu_test moe_procs 100 ./build/tests/gpu_moe --ranks "$n" --dir "$fused_dir" --procs
   both=$out/f1$n; mkdir -p "$both"   # baton's own GEMM baseline runs the one-rank programs
   cp "$algs"/f1/fused/*.xml "$fused_dir"/*.xml "$both"/ 2>/dev/null
-  BATON_ALGO_DIR=$fused_dir bn gemv 120 --fused gemv_allreduce -g "$n" -d bf16 --rows 4096,8192,16384,32768,65536 \
-    --cols 1024,2048,4096,7168 -w 3 -n 20 -G 5 --rounds 3
-  BATON_ALGO_DIR=$both bn moe 150 --fused gemm_alltoall -g "$n" --grid -G 5 --rounds 3
-  BATON_ALGO_DIR=$both bn embed 100 --fused embedding_alltoall -g "$n" -d f32 --batch 2048 --tables 16,64,256 \
-    --dim 64,128,256 -G 5 --rounds 3
+  gpu_test fused_procs 100 ./build/tests/gpu_fused --ranks "$n" --dir "$fused_dir" --procs
+  gpu_test embed_procs 100 ./build/tests/gpu_embed --ranks "$n" --dir "$fused_dir" --procs
+  for P in "" -P; do   # one process, then a process per GPU
+    BATON_ALGO_DIR=$fused_dir bn gemv${P:+_P} 120 --fused gemv_allreduce -g "$n" $P -d bf16 \
+      --rows 4096,8192,16384,32768,65536 --cols 1024,2048,4096,7168 -w 3 -n 20 -G 5 --rounds 3
+    BATON_ALGO_DIR=$both bn moe${P:+_P} 150 --fused gemm_alltoall -g "$n" $P --grid -G 5 --rounds 3
+    BATON_ALGO_DIR=$both bn embed${P:+_P} 100 --fused embedding_alltoall -g "$n" $P -d f32 --batch 2048 \
+      --tables 16,64,256 --dim 64,128,256 -G 5 --rounds 3
+  done
 fi
 
 if [[ $stages == *" dropin "* ]]; then
