@@ -1,10 +1,10 @@
 /* test_bench_fork.c -- the process layer of `baton bench -P`
  * (tools/bench/bench_fork.c) without a GPU or NCCL: barriers carry the OR
- * of every rank's flags or the least of their values, results come folded
- * a step at a time, and a run
- * stops at once, with the rank and its reason, when one rank fails during
- * setup while the others wait for it, when a rank's process ends early,
- * or when the ranks fall out of step. */
+ * of every rank's flags or the least of their values, results come a step
+ * at a time, and a run stops at once, with the rank and its reason, when
+ * one rank fails during setup while the others wait for it, when a rank's
+ * process ends early, or when the ranks fall out of step; and how the
+ * ranks' results fold into one. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,5 +124,23 @@ int main(void) {
   rc = run(&s, EXIT_NONZERO, &secs, text, sizeof text);
   ok(rc == 1 && s.results == 2 && strstr(text, "rank 1's process ended with status 4"),
      "a rank ending with a nonzero status after its results makes the status 1");
+  double t = 5;
+  bench_fold_time(&t, 7);
+  double u = 5;
+  bench_fold_time(&u, -1);
+  bench_fold_time(&u, 9);
+  ok(t == 7 && u == -1, "a folded time is the slowest rank's, and none where some rank has none");
+  int64_t w = -1;
+  bench_fold_wrong(&w, 2);
+  bench_fold_wrong(&w, -1);
+  bench_fold_wrong(&w, 3);
+  ok(w == 5, "wrong elements add up over the ranks that checked (%lld)", (long long)w);
+  char e[40] = "";
+  bench_fold_error(e, sizeof e, NULL, 0);
+  bench_fold_error(e, sizeof e, "out of memory", 2);
+  bench_fold_error(e, sizeof e, "later", 3);
+  char f[40] = "bad";
+  bench_fold_error(f, sizeof f, NULL, 0);
+  ok(!strcmp(e, "rank 2: out of memory") && !strcmp(f, "rank 0: bad"), "the first error is kept, named by its rank");
   return tap_done();
 }

@@ -52,6 +52,26 @@ static int recv_msg(int fd, msg_hdr *h, char *payload) {
   return h->len ? read_all(fd, payload, (size_t)h->len) : 0;
 }
 
+/* ---- folding ---- */
+
+void bench_fold_time(double *all, double one) {
+  if (*all >= 0 && (one < 0 || one > *all)) *all = one;
+}
+
+void bench_fold_wrong(int64_t *all, int64_t one) {
+  if (one >= 0) *all = *all < 0 ? one : *all + one;
+}
+
+void bench_fold_error(char *all, size_t len, const char *one, int r) {
+  char e[400];
+  if (!one && all[0]) {
+    snprintf(e, sizeof e, "rank 0: %s", all);
+    snprintf(all, len, "%s", e);
+  } else if (one && one[0] && !all[0]) {
+    snprintf(all, len, "rank %d: %s", r, one);
+  }
+}
+
 /* ---- a child ---- */
 
 int bench_fork_barrier(bench_fork *f, int flags) {

@@ -18,6 +18,9 @@
 #ifndef BENCH_FORK_H
 #define BENCH_FORK_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "bench_nccl.h"
 
 #define BENCH_FORK_MSG_MAX 4096   /* bytes of one message's payload */
@@ -49,6 +52,22 @@ typedef struct bench_fork_ops {
  * <why>" on stderr: a child's setup error, a child ended early, the ranks
  * out of step); the children still running then are sent SIGTERM. */
 int bench_fork_run(int n, const bench_fork_ops *ops, void *arg);
+
+/* The parent's folding of every rank's result into one, the same for
+ * every mode: */
+
+/* Folds another rank's time (us, -1: not measured) into *all: it stays
+ * only where every rank has one, the slowest rank's. */
+void bench_fold_time(double *all, double one);
+
+/* The error of a folded row (len bytes): with one NULL, rank 0's own,
+ * "rank 0: " put before it when not empty; else rank r's one, "rank r:
+ * <one>", where all is still empty. */
+void bench_fold_error(char *all, size_t len, const char *one, int r);
+
+/* Folds another rank's count of wrong elements (-1: not checked) into
+ * *all: the sum of those checked. */
+void bench_fold_wrong(int64_t *all, int64_t one);
 
 /* Child side.  Each ends the child with _exit(3) when the parent is gone. */
 

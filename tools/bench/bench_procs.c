@@ -135,18 +135,15 @@ static void run_started(void *arg, int flags) {
 /* Folds rank r's row into the table's: the slowest rank's time, the sum
  * of wrong elements, the first error. */
 static void combine(bench_row *all, const bench_row *one, int r) {
-  if (r == 0) {
-    *all = *one;
-    for (int l = 0; l < BENCH_NLIBS; l++)
-      if (one->lib[l].error[0]) snprintf(all->lib[l].error, sizeof all->lib[l].error, "rank 0: %.180s", one->lib[l].error);
-    return;
-  }
+  if (r == 0) *all = *one;
   for (int l = 0; l < BENCH_NLIBS; l++) {
     bench_result *a = &all->lib[l];
     const bench_result *b = &one->lib[l];
-    if (a->time_us >= 0 && (b->time_us < 0 || b->time_us > a->time_us)) a->time_us = b->time_us;
-    if (b->wrong >= 0) a->wrong = a->wrong < 0 ? b->wrong : a->wrong + b->wrong;
-    if (!a->error[0] && b->error[0]) snprintf(a->error, sizeof a->error, "rank %d: %.180s", r, b->error);
+    if (r) {
+      bench_fold_time(&a->time_us, b->time_us);
+      bench_fold_wrong(&a->wrong, b->wrong);
+    }
+    bench_fold_error(a->error, sizeof a->error, r ? b->error : NULL, r);
   }
 }
 

@@ -144,19 +144,6 @@ typedef struct bench_procs_mode {
  * closed.  The exit status as bench_fork_run's. */
 int bench_ranks_procs(const bench_common_opts *c, const bench_procs_mode *m, void *arg);
 
-/* Folds another rank's time (us, -1: not measured) into *all: it stays
- * only where every rank has one, the slowest rank's. */
-void bench_fold_time(double *all, double one);
-
-/* The error of a folded row (len bytes): with one NULL, rank 0's own,
- * "rank 0: " put before it when not empty; else rank r's one, "rank r:
- * <one>", where all is still empty. */
-void bench_fold_error(char *all, size_t len, const char *one, int r);
-
-/* Folds another rank's count of wrong elements (-1: not checked) into
- * *all: the sum of those checked. */
-void bench_fold_wrong(int64_t *all, int64_t one);
-
 /* k indices spread over [0, n) into samp: the first, the last, one in
  * each of k equal ranges between (all n when n <= k), the same on every
  * run.  Their number. */

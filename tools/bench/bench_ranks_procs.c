@@ -19,9 +19,10 @@ typedef struct procs_run {
   int got;                   /* results so far: the run's description, then the rows */
 } procs_run;
 
-/* Rank r's set-up, or its error to the parent (bench_fork_fail): its GPU,
- * cuBLAS and handle (where the mode has a compute baseline), stream, NCCL's id, baton's communicators, NCCL's
- * (dropped on every rank unless every rank has it). */
+/* Rank r's set-up, or its error to the parent (bench_fork_fail): its
+ * GPU, cuBLAS and handle (where the mode has a compute baseline), stream,
+ * NCCL's id, baton's communicators, NCCL's (dropped on every rank unless
+ * every rank has it). */
 static void child_open(const procs_run *p, bench_fork *f, int r, bench_ranks *k, bench_cublas **cb, void **ch) {
   int ngpu = 0, world = p->c->ngpus;
   char why[300], text[360], id[128];
@@ -135,22 +136,4 @@ int bench_ranks_procs(const bench_common_opts *c, const bench_procs_mode *m, voi
   int rc = bench_fork_run(c->ngpus, &ops, &p);
   if (p.nccl) bench_nccl_close(p.nccl);
   return rc;
-}
-
-void bench_fold_time(double *all, double one) {
-  if (*all >= 0 && (one < 0 || one > *all)) *all = one;
-}
-
-void bench_fold_wrong(int64_t *all, int64_t one) {
-  if (one >= 0) *all = *all < 0 ? one : *all + one;
-}
-
-void bench_fold_error(char *all, size_t len, const char *one, int r) {
-  char e[400];
-  if (!one && all[0]) {
-    snprintf(e, sizeof e, "rank 0: %s", all);
-    snprintf(all, len, "%s", e);
-  } else if (one && one[0] && !all[0]) {
-    snprintf(all, len, "rank %d: %s", r, one);
-  }
 }
