@@ -122,26 +122,33 @@ int bench_fork_nccl_id(bench_fork *f, bench_nccl *nccl, char id[128]) {
 
 enum { WANT_NONE, WANT_NEXT, WANT_WATCH };   /* gather's want[r] */
 
-/* The next message of every rank r with want[r] WANT_NEXT, in whatever
- * order they arrive (want[r] becomes WANT_NONE as each comes): type[r],
- * msg[r], len[r] and flags[r].  Ranks with WANT_WATCH are watched too and
+/* What the parent's loop keeps: the pipes, a message per rank, what it
+ * polls. */
+typedef struct parent {
+  int n, (*up)[2], (*down)[2];
+  char **msg, *want, *type;
+  int *len, *flags, barriers;
+  struct pollfd *pf;
+  int *who;                    /* the rank of each of pf */
+} parent;
+
+/* The next message of every rank r with p->want[r] WANT_NEXT, in
+ * whatever order they arrive (want[r] becomes WANT_NONE as each comes):
+ * type[r], msg[r], len[r] and flags[r] of p.  Ranks with WANT_WATCH are watched too and
  * must stay silent.  So a rank's setup error is seen while another rank
  * waits for it.  0, or -1 after why (a rank's process ended early or sent
  * its setup error, a watched rank spoke: the run stops). */
-static int gather(int n, int (*up)[2], char *want, char *type, char **msg, int *len, int *flags) {
-  struct pollfd *pf = calloc((size_t)n, sizeof *pf);
-  int *who = calloc((size_t)n, sizeof *who), left = 0, rc = 0;
-  if (!pf || !who) {
-    fprintf(stderr, "baton bench: out of memory\n");
-    rc = -1;
-  }
-  for (int r = 0; r < n && !rc; r++) left += want[r] == WANT_NEXT;
+static int gather(parent *p) {
+  char *want = p->want;
+  struct pollfd *pf = p->pf;
+  int left = 0, rc = 0;
+  for (int r = 0; r < p->n; r++) left += want[r] == WANT_NEXT;
   while (left && !rc) {
     int np = 0;
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < p->n; r++)
       if (want[r] != WANT_NONE) {
-        pf[np] = (struct pollfd){.fd = up[r][0], .events = POLLIN};
-        who[np++] = r;
+        pf[np] = (struct pollfd){.fd = p->up[r][0], .events = POLLIN};
+        p->who[np++] = r;
       }
     if (poll(pf, (nfds_t)np, -1) < 0) {
       if (errno == EINTR) continue;
@@ -151,44 +158,35 @@ static int gather(int n, int (*up)[2], char *want, char *type, char **msg, int *
     }
     for (int i = 0; i < np && !rc; i++) {
       if (!pf[i].revents) continue;
-      int r = who[i];
+      int r = p->who[i];
       msg_hdr h;
-      if (recv_msg(up[r][0], &h, msg[r])) {
+      if (recv_msg(p->up[r][0], &h, p->msg[r])) {
         fprintf(stderr, "baton bench: rank %d's process ended early\n", r);
         rc = -1;
       } else if (h.type == 'E') {
-        fprintf(stderr, "baton bench: %.*s\n", h.len, msg[r]);
+        fprintf(stderr, "baton bench: %.*s\n", h.len, p->msg[r]);
         rc = -1;
       } else if (want[r] == WANT_WATCH) {
         fprintf(stderr, "baton bench: rank %d sent '%c' out of turn\n", r, (char)h.type);
         rc = -1;
       } else {
-        type[r] = (char)h.type;
-        len[r] = h.len;
-        flags[r] = h.flags;
+        p->type[r] = (char)h.type;
+        p->len[r] = h.len;
+        p->flags[r] = h.flags;
         want[r] = WANT_NONE;
         left--;
       }
     }
   }
-  free(pf);
-  free(who);
   return rc;
 }
-
-/* What the parent's loop keeps: the pipes, a message per rank. */
-typedef struct parent {
-  int n, (*up)[2], (*down)[2];
-  char **msg, *want, *type;
-  int *len, *flags, barriers;
-} parent;
 
 /* Rank 0's id message to every other rank (the others, silent until they
  * have it, are watched for a setup error meanwhile).  0, or -1 after why. */
 static int hand_out_id(parent *p, const bench_fork_ops *ops, void *arg) {
   p->want[0] = WANT_NEXT;
   for (int r = 1; r < p->n; r++) p->want[r] = WANT_WATCH;
-  if (gather(p->n, p->up, p->want, p->type, p->msg, p->len, p->flags)) return -1;
+  if (gather(p)) return -1;
   if (p->type[0] != 'I') {
     fprintf(stderr, "baton bench: rank 0 sent '%c' during setup\n", p->type[0]);
     return -1;
@@ -210,7 +208,7 @@ static int serve_one(parent *p, const bench_fork_ops *ops, void *arg) {
   int n = p->n, nb = 0, nm = 0, nr = 0, all = 0;
   int64_t least = INT64_MAX, v;
   memset(p->want, WANT_NEXT, (size_t)n);
-  if (gather(n, p->up, p->want, p->type, p->msg, p->len, p->flags)) return -1;
+  if (gather(p)) return -1;
   for (int r = 0; r < n; r++) {
     nb += p->type[r] == 'B';
     nr += p->type[r] == 'R';
@@ -257,8 +255,10 @@ int bench_fork_run(int n, const bench_fork_ops *ops, void *arg) {
   p.type = calloc((size_t)n, 1);
   p.len = calloc((size_t)n, sizeof *p.len);
   p.flags = calloc((size_t)n, sizeof *p.flags);
+  p.pf = calloc((size_t)n, sizeof *p.pf);
+  p.who = calloc((size_t)n, sizeof *p.who);
   int made = 0, started = 0, rc = 0;
-  if (!p.up || !p.down || !pids || !buf || !p.msg || !p.want || !p.type || !p.len || !p.flags) {
+  if (!p.up || !p.down || !pids || !buf || !p.msg || !p.want || !p.type || !p.len || !p.flags || !p.pf || !p.who) {
     fprintf(stderr, "baton bench: out of memory for %d ranks' processes\n", n);
     rc = 2;
   }
@@ -321,6 +321,8 @@ int bench_fork_run(int n, const bench_fork_ops *ops, void *arg) {
   free(p.type);
   free(p.len);
   free(p.flags);
+  free(p.pf);
+  free(p.who);
   free(p.up);
   free(p.down);
   free(pids);

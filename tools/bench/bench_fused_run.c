@@ -341,15 +341,15 @@ static int run_procs(const bench_fused_opts *o, bench_fused_table *t) {
   memset(&p, 0, sizeof p);
   p.o = o;
   p.t = t;
-  const bench_procs_mode m = {NULL, " with n = 1", procs_run, sizeof(bench_fused_row), o->nM * o->nK, &t->info, procs_header,
-                              t->rows, &t->nrows, procs_fold, procs_print, offsetof(bench_fused_row, error),
-                              sizeof(((bench_fused_row *)0)->error)};
+  const bench_procs_mode m = {NULL, " with n = 1", procs_run, sizeof(bench_fused_row), o->nM * o->nK, &t->info,
+                              procs_header, t->rows, &t->nrows, procs_fold, procs_print,
+                              offsetof(bench_fused_row, error), sizeof(((bench_fused_row *)0)->error)};
   return bench_ranks_procs(&o->c, &m, &p);
 }
 
 int bench_fused_run(const bench_fused_opts *o, bench_fused_table *t) {
-  if (o->c.procs) return run_procs(o, t);
   memset(t, 0, sizeof *t);
+  if (o->c.procs) return run_procs(o, t);
   fctx *x = calloc(1, sizeof *x);
   if (!x) return 2;
   x->o = o;
