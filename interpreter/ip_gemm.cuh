@@ -113,7 +113,9 @@ __device__ __forceinline__ int32_t ip_fastdiv_div(int32_t n, ip_fastdiv f) {
 // on an H100; bands of 2-8 tile rows share each W tile among more units
 // in flight (1.02-1.04x there, the same elsewhere).  ip_gemm_prepare sets
 // IP_GEMM_BAND_GROUP.  The walk starts at tile row g.band0 and wraps
-// around.  The one place that maps units to tiles: reorder bands here.
+// around; under ip_gemm_set_interleave its first g.inter_n bands come in
+// ip_gemm_inter_band's order.  The one place that maps units to tiles:
+// reorder bands here.
 // In 32-bit arithmetic with the host's divisors where the units allow
 // (g.fast32): every thread that walks the units runs this per unit, the
 // producer before its first load (64-bit divisions there took 0.38 us of
@@ -127,7 +129,9 @@ __device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64
       b = ip_fastdiv_div(v, g.div_tiles_n);
       c = v - b * tn;
     } else {
-      const int32_t grp = ip_fastdiv_div(v, g.div_group), r = v - grp * bg * tn;
+      int32_t grp = ip_fastdiv_div(v, g.div_group);
+      const int32_t r = v - grp * bg * tn;
+      if (grp < g.inter_n) grp = ip_gemm_inter_band(grp, g.inter_n, g.inter_first, g.div_inter);
       const int32_t left = (int32_t)g.tiles_m - grp * bg;
       const int32_t bands = left < bg ? left : bg;
       c = ip_fastdiv_div(r, left < bg ? g.div_last : g.div_band);

@@ -135,6 +135,12 @@ typedef struct ip_gemm_args {
    * divisions, a few hundred cycles each). */
   ip_fastdiv div_tiles_n, div_group, div_band, div_last;
   int32_t fast32;
+  /* Interleaved bands (ip_gemm_set_interleave; 0: none): the first
+   * inter_n full bands of the order above are walked with the first
+   * inter_first of them spread evenly among the other inter_n -
+   * inter_first, the last of all kept among those others. */
+  int32_t inter_n, inter_first;
+  ip_fastdiv div_inter;   /* by inter_n */
 } ip_gemm_args;
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
@@ -151,6 +157,40 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
  * it with IP_GEMM_BAND_GROUP; a caller that wants another order calls it
  * after. */
 void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group);
+
+/* Spreads the first `rows` rows of g's unit order (from band0: a caller's
+ * rows for other GPUs, which it computes first) evenly over the walk, in
+ * whole bands, instead of computing them all before the rest: where each
+ * output row crosses a link as it is stored, the link then has the whole
+ * GEMM to carry them, not its first part (ip_gemm_unit_coords).  The
+ * walk still ends on a band of the other rows.  Nothing changes where a
+ * band group is one tile row, the order is walked in 64-bit arithmetic,
+ * `rows` is less than one band or not less than all but one, or the bands
+ * are too many for the 32-bit arithmetic (46340); ip_gemm_set_band_group
+ * undoes it. */
+#define IP_GEMM_MAX_INTER_BANDS 46340
+void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows);
+
+#ifdef __CUDACC__
+#define IP_GEMM_HD __host__ __device__ __forceinline__
+#else
+#define IP_GEMM_HD static inline
+#endif
+
+/* The full band walked w-th (0 <= w < n) when the first f of n full bands
+ * are spread (ip_gemm_set_interleave: n = inter_n, f = inter_first, div =
+ * div_inter): of the first w bands walked, ceil(w f / n) are of the first
+ * f; band w is the next of those where that count grows at w + 1, else
+ * the next of the others.  A permutation of 0 .. n - 1 whose last band is
+ * one of the others (ceil((n - 1) f / n) = f for 0 < f < n).  The
+ * quotients by the host's divisor, in 32 bits (n <= 46340 keeps them
+ * below 2^31); on the GPU every thread that walks units runs it. */
+IP_GEMM_HD int32_t ip_gemm_inter_band(int32_t w, int32_t n, int32_t f, ip_fastdiv div) {
+  const uint32_t x = (uint32_t)(w * f + n - 1), y = x + (uint32_t)f;
+  const uint32_t before = (uint32_t)(((uint64_t)x * div.m >> 32) + x) >> div.s;
+  const uint32_t upto = (uint32_t)(((uint64_t)y * div.m >> 32) + y) >> div.s;
+  return upto > before ? (int32_t)before : f + w - (int32_t)before;
+}
 
 /* Dynamic shared memory a block needs to run the engine on a device of
  * compute capability major.minor: IP_GEMM_SMEM on 9.x (whichever path the

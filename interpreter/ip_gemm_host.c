@@ -94,19 +94,6 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   return IP_GEMM_OK;
 }
 
-void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
-  if (band_group < 1) band_group = 1;
-  if (band_group > g->tiles_m && g->tiles_m > 0) band_group = g->tiles_m;
-  g->band_group = band_group;
-  /* 32-bit only where every quotient and product below 2^31 stays exact */
-  g->fast32 = g->units < INT32_MAX && band_group * g->tiles_n < INT32_MAX;
-  if (!g->fast32) return;
-  g->div_tiles_n = ip_fastdiv_make((uint32_t)g->tiles_n);
-  g->div_group = ip_fastdiv_make((uint32_t)(band_group * g->tiles_n));
-  g->div_band = ip_fastdiv_make((uint32_t)band_group);
-  g->div_last = ip_fastdiv_make((uint32_t)(g->tiles_m % band_group));
-}
-
 /* Hopper: IP_GEMM_SMEM; other GPUs run the fallback. */
 #define IP_GEMM_HOPPER_MAJOR 9
 int ip_gemm_smem_bytes(int major, int minor) {

@@ -163,6 +163,25 @@ void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *f
   const int32_t k = a->cgemm && a->grows > 0 ? a->gbrows / a->grows : 0;
   a->gposts = 0;
   a->gbase = k > 0 && a->gchunk0 / k == (a->gchunk0 + a->gchunks - 1) / k ? ip_gemm_direct_dst(a, a->gchunk0) : NULL;
+  /* The rows for other ranks, walked first, cross a link as they are
+   * stored: spread over the whole GEMM, so that the link carries them
+   * while every block computes, not only during the GEMM's first part (a
+   * combine whose remote rows take the link longer than computing them
+   * did was bound by the link there, then by the GEMM of the own rows). */
+  if (a->cgemm) {
+    /* Bands of at most half the units in flight (but two tile rows), so
+     * that the blocks of one wave store into the link and into memory
+     * side by side: with whole waves of peer rows each block's staging
+     * waited on its own peer row's stores at the link's share of one
+     * block. */
+    const int64_t half = (int64_t)a->ncomp * a->cwidth / 2;
+    int64_t bg = a->gemm.band_group;
+    while (bg > 2 && bg * a->gemm.tiles_n > half) bg--;
+    if (bg != a->gemm.band_group) ip_gemm_set_band_group(&a->gemm, bg);
+    const int64_t m = a->gemm.m, own = (int64_t)a->rank * a->gbrows - a->grow0;
+    const int64_t first = own - a->gemm.band0 * IP_GEMM_TILE_M;
+    ip_gemm_set_interleave(&a->gemm, own >= 0 && own < m ? (first > 0 ? first : first + m) : 0);
+  }
 }
 
 /* The GEMM of a call: rows of X from the first chunk computed to the last,

@@ -217,6 +217,8 @@ struct shape {
   int64_t xoff, yoff;                 // offsets of X and Y from their allocations (elements)
   int grid;                           // blocks; 0: one per SM
   int group;                          // band_group; 0: --group's, else ip_gemm_prepare's
+  int64_t band0;                      // the tile row the walk starts at (ip_gemm_args.band0)
+  int64_t inter;                      // ip_gemm_set_interleave's rows; 0: none
 };
 
 struct problem {
@@ -257,6 +259,10 @@ static int setup(problem &p, const shape &s) {
   const char *why;
   const int rc = ip_gemm_prepare(&p.g, p.xa + s.xoff, p.ldx, p.wa, p.ldw, s.m, s.n, s.k, &why);
   if (s.group || g_group) ip_gemm_set_band_group(&p.g, s.group ? s.group : g_group);
+  if (rc == IP_GEMM_OK) {
+    p.g.band0 = s.band0;
+    if (s.inter) ip_gemm_set_interleave(&p.g, s.inter);
+  }
   return rc;
 }
 
@@ -363,12 +369,14 @@ static check_result check(problem &p, const char *what) {
   res.fro_rel = st.sum_sq_ref > 0 ? sqrt(st.sum_sq_diff / st.sum_sq_ref) : sqrt(st.sum_sq_diff);
   res.f64_rel = f64_max_ref > 0 ? f64_max_err / f64_max_ref : f64_max_err;
   res.pass = res.max_rel <= TOL_MAX && res.fro_rel <= TOL_FRO && res.f64_rel <= TOL_MAX && st.nan_outputs == 0 &&
-             st.pad_clobbered == 0 && bad_done == 0 && early == 0;
+             st.pad_clobbered == 0 && bad_done == 0 && early == 0 && (!s.inter || p.g.inter_n > 0);
   ok(res.pass,
-     "%s M=%lld N=%lld K=%lld ldx=%lld ldw=%lld ldy=%lld yoff=%lld grid=%d band_group=%lld: max rel err %.2e (cuBLAS), "
+     "%s M=%lld N=%lld K=%lld ldx=%lld ldw=%lld ldy=%lld yoff=%lld grid=%d band_group=%lld band0=%lld interleaved "
+     "%d of %d: max rel err %.2e (cuBLAS), "
      "norm rel err %.2e, f64 rel err %.2e; unwritten %llu, padding clobbered %llu, bad done %d, done early %u",
      what, (long long)s.m, (long long)s.n, (long long)s.k, (long long)p.ldx, (long long)p.ldw, (long long)p.ldy,
-     (long long)s.yoff, grid_of(s), (long long)p.g.band_group, res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
+     (long long)s.yoff, grid_of(s), (long long)p.g.band_group, (long long)p.g.band0, p.g.inter_first, p.g.inter_n,
+     res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
      bad_done, early);
   return res;
 }
@@ -544,6 +552,12 @@ int main(int argc, char **argv) {
       {2000, 1280, 448, 0, 0, 0, 0, 0, 7, 1},   // the same, bands of one tile row
       {2000, 1280, 448, 0, 0, 0, 0, 0, 7, 3},   // bands of 3 tile rows (16 = 5 x 3 + 1)
       {4096, 4096, 320, 0, 0, 0, 0, 0, 0, 1},   // bands of one tile row
+      // Interleaved walks (ip_gemm_set_interleave): half the rows from the
+      // middle spread over 8 bands; 3 of 4 spread; 7 of 10 bands of 3 with
+      // a partial band left, from an odd start, 7 blocks.
+      {4096, 1024, 256, 0, 0, 0, 0, 0, 0, 0, 16, 2048},
+      {4096, 512, 128, 0, 0, 0, 0, 0, 0, 0, 8, 3072},
+      {4000, 1280, 192, 0, 0, 0, 0, 0, 7, 3, 5, 3000},
   };
   if (!one && cases_too)
     for (const shape &s : cases) {

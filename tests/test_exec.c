@@ -80,6 +80,51 @@ static void test_fastdiv(void) {
   ok(((((uint64_t)12345 * z.m >> 32) + 12345) >> z.s) == 12345 && z.s == 0, "ip_fastdiv_make(0) divides by 1");
 }
 
+/* The direct GEMM + AllToAll's interleaved walk (ip_gemm_inter_band, the
+ * same function the GPU runs): for every split of up to 130 bands, and at
+ * the largest count, a permutation of the bands that never has more than
+ * ceil(w f / n) of the first f among its first w, and ends on one of the
+ * others; and when ip_gemm_set_interleave turns it on. */
+static void test_interleave(void) {
+  static uint8_t seen[IP_GEMM_MAX_INTER_BANDS];
+  int bad = 0, cases = 0;
+  for (int32_t n = 2; n <= IP_GEMM_MAX_INTER_BANDS && !bad; n = n < 130 ? n + 1 : IP_GEMM_MAX_INTER_BANDS + 1) {
+    const ip_fastdiv div = ip_fastdiv_make((uint32_t)n);
+    for (int32_t f = 1; f < n && !bad; f = n < 130 || f + 1 == n ? f + 1 : n - 1) {
+      memset(seen, 0, (size_t)n);
+      int32_t firsts = 0;
+      for (int32_t w = 0; w < n && !bad; w++) {
+        const int32_t b = ip_gemm_inter_band(w, n, f, div);
+        firsts += b < f;
+        const int64_t most = ((int64_t)(w + 1) * f + n - 1) / n;
+        if (b < 0 || b >= n || seen[b] || firsts > most || (w == n - 1 && b < f)) {
+          printf("# n %d f %d: band walked %d-th is %d (%d of the first f so far, at most %lld)\n", n, f, w, b,
+                 firsts, (long long)most);
+          bad = 1;
+        }
+        if (b >= 0 && b < n) seen[b] = 1;
+      }
+      cases++;
+    }
+  }
+  ok(!bad, "ip_gemm_inter_band: %d splits, each a permutation that spreads the first bands and ends on another", cases);
+  ip_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.tiles_m = 32, g.tiles_n = 8, g.units = 256;
+  ip_gemm_set_band_group(&g, 4);   /* 8 bands of 512 rows */
+  ip_gemm_set_interleave(&g, 2048);
+  ok(g.inter_n == 8 && g.inter_first == 4, "half the rows spread over 8 bands (%d of %d)", g.inter_first, g.inter_n);
+  ip_gemm_set_interleave(&g, 3600);
+  ok(g.inter_n == 8 && g.inter_first == 7, "whole bands: 3600 rows are 7 (%d)", g.inter_first);
+  ip_gemm_set_interleave(&g, 100);
+  const int less = g.inter_n;
+  ip_gemm_set_interleave(&g, 4096);
+  const int all = g.inter_n;
+  ip_gemm_set_interleave(&g, 2048);
+  ip_gemm_set_band_group(&g, 1);
+  ok(!less && !all && !g.inter_n, "nothing spread under one band, for every band, or in bands of one tile row");
+}
+
 static void test_allreduce(rt_diag *d) {
   ir_prog *p = ar2_with("rrc", d);
   ok(p && !ir_check(p, d), "2-rank allreduce validates");
@@ -557,6 +602,7 @@ static void test_direct(rt_diag *d) {
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_fastdiv();
+  test_interleave();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);

@@ -1,0 +1,30 @@
+/* ip_gemm_order.c -- the GEMM tile engine's unit order (ip_gemm.h): bands
+ * of tile rows, and bands spread over the walk; plain C, so that the
+ * order can be set and tested without CUDA. */
+#include "ip_gemm.h"
+
+#include <stdint.h>
+
+void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
+  if (band_group < 1) band_group = 1;
+  if (band_group > g->tiles_m && g->tiles_m > 0) band_group = g->tiles_m;
+  g->band_group = band_group;
+  g->inter_n = g->inter_first = 0;
+  /* 32-bit only where every quotient and product below 2^31 stays exact */
+  g->fast32 = g->units < INT32_MAX && band_group * g->tiles_n < INT32_MAX;
+  if (!g->fast32) return;
+  g->div_tiles_n = ip_fastdiv_make((uint32_t)g->tiles_n);
+  g->div_group = ip_fastdiv_make((uint32_t)(band_group * g->tiles_n));
+  g->div_band = ip_fastdiv_make((uint32_t)band_group);
+  g->div_last = ip_fastdiv_make((uint32_t)(g->tiles_m % band_group));
+}
+
+void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows) {
+  const int64_t band_rows = g->band_group * IP_GEMM_TILE_M, full = g->tiles_m / g->band_group;
+  const int64_t first = rows / band_rows;
+  g->inter_n = g->inter_first = 0;
+  if (g->band_group < 2 || !g->fast32 || first < 1 || first >= full || full > IP_GEMM_MAX_INTER_BANDS) return;
+  g->inter_n = (int32_t)full;
+  g->inter_first = (int32_t)first;
+  g->div_inter = ip_fastdiv_make((uint32_t)full);
+}
