@@ -419,8 +419,7 @@ static uint64_t gpu_hash(int dev) {
     cudaGetLastError();
     return 0;
   }
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof prop.uuid.bytes; i++) h = (h ^ (unsigned char)prop.uuid.bytes[i]) * 1099511628211ull;
+  const uint64_t h = rt_hash_bytes(RT_HASH_START, prop.uuid.bytes, sizeof prop.uuid.bytes);
   return h ? h : 1;
 }
 

@@ -14,6 +14,7 @@
 #include "ip_gpu.h"
 #include "rt_algo.h"
 #include "rt_direct.h"
+#include "rt_hash.h"
 #include "rt_plan.h"
 #include "rt_trace.h"
 #include "rt_window.h"
@@ -88,16 +89,10 @@ struct baton_comm {
   uint32_t reg_next;          /* registrations made so far: the next window's number */
 };
 
-/* FNV-1a's start, and one step of it over a word: the hashes every rank
- * computes alike (the loaded algorithms' fingerprint, a direct call's
- * descriptor). */
-#define RT_HASH_START 1469598103934665603ull
 /* baton_comm.last_fused_via: through FIFOs; straight into the peers'
  * outputs (learned at capture); through the windows (registered outputs,
  * or the window's scratch and a copy out). */
 enum { RT_FUSED_VIA_FIFO, RT_FUSED_VIA_OUTPUTS, RT_FUSED_VIA_WINDOWS };
-
-static inline uint64_t rt_hash(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
 
 /* The protocol p runs with on c: its own, or Simple under BATON_PROTO=Simple. */
 static inline int rt_comm_proto(const baton_comm *c, const ir_prog *p) {

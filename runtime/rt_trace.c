@@ -11,6 +11,7 @@
 #include "ip_gpu.h"
 #include "ir.h"
 #include "rt_cudart.h"
+#include "rt_hash.h"
 #include "rt_log.h"
 #include "rt_param.h"
 
@@ -114,8 +115,7 @@ static int written_before(const char *path) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static uint64_t seen[TRACE_FILES_SEEN];
   static int nseen;
-  uint64_t h = 1469598103934665603ull;
-  for (const char *p = path; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  const uint64_t h = rt_hash_bytes(RT_HASH_START, path, strlen(path));
   int found = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nseen && !found; i++) found = seen[i] == h;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rt_hash.h"
 #include "rt_log.h"
 
 int tp_key_cmp(const void *a, const void *b) {
@@ -60,10 +61,8 @@ const tp_hostmem tp_heap_mem = {heap_alloc, free};
 void tp_peer_self(tp_peer *me, int dev) {
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
-  uint64_t h = 1469598103934665603ull;
-  for (char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
   memset(me, 0, sizeof *me);
-  me->host = h;
+  me->host = rt_hash_bytes(RT_HASH_START, name, strlen(name));
   me->pid = (int32_t)getpid();
   me->dev = dev;
 }
