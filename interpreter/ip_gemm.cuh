@@ -96,13 +96,6 @@
 // Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
 __device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
 
-// n / d for 0 <= n < 2^31, d's magic number and shift from the host
-// (ip_fastdiv_make, ip_gemm.h): five instructions, where a 32-bit division
-// is some twenty dependent ones and a 64-bit one a routine.
-__device__ __forceinline__ int32_t ip_fastdiv_div(int32_t n, ip_fastdiv f) {
-  return (int32_t)((__umulhi((uint32_t)n, f.m) + (uint32_t)n) >> f.s);
-}
-
 // Unit u's output tile: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
 // n0 + IP_GEMM_TILE_N - 1 (clipped to m, n).  Row-band-major: all N tiles
 // of one band of rows, then the next band, where a band is g.band_group

@@ -78,8 +78,14 @@ enum ip_gemm_err {
   IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
 };
 
+#ifdef __CUDACC__
+#define IP_GEMM_HD __host__ __device__ __forceinline__
+#else
+#define IP_GEMM_HD static inline
+#endif
+
 /* n / d for 0 <= n < 2^31 by a multiply and a shift: n / d = (umulhi(n,
- * m) + n) >> s (ip_fastdiv_div, ip_gemm.cuh).  The engine walks its units
+ * m) + n) >> s (ip_fastdiv_div).  The engine walks its units
  * and the gemm kernel's epilogue divides rows by chunk, tile and block
  * heights with it.  ip_fastdiv_make (d < 2^31; a d below 1 is taken as 1,
  * never a division by zero) runs on the host, where a launch is prepared:
@@ -96,6 +102,17 @@ static inline ip_fastdiv ip_fastdiv_make(uint32_t d) {
   f.m = (uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1);
   f.s = s;
   return f;
+}
+/* n / d for 0 <= n < 2^31, f = ip_fastdiv_make(d): five instructions on
+ * the GPU, where a 32-bit division is some twenty dependent ones and a
+ * 64-bit one a routine; the same quotient on the host. */
+IP_GEMM_HD int32_t ip_fastdiv_div(int32_t n, ip_fastdiv f) {
+#ifdef __CUDA_ARCH__
+  const uint32_t hi = __umulhi((uint32_t)n, f.m);
+#else
+  const uint32_t hi = (uint32_t)((uint64_t)(uint32_t)n * f.m >> 32);
+#endif
+  return (int32_t)((hi + (uint32_t)n) >> f.s);
 }
 
 /* A TMA tensor map: the driver's CUtensorMap (cuda.h; ip_gemm_host.c
@@ -171,12 +188,6 @@ void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group);
 #define IP_GEMM_MAX_INTER_BANDS 46340
 void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows);
 
-#ifdef __CUDACC__
-#define IP_GEMM_HD __host__ __device__ __forceinline__
-#else
-#define IP_GEMM_HD static inline
-#endif
-
 /* The full band walked w-th (0 <= w < n) when the first f of n full bands
  * are spread (ip_gemm_set_interleave: n = inter_n, f = inter_first, div =
  * div_inter): of the first w bands walked, ceil(w f / n) are of the first
@@ -186,10 +197,8 @@ void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows);
  * quotients by the host's divisor, in 32 bits (n <= 46340 keeps them
  * below 2^31); on the GPU every thread that walks units runs it. */
 IP_GEMM_HD int32_t ip_gemm_inter_band(int32_t w, int32_t n, int32_t f, ip_fastdiv div) {
-  const uint32_t x = (uint32_t)(w * f + n - 1), y = x + (uint32_t)f;
-  const uint32_t before = (uint32_t)(((uint64_t)x * div.m >> 32) + x) >> div.s;
-  const uint32_t upto = (uint32_t)(((uint64_t)y * div.m >> 32) + y) >> div.s;
-  return upto > before ? (int32_t)before : f + w - (int32_t)before;
+  const int32_t before = ip_fastdiv_div(w * f + n - 1, div), upto = ip_fastdiv_div((w + 1) * f + n - 1, div);
+  return upto > before ? before : f + w - before;
 }
 
 /* Dynamic shared memory a block needs to run the engine on a device of
