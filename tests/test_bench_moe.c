@@ -2,7 +2,8 @@
  * the operator dispatch of all three fused operators and which take -P
  * (a process per rank), every option and
  * error message, the defaults and --grid, the derived columns of known
- * rows, the text, CSV and JSON outputs; then, given the baton program,
+ * rows, the text, CSV and JSON outputs, the pattern the fused benches
+ * tile their operands from; then, given the baton program,
  * its --help and refusals end to end.
  * Usage: test_bench_moe [BATON] */
 #include <math.h>
@@ -433,12 +434,31 @@ static void test_cli(const char *baton) {
   ok(rc == 2 && strstr(out, "unknown option '-Q' for --fused gemm_alltoall"), "an unknown option exits 2");
 }
 
+/* The fused benches' pattern: the same values on every call (each process
+ * of a -P run makes its own and checks against every rank's operands),
+ * within [-1, 1), of the asked type. */
+static void test_pattern(void) {
+  float *a = bench_pattern(IP_F32, 4099), *b = bench_pattern(IP_F32, 4099);
+  uint16_t *h = bench_pattern(IP_BF16, 4099);
+  int same = a && b && h && !memcmp(a, b, 4099 * sizeof *a), in = same, spread = 0;
+  for (int i = 0; in && i < 4099; i++) {
+    in = a[i] >= -1 && a[i] < 1 && fabs(ip_get(IP_BF16, h, (size_t)i) - a[i]) <= fabs(a[i]) / 128 + 1e-30;
+    spread += a[i] < 0;
+  }
+  ok(same && in && spread > 1800 && spread < 2300,
+     "bench_pattern: the same values each call, in [-1, 1), bf16 the same draws (%d of 4099 negative)", spread);
+  free(a);
+  free(b);
+  free(h);
+}
+
 int main(int argc, char **argv) {
   test_operator();
   test_procs();
   test_options();
   test_derived();
   test_output();
+  test_pattern();
   if (argc > 1) test_cli(argv[1]);
   else ok(1, "# SKIP no baton program given");
   return tap_done();

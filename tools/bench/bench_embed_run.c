@@ -48,13 +48,8 @@ typedef struct ectx {
   int64_t *I[MAXR], *O[MAXR];
 } ectx;
 
-/* xorshift64; frand in [-1, 1), urand in [0, 1). */
-static uint64_t next(uint64_t *s) {
-  *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-  return *s;
-}
-static double frand(uint64_t *s) { return (double)(next(s) >> 11) / 4503599627370496.0 - 1.0; }
-static double urand(uint64_t *s) { return (double)(next(s) >> 11) / 9007199254740992.0; }
+/* A value in [0, 1) from xorshift state *s (bench_xorshift). */
+static double urand(uint64_t *s) { return (double)(bench_xorshift(s) >> 11) / 9007199254740992.0; }
 
 /* The offset of rank r's tables in the pattern: element e of its stacked
  * tables is pattern[(e + offset) % PATTERN]. */
@@ -96,14 +91,14 @@ static void *gen_rank(void *arg) {
   ectx *x = j->x;
   int r = j->r;
   uint64_t s = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(r + 1) * 0x9E3779B97F4A7C15ull);
-  for (int k = 0; k < 4; k++) next(&s);
+  for (int k = 0; k < 4; k++) bench_xorshift(&s);
   int64_t nbags = x->B * x->T;
   x->hO[r] = malloc((size_t)(nbags + 1) * sizeof(int64_t));
   if (!x->hO[r]) { j->fail = 1; return NULL; }
   int64_t at = 0;
   for (int64_t b = 0; b < nbags; b++) {
     x->hO[r][b] = at;
-    at += (int64_t)(next(&s) % (uint64_t)(2 * x->bag + 1));
+    at += (int64_t)(bench_xorshift(&s) % (uint64_t)(2 * x->bag + 1));
   }
   x->hO[r][nbags] = at;
   x->L[r] = at;
@@ -122,7 +117,7 @@ static void *gen_rank(void *arg) {
     }
   }
   if (x->o->weighted)
-    for (int64_t k = 0; k < L; k++) ip_set(x->o->dtype, x->hw[r], (size_t)k, frand(&s));
+    for (int64_t k = 0; k < L; k++) ip_set(x->o->dtype, x->hw[r], (size_t)k, bench_frand(&s));
   return NULL;
 }
 
@@ -521,14 +516,9 @@ static int has_embedding(const baton_comm *c) {
   return 0;
 }
 
-/* x's pattern (PATTERN elements of the type, the same in every process).
- * 0, or -1 when out of memory. */
-static int make_pattern(ectx *x) {
-  if (!(x->pattern = malloc((size_t)PATTERN * x->es))) return -1;
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (int i = 0; i < PATTERN; i++) ip_set(x->o->dtype, x->pattern, (size_t)i, frand(&s));
-  return 0;
-}
+/* x's pattern (bench_pattern: the same in every process).  0, or -1 when
+ * out of memory. */
+static int make_pattern(ectx *x) { return (x->pattern = bench_pattern(x->o->dtype, PATTERN)) ? 0 : -1; }
 
 /* Every shape of o in order: run_shape's row each, to `done` (printed,
  * or sent to the parent). */

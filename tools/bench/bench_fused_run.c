@@ -44,12 +44,6 @@ typedef struct fctx {
 _Static_assert(sizeof(bench_fused_row) <= BENCH_FORK_MSG_MAX, "a row fits one message");
 _Static_assert(sizeof(bench_run_info) <= BENCH_FORK_MSG_MAX, "the run's description fits one message");
 
-/* A value in [-1, 1) from xorshift state *s (nonzero). */
-static double frand(uint64_t *s) {
-  *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-  return (double)(*s >> 11) / 4503599627370496.0 - 1.0;
-}
-
 /* The generator's start for rank r's x at shape (M, K): the same in every
  * process, so that each can check the sum over all ranks. */
 static uint64_t x_seed(int r, int64_t M, int64_t K) {
@@ -107,7 +101,7 @@ static int alloc_shape(fctx *x, int64_t M, int64_t K, char *err, size_t len) {
   for (int q = 0; q < x->k.world; q++) {
     if (!(x->hx[q] = malloc((size_t)K * es))) { snprintf(err, len, "out of memory"); return -1; }
     uint64_t s = x_seed(q, M, K);
-    for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[q], (size_t)k, frand(&s));
+    for (int64_t k = 0; k < K; k++) ip_set(x->o->dtype, x->hx[q], (size_t)k, bench_frand(&s));
   }
   for (int r = 0; r < x->k.nranks; r++) {
     cudaSetDevice(x->k.devs[r]);
@@ -282,14 +276,9 @@ static void run_shape(fctx *x, int64_t M, int64_t K, bench_fused_row *row) {
   free_shape(x);
 }
 
-/* x's pattern (PATTERN random elements, the same in every process).  0,
- * or -1 when out of memory. */
-static int make_pattern(fctx *x) {
-  if (!(x->pattern = malloc((size_t)PATTERN * ip_dtype_size[x->o->dtype]))) return -1;
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (int i = 0; i < PATTERN; i++) ip_set(x->o->dtype, x->pattern, (size_t)i, frand(&s));
-  return 0;
-}
+/* x's pattern (bench_pattern: the same in every process).  0, or -1 when
+ * out of memory. */
+static int make_pattern(fctx *x) { return (x->pattern = bench_pattern(x->o->dtype, PATTERN)) ? 0 : -1; }
 
 /* ---- -P: a process per rank (bench_ranks_procs) ---- */
 

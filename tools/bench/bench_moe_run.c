@@ -54,12 +54,6 @@ typedef struct mctx {
 
 _Static_assert(sizeof(bench_moe_row) <= BENCH_FORK_MSG_MAX, "a row fits one message");
 
-/* xorshift64; frand in [-1, 1). */
-static double frand(uint64_t *s) {
-  *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-  return (double)(*s >> 11) / 4503599627370496.0 - 1.0;
-}
-
 /* Where rank r's X and W start in the pattern: element e of X_r is
  * pattern[(e + x_off(r)) % PATTERN], of W_r pattern[(e + w_off(r)) %
  * PATTERN]; every rank's differ, and X's from W's. */
@@ -102,7 +96,7 @@ static double draw_counts(mctx *x) {
     for (int q = 0; q < n; q++) {
       int64_t c = per;
       if (f > 0) {
-        frand(&s);
+        bench_frand(&s);
         c = lo + (int64_t)((s >> 11) % (uint64_t)(hi - lo + 1));
       }
       x->cnt[r][q] = (int32_t)c;
@@ -536,17 +530,13 @@ static int setup(mctx *x, bench_moe_table *t) {
   return 0;
 }
 
-/* x's pattern, in bf16 and in double (the same in every process).  0, or
- * -1 when out of memory. */
+/* x's pattern, in bf16 (bench_pattern: the same in every process) and in
+ * double.  0, or -1 when out of memory. */
 static int make_pattern(mctx *x) {
-  x->pattern = malloc((size_t)PATTERN * sizeof *x->pattern);
+  x->pattern = bench_pattern(IP_BF16, PATTERN);
   x->pd = malloc((size_t)PATTERN * sizeof *x->pd);
   if (!x->pattern || !x->pd) return -1;
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (int i = 0; i < PATTERN; i++) {
-    ip_set(IP_BF16, x->pattern, (size_t)i, frand(&s));
-    x->pd[i] = ip_get(IP_BF16, x->pattern, (size_t)i);
-  }
+  for (int i = 0; i < PATTERN; i++) x->pd[i] = ip_get(IP_BF16, x->pattern, (size_t)i);
   return 0;
 }
 

@@ -244,3 +244,20 @@ int bench_json_close(FILE *f) {
   fputs("\n]}\n", f);
   return fclose(f) ? -1 : 0;
 }
+
+uint64_t bench_xorshift(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+double bench_frand(uint64_t *s) { return (double)(bench_xorshift(s) >> 11) / 4503599627370496.0 - 1.0; }
+
+void *bench_pattern(int dtype, size_t n) {
+  void *p = malloc(n * (size_t)ip_dtype_size[dtype]);
+  if (!p) return NULL;
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < n; i++) ip_set(dtype, p, i, bench_frand(&s));
+  return p;
+}

@@ -147,6 +147,17 @@ void bench_num(FILE *f, const char *fmt, double v);
  * dropped. */
 void bench_json_str(FILE *f, const char *s);
 
+/* xorshift64: state *s (nonzero) advanced, its new value; a value in
+ * [-1, 1) from it. */
+uint64_t bench_xorshift(uint64_t *s);
+double bench_frand(uint64_t *s);
+
+/* n elements of type dtype (ip_dtype) drawn by bench_frand from one fixed
+ * seed, so that every process of a run makes the same ones (the fused
+ * benches tile their operands from them and check each rank's result
+ * against every rank's): malloc'd, NULL when out of memory. */
+void *bench_pattern(int dtype, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
