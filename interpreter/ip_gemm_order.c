@@ -20,10 +20,10 @@ void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
 }
 
 void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows) {
-  const int64_t band_rows = g->band_group * IP_GEMM_TILE_M, full = g->tiles_m / g->band_group;
-  const int64_t first = rows / band_rows;
   g->inter_n = g->inter_first = 0;
-  if (g->band_group < 2 || !g->fast32 || first < 1 || first >= full || full > IP_GEMM_MAX_INTER_BANDS) return;
+  if (g->band_group < 2 || !g->fast32) return;   /* (a zeroed g among them: no division by its band) */
+  const int64_t full = g->tiles_m / g->band_group, first = rows / (g->band_group * IP_GEMM_TILE_M);
+  if (first < 1 || first >= full || full > IP_GEMM_MAX_INTER_BANDS) return;
   g->inter_n = (int32_t)full;
   g->inter_first = (int32_t)first;
   g->div_inter = ip_fastdiv_make((uint32_t)full);

@@ -123,6 +123,14 @@ static void test_interleave(void) {
   ip_gemm_set_interleave(&g, 2048);
   ip_gemm_set_band_group(&g, 1);
   ok(!less && !all && !g.inter_n, "nothing spread under one band, for every band, or in bands of one tile row");
+  ip_gemm_set_band_group(&g, 4);
+  ip_gemm_set_interleave(&g, -2048);
+  const int neg = g.inter_n;
+  ip_gemm_set_interleave(&g, INT64_MAX);
+  const int huge = g.inter_n;
+  memset(&g, 0, sizeof g);
+  ip_gemm_set_interleave(&g, 2048);   /* no band group set: refused, not a division by zero */
+  ok(!neg && !huge && !g.inter_n, "negative, huge and unset: nothing spread");
 }
 
 static void test_allreduce(rt_diag *d) {
