@@ -26,8 +26,8 @@ static const void *kernel_of(int dtype, int op) {
   return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)];
 }
 
-extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream) {
-  if (a->cgemm) return ip_gpu_gemm_launch(a, stream);
+extern "C" bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, int pdl, void *stream) {
+  if (a->cgemm) return ip_gpu_gemm_launch(a, pdl, stream);
   size_t smem = ip_gpu_smem(a);
   ip_gargs args = *a;
   void *params[] = {&args};

@@ -264,9 +264,13 @@ static inline int ip_kernel_slot(int op) {
 
 /* Launches the interpreter for one rank on `stream` (a cudaStream_t) with
  * `nthreads` threads per block (IP_GEMM_THREADS, whatever nthreads says,
- * when a->cgemm: the gemm kernel).  Returns BT_ERR_CUDA when the launch
- * fails (the message is logged). */
-bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, void *stream);
+ * when a->cgemm: the gemm kernel).  `pdl`: the gemm kernel launches as a
+ * programmatic dependent of the kernel before it on the stream (its
+ * blocks may take the SMs as that kernel's blocks leave them, and read
+ * nothing before it has ended); the other kernels launch plainly whatever
+ * it says.  Returns BT_ERR_CUDA when the launch fails (the message is
+ * logged). */
+bt_result ip_gpu_launch(const ip_gargs *a, int nthreads, int pdl, void *stream);
 
 /* CUDA blocks a launch runs: only the lanes that have a tile (a lane's
  * blocks wait only on each other, so a lane left out keeps its blocks'
@@ -303,7 +307,7 @@ bt_result ip_gpu_max_blocks(int nthreads, int smem, int gemm, int *max_blocks);
  * ip_gpu_gemm_launch: as ip_gpu_launch, for a launch with cgemm set. */
 int ip_gpu_gemm_ok(const char **why);
 int ip_gpu_gemm_smem(void);
-bt_result ip_gpu_gemm_launch(const ip_gargs *a, void *stream);
+bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream);
 /* ip_gpu_load's and ip_gpu_max_blocks's halves for the gemm kernel. */
 bt_result ip_gpu_gemm_load(void);
 bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks);

@@ -64,7 +64,7 @@ struct gemm_epi {
     return true;
   }
   // Only semaphores that some step waits on need the fence before done()
-  // (a direct call's end fences for the whole block: direct_end).
+  // (a direct call's end releases the whole block's: direct_end).
   __device__ bool publishes() const { return posts != 0; }
   __device__ static int32_t unit_rows(int64_t m0) {
     const int32_t left = ip_gs.gm - (int32_t)m0;
@@ -159,7 +159,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
     g.valid[i] = v < 0 ? 0 : v > a.gbrows ? a.gbrows : v;
   }
   // A direct call stores nothing before every rank's call has started.
-  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) {
+  if (__syncthreads_or(direct_meets(a) && threadIdx.x == 0 && !direct_start(a))) {
     if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
     return;
   }
@@ -194,7 +194,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, a.gposts, a.gcount != nullptr};
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
-  if (a.direct && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
+  if (direct_meets(a) && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
 
@@ -205,6 +205,13 @@ __device__ __noinline__ void gemm_comm_block(const ip_gargs &a) { ip_comm_block<
 // The kernel: bf16 only (the engine's type); nothing reduces (a gemm
 // program's collective moves its data: the runtime refuses others).
 __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const __grid_constant__ ip_gargs a) {
+  // A programmatic launch (ip_gpu_gemm_launch): nothing of the kernel
+  // before -- the caller's X, the call counts, the FIFOs -- is read before
+  // it has ended.  The next kernel may launch at once: every block of
+  // this one fills an SM (its registers and shared memory), so the next
+  // one's blocks take SMs only as this one's leave them.
+  pdl_wait();
+  pdl_release();
   if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a direct call's every block (rt_group.c)
     gemm_block(a);
     return;
@@ -281,9 +288,19 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
   return BT_OK;
 }
 
-extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, void *stream) {
+extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream) {
   ip_gargs args = *a;
   void *params[] = {&args};
-  return rt_cuda(cudaLaunchKernel((const void *)ip_gpu_gemm_kernel, dim3(ip_gpu_blocks(a)), dim3(IP_GEMM_THREADS), params,
-                                  ip_gpu_smem(a), (cudaStream_t)stream), RT_SUB_EXEC, "interpreter launch (gemm)");
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ip_gpu_blocks(a));
+  cfg.blockDim = dim3(IP_GEMM_THREADS);
+  cfg.dynamicSmemBytes = ip_gpu_smem(a);
+  cfg.stream = (cudaStream_t)stream;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return rt_cuda(cudaLaunchKernelExC(&cfg, (const void *)ip_gpu_gemm_kernel, params), RT_SUB_EXEC,
+                 "interpreter launch (gemm)");
 }

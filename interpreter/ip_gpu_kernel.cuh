@@ -116,7 +116,8 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
     steps = sm_steps;
   }
   // A direct call stores nothing before every rank's call has started.
-  if (__syncthreads_or(a.direct && threadIdx.x == 0 && !direct_start(a))) return;
+  // The barrier is every call's: it also orders the steps' copy above.
+  if (__syncthreads_or(direct_meets(a) && threadIdx.x == 0 && !direct_start(a))) return;
   if (threadIdx.x == 0) a.gen[blockIdx.x] = gen;
   int nsteps = 0;
   while (nsteps < a.step_stride && steps[nsteps].cnt > 0) nsteps++;
@@ -184,7 +185,7 @@ __device__ __noinline__ void compute_block(const ip_gargs &a) {
     if (threadIdx.x == 0 && atomicAdd((unsigned long long *)&a.bagctr[0], 1ull) == (unsigned long long)(a.cwidth - 1))
       for (int k = 0; k <= nsteps; k++) a.bagctr[k] = 0;
   }
-  if (a.direct) {
+  if (direct_meets(a)) {
     __syncthreads();   // a block with no piece has met no barrier since its last stores: none
     if (threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   }

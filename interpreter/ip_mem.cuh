@@ -31,6 +31,17 @@ __device__ __forceinline__ void st_signal_sys(uint64_t *p, uint64_t v, bool bare
   if (bare) st_relaxed_sys(p, v);
   else st_release_sys(p, v);
 }
+// Adds v to *p as an acquire and a release at system scope, and returns
+// the old value: what this thread stored or saw before (a barrier's
+// stores included: the release is cumulative) is visible to whoever
+// acquires the sum, and what those who added before it released is
+// visible to this thread after.  One atomic where a fence and a relaxed
+// add took a sequentially consistent fence (MEMBAR.SC.SYS).
+__device__ __forceinline__ uint64_t atom_add_acq_rel_sys(uint64_t *p, uint64_t v) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.sys.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
 __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p) {
   uint64_t v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

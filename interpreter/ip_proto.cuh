@@ -94,6 +94,13 @@ static __device__ bool spin_more(const ip_gargs &a, spin &s, int step, int64_t t
   return false;
 }
 
+// Whether a direct call (ip_gargs.direct) meets the other ranks at its
+// start and end (direct_start, direct_end): a call of one rank has none to
+// meet, and its stream's order alone orders it with the calls before and
+// after (on an H200 the two meetings cost a one-rank GEMM 2-4 us: a call
+// into code not yet fetched, a barrier, a system-scope fence).
+__device__ __forceinline__ bool direct_meets(const ip_gargs &a) { return a.direct && a.dnranks > 1; }
+
 // The start of a direct call (ip_gargs.direct), by thread 0 of each
 // compute block before it stores anything: it tells every other rank that
 // this rank's call has started (rank q's dflag[q][n + 2 + rank]), then
@@ -134,20 +141,21 @@ static __device__ __noinline__ bool direct_start(const ip_gargs &a) {
 }
 
 // The end of a direct call (ip_gargs.direct), by thread 0 of each
-// compute block after a barrier that follows its stores (so they precede
-// the fence): the block counts itself done; the last of the ncb blocks
-// then tells every other rank that this call's values are in its output
-// (a release at system scope, cumulative over the fences of every block
-// counted) and waits until every other rank has said the same to it.  A
+// compute block after a barrier that follows its stores (so that its
+// count releases them): the block counts itself done (an acquire and
+// release at system scope); the last of the ncb blocks then tells every
+// other rank that this call's values are in its output (a release at
+// system scope, cumulative over every count it acquired) and waits until
+// every other rank has said the same to it.  A
 // wait that gives up (BATON_TIMEOUT, abort) leaves the call unfinished;
 // the host reports it.
 static __device__ __noinline__ void direct_end(const ip_gargs &a, int ncb) {
   const int n = a.dnranks;
   uint64_t *mine = a.dflag[a.rank];
-  __threadfence_system();
-  if (atomicAdd((unsigned long long *)&mine[n + 1], 1ull) != (unsigned long long)(ncb - 1)) return;
+  // The count releases this block's stores and, for the last block,
+  // acquires every other block's, which its release below then carries.
+  if (atom_add_acq_rel_sys(&mine[n + 1], 1) != (uint64_t)(ncb - 1)) return;
   mine[n + 1] = 0;   // every block of this call has counted: the next call starts over
-  __threadfence_system();
   const uint64_t call = mine[n] + 1;
   mine[n] = call;
   for (int q = 0; q < n; q++)

@@ -167,8 +167,9 @@ void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *f
    * stored: spread over the whole GEMM, so that the link carries them
    * while every block computes, not only during the GEMM's first part (a
    * combine whose remote rows take the link longer than computing them
-   * did was bound by the link there, then by the GEMM of the own rows). */
-  if (a->cgemm) {
+   * did was bound by the link there, then by the GEMM of the own rows).
+   * One rank has no other ranks' rows: its GEMM keeps its order. */
+  if (a->cgemm && n > 1) {
     /* Bands of at most half the units in flight (but two tile rows), so
      * that the blocks of one wave store into the link and into memory
      * side by side: with whole waves of peer rows each block's staging
@@ -478,7 +479,15 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   if (a.cgemm && !a.direct) a.gbase = gemm_base(&c->plans[L->ai], &a);   /* a direct call's is its owners' */
   int forked = 0;
   if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
-  bt_result launched = ip_gpu_launch(&a, L->nthreads, L->stream);
+  /* The gemm kernel as a programmatic dependent (BATON_DIRECT_PDL), as
+   * the direct kernels: its blocks take the SMs as the kernel before
+   * leaves them instead of after the launch that follows its end (0.4-0.5
+   * us of a one-wave GEMM on an H200).  Not after a copy of this call's
+   * (it waits for the copy anyway), nor beside the proxy's wake-up, nor
+   * where ranks share the GPU (as rt_dcall.c). */
+  const int pdl = c->pdl && a.cgemm && c->share == 1 && !c->net && !L->copy_in && !L->stage_in && !L->rot_in;
+  if (pdl && c->bs) rt_capture_programmatic(L->stream);
+  bt_result launched = ip_gpu_launch(&a, L->nthreads, pdl, L->stream);
   if (forked) CHECK(wake_join(c, L->stream));   /* even after a failed launch: a capture must not end with a branch open */
   CHECK(launched);
   if (L->rot_out) CHECK(rotate_blocks(L, L->recvbuf, rot, 1));

@@ -198,6 +198,14 @@ bt_result rt_fifo_prep(baton_comm *c, int ai, const void *sendbuf, void *recvbuf
                        const rt_operands *ops, cudaStream_t stream, rt_launch *L);
 bt_result rt_fifo_launch(const rt_launch *L);
 
+/* Where stream s is being captured and every node it depends on is a
+ * kernel, makes those edges programmatic, so that a programmatic launch
+ * captured next starts as those kernels end even where the capture joined
+ * streams by events (PyTorch's process group); anything else leaves them
+ * as they are (rt_dcall.c).  For communicators of a process per GPU only:
+ * their captures join streams of one GPU. */
+void rt_capture_programmatic(cudaStream_t s);
+
 /* Makes the fused AllToAll call L (rt_launch.direct_ok, not yet direct)
  * direct (ip_gargs.direct): outs[r] is rank r's output as this GPU
  * reaches it, flags[r] rank r's direct flags (IP_DIRECT_FLAG_WORDS of

@@ -572,56 +572,6 @@ static bt_result copy_input(const rt_launch *L, const ip_dargs *t) {
   return BT_OK;
 }
 
-/* A captured programmatic launch depends on the kernels before it in its
- * stream's order with programmatic edges only where the capture made them
- * so (one stream, kernel after kernel): a library that runs its
- * collectives on a stream of its own and joins it to the caller's by
- * events (PyTorch's process group) leaves plain edges, and each replay
- * then pays the whole launch.  Where every dependency of stream s is a
- * kernel node, its edges become programmatic: the kernel waits for those
- * kernels to end (pdl_wait) before it reads or signals anything, as it
- * does after a kernel launched before it on its own stream.  Anything
- * else (a copy, an event, no capture, a CUDA error) leaves them as they
- * are.  Called for communicators of a process per GPU only, whose
- * captures join streams of its one GPU (a graph joined across GPUs could
- * hand it another GPU's kernel, which no edge of this kind may follow). */
-#define CAPTURE_DEPS_MAX 8
-static void capture_programmatic(cudaStream_t s) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t *deps = NULL;
-  const cudaGraphEdgeData *edges = NULL;
-  size_t n = 0;
-  if (cudaStreamGetCaptureInfo(s, &cs, NULL, NULL, &deps, &edges, &n) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  if (cs != cudaStreamCaptureStatusActive || n == 0 || n > CAPTURE_DEPS_MAX) return;
-  cudaGraphNode_t d[CAPTURE_DEPS_MAX];
-  cudaGraphEdgeData e[CAPTURE_DEPS_MAX];
-  int plain = 0;
-  for (size_t i = 0; i < n; i++) {
-    enum cudaGraphNodeType t;
-    if (cudaGraphNodeGetType(deps[i], &t) != cudaSuccess || t != cudaGraphNodeTypeKernel) {
-      cudaGetLastError();
-      return;
-    }
-    d[i] = deps[i];
-    memset(&e[i], 0, sizeof e[i]);
-    if (edges) e[i] = edges[i];
-    if (e[i].type != cudaGraphDependencyTypeProgrammatic) {
-      plain = 1;
-      e[i].from_port = cudaGraphKernelNodePortProgrammatic;
-      e[i].type = cudaGraphDependencyTypeProgrammatic;
-    }
-  }
-  if (!plain) return;
-  if (cudaStreamUpdateCaptureDependencies(s, d, e, n, cudaStreamSetCaptureDependencies) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  LOG_TRACE(RT_SUB_RUNTIME, "a captured direct call: %zu kernel dependencies made programmatic", n);
-}
-
 /* The kernel of direct call L with arguments t, and what goes before and
  * after it on its stream: the copy of its input into place, AVG's
  * division. */
@@ -645,7 +595,7 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
    * another rank's call, which this one waits for, off the SMs. */
   const int pdl = L->c->pdl && !L->copy_in && !L->stage_window;
   t->release_early = L->c->pdl && L->c->share == 1 && t->proto == IR_PROTO_LL && L->nthreads <= 256;
-  if (pdl && L->c->bs) capture_programmatic(L->stream);
+  if (pdl && L->c->bs) rt_capture_programmatic(L->stream);
   CHECK(ip_direct_launch(t, L->nthreads, pdl, L->stream));
   if (L->divide) CHECK(ip_gpu_divide(t->dtype, L->recvbuf, t->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
   return BT_OK;
