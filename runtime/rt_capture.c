@@ -10,10 +10,10 @@
 
 /* rt_comm.h.  A captured programmatic launch depends on the kernels
  * before it in its stream's order with programmatic edges only where the
- * capture made them so (one stream, kernel after kernel): a library that runs its
- * collectives on a stream of its own and joins it to the caller's by
- * events (PyTorch's process group) leaves plain edges, and each replay
- * then pays the whole launch.  Where every dependency of stream s is a
+ * capture made them so (one stream, kernel after kernel): a library that
+ * runs its collectives on a stream of its own and joins it to the
+ * caller's by events (PyTorch's process group) leaves plain edges, and
+ * each replay then pays the whole launch.  Where every dependency of stream s is a
  * kernel node, its edges become programmatic: the kernel waits for those
  * kernels to end (pdl_wait) before it reads or signals anything, as it
  * does after a kernel launched before it on its own stream.  Anything

@@ -202,8 +202,8 @@ bt_result rt_fifo_launch(const rt_launch *L);
  * kernel, makes those edges programmatic, so that a programmatic launch
  * captured next starts as those kernels end even where the capture joined
  * streams by events (PyTorch's process group); anything else leaves them
- * as they are (rt_dcall.c).  For communicators of a process per GPU only:
- * their captures join streams of one GPU. */
+ * as they are (rt_capture.c).  For communicators of a process per GPU
+ * only: their captures join streams of one GPU. */
 void rt_capture_programmatic(cudaStream_t s);
 
 /* Makes the fused AllToAll call L (rt_launch.direct_ok, not yet direct)
