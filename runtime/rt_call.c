@@ -484,7 +484,9 @@ bt_result rt_fifo_launch(const rt_launch *L) {
    * leaves them instead of after the launch that follows its end (0.4-0.5
    * us of a one-wave GEMM on an H200).  Not after a copy of this call's
    * (it waits for the copy anyway), nor beside the proxy's wake-up, nor
-   * where ranks share the GPU (as rt_dcall.c). */
+   * where ranks share the GPU: the kernel lets the next one in at its
+   * entry, and rt_dcall.c lets no early dependent in there either (the
+   * next call's waiting blocks could keep another rank's off the SMs). */
   const int pdl = c->pdl && a.cgemm && c->share == 1 && !c->net && !L->copy_in && !L->stage_in && !L->rot_in;
   if (pdl && c->bs) rt_capture_programmatic(L->stream);
   bt_result launched = ip_gpu_launch(&a, L->nthreads, pdl, L->stream);
