@@ -124,14 +124,34 @@ struct gemm_epi {
   }
 };
 
+// Whether a compute block's call is plain: its rows lie end to end, it
+// counts no tiles and has no counts (its epilogue reads nothing of
+// ip_gs), meets no peer, and is not traced.  A one-rank GEMM is.
+__device__ __forceinline__ bool gemm_plain(const ip_gargs &a) {
+  return a.gbase && !a.gposts && !a.gcount && !direct_meets(a) && !a.trace;
+}
+
 // A compute block: units blockIdx - (the communicating blocks), then
 // every (compute blocks)-th after it.  A direct call has no
 // communicating blocks: every block computes (rt_coll.c).  Thread 0
 // owns the block's generation word; the threads fill the epilogue's
 // state, the chunks' destinations only where rows do not lie end to end
-// or tiles are counted (the GEMM then waits for no gmap read).
+// or tiles are counted (the GEMM then waits for no gmap read).  A plain
+// call (gemm_plain) goes to the engine at once, on an inlined copy of
+// its own: skipping only the state's fill gained a one-rank GEMM little,
+// its own copy 0.6-2 us (1024 x 4096 x 1024 to 1024 x 8192 x 4096 on an
+// H200).  Skipping the fill and both barriers around the one copy
+// spilled 898 bytes in the communicating blocks' code (the note below);
+// two copies leave them at 778.
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
+  char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
+  if (gemm_plain(a)) {
+    if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.gen[blockIdx.x], 1ull);   // counted, nobody waits
+    gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, 0, 0};
+    ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+    return;
+  }
   int tn = 0;
   gemm_state &g = ip_gs;
   uint64_t gen = 0;   // thread 0's, read now: its load overlaps the others' below
@@ -192,7 +212,6 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_READY, 0, 0);
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, a.gposts, a.gcount != nullptr};
-  char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
   if (direct_meets(a) && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
