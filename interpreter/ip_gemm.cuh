@@ -65,7 +65,7 @@
 // of the block: they go on with the next unit.  It may use no barrier.
 //
 // Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
-// and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 2
+// and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 3
 // in between.  On return every thread has left the engine (its stores are
 // issued, in program order before whatever the caller stores next) and
 // registers are back to IP_GEMM_REGS_ENTRY.  On sm_90a IP_GEMM_SMEM still
@@ -90,7 +90,8 @@
 #endif
 
 // Named barriers the engine uses on sm_90a: the store warps', then each
-// consumer warpgroup's.
+// consumer warpgroup's, then the one that orders the register hand-back
+// (ipg90::run).
 #define IP_GEMM_BAR_FIRST 1
 
 // Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
@@ -165,6 +166,10 @@ __device__ __forceinline__ char *as_shared(char *p) {
 
 __device__ __forceinline__ void bar_named(int id, int nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+// Counts the calling warp in named barrier id without waiting for it.
+__device__ __forceinline__ void bar_arrive(int id, int nthreads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
 // 16 bytes of output at p (any 2-byte alignment): one st.global.v4 where
@@ -547,14 +552,26 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   // before TMA (the async proxy) overwrites it.
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
+  // The producer warpgroup gives registers to the consumers and takes
+  // them back at the end; it may take them back only once the consumers
+  // hold theirs (they arrive on kGrown).  A block with nothing to compute
+  // (no unit, or every unit skipped) has no wait that orders the two
+  // otherwise: its producer warpgroup could take its registers back
+  // before some consumer warp got them, and that warp then waited in
+  // setmaxnreg forever (seen on an H200: a one-rank GEMM's four blocks
+  // without a unit hung, their consumers' other warps in setmaxnreg.inc,
+  // the next kernel's blocks in griddepcontrol.wait behind them).
+  constexpr int kGrown = IP_GEMM_BAR_FIRST + 1 + kConsumers;
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
     if (tid == 0) produce(g, L, unit0, unit_step, epi);
     else if (tid >= 32) store(g, L, unit0, unit_step, tid - 32, epi);
     __syncwarp();
+    ipg::bar_named(kGrown, IP_GEMM_THREADS);
     regs_grow<IP_GEMM_REGS_ENTRY>();
   } else {
     regs_grow<IP_GEMM_REGS_CONSUMER>();
+    ipg::bar_arrive(kGrown, IP_GEMM_THREADS);
     consume(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
     regs_shrink<IP_GEMM_REGS_ENTRY>();
   }

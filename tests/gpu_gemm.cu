@@ -1,8 +1,8 @@
 // gpu_gemm.cu -- gpu suite: the GEMM tile engine (interpreter/ip_gemm.cuh)
 // against cuBLAS.  Correctness (TAP): host-side shape checks; uneven M,
 // N tails, strided inputs, strided/offset/unaligned outputs, few blocks
-// looping over many units; every tile reported done exactly once, after
-// its data; results compared with cuBLAS (every element) and with a
+// looping over many units, blocks with no unit; every tile reported done
+// exactly once, after its data; results compared with cuBLAS (every element) and with a
 // float64 host reference (sampled).  Speed: cuBLAS and the engine side by
 // side on the MoE shapes, CUDA-graph replays, median of repeats; a table
 // on stdout and a CSV (--csv PATH).
@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -401,6 +403,53 @@ static void check_checker(problem &p) {
   ok(mr > 0 && md / mr > TOL_MAX / 4, "the comparison sees one planted error (max rel err %.2e)", mr > 0 ? md / mr : 0.);
 }
 
+// Blocks with nothing to compute: one unit on every SM's block, launched
+// IDLE_LAUNCHES times back to back, must all end within IDLE_DEADLINE_S.
+// Such a block's producer warpgroup has no wait that follows the
+// consumers' taking of their registers; before the engine ordered the
+// two, it could take its registers back first and leave a consumer warp
+// in setmaxnreg for ever.  The race depends on the compiled code's
+// timing: it hung a gemm kernel of the interpreter's (a build with three
+// inlined copies of the engine, in 5 of 7 runs of a GEMM + AllToAll grid)
+// but not this kernel, before the fix as after (2000 launches, an H200),
+// so this check guards the idle path; it did not catch the hang.  A hang
+// cannot be undone: the test reports it and exits at once.
+#define IDLE_LAUNCHES 2000
+#define IDLE_DEADLINE_S 30
+static void check_idle_blocks(void) {
+  problem p;
+  const shape s = {IP_GEMM_TILE_M, IP_GEMM_TILE_N, 64, 0, 0, 0, 0, 0, 0};
+  if (setup(p, s)) {
+    ok(0, "idle blocks: prepare");
+    release(p);
+    return;
+  }
+  cudaEvent_t end;
+  CK(cudaEventCreateWithFlags(&end, cudaEventDisableTiming));
+  for (int i = 0; i < IDLE_LAUNCHES; i++) launch_engine(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaEventRecord(end, g_stream));
+  double waited = 0;
+  cudaError_t st;
+  while ((st = cudaEventQuery(end)) == cudaErrorNotReady && waited < IDLE_DEADLINE_S) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    waited += 1e-3;
+  }
+  if (st == cudaErrorNotReady) {
+    ok(0, "idle blocks: %d launches of 1 unit on %d blocks still running after %d s (a block hung)", IDLE_LAUNCHES,
+       grid_of(s), IDLE_DEADLINE_S);
+    printf("Bail out! the GPU is stuck in a kernel\n");
+    fflush(stdout);
+    _exit(1);
+  }
+  CK(st);
+  CK(cudaEventDestroy(end));
+  const check_result r = check(p, "idle blocks: after the launches");
+  ok(r.pass, "idle blocks: %d launches of 1 unit on %d blocks ended (%.1f s)", IDLE_LAUNCHES, grid_of(s), waited);
+  release(p);
+}
+
 // ---- timing ---------------------------------------------------------------
 
 // Median microseconds per call of REPLAYS calls captured in one graph,
@@ -572,6 +621,7 @@ int main(int argc, char **argv) {
       if (&s == &cases[0]) check_checker(p);
       release(p);
     }
+  if (!one && cases_too) check_idle_blocks();
 
   // Speed shapes: tokens x H x F.
   std::vector<shape> bs;
