@@ -53,6 +53,10 @@
 //       the units, once per unit each: it must be cheap and give the same
 //       answer for m0 throughout the call.
 //
+// Deadlines: with g.stall_ns set, a wait inside the engine that lasts
+// that long is recorded in *g.stall and stops the kernel with a trap
+// (ipg90::stall says why a trap).  ip_gemm_prepare sets none.
+//
 // Ordering guaranteed at done(): every store of the tile, by any thread of
 // the block, precedes a barrier among the storing threads, after which
 // each calling thread executes __threadfence() (where epi.publishes()) and
@@ -80,6 +84,7 @@
 #include <stdint.h>
 
 #include "ip_gemm.h"
+#include "ip_mem.cuh"
 
 // The wgmma path needs the sm_90a feature set; every other device pass
 // (and the host pass, where none of this is compiled) takes the fallback.
@@ -231,7 +236,7 @@ static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer an
 static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
                   IP_GEMM_REGS_ENTRY * IP_GEMM_THREADS,
               "setmaxnreg must not ask for more registers than the block holds");
-static_assert(IP_GEMM_BAR_BYTES >= (2 * IP_GEMM_STAGES + 2 * kConsumers) * 8, "mbarrier space");
+static_assert(IP_GEMM_BAR_BYTES >= (2 * IP_GEMM_STAGES + 2 * kConsumers + 1) * 8, "mbarrier space and the claim");
 
 // wgmma shared-memory descriptor fields (PTX "matrix descriptor"):
 // start address, leading and stride byte offsets, all >> 4; bits 62-63 =
@@ -265,17 +270,18 @@ __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-// Returns once the phase of parity `parity` has completed (a fresh
-// barrier counts its phase before the first, parity 1, as complete).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+// Whether the phase of parity `parity` has completed (a fresh barrier
+// counts its phase before the first, parity 1, as complete); the thread
+// may be suspended a while (the hardware's own limit) before it is told
+// no.
+__device__ __forceinline__ bool mbar_try(uint32_t bar, uint32_t parity) {
   uint32_t ok;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!ok);
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
 }
 
 // ---- TMA ----
@@ -348,15 +354,74 @@ __device__ __forceinline__ void regs_shrink() {
 struct layout {
   uint32_t ring;  // stage s at ring + s * IP_GEMM_STAGE_BYTES: A tile, then kBoxesN W boxes
   char *stg;      // consumer c's staging buffer at stg + c * IP_GEMM_STG_BYTES
-  uint32_t bars;  // full[s], empty[s], staged[c], freed[c], 8 bytes each
+  uint32_t bars;  // full[s], empty[s], staged[c], freed[c], 8 bytes each, then the claim
   __device__ uint32_t full(int s) const { return bars + 8 * s; }
   __device__ uint32_t empty(int s) const { return bars + 8 * (IP_GEMM_STAGES + s); }
   __device__ uint32_t staged(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + c); }
   __device__ uint32_t freed(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + kConsumers + c); }
+  // 0 until a thread of the block gives up a wait (stall).
+  __device__ uint32_t claim() const { return bars + 8 * (2 * IP_GEMM_STAGES + 2 * kConsumers); }
   __device__ __nv_bfloat16 *stg_row(int c, int r) const {
     return (__nv_bfloat16 *)(stg + c * IP_GEMM_STG_BYTES) + r * IP_GEMM_STG_LD;
   }
 };
+
+// ---- Deadlines ----
+// A wait inside the engine waits on its own block: on TMA's loads, on
+// the other warpgroups' work on one unit.  None lasts long unless the
+// engine or its caller is wrong (an epilogue whose skip() answers
+// differently to the producer and the consumers, say), and then nothing
+// else would end it: the block would hang, and the kernel, and the
+// stream, with nothing reported.  So a wait that lasts g.stall_ns gives
+// up.  The first thread of the block to give up records where (g.stall,
+// host-mapped: the host reads it once the kernel is stopped) and stops
+// the kernel with a trap: the engine cannot unwind its block (loads in
+// flight into its shared memory, warpgroups inside wgmma and named
+// barriers), and the trap ends every block of the kernel at once.  The
+// CUDA context is then unusable, as after any kernel fault.  The block's
+// other threads that give up sleep until the trap ends them.  Hardware barriers
+// (bar.sync, setmaxnreg) have no deadline; a thread held there is held
+// by one that is in a wait below, or by a defect in the engine's own
+// order.
+// Out of line and never returning: the callers keep nothing for after it
+// (in line, or returning, it made ptxas spill more of the producer
+// warpgroup's values, on its 40 registers).  claim: the block's word.
+__device__ __noinline__ __attribute__((noreturn)) void stall(const ip_gemm_args &g, uint32_t claim, int what,
+                                                             int64_t m0, int64_t n0, uint64_t waited) {
+  uint32_t old;
+  asm volatile("atom.shared.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "r"(claim) : "memory");
+  if (old != 0)
+    for (;;) __nanosleep(1000000);   // the thread that won the claim records and traps
+  volatile ip_gemm_stall *s = g.stall;
+  if (s && s->flag == 0) {
+    s->block = (int32_t)blockIdx.x;
+    s->thread = (int32_t)threadIdx.x;
+    s->what = what;
+    s->m0 = m0;
+    s->n0 = n0;
+    s->waited_ns = waited;
+    __threadfence_system();
+    s->flag = 1;
+    __threadfence_system();
+  }
+  __trap();
+}
+
+// Returns once the phase of parity `parity` of mbarrier `bar` has
+// completed, or stops the kernel (stall) once it has waited g.stall_ns.
+// what, m0, n0: what the wait is for and the unit's tile, for the record.
+// The hints keep the first try's success the straight path: laid out the
+// other way, a one-rank GEMM of 1024 x 4096 x 1024 took 0.1 us more (14.8
+// against 14.7 on an H200, three rounds each); so, 14.7.
+__device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const layout &L, uint32_t bar, uint32_t parity,
+                                          int what, int64_t m0, int64_t n0) {
+  if (__builtin_expect(mbar_try(bar, parity), 1)) return;
+  const uint64_t t0 = globaltimer();
+  while (__builtin_expect(!mbar_try(bar, parity), 1)) {
+    const uint64_t waited = globaltimer() - t0;
+    if (__builtin_expect(g.stall_ns && waited >= g.stall_ns, 0)) stall(g, L.claim(), what, m0, n0, waited);
+  }
+}
 
 // The producer: one thread.  For every k-block of every unit not skipped, waits for
 // its stage to be free, then asks TMA for the A tile and the W boxes that
@@ -377,7 +442,7 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
     const int boxes = left < kBoxesN ? (int)left : kBoxesN;
     const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
     for (int64_t kb = 0; kb < g.k_blocks; kb++) {
-      mbar_wait(L.empty(stage), phase ^ 1);
+      mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
       const uint32_t full = L.full(stage), a = L.ring + stage * IP_GEMM_STAGE_BYTES;
       mbar_arrive_tx(full, bytes);
       const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
@@ -428,7 +493,7 @@ template <class Epi>
 __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
                                           uint32_t &fphase, bool last, int64_t m0, int64_t n0, Epi &epi) {
   const int w = t / 32, l = t % 32;
-  mbar_wait(L.freed(c), fphase ^ 1);
+  mbar_wait(g, L, L.freed(c), fphase ^ 1, IP_GEMM_WAIT_FREED, m0, n0);
   fphase ^= 1;
   // wgmma's accumulator layout: thread (w, l) holds, for each 8-column
   // group j, rows 16 w + l / 4 and + 8, columns 8 j + 2 (l % 4) and + 1.
@@ -464,7 +529,7 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, in
     ip_gemm_unit_coords(g, u, &m0, &n0);
     if (epi.skip(m0)) continue;   // the consumers report it
     const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
-    for (int c = 0; c < kConsumers; c++) mbar_wait(L.staged(c), sphase);
+    for (int c = 0; c < kConsumers; c++) mbar_wait(g, L, L.staged(c), sphase, IP_GEMM_WAIT_STAGED, m0, n0);
     sphase ^= 1;
     if (u + unit_step < g.units) store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, epi);
     ipg::bar_named(IP_GEMM_BAR_FIRST, kStoreWarps * 32);   // every row is stored and the buffers read
@@ -501,7 +566,7 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     }
     int prev = 0;
     for (int64_t kb = 0; kb < g.k_blocks; kb++) {
-      mbar_wait(L.full(stage), phase);
+      mbar_wait(g, L, L.full(stage), phase, IP_GEMM_WAIT_FULL, m0, n0);
       const uint64_t off = (uint64_t)(stage * IP_GEMM_STAGE_BYTES) >> 4;
       wg_fence();
       acc_fence(d);
@@ -546,6 +611,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
       mbar_init(L.staged(c), kWarpgroup);
       mbar_init(L.freed(c), 1);
     }
+    asm volatile("st.shared.u32 [%0], 0;" ::"r"(L.claim()) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   // Whatever the caller last wrote here with ordinary stores is ordered

@@ -38,7 +38,7 @@ extern "C" {
 #define IP_GEMM_STAGE_BYTES (IP_GEMM_A_BYTES + IP_GEMM_B_BYTES)
 #define IP_GEMM_STG_LD (IP_GEMM_TILE_N + 8)
 #define IP_GEMM_STG_BYTES (64 * IP_GEMM_STG_LD * 2)
-#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES + 4 8-byte mbarriers, rounded up */
+#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES + 4 8-byte mbarriers and a claim word, rounded up */
 #define IP_GEMM_ALIGN 1024
 #define IP_GEMM_SMEM \
   (IP_GEMM_ALIGN + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + 2 * IP_GEMM_STG_BYTES + IP_GEMM_BAR_BYTES)
@@ -127,6 +127,22 @@ typedef struct ip_tmap {
   IP_ALIGN128 uint64_t opaque[16];
 } ip_tmap;
 
+/* A wait inside the engine that gave up (on sm_90a: a phase of one of its
+ * block's mbarriers that did not complete in ip_gemm_args.stall_ns), as
+ * the first thread of a block to give up records it before it stops the
+ * kernel (ip_gemm.cuh, "Deadlines").  In host-mapped memory, so that the
+ * host reads it after the kernel is stopped; flag is written last. */
+enum { IP_GEMM_WAIT_FULL = 1,   /* a stage's loads (the consumers) */
+       IP_GEMM_WAIT_EMPTY,      /* a free stage (the producer) */
+       IP_GEMM_WAIT_STAGED,     /* the consumers' outputs (the store warps) */
+       IP_GEMM_WAIT_FREED };    /* a free staging buffer (the consumers) */
+typedef struct ip_gemm_stall {
+  int32_t flag;                 /* 0: none */
+  int32_t block, thread, what;  /* what: IP_GEMM_WAIT_* */
+  int64_t m0, n0;               /* the unit's tile (ip_gemm_unit_coords) */
+  uint64_t waited_ns;
+} ip_gemm_stall;
+
 /* One problem.  The tensor maps come first: a map is 128-byte
  * aligned and 128 bytes long, so the maps sit at the same offsets for C
  * and C++ compilers, and the struct can be a member of a
@@ -158,6 +174,11 @@ typedef struct ip_gemm_args {
    * inter_first, the last of all kept among those others. */
   int32_t inter_n, inter_first;
   ip_fastdiv div_inter;   /* by inter_n */
+  /* Deadlines (prepare: none): a wait inside the engine that lasts
+   * stall_ns (0: waits for ever) is recorded in *stall (NULL: nowhere)
+   * and stops the kernel. */
+  ip_gemm_stall *stall;
+  uint64_t stall_ns;
 } ip_gemm_args;
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and

@@ -129,6 +129,7 @@ typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process 
   int64_t tile;           /* bad data: the element's position in its operand */
   int64_t value;          /* bad data: the value found there (peer: the operand) */
   uint64_t when;          /* GPU global timer when the wait gave up: the earliest is the cause */
+  ip_gemm_stall gemm;     /* a wait inside the GEMM tile engine that gave up (and stopped the kernel) */
 } ip_gerr;
 
 typedef struct ip_gargs {

@@ -213,6 +213,8 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
     a->gdiv_trows = ip_fastdiv_make((uint32_t)a->gtrows);
     a->gdiv_brows = ip_fastdiv_make((uint32_t)(a->gbrows > 0 ? a->gbrows : 1));
     a->gemm.band0 = ((int64_t)(pl->gfirst - pl->gchunk0) * rows / IP_GEMM_TILE_M) % a->gemm.tiles_m;
+    a->gemm.stall = &c->shared->dev->err[c->local].gemm;   /* the engine's own waits give up as the call's do */
+    a->gemm.stall_ns = c->timeout_ns;
     return BT_OK;
   }
   LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: X [%lld x %lld], W [%lld x %lld], rows %lld .. %lld: %s", c->rank, where,

@@ -552,6 +552,24 @@ baton_result rt_comm_poll_error(baton_comm *c) {
     return c->error;
   }
   rt_shared *s = c->shared->host;
+  /* A wait inside the GEMM tile engine on this rank's GPU that gave up
+   * stopped its kernel with a trap, and lost the GPU's CUDA context with
+   * it.  (Other ranks' kernels that wait for this one give up as below;
+   * each rank reports its own engine.) */
+  const volatile ip_gemm_stall *g = &s->err[c->local].gemm;
+  if (g->flag) {
+    __sync_synchronize();
+    static const char *what[] = {"?", "a stage's loads", "a free stage", "the consumers' outputs",
+                                 "a free staging buffer"};
+    const int w = g->what >= IP_GEMM_WAIT_FULL && g->what <= IP_GEMM_WAIT_FREED ? g->what : 0;
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: the GEMM tile engine's block %d (thread %d) waited %.1f s for %s at the tile "
+             "of rows %lld, columns %lld (the last call: %s): kernel stopped (a defect in baton or a GPU fault, not "
+             "in the call's arguments; BATON_TIMEOUT); this process's CUDA context is unusable from here", c->rank,
+             g->block, g->thread, (double)g->waited_ns * 1e-9, what[w], (long long)g->m0, (long long)g->n0,
+             c->last ? c->last : "the gemm program");
+    c->error = baton_internal_error;
+    return c->error;
+  }
   /* The cause: of the ranks whose GPU gave up waiting, the earliest.  The
    * flags are read first (every call does), the records only after a
    * fence, once a flag is seen. */

@@ -3,7 +3,9 @@
 // N tails, strided inputs, strided/offset/unaligned outputs, few blocks
 // looping over many units, blocks with no unit; every tile reported done
 // exactly once, after its data; results compared with cuBLAS (every
-// element) and with a float64 host reference (sampled).  Speed: cuBLAS
+// element) and with a float64 host reference (sampled); every launch with
+// a deadline on the engine's waits, none of which fires; with --stall, a
+// launch whose waits never end stops at its deadline and is recorded.  Speed: cuBLAS
 // and the engine side by side on the MoE shapes, CUDA-graph replays,
 // median of repeats; a table on stdout and a CSV (--csv PATH).
 //
@@ -16,6 +18,8 @@
 //
 // Usage: gpu_gemm [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench]
 //                 [--no-cases]   (--no-cases: only the speed shapes, each still checked)
+//        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
+//                                 process's CUDA context is lost, so this runs alone)
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; IP_GEMM_BAND_GROUP by default)
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
@@ -85,6 +89,9 @@ typedef __nv_bfloat16 bf16;
 #define DEFAULT_REPS 5           // timed graph replays per side; the median counts
 #define WARMUP_REPLAYS 2
 #define CUBLAS_WS (64u << 20)    // cuBLAS workspace, set so that graph capture allocates nothing
+#define CASE_STALL_NS 10000000000ull   // every launch's deadline (10 s): no wait lasts that long
+#define STALL_TEST_NS 200000000ull     // --stall: the deadline of the launch that hangs (0.2 s)
+#define STALL_TEST_LIMIT_S 30          // --stall: how long the test waits for that launch to end
 #define SEED_X 0x9e3779b97f4a7c15ull
 #define SEED_W 0xc2b2ae3d27d4eb4full
 
@@ -148,6 +155,18 @@ struct plain_epi {
 __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ ip_gemm_args g, plain_epi e) {
   extern __shared__ __align__(16) char smem[];
   plain_epi epi = e;
+  ip_gemm_run(g, smem, blockIdx.x, gridDim.x, epi);
+}
+
+// An epilogue that breaks the contract: skip() tells the producer thread
+// (thread 0) that no unit needs computing and every other thread that
+// each does, so the consumers wait for loads that never come.
+struct lying_epi : plain_epi {
+  __device__ bool skip(int64_t) const { return threadIdx.x == 0; }
+};
+__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) lying_kernel(const __grid_constant__ ip_gemm_args g, lying_epi e) {
+  extern __shared__ __align__(16) char smem[];
+  lying_epi epi = e;
   ip_gemm_run(g, smem, blockIdx.x, gridDim.x, epi);
 }
 
@@ -239,6 +258,7 @@ static unsigned *g_done_cnt, *g_early;
 static int *g_done_shape;
 static cmp_stats *g_stats;
 static int64_t g_done_cap;
+static ip_gemm_stall *g_stall, *g_stall_dev;   // host-mapped: where a wait that gives up is recorded
 
 static int grid_of(const shape &s) { return s.grid ? s.grid : g_sms; }
 
@@ -262,6 +282,8 @@ static int setup(problem &p, const shape &s) {
   const int rc = ip_gemm_prepare(&p.g, p.xa + s.xoff, p.ldx, p.wa, p.ldw, s.m, s.n, s.k, &why);
   if (s.group || g_group) ip_gemm_set_band_group(&p.g, s.group ? s.group : g_group);
   if (rc == IP_GEMM_OK) {
+    p.g.stall = g_stall_dev;   // deadlines on, as the interpreter runs the engine; none ever fires
+    p.g.stall_ns = CASE_STALL_NS;
     p.g.band0 = s.band0;
     if (s.inter) ip_gemm_set_interleave(&p.g, s.inter);
   }
@@ -496,6 +518,63 @@ static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
   CK(cudaGraphDestroy(ge));
 }
 
+// ---- deadlines -----------------------------------------------------------------
+
+// --stall: a launch whose waits never end (lying_epi) must stop at its
+// deadline with an error, not hang, and record where it stopped.  The
+// trap loses the CUDA context: nothing runs on the GPU after it.
+static void check_stall(void) {
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, lying_kernel));
+  if (!g_path || fa.numRegs != IP_GEMM_REGS_ENTRY) {
+    printf("# SKIP the wgmma path's waits (this GPU runs the fallback, which has none)\n");
+    return;
+  }
+  CK(cudaFuncSetAttribute(lying_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
+  problem p;
+  const shape s = {1024, 1024, 256, 0, 0, 0, 0, 0, 0};
+  if (setup(p, s)) {
+    ok(0, "stall: prepare");
+    return;
+  }
+  CK(cudaStreamSynchronize(g_stream));
+  p.g.stall_ns = STALL_TEST_NS;
+  lying_epi e;
+  memset(&e, 0, sizeof e);
+  e.y = p.ya;
+  e.ldy = p.ldy;
+  e.tiles_n = p.g.tiles_n;
+  const int grid = g_sms;
+  lying_kernel<<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+  double waited = 0;
+  cudaError_t st;
+  while ((st = cudaStreamQuery(g_stream)) == cudaErrorNotReady && waited < STALL_TEST_LIMIT_S) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    waited += 1e-3;
+  }
+  ok(st != cudaErrorNotReady, "stall: a launch whose consumers wait for loads never asked for ends (after about %.1f s; "
+     "deadline %.1f s)", waited, STALL_TEST_NS * 1e-9);
+  if (st == cudaErrorNotReady) {
+    printf("Bail out! the GPU is stuck in a kernel: the deadline did not stop it\n");
+    fflush(stdout);
+    _exit(1);
+  }
+  ok(st != cudaSuccess, "stall: the launch reports an error (%s)", cudaGetErrorString(st));
+  const volatile ip_gemm_stall *r = g_stall;
+  ok(r->flag == 1, "stall: the wait that gave up is recorded (flag %d)", r->flag);
+  ok(r->what == IP_GEMM_WAIT_FULL || r->what == IP_GEMM_WAIT_STAGED,
+     "stall: for a stage's loads (%d) or the consumers' outputs (%d): %d", IP_GEMM_WAIT_FULL, IP_GEMM_WAIT_STAGED,
+     r->what);
+  ok(r->block >= 0 && r->block < grid && r->thread >= 0 && r->thread < IP_GEMM_THREADS,
+     "stall: by block %d of %d, thread %d of %d", r->block, grid, r->thread, IP_GEMM_THREADS);
+  ok(r->waited_ns >= STALL_TEST_NS && r->waited_ns < (uint64_t)STALL_TEST_LIMIT_S * 1000000000ull,
+     "stall: after waiting %.3f s (deadline %.3f s)", r->waited_ns * 1e-9, STALL_TEST_NS * 1e-9);
+  ok(r->m0 >= 0 && r->m0 < s.m && r->m0 % IP_GEMM_TILE_M == 0 && r->n0 >= 0 && r->n0 < s.n &&
+         r->n0 % IP_GEMM_TILE_N == 0,
+     "stall: at a tile of the problem (rows %lld, columns %lld)", (long long)r->m0, (long long)r->n0);
+}
+
 // ---- main -------------------------------------------------------------------
 
 // Host-side refusals: each bad input gets its named error, no GPU needed.
@@ -519,7 +598,7 @@ static void check_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, bench = true, one = false, cases_too = true;
+  bool quick = false, bench = true, one = false, cases_too = true, stall = false;
   int reps = DEFAULT_REPS;
   const char *csv = NULL;
   shape only = {};
@@ -527,6 +606,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--no-bench")) bench = false;
     else if (!strcmp(argv[i], "--no-cases")) cases_too = false;
+    else if (!strcmp(argv[i], "--stall")) stall = true;
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
@@ -544,7 +624,8 @@ int main(int argc, char **argv) {
         return 2;
       }
     } else {
-      fprintf(stderr, "usage: %s [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench] [--no-cases]\n",
+      fprintf(stderr, "usage: %s [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench] [--no-cases] | "
+              "--stall\n",
               argv[0]);
       return 2;
     }
@@ -587,6 +668,13 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&g_done_shape, g_done_cap * sizeof(int)));
   CK(cudaMalloc(&g_early, sizeof(unsigned)));
   CK(cudaMalloc(&g_stats, sizeof(cmp_stats)));
+  CK(cudaHostAlloc((void **)&g_stall, sizeof *g_stall, cudaHostAllocMapped));
+  memset(g_stall, 0, sizeof *g_stall);
+  CK(cudaHostGetDevicePointer((void **)&g_stall_dev, g_stall, 0));
+  if (stall) {
+    check_stall();
+    return tap_done();   // the context is lost: nothing is freed
+  }
 
   // Correctness shapes: {m, n, k, ldx_pad, ldw_pad, ldy_pad, xoff, yoff, grid}.
   const shape cases[] = {
@@ -622,6 +710,9 @@ int main(int argc, char **argv) {
       release(p);
     }
   if (!one && cases_too) check_idle_blocks();
+  if (!one && cases_too)
+    ok(!((volatile ip_gemm_stall *)g_stall)->flag, "no wait of the launches above gave up (deadline %.0f s)",
+       CASE_STALL_NS * 1e-9);
 
   // Speed shapes: tokens x H x F.
   std::vector<shape> bs;
