@@ -174,10 +174,20 @@ void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *f
      * that the blocks of one wave store into the link and into memory
      * side by side: with whole waves of peer rows each block's staging
      * waited on its own peer row's stores at the link's share of one
-     * block. */
-    const int64_t half = (int64_t)a->ncomp * a->cwidth / 2;
+     * block.  Not from K = IP_GEMM_DEEP_K where a band of the engine's
+     * deep group holds two waves of units or more (an output 8192 wide
+     * and more, on an H200): a unit computes long enough there (some 140
+     * us at K = 14336) that its 64 KiB cross the link at that share in
+     * time whatever the order, and the wide bands read W from DRAM less
+     * (2 x H200, 2 ranks, three runs each: 8192 x 8192 x 14336 2,987-2,992
+     * us against 3,077-3,090 in bands of 2 tile rows, 2048 x 8192 x 14336
+     * 717-721 against 741-761).  Narrower outputs kept bands of 4 (4096
+     * columns: 8192 x 4096 x 14336 took 1,474-1,475 us so, 1,499-1,512 in
+     * bands of 16; why is not known). */
+    const int64_t inflight = (int64_t)a->ncomp * a->cwidth, half = inflight / 2;
     int64_t bg = a->gemm.band_group;
-    while (bg > 2 && bg * a->gemm.tiles_n > half) bg--;
+    const int deep = a->gemm.k >= IP_GEMM_DEEP_K && bg * a->gemm.tiles_n >= 2 * inflight;
+    while (!deep && bg > 2 && bg * a->gemm.tiles_n > half) bg--;
     if (bg != a->gemm.band_group) ip_gemm_set_band_group(&a->gemm, bg);
     const int64_t m = a->gemm.m, own = (int64_t)a->rank * a->gbrows - a->grow0;
     const int64_t first = own - a->gemm.band0 * IP_GEMM_TILE_M;
