@@ -20,7 +20,7 @@
 //                 [--no-cases]   (--no-cases: only the speed shapes, each still checked)
 //        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
 //                                 process's CUDA context is lost, so this runs alone)
-//   --group G: bands of G tile rows (ip_gemm_args.band_group; IP_GEMM_BAND_GROUP by default)
+//   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -729,6 +729,7 @@ int main(int argc, char **argv) {
   struct row {
     shape s;
     double tb, te, err;
+    int64_t bg;   // the band group it ran with
   };
   std::vector<row> rows;
   if (bench)
@@ -743,15 +744,18 @@ int main(int argc, char **argv) {
       const check_result cr = check(p, "bench shape");
       double tb, te;
       time_pair(p, reps, &tb, &te);
-      rows.push_back({s, tb, te, cr.max_rel});
+      rows.push_back({s, tb, te, cr.max_rel, p.g.band_group});
       release(p);
     }
   if (!rows.empty()) {
     FILE *f = csv ? fopen(csv, "w") : NULL;
     if (csv && !f) printf("# cannot write %s\n", csv);
     if (f) fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err\n");
-    printf("# %s, %d SMs, %s path, band_group %lld; median of %d graph replays of %d calls\n", prop.name, g_sms,
-           g_path ? "wgmma" : "fallback", (long long)(g_group ? g_group : IP_GEMM_BAND_GROUP), reps, REPLAYS);
+    char bgs[64];
+    if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
+    else snprintf(bgs, sizeof bgs, "%d (%d from K = %d)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP, IP_GEMM_DEEP_K);
+    printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls\n", prop.name, g_sms,
+           g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS);
     printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us", "TFLOP/s",
            "ratio");
     double worst = 1e9;
@@ -762,7 +766,7 @@ int main(int argc, char **argv) {
       printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f\n", (long long)r.s.m, (long long)r.s.n,
              (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te);
       if (f)
-        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e\n", prop.name, (long long)(g_group ? g_group : IP_GEMM_BAND_GROUP), (long long)r.s.m, (long long)r.s.n,
+        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e\n", prop.name, (long long)r.bg, (long long)r.s.m, (long long)r.s.n,
                 (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err);
     }
     printf("# lowest engine / cuBLAS throughput ratio: %.3f\n", worst);
