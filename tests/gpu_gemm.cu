@@ -425,6 +425,20 @@ static void check_checker(problem &p) {
   ok(mr > 0 && md / mr > TOL_MAX / 4, "the comparison sees one planted error (max rel err %.2e)", mr > 0 ? md / mr : 0.);
 }
 
+// Polls g_stream until its work ends or about limit_s seconds pass;
+// returns the last cudaStreamQuery result (cudaErrorNotReady: still
+// running) and the seconds waited.
+static cudaError_t wait_stream(double limit_s, double *waited) {
+  cudaError_t st;
+  *waited = 0;
+  while ((st = cudaStreamQuery(g_stream)) == cudaErrorNotReady && *waited < limit_s) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    *waited += 1e-3;
+  }
+  return st;
+}
+
 // Blocks with nothing to compute: one unit on every SM's block, launched
 // IDLE_LAUNCHES times back to back, must all end within IDLE_DEADLINE_S.
 // Such a block's producer warpgroup has no wait that follows the
@@ -446,18 +460,10 @@ static void check_idle_blocks(void) {
     release(p);
     return;
   }
-  cudaEvent_t end;
-  CK(cudaEventCreateWithFlags(&end, cudaEventDisableTiming));
   for (int i = 0; i < IDLE_LAUNCHES; i++) launch_engine(p, 0);
   CK(cudaGetLastError());
-  CK(cudaEventRecord(end, g_stream));
-  double waited = 0;
-  cudaError_t st;
-  while ((st = cudaEventQuery(end)) == cudaErrorNotReady && waited < IDLE_DEADLINE_S) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-    waited += 1e-3;
-  }
+  double waited;
+  const cudaError_t st = wait_stream(IDLE_DEADLINE_S, &waited);
   const bool ended = st != cudaErrorNotReady;
   ok(ended, "idle blocks: %d launches of 1 unit on %d blocks %s after about %.1f s", IDLE_LAUNCHES, grid_of(s),
      ended ? "ended" : "still running (a block hung)", waited);
@@ -467,7 +473,6 @@ static void check_idle_blocks(void) {
     _exit(1);
   }
   CK(st);
-  CK(cudaEventDestroy(end));
   check(p, "idle blocks: after the launches");
   release(p);
 }
@@ -546,13 +551,8 @@ static void check_stall(void) {
   e.tiles_n = p.g.tiles_n;
   const int grid = g_sms;
   lying_kernel<<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
-  double waited = 0;
-  cudaError_t st;
-  while ((st = cudaStreamQuery(g_stream)) == cudaErrorNotReady && waited < STALL_TEST_LIMIT_S) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-    waited += 1e-3;
-  }
+  double waited;
+  const cudaError_t st = wait_stream(STALL_TEST_LIMIT_S, &waited);
   ok(st != cudaErrorNotReady, "stall: a launch whose consumers wait for loads never asked for ends (after about %.1f s; "
      "deadline %.1f s)", waited, STALL_TEST_NS * 1e-9);
   if (st == cudaErrorNotReady) {
