@@ -379,13 +379,16 @@ struct layout {
 // flight into its shared memory, warpgroups inside wgmma and named
 // barriers), and the trap ends every block of the kernel at once.  The
 // CUDA context is then unusable, as after any kernel fault.  The block's
-// other threads that give up sleep until the trap ends them.  Hardware barriers
-// (bar.sync, setmaxnreg) have no deadline; a thread held there is held
-// by one that is in a wait below, or by a defect in the engine's own
-// order.
-// Out of line and never returning: the callers keep nothing for after it
-// (in line, or returning, it made ptxas spill more of the producer
-// warpgroup's values, on its 40 registers).  claim: the block's word.
+// other threads that give up sleep until the trap ends them.  Hardware
+// barriers (bar.sync, setmaxnreg) have no deadline; a thread held there
+// is held by one that is in a wait below, or by a defect in the engine's
+// own order.
+
+// Records the wait that gave up (the block's first thread to give up
+// only) and stops the kernel.  Out of line and never returning: the
+// callers keep nothing for after it (in line, or returning, it made ptxas
+// spill more of the producer warpgroup's values, on its 40 registers).
+// claim: the block's word.
 __device__ __noinline__ __attribute__((noreturn)) void stall(const ip_gemm_args &g, uint32_t claim, int what,
                                                              int64_t m0, int64_t n0, uint64_t waited) {
   uint32_t old;
