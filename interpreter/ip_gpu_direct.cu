@@ -593,16 +593,8 @@ static const void *kernel_of(int dtype, int op) {
 extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, int pdl, void *stream) {
   ip_dargs args = *a;
   void *params[] = {&args};
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(a->grid);
-  cfg.blockDim = dim3(nthreads);
-  cfg.stream = (cudaStream_t)stream;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return rt_cuda(cudaLaunchKernelExC(&cfg, kernel_of(a->dtype, a->op), params), RT_SUB_EXEC, "direct executor launch");
+  return rt_cuda_launch(kernel_of(a->dtype, a->op), (unsigned)a->grid, (unsigned)nthreads, 0, stream, pdl, params,
+                        RT_SUB_EXEC, "direct executor launch");
 }
 
 extern "C" bt_result ip_direct_pdl_ok(int *ok) {

@@ -310,16 +310,6 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
 extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream) {
   ip_gargs args = *a;
   void *params[] = {&args};
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ip_gpu_blocks(a));
-  cfg.blockDim = dim3(IP_GEMM_THREADS);
-  cfg.dynamicSmemBytes = ip_gpu_smem(a);
-  cfg.stream = (cudaStream_t)stream;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return rt_cuda(cudaLaunchKernelExC(&cfg, (const void *)ip_gpu_gemm_kernel, params), RT_SUB_EXEC,
-                 "interpreter launch (gemm)");
+  return rt_cuda_launch((const void *)ip_gpu_gemm_kernel, (unsigned)ip_gpu_blocks(a), IP_GEMM_THREADS, ip_gpu_smem(a),
+                        stream, pdl, params, RT_SUB_EXEC, "interpreter launch (gemm)");
 }
