@@ -152,21 +152,18 @@ struct plain_epi {
   }
 };
 
-__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ ip_gemm_args g, plain_epi e) {
-  extern __shared__ __align__(16) char smem[];
-  plain_epi epi = e;
-  ip_gemm_run(g, smem, blockIdx.x, gridDim.x, epi);
-}
-
 // An epilogue that breaks the contract: skip() tells the producer thread
 // (thread 0) that no unit needs computing and every other thread that
 // each does, so the consumers wait for loads that never come.
 struct lying_epi : plain_epi {
   __device__ bool skip(int64_t) const { return threadIdx.x == 0; }
 };
-__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) lying_kernel(const __grid_constant__ ip_gemm_args g, lying_epi e) {
+
+// The engine over every unit, blocks striding, with epilogue Epi.
+template <class Epi>
+__global__ void __launch_bounds__(IP_GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ ip_gemm_args g, Epi e) {
   extern __shared__ __align__(16) char smem[];
-  lying_epi epi = e;
+  Epi epi = e;
   ip_gemm_run(g, smem, blockIdx.x, gridDim.x, epi);
 }
 
@@ -306,7 +303,7 @@ static void launch_engine(const problem &p, int check) {
   e.done_cnt = g_done_cnt;
   e.done_shape = g_done_shape;
   e.early = g_early;
-  gemm_kernel<<<grid_of(p.s), IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+  gemm_kernel<plain_epi><<<grid_of(p.s), IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
 }
 
 // ref = X W through cuBLAS (column-major view: ref^T [N, M] = W^T X^T).
@@ -530,12 +527,12 @@ static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
 // trap loses the CUDA context: nothing runs on the GPU after it.
 static void check_stall(void) {
   cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, lying_kernel));
+  CK(cudaFuncGetAttributes(&fa, gemm_kernel<lying_epi>));
   if (!g_path || fa.numRegs != IP_GEMM_REGS_ENTRY) {
     printf("# SKIP the wgmma path's waits (this GPU runs the fallback, which has none)\n");
     return;
   }
-  CK(cudaFuncSetAttribute(lying_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
+  CK(cudaFuncSetAttribute(gemm_kernel<lying_epi>, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
   problem p;
   const shape s = {1024, 1024, 256, 0, 0, 0, 0, 0, 0};
   if (setup(p, s)) {
@@ -550,7 +547,7 @@ static void check_stall(void) {
   e.ldy = p.ldy;
   e.tiles_n = p.g.tiles_n;
   const int grid = g_sms;
-  lying_kernel<<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+  gemm_kernel<lying_epi><<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
   double waited;
   const cudaError_t st = wait_stream(STALL_TEST_LIMIT_S, &waited);
   ok(st != cudaErrorNotReady, "stall: a launch whose consumers wait for loads never asked for ends (after about %.1f s; "
@@ -640,7 +637,7 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
   cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, gemm_kernel) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&fa, gemm_kernel<plain_epi>) != cudaSuccess) {
     printf("# SKIP this binary has no code for %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     return tap_done();
   }
@@ -658,7 +655,7 @@ int main(int argc, char **argv) {
        IP_GEMM_REGS_ENTRY);
     if (fa.numRegs != IP_GEMM_REGS_ENTRY) return tap_done();
   }
-  CK(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
+  CK(cudaFuncSetAttribute(gemm_kernel<plain_epi>, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
   CKB(cublasCreate(&g_blas));
   CKB(cublasSetStream(g_blas, g_stream));
   CK(cudaMalloc(&g_ws, CUBLAS_WS));
