@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ip_mem.cuh"
 
@@ -42,6 +43,20 @@ __global__ void __launch_bounds__(512) copy_kernel(const uint4 *src, uint4 *dst,
     dst[u] = a; dst[u + s] = b; dst[u + 2 * s] = c; dst[u + 3 * s] = d;
   }
   for (; u < hi; u += s) dst[u] = src[u];
+}
+
+// copy_kernel's loop over two copies at once, unit for unit: src into
+// dst (the peer's) and src into ldst (this GPU's), as an AllToAll of two
+// ranks moves its peer's block and its own.
+__global__ void __launch_bounds__(512) copy2_kernel(const uint4 *src, uint4 *dst, uint4 *ldst, int64_t n) {
+  int64_t per = (n + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+  int64_t u = lo + threadIdx.x;
+  const int64_t s = blockDim.x;
+  for (; u + s < hi; u += 2 * s) {
+    uint4 a = src[u], b = src[u + s];
+    dst[u] = a; ldst[u] = a; dst[u + s] = b; ldst[u + s] = b;
+  }
+  for (; u < hi; u += s) dst[u] = ldst[u] = src[u];
 }
 
 __global__ void fill_kernel(uint32_t *p, int64_t n, uint32_t seed) {
@@ -287,6 +302,45 @@ static double launch_floor(int blocks, int threads, int graph) {
   return ms * 1e3 / (per * reps);
 }
 
+// GB/s a direction of GPU 0 and GPU 1 each copying n units into the
+// other's memory at once, `blocks` blocks each, 5 launches; ldst (one
+// buffer of n units per GPU, or NULL): each also copies the same units
+// into its own memory in the same loop.
+static double both_ways(int blocks, const uint4 *const *src, uint4 *const *dst, uint4 *const *ldst, int64_t n) {
+  cudaStream_t st[2];
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaStreamCreateWithFlags(&st[g], cudaStreamNonBlocking));
+  }
+  const int reps = 5;
+  double t0 = 0;
+  for (int r = -1; r < reps; r++) {   // r = -1: warm
+    if (r == 0) {
+      for (int g = 0; g < 2; g++) {
+        CK(cudaSetDevice(g));
+        CK(cudaStreamSynchronize(st[g]));
+      }
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    for (int g = 0; g < 2; g++) {
+      CK(cudaSetDevice(g));
+      if (ldst) copy2_kernel<<<blocks, 512, 0, st[g]>>>(src[g], dst[1 - g], ldst[g], n);
+      else copy_kernel<<<blocks, 512, 0, st[g]>>>(src[g], dst[1 - g], n);
+    }
+  }
+  for (int g = 0; g < 2; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaStreamSynchronize(st[g]));
+    CK(cudaStreamDestroy(st[g]));
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  CK(cudaSetDevice(0));
+  return (double)n * 16 * reps / (ts.tv_sec + ts.tv_nsec * 1e-9 - t0) / 1e9;
+}
+
 int main(int argc, char **argv) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
@@ -352,6 +406,35 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   snprintf(line, sizeof line, "p2p copy: every byte arrived (%llu wrong words), best %.1f GB/s", *bad, best);
   ok(*bad == 0 && best > 0, line);
+
+  // Both ways at once: each GPU stores its buffer into the other's (an
+  // AllToAll of two ranks, whose own block is a local copy beside it:
+  // `local`).  Per direction, by block count.
+  uint4 *src1, *dst0, *ldst[2];
+  CK(cudaSetDevice(1));
+  CK(cudaMalloc(&src1, bytes));
+  CK(cudaMalloc(&ldst[1], bytes));
+  fill_kernel<<<1024, 256>>>((uint32_t *)src1, bytes / 4, 9);
+  CK(cudaDeviceSynchronize());
+  CK(cudaSetDevice(0));
+  CK(cudaMalloc(&dst0, bytes));
+  CK(cudaMalloc(&ldst[0], bytes));
+  const uint4 *const srcs[2] = {src, src1};
+  uint4 *const dsts[2] = {dst0, dst};
+  double best2 = 0;
+  for (int local = 0; local < 2; local++)
+    for (int b : {64, 132, 264}) {
+      double gbs = both_ways(b, srcs, dsts, local ? ldst : NULL, n);
+      if (!local && gbs > best2) best2 = gbs;
+      printf("# p2p copy both ways at once%s, %4d blocks x 512 threads, %lld MiB each: %8.1f GB/s a direction\n",
+             local ? ", each beside a local copy as large" : "", b, (long long)mib, gbs);
+    }
+  *bad = 0;
+  check_kernel<<<1024, 256>>>((const uint32_t *)dst0, bytes / 4, 9, bad);
+  CK(cudaDeviceSynchronize());
+  snprintf(line, sizeof line, "p2p copy both ways: every byte arrived (%llu wrong words), best %.1f GB/s a direction",
+           *bad, best2);
+  ok(*bad == 0 && best2 > 0, line);
 
   // Flag latency: one thread per GPU, st.release.sys into the peer's word,
   // ld.acquire.sys polling its own.
