@@ -127,6 +127,15 @@ typedef struct ip_dtab {
 } ip_dtab;
 #define IP_DTAB_UNITS ((int)(sizeof(ip_dtab) / 16))
 
+/* When a direct kernel's block lets the next kernel's blocks start
+ * (ip_dargs.release); they wait for this kernel to end before they read
+ * anything (ip_gpu_direct.cu). */
+enum {
+  IP_RELEASE_END = 0,    /* when it ends */
+  IP_RELEASE_START = 1,  /* after its first loads (a short call) */
+  IP_RELEASE_MEET = 2,   /* at its closing meeting: the signals and waits after its last data operation */
+};
+
 typedef struct ip_dargs {
   /* What a block reads first, together in the parameters' first lines
    * (each line the constant cache fetches costs the block a wait). */
@@ -142,11 +151,10 @@ typedef struct ip_dargs {
   int32_t rank, nranks, esize, proto;
   int32_t ntbs, lanes;                 /* thread blocks; blocks per thread block */
   int32_t poll_ns;                     /* LL: sleep between polls of a landing not there yet (0: none) */
-  /* Launched after the kernel before it on the stream may still run
-   * (ip_direct_launch's `pdl`; BATON_DIRECT_PDL): 1 lets the next
-   * kernel start its blocks as soon as this one's first loads are done (a
-   * short call), 0 when each block ends. */
-  int32_t release_early;
+  /* When a block lets the next kernel on the stream start its blocks
+   * (where that one was launched as a programmatic dependent;
+   * BATON_DIRECT_PDL): IP_RELEASE_*. */
+  int32_t release;
   /* A call on registered windows (docs/RUNTIME.md, "Registered
    * buffers"): its descriptor, a hash of where its buffers are in their
    * windows and what it runs, which every rank's call must share; 0 for

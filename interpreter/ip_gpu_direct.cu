@@ -540,7 +540,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   const char *first = a.first[tb];
   uint4 v0 = make_uint4(0, 0, 0, 0);
   if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
-  if (a.release_early) pdl_release();
+  if (a.release == IP_RELEASE_START) pdl_release();
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
   if (a.key && threadIdx.x < a.nranks && threadIdx.x != a.rank)
@@ -550,8 +550,16 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   const int o0 = dtab().tb_first[tb], end = dtab().tb_first[tb + 1];
   const bool ll128 = a.proto == IR_PROTO_LL128;   // its data operations walk slots (no first unit: lean_links)
+  // The block's closing meeting, its signals and waits after its last
+  // data operation (IP_RELEASE_MEET: the next kernel's blocks may start
+  // while it runs; they then wait a crossing or two on SMs, not the whole
+  // call).  None: at the end.
+  int meet = end;
+  if (a.release == IP_RELEASE_MEET)
+    while (meet > o0 && (dtab().ops[meet - 1].kind == IP_D_SIGS || dtab().ops[meet - 1].kind == IP_D_WAITS)) meet--;
   for (int o = o0; o < end; o++) {
     const ip_dop &op = dtab().ops[o];
+    if (o == meet && a.release == IP_RELEASE_MEET) pdl_release();
     const uint4 *pre = o == o0 && first ? &v0 : nullptr;
     bool ok = true;
     if (op.kind == IP_D_RUN) ok = ll128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP>(a, op, seq, lane, pre);
@@ -570,7 +578,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   // The next call's count: no thread reads this one's after the first
   // barrier, and the next kernel reads it only after every block of this
   // one has ended (its pdl_wait, or the stream's order).
-  if (!a.release_early) pdl_release();
+  if (a.release != IP_RELEASE_START && meet == end) pdl_release();
   if (threadIdx.x == 0) {
     a.seq[b] = seq + 1;
     ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);

@@ -590,11 +590,16 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
    * kernel's last block (on 2 x H200, 0.85 and 0.27 us a call).  Never
    * after this call's own copy: it would wait for the copy anyway.  A
    * short call lets the next kernel's blocks in at its start: they wait on
-   * SMs this one leaves free, for a few microseconds at most.  Not where
-   * ranks share the GPU: waiting blocks of one rank's next call could keep
-   * another rank's call, which this one waits for, off the SMs. */
+   * SMs this one leaves free, for a few microseconds at most; any other
+   * call at its closing meeting, whose waits are a crossing or two (0.3-0.7
+   * us a Simple call of 4-64 MiB on 2 x H200, against letting them in at
+   * the end).  Not where ranks share the GPU: waiting blocks of one rank's
+   * next call could keep another rank's call, which this one waits for, off
+   * the SMs. */
   const int pdl = L->c->pdl && !L->copy_in && !L->stage_window;
-  t->release_early = L->c->pdl && L->c->share == 1 && t->proto == IR_PROTO_LL && L->nthreads <= 256;
+  t->release = !L->c->pdl || L->c->share != 1                    ? IP_RELEASE_END
+               : t->proto == IR_PROTO_LL && L->nthreads <= 256 ? IP_RELEASE_START
+                                                               : IP_RELEASE_MEET;
   if (pdl && L->c->bs) rt_capture_programmatic(L->stream);
   CHECK(ip_direct_launch(t, L->nthreads, pdl, L->stream));
   if (L->divide) CHECK(ip_gpu_divide(t->dtype, L->recvbuf, t->geom.elems[IR_BUF_OUTPUT], L->divide, L->stream));
