@@ -35,7 +35,7 @@ check "libbaton.so exports the baton_* API only" \
 check "the algorithm scripts and their standard modules installed" \
   test -f "$root/share/baton/algorithms/allreduce_ring.lua" -a -f "$root/share/baton/algorithms/lib/ring.lua"
 for r in 2 4 8; do
-  want=54; [ $r = 2 ] && want=63   # 2 ranks: Broadcast's direct stores to 4 MiB and through scratch (two ranges), the LL128 one-shot and two-shot AllReduce (three ranges) as well
+  want=54; [ $r = 2 ] && want=64   # 2 ranks: Broadcast's direct stores to 4 MiB and through scratch (two ranges), the LL128 one-shot and two-shot AllReduce (three ranges), AllToAll in two chunks from 64 MiB as well
   check "default set for $r ranks installed (AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter, fused)" \
     bash -c "ls '$root/share/baton/default/$r' | grep -c '_${r}r.xml' | grep -qx $want"
 done
