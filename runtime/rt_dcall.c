@@ -591,8 +591,8 @@ static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
    * after this call's own copy: it would wait for the copy anyway.  A
    * short call lets the next kernel's blocks in at its start: they wait on
    * SMs this one leaves free, for a few microseconds at most; any other
-   * call at its closing meeting, whose waits are a crossing or two (0.3-0.7
-   * us a Simple call of 4-64 MiB on 2 x H200, against letting them in at
+   * call at its closing meeting, whose waits are a crossing or two (0.2-0.7
+   * us a Simple call of 4-16 MiB on 2 x H200, against letting them in at
    * the end).  Not where ranks share the GPU: waiting blocks of one rank's
    * next call could keep another rank's call, which this one waits for, off
    * the SMs. */
