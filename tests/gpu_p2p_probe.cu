@@ -87,6 +87,29 @@ __global__ void pingpong_kernel(uint64_t *mine, uint64_t *theirs, int side, int 
 __global__ void empty_kernel(int *p) {
   if (p && threadIdx.x == 1024) *p = 0;
 }
+// The same as a programmatic dependent: waits for the kernel before, and
+// lets the next one in at once (as a short direct call does).
+__global__ void empty_pdl_kernel(int *p) {
+  pdl_wait();
+  pdl_release();
+  if (p && threadIdx.x == 1024) *p = 0;
+}
+
+// Launches kernel k<<<blocks, threads, 0, s>>>(args...), as a programmatic
+// dependent of the kernel before it on s where pdl.
+template <class... P, class... A>
+static void launch(void (*k)(P...), int blocks, int threads, cudaStream_t s, int pdl, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at[1];
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, k, args...));
+}
 
 // Instruction fetch: thread 0 runs eight pieces of straight-line code
 // (about 1.5 KB each, distinct) twice; out[2 * slot] is the first pass's
@@ -160,7 +183,8 @@ __global__ void __launch_bounds__(512) costs_kernel(uint64_t *local, uint64_t *p
 // line of this call is there, and counts the call (every other block and
 // thread leaves at once).  `pad` is carried only to see what a kernel's
 // parameter size costs (the direct executor's was 3.3 KB, now 1.9 KB).
-enum { OS_LOADS = 1, OS_CHAIN = 2 };   // oneshot_kernel's variants (MODE bits)
+enum { OS_LOADS = 1, OS_CHAIN = 2, OS_PDL = 4 };   // oneshot_kernel's variants (MODE bits); OS_PDL: a
+                                                   // programmatic dependent, as the direct executor's kernel
 template <int PAD>
 struct oneshot_args {
   uint4 *mine, *theirs;
@@ -186,6 +210,10 @@ struct oneshot_far_args {
 template <class A, int MODE>
 __global__ void oneshot_kernel(const __grid_constant__ A a) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  if (MODE & OS_PDL) {
+    pdl_wait();
+    pdl_release();
+  }
   const uint32_t seq = *(volatile uint32_t *)a.count + 1;
   uint4 v = make_uint4(0, 0, 0, 0);
   if (MODE & OS_LOADS) v = __ldcg(a.in);
@@ -231,7 +259,7 @@ static double oneshot_floor(int blocks, int threads, uint4 *const land[2], uint3
     for (int k = 0; k < 8; k++) a.ptrs[k] = land[1 - g];
     cudaGraph_t gr;
     CK(cudaStreamBeginCapture(s[g], cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; i++) oneshot_kernel<A, MODE><<<blocks, threads, 0, s[g]>>>(a);
+    for (int i = 0; i < per; i++) launch(oneshot_kernel<A, MODE>, blocks, threads, s[g], (MODE & OS_PDL) != 0, a);
     CK(cudaStreamEndCapture(s[g], &gr));
     CK(cudaGraphInstantiate(&ge[g], gr, 0));
     CK(cudaGraphDestroy(gr));
@@ -270,7 +298,7 @@ static double oneshot_floor(int blocks, int threads, uint4 *const land[2], uint3
 
 // Microseconds per empty kernel of `blocks` x `threads`, run back to back
 // on one stream (graph: 100 of them captured in one CUDA graph).
-static double launch_floor(int blocks, int threads, int graph) {
+static double launch_floor(int blocks, int threads, int graph, int pdl) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
@@ -281,7 +309,7 @@ static double launch_floor(int blocks, int threads, int graph) {
   if (graph) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; i++) empty_kernel<<<blocks, threads, 0, s>>>(NULL);
+    for (int i = 0; i < per; i++) launch(pdl ? empty_pdl_kernel : empty_kernel, blocks, threads, s, pdl, (int *)NULL);
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaGraphDestroy(g));
@@ -290,7 +318,7 @@ static double launch_floor(int blocks, int threads, int graph) {
     CK(cudaEventRecord(e0, s));
     for (int r = 0; r < reps; r++) {
       if (graph) CK(cudaGraphLaunch(ge, s));
-      else for (int i = 0; i < per; i++) empty_kernel<<<blocks, threads, 0, s>>>(NULL);
+      else for (int i = 0; i < per; i++) launch(pdl ? empty_pdl_kernel : empty_kernel, blocks, threads, s, pdl, (int *)NULL);
     }
     CK(cudaEventRecord(e1, s));
     CK(cudaEventSynchronize(e1));
@@ -460,12 +488,13 @@ int main(int argc, char **argv) {
   double lo = 1e9;
   static const int shapes[][2] = {{4, 128}, {4, 512}, {32, 512}, {128, 512}};
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-    for (int graph = 0; graph < 2; graph++) {
-      double t = launch_floor(shapes[k][0], shapes[k][1], graph);
-      if (t < lo) lo = t;
-      printf("# empty kernel back to back, %3d blocks x %3d threads, %s: %.2f us per kernel\n", shapes[k][0],
-             shapes[k][1], graph ? "graph " : "stream", t);
-    }
+    for (int graph = 0; graph < 2; graph++)
+      for (int pdl = 0; pdl < 2; pdl++) {
+        double t = launch_floor(shapes[k][0], shapes[k][1], graph, pdl);
+        if (t < lo) lo = t;
+        printf("# empty kernel back to back, %3d blocks x %3d threads, %s%s: %.2f us per kernel\n", shapes[k][0],
+               shapes[k][1], graph ? "graph " : "stream", pdl ? ", programmatic" : "", t);
+      }
   snprintf(line, sizeof line, "launch floor measured: %.2f us per kernel at best", lo);
   ok(lo > 0 && lo < 1e6, line);
 
@@ -492,18 +521,22 @@ int main(int argc, char **argv) {
                                           "+ an input load and an output store",
                                           "+ two chained lookups in the parameters",
                                           "+ both",
-                                          "+ both, the lookups 3.5 KB into the parameters"};
+                                          "+ both, the lookups 3.5 KB into the parameters",
+                                          "+ both, a programmatic dependent",
+                                          "+ both, 3.5 KB, a programmatic dependent"};
   typedef oneshot_args<8> near8;
   typedef oneshot_args<3500> near3k;
   typedef oneshot_far_args<3500> far3k;
-  for (int mode = 0; mode < 5; mode++)
+  for (int mode = 0; mode < 7; mode++)
     for (int grid = 0; grid < 2; grid++) {
       int blocks = grid ? 128 : 1, threads = 512;
       double t = mode == 0   ? oneshot_floor<near8, 0>(blocks, threads, land, count, io)
                  : mode == 1 ? oneshot_floor<near8, OS_LOADS>(blocks, threads, land, count, io)
                  : mode == 2 ? oneshot_floor<near3k, OS_CHAIN>(blocks, threads, land, count, io)
                  : mode == 3 ? oneshot_floor<near3k, OS_LOADS | OS_CHAIN>(blocks, threads, land, count, io)
-                             : oneshot_floor<far3k, OS_LOADS | OS_CHAIN>(blocks, threads, land, count, io);
+                 : mode == 4 ? oneshot_floor<far3k, OS_LOADS | OS_CHAIN>(blocks, threads, land, count, io)
+                 : mode == 5 ? oneshot_floor<near8, OS_LOADS | OS_CHAIN | OS_PDL>(blocks, threads, land, count, io)
+                             : oneshot_floor<far3k, OS_LOADS | OS_CHAIN | OS_PDL>(blocks, threads, land, count, io);
       all_done &= t > 0;
       if (mode < 2 && t > 0 && t < one) one = t;
       printf("# one-shot exchange in a graph, %3d blocks x %3d threads, %s: %.2f us per call\n", blocks, threads,
