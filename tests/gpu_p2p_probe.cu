@@ -45,9 +45,9 @@ __global__ void __launch_bounds__(512) copy_kernel(const uint4 *src, uint4 *dst,
   for (; u < hi; u += s) dst[u] = src[u];
 }
 
-// copy_kernel's loop over two copies at once, unit for unit: src into
-// dst (the peer's) and src into ldst (this GPU's), as an AllToAll of two
-// ranks moves its peer's block and its own.
+// As copy_kernel, two units loaded a thread at a time, each stored twice:
+// into dst (the peer's) and into ldst (this GPU's), as an AllToAll of two
+// ranks stores its peer's block and its own (which it loads apart).
 __global__ void __launch_bounds__(512) copy2_kernel(const uint4 *src, uint4 *dst, uint4 *ldst, int64_t n) {
   int64_t per = (n + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
   int64_t u = lo + threadIdx.x;
