@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     while (meet > o0 && (dtab().ops[meet - 1].kind == IP_D_SIGS || dtab().ops[meet - 1].kind == IP_D_WAITS)) meet--;
   for (int o = o0; o < end; o++) {
     const ip_dop &op = dtab().ops[o];
-    if (o == meet && a.release == IP_RELEASE_MEET) pdl_release();
+    if (o == meet) pdl_release();   // meet < end only under IP_RELEASE_MEET
     const uint4 *pre = o == o0 && first ? &v0 : nullptr;
     bool ok = true;
     if (op.kind == IP_D_RUN) ok = ll128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP>(a, op, seq, lane, pre);
