@@ -109,9 +109,15 @@ typedef struct ip_dop {
   uint8_t npre, ncomb;    /* a run: links 1 .. npre store the first value (its LOAD), the ncomb after them reduce
                              into it (at most IP_DIRECT_RUN_LOADS - 1), the rest store the result */
   int16_t tb;             /* the IR thread block (errors) */
-  uint8_t nseg, pad;      /* copies: the segments */
+  uint8_t nseg;           /* copies: the segments */
+  /* What the kernel would otherwise look up link by link for every unit
+   * (rt_dplan works them out once): which loads are landings (a run: bit
+   * c, operand c -- link 0, then link npre + c; copies: bit c, segment
+   * c's load, link 2c), and which links are puts (bit k: link k). */
+  uint8_t land;
   int32_t cnt;            /* a run: chunks per link */
   int32_t first;          /* its first link (ip_dtab.links) or entry (ip_dtab.syncs) */
+  uint64_t puts;
 } ip_dop;
 
 /* One rank's plan of a direct program, as the kernel reads it: built once

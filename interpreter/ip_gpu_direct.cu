@@ -4,7 +4,8 @@
 // -- straight on the windows of every rank; no FIFO, no credit, no plan
 // read from memory (the operations are the kernel's parameters).  Like the
 // interpreter, one instance per (type, operator), so the reduction is
-// inlined.  Also the host's launch, load and occupancy calls.
+// inlined, and per protocol, so each holds only its own data paths.  Also
+// the host's launch, load and occupancy calls.
 #include "ip_direct.h"
 
 #include <cuda_runtime.h>
@@ -20,37 +21,46 @@
 __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
 
 // The valid bytes of a unit that is not one whole aligned 16-byte access
-// (a region's tail, or an unaligned region), in the widest words both the
-// address and the valid length allow (zero past valid).  Inline: out of
-// line, an 8-byte f32 AllReduce (a tail, no whole unit) took 0.4 us more
-// than a 32-byte one on 2 x H200, inline 0.15 us more; no spill either way.
+// (a region's tail, an LL128 slot's 8 bytes, or an unaligned region), in
+// the widest words both the address and the valid length allow (zero past
+// valid).  8-byte words in line (an LL128 line's last slot is one); the
+// narrower ones in a loop, not unrolled: inlined at every load of every
+// operation, their unrolled forms were a sixth of the kernel's code.
 static __device__ __forceinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
-  uint32_t w[4] = {0, 0, 0, 0};
-  const int64_t n = valid - off < 16 ? valid - off : 16;
-  const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
-  if (g == 0) {
-    for (int k = 0; k < n; k += 8) {
-      const uint2 x = __ldcg((const uint2 *)(p + off + k));
-      w[k >> 2] = x.x;
-      w[(k >> 2) + 1] = x.y;
-    }
-  } else if ((g & 3) == 0) {
-    for (int k = 0; k < n; k += 4) w[k >> 2] = __ldcg((const unsigned *)(p + off + k));
+  const char *q = p + off;
+  const int n = valid - off < 16 ? (int)(valid - off) : 16;
+  const unsigned g = (unsigned)(((uintptr_t)q | (unsigned)n) & 7);
+  uint64_t lo = 0, hi = 0;
+  if (g == 0) {   // n is 8 or 16
+    lo = __ldcg((const unsigned long long *)q);
+    if (n > 8) hi = __ldcg((const unsigned long long *)(q + 8));
   } else {
-    for (int k = 0; k < n; k++) w[k >> 2] |= (uint32_t)(uint8_t)p[off + k] << (8 * (k & 3));
+    const int w = (g & 3) == 0 ? 4 : 1;   // bytes a load
+#pragma unroll 1
+    for (int k = 0; k < n; k += w) {
+      const uint64_t x = w == 4 ? (uint64_t)__ldcg((const unsigned *)(q + k)) : (uint64_t)(uint8_t)q[k];
+      if (k < 8) lo |= x << (8 * k);
+      else hi |= x << (8 * (k - 8));
+    }
   }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  return make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
 }
 static __device__ __forceinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  const int64_t n = valid - off < 16 ? valid - off : 16;
-  const unsigned g = (unsigned)(((uintptr_t)(p + off) | (uint64_t)n) & 7);
-  if (g == 0) {
-    for (int k = 0; k < n; k += 8) *(uint2 *)(p + off + k) = make_uint2(w[k >> 2], w[(k >> 2) + 1]);
-  } else if ((g & 3) == 0) {
-    for (int k = 0; k < n; k += 4) *(unsigned *)(p + off + k) = w[k >> 2];
-  } else {
-    for (int k = 0; k < n; k++) p[off + k] = (char)(w[k >> 2] >> (8 * (k & 3)));
+  char *q = p + off;
+  const int n = valid - off < 16 ? (int)(valid - off) : 16;
+  const unsigned g = (unsigned)(((uintptr_t)q | (unsigned)n) & 7);
+  const uint64_t lo = (uint64_t)v.y << 32 | v.x, hi = (uint64_t)v.w << 32 | v.z;
+  if (g == 0) {   // n is 8 or 16
+    *(uint64_t *)q = lo;
+    if (n > 8) *(uint64_t *)(q + 8) = hi;
+    return;
+  }
+  const int w = (g & 3) == 0 ? 4 : 1;
+#pragma unroll 1
+  for (int k = 0; k < n; k += w) {
+    const uint64_t x = (k < 8 ? lo : hi) >> (8 * (k & 7));
+    if (w == 4) *(uint32_t *)(q + k) = (uint32_t)x;
+    else q[k] = (char)x;
   }
 }
 
@@ -139,9 +149,9 @@ __device__ __forceinline__ bool poll_one(const ip_dargs &a, const ip_dop &op, co
 }
 
 // Polls unit u of the landings among run op's reductions' operands (bit c
-// of `want`: operand c) until their lines carry `flag`,
-// every line of every landing loaded before any is checked; their data
-// into v.  False when the wait gave up.
+// of `want`: operand c) until their lines carry `flag`, every line of
+// every landing loaded before any is checked; their data into v.  False
+// when the wait gave up.
 __device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &op, bool lean, unsigned want, uint4 *v,
                                               int pre, int64_t u, int64_t units, int64_t hoff, uint32_t flag) {
   dspin sp = {0, 0};
@@ -160,12 +170,27 @@ __device__ __forceinline__ bool poll_landings(const ip_dargs &a, const ip_dop &o
   }
 }
 
-// Writes unit u's value v through link k of op: an LL put as its two
-// lines with this call's flag, in the landing half `hoff` names; any
-// other store as the unit's bytes.
-__device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bool lean, int k, int64_t u,
-                                         int64_t units, int64_t hoff, uint32_t flag, const uint4 &v) {
-  if (dtab().links[op.first + k].kind == IP_L_PUT && a.proto == IR_PROTO_LL)
+// Which of op's links are LL puts (bit k: link k; none but in an LL
+// program), and which of its loads are landings (ip_dop.land), read from
+// the plan once per operation: the compiler reads the plan again after
+// every store otherwise (a store through a pointer may, for all it knows,
+// write shared memory).
+template <int PR>
+__device__ __forceinline__ uint64_t ll_puts(const ip_dop &op) {
+  return PR == IR_PROTO_LL ? op.puts : 0;
+}
+template <int PR>
+__device__ __forceinline__ unsigned ll_landings(const ip_dop &op) {
+  return PR == IR_PROTO_LL ? op.land : 0;
+}
+
+// Writes unit u's value v through link k of op: an LL put (bit k of
+// `puts`, ll_puts) as its two lines with this call's flag, in the landing
+// half `hoff` names; any other store as the unit's bytes.
+template <int PR>
+__device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bool lean, int k, uint64_t puts,
+                                         int64_t u, int64_t units, int64_t hoff, uint32_t flag, const uint4 &v) {
+  if (PR == IR_PROTO_LL && (puts >> k & 1))
     ll_put(lk_ptr(a, op, lean, k) + hoff, u, units, v, flag);
   else
     store_unit(lk_ptr(a, op, lean, k), 16 * u, lk_valid(a, op, lean, k), v);
@@ -178,16 +203,22 @@ __device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bo
 // flags say this call.  Loads precede the unit's stores: the host
 // cuts runs where a store would feed a later load of the same run.  False
 // when a wait gave up (the thread then skips its other units but keeps to
-// the block's barriers).  first: this thread's unit `me` of link 0,
-// loaded already (the block's first operation: ip_dargs.first), or NULL.
-template <int DT, int OP>
-__device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, const uint4 *first) {
+// the block's barriers).  has0: this thread's unit `me` of link 0 is
+// loaded already, into v0 (the block's first operation: ip_dargs.first).
+// Which links are landings and puts comes from the plan's masks, read once
+// per operation (ll_puts): a short call's time was mostly lookups in the
+// plan, one waiting on the other.
+template <int DT, int OP, int PR>
+__device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, bool has0,
+                                    const uint4 &v0) {
   const int nc = op.ncomb, pre = op.npre;
   const int64_t cb = a.cb, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
   const bool lean = lean_op(op);
+  const uint64_t puts = ll_puts<PR>(op);
+  const unsigned land = ll_landings<PR>(op);   // bit c: operand c is a landing, polled where it is first needed
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
@@ -196,15 +227,12 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
     for (int64_t u = me; u < units; u += nt) {
       const int64_t off = 16 * u;
       uint4 v[IP_DIRECT_RUN_LOADS];
-      unsigned land = 0;   // bit c: operand c is a landing, polled where it is first needed
 #pragma unroll
-      for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
-        if (c > nc) break;
-        const int k = c == 0 ? 0 : pre + c;   // link 0, then the reductions' operands
-        if (dtab().links[op.first + k].at == IP_AT_LANDING) land |= 1u << c;
-        else if (c == 0 && first && u == me) v[c] = *first;
-        else v[c] = load_unit(lk_ptr(a, op, lean, k), off, lk_valid(a, op, lean, k));
-      }
+      for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++)
+        if (c <= nc && !(land >> c & 1)) {
+          const int k = c == 0 ? 0 : pre + c;
+          v[c] = c == 0 && has0 && u == me ? v0 : load_unit(lk_ptr(a, op, lean, k), off, lk_valid(a, op, lean, k));
+        }
       // The first value's stores -- an LL one-shot's puts among them --
       // go out before this rank waits for its own landings: the peers'
       // puts wait for nothing either.
@@ -213,7 +241,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
         break;
       }
       uint4 w = v[0];
-      for (int k = 1; k <= pre; k++) put_unit(a, op, lean, k, u, units, hoff, flag, w);
+      for (int k = 1; k <= pre; k++) put_unit<PR>(a, op, lean, k, puts, u, units, hoff, flag, w);
       if ((land & ~1u) && !poll_landings(a, op, lean, land & ~1u, v, pre, u, units, hoff, flag)) {
         ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
         break;
@@ -222,7 +250,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
       for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
         if (c <= nc) w = ip_apply_u4<DT, OP>(w, v[c]);
       for (int k = pre + nc + 1; k < op.n; k++)   // stores of the reduced value
-        put_unit(a, op, lean, k, u, units, hoff, flag, w);
+        put_unit<PR>(a, op, lean, k, puts, u, units, hoff, flag, w);
     }
   }
   return ok;
@@ -232,15 +260,19 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
 // every segment's load at once (but landings), then each segment's store
 // in order, a landing polled first where its segment comes.  The host
 // joined only segments whose loads read nothing an earlier segment
-// stores.  False when a wait gave up (as run).  first: as run's, of
-// segment 0's load.
-__device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane,
-                                       const uint4 *first) {
+// stores.  False when a wait gave up (as run).  has0, v0: as run's, of
+// segment 0's load; the masks as run's.
+template <int PR>
+__device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, bool has0,
+                                       const uint4 &v0) {
   const int64_t cb = a.cb, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint32_t flag = (uint32_t)(seq + 1);
   const bool lean = lean_op(op);
+  const int nseg = op.nseg;
+  const uint64_t puts = ll_puts<PR>(op);
+  const unsigned land = ll_landings<PR>(op);   // bit c: segment c loads a landing (link 2c; its store: 2c + 1)
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
@@ -250,22 +282,21 @@ __device__ __forceinline__ bool copies(const ip_dargs &a, const ip_dop &op, uint
       const int64_t off = 16 * u;
       uint4 v[IP_DIRECT_COPY_SEGS];
 #pragma unroll
-      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
-        if (c < op.nseg && dtab().links[op.first + 2 * c].at != IP_AT_LANDING)
-          v[c] = c == 0 && first && u == me ? *first
-                                            : load_unit(lk_ptr(a, op, lean, 2 * c), off, lk_valid(a, op, lean, 2 * c));
+      for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)
+        if (c < nseg && !(land >> c & 1))
+          v[c] = c == 0 && has0 && u == me ? v0
+                                           : load_unit(lk_ptr(a, op, lean, 2 * c), off, lk_valid(a, op, lean, 2 * c));
       // In program order: a landing is polled where its segment comes, so
       // a put of an earlier segment is out before it (the peers' puts may
       // wait for nothing either; polling first deadlocked an LL AllToAll).
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
-        if (c >= op.nseg) break;
-        if (dtab().links[op.first + 2 * c].at == IP_AT_LANDING &&
-            !poll_one(a, op, lk_ptr(a, op, lean, 2 * c) + hoff, u, units, flag, v[c])) {
+        if (c >= nseg) break;
+        if ((land >> c & 1) && !poll_one(a, op, lk_ptr(a, op, lean, 2 * c) + hoff, u, units, flag, v[c])) {
           ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
           break;
         }
-        put_unit(a, op, lean, 2 * c + 1, u, units, hoff, flag, v[c]);
+        put_unit<PR>(a, op, lean, 2 * c + 1, puts, u, units, hoff, flag, v[c]);
       }
       if (!ok) break;
     }
@@ -311,9 +342,9 @@ __device__ __forceinline__ uint4 slot_load(const char *p, const slot &s, int64_t
 // instruction, so the warp meets first (a part held back by a branch
 // before would travel on its own, and a reader could see the flag with
 // old data).
-__device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, const slot &s,
-                                         int64_t hoff, uint64_t flag, const uint4 &x) {
-  if (dtab().links[op.first + k].kind == IP_L_PUT) {
+__device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, uint64_t puts,
+                                         const slot &s, int64_t hoff, uint64_t flag, const uint4 &x) {
+  if (puts >> k & 1) {
     __syncwarp();
     if (s.live)
       st_volatile_v2((uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part,
@@ -399,19 +430,19 @@ __device__ __forceinline__ bool run128(const ip_dargs &a, const ip_dop &op, uint
   const uint64_t flag = seq + 1;
   const bool lean = lean_op(op);
   const int step = dtab().links[op.first].step;
+  const unsigned land = op.land;   // bit c: operand c is a landing, polled where it is first needed
+  const uint64_t puts = op.puts;
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
     chunk_links(a, op, lean, j);
     const char *at[IP_DIRECT_RUN_LOADS];
     int64_t valid[IP_DIRECT_RUN_LOADS];
-    unsigned land = 0;   // bit c: operand c is a landing, polled where it is first needed
 #pragma unroll
     for (int c = 0; c < IP_DIRECT_RUN_LOADS; c++) {
       const int k = c == 0 ? 0 : pre + c;
-      at[c] = c <= nc ? lk_ptr(a, op, lean, k) : nullptr;
+      at[c] = c <= nc ? lk_ptr(a, op, lean, k) + (land >> c & 1 ? hoff : 0) : nullptr;
       valid[c] = c <= nc ? lk_valid(a, op, lean, k) : 0;
-      if (c <= nc && dtab().links[op.first + k].at == IP_AT_LANDING) land |= 1u << c, at[c] += hoff;
     }
 #pragma unroll 1
     for (int64_t l0 = wk.first; ok && l0 < wk.lines; l0 += wk.stride) {
@@ -425,12 +456,12 @@ __device__ __forceinline__ bool run128(const ip_dargs &a, const ip_dop &op, uint
       // rank waits for its own landings.
       if ((land & 1) && !(ok = slot_poll(a, op, step, 1u, at, v, s, flag))) break;
       uint4 x = v[0];
-      for (int k = 1; k <= pre; k++) slot_out(a, op, lean, k, s, hoff, flag, x);
+      for (int k = 1; k <= pre; k++) slot_out(a, op, lean, k, puts, s, hoff, flag, x);
       if ((land & ~1u) && !(ok = slot_poll(a, op, step, land & ~1u, at, v, s, flag))) break;
 #pragma unroll
       for (int c = 1; c < IP_DIRECT_RUN_LOADS; c++)
         if (c <= nc) x = ip_apply_u4<DT, OP>(x, v[c]);   // part 7: its flag words reduced too, never stored
-      for (int k = pre + nc + 1; k < op.n; k++) slot_out(a, op, lean, k, s, hoff, flag, x);
+      for (int k = pre + nc + 1; k < op.n; k++) slot_out(a, op, lean, k, puts, s, hoff, flag, x);
     }
   }
   return ok;
@@ -442,6 +473,9 @@ __device__ __forceinline__ bool copies128(const ip_dargs &a, const ip_dop &op, u
   const int64_t hoff = (seq & 1) ? a.half : 0;
   const uint64_t flag = seq + 1;
   const bool lean = lean_op(op);
+  const int nseg = op.nseg;
+  const unsigned land = op.land;   // bit c: segment c loads a landing
+  const uint64_t puts = op.puts;
   bool ok = true;
 #pragma unroll 1
   for (int j = 0; j < op.cnt; j++) {
@@ -453,17 +487,15 @@ __device__ __forceinline__ bool copies128(const ip_dargs &a, const ip_dop &op, u
       uint4 v[IP_DIRECT_COPY_SEGS];
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++)   // segment c: its load is link 2c, its store 2c + 1
-        if (c < op.nseg && dtab().links[op.first + 2 * c].at != IP_AT_LANDING)
-          v[c] = slot_load(lk_ptr(a, op, lean, 2 * c), s, lk_valid(a, op, lean, 2 * c));
+        if (c < nseg && !(land >> c & 1)) v[c] = slot_load(lk_ptr(a, op, lean, 2 * c), s, lk_valid(a, op, lean, 2 * c));
 #pragma unroll
       for (int c = 0; c < IP_DIRECT_COPY_SEGS; c++) {
-        if (c >= op.nseg) break;
-        const ip_dlink &ld = dtab().links[op.first + 2 * c];
-        if (ld.at == IP_AT_LANDING) {
+        if (c >= nseg) break;
+        if (land >> c & 1) {
           const char *at[1] = {lk_ptr(a, op, lean, 2 * c) + hoff};
-          if (!(ok = slot_poll(a, op, ld.step, 1u, at, &v[c], s, flag))) break;
+          if (!(ok = slot_poll(a, op, dtab().links[op.first + 2 * c].step, 1u, at, &v[c], s, flag))) break;
         }
-        slot_out(a, op, lean, 2 * c + 1, s, hoff, flag, v[c]);
+        slot_out(a, op, lean, 2 * c + 1, puts, s, hoff, flag, v[c]);
       }
     }
   }
@@ -515,7 +547,7 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 // Block b is lane b % lanes of thread block b / lanes; blocks past the
 // thread blocks' only count the call, so that every block's count stays
 // the call's number.
-template <int DT, int OP>
+template <int DT, int OP, int PR>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const __grid_constant__ ip_dargs a) {
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
   if (tb >= a.ntbs) {   // counts the call, waits for nothing else (a reduction, no load)
@@ -524,13 +556,16 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     return;
   }
   // The plan, written when the communicator was made, loads while the
-  // kernel before this one may still run (a programmatic launch); the
-  // call count and the caller's data only after it has ended.
+  // kernel before this one may still run (a programmatic launch), and the
+  // block meets then, once: the call count and the caller's data load only
+  // after that kernel has ended, and each thread goes on with its own as
+  // soon as it has them (a meeting after them took a short call 0.15 us).
   for (int i = threadIdx.x; i < IP_DTAB_UNITS; i += blockDim.x) d_tabw[i] = __ldg((const uint4 *)a.tab + i);
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;
   }
+  __syncthreads();
   pdl_wait();
   int tn = 0;   // thread 0: events traced (after the wait: the kernel before may trace into the same buffer)
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
@@ -543,13 +578,14 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   if (a.release == IP_RELEASE_START) pdl_release();
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
-  if (a.key && threadIdx.x < a.nranks && threadIdx.x != a.rank)
-    *(volatile uint64_t *)(a.flags[threadIdx.x] + a.desc_at + IP_DIRECT_DESC_SLOT(a.rank, seq)) =
-        IP_DIRECT_DESC(seq, a.key);
-  __syncthreads();
+  if (a.key) {
+    if (threadIdx.x < a.nranks && threadIdx.x != a.rank)
+      *(volatile uint64_t *)(a.flags[threadIdx.x] + a.desc_at + IP_DIRECT_DESC_SLOT(a.rank, seq)) =
+          IP_DIRECT_DESC(seq, a.key);
+    __syncthreads();
+  }
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_READY, 0, 0);
   const int o0 = dtab().tb_first[tb], end = dtab().tb_first[tb + 1];
-  const bool ll128 = a.proto == IR_PROTO_LL128;   // its data operations walk slots (no first unit: lean_links)
   // The block's closing meeting, its signals and waits after its last
   // data operation (IP_RELEASE_MEET: the next kernel's blocks may start
   // while it runs; they then wait a crossing or two on SMs, not the whole
@@ -560,10 +596,12 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   for (int o = o0; o < end; o++) {
     const ip_dop &op = dtab().ops[o];
     if (o == meet) pdl_release();   // meet < end only under IP_RELEASE_MEET
-    const uint4 *pre = o == o0 && first ? &v0 : nullptr;
+    const bool has0 = o == o0 && first;
     bool ok = true;
-    if (op.kind == IP_D_RUN) ok = ll128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP>(a, op, seq, lane, pre);
-    else if (op.kind == IP_D_COPIES) ok = ll128 ? copies128(a, op, seq, lane) : copies(a, op, seq, lane, pre);
+    if (op.kind == IP_D_RUN)
+      ok = PR == IR_PROTO_LL128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP, PR>(a, op, seq, lane, has0, v0);
+    else if (op.kind == IP_D_COPIES)
+      ok = PR == IR_PROTO_LL128 ? copies128(a, op, seq, lane) : copies<PR>(a, op, seq, lane, has0, v0);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane, o == o0 && !a.key);
     else ok = waits(a, op, seq, lane);
     if (threadIdx.x == 0 && a.trace) {
@@ -585,23 +623,29 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   }
 }
 
-// The kernel of each (type, operator), as the interpreter's (ip_gpu_type.cu).
-#define DIRECT_OPS(DT) {(const void *)ip_direct_kernel<DT, IP_OP_SUM>, (const void *)ip_direct_kernel<DT, IP_OP_PROD>, \
-                        (const void *)ip_direct_kernel<DT, IP_OP_MAX>, (const void *)ip_direct_kernel<DT, IP_OP_MIN>}
-static const void *const kernels[IP_DTYPE_COUNT][4] = {
+// The kernel of each (type, operator, protocol): the operator inlined as
+// the interpreter's (ip_gpu_type.cu), the protocol so that each kernel
+// holds only its own data paths.  One kernel for every protocol was
+// 150 KB of code, and a short call's few instructions lay far apart in it.
+#define DIRECT_PR(DT, OP) \
+  {(const void *)ip_direct_kernel<DT, OP, IR_PROTO_SIMPLE>, (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL>, \
+   (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL128>}
+#define DIRECT_OPS(DT) {DIRECT_PR(DT, IP_OP_SUM), DIRECT_PR(DT, IP_OP_PROD), DIRECT_PR(DT, IP_OP_MAX), DIRECT_PR(DT, IP_OP_MIN)}
+static const void *const kernels[IP_DTYPE_COUNT][4][IR_PROTO_COUNT] = {
 #define X(id, name, ctype, size, kind) DIRECT_OPS(IP_##id),
 #include "ip_dtype.def"
 #undef X
 };
 
-static const void *kernel_of(int dtype, int op) {
-  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)];
+static const void *kernel_of(int dtype, int op, int proto) {
+  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)]
+                [proto >= 0 && proto < IR_PROTO_COUNT ? proto : IR_PROTO_SIMPLE];
 }
 
 extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, int pdl, void *stream) {
   ip_dargs args = *a;
   void *params[] = {&args};
-  return rt_cuda_launch(kernel_of(a->dtype, a->op), (unsigned)a->grid, (unsigned)nthreads, 0, stream, pdl, params,
+  return rt_cuda_launch(kernel_of(a->dtype, a->op, a->proto), (unsigned)a->grid, (unsigned)nthreads, 0, stream, pdl, params,
                         RT_SUB_EXEC, "direct executor launch");
 }
 
@@ -618,7 +662,8 @@ extern "C" bt_result ip_direct_load(void) {
   cudaFuncAttributes at;
   for (int d = 0; d < IP_DTYPE_COUNT; d++)
     for (int o = 0; o < 4; o++)
-      CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o]), RT_SUB_EXEC, "loading the direct executor"));
+      for (int p = 0; p < IR_PROTO_COUNT; p++)
+        CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o][p]), RT_SUB_EXEC, "loading the direct executor"));
   return BT_OK;
 }
 
@@ -627,11 +672,12 @@ extern "C" bt_result ip_direct_max_blocks(int nthreads, int *max_blocks) {
   CHECK(rt_cuda(cudaGetDevice(&dev), RT_SUB_EXEC, "cudaGetDevice"));
   CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
   for (int d = 0; d < IP_DTYPE_COUNT; d++)
-    for (int o = 0; o < 4; o++) {
-      CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernels[d][o], nthreads, 0), RT_SUB_EXEC,
-                    "occupancy"));
-      if (least < 0 || per < least) least = per;
-    }
+    for (int o = 0; o < 4; o++)
+      for (int p = 0; p < IR_PROTO_COUNT; p++) {
+        CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernels[d][o][p], nthreads, 0),
+                      RT_SUB_EXEC, "occupancy"));
+        if (least < 0 || per < least) least = per;
+      }
   *max_blocks = sms * least;
   return BT_OK;
 }

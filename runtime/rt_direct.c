@@ -8,6 +8,7 @@
 #include "rt_log.h"
 
 _Static_assert(sizeof(ip_dtab) % 16 == 0, "ip_dtab is copied in 16-byte units");
+_Static_assert(IP_DIRECT_MAX_LINKS <= 64, "an operation's links are bits of ip_dop.puts");
 
 /* Where a run's value is, or where a link reads or writes: a rank's
  * buffer and a pattern of `cnt` chunks (the run's). */
@@ -520,6 +521,20 @@ static uint64_t self_only(const ir_prog *p, int rank) {
 typedef enum { PLAN_AS_WRITTEN, PLAN_ROOT_COPY, PLAN_STAGED } plan_variant;
 
 /* rt_dplan_build, rt_dplan_build_root_copy or rt_dplan_build_staged. */
+/* Fills o's landing and put masks (ip_dop.land, .puts) from its links. */
+static void mark_links(rt_dplan *d, ip_dop *o) {
+  o->land = 0;
+  o->puts = 0;
+  if (o->kind != IP_D_RUN && o->kind != IP_D_COPIES) return;
+  for (int k = 0; k < o->n; k++)
+    if (d->tab.links[o->first + k].kind == IP_L_PUT) o->puts |= 1ull << k;
+  const int loads = o->kind == IP_D_RUN ? o->ncomb + 1 : o->nseg;
+  for (int c = 0; c < loads; c++) {
+    const int k = o->kind == IP_D_COPIES ? 2 * c : c == 0 ? 0 : o->npre + c;
+    if (d->tab.links[o->first + k].at == IP_AT_LANDING) o->land |= (uint8_t)(1u << c);
+  }
+}
+
 static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, plan_variant variant) {
   const int root_copy = variant == PLAN_ROOT_COPY;
   memset(d, 0, sizeof *d);
@@ -595,6 +610,7 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
   }
   d->ntbs = g->ntbs;
   d->tab.tb_first[g->ntbs] = d->nops;
+  for (int o = 0; o < d->nops; o++) mark_links(d, &d->tab.ops[o]);
   d->nthreads = p->nthreads ? p->nthreads : nthreads;
   d->ll128 = p->proto == IR_PROTO_LL128;
   d->ok = 1;

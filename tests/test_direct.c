@@ -205,6 +205,30 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   return !strcmp(got, want);
 }
 
+/* Whether every data operation of d marks exactly its landing loads and
+ * its puts (ip_dop.land, .puts), as the kernel takes them. */
+static int masks_match(const rt_dplan *d) {
+  for (int o = 0; o < d->nops; o++) {
+    const ip_dop *op = &d->tab.ops[o];
+    uint64_t puts = 0;
+    unsigned land = 0;
+    if (op->kind == IP_D_RUN || op->kind == IP_D_COPIES) {
+      for (int k = 0; k < op->n; k++)
+        if (d->tab.links[op->first + k].kind == IP_L_PUT) puts |= 1ull << k;
+      const int loads = op->kind == IP_D_RUN ? op->ncomb + 1 : op->nseg;
+      for (int c = 0; c < loads; c++)
+        if (d->tab.links[op->first + (op->kind == IP_D_COPIES ? 2 * c : c == 0 ? 0 : op->npre + c)].at == IP_AT_LANDING)
+          land |= 1u << c;
+    }
+    if (op->puts != puts || op->land != land) {
+      printf("#   operation %d: puts %#llx land %#x, expected %#llx %#x\n", o, (unsigned long long)op->puts, op->land,
+             (unsigned long long)puts, land);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Checks ip_dlink_at on rank 1's plan d of oneshot(4, 0), for 1,001 f32
  * elements on made-up buffers: every link of its run against what the
  * program text says (rank 1 puts into landing slot (1 - q - 1) mod 4 of
@@ -253,6 +277,9 @@ int main(void) {
   int peers_ok = 1;
   for (int k = 1; k <= 3; k++) peers_ok &= d.tab.links[k].peer == (k <= 1 ? k - 1 : k) && d.tab.links[k].buf == IR_BUF_SCRATCH;
   ok(peers_ok, "LL one-shot: rank 1 puts to ranks 0, 2, 3, into their scratch");
+  ok(d.tab.ops[0].puts == 0xe && d.tab.ops[0].land == 0xe,
+     "LL one-shot: the plan marks links 1-3 as puts and operands 1-3 as landings once, for the kernel (ip_dop.puts, "
+     ".land: %#llx, %#x)", (unsigned long long)d.tab.ops[0].puts, d.tab.ops[0].land);
   ok(links_at(p, &d, IR_PROTO_LL), "LL one-shot: where each link's chunk is (ip_dlink_at, the host's lean links and the kernel's "
      "table alike): the input and the output whole, each put in its slot of the peer's landing, each landing of this "
      "rank in its slot, LL lines twice the payload rounded to 16 bytes");
@@ -296,6 +323,8 @@ int main(void) {
      d.tab.links[d.tab.ops[0].first + 4].buf == IR_BUF_OUTPUT && d.tab.links[d.tab.ops[0].first + 4].off == 0 &&
      d.tab.ops[1].kind == IP_D_WAITS, "LL broadcast's root-copy variant, the root: one run, its load put to three "
      "peers and stored into o[0], then the waits");
+  ok(rt_dplan_build(&d, p, 2, 512) == BT_OK && d.ok && masks_match(&d),
+     "LL broadcast, a rank off the root: its landing loads and its puts marked for the kernel");
   ok(rt_dplan_build_root_copy(&d, p, 2, 512) == BT_ERR_UNSUPPORTED && !d.ok, "no root-copy variant off the root");
   ir_prog_free(p);
   p = broadcast_ll(2);
@@ -304,6 +333,8 @@ int main(void) {
      kinds_are(&d, &d.tab.ops[0], "LlPpLlSl") && d.tab.links[d.tab.ops[0].first + 3].buf == IR_BUF_OUTPUT,
      "LL broadcast on 2 ranks, root-copy variant: one put is a copies segment, the copy into the output a second "
      "segment beside it (a segment holds one store)");
+  ok(d.tab.ops[0].puts == 0x2 && d.tab.ops[0].land == 0 && masks_match(&d),
+     "LL broadcast on 2 ranks, root-copy variant: link 1 marked as its put, no landing");
   ir_prog_free(p);
   p = broadcast_get(4);
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
@@ -355,7 +386,7 @@ int main(void) {
   char kinds[40] = "";
   for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
   ok(built == BT_OK && !strcmp(kinds, "CSWRSWC") && d.tab.ops[0].nseg == 4 && d.tab.ops[0].cnt == 1 && d.tab.ops[3].n == 8 &&
-     d.tab.ops[4].n == 3 && d.tab.ops[6].nseg == 3, "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
+     d.tab.ops[4].n == 3 && d.tab.ops[6].nseg == 3 && masks_match(&d), "staged two-shot: copies of 4 chunks, signals, waits, one run (load, 3 "
      "reductions, store, 3 puts), its 3 signals after it, waits, 3 copies at once (%s)", kinds);
   ir_prog_free(p);
   /* The in-place two-shot through scratch: rank 0 puts a chunk to each
@@ -380,7 +411,7 @@ int main(void) {
   built = p ? rt_dplan_build(&d, p, 0, 512) : BT_ERR_INVALID;
   memset(kinds, 0, sizeof kinds);
   for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
-  ok(built == BT_OK && !strcmp(kinds, "SWCSW") && d.tab.ops[2].nseg == 3 && d.tab.ops[3].n == 3,
+  ok(built == BT_OK && !strcmp(kinds, "SWCSW") && d.tab.ops[2].nseg == 3 && d.tab.ops[3].n == 3 && masks_match(&d),
      "puts to three peers, a signal after each: one copies operation of 3 segments, then the 3 signals (%s)", kinds);
   ir_prog_free(p);
   begin("Simple", 2, 4, 0);
@@ -424,6 +455,7 @@ int main(void) {
   for (int i = 0; i < d.nops && i < 39; i++) kinds[i] = "RCSW"[d.tab.ops[i].kind];
   const ip_dlink *xl = d.nops > 1 ? &d.tab.links[d.tab.ops[1].first] : NULL;
   ok(built == BT_OK && !strcmp(kinds, "WCS") && d.tab.ops[1].nseg == 2 && kinds_are(&d, &d.tab.ops[1], "LlPpLpSl") &&
+     masks_match(&d) &&
      xl[0].off == 1 && xl[1].off == 0 && xl[1].peer == 1 && xl[2].off == 0 && xl[3].off == 1 && d.peer_io,
      "xchg: a wait, one copies operation (load i[1], put it to rank 1's i[0], load that, store it in i[1]), its "
      "signal (%s)", kinds);
