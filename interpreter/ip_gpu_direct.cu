@@ -594,7 +594,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   if (a.release == IP_RELEASE_MEET)
     while (meet > o0 && (dtab().ops[meet - 1].kind == IP_D_SIGS || dtab().ops[meet - 1].kind == IP_D_WAITS)) meet--;
   for (int o = o0; o < end; o++) {
-    const ip_dop &op = dtab().ops[o];
+    // A copy: its fields stay in registers, where the compiler would read
+    // them from the plan again after every store.
+    const ip_dop op = dtab().ops[o];
     if (o == meet) pdl_release();   // meet < end only under IP_RELEASE_MEET
     const bool has0 = o == o0 && first;
     bool ok = true;
