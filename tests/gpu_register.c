@@ -11,7 +11,8 @@
  *   - ranks whose calls disagree (one on its windows, the others not):
  *     every rank gets an error in bounded time, none crashes;
  *   - BATON_TRACE: each rank's timeline of its last call, a direct one.
- * Usage: gpu_register --ranks N --dir DIR (DIR/default: the default set). */
+ * Usage: gpu_register --ranks N --dir DIR [--gpus G] (DIR/default: the
+ * default set; rank r on GPU r % G, G = N unless given). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,7 +274,7 @@ static void check_disagree(void) {
 
 int main(int argc, char **argv) {
   gpu_opts o;
-  if (gpu_opts_read(argc, argv, "gpu_register", 0, 2, 4096, &o)) return 2;
+  if (gpu_opts_read(argc, argv, "gpu_register", GPU_OPT_GPUS, 2, 4096, &o)) return 2;
   nranks = o.nranks;
   char algo[4096];
   snprintf(algo, sizeof algo, "%s/default", o.dir);
@@ -296,9 +297,9 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/rank%d", tmpl, r);
     if (!freopen(path, "w", stdout)) _exit(3);
     int ngpu = 0;
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < nranks) _exit(77);
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < o.ngpus) _exit(77);
     rank = r;
-    cudaSetDevice(r);
+    cudaSetDevice(r % o.ngpus);
     baton_result e = baton_comm_init_rank(&comm, nranks, id, r);
     ok(e == baton_success, "init_rank %d of %d: %s", r, nranks, baton_result_string(e));
     if (e) _exit(tap_done());
@@ -331,7 +332,7 @@ int main(int argc, char **argv) {
   rmdir(tmpl);
   free(pids);
   if (skipped && tap_n == 0) {
-    printf("1..0 # SKIP fewer than %d GPUs\n", nranks);
+    printf("1..0 # SKIP fewer than %d GPUs\n", o.ngpus);
     return 0;
   }
   return tap_done();
