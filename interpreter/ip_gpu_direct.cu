@@ -204,13 +204,14 @@ __device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bo
 // cuts runs where a store would feed a later load of the same run.  False
 // when a wait gave up (the thread then skips its other units but keeps to
 // the block's barriers).  has0: this thread's unit `me` of link 0 is
-// loaded already, into v0 (the block's first operation: ip_dargs.first).
-// Which links are landings and puts comes from the plan's masks, read once
-// per operation (ll_puts): a short call's time was mostly lookups in the
-// plan, one waiting on the other.
+// loaded already, into v0 (the block's first operation: ip_dargs.first),
+// and its first `early` puts stored (ip_dargs.first_put).  Which links are
+// landings and puts comes from the plan's masks, read once per operation
+// (ll_puts): a short call's time was mostly lookups in the plan, one
+// waiting on the other.
 template <int DT, int OP, int PR>
 __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_t seq, int lane, bool has0,
-                                    const uint4 &v0) {
+                                    const uint4 &v0, int early) {
   const int nc = op.ncomb, pre = op.npre;
   const int64_t cb = a.cb, units = (cb + 15) / 16;
   const int64_t nt = (int64_t)a.lanes * blockDim.x, me = (int64_t)lane * blockDim.x + threadIdx.x;
@@ -241,7 +242,7 @@ __device__ __forceinline__ bool run(const ip_dargs &a, const ip_dop &op, uint64_
         break;
       }
       uint4 w = v[0];
-      for (int k = 1; k <= pre; k++) put_unit<PR>(a, op, lean, k, puts, u, units, hoff, flag, w);
+      for (int k = u == me ? early + 1 : 1; k <= pre; k++) put_unit<PR>(a, op, lean, k, puts, u, units, hoff, flag, w);
       if ((land & ~1u) && !poll_landings(a, op, lean, land & ~1u, v, pre, u, units, hoff, flag)) {
         ok = false;   // gave up: this thread does no more, but keeps to the block's barriers
         break;
@@ -575,6 +576,17 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   const char *first = a.first[tb];
   uint4 v0 = make_uint4(0, 0, 0, 0);
   if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
+  // An LL program's first puts of that value, right away, where its first
+  // run reduces (ip_dargs.first_put).
+  const int early = PR == IR_PROTO_LL && first ? a.first_puts[tb] : 0;
+  if (early) {
+    const int64_t units = (a.cb + 15) / 16, me = (int64_t)lane * blockDim.x + threadIdx.x;
+    const int64_t hoff = (seq & 1) ? a.half : 0;
+    if (me < units)
+#pragma unroll
+      for (int k = 0; k < IP_DIRECT_EARLY_PUTS; k++)
+        if (k < early) ll_put(a.first_put[tb][k] + hoff, (uint32_t)me, (uint32_t)units, v0, (uint32_t)(seq + 1));
+  }
   if (a.release == IP_RELEASE_START) pdl_release();
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
@@ -601,7 +613,8 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     const bool has0 = o == o0 && first;
     bool ok = true;
     if (op.kind == IP_D_RUN)
-      ok = PR == IR_PROTO_LL128 ? run128<DT, OP>(a, op, seq, lane) : run<DT, OP, PR>(a, op, seq, lane, has0, v0);
+      ok = PR == IR_PROTO_LL128 ? run128<DT, OP>(a, op, seq, lane)
+                                : run<DT, OP, PR>(a, op, seq, lane, has0, v0, has0 ? early : 0);
     else if (op.kind == IP_D_COPIES)
       ok = PR == IR_PROTO_LL128 ? copies128(a, op, seq, lane) : copies<PR>(a, op, seq, lane, has0, v0);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane, o == o0 && !a.key);

@@ -522,27 +522,6 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   return BT_OK;
 }
 
-/* Fills a's lean links (ip_dargs.lptr): chunk 0 of every link of each of
- * plan d's one-chunk operations, where the kernel would find it, now that
- * every buffer of the call is known; and each thread block's first load
- * (ip_dargs.first). */
-static void lean_links(ip_dargs *a, const rt_dplan *d) {
-  for (int o = 0; o < d->nops; o++) {
-    const ip_dop *op = &d->tab.ops[o];
-    if ((op->kind != IP_D_RUN && op->kind != IP_D_COPIES) || op->cnt != 1) continue;
-    for (int k = 0; k < op->n; k++) ip_dlink_at(a, &d->tab.links[op->first + k], 0, &a->lptr[op->first + k],
-                                                &a->lvalid[op->first + k]);
-  }
-  for (int t = 0; t < d->ntbs; t++) {
-    const int o = d->tab.tb_first[t];
-    const ip_dop *op = &d->tab.ops[o];
-    const int load = o < d->tab.tb_first[t + 1] && (op->kind == IP_D_RUN || op->kind == IP_D_COPIES) &&
-                     op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING && a->proto != IR_PROTO_LL128;
-    a->first[t] = load ? a->lptr[op->first] : NULL;
-    a->first_valid[t] = load ? a->lvalid[op->first] : 0;
-  }
-}
-
 /* Copies call L's input into place (t's input) before its kernel: all of
  * it, or with the staged variant only the chunks its plan reads (runs of
  * consecutive chunks, one copy each). */
@@ -577,7 +556,7 @@ static bt_result copy_input(const rt_launch *L, const ip_dargs *t) {
  * division. */
 static bt_result launch_kernel(const rt_launch *L, ip_dargs *t) {
   if (L->copy_in || L->stage_window) CHECK(copy_input(L, t));
-  lean_links(t, &L->c->dplans[plan_of(L)]);
+  rt_dplan_lean_links(t, &L->c->dplans[plan_of(L)]);
   if (L->c->trace) {   /* the working blocks' timeline (the others only count the call) */
     t->trace = rt_trace_buf(L->c->trace, t->grid);
     if (t->trace)

@@ -61,6 +61,13 @@ bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int 
  * else as rt_dplan_build. */
 bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
 
+/* Fills a's lean links (ip_dargs.lptr, .lvalid): chunk 0 of every link
+ * of each of plan d's one-chunk operations, where the kernel finds it for
+ * the call a describes (its buffers, geometry and protocol set); and each
+ * thread block's first load (ip_dargs.first, .first_valid) and, in an LL
+ * program, that value's leading puts (.first_puts, .first_put). */
+void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d);
+
 /* Whether a call of `count` elements of `esize` bytes finds room for p's
  * scratch in a window laid out as l (the same answer on every rank). */
 int rt_dplan_fits(const rt_dplan *d, const ir_prog *p, const rt_window_layout *l, int64_t count, int esize);

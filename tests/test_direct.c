@@ -263,6 +263,29 @@ static int links_at(const ir_prog *p, const rt_dplan *d, int proto) {
   return good;
 }
 
+/* Checks rt_dplan_lean_links on `rank`'s plan d of the 4-rank program p
+ * for 1,001 elements of protocol `proto` on made-up buffers: the first
+ * load is the input (none for LL128, whose operations walk lines), and
+ * `want` puts of it are stored in the prologue, at the links' own places. */
+static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, int want) {
+  static ip_dargs a;
+  memset(&a, 0, sizeof a);
+  if (ir_geom_init(&a.geom, p, rank, 1001, 0)) return 0;
+  for (int r = 0; r < 4; r++)
+    for (int b = 0; b < IR_BUF_COUNT; b++) a.buf[r][b] = (char *)(uintptr_t)(((uint64_t)r + 1) << 32 | (uint64_t)b << 24);
+  a.rank = rank;
+  a.nranks = 4;
+  a.esize = 4;
+  a.cb = a.geom.cap * 4;
+  a.proto = proto;
+  rt_dplan_lean_links(&a, d);
+  int good = proto == IR_PROTO_LL128 ? a.first[0] == NULL : a.first[0] == a.buf[rank][IR_BUF_INPUT];
+  good &= a.first_puts[0] == want;
+  for (int k = 0; k < want; k++) good &= a.first_put[0][k] == a.lptr[d->tab.ops[0].first + 1 + k];
+  if (!good) printf("#   first %p, %d early puts (wanted %d)\n", (const void *)a.first[0], a.first_puts[0], want);
+  return good;
+}
+
 int main(void) {
   rt_dplan d;
   bt_result built;
@@ -283,9 +306,13 @@ int main(void) {
   ok(links_at(p, &d, IR_PROTO_LL), "LL one-shot: where each link's chunk is (ip_dlink_at, the host's lean links and the kernel's "
      "table alike): the input and the output whole, each put in its slot of the peer's landing, each landing of this "
      "rank in its slot, LL lines twice the payload rounded to 16 bytes");
+  ok(early_puts(p, &d, 1, IR_PROTO_LL, 3), "LL one-shot: each thread puts its unit of the input to the three peers "
+     "right after loading it, at the run's own put links (ip_dargs.first_put)");
+  ok(early_puts(p, &d, 1, IR_PROTO_SIMPLE, 0), "the same plan as Simple: the input loaded first, nothing put early");
   p->proto = IR_PROTO_LL128;
   ok(rt_dplan_build(&d, p, 1, 512) == BT_OK && d.ok && d.nops == 1 &&
-     kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") && links_at(p, &d, IR_PROTO_LL128),
+     kinds_are(&d, &d.tab.ops[0], "LlPpPpPpCaCaCaSl") && links_at(p, &d, IR_PROTO_LL128) &&
+         early_puts(p, &d, 1, IR_PROTO_LL128, 0),
      "LL128 one-shot: the same plan, its landings 128-byte lines of 120 payload bytes");
   ir_prog_free(p);
   p = oneshot(4, 1);
@@ -307,6 +334,8 @@ int main(void) {
   ok(p && rt_dplan_build(&d, p, 0, 512) == BT_OK && d.nops == 2 && d.tab.ops[0].kind == IP_D_RUN &&
      kinds_are(&d, &d.tab.ops[0], "LlPpPpPp") && d.tab.ops[1].kind == IP_D_WAITS && d.tab.ops[1].n == 3,
      "LL broadcast, the root: one run (a load, three puts), then three waits");
+  ok(early_puts(p, &d, 0, IR_PROTO_LL, 0), "LL broadcast, the root: its run reduces nothing, so its puts wait for the "
+     "run (nothing on the peers waits on them sooner)");
   ok(d.root_src, "LL broadcast: the root only puts from its input and no peer reaches it (an out-of-place call's "
      "copy into the root's output may run beside the kernel)");
   built = p ? rt_dplan_build(&d, p, 2, 512) : BT_ERR_INVALID;
