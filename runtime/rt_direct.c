@@ -517,10 +517,6 @@ static uint64_t self_only(const ir_prog *p, int rank) {
   return over ? 0 : self & ~other & ~written;
 }
 
-/* Which plan build makes: the program's, or one of its variants. */
-typedef enum { PLAN_AS_WRITTEN, PLAN_ROOT_COPY, PLAN_STAGED } plan_variant;
-
-/* rt_dplan_build, rt_dplan_build_root_copy or rt_dplan_build_staged. */
 /* Fills o's landing and put masks (ip_dop.land, .puts) from its links. */
 static void mark_links(rt_dplan *d, ip_dop *o) {
   o->land = 0;
@@ -535,6 +531,10 @@ static void mark_links(rt_dplan *d, ip_dop *o) {
   }
 }
 
+/* Which plan build makes: the program's, or one of its variants. */
+typedef enum { PLAN_AS_WRITTEN, PLAN_ROOT_COPY, PLAN_STAGED } plan_variant;
+
+/* rt_dplan_build, rt_dplan_build_root_copy or rt_dplan_build_staged. */
 static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, plan_variant variant) {
   const int root_copy = variant == PLAN_ROOT_COPY;
   memset(d, 0, sizeof *d);
