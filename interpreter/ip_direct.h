@@ -58,7 +58,7 @@ extern "C" {
 /* Segments of a copies operation at most (their loads at once). */
 #define IP_DIRECT_COPY_SEGS 4
 /* LL puts of a thread block's first value that its threads store in the
- * kernel's prologue at most (ip_dargs.first_put). */
+ * kernel's prologue at most (ip_dstart.put). */
 #define IP_DIRECT_EARLY_PUTS 3
 
 /* What an executor operation is: a run; copies (independent copies, up to
@@ -145,6 +145,33 @@ enum {
   IP_RELEASE_MEET = 2,   /* at its closing meeting: the signals and waits after its last data operation */
 };
 
+/* A lean link (ip_dargs.lean): where chunk 0 of the link is, and how
+ * many of its bytes count. */
+typedef struct ip_dlean {
+  char *ptr;
+  int64_t valid;
+} ip_dlean;
+
+/* How a thread block starts (ip_dargs.start).  first: link 0 of its first
+ * operation where that is a one-chunk run or copies whose first value is
+ * a load (not a landing): each thread loads its unit of it before
+ * anything else; NULL: none.  Where that first operation is an LL run that
+ * reduces (a one-shot AllReduce's), its puts of the first value (its
+ * links 1, 2, .. while they are puts), where they land (first half; the
+ * kernel adds the call's), `puts` of them: each thread stores its unit's
+ * lines right after its load, and the run then leaves that unit's puts
+ * out.  The peers' reductions wait for them: on 2 x H200 a one-shot of 8
+ * B-4 KiB took 0.2-0.25 us less a call.  Where nothing waits on the puts
+ * so (an AllGather's or a Broadcast's), storing them first took 0.2 us
+ * more at 1-16 KiB: such runs put in their turn. */
+typedef struct ip_dstart {
+  const char *first;
+  int64_t valid;
+  char *put[IP_DIRECT_EARLY_PUTS];
+  int32_t puts;
+  int32_t pad;
+} ip_dstart;
+
 typedef struct ip_dargs {
   /* What a block reads first, together in the parameters' first lines
    * (each line the constant cache fetches costs the block a wait). */
@@ -175,29 +202,16 @@ typedef struct ip_dargs {
    * block touches that rank's buffers (rt_dplan.guarded). */
   uint32_t key;
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
+  /* Each thread block's start (ip_dstart), one entry a block in one
+   * place, so that its few words come in one or two lines of the constant
+   * cache; the kernel loads them before it waits for the kernel before. */
+  ip_dstart start[IP_DIRECT_MAX_TBS];
   /* Where chunk 0 of each link of a one-chunk operation is (ip_dlink_at;
    * LL landings and targets: their first half), filled by the host at
    * every launch: such an operation reads them here, with no table of its
-   * own to build; an operation of several chunks works them out.
-   * first[t]: link 0 of thread block t's first operation where that is a
-   * one-chunk run or copies whose first value is a load (not a landing):
-   * each thread loads its unit of it before the block's first barrier;
-   * NULL: none. */
-  const char *first[IP_DIRECT_MAX_TBS];
-  int64_t first_valid[IP_DIRECT_MAX_TBS];
-  /* Where that first operation is an LL run that reduces (a one-shot
-   * AllReduce's), its puts of the first value (its links 1, 2, .. while
-   * they are puts), where they land (first half; the kernel adds the
-   * call's), first_puts[t] of them: each thread stores its unit's lines
-   * right after its load, and the run then leaves that unit's puts out.
-   * The peers' reductions wait for them: on 2 x H200 a one-shot of 8 B-4
-   * KiB took 0.2-0.25 us less a call.  Where nothing waits on the puts so
-   * (an AllGather's or a Broadcast's), storing them first took 0.2 us more
-   * at 1-16 KiB: such runs put in their turn. */
-  int32_t first_puts[IP_DIRECT_MAX_TBS];
-  char *first_put[IP_DIRECT_MAX_TBS][IP_DIRECT_EARLY_PUTS];
-  char *lptr[IP_DIRECT_MAX_LINKS];
-  int64_t lvalid[IP_DIRECT_MAX_LINKS];
+   * own to build; an operation of several chunks works them out.  A
+   * link's place and length side by side: one line holds both. */
+  ip_dlean lean[IP_DIRECT_MAX_LINKS];
   /* Where every rank's i, o and s are as this GPU reaches them (its own
    * rank's included); i and o of a peer are NULL when the call does not
    * know them (the program then touches no peer's i or o).  LL programs:
@@ -213,10 +227,19 @@ typedef struct ip_dargs {
   uint64_t timeout_ns;                 /* 0: never */
 } ip_dargs;
 
+/* Whether any thread block of the call a describes stores early puts
+ * (ip_dstart.puts): the call then runs on LL's kernel instance that has
+ * them, every other LL call on the one without. */
+IR_HD int ip_dargs_early(const ip_dargs *a) {
+  for (int t = 0; t < a->ntbs && t < IP_DIRECT_MAX_TBS; t++)
+    if (a->start[t].puts) return 1;
+  return 0;
+}
+
 /* Where chunk j of link l is for the call a describes: *ptr, and how many
  * of its bytes count, *valid (an LL landing or put target: the first
  * half's lines, every one).  The kernel's link table and the host's lean
- * links (ip_dargs.lptr) both take it from here. */
+ * links (ip_dargs.lean) both take it from here. */
 IR_HD void ip_dlink_at(const ip_dargs *a, const ip_dlink *l, int64_t j, char **ptr, int64_t *valid) {
   const int r = l->at == IP_AT_PEER ? l->peer : a->rank;
   const int64_t c = ir_chunk_at(l->off, l->run, l->stride, j);

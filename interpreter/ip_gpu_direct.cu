@@ -114,15 +114,15 @@ __device__ __forceinline__ void link_table(const ip_dargs &a, const ip_dop &op, 
   for (int k = threadIdx.x; k < op.n; k += blockDim.x) link_one(a, op, j, k);
 }
 
-// Whether op reads its links from the host's (ip_dargs.lptr: a one-chunk
+// Whether op reads its links from the host's (ip_dargs.lean: a one-chunk
 // operation) rather than from a table of its own.
 __device__ __forceinline__ bool lean_op(const ip_dop &op) { return op.cnt == 1; }
 // Where link k of op's chunk at hand starts, and its bytes that count.
 __device__ __forceinline__ char *lk_ptr(const ip_dargs &a, const ip_dop &op, bool lean, int k) {
-  return lean ? a.lptr[op.first + k] : d_ptr[k];
+  return lean ? a.lean[op.first + k].ptr : d_ptr[k];
 }
 __device__ __forceinline__ int64_t lk_valid(const ip_dargs &a, const ip_dop &op, bool lean, int k) {
-  return lean ? a.lvalid[op.first + k] : d_valid[k];
+  return lean ? a.lean[op.first + k].valid : d_valid[k];
 }
 // Builds op's link table for chunk j, unless it reads the host's: every
 // thread done with the last chunk's table first, every entry written
@@ -204,8 +204,8 @@ __device__ __forceinline__ void put_unit(const ip_dargs &a, const ip_dop &op, bo
 // cuts runs where a store would feed a later load of the same run.  False
 // when a wait gave up (the thread then skips its other units but keeps to
 // the block's barriers).  has0: this thread's unit `me` of link 0 is
-// loaded already, into v0 (the block's first operation: ip_dargs.first),
-// and its first `early` puts stored (ip_dargs.first_put).  Which links are
+// loaded already, into v0 (the block's first operation: ip_dstart.first),
+// and its first `early` puts stored (ip_dstart.put).  Which links are
 // landings and puts comes from the plan's masks, read once per operation
 // (ll_puts): a short call's time was mostly lookups in the plan, one
 // waiting on the other.
@@ -547,8 +547,12 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 
 // Block b is lane b % lanes of thread block b / lanes; blocks past the
 // thread blocks' only count the call, so that every block's count stays
-// the call's number.
-template <int DT, int OP, int PR>
+// the call's number.  EARLY (LL only): the instance that stores a block's
+// early puts (ip_dstart.put), for calls that have some; the prologue's
+// few instructions for them cost every other LL call 0.1-0.25 us when
+// they were in the one instance (2 ranks sharing one H200: AllGather,
+// AllToAll, Broadcast, ReduceScatter at 1 KiB-1 MiB).
+template <int DT, int OP, int PR, bool EARLY>
 __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const __grid_constant__ ip_dargs a) {
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
   if (tb >= a.ntbs) {   // counts the call, waits for nothing else (a reduction, no load)
@@ -566,6 +570,18 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     d_stop = 0;
     d_next_poll = 0;
   }
+  // The block's start (ip_dstart) into registers now too: parameters, but
+  // looked up by block, each a constant-cache line that may have to come
+  // from L2 (loaded after the wait, they took the one-shot AllReduce 0.15
+  // us more at 8 B-32 KiB).  The empty statement keeps the loads here; it
+  // names its operands as written, so they are not const.
+  static_assert(IP_DIRECT_EARLY_PUTS == 3, "the prologue stores three early puts at most");
+  const ip_dstart &st = a.start[tb];
+  const char *first = st.first;
+  int64_t first_valid = st.valid;
+  int early = EARLY ? st.puts : 0;
+  char *put0 = EARLY ? st.put[0] : nullptr, *put1 = EARLY ? st.put[1] : nullptr, *put2 = EARLY ? st.put[2] : nullptr;
+  asm volatile("" : "+l"(first), "+l"(first_valid), "+r"(early), "+l"(put0), "+l"(put1), "+l"(put2));
   __syncthreads();
   pdl_wait();
   int tn = 0;   // thread 0: events traced (after the wait: the kernel before may trace into the same buffer)
@@ -573,19 +589,19 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   // Every load the block's start needs at once: the call count and this
   // thread's unit of the first operation's first value.
   const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
-  const char *first = a.first[tb];
   uint4 v0 = make_uint4(0, 0, 0, 0);
-  if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), a.first_valid[tb]);
+  if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), first_valid);
   // An LL program's first puts of that value, right away, where its first
-  // run reduces (ip_dargs.first_put).
-  const int early = PR == IR_PROTO_LL && first ? a.first_puts[tb] : 0;
-  if (early) {
+  // run reduces (ip_dstart.put; `early` is 0 where first is NULL).
+  if (EARLY && early) {
     const int64_t units = (a.cb + 15) / 16, me = (int64_t)lane * blockDim.x + threadIdx.x;
     const int64_t hoff = (seq & 1) ? a.half : 0;
-    if (me < units)
-#pragma unroll
-      for (int k = 0; k < IP_DIRECT_EARLY_PUTS; k++)
-        if (k < early) ll_put(a.first_put[tb][k] + hoff, (uint32_t)me, (uint32_t)units, v0, (uint32_t)(seq + 1));
+    if (me < units) {
+      const uint32_t flag = (uint32_t)(seq + 1);
+      ll_put(put0 + hoff, (uint32_t)me, (uint32_t)units, v0, flag);
+      if (early > 1) ll_put(put1 + hoff, (uint32_t)me, (uint32_t)units, v0, flag);
+      if (early > 2) ll_put(put2 + hoff, (uint32_t)me, (uint32_t)units, v0, flag);
+    }
   }
   if (a.release == IP_RELEASE_START) pdl_release();
   // Registered windows: this call's descriptor into every peer's slot for
@@ -614,7 +630,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     bool ok = true;
     if (op.kind == IP_D_RUN)
       ok = PR == IR_PROTO_LL128 ? run128<DT, OP>(a, op, seq, lane)
-                                : run<DT, OP, PR>(a, op, seq, lane, has0, v0, has0 ? early : 0);
+                                : run<DT, OP, PR>(a, op, seq, lane, has0, v0, EARLY && has0 ? early : 0);
     else if (op.kind == IP_D_COPIES)
       ok = PR == IR_PROTO_LL128 ? copies128(a, op, seq, lane) : copies<PR>(a, op, seq, lane, has0, v0);
     else if (op.kind == IP_D_SIGS) signals(a, op, seq, lane, o == o0 && !a.key);
@@ -642,26 +658,32 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
 // the interpreter's (ip_gpu_type.cu), the protocol so that each kernel
 // holds only its own data paths.  One kernel for every protocol was
 // 150 KB of code, and a short call's few instructions lay far apart in it.
-#define DIRECT_PR(DT, OP) \
-  {(const void *)ip_direct_kernel<DT, OP, IR_PROTO_SIMPLE>, (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL>, \
-   (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL128>}
+// The last of each row is LL's with early puts (EARLY).
+enum { K_LL_EARLY = IR_PROTO_COUNT, K_COUNT };
+#define DIRECT_PR(DT, OP)                                                                                          \
+  {(const void *)ip_direct_kernel<DT, OP, IR_PROTO_SIMPLE, false>,                                                 \
+   (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL, false>,                                                     \
+   (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL128, false>, (const void *)ip_direct_kernel<DT, OP, IR_PROTO_LL, true>}
 #define DIRECT_OPS(DT) {DIRECT_PR(DT, IP_OP_SUM), DIRECT_PR(DT, IP_OP_PROD), DIRECT_PR(DT, IP_OP_MAX), DIRECT_PR(DT, IP_OP_MIN)}
-static const void *const kernels[IP_DTYPE_COUNT][4][IR_PROTO_COUNT] = {
+static const void *const kernels[IP_DTYPE_COUNT][4][K_COUNT] = {
 #define X(id, name, ctype, size, kind) DIRECT_OPS(IP_##id),
 #include "ip_dtype.def"
 #undef X
 };
 
-static const void *kernel_of(int dtype, int op, int proto) {
-  return kernels[dtype >= 0 && dtype < IP_DTYPE_COUNT ? dtype : 0][ip_kernel_slot(op)]
-                [proto >= 0 && proto < IR_PROTO_COUNT ? proto : IR_PROTO_SIMPLE];
+// The instance call a runs on: its protocol's, or LL's with early puts
+// where a thread block of the call has some.
+static const void *kernel_of(const ip_dargs *a) {
+  int k = a->proto >= 0 && a->proto < IR_PROTO_COUNT ? a->proto : IR_PROTO_SIMPLE;
+  if (k == IR_PROTO_LL && ip_dargs_early(a)) k = K_LL_EARLY;
+  return kernels[a->dtype >= 0 && a->dtype < IP_DTYPE_COUNT ? a->dtype : 0][ip_kernel_slot(a->op)][k];
 }
 
 extern "C" bt_result ip_direct_launch(const ip_dargs *a, int nthreads, int pdl, void *stream) {
   ip_dargs args = *a;
   void *params[] = {&args};
-  return rt_cuda_launch(kernel_of(a->dtype, a->op, a->proto), (unsigned)a->grid, (unsigned)nthreads, 0, stream, pdl, params,
-                        RT_SUB_EXEC, "direct executor launch");
+  return rt_cuda_launch(kernel_of(a), (unsigned)a->grid, (unsigned)nthreads, 0, stream, pdl, params, RT_SUB_EXEC,
+                        "direct executor launch");
 }
 
 extern "C" bt_result ip_direct_pdl_ok(int *ok) {
@@ -677,7 +699,7 @@ extern "C" bt_result ip_direct_load(void) {
   cudaFuncAttributes at;
   for (int d = 0; d < IP_DTYPE_COUNT; d++)
     for (int o = 0; o < 4; o++)
-      for (int p = 0; p < IR_PROTO_COUNT; p++)
+      for (int p = 0; p < K_COUNT; p++)
         CHECK(rt_cuda(cudaFuncGetAttributes(&at, kernels[d][o][p]), RT_SUB_EXEC, "loading the direct executor"));
   return BT_OK;
 }
@@ -688,7 +710,7 @@ extern "C" bt_result ip_direct_max_blocks(int nthreads, int *max_blocks) {
   CHECK(rt_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), RT_SUB_EXEC, "SM count"));
   for (int d = 0; d < IP_DTYPE_COUNT; d++)
     for (int o = 0; o < 4; o++)
-      for (int p = 0; p < IR_PROTO_COUNT; p++) {
+      for (int p = 0; p < K_COUNT; p++) {
         CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernels[d][o][p], nthreads, 0),
                       RT_SUB_EXEC, "occupancy"));
         if (least < 0 || per < least) least = per;

@@ -633,26 +633,29 @@ void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d) {
   for (int o = 0; o < d->nops; o++) {
     const ip_dop *op = &d->tab.ops[o];
     if ((op->kind != IP_D_RUN && op->kind != IP_D_COPIES) || op->cnt != 1) continue;
-    for (int k = 0; k < op->n; k++) ip_dlink_at(a, &d->tab.links[op->first + k], 0, &a->lptr[op->first + k],
-                                                &a->lvalid[op->first + k]);
+    for (int k = 0; k < op->n; k++) {
+      ip_dlean *l = &a->lean[op->first + k];
+      ip_dlink_at(a, &d->tab.links[op->first + k], 0, &l->ptr, &l->valid);
+    }
   }
   for (int t = 0; t < d->ntbs; t++) {
     const int o = d->tab.tb_first[t];
     const ip_dop *op = &d->tab.ops[o];
     const int load = o < d->tab.tb_first[t + 1] && (op->kind == IP_D_RUN || op->kind == IP_D_COPIES) &&
                      op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING && a->proto != IR_PROTO_LL128;
-    a->first[t] = load ? a->lptr[op->first] : NULL;
-    a->first_valid[t] = load ? a->lvalid[op->first] : 0;
+    ip_dstart *st = &a->start[t];
+    memset(st, 0, sizeof *st);
+    if (!load) continue;
+    st->first = a->lean[op->first].ptr;
+    st->valid = a->lean[op->first].valid;
     /* its first value's leading LL puts, where it is a run that reduces (its puts feed the peers' reductions,
        which wait for them: on 2 x H200 the AllReduce one-shot 0.2-0.25 us faster at 8 B-4 KiB; where nothing
        waits on them so, an AllGather's or a Broadcast's, 0.2 us slower at 1-16 KiB) */
-    const int stores = load && a->proto == IR_PROTO_LL && op->kind == IP_D_RUN && op->ncomb ? op->npre : 0;
-    int n = 0;
-    while (n < stores && n < IP_DIRECT_EARLY_PUTS && (op->puts >> (n + 1) & 1)) {
-      a->first_put[t][n] = a->lptr[op->first + 1 + n];
-      n++;
+    const int stores = a->proto == IR_PROTO_LL && op->kind == IP_D_RUN && op->ncomb ? op->npre : 0;
+    while (st->puts < stores && st->puts < IP_DIRECT_EARLY_PUTS && (op->puts >> (st->puts + 1) & 1)) {
+      st->put[st->puts] = a->lean[op->first + 1 + st->puts].ptr;
+      st->puts++;
     }
-    a->first_puts[t] = n;
   }
 }
 

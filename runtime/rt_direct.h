@@ -61,12 +61,11 @@ bt_result rt_dplan_build_root_copy(rt_dplan *d, const ir_prog *p, int rank, int 
  * else as rt_dplan_build. */
 bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nthreads);
 
-/* Fills a's lean links (ip_dargs.lptr, .lvalid): chunk 0 of every link
- * of each of plan d's one-chunk operations, where the kernel finds it for
- * the call a describes (its buffers, geometry and protocol set); and each
- * thread block's first load (ip_dargs.first, .first_valid) and, where
- * that first operation is an LL run that reduces, its leading puts of the
- * value (.first_puts, .first_put). */
+/* Fills a's lean links (ip_dargs.lean): chunk 0 of every link of each of
+ * plan d's one-chunk operations, where the kernel finds it for the call a
+ * describes (its buffers, geometry and protocol set); and each thread
+ * block's start (ip_dargs.start): its first load and, where that first
+ * operation is an LL run that reduces, its leading puts of the value. */
 void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d);
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's

@@ -266,7 +266,9 @@ static int links_at(const ir_prog *p, const rt_dplan *d, int proto) {
 /* Checks rt_dplan_lean_links on `rank`'s plan d of the 4-rank program p
  * for 1,001 elements of protocol `proto` on made-up buffers: the first
  * load is the input (none for LL128, whose operations walk lines), and
- * `want` puts of it are stored in the prologue, at the links' own places. */
+ * `want` puts of it are stored in the prologue, at the links' own places;
+ * the call runs on LL's instance with early puts exactly where there are
+ * some (ip_dargs_early). */
 static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, int want) {
   static ip_dargs a;
   memset(&a, 0, sizeof a);
@@ -279,10 +281,12 @@ static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, 
   a.cb = a.geom.cap * 4;
   a.proto = proto;
   rt_dplan_lean_links(&a, d);
-  int good = proto == IR_PROTO_LL128 ? a.first[0] == NULL : a.first[0] == a.buf[rank][IR_BUF_INPUT];
-  good &= a.first_puts[0] == want;
-  for (int k = 0; k < want; k++) good &= a.first_put[0][k] == a.lptr[d->tab.ops[0].first + 1 + k];
-  if (!good) printf("#   first %p, %d early puts (wanted %d)\n", (const void *)a.first[0], a.first_puts[0], want);
+  int good = proto == IR_PROTO_LL128 ? a.start[0].first == NULL : a.start[0].first == a.buf[rank][IR_BUF_INPUT];
+  good &= a.start[0].puts == want;
+  for (int k = 0; k < want; k++) good &= a.start[0].put[k] == a.lean[d->tab.ops[0].first + 1 + k].ptr;
+  a.ntbs = d->ntbs;
+  good &= ip_dargs_early(&a) == (want > 0);
+  if (!good) printf("#   first %p, %d early puts (wanted %d)\n", (const void *)a.start[0].first, a.start[0].puts, want);
   return good;
 }
 
@@ -307,7 +311,7 @@ int main(void) {
      "table alike): the input and the output whole, each put in its slot of the peer's landing, each landing of this "
      "rank in its slot, LL lines twice the payload rounded to 16 bytes");
   ok(early_puts(p, &d, 1, IR_PROTO_LL, 3), "LL one-shot: each thread puts its unit of the input to the three peers "
-     "right after loading it, at the run's own put links (ip_dargs.first_put)");
+     "right after loading it, at the run's own put links (ip_dargs.start)");
   ok(early_puts(p, &d, 1, IR_PROTO_SIMPLE, 0), "the same plan as Simple: the input loaded first, nothing put early");
   p->proto = IR_PROTO_LL128;
   ok(rt_dplan_build(&d, p, 1, 512) == BT_OK && d.ok && d.nops == 1 &&
