@@ -648,9 +648,7 @@ void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d) {
     if (!load) continue;
     st->first = a->lean[op->first].ptr;
     st->valid = a->lean[op->first].valid;
-    /* its first value's leading LL puts, where it is a run that reduces (its puts feed the peers' reductions,
-       which wait for them: on 2 x H200 the AllReduce one-shot 0.2-0.25 us faster at 8 B-4 KiB; where nothing
-       waits on them so, an AllGather's or a Broadcast's, 0.2 us slower at 1-16 KiB) */
+    /* its first value's leading LL puts, where it is a run that reduces (ip_dstart says why only there) */
     const int stores = a->proto == IR_PROTO_LL && op->kind == IP_D_RUN && op->ncomb ? op->npre : 0;
     while (st->puts < stores && st->puts < IP_DIRECT_EARLY_PUTS && (op->puts >> (st->puts + 1) & 1)) {
       st->put[st->puts] = a->lean[op->first + 1 + st->puts].ptr;
