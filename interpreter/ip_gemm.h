@@ -24,13 +24,20 @@ extern "C" {
 #define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
 #define IP_GEMM_STAGES 3    /* shared-memory ring depth (k-blocks in flight): 3 leaves room for the staging */
 #define IP_GEMM_BAND_GROUP 4 /* tile rows per band (ip_gemm_unit_coords): measured 2-8 alike, 1 slow on big W */
-/* From this K on, bands of IP_GEMM_BAND_GROUP_DEEP tile rows: they read W
- * from DRAM once per 16 tile rows instead of once per 4, and a GEMM that
- * long runs at the GPU's power cap, where reading less buys clock
- * (8192 x 8192 x 14336 on an H200: 2.15 against 4.18 GB read, 1.60
- * against 1.58 GHz, 2,743 against 2,761 us; 2048 x 8192 x 14336: 676
- * against 694 us). */
+/* From this K on, or where W holds IP_GEMM_DEEP_W_BYTES or more, bands of
+ * IP_GEMM_BAND_GROUP_DEEP tile rows: each band walks all of W, and a W
+ * that L2 cannot keep comes from DRAM once per band, so once per 16 tile
+ * rows instead of once per 4; a GEMM that long also runs at the GPU's
+ * power cap, where reading less buys clock (8192 x 8192 x 14336 on an
+ * H200: 2.15 against 4.18 GB read, 1.60 against 1.58 GHz, 2,743 against
+ * 2,761 us; 2048 x 8192 x 14336: 676 against 694 us).  48 MiB is about
+ * an H100's or H200's L2 (50 MB): a 64 MiB W (K 4096 x N 8192) ran 1024 x
+ * 8192 x 4096 in 87.3-87.6 us in bands of 8 (all its tile rows) against
+ * 89.6-89.9 in bands of 4, and 8192 x 8192 x 4096 in 814-822 against
+ * 834-842 (an H200); W of 32 MiB (K 2048 x N 8192, K 4096 x N 4096)
+ * gained nothing. */
 #define IP_GEMM_DEEP_K 8192
+#define IP_GEMM_DEEP_W_BYTES (48ll << 20)
 #define IP_GEMM_BAND_GROUP_DEEP 16
 
 /* Shared memory, sm_90a: the ring (A tile then B tile per stage), one
@@ -166,8 +173,8 @@ typedef struct ip_gemm_args {
   int64_t tiles_n;    /* ceil(n / IP_GEMM_TILE_N) */
   int64_t units;      /* tiles_m * tiles_n: units are 0 .. units - 1 */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
-  int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare: IP_GEMM_BAND_GROUP,
-                         or IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K */
+  int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare:
+                         ip_gemm_default_band_group's */
   int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
                          tiles_m; prepare: 0): a caller whose rows leave for other GPUs computes those first */
   /* The unit order's divisors (ip_gemm_set_band_group makes them): by
@@ -199,11 +206,15 @@ typedef struct ip_gemm_args {
 int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, int64_t ldw, int64_t m, int64_t n,
                     int64_t k, const char **why);
 
+/* The band group ip_gemm_prepare gives Y[m, n] = X[m, k] W[k, n]:
+ * IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K or a W of
+ * IP_GEMM_DEEP_W_BYTES bf16 bytes, else IP_GEMM_BAND_GROUP. */
+int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
+
 /* Sets g's unit order to bands of band_group tile rows (1 or more; below
  * 1 is taken as 1) and the divisors that walk it.  ip_gemm_prepare calls
- * it with IP_GEMM_BAND_GROUP (IP_GEMM_BAND_GROUP_DEEP from K =
- * IP_GEMM_DEEP_K); a caller that wants another order calls it
- * after. */
+ * it with ip_gemm_default_band_group's; a caller that wants another order
+ * calls it after. */
 void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group);
 
 /* Spreads the first `rows` rows of g's unit order (from band0: a caller's

@@ -90,7 +90,7 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->units = g->tiles_m * g->tiles_n;
   g->k_blocks = k / IP_GEMM_TILE_K;
   g->band0 = 0;
-  ip_gemm_set_band_group(g, k >= IP_GEMM_DEEP_K ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP);
+  ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));
   return IP_GEMM_OK;
 }
 

@@ -5,6 +5,12 @@
 
 #include <stdint.h>
 
+int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
+  if (n < 1 || k < 1 || n > IP_GEMM_MAX_DIM || k > IP_GEMM_MAX_DIM) return IP_GEMM_BAND_GROUP;
+  const int64_t w_bytes = n * k * 2;   /* bf16; below 2^63 within the limits */
+  return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
+}
+
 void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
   if (band_group < 1) band_group = 1;
   if (band_group > g->tiles_m && g->tiles_m > 0) band_group = g->tiles_m;

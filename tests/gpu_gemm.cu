@@ -12,7 +12,7 @@
 // Build (repository root; no GPU needed to build):
 //   mkdir -p .device/gemm
 //   nvcc -O3 -std=c++17 -lineinfo -gencode arch=compute_90a,code=sm_90a -I interpreter -I runtime/base \
-//     tests/gpu_gemm.cu interpreter/ip_gemm_host.c -lcublas -o .device/gemm/gpu_gemm
+//     tests/gpu_gemm.cu interpreter/ip_gemm_host.c interpreter/ip_gemm_order.c -lcublas -o .device/gemm/gpu_gemm
 // The fallback instead of wgmma: -gencode arch=compute_80,code=sm_80 (or
 // arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
 //
@@ -750,7 +750,8 @@ int main(int argc, char **argv) {
     if (f) fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err\n");
     char bgs[64];
     if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
-    else snprintf(bgs, sizeof bgs, "%d (%d from K = %d)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP, IP_GEMM_DEEP_K);
+    else snprintf(bgs, sizeof bgs, "%d (%d from K = %d or a W of %lld MiB)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP,
+                  IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20);
     printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls\n", prop.name, g_sms,
            g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS);
     printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us", "TFLOP/s",

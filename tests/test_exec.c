@@ -133,6 +133,26 @@ static void test_interleave(void) {
   ok(!neg && !huge && !g.inter_n, "negative, huge and unset: nothing spread");
 }
 
+/* The engine's default unit order: wide bands from K = IP_GEMM_DEEP_K or
+ * where W alone fills most of L2 (IP_GEMM_DEEP_W_BYTES), narrow ones
+ * elsewhere, and nothing odd for shapes outside the limits. */
+static void test_band_default(void) {
+  const int64_t deep = IP_GEMM_BAND_GROUP_DEEP, narrow = IP_GEMM_BAND_GROUP;
+  ok(ip_gemm_default_band_group(8192, 4096) == deep && ip_gemm_default_band_group(4096, 14336) == deep &&
+         ip_gemm_default_band_group(1024, IP_GEMM_DEEP_K) == deep,
+     "wide bands for a 64 MiB W (K 4096 x N 8192) and from K = %d", IP_GEMM_DEEP_K);
+  ok(ip_gemm_default_band_group(8192, 2048) == narrow && ip_gemm_default_band_group(4096, 4096) == narrow &&
+         ip_gemm_default_band_group(4096, 1024) == narrow,
+     "narrow bands for a W of 32 MiB or less");
+  const int64_t n = 4096, k_edge = IP_GEMM_DEEP_W_BYTES / (2 * n);   /* W exactly at the limit */
+  ok(ip_gemm_default_band_group(n, k_edge) == deep && ip_gemm_default_band_group(n, k_edge - 64) == narrow,
+     "the limit itself is wide (K %lld x N %lld)", (long long)k_edge, (long long)n);
+  ok(ip_gemm_default_band_group(0, 4096) == narrow && ip_gemm_default_band_group(-1, -1) == narrow &&
+         ip_gemm_default_band_group(IP_GEMM_MAX_DIM, IP_GEMM_MAX_DIM) == deep &&
+         ip_gemm_default_band_group(INT64_MAX, 64) == narrow,
+     "shapes outside the limits get the narrow default, the largest inside them the wide one");
+}
+
 static void test_allreduce(rt_diag *d) {
   ir_prog *p = ar2_with("rrc", d);
   ok(p && !ir_check(p, d), "2-rank allreduce validates");
@@ -611,6 +631,7 @@ int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_fastdiv();
   test_interleave();
+  test_band_default();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);

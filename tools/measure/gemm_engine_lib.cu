@@ -5,10 +5,11 @@
 // what the interpreter adds to the engine is measured in one process.
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -cudart static \
-//        -I interpreter -I runtime/base tools/measure/gemm_engine_lib.cu build/ip_gemm_host.o -o libgemm_engine.so
+//        -I interpreter -I runtime/base tools/measure/gemm_engine_lib.cu build/ip_gemm_host.o build/ip_gemm_order.o \
+//        -o libgemm_engine.so
 //
-// (ip_gemm_host.o: gcc -O2 -fPIC -c -I interpreter -I runtime/base -I /usr/local/cuda/include
-// interpreter/ip_gemm_host.c -o build/ip_gemm_host.o)
+// (ip_gemm_host.o and ip_gemm_order.o: gcc -O2 -fPIC -c -I interpreter -I runtime/base -I /usr/local/cuda/include
+// interpreter/ip_gemm_host.c -o build/ip_gemm_host.o, and the same for interpreter/ip_gemm_order.c)
 #include <cuda_runtime.h>
 
 #include "ip_gemm.cuh"
