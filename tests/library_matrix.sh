@@ -129,6 +129,27 @@ every_rank() {
   done
 }
 
+# One rank, where a ring or a pair has no peer: every script that takes a
+# rank count, in and out of place where it reads `inplace` (a one-rank
+# ring ReduceScatter out of place once left its output unwritten), with
+# two slots, the protocol going round.
+one_rank() {
+  local s
+  {
+  for s in allreduce_ring allgather_ring allreduce_rhd alltoall_bruck alltoall_pairwise gather_direct scatter_direct \
+    ${EVERY_RANK//.lua/}; do
+    echo "$s.lua ranks=1"
+  done
+  product reducescatter_ring.lua ranks=1 channels=1,2 inplace=0,1
+  product allreduce_allpairs.lua ranks=1 shot=1,2 inplace=0,1
+  product allgather_allpairs.lua ranks=1 inplace=0,1
+  product reducescatter_allpairs.lua ranks=1 inplace=0,1
+  product broadcast_direct.lua ranks=1 shot=1,2 inplace=0,1
+  product alltoall_direct.lua ranks=1 via=direct,put,get
+  for s in broadcast_chain broadcast_tree reduce_chain reduce_tree; do product "$s.lua" ranks=1 inplace=0,1; done
+  } | awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
+}
+
 # With two slots (the fewest the compiler schedules for): every
 # combination, the protocol going round Simple, LL, LL128 case by case.
 two_slots() {
@@ -239,12 +260,12 @@ run_case() {  # run_case NUMBER CASE...: one TAP line
   return 1
 }
 
-all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; direct; }
-sample() { pinned; two_slots; eight_slots; direct; every_rank; }
+all() { local p s; for p in "${PROTOCOLS[@]}"; do for s in 2 8; do combos | sed "s/\$/ protocol=$p slots=$s/"; done; done; direct; one_rank; }
+sample() { pinned; two_slots; eight_slots; direct; every_rank; one_rank; }
 # The quick form: the pinned shapes, a pairwise sample of the two-slot
 # cases, of the eight-slot ones and of the direct ones, and every fourth
-# every-rank case.
-quick() { pinned; two_slots | pairwise; eight_slots; direct | pairwise; every_rank | awk 'NR % 4 == 1'; }
+# every-rank case, and every one-rank case.
+quick() { pinned; two_slots | pairwise; eight_slots; direct | pairwise; every_rank | awk 'NR % 4 == 1'; one_rank; }
 case $mode in
   all) WIDE=$(seq -s, 2 64); list() { all; } ;;
   list) quick; exit 0 ;;

@@ -16,7 +16,8 @@
 -- opts.into(i) (reduce; reduce_scatter: opts.into(j, i)) -> buffer, index:
 -- where ranks[i] (i >= 2) keeps the sum instead of its own chunks, which
 -- stay untouched (an out-of-place ReduceScatter may not write its input);
--- the compiler folds the local copy into the receive-reduce.
+-- the compiler folds the local copy into the receive-reduce.  A ring of
+-- one rank asks into(1): its own chunks are the sum, copied there.
 local ring = {}
 
 -- The options copy() and reduce() take, out of a phase's opts.
@@ -40,6 +41,7 @@ function ring.reduce(ranks, buffer, index, opts)
   opts = opts or {}
   local count = opts.count or 1
   local acc = chunk(ranks[1], buffer, index, count)
+  if #ranks == 1 and opts.into then return acc:copy(ranks[1], opts.into(1)) end
   for i = 2, #ranks do
     local own = chunk(ranks[i], buffer, index, count)
     if opts.into then own = own:copy(ranks[i], opts.into(i)) end
