@@ -147,14 +147,18 @@ one_rank() {
   product broadcast_direct.lua ranks=1 shot=1,2 inplace=0,1
   product alltoall_direct.lua ranks=1 via=direct,put,get
   for s in broadcast_chain broadcast_tree reduce_chain reduce_tree; do product "$s.lua" ranks=1 inplace=0,1; done
-  } | awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
+  } | two_slots_round
+}
+
+# The cases on standard input with two slots, the protocol going round
+# Simple, LL, LL128 case by case.
+two_slots_round() {
+  awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
 }
 
 # With two slots (the fewest the compiler schedules for): every
-# combination, the protocol going round Simple, LL, LL128 case by case.
-two_slots() {
-  combos | awk -v p="${PROTOCOLS[*]}" 'BEGIN { np = split(p, P, " ") } { print $0, "protocol=" P[NR % np + 1], "slots=2" }'
-}
+# combination, the protocol going round.
+two_slots() { combos | two_slots_round; }
 
 # A pairwise sample of the cases on standard input: in a fixed
 # pseudo-random order (a hash of the line), each kept when it holds a value
