@@ -5,9 +5,10 @@
 // ring of IP_GEMM_STAGES shared-memory stages under full/empty mbarriers,
 // 128-byte swizzle, setmaxnreg) and an epilogue that overlaps the next
 // unit's mainloop: the consumers hand their outputs over in shared memory
-// and the producer warpgroup's three other warps store them.  On any
-// other target: an mma.sync + cp.async fallback with the same interface
-// and results.
+// and the producer warpgroup's three other warps store them; tiles split
+// over several blocks along K where they are too few for the GPU
+// (ip_gemm_args, "Split K").  On any other target: an mma.sync + cp.async
+// fallback with the same interface and results (ip_gemm_fb.cuh).
 //
 // Interface (ip_gemm.h describes the problem, ip_gemm_prepare fills it):
 //
@@ -15,10 +16,14 @@
 //                                                    int64_t unit0, int64_t unit_step, Epi &epi);
 //
 // Every thread of the block calls it, with the same arguments.  It runs
-// units unit0, unit0 + unit_step, ... < g.units; ip_gemm_unit_coords
-// gives each unit's tile.  g must live in kernel parameter space (a
-// __grid_constant__ parameter or a member of one): TMA reads the tensor
-// maps from there.  smem: IP_GEMM_SMEM bytes of dynamic shared memory
+// units unit0, unit0 + unit_step, ... < g.units; ip_gemm_unit_tile and
+// ip_gemm_unit_coords give each unit's tile.  Where g.splits > 1 a unit
+// is one k-range of a tile and the blocks of a tile's ranges meet
+// (ip_gemm_args, "Split K"): unit_step must be g.splits or more, every
+// block of the call must run at once, and none may wait, before or
+// inside the engine, for anything the GEMM's outputs release.  g must
+// live in kernel parameter space (a __grid_constant__ parameter or a
+// member of one): TMA reads the tensor maps from there.  smem: IP_GEMM_SMEM bytes of dynamic shared memory
 // (IP_GEMM_SMEM_FALLBACK off Hopper), any alignment of 16 or more; a
 // generic pointer is fine (one aligned through an integer, say): the
 // engine addresses that memory as shared (ipg::as_shared).
@@ -32,7 +37,7 @@
 //       pointer is 16-byte aligned get 16-byte stores (plain st.global:
 //       local or peer memory alike).  Rows >= g.m are never asked for.
 //   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane);
-//       called by the 32 threads of one warp per unit (lane 0 .. 31: the
+//       called by the 32 threads of one warp per tile (lane 0 .. 31: the
 //       epilogue may spread its work, such as counting the tile in
 //       several semaphores, over them; on sm_90a that warp, like the
 //       ones calling row_ptr, runs with IP_GEMM_REGS_PRODUCER registers,
@@ -102,7 +107,19 @@
 // Which path this device pass compiled: 1 wgmma (sm_90a), 0 the fallback.
 __device__ __forceinline__ int ip_gemm_path() { return IP_GEMM_SM90A; }
 
-// Unit u's output tile: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
+// Unit u's tile (0 .. g.tiles - 1) and k-range (0 .. g.splits - 1):
+// the g.splits units of a tile are consecutive (ip_gemm_args, "Split K").
+__device__ __forceinline__ int64_t ip_gemm_unit_tile(const ip_gemm_args &g, int64_t u, int *range) {
+  if (g.splits <= 1) {
+    *range = 0;
+    return u;
+  }
+  const int32_t t = ip_fastdiv_div((int32_t)u, g.div_splits);   // units < 2^31 (ip_gemm_set_split)
+  *range = (int32_t)u - t * g.splits;
+  return t;
+}
+
+// Tile u's output: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
 // n0 + IP_GEMM_TILE_N - 1 (clipped to m, n).  Row-band-major: all N tiles
 // of one band of rows, then the next band, where a band is g.band_group
 // tile rows (walked column by column: the G tiles of one column, then the
@@ -207,6 +224,37 @@ __device__ __forceinline__ int unit_rows(const ip_gemm_args &g, int64_t m0) {
 }
 __device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0) {
   return g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+}
+
+// Unit u's tile and k-range (ip_gemm_unit_tile), and a range's bounds,
+// for a walk that splits tiles (kSplit) or not.  Unsplit, the range is 0
+// and its bounds the tile's, known to the compiler: reading g.splits and
+// working the bounds out per unit cost the unsplit engine 1-3% (an H200,
+// 1,024-8,192 tokens at K = 1024-2048), so the engine runs as one of two
+// instances (ip_gemm_run).
+template <bool kSplit>
+__device__ __forceinline__ int64_t unit_tile(const ip_gemm_args &g, int64_t u, int *r) {
+  if (!kSplit) {
+    *r = 0;
+    return u;
+  }
+  return ip_gemm_unit_tile(g, u, r);
+}
+// k-range r's first k-block (r = g.splits: one past the last range's).
+// By the host's divisor: a 64-bit division is a routine of a few hundred
+// cycles, here before the producer's first load.  k_blocks * r stays
+// below 2^31 (k_blocks < 2^25, r <= IP_GEMM_MAX_SPLITS).
+template <bool kSplit>
+__device__ __forceinline__ int64_t range_kb(const ip_gemm_args &g, int r) {
+  if (!kSplit || r == 0) return r == 0 ? 0 : g.k_blocks;
+  return r == g.splits ? g.k_blocks : ip_fastdiv_div((int32_t)g.k_blocks * r, g.div_splits);
+}
+// The first 8-column group of a tile that k-range r owns (r = g.splits:
+// IP_GEMM_TILE_N / 8).
+template <bool kSplit>
+__device__ __forceinline__ int range_group(const ip_gemm_args &g, int r) {
+  if (!kSplit || r == 0) return r == 0 ? 0 : IP_GEMM_TILE_N / 8;
+  return r == g.splits ? IP_GEMM_TILE_N / 8 : ip_fastdiv_div(IP_GEMM_TILE_N / 8 * r, g.div_splits);
 }
 
 }  // namespace ipg
@@ -435,7 +483,7 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const layout &L
 // its stage to be free, then asks TMA for the A tile and the W boxes that
 // lie inside N (boxes past N are skipped: their columns are never
 // stored, and the stage's expected bytes count only what was asked).
-template <class Epi>
+template <bool kSplit, class Epi>
 __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
                                         const Epi &epi) {
   tma_prefetch(&g.tmap_x);
@@ -444,12 +492,13 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
   uint32_t phase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
-    ip_gemm_unit_coords(g, u, &m0, &n0);
+    int r;
+    ip_gemm_unit_coords(g, ipg::unit_tile<kSplit>(g, u, &r), &m0, &n0);
     if (epi.skip(m0)) continue;
     const int64_t left = (g.n - n0) / IP_GEMM_SWZ_COLS;
     const int boxes = left < kBoxesN ? (int)left : kBoxesN;
     const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
-    for (int64_t kb = 0; kb < g.k_blocks; kb++) {
+    for (int64_t kb = ipg::range_kb<kSplit>(g, r), kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
       const uint32_t full = L.full(stage), a = L.ring + stage * IP_GEMM_STAGE_BYTES;
       mbar_arrive_tx(full, bytes);
@@ -466,14 +515,15 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
 }
 
 // Stores rows r0, r0 + step, ... < rows of the staged unit at (m0, n0),
-// the 16-byte piece `lane` of each (pieces past cols are not stored),
-// kDepth rows' loads in flight before their stores (the store warps,
-// with IP_GEMM_REGS_PRODUCER registers, take 1: the interpreter's row_ptr
+// the 16-byte piece `lane` of each (pieces past cols, and where the tile
+// is split, pieces its k-range does not own, are not stored), kDepth
+// rows' loads in flight before their stores (the store warps, with
+// IP_GEMM_REGS_PRODUCER registers, take 1: the interpreter's row_ptr
 // spilled them at 2).
 template <int kDepth, class Epi>
 __device__ __forceinline__ void store_rows(const layout &L, int r0, int step, int rows, int cols, int lane,
-                                           int64_t m0, int64_t n0, Epi &epi) {
-  if (lane * kPiece >= cols) return;
+                                           int64_t m0, int64_t n0, int p0, int p1, Epi &epi) {
+  if (lane * kPiece >= cols || lane < p0 || lane >= p1) return;
   for (int r = r0; r < rows; r += kDepth * step) {
     uint4 v[kDepth];
 #pragma unroll
@@ -489,6 +539,14 @@ __device__ __forceinline__ void store_rows(const layout &L, int r0, int step, in
   }
 }
 
+// Split K's workspace (split_meet): 8-column groups of a tile, float4s a
+// range's partial tile, and the loads a thread keeps in flight adding
+// them up (hand_over).
+constexpr int kGroups = IP_GEMM_TILE_N / kPiece;   // 32
+static_assert(kAcc == 4 * kGroups, "a thread holds 4 accumulators of each column group");
+constexpr int64_t kSplitRange = (int64_t)kConsumers * kGroups * kWarpgroup;
+constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
+
 // Consumer warpgroup c's half of a unit's epilogue: once the store warps
 // have read the previous unit out of its staging buffer, its 64 x 256
 // accumulators go in as bf16, and each thread arrives on staged[c]
@@ -497,27 +555,126 @@ __device__ __forceinline__ void store_rows(const layout &L, int r0, int step, in
 // unit has no mainloop to hide its stores behind, so there the
 // warpgroup stores its own rows before it arrives.  t: thread index
 // inside the warpgroup; fphase: freed[c]'s parity, flipped per unit.
+//
+// A split tile's k-range (split: split_meet's pointer) stages only the
+// groups p0 .. p1 - 1 it owns, each the sum of every range's partial sums
+// in range order (the same bits every call), kSplitBatch loads in flight
+// a thread (one at a time, the loads' latency made a 128-token GEMM's
+// exchange take longer than its mainloop).
 template <class Epi>
 __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
-                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, Epi &epi) {
+                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, int p0, int p1,
+                                          const float4 *split, Epi &epi) {
   const int w = t / 32, l = t % 32;
   mbar_wait(g, L, L.freed(c), fphase ^ 1, IP_GEMM_WAIT_FREED, m0, n0);
   fphase ^= 1;
   // wgmma's accumulator layout: thread (w, l) holds, for each 8-column
   // group j, rows 16 w + l / 4 and + 8, columns 8 j + 2 (l % 4) and + 1.
   __nv_bfloat16 *r0 = L.stg_row(c, 16 * w + l / 4) + 2 * (l % 4), *r8 = r0 + 8 * IP_GEMM_STG_LD;
+  if (!split) {
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; j++) {
-    *(uint32_t *)&r0[8 * j] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
-    *(uint32_t *)&r8[8 * j] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+    for (int j = 0; j < kAcc / 4; j++) {
+      *(uint32_t *)&r0[8 * j] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
+      *(uint32_t *)&r8[8 * j] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+    }
+  } else {
+    // Load i is range i mod S of group p0 + i / S (walked by counters).
+    const int S = g.splits, n = (p1 - p0) * S;
+    int jl = p0, ol = 0, jf = p0, of = 0;   // the next load's group and range; the fold's
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i0 = 0; i0 < n; i0 += kSplitBatch) {
+      float4 v[kSplitBatch];
+#pragma unroll
+      for (int k = 0; k < kSplitBatch; k++)
+        if (i0 + k < n) {
+          v[k] = __ldcg(split + ol * kSplitRange + jl * kWarpgroup);
+          if (++ol == S) ol = 0, jl++;
+        }
+#pragma unroll
+      for (int k = 0; k < kSplitBatch; k++)
+        if (i0 + k < n) {
+          if (of == 0) acc = v[k];
+          else acc = make_float4(acc.x + v[k].x, acc.y + v[k].y, acc.z + v[k].z, acc.w + v[k].w);
+          if (++of == S) {
+            *(uint32_t *)&r0[8 * jf] = ipg::pack_bf16(acc.x, acc.y);
+            *(uint32_t *)&r8[8 * jf] = ipg::pack_bf16(acc.z, acc.w);
+            of = 0;
+            jf++;
+          }
+        }
+    }
   }
   if (last) {
     ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);
     const int first = c * kRowsPerConsumer, left = ipg::unit_rows(g, m0) - first;
     const int end = first + (left < kRowsPerConsumer ? left : kRowsPerConsumer);
-    store_rows<4>(L, first + w, kWarpgroup / 32, end, ipg::unit_cols(g, n0), l, m0, n0, epi);
+    store_rows<4>(L, first + w, kWarpgroup / 32, end, ipg::unit_cols(g, n0), l, m0, n0, p0, p1, epi);
   }
   mbar_arrive(L.staged(c));
+}
+
+// ---- Split K (ip_gemm_args) ----
+__device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Consumer warpgroup c's part of k-range r of a split tile, before its
+// hand-over: writes its partial sums to the workspace and meets the
+// tile's other ranges (its warpgroup's counter: every range's warpgroup
+// c arrives once).  Returns where thread t's values of range 0 lie: the
+// hand-over adds up the groups range r owns from there.  Workspace:
+// thread t's 4 values of group j of warpgroup c of range r of the tile at
+// float4 index
+//   (((tile * splits + r) * kConsumers + c) * kGroups + j) * kWarpgroup + t,
+// so that a warpgroup writes and reads each group as 2 KiB end to end.
+// Loads and stores go to L2 (.cg): another SM wrote or reads them.
+__device__ __forceinline__ const float4 *split_meet(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c,
+                                                   int t, int64_t tile, int r, int64_t m0, int64_t n0) {
+  const int S = g.splits;
+  float4 *const ws = (float4 *)g.split_ws + (tile * S * kConsumers + c) * kGroups * kWarpgroup + t;
+  float4 *const mine = ws + r * kSplitRange;
+#pragma unroll
+  for (int j = 0; j < kGroups; j++)
+    __stcg(mine + j * kWarpgroup, make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]));
+  uint32_t *const sem = g.split_sem + tile * IP_GEMM_SPLIT_SEMS + c;
+  ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);   // the warpgroup's partial sums are written
+  if (t == 0) {
+    __threadfence();   // ... before the arrival (cumulative over the barrier)
+    atomicAdd(sem, 1u);
+    if (ld_acquire_u32(sem) < (uint32_t)S) {
+      const uint64_t t0 = globaltimer();
+      while (ld_acquire_u32(sem) < (uint32_t)S) {
+        const uint64_t waited = globaltimer() - t0;
+        if (g.stall_ns && waited >= g.stall_ns) stall(g, L.claim(), IP_GEMM_WAIT_SPLIT, m0, n0, waited);
+      }
+    }
+  }
+  ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);   // every range's partial sums are in place
+  return ws;
+}
+
+// Whether the calling store warp's block is the last of a split tile's
+// k-ranges to have stored its groups (the warp's 32 lanes call it once
+// the block's stores of the tile are issued and its store warps have met):
+// that one resets the tile's counters and reports the tile done.  The
+// fences make every range's stores precede the report (cumulative over
+// the store warps' barrier, then through the counter).
+__device__ __forceinline__ bool split_last(const ip_gemm_args &g, int64_t tile, int lane) {
+  uint32_t *const sem = g.split_sem + tile * IP_GEMM_SPLIT_SEMS;
+  uint32_t old = 0;
+  if (lane == 0) {
+    __threadfence();
+    old = atomicAdd(sem + kConsumers, 1u);
+  }
+  old = __shfl_sync(~0u, old, 0);
+  if (old + 1 < (uint32_t)g.splits) return false;
+  // Every range's consumers have passed their meeting (they stage before
+  // their store warps arrive here): nobody reads these counters again.
+  if (lane <= kConsumers) sem[lane] = 0;
+  __threadfence();
+  return true;
 }
 
 // The store warps (the producer warpgroup's warps 1-3; s: 0 .. 95): for
@@ -527,24 +684,32 @@ __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L
 // last unit the consumers store), give the buffers back, and report the
 // unit done from the first store warp.  This overlaps the stores with
 // the consumers' next mainloop.
-template <class Epi>
+template <bool kSplit, class Epi>
 __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
                                       int s, Epi &epi) {
   const int warp = s / 32, lane = s % 32;
   uint32_t sphase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
-    ip_gemm_unit_coords(g, u, &m0, &n0);
+    int r;
+    const int64_t tile = ipg::unit_tile<kSplit>(g, u, &r);
+    ip_gemm_unit_coords(g, tile, &m0, &n0);
     if (epi.skip(m0)) continue;   // the consumers report it
     const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
     for (int c = 0; c < kConsumers; c++) mbar_wait(g, L, L.staged(c), sphase, IP_GEMM_WAIT_STAGED, m0, n0);
     sphase ^= 1;
-    if (u + unit_step < g.units) store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, epi);
+    if (u + unit_step < g.units)
+      store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, ipg::range_group<kSplit>(g, r),
+                    ipg::range_group<kSplit>(g, r + 1), epi);
     ipg::bar_named(IP_GEMM_BAR_FIRST, kStoreWarps * 32);   // every row is stored and the buffers read
     if (s == 0)
       for (int c = 0; c < kConsumers; c++) mbar_arrive(L.freed(c));
     if (warp == 0) {
-      if (epi.publishes()) __threadfence();
+      if (kSplit) {
+        if (!split_last(g, tile, lane)) continue;
+      } else if (epi.publishes()) {
+        __threadfence();
+      }
       epi.done(m0, n0, rows, cols, lane);
     }
   }
@@ -554,7 +719,7 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, in
 // stages fill (one commit group per stage; a stage is given back once the
 // group after it has been issued and its own has completed), then its
 // half of the unit into the staging buffer.
-template <class Epi>
+template <bool kSplit, class Epi>
 __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
                                         int c, int t, Epi &epi) {
   float d[kAcc];
@@ -567,23 +732,26 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
   uint32_t phase = 0, fphase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
     int64_t m0, n0;
-    ip_gemm_unit_coords(g, u, &m0, &n0);
-    if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by one warp
-      if (c == 0 && t < 32) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0), t);
+    int r;
+    const int64_t tile = ipg::unit_tile<kSplit>(g, u, &r);
+    ip_gemm_unit_coords(g, tile, &m0, &n0);
+    if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by one warp (of the first k-range)
+      if (c == 0 && t < 32 && r == 0) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0), t);
       continue;
     }
+    const int64_t kb0 = ipg::range_kb<kSplit>(g, r);
     int prev = 0;
-    for (int64_t kb = 0; kb < g.k_blocks; kb++) {
+    for (int64_t kb = kb0, kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.full(stage), phase, IP_GEMM_WAIT_FULL, m0, n0);
       const uint64_t off = (uint64_t)(stage * IP_GEMM_STAGE_BYTES) >> 4;
       wg_fence();
       acc_fence(d);
 #pragma unroll
       for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
-        wgmma_m64n256k16(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > 0 || kk > 0);
+        wgmma_m64n256k16(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > kb0 || kk > 0);
       wg_commit();
       acc_fence(d);
-      if (kb > 0) {
+      if (kb > kb0) {
         wg_wait<1>();
         if (lane == 0) mbar_arrive(L.empty(prev));
       }
@@ -596,11 +764,13 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     wg_wait<0>();
     acc_fence(d);
     if (lane == 0) mbar_arrive(L.empty(prev));
-    hand_over(g, L, d, c, t, fphase, u + unit_step >= g.units, m0, n0, epi);
+    const float4 *split = kSplit ? split_meet(g, L, d, c, t, tile, r, m0, n0) : nullptr;
+    hand_over(g, L, d, c, t, fphase, u + unit_step >= g.units, m0, n0, ipg::range_group<kSplit>(g, r),
+              ipg::range_group<kSplit>(g, r + 1), split, epi);
   }
 }
 
-template <class Epi>
+template <bool kSplit, class Epi>
 __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
   const int tid = threadIdx.x, wg = tid / kWarpgroup;
   if (blockDim.x != IP_GEMM_THREADS) __trap();  // the roles below need exactly this many threads
@@ -638,15 +808,15 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   constexpr int kGrown = IP_GEMM_BAR_FIRST + 1 + kConsumers;
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
-    if (tid == 0) produce(g, L, unit0, unit_step, epi);
-    else if (tid >= 32) store(g, L, unit0, unit_step, tid - 32, epi);
+    if (tid == 0) produce<kSplit>(g, L, unit0, unit_step, epi);
+    else if (tid >= 32) store<kSplit>(g, L, unit0, unit_step, tid - 32, epi);
     __syncwarp();
     ipg::bar_named(kGrown, IP_GEMM_THREADS);
     regs_grow<IP_GEMM_REGS_ENTRY>();
   } else {
     regs_grow<IP_GEMM_REGS_CONSUMER>();
     ipg::bar_arrive(kGrown, IP_GEMM_THREADS);
-    consume(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
+    consume<kSplit>(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
     regs_shrink<IP_GEMM_REGS_ENTRY>();
   }
   __syncthreads();  // every wait and arrive is over, every store issued
@@ -656,174 +826,31 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
 #endif  // IP_GEMM_SM90A
 
 #if !IP_GEMM_SM90A
-// ===========================================================================
-// Fallback (any other target): mma.sync m16n8k16 + cp.async, 3 stages.
-// A unit's 128 x 256 tile is computed as two 128 x 128 halves; warps 0-7
-// compute (a 2 x 4 grid of 64 x 32 warp tiles), all 12 warps load.
-// ===========================================================================
-namespace ipgfb {
+#include "ip_gemm_fb.cuh"
+#endif
 
-constexpr int kComputeWarps = 8;
-constexpr int kWarpRows = 64, kWarpCols = 32;
-constexpr int kWarpsN = IP_GEMM_FB_BN / kWarpCols;  // 4
-constexpr int kMt = kWarpRows / 16, kNt = kWarpCols / 8;
-constexpr int kAChunks = IP_GEMM_TILE_M * IP_GEMM_FB_BK / 8;  // 16-byte pieces of an A stage
-constexpr int kBChunks = IP_GEMM_FB_BK * IP_GEMM_FB_BN / 8;
-constexpr int kAStageBytes = IP_GEMM_TILE_M * IP_GEMM_FB_A_LD * 2;
-static_assert(kComputeWarps * 32 <= IP_GEMM_THREADS, "compute warps fit the block");
-static_assert((IP_GEMM_TILE_M / kWarpRows) * kWarpsN == kComputeWarps, "warp grid covers the half tile");
-
-// 16 bytes from global src to shared dst; src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Every thread: its share of stage s's cp.async for k-block kb of the
-// half tile at (m0, nh); rows past m and columns past n read as zeros.
-__device__ __forceinline__ void load_stage(const ip_gemm_args &g, uint32_t base, int s, int64_t kb, int64_t m0,
-                                           int64_t nh) {
-  const uint32_t a = base + s * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
-  const __nv_bfloat16 *x = (const __nv_bfloat16 *)g.x, *w = (const __nv_bfloat16 *)g.w;
-  for (int i = threadIdx.x; i < kAChunks + kBChunks; i += IP_GEMM_THREADS) {
-    if (i < kAChunks) {
-      const int r = i / (IP_GEMM_FB_BK / 8), c8 = i % (IP_GEMM_FB_BK / 8);
-      const bool ok = m0 + r < g.m;
-      const __nv_bfloat16 *src = ok ? x + (m0 + r) * g.ldx + kb * IP_GEMM_FB_BK + c8 * 8 : x;
-      cp_async16(a + (r * IP_GEMM_FB_A_LD + c8 * 8) * 2, src, ok ? 16 : 0);
-    } else {
-      const int j = i - kAChunks, r = j / (IP_GEMM_FB_BN / 8), c8 = j % (IP_GEMM_FB_BN / 8);
-      const bool ok = nh + c8 * 8 < g.n;
-      const __nv_bfloat16 *src = ok ? w + (kb * IP_GEMM_FB_BK + r) * g.ldw + nh + c8 * 8 : w;
-      cp_async16(b + (r * IP_GEMM_FB_B_LD + c8 * 8) * 2, src, ok ? 16 : 0);
-    }
-  }
-}
-
-// Output pair (col, col + 1) of a row: one 4-byte store where aligned.
-__device__ __forceinline__ void store2(__nv_bfloat16 *p, float lo, float hi) {
-  const uint32_t v = ipg::pack_bf16(lo, hi);
-  if (((uintptr_t)p & 3) == 0) {
-    *(uint32_t *)p = v;
-  } else {
-    ((unsigned short *)p)[0] = (unsigned short)(v & 0xffff);
-    ((unsigned short *)p)[1] = (unsigned short)(v >> 16);
-  }
-}
-
-template <class Epi>
-__device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / kWarpsN, wn = warp % kWarpsN;
-  const uint32_t s0 = ipg::smem_u32(smem);
-  const uint32_t base = (s0 + 127) & ~127u;
-  const int64_t kt = g.k / IP_GEMM_FB_BK;
-  for (int64_t u = unit0; u < g.units; u += unit_step) {
-    int64_t m0, n0;
-    ip_gemm_unit_coords(g, u, &m0, &n0);
-    const bool skip = epi.skip(m0);
-    for (int h = 0; h < IP_GEMM_TILE_N / IP_GEMM_FB_BN && !skip; h++) {
-      const int64_t nh = n0 + h * IP_GEMM_FB_BN;
-      if (nh >= g.n) break;
-      float acc[kMt][kNt][4];
-#pragma unroll
-      for (int i = 0; i < kMt; i++)
-#pragma unroll
-        for (int j = 0; j < kNt; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
-      for (int s = 0; s < IP_GEMM_FB_STAGES - 1; s++) {
-        if (s < kt) load_stage(g, base, s, s, m0, nh);
-        cp_commit();  // empty groups keep the count uniform
-      }
-      for (int64_t kb = 0; kb < kt; kb++) {
-        cp_wait<IP_GEMM_FB_STAGES - 2>();
-        __syncthreads();  // stage kb landed for all; stage kb - 1 is no longer read
-        const int64_t next = kb + IP_GEMM_FB_STAGES - 1;
-        if (next < kt) load_stage(g, base, (int)(next % IP_GEMM_FB_STAGES), next, m0, nh);
-        cp_commit();
-        if (warp < kComputeWarps) {
-          const uint32_t a = base + (int)(kb % IP_GEMM_FB_STAGES) * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
-#pragma unroll
-          for (int ks = 0; ks < IP_GEMM_FB_BK / 16; ks++) {
-            uint32_t af[kMt][4], bf[kNt / 2][4];
-#pragma unroll
-            for (int mt = 0; mt < kMt; mt++)
-              ldsm_x4(a + ((wm * kWarpRows + mt * 16 + lane % 16) * IP_GEMM_FB_A_LD + ks * 16 + lane / 16 * 8) * 2,
-                      af[mt]);
-#pragma unroll
-            for (int np = 0; np < kNt / 2; np++)
-              ldsm_x4_t(b + ((ks * 16 + lane % 16) * IP_GEMM_FB_B_LD + wn * kWarpCols + np * 16 + lane / 16 * 8) * 2,
-                        bf[np]);
-#pragma unroll
-            for (int mt = 0; mt < kMt; mt++)
-#pragma unroll
-              for (int nt = 0; nt < kNt; nt++)
-                mma16816(acc[mt][nt], af[mt], bf[nt / 2][(nt % 2) * 2], bf[nt / 2][(nt % 2) * 2 + 1]);
-          }
-        }
-      }
-      cp_wait<0>();
-      __syncthreads();  // the next half's first loads overwrite stages still being read
-      if (warp < kComputeWarps) {
-#pragma unroll
-        for (int mt = 0; mt < kMt; mt++)
-#pragma unroll
-          for (int hr = 0; hr < 2; hr++) {
-            const int64_t row = m0 + wm * kWarpRows + mt * 16 + lane / 4 + hr * 8;
-            if (row >= g.m) continue;
-            __nv_bfloat16 *p = epi.row_ptr(row);
-#pragma unroll
-            for (int nt = 0; nt < kNt; nt++) {
-              const int64_t col = nh + wn * kWarpCols + nt * 8 + (lane % 4) * 2;
-              if (col < g.n) store2(p + col, acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
-            }
-          }
-      }
-    }
-    if (!skip) __syncthreads();  // every store of the unit precedes done (the same for every thread)
-    if (threadIdx.x < 32) {
-      const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
-      if (epi.publishes()) __threadfence();
-      epi.done(m0, n0, rows, cols, threadIdx.x);
-    }
-  }
-  __syncthreads();
-}
-
-}  // namespace ipgfb
-#endif  // !IP_GEMM_SM90A
-
-// The entry point (contract at the top of this file).
-template <class Epi>
-__device__ __forceinline__ void ip_gemm_run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
-                                            Epi &epi) {
+// The entry point (contract at the top of this file), as one of its two
+// instances: kSplit must be g.splits > 1.  A kernel that knows which
+// calls it runs instantiates only that one: each instance is a copy of
+// the engine, and a second copy in the interpreter's gemm kernel made
+// ptxas spill more of the kernel's other code (its communicating blocks'
+// FIFO exchange ran 14-21% slower).
+template <bool kSplit, class Epi>
+__device__ __forceinline__ void ip_gemm_run_as(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
+                                               Epi &epi) {
 #if IP_GEMM_SM90A
-  ipg90::run(g, smem, unit0, unit_step, epi);
+  ipg90::run<kSplit>(g, smem, unit0, unit_step, epi);
 #else
   ipgfb::run(g, smem, unit0, unit_step, epi);
 #endif
+}
+
+// The entry point (contract at the top of this file), either instance.
+template <class Epi>
+__device__ __forceinline__ void ip_gemm_run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
+                                            Epi &epi) {
+  if (g.splits > 1) ip_gemm_run_as<true>(g, smem, unit0, unit_step, epi);
+  else ip_gemm_run_as<false>(g, smem, unit0, unit_step, epi);
 }
 
 #endif

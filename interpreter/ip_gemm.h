@@ -91,6 +91,7 @@ enum ip_gemm_err {
   IP_GEMM_ESTRIDE = -2, /* ldx < K, ldw < N, or not a multiple of 8 elements */
   IP_GEMM_EALIGN = -3,  /* x or w not 16-byte aligned, or NULL */
   IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
+  IP_GEMM_ESPLIT = -5,  /* ip_gemm_set_split: splits out of range, workspace missing or misaligned */
 };
 
 #ifdef __CUDACC__
@@ -150,7 +151,8 @@ typedef struct ip_tmap {
 enum { IP_GEMM_WAIT_FULL = 1,   /* a stage's loads (the consumers) */
        IP_GEMM_WAIT_EMPTY,      /* a free stage (the producer) */
        IP_GEMM_WAIT_STAGED,     /* the consumers' outputs (the store warps) */
-       IP_GEMM_WAIT_FREED };    /* a free staging buffer (the consumers) */
+       IP_GEMM_WAIT_FREED,      /* a free staging buffer (the consumers) */
+       IP_GEMM_WAIT_SPLIT };    /* the other k-ranges' partial sums of a tile (the consumers) */
 typedef struct ip_gemm_stall {
   int32_t flag;                 /* 0: none */
   int32_t block, thread, what;  /* what: IP_GEMM_WAIT_* */
@@ -171,8 +173,15 @@ typedef struct ip_gemm_args {
   int64_t ldx, ldw;   /* row strides in elements */
   int64_t tiles_m;    /* ceil(m / IP_GEMM_TILE_M) */
   int64_t tiles_n;    /* ceil(n / IP_GEMM_TILE_N) */
-  int64_t units;      /* tiles_m * tiles_n: units are 0 .. units - 1 */
+  int64_t units;      /* tiles * splits: units are 0 .. units - 1 (below) */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
+  /* Split K (below; ip_gemm_set_split): beside the fields every walk reads
+   * first, so that they share its constant-cache lines (at the struct's
+   * end they cost a one-unit GEMM 0.2-0.3 us, a miss before the first
+   * load). */
+  int64_t tiles;      /* tiles_m * tiles_n; units = tiles * splits */
+  int32_t splits;     /* 1 .. IP_GEMM_MAX_SPLITS */
+  ip_fastdiv div_splits;
   int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare:
                          ip_gemm_default_band_group's */
   int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
@@ -195,7 +204,38 @@ typedef struct ip_gemm_args {
    * and stops the kernel. */
   ip_gemm_stall *stall;
   uint64_t stall_ns;
+  /* Split K (ip_gemm_set_split; prepare: none, splits 1).  Unit u is
+   * k-range u mod splits of tile u / splits: its k-blocks k_blocks r /
+   * splits .. k_blocks (r + 1) / splits - 1.  Each range's block writes
+   * its partial sums to split_ws, meets the tile's other ranges
+   * (split_sem), and adds every range's partial sums of the columns it
+   * owns (columns 256 r / splits .. 256 (r + 1) / splits - 1 of the tile,
+   * in 8-column groups) in range order: the same bits every call.  The
+   * tile's last range to store calls done().  A block waits
+   * there for the blocks of its tile's other ranges: the caller gives the
+   * engine unit_step >= splits, blocks that all run at once, and waits in
+   * none of them for what the GEMM's outputs release (tiles, splits and
+   * div_splits are above). */
+  float *split_ws;    /* ip_gemm_split_ws_bytes, 16-byte aligned; its contents between calls do not matter */
+  uint32_t *split_sem; /* IP_GEMM_SPLIT_SEMS words per tile, zero before a call; the call leaves them zero */
 } ip_gemm_args;
+
+/* Split K's limits and workspace.  A range's partial tile is
+ * IP_GEMM_TILE_M x IP_GEMM_TILE_N f32 (128 KiB). */
+#define IP_GEMM_MAX_SPLITS 16
+#define IP_GEMM_SPLIT_SEMS 4 /* per tile: each consumer warpgroup's arrivals, the stores', one spare */
+/* ip_gemm_default_splits: at most IP_GEMM_SPLIT_DEFAULT_MAX ranges, and
+ * only where splitting spares a block IP_GEMM_SPLIT_MIN_SAVED k-blocks or
+ * more.  Splitting costs some 8-14 us on an H200 where the ranges fill the
+ * GPU (each range writes its 128 KiB partial tile, reads the others',
+ * and meets them); a k-block, some 0.6 us.  128 x 4096 x 1024 (16
+ * tiles, 16 k-blocks): 13.9 us whole, 15.4 in 8 ranges (which spare 14
+ * k-blocks); 128 x 4096 x 2048: 23.0 whole, 16.8 in 8 ranges (28
+ * spared); 256 x 8192 x 2048 (64 tiles): 24.1 whole, 27.4 in 2 ranges
+ * (16 spared); 256 x 8192 x 4096: 44.9 and 40.3 (32 spared); 128 x 4096
+ * x 14336: 138.3 and 45.6 in 8 ranges, where cuBLAS takes 36.2. */
+#define IP_GEMM_SPLIT_DEFAULT_MAX 8
+#define IP_GEMM_SPLIT_MIN_SAVED 24
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
  * W [k, n] (row stride ldw) at w, both device memory of the GPU that will
@@ -242,6 +282,23 @@ IP_GEMM_HD int32_t ip_gemm_inter_band(int32_t w, int32_t n, int32_t f, ip_fastdi
   const int32_t before = ip_fastdiv_div(w * f + n - 1, div), upto = ip_fastdiv_div((w + 1) * f + n - 1, div);
   return upto > before ? before : f + w - before;
 }
+
+/* Splits g's tiles into `splits` k-ranges each (ip_gemm_args, "Split
+ * K"), with ws (ip_gemm_split_ws_bytes(g, splits) bytes) and sem
+ * (ip_gemm_split_sem_bytes(g) bytes, zeroed) in device memory of the GPU
+ * that runs the engine.  splits 1 undoes it (ws and sem may then be
+ * NULL).  Returns IP_GEMM_OK, or IP_GEMM_ESPLIT with *why (if why) naming
+ * the limit: splits outside 1 .. IP_GEMM_MAX_SPLITS or above g's
+ * k-blocks, ws or sem NULL or misaligned; g is then unchanged. */
+int ip_gemm_set_split(ip_gemm_args *g, int64_t splits, float *ws, uint32_t *sem, const char **why);
+int64_t ip_gemm_split_ws_bytes(const ip_gemm_args *g, int64_t splits);
+int64_t ip_gemm_split_sem_bytes(const ip_gemm_args *g);
+
+/* The k-ranges a tile of g gets when `blocks` blocks run the engine at
+ * once: as many as the blocks hold in one round (blocks / tiles), at most
+ * IP_GEMM_SPLIT_DEFAULT_MAX; 1 (no split) where that is 1 or spares a
+ * block fewer than IP_GEMM_SPLIT_MIN_SAVED k-blocks. */
+int64_t ip_gemm_default_splits(const ip_gemm_args *g, int64_t blocks);
 
 /* Dynamic shared memory a block needs to run the engine on a device of
  * compute capability major.minor: IP_GEMM_SMEM on 9.x (whichever path the

@@ -87,7 +87,10 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->ldw = ldw;
   g->tiles_m = (m + IP_GEMM_TILE_M - 1) / IP_GEMM_TILE_M;
   g->tiles_n = (n + IP_GEMM_TILE_N - 1) / IP_GEMM_TILE_N;
-  g->units = g->tiles_m * g->tiles_n;
+  g->tiles = g->tiles_m * g->tiles_n;
+  g->units = g->tiles;
+  g->splits = 1;
+  g->div_splits = ip_fastdiv_make(1);
   g->k_blocks = k / IP_GEMM_TILE_K;
   g->band0 = 0;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));

@@ -143,13 +143,14 @@ __device__ __forceinline__ bool gemm_plain(const ip_gargs &a) {
 // H200).  Skipping the fill and both barriers around the one copy
 // spilled 898 bytes in the communicating blocks' code (the note below);
 // two copies leave them at 778.
+template <bool kSplit>
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   if (gemm_plain(a)) {
     if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.gen[blockIdx.x], 1ull);   // counted, nobody waits
     gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, 0, 0};
-    ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+    ip_gemm_run_as<kSplit>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
     return;
   }
   int tn = 0;
@@ -212,7 +213,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_READY, 0, 0);
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, a.gposts, a.gcount != nullptr};
-  ip_gemm_run(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+  ip_gemm_run_as<kSplit>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
   if (direct_meets(a) && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
@@ -222,7 +223,11 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
 __device__ __noinline__ void gemm_comm_block(const ip_gargs &a) { ip_comm_block<IP_BF16, IP_OP_SUM, false>(a); }
 
 // The kernel: bf16 only (the engine's type); nothing reduces (a gemm
-// program's collective moves its data: the runtime refuses others).
+// program's collective moves its data: the runtime refuses others).  Two
+// instances: a GEMM whose tiles split their K over several blocks
+// (ip_gemm_args.splits > 1) runs the second, so that the first keeps the
+// code, and the registers, it had before split K (ip_gemm_run_as).
+template <bool kSplit>
 __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const __grid_constant__ ip_gargs a) {
   // A programmatic launch (ip_gpu_gemm_launch): nothing of the kernel
   // before -- the caller's X, the call counts, the FIFOs -- is read before
@@ -232,7 +237,7 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
   pdl_wait();
   pdl_release();
   if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a direct call's every block (rt_group.c)
-    gemm_block(a);
+    gemm_block<kSplit>(a);
     return;
   }
   gemm_comm_block(a);
@@ -247,9 +252,11 @@ static int dyn_limit(void) {
   cudaFuncAttributes at;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel) != cudaSuccess)
+      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel<false>) != cudaSuccess)
     return 0;
-  return optin - (int)at.sharedSizeBytes;
+  cudaFuncAttributes split;
+  if (cudaFuncGetAttributes(&split, (const void *)ip_gpu_gemm_kernel<true>) != cudaSuccess) return 0;
+  return optin - (int)(at.sharedSizeBytes > split.sharedSizeBytes ? at.sharedSizeBytes : split.sharedSizeBytes);
 }
 
 extern "C" int ip_gpu_gemm_smem(void) {
@@ -262,9 +269,11 @@ extern "C" int ip_gpu_gemm_smem(void) {
 
 extern "C" int ip_gpu_gemm_ok(const char **why) {
   int dev, major = 0;
-  cudaFuncAttributes at;
+  cudaFuncAttributes at, split;
   *why = "ok";
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel) != cudaSuccess) {
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel<false>) != cudaSuccess ||
+      cudaFuncGetAttributes(&split, (const void *)ip_gpu_gemm_kernel<true>) != cudaSuccess) {
     *why = "the gemm kernel does not load on this device";
     return 0;
   }
@@ -275,7 +284,7 @@ extern "C" int ip_gpu_gemm_ok(const char **why) {
   }
   /* sm_90a moves registers between warpgroups (setmaxnreg): the kernel
    * must hold exactly the count the engine gives back. */
-  if (major == 9 && at.numRegs != IP_GEMM_REGS_ENTRY) {
+  if (major == 9 && (at.numRegs != IP_GEMM_REGS_ENTRY || split.numRegs != IP_GEMM_REGS_ENTRY)) {
     *why = "the gemm kernel was built with a register count the tile engine cannot run with";
     return 0;
   }
@@ -289,8 +298,11 @@ extern "C" int ip_gpu_gemm_ok(const char **why) {
 extern "C" bt_result ip_gpu_gemm_load(void) {
   const int lim = dyn_limit();
   if (lim <= 0) return BT_OK;   /* ip_gpu_gemm_ok says why no program with gemm steps runs */
-  return rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      lim), RT_SUB_EXEC, "allowing the gemm kernel its shared memory");
+  CHECK(rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel<false>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, lim),
+                RT_SUB_EXEC, "allowing the gemm kernel its shared memory"));
+  return rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      lim), RT_SUB_EXEC, "allowing the split gemm kernel its shared memory");
 }
 
 extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
@@ -301,7 +313,7 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
     *max_blocks = 0;
     return BT_OK;
   }
-  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)ip_gpu_gemm_kernel, IP_GEMM_THREADS,
+  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)ip_gpu_gemm_kernel<false>, IP_GEMM_THREADS,
                                                               smem), RT_SUB_EXEC, "occupancy"));
   *max_blocks = sms * per;
   return BT_OK;
@@ -310,6 +322,7 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
 extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream) {
   ip_gargs args = *a;
   void *params[] = {&args};
-  return rt_cuda_launch((const void *)ip_gpu_gemm_kernel, (unsigned)ip_gpu_blocks(a), IP_GEMM_THREADS, ip_gpu_smem(a),
+  const void *k = a->gemm.splits > 1 ? (const void *)ip_gpu_gemm_kernel<true> : (const void *)ip_gpu_gemm_kernel<false>;
+  return rt_cuda_launch(k, (unsigned)ip_gpu_blocks(a), IP_GEMM_THREADS, ip_gpu_smem(a),
                         stream, pdl, params, RT_SUB_EXEC, "interpreter launch (gemm)");
 }

@@ -457,6 +457,50 @@ static char *gemm_base(const rt_plan *pl, const ip_gargs *a) {
   return a->buf[b] + ir_geom_off(g, b, pl->gdchunk0) * a->esize;
 }
 
+/* Splits the k-blocks of launch a's GEMM over several of its compute
+ * blocks where its tiles leave most of them idle (ip_gemm_default_splits,
+ * BATON_GEMM_SPLIT), with the communicator's split workspace.  The
+ * workspace is made for every unit the compute blocks hold (a block's
+ * 128 KiB partial tile each) at the first call that splits; making it is
+ * a cudaMalloc, which a stream being captured cannot take: a captured
+ * call before any eager one runs unsplit (correct, slower) and says so.
+ * Calls on a communicator are ordered on the GPU (as its FIFOs and
+ * scratch require): one workspace serves them all. */
+static bt_result gemm_split(baton_comm *c, ip_gargs *a, cudaStream_t stream) {
+  const int64_t blocks = (int64_t)a->ncomp * a->cwidth;
+  const int64_t s = ip_gemm_default_splits(&a->gemm, blocks);
+  if (s < 2) return BT_OK;
+  if (a->gemm.units * s > c->gsplit_units) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CHECK(rt_cuda(cudaStreamIsCapturing(stream, &cs), RT_SUB_RUNTIME, "cudaStreamIsCapturing"));
+    if (cs != cudaStreamCaptureStatusNone) {
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: a captured GEMM of %lld x %lld x %lld runs unsplit: its split workspace is "
+               "made at the first such call outside a capture", c->rank, (long long)a->gemm.m, (long long)a->gemm.n,
+               (long long)a->gemm.k);
+      return BT_OK;
+    }
+    ip_gemm_args most = a->gemm;   /* sized for every unit the blocks hold: tiles of one unit each */
+    most.tiles = blocks;
+    const size_t wsb = (size_t)ip_gemm_split_ws_bytes(&most, 1), smb = (size_t)ip_gemm_split_sem_bytes(&most);
+    if (c->gsplit_ws) CHECK(rt_cuda(cudaStreamSynchronize(stream), RT_SUB_RUNTIME, "split workspace: earlier work"));
+    cudaFree(c->gsplit_ws);
+    cudaFree(c->gsplit_sem);
+    c->gsplit_ws = NULL;
+    c->gsplit_sem = NULL;
+    c->gsplit_units = 0;
+    CHECK(rt_cuda(cudaMalloc((void **)&c->gsplit_ws, wsb), RT_SUB_RUNTIME, "the GEMM's split workspace"));
+    CHECK(rt_cuda(cudaMalloc((void **)&c->gsplit_sem, smb), RT_SUB_RUNTIME, "the GEMM's split counters"));
+    CHECK(rt_cuda(cudaMemsetAsync(c->gsplit_sem, 0, smb, stream), RT_SUB_RUNTIME, "zeroing the split counters"));
+    c->gsplit_units = blocks;
+  }
+  const char *why = NULL;
+  if (ip_gemm_set_split(&a->gemm, s, c->gsplit_ws, c->gsplit_sem, &why) != IP_GEMM_OK) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s", c->rank, why);
+    return BT_ERR_INTERNAL;
+  }
+  return BT_OK;
+}
+
 /* The call's work on its stream: the input's copy when the program runs on
  * one, the interpreter, the output's copy out of a temporary span, AVG's
  * division.  The current device must be the communicator's. */
@@ -489,6 +533,7 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   if (L->rot_out) a.buf[IR_BUF_OUTPUT] = rot;   /* gather: rotated into place after the run */
   a.trace = rt_trace_buf(c->trace, blocks);
   if (a.cgemm && !a.direct) a.gbase = gemm_base(&c->plans[L->ai], &a);   /* a direct call's is its owners' */
+  if (a.cgemm && c->gemm_split) CHECK(gemm_split(c, &a, L->stream));
   int forked = 0;
   if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
   /* The gemm kernel as a programmatic dependent (BATON_DIRECT_PDL), as

@@ -114,6 +114,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   dholds /= c->share;
   c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
   if (!res && rt_param_int(RT_PARAM_DIRECT_PDL)) res = ip_direct_pdl_ok(&c->pdl);
+  c->gemm_split = (int)rt_param_int(RT_PARAM_GEMM_SPLIT);
   /* The timeline holds the largest launch: an interpreter grid, or the
    * direct GEMV + AllReduce's (up to IP_FDIRECT_BLOCKS_PER_SM per SM). */
   int tblocks = holds;
@@ -268,6 +269,8 @@ static void comm_free(baton_comm *c) {
   tp_set_free(c->tps);   /* stops the network proxy before anything it reads goes */
   free(c->peers);
   if (c->scratch) cudaFree(c->scratch);
+  if (c->gsplit_ws) cudaFree(c->gsplit_ws);
+  if (c->gsplit_sem) cudaFree(c->gsplit_sem);
   if (c->dflags) cudaFree(c->dflags);
   if (c->kick_stream) cudaStreamDestroy(c->kick_stream);
   if (c->kick_fork) cudaEventDestroy(c->kick_fork);
@@ -560,8 +563,8 @@ baton_result rt_comm_poll_error(baton_comm *c) {
   if (g->flag) {
     __sync_synchronize();
     static const char *what[] = {"?", "a stage's loads", "a free stage", "the consumers' outputs",
-                                 "a free staging buffer"};
-    const int w = g->what >= IP_GEMM_WAIT_FULL && g->what <= IP_GEMM_WAIT_FREED ? g->what : 0;
+                                 "a free staging buffer", "the other k-ranges' partial sums"};
+    const int w = g->what >= IP_GEMM_WAIT_FULL && g->what <= IP_GEMM_WAIT_SPLIT ? g->what : 0;
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: the GEMM tile engine's block %d (thread %d) waited %.1f s for %s at the tile "
              "of rows %lld, columns %lld (the last call: %s): kernel stopped (a defect in baton or a GPU fault, not "
              "in the call's arguments; BATON_TIMEOUT); this process's CUDA context is unusable from here", c->rank,

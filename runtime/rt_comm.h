@@ -58,6 +58,10 @@ struct baton_comm {
   uint64_t timeout_ns;
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;
+  int gemm_split;             /* BATON_GEMM_SPLIT */
+  float *gsplit_ws;           /* device: split GEMM tiles' partial sums (rt_call.c, ip_gemm_set_split), */
+  uint32_t *gsplit_sem;       /* and their counters (zero between calls); NULL until a call splits */
+  int64_t gsplit_units;       /* units (k-ranges of tiles) they hold */
   const char *last;           /* the algorithm the last call ran */
   uint64_t calls;             /* calls submitted (rt_comm_call_submit): the same count on every rank, which
                                  each exchange of buffers checks (rt_peerbuf_self.key) */

@@ -4,10 +4,12 @@
 // looping over many units, blocks with no unit; every tile reported done
 // exactly once, after its data; results compared with cuBLAS (every
 // element) and with a float64 host reference (sampled); every launch with
-// a deadline on the engine's waits, none of which fires; with --stall, a
-// launch whose waits never end stops at its deadline and is recorded.  Speed: cuBLAS
-// and the engine side by side on the MoE shapes, CUDA-graph replays,
-// median of repeats; a table on stdout and a CSV (--csv PATH).
+// a deadline on the engine's waits, none of which fires; tiles split in
+// k-ranges (counters left zero, the same bits in a second call); with
+// --stall, a launch whose waits never end stops at its deadline and is
+// recorded.  Speed: cuBLAS and the engine side by side on the MoE shapes
+// (or fewer tokens: --shapes decode), CUDA-graph replays, median of
+// repeats; a table on stdout and a CSV (--csv PATH).
 //
 // Build (repository root; no GPU needed to build):
 //   mkdir -p .device/gemm
@@ -16,11 +18,13 @@
 // The fallback instead of wgmma: -gencode arch=compute_80,code=sm_80 (or
 // arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
 //
-// Usage: gpu_gemm [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench]
-//                 [--no-cases]   (--no-cases: only the speed shapes, each still checked)
+// Usage: gpu_gemm [--quick | --shapes all | --shapes decode | --shapes M,N,K] [--csv PATH] [--reps R] [--group G]
+//                 [--split S] [--no-bench] [--no-cases]   (--no-cases: only the speed shapes, each still checked)
 //        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
 //                                 process's CUDA context is lost, so this runs alone)
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
+//   --split S: the speed shapes' tiles in S k-ranges (by default ip_gemm_default_splits's; 1: none)
+//   --shapes decode: 128-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -135,8 +139,8 @@ struct plain_epi {
   int64_t ldy;
   int check;
   int64_t tiles_n;
-  unsigned *done_cnt;    // per unit
-  int *done_shape;       // per unit: rows << 16 | cols
+  unsigned *done_cnt;    // per tile
+  int *done_shape;       // per tile: rows << 16 | cols
   unsigned *early;       // tiles whose data done() did not see
   __device__ bf16 *row_ptr(int64_t r) { return y + r * ldy; }
   __device__ bool skip(int64_t) const { return false; }   // every row is computed (gpu_moe skips padding)
@@ -237,6 +241,7 @@ struct shape {
   int group;                          // band_group; 0: --group's, else ip_gemm_prepare's
   int64_t band0;                      // the tile row the walk starts at (ip_gemm_args.band0)
   int64_t inter;                      // ip_gemm_set_interleave's rows; 0: none
+  int splits;                         // k-ranges a tile (ip_gemm_set_split); 0: 1; -1: the run's (--split)
 };
 
 struct problem {
@@ -248,6 +253,10 @@ struct problem {
 
 static int g_sms, g_path;
 static int64_t g_group = 0;  // --group: ip_gemm_args.band_group (0: ip_gemm_prepare's)
+static int g_split = 0;      // --split: the speed shapes' k-ranges a tile (0: ip_gemm_default_splits's)
+static float *g_split_ws;    // split K's workspace and counters, grown as shapes need them
+static uint32_t *g_split_sem;
+static int64_t g_split_ws_bytes, g_split_sem_bytes;
 static cudaStream_t g_stream;
 static cublasHandle_t g_blas;
 static void *g_ws;
@@ -283,6 +292,27 @@ static int setup(problem &p, const shape &s) {
     p.g.stall_ns = CASE_STALL_NS;
     p.g.band0 = s.band0;
     if (s.inter) ip_gemm_set_interleave(&p.g, s.inter);
+    const int64_t splits = s.splits > 0 ? s.splits
+                           : !s.splits ? 1
+                           : g_split   ? g_split
+                                       : ip_gemm_default_splits(&p.g, grid_of(s));
+    const int64_t wsb = ip_gemm_split_ws_bytes(&p.g, splits), smb = ip_gemm_split_sem_bytes(&p.g);
+    if (splits > 1 && wsb > g_split_ws_bytes) {
+      if (g_split_ws) CK(cudaFree(g_split_ws));
+      CK(cudaMalloc(&g_split_ws, wsb));
+      g_split_ws_bytes = wsb;
+    }
+    if (splits > 1 && smb > g_split_sem_bytes) {
+      if (g_split_sem) CK(cudaFree(g_split_sem));
+      CK(cudaMalloc(&g_split_sem, smb));
+      CK(cudaMemset(g_split_sem, 0, smb));   // the engine leaves them zero (check() checks)
+      g_split_sem_bytes = smb;
+    }
+    const int sr = ip_gemm_set_split(&p.g, splits, g_split_ws, g_split_sem, &why);
+    if (sr) {
+      printf("# ip_gemm_set_split(%lld): %s\n", (long long)splits, why);
+      return sr;
+    }
   }
   return rc;
 }
@@ -322,9 +352,9 @@ struct check_result {
 // Runs both, compares, and reports one TAP point named by `what`.
 static check_result check(problem &p, const char *what) {
   const shape &s = p.s;
-  const int64_t units = p.g.units;
+  const int64_t units = p.g.tiles;   // done() counts tiles
   if (units > g_done_cap) {
-    printf("Bail out! %lld units exceed the test's done buffers\n", (long long)units);
+    printf("Bail out! %lld tiles exceed the test's done buffers\n", (long long)units);
     exit(1);
   }
   poison_kernel<<<1024, 256, 0, g_stream>>>(p.ya, s.yoff + s.m * p.ldy);
@@ -382,6 +412,23 @@ static check_result check(problem &p, const char *what) {
     const int rows = (int)std::min<int64_t>(IP_GEMM_TILE_M, s.m - m0), cols = (int)std::min<int64_t>(IP_GEMM_TILE_N, s.n - n0);
     if (cnt[u] != 1 || shp[u] != (rows << 16 | cols)) bad_done++;
   }
+  // Split K: the tiles' counters are left zero for the next call, and a
+  // second call stores the same bits (the partial sums add in a fixed
+  // order).
+  long long split_sems = 0, split_diff = 0;
+  if (p.g.splits > 1) {
+    std::vector<uint32_t> sem((size_t)(p.g.tiles * IP_GEMM_SPLIT_SEMS));
+    CK(cudaMemcpy(sem.data(), g_split_sem, sem.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+    for (uint32_t v : sem) split_sems += v != 0;
+    const size_t ny = (size_t)(s.yoff + s.m * p.ldy);
+    std::vector<unsigned short> first(ny), second(ny);
+    CK(cudaMemcpy(first.data(), p.ya, ny * sizeof(bf16), cudaMemcpyDeviceToHost));
+    launch_engine(p, 0);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(g_stream));
+    CK(cudaMemcpy(second.data(), p.ya, ny * sizeof(bf16), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < ny; i++) split_diff += first[i] != second[i];
+  }
   float md, mr;
   memcpy(&md, &st.max_diff_bits, 4);
   memcpy(&mr, &st.max_ref_bits, 4);
@@ -390,15 +437,17 @@ static check_result check(problem &p, const char *what) {
   res.fro_rel = st.sum_sq_ref > 0 ? sqrt(st.sum_sq_diff / st.sum_sq_ref) : sqrt(st.sum_sq_diff);
   res.f64_rel = f64_max_ref > 0 ? f64_max_err / f64_max_ref : f64_max_err;
   res.pass = res.max_rel <= TOL_MAX && res.fro_rel <= TOL_FRO && res.f64_rel <= TOL_MAX && st.nan_outputs == 0 &&
-             st.pad_clobbered == 0 && bad_done == 0 && early == 0 && (!s.inter || p.g.inter_n > 0);
+             st.pad_clobbered == 0 && bad_done == 0 && early == 0 && (!s.inter || p.g.inter_n > 0) &&
+             split_sems == 0 && split_diff == 0 && (s.splits < 1 || p.g.splits == s.splits);
   ok(res.pass,
      "%s M=%lld N=%lld K=%lld ldx=%lld ldw=%lld ldy=%lld yoff=%lld grid=%d band_group=%lld band0=%lld interleaved "
-     "%d of %d: max rel err %.2e (cuBLAS), "
-     "norm rel err %.2e, f64 rel err %.2e; unwritten %llu, padding clobbered %llu, bad done %d, done early %u",
+     "%d of %d, %d k-ranges: max rel err %.2e (cuBLAS), "
+     "norm rel err %.2e, f64 rel err %.2e; unwritten %llu, padding clobbered %llu, bad done %d, done early %u; "
+     "counters left set %lld, outputs differing in a second call %lld",
      what, (long long)s.m, (long long)s.n, (long long)s.k, (long long)p.ldx, (long long)p.ldw, (long long)p.ldy,
      (long long)s.yoff, grid_of(s), (long long)p.g.band_group, (long long)p.g.band0, p.g.inter_first, p.g.inter_n,
-     res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
-     bad_done, early);
+     p.g.splits, res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
+     bad_done, early, split_sems, split_diff);
   return res;
 }
 
@@ -595,7 +644,7 @@ static void check_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, bench = true, one = false, cases_too = true, stall = false;
+  bool quick = false, bench = true, one = false, cases_too = true, stall = false, decode = false;
   int reps = DEFAULT_REPS;
   const char *csv = NULL;
   shape only = {};
@@ -607,22 +656,24 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--split") && i + 1 < argc) g_split = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
       const char *v = argv[++i];
       long long m, n, k;
       if (!strcmp(v, "all")) quick = false;
+      else if (!strcmp(v, "decode")) quick = false, decode = true;
       else if (sscanf(v, "%lld,%lld,%lld", &m, &n, &k) == 3) {
         one = true;
         only.m = m;
         only.n = n;
         only.k = k;
       } else {
-        fprintf(stderr, "--shapes takes all or M,N,K\n");
+        fprintf(stderr, "--shapes takes all, decode or M,N,K\n");
         return 2;
       }
     } else {
-      fprintf(stderr, "usage: %s [--quick | --shapes all | --shapes M,N,K] [--csv PATH] [--reps R] [--group G] [--no-bench] [--no-cases] | "
-              "--stall\n",
+      fprintf(stderr, "usage: %s [--quick | --shapes all|decode|M,N,K] [--csv PATH] [--reps R] [--group G] [--split S] "
+              "[--no-bench] [--no-cases] | --stall\n",
               argv[0]);
       return 2;
     }
@@ -692,6 +743,17 @@ int main(int argc, char **argv) {
       {4096, 1024, 256, 0, 0, 0, 0, 0, 0, 0, 16, 2048},
       {4096, 512, 128, 0, 0, 0, 0, 0, 0, 0, 8, 3072},
       {4000, 1280, 192, 0, 0, 0, 0, 0, 7, 3, 5, 3000},
+      // Split K (ip_gemm_set_split): one tile row of 16 tiles in 8 k-ranges
+      // on every SM; uneven M and N tails with 17 k-blocks in 3 uneven
+      // ranges, strided and unaligned output rows; 7 blocks taking 26
+      // units in 4 rounds; as many
+      // ranges as k-blocks (one each); 16 ranges on 2 tiles.  (The speed
+      // shapes below run with ip_gemm_default_splits's, or --split's.)
+      {128, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8},
+      {200, 320, 1088, 8, 0, 3, 0, 1, 0, 0, 0, 0, 3},
+      {256, 1536, 512, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2},
+      {100, 512, 320, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5},
+      {128, 512, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16},
   };
   if (!one && cases_too)
     for (const shape &s : cases) {
@@ -716,17 +778,21 @@ int main(int argc, char **argv) {
   if (one) {
     bs.push_back(only);
   } else if (quick) {
-    bs = {{1024, 4096, 1024}, {4096, 8192, 4096}, {8192, 8192, 14336}};
+    bs = {{1024, 4096, 1024}, {4096, 8192, 4096}, {8192, 8192, 14336}, {128, 4096, 4096}};
   } else {
-    const int64_t ms[] = {1024, 2048, 4096, 8192}, ns[] = {4096, 8192}, ks[] = {1024, 2048, 4096, 14336};
+    std::vector<int64_t> ms = {1024, 2048, 4096, 8192};
+    if (decode) ms = {128, 256, 512};
+    const int64_t ns[] = {4096, 8192}, ks[] = {1024, 2048, 4096, 14336};
     for (int64_t m : ms)
       for (int64_t n : ns)
         for (int64_t k : ks) bs.push_back({m, n, k});
   }
+  for (shape &s : bs) s.splits = -1;
   struct row {
     shape s;
     double tb, te, err;
     int64_t bg;   // the band group it ran with
+    int splits;   // and k-ranges a tile
   };
   std::vector<row> rows;
   if (bench)
@@ -741,31 +807,32 @@ int main(int argc, char **argv) {
       const check_result cr = check(p, "bench shape");
       double tb, te;
       time_pair(p, reps, &tb, &te);
-      rows.push_back({s, tb, te, cr.max_rel, p.g.band_group});
+      rows.push_back({s, tb, te, cr.max_rel, p.g.band_group, p.g.splits});
       release(p);
     }
   if (!rows.empty()) {
     FILE *f = csv ? fopen(csv, "w") : NULL;
     if (csv && !f) printf("# cannot write %s\n", csv);
-    if (f) fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err\n");
+    if (f)
+      fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err,splits\n");
     char bgs[64];
     if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
     else snprintf(bgs, sizeof bgs, "%d (%d from K = %d or a W of %lld MiB)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP,
                   IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20);
     printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls\n", prop.name, g_sms,
            g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS);
-    printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us", "TFLOP/s",
-           "ratio");
+    printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us",
+           "TFLOP/s", "ratio", "splits");
     double worst = 1e9;
     for (const row &r : rows) {
       const double fl = 2.0 * r.s.m * r.s.n * r.s.k;
       const double fb = fl / r.tb * 1e-6, fe = fl / r.te * 1e-6;
       worst = std::min(worst, r.tb / r.te);
-      printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f\n", (long long)r.s.m, (long long)r.s.n,
-             (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te);
+      printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f | %6d\n", (long long)r.s.m, (long long)r.s.n,
+             (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.splits);
       if (f)
-        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e\n", prop.name, (long long)r.bg, (long long)r.s.m, (long long)r.s.n,
-                (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err);
+        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e,%d\n", prop.name, (long long)r.bg,
+                (long long)r.s.m, (long long)r.s.n, (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err, r.splits);
     }
     printf("# lowest engine / cuBLAS throughput ratio: %.3f\n", worst);
     if (f) fclose(f);

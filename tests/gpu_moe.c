@@ -525,9 +525,12 @@ static void moe_checks(const gpu_ranks_opts *o) {
   ok(n > 0, "%d GEMM + AllToAll programs loaded for %d ranks from %s", n, nranks, o->dir);
   size_t R = (size_t)nranks;
   /* One tile; partial tiles in M and N (tokens per rank 200, H 320); W
-   * wider than one N tile; padded rows; several k-blocks. */
+   * wider than one N tile; padded rows; several k-blocks; few tiles over
+   * a long K, which the engine splits over several blocks each
+   * (BATON_GEMM_SPLIT), also with partial and padded tiles. */
   const shape small[] = {{R * 128, 64, 256, 64, 256},   {R * 200, 128, 320, 192, 328},
-                         {R * 64, 192, 512, 192, 512},  {R * 384, 256, 768, 264, 768}};
+                         {R * 64, 192, 512, 192, 512},  {R * 384, 256, 768, 264, 768},
+                         {R * 128, 2048, 512, 2048, 512}, {R * 200, 2048, 320, 2056, 328}};
   const shape large[] = {{R * 1024, 1024, 4096, 1024, 4096}, {R * 512, 4096, 8192, 4096, 8192}};
   check_programs(small, sizeof small / sizeof small[0]);
   if (o->big) check_programs(large, sizeof large / sizeof large[0]);

@@ -110,7 +110,7 @@ static void test_interleave(void) {
   ok(!bad, "ip_gemm_inter_band: %d splits, each a permutation that spreads the first bands and ends on another", cases);
   ip_gemm_args g;
   memset(&g, 0, sizeof g);
-  g.tiles_m = 32, g.tiles_n = 8, g.units = 256;
+  g.tiles_m = 32, g.tiles_n = 8, g.tiles = g.units = 256;
   ip_gemm_set_band_group(&g, 4);   /* 8 bands of 512 rows */
   ip_gemm_set_interleave(&g, 2048);
   ok(g.inter_n == 8 && g.inter_first == 4, "half the rows spread over 8 bands (%d of %d)", g.inter_first, g.inter_n);
@@ -627,11 +627,73 @@ static void test_direct(rt_diag *d) {
   ir_prog_free(p);
 }
 
+/* Split K's host side (ip_gemm_set_split, ip_gemm_default_splits): the
+ * limits refused with g unchanged, the units a split makes, undoing it,
+ * and the default's choice on an H200's 132 blocks where it was measured
+ * to win or lose (ip_gemm.h). */
+static void test_split(void) {
+  static float ws[4] __attribute__((aligned(16)));
+  static uint32_t sem[4];
+  ip_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.tiles_m = 1, g.tiles_n = 16, g.tiles = g.units = 16, g.k_blocks = 32, g.splits = 1;
+  const char *why = NULL;
+  int refused = 0;
+  refused += ip_gemm_set_split(&g, 0, ws, sem, &why) == IP_GEMM_ESPLIT;
+  refused += ip_gemm_set_split(&g, IP_GEMM_MAX_SPLITS + 1, ws, sem, &why) == IP_GEMM_ESPLIT;
+  refused += ip_gemm_set_split(&g, 8, NULL, sem, &why) == IP_GEMM_ESPLIT;
+  refused += ip_gemm_set_split(&g, 8, ws, NULL, &why) == IP_GEMM_ESPLIT;
+  refused += ip_gemm_set_split(&g, 8, (float *)((char *)ws + 4), sem, &why) == IP_GEMM_ESPLIT;
+  g.k_blocks = 4;
+  refused += ip_gemm_set_split(&g, 5, ws, sem, &why) == IP_GEMM_ESPLIT;
+  ok(refused == 6 && g.units == 16 && g.splits == 1 && !g.split_ws,
+     "set_split refuses 0 and 17 ranges, a missing or misaligned workspace and more ranges than k-blocks (%d of 6; "
+     "last: %s), g unchanged", refused, why ? why : "?");
+  g.k_blocks = 32;
+  const int set = ip_gemm_set_split(&g, 5, ws, sem, &why);
+  int divides = 1;
+  for (int32_t u = 0; u < 80; u++) divides &= ip_fastdiv_div(u, g.div_splits) == u / 5;
+  ok(set == IP_GEMM_OK && g.units == 80 && g.splits == 5 && g.split_ws == ws && g.split_sem == sem && divides,
+     "5 ranges of 16 tiles: 80 units, each tile's ranges consecutive (unit / 5)");
+  ip_gemm_set_split(&g, 1, NULL, NULL, &why);
+  ok(g.units == 16 && g.splits == 1 && !g.split_ws && !g.split_sem, "1 range undoes it, with no workspace");
+  ok(ip_gemm_split_ws_bytes(&g, 8) == 16ll * 8 * IP_GEMM_TILE_M * IP_GEMM_TILE_N * 4 &&
+         ip_gemm_split_sem_bytes(&g) == 16ll * IP_GEMM_SPLIT_SEMS * 4 && ip_gemm_split_ws_bytes(&g, 0) == 0,
+     "the workspace holds every range's f32 tile, the counters IP_GEMM_SPLIT_SEMS words a tile");
+  /* {tiles, k-blocks, blocks, expected} */
+  static const int64_t cases[][4] = {
+      {16, 16, 132, 1},    /* 128 x 4096 x 1024: 8 ranges spare 14 k-blocks, measured slower */
+      {16, 32, 132, 8},    /* 128 x 4096 x 2048 */
+      {16, 224, 132, 8},   /* 128 x 4096 x 14336 */
+      {32, 32, 132, 4},    /* 128 x 8192 x 2048 */
+      {64, 32, 132, 1},    /* 256 x 8192 x 2048: 2 ranges spare 16 */
+      {64, 64, 132, 2},    /* 256 x 8192 x 4096 */
+      {67, 224, 132, 1},   /* more than half the blocks: one round already */
+      {128, 224, 132, 1},  /* 1024 tokens: the MoE grid is never split */
+      {2, 1024, 132, 8},   /* at most IP_GEMM_SPLIT_DEFAULT_MAX */
+      {16, 32, 1, 1},      /* one block */
+      {0, 32, 132, 1},     /* nothing */
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    g.tiles = cases[i][0], g.k_blocks = cases[i][1];
+    const int64_t s = ip_gemm_default_splits(&g, cases[i][2]);
+    if (s != cases[i][3]) {
+      printf("# %lld tiles of %lld k-blocks on %lld blocks: %lld ranges, expected %lld\n", (long long)cases[i][0],
+             (long long)cases[i][1], (long long)cases[i][2], (long long)s, (long long)cases[i][3]);
+      bad++;
+    }
+  }
+  ok(!bad, "default_splits: one round of ranges where they spare %d k-blocks, else none (%d cases)",
+     IP_GEMM_SPLIT_MIN_SAVED, (int)(sizeof cases / sizeof cases[0]));
+}
+
 int main(int argc, char **argv) {
   rt_diag *d = rt_diag_new(20);
   test_fastdiv();
   test_interleave();
   test_band_default();
+  test_split();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);
