@@ -176,9 +176,7 @@ typedef struct ip_gemm_args {
   int64_t units;      /* tiles * splits: units are 0 .. units - 1 (below) */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
   /* Split K (below; ip_gemm_set_split): beside the fields every walk reads
-   * first, so that they share its constant-cache lines (at the struct's
-   * end they cost a one-unit GEMM 0.2-0.3 us, a miss before the first
-   * load). */
+   * first, so that they share their constant-cache lines. */
   int64_t tiles;      /* tiles_m * tiles_n; units = tiles * splits */
   int32_t splits;     /* 1 .. IP_GEMM_MAX_SPLITS */
   ip_fastdiv div_splits;
