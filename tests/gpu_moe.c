@@ -233,8 +233,12 @@ static baton_result issue_moe(void *arg) {
  * pool: the outputs come from the stream-ordered pool (cudaMallocAsync),
  * which CUDA IPC cannot export: with a process per rank the captured call
  * then stores through the windows, not into the peers' outputs. */
-static void check_graph(int pool) {
-  const shape s = {(size_t)nranks * 256, 128, 256, 128, 256};
+static void check_graph(int pool, int split) {
+  /* split: few tokens over K = 2048, which the engine splits (the
+   * workspace is made by then: check_programs ran the shape eagerly), so
+   * that each replay meets on counters the one before left zero */
+  const shape s = split ? (shape){(size_t)nranks * 128, 2048, 512, 2048, 512}
+                        : (shape){(size_t)nranks * 256, 128, 256, 128, 256};
   bufs *b = bufs_new(&s);
   if (!b) { ok(0, "graph: buffers"); return; }
   for (int r = 0; r < nranks && pool; r++) {
@@ -265,8 +269,14 @@ static void check_graph(int pool) {
     bad = e ? -1 : check(&s, b, why, sizeof why);
     if (bad) break;
   }
-  ok(!e && bad == 0, "a captured baton_gemm_alltoall%s replays right on new X and W twice: %s",
-     pool ? " on pool outputs" : "", e ? baton_result_string(e) : why);
+  ok(!e && bad == 0, "a captured baton_gemm_alltoall%s%s replays right on new X and W twice: %s",
+     pool ? " on pool outputs" : "", split ? " of few tokens over K = 2048 (split K)" : "",
+     e ? baton_result_string(e) : why);
+  if (split) {
+    gpu_graphs_free(&G);
+    bufs_free(b);
+    return;
+  }
   if (procs() && direct() && !pool)   /* learned at capture: its rows went straight into the peers' outputs */
     ok(rt_peerbuf_count(comms[rank_lo]->pbufs) >= nranks - 1 && comms[rank_lo]->last_fused_via == RT_FUSED_VIA_OUTPUTS,
        "rank %d's captured call mapped its %d peers' outputs (%d mapped) and stored into them", rank_lo, nranks - 1,
@@ -544,8 +554,9 @@ static void moe_checks(const gpu_ranks_opts *o) {
     printf("# rank %d: split workspace for %lld units\n", rank_lo, (long long)split_units);
   if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
-  check_graph(0);
-  check_graph(1);
+  check_graph(0, 0);
+  check_graph(1, 0);
+  check_graph(0, 1);
   check_graph_order();
   check_order();
   check_refused();
