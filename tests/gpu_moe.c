@@ -2,8 +2,9 @@
  * real GPUs through the public API: every loaded gemm program by name
  * (baton_run_fused) and the automatic choice (baton_gemm_alltoall), over
  * shapes with partial GEMM tiles (tokens and H not multiples of the
- * engine's 128 x 256 tile), chunks that cut a tile's rows, padded rows;
- * CUDA-graph replays on new data; refused calls.  Every element of every
+ * engine's 128 x 256 tile), chunks that cut a tile's rows, padded rows,
+ * few tokens over a long K (the engine splits K over blocks); CUDA-graph
+ * replays on new data; refused calls.  Every element of every
  * rank's output [tokens, H] is compared with cuBLAS's Y = X W (bf16 in,
  * f32 accumulation, bf16 out) of the rank whose expert computed it,
  * within one bf16 rounding; the output is poisoned (NaN) before each call
