@@ -74,7 +74,7 @@
 // of the block: they go on with the next unit.  It may use no barrier.
 //
 // Barriers: the engine uses __syncthreads (hardware barrier 0) at entry
-// and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 3
+// and exit, and named barriers IP_GEMM_BAR_FIRST .. IP_GEMM_BAR_FIRST + 4
 // in between.  On return every thread has left the engine (its stores are
 // issued, in program order before whatever the caller stores next) and
 // registers are back to IP_GEMM_REGS_ENTRY.  On sm_90a IP_GEMM_SMEM still
@@ -547,6 +547,15 @@ static_assert(kAcc == 4 * kGroups, "a thread holds 4 accumulators of each column
 constexpr int64_t kSplitRange = (int64_t)kConsumers * kGroups * kWarpgroup;
 constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
 
+// Where consumer warpgroup c's thread t keeps its own groups' partial
+// sums on chip (split_meet, hand_over): group p0 + i at own + i * 2 KiB,
+// in the ring, which holds no stage once the block's last unit has left
+// the mainloop (the warpgroups' halves 32 KiB apart: 2 ranges' 16 groups
+// of 2 KiB at most).
+__device__ __forceinline__ uint32_t split_own(const layout &L, int c, int t) {
+  return L.ring + c * (kGroups / 2) * kWarpgroup * 16 + t * 16;
+}
+
 // Consumer warpgroup c's half of a unit's epilogue: once the store warps
 // have read the previous unit out of its staging buffer, its 64 x 256
 // accumulators go in as bf16, and each thread arrives on staged[c]
@@ -563,7 +572,7 @@ constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay liv
 // exchange take longer than its mainloop).
 template <class Epi>
 __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
-                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, int p0, int p1,
+                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, int p0, int p1, int r,
                                           const float4 *split, Epi &epi) {
   const int w = t / 32, l = t % 32;
   mbar_wait(g, L, L.freed(c), fphase ^ 1, IP_GEMM_WAIT_FREED, m0, n0);
@@ -587,7 +596,12 @@ __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L
 #pragma unroll
       for (int k = 0; k < kSplitBatch; k++)
         if (i0 + k < n) {
-          v[k] = __ldcg(split + ol * kSplitRange + jl * kWarpgroup);
+          if (last && ol == r)   // its own groups, on chip (split_meet)
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                         : "=f"(v[k].x), "=f"(v[k].y), "=f"(v[k].z), "=f"(v[k].w)
+                         : "r"(split_own(L, c, t) + (uint32_t)(jl - p0) * kWarpgroup * 16));
+          else
+            v[k] = __ldcg(split + ol * kSplitRange + jl * kWarpgroup);
           if (++ol == S) ol = 0, jl++;
         }
 #pragma unroll
@@ -624,20 +638,34 @@ __device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t *p) {
 // hand-over: writes its partial sums to the workspace and meets the
 // tile's other ranges (its warpgroup's counter: every range's warpgroup
 // c arrives once).  Returns where thread t's values of range 0 lie: the
-// hand-over adds up the groups range r owns from there.  Workspace:
-// thread t's 4 values of group j of warpgroup c of range r of the tile at
-// float4 index
+// hand-over adds up the groups range r owns (p0 .. p1 - 1) from there.
+// On the block's last unit (last) the groups it owns stay on chip
+// (split_own; nobody else reads them): the 128 KiB a block writes to L2
+// and reads back bound a split call, by each SM's write rate and L2's.
+// Workspace: thread t's 4 values of group j of warpgroup c of range r of
+// the tile at float4 index
 //   (((tile * splits + r) * kConsumers + c) * kGroups + j) * kWarpgroup + t,
 // so that a warpgroup writes and reads each group as 2 KiB end to end.
 // Loads and stores go to L2 (.cg): another SM wrote or reads them.
 __device__ __forceinline__ const float4 *split_meet(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c,
-                                                   int t, int64_t tile, int r, int64_t m0, int64_t n0) {
+                                                   int t, int64_t tile, int r, int p0, int p1, bool last, int64_t m0,
+                                                   int64_t n0) {
   const int S = g.splits;
   float4 *const ws = (float4 *)g.split_ws + (tile * S * kConsumers + c) * kGroups * kWarpgroup + t;
   float4 *const mine = ws + r * kSplitRange;
+  // The ring is free once both warpgroups' last wgmma has read it (they
+  // share its W boxes); the producer loads nothing after the last unit.
+  if (last) ipg::bar_named(IP_GEMM_BAR_FIRST + 4, kConsumers * kWarpgroup);
+  const uint32_t own = split_own(L, c, t) - (uint32_t)p0 * kWarpgroup * 16;
 #pragma unroll
-  for (int j = 0; j < kGroups; j++)
-    __stcg(mine + j * kWarpgroup, make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]));
+  for (int j = 0; j < kGroups; j++) {
+    if (last && j >= p0 && j < p1)
+      asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(own + j * kWarpgroup * 16), "f"(d[4 * j]),
+                   "f"(d[4 * j + 1]), "f"(d[4 * j + 2]), "f"(d[4 * j + 3])
+                   : "memory");
+    else
+      __stcg(mine + j * kWarpgroup, make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]));
+  }
   uint32_t *const sem = g.split_sem + tile * IP_GEMM_SPLIT_SEMS + c;
   ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);   // the warpgroup's partial sums are written
   if (t == 0) {
@@ -764,9 +792,10 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     wg_wait<0>();
     acc_fence(d);
     if (lane == 0) mbar_arrive(L.empty(prev));
-    const float4 *split = kSplit ? split_meet(g, L, d, c, t, tile, r, m0, n0) : nullptr;
-    hand_over(g, L, d, c, t, fphase, u + unit_step >= g.units, m0, n0, ipg::range_group<kSplit>(g, r),
-              ipg::range_group<kSplit>(g, r + 1), split, epi);
+    const int p0 = ipg::range_group<kSplit>(g, r), p1 = ipg::range_group<kSplit>(g, r + 1);
+    const bool last = u + unit_step >= g.units;
+    const float4 *split = kSplit ? split_meet(g, L, d, c, t, tile, r, p0, p1, last, m0, n0) : nullptr;
+    hand_over(g, L, d, c, t, fphase, last, m0, n0, p0, p1, r, split, epi);
   }
 }
 
