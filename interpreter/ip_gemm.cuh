@@ -565,11 +565,12 @@ __device__ __forceinline__ uint32_t split_own(const layout &L, int c, int t) {
 // warpgroup stores its own rows before it arrives.  t: thread index
 // inside the warpgroup; fphase: freed[c]'s parity, flipped per unit.
 //
-// A split tile's k-range (split: split_meet's pointer) stages only the
+// A split tile's k-range r (split: split_meet's pointer) stages only the
 // groups p0 .. p1 - 1 it owns, each the sum of every range's partial sums
-// in range order (the same bits every call), kSplitBatch loads in flight
-// a thread (one at a time, the loads' latency made a 128-token GEMM's
-// exchange take longer than its mainloop).
+// in range order (the same bits every call; range r's own from shared
+// memory on the block's last unit, split_own), kSplitBatch loads in
+// flight a thread (one range at a time, the loads' latency made a
+// 128-token GEMM's exchange take longer than its mainloop).
 template <class Epi>
 __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
                                           uint32_t &fphase, bool last, int64_t m0, int64_t n0, int p0, int p1, int r,
