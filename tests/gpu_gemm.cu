@@ -22,6 +22,7 @@
 //                 [--split S] [--no-bench] [--no-cases]   (--no-cases: only the speed shapes, each still checked)
 //        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
 //                                 process's CUDA context is lost, so this runs alone)
+//        gpu_gemm --stall-split  (the same for a split tile's meeting with a k-range no block runs)
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
 //   --split S: the speed shapes' tiles in S k-ranges (by default ip_gemm_default_splits's; 1: none)
 //   --shapes decode: 128-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
@@ -574,7 +575,10 @@ static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
 // --stall: a launch whose waits never end (lying_epi) must stop at its
 // deadline with an error, not hang, and record where it stopped.  The
 // trap loses the CUDA context: nothing runs on the GPU after it.
-static void check_stall(void) {
+// --stall-split: the same for a split tile whose other k-range never
+// comes (one block for a tile in two ranges: it waits at the meeting for
+// the range it would run next, against the engine's contract).
+static void check_stall(bool split) {
   cudaFuncAttributes fa;
   CK(cudaFuncGetAttributes(&fa, gemm_kernel<lying_epi>));
   if (!g_path || fa.numRegs != IP_GEMM_REGS_ENTRY) {
@@ -583,24 +587,31 @@ static void check_stall(void) {
   }
   CK(cudaFuncSetAttribute(gemm_kernel<lying_epi>, cudaFuncAttributeMaxDynamicSharedMemorySize, IP_GEMM_SMEM));
   problem p;
-  const shape s = {1024, 1024, 256, 0, 0, 0, 0, 0, 0};
+  const shape s = split ? shape{IP_GEMM_TILE_M, IP_GEMM_TILE_N, 2 * IP_GEMM_TILE_K, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}
+                        : shape{1024, 1024, 256, 0, 0, 0, 0, 0, 0};
   if (setup(p, s)) {
     ok(0, "stall: prepare");
     return;
   }
   CK(cudaStreamSynchronize(g_stream));
   p.g.stall_ns = STALL_TEST_NS;
-  lying_epi e;
-  memset(&e, 0, sizeof e);
-  e.y = p.ya;
-  e.ldy = p.ldy;
-  e.tiles_n = p.g.tiles_n;
-  const int grid = g_sms;
-  gemm_kernel<lying_epi><<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+  const int grid = split ? 1 : g_sms;
+  if (split) {
+    launch_engine(p, 0);   // plain_epi: a contract kept but for the blocks
+  } else {
+    lying_epi e;
+    memset(&e, 0, sizeof e);
+    e.y = p.ya;
+    e.ldy = p.ldy;
+    e.tiles_n = p.g.tiles_n;
+    gemm_kernel<lying_epi><<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
+  }
   double waited;
   const cudaError_t st = wait_stream(STALL_TEST_LIMIT_S, &waited);
-  ok(st != cudaErrorNotReady, "stall: a launch whose consumers wait for loads never asked for ends (after about %.1f s; "
-     "deadline %.1f s)", waited, STALL_TEST_NS * 1e-9);
+  ok(st != cudaErrorNotReady, "stall: a launch whose %s ends (after about %.1f s; deadline %.1f s)",
+     split ? "split tile's one block waits for a k-range no block runs"
+           : "consumers wait for loads never asked for",
+     waited, STALL_TEST_NS * 1e-9);
   if (st == cudaErrorNotReady) {
     printf("Bail out! the GPU is stuck in a kernel: the deadline did not stop it\n");
     fflush(stdout);
@@ -609,9 +620,14 @@ static void check_stall(void) {
   ok(st != cudaSuccess, "stall: the launch reports an error (%s)", cudaGetErrorString(st));
   const volatile ip_gemm_stall *r = g_stall;
   ok(r->flag == 1, "stall: the wait that gave up is recorded (flag %d)", r->flag);
-  ok(r->what == IP_GEMM_WAIT_FULL || r->what == IP_GEMM_WAIT_STAGED,
-     "stall: for a stage's loads (%d) or the consumers' outputs (%d): %d", IP_GEMM_WAIT_FULL, IP_GEMM_WAIT_STAGED,
-     r->what);
+  if (split)   // the block's first wait to give up: its meeting, or its store warps' (waiting since its start)
+    ok(r->what == IP_GEMM_WAIT_SPLIT || r->what == IP_GEMM_WAIT_STAGED,
+       "stall: for the other k-ranges' partial sums (%d) or the consumers' outputs (%d): %d", IP_GEMM_WAIT_SPLIT,
+       IP_GEMM_WAIT_STAGED, r->what);
+  else
+    ok(r->what == IP_GEMM_WAIT_FULL || r->what == IP_GEMM_WAIT_STAGED,
+       "stall: for a stage's loads (%d) or the consumers' outputs (%d): %d", IP_GEMM_WAIT_FULL, IP_GEMM_WAIT_STAGED,
+       r->what);
   ok(r->block >= 0 && r->block < grid && r->thread >= 0 && r->thread < IP_GEMM_THREADS,
      "stall: by block %d of %d, thread %d of %d", r->block, grid, r->thread, IP_GEMM_THREADS);
   ok(r->waited_ns >= STALL_TEST_NS && r->waited_ns < (uint64_t)STALL_TEST_LIMIT_S * 1000000000ull,
@@ -644,7 +660,7 @@ static void check_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, bench = true, one = false, cases_too = true, stall = false, decode = false;
+  bool quick = false, bench = true, one = false, cases_too = true, stall = false, stall_split = false, decode = false;
   int reps = DEFAULT_REPS;
   const char *csv = NULL;
   shape only = {};
@@ -653,6 +669,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-bench")) bench = false;
     else if (!strcmp(argv[i], "--no-cases")) cases_too = false;
     else if (!strcmp(argv[i], "--stall")) stall = true;
+    else if (!strcmp(argv[i], "--stall-split")) stall = stall_split = true;
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
@@ -673,7 +690,7 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr, "usage: %s [--quick | --shapes all|decode|M,N,K] [--csv PATH] [--reps R] [--group G] [--split S] "
-              "[--no-bench] [--no-cases] | --stall\n",
+              "[--no-bench] [--no-cases] | --stall | --stall-split\n",
               argv[0]);
       return 2;
     }
@@ -720,7 +737,7 @@ int main(int argc, char **argv) {
   memset(g_stall, 0, sizeof *g_stall);
   CK(cudaHostGetDevicePointer((void **)&g_stall_dev, g_stall, 0));
   if (stall) {
-    check_stall();
+    check_stall(stall_split);
     return tap_done();   // the context is lost: nothing is freed
   }
 
