@@ -23,7 +23,8 @@
 // block of the call must run at once, and none may wait, before or
 // inside the engine, for anything the GEMM's outputs release.  g must
 // live in kernel parameter space (a __grid_constant__ parameter or a
-// member of one): TMA reads the tensor maps from there.  smem: IP_GEMM_SMEM bytes of dynamic shared memory
+// member of one): TMA reads the tensor maps from there.  smem:
+// IP_GEMM_SMEM bytes of dynamic shared memory
 // (IP_GEMM_SMEM_FALLBACK off Hopper), any alignment of 16 or more; a
 // generic pointer is fine (one aligned through an integer, say): the
 // engine addresses that memory as shared (ipg::as_shared).
@@ -546,6 +547,7 @@ constexpr int kGroups = IP_GEMM_TILE_N / kPiece;   // 32
 static_assert(kAcc == 4 * kGroups, "a thread holds 4 accumulators of each column group");
 constexpr int64_t kSplitRange = (int64_t)kConsumers * kGroups * kWarpgroup;
 constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
+static_assert(IP_GEMM_SPLIT_SEMS == kConsumers + 1, "a tile's counters: one per consumer warpgroup, then the stores'");
 
 // Where consumer warpgroup c's thread t keeps its own groups' partial
 // sums on chip (split_meet, hand_over): group p0 + i at own + i * 2 KiB,

@@ -221,7 +221,7 @@ typedef struct ip_gemm_args {
 /* Split K's limits and workspace.  A range's partial tile is
  * IP_GEMM_TILE_M x IP_GEMM_TILE_N f32 (128 KiB). */
 #define IP_GEMM_MAX_SPLITS 16
-#define IP_GEMM_SPLIT_SEMS 4 /* per tile: each consumer warpgroup's arrivals, the stores', one spare */
+#define IP_GEMM_SPLIT_SEMS 3 /* per tile: each consumer warpgroup's arrivals, then the ranges' stores */
 /* ip_gemm_default_splits: at most IP_GEMM_SPLIT_DEFAULT_MAX ranges, and
  * only where splitting spares a block IP_GEMM_SPLIT_MIN_SAVED k-blocks or
  * more.  Splitting costs some 8-14 us on an H200 where the ranges fill the

@@ -255,8 +255,7 @@ struct problem {
 static int g_sms, g_path;
 static int64_t g_group = 0;  // --group: ip_gemm_args.band_group (0: ip_gemm_prepare's)
 static int g_split = 0;      // --split: the speed shapes' k-ranges a tile (0: ip_gemm_default_splits's)
-static float *g_split_ws;    // split K's workspace and counters, grown as shapes need them
-static uint32_t *g_split_sem;
+static void *g_split_ws, *g_split_sem;   // split K's workspace and counters, grown as shapes need them
 static int64_t g_split_ws_bytes, g_split_sem_bytes;
 static cudaStream_t g_stream;
 static cublasHandle_t g_blas;
@@ -268,6 +267,16 @@ static int64_t g_done_cap;
 static ip_gemm_stall *g_stall, *g_stall_dev;   // host-mapped: where a wait that gives up is recorded
 
 static int grid_of(const shape &s) { return s.grid ? s.grid : g_sms; }
+
+// Makes *p (device memory, *have bytes) at least `want` bytes, zeroed when
+// it is made anew.
+static void grow_zeroed(void **p, int64_t *have, int64_t want) {
+  if (want <= *have) return;
+  if (*p) CK(cudaFree(*p));
+  CK(cudaMalloc(p, (size_t)want));
+  CK(cudaMemset(*p, 0, (size_t)want));
+  *have = want;
+}
 
 // Allocates and fills a problem's buffers (fixed seeds) and prepares its
 // arguments; returns the ip_gemm_prepare code.
@@ -297,19 +306,11 @@ static int setup(problem &p, const shape &s) {
                            : !s.splits ? 1
                            : g_split   ? g_split
                                        : ip_gemm_default_splits(&p.g, grid_of(s));
-    const int64_t wsb = ip_gemm_split_ws_bytes(&p.g, splits), smb = ip_gemm_split_sem_bytes(&p.g);
-    if (splits > 1 && wsb > g_split_ws_bytes) {
-      if (g_split_ws) CK(cudaFree(g_split_ws));
-      CK(cudaMalloc(&g_split_ws, wsb));
-      g_split_ws_bytes = wsb;
+    if (splits > 1) {   // the counters start zero; the engine leaves them so (check() checks)
+      grow_zeroed(&g_split_ws, &g_split_ws_bytes, ip_gemm_split_ws_bytes(&p.g, splits));
+      grow_zeroed(&g_split_sem, &g_split_sem_bytes, ip_gemm_split_sem_bytes(&p.g));
     }
-    if (splits > 1 && smb > g_split_sem_bytes) {
-      if (g_split_sem) CK(cudaFree(g_split_sem));
-      CK(cudaMalloc(&g_split_sem, smb));
-      CK(cudaMemset(g_split_sem, 0, smb));   // the engine leaves them zero (check() checks)
-      g_split_sem_bytes = smb;
-    }
-    const int sr = ip_gemm_set_split(&p.g, splits, g_split_ws, g_split_sem, &why);
+    const int sr = ip_gemm_set_split(&p.g, splits, (float *)g_split_ws, (uint32_t *)g_split_sem, &why);
     if (sr) {
       printf("# ip_gemm_set_split(%lld): %s\n", (long long)splits, why);
       return sr;
@@ -353,14 +354,14 @@ struct check_result {
 // Runs both, compares, and reports one TAP point named by `what`.
 static check_result check(problem &p, const char *what) {
   const shape &s = p.s;
-  const int64_t units = p.g.tiles;   // done() counts tiles
-  if (units > g_done_cap) {
-    printf("Bail out! %lld tiles exceed the test's done buffers\n", (long long)units);
+  const int64_t tiles = p.g.tiles;   // done() counts tiles
+  if (tiles > g_done_cap) {
+    printf("Bail out! %lld tiles exceed the test's done buffers\n", (long long)tiles);
     exit(1);
   }
   poison_kernel<<<1024, 256, 0, g_stream>>>(p.ya, s.yoff + s.m * p.ldy);
-  CK(cudaMemsetAsync(g_done_cnt, 0, units * sizeof(unsigned), g_stream));
-  CK(cudaMemsetAsync(g_done_shape, 0, units * sizeof(int), g_stream));
+  CK(cudaMemsetAsync(g_done_cnt, 0, tiles * sizeof(unsigned), g_stream));
+  CK(cudaMemsetAsync(g_done_shape, 0, tiles * sizeof(int), g_stream));
   CK(cudaMemsetAsync(g_early, 0, sizeof(unsigned), g_stream));
   CK(cudaMemsetAsync(g_stats, 0, sizeof(cmp_stats), g_stream));
   launch_engine(p, 1);
@@ -387,11 +388,11 @@ static check_result check(problem &p, const char *what) {
   CK(cudaMemcpyAsync(got.data(), dout, SAMPLES * sizeof(float), cudaMemcpyDeviceToHost, g_stream));
   cmp_stats st;
   CK(cudaMemcpyAsync(&st, g_stats, sizeof st, cudaMemcpyDeviceToHost, g_stream));
-  std::vector<unsigned> cnt(units);
-  std::vector<int> shp(units);
+  std::vector<unsigned> cnt(tiles);
+  std::vector<int> shp(tiles);
   unsigned early = 0;
-  CK(cudaMemcpyAsync(cnt.data(), g_done_cnt, units * sizeof(unsigned), cudaMemcpyDeviceToHost, g_stream));
-  CK(cudaMemcpyAsync(shp.data(), g_done_shape, units * sizeof(int), cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaMemcpyAsync(cnt.data(), g_done_cnt, tiles * sizeof(unsigned), cudaMemcpyDeviceToHost, g_stream));
+  CK(cudaMemcpyAsync(shp.data(), g_done_shape, tiles * sizeof(int), cudaMemcpyDeviceToHost, g_stream));
   CK(cudaMemcpyAsync(&early, g_early, sizeof early, cudaMemcpyDeviceToHost, g_stream));
   CK(cudaStreamSynchronize(g_stream));
   CK(cudaFree(drc));
@@ -408,7 +409,7 @@ static check_result check(problem &p, const char *what) {
     if (isnan(got[i])) f64_max_err = INFINITY;
   }
   int bad_done = 0;
-  for (int64_t u = 0; u < units; u++) {
+  for (int64_t u = 0; u < tiles; u++) {
     const int64_t m0 = u / p.g.tiles_n * IP_GEMM_TILE_M, n0 = u % p.g.tiles_n * IP_GEMM_TILE_N;
     const int rows = (int)std::min<int64_t>(IP_GEMM_TILE_M, s.m - m0), cols = (int)std::min<int64_t>(IP_GEMM_TILE_N, s.n - n0);
     if (cnt[u] != 1 || shp[u] != (rows << 16 | cols)) bad_done++;
@@ -762,9 +763,9 @@ int main(int argc, char **argv) {
       {4000, 1280, 192, 0, 0, 0, 0, 0, 7, 3, 5, 3000},
       // Split K (ip_gemm_set_split): one tile row of 16 tiles in 8 k-ranges
       // on every SM; uneven M and N tails with 17 k-blocks in 3 uneven
-      // ranges, strided and unaligned output rows; 7 blocks taking 26
-      // units in 4 rounds; as many
-      // ranges as k-blocks (one each); 16 ranges on 2 tiles.  (The speed
+      // ranges, strided and unaligned output rows; 7 blocks taking 24
+      // units in 4 rounds; as many ranges as k-blocks (one each); 16
+      // ranges on 2 tiles.  (The speed
       // shapes below run with ip_gemm_default_splits's, or --split's.)
       {128, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8},
       {200, 320, 1088, 8, 0, 3, 0, 1, 0, 0, 0, 0, 3},
