@@ -2,12 +2,13 @@
 // output tiles ("units") a block is given, for a persistent kernel whose
 // every block runs IP_GEMM_THREADS threads.  On sm_90a: a warp-specialized
 // mainloop (one TMA producer warpgroup, two wgmma consumer warpgroups, a
-// ring of IP_GEMM_STAGES shared-memory stages under full/empty mbarriers,
+// ring of shared-memory stages under full/empty mbarriers,
 // 128-byte swizzle, setmaxnreg) and an epilogue that overlaps the next
 // unit's mainloop: the consumers hand their outputs over in shared memory
-// and the producer warpgroup's three other warps store them; tiles split
-// over several blocks along K where they are too few for the GPU
-// (ip_gemm_args, "Split K").  On any other target: an mma.sync + cp.async
+// and the producer warpgroup's three other warps store them; tiles 256,
+// 128 or 64 columns wide (ip_gemm_args.tile_n: narrower where the widest
+// are too few for the GPU), and split over several blocks along K where
+// even those are too few (ip_gemm_args, "Split K").  On any other target: an mma.sync + cp.async
 // fallback with the same interface and results (ip_gemm_fb.cuh).
 //
 // Interface (ip_gemm.h describes the problem, ip_gemm_prepare fills it):
@@ -44,7 +45,7 @@
 //       ones calling row_ptr, runs with IP_GEMM_REGS_PRODUCER registers,
 //       so both must stay small), after every thread of the block
 //       has stored that tile's rows x cols outputs (rows = min(128, m -
-//       m0), cols = min(256, n - n0)).
+//       m0), cols = min(g.tile_n, n - n0)).
 //   __device__ bool publishes() const;
 //       whether done() tells another thread that a tile is in place (a
 //       flag it writes for someone to read): only then does the engine
@@ -121,7 +122,7 @@ __device__ __forceinline__ int64_t ip_gemm_unit_tile(const ip_gemm_args &g, int6
 }
 
 // Tile u's output: rows m0 .. m0 + IP_GEMM_TILE_M - 1, columns n0 ..
-// n0 + IP_GEMM_TILE_N - 1 (clipped to m, n).  Row-band-major: all N tiles
+// n0 + g.tile_n - 1 (clipped to m, n).  Row-band-major: all N tiles
 // of one band of rows, then the next band, where a band is g.band_group
 // tile rows (walked column by column: the G tiles of one column, then the
 // next column).  Bands of one tile row (band_group 1) leave the ~132 units
@@ -169,7 +170,7 @@ __device__ __forceinline__ void ip_gemm_unit_coords(const ip_gemm_args &g, int64
   band += g.band0;
   if (band >= g.tiles_m) band -= g.tiles_m;
   *m0 = band * IP_GEMM_TILE_M;
-  *n0 = col * IP_GEMM_TILE_N;
+  *n0 = col * g.tile_n;
 }
 
 namespace ipg {
@@ -219,12 +220,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 // The rows and columns of the unit whose tile starts at (m0, n0): the
-// tile's, clipped to m and n.
+// tile's (tn columns wide), clipped to m and n.
 __device__ __forceinline__ int unit_rows(const ip_gemm_args &g, int64_t m0) {
   return g.m - m0 < IP_GEMM_TILE_M ? (int)(g.m - m0) : IP_GEMM_TILE_M;
 }
-__device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0) {
-  return g.n - n0 < IP_GEMM_TILE_N ? (int)(g.n - n0) : IP_GEMM_TILE_N;
+__device__ __forceinline__ int unit_cols(const ip_gemm_args &g, int64_t n0, int tn) {
+  return g.n - n0 < tn ? (int)(g.n - n0) : tn;
 }
 
 // Unit u's tile and k-range (ip_gemm_unit_tile), and a range's bounds,
@@ -250,12 +251,12 @@ __device__ __forceinline__ int64_t range_kb(const ip_gemm_args &g, int r) {
   if (!kSplit || r == 0) return r == 0 ? 0 : g.k_blocks;
   return r == g.splits ? g.k_blocks : ip_fastdiv_div((int32_t)g.k_blocks * r, g.div_splits);
 }
-// The first 8-column group of a tile that k-range r owns (r = g.splits:
-// IP_GEMM_TILE_N / 8).
-template <bool kSplit>
+// The first 8-column group of a kTN-wide tile that k-range r owns (r =
+// g.splits: kTN / 8).
+template <bool kSplit, int kTN>
 __device__ __forceinline__ int range_group(const ip_gemm_args &g, int r) {
-  if (!kSplit || r == 0) return r == 0 ? 0 : IP_GEMM_TILE_N / 8;
-  return r == g.splits ? IP_GEMM_TILE_N / 8 : ip_fastdiv_div(IP_GEMM_TILE_N / 8 * r, g.div_splits);
+  if (!kSplit || r == 0) return r == 0 ? 0 : kTN / 8;
+  return r == g.splits ? kTN / 8 : ip_fastdiv_div(kTN / 8 * r, g.div_splits);
 }
 
 }  // namespace ipg
@@ -274,18 +275,44 @@ constexpr int kWgmmaK = 16;                                      // K of one wgm
 constexpr int kSwzRowBytes = IP_GEMM_SWZ_COLS * 2;               // 128
 constexpr int kSwzAtomBytes = 8 * kSwzRowBytes;                  // 1024: 8 rows, the swizzle's period
 constexpr int kBoxBytes = IP_GEMM_SWZ_COLS * IP_GEMM_TILE_K * 2; // one 64 x 64 W box: 8 KiB
-constexpr int kBoxesN = IP_GEMM_TILE_N / IP_GEMM_SWZ_COLS;       // 4 W boxes per stage
-constexpr int kAcc = IP_GEMM_TILE_N / 2;                         // f32 accumulators per thread (64 x 256 / 128)
 constexpr int kStoreWarps = kWarpgroup / 32 - 1;                 // the producer warpgroup's warps 1-3 store outputs
 constexpr int kPiece = 8;                                        // outputs in 16 bytes
-static_assert(IP_GEMM_TILE_N == 32 * kPiece, "a store warp's 32 lanes cover one tile row in 16-byte pieces");
-static_assert(IP_GEMM_STG_LD % kPiece == 0, "staging rows stay 16-byte aligned");
+static_assert(IP_GEMM_TILE_N == 32 * kPiece, "a store warp's 32 lanes cover one widest tile row in 16-byte pieces");
 static_assert(IP_GEMM_TILE_K == IP_GEMM_SWZ_COLS, "an A row is one 128-byte swizzled row");
 static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer and two consumer warpgroups");
 static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
                   IP_GEMM_REGS_ENTRY * IP_GEMM_THREADS,
               "setmaxnreg must not ask for more registers than the block holds");
-static_assert(IP_GEMM_BAR_BYTES >= (2 * IP_GEMM_STAGES + 2 * kConsumers + 1) * 8, "mbarrier space and the claim");
+
+// What a tile kTN columns wide makes of the block's IP_GEMM_SMEM bytes
+// and its threads: W boxes per stage, the stages that fit beside the
+// staging and the mbarriers (3 for 256 columns, 5 for 128, 8 for 64: a
+// narrow tile's k-block takes less time, so more of them must be in
+// flight to cover a load's latency), each thread's accumulators (64 x kTN
+// / 128), 8-column groups, and the rows a store warp's 32 lanes cover at
+// once (a row is kTN / 8 lanes' 16-byte pieces).
+template <int kTN>
+struct tiling {
+  static_assert(kTN == IP_GEMM_TILE_N || kTN == 128 || kTN == IP_GEMM_TILE_N_MIN, "a width ip_gemm_set_tile_n takes");
+  static constexpr int kBoxes = kTN / IP_GEMM_SWZ_COLS;
+  static constexpr int kStageBytes = IP_GEMM_A_BYTES + kBoxes * kBoxBytes;
+  static constexpr int kStgLd = kTN + 8;
+  static constexpr int kStgBytes = kRowsPerConsumer * kStgLd * 2;
+  static constexpr int kFit = (IP_GEMM_SMEM - IP_GEMM_ALIGN - kConsumers * kStgBytes - IP_GEMM_BAR_BYTES) / kStageBytes;
+  static constexpr int kStages = kFit < IP_GEMM_MAX_STAGES ? kFit : IP_GEMM_MAX_STAGES;
+  static constexpr int kAcc = kTN / 2;
+  static constexpr int kGroups = kTN / kPiece;
+  static constexpr int kRowsPerPass = 32 / kGroups;
+  static constexpr int64_t kSplitRange = (int64_t)kConsumers * kGroups * kWarpgroup;   // float4s a range's partial tile
+  static_assert(kStages >= 2, "a ring of two stages at least");
+  static_assert(IP_GEMM_ALIGN + kStages * kStageBytes + kConsumers * kStgBytes + IP_GEMM_BAR_BYTES <= IP_GEMM_SMEM,
+                "the layout fits IP_GEMM_SMEM");
+  static_assert(IP_GEMM_BAR_BYTES >= (2 * kStages + 2 * kConsumers + 1) * 8, "mbarrier space and the claim");
+  static_assert(kStgLd % kPiece == 0, "staging rows stay 16-byte aligned");
+  static_assert(kStageBytes % IP_GEMM_ALIGN == 0, "every stage starts on the swizzle's period");
+  static_assert(kAcc == 4 * kGroups, "a thread holds 4 accumulators of each column group");
+};
+static_assert(tiling<IP_GEMM_TILE_N>::kStages == IP_GEMM_STAGES, "the widest tile's ring is IP_GEMM_SMEM's");
 
 // wgmma shared-memory descriptor fields (PTX "matrix descriptor"):
 // start address, leading and stride byte offsets, all >> 4; bits 62-63 =
@@ -358,16 +385,19 @@ __device__ __forceinline__ void wg_wait() {
 // Keeps the compiler from moving accumulator reads or writes across the
 // asynchronous wgmma boundary (the asm statements are ordered; the
 // registers' uses are tied to this one).
-__device__ __forceinline__ void acc_fence(float (&d)[kAcc]) {
+template <int N>
+__device__ __forceinline__ void acc_fence(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < kAcc; i++) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define IPG_F8(i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-// d (64 x 256 f32 per warpgroup) += or = A (64 x 16, K-major) B (16 x 256,
-// N-major), both from shared memory; accumulate = 0 overwrites d.
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[kAcc], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+// d (64 x N f32 per warpgroup: N / 2 a thread) += or = A (64 x 16,
+// K-major) B (16 x N, N-major), both from shared memory; accumulate = 0
+// overwrites d.  One for each tile width (the accumulators' count picks
+// it).
+__device__ __forceinline__ void wgmma(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
@@ -384,6 +414,28 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[kAcc], uint64_t desc
         IPG_F8(72), IPG_F8(80), IPG_F8(88), IPG_F8(96), IPG_F8(104), IPG_F8(112), IPG_F8(120)
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
+__device__ __forceinline__ void wgmma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 1;\n}\n"
+      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 1;\n}\n"
+      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
 #undef IPG_F8
 
 template <uint32_t R>
@@ -395,23 +447,25 @@ __device__ __forceinline__ void regs_shrink() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
 }
 
-// Shared-memory addresses of one call (ring aligned to IP_GEMM_ALIGN).
-// Consumer c's staging buffer: its 64 rows of the unit, bf16, rows
-// IP_GEMM_STG_LD apart.  staged[c] completes when its 128 threads have
-// written it (they arrive); freed[c] when the store warps have read it
-// (one arrival).
-struct layout {
-  uint32_t ring;  // stage s at ring + s * IP_GEMM_STAGE_BYTES: A tile, then kBoxesN W boxes
-  char *stg;      // consumer c's staging buffer at stg + c * IP_GEMM_STG_BYTES
+// Shared-memory addresses of one call of a kTN-wide tile (ring aligned
+// to IP_GEMM_ALIGN).  Consumer c's staging buffer: its 64 rows of the
+// unit, bf16, rows kStgLd apart.  staged[c] completes when its 128 threads
+// have written it (they arrive); freed[c] when the store warps have read
+// it (one arrival).
+template <int kTN>
+struct layout : tiling<kTN> {
+  using T = tiling<kTN>;
+  uint32_t ring;  // stage s at ring + s * kStageBytes: A tile, then kBoxes W boxes
+  char *stg;      // consumer c's staging buffer at stg + c * kStgBytes
   uint32_t bars;  // full[s], empty[s], staged[c], freed[c], 8 bytes each, then the claim
   __device__ uint32_t full(int s) const { return bars + 8 * s; }
-  __device__ uint32_t empty(int s) const { return bars + 8 * (IP_GEMM_STAGES + s); }
-  __device__ uint32_t staged(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + c); }
-  __device__ uint32_t freed(int c) const { return bars + 8 * (2 * IP_GEMM_STAGES + kConsumers + c); }
+  __device__ uint32_t empty(int s) const { return bars + 8 * (T::kStages + s); }
+  __device__ uint32_t staged(int c) const { return bars + 8 * (2 * T::kStages + c); }
+  __device__ uint32_t freed(int c) const { return bars + 8 * (2 * T::kStages + kConsumers + c); }
   // 0 until a thread of the block gives up a wait (stall).
-  __device__ uint32_t claim() const { return bars + 8 * (2 * IP_GEMM_STAGES + 2 * kConsumers); }
+  __device__ uint32_t claim() const { return bars + 8 * (2 * T::kStages + 2 * kConsumers); }
   __device__ __nv_bfloat16 *stg_row(int c, int r) const {
-    return (__nv_bfloat16 *)(stg + c * IP_GEMM_STG_BYTES) + r * IP_GEMM_STG_LD;
+    return (__nv_bfloat16 *)(stg + c * T::kStgBytes) + r * T::kStgLd;
   }
 };
 
@@ -470,7 +524,8 @@ __device__ __noinline__ __attribute__((noreturn)) void stall(const ip_gemm_args 
 // us), 0.3% or less at 1024 x 8192 x 4096, 2048 x 4096 x 4096 and 4096 x
 // 4096 x 2048.  Counting SM cycles instead of reading %globaltimer, and a
 // second try before the clock, measured the same.
-__device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const layout &L, uint32_t bar, uint32_t parity,
+template <class Layout>
+__device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L, uint32_t bar, uint32_t parity,
                                           int what, int64_t m0, int64_t n0) {
   if (__builtin_expect(mbar_try(bar, parity), 1)) return;
   const uint64_t t0 = globaltimer();
@@ -484,9 +539,10 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const layout &L
 // its stage to be free, then asks TMA for the A tile and the W boxes that
 // lie inside N (boxes past N are skipped: their columns are never
 // stored, and the stage's expected bytes count only what was asked).
-template <bool kSplit, class Epi>
-__device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+template <bool kSplit, int kTN, class Epi>
+__device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
                                         const Epi &epi) {
+  using T = tiling<kTN>;
   tma_prefetch(&g.tmap_x);
   tma_prefetch(&g.tmap_w);
   int stage = 0;
@@ -497,17 +553,17 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
     ip_gemm_unit_coords(g, ipg::unit_tile<kSplit>(g, u, &r), &m0, &n0);
     if (epi.skip(m0)) continue;
     const int64_t left = (g.n - n0) / IP_GEMM_SWZ_COLS;
-    const int boxes = left < kBoxesN ? (int)left : kBoxesN;
+    const int boxes = left < T::kBoxes ? (int)left : T::kBoxes;
     const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
     for (int64_t kb = ipg::range_kb<kSplit>(g, r), kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
-      const uint32_t full = L.full(stage), a = L.ring + stage * IP_GEMM_STAGE_BYTES;
+      const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
       mbar_arrive_tx(full, bytes);
       const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
       tma_load_2d(a, &g.tmap_x, k0, (int32_t)m0, full);
       for (int j = 0; j < boxes; j++)
         tma_load_2d(a + IP_GEMM_A_BYTES + j * kBoxBytes, &g.tmap_w, (int32_t)(n0 + j * IP_GEMM_SWZ_COLS), k0, full);
-      if (++stage == IP_GEMM_STAGES) {
+      if (++stage == T::kStages) {
         stage = 0;
         phase ^= 1;
       }
@@ -515,47 +571,50 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout &L, 
   }
 }
 
-// Stores rows r0, r0 + step, ... < rows of the staged unit at (m0, n0),
-// the 16-byte piece `lane` of each (pieces past cols, and where the tile
-// is split, pieces its k-range does not own, are not stored), kDepth
-// rows' loads in flight before their stores (the store warps, with
-// IP_GEMM_REGS_PRODUCER registers, take 1: the interpreter's row_ptr
-// spilled them at 2).
-template <int kDepth, class Epi>
-__device__ __forceinline__ void store_rows(const layout &L, int r0, int step, int rows, int cols, int lane,
+// Stores the staged unit at (m0, n0) a pass of kRowsPerPass rows at a
+// time: passes q0, q0 + step, ... whose rows are below `rows`.  A lane
+// stores the 16-byte piece lane % (kTN / 8) of row lane / (kTN / 8) of
+// each pass (one whole row a pass for the widest tile; pieces past cols,
+// and where the tile is split, pieces its k-range does not own, are not
+// stored), kDepth passes' loads in flight before their stores (the store
+// warps, with IP_GEMM_REGS_PRODUCER registers, take 1: the interpreter's
+// row_ptr spilled them at 2).
+template <int kTN, int kDepth, class Epi>
+__device__ __forceinline__ void store_rows(const layout<kTN> &L, int q0, int step, int rows, int cols, int lane,
                                            int64_t m0, int64_t n0, int p0, int p1, Epi &epi) {
-  if (lane * kPiece >= cols || lane < p0 || lane >= p1) return;
-  for (int r = r0; r < rows; r += kDepth * step) {
+  using T = tiling<kTN>;
+  const int piece = T::kGroups == 32 ? lane : lane % T::kGroups, sub = T::kGroups == 32 ? 0 : lane / T::kGroups;
+  if (piece * kPiece >= cols || piece < p0 || piece >= p1) return;
+  for (int q = q0; q * T::kRowsPerPass < rows; q += kDepth * step) {
     uint4 v[kDepth];
 #pragma unroll
     for (int i = 0; i < kDepth; i++) {
-      const int q = r + i * step;
-      if (q < rows) v[i] = *(const uint4 *)(L.stg_row(q / kRowsPerConsumer, q % kRowsPerConsumer) + lane * kPiece);
+      const int r = (q + i * step) * T::kRowsPerPass + sub;
+      if (r < rows) v[i] = *(const uint4 *)(L.stg_row(r / kRowsPerConsumer, r % kRowsPerConsumer) + piece * kPiece);
     }
 #pragma unroll
     for (int i = 0; i < kDepth; i++) {
-      const int q = r + i * step;
-      if (q < rows) ipg::store16(epi.row_ptr(m0 + q) + n0 + lane * kPiece, v[i]);
+      const int r = (q + i * step) * T::kRowsPerPass + sub;
+      if (r < rows) ipg::store16(epi.row_ptr(m0 + r) + n0 + piece * kPiece, v[i]);
     }
   }
 }
 
-// Split K's workspace (split_meet): 8-column groups of a tile, float4s a
-// range's partial tile, and the loads a thread keeps in flight adding
-// them up (hand_over).
-constexpr int kGroups = IP_GEMM_TILE_N / kPiece;   // 32
-static_assert(kAcc == 4 * kGroups, "a thread holds 4 accumulators of each column group");
-constexpr int64_t kSplitRange = (int64_t)kConsumers * kGroups * kWarpgroup;
+// Split K (split_meet, hand_over): the loads a thread keeps in flight
+// adding up the ranges' partial sums.
 constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
 static_assert(IP_GEMM_SPLIT_SEMS == kConsumers + 1, "a tile's counters: one per consumer warpgroup, then the stores'");
 
 // Where consumer warpgroup c's thread t keeps its own groups' partial
 // sums on chip (split_meet, hand_over): group p0 + i at own + i * 2 KiB,
 // in the ring, which holds no stage once the block's last unit has left
-// the mainloop (the warpgroups' halves 32 KiB apart: 2 ranges' 16 groups
-// of 2 KiB at most).
-__device__ __forceinline__ uint32_t split_own(const layout &L, int c, int t) {
-  return L.ring + c * (kGroups / 2) * kWarpgroup * 16 + t * 16;
+// the mainloop (the warpgroups' halves kGroups KiB apart: 2 ranges' kGroups
+// / 2 groups of 2 KiB at most).
+template <int kTN>
+__device__ __forceinline__ uint32_t split_own(const layout<kTN> &L, int c, int t) {
+  static_assert(tiling<kTN>::kGroups * kWarpgroup * 16 <= tiling<kTN>::kStages * tiling<kTN>::kStageBytes,
+                "both warpgroups' own groups fit the ring");
+  return L.ring + c * (tiling<kTN>::kGroups / 2) * kWarpgroup * 16 + t * 16;
 }
 
 // Consumer warpgroup c's half of a unit's epilogue: once the store warps
@@ -573,19 +632,21 @@ __device__ __forceinline__ uint32_t split_own(const layout &L, int c, int t) {
 // memory on the block's last unit, split_own), kSplitBatch loads in
 // flight a thread (one range at a time, the loads' latency made a
 // 128-token GEMM's exchange take longer than its mainloop).
-template <class Epi>
-__device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c, int t,
-                                          uint32_t &fphase, bool last, int64_t m0, int64_t n0, int p0, int p1, int r,
-                                          const float4 *split, Epi &epi) {
+template <int kTN, class Epi>
+__device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout<kTN> &L,
+                                          float (&d)[tiling<kTN>::kAcc], int c, int t, uint32_t &fphase, bool last,
+                                          int64_t m0, int64_t n0, int p0, int p1, int r, const float4 *split,
+                                          Epi &epi) {
+  using T = tiling<kTN>;
   const int w = t / 32, l = t % 32;
   mbar_wait(g, L, L.freed(c), fphase ^ 1, IP_GEMM_WAIT_FREED, m0, n0);
   fphase ^= 1;
   // wgmma's accumulator layout: thread (w, l) holds, for each 8-column
   // group j, rows 16 w + l / 4 and + 8, columns 8 j + 2 (l % 4) and + 1.
-  __nv_bfloat16 *r0 = L.stg_row(c, 16 * w + l / 4) + 2 * (l % 4), *r8 = r0 + 8 * IP_GEMM_STG_LD;
+  __nv_bfloat16 *r0 = L.stg_row(c, 16 * w + l / 4) + 2 * (l % 4), *r8 = r0 + 8 * T::kStgLd;
   if (!split) {
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; j++) {
+    for (int j = 0; j < T::kAcc / 4; j++) {
       *(uint32_t *)&r0[8 * j] = ipg::pack_bf16(d[4 * j], d[4 * j + 1]);
       *(uint32_t *)&r8[8 * j] = ipg::pack_bf16(d[4 * j + 2], d[4 * j + 3]);
     }
@@ -604,7 +665,7 @@ __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L
                          : "=f"(v[k].x), "=f"(v[k].y), "=f"(v[k].z), "=f"(v[k].w)
                          : "r"(split_own(L, c, t) + (uint32_t)(jl - p0) * kWarpgroup * 16));
           else
-            v[k] = __ldcg(split + ol * kSplitRange + jl * kWarpgroup);
+            v[k] = __ldcg(split + ol * T::kSplitRange + jl * kWarpgroup);
           if (++ol == S) ol = 0, jl++;
         }
 #pragma unroll
@@ -625,7 +686,8 @@ __device__ __forceinline__ void hand_over(const ip_gemm_args &g, const layout &L
     ipg::bar_named(IP_GEMM_BAR_FIRST + 1 + c, kWarpgroup);
     const int first = c * kRowsPerConsumer, left = ipg::unit_rows(g, m0) - first;
     const int end = first + (left < kRowsPerConsumer ? left : kRowsPerConsumer);
-    store_rows<4>(L, first + w, kWarpgroup / 32, end, ipg::unit_cols(g, n0), l, m0, n0, p0, p1, epi);
+    store_rows<kTN, 4>(L, first / T::kRowsPerPass + w, kWarpgroup / 32, end, ipg::unit_cols(g, n0, kTN), l, m0, n0,
+                       p0, p1, epi);
   }
   mbar_arrive(L.staged(c));
 }
@@ -650,18 +712,20 @@ __device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t *p) {
 //   (((tile * splits + r) * kConsumers + c) * kGroups + j) * kWarpgroup + t,
 // so that a warpgroup writes and reads each group as 2 KiB end to end.
 // Loads and stores go to L2 (.cg): another SM wrote or reads them.
-__device__ __forceinline__ const float4 *split_meet(const ip_gemm_args &g, const layout &L, float (&d)[kAcc], int c,
-                                                   int t, int64_t tile, int r, int p0, int p1, bool last, int64_t m0,
-                                                   int64_t n0) {
+template <int kTN>
+__device__ __forceinline__ const float4 *split_meet(const ip_gemm_args &g, const layout<kTN> &L,
+                                                   float (&d)[tiling<kTN>::kAcc], int c, int t, int64_t tile, int r,
+                                                   int p0, int p1, bool last, int64_t m0, int64_t n0) {
+  using T = tiling<kTN>;
   const int S = g.splits;
-  float4 *const ws = (float4 *)g.split_ws + (tile * S * kConsumers + c) * kGroups * kWarpgroup + t;
-  float4 *const mine = ws + r * kSplitRange;
+  float4 *const ws = (float4 *)g.split_ws + (tile * S * kConsumers + c) * T::kGroups * kWarpgroup + t;
+  float4 *const mine = ws + r * T::kSplitRange;
   // The ring is free once both warpgroups' last wgmma has read it (they
   // share its W boxes); the producer loads nothing after the last unit.
   if (last) ipg::bar_named(IP_GEMM_BAR_FIRST + 4, kConsumers * kWarpgroup);
   const uint32_t own = split_own(L, c, t) - (uint32_t)p0 * kWarpgroup * 16;
 #pragma unroll
-  for (int j = 0; j < kGroups; j++) {
+  for (int j = 0; j < T::kGroups; j++) {
     if (last && j >= p0 && j < p1)
       asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(own + j * kWarpgroup * 16), "f"(d[4 * j]),
                    "f"(d[4 * j + 1]), "f"(d[4 * j + 2]), "f"(d[4 * j + 3])
@@ -710,13 +774,13 @@ __device__ __forceinline__ bool split_last(const ip_gemm_args &g, int64_t tile, 
 
 // The store warps (the producer warpgroup's warps 1-3; s: 0 .. 95): for
 // every unit not skipped, wait until both consumers have staged it, store
-// it one row per warp at a time (the 32 lanes' 16-byte pieces make the
-// row's 512 bytes: coalesced, local or peer memory alike; the block's
-// last unit the consumers store), give the buffers back, and report the
-// unit done from the first store warp.  This overlaps the stores with
-// the consumers' next mainloop.
-template <bool kSplit, class Epi>
-__device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+// it 512 bytes per warp at a time (the 32 lanes' 16-byte pieces: one row
+// of the widest tile, 2 or 4 rows of a narrower one; coalesced, local or
+// peer memory alike; the block's last unit the consumers store), give
+// the buffers back, and report the unit done from the first store warp.
+// This overlaps the stores with the consumers' next mainloop.
+template <bool kSplit, int kTN, class Epi>
+__device__ __forceinline__ void store(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
                                       int s, Epi &epi) {
   const int warp = s / 32, lane = s % 32;
   uint32_t sphase = 0;
@@ -726,12 +790,12 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, in
     const int64_t tile = ipg::unit_tile<kSplit>(g, u, &r);
     ip_gemm_unit_coords(g, tile, &m0, &n0);
     if (epi.skip(m0)) continue;   // the consumers report it
-    const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
+    const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0, kTN);
     for (int c = 0; c < kConsumers; c++) mbar_wait(g, L, L.staged(c), sphase, IP_GEMM_WAIT_STAGED, m0, n0);
     sphase ^= 1;
     if (u + unit_step < g.units)
-      store_rows<1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, ipg::range_group<kSplit>(g, r),
-                    ipg::range_group<kSplit>(g, r + 1), epi);
+      store_rows<kTN, 1>(L, warp, kStoreWarps, rows, cols, lane, m0, n0, ipg::range_group<kSplit, kTN>(g, r),
+                         ipg::range_group<kSplit, kTN>(g, r + 1), epi);
     ipg::bar_named(IP_GEMM_BAR_FIRST, kStoreWarps * 32);   // every row is stored and the buffers read
     if (s == 0)
       for (int c = 0; c < kConsumers; c++) mbar_arrive(L.freed(c));
@@ -750,12 +814,13 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout &L, in
 // stages fill (one commit group per stage; a stage is given back once the
 // group after it has been issued and its own has completed), then its
 // half of the unit into the staging buffer.
-template <bool kSplit, class Epi>
-__device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, int64_t unit0, int64_t unit_step,
+template <bool kSplit, int kTN, class Epi>
+__device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
                                         int c, int t, Epi &epi) {
-  float d[kAcc];
+  using T = tiling<kTN>;
+  float d[T::kAcc];
 #pragma unroll
-  for (int i = 0; i < kAcc; i++) d[i] = 0.f;
+  for (int i = 0; i < T::kAcc; i++) d[i] = 0.f;
   const int lane = t % 32;
   const uint64_t da = make_desc(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
   const uint64_t db = make_desc(L.ring + IP_GEMM_A_BYTES, kDescB);
@@ -767,19 +832,19 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     const int64_t tile = ipg::unit_tile<kSplit>(g, u, &r);
     ip_gemm_unit_coords(g, tile, &m0, &n0);
     if (epi.skip(m0)) {   // nothing was loaded for it: done at once, by one warp (of the first k-range)
-      if (c == 0 && t < 32 && r == 0) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0), t);
+      if (c == 0 && t < 32 && r == 0) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0, kTN), t);
       continue;
     }
     const int64_t kb0 = ipg::range_kb<kSplit>(g, r);
     int prev = 0;
     for (int64_t kb = kb0, kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.full(stage), phase, IP_GEMM_WAIT_FULL, m0, n0);
-      const uint64_t off = (uint64_t)(stage * IP_GEMM_STAGE_BYTES) >> 4;
+      const uint64_t off = (uint64_t)(stage * T::kStageBytes) >> 4;
       wg_fence();
       acc_fence(d);
 #pragma unroll
       for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
-        wgmma_m64n256k16(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > kb0 || kk > 0);
+        wgmma(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > kb0 || kk > 0);
       wg_commit();
       acc_fence(d);
       if (kb > kb0) {
@@ -787,7 +852,7 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
         if (lane == 0) mbar_arrive(L.empty(prev));
       }
       prev = stage;
-      if (++stage == IP_GEMM_STAGES) {
+      if (++stage == T::kStages) {
         stage = 0;
         phase ^= 1;
       }
@@ -795,25 +860,26 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout &L, 
     wg_wait<0>();
     acc_fence(d);
     if (lane == 0) mbar_arrive(L.empty(prev));
-    const int p0 = ipg::range_group<kSplit>(g, r), p1 = ipg::range_group<kSplit>(g, r + 1);
+    const int p0 = ipg::range_group<kSplit, kTN>(g, r), p1 = ipg::range_group<kSplit, kTN>(g, r + 1);
     const bool last = u + unit_step >= g.units;
     const float4 *split = kSplit ? split_meet(g, L, d, c, t, tile, r, p0, p1, last, m0, n0) : nullptr;
     hand_over(g, L, d, c, t, fphase, last, m0, n0, p0, p1, r, split, epi);
   }
 }
 
-template <bool kSplit, class Epi>
+template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
+  using T = tiling<kTN>;
   const int tid = threadIdx.x, wg = tid / kWarpgroup;
   if (blockDim.x != IP_GEMM_THREADS) __trap();  // the roles below need exactly this many threads
   const uint32_t s0 = ipg::smem_u32(smem);
   const uint32_t pad = (IP_GEMM_ALIGN - (s0 & (IP_GEMM_ALIGN - 1))) & (IP_GEMM_ALIGN - 1);
-  layout L;
+  layout<kTN> L;
   L.ring = s0 + pad;
-  L.stg = ipg::as_shared(smem) + pad + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES;
-  L.bars = L.ring + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + kConsumers * IP_GEMM_STG_BYTES;
+  L.stg = ipg::as_shared(smem) + pad + T::kStages * T::kStageBytes;
+  L.bars = L.ring + T::kStages * T::kStageBytes + kConsumers * T::kStgBytes;
   if (tid == 0) {
-    for (int s = 0; s < IP_GEMM_STAGES; s++) {
+    for (int s = 0; s < T::kStages; s++) {
       mbar_init(L.full(s), 1);  // the producer's arrive; TMA's bytes complete the phase
       mbar_init(L.empty(s), kConsumerWarps);
     }
@@ -840,15 +906,15 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   constexpr int kGrown = IP_GEMM_BAR_FIRST + 1 + kConsumers;
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
-    if (tid == 0) produce<kSplit>(g, L, unit0, unit_step, epi);
-    else if (tid >= 32) store<kSplit>(g, L, unit0, unit_step, tid - 32, epi);
+    if (tid == 0) produce<kSplit, kTN>(g, L, unit0, unit_step, epi);
+    else if (tid >= 32) store<kSplit, kTN>(g, L, unit0, unit_step, tid - 32, epi);
     __syncwarp();
     ipg::bar_named(kGrown, IP_GEMM_THREADS);
     regs_grow<IP_GEMM_REGS_ENTRY>();
   } else {
     regs_grow<IP_GEMM_REGS_CONSUMER>();
     ipg::bar_arrive(kGrown, IP_GEMM_THREADS);
-    consume<kSplit>(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
+    consume<kSplit, kTN>(g, L, unit0, unit_step, wg - 1, tid - wg * kWarpgroup, epi);
     regs_shrink<IP_GEMM_REGS_ENTRY>();
   }
   __syncthreads();  // every wait and arrive is over, every store issued
@@ -861,28 +927,42 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
 #include "ip_gemm_fb.cuh"
 #endif
 
-// The entry point (contract at the top of this file), as one of its two
-// instances: kSplit must be g.splits > 1.  A kernel that knows which
-// calls it runs instantiates only that one: each instance is a copy of
-// the engine, and a second copy in the interpreter's gemm kernel made
-// ptxas spill more of the kernel's other code (its communicating blocks'
-// FIFO exchange ran 14-21% slower).
-template <bool kSplit, class Epi>
+// The entry point (contract at the top of this file), as one of its
+// instances: kSplit must be g.splits > 1, kTN g.tile_n.  A kernel that
+// knows which calls it runs instantiates only those: each instance is a
+// copy of the engine, and a second copy in the interpreter's gemm kernel
+// made ptxas spill more of the kernel's other code (its communicating
+// blocks' FIFO exchange ran 14-21% slower).
+template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void ip_gemm_run_as(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
                                                Epi &epi) {
 #if IP_GEMM_SM90A
-  ipg90::run<kSplit>(g, smem, unit0, unit_step, epi);
+  ipg90::run<kSplit, kTN>(g, smem, unit0, unit_step, epi);
 #else
   ipgfb::run(g, smem, unit0, unit_step, epi);
 #endif
 }
 
-// The entry point (contract at the top of this file), either instance.
+// The entry point (contract at the top of this file), any instance.
 template <class Epi>
 __device__ __forceinline__ void ip_gemm_run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step,
                                             Epi &epi) {
-  if (g.splits > 1) ip_gemm_run_as<true>(g, smem, unit0, unit_step, epi);
-  else ip_gemm_run_as<false>(g, smem, unit0, unit_step, epi);
+#if IP_GEMM_SM90A
+  const bool split = g.splits > 1;
+  if (g.tile_n == IP_GEMM_TILE_N_MIN) {
+    if (split) ip_gemm_run_as<true, IP_GEMM_TILE_N_MIN>(g, smem, unit0, unit_step, epi);
+    else ip_gemm_run_as<false, IP_GEMM_TILE_N_MIN>(g, smem, unit0, unit_step, epi);
+  } else if (g.tile_n == 128) {
+    if (split) ip_gemm_run_as<true, 128>(g, smem, unit0, unit_step, epi);
+    else ip_gemm_run_as<false, 128>(g, smem, unit0, unit_step, epi);
+  } else if (split) {
+    ip_gemm_run_as<true, IP_GEMM_TILE_N>(g, smem, unit0, unit_step, epi);
+  } else {
+    ip_gemm_run_as<false, IP_GEMM_TILE_N>(g, smem, unit0, unit_step, epi);
+  }
+#else
+  ipgfb::run(g, smem, unit0, unit_step, epi);
+#endif
 }
 
 #endif

@@ -13,16 +13,21 @@
 extern "C" {
 #endif
 
-/* ---- the tile engine's fixed shape --------------------------------------
- * One unit of work is one output tile of IP_GEMM_TILE_M x IP_GEMM_TILE_N,
- * computed in k-blocks of IP_GEMM_TILE_K.  On sm_90a: one producer
- * warpgroup (TMA) and two consumer warpgroups (wgmma, 64 rows each). */
+/* ---- the tile engine's shape -------------------------------------------
+ * One unit of work is one output tile of IP_GEMM_TILE_M x tile_n, computed
+ * in k-blocks of IP_GEMM_TILE_K; tile_n is IP_GEMM_TILE_N, or narrower for
+ * GEMMs of few tiles (ip_gemm_set_tile_n: 128 or IP_GEMM_TILE_N_MIN).  On
+ * sm_90a: one producer warpgroup (TMA) and two consumer warpgroups
+ * (wgmma, 64 rows each). */
 #define IP_GEMM_TILE_M 128
-#define IP_GEMM_TILE_N 256
+#define IP_GEMM_TILE_N 256     /* the widest tile, and ip_gemm_prepare's */
+#define IP_GEMM_TILE_N_MIN 64  /* the narrowest: one W box (a 128-byte swizzled row) */
 #define IP_GEMM_TILE_K 64
 #define IP_GEMM_SWZ_COLS 64 /* bf16 columns in one 128-byte swizzled row: a TMA box's width */
 #define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
-#define IP_GEMM_STAGES 3    /* shared-memory ring depth (k-blocks in flight): 3 leaves room for the staging */
+#define IP_GEMM_STAGES 3    /* shared-memory ring depth (k-blocks in flight) of the widest tile: 3 leaves room
+                               for the staging; narrower tiles fit more stages in the same memory */
+#define IP_GEMM_MAX_STAGES 8 /* any tile width's ring depth at most (narrower tiles' k-blocks take less time) */
 #define IP_GEMM_BAND_GROUP 4 /* tile rows per band (ip_gemm_unit_coords): measured 2-8 alike, 1 slow on big W */
 /* From this K on, or where W holds IP_GEMM_DEEP_W_BYTES or more, bands of
  * IP_GEMM_BAND_GROUP_DEEP tile rows: each band walks all of W, and a W
@@ -40,20 +45,22 @@ extern "C" {
 #define IP_GEMM_DEEP_W_BYTES (48ll << 20)
 #define IP_GEMM_BAND_GROUP_DEEP 16
 
-/* Shared memory, sm_90a: the ring (A tile then B tile per stage), one
- * staging buffer per consumer warpgroup holding its 64 rows of a unit's
- * outputs in bf16 (rows padded by 8 elements so that fragment stores
- * avoid bank conflicts; 528-byte rows keep 16-byte alignment), the
- * mbarriers, and slack to align the ring to the 1024 bytes that 128-byte
- * swizzling repeats over.  The staging lets a consumer hand its outputs
- * over and go on with the next unit while the producer warpgroup's other
- * warps store them (ip_gemm.cuh). */
+/* Shared memory, sm_90a, for the widest tile (a narrower one lays out
+ * more stages in the same bytes: ip_gemm.cuh's ipg90::tiling): the ring
+ * (A tile then B tile per stage), one staging buffer per consumer
+ * warpgroup holding its 64 rows of a unit's outputs in bf16 (rows padded
+ * by 8 elements so that fragment stores avoid bank conflicts; 528-byte
+ * rows keep 16-byte alignment), the mbarriers, and slack to align the
+ * ring to the 1024 bytes that 128-byte swizzling repeats over.  The
+ * staging lets a consumer hand its outputs over and go on with the next
+ * unit while the producer warpgroup's other warps store them
+ * (ip_gemm.cuh). */
 #define IP_GEMM_A_BYTES (IP_GEMM_TILE_M * IP_GEMM_TILE_K * 2)
 #define IP_GEMM_B_BYTES (IP_GEMM_TILE_K * IP_GEMM_TILE_N * 2)
 #define IP_GEMM_STAGE_BYTES (IP_GEMM_A_BYTES + IP_GEMM_B_BYTES)
 #define IP_GEMM_STG_LD (IP_GEMM_TILE_N + 8)
 #define IP_GEMM_STG_BYTES (64 * IP_GEMM_STG_LD * 2)
-#define IP_GEMM_BAR_BYTES 128 /* 2 x IP_GEMM_STAGES + 4 8-byte mbarriers and a claim word, rounded up */
+#define IP_GEMM_BAR_BYTES 192 /* 2 x IP_GEMM_MAX_STAGES + 4 8-byte mbarriers and a claim word, rounded up */
 #define IP_GEMM_ALIGN 1024
 #define IP_GEMM_SMEM \
   (IP_GEMM_ALIGN + IP_GEMM_STAGES * IP_GEMM_STAGE_BYTES + 2 * IP_GEMM_STG_BYTES + IP_GEMM_BAR_BYTES)
@@ -92,6 +99,7 @@ enum ip_gemm_err {
   IP_GEMM_EALIGN = -3,  /* x or w not 16-byte aligned, or NULL */
   IP_GEMM_EDRIVER = -4, /* cuTensorMapEncodeTiled missing or refused the map */
   IP_GEMM_ESPLIT = -5,  /* ip_gemm_set_split: splits out of range, workspace missing or misaligned */
+  IP_GEMM_ETILE = -6,   /* ip_gemm_set_tile_n: not a width the engine has */
 };
 
 #ifdef __CUDACC__
@@ -172,7 +180,7 @@ typedef struct ip_gemm_args {
   int64_t m, n, k;    /* Y[m, n] = X[m, k] W[k, n] */
   int64_t ldx, ldw;   /* row strides in elements */
   int64_t tiles_m;    /* ceil(m / IP_GEMM_TILE_M) */
-  int64_t tiles_n;    /* ceil(n / IP_GEMM_TILE_N) */
+  int64_t tiles_n;    /* ceil(n / tile_n) */
   int64_t units;      /* tiles * splits: units are 0 .. units - 1 (below) */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
   /* Split K (below; ip_gemm_set_split): beside the fields every walk reads
@@ -180,6 +188,7 @@ typedef struct ip_gemm_args {
   int64_t tiles;      /* tiles_m * tiles_n; units = tiles * splits */
   int32_t splits;     /* 1 .. IP_GEMM_MAX_SPLITS */
   ip_fastdiv div_splits;
+  int32_t tile_n;     /* a tile's columns: IP_GEMM_TILE_N, 128 or IP_GEMM_TILE_N_MIN (ip_gemm_set_tile_n) */
   int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare:
                          ip_gemm_default_band_group's */
   int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
@@ -207,8 +216,9 @@ typedef struct ip_gemm_args {
    * splits .. k_blocks (r + 1) / splits - 1.  Each range's block writes
    * its partial sums to split_ws, meets the tile's other ranges
    * (split_sem), and adds every range's partial sums of the columns it
-   * owns (columns 256 r / splits .. 256 (r + 1) / splits - 1 of the tile,
-   * in 8-column groups) in range order: the same bits every call.  The
+   * owns (of the tile's G = tile_n / 8 groups of 8 columns, groups G r /
+   * splits .. G (r + 1) / splits - 1) in range order: the same bits every
+   * call.  The
    * tile's last range to store calls done().  A block waits
    * there for the blocks of its tile's other ranges: the caller gives the
    * engine unit_step >= splits, blocks that all run at once, and waits in
@@ -219,21 +229,34 @@ typedef struct ip_gemm_args {
 } ip_gemm_args;
 
 /* Split K's limits and workspace.  A range's partial tile is
- * IP_GEMM_TILE_M x IP_GEMM_TILE_N f32 (128 KiB). */
+ * IP_GEMM_TILE_M x tile_n f32 (128 KiB for the widest tile). */
 #define IP_GEMM_MAX_SPLITS 16
 #define IP_GEMM_SPLIT_SEMS 3 /* per tile: each consumer warpgroup's arrivals, then the ranges' stores */
-/* ip_gemm_default_splits: at most IP_GEMM_SPLIT_DEFAULT_MAX ranges, and
- * only where splitting spares a block IP_GEMM_SPLIT_MIN_SAVED k-blocks or
- * more.  Splitting costs some 8-14 us on an H200 where the ranges fill the
- * GPU (each range writes its 128 KiB partial tile, reads the others',
- * and meets them); a k-block, some 0.6 us.  128 x 4096 x 1024 (16
- * tiles, 16 k-blocks): 13.9 us whole, 15.4 in 8 ranges (which spare 14
- * k-blocks); 128 x 4096 x 2048: 23.0 whole, 16.8 in 8 ranges (28
- * spared); 256 x 8192 x 2048 (64 tiles): 24.1 whole, 27.4 in 2 ranges
- * (16 spared); 256 x 8192 x 4096: 44.9 and 40.3 (32 spared); 128 x 4096
- * x 14336: 138.3 and 45.6 in 8 ranges, where cuBLAS takes 36.2. */
+/* The shape of a GEMM of few tiles (ip_gemm_default_tile_n and
+ * ip_gemm_default_splits) comes from a model of the time a block takes:
+ * its k-blocks (IP_GEMM_KB_NS: a narrow tile's cost more per column, as
+ * each loads X's whole 16 KiB row block for fewer W columns), at least
+ * W's bytes at IP_GEMM_DRAM_BYTES_NS, plus, where its tile is split, the
+ * exchange of partial tiles (IP_GEMM_SPLIT_NS: each range writes its f32
+ * partial tile, meets the others and reads theirs back), at most
+ * IP_GEMM_SPLIT_DEFAULT_MAX ranges.  The figures are an H200's, fitted to
+ * 128-512 tokens x 4096-8192 x 1024-14336 in every width and 1-8 ranges
+ * (one round of 132 blocks): the model picks the fastest measured shape
+ * for 23 of 24.  The other, 128 x 4096 x 4096, took 17.7 us in tiles 64
+ * wide split 2 ways against 16.4 in 128 split 4 ways: the measurement
+ * kept W's 32 MiB in L2 from call to call, where the model reads it from
+ * DRAM (as a layer's weights are).  128 x 4096 x 1024: 8.7 us in tiles
+ * 64 wide whole, 9.7 in 2 ranges, 13.5 in tiles 256 wide, 16.0 in those
+ * split 8 ways; 128 x 4096 x 14336 (W from DRAM): 39.5 in 128 split 4
+ * ways, 46.1 in 256 split 8 ways; cuBLAS 4.6 and 35.6. */
 #define IP_GEMM_SPLIT_DEFAULT_MAX 8
-#define IP_GEMM_SPLIT_MIN_SAVED 24
+#define IP_GEMM_KB_NS_256 570       /* a k-block of a 256-column tile, ns: the tensor cores' rate */
+#define IP_GEMM_KB_NS_128 430
+#define IP_GEMM_KB_NS_64 340
+#define IP_GEMM_SPLIT_NS_256 11600  /* a split's exchange, ns */
+#define IP_GEMM_SPLIT_NS_128 6000
+#define IP_GEMM_SPLIT_NS_64 3700
+#define IP_GEMM_DRAM_BYTES_NS 3500.0 /* bytes a ns (3.5 TB/s): W read once from DRAM, by every shape */
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
  * W [k, n] (row stride ldw) at w, both device memory of the GPU that will
@@ -248,6 +271,22 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
  * IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K or a W of
  * IP_GEMM_DEEP_W_BYTES bf16 bytes, else IP_GEMM_BAND_GROUP. */
 int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
+
+/* Sets g's tiles to tile_n columns: IP_GEMM_TILE_N (ip_gemm_prepare's),
+ * 128 or IP_GEMM_TILE_N_MIN.  A narrower tile gives a GEMM of few tiles
+ * more of them, each through all of K (ip_gemm_default_tile_n).  It
+ * recounts the tiles, undoes a split and an interleave, and keeps the band
+ * group: call it before ip_gemm_set_band_group, ip_gemm_set_interleave
+ * and ip_gemm_set_split.  Returns IP_GEMM_OK, or IP_GEMM_ETILE with *why
+ * (if why) naming the widths; g is then unchanged. */
+int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why);
+
+/* The tile width for g when `blocks` blocks run the engine at once:
+ * IP_GEMM_TILE_N where its tiles fill more than half the blocks; else,
+ * among the widths whose tiles fit the blocks in one round, the one the
+ * model (IP_GEMM_KB_NS) says is fastest with the ranges
+ * ip_gemm_default_splits would give it (ties: the wider). */
+int64_t ip_gemm_default_tile_n(const ip_gemm_args *g, int64_t blocks);
 
 /* Sets g's unit order to bands of band_group tile rows (1 or more; below
  * 1 is taken as 1) and the divisors that walk it.  ip_gemm_prepare calls
@@ -294,8 +333,9 @@ int64_t ip_gemm_split_sem_bytes(const ip_gemm_args *g);
 
 /* The k-ranges a tile of g gets when `blocks` blocks run the engine at
  * once: as many as the blocks hold in one round (blocks / tiles), at most
- * IP_GEMM_SPLIT_DEFAULT_MAX; 1 (no split) where that is 1 or spares a
- * block fewer than IP_GEMM_SPLIT_MIN_SAVED k-blocks. */
+ * IP_GEMM_SPLIT_DEFAULT_MAX and K / 64, where the model (IP_GEMM_KB_NS)
+ * says they are faster than the whole tile; else 1 (no split), also where
+ * its tiles fill more than half the blocks. */
 int64_t ip_gemm_default_splits(const ip_gemm_args *g, int64_t blocks);
 
 /* Dynamic shared memory a block needs to run the engine on a device of

@@ -7,8 +7,10 @@
 #define IP_GEMM_FB_CUH
 // ===========================================================================
 // Fallback (any other target): mma.sync m16n8k16 + cp.async, 3 stages.
-// A unit's 128 x 256 tile is computed as two 128 x 128 halves; warps 0-7
-// compute (a 2 x 4 grid of 64 x 32 warp tiles), all 12 warps load.
+// A unit's 128 x tile_n tile is computed as 128 x 128 parts (one for a
+// tile of 128 or 64 columns, whose columns past the tile are neither
+// loaded nor stored); warps 0-7 compute (a 2 x 4 grid of 64 x 32 warp
+// tiles), all 12 warps load.
 // ===========================================================================
 namespace ipgfb {
 
@@ -50,9 +52,9 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 // Every thread: its share of stage s's cp.async for k-block kb of the
-// half tile at (m0, nh); rows past m and columns past n read as zeros.
+// part at (m0, nh); rows past m and columns from nend on read as zeros.
 __device__ __forceinline__ void load_stage(const ip_gemm_args &g, uint32_t base, int s, int64_t kb, int64_t m0,
-                                           int64_t nh) {
+                                           int64_t nh, int64_t nend) {
   const uint32_t a = base + s * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
   const __nv_bfloat16 *x = (const __nv_bfloat16 *)g.x, *w = (const __nv_bfloat16 *)g.w;
   for (int i = threadIdx.x; i < kAChunks + kBChunks; i += IP_GEMM_THREADS) {
@@ -63,7 +65,7 @@ __device__ __forceinline__ void load_stage(const ip_gemm_args &g, uint32_t base,
       cp_async16(a + (r * IP_GEMM_FB_A_LD + c8 * 8) * 2, src, ok ? 16 : 0);
     } else {
       const int j = i - kAChunks, r = j / (IP_GEMM_FB_BN / 8), c8 = j % (IP_GEMM_FB_BN / 8);
-      const bool ok = nh + c8 * 8 < g.n;
+      const bool ok = nh + c8 * 8 < nend;
       const __nv_bfloat16 *src = ok ? w + (kb * IP_GEMM_FB_BK + r) * g.ldw + nh + c8 * 8 : w;
       cp_async16(b + (r * IP_GEMM_FB_B_LD + c8 * 8) * 2, src, ok ? 16 : 0);
     }
@@ -94,9 +96,10 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
     ip_gemm_unit_coords(g, ip_gemm_unit_tile(g, u, &r), &m0, &n0);
     if (r != 0) continue;   // a split tile: its first k-range computes all of K, the others nothing
     const bool skip = epi.skip(m0);
+    const int64_t nend = n0 + g.tile_n < g.n ? n0 + g.tile_n : g.n;   // the tile's columns end
     for (int h = 0; h < IP_GEMM_TILE_N / IP_GEMM_FB_BN && !skip; h++) {
       const int64_t nh = n0 + h * IP_GEMM_FB_BN;
-      if (nh >= g.n) break;
+      if (nh >= nend) break;
       float acc[kMt][kNt][4];
 #pragma unroll
       for (int i = 0; i < kMt; i++)
@@ -105,14 +108,14 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
 #pragma unroll
           for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
       for (int s = 0; s < IP_GEMM_FB_STAGES - 1; s++) {
-        if (s < kt) load_stage(g, base, s, s, m0, nh);
+        if (s < kt) load_stage(g, base, s, s, m0, nh, nend);
         cp_commit();  // empty groups keep the count uniform
       }
       for (int64_t kb = 0; kb < kt; kb++) {
         cp_wait<IP_GEMM_FB_STAGES - 2>();
         __syncthreads();  // stage kb landed for all; stage kb - 1 is no longer read
         const int64_t next = kb + IP_GEMM_FB_STAGES - 1;
-        if (next < kt) load_stage(g, base, (int)(next % IP_GEMM_FB_STAGES), next, m0, nh);
+        if (next < kt) load_stage(g, base, (int)(next % IP_GEMM_FB_STAGES), next, m0, nh, nend);
         cp_commit();
         if (warp < kComputeWarps) {
           const uint32_t a = base + (int)(kb % IP_GEMM_FB_STAGES) * IP_GEMM_FB_STAGE_BYTES, b = a + kAStageBytes;
@@ -148,14 +151,14 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
 #pragma unroll
             for (int nt = 0; nt < kNt; nt++) {
               const int64_t col = nh + wn * kWarpCols + nt * 8 + (lane % 4) * 2;
-              if (col < g.n) store2(p + col, acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+              if (col < nend) store2(p + col, acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
             }
           }
       }
     }
     if (!skip) __syncthreads();  // every store of the unit precedes done (the same for every thread)
     if (threadIdx.x < 32) {
-      const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0);
+      const int rows = ipg::unit_rows(g, m0), cols = ipg::unit_cols(g, n0, g.tile_n);
       if (epi.publishes()) __threadfence();
       epi.done(m0, n0, rows, cols, threadIdx.x);
     }

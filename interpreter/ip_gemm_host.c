@@ -86,6 +86,7 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->ldx = ldx;
   g->ldw = ldw;
   g->tiles_m = (m + IP_GEMM_TILE_M - 1) / IP_GEMM_TILE_M;
+  g->tile_n = IP_GEMM_TILE_N;
   g->tiles_n = (n + IP_GEMM_TILE_N - 1) / IP_GEMM_TILE_N;
   g->tiles = g->tiles_m * g->tiles_n;
   g->units = g->tiles;

@@ -13,6 +13,60 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
   return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
 }
 
+int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why) {
+  if (why) *why = "ok";
+  if (tile_n != IP_GEMM_TILE_N && tile_n != 128 && tile_n != IP_GEMM_TILE_N_MIN) {
+    if (why) *why = "ip_gemm: a tile is 256, 128 or 64 columns wide (IP_GEMM_TILE_N, IP_GEMM_TILE_N_MIN)";
+    return IP_GEMM_ETILE;
+  }
+  g->tile_n = (int32_t)tile_n;
+  g->tiles_n = (g->n + tile_n - 1) / tile_n;
+  g->tiles = g->tiles_m * g->tiles_n;
+  g->units = g->tiles;
+  g->splits = 1;
+  g->div_splits = ip_fastdiv_make(1);
+  g->split_ws = NULL;
+  g->split_sem = NULL;
+  ip_gemm_set_band_group(g, g->band_group);
+  return IP_GEMM_OK;
+}
+
+/* Tiles of g tile_n columns wide. */
+static int64_t tiles_at(const ip_gemm_args *g, int64_t tile_n) { return g->tiles_m * ((g->n + tile_n - 1) / tile_n); }
+
+/* The model's time, ns, of a block of g's GEMM in tiles tile_n wide split
+ * into `splits` ranges (ip_gemm.h, IP_GEMM_KB_NS). */
+static double model_ns(const ip_gemm_args *g, int64_t tile_n, int64_t splits) {
+  const int w = tile_n == IP_GEMM_TILE_N_MIN ? 2 : tile_n == 128 ? 1 : 0;
+  static const double kb_ns[3] = {IP_GEMM_KB_NS_256, IP_GEMM_KB_NS_128, IP_GEMM_KB_NS_64};
+  static const double split_ns[3] = {IP_GEMM_SPLIT_NS_256, IP_GEMM_SPLIT_NS_128, IP_GEMM_SPLIT_NS_64};
+  const double work = (double)((g->k_blocks + splits - 1) / splits) * kb_ns[w];
+  const double dram = (double)g->n * (double)g->k * 2.0 / IP_GEMM_DRAM_BYTES_NS;
+  return (work > dram ? work : dram) + (splits > 1 ? split_ns[w] : 0.0);
+}
+
+/* The ranges a tile of `tiles` tiles tile_n wide gets (ip_gemm_default_splits). */
+static int64_t splits_at(const ip_gemm_args *g, int64_t tile_n, int64_t tiles, int64_t blocks) {
+  if (tiles < 1 || blocks < 2 || 2 * tiles > blocks) return 1;
+  int64_t s = blocks / tiles;
+  if (s > IP_GEMM_SPLIT_DEFAULT_MAX) s = IP_GEMM_SPLIT_DEFAULT_MAX;
+  if (s > g->k_blocks) s = g->k_blocks;
+  return s > 1 && model_ns(g, tile_n, s) < model_ns(g, tile_n, 1) ? s : 1;
+}
+
+int64_t ip_gemm_default_tile_n(const ip_gemm_args *g, int64_t blocks) {
+  int64_t best = IP_GEMM_TILE_N;
+  if (g->tiles_m < 1 || g->n < 1 || blocks < 2 || 2 * tiles_at(g, best) > blocks) return best;
+  double best_ns = model_ns(g, best, splits_at(g, best, tiles_at(g, best), blocks));
+  for (int64_t tn = IP_GEMM_TILE_N / 2; tn >= IP_GEMM_TILE_N_MIN; tn /= 2) {
+    const int64_t tiles = tiles_at(g, tn);
+    if (tiles > blocks) break;
+    const double ns = model_ns(g, tn, splits_at(g, tn, tiles, blocks));
+    if (ns < best_ns) best = tn, best_ns = ns;
+  }
+  return best;
+}
+
 void ip_gemm_set_band_group(ip_gemm_args *g, int64_t band_group) {
   if (band_group < 1) band_group = 1;
   if (band_group > g->tiles_m && g->tiles_m > 0) band_group = g->tiles_m;
@@ -39,7 +93,7 @@ void ip_gemm_set_interleave(ip_gemm_args *g, int64_t rows) {
 
 int64_t ip_gemm_split_ws_bytes(const ip_gemm_args *g, int64_t splits) {
   if (splits < 1 || splits > IP_GEMM_MAX_SPLITS || g->tiles < 1) return 0;
-  return g->tiles * splits * IP_GEMM_TILE_M * IP_GEMM_TILE_N * (int64_t)sizeof(float);
+  return g->tiles * splits * IP_GEMM_TILE_M * g->tile_n * (int64_t)sizeof(float);
 }
 
 int64_t ip_gemm_split_sem_bytes(const ip_gemm_args *g) {
@@ -69,9 +123,5 @@ int ip_gemm_set_split(ip_gemm_args *g, int64_t splits, float *ws, uint32_t *sem,
 }
 
 int64_t ip_gemm_default_splits(const ip_gemm_args *g, int64_t blocks) {
-  if (g->tiles < 1 || blocks < 2 || 2 * g->tiles > blocks) return 1;
-  int64_t s = blocks / g->tiles;
-  if (s > IP_GEMM_SPLIT_DEFAULT_MAX) s = IP_GEMM_SPLIT_DEFAULT_MAX;
-  if (s > g->k_blocks) s = g->k_blocks;
-  return g->k_blocks - g->k_blocks / s < IP_GEMM_SPLIT_MIN_SAVED ? 1 : s;
+  return splits_at(g, g->tile_n, g->tiles, blocks);
 }

@@ -143,14 +143,14 @@ __device__ __forceinline__ bool gemm_plain(const ip_gargs &a) {
 // H200).  Skipping the fill and both barriers around the one copy
 // spilled 898 bytes in the communicating blocks' code (the note below);
 // two copies leave them at 778.
-template <bool kSplit>
+template <bool kSplit, int kTN>
 __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   if (gemm_plain(a)) {
     if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.gen[blockIdx.x], 1ull);   // counted, nobody waits
     gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, 0, 0};
-    ip_gemm_run_as<kSplit>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+    ip_gemm_run_as<kSplit, kTN>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
     return;
   }
   int tn = 0;
@@ -213,7 +213,7 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_READY, 0, 0);
   // The engine's first barrier orders the state before any epilogue.
   gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, a.gposts, a.gcount != nullptr};
-  ip_gemm_run_as<kSplit>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+  ip_gemm_run_as<kSplit, kTN>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
   if (direct_meets(a) && threadIdx.x == 0) direct_end(a, a.ncomp * a.cwidth);
   if (threadIdx.x == 0) trace_ev(a, tn, IP_EV_EXIT, 0, 0);
 }
@@ -223,11 +223,11 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
 __device__ __noinline__ void gemm_comm_block(const ip_gargs &a) { ip_comm_block<IP_BF16, IP_OP_SUM, false>(a); }
 
 // The kernel: bf16 only (the engine's type); nothing reduces (a gemm
-// program's collective moves its data: the runtime refuses others).  Two
-// instances: a GEMM whose tiles split their K over several blocks
-// (ip_gemm_args.splits > 1) runs the second, so that the first keeps the
-// code, and the registers, it had before split K (ip_gemm_run_as).
-template <bool kSplit>
+// program's collective moves its data: the runtime refuses others).  An
+// instance for each of the engine's (ip_gemm_run_as): split or not
+// (ip_gemm_args.splits > 1), by tile width (tile_n), so that the one most
+// calls run keeps the code, and the registers, it had before split K.
+template <bool kSplit, int kTN>
 __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const __grid_constant__ ip_gargs a) {
   // A programmatic launch (ip_gpu_gemm_launch): nothing of the kernel
   // before -- the caller's X, the call counts, the FIFOs -- is read before
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
   pdl_wait();
   pdl_release();
   if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a direct call's every block (rt_group.c)
-    gemm_block<kSplit>(a);
+    gemm_block<kSplit, kTN>(a);
     return;
   }
   gemm_comm_block(a);
@@ -245,18 +245,34 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
 
 // ---- host --------------------------------------------------------------
 
-// Dynamic shared memory the kernel may ask for on this device (the
-// opt-in maximum less its static shared memory); 0 on failure.
+// The kernel's instances, whole tiles then split ones, widest first
+// (kernel_for).
+static const void *const g_kernels[] = {
+    (const void *)ip_gpu_gemm_kernel<false, IP_GEMM_TILE_N>, (const void *)ip_gpu_gemm_kernel<false, 128>,
+    (const void *)ip_gpu_gemm_kernel<false, IP_GEMM_TILE_N_MIN>, (const void *)ip_gpu_gemm_kernel<true, IP_GEMM_TILE_N>,
+    (const void *)ip_gpu_gemm_kernel<true, 128>, (const void *)ip_gpu_gemm_kernel<true, IP_GEMM_TILE_N_MIN>};
+enum { N_KERNELS = (int)(sizeof g_kernels / sizeof g_kernels[0]) };
+
+// The instance that runs GEMM g.
+static const void *kernel_for(const ip_gemm_args &g) {
+  const int w = g.tile_n == IP_GEMM_TILE_N_MIN ? 2 : g.tile_n == 128 ? 1 : 0;
+  return g_kernels[(g.splits > 1 ? 3 : 0) + w];
+}
+
+// Dynamic shared memory every instance may ask for on this device (the
+// opt-in maximum less the largest static shared memory); 0 on failure.
 static int dyn_limit(void) {
   int dev, optin = 0;
-  cudaFuncAttributes at;
   if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel<false>) != cudaSuccess)
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return 0;
-  cudaFuncAttributes split;
-  if (cudaFuncGetAttributes(&split, (const void *)ip_gpu_gemm_kernel<true>) != cudaSuccess) return 0;
-  return optin - (int)(at.sharedSizeBytes > split.sharedSizeBytes ? at.sharedSizeBytes : split.sharedSizeBytes);
+  size_t most = 0;
+  for (int i = 0; i < N_KERNELS; i++) {
+    cudaFuncAttributes at;
+    if (cudaFuncGetAttributes(&at, g_kernels[i]) != cudaSuccess) return 0;
+    if (at.sharedSizeBytes > most) most = at.sharedSizeBytes;
+  }
+  return optin - (int)most;
 }
 
 extern "C" int ip_gpu_gemm_smem(void) {
@@ -268,23 +284,28 @@ extern "C" int ip_gpu_gemm_smem(void) {
 }
 
 extern "C" int ip_gpu_gemm_ok(const char **why) {
-  int dev, major = 0;
-  cudaFuncAttributes at, split;
+  int dev, major = 0, regs_ok = 1;
   *why = "ok";
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&at, (const void *)ip_gpu_gemm_kernel<false>) != cudaSuccess ||
-      cudaFuncGetAttributes(&split, (const void *)ip_gpu_gemm_kernel<true>) != cudaSuccess) {
+  if (cudaGetDevice(&dev) != cudaSuccess) {
     *why = "the gemm kernel does not load on this device";
     return 0;
+  }
+  for (int i = 0; i < N_KERNELS; i++) {
+    cudaFuncAttributes at;
+    if (cudaFuncGetAttributes(&at, g_kernels[i]) != cudaSuccess) {
+      *why = "the gemm kernel does not load on this device";
+      return 0;
+    }
+    regs_ok &= at.numRegs == IP_GEMM_REGS_ENTRY;
   }
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (major < 8) {
     *why = "the GEMM tile engine needs compute capability 8.0 or later";
     return 0;
   }
-  /* sm_90a moves registers between warpgroups (setmaxnreg): the kernel
-   * must hold exactly the count the engine gives back. */
-  if (major == 9 && (at.numRegs != IP_GEMM_REGS_ENTRY || split.numRegs != IP_GEMM_REGS_ENTRY)) {
+  /* sm_90a moves registers between warpgroups (setmaxnreg): every
+   * instance must hold exactly the count the engine gives back. */
+  if (major == 9 && !regs_ok) {
     *why = "the gemm kernel was built with a register count the tile engine cannot run with";
     return 0;
   }
@@ -298,11 +319,10 @@ extern "C" int ip_gpu_gemm_ok(const char **why) {
 extern "C" bt_result ip_gpu_gemm_load(void) {
   const int lim = dyn_limit();
   if (lim <= 0) return BT_OK;   /* ip_gpu_gemm_ok says why no program with gemm steps runs */
-  CHECK(rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel<false>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, lim),
-                RT_SUB_EXEC, "allowing the gemm kernel its shared memory"));
-  return rt_cuda(cudaFuncSetAttribute((const void *)ip_gpu_gemm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      lim), RT_SUB_EXEC, "allowing the split gemm kernel its shared memory");
+  for (int i = 0; i < N_KERNELS; i++)
+    CHECK(rt_cuda(cudaFuncSetAttribute(g_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lim), RT_SUB_EXEC,
+                  "allowing the gemm kernel its shared memory"));
+  return BT_OK;
 }
 
 extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
@@ -313,7 +333,7 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
     *max_blocks = 0;
     return BT_OK;
   }
-  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)ip_gpu_gemm_kernel<false>, IP_GEMM_THREADS,
+  CHECK(rt_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, g_kernels[0], IP_GEMM_THREADS,
                                                               smem), RT_SUB_EXEC, "occupancy"));
   *max_blocks = sms * per;
   return BT_OK;
@@ -322,7 +342,6 @@ extern "C" bt_result ip_gpu_gemm_max_blocks(int smem, int *max_blocks) {
 extern "C" bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream) {
   ip_gargs args = *a;
   void *params[] = {&args};
-  const void *k = a->gemm.splits > 1 ? (const void *)ip_gpu_gemm_kernel<true> : (const void *)ip_gpu_gemm_kernel<false>;
-  return rt_cuda_launch(k, (unsigned)ip_gpu_blocks(a), IP_GEMM_THREADS, ip_gpu_smem(a),
+  return rt_cuda_launch(kernel_for(a->gemm), (unsigned)ip_gpu_blocks(a), IP_GEMM_THREADS, ip_gpu_smem(a),
                         stream, pdl, params, RT_SUB_EXEC, "interpreter launch (gemm)");
 }

@@ -141,6 +141,13 @@ static int direct_ok(const ir_prog *p, const rt_plan *pl, const rt_algo *al, con
   return 1;
 }
 
+/* Narrows launch a's GEMM tiles where the widest would leave most of its
+ * `blocks` compute blocks idle (ip_gemm_default_tile_n; BATON_GEMM_NARROW):
+ * a GEMM of few tokens then runs on more of them. */
+static void gemm_narrow(const baton_comm *c, ip_gargs *a, int64_t blocks) {
+  if (c->gemm_narrow) ip_gemm_set_tile_n(&a->gemm, ip_gemm_default_tile_n(&a->gemm, blocks), NULL);
+}
+
 void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *flags) {
   ip_gargs *a = &L->a;
   const int n = L->c->nranks;
@@ -163,6 +170,7 @@ void rt_call_direct_alltoall(rt_launch *L, char *const *outs, uint64_t *const *f
   const int32_t k = a->cgemm && a->grows > 0 ? a->gbrows / a->grows : 0;
   a->gposts = 0;
   a->gbase = k > 0 && a->gchunk0 / k == (a->gchunk0 + a->gchunks - 1) / k ? ip_gemm_direct_dst(a, a->gchunk0) : NULL;
+  if (a->cgemm) gemm_narrow(L->c, a, a->cwidth);   /* every block computes now */
   /* The rows for other ranks, walked first, cross a link as they are
    * stored: spread over the whole GEMM, so that the link carries them
    * while every block computes, not only during the GEMM's first part (a
@@ -210,6 +218,7 @@ static bt_result gemm_args(baton_comm *c, const rt_plan *pl, const rt_operands *
                              &why) != IP_GEMM_OK) {
   } else {
     a->cgemm = 1;
+    gemm_narrow(c, a, (int64_t)a->ncomp * a->cwidth);
     a->gchunk0 = pl->gchunk0;
     a->gchunks = pl->gchunks;
     a->grow0 = (int32_t)row0;
@@ -479,8 +488,9 @@ static bt_result gemm_split(baton_comm *c, ip_gargs *a, cudaStream_t stream) {
                (long long)a->gemm.k);
       return BT_OK;
     }
-    ip_gemm_args most = a->gemm;   /* sized for every unit the blocks hold: tiles of one unit each */
+    ip_gemm_args most = a->gemm;   /* sized for every unit the blocks hold: widest tiles of one unit each */
     most.tiles = blocks;
+    most.tile_n = IP_GEMM_TILE_N;
     const size_t wsb = (size_t)ip_gemm_split_ws_bytes(&most, 1), smb = (size_t)ip_gemm_split_sem_bytes(&most);
     if (c->gsplit_ws) CHECK(rt_cuda(cudaStreamSynchronize(stream), RT_SUB_RUNTIME, "split workspace: earlier work"));
     cudaFree(c->gsplit_ws);
@@ -534,6 +544,7 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   a.trace = rt_trace_buf(c->trace, blocks);
   if (a.cgemm && !a.direct) a.gbase = gemm_base(&c->plans[L->ai], &a);   /* a direct call's is its owners' */
   if (a.cgemm && c->gemm_split) CHECK(gemm_split(c, &a, L->stream));
+  if (a.cgemm && (!c->gemm_narrowest || a.gemm.tile_n < c->gemm_narrowest)) c->gemm_narrowest = a.gemm.tile_n;
   int forked = 0;
   if (c->net) CHECK(wake_proxy(c, L->stream, &forked));
   /* The gemm kernel as a programmatic dependent (BATON_DIRECT_PDL), as

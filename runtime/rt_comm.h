@@ -59,9 +59,11 @@ struct baton_comm {
   void *scratch;              /* device: scratch chunks and temporary spans */
   size_t scratch_bytes;
   int gemm_split;             /* BATON_GEMM_SPLIT */
+  int gemm_narrow;            /* BATON_GEMM_NARROW */
   float *gsplit_ws;           /* device: split GEMM tiles' partial sums (rt_call.c, ip_gemm_set_split), */
   uint32_t *gsplit_sem;       /* and their counters (zero between calls); NULL until a call splits */
   int64_t gsplit_units;       /* units (k-ranges of tiles) they hold */
+  int gemm_narrowest;         /* the narrowest GEMM tile a call has run (ip_gemm_args.tile_n; 0: none yet) */
   const char *last;           /* the algorithm the last call ran */
   uint64_t calls;             /* calls submitted (rt_comm_call_submit): the same count on every rank, which
                                  each exchange of buffers checks (rt_peerbuf_self.key) */

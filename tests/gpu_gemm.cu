@@ -4,8 +4,9 @@
 // looping over many units, blocks with no unit; every tile reported done
 // exactly once, after its data; results compared with cuBLAS (every
 // element) and with a float64 host reference (sampled); every launch with
-// a deadline on the engine's waits, none of which fires; tiles split in
-// k-ranges (counters left zero, the same bits in a second call); with
+// a deadline on the engine's waits, none of which fires; tiles 128 and 64
+// columns wide; tiles split in k-ranges (counters left zero, the same
+// bits in a second call); with
 // --stall, a launch whose waits never end stops at its deadline and is
 // recorded.  Speed: cuBLAS and the engine side by side on the MoE shapes
 // (or fewer tokens: --shapes decode), CUDA-graph replays, median of
@@ -19,12 +20,14 @@
 // arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
 //
 // Usage: gpu_gemm [--quick | --shapes all | --shapes decode | --shapes M,N,K] [--csv PATH] [--reps R] [--group G]
-//                 [--split S] [--no-bench] [--no-cases]   (--no-cases: only the speed shapes, each still checked)
+//                 [--split S] [--tile-n T] [--no-bench] [--no-cases]
+//                 (--no-cases: only the speed shapes, each still checked)
 //        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
 //                                 process's CUDA context is lost, so this runs alone)
 //        gpu_gemm --stall-split  (the same for a split tile's meeting with a k-range no block runs)
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
 //   --split S: the speed shapes' tiles in S k-ranges (by default ip_gemm_default_splits's; 1: none)
+//   --tile-n T: the speed shapes' tiles T columns wide (256, 128 or 64; by default ip_gemm_default_tile_n's)
 //   --shapes decode: 128-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
@@ -139,7 +142,7 @@ struct plain_epi {
   bf16 *y;
   int64_t ldy;
   int check;
-  int64_t tiles_n;
+  int64_t tiles_n, tile_n;
   unsigned *done_cnt;    // per tile
   int *done_shape;       // per tile: rows << 16 | cols
   unsigned *early;       // tiles whose data done() did not see
@@ -148,7 +151,7 @@ struct plain_epi {
   __device__ bool publishes() const { return check != 0; }   // done() reads the tile back: keep the fence
   __device__ void done(int64_t m0, int64_t n0, int rows, int cols, int lane) {
     if (!check || lane != 0) return;   // every lane is called: each unit counted once
-    const int64_t u = m0 / IP_GEMM_TILE_M * tiles_n + n0 / IP_GEMM_TILE_N;
+    const int64_t u = m0 / IP_GEMM_TILE_M * tiles_n + n0 / tile_n;
     atomicAdd(&done_cnt[u], 1u);
     done_shape[u] = rows << 16 | cols;
     const unsigned short a = __ldcg((const unsigned short *)(y + m0 * ldy + n0));
@@ -243,6 +246,7 @@ struct shape {
   int64_t band0;                      // the tile row the walk starts at (ip_gemm_args.band0)
   int64_t inter;                      // ip_gemm_set_interleave's rows; 0: none
   int splits;                         // k-ranges a tile (ip_gemm_set_split); 0: 1; -1: the run's (--split)
+  int tile_n;                         // a tile's columns (ip_gemm_set_tile_n); 0: 256; -1: the run's (--tile-n)
 };
 
 struct problem {
@@ -255,6 +259,7 @@ struct problem {
 static int g_sms, g_path;
 static int64_t g_group = 0;  // --group: ip_gemm_args.band_group (0: ip_gemm_prepare's)
 static int g_split = 0;      // --split: the speed shapes' k-ranges a tile (0: ip_gemm_default_splits's)
+static int g_tile_n = 0;     // --tile-n: the speed shapes' tile width (0: ip_gemm_default_tile_n's)
 static void *g_split_ws, *g_split_sem;   // split K's workspace and counters, grown as shapes need them
 static int64_t g_split_ws_bytes, g_split_sem_bytes;
 static cudaStream_t g_stream;
@@ -296,6 +301,17 @@ static int setup(problem &p, const shape &s) {
   CK(cudaGetLastError());
   const char *why;
   const int rc = ip_gemm_prepare(&p.g, p.xa + s.xoff, p.ldx, p.wa, p.ldw, s.m, s.n, s.k, &why);
+  if (rc == IP_GEMM_OK) {
+    const int64_t tn = s.tile_n > 0 ? s.tile_n
+                       : !s.tile_n  ? IP_GEMM_TILE_N
+                       : g_tile_n   ? g_tile_n
+                                    : ip_gemm_default_tile_n(&p.g, grid_of(s));
+    const int tr = ip_gemm_set_tile_n(&p.g, tn, &why);
+    if (tr) {
+      printf("# ip_gemm_set_tile_n(%lld): %s\n", (long long)tn, why);
+      return tr;
+    }
+  }
   if (s.group || g_group) ip_gemm_set_band_group(&p.g, s.group ? s.group : g_group);
   if (rc == IP_GEMM_OK) {
     p.g.stall = g_stall_dev;   // deadlines on, as the interpreter runs the engine; none ever fires
@@ -332,6 +348,7 @@ static void launch_engine(const problem &p, int check) {
   e.ldy = p.ldy;
   e.check = check;
   e.tiles_n = p.g.tiles_n;
+  e.tile_n = p.g.tile_n;
   e.done_cnt = g_done_cnt;
   e.done_shape = g_done_shape;
   e.early = g_early;
@@ -410,8 +427,9 @@ static check_result check(problem &p, const char *what) {
   }
   int bad_done = 0;
   for (int64_t u = 0; u < tiles; u++) {
-    const int64_t m0 = u / p.g.tiles_n * IP_GEMM_TILE_M, n0 = u % p.g.tiles_n * IP_GEMM_TILE_N;
-    const int rows = (int)std::min<int64_t>(IP_GEMM_TILE_M, s.m - m0), cols = (int)std::min<int64_t>(IP_GEMM_TILE_N, s.n - n0);
+    const int64_t m0 = u / p.g.tiles_n * IP_GEMM_TILE_M, n0 = u % p.g.tiles_n * p.g.tile_n;
+    const int rows = (int)std::min<int64_t>(IP_GEMM_TILE_M, s.m - m0);
+    const int cols = (int)std::min<int64_t>(p.g.tile_n, s.n - n0);
     if (cnt[u] != 1 || shp[u] != (rows << 16 | cols)) bad_done++;
   }
   // Split K: the tiles' counters are left zero for the next call, and a
@@ -440,15 +458,16 @@ static check_result check(problem &p, const char *what) {
   res.f64_rel = f64_max_ref > 0 ? f64_max_err / f64_max_ref : f64_max_err;
   res.pass = res.max_rel <= TOL_MAX && res.fro_rel <= TOL_FRO && res.f64_rel <= TOL_MAX && st.nan_outputs == 0 &&
              st.pad_clobbered == 0 && bad_done == 0 && early == 0 && (!s.inter || p.g.inter_n > 0) &&
-             split_sems == 0 && split_diff == 0 && (s.splits < 1 || p.g.splits == s.splits);
+             split_sems == 0 && split_diff == 0 && (s.splits < 1 || p.g.splits == s.splits) &&
+             (s.tile_n < 1 || p.g.tile_n == s.tile_n);
   ok(res.pass,
      "%s M=%lld N=%lld K=%lld ldx=%lld ldw=%lld ldy=%lld yoff=%lld grid=%d band_group=%lld band0=%lld interleaved "
-     "%d of %d, %d k-ranges: max rel err %.2e (cuBLAS), "
+     "%d of %d, tiles %d wide, %d k-ranges: max rel err %.2e (cuBLAS), "
      "norm rel err %.2e, f64 rel err %.2e; unwritten %llu, padding clobbered %llu, bad done %d, done early %u; "
      "counters left set %lld, outputs differing in a second call %lld",
      what, (long long)s.m, (long long)s.n, (long long)s.k, (long long)p.ldx, (long long)p.ldw, (long long)p.ldy,
      (long long)s.yoff, grid_of(s), (long long)p.g.band_group, (long long)p.g.band0, p.g.inter_first, p.g.inter_n,
-     p.g.splits, res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
+     p.g.tile_n, p.g.splits, res.max_rel, res.fro_rel, res.f64_rel, st.nan_outputs, st.pad_clobbered,
      bad_done, early, split_sems, split_diff);
   return res;
 }
@@ -605,6 +624,7 @@ static void check_stall(bool split) {
     e.y = p.ya;
     e.ldy = p.ldy;
     e.tiles_n = p.g.tiles_n;
+    e.tile_n = p.g.tile_n;
     gemm_kernel<lying_epi><<<grid, IP_GEMM_THREADS, IP_GEMM_SMEM, g_stream>>>(p.g, e);
   }
   double waited;
@@ -634,7 +654,7 @@ static void check_stall(bool split) {
   ok(r->waited_ns >= STALL_TEST_NS && r->waited_ns < (uint64_t)STALL_TEST_LIMIT_S * 1000000000ull,
      "stall: after waiting %.3f s (deadline %.3f s)", r->waited_ns * 1e-9, STALL_TEST_NS * 1e-9);
   ok(r->m0 >= 0 && r->m0 < s.m && r->m0 % IP_GEMM_TILE_M == 0 && r->n0 >= 0 && r->n0 < s.n &&
-         r->n0 % IP_GEMM_TILE_N == 0,
+         r->n0 % p.g.tile_n == 0,
      "stall: at a tile of the problem (rows %lld, columns %lld)", (long long)r->m0, (long long)r->n0);
 }
 
@@ -675,6 +695,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--split") && i + 1 < argc) g_split = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--tile-n") && i + 1 < argc) g_tile_n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
       const char *v = argv[++i];
       long long m, n, k;
@@ -691,7 +712,7 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr, "usage: %s [--quick | --shapes all|decode|M,N,K] [--csv PATH] [--reps R] [--group G] [--split S] "
-              "[--no-bench] [--no-cases] | --stall | --stall-split\n",
+              "[--tile-n T] [--no-bench] [--no-cases] | --stall | --stall-split\n",
               argv[0]);
       return 2;
     }
@@ -772,6 +793,17 @@ int main(int argc, char **argv) {
       {256, 1536, 512, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2},
       {100, 512, 320, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5},
       {128, 512, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16},
+      // Narrower tiles (ip_gemm_set_tile_n): the smallest problem; an N
+      // tail of half a 128-column tile; strided inputs and unaligned
+      // output rows at both widths; 7 blocks over 176 units in bands of
+      // 3; split in 8 and in 3 uneven ranges with M and N tails.
+      {1, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64},
+      {300, 320, 192, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128},
+      {515, 768, 640, 72, 136, 3, 8, 1, 0, 0, 0, 0, 0, 64},
+      {515, 704, 640, 72, 136, 3, 8, 1, 0, 0, 0, 0, 0, 128},
+      {2000, 704, 448, 0, 0, 0, 0, 0, 7, 3, 0, 0, 0, 64},
+      {128, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 128},
+      {200, 320, 1088, 8, 0, 3, 0, 1, 0, 0, 0, 0, 3, 64},
   };
   if (!one && cases_too)
     for (const shape &s : cases) {
@@ -805,12 +837,13 @@ int main(int argc, char **argv) {
       for (int64_t n : ns)
         for (int64_t k : ks) bs.push_back({m, n, k});
   }
-  for (shape &s : bs) s.splits = -1;
+  for (shape &s : bs) s.splits = s.tile_n = -1;
   struct row {
     shape s;
     double tb, te, err;
     int64_t bg;   // the band group it ran with
     int splits;   // and k-ranges a tile
+    int tile_n;   // and tile width
   };
   std::vector<row> rows;
   if (bench)
@@ -825,32 +858,34 @@ int main(int argc, char **argv) {
       const check_result cr = check(p, "bench shape");
       double tb, te;
       time_pair(p, reps, &tb, &te);
-      rows.push_back({s, tb, te, cr.max_rel, p.g.band_group, p.g.splits});
+      rows.push_back({s, tb, te, cr.max_rel, p.g.band_group, p.g.splits, p.g.tile_n});
       release(p);
     }
   if (!rows.empty()) {
     FILE *f = csv ? fopen(csv, "w") : NULL;
     if (csv && !f) printf("# cannot write %s\n", csv);
     if (f)
-      fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err,splits\n");
+      fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err,splits,"
+              "tile_n\n");
     char bgs[64];
     if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
     else snprintf(bgs, sizeof bgs, "%d (%d from K = %d or a W of %lld MiB)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP,
                   IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20);
     printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls\n", prop.name, g_sms,
            g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS);
-    printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s | %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s", "engine us",
-           "TFLOP/s", "ratio", "splits");
+    printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s | %6s %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s",
+           "engine us", "TFLOP/s", "ratio", "splits", "tile_n");
     double worst = 1e9;
     for (const row &r : rows) {
       const double fl = 2.0 * r.s.m * r.s.n * r.s.k;
       const double fb = fl / r.tb * 1e-6, fe = fl / r.te * 1e-6;
       worst = std::min(worst, r.tb / r.te);
-      printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f | %6d\n", (long long)r.s.m, (long long)r.s.n,
-             (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.splits);
+      printf("# %6lld %6lld %6lld | %10.1f %8.1f | %10.1f %8.1f | %6.3f | %6d %6d\n", (long long)r.s.m,
+             (long long)r.s.n, (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.splits, r.tile_n);
       if (f)
-        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e,%d\n", prop.name, (long long)r.bg,
-                (long long)r.s.m, (long long)r.s.n, (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err, r.splits);
+        fprintf(f, "%s,%lld,%lld,%lld,%lld,%.2f,%.1f,%.2f,%.1f,%.4f,%.3e,%d,%d\n", prop.name, (long long)r.bg,
+                (long long)r.s.m, (long long)r.s.n, (long long)r.s.k, r.tb, fb, r.te, fe, r.tb / r.te, r.err, r.splits,
+                r.tile_n);
     }
     printf("# lowest engine / cuBLAS throughput ratio: %.3f\n", worst);
     if (f) fclose(f);

@@ -544,15 +544,19 @@ static void moe_checks(const gpu_ranks_opts *o) {
                          {R * 128, 2048, 512, 2048, 512}, {R * 200, 2048, 320, 2056, 328}};
   const shape large[] = {{R * 1024, 1024, 4096, 1024, 4096}, {R * 512, 4096, 8192, 4096, 8192}};
   check_programs(small, sizeof small / sizeof small[0]);
-  /* The few-token shapes over K = 2048 are the ones the engine splits: one
-   * rank has every block of its GPU for their 2 tiles (8 ranges each);
-   * ranks sharing a GPU may have too few blocks to, which is reported. */
+  /* The few-token shapes over K = 2048 are the ones the engine computes
+   * in narrower tiles and splits: one rank has every block of its GPU for
+   * their 8-10 tiles of 64 columns (8 ranges each); ranks sharing a GPU
+   * may have too few blocks to, which is reported. */
   const int64_t split_units = comms[rank_lo]->gsplit_units;
-  if (nranks == 1 && rt_param_int(RT_PARAM_GEMM_SPLIT))
-    ok(split_units > 0, "a GEMM of few tiles over K = 2048 split them over blocks (workspace for %lld units)",
-       (long long)split_units);
+  const int narrowest = comms[rank_lo]->gemm_narrowest;
+  if (nranks == 1 && rt_param_int(RT_PARAM_GEMM_SPLIT) && rt_param_int(RT_PARAM_GEMM_NARROW))
+    ok(split_units > 0 && narrowest == 64,
+       "a GEMM of few tiles over K = 2048 ran tiles 64 columns wide (%d) split over blocks (workspace for %lld units)",
+       narrowest, (long long)split_units);
   else
-    printf("# rank %d: split workspace for %lld units\n", rank_lo, (long long)split_units);
+    printf("# rank %d: split workspace for %lld units, tiles down to %d columns\n", rank_lo, (long long)split_units,
+           narrowest);
   if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_choice();
   check_graph(0, 0);

@@ -636,7 +636,7 @@ static void test_split(void) {
   static uint32_t sem[4];
   ip_gemm_args g;
   memset(&g, 0, sizeof g);
-  g.tiles_m = 1, g.tiles_n = 16, g.tiles = g.units = 16, g.k_blocks = 32, g.splits = 1;
+  g.tiles_m = 1, g.tiles_n = 16, g.tiles = g.units = 16, g.k_blocks = 32, g.splits = 1, g.tile_n = IP_GEMM_TILE_N;
   const char *why = NULL;
   int refused = 0;
   refused += ip_gemm_set_split(&g, 0, ws, sem, &why) == IP_GEMM_ESPLIT;
@@ -684,8 +684,90 @@ static void test_split(void) {
       bad++;
     }
   }
-  ok(!bad, "default_splits: one round of ranges where they spare %d k-blocks, else none (%d cases)",
-     IP_GEMM_SPLIT_MIN_SAVED, (int)(sizeof cases / sizeof cases[0]));
+  ok(!bad, "default_splits: one round of ranges where the model says they win, else none (%d cases)",
+     (int)(sizeof cases / sizeof cases[0]));
+  /* Narrower tiles, whose exchange costs less: {tile_n, tiles, k-blocks,
+   * expected} on 132 blocks. */
+  static const int64_t narrow[][4] = {
+      {64, 64, 16, 1},    /* 128 x 4096 x 1024 in 64 columns: 2 ranges spare 8, measured slower */
+      {64, 64, 32, 2},    /* 128 x 4096 x 2048 */
+      {128, 32, 224, 4},  /* 128 x 4096 x 14336 in 128 columns */
+      {128, 64, 224, 2},  /* 128 x 8192 x 14336 */
+      {64, 128, 64, 1},   /* 128 x 8192 x 4096: one round already */
+  };
+  bad = 0;
+  for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+    g.tile_n = (int32_t)narrow[i][0], g.tiles = narrow[i][1], g.k_blocks = narrow[i][2];
+    const int64_t s = ip_gemm_default_splits(&g, 132);
+    if (s != narrow[i][3]) {
+      printf("# %lld tiles %lld wide of %lld k-blocks: %lld ranges, expected %lld\n", (long long)narrow[i][1],
+             (long long)narrow[i][0], (long long)narrow[i][2], (long long)s, (long long)narrow[i][3]);
+      bad++;
+    }
+  }
+  ok(!bad, "default_splits: narrower tiles where the model says ranges win (%d cases)",
+     (int)(sizeof narrow / sizeof narrow[0]));
+}
+
+/* Tile widths' host side (ip_gemm_set_tile_n, ip_gemm_default_tile_n):
+ * widths the engine lacks refused with g unchanged; a width recounts the
+ * tiles and units, undoes a split and keeps the band group, with
+ * divisors that walk the new tiles; the default on an H200's 132 blocks
+ * where it was measured (ip_gemm.h). */
+static void test_tile_n(void) {
+  static float ws[4] __attribute__((aligned(16)));
+  static uint32_t sem[4];
+  ip_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.m = 1000, g.n = 4160, g.k = 1024, g.tiles_m = 8, g.k_blocks = 16, g.tile_n = IP_GEMM_TILE_N;
+  g.tiles_n = 17, g.tiles = g.units = 136, g.splits = 1;
+  ip_gemm_set_band_group(&g, 3);
+  const char *why = NULL;
+  int refused = 0;
+  static const int64_t bad_widths[] = {0, 32, 100, 192, 512, -64};
+  for (size_t i = 0; i < sizeof bad_widths / sizeof bad_widths[0]; i++)
+    refused += ip_gemm_set_tile_n(&g, bad_widths[i], &why) == IP_GEMM_ETILE;
+  ok(refused == 6 && g.tile_n == IP_GEMM_TILE_N && g.tiles_n == 17 && g.tiles == 136,
+     "set_tile_n refuses widths the engine lacks (%d of 6; %s), g unchanged", refused, why ? why : "?");
+  ip_gemm_set_split(&g, 4, ws, sem, &why);
+  const int set = ip_gemm_set_tile_n(&g, IP_GEMM_TILE_N_MIN, &why);
+  int walks = 1;
+  for (int32_t u = 0; u < 520; u++) walks &= ip_fastdiv_div(u, g.div_tiles_n) == u / 65;
+  ok(set == IP_GEMM_OK && g.tile_n == 64 && g.tiles_n == 65 && g.tiles == 520 && g.units == 520 && g.splits == 1 &&
+         !g.split_ws && !g.split_sem && g.band_group == 3 && walks,
+     "64 columns: 65 tiles a row of N = 4160, 520 units, the split undone, bands of 3 kept, divisors by 65");
+  ok(ip_gemm_split_ws_bytes(&g, 2) == 520ll * 2 * IP_GEMM_TILE_M * 64 * 4, "a range's partial tile is 128 x 64 f32");
+  /* {M, N, K, blocks, expected width} */
+  static const int64_t cases[][5] = {
+      {128, 4096, 1024, 132, 64},     /* 16 tiles of 256 columns: 64 of 64 (8.7 us against 13.5) */
+      {128, 4096, 2048, 132, 64},     /* and split 2 ways (12.3 against 12.8 in 128 split 4 ways) */
+      {128, 4096, 4096, 132, 64},     /* split 2 ways: W's 32 MiB from DRAM (in L2, 128 split 4 ways won) */
+      {128, 4096, 14336, 132, 128},   /* W from DRAM: 39.5 against 46.1 in 256 split 8 ways */
+      {128, 8192, 2048, 132, 64},     /* 128 tiles of 64 columns fit */
+      {256, 8192, 1024, 132, 128},    /* 64 tiles of 256: 128 of 128 (10.8 against 13.9) */
+      {512, 4096, 4096, 132, 128},
+      {256, 8192, 14336, 132, 256},   /* and split in 2 */
+      {512, 8192, 1024, 132, 256},    /* 128 tiles: more than half the blocks */
+      {1024, 4096, 1024, 132, 256},   /* the MoE grid keeps its tiles */
+      {128, 4096, 1024, 100, 64},     /* fewer compute blocks */
+      {256, 8192, 1024, 100, 256},    /* 64 tiles, more than half of 100 */
+      {1, 64, 64, 132, 64},           /* one tile whatever its width */
+      {128, 4096, 1024, 1, 256},      /* one block */
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    memset(&g, 0, sizeof g);
+    g.m = cases[i][0], g.n = cases[i][1], g.k = cases[i][2], g.k_blocks = g.k / IP_GEMM_TILE_K;
+    g.tiles_m = (g.m + IP_GEMM_TILE_M - 1) / IP_GEMM_TILE_M;
+    const int64_t w = ip_gemm_default_tile_n(&g, cases[i][3]);
+    if (w != cases[i][4]) {
+      printf("# %lld x %lld x %lld on %lld blocks: %lld columns, expected %lld\n", (long long)g.m, (long long)g.n,
+             (long long)g.k, (long long)cases[i][3], (long long)w, (long long)cases[i][4]);
+      bad++;
+    }
+  }
+  ok(!bad, "default_tile_n: the width the model says is fastest among those whose tiles fit the blocks (%d cases)",
+     (int)(sizeof cases / sizeof cases[0]));
 }
 
 int main(int argc, char **argv) {
@@ -694,6 +776,7 @@ int main(int argc, char **argv) {
   test_interleave();
   test_band_default();
   test_split();
+  test_tile_n();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);
