@@ -393,50 +393,50 @@ __device__ __forceinline__ void acc_fence(float (&d)[N]) {
 
 #define IPG_F8(i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// The accumulators' operands, 32 at a time (a list of N / 2 is the first
+// N / 64 of them, comma-separated).
+#define IPG_D0 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define IPG_D1 \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define IPG_D2 \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define IPG_D3 \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 // d (64 x N f32 per warpgroup: N / 2 a thread) += or = A (64 x 16,
 // K-major) B (16 x N, N-major), both from shared memory; accumulate = 0
 // overwrites d.  One for each tile width (the accumulators' count picks
 // it).
 __device__ __forceinline__ void wgmma(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 0, 1;\n}\n"
-      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56), IPG_F8(64),
-        IPG_F8(72), IPG_F8(80), IPG_F8(88), IPG_F8(96), IPG_F8(104), IPG_F8(112), IPG_F8(120)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" IPG_D0 ", " IPG_D1 ", " IPG_D2 ", " IPG_D3
+               "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+               : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56),
+                 IPG_F8(64), IPG_F8(72), IPG_F8(80), IPG_F8(88), IPG_F8(96), IPG_F8(104), IPG_F8(112), IPG_F8(120)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 __device__ __forceinline__ void wgmma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, 1, 1, 0, 1;\n}\n"
-      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" IPG_D0 ", " IPG_D1
+               "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+               : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24), IPG_F8(32), IPG_F8(40), IPG_F8(48), IPG_F8(56)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 __device__ __forceinline__ void wgmma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, 1;\n}\n"
-      : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24)
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" IPG_D0 "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+               : IPG_F8(0), IPG_F8(8), IPG_F8(16), IPG_F8(24)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 #undef IPG_F8
+#undef IPG_D0
+#undef IPG_D1
+#undef IPG_D2
+#undef IPG_D3
 
 template <uint32_t R>
 __device__ __forceinline__ void regs_grow() {

@@ -660,53 +660,39 @@ static void test_split(void) {
   ok(ip_gemm_split_ws_bytes(&g, 8) == 16ll * 8 * IP_GEMM_TILE_M * IP_GEMM_TILE_N * 4 &&
          ip_gemm_split_sem_bytes(&g) == 16ll * IP_GEMM_SPLIT_SEMS * 4 && ip_gemm_split_ws_bytes(&g, 0) == 0,
      "the workspace holds every range's f32 tile, the counters IP_GEMM_SPLIT_SEMS words a tile");
-  /* {tiles, k-blocks, blocks, expected} */
-  static const int64_t cases[][4] = {
-      {16, 16, 132, 1},    /* 128 x 4096 x 1024: 8 ranges spare 14 k-blocks, measured slower */
-      {16, 32, 132, 8},    /* 128 x 4096 x 2048 */
-      {16, 224, 132, 8},   /* 128 x 4096 x 14336 */
-      {32, 32, 132, 4},    /* 128 x 8192 x 2048 */
-      {64, 32, 132, 1},    /* 256 x 8192 x 2048: 2 ranges spare 16 */
-      {64, 64, 132, 2},    /* 256 x 8192 x 4096 */
-      {67, 224, 132, 1},   /* more than half the blocks: one round already */
-      {128, 224, 132, 1},  /* 1024 tokens: the MoE grid is never split */
-      {2, 1024, 132, 8},   /* at most IP_GEMM_SPLIT_DEFAULT_MAX */
-      {16, 32, 1, 1},      /* one block */
-      {0, 32, 132, 1},     /* nothing */
+  /* {tile width, tiles, k-blocks, blocks, expected}: narrower tiles'
+   * exchanges cost less */
+  static const int64_t cases[][5] = {
+      {256, 16, 16, 132, 1},    /* 128 x 4096 x 1024: 8 ranges spare 14 k-blocks, measured slower */
+      {256, 16, 32, 132, 8},    /* 128 x 4096 x 2048 */
+      {256, 16, 224, 132, 8},   /* 128 x 4096 x 14336 */
+      {256, 32, 32, 132, 4},    /* 128 x 8192 x 2048 */
+      {256, 64, 32, 132, 1},    /* 256 x 8192 x 2048: 2 ranges spare 16 */
+      {256, 64, 64, 132, 2},    /* 256 x 8192 x 4096 */
+      {256, 67, 224, 132, 1},   /* more than half the blocks: one round already */
+      {256, 128, 224, 132, 1},  /* 1024 tokens: the MoE grid is never split */
+      {256, 2, 1024, 132, 8},   /* at most IP_GEMM_SPLIT_DEFAULT_MAX */
+      {256, 16, 32, 1, 1},      /* one block */
+      {256, 0, 32, 132, 1},     /* nothing */
+      {64, 64, 16, 132, 1},     /* 128 x 4096 x 1024 in 64 columns: 2 ranges spare 8, measured slower */
+      {64, 64, 32, 132, 2},     /* 128 x 4096 x 2048 */
+      {128, 32, 224, 132, 4},   /* 128 x 4096 x 14336 in 128 columns */
+      {128, 64, 224, 132, 2},   /* 128 x 8192 x 14336 */
+      {64, 128, 64, 132, 1},    /* 128 x 8192 x 4096: one round already */
   };
   int bad = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    g.tiles = cases[i][0], g.k_blocks = cases[i][1];
-    const int64_t s = ip_gemm_default_splits(&g, cases[i][2]);
-    if (s != cases[i][3]) {
-      printf("# %lld tiles of %lld k-blocks on %lld blocks: %lld ranges, expected %lld\n", (long long)cases[i][0],
-             (long long)cases[i][1], (long long)cases[i][2], (long long)s, (long long)cases[i][3]);
+    g.tile_n = (int32_t)cases[i][0], g.tiles = cases[i][1], g.k_blocks = cases[i][2];
+    const int64_t s = ip_gemm_default_splits(&g, cases[i][3]);
+    if (s != cases[i][4]) {
+      printf("# %lld tiles %lld wide of %lld k-blocks on %lld blocks: %lld ranges, expected %lld\n",
+             (long long)cases[i][1], (long long)cases[i][0], (long long)cases[i][2], (long long)cases[i][3],
+             (long long)s, (long long)cases[i][4]);
       bad++;
     }
   }
   ok(!bad, "default_splits: one round of ranges where the model says they win, else none (%d cases)",
      (int)(sizeof cases / sizeof cases[0]));
-  /* Narrower tiles, whose exchange costs less: {tile_n, tiles, k-blocks,
-   * expected} on 132 blocks. */
-  static const int64_t narrow[][4] = {
-      {64, 64, 16, 1},    /* 128 x 4096 x 1024 in 64 columns: 2 ranges spare 8, measured slower */
-      {64, 64, 32, 2},    /* 128 x 4096 x 2048 */
-      {128, 32, 224, 4},  /* 128 x 4096 x 14336 in 128 columns */
-      {128, 64, 224, 2},  /* 128 x 8192 x 14336 */
-      {64, 128, 64, 1},   /* 128 x 8192 x 4096: one round already */
-  };
-  bad = 0;
-  for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
-    g.tile_n = (int32_t)narrow[i][0], g.tiles = narrow[i][1], g.k_blocks = narrow[i][2];
-    const int64_t s = ip_gemm_default_splits(&g, 132);
-    if (s != narrow[i][3]) {
-      printf("# %lld tiles %lld wide of %lld k-blocks: %lld ranges, expected %lld\n", (long long)narrow[i][1],
-             (long long)narrow[i][0], (long long)narrow[i][2], (long long)s, (long long)narrow[i][3]);
-      bad++;
-    }
-  }
-  ok(!bad, "default_splits: narrower tiles where the model says ranges win (%d cases)",
-     (int)(sizeof narrow / sizeof narrow[0]));
 }
 
 /* Tile widths' host side (ip_gemm_set_tile_n, ip_gemm_default_tile_n):
