@@ -60,6 +60,12 @@
 //       the units, once per unit each: it must be cheap and give the same
 //       answer for m0 throughout the call.
 //
+// The kernels before: with g.deps_wait set, the producer thread waits for
+// them (pdl_wait) before its first load; every global access of the engine
+// follows that wait (the consumers' and store warps' through the stages'
+// mbarriers), so the block's set-up (mbarriers, registers, the first unit)
+// overlaps their end.
+//
 // Deadlines: with g.stall_ns set, a wait inside the engine that lasts
 // that long is recorded in *g.stall and stops the kernel with a trap
 // (ipg90::stall says why a trap).  ip_gemm_prepare sets none.
@@ -545,6 +551,7 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
   using T = tiling<kTN>;
   tma_prefetch(&g.tmap_x);
   tma_prefetch(&g.tmap_w);
+  if (g.deps_wait) pdl_wait();
   int stage = 0;
   uint32_t phase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {

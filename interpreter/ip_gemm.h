@@ -211,6 +211,13 @@ typedef struct ip_gemm_args {
    * and stops the kernel. */
   ip_gemm_stall *stall;
   uint64_t stall_ns;
+  /* 1: the engine waits for the kernels before it (griddepcontrol.wait,
+   * ip_mem.cuh's pdl_wait) in its producer thread, before its first load,
+   * so that a programmatic dependent does its set-up while they end; its
+   * caller then reads and writes no global memory before the engine
+   * returns but what the kernels before it leave alone (prepare: 0, the
+   * caller waits). */
+  int32_t deps_wait;
   /* Split K (ip_gemm_set_split; prepare: none, splits 1).  Unit u is
    * k-range u mod splits of tile u / splits: its k-blocks k_blocks r /
    * splits .. k_blocks (r + 1) / splits - 1.  Each range's block writes

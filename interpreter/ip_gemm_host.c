@@ -94,6 +94,9 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->div_splits = ip_fastdiv_make(1);
   g->k_blocks = k / IP_GEMM_TILE_K;
   g->band0 = 0;
+  g->deps_wait = 0;
+  g->stall = NULL;
+  g->stall_ns = 0;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));
   return IP_GEMM_OK;
 }

@@ -148,11 +148,14 @@ __device__ __forceinline__ void gemm_block(const ip_gargs &a) {
   const int cb = blockIdx.x - a.ntbs * a.lanes;
   char *smem = (char *)(((uintptr_t)stage_of(a) + 15) & ~(uintptr_t)15);
   if (gemm_plain(a)) {
-    if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.gen[blockIdx.x], 1ull);   // counted, nobody waits
     gemm_epi e{(__nv_bfloat16 *)a.gbase, a.gemm.n, 0, 0};
     ip_gemm_run_as<kSplit, kTN>(a.gemm, smem, cb, (int64_t)a.ncomp * a.cwidth, e);
+    // Counted (nobody waits) after the engine, whose producer, thread 0,
+    // waited for the kernels before where the kernel left that to it.
+    if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.gen[blockIdx.x], 1ull);
     return;
   }
+  if (a.gemm.deps_wait) pdl_wait();   // (the host sets it for plain calls only)
   int tn = 0;
   gemm_state &g = ip_gs;
   uint64_t gen = 0;   // thread 0's, read now: its load overlaps the others' below
@@ -233,10 +236,13 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
   // before -- the caller's X, the call counts, the FIFOs -- is read before
   // it has ended.  The next kernel may launch at once: every block of
   // this one fills an SM (its registers and shared memory), so the next
-  // one's blocks take SMs only as this one's leave them.
-  pdl_wait();
+  // one's blocks take SMs only as this one's leave them.  A plain call's
+  // compute blocks leave the wait to the engine (ip_gemm_args.deps_wait):
+  // their set-up overlaps the kernel before's end.
+  const bool computes = a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes;
+  if (!computes || !a.gemm.deps_wait) pdl_wait();
   pdl_release();
-  if (a.ncomp && (int)blockIdx.x >= a.ntbs * a.lanes) {   // a direct call's every block (rt_group.c)
+  if (computes) {   // a direct call's every block (rt_group.c)
     gemm_block<kSplit, kTN>(a);
     return;
   }

@@ -557,6 +557,11 @@ bt_result rt_fifo_launch(const rt_launch *L) {
    * next call's waiting blocks could keep another rank's off the SMs). */
   const int pdl = c->pdl && a.cgemm && c->share == 1 && !c->net && !L->copy_in && !L->stage_in && !L->rot_in;
   if (pdl && c->bs) rt_capture_programmatic(L->stream);
+  /* A plain GEMM (its rows end to end, no counts, no tiles counted, no
+   * peer met, not traced: ip_gpu_gemm.cu's gemm_plain) reads nothing of
+   * the kernels before but X and W: the engine waits for them before its
+   * first load, after its set-up (0.x us of a one-wave shape). */
+  a.gemm.deps_wait = pdl && a.gbase && !a.gposts && !a.gcount && !(a.direct && a.dnranks > 1) && !a.trace;
   bt_result launched = ip_gpu_launch(&a, L->nthreads, pdl, L->stream);
   if (forked) CHECK(wake_join(c, L->stream));   /* even after a failed launch: a capture must not end with a branch open */
   CHECK(launched);

@@ -230,6 +230,57 @@ static baton_result issue_moe(void *arg) {
   return e ? e : g;
 }
 
+/* Two calls in a row on each rank's stream, the second's X the first's
+ * output (one layer feeding the next): the second must read the rows the
+ * first stored, not what its output held before (NaN), also where it
+ * launches as a programmatic dependent of the first and its engine waits
+ * for it only before its first load (ip_gemm_args.deps_wait).  Eager,
+ * then captured together and replayed twice on new X. */
+typedef struct chain_call { graph_call first, second; } chain_call;
+static baton_result issue_chain(void *arg) {
+  const chain_call *c = arg;
+  baton_result e = issue_moe((void *)&c->first);
+  return e ? e : issue_moe((void *)&c->second);
+}
+static void check_chained(void) {
+  const shape s = {(size_t)nranks * 256, 512, 512, 512, 512};   /* F = H: the output is the next X */
+  bufs *a = bufs_new(&s), *b = bufs_new(&s);
+  if (!a || !b) {
+    ok(0, "chained: buffers");
+    bufs_free(a);
+    bufs_free(b);
+    return;
+  }
+  for (int r = 0; r < nranks; r++) {
+    cudaSetDevice(bdev(r));
+    cudaFree(b[r].dX);
+    b[r].dX = a[r].dout;
+  }
+  chain_call cc = {{&s, a}, {&s, b}};
+  baton_result e = issue_chain(&cc);
+  if (!e) e = sync_all();
+  char why[300] = "";
+  long bad = e ? -1 : check(&s, b, why, sizeof why);
+  ok(bad == 0, "a call on the output of the call before it, eagerly: %s", e ? baton_result_string(e) : why);
+  gpu_graphs G = {0};
+  e = gpu_graphs_capture(&G, issue_chain, &cc);
+  for (int round = 0; round < 2 && !e && !bad; round++) {
+    for (int r = 0; r < nranks; r++) {
+      cudaSetDevice(bdev(r));
+      fill(a[r].dX, s.T * s.ldx);
+      cudaMemset(a[r].dout, 0xff, s.T * s.H * 2);
+      cudaDeviceSynchronize();   /* cudaMemset runs on the legacy stream */
+    }
+    e = gpu_graphs_replay(&G);
+    bad = e ? -1 : check(&s, b, why, sizeof why);
+  }
+  ok(!e && bad == 0, "the two captured together replay right twice on new X: %s", e ? baton_result_string(e) : why);
+  gpu_graphs_free(&G);
+  for (int r = 0; r < nranks; r++) b[r].dX = NULL;   /* a's output: freed with a */
+  bufs_free(a);
+  bufs_free(b);
+}
+
 /* A captured call, replayed on new X and W: nothing is set up per call.
  * pool: the outputs come from the stream-ordered pool (cudaMallocAsync),
  * which CUDA IPC cannot export: with a process per rank the captured call
@@ -562,6 +613,7 @@ static void moe_checks(const gpu_ranks_opts *o) {
   check_graph(0, 0);
   check_graph(1, 0);
   check_graph(0, 1);
+  if (!procs()) check_chained();   /* a process holds only its own rank's first output, the next X */
   check_graph_order();
   check_order();
   check_refused();
