@@ -562,6 +562,12 @@ bt_result rt_fifo_launch(const rt_launch *L) {
    * the kernels before but X and W: the engine waits for them before its
    * first load, after its set-up (0.x us of a one-wave shape). */
   a.gemm.deps_wait = pdl && a.gbase && !a.gposts && !a.gcount && !(a.direct && a.dnranks > 1) && !a.trace;
+  if (a.cgemm)
+    LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s: GEMM %lld x %lld x %lld in tiles of %d x %d, %d k-range%s each, %lld units on "
+              "%lld blocks%s", c->rank, L->where, (long long)a.gemm.m, (long long)a.gemm.n, (long long)a.gemm.k,
+              IP_GEMM_TILE_M, (int)a.gemm.tile_n, (int)a.gemm.splits, a.gemm.splits == 1 ? "" : "s",
+              (long long)a.gemm.units, (long long)a.ncomp * a.cwidth,
+              a.gemm.deps_wait ? ", set up before the wait for the kernel before" : "");
   bt_result launched = ip_gpu_launch(&a, L->nthreads, pdl, L->stream);
   if (forked) CHECK(wake_join(c, L->stream));   /* even after a failed launch: a capture must not end with a branch open */
   CHECK(launched);
