@@ -305,9 +305,13 @@ bt_result ip_gpu_max_blocks(int nthreads, int smem, int gemm, int *max_blocks);
  * kernel for, with the registers and shared memory the tile engine
  * needs), and if not *why (a static sentence).  ip_gpu_gemm_smem: the
  * engine's dynamic shared memory on this device (after the steps').
- * ip_gpu_gemm_launch: as ip_gpu_launch, for a launch with cgemm set. */
+ * ip_gpu_gemm_launch: as ip_gpu_launch, for a launch with cgemm set.
+ * ip_gpu_gemm_wgmma: whether this device runs the engine's wgmma path
+ * (compute capability 9.x, the sm_90a build), where narrower tiles were
+ * measured (ip_gemm_set_tile_n); 0 where it runs the fallback. */
 int ip_gpu_gemm_ok(const char **why);
 int ip_gpu_gemm_smem(void);
+int ip_gpu_gemm_wgmma(void);
 bt_result ip_gpu_gemm_launch(const ip_gargs *a, int pdl, void *stream);
 /* ip_gpu_load's and ip_gpu_max_blocks's halves for the gemm kernel. */
 bt_result ip_gpu_gemm_load(void);

@@ -289,6 +289,16 @@ extern "C" int ip_gpu_gemm_smem(void) {
   return ip_gemm_smem_bytes(major, minor) + 16;   // + 16: aligned after the steps (gemm_block)
 }
 
+// A 9.x device loads the build's sm_90a code (an exact match, preferred
+// to the compute_90 PTX that other GPUs compile into the fallback).
+extern "C" int ip_gpu_gemm_wgmma(void) {
+  int dev, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return 0;
+  return major == 9;
+}
+
 extern "C" int ip_gpu_gemm_ok(const char **why) {
   int dev, major = 0, regs_ok = 1;
   *why = "ok";

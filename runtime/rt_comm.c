@@ -115,7 +115,7 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->grid = dholds < 1 ? 1 : dholds < 128 ? dholds : 128;
   if (!res && rt_param_int(RT_PARAM_DIRECT_PDL)) res = ip_direct_pdl_ok(&c->pdl);
   c->gemm_split = (int)rt_param_int(RT_PARAM_GEMM_SPLIT);
-  c->gemm_narrow = (int)rt_param_int(RT_PARAM_GEMM_NARROW);
+  c->gemm_narrow = rt_param_int(RT_PARAM_GEMM_NARROW) && ip_gpu_gemm_wgmma();   /* measured there only */
   /* The timeline holds the largest launch: an interpreter grid, or the
    * direct GEMV + AllReduce's (up to IP_FDIRECT_BLOCKS_PER_SM per SM). */
   int tblocks = holds;
