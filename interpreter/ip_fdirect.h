@@ -69,6 +69,11 @@ typedef struct ip_fargs {
   ip_gerr *err;
   uint64_t *claim;                /* device: 0 until one block of the call owns err */
   uint64_t timeout_ns;            /* 0: never */
+  /* Launched as a programmatic dependent (ip_fgemv_launch's pdl), each
+   * block waits for the kernel before at its start; release_early: it
+   * lets the next kernel in at its start (one GPU a rank: waiting blocks
+   * of the next call must keep no other rank's call off the SMs). */
+  int32_t release_early;
   /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
    * enter, ready, the end of its warps' compute and stores (step
    * IP_FSTEP_TASK, tile: its first row group, -1 without one), the end
@@ -99,9 +104,10 @@ bt_result ip_fgemv_grid(int unroll, int share, int *grid);
 
 /* Launches GEMV + AllReduce for one rank on `stream`: `grid` blocks
  * (ip_fgemv_grid's) of IP_FDIRECT_THREADS, `unroll` 16-byte loads in
- * flight per thread and row (1, 2, 4 or 8).  BT_ERR_CUDA when the launch fails
+ * flight per thread and row (1, 2, 4 or 8), with `pdl` as a programmatic
+ * dependent of the kernel before it.  BT_ERR_CUDA when the launch fails
  * (logged); BT_ERR_INVALID for a type or unroll it has no kernel of. */
-bt_result ip_fgemv_launch(const ip_fargs *a, int grid, int unroll, void *stream);
+bt_result ip_fgemv_launch(const ip_fargs *a, int grid, int unroll, int pdl, void *stream);
 
 #ifdef __cplusplus
 }

@@ -91,13 +91,22 @@ bt_result rt_fgemv_prep(baton_comm *c, const void *W, const void *x, void *y, si
   return BT_OK;
 }
 
+/* A programmatic launch (BATON_DIRECT_PDL), as the direct collectives':
+ * its blocks start as the kernel before leaves the SMs, and wait for it
+ * before reading anything.  It lets the next kernel in at its start only
+ * where a rank has its GPU to itself. */
 bt_result rt_fgemv_launch(const rt_launch *L) {
-  if (!L->c->trace) return ip_fgemv_launch(&L->f, L->fgrid, L->funroll, L->stream);
-  ip_fargs a = L->f;   /* the working blocks' timeline */
-  a.trace = rt_trace_buf(L->c->trace, L->fgrid);
-  if (a.trace) {
-    rt_trace_called(L->c->trace, L->where, NULL, L->fgrid, 1, L->fgrid, 0, IP_FDIRECT_THREADS, NULL, 1);
-    rt_trace_steps(L->c->trace, ip_fgemv_step_names, IP_FSTEP_COUNT);
+  baton_comm *c = L->c;
+  ip_fargs a = L->f;
+  const int pdl = c->pdl;
+  a.release_early = pdl && c->share == 1;
+  if (pdl && c->bs) rt_capture_programmatic(L->stream);
+  if (c->trace) {   /* the working blocks' timeline */
+    a.trace = rt_trace_buf(c->trace, L->fgrid);
+    if (a.trace) {
+      rt_trace_called(c->trace, L->where, NULL, L->fgrid, 1, L->fgrid, 0, IP_FDIRECT_THREADS, NULL, 1);
+      rt_trace_steps(c->trace, ip_fgemv_step_names, IP_FSTEP_COUNT);
+    }
   }
-  return ip_fgemv_launch(&a, L->fgrid, L->funroll, L->stream);
+  return ip_fgemv_launch(&a, L->fgrid, L->funroll, pdl, L->stream);
 }
