@@ -560,7 +560,8 @@ bt_result rt_fifo_launch(const rt_launch *L) {
   /* A plain GEMM (its rows end to end, no counts, no tiles counted, no
    * peer met, not traced: ip_gpu_gemm.cu's gemm_plain) reads nothing of
    * the kernels before but X and W: the engine waits for them before its
-   * first load, after its set-up (0.x us of a one-wave shape). */
+   * first load, after its set-up (0.45 us of 1024 x 4096 x 1024 on an
+   * H200). */
   a.gemm.deps_wait = pdl && a.gbase && !a.gposts && !a.gcount && !(a.direct && a.dnranks > 1) && !a.trace;
   if (a.cgemm)
     LOG_TRACE(RT_SUB_RUNTIME, "rank %d: %s: GEMM %lld x %lld x %lld in tiles of %d x %d, %d k-range%s each, %lld units on "
