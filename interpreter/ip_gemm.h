@@ -108,6 +108,13 @@ enum ip_gemm_err {
 #define IP_GEMM_HD static inline
 #endif
 
+/* A tile width's place among the engine's IP_GEMM_WIDTHS, widest first
+ * (IP_GEMM_TILE_N, 128, IP_GEMM_TILE_N_MIN); -1 for any other width. */
+#define IP_GEMM_WIDTHS 3
+IP_GEMM_HD int ip_gemm_width_index(int64_t tile_n) {
+  return tile_n == IP_GEMM_TILE_N ? 0 : tile_n == IP_GEMM_TILE_N / 2 ? 1 : tile_n == IP_GEMM_TILE_N_MIN ? 2 : -1;
+}
+
 /* n / d for 0 <= n < 2^31 by a multiply and a shift: n / d = (umulhi(n,
  * m) + n) >> s (ip_fastdiv_div).  The engine walks its units
  * and the gemm kernel's epilogue divides rows by chunk, tile and block

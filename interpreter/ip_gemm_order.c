@@ -15,7 +15,7 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
 
 int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why) {
   if (why) *why = "ok";
-  if (tile_n != IP_GEMM_TILE_N && tile_n != 128 && tile_n != IP_GEMM_TILE_N_MIN) {
+  if (ip_gemm_width_index(tile_n) < 0) {
     if (why) *why = "ip_gemm: a tile is 256, 128 or 64 columns wide (IP_GEMM_TILE_N, IP_GEMM_TILE_N_MIN)";
     return IP_GEMM_ETILE;
   }
@@ -37,9 +37,9 @@ static int64_t tiles_at(const ip_gemm_args *g, int64_t tile_n) { return g->tiles
 /* The model's time, ns, of a block of g's GEMM in tiles tile_n wide split
  * into `splits` ranges (ip_gemm.h, IP_GEMM_KB_NS). */
 static double model_ns(const ip_gemm_args *g, int64_t tile_n, int64_t splits) {
-  const int w = tile_n == IP_GEMM_TILE_N_MIN ? 2 : tile_n == 128 ? 1 : 0;
-  static const double kb_ns[3] = {IP_GEMM_KB_NS_256, IP_GEMM_KB_NS_128, IP_GEMM_KB_NS_64};
-  static const double split_ns[3] = {IP_GEMM_SPLIT_NS_256, IP_GEMM_SPLIT_NS_128, IP_GEMM_SPLIT_NS_64};
+  const int w = ip_gemm_width_index(tile_n) < 0 ? 0 : ip_gemm_width_index(tile_n);   /* any other: the widest's */
+  static const double kb_ns[IP_GEMM_WIDTHS] = {IP_GEMM_KB_NS_256, IP_GEMM_KB_NS_128, IP_GEMM_KB_NS_64};
+  static const double split_ns[IP_GEMM_WIDTHS] = {IP_GEMM_SPLIT_NS_256, IP_GEMM_SPLIT_NS_128, IP_GEMM_SPLIT_NS_64};
   const double work = (double)((g->k_blocks + splits - 1) / splits) * kb_ns[w];
   const double dram = (double)g->n * (double)g->k * 2.0 / IP_GEMM_DRAM_BYTES_NS;
   return (work > dram ? work : dram) + (splits > 1 ? split_ns[w] : 0.0);
@@ -56,8 +56,9 @@ static int64_t splits_at(const ip_gemm_args *g, int64_t tile_n, int64_t tiles, i
 
 int64_t ip_gemm_default_tile_n(const ip_gemm_args *g, int64_t blocks) {
   int64_t best = IP_GEMM_TILE_N;
-  if (g->tiles_m < 1 || g->n < 1 || blocks < 2 || 2 * tiles_at(g, best) > blocks) return best;
-  double best_ns = model_ns(g, best, splits_at(g, best, tiles_at(g, best), blocks));
+  const int64_t widest = tiles_at(g, best);
+  if (g->tiles_m < 1 || g->n < 1 || blocks < 2 || 2 * widest > blocks) return best;
+  double best_ns = model_ns(g, best, splits_at(g, best, widest, blocks));
   for (int64_t tn = IP_GEMM_TILE_N / 2; tn >= IP_GEMM_TILE_N_MIN; tn /= 2) {
     const int64_t tiles = tiles_at(g, tn);
     if (tiles > blocks) break;

@@ -251,9 +251,9 @@ __global__ void __launch_bounds__(IP_GEMM_THREADS, 1) ip_gpu_gemm_kernel(const _
 
 // ---- host --------------------------------------------------------------
 
-// The kernel's instances, whole tiles then split ones, widest first
-// (kernel_for).
-static const void *const g_kernels[] = {
+// The kernel's instances, whole tiles then split ones, each in the
+// engine's widths' order (ip_gemm_width_index; kernel_for).
+static const void *const g_kernels[2 * IP_GEMM_WIDTHS] = {
     (const void *)ip_gpu_gemm_kernel<false, IP_GEMM_TILE_N>, (const void *)ip_gpu_gemm_kernel<false, 128>,
     (const void *)ip_gpu_gemm_kernel<false, IP_GEMM_TILE_N_MIN>, (const void *)ip_gpu_gemm_kernel<true, IP_GEMM_TILE_N>,
     (const void *)ip_gpu_gemm_kernel<true, 128>, (const void *)ip_gpu_gemm_kernel<true, IP_GEMM_TILE_N_MIN>};
@@ -261,8 +261,8 @@ enum { N_KERNELS = (int)(sizeof g_kernels / sizeof g_kernels[0]) };
 
 // The instance that runs GEMM g.
 static const void *kernel_for(const ip_gemm_args &g) {
-  const int w = g.tile_n == IP_GEMM_TILE_N_MIN ? 2 : g.tile_n == 128 ? 1 : 0;
-  return g_kernels[(g.splits > 1 ? 3 : 0) + w];
+  const int w = ip_gemm_width_index(g.tile_n);   /* a width ip_gemm_set_tile_n took */
+  return g_kernels[(g.splits > 1 ? IP_GEMM_WIDTHS : 0) + (w < 0 ? 0 : w)];
 }
 
 // Dynamic shared memory every instance may ask for on this device (the
