@@ -625,7 +625,7 @@ __device__ __forceinline__ uint32_t split_own(const layout<kTN> &L, int c, int t
 }
 
 // Consumer warpgroup c's half of a unit's epilogue: once the store warps
-// have read the previous unit out of its staging buffer, its 64 x 256
+// have read the previous unit out of its staging buffer, its 64 x kTN
 // accumulators go in as bf16, and each thread arrives on staged[c]
 // (release: its writes are seen by whoever waits for the phase).  The
 // consumer is then free for the next unit's mainloop.  The block's last
@@ -712,8 +712,9 @@ __device__ __forceinline__ uint32_t ld_acquire_u32(const uint32_t *p) {
 // c arrives once).  Returns where thread t's values of range 0 lie: the
 // hand-over adds up the groups range r owns (p0 .. p1 - 1) from there.
 // On the block's last unit (last) the groups it owns stay on chip
-// (split_own; nobody else reads them): the 128 KiB a block writes to L2
-// and reads back bound a split call, by each SM's write rate and L2's.
+// (split_own; nobody else reads them): the partial tile a block writes
+// to L2 and reads back (128 KiB at 256 columns) bound a split call, by
+// each SM's write rate and L2's.
 // Workspace: thread t's 4 values of group j of warpgroup c of range r of
 // the tile at float4 index
 //   (((tile * splits + r) * kConsumers + c) * kGroups + j) * kWarpgroup + t,
