@@ -60,7 +60,7 @@
 //       the units, once per unit each: it must be cheap and give the same
 //       answer for m0 throughout the call.
 //
-// The kernels before: with g.deps_wait set, the producer thread waits for
+// The kernels before: with g.deps_wait set, the producer warp waits for
 // them (pdl_wait) before its first load; every global access of the engine
 // follows that wait (the consumers' and store warps' through the stages'
 // mbarriers), so the block's set-up (mbarriers, registers, the first unit)
@@ -197,8 +197,7 @@ __device__ __forceinline__ char *as_shared(char *p) {
 __device__ __forceinline__ void bar_named(int id, int nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
-// Counts the calling warp in named barrier id without waiting for it.
-__device__ __forceinline__ void bar_arrive(int id, int nthreads) {
+__device__ __forceinline__ void bar_arrive(int id, int nthreads) {   // counts the warp, waits for none
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
@@ -334,13 +333,19 @@ constexpr uint64_t kDescA = desc_bits(16, kSwzAtomBytes);
 // B (W) is N-major (transpose bit set): LBO steps N by 64 columns (the
 // next TMA box), SBO steps K by 8 rows (one swizzle atom).
 constexpr uint64_t kDescB = desc_bits(kBoxBytes, kSwzAtomBytes);
-__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint64_t bits) {
-  return bits | ((addr & kDescAddrMask) >> 4);
+// A descriptor's low word for shared address addr (the start address,
+// addr >> 4 in bits 0-13, and bits' low word); desc_of adds the constant
+// high word.  Offsets (>> 4) add to the low word alone: shared addresses
+// stay below 2^18, so the start address never carries.  (64-bit
+// descriptor arithmetic cost the consumers 5-15% of a narrow tile's time.)
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint64_t bits) {
+  return (uint32_t)bits | ((addr & kDescAddrMask) >> 4);
 }
+__device__ __forceinline__ uint64_t desc_of(uint32_t lo, uint64_t bits) { return (bits & ~0xffffffffull) | lo; }
 // Descriptor steps for one wgmma K (16): 32 bytes along an A row; 16 rows
 // of B.
-constexpr uint64_t kStepA = (kWgmmaK * 2) >> 4;
-constexpr uint64_t kStepB = (kWgmmaK * kSwzRowBytes) >> 4;
+constexpr uint32_t kStepA = (kWgmmaK * 2) >> 4;
+constexpr uint32_t kStepB = (kWgmmaK * kSwzRowBytes) >> 4;
 
 // ---- mbarriers ----
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -541,16 +546,22 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L
   }
 }
 
-// The producer: one thread.  For every k-block of every unit not skipped, waits for
-// its stage to be free, then asks TMA for the A tile and the W boxes that
-// lie inside N (boxes past N are skipped: their columns are never
-// stored, and the stage's expected bytes count only what was asked).
+// The producer: one warp, lane 0 issuing.  For every k-block of every
+// unit not skipped, waits for its stage to be free, then asks TMA for the
+// A tile and the W boxes that lie inside N (boxes past N are skipped:
+// their columns are never stored, and the stage's expected bytes count
+// only what was asked).  One thread alone took some 650 cycles a k-block
+// (an H200), more than a 64-column tile's wgmmas: the ring never filled,
+// each load's latency showed; a whole warp made calls up to 1.4x faster.
 template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
-                                        const Epi &epi) {
+                                        int lane, const Epi &epi) {
   using T = tiling<kTN>;
-  tma_prefetch(&g.tmap_x);
-  tma_prefetch(&g.tmap_w);
+  const bool leader = lane == 0;
+  if (leader) {
+    tma_prefetch(&g.tmap_x);
+    tma_prefetch(&g.tmap_w);
+  }
   if (g.deps_wait) pdl_wait();
   int stage = 0;
   uint32_t phase = 0;
@@ -564,12 +575,18 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
     const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
     for (int64_t kb = ipg::range_kb<kSplit>(g, r), kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
-      const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
-      mbar_arrive_tx(full, bytes);
-      const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
-      tma_load_2d(a, &g.tmap_x, k0, (int32_t)m0, full);
-      for (int j = 0; j < boxes; j++)
-        tma_load_2d(a + IP_GEMM_A_BYTES + j * kBoxBytes, &g.tmap_w, (int32_t)(n0 + j * IP_GEMM_SWZ_COLS), k0, full);
+      if (leader) {
+        const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
+        const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
+        mbar_arrive_tx(full, bytes);
+        tma_load_2d(a, &g.tmap_x, k0, (int32_t)m0, full);
+#pragma unroll
+        for (int j = 0; j < T::kBoxes; j++)
+          if (j < boxes)
+            tma_load_2d(a + IP_GEMM_A_BYTES + j * kBoxBytes, &g.tmap_w, (int32_t)(n0 + j * IP_GEMM_SWZ_COLS), k0,
+                        full);
+      }
+      __syncwarp();
       if (++stage == T::kStages) {
         stage = 0;
         phase ^= 1;
@@ -607,9 +624,8 @@ __device__ __forceinline__ void store_rows(const layout<kTN> &L, int q0, int ste
   }
 }
 
-// Split K (split_meet, hand_over): the loads a thread keeps in flight
-// adding up the ranges' partial sums.
-constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
+// Split K: the loads a thread keeps in flight adding up partial sums (12 and more spill).
+constexpr int kSplitBatch = 8;
 static_assert(IP_GEMM_SPLIT_SEMS == kConsumers + 1, "a tile's counters: one per consumer warpgroup, then the stores'");
 
 // Where consumer warpgroup c's thread t keeps its own groups' partial
@@ -818,6 +834,18 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout<kTN> &
   }
 }
 
+// One k-block's wgmmas into a (one commit group): added, or (acc = 0) overwriting it.
+template <int N>
+__device__ __forceinline__ void mma_block(float (&a)[N], uint32_t da, uint32_t db, bool acc) {
+  wg_fence();
+  acc_fence(a);
+#pragma unroll
+  for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
+    wgmma(a, desc_of(da + kk * kStepA, kDescA), desc_of(db + kk * kStepB, kDescB), acc || kk > 0);
+  wg_commit();
+  acc_fence(a);
+}
+
 // Consumer warpgroup c: for every unit, wgmma over the k-blocks as the
 // stages fill (one commit group per stage; a stage is given back once the
 // group after it has been issued and its own has completed), then its
@@ -830,8 +858,8 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN>
 #pragma unroll
   for (int i = 0; i < T::kAcc; i++) d[i] = 0.f;
   const int lane = t % 32;
-  const uint64_t da = make_desc(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
-  const uint64_t db = make_desc(L.ring + IP_GEMM_A_BYTES, kDescB);
+  const uint32_t da = desc_lo(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
+  const uint32_t db = desc_lo(L.ring + IP_GEMM_A_BYTES, kDescB);
   int stage = 0;
   uint32_t phase = 0, fphase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
@@ -847,14 +875,8 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN>
     int prev = 0;
     for (int64_t kb = kb0, kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
       mbar_wait(g, L, L.full(stage), phase, IP_GEMM_WAIT_FULL, m0, n0);
-      const uint64_t off = (uint64_t)(stage * T::kStageBytes) >> 4;
-      wg_fence();
-      acc_fence(d);
-#pragma unroll
-      for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
-        wgmma(d, da + off + kk * kStepA, db + off + kk * kStepB, kb > kb0 || kk > 0);
-      wg_commit();
-      acc_fence(d);
+      const uint32_t off = (uint32_t)(stage * T::kStageBytes) >> 4;
+      mma_block(d, da + off, db + off, kb > kb0);
       if (kb > kb0) {
         wg_wait<1>();
         if (lane == 0) mbar_arrive(L.empty(prev));
@@ -878,7 +900,9 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN>
 template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t unit0, int64_t unit_step, Epi &epi) {
   using T = tiling<kTN>;
-  const int tid = threadIdx.x, wg = tid / kWarpgroup;
+  // wg through a shuffle: known to the compiler as one value a warp, what
+  // derives from it (the consumers' descriptors) stays in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(~0u, tid / kWarpgroup, 0);
   if (blockDim.x != IP_GEMM_THREADS) __trap();  // the roles below need exactly this many threads
   const uint32_t s0 = ipg::smem_u32(smem);
   const uint32_t pad = (IP_GEMM_ALIGN - (s0 & (IP_GEMM_ALIGN - 1))) & (IP_GEMM_ALIGN - 1);
@@ -914,8 +938,8 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   constexpr int kGrown = IP_GEMM_BAR_FIRST + 1 + kConsumers;
   if (wg == 0) {
     regs_shrink<IP_GEMM_REGS_PRODUCER>();
-    if (tid == 0) produce<kSplit, kTN>(g, L, unit0, unit_step, epi);
-    else if (tid >= 32) store<kSplit, kTN>(g, L, unit0, unit_step, tid - 32, epi);
+    if (tid < 32) produce<kSplit, kTN>(g, L, unit0, unit_step, tid, epi);
+    else store<kSplit, kTN>(g, L, unit0, unit_step, tid - 32, epi);
     __syncwarp();
     ipg::bar_named(kGrown, IP_GEMM_THREADS);
     regs_grow<IP_GEMM_REGS_ENTRY>();

@@ -219,7 +219,7 @@ typedef struct ip_gemm_args {
   ip_gemm_stall *stall;
   uint64_t stall_ns;
   /* 1: the engine waits for the kernels before it (griddepcontrol.wait,
-   * ip_mem.cuh's pdl_wait) in its producer thread, before its first load,
+   * ip_mem.cuh's pdl_wait) in its producer warp, before its first load,
    * so that a programmatic dependent does its set-up while they end; its
    * caller then reads and writes no global memory before the engine
    * returns but what the kernels before it leave alone (prepare: 0, the
