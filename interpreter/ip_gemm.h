@@ -255,21 +255,20 @@ typedef struct ip_gemm_args {
  * partial tile, meets the others and reads theirs back), at most
  * IP_GEMM_SPLIT_DEFAULT_MAX ranges.  The figures are an H200's, fitted to
  * 128-512 tokens x 4096-8192 x 1024-14336 in every width and 1-8 ranges
- * (one round of 132 blocks): the model picks the fastest measured shape
- * for 23 of 24.  The other, 128 x 4096 x 4096, took 17.7 us in tiles 64
- * wide split 2 ways against 16.4 in 128 split 4 ways: the measurement
- * kept W's 32 MiB in L2 from call to call, where the model reads it from
- * DRAM (as a layer's weights are).  128 x 4096 x 1024: 8.7 us in tiles
- * 64 wide whole, 9.7 in 2 ranges, 13.5 in tiles 256 wide, 16.0 in those
- * split 8 ways; 128 x 4096 x 14336 (W from DRAM): 39.5 in 128 split 4
- * ways, 46.1 in 256 split 8 ways; cuBLAS 4.6 and 35.6. */
+ * (one round of 132 blocks, one run): the model picks the fastest
+ * measured shape for all 24 (a second run of one setting
+ * differed by up to 14% at a few shapes).  128 x 4096 x 1024: 7.4 us in
+ * tiles 64 wide whole, 8.8 in 128, 13.6 in 256; 128 x 4096 x 14336: 40.9
+ * in 128 split 4 ways, 47.3 in 256 split 8 ways; cuBLAS 4.7 and 35.8.
+ * The per-k-block costs are the model's, not the slopes a width shows
+ * alone (some 270 and 390 ns for 64 and 128 columns). */
 #define IP_GEMM_SPLIT_DEFAULT_MAX 8
 #define IP_GEMM_KB_NS_256 570       /* a k-block of a 256-column tile, ns: the tensor cores' rate */
-#define IP_GEMM_KB_NS_128 430
-#define IP_GEMM_KB_NS_64 340
+#define IP_GEMM_KB_NS_128 320
+#define IP_GEMM_KB_NS_64 260
 #define IP_GEMM_SPLIT_NS_256 11600  /* a split's exchange, ns */
-#define IP_GEMM_SPLIT_NS_128 6000
-#define IP_GEMM_SPLIT_NS_64 3700
+#define IP_GEMM_SPLIT_NS_128 6500
+#define IP_GEMM_SPLIT_NS_64 6500
 #define IP_GEMM_DRAM_BYTES_NS 3500.0 /* bytes a ns (3.5 TB/s): W read once from DRAM, by every shape */
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
