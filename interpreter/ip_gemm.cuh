@@ -191,7 +191,8 @@ __device__ __forceinline__ char *as_shared(char *p) {
 __device__ __forceinline__ void bar_named(int id, int nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
-__device__ __forceinline__ void bar_arrive(int id, int nthreads) {   // counts the warp, waits for none
+// Counts the calling warp in named barrier id without waiting for it.
+__device__ __forceinline__ void bar_arrive(int id, int nthreads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
@@ -474,8 +475,9 @@ __device__ __forceinline__ void store_rows(const layout<kTN> &L, int q0, int ste
   }
 }
 
-// Split K: the loads a thread keeps in flight adding up partial sums (12 and more spill).
-constexpr int kSplitBatch = 8;
+// Split K (split_meet, hand_over): the loads a thread keeps in flight
+// adding up the ranges' partial sums.
+constexpr int kSplitBatch = 8;   // 12 and more spill (the accumulators stay live)
 static_assert(IP_GEMM_SPLIT_SEMS == kConsumers + 1, "a tile's counters: one per consumer warpgroup, then the stores'");
 
 // Where consumer warpgroup c's thread t keeps its own groups' partial

@@ -160,11 +160,12 @@ struct plain_epi {
   }
 };
 
-// An epilogue that breaks the contract: skip() tells the producer thread
-// (thread 0) that no unit needs computing and every other thread that
-// each does, so the consumers wait for loads that never come.
+// An epilogue that breaks the contract: skip() tells the producer warp
+// (threads 0-31) that no unit needs computing and every other thread that
+// each does, so the consumers wait for loads that never come.  (The whole
+// warp is told alike: its lanes walk the k-blocks together.)
 struct lying_epi : plain_epi {
-  __device__ bool skip(int64_t) const { return threadIdx.x == 0; }
+  __device__ bool skip(int64_t) const { return threadIdx.x < 32; }
 };
 
 // The engine over every unit, blocks striding, with epilogue Epi.
