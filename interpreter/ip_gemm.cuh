@@ -242,14 +242,16 @@ __device__ __forceinline__ int64_t unit_tile(const ip_gemm_args &g, int64_t u, i
   }
   return ip_gemm_unit_tile(g, u, r);
 }
-// k-range r's first k-block (r = g.splits: one past the last range's).
-// By the host's divisor: a 64-bit division is a routine of a few hundred
-// cycles, here before the producer's first load.  k_blocks * r stays
-// below 2^31 (k_blocks < 2^25, r <= IP_GEMM_MAX_SPLITS).
-template <bool kSplit>
+// k-range r's first k-block (r = g.splits: one past the last range's), a
+// range being whole stages of kKB k-blocks (ip_gemm_args, "Split K").  By
+// the host's divisor: a 64-bit division is a routine of a few hundred
+// cycles, here before the producer's first load.  stages * r stays below
+// 2^31 (k_blocks < 2^25, r <= IP_GEMM_MAX_SPLITS).
+template <bool kSplit, int kKB>
 __device__ __forceinline__ int64_t range_kb(const ip_gemm_args &g, int r) {
   if (!kSplit || r == 0) return r == 0 ? 0 : g.k_blocks;
-  return r == g.splits ? g.k_blocks : ip_fastdiv_div((int32_t)g.k_blocks * r, g.div_splits);
+  const int32_t stages = ((int32_t)g.k_blocks + kKB - 1) / kKB;
+  return r == g.splits ? g.k_blocks : kKB * ip_fastdiv_div(stages * r, g.div_splits);
 }
 // The first 8-column group of a kTN-wide tile that k-range r owns (r =
 // g.splits: kTN / 8).
@@ -280,17 +282,21 @@ static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kCons
               "setmaxnreg must not ask for more registers than the block holds");
 
 // What a tile kTN columns wide makes of the block's IP_GEMM_SMEM bytes
-// and its threads: W boxes per stage, the stages that fit beside the
-// staging and the mbarriers (3 for 256 columns, 5 for 128, 8 for 64: a
-// narrow tile's k-block takes less time, so more of them must be in
+// and its threads: k-blocks per stage (ip_gemm_stage_kb) and W boxes
+// (64-column groups) per k-block, the stages that fit beside the staging
+// and the mbarriers (3 for 256 columns, 5 for 128, 4 of two k-blocks for
+// 64: a narrow tile's k-block takes less time, so more of them must be in
 // flight to cover a load's latency), each thread's accumulators (64 x kTN
 // / 128), 8-column groups, and the rows a store warp's 32 lanes cover at
-// once (a row is kTN / 8 lanes' 16-byte pieces).
+// once (a row is kTN / 8 lanes' 16-byte pieces).  A stage: kKB A tiles,
+// then kBoxes groups of kKB k-blocks' W rows (the tensor maps' boxes,
+// ip_gemm_args).
 template <int kTN>
 struct tiling {
   static_assert(kTN == IP_GEMM_TILE_N || kTN == 128 || kTN == IP_GEMM_TILE_N_MIN, "a width ip_gemm_set_tile_n takes");
+  static constexpr int kKB = kTN == IP_GEMM_TILE_N_MIN ? IP_GEMM_STAGE_KB_MIN : 1;   // ip_gemm_stage_kb
   static constexpr int kBoxes = kTN / IP_GEMM_SWZ_COLS;
-  static constexpr int kStageBytes = IP_GEMM_A_BYTES + kBoxes * kBoxBytes;
+  static constexpr int kStageBytes = kKB * (IP_GEMM_A_BYTES + kBoxes * kBoxBytes);
   static constexpr int kStgLd = kTN + 8;
   static constexpr int kStgBytes = kRowsPerConsumer * kStgLd * 2;
   static constexpr int kFit = (IP_GEMM_SMEM - IP_GEMM_ALIGN - kConsumers * kStgBytes - IP_GEMM_BAR_BYTES) / kStageBytes;
@@ -317,7 +323,7 @@ static_assert(tiling<IP_GEMM_TILE_N>::kStages == IP_GEMM_STAGES, "the widest til
 template <int kTN>
 struct layout : tiling<kTN> {
   using T = tiling<kTN>;
-  uint32_t ring;  // stage s at ring + s * kStageBytes: A tile, then kBoxes W boxes
+  uint32_t ring;  // stage s at ring + s * kStageBytes (tiling)
   char *stg;      // consumer c's staging buffer at stg + c * kStgBytes
   uint32_t bars;  // full[s], empty[s], staged[c], freed[c], 8 bytes each, then the claim
   __device__ uint32_t full(int s) const { return bars + 8 * s; }
@@ -397,13 +403,18 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L
   }
 }
 
-// The producer: one warp, lane 0 issuing.  For every k-block of every
-// unit not skipped, waits for its stage to be free, then asks TMA for the
-// A tile and the W boxes that lie inside N (boxes past N are skipped:
-// their columns are never stored, and the stage's expected bytes count
-// only what was asked).  One thread alone took some 650 cycles a k-block
-// (an H200), more than a 64-column tile's wgmmas: the ring never filled,
-// each load's latency showed; a whole warp made calls up to 1.4x faster.
+// The producer: one warp, lane 0 issuing.  For every stage of every unit
+// not skipped, waits for it to be free, then asks TMA for its A tiles and
+// its W tile, one box each (ip_gemm_args: what lies outside X and W, rows
+// past M, W's groups past N, the k-block past K of an odd count, reads as
+// zeros and counts in the stage's bytes).  The loads' issue, not their
+// bytes, bounds a narrow tile: one thread alone took some 650 cycles a
+// k-block (an H200), more than a 64-column tile's wgmmas, so the ring
+// never filled and each load's latency showed (a whole warp made calls up
+// to 1.4x faster); then two k-blocks a 64-column stage, one load of X and
+// one of W where there had been two a k-block, 1.05-1.4x more, while
+// loading half of X's rows changed nothing.  One box of W a stage instead
+// of one per 64 columns made no difference at 128 and 256 columns.
 template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
                                         int lane, const Epi &epi) {
@@ -421,21 +432,15 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
     int r;
     ip_gemm_unit_coords(g, ipg::unit_tile<kSplit>(g, u, &r), &m0, &n0);
     if (epi.skip(m0)) continue;
-    const int64_t left = (g.n - n0) / IP_GEMM_SWZ_COLS;
-    const int boxes = left < T::kBoxes ? (int)left : T::kBoxes;
-    const uint32_t bytes = IP_GEMM_A_BYTES + boxes * kBoxBytes;
-    for (int64_t kb = ipg::range_kb<kSplit>(g, r), kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
+    const int32_t group = (int32_t)(n0 / IP_GEMM_SWZ_COLS);
+    for (int64_t kb = ipg::range_kb<kSplit, T::kKB>(g, r), kend = ipg::range_kb<kSplit, T::kKB>(g, r + 1); kb < kend;
+         kb += T::kKB) {
       mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
       if (leader) {
         const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
-        const int32_t k0 = (int32_t)(kb * IP_GEMM_TILE_K);
-        mbar_arrive_tx(full, bytes);
-        tma_load_2d(a, &g.tmap_x, k0, (int32_t)m0, full);
-#pragma unroll
-        for (int j = 0; j < T::kBoxes; j++)
-          if (j < boxes)
-            tma_load_2d(a + IP_GEMM_A_BYTES + j * kBoxBytes, &g.tmap_w, (int32_t)(n0 + j * IP_GEMM_SWZ_COLS), k0,
-                        full);
+        mbar_arrive_tx(full, T::kStageBytes);
+        tma_load_3d(a, &g.tmap_x, 0, (int32_t)m0, (int32_t)kb, full);
+        tma_load_3d(a + T::kKB * IP_GEMM_A_BYTES, &g.tmap_w, 0, (int32_t)(kb * IP_GEMM_TILE_K), group, full);
       }
       __syncwarp();
       if (++stage == T::kStages) {
@@ -686,14 +691,18 @@ __device__ __forceinline__ void store(const ip_gemm_args &g, const layout<kTN> &
   }
 }
 
-// One k-block's wgmmas into a (one commit group): added, or (acc = 0) overwriting it.
-template <int N>
+// One stage's wgmmas (kKB k-blocks) into a (one commit group): added, or
+// (acc = 0) overwriting it.  A's k-blocks lie an A tile apart; W's rows
+// run on through the stage's k-blocks (tiling).
+template <int kKB, int N>
 __device__ __forceinline__ void mma_block(float (&a)[N], uint32_t da, uint32_t db, bool acc) {
+  constexpr int kPer = IP_GEMM_TILE_K / kWgmmaK;
   wg_fence();
   acc_fence(a);
 #pragma unroll
-  for (int kk = 0; kk < IP_GEMM_TILE_K / kWgmmaK; kk++)
-    wgmma(a, desc_of(da + kk * kStepA, kDescA), desc_of(db + kk * kStepB, kDescB), acc || kk > 0);
+  for (int kk = 0; kk < kKB * kPer; kk++)
+    wgmma(a, desc_of(da + (kk / kPer) * (IP_GEMM_A_BYTES >> 4) + (kk % kPer) * kStepA, kDescA),
+          desc_of(db + kk * kStepB, desc_b(kKB)), acc || kk > 0);
   wg_commit();
   acc_fence(a);
 }
@@ -711,7 +720,7 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN>
   for (int i = 0; i < T::kAcc; i++) d[i] = 0.f;
   const int lane = t % 32;
   const uint32_t da = desc_lo(L.ring + c * kRowsPerConsumer * kSwzRowBytes, kDescA);
-  const uint32_t db = desc_lo(L.ring + IP_GEMM_A_BYTES, kDescB);
+  const uint32_t db = desc_lo(L.ring + T::kKB * IP_GEMM_A_BYTES, desc_b(T::kKB));
   int stage = 0;
   uint32_t phase = 0, fphase = 0;
   for (int64_t u = unit0; u < g.units; u += unit_step) {
@@ -723,12 +732,12 @@ __device__ __forceinline__ void consume(const ip_gemm_args &g, const layout<kTN>
       if (c == 0 && t < 32 && r == 0) epi.done(m0, n0, ipg::unit_rows(g, m0), ipg::unit_cols(g, n0, kTN), t);
       continue;
     }
-    const int64_t kb0 = ipg::range_kb<kSplit>(g, r);
+    const int64_t kb0 = ipg::range_kb<kSplit, T::kKB>(g, r);
     int prev = 0;
-    for (int64_t kb = kb0, kend = ipg::range_kb<kSplit>(g, r + 1); kb < kend; kb++) {
+    for (int64_t kb = kb0, kend = ipg::range_kb<kSplit, T::kKB>(g, r + 1); kb < kend; kb += T::kKB) {
       mbar_wait(g, L, L.full(stage), phase, IP_GEMM_WAIT_FULL, m0, n0);
       const uint32_t off = (uint32_t)(stage * T::kStageBytes) >> 4;
-      mma_block(d, da + off, db + off, kb > kb0);
+      mma_block<T::kKB>(d, da + off, db + off, kb > kb0);
       if (kb > kb0) {
         wg_wait<1>();
         if (lane == 0) mbar_arrive(L.empty(prev));
@@ -756,6 +765,7 @@ __device__ __forceinline__ void run(const ip_gemm_args &g, char *smem, int64_t u
   // derives from it (the consumers' descriptors) stays in uniform registers.
   const int tid = threadIdx.x, wg = __shfl_sync(~0u, tid / kWarpgroup, 0);
   if (blockDim.x != IP_GEMM_THREADS) __trap();  // the roles below need exactly this many threads
+  if (g.maps_tile_n != kTN) __trap();           // tensor maps for other boxes (ip_gemm_retile alone)
   const uint32_t s0 = ipg::smem_u32(smem);
   const uint32_t pad = (IP_GEMM_ALIGN - (s0 & (IP_GEMM_ALIGN - 1))) & (IP_GEMM_ALIGN - 1);
   layout<kTN> L;

@@ -24,6 +24,14 @@ extern "C" {
 #define IP_GEMM_TILE_N_MIN 64  /* the narrowest: one W box (a 128-byte swizzled row) */
 #define IP_GEMM_TILE_K 64
 #define IP_GEMM_SWZ_COLS 64 /* bf16 columns in one 128-byte swizzled row: a TMA box's width */
+/* k-blocks one stage of the ring holds (one load of X and one of W each,
+ * one wait and one arrival a side): two for the narrowest tile, whose
+ * k-block is too short to hide the per-stage work of loading (loads and
+ * barriers, not bytes, bound it: halving X's rows a stage changed nothing
+ * on an H200, two k-blocks a stage made 64-column tiles 1.05-1.35x as
+ * fast); one for the others, whose two-k-block stages would not fit
+ * IP_GEMM_SMEM three deep. */
+#define IP_GEMM_STAGE_KB_MIN 2
 #define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
 #define IP_GEMM_STAGES 3    /* shared-memory ring depth (k-blocks in flight) of the widest tile: 3 leaves room
                                for the staging; narrower tiles fit more stages in the same memory */
@@ -108,6 +116,9 @@ enum ip_gemm_err {
 #define IP_GEMM_HD static inline
 #endif
 
+/* k-blocks a stage holds for tiles tile_n wide (IP_GEMM_STAGE_KB_MIN). */
+IP_GEMM_HD int ip_gemm_stage_kb(int64_t tile_n) { return tile_n == IP_GEMM_TILE_N_MIN ? IP_GEMM_STAGE_KB_MIN : 1; }
+
 /* A tile width's place among the engine's IP_GEMM_WIDTHS, widest first
  * (IP_GEMM_TILE_N, 128, IP_GEMM_TILE_N_MIN); -1 for any other width. */
 #define IP_GEMM_WIDTHS 3
@@ -180,8 +191,15 @@ typedef struct ip_gemm_stall {
  * and C++ compilers, and the struct can be a member of a
  * __grid_constant__ kernel parameter (TMA reads the maps from there). */
 typedef struct ip_gemm_args {
-  ip_tmap tmap_x;     /* X: dims {K, M}, box {64, 128}, 128-byte swizzle; rows >= M read as zeros */
-  ip_tmap tmap_w;     /* W: dims {N, K}, box {64, 64}, 128-byte swizzle */
+  /* X as {64, M, K / 64} (k inside a k-block, row, k-block), box {64, 128,
+   * kb}: kb k-blocks' A tiles one after the other; W as {64, K, N / 64}
+   * (column inside a 64-column group, k, group), box {64, 64 kb, tile_n /
+   * 64}: a stage's W tile, each 64-column group's kb k-blocks together.
+   * kb = ip_gemm_stage_kb(tile_n); 128-byte swizzle; whatever lies outside
+   * the matrix (rows >= M, the k-block after the last, groups past N) reads
+   * as zeros.  Made for maps_tile_n (ip_gemm_prepare, ip_gemm_set_tile_n). */
+  ip_tmap tmap_x;
+  ip_tmap tmap_w;
   const void *x;      /* bf16, row m at x + m * ldx (the fallback reads through these) */
   const void *w;      /* bf16, row k at w + k * ldw */
   int64_t m, n, k;    /* Y[m, n] = X[m, k] W[k, n] */
@@ -196,6 +214,7 @@ typedef struct ip_gemm_args {
   int32_t splits;     /* 1 .. IP_GEMM_MAX_SPLITS */
   ip_fastdiv div_splits;
   int32_t tile_n;     /* a tile's columns: IP_GEMM_TILE_N, 128 or IP_GEMM_TILE_N_MIN (ip_gemm_set_tile_n) */
+  int32_t maps_tile_n; /* the width tmap_x and tmap_w were made for: tile_n, or the engine stops the kernel */
   int64_t band_group; /* tile rows per band of the unit order (ip_gemm_unit_coords); prepare:
                          ip_gemm_default_band_group's */
   int64_t band0;      /* the tile row the unit order starts at, wrapping around to 0 after the last (0 <= band0 <
@@ -226,8 +245,10 @@ typedef struct ip_gemm_args {
    * caller waits). */
   int32_t deps_wait;
   /* Split K (ip_gemm_set_split; prepare: none, splits 1).  Unit u is
-   * k-range u mod splits of tile u / splits: its k-blocks k_blocks r /
-   * splits .. k_blocks (r + 1) / splits - 1.  Each range's block writes
+   * k-range u mod splits of tile u / splits, in whole stages: of the S =
+   * ceil(k_blocks / kb) stages (kb = ip_gemm_stage_kb(tile_n)), stages S
+   * r / splits .. S (r + 1) / splits - 1, the last range ending at
+   * k_blocks.  Each range's block writes
    * its partial sums to split_ws, meets the tile's other ranges
    * (split_sem), and adds every range's partial sums of the columns it
    * owns (of the tile's G = tile_n / 8 groups of 8 columns, groups G r /
@@ -255,20 +276,22 @@ typedef struct ip_gemm_args {
  * partial tile, meets the others and reads theirs back), at most
  * IP_GEMM_SPLIT_DEFAULT_MAX ranges.  The figures are an H200's, fitted to
  * 128-512 tokens x 4096-8192 x 1024-14336 in every width and 1-8 ranges
- * (one round of 132 blocks, one run): the model picks the fastest
- * measured shape for all 24 (a second run of one setting
- * differed by up to 14% at a few shapes).  128 x 4096 x 1024: 7.4 us in
- * tiles 64 wide whole, 8.8 in 128, 13.6 in 256; 128 x 4096 x 14336: 40.9
- * in 128 split 4 ways, 47.3 in 256 split 8 ways; cuBLAS 4.7 and 35.8.
- * The per-k-block costs are the model's, not the slopes a width shows
- * alone (some 270 and 390 ns for 64 and 128 columns). */
+ * (one round of 132 blocks, one run; whole tiles the mean of two): the
+ * model picks the fastest measured setting for 21 of the 24 and loses 0.7%
+ * on average (12% at 512 x 4096 x 1024, 10.9 us in 128 columns against
+ * 9.7 in 64, where 128 columns took 9.6 in another run).  128 x 4096 x
+ * 1024: 6.6 us in tiles 64 wide whole, 8.8 in 128, 13.5 in 256; 128 x
+ * 4096 x 14336: 39.4 in 64 split 2 ways, 40.8 in 128 split 4 ways, 47.4
+ * in 256 split 8 ways; cuBLAS 4.6 and 36.0.  The per-k-block costs are
+ * the model's, not the slopes a width shows alone (some 230-250 and 290
+ * ns for 64 and 128 columns). */
 #define IP_GEMM_SPLIT_DEFAULT_MAX 8
 #define IP_GEMM_KB_NS_256 570       /* a k-block of a 256-column tile, ns: the tensor cores' rate */
 #define IP_GEMM_KB_NS_128 320
-#define IP_GEMM_KB_NS_64 260
+#define IP_GEMM_KB_NS_64 200
 #define IP_GEMM_SPLIT_NS_256 11600  /* a split's exchange, ns */
 #define IP_GEMM_SPLIT_NS_128 6500
-#define IP_GEMM_SPLIT_NS_64 6500
+#define IP_GEMM_SPLIT_NS_64 3000
 #define IP_GEMM_DRAM_BYTES_NS 3500.0 /* bytes a ns (3.5 TB/s): W read once from DRAM, by every shape */
 
 /* Fills *g for Y = X W with X [m, k] (row stride ldx elements) at x and
@@ -288,11 +311,18 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
 /* Sets g's tiles to tile_n columns: IP_GEMM_TILE_N (ip_gemm_prepare's),
  * 128 or IP_GEMM_TILE_N_MIN.  A narrower tile gives a GEMM of few tiles
  * more of them, each through all of K (ip_gemm_default_tile_n).  It
- * recounts the tiles, undoes a split and an interleave, and keeps the band
- * group: call it before ip_gemm_set_band_group, ip_gemm_set_interleave
- * and ip_gemm_set_split.  Returns IP_GEMM_OK, or IP_GEMM_ETILE with *why
- * (if why) naming the widths; g is then unchanged. */
+ * makes the tensor maps for the width (g must come from ip_gemm_prepare),
+ * recounts the tiles, undoes a split and an interleave, and keeps the
+ * band group: call it before ip_gemm_set_band_group,
+ * ip_gemm_set_interleave and ip_gemm_set_split.  Returns IP_GEMM_OK, or
+ * IP_GEMM_ETILE (not a width the engine has) or IP_GEMM_EDRIVER (the
+ * driver refused a map) with *why (if why) saying which; g is then
+ * unchanged. */
 int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why);
+/* ip_gemm_set_tile_n without the tensor maps (plain C, for the model and
+ * tests without a driver): a g so retiled runs only once its maps are
+ * made for the width (the engine stops the kernel otherwise). */
+int ip_gemm_retile(ip_gemm_args *g, int64_t tile_n, const char **why);
 
 /* The tile width for g when `blocks` blocks run the engine at once:
  * IP_GEMM_TILE_N where its tiles fill more than half the blocks; else,
@@ -339,14 +369,20 @@ IP_GEMM_HD int32_t ip_gemm_inter_band(int32_t w, int32_t n, int32_t f, ip_fastdi
  * that runs the engine.  splits 1 undoes it (ws and sem may then be
  * NULL).  Returns IP_GEMM_OK, or IP_GEMM_ESPLIT with *why (if why) naming
  * the limit: splits outside 1 .. IP_GEMM_MAX_SPLITS or above g's
- * k-blocks, ws or sem NULL or misaligned; g is then unchanged. */
+ * stages (ip_gemm_k_stages), ws or sem NULL or misaligned; g is then
+ * unchanged. */
 int ip_gemm_set_split(ip_gemm_args *g, int64_t splits, float *ws, uint32_t *sem, const char **why);
+/* The stages of K a tile of g walks: ceil(k_blocks / ip_gemm_stage_kb). */
+IP_GEMM_HD int64_t ip_gemm_k_stages(const ip_gemm_args *g) {
+  const int kb = ip_gemm_stage_kb(g->tile_n);
+  return (g->k_blocks + kb - 1) / kb;
+}
 int64_t ip_gemm_split_ws_bytes(const ip_gemm_args *g, int64_t splits);
 int64_t ip_gemm_split_sem_bytes(const ip_gemm_args *g);
 
 /* The k-ranges a tile of g gets when `blocks` blocks run the engine at
  * once: as many as the blocks hold in one round (blocks / tiles), at most
- * IP_GEMM_SPLIT_DEFAULT_MAX and K / 64, where the model (IP_GEMM_KB_NS)
+ * IP_GEMM_SPLIT_DEFAULT_MAX and the stages of K, where the model (IP_GEMM_KB_NS)
  * says they are faster than the whole tile; else 1 (no split), also where
  * its tiles fill more than half the blocks. */
 int64_t ip_gemm_default_splits(const ip_gemm_args *g, int64_t blocks);

@@ -1,7 +1,8 @@
 /* ip_gemm_host.c -- fills the GEMM tile engine's problem description
  * (ip_gemm.h): checks shapes, strides and alignment against the engine's
- * named limits and encodes the two TMA tensor maps through the driver's
- * cuTensorMapEncodeTiled, found at run time (no -lcuda link). */
+ * named limits and encodes the two TMA tensor maps for the tile width
+ * through the driver's cuTensorMapEncodeTiled, found at run time (no
+ * -lcuda link). */
 #include "ip_gemm.h"
 
 #include <cuda.h>
@@ -31,20 +32,36 @@ static encode_fn encode;
  * the driver lacks it (older than CUDA 12). */
 static void encode_lookup(void) { encode = (encode_fn)rt_cuda_driver_fn("cuTensorMapEncodeTiled", IP_GEMM_DRIVER_API); }
 
-/* A 2-D bf16 tensor map: `inner` contiguous elements per row, `outer`
- * rows `ld` elements apart, boxes of box_inner x box_outer, 128-byte
- * swizzle (box_inner * 2 must be 128), out-of-bounds elements read as
- * zeros.  Returns 0, or -1 when the driver refuses it. */
-static int encode_2d(ip_tmap *tmap, const void *base, int64_t inner, int64_t outer, int64_t ld, uint32_t box_inner,
-                     uint32_t box_outer) {
-  const cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
-  const cuuint64_t strides[1] = {(cuuint64_t)ld * IP_GEMM_ESIZE};
-  const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t estride[2] = {1, 1};
-  CUresult r = encode((CUtensorMap *)tmap, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, estride,
+/* A 3-D bf16 tensor map over base: dims[0] contiguous elements (64: one
+ * 128-byte swizzled row), dims[1] and dims[2] strides[0] and strides[1]
+ * bytes apart, boxes of box[0..2], 128-byte swizzle, out-of-bounds
+ * elements read as zeros.  Returns 0, or -1 when the driver refuses it. */
+static int encode_3d(ip_tmap *tmap, const void *base, const cuuint64_t dims[3], const cuuint64_t strides[2],
+                     const cuuint32_t box[3]) {
+  const cuuint32_t estride[3] = {1, 1, 1};
+  CUresult r = encode((CUtensorMap *)tmap, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box, estride,
                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* g's two tensor maps for tiles tile_n wide (ip_gemm_args: one box of
+ * each is a stage) into *mx and *mw.  Returns 0, or -1 when the driver
+ * refuses one. */
+static int encode_maps(const ip_gemm_args *g, int64_t tile_n, ip_tmap *mx, ip_tmap *mw) {
+  const cuuint32_t kb = (cuuint32_t)ip_gemm_stage_kb(tile_n);
+  /* X: a k-block's 64 elements of a row, rows ldx apart, k-blocks 128
+   * bytes apart: a box is kb A tiles (128 rows of 64) end to end. */
+  const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
+  const cuuint64_t xs[2] = {(cuuint64_t)g->ldx * IP_GEMM_ESIZE, IP_GEMM_TILE_K * IP_GEMM_ESIZE};
+  const cuuint32_t xb[3] = {IP_GEMM_TILE_K, IP_GEMM_TILE_M, kb};
+  /* W: a group's 64 columns of a row, rows ldw apart, groups 128 bytes
+   * apart: a box is tile_n / 64 boxes of 64 kb rows x 64 columns end to
+   * end. */
+  const cuuint64_t wd[3] = {IP_GEMM_SWZ_COLS, (cuuint64_t)g->k, (cuuint64_t)(g->n / IP_GEMM_SWZ_COLS)};
+  const cuuint64_t ws[2] = {(cuuint64_t)g->ldw * IP_GEMM_ESIZE, IP_GEMM_SWZ_COLS * IP_GEMM_ESIZE};
+  const cuuint32_t wb[3] = {IP_GEMM_SWZ_COLS, kb * IP_GEMM_TILE_K, (cuuint32_t)(tile_n / IP_GEMM_SWZ_COLS)};
+  return encode_3d(mx, g->x, xd, xs, xb) || encode_3d(mw, g->w, wd, ws, wb) ? -1 : 0;
 }
 
 /* Records why and returns code (a small helper for ip_gemm_prepare). */
@@ -70,14 +87,6 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
     return fail(why, IP_GEMM_EALIGN, "ip_gemm: x and w must be non-NULL and 16-byte aligned (IP_GEMM_PTR_ALIGN)");
   pthread_once(&encode_once, encode_lookup);
   if (!encode) return fail(why, IP_GEMM_EDRIVER, "ip_gemm: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
-  /* X: K contiguous, one box = the A tile of one k-block (64 x 128 rows;
-   * IP_GEMM_TILE_K is IP_GEMM_SWZ_COLS: one swizzled row per tile row). */
-  if (encode_2d(&g->tmap_x, x, k, m, ldx, IP_GEMM_TILE_K, IP_GEMM_TILE_M))
-    return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's map");
-  /* W: N contiguous (MN-major B), one box = 64 columns x one k-block; a
-   * B tile is IP_GEMM_TILE_N / IP_GEMM_SWZ_COLS boxes side by side. */
-  if (encode_2d(&g->tmap_w, w, n, k, ldw, IP_GEMM_SWZ_COLS, IP_GEMM_TILE_K))
-    return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused W's map");
   g->x = x;
   g->w = w;
   g->m = m;
@@ -97,7 +106,26 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->deps_wait = 0;
   g->stall = NULL;
   g->stall_ns = 0;
+  if (encode_maps(g, IP_GEMM_TILE_N, &g->tmap_x, &g->tmap_w))
+    return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's or W's map");
+  g->maps_tile_n = IP_GEMM_TILE_N;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));
+  return IP_GEMM_OK;
+}
+
+int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why) {
+  if (why) *why = "ok";
+  if (ip_gemm_width_index(tile_n) < 0) return ip_gemm_retile(g, tile_n, why);   /* its refusal */
+  pthread_once(&encode_once, encode_lookup);
+  if (!encode) return fail(why, IP_GEMM_EDRIVER, "ip_gemm: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
+  ip_tmap mx, mw;
+  if (encode_maps(g, tile_n, &mx, &mw))
+    return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's or W's map");
+  const int rc = ip_gemm_retile(g, tile_n, why);
+  if (rc != IP_GEMM_OK) return rc;
+  g->tmap_x = mx;
+  g->tmap_w = mw;
+  g->maps_tile_n = (int32_t)tile_n;
   return IP_GEMM_OK;
 }
 

@@ -13,7 +13,7 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
   return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
 }
 
-int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why) {
+int ip_gemm_retile(ip_gemm_args *g, int64_t tile_n, const char **why) {
   if (why) *why = "ok";
   if (ip_gemm_width_index(tile_n) < 0) {
     if (why) *why = "ip_gemm: a tile is 256, 128 or 64 columns wide (IP_GEMM_TILE_N, IP_GEMM_TILE_N_MIN)";
@@ -50,7 +50,8 @@ static int64_t splits_at(const ip_gemm_args *g, int64_t tile_n, int64_t tiles, i
   if (tiles < 1 || blocks < 2 || 2 * tiles > blocks) return 1;
   int64_t s = blocks / tiles;
   if (s > IP_GEMM_SPLIT_DEFAULT_MAX) s = IP_GEMM_SPLIT_DEFAULT_MAX;
-  if (s > g->k_blocks) s = g->k_blocks;
+  const int kb = ip_gemm_stage_kb(tile_n);
+  if (s > (g->k_blocks + kb - 1) / kb) s = (g->k_blocks + kb - 1) / kb;
   return s > 1 && model_ns(g, tile_n, s) < model_ns(g, tile_n, 1) ? s : 1;
 }
 
@@ -111,7 +112,8 @@ int ip_gemm_set_split(ip_gemm_args *g, int64_t splits, float *ws, uint32_t *sem,
   if (why) *why = "ok";
   if (splits < 1 || splits > IP_GEMM_MAX_SPLITS)
     return split_fail(why, "ip_gemm: splits must be in 1 .. 16 (IP_GEMM_MAX_SPLITS)");
-  if (splits > g->k_blocks) return split_fail(why, "ip_gemm: more splits than k-blocks (K / 64)");
+  if (splits > ip_gemm_k_stages(g))
+    return split_fail(why, "ip_gemm: more splits than stages of K (K / 64, or K / 128 in 64-column tiles)");
   if (splits > 1 && (!ws || !sem || (uintptr_t)ws % 16 || (uintptr_t)sem % 4))
     return split_fail(why, "ip_gemm: split K needs a 16-byte aligned workspace and zeroed semaphores");
   if (g->tiles * splits >= INT32_MAX) return split_fail(why, "ip_gemm: tiles x splits must stay below 2^31");

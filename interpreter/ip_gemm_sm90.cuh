@@ -39,8 +39,9 @@ __host__ __device__ constexpr uint64_t desc_bits(uint32_t lbo, uint32_t sbo) {
 // LBO is unused with swizzling (1 by convention).
 constexpr uint64_t kDescA = desc_bits(16, kSwzAtomBytes);
 // B (W) is N-major (transpose bit set): LBO steps N by 64 columns (the
-// next TMA box), SBO steps K by 8 rows (one swizzle atom).
-constexpr uint64_t kDescB = desc_bits(kBoxBytes, kSwzAtomBytes);
+// next 64-column group: kb k-blocks' rows of one, where a stage holds kb
+// k-blocks), SBO steps K by 8 rows (one swizzle atom).
+__host__ __device__ constexpr uint64_t desc_b(int kb) { return desc_bits(kb * kBoxBytes, kSwzAtomBytes); }
 // A descriptor's low word for shared address addr (the start address,
 // addr >> 4 in bits 0-13, and bits' low word); desc_of adds the constant
 // high word.  Offsets (>> 4) add to the low word alone: shared addresses
@@ -83,14 +84,14 @@ __device__ __forceinline__ bool mbar_try(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void tma_prefetch(const ip_tmap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
-// One box of `map` at element coordinates (c0 inner, c1 outer) into
+// One box of `map` at element coordinates (c0 innermost, c1, c2) into
 // shared memory at dst; completes `bar`'s transaction bytes.
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const ip_tmap *map, int32_t c0, int32_t c1,
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const ip_tmap *map, int32_t c0, int32_t c1, int32_t c2,
                                             uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
 

@@ -661,7 +661,8 @@ static void test_split(void) {
          ip_gemm_split_sem_bytes(&g) == 16ll * IP_GEMM_SPLIT_SEMS * 4 && ip_gemm_split_ws_bytes(&g, 0) == 0,
      "the workspace holds every range's f32 tile, the counters IP_GEMM_SPLIT_SEMS words a tile");
   /* {tile width, tiles, k-blocks, blocks, expected}: narrower tiles'
-   * exchanges cost less */
+   * exchanges cost less.  W's bytes left out (g's n and k are 0): the
+   * trade of k-blocks against the exchange alone. */
   static const int64_t cases[][5] = {
       {256, 16, 16, 132, 1},    /* 128 x 4096 x 1024: 8 ranges spare 14 k-blocks, measured slower */
       {256, 16, 32, 132, 8},    /* 128 x 4096 x 2048 */
@@ -674,13 +675,14 @@ static void test_split(void) {
       {256, 2, 1024, 132, 8},   /* at most IP_GEMM_SPLIT_DEFAULT_MAX */
       {256, 16, 32, 1, 1},      /* one block */
       {256, 0, 32, 132, 1},     /* nothing */
-      {64, 64, 16, 132, 1},     /* 128 x 4096 x 1024 in 64 columns: 2 ranges spare 8, measured slower */
-      {64, 64, 32, 132, 1},     /* 128 x 4096 x 2048: 11.6 us whole, 11.7 in 2 ranges */
+      {64, 64, 16, 132, 1},     /* 128 x 4096 x 1024 in 64 columns: 6.6 us whole, 8.9 in 2 ranges */
+      {64, 64, 64, 132, 2},     /* 128 x 4096 x 4096: 14.0 us in 2 ranges, 16.8 whole */
       {128, 32, 224, 132, 4},   /* 128 x 4096 x 14336 in 128 columns */
       {128, 64, 224, 132, 2},   /* 128 x 8192 x 14336 */
       {64, 128, 64, 132, 1},    /* 128 x 8192 x 4096: one round already */
   };
   int bad = 0;
+  g.n = g.k = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     g.tile_n = (int32_t)cases[i][0], g.tiles = cases[i][1], g.k_blocks = cases[i][2];
     const int64_t s = ip_gemm_default_splits(&g, cases[i][3]);
@@ -695,7 +697,7 @@ static void test_split(void) {
      (int)(sizeof cases / sizeof cases[0]));
 }
 
-/* Tile widths' host side (ip_gemm_set_tile_n, ip_gemm_default_tile_n):
+/* Tile widths' host side (ip_gemm_retile, ip_gemm_default_tile_n):
  * widths the engine lacks refused with g unchanged; a width recounts the
  * tiles and units, undoes a split and keeps the band group, with
  * divisors that walk the new tiles; the default on an H200's 132 blocks
@@ -712,27 +714,35 @@ static void test_tile_n(void) {
   int refused = 0;
   static const int64_t bad_widths[] = {0, 32, 100, 192, 512, -64};
   for (size_t i = 0; i < sizeof bad_widths / sizeof bad_widths[0]; i++)
-    refused += ip_gemm_set_tile_n(&g, bad_widths[i], &why) == IP_GEMM_ETILE;
+    refused += ip_gemm_retile(&g, bad_widths[i], &why) == IP_GEMM_ETILE;
   ok(refused == 6 && g.tile_n == IP_GEMM_TILE_N && g.tiles_n == 17 && g.tiles == 136,
-     "set_tile_n refuses widths the engine lacks (%d of 6; %s), g unchanged", refused, why ? why : "?");
+     "retile refuses widths the engine lacks (%d of 6; %s), g unchanged", refused, why ? why : "?");
   ip_gemm_set_split(&g, 4, ws, sem, &why);
-  const int set = ip_gemm_set_tile_n(&g, IP_GEMM_TILE_N_MIN, &why);
+  const int set = ip_gemm_retile(&g, IP_GEMM_TILE_N_MIN, &why);
   int walks = 1;
   for (int32_t u = 0; u < 520; u++) walks &= ip_fastdiv_div(u, g.div_tiles_n) == u / 65;
   ok(set == IP_GEMM_OK && g.tile_n == 64 && g.tiles_n == 65 && g.tiles == 520 && g.units == 520 && g.splits == 1 &&
          !g.split_ws && !g.split_sem && g.band_group == 3 && walks,
      "64 columns: 65 tiles a row of N = 4160, 520 units, the split undone, bands of 3 kept, divisors by 65");
   ok(ip_gemm_split_ws_bytes(&g, 2) == 520ll * 2 * IP_GEMM_TILE_M * 64 * 4, "a range's partial tile is 128 x 64 f32");
+  /* 64-column tiles walk K two k-blocks a stage: K = 1024 is 8 stages,
+   * so 8 ranges at most (16 in wider tiles); an odd count rounds up. */
+  const int over = ip_gemm_set_split(&g, 9, ws, sem, &why), eight = ip_gemm_set_split(&g, 8, ws, sem, NULL);
+  ip_gemm_args odd = g;
+  odd.k_blocks = 7;
+  ok(over == IP_GEMM_ESPLIT && strstr(why, "stages") && eight == IP_GEMM_OK && ip_gemm_k_stages(&g) == 8 &&
+         ip_gemm_k_stages(&odd) == 4,
+     "64 columns: ranges at most the stages of K, two k-blocks each (9 refused: %s)", why);
   /* {M, N, K, blocks, expected width} */
   static const int64_t cases[][5] = {
-      {128, 4096, 1024, 132, 64},     /* 16 tiles of 256 columns: 64 of 64 (8.7 us against 13.5) */
-      {128, 4096, 2048, 132, 64},     /* whole (11.6 us against 12.3 in 128 split 4 ways) */
-      {128, 4096, 4096, 132, 128},    /* split 4 ways: 15.5 against 16.5 in 64 split 2 ways */
-      {128, 4096, 14336, 132, 128},   /* split 4 ways: 40.9 against 47.3 in 256 split 8 ways */
+      {128, 4096, 1024, 132, 64},     /* 16 tiles of 256 columns: 64 of 64 (6.6 us against 13.5) */
+      {128, 4096, 2048, 132, 64},     /* whole (9.9 us against 12.1 in 128 split 4 ways) */
+      {128, 4096, 4096, 132, 64},     /* split 2 ways: 14.0 against 15.2 in 128 split 4 ways */
+      {128, 4096, 14336, 132, 64},    /* split 2 ways: 39.4 against 40.8 in 128 split 4 ways */
       {128, 8192, 2048, 132, 64},     /* 128 tiles of 64 columns fit */
-      {256, 8192, 1024, 132, 128},    /* 64 tiles of 256: 128 of 128 (10.8 against 13.9) */
+      {256, 8192, 1024, 132, 128},    /* 64 tiles of 256: 128 of 128 (8.8 against 14.0) */
       {512, 4096, 4096, 132, 128},
-      {256, 8192, 14336, 132, 128},   /* whole: 89.6 against 95.5 in 256 split 2 ways */
+      {256, 8192, 14336, 132, 128},   /* whole: 83.8 against 92.9 in 256 split 2 ways */
       {512, 8192, 1024, 132, 256},    /* 128 tiles: more than half the blocks */
       {1024, 4096, 1024, 132, 256},   /* the MoE grid keeps its tiles */
       {128, 4096, 1024, 100, 64},     /* fewer compute blocks */
