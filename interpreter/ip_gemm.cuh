@@ -412,9 +412,11 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L
 // k-block (an H200), more than a 64-column tile's wgmmas, so the ring
 // never filled and each load's latency showed (a whole warp made calls up
 // to 1.4x faster); then two k-blocks a 64-column stage, one load of X and
-// one of W where there had been two a k-block, 1.05-1.4x more, while
-// loading half of X's rows changed nothing.  One box of W a stage instead
-// of one per 64 columns made no difference at 128 and 256 columns.
+// one of W where there had been two a k-block, 1.05-1.4x more, where
+// loading half of X's rows had changed nothing (it would now gain 10-17%;
+// sharing X between pairs of blocks by multicast did not).  One box of W
+// a stage instead of one per 64 columns made no difference at 128 and 256
+// columns.
 template <bool kSplit, int kTN, class Epi>
 __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN> &L, int64_t unit0, int64_t unit_step,
                                         int lane, const Epi &epi) {

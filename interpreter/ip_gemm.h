@@ -27,9 +27,9 @@ extern "C" {
 /* k-blocks one stage of the ring holds (one load of X and one of W each,
  * one wait and one arrival a side): two for the narrowest tile, whose
  * k-block is too short to hide the per-stage work of loading (loads and
- * barriers, not bytes, bound it: halving X's rows a stage changed nothing
- * on an H200, two k-blocks a stage made 64-column tiles 1.05-1.35x as
- * fast); one for the others, whose two-k-block stages would not fit
+ * barriers, not bytes, bounded it: halving X's rows a stage changed
+ * nothing on an H200, two k-blocks a stage made 64-column tiles 1.05-1.4x
+ * as fast); one for the others, whose two-k-block stages would not fit
  * IP_GEMM_SMEM three deep. */
 #define IP_GEMM_STAGE_KB_MIN 2
 #define IP_GEMM_THREADS 384 /* every block of the kernel that runs the engine */
