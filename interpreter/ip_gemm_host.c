@@ -116,6 +116,7 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
 int ip_gemm_set_tile_n(ip_gemm_args *g, int64_t tile_n, const char **why) {
   if (why) *why = "ok";
   if (ip_gemm_width_index(tile_n) < 0) return ip_gemm_retile(g, tile_n, why);   /* its refusal */
+  if (tile_n == g->maps_tile_n) return ip_gemm_retile(g, tile_n, why);         /* the maps fit already */
   pthread_once(&encode_once, encode_lookup);
   if (!encode) return fail(why, IP_GEMM_EDRIVER, "ip_gemm: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
   ip_tmap mx, mw;
