@@ -311,8 +311,8 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
 /* Sets g's tiles to tile_n columns: IP_GEMM_TILE_N (ip_gemm_prepare's),
  * 128 or IP_GEMM_TILE_N_MIN.  A narrower tile gives a GEMM of few tiles
  * more of them, each through all of K (ip_gemm_default_tile_n).  It
- * makes the tensor maps for the width (g must come from ip_gemm_prepare),
- * recounts the tiles, undoes a split and an interleave, and keeps the
+ * makes the tensor maps for the width where g's were made for another
+ * (g must come from ip_gemm_prepare), recounts the tiles, undoes a split and an interleave, and keeps the
  * band group: call it before ip_gemm_set_band_group,
  * ip_gemm_set_interleave and ip_gemm_set_split.  Returns IP_GEMM_OK, or
  * IP_GEMM_ETILE (not a width the engine has) or IP_GEMM_EDRIVER (the
