@@ -294,7 +294,7 @@ static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kCons
 template <int kTN>
 struct tiling {
   static_assert(kTN == IP_GEMM_TILE_N || kTN == 128 || kTN == IP_GEMM_TILE_N_MIN, "a width ip_gemm_set_tile_n takes");
-  static constexpr int kKB = kTN == IP_GEMM_TILE_N_MIN ? IP_GEMM_STAGE_KB_MIN : 1;   // ip_gemm_stage_kb
+  static constexpr int kKB = ip_gemm_stage_kb(kTN);
   static constexpr int kBoxes = kTN / IP_GEMM_SWZ_COLS;
   static constexpr int kStageBytes = kKB * (IP_GEMM_A_BYTES + kBoxes * kBoxBytes);
   static constexpr int kStgLd = kTN + 8;

@@ -116,8 +116,21 @@ enum ip_gemm_err {
 #define IP_GEMM_HD static inline
 #endif
 
-/* k-blocks a stage holds for tiles tile_n wide (IP_GEMM_STAGE_KB_MIN). */
-IP_GEMM_HD int ip_gemm_stage_kb(int64_t tile_n) { return tile_n == IP_GEMM_TILE_N_MIN ? IP_GEMM_STAGE_KB_MIN : 1; }
+/* k-blocks a stage holds for tiles tile_n wide (IP_GEMM_STAGE_KB_MIN);
+ * constexpr in C++, where the device code sizes its ring by it. */
+#ifdef __cplusplus
+#define IP_GEMM_CONSTEXPR constexpr
+#else
+#define IP_GEMM_CONSTEXPR
+#endif
+IP_GEMM_HD IP_GEMM_CONSTEXPR int ip_gemm_stage_kb(int64_t tile_n) {
+  return tile_n == IP_GEMM_TILE_N_MIN ? IP_GEMM_STAGE_KB_MIN : 1;
+}
+/* The stages of K (k_blocks of them) a tile tile_n wide walks. */
+IP_GEMM_HD int64_t ip_gemm_stages(int64_t k_blocks, int64_t tile_n) {
+  const int kb = ip_gemm_stage_kb(tile_n);
+  return (k_blocks + kb - 1) / kb;
+}
 
 /* A tile width's place among the engine's IP_GEMM_WIDTHS, widest first
  * (IP_GEMM_TILE_N, 128, IP_GEMM_TILE_N_MIN); -1 for any other width. */
@@ -312,9 +325,9 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
  * 128 or IP_GEMM_TILE_N_MIN.  A narrower tile gives a GEMM of few tiles
  * more of them, each through all of K (ip_gemm_default_tile_n).  It
  * makes the tensor maps for the width where g's were made for another
- * (g must come from ip_gemm_prepare), recounts the tiles, undoes a split and an interleave, and keeps the
- * band group: call it before ip_gemm_set_band_group,
- * ip_gemm_set_interleave and ip_gemm_set_split.  Returns IP_GEMM_OK, or
+ * (g must come from ip_gemm_prepare), recounts the tiles, undoes a split
+ * and an interleave, and keeps the band group: call it before
+ * ip_gemm_set_band_group, ip_gemm_set_interleave and ip_gemm_set_split.  Returns IP_GEMM_OK, or
  * IP_GEMM_ETILE (not a width the engine has) or IP_GEMM_EDRIVER (the
  * driver refused a map) with *why (if why) saying which; g is then
  * unchanged. */
@@ -372,11 +385,8 @@ IP_GEMM_HD int32_t ip_gemm_inter_band(int32_t w, int32_t n, int32_t f, ip_fastdi
  * stages (ip_gemm_k_stages), ws or sem NULL or misaligned; g is then
  * unchanged. */
 int ip_gemm_set_split(ip_gemm_args *g, int64_t splits, float *ws, uint32_t *sem, const char **why);
-/* The stages of K a tile of g walks: ceil(k_blocks / ip_gemm_stage_kb). */
-IP_GEMM_HD int64_t ip_gemm_k_stages(const ip_gemm_args *g) {
-  const int kb = ip_gemm_stage_kb(g->tile_n);
-  return (g->k_blocks + kb - 1) / kb;
-}
+/* The stages of K a tile of g walks (ip_gemm_stages at g's width). */
+IP_GEMM_HD int64_t ip_gemm_k_stages(const ip_gemm_args *g) { return ip_gemm_stages(g->k_blocks, g->tile_n); }
 int64_t ip_gemm_split_ws_bytes(const ip_gemm_args *g, int64_t splits);
 int64_t ip_gemm_split_sem_bytes(const ip_gemm_args *g);
 

@@ -50,8 +50,8 @@ static int64_t splits_at(const ip_gemm_args *g, int64_t tile_n, int64_t tiles, i
   if (tiles < 1 || blocks < 2 || 2 * tiles > blocks) return 1;
   int64_t s = blocks / tiles;
   if (s > IP_GEMM_SPLIT_DEFAULT_MAX) s = IP_GEMM_SPLIT_DEFAULT_MAX;
-  const int kb = ip_gemm_stage_kb(tile_n);
-  if (s > (g->k_blocks + kb - 1) / kb) s = (g->k_blocks + kb - 1) / kb;
+  const int64_t stages = ip_gemm_stages(g->k_blocks, tile_n);
+  if (s > stages) s = stages;
   return s > 1 && model_ns(g, tile_n, s) < model_ns(g, tile_n, 1) ? s : 1;
 }
 
