@@ -275,6 +275,8 @@ constexpr int kConsumerWarps = kConsumers * kWarpgroup / 32;     // arrivals tha
 constexpr int kRowsPerConsumer = IP_GEMM_TILE_M / kConsumers;    // 64: one wgmma M
 constexpr int kStoreWarps = kWarpgroup / 32 - 1;                 // the producer warpgroup's warps 1-3 store outputs
 constexpr int kPiece = 8;                                        // outputs in 16 bytes
+static_assert(IP_GEMM_TAIL_MIN % 8 == 0 && IP_GEMM_TAIL_ROWS % 8 == 0 && 2 * IP_GEMM_TAIL_ROWS == IP_GEMM_TILE_M,
+              "a tail box is whole swizzle atoms; a head box and a tail box make at most a tile");
 static_assert(IP_GEMM_TILE_N == 32 * kPiece, "a store warp's 32 lanes cover one widest tile row in 16-byte pieces");
 static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer and two consumer warpgroups");
 static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
@@ -403,11 +405,54 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L
   }
 }
 
+// The producer's stages kb0 .. kend - 1 (k-blocks) of the unit at (m0,
+// n0), from ring stage `stage` of parity `phase` on (both advanced).
+// kTail: the unit is in X's short last tile row (ip_gemm_args.tail_m0):
+// each A tile's first tail_head + tail_rows rows, in boxes of one
+// k-block, the rest of it not loaded (what the consumers compute from it
+// is never stored).
+// An instance each: the test in the loop made ptxas spill the producer
+// warpgroup's values (40 registers).
+template <bool kTail, int kTN>
+__device__ __forceinline__ void produce_range(const ip_gemm_args &g, const layout<kTN> &L, int64_t m0, int64_t n0,
+                                              int32_t group, int64_t kb0, int64_t kend, bool leader, int &stage,
+                                              uint32_t &phase) {
+  using T = tiling<kTN>;
+  for (int64_t kb = kb0; kb < kend; kb += T::kKB) {
+    mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
+    if (leader) {
+      const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
+      if (!kTail) {
+        mbar_arrive_tx(full, T::kStageBytes);
+        tma_load_3d(a, &g.tmap_x, 0, (int32_t)m0, (int32_t)kb, full);
+      } else {
+        const int32_t head = g.tail_head;
+        mbar_arrive_tx(full, T::kStageBytes - T::kKB * (IP_GEMM_TILE_M - head - g.tail_rows) * kSwzRowBytes);
+#pragma unroll
+        for (int i = 0; i < T::kKB; i++) {
+          const uint32_t at = a + i * IP_GEMM_A_BYTES;
+          if (head) tma_load_3d(at, &g.tmap_xh, 0, (int32_t)m0, (int32_t)(kb + i), full);
+          tma_load_3d(at + head * kSwzRowBytes, &g.tmap_xt, 0, (int32_t)m0 + head, (int32_t)(kb + i), full);
+        }
+      }
+      tma_load_3d(a + T::kKB * IP_GEMM_A_BYTES, &g.tmap_w, 0, (int32_t)(kb * IP_GEMM_TILE_K), group, full);
+    }
+    __syncwarp();
+    if (++stage == T::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+}
+
 // The producer: one warp, lane 0 issuing.  For every stage of every unit
 // not skipped, waits for it to be free, then asks TMA for its A tiles and
 // its W tile, one box each (ip_gemm_args: what lies outside X and W, rows
 // past M, W's groups past N, the k-block past K of an odd count, reads as
-// zeros and counts in the stage's bytes).  The loads' issue, not their
+// zeros and counts in the stage's bytes), but for a short last tile row
+// (ip_gemm_args.tail_m0), whose A tiles' first rows come in boxes of one
+// k-block and whose other rows are not loaded (what the consumers compute
+// from them is never stored).  The loads' issue, not their
 // bytes, bounds a narrow tile: one thread alone took some 650 cycles a
 // k-block (an H200), more than a 64-column tile's wgmmas, so the ring
 // never filled and each load's latency showed (a whole warp made calls up
@@ -425,6 +470,8 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
   if (leader) {
     tma_prefetch(&g.tmap_x);
     tma_prefetch(&g.tmap_w);
+    if (g.tail_head) tma_prefetch(&g.tmap_xh);
+    if (g.tail_m0 >= 0) tma_prefetch(&g.tmap_xt);
   }
   if (g.deps_wait) pdl_wait();
   int stage = 0;
@@ -435,21 +482,9 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
     ip_gemm_unit_coords(g, ipg::unit_tile<kSplit>(g, u, &r), &m0, &n0);
     if (epi.skip(m0)) continue;
     const int32_t group = (int32_t)(n0 / IP_GEMM_SWZ_COLS);
-    for (int64_t kb = ipg::range_kb<kSplit, T::kKB>(g, r), kend = ipg::range_kb<kSplit, T::kKB>(g, r + 1); kb < kend;
-         kb += T::kKB) {
-      mbar_wait(g, L, L.empty(stage), phase ^ 1, IP_GEMM_WAIT_EMPTY, m0, n0);
-      if (leader) {
-        const uint32_t full = L.full(stage), a = L.ring + stage * T::kStageBytes;
-        mbar_arrive_tx(full, T::kStageBytes);
-        tma_load_3d(a, &g.tmap_x, 0, (int32_t)m0, (int32_t)kb, full);
-        tma_load_3d(a + T::kKB * IP_GEMM_A_BYTES, &g.tmap_w, 0, (int32_t)(kb * IP_GEMM_TILE_K), group, full);
-      }
-      __syncwarp();
-      if (++stage == T::kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
+    const int64_t kb0 = ipg::range_kb<kSplit, T::kKB>(g, r), kend = ipg::range_kb<kSplit, T::kKB>(g, r + 1);
+    if (m0 != g.tail_m0) produce_range<false>(g, L, m0, n0, group, kb0, kend, leader, stage, phase);
+    else produce_range<true>(g, L, m0, n0, group, kb0, kend, leader, stage, phase);
   }
 }
 

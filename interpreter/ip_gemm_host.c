@@ -64,6 +64,15 @@ static int encode_maps(const ip_gemm_args *g, int64_t tile_n, ip_tmap *mx, ip_tm
   return encode_3d(mx, g->x, xd, xs, xb) || encode_3d(mw, g->w, wd, ws, wb) ? -1 : 0;
 }
 
+/* One of g's tail maps (ip_gemm_args.tmap_xh, tmap_xt): X in boxes of one
+ * k-block of `rows` rows.  Returns 0, or -1 when the driver refuses it. */
+static int encode_tail(const ip_gemm_args *g, int32_t rows, ip_tmap *mt) {
+  const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
+  const cuuint64_t xs[2] = {(cuuint64_t)g->ldx * IP_GEMM_ESIZE, IP_GEMM_TILE_K * IP_GEMM_ESIZE};
+  const cuuint32_t xb[3] = {IP_GEMM_TILE_K, (cuuint32_t)rows, 1};
+  return encode_3d(mt, g->x, xd, xs, xb);
+}
+
 /* Records why and returns code (a small helper for ip_gemm_prepare). */
 static int fail(const char **why, int code, const char *msg) {
   if (why) *why = msg;
@@ -108,6 +117,10 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->stall_ns = 0;
   if (encode_maps(g, IP_GEMM_TILE_N, &g->tmap_x, &g->tmap_w))
     return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's or W's map");
+  ip_gemm_tail(m, &g->tail_m0, &g->tail_head, &g->tail_rows);
+  if (g->tail_m0 >= 0 &&
+      ((g->tail_head && encode_tail(g, g->tail_head, &g->tmap_xh)) || encode_tail(g, g->tail_rows, &g->tmap_xt)))
+    return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused a map of X's last rows");
   g->maps_tile_n = IP_GEMM_TILE_N;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));
   return IP_GEMM_OK;

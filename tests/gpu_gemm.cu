@@ -28,7 +28,7 @@
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
 //   --split S: the speed shapes' tiles in S k-ranges (by default ip_gemm_default_splits's; 1: none)
 //   --tile-n T: the speed shapes' tiles T columns wide (256, 128 or 64; by default ip_gemm_default_tile_n's)
-//   --shapes decode: 128-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
+//   --shapes decode: 64-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -805,6 +805,18 @@ int main(int argc, char **argv) {
       {2000, 704, 448, 0, 0, 0, 0, 0, 7, 3, 0, 0, 0, 64},
       {128, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 128},
       {200, 320, 1088, 8, 0, 3, 0, 1, 0, 0, 0, 0, 3, 64},
+      // Short last tile rows, X loaded in boxes of 8-64 rows
+      // (ip_gemm_args.tail_m0; so are most M above: 77 and 2000 a head of
+      // 64 and a box of 16, 200 64 and 8, 300 a box of 64, 4000 32, 1 and
+      // 515 8; not 1000, whose 104 rows one box of 128 loads): exactly one
+      // such row of 64 in 64 columns;
+      // 64 rows after a whole tile row, 17 k-blocks in 3 ranges, strided
+      // inputs; one row after a whole tile row, 256 columns; 17 rows (a
+      // box of 32), 11 k-blocks in 3 ranges of 128 columns.
+      {64, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64},
+      {192, 1024, 1088, 72, 136, 0, 8, 0, 0, 0, 0, 0, 3, 64},
+      {129, 768, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
+      {17, 1024, 704, 0, 0, 5, 0, 3, 0, 0, 0, 0, 3, 128},
   };
   if (!one && cases_too)
     for (const shape &s : cases) {
@@ -832,7 +844,7 @@ int main(int argc, char **argv) {
     bs = {{1024, 4096, 1024}, {4096, 8192, 4096}, {8192, 8192, 14336}, {128, 4096, 4096}};
   } else {
     std::vector<int64_t> ms = {1024, 2048, 4096, 8192};
-    if (decode) ms = {128, 256, 512};
+    if (decode) ms = {64, 128, 256, 512};
     const int64_t ns[] = {4096, 8192}, ks[] = {1024, 2048, 4096, 14336};
     for (int64_t m : ms)
       for (int64_t n : ns)

@@ -697,6 +697,40 @@ static void test_split(void) {
      (int)(sizeof cases / sizeof cases[0]));
 }
 
+/* The boxes of X's last tile row (ip_gemm_tail): the least power of two
+ * of 8 or more that holds its rows up to 64, a head of 64 and such a box
+ * up to 96, none (one box of 128, as every other tile row) past 96 or at
+ * a multiple of 128; the boxes always hold every row. */
+static void test_tail(void) {
+  static const int64_t cases[][4] = {   /* m, m0, head, rows */
+      {1, 0, 0, 8},       {8, 0, 0, 8},      {9, 0, 0, 16},     {17, 0, 0, 32},    {64, 0, 0, 64},
+      {65, 0, 64, 8},     {72, 0, 64, 8},    {80, 0, 64, 16},   {96, 0, 64, 32},   {97, -1, 0, 0},
+      {127, -1, 0, 0},    {128, -1, 0, 0},   {129, 128, 0, 8},  {200, 128, 64, 8}, {4000, 3968, 0, 32},
+      {1024, -1, 0, 0},   {1000, -1, 0, 0},
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t m0;
+    int32_t head, rows;
+    ip_gemm_tail(cases[i][0], &m0, &head, &rows);
+    if (m0 != cases[i][1] || head != cases[i][2] || rows != cases[i][3]) {
+      bad++;
+      printf("# m %lld: m0 %lld head %d rows %d\n", (long long)cases[i][0], (long long)m0, head, rows);
+    }
+  }
+  int holds = 1;
+  for (int64_t m = 1; m <= 1024; m++) {
+    int64_t m0;
+    int32_t head, rows;
+    ip_gemm_tail(m, &m0, &head, &rows);
+    if (m0 >= 0 && (m0 % IP_GEMM_TILE_M || head + rows < m - m0 || head + rows > IP_GEMM_TILE_M ||
+                    head + rows - (m - m0) >= IP_GEMM_TILE_M - (m - m0) || rows % IP_GEMM_TAIL_MIN))
+      holds = 0;
+  }
+  ok(!bad && holds, "tail boxes: %d cases; for M 1-1024 they hold the row's rows and leave fewer past X than 128",
+     (int)(sizeof cases / sizeof cases[0]));
+}
+
 /* Tile widths' host side (ip_gemm_retile, ip_gemm_default_tile_n):
  * widths the engine lacks refused with g unchanged; a width recounts the
  * tiles and units, undoes a split and keeps the band group, with
@@ -773,6 +807,7 @@ int main(int argc, char **argv) {
   test_band_default();
   test_split();
   test_tile_n();
+  test_tail();
   test_allreduce(d);
   test_wrong(d);
   test_deadlock(d);
