@@ -45,32 +45,30 @@ static int encode_3d(ip_tmap *tmap, const void *base, const cuuint64_t dims[3], 
   return r == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* A map of g's X: a k-block's 64 elements of a row, rows ldx apart,
+ * k-blocks 128 bytes apart; a box is kb k-blocks of `rows` rows end to
+ * end (IP_GEMM_TILE_M rows: kb A tiles; fewer: the tail maps,
+ * ip_gemm_args.tmap_xh and tmap_xt).  Returns 0, or -1 when the driver
+ * refuses it. */
+static int encode_x(const ip_gemm_args *g, uint32_t rows, uint32_t kb, ip_tmap *mx) {
+  const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
+  const cuuint64_t xs[2] = {(cuuint64_t)g->ldx * IP_GEMM_ESIZE, IP_GEMM_TILE_K * IP_GEMM_ESIZE};
+  const cuuint32_t xb[3] = {IP_GEMM_TILE_K, rows, kb};
+  return encode_3d(mx, g->x, xd, xs, xb);
+}
+
 /* g's two tensor maps for tiles tile_n wide (ip_gemm_args: one box of
  * each is a stage) into *mx and *mw.  Returns 0, or -1 when the driver
  * refuses one. */
 static int encode_maps(const ip_gemm_args *g, int64_t tile_n, ip_tmap *mx, ip_tmap *mw) {
   const cuuint32_t kb = (cuuint32_t)ip_gemm_stage_kb(tile_n);
-  /* X: a k-block's 64 elements of a row, rows ldx apart, k-blocks 128
-   * bytes apart: a box is kb A tiles (128 rows of 64) end to end. */
-  const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
-  const cuuint64_t xs[2] = {(cuuint64_t)g->ldx * IP_GEMM_ESIZE, IP_GEMM_TILE_K * IP_GEMM_ESIZE};
-  const cuuint32_t xb[3] = {IP_GEMM_TILE_K, IP_GEMM_TILE_M, kb};
   /* W: a group's 64 columns of a row, rows ldw apart, groups 128 bytes
    * apart: a box is tile_n / 64 boxes of 64 kb rows x 64 columns end to
    * end. */
   const cuuint64_t wd[3] = {IP_GEMM_SWZ_COLS, (cuuint64_t)g->k, (cuuint64_t)(g->n / IP_GEMM_SWZ_COLS)};
   const cuuint64_t ws[2] = {(cuuint64_t)g->ldw * IP_GEMM_ESIZE, IP_GEMM_SWZ_COLS * IP_GEMM_ESIZE};
   const cuuint32_t wb[3] = {IP_GEMM_SWZ_COLS, kb * IP_GEMM_TILE_K, (cuuint32_t)(tile_n / IP_GEMM_SWZ_COLS)};
-  return encode_3d(mx, g->x, xd, xs, xb) || encode_3d(mw, g->w, wd, ws, wb) ? -1 : 0;
-}
-
-/* One of g's tail maps (ip_gemm_args.tmap_xh, tmap_xt): X in boxes of one
- * k-block of `rows` rows.  Returns 0, or -1 when the driver refuses it. */
-static int encode_tail(const ip_gemm_args *g, int32_t rows, ip_tmap *mt) {
-  const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
-  const cuuint64_t xs[2] = {(cuuint64_t)g->ldx * IP_GEMM_ESIZE, IP_GEMM_TILE_K * IP_GEMM_ESIZE};
-  const cuuint32_t xb[3] = {IP_GEMM_TILE_K, (cuuint32_t)rows, 1};
-  return encode_3d(mt, g->x, xd, xs, xb);
+  return encode_x(g, IP_GEMM_TILE_M, kb, mx) || encode_3d(mw, g->w, wd, ws, wb) ? -1 : 0;
 }
 
 /* Records why and returns code (a small helper for ip_gemm_prepare). */
@@ -119,7 +117,8 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
     return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's or W's map");
   ip_gemm_tail(m, &g->tail_m0, &g->tail_head, &g->tail_rows);
   if (g->tail_m0 >= 0 &&
-      ((g->tail_head && encode_tail(g, g->tail_head, &g->tmap_xh)) || encode_tail(g, g->tail_rows, &g->tmap_xt)))
+      ((g->tail_head && encode_x(g, (uint32_t)g->tail_head, 1, &g->tmap_xh)) ||
+       encode_x(g, (uint32_t)g->tail_rows, 1, &g->tmap_xt)))
     return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused a map of X's last rows");
   g->maps_tile_n = IP_GEMM_TILE_N;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));
