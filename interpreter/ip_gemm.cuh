@@ -275,8 +275,6 @@ constexpr int kConsumerWarps = kConsumers * kWarpgroup / 32;     // arrivals tha
 constexpr int kRowsPerConsumer = IP_GEMM_TILE_M / kConsumers;    // 64: one wgmma M
 constexpr int kStoreWarps = kWarpgroup / 32 - 1;                 // the producer warpgroup's warps 1-3 store outputs
 constexpr int kPiece = 8;                                        // outputs in 16 bytes
-static_assert(IP_GEMM_TAIL_MIN % 8 == 0 && IP_GEMM_TAIL_ROWS % 8 == 0 && 2 * IP_GEMM_TAIL_ROWS == IP_GEMM_TILE_M,
-              "a tail box is whole swizzle atoms; a head box and a tail box make at most a tile");
 static_assert(IP_GEMM_TILE_N == 32 * kPiece, "a store warp's 32 lanes cover one widest tile row in 16-byte pieces");
 static_assert(IP_GEMM_THREADS == (1 + kConsumers) * kWarpgroup, "one producer and two consumer warpgroups");
 static_assert(IP_GEMM_REGS_PRODUCER * kWarpgroup + IP_GEMM_REGS_CONSUMER * kConsumers * kWarpgroup <=
@@ -408,9 +406,8 @@ __device__ __forceinline__ void mbar_wait(const ip_gemm_args &g, const Layout &L
 // The producer's stages kb0 .. kend - 1 (k-blocks) of the unit at (m0,
 // n0), from ring stage `stage` of parity `phase` on (both advanced).
 // kTail: the unit is in X's short last tile row (ip_gemm_args.tail_m0):
-// each A tile's first tail_head + tail_rows rows, in boxes of one
-// k-block, the rest of it not loaded (what the consumers compute from it
-// is never stored).
+// each A tile's first tail_rows rows, a box each a k-block, the rest of
+// it not loaded (what the consumers compute from it is never stored).
 // An instance each: the test in the loop made ptxas spill the producer
 // warpgroup's values (40 registers).
 template <bool kTail, int kTN>
@@ -426,14 +423,10 @@ __device__ __forceinline__ void produce_range(const ip_gemm_args &g, const layou
         mbar_arrive_tx(full, T::kStageBytes);
         tma_load_3d(a, &g.tmap_x, 0, (int32_t)m0, (int32_t)kb, full);
       } else {
-        const int32_t head = g.tail_head;
-        mbar_arrive_tx(full, T::kStageBytes - T::kKB * (IP_GEMM_TILE_M - head - g.tail_rows) * kSwzRowBytes);
+        mbar_arrive_tx(full, T::kStageBytes - T::kKB * (IP_GEMM_TILE_M - g.tail_rows) * kSwzRowBytes);
 #pragma unroll
-        for (int i = 0; i < T::kKB; i++) {
-          const uint32_t at = a + i * IP_GEMM_A_BYTES;
-          if (head) tma_load_3d(at, &g.tmap_xh, 0, (int32_t)m0, (int32_t)(kb + i), full);
-          tma_load_3d(at + head * kSwzRowBytes, &g.tmap_xt, 0, (int32_t)m0 + head, (int32_t)(kb + i), full);
-        }
+        for (int i = 0; i < T::kKB; i++)
+          tma_load_3d(a + i * IP_GEMM_A_BYTES, &g.tmap_xt, 0, (int32_t)m0, (int32_t)(kb + i), full);
       }
       tma_load_3d(a + T::kKB * IP_GEMM_A_BYTES, &g.tmap_w, 0, (int32_t)(kb * IP_GEMM_TILE_K), group, full);
     }
@@ -470,7 +463,6 @@ __device__ __forceinline__ void produce(const ip_gemm_args &g, const layout<kTN>
   if (leader) {
     tma_prefetch(&g.tmap_x);
     tma_prefetch(&g.tmap_w);
-    if (g.tail_head) tma_prefetch(&g.tmap_xh);
     if (g.tail_m0 >= 0) tma_prefetch(&g.tmap_xt);
   }
   if (g.deps_wait) pdl_wait();

@@ -24,8 +24,6 @@ extern "C" {
 #define IP_GEMM_TILE_N_MIN 64  /* the narrowest: one W box (a 128-byte swizzled row) */
 #define IP_GEMM_TILE_K 64
 #define IP_GEMM_SWZ_COLS 64 /* bf16 columns in one 128-byte swizzled row: a TMA box's width */
-#define IP_GEMM_TAIL_ROWS 64 /* the tallest box of a short last tile row (ip_gemm_args.tail_m0) */
-#define IP_GEMM_TAIL_MIN 8   /* the shortest: one 128-byte swizzle atom's rows */
 /* k-blocks one stage of the ring holds (one load of X and one of W each,
  * one wait and one arrival a side): two for the narrowest tile, whose
  * k-block is too short to hide the per-stage work of loading (loads and
@@ -213,11 +211,10 @@ typedef struct ip_gemm_args {
    * kb = ip_gemm_stage_kb(tile_n); 128-byte swizzle; whatever lies outside
    * the matrix (rows >= M, the k-block after the last, groups past N) reads
    * as zeros.  Made for maps_tile_n (ip_gemm_prepare, ip_gemm_set_tile_n).
-   * tmap_xh and tmap_xt: X again, boxes {64, tail_head, 1} and {64,
-   * tail_rows, 1}, for the tile row at tail_m0 (below). */
+   * tmap_xt: X again, box {64, tail_rows, 1}, for the tile row at tail_m0
+   * (below). */
   ip_tmap tmap_x;
   ip_tmap tmap_w;
-  ip_tmap tmap_xh;
   ip_tmap tmap_xt;
   const void *x;      /* bf16, row m at x + m * ldx (the fallback reads through these) */
   const void *w;      /* bf16, row k at w + k * ldw */
@@ -227,18 +224,16 @@ typedef struct ip_gemm_args {
   int64_t tiles_n;    /* ceil(n / tile_n) */
   int64_t units;      /* tiles * splits: units are 0 .. units - 1 (below) */
   int64_t k_blocks;   /* k / IP_GEMM_TILE_K */
-  /* The first row of the last tile row where it holds 96 rows or fewer
-   * (1.5 IP_GEMM_TAIL_ROWS), else -1 (ip_gemm_prepare).  Its units load each
-   * A tile's first tail_head rows (0 or IP_GEMM_TAIL_ROWS) through tmap_xh
-   * and the next tail_rows (the least power of two that holds the rest,
-   * IP_GEMM_TAIL_MIN at least) through tmap_xt, a box each a k-block, and
-   * leave the tile's other rows as they were (what is computed from them
-   * is never stored), so that few of a box's rows, or none, lie past X's
-   * last row: TMA's zeros for rows past it are slow (on an H200, 64 x
-   * 4096 x 1024 took 8.8 us with boxes of 128 rows, 6.1 with boxes of
-   * 64). */
+  /* The first row of the last tile row where it holds fewer than
+   * IP_GEMM_TILE_M rows, else -1 (ip_gemm_prepare).  Its units load each
+   * A tile's first tail_rows rows (that row's rows, all of them) through
+   * tmap_xt, a box each a k-block, and leave the tile's other rows as they
+   * were (what is computed from them is never stored), so that no box
+   * reaches past X's last row: TMA's zeros for rows past it are slow (on
+   * an H200, 100 x 4096 x 2048 took 11.8 us with boxes of 128 rows, 8.8
+   * with boxes of 100; 64 x 4096 x 1024 8.8 against 6.1). */
   int64_t tail_m0;
-  int32_t tail_head, tail_rows;
+  int32_t tail_rows;
   /* Split K (below; ip_gemm_set_split): beside the fields every walk reads
    * first, so that they share their constant-cache lines. */
   int64_t tiles;      /* tiles_m * tiles_n; units = tiles * splits */
@@ -335,11 +330,10 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
                     int64_t k, const char **why);
 
 /* How ip_gemm_prepare loads the last tile row of an X of m rows
- * (ip_gemm_args.tail_m0): sets *m0 to its first row, or to -1 where it
- * loads it in one box of IP_GEMM_TILE_M rows like the others (m a
- * multiple of it, or a last row of more than 96), and *head and *rows to
- * its boxes' heights (0 and 0 for none). */
-void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *head, int32_t *rows);
+ * (ip_gemm_args.tail_m0): sets *m0 to its first row and *rows to its
+ * rows, or *m0 to -1 and *rows to 0 where it loads it in one box of
+ * IP_GEMM_TILE_M rows like the others (m a multiple of it). */
+void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *rows);
 
 /* The band group ip_gemm_prepare gives Y[m, n] = X[m, k] W[k, n]:
  * IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K or a W of

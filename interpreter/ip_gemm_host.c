@@ -47,8 +47,8 @@ static int encode_3d(ip_tmap *tmap, const void *base, const cuuint64_t dims[3], 
 
 /* A map of g's X: a k-block's 64 elements of a row, rows ldx apart,
  * k-blocks 128 bytes apart; a box is kb k-blocks of `rows` rows end to
- * end (IP_GEMM_TILE_M rows: kb A tiles; fewer: the tail maps,
- * ip_gemm_args.tmap_xh and tmap_xt).  Returns 0, or -1 when the driver
+ * end (IP_GEMM_TILE_M rows: kb A tiles; fewer: the tail's map,
+ * ip_gemm_args.tmap_xt).  Returns 0, or -1 when the driver
  * refuses it. */
 static int encode_x(const ip_gemm_args *g, uint32_t rows, uint32_t kb, ip_tmap *mx) {
   const cuuint64_t xd[3] = {IP_GEMM_TILE_K, (cuuint64_t)g->m, (cuuint64_t)g->k_blocks};
@@ -115,10 +115,8 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
   g->stall_ns = 0;
   if (encode_maps(g, IP_GEMM_TILE_N, &g->tmap_x, &g->tmap_w))
     return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused X's or W's map");
-  ip_gemm_tail(m, &g->tail_m0, &g->tail_head, &g->tail_rows);
-  if (g->tail_m0 >= 0 &&
-      ((g->tail_head && encode_x(g, (uint32_t)g->tail_head, 1, &g->tmap_xh)) ||
-       encode_x(g, (uint32_t)g->tail_rows, 1, &g->tmap_xt)))
+  ip_gemm_tail(m, &g->tail_m0, &g->tail_rows);
+  if (g->tail_m0 >= 0 && encode_x(g, (uint32_t)g->tail_rows, 1, &g->tmap_xt))
     return fail(why, IP_GEMM_EDRIVER, "ip_gemm: cuTensorMapEncodeTiled refused a map of X's last rows");
   g->maps_tile_n = IP_GEMM_TILE_N;
   ip_gemm_set_band_group(g, ip_gemm_default_band_group(n, k));

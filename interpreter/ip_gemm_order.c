@@ -13,18 +13,15 @@ int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
   return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
 }
 
-void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *head, int32_t *rows) {
-  /* The last tile row's rows, 1 .. 128, in boxes that leave fewer rows
-   * past X than one box of 128 does (past 96 rows, a head and a box of 64
-   * leave as many, and took 0.99-1.08x the time on an H200). */
+void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *rows) {
+  /* The last tile row's rows, 1 .. IP_GEMM_TILE_M, in one box of exactly
+   * them: no row past X.  (Boxes of 8-64 rows, powers of two, a box of 64
+   * under one of 8-32, and one of 128 from 97 rows left rows past X or
+   * took two loads a k-block where one does: on an H200, up to 1.34x the
+   * time.) */
   const int64_t tail = m < 1 ? IP_GEMM_TILE_M : m - (m - 1) / IP_GEMM_TILE_M * IP_GEMM_TILE_M;
-  *m0 = -1;
-  *head = *rows = 0;
-  if (tail > IP_GEMM_TAIL_ROWS + IP_GEMM_TAIL_ROWS / 2) return;
-  *head = tail > IP_GEMM_TAIL_ROWS ? IP_GEMM_TAIL_ROWS : 0;
-  *rows = IP_GEMM_TAIL_MIN;
-  while (*rows < tail - *head) *rows *= 2;
-  *m0 = m - tail;
+  *m0 = tail < IP_GEMM_TILE_M ? m - tail : -1;
+  *rows = tail < IP_GEMM_TILE_M ? (int32_t)tail : 0;
 }
 
 int ip_gemm_retile(ip_gemm_args *g, int64_t tile_n, const char **why) {
