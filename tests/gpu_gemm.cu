@@ -805,18 +805,19 @@ int main(int argc, char **argv) {
       {2000, 704, 448, 0, 0, 0, 0, 0, 7, 3, 0, 0, 0, 64},
       {128, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 128},
       {200, 320, 1088, 8, 0, 3, 0, 1, 0, 0, 0, 0, 3, 64},
-      // Short last tile rows, X loaded in boxes of 8-64 rows
-      // (ip_gemm_args.tail_m0; so are most M above: 77 and 2000 a head of
-      // 64 and a box of 16, 200 64 and 8, 300 a box of 64, 4000 32, 1 and
-      // 515 8; not 1000, whose 104 rows one box of 128 loads): exactly one
-      // such row of 64 in 64 columns;
-      // 64 rows after a whole tile row, 17 k-blocks in 3 ranges, strided
-      // inputs; one row after a whole tile row, 256 columns; 17 rows (a
-      // box of 32), 11 k-blocks in 3 ranges of 128 columns.
+      // Short last tile rows, X's rows there loaded in one box of exactly
+      // them (ip_gemm_args.tail_m0; so are most M above: 1000 a box of
+      // 104, 2000 80, 200 72, 77 77, 300 44, 4000 32, 515 3, 1 1):
+      // exactly one such row of 64 in 64 columns; 64 rows after a whole
+      // tile row, 17 k-blocks in 3 ranges, strided inputs; one row after a
+      // whole tile row, 256 columns; 17 rows, 11 k-blocks in 3 ranges of
+      // 128 columns; 127 rows (the tallest box), strided inputs and an
+      // unaligned output, 64 columns in 2 ranges.
       {64, 4096, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64},
       {192, 1024, 1088, 72, 136, 0, 8, 0, 0, 0, 0, 0, 3, 64},
       {129, 768, 512, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
       {17, 1024, 704, 0, 0, 5, 0, 3, 0, 0, 0, 0, 3, 128},
+      {127, 1024, 640, 72, 136, 3, 8, 1, 0, 0, 0, 0, 2, 64},
   };
   if (!one && cases_too)
     for (const shape &s : cases) {
