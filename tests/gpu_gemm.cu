@@ -20,7 +20,7 @@
 // arch=compute_90,code=sm_90, which runs the fallback on a Hopper GPU).
 //
 // Usage: gpu_gemm [--quick | --shapes all | --shapes decode | --shapes M,N,K] [--csv PATH] [--reps R] [--group G]
-//                 [--split S] [--tile-n T] [--no-bench] [--no-cases]
+//                 [--split S] [--tile-n T] [--cold] [--no-bench] [--no-cases]
 //                 (--no-cases: only the speed shapes, each still checked)
 //        gpu_gemm --stall        (a wait that never ends stops the kernel and is recorded: the
 //                                 process's CUDA context is lost, so this runs alone)
@@ -28,6 +28,8 @@
 //   --group G: bands of G tile rows (ip_gemm_args.band_group; by default ip_gemm_prepare's)
 //   --split S: the speed shapes' tiles in S k-ranges (by default ip_gemm_default_splits's; 1: none)
 //   --tile-n T: the speed shapes' tiles T columns wide (256, 128 or 64; by default ip_gemm_default_tile_n's)
+//   --cold: each timed call, cuBLAS's and the engine's, reads its own copy of W, the copies together 4 x L2
+//           or more (up to one a call of a graph): weights read from DRAM, as a model's layers read theirs
 //   --shapes decode: 64-512 tokens (fewer tiles than SMs), instead of the MoE grid's 1024-8192
 // Exit 1 when a check fails; TAP skip (plan 1..N with # SKIP) without a GPU.
 #include <cublas_v2.h>
@@ -261,6 +263,8 @@ static int g_sms, g_path;
 static int64_t g_group = 0;  // --group: ip_gemm_args.band_group (0: ip_gemm_prepare's)
 static int g_split = 0;      // --split: the speed shapes' k-ranges a tile (0: ip_gemm_default_splits's)
 static int g_tile_n = 0;     // --tile-n: the speed shapes' tile width (0: ip_gemm_default_tile_n's)
+static bool g_cold = false;  // --cold: each timed call reads its own copy of W (weights not in L2)
+static int64_t g_l2_bytes;
 static void *g_split_ws, *g_split_sem;   // split K's workspace and counters, grown as shapes need them
 static int64_t g_split_ws_bytes, g_split_sem_bytes;
 static cudaStream_t g_stream;
@@ -547,16 +551,57 @@ static void check_idle_blocks(void) {
 
 // ---- timing ---------------------------------------------------------------
 
+// --cold: the copies of p's W a timed graph cycles through, so that
+// their bytes are at least 4 x L2's (a model's weights, read once a
+// step, come from DRAM): copy 0 is p's own; *args gets the engine's
+// arguments for each, as setup() made p.g but for the W.
+static int cold_copies(const problem &p, std::vector<bf16 *> *w, std::vector<ip_gemm_args> *args) {
+  const int64_t wbytes = p.s.k * p.ldw * (int64_t)sizeof(bf16);
+  const int copies = (int)std::min<int64_t>(REPLAYS, std::max<int64_t>(2, (4 * g_l2_bytes + wbytes - 1) / wbytes));
+  w->assign(1, p.wa);
+  args->assign(1, p.g);
+  for (int i = 1; i < copies; i++) {
+    bf16 *c;
+    CK(cudaMalloc(&c, (size_t)wbytes));
+    CK(cudaMemcpyAsync(c, p.wa, (size_t)wbytes, cudaMemcpyDeviceToDevice, g_stream));
+    ip_gemm_args g;
+    const char *why;
+    if (ip_gemm_prepare(&g, p.xa + p.s.xoff, p.ldx, c, p.ldw, p.s.m, p.s.n, p.s.k, &why) ||
+        ip_gemm_set_tile_n(&g, p.g.tile_n, &why) ||
+        ip_gemm_set_split(&g, p.g.splits, (float *)g_split_ws, (uint32_t *)g_split_sem, &why)) {
+      printf("Bail out! a copy of W: %s\n", why);
+      exit(1);
+    }
+    ip_gemm_set_band_group(&g, p.g.band_group);
+    g.band0 = p.g.band0;
+    g.stall = p.g.stall;
+    g.stall_ns = p.g.stall_ns;
+    w->push_back(c);
+    args->push_back(g);
+  }
+  return copies;
+}
+
 // Median microseconds per call of REPLAYS calls captured in one graph,
 // cuBLAS and engine replayed alternately so that both see the same clocks.
 static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
   cudaGraph_t gb, ge;
   cudaGraphExec_t xb, xe;
+  std::vector<bf16 *> w;
+  std::vector<ip_gemm_args> args;
+  const int copies = g_cold ? cold_copies(p, &w, &args) : 1;
+  problem q = p;
   CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < REPLAYS; i++) launch_cublas(p, p.ref, p.s.n);
+  for (int i = 0; i < REPLAYS; i++) {
+    if (g_cold) q.wa = w[i % copies];
+    launch_cublas(q, p.ref, p.s.n);
+  }
   CK(cudaStreamEndCapture(g_stream, &gb));
   CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < REPLAYS; i++) launch_engine(p, 0);
+  for (int i = 0; i < REPLAYS; i++) {
+    if (g_cold) q.g = args[i % copies];
+    launch_engine(q, 0);
+  }
   CK(cudaStreamEndCapture(g_stream, &ge));
   CK(cudaGraphInstantiate(&xb, gb, 0));
   CK(cudaGraphInstantiate(&xe, ge, 0));
@@ -589,6 +634,7 @@ static void time_pair(problem &p, int reps, double *us_blas, double *us_eng) {
   CK(cudaGraphExecDestroy(xe));
   CK(cudaGraphDestroy(gb));
   CK(cudaGraphDestroy(ge));
+  for (int i = 1; i < copies; i++) CK(cudaFree(w[i]));
 }
 
 // ---- deadlines -----------------------------------------------------------------
@@ -697,6 +743,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--group") && i + 1 < argc) g_group = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--split") && i + 1 < argc) g_split = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--tile-n") && i + 1 < argc) g_tile_n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cold")) g_cold = true;
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
       const char *v = argv[++i];
       long long m, n, k;
@@ -713,7 +760,7 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr, "usage: %s [--quick | --shapes all|decode|M,N,K] [--csv PATH] [--reps R] [--group G] [--split S] "
-              "[--tile-n T] [--no-bench] [--no-cases] | --stall | --stall-split\n",
+              "[--tile-n T] [--cold] [--no-bench] [--no-cases] | --stall | --stall-split\n",
               argv[0]);
       return 2;
     }
@@ -727,6 +774,7 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
+  g_l2_bytes = prop.l2CacheSize;
   cudaFuncAttributes fa;
   if (cudaFuncGetAttributes(&fa, gemm_kernel<plain_epi>) != cudaSuccess) {
     printf("# SKIP this binary has no code for %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
@@ -885,8 +933,9 @@ int main(int argc, char **argv) {
     if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
     else snprintf(bgs, sizeof bgs, "%d (%d from K = %d or a W of %lld MiB)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP,
                   IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20);
-    printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls\n", prop.name, g_sms,
-           g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS);
+    printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls%s\n", prop.name, g_sms,
+           g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS,
+           g_cold ? "; W cold (a copy a call, the copies 4 x L2 or more, or one a call)" : "");
     printf("# %6s %6s %6s | %10s %8s | %10s %8s | %6s | %6s %6s\n", "M", "N", "K", "cuBLAS us", "TFLOP/s",
            "engine us", "TFLOP/s", "ratio", "splits", "tile_n");
     double worst = 1e9;
