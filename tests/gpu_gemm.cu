@@ -554,7 +554,8 @@ static void check_idle_blocks(void) {
 // --cold: the copies of p's W a timed graph cycles through, so that
 // their bytes are at least 4 x L2's (a model's weights, read once a
 // step, come from DRAM): copy 0 is p's own; *args gets the engine's
-// arguments for each, as setup() made p.g but for the W.
+// arguments for each: p.g with the copy's W and W map (every other
+// setting setup() made stays p.g's).
 static int cold_copies(const problem &p, std::vector<bf16 *> *w, std::vector<ip_gemm_args> *args) {
   const int64_t wbytes = p.s.k * p.ldw * (int64_t)sizeof(bf16);
   const int copies = (int)std::min<int64_t>(REPLAYS, std::max<int64_t>(2, (4 * g_l2_bytes + wbytes - 1) / wbytes));
@@ -564,18 +565,15 @@ static int cold_copies(const problem &p, std::vector<bf16 *> *w, std::vector<ip_
     bf16 *c;
     CK(cudaMalloc(&c, (size_t)wbytes));
     CK(cudaMemcpyAsync(c, p.wa, (size_t)wbytes, cudaMemcpyDeviceToDevice, g_stream));
-    ip_gemm_args g;
+    ip_gemm_args maps, g = p.g;   // maps: the copy's W map, for p.g's tile width
     const char *why;
-    if (ip_gemm_prepare(&g, p.xa + p.s.xoff, p.ldx, c, p.ldw, p.s.m, p.s.n, p.s.k, &why) ||
-        ip_gemm_set_tile_n(&g, p.g.tile_n, &why) ||
-        ip_gemm_set_split(&g, p.g.splits, (float *)g_split_ws, (uint32_t *)g_split_sem, &why)) {
+    if (ip_gemm_prepare(&maps, p.xa + p.s.xoff, p.ldx, c, p.ldw, p.s.m, p.s.n, p.s.k, &why) ||
+        ip_gemm_set_tile_n(&maps, p.g.tile_n, &why)) {
       printf("Bail out! a copy of W: %s\n", why);
       exit(1);
     }
-    ip_gemm_set_band_group(&g, p.g.band_group);
-    g.band0 = p.g.band0;
-    g.stall = p.g.stall;
-    g.stall_ns = p.g.stall_ns;
+    g.w = c;
+    g.tmap_w = maps.tmap_w;
     w->push_back(c);
     args->push_back(g);
   }
