@@ -1,8 +1,8 @@
 # gpu_lib.sh -- what the GPU pass scripts share (sourced by gpu_bench.sh,
-# gpu_fused.sh and gpu_pass8.sh, not run): a deadline that skips what
-# would start after it, a test binary run with its ok and not-ok lines
-# counted, and a benchmark run into NAME.txt and NAME.csv.  The sourcing
-# script sets $deadline (seconds since it started) and $out (a folder).
+# gpu_fused.sh, gpu_pass8.sh and gpu_sanitize.sh, not run): a deadline that
+# skips what would start after it, a test binary run with its ok and not-ok
+# lines counted, and a benchmark run into NAME.txt and NAME.csv.  The
+# sourcing script sets $deadline (seconds since it started) and $out (a folder).
 
 # late NAME: true (and says so) when it is past $deadline.
 late() {
