@@ -362,13 +362,26 @@ static void check_graphs(int group) {
           cudaStreamSynchronize(streams[r]);
           cudaMemcpyAsync(h, dout[r].p, n * 4, cudaMemcpyDeviceToHost, streams[r]);
           cudaStreamSynchronize(streams[r]);
-          for (int64_t i = 0; i < n && good; i++) {
+          /* Every wrong element counted, and the call's own verdict, so
+           * that a failure says how much went wrong and whether the
+           * kernel knew (an abort or a deadline) or stored wrong data. */
+          int64_t bad = 0, first = -1, last = -1;
+          for (int64_t i = 0; i < n; i++) {
             float want = 0;
             for (int q = 0; q < nranks; q++) want += (float)((i * 7 + q * 3) % 13);
             if (h[i] != want) {
-              diag("replay %d rank %d element %lld: %g, expected %g", rep, r, (long long)i, h[i], want);
-              good = 0;
+              if (first < 0) diag("replay %d rank %d element %lld: %g, expected %g", rep, r, (long long)i, h[i], want);
+              if (first < 0) first = i;
+              last = i;
+              bad++;
             }
+          }
+          if (bad) {
+            baton_result ae = baton_success;
+            baton_comm_get_async_error(comms[r], &ae);
+            diag("replay %d rank %d: %lld of %lld elements wrong, %lld .. %lld; the call says %s", rep, r,
+                 (long long)bad, (long long)n, (long long)first, (long long)last, baton_result_string(ae));
+            good = 0;
           }
         }
       }
