@@ -22,9 +22,9 @@
 #           baton's libnccl.so.2 (NCCL_TESTS=DIR of the *_perf binaries);
 #           tools/measure/torch_check.py through baton's, and
 #           tools/measure/torch_bench.py --ranks N on each (PyTorch there)
-#   net     two node groups of N/2 (BATON_NODE_RANKS) over loopback sockets,
-#           NCCL on its socket transport beside it (P2P and shared memory
-#           off: every NCCL pair crosses sockets, not only the groups')
+#   net     every rank its own node group (BATON_NODE_RANKS=1) over loopback
+#           sockets, NCCL on its socket transport beside it (P2P and shared
+#           memory off), so that every pair crosses sockets on both sides
 #   sim     tools/measure/sim_check.sh -g N (sim/systems/h200xN.spec)
 # First, here (Lua is here; the GPU machine has none):
 #   tools/measure/gpu_prep.sh build/tools/baton algorithms CORPUS 8 .device/algs/r8
@@ -131,7 +131,7 @@ if [[ $stages == *" dropin "* ]]; then
 fi
 
 if [[ $stages == *" net "* ]]; then
-  export BATON_ALGO_DIR=$set_dir BATON_NODE_RANKS=$((n / 2)) BATON_NET=socket BATON_SOCKET_IFNAME=lo
+  export BATON_ALGO_DIR=$set_dir BATON_NODE_RANKS=1 BATON_NET=socket BATON_SOCKET_IFNAME=lo
   export NCCL_NET=Socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo
   for c in allreduce alltoall; do
     bn net_${c}_G 150 --collective $c -g "$n" -b 1K -e 64M -f 4 -w 2 -n 10 --rounds 3 -G 5
