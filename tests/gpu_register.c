@@ -252,7 +252,7 @@ static void check_freed(void) {
  * variable as this run has it: main sets 10 unless the caller set it). */
 static void check_disagree(void) {
   const char *tv = getenv("BATON_TIMEOUT");
-  const double bound = (tv && atof(tv) > 0 ? atof(tv) : 10) + DISAGREE_SLACK_S;
+  const double t = tv ? atof(tv) : 0, bound = (t > 0 ? t : 10) + DISAGREE_SLACK_S;
   int64_t n = sizes[2], wrong = 0;
   size_t cap = CAP(n);
   float *h = malloc(cap);

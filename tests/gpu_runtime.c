@@ -370,8 +370,10 @@ static void check_graphs(int group) {
             float want = 0;
             for (int q = 0; q < nranks; q++) want += (float)((i * 7 + q * 3) % 13);
             if (h[i] != want) {
-              if (first < 0) diag("replay %d rank %d element %lld: %g, expected %g", rep, r, (long long)i, h[i], want);
-              if (first < 0) first = i;
+              if (first < 0) {
+                diag("replay %d rank %d element %lld: %g, expected %g", rep, r, (long long)i, h[i], want);
+                first = i;
+              }
               last = i;
               bad++;
             }

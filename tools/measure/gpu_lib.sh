@@ -15,14 +15,17 @@ late() {
 
 # gpu_test NAME LIMIT COMMAND...: COMMAND (TAP output) into $out/NAME.txt,
 # stopped after LIMIT seconds; prints its exit status, its ok and not-ok
-# counts and the first failures.
+# counts and the first failures; that status stays in $gpu_test_rc (empty
+# when it was skipped).
 gpu_test() {
   local name=$1 lim=$2
   shift 2
+  gpu_test_rc=
   late "$name" && return
   local start=$SECONDS
   timeout "$lim" "$@" > "$out/$name.txt" 2>&1
-  echo "== $name rc $? in $((SECONDS - start)) s: $(grep -c '^ok' "$out/$name.txt") ok, $(grep -c '^not ok' "$out/$name.txt") not ok"
+  gpu_test_rc=$?
+  echo "== $name rc $gpu_test_rc in $((SECONDS - start)) s: $(grep -c '^ok' "$out/$name.txt") ok, $(grep -c '^not ok' "$out/$name.txt") not ok"
   grep '^not ok' -A4 "$out/$name.txt" | head -16
 }
 
