@@ -323,6 +323,7 @@ struct slot {
   int64_t l, off;   // its line, and its first data byte in the chunk
   int part, n;      // its place in the line, and its data bytes (16; 8 for part 7)
   bool live;        // l is one of the chunk's lines
+  bool loop;        // a load of this round took load_part's loop (see slot_out)
 };
 
 // How many of a chunk's bytes count for slot s, where `valid` of them do:
@@ -331,9 +332,14 @@ __device__ __forceinline__ int64_t slot_valid(const slot &s, int64_t valid) {
   return valid < s.off + s.n ? valid : s.off + s.n;
 }
 
-// The slot's bytes of a chunk at p of which `valid` bytes count (zero past them).
-__device__ __forceinline__ uint4 slot_load(const char *p, const slot &s, int64_t valid) {
-  return s.live ? load_unit(p, s.off, slot_valid(s, valid)) : make_uint4(0, 0, 0, 0);
+// The slot's bytes of a chunk at p of which `valid` bytes count (zero past
+// them).  Notes in s.loop whether they came through load_part's loop of
+// 4- or 1-byte loads (a length or an address not a multiple of 8).
+__device__ __forceinline__ uint4 slot_load(const char *p, slot &s, int64_t valid) {
+  if (!s.live) return make_uint4(0, 0, 0, 0);
+  const int64_t v = slot_valid(s, valid);
+  if (s.off < v) s.loop |= (((uintptr_t)(p + s.off) | (uintptr_t)(v - s.off)) & 7) != 0;
+  return load_unit(p, s.off, v);
 }
 
 // Writes the slot's value x through link k of op: into a peer's landing
@@ -342,14 +348,25 @@ __device__ __forceinline__ uint4 slot_load(const char *p, const slot &s, int64_t
 // thread of the warp calls it: a line's eight parts must leave in one
 // instruction, so the warp meets first (a part held back by a branch
 // before would travel on its own, and a reader could see the flag with
-// old data).
+// old data).  Meeting does not make the eight execute the store together,
+// though: where a line's loads took paths of different lengths (s.loop:
+// a part that is the chunk's partial end, or an unaligned chunk), the
+// part that arrived last could store first.  Under compute-sanitizer's
+// memcheck that happened (the flag part of a chunk's last line stored
+// before its data parts, in 4 of 7 runs of the GPU suite), so such a line
+// stores its data parts, meets again, then stores its flag part.
 __device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, uint64_t puts,
                                          const slot &s, int64_t hoff, uint64_t flag, const uint4 &x) {
   if (puts >> k & 1) {
-    __syncwarp();
-    if (s.live)
-      st_volatile_v2((uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part,
-                     (uint64_t)x.y << 32 | x.x, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z);
+    const unsigned split = __ballot_sync(0xffffffffu, s.live && s.loop);   // bit t: thread t's line splits
+    const bool mine = (split >> (threadIdx.x & 24)) & 0xffu;
+    uint64_t *at = (uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part;
+    const uint64_t lo = (uint64_t)x.y << 32 | x.x;
+    if (s.live && !(mine && s.part == 7)) st_volatile_v2(at, lo, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z);
+    if (split) {   // the same for the whole warp
+      __syncwarp();
+      if (s.live && mine && s.part == 7) st_volatile_v2(at, lo, flag);
+    }
     return;
   }
   if (s.live) store_unit(lk_ptr(a, op, lean, k), s.off, slot_valid(s, lk_valid(a, op, lean, k)), x);
@@ -405,6 +422,7 @@ __device__ __forceinline__ void slot_at(slot &s, int64_t l0, int64_t lines) {
   s.n = s.part == 7 ? 8 : 16;
   s.l = l0 + ((threadIdx.x & 31) >> 3);
   s.live = s.l < lines;
+  s.loop = false;
   s.off = 120 * s.l + 16 * s.part;
 }
 
