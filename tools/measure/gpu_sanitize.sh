@@ -17,13 +17,16 @@
 #   Then there, with the build and .device carried:
 #     ALGS=.device/algs/r2 RANKS=2 GPUS=1 bash tools/measure/gpu_sanitize.sh
 # TOOLS (default "memcheck synccheck"); DEADLINE (seconds, default 540)
-# skips a run that would start after it; LIMIT (default 300) stops one.
+# skips a run that would start after it; LIMIT (default 300) stops one;
+# RUNS (default 1) runs the runtime suite that many times under each tool
+# (a wrong result the sanitizer's timing brings out may take several: the
+# LL128 line stored flag first came in 4 of 7 runs).
 set -u
 ranks=${RANKS:-2} gpus=${GPUS:-1} algs=${ALGS:-build/algs/r2}
-tools=${TOOLS:-memcheck synccheck} deadline=${DEADLINE:-540} limit=${LIMIT:-300}
+tools=${TOOLS:-memcheck synccheck} deadline=${DEADLINE:-540} limit=${LIMIT:-300} runs=${RUNS:-1}
 out=${OUT:-/tmp}
 mkdir -p "$out" || exit 2
-case "$ranks$gpus" in *[!0-9]* | '') echo "gpu_sanitize.sh: RANKS and GPUS are numbers" >&2; exit 2 ;; esac
+case "$ranks$gpus$runs" in *[!0-9]* | '') echo "gpu_sanitize.sh: RANKS, GPUS and RUNS are numbers" >&2; exit 2 ;; esac
 command -v compute-sanitizer > /dev/null || { echo "gpu_sanitize.sh: no compute-sanitizer on PATH" >&2; exit 2; }
 . "$(dirname "$0")/gpu_lib.sh"
 export NCCL_NVLS_ENABLE=0
@@ -50,7 +53,9 @@ san() {
 }
 
 for tool in $tools; do
-  san "$tool" runtime $t/gpu_runtime --ranks "$ranks" --gpus "$gpus" --quick --dir "$algs/default"
+  for ((i = 1; i <= runs; i++)); do
+    san "$tool" "runtime$( ((runs > 1)) && echo "_$i")" $t/gpu_runtime --ranks "$ranks" --gpus "$gpus" --quick --dir "$algs/default"
+  done
   san "$tool" fused $t/gpu_fused --ranks "$ranks" --gpus "$gpus" --dir "$algs/fused"
   san "$tool" embed $t/gpu_embed --ranks "$ranks" --gpus "$gpus" --dir "$algs/fused"
   san "$tool" moe $t/gpu_moe --ranks "$ranks" --gpus "$gpus" --dir "$algs/fused"
