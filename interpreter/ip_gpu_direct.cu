@@ -20,6 +20,10 @@
 
 __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
 
+// Nonzero where n bytes at q need load_part's (and store_part's) loop of
+// 4- or 1-byte accesses: q or n not a multiple of 8.
+__device__ __forceinline__ unsigned part_grain(const char *q, int n) { return (unsigned)(((uintptr_t)q | (unsigned)n) & 7); }
+
 // The valid bytes of a unit that is not one whole aligned 16-byte access
 // (a region's tail, an LL128 slot's 8 bytes, or an unaligned region), in
 // the widest words both the address and the valid length allow (zero past
@@ -29,7 +33,7 @@ __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p 
 static __device__ __forceinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
   const char *q = p + off;
   const int n = valid - off < 16 ? (int)(valid - off) : 16;
-  const unsigned g = (unsigned)(((uintptr_t)q | (unsigned)n) & 7);
+  const unsigned g = part_grain(q, n);
   uint64_t lo = 0, hi = 0;
   if (g == 0) {   // n is 8 or 16
     lo = __ldcg((const unsigned long long *)q);
@@ -48,7 +52,7 @@ static __device__ __forceinline__ uint4 load_part(const char *p, int64_t off, in
 static __device__ __forceinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
   char *q = p + off;
   const int n = valid - off < 16 ? (int)(valid - off) : 16;
-  const unsigned g = (unsigned)(((uintptr_t)q | (unsigned)n) & 7);
+  const unsigned g = part_grain(q, n);
   const uint64_t lo = (uint64_t)v.y << 32 | v.x, hi = (uint64_t)v.w << 32 | v.z;
   if (g == 0) {   // n is 8 or 16
     *(uint64_t *)q = lo;
@@ -338,7 +342,7 @@ __device__ __forceinline__ int64_t slot_valid(const slot &s, int64_t valid) {
 __device__ __forceinline__ uint4 slot_load(const char *p, slot &s, int64_t valid) {
   if (!s.live) return make_uint4(0, 0, 0, 0);
   const int64_t v = slot_valid(s, valid);
-  if (s.off < v) s.loop |= (((uintptr_t)(p + s.off) | (uintptr_t)(v - s.off)) & 7) != 0;
+  if (s.off < v) s.loop |= part_grain(p + s.off, (int)(v - s.off)) != 0;   // v - s.off: 1..16
   return load_unit(p, s.off, v);
 }
 
@@ -358,7 +362,7 @@ __device__ __forceinline__ uint4 slot_load(const char *p, slot &s, int64_t valid
 __device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, uint64_t puts,
                                          const slot &s, int64_t hoff, uint64_t flag, const uint4 &x) {
   if (puts >> k & 1) {
-    const unsigned split = __ballot_sync(0xffffffffu, s.live && s.loop);   // bit t: thread t's line splits
+    const unsigned split = __ballot_sync(0xffffffffu, s.live && s.loop);   // bit t: thread t's part took the loop
     const bool mine = (split >> (threadIdx.x & 24)) & 0xffu;
     uint64_t *at = (uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part;
     const uint64_t lo = (uint64_t)x.y << 32 | x.x;
