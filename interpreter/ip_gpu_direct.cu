@@ -20,6 +20,10 @@
 
 __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
 
+// Nonzero where n bytes at q need load_part's (and store_part's) loop of
+// 4- or 1-byte accesses: q or n not a multiple of 8.
+__device__ __forceinline__ unsigned part_grain(const char *q, int n) { return (unsigned)(((uintptr_t)q | (unsigned)n) & 7); }
+
 // The valid bytes of a unit that is not one whole aligned 16-byte access
 // (a region's tail, an LL128 slot's 8 bytes, or an unaligned region), in
 // the widest words both the address and the valid length allow (zero past
@@ -323,7 +327,7 @@ struct slot {
   int64_t l, off;   // its line, and its first data byte in the chunk
   int part, n;      // its place in the line, and its data bytes (16; 8 for part 7)
   bool live;        // l is one of the chunk's lines
-  bool loop;        // a load of this round took load_part's loop (see ll128_store_part)
+  bool loop;        // a load of this round took load_part's loop (see slot_out)
 };
 
 // How many of a chunk's bytes count for slot s, where `valid` of them do:
@@ -337,19 +341,36 @@ __device__ __forceinline__ int64_t slot_valid(const slot &s, int64_t valid) {
 // 4- or 1-byte loads (a length or an address not a multiple of 8).
 __device__ __forceinline__ uint4 slot_load(const char *p, slot &s, int64_t valid) {
   if (!s.live) return make_uint4(0, 0, 0, 0);
-  s.loop |= part_uneven(p, s.off, valid, s.n);
-  return load_unit(p, s.off, slot_valid(s, valid));
+  const int64_t v = slot_valid(s, valid);
+  if (s.off < v) s.loop |= part_grain(p + s.off, (int)(v - s.off)) != 0;   // v - s.off: 1..16
+  return load_unit(p, s.off, v);
 }
 
 // Writes the slot's value x through link k of op: into a peer's landing
 // (a put) as its part of the line with this call's flag, in the landing
-// half `hoff` names (ll128_store_part: every thread of the warp calls
-// it); any other store as its bytes that count.
+// half `hoff` names; any other store as its bytes that count.  Every
+// thread of the warp calls it: a line's eight parts must leave in one
+// instruction, so the warp meets first (a part held back by a branch
+// before would travel on its own, and a reader could see the flag with
+// old data).  Meeting does not make the eight execute the store together,
+// though: where a line's loads took paths of different lengths (s.loop:
+// a part that is the chunk's partial end, or an unaligned chunk), the
+// part that arrived last could store first.  Under compute-sanitizer's
+// memcheck that happened (the flag part of a chunk's last line stored
+// before its data parts, in 4 of 7 runs of the GPU suite), so such a line
+// stores its data parts, meets again, then stores its flag part.
 __device__ __forceinline__ void slot_out(const ip_dargs &a, const ip_dop &op, bool lean, int k, uint64_t puts,
                                          const slot &s, int64_t hoff, uint64_t flag, const uint4 &x) {
   if (puts >> k & 1) {
+    const unsigned split = __ballot_sync(0xffffffffu, s.live && s.loop);   // bit t: thread t's part took the loop
+    const bool mine = (split >> (threadIdx.x & 24)) & 0xffu;
     uint64_t *at = (uint64_t *)(lk_ptr(a, op, lean, k) + hoff + 128 * s.l) + 2 * s.part;
-    ll128_store_part(at, (uint64_t)x.y << 32 | x.x, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z, s.live, s.loop);
+    const uint64_t lo = (uint64_t)x.y << 32 | x.x;
+    if (s.live && !(mine && s.part == 7)) st_volatile_v2(at, lo, s.part == 7 ? flag : (uint64_t)x.w << 32 | x.z);
+    if (split) {   // the same for the whole warp
+      __syncwarp();
+      if (s.live && mine && s.part == 7) st_volatile_v2(at, lo, flag);
+    }
     return;
   }
   if (s.live) store_unit(lk_ptr(a, op, lean, k), s.off, slot_valid(s, lk_valid(a, op, lean, k)), x);

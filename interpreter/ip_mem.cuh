@@ -1,6 +1,5 @@
 // ip_mem.cuh -- the memory operations GPUs signal each other with: acquire
-// loads and release stores at GPU or system scope, the global timer, and
-// the store of an LL128 line both executors use.
+// loads and release stores at GPU or system scope, and the global timer.
 // Shared by the interpreter and tests/gpu_p2p_probe.cu (which measures
 // what these cost on the hardware).
 #ifndef IP_MEM_CUH
@@ -80,46 +79,6 @@ __device__ __forceinline__ void ld_volatile_v2(const uint64_t *p, uint64_t *a, u
 }
 __device__ __forceinline__ void st_volatile_v2(uint64_t *p, uint64_t a, uint64_t b) {
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
-}
-
-// ---- LL128 lines ------------------------------------------------------------
-//
-// Both executors move LL128 lines alike: 128 bytes, 120 of data and an
-// 8-byte flag last; thread t of a warp holds part t & 7 (16 bytes; part 7:
-// 8 data bytes and the flag) of line (t & 31) >> 3 of the warp's four.
-
-// Nonzero where n bytes at q are not whole aligned 8-byte words (q or n
-// not a multiple of 8): both executors load and store such bytes in a
-// loop of narrower accesses.
-__device__ __forceinline__ unsigned part_grain(const char *q, int n) {
-  return (unsigned)(((uintptr_t)q | (unsigned)n) & 7);
-}
-
-// Whether this thread's part of a line, n bytes at p + off of which the
-// region's first `valid` count, takes that loop (p null: no access).
-__device__ __forceinline__ bool part_uneven(const char *p, int64_t off, int64_t valid, int n) {
-  const int64_t v = valid - off < n ? valid - off : n;
-  return p && v > 0 && part_grain(p + off, (int)v) != 0;
-}
-
-// Stores this thread's part of its line at `at` (a, b: its two words, b
-// the flag for part 7) where `live`; `uneven`: a load or store of this
-// part before took the loop above.  Every thread of the warp calls it:
-// the eight parts of a line must leave in one instruction, or a reader
-// may see the flag beside old data, so the warp meets (the vote) first.
-// Meeting does not make eight threads whose paths had different lengths
-// store together: under compute-sanitizer's memcheck the flag part of a
-// chunk's last line, loaded in a loop, was stored before its data parts,
-// and a reader took the old data.  So a line with an uneven part stores
-// its data parts, meets again, then stores its flag part.
-__device__ __forceinline__ void ll128_store_part(uint64_t *at, uint64_t a, uint64_t b, bool live, bool uneven) {
-  const unsigned split = __ballot_sync(0xffffffffu, live && uneven);   // bit t: thread t's part is uneven
-  const bool flag = (threadIdx.x & 7) == 7, mine = (split >> (threadIdx.x & 24)) & 0xffu;
-  if (live && !(mine && flag)) st_volatile_v2(at, a, b);
-  if (split) {   // the same for the whole warp
-    __syncwarp();
-    if (live && mine && flag) st_volatile_v2(at, a, b);
-  }
 }
 
 #endif

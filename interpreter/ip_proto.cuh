@@ -423,12 +423,18 @@ __device__ __forceinline__ bool ll_piece(const ip_gargs &a, const piece &p, bool
 // threads of a warp move one line with one 16-byte access each, in one
 // instruction, so the line travels and is read whole (NVLink delivers a
 // warp's 128-byte store as one write, the property NCCL's LL128 rests
-// on); thread 7 of the eight holds 8 data bytes and the flag (stored by
-// ll128_store_part, which says where it is not one instruction).  A warp
+// on); thread 7 of the eight holds 8 data bytes and the flag.  A warp
 // re-reads its four lines until every flag is there, then reads them once
 // more: a load that meets the write on its way may return the new flag
 // beside old data, and once the flag is there the whole line has landed
 // (NCCL's LL128 reads its lines again so too).
+//   Direct puts store a line whose parts loaded unevenly (an element
+// loop at a region's partial end or an unaligned region) in two steps,
+// flag part last (slot_out in ip_gpu_direct.cu: under compute-sanitizer
+// one store let a reader take old data there).  These lines do not: done
+// here, with the same vote, it cost the LL128 receive chain 1.3-4.5% at
+// every size, aligned ones too (2 ranks sharing an H200), and these
+// stores have not failed under memcheck.
 
 template <int DT, int OP>
 __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, bool red, uint64_t rflag,
@@ -465,12 +471,8 @@ __device__ __forceinline__ bool ll128_piece(const ip_gargs &a, const piece &p, b
       v0 = finish_word<DT, OP>(p, red, off, v0, m0);
       if (part < 7) v1 = finish_word<DT, OP>(p, red, off + 8, v1, m1);   // part 7's m1 is the flag
     }
-    if (p.out) {   // the same for the whole piece
-      const int n = part == 7 ? 8 : 16;
-      const bool uneven = part_uneven(p.src, off, p.srcvalid, n) || part_uneven(p.dst, off, p.dstvalid, n) ||
-                          (red && part_uneven(p.cur, off, p.dstvalid, n));
-      ll128_store_part((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1, live, uneven);
-    }
+    __syncwarp();   // a line's eight parts leave in one instruction: the warp meets after its branches
+    if (live && p.out) st_volatile_v2((uint64_t *)(p.out + l * 128) + 2 * part, v0, part == 7 ? sflag : v1);
   }
   return true;
 }
@@ -571,9 +573,9 @@ __device__ __forceinline__ bool ll128_chain(const ip_gargs &a, const chain &c, i
         v0[g] = load8<ES>(c.src + off, c.srcvalid - off);
         if (part < 7) v1[g] = load8<ES>(c.src + off + 8, c.srcvalid - off - 8);
       }
-      if (c.out)   // the same for the whole chain
-        ll128_store_part((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g], l < lines,
-                         part_uneven(c.src, off, c.srcvalid, part == 7 ? 8 : 16));
+      __syncwarp();   // as ll128_piece: the line's parts in one store
+      if (l < lines && c.out)
+        st_volatile_v2((uint64_t *)(c.out + l * 128) + 2 * part, v0[g], part == 7 ? c.sflag : v1[g]);
     }
     // Warp-uniform: messages whose flags are not all seen yet, and those
     // this round loads (every one once more after the last flag).
