@@ -27,6 +27,7 @@ tools=${TOOLS:-memcheck synccheck} deadline=${DEADLINE:-540} limit=${LIMIT:-300}
 out=${OUT:-/tmp}
 mkdir -p "$out" || exit 2
 case "$ranks$gpus$runs" in *[!0-9]* | '') echo "gpu_sanitize.sh: RANKS, GPUS and RUNS are numbers" >&2; exit 2 ;; esac
+runs=$((10#$runs)); ((runs >= 1)) || { echo "gpu_sanitize.sh: RUNS=$runs would skip the runtime suite; give 1 or more" >&2; exit 2; }
 command -v compute-sanitizer > /dev/null || { echo "gpu_sanitize.sh: no compute-sanitizer on PATH" >&2; exit 2; }
 . "$(dirname "$0")/gpu_lib.sh"
 export NCCL_NVLS_ENABLE=0
