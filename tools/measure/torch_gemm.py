@@ -4,12 +4,22 @@ graph: torch.matmul (cuBLAS), baton's GEMM opcode (a one-rank
 baton.gemm_alltoall: the interpreter's gemm kernel), and the GEMM tile
 engine in a kernel of its own (tools/measure/gemm_engine_lib.cu, built as
 its header says).  Prints per shape each one's time per call (the best of
-two rounds of graph replays) and its kernel's median duration from
+the rounds of graph replays) and its kernel's median duration from
 PyTorch's profiler, and checks the engine's and baton's outputs against
 torch.matmul's (within a bf16 rounding).  What the interpreter adds to
 the engine is baton's kernel less the engine's.
 
     BATON_ALGO_DIR=DIR python3 tools/measure/torch_gemm.py LIBBATON LIBENGINE 'T,H,F;T,H,F...'
+        [--rounds R] [--inner N] [--names] [--fill random|const]
+
+--rounds: rounds of the three ways turn about (default 2), the order
+reversed every other round, so that none always runs first after the
+GPU has rested or last after it has heated; --inner: calls per captured
+graph (default 1: a replay per call); --names: also print the kernels
+each way launches (PyTorch's profiler), to see which cuBLAS kernel
+torch.matmul picks; --fill const: X all ones and W all 1/64 instead of
+random values (the same products with almost no bits toggling: at a
+power cap, what the data costs the GEMMs shows as the difference).
 
 DIR holds the one-rank GEMM + AllToAll program (baton compile
 algorithms/moe_combine.lua --param ranks=1).
@@ -29,7 +39,8 @@ def graph_of(torch, fn):
 
 
 def kernel_us(torch, run, reps):
-    """The median duration of the kernels run launches over reps calls (PyTorch's profiler)."""
+    """The median duration of the kernels run launches over reps calls (PyTorch's profiler), and their
+    names, each once, in the order first seen."""
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CUDA]) as p:
         for _ in range(reps):
@@ -39,9 +50,10 @@ def kernel_us(torch, run, reps):
     os.close(fd)
     p.export_chrome_trace(path)
     with open(path) as f:
-        d = sorted(e['dur'] for e in json.load(f)['traceEvents'] if e.get('cat') == 'kernel')
+        ev = [e for e in json.load(f)['traceEvents'] if e.get('cat') == 'kernel']
     os.unlink(path)
-    return d[len(d) // 2] if d else -1
+    d = sorted(e['dur'] for e in ev)
+    return (d[len(d) // 2] if d else -1), list(dict.fromkeys(e.get('name', '?') for e in ev))
 
 
 def off(torch, got, ref):
@@ -50,23 +62,37 @@ def off(torch, got, ref):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('libbaton')
+    ap.add_argument('libengine')
+    ap.add_argument('shapes')
+    ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--inner', type=int, default=1)
+    ap.add_argument('--names', action='store_true')
+    ap.add_argument('--fill', choices=('random', 'const'), default='random')
+    a = ap.parse_args()
+    if not 1 <= a.rounds <= 100 or not 1 <= a.inner <= 1000:
+        sys.exit('torch_gemm.py: --rounds must be in 1 .. 100 and --inner in 1 .. 1000')
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python'))
     import torch
     import baton
     from torch_moe import timed   # this directory's: graph replays, the best of 3 rounds
-    baton.load(sys.argv[1])
-    eng = ctypes.CDLL(sys.argv[2])
+    baton.load(a.libbaton)
+    eng = ctypes.CDLL(a.libengine)
     L, V = ctypes.c_long, ctypes.c_void_p
     eng.gemm_engine_prepare.argtypes = [V, L, V, L, L, L, L]
     eng.gemm_engine_run.argtypes = [V, L, ctypes.c_int, V]
     comm = baton.Comm.init_all([0])[0]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for T, H, F in (tuple(int(v) for v in s.split(',')) for s in sys.argv[3].split(';')):
+    for T, H, F in (tuple(int(v) for v in s.split(',')) for s in a.shapes.split(';')):
         g = torch.Generator(device='cuda').manual_seed(1234)
-        X = (torch.rand(T, F, device='cuda', generator=g) * 2 - 1).to(torch.bfloat16)
-        W = ((torch.rand(F, H, device='cuda', generator=g) * 2 - 1) / F ** 0.5).to(torch.bfloat16)
+        if a.fill == 'const':
+            X = torch.ones(T, F, device='cuda', dtype=torch.bfloat16)
+            W = torch.full((F, H), 1.0 / 64, device='cuda', dtype=torch.bfloat16)
+        else:
+            X = (torch.rand(T, F, device='cuda', generator=g) * 2 - 1).to(torch.bfloat16)
+            W = ((torch.rand(F, H, device='cuda', generator=g) * 2 - 1) / F ** 0.5).to(torch.bfloat16)
         Y = torch.empty(T, H, device='cuda', dtype=torch.bfloat16)
         out, Ye = torch.empty_like(Y), torch.empty_like(Y)
         rc = eng.gemm_engine_prepare(X.data_ptr(), F, W.data_ptr(), H, T, H, F)
@@ -82,12 +108,15 @@ def main():
                'baton': lambda: baton.gemm_alltoall(X, W, out=out, comm=comm), 'engine': engine}
         reps = max(5, min(200, int(4e5 / (2.0 * T * H * F / 5e8))))   # a few hundred ms a side at most
         t = {k: [] for k in fns}
-        for _ in range(2):   # turn about
-            for k in fns:
-                t[k].append(timed(torch, fns[k], reps, True))
+        for r in range(a.rounds):   # turn about, the order reversed every other round
+            for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                t[k].append(timed(torch, fns[k], max(reps, a.inner), True, a.inner))
         torch.cuda.synchronize()
         kd = {k: kernel_us(torch, graph_of(torch, f).replay, 10) for k, f in fns.items()}
-        print(f'{T:5d} {H:5d} {F:5d} | ' + ' | '.join(f'{k} {min(v):7.1f} us (kernel {kd[k]:7.1f})' for k, v in t.items())
+        if a.names:
+            for k, (_, names) in kd.items():
+                print(f'# {T}x{H}x{F} {k}: ' + '; '.join(n[:120] for n in names), flush=True)
+        print(f'{T:5d} {H:5d} {F:5d} | ' + ' | '.join(f'{k} {min(v):7.1f} us (kernel {kd[k][0]:7.1f})' for k, v in t.items())
               + f' | torch/engine {min(t["torch"]) / min(t["engine"]):.3f} torch/baton '
               f'{min(t["torch"]) / min(t["baton"]):.3f} | wrong engine {off(torch, Ye, Y)} baton {off(torch, out, Y)}',
               flush=True)
