@@ -48,9 +48,16 @@ extern "C" {
  * 8192 x 4096 in 87.3-87.6 us in bands of 8 (all its tile rows) against
  * 89.6-89.9 in bands of 4, and 8192 x 8192 x 4096 in 814-822 against
  * 834-842 (an H200); at 32 MiB (K 2048 x N 8192, K 4096 x N 4096) some
- * shapes gained and some lost, by 1-4%. */
+ * shapes gained and some lost, by 1-4%.  Outputs IP_GEMM_DEEP_WIDE_N
+ * columns wide or more go wide from a W of IP_GEMM_DEEP_WIDE_W_BYTES: at
+ * K 2048 x N 8192 on an H100 (cuBLAS turn about, two runs) bands of 16 ran
+ * 1024 tokens in 47.8-48.0 us against 49.6-49.8, 2048 in 91.4-91.8
+ * against 97.4-97.6, 8192 in 399-414 against 425-426, 4096 alike
+ * (197-199); K 4096 x N 4096 ran alike in bands of 4, 8 and 16 there. */
 #define IP_GEMM_DEEP_K 8192
 #define IP_GEMM_DEEP_W_BYTES (48ll << 20)
+#define IP_GEMM_DEEP_WIDE_N 8192
+#define IP_GEMM_DEEP_WIDE_W_BYTES (32ll << 20)
 #define IP_GEMM_BAND_GROUP_DEEP 16
 
 /* Shared memory, sm_90a, for the widest tile (a narrower one lays out
@@ -336,8 +343,9 @@ int ip_gemm_prepare(ip_gemm_args *g, const void *x, int64_t ldx, const void *w, 
 void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *rows);
 
 /* The band group ip_gemm_prepare gives Y[m, n] = X[m, k] W[k, n]:
- * IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K or a W of
- * IP_GEMM_DEEP_W_BYTES bf16 bytes, else IP_GEMM_BAND_GROUP. */
+ * IP_GEMM_BAND_GROUP_DEEP from K = IP_GEMM_DEEP_K, a W of
+ * IP_GEMM_DEEP_W_BYTES bf16 bytes, or N from IP_GEMM_DEEP_WIDE_N with a W
+ * of IP_GEMM_DEEP_WIDE_W_BYTES; else IP_GEMM_BAND_GROUP. */
 int64_t ip_gemm_default_band_group(int64_t n, int64_t k);
 
 /* Sets g's tiles to tile_n columns: IP_GEMM_TILE_N (ip_gemm_prepare's),

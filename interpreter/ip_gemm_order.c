@@ -10,7 +10,8 @@
 int64_t ip_gemm_default_band_group(int64_t n, int64_t k) {
   if (n < 1 || k < 1 || n > IP_GEMM_MAX_DIM || k > IP_GEMM_MAX_DIM) return IP_GEMM_BAND_GROUP;
   const int64_t w_bytes = n * k * 2;   /* bf16; below 2^63 within the limits */
-  return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
+  const int wide = n >= IP_GEMM_DEEP_WIDE_N && w_bytes >= IP_GEMM_DEEP_WIDE_W_BYTES;
+  return k >= IP_GEMM_DEEP_K || w_bytes >= IP_GEMM_DEEP_W_BYTES || wide ? IP_GEMM_BAND_GROUP_DEEP : IP_GEMM_BAND_GROUP;
 }
 
 void ip_gemm_tail(int64_t m, int64_t *m0, int32_t *rows) {

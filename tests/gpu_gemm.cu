@@ -927,10 +927,11 @@ int main(int argc, char **argv) {
     if (f)
       fprintf(f, "device,band_group,M,N,K,cublas_us,cublas_tflops,engine_us,engine_tflops,ratio,max_rel_err,splits,"
               "tile_n\n");
-    char bgs[64];
+    char bgs[128];
     if (g_group) snprintf(bgs, sizeof bgs, "%lld", (long long)g_group);
-    else snprintf(bgs, sizeof bgs, "%d (%d from K = %d or a W of %lld MiB)", IP_GEMM_BAND_GROUP, IP_GEMM_BAND_GROUP_DEEP,
-                  IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20);
+    else snprintf(bgs, sizeof bgs, "%d (%d from K = %d, a W of %lld MiB, or %lld MiB at N >= %d)", IP_GEMM_BAND_GROUP,
+                  IP_GEMM_BAND_GROUP_DEEP, IP_GEMM_DEEP_K, IP_GEMM_DEEP_W_BYTES >> 20, IP_GEMM_DEEP_WIDE_W_BYTES >> 20,
+                  IP_GEMM_DEEP_WIDE_N);
     printf("# %s, %d SMs, %s path, band_group %s; median of %d graph replays of %d calls%s\n", prop.name, g_sms,
            g_path ? "wgmma" : "fallback", bgs, reps, REPLAYS,
            g_cold ? "; W cold (a copy a call, the copies 4 x L2 or more, or one a call)" : "");

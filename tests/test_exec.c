@@ -133,17 +133,26 @@ static void test_interleave(void) {
   ok(!neg && !huge && !g.inter_n, "negative, huge and unset: nothing spread");
 }
 
-/* The engine's default unit order: wide bands from K = IP_GEMM_DEEP_K or
- * where W alone fills most of L2 (IP_GEMM_DEEP_W_BYTES), narrow ones
- * elsewhere, and nothing odd for shapes outside the limits. */
+/* The engine's default unit order: wide bands from K = IP_GEMM_DEEP_K,
+ * where W alone fills most of L2 (IP_GEMM_DEEP_W_BYTES) or, for outputs of
+ * IP_GEMM_DEEP_WIDE_N columns or more, from IP_GEMM_DEEP_WIDE_W_BYTES;
+ * narrow ones elsewhere, and nothing odd for shapes outside the limits. */
 static void test_band_default(void) {
   const int64_t deep = IP_GEMM_BAND_GROUP_DEEP, narrow = IP_GEMM_BAND_GROUP;
   ok(ip_gemm_default_band_group(8192, 4096) == deep && ip_gemm_default_band_group(4096, 14336) == deep &&
          ip_gemm_default_band_group(1024, IP_GEMM_DEEP_K) == deep,
      "wide bands for a 64 MiB W (K 4096 x N 8192) and from K = %d", IP_GEMM_DEEP_K);
-  ok(ip_gemm_default_band_group(8192, 2048) == narrow && ip_gemm_default_band_group(4096, 4096) == narrow &&
-         ip_gemm_default_band_group(4096, 1024) == narrow,
-     "narrow bands for a W of 32 MiB or less");
+  ok(ip_gemm_default_band_group(4096, 4096) == narrow && ip_gemm_default_band_group(4096, 1024) == narrow &&
+         ip_gemm_default_band_group(8192, 1024) == narrow && ip_gemm_default_band_group(4096, 2048) == narrow,
+     "narrow bands for a W of 32 MiB or less under %d columns, and of 16 MiB at %d", IP_GEMM_DEEP_WIDE_N,
+     IP_GEMM_DEEP_WIDE_N);
+  ok(ip_gemm_default_band_group(8192, 2048) == deep && ip_gemm_default_band_group(16384, 1024) == deep &&
+         ip_gemm_default_band_group(IP_GEMM_DEEP_WIDE_N, IP_GEMM_DEEP_WIDE_W_BYTES / (2 * IP_GEMM_DEEP_WIDE_N)) == deep &&
+         ip_gemm_default_band_group(IP_GEMM_DEEP_WIDE_N, IP_GEMM_DEEP_WIDE_W_BYTES / (2 * IP_GEMM_DEEP_WIDE_N) - 64) ==
+             narrow &&
+         ip_gemm_default_band_group(IP_GEMM_DEEP_WIDE_N - 64, 2560) == narrow,   /* 39.7 MiB */
+     "wide bands for a W of %lld MiB or more from %d columns (K 2048 x N 8192), not below either",
+     IP_GEMM_DEEP_WIDE_W_BYTES >> 20, IP_GEMM_DEEP_WIDE_N);
   const int64_t n = 4096, k_edge = IP_GEMM_DEEP_W_BYTES / (2 * n);   /* W exactly at the limit */
   ok(ip_gemm_default_band_group(n, k_edge) == deep && ip_gemm_default_band_group(n, k_edge - 64) == narrow,
      "the limit itself is wide (K %lld x N %lld)", (long long)k_edge, (long long)n);
