@@ -10,7 +10,7 @@ torch.matmul's (within a bf16 rounding).  What the interpreter adds to
 the engine is baton's kernel less the engine's.
 
     BATON_ALGO_DIR=DIR python3 tools/measure/torch_gemm.py LIBBATON LIBENGINE 'T,H,F;T,H,F...'
-        [--rounds R] [--inner N] [--names] [--fill random|const]
+        [--rounds R] [--inner N] [--names] [--fill random|const] [--sustain MS]
 
 --rounds: rounds of the three ways turn about (default 2), the order
 reversed every other round, so that none always runs first after the
@@ -19,12 +19,20 @@ graph (default 1: a replay per call); --names: also print the kernels
 each way launches (PyTorch's profiler), to see which cuBLAS kernel
 torch.matmul picks; --fill const: X all ones and W all 1/64 instead of
 random values (the same products with almost no bits toggling: at a
-power cap, what the data costs the GEMMs shows as the difference).
+power cap, what the data costs the GEMMs shows as the difference);
+--sustain MS: instead of the rounds, each way alone for about MS
+milliseconds of back-to-back replays after a second of rest, in the order
+torch, baton, engine, engine, baton, torch; prints each phase's time per
+call and its wall-clock span (to line up with `nvidia-smi -lms 50`), and
+per shape the mean of each way's two phases.  Bursts of a few
+milliseconds (the rounds) and phases of hundreds (this) can rank the GEMMs
+differently at a power cap: the clock a kernel keeps depends on how long
+it has been drawing.
 
 DIR holds the one-rank GEMM + AllToAll program (baton compile
 algorithms/moe_combine.lua --param ranks=1).
 """
-import ctypes, json, os, sys, tempfile
+import ctypes, json, os, sys, tempfile, time
 
 
 def graph_of(torch, fn):
@@ -56,6 +64,26 @@ def kernel_us(torch, run, reps):
     return (d[len(d) // 2] if d else -1), list(dict.fromkeys(e.get('name', '?') for e in ev))
 
 
+def sustained(torch, fn, ms, inner):
+    """fn alone for about ms milliseconds of replays of a graph of `inner` calls, after a second of rest:
+    (us per call, wall-clock start, end)."""
+    gr = graph_of(torch, lambda: [fn() for _ in range(inner)])
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    gr.replay()
+    e1.record()
+    e1.synchronize()
+    n = max(3, int(ms / max(e0.elapsed_time(e1), 1e-3)))
+    time.sleep(1.0)
+    t0 = time.time()
+    e0.record()
+    for _ in range(n):
+        gr.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) * 1000.0 / (n * inner), t0, time.time()
+
+
 def off(torch, got, ref):
     """Elements of got off ref by more than a bf16 rounding or two."""
     return int(((got.float() - ref.float()).abs() > ref.float().abs() / 64 + 1e-2).sum())
@@ -71,9 +99,10 @@ def main():
     ap.add_argument('--inner', type=int, default=1)
     ap.add_argument('--names', action='store_true')
     ap.add_argument('--fill', choices=('random', 'const'), default='random')
+    ap.add_argument('--sustain', type=int, default=0)
     a = ap.parse_args()
-    if not 1 <= a.rounds <= 100 or not 1 <= a.inner <= 1000:
-        sys.exit('torch_gemm.py: --rounds must be in 1 .. 100 and --inner in 1 .. 1000')
+    if not 1 <= a.rounds <= 100 or not 1 <= a.inner <= 1000 or not 0 <= a.sustain <= 10000:
+        sys.exit('torch_gemm.py: --rounds must be in 1 .. 100, --inner in 1 .. 1000 and --sustain in 0 .. 10000')
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python'))
     import torch
     import baton
@@ -106,6 +135,17 @@ def main():
 
         fns = {'torch': lambda: torch.matmul(X, W, out=Y),
                'baton': lambda: baton.gemm_alltoall(X, W, out=out, comm=comm), 'engine': engine}
+        if a.sustain:
+            t = {k: [] for k in fns}
+            for k in list(fns) + list(fns)[::-1]:
+                us, t0, t1 = sustained(torch, fns[k], a.sustain, a.inner)
+                t[k].append(us)
+                print(f'# {T}x{H}x{F} {k}: {us:.1f} us a call, wall {t0:.3f}-{t1:.3f}', flush=True)
+            m = {k: sum(v) / len(v) for k, v in t.items()}
+            print(f'{T:5d} {H:5d} {F:5d} | sustained ' + ' | '.join(f'{k} {m[k]:7.1f} us' for k in fns) +
+                  f' | torch/engine {m["torch"] / m["engine"]:.3f} torch/baton {m["torch"] / m["baton"]:.3f}'
+                  f' | wrong engine {off(torch, Ye, Y)} baton {off(torch, out, Y)}', flush=True)
+            continue
         reps = max(5, min(200, int(4e5 / (2.0 * T * H * F / 5e8))))   # a few hundred ms a side at most
         t = {k: [] for k in fns}
         for r in range(a.rounds):   # turn about, the order reversed every other round
