@@ -24,10 +24,10 @@ power cap, what the data costs the GEMMs shows as the difference);
 milliseconds of back-to-back replays after a second of rest, in the order
 torch, baton, engine, engine, baton, torch; prints each phase's time per
 call and its wall-clock span (to line up with `nvidia-smi -lms 50`), and
-per shape the mean of each way's two phases.  Bursts of a few
-milliseconds (the rounds) and phases of hundreds (this) can rank the GEMMs
-differently at a power cap: the clock a kernel keeps depends on how long
-it has been drawing.
+per shape the mean of each way's two phases.  The rounds (the ways back
+to back, each timing 3-300 ms of calls by shape) and these phases can
+rank the GEMMs differently at a power cap: the clock a kernel keeps
+depends on what ran before it and for how long.
 
 DIR holds the one-rank GEMM + AllToAll program (baton compile
 algorithms/moe_combine.lua --param ranks=1).
