@@ -1,18 +1,80 @@
 """Comm.init_rank from Python, a process per rank: the parent makes the
 unique id and starts N processes (2, or the third argument), each seeing
-one GPU (CUDA_VISIBLE_DEVICES); each calls Comm.init_rank(N, id, rank),
-reports its communicator's rank count and rank, and destroys it.  TAP; a
-skip with fewer than N GPUs.
+one GPU (CUDA_VISIBLE_DEVICES: rank r sees GPU r, or GPU r mod G where
+the machine has G < N GPUs, the ranks then sharing them); each calls
+Comm.init_rank(N, id, rank), reports its communicator's rank count and
+rank, runs one gemv_allreduce (the library's gemv_allreduce.lua compiled
+for N ranks by the parent, through Python, into the children's
+BATON_ALGO_DIR) on device buffers of its own (small
+integers, so the sum over ranks is exact) and checks y against the sum
+it computes itself, then destroys the communicator.  TAP; a skip without
+a GPU.
 Usage: python3 python_ranks.py PYTHON_DIR LIBBATON [N]"""
+import array
 import ctypes
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baton
 from tap import ok, skip, done
+
+M, K = 1000, 384          # y of 1000 floats: the direct one-shot kernel's size range
+
+
+def cudart():
+    """The CUDA runtime libbaton.so uses, or None."""
+    for name in ('libcudart.so', 'libcudart.so.13', '/usr/local/cuda/lib64/libcudart.so'):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+class DevF32:
+    """A float32 CUDA buffer of the given shape, seen by baton's module as a contiguous tensor."""
+
+    class _Type:
+        def __str__(self):
+            return 'torch.float32'
+
+    is_cuda = True
+    dtype = _Type()
+
+    def __init__(self, rt, values, shape):
+        self.rt, self.shape = rt, shape
+        self.n = len(values)
+        self.p = ctypes.c_void_p()
+        if rt.cudaMalloc(ctypes.byref(self.p), 4 * self.n) != 0:
+            raise RuntimeError('cudaMalloc failed')
+        buf = array.array('f', values)
+        if rt.cudaMemcpy(self.p, buf.buffer_info()[0], ctypes.c_size_t(4 * self.n), 1) != 0:
+            raise RuntimeError('cudaMemcpy to the GPU failed')
+
+    def stride(self, i=None):
+        s = (self.shape[1], 1) if len(self.shape) == 2 else (1,)
+        return s if i is None else s[i]
+
+    def data_ptr(self):
+        return self.p.value
+
+    def values(self):
+        buf = array.array('f', [0.0]) * self.n
+        if self.rt.cudaMemcpy(buf.buffer_info()[0], self.p, ctypes.c_size_t(4 * self.n), 2) != 0:
+            raise RuntimeError('cudaMemcpy from the GPU failed')
+        return buf
+
+
+def w_of(r, i, j):
+    return float((i * 7 + j * 3 + r) % 5 - 2)
+
+
+def x_of(r, j):
+    return float((j + 2 * r) % 3 - 1)
 
 
 def child(libpath, n, rank, uid):
@@ -23,19 +85,19 @@ def child(libpath, n, rank, uid):
     lib.baton_comm_count(comm._h, ctypes.byref(count))
     lib.baton_comm_user_rank(comm._h, ctypes.byref(me))
     print(f'count {count.value} rank {me.value}', flush=True)
+    rt = cudart()
+    W = DevF32(rt, [w_of(rank, i, j) for i in range(M) for j in range(K)], (M, K))
+    x = DevF32(rt, [x_of(rank, j) for j in range(K)], (K,))
+    y = DevF32(rt, [float('nan')] * M, (M,))
+    baton.gemv_allreduce(W, x, y, comm=comm, stream=0)
+    if rt.cudaDeviceSynchronize() != 0:
+        raise RuntimeError('cudaDeviceSynchronize failed')
+    got = y.values()
+    xs = [[x_of(r, j) for j in range(K)] for r in range(n)]
+    want = [sum(w_of(r, i, j) * xs[r][j] for r in range(n) for j in range(K)) for i in range(M)]
+    wrong = sum(1 for a, b in zip(got, want) if a != b)
+    print(f'gemv_allreduce wrong {wrong} of {M} algorithm {comm.last_algorithm()}', flush=True)
     comm.destroy()
-
-
-def gpus():
-    """GPUs this machine has, through the CUDA runtime libbaton.so uses; 0 when it cannot tell."""
-    for name in ('libcudart.so', '/usr/local/cuda/lib64/libcudart.so'):
-        try:
-            rt = ctypes.CDLL(name)
-        except OSError:
-            continue
-        n = ctypes.c_int(0)
-        return n.value if rt.cudaGetDeviceCount(ctypes.byref(n)) == 0 else 0
-    return 0
 
 
 if len(sys.argv) > 3 and sys.argv[3] == '--child':
@@ -43,15 +105,23 @@ if len(sys.argv) > 3 and sys.argv[3] == '--child':
     sys.exit(0)
 
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-have = gpus()
-if have < n:
-    skip('Comm.init_rank, a process per rank', f'needs {n} GPUs, found {have}')
+rt = cudart()
+have = ctypes.c_int(0)
+if rt is None or rt.cudaGetDeviceCount(ctypes.byref(have)) != 0 or have.value < 1:
+    skip(f'Comm.init_rank, {n} processes', 'no GPU')
     done()
+have = have.value
+where = f'{n} GPUs' if have >= n else f'{have} GPU{"s" if have > 1 else ""} shared'
 baton.load(sys.argv[2])
+algs = tempfile.mkdtemp(prefix='python_ranks.')
+script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'algorithms', 'gemv_allreduce.lua')
+baton.compile(script, os.path.join(algs, f'gemv_allreduce_{n}r.xml'), ranks=n)
 uid = baton.Comm.unique_id()
 procs = []
 for r in range(n):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % have), BATON_ALGO_DIR=algs)
+    env.pop('BATON_ALGO_FILES', None)
+    env.pop('MSCCL_XML_FILES', None)
     procs.append(subprocess.Popen([sys.executable, __file__, sys.argv[1], sys.argv[2], '--child', str(n), str(r),
                                    uid.hex()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
 for r, p in enumerate(procs):
@@ -60,8 +130,15 @@ for r, p in enumerate(procs):
     except subprocess.TimeoutExpired:
         p.kill()
         out, _ = p.communicate()
-    good = p.returncode == 0 and f'count {n} rank {r}' in out
-    ok(good, f'rank {r} of {n}: Comm.init_rank in its own process made a communicator of {n} ranks, rank {r}')
-    if not good:
-        print('# ' + out.strip()[-600:].replace('\n', '\n# '))
+    made = p.returncode == 0 and f'count {n} rank {r}' in out
+    ok(made, f'rank {r} of {n} ({where}): Comm.init_rank in its own process made a communicator of {n} ranks, '
+             f'rank {r}')
+    line = next((s for s in out.splitlines() if s.startswith('gemv_allreduce ')), '')
+    ok(p.returncode == 0 and line.startswith(f'gemv_allreduce wrong 0 of {M} '),
+       f'rank {r} of {n}: gemv_allreduce {M} x {K} f32 across the processes, y exact ({line[15:] or "no result"})')
+    if not (made and line):
+        print('# ' + out.strip()[-1200:].replace('\n', '\n# '))
+for f in os.listdir(algs):
+    os.unlink(os.path.join(algs, f))
+os.rmdir(algs)
 done()

@@ -64,10 +64,9 @@ def kernel_us(torch, run, reps):
     return (d[len(d) // 2] if d else -1), list(dict.fromkeys(e.get('name', '?') for e in ev))
 
 
-def sustained(torch, fn, ms, inner):
-    """fn alone for about ms milliseconds of replays of a graph of `inner` calls, after a second of rest:
-    (us per call, wall-clock start, end)."""
-    gr = graph_of(torch, lambda: [fn() for _ in range(inner)])
+def sustained(torch, gr, ms, inner):
+    """gr (a captured graph of `inner` calls) alone for about ms milliseconds of replays, after a second of
+    rest: (us per call, wall-clock start, end)."""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     gr.replay()
@@ -137,8 +136,9 @@ def main():
                'baton': lambda: baton.gemm_alltoall(X, W, out=out, comm=comm), 'engine': engine}
         if a.sustain:
             t = {k: [] for k in fns}
-            for k in list(fns) + list(fns)[::-1]:
-                us, t0, t1 = sustained(torch, fns[k], a.sustain, a.inner)
+            grs = {k: graph_of(torch, lambda f=f: [f() for _ in range(a.inner)]) for k, f in fns.items()}
+            for k in list(fns) + list(fns)[::-1]:   # each way's graph captured once, before the first phase
+                us, t0, t1 = sustained(torch, grs[k], a.sustain, a.inner)
                 t[k].append(us)
                 print(f'# {T}x{H}x{F} {k}: {us:.1f} us a call, wall {t0:.3f}-{t1:.3f}', flush=True)
             m = {k: sum(v) / len(v) for k, v in t.items()}
