@@ -113,32 +113,31 @@ if rt is None or rt.cudaGetDeviceCount(ctypes.byref(have)) != 0 or have.value < 
 have = have.value
 where = f'{n} GPUs' if have >= n else f'{have} GPU{"s" if have > 1 else ""} shared'
 baton.load(sys.argv[2])
-algs = tempfile.mkdtemp(prefix='python_ranks.')
-script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'algorithms', 'gemv_allreduce.lua')
-baton.compile(script, os.path.join(algs, f'gemv_allreduce_{n}r.xml'), ranks=n)
-uid = baton.Comm.unique_id()
-procs = []
-for r in range(n):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % have), BATON_ALGO_DIR=algs)
-    env.pop('BATON_ALGO_FILES', None)
-    env.pop('MSCCL_XML_FILES', None)
-    procs.append(subprocess.Popen([sys.executable, __file__, sys.argv[1], sys.argv[2], '--child', str(n), str(r),
-                                   uid.hex()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-for r, p in enumerate(procs):
-    try:
-        out, _ = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-    made = p.returncode == 0 and f'count {n} rank {r}' in out
-    ok(made, f'rank {r} of {n} ({where}): Comm.init_rank in its own process made a communicator of {n} ranks, '
-             f'rank {r}')
-    line = next((s for s in out.splitlines() if s.startswith('gemv_allreduce ')), '')
-    ok(p.returncode == 0 and line.startswith(f'gemv_allreduce wrong 0 of {M} '),
-       f'rank {r} of {n}: gemv_allreduce {M} x {K} f32 across the processes, y exact ({line[15:] or "no result"})')
-    if not (made and line):
-        print('# ' + out.strip()[-1200:].replace('\n', '\n# '))
-for f in os.listdir(algs):
-    os.unlink(os.path.join(algs, f))
-os.rmdir(algs)
+with tempfile.TemporaryDirectory(prefix='python_ranks.') as algs:
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'algorithms',
+                          'gemv_allreduce.lua')
+    baton.compile(script, os.path.join(algs, f'gemv_allreduce_{n}r.xml'), ranks=n)
+    uid = baton.Comm.unique_id()
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % have), BATON_ALGO_DIR=algs)
+        env.pop('BATON_ALGO_FILES', None)
+        env.pop('MSCCL_XML_FILES', None)
+        procs.append(subprocess.Popen([sys.executable, __file__, sys.argv[1], sys.argv[2], '--child', str(n), str(r),
+                                       uid.hex()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        made = p.returncode == 0 and f'count {n} rank {r}' in out
+        ok(made, f'rank {r} of {n} ({where}): Comm.init_rank in its own process made a communicator of {n} ranks, '
+                 f'rank {r}')
+        line = next((s for s in out.splitlines() if s.startswith('gemv_allreduce ')), '')
+        ok(p.returncode == 0 and line.startswith(f'gemv_allreduce wrong 0 of {M} '),
+           f'rank {r} of {n}: gemv_allreduce {M} x {K} f32 across the processes, y exact ({line[15:] or "no result"})')
+        if not (made and line):
+            print('# ' + out.strip()[-1200:].replace('\n', '\n# '))
 done()

@@ -27,12 +27,11 @@
 set -u
 ranks=${RANKS:-2} gpus=${GPUS:-1} algs=${ALGS:-build/algs/r2}
 tools=${TOOLS:-memcheck synccheck} deadline=${DEADLINE:-540} limit=${LIMIT:-300} runs=${RUNS:-1}
-out=${OUT:-/tmp} suites=${SUITES:-runtime fused embed moe register moe_procs}
+all_suites="runtime fused embed moe register moe_procs"
+out=${OUT:-/tmp} suites=${SUITES:-$all_suites}
 mkdir -p "$out" || exit 2
 for s in $suites; do
-  case $s in runtime | fused | embed | moe | register | moe_procs) ;;
-    *) echo "gpu_sanitize.sh: SUITES has '$s'; the suites are runtime fused embed moe register moe_procs" >&2; exit 2 ;;
-  esac
+  [[ " $all_suites " == *" $s "* ]] || { echo "gpu_sanitize.sh: SUITES has '$s'; the suites are $all_suites" >&2; exit 2; }
 done
 case "$ranks$gpus$runs" in *[!0-9]* | '') echo "gpu_sanitize.sh: RANKS, GPUS and RUNS are numbers" >&2; exit 2 ;; esac
 runs=$((10#$runs)); ((runs >= 1)) || { echo "gpu_sanitize.sh: RUNS=$runs would skip the runtime suite; give 1 or more" >&2; exit 2; }
