@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "ip_mem.cuh"
+#include "ip_part.h"
 #include "ip_spin.cuh"
 #include "ip_reduce.cuh"
 #include "rt_cudart.h"
@@ -20,52 +21,40 @@
 
 __device__ __forceinline__ bool aligned16(const char *p) { return ((uintptr_t)p & 15) == 0; }
 
-// Nonzero where n bytes at q need load_part's (and store_part's) loop of
-// 4- or 1-byte accesses: q or n not a multiple of 8.
+// Nonzero where n bytes at q are not one or two aligned 8-byte words:
+// q or n not a multiple of 8 (ip_part.h's pieces or words then).
 __device__ __forceinline__ unsigned part_grain(const char *q, int n) { return (unsigned)(((uintptr_t)q | (unsigned)n) & 7); }
 
 // The valid bytes of a unit that is not one whole aligned 16-byte access
-// (a region's tail, an LL128 slot's 8 bytes, or an unaligned region), in
-// the widest words both the address and the valid length allow (zero past
-// valid).  8-byte words in line (an LL128 line's last slot is one); the
-// narrower ones in a loop, not unrolled: inlined at every load of every
-// operation, their unrolled forms were a sixth of the kernel's code.
+// (a region's tail, an LL128 slot's 8 bytes, or an unaligned region),
+// zero past valid: 8-byte words in line (an LL128 line's last slot is
+// one); a tail at an 8-byte boundary in ip_part.h's pieces; an unaligned
+// unit in its words or bytes.
 static __device__ __forceinline__ uint4 load_part(const char *p, int64_t off, int64_t valid) {
   const char *q = p + off;
   const int n = valid - off < 16 ? (int)(valid - off) : 16;
-  const unsigned g = part_grain(q, n);
-  uint64_t lo = 0, hi = 0;
-  if (g == 0) {   // n is 8 or 16
+  uint64_t lo, hi = 0;
+  if (part_grain(q, n) == 0) {   // n is 8 or 16
     lo = __ldcg((const unsigned long long *)q);
     if (n > 8) hi = __ldcg((const unsigned long long *)(q + 8));
+  } else if (((uintptr_t)q & 7) == 0) {   // a tail
+    ip_part_tail_load(q, n, &lo, &hi);
   } else {
-    const int w = (g & 3) == 0 ? 4 : 1;   // bytes a load
-#pragma unroll 1
-    for (int k = 0; k < n; k += w) {
-      const uint64_t x = w == 4 ? (uint64_t)__ldcg((const unsigned *)(q + k)) : (uint64_t)(uint8_t)q[k];
-      if (k < 8) lo |= x << (8 * k);
-      else hi |= x << (8 * (k - 8));
-    }
+    ip_part_words_load(q, n, &lo, &hi);
   }
   return make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
 }
 static __device__ __forceinline__ void store_part(char *p, int64_t off, int64_t valid, uint4 v) {
   char *q = p + off;
   const int n = valid - off < 16 ? (int)(valid - off) : 16;
-  const unsigned g = part_grain(q, n);
   const uint64_t lo = (uint64_t)v.y << 32 | v.x, hi = (uint64_t)v.w << 32 | v.z;
-  if (g == 0) {   // n is 8 or 16
+  if (part_grain(q, n) == 0) {   // n is 8 or 16
     *(uint64_t *)q = lo;
     if (n > 8) *(uint64_t *)(q + 8) = hi;
     return;
   }
-  const int w = (g & 3) == 0 ? 4 : 1;
-#pragma unroll 1
-  for (int k = 0; k < n; k += w) {
-    const uint64_t x = (k < 8 ? lo : hi) >> (8 * (k & 7));
-    if (w == 4) *(uint32_t *)(q + k) = (uint32_t)x;
-    else q[k] = (char)x;
-  }
+  if (((uintptr_t)q & 7) == 0) ip_part_tail_store(q, n, lo, hi);   // a tail
+  else ip_part_words_store(q, n, lo, hi);
 }
 
 // The 16 bytes at p + off of a region whose first `valid` bytes count (a
@@ -327,7 +316,7 @@ struct slot {
   int64_t l, off;   // its line, and its first data byte in the chunk
   int part, n;      // its place in the line, and its data bytes (16; 8 for part 7)
   bool live;        // l is one of the chunk's lines
-  bool loop;        // a load of this round took load_part's loop (see slot_out)
+  bool loop;        // a load of this round took ip_part.h's pieces (see slot_out)
 };
 
 // How many of a chunk's bytes count for slot s, where `valid` of them do:
@@ -337,8 +326,8 @@ __device__ __forceinline__ int64_t slot_valid(const slot &s, int64_t valid) {
 }
 
 // The slot's bytes of a chunk at p of which `valid` bytes count (zero past
-// them).  Notes in s.loop whether they came through load_part's loop of
-// 4- or 1-byte loads (a length or an address not a multiple of 8).
+// them).  Notes in s.loop whether they came through ip_part.h's pieces
+// (a length or an address not a multiple of 8).
 __device__ __forceinline__ uint4 slot_load(const char *p, slot &s, int64_t valid) {
   if (!s.live) return make_uint4(0, 0, 0, 0);
   const int64_t v = slot_valid(s, valid);
