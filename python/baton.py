@@ -121,6 +121,8 @@ def _declare(lib):
     lib.baton_comm_last_algorithm.restype = _ctypes.c_char_p
     lib.baton_comm_count.argtypes = [P, _ctypes.POINTER(I)]
     lib.baton_comm_count.restype = I
+    lib.baton_comm_user_rank.argtypes = [P, _ctypes.POINTER(I)]
+    lib.baton_comm_user_rank.restype = I
     lib.baton_comm_algorithm_count.argtypes = [P]
     lib.baton_comm_algorithm_count.restype = I
     lib.baton_comm_algorithm_name.argtypes = [P, I]
@@ -369,6 +371,18 @@ class Comm:
         _check('baton_comm_init_rank',
                lib.baton_comm_init_rank(_ctypes.byref(h), nranks, _UniqueId.from_buffer_copy(uid), rank))
         return Comm(h.value)
+
+    def size(self):
+        """How many ranks the communicator has."""
+        n = _ctypes.c_int()
+        _check('baton_comm_count', load().baton_comm_count(self._h, _ctypes.byref(n)))
+        return n.value
+
+    def rank(self):
+        """This communicator's rank."""
+        r = _ctypes.c_int()
+        _check('baton_comm_user_rank', load().baton_comm_user_rank(self._h, _ctypes.byref(r)))
+        return r.value
 
     def last_algorithm(self):
         """The program the last call of this communicator ran."""
