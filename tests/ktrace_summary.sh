@@ -8,10 +8,6 @@ set -u
 py=$1
 . "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() {  # check NAME PATTERN: the summary has a line matching PATTERN
-  local pass=0; grep -qE -- "$2" <<<"$out" && pass=1
-  verdict $pass "$1" "no line matches: $2" "$out"
-}
 # Stream 7: kernel A (mangled, template arguments) at 0-1000, 2000-3000
 # (a memset 1500-1600 between), 5000-7000; stream 9: kernel B (a name with a
 # comma, quoted) 100-600 and 1100-1600, recorded out of order.

@@ -15,6 +15,13 @@ verdict() {
   return 1
 }
 
+# check NAME PATTERN: a test point, passed when a line of $out (the output
+# under test, set by the caller) matches the extended regex PATTERN.
+check() {
+  local pass=0; grep -qE -- "$2" <<<"$out" && pass=1
+  verdict $pass "$1" "no line matches: $2" "$out"
+}
+
 # tap_end: the plan line; the suite's status (0 when nothing failed).
 tap_end() {
   echo "1..$n"

@@ -8,10 +8,6 @@ set -u
 py=$1
 . "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() {  # check NAME PATTERN: the summary has a line matching PATTERN
-  local pass=0; grep -qE -- "$2" <<<"$out" && pass=1
-  verdict $pass "$1" "no line matches: $2" "$out"
-}
 hdr=rank,algo,threads,block,lane,tb,event,step,tile,ns,clk
 # Rank 0: 2 cycles/ns; ready 1 us after enter, step 0 waits 1 us, works 3 us; 10 us in all.
 printf '%s\n' $hdr 0,demo,512,0,0,0,enter,0,0,1000,10000 0,demo,512,0,0,0,ready,0,0,0,12000 \

@@ -55,7 +55,7 @@ static void say(const char *what, CUptiResult r) {
   fprintf(stderr, "libbaton_ktrace: %s: %s (BATON_KTRACE: no timeline)\n", what, s ? s : "unknown CUPTI error");
 }
 
-/* A slot for one more record, or NULL (counted as dropped) past the limit
+/* A slot for one more record (unset: row fills it), or NULL (counted as dropped) past the limit
  * or when memory runs out.  Called with lock held. */
 static krec *slot(void) {
   if (nrecs == caprecs) {
@@ -69,9 +69,7 @@ static krec *slot(void) {
     recs = grown;
     caprecs = want;
   }
-  krec *k = &recs[nrecs++];
-  memset(k, 0, sizeof *k);
-  return k;
+  return &recs[nrecs++];
 }
 
 /* The index of kernel name s in names[], added if new; 0 ("other") past
@@ -93,44 +91,32 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
   *max_records = 0;   /* as many as fit */
 }
 
+/* A new row of kind `kind` with the fields every kept record has; NULL
+ * when dropped (slot).  Called with lock held. */
+static krec *row(uint8_t kind, uint32_t device, uint32_t stream, uint32_t graph, uint64_t node, uint64_t start,
+                 uint64_t end) {
+  krec *k = slot();
+  if (k)
+    *k = (krec){.kind = kind, .device = device, .stream = stream, .graph = graph, .node = node, .start = start,
+                .end = end};
+  return k;
+}
+
 /* Copies what a record of a kind we keep says into the table. */
 static void keep(const CUpti_Activity *a) {
   krec *k;
   if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
     const CUpti_ActivityKernel10 *r = (const CUpti_ActivityKernel10 *)a;
-    if (!(k = slot())) return;
-    k->kind = 0;
-    k->device = r->deviceId;
-    k->stream = r->streamId;
-    k->graph = r->graphId;
-    k->node = r->graphNodeId;
-    k->start = r->start;
-    k->end = r->end;
+    if (!(k = row(0, r->deviceId, r->streamId, r->graphId, r->graphNodeId, r->start, r->end))) return;
     k->grid = (int64_t)r->gridX * r->gridY * r->gridZ;
     k->block = (int64_t)r->blockX * r->blockY * r->blockZ;
     k->name = name_of(r->name);
   } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
     const CUpti_ActivityMemcpy6 *r = (const CUpti_ActivityMemcpy6 *)a;
-    if (!(k = slot())) return;
-    k->kind = 1;
-    k->device = r->deviceId;
-    k->stream = r->streamId;
-    k->graph = r->graphId;
-    k->node = r->graphNodeId;
-    k->start = r->start;
-    k->end = r->end;
-    k->bytes = r->bytes;
+    if ((k = row(1, r->deviceId, r->streamId, r->graphId, r->graphNodeId, r->start, r->end))) k->bytes = r->bytes;
   } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
     const CUpti_ActivityMemset4 *r = (const CUpti_ActivityMemset4 *)a;
-    if (!(k = slot())) return;
-    k->kind = 2;
-    k->device = r->deviceId;
-    k->stream = r->streamId;
-    k->graph = r->graphId;
-    k->node = r->graphNodeId;
-    k->start = r->start;
-    k->end = r->end;
-    k->bytes = r->bytes;
+    if ((k = row(2, r->deviceId, r->streamId, r->graphId, r->graphNodeId, r->start, r->end))) k->bytes = r->bytes;
   }
 }
 
