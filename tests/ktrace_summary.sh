@@ -30,6 +30,20 @@ out=$(python3 "$py" "$tmp/k.42.csv" --skip 1 --name direct 2>&1)
 check "--skip 1 --name: A's last two only, nothing else" "^ +7 +ip_direct_kernel +2 +1\.50 +1\.50 +1\.20 +1\.20 +2\.50$"
 pass=1; grep -q "memset\|void B" <<<"$out" && pass=0
 verdict $pass "--name leaves out the others" "they are shown" "$out"
+out=$(python3 "$py" "$tmp/k" --chrome "$tmp/k.json" 2>&1)
+check "--chrome says where it wrote" "^# Chrome trace written to .*k\.json"
+out=$(python3 - "$tmp/k.json" <<'PY' 2>&1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = sorted((e["tid"], e["ts"], e["dur"], e["name"], e["cat"]) for e in ev if e["ph"] == "X")
+print("spans", len(x))
+print("first", x[0])
+print("threads", sorted(e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"))
+PY
+)
+check "--chrome: a span per record" "^spans 6$"
+check "--chrome: stream 7's first kernel at 0 us, 1 us long, named short" "^first \(7, 0\.0, 1\.0, 'ip_direct_kernel', 'kernel'\)$"
+check "--chrome: a thread per stream" "^threads \['stream 7', 'stream 9'\]$"
 out=$(python3 "$py" "$tmp/none" 2>&1); rc=$?
 pass=0; [ $rc -ne 0 ] && grep -q "no timeline found" <<<"$out" && pass=1
 verdict $pass "a prefix with no files is an error that says so" "rc $rc" "$out"

@@ -11,13 +11,17 @@ and prints, per process, stream and kernel (copies and memsets as
   period  from the start of the one before of the same name on the same
           stream to its start: median
 Names are shortened to the function's (its template arguments dropped);
---full keeps them whole.
-    usage: ktrace_summary.py PREFIX|FILE.csv ... [--skip N] [--name TEXT] [--full]
+--full keeps them whole.  --chrome FILE also writes every record as a
+Chrome-trace JSON file (https://ui.perfetto.dev, chrome://tracing): a
+process per file, a thread per stream, each kernel, copy and memset a
+span, in us from the file's first start.
+    usage: ktrace_summary.py PREFIX|FILE.csv ... [--skip N] [--name TEXT] [--full] [--chrome FILE]
       --skip N     leave out the first N records of each kernel on each stream (warm-up)
       --name TEXT  only kernels whose (shortened) name holds TEXT
 """
 import csv
 import glob
+import json
 import statistics
 import sys
 
@@ -85,13 +89,26 @@ def summarize(recs, skip, only, full):
     return rows
 
 
+def chrome_events(pid, path, recs, full):
+    """Chrome-trace events for one file's records: its process, a thread
+    per stream, a span per record (us from the file's first start)."""
+    t0 = min((r["start"] for r in recs), default=0)
+    ev = [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": path}}]
+    for s in sorted({r["stream"] for r in recs}):
+        ev.append({"ph": "M", "pid": pid, "tid": s, "name": "thread_name", "args": {"name": "stream %d" % s}})
+    for r in recs:
+        ev.append({"ph": "X", "pid": pid, "tid": r["stream"], "name": r["name"] if full else short(r["name"]),
+                   "cat": r["kind"], "ts": (r["start"] - t0) / 1000.0, "dur": (r["end"] - r["start"]) / 1000.0})
+    return ev
+
+
 def main():
     args = sys.argv[1:]
-    skip, only, full, paths = 0, None, False, []
+    skip, only, full, paths, chrome = 0, None, False, [], None
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--skip", "--name"):
+        if a in ("--skip", "--name", "--chrome"):
             if i + 1 >= len(args):
                 sys.exit("ktrace_summary.py: %s needs a value" % a)
             if a == "--skip":
@@ -101,8 +118,10 @@ def main():
                     sys.exit("ktrace_summary.py: --skip takes a count, not %r" % args[i + 1])
                 if skip < 0:
                     sys.exit("ktrace_summary.py: --skip takes a count of 0 or more")
-            else:
+            elif a == "--name":
                 only = args[i + 1]
+            else:
+                chrome = args[i + 1]
             i += 2
             continue
         if a == "--full":
@@ -115,13 +134,21 @@ def main():
     if not paths:
         sys.exit(__doc__ if not args else "ktrace_summary.py: no timeline found (PREFIX.PID.csv)")
     fmt = lambda v: "-" if v is None else "%.2f" % v
-    for path in paths:
+    events = []
+    for pid, path in enumerate(paths):
+        recs = read(path)
+        if chrome:
+            events += chrome_events(pid, path, recs, full)
         print("%s" % path)
         print("  %-8s %-40s %7s %9s %9s %9s %9s %9s" % ("stream", "name", "n", "dur_med", "dur_mean", "gap_med",
                                                          "gap_mean", "period"))
-        for s, name, n, dmed, dmean, gmed, gmean, per in summarize(read(path), skip, only, full):
+        for s, name, n, dmed, dmean, gmed, gmean, per in summarize(recs, skip, only, full):
             print("  %-8d %-40s %7d %9s %9s %9s %9s %9s" % (s, name[:40], n, fmt(dmed), fmt(dmean), fmt(gmed),
                                                              fmt(gmean), fmt(per)))
+    if chrome:
+        with open(chrome, "w") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)
+        print("# Chrome trace written to %s" % chrome)
 
 
 if __name__ == "__main__":
