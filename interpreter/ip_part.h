@@ -8,9 +8,10 @@
  * A tail walked a 4-byte word or a byte at a time, each load used before
  * the next, held the warp owning a chunk's last line, and with it the
  * whole call: the LL128 one-shot AllReduce of 2 ranks sharing one H200
- * took 0.3-0.7 us longer at an odd f32 count than at an even one, and
- * 1.6-2.1 us longer at an odd bf16 count (10 and 14 single bytes); with
- * the pieces, as long as at the even count. */
+ * took up to 0.7 us longer at an odd f32 count than at an even one (three
+ * words for a tail of 12 bytes), and 1.6-2.1 us longer at an odd bf16
+ * count (10 and 14 single bytes); with the pieces, as long as at the even
+ * count. */
 #ifndef IP_PART_H
 #define IP_PART_H
 
