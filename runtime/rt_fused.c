@@ -145,17 +145,17 @@ static baton_result choose_fused(baton_comm *c, ir_coll coll, int key, uint64_t 
     c->last_choice_fused = i;
   }
   free(usable);
-  int loaded = 0;   /* programs of this kind at all, whatever their sizes */
-  for (int k = 0; k < n && i < 0; k++) {
-    const rt_algo *al = rt_algos_get(c->algos, k);
-    loaded += al->prog->coll == coll && al->compute == key;
-  }
-  if (i < 0 && !loaded) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d: no %s program is loaded (compile one for %d ranks into BATON_ALGO_DIR: "
-             "docs/FUSED.md): not run", c->rank, what, c->nranks);
-    return baton_unsupported;
-  }
   if (i < 0) {
+    int loaded = 0;   /* programs of this kind at all, whatever their sizes */
+    for (int k = 0; k < n && !loaded; k++) {
+      const rt_algo *al = rt_algos_get(c->algos, k);
+      loaded = al->prog->coll == coll && al->compute == key;
+    }
+    if (!loaded) {
+      LOG_WARN(RT_SUB_RUNTIME, "rank %d: no %s program is loaded (compile one for %d ranks into BATON_ALGO_DIR: "
+               "docs/FUSED.md): not run", c->rank, what, c->nranks);
+      return baton_unsupported;
+    }
     LOG_WARN(RT_SUB_RUNTIME, "rank %d: no loaded %s program fits %lld elements (%llu bytes) per rank on %d ranks "
              "(BATON_DEBUG=INFO says why): not run", c->rank, what, (long long)count, (unsigned long long)bytes,
              c->nranks);

@@ -5,7 +5,7 @@
  * own, which a timeline inside one kernel (BATON_TRACE) cannot show.
  *
  * Loaded by the CUDA driver as an injection library:
- *   BATON_KTRACE=PREFIX CUDA_INJECTION64_PATH=build/tools/measure/libbaton_ktrace.so PROGRAM ...
+ *   BATON_KTRACE=PREFIX CUDA_INJECTION64_PATH=$PWD/build/tools/libbaton_ktrace.so PROGRAM ...
  * Each process writes PREFIX.PID.csv when it exits (header line, then one
  * row a record, in the order CUPTI delivered them):
  *   kind,name,device,stream,graph,node,start_ns,end_ns,grid,block,bytes
@@ -55,8 +55,8 @@ static void say(const char *what, CUptiResult r) {
   fprintf(stderr, "libbaton_ktrace: %s: %s (BATON_KTRACE: no timeline)\n", what, s ? s : "unknown CUPTI error");
 }
 
-/* A slot for one more record (unset: row fills it), or NULL (counted as dropped) past the limit
- * or when memory runs out.  Called with lock held. */
+/* A slot for one more record (unset: row fills it), or NULL (counted as
+ * dropped) past the limit or when memory runs out.  Called with lock held. */
 static krec *slot(void) {
   if (nrecs == caprecs) {
     size_t want = caprecs ? 2 * caprecs : 4096;
