@@ -12,6 +12,7 @@
 
 #include "rt_bootstrap.h"
 #include "rt_fdpass.h"
+#include "rt_hash.h"
 #include "rt_param.h"
 #include "rt_shmbox.h"
 #include "rt_socket.h"
@@ -63,7 +64,10 @@ typedef struct pb_map {
 
 /* An allocation of some rank that a successful exchange carried: every
  * other rank has it mapped since (mappings are kept).  CUDA IPC ones by
- * their handle, cuMem ones by their identity. */
+ * their handle; cuMem ones by the run of allocations side by side that
+ * one mapping holds (run_of: their identities in order), for a buffer
+ * across several is mapped as one run of them (map_vmm): allocations each
+ * carried alone were mapped apart, and no mapping holds them side by side. */
 typedef struct pb_seen {
   int32_t rank, vmm;
   uint64_t id;
@@ -106,7 +110,15 @@ struct rt_peerbufs {
   int nfreed;
 };
 
-/* Whether seen holds rank r's allocation (vmm: identity id; else handle ipc). */
+/* The identity of a run of k cuMem allocations side by side (never 0). */
+static uint64_t run_of(const pb_piece *piece, int k) {
+  uint64_t h = rt_hash(RT_HASH_START, (uint64_t)k);
+  for (int i = 0; i < k; i++) h = rt_hash(rt_hash(h, piece[i].id), piece[i].base);
+  return h ? h : 1;
+}
+
+/* Whether seen holds rank r's allocation (vmm: a run's identity id, run_of;
+ * else handle ipc). */
 static int seen_has(const rt_peerbufs *pb, int r, int vmm, uint64_t id, const char *ipc) {
   for (int i = pb->nseen - 1; i >= 0; i--) {
     const pb_seen *x = &pb->seen[i];
@@ -192,14 +204,21 @@ static int export_buf(rt_peerbufs *pb, pb_rec *rec, int b, const char *p, int64_
   rec->base[b] = base;
   rec->off[b] = (uint64_t)((uintptr_t)p - (uintptr_t)base);
   rec->id[b] = (uint64_t)id;
+  /* A CUDA IPC allocation is mapped alone: a buffer past its end would
+   * have peers reach past their mapping (a cuMem one may run on into the
+   * next allocation: export_vmm). */
+  const int fits = rec->off[b] <= (uint64_t)size && (uint64_t)(len > 0 ? len : 0) <= (uint64_t)size - rec->off[b];
+  static const char *const past = "it runs past the end of its allocation";
   for (int i = 0; i < PB_OWN_MAX && id; i++)   /* its handle, made for an earlier call */
     if (pb->own[i].id == id) {
+      if (!fits) return *why = past, 0;
       memcpy(rec->ipc[b], pb->own[i].ipc, sizeof rec->ipc[b]);
       rec->kind[b] = PB_IPC;
       return 1;
     }
   cudaIpcMemHandle_t h;
   if (cudaIpcGetMemHandle(&h, (void *)(uintptr_t)base) == cudaSuccess) {
+    if (!fits) return *why = past, 0;
     memcpy(rec->ipc[b], &h, sizeof h < sizeof rec->ipc[b] ? sizeof h : sizeof rec->ipc[b]);
     rec->kind[b] = PB_IPC;
     if (id) {
@@ -337,6 +356,7 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
       if (pb->myfd[b][k] >= 0) mine[n++] = pb->myfd[b][k];
   if (!res && any) {
     const uint64_t tag = ++pb->tag;
+    if (!pb->fp) res = BT_ERR_UNSUPPORTED;   /* no listener here (rt_fdpass_open failed): the agreement gives up */
     for (int r = 0; r < me->nranks && !res && n; r++)
       if (r != me->rank) res = rt_fdpass_send(pb->fp, pb->recs[r].fdkey, r, tag, mine, n, PB_FD_TIMEOUT_MS);
     want[me->rank] = 0;
@@ -347,16 +367,14 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   return res;
 }
 
-/* Whether every allocation of rank r's record x is seen (add 0), or adds
- * them all (add 1). */
+/* Whether the allocation (or run of cuMem allocations) of each buffer of
+ * rank r's record x is seen (add 0), or adds them (add 1). */
 static int rec_seen(rt_peerbufs *pb, int r, const pb_rec *x, int add) {
   for (int b = 0; b < PB_BUFS; b++) {
     const int vmm = x->kind[b] == PB_VMM;
-    for (int k = 0; k < (vmm ? x->pieces[b] : 1); k++) {
-      const uint64_t id = vmm ? x->piece[b][k].id : 0;
-      if (add) seen_add(pb, r, vmm, id, x->ipc[b]);
-      else if (!seen_has(pb, r, vmm, id, x->ipc[b])) return 0;
-    }
+    const uint64_t id = vmm ? run_of(x->piece[b], x->pieces[b]) : 0;
+    if (add) seen_add(pb, r, vmm, id, x->ipc[b]);
+    else if (!seen_has(pb, r, vmm, id, x->ipc[b])) return 0;
   }
   return 1;
 }
@@ -516,6 +534,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   int32_t *mapped = calloc(me->nranks > 0 ? (size_t)me->nranks : 1, sizeof *mapped);
   if (!mapped) return BT_ERR_NOMEM;
   int here = !fresh || pass_fds(pb, me) == BT_OK;
+  const int kept = pb->n;   /* the mappings before this exchange's */
   for (int r = 0; r < me->nranks && here; r++) {
     if (r == me->rank) continue;
     char *a = NULL, *b = NULL;
@@ -548,6 +567,8 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   if (!res) {
     recs_seen(pb, me->nranks, 1);
     lend(pb, mine);
+  } else {   /* not agreed: no rank counts this exchange's mappings as made, and nothing will unmap them later */
+    while (pb->n > kept) unmap_at(pb, pb->n - 1);
   }
   return res;
 }
