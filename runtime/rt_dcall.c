@@ -362,35 +362,44 @@ bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
 
 /* A call on a communicator of a process per GPU that reaches its peers'
  * buffers, not captured, on registered windows: each peer's output at this
- * rank's offset in the output's window, each peer's input at this rank's
- * offset in the input's window or, where the layout puts the input in the
- * output's span (in place), where that rank's layout puts it; and the
- * call's descriptor (ip_dargs.key) of those offsets and what the call
- * runs, which the kernel checks against each peer's before it touches
- * that peer's buffers.  Where this rank's buffers are not in live
- * windows, L is prepared again without its peers' buffers: every peer's
- * kernel then stops the call. */
+ * rank's offset in the output's window and its input at this rank's
+ * offset in the input's window; or, where the layout puts input and output
+ * in one span (in place, the input copied in, or staged on a copy of the
+ * input: ir_geom's in_at and out_at, and an in-place ReduceScatter's
+ * output is block `rank` of its span), each peer's span at this rank's
+ * span's offset, and its input and output where that rank's layout puts
+ * them in it.  Also the call's descriptor (ip_dargs.key) of those offsets
+ * and what the call runs, which the kernel checks against each peer's
+ * before it touches that peer's buffers.  Where this rank's buffers are
+ * not in live windows, L is prepared again without its peers' buffers:
+ * every peer's kernel then stops the call. */
 static bt_result peers_registered(rt_launch *L) {
   baton_comm *c = L->c;
   ip_dargs *a = &L->d;
   const ir_prog *p = rt_algos_get(c->algos, L->ai)->prog;
-  const baton_window *wo = live_window(L, L->recvbuf, a->geom.elems[IR_BUF_OUTPUT] * a->esize, "output");
-  const baton_window *wi = L->aliased || L->stage_window ? NULL
-                           : live_window(L, L->sendbuf, a->geom.elems[IR_BUF_INPUT] * a->esize, "input");
-  if (!wo || (!wi && !L->aliased && !L->stage_window)) {
+  const int64_t es = a->esize;
+  const int spans = L->aliased || L->stage_window;
+  ir_geom g;
+  if (spans && ir_geom_init(&g, p, c->rank, a->geom.count, 1)) return BT_ERR_INTERNAL;   /* a->geom was built */
+  const char *ob = (const char *)L->recvbuf - (spans ? g.out_at * es : 0);
+  const baton_window *wo = live_window(L, ob, (spans ? g.span : a->geom.elems[IR_BUF_OUTPUT]) * es, "output");
+  const baton_window *wi = spans ? NULL : live_window(L, L->sendbuf, a->geom.elems[IR_BUF_INPUT] * es, "input");
+  if (!wo || (!wi && !spans)) {
     L->again = 1;
     return BT_OK;
   }
-  uint64_t oo = (uint64_t)((const char *)L->recvbuf - wo->base), oi = wi ? (uint64_t)((const char *)L->sendbuf - wi->base) : 0;
+  uint64_t oo = (uint64_t)(ob - wo->base), oi = wi ? (uint64_t)((const char *)L->sendbuf - wi->base) : 0;
   for (int r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
-    a->buf[r][IR_BUF_OUTPUT] = wo->peer[r] + oo;
-    ir_geom g;
-    if (L->stage_window) a->buf[r][IR_BUF_INPUT] = NULL;   /* in its window: no peer reads it (rt_dplan.stage_ok) */
-    else if (!L->aliased) a->buf[r][IR_BUF_INPUT] = wi->peer[r] + oi;
-    else if (!ir_geom_init(&g, p, r, a->geom.count, 1))
-      a->buf[r][IR_BUF_INPUT] = a->buf[r][IR_BUF_OUTPUT] + (g.in_at - g.out_at) * a->esize;
-    else return BT_ERR_INTERNAL;   /* this rank's geometry was built: every rank's is */
+    if (!spans) {
+      a->buf[r][IR_BUF_OUTPUT] = wo->peer[r] + oo;
+      a->buf[r][IR_BUF_INPUT] = wi->peer[r] + oi;
+      continue;
+    }
+    if (ir_geom_init(&g, p, r, a->geom.count, 1)) return BT_ERR_INTERNAL;   /* this rank's was built: every rank's is */
+    a->buf[r][IR_BUF_OUTPUT] = wo->peer[r] + oo + g.out_at * es;
+    /* Staged: its input in its window, where no peer reads it (rt_dplan.stage_ok). */
+    a->buf[r][IR_BUF_INPUT] = L->stage_window ? NULL : wo->peer[r] + oo + g.in_at * es;
   }
   uint64_t what[9] = {(uint64_t)a->geom.count, (uint64_t)L->ai, (uint64_t)a->dtype, (uint64_t)a->op,
                       (uint64_t)L->stage_window, (uint64_t)L->aliased, wo->id, oo, wi ? ((uint64_t)wi->id << 48) ^ oi : 0};

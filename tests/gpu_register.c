@@ -2,7 +2,8 @@
  * (docs/RUNTIME.md, "Registered buffers"):
  *   - eager AllReduce, AllGather, ReduceScatter and AllToAll on buffers in
  *     windows every rank registered together, checked element by element,
- *     where the direct programs that reach the peers' own buffers run;
+ *     where the direct programs that reach the peers' own buffers run; in
+ *     place too (a ReduceScatter's output at each rank's own offset);
  *   - what registration refuses, every rank alike: host memory, a range
  *     past its allocation, the same range twice, sizes that differ, a
  *     deregistration the ranks disagree on; and NULL arguments;
@@ -98,6 +99,30 @@ static int reaches_peers(int k, const void *in, const void *out, int64_t n) {
   return ai >= 0 && comm->dplans && comm->dplans[ai].ok && comm->dplans[ai].peer_io;
 }
 
+/* Collective k (AllGather or ReduceScatter) in place on span, as NCCL
+ * lays it out (AllGather's input block `rank` of its output,
+ * ReduceScatter's output block `rank` of its input), n per block: fills
+ * the input, runs, counts wrong output elements into *wrong. */
+static baton_result call_inplace(int k, float *span, int64_t n, float *h, int64_t *wrong) {
+  float *in = k == AG ? span + rank * n : span, *out = k == RS ? span + rank * n : span;
+  int64_t ni = in_elems(k, n), no = out_elems(k, n);
+  for (int64_t i = 0; i < ni; i++) h[i] = val(rank, i);
+  cudaMemsetAsync(span, 0xff, (size_t)(n * nranks) * 4, st);
+  cudaMemcpyAsync(in, h, ni * 4, cudaMemcpyHostToDevice, st);
+  baton_result e = run(k, in, out, n);
+  if (cudaStreamSynchronize(st) != cudaSuccess && !e) e = baton_cuda_error;
+  baton_result ae = baton_success;
+  baton_comm_get_async_error(comm, &ae);
+  if (ae && !e) e = ae;
+  cudaMemcpy(h, out, no * 4, cudaMemcpyDeviceToHost);
+  *wrong = 0;
+  for (int64_t i = 0; i < no; i++)
+    if (h[i] != want(k, n, i) && (*wrong)++ < 3)
+      diag("rank %d %s of %lld in place: element %lld is %g, expected %g", rank, coll_name[k], (long long)n,
+           (long long)i, h[i], want(k, n, i));
+  return e;
+}
+
 static const int64_t sizes[] = {4096, 262144 + 5, 2097152 + 3};
 #define NSIZES 3
 #define CAP(n) ((size_t)((n) + 1024) * 4 * (size_t)nranks)
@@ -141,6 +166,17 @@ static void check_calls(void) {
   for (int64_t i = 0; i < n; i++) wrong += h[i] != want(AR, n, i);
   ok(!e && !wrong, "rank %d: AllReduce of %lld floats in place on a window: %lld wrong (%s)", rank, (long long)n,
      (long long)wrong, baton_comm_last_algorithm(comm));
+  /* AllGather and ReduceScatter in place on a window: each rank's input
+   * (AllGather) or output (ReduceScatter) at its own offset of the span. */
+  for (int k = AG; k <= RS; k++)
+    for (int s = 0; s < NSIZES; s++) {
+      n = sizes[s];
+      int peers = reaches_peers(k, k == AG ? out + rank * n : out, k == RS ? out + rank * n : out, n);
+      e = call_inplace(k, out, n, h, &wrong);
+      ok(!e && !wrong, "rank %d: %s of %lld floats a block in place on a window: %s, %lld wrong (%s%s)", rank,
+         coll_name[k], (long long)n, baton_result_string(e), (long long)wrong, baton_comm_last_algorithm(comm),
+         peers ? ", on the peers' own buffers" : "");
+    }
   /* In-place AllToAll on a window: each pair of ranks trades its blocks
    * where they are (xchg), block q of rank r ending as block r of rank q
    * (a count its 4 chunks a block divide: for others the program through
