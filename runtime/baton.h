@@ -72,7 +72,11 @@ baton_result baton_comm_init_rank(baton_comm **comm, int nranks, baton_unique_id
 
 /* Frees the communicator after its work has finished.  Abort first stops
  * every running kernel of the communicator (a peer that died, a call
- * that will never complete); the communicator is unusable afterwards. */
+ * that will never complete); the communicator is unusable afterwards, and
+ * its destruction then returns at once: it is freed by a thread of its
+ * own once the GPU's work has ended, so that aborting one communicator
+ * never waits on another's kernel that only its own abort would stop (at
+ * the process's exit, baton waits up to 10 s for such threads). */
 baton_result baton_comm_destroy(baton_comm *comm);
 baton_result baton_comm_abort(baton_comm *comm);
 

@@ -2,8 +2,10 @@
  * abort, destruction.  Their calls are rt_coll.c's. */
 #include "rt_comm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include "ip_dtype.h"
@@ -46,8 +48,8 @@ static bt_result shared_new(rt_hostref **out, int refs, int nerr) {
   return BT_OK;
 }
 
-static void shared_unref(rt_hostref *h) {
-  if (!h || --h->refs > 0) return;
+static void shared_unref(rt_hostref *h) {   /* atomic: an aborted communicator is freed by a thread of its own */
+  if (!h || __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
   cudaFreeHost((void *)h->host);
   free(h);
 }
@@ -633,17 +635,74 @@ baton_result baton_comm_get_async_error(baton_comm *c, baton_result *err) {
 baton_result baton_comm_abort(baton_comm *c) {
   if (!c) return baton_invalid_argument;
   c->shared->host->abort = 1;
+  c->aborted = 1;
   __sync_synchronize();
   if (c->bs) rt_bootstrap_abort(c->bs);
   if (!c->error) c->error = baton_aborted;
   return baton_success;
 }
 
-baton_result baton_comm_destroy(baton_comm *c) {
-  if (!c) return baton_invalid_argument;
+/* Aborted communicators being freed by threads of their own. */
+static pthread_mutex_t releasing_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t releasing_cv = PTHREAD_COND_INITIALIZER;
+static int releasing;
+
+/* Frees c once its GPU has finished the work launched before. */
+static void release(baton_comm *c) {
   cudaSetDevice(c->dev);
   cudaDeviceSynchronize();
   comm_free(c);
+}
+
+/* pthread start routine of an aborted communicator's destruction. */
+static void *release_thread(void *arg) {
+  release(arg);
+  pthread_mutex_lock(&releasing_mu);
+  releasing--;
+  pthread_cond_broadcast(&releasing_cv);
+  pthread_mutex_unlock(&releasing_mu);
+  return NULL;
+}
+
+/* At exit (or the library's unloading): waits up to
+ * RT_RELEASE_EXIT_WAIT_S for the aborted communicators still being freed,
+ * so that the CUDA runtime is not torn down under them; past that (work
+ * on the GPU that never ends), exits anyway. */
+#define RT_RELEASE_EXIT_WAIT_S 10
+__attribute__((destructor)) static void release_wait(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += RT_RELEASE_EXIT_WAIT_S;
+  pthread_mutex_lock(&releasing_mu);
+  while (releasing > 0 && pthread_cond_timedwait(&releasing_cv, &releasing_mu, &until) == 0) {
+  }
+  pthread_mutex_unlock(&releasing_mu);
+}
+
+/* A communicator the caller aborted (baton_comm_abort) is freed from a
+ * thread of its own, so that the caller never waits on the GPU: its own
+ * kernels end at the abort, but another communicator's may be held by a
+ * dead peer until that one is aborted in turn, and the GPU's work
+ * (cudaDeviceSynchronize, and the cudaFree that synchronizes too) would
+ * wait for it (NCCL's ncclCommAbort does not wait on the GPU either:
+ * PyTorch aborts its communicators one after another).  Where no thread
+ * can be made, here.  A communicator that failed without an abort is
+ * freed here, its timeline (BATON_TRACE) written before this returns. */
+baton_result baton_comm_destroy(baton_comm *c) {
+  if (!c) return baton_invalid_argument;
+  if (c->aborted) {
+    pthread_attr_t at;
+    pthread_t t;
+    pthread_mutex_lock(&releasing_mu);
+    int made = !pthread_attr_init(&at);
+    made = made && !pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED) &&
+           !pthread_create(&t, &at, release_thread, c);
+    pthread_attr_destroy(&at);
+    releasing += made;
+    pthread_mutex_unlock(&releasing_mu);
+    if (made) return baton_success;
+  }
+  release(c);
   return baton_success;
 }
 

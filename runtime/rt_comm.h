@@ -72,6 +72,7 @@ struct baton_comm {
   int last_fused_via;         /* how the last fused AllToAll call of a process per GPU reached its peers:
                                  RT_FUSED_VIA_* (rt_direct_fused_across) */
   baton_result error;         /* sticky: the first asynchronous error seen */
+  int aborted;                /* baton_comm_abort was called: destruction waits on no GPU work */
   struct rt_bootstrap *bs;    /* one process per GPU only */
   rt_trace *trace;            /* BATON_TRACE, else NULL */
   uint64_t *dflags;           /* device, peer-mapped: end flags of direct GEMM + AllToAll calls

@@ -87,7 +87,15 @@ baton_result baton_mem_free(void *p) {
   return baton_success;
 }
 
-baton_result baton_comm_destroy(baton_comm *c) { rec("baton_comm_destroy(rank=%d)", c->rank); free(c); return 0; }
+/* Called at every baton_comm_destroy, where set (what the test must see
+ * already done by then). */
+void (*fake_baton_destroy_hook)(void);
+baton_result baton_comm_destroy(baton_comm *c) {
+  rec("baton_comm_destroy(rank=%d)", c->rank);
+  if (fake_baton_destroy_hook) fake_baton_destroy_hook();
+  free(c);
+  return 0;
+}
 baton_result baton_comm_abort(baton_comm *c) { rec("baton_comm_abort(rank=%d)", c->rank); return baton_success; }
 baton_result baton_comm_get_async_error(baton_comm *c, baton_result *e) { *e = async_error; return baton_success; }
 int baton_comm_algorithm_count(const baton_comm *c) { return 1; }

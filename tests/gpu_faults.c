@@ -1,7 +1,8 @@
 /* gpu_faults.c -- runtime faults on real GPUs, every rank in one process:
  * a rank that never calls (the others' watchdog, BATON_TIMEOUT, ends
- * them), a rank whose stream is stuck behind work that never finishes, and
- * an abort from the host while the others wait.  After each, every
+ * them), a rank whose stream is stuck behind work that never finishes, an
+ * abort from the host while the others wait, and aborting every
+ * communicator while other work holds the GPU.  After each, every
  * communicator is destroyed and a new set created in the same process must
  * compute right: a fault costs the communicator, never the process.
  *
@@ -162,11 +163,13 @@ static void fault_missing_rank(int timeout_s) {
   check_fresh_set("a rank that never called");
 }
 
-/* Host function that holds a stream until *arg is set (at most 60 s). */
+/* Host function that holds a stream until *arg is set (at most hold_s
+ * seconds). */
+static double hold_s = 60;
 static void CUDART_CB hold(void *arg) {
   volatile int *go = arg;
   double t0 = now();
-  while (!*go && now() - t0 < 60) usleep(1000);
+  while (!*go && now() - t0 < hold_s) usleep(1000);
 }
 
 /* Every rank calls, but rank N-1's stream is held behind work that does
@@ -231,6 +234,37 @@ static void fault_abort(int timeout_s) {
   check_fresh_set("an abort");
 }
 
+/* Another stream of rank 0's GPU is held behind work that does not end
+ * (as another library's kernel held by a dead peer until its own abort).
+ * Aborting and destroying every communicator must not wait for it, as
+ * NCCL's abort does not: PyTorch aborts its communicators one after
+ * another, and one waiting on the GPU would wait for the next's abort. */
+static void fault_abort_busy(int timeout_s) {
+  (void)timeout_s;
+  if (setup() || warm()) return;
+  volatile int go = 0;
+  cudaStream_t side = NULL;
+  hold_s = 8;   /* the longest a destruction that waits on the GPU would take here */
+  cudaSetDevice(0);
+  int bad = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaLaunchHostFunc(side, hold, (void *)&go) != cudaSuccess;
+  double t0 = now();
+  int failed = 0;
+  for (int r = 0; r < nranks; r++) failed += baton_comm_abort(comms[r]) != baton_success;
+  for (int r = 0; r < nranks; r++) {
+    failed += baton_comm_destroy(comms[r]) != baton_success;
+    comms[r] = NULL;
+  }
+  double took = now() - t0;
+  go = 1;
+  ok(!bad && !failed && took < 2.0, "with another stream of GPU 0 held, %d communicators aborted and destroyed in "
+     "%.2f s (at most 2; the stream held for %.0f s)", nranks, took, hold_s);
+  cudaStreamSynchronize(side);
+  cudaStreamDestroy(side);
+  teardown(&failed);
+  check_fresh_set("an abort while another stream was held");
+}
+
 /* Runs one fault in a child process with BATON_TIMEOUT=timeout_s; relays
  * its TAP lines.  Returns 77 when the child found too few GPUs. */
 static int run_child(void (*fault)(int), int timeout_s, const char *name) {
@@ -279,5 +313,6 @@ int main(int argc, char **argv) {
   }
   run_child(fault_stuck_rank, 3, "stuck rank");
   run_child(fault_abort, 120, "host abort");
+  run_child(fault_abort_busy, 120, "abort with the GPU busy");
   return tap_done();
 }

@@ -21,6 +21,7 @@ void fake_baton_log_clear(void);
 void fake_baton_set_async_error(baton_result r);
 void fake_baton_set_group_error(baton_result r);
 int fake_baton_chosen(void);
+extern void (*fake_baton_destroy_hook)(void);
 static const char *(*nccl_log)(void);
 static void (*nccl_clear)(void);
 
@@ -72,6 +73,11 @@ static int run_off(void) {
      "its destruction WARNs that nothing ran on baton, and why");
   return tap_done();
 }
+
+/* fake_baton_destroy_hook: counts baton destructions made after NCCL's
+ * log shows an abort. */
+static int nccl_aborted_at_destroy;
+static void note_nccl_aborted(void) { nccl_aborted_at_destroy += strstr(nccl_log(), "ncclCommAbort(") != NULL; }
 
 int main(int argc, char **argv) {
   int v = 0;
@@ -250,9 +256,15 @@ int main(int argc, char **argv) {
   nccl_clear();
   fake_baton_log_clear();
 
-  /* Destroy and abort reach both sides. */
+  /* Destroy and abort reach both sides; an abort stops both sides before
+   * either is destroyed (baton's destruction waits on nothing after an
+   * abort, NCCL's abort might: its kernels must not wait on baton's). */
+  fake_baton_destroy_hook = note_nccl_aborted;
   ok(ncclCommDestroy(sub) == ncclSuccess && ncclCommAbort(c2) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess,
      "Destroy, Abort");
+  fake_baton_destroy_hook = NULL;
+  ok(nccl_aborted_at_destroy == 2, "ncclCommAbort: NCCL's side aborted before baton's is destroyed (%d of 3 "
+     "destructions came after an NCCL abort: the abort's and the last Destroy's)", nccl_aborted_at_destroy);
   ok(!strcmp(fake_baton_log(), "baton_comm_destroy(rank=0)\nbaton_comm_abort(rank=0)\nbaton_comm_destroy(rank=0)\n"
              "baton_comm_destroy(rank=0)\n"), "baton's communicators are destroyed (aborted first by ncclCommAbort)");
   /* On comm: baton ran AllReduce 8, AllGather, ReduceScatter, AlltoAll, Broadcast, Bcast, Reduce, Gather, Scatter,

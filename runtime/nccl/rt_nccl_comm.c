@@ -527,11 +527,12 @@ ncclResult_t rt_nccl_CommAbort(ncclComm_t comm) {
   if (r) return r;
   const rt_nccl_real *n = rt_nccl_real_get();
   summarize(comm);
-  if (comm->baton) {
-    baton_comm_abort(comm->baton);
-    baton_comm_destroy(comm->baton);
-  }
+  /* Both sides' kernels stopped before anything waits (baton's
+   * destruction of an aborted communicator does not wait on the GPU; the
+   * real NCCL's abort might, and baton's kernels then end at once). */
+  if (comm->baton) baton_comm_abort(comm->baton);
   if (n && comm->real && n->CommAbort) r = n->CommAbort(comm->real);
+  if (comm->baton) baton_comm_destroy(comm->baton);
   comm_free(comm);
   return r;
 }
