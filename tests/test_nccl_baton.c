@@ -1,7 +1,8 @@
 /* test_nccl_baton.c -- the choices of baton's libnccl.so.2 when baton has
  * a communicator: which calls run on baton and which on NCCL, groups whole
  * on one side (the calls recorded for baton handed to NCCL in order when a
- * later one cannot run on baton), baton's bootstrap over NCCL, errors.
+ * later one cannot run on baton; an error inside a group failing it
+ * whole), baton's bootstrap over NCCL, errors.
  * Built from the library's sources with tests/fake_baton.c in place of
  * baton's GPU runtime (fake_even runs even counts) and tests/fake_nccl.c
  * as the real NCCL; no GPU.  Usage: test_nccl_baton FAKE_NCCL.so, with
@@ -71,6 +72,89 @@ static int run_off(void) {
                                "(BATON_ENABLE=0)"),
      "its destruction WARNs that nothing ran on baton, and why");
   return tap_done();
+}
+
+/* An error inside a group fails the group, as NCCL's: the call returns
+ * it, the outermost ncclGroupEnd returns it too, and none of the group's
+ * calls runs, on baton or on NCCL. */
+static void group_errors(ncclUniqueId *id) {
+  char want[4096];
+  ncclComm_t gc = NULL;
+  nccl_clear();
+  ncclCommInitRank(&gc, 1, *id, 0);
+  const char *made = "ncclCommInitRank(nranks=1, id=5a, rank=0) = ", *at = strstr(nccl_log(), made);
+  void *real = at ? (void *)(uintptr_t)strtoull(at + strlen(made), NULL, 16) : NULL;
+  nccl_clear();
+  fake_baton_log_clear();
+
+  ncclGroupStart();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM) == ncclSuccess, "in a group: an "
+     "AllReduce baton runs");
+  ok(ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 7, gc, STREAM) == ncclInvalidArgument,
+     "then a Broadcast from root 7 of 1 rank: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "the outermost ncclGroupEnd returns the group's error");
+  expect("", "", "and none of the group's calls runs (the AllReduce neither)");
+  ok_contains(ncclGetLastError(gc), "root 7 is not a rank", "ncclGetLastError names the failed call");
+
+  ncclGroupStart();
+  ncclAllGather(P(0x3000), P(0x4000), 2, ncclFloat32, gc, STREAM);
+  ncclGroupStart();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, NULL, STREAM) == ncclInvalidArgument,
+     "in a nested group: an AllReduce on a NULL communicator: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclSuccess, "the inner ncclGroupEnd ends nothing");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "the outermost returns the error");
+  ncclGroupStart();
+  ok(ncclReduceScatter(P(0x1000), NULL, 4, ncclFloat32, ncclSum, gc, STREAM) == ncclInvalidArgument,
+     "a ReduceScatter with a NULL recvbuff in a group: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "its ncclGroupEnd too");
+  expect("", "", "none of those groups' calls runs");
+
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 7, ncclFloat32, ncclSum, gc, STREAM);
+  ok(ncclReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, 3, gc, STREAM) == ncclInvalidArgument,
+     "in a group handed to NCCL: a Reduce from root 3 of 1 rank: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "ncclGroupEnd returns it");
+  snprintf(want, sizeof want, "ncclGroupStart()\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 7, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce((nil), (nil), 0, type=1, op=0, comm=(nil), stream=(nil))\n"
+           "ncclGroupEnd() = 4: the group's error, nothing launched\n", real, real);
+  expect(want, "", "NCCL's group is given an invalid call of its own (a NULL communicator) before its end, so that "
+         "NCCL launches none of the calls it holds");
+
+  ncclComm_t made_in = NULL;
+  ncclGroupStart();
+  ncclCommInitRank(&made_in, 1, *id, 0);
+  ncclAllGather(P(0x3000), NULL, 2, ncclFloat32, gc, STREAM);
+  ok(ncclGroupEnd() == ncclInvalidArgument, "a group creating a communicator, with a failed call");
+  ok(!strstr(fake_baton_log(), "baton_comm_init") && !strstr(nccl_log(), "ncclBroadcast("),
+     "the communicator gets no baton side (NCCL made none either)");
+  ncclCommDestroy(made_in);
+  nccl_clear();
+  fake_baton_log_clear();
+
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ok(ncclGroupEnd() == ncclSuccess, "the next group");
+  expect("", "baton_group_start()\nbaton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n"
+         "baton_group_end()\n", "runs whole: the failed group left nothing behind");
+
+  /* A communicator this library did not make is the real NCCL's own: in a
+   * group, NCCL's group must hold its call. */
+  int junk[32] = {0};
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, (ncclComm_t)junk, STREAM);
+  ok(ncclGroupEnd() == ncclSuccess, "a group with a call on the real NCCL's own communicator");
+  snprintf(want, sizeof want, "ncclGroupStart()\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclGroupEnd()\n", real, (void *)junk);
+  expect(want, "", "goes whole to NCCL, that call inside NCCL's group (where NCCL's checks of it fail the group)");
+  ncclCommDestroy(gc);
+  nccl_clear();
+  fake_baton_log_clear();
 }
 
 int main(int argc, char **argv) {
@@ -294,5 +378,6 @@ int main(int argc, char **argv) {
   ncclCommDestroy(pair[0]);
   ncclCommDestroy(pair[1]);
   ncclCommDestroy(lone);
+  group_errors(&id);
   return tap_done();
 }

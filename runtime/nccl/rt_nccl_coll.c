@@ -69,9 +69,10 @@ static ncclResult_t run_baton(const rt_nccl_call *c, int ai) {
   return ncclSuccess;
 }
 
-/* One collective call: alone, it runs where it can; in a group, it is
- * recorded for baton until a call baton cannot run hands the group to NCCL. */
-static ncclResult_t dispatch(const rt_nccl_call *c) {
+/* Where one collective call goes, its arguments checked: alone, it runs
+ * where it can; in a group, it is recorded for baton until a call baton
+ * cannot run hands the group to NCCL. */
+static ncclResult_t place(const rt_nccl_call *c) {
   char name[32];
   snprintf(name, sizeof name, "nccl%s", rt_nccl_kind_name[c->kind]);
   ncclResult_t r = rt_nccl_comm_check(c->comm, name);
@@ -106,6 +107,10 @@ static ncclResult_t dispatch(const rt_nccl_call *c) {
   }
   return ncclSuccess;
 }
+
+/* One collective call; inside a group its error is the group's (NCCL's
+ * rule: the outermost ncclGroupEnd then fails and launches nothing). */
+static ncclResult_t dispatch(const rt_nccl_call *c) { return rt_nccl_group_check(place(c)); }
 
 ncclResult_t rt_nccl_AllReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
@@ -167,17 +172,22 @@ ncclResult_t rt_nccl_GroupStart(void) {
 }
 
 /* The outermost end: NCCL's group ends, or the recorded calls run on
- * baton in order; then the communicators created inside get baton's side. */
+ * baton in order; then the communicators created inside get baton's side.
+ * A group holding a call that failed (its error, rt_nccl_group_check)
+ * launches none of its calls and returns that error, as NCCL's does. */
 ncclResult_t rt_nccl_GroupEnd(void) {
   rt_nccl_group *g = rt_nccl_group_get();
   if (g->depth == 0) return rt_nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--g->depth > 0) return ncclSuccess;
-  ncclResult_t r = g->error;
-  const rt_nccl_real *n = rt_nccl_real_get();
-  if (g->to_nccl && n) {
-    ncclResult_t e = n->GroupEnd();
-    if (r == ncclSuccess) r = e;
+  if (g->error != ncclSuccess) {
+    ncclResult_t r = rt_nccl_group_end_nccl();
+    LOG_INFO(RT_SUB_NCCL, "ncclGroupEnd: a call inside the group failed: none of its calls runs%s (as NCCL's "
+             "group, it returns the error, %d)", g->ndefer ? " and the communicators created in it get no baton side"
+             : "", (int)r);
+    rt_nccl_group_reset();
+    return r;
   }
+  ncclResult_t r = rt_nccl_group_end_nccl();
   if (g->ndefer && (r == ncclSuccess || r == ncclInProgress)) r = rt_nccl_comm_attach(g->defer, g->ndefer);
   if (!g->to_nccl && g->ncalls) {
     if (g->ncalls > 1) LOG_INFO(RT_SUB_NCCL, "group of %d calls: all on baton", g->ncalls);
@@ -194,7 +204,8 @@ ncclResult_t rt_nccl_GroupEnd(void) {
   return r;
 }
 
-/* NCCL estimates the group's time; nothing runs, no communicator is made. */
+/* NCCL estimates the group's time; nothing runs, no communicator is made.
+ * A group with an error returns it, as ncclGroupEnd does. */
 ncclResult_t rt_nccl_GroupSimulateEnd(ncclSimInfo_t *info) {
   rt_nccl_group *g = rt_nccl_group_get();
   if (g->depth == 0) return rt_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
@@ -203,9 +214,15 @@ ncclResult_t rt_nccl_GroupSimulateEnd(ncclSimInfo_t *info) {
     return ncclSuccess;
   }
   const rt_nccl_real *n = rt_nccl_real_get();
-  ncclResult_t r = n && n->GroupSimulateEnd ? rt_nccl_group_to_nccl() : rt_nccl_unavailable("ncclGroupSimulateEnd");
-  if (r == ncclSuccess) r = n->GroupSimulateEnd(info);
-  else if (g->to_nccl && n) n->GroupEnd();
+  ncclResult_t r = g->error;
+  if (r == ncclSuccess)
+    r = n && n->GroupSimulateEnd ? rt_nccl_group_to_nccl() : rt_nccl_unavailable("ncclGroupSimulateEnd");
+  if (r == ncclSuccess) {
+    r = n->GroupSimulateEnd(info);
+  } else {
+    rt_nccl_group_check(r);
+    r = rt_nccl_group_end_nccl();
+  }
   rt_nccl_group_reset();
   return r;
 }

@@ -347,13 +347,14 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
   return f;
 }
 
+/* Inside a group, their errors are the group's (as NCCL's). */
 ncclResult_t rt_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
-  return init_rank(comm, nranks, id, rank, NULL, "ncclCommInitRank");
+  return rt_nccl_group_check(init_rank(comm, nranks, id, rank, NULL, "ncclCommInitRank"));
 }
 
 ncclResult_t rt_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                         ncclConfig_t *config) {
-  return init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig");
+  return rt_nccl_group_check(init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig"));
 }
 
 /* A communicator the real NCCL made from another (split, shrink) or from
@@ -371,7 +372,7 @@ static ncclResult_t wrap_new(ncclComm_t real, ncclResult_t r, int nonblocking, n
   return comm_finish(c, r, call);
 }
 
-ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+static ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommSplit");
   if (r) return r;
   if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
@@ -385,8 +386,8 @@ ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *
   return wrap_new(real, r, nb, newcomm, "ncclCommSplit");
 }
 
-ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
-                                ncclConfig_t *config, int flags) {
+static ncclResult_t shrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm, ncclConfig_t *config,
+                           int flags) {
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommShrink");
   if (r) return r;
   if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
@@ -400,8 +401,8 @@ ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncc
   return wrap_new(real, r, nb, newcomm, "ncclCommShrink");
 }
 
-ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
-                                          ncclConfig_t *config) {
+static ncclResult_t init_scalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
+                                  ncclConfig_t *config) {
   if (!newcomm || !ids || nId < 1)
     return rt_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: newcomm or ids is NULL, or nId < 1");
   const rt_nccl_real *n = rt_nccl_real_get();
@@ -421,6 +422,21 @@ ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int m
     (*newcomm)->dev = dev;
   }
   return r;
+}
+
+/* Inside a group, their errors are the group's (as NCCL's). */
+ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  return rt_nccl_group_check(split(comm, color, key, newcomm, config));
+}
+
+ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
+                                ncclConfig_t *config, int flags) {
+  return rt_nccl_group_check(shrink(comm, exclude, nexclude, newcomm, config, flags));
+}
+
+ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
+                                          ncclConfig_t *config) {
+  return rt_nccl_group_check(init_scalable(newcomm, nranks, myrank, nId, ids, config));
 }
 
 ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
