@@ -74,18 +74,53 @@ static int run_off(void) {
   return tap_done();
 }
 
+/* A communicator of 1 rank with a baton side; *real is the fake NCCL's
+ * beside it.  Both records cleared. */
+static ncclComm_t fresh_comm(ncclUniqueId *id, void **real) {
+  ncclComm_t c = NULL;
+  nccl_clear();
+  ncclCommInitRank(&c, 1, *id, 0);
+  const char *made = "ncclCommInitRank(nranks=1, id=5a, rank=0) = ", *at = strstr(nccl_log(), made);
+  *real = at ? (void *)(uintptr_t)strtoull(at + strlen(made), NULL, 16) : NULL;
+  nccl_clear();
+  fake_baton_log_clear();
+  return c;
+}
+
+/* NCCL's argument checks come before a count of 0 does nothing. */
+static void zero_counts(ncclUniqueId *id) {
+  char want[512];
+  void *real = NULL;
+  ncclComm_t c = fresh_comm(id, &real);
+  ok(ncclAllReduce(NULL, NULL, 0, (ncclDataType_t)99, ncclSum, c, STREAM) == ncclInvalidArgument,
+     "an AllReduce of 0 elements of datatype 99: ncclInvalidArgument");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, (ncclRedOp_t)-1, c, STREAM) == ncclInvalidArgument,
+     "of operator -1: ncclInvalidArgument");
+  ok(ncclBroadcast(NULL, NULL, 0, ncclFloat32, 5, c, STREAM) == ncclInvalidArgument,
+     "a Broadcast of 0 elements from root 5 of 1 rank: ncclInvalidArgument");
+  ok(ncclAllGather(NULL, NULL, 0, ncclInt8, NULL, STREAM) == ncclInvalidArgument,
+     "an AllGather of 0 elements on a NULL communicator: ncclInvalidArgument");
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, (ncclDataType_t)ncclNumTypes, ncclSum, c, STREAM) == ncclInvalidArgument,
+     "an AllReduce of 8 elements of datatype ncclNumTypes: ncclInvalidArgument (not handed to NCCL)");
+  expect("", "", "none of them reaches baton or NCCL");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, (ncclRedOp_t)ncclNumOps, c, STREAM) == ncclSuccess,
+     "an AllReduce of 0 elements with an operator of ncclRedOpCreatePreMulSum");
+  snprintf(want, sizeof want, "ncclAllReduce((nil), (nil), 0, type=7, op=5, comm=%p, stream=0x5000)\n", real);
+  expect(want, "", "goes to NCCL, which checks the operator");
+  ok(ncclReduce(NULL, NULL, 0, ncclFloat32, ncclMax, 0, c, STREAM) == ncclSuccess, "a valid Reduce of 0 elements");
+  expect("", "", "runs nowhere");
+  ncclCommDestroy(c);
+  nccl_clear();
+  fake_baton_log_clear();
+}
+
 /* An error inside a group fails the group, as NCCL's: the call returns
  * it, the outermost ncclGroupEnd returns it too, and none of the group's
  * calls runs, on baton or on NCCL. */
 static void group_errors(ncclUniqueId *id) {
   char want[4096];
-  ncclComm_t gc = NULL;
-  nccl_clear();
-  ncclCommInitRank(&gc, 1, *id, 0);
-  const char *made = "ncclCommInitRank(nranks=1, id=5a, rank=0) = ", *at = strstr(nccl_log(), made);
-  void *real = at ? (void *)(uintptr_t)strtoull(at + strlen(made), NULL, 16) : NULL;
-  nccl_clear();
-  fake_baton_log_clear();
+  void *real = NULL;
+  ncclComm_t gc = fresh_comm(id, &real);
 
   ncclGroupStart();
   ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM) == ncclSuccess, "in a group: an "
@@ -378,6 +413,7 @@ int main(int argc, char **argv) {
   ncclCommDestroy(pair[0]);
   ncclCommDestroy(pair[1]);
   ncclCommDestroy(lone);
+  zero_counts(&id);
   group_errors(&id);
   return tap_done();
 }

@@ -69,26 +69,49 @@ static ncclResult_t run_baton(const rt_nccl_call *c, int ai) {
   return ncclSuccess;
 }
 
+/* NCCL's checks of a collective's arguments (its ArgsCheck), made before a
+ * count of 0 does nothing, as NCCL makes them: the communicator, the root
+ * (of the rooted kinds), the type and the operator (one made by
+ * ncclRedOpCreatePreMulSum is the real NCCL's to check); then, where
+ * elements move, the buffers the call uses (NCCL checks those only with
+ * NCCL_CHECK_POINTERS=1; a NULL one would fault on the GPU).  ncclSuccess,
+ * or the error, said naming the call (`name`) and the rank. */
+static ncclResult_t check_args(const rt_nccl_call *c, const char *name) {
+  ncclResult_t r = rt_nccl_comm_check(c->comm, name);
+  if (r) return r;
+  int rank = c->comm->rank;
+  if (rt_nccl_rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, rank, c->root,
+                        c->comm->nranks - 1);
+  if ((int)c->type < 0 || (int)c->type >= (int)ncclNumTypes)
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: datatype %d is not an NCCL type (0..%d)", name, rank,
+                        (int)c->type, (int)ncclNumTypes - 1);
+  if ((int)c->op < 0)   /* ncclMaxRedOp is INT_MAX: no int lies beyond it */
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: reduction operation %d is not an NCCL operator", name,
+                        rank, (int)c->op);
+  if (c->count == 0) return ncclSuccess;
+  /* Off the root, one of a rooted call's buffers is not used (NULL is fine). */
+  int off_root = rt_nccl_rooted(c->kind) && rank != c->root;
+  int need_s = !(off_root && no_send_off_root(c->kind)), need_r = !(off_root && !no_send_off_root(c->kind));
+  if ((need_r && !c->r) || (need_s && !c->s))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, rank);
+  return ncclSuccess;
+}
+
 /* Where one collective call goes, its arguments checked: alone, it runs
  * where it can; in a group, it is recorded for baton until a call baton
  * cannot run hands the group to NCCL. */
 static ncclResult_t place(const rt_nccl_call *c) {
   char name[32];
   snprintf(name, sizeof name, "nccl%s", rt_nccl_kind_name[c->kind]);
-  ncclResult_t r = rt_nccl_comm_check(c->comm, name);
+  ncclResult_t r = check_args(c, name);
   if (r) return r;
-  if (c->count == 0) {   /* nothing to move, on either side (NCCL does nothing either) */
+  /* Nothing to move, on either side (NCCL does nothing either); but an
+   * operator of ncclRedOpCreatePreMulSum goes to NCCL, which checks it. */
+  if (c->count == 0 && (int)c->op < (int)ncclNumOps) {
     LOG_INFO(RT_SUB_NCCL, "%s of 0 elements on rank %d: nothing to do", name, c->comm->rank);
     return ncclSuccess;
   }
-  /* Off the root, one of a rooted call's buffers is not used (NULL is fine). */
-  int off_root = rt_nccl_rooted(c->kind) && c->comm->rank != c->root;
-  int need_s = !(off_root && no_send_off_root(c->kind)), need_r = !(off_root && !no_send_off_root(c->kind));
-  if ((need_r && !c->r) || (need_s && !c->s))
-    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
-  if (rt_nccl_rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
-    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, c->comm->rank,
-                        c->root, c->comm->nranks - 1);
   const char *algo = NULL;
   int ai = -1;
   const char *no = baton_refuses(c, &ai, &algo);
