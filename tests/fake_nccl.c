@@ -53,16 +53,24 @@ ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId id, int ra
   rec("ncclCommInitRank(nranks=%d, id=%02x, rank=%d) = %p", nranks, (unsigned char)id.internal[0], rank, (void *)*c);
   return ncclSuccess;
 }
+/* NCCL_COMM_BLOCKING=0 or 1 overrides every config's blocking, as in
+ * NCCL; a non-blocking communicator made by ncclCommInitRankConfig or
+ * ncclCommInitAll is still being made when the call returns
+ * (ncclInProgress); ncclCommInitRank outside a group makes it at once. */
+static int env_blocking(int config_blocking) {
+  const char *e = getenv("NCCL_COMM_BLOCKING");
+  return e && (!strcmp(e, "0") || !strcmp(e, "1")) ? atoi(e) : config_blocking;
+}
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *c, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
   *c = fake_comm(nranks, rank, 0);
   rec("ncclCommInitRankConfig(nranks=%d, rank=%d, blocking=%d) = %p", nranks, rank, config ? config->blocking : -1,
       (void *)*c);
-  return config && config->blocking == 0 ? ncclInProgress : ncclSuccess;
+  return env_blocking(config && config->blocking == 0 ? 0 : 1) ? ncclSuccess : ncclInProgress;
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *devlist) {
   for (int i = 0; i < ndev; i++) c[i] = fake_comm(ndev, i, devlist ? devlist[i] : i);
   rec("ncclCommInitAll(ndev=%d)", ndev);
-  return ncclSuccess;
+  return env_blocking(1) ? ncclSuccess : ncclInProgress;
 }
 ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, ncclConfig_t *config) {
   *out = color == NCCL_SPLIT_NOCOLOR ? NULL : fake_comm(1, 0, c->dev);

@@ -6,7 +6,8 @@
  * Built from the library's sources with tests/fake_baton.c in place of
  * baton's GPU runtime (fake_even runs even counts) and tests/fake_nccl.c
  * as the real NCCL; no GPU.  Usage: test_nccl_baton FAKE_NCCL.so, with
- * BATON_NCCL_LIB=FAKE_NCCL.so and BATON_ALGO_FILES set by meson. */
+ * BATON_NCCL_LIB=FAKE_NCCL.so and BATON_ALGO_FILES set by meson (and
+ * BATON_ENABLE=0 or NCCL_COMM_BLOCKING=0 for the runs of those). */
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdint.h>
@@ -192,6 +193,41 @@ static void group_errors(ncclUniqueId *id) {
   fake_baton_log_clear();
 }
 
+/* NCCL_COMM_BLOCKING=0: NCCL makes every communicator non-blocking, so
+ * each is NCCL's alone, and each creation returns what NCCL returns. */
+static int run_nonblocking(void) {
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = NULL, cfgd = NULL, forced = NULL, all[1] = {NULL};
+  nccl_clear();
+  ok(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess && comm, "ncclCommInitRank with NCCL_COMM_BLOCKING=0: "
+     "ncclSuccess (NCCL makes it at once)");
+  ok(!strstr(nccl_log(), "ncclBroadcast(") && !*fake_baton_log(), "no baton side: no id broadcast over NCCL, no "
+     "baton communicator (NCCL's work on it may still run)");
+  nccl_clear();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess &&
+     strstr(nccl_log(), "ncclAllReduce(0x1000, 0x2000, 8,") && !*fake_baton_log(),
+     "an AllReduce baton would run goes to NCCL");
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  nccl_clear();
+  ok(ncclCommInitRankConfig(&cfgd, 1, id, 0, &cfg) == ncclInProgress && cfgd, "ncclCommInitRankConfig with a default "
+     "config: NCCL's ncclInProgress");
+  cfg.blocking = 1;
+  ok(ncclCommInitRankConfig(&forced, 1, id, 0, &cfg) == ncclInProgress && forced, "with config->blocking = 1 too "
+     "(the variable overrides the config)");
+  ok(ncclCommInitAll(all, 1, NULL) == ncclInProgress && all[0], "ncclCommInitAll: ncclInProgress, its communicators "
+     "returned");
+  ok(!strstr(nccl_log(), "ncclBroadcast(") && !*fake_baton_log(), "none of them gets a baton side");
+  ok(logged("ncclCommInitRank: non-blocking communicator (NCCL_COMM_BLOCKING=0): NCCL runs every call"),
+     "the INFO line says why");
+  ncclCommDestroy(comm);
+  ncclCommDestroy(cfgd);
+  ncclCommDestroy(forced);
+  ncclCommDestroy(all[0]);
+  ok(logged("all on NCCL (a non-blocking communicator is NCCL's)"), "the summary at destruction says why");
+  return tap_done();
+}
+
 int main(int argc, char **argv) {
   int v = 0;
   ncclGetVersion(&v);
@@ -203,6 +239,8 @@ int main(int argc, char **argv) {
   nccl_clear();
   const char *en = getenv("BATON_ENABLE");
   if (en && !strcmp(en, "0")) return run_off();
+  const char *blocking = getenv("NCCL_COMM_BLOCKING");
+  if (blocking && !strcmp(blocking, "0")) return run_nonblocking();
   char want[4096];
 
   /* Creation: NCCL's communicator, then baton's bootstrapped over it. */

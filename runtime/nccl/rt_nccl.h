@@ -18,7 +18,7 @@ struct ncclComm {
   ncclComm_t real;        /* the real NCCL's communicator; NULL without NCCL */
   baton_comm *baton;      /* NULL: every call goes to the real NCCL */
   int rank, nranks, dev;  /* known at creation (the real comm's when present) */
-  int nonblocking;        /* created with config->blocking == 0: NCCL only */
+  int nonblocking;        /* non-blocking (config->blocking = 0, NCCL_COMM_BLOCKING=0): NCCL only */
   ncclUniqueId id;        /* the id it was made with (baton's without NCCL); zero for a split */
   unsigned long long on_baton, on_nccl;   /* collective calls (those baton may run) run on each */
 };
