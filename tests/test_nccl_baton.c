@@ -318,14 +318,23 @@ int main(int argc, char **argv) {
   ncclWindow_t win = NULL;
   ok(ncclMemAlloc(&mem, 4096) == ncclSuccess && mem, "ncclMemAlloc");
   ok(ncclCommWindowRegister(comm, mem, 4096, &win, 0) == ncclSuccess && win, "ncclCommWindowRegister");
-  ok(ncclCommWindowRegister(comm, NULL, 4096, &win, 0) == ncclInvalidArgument,
-     "ncclCommWindowRegister of a buffer baton refuses: ncclInvalidArgument");
+  ncclWindow_t kept = win;
+  ok(ncclCommWindowRegister(comm, NULL, 4096, &win, 0) == ncclSuccess && win == kept &&
+     ncclCommWindowRegister(comm, mem, 0, &win, 0) == ncclSuccess && win == kept,
+     "ncclCommWindowRegister of a NULL buffer or of 0 bytes: ncclSuccess, *win untouched (as NCCL)");
   ok(ncclCommWindowDeregister(comm, win) == ncclSuccess, "ncclCommWindowDeregister");
+  ok(ncclCommWindowDeregister(comm, NULL) == ncclSuccess, "ncclCommWindowDeregister of NULL: ncclSuccess (as NCCL)");
   ok(ncclMemFree(mem) == ncclSuccess, "ncclMemFree");
   snprintf(want, sizeof want, "baton_mem_alloc(bytes=4096)\nbaton_comm_register(rank=0, buf=%p, bytes=4096)\n"
-           "baton_comm_register(rank=0, buf=(nil), bytes=4096)\nbaton_comm_deregister(rank=0)\nbaton_mem_free()\n",
-           mem);
-  expect("", want, "memory and windows are baton's (cudaMalloc memory every rank can map), NCCL sees none of it");
+           "baton_comm_deregister(rank=0)\nbaton_mem_free()\n", mem);
+  expect("", want, "memory and windows are baton's (cudaMalloc memory every rank can map), NCCL sees none of it; "
+         "a NULL buffer, 0 bytes or a NULL window reaches neither");
+  void *none = P(1);
+  ok(ncclMemAlloc(&none, 0) == ncclSuccess && ncclMemFree(none) == ncclSuccess,
+     "ncclMemAlloc of 0 bytes: cudaMalloc's answer, as NCCL's (here ncclSuccess)");
+  ok(ncclMemAlloc(NULL, 64) == ncclUnhandledCudaError, "ncclMemAlloc into a NULL ptr: ncclUnhandledCudaError "
+     "(NCCL's cudaMalloc fails on it)");
+  expect("", "baton_mem_free()\n", "neither reaches baton's allocator");
 
   /* Groups. */
   ncclGroupStart();

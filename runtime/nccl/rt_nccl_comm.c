@@ -633,10 +633,16 @@ ncclResult_t rt_nccl_CommDeregister(const ncclComm_t comm, void *handle) {
  * direct programs on the ranks' own buffers; NCCL's without one.  Memory
  * baton cannot map on every rank (not from cudaMalloc or ncclMemAlloc)
  * still gets a window, which calls treat as unregistered: NCCL would
- * take it, so a drop-in must. */
+ * take it, so a drop-in must.  As NCCL's, a NULL buffer or a size of 0
+ * registers nothing and succeeds (*win untouched), and deregistering
+ * NULL does nothing. */
 static char no_window;   /* the handle of such a window */
 
 ncclResult_t rt_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags) {
+  if (!buff || size == 0) {   /* as NCCL: nothing to register, *win left as it is */
+    LOG_INFO(RT_SUB_NCCL, "ncclCommWindowRegister of %zu bytes at %p: nothing to register", size, buff);
+    return ncclSuccess;
+  }
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowRegister");
   if (r) return r;
   if (!win) return rt_nccl_fail(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
@@ -661,6 +667,7 @@ ncclResult_t rt_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size
 }
 
 ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (!win) return ncclSuccess;   /* as NCCL: no window, nothing to do */
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowDeregister");
   if (r) return r;
   if (!comm->baton) {
@@ -682,8 +689,15 @@ ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 static int nccl_allocates(void) { return !rt_param_int(RT_PARAM_ENABLE) && rt_nccl_real_get() && rt_nccl_real_get()->MemAlloc; }
 
 ncclResult_t rt_nccl_MemAlloc(void **ptr, size_t size) {
-  if (!ptr) return rt_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   if (nccl_allocates()) return rt_nccl_real_get()->MemAlloc(ptr, size);
+  /* As NCCL, whose cudaMalloc fails on a NULL ptr and answers a size of 0
+   * (baton_mem_alloc refuses both). */
+  if (!ptr) return rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc: ptr is NULL");
+  if (size == 0) {
+    cudaError_t e = cudaMalloc(ptr, 0);
+    return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc of 0 bytes: %s", cudaGetErrorString(e))
+             : ncclSuccess;
+  }
   baton_result b = baton_mem_alloc(ptr, size);
   return b ? rt_nccl_fail(rt_nccl_from_baton(b), "ncclMemAlloc of %zu bytes: %s", size, baton_result_string(b))
            : ncclSuccess;
