@@ -64,20 +64,23 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
   return baton_success;
 }
 
-/* Windows: recorded; a window is a heap word; memory from the heap. */
+/* Windows: recorded; a window is a heap word; memory from the heap.  What
+ * the runtime refuses (no buffer, no bytes, no window) is refused. */
 baton_result baton_comm_register(baton_comm *c, void *buf, size_t bytes, baton_window **w) {
   rec("baton_comm_register(rank=%d, buf=%p, bytes=%zu)", c->rank, buf, bytes);
-  if (!buf) return baton_invalid_argument;
+  if (!buf || !bytes) return baton_invalid_argument;
   *w = malloc(1);
   return baton_success;
 }
 baton_result baton_comm_deregister(baton_comm *c, baton_window *w) {
   rec("baton_comm_deregister(rank=%d)", c->rank);
+  if (!w) return baton_invalid_argument;
   free(w);
   return baton_success;
 }
 baton_result baton_mem_alloc(void **p, size_t bytes) {
   rec("baton_mem_alloc(bytes=%zu)", bytes);
+  if (!p || !bytes) return baton_invalid_argument;
   *p = calloc(1, bytes);
   return baton_success;
 }

@@ -1,8 +1,9 @@
 /* fake_nccl.c -- a stand-in for the real NCCL in the tests of baton's
  * libnccl.so.2 (tests/test_nccl.c): each function appends one line
  * "ncclName(arguments)" to a log that fake_nccl_log() returns, and
- * succeeds.  Built as libfakenccl.so (not named libnccl) and reached
- * through BATON_NCCL_LIB.  No GPU, no communication. */
+ * succeeds (but a collective on a NULL communicator, which fails, and
+ * fails its group, as NCCL's).  Built as libfakenccl.so (not named
+ * libnccl) and reached through BATON_NCCL_LIB.  No GPU, no communication. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,18 @@
 
 const char *fake_nccl_log(void) { return log_buf; }
 void fake_nccl_log_clear(void) { log_clear(); }
+
+/* NCCL's groups, as far as the tests need them: a collective on a NULL
+ * communicator is an argument error; inside a group it is the group's,
+ * and the outermost ncclGroupEnd returns it, launching nothing. */
+static int group_depth;
+static ncclResult_t group_error;
+
+static ncclResult_t arg_check(ncclComm_t c) {
+  if (c) return ncclSuccess;
+  if (group_depth) group_error = ncclInvalidArgument;
+  return ncclInvalidArgument;
+}
 
 /* A fake communicator: what it was created with. */
 struct ncclComm { int nranks, rank, dev; };
@@ -40,16 +53,24 @@ ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId id, int ra
   rec("ncclCommInitRank(nranks=%d, id=%02x, rank=%d) = %p", nranks, (unsigned char)id.internal[0], rank, (void *)*c);
   return ncclSuccess;
 }
+/* NCCL_COMM_BLOCKING=0 or 1 overrides every config's blocking, as in
+ * NCCL; a non-blocking communicator made by ncclCommInitRankConfig or
+ * ncclCommInitAll is still being made when the call returns
+ * (ncclInProgress); ncclCommInitRank outside a group makes it at once. */
+static int env_blocking(int config_blocking) {
+  const char *e = getenv("NCCL_COMM_BLOCKING");
+  return e && (!strcmp(e, "0") || !strcmp(e, "1")) ? atoi(e) : config_blocking;
+}
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *c, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
   *c = fake_comm(nranks, rank, 0);
   rec("ncclCommInitRankConfig(nranks=%d, rank=%d, blocking=%d) = %p", nranks, rank, config ? config->blocking : -1,
       (void *)*c);
-  return config && config->blocking == 0 ? ncclInProgress : ncclSuccess;
+  return env_blocking(config && config->blocking == 0 ? 0 : 1) ? ncclSuccess : ncclInProgress;
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *devlist) {
   for (int i = 0; i < ndev; i++) c[i] = fake_comm(ndev, i, devlist ? devlist[i] : i);
   rec("ncclCommInitAll(ndev=%d)", ndev);
-  return ncclSuccess;
+  return env_blocking(1) ? ncclSuccess : ncclInProgress;
 }
 ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, ncclConfig_t *config) {
   *out = color == NCCL_SPLIT_NOCOLOR ? NULL : fake_comm(1, 0, c->dev);
@@ -94,41 +115,50 @@ ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, n
                            cudaStream_t st) {
   rec("ncclAllReduce(%p, %p, %zu, type=%d, op=%d, comm=%p, stream=%p)", s, r, n, (int)t, (int)op, (void *)c,
       (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
   rec("ncclAllGather(%p, %p, %zu, type=%d, comm=%p, stream=%p)", s, r, n, (int)t, (void *)c, (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t st) {
   rec("ncclReduceScatter(%p, %p, %zu, type=%d, op=%d, comm=%p, stream=%p)", s, r, n, (int)t, (int)op, (void *)c,
       (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclAlltoAll(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
   rec("ncclAlltoAll(%p, %p, %zu, type=%d, comm=%p, stream=%p)", s, r, n, (int)t, (void *)c, (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t st) {
   rec("ncclBroadcast(%p, %p, %zu, type=%d, root=%d, comm=%p, stream=%p)", s, r, n, (int)t, root, (void *)c,
       (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
                         cudaStream_t st) {
   rec("ncclReduce(%p, %p, %zu, type=%d, op=%d, root=%d, comm=%p, stream=%p)", s, r, n, (int)t, (int)op, root,
       (void *)c, (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
   rec("ncclSend(%p, %zu, type=%d, peer=%d, comm=%p, stream=%p)", s, n, (int)t, peer, (void *)c, (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
 ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
   rec("ncclRecv(%p, %zu, type=%d, peer=%d, comm=%p, stream=%p)", r, n, (int)t, peer, (void *)c, (void *)st);
-  return ncclSuccess;
+  return arg_check(c);
 }
-ncclResult_t ncclGroupStart(void) { rec("ncclGroupStart()"); return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { rec("ncclGroupEnd()"); return ncclSuccess; }
+ncclResult_t ncclGroupStart(void) { group_depth++; rec("ncclGroupStart()"); return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) {
+  if (group_depth == 0 || --group_depth > 0 || !group_error) {
+    rec("ncclGroupEnd()");
+    return ncclSuccess;
+  }
+  ncclResult_t e = group_error;
+  group_error = ncclSuccess;
+  rec("ncclGroupEnd() = %d: the group's error, nothing launched", (int)e);
+  return e;
+}

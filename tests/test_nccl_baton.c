@@ -1,11 +1,13 @@
 /* test_nccl_baton.c -- the choices of baton's libnccl.so.2 when baton has
  * a communicator: which calls run on baton and which on NCCL, groups whole
  * on one side (the calls recorded for baton handed to NCCL in order when a
- * later one cannot run on baton), baton's bootstrap over NCCL, errors.
+ * later one cannot run on baton; an error inside a group failing it
+ * whole), baton's bootstrap over NCCL, errors.
  * Built from the library's sources with tests/fake_baton.c in place of
  * baton's GPU runtime (fake_even runs even counts) and tests/fake_nccl.c
  * as the real NCCL; no GPU.  Usage: test_nccl_baton FAKE_NCCL.so, with
- * BATON_NCCL_LIB=FAKE_NCCL.so and BATON_ALGO_FILES set by meson. */
+ * BATON_NCCL_LIB=FAKE_NCCL.so and BATON_ALGO_FILES set by meson (and
+ * BATON_ENABLE=0 or NCCL_COMM_BLOCKING=0 for the runs of those). */
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdint.h>
@@ -79,6 +81,159 @@ static int run_off(void) {
 static int nccl_aborted_at_destroy;
 static void note_nccl_aborted(void) { nccl_aborted_at_destroy += strstr(nccl_log(), "ncclCommAbort(") != NULL; }
 
+/* A communicator of 1 rank with a baton side; *real is the fake NCCL's
+ * beside it.  Both records cleared. */
+static ncclComm_t fresh_comm(ncclUniqueId *id, void **real) {
+  ncclComm_t c = NULL;
+  nccl_clear();
+  ncclCommInitRank(&c, 1, *id, 0);
+  const char *made = "ncclCommInitRank(nranks=1, id=5a, rank=0) = ", *at = strstr(nccl_log(), made);
+  *real = at ? (void *)(uintptr_t)strtoull(at + strlen(made), NULL, 16) : NULL;
+  nccl_clear();
+  fake_baton_log_clear();
+  return c;
+}
+
+/* NCCL's argument checks come before a count of 0 does nothing. */
+static void zero_counts(ncclUniqueId *id) {
+  char want[512];
+  void *real = NULL;
+  ncclComm_t c = fresh_comm(id, &real);
+  ok(ncclAllReduce(NULL, NULL, 0, (ncclDataType_t)99, ncclSum, c, STREAM) == ncclInvalidArgument,
+     "an AllReduce of 0 elements of datatype 99: ncclInvalidArgument");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, (ncclRedOp_t)-1, c, STREAM) == ncclInvalidArgument,
+     "of operator -1: ncclInvalidArgument");
+  ok(ncclBroadcast(NULL, NULL, 0, ncclFloat32, 5, c, STREAM) == ncclInvalidArgument,
+     "a Broadcast of 0 elements from root 5 of 1 rank: ncclInvalidArgument");
+  ok(ncclAllGather(NULL, NULL, 0, ncclInt8, NULL, STREAM) == ncclInvalidArgument,
+     "an AllGather of 0 elements on a NULL communicator: ncclInvalidArgument");
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, (ncclDataType_t)ncclNumTypes, ncclSum, c, STREAM) == ncclInvalidArgument,
+     "an AllReduce of 8 elements of datatype ncclNumTypes: ncclInvalidArgument (not handed to NCCL)");
+  expect("", "", "none of them reaches baton or NCCL");
+  ok(ncclAllReduce(NULL, NULL, 0, ncclFloat32, (ncclRedOp_t)ncclNumOps, c, STREAM) == ncclSuccess,
+     "an AllReduce of 0 elements with an operator of ncclRedOpCreatePreMulSum");
+  snprintf(want, sizeof want, "ncclAllReduce((nil), (nil), 0, type=7, op=5, comm=%p, stream=0x5000)\n", real);
+  expect(want, "", "goes to NCCL, which checks the operator");
+  ok(ncclReduce(NULL, NULL, 0, ncclFloat32, ncclMax, 0, c, STREAM) == ncclSuccess, "a valid Reduce of 0 elements");
+  expect("", "", "runs nowhere");
+  ncclCommDestroy(c);
+  nccl_clear();
+  fake_baton_log_clear();
+}
+
+/* An error inside a group fails the group, as NCCL's: the call returns
+ * it, the outermost ncclGroupEnd returns it too, and none of the group's
+ * calls runs, on baton or on NCCL. */
+static void group_errors(ncclUniqueId *id) {
+  char want[4096];
+  void *real = NULL;
+  ncclComm_t gc = fresh_comm(id, &real);
+
+  ncclGroupStart();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM) == ncclSuccess, "in a group: an "
+     "AllReduce baton runs");
+  ok(ncclBroadcast(P(0x1000), P(0x2000), 8, ncclFloat32, 7, gc, STREAM) == ncclInvalidArgument,
+     "then a Broadcast from root 7 of 1 rank: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "the outermost ncclGroupEnd returns the group's error");
+  expect("", "", "and none of the group's calls runs (the AllReduce neither)");
+  ok_contains(ncclGetLastError(gc), "root 7 is not a rank", "ncclGetLastError names the failed call");
+
+  ncclGroupStart();
+  ncclAllGather(P(0x3000), P(0x4000), 2, ncclFloat32, gc, STREAM);
+  ncclGroupStart();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, NULL, STREAM) == ncclInvalidArgument,
+     "in a nested group: an AllReduce on a NULL communicator: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclSuccess, "the inner ncclGroupEnd ends nothing");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "the outermost returns the error");
+  ncclGroupStart();
+  ok(ncclReduceScatter(P(0x1000), NULL, 4, ncclFloat32, ncclSum, gc, STREAM) == ncclInvalidArgument,
+     "a ReduceScatter with a NULL recvbuff in a group: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "its ncclGroupEnd too");
+  expect("", "", "none of those groups' calls runs");
+
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 7, ncclFloat32, ncclSum, gc, STREAM);
+  ok(ncclReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, 3, gc, STREAM) == ncclInvalidArgument,
+     "in a group handed to NCCL: a Reduce from root 3 of 1 rank: ncclInvalidArgument");
+  ok(ncclGroupEnd() == ncclInvalidArgument, "ncclGroupEnd returns it");
+  snprintf(want, sizeof want, "ncclGroupStart()\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 7, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce((nil), (nil), 0, type=1, op=0, comm=(nil), stream=(nil))\n"
+           "ncclGroupEnd() = 4: the group's error, nothing launched\n", real, real);
+  expect(want, "", "NCCL's group is given an invalid call of its own (a NULL communicator) before its end, so that "
+         "NCCL launches none of the calls it holds");
+
+  ncclComm_t made_in = NULL;
+  ncclGroupStart();
+  ncclCommInitRank(&made_in, 1, *id, 0);
+  ncclAllGather(P(0x3000), NULL, 2, ncclFloat32, gc, STREAM);
+  ok(ncclGroupEnd() == ncclInvalidArgument, "a group creating a communicator, with a failed call");
+  ok(!strstr(fake_baton_log(), "baton_comm_init") && !strstr(nccl_log(), "ncclBroadcast("),
+     "the communicator gets no baton side (NCCL made none either)");
+  ncclCommDestroy(made_in);
+  nccl_clear();
+  fake_baton_log_clear();
+
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ok(ncclGroupEnd() == ncclSuccess, "the next group");
+  expect("", "baton_group_start()\nbaton_allreduce(0x1000, 0x2000, 8, type=0, op=0, rank=0, stream=0x5000)\n"
+         "baton_group_end()\n", "runs whole: the failed group left nothing behind");
+
+  /* A communicator this library did not make is the real NCCL's own: in a
+   * group, NCCL's group must hold its call. */
+  int junk[32] = {0};
+  ncclGroupStart();
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, gc, STREAM);
+  ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, (ncclComm_t)junk, STREAM);
+  ok(ncclGroupEnd() == ncclSuccess, "a group with a call on the real NCCL's own communicator");
+  snprintf(want, sizeof want, "ncclGroupStart()\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclAllReduce(0x1000, 0x2000, 8, type=7, op=0, comm=%p, stream=0x5000)\n"
+           "ncclGroupEnd()\n", real, (void *)junk);
+  expect(want, "", "goes whole to NCCL, that call inside NCCL's group (where NCCL's checks of it fail the group)");
+  ncclCommDestroy(gc);
+  nccl_clear();
+  fake_baton_log_clear();
+}
+
+/* NCCL_COMM_BLOCKING=0: NCCL makes every communicator non-blocking, so
+ * each is NCCL's alone, and each creation returns what NCCL returns. */
+static int run_nonblocking(void) {
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = NULL, cfgd = NULL, forced = NULL, all[1] = {NULL};
+  nccl_clear();
+  ok(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess && comm, "ncclCommInitRank with NCCL_COMM_BLOCKING=0: "
+     "ncclSuccess (NCCL makes it at once)");
+  ok(!strstr(nccl_log(), "ncclBroadcast(") && !*fake_baton_log(), "no baton side: no id broadcast over NCCL, no "
+     "baton communicator (NCCL's work on it may still run)");
+  nccl_clear();
+  ok(ncclAllReduce(P(0x1000), P(0x2000), 8, ncclFloat32, ncclSum, comm, STREAM) == ncclSuccess &&
+     strstr(nccl_log(), "ncclAllReduce(0x1000, 0x2000, 8,") && !*fake_baton_log(),
+     "an AllReduce baton would run goes to NCCL");
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  nccl_clear();
+  ok(ncclCommInitRankConfig(&cfgd, 1, id, 0, &cfg) == ncclInProgress && cfgd, "ncclCommInitRankConfig with a default "
+     "config: NCCL's ncclInProgress");
+  cfg.blocking = 1;
+  ok(ncclCommInitRankConfig(&forced, 1, id, 0, &cfg) == ncclInProgress && forced, "with config->blocking = 1 too "
+     "(the variable overrides the config)");
+  ok(ncclCommInitAll(all, 1, NULL) == ncclInProgress && all[0], "ncclCommInitAll: ncclInProgress, its communicators "
+     "returned");
+  ok(!strstr(nccl_log(), "ncclBroadcast(") && !*fake_baton_log(), "none of them gets a baton side");
+  ok(logged("ncclCommInitRank: non-blocking communicator (NCCL_COMM_BLOCKING=0): NCCL runs every call"),
+     "the INFO line says why");
+  ncclCommDestroy(comm);
+  ncclCommDestroy(cfgd);
+  ncclCommDestroy(forced);
+  ncclCommDestroy(all[0]);
+  ok(logged("all on NCCL (a non-blocking communicator is NCCL's)"), "the summary at destruction says why");
+  return tap_done();
+}
+
 int main(int argc, char **argv) {
   int v = 0;
   ncclGetVersion(&v);
@@ -90,6 +245,8 @@ int main(int argc, char **argv) {
   nccl_clear();
   const char *en = getenv("BATON_ENABLE");
   if (en && !strcmp(en, "0")) return run_off();
+  const char *blocking = getenv("NCCL_COMM_BLOCKING");
+  if (blocking && !strcmp(blocking, "0")) return run_nonblocking();
   char want[4096];
 
   /* Creation: NCCL's communicator, then baton's bootstrapped over it. */
@@ -167,14 +324,23 @@ int main(int argc, char **argv) {
   ncclWindow_t win = NULL;
   ok(ncclMemAlloc(&mem, 4096) == ncclSuccess && mem, "ncclMemAlloc");
   ok(ncclCommWindowRegister(comm, mem, 4096, &win, 0) == ncclSuccess && win, "ncclCommWindowRegister");
-  ok(ncclCommWindowRegister(comm, NULL, 4096, &win, 0) == ncclInvalidArgument,
-     "ncclCommWindowRegister of a buffer baton refuses: ncclInvalidArgument");
+  ncclWindow_t kept = win;
+  ok(ncclCommWindowRegister(comm, NULL, 4096, &win, 0) == ncclSuccess && win == kept &&
+     ncclCommWindowRegister(comm, mem, 0, &win, 0) == ncclSuccess && win == kept,
+     "ncclCommWindowRegister of a NULL buffer or of 0 bytes: ncclSuccess, *win untouched (as NCCL)");
   ok(ncclCommWindowDeregister(comm, win) == ncclSuccess, "ncclCommWindowDeregister");
+  ok(ncclCommWindowDeregister(comm, NULL) == ncclSuccess, "ncclCommWindowDeregister of NULL: ncclSuccess (as NCCL)");
   ok(ncclMemFree(mem) == ncclSuccess, "ncclMemFree");
   snprintf(want, sizeof want, "baton_mem_alloc(bytes=4096)\nbaton_comm_register(rank=0, buf=%p, bytes=4096)\n"
-           "baton_comm_register(rank=0, buf=(nil), bytes=4096)\nbaton_comm_deregister(rank=0)\nbaton_mem_free()\n",
-           mem);
-  expect("", want, "memory and windows are baton's (cudaMalloc memory every rank can map), NCCL sees none of it");
+           "baton_comm_deregister(rank=0)\nbaton_mem_free()\n", mem);
+  expect("", want, "memory and windows are baton's (cudaMalloc memory every rank can map), NCCL sees none of it; "
+         "a NULL buffer, 0 bytes or a NULL window reaches neither");
+  void *none = P(1);
+  ok(ncclMemAlloc(&none, 0) == ncclSuccess && ncclMemFree(none) == ncclSuccess,
+     "ncclMemAlloc of 0 bytes: cudaMalloc's answer, as NCCL's (here ncclSuccess)");
+  ok(ncclMemAlloc(NULL, 64) == ncclUnhandledCudaError, "ncclMemAlloc into a NULL ptr: ncclUnhandledCudaError "
+     "(NCCL's cudaMalloc fails on it)");
+  expect("", "baton_mem_free()\n", "neither reaches baton's allocator");
 
   /* Groups. */
   ncclGroupStart();
@@ -306,5 +472,7 @@ int main(int argc, char **argv) {
   ncclCommDestroy(pair[0]);
   ncclCommDestroy(pair[1]);
   ncclCommDestroy(lone);
+  zero_counts(&id);
+  group_errors(&id);
   return tap_done();
 }

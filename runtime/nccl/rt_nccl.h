@@ -18,7 +18,7 @@ struct ncclComm {
   ncclComm_t real;        /* the real NCCL's communicator; NULL without NCCL */
   baton_comm *baton;      /* NULL: every call goes to the real NCCL */
   int rank, nranks, dev;  /* known at creation (the real comm's when present) */
-  int nonblocking;        /* created with config->blocking == 0: NCCL only */
+  int nonblocking;        /* non-blocking (config->blocking = 0, NCCL_COMM_BLOCKING=0): NCCL only */
   ncclUniqueId id;        /* the id it was made with (baton's without NCCL); zero for a split */
   unsigned long long on_baton, on_nccl;   /* collective calls (those baton may run) run on each */
 };
@@ -40,15 +40,17 @@ const rt_nccl_real *rt_nccl_real_get(void);
 /* Why there is no real NCCL ("no NCCL library: BATON_NCCL_LIB=x: ..."). */
 const char *rt_nccl_real_why(void);
 
-/* The baton-side implementations of the OWN rows of rt_nccl.def. */
+/* The baton-side implementations of the OWN, OWNC and OWNG rows of rt_nccl.def. */
 #define F(ret, name, params, args, how) RT_NCCL_DECL_##how(ret, name, params)
 #define RT_NCCL_DECL_OWN(ret, name, params) ret rt_nccl_##name params;
 #define RT_NCCL_DECL_OWNC(ret, name, params) ret rt_nccl_##name params;
+#define RT_NCCL_DECL_OWNG(ret, name, params) ret rt_nccl_##name params;
 #define RT_NCCL_DECL_FWD(ret, name, params)
 #include "rt_nccl.def"
 #undef F
 #undef RT_NCCL_DECL_OWN
 #undef RT_NCCL_DECL_OWNC
+#undef RT_NCCL_DECL_OWNG
 #undef RT_NCCL_DECL_FWD
 
 /* ncclSuccess when c is a communicator of this library (and its device
@@ -100,7 +102,7 @@ typedef struct rt_nccl_call {
 typedef struct rt_nccl_group {
   int depth;                /* nesting of ncclGroupStart */
   int to_nccl;              /* handed to NCCL: its ncclGroupStart was called */
-  ncclResult_t error;       /* the first error inside the group */
+  ncclResult_t error;       /* the group's error: the last call inside it that failed (NCCL's rule) */
   rt_nccl_call *calls;      /* recorded for baton, in order */
   int ncalls, cap;
   struct ncclComm **defer;  /* created inside: baton's side at the end */
@@ -126,9 +128,23 @@ ncclResult_t rt_nccl_forward(const rt_nccl_call *c, const char *why);
 
 /* Inside a group, a call that must go to NCCL
  * first hands the group to NCCL: ncclGroupStart, then the calls recorded
- * so far, in order.  Returns the first error of that. */
+ * so far, in order.  Returns the first error of that (ncclSuccess when
+ * the group is NCCL's already); the error is the group's too. */
 int rt_nccl_in_group(void);
 ncclResult_t rt_nccl_group_to_nccl(void);
+
+/* As NCCL's groups: an error (not ncclInProgress) of a call made inside a
+ * group becomes the group's error, the last such one winning; the
+ * outermost ncclGroupEnd returns it and launches none of the group's
+ * calls.  Outside a group nothing.  Returns r. */
+ncclResult_t rt_nccl_group_check(ncclResult_t r);
+
+/* The outermost end of a group handed to NCCL: NCCL's ncclGroupEnd, after
+ * giving NCCL's group an invalid call of its own when the group has an
+ * error, so that NCCL launches none of the calls it holds.  Returns the
+ * group's error when there is one, else NCCL's result; nothing, and the
+ * group's error, when the group is not NCCL's. */
+ncclResult_t rt_nccl_group_end_nccl(void);
 
 /* A communicator created inside a group gets its baton side at the
  * outermost ncclGroupEnd, after NCCL has made its own. */

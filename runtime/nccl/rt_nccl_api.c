@@ -13,6 +13,17 @@
   if (f_ && f_->name) return f_->name args;                                 \
   return rt_nccl_##name args;
 
+/* OWNG: OWNC for a collective; inside a group, the real NCCL's own
+ * communicator's call first hands the group to NCCL, and its error is the
+ * group's. */
+#define RT_NCCL_BODY_OWNG(ret, name, args)                                 \
+  const rt_nccl_real *f_ = rt_nccl_foreign(comm);                           \
+  if (f_ && f_->name) {                                                     \
+    ncclResult_t g_ = rt_nccl_group_to_nccl();                              \
+    return rt_nccl_group_check(g_ != ncclSuccess ? g_ : f_->name args);     \
+  }                                                                         \
+  return rt_nccl_##name args;
+
 /* FWD: to the real NCCL, after handing an open group to it. */
 #define RT_NCCL_BODY_FWD(ret, name, args)                                  \
   const rt_nccl_real *n_ = rt_nccl_real_get();                              \

@@ -69,25 +69,49 @@ static ncclResult_t run_baton(const rt_nccl_call *c, int ai) {
   return ncclSuccess;
 }
 
-/* One collective call: alone, it runs where it can; in a group, it is
- * recorded for baton until a call baton cannot run hands the group to NCCL. */
-static ncclResult_t dispatch(const rt_nccl_call *c) {
-  char name[32];
-  snprintf(name, sizeof name, "nccl%s", rt_nccl_kind_name[c->kind]);
+/* NCCL's checks of a collective's arguments (its ArgsCheck), made before a
+ * count of 0 does nothing, as NCCL makes them: the communicator, the root
+ * (of the rooted kinds), the type and the operator (one made by
+ * ncclRedOpCreatePreMulSum is the real NCCL's to check); then, where
+ * elements move, the buffers the call uses (NCCL checks those only with
+ * NCCL_CHECK_POINTERS=1; a NULL one would fault on the GPU).  ncclSuccess,
+ * or the error, said naming the call (`name`) and the rank. */
+static ncclResult_t check_args(const rt_nccl_call *c, const char *name) {
   ncclResult_t r = rt_nccl_comm_check(c->comm, name);
   if (r) return r;
-  if (c->count == 0) {   /* nothing to move, on either side (NCCL does nothing either) */
+  int rank = c->comm->rank;
+  if (rt_nccl_rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, rank, c->root,
+                        c->comm->nranks - 1);
+  if ((int)c->type < 0 || (int)c->type >= (int)ncclNumTypes)
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: datatype %d is not an NCCL type (0..%d)", name, rank,
+                        (int)c->type, (int)ncclNumTypes - 1);
+  if ((int)c->op < 0)   /* ncclMaxRedOp is INT_MAX: no int lies beyond it */
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: reduction operation %d is not an NCCL operator", name,
+                        rank, (int)c->op);
+  if (c->count == 0) return ncclSuccess;
+  /* Off the root, one of a rooted call's buffers is not used (NULL is fine). */
+  int off_root = rt_nccl_rooted(c->kind) && rank != c->root;
+  int need_s = !(off_root && no_send_off_root(c->kind)), need_r = !(off_root && !no_send_off_root(c->kind));
+  if ((need_r && !c->r) || (need_s && !c->s))
+    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, rank);
+  return ncclSuccess;
+}
+
+/* Where one collective call goes, its arguments checked: alone, it runs
+ * where it can; in a group, it is recorded for baton until a call baton
+ * cannot run hands the group to NCCL. */
+static ncclResult_t place(const rt_nccl_call *c) {
+  char name[32];
+  snprintf(name, sizeof name, "nccl%s", rt_nccl_kind_name[c->kind]);
+  ncclResult_t r = check_args(c, name);
+  if (r) return r;
+  /* Nothing to move, on either side (NCCL does nothing either); but an
+   * operator of ncclRedOpCreatePreMulSum goes to NCCL, which checks it. */
+  if (c->count == 0 && (int)c->op < (int)ncclNumOps) {
     LOG_INFO(RT_SUB_NCCL, "%s of 0 elements on rank %d: nothing to do", name, c->comm->rank);
     return ncclSuccess;
   }
-  /* Off the root, one of a rooted call's buffers is not used (NULL is fine). */
-  int off_root = rt_nccl_rooted(c->kind) && c->comm->rank != c->root;
-  int need_s = !(off_root && no_send_off_root(c->kind)), need_r = !(off_root && !no_send_off_root(c->kind));
-  if ((need_r && !c->r) || (need_s && !c->s))
-    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: NULL buffer", name, c->comm->rank);
-  if (rt_nccl_rooted(c->kind) && (c->root < 0 || c->root >= c->comm->nranks))
-    return rt_nccl_fail(ncclInvalidArgument, "%s on rank %d: root %d is not a rank (0..%d)", name, c->comm->rank,
-                        c->root, c->comm->nranks - 1);
   const char *algo = NULL;
   int ai = -1;
   const char *no = baton_refuses(c, &ai, &algo);
@@ -106,6 +130,10 @@ static ncclResult_t dispatch(const rt_nccl_call *c) {
   }
   return ncclSuccess;
 }
+
+/* One collective call; inside a group its error is the group's (NCCL's
+ * rule: the outermost ncclGroupEnd then fails and launches nothing). */
+static ncclResult_t dispatch(const rt_nccl_call *c) { return rt_nccl_group_check(place(c)); }
 
 ncclResult_t rt_nccl_AllReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
@@ -167,17 +195,22 @@ ncclResult_t rt_nccl_GroupStart(void) {
 }
 
 /* The outermost end: NCCL's group ends, or the recorded calls run on
- * baton in order; then the communicators created inside get baton's side. */
+ * baton in order; then the communicators created inside get baton's side.
+ * A group holding a call that failed (its error, rt_nccl_group_check)
+ * launches none of its calls and returns that error, as NCCL's does. */
 ncclResult_t rt_nccl_GroupEnd(void) {
   rt_nccl_group *g = rt_nccl_group_get();
   if (g->depth == 0) return rt_nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--g->depth > 0) return ncclSuccess;
-  ncclResult_t r = g->error;
-  const rt_nccl_real *n = rt_nccl_real_get();
-  if (g->to_nccl && n) {
-    ncclResult_t e = n->GroupEnd();
-    if (r == ncclSuccess) r = e;
+  if (g->error != ncclSuccess) {
+    ncclResult_t r = rt_nccl_group_end_nccl();
+    LOG_INFO(RT_SUB_NCCL, "ncclGroupEnd: a call inside the group failed: none of its calls runs%s (as NCCL's "
+             "group, it returns the error, %d)", g->ndefer ? " and the communicators created in it get no baton side"
+             : "", (int)r);
+    rt_nccl_group_reset();
+    return r;
   }
+  ncclResult_t r = rt_nccl_group_end_nccl();
   if (g->ndefer && (r == ncclSuccess || r == ncclInProgress)) r = rt_nccl_comm_attach(g->defer, g->ndefer);
   if (!g->to_nccl && g->ncalls) {
     if (g->ncalls > 1) LOG_INFO(RT_SUB_NCCL, "group of %d calls: all on baton", g->ncalls);
@@ -194,7 +227,8 @@ ncclResult_t rt_nccl_GroupEnd(void) {
   return r;
 }
 
-/* NCCL estimates the group's time; nothing runs, no communicator is made. */
+/* NCCL estimates the group's time; nothing runs, no communicator is made.
+ * A group with an error returns it, as ncclGroupEnd does. */
 ncclResult_t rt_nccl_GroupSimulateEnd(ncclSimInfo_t *info) {
   rt_nccl_group *g = rt_nccl_group_get();
   if (g->depth == 0) return rt_nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
@@ -203,9 +237,15 @@ ncclResult_t rt_nccl_GroupSimulateEnd(ncclSimInfo_t *info) {
     return ncclSuccess;
   }
   const rt_nccl_real *n = rt_nccl_real_get();
-  ncclResult_t r = n && n->GroupSimulateEnd ? rt_nccl_group_to_nccl() : rt_nccl_unavailable("ncclGroupSimulateEnd");
-  if (r == ncclSuccess) r = n->GroupSimulateEnd(info);
-  else if (g->to_nccl && n) n->GroupEnd();
+  ncclResult_t r = g->error;
+  if (r == ncclSuccess)
+    r = n && n->GroupSimulateEnd ? rt_nccl_group_to_nccl() : rt_nccl_unavailable("ncclGroupSimulateEnd");
+  if (r == ncclSuccess) {
+    r = n->GroupSimulateEnd(info);
+  } else {
+    rt_nccl_group_check(r);
+    r = rt_nccl_group_end_nccl();
+  }
   rt_nccl_group_reset();
   return r;
 }

@@ -287,7 +287,8 @@ ncclResult_t rt_nccl_comm_attach(struct ncclComm **v, int n) {
  * stays NCCL's: its creation may still be running when this returns. */
 static ncclResult_t comm_finish(struct ncclComm *c, ncclResult_t real_r, const char *call) {
   if (c->nonblocking) {
-    LOG_INFO(RT_SUB_NCCL, "%s: non-blocking communicator: NCCL runs every call (baton needs a blocking one)", call);
+    LOG_INFO(RT_SUB_NCCL, "%s: non-blocking communicator%s: NCCL runs every call (baton needs a blocking one)", call,
+             rt_param_int(RT_PARAM_NCCL_COMM_BLOCKING) == 0 ? " (NCCL_COMM_BLOCKING=0)" : "");
     return real_r;
   }
   if (rt_nccl_in_group()) {
@@ -297,7 +298,17 @@ static ncclResult_t comm_finish(struct ncclComm *c, ncclResult_t real_r, const c
   return rt_nccl_comm_attach(&c, 1);
 }
 
-static int config_nonblocking(const ncclConfig_t *config) { return config && config->blocking == 0; }
+/* Whether NCCL makes a communicator of `config` (NULL: NCCL's default
+ * config) non-blocking, as NCCL decides it (parseCommConfig, then
+ * envConfigOverride): NCCL_COMM_BLOCKING=0 or 1 (read once) overrides
+ * every config; else config->blocking == 0.  *why, when given, is the
+ * reason for the log. */
+static int config_nonblocking(const ncclConfig_t *config, const char **why) {
+  int64_t env = rt_param_int(RT_PARAM_NCCL_COMM_BLOCKING);
+  int nb = env == 0 || env == 1 ? env == 0 : config && config->blocking == 0;
+  if (why) *why = env == 0 ? "NCCL_COMM_BLOCKING=0" : "config->blocking = 0";
+  return nb;
+}
 
 static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config,
                               const char *call) {
@@ -312,7 +323,8 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
   c->rank = rank;
   cudaGetDevice(&c->dev);
   rt_log_set_dev(c->dev);
-  c->nonblocking = config_nonblocking(config);
+  const char *nb_why = "";
+  c->nonblocking = config_nonblocking(config, &nb_why);
   memcpy(&c->id, &id, sizeof id);
   ncclResult_t r = ncclSuccess;
   if (n) {
@@ -334,8 +346,8 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
   } else {
     if (c->nonblocking) {
       comm_free(c);
-      return rt_nccl_fail(ncclInvalidUsage, "%s: a non-blocking communicator needs the real NCCL (%s)", call,
-                          rt_nccl_real_why());
+      return rt_nccl_fail(ncclInvalidUsage, "%s: a non-blocking communicator (%s) needs the real NCCL (%s)", call,
+                          nb_why, rt_nccl_real_why());
     }
   }
   *out = c;
@@ -347,13 +359,14 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
   return f;
 }
 
+/* Inside a group, their errors are the group's (as NCCL's). */
 ncclResult_t rt_nccl_CommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
-  return init_rank(comm, nranks, id, rank, NULL, "ncclCommInitRank");
+  return rt_nccl_group_check(init_rank(comm, nranks, id, rank, NULL, "ncclCommInitRank"));
 }
 
 ncclResult_t rt_nccl_CommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                         ncclConfig_t *config) {
-  return init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig");
+  return rt_nccl_group_check(init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig"));
 }
 
 /* A communicator the real NCCL made from another (split, shrink) or from
@@ -371,7 +384,7 @@ static ncclResult_t wrap_new(ncclComm_t real, ncclResult_t r, int nonblocking, n
   return comm_finish(c, r, call);
 }
 
-ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+static ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommSplit");
   if (r) return r;
   if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
@@ -381,12 +394,12 @@ ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *
   rt_nccl_clear_error();
   ncclComm_t real = NULL;
   r = n->CommSplit(comm->real, color, key, &real, config);
-  int nb = config ? config_nonblocking(config) : comm->nonblocking;
+  int nb = config ? config_nonblocking(config, NULL) : comm->nonblocking;
   return wrap_new(real, r, nb, newcomm, "ncclCommSplit");
 }
 
-ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
-                                ncclConfig_t *config, int flags) {
+static ncclResult_t shrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm, ncclConfig_t *config,
+                           int flags) {
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommShrink");
   if (r) return r;
   if (!newcomm) return rt_nccl_fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
@@ -396,12 +409,12 @@ ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncc
   rt_nccl_clear_error();
   ncclComm_t real = NULL;
   r = n->CommShrink(comm->real, exclude, nexclude, &real, config, flags);
-  int nb = config ? config_nonblocking(config) : comm->nonblocking;
+  int nb = config ? config_nonblocking(config, NULL) : comm->nonblocking;
   return wrap_new(real, r, nb, newcomm, "ncclCommShrink");
 }
 
-ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
-                                          ncclConfig_t *config) {
+static ncclResult_t init_scalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
+                                  ncclConfig_t *config) {
   if (!newcomm || !ids || nId < 1)
     return rt_nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: newcomm or ids is NULL, or nId < 1");
   const rt_nccl_real *n = rt_nccl_real_get();
@@ -414,13 +427,28 @@ ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int m
   int dev = 0;
   cudaGetDevice(&dev);
   r = n->CommInitRankScalable(&real, nranks, myrank, nId, ids, config);
-  r = wrap_new(real, r, config_nonblocking(config), newcomm, "ncclCommInitRankScalable");
+  r = wrap_new(real, r, config_nonblocking(config, NULL), newcomm, "ncclCommInitRankScalable");
   if (*newcomm && (*newcomm)->rank < 0) {   /* inside a group: NCCL is not done yet */
     (*newcomm)->rank = myrank;
     (*newcomm)->nranks = nranks;
     (*newcomm)->dev = dev;
   }
   return r;
+}
+
+/* Inside a group, their errors are the group's (as NCCL's). */
+ncclResult_t rt_nccl_CommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  return rt_nccl_group_check(split(comm, color, key, newcomm, config));
+}
+
+ncclResult_t rt_nccl_CommShrink(ncclComm_t comm, int *exclude, int nexclude, ncclComm_t *newcomm,
+                                ncclConfig_t *config, int flags) {
+  return rt_nccl_group_check(shrink(comm, exclude, nexclude, newcomm, config, flags));
+}
+
+ncclResult_t rt_nccl_CommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids,
+                                          ncclConfig_t *config) {
+  return rt_nccl_group_check(init_scalable(newcomm, nranks, myrank, nId, ids, config));
 }
 
 ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
@@ -432,6 +460,11 @@ ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist
   ncclResult_t r = reals && b && v ? ncclSuccess : rt_nccl_fail(ncclSystemError, "ncclCommInitAll: out of memory");
   for (int i = 0; i < ndev && r == ncclSuccess; i++)
     if (!(v[i] = comm_new())) r = rt_nccl_fail(ncclSystemError, "ncclCommInitAll: out of memory");
+  const char *nb_why = "";
+  int nb = config_nonblocking(NULL, &nb_why);   /* NCCL_COMM_BLOCKING=0: NCCL makes them non-blocking */
+  if (r == ncclSuccess && !n && nb)
+    r = rt_nccl_fail(ncclInvalidUsage, "ncclCommInitAll: a non-blocking communicator (%s) needs the real NCCL (%s)",
+                     nb_why, rt_nccl_real_why());
   if (r == ncclSuccess && n) {
     if (rt_nccl_in_group()) r = rt_nccl_group_to_nccl();
     if (r == ncclSuccess) {
@@ -439,11 +472,16 @@ ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist
       r = n->CommInitAll(reals, ndev, devlist);
     }
   }
+  /* ncclInProgress: NCCL is still making them, on threads of its own. */
+  nb = nb || r == ncclInProgress;
   if (r == ncclSuccess && !n && !rt_param_int(RT_PARAM_ENABLE))
     r = rt_nccl_fail(ncclInvalidUsage, "ncclCommInitAll: BATON_ENABLE=0 and no real NCCL (%s): nothing can run "
                      "these communicators", rt_nccl_real_why());
+  if ((r == ncclSuccess || r == ncclInProgress) && nb)
+    LOG_INFO(RT_SUB_NCCL, "ncclCommInitAll: non-blocking communicators%s: NCCL runs every call (baton needs blocking "
+             "ones)", rt_param_int(RT_PARAM_NCCL_COMM_BLOCKING) == 0 ? " (NCCL_COMM_BLOCKING=0)" : "");
   /* One process holds every rank: baton's side is made here, group or not. */
-  if (r == ncclSuccess && (!n || rt_nccl_baton_wanted(ndev))) {
+  if (r == ncclSuccess && !nb && (!n || rt_nccl_baton_wanted(ndev))) {
     baton_result br = baton_comm_init_all(b, ndev, devlist);
     if (br && !n)
       r = rt_nccl_fail(rt_nccl_from_baton(br), "ncclCommInitAll: %d devices: no real NCCL (%s) and baton could not "
@@ -456,9 +494,10 @@ ncclResult_t rt_nccl_CommInitAll(ncclComm_t *comms, int ndev, const int *devlist
                ndev, baton_comm_algorithm_count(b[0]));
   }
   for (int i = 0; i < ndev; i++) {
-    if (r == ncclSuccess) {
+    if (r == ncclSuccess || r == ncclInProgress) {
       v[i]->real = reals[i];
       v[i]->baton = b[i];
+      v[i]->nonblocking = nb;
       v[i]->rank = i;
       v[i]->nranks = ndev;
       v[i]->dev = devlist ? devlist[i] : i;
@@ -595,10 +634,16 @@ ncclResult_t rt_nccl_CommDeregister(const ncclComm_t comm, void *handle) {
  * direct programs on the ranks' own buffers; NCCL's without one.  Memory
  * baton cannot map on every rank (not from cudaMalloc or ncclMemAlloc)
  * still gets a window, which calls treat as unregistered: NCCL would
- * take it, so a drop-in must. */
+ * take it, so a drop-in must.  As NCCL's, a NULL buffer or a size of 0
+ * registers nothing and succeeds (*win untouched), and deregistering
+ * NULL does nothing. */
 static char no_window;   /* the handle of such a window */
 
 ncclResult_t rt_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags) {
+  if (!buff || size == 0) {   /* as NCCL: nothing to register, *win left as it is */
+    LOG_INFO(RT_SUB_NCCL, "ncclCommWindowRegister of %zu bytes at %p: nothing to register", size, buff);
+    return ncclSuccess;
+  }
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowRegister");
   if (r) return r;
   if (!win) return rt_nccl_fail(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
@@ -623,6 +668,7 @@ ncclResult_t rt_nccl_CommWindowRegister(ncclComm_t comm, void *buff, size_t size
 }
 
 ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (!win) return ncclSuccess;   /* as NCCL: no window, nothing to do */
   ncclResult_t r = rt_nccl_comm_check(comm, "ncclCommWindowDeregister");
   if (r) return r;
   if (!comm->baton) {
@@ -644,8 +690,15 @@ ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 static int nccl_allocates(void) { return !rt_param_int(RT_PARAM_ENABLE) && rt_nccl_real_get() && rt_nccl_real_get()->MemAlloc; }
 
 ncclResult_t rt_nccl_MemAlloc(void **ptr, size_t size) {
-  if (!ptr) return rt_nccl_fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   if (nccl_allocates()) return rt_nccl_real_get()->MemAlloc(ptr, size);
+  /* As NCCL, whose cudaMalloc fails on a NULL ptr and answers a size of 0
+   * (baton_mem_alloc refuses both). */
+  if (!ptr) return rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc: ptr is NULL");
+  if (size == 0) {
+    cudaError_t e = cudaMalloc(ptr, 0);
+    return e ? rt_nccl_fail(ncclUnhandledCudaError, "ncclMemAlloc of 0 bytes: %s", cudaGetErrorString(e))
+             : ncclSuccess;
+  }
   baton_result b = baton_mem_alloc(ptr, size);
   return b ? rt_nccl_fail(rt_nccl_from_baton(b), "ncclMemAlloc of %zu bytes: %s", size, baton_result_string(b))
            : ncclSuccess;

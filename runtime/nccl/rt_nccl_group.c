@@ -69,8 +69,13 @@ void rt_nccl_group_reset(void) {
 
 int rt_nccl_in_group(void) { return grp.depth > 0; }
 
+ncclResult_t rt_nccl_group_check(ncclResult_t r) {
+  if (grp.depth > 0 && r != ncclSuccess && r != ncclInProgress) grp.error = r;
+  return r;
+}
+
 ncclResult_t rt_nccl_group_to_nccl(void) {
-  if (grp.depth == 0 || grp.to_nccl) return grp.error;
+  if (grp.depth == 0 || grp.to_nccl) return ncclSuccess;
   const rt_nccl_real *n = rt_nccl_real_get();
   grp.to_nccl = 1;
   ncclResult_t r = n ? n->GroupStart()
@@ -81,8 +86,23 @@ ncclResult_t rt_nccl_group_to_nccl(void) {
              grp.ncalls == 1 ? "" : "s");
   for (int i = 0; i < grp.ncalls && r == ncclSuccess; i++) r = rt_nccl_forward(&grp.calls[i], "its group went to NCCL");
   grp.ncalls = 0;
-  if (grp.error == ncclSuccess) grp.error = r;
-  return r;
+  return rt_nccl_group_check(r);
+}
+
+ncclResult_t rt_nccl_group_end_nccl(void) {
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (!grp.to_nccl || !n) return grp.error;
+  if (grp.error != ncclSuccess && n->AllReduce) {
+    /* NCCL records an argument error of a call inside its group and its
+     * ncclGroupEnd then returns it, launching none of the group's calls: a
+     * collective on a NULL communicator is such an error (NCCL checks the
+     * communicator first and touches nothing else). */
+    LOG_INFO(RT_SUB_NCCL, "group: a call inside it failed: NCCL's group is given an invalid call (a NULL "
+             "communicator) so that it launches none of its calls either");
+    n->AllReduce(NULL, NULL, 0, ncclUint8, ncclSum, NULL, NULL);
+  }
+  ncclResult_t e = n->GroupEnd();
+  return grp.error != ncclSuccess ? grp.error : e;
 }
 
 void rt_nccl_group_defer(struct ncclComm *c) {
@@ -90,8 +110,7 @@ void rt_nccl_group_defer(struct ncclComm *c) {
     int cap = grp.capdefer ? 2 * grp.capdefer : 8;
     struct ncclComm **v = realloc(grp.defer, cap * sizeof *v);
     if (!v) {
-      if (grp.error == ncclSuccess)
-        grp.error = rt_nccl_fail(ncclSystemError, "out of memory deferring a communicator's creation");
+      rt_nccl_group_check(rt_nccl_fail(ncclSystemError, "out of memory deferring a communicator's creation"));
       return;
     }
     grp.defer = v;
