@@ -179,12 +179,24 @@ static void flush_signals(builder *b) {
 }
 
 /* Appends signal or wait entry e to a group of its kind: the last
- * operation of the thread block when it is one, else a new one. */
+ * operation of the thread block when it is one, else a new one.  A signal
+ * of a stream the group signals already raises that entry's count
+ * instead: a group's signals are stored by threads of their own, in no
+ * order, and a flag must never go back to a smaller count (a wait takes
+ * the stream's count or more). */
 static void add_sync(builder *b, int kind, ip_dsync e) {
   rt_dplan *d = b->d;
   int last = d->nops - 1;
   if (last < d->tab.tb_first[b->tb] || d->tab.ops[last].kind != kind) last = new_op(b, kind);
   if (b->bad) return;
+  const ip_dop *g = &d->tab.ops[last];
+  for (int i = 0; kind == IP_D_SIGS && i < g->n; i++) {
+    ip_dsync *x = &d->tab.syncs[g->first + i];
+    if (x->peer == e.peer && x->chan == e.chan) {
+      if (e.at > x->at) x->at = e.at, x->step = e.step;
+      return;
+    }
+  }
   if (d->nsyncs >= IP_DIRECT_MAX_SYNCS) {
     b->bad = 1;
     b->why = "more signals and waits than the executor holds";
@@ -308,6 +320,14 @@ static void combine(builder *b, loc dst, loc l, int step) {
   b->dirty = 1;
 }
 
+/* Whether the open run puts into a peer's buffer. */
+static int run_puts(const builder *b) {
+  const ip_dop *o = &b->d->tab.ops[b->op];
+  for (int k = 0; k < o->n; k++)
+    if (b->d->tab.links[o->first + k].kind == IP_L_PUT) return 1;
+  return 0;
+}
+
 /* One data step (put, get, getr, cpy, re): joins the open run where the
  * run's value is what it reads and the run's shape allows, else closes it
  * and opens another. */
@@ -321,18 +341,27 @@ static void data_step(builder *b, const ir_step *st, int s) {
     b->why = "an LL or LL128 program writes its own scratch (only puts land there)";
     return;
   }
+  /* Whether the step reads this rank's landing (LL, LL128): a wait for a
+   * peer's put.  A run walks its chunks one at a time, so one of several
+   * chunks that puts and then reads a landing would wait, at its first
+   * chunk, for a peer whose put there may wait for the run's later
+   * chunks: such a read opens a run of its own. */
+  const int lands = b->ll && src.rank == b->rank && src.buf == IR_BUF_SCRATCH;
   int joins = b->op >= 0 && b->d->tab.ops[b->op].cnt == cnt;
   if (joins && !reduces) {   /* cpy, put: from where the value is */
     joins = st->op != IR_OP_GET && (b->phase == 1 ? loc_eq(src, b->acc) : holds(b, src));
   } else if (joins) {        /* re, getr: into where the value is, an operand the run did not store */
     const ip_dop *o = &b->d->tab.ops[b->op];
     joins = b->phase != 2 && (b->phase == 1 ? loc_eq(dst, b->acc) : holds(b, dst)) &&
-            o->ncomb + 1 < IP_DIRECT_RUN_LOADS && !stored_before(b, src);
+            o->ncomb + 1 < IP_DIRECT_RUN_LOADS && !stored_before(b, src) &&
+            !(lands && cnt > 1 && run_puts(b));
   }
   if (!joins) {
     close_run(b, s);
-    /* signals held back go first unless a copy to another peer follows */
-    if (b->npending && (reduces || st->op == IR_OP_GET || pending_to(b, dst.rank))) flush_signals(b);
+    /* Signals held back go first unless a copy to another peer follows;
+     * always before a read of a landing, which waits for a peer's put that
+     * may wait for them. */
+    if (b->npending && (reduces || st->op == IR_OP_GET || pending_to(b, dst.rank) || lands)) flush_signals(b);
     open_run(b, reduces ? dst : src, cnt, s);
     if (b->bad) return;
     if (st->op == IR_OP_GET) {

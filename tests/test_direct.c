@@ -205,6 +205,76 @@ static int kinds_are(const rt_dplan *d, const ip_dop *o, const char *want) {
   return !strcmp(got, want);
 }
 
+/* A program of two ranks, one thread block each, from its steps' text
+ * (`step` lines of rank 0, then rank 1's), LL, of `coll` with the given
+ * chunks; NULL where it does not read. */
+static ir_prog *two_ranks(const char *coll_name, int per_loop, int ic, int oc, int sc, const char *const *steps0,
+                          const char *const *steps1) {
+  len = 0;
+  put("<algo name=\"t\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"%d\" ngpus=\"2\" coll=\"%s\" "
+      "inplace=\"%d\" baton=\"1\">\n", per_loop, coll_name, oc == 0);
+  for (int r = 0; r < 2; r++) {
+    put("  <gpu id=\"%d\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n    <tb id=\"0\" send=\"-1\" "
+        "recv=\"-1\" chan=\"0\">\n", r, ic, oc, sc);
+    const char *const *st = r ? steps1 : steps0;
+    for (int k = 0; st[k]; k++)
+      put("      <step s=\"%d\" %s depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n", k, st[k]);
+    rank_end();
+  }
+  return end();
+}
+
+/* Orders the plan must keep whatever the steps' order allows: a signal
+ * held back goes before a read of a landing (whose put may wait for it);
+ * a read of a landing never joins a run of several chunks that puts (the
+ * run walks chunk by chunk: its first chunk would wait for a put that
+ * waits for its later ones); and a group of signals holds each stream
+ * once, at its largest count (its stores race). */
+static void check_orders(void) {
+  static const char *const held0[] = {
+      "type=\"put\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"0\" cnt=\"1\" peer=\"1\"",
+      "type=\"sig\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" peer=\"1\"",
+      "type=\"cpy\" srcbuf=\"s\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"",
+      "type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"", NULL};
+  static const char *const held1[] = {
+      "type=\"wait\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" peer=\"0\"",
+      "type=\"put\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"0\" cnt=\"1\" peer=\"0\"",
+      "type=\"cpy\" srcbuf=\"s\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"",
+      "type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\"", NULL};
+  rt_dplan d;
+  ir_prog *p = two_ranks("allgather", 2, 1, 2, 1, held0, held1);
+  int built = p && !rt_dplan_build(&d, p, 0, 512) && d.ok;
+  ok(built && d.nops == 3 && kinds_are(&d, &d.tab.ops[0], "LlPp") && d.tab.ops[1].kind == IP_D_SIGS &&
+     kinds_are(&d, &d.tab.ops[2], "LaSlLlSl"),
+     "LL: put, signal, copy from the landing: the signal goes before the landing is read (the peer puts only "
+     "after it)");
+  ir_prog_free(p);
+  static const char *const multi0[] = {
+      "type=\"put\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"0\" cnt=\"2\" peer=\"1\"",
+      "type=\"re\" srcbuf=\"s\" srcoff=\"2\" dstbuf=\"i\" dstoff=\"0\" cnt=\"2\"", NULL};
+  static const char *const multi1[] = {
+      "type=\"put\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"s\" dstoff=\"3\" cnt=\"1\" peer=\"0\"",
+      "type=\"re\" srcbuf=\"s\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\"",
+      "type=\"put\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"2\" cnt=\"1\" peer=\"0\"",
+      "type=\"re\" srcbuf=\"s\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\"", NULL};
+  p = two_ranks("allreduce", 2, 2, 0, 4, multi0, multi1);
+  built = p && !rt_dplan_build(&d, p, 0, 512) && d.ok;
+  ok(built && d.nops == 2 && kinds_are(&d, &d.tab.ops[0], "LlPpLlPp") && kinds_are(&d, &d.tab.ops[1], "LlCaSl"),
+     "LL: a put of 2 chunks, then a reduction of 2 landed chunks: every chunk put before any landing is read "
+     "(rank 1 puts chunk 0 only after it read chunk 1)");
+  ir_prog_free(p);
+  static const char *sigs0[40], *const sigs1[] = {
+      "type=\"wait\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" peer=\"0\"", NULL};
+  static const char *const sig = "type=\"sig\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"1\" "
+                                 "peer=\"1\"";
+  for (int k = 0; k < 33; k++) sigs0[k] = sig;
+  p = two_ranks("allreduce", 1, 1, 1, 0, sigs0, sigs1);
+  built = p && !rt_dplan_build(&d, p, 0, 512) && d.ok;
+  ok(built && d.nops == 1 && d.tab.ops[0].kind == IP_D_SIGS && d.tab.ops[0].n == 1 && d.tab.syncs[0].at == 33,
+     "33 signals to one peer in a row: one entry, the 33rd count (threads storing each would race)");
+  ir_prog_free(p);
+}
+
 /* Whether every data operation of d marks exactly its landing loads and
  * its puts (ip_dop.land, .puts), as the kernel takes them. */
 static int masks_match(const rt_dplan *d) {
@@ -573,5 +643,6 @@ int main(void) {
      "a partial line still takes a whole line: 1 bf16 row, 4 ranks, 64 bytes; 5 rows, 2 ranks, 2 lines each");
   ir_prog_free(p);
   check_stage();
+  check_orders();
   return tap_done();
 }
