@@ -24,6 +24,8 @@ void fake_baton_set_async_error(baton_result r);
 void fake_baton_set_group_error(baton_result r);
 int fake_baton_chosen(void);
 extern void (*fake_baton_destroy_hook)(void);
+/* The device API's host call (declared in NCCL's C++ nccl_device headers). */
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm);
 static const char *(*nccl_log)(void);
 static void (*nccl_clear)(void);
 
@@ -341,6 +343,14 @@ int main(int argc, char **argv) {
   ok(ncclMemAlloc(NULL, 64) == ncclUnhandledCudaError, "ncclMemAlloc into a NULL ptr: ncclUnhandledCudaError "
      "(NCCL's cudaMalloc fails on it)");
   expect("", "baton_mem_free()\n", "neither reaches baton's allocator");
+  /* The device API reads NCCL's windows: refused where windows are baton's. */
+  char devcomm[256];
+  ncclGroupStart();
+  ok(ncclDevCommCreate(comm, NULL, devcomm) == ncclInvalidUsage, "ncclDevCommCreate on a communicator with a baton "
+     "side: ncclInvalidUsage");
+  ok(ncclGroupEnd() == ncclInvalidUsage, "inside a group (as nccl-tests -D makes it), the group fails too");
+  ok_contains(ncclGetLastError(comm), "needs NCCL's windows", "ncclGetLastError says why and what to do");
+  expect("", "", "and nothing reaches NCCL or baton");
 
   /* Groups. */
   ncclGroupStart();

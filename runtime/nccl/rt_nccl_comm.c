@@ -684,6 +684,24 @@ ncclResult_t rt_nccl_CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
            : ncclSuccess;
 }
 
+/* The device API's kernels read NCCL's windows, which a communicator with
+ * a baton side does not make (ncclCommWindowRegister makes baton's): its
+ * device communicator is refused, with what to do, rather than handing
+ * kernels a baton window to read as NCCL's. */
+ncclResult_t rt_nccl_DevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm) {
+  ncclResult_t r = rt_nccl_comm_check(comm, "ncclDevCommCreate");
+  if (r) return r;
+  if (comm->baton)
+    return rt_nccl_group_check(rt_nccl_fail(ncclInvalidUsage, "ncclDevCommCreate on rank %d: NCCL's device API "
+                                            "needs NCCL's windows, and this communicator's are baton's (run it "
+                                            "with BATON_ENABLE=0)", comm->rank));
+  const rt_nccl_real *n = rt_nccl_real_get();
+  if (!n || !comm->real || !n->DevCommCreate) return rt_nccl_unavailable("ncclDevCommCreate");
+  if (rt_nccl_in_group() && (r = rt_nccl_group_to_nccl())) return r;
+  rt_nccl_clear_error();
+  return n->DevCommCreate(comm->real, reqs, outDevComm);
+}
+
 /* With baton on, baton's allocator (cudaMalloc: memory every rank can map
  * for baton's windows; NCCL's own allocator makes memory CUDA IPC cannot
  * export); with BATON_ENABLE=0, NCCL's where there is one. */
