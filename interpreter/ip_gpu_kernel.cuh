@@ -231,10 +231,8 @@ __global__ void ip_divide_kernel(void *p, int64_t n, int divisor) {
     else if constexpr (DT == IP_BF16) x[i] = __float2bfloat16_rn((float)((double)__bfloat162float(x[i]) / divisor));
     else if constexpr (DT == IP_F32) x[i] = (float)((double)x[i] / divisor);
     else if constexpr (DT == IP_F64) x[i] = x[i] / divisor;
-    else if constexpr (DT == IP_U64) {
-      double v = trunc((double)x[i] / divisor);   // as ip_get/ip_set: through double
-      x[i] = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
-    } else x[i] = (T)(int64_t)trunc((double)x[i] / divisor);
+    else if constexpr (DT == IP_U8 || DT == IP_U32 || DT == IP_U64) x[i] = (T)((uint64_t)x[i] / (uint64_t)divisor);
+    else x[i] = (T)((int64_t)x[i] / (int64_t)divisor);   // integers exactly, truncated toward zero, as ip_divide
   }
 }
 

@@ -47,6 +47,12 @@ static void test_reduce(void) {
   int32_t i1[2] = {7, -7};
   ip_divide(IP_I32, i1, 2, 2);
   ok(i1[0] == 3 && i1[1] == -3, "avg's final division truncates integers");
+  int64_t q1[2] = {INT64_C(18014398509481986), INT64_C(-18014398509481986)};   /* 2 * (2^53 + 1) */
+  uint64_t q2[1] = {UINT64_MAX};
+  ip_divide(IP_I64, q1, 2, 2);
+  ip_divide(IP_U64, q2, 1, 3);
+  ok(q1[0] == INT64_C(9007199254740993) && q1[1] == -INT64_C(9007199254740993) && q2[0] == UINT64_MAX / 3,
+     "avg's final division of 64-bit integers is exact past 2^53 (through double it rounded)");
   uint16_t h1[1] = {ip_float_to_half(1.5f)}, h2[1] = {ip_float_to_half(2.25f)}, hd[1];
   ip_reduce(IP_F16, IP_OP_SUM, hd, h1, h2, 1);
   ok(ip_half_to_float(hd[0]) == 3.75f, "f16 sum");
