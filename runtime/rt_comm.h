@@ -329,7 +329,11 @@ enum { RT_PEERS_NONE, RT_PEERS_KNOWN, RT_PEERS_REGISTERED };
 
 /* Whether a call of collective coll with these buffers on c (a process
  * per GPU) has its input and output in registered windows (NCCL's
- * layouts: the larger buffer holds every rank's block). */
+ * layouts: the larger buffer holds every rank's block).  Never for a
+ * rooted collective: off the root one buffer stands for both, so a rank
+ * there could take its windows while the root, whose input is not in
+ * one, exchanged its buffers for the call; each would wait for the
+ * other until a timeout. */
 int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype);
 
 /* Whether a call of c on `stream` now would know every rank's buffers:

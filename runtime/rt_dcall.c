@@ -162,7 +162,7 @@ int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, in
 }
 
 int rt_direct_registered(const baton_comm *c, ir_coll coll, const void *s, const void *r, size_t count, int dtype) {
-  if (!c->bs || !c->regs || !c->win || dtype < 0 || dtype >= IP_DTYPE_COUNT) return 0;
+  if (!c->bs || !c->regs || !c->win || dtype < 0 || dtype >= IP_DTYPE_COUNT || ir_coll_rooted(coll)) return 0;
   int ib, ob;
   ir_geom_blocks(coll, c->nranks, &ib, &ob);
   size_t es = (size_t)ip_dtype_size[dtype];
