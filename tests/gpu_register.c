@@ -4,6 +4,8 @@
  *     windows every rank registered together, checked element by element,
  *     where the direct programs that reach the peers' own buffers run; in
  *     place too (a ReduceScatter's output at each rank's own offset);
+ *   - a Broadcast whose outputs are in windows and whose root's input is
+ *     not: every rank runs it alike, and right;
  *   - what registration refuses, every rank alike: host memory, a range
  *     past its allocation, the same range twice, sizes that differ, a
  *     deregistration the ranks disagree on; and NULL arguments;
@@ -212,6 +214,44 @@ static void check_calls(void) {
   free(h);
 }
 
+/* A Broadcast from rank 0 of 8 MiB and more a peer (where eager calls
+ * exchange their buffers) whose outputs lie in windows on every rank and
+ * whose root's input does not: every rank must run it alike (rooted
+ * calls never take their windows) and right, where the ranks off the root
+ * took their windows and the root exchanged, each waiting for the other. */
+static void check_rooted(void) {
+  const int64_t n = ((int64_t)8 << 20) / 4 * (nranks - 1) + 5;
+  const size_t bytes = (size_t)n * 4 + 4096;
+  char *b = NULL;
+  float *in = NULL, *h = malloc((size_t)n * 4);
+  baton_window *w = NULL;
+  int good = h && !baton_mem_alloc((void **)&b, bytes) && !baton_comm_register(comm, b, bytes, &w) &&
+             (rank != 0 || cudaMalloc((void **)&in, (size_t)n * 4) == cudaSuccess);
+  float *out = (float *)(b + 4096);
+  for (int64_t i = 0; good && i < n; i++) h[i] = val(0, i);
+  if (good && rank == 0) cudaMemcpy(in, h, (size_t)n * 4, cudaMemcpyHostToDevice);
+  if (good) cudaMemset(out, 0xff, (size_t)n * 4);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  baton_result e = good ? baton_broadcast(rank == 0 ? in : out, out, (size_t)n, baton_f32, 0, comm, st)
+                        : baton_internal_error;
+  if (good && cudaStreamSynchronize(st) != cudaSuccess && !e) e = baton_cuda_error;
+  baton_result ae = baton_success;
+  baton_comm_get_async_error(comm, &ae);
+  if (ae && !e) e = ae;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  int64_t wrong = 0;
+  if (good) cudaMemcpy(h, out, (size_t)n * 4, cudaMemcpyDeviceToHost);
+  for (int64_t i = 0; good && i < n; i++) wrong += h[i] != val(0, i);
+  ok(good && !e && !wrong, "rank %d: Broadcast of %lld floats, the outputs in windows and the root's input not: %s, "
+     "%lld wrong, %.1f s (%s)", rank, (long long)n, baton_result_string(e), (long long)wrong,
+     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9, baton_comm_last_algorithm(comm));
+  if (w) baton_comm_deregister(comm, w);
+  if (b) baton_mem_free(b);
+  if (in) cudaFree(in);
+  free(h);
+}
+
 /* Registrations every rank refuses, each naming the rank at fault. */
 static void check_refusals(void) {
   baton_window *w = NULL;
@@ -349,6 +389,7 @@ int main(int argc, char **argv) {
     if (e) _exit(tap_done());
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     check_calls();
+    check_rooted();
     check_refusals();
     check_freed();
     check_disagree();   /* last: it leaves the communicator failed */
