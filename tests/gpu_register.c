@@ -66,6 +66,26 @@ static baton_result run(int k, const void *in, void *out, int64_t n) {
   }
 }
 
+/* The end of a call of collective k made on this rank's stream (its
+ * result e): waits for it, takes its asynchronous error, and counts into
+ * *wrong the elements of out (n per block) that are not what they must be
+ * (`how` names the call in diagnostics).  The call's result. */
+static baton_result finish(int k, const float *out, int64_t n, float *h, int64_t *wrong, baton_result e,
+                           const char *how) {
+  int64_t no = out_elems(k, n);
+  if (cudaStreamSynchronize(st) != cudaSuccess && !e) e = baton_cuda_error;
+  baton_result ae = baton_success;
+  baton_comm_get_async_error(comm, &ae);
+  if (ae && !e) e = ae;
+  cudaMemcpy(h, out, no * 4, cudaMemcpyDeviceToHost);
+  *wrong = 0;
+  for (int64_t i = 0; i < no; i++)
+    if (h[i] != want(k, n, i) && (*wrong)++ < 3)
+      diag("rank %d %s of %lld%s: element %lld is %g, expected %g", rank, coll_name[k], (long long)n, how,
+           (long long)i, h[i], want(k, n, i));
+  return e;
+}
+
 /* Runs collective k eagerly on in/out (n per block), alone or in a group
  * of its own: fills the input, runs, counts wrong output elements into
  * *wrong.  The call's result. */
@@ -78,17 +98,7 @@ static baton_result call_in(int grouped, int k, float *in, float *out, int64_t n
   baton_result e = run(k, in, out, n);
   if (grouped && !e) e = baton_group_end();
   else if (grouped) baton_group_end();
-  if (cudaStreamSynchronize(st) != cudaSuccess && !e) e = baton_cuda_error;
-  baton_result ae = baton_success;
-  baton_comm_get_async_error(comm, &ae);
-  if (ae && !e) e = ae;
-  cudaMemcpy(h, out, no * 4, cudaMemcpyDeviceToHost);
-  *wrong = 0;
-  for (int64_t i = 0; i < no; i++)
-    if (h[i] != want(k, n, i) && (*wrong)++ < 3)
-      diag("rank %d %s of %lld: element %lld is %g, expected %g", rank, coll_name[k], (long long)n, (long long)i,
-           h[i], want(k, n, i));
-  return e;
+  return finish(k, out, n, h, wrong, e, "");
 }
 
 static baton_result call(int k, float *in, float *out, int64_t n, float *h, int64_t *wrong) {
@@ -107,22 +117,11 @@ static int reaches_peers(int k, const void *in, const void *out, int64_t n) {
  * the input, runs, counts wrong output elements into *wrong. */
 static baton_result call_inplace(int k, float *span, int64_t n, float *h, int64_t *wrong) {
   float *in = k == AG ? span + rank * n : span, *out = k == RS ? span + rank * n : span;
-  int64_t ni = in_elems(k, n), no = out_elems(k, n);
+  int64_t ni = in_elems(k, n);
   for (int64_t i = 0; i < ni; i++) h[i] = val(rank, i);
   cudaMemsetAsync(span, 0xff, (size_t)(n * nranks) * 4, st);
   cudaMemcpyAsync(in, h, ni * 4, cudaMemcpyHostToDevice, st);
-  baton_result e = run(k, in, out, n);
-  if (cudaStreamSynchronize(st) != cudaSuccess && !e) e = baton_cuda_error;
-  baton_result ae = baton_success;
-  baton_comm_get_async_error(comm, &ae);
-  if (ae && !e) e = ae;
-  cudaMemcpy(h, out, no * 4, cudaMemcpyDeviceToHost);
-  *wrong = 0;
-  for (int64_t i = 0; i < no; i++)
-    if (h[i] != want(k, n, i) && (*wrong)++ < 3)
-      diag("rank %d %s of %lld in place: element %lld is %g, expected %g", rank, coll_name[k], (long long)n,
-           (long long)i, h[i], want(k, n, i));
-  return e;
+  return finish(k, out, n, h, wrong, run(k, in, out, n), " in place");
 }
 
 static const int64_t sizes[] = {4096, 262144 + 5, 2097152 + 3};
