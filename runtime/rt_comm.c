@@ -333,13 +333,22 @@ baton_result baton_comm_init_all(baton_comm **comms, int ndev, const int *devlis
     for (int i = 0; i < ndev; i++) tp_peer_self(&peers[i], devlist ? devlist[i] : i);
     nodes = comm_groups(peers, ndev);
   }
+  /* The most ranks on one GPU: every rank gets that share of its GPU's
+   * blocks (gpu_share's rule), so that all size their grids and lanes
+   * alike, however unevenly devlist spreads them (each reads its peers'
+   * windows by its own layout). */
+  int share = 1, crowded = 0;
+  for (int i = 0; i < ndev; i++) {
+    int on = 0;
+    for (int j = 0; j < ndev; j++) on += (devlist ? devlist[j] : j) == (devlist ? devlist[i] : i);
+    if (on > share) share = on, crowded = devlist ? devlist[i] : i;
+  }
+  if (share > 1)
+    LOG_INFO(RT_SUB_RUNTIME, "ranks share GPUs (%d on GPU %d): each gets that share of its GPU's blocks; for "
+             "testing: %s", share, crowded, nodes > 1 ? "their traffic between node groups goes over the network"
+                                                      : "their traffic never leaves the GPU");
   for (int i = 0; i < ndev && !res; i++) {
-    int dev = devlist ? devlist[i] : i, share = 0;
-    for (int j = 0; j < ndev; j++) share += (devlist ? devlist[j] : j) == dev;
-    if (share > 1 && i == 0)
-      LOG_INFO(RT_SUB_RUNTIME, "ranks share GPUs (%d on GPU %d): each gets its share of the GPU's blocks; for "
-               "testing: %s", share, dev, nodes > 1 ? "their traffic between node groups goes over the network"
-                                                   : "their traffic never leaves the GPU");
+    int dev = devlist ? devlist[i] : i;
     res = comm_new(&comms[i], i, ndev, dev, share, nodes);
     if (!res) {
       comms[i]->shared = sh;
