@@ -461,8 +461,8 @@ def gemv_allreduce(W, x, y=None, comm=None, stream=None):
         raise TypeError(f'baton: W is {W.dtype} and x {x.dtype}: one type')
     if y is None:
         y = W.new_empty((M,))
-    if tuple(y.shape) != (M,) or y.stride(0) != 1 or _dtype(y, 'y') != dt:
-        raise ValueError(f'baton: y must be a contiguous {W.dtype} vector of {M} elements')
+    if tuple(y.shape) != (M,) or y.stride(0) != 1 or _dtype(y, 'y') != dt or not y.is_cuda:
+        raise ValueError(f'baton: y must be a contiguous {W.dtype} CUDA vector of {M} elements')
     if stream is None:
         import torch
         stream = torch.cuda.current_stream(W.device).cuda_stream
@@ -494,8 +494,8 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
         raise ValueError(f"baton: mode is 'sum' or 'mean', not {mode!r}")
     if weights is not None and mode != 'sum':
         raise ValueError("baton: weights are for mode='sum'")
-    if len(table.shape) != 2 or table.stride(1) != 1:
-        raise ValueError(f'baton: table must be 2-D with contiguous rows (got {tuple(table.shape)})')
+    if len(table.shape) != 2 or table.stride(1) != 1 or not table.is_cuda:
+        raise ValueError(f'baton: table must be a 2-D CUDA tensor with contiguous rows (got {tuple(table.shape)})')
     rows, D = table.shape
     for name, t in (('indices', indices), ('offsets', offsets)):
         if str(t.dtype) != 'torch.int64' or len(t.shape) != 1 or t.stride(0) != 1 or not t.is_cuda:
@@ -503,8 +503,9 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
     if offsets.shape[0] != batch * tables + 1:
         raise ValueError(f'baton: offsets has {offsets.shape[0]} entries; batch*tables + 1 = {batch * tables + 1}')
     dt = _dtype(table, 'table')
-    if weights is not None and (_dtype(weights, 'weights') != dt or tuple(weights.shape) != tuple(indices.shape)):
-        raise ValueError('baton: weights must be one per index, of the table\'s type')
+    if weights is not None and (_dtype(weights, 'weights') != dt or tuple(weights.shape) != tuple(indices.shape)
+                                or weights.stride(0) != 1 or not weights.is_cuda):
+        raise ValueError('baton: weights must be a contiguous CUDA vector, one per index, of the table\'s type')
     n = _ctypes.c_int()
     _check('baton_comm_count', load().baton_comm_count(comm._h, _ctypes.byref(n)))
     if batch % n.value:
@@ -512,8 +513,8 @@ def embedding_alltoall(table, indices, offsets, batch, tables, weights=None, mod
     shape = (batch // n.value, n.value * tables * D)
     if out is None:
         out = table.new_empty(shape)
-    if tuple(out.shape) != shape or not out.is_contiguous() or _dtype(out, 'out') != dt:
-        raise ValueError(f'baton: out must be a contiguous {table.dtype} tensor of shape {shape}')
+    if tuple(out.shape) != shape or not out.is_contiguous() or _dtype(out, 'out') != dt or not out.is_cuda:
+        raise ValueError(f'baton: out must be a contiguous {table.dtype} CUDA tensor of shape {shape}')
     _check('baton_embedding_alltoall', load().baton_embedding_alltoall(
         comm._h, table.data_ptr(), rows, D, table.stride(0), indices.data_ptr(), indices.shape[0],
         offsets.data_ptr(), weights.data_ptr() if weights is not None else None, batch, tables,
@@ -554,8 +555,8 @@ def gemm_alltoall(X, W, out=None, comm=None, stream=None, counts=None):
         raise ValueError(f'baton: counts has {counts.shape[0]} entries for {n.value} ranks')
     if out is None:
         out = X.new_empty((tokens, H))
-    if tuple(out.shape) != (tokens, H) or not out.is_contiguous() or out.dtype != X.dtype:
-        raise ValueError(f'baton: out must be a contiguous bfloat16 tensor of shape {(tokens, H)}')
+    if tuple(out.shape) != (tokens, H) or not out.is_contiguous() or out.dtype != X.dtype or not out.is_cuda:
+        raise ValueError(f'baton: out must be a contiguous bfloat16 CUDA tensor of shape {(tokens, H)}')
     _check('baton_gemm_alltoall', load().baton_gemm_alltoall(
         comm._h, X.data_ptr(), X.stride(0), W.data_ptr(), W.stride(0),
         counts.data_ptr() if counts is not None else None, out.data_ptr(), tokens, F, H,

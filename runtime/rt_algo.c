@@ -197,7 +197,7 @@ static bt_result load_one(rt_algos *a, const char *path) {
         } else {
           other = 1;
         }
-        al.inline_compute |= !ir_tb_compute(&p->gpus[r].tbs[t]);
+        if (!ir_tb_compute(&p->gpus[r].tbs[t]) && st->cnt > al.inline_compute) al.inline_compute = st->cnt;
         int64_t most = ip_sem_max_tiles(st->sync, st->sync_param);
         if (ir_tb_compute(&p->gpus[r].tbs[t]) && st->hasdep && most < al.max_ctiles) al.max_ctiles = most;
       }

@@ -27,7 +27,8 @@ typedef struct rt_algo {
   int compute;            /* the compute opcode its steps run (IR_OP_GEMV for gemv and gemvs, IR_OP_EBAG,
                              IR_OP_EBAGM), ORed with RT_COMPUTE_WEIGHTED when an embedding bag takes weights;
                              -1: none */
-  int inline_compute;     /* some rank computes in a thread block that also communicates */
+  int inline_compute;     /* the most chunks a compute step in a thread block that also communicates computes
+                           * into the block's stage (0: none) */
   int bags;               /* some compute step is an embedding bag */
   int64_t max_ctiles;     /* tiles a chunk may be cut into: the least ip_sem_max_tiles of its waited-on compute steps */
   int direct;             /* a direct program (ir_prog_direct): runs on the direct executor */

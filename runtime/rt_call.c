@@ -85,16 +85,17 @@ static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 /* The tile of a program with compute steps, from the communication's
  * (tile, elements) for a chunk of `cap` elements of `es` bytes: no more
  * than max_ctiles tiles (rt_algo: what the compute steps' semaphores
- * cover), and a compute step in a communicating thread block
- * computes a whole tile into the stage.  Both are program-wide, so every
+ * cover), and a compute step in a communicating thread block computes a
+ * tile of each of its chunks (at most inline_compute of them, rt_algo)
+ * into the stage, one after the other.  Both are program-wide, so every
  * rank cuts alike.  0 when no tile fits both. */
 static int64_t compute_tile(int64_t tile, int64_t cap, int es, int inline_compute, int64_t max_ctiles) {
   const int64_t unit = 16 / es;   /* elements of 16 bytes */
   int64_t least = (cap + max_ctiles - 1) / max_ctiles;
   least = (least + unit - 1) / unit * unit;
   if (tile < least) tile = least < cap ? least : cap;
-  if (inline_compute && tile * es > IP_GPU_STAGE_BYTES) {
-    tile = IP_GPU_STAGE_BYTES / es / unit * unit;
+  if (inline_compute && tile * es * inline_compute > IP_GPU_STAGE_BYTES) {
+    tile = IP_GPU_STAGE_BYTES / inline_compute / es / unit * unit;
     if (tile < least && tile < cap) return 0;
   }
   return tile;

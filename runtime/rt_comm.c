@@ -424,8 +424,6 @@ baton_result baton_get_unique_id(baton_unique_id *id) {
   return (baton_result)rt_bootstrap_unique_id((rt_unique_id *)id);
 }
 
-/* A fingerprint of the loaded algorithms and their connections: every
- * rank must load the same set, or their pools would not match. */
 /* A hash of device dev's UUID, the same in every process that sees the
  * GPU whatever its number there; 0 when CUDA cannot say. */
 static uint64_t gpu_hash(int dev) {
@@ -456,6 +454,9 @@ static int gpu_share(const tp_peer *peers, int nranks, int rank) {
   return most;
 }
 
+/* A fingerprint of the loaded algorithms, their connections and the
+ * parameters every rank must set alike: every rank must load the same
+ * set, or their pools would not match. */
 static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) {
   uint64_t h = RT_HASH_START;
   const unsigned char *b = (const unsigned char *)keys;
@@ -474,6 +475,9 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_WINDOW_MB));    /* windows laid out alike */
   h = rt_hash(h, (uint64_t)c->grid);                              /* the direct grid: lanes alike */
   h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
+  h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_FUSED_DIRECT));   /* the set-up's exchanges alike */
+  for (const char *u = rt_param_str(RT_PARAM_FGEMV_UNROLL); *u; u++)   /* the GEMV + AllReduce kernel's forms alike */
+    h = rt_hash(h, (uint64_t)(unsigned char)*u);
   return h;
 }
 
@@ -514,7 +518,8 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
     if (fp[r] != fp[rank]) {
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES, "
-               "BATON_NET_SLOT_BYTES, BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB and BATON_DIRECT_LANE_BYTES, on GPUs alike", r, rank,
+               "BATON_NET_SLOT_BYTES, BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB, BATON_DIRECT_LANE_BYTES, "
+               "BATON_FUSED_DIRECT and BATON_FGEMV_UNROLL, on GPUs alike", r, rank,
                rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;

@@ -45,6 +45,8 @@ raises(ValueError, lambda: baton.gemv_allreduce(T((8, 4), cuda=False), T((4,), c
        'host tensors are refused', 'must be CUDA tensors')
 raises(ValueError, lambda: baton.gemv_allreduce(W, x, T((7,)), comm=c), 'a y of the wrong length is refused',
        'vector of 8 elements')
+raises(ValueError, lambda: baton.gemv_allreduce(W, x, T((8,), cuda=False), comm=c), 'a host y is refused',
+       'CUDA vector of 8 elements')
 raises(ValueError, lambda: baton.Comm.init_rank(2, b'x' * 10, 0), 'a short unique id is refused', '128 bytes')
 # embedding bags + AllToAll: every check before the library is called
 E, I, O = T((100, 8), 'torch.float32'), T((30,), 'torch.int64'), T((4 * 2 + 1,), 'torch.int64')
@@ -60,6 +62,12 @@ raises(ValueError, lambda: baton.embedding_alltoall(E, I, T((8,), 'torch.int64')
        'offsets of the wrong length are refused', 'batch*tables + 1 = 9')
 raises(TypeError, lambda: baton.embedding_alltoall(T((100, 8), 'torch.int32'), I, O, 4, 2, comm=c),
        'an integer table is refused', 'take float32, float16 or bfloat16')
+raises(ValueError, lambda: baton.embedding_alltoall(T((100, 8), 'torch.float32', cuda=False), I, O, 4, 2, comm=c),
+       'a host table is refused', '2-D CUDA tensor')
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, O, 4, 2, weights=T((30,), 'torch.float32', strides=(2,)),
+       comm=c), 'strided weights (a column of a matrix) are refused', 'contiguous CUDA vector')
+raises(ValueError, lambda: baton.embedding_alltoall(E, I, O, 4, 2, weights=T((30,), 'torch.float32', cuda=False),
+       comm=c), 'host weights are refused', 'contiguous CUDA vector')
 # GEMM + AllToAll: every check before the library is called
 X, Wm = T((64, 128)), T((128, 256))
 raises(ValueError, lambda: baton.gemm_alltoall(X, Wm), 'a GEMM call without a communicator is refused', 'needs comm=')
