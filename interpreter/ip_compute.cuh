@@ -456,10 +456,11 @@ __device__ __forceinline__ uint64_t *sem_word(const ip_gargs &a, int32_t sem, in
 // starts over.
 __device__ __forceinline__ void sem_add(uint64_t *word, uint64_t rows, uint64_t gen) {
   unsigned long long *w = (unsigned long long *)word;
+  const unsigned long long tag = IP_GEN_TAG(gen);   // as the waiter compares it
   __threadfence();   // the block's stores (ordered before this by the barrier) before the count
   unsigned long long old = *(volatile unsigned long long *)w;
   for (;;) {
-    const unsigned long long nw = (old >> 32) == gen ? old + rows : (unsigned long long)gen << 32 | rows;
+    const unsigned long long nw = (old >> 32) == tag ? old + rows : tag << 32 | rows;
     const unsigned long long got = atomicCAS(w, old, nw);
     if (got == old) break;
     old = got;

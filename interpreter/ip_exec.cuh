@@ -210,13 +210,13 @@ __device__ __forceinline__ bool wait_step(const ip_gargs &a, const ip_gtb &tb, c
   if (st.depid >= 0 && st.sem != IP_SEM_NONE) {   // on a compute step: every sub-tile of t's group counted
     uint64_t need;
     const uint64_t *w = sem_word(a, st.sem, t, st.depn, &need);
-    need |= (base >> 40) << 32;   // this launch's generation, every block's
-    while (ld_acquire_gpu(w) < need)
+    const uint64_t tag = base >> 40;   // this launch's generation (IP_GEN_TAG), every block's
+    for (uint64_t x = ld_acquire_gpu(w); x >> 32 != tag || (x & 0xffffffffu) < need; x = ld_acquire_gpu(w))
       if (!spin_more(a, sp, s, t, IP_WAIT_SEM, -1, st.depid)) return false;
   } else if (st.depid >= 0) {
-    uint64_t need = base + (uint64_t)i * st.depn + st.deps + 1;
+    const uint64_t need = (uint64_t)i * st.depn + st.deps + 1, steps = (UINT64_C(1) << 40) - 1;
     const uint64_t *w = &a.progress[lane0 + st.depid];
-    while (ld_acquire_gpu(w) < need)
+    for (uint64_t x = ld_acquire_gpu(w); x >> 40 != base >> 40 || (x & steps) < need; x = ld_acquire_gpu(w))
       if (!spin_more(a, sp, s, t, IP_WAIT_DEP, -1, st.depid)) return false;
   }
   unsigned fl = op_flags(st.op);
@@ -283,7 +283,7 @@ __device__ __forceinline__ void ip_comm_block(const ip_gargs &a) {
     stop = 0;
     ip_next_poll = 0;
     a.gen[blockIdx.x] = g;
-    base = g << 40;
+    base = IP_GEN_TAG(g) << 40;
     sent0 = tb.send.fifo ? *tb.send.count : 0;
     rcvd0[0] = tb.recv.fifo ? *tb.recv.count : 0;
     for (int x = 0; x < tb.nx; x++) rcvd0[1 + x] = *tb.xrecv[x].count;

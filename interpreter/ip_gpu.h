@@ -132,6 +132,16 @@ typedef struct ip_gerr {  /* in host-mapped memory, one per rank of the process 
   ip_gemm_stall gemm;     /* a wait inside the GEMM tile engine that gave up (and stopped the kernel) */
 } ip_gerr;
 
+/* A launch's generation as progress words and semaphores carry it: the
+ * low IP_GEN_BITS bits of a block's count of launches (ip_gargs.gen).  A
+ * progress word is (tag << 40) + steps done, a semaphore word (tag << 32)
+ * + rows done; a waiter takes a word as this launch's only where its tag
+ * is this launch's (a count, compared as more or less, would take a word
+ * of the launch before as done once the counts wrap, which they do after
+ * 2^24 launches of a program). */
+#define IP_GEN_BITS 24
+#define IP_GEN_TAG(g) ((uint64_t)(g) & ((UINT64_C(1) << IP_GEN_BITS) - 1))
+
 typedef struct ip_gargs {
   /* A launch of a program with gemm steps (cgemm): its one GEMM, over the
    * rows of X its gemm steps compute.  First: the tensor maps in it are

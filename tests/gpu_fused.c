@@ -178,6 +178,25 @@ static void check_programs(const shape *shapes, int nshapes) {
   }
 }
 
+/* Sets the launch count of every plan of the ranks here to `at`, so that
+ * their next launches cross it (a program's generation as its progress
+ * and semaphore words carry it wraps after 2^24 launches). */
+static int set_generations(uint64_t at) {
+  int bad = 0;
+  for (int r = rank_lo; r < rank_hi; r++) {
+    cudaSetDevice(comms[r]->dev);
+    for (int ai = 0; ai < rt_algos_count(comms[r]->algos); ai++) {
+      const rt_plan *pl = &comms[r]->plans[ai];
+      const int n = rt_plan_blocks(pl);
+      uint64_t *h = n > 0 && pl->words ? malloc((size_t)n * sizeof *h) : NULL;
+      for (int i = 0; h && i < n; i++) h[i] = at;
+      if (h) bad |= cudaMemcpy(pl->words, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice) != cudaSuccess;
+      free(h);
+    }
+  }
+  return bad;
+}
+
 /* The direct one-shot kernel (BATON_FUSED_DIRECT=1, the default): every
  * type over the shapes with a dense W, the calls one after another with
  * changing shapes (the landing's halves alternate, nothing is reset
@@ -334,6 +353,11 @@ static void fused_checks(const gpu_ranks_opts *o) {
   if (o->big) check_programs(large, sizeof large / sizeof large[0]);
   check_direct(small, sizeof small / sizeof small[0], "small and odd shapes");
   if (o->big) check_direct(large, sizeof large / sizeof large[0], "decode shapes");
+  /* Past 2^24 launches of each program: the first launch after a count of
+   * 2^24 - 2 is right, and so is every one after the wrap (each program's
+   * shapes and types are several launches). */
+  ok(!set_generations((UINT64_C(1) << 24) - 2), "every plan's launch count set to 2^24 - 2");
+  check_programs(small, 3);
   check_choice();
   check_graph((shape){4099, 513, 513, 0});
   check_graph((shape){40000, 160, 160, 0});   /* more row groups than the direct kernel's warps */
