@@ -7,8 +7,10 @@
  * verbs backend where it cannot run fails at set-up, with a reason.  With
  * "ibfake PATH" (and BATON_NET=ib): the traffic and abort tests over the
  * verbs backend with PATH, the simulated device of tests/fake_verbs.c, in
- * place of libibverbs. */
+ * place of libibverbs; with "ibstall PATH", a receiver held up while its
+ * peer leaves, over that backend. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -528,6 +531,100 @@ static void test_destroy_flush_inproc(const char *what) {
   tp_set_free(t[1].set);
 }
 
+/* A receiver whose proxy is held up (here by a signal handler that
+ * sleeps in it) while its peer publishes everything and is destroyed in
+ * order (which waits a short while for the receiver, then closes): when
+ * the receiver's proxy resumes, every message must arrive, and the
+ * peer's close must be the orderly end it is, however many frames and
+ * completions wait ahead of the goodbye (the receiver owes credits by
+ * then, whose sending fails on the closed connection). */
+enum { STALL_CONNS = 200 };
+static volatile int stall_ms, consuming;
+static void on_stall(int sig) {
+  (void)sig;
+  usleep(stall_ms * 1000);
+}
+static tp_set *stalled_set;
+static void *consume_all(void *arg) {   /* the receiver's GPU: frees each slot as it is published */
+  (void)arg;
+  static ip_gconn g[STALL_CONNS];
+  for (int c = 0; c < STALL_CONNS / 2; c++)
+    for (int l = 0; l < 2; l++) tp_set_side(stalled_set, 0, c, l, 0, 1, &g[c * 2 + l]);
+  while (consuming)
+    for (int i = 0; i < STALL_CONNS; i++)
+      __atomic_store_n(g[i].tail, __atomic_load_n(g[i].head, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* The proxy thread of rank r of this process (named "baton-net rR"), or 0. */
+static pid_t proxy_of(int r) {
+  char want[16], path[300], name[32];
+  snprintf(want, sizeof want, "baton-net r%d\n", r);
+  DIR *d = opendir("/proc/self/task");
+  pid_t found = 0;
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(name, sizeof name, f) && !strcmp(name, want)) found = (pid_t)atoi(e->d_name);
+    fclose(f);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+static void test_stalled_receiver(const char *what) {
+  tp_key keys[STALL_CONNS + 1];
+  int nk = 0;
+  for (int c = 0; c < STALL_CONNS / 2; c++)
+    for (int l = 0; l < 2; l++) keys[nk++] = (tp_key){0, 1, c, l, 0};
+  keys[nk++] = (tp_key){1, 0, 0, 0, 0};
+  nk = tp_keys_normalize(keys, nk);
+  trank t[2];
+  if (setup(t, 2, keys, nk)) {
+    ok(0, "%s: a receiver held up while its peer leaves: set-up", what);
+    return;
+  }
+  stall_ms = 500;
+  signal(SIGUSR1, on_stall);
+  stalled_set = t[1].set;
+  consuming = 1;
+  pthread_t ct;
+  pthread_create(&ct, NULL, consume_all, NULL);
+  usleep(200000);   /* the links up */
+  pid_t proxy = proxy_of(1);
+  if (proxy) syscall(SYS_tgkill, getpid(), proxy, SIGUSR1);
+  usleep(20000);
+  for (int c = 0; c < STALL_CONNS / 2; c++)
+    for (int l = 0; l < 2; l++) {
+      ip_gconn g;
+      tp_set_side(t[0].set, 1, c, l, 0, 0, &g);
+      for (int m = 0; m < NSLOTS; m++) {
+        memset((char *)g.fifo + m * SLOT, m + 1, 64);
+        g.lens[m] = 64;
+      }
+      __atomic_store_n(g.head, NSLOTS, __ATOMIC_RELEASE);
+    }
+  tp_set_kick(t[0].set);
+  tp_set_free(t[0].set);   /* in order: what is published goes out, then the goodbye */
+  usleep(stall_ms * 1000 + 500000);
+  uint64_t got = 0;
+  for (int c = 0; c < STALL_CONNS / 2; c++)
+    for (int l = 0; l < 2; l++) {
+      ip_gconn g;
+      tp_set_side(t[1].set, 0, c, l, 0, 1, &g);
+      got += __atomic_load_n(g.head, __ATOMIC_ACQUIRE);
+    }
+  consuming = 0;
+  pthread_join(ct, NULL);
+  bt_result e = tp_set_error(t[1].set);
+  ok(proxy && got == STALL_CONNS * NSLOTS && e == BT_OK && !t[1].abort,
+     "%s: a receiver held up %d ms while its peer publishes %d messages and leaves in order gets them all (%llu), "
+     "and no error (%s)", what, (int)stall_ms, STALL_CONNS * NSLOTS, (unsigned long long)got, bt_result_str(e));
+  tp_set_free(t[1].set);
+  signal(SIGUSR1, SIG_DFL);
+}
+
 /* ---- hostile peers: a fake rank 0 speaking the wire format to a real rank 1 ---- */
 
 typedef struct hostile {
@@ -917,6 +1014,11 @@ int main(int argc, char **argv) {
     fake_verbs_report(argv[2]);
     return tap_done();
   }
+  if (argc > 2 && !strcmp(argv[1], "ibstall")) {   /* with BATON_IB_QPS=16: more completions than a poll drains */
+    net_ib_set_library(argv[2]);
+    test_stalled_receiver("verbs (simulated)");
+    return tap_done();
+  }
   if (argc > 1 && !strcmp(argv[1], "ib")) {
     /* BATON_NET=ib where no RDMA device is (every machine here). */
     tp_key keys[8];
@@ -942,6 +1044,7 @@ int main(int argc, char **argv) {
   test_killed_peer();
   test_process_pairs();
   test_destroy_flush();
+  test_stalled_receiver("sockets");
   test_hostile();
   test_flood();
   test_shed_retry();

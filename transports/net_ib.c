@@ -565,18 +565,23 @@ static int ib_progress(void *vctx, const net_sink *sink, int *failed) {
   }
   if (!c->armed) c->armed = ibv_req_notify_cq(c->cq, 0) == 0;   /* before polling: nothing slips by */
   struct ibv_wc wc[32];
+  int drained = 0;   /* the queue was emptied (fewer completions than asked for came) */
   for (int round = 0, n = 32; round < 16 && n == 32; round++) {
     if ((n = ibv_poll_cq(c->cq, 32, wc)) < 0)
       for (int l = 0; l < c->nlinks; l++)
         net_ib_link_fail(c, &c->links[l], "ibv_poll_cq failed: the completion queue broke");
     for (int i = 0; i < n; i++) moved += take_wc(c, &wc[i], sink);
+    drained = n < 32;
   }
   for (int l = 0; l < c->nlinks; l++) {
     ib_link *L = &c->links[l];
     for (uint32_t i = 0; L->held && i < (uint32_t)L->nsend && L->state == L_UP; i++)
       if (L->s[i].head != L->s[i].tail) flush_conn(c, l, i);
     if (L->ndirty) flush_credits(c, l);
-    if (L->bye_seen && !L->bye_told && L->state != L_FAILED) {
+    /* A goodbye is told once every completion before it is taken: the
+     * peer's last records may still wait in the queue behind this call's
+     * batch (the sink refuses a piece after its goodbye). */
+    if (L->bye_seen && !L->bye_told && L->state != L_FAILED && drained) {
       L->bye_told = 1;
       sink->bye(sink->arg, l);
       moved++;

@@ -139,10 +139,11 @@ static const char *frame_name(uint32_t t) {
 }
 
 /* Takes what socket s of link l has received, frame by frame, until it
- * would block.  -1: broken or refused (logged). */
-static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved) {
+ * would block (`all`), or 64 reads at most (the proxy's other work waits
+ * meanwhile).  -1: broken or refused (logged). */
+static int rx(sctx *c, int l, sock *s, const net_sink *sink, int *moved, int all) {
   slink *L = &c->links[l];
-  for (int rounds = 0; rounds < 64; rounds++) {
+  for (int rounds = 0; all || rounds < 64; rounds++) {
     ssize_t g;
     if (s->rgot < sizeof(ns_hdr)) {
       g = rt_socket_recv(s->fd, (char *)&s->rh + s->rgot, sizeof(ns_hdr) - s->rgot);
@@ -261,13 +262,23 @@ int ns_progress(void *ctx, const net_sink *sink, int *failed) {
       short ev = c->pfd[n++].revents;
       /* What came in first: a goodbye there makes a failed send below the
        * orderly end it is. */
-      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved) < 0) {
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && rx(c, l, s, sink, &moved, 0) < 0) {
         *failed = l;
         return -1;
       }
       if (!ns_live(s)) continue;   /* the peer said goodbye and closed */
       if (!c->ntx && ns_queued(s) && tx(c, s, &moved) < 0) __atomic_store_n(&s->txerr, errno ? errno : EIO, __ATOMIC_RELEASE);
       int e = __atomic_load_n(&s->txerr, __ATOMIC_ACQUIRE);
+      /* A failed send may have met a peer that has said goodbye after
+       * frames still waiting here (it closes after a short wait for this
+       * rank, which may have been stalled longer): everything received is
+       * taken first, so that its messages arrive and its goodbye makes the
+       * failure the orderly end it is. */
+      if (e && !s->bye && rx(c, l, s, sink, &moved, 1) < 0) {
+        *failed = l;
+        return -1;
+      }
+      if (!ns_live(s)) continue;
       if (e && tx_failed(c, L, s, e) < 0) {
         *failed = l;
         return -1;
