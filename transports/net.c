@@ -123,6 +123,19 @@ static bt_result net_setup(const tp_ctx *x, const tp_key *keys, int nkeys, void 
   n->slot_bytes = x->slot_bytes;
   n->fifo_bytes = round_up(x->slot_bytes * x->nslots, WORD);
   n->piece = rt_param_int(RT_PARAM_NET_PIECE);
+  /* A receiver tracks NET_MAX_RANGES separate ranges of a message, and an
+   * honest sender's pieces land in up to half as many as a slot holds
+   * (every other one, with one of two sockets held up): a slot holds at
+   * most 2 * (NET_MAX_RANGES - 1) pieces, larger ones where
+   * BATON_NET_PIECE would cut more. */
+  const int64_t most = 2 * (NET_MAX_RANGES - 1);
+  if ((int64_t)x->slot_bytes / n->piece > most) {
+    const int64_t p = ((int64_t)x->slot_bytes + most - 1) / most;
+    LOG_INFO(RT_SUB_RUNTIME, "network: rank %d: BATON_NET_PIECE=%lld cuts a slot of %lld bytes into more pieces "
+             "than a receiver tracks at once: pieces of %lld bytes", x->rank, (long long)n->piece,
+             (long long)x->slot_bytes, (long long)round_up(p, 4096));
+    n->piece = round_up(p, 4096);
+  }
   n->spin_ns = rt_param_int(RT_PARAM_NET_SPIN_US) * 1000;
   n->sleep_ns = rt_param_int(RT_PARAM_NET_SLEEP_US) * 1000;
   n->trace = net_trace_new(x->rank, x->nranks);
