@@ -381,24 +381,30 @@ static net_rconn *admit(net *n, int link, const net_piece *p) {
   return c;
 }
 
+/* Whether piece p of connection c was addressed to where its slot is in
+ * this rank's pool (said where not). */
+static int placed_right(const net *n, int link, const net_rconn *c, const net_piece *p) {
+  uint64_t at = c->fifo_off + (p->seq % (uint64_t)n->nslots) * (uint64_t)n->slot_bytes + p->off;
+  if (p->remote_off == at) return 1;
+  LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d addressed a piece to pool offset %llu, expected %llu: the "
+           "ranks lay out their FIFOs differently (same build and settings on every rank?)", n->x.rank,
+           n->links[link].peer, (unsigned long long)p->remote_off, (unsigned long long)at);
+  return 0;
+}
+
 static char *sink_where(void *arg, int link, const net_piece *p) {
   net *n = arg;
   net_rconn *c = admit(n, link, p);
-  if (!c) return NULL;
-  uint64_t at = c->fifo_off + (p->seq % (uint64_t)n->nslots) * (uint64_t)n->slot_bytes + p->off;
-  if (p->remote_off != at) {
-    LOG_WARN(RT_SUB_RUNTIME, "network: rank %d: rank %d addressed a piece to pool offset %llu, expected %llu: the "
-             "ranks lay out their FIFOs differently (same build and settings on every rank?)", n->x.rank,
-             n->links[link].peer, (unsigned long long)p->remote_off, (unsigned long long)at);
-    return NULL;
-  }
+  if (!c || !placed_right(n, link, c, p)) return NULL;
   return c->fifo + (p->seq % (uint64_t)n->nslots) * (uint64_t)n->slot_bytes + p->off;
 }
 
+/* A piece in place (for a backend that writes into the pool itself, as
+ * verbs' RDMA writes do, the only check of where it went). */
 static int sink_landed(void *arg, int link, const net_piece *p) {
   net *n = arg;
   net_rconn *c = admit(n, link, p);
-  if (!c) return -1;
+  if (!c || !placed_right(n, link, c, p)) return -1;
   int slot = (int)(p->seq % (uint64_t)n->nslots);
   const char *bad = cover_add(&c->slot_cover[slot], p->off, p->off + p->len);   /* admit bounded off + len */
   if (bad) {
