@@ -476,6 +476,8 @@ static uint64_t fingerprint(const baton_comm *c, const tp_key *keys, int nkeys) 
   h = rt_hash(h, (uint64_t)c->grid);                              /* the direct grid: lanes alike */
   h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_DIRECT_LANE_BYTES));
   h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_FUSED_DIRECT));   /* the set-up's exchanges alike */
+  h = rt_hash(h, (uint64_t)rt_param_int(RT_PARAM_EAGER_EXCHANGE_MB));   /* eager calls exchange alike */
+  h = rt_hash(h, (uint64_t)(rt_param_int(RT_PARAM_PEER_MAPS) > 0));
   for (const char *u = rt_param_str(RT_PARAM_FGEMV_UNROLL); *u; u++)   /* the GEMV + AllReduce kernel's forms alike */
     h = rt_hash(h, (uint64_t)(unsigned char)*u);
   return h;
@@ -519,7 +521,7 @@ baton_result baton_comm_init_rank(baton_comm **out, int nranks, baton_unique_id 
       LOG_WARN(RT_SUB_RUNTIME, "rank %d loaded other algorithms than rank %d (%d here): every rank must see the "
                "same BATON_ALGO_FILES / BATON_ALGO_DIR / MSCCL_XML_FILES and the same BATON_LANES, BATON_SLOT_BYTES, "
                "BATON_NET_SLOT_BYTES, BATON_EXEC_SLOTS, BATON_PROTO, BATON_NODE_RANKS, BATON_WINDOW_MB, BATON_DIRECT_LANE_BYTES, "
-               "BATON_FUSED_DIRECT and BATON_FGEMV_UNROLL, on GPUs alike", r, rank,
+               "BATON_FUSED_DIRECT, BATON_FGEMV_UNROLL, BATON_EAGER_EXCHANGE_MB and BATON_PEER_MAPS (0 or not), on GPUs alike", r, rank,
                rt_algos_count(c->algos));
       res = BT_ERR_INVALID;
       goto out;

@@ -344,9 +344,11 @@ bt_result rt_direct_fused_across(rt_launch *L, cudaStream_t stream) {
     /* An unregistered output larger than the window's scratch: every
      * rank's exchanged for this call, as a captured call's are (the
      * mappings kept by allocation), where each can be mapped; the FIFO
-     * exchange where not.  Every rank takes the same way: the output's
-     * size and registration are the same on all. */
-    if ((c->regs && rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) ||
+     * exchange where not, or where eager calls exchange nothing
+     * (BATON_EAGER_EXCHANGE_MB=0, BATON_PEER_MAPS=0).  Every rank takes
+     * the same way: the output's size and registration, and those
+     * parameters (the creation's fingerprint), are the same on all. */
+    if (!rt_direct_eager_exchanges(c) || (c->regs && rt_reg_find(c->regs, L->recvbuf, (size_t)bytes)) ||
         !outputs_across(L, "an eager fused call larger than the window's scratch", out, &res))
       return res;
     via = RT_FUSED_VIA_OUTPUTS;
