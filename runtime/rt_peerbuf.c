@@ -45,7 +45,7 @@ typedef struct pb_rec {
   uint64_t base[PB_BUFS], off[PB_BUFS], id[PB_BUFS];  /* id: a CUDA IPC allocation's (0: unknown) */
   int32_t kind[PB_BUFS], pieces[PB_BUFS];
   pb_piece piece[PB_BUFS][PB_PIECES_MAX];
-  uint64_t host, fdkey, key;
+  uint64_t host, fdkey, key, pidns;   /* pidns: its PID namespace (rt_pid_namespace; 0: unknown) */
   uint64_t gone[PB_GONE_MAX]; /* the ids of this rank's allocations, once exchanged, it has found freed */
   int32_t pid, dev, ok, ngone;
 } pb_rec;
@@ -296,7 +296,7 @@ static int map_vmm(pb_map *m, const pb_rec *x, int b, const int *fds, int dev) {
 static int map_buf(rt_peerbufs *pb, const rt_peerbuf_self *me, int r, int b, const int *fds, char **at) {
   const pb_rec *x = &pb->recs[r];
   const int vmm = x->kind[b] == PB_VMM, want = vmm ? x->pieces[b] : 1;
-  int same_process = x->host == me->host && x->pid == (int32_t)getpid();
+  int same_process = x->host == me->host && x->pid == (int32_t)getpid() && x->pidns == pb->recs[me->rank].pidns;
   for (int i = 0; i < pb->n; i++) {
     const pb_map *m = &pb->maps[i];
     if (m->peer != r || m->vmm != vmm) continue;
@@ -346,8 +346,9 @@ static bt_result pass_fds(rt_peerbufs *pb, const rt_peerbuf_self *me) {
   int *want = calloc((size_t)me->nranks, sizeof *want);
   pid_t *pids = calloc((size_t)me->nranks, sizeof *pids);
   bt_result res = want && pids ? BT_OK : BT_ERR_NOMEM;
+  const uint64_t ns = pb->recs[me->rank].pidns;
   for (int r = 0; r < me->nranks && !res; r++) {
-    pids[r] = pb->recs[r].pid;
+    pids[r] = ns && pb->recs[r].pidns == ns ? pb->recs[r].pid : 0;   /* another namespace's pid means nothing here */
     for (int b = 0; b < PB_BUFS; b++) want[r] += pb->recs[r].kind[b] == PB_VMM ? pb->recs[r].pieces[b] : 0;
     any |= want[r] > 0;
   }
@@ -507,6 +508,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   const char *why = NULL;
   mine->host = me->host;
   mine->pid = (int32_t)getpid();
+  mine->pidns = rt_pid_namespace();
   mine->dev = me->dev;
   mine->fdkey = pb->fdkey;
   mine->key = me->key;

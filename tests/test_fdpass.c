@@ -107,6 +107,17 @@ int main(void) {
   bt_result t = rt_fdpass_recv(fp, 2, want1, p2, 9, fds, 200);
   ok(t == BT_ERR_TIMEOUT && fds[RT_FDPASS_MAX] == -1, "a rank that never sends: BT_ERR_TIMEOUT after 200 ms, "
      "nothing open");
+  /* A rank of another PID namespace (pid 0: none to check): its message,
+   * right tag and count, is taken from whatever pid it comes. */
+  pid_t other = fork();
+  if (other == 0) child(1, 11, 1, "another namespace", 0);
+  pid_t p0[2] = {getpid(), 0};
+  char c[64] = "";
+  bt_result u = rt_fdpass_recv(fp, 2, want1, p0, 11, fds, 10000);
+  if (u == BT_OK && fds[RT_FDPASS_MAX] >= 0) read_all(fds[RT_FDPASS_MAX], c, sizeof c), close(fds[RT_FDPASS_MAX]);
+  waitpid(other, &st, 0);
+  ok(u == BT_OK && !strcmp(c, "another namespace"), "a rank of another PID namespace (its pid unknown here): its "
+     "descriptors are taken (\"%s\")", c);
   int fds1[1] = {0};
   ok(rt_fdpass_send(fp, key, 5, 1, fds1, 1, 50) == BT_ERR_TIMEOUT, "sending to a rank that never listens: "
      "BT_ERR_TIMEOUT");

@@ -10,7 +10,9 @@
  *     mapping behind on the ranks that did map;
  *   - a buffer running past its cudaMalloc allocation is refused;
  *   - a rank without a listener for descriptors gives up with the others
- *     where a peer shares cuMem memory (it used to crash). */
+ *     where a peer shares cuMem memory (it used to crash);
+ *   - ranks in different PID namespaces (containers) pass descriptors
+ *     without checking a pid that means nothing to the receiver. */
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -110,6 +112,8 @@ bt_result tp_cuda_map_peer(const char *who, int dev, int same, int pdev, uint64_
   return BT_OK;
 }
 uint64_t rt_process_number(void) { return 42; }
+static int other_namespace;   /* rank 1 in a PID namespace of its own */
+uint64_t rt_pid_namespace(void) { return other_namespace && me == 1 ? 99 : 77; }
 
 /* The two ranks' allgather: each waits for the other's contribution of
  * the same round, then for the other to have read its own. */
@@ -149,6 +153,7 @@ struct rt_fdpass {
   int rank;
 };
 static int box[2][RT_FDPASS_MAX], nbox[2];
+static pid_t pid_expected[2];   /* what each rank's receive was told its peer's pid is */
 static uint64_t box_tag[2];
 bt_result rt_fdpass_open(rt_fdpass **fp, uint64_t key, int rank) {
   (void)key;
@@ -171,8 +176,9 @@ bt_result rt_fdpass_send(rt_fdpass *fp, uint64_t key, int peer, uint64_t tag, co
 }
 bt_result rt_fdpass_recv(rt_fdpass *fp, int nranks, const int *want, const pid_t *pids, uint64_t tag, int *fds,
                          int ms) {
-  (void)pids, (void)ms;
+  (void)ms;
   const int r = fp->rank, other = 1 - r;
+  pid_expected[r] = pids[other];
   for (int i = 0; i < nranks * RT_FDPASS_MAX; i++) fds[i] = -1;
   if (!want[other]) return BT_OK;
   pthread_mutex_lock(&mu);
@@ -273,6 +279,16 @@ int main(void) {
   ok(results[0][1] == BT_ERR_UNSUPPORTED && results[1][1] == BT_ERR_UNSUPPORTED && ipc_opens[0] + ipc_opens[1] == 0,
      "a buffer running past its cudaMalloc allocation is refused on every rank, nothing mapped (%s, %s)",
      bt_result_str(results[0][1]), bt_result_str(results[1][1]));
+  pid_expected[1] = -1;
+  run_case(SPAN);
+  ok(pid_expected[1] == 1000 && !results[1][3], "ranks of one PID namespace: each checks its peer's pid (%d)",
+     (int)pid_expected[1]);
+  other_namespace = 1;
+  run_case(SPAN);
+  other_namespace = 0;
+  ok(pid_expected[1] == 0 && pid_expected[0] == 0 && !results[0][3] && !results[1][3],
+     "ranks in different PID namespaces (containers): no pid to check, and the exchange works (%s, %s)",
+     bt_result_str(results[0][3]), bt_result_str(results[1][3]));
   run_case(LISTENER);
   ok(results[0][1] == BT_ERR_UNSUPPORTED && results[1][1] == BT_ERR_UNSUPPORTED,
      "a rank without a listener for descriptors, its peer's buffer cuMem memory: both give up alike (%s, %s)",

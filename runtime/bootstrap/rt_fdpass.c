@@ -161,7 +161,7 @@ bt_result rt_fdpass_recv(rt_fdpass *fp, int nranks, const int *want, const pid_t
     int okmsg = !getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) && read_one(s, &h, got, &ngot);
     close(s);
     okmsg = okmsg && h.magic == FP_MAGIC && h.tag == tag && h.rank >= 0 && h.rank < nranks && !done[h.rank] &&
-            want[h.rank] == h.n && ngot == h.n && cr.pid == pids[h.rank];
+            want[h.rank] == h.n && ngot == h.n && (!pids[h.rank] || cr.pid == pids[h.rank]);
     if (!okmsg) {   /* not ours, late, or hostile: its descriptors go */
       for (int i = 0; i < ngot; i++) close(got[i]);
       continue;

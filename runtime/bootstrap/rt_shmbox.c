@@ -43,12 +43,6 @@ typedef struct box_rec {
   uint64_t pidns;             /* its PID namespace (0: unknown): another's pid means nothing here */
 } box_rec;
 
-/* This process's PID namespace, as /proc names it; 0 where it cannot say. */
-static uint64_t pid_namespace(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino ^ (uint64_t)st.st_dev << 32 : 0;
-}
-
 static char *slot(const rt_shmbox *b, int r, uint64_t call) {
   return b->at + (2 * (size_t)r + (call & 1)) * b->stride;
 }
@@ -83,7 +77,7 @@ bt_result rt_shmbox_open(rt_shmbox **box, struct rt_bootstrap *bs, int rank, int
     b->size = 2 * (size_t)nranks * b->stride;
     b->timeout_ns = timeout_ns;
     recs[rank].pid = (int32_t)getpid();
-    recs[rank].pidns = pid_namespace();
+    recs[rank].pidns = rt_pid_namespace();
     if (rank == 0) {
       snprintf(recs[0].name, sizeof recs[0].name, "/baton-box-%d-%016llx", (int)getpid(),
                (unsigned long long)rt_process_number() ^ (unsigned long long)(uintptr_t)b);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -422,4 +423,9 @@ static void number_pick(void) {
 uint64_t rt_process_number(void) {
   pthread_once(&number_once, number_pick);
   return number;
+}
+
+uint64_t rt_pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino ^ (uint64_t)st.st_dev << 32 : 0;
 }

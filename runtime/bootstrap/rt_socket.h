@@ -101,6 +101,11 @@ int rt_socket_poll(struct pollfd *fds, int nfds, int64_t deadline);
  * process. */
 uint64_t rt_process_number(void);
 
+/* This process's PID namespace, as /proc names it (0 where it cannot
+ * say): a pid another process publishes means something here only where
+ * its namespace is this one. */
+uint64_t rt_pid_namespace(void);
+
 /* Fault injection for tests (SQLite's test-VFS idea): when max_io > 0 every
  * send and recv moves at most max_io bytes; when eagain_every > 0 every
  * eagain_every-th send or recv returns 0 (would block) without moving
