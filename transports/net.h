@@ -16,6 +16,7 @@
 #ifndef NET_H
 #define NET_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -93,6 +94,8 @@ typedef struct net {
   pthread_t thread;
   int running;
   int wake_fd;                 /* eventfd: a launch or a stop */
+  struct pollfd *pfds;         /* the proxy's naps: the eventfd, then the backend's descriptors */
+  int pfd_cap;
   int stop;                    /* atomic */
   int err;                     /* atomic: a bt_result, set once by the proxy */
   int64_t spin_ns, sleep_ns;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/eventfd.h>
@@ -114,16 +115,25 @@ static void drain(int fd) {
   }
 }
 
-/* Sleeps until the backend has something, a kick comes, or timeout_ns. */
+/* Sleeps until the backend has something, a kick comes, or timeout_ns.
+ * The descriptors watched grow with the backend's (every socket of every
+ * link): where they filled the array, it doubles for the next nap (up to
+ * NET_NAP_FDS_MAX), so that none is left to the nap's timeout. */
+#define NET_NAP_FDS_MAX 65536
 static void nap(net *n, int64_t timeout_ns) {
-  struct pollfd fds[64];
+  struct pollfd few[64], *fds = n->pfds ? n->pfds : few;
+  const int cap = n->pfds ? n->pfd_cap : 64;
   fds[0] = (struct pollfd){.fd = n->wake_fd, .events = POLLIN};
-  int nfds = 1 + n->be->pollfds(n->bctx, fds + 1, 63);
+  int nfds = 1 + n->be->pollfds(n->bctx, fds + 1, cap - 1);
   struct timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
   const int64_t t0 = n->trace ? rt_time_ns() : 0;
   int r = ppoll(fds, nfds, &ts, NULL);   /* EINTR: one short nap less */
   if (r > 0 && fds[0].revents) drain(n->wake_fd);
   if (n->trace) net_trace_nap(n->trace, t0, rt_time_ns(), timeout_ns);
+  if (nfds == cap && cap < NET_NAP_FDS_MAX) {   /* full: perhaps more were left out */
+    struct pollfd *more = realloc(n->pfds, 2 * (size_t)cap * sizeof *more);
+    if (more) n->pfds = more, n->pfd_cap = 2 * cap;
+  }
 }
 
 /* Whether the GPU has published messages the backend has not all taken. */
@@ -219,4 +229,7 @@ void net_proxy_stop(net *n) {
   }
   if (n->wake_fd >= 0) close(n->wake_fd);
   n->wake_fd = -1;
+  free(n->pfds);
+  n->pfds = NULL;
+  n->pfd_cap = 0;
 }
