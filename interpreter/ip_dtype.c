@@ -169,21 +169,20 @@ double ip_dtype_tolerance(ip_dtype t) {
 }
 
 void ip_divide(ip_dtype t, void *p, size_t n, int divisor) {
-  /* Integers exactly, in their own type (a quotient through double would
-   * round sums past 2^53); floats through double, as the GPU does. */
-#define DIV_AS(ctype, wide)                                                  \
-  for (size_t i = 0; i < n; i++) ((ctype *)p)[i] = (ctype)((wide)((ctype *)p)[i] / (wide)divisor); \
-  return;
+  /* Integers exactly, in their own type, truncated toward zero (a
+   * quotient through double would round sums past 2^53); floats through
+   * double, as the GPU does. */
+#define DIV_EACH(ctype) for (size_t i = 0; i < n; i++) ((ctype *)p)[i] /= divisor
   switch (t) {
-  case IP_I8: DIV_AS(int8_t, int64_t)
-  case IP_I32: DIV_AS(int32_t, int64_t)
-  case IP_I64: DIV_AS(int64_t, int64_t)
-  case IP_U8: DIV_AS(uint8_t, uint64_t)
-  case IP_U32: DIV_AS(uint32_t, uint64_t)
-  case IP_U64: DIV_AS(uint64_t, uint64_t)
+  case IP_I8: DIV_EACH(int8_t); return;
+  case IP_I32: DIV_EACH(int32_t); return;
+  case IP_I64: DIV_EACH(int64_t); return;
+  case IP_U8: DIV_EACH(uint8_t); return;
+  case IP_U32: DIV_EACH(uint32_t); return;
+  case IP_U64: DIV_EACH(uint64_t); return;
   default: break;
   }
-#undef DIV_AS
+#undef DIV_EACH
   for (size_t i = 0; i < n; i++) ip_set(t, p, i, ip_get(t, p, i) / divisor);
 }
 

@@ -5,8 +5,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <strings.h>
+#include <time.h>
 
 #include "ip_dtype.h"
 #include "ir_geom.h"

@@ -34,8 +34,9 @@ bt_result rt_fdpass_send(rt_fdpass *fp, uint64_t peer_key, int peer, uint64_t ta
  * descriptors each, into fds[r * RT_FDPASS_MAX + k]), the sender's process
  * being pids[r] (0: a process of another PID namespace, whose pid cannot be
  * checked here; its tag, rank and count still are); a message from anyone
- * else, with another tag or count, is closed and dropped.  On error every descriptor received is closed.
- * BT_ERR_TIMEOUT when not all came within timeout_ms. */
+ * else, with another tag or count, is closed and dropped.  On error every
+ * descriptor received is closed.  BT_ERR_TIMEOUT when not all came within
+ * timeout_ms. */
 bt_result rt_fdpass_recv(rt_fdpass *fp, int nranks, const int *want, const pid_t *pids, uint64_t tag, int *fds,
                          int timeout_ms);
 
