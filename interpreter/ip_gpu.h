@@ -108,8 +108,10 @@ typedef struct ip_gtb {
 
 /* Why a spin gave up; the first block to give up fills ip_gerr.
  * IP_WAIT_BUFS: a direct call on registered windows whose peer (ip_gerr.
- * peer) runs a call with another descriptor (ip_dargs.key). */
-enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM, IP_WAIT_BUFS };
+ * peer) runs a call with another descriptor (ip_dargs.key).
+ * IP_WAIT_START: a direct call waited for its peer to begin the call
+ * before (ip_dargs.unmet). */
+enum { IP_WAIT_NONE, IP_WAIT_DEP, IP_WAIT_RECV, IP_WAIT_SEND, IP_WAIT_ABORT, IP_WAIT_SEM, IP_WAIT_BUFS, IP_WAIT_START };
 
 /* The most ranks a direct GEMM + AllToAll spans (ip_gargs.dout). */
 #define IP_DIRECT_MAX 16

@@ -220,33 +220,28 @@ static void check_landing_overlaps(ir_checker *c, const ir_landing *lv, long nl)
       }
 }
 
+/* Pushes (r, q) made by tb t step s onto the pairs u, unless it is the last one there. */
+static int push_sighting(void *u, int r, int q, int t, int s) {
+  rpairs *x = u;
+  if (x->n && x->v[x->n - 1].a == r && x->v[x->n - 1].b == q) return 0;
+  return rpair_push(x, (rpair){r, q, t, s});
+}
+
 /* The LL pair rule: a rank that puts to q reads (ir_side_reads_local) a
  * landing q put to it, or waits for a signal of q's, so that its call ends
- * only after q's has begun.  The (reader, putter) pairs of every read
- * run's landings and the (waiter, signaller) pairs of every wait, sorted,
- * then a binary search for each (rank, peer) a put makes; the first put
- * of a pair that has none is named. */
+ * only after q's has begun.  The (seer, seen) pairs of every sighting
+ * (ir_direct_sightings), sorted, then a binary search for each (rank,
+ * peer) a put makes; the first put of a pair that has none is named. */
 static void check_pairs(ir_checker *c, const ir_landing *lv, long nl) {
   const ir_prog *p = c->p;
   rpairs rd = {0}, put = {0};
+  if (ir_direct_sightings(p, lv, nl, push_sighting, &rd)) goto nomem;
   for (int r = 0; r < p->ngpus; r++)
     for (int t = 0; t < p->gpus[r].ntbs; t++)
       for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
         const ir_step *st = &p->gpus[r].tbs[t].steps[s];
-        unsigned fl = ir_op_flags[st->op];
-        if ((fl & IR_F_PUT) && ir_peer_ok(p, r, st) && rpair_push(&put, (rpair){r, st->peer, t, s})) goto nomem;
-        if (st->op == IR_OP_WAIT && ir_peer_ok(p, r, st) && rpair_push(&rd, (rpair){r, st->peer, t, s})) goto nomem;
-        for (int k = 0; k < 2; k++) {
-          if (!ir_side_reads_local(fl, k) || (k ? st->dstbuf : st->srcbuf) != IR_BUF_SCRATCH || st->cnt < 1) continue;
-          for (int32_t i = 0; i < ir_side_nruns(st, k); i++) {
-            int64_t lo, hi;
-            ir_side_run(st, k, i, &lo, &hi);
-            for (long j = ir_landing_first(lv, nl, r, lo, hi); j < nl && lv[j].owner == r && lv[j].lo < hi; j++)
-              if ((!rd.n || rd.v[rd.n - 1].b != lv[j].r || rd.v[rd.n - 1].a != r) &&
-                  rpair_push(&rd, (rpair){r, lv[j].r, t, s}))
-                goto nomem;
-          }
-        }
+        if ((ir_op_flags[st->op] & IR_F_PUT) && ir_peer_ok(p, r, st) && rpair_push(&put, (rpair){r, st->peer, t, s}))
+          goto nomem;
       }
   if (rd.n > 1) qsort(rd.v, rd.n, sizeof *rd.v, rpair_cmp);
   if (put.n > 1) qsort(put.v, put.n, sizeof *put.v, rpair_cmp);

@@ -108,3 +108,25 @@ long ir_landing_first(const ir_landing *v, long n, int owner, int64_t lo, int64_
   if (a > 0 && v[a - 1].owner == owner && v[a - 1].hi > lo) a--;   /* one that starts before lo and reaches it */
   return a < n && v[a].owner == owner && v[a].lo < hi && v[a].hi > lo ? a : n;
 }
+
+int ir_direct_sightings(const ir_prog *p, const ir_landing *lv, long nl, int (*f)(void *u, int r, int q, int t, int s),
+                        void *u) {
+  for (int r = 0; r < p->ngpus; r++)
+    for (int t = 0; t < p->gpus[r].ntbs; t++)
+      for (int s = 0; s < p->gpus[r].tbs[t].nsteps; s++) {
+        const ir_step *st = &p->gpus[r].tbs[t].steps[s];
+        const unsigned fl = ir_op_flags[st->op];
+        int e = 0;
+        if (st->op == IR_OP_WAIT && ir_peer_ok(p, r, st) && (e = f(u, r, st->peer, t, s))) return e;
+        for (int k = 0; k < 2 && nl; k++) {
+          if (!ir_side_reads_local(fl, k) || (k ? st->dstbuf : st->srcbuf) != IR_BUF_SCRATCH || st->cnt < 1) continue;
+          for (int32_t i = 0; i < ir_side_nruns(st, k); i++) {
+            int64_t lo, hi;
+            ir_side_run(st, k, i, &lo, &hi);
+            for (long j = ir_landing_first(lv, nl, r, lo, hi); j < nl && lv[j].owner == r && lv[j].lo < hi; j++)
+              if ((e = f(u, r, lv[j].r, t, s))) return e;
+          }
+        }
+      }
+  return 0;
+}

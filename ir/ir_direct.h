@@ -56,6 +56,14 @@ typedef struct ir_landing { int owner, r, t, s; int64_t lo, hi; } ir_landing;
  * BT_ERR_NOMEM or BT_OK; the caller frees *out. */
 bt_result ir_direct_landings(const ir_prog *p, ir_landing **out, long *n);
 
+/* Calls f(u, r, q, t, s) for each time rank r of p sees rank q begin the call: r's tb t step s waits for a
+ * signal of q's, or reads (ir_side_reads_local) scratch chunks that are the landing of a put of q's (lv[0..nl):
+ * p's landings, ir_direct_landings; none where p is Simple).  Either way r's call ends only after q's has
+ * begun.  A step that reads several of one peer's landings calls f for each.  Stops at the first
+ * nonzero value f returns, and returns it; 0 otherwise. */
+int ir_direct_sightings(const ir_prog *p, const ir_landing *lv, long nl, int (*f)(void *u, int r, int q, int t, int s),
+                        void *u);
+
 /* The first of the n sorted landings v that overlaps chunks [lo, hi) of rank owner's scratch, or n.  The
  * others follow it: v[j] for j > i while v[j].owner == owner and v[j].lo < hi (landings do not overlap
  * where ir_check passed, so each ends before the next begins). */

@@ -624,6 +624,12 @@ baton_result rt_comm_poll_error(baton_comm *c) {
              "operator, or none passes windows): call stopped before it touched rank %d's buffers", e->rank, e->tb,
              at, e->peer, e->peer);
     c->error = baton_invalid_argument;
+  } else if (e && e->what == IP_WAIT_START) {
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d: waited %llu s for rank %d to begin the call before this one (that call "
+             "did not wait for it, and this one puts where rank %d's call before it may still read): call aborted "
+             "(rank %d's view; BATON_TIMEOUT)", e->rank, e->tb, (unsigned long long)(c->timeout_ns / 1000000000ull),
+             e->peer, e->peer, c->rank);
+    c->error = baton_timeout;
   } else if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",
                                  "a compute thread block's tiles"};

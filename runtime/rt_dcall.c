@@ -408,9 +408,7 @@ static bt_result peers_registered(rt_launch *L) {
   uint64_t h = RT_HASH_START;
   for (int i = 0; i < 9; i++) h = rt_hash(h, what[i]);
   uint32_t key = (uint32_t)(h ^ h >> 32);
-  const rt_window_layout *l = rt_window_layout_of(c->win);
   a->key = key ? key : 1;
-  a->desc_at = (int32_t)((l->desc - l->flags) / sizeof(uint64_t));
   L->peers_known = 1;
   return BT_OK;
 }
@@ -499,7 +497,10 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   }
   char *mine = rt_window_base(c->win, c->rank);
   a->seq = (uint64_t *)(mine + l->seq);
-  a->claim = a->seq + l->grid;   /* the word after the counts */
+  a->claim = a->seq + IP_DIRECT_SEQ_WORDS * l->grid;   /* the word after the counts */
+  a->desc_at = (int32_t)((l->desc - l->flags) / sizeof(uint64_t));
+  a->unmet = d->unmet;
+  a->announce = d->announce;
   a->half = (int64_t)l->ll_half;
   a->geom = g;
   a->cb = g.cap * es;

@@ -2,13 +2,16 @@
  * the direct executor's operations: runs, signal groups, wait groups. */
 #include "rt_direct.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "ir_direct.h"
 #include "ir_geom.h"
 #include "rt_log.h"
 
 _Static_assert(sizeof(ip_dtab) % 16 == 0, "ip_dtab is copied in 16-byte units");
 _Static_assert(IP_DIRECT_MAX_LINKS <= 64, "an operation's links are bits of ip_dop.puts");
+_Static_assert(IP_WIN_MAX_RANKS <= 32, "a plan's peers are bits of a 32-bit mask");
 
 /* Where a run's value is, or where a link reads or writes: a rank's
  * buffer and a pattern of `cnt` chunks (the run's). */
@@ -560,6 +563,32 @@ static void mark_links(rt_dplan *d, ip_dop *o) {
   }
 }
 
+/* Notes that rank r sees rank q begin the call (ir_direct_sightings):
+ * u holds a mask per rank. */
+static int saw(void *u, int r, int q, int t, int s) {
+  (void)t, (void)s;
+  ((uint32_t *)u)[r] |= 1u << q;
+  return 0;
+}
+
+/* Fills d's unmet and announce masks for rank of p (at most
+ * IP_WIN_MAX_RANKS ranks): every sighting of the program, from every
+ * rank's steps.  BT_ERR_NOMEM or BT_OK. */
+static bt_result meetings(rt_dplan *d, const ir_prog *p, int rank) {
+  uint32_t seen[IP_WIN_MAX_RANKS] = {0};
+  ir_landing *lv = NULL;
+  long nl = 0;
+  if (ir_proto_landed(p->proto) && ir_direct_landings(p, &lv, &nl)) return BT_ERR_NOMEM;
+  ir_direct_sightings(p, lv, nl, saw, seen);
+  free(lv);
+  for (int q = 0; q < p->ngpus; q++) {
+    if (q == rank) continue;
+    if (!(seen[rank] >> q & 1)) d->unmet |= 1u << q;
+    if (!(seen[q] >> rank & 1)) d->announce |= 1u << q;
+  }
+  return BT_OK;
+}
+
 /* Which plan build makes: the program's, or one of its variants. */
 typedef enum { PLAN_AS_WRITTEN, PLAN_ROOT_COPY, PLAN_STAGED } plan_variant;
 
@@ -637,6 +666,15 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
              b.why);
     return BT_ERR_UNSUPPORTED;
   }
+  if (meetings(d, p, rank)) {
+    memset(d, 0, sizeof *d);
+    return BT_ERR_NOMEM;
+  }
+  for (int t = 0; t < g->ntbs; t++)
+    for (int s = 0; s < g->tbs[t].nsteps; s++) {
+      const ir_step *st = &g->tbs[t].steps[s];
+      if ((ir_op_flags[st->op] & IR_F_PUT) && ir_peer_ok(p, rank, st)) d->touch[t] |= 1u << st->peer;
+    }
   d->ntbs = g->ntbs;
   d->tab.tb_first[g->ntbs] = d->nops;
   for (int o = 0; o < d->nops; o++) mark_links(d, &d->tab.ops[o]);
@@ -674,6 +712,7 @@ void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d) {
                      op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING && a->proto != IR_PROTO_LL128;
     ip_dstart *st = &a->start[t];
     memset(st, 0, sizeof *st);
+    st->touch = d->touch[t];
     if (!load) continue;
     st->first = a->lean[op->first].ptr;
     st->valid = a->lean[op->first].valid;

@@ -29,6 +29,11 @@ typedef struct rt_dplan {
   int nthreads;
   int ll128;              /* LL128: a thread takes 16 bytes of a chunk's lines (120 data bytes a line of eight
                              threads), not of its data */
+  /* Who sees whom begin the call (ir_direct_sightings; ip_dargs says what
+   * the kernel does with them): bit q, rank q. */
+  uint32_t unmet;         /* the peers this rank's call does not see begin */
+  uint32_t announce;      /* the peers whose call does not see this rank begin */
+  uint32_t touch[IP_DIRECT_MAX_TBS];   /* the peers each thread block puts to */
 } rt_dplan;
 
 /* Builds rank's operations for direct program p: each thread block's steps
@@ -65,7 +70,8 @@ bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nth
  * plan d's one-chunk operations, where the kernel finds it for the call a
  * describes (its buffers, geometry and protocol set); and each thread
  * block's start (ip_dargs.start): its first load and, where that first
- * operation is an LL run that reduces, its leading puts of the value. */
+ * operation is an LL run that reduces, its leading puts of the value, and
+ * the peers it puts to. */
 void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d);
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's

@@ -360,6 +360,42 @@ static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, 
   return good;
 }
 
+/* Who sees whom begin a call (rt_dplan.unmet, .announce, .touch) in the
+ * LL broadcast from rank 0 on 4 ranks (p), in the one-shot, the Simple
+ * two-shot and a Simple broadcast by gets: off the root a rank sees only
+ * the root (its landing), the root sees every rank (their signals). */
+static void check_meetings(const ir_prog *p) {
+  rt_dplan d;
+  bt_result built = rt_dplan_build(&d, p, 0, 512);
+  ok(built == BT_OK && d.unmet == 0 && d.announce == 0 && d.touch[0] == 0xe,
+     "LL broadcast, the root: sees every peer begin (their signals), every peer sees it (its landing); it puts to "
+     "ranks 1-3 (unmet %#x, announce %#x, touch %#x)", d.unmet, d.announce, d.touch[0]);
+  built = rt_dplan_build(&d, p, 2, 512);
+  ok(built == BT_OK && d.unmet == 0xa && d.announce == 0xa && d.touch[0] == 0,
+     "LL broadcast, rank 2: sees neither rank 1 nor 3 begin, and neither sees it: its next call waits for them "
+     "before putting to them, and it tells them when it begins (unmet %#x, announce %#x, touch %#x)", d.unmet,
+     d.announce, d.touch[0]);
+  rt_dplan v;
+  ok(rt_dplan_build_root_copy(&v, p, 0, 512) == BT_OK && v.unmet == 0 && v.announce == 0 && v.touch[0] == 0xe,
+     "LL broadcast's root-copy variant: the same meetings as the program's");
+  int all = 1;
+  ir_prog *q = oneshot(4, 0);
+  for (int r = 0; r < 4; r++)
+    all &= q && rt_dplan_build(&d, q, r, 512) == BT_OK && !d.unmet && !d.announce && d.touch[0] == (0xfu & ~(1u << r));
+  ir_prog_free(q);
+  ok(all, "LL one-shot: every rank sees every other begin (their landings): no wait, no word stored");
+  all = 1;
+  q = twoshot(4);
+  for (int r = 0; r < 4; r++) all &= q && rt_dplan_build(&d, q, r, 256) == BT_OK && !d.unmet && !d.announce;
+  ir_prog_free(q);
+  ok(all, "Simple two-shot: every rank waits for every other's signal: no wait, no word stored");
+  q = broadcast_get(4);
+  built = q ? rt_dplan_build(&d, q, 3, 512) : BT_ERR_INVALID;
+  ok(built == BT_OK && d.unmet == 0x6 && d.announce == 0x6 && d.touch[0] == 0,
+     "Simple broadcast by gets, rank 3: waits only for the root (unmet %#x, announce %#x)", d.unmet, d.announce);
+  ir_prog_free(q);
+}
+
 int main(void) {
   rt_dplan d;
   bt_result built;
@@ -429,6 +465,7 @@ int main(void) {
   ok(rt_dplan_build(&d, p, 2, 512) == BT_OK && d.ok && masks_match(&d),
      "LL broadcast, a rank off the root: its landing loads and its puts marked for the kernel");
   ok(rt_dplan_build_root_copy(&d, p, 2, 512) == BT_ERR_UNSUPPORTED && !d.ok, "no root-copy variant off the root");
+  check_meetings(p);
   ir_prog_free(p);
   p = broadcast_ll(2);
   built = p ? rt_dplan_build_root_copy(&d, p, 0, 512) : BT_ERR_INVALID;
@@ -626,7 +663,8 @@ int main(void) {
      rt_dplan_threads(&d, p, 128, 512 << 10, 256) == 512,
      "LL128: lanes and threads by the chunk's 128-byte lines (32 KiB: 274 lines, 5 lanes of 512 threads; 480 KiB "
      "fits 128 lanes of 256 threads, 512 KiB does not)");
-  ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 && l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
+  ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 + IP_DIRECT_DESC_WORDS(4) * 8 &&
+     l.ll >= l.seq + (IP_DIRECT_SEQ_WORDS * 128 + 1) * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
   ok(l.fseq >= l.simple + l.simple_bytes && l.a2a >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 &&
      l.fused >= l.a2a + IP_DIRECT_FLAG_WORDS(4) * 8 && l.a2a % 4096 == 0 && l.fused % 4096 == 0 &&
