@@ -23,11 +23,11 @@
  * counts stay equal and every rank agrees on a call's number without
  * talking: signals carry seq * (signals per call) + the signal's place, LL
  * lines carry seq + 1, and LL landings alternate between two halves of
- * the window with the call's parity.  A rank puts into a peer's half only
- * once that peer has begun the call before (so ended the one that last
- * read that half): its own call before saw the peer begin it (a signal or
+ * the window with the call's parity.  A call ends on a rank only once
+ * every peer has begun it (so ended the one before, the last to read the
+ * half the next call fills): the rank saw each peer begin it (a signal or
  * a landing of the peer's it took), or, where it did not (ip_dargs.unmet),
- * it waits for the peer's word saying so.  Thread block t runs on blocks
+ * it waits at its end for the peer's word saying so.  Thread block t runs on blocks
  * [t * lanes, (t + 1) * lanes); blocks past ntbs * lanes only count the
  * call.  Unit u of a chunk (bytes 16u .. 16u + 15) belongs to thread u
  * mod (lanes * threads) of its thread block on every rank, so a lane's
@@ -99,8 +99,8 @@ typedef struct ip_dlink {
 #define IP_DIRECT_SIGNAL(seq, at) (((uint64_t)(seq) << 16) + (uint64_t)(at))
 #define IP_DIRECT_MAX_SIGNALS 65535   /* a stream's signals in one call at most */
 /* A call descriptor (ip_dargs.key) and the slot rank `sender` keeps it in
- * for call seq: two per sender, by parity (a sender stores its descriptor
- * only once the rank has begun the call before, as it puts into landings). */
+ * for call seq: two per sender, by parity (a sender runs at most one call
+ * ahead of every rank: its call before ended only once they had begun it). */
 #define IP_DIRECT_DESC(seq, key) (((uint64_t)(uint32_t)(seq) << 32) | (uint64_t)(key))
 #define IP_DIRECT_DESC_SLOT(sender, seq) (2 * (int64_t)(sender) + (int64_t)((seq) & 1))
 /* Where, from the descriptors (ip_dargs.desc_at), a rank keeps the word
@@ -109,9 +109,6 @@ typedef struct ip_dlink {
 #define IP_DIRECT_BEGUN_SLOT(nranks, sender) (2 * (int64_t)(nranks) + (int64_t)(sender))
 /* Words of the descriptors and begun words of a rank's window. */
 #define IP_DIRECT_DESC_WORDS(nranks) (3 * (int64_t)(nranks))
-/* Words of a block's count (ip_dargs.seq): the calls it ran, then the
- * peers this rank's last call did not see begin (ip_dargs.unmet). */
-#define IP_DIRECT_SEQ_WORDS 2
 
 typedef struct ip_dsync {
   int16_t peer, chan;
@@ -184,13 +181,13 @@ typedef struct ip_dstart {
   int64_t valid;
   char *put[IP_DIRECT_EARLY_PUTS];
   int32_t puts;
-  uint32_t touch;   /* the peers (bit q: rank q) the thread block stores into (rt_dplan.touch) */
+  int32_t pad;
 } ip_dstart;
 
 typedef struct ip_dargs {
   /* What a block reads first, together in the parameters' first lines
    * (each line the constant cache fetches costs the block a wait). */
-  uint64_t *seq;                       /* this rank's count per block (IP_DIRECT_SEQ_WORDS each, grid of them) */
+  uint64_t *seq;                       /* this rank's call count per block (grid words) */
   const ip_dtab *tab;                  /* this rank's plan of the program, in device memory */
   /* BATON_TRACE: the timeline (ip_gpu.h's layout; NULL: none): per block
    * enter, ready (prologue done), each operation's end (waited for waits,
@@ -217,18 +214,16 @@ typedef struct ip_dargs {
    * block touches that rank's buffers (rt_dplan.guarded). */
   uint32_t key;
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
-  /* Calls that do not see every peer begin (rt_dplan.unmet, .announce;
-   * a Broadcast from one rank of four: the other three see only the
-   * root).  unmet: the peers (bit q: rank q) this rank's call does not
-   * see begin; every block keeps it beside its count, and in the next
-   * call a block that stores into such a peer (ip_dstart.touch; every
-   * peer on registered windows, for the descriptors) first waits for that
-   * peer's begun word (IP_DIRECT_BEGUN_SLOT) to say it has begun the call
-   * before (IP_WAIT_START where it gives up).  announce: the peers that
-   * do not see this rank begin its call; block 0 stores seq + 1 into its
-   * begun word in each of theirs once the call before has ended here.
-   * Both 0 where every rank sees every other (a one-shot or two-shot
-   * AllReduce, an AllGather): no wait, no store. */
+  /* Calls in which some ranks do not see each other begin (rt_dplan.unmet,
+   * .announce; a Broadcast from one rank of four: the other three see only
+   * the root).  announce: the peers (bit q: rank q) that do not see this
+   * rank begin; block 0 stores seq + 1 into this rank's begun word
+   * (IP_DIRECT_BEGUN_SLOT) in each of theirs once the kernel before has
+   * ended.  unmet: the peers this rank does not see begin; block 0 waits
+   * before it ends until each one's begun word here says it has
+   * (IP_WAIT_START where it gives up).  Both 0 where every rank sees every
+   * other (every AllReduce, AllGather, AllToAll and ReduceScatter of the
+   * default set): no store, no wait. */
   uint32_t unmet, announce;
   /* Each thread block's start (ip_dstart), one entry a block in one
    * place, so that its few words come in one or two lines of the constant

@@ -554,34 +554,42 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
   return !d_stop;   // set before the barrier by a thread that gave up
 }
 
-// ---- calls that do not see every peer begin ------------------------------------
+// ---- calls in which some ranks do not see each other begin -------------------
+//
+// Such a call (ip_dargs.unmet, .announce: off the root of a Broadcast on 4
+// ranks or more) ends on this rank only once every peer has begun it,
+// as every other direct call does by its own signals and landings: block
+// 0 tells the peers that do not see this rank begin (announce) that it
+// has, and before it ends waits for the same word from each peer this
+// rank does not see begin (unmet).  So no rank starts a call while a peer
+// is two calls behind, still reading the landing half (or the descriptor
+// slot) that call fills.  The begun words are loaded at the start, so
+// that the end waits only where a peer had not begun by then.
 
-// Block 0 of a call some peers do not see begin (ip_dargs.announce): tells
-// each of them that this rank has begun call seq, its count + 1 into the
-// peer's begun word for this rank.  The kernel before has ended here (its
+// Block 0's start: thread q stores this rank's count + 1 into rank q's
+// begun word for this rank (announce), and returns rank q's word here
+// (unmet; 0 for any other thread).  The kernel before has ended here (its
 // pdl_wait): nothing of it still reads a landing.
-__device__ __forceinline__ void announce(const ip_dargs &a, uint64_t seq) {
+static __device__ __noinline__ uint64_t meet_start(const ip_dargs &a, uint64_t seq) {
   const int q = threadIdx.x;
-  if (q < a.nranks && (a.announce >> q & 1))
+  if (q >= a.nranks) return 0;
+  if (a.announce >> q & 1)
     st_signal_sys(a.flags[q] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, a.rank), seq + 1, true);
+  return (a.unmet >> q & 1) ? ld_acquire_sys(a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q)) : 0;
 }
 
-// Before a block stores into its peers (`peers`: those of them this
-// rank's call before did not see begin, ip_dargs.unmet): waits until each
-// has begun call seq - 1 (its begun word holds seq or more), and so ended
-// call seq - 2, the last to read the landing half (and the descriptor
-// slot) this call fills.  Thread q waits for rank q.  False when a wait
-// gave up (IP_WAIT_START).
-static __device__ __noinline__ bool await_begun(const ip_dargs &a, uint32_t peers, uint64_t seq, int tb, int lane) {
+// Block 0's end: thread q waits until rank q has begun call seq (its word,
+// `seen` when the call started, holds seq + 1 or more).  A wait that gives
+// up stops the call (IP_WAIT_START).
+static __device__ __noinline__ void meet_end(const ip_dargs &a, uint64_t seq, uint64_t seen) {
   const int q = threadIdx.x;
-  if (q < a.nranks && (peers >> q & 1)) {
-    const uint64_t *f = a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q);
-    dspin sp = {0, 0};
-    while (ld_acquire_sys(f) < seq)
-      if (!dspin_more(a, sp, tb, -1, lane, IP_WAIT_START, q, -1)) break;
+  if (q >= a.nranks || !(a.unmet >> q & 1)) return;
+  const uint64_t *f = a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q);
+  dspin sp = {0, 0};
+  while (seen <= seq) {
+    if (!dspin_more(a, sp, 0, -1, 0, IP_WAIT_START, q, -1)) return;
+    seen = ld_acquire_sys(f);
   }
-  __syncthreads();
-  return !d_stop;
 }
 
 // ---- the kernel --------------------------------------------------------------
@@ -598,15 +606,17 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
   if (tb >= a.ntbs) {   // counts the call, waits for nothing else (a reduction, no load)
     pdl_wait();         // the kernel before counted its call
-    if (b == 0 && a.announce) {   // a rank with no thread block (it counts, and says it has begun)
+    if (b == 0 && (a.announce | a.unmet)) {   // a rank with no thread block in such a call
+      if (threadIdx.x == 0) {
+        d_stop = 0;
+        d_next_poll = 0;
+      }
+      __syncthreads();
       const uint64_t seq = a.seq[0];
-      announce(a, seq);
+      meet_end(a, seq, meet_start(a, seq));
       __syncthreads();   // every thread has read the count before thread 0 raises it
     }
-    if (threadIdx.x == 0) {
-      atomicAdd((unsigned long long *)&a.seq[IP_DIRECT_SEQ_WORDS * b], 1ull);
-      a.seq[IP_DIRECT_SEQ_WORDS * b + 1] = a.unmet;
-    }
+    if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.seq[b], 1ull);
     return;
   }
   // The plan, written when the communicator was made, loads while the
@@ -630,28 +640,19 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   int64_t first_valid = st.valid;
   int early = EARLY ? st.puts : 0;
   char *put0 = EARLY ? st.put[0] : nullptr, *put1 = EARLY ? st.put[1] : nullptr, *put2 = EARLY ? st.put[2] : nullptr;
-  // The peers this block stores into: every one on registered windows (its descriptor).
-  uint32_t touch = a.key ? ~0u : st.touch;
-  asm volatile("" : "+l"(first), "+l"(first_valid), "+r"(early), "+l"(put0), "+l"(put1), "+l"(put2), "+r"(touch));
+  asm volatile("" : "+l"(first), "+l"(first_valid), "+r"(early), "+l"(put0), "+l"(put1), "+l"(put2));
   __syncthreads();
   pdl_wait();
   int tn = 0;   // thread 0: events traced (after the wait: the kernel before may trace into the same buffer)
   if (threadIdx.x == 0) ip_trace_ev(a.trace, tn, IP_EV_ENTER, 0, 0);
-  // Every load the block's start needs at once: the call count (and the
-  // peers the call before did not see begin, beside it) and this thread's
-  // unit of the first operation's first value.
-  const ulonglong2 cw = *(const ulonglong2 *)(a.seq + IP_DIRECT_SEQ_WORDS * b);   // every thread: a broadcast load
-  const uint64_t seq = cw.x;
+  // Every load the block's start needs at once: the call count and this
+  // thread's unit of the first operation's first value.
+  const uint64_t seq = a.seq[b];   // every thread: a broadcast load, used only where flags are
   uint4 v0 = make_uint4(0, 0, 0, 0);
   if (first) v0 = load_unit(first, 16 * ((int64_t)lane * blockDim.x + threadIdx.x), first_valid);
-  if (b == 0 && a.announce) announce(a, seq);
-  // Nothing goes to a peer the call before did not see begin before it has
-  // (the same for the whole block: both words are).
-  const uint32_t unseen = (uint32_t)cw.y & touch;
-  const bool live = !unseen || await_begun(a, unseen, seq, tb, lane);
   // An LL program's first puts of that value, right away, where its first
   // run reduces (ip_dstart.put; `early` is 0 where first is NULL).
-  if (EARLY && early && live) {
+  if (EARLY && early) {
     const int64_t units = (a.cb + 15) / 16, me = (int64_t)lane * blockDim.x + threadIdx.x;
     const int64_t hoff = (seq & 1) ? a.half : 0;
     if (me < units) {
@@ -662,6 +663,8 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     }
   }
   if (a.release == IP_RELEASE_START) pdl_release();
+  const bool meets = b == 0 && (a.announce | a.unmet);   // a call in which some ranks do not see each other begin
+  const uint64_t seen = meets ? meet_start(a, seq) : 0;
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
   if (a.key) {
@@ -679,7 +682,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   int meet = end;
   if (a.release == IP_RELEASE_MEET)
     while (meet > o0 && (dtab().ops[meet - 1].kind == IP_D_SIGS || dtab().ops[meet - 1].kind == IP_D_WAITS)) meet--;
-  for (int o = live ? o0 : end; o < end; o++) {
+  for (int o = o0; o < end; o++) {
     // A copy: its fields stay in registers, where the compiler would read
     // them from the plan again after every store.
     const ip_dop op = dtab().ops[o];
@@ -706,8 +709,9 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   // barrier, and the next kernel reads it only after every block of this
   // one has ended (its pdl_wait, or the stream's order).
   if (a.release != IP_RELEASE_START && meet == end) pdl_release();
+  if (meets) meet_end(a, seq, seen);
   if (threadIdx.x == 0) {
-    *(ulonglong2 *)(a.seq + IP_DIRECT_SEQ_WORDS * b) = make_ulonglong2(seq + 1, a.unmet);
+    a.seq[b] = seq + 1;
     ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);
   }
 }

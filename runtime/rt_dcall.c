@@ -497,7 +497,7 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   }
   char *mine = rt_window_base(c->win, c->rank);
   a->seq = (uint64_t *)(mine + l->seq);
-  a->claim = a->seq + IP_DIRECT_SEQ_WORDS * l->grid;   /* the word after the counts */
+  a->claim = a->seq + l->grid;   /* the word after the counts */
   a->desc_at = (int32_t)((l->desc - l->flags) / sizeof(uint64_t));
   a->unmet = d->unmet;
   a->announce = d->announce;

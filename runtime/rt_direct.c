@@ -670,11 +670,6 @@ static bt_result build(rt_dplan *d, const ir_prog *p, int rank, int nthreads, pl
     memset(d, 0, sizeof *d);
     return BT_ERR_NOMEM;
   }
-  for (int t = 0; t < g->ntbs; t++)
-    for (int s = 0; s < g->tbs[t].nsteps; s++) {
-      const ir_step *st = &g->tbs[t].steps[s];
-      if ((ir_op_flags[st->op] & IR_F_PUT) && ir_peer_ok(p, rank, st)) d->touch[t] |= 1u << st->peer;
-    }
   d->ntbs = g->ntbs;
   d->tab.tb_first[g->ntbs] = d->nops;
   for (int o = 0; o < d->nops; o++) mark_links(d, &d->tab.ops[o]);
@@ -712,7 +707,6 @@ void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d) {
                      op->cnt == 1 && d->tab.links[op->first].at != IP_AT_LANDING && a->proto != IR_PROTO_LL128;
     ip_dstart *st = &a->start[t];
     memset(st, 0, sizeof *st);
-    st->touch = d->touch[t];
     if (!load) continue;
     st->first = a->lean[op->first].ptr;
     st->valid = a->lean[op->first].valid;

@@ -33,7 +33,6 @@ typedef struct rt_dplan {
    * the kernel does with them): bit q, rank q. */
   uint32_t unmet;         /* the peers this rank's call does not see begin */
   uint32_t announce;      /* the peers whose call does not see this rank begin */
-  uint32_t touch[IP_DIRECT_MAX_TBS];   /* the peers each thread block puts to */
 } rt_dplan;
 
 /* Builds rank's operations for direct program p: each thread block's steps
@@ -70,8 +69,7 @@ bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nth
  * plan d's one-chunk operations, where the kernel finds it for the call a
  * describes (its buffers, geometry and protocol set); and each thread
  * block's start (ip_dargs.start): its first load and, where that first
- * operation is an LL run that reduces, its leading puts of the value, and
- * the peers it puts to. */
+ * operation is an LL run that reduces, its leading puts of the value. */
 void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d);
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's

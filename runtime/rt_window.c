@@ -33,7 +33,7 @@ void rt_window_plan(rt_window_layout *l, int nranks, int grid, size_t bytes) {
   l->flags = 0;
   l->desc = (size_t)ip_direct_flag_words(grid, nranks) * sizeof(uint64_t);
   l->seq = page(l->desc + (size_t)IP_DIRECT_DESC_WORDS(nranks) * sizeof(uint64_t));
-  l->ll = page(l->seq + ((size_t)IP_DIRECT_SEQ_WORDS * grid + 1) * sizeof(uint64_t));   /* the counts, then the error claim word */
+  l->ll = page(l->seq + (size_t)(grid + 1) * sizeof(uint64_t));   /* the counts, then the error claim word */
   l->ll_half = page(bytes / 8);
   l->simple = l->ll + 2 * l->ll_half;
   l->simple_bytes = page(bytes - bytes / 4);

@@ -14,8 +14,8 @@
 /* Where the parts of a rank's window lie, the same on every rank:
  * the signal flags (ip_direct_flag_words of them), the call descriptors
  * of calls on registered buffers (two words per rank: ip_dargs.key) and
- * each rank's begun word (ip_dargs.announce), the count of each block of
- * the direct grid (IP_DIRECT_SEQ_WORDS) and a word for the first error's claim, the LL
+ * each rank's begun word (ip_dargs.announce), the call count of each block
+ * of the direct grid and a word for the first error's claim, the LL
  * landings (two halves, alternating by call), the scratch of Simple
  * programs, and the direct fused kernels' part: the GEMV's call counts
  * (ip_fdirect.h), the fused AllToAlls' flags (ip_gargs.dflag), then the

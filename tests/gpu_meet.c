@@ -9,12 +9,12 @@
  * rank 0 puts to rank 1 and rank 1 waits for rank 2; then every rank runs
  * a direct LL Broadcast from the last rank, then the first program again.
  * Rank 0 finishes the first two calls at once, and its third call's put
- * reaches the half rank 1 is still reading in the first.  Before the
- * runtime made such a put wait for rank 1 to begin the call before, rank
- * 1 waited there for a flag that never came and the call timed out.  A
- * fourth call, a Broadcast from rank 0, puts to the last rank, which has
- * no thread block in the third (its word that it has begun comes from a
- * block that only counts the call).  The outputs of all four calls are
+ * reaches the half rank 1 is still reading in the first.  Before a call
+ * in which ranks do not see each other begin ended only once they had,
+ * rank 1 waited there for a flag that never came and the call timed out.
+ * A fourth call, a Broadcast from rank 0, follows the program in which
+ * the last rank has no thread block (it says it has begun, and waits for
+ * the others, from a block that only counts the call).  The outputs of all four calls are
  * checked, each call with other values.
  *
  * Usage: gpu_meet --ranks N --dir DIR [--gpus G]

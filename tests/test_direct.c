@@ -360,28 +360,27 @@ static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, 
   return good;
 }
 
-/* Who sees whom begin a call (rt_dplan.unmet, .announce, .touch) in the
- * LL broadcast from rank 0 on 4 ranks (p), in the one-shot, the Simple
+/* Who sees whom begin a call (rt_dplan.unmet, .announce) in the LL
+ * broadcast from rank 0 on 4 ranks (p), in the one-shot, the Simple
  * two-shot and a Simple broadcast by gets: off the root a rank sees only
- * the root (its landing), the root sees every rank (their signals). */
+ * the root (its landing or its signal), the root sees every rank (their
+ * signals). */
 static void check_meetings(const ir_prog *p) {
   rt_dplan d;
   bt_result built = rt_dplan_build(&d, p, 0, 512);
-  ok(built == BT_OK && d.unmet == 0 && d.announce == 0 && d.touch[0] == 0xe,
-     "LL broadcast, the root: sees every peer begin (their signals), every peer sees it (its landing); it puts to "
-     "ranks 1-3 (unmet %#x, announce %#x, touch %#x)", d.unmet, d.announce, d.touch[0]);
+  ok(built == BT_OK && d.unmet == 0 && d.announce == 0,
+     "LL broadcast, the root: sees every peer begin (their signals), every peer sees it (its landing): no wait, no "
+     "word stored (unmet %#x, announce %#x)", d.unmet, d.announce);
   built = rt_dplan_build(&d, p, 2, 512);
-  ok(built == BT_OK && d.unmet == 0xa && d.announce == 0xa && d.touch[0] == 0,
-     "LL broadcast, rank 2: sees neither rank 1 nor 3 begin, and neither sees it: its next call waits for them "
-     "before putting to them, and it tells them when it begins (unmet %#x, announce %#x, touch %#x)", d.unmet,
-     d.announce, d.touch[0]);
+  ok(built == BT_OK && d.unmet == 0xa && d.announce == 0xa,
+     "LL broadcast, rank 2: sees neither rank 1 nor 3 begin, and neither sees it: it tells them when it begins, and "
+     "ends only once they have (unmet %#x, announce %#x)", d.unmet, d.announce);
   rt_dplan v;
-  ok(rt_dplan_build_root_copy(&v, p, 0, 512) == BT_OK && v.unmet == 0 && v.announce == 0 && v.touch[0] == 0xe,
+  ok(rt_dplan_build_root_copy(&v, p, 0, 512) == BT_OK && v.unmet == 0 && v.announce == 0,
      "LL broadcast's root-copy variant: the same meetings as the program's");
   int all = 1;
   ir_prog *q = oneshot(4, 0);
-  for (int r = 0; r < 4; r++)
-    all &= q && rt_dplan_build(&d, q, r, 512) == BT_OK && !d.unmet && !d.announce && d.touch[0] == (0xfu & ~(1u << r));
+  for (int r = 0; r < 4; r++) all &= q && rt_dplan_build(&d, q, r, 512) == BT_OK && !d.unmet && !d.announce;
   ir_prog_free(q);
   ok(all, "LL one-shot: every rank sees every other begin (their landings): no wait, no word stored");
   all = 1;
@@ -391,7 +390,7 @@ static void check_meetings(const ir_prog *p) {
   ok(all, "Simple two-shot: every rank waits for every other's signal: no wait, no word stored");
   q = broadcast_get(4);
   built = q ? rt_dplan_build(&d, q, 3, 512) : BT_ERR_INVALID;
-  ok(built == BT_OK && d.unmet == 0x6 && d.announce == 0x6 && d.touch[0] == 0,
+  ok(built == BT_OK && d.unmet == 0x6 && d.announce == 0x6,
      "Simple broadcast by gets, rank 3: waits only for the root (unmet %#x, announce %#x)", d.unmet, d.announce);
   ir_prog_free(q);
 }
@@ -664,7 +663,7 @@ int main(void) {
      "LL128: lanes and threads by the chunk's 128-byte lines (32 KiB: 274 lines, 5 lanes of 512 threads; 480 KiB "
      "fits 128 lanes of 256 threads, 512 KiB does not)");
   ok(l.seq >= (size_t)ip_direct_flag_words(128, 4) * 8 + IP_DIRECT_DESC_WORDS(4) * 8 &&
-     l.ll >= l.seq + (IP_DIRECT_SEQ_WORDS * 128 + 1) * 8 && l.simple == l.ll + 2 * l.ll_half &&
+     l.ll >= l.seq + 129 * 8 && l.simple == l.ll + 2 * l.ll_half &&
      l.bytes >= ((size_t)64 << 20), "window layout: flags, counts and the claim word, two landing halves, scratch");
   ok(l.fseq >= l.simple + l.simple_bytes && l.a2a >= l.fseq + IP_FDIRECT_SEQ_WORDS * 8 &&
      l.fused >= l.a2a + IP_DIRECT_FLAG_WORDS(4) * 8 && l.a2a % 4096 == 0 && l.fused % 4096 == 0 &&
