@@ -27,7 +27,7 @@
  * every peer has begun it (so ended the one before, the last to read the
  * half the next call fills): the rank saw each peer begin it (a signal or
  * a landing of the peer's it took), or, where it did not (ip_dargs.unmet),
- * it waits at its end for the peer's word saying so.  Thread block t runs on blocks
+ * the grid's last block waits for the peer's word saying so.  Thread block t runs on blocks
  * [t * lanes, (t + 1) * lanes); blocks past ntbs * lanes only count the
  * call.  Unit u of a chunk (bytes 16u .. 16u + 15) belongs to thread u
  * mod (lanes * threads) of its thread block on every rank, so a lane's
@@ -216,14 +216,15 @@ typedef struct ip_dargs {
   int32_t desc_at;                     /* words from a rank's flags to its descriptors (rt_window_layout.desc) */
   /* Calls in which some ranks do not see each other begin (rt_dplan.unmet,
    * .announce; a Broadcast from one rank of four: the other three see only
-   * the root).  announce: the peers (bit q: rank q) that do not see this
-   * rank begin; block 0 stores seq + 1 into this rank's begun word
+   * the root), met in the grid's last block, which the host leaves spare
+   * (rt_dplan.meets).  announce: the peers (bit q: rank q) that do not see
+   * this rank begin; that block stores seq + 1 into this rank's begun word
    * (IP_DIRECT_BEGUN_SLOT) in each of theirs once the kernel before has
-   * ended.  unmet: the peers this rank does not see begin; block 0 waits
-   * before it ends until each one's begun word here says it has
-   * (IP_WAIT_START where it gives up).  Both 0 where every rank sees every
-   * other (every AllReduce, AllGather, AllToAll and ReduceScatter of the
-   * default set): no store, no wait. */
+   * ended.  unmet: the peers this rank does not see begin; that block
+   * waits until each one's begun word here says it has (IP_WAIT_START
+   * where it gives up).  Both 0 where every rank sees every other (every
+   * AllReduce, AllGather, AllToAll and ReduceScatter of the default set):
+   * no store, no wait. */
   uint32_t unmet, announce;
   /* Each thread block's start (ip_dstart), one entry a block in one
    * place, so that its few words come in one or two lines of the constant

@@ -555,48 +555,43 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 }
 
 // ---- calls in which some ranks do not see each other begin -------------------
-//
-// Such a call (ip_dargs.unmet, .announce: off the root of a Broadcast on 4
-// ranks or more) ends on this rank only once every peer has begun it,
-// as every other direct call does by its own signals and landings: block
-// 0 tells the peers that do not see this rank begin (announce) that it
-// has, and before it ends waits for the same word from each peer this
-// rank does not see begin (unmet).  So no rank starts a call while a peer
-// is two calls behind, still reading the landing half (or the descriptor
-// slot) that call fills.  The begun words are loaded at the start, so
-// that the end waits only where a peer had not begun by then.
 
-// Block 0's start: thread q stores this rank's count + 1 into rank q's
-// begun word for this rank (announce), and returns rank q's word here
-// (unmet; 0 for any other thread).  The kernel before has ended here (its
-// pdl_wait): nothing of it still reads a landing.
-static __device__ __noinline__ uint64_t meet_start(const ip_dargs &a, uint64_t seq) {
-  const int q = threadIdx.x;
-  if (q >= a.nranks) return 0;
-  if (a.announce >> q & 1)
-    st_signal_sys(a.flags[q] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, a.rank), seq + 1, true);
-  return (a.unmet >> q & 1) ? ld_acquire_sys(a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q)) : 0;
-}
-
-// Block 0's end: thread q waits until rank q has begun call seq (its word,
-// `seen` when the call started, holds seq + 1 or more).  A wait that gives
-// up stops the call (IP_WAIT_START).
-static __device__ __noinline__ void meet_end(const ip_dargs &a, uint64_t seq, uint64_t seen) {
-  const int q = threadIdx.x;
-  if (q >= a.nranks || !(a.unmet >> q & 1)) return;
-  const uint64_t *f = a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q);
-  dspin sp = {0, 0};
-  while (seen <= seq) {
-    if (!dspin_more(a, sp, 0, -1, 0, IP_WAIT_START, q, -1)) return;
-    seen = ld_acquire_sys(f);
+// The meeting of such a call (ip_dargs.unmet, .announce: off the root of
+// a Broadcast on 4 ranks or more), in the grid's last block, which only
+// counts the call otherwise (the host leaves it spare): thread q stores
+// this rank's count + 1 into rank q's begun word for this rank (announce),
+// then waits until this rank's word for rank q holds seq + 1 or more
+// (unmet), so that the call ends only once every peer has begun it, as
+// every other direct call does by its own signals and landings.  No rank
+// then starts a call while a peer is two calls behind, still reading the
+// landing half (or the descriptor slot) that call fills.  The kernel
+// before has ended here (pdl_wait): nothing of it still reads a landing.
+// A wait that gives up stops the call (IP_WAIT_START).  The working
+// blocks run as in any other call, and the wait overlaps their work.
+static __device__ __noinline__ void meet(const ip_dargs &a, int b) {
+  if (threadIdx.x == 0) {
+    d_stop = 0;
+    d_next_poll = 0;
   }
+  __syncthreads();
+  const uint64_t seq = *(volatile const uint64_t *)&a.seq[b];
+  const int q = threadIdx.x;
+  if (q < a.nranks && (a.announce >> q & 1))
+    st_signal_sys(a.flags[q] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, a.rank), seq + 1, true);
+  if (q < a.nranks && (a.unmet >> q & 1)) {
+    const volatile uint64_t *f = a.flags[a.rank] + a.desc_at + IP_DIRECT_BEGUN_SLOT(a.nranks, q);
+    dspin sp = {0, 0};
+    while (*f <= seq)
+      if (!dspin_more(a, sp, -1, -1, b, IP_WAIT_START, q, -1)) break;
+  }
+  __syncthreads();   // every thread has read the count before thread 0 raises it
 }
 
 // ---- the kernel --------------------------------------------------------------
 
 // Block b is lane b % lanes of thread block b / lanes; blocks past the
 // thread blocks' only count the call, so that every block's count stays
-// the call's number.  EARLY (LL only): the instance that stores a block's
+// the call's number (the last one meets, in a call that needs it).  EARLY (LL only): the instance that stores a block's
 // early puts (ip_dstart.put), for calls that have some; the prologue's
 // few instructions for them cost every other LL call 0.1-0.25 us when
 // they were in the one instance (2 ranks sharing one H200: AllGather,
@@ -606,16 +601,7 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   const int b = blockIdx.x, tb = b / a.lanes, lane = b % a.lanes;
   if (tb >= a.ntbs) {   // counts the call, waits for nothing else (a reduction, no load)
     pdl_wait();         // the kernel before counted its call
-    if (b == 0 && (a.announce | a.unmet)) {   // a rank with no thread block in such a call
-      if (threadIdx.x == 0) {
-        d_stop = 0;
-        d_next_poll = 0;
-      }
-      __syncthreads();
-      const uint64_t seq = a.seq[0];
-      meet_end(a, seq, meet_start(a, seq));
-      __syncthreads();   // every thread has read the count before thread 0 raises it
-    }
+    if (b == a.grid - 1 && (a.announce | a.unmet)) meet(a, b);
     if (threadIdx.x == 0) atomicAdd((unsigned long long *)&a.seq[b], 1ull);
     return;
   }
@@ -663,8 +649,6 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
     }
   }
   if (a.release == IP_RELEASE_START) pdl_release();
-  const bool meets = b == 0 && (a.announce | a.unmet);   // a call in which some ranks do not see each other begin
-  const uint64_t seen = meets ? meet_start(a, seq) : 0;
   // Registered windows: this call's descriptor into every peer's slot for
   // this rank, before any signal (whose release after a barrier carries it).
   if (a.key) {
@@ -709,7 +693,6 @@ __global__ void __launch_bounds__(IP_GPU_MAX_THREADS, 1) ip_direct_kernel(const 
   // barrier, and the next kernel reads it only after every block of this
   // one has ended (its pdl_wait, or the stream's order).
   if (a.release != IP_RELEASE_START && meet == end) pdl_release();
-  if (meets) meet_end(a, seq, seen);
   if (threadIdx.x == 0) {
     a.seq[b] = seq + 1;
     ip_trace_ev(a.trace, tn, IP_EV_EXIT, 0, 0);

@@ -625,10 +625,9 @@ baton_result rt_comm_poll_error(baton_comm *c) {
              at, e->peer, e->peer);
     c->error = baton_invalid_argument;
   } else if (e && e->what == IP_WAIT_START) {
-    LOG_WARN(RT_SUB_RUNTIME, "rank %d tb %d: waited %llu s for rank %d to begin the call before this one (that call "
-             "did not wait for it, and this one puts where rank %d's call before it may still read): call aborted "
-             "(rank %d's view; BATON_TIMEOUT)", e->rank, e->tb, (unsigned long long)(c->timeout_ns / 1000000000ull),
-             e->peer, e->peer, c->rank);
+    LOG_WARN(RT_SUB_RUNTIME, "rank %d: waited %llu s for rank %d to begin %s (a call ends only once every rank has "
+             "begun it): call aborted (rank %d's view; BATON_TIMEOUT)", e->rank,
+             (unsigned long long)(c->timeout_ns / 1000000000ull), e->peer, c->last ? c->last : "the call", c->rank);
     c->error = baton_timeout;
   } else if (e) {
     static const char *what[] = {"?", "another thread block to signal", "a message", "a free FIFO slot", "abort",

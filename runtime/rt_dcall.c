@@ -62,6 +62,14 @@ bt_result rt_direct_plans(baton_comm *c, int nthreads) {
     }
     bt_result e = rt_dplan_build(&c->dplans[i], p, c->rank, nthreads);
     if (e && e != BT_ERR_UNSUPPORTED) return e;
+    if (c->dplans[i].ok && rt_dplan_grid(&c->dplans[i], c->grid) < c->dplans[i].most_tbs) {
+      if (c->rank == 0)
+        LOG_WARN(RT_SUB_RUNTIME, "%s: its ranks do not all see each other begin a call, so the direct grid keeps a "
+                 "block to meet, and %d blocks do not leave one beside its %d thread blocks: not used",
+                 ir_prog_where(p), c->grid, c->dplans[i].most_tbs);
+      memset(&c->dplans[i], 0, sizeof c->dplans[i]);
+      continue;
+    }
     /* Its variant, where it has one (each builder refuses, unsaid, a
      * program it does not apply to: root copy for a rooted one's root,
      * staged for an AllToAll). */
@@ -461,7 +469,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   L->stream = stream;
   L->sendbuf = sendbuf;
   L->recvbuf = recvbuf;
-  L->nthreads = rt_dplan_threads(d, p, c->grid, g.cap * es, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
+  L->nthreads =
+      rt_dplan_threads(d, p, rt_dplan_grid(d, c->grid), g.cap * es, (int)rt_param_int(RT_PARAM_DIRECT_LL_THREADS));
   L->where = ir_prog_where(p);
   L->direct = 1;
   L->ai = ai;
@@ -512,7 +521,8 @@ bt_result rt_direct_prep(baton_comm *c, int ai, const void *sendbuf, void *recvb
   a->proto = p->proto;
   a->grid = c->grid;
   a->ntbs = d->ntbs;
-  a->lanes = rt_dplan_lanes(d, c->grid, a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
+  a->lanes =
+      rt_dplan_lanes(d, rt_dplan_grid(d, c->grid), a->cb, rt_param_int(RT_PARAM_DIRECT_LANE_BYTES), L->nthreads);
   a->poll_ns = (int32_t)rt_param_int(RT_PARAM_DIRECT_POLL_NS);
   a->tab = c->dtabs + plan_of(L);
   a->abort = &c->shared->dev->abort;

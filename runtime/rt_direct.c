@@ -572,8 +572,9 @@ static int saw(void *u, int r, int q, int t, int s) {
 }
 
 /* Fills d's unmet and announce masks for rank of p (at most
- * IP_WIN_MAX_RANKS ranks): every sighting of the program, from every
- * rank's steps.  BT_ERR_NOMEM or BT_OK. */
+ * IP_WIN_MAX_RANKS ranks), and whether any rank's call meets: every
+ * sighting of the program, from every rank's steps.  BT_ERR_NOMEM or
+ * BT_OK. */
 static bt_result meetings(rt_dplan *d, const ir_prog *p, int rank) {
   uint32_t seen[IP_WIN_MAX_RANKS] = {0};
   ir_landing *lv = NULL;
@@ -581,11 +582,13 @@ static bt_result meetings(rt_dplan *d, const ir_prog *p, int rank) {
   if (ir_proto_landed(p->proto) && ir_direct_landings(p, &lv, &nl)) return BT_ERR_NOMEM;
   ir_direct_sightings(p, lv, nl, saw, seen);
   free(lv);
-  for (int q = 0; q < p->ngpus; q++) {
-    if (q == rank) continue;
-    if (!(seen[rank] >> q & 1)) d->unmet |= 1u << q;
-    if (!(seen[q] >> rank & 1)) d->announce |= 1u << q;
-  }
+  for (int r = 0; r < p->ngpus; r++)
+    for (int q = 0; q < p->ngpus; q++) {
+      if (q == r || (seen[r] >> q & 1)) continue;
+      d->meets = 1;
+      if (r == rank) d->unmet |= 1u << q;
+      if (q == rank) d->announce |= 1u << r;
+    }
   return BT_OK;
 }
 

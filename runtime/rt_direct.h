@@ -33,6 +33,8 @@ typedef struct rt_dplan {
    * the kernel does with them): bit q, rank q. */
   uint32_t unmet;         /* the peers this rank's call does not see begin */
   uint32_t announce;      /* the peers whose call does not see this rank begin */
+  int meets;              /* some rank's unmet is not 0 (every rank's call then leaves the last block of the grid
+                             spare, for the meeting: rt_dplan_grid) */
 } rt_dplan;
 
 /* Builds rank's operations for direct program p: each thread block's steps
@@ -71,6 +73,11 @@ bt_result rt_dplan_build_staged(rt_dplan *d, const ir_prog *p, int rank, int nth
  * block's start (ip_dargs.start): its first load and, where that first
  * operation is an LL run that reduces, its leading puts of the value. */
 void rt_dplan_lean_links(ip_dargs *a, const rt_dplan *d);
+
+/* The blocks of a direct grid of `grid` that a call of plan d spreads its
+ * thread blocks over: all but the last where d->meets (that one meets);
+ * the same on every rank. */
+static inline int rt_dplan_grid(const rt_dplan *d, int grid) { return grid - (d->meets ? 1 : 0); }
 
 /* Whether a call of `count` elements of `esize` bytes finds room for p's
  * scratch in a window laid out as l (the same answer on every rank). */

@@ -368,9 +368,10 @@ static int early_puts(const ir_prog *p, const rt_dplan *d, int rank, int proto, 
 static void check_meetings(const ir_prog *p) {
   rt_dplan d;
   bt_result built = rt_dplan_build(&d, p, 0, 512);
-  ok(built == BT_OK && d.unmet == 0 && d.announce == 0,
+  ok(built == BT_OK && d.unmet == 0 && d.announce == 0 && d.meets && rt_dplan_grid(&d, 128) == 127,
      "LL broadcast, the root: sees every peer begin (their signals), every peer sees it (its landing): no wait, no "
-     "word stored (unmet %#x, announce %#x)", d.unmet, d.announce);
+     "word stored (unmet %#x, announce %#x); but other ranks meet, so its grid keeps a block spare as theirs does",
+     d.unmet, d.announce);
   built = rt_dplan_build(&d, p, 2, 512);
   ok(built == BT_OK && d.unmet == 0xa && d.announce == 0xa,
      "LL broadcast, rank 2: sees neither rank 1 nor 3 begin, and neither sees it: it tells them when it begins, and "
@@ -380,9 +381,11 @@ static void check_meetings(const ir_prog *p) {
      "LL broadcast's root-copy variant: the same meetings as the program's");
   int all = 1;
   ir_prog *q = oneshot(4, 0);
-  for (int r = 0; r < 4; r++) all &= q && rt_dplan_build(&d, q, r, 512) == BT_OK && !d.unmet && !d.announce;
+  for (int r = 0; r < 4; r++)
+    all &= q && rt_dplan_build(&d, q, r, 512) == BT_OK && !d.unmet && !d.announce && !d.meets && rt_dplan_grid(&d, 128) == 128;
   ir_prog_free(q);
-  ok(all, "LL one-shot: every rank sees every other begin (their landings): no wait, no word stored");
+  ok(all, "LL one-shot: every rank sees every other begin (their landings): no wait, no word stored, the whole grid "
+     "for the thread blocks");
   all = 1;
   q = twoshot(4);
   for (int r = 0; r < 4; r++) all &= q && rt_dplan_build(&d, q, r, 256) == BT_OK && !d.unmet && !d.announce;
