@@ -27,11 +27,12 @@
  * every peer has begun it (so ended the one before, the last to read the
  * half the next call fills): the rank saw each peer begin it (a signal or
  * a landing of the peer's it took), or, where it did not (ip_dargs.unmet),
- * the grid's last block waits for the peer's word saying so.  Thread block t runs on blocks
- * [t * lanes, (t + 1) * lanes); blocks past ntbs * lanes only count the
- * call.  Unit u of a chunk (bytes 16u .. 16u + 15) belongs to thread u
- * mod (lanes * threads) of its thread block on every rank, so a lane's
- * signal covers exactly the units the peer's same lane reads. */
+ * the grid's last block waits for the peer's word saying so.  Thread
+ * block t runs on blocks [t * lanes, (t + 1) * lanes); blocks past ntbs *
+ * lanes only count the call.  Unit u of a chunk (bytes 16u .. 16u + 15)
+ * belongs to thread u mod (lanes * threads) of its thread block on every
+ * rank, so a lane's signal covers exactly the units the peer's same lane
+ * reads. */
 #ifndef IP_DIRECT_H
 #define IP_DIRECT_H
 

@@ -591,7 +591,8 @@ static __device__ __noinline__ void meet(const ip_dargs &a, int b) {
 
 // Block b is lane b % lanes of thread block b / lanes; blocks past the
 // thread blocks' only count the call, so that every block's count stays
-// the call's number (the last one meets, in a call that needs it).  EARLY (LL only): the instance that stores a block's
+// the call's number (the last one also meets, in a call that needs it:
+// meet).  EARLY (LL only): the instance that stores a block's
 // early puts (ip_dstart.put), for calls that have some; the prologue's
 // few instructions for them cost every other LL call 0.1-0.25 us when
 // they were in the one instance (2 ranks sharing one H200: AllGather,
