@@ -567,8 +567,13 @@ __device__ __forceinline__ bool waits(const ip_dargs &a, const ip_dop &op, uint6
 // landing half (or the descriptor slot) that call fills.  The kernel
 // before has ended here (pdl_wait): nothing of it still reads a landing.
 // A wait that gives up stops the call (IP_WAIT_START).  The working
-// blocks run as in any other call, and the wait overlaps their work.
+// blocks run as in any other call, and the wait overlaps their work.  The
+// block lets the next kernel's blocks start first, as a block that only
+// counts does by ending at once: they wait for this kernel to end before
+// they read anything (pdl_wait), so waiting here holds them no longer
+// than the call itself.
 static __device__ __noinline__ void meet(const ip_dargs &a, int b) {
+  pdl_release();
   if (threadIdx.x == 0) {
     d_stop = 0;
     d_next_poll = 0;
