@@ -33,6 +33,7 @@
 
 #include "baton.h"
 #include "gpu_opts.h"
+#include "ir_read.h"
 #include "tap.h"
 
 #define COUNT 16384      /* f32 elements of each call (64 KiB: the LL Broadcast's range) */
@@ -78,22 +79,12 @@ static int write_program(const char *path) {
 static char names[MAX_NAMES][128];
 static int nnames;
 
-/* Notes the algo name in the IR file at path. */
+/* Notes the algo name of the IR file at path (the library's reader). */
 static void note_name(const char *path) {
-  char head[4096];
-  FILE *f = fopen(path, "r");
-  if (!f || nnames == MAX_NAMES) {
-    if (f) fclose(f);
-    return;
-  }
-  size_t n = fread(head, 1, sizeof head - 1, f);
-  fclose(f);
-  head[n] = 0;
-  const char *a = strstr(head, " name=\"");
-  if (!a) return;
-  a += 7;
-  const char *b = strchr(a, '"');
-  if (b && b - a < (int)sizeof names[0]) snprintf(names[nnames++], sizeof names[0], "%.*s", (int)(b - a), a);
+  ir_prog *p = NULL;
+  if (nnames < MAX_NAMES && !ir_read_file(path, &p, NULL) && p->name)
+    snprintf(names[nnames++], sizeof names[0], "%s", p->name);
+  ir_prog_free(p);
 }
 
 /* Whether `name` is one of the linked Broadcasts'. */
@@ -147,11 +138,13 @@ int main(int argc, char **argv) {
   char dir[4096], set[4096];
   snprintf(dir, sizeof dir, "%s/meet", o.dir);
   snprintf(set, sizeof set, "%s/default", o.dir);
+  /* Before anything of the library runs (fill_dir reads IR files): it
+   * reads its parameters once. */
+  setenv("BATON_ALGO_DIR", dir, 1);
+  setenv("BATON_TIMEOUT", TIMEOUT_S, 1);
   int nb = fill_dir(access(set, R_OK) == 0 ? set : o.dir, dir);
   ok(nb > 0, "a folder with the program and the library's direct LL Broadcasts (%d of them)", nb);
   if (nb <= 0) return tap_done();
-  setenv("BATON_ALGO_DIR", dir, 1);
-  setenv("BATON_TIMEOUT", TIMEOUT_S, 1);
   baton_comm **comms = calloc(nranks, sizeof *comms);
   cudaStream_t *streams = calloc(nranks, sizeof *streams);
   float **in = calloc(CALLS * nranks, sizeof *in), **out = calloc(CALLS * nranks, sizeof *out);
