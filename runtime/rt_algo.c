@@ -414,20 +414,32 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
   return rt_algos_select_by(a, coll, inplace, bytes, count, NULL, NULL, log);
 }
 
-/* Whether al may run a collective call of `coll` (in place or not) at
- * all, whatever its size; *staged: in place on a copy of the input. */
-static int eligible(const rt_algo *al, ir_coll coll, int inplace, int (*usable)(void *ctx, int i), void *ctx, int i,
-                    int *staged) {
+/* Whether al runs a call of placement `inplace` (1 in place, 0 out of
+ * place) without first copying its input: an out-of-place program in
+ * place runs on a copy of the input (rt_call.c), an in-place one out of
+ * place on a copy of the input in the output. */
+static int no_copy(const rt_algo *al, int inplace) {
+  const int staged = !al->inplace_ok && al->outofplace_ok && !al->copies;
+  return inplace ? !staged : !al->copies;
+}
+
+/* Whether al may run a call of `coll` of placement `inplace` (1, 0 or
+ * RT_PLACE_EITHER: both) at all, whatever its size. */
+static int eligible(const rt_algo *al, ir_coll coll, int inplace, int (*usable)(void *ctx, int i), void *ctx, int i) {
   if (al->prog->coll != coll || al->compute >= 0 || al->root_copy) return 0;
   if (usable && !usable(ctx, i)) return 0;
   /* in place, an out-of-place program may run on a copy of the input (rt_call.c) */
-  *staged = inplace && !al->inplace_ok && al->outofplace_ok && !al->copies;
-  return inplace ? al->inplace_ok || *staged : al->outofplace_ok;
+  const int in_ok = al->inplace_ok || (al->outofplace_ok && !al->copies), out_ok = al->outofplace_ok;
+  return inplace == RT_PLACE_EITHER ? in_ok && out_ok : inplace ? in_ok : out_ok;
+}
+
+static const char *place_name(int inplace) {
+  return inplace == RT_PLACE_EITHER ? "in-place or out-of-place" : inplace ? "in-place" : "out-of-place";
 }
 
 int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count,
                        int (*usable)(void *ctx, int i), void *ctx, int log) {
-  int pick = -1, best = -1, candidates = 0, staged;
+  int pick = -1, best = -1, candidates = 0;
   /* Across node groups, from BATON_NET_FEWER_BYTES on, a program below
    * its own size range runs too when its ranks send to fewer ranks of
    * other groups than every program covering the size (the ranges were
@@ -437,19 +449,20 @@ int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t by
   const int64_t fewer_bytes = rt_param_int(RT_PARAM_NET_FEWER_BYTES);
   const int net = a->net && fewer_bytes > 0 && bytes >= (uint64_t)fewer_bytes;
   for (int i = 0; net && i < a->n; i++)
-    if (eligible(&a->v[i], coll, inplace, usable, ctx, i, &staged) && in_range(a->v[i].prog, bytes) &&
+    if (eligible(&a->v[i], coll, inplace, usable, ctx, i) && in_range(a->v[i].prog, bytes) &&
         (covering < 0 || a->v[i].net_peers < covering))
       covering = a->v[i].net_peers;
   for (int i = 0; i < a->n; i++) {
     const rt_algo *al = &a->v[i];
     const ir_prog *p = al->prog;
-    if (!eligible(al, coll, inplace, usable, ctx, i, &staged)) continue;
+    if (!eligible(al, coll, inplace, usable, ctx, i)) continue;
     int below = net && bytes < p->minbytes && (!p->maxbytes || bytes <= p->maxbytes) &&
                 (covering < 0 || al->net_peers < covering);
     if (!in_range(p, bytes) && !below) continue;
     candidates++;
     int divides = chunks_divide(p, count);
-    int direct = inplace ? !staged : !al->copies;   /* runs without first copying the input */
+    /* runs without first copying the input (either placement: in how many of the two) */
+    int direct = inplace == RT_PLACE_EITHER ? no_copy(al, 1) + no_copy(al, 0) : no_copy(al, inplace);
     /* First a direct program (the runtime's usable() said it runs this
      * call), then, across node groups, the fewest network peers per rank
      * (each costs the proxies their own messages: a ring beats all-pairs
@@ -458,20 +471,21 @@ int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t by
      * an in-place one rewritten), then chunks that divide the count; ties
      * go to the first loaded. */
     int fewer = 15 - (al->net_peers < 15 ? al->net_peers : 15);
-    int score = 128 * al->direct + 8 * fewer + 4 * direct + 2 * !al->rewrite + divides;
+    int score = 256 * al->direct + 16 * fewer + 4 * direct + 2 * !al->rewrite + divides;
     if (score > best) { pick = i; best = score; }
   }
-  int even = best & 1, copies = best >= 0 && !(best & 4);
   if (log) {
-    if (pick >= 0)
+    if (pick >= 0) {
+      const rt_algo *al = &a->v[pick];
+      const int copies = inplace == RT_PLACE_EITHER ? 0 : !no_copy(al, inplace);
       LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: running %s (%s; %d candidate%s%s%s)", ir_coll_name[coll],
-               inplace ? "in-place" : "out-of-place", (unsigned long long)bytes,
-               a->v[pick].prog->name ? a->v[pick].prog->name : "?", ir_prog_where(a->v[pick].prog), candidates,
-               candidates == 1 ? "" : "s", even ? "" : ", count not a multiple of its chunks: remainder handled",
+               place_name(inplace), (unsigned long long)bytes, al->prog->name ? al->prog->name : "?",
+               ir_prog_where(al->prog), candidates, candidates == 1 ? "" : "s",
+               best & 1 ? "" : ", count not a multiple of its chunks: remainder handled",
                copies ? ", on a copy of the input" : "");
-    else
+    } else
       LOG_INFO(RT_SUB_RUNTIME, "%s %s of %llu bytes: no loaded algorithm fits (%d loaded)", ir_coll_name[coll],
-               inplace ? "in-place" : "out-of-place", (unsigned long long)bytes, a->n);
+               place_name(inplace), (unsigned long long)bytes, a->n);
   }
   return pick;
 }

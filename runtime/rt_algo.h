@@ -78,7 +78,12 @@ int rt_algos_select(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes
 
 /* The same among the algorithms i for which usable(ctx, i) is nonzero
  * (NULL: all), a direct program usable for the call winning over the
- * others (it does not depend on the copies the others' score weighs). */
+ * others (it does not depend on the copies the others' score weighs).
+ * `inplace` may also be RT_PLACE_EITHER: a program that runs the call in
+ * place and out of place, fewer copies of the input over the two winning
+ * (one program for every rank of a call whose ranks may differ in
+ * placement: rt_dispatch.c). */
+#define RT_PLACE_EITHER 2
 int rt_algos_select_by(const rt_algos *a, ir_coll coll, int inplace, uint64_t bytes, int64_t count,
                        int (*usable)(void *ctx, int i), void *ctx, int log);
 

@@ -68,7 +68,10 @@ static bt_result comm_new(baton_comm **out, int rank, int nranks, int dev, int s
   c->nranks = nranks;
   c->dev = dev;
   c->share = share < 1 ? 1 : share;
-  for (int i = 0; i < IR_COLL_COUNT; i++) c->last_choice[i][0] = c->last_choice[i][1] = -2;
+  for (int i = 0; i < IR_COLL_COUNT; i++) {
+    c->last_choice[i][0] = c->last_choice[i][1] = -2;
+    c->choices[i][0].ai = c->choices[i][1].ai = RT_CHOICE_NONE;
+  }
   c->last_choice_fused = -2;
   c->nslots = (int)rt_param_int(RT_PARAM_EXEC_SLOTS);
   if (c->nslots < 1) c->nslots = 1;

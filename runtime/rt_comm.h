@@ -35,6 +35,16 @@ typedef struct rt_hostref {   /* host side of rt_shared: pointer and owners */
   int refs;
 } rt_hostref;
 
+/* A call's choice of algorithm (rt_comm_choose_io) and the facts it
+ * depends on: a call with the same facts makes the same choice.  ai is
+ * RT_CHOICE_NONE until a call is made. */
+#define RT_CHOICE_NONE (-2)
+typedef struct rt_choice {
+  uint64_t bytes;
+  int64_t count;
+  int dtype, peer_io, ai;
+} rt_choice;
+
 struct baton_comm {
   int rank, nranks, dev;
   int local;                  /* this rank's error record in shared->host->err */
@@ -68,6 +78,7 @@ struct baton_comm {
   uint64_t calls;             /* calls submitted (rt_comm_call_submit): the same count on every rank, which
                                  each exchange of buffers checks (rt_peerbuf_self.key) */
   int last_choice[IR_COLL_COUNT][2];   /* per (collective, in place): last algorithm chosen, -2 none yet */
+  rt_choice choices[IR_COLL_COUNT][2]; /* per (collective, in place): the last call's facts and choice */
   int last_choice_fused;      /* the last GEMV + AllReduce program chosen, -2 none yet */
   int last_fused_via;         /* how the last fused AllToAll call of a process per GPU reached its peers:
                                  RT_FUSED_VIA_* (rt_direct_fused_across) */
@@ -365,14 +376,17 @@ int rt_direct_eager_exchange(const baton_comm *c, ir_coll coll, size_t count, in
 /* rt_peerbuf_exchange for c (a process per GPU): every rank's in and out
  * of one call (this rank's reaching in_bytes and out_bytes from their
  * pointers), `what` naming them for the log, `key` what the call is (the
- * same on every rank for the same call); collective over c's bootstrap,
- * BT_ERR_UNSUPPORTED on every rank alike where some rank's cannot be
- * exported or mapped, BT_ERR_INVALID where the ranks' keys differ. */
-bt_result rt_direct_exchange(baton_comm *c, const char *what, uint64_t key, char **in, char **out, int64_t in_bytes,
-                             int64_t out_bytes);
+ * same on every rank for the same call), `prog` the program this rank
+ * runs it with; collective over c's bootstrap, BT_ERR_UNSUPPORTED on
+ * every rank alike where some rank's cannot be exported or mapped or the
+ * ranks' programs differ (ranks that differ in placement), BT_ERR_INVALID
+ * where the ranks' keys differ. */
+bt_result rt_direct_exchange(baton_comm *c, const char *what, uint64_t key, uint64_t prog, char **in, char **out,
+                             int64_t in_bytes, int64_t out_bytes);
 
 /* The key of call L's exchange: the communicator's call count, its
- * program, count and type. */
+ * collective, count and type (not its program, which the exchange
+ * compares apart). */
 uint64_t rt_call_key(const rt_launch *L, int64_t count, int dtype);
 
 /* A fused AllToAll call L that may run direct (rt_launch.direct_ok) on a

@@ -127,10 +127,10 @@ void rt_direct_free(baton_comm *c) {
   c->dtabs = NULL;
 }
 
-bt_result rt_direct_exchange(baton_comm *c, const char *what, uint64_t key, char **in, char **out, int64_t in_bytes,
-                             int64_t out_bytes) {
+bt_result rt_direct_exchange(baton_comm *c, const char *what, uint64_t key, uint64_t prog, char **in, char **out,
+                             int64_t in_bytes, int64_t out_bytes) {
   rt_peerbuf_self me = {c->rank, c->nranks, c->dev, c->peers[c->rank].host, (int)rt_param_int(RT_PARAM_PEER_MAPS),
-                        what, in_bytes, out_bytes, key};
+                        what, in_bytes, out_bytes, key, prog};
   return rt_peerbuf_exchange(&c->pbufs, c->bs, &me, in, out);
 }
 
@@ -146,9 +146,9 @@ int rt_direct_peer_io(const baton_comm *c, cudaStream_t stream) {
 }
 
 uint64_t rt_call_key(const rt_launch *L, int64_t count, int dtype) {
-  const uint64_t what[5] = {L->c->calls, (uint64_t)L->ai, (uint64_t)L->coll, (uint64_t)count, (uint64_t)dtype};
+  const uint64_t what[4] = {L->c->calls, (uint64_t)L->coll, (uint64_t)count, (uint64_t)dtype};
   uint64_t h = RT_HASH_START;
-  for (int i = 0; i < 5; i++) h = rt_hash(h, what[i]);
+  for (int i = 0; i < 4; i++) h = rt_hash(h, what[i]);
   return h;
 }
 
@@ -242,7 +242,7 @@ static bt_result peers_across(rt_launch *L, const char *what) {
   const int in_is_out = L->stage_temp || L->root_copy;
   in[c->rank] = in_is_out ? out[c->rank] : a->buf[c->rank][IR_BUF_INPUT];
   const int64_t out_bytes = a->geom.elems[IR_BUF_OUTPUT] * a->esize;
-  bt_result e = rt_direct_exchange(c, what, rt_call_key(L, a->geom.count, a->dtype), in, out,
+  bt_result e = rt_direct_exchange(c, what, rt_call_key(L, a->geom.count, a->dtype), (uint64_t)L->ai, in, out,
                                    in_is_out ? out_bytes : a->geom.elems[IR_BUF_INPUT] * a->esize, out_bytes);
   if (e == BT_ERR_UNSUPPORTED) {
     LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s runs without its peers' buffers", c->rank, what);
@@ -320,7 +320,8 @@ static int outputs_across(rt_launch *L, const char *what, char **out, bt_result 
   char *in[IP_WIN_MAX_RANKS];
   in[c->rank] = out[c->rank] = (char *)L->recvbuf;
   const int64_t bytes = L->a.geom.elems[IR_BUF_OUTPUT] * L->a.esize;
-  bt_result e = rt_direct_exchange(c, what, rt_call_key(L, L->a.geom.count, L->a.dtype), in, out, bytes, bytes);
+  bt_result e =
+      rt_direct_exchange(c, what, rt_call_key(L, L->a.geom.count, L->a.dtype), (uint64_t)L->ai, in, out, bytes, bytes);
   *res = e == BT_ERR_UNSUPPORTED ? BT_OK : e;
   return !e;
 }

@@ -7,14 +7,46 @@
 
 #include "ip_dtype.h"
 #include "ir_geom.h"
+#include "ir_wire.h"
 #include "rt_log.h"
 
-/* What rt_algos_select_by asks of each candidate: the call's facts. */
+/* What rt_algos_select_by asks of each candidate: the call's facts
+ * (inplace: 1, 0 or RT_PLACE_EITHER, both). */
 typedef struct usable_ctx { baton_comm *c; int64_t count; int dtype, inplace, peer_io; } usable_ctx;
 static int usable(void *x, int i) {
   usable_ctx *u = x;
   if (!rt_algos_get(u->c->algos, i)->direct) return rt_plan_blocks(&u->c->plans[i]) > 0;
+  if (u->inplace == RT_PLACE_EITHER)
+    return rt_direct_usable(u->c, i, u->count, u->dtype, 1, u->peer_io) &&
+           rt_direct_usable(u->c, i, u->count, u->dtype, 0, u->peer_io);
   return rt_direct_usable(u->c, i, u->count, u->dtype, u->inplace, u->peer_io);
+}
+
+/* Whether algorithm ai reaches its peers' buffers (a direct program whose
+ * plan needs them): its calls meet at a group's end (one process) or in
+ * the exchange of their buffers (a process per GPU). */
+static int reaches_peers(const baton_comm *c, int ai) { return c->dplans && c->dplans[ai].ok && c->dplans[ai].peer_io; }
+
+/* Whether ranks of one call may run algorithms i and j, one each (NCCL
+ * lets each rank of a call choose its placement, and the best program in
+ * place is not always the best out of place):
+ *  - the same program;
+ *  - two that reach their peers' buffers: their calls meet at the group's
+ *    end or in the exchange, where every rank finds the programs differ
+ *    and all run again without their peers' buffers (rt_call_again);
+ *  - two that exchange the same between ranks (ir_wire_same) with the
+ *    same lanes (each lane has connections of its own).
+ * With a process per GPU, a program that reaches its peers' buffers and
+ * one that does not never mix: one rank would wait in the exchange for a
+ * peer that never comes.  In one process they do: the group's end runs
+ * the first again without its peers' buffers, and it then chooses among
+ * the programs the second was chosen from, by this rule. */
+static int mixes(const baton_comm *c, int i, int j) {
+  if (i == j) return 1;
+  const int pi = reaches_peers(c, i), pj = reaches_peers(c, j);
+  if (pi || pj) return (pi && pj) || !c->bs;
+  return c->lanes[i] == c->lanes[j] &&
+         ir_wire_same(rt_algos_get(c->algos, i)->prog, rt_algos_get(c->algos, j)->prog);
 }
 
 /* Whether a call on s and r reaches its peers' buffers (rt_direct_usable's
@@ -50,10 +82,26 @@ int rt_comm_choose_io(baton_comm *c, ir_coll coll, const void *s, const void *r,
   int64_t out_at = coll == IR_COLL_REDUCESCATTER ? (int64_t)c->rank * count : 0;
   int inplace = (const char *)s - in_at * es == (const char *)r - out_at * es;
   uint64_t bytes = rt_call_bytes(c, coll, count, dtype);
+  rt_choice *memo = &c->choices[coll][inplace];
+  if (memo->ai != RT_CHOICE_NONE && memo->bytes == bytes && memo->count == (int64_t)count && memo->dtype == dtype &&
+      memo->peer_io == peer_io)
+    return memo->ai;
+  /* This rank's choice, then the one its peers would make in the other
+   * placement; where the two cannot run side by side in one call, the
+   * program every rank would choose whatever its placement. */
   usable_ctx u = {c, (int64_t)count, dtype, inplace, peer_io};
-  int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0);
-  if (new_choice(&c->last_choice[coll][inplace], ai))
-    rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 1);
+  int ai = rt_algos_select_by(c->algos, coll, inplace, bytes, (int64_t)count, usable, &u, 0), place = inplace;
+  u.inplace = !inplace;
+  const int other = ai >= 0 ? rt_algos_select_by(c->algos, coll, !inplace, bytes, (int64_t)count, usable, &u, 0) : -1;
+  if (other >= 0 && !mixes(c, ai, other)) {
+    u.inplace = place = RT_PLACE_EITHER;
+    ai = rt_algos_select_by(c->algos, coll, place, bytes, (int64_t)count, usable, &u, 0);
+  }
+  *memo = (rt_choice){bytes, (int64_t)count, dtype, peer_io, ai};
+  if (new_choice(&c->last_choice[coll][inplace], ai)) {
+    u.inplace = place;
+    rt_algos_select_by(c->algos, coll, place, bytes, (int64_t)count, usable, &u, 1);
+  }
   return ai;
 }
 

@@ -45,7 +45,7 @@ typedef struct pb_rec {
   uint64_t base[PB_BUFS], off[PB_BUFS], id[PB_BUFS];  /* id: a CUDA IPC allocation's (0: unknown) */
   int32_t kind[PB_BUFS], pieces[PB_BUFS];
   pb_piece piece[PB_BUFS][PB_PIECES_MAX];
-  uint64_t host, fdkey, key, pidns;   /* pidns: its PID namespace (rt_pid_namespace; 0: unknown) */
+  uint64_t host, fdkey, key, prog, pidns;   /* pidns: its PID namespace (rt_pid_namespace; 0: unknown) */
   uint64_t gone[PB_GONE_MAX]; /* the ids of this rank's allocations, once exchanged, it has found freed */
   int32_t pid, dev, ok, ngone;
 } pb_rec;
@@ -512,6 +512,7 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
   mine->dev = me->dev;
   mine->fdkey = pb->fdkey;
   mine->key = me->key;
+  mine->prog = me->prog;
   mine->ok = export_buf(pb, mine, PB_IN, in[me->rank], me->in_bytes, me->dev, &why) &&
              export_buf(pb, mine, PB_OUT, out[me->rank], me->out_bytes, me->dev, &why);
   find_freed(pb, mine, mine->ok && !rec_seen(pb, me->rank, mine, 0));
@@ -522,6 +523,12 @@ static bt_result exchange(rt_peerbufs *pb, struct rt_bootstrap *bs, const rt_pee
       LOG_WARN(RT_SUB_RUNTIME, "rank %d: %s: rank %d's call is not rank 0's (a call made on some ranks only, in "
                "another order, or with its buffers registered on some ranks only): not run", me->rank, me->what, r);
       return BT_ERR_INVALID;
+    }
+  for (int r = 0; r < me->nranks; r++)   /* ranks that differ in placement, each running its own program */
+    if (pb->recs[r].prog != pb->recs[0].prog) {
+      LOG_INFO(RT_SUB_RUNTIME, "rank %d: %s: rank %d runs another program than rank 0 (the ranks differ in "
+               "placement): every rank runs the call without its peers' buffers", me->rank, me->what, r);
+      return BT_ERR_UNSUPPORTED;
     }
   int ok = 1, bad = -1;
   for (int r = 0; r < me->nranks && ok; r++)

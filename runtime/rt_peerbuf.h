@@ -24,6 +24,7 @@ typedef struct rt_peerbuf_self {
   const char *what;           /* what the buffers are, for the log: "a captured call", "a registered window" */
   int64_t in_bytes, out_bytes;  /* the bytes of this rank's input and output the call reaches from their pointers */
   uint64_t key;               /* what the call is: every rank's must be the same (else BT_ERR_INVALID) */
+  uint64_t prog;              /* what runs it here: where ranks' differ, all give up alike (BT_ERR_UNSUPPORTED) */
 } rt_peerbuf_self;
 
 /* Exchanges where every rank's call buffers lie and fills in[r], out[r]

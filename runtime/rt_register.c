@@ -85,7 +85,7 @@ static bt_result map_peers(baton_comm *c, baton_window *w) {
   char *in[IP_WIN_MAX_RANKS], *out[IP_WIN_MAX_RANKS];
   in[c->rank] = out[c->rank] = w->base;
   const uint64_t key = rt_hash(rt_hash(RT_HASH_START, 0x72656769737465ull), (uint64_t)w->bytes);   /* "registe(r)" */
-  bt_result e = rt_direct_exchange(c, "a registered window", key, in, out, (int64_t)w->bytes, (int64_t)w->bytes);
+  bt_result e = rt_direct_exchange(c, "a registered window", key, 0, in, out, (int64_t)w->bytes, (int64_t)w->bytes);
   if (e == BT_ERR_UNSUPPORTED) {
     if (c->rank == 0)
       LOG_WARN(RT_SUB_RUNTIME, "baton_comm_register: a rank's buffer cannot be mapped by its peers (not from "

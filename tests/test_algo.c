@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir_wire.h"
 #include "rt_algo.h"
 #include "tap.h"
 
@@ -21,6 +22,72 @@ static int compile(const char *baton, const char *algs, const char *name, const 
 static const char *picked(const rt_algos *a, int i) {
   return i < 0 || i >= rt_algos_count(a) ? "(none)" : rt_algos_get(a, i)->prog->name;
 }
+
+/* usable() of rt_algos_select_by: the FIFO programs only (what a call
+ * without its peers' buffers, or across node groups, may run). */
+static int fifo_only(void *ctx, int i) { return !rt_algos_get(ctx, i)->direct; }
+
+/* Whether the programs named x and y of a are both there and exchange the
+ * same between ranks (ir_wire_same); -1 when one is missing. */
+static int wire_same(const rt_algos *a, const char *x, const char *y) {
+  int i = rt_algos_find(a, x), j = rt_algos_find(a, y);
+  if (i < 0 || j < 0) return -1;
+  return ir_wire_same(rt_algos_get(a, i)->prog, rt_algos_get(a, j)->prog);
+}
+
+/* Ranks of one call that differ in placement (NCCL lets each choose):
+ * which of the default set's programs for 4 ranks may run side by side,
+ * and for every collective and size, that the FIFO programs the two
+ * placements choose either may, or one program runs either placement. */
+static void placement(const char *baton) {
+  char cmd[512], set[128];
+  snprintf(set, sizeof set, "%s/set4", dir);
+  snprintf(cmd, sizeof cmd, "%s set 4 -q -o %s", baton, set);
+  int bad = system(cmd);
+  rt_algos *a = NULL;
+  bt_result lr = bad ? BT_ERR_INVALID : rt_algos_load_files(&a, 4, "", set);
+  ok(!bad && lr == BT_OK, "the default set for 4 ranks compiled and loaded (%s)", bt_result_str(lr));
+  if (lr) return;
+  ok(wire_same(a, "allreduce_allpairs_1shot_direct", "allreduce_allpairs_1shot_oop_direct") == 1,
+     "the LL one-shot AllReduce in place and out of place exchange the same (they differ in their own copies only)");
+  ok(wire_same(a, "allreduce_ring", "allreduce_ring_oop") == 1,
+     "the ring AllReduce and its out-of-place rewrite exchange the same");
+  ok(wire_same(a, "allgather_ring", "allgather_allpairs_oop") == 0,
+     "the ring AllGather and the out-of-place all-pairs one do not");
+  ok(wire_same(a, "reducescatter_ring", "reducescatter_ring_oop") == 0,
+     "the in-place and out-of-place ring ReduceScatters do not (their channels differ)");
+  ok(wire_same(a, "allreduce_allpairs_2shot_chain_put", "allreduce_allpairs_2shot_chain_oop_put") == 0,
+     "two-shots that put into their peers' outputs never count as the same: what they reach depends on the peer");
+  /* Every collective, at sizes in each range of the set: where the FIFO
+   * choices for the two placements cannot run side by side, a program
+   * that runs either placement is there. */
+  const ir_coll colls[] = {IR_COLL_ALLREDUCE, IR_COLL_ALLGATHER, IR_COLL_REDUCESCATTER, IR_COLL_ALLTOALL};
+  int cells = 0, differ = 0, either = 0, lost = 0;
+  char first[256] = "";
+  for (int k = 0; k < 4; k++)
+    for (uint64_t bytes = 4096; bytes <= (256ull << 20); bytes *= 2) {
+      const int64_t count = (int64_t)(bytes / 4 / 4);
+      int in = rt_algos_select_by(a, colls[k], 1, bytes, count, fifo_only, a, 0);
+      int out = rt_algos_select_by(a, colls[k], 0, bytes, count, fifo_only, a, 0);
+      if (in < 0 || out < 0) continue;
+      cells++;
+      if (in == out || ir_wire_same(rt_algos_get(a, in)->prog, rt_algos_get(a, out)->prog)) continue;
+      differ++;
+      int e = rt_algos_select_by(a, colls[k], RT_PLACE_EITHER, bytes, count, fifo_only, a, 0);
+      const rt_algo *al = e >= 0 ? rt_algos_get(a, e) : NULL;
+      if (getenv("TEST_ALGO_LIST"))
+        printf("# %s of %llu bytes: in place %s, out of place %s, either %s\n", ir_coll_name[colls[k]],
+               (unsigned long long)bytes, picked(a, in), picked(a, out), picked(a, e));
+      if (al && al->outofplace_ok && (al->inplace_ok || !al->copies)) either++;
+      else if (!lost++)
+        snprintf(first, sizeof first, "%s of %llu bytes", ir_coll_name[colls[k]], (unsigned long long)bytes);
+    }
+  ok(cells > 40 && differ > 0 && either == differ && !lost,
+     "FIFO choices at %d (collective, size) cells: where the two placements' programs cannot run side by side "
+     "(%d), one program runs either (%d; none at %s)", cells, differ, either, lost ? first : "no cell");
+  rt_algos_free(a);
+}
+
 
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_algo BATON ALGORITHMS_DIR\n"); return 2; }
@@ -256,6 +323,8 @@ int main(int argc, char **argv) {
   ok(!bad && lr == BT_OK && rt_algos_count(a) >= 1 && nine == 0,
      "a program that needs 9 slots is not used with BATON_EXEC_SLOTS=8 (%d loaded)", lr == BT_OK ? rt_algos_count(a) : -1);
   if (lr == BT_OK) rt_algos_free(a);
+
+  placement(argv[1]);
 
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) return 2;

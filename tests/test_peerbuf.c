@@ -12,7 +12,10 @@
  *   - a rank without a listener for descriptors gives up with the others
  *     where a peer shares cuMem memory (it used to crash);
  *   - ranks in different PID namespaces (containers) pass descriptors
- *     without checking a pid that means nothing to the receiver. */
+ *     without checking a pid that means nothing to the receiver;
+ *   - ranks of one call that run different programs (they differ in
+ *     placement: one in place, one not) give up alike before mapping
+ *     anything, and run it without their peers' buffers. */
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -192,19 +195,21 @@ void rt_fdpass_close(rt_fdpass *fp) { free(fp); }
 
 /* ---- the cases --------------------------------------------------------- */
 
-enum { SPAN, FAILED, PAST, LISTENER, CASES };
+enum { SPAN, FAILED, PAST, LISTENER, PROGS, CASES };
 static rt_peerbufs *pbs[2];
 static bt_result results[2][8];   /* each rank's result of each call */
 static char *peer_in[2][8];       /* where it found its peer's input */
 static int mapped_after[2];
 static pthread_barrier_t bar;
+static uint64_t prog_of[2][8];
+static int opens_first[2];      /* PROGS: the IPC mappings each rank opened in its first call */   /* the program each rank runs each call with (0 unless a case says) */
 
 /* Call k of rank r on its buffer at p of len bytes (input and output). */
 static void call(int r, int k, uint64_t p, int64_t len, int max_maps) {
   char *in[2], *out[2];
   in[r] = out[r] = (char *)(uintptr_t)p;
   rt_peerbuf_self s = {.rank = r, .nranks = 2, .dev = 0, .host = 7, .max_maps = max_maps, .what = "a test call",
-                       .in_bytes = len, .out_bytes = len, .key = 1000 + (uint64_t)k};
+                       .in_bytes = len, .out_bytes = len, .key = 1000 + (uint64_t)k, .prog = prog_of[r][k]};
   results[r][k] = rt_peerbuf_exchange(&pbs[r], (struct rt_bootstrap *)(uintptr_t)(r + 1), &s, in, out);
   peer_in[r][k] = results[r][k] ? NULL : in[1 - r];
 }
@@ -232,6 +237,14 @@ static void *rank_main(void *arg) {
     add_alloc(r, base + 16 * MB, 16 * MB, 100 * (r + 1) + 1, 0);
     pthread_barrier_wait(&bar);
     call(r, 1, base + 8 * MB, 16 * MB, 256);
+  } else if (the_case == PROGS) {   /* call 1: each rank its own program; call 2: the same */
+    add_alloc(r, base, 16 * MB, 100 * (r + 1), 0);
+    pthread_barrier_wait(&bar);
+    prog_of[r][1] = 10 + (uint64_t)r;
+    prog_of[r][2] = 10;
+    call(r, 1, base, MB, 256);
+    opens_first[r] = ipc_opens[r];
+    call(r, 2, base, MB, 256);
   } else {   /* LISTENER: rank 1 has no descriptor listener; rank 0's buffer is cuMem memory */
     add_alloc(r, base, 16 * MB, 100 * (r + 1), r == 0);
     pthread_barrier_wait(&bar);
@@ -247,6 +260,7 @@ static void *rank_main(void *arg) {
 static void run_case(int c) {
   the_case = c;
   memset(results, 0, sizeof results);
+  memset(prog_of, 0, sizeof prog_of);
   memset(nallocs, 0, sizeof nallocs);
   memset(imports, 0, sizeof imports);
   memset(ipc_opens, 0, sizeof ipc_opens);
@@ -293,5 +307,12 @@ int main(void) {
   ok(results[0][1] == BT_ERR_UNSUPPORTED && results[1][1] == BT_ERR_UNSUPPORTED,
      "a rank without a listener for descriptors, its peer's buffer cuMem memory: both give up alike (%s, %s)",
      bt_result_str(results[0][1]), bt_result_str(results[1][1]));
+  run_case(PROGS);
+  ok(results[0][1] == BT_ERR_UNSUPPORTED && results[1][1] == BT_ERR_UNSUPPORTED && opens_first[0] + opens_first[1] == 0,
+     "ranks running different programs for one call: both give up alike, nothing mapped (%s, %s)",
+     bt_result_str(results[0][1]), bt_result_str(results[1][1]));
+  ok(!results[0][2] && !results[1][2] && peer_in[0][2] && peer_in[1][2],
+     "then the same program on both: the exchange works (%s, %s)", bt_result_str(results[0][2]),
+     bt_result_str(results[1][2]));
   return tap_done();
 }
